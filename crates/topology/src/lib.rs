@@ -1,0 +1,165 @@
+//! The machine numapilot places work on: NUMA nodes, CPUs, memory, distances and devices.
+//!
+//! A [`Topology`] is an immutable value. It is read once from sysfs (`sysfs` module, with an
+//! overridable root so fixtures from other kernels can be read), from a machine file describing a
+//! machine that is not here (`machine` module), or from a built-in preset (`presets` module).
+//! Everything above this crate (observation, model, policy, simulator) takes a `&Topology`.
+//!
+//! ```text
+//!   Topology
+//!   ├── nodes[]      kernel id (sparse: 0 and 8 is legal), CPUs, MemTotal/MemFree
+//!   ├── distances    dense square matrix, row/column i = nodes[i]  (SLIT: 10 = local)
+//!   ├── cpus[]       id, node, package, die, core, SMT siblings, LLC, online
+//!   └── devices[]    PCI address, class (network/gpu/nvme/...), numa_node
+//! ```
+//!
+//! Node ids are the kernel's. A *dense index* (position in `nodes`) exists only to index the
+//! distance matrix and per-node arrays; the two are never mixed: ids are `u32` named `id`/`node`,
+//! indexes are `usize` named `idx`.
+
+#![deny(missing_docs)]
+
+pub mod set;
+
+use serde::{Deserialize, Serialize};
+
+pub use set::{CpuSet, IdSet, NodeSet, SetParseError};
+
+/// A NUMA node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// Kernel node id (`/sys/devices/system/node/nodeN`).
+    pub id: u32,
+    /// CPUs on this node (may be empty: a memory-only node, e.g. CXL or a paper's memory blade).
+    pub cpus: CpuSet,
+    /// MemTotal of the node, kB (`nodeN/meminfo`). Zero for a node without memory.
+    pub mem_total_kb: u64,
+    /// MemFree of the node, kB, when it was read. For machine files and presets, equal to total.
+    pub mem_free_kb: u64,
+}
+
+impl Node {
+    /// Whether the node has no CPUs (a memory-only node).
+    pub fn is_cpuless(&self) -> bool {
+        self.cpus.is_empty()
+    }
+}
+
+/// A logical CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cpu {
+    /// Kernel CPU id.
+    pub id: u32,
+    /// Kernel id of the node the CPU belongs to.
+    pub node: u32,
+    /// Physical package (socket) id, `topology/physical_package_id`.
+    pub package: u32,
+    /// Die id within the package, `topology/die_id` (0 when the kernel does not say).
+    pub die: u32,
+    /// Core id, `topology/core_id` (unique within a package/die, not machine-wide).
+    pub core: u32,
+    /// SMT siblings including this CPU, `topology/thread_siblings_list`.
+    pub siblings: CpuSet,
+    /// CPUs sharing this CPU's last-level cache (`cache/index3/shared_cpu_list`, else the highest
+    /// index present); `None` when the kernel exposes no cache information.
+    pub llc: Option<CpuSet>,
+    /// Whether the CPU is online.
+    pub online: bool,
+}
+
+/// What a PCI device is, for placing work near it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceClass {
+    /// Network controller (PCI class 0x02).
+    Network,
+    /// Display / 3D controller, GPU (0x03) or processing accelerator (0x12).
+    Gpu,
+    /// NVMe controller (0x0108).
+    Nvme,
+    /// Other mass storage (0x01, not NVMe).
+    Storage,
+    /// Anything else.
+    Other,
+}
+
+/// A PCI device and the node it hangs off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PciDevice {
+    /// PCI address, e.g. `0000:3b:00.0`.
+    pub address: String,
+    /// Class derived from the PCI class code.
+    pub class: DeviceClass,
+    /// Raw PCI class code (`class` file, e.g. 0x020000).
+    pub class_code: u32,
+    /// Kernel node id from `numa_node`, `None` when the kernel reports -1 (no affinity).
+    pub node: Option<u32>,
+    /// Interface or block names bound to it, when known (`net/eth0` -> `eth0`, `nvme/nvme0`).
+    pub names: Vec<String>,
+}
+
+/// Distance tier between two nodes, derived from the distance matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tier {
+    /// The node itself (distance 10 in SLIT terms).
+    Local,
+    /// Another node in the same package (e.g. SNC/NPS sub-node, distance 11-12).
+    SameSocket,
+    /// One interconnect hop away (e.g. 20-22).
+    OneHop,
+    /// Further (two or more hops, or a disaggregated remote server, e.g. 32, 160, 200).
+    Far,
+}
+
+/// The whole machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Online nodes, sorted by kernel id. Position in this vector is the node's dense index.
+    pub nodes: Vec<Node>,
+    /// Possible nodes (`node/possible`), a superset of the online ones.
+    pub possible: NodeSet,
+    /// Distance matrix over `nodes`, dense: `distances[i][j]` for `nodes[i]` -> `nodes[j]`.
+    pub distances: Vec<Vec<u32>>,
+    /// All CPUs the kernel knows of (online or not), sorted by id.
+    pub cpus: Vec<Cpu>,
+    /// PCI devices with their node.
+    pub devices: Vec<PciDevice>,
+}
+
+impl Topology {
+    /// Dense index of the node with kernel id `id`.
+    pub fn node_idx(&self, id: u32) -> Option<usize> {
+        self.nodes.binary_search_by_key(&id, |n| n.id).ok()
+    }
+
+    /// The node with kernel id `id`.
+    pub fn node(&self, id: u32) -> Option<&Node> {
+        self.node_idx(id).map(|i| &self.nodes[i])
+    }
+
+    /// Kernel ids of the online nodes.
+    pub fn node_ids(&self) -> NodeSet {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    /// Distance between two nodes by kernel id.
+    pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
+        Some(self.distances[self.node_idx(from)?][self.node_idx(to)?])
+    }
+
+    /// The CPU with kernel id `id`.
+    pub fn cpu(&self, id: u32) -> Option<&Cpu> {
+        self.cpus.binary_search_by_key(&id, |c| c.id).ok().map(|i| &self.cpus[i])
+    }
+
+    /// All online CPUs.
+    pub fn online_cpus(&self) -> CpuSet {
+        self.cpus.iter().filter(|c| c.online).map(|c| c.id).collect()
+    }
+
+    /// Union of the CPUs of the given nodes.
+    pub fn cpus_of_nodes(&self, nodes: &NodeSet) -> CpuSet {
+        self.nodes.iter().filter(|n| nodes.contains(n.id)).fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))
+    }
+}
