@@ -1,0 +1,246 @@
+#!/bin/sh
+# capture-fixtures.sh: copy the sysfs/procfs files numapilot reads, plus the outputs of the real Debian tools taken at
+# the same moment, into a fixture directory (layout: notes in the repo's fixtures/README.md).
+#
+# usage: capture-fixtures.sh [-s] [-t TOUCHER] OUTDIR [PID...]
+#   OUTDIR      fixture directory to create (must not exist yet, or be empty)
+#   PID...      processes whose /proc/PID files (and their threads) are captured, with `numastat -p PID` for each
+#   -s          also start two sample processes, capture them, and stop them again:
+#                 * a memory holder under `numactl --interleave=all` (memory spread over every node), which is
+#                   TOUCHER (default: rig-toucher from PATH) with 8 MiB and 3 threads, or a shell holding a large
+#                   variable when no toucher exists;
+#                 * a process whose comm is "a (b) c" (spaces and parentheses), a copy of sleep where sleep is a real
+#                   program, else a shell that renamed itself through /proc/self/comm (busybox, where sleep is an
+#                   applet chosen by argv[0]).
+#   -t TOUCHER  path of the memory-toucher program used by -s
+#
+# POSIX sh on purpose: it runs on the host (dash/bash) and inside the rig guests (busybox ash).
+# Files that do not exist on a kernel (PSI off, no NUMA balancing, no cache index3) are skipped, never an error; so is a
+# process that exits while it is being copied. The script only reads the system; the processes it starts are its own
+# and are stopped on exit.
+set -eu
+
+usage() {
+	echo "usage: $0 [-s] [-t TOUCHER] OUTDIR [PID...]" >&2
+	exit 2
+}
+
+spawn=0
+toucher=""
+while getopts st: opt; do
+	case $opt in
+	s) spawn=1 ;;
+	t) toucher=$OPTARG ;;
+	*) usage ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || usage
+out=$1
+shift
+
+for tool in numactl numastat; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "capture-fixtures: $tool not found (Debian package numactl); it is needed for expected/" >&2
+		exit 1
+	fi
+done
+if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+	echo "capture-fixtures: $out exists and is not empty; refusing to mix two captures" >&2
+	exit 1
+fi
+mkdir -p "$out/expected"
+
+# --- helpers -----------------------------------------------------------------------------------------------------
+
+# cp_file /abs/path: copy one readable kernel file to $out/abs/path; unreadable or vanished files are skipped.
+cp_file() {
+	[ -f "$1" ] || return 0
+	mkdir -p "$out${1%/*}"
+	if ! cat "$1" >"$out$1" 2>/dev/null; then
+		rm -f "$out$1"
+	fi
+	return 0
+}
+
+# cp_files DIR NAME...: cp_file DIR/NAME for each name.
+cp_files() {
+	d=$1
+	shift
+	for n in "$@"; do
+		cp_file "$d/$n"
+	done
+}
+
+# pause: sleep a tenth of a second where sleep accepts fractions (GNU, busybox), else one second.
+pause() {
+	sleep 0.1 2>/dev/null || sleep 1
+}
+
+started=""
+tmp=""
+cleanup() {
+	for p in $started; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in $started; do
+		wait "$p" 2>/dev/null || true
+	done
+	if [ -n "$tmp" ]; then
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- sample processes (-s) ---------------------------------------------------------------------------------------
+
+if [ "$spawn" = 1 ]; then
+	tmp=$(mktemp -d)
+	if [ -z "$toucher" ] && command -v rig-toucher >/dev/null 2>&1; then
+		toucher=$(command -v rig-toucher)
+	fi
+	if [ -n "$toucher" ]; then
+		[ -x "$toucher" ] || {
+			echo "capture-fixtures: toucher $toucher is not executable" >&2
+			exit 1
+		}
+		numactl --interleave=all "$toucher" --mb 8 --threads 3 --ready "$tmp/ready" &
+		started="$started $!"
+		i=0
+		while [ ! -f "$tmp/ready" ]; do
+			i=$((i + 1))
+			if [ $i -gt 300 ]; then
+				echo "capture-fixtures: $toucher did not report ready within 30 s" >&2
+				exit 1
+			fi
+			pause
+		done
+		# The toucher is exec'd by numactl, so $! is its pid; the ready file says the same.
+		set -- "$@" "$(cat "$tmp/ready")"
+	else
+		# 8 MiB string kept in the shell's heap, allocated under the interleave policy.
+		numactl --interleave=all sh -c 'v=$(head -c 8388608 /dev/zero | tr "\0" x); while :; do sleep 3600; done' &
+		started="$started $!"
+		sleep 1
+		set -- "$@" "$!"
+	fi
+
+	sleeper=$(command -v sleep)
+	cp "$sleeper" "$tmp/a (b) c" 2>/dev/null || true
+	if [ -x "$tmp/a (b) c" ] && "$tmp/a (b) c" 0 2>/dev/null; then
+		"$tmp/a (b) c" 3600 &
+		started="$started $!"
+		set -- "$@" "$!"
+	else
+		# busybox: a copy of the binary would not know which applet it is. The shell renames itself (builtin printf,
+		# so the write is done by the shell process itself) and stays alive waiting for its sleep.
+		sh -c 'printf "a (b) c" >/proc/self/comm; sleep 3600; :' &
+		started="$started $!"
+		set -- "$@" "$!"
+	fi
+	pause
+fi
+
+# --- expected outputs of the real tools (taken first, then the files right after) --------------------------------
+
+{
+	echo "# how the files in expected/ were produced (run by scripts/capture-fixtures.sh)"
+	echo "kernel: $(uname -r)"
+	echo "machine: $(uname -m)"
+	echo "numactl-hardware.txt: numactl --hardware"
+	echo "numastat.txt: numastat"
+	echo "numastat-m.txt: numastat -m"
+	echo "numastat-n.txt: numastat -n"
+	echo "numactl-show.txt: numactl --show   (policy of the capturing shell)"
+	echo "numastat-version: $(numastat -V 2>&1 | head -n 1)"
+} >"$out/expected/cmd.txt"
+
+numactl --hardware >"$out/expected/numactl-hardware.txt" 2>&1
+numastat >"$out/expected/numastat.txt" 2>&1
+numastat -m >"$out/expected/numastat-m.txt" 2>&1
+numastat -n >"$out/expected/numastat-n.txt" 2>&1
+numactl --show >"$out/expected/numactl-show.txt" 2>&1
+
+# --- sysfs: nodes ------------------------------------------------------------------------------------------------
+
+nd=/sys/devices/system/node
+cp_files $nd online possible has_cpu has_memory has_normal_memory
+for d in "$nd"/node[0-9]*; do
+	[ -d "$d" ] || continue
+	cp_files "$d" cpulist cpumap meminfo numastat distance vmstat
+done
+
+# --- sysfs: CPUs -------------------------------------------------------------------------------------------------
+
+cd_=/sys/devices/system/cpu
+cp_files $cd_ online possible present
+for c in "$cd_"/cpu[0-9]*; do
+	[ -d "$c" ] || continue
+	cp_file "$c/online"
+	for f in "$c"/topology/*; do
+		cp_file "$f"
+	done
+	for k in "$c"/cache/index[0-9]*; do
+		[ -d "$k" ] || continue
+		cp_files "$k" level type shared_cpu_list id
+	done
+done
+
+# --- sysfs: PCI devices (real directories in the fixture, not the kernel's symlinks) -----------------------------
+
+for p in /sys/bus/pci/devices/*; do
+	[ -e "$p" ] || continue
+	a=${p##*/}
+	dst="$out/sys/bus/pci/devices/$a"
+	mkdir -p "$dst"
+	for n in class vendor device numa_node; do
+		if [ -f "$p/$n" ]; then
+			cat "$p/$n" >"$dst/$n" 2>/dev/null || rm -f "$dst/$n"
+		fi
+	done
+	for sub in net nvme; do
+		for s in "$p/$sub"/*; do
+			[ -e "$s" ] || continue
+			mkdir -p "$dst/$sub/${s##*/}"
+		done
+	done
+done
+
+# --- procfs: system-wide ----------------------------------------------------------------------------------------
+
+cp_files /proc stat vmstat meminfo
+cp_files /proc/pressure cpu memory io
+cp_file /proc/sys/kernel/numa_balancing
+
+# --- procfs: processes and their threads -------------------------------------------------------------------------
+
+captured=""
+for pid in "$@"; do
+	case $pid in
+	'' | *[!0-9]*)
+		echo "capture-fixtures: not a pid: $pid" >&2
+		exit 1
+		;;
+	esac
+	if [ ! -d "/proc/$pid" ]; then
+		echo "capture-fixtures: process $pid is gone; skipped" >&2
+		continue
+	fi
+	numastat -p "$pid" >"$out/expected/numastat-p-$pid.txt" 2>&1 || true
+	cp_files "/proc/$pid" stat status numa_maps sched schedstat comm cmdline maps
+	for t in "/proc/$pid"/task/*; do
+		[ -d "$t" ] || continue
+		cp_files "$t" stat status sched schedstat comm
+	done
+	if [ -f "$out/proc/$pid/stat" ]; then
+		captured="$captured $pid"
+		echo "numastat-p-$pid.txt: numastat -p $pid   (comm: $(cat "$out/proc/$pid/comm" 2>/dev/null))" \
+			>>"$out/expected/cmd.txt"
+	else
+		rm -f "$out/expected/numastat-p-$pid.txt"
+		echo "capture-fixtures: process $pid exited during the capture; skipped" >&2
+	fi
+done
+echo "pids:$captured" >>"$out/expected/cmd.txt"
+echo "capture-fixtures: wrote $out (pids:$captured)"
