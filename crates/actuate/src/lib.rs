@@ -1,4 +1,44 @@
-//! Actuation: the only crate that changes the system (sched_setaffinity, set_mempolicy, mbind,
-//! migrate_pages, move_pages, cpuset writes). Safe wrappers over the raw syscalls.
+//! Actuation: the **only** crate of numapilot that changes the system.
+//!
+//! Everything else observes, models, decides or prints. When numapilot moves a thread, sets a
+//! memory policy or migrates a page, the call goes through here, so the whole set of side effects
+//! can be read in one place and replaced by a recorder in dry runs and in the simulator.
+//!
+//! ```text
+//!   module        system calls                               used by
+//!   ------------  -----------------------------------------  -----------------------------------
+//!   mempolicy     set_mempolicy, get_mempolicy, mbind         `numapilot run`, the daemon
+//!   affinity      sched_setaffinity, sched_getaffinity        `numapilot run`, the daemon
+//!   migrate       migrate_pages, move_pages                   the daemon (page migration)
+//!   placement     the two above, rehearsed on a scratch       `numapilot run` (all or nothing
+//!                 thread, then applied with restore           before exec)
+//!   bitmap        (no calls) kernel mask layout, maxnode      all of the above
+//! ```
+//!
+//! The system calls are made through `libc::syscall` with our own safe wrappers: libc has no
+//! wrappers for the NUMA calls, and glibc's `sched_*affinity` wrappers hide the byte count the
+//! kernel returns. Node and CPU sets are [`numapilot_topology::IdSet`]s of any width (more than 1024
+//! CPUs work). The `maxnode` argument follows libnuma's convention of *bits + 1*; see [`bitmap`]
+//! for why.
+//!
+//! Errors ([`Error`]) name the system call, its arguments and the errno; a mode the running kernel
+//! does not have (preferred-many before 5.15, weighted-interleave before 6.9) is reported as
+//! [`Error::Unsupported`] ("the running kernel does not support ...").
 
 #![deny(missing_docs)]
+
+pub mod affinity;
+pub mod bitmap;
+pub mod error;
+pub mod mempolicy;
+pub mod migrate;
+pub mod placement;
+
+pub use affinity::{sched_getaffinity, sched_setaffinity, Pid};
+pub use error::{errno_name, Error, Result};
+pub use mempolicy::{
+    get_mempolicy, get_mempolicy_at, interleave_next_node, kernel_supports, mbind, mems_allowed, node_of_address,
+    restore_mempolicy, set_mempolicy, CurrentPolicy, MbindFlags, MemPolicy, Mode, ModeFlags,
+};
+pub use migrate::{migrate_pages, move_pages, MoveFlags, MovePagesOutcome, PageStatus};
+pub use placement::{Original, ThreadPlacement};

@@ -1,0 +1,232 @@
+//! Page migration: `migrate_pages` (a whole process, node set to node set) and `move_pages`
+//! (chosen pages to chosen nodes, or just where they are).
+//!
+//! These are for the daemon: moving a running process's memory after it has been placed. They
+//! live here because this crate is the only one allowed to change the system.
+//!
+//! # migrate_pages(pid, from, to)
+//!
+//! ```text
+//!   from = {0,1}  to = {2,3}      node 0 -> 2, node 1 -> 3 (the kernel keeps relative positions:
+//!                                 do_migrate_pages() remaps the n-th source to the n-th target)
+//!   from = {0-7}  to = {3,4,5}    sizes differ: nodes already in `to` are skipped, the rest remap
+//! ```
+//!
+//! Moves every page of process `pid` that sits on a `from` node. Returns the number of pages that
+//! could not be moved (not an error: pages come and go, some are pinned). Needs the ptrace-read
+//! right over the target; targets outside the process's cpuset need CAP_SYS_NICE (EPERM); the
+//! target nodes are intersected with *our* cpuset. Pages shared with other processes move only
+//! with CAP_SYS_NICE (the kernel then uses MPOL_MF_MOVE_ALL).
+//!
+//! # move_pages(pid, pages, nodes, flags)
+//!
+//! ```text
+//!   pages  [a0, a1, a2]           addresses in process `pid` (any address within the page)
+//!   nodes  [ 1,  1,  2] or None   None: only report where each page is
+//!   status [ 1, -14, 2]           per page: the node it is on now, or -errno
+//! ```
+//!
+//! Per-page errors are not failures of the call; they are counted by errno in
+//! [`MovePagesOutcome::failures_by_errno`]. Their meanings (move_pages(2), mm/migrate.c):
+//! EACCES shared page (needs [`MoveFlags::All`]), EBUSY page busy (retry later), EFAULT zero page or
+//! unmapped address, EIO page cannot be written back, EINVAL dirty page the filesystem cannot
+//! migrate, ENOENT page not present (never touched), ENOMEM no memory on the target node. The call
+//! itself fails for ESRCH (no such process), EPERM, ENODEV (target node offline), EINVAL
+//! (bad flags or node), E2BIG.
+//!
+//! Both calls take node masks with the `maxnode` convention of [`crate::bitmap`].
+
+use std::collections::BTreeMap;
+use std::os::raw::{c_int, c_long, c_ulong, c_void};
+
+use numapilot_topology::NodeSet;
+
+use crate::affinity::Pid;
+use crate::bitmap::{KernelBitmap, MAX_MASK_BITS};
+use crate::error::{errno_name, Error, Result};
+
+/// Moves all pages of process `pid` (0 = this process) from the nodes in `from` to the nodes in
+/// `to`, keeping their relative positions (`migrate_pages(2)`).
+///
+/// Returns how many pages could not be moved.
+pub fn migrate_pages(pid: Pid, from: &NodeSet, to: &NodeSet) -> Result<u64> {
+    for (arg, set) in [("old_nodes", from), ("new_nodes", to)] {
+        if set.is_empty() {
+            return Err(Error::InvalidArgument {
+                syscall: "migrate_pages",
+                arg,
+                reason: "the node set is empty".into(),
+            });
+        }
+        if set.max().is_some_and(|m| m >= MAX_MASK_BITS) {
+            return Err(Error::InvalidArgument {
+                syscall: "migrate_pages",
+                arg,
+                reason: format!("node {} is beyond the largest node mask the kernel accepts", set.max().unwrap_or(0)),
+            });
+        }
+    }
+    // Both masks must be read with the same maxnode: size them alike.
+    let width = from.max().max(to.max()).map_or(0, |m| m + 1);
+    let old = KernelBitmap::from_set(from, width);
+    let new = KernelBitmap::from_set(to, width);
+    debug_assert_eq!(old.maxnode(), new.maxnode());
+    // SAFETY: both masks hold `maxnode - 1` bits and outlive the call; the kernel only reads them.
+    let rc =
+        unsafe { libc::syscall(libc::SYS_migrate_pages, pid as c_long, old.maxnode(), old.as_ptr(), new.as_ptr()) };
+    if rc < 0 {
+        return Err(Error::last_os(
+            "migrate_pages",
+            format!("pid={pid}, maxnode={}, old_nodes={from}, new_nodes={to}", old.maxnode()),
+        ));
+    }
+    Ok(rc as u64)
+}
+
+/// Which pages `move_pages` may move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MoveFlags {
+    /// `MPOL_MF_MOVE`: only pages mapped by this process alone.
+    #[default]
+    Own,
+    /// `MPOL_MF_MOVE_ALL`: shared pages too (needs CAP_SYS_NICE).
+    All,
+}
+
+impl MoveFlags {
+    fn bits(self) -> c_int {
+        match self {
+            MoveFlags::Own => 1 << 1,
+            MoveFlags::All => 1 << 2,
+        }
+    }
+}
+
+/// Where one page is (or why it could not be moved or located).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PageStatus {
+    /// The page is on this node (after the move, when a move was asked).
+    Node(u32),
+    /// The kernel's per-page error, as a positive errno.
+    Failed(i32),
+}
+
+/// The result of a `move_pages` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovePagesOutcome {
+    /// One status per requested page, in request order.
+    pub status: Vec<PageStatus>,
+    /// The call's return value: 0, or (recent kernels) the number of pages that were not migrated
+    /// for reasons other than a per-page status error.
+    pub not_migrated: u64,
+}
+
+impl MovePagesOutcome {
+    /// Per-page failures counted by errno (`EFAULT -> 3` ...).
+    pub fn failures_by_errno(&self) -> BTreeMap<i32, usize> {
+        let mut m = BTreeMap::new();
+        for s in &self.status {
+            if let PageStatus::Failed(e) = s {
+                *m.entry(*e).or_insert(0) += 1;
+            }
+        }
+        m
+    }
+
+    /// Number of pages with a per-page error.
+    pub fn failed(&self) -> usize {
+        self.status.iter().filter(|s| matches!(s, PageStatus::Failed(_))).count()
+    }
+
+    /// Number of pages reported on `node`.
+    pub fn on_node(&self, node: u32) -> usize {
+        self.status.iter().filter(|s| **s == PageStatus::Node(node)).count()
+    }
+
+    /// The failures rendered for people: `"EFAULT x3, ENOENT x1"`.
+    pub fn failure_summary(&self) -> String {
+        self.failures_by_errno().iter().map(|(e, n)| format!("{} x{n}", errno_name(*e))).collect::<Vec<_>>().join(", ")
+    }
+
+    fn from_raw(raw: &[c_int], rc: c_long) -> Self {
+        let status =
+            raw.iter().map(|&s| if s >= 0 { PageStatus::Node(s as u32) } else { PageStatus::Failed(-s) }).collect();
+        MovePagesOutcome { status, not_migrated: rc.max(0) as u64 }
+    }
+}
+
+/// Moves the pages at `pages` (addresses in process `pid`, 0 = this process) to `nodes` (one node
+/// per page), or with `nodes = None` only reports where each page is (`move_pages(2)`).
+///
+/// Addresses are plain numbers: they belong to the target process and are never dereferenced here.
+pub fn move_pages(pid: Pid, pages: &[usize], nodes: Option<&[u32]>, flags: MoveFlags) -> Result<MovePagesOutcome> {
+    if let Some(n) = nodes {
+        if n.len() != pages.len() {
+            return Err(Error::InvalidArgument {
+                syscall: "move_pages",
+                arg: "nodes",
+                reason: format!("{} target nodes for {} pages", n.len(), pages.len()),
+            });
+        }
+    }
+    if pages.is_empty() {
+        return Ok(MovePagesOutcome { status: Vec::new(), not_migrated: 0 });
+    }
+    let addrs: Vec<*const c_void> = pages.iter().map(|&a| a as *const c_void).collect();
+    let targets: Option<Vec<c_int>> = nodes.map(|n| n.iter().map(|&x| x as c_int).collect());
+    let mut status: Vec<c_int> = vec![0; pages.len()];
+    let node_ptr = targets.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+    // SAFETY: `addrs`, `targets` (when given) and `status` hold `pages.len()` elements each and
+    // outlive the call; the kernel reads the first two and writes `status`. The addresses are
+    // interpreted in the target process by the kernel, not dereferenced by us.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            pid as c_long,
+            pages.len() as c_ulong,
+            addrs.as_ptr(),
+            node_ptr,
+            status.as_mut_ptr(),
+            flags.bits() as c_long,
+        )
+    };
+    if rc < 0 {
+        let what = match nodes {
+            Some(_) => "nodes=[..]",
+            None => "nodes=NULL (query)",
+        };
+        return Err(Error::last_os("move_pages", format!("pid={pid}, count={}, {what}, flags={flags:?}", pages.len())));
+    }
+    Ok(MovePagesOutcome::from_raw(&status, rc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_counts_failures_by_errno() {
+        let raw = [0, 1, -libc::EFAULT, -libc::ENOENT, -libc::EFAULT, 1];
+        let o = MovePagesOutcome::from_raw(&raw, 0);
+        assert_eq!(o.on_node(1), 2);
+        assert_eq!(o.on_node(0), 1);
+        assert_eq!(o.failed(), 3);
+        let by = o.failures_by_errno();
+        assert_eq!(by.get(&libc::EFAULT), Some(&2));
+        assert_eq!(by.get(&libc::ENOENT), Some(&1));
+        assert_eq!(o.failure_summary(), "ENOENT x1, EFAULT x2");
+    }
+
+    #[test]
+    fn argument_checks_before_the_call() {
+        assert!(matches!(
+            move_pages(0, &[0x1000], Some(&[0, 1]), MoveFlags::Own),
+            Err(Error::InvalidArgument { arg: "nodes", .. })
+        ));
+        assert!(matches!(
+            migrate_pages(0, &NodeSet::new(), &NodeSet::parse_list("0").unwrap()),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert_eq!(move_pages(0, &[], None, MoveFlags::Own).unwrap().status, vec![]);
+    }
+}
