@@ -19,11 +19,22 @@
 
 #![deny(missing_docs)]
 
+pub mod error;
+pub mod machine;
+pub mod presets;
+pub mod render;
 pub mod set;
+pub mod sysfs;
+pub mod tiers;
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use error::{FieldError, MachineError, TopologyError};
+pub use machine::MachineFile;
 pub use set::{CpuSet, IdSet, NodeSet, SetParseError};
+pub use tiers::TierMatrix;
 
 /// A NUMA node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,5 +172,38 @@ impl Topology {
     /// Union of the CPUs of the given nodes.
     pub fn cpus_of_nodes(&self, nodes: &NodeSet) -> CpuSet {
         self.nodes.iter().filter(|n| nodes.contains(n.id)).fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))
+    }
+
+    /// Reads the machine from sysfs under `root` (`/` for this machine, or a fixture directory).
+    pub fn from_sysfs(root: &Path) -> Result<Topology, TopologyError> {
+        sysfs::read_topology(root)
+    }
+
+    /// Reads a machine file (TOML or JSON); errors name the file, the field and the reason.
+    pub fn from_machine_file(path: &Path) -> Result<Topology, MachineError> {
+        machine::load_topology(path)
+    }
+
+    /// A built-in machine by name (see [`presets::names`]); an unknown name is an error listing the
+    /// valid ones.
+    pub fn preset(name: &str) -> Result<Topology, TopologyError> {
+        presets::topology(name)
+    }
+
+    /// Names of the built-in machines.
+    pub fn preset_names() -> Vec<&'static str> {
+        presets::names()
+    }
+
+    /// Distinct physical packages of the online CPUs.
+    pub fn packages(&self) -> IdSet {
+        self.cpus.iter().filter(|c| c.online).map(|c| c.package).collect()
+    }
+
+    /// Number of distinct online cores (package, die, core).
+    pub fn core_count(&self) -> usize {
+        let cores: std::collections::BTreeSet<(u32, u32, u32)> =
+            self.cpus.iter().filter(|c| c.online).map(|c| (c.package, c.die, c.core)).collect();
+        cores.len()
     }
 }

@@ -1,12 +1,74 @@
-//! Subcommand (being written).
+//! `numapilot topo`: show the NUMA topology of this machine, a captured sysfs tree, a machine file or
+//! a preset, as `numactl --hardware` text (default), a tree, or JSON.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context as _;
+use numapilot_topology::{presets, render, MachineFile, Topology};
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(group(clap::ArgGroup::new("source").args(["sysfs_root", "machine", "preset"])))]
+#[command(group(clap::ArgGroup::new("view").args(["hardware", "tree", "json", "export"])))]
+pub struct Args {
+    /// Print like `numactl --hardware` (the default).
+    #[arg(long, short = 'H')]
+    pub hardware: bool,
+    /// Print a tree: node > package/die > last-level cache > core > CPUs, devices, tiers.
+    #[arg(long)]
+    pub tree: bool,
+    /// Print JSON: the topology and the distance tiers between every pair of nodes.
+    #[arg(long)]
+    pub json: bool,
+    /// Print a machine file (TOML) describing the topology exactly, to edit or to load elsewhere.
+    #[arg(long)]
+    pub export: bool,
+    /// Read sysfs under this directory instead of `/` (e.g. a captured fixture).
+    #[arg(long, value_name = "PATH")]
+    pub sysfs_root: Option<PathBuf>,
+    /// Read a machine file (TOML or JSON) describing a machine that is not here.
+    #[arg(long, value_name = "FILE")]
+    pub machine: Option<PathBuf>,
+    /// Use a built-in machine (see --list-presets).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// List the built-in machines and exit.
+    #[arg(long, conflicts_with_all = ["source", "view"])]
+    pub list_presets: bool,
+}
 
 /// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet available")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.list_presets {
+        let list = presets::list();
+        let width = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        for (name, description) in list {
+            println!("{name:<width$}  {description}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (topo, label) = if let Some(path) = &args.machine {
+        (Topology::from_machine_file(path)?, path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+    } else if let Some(name) = &args.preset {
+        (Topology::preset(name)?, Some(name.clone()))
+    } else {
+        let root = args.sysfs_root.clone().unwrap_or_else(|| PathBuf::from("/"));
+        let topo =
+            Topology::from_sysfs(&root).with_context(|| format!("reading the topology under {}", root.display()))?;
+        (topo, None)
+    };
+    let text = if args.tree {
+        render::tree(&topo)
+    } else if args.json {
+        let mut s = render::json(&topo);
+        s.push('\n');
+        s
+    } else if args.export {
+        MachineFile::from_topology(&topo, label.as_deref()).to_toml()
+    } else {
+        render::numactl_hardware(&topo)
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,246 @@
+//! Printing a topology: `numactl --hardware` text, a tree, and JSON.
+//!
+//! # numactl --hardware
+//!
+//! Byte-identical to Debian's numactl 2.0.16 for the same sysfs, so scripts that parse numactl's
+//! output can parse ours. The format, as numactl.c `hardware()` and libnuma produce it (facts, not
+//! code, carried over):
+//!
+//! ```text
+//!   available: 2 nodes (0,8)        count and list of the nodeN directories; ranges as "0-3"
+//!   node 0 cpus: 0 1 2 3            " %d" per CPU of nodeN/cpumap; a CPU-less node prints "node 8 cpus:"
+//!   node 0 size: 7954 MB            MemTotal kB << 10, then >> 20: kB / 1024 rounded down
+//!   node 0 free: 6862 MB            MemFree, same rounding
+//!   ...                             one block per node, ascending id
+//!   node distances:
+//!   node   0   8                    "node " then "% 3d " per node id (trailing space kept)
+//!     0:  10  20                    "% 3d: " then "% 3d " per distance
+//!     8:  20  10
+//! ```
+//!
+//! `% 3d` is printf's space flag with width 3: a leading space for the sign, padded to 3, so 5 is
+//! `"  5"`, 10 is `" 10"` and 160 is `" 160"`. Without a distance matrix numactl prints
+//! `No distance information available.` instead of the last block.
+//!
+//! # Tree
+//!
+//! node > package/die > last-level cache > core > CPUs, with offline CPUs and devices under their
+//! node, and the tiers each node sees at the end. Groups are ordered by their lowest CPU.
+//!
+//! # JSON
+//!
+//! The [`Topology`] as serde writes it, plus `tiers`: the [`crate::tiers::TierMatrix`] rows, indexed
+//! like `distances`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::{CpuSet, IdSet, Tier, Topology};
+
+/// printf's `% 3d` for a non-negative number.
+fn pct3(v: u32) -> String {
+    format!(" {v:>2}")
+}
+
+/// Text identical to `numactl --hardware` (numactl 2.0.16) for this topology.
+pub fn numactl_hardware(topo: &Topology) -> String {
+    let mut out = String::new();
+    let ids = topo.node_ids();
+    let _ = writeln!(out, "available: {} nodes ({})", topo.nodes.len(), ids.to_list());
+    for node in &topo.nodes {
+        let _ = write!(out, "node {} cpus:", node.id);
+        for cpu in node.cpus.iter() {
+            let _ = write!(out, " {cpu}");
+        }
+        out.push('\n');
+        let _ = writeln!(out, "node {} size: {} MB", node.id, node.mem_total_kb >> 10);
+        let _ = writeln!(out, "node {} free: {} MB", node.id, node.mem_free_kb >> 10);
+    }
+    if topo.distances.is_empty() {
+        out.push_str("No distance information available.\n");
+        return out;
+    }
+    out.push_str("node distances:\nnode ");
+    for node in &topo.nodes {
+        let _ = write!(out, "{} ", pct3(node.id));
+    }
+    out.push('\n');
+    for (node, row) in topo.nodes.iter().zip(&topo.distances) {
+        let _ = write!(out, "{}: ", pct3(node.id));
+        for d in row {
+            let _ = write!(out, "{} ", pct3(*d));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A labelled tree, printed with box-drawing connectors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tree {
+    label: String,
+    children: Vec<Tree>,
+}
+
+impl Tree {
+    fn leaf(label: impl Into<String>) -> Tree {
+        Tree { label: label.into(), children: Vec::new() }
+    }
+
+    fn render(&self, out: &mut String) {
+        out.push_str(&self.label);
+        out.push('\n');
+        Self::render_children(&self.children, "", out);
+    }
+
+    fn render_children(children: &[Tree], prefix: &str, out: &mut String) {
+        for (i, child) in children.iter().enumerate() {
+            let last = i + 1 == children.len();
+            let _ = writeln!(out, "{prefix}{}{}", if last { "└── " } else { "├── " }, child.label);
+            let next = format!("{prefix}{}", if last { "    " } else { "│   " });
+            Self::render_children(&child.children, &next, out);
+        }
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+fn device_label(d: &crate::PciDevice) -> String {
+    let mut s = format!("{} {}", d.address, d.class.name());
+    if !d.names.is_empty() {
+        let _ = write!(s, " ({})", d.names.join(", "));
+    }
+    s
+}
+
+/// Tree view: node > package/die > LLC > core > CPUs, offline CPUs and devices under their node,
+/// then the tiers from each node.
+pub fn tree(topo: &Topology) -> String {
+    let online: Vec<&crate::Cpu> = topo.cpus.iter().filter(|c| c.online).collect();
+    let packages: IdSet = online.iter().map(|c| c.package).collect();
+    let cores: std::collections::BTreeSet<(u32, u32, u32)> =
+        online.iter().map(|c| (c.package, c.die, c.core)).collect();
+    let total_mb: u64 = topo.nodes.iter().map(|n| n.mem_total_kb >> 10).sum();
+    let mut root = Tree::leaf(format!(
+        "machine: {} ({}), {}, {}, {} online of {}, {} MB",
+        plural(topo.nodes.len(), "node"),
+        topo.node_ids(),
+        plural(packages.len(), "package"),
+        plural(cores.len(), "core"),
+        plural(online.len(), "CPU"),
+        topo.cpus.len(),
+        total_mb
+    ));
+
+    for node in &topo.nodes {
+        let mem = format!("{} MB ({} MB free)", node.mem_total_kb >> 10, node.mem_free_kb >> 10);
+        let label = if node.cpus.is_empty() {
+            format!("node {}: no CPUs, {mem}", node.id)
+        } else {
+            format!("node {}: {}, {mem}", node.id, plural(node.cpus.len(), "CPU"))
+        };
+        let mut node_tree = Tree::leaf(label);
+        // (package, die) -> llc key -> (package, die, core) -> cpus
+        type Cores = BTreeMap<(u32, u32, u32), CpuSet>;
+        let mut groups: BTreeMap<(u32, u32), BTreeMap<Option<CpuSet>, Cores>> = BTreeMap::new();
+        for cpu in node.cpus.iter().filter_map(|c| topo.cpu(c)) {
+            groups
+                .entry((cpu.package, cpu.die))
+                .or_default()
+                .entry(cpu.llc.clone())
+                .or_default()
+                .entry((cpu.package, cpu.die, cpu.core))
+                .or_default()
+                .insert(cpu.id);
+        }
+        let mut pkg_list: Vec<_> = groups.into_iter().collect();
+        let min_cpu = |llcs: &BTreeMap<Option<CpuSet>, Cores>| {
+            llcs.values().flat_map(|c| c.values()).filter_map(IdSet::min).min().unwrap_or(u32::MAX)
+        };
+        pkg_list.sort_by_key(|(_, llcs)| min_cpu(llcs));
+        for ((package, die), llcs) in pkg_list {
+            let mut pkg_tree = Tree::leaf(format!("package {package} die {die}"));
+            let mut llc_list: Vec<_> = llcs.into_iter().collect();
+            llc_list.sort_by_key(|(_, cores)| cores.values().filter_map(IdSet::min).min().unwrap_or(u32::MAX));
+            for (llc, cores) in llc_list {
+                let label = match &llc {
+                    Some(set) => format!("LLC {set} ({})", plural(cores.len(), "core")),
+                    None => format!("no cache information ({})", plural(cores.len(), "core")),
+                };
+                let mut llc_tree = Tree::leaf(label);
+                let mut core_list: Vec<_> = cores.into_iter().collect();
+                core_list.sort_by_key(|(_, cpus)| cpus.min().unwrap_or(u32::MAX));
+                for ((_, _, core), cpus) in core_list {
+                    let what = if cpus.len() == 1 { "CPU" } else { "CPUs" };
+                    llc_tree.children.push(Tree::leaf(format!("core {core}: {what} {cpus}")));
+                }
+                pkg_tree.children.push(llc_tree);
+            }
+            node_tree.children.push(pkg_tree);
+        }
+        let offline: CpuSet = topo.cpus.iter().filter(|c| c.node == node.id && !c.online).map(|c| c.id).collect();
+        if !offline.is_empty() {
+            node_tree.children.push(Tree::leaf(format!("offline CPUs: {offline}")));
+        }
+        let devices: Vec<Tree> =
+            topo.devices.iter().filter(|d| d.node == Some(node.id)).map(|d| Tree::leaf(device_label(d))).collect();
+        if !devices.is_empty() {
+            node_tree.children.push(Tree { label: "devices".into(), children: devices });
+        }
+        root.children.push(node_tree);
+    }
+
+    let unplaced: Vec<Tree> = topo
+        .devices
+        .iter()
+        .filter(|d| d.node.is_none_or(|n| topo.node(n).is_none()))
+        .map(|d| Tree::leaf(device_label(d)))
+        .collect();
+    if !unplaced.is_empty() {
+        root.children.push(Tree { label: "devices without a node".into(), children: unplaced });
+    }
+
+    let tiers = topo.tiers();
+    let mut tier_tree = Tree::leaf("tiers (from node: nodes at each distance tier)");
+    for (i, node) in topo.nodes.iter().enumerate() {
+        let parts: Vec<String> = Tier::ALL
+            .iter()
+            .map(|t| {
+                let set: IdSet =
+                    topo.nodes.iter().zip(&tiers.tiers[i]).filter(|(_, x)| *x == t).map(|(n, _)| n.id).collect();
+                let list = if set.is_empty() { "-".to_string() } else { set.to_list() };
+                format!("{t} {list}")
+            })
+            .collect();
+        tier_tree.children.push(Tree::leaf(format!("node {}: {}", node.id, parts.join(" | "))));
+    }
+    root.children.push(tier_tree);
+
+    let mut out = String::new();
+    root.render(&mut out);
+    out
+}
+
+/// What `--json` prints: the topology plus its derived tiers.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    /// The machine.
+    #[serde(flatten)]
+    pub topology: &'a Topology,
+    /// `tiers[i][j]`: tier from `nodes[i]` to `nodes[j]`, indexed like `distances`.
+    pub tiers: Vec<Vec<Tier>>,
+}
+
+/// JSON text (pretty) of the topology and its tiers.
+pub fn json(topo: &Topology) -> String {
+    let report = Report { topology: topo, tiers: topo.tiers().tiers };
+    serde_json::to_string_pretty(&report).expect("a topology always serializes to JSON")
+}

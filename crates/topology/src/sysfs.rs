@@ -1,0 +1,435 @@
+//! Reading the machine from sysfs, under an overridable root.
+//!
+//! # Problem
+//!
+//! The kernel publishes the NUMA machine in three sysfs trees. We want one [`Topology`] value from
+//! them, read the same way from the live system (`root = /`) and from a fixture directory captured
+//! on another kernel (`root = fixtures/rig-6.12-4node`), with every oddity real kernels produce:
+//! sparse node ids, nodes without CPUs, nodes without memory, offline CPUs, kernels without `die_id`,
+//! guests without an L3 cache, PCI devices with no NUMA affinity.
+//!
+//! # Approach
+//!
+//! ```text
+//!  ROOT/sys/devices/system/node/
+//!      possible                       "0-7"       (ids the firmware could bring online)
+//!      nodeN/  (one per online node)  the node set is the set of these directories, as libnuma's
+//!         cpulist                     "0-3,8"     set_configured_nodes() sees it; `online` agrees
+//!         meminfo                     "Node 0 MemTotal:  1234 kB" ... MemFree
+//!         distance                    "10 21"     one entry per online node, in id order
+//!  ROOT/sys/devices/system/cpu/
+//!      cpuN/online                    "1"/"0"; absent = online (cpu0 on x86 cannot be unplugged)
+//!      cpuN/topology/                 only for online CPUs:
+//!         physical_package_id, die_id (absent before Linux 5.2 -> 0), core_id,
+//!         thread_siblings_list
+//!      cpuN/cache/indexK/             level, type, shared_cpu_list; the highest level that is not an
+//!                                     instruction cache is the last-level cache (index3 on most x86)
+//!      cpuN/nodeM                     link to the CPU's node; used for offline CPUs, which the
+//!                                     node's cpulist omits
+//!  ROOT/sys/bus/pci/devices/ADDR/
+//!      class "0x020000", numa_node "-1" (-1 = no affinity), net/IFNAME, nvme/NAME, infiniband/NAME
+//! ```
+//!
+//! Files the kernel always writes for an object that exists (a node's `cpulist`, `meminfo`,
+//! `distance`; an online CPU's `physical_package_id` and `core_id`) are required: their absence or a
+//! line that does not parse is a typed error naming the path and the line. Files that depend on
+//! kernel version, architecture or configuration (`die_id`, `cache/`, `online`, `possible`, the whole
+//! PCI tree, a device's `numa_node`) are optional and fall back to documented defaults.
+//!
+//! # Units and terms
+//!
+//! Memory is kB as the kernel prints it (`kB` in meminfo means KiB). Node ids and CPU ids are the
+//! kernel's. A negative `physical_package_id` or `die_id` (some firmware and virtual machines report
+//! -1 for "unknown") is read as 0.
+//!
+//! # Limitations
+//!
+//! - An offline CPU has no `topology/` directory, so its package, die and core read as 0 and its
+//!   siblings as itself; only its node (from the `cpuN/nodeM` link or `nodeM/cpuN`) is real. An
+//!   offline CPU whose node cannot be found is left out (it can run nothing until it comes online, and
+//!   the next read will see it).
+//! - PCI devices are kept only when work can usefully be placed near them: network (class 0x02, and
+//!   InfiniBand 0x0c06), GPU and accelerators (0x03, 0x12), NVMe (0x0108) and other mass storage
+//!   (0x01). Bridges, USB and the like are skipped.
+//! - A PCI device that disappears while it is read (hot unplug) is skipped.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::TopologyError;
+use crate::{Cpu, CpuSet, DeviceClass, IdSet, Node, PciDevice, Topology};
+
+/// Reads the whole topology under `root` (use `/` for the running system).
+pub fn read_topology(root: &Path) -> Result<Topology, TopologyError> {
+    let node_dir = root.join("sys/devices/system/node");
+    let cpu_dir = root.join("sys/devices/system/cpu");
+
+    let node_ids = numbered_entries(&node_dir, "node")?;
+    if node_ids.is_empty() {
+        return Err(TopologyError::NoNuma { path: node_dir });
+    }
+    let possible = match read_optional(&node_dir.join("possible"))? {
+        Some(text) => parse_list(&node_dir.join("possible"), &text)?.union(&node_ids.iter().copied().collect()),
+        None => node_ids.iter().copied().collect(),
+    };
+
+    let mut nodes = Vec::with_capacity(node_ids.len());
+    let mut distances = Vec::with_capacity(node_ids.len());
+    for &id in &node_ids {
+        let dir = node_dir.join(format!("node{id}"));
+        let cpus = read_node_cpus(&dir)?;
+        let (mem_total_kb, mem_free_kb) = read_node_meminfo(&dir.join("meminfo"))?;
+        let row = read_distance_row(&dir.join("distance"), node_ids.len())?;
+        nodes.push(Node { id, cpus, mem_total_kb, mem_free_kb });
+        distances.push(row);
+    }
+
+    let cpus = read_cpus(&cpu_dir, &node_dir, &nodes)?;
+    let devices = read_pci_devices(&root.join("sys/bus/pci/devices"))?;
+
+    Ok(Topology { nodes, possible, distances, cpus, devices })
+}
+
+/// The node's CPUs: `cpulist`, or `cpumap` (mask form) on a tree that lacks the list form.
+fn read_node_cpus(dir: &Path) -> Result<CpuSet, TopologyError> {
+    let list = dir.join("cpulist");
+    if let Some(text) = read_optional(&list)? {
+        return parse_list(&list, &text);
+    }
+    let map = dir.join("cpumap");
+    match read_optional(&map)? {
+        Some(text) => IdSet::parse_mask(text.trim()).map_err(|e| malformed(&map, 1, text.trim(), &e.to_string())),
+        None => Err(TopologyError::Missing { path: list }),
+    }
+}
+
+/// `(MemTotal, MemFree)` in kB from a node's meminfo (`Node 0 MemTotal:  1234 kB`).
+///
+/// The kernel prints every line of the file for every node (drivers/base/node.c, node_read_meminfo),
+/// so both lines are required; a node without memory has `MemTotal: 0 kB`.
+fn read_node_meminfo(path: &Path) -> Result<(u64, u64), TopologyError> {
+    let text = read_required(path)?;
+    let mut total = None;
+    let mut free = None;
+    for (i, line) in text.lines().enumerate() {
+        let Some((key, value)) = line.split_once(':') else { continue };
+        let slot = match key.split_whitespace().last() {
+            Some("MemTotal") => &mut total,
+            Some("MemFree") => &mut free,
+            _ => continue,
+        };
+        let number = value.trim().strip_suffix("kB").map(str::trim).unwrap_or("");
+        let kb = number.parse::<u64>().map_err(|_| malformed(path, i + 1, line, "expected a number of kB"))?;
+        *slot = Some(kb);
+    }
+    match (total, free) {
+        (Some(t), Some(f)) => Ok((t, f)),
+        (None, _) => Err(TopologyError::Inconsistent { path: path.to_path_buf(), reason: "no MemTotal line".into() }),
+        (_, None) => Err(TopologyError::Inconsistent { path: path.to_path_buf(), reason: "no MemFree line".into() }),
+    }
+}
+
+/// One row of the distance matrix: one number per online node, in node id order.
+fn read_distance_row(path: &Path, nodes: usize) -> Result<Vec<u32>, TopologyError> {
+    let text = read_required(path)?;
+    let line = text.lines().next().unwrap_or("");
+    let row = line
+        .split_whitespace()
+        .map(|t| t.parse::<u32>().map_err(|_| malformed(path, 1, line, &format!("distance {t:?} is not a number"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    if row.len() != nodes {
+        return Err(malformed(path, 1, line, &format!("{} distances for {nodes} online nodes", row.len())));
+    }
+    Ok(row)
+}
+
+fn read_cpus(cpu_dir: &Path, node_dir: &Path, nodes: &[Node]) -> Result<Vec<Cpu>, TopologyError> {
+    if !cpu_dir.is_dir() {
+        return Err(TopologyError::Missing { path: cpu_dir.to_path_buf() });
+    }
+    let ids = numbered_entries(cpu_dir, "cpu")?;
+    let global_online = match read_optional(&cpu_dir.join("online"))? {
+        Some(text) => Some(parse_list(&cpu_dir.join("online"), &text)?),
+        None => None,
+    };
+    let mut owner: BTreeMap<u32, u32> = BTreeMap::new();
+    for node in nodes {
+        for cpu in node.cpus.iter() {
+            if let Some(prev) = owner.insert(cpu, node.id) {
+                return Err(TopologyError::Inconsistent {
+                    path: node_dir.join(format!("node{}/cpulist", node.id)),
+                    reason: format!("CPU {cpu} is also listed by node {prev}"),
+                });
+            }
+        }
+    }
+    for (&cpu, &node) in &owner {
+        if ids.binary_search(&cpu).is_err() {
+            return Err(TopologyError::Inconsistent {
+                path: node_dir.join(format!("node{node}/cpulist")),
+                reason: format!("lists CPU {cpu} but {} does not exist", cpu_dir.join(format!("cpu{cpu}")).display()),
+            });
+        }
+    }
+
+    let mut cpus = Vec::with_capacity(ids.len());
+    for id in ids {
+        let dir = cpu_dir.join(format!("cpu{id}"));
+        let online = match read_optional(&dir.join("online"))? {
+            Some(text) => match text.trim() {
+                "1" => true,
+                "0" => false,
+                other => return Err(malformed(&dir.join("online"), 1, other, "expected 0 or 1")),
+            },
+            // No per-CPU file: the CPU cannot be hot-unplugged (cpu0 on x86) or the kernel has no
+            // CPU hotplug; the global list says, and without it the CPU runs.
+            None => global_online.as_ref().is_none_or(|set| set.contains(id)),
+        };
+        let node = match owner.get(&id) {
+            Some(&n) => Some(n),
+            None => node_of_unlisted_cpu(&dir, node_dir, id, nodes)?,
+        };
+        let Some(node) = node else { continue };
+        let topo = dir.join("topology");
+        let cpu = if topo.is_dir() {
+            let package = read_id_or_zero(&topo.join("physical_package_id"), true)?;
+            let die = read_id_or_zero(&topo.join("die_id"), false)?;
+            let core = read_id_or_zero(&topo.join("core_id"), true)?;
+            let siblings = read_siblings(&topo, id)?;
+            let llc = read_llc(&dir.join("cache"))?;
+            Cpu { id, node, package, die, core, siblings, llc, online }
+        } else {
+            let siblings: CpuSet = [id].into_iter().collect();
+            Cpu { id, node, package: 0, die: 0, core: 0, siblings, llc: None, online }
+        };
+        cpus.push(cpu);
+    }
+    Ok(cpus)
+}
+
+/// The node of a CPU no node's cpulist names (an offline CPU): the `cpuN/nodeM` link, else a
+/// `nodeM/cpuN` link; `None` when neither exists.
+fn node_of_unlisted_cpu(cpu: &Path, node_dir: &Path, id: u32, nodes: &[Node]) -> Result<Option<u32>, TopologyError> {
+    let linked = numbered_entries(cpu, "node")?;
+    if let Some(&n) = linked.iter().find(|n| nodes.iter().any(|node| node.id == **n)) {
+        return Ok(Some(n));
+    }
+    Ok(nodes.iter().map(|n| n.id).find(|n| node_dir.join(format!("node{n}/cpu{id}")).exists()))
+}
+
+/// A `physical_package_id` / `die_id` / `core_id` file; -1 ("unknown") reads as 0.
+fn read_id_or_zero(path: &Path, required: bool) -> Result<u32, TopologyError> {
+    let text = if required {
+        read_required(path)?
+    } else {
+        match read_optional(path)? {
+            Some(t) => t,
+            None => return Ok(0),
+        }
+    };
+    let t = text.trim();
+    let v: i64 = t.parse().map_err(|_| malformed(path, 1, t, "expected an integer"))?;
+    u32::try_from(v.max(0)).map_err(|_| malformed(path, 1, t, "id out of range"))
+}
+
+fn read_siblings(topo: &Path, id: u32) -> Result<CpuSet, TopologyError> {
+    for name in ["thread_siblings_list", "core_cpus_list"] {
+        let path = topo.join(name);
+        if let Some(text) = read_optional(&path)? {
+            let mut set = parse_list(&path, &text)?;
+            set.insert(id);
+            return Ok(set);
+        }
+    }
+    Ok([id].into_iter().collect())
+}
+
+/// The CPUs sharing the last-level cache: `shared_cpu_list` of the highest-level data or unified
+/// cache under `cache/indexK`. `None` when the kernel exposes no cache information.
+fn read_llc(cache: &Path) -> Result<Option<CpuSet>, TopologyError> {
+    let mut best: Option<(u32, CpuSet)> = None;
+    for k in numbered_entries(cache, "index")? {
+        let dir = cache.join(format!("index{k}"));
+        let (Some(level), Some(kind), Some(shared)) = (
+            read_optional(&dir.join("level"))?,
+            read_optional(&dir.join("type"))?,
+            read_optional(&dir.join("shared_cpu_list"))?,
+        ) else {
+            continue;
+        };
+        if kind.trim() == "Instruction" {
+            continue;
+        }
+        let level_path = dir.join("level");
+        let level: u32 =
+            level.trim().parse().map_err(|_| malformed(&level_path, 1, level.trim(), "expected a number"))?;
+        let set = parse_list(&dir.join("shared_cpu_list"), &shared)?;
+        if best.as_ref().is_none_or(|(l, _)| level > *l) {
+            best = Some((level, set));
+        }
+    }
+    Ok(best.map(|(_, set)| set))
+}
+
+fn read_pci_devices(dir: &Path) -> Result<Vec<PciDevice>, TopologyError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if is_absent(&e) => return Ok(Vec::new()),
+        Err(source) => return Err(TopologyError::Io { path: dir.to_path_buf(), source }),
+    };
+    let mut addresses: Vec<String> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| TopologyError::Io { path: dir.to_path_buf(), source })?;
+        addresses.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    addresses.sort();
+    let mut devices = Vec::new();
+    for address in addresses {
+        let dev = dir.join(&address);
+        // A device that vanishes between the listing and this read was unplugged: skip it.
+        let Some(class_text) = read_optional(&dev.join("class"))? else { continue };
+        let t = class_text.trim();
+        let class_code = u32::from_str_radix(t.trim_start_matches("0x"), 16)
+            .map_err(|_| malformed(&dev.join("class"), 1, t, "expected a hexadecimal class code"))?;
+        let class = DeviceClass::from_class_code(class_code);
+        if class == DeviceClass::Other {
+            continue;
+        }
+        let node = match read_optional(&dev.join("numa_node"))? {
+            Some(text) => {
+                let t = text.trim();
+                let v: i64 = t.parse().map_err(|_| malformed(&dev.join("numa_node"), 1, t, "expected an integer"))?;
+                u32::try_from(v).ok()
+            }
+            None => None,
+        };
+        let names = device_names(&dev)?;
+        devices.push(PciDevice { address, class, class_code, node, names });
+    }
+    Ok(devices)
+}
+
+/// Interface and controller names bound to a device: `net/eth0`, `nvme/nvme0`, `infiniband/mlx5_0`,
+/// directly under the device or one level down (virtio puts them under `virtioN/net/`).
+fn device_names(dev: &Path) -> Result<Vec<String>, TopologyError> {
+    const KINDS: [&str; 3] = ["net", "nvme", "infiniband"];
+    let mut names = Vec::new();
+    let mut dirs = vec![dev.to_path_buf()];
+    if let Ok(entries) = fs::read_dir(dev) {
+        let mut subs: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("virtio"))
+            .map(|e| e.path())
+            .collect();
+        subs.sort();
+        dirs.extend(subs);
+    }
+    for d in dirs {
+        for kind in KINDS {
+            let Ok(entries) = fs::read_dir(d.join(kind)) else { continue };
+            let mut found: Vec<String> =
+                entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            found.sort();
+            names.extend(found);
+        }
+    }
+    Ok(names)
+}
+
+impl DeviceClass {
+    /// The class of a PCI class code (the 24-bit `class` file: base class, subclass, prog-if).
+    ///
+    /// Base classes from the PCI Code and ID Assignment Specification: 0x01 mass storage (0x0108 is
+    /// NVM Express), 0x02 network, 0x03 display, 0x12 processing accelerator, 0x0c06 InfiniBand.
+    pub fn from_class_code(code: u32) -> Self {
+        let base = (code >> 16) & 0xff;
+        let sub = (code >> 8) & 0xff;
+        match (base, sub) {
+            (0x01, 0x08) => DeviceClass::Nvme,
+            (0x01, _) => DeviceClass::Storage,
+            (0x02, _) | (0x0c, 0x06) => DeviceClass::Network,
+            (0x03, _) | (0x12, _) => DeviceClass::Gpu,
+            _ => DeviceClass::Other,
+        }
+    }
+
+    /// A representative class code for a class, used when a machine file gives none.
+    pub fn default_class_code(self) -> u32 {
+        match self {
+            DeviceClass::Network => 0x02_00_00,
+            DeviceClass::Gpu => 0x03_00_00,
+            DeviceClass::Nvme => 0x01_08_02,
+            DeviceClass::Storage => 0x01_06_01,
+            DeviceClass::Other => 0xff_00_00,
+        }
+    }
+
+    /// Lower-case name, as in machine files and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceClass::Network => "network",
+            DeviceClass::Gpu => "gpu",
+            DeviceClass::Nvme => "nvme",
+            DeviceClass::Storage => "storage",
+            DeviceClass::Other => "other",
+        }
+    }
+}
+
+/// Ids of the entries `PREFIXN` of a directory (`node0`, `cpu12`, `index3`), sorted; entries whose
+/// suffix is not a number (`cpufreq`, `cpuidle`) are ignored. A missing directory has none.
+fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<u32>, TopologyError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if is_absent(&e) || e.kind() == io::ErrorKind::NotADirectory => return Ok(Vec::new()),
+        Err(source) => return Err(TopologyError::Io { path: dir.to_path_buf(), source }),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| TopologyError::Io { path: dir.to_path_buf(), source })?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if let Some(rest) = name.strip_prefix(prefix) {
+            if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
+                if let Ok(id) = rest.parse::<u32>() {
+                    ids.push(id);
+                }
+            }
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+fn parse_list(path: &Path, text: &str) -> Result<IdSet, TopologyError> {
+    let line = text.lines().next().unwrap_or("").trim();
+    IdSet::parse_list(line).map_err(|e| malformed(path, 1, line, &e.to_string()))
+}
+
+/// Whether an I/O error means "not there": the file does not exist, or the device behind it went
+/// away while we looked (ENODEV/ENXIO from a sysfs attribute of an unplugged device).
+fn is_absent(e: &io::Error) -> bool {
+    // Linux errno values, include/uapi/asm-generic/errno-base.h.
+    const ENXIO: i32 = 6;
+    const ENODEV: i32 = 19;
+    e.kind() == io::ErrorKind::NotFound || matches!(e.raw_os_error(), Some(ENXIO | ENODEV))
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, TopologyError> {
+    match fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if is_absent(&e) => Ok(None),
+        Err(source) => Err(TopologyError::Io { path: path.to_path_buf(), source }),
+    }
+}
+
+fn read_required(path: &Path) -> Result<String, TopologyError> {
+    read_optional(path)?.ok_or_else(|| TopologyError::Missing { path: path.to_path_buf() })
+}
+
+fn malformed(path: &Path, line: usize, text: &str, reason: &str) -> TopologyError {
+    TopologyError::Malformed { path: path.to_path_buf(), line, text: text.to_string(), reason: reason.to_string() }
+}
