@@ -1,0 +1,675 @@
+//! `/proc/PID/numa_maps`: one line per VMA with its memory policy and resident pages per node.
+//!
+//! Written by `show_numa_map()` in `fs/proc/task_mmu.c`; the policy text by `mpol_to_str()` in
+//! `mm/mempolicy.c`. Checked against 6.18 (this host) and 6.12 (rig guests); format as in
+//! `Documentation/admin-guide/mm/numa_memory_policy.rst` and `proc(5)`.
+//!
+//! ```text
+//!   7f8df254e000 default file=/usr/lib/x86_64-linux-gnu/libc.so.6 mapped=226 mapmax=15 N0=226 kernelpagesize_kB=4
+//!   564dd1a61000 interleave:0-1 heap anon=1486 dirty=1486 active=0 N0=743 N1=743 kernelpagesize_kB=4
+//!   7f0000000000 bind=static:1 file=/anon_hugepage\040(deleted) huge dirty=4 N1=4 kernelpagesize_kB=2048
+//!   7f8df2718000 default                       <- a VMA with no resident page: the line ends here
+//!   ^start       ^policy     ^kind             ^counters (pages)  ^per node (pages)   ^page size of the VMA
+//! ```
+//!
+//! Policy (`mpol_to_str`): `<mode>[=<flags>][:<nodelist>]` with mode one of `default`, `prefer`,
+//! `bind`, `interleave`, `weighted interleave` (6.9+), `local`, `prefer (many)` (5.15+), or `unknown`;
+//! flags `static` or `relative`, and/or `balancing` (`relative|balancing`, 5.12+). Two mode names hold a
+//! space, so the policy is matched by name, never split on blanks. The kernel formats it into a 64-byte
+//! buffer: a very long node list is silently cut there and cannot be detected.
+//!
+//! Kind: `file=PATH`, else `heap` (the brk area), else `stack` (the main stack; `stack:TID` for thread
+//! stacks before 4.5), then ` huge` for hugetlbfs VMAs. The path is written by `seq_path` with
+//! `"\n\t= "` escaped as 3-digit octal (`\040` for a space, so ` (deleted)` reads `\040(deleted)`),
+//! so it is always one token: a bare word where a `key=value` belongs is corruption.
+//!
+//! Units: every count is in pages OF THAT VMA, whose size is `kernelpagesize_kB` (4 for normal and
+//! transparent-huge memory, whose THPs are counted as 512 base pages; 2048 or 1048576 for hugetlbfs).
+//! So `N0=4 kernelpagesize_kB=2048` is 8 MiB on node 0. Counters that are zero are not printed.
+//!
+//! Empty file: kernel threads and zombies have no mm, so the file reads as empty (or fails with
+//! EINVAL/ESRCH while the process exits); that is the Reader's business, not an error here.
+//!
+//! Truncation: a line whose counters are cut before `kernelpagesize_kB=` (always last once any page is
+//! counted) is an error; a line cut inside the policy is an unknown policy, also an error.
+
+use numapilot_topology::NodeSet;
+use serde::{Deserialize, Serialize};
+
+use super::num;
+use crate::error::{FileKind, ParseError};
+
+/// Memory policy mode, as `mpol_to_str` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyMode {
+    /// `default`: the task's policy applies (usually local allocation).
+    Default,
+    /// `prefer`: one preferred node, fall back to others.
+    Preferred,
+    /// `bind`: only these nodes.
+    Bind,
+    /// `interleave`: round-robin over these nodes.
+    Interleave,
+    /// `weighted interleave`: round-robin weighted per node (`/sys/kernel/mm/mempolicy`), 6.9+.
+    WeightedInterleave,
+    /// `local`: the node of the CPU that allocates.
+    Local,
+    /// `prefer (many)`: a set of preferred nodes, 5.15+.
+    PreferredMany,
+    /// `unknown`: the kernel did not recognise its own mode (it warns once).
+    Unknown,
+}
+
+impl PolicyMode {
+    /// The kernel's name for the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyMode::Default => "default",
+            PolicyMode::Preferred => "prefer",
+            PolicyMode::Bind => "bind",
+            PolicyMode::Interleave => "interleave",
+            PolicyMode::WeightedInterleave => "weighted interleave",
+            PolicyMode::Local => "local",
+            PolicyMode::PreferredMany => "prefer (many)",
+            PolicyMode::Unknown => "unknown",
+        }
+    }
+
+    const ALL: [PolicyMode; 8] = [
+        // Longest names first where one is a prefix of another ("prefer (many)" before "prefer").
+        PolicyMode::WeightedInterleave,
+        PolicyMode::PreferredMany,
+        PolicyMode::Default,
+        PolicyMode::Preferred,
+        PolicyMode::Bind,
+        PolicyMode::Interleave,
+        PolicyMode::Local,
+        PolicyMode::Unknown,
+    ];
+}
+
+/// A memory policy as shown in numa_maps.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MemPolicy {
+    /// The mode.
+    pub mode: PolicyMode,
+    /// `=static`: `MPOL_F_STATIC_NODES`.
+    pub static_nodes: bool,
+    /// `=relative`: `MPOL_F_RELATIVE_NODES`.
+    pub relative_nodes: bool,
+    /// `balancing`: `MPOL_F_NUMA_BALANCING` (5.12+).
+    pub balancing: bool,
+    /// The node list (empty for default/local).
+    pub nodes: NodeSet,
+}
+
+impl MemPolicy {
+    /// The default policy with no flags and no nodes.
+    pub fn default_policy() -> Self {
+        MemPolicy {
+            mode: PolicyMode::Default,
+            static_nodes: false,
+            relative_nodes: false,
+            balancing: false,
+            nodes: NodeSet::new(),
+        }
+    }
+
+    /// Formats the policy exactly as the kernel does.
+    pub fn to_kernel_string(&self) -> String {
+        let mut s = self.mode.name().to_string();
+        if self.static_nodes || self.relative_nodes || self.balancing {
+            s.push('=');
+            if self.static_nodes {
+                s.push_str("static");
+            } else if self.relative_nodes {
+                s.push_str("relative");
+            }
+            if self.balancing {
+                if self.static_nodes || self.relative_nodes {
+                    s.push('|');
+                }
+                s.push_str("balancing");
+            }
+        }
+        if !self.nodes.is_empty() {
+            s.push(':');
+            s.push_str(&self.nodes.to_list());
+        }
+        s
+    }
+}
+
+/// What a VMA maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VmaKind {
+    /// A file (`file=`), including shared anonymous memory (`/dev/zero`, memfd, SysV shm).
+    File,
+    /// The brk heap (`heap`).
+    Heap,
+    /// The main stack (`stack`, or `stack:TID` on kernels before 4.5).
+    Stack,
+    /// Anonymous memory (no tag): malloc arenas, thread stacks, mmap(MAP_ANONYMOUS|MAP_PRIVATE).
+    Anon,
+}
+
+/// One VMA (line) of numa_maps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vma {
+    /// Start address.
+    pub start: u64,
+    /// The policy governing the VMA (its own, else the task's).
+    pub policy: MemPolicy,
+    /// What the VMA maps.
+    pub kind: VmaKind,
+    /// The path for [`VmaKind::File`], with the kernel's octal escapes (`\040`) decoded.
+    pub file: Option<String>,
+    /// A hugetlbfs VMA (`huge`).
+    pub huge: bool,
+    /// `anon=`: anonymous pages.
+    pub anon: u64,
+    /// `dirty=`: dirty pages.
+    pub dirty: u64,
+    /// Total resident pages (`mapped=`, or `anon=`/`dirty=` when the kernel left `mapped=` out because it
+    /// equals one of them).
+    pub pages: u64,
+    /// `mapmax=`: highest map count of any page (0 when at most 1).
+    pub mapmax: u64,
+    /// `swapcache=`.
+    pub swapcache: u64,
+    /// `active=`: printed only when fewer than all pages are active; `None` means all (or hugetlb).
+    pub active: Option<u64>,
+    /// `writeback=`.
+    pub writeback: u64,
+    /// `N<node>=<pages>`: resident pages per node, sorted by node.
+    pub node_pages: Vec<(u32, u64)>,
+    /// `kernelpagesize_kB=`: the page size the counts are in; `None` when the VMA has no resident page.
+    pub kernel_page_kb: Option<u64>,
+}
+
+impl Vma {
+    /// Resident kB per node: pages times the VMA's page size.
+    pub fn node_kb(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let ps = self.kernel_page_kb.unwrap_or(0);
+        self.node_pages.iter().map(move |&(n, p)| (n, p.saturating_mul(ps)))
+    }
+
+    /// The usage category of the VMA: [`MemKind`].
+    pub fn mem_kind(&self) -> MemKind {
+        // Precedence as numastat's: a hugetlb VMA is Huge whatever else it is.
+        if self.huge {
+            MemKind::Huge
+        } else {
+            match self.kind {
+                VmaKind::Heap => MemKind::Heap,
+                VmaKind::Stack => MemKind::Stack,
+                VmaKind::Anon => MemKind::AnonPrivate,
+                VmaKind::File => MemKind::File,
+            }
+        }
+    }
+}
+
+/// Usage category of resident memory, per VMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemKind {
+    /// hugetlbfs pages.
+    Huge,
+    /// brk heap.
+    Heap,
+    /// main stack.
+    Stack,
+    /// anonymous private memory (malloc arenas, thread stacks, anonymous mmap).
+    AnonPrivate,
+    /// file-backed or shared memory (page cache of mapped files, their copy-on-write pages, shmem).
+    File,
+}
+
+/// Resident memory of one process on one node, by kind, in kB.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeUsage {
+    /// Kernel node id.
+    pub node: u32,
+    /// hugetlbfs, kB.
+    pub huge_kb: u64,
+    /// brk heap, kB.
+    pub heap_kb: u64,
+    /// main stack, kB.
+    pub stack_kb: u64,
+    /// anonymous private, kB.
+    pub anon_kb: u64,
+    /// file-backed or shared, kB.
+    pub file_kb: u64,
+}
+
+impl NodeUsage {
+    /// All kinds together, kB.
+    pub fn total_kb(&self) -> u64 {
+        self.huge_kb + self.heap_kb + self.stack_kb + self.anon_kb + self.file_kb
+    }
+
+    fn add(&mut self, kind: MemKind, kb: u64) {
+        let slot = match kind {
+            MemKind::Huge => &mut self.huge_kb,
+            MemKind::Heap => &mut self.heap_kb,
+            MemKind::Stack => &mut self.stack_kb,
+            MemKind::AnonPrivate => &mut self.anon_kb,
+            MemKind::File => &mut self.file_kb,
+        };
+        *slot = slot.saturating_add(kb);
+    }
+}
+
+/// All VMAs of a process.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaMaps {
+    /// The VMAs in address order.
+    pub vmas: Vec<Vma>,
+}
+
+impl NumaMaps {
+    /// Resident kB per node and kind, sorted by node; nodes with nothing resident are left out.
+    pub fn usage_by_node(&self) -> Vec<NodeUsage> {
+        let mut out: Vec<NodeUsage> = Vec::new();
+        for vma in &self.vmas {
+            let kind = vma.mem_kind();
+            for (node, kb) in vma.node_kb() {
+                let i = match out.binary_search_by_key(&node, |u| u.node) {
+                    Ok(i) => i,
+                    Err(i) => {
+                        out.insert(i, NodeUsage { node, ..NodeUsage::default() });
+                        i
+                    }
+                };
+                out[i].add(kind, kb);
+            }
+        }
+        out
+    }
+}
+
+/// Parses a whole numa_maps file. Empty input is an empty map (kernel thread or zombie).
+pub fn parse_numa_maps(input: &str) -> Result<NumaMaps, ParseError> {
+    super::complete(FileKind::NumaMaps, input)?;
+    let mut vmas = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        vmas.push(parse_numa_maps_line(line, i + 1)?);
+    }
+    Ok(NumaMaps { vmas })
+}
+
+/// Parses one numa_maps line; `line_no` is used in errors.
+pub fn parse_numa_maps_line(line: &str, line_no: usize) -> Result<Vma, ParseError> {
+    let k = FileKind::NumaMaps;
+    let err = |field, reason: &str| ParseError::new(k, line_no, field, line, reason);
+    let (addr, rest) = line.split_once(' ').ok_or_else(|| err(Some("policy"), "no policy after address"))?;
+    if addr.is_empty() || addr.len() > 16 || !addr.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(err(Some("address"), "address is not hexadecimal"));
+    }
+    let start = u64::from_str_radix(addr, 16).map_err(|_| err(Some("address"), "bad address"))?;
+    let (policy, rest) = parse_policy(rest).map_err(|reason| err(Some("policy"), &reason))?;
+
+    let mut vma = Vma {
+        start,
+        policy,
+        kind: VmaKind::Anon,
+        file: None,
+        huge: false,
+        anon: 0,
+        dirty: 0,
+        pages: 0,
+        mapmax: 0,
+        swapcache: 0,
+        active: None,
+        writeback: 0,
+        node_pages: Vec::new(),
+        kernel_page_kb: None,
+    };
+    let mut mapped = None;
+    let mut seen_counter = false;
+    for tok in rest.split(' ').filter(|t| !t.is_empty()) {
+        if let Some(path) = tok.strip_prefix("file=") {
+            if vma.file.is_some() || seen_counter || vma.kind != VmaKind::Anon {
+                return Err(err(Some("file"), "file= in an unexpected place"));
+            }
+            vma.kind = VmaKind::File;
+            vma.file = Some(unescape_path(path));
+            continue;
+        }
+        match tok {
+            "huge" if !seen_counter => {
+                vma.huge = true;
+                continue;
+            }
+            "heap" if vma.kind == VmaKind::Anon && !seen_counter => {
+                vma.kind = VmaKind::Heap;
+                continue;
+            }
+            "stack" if vma.kind == VmaKind::Anon && !seen_counter => {
+                vma.kind = VmaKind::Stack;
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(tid) = tok.strip_prefix("stack:") {
+            if vma.kind == VmaKind::Anon && !seen_counter && !tid.is_empty() && tid.bytes().all(|b| b.is_ascii_digit())
+            {
+                vma.kind = VmaKind::Stack;
+                continue;
+            }
+        }
+        let Some((key, value)) = tok.split_once('=') else {
+            return Err(err(None, &format!("unexpected word {tok:?}")));
+        };
+        seen_counter = true;
+        if vma.kernel_page_kb.is_some() {
+            // kernelpagesize_kB is always the last field: anything after it is corruption.
+            return Err(err(Some("kernelpagesize_kB"), "field after kernelpagesize_kB"));
+        }
+        let numv = |field: &'static str| num::<u64>(k, line_no, field, line, value);
+        match key {
+            "anon" => vma.anon = numv("anon")?,
+            "dirty" => vma.dirty = numv("dirty")?,
+            "mapped" => mapped = Some(numv("mapped")?),
+            "mapmax" => vma.mapmax = numv("mapmax")?,
+            "swapcache" => vma.swapcache = numv("swapcache")?,
+            "active" => vma.active = Some(numv("active")?),
+            "writeback" => vma.writeback = numv("writeback")?,
+            "kernelpagesize_kB" => {
+                let v = numv("kernelpagesize_kB")?;
+                if v == 0 {
+                    return Err(err(Some("kernelpagesize_kB"), "page size 0"));
+                }
+                vma.kernel_page_kb = Some(v);
+            }
+            _ if key.len() > 1 && key.starts_with('N') && key[1..].bytes().all(|b| b.is_ascii_digit()) => {
+                let node: u32 = num(k, line_no, "N<node>", line, &key[1..])?;
+                let pages = numv("N<node>")?;
+                match vma.node_pages.last() {
+                    Some(&(last, _)) if last >= node => {
+                        return Err(err(Some("N<node>"), "node ids not increasing"));
+                    }
+                    _ => vma.node_pages.push((node, pages)),
+                }
+            }
+            // Unknown key=value: a field from a newer kernel; ignored as long as it is well formed.
+            _ if !key.is_empty() => {}
+            _ => return Err(err(None, &format!("unexpected word {tok:?}"))),
+        }
+    }
+    if seen_counter && vma.kernel_page_kb.is_none() {
+        return Err(err(Some("kernelpagesize_kB"), "counters without kernelpagesize_kB (truncated line?)"));
+    }
+    // mapped= is left out when it equals anon or dirty (show_numa_map: pages != anon && pages != dirty).
+    vma.pages = mapped.unwrap_or(vma.anon.max(vma.dirty));
+    Ok(vma)
+}
+
+/// Splits the policy off the front of `rest`; returns the policy and what follows it.
+fn parse_policy(rest: &str) -> Result<(MemPolicy, &str), String> {
+    let mode = PolicyMode::ALL
+        .into_iter()
+        .find(|m| {
+            rest.strip_prefix(m.name())
+                .is_some_and(|after| matches!(after.bytes().next(), None | Some(b' ' | b'=' | b':')))
+        })
+        .ok_or_else(|| format!("unknown policy {:?}", rest.split(' ').next().unwrap_or("")))?;
+    let after = &rest[mode.name().len()..];
+    let end = after.find(' ').unwrap_or(after.len());
+    let (mut spec, tail) = after.split_at(end);
+    let mut policy = MemPolicy { mode, ..MemPolicy::default_policy() };
+    if let Some(f) = spec.strip_prefix('=') {
+        let flags_end = f.find(':').unwrap_or(f.len());
+        let (flags, after_flags) = f.split_at(flags_end);
+        if flags.is_empty() {
+            return Err("empty policy flags".to_string());
+        }
+        for flag in flags.split('|') {
+            match flag {
+                "static" => policy.static_nodes = true,
+                "relative" => policy.relative_nodes = true,
+                "balancing" => policy.balancing = true,
+                _ => return Err(format!("unknown policy flag {flag:?}")),
+            }
+        }
+        spec = after_flags;
+    }
+    if let Some(list) = spec.strip_prefix(':') {
+        if list.is_empty() {
+            return Err("empty node list".to_string());
+        }
+        policy.nodes = NodeSet::parse_list(list).map_err(|e| e.to_string())?;
+    } else if !spec.is_empty() {
+        return Err(format!("junk after policy: {spec:?}"));
+    }
+    Ok((policy, tail))
+}
+
+/// Decodes the kernel's `\ooo` octal escapes (seq_path/mangle_path); other backslashes stay.
+fn unescape_path(p: &str) -> String {
+    if !p.contains('\\') {
+        return p.to_string();
+    }
+    let b = p.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
+            if v <= 0xff {
+                out.push(v as u8);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const BASH: &str = include_str!("../../tests/data/host-6.18/numa_maps-bash");
+    const INTERLEAVE: &str = include_str!("../../tests/data/host-6.18/numa_maps-interleave");
+
+    fn one(line: &str) -> Vma {
+        parse_numa_maps_line(line, 1).unwrap()
+    }
+
+    #[test]
+    fn parses_a_real_process() {
+        let m = parse_numa_maps(BASH).unwrap();
+        assert_eq!(m.vmas.len(), BASH.lines().count());
+        let heap = m.vmas.iter().find(|v| v.kind == VmaKind::Heap).unwrap();
+        assert!(heap.anon > 0 && heap.kernel_page_kb == Some(4));
+        let stack = m.vmas.iter().find(|v| v.kind == VmaKind::Stack).unwrap();
+        assert_eq!(stack.node_pages, vec![(0, 4)]);
+        assert_eq!(stack.mapmax, 3);
+        assert_eq!(stack.active, Some(1));
+        assert!(m.vmas.iter().all(|v| v.policy.mode == PolicyMode::Default));
+        assert!(m.vmas.iter().any(|v| v.file.as_deref() == Some("/usr/bin/bash")));
+        // Conservation: per-node kB summed over kinds equals the sum over VMAs.
+        let total: u64 = m.usage_by_node().iter().map(NodeUsage::total_kb).sum();
+        let direct: u64 = m.vmas.iter().flat_map(|v| v.node_kb()).map(|(_, kb)| kb).sum();
+        assert_eq!(total, direct);
+        assert!(total > 0);
+    }
+
+    #[test]
+    fn interleave_task_policy_applies_to_every_vma() {
+        let m = parse_numa_maps(INTERLEAVE).unwrap();
+        assert!(m.vmas.iter().all(|v| v.policy.mode == PolicyMode::Interleave));
+        assert!(m.vmas.iter().all(|v| v.policy.nodes.to_list() == "0"));
+        let u = m.usage_by_node();
+        assert_eq!(u.len(), 1);
+        // The 3 MB shell variable lives in the heap.
+        assert!(u[0].heap_kb > 3000, "{u:?}");
+    }
+
+    #[test]
+    fn every_policy_form() {
+        let cases = [
+            ("default", PolicyMode::Default, "", false, false, false),
+            ("local", PolicyMode::Local, "", false, false, false),
+            ("prefer:1", PolicyMode::Preferred, "1", false, false, false),
+            ("bind:0-1", PolicyMode::Bind, "0-1", false, false, false),
+            ("interleave:0-1", PolicyMode::Interleave, "0-1", false, false, false),
+            ("weighted interleave:0,2", PolicyMode::WeightedInterleave, "0,2", false, false, false),
+            ("prefer (many):0-1", PolicyMode::PreferredMany, "0-1", false, false, false),
+            ("bind=static:1", PolicyMode::Bind, "1", true, false, false),
+            ("interleave=relative:0-3", PolicyMode::Interleave, "0-3", false, true, false),
+            ("bind=balancing:0-1", PolicyMode::Bind, "0-1", false, false, true),
+            ("prefer (many)=relative|balancing:0-1", PolicyMode::PreferredMany, "0-1", false, true, true),
+            ("unknown", PolicyMode::Unknown, "", false, false, false),
+        ];
+        for (text, mode, nodes, st, rel, bal) in cases {
+            let v = one(&format!("7f0000000000 {text} anon=2 dirty=2 N1=2 kernelpagesize_kB=4"));
+            assert_eq!(v.policy.mode, mode, "{text}");
+            assert_eq!(v.policy.nodes.to_list(), nodes, "{text}");
+            assert_eq!((v.policy.static_nodes, v.policy.relative_nodes, v.policy.balancing), (st, rel, bal));
+            assert_eq!(v.policy.to_kernel_string(), text);
+            assert_eq!(v.node_pages, vec![(1, 2)]);
+            assert_eq!(v.kind, VmaKind::Anon);
+        }
+    }
+
+    #[test]
+    fn hugetlb_counts_are_in_huge_pages() {
+        let v = one("7f0000000000 bind:1 file=/anon_hugepage\\040(deleted) huge dirty=4 N1=4 kernelpagesize_kB=2048");
+        assert!(v.huge);
+        assert_eq!(v.file.as_deref(), Some("/anon_hugepage (deleted)"));
+        assert_eq!(v.mem_kind(), MemKind::Huge);
+        assert_eq!(v.node_kb().collect::<Vec<_>>(), vec![(1, 8192)]);
+        assert_eq!(v.pages, 4);
+        let m = NumaMaps { vmas: vec![v] };
+        assert_eq!(m.usage_by_node(), vec![NodeUsage { node: 1, huge_kb: 8192, ..Default::default() }]);
+    }
+
+    #[test]
+    fn transparent_huge_pages_are_counted_in_base_pages() {
+        let v = one("7f1234400000 default anon=1024 dirty=1024 N0=512 N1=512 kernelpagesize_kB=4");
+        assert_eq!(v.node_kb().collect::<Vec<_>>(), vec![(0, 2048), (1, 2048)]);
+        assert_eq!(v.mem_kind(), MemKind::AnonPrivate);
+    }
+
+    #[test]
+    fn kinds_and_usage_by_node() {
+        let text = "\
+55d000000000 default file=/usr/bin/x mapped=10 N0=10 kernelpagesize_kB=4
+55d100000000 default heap anon=6 dirty=6 N0=2 N1=4 kernelpagesize_kB=4
+7ffc00000000 default stack anon=3 dirty=3 N1=3 kernelpagesize_kB=4
+7f0000000000 interleave:0-1 anon=8 dirty=8 N0=4 N1=4 kernelpagesize_kB=4
+7f1000000000 default file=/dev/hugepages/x huge dirty=1 N0=1 kernelpagesize_kB=2048
+7f2000000000 default
+";
+        let m = parse_numa_maps(text).unwrap();
+        assert_eq!(m.vmas.len(), 6);
+        assert_eq!(m.vmas[5].kernel_page_kb, None);
+        assert_eq!(m.vmas[5].pages, 0);
+        let u = m.usage_by_node();
+        assert_eq!(
+            u,
+            vec![
+                NodeUsage { node: 0, huge_kb: 2048, heap_kb: 8, stack_kb: 0, anon_kb: 16, file_kb: 40 },
+                NodeUsage { node: 1, huge_kb: 0, heap_kb: 16, stack_kb: 12, anon_kb: 16, file_kb: 0 },
+            ]
+        );
+    }
+
+    #[test]
+    fn mapped_is_implied_when_left_out() {
+        let v = one("7f0000000000 default anon=5 dirty=5 N0=5 kernelpagesize_kB=4");
+        assert_eq!(v.pages, 5);
+        let v = one("7f0000000000 default file=/x mapped=9 mapmax=2 N0=9 kernelpagesize_kB=4");
+        assert_eq!((v.pages, v.mapmax, v.anon), (9, 2, 0));
+    }
+
+    #[test]
+    fn thread_stack_form_of_old_kernels_and_escaped_paths() {
+        // stack:TID (before 4.5).
+        let v = one("7f0000000000 default stack:1234 anon=1 dirty=1 N0=1 kernelpagesize_kB=4");
+        assert_eq!(v.kind, VmaKind::Stack);
+        let v = one("7f0000000000 default file=/tmp/a\\040b\\011c\\075d\\q mapped=1 N0=1 kernelpagesize_kB=4");
+        assert_eq!(v.file.as_deref(), Some("/tmp/a b\tc=d\\q"));
+    }
+
+    #[test]
+    fn unknown_fields_from_newer_kernels_are_ignored() {
+        let v = one("7f0000000000 default anon=1 dirty=1 shiny=7 N0=1 kernelpagesize_kB=4");
+        assert_eq!(v.node_pages, vec![(0, 1)]);
+    }
+
+    #[test]
+    fn truncated_and_malformed_lines_are_errors() {
+        let full = "7f8df26f7000 default file=/usr/lib/x86_64-linux-gnu/libc.so.6 anon=4 dirty=4 active=0 N0=4 kernelpagesize_kB=4";
+        // Every cut inside the counters (after the first '=') must fail; cuts in the path/kind may parse.
+        let first_counter = full.find(" anon=").unwrap();
+        for cut in first_counter + 2..full.len() - 1 {
+            assert!(parse_numa_maps_line(&full[..cut], 1).is_err(), "cut at {cut}: {:?}", &full[..cut]);
+        }
+        for cut in 0..13 {
+            assert!(parse_numa_maps_line(&full[..cut], 1).is_err(), "cut at {cut}");
+        }
+        assert!(parse_numa_maps_line("7f8df26f7000 defau", 1).is_err());
+        assert!(parse_numa_maps_line("7f8df26f7000 interleave:", 1).is_err());
+        assert!(parse_numa_maps_line("7f8df26f7000 interleave:0-", 1).is_err());
+        assert!(parse_numa_maps_line("7f8df26f7000 bind=bogus:1", 1).is_err());
+        assert!(parse_numa_maps_line("xyz default", 1).is_err());
+        assert!(parse_numa_maps_line("7f8df26f7000 default N0=x kernelpagesize_kB=4", 1).is_err());
+        assert!(parse_numa_maps_line("7f8df26f7000 default N1=1 N0=1 kernelpagesize_kB=4", 1).is_err());
+        assert!(parse_numa_maps_line("7f8df26f7000 default N0=1 kernelpagesize_kB=4 N1=1", 1).is_err());
+        assert!(parse_numa_maps_line("7f8df26f7000 default N0=1 kernelpagesize_kB=0", 1).is_err());
+        assert!(parse_numa_maps_line("7f8df26f7000 default banana", 1).is_err());
+        let e = parse_numa_maps(&format!("{full}\n7f8df26f8000 default anon=1 N0=1\n")).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert_eq!(e.field, Some("kernelpagesize_kB"));
+    }
+
+    #[test]
+    fn empty_file_is_an_empty_map() {
+        assert_eq!(parse_numa_maps("").unwrap().vmas.len(), 0);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_input_never_panics(s in "\\PC*") {
+            let _ = parse_numa_maps(&s);
+        }
+
+        #[test]
+        fn tokenish_input_never_panics(words in proptest::collection::vec(
+            "(7f[0-9a-f]{8}|default|bind|interleave:0-1|prefer \\(many\\):1|file=/x\\\\04|huge|heap|stack|N[0-9]{1,2}=[0-9]{1,3}|kernelpagesize_kB=[0-9]|anon=[0-9]|=|x=)",
+            0..12)) {
+            let _ = parse_numa_maps_line(&words.join(" "), 1);
+        }
+
+        #[test]
+        fn policy_round_trips(mode in 0usize..7, nodes in proptest::collection::btree_set(0u32..64, 1..6),
+                              flag in 0usize..4) {
+            let mode = [PolicyMode::Preferred, PolicyMode::Bind, PolicyMode::Interleave,
+                        PolicyMode::WeightedInterleave, PolicyMode::PreferredMany, PolicyMode::Bind,
+                        PolicyMode::Interleave][mode];
+            let p = MemPolicy {
+                mode,
+                static_nodes: flag == 1,
+                relative_nodes: flag == 2,
+                balancing: flag == 3,
+                nodes: nodes.into_iter().collect(),
+            };
+            let text = p.to_kernel_string();
+            let v = parse_numa_maps_line(&format!("7f0000000000 {text} heap"), 1).unwrap();
+            prop_assert_eq!(v.policy, p);
+            prop_assert_eq!(v.kind, VmaKind::Heap);
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! [`Reader`]: reads /proc and /sys under a root directory ("/" for the live system, a fixture
+//! directory in tests) and hands the text to the pure parsers.
+//!
+//! ```text
+//!   Reader::sample()
+//!     ├─ /proc/stat, /proc/vmstat, /proc/pressure/*, /proc/sys/kernel/numa_balancing
+//!     ├─ /sys/devices/system/node/nodeN/{cpulist,meminfo,numastat}     for each nodeN directory
+//!     └─ for each /proc/PID (W worker threads pull pids from one shared counter)
+//!          ├─ stat                       gone? skip the process
+//!          ├─ numa_maps                  not for kernel threads; EACCES is recorded, not fatal
+//!          └─ task/TID/{stat,status,sched,schedstat}   gone? skip the thread
+//! ```
+//!
+//! Processes come and go during every scan. A pid or tid whose files vanish mid-read (ENOENT, ESRCH;
+//! EINVAL from numa_maps of an exiting process) is skipped: `Ok(None)`, never an error. Everything else
+//! (a file that exists but cannot be parsed, a permission problem on a file everyone may read) is a
+//! [`ReadError`] naming the path.
+//!
+//! Cost: one observation opens about 4 files per thread plus 2 per process. The hot path reuses one
+//! path buffer and one read buffer per worker (no allocation per file once warm), reads each file with
+//! `read` calls into that buffer, and parses in place; only the values kept in the [`Sample`] allocate.
+//! numa_maps is the expensive file (the kernel walks the page tables of every VMA to count pages), so
+//! it is read once per process, not per thread.
+//!
+//! Limits: `clock_ticks_per_sec` and `page_size` come from `sysconf` of the running system even when
+//! `root` points at a fixture (every fixture so far is x86-64: 100 and 4096).
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use numapilot_topology::{IdSet, NodeSet};
+
+use crate::counters::Counters;
+use crate::error::{ParseError, ReadError};
+use crate::parse::meminfo::{parse_meminfo, parse_node_meminfo, parse_node_numastat, Meminfo};
+use crate::parse::numa_maps::{parse_numa_maps, NumaMaps};
+use crate::parse::proc_stat::{parse_proc_stat, ProcStat};
+use crate::parse::psi::{parse_psi, Psi};
+use crate::parse::sched::parse_sched;
+use crate::parse::schedstat::parse_schedstat;
+use crate::parse::stat::{parse_stat, TaskStat};
+use crate::parse::status::{parse_status, TaskStatus};
+use crate::parse::vmstat::parse_vmstat;
+use crate::parse::{parse_list, parse_number};
+use crate::sample::{NodeSample, ProcessSample, PsiSample, Sample, ThreadSample};
+
+/// What a full observation reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Read every thread's files (`task/TID/*`). Default true.
+    pub threads: bool,
+    /// Read numa_maps of every user process. Default true.
+    pub numa_maps: bool,
+    /// Read `task/TID/sched` (NUMA-balancing numbers). Default true.
+    pub sched: bool,
+    /// Include kernel threads. Default true.
+    pub kernel_threads: bool,
+    /// Worker threads for reading processes; 0 picks the number of CPUs, at most 4 (reading /proc
+    /// scales with CPUs until the kernel's locks on the task list dominate).
+    pub workers: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions { threads: true, numa_maps: true, sched: true, kernel_threads: true, workers: 0 }
+    }
+}
+
+/// Reads the kernel's files under a root directory.
+#[derive(Debug, Clone)]
+pub struct Reader {
+    root: PathBuf,
+    /// `root/proc` as a string with a trailing slash, the prefix of every per-process path.
+    proc_prefix: String,
+    opts: ReadOptions,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Reader::new("/")
+    }
+}
+
+/// Per-worker reusable buffers.
+#[derive(Debug, Default)]
+struct Scratch {
+    path: String,
+    buf: Vec<u8>,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch { path: String::with_capacity(128), buf: Vec::with_capacity(64 * 1024) }
+    }
+}
+
+/// Whether an I/O error means "the process or thread is gone".
+fn is_gone(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH)) || e.kind() == io::ErrorKind::NotFound
+}
+
+/// Reads a whole file into `buf` (cleared first).
+fn read_into(path: &Path, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.clear();
+    let mut f = File::open(path)?;
+    f.read_to_end(buf)?;
+    Ok(())
+}
+
+fn parse_err(path: &str, source: ParseError) -> ReadError {
+    ReadError::Parse { path: PathBuf::from(path), source }
+}
+
+fn io_err(path: &str, source: io::Error) -> ReadError {
+    ReadError::Io { path: PathBuf::from(path), source }
+}
+
+impl Reader {
+    /// A reader of the system under `root` ("/" for the live system), with default options.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self::with_options(root, ReadOptions::default())
+    }
+
+    /// A reader with explicit options.
+    pub fn with_options(root: impl Into<PathBuf>, opts: ReadOptions) -> Self {
+        let root = root.into();
+        let mut proc_prefix = root.join("proc").to_string_lossy().into_owned();
+        proc_prefix.push('/');
+        Reader { root, proc_prefix, opts }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether this reader looks at the live system (root "/").
+    pub fn is_live(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ReadOptions {
+        &self.opts
+    }
+
+    fn path_in_root(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    // ----- per-process files -----------------------------------------------------------------------
+
+    fn set_path(&self, s: &mut String, pid: u32, tid: Option<u32>, file: &str) {
+        s.clear();
+        s.push_str(&self.proc_prefix);
+        // Writing into a String cannot fail.
+        let _ = match tid {
+            Some(t) => write!(s, "{pid}/task/{t}/{file}"),
+            None => write!(s, "{pid}/{file}"),
+        };
+    }
+
+    /// Reads `proc/PID[/task/TID]/file` and parses it; `Ok(None)` when the task is gone.
+    fn read_task_file<T>(
+        &self,
+        s: &mut Scratch,
+        pid: u32,
+        tid: Option<u32>,
+        file: &str,
+        parse: impl FnOnce(&str) -> Result<T, ParseError>,
+    ) -> Result<Option<T>, ReadError> {
+        self.set_path(&mut s.path, pid, tid, file);
+        match read_into(Path::new(&s.path), &mut s.buf) {
+            Ok(()) => {}
+            Err(e) if is_gone(&e) => return Ok(None),
+            Err(e) => return Err(io_err(&s.path, e)),
+        }
+        let text = String::from_utf8_lossy(&s.buf);
+        match parse(&text) {
+            Ok(v) => Ok(Some(v)),
+            // A task that exits while its file is produced can leave an empty read behind.
+            Err(_) if s.buf.is_empty() => Ok(None),
+            Err(e) => Err(parse_err(&s.path, e)),
+        }
+    }
+
+    /// The pids under `root/proc`, ascending.
+    pub fn pids(&self) -> Result<Vec<u32>, ReadError> {
+        list_numeric_dir(Path::new(self.proc_prefix.trim_end_matches('/')))
+            .map_err(|e| io_err(self.proc_prefix.trim_end_matches('/'), e))
+    }
+
+    /// The thread ids of a process, ascending; `Ok(None)` when the process is gone.
+    pub fn tids(&self, pid: u32) -> Result<Option<Vec<u32>>, ReadError> {
+        let mut s = String::new();
+        self.set_path(&mut s, pid, None, "task");
+        match list_numeric_dir(Path::new(&s)) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if is_gone(&e) => Ok(None),
+            Err(e) => Err(io_err(&s, e)),
+        }
+    }
+
+    /// `/proc/PID/stat`; `Ok(None)` when gone.
+    pub fn read_stat(&self, pid: u32) -> Result<Option<TaskStat>, ReadError> {
+        self.read_task_file(&mut Scratch::default(), pid, None, "stat", parse_stat)
+    }
+
+    /// `/proc/PID/status`; `Ok(None)` when gone.
+    pub fn read_status(&self, pid: u32) -> Result<Option<TaskStatus>, ReadError> {
+        self.read_task_file(&mut Scratch::default(), pid, None, "status", parse_status)
+    }
+
+    /// `/proc/PID/cmdline` raw (NUL-separated arguments); `Ok(None)` when gone.
+    pub fn read_cmdline(&self, pid: u32) -> Result<Option<Vec<u8>>, ReadError> {
+        let mut s = Scratch::default();
+        self.set_path(&mut s.path, pid, None, "cmdline");
+        match read_into(Path::new(&s.path), &mut s.buf) {
+            Ok(()) => Ok(Some(s.buf)),
+            Err(e) if is_gone(&e) => Ok(None),
+            Err(e) => Err(io_err(&s.path, e)),
+        }
+    }
+
+    /// `/proc/PID/numa_maps`. `Ok(None)` when the process is gone or exiting (ENOENT, ESRCH, EINVAL).
+    /// Kernel threads and zombies give an empty map. Other errors (EACCES for another user's process)
+    /// are returned.
+    pub fn read_numa_maps(&self, pid: u32) -> Result<Option<NumaMaps>, ReadError> {
+        self.numa_maps_with(&mut Scratch::default(), pid)
+    }
+
+    fn numa_maps_with(&self, s: &mut Scratch, pid: u32) -> Result<Option<NumaMaps>, ReadError> {
+        self.set_path(&mut s.path, pid, None, "numa_maps");
+        match read_into(Path::new(&s.path), &mut s.buf) {
+            Ok(()) => {}
+            Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
+            Err(e) => return Err(io_err(&s.path, e)),
+        }
+        let text = String::from_utf8_lossy(&s.buf);
+        parse_numa_maps(&text).map(Some).map_err(|e| parse_err(&s.path, e))
+    }
+
+    /// One thread of a process; `Ok(None)` when it is gone.
+    pub fn read_thread(&self, pid: u32, tid: u32) -> Result<Option<ThreadSample>, ReadError> {
+        self.thread_with(&mut Scratch::new(), pid, tid)
+    }
+
+    fn thread_with(&self, s: &mut Scratch, pid: u32, tid: u32) -> Result<Option<ThreadSample>, ReadError> {
+        let Some(stat) = self.read_task_file(s, pid, Some(tid), "stat", parse_stat)? else {
+            return Ok(None);
+        };
+        let Some(status) = self.read_task_file(s, pid, Some(tid), "status", parse_status)? else {
+            return Ok(None);
+        };
+        // sched needs CONFIG_SCHED_DEBUG and schedstat CONFIG_SCHED_INFO: a missing file is "not
+        // available", which cannot be told apart from the thread exiting just now; both mean None.
+        let sched = if self.opts.sched { self.read_task_file(s, pid, Some(tid), "sched", parse_sched)? } else { None };
+        let schedstat = self.read_task_file(s, pid, Some(tid), "schedstat", parse_schedstat)?;
+        Ok(Some(ThreadSample { tid, stat, status, sched, schedstat }))
+    }
+
+    /// One process with (per the options) its threads and numa_maps; `Ok(None)` when it is gone.
+    pub fn read_process(&self, pid: u32) -> Result<Option<ProcessSample>, ReadError> {
+        self.process_with(&mut Scratch::new(), pid)
+    }
+
+    fn process_with(&self, s: &mut Scratch, pid: u32) -> Result<Option<ProcessSample>, ReadError> {
+        let read_ns = monotonic_ns();
+        let Some(stat) = self.read_task_file(s, pid, None, "stat", parse_stat)? else {
+            return Ok(None);
+        };
+        let kernel_thread = stat.is_kernel_thread();
+        let (numa_maps, numa_maps_error) = if self.opts.numa_maps && !kernel_thread {
+            match self.numa_maps_with(s, pid) {
+                Ok(Some(m)) => (Some(m), None),
+                // Exiting right now: keep the process (its stat was read), without memory.
+                Ok(None) => (None, None),
+                Err(ReadError::Io { source, .. }) => (None, Some(source.to_string())),
+                Err(e) => return Err(e),
+            }
+        } else {
+            (None, None)
+        };
+        let mut threads = Vec::new();
+        let mut rss_kb = None;
+        if self.opts.threads {
+            self.set_path(&mut s.path, pid, None, "task");
+            let tids = match list_numeric_dir(Path::new(&s.path)) {
+                Ok(t) => t,
+                Err(e) if is_gone(&e) => return Ok(None),
+                Err(e) => return Err(io_err(&s.path, e)),
+            };
+            threads.reserve_exact(tids.len());
+            for tid in tids {
+                if let Some(t) = self.thread_with(s, pid, tid)? {
+                    if tid == pid {
+                        rss_kb = t.status.vm_rss_kb;
+                    }
+                    threads.push(t);
+                }
+            }
+        } else if !kernel_thread {
+            rss_kb = self.read_task_file(s, pid, None, "status", parse_status)?.and_then(|st| st.vm_rss_kb);
+        }
+        let node_usage = numa_maps.as_ref().map(NumaMaps::usage_by_node).unwrap_or_default();
+        Ok(Some(ProcessSample {
+            pid,
+            starttime: stat.starttime,
+            comm: stat.comm.clone(),
+            kernel_thread,
+            read_ns,
+            stat,
+            rss_kb,
+            numa_maps,
+            numa_maps_error,
+            node_usage,
+            threads,
+        }))
+    }
+
+    /// Reads the given processes with the configured number of workers; gone ones are left out.
+    pub fn read_processes(&self, pids: &[u32]) -> Result<Vec<ProcessSample>, ReadError> {
+        let workers = match self.opts.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()).min(4),
+            n => n,
+        }
+        .min(pids.len().max(1));
+        let next = AtomicUsize::new(0);
+        let failure: Mutex<Option<ReadError>> = Mutex::new(None);
+        let work = || -> Vec<ProcessSample> {
+            let mut s = Scratch::new();
+            let mut out = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&pid) = pids.get(i) else { break };
+                match self.process_with(&mut s, pid) {
+                    Ok(Some(p)) if p.kernel_thread && !self.opts.kernel_threads => {}
+                    Ok(Some(p)) => out.push(p),
+                    Ok(None) => {}
+                    Err(e) => {
+                        // Stop every worker: the first error is the answer.
+                        next.store(pids.len(), Ordering::Relaxed);
+                        failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                        break;
+                    }
+                }
+            }
+            out
+        };
+        let mut all = if workers <= 1 {
+            work()
+        } else {
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = (0..workers).map(|_| sc.spawn(work)).collect();
+                let mut all = Vec::with_capacity(pids.len());
+                for h in handles {
+                    // A worker panicking is a bug in a parser; surface it rather than hide it.
+                    all.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                }
+                all
+            })
+        };
+        if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(e);
+        }
+        all.sort_unstable_by_key(|p| p.pid);
+        Ok(all)
+    }
+
+    // ----- system-wide files -----------------------------------------------------------------------
+
+    fn read_root_file(&self, rel: &str) -> Result<Option<String>, ReadError> {
+        let path = self.path_in_root(rel);
+        let mut buf = Vec::new();
+        match read_into(&path, &mut buf) {
+            Ok(()) => Ok(Some(String::from_utf8_lossy(&buf).into_owned())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ReadError::Io { path, source: e }),
+        }
+    }
+
+    fn read_root_parsed<T>(
+        &self,
+        rel: &str,
+        parse: impl FnOnce(&str) -> Result<T, ParseError>,
+    ) -> Result<Option<T>, ReadError> {
+        match self.read_root_file(rel)? {
+            None => Ok(None),
+            Some(text) => {
+                parse(&text).map(Some).map_err(|e| ReadError::Parse { path: self.path_in_root(rel), source: e })
+            }
+        }
+    }
+
+    /// `/proc/stat`; `Ok(None)` if absent (fixtures without it).
+    pub fn read_proc_stat(&self) -> Result<Option<ProcStat>, ReadError> {
+        self.read_root_parsed("proc/stat", parse_proc_stat)
+    }
+
+    /// NUMA-related `/proc/vmstat` counters; empty if the file is absent.
+    pub fn read_vmstat(&self) -> Result<Counters, ReadError> {
+        Ok(self.read_root_parsed("proc/vmstat", parse_vmstat)?.unwrap_or_default())
+    }
+
+    /// `/proc/meminfo`; `Ok(None)` if absent.
+    pub fn read_meminfo(&self) -> Result<Option<Meminfo>, ReadError> {
+        self.read_root_parsed("proc/meminfo", parse_meminfo)
+    }
+
+    /// `/proc/sys/kernel/numa_balancing`; `Ok(None)` if absent (kernel without NUMA balancing).
+    pub fn read_numa_balancing(&self) -> Result<Option<i64>, ReadError> {
+        self.read_root_parsed("proc/sys/kernel/numa_balancing", parse_number)
+    }
+
+    /// `/proc/pressure/<resource>` (`cpu`, `memory`, `io`). `Ok(None)` when the kernel has no PSI
+    /// (file absent) or it is switched off (`psi=0`: reading fails with EOPNOTSUPP).
+    pub fn read_psi(&self, resource: &str) -> Result<Option<Psi>, ReadError> {
+        let rel = format!("proc/pressure/{resource}");
+        let path = self.path_in_root(&rel);
+        let mut buf = Vec::new();
+        match read_into(&path, &mut buf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                return Ok(None)
+            }
+            Err(e) => return Err(ReadError::Io { path, source: e }),
+        }
+        parse_psi(&String::from_utf8_lossy(&buf)).map(Some).map_err(|e| ReadError::Parse { path, source: e })
+    }
+
+    /// Node ids from the `nodeN` directories of `/sys/devices/system/node` (as numastat finds them),
+    /// ascending. Empty when the directory does not exist (a kernel without NUMA).
+    pub fn node_ids(&self) -> Result<NodeSet, ReadError> {
+        let dir = self.path_in_root("sys/devices/system/node");
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(NodeSet::new()),
+            Err(e) => return Err(ReadError::Io { path: dir, source: e }),
+        };
+        let mut set = IdSet::new();
+        for ent in rd {
+            let ent = ent.map_err(|e| ReadError::Io { path: dir.clone(), source: e })?;
+            let name = ent.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_prefix("node")) else { continue };
+            if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+                if let Ok(id) = id.parse::<u32>() {
+                    if id <= IdSet::MAX_ID {
+                        set.insert(id);
+                    }
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    /// One node's cpulist, meminfo and numastat.
+    pub fn read_node(&self, node: u32) -> Result<NodeSample, ReadError> {
+        let base = format!("sys/devices/system/node/node{node}");
+        let need = |name: &str| -> Result<String, ReadError> {
+            let rel = format!("{base}/{name}");
+            self.read_root_file(&rel)?.ok_or_else(|| ReadError::Io {
+                path: self.path_in_root(&rel),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            })
+        };
+        let perr = |name: &str, e: ParseError| ReadError::Parse {
+            path: self.path_in_root(&format!("{base}/{name}")),
+            source: e,
+        };
+        let cpus = parse_list(&need("cpulist")?).map_err(|e| perr("cpulist", e))?;
+        let (id, meminfo) = parse_node_meminfo(&need("meminfo")?).map_err(|e| perr("meminfo", e))?;
+        if id != node {
+            return Err(ReadError::Empty {
+                path: self.path_in_root(&format!("{base}/meminfo")),
+                reason: format!("describes node {id}, not node {node}"),
+            });
+        }
+        let numastat = parse_node_numastat(&need("numastat")?).map_err(|e| perr("numastat", e))?;
+        Ok(NodeSample { node, cpus, meminfo, numastat })
+    }
+
+    /// All nodes.
+    pub fn read_nodes(&self) -> Result<Vec<NodeSample>, ReadError> {
+        self.node_ids()?.iter().map(|n| self.read_node(n)).collect()
+    }
+
+    /// One full observation: every process and thread (per the options), every node, the system
+    /// counters.
+    pub fn sample(&self) -> Result<Sample, ReadError> {
+        let monotonic = monotonic_ns();
+        let boottime = clock_ns(libc::CLOCK_BOOTTIME);
+        let unix_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let nodes = self.read_nodes()?;
+        let cpu = self.read_proc_stat()?;
+        let vmstat = self.read_vmstat()?;
+        let psi = PsiSample { cpu: self.read_psi("cpu")?, memory: self.read_psi("memory")?, io: self.read_psi("io")? };
+        let numa_balancing = self.read_numa_balancing()?;
+        let pids = self.pids()?;
+        let processes = self.read_processes(&pids)?;
+        Ok(Sample {
+            monotonic_ns: monotonic,
+            boottime_ns: boottime,
+            unix_ms,
+            duration_ns: monotonic_ns().saturating_sub(monotonic),
+            clock_ticks_per_sec: sysconf(libc::_SC_CLK_TCK).unwrap_or(100),
+            page_size: sysconf(libc::_SC_PAGESIZE).unwrap_or(4096),
+            processes,
+            nodes,
+            cpu,
+            vmstat,
+            psi,
+            numa_balancing,
+        })
+    }
+}
+
+/// Numeric entries of a directory (pids in /proc, tids in task/), ascending.
+fn list_numeric_dir(dir: &Path) -> io::Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir(dir)? {
+        let ent = ent?;
+        let name = ent.file_name();
+        let b = name.as_encoded_bytes();
+        if !b.is_empty() && b.iter().all(u8::is_ascii_digit) {
+            if let Some(id) = name.to_str().and_then(|n| n.parse().ok()) {
+                out.push(id);
+            }
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+/// CLOCK_MONOTONIC now, ns.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn sysconf(name: libc::c_int) -> Option<u64> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let v = unsafe { libc::sysconf(name) };
+    (v > 0).then_some(v as u64)
+}

@@ -1,0 +1,184 @@
+//! The raw [`Sample`]: everything one observation read, typed but not interpreted.
+//!
+//! ```text
+//!   Sample
+//!   ├── clocks        monotonic / boottime / unix time, USER_HZ, page size
+//!   ├── processes[]   pid, starttime, comm, stat (whole process), VmRSS,
+//!   │   │             numa_maps (VMAs with policy) + per-node kB by kind
+//!   │   └── threads[] tid, stat (cpu time, last cpu), status (allowed CPUs/nodes),
+//!   │                 sched (NUMA faults, preferred node, group), schedstat (run delay)
+//!   ├── nodes[]       id, CPUs, meminfo (MemFree...), numastat counters
+//!   ├── cpu           /proc/stat (per-CPU busy/idle ticks)
+//!   ├── vmstat        numa_* / pgmigrate_* counters
+//!   └── psi           cpu / memory / io pressure, when the kernel has PSI
+//! ```
+//!
+//! Nothing is derived here beyond two conveniences the output needs (per-node kB by kind from
+//! numa_maps, summed per-node CPU time); rates and models come from two samples (see [`crate::rate`]
+//! and the `model` crate). A `Sample` serializes to JSON, so a recorded run can be replayed.
+
+use numapilot_topology::{CpuSet, NodeSet};
+use serde::{Deserialize, Serialize};
+
+use crate::counters::Counters;
+use crate::parse::meminfo::Meminfo;
+use crate::parse::numa_maps::{NodeUsage, NumaMaps};
+use crate::parse::proc_stat::{CpuTimes, ProcStat};
+use crate::parse::psi::Psi;
+use crate::parse::sched::SchedInfo;
+use crate::parse::schedstat::SchedStat;
+use crate::parse::stat::TaskStat;
+use crate::parse::status::TaskStatus;
+
+/// One observation of the whole machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// CLOCK_MONOTONIC when the observation started, ns.
+    pub monotonic_ns: u64,
+    /// CLOCK_BOOTTIME when the observation started, ns (comparable with `starttime` ticks).
+    pub boottime_ns: u64,
+    /// Wall-clock time when the observation started, ms since the epoch.
+    pub unix_ms: u64,
+    /// How long the observation took, ns.
+    pub duration_ns: u64,
+    /// Clock ticks per second (USER_HZ) for the tick counts in stat files.
+    pub clock_ticks_per_sec: u64,
+    /// Base page size, bytes.
+    pub page_size: u64,
+    /// Processes, sorted by pid. Those that exited while being read are left out.
+    pub processes: Vec<ProcessSample>,
+    /// NUMA nodes, sorted by id.
+    pub nodes: Vec<NodeSample>,
+    /// /proc/stat.
+    pub cpu: Option<ProcStat>,
+    /// NUMA-related /proc/vmstat counters.
+    pub vmstat: Counters,
+    /// Pressure stall information.
+    pub psi: PsiSample,
+    /// `/proc/sys/kernel/numa_balancing` (0 off, 1 on, 2 memory tiering, 3 both); `None` if absent.
+    pub numa_balancing: Option<i64>,
+}
+
+/// One process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSample {
+    /// Process id.
+    pub pid: u32,
+    /// Start time after boot, clock ticks: with the pid, the identity of the process (pids are reused).
+    pub starttime: u64,
+    /// Command name (raw, from stat).
+    pub comm: String,
+    /// Whether this is a kernel thread (`PF_KTHREAD`).
+    pub kernel_thread: bool,
+    /// CLOCK_MONOTONIC when this process was read, ns (for rates between two samples).
+    pub read_ns: u64,
+    /// `/proc/PID/stat`: CPU times summed over all threads, live and exited.
+    pub stat: TaskStat,
+    /// `VmRSS` of the process, kB (`None` for kernel threads).
+    pub rss_kb: Option<u64>,
+    /// The VMAs; `None` for kernel threads, zombies and unreadable files (see `numa_maps_error`).
+    pub numa_maps: Option<NumaMaps>,
+    /// Why numa_maps could not be read, when it could not (e.g. "Permission denied").
+    pub numa_maps_error: Option<String>,
+    /// Resident kB per node and kind, from `numa_maps`.
+    pub node_usage: Vec<NodeUsage>,
+    /// Threads, sorted by tid; empty when thread reading was switched off.
+    pub threads: Vec<ThreadSample>,
+}
+
+/// One thread (task) of a process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadSample {
+    /// Thread id.
+    pub tid: u32,
+    /// `task/TID/stat`: this thread's CPU time (`utime`, `stime`), last CPU (`processor`), state.
+    pub stat: TaskStat,
+    /// `task/TID/status`: allowed CPUs and nodes, context switches.
+    pub status: TaskStatus,
+    /// `task/TID/sched`: runtime, migrations, NUMA balancing; `None` without `CONFIG_SCHED_DEBUG`.
+    pub sched: Option<SchedInfo>,
+    /// `task/TID/schedstat`: run time and run delay; `None` without `CONFIG_SCHED_INFO`.
+    pub schedstat: Option<SchedStat>,
+}
+
+impl ThreadSample {
+    /// CPUs the thread may run on.
+    pub fn cpus_allowed(&self) -> &CpuSet {
+        &self.status.cpus_allowed
+    }
+
+    /// Nodes the thread may allocate from.
+    pub fn mems_allowed(&self) -> &NodeSet {
+        &self.status.mems_allowed
+    }
+
+    /// The CPU the thread last ran on (stat field 39).
+    pub fn last_cpu(&self) -> u32 {
+        self.stat.processor
+    }
+}
+
+/// One NUMA node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSample {
+    /// Kernel node id.
+    pub node: u32,
+    /// CPUs of the node (`nodeN/cpulist`; empty for memory-only nodes).
+    pub cpus: CpuSet,
+    /// `nodeN/meminfo`.
+    pub meminfo: Meminfo,
+    /// `nodeN/numastat`, pages.
+    pub numastat: Counters,
+}
+
+impl NodeSample {
+    /// MemFree of the node, kB.
+    pub fn mem_free_kb(&self) -> Option<u64> {
+        self.meminfo.mem_free_kb()
+    }
+}
+
+/// PSI for the three resources; each `None` when the kernel has no PSI or it is switched off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PsiSample {
+    /// `/proc/pressure/cpu`.
+    pub cpu: Option<Psi>,
+    /// `/proc/pressure/memory`.
+    pub memory: Option<Psi>,
+    /// `/proc/pressure/io`.
+    pub io: Option<Psi>,
+}
+
+impl Sample {
+    /// CPU time of a node: the sum of its CPUs' /proc/stat lines (offline CPUs have none). `None` when
+    /// the node is unknown or /proc/stat was not read.
+    pub fn node_cpu_times(&self, node: u32) -> Option<CpuTimes> {
+        let n = self.nodes.iter().find(|n| n.node == node)?;
+        let stat = self.cpu.as_ref()?;
+        let mut t = CpuTimes::default();
+        for line in stat.cpus.iter().filter(|c| n.cpus.contains(c.cpu)) {
+            let c = &line.times;
+            t.user += c.user;
+            t.nice += c.nice;
+            t.system += c.system;
+            t.idle += c.idle;
+            t.iowait += c.iowait;
+            t.irq += c.irq;
+            t.softirq += c.softirq;
+            t.steal += c.steal;
+            t.guest += c.guest;
+            t.guest_nice += c.guest_nice;
+        }
+        Some(t)
+    }
+
+    /// The process with this pid.
+    pub fn process(&self, pid: u32) -> Option<&ProcessSample> {
+        self.processes.binary_search_by_key(&pid, |p| p.pid).ok().map(|i| &self.processes[i])
+    }
+
+    /// Number of threads in the sample.
+    pub fn thread_count(&self) -> usize {
+        self.processes.iter().map(|p| p.threads.len()).sum()
+    }
+}
