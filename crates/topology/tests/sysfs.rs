@@ -1,0 +1,261 @@
+//! The sysfs reader on hand-built trees: sparse node ids, CPU-less nodes, offline CPUs, old kernels
+//! without `die_id`, caches, PCI devices, and every kind of malformed or missing file.
+
+mod common;
+
+use common::{CpuTopo, FakeSys};
+use numapilot_topology::{sysfs::read_topology, DeviceClass, IdSet, TopologyError};
+
+fn set(s: &str) -> IdSet {
+    IdSet::parse_list(s).unwrap()
+}
+
+/// Node 0 with CPUs 0-3 (two cores of two threads) and offline CPU 4; node 8 memory-only.
+fn sparse_machine() -> FakeSys {
+    let fs = FakeSys::new();
+    fs.node_lists("0,8", "0-15");
+    fs.node(0, "0-3", 8_000_000, 7_000_000, "10 20");
+    fs.node(8, "", 4_000_000, 3_999_999, "20 10");
+    fs.write("sys/devices/system/cpu/online", "0-3\n");
+    fs.write("sys/devices/system/cpu/possible", "0-4\n");
+    fs.write("sys/devices/system/cpu/present", "0-4\n");
+    // cpu0: no `online` file (x86 boot CPU), no die_id (kernel before 5.2).
+    fs.cpu(0, None, Some(CpuTopo { package: 0, die: None, core: 0, siblings: "0,2", llc: Some("0-3") }), Some(0));
+    fs.cpu(1, Some(true), Some(CpuTopo { package: 0, die: None, core: 1, siblings: "1,3", llc: Some("0-3") }), Some(0));
+    fs.cpu(2, Some(true), Some(CpuTopo { package: 0, die: None, core: 0, siblings: "0,2", llc: Some("0-3") }), Some(0));
+    fs.cpu(3, Some(true), Some(CpuTopo { package: 0, die: None, core: 1, siblings: "1,3", llc: Some("0-3") }), Some(0));
+    // cpu4: offline: no topology directory, not in node0/cpulist, but linked to node 0.
+    fs.cpu(4, Some(false), None, Some(0));
+    fs
+}
+
+#[test]
+fn sparse_node_ids_cpuless_node_and_offline_cpu() {
+    let fs = sparse_machine();
+    let t = read_topology(fs.root()).unwrap();
+    assert_eq!(t.nodes.iter().map(|n| n.id).collect::<Vec<_>>(), vec![0, 8]);
+    assert_eq!(t.node_ids(), set("0,8"));
+    assert_eq!(t.possible, set("0-15"));
+    assert_eq!(t.node_idx(8), Some(1), "dense index and kernel id are kept apart");
+    assert_eq!(t.distance(0, 8), Some(20));
+    assert_eq!(t.distances, vec![vec![10, 20], vec![20, 10]]);
+
+    let n0 = t.node(0).unwrap();
+    assert_eq!(n0.cpus, set("0-3"));
+    assert_eq!((n0.mem_total_kb, n0.mem_free_kb), (8_000_000, 7_000_000));
+    let n8 = t.node(8).unwrap();
+    assert!(n8.is_cpuless());
+    assert_eq!((n8.mem_total_kb, n8.mem_free_kb), (4_000_000, 3_999_999));
+
+    assert_eq!(t.cpus.len(), 5, "offline CPUs are kept");
+    let c0 = t.cpu(0).unwrap();
+    assert!(c0.online, "no online file means online");
+    assert_eq!((c0.node, c0.package, c0.die, c0.core), (0, 0, 0, 0));
+    assert_eq!(c0.siblings, set("0,2"));
+    assert_eq!(c0.llc, Some(set("0-3")));
+    let c4 = t.cpu(4).unwrap();
+    assert!(!c4.online);
+    assert_eq!(c4.node, 0, "node from the cpu4/node0 link");
+    assert_eq!(c4.siblings, set("4"));
+    assert_eq!(c4.llc, None);
+    assert_eq!(t.online_cpus(), set("0-3"));
+    assert_eq!(t.core_count(), 2);
+}
+
+#[test]
+fn die_id_read_when_present_and_negative_ids_read_as_zero() {
+    let fs = FakeSys::new();
+    fs.node(0, "0-1", 1024, 1024, "10");
+    fs.cpu(0, None, Some(CpuTopo { package: -1, die: Some(-1), core: 0, siblings: "0", llc: None }), None);
+    fs.cpu(1, None, Some(CpuTopo { package: 3, die: Some(2), core: 7, siblings: "1", llc: None }), None);
+    let t = read_topology(fs.root()).unwrap();
+    let (c0, c1) = (t.cpu(0).unwrap(), t.cpu(1).unwrap());
+    assert_eq!((c0.package, c0.die), (0, 0));
+    assert_eq!((c1.package, c1.die, c1.core), (3, 2, 7));
+    assert_eq!(c0.llc, None, "no cache directory: no LLC");
+}
+
+#[test]
+fn offline_cpu_node_from_node_directory_and_unplaceable_cpu_left_out() {
+    let fs = sparse_machine();
+    fs.remove("sys/devices/system/cpu/cpu4/node0");
+    fs.mkdir("sys/devices/system/node/node8/cpu4");
+    let t = read_topology(fs.root()).unwrap();
+    assert_eq!(t.cpu(4).unwrap().node, 8, "node from node8/cpu4");
+
+    fs.remove("sys/devices/system/node/node8/cpu4");
+    let t = read_topology(fs.root()).unwrap();
+    assert!(t.cpu(4).is_none(), "an offline CPU with no node is left out");
+    assert_eq!(t.cpus.len(), 4);
+}
+
+#[test]
+fn global_online_list_used_when_cpu_has_no_online_file() {
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/cpu/online", "1-3\n");
+    let t = read_topology(fs.root()).unwrap();
+    assert!(!t.cpu(0).unwrap().online);
+}
+
+#[test]
+fn llc_is_highest_non_instruction_cache() {
+    let fs = FakeSys::new();
+    fs.node(0, "0-1", 1024, 1024, "10");
+    fs.simple_cpu(0, 0, 0, "0", "0-1");
+    fs.simple_cpu(1, 0, 1, "1", "0-1");
+    // CPU 1: a level-4 instruction cache (not a data path) must not win; L3 stays the LLC.
+    fs.write("sys/devices/system/cpu/cpu1/cache/index4/level", "4\n");
+    fs.write("sys/devices/system/cpu/cpu1/cache/index4/type", "Instruction\n");
+    fs.write("sys/devices/system/cpu/cpu1/cache/index4/shared_cpu_list", "1\n");
+    // CPU 0: no L3 (a guest CPU model without one): the L2 is the last level.
+    fs.remove("sys/devices/system/cpu/cpu0/cache/index3");
+    let t = read_topology(fs.root()).unwrap();
+    assert_eq!(t.cpu(0).unwrap().llc, Some(set("0")), "L2 shared list (the siblings)");
+    assert_eq!(t.cpu(1).unwrap().llc, Some(set("0-1")));
+}
+
+#[test]
+fn cpumap_used_when_cpulist_missing() {
+    let fs = FakeSys::new();
+    fs.node(0, "0-1,33", 1024, 1024, "10");
+    fs.remove("sys/devices/system/node/node0/cpulist");
+    for c in [0, 1, 33] {
+        fs.simple_cpu(c, 0, c, &c.to_string(), "0-1,33");
+    }
+    let t = read_topology(fs.root()).unwrap();
+    assert_eq!(t.node(0).unwrap().cpus, set("0-1,33"));
+}
+
+#[test]
+fn pci_devices_classified_with_node_and_names() {
+    let fs = sparse_machine();
+    fs.pci("0000:3b:00.0", "0x020000", Some("0"), &[("net", "eth0"), ("net", "eth1")]);
+    fs.pci("0000:3b:00.1", "0x020700", Some("8"), &[("infiniband", "mlx5_2")]);
+    fs.pci("0000:5e:00.0", "0x0c0600", Some("0"), &[]);
+    fs.pci("0000:af:00.0", "0x030200", Some("-1"), &[]);
+    fs.pci("0000:b0:00.0", "0x120000", None, &[]);
+    fs.pci("0000:d8:00.0", "0x010802", Some("8"), &[("nvme", "nvme0")]);
+    fs.pci("0000:00:17.0", "0x010601", Some("0"), &[]);
+    fs.pci("0000:00:00.0", "0x060000", Some("0"), &[]); // host bridge: skipped
+    fs.pci("0000:00:14.0", "0x0c0330", Some("0"), &[]); // USB: skipped
+    fs.pci("0000:00:03.0", "0x020000", Some("-1"), &[]);
+    fs.mkdir("sys/bus/pci/devices/0000:00:03.0/virtio0/net/ens3"); // virtio-net names one level down
+    let t = read_topology(fs.root()).unwrap();
+    let found: Vec<(&str, DeviceClass, Option<u32>, Vec<&str>)> = t
+        .devices
+        .iter()
+        .map(|d| (d.address.as_str(), d.class, d.node, d.names.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            ("0000:00:03.0", DeviceClass::Network, None, vec!["ens3"]),
+            ("0000:00:17.0", DeviceClass::Storage, Some(0), vec![]),
+            ("0000:3b:00.0", DeviceClass::Network, Some(0), vec!["eth0", "eth1"]),
+            ("0000:3b:00.1", DeviceClass::Network, Some(8), vec!["mlx5_2"]),
+            ("0000:5e:00.0", DeviceClass::Network, Some(0), vec![]),
+            ("0000:af:00.0", DeviceClass::Gpu, None, vec![]),
+            ("0000:b0:00.0", DeviceClass::Gpu, None, vec![]),
+            ("0000:d8:00.0", DeviceClass::Nvme, Some(8), vec!["nvme0"]),
+        ]
+    );
+    assert_eq!(t.devices[2].class_code, 0x020000);
+}
+
+#[test]
+fn no_pci_tree_means_no_devices() {
+    let t = read_topology(sparse_machine().root()).unwrap();
+    assert!(t.devices.is_empty());
+}
+
+fn expect_err(fs: &FakeSys) -> TopologyError {
+    read_topology(fs.root()).expect_err("the tree is invalid")
+}
+
+#[test]
+fn malformed_meminfo_names_path_and_line() {
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/node/node8/meminfo", "Node 8 MemTotal:  4000000 kB\nNode 8 MemFree:   lots kB\n");
+    match expect_err(&fs) {
+        TopologyError::Malformed { path, line, text, .. } => {
+            assert!(path.ends_with("node/node8/meminfo"), "{path:?}");
+            assert_eq!(line, 2);
+            assert_eq!(text, "Node 8 MemFree:   lots kB");
+        }
+        e => panic!("unexpected {e}"),
+    }
+    fs.write("sys/devices/system/node/node8/meminfo", "Node 8 MemFree:  4000000 kB\n");
+    let e = expect_err(&fs);
+    assert!(matches!(e, TopologyError::Inconsistent { .. }) && e.to_string().contains("no MemTotal"), "{e}");
+}
+
+#[test]
+fn distance_row_of_wrong_length_is_malformed() {
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/node/node0/distance", "10 20 30\n");
+    let e = expect_err(&fs);
+    let msg = e.to_string();
+    assert!(matches!(e, TopologyError::Malformed { line: 1, .. }), "{msg}");
+    assert!(msg.contains("node0/distance") && msg.contains("3 distances for 2 online nodes"), "{msg}");
+    fs.write("sys/devices/system/node/node0/distance", "10 x\n");
+    assert!(expect_err(&fs).to_string().contains("\"x\" is not a number"));
+}
+
+#[test]
+fn bad_cpulist_is_malformed() {
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/node/node0/cpulist", "0-3,z\n");
+    let e = expect_err(&fs);
+    assert!(matches!(e, TopologyError::Malformed { .. }), "{e}");
+    assert!(e.to_string().contains("node0/cpulist") && e.to_string().contains("\"z\""), "{e}");
+}
+
+#[test]
+fn required_files_missing() {
+    for rel in ["sys/devices/system/node/node0/meminfo", "sys/devices/system/node/node8/distance"] {
+        let fs = sparse_machine();
+        fs.remove(rel);
+        match expect_err(&fs) {
+            TopologyError::Missing { path } => assert!(path.ends_with(rel.trim_start_matches("sys/")), "{path:?}"),
+            e => panic!("{rel}: unexpected {e}"),
+        }
+    }
+    let fs = sparse_machine();
+    fs.remove("sys/devices/system/cpu/cpu1/topology/physical_package_id");
+    assert!(
+        matches!(expect_err(&fs), TopologyError::Missing { path } if path.ends_with("cpu1/topology/physical_package_id"))
+    );
+    let fs = sparse_machine();
+    fs.remove("sys/devices/system/node/node0/cpulist");
+    fs.remove("sys/devices/system/node/node0/cpumap");
+    assert!(matches!(expect_err(&fs), TopologyError::Missing { path } if path.ends_with("node0/cpulist")));
+}
+
+#[test]
+fn no_node_directory_is_no_numa() {
+    let fs = FakeSys::new();
+    fs.mkdir("sys/devices/system/cpu/cpu0");
+    assert!(matches!(expect_err(&fs), TopologyError::NoNuma { .. }));
+}
+
+#[test]
+fn inconsistent_trees_rejected() {
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/node/node0/cpulist", "0-3,9\n");
+    let e = expect_err(&fs);
+    assert!(matches!(e, TopologyError::Inconsistent { .. }) && e.to_string().contains("lists CPU 9"), "{e}");
+
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/node/node8/cpulist", "3\n");
+    let e = expect_err(&fs);
+    assert!(e.to_string().contains("CPU 3 is also listed by node 0"), "{e}");
+
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/cpu/cpu2/online", "2\n");
+    assert!(matches!(expect_err(&fs), TopologyError::Malformed { .. }));
+
+    let fs = sparse_machine();
+    fs.pci("0000:00:01.0", "network", Some("0"), &[]);
+    let e = expect_err(&fs);
+    assert!(e.to_string().contains("0000:00:01.0/class"), "{e}");
+}
