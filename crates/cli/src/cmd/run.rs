@@ -1,17 +1,381 @@
-//! Subcommand (being written).
+//! `numapilot run` and the `numactl` personality: run a command under a NUMA policy.
+//!
+//! ```text
+//!   argv ──getopt──> Request ──(machine: SystemView)──> ThreadPlacement ──rehearse──> apply ──> exec
+//!        numactl.rs           nodespec.rs, resolve()     (all checks; nothing   (scratch    (this thread:
+//!                                                         changed yet)           thread)     policy, CPUs)
+//! ```
+//!
+//! 1. The command line is read completely (numactl's options and order rules, `numactl.rs`).
+//! 2. Every node and CPU list is resolved against the machine and this process's cpuset; every
+//!    bad token is reported by name (`nodespec.rs`). `--preferred` must name one node; memory
+//!    policies need a node with memory; `--cpunodebind` needs nodes with CPUs.
+//! 3. The exact system calls are rehearsed on a scratch thread (numapilot_actuate's
+//!    `ThreadPlacement::rehearse`), so a kernel without the policy (preferred-many before 5.15,
+//!    weighted-interleave before 6.9) or a cpuset that refuses the CPUs is reported before anything
+//!    changes: "the running kernel does not support weighted-interleave".
+//! 4. Only then is the policy set on this thread (set_mempolicy, then sched_setaffinity) and the
+//!    command `exec`ed with a PATH search (execvp); both settings are inherited across exec.
+//!
+//! Any failure exits 1 without running the command (numactl's exit status for every failure).
+//! Usage errors print the usage text to stderr, as numactl does.
+//!
+//! Started as `numactl` (a symlink to the binary; `main.rs` dispatches on argv\[0\]) the same code
+//! runs with `numactl` as the program name, so scripts written for numactl drive it unchanged.
 
+mod getopt;
+mod nodespec;
+mod numactl;
+mod show;
+mod system;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::ExitCode;
 
-/// Arguments.
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use numapilot_actuate::{MemPolicy, ModeFlags, ThreadPlacement};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
 
-/// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet available")
+use self::nodespec::{DeviceNodes, Domain, Kind, SpecError};
+use self::numactl::{Action, CpuBind, PolicyKind, Request, Spec};
+use self::system::SystemView;
+
+/// Arguments of `numapilot run`: numactl's options, then the command and its arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// numactl options (--membind, --cpunodebind, --physcpubind, --interleave, --preferred, ...,
+    /// --show, --hardware), then the command to run and its arguments. `numapilot run --help` lists
+    /// them.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "OPTIONS] [--] [COMMAND")]
+    pub args: Vec<OsString>,
+}
+
+/// Runs `numapilot run`.
+///
+/// The options are read from the raw command line after `run`, not from clap's `args`: clap drops a
+/// `--` that directly follows `run`, which would turn `numapilot run -- -x` into the option `-x`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let raw: Vec<OsString> = std::env::args_os().collect();
+    let tail = match raw.get(1) {
+        Some(sub) if sub == "run" => &raw[2..],
+        _ => args.args.as_slice(),
+    };
+    Ok(launch("numapilot run", "numapilot", tail))
 }
 
 /// Entry point when started as `numactl`.
-pub fn numactl_main(_args: &[std::ffi::OsString]) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet available")
+pub fn numactl_main(args: &[OsString]) -> anyhow::Result<ExitCode> {
+    Ok(launch("numactl", "numactl", args))
+}
+
+/// The whole launcher; `usage_name` heads the usage text, `prefix` starts error lines.
+fn launch(usage_name: &str, prefix: &str, args: &[OsString]) -> ExitCode {
+    let req = match numactl::parse(args) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{prefix}: {e}");
+            eprint!("{}", numactl::usage(usage_name));
+            return ExitCode::from(1);
+        }
+    };
+    match execute(&req, usage_name) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{prefix}: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn execute(req: &Request, usage_name: &str) -> anyhow::Result<ExitCode> {
+    match &req.action {
+        Action::Help => {
+            print!("{}", numactl::usage(usage_name));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Action::Version => {
+            println!("numapilot {} (numactl-compatible launcher)", env!("CARGO_PKG_VERSION"));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Action::Hardware => {
+            let topo = Topology::from_sysfs(Path::new("/"))?;
+            print!("{}", numapilot_topology::render::numactl_hardware(&topo));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Action::Show | Action::Run(_) => {}
+    }
+    let sys = SystemView::live()?;
+    let placement = resolve(req, &sys, &sys)?;
+    placement.rehearse()?;
+    if req.strict {
+        if let Action::Run(_) = req.action {
+            // numactl's own warning, word for word.
+            eprintln!(
+                "{}: warning. Strict flag for process ignored.",
+                usage_name.split(' ').next().unwrap_or("numactl")
+            );
+        }
+    }
+    placement.apply()?;
+    match &req.action {
+        Action::Show => {
+            print!("{}", show::render(&show::ShowState::gather(&sys)?));
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Run(cmd) => {
+            let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
+            anyhow::bail!("execution of `{}': {}", cmd[0].to_string_lossy(), strip_os_error(&err))
+        }
+        _ => unreachable!("handled above"),
+    }
+}
+
+/// "No such file or directory", without std's " (os error 2)", as numactl prints strerror.
+fn strip_os_error(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// Why a request cannot be placed on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolveError {
+    /// A node or CPU list is wrong.
+    Spec(String, Box<SpecError>),
+    /// `--preferred` with other than one node.
+    PreferredNotOne(String, NodeSet),
+    /// A memory policy on nodes without memory.
+    NoMemory(String, NodeSet),
+    /// `--cpunodebind` on nodes without CPUs.
+    NoCpus(String, NodeSet),
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = |s: &NodeSet| if s.len() == 1 { format!("node {s} has") } else { format!("nodes {s} have") };
+        match self {
+            ResolveError::Spec(label, e) => write!(f, "{label}: {e}"),
+            ResolveError::PreferredNotOne(label, s) => write!(
+                f,
+                "{label}: --preferred takes exactly one node, this selects {} ({s}); use --preferred-many for several",
+                s.len()
+            ),
+            ResolveError::NoMemory(label, s) => write!(f, "{label}: {} no memory", plural(s)),
+            ResolveError::NoCpus(label, s) => write!(f, "{label}: {} no CPUs", plural(s)),
+        }
+    }
+}
+
+impl std::error::Error for ResolveError {}
+
+/// Resolves a request against the machine into what to apply. Pure: reads only `sys` (and the
+/// device resolver for `netdev:` and friends).
+pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Result<ThreadPlacement, ResolveError> {
+    let online_nodes = &sys.online_nodes;
+    let mem_domain = if req.all { online_nodes.clone() } else { sys.mems_allowed.intersection(online_nodes) };
+    let cpu_domain = if req.all { sys.online_cpus.clone() } else { sys.cpus_allowed.intersection(&sys.online_cpus) };
+    // Nodes whose CPUs this process may use count for --cpunodebind even without memory (a CPU-only
+    // node is not in Mems_allowed); numactl reads --cpunodebind against Mems_allowed alone.
+    let cpu_node_domain = mem_domain.union(&sys.nodes_of_cpus(&cpu_domain));
+
+    let nodes = |spec: &Spec, domain: &NodeSet| -> Result<NodeSet, ResolveError> {
+        nodespec::parse(&spec.text, Kind::Node, Domain { allowed: domain, existing: online_nodes }, Some(devices))
+            .map_err(|e| ResolveError::Spec(spec.label(), e))
+    };
+
+    let policy = match &req.policy {
+        None => None,
+        Some(p) => {
+            let policy = match (&p.kind, &p.spec) {
+                (PolicyKind::Local, _) => MemPolicy::Local,
+                (kind, Some(spec)) => {
+                    let set = nodes(spec, &mem_domain).map_err(|e| match e {
+                        // Outside Mems_allowed because it has no memory: say that.
+                        ResolveError::Spec(label, e) => match e.problem {
+                            nodespec::Problem::NotAllowed(id) if !sys.memory_nodes.contains(id) => {
+                                ResolveError::NoMemory(label, std::iter::once(id).collect())
+                            }
+                            _ => ResolveError::Spec(label, e),
+                        },
+                        other => other,
+                    })?;
+                    if *kind == PolicyKind::Preferred && set.len() != 1 {
+                        return Err(ResolveError::PreferredNotOne(spec.label(), set));
+                    }
+                    if set.intersection(&sys.memory_nodes).is_empty() {
+                        return Err(ResolveError::NoMemory(spec.label(), set));
+                    }
+                    match kind {
+                        PolicyKind::Bind => MemPolicy::Bind(set),
+                        PolicyKind::Preferred => MemPolicy::Preferred(set.iter().next().unwrap_or(0)),
+                        PolicyKind::PreferredMany => MemPolicy::PreferredMany(set),
+                        PolicyKind::Interleave => MemPolicy::Interleave(set),
+                        PolicyKind::WeightedInterleave => MemPolicy::WeightedInterleave(set),
+                        PolicyKind::Local => MemPolicy::Local,
+                    }
+                }
+                (_, None) => MemPolicy::Local,
+            };
+            // numactl: --balancing only modifies --membind ("otherwise ignored", numactl(8)).
+            let flags = if req.balancing && matches!(policy, MemPolicy::Bind(_)) {
+                ModeFlags::NUMA_BALANCING
+            } else {
+                ModeFlags::NONE
+            };
+            Some((policy, flags))
+        }
+    };
+
+    let cpus = match &req.cpubind {
+        None => None,
+        Some(CpuBind::Nodes(spec)) => {
+            let set = nodes(spec, &cpu_node_domain)?;
+            let cpus: CpuSet = sys.cpus_of(&set).intersection(&sys.online_cpus);
+            if cpus.is_empty() {
+                return Err(ResolveError::NoCpus(spec.label(), set));
+            }
+            Some(cpus)
+        }
+        Some(CpuBind::Cpus(spec)) => Some(
+            nodespec::parse(&spec.text, Kind::Cpu, Domain { allowed: &cpu_domain, existing: &sys.online_cpus }, None)
+                .map_err(|e| ResolveError::Spec(spec.label(), e))?,
+        ),
+    };
+    Ok(ThreadPlacement { policy, cpus })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numactl::parse;
+    use super::system::tests::topo;
+    use super::*;
+
+    struct NoDevices;
+    impl DeviceNodes for NoDevices {
+        fn device_node(&self, _: nodespec::Device, name: &str) -> Result<u32, String> {
+            Err(format!("no device {name}"))
+        }
+    }
+
+    /// Two nodes, 0 (CPUs 0-3) and 1 (CPUs 4-7), everything allowed.
+    fn two_nodes() -> SystemView {
+        let t = topo(&[(0, "0-3", 1 << 20), (1, "4-7", 1 << 20)]);
+        SystemView::from_parts(Path::new("/"), &t, "Cpus_allowed_list:\t0-7\nMems_allowed_list:\t0-1\n").unwrap()
+    }
+
+    /// Sparse: nodes 0 (CPUs 0-1) and 8 (CPUs 1500, 4095), node 4 memory-only, node 5 CPU-only;
+    /// a cpuset allowing nodes 0,4,8 and all CPUs.
+    fn sparse() -> SystemView {
+        let t = topo(&[(0, "0-1", 1 << 20), (4, "", 1 << 20), (5, "2", 0), (8, "1500,4095", 1 << 20)]);
+        SystemView::from_parts(Path::new("/"), &t, "Cpus_allowed_list:\t0-2,1500,4095\nMems_allowed_list:\t0,4,8\n")
+            .unwrap()
+    }
+
+    fn place(sys: &SystemView, args: &[&str]) -> Result<ThreadPlacement, ResolveError> {
+        let a: Vec<OsString> = args.iter().map(OsString::from).chain(std::iter::once("true".into())).collect();
+        resolve(&parse(&a).unwrap(), sys, &NoDevices)
+    }
+
+    fn set(s: &str) -> NodeSet {
+        NodeSet::parse_list(s).unwrap()
+    }
+
+    #[test]
+    fn membind_and_cpunodebind_on_node_1() {
+        let p = place(&two_nodes(), &["--membind=1", "--cpunodebind=1"]).unwrap();
+        assert_eq!(p.policy, Some((MemPolicy::Bind(set("1")), ModeFlags::NONE)));
+        assert_eq!(p.cpus, Some(set("4-7")));
+    }
+
+    #[test]
+    fn each_policy_maps_to_its_mode() {
+        let s = two_nodes();
+        let pol = |a: &[&str]| place(&s, a).unwrap().policy.unwrap();
+        assert_eq!(pol(&["-i", "all"]), (MemPolicy::Interleave(set("0-1")), ModeFlags::NONE));
+        assert_eq!(pol(&["-w", "0,1"]), (MemPolicy::WeightedInterleave(set("0-1")), ModeFlags::NONE));
+        assert_eq!(pol(&["-p", "1"]), (MemPolicy::Preferred(1), ModeFlags::NONE));
+        assert_eq!(pol(&["-P", "!0"]), (MemPolicy::PreferredMany(set("1")), ModeFlags::NONE));
+        assert_eq!(pol(&["-l"]), (MemPolicy::Local, ModeFlags::NONE));
+        assert_eq!(pol(&["-b", "-m", "+1"]), (MemPolicy::Bind(set("1")), ModeFlags::NUMA_BALANCING));
+        // --balancing without --membind is ignored, as in numactl.
+        assert_eq!(pol(&["-b", "-i", "0"]), (MemPolicy::Interleave(set("0")), ModeFlags::NONE));
+    }
+
+    #[test]
+    fn physcpubind_sets_exactly_those_cpus() {
+        let p = place(&two_nodes(), &["--physcpubind=1,5-6"]).unwrap();
+        assert_eq!(p.cpus, Some(set("1,5-6")));
+        assert_eq!(p.policy, None);
+        let p = place(&two_nodes(), &["-C", "!+0-3"]).unwrap();
+        assert_eq!(p.cpus, Some(set("4-7")));
+    }
+
+    #[test]
+    fn sparse_nodes_and_cpus_beyond_1024() {
+        let s = sparse();
+        let p = place(&s, &["--membind=8", "--cpunodebind=8"]).unwrap();
+        assert_eq!(p.policy, Some((MemPolicy::Bind(set("8")), ModeFlags::NONE)));
+        assert_eq!(p.cpus, Some(set("1500,4095")));
+        // Relative: the third allowed memory node is 8.
+        assert_eq!(place(&s, &["-m", "+2"]).unwrap().policy.unwrap().0, MemPolicy::Bind(set("8")));
+        // Inversion within the allowed nodes {0,4,8}.
+        assert_eq!(place(&s, &["-i", "!0"]).unwrap().policy.unwrap().0, MemPolicy::Interleave(set("4,8")));
+        // A CPU-only node (5, not in Mems_allowed) can be named for CPUs but not for memory.
+        assert_eq!(place(&s, &["-N", "5"]).unwrap().cpus, Some(set("2")));
+        assert_eq!(place(&s, &["-m", "5"]).unwrap_err().to_string(), "-m 5: node 5 has no memory");
+        // Node 4 has memory but no CPUs; node 1 does not exist.
+        let e = place(&s, &["-m", "1"]).unwrap_err().to_string();
+        assert_eq!(e, "-m 1: node 1 does not exist (online nodes: 0,4-5,8)");
+        assert_eq!(place(&s, &["-C", "4095"]).unwrap().cpus, Some(set("4095")));
+        assert_eq!(place(&s, &["-C", "+3-4"]).unwrap().cpus, Some(set("1500,4095")));
+    }
+
+    #[test]
+    fn errors_name_option_and_token() {
+        let s = two_nodes();
+        let err = |a: &[&str]| place(&s, a).unwrap_err().to_string();
+        assert_eq!(err(&["--membind=7"]), "--membind=7: node 7 does not exist (online nodes: 0-1)");
+        assert_eq!(err(&["-m", "0,7"]), "-m 0,7: \"7\": node 7 does not exist (online nodes: 0-1)");
+        assert_eq!(err(&["--membind=1-0"]), "--membind=1-0: range 1-0 runs backwards");
+        assert_eq!(err(&["--interleave=!all"]), "--interleave=!all: selects no node (allowed nodes: 0-1)");
+        assert_eq!(err(&["--membind="]), "--membind=: empty node list");
+        assert_eq!(err(&["--physcpubind=9"]), "--physcpubind=9: CPU 9 does not exist (online CPUs: 0-7)");
+        assert_eq!(err(&["--cpunodebind=x"]), "--cpunodebind=x: \"x\" is not a node number, an A-B range or a keyword");
+        assert_eq!(
+            err(&["--preferred=0-1"]),
+            "--preferred=0-1: --preferred takes exactly one node, this selects 2 (0-1); use --preferred-many for several"
+        );
+        assert_eq!(err(&["--membind=netdev:eth0"]), "--membind=netdev:eth0: no device eth0");
+        let s = sparse();
+        assert_eq!(place(&s, &["-N", "4"]).unwrap_err().to_string(), "-N 4: node 4 has no CPUs");
+        // Node 5 is online with CPUs but no memory: named with --all, refused for memory.
+        assert_eq!(place(&s, &["--all", "-m", "5"]).unwrap_err().to_string(), "-m 5: node 5 has no memory");
+    }
+
+    #[test]
+    fn cpuset_restrictions_and_all() {
+        // A process confined to node 0 and CPUs 0-1 on the two-node machine.
+        let t = topo(&[(0, "0-3", 1 << 20), (1, "4-7", 1 << 20)]);
+        let s = SystemView::from_parts(Path::new("/"), &t, "Cpus_allowed_list:\t0-1\nMems_allowed_list:\t0\n").unwrap();
+        let e = place(&s, &["-m", "1"]).unwrap_err().to_string();
+        assert!(e.starts_with("-m 1: node 1 is outside the nodes this process may use (0;"), "{e}");
+        let e = place(&s, &["-C", "4"]).unwrap_err().to_string();
+        assert!(e.starts_with("-C 4: CPU 4 is outside the CPUs this process may use (0-1;"), "{e}");
+        assert_eq!(place(&s, &["-C", "all"]).unwrap().cpus, Some(set("0-1")));
+        assert_eq!(place(&s, &["-m", "all"]).unwrap().policy.unwrap().0, MemPolicy::Bind(set("0")));
+        // --all reads lists against everything online (the kernel then has the last word).
+        assert_eq!(place(&s, &["--all", "-m", "1"]).unwrap().policy.unwrap().0, MemPolicy::Bind(set("1")));
+        assert_eq!(place(&s, &["-a", "-C", "all"]).unwrap().cpus, Some(set("0-7")));
+        // --cpunodebind gives the node's online CPUs; the kernel intersects them with the cpuset.
+        assert_eq!(place(&s, &["-N", "0"]).unwrap().cpus, Some(set("0-3")));
+    }
+
+    #[test]
+    fn nothing_to_do_is_an_empty_placement() {
+        assert!(place(&two_nodes(), &[]).unwrap().is_empty());
+    }
 }

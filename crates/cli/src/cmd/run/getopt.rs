@@ -1,0 +1,365 @@
+//! A `getopt_long`-compatible option reader, so numactl command lines mean the same here.
+//!
+//! # Problem
+//!
+//! numactl reads its options with glibc `getopt_long(argc, argv, "+...", opts)`. Scripts rely on
+//! the details: `--membind=1`, `--membind 1`, `-m1`, `-m 1`, clustered flags (`-lC0`), unambiguous
+//! abbreviations (`--mem=0`), stopping at the first non-option (the `+` in the option string, so the
+//! command's own options are left alone) and `--` ending the options. clap cannot express "stop at
+//! the first operand, then hand over argv untouched" together with getopt's abbreviation rules, so
+//! this is a small hand-written reader.
+//!
+//! # Rules (glibc getopt_long, with a leading `+`)
+//!
+//! ```text
+//!   --          end of options; everything after is the command
+//!   --name      long option; --name=value or --name value when it takes a value;
+//!               a unique prefix of a name is that name; an exact match wins over prefixes;
+//!               a prefix of several names is ambiguous
+//!   -abc        short options a, b, c; if b takes a value, "c" is it (-m1); if the value is
+//!               missing from the cluster, the next argument is it, whatever it looks like (-m -1)
+//!   -           an operand (a lone dash)
+//!   first operand stops option reading
+//! ```
+//!
+//! Error messages follow glibc's wording (`unrecognized option '--foo'`, `invalid option -- 'Z'`,
+//! `option requires an argument -- 'm'`, `option '--show' doesn't allow an argument`,
+//! `option '--p' is ambiguous; possibilities: ...`).
+
+use std::ffi::OsString;
+use std::fmt;
+
+/// Whether an option takes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HasArg {
+    /// A flag.
+    No,
+    /// A required value.
+    Required,
+}
+
+/// One option of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct OptSpec<Id> {
+    /// Long name, without `--`.
+    pub long: &'static str,
+    /// Short letter, if any.
+    pub short: Option<char>,
+    /// Whether it takes a value.
+    pub arg: HasArg,
+    /// What the caller calls it.
+    pub id: Id,
+}
+
+/// An option as found on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found<Id> {
+    /// Which option.
+    pub id: Id,
+    /// How it was written, for messages: `--membind`, `--mem` or `-m`.
+    pub written: String,
+    /// Its value, when it takes one.
+    pub value: Option<String>,
+}
+
+/// A command line getopt would reject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GetoptError {
+    /// `--foo`.
+    UnrecognizedLong(String),
+    /// `-Z`.
+    InvalidShort(char),
+    /// `--membind` at the end.
+    MissingLong(String),
+    /// `-m` at the end.
+    MissingShort(char),
+    /// `--show=1`.
+    UnexpectedValue(String),
+    /// `--p`.
+    Ambiguous(String, Vec<&'static str>),
+    /// An option or value that is not UTF-8.
+    NotUtf8(String),
+}
+
+impl fmt::Display for GetoptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GetoptError::UnrecognizedLong(a) => write!(f, "unrecognized option '{a}'"),
+            GetoptError::InvalidShort(c) => write!(f, "invalid option -- '{c}'"),
+            GetoptError::MissingLong(n) => write!(f, "option '--{n}' requires an argument"),
+            GetoptError::MissingShort(c) => write!(f, "option requires an argument -- '{c}'"),
+            GetoptError::UnexpectedValue(n) => write!(f, "option '--{n}' doesn't allow an argument"),
+            GetoptError::Ambiguous(a, c) => {
+                write!(f, "option '{a}' is ambiguous; possibilities:")?;
+                for n in c {
+                    write!(f, " '--{n}'")?;
+                }
+                Ok(())
+            }
+            GetoptError::NotUtf8(a) => write!(f, "argument {a:?} is not valid UTF-8"),
+        }
+    }
+}
+
+impl std::error::Error for GetoptError {}
+
+/// Reads options one at a time; [`Getopt::operands`] gives what is left.
+#[derive(Debug)]
+pub struct Getopt<'a, Id: Copy> {
+    specs: &'a [OptSpec<Id>],
+    args: &'a [OsString],
+    /// Index of the argument being read.
+    next: usize,
+    /// Position inside a short-option cluster (`-lC0`), 0 when not in one.
+    cluster: usize,
+    done: bool,
+}
+
+impl<'a, Id: Copy> Getopt<'a, Id> {
+    /// Reads `args` (without the program name) against `specs`.
+    pub fn new(specs: &'a [OptSpec<Id>], args: &'a [OsString]) -> Self {
+        Getopt { specs, args, next: 0, cluster: 0, done: false }
+    }
+
+    /// The arguments after the options (the command and its arguments).
+    pub fn operands(&self) -> &'a [OsString] {
+        &self.args[self.next.min(self.args.len())..]
+    }
+
+    fn utf8(&self, i: usize) -> Result<&'a str, GetoptError> {
+        self.args[i].to_str().ok_or_else(|| GetoptError::NotUtf8(self.args[i].to_string_lossy().into_owned()))
+    }
+
+    fn next_long(&mut self, body: &'a str, whole: &'a str) -> Result<Found<Id>, GetoptError> {
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (body, None),
+        };
+        let specs: &'a [OptSpec<Id>] = self.specs;
+        let spec: &'a OptSpec<Id> = match specs.iter().find(|s| s.long == name) {
+            Some(s) => s,
+            None => {
+                let mut candidates = specs.iter().filter(|s| s.long.starts_with(name));
+                match (candidates.next(), candidates.next()) {
+                    (None, _) => return Err(GetoptError::UnrecognizedLong(whole.to_string())),
+                    (Some(one), None) => one,
+                    (Some(_), Some(_)) => {
+                        return Err(GetoptError::Ambiguous(
+                            format!("--{name}"),
+                            specs.iter().filter(|s| s.long.starts_with(name)).map(|s| s.long).collect(),
+                        ))
+                    }
+                }
+            }
+        };
+        let written = format!("--{}", spec.long);
+        let value = match (spec.arg, inline) {
+            (HasArg::No, None) => None,
+            (HasArg::No, Some(_)) => return Err(GetoptError::UnexpectedValue(spec.long.to_string())),
+            (HasArg::Required, Some(v)) => Some(v.to_string()),
+            (HasArg::Required, None) => {
+                if self.next >= self.args.len() {
+                    return Err(GetoptError::MissingLong(spec.long.to_string()));
+                }
+                let v = self.utf8(self.next)?;
+                self.next += 1;
+                Some(v.to_string())
+            }
+        };
+        Ok(Found { id: spec.id, written, value })
+    }
+
+    fn next_short(&mut self, arg_index: usize) -> Result<Found<Id>, GetoptError> {
+        let arg = self.utf8(arg_index)?;
+        let c = arg[self.cluster..].chars().next().unwrap_or('-');
+        self.cluster += c.len_utf8();
+        let rest = &arg[self.cluster..];
+        let spec = self.specs.iter().find(|s| s.short == Some(c));
+        let Some(spec) = spec else {
+            self.finish_cluster_if(rest.is_empty(), arg_index);
+            return Err(GetoptError::InvalidShort(c));
+        };
+        let written = format!("-{c}");
+        match spec.arg {
+            HasArg::No => {
+                self.finish_cluster_if(rest.is_empty(), arg_index);
+                Ok(Found { id: spec.id, written, value: None })
+            }
+            HasArg::Required => {
+                self.cluster = 0;
+                self.next = arg_index + 1;
+                if !rest.is_empty() {
+                    return Ok(Found { id: spec.id, written, value: Some(rest.to_string()) });
+                }
+                if self.next >= self.args.len() {
+                    return Err(GetoptError::MissingShort(c));
+                }
+                let v = self.utf8(self.next)?;
+                self.next += 1;
+                Ok(Found { id: spec.id, written, value: Some(v.to_string()) })
+            }
+        }
+    }
+
+    fn finish_cluster_if(&mut self, end: bool, arg_index: usize) {
+        if end {
+            self.cluster = 0;
+            self.next = arg_index + 1;
+        }
+    }
+}
+
+impl<Id: Copy> Iterator for Getopt<'_, Id> {
+    type Item = Result<Found<Id>, GetoptError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.cluster > 0 {
+            return Some(self.next_short(self.next));
+        }
+        let Some(raw) = self.args.get(self.next) else {
+            self.done = true;
+            return None;
+        };
+        let bytes = raw.as_encoded_bytes();
+        if bytes == b"--" {
+            self.next += 1;
+            self.done = true;
+            return None;
+        }
+        if bytes.len() < 2 || bytes[0] != b'-' {
+            // An operand (including a lone "-"): options end here.
+            self.done = true;
+            return None;
+        }
+        let i = self.next;
+        if bytes.starts_with(b"--") {
+            self.next += 1;
+            let r = self.utf8(i).and_then(|whole| self.next_long(&whole[2..], whole));
+            return Some(r);
+        }
+        self.cluster = 1;
+        Some(self.next_short(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum O {
+        Membind,
+        Preferred,
+        PreferredMany,
+        Physcpubind,
+        Local,
+        Show,
+    }
+
+    const SPECS: &[OptSpec<O>] = &[
+        OptSpec { long: "membind", short: Some('m'), arg: HasArg::Required, id: O::Membind },
+        OptSpec { long: "preferred", short: Some('p'), arg: HasArg::Required, id: O::Preferred },
+        OptSpec { long: "preferred-many", short: Some('P'), arg: HasArg::Required, id: O::PreferredMany },
+        OptSpec { long: "physcpubind", short: Some('C'), arg: HasArg::Required, id: O::Physcpubind },
+        OptSpec { long: "localalloc", short: Some('l'), arg: HasArg::No, id: O::Local },
+        OptSpec { long: "show", short: Some('s'), arg: HasArg::No, id: O::Show },
+    ];
+
+    fn args(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    /// Options as (id, value), and the operands.
+    type Parsed = (Vec<(O, Option<String>)>, Vec<String>);
+
+    fn run(v: &[&str]) -> Result<Parsed, GetoptError> {
+        let a = args(v);
+        let mut g = Getopt::new(SPECS, &a);
+        let mut out = Vec::new();
+        for f in g.by_ref() {
+            let f = f?;
+            out.push((f.id, f.value));
+        }
+        Ok((out, g.operands().iter().map(|s| s.to_string_lossy().into_owned()).collect()))
+    }
+
+    fn m(v: &str) -> (O, Option<String>) {
+        (O::Membind, Some(v.to_string()))
+    }
+
+    #[test]
+    fn every_value_form() {
+        for form in [&["--membind=1", "cmd"][..], &["--membind", "1", "cmd"], &["-m1", "cmd"], &["-m", "1", "cmd"]] {
+            assert_eq!(run(form).unwrap(), (vec![m("1")], vec!["cmd".to_string()]), "{form:?}");
+        }
+        // A value that looks like an option is still the value.
+        assert_eq!(run(&["-m", "-1", "x"]).unwrap().0, vec![m("-1")]);
+        assert_eq!(run(&["--membind", "--show", "x"]).unwrap().0, vec![m("--show")]);
+        assert_eq!(run(&["--membind=", "x"]).unwrap().0, vec![m("")]);
+    }
+
+    #[test]
+    fn clusters() {
+        assert_eq!(run(&["-lm0", "x"]).unwrap().0, vec![(O::Local, None), m("0")]);
+        assert_eq!(run(&["-ls", "x"]).unwrap().0, vec![(O::Local, None), (O::Show, None)]);
+        assert_eq!(run(&["-lC", "1", "x"]).unwrap().0, vec![(O::Local, None), (O::Physcpubind, Some("1".into()))]);
+    }
+
+    #[test]
+    fn stops_at_first_operand_and_double_dash() {
+        let (o, rest) = run(&["-m0", "cat", "-l", "--show"]).unwrap();
+        assert_eq!(o, vec![m("0")]);
+        assert_eq!(rest, vec!["cat", "-l", "--show"]);
+        let (o, rest) = run(&["-m0", "--", "-l", "x"]).unwrap();
+        assert_eq!(o, vec![m("0")]);
+        assert_eq!(rest, vec!["-l", "x"]);
+        let (o, rest) = run(&["--", "--", "x"]).unwrap();
+        assert!(o.is_empty());
+        assert_eq!(rest, vec!["--", "x"]);
+        assert_eq!(run(&["-", "x"]).unwrap().1, vec!["-", "x"]);
+        assert_eq!(run(&[]).unwrap(), (vec![], vec![]));
+    }
+
+    #[test]
+    fn abbreviations() {
+        assert_eq!(run(&["--mem=0", "x"]).unwrap().0, vec![m("0")]);
+        assert_eq!(run(&["--loc", "x"]).unwrap().0, vec![(O::Local, None)]);
+        // Exact match wins over being a prefix of preferred-many.
+        assert_eq!(run(&["--preferred=1", "x"]).unwrap().0, vec![(O::Preferred, Some("1".into()))]);
+        assert_eq!(run(&["--preferred-m=1", "x"]).unwrap().0, vec![(O::PreferredMany, Some("1".into()))]);
+        let e = run(&["--p=1", "x"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "option '--p' is ambiguous; possibilities: '--preferred' '--preferred-many' '--physcpubind'"
+        );
+        assert!(matches!(run(&["--pre=1"]), Err(GetoptError::Ambiguous(..))));
+    }
+
+    #[test]
+    fn errors_in_glibc_words() {
+        assert_eq!(run(&["--foo", "x"]).unwrap_err().to_string(), "unrecognized option '--foo'");
+        assert_eq!(run(&["--foo=1"]).unwrap_err().to_string(), "unrecognized option '--foo=1'");
+        assert_eq!(run(&["-Z"]).unwrap_err().to_string(), "invalid option -- 'Z'");
+        assert_eq!(run(&["-m"]).unwrap_err().to_string(), "option requires an argument -- 'm'");
+        assert_eq!(run(&["--membind"]).unwrap_err().to_string(), "option '--membind' requires an argument");
+        assert_eq!(run(&["--show=1"]).unwrap_err().to_string(), "option '--show' doesn't allow an argument");
+        assert_eq!(run(&["-lZ"]).unwrap_err(), GetoptError::InvalidShort('Z'));
+    }
+
+    #[test]
+    fn non_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let a = vec![OsString::from("-m"), OsString::from_vec(vec![0xff]), OsString::from("x")];
+        let mut g = Getopt::new(SPECS, &a);
+        assert!(matches!(g.next(), Some(Err(GetoptError::NotUtf8(_)))));
+        // Operands may be anything: they are passed to exec untouched.
+        let a = vec![OsString::from("-l"), OsString::from_vec(vec![0xff])];
+        let mut g = Getopt::new(SPECS, &a);
+        assert!(matches!(g.next(), Some(Ok(_))));
+        assert!(g.next().is_none());
+        assert_eq!(g.operands().len(), 1);
+    }
+}

@@ -1,0 +1,484 @@
+//! numactl's command line: the option table, the order rules between options, and the usage text.
+//!
+//! # Problem
+//!
+//! `numapilot run` and the `numactl` symlink accept numactl's options with numactl's meaning
+//! (numactl 2.0.16, numactl.c `main`, and numactl(8)). numactl applies each option the moment it
+//! reads it; we first read the whole command line into a [`Request`], validate it against the
+//! machine, and only then change anything (see `run.rs`). The order rules numactl enforces while
+//! reading are kept here:
+//!
+//! ```text
+//!   --all / -a               must come before any node or CPU list (numactl's own rule)
+//!   one memory policy        --membind, --preferred, --preferred-many, --interleave,
+//!                            --weighted-interleave, --localalloc: a second one is "Conflicting policies"
+//!   --show / -s              stops reading: what was read before it is applied, then shown
+//!   --hardware / -H          shows the machine and exits, whatever follows
+//!   same                     a node list equal to the previous node list on the command line
+//!   --cpunodebind/--physcpubind   both set the CPU affinity; the later one wins, as in numactl
+//!   --strict / -t            only means something for shared memory: warned about and ignored
+//!   --shm, --file, ...       shared-memory policies: refused ("not supported")
+//! ```
+//!
+//! Differences from numactl, on purpose: `--balancing` may come before or after `--membind`
+//! (numactl rejects it after a policy with a misleading "specify policy after --shm/--file");
+//! `--hardware` after a policy is not an error; `--help` prints the usage to stdout and exits 0.
+//! `--weighted-interleave/-w` is accepted as in numactl 2.0.18 and later.
+
+use std::ffi::OsString;
+
+use super::getopt::{Found, Getopt, GetoptError, HasArg, OptSpec};
+
+/// Every option we know, by what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptId {
+    /// `--all/-a`.
+    All,
+    /// `--balancing/-b`.
+    Balancing,
+    /// `--interleave/-i`.
+    Interleave,
+    /// `--weighted-interleave/-w`.
+    WeightedInterleave,
+    /// `--preferred/-p`.
+    Preferred,
+    /// `--preferred-many/-P`.
+    PreferredMany,
+    /// `--cpunodebind/-N` and the deprecated `--cpubind/-c`.
+    CpuNodeBind,
+    /// `--physcpubind/-C`.
+    PhysCpuBind,
+    /// `--membind/-m`.
+    MemBind,
+    /// `--localalloc/-l`.
+    LocalAlloc,
+    /// `--show/-s`.
+    Show,
+    /// `--hardware/-H`.
+    Hardware,
+    /// `--strict/-t`.
+    Strict,
+    /// `--version`.
+    Version,
+    /// `--help/-h`.
+    Help,
+    /// A shared-memory option (`--shm`, `--file`, `--offset`, ...): not supported.
+    Shm,
+}
+
+const fn opt(long: &'static str, short: Option<char>, arg: HasArg, id: OptId) -> OptSpec<OptId> {
+    OptSpec { long, short, arg, id }
+}
+
+/// numactl's option table (numactl.c `opts[]`), in its order, which is also the order glibc lists
+/// ambiguous candidates in.
+pub const OPTIONS: &[OptSpec<OptId>] = &[
+    opt("all", Some('a'), HasArg::No, OptId::All),
+    opt("interleave", Some('i'), HasArg::Required, OptId::Interleave),
+    opt("weighted-interleave", Some('w'), HasArg::Required, OptId::WeightedInterleave),
+    opt("preferred", Some('p'), HasArg::Required, OptId::Preferred),
+    opt("preferred-many", Some('P'), HasArg::Required, OptId::PreferredMany),
+    opt("cpubind", Some('c'), HasArg::Required, OptId::CpuNodeBind),
+    opt("cpunodebind", Some('N'), HasArg::Required, OptId::CpuNodeBind),
+    opt("physcpubind", Some('C'), HasArg::Required, OptId::PhysCpuBind),
+    opt("membind", Some('m'), HasArg::Required, OptId::MemBind),
+    opt("show", Some('s'), HasArg::No, OptId::Show),
+    opt("localalloc", Some('l'), HasArg::No, OptId::LocalAlloc),
+    opt("balancing", Some('b'), HasArg::No, OptId::Balancing),
+    opt("hardware", Some('H'), HasArg::No, OptId::Hardware),
+    opt("shm", Some('S'), HasArg::Required, OptId::Shm),
+    opt("file", Some('f'), HasArg::Required, OptId::Shm),
+    opt("offset", Some('o'), HasArg::Required, OptId::Shm),
+    opt("length", Some('L'), HasArg::Required, OptId::Shm),
+    opt("strict", Some('t'), HasArg::No, OptId::Strict),
+    opt("shmmode", Some('M'), HasArg::Required, OptId::Shm),
+    opt("dump", Some('d'), HasArg::No, OptId::Shm),
+    opt("dump-nodes", Some('D'), HasArg::No, OptId::Shm),
+    opt("shmid", Some('I'), HasArg::Required, OptId::Shm),
+    opt("huge", Some('u'), HasArg::No, OptId::Shm),
+    opt("touch", Some('T'), HasArg::No, OptId::Shm),
+    opt("verify", Some('V'), HasArg::No, OptId::Shm),
+    opt("version", None, HasArg::No, OptId::Version),
+    opt("help", Some('h'), HasArg::No, OptId::Help),
+];
+
+/// The memory policy asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// `--membind`.
+    Bind,
+    /// `--preferred`.
+    Preferred,
+    /// `--preferred-many`.
+    PreferredMany,
+    /// `--interleave`.
+    Interleave,
+    /// `--weighted-interleave`.
+    WeightedInterleave,
+    /// `--localalloc`.
+    Local,
+}
+
+/// A node or CPU list as given, with the option that carried it (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// The option as written (`--membind`, `-m`, `--mem`).
+    pub option: String,
+    /// The list, after `same` was replaced by the previous node list.
+    pub text: String,
+}
+
+impl Spec {
+    /// `--membind=0-1` style, for messages.
+    pub fn label(&self) -> String {
+        if self.option.starts_with("--") {
+            format!("{}={}", self.option, self.text)
+        } else {
+            format!("{} {}", self.option, self.text)
+        }
+    }
+}
+
+/// The memory policy option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyOpt {
+    /// Which policy.
+    pub kind: PolicyKind,
+    /// Its node list (`None` for `--localalloc`).
+    pub spec: Option<Spec>,
+}
+
+/// The CPU affinity option that takes effect (the last one given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuBind {
+    /// `--cpunodebind`: the CPUs of these nodes.
+    Nodes(Spec),
+    /// `--physcpubind`: these CPUs.
+    Cpus(Spec),
+}
+
+/// What to do after the options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Run this command (argv[0] first).
+    Run(Vec<OsString>),
+    /// `--show`: print the policy of this process (after applying what came before).
+    Show,
+    /// `--hardware`.
+    Hardware,
+    /// `--version`.
+    Version,
+    /// `--help`.
+    Help,
+}
+
+/// A numactl command line, read but not yet checked against the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// `--all`: lists are read against everything online, not this process's cpuset.
+    pub all: bool,
+    /// `--balancing`.
+    pub balancing: bool,
+    /// `--strict` was given (ignored for processes, with a warning, as numactl does).
+    pub strict: bool,
+    /// The memory policy.
+    pub policy: Option<PolicyOpt>,
+    /// The CPU affinity.
+    pub cpubind: Option<CpuBind>,
+    /// What to do.
+    pub action: Action,
+}
+
+/// Why a command line was refused before looking at the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UsageError {
+    /// getopt refused it.
+    Getopt(GetoptError),
+    /// Two memory policies.
+    ConflictingPolicies(String, String),
+    /// `--all` after a node or CPU list.
+    AllAfterSpec(String),
+    /// `same` with no node list before it.
+    SameWithoutPrevious(String),
+    /// A shared-memory option.
+    Shm(String),
+    /// No command to run.
+    NoCommand,
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UsageError::Getopt(e) => e.fmt(f),
+            UsageError::ConflictingPolicies(a, b) => write!(f, "Conflicting policies: {a} and {b}"),
+            UsageError::AllAfterSpec(o) => {
+                write!(f, "--all/-a option must be before all cpu/node specifications (it comes after {o})")
+            }
+            UsageError::SameWithoutPrevious(o) => write!(f, "{o}: same needs previous node specification"),
+            UsageError::Shm(o) => write!(
+                f,
+                "{o} is not supported: numapilot sets policies for processes it runs, not for shared memory \
+                 segments or files"
+            ),
+            UsageError::NoCommand => write!(f, "no command given"),
+        }
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Reads a numactl command line (without the program name).
+pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
+    let mut req =
+        Request { all: false, balancing: false, strict: false, policy: None, cpubind: None, action: Action::Help };
+    let mut hardware = false;
+    let mut last_nodes: Option<String> = None;
+    let mut first_spec: Option<String> = None;
+    let mut getopt = Getopt::new(OPTIONS, args);
+    for found in getopt.by_ref() {
+        let Found { id, written, value } = found.map_err(UsageError::Getopt)?;
+        let value = value.unwrap_or_default();
+        let mut node_spec = |written: &str, value: String| -> Result<Spec, UsageError> {
+            let text = if value == "same" {
+                last_nodes.clone().ok_or_else(|| UsageError::SameWithoutPrevious(written.to_string()))?
+            } else {
+                value
+            };
+            last_nodes = Some(text.clone());
+            Ok(Spec { option: written.to_string(), text })
+        };
+        if matches!(
+            id,
+            OptId::Interleave
+                | OptId::WeightedInterleave
+                | OptId::Preferred
+                | OptId::PreferredMany
+                | OptId::MemBind
+                | OptId::CpuNodeBind
+                | OptId::PhysCpuBind
+        ) && first_spec.is_none()
+        {
+            first_spec = Some(written.clone());
+        }
+        let kind = match id {
+            OptId::All => {
+                if let Some(o) = &first_spec {
+                    return Err(UsageError::AllAfterSpec(o.clone()));
+                }
+                req.all = true;
+                continue;
+            }
+            OptId::Balancing => {
+                req.balancing = true;
+                continue;
+            }
+            OptId::Strict => {
+                req.strict = true;
+                continue;
+            }
+            OptId::Hardware => {
+                hardware = true;
+                continue;
+            }
+            OptId::Show => {
+                req.action = Action::Show;
+                return Ok(req);
+            }
+            OptId::Version => {
+                req.action = Action::Version;
+                return Ok(req);
+            }
+            OptId::Help => {
+                req.action = Action::Help;
+                return Ok(req);
+            }
+            OptId::Shm => return Err(UsageError::Shm(written)),
+            OptId::CpuNodeBind => {
+                req.cpubind = Some(CpuBind::Nodes(node_spec(&written, value)?));
+                continue;
+            }
+            OptId::PhysCpuBind => {
+                req.cpubind = Some(CpuBind::Cpus(Spec { option: written, text: value }));
+                continue;
+            }
+            OptId::MemBind => PolicyKind::Bind,
+            OptId::Preferred => PolicyKind::Preferred,
+            OptId::PreferredMany => PolicyKind::PreferredMany,
+            OptId::Interleave => PolicyKind::Interleave,
+            OptId::WeightedInterleave => PolicyKind::WeightedInterleave,
+            OptId::LocalAlloc => PolicyKind::Local,
+        };
+        if let Some(prev) = &req.policy {
+            let prev_opt = prev.spec.as_ref().map_or("--localalloc".to_string(), |s| s.option.clone());
+            return Err(UsageError::ConflictingPolicies(prev_opt, written));
+        }
+        let spec = if kind == PolicyKind::Local { None } else { Some(node_spec(&written, value)?) };
+        req.policy = Some(PolicyOpt { kind, spec });
+    }
+    if hardware {
+        req.action = Action::Hardware;
+        return Ok(req);
+    }
+    let command = getopt.operands();
+    if command.is_empty() {
+        return Err(UsageError::NoCommand);
+    }
+    req.action = Action::Run(command.to_vec());
+    Ok(req)
+}
+
+/// The usage text, for `prog` (`numactl` or `numapilot run`).
+pub fn usage(prog: &str) -> String {
+    let pad = " ".repeat(prog.len() + 7);
+    format!(
+        "usage: {prog} [--all | -a] [--balancing | -b]\n\
+         {pad} [--interleave= | -i <nodes>] [--weighted-interleave= | -w <nodes>]\n\
+         {pad} [--preferred= | -p <node>] [--preferred-many= | -P <nodes>]\n\
+         {pad} [--physcpubind= | -C <cpus>] [--cpunodebind= | -N <nodes>]\n\
+         {pad} [--membind= | -m <nodes>] [--localalloc | -l] [--] command args ...\n\
+         \x20      {prog} [--show | -s]\n\
+         \x20      {prog} [--hardware | -H]\n\
+         \x20      {prog} [--version]\n\
+         \n\
+         memory policy is --membind | -m, --preferred | -p, --preferred-many | -P,\n\
+         \x20                --interleave | -i, --weighted-interleave | -w, --localalloc | -l\n\
+         <nodes> is a comma-separated list of node numbers or A-B ranges, or all.\n\
+         Instead of a number a node can also be:\n\
+         \x20 netdev:DEV  the node of network device DEV\n\
+         \x20 block:DEV   the node of block device DEV\n\
+         \x20 file:PATH   the node of the block device holding PATH\n\
+         \x20 pci:[seg:]bus:dev[.func]  the node of a PCI device\n\
+         same is the previous <nodes> given on the command line.\n\
+         <cpus> is a comma-separated list of CPU numbers or A-B ranges, or all.\n\
+         Lists are read within the nodes/CPUs this process may use (its cpuset);\n\
+         --all first lifts that restriction.\n\
+         All lists can be inverted with ! and made cpuset-relative with + (!+0-1).\n\
+         --balancing enables kernel NUMA balancing among the --membind nodes.\n\
+         --cpubind is a deprecated name of --cpunodebind.\n\
+         Shared-memory options (--shm, --file, --length, ...) are not supported.\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    fn p(v: &[&str]) -> Result<Request, UsageError> {
+        parse(&args(v))
+    }
+
+    fn spec(option: &str, text: &str) -> Spec {
+        Spec { option: option.into(), text: text.into() }
+    }
+
+    #[test]
+    fn every_policy_option_long_and_short() {
+        let cases: &[(&[&str], PolicyKind, Option<&str>)] = &[
+            (&["--membind=0", "x"], PolicyKind::Bind, Some("0")),
+            (&["-m", "0", "x"], PolicyKind::Bind, Some("0")),
+            (&["--preferred", "1", "x"], PolicyKind::Preferred, Some("1")),
+            (&["-p1", "x"], PolicyKind::Preferred, Some("1")),
+            (&["--preferred-many=0-1", "x"], PolicyKind::PreferredMany, Some("0-1")),
+            (&["-P0-1", "x"], PolicyKind::PreferredMany, Some("0-1")),
+            (&["--interleave=all", "x"], PolicyKind::Interleave, Some("all")),
+            (&["-i", "all", "x"], PolicyKind::Interleave, Some("all")),
+            (&["--weighted-interleave=0,1", "x"], PolicyKind::WeightedInterleave, Some("0,1")),
+            (&["-w0,1", "x"], PolicyKind::WeightedInterleave, Some("0,1")),
+            (&["--localalloc", "x"], PolicyKind::Local, None),
+            (&["-l", "x"], PolicyKind::Local, None),
+        ];
+        for (a, kind, text) in cases {
+            let r = p(a).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+            let pol = r.policy.unwrap();
+            assert_eq!(pol.kind, *kind, "{a:?}");
+            assert_eq!(pol.spec.map(|s| s.text), text.map(String::from), "{a:?}");
+            assert_eq!(r.action, Action::Run(args(&["x"])));
+        }
+    }
+
+    #[test]
+    fn cpu_options_last_one_wins() {
+        let r = p(&["--cpunodebind=0", "x"]).unwrap();
+        assert_eq!(r.cpubind, Some(CpuBind::Nodes(spec("--cpunodebind", "0"))));
+        let r = p(&["-N0", "x"]).unwrap();
+        assert_eq!(r.cpubind, Some(CpuBind::Nodes(spec("-N", "0"))));
+        let r = p(&["--cpubind=0", "x"]).unwrap();
+        assert_eq!(r.cpubind, Some(CpuBind::Nodes(spec("--cpubind", "0"))));
+        let r = p(&["-C", "1", "x"]).unwrap();
+        assert_eq!(r.cpubind, Some(CpuBind::Cpus(spec("-C", "1"))));
+        let r = p(&["-N0", "--physcpubind=1", "x"]).unwrap();
+        assert_eq!(r.cpubind, Some(CpuBind::Cpus(spec("--physcpubind", "1"))));
+    }
+
+    #[test]
+    fn flags() {
+        let r = p(&["-a", "-b", "-t", "-m0", "x"]).unwrap();
+        assert!(r.all && r.balancing && r.strict);
+        // --balancing after the policy is accepted here (numactl refuses it).
+        assert!(p(&["-m0", "--balancing", "x"]).unwrap().balancing);
+    }
+
+    #[test]
+    fn show_stops_reading_and_keeps_what_came_before() {
+        let r = p(&["-m0", "--show", "--bogus"]).unwrap();
+        assert_eq!(r.action, Action::Show);
+        assert_eq!(r.policy.unwrap().kind, PolicyKind::Bind);
+        assert_eq!(p(&["-s"]).unwrap().action, Action::Show);
+    }
+
+    #[test]
+    fn hardware_wins_over_a_command() {
+        assert_eq!(p(&["-H"]).unwrap().action, Action::Hardware);
+        assert_eq!(p(&["--hardware", "-m0", "true"]).unwrap().action, Action::Hardware);
+    }
+
+    #[test]
+    fn same_repeats_the_previous_node_list() {
+        let r = p(&["--cpunodebind=1", "--membind=same", "x"]).unwrap();
+        assert_eq!(r.policy.unwrap().spec, Some(spec("--membind", "1")));
+        let r = p(&["-i", "+0-1", "-N", "same", "x"]).unwrap();
+        assert_eq!(r.cpubind, Some(CpuBind::Nodes(spec("-N", "+0-1"))));
+        assert_eq!(p(&["--membind=same", "x"]).unwrap_err(), UsageError::SameWithoutPrevious("--membind".into()));
+        // CPU lists are not node lists: they do not feed `same`.
+        assert!(p(&["-C0", "-m", "same", "x"]).is_err());
+    }
+
+    #[test]
+    fn usage_errors() {
+        assert_eq!(p(&["-m0", "-i0", "x"]).unwrap_err(), UsageError::ConflictingPolicies("-m".into(), "-i".into()));
+        assert_eq!(
+            p(&["-l", "-l", "x"]).unwrap_err(),
+            UsageError::ConflictingPolicies("--localalloc".into(), "-l".into())
+        );
+        assert_eq!(p(&["-m0", "-a", "x"]).unwrap_err(), UsageError::AllAfterSpec("-m".into()));
+        assert_eq!(p(&["-C0", "--all", "x"]).unwrap_err(), UsageError::AllAfterSpec("-C".into()));
+        assert_eq!(p(&["-m0"]).unwrap_err(), UsageError::NoCommand);
+        assert_eq!(p(&[]).unwrap_err(), UsageError::NoCommand);
+        assert_eq!(p(&["--shm", "/k", "-m0"]).unwrap_err(), UsageError::Shm("--shm".into()));
+        assert_eq!(p(&["-T", "x"]).unwrap_err(), UsageError::Shm("-T".into()));
+        assert!(matches!(p(&["--bogus", "x"]), Err(UsageError::Getopt(GetoptError::UnrecognizedLong(_)))));
+        assert!(UsageError::Shm("--file".into()).to_string().contains("not supported"));
+    }
+
+    #[test]
+    fn command_keeps_its_own_options() {
+        let r = p(&["-m0", "--", "ls", "-l", "--membind=1"]).unwrap();
+        assert_eq!(r.action, Action::Run(args(&["ls", "-l", "--membind=1"])));
+        let r = p(&["-m0", "ls", "-l"]).unwrap();
+        assert_eq!(r.action, Action::Run(args(&["ls", "-l"])));
+    }
+
+    #[test]
+    fn usage_mentions_every_policy_option() {
+        let u = usage("numactl");
+        for o in OPTIONS.iter().filter(|o| o.id != OptId::Shm && o.id != OptId::Help && o.id != OptId::Strict) {
+            assert!(u.contains(&format!("--{}", o.long)), "usage lacks --{}", o.long);
+        }
+        assert!(u.starts_with("usage: numactl [--all | -a]"));
+        assert!(usage("numapilot run").contains("\n                     [--interleave="));
+    }
+}
