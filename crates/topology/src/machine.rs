@@ -167,8 +167,9 @@ pub struct CpuSpec {
     /// CPUs sharing the last-level cache, list form; `""` for "no cache information".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llc: Option<String>,
-    /// Whether the CPU is online (default true). An offline CPU is left out of its node's CPUs, as
-    /// the kernel leaves it out of `nodeN/cpulist`.
+    /// Whether the CPU is online (default true). An offline CPU is left out of its node's CPUs and
+    /// of the generated siblings and LLC of the other CPUs, as the kernel leaves it out of
+    /// `nodeN/cpulist`, `thread_siblings_list` and `shared_cpu_list`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub online: Option<bool>,
 }
@@ -589,6 +590,15 @@ impl<'a> Builder<'a> {
 
     fn apply_cpu_overrides(&self, cpus: &mut BTreeMap<u32, Cpu>) -> Result<(), FieldError> {
         let all: CpuSet = cpus.keys().copied().collect();
+        // The kernel drops an offline CPU from its siblings' thread_siblings and shared_cpu_map
+        // (drivers/base/cacheinfo.c, arch/x86/kernel/smpboot.c): do the same to generated sets.
+        let offline: CpuSet = self.file.cpu.iter().filter(|s| s.online == Some(false)).map(|s| s.id).collect();
+        if !offline.is_empty() {
+            for cpu in cpus.values_mut().filter(|c| !offline.contains(c.id)) {
+                cpu.siblings = cpu.siblings.difference(&offline);
+                cpu.llc = cpu.llc.as_ref().map(|l| l.difference(&offline));
+            }
+        }
         let mut seen: BTreeMap<u32, usize> = BTreeMap::new();
         for (i, spec) in self.file.cpu.iter().enumerate() {
             let field = |name: &str| format!("cpu[{i}].{name}");

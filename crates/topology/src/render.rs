@@ -130,12 +130,12 @@ pub fn tree(topo: &Topology) -> String {
         online.iter().map(|c| (c.package, c.die, c.core)).collect();
     let total_mb: u64 = topo.nodes.iter().map(|n| n.mem_total_kb >> 10).sum();
     let mut root = Tree::leaf(format!(
-        "machine: {} ({}), {}, {}, {} online of {}, {} MB",
+        "machine: {} ({}), {}, {}, {} of {} CPUs online, {} MB",
         plural(topo.nodes.len(), "node"),
         topo.node_ids(),
         plural(packages.len(), "package"),
         plural(cores.len(), "core"),
-        plural(online.len(), "CPU"),
+        online.len(),
         topo.cpus.len(),
         total_mb
     ));
@@ -243,4 +243,119 @@ pub struct Report<'a> {
 pub fn json(topo: &Topology) -> String {
     let report = Report { topology: topo, tiers: topo.tiers().tiers };
     serde_json::to_string_pretty(&report).expect("a topology always serializes to JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{parse_topology, Format};
+
+    /// Two sockets with SMT2, a CXL-style memory node near socket 0, an offline CPU, a device on
+    /// node 0 and one without a node.
+    const MACHINE: &str = r#"
+        smt = 2
+        distances = [[10, 21, 14], [21, 10, 26], [14, 26, 10]]
+        [[nodes]]
+        id = 0
+        cpus = "0-1,4-5"
+        mem_gb = 4
+        free = "1G"
+        package = 0
+        [[nodes]]
+        id = 1
+        cpus = "2-3,6-7"
+        mem_gb = 4
+        package = 1
+        [[nodes]]
+        id = 2
+        memory = "16G"
+        [[cpu]]
+        id = 7
+        online = false
+        [[devices]]
+        address = "0000:41:00.0"
+        class = "network"
+        node = 0
+        names = ["eth0"]
+        [[devices]]
+        address = "0000:00:02.0"
+        class = "storage"
+    "#;
+
+    fn machine() -> Topology {
+        parse_topology(MACHINE, Format::Toml, "<test>").unwrap()
+    }
+
+    #[test]
+    fn tree_shows_every_level_worked_out_by_hand() {
+        // Node 1: CPUs 2,3,6,7 with smt 2 -> cores {2,6} and {3,7}; 7 is offline, so core 1 shows
+        // CPU 3 alone and the LLC loses 7. Tiers: 14 < 20 puts node 2 in package 0; cross
+        // distances 21 and 26, m = 21, 26 < 26.25 -> one hop.
+        let expected = "\
+machine: 3 nodes (0-2), 2 packages, 4 cores, 7 of 8 CPUs online, 24576 MB
+├── node 0: 4 CPUs, 4096 MB (1024 MB free)
+│   ├── package 0 die 0
+│   │   └── LLC 0-1,4-5 (2 cores)
+│   │       ├── core 0: CPUs 0,4
+│   │       └── core 1: CPUs 1,5
+│   └── devices
+│       └── 0000:41:00.0 network (eth0)
+├── node 1: 3 CPUs, 4096 MB (4096 MB free)
+│   ├── package 1 die 0
+│   │   └── LLC 2-3,6 (2 cores)
+│   │       ├── core 0: CPUs 2,6
+│   │       └── core 1: CPU 3
+│   └── offline CPUs: 7
+├── node 2: no CPUs, 16384 MB (16384 MB free)
+├── devices without a node
+│   └── 0000:00:02.0 storage
+└── tiers (from node: nodes at each distance tier)
+    ├── node 0: local 0 | same-socket 2 | one-hop 1 | far -
+    ├── node 1: local 1 | same-socket - | one-hop 0,2 | far -
+    └── node 2: local 2 | same-socket 0 | one-hop 1 | far -
+";
+        assert_eq!(tree(&machine()), expected);
+    }
+
+    #[test]
+    fn tree_without_cache_information() {
+        let t = parse_topology(
+            "[[nodes]]\nid = 0\ncpus = \"0\"\nmem_gb = 1\n[[cpu]]\nid = 0\nllc = \"\"\n",
+            Format::Toml,
+            "<test>",
+        )
+        .unwrap();
+        assert!(tree(&t).contains("└── no cache information (1 core)\n"), "{}", tree(&t));
+    }
+
+    #[test]
+    fn json_is_the_topology_plus_tiers() {
+        let t = machine();
+        let text = json(&t);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["tiers"][0], serde_json::json!(["local", "one-hop", "same-socket"]));
+        assert_eq!(v["tiers"][1], serde_json::json!(["one-hop", "local", "one-hop"]));
+        assert_eq!(v["nodes"][1]["cpus"], "2-3,6");
+        assert_eq!(v["cpus"][7]["online"], false);
+        assert_eq!(v["devices"][1]["class"], "network");
+        assert_eq!(v["devices"][0]["node"], serde_json::Value::Null);
+        // The tiers are extra: the same text reads back as the topology.
+        assert_eq!(serde_json::from_str::<Topology>(&text).unwrap(), t);
+    }
+
+    #[test]
+    fn numactl_text_without_distances() {
+        let mut t = machine();
+        t.distances.clear();
+        assert!(numactl_hardware(&t).ends_with("node 2 free: 16384 MB\nNo distance information available.\n"));
+    }
+
+    #[test]
+    fn printf_space_flag_width_three() {
+        assert_eq!(pct3(0), "  0");
+        assert_eq!(pct3(5), "  5");
+        assert_eq!(pct3(10), " 10");
+        assert_eq!(pct3(160), " 160");
+        assert_eq!(pct3(1023), " 1023");
+    }
 }
