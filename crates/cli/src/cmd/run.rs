@@ -108,7 +108,7 @@ fn execute(req: &Request, usage_name: &str) -> anyhow::Result<ExitCode> {
     }
     let sys = SystemView::live()?;
     let placement = resolve(req, &sys, &sys)?;
-    placement.rehearse()?;
+    placement.rehearse().map_err(|e| label_kernel_error(req, e))?;
     if req.strict {
         if let Action::Run(_) = req.action {
             // numactl's own warning, word for word.
@@ -129,6 +129,31 @@ fn execute(req: &Request, usage_name: &str) -> anyhow::Result<ExitCode> {
             anyhow::bail!("execution of `{}': {}", cmd[0].to_string_lossy(), strip_os_error(&err))
         }
         _ => unreachable!("handled above"),
+    }
+}
+
+/// Prefixes a refusal by the kernel with the option it concerns: `--preferred-many=0: the running
+/// kernel does not support preferred-many (...)`.
+fn label_kernel_error(req: &Request, e: numapilot_actuate::Error) -> anyhow::Error {
+    let syscall = match &e {
+        numapilot_actuate::Error::Syscall { syscall, .. }
+        | numapilot_actuate::Error::Unsupported { syscall, .. }
+        | numapilot_actuate::Error::InvalidArgument { syscall, .. } => *syscall,
+    };
+    let label = match syscall {
+        "set_mempolicy" => req.policy.as_ref().map(|p| match &p.spec {
+            Some(s) if req.balancing && p.kind == PolicyKind::Bind => format!("--balancing {}", s.label()),
+            Some(s) => s.label(),
+            None => "--localalloc".to_string(),
+        }),
+        "sched_setaffinity" => req.cpubind.as_ref().map(|c| match c {
+            CpuBind::Nodes(s) | CpuBind::Cpus(s) => s.label(),
+        }),
+        _ => None,
+    };
+    match label {
+        Some(l) => anyhow::Error::new(e).context(l),
+        None => anyhow::Error::new(e),
     }
 }
 
@@ -372,6 +397,22 @@ mod tests {
         assert_eq!(place(&s, &["-a", "-C", "all"]).unwrap().cpus, Some(set("0-7")));
         // --cpunodebind gives the node's online CPUs; the kernel intersects them with the cpuset.
         assert_eq!(place(&s, &["-N", "0"]).unwrap().cpus, Some(set("0-3")));
+    }
+
+    #[test]
+    fn kernel_refusals_are_labelled_with_their_option() {
+        let a: Vec<OsString> = ["--preferred-many=0", "-C", "1", "true"].iter().map(OsString::from).collect();
+        let req = parse(&a).unwrap();
+        let e = numapilot_actuate::Error::Unsupported {
+            what: "preferred-many".into(),
+            since: "5.15",
+            syscall: "set_mempolicy",
+        };
+        let m = format!("{:#}", label_kernel_error(&req, e));
+        assert!(m.starts_with("--preferred-many=0: the running kernel does not support preferred-many"), "{m}");
+        let e = numapilot_actuate::Error::Syscall { syscall: "sched_setaffinity", args: "pid=0".into(), errno: 22 };
+        let m = format!("{:#}", label_kernel_error(&req, e));
+        assert!(m.starts_with("-C 1: sched_setaffinity(pid=0) failed: EINVAL"), "{m}");
     }
 
     #[test]

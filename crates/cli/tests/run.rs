@@ -1,0 +1,376 @@
+//! `numapilot run` and the `numactl` personality, driven through the built binary on this host.
+//!
+//! What the kernel did is read back from the child itself (/proc/self/status, /proc/self/numa_maps,
+//! rendered by the kernel), never from our own output. `--show` and `--hardware` are compared with
+//! Debian's numactl run the same way (`apt-get install -y numactl`). Expectations about nodes and
+//! CPUs are computed from this host's sysfs, so the tests hold on any machine; the multi-node
+//! behaviour (`--membind=1` on a 2-node machine) is checked by the rig in QEMU guests.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_numapilot");
+
+fn numapilot_run<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(args: I) -> Output {
+    Command::new(BIN).arg("run").args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(o: Output) -> String {
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+fn field<'a>(status: &'a str, name: &str) -> &'a str {
+    status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or_else(|| panic!("no {name} in\n{status}"))
+}
+
+fn sysfs_list(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap().trim().to_string()
+}
+
+fn our_status() -> String {
+    std::fs::read_to_string("/proc/self/status").unwrap()
+}
+
+/// The lowest node this process may allocate from (node 0 on the development host).
+fn first_node() -> u32 {
+    let allowed = our_status();
+    let list = field(&allowed, "Mems_allowed_list:");
+    list.split([',', '-']).next().unwrap().parse().unwrap()
+}
+
+/// CPUs this process may use, as a list of ids.
+fn allowed_cpus() -> Vec<u32> {
+    let s = our_status();
+    let mut v = Vec::new();
+    for part in field(&s, "Cpus_allowed_list:").split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => v.extend(a.parse::<u32>().unwrap()..=b.parse().unwrap()),
+            None => v.push(part.parse().unwrap()),
+        }
+    }
+    v
+}
+
+fn numactl() -> &'static str {
+    assert!(
+        Path::new("/usr/bin/numactl").exists(),
+        "Debian's numactl is needed to compare against: apt-get install -y numactl"
+    );
+    "/usr/bin/numactl"
+}
+
+/// A fresh empty directory under the target's temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("numapilot-run-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn membind_and_cpunodebind_take_effect_in_the_child() {
+    let n = first_node();
+    let node_cpus = sysfs_list(&format!("/sys/devices/system/node/node{n}/cpulist"));
+    let status = ok(numapilot_run([
+        format!("--membind={n}"),
+        format!("--cpunodebind={n}"),
+        "--".into(),
+        "cat".into(),
+        "/proc/self/status".into(),
+    ]));
+    assert_eq!(field(&status, "Mems_allowed_list:"), n.to_string());
+    assert_eq!(field(&status, "Cpus_allowed_list:"), node_cpus);
+
+    // The policy itself: the kernel renders the task policy on every VMA without its own.
+    let maps = ok(numapilot_run([format!("--membind={n}"), "--".into(), "cat".into(), "/proc/self/numa_maps".into()]));
+    assert!(maps.lines().count() > 3, "{maps}");
+    for line in maps.lines() {
+        assert_eq!(line.split_whitespace().nth(1), Some(format!("bind:{n}").as_str()), "not bound: {line}");
+    }
+    // Without options the child keeps the default policy: the check above can fail.
+    let maps = ok(numapilot_run(["cat", "/proc/self/numa_maps"]));
+    assert!(maps.lines().all(|l| l.split_whitespace().nth(1) == Some("default")), "{maps}");
+}
+
+#[test]
+fn every_policy_as_the_kernel_reports_it() {
+    let n = first_node();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release.trim().split(|c: char| !c.is_ascii_digit()).map(|x| x.parse::<u32>().unwrap_or(0));
+    let kernel = (v.next().unwrap(), v.next().unwrap());
+    let mut cases = vec![
+        (vec![format!("--interleave={n}")], format!("interleave:{n}")),
+        (vec!["-i".into(), "all".into()], format!("interleave:{n}")),
+        (vec![format!("--preferred={n}")], format!("prefer:{n}")),
+        (vec![format!("-p{n}")], format!("prefer:{n}")),
+        (vec!["--localalloc".into()], "local".to_string()),
+        (vec![format!("-m{n}"), "-b".into()], format!("bind=balancing:{n}")),
+    ];
+    if kernel >= (5, 15) {
+        cases.push((vec![format!("--preferred-many={n}")], format!("prefer (many):{n}")));
+    }
+    if kernel >= (6, 9) {
+        cases.push((vec![format!("--weighted-interleave={n}")], format!("weighted interleave:{n}")));
+        cases.push((vec!["-w".into(), format!("{n}")], format!("weighted interleave:{n}")));
+    }
+    for (opts, expect) in cases {
+        let mut args = opts.clone();
+        args.extend(["head".into(), "-1".into(), "/proc/self/numa_maps".into()]);
+        let line = ok(numapilot_run(&args));
+        assert!(line.contains(&format!(" {expect} ")), "{opts:?}: {line}");
+    }
+}
+
+#[test]
+fn physcpubind_restricts_to_those_cpus() {
+    let cpus = allowed_cpus();
+    let last = *cpus.last().unwrap();
+    let status = ok(numapilot_run([format!("--physcpubind={last}"), "cat".into(), "/proc/self/status".into()]));
+    assert_eq!(field(&status, "Cpus_allowed_list:"), last.to_string());
+    if cpus.len() > 1 {
+        // "!first" and "+1" both name the second allowed CPU on a two-CPU host.
+        let first = cpus[0];
+        let status = ok(numapilot_run([format!("-C!{first}"), "cat".into(), "/proc/self/status".into()]));
+        let rest: Vec<String> = cpus[1..].iter().map(u32::to_string).collect();
+        assert!(field(&status, "Cpus_allowed_list:").starts_with(&rest[0]), "{}", field(&status, "Cpus_allowed_list:"));
+        let status = ok(numapilot_run(["-C", "+1", "cat", "/proc/self/status"]));
+        assert_eq!(field(&status, "Cpus_allowed_list:"), cpus[1].to_string());
+    }
+}
+
+#[test]
+fn every_option_form_reaches_the_child() {
+    let n = first_node();
+    for form in [
+        vec![format!("--membind={n}")],
+        vec!["--membind".into(), n.to_string()],
+        vec![format!("-m{n}")],
+        vec!["-m".into(), n.to_string()],
+        vec![format!("--mem={n}")],
+        vec!["--cpunodebind".into(), n.to_string(), "--membind=same".into()],
+        vec!["--all".into(), format!("--membind={n}")],
+        vec!["--membind=+0".into()],
+    ] {
+        let mut args = form.clone();
+        args.extend(["--".into(), "head".into(), "-1".into(), "/proc/self/numa_maps".into()]);
+        let line = ok(numapilot_run(&args));
+        assert!(line.contains(&format!(" bind:{n} ")), "{form:?}: {line}");
+    }
+}
+
+#[test]
+fn command_gets_its_arguments_and_path_search() {
+    let out = ok(numapilot_run(["-l", "sh", "-c", "echo \"$0|$1|$2\"", "a", "-m", "--x"]));
+    assert_eq!(out, "a|-m|--x\n");
+    // `--` lets the command start with a dash; without it that would be an option.
+    let o = numapilot_run(["--", "-no-such-command"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "numapilot: execution of `-no-such-command': No such file or directory\n");
+    let o = numapilot_run(["-l", "no-such-command-xyz"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("execution of `no-such-command-xyz': No such file or directory"), "{}", stderr(&o));
+}
+
+/// Runs `args` then a command that would create `marker`, and checks it exited 1 with `token` in
+/// the message and never ran the command.
+fn refused(args: &[&str], token: &str) -> String {
+    let dir = TempDir::new("refused");
+    let marker = dir.0.join("ran");
+    let mut full: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    full.extend(["--".into(), "touch".into(), marker.to_string_lossy().into_owned()]);
+    let o = numapilot_run(&full);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{args:?} should fail:\n{err}");
+    assert!(err.contains(token), "{args:?}: message lacks {token:?}:\n{err}");
+    assert!(!marker.exists(), "{args:?}: the command ran");
+    assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    err
+}
+
+#[test]
+fn bad_input_exits_1_names_the_token_and_runs_nothing() {
+    let missing = (0..1024).find(|i| !Path::new(&format!("/sys/devices/system/node/node{i}")).exists()).unwrap();
+    let err = refused(&[&format!("--membind={missing}")], &format!("node {missing} does not exist"));
+    assert!(err.starts_with(&format!("numapilot: --membind={missing}: ")), "{err}");
+    refused(&["--membind=0,x"], "\"x\"");
+    refused(&["--interleave=!all"], "selects no node");
+    refused(&["--membind="], "empty node list");
+    refused(&["--physcpubind=65000"], "CPU 65000 does not exist");
+    refused(&["--physcpubind=70000"], "too large");
+    refused(&["--preferred=+9"], "relative node +9 is out of range");
+    refused(&["--membind=all,0"], "\"all\" must be the last item");
+    refused(&["--membind=0", "--physcpubind=0-"], "\"0-\"");
+    refused(&["--membind=netdev:no-such-nic"], "no network device no-such-nic");
+    refused(&["--membind=ip:localhost"], "not supported");
+    // A CPU that exists but is outside our affinity, when there is one: confine ourselves first.
+    let cpus = allowed_cpus();
+    if cpus.len() > 1 {
+        refused(
+            &[&format!("--physcpubind={}-{}", cpus[1], cpus[0])],
+            &format!("range {}-{} runs backwards", cpus[1], cpus[0]),
+        );
+        let o = Command::new("taskset")
+            .args(["-c", &cpus[0].to_string(), BIN, "run", &format!("--physcpubind={}", cpus[1]), "true"])
+            .output();
+        if let Ok(o) = o {
+            assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+            assert!(stderr(&o).contains("outside the CPUs this process may use"), "{}", stderr(&o));
+        }
+    }
+}
+
+#[test]
+fn usage_errors_print_usage_and_exit_1() {
+    for (args, first_line) in [
+        (&[][..], "numapilot: no command given"),
+        (&["-m0"], "numapilot: no command given"),
+        (&["--bogus", "true"], "numapilot: unrecognized option '--bogus'"),
+        (&["-Z", "true"], "numapilot: invalid option -- 'Z'"),
+        (&["-m"], "numapilot: option requires an argument -- 'm'"),
+        (&["--membind"], "numapilot: option '--membind' requires an argument"),
+        (&["--show=1"], "numapilot: option '--show' doesn't allow an argument"),
+        (&["--p=0", "true"], "numapilot: option '--p' is ambiguous; possibilities:"),
+        (&["-m0", "-i0", "true"], "numapilot: Conflicting policies: -m and -i"),
+        (&["-m0", "--all", "true"], "numapilot: --all/-a option must be before all cpu/node specifications"),
+        (&["--membind=same", "true"], "numapilot: --membind: same needs previous node specification"),
+        (&["--shm", "/tmp/k", "-m0"], "numapilot: --shm is not supported"),
+    ] {
+        let o = numapilot_run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.starts_with(first_line), "{args:?}:\n{err}");
+        assert!(err.contains("\nusage: numapilot run [--all | -a]"), "{args:?}:\n{err}");
+        assert!(o.stdout.is_empty());
+    }
+    let help = numapilot_run(["--help"]);
+    assert!(help.status.success());
+    assert!(stdout(&help).starts_with("usage: numapilot run"));
+}
+
+#[test]
+fn strict_is_warned_about_and_ignored() {
+    let o = numapilot_run(["--strict", "-l", "true"]);
+    assert!(o.status.success());
+    assert_eq!(stderr(&o), "numapilot: warning. Strict flag for process ignored.\n");
+}
+
+/// The option sets compared with numactl, for this host.
+fn show_cases() -> Vec<Vec<String>> {
+    let n = first_node();
+    let cpus = allowed_cpus();
+    let last = cpus.last().unwrap();
+    let mut cases: Vec<Vec<String>> = vec![
+        vec![],
+        vec![format!("--membind={n}")],
+        vec![format!("-p{n}")],
+        vec![format!("--interleave={n}")],
+        vec!["-i".into(), "all".into()],
+        vec!["--localalloc".into()],
+        vec![format!("--physcpubind={last}")],
+        vec![format!("--cpunodebind={n}")],
+        vec![format!("-m{n}"), format!("-C{}", cpus[0])],
+        vec!["-b".into(), format!("-m{n}")],
+    ];
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = rel.trim().split(|c: char| !c.is_ascii_digit()).map(|x| x.parse::<u32>().unwrap_or(0));
+    if (v.next().unwrap(), v.next().unwrap()) >= (5, 15) {
+        cases.push(vec![format!("--preferred-many={n}")]);
+    }
+    cases
+}
+
+fn run_cmd(prog: &str, pre: &[&str], opts: &[String], post: &[&str]) -> String {
+    ok(Command::new(prog).args(pre).args(opts).args(post).output().unwrap())
+}
+
+#[test]
+fn show_matches_numactl() {
+    let real = numactl();
+    for opts in show_cases() {
+        let theirs = run_cmd(real, &[], &opts, &["--show"]);
+        // Our --show of our own placement.
+        assert_eq!(run_cmd(BIN, &["run"], &opts, &["--show"]), theirs, "numapilot run {opts:?} --show");
+        // numactl's --show of our placement (what we set, seen by the real tool).
+        assert_eq!(
+            run_cmd(BIN, &["run"], &opts, &["--", real, "--show"]),
+            theirs,
+            "numapilot run {opts:?} numactl --show"
+        );
+        // Our --show of numactl's placement.
+        assert_eq!(run_cmd(real, &[], &opts, &[BIN, "run", "--show"]), theirs, "numactl {opts:?} numapilot run --show");
+    }
+}
+
+/// A directory holding a `numactl` symlink to our binary.
+fn numactl_link() -> (TempDir, PathBuf) {
+    let dir = TempDir::new("link");
+    let link = dir.0.join("numactl");
+    std::os::unix::fs::symlink(BIN, &link).unwrap();
+    (dir, link)
+}
+
+#[test]
+fn symlink_named_numactl_behaves_as_numactl() {
+    let real = numactl();
+    let (dir, link) = numactl_link();
+    let link = link.to_str().unwrap();
+    let n = first_node();
+
+    let status = ok(Command::new(link)
+        .args([format!("--membind={n}"), "cat".into(), "/proc/self/status".into()])
+        .output()
+        .unwrap());
+    assert_eq!(field(&status, "Mems_allowed_list:"), n.to_string());
+    for opts in show_cases() {
+        assert_eq!(run_cmd(link, &[], &opts, &["--show"]), run_cmd(real, &[], &opts, &["--show"]), "{opts:?}");
+    }
+
+    // --hardware: the same text, except the free-memory lines, which change between the two runs.
+    let ours = run_cmd(link, &[], &[], &["--hardware"]);
+    let theirs = run_cmd(real, &[], &[], &["--hardware"]);
+    let stable = |s: &str| s.lines().filter(|l| !l.contains(" free: ")).map(String::from).collect::<Vec<_>>();
+    assert_eq!(stable(&ours), stable(&theirs));
+    assert_eq!(ours.lines().count(), theirs.lines().count());
+
+    // Errors and usage carry numactl's name.
+    let o = Command::new(link).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("numactl: no command given\nusage: numactl [--all | -a]"), "{}", stderr(&o));
+    let o = Command::new(link).args(["--membind=0,77", "true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("numactl: --membind=0,77: \"77\": node 77 does not exist"), "{}", stderr(&o));
+
+    // A script that says `numactl` gets ours when it comes first in PATH.
+    let path = format!("{}:{}", dir.0.display(), std::env::var("PATH").unwrap_or_default());
+    let o = Command::new("sh")
+        .args([
+            "-c",
+            &format!("numactl --version && numactl --membind={n} -- grep Mems_allowed_list /proc/self/status"),
+        ])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let out = ok(o);
+    assert!(out.starts_with("numapilot "), "{out}");
+    assert!(out.ends_with(&format!("Mems_allowed_list:\t{n}\n")), "{out}");
+}
