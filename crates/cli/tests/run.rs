@@ -249,7 +249,10 @@ fn usage_errors_print_usage_and_exit_1() {
         (&["-m"], "numapilot: option requires an argument -- 'm'"),
         (&["--membind"], "numapilot: option '--membind' requires an argument"),
         (&["--show=1"], "numapilot: option '--show' doesn't allow an argument"),
-        (&["--p=0", "true"], "numapilot: option '--p' is ambiguous; possibilities:"),
+        (
+            &["--p=0", "true"],
+            "numapilot: option '--p=0' is ambiguous; possibilities: '--preferred' '--preferred-many' '--physcpubind'\n",
+        ),
         (&["-m0", "-i0", "true"], "numapilot: Conflicting policies: -m and -i"),
         (&["-m0", "--all", "true"], "numapilot: --all/-a option must be before all cpu/node specifications"),
         (&["--membind=same", "true"], "numapilot: --membind: same needs previous node specification"),

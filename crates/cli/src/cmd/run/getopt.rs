@@ -145,7 +145,7 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
                     (Some(one), None) => one,
                     (Some(_), Some(_)) => {
                         return Err(GetoptError::Ambiguous(
-                            format!("--{name}"),
+                            whole.to_string(),
                             specs.iter().filter(|s| s.long.starts_with(name)).map(|s| s.long).collect(),
                         ))
                     }
@@ -333,7 +333,7 @@ mod tests {
         let e = run(&["--p=1", "x"]).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "option '--p' is ambiguous; possibilities: '--preferred' '--preferred-many' '--physcpubind'"
+            "option '--p=1' is ambiguous; possibilities: '--preferred' '--preferred-many' '--physcpubind'"
         );
         assert!(matches!(run(&["--pre=1"]), Err(GetoptError::Ambiguous(..))));
     }
