@@ -16,6 +16,19 @@
 //! Node ids are the kernel's. A *dense index* (position in `nodes`) exists only to index the
 //! distance matrix and per-node arrays; the two are never mixed: ids are `u32` named `id`/`node`,
 //! indexes are `usize` named `idx`.
+//!
+//! Derived from a topology: the distance tier between two nodes (`tiers` module: local, same
+//! socket, one hop, far), and its printed forms (`render` module: `numactl --hardware` text, a tree,
+//! JSON). Readers fail with typed errors (`error` module) that name the file, line or field.
+//!
+//! ```
+//! use numapilot_topology::{render, Tier, Topology};
+//!
+//! let t = Topology::preset("article-4n96").unwrap();
+//! assert_eq!(t.tier(0, 1), Tier::SameSocket);
+//! assert_eq!(t.tier(0, 2), Tier::OneHop);
+//! assert!(render::numactl_hardware(&t).starts_with("available: 4 nodes (0-3)\n"));
+//! ```
 
 #![deny(missing_docs)]
 
