@@ -80,7 +80,7 @@ fn launch(usage_name: &str, prefix: &str, args: &[OsString]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match execute(&req, usage_name) {
+    match execute(&req, usage_name, prefix) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{prefix}: {e:#}");
@@ -89,20 +89,15 @@ fn launch(usage_name: &str, prefix: &str, args: &[OsString]) -> ExitCode {
     }
 }
 
-fn execute(req: &Request, usage_name: &str) -> anyhow::Result<ExitCode> {
+fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<ExitCode> {
     match &req.action {
-        Action::Help => {
-            print!("{}", numactl::usage(usage_name));
-            return Ok(ExitCode::SUCCESS);
-        }
+        Action::Help => return print_out(&numactl::usage(usage_name)),
         Action::Version => {
-            println!("numapilot {} (numactl-compatible launcher)", env!("CARGO_PKG_VERSION"));
-            return Ok(ExitCode::SUCCESS);
+            return print_out(&format!("numapilot {} (numactl-compatible launcher)\n", env!("CARGO_PKG_VERSION")))
         }
         Action::Hardware => {
             let topo = Topology::from_sysfs(Path::new("/"))?;
-            print!("{}", numapilot_topology::render::numactl_hardware(&topo));
-            return Ok(ExitCode::SUCCESS);
+            return print_out(&numapilot_topology::render::numactl_hardware(&topo));
         }
         Action::Show | Action::Run(_) => {}
     }
@@ -112,23 +107,27 @@ fn execute(req: &Request, usage_name: &str) -> anyhow::Result<ExitCode> {
     if req.strict {
         if let Action::Run(_) = req.action {
             // numactl's own warning, word for word.
-            eprintln!(
-                "{}: warning. Strict flag for process ignored.",
-                usage_name.split(' ').next().unwrap_or("numactl")
-            );
+            eprintln!("{prefix}: warning. Strict flag for process ignored.");
         }
     }
     placement.apply()?;
     match &req.action {
-        Action::Show => {
-            print!("{}", show::render(&show::ShowState::gather(&sys)?));
-            Ok(ExitCode::SUCCESS)
-        }
+        Action::Show => print_out(&show::render(&show::ShowState::gather(&sys)?)),
         Action::Run(cmd) => {
             let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
             anyhow::bail!("execution of `{}': {}", cmd[0].to_string_lossy(), strip_os_error(&err))
         }
         _ => unreachable!("handled above"),
+    }
+}
+
+/// Writes to stdout; a reader that went away (`| head`) is not an error.
+fn print_out(text: &str) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::Error::new(e).context("writing to stdout")),
+        _ => Ok(ExitCode::SUCCESS),
     }
 }
 
