@@ -90,7 +90,7 @@ fn launch(usage_name: &str, prefix: &str, args: &[OsString]) -> ExitCode {
 }
 
 fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<ExitCode> {
-    match &req.action {
+    let command = match &req.action {
         Action::Help => return print_out(&numactl::usage(usage_name)),
         Action::Version => {
             return print_out(&format!("numapilot {} (numactl-compatible launcher)\n", env!("CARGO_PKG_VERSION")))
@@ -99,25 +99,23 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
             let topo = Topology::from_sysfs(Path::new("/"))?;
             return print_out(&numapilot_topology::render::numactl_hardware(&topo));
         }
-        Action::Show | Action::Run(_) => {}
-    }
+        Action::Show => None,
+        Action::Run(cmd) => Some(cmd),
+    };
     let sys = SystemView::live()?;
     let placement = resolve(req, &sys, &sys)?;
     placement.rehearse().map_err(|e| label_kernel_error(req, e))?;
-    if req.strict {
-        if let Action::Run(_) = req.action {
-            // numactl's own warning, word for word.
-            eprintln!("{prefix}: warning. Strict flag for process ignored.");
-        }
+    if req.strict && command.is_some() {
+        // numactl's own warning, word for word.
+        eprintln!("{prefix}: warning. Strict flag for process ignored.");
     }
     placement.apply()?;
-    match &req.action {
-        Action::Show => print_out(&show::render(&show::ShowState::gather(&sys)?)),
-        Action::Run(cmd) => {
+    match command {
+        None => print_out(&show::render(&show::ShowState::gather(&sys)?)),
+        Some(cmd) => {
             let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
             anyhow::bail!("execution of `{}': {}", cmd[0].to_string_lossy(), strip_os_error(&err))
         }
-        _ => unreachable!("handled above"),
     }
 }
 
