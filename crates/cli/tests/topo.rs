@@ -187,6 +187,17 @@ fn export_then_load_gives_the_same_machine() {
 }
 
 #[test]
+fn json_output_loads_back_as_a_machine() {
+    let s = Scratch::new("json-back");
+    let json = numapilot(&["topo", "--json", "--preset", "numaconnect-288c"]);
+    let file = s.file("nc.json", &stdout(&json));
+    let a = numapilot(&["topo", "--tree", "--preset", "numaconnect-288c"]);
+    let b = numapilot(&["topo", "--tree", "--machine", file.to_str().unwrap()]);
+    assert!(b.status.success(), "{}", stderr(&b));
+    assert_eq!(stdout(&a), stdout(&b));
+}
+
+#[test]
 fn conflicting_options_are_usage_errors() {
     for args in [
         &["topo", "--tree", "--json"][..],

@@ -224,11 +224,17 @@ impl Format {
 
 impl MachineFile {
     /// Parses machine-file text. `file` names the source in errors.
+    ///
+    /// JSON may also be a full topology as `numapilot topo --json` prints it: it is read as the
+    /// machine file that describes that topology exactly ([`MachineFile::from_topology`]).
     pub fn parse(text: &str, format: Format, file: &str) -> Result<MachineFile, MachineError> {
         let syntax = |message: String| MachineError::Syntax { file: file.to_string(), message };
         match format {
             Format::Toml => toml::from_str(text).map_err(|e| syntax(e.to_string().trim_end().to_string())),
-            Format::Json => serde_json::from_str(text).map_err(|e| syntax(e.to_string())),
+            Format::Json => serde_json::from_str(text).or_else(|e| match serde_json::from_str::<Topology>(text) {
+                Ok(topo) => Ok(MachineFile::from_topology(&topo, None)),
+                Err(_) => Err(syntax(e.to_string())),
+            }),
         }
     }
 

@@ -410,6 +410,14 @@ fn toml_and_json_describe_the_same_machine() {
 }
 
 #[test]
+fn topology_json_reads_as_a_machine_file() {
+    // What `numapilot topo --json` prints (topology + tiers) loads back as the same machine.
+    let t = build(TWO_NODES);
+    let text = numapilot_topology::render::json(&t);
+    assert_eq!(parse_topology(&text, Format::Json, "topo.json").unwrap(), t);
+}
+
+#[test]
 fn load_detects_format_by_extension_or_content() {
     let dir = tempfile::tempdir().unwrap();
     let file = MachineFile::parse(TWO_NODES, Format::Toml, "a").unwrap();
