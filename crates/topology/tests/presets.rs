@@ -158,6 +158,18 @@ fn machines_directory_holds_exactly_the_presets() {
 }
 
 #[test]
+fn schema_example_in_machines_readme_is_valid() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../machines/README.md")).unwrap();
+    let block = readme.split("```toml\n").nth(1).and_then(|rest| rest.split("```").next()).expect("a toml block");
+    let t = numapilot_topology::machine::parse_topology(block, numapilot_topology::machine::Format::Toml, "README.md")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((t.nodes.len(), t.cpus.len()), (2, 512));
+    assert!(!t.cpu(5).unwrap().online);
+    assert_eq!(t.cpu(0).unwrap().siblings.to_list(), "0,256");
+}
+
+#[test]
 fn unknown_preset_lists_the_valid_ones() {
     match Topology::preset("epyc") {
         Err(e @ TopologyError::UnknownPreset { .. }) => {
