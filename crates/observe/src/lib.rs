@@ -35,5 +35,5 @@ pub use parse::schedstat::SchedStat;
 pub use parse::stat::TaskStat;
 pub use parse::status::TaskStatus;
 pub use rate::{thread_cpu_rates, ThreadRate};
-pub use reader::{ReadOptions, Reader};
+pub use reader::{ReadOptions, Reader, SchedMode};
 pub use sample::{NodeSample, ProcessSample, PsiSample, Sample, ThreadSample};

@@ -107,10 +107,14 @@ mod tests {
         stat.utime = utime;
         stat.stime = stime;
         stat.processor = 1;
+        let status = parse_status(STATUS).unwrap();
         ThreadSample {
             tid,
             stat,
-            status: parse_status(STATUS).unwrap(),
+            cpus_allowed: std::sync::Arc::new(status.cpus_allowed),
+            mems_allowed: std::sync::Arc::new(status.mems_allowed),
+            voluntary_ctxt_switches: 0,
+            nonvoluntary_ctxt_switches: 0,
             sched: None,
             schedstat: run_ns.map(|r| SchedStat { run_ns: r, wait_ns: 0, timeslices: 1 }),
         }

@@ -25,19 +25,20 @@
 //! Limits: `clock_ticks_per_sec` and `page_size` come from `sysconf` of the running system even when
 //! `root` points at a fixture (every fixture so far is x86-64: 100 and 4096).
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use numapilot_topology::{IdSet, NodeSet};
 
 use crate::counters::Counters;
 use crate::error::{ParseError, ReadError};
 use crate::parse::meminfo::{parse_meminfo, parse_node_meminfo, parse_node_numastat, Meminfo};
-use crate::parse::numa_maps::{parse_numa_maps, NumaMaps};
+use crate::parse::numa_maps::{parse_numa_maps_with, NumaMaps, PathInterner};
 use crate::parse::proc_stat::{parse_proc_stat, ProcStat};
 use crate::parse::psi::{parse_psi, Psi};
 use crate::parse::sched::parse_sched;
@@ -48,6 +49,20 @@ use crate::parse::vmstat::parse_vmstat;
 use crate::parse::{parse_list, parse_number};
 use crate::sample::{NodeSample, ProcessSample, PsiSample, Sample, ThreadSample};
 
+/// When to read `task/TID/sched`, the biggest per-thread file (about 1.8 kB of formatted text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchedMode {
+    /// Always.
+    Always,
+    /// Only when NUMA balancing is on (`/proc/sys/kernel/numa_balancing` absent or not 0). With
+    /// balancing off the NUMA block holds no information (no hinting faults are taken, the preferred
+    /// node stays -1), so [`ThreadSample::sched`] is `None`; run time is in schedstat either way.
+    #[default]
+    IfBalancing,
+    /// Never.
+    Never,
+}
+
 /// What a full observation reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOptions {
@@ -55,8 +70,8 @@ pub struct ReadOptions {
     pub threads: bool,
     /// Read numa_maps of every user process. Default true.
     pub numa_maps: bool,
-    /// Read `task/TID/sched` (NUMA-balancing numbers). Default true.
-    pub sched: bool,
+    /// When to read `task/TID/sched` (NUMA-balancing numbers). Default [`SchedMode::IfBalancing`].
+    pub sched: SchedMode,
     /// Include kernel threads. Default true.
     pub kernel_threads: bool,
     /// Worker threads for reading processes; 0 picks the number of CPUs, at most 4 (reading /proc
@@ -66,7 +81,7 @@ pub struct ReadOptions {
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { threads: true, numa_maps: true, sched: true, kernel_threads: true, workers: 0 }
+        ReadOptions { threads: true, numa_maps: true, sched: SchedMode::default(), kernel_threads: true, workers: 0 }
     }
 }
 
@@ -85,16 +100,56 @@ impl Default for Reader {
     }
 }
 
-/// Per-worker reusable buffers.
-#[derive(Debug, Default)]
+/// Per-worker reusable state: path and read buffers, shared strings and sets, whether to read sched.
+#[derive(Debug)]
 struct Scratch {
     path: String,
-    buf: Vec<u8>,
+    buf: Buf,
+    paths: PathInterner,
+    sets: HashSet<Arc<IdSet>>,
+    sched: bool,
 }
 
 impl Scratch {
+    fn new(sched: bool) -> Self {
+        Scratch {
+            path: String::with_capacity(128),
+            buf: Buf::new(),
+            paths: PathInterner::default(),
+            sets: HashSet::new(),
+            sched,
+        }
+    }
+
+    /// The shared copy of a CPU or node set (threads of a process nearly always have equal ones).
+    fn intern_set(&mut self, set: IdSet) -> Arc<IdSet> {
+        if let Some(s) = self.sets.get(&set) {
+            return Arc::clone(s);
+        }
+        let s = Arc::new(set);
+        self.sets.insert(Arc::clone(&s));
+        s
+    }
+}
+
+/// A read buffer whose storage is allocated (and zeroed) once: `data.len()` is the capacity, `len` the
+/// bytes of the last file.
+#[derive(Debug)]
+struct Buf {
+    data: Vec<u8>,
+    len: usize,
+}
+
+impl Buf {
+    /// 16 kB holds every single-record file (status is about 1.5 kB, sched about 1.8 kB) in one read.
+    const INITIAL: usize = 16 * 1024;
+
     fn new() -> Self {
-        Scratch { path: String::with_capacity(128), buf: Vec::with_capacity(64 * 1024) }
+        Buf { data: vec![0; Self::INITIAL], len: 0 }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.data[..self.len]
     }
 }
 
@@ -103,12 +158,32 @@ fn is_gone(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH)) || e.kind() == io::ErrorKind::NotFound
 }
 
-/// Reads a whole file into `buf` (cleared first).
-fn read_into(path: &Path, buf: &mut Vec<u8>) -> io::Result<()> {
-    buf.clear();
+/// Reads a whole file into `buf`.
+///
+/// `single_record`: the file is produced in one piece (procfs `single_open` files: stat, status,
+/// sched, schedstat; or a regular file), so a read that does not fill the buffer has returned all of
+/// it and the read that would return 0 is skipped: one syscall less per file, a tenth of the cost of a
+/// small /proc file. Multi-record files (numa_maps: `seq_read` hands out at most about a page per call
+/// and may return short reads before the end) are read until a read returns 0.
+fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::Result<()> {
     let mut f = File::open(path)?;
-    f.read_to_end(buf)?;
-    Ok(())
+    buf.len = 0;
+    loop {
+        if buf.len == buf.data.len() {
+            let grown = buf.data.len() * 2;
+            buf.data.resize(grown, 0);
+        }
+        let room = buf.data.len() - buf.len;
+        let n = match f.read(&mut buf.data[buf.len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        buf.len += n;
+        if n == 0 || (single_record && n < room) {
+            return Ok(());
+        }
+    }
 }
 
 fn parse_err(path: &str, source: ParseError) -> ReadError {
@@ -174,16 +249,16 @@ impl Reader {
         parse: impl FnOnce(&str) -> Result<T, ParseError>,
     ) -> Result<Option<T>, ReadError> {
         self.set_path(&mut s.path, pid, tid, file);
-        match read_into(Path::new(&s.path), &mut s.buf) {
+        match read_into(Path::new(&s.path), &mut s.buf, true) {
             Ok(()) => {}
             Err(e) if is_gone(&e) => return Ok(None),
             Err(e) => return Err(io_err(&s.path, e)),
         }
-        let text = String::from_utf8_lossy(&s.buf);
+        let text = String::from_utf8_lossy(s.buf.bytes());
         match parse(&text) {
             Ok(v) => Ok(Some(v)),
             // A task that exits while its file is produced can leave an empty read behind.
-            Err(_) if s.buf.is_empty() => Ok(None),
+            Err(_) if s.buf.len == 0 => Ok(None),
             Err(e) => Err(parse_err(&s.path, e)),
         }
     }
@@ -207,20 +282,20 @@ impl Reader {
 
     /// `/proc/PID/stat`; `Ok(None)` when gone.
     pub fn read_stat(&self, pid: u32) -> Result<Option<TaskStat>, ReadError> {
-        self.read_task_file(&mut Scratch::default(), pid, None, "stat", parse_stat)
+        self.read_task_file(&mut Scratch::new(false), pid, None, "stat", parse_stat)
     }
 
     /// `/proc/PID/status`; `Ok(None)` when gone.
     pub fn read_status(&self, pid: u32) -> Result<Option<TaskStatus>, ReadError> {
-        self.read_task_file(&mut Scratch::default(), pid, None, "status", parse_status)
+        self.read_task_file(&mut Scratch::new(false), pid, None, "status", parse_status)
     }
 
     /// `/proc/PID/cmdline` raw (NUL-separated arguments); `Ok(None)` when gone.
     pub fn read_cmdline(&self, pid: u32) -> Result<Option<Vec<u8>>, ReadError> {
-        let mut s = Scratch::default();
+        let mut s = Scratch::new(false);
         self.set_path(&mut s.path, pid, None, "cmdline");
-        match read_into(Path::new(&s.path), &mut s.buf) {
-            Ok(()) => Ok(Some(s.buf)),
+        match read_into(Path::new(&s.path), &mut s.buf, false) {
+            Ok(()) => Ok(Some(s.buf.bytes().to_vec())),
             Err(e) if is_gone(&e) => Ok(None),
             Err(e) => Err(io_err(&s.path, e)),
         }
@@ -230,26 +305,41 @@ impl Reader {
     /// Kernel threads and zombies give an empty map. Other errors (EACCES for another user's process)
     /// are returned.
     pub fn read_numa_maps(&self, pid: u32) -> Result<Option<NumaMaps>, ReadError> {
-        self.numa_maps_with(&mut Scratch::default(), pid)
+        self.numa_maps_with(&mut Scratch::new(false), pid)
     }
 
     fn numa_maps_with(&self, s: &mut Scratch, pid: u32) -> Result<Option<NumaMaps>, ReadError> {
         self.set_path(&mut s.path, pid, None, "numa_maps");
-        match read_into(Path::new(&s.path), &mut s.buf) {
+        match read_into(Path::new(&s.path), &mut s.buf, false) {
             Ok(()) => {}
             Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
             Err(e) => return Err(io_err(&s.path, e)),
         }
-        let text = String::from_utf8_lossy(&s.buf);
-        parse_numa_maps(&text).map(Some).map_err(|e| parse_err(&s.path, e))
+        let text = String::from_utf8_lossy(s.buf.bytes());
+        parse_numa_maps_with(&text, &mut s.paths).map(Some).map_err(|e| parse_err(&s.path, e))
     }
 
     /// One thread of a process; `Ok(None)` when it is gone.
     pub fn read_thread(&self, pid: u32, tid: u32) -> Result<Option<ThreadSample>, ReadError> {
-        self.thread_with(&mut Scratch::new(), pid, tid)
+        Ok(self.thread_with(&mut Scratch::new(self.want_sched()?), pid, tid)?.map(|(t, _)| t))
     }
 
-    fn thread_with(&self, s: &mut Scratch, pid: u32, tid: u32) -> Result<Option<ThreadSample>, ReadError> {
+    /// Whether sched files are read, per [`ReadOptions::sched`].
+    fn want_sched(&self) -> Result<bool, ReadError> {
+        Ok(match self.opts.sched {
+            SchedMode::Always => true,
+            SchedMode::Never => false,
+            SchedMode::IfBalancing => self.read_numa_balancing()? != Some(0),
+        })
+    }
+
+    /// A thread and the `VmRSS` from its status (process-wide, kept for the process).
+    fn thread_with(
+        &self,
+        s: &mut Scratch,
+        pid: u32,
+        tid: u32,
+    ) -> Result<Option<(ThreadSample, Option<u64>)>, ReadError> {
         let Some(stat) = self.read_task_file(s, pid, Some(tid), "stat", parse_stat)? else {
             return Ok(None);
         };
@@ -258,14 +348,27 @@ impl Reader {
         };
         // sched needs CONFIG_SCHED_DEBUG and schedstat CONFIG_SCHED_INFO: a missing file is "not
         // available", which cannot be told apart from the thread exiting just now; both mean None.
-        let sched = if self.opts.sched { self.read_task_file(s, pid, Some(tid), "sched", parse_sched)? } else { None };
+        let sched = if s.sched { self.read_task_file(s, pid, Some(tid), "sched", parse_sched)? } else { None };
         let schedstat = self.read_task_file(s, pid, Some(tid), "schedstat", parse_schedstat)?;
-        Ok(Some(ThreadSample { tid, stat, status, sched, schedstat }))
+        let TaskStatus {
+            cpus_allowed, mems_allowed, voluntary_ctxt_switches, nonvoluntary_ctxt_switches, vm_rss_kb, ..
+        } = status;
+        let thread = ThreadSample {
+            tid,
+            stat,
+            cpus_allowed: s.intern_set(cpus_allowed),
+            mems_allowed: s.intern_set(mems_allowed),
+            voluntary_ctxt_switches,
+            nonvoluntary_ctxt_switches,
+            sched: sched.map(Box::new),
+            schedstat,
+        };
+        Ok(Some((thread, vm_rss_kb)))
     }
 
     /// One process with (per the options) its threads and numa_maps; `Ok(None)` when it is gone.
     pub fn read_process(&self, pid: u32) -> Result<Option<ProcessSample>, ReadError> {
-        self.process_with(&mut Scratch::new(), pid)
+        self.process_with(&mut Scratch::new(self.want_sched()?), pid)
     }
 
     fn process_with(&self, s: &mut Scratch, pid: u32) -> Result<Option<ProcessSample>, ReadError> {
@@ -296,9 +399,9 @@ impl Reader {
             };
             threads.reserve_exact(tids.len());
             for tid in tids {
-                if let Some(t) = self.thread_with(s, pid, tid)? {
+                if let Some((t, rss)) = self.thread_with(s, pid, tid)? {
                     if tid == pid {
-                        rss_kb = t.status.vm_rss_kb;
+                        rss_kb = rss;
                     }
                     threads.push(t);
                 }
@@ -329,10 +432,11 @@ impl Reader {
             n => n,
         }
         .min(pids.len().max(1));
+        let sched = self.want_sched()?;
         let next = AtomicUsize::new(0);
         let failure: Mutex<Option<ReadError>> = Mutex::new(None);
         let work = || -> Vec<ProcessSample> {
-            let mut s = Scratch::new();
+            let mut s = Scratch::new(sched);
             let mut out = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -375,9 +479,9 @@ impl Reader {
 
     fn read_root_file(&self, rel: &str) -> Result<Option<String>, ReadError> {
         let path = self.path_in_root(rel);
-        let mut buf = Vec::new();
-        match read_into(&path, &mut buf) {
-            Ok(()) => Ok(Some(String::from_utf8_lossy(&buf).into_owned())),
+        let mut buf = Buf::new();
+        match read_into(&path, &mut buf, false) {
+            Ok(()) => Ok(Some(String::from_utf8_lossy(buf.bytes()).into_owned())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(ReadError::Io { path, source: e }),
         }
@@ -421,15 +525,15 @@ impl Reader {
     pub fn read_psi(&self, resource: &str) -> Result<Option<Psi>, ReadError> {
         let rel = format!("proc/pressure/{resource}");
         let path = self.path_in_root(&rel);
-        let mut buf = Vec::new();
-        match read_into(&path, &mut buf) {
+        let mut buf = Buf::new();
+        match read_into(&path, &mut buf, false) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
                 return Ok(None)
             }
             Err(e) => return Err(ReadError::Io { path, source: e }),
         }
-        parse_psi(&String::from_utf8_lossy(&buf)).map(Some).map_err(|e| ReadError::Parse { path, source: e })
+        parse_psi(&String::from_utf8_lossy(buf.bytes())).map(Some).map_err(|e| ReadError::Parse { path, source: e })
     }
 
     /// Node ids from the `nodeN` directories of `/sys/devices/system/node` (as numastat finds them),

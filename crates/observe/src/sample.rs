@@ -17,6 +17,8 @@
 //! numa_maps, summed per-node CPU time); rates and models come from two samples (see [`crate::rate`]
 //! and the `model` crate). A `Sample` serializes to JSON, so a recorded run can be replayed.
 
+use std::sync::Arc;
+
 use numapilot_topology::{CpuSet, NodeSet};
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +30,6 @@ use crate::parse::psi::Psi;
 use crate::parse::sched::SchedInfo;
 use crate::parse::schedstat::SchedStat;
 use crate::parse::stat::TaskStat;
-use crate::parse::status::TaskStatus;
 
 /// One observation of the whole machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,16 +88,27 @@ pub struct ProcessSample {
 }
 
 /// One thread (task) of a process.
+///
+/// Kept small (a full observation holds one per thread of the machine): the allowed sets are shared
+/// between threads with equal sets, and the per-thread `status` lines that are process-wide (VmRSS,
+/// Threads, Tgid) are not repeated here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSample {
     /// Thread id.
     pub tid: u32,
-    /// `task/TID/stat`: this thread's CPU time (`utime`, `stime`), last CPU (`processor`), state.
+    /// `task/TID/stat`: this thread's CPU time (`utime`, `stime`), last CPU (`processor`), state, name.
     pub stat: TaskStat,
-    /// `task/TID/status`: allowed CPUs and nodes, context switches.
-    pub status: TaskStatus,
-    /// `task/TID/sched`: runtime, migrations, NUMA balancing; `None` without `CONFIG_SCHED_DEBUG`.
-    pub sched: Option<SchedInfo>,
+    /// `task/TID/status` `Cpus_allowed_list`: CPUs the thread may run on.
+    pub cpus_allowed: Arc<CpuSet>,
+    /// `task/TID/status` `Mems_allowed_list`: nodes the thread may allocate from (its cpuset).
+    pub mems_allowed: Arc<NodeSet>,
+    /// `task/TID/status` `voluntary_ctxt_switches`.
+    pub voluntary_ctxt_switches: u64,
+    /// `task/TID/status` `nonvoluntary_ctxt_switches`.
+    pub nonvoluntary_ctxt_switches: u64,
+    /// `task/TID/sched`: runtime, migrations, NUMA balancing. `None` without `CONFIG_SCHED_DEBUG`, or
+    /// when not read (by default only while NUMA balancing is on: [`crate::SchedMode`]).
+    pub sched: Option<Box<SchedInfo>>,
     /// `task/TID/schedstat`: run time and run delay; `None` without `CONFIG_SCHED_INFO`.
     pub schedstat: Option<SchedStat>,
 }
@@ -104,12 +116,12 @@ pub struct ThreadSample {
 impl ThreadSample {
     /// CPUs the thread may run on.
     pub fn cpus_allowed(&self) -> &CpuSet {
-        &self.status.cpus_allowed
+        &self.cpus_allowed
     }
 
     /// Nodes the thread may allocate from.
     pub fn mems_allowed(&self) -> &NodeSet {
-        &self.status.mems_allowed
+        &self.mems_allowed
     }
 
     /// The CPU the thread last ran on (stat field 39).

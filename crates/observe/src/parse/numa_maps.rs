@@ -33,6 +33,9 @@
 //! Truncation: a line whose counters are cut before `kernelpagesize_kB=` (always last once any page is
 //! counted) is an error; a line cut inside the policy is an unknown policy, also an error.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use numapilot_topology::NodeSet;
 use serde::{Deserialize, Serialize};
 
@@ -155,27 +158,62 @@ pub enum VmaKind {
     Anon,
 }
 
-/// One VMA (line) of numa_maps.
+/// Resident pages of a VMA per node: `N<node>=<pages>`, sorted by node. Most VMAs sit on one node, so
+/// one entry is kept inline and only VMAs spread over several nodes allocate.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NodePages {
+    /// No page resident.
+    #[default]
+    Empty,
+    /// All pages on one node: (node, pages).
+    One((u32, u64)),
+    /// Pages on several nodes, sorted by node.
+    Many(Box<[(u32, u64)]>),
+}
+
+impl NodePages {
+    /// The (node, pages) entries, sorted by node.
+    pub fn as_slice(&self) -> &[(u32, u64)] {
+        match self {
+            NodePages::Empty => &[],
+            NodePages::One(t) => std::slice::from_ref(t),
+            NodePages::Many(v) => v,
+        }
+    }
+
+    /// Builds from (node, pages) entries sorted by node.
+    pub fn from_vec(v: Vec<(u32, u64)>) -> Self {
+        match v.as_slice() {
+            [] => NodePages::Empty,
+            [t] => NodePages::One(*t),
+            _ => NodePages::Many(v.into_boxed_slice()),
+        }
+    }
+}
+
+impl Serialize for NodePages {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for NodePages {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(NodePages::from_vec(Vec::<(u32, u64)>::deserialize(d)?))
+    }
+}
+
+/// The counters of a VMA that has resident pages (everything after the kind on its line).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Vma {
-    /// Start address.
-    pub start: u64,
-    /// The policy governing the VMA (its own, else the task's).
-    pub policy: MemPolicy,
-    /// What the VMA maps.
-    pub kind: VmaKind,
-    /// The path for [`VmaKind::File`], with the kernel's octal escapes (`\040`) decoded.
-    pub file: Option<String>,
-    /// A hugetlbfs VMA (`huge`).
-    pub huge: bool,
+pub struct Resident {
+    /// Total resident pages (`mapped=`, or `anon=`/`dirty=` when the kernel left `mapped=` out because
+    /// it equals one of them).
+    pub pages: u64,
     /// `anon=`: anonymous pages.
     pub anon: u64,
     /// `dirty=`: dirty pages.
     pub dirty: u64,
-    /// Total resident pages (`mapped=`, or `anon=`/`dirty=` when the kernel left `mapped=` out because it
-    /// equals one of them).
-    pub pages: u64,
-    /// `mapmax=`: highest map count of any page (0 when at most 1).
+    /// `mapmax=`: highest map count of any page (0 when at most 1). Shared file pages have > 1.
     pub mapmax: u64,
     /// `swapcache=`.
     pub swapcache: u64,
@@ -183,17 +221,49 @@ pub struct Vma {
     pub active: Option<u64>,
     /// `writeback=`.
     pub writeback: u64,
-    /// `N<node>=<pages>`: resident pages per node, sorted by node.
-    pub node_pages: Vec<(u32, u64)>,
-    /// `kernelpagesize_kB=`: the page size the counts are in; `None` when the VMA has no resident page.
-    pub kernel_page_kb: Option<u64>,
+    /// `N<node>=<pages>`.
+    pub node_pages: NodePages,
+    /// `kernelpagesize_kB=`: the page size the counts are in.
+    pub kernel_page_kb: u64,
+}
+
+/// One VMA (line) of numa_maps.
+///
+/// Kept small (about 50 bytes, plus about 110 for a VMA with resident pages) because a full
+/// observation of a busy machine holds tens of thousands: policy and path are shared allocations,
+/// the counters of a VMA without resident pages are absent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vma {
+    /// Start address.
+    pub start: u64,
+    /// The policy governing the VMA (its own, else the task's); shared between equal policies.
+    pub policy: Arc<MemPolicy>,
+    /// The path for [`VmaKind::File`], with the kernel's octal escapes (`\040`) decoded. Shared
+    /// between VMAs of the same file (see [`PathInterner`]).
+    pub file: Option<Arc<str>>,
+    /// What the VMA maps.
+    pub kind: VmaKind,
+    /// A hugetlbfs VMA (`huge`).
+    pub huge: bool,
+    /// Resident pages; `None` when nothing of the VMA is resident (the kernel ends the line there).
+    pub resident: Option<Box<Resident>>,
 }
 
 impl Vma {
+    /// Resident pages per node (in units of the VMA's page size), sorted by node.
+    pub fn node_pages(&self) -> &[(u32, u64)] {
+        self.resident.as_ref().map_or(&[], |r| r.node_pages.as_slice())
+    }
+
+    /// The page size the counts are in, kB; `None` without resident pages.
+    pub fn kernel_page_kb(&self) -> Option<u64> {
+        self.resident.as_ref().map(|r| r.kernel_page_kb)
+    }
+
     /// Resident kB per node: pages times the VMA's page size.
     pub fn node_kb(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        let ps = self.kernel_page_kb.unwrap_or(0);
-        self.node_pages.iter().map(move |&(n, p)| (n, p.saturating_mul(ps)))
+        let ps = self.kernel_page_kb().unwrap_or(0);
+        self.node_pages().iter().map(move |&(n, p)| (n, p.saturating_mul(ps)))
     }
 
     /// The usage category of the VMA: [`MemKind`].
@@ -291,21 +361,62 @@ impl NumaMaps {
     }
 }
 
+/// Shares one allocation between equal paths and equal policies: every process maps libc, each file
+/// is mapped by several adjacent VMAs, and nearly every VMA has the default policy, so a full
+/// observation holds each path and policy once instead of tens of thousands of times.
+#[derive(Debug, Default)]
+pub struct PathInterner {
+    paths: HashSet<Arc<str>>,
+    policies: HashSet<Arc<MemPolicy>>,
+}
+
+impl PathInterner {
+    /// The shared copy of `policy`.
+    pub fn intern_policy(&mut self, policy: MemPolicy) -> Arc<MemPolicy> {
+        if let Some(p) = self.policies.get(&policy) {
+            return Arc::clone(p);
+        }
+        let p = Arc::new(policy);
+        self.policies.insert(Arc::clone(&p));
+        p
+    }
+
+    /// The shared copy of `path`.
+    pub fn intern(&mut self, path: &str) -> Arc<str> {
+        if let Some(p) = self.paths.get(path) {
+            return Arc::clone(p);
+        }
+        let p: Arc<str> = Arc::from(path);
+        self.paths.insert(Arc::clone(&p));
+        p
+    }
+}
+
 /// Parses a whole numa_maps file. Empty input is an empty map (kernel thread or zombie).
 pub fn parse_numa_maps(input: &str) -> Result<NumaMaps, ParseError> {
+    parse_numa_maps_with(input, &mut PathInterner::default())
+}
+
+/// [`parse_numa_maps`] sharing path strings through `paths`.
+pub fn parse_numa_maps_with(input: &str, paths: &mut PathInterner) -> Result<NumaMaps, ParseError> {
     super::complete(FileKind::NumaMaps, input)?;
     let mut vmas = Vec::new();
     for (i, line) in input.lines().enumerate() {
         if line.is_empty() {
             continue;
         }
-        vmas.push(parse_numa_maps_line(line, i + 1)?);
+        vmas.push(parse_line(line, i + 1, paths)?);
     }
+    vmas.shrink_to_fit();
     Ok(NumaMaps { vmas })
 }
 
 /// Parses one numa_maps line; `line_no` is used in errors.
 pub fn parse_numa_maps_line(line: &str, line_no: usize) -> Result<Vma, ParseError> {
+    parse_line(line, line_no, &mut PathInterner::default())
+}
+
+fn parse_line(line: &str, line_no: usize, paths: &mut PathInterner) -> Result<Vma, ParseError> {
     let k = FileKind::NumaMaps;
     let err = |field, reason: &str| ParseError::new(k, line_no, field, line, reason);
     let (addr, rest) = line.split_once(' ').ok_or_else(|| err(Some("policy"), "no policy after address"))?;
@@ -315,52 +426,54 @@ pub fn parse_numa_maps_line(line: &str, line_no: usize) -> Result<Vma, ParseErro
     let start = u64::from_str_radix(addr, 16).map_err(|_| err(Some("address"), "bad address"))?;
     let (policy, rest) = parse_policy(rest).map_err(|reason| err(Some("policy"), &reason))?;
 
-    let mut vma = Vma {
-        start,
-        policy,
-        kind: VmaKind::Anon,
-        file: None,
-        huge: false,
+    let mut kind = VmaKind::Anon;
+    let mut file = None;
+    let mut huge = false;
+    let mut r = Resident {
+        pages: 0,
         anon: 0,
         dirty: 0,
-        pages: 0,
         mapmax: 0,
         swapcache: 0,
         active: None,
         writeback: 0,
-        node_pages: Vec::new(),
-        kernel_page_kb: None,
+        node_pages: NodePages::Empty,
+        kernel_page_kb: 0,
     };
+    // At most a few nodes per VMA; a small stack array avoids a Vec per line.
+    let mut nodes: [(u32, u64); 8] = [(0, 0); 8];
+    let mut n_nodes = 0usize;
+    let mut more_nodes: Vec<(u32, u64)> = Vec::new();
     let mut mapped = None;
     let mut seen_counter = false;
+    let mut page_kb = None;
     for tok in rest.split(' ').filter(|t| !t.is_empty()) {
         if let Some(path) = tok.strip_prefix("file=") {
-            if vma.file.is_some() || seen_counter || vma.kind != VmaKind::Anon {
+            if file.is_some() || seen_counter || kind != VmaKind::Anon {
                 return Err(err(Some("file"), "file= in an unexpected place"));
             }
-            vma.kind = VmaKind::File;
-            vma.file = Some(unescape_path(path));
+            kind = VmaKind::File;
+            file = Some(if path.contains('\\') { paths.intern(&unescape_path(path)) } else { paths.intern(path) });
             continue;
         }
         match tok {
             "huge" if !seen_counter => {
-                vma.huge = true;
+                huge = true;
                 continue;
             }
-            "heap" if vma.kind == VmaKind::Anon && !seen_counter => {
-                vma.kind = VmaKind::Heap;
+            "heap" if kind == VmaKind::Anon && !seen_counter => {
+                kind = VmaKind::Heap;
                 continue;
             }
-            "stack" if vma.kind == VmaKind::Anon && !seen_counter => {
-                vma.kind = VmaKind::Stack;
+            "stack" if kind == VmaKind::Anon && !seen_counter => {
+                kind = VmaKind::Stack;
                 continue;
             }
             _ => {}
         }
         if let Some(tid) = tok.strip_prefix("stack:") {
-            if vma.kind == VmaKind::Anon && !seen_counter && !tid.is_empty() && tid.bytes().all(|b| b.is_ascii_digit())
-            {
-                vma.kind = VmaKind::Stack;
+            if kind == VmaKind::Anon && !seen_counter && !tid.is_empty() && tid.bytes().all(|b| b.is_ascii_digit()) {
+                kind = VmaKind::Stack;
                 continue;
             }
         }
@@ -368,34 +481,45 @@ pub fn parse_numa_maps_line(line: &str, line_no: usize) -> Result<Vma, ParseErro
             return Err(err(None, &format!("unexpected word {tok:?}")));
         };
         seen_counter = true;
-        if vma.kernel_page_kb.is_some() {
+        if page_kb.is_some() {
             // kernelpagesize_kB is always the last field: anything after it is corruption.
             return Err(err(Some("kernelpagesize_kB"), "field after kernelpagesize_kB"));
         }
         let numv = |field: &'static str| num::<u64>(k, line_no, field, line, value);
         match key {
-            "anon" => vma.anon = numv("anon")?,
-            "dirty" => vma.dirty = numv("dirty")?,
+            "anon" => r.anon = numv("anon")?,
+            "dirty" => r.dirty = numv("dirty")?,
             "mapped" => mapped = Some(numv("mapped")?),
-            "mapmax" => vma.mapmax = numv("mapmax")?,
-            "swapcache" => vma.swapcache = numv("swapcache")?,
-            "active" => vma.active = Some(numv("active")?),
-            "writeback" => vma.writeback = numv("writeback")?,
+            "mapmax" => r.mapmax = numv("mapmax")?,
+            "swapcache" => r.swapcache = numv("swapcache")?,
+            "active" => r.active = Some(numv("active")?),
+            "writeback" => r.writeback = numv("writeback")?,
             "kernelpagesize_kB" => {
                 let v = numv("kernelpagesize_kB")?;
                 if v == 0 {
                     return Err(err(Some("kernelpagesize_kB"), "page size 0"));
                 }
-                vma.kernel_page_kb = Some(v);
+                page_kb = Some(v);
             }
             _ if key.len() > 1 && key.starts_with('N') && key[1..].bytes().all(|b| b.is_ascii_digit()) => {
                 let node: u32 = num(k, line_no, "N<node>", line, &key[1..])?;
                 let pages = numv("N<node>")?;
-                match vma.node_pages.last() {
-                    Some(&(last, _)) if last >= node => {
-                        return Err(err(Some("N<node>"), "node ids not increasing"));
+                let last = if !more_nodes.is_empty() {
+                    more_nodes.last().map(|t| t.0)
+                } else {
+                    n_nodes.checked_sub(1).map(|i| nodes[i].0)
+                };
+                if last.is_some_and(|l| l >= node) {
+                    return Err(err(Some("N<node>"), "node ids not increasing"));
+                }
+                if n_nodes < nodes.len() && more_nodes.is_empty() {
+                    nodes[n_nodes] = (node, pages);
+                    n_nodes += 1;
+                } else {
+                    if more_nodes.is_empty() {
+                        more_nodes.extend_from_slice(&nodes[..n_nodes]);
                     }
-                    _ => vma.node_pages.push((node, pages)),
+                    more_nodes.push((node, pages));
                 }
             }
             // Unknown key=value: a field from a newer kernel; ignored as long as it is well formed.
@@ -403,12 +527,27 @@ pub fn parse_numa_maps_line(line: &str, line_no: usize) -> Result<Vma, ParseErro
             _ => return Err(err(None, &format!("unexpected word {tok:?}"))),
         }
     }
-    if seen_counter && vma.kernel_page_kb.is_none() {
-        return Err(err(Some("kernelpagesize_kB"), "counters without kernelpagesize_kB (truncated line?)"));
-    }
-    // mapped= is left out when it equals anon or dirty (show_numa_map: pages != anon && pages != dirty).
-    vma.pages = mapped.unwrap_or(vma.anon.max(vma.dirty));
-    Ok(vma)
+    let resident = if seen_counter {
+        let Some(kb) = page_kb else {
+            return Err(err(Some("kernelpagesize_kB"), "counters without kernelpagesize_kB (truncated line?)"));
+        };
+        r.kernel_page_kb = kb;
+        // mapped= is left out when it equals anon or dirty (show_numa_map: pages != anon && pages != dirty).
+        r.pages = mapped.unwrap_or(r.anon.max(r.dirty));
+        r.node_pages = if more_nodes.is_empty() {
+            match n_nodes {
+                0 => NodePages::Empty,
+                1 => NodePages::One(nodes[0]),
+                n => NodePages::Many(nodes[..n].to_vec().into_boxed_slice()),
+            }
+        } else {
+            NodePages::Many(more_nodes.into_boxed_slice())
+        };
+        Some(Box::new(r))
+    } else {
+        None
+    };
+    Ok(Vma { start, policy: paths.intern_policy(policy), file, kind, huge, resident })
 }
 
 /// Splits the policy off the front of `rest`; returns the policy and what follows it.
@@ -453,9 +592,6 @@ fn parse_policy(rest: &str) -> Result<(MemPolicy, &str), String> {
 
 /// Decodes the kernel's `\ooo` octal escapes (seq_path/mangle_path); other backslashes stay.
 fn unescape_path(p: &str) -> String {
-    if !p.contains('\\') {
-        return p.to_string();
-    }
     let b = p.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -491,11 +627,12 @@ mod tests {
         let m = parse_numa_maps(BASH).unwrap();
         assert_eq!(m.vmas.len(), BASH.lines().count());
         let heap = m.vmas.iter().find(|v| v.kind == VmaKind::Heap).unwrap();
-        assert!(heap.anon > 0 && heap.kernel_page_kb == Some(4));
+        assert!(heap.resident.as_ref().unwrap().anon > 0 && heap.kernel_page_kb() == Some(4));
         let stack = m.vmas.iter().find(|v| v.kind == VmaKind::Stack).unwrap();
-        assert_eq!(stack.node_pages, vec![(0, 4)]);
-        assert_eq!(stack.mapmax, 3);
-        assert_eq!(stack.active, Some(1));
+        assert_eq!(stack.node_pages(), &[(0, 4)]);
+        let r = stack.resident.as_ref().unwrap();
+        assert_eq!(r.mapmax, 3);
+        assert_eq!(r.active, Some(1));
         assert!(m.vmas.iter().all(|v| v.policy.mode == PolicyMode::Default));
         assert!(m.vmas.iter().any(|v| v.file.as_deref() == Some("/usr/bin/bash")));
         // Conservation: per-node kB summed over kinds equals the sum over VMAs.
@@ -538,7 +675,7 @@ mod tests {
             assert_eq!(v.policy.nodes.to_list(), nodes, "{text}");
             assert_eq!((v.policy.static_nodes, v.policy.relative_nodes, v.policy.balancing), (st, rel, bal));
             assert_eq!(v.policy.to_kernel_string(), text);
-            assert_eq!(v.node_pages, vec![(1, 2)]);
+            assert_eq!(v.node_pages(), &[(1, 2)]);
             assert_eq!(v.kind, VmaKind::Anon);
         }
     }
@@ -550,7 +687,7 @@ mod tests {
         assert_eq!(v.file.as_deref(), Some("/anon_hugepage (deleted)"));
         assert_eq!(v.mem_kind(), MemKind::Huge);
         assert_eq!(v.node_kb().collect::<Vec<_>>(), vec![(1, 8192)]);
-        assert_eq!(v.pages, 4);
+        assert_eq!(v.resident.as_ref().unwrap().pages, 4);
         let m = NumaMaps { vmas: vec![v] };
         assert_eq!(m.usage_by_node(), vec![NodeUsage { node: 1, huge_kb: 8192, ..Default::default() }]);
     }
@@ -574,8 +711,10 @@ mod tests {
 ";
         let m = parse_numa_maps(text).unwrap();
         assert_eq!(m.vmas.len(), 6);
-        assert_eq!(m.vmas[5].kernel_page_kb, None);
-        assert_eq!(m.vmas[5].pages, 0);
+        assert_eq!(m.vmas[5].kernel_page_kb(), None);
+        assert!(m.vmas[5].resident.is_none());
+        // Default policies are one shared allocation.
+        assert!(Arc::ptr_eq(&m.vmas[0].policy, &m.vmas[5].policy));
         let u = m.usage_by_node();
         assert_eq!(
             u,
@@ -587,11 +726,25 @@ mod tests {
     }
 
     #[test]
+    fn many_nodes_and_json_round_trip() {
+        let nodes: Vec<String> = (0..12).map(|n| format!("N{n}={}", n + 1)).collect();
+        let line = format!("7f0000000000 interleave:0-11 anon=78 dirty=78 {} kernelpagesize_kB=4", nodes.join(" "));
+        let v = one(&line);
+        assert_eq!(v.node_pages().len(), 12);
+        assert_eq!(v.node_pages()[11], (11, 12));
+        let m = NumaMaps { vmas: vec![v, one("7f1000000000 default heap anon=1 dirty=1 N3=1 kernelpagesize_kB=4")] };
+        let back: NumaMaps = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        assert!(matches!(back.vmas[1].resident.as_ref().unwrap().node_pages, NodePages::One((3, 1))));
+    }
+
+    #[test]
     fn mapped_is_implied_when_left_out() {
         let v = one("7f0000000000 default anon=5 dirty=5 N0=5 kernelpagesize_kB=4");
-        assert_eq!(v.pages, 5);
+        assert_eq!(v.resident.as_ref().unwrap().pages, 5);
         let v = one("7f0000000000 default file=/x mapped=9 mapmax=2 N0=9 kernelpagesize_kB=4");
-        assert_eq!((v.pages, v.mapmax, v.anon), (9, 2, 0));
+        let r = v.resident.as_ref().unwrap();
+        assert_eq!((r.pages, r.mapmax, r.anon), (9, 2, 0));
     }
 
     #[test]
@@ -606,7 +759,7 @@ mod tests {
     #[test]
     fn unknown_fields_from_newer_kernels_are_ignored() {
         let v = one("7f0000000000 default anon=1 dirty=1 shiny=7 N0=1 kernelpagesize_kB=4");
-        assert_eq!(v.node_pages, vec![(0, 1)]);
+        assert_eq!(v.node_pages(), &[(0, 1)]);
     }
 
     #[test]
@@ -633,6 +786,15 @@ mod tests {
         let e = parse_numa_maps(&format!("{full}\n7f8df26f8000 default anon=1 N0=1\n")).unwrap_err();
         assert_eq!(e.line, 2);
         assert_eq!(e.field, Some("kernelpagesize_kB"));
+    }
+
+    #[test]
+    fn equal_paths_share_one_allocation() {
+        let m = parse_numa_maps(BASH).unwrap();
+        let libc: Vec<&Arc<str>> =
+            m.vmas.iter().filter_map(|v| v.file.as_ref()).filter(|f| f.ends_with("libc.so.6")).collect();
+        assert!(libc.len() >= 2);
+        assert!(libc.windows(2).all(|w| Arc::ptr_eq(w[0], w[1])));
     }
 
     #[test]
@@ -668,7 +830,7 @@ mod tests {
             };
             let text = p.to_kernel_string();
             let v = parse_numa_maps_line(&format!("7f0000000000 {text} heap"), 1).unwrap();
-            prop_assert_eq!(v.policy, p);
+            prop_assert_eq!(&*v.policy, &p);
             prop_assert_eq!(v.kind, VmaKind::Heap);
         }
     }

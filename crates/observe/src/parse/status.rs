@@ -94,15 +94,25 @@ pub fn parse_status(input: &str) -> Result<TaskStatus, ParseError> {
             "VmHWM" => vm_hwm_kb = Some(kb(n, "VmHWM", line, v)?),
             "Kthread" => kthread = Some(num::<u8>(k, n, "Kthread", line, v)? != 0),
             "Cpus_allowed_list" => cpus_list = Some(set(n, "Cpus_allowed_list", line, v, false)?),
-            "Cpus_allowed" => cpus_mask = Some(set(n, "Cpus_allowed", line, v, true)?),
+            "Cpus_allowed" => cpus_mask = Some(check_mask(n, "Cpus_allowed", line, v)?),
             "Mems_allowed_list" => mems_list = Some(set(n, "Mems_allowed_list", line, v, false)?),
-            "Mems_allowed" => mems_mask = Some(set(n, "Mems_allowed", line, v, true)?),
+            "Mems_allowed" => mems_mask = Some(check_mask(n, "Mems_allowed", line, v)?),
             "voluntary_ctxt_switches" => vol = Some(num(k, n, "voluntary_ctxt_switches", line, v)?),
             "nonvoluntary_ctxt_switches" => nonvol = Some(num(k, n, "nonvoluntary_ctxt_switches", line, v)?),
             _ => {}
         }
     }
     let missing = |field: &'static str| ParseError::new(k, 0, Some(field), "", format!("no {field} line (truncated?)"));
+    // The mask forms are only decoded when the list forms are missing (decoding the 1024-bit
+    // Mems_allowed mask of every thread is a measurable part of a full observation); they are always
+    // checked for well-formedness above.
+    let from_mask = |m: Option<(usize, &str, &str)>, field| m.map(|(n, line, v)| set(n, field, line, v, true)).transpose();
+    if cpus_list.is_none() {
+        cpus_list = from_mask(cpus_mask, "Cpus_allowed")?;
+    }
+    if mems_list.is_none() {
+        mems_list = from_mask(mems_mask, "Mems_allowed")?;
+    }
     Ok(TaskStatus {
         name: name.ok_or_else(|| missing("Name"))?,
         tgid: tgid.ok_or_else(|| missing("Tgid"))?,
@@ -112,8 +122,8 @@ pub fn parse_status(input: &str) -> Result<TaskStatus, ParseError> {
         vm_rss_kb,
         vm_hwm_kb,
         kthread,
-        cpus_allowed: cpus_list.or(cpus_mask).ok_or_else(|| missing("Cpus_allowed_list"))?,
-        mems_allowed: mems_list.or(mems_mask).ok_or_else(|| missing("Mems_allowed_list"))?,
+        cpus_allowed: cpus_list.ok_or_else(|| missing("Cpus_allowed_list"))?,
+        mems_allowed: mems_list.ok_or_else(|| missing("Mems_allowed_list"))?,
         voluntary_ctxt_switches: vol.ok_or_else(|| missing("voluntary_ctxt_switches"))?,
         nonvoluntary_ctxt_switches: nonvol.ok_or_else(|| missing("nonvoluntary_ctxt_switches"))?,
     })
@@ -124,6 +134,16 @@ fn kb(n: usize, field: &'static str, line: &str, v: &str) -> Result<u64, ParseEr
         .strip_suffix("kB")
         .ok_or_else(|| ParseError::new(FileKind::Status, n, Some(field), line, "value does not end in kB"))?;
     num(FileKind::Status, n, field, line, digits.trim_end())
+}
+
+/// Checks the shape of a mask ("0000000f,ffffffff": comma-separated words of 1 to 8 hex digits).
+fn check_mask<'a>(n: usize, field: &'static str, line: &'a str, v: &'a str) -> Result<(usize, &'a str, &'a str), ParseError> {
+    let ok = !v.is_empty() && v.split(',').all(|w| (1..=8).contains(&w.len()) && w.bytes().all(|b| b.is_ascii_hexdigit()));
+    if ok {
+        Ok((n, line, v))
+    } else {
+        Err(ParseError::new(FileKind::Status, n, Some(field), line, format!("bad mask {v:?}")))
+    }
 }
 
 fn set(n: usize, field: &'static str, line: &str, v: &str, mask: bool) -> Result<IdSet, ParseError> {
@@ -207,6 +227,8 @@ mod tests {
         assert_eq!(e.field, Some("Cpus_allowed_list"));
         let e = parse_status(&SELF.replace("VmRSS:\t    1708 kB", "VmRSS:\t    1708")).unwrap_err();
         assert_eq!(e.field, Some("VmRSS"));
+        let e = parse_status(&SELF.replace("Cpus_allowed:\t3", "Cpus_allowed:\t3g")).unwrap_err();
+        assert_eq!(e.field, Some("Cpus_allowed"));
         let e = parse_status(&SELF.replace("Threads:\t1", "Threads:\tone")).unwrap_err();
         assert_eq!(e.field, Some("Threads"));
         assert!(parse_status(&SELF.replace("Tgid:", "Tgid")).is_err());
