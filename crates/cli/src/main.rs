@@ -24,7 +24,7 @@ enum Command {
     /// Per-node and per-process NUMA statistics (numastat compatible).
     Stat(cmd::stat::Args),
     /// Run a command under a NUMA policy (numactl compatible options).
-    #[command(disable_help_flag = true)]
+    #[command(disable_help_flag = true, disable_version_flag = true)]
     Run(cmd::run::Args),
 }
 
