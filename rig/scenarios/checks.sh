@@ -6,10 +6,22 @@ rig_run uname uname -r
 rig_file node-online /sys/devices/system/node/online
 rig_file node1-cpulist /sys/devices/system/node/node1/cpulist
 rig_run numad-version numad -V
+# PCI devices: address, class, vendor, device, numa_node, then net:IFNAME and nvme:NAME children
+rig_run pci sh -c 'for d in /sys/bus/pci/devices/*; do
+	read -r c <"$d/class"; read -r v <"$d/vendor"; read -r i <"$d/device"; read -r n <"$d/numa_node"
+	kids=""
+	for k in "$d"/net/* "$d"/nvme/*; do
+		[ -e "$k" ] || continue
+		p=${k%/*}
+		kids="$kids ${p##*/}:${k##*/}"
+	done
+	echo "${d##*/} $c $v $i $n$kids"
+done'
 
 # --- topology: the reference, ours, ours in numactl symlink mode ---------------------------------------------
 rig_run hw numactl --hardware
 rig_run topo numapilot topo
+rig_run topo-json numapilot topo --json
 rig_run compat-hw /opt/numapilot/compat/numactl --hardware
 
 # --- a process with memory on every node, and one whose comm has spaces and parentheses ----------------------

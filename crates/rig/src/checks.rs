@@ -231,6 +231,41 @@ pub fn check_placement(
     }
 }
 
+/// What `numactl --hardware` says about the machine (sizes and free memory left out).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Hardware {
+    /// Node ids in order, with their CPUs.
+    pub cpus: BTreeMap<u32, Vec<u32>>,
+    /// Distance matrix rows in node order.
+    pub distances: Vec<Vec<u32>>,
+}
+
+/// Parses `numactl --hardware` output (numactl 2.0.16's format: `node N cpus: ...` lines, then the
+/// `node distances:` table); `Err` names the line it does not understand.
+pub fn parse_hardware(text: &str) -> Result<Hardware, String> {
+    let mut hw = Hardware::default();
+    let mut in_table = false;
+    for line in text.lines() {
+        if line == "node distances:" {
+            in_table = true;
+        } else if in_table {
+            if line.starts_with("node ") {
+                continue; // header row
+            }
+            let (_, row) = line.split_once(':').ok_or_else(|| format!("distance row {line:?}"))?;
+            let row: Result<Vec<u32>, _> = row.split_whitespace().map(str::parse).collect();
+            hw.distances.push(row.map_err(|_| format!("distance row {line:?}"))?);
+        } else if let Some(rest) = line.strip_prefix("node ") {
+            if let Some((n, cpus)) = rest.split_once(" cpus:") {
+                let n = n.parse().map_err(|_| format!("node line {line:?}"))?;
+                let cpus: Result<Vec<u32>, _> = cpus.split_whitespace().map(str::parse).collect();
+                hw.cpus.insert(n, cpus.map_err(|_| format!("cpus line {line:?}"))?);
+            }
+        }
+    }
+    Ok(hw)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,6 +281,20 @@ mod tests {
         let cmd = fixture("host-6.18/expected/cmd.txt");
         let line = cmd.lines().find(|l| l.ends_with(&format!("(comm: {comm})"))).unwrap();
         line.split_whitespace().nth(3).unwrap().to_string()
+    }
+
+    #[test]
+    fn hardware_of_the_host_fixture() {
+        let hw = parse_hardware(&fixture("host-6.18/expected/numactl-hardware.txt")).unwrap();
+        assert_eq!(hw.cpus, BTreeMap::from([(0, vec![0, 1])]));
+        assert_eq!(hw.distances, vec![vec![10]]);
+        let cpuless = "available: 2 nodes (0-1)\nnode 0 cpus: 0\nnode 0 size: 1 MB\nnode 0 free: 1 MB\n\
+                       node 1 cpus:\nnode 1 size: 1 MB\nnode 1 free: 1 MB\nnode distances:\nnode   0   1 \n\
+                         0:  10  20 \n  1:  20  10 \n";
+        let hw = parse_hardware(cpuless).unwrap();
+        assert_eq!(hw.cpus, BTreeMap::from([(0, vec![0]), (1, vec![])]));
+        assert_eq!(hw.distances, vec![vec![10, 20], vec![20, 10]]);
+        assert!(parse_hardware("node 0 cpus: a\n").is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!   /bin/busybox + applet links   busybox-static                   /rig/scenario.sh appended per guest
 //!   /usr/bin/numactl, numastat    Debian numactl (the reference)   /usr/bin/numad   Debian numad
 //!   /usr/local/bin/numapilot      ours (debug info stripped)       /usr/local/bin/rig-toucher
-//!   /usr/local/bin/capture-fixtures.sh                             /lib/modules/rig/*.ko + order (virtio-net)
+//!   /usr/local/bin/capture-fixtures.sh                             /lib/modules/rig/*.ko + pci-modules (vmxnet3)
 //!   /opt/numapilot/compat/numactl -> /usr/local/bin/numapilot      (numactl-compatible symlink mode; NOT in PATH,
 //!   /opt/numapilot/compat/numastat -> /usr/local/bin/numapilot      so `numactl` in PATH is always Debian's)
 //!   /lib/x86_64-linux-gnu/*.so*, /lib64/ld-linux-x86-64.so.2       per ldd
@@ -39,9 +39,10 @@ pub const GUEST_NUMAPILOT: &str = "/usr/local/bin/numapilot";
 /// Directory of the numactl/numastat-named symlinks to numapilot in the guest (not in PATH).
 pub const GUEST_COMPAT_DIR: &str = "/opt/numapilot/compat";
 
-/// Kernel modules for virtio-net, in load order (each depends on the ones before it).
-const VIRTIO_NET_MODULES: &[&str] =
-    &["net/core/failover.ko", "drivers/net/net_failover.ko", "drivers/net/virtio_net.ko"];
+/// Driver modules the guest's init loads when a matching PCI device exists: (vendor, device, module path under
+/// `kernel/`). Facts: vmxnet3 is PCI 15ad:07b0 (the driver's id table); the module has no dependencies
+/// (`depends=` is empty in its modinfo).
+const PCI_MODULES: &[(&str, &str, &str)] = &[("0x15ad", "0x07b0", "drivers/net/vmxnet3/vmxnet3.ko")];
 
 /// The reference tools copied from the host, by program name.
 const REFERENCE_TOOLS: &[&str] = &["numactl", "numastat", "numad"];
@@ -130,7 +131,7 @@ fn add_dynamic(a: &mut Archive, host: &Path, guest: &str, data: Vec<u8>) -> Resu
 pub struct ImageInputs {
     /// Our binaries.
     pub binaries: Binaries,
-    /// The kernel (for its virtio-net modules).
+    /// The kernel (for its driver modules).
     pub kernel: Kernel,
     /// A writable directory for temporary files.
     pub scratch: PathBuf,
@@ -180,8 +181,8 @@ pub fn build_base(inputs: &ImageInputs) -> Result<Vec<u8>> {
     }
 
     if let Some(m) = &inputs.kernel.modules {
-        let mut order = String::new();
-        for rel in VIRTIO_NET_MODULES {
+        let mut table = String::new();
+        for (vendor, device, rel) in PCI_MODULES {
             let xz = m.join("kernel").join(format!("{rel}.xz"));
             let plain = m.join("kernel").join(rel);
             let data = if plain.is_file() {
@@ -199,16 +200,15 @@ pub fn build_base(inputs: &ImageInputs) -> Result<Vec<u8>> {
                 }
                 out.stdout
             } else {
-                // A kernel without this module (e.g. an override kernel with virtio-net built in): nothing to load.
+                // A kernel without this module (e.g. an override kernel with the driver built in): nothing to load.
                 continue;
             };
             let name = rel.rsplit('/').next().unwrap_or(rel);
             a.file(&format!("lib/modules/rig/{name}"), 0o644, &data);
-            order.push_str(name);
-            order.push('\n');
+            table.push_str(&format!("{vendor} {device} {name}\n"));
         }
-        if !order.is_empty() {
-            a.file("lib/modules/rig/order", 0o644, order.as_bytes());
+        if !table.is_empty() {
+            a.file("lib/modules/rig/pci-modules", 0o644, table.as_bytes());
         }
     }
 

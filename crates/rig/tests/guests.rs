@@ -1,0 +1,357 @@
+//! Rig tests: numapilot against Debian's numactl/numastat and the kernel's own files, in real multi-node guests.
+//!
+//! Each guest (2 nodes; 4 nodes with the article's 10/11/20 distances, an NVMe controller on node 1 and a network
+//! card on node 2; 8 nodes with a memory-only node) boots once, on first use, and runs `rig/scenarios/checks.sh`;
+//! every test below then judges one claim from that guest's evidence with the pure functions of
+//! `numapilot_rig::checks`. Skipped (with a message) unless `NUMAPILOT_RIG=1`; scripts/test.sh always sets it.
+//! With the variable set, a missing QEMU, kernel or package that cannot be installed is a failure, not a skip.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+use numapilot_rig::checks::{
+    check_placement, compare_exact, compare_hardware, parse_hardware, parse_list, parse_numa_maps, ThreadFiles,
+};
+use numapilot_rig::{GuestRun, GuestSpec, PciKind, Rig, RigOptions};
+
+const CHECKS: &str = include_str!("../../../rig/scenarios/checks.sh");
+
+/// Free memory may move between the reference read and ours, MiB. Default 8: the two commands run back to back
+/// in an idle guest; kernel allocations in between (page tables, slab for the new process) are well under that,
+/// and a wrong size or CPU list is never that close by accident since those lines must match exactly.
+const FREE_DRIFT_MB: i64 = 8;
+
+/// Memory the bound toucher touches (the scenario's `--mb 16`), bytes.
+const BOUND_TOUCH_BYTES: u64 = 16 << 20;
+
+fn enabled() -> bool {
+    match std::env::var("NUMAPILOT_RIG") {
+        Ok(v) if v == "1" => true,
+        _ => {
+            eprintln!("skipped: rig tests need NUMAPILOT_RIG=1 (scripts/test.sh sets it; it boots QEMU guests)");
+            false
+        }
+    }
+}
+
+fn rig() -> &'static Rig {
+    static RIG: OnceLock<Result<Rig, String>> = OnceLock::new();
+    RIG.get_or_init(|| match Rig::prepare(&RigOptions::default()) {
+        Ok((rig, t)) => {
+            eprintln!("rig prepared: {t:?}, kernel {}", rig.kernel().origin);
+            Ok(rig)
+        }
+        Err(e) => Err(e.to_string()),
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("rig could not be prepared: {e}"))
+}
+
+fn boot(cell: &'static OnceLock<Result<GuestRun, String>>, spec: fn() -> GuestSpec) -> &'static GuestRun {
+    cell.get_or_init(|| {
+        let spec = spec();
+        let run = rig().boot(&spec, "", CHECKS, &[]).map_err(|e| e.to_string())?;
+        eprintln!(
+            "guest {}: userspace after {:.2} s, wall {} ms, {} sections",
+            run.guest,
+            run.boot_s.unwrap_or(f64::NAN),
+            run.wall_ms,
+            run.sections.len()
+        );
+        if run.scenario_rc != 0 {
+            return Err(format!("scenario exit {}; console tail:\n{}", run.scenario_rc, run.console_tail()));
+        }
+        Ok(run)
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("guest could not be run: {e}"))
+}
+
+/// Text of a section whose command must have succeeded.
+fn ok_text(run: &GuestRun, name: &str) -> String {
+    let s = run.section(name).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.rc, 0, "guest {}: section {name} exit {}; stderr: {}", run.guest, s.rc, s.stderr());
+    s.stdout()
+}
+
+fn threads(run: &GuestRun, prefix: &str) -> Vec<ThreadFiles> {
+    ok_text(run, &format!("{prefix}-tids"))
+        .split_whitespace()
+        .map(|tid| ThreadFiles {
+            tid: tid.parse().expect("tid"),
+            stat: ok_text(run, &format!("{prefix}-task-{tid}-stat")),
+            status: ok_text(run, &format!("{prefix}-task-{tid}-status")),
+        })
+        .collect()
+}
+
+/// The process behind `NAME-start` became ready (else: why not, with its own output).
+fn started(run: &GuestRun, name: &str) {
+    let s = run.section(&format!("{name}-start")).unwrap_or_else(|e| panic!("{e}"));
+    let why = match s.rc {
+        0 => return,
+        1 => "the command exited before touching its memory",
+        _ => "timed out",
+    };
+    panic!("guest {}: {name}: {why}; its output:\n{}", run.guest, s.stderr());
+}
+
+// --- the claims, each a function of one guest's evidence -----------------------------------------------------
+
+/// The guest kernel sees the topology we asked QEMU for (checked through Debian's numactl): the rig itself works.
+fn guest_is_the_spec(run: &GuestRun, spec: &GuestSpec) {
+    let hw = parse_hardware(&ok_text(run, "hw")).unwrap();
+    let want: BTreeMap<u32, Vec<u32>> =
+        (0..spec.nodes.len()).map(|n| (n as u32, spec.node_cpus(n).collect())).collect();
+    assert_eq!(hw.cpus, want, "guest {}: CPUs per node", run.guest);
+    let d: Vec<Vec<u32>> =
+        (0..spec.nodes.len()).map(|a| (0..spec.nodes.len()).map(|b| spec.distance(a, b)).collect()).collect();
+    assert_eq!(hw.distances, d, "guest {}: distance matrix", run.guest);
+    assert!(ok_text(run, "uname").starts_with("6.12."), "guest kernel is the 6.12 cloud kernel");
+    assert!(ok_text(run, "numad-version").contains("numad"), "numad runs in the guest");
+}
+
+/// Each requested PCI device is in the guest on its node, with its driver bound (net/ or nvme/ child).
+fn pci_devices_on_their_nodes(run: &GuestRun, spec: &GuestSpec) {
+    let pci = ok_text(run, "pci");
+    for p in &spec.pci {
+        let (class_prefix, child) = match p.kind {
+            PciKind::Nvme => ("0x0108", "nvme:nvme"),
+            PciKind::Vmxnet3 => ("0x0200", "net:"),
+        };
+        let found = pci.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 6
+                && f[1].starts_with(class_prefix)
+                && f[4] == p.node.to_string()
+                && f[5..].iter().any(|c| c.starts_with(child))
+        });
+        assert!(found, "guest {}: no {:?} device on node {} with a bound driver in:\n{pci}", run.guest, p.kind, p.node);
+    }
+}
+
+/// `numapilot topo --json` lists every PCI device of the guest with the kernel's `numa_node` (null for -1) and
+/// the interface/controller names found under it (from the `pci` section, i.e. sysfs, not from our output).
+fn topo_json_devices_match_sysfs(run: &GuestRun) {
+    let topo = run.section("topo-json").unwrap();
+    assert_eq!(topo.rc, 0, "guest {}: numapilot topo --json exit {}: {}", run.guest, topo.rc, topo.stderr());
+    let json: serde_json::Value = serde_json::from_str(&topo.stdout())
+        .unwrap_or_else(|e| panic!("guest {}: topo --json is not JSON: {e}\n{}", run.guest, topo.stdout()));
+    let devices = json["devices"].as_array().unwrap_or_else(|| panic!("no \"devices\" array in {json}"));
+    for line in ok_text(run, "pci").lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (addr, node) = (f[0], f[4].parse::<i64>().expect("numa_node"));
+        let mut names: Vec<&str> = f[5..].iter().filter_map(|k| k.split_once(':').map(|(_, n)| n)).collect();
+        names.sort();
+        let Some(d) = devices.iter().find(|d| d["address"] == addr) else {
+            // The topology keeps devices work can be placed near (crates/topology/src/sysfs.rs): mass storage 0x01,
+            // network 0x02, display 0x03, accelerators 0x12, InfiniBand 0x0c06; bridges, SMBus and the like not.
+            let kept = ["0x01", "0x02", "0x03", "0x12", "0x0c06"].iter().any(|p| f[1].starts_with(p));
+            assert!(!kept, "guest {}: device {addr} (class {}) missing from topo --json", run.guest, f[1]);
+            continue;
+        };
+        let want = if node < 0 { serde_json::Value::Null } else { serde_json::Value::from(node) };
+        assert_eq!(d["node"], want, "guest {}: device {addr} node", run.guest);
+        let mut got: Vec<&str> =
+            d["names"].as_array().map(|a| a.iter().filter_map(|v| v.as_str()).collect()).unwrap_or_default();
+        got.sort();
+        assert_eq!(got, names, "guest {}: device {addr} names", run.guest);
+    }
+}
+
+fn topo_equals_numactl_hardware(run: &GuestRun) {
+    let reference = ok_text(run, "hw");
+    let topo = run.section("topo").unwrap();
+    assert_eq!(topo.rc, 0, "guest {}: numapilot topo exit {}: {}", run.guest, topo.rc, topo.stderr());
+    if let Err(e) = compare_hardware(&reference, &topo.stdout(), FREE_DRIFT_MB) {
+        panic!("guest {}: numapilot topo vs numactl --hardware {e}", run.guest);
+    }
+}
+
+fn numactl_symlink_hardware_equals_numactl(run: &GuestRun) {
+    let reference = ok_text(run, "hw");
+    let compat = run.section("compat-hw").unwrap();
+    assert_eq!(compat.rc, 0, "guest {}: numactl symlink --hardware exit {}: {}", run.guest, compat.rc, compat.stderr());
+    if let Err(e) = compare_hardware(&reference, &compat.stdout(), FREE_DRIFT_MB) {
+        panic!("guest {}: numactl symlink --hardware vs numactl --hardware {e}", run.guest);
+    }
+}
+
+fn stat_p_equals_numastat_p(run: &GuestRun, spec: &GuestSpec) {
+    started(run, "spread");
+    // The process really has memory on every node (else the comparison proves little).
+    let maps = parse_numa_maps(&ok_text(run, "spread-numa-maps")).unwrap();
+    let by_node = numapilot_rig::checks::bytes_by_node(&maps, |v| !v.file);
+    for n in 0..spec.nodes.len() as u32 {
+        assert!(by_node.get(&n).copied().unwrap_or(0) > 0, "guest {}: no interleaved pages on node {n}", run.guest);
+    }
+    let reference = ok_text(run, "spread-numastat");
+    assert_eq!(reference, ok_text(run, "spread-numastat-again"), "the toucher's memory must be still for this check");
+    for (ours, theirs) in [("spread-stat", "spread-numastat"), ("odd-stat", "odd-numastat")] {
+        let s = run.section(ours).unwrap();
+        assert_eq!(s.rc, 0, "guest {}: {ours}: numapilot stat -p exit {}: {}", run.guest, s.rc, s.stderr());
+        if let Err(e) = compare_exact("numastat -p", &ok_text(run, theirs), "numapilot stat -p", &s.stdout()) {
+            panic!("guest {}: {ours} differs:\n{e}", run.guest);
+        }
+    }
+    assert_eq!(ok_text(run, "odd-comm"), "a (b) c\n");
+}
+
+fn node1(run: &GuestRun) -> (BTreeSet<u32>, BTreeSet<u32>) {
+    let cpus = parse_list(&ok_text(run, "node1-cpulist")).expect("node1 cpulist");
+    assert!(!cpus.is_empty(), "guest {}: node 1 must have CPUs for the placement checks", run.guest);
+    (BTreeSet::from([1]), cpus)
+}
+
+/// The VMA policies of a process, as the kernel reports them (e.g. {"bind:1"}).
+fn policies(run: &GuestRun, name: &str) -> BTreeSet<String> {
+    parse_numa_maps(&ok_text(run, name)).unwrap().into_iter().map(|v| v.policy).collect()
+}
+
+fn placement(run: &GuestRun, how: &str, what: &str) {
+    started(run, how);
+    let (nodes, cpus) = node1(run);
+    let maps = ok_text(run, &format!("{how}-numa-maps"));
+    if let Err(e) = check_placement(&maps, &threads(run, how), &nodes, &cpus, BOUND_TOUCH_BYTES) {
+        panic!("guest {}: {what} --membind=1 --cpunodebind=1: {e}\nnuma_maps:\n{maps}", run.guest);
+    }
+    // Same memory policy as Debian's numactl gives (bind, not preferred), per the kernel's numa_maps.
+    assert_eq!(
+        policies(run, &format!("{how}-numa-maps")),
+        policies(run, "ref-numa-maps"),
+        "guest {}: {what}: VMA policies differ from numactl's",
+        run.guest
+    );
+}
+
+/// The judgement is sound: numactl's own placement passes it, and an interleaved process fails it.
+fn placement_check_controls(run: &GuestRun) {
+    started(run, "ref");
+    let (nodes, cpus) = node1(run);
+    check_placement(&ok_text(run, "ref-numa-maps"), &threads(run, "ref"), &nodes, &cpus, BOUND_TOUCH_BYTES)
+        .unwrap_or_else(|e| panic!("guest {}: Debian numactl's placement fails the check: {e}", run.guest));
+    started(run, "spread");
+    assert!(
+        check_placement(&ok_text(run, "spread-numa-maps"), &threads(run, "spread"), &nodes, &cpus, 0).is_err(),
+        "guest {}: an interleaved, unbound process passes the node-1 check",
+        run.guest
+    );
+}
+
+fn bad_node_specs_exit_1_and_run_nothing(run: &GuestRun) {
+    for (spec, token) in [("membind_9", "9"), ("cpunodebind_9", "9"), ("membind_1_0", "1-0"), ("interleave_x", "x")] {
+        let name = format!("bad__{spec}");
+        let s = run.section(&name).unwrap();
+        assert_eq!(s.rc, 1, "guest {}: {name}: exit {} (want 1); stderr: {}", run.guest, s.rc, s.stderr());
+        assert!(
+            s.stderr().contains(token),
+            "guest {}: {name}: error does not name {token:?}: {}",
+            run.guest,
+            s.stderr()
+        );
+        let ran = run.section(&format!("{name}-ran")).unwrap();
+        assert_ne!(ran.rc, 0, "guest {}: {name}: the command ran although the spec was rejected", run.guest);
+    }
+    // The reference rejects the out-of-range nodes and the garbage too. (Debian's numactl 2.0.16 accepts the
+    // reversed range 1-0 and runs the command, as the 2-node guest shows; we reject it on purpose: issue 2 asks for
+    // an error on a bad range.)
+    for spec in ["membind_9", "cpunodebind_9", "interleave_x"] {
+        let s = run.section(&format!("ref-bad__{spec}")).unwrap();
+        assert_ne!(s.rc, 0, "guest {}: numactl accepted {spec}?", run.guest);
+        assert_ne!(run.section(&format!("ref-bad__{spec}-ran")).unwrap().rc, 0);
+    }
+}
+
+fn capture_script_runs_in_guest(run: &GuestRun, spec: &GuestSpec) {
+    let out = ok_text(run, "capture");
+    assert!(out.contains("wrote /tmp/fx"), "{out}");
+    let files = ok_text(run, "capture-files");
+    let has = |suffix: &str| files.lines().any(|l| l.ends_with(suffix));
+    for f in ["expected/numactl-hardware.txt", "expected/numastat.txt", "expected/numastat-m.txt", "proc/vmstat"] {
+        assert!(has(f), "guest {}: capture lacks {f}", run.guest);
+    }
+    for n in 0..spec.nodes.len() {
+        assert!(has(&format!("sys/devices/system/node/node{n}/distance")), "guest {}: node{n}", run.guest);
+    }
+    let per_pid = files.lines().filter(|l| l.contains("/expected/numastat-p-")).count();
+    assert_eq!(per_pid, 2, "guest {}: the toucher and the odd comm", run.guest);
+    assert!(files.lines().any(|l| l.contains("/task/") && l.ends_with("/sched")));
+}
+
+macro_rules! guest_tests {
+    ($module:ident, $spec:path) => {
+        mod $module {
+            use super::*;
+            static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
+            fn run() -> Option<&'static GuestRun> {
+                enabled().then(|| boot(&RUN, $spec))
+            }
+
+            #[test]
+            fn guest_is_the_spec() {
+                if let Some(r) = run() {
+                    super::guest_is_the_spec(r, &$spec());
+                    super::pci_devices_on_their_nodes(r, &$spec());
+                }
+            }
+            #[test]
+            fn topo_equals_numactl_hardware() {
+                if let Some(r) = run() {
+                    super::topo_equals_numactl_hardware(r);
+                }
+            }
+            #[test]
+            fn topo_json_devices_match_sysfs() {
+                if let Some(r) = run() {
+                    super::topo_json_devices_match_sysfs(r);
+                }
+            }
+            #[test]
+            fn numactl_symlink_hardware_equals_numactl() {
+                if let Some(r) = run() {
+                    super::numactl_symlink_hardware_equals_numactl(r);
+                }
+            }
+            #[test]
+            fn stat_p_equals_numastat_p() {
+                if let Some(r) = run() {
+                    super::stat_p_equals_numastat_p(r, &$spec());
+                }
+            }
+            #[test]
+            fn run_membind_cpunodebind_keeps_pages_and_threads_on_node_1() {
+                if let Some(r) = run() {
+                    super::placement(r, "bound", "numapilot run");
+                }
+            }
+            #[test]
+            fn numactl_symlink_membind_cpunodebind_keeps_pages_and_threads_on_node_1() {
+                if let Some(r) = run() {
+                    super::placement(r, "compat", "numactl -> numapilot symlink");
+                }
+            }
+            #[test]
+            fn placement_check_passes_numactl_and_fails_interleave() {
+                if let Some(r) = run() {
+                    super::placement_check_controls(r);
+                }
+            }
+            #[test]
+            fn bad_node_specs_exit_1_and_run_nothing() {
+                if let Some(r) = run() {
+                    super::bad_node_specs_exit_1_and_run_nothing(r);
+                }
+            }
+            #[test]
+            fn capture_script_runs_in_guest() {
+                if let Some(r) = run() {
+                    super::capture_script_runs_in_guest(r, &$spec());
+                }
+            }
+        }
+    };
+}
+
+guest_tests!(two_node, GuestSpec::two_node);
+guest_tests!(four_node_article, GuestSpec::four_node_article);
+guest_tests!(eight_node_cpuless, GuestSpec::eight_node);
