@@ -16,7 +16,8 @@
 //! Wall-clock numbers depend on the machine and its load; nothing in the test suite checks them.
 //! Run it with `scripts/bench-observe.sh` (release build).
 
-use std::io::{Read, Write};
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -96,7 +97,10 @@ fn observe_once(args: &[String]) -> Result<(), String> {
     println!("{} {} {} {} {}", wall.as_nanos(), sample.processes.len(), sample.thread_count(), hwm, cpu.as_nanos());
     if args.iter().any(|a| a == "--verbose") {
         let vmas: usize = sample.processes.iter().filter_map(|p| p.numa_maps.as_ref()).map(|m| m.vmas.len()).sum();
-        eprintln!("rss before {base_rss} kB; {vmas} VMAs; json {} bytes", serde_json::to_string(&sample).map_or(0, |j| j.len()));
+        eprintln!(
+            "rss before {base_rss} kB; {vmas} VMAs; json {} bytes",
+            serde_json::to_string(&sample).map_or(0, |j| j.len())
+        );
     }
     Ok(())
 }
@@ -109,6 +113,17 @@ fn cpu_time() -> Duration {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// A pipe (read end, write end), close-on-exec (the children get the read end as their stdin).
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -129,7 +144,7 @@ fn driver(args: &[String]) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
 
     // One pipe for all children: when this process drops the writer (or dies), they all see EOF.
-    let (reader_end, mut writer_end) = std::io::pipe().map_err(|e| e.to_string())?;
+    let (reader_end, writer_end) = pipe().map_err(|e| e.to_string())?;
     let mut children = Vec::with_capacity(procs);
     let spawn_start = Instant::now();
     for _ in 0..procs {
@@ -228,7 +243,6 @@ fn driver(args: &[String]) -> Result<(), String> {
         }
     }
 
-    writer_end.write_all(b"").map_err(|e| e.to_string())?;
     drop(writer_end);
     for mut c in children {
         let _ = c.wait();

@@ -38,7 +38,7 @@ use numapilot_topology::{IdSet, NodeSet};
 use crate::counters::Counters;
 use crate::error::{ParseError, ReadError};
 use crate::parse::meminfo::{parse_meminfo, parse_node_meminfo, parse_node_numastat, Meminfo};
-use crate::parse::numa_maps::{parse_numa_maps_with, NumaMaps, PathInterner};
+use crate::parse::numa_maps::{parse_numa_maps_with, FxBuild, NumaMaps, PathInterner};
 use crate::parse::proc_stat::{parse_proc_stat, ProcStat};
 use crate::parse::psi::{parse_psi, Psi};
 use crate::parse::sched::parse_sched;
@@ -106,7 +106,7 @@ struct Scratch {
     path: String,
     buf: Buf,
     paths: PathInterner,
-    sets: HashSet<Arc<IdSet>>,
+    sets: HashSet<Arc<IdSet>, FxBuild>,
     sched: bool,
 }
 
@@ -116,7 +116,7 @@ impl Scratch {
             path: String::with_capacity(128),
             buf: Buf::new(),
             paths: PathInterner::default(),
-            sets: HashSet::new(),
+            sets: HashSet::default(),
             sched,
         }
     }
@@ -183,6 +183,16 @@ fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::Result<()> 
         if n == 0 || (single_record && n < room) {
             return Ok(());
         }
+    }
+}
+
+/// The bytes as text. Kernel files are ASCII except for names (comm, paths), which may hold any byte:
+/// invalid UTF-8 is replaced (U+FFFD) rather than rejected. The strict check is tried first because it
+/// is several times faster than the replacing decoder on valid input.
+fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
@@ -254,7 +264,7 @@ impl Reader {
             Err(e) if is_gone(&e) => return Ok(None),
             Err(e) => return Err(io_err(&s.path, e)),
         }
-        let text = String::from_utf8_lossy(s.buf.bytes());
+        let text = text_of(s.buf.bytes());
         match parse(&text) {
             Ok(v) => Ok(Some(v)),
             // A task that exits while its file is produced can leave an empty read behind.
@@ -315,7 +325,7 @@ impl Reader {
             Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
             Err(e) => return Err(io_err(&s.path, e)),
         }
-        let text = String::from_utf8_lossy(s.buf.bytes());
+        let text = text_of(s.buf.bytes());
         parse_numa_maps_with(&text, &mut s.paths).map(Some).map_err(|e| parse_err(&s.path, e))
     }
 
@@ -351,7 +361,12 @@ impl Reader {
         let sched = if s.sched { self.read_task_file(s, pid, Some(tid), "sched", parse_sched)? } else { None };
         let schedstat = self.read_task_file(s, pid, Some(tid), "schedstat", parse_schedstat)?;
         let TaskStatus {
-            cpus_allowed, mems_allowed, voluntary_ctxt_switches, nonvoluntary_ctxt_switches, vm_rss_kb, ..
+            cpus_allowed,
+            mems_allowed,
+            voluntary_ctxt_switches,
+            nonvoluntary_ctxt_switches,
+            vm_rss_kb,
+            ..
         } = status;
         let thread = ThreadSample {
             tid,

@@ -39,7 +39,6 @@ use std::sync::Arc;
 use numapilot_topology::NodeSet;
 use serde::{Deserialize, Serialize};
 
-use super::num;
 use crate::error::{FileKind, ParseError};
 
 /// Memory policy mode, as `mpol_to_str` names it.
@@ -361,33 +360,80 @@ impl NumaMaps {
     }
 }
 
+/// A fast non-cryptographic hash (the multiply-rotate scheme of rustc's FxHasher) for the interners:
+/// their keys are paths and policies read from the kernel, not attacker-chosen input to a long-lived
+/// table, and SipHash was a tenth of the cost of parsing numa_maps.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.hash = (self.hash.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.hash = (self.hash.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+/// [`FxHasher`] as a `BuildHasher`.
+pub type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
+
 /// Shares one allocation between equal paths and equal policies: every process maps libc, each file
 /// is mapped by several adjacent VMAs, and nearly every VMA has the default policy, so a full
 /// observation holds each path and policy once instead of tens of thousands of times.
 #[derive(Debug, Default)]
 pub struct PathInterner {
-    paths: HashSet<Arc<str>>,
-    policies: HashSet<Arc<MemPolicy>>,
+    paths: HashSet<Arc<str>, FxBuild>,
+    policies: HashSet<Arc<MemPolicy>, FxBuild>,
+    // Adjacent VMAs nearly always repeat the previous path and policy: compared first, no hashing.
+    last_path: Option<Arc<str>>,
+    last_policy: Option<Arc<MemPolicy>>,
 }
 
 impl PathInterner {
     /// The shared copy of `policy`.
     pub fn intern_policy(&mut self, policy: MemPolicy) -> Arc<MemPolicy> {
-        if let Some(p) = self.policies.get(&policy) {
+        if let Some(p) = self.last_policy.as_ref().filter(|p| ***p == policy) {
             return Arc::clone(p);
         }
-        let p = Arc::new(policy);
-        self.policies.insert(Arc::clone(&p));
+        let p = match self.policies.get(&policy) {
+            Some(p) => Arc::clone(p),
+            None => {
+                let p = Arc::new(policy);
+                self.policies.insert(Arc::clone(&p));
+                p
+            }
+        };
+        self.last_policy = Some(Arc::clone(&p));
         p
     }
 
     /// The shared copy of `path`.
     pub fn intern(&mut self, path: &str) -> Arc<str> {
-        if let Some(p) = self.paths.get(path) {
+        if let Some(p) = self.last_path.as_ref().filter(|p| &***p == path) {
             return Arc::clone(p);
         }
-        let p: Arc<str> = Arc::from(path);
-        self.paths.insert(Arc::clone(&p));
+        let p = match self.paths.get(path) {
+            Some(p) => Arc::clone(p),
+            None => {
+                let p: Arc<str> = Arc::from(path);
+                self.paths.insert(Arc::clone(&p));
+                p
+            }
+        };
+        self.last_path = Some(Arc::clone(&p));
         p
     }
 }
@@ -400,12 +446,17 @@ pub fn parse_numa_maps(input: &str) -> Result<NumaMaps, ParseError> {
 /// [`parse_numa_maps`] sharing path strings through `paths`.
 pub fn parse_numa_maps_with(input: &str, paths: &mut PathInterner) -> Result<NumaMaps, ParseError> {
     super::complete(FileKind::NumaMaps, input)?;
-    let mut vmas = Vec::new();
-    for (i, line) in input.lines().enumerate() {
-        if line.is_empty() {
-            continue;
+    let b = input.as_bytes();
+    // About 60 bytes per line: a fair first guess that avoids most regrowth.
+    let mut vmas = Vec::with_capacity(b.len() / 60 + 1);
+    let (mut pos, mut n) = (0, 0);
+    while pos < b.len() {
+        let end = super::find_byte(b, pos, b'\n');
+        n += 1;
+        if end > pos {
+            vmas.push(parse_line(&input[pos..end], n, paths)?);
         }
-        vmas.push(parse_line(line, i + 1, paths)?);
+        pos = end + 1;
     }
     vmas.shrink_to_fit();
     Ok(NumaMaps { vmas })
@@ -417,14 +468,29 @@ pub fn parse_numa_maps_line(line: &str, line_no: usize) -> Result<Vma, ParseErro
 }
 
 fn parse_line(line: &str, line_no: usize, paths: &mut PathInterner) -> Result<Vma, ParseError> {
+    // A byte scanner: this runs for every VMA of every process (tens of thousands per observation),
+    // where splitting into &str tokens and matching them cost four times as much.
     let k = FileKind::NumaMaps;
     let err = |field, reason: &str| ParseError::new(k, line_no, field, line, reason);
-    let (addr, rest) = line.split_once(' ').ok_or_else(|| err(Some("policy"), "no policy after address"))?;
-    if addr.is_empty() || addr.len() > 16 || !addr.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let b = line.as_bytes();
+    let sp = super::find_byte(b, 0, b' ');
+    if sp == b.len() {
+        return Err(err(Some("policy"), "no policy after address"));
+    }
+    if sp == 0 || sp > 16 {
         return Err(err(Some("address"), "address is not hexadecimal"));
     }
-    let start = u64::from_str_radix(addr, 16).map_err(|_| err(Some("address"), "bad address"))?;
-    let (policy, rest) = parse_policy(rest).map_err(|reason| err(Some("policy"), &reason))?;
+    let mut start = 0u64;
+    for &c in &b[..sp] {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return Err(err(Some("address"), "address is not hexadecimal")),
+        };
+        start = start << 4 | u64::from(d);
+    }
+    let (policy, rest) = parse_policy(&line[sp + 1..]).map_err(|reason| err(Some("policy"), &reason))?;
 
     let mut kind = VmaKind::Anon;
     let mut file = None;
@@ -447,84 +513,102 @@ fn parse_line(line: &str, line_no: usize, paths: &mut PathInterner) -> Result<Vm
     let mut mapped = None;
     let mut seen_counter = false;
     let mut page_kb = None;
-    for tok in rest.split(' ').filter(|t| !t.is_empty()) {
-        if let Some(path) = tok.strip_prefix("file=") {
+    let rb = rest.as_bytes();
+    let mut i = 0;
+    while i < rb.len() {
+        if rb[i] == b' ' {
+            i += 1;
+            continue;
+        }
+        let end = super::find_byte(rb, i, b' ');
+        let tok = &rest[i..end];
+        let t = tok.as_bytes();
+        i = end;
+        if let Some(path) = t.strip_prefix(b"file=") {
             if file.is_some() || seen_counter || kind != VmaKind::Anon {
                 return Err(err(Some("file"), "file= in an unexpected place"));
             }
             kind = VmaKind::File;
+            let path = &tok[tok.len() - path.len()..];
             file = Some(if path.contains('\\') { paths.intern(&unescape_path(path)) } else { paths.intern(path) });
             continue;
         }
-        match tok {
-            "huge" if !seen_counter => {
-                huge = true;
-                continue;
+        if !seen_counter {
+            match t {
+                b"huge" => {
+                    huge = true;
+                    continue;
+                }
+                b"heap" if kind == VmaKind::Anon => {
+                    kind = VmaKind::Heap;
+                    continue;
+                }
+                b"stack" if kind == VmaKind::Anon => {
+                    kind = VmaKind::Stack;
+                    continue;
+                }
+                _ => {}
             }
-            "heap" if kind == VmaKind::Anon && !seen_counter => {
-                kind = VmaKind::Heap;
-                continue;
+            if let Some(tid) = t.strip_prefix(b"stack:") {
+                if kind == VmaKind::Anon && super::dec(tid).is_some() {
+                    kind = VmaKind::Stack;
+                    continue;
+                }
             }
-            "stack" if kind == VmaKind::Anon && !seen_counter => {
-                kind = VmaKind::Stack;
-                continue;
-            }
-            _ => {}
         }
-        if let Some(tid) = tok.strip_prefix("stack:") {
-            if kind == VmaKind::Anon && !seen_counter && !tid.is_empty() && tid.bytes().all(|b| b.is_ascii_digit()) {
-                kind = VmaKind::Stack;
-                continue;
-            }
-        }
-        let Some((key, value)) = tok.split_once('=') else {
+        let eq = super::find_byte(t, 0, b'=');
+        if eq == t.len() || eq == 0 {
             return Err(err(None, &format!("unexpected word {tok:?}")));
-        };
+        }
+        let (key, value) = (&t[..eq], &t[eq + 1..]);
         seen_counter = true;
         if page_kb.is_some() {
             // kernelpagesize_kB is always the last field: anything after it is corruption.
             return Err(err(Some("kernelpagesize_kB"), "field after kernelpagesize_kB"));
         }
-        let numv = |field: &'static str| num::<u64>(k, line_no, field, line, value);
+        let numv = |field: &'static str| {
+            super::dec(value).ok_or_else(|| err(Some(field), &format!("bad number {:?}", &tok[eq + 1..])))
+        };
+        if key[0] == b'N' && key.len() > 1 {
+            let node = super::dec(&key[1..])
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or_else(|| err(Some("N<node>"), &format!("bad node in {tok:?}")))?;
+            let pages = numv("N<node>")?;
+            let last = match more_nodes.last() {
+                Some(t) => Some(t.0),
+                None => n_nodes.checked_sub(1).map(|i| nodes[i].0),
+            };
+            if last.is_some_and(|l| l >= node) {
+                return Err(err(Some("N<node>"), "node ids not increasing"));
+            }
+            if n_nodes < nodes.len() && more_nodes.is_empty() {
+                nodes[n_nodes] = (node, pages);
+                n_nodes += 1;
+            } else {
+                if more_nodes.is_empty() {
+                    more_nodes.extend_from_slice(&nodes[..n_nodes]);
+                }
+                more_nodes.push((node, pages));
+            }
+            continue;
+        }
         match key {
-            "anon" => r.anon = numv("anon")?,
-            "dirty" => r.dirty = numv("dirty")?,
-            "mapped" => mapped = Some(numv("mapped")?),
-            "mapmax" => r.mapmax = numv("mapmax")?,
-            "swapcache" => r.swapcache = numv("swapcache")?,
-            "active" => r.active = Some(numv("active")?),
-            "writeback" => r.writeback = numv("writeback")?,
-            "kernelpagesize_kB" => {
+            b"anon" => r.anon = numv("anon")?,
+            b"dirty" => r.dirty = numv("dirty")?,
+            b"mapped" => mapped = Some(numv("mapped")?),
+            b"mapmax" => r.mapmax = numv("mapmax")?,
+            b"swapcache" => r.swapcache = numv("swapcache")?,
+            b"active" => r.active = Some(numv("active")?),
+            b"writeback" => r.writeback = numv("writeback")?,
+            b"kernelpagesize_kB" => {
                 let v = numv("kernelpagesize_kB")?;
                 if v == 0 {
                     return Err(err(Some("kernelpagesize_kB"), "page size 0"));
                 }
                 page_kb = Some(v);
             }
-            _ if key.len() > 1 && key.starts_with('N') && key[1..].bytes().all(|b| b.is_ascii_digit()) => {
-                let node: u32 = num(k, line_no, "N<node>", line, &key[1..])?;
-                let pages = numv("N<node>")?;
-                let last = if !more_nodes.is_empty() {
-                    more_nodes.last().map(|t| t.0)
-                } else {
-                    n_nodes.checked_sub(1).map(|i| nodes[i].0)
-                };
-                if last.is_some_and(|l| l >= node) {
-                    return Err(err(Some("N<node>"), "node ids not increasing"));
-                }
-                if n_nodes < nodes.len() && more_nodes.is_empty() {
-                    nodes[n_nodes] = (node, pages);
-                    n_nodes += 1;
-                } else {
-                    if more_nodes.is_empty() {
-                        more_nodes.extend_from_slice(&nodes[..n_nodes]);
-                    }
-                    more_nodes.push((node, pages));
-                }
-            }
-            // Unknown key=value: a field from a newer kernel; ignored as long as it is well formed.
-            _ if !key.is_empty() => {}
-            _ => return Err(err(None, &format!("unexpected word {tok:?}"))),
+            // Unknown key=value: a field from a newer kernel; ignored.
+            _ => {}
         }
     }
     let resident = if seen_counter {
@@ -552,6 +636,12 @@ fn parse_line(line: &str, line_no: usize, paths: &mut PathInterner) -> Result<Vm
 
 /// Splits the policy off the front of `rest`; returns the policy and what follows it.
 fn parse_policy(rest: &str) -> Result<(MemPolicy, &str), String> {
+    // Nearly every VMA has the default policy: answer it without the general parse.
+    if let Some(tail) = rest.strip_prefix("default") {
+        if tail.is_empty() || tail.starts_with(' ') {
+            return Ok((MemPolicy::default_policy(), tail));
+        }
+    }
     let mode = PolicyMode::ALL
         .into_iter()
         .find(|m| {
