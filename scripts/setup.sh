@@ -1,20 +1,41 @@
 #!/usr/bin/env bash
-# Installs the toolchain and Debian packages numapilot's build, tests and rig need. Idempotent.
+# Installs what numapilot's build, tests and multi-node rig need, on Debian (12 or later) as root. Idempotent: on a
+# prepared machine it only checks. Usage: scripts/setup.sh   (scripts/test.sh runs it first)
+#
+#   build:  build-essential pkg-config, Rust >= 1.85 via rustup into ~/.cargo when cargo is missing
+#   rig:    qemu-system-x86 (TCG emulation), busybox-static (guest userland), cpio, numactl + numad (reference tools,
+#           also copied into the guests), xz-utils (kernel modules), binutils (objcopy strips our binaries), apt's
+#           own `apt-get download` fetches the guest kernel (done by the rig itself, on first use, into rig/cache)
 set -euo pipefail
+
+packages=(build-essential pkg-config ca-certificates curl
+  qemu-system-x86 busybox-static cpio numactl numad xz-utils binutils)
 need=()
-for p in build-essential pkg-config; do
-  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q "${need[@]}"
-fi
-if ! command -v cargo >/dev/null 2>&1; then
-  if [ -x "$HOME/.cargo/bin/cargo" ]; then
-    export PATH="$HOME/.cargo/bin:$PATH"
-  else
-    echo "setup: cargo not found; install Rust (rustup) first" >&2
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing Debian packages: ${need[*]}; run as root" >&2
     exit 1
   fi
+  export DEBIAN_FRONTEND=noninteractive
+  echo "setup: installing ${need[*]}"
+  # The lists may be missing or stale on a fresh machine: refresh them when an install fails.
+  apt-get install -y -q --no-install-recommends "${need[@]}" ||
+    { apt-get update -q && apt-get install -y -q --no-install-recommends "${need[@]}"; }
 fi
+
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+  echo "setup: installing Rust with rustup (stable, minimal profile, rustfmt + clippy)"
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+    sh -s -- -y --profile minimal --component rustfmt,clippy
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+for c in cargo rustfmt cargo-clippy; do
+  command -v "$c" >/dev/null 2>&1 || {
+    echo "setup: $c not found after setup (rustup component add rustfmt clippy?)" >&2
+    exit 1
+  }
+done
+echo "setup: ok ($(cargo --version))"

@@ -29,6 +29,7 @@
 //! the same. QEMU describes the topology through ACPI (SRAT for node CPUs and memory, SLIT for distances, `_PXM` on
 //! PCI expander bridges), the very tables firmware gives the kernel on a real server, so the guest kernel builds
 //! its NUMA model by its normal path. A 2-node guest reaches userspace in about 3 s, a 8-vCPU guest in about 6 s.
+//! TCG runs single-threaded (see [`spec`] for the code-patching race that rules out multi-threaded TCG).
 //!
 //! # What it proves, and what it cannot
 //!

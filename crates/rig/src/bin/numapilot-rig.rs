@@ -103,6 +103,18 @@ fn capture(args: &[String]) -> Res<()> {
         }
         let dest = out.join(format!("rig-{mm}-{}", spec.name));
         extract(&tar.out, &dest, &run.dir)?;
+        // Say which machine this was: the guest spec and the kernel package, next to the guest's own notes.
+        let cmd = dest.join("expected/cmd.txt");
+        let mut notes = std::fs::read_to_string(&cmd).map_err(|e| format!("{}: {e}", cmd.display()))?;
+        notes += &format!(
+            "rig guest (crates/rig GuestSpec::preset({:?}), QEMU TCG): {}\nrig kernel package: {}\n\
+             rig scenario: rig/scenarios/capture.sh (the first pid is a rig-toucher bound by numactl --membind=1 \
+             --cpunodebind=1)\n",
+            spec.name,
+            serde_json::to_string(&spec)?,
+            rig.kernel().origin
+        );
+        std::fs::write(&cmd, notes).map_err(|e| format!("{}: {e}", cmd.display()))?;
         println!(
             "{}: {} (guest userspace after {:.2} s, wall {} ms; {}",
             spec.name,
