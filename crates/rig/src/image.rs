@@ -101,7 +101,8 @@ fn read_stripped(path: &Path, scratch: &Path) -> Result<Vec<u8>> {
         return read(path);
     }
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "bin".into());
-    let out = scratch.join(format!("{name}.stripped"));
+    // The pid keeps two rigs preparing at once (a test run and a fixture capture) off each other's file.
+    let out = scratch.join(format!("{name}.{}.stripped", std::process::id()));
     run(Command::new("objcopy").arg("--strip-debug").arg(path).arg(&out))?;
     let data = read(&out)?;
     let _ = std::fs::remove_file(&out);
