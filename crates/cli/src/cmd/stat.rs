@@ -1,17 +1,266 @@
-//! Subcommand (being written).
+//! `numapilot stat`: per-node and per-process NUMA statistics, compatible with Debian's numastat
+//! (numactl 2.0.16): same tables, widths, rounding and folding (see `stat/numastat.rs` for the
+//! semantics and `stat/table.rs` for the layout), plus `--json` and `--root` (read a fixture directory
+//! instead of the live system).
+//!
+//! ```text
+//!   numapilot stat                      numastat's compatibility table (node counters, pages)
+//!   numapilot stat -n | -m | -p X ...   as numastat -n | -m | -p X ...
+//!   numastat ...                        (a symlink named numastat) numastat's own argument syntax
+//! ```
+//!
+//! Two argument parsers, one engine: clap for `numapilot stat`, and a hand-written getopt-style parser
+//! for the `numastat` name, so `numastat -p 1234 -m`, several `-p`, `-s2`, `-cmz` and bare PIDs or
+//! patterns after the options behave as numastat's `getopt_long("cmnp:s::vVz?")` does.
 
+mod numastat;
+mod table;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Arguments.
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use anyhow::Context as _;
+use numapilot_observe::{ReadOptions, Reader};
 
-/// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet available")
+use self::numastat::Config;
+
+/// Per-node and per-process NUMA statistics (numastat compatible).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Minimize column widths (and show whole MB).
+    #[arg(short = 'c')]
+    pub compress: bool,
+    /// Show meminfo-like system-wide memory usage per node.
+    #[arg(short = 'm')]
+    pub meminfo: bool,
+    /// Show the numastat counters (numa_hit, numa_miss, ...) per node, in MB.
+    #[arg(short = 'n')]
+    pub numastat: bool,
+    /// Show per-node memory of the process with this PID, or of every process whose name or command
+    /// line contains this pattern. May be repeated.
+    #[arg(short = 'p', value_name = "PID|PATTERN")]
+    pub process: Vec<String>,
+    /// Sort rows by the Total column, or by NODE's column (`-s` or `-s=1`).
+    #[arg(short = 's', value_name = "NODE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub sort: Option<String>,
+    /// One table per process even for several processes.
+    #[arg(short = 'v')]
+    pub verbose: bool,
+    /// Skip rows and columns that are all zero.
+    #[arg(short = 'z')]
+    pub zeros: bool,
+    /// Print the figures as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Read /proc and /sys under this directory (a fixture) instead of the live system.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// More PIDs or patterns, as with -p.
+    #[arg(value_name = "PID|PATTERN")]
+    pub targets: Vec<String>,
 }
 
-/// Entry point when started as `numastat`.
-pub fn numastat_main(_args: &[std::ffi::OsString]) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet available")
+/// Runs `numapilot stat`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let compat = !args.compress
+        && !args.meminfo
+        && !args.numastat
+        && args.process.is_empty()
+        && args.sort.is_none()
+        && !args.verbose
+        && !args.zeros
+        && args.targets.is_empty()
+        && !args.json;
+    let mut specs = args.process;
+    specs.extend(args.targets);
+    let cfg = Config {
+        compress: args.compress,
+        meminfo: args.meminfo,
+        numastat: args.numastat,
+        specs,
+        sort: args.sort.map(|s| if s.is_empty() { None } else { Some(s) }),
+        verbose: args.verbose,
+        skip_zero: args.zeros,
+        compat,
+        token_warnings: false,
+        screen_width: numastat::screen_width(),
+    };
+    execute(&args.root, &cfg, args.json)
+}
+
+fn execute(root: &std::path::Path, cfg: &Config, json: bool) -> anyhow::Result<ExitCode> {
+    if !root.is_dir() {
+        anyhow::bail!("--root {}: not a directory", root.display());
+    }
+    let reader = Reader::with_options(root, ReadOptions { threads: false, ..ReadOptions::default() });
+    let out = numastat::run(&reader, cfg)?;
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        eprint!("{}", out.stderr);
+        let text = serde_json::to_string_pretty(&serde_json::Value::Object(out.json)).context("encoding JSON")?;
+        writeln!(stdout, "{text}").context("writing to stdout")?;
+    } else {
+        eprint!("{}", out.stderr);
+        stdout.write_all(out.stdout.as_bytes()).context("writing to stdout")?;
+    }
+    stdout.flush().context("writing to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+const USAGE: &str = "\
+Usage: numastat [-c] [-m] [-n] [-p <PID>|<pattern>] [-s[<node>]] [-v] [-V] [-z] [ <PID>|<pattern>... ]
+-c to minimize column widths
+-m to show meminfo-like system-wide memory usage
+-n to show the numastat statistics info
+-p <PID>|<pattern> to show process info
+-s[<node>] to sort data by total column or <node>
+-v to make some reports more verbose
+-V to show the numastat code version
+-z to skip rows and columns of zeros
+";
+
+/// What the numastat-style argument parser decided.
+#[derive(Debug, PartialEq, Eq)]
+enum Parsed {
+    /// Run with this configuration.
+    Run(Config),
+    /// Print the version and stop.
+    Version,
+    /// Print this message (may be empty) and the usage on stderr, exit 1.
+    Usage(String),
+}
+
+/// Parses numastat's command line the way glibc's `getopt_long("cmnp:s::vVz?")` does: options may
+/// be grouped (`-cm`), `-p` takes the rest of its word or the next word, `-s` takes only the rest of
+/// its word, non-options are collected wherever they appear, `--` ends the options.
+fn parse_numastat_args(args: &[String]) -> Parsed {
+    let mut cfg = Config { compat: args.is_empty(), token_warnings: true, ..Config::default() };
+    let mut positional = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        i += 1;
+        if a == "--" {
+            positional.extend(args[i..].iter().cloned());
+            break;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            if long == "help" || "help".starts_with(long) && !long.is_empty() {
+                return Parsed::Usage(String::new());
+            }
+            return Parsed::Usage(format!("numastat: unrecognized option '{a}'\n"));
+        }
+        if a.len() < 2 || !a.starts_with('-') {
+            positional.push(a.clone());
+            continue;
+        }
+        let bytes: Vec<char> = a[1..].chars().collect();
+        let mut j = 0;
+        while j < bytes.len() {
+            let c = bytes[j];
+            j += 1;
+            match c {
+                'c' => cfg.compress = true,
+                'm' => cfg.meminfo = true,
+                'n' => cfg.numastat = true,
+                'v' => cfg.verbose = true,
+                'z' => cfg.skip_zero = true,
+                'V' => return Parsed::Version,
+                '?' => return Parsed::Usage(String::new()),
+                'p' => {
+                    let rest: String = bytes[j..].iter().collect();
+                    if !rest.is_empty() {
+                        cfg.specs.push(rest);
+                    } else if i < args.len() {
+                        cfg.specs.push(args[i].clone());
+                        i += 1;
+                    } else {
+                        return Parsed::Usage("numastat: option requires an argument -- 'p'\n".into());
+                    }
+                    j = bytes.len();
+                }
+                's' => {
+                    let rest: String = bytes[j..].iter().collect();
+                    cfg.sort = Some(if rest.is_empty() { None } else { Some(rest) });
+                    j = bytes.len();
+                }
+                other => return Parsed::Usage(format!("numastat: invalid option -- '{other}'\n")),
+            }
+        }
+    }
+    cfg.specs.extend(positional);
+    cfg.screen_width = numastat::screen_width();
+    Parsed::Run(cfg)
+}
+
+/// Entry point when started as `numastat` (a symlink to numapilot): numastat's argument syntax and
+/// output. `NUMAPILOT_ROOT` (not a numastat option) points it at a fixture directory.
+pub fn numastat_main(args: &[OsString]) -> anyhow::Result<ExitCode> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    match parse_numastat_args(&args) {
+        Parsed::Version => {
+            println!("numastat version: numapilot {}", env!("CARGO_PKG_VERSION"));
+            Ok(ExitCode::SUCCESS)
+        }
+        Parsed::Usage(msg) => {
+            eprint!("{msg}{USAGE}");
+            Ok(ExitCode::FAILURE)
+        }
+        Parsed::Run(cfg) => {
+            let root = std::env::var_os("NUMAPILOT_ROOT").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+            execute(&root, &cfg, false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_cfg(args: &[&str]) -> Config {
+        match parse_numastat_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>()) {
+            Parsed::Run(c) => c,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_arguments_is_compatibility_mode() {
+        let c = run_cfg(&[]);
+        assert!(c.compat);
+        assert!(!run_cfg(&["-n"]).compat);
+    }
+
+    #[test]
+    fn grouped_options_and_p_forms() {
+        let c = run_cfg(&["-cmz", "-p1234", "-p", "bash", "99", "-n", "sleep"]);
+        assert!(c.compress && c.meminfo && c.skip_zero && c.numastat);
+        // -p values in order, then the bare arguments (getopt moves them to the end).
+        assert_eq!(c.specs, vec!["1234", "bash", "99", "sleep"]);
+        let c = run_cfg(&["-mp", "42"]);
+        assert!(c.meminfo);
+        assert_eq!(c.specs, vec!["42"]);
+    }
+
+    #[test]
+    fn sort_takes_only_an_attached_value() {
+        assert_eq!(run_cfg(&["-s"]).sort, Some(None));
+        assert_eq!(run_cfg(&["-s1"]).sort, Some(Some("1".into())));
+        let c = run_cfg(&["-s", "1"]);
+        assert_eq!(c.sort, Some(None));
+        assert_eq!(c.specs, vec!["1"]);
+    }
+
+    #[test]
+    fn bad_options_print_usage() {
+        let p = |a: &[&str]| parse_numastat_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(p(&["-x"]), Parsed::Usage("numastat: invalid option -- 'x'\n".into()));
+        assert_eq!(p(&["-p"]), Parsed::Usage("numastat: option requires an argument -- 'p'\n".into()));
+        assert_eq!(p(&["--bogus"]), Parsed::Usage("numastat: unrecognized option '--bogus'\n".into()));
+        assert_eq!(p(&["--help"]), Parsed::Usage(String::new()));
+        assert_eq!(p(&["-V"]), Parsed::Version);
+        assert_eq!(run_cfg(&["--", "-n"]).specs, vec!["-n"]);
+    }
 }

@@ -1,0 +1,584 @@
+//! What numastat shows, computed from the kernel's files through `numapilot_observe`, and printed as
+//! Debian's numastat (numactl 2.0.16) prints it.
+//!
+//! ```text
+//!   numastat                 "compatibility" table: node numastat counters in pages, old perl layout
+//!   numastat -n              the same counters in MB (pages x page size), with a Total column
+//!   numastat -m              node meminfo in MB (kB lines x 1024, HugePages_* x huge page size)
+//!   numastat -p PID|PATTERN  per-node MB of a process from numa_maps: Huge / Heap / Stack / Private
+//!                            (one table per process when one process or -v; else one row each)
+//! ```
+//!
+//! Semantics kept from numastat (source: numactl's numastat.c and its output on this host):
+//! - Process memory: each VMA of numa_maps is Huge if hugetlb, else Heap, else Stack, else Private
+//!   (file-backed memory counts as Private). Per-node page counts are converted with the VMA's own
+//!   `kernelpagesize_kB`; numastat uses the base page size, or the default huge page size for hugetlb
+//!   VMAs, which gives the same numbers except for hugetlb VMAs of a non-default size (1 GiB pages on a
+//!   2 MiB-default system), where numastat is wrong and we are not.
+//! - PATTERN matches (substring) the process name followed by its command line with NULs as blanks;
+//!   numastat's own process is never matched (ours neither). PIDs are sorted and de-duplicated.
+//! - Meminfo and numastat lines are placed by name in numastat's fixed row order; names it does not
+//!   know are reported as "Token X not in hash table." (only when started as `numastat`: on 6.x kernels
+//!   every `-m` prints several, which tells a user nothing).
+//! - Unreadable numa_maps: "Can't read /proc/PID/numa_maps: REASON" on stderr; the process shows zeros.
+//!   Deliberate difference: numastat skips the whole multi-process table when the LAST process is the
+//!   unreadable one (its `continue` jumps over the display); we still show the table.
+
+use std::io;
+
+use numapilot_observe::parse::numa_maps::parse_numa_maps;
+use numapilot_observe::{MemKind, NodeSample, Reader};
+use serde_json::{json, Map, Value};
+
+use super::table::{Cell, Justify, Table};
+
+/// What to show, after argument parsing (both entry points end here).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// `-c`: fit columns to their contents, no decimals.
+    pub compress: bool,
+    /// `-m`: the meminfo table.
+    pub meminfo: bool,
+    /// `-n`: the numastat counters table.
+    pub numastat: bool,
+    /// `-p` values and bare arguments: PIDs or patterns, in order.
+    pub specs: Vec<String>,
+    /// `-s[NODE]`: sort; `Some(None)` by the Total column.
+    pub sort: Option<Option<String>>,
+    /// `-v`: one table per process even for several processes.
+    pub verbose: bool,
+    /// `-z`: leave out rows and columns that are all zero.
+    pub skip_zero: bool,
+    /// No option at all: numastat's compatibility table.
+    pub compat: bool,
+    /// Print "Token X not in hash table." as numastat does (only under the name `numastat`).
+    pub token_warnings: bool,
+    /// Output width (numastat: `NUMASTAT_WIDTH`, 80 on a terminal, else unlimited).
+    pub screen_width: usize,
+}
+
+/// numastat's screen width rule: `NUMASTAT_WIDTH` if set and sane, else 80 on a terminal (numastat
+/// asks `resize`, but reads its answer into an 8-byte buffer and so always ends with 80), else no limit;
+/// never below 32.
+pub fn screen_width() -> usize {
+    use std::io::IsTerminal;
+    let mut w = match std::env::var("NUMASTAT_WIDTH") {
+        Ok(v) => match v.trim().parse::<i64>() {
+            Ok(n) if (1..=10_000_000).contains(&n) => n as usize,
+            _ => 80,
+        },
+        Err(_) if io::stdout().is_terminal() => 80,
+        Err(_) => 10_000_000,
+    };
+    if w < 32 {
+        w = 32;
+    }
+    w
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Row labels and lookup names of numastat's tables (numastat.c: `numastat_meminfo`, `system_meminfo`).
+const NUMASTAT_ROWS: [(&str, &str); 6] = [
+    ("numa_hit", "Numa_Hit"),
+    ("numa_miss", "Numa_Miss"),
+    ("numa_foreign", "Numa_Foreign"),
+    ("interleave_hit", "Interleave_Hit"),
+    ("local_node", "Local_Node"),
+    ("other_node", "Other_Node"),
+];
+
+const MEMINFO_ROWS: [&str; 36] = [
+    "MemTotal",
+    "MemFree",
+    "MemUsed",
+    "HighTotal",
+    "HighFree",
+    "LowTotal",
+    "LowFree",
+    "Active",
+    "Inactive",
+    "Active(anon)",
+    "Inactive(anon)",
+    "Active(file)",
+    "Inactive(file)",
+    "Unevictable",
+    "Mlocked",
+    "Dirty",
+    "Writeback",
+    "FilePages",
+    "Mapped",
+    "AnonPages",
+    "Shmem",
+    "KernelStack",
+    "PageTables",
+    "NFS_Unstable",
+    "Bounce",
+    "WritebackTmp",
+    "Slab",
+    "SReclaimable",
+    "SUnreclaim",
+    "AnonHugePages",
+    "ShmemHugePages",
+    "ShmemPmdMapped",
+    "HugePages_Total",
+    "HugePages_Free",
+    "HugePages_Surp",
+    "KReclaimable",
+];
+
+const PROCESS_ROWS: [&str; 4] = ["Huge", "Heap", "Stack", "Private"];
+
+/// Page sizes numastat converts with.
+#[derive(Debug, Clone, Copy)]
+struct PageSizes {
+    base: f64,
+    huge: f64,
+}
+
+/// Everything a run produces: text for stdout, messages for stderr, JSON when asked.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// What numastat prints on stdout.
+    pub stdout: String,
+    /// What numastat prints on stderr.
+    pub stderr: String,
+    /// The same data as JSON.
+    pub json: Map<String, Value>,
+}
+
+/// One process's memory per category and node, MB.
+#[derive(Debug, Clone)]
+struct ProcessMem {
+    pid: u32,
+    name: Option<String>,
+    /// `mb[category][node index]`; `None` when numa_maps could not be read.
+    mb: Option<[Vec<f64>; 4]>,
+}
+
+/// Runs numastat's logic against `reader`.
+pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<Output> {
+    let mut out = Output::default();
+    let pids = resolve_specs(reader, &cfg.specs, &mut out.stdout)?;
+    let node_ids: Vec<u32> = reader.node_ids()?.iter().collect();
+    if node_ids.is_empty() {
+        let what = if cfg.compat { "sysfs not mounted or system not NUMA aware" } else { "Couldn't open" };
+        anyhow::bail!("{what}: no node directories in {}", reader.root().join("sys/devices/system/node").display());
+    }
+    out.json.insert("nodes".into(), json!(node_ids));
+    let nodes: Vec<NodeSample> = node_ids.iter().map(|&n| reader.read_node(n)).collect::<Result<_, _>>()?;
+    if cfg.compat {
+        system_table(&nodes, cfg, None, SystemFile::Numastat, &mut out);
+        return Ok(out);
+    }
+    let sizes = page_sizes(reader)?;
+    if !pids.is_empty() {
+        let procs: Vec<ProcessMem> = pids.iter().map(|&p| process_mem(reader, p, &node_ids, &mut out.stderr)).collect();
+        process_tables(&procs, &node_ids, cfg, &mut out);
+    }
+    if cfg.meminfo {
+        out.stdout.push_str("\nPer-node system memory usage (in MBs):\n");
+        system_table(&nodes, cfg, Some(sizes), SystemFile::Meminfo, &mut out);
+    }
+    if cfg.numastat || (pids.is_empty() && !cfg.meminfo) {
+        out.stdout.push_str("\nPer-node numastat info (in MBs):\n");
+        system_table(&nodes, cfg, Some(sizes), SystemFile::Numastat, &mut out);
+    }
+    Ok(out)
+}
+
+fn page_sizes(reader: &Reader) -> anyhow::Result<PageSizes> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let base = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let base = if base > 0 { base as f64 } else { 4096.0 };
+    let huge_kb = reader.read_meminfo()?.and_then(|m| m.get("Hugepagesize")).unwrap_or(0);
+    Ok(PageSizes { base, huge: huge_kb as f64 * 1024.0 })
+}
+
+/// PIDs from the specs: all digits is a PID, anything else a pattern. Sorted, de-duplicated.
+fn resolve_specs(reader: &Reader, specs: &[String], stdout: &mut String) -> anyhow::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    let mut candidates: Option<Vec<(u32, Vec<u8>)>> = None;
+    for spec in specs {
+        if !spec.is_empty() && spec.bytes().all(|b| b.is_ascii_digit()) {
+            // numastat uses atoi; a number too big for a pid names no process.
+            pids.push(spec.parse::<u32>().unwrap_or(u32::MAX));
+            continue;
+        }
+        let cands = match &mut candidates {
+            Some(c) => c,
+            None => candidates.insert(pattern_candidates(reader)?),
+        };
+        let before = pids.len();
+        for (pid, text) in cands.iter() {
+            if contains(text, spec.as_bytes()) {
+                pids.push(*pid);
+            }
+        }
+        if pids.len() == before {
+            stdout.push_str(&format!("Found no processes containing pattern: \"{spec}\"\n"));
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    Ok(pids)
+}
+
+/// For every process: its name, a blank, its command line with NULs as blanks (numastat's search
+/// text, at most 2047 bytes). Our own process is left out, as numastat leaves out itself.
+fn pattern_candidates(reader: &Reader) -> anyhow::Result<Vec<(u32, Vec<u8>)>> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for pid in reader.pids()? {
+        if reader.is_live() && pid == me {
+            continue;
+        }
+        let mut text: Vec<u8> = command_name(reader, pid).map(String::into_bytes).unwrap_or_default();
+        if let Ok(Some(cmdline)) = reader.read_cmdline(pid) {
+            text.push(b' ');
+            text.extend(cmdline.iter().map(|&b| if b == 0 { b' ' } else { b }));
+        }
+        text.truncate(2047);
+        out.push((pid, text));
+    }
+    Ok(out)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The `Name:` of a process's status, as numastat shows it.
+fn command_name(reader: &Reader, pid: u32) -> Option<String> {
+    reader.read_status(pid).ok().flatten().map(|s| s.name.trim_start().to_string())
+}
+
+/// Reads one process's numa_maps into per-category, per-node MB; reports failures as numastat does.
+fn process_mem(reader: &Reader, pid: u32, node_ids: &[u32], stderr: &mut String) -> ProcessMem {
+    let name = command_name(reader, pid);
+    let path = reader.root().join(format!("proc/{pid}/numa_maps"));
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {}\n", strerror(&e)));
+            return ProcessMem { pid, name, mb: None };
+        }
+    };
+    let maps = match parse_numa_maps(&String::from_utf8_lossy(&text)) {
+        Ok(m) => m,
+        Err(e) => {
+            stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {e}\n"));
+            return ProcessMem { pid, name, mb: None };
+        }
+    };
+    let mut mb: [Vec<f64>; 4] = std::array::from_fn(|_| vec![0.0; node_ids.len()]);
+    for vma in &maps.vmas {
+        let cat = match vma.mem_kind() {
+            MemKind::Huge => 0,
+            MemKind::Heap => 1,
+            MemKind::Stack => 2,
+            MemKind::AnonPrivate | MemKind::File => 3,
+        };
+        for (node, kb) in vma.node_kb() {
+            if let Ok(i) = node_ids.binary_search(&node) {
+                mb[cat][i] += kb as f64 * 1024.0 / MIB;
+            }
+        }
+    }
+    ProcessMem { pid, name, mb: Some(mb) }
+}
+
+/// An I/O error as `strerror` words it ("Permission denied"), without Rust's "(os error 13)".
+fn strerror(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+fn decimals(cfg: &Config) -> usize {
+    if cfg.compress {
+        0
+    } else {
+        2
+    }
+}
+
+/// The column to sort by: numastat's rule, `1 + node id of the N-th node` for `-sN` when N is below
+/// the node count, else Total.
+fn sort_col(cfg: &Config, node_ids: &[u32], total_col: usize) -> Option<usize> {
+    let arg = cfg.sort.as_ref()?;
+    let n = arg
+        .as_deref()
+        .filter(|a| !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|a| a.parse::<usize>().ok());
+    Some(match n {
+        Some(i) if i < node_ids.len() => {
+            let c = 1 + node_ids[i] as usize;
+            if c < total_col {
+                c
+            } else {
+                total_col
+            }
+        }
+        _ => total_col,
+    })
+}
+
+/// Node column headers: "Node N" (or "nodeN" in compatibility mode) and "Total".
+fn node_headers(node_ids: &[u32], compat: bool) -> Vec<String> {
+    node_ids.iter().map(|n| if compat { format!("node{n}") } else { format!("Node {n}") }).collect()
+}
+
+fn process_tables(procs: &[ProcessMem], node_ids: &[u32], cfg: &Config, out: &mut Output) {
+    let sub = cfg.verbose || procs.len() == 1;
+    let n_nodes = node_ids.len();
+    let data_rows = if sub { PROCESS_ROWS.len() } else { procs.len() };
+    let mut t = Table::new(2, data_rows + 2, n_nodes + 1);
+    let total_col = 1 + n_nodes;
+    let total_row = 2 + data_rows + 1;
+    t.set(total_row, 0, Cell::Text("Total".into()));
+    if sub {
+        for (i, label) in PROCESS_ROWS.iter().enumerate() {
+            t.set(2 + i, 0, Cell::Text((*label).into()));
+        }
+    } else {
+        t.set(0, 0, Cell::Text("PID".into()));
+        t.set(1, 0, Cell::Rule('-'));
+        out.stdout.push_str("\nPer-node process memory usage (in MBs)\n");
+    }
+    t.set_col(0, 16, 0, Justify::Left);
+    let mut headers = node_headers(node_ids, false);
+    headers.push("Total".to_string());
+    for (c, label) in headers.into_iter().enumerate() {
+        t.set(0, 1 + c, Cell::Text(label));
+        t.set(1, 1 + c, Cell::Rule('-'));
+        t.set_col(1 + c, 16, decimals(cfg), Justify::Right);
+    }
+    t.zero_data();
+    let mut json_procs = Vec::new();
+    for (pi, p) in procs.iter().enumerate() {
+        let name = p.name.clone().unwrap_or_else(|| "(null)".into());
+        if sub {
+            out.stdout.push_str(&format!("\nPer-node process memory usage (in MBs) for PID {} ({name})\n", p.pid));
+            if pi > 0 {
+                t.zero_data();
+            }
+        } else {
+            let mut label = format!("{} ({name})", p.pid);
+            // numastat formats the label into a 64-byte buffer.
+            truncate_bytes(&mut label, 63);
+            t.set(2 + pi, 0, Cell::Text(label));
+        }
+        json_procs.push(process_json(p, node_ids));
+        let Some(mb) = &p.mb else {
+            // numastat: the header (in per-process mode) but no table for a process it cannot read.
+            if sub {
+                continue;
+            }
+            if pi + 1 < procs.len() {
+                continue;
+            }
+            finish_process_table(&mut t, cfg, node_ids, data_rows, total_row, total_col, out);
+            continue;
+        };
+        for (cat, per_node) in mb.iter().enumerate() {
+            let row = if sub { 2 + cat } else { 2 + pi };
+            for (ni, &v) in per_node.iter().enumerate() {
+                if v == 0.0 {
+                    continue;
+                }
+                t.add(row, 1 + ni, v);
+                t.add(row, total_col, v);
+                t.add(total_row, 1 + ni, v);
+                t.add(total_row, total_col, v);
+            }
+        }
+        if sub || pi + 1 == procs.len() {
+            finish_process_table(&mut t, cfg, node_ids, data_rows, total_row, total_col, out);
+        }
+    }
+    out.json.insert("processes".into(), Value::Array(json_procs));
+}
+
+fn finish_process_table(
+    t: &mut Table,
+    cfg: &Config,
+    node_ids: &[u32],
+    data_rows: usize,
+    total_row: usize,
+    total_col: usize,
+    out: &mut Output,
+) {
+    if cfg.compress {
+        for c in 0..=total_col {
+            t.fit_col(c, 4, 16);
+        }
+    } else {
+        // numastat lets the label column grow to 24 so process names are not cut.
+        t.fit_col(0, 16, 24);
+    }
+    t.always_show_row(total_row - 1);
+    for c in 0..=total_col {
+        t.set(total_row - 1, c, Cell::Rule('-'));
+    }
+    if let Some(col) = sort_col(cfg, node_ids, total_col) {
+        t.sort_desc(2, 2 + data_rows - 1, col);
+    }
+    out.stdout.push_str(&t.render(cfg.screen_width, !cfg.skip_zero));
+}
+
+fn process_json(p: &ProcessMem, node_ids: &[u32]) -> Value {
+    let mut nodes = Map::new();
+    let mut total = 0.0;
+    if let Some(mb) = &p.mb {
+        for (ni, n) in node_ids.iter().enumerate() {
+            let vals: Vec<f64> = (0..4).map(|c| mb[c][ni]).collect();
+            let sum: f64 = vals.iter().sum();
+            total += sum;
+            nodes.insert(
+                n.to_string(),
+                json!({"huge_mb": vals[0], "heap_mb": vals[1], "stack_mb": vals[2], "private_mb": vals[3], "total_mb": sum}),
+            );
+        }
+    }
+    json!({"pid": p.pid, "name": p.name, "readable": p.mb.is_some(), "nodes": nodes, "total_mb": total})
+}
+
+fn truncate_bytes(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SystemFile {
+    Numastat,
+    Meminfo,
+}
+
+/// numastat's `show_info_from_system_file`: one row per known name, one column per node plus Total.
+/// `sizes` is `None` in compatibility mode (raw page counts, old layout).
+fn system_table(nodes: &[NodeSample], cfg: &Config, sizes: Option<PageSizes>, file: SystemFile, out: &mut Output) {
+    let compat = sizes.is_none();
+    let header_rows = if compat { 1 } else { 2 };
+    let labels: Vec<(&str, &str)> = match file {
+        SystemFile::Numastat => NUMASTAT_ROWS.to_vec(),
+        SystemFile::Meminfo => MEMINFO_ROWS.iter().map(|k| (*k, *k)).collect(),
+    };
+    let n_nodes = nodes.len();
+    let total_col = 1 + n_nodes;
+    let mut t = Table::new(header_rows, labels.len(), n_nodes + 1);
+    for (i, (token, label)) in labels.iter().enumerate() {
+        t.set(header_rows + i, 0, Cell::Text(if compat { (*token).into() } else { (*label).into() }));
+    }
+    t.set_col(0, 16, 0, Justify::Left);
+    let node_ids: Vec<u32> = nodes.iter().map(|n| n.node).collect();
+    let headers = node_headers(&node_ids, compat);
+    let key = match file {
+        SystemFile::Numastat => "numastat",
+        SystemFile::Meminfo => "meminfo",
+    };
+    let mut json_nodes = Map::new();
+    // In compatibility mode numastat never sets up the Total column: it stays 0 wide (invisible).
+    let cols = if compat { n_nodes } else { n_nodes + 1 };
+    for ci in 0..cols {
+        let col = 1 + ci;
+        let label = if ci == n_nodes { "Total".to_string() } else { headers[ci].clone() };
+        t.set(0, col, Cell::Text(label));
+        let mut dec = 0;
+        if !compat {
+            t.set(1, col, Cell::Rule('-'));
+            dec = decimals(cfg);
+        }
+        t.set_col(col, 16, dec, Justify::Right);
+        if ci == n_nodes {
+            break;
+        }
+        let node = &nodes[ci];
+        let mut jn = Map::new();
+        let entries: Vec<(String, u64, f64)> = match file {
+            SystemFile::Numastat => {
+                node.numastat.entries().iter().map(|(k, v)| (k.clone(), *v, sizes.map_or(1.0, |s| s.base))).collect()
+            }
+            SystemFile::Meminfo => node
+                .meminfo
+                .entries
+                .iter()
+                .map(|e| {
+                    let mult = match sizes {
+                        None => 1.0,
+                        Some(s) if e.key.starts_with("HugePages") => s.huge,
+                        Some(_) if e.kb => 1024.0,
+                        Some(_) => 1.0,
+                    };
+                    (e.key.clone(), e.value, mult)
+                })
+                .collect(),
+        };
+        for (k, raw, mult) in entries {
+            match labels.iter().position(|(token, _)| *token == k) {
+                None => {
+                    if cfg.token_warnings {
+                        out.stdout.push_str(&format!("Token {k} not in hash table.\n"));
+                    }
+                }
+                Some(i) => {
+                    let v = if compat { raw as f64 } else { raw as f64 * mult / MIB };
+                    t.set(header_rows + i, col, Cell::Num(v));
+                    t.add(header_rows + i, total_col, v);
+                    jn.insert(k, json!(v));
+                }
+            }
+        }
+        json_nodes.insert(node.node.to_string(), Value::Object(jn));
+    }
+    if cfg.compress {
+        for c in 0..=total_col {
+            t.fit_col(c, 4, 16);
+        }
+    }
+    if !compat {
+        if let Some(col) = sort_col(cfg, &node_ids, total_col) {
+            t.sort_desc(header_rows, header_rows + labels.len() - 1, col);
+        }
+    }
+    out.stdout.push_str(&t.render(cfg.screen_width, !cfg.skip_zero));
+    let unit = if compat { "pages" } else { "MB" };
+    out.json.insert(key.into(), json!({"unit": unit, "nodes": json_nodes}));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strerror_drops_the_os_error_suffix() {
+        let e = io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(strerror(&e), "Permission denied");
+    }
+
+    #[test]
+    fn pattern_search_is_a_substring_match() {
+        assert!(contains(b"bash -c sleep 10", b"sleep"));
+        assert!(!contains(b"bash", b"sleep"));
+        assert!(contains(b"x", b""));
+    }
+
+    #[test]
+    fn sort_column_follows_numastat() {
+        let mut cfg = Config { sort: Some(None), ..Config::default() };
+        assert_eq!(sort_col(&cfg, &[0, 1], 3), Some(3));
+        cfg.sort = Some(Some("1".into()));
+        assert_eq!(sort_col(&cfg, &[0, 1], 3), Some(2));
+        cfg.sort = Some(Some("7".into()));
+        assert_eq!(sort_col(&cfg, &[0, 1], 3), Some(3));
+        cfg.sort = None;
+        assert_eq!(sort_col(&cfg, &[0, 1], 3), None);
+    }
+}

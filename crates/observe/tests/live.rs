@@ -1,0 +1,155 @@
+//! The Reader against the live system: this test process, its threads, children that exit or linger
+//! as zombies, a kernel thread, and a whole-machine sample.
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use numapilot_observe::{thread_cpu_rates, Reader, VmaKind};
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+#[test]
+fn reads_this_process_and_its_threads() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(Duration::from_millis(50));
+                }
+            })
+        })
+        .collect();
+    let me = std::process::id();
+    let p = Reader::default().read_process(me).unwrap().expect("this process exists");
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.thread().unpark();
+        h.join().unwrap();
+    }
+    assert_eq!(p.pid, me);
+    assert!(!p.kernel_thread);
+    assert!(p.threads.len() >= 4, "{} threads", p.threads.len());
+    assert!(p.threads.iter().any(|t| t.tid == me));
+    assert!(p.rss_kb.unwrap() > 0);
+    let maps = p.numa_maps.as_ref().expect("own numa_maps is readable");
+    assert!(maps.vmas.iter().any(|v| v.kind == VmaKind::Stack));
+    assert!(maps.vmas.iter().any(|v| v.kind == VmaKind::File));
+    assert!(p.node_usage.iter().map(|u| u.total_kb()).sum::<u64>() > 0);
+    assert_eq!(Reader::default().read_stat(me).unwrap().unwrap().starttime, p.starttime);
+    for t in &p.threads {
+        assert!(t.cpus_allowed().contains(t.last_cpu()) || t.stat.state != 'R');
+        assert!(!t.mems_allowed().is_empty());
+    }
+}
+
+#[test]
+fn an_exited_process_is_skipped_not_an_error() {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let r = Reader::default();
+    assert!(r.read_process(pid).unwrap().is_none());
+    assert!(r.read_numa_maps(pid).unwrap().is_none());
+    assert!(r.tids(pid).unwrap().is_none());
+    assert!(r.read_thread(pid, pid).unwrap().is_none());
+}
+
+#[test]
+fn a_zombie_is_read_without_memory() {
+    let child = Command::new("true").stdout(Stdio::null()).spawn().unwrap();
+    let pid = child.id();
+    let r = Reader::default();
+    // Not waited for: it turns into a zombie once it exits.
+    let mut p = None;
+    for _ in 0..500 {
+        p = r.read_process(pid).unwrap();
+        if p.as_ref().is_some_and(|p| p.stat.state == 'Z') {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let p = p.expect("the zombie is still listed");
+    assert_eq!(p.stat.state, 'Z');
+    // A zombie has no mm: an empty numa_maps, nothing resident.
+    assert!(p.numa_maps.as_ref().is_none_or(|m| m.vmas.is_empty()));
+    assert!(p.node_usage.is_empty());
+    drop(child); // reaped by the test harness exiting; Child does not wait on drop
+}
+
+#[test]
+fn kernel_threads_are_flagged_and_have_no_numa_maps() {
+    // kthreadd is pid 2 on every Linux system (also inside the rig guests).
+    let p = Reader::default().read_process(2).unwrap().expect("kthreadd");
+    assert!(p.kernel_thread);
+    assert_eq!(p.comm, "kthreadd");
+    assert!(p.numa_maps.is_none());
+    assert!(p.rss_kb.is_none());
+}
+
+#[test]
+fn a_sample_of_the_machine() {
+    let r = Reader::default();
+    let s = r.sample().unwrap();
+    let me = std::process::id();
+    assert!(s.process(me).is_some());
+    assert!(!s.nodes.is_empty());
+    assert!(s.cpu.as_ref().is_some_and(|c| !c.cpus.is_empty()));
+    assert_eq!(s.clock_ticks_per_sec, 100);
+    let json = serde_json::to_string(&s).unwrap();
+    let back: numapilot_observe::Sample = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.processes.len(), s.processes.len());
+    assert_eq!(back.process(me).unwrap().threads.len(), s.process(me).unwrap().threads.len());
+}
+
+#[test]
+fn cpu_rate_sees_a_busy_thread() {
+    // The busy thread burns 60 ms of its own CPU time between two samples: its rate times the interval
+    // must account for at least that much (schedstat counts the same clock), whatever the load.
+    let r = Reader::default();
+    let me = std::process::id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let busy = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        go_rx.recv().unwrap();
+        let start = thread_cpu_ns();
+        while thread_cpu_ns() - start < 60_000_000 {
+            std::hint::spin_loop();
+        }
+        go_rx.recv().unwrap();
+    });
+    let tid = rx.recv().unwrap();
+    let mut a = r.sample().unwrap();
+    a.processes.retain(|p| p.pid == me);
+    go_tx.send(()).unwrap();
+    // Wait until the spin is done: the thread then blocks on the second recv.
+    loop {
+        let t = r.read_thread(me, tid).unwrap().unwrap();
+        if t.schedstat.unwrap().run_ns >= 60_000_000 && t.stat.state != 'R' {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut b = r.sample().unwrap();
+    b.processes.retain(|p| p.pid == me);
+    go_tx.send(()).unwrap();
+    busy.join().unwrap();
+    let rates = thread_cpu_rates(&a, &b);
+    let rate = rates.iter().find(|x| x.tid == tid).expect("rate of the busy thread");
+    let cpu_ns = rate.cpus * rate.interval_ns as f64;
+    assert!(cpu_ns >= 59_000_000.0, "{rate:?}");
+}
