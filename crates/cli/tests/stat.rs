@@ -1,0 +1,382 @@
+//! `numapilot stat` and the `numastat` symlink against Debian's numastat: on the live system (same
+//! processes, run back to back) and on the captured fixtures (expected/numastat*.txt were produced by
+//! the real tool at capture time).
+//!
+//! Process tables (`-p`) must be identical byte for byte. System tables (`-n`, `-m`, the compatibility
+//! table) hold counters that move between two reads (MemFree, numa_hit), so their structure (lines,
+//! labels, widths) must be identical and their numbers equal within a tolerance.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_numapilot")
+}
+
+/// A directory holding a `numastat` symlink to our binary.
+fn numastat_link() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "numapilot-stat-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("numastat");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(bin(), &link).unwrap();
+    link
+}
+
+fn have_numastat() -> bool {
+    let ok = Command::new("numastat").arg("-V").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("numastat (Debian package numactl) is not installed: live comparisons skipped");
+    }
+    ok
+}
+
+fn run(cmd: &mut Command) -> Output {
+    // numastat folds lines at a terminal's width; pipes (as here) mean "no limit" for both tools.
+    cmd.env_remove("NUMASTAT_WIDTH").stdin(Stdio::null()).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A process holding `mb` MiB of touched memory, with `marker` on its command line.
+struct Holder {
+    child: Child,
+}
+
+impl Holder {
+    fn start(mb: usize, marker: &str) -> Holder {
+        let script = format!("my $x = 'a' x ({mb} * 1048576); $| = 1; print \"ready\\n\"; sleep 600;");
+        let mut child = Command::new("perl")
+            .arg("-e")
+            .arg(script)
+            .arg(marker)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("perl (Debian's perl-base) runs the memory holder");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        Holder { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Same lines, same words where they are not numbers, numbers within `tol(a, b)`; with `exact_width`
+/// also the same line lengths (fixed-width tables).
+fn same_structure(ours: &str, theirs: &str, exact_width: bool, tol: impl Fn(f64, f64) -> bool) -> Result<(), String> {
+    let (a, b): (Vec<&str>, Vec<&str>) = (ours.lines().collect(), theirs.lines().collect());
+    if a.len() != b.len() {
+        return Err(format!("{} lines vs {}\n--- ours\n{ours}--- theirs\n{theirs}", a.len(), b.len()));
+    }
+    for (la, lb) in a.iter().zip(&b) {
+        if exact_width && la.len() != lb.len() {
+            return Err(format!("line width differs:\n{la:?}\n{lb:?}"));
+        }
+        let (wa, wb): (Vec<&str>, Vec<&str>) = (la.split_whitespace().collect(), lb.split_whitespace().collect());
+        if wa.len() != wb.len() {
+            return Err(format!("words differ:\n{la:?}\n{lb:?}"));
+        }
+        for (x, y) in wa.iter().zip(&wb) {
+            match (x.parse::<f64>(), y.parse::<f64>()) {
+                (Ok(p), Ok(q)) if x.chars().all(|c| c.is_ascii_digit() || c == '.') => {
+                    if !tol(p, q) {
+                        return Err(format!("{x} vs {y} out of tolerance:\n{la:?}\n{lb:?}"));
+                    }
+                }
+                _ if x == y => {}
+                _ => return Err(format!("{x:?} vs {y:?}:\n{la:?}\n{lb:?}")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Tolerance for figures that move between two reads of a busy machine (tests and builds run in
+/// parallel): 64 MB or 2 %, whichever is larger; `scale` converts the table's unit to MB.
+fn moving(scale: f64) -> impl Fn(f64, f64) -> bool {
+    move |a, b| {
+        let (a, b) = (a * scale, b * scale);
+        (a - b).abs() <= 64.0_f64.max(0.02 * a.abs().max(b.abs()))
+    }
+}
+
+fn exact(a: f64, b: f64) -> bool {
+    a == b
+}
+
+#[test]
+fn process_tables_equal_numastat_on_this_machine() {
+    if !have_numastat() {
+        return;
+    }
+    let h = Holder::start(24, "numapilot-stat-test-single");
+    let pid = h.pid().to_string();
+    let link = numastat_link();
+    let variants: &[&[&str]] = &[&["-p"], &["-c", "-p"], &["-z", "-v", "-p"], &["-s", "-p"], &["-c", "-z", "-p"]];
+    for v in variants {
+        let mut args: Vec<&str> = v.to_vec();
+        args.push(&pid);
+        let theirs = run(Command::new("numastat").args(&args));
+        let ours = run(Command::new(bin()).arg("stat").args(&args));
+        let via_link = run(Command::new(&link).args(&args));
+        assert!(theirs.status.success());
+        for o in [&ours, &via_link] {
+            assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+            assert_eq!(text(&o.stdout), text(&theirs.stdout), "numastat {args:?}");
+            assert_eq!(text(&o.stderr), text(&theirs.stderr), "numastat {args:?}");
+        }
+    }
+    // The holder's 24 MiB string is in the table (Private or Heap), not just zeros.
+    let ours = text(&run(Command::new(bin()).args(["stat", "-p", &pid])).stdout);
+    let total: f64 = ours.lines().last().unwrap().split_whitespace().last().unwrap().parse().unwrap();
+    assert!(total >= 24.0, "{ours}");
+}
+
+#[test]
+fn patterns_and_several_processes_equal_numastat() {
+    if !have_numastat() {
+        return;
+    }
+    let marker = format!("numapilot-stat-test-many-{}", std::process::id());
+    let holders: Vec<Holder> = (0..3).map(|i| Holder::start(4 + 4 * i, &marker)).collect();
+    let link = numastat_link();
+    let pids: Vec<String> = holders.iter().map(|h| h.pid().to_string()).collect();
+    let cases: Vec<Vec<String>> = vec![
+        vec!["-p".into(), marker.clone()],
+        vec![marker.clone()],
+        vec!["-v".into(), "-p".into(), marker.clone()],
+        vec!["-p".into(), pids[2].clone(), "-p".into(), pids[0].clone(), pids[0].clone()],
+        vec!["-c".into(), "-s".into(), marker.clone()],
+    ];
+    for args in &cases {
+        let theirs = run(Command::new("numastat").args(args));
+        let ours = run(Command::new(&link).args(args));
+        assert_eq!(text(&ours.stdout), text(&theirs.stdout), "numastat {args:?}");
+        assert_eq!(text(&ours.stderr), text(&theirs.stderr), "numastat {args:?}");
+        assert_eq!(ours.status.code(), theirs.status.code());
+        let via_stat = run(Command::new(bin()).arg("stat").args(args));
+        assert_eq!(text(&via_stat.stdout), text(&theirs.stdout), "numapilot stat {args:?}");
+    }
+    // No match: the message, then (no process left) the numastat table, whose counters move.
+    let args = ["-p", "no-such-process-pattern-xyzzy"];
+    let theirs = run(Command::new("numastat").args(args));
+    let ours = run(Command::new(&link).args(args));
+    assert!(
+        text(&ours.stdout).starts_with("Found no processes containing pattern: \"no-such-process-pattern-xyzzy\"\n")
+    );
+    same_structure(&text(&ours.stdout), &text(&theirs.stdout), true, moving(1.0)).unwrap();
+    // The pattern found exactly our three holders.
+    let out = text(&run(Command::new(bin()).args(["stat", "-p", &marker])).stdout);
+    for p in &pids {
+        assert!(out.contains(&format!("\n{p} (perl)")), "{out}");
+    }
+}
+
+#[test]
+fn a_missing_process_is_reported_like_numastat() {
+    if !have_numastat() {
+        return;
+    }
+    // Above the kernel's pid_max limit (4194304): never a live process.
+    for args in [&["-p", "4194305"][..], &["-p", "4194305", "-p", "4194306"][..]] {
+        let theirs = run(Command::new("numastat").args(args));
+        let ours = run(Command::new(bin()).arg("stat").args(args));
+        assert_eq!(ours.status.code(), Some(0));
+        assert_eq!(text(&ours.stderr), text(&theirs.stderr));
+        if args.len() == 2 {
+            // Single process: header, no table, in both.
+            assert_eq!(text(&ours.stdout), text(&theirs.stdout));
+        }
+    }
+    let ours = run(Command::new(bin()).args(["stat", "-p", "4194305"]));
+    assert_eq!(text(&ours.stderr), "Can't read /proc/4194305/numa_maps: No such file or directory\n");
+    assert_eq!(text(&ours.stdout), "\nPer-node process memory usage (in MBs) for PID 4194305 ((null))\n");
+}
+
+#[test]
+fn system_tables_match_numastat_within_tolerance() {
+    if !have_numastat() {
+        return;
+    }
+    let link = numastat_link();
+    let page_mb = 4096.0 / 1048576.0;
+    let cases: Vec<(Vec<&str>, bool, f64)> = vec![
+        (vec![], true, page_mb),
+        (vec!["-n"], true, 1.0),
+        (vec!["-m"], true, 1.0),
+        (vec!["-m", "-z"], true, 1.0),
+        (vec!["-c", "-m"], false, 1.0),
+        (vec!["-n", "-c"], false, 1.0),
+        (vec!["-s", "-m"], true, 1.0),
+    ];
+    for (args, fixed_width, scale) in &cases {
+        let theirs = run(Command::new("numastat").args(args));
+        let ours = run(Command::new(&link).args(args));
+        assert!(ours.status.success(), "{args:?}: {}", text(&ours.stderr));
+        // Sorted tables may order rows differently when two figures moved past each other.
+        if args.contains(&"-s") {
+            let mut a: Vec<&str> = text(&ours.stdout).leak().lines().collect();
+            let mut b: Vec<&str> = text(&theirs.stdout).leak().lines().collect();
+            a.sort_by_key(|l| l.split_whitespace().next().map(str::to_string));
+            b.sort_by_key(|l| l.split_whitespace().next().map(str::to_string));
+            same_structure(&(a.join("\n") + "\n"), &(b.join("\n") + "\n"), *fixed_width, moving(*scale))
+                .unwrap_or_else(|e| panic!("numastat {args:?}: {e}"));
+        } else {
+            same_structure(&text(&ours.stdout), &text(&theirs.stdout), *fixed_width, moving(*scale))
+                .unwrap_or_else(|e| panic!("numastat {args:?}: {e}"));
+        }
+    }
+    // `numapilot stat` prints the same tables without numastat's "Token X not in hash table." lines.
+    let theirs = text(&run(Command::new("numastat").arg("-m")).stdout);
+    let theirs: String = theirs.lines().filter(|l| !l.starts_with("Token ")).map(|l| format!("{l}\n")).collect();
+    let ours = text(&run(Command::new(bin()).args(["stat", "-m"])).stdout);
+    same_structure(&ours, &theirs, true, moving(1.0)).unwrap();
+}
+
+#[test]
+fn usage_errors_match_numastat() {
+    if !have_numastat() {
+        return;
+    }
+    let link = numastat_link();
+    for args in [&["-x"][..], &["-p"][..], &["--bogus"][..], &["-c", "-q"][..]] {
+        let theirs = run(Command::new("numastat").args(args));
+        let ours = run(Command::new(&link).args(args));
+        assert_eq!(ours.status.code(), theirs.status.code(), "{args:?}");
+        assert_eq!(ours.status.code(), Some(1));
+        assert_eq!(text(&ours.stderr), text(&theirs.stderr), "{args:?}");
+        assert!(ours.stdout.is_empty());
+    }
+}
+
+// ----- fixtures ------------------------------------------------------------------------------------
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("expected/numastat.txt").is_file())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 4, "fixtures missing in {}", dir.display());
+    v
+}
+
+fn expected(fx: &Path, name: &str) -> String {
+    std::fs::read_to_string(fx.join("expected").join(name)).unwrap()
+}
+
+#[test]
+fn fixture_process_tables_equal_the_captured_numastat_output() {
+    let link = numastat_link();
+    let mut checked = 0;
+    for fx in fixtures() {
+        for e in std::fs::read_dir(fx.join("expected")).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let Some(pid) = name.strip_prefix("numastat-p-").and_then(|n| n.strip_suffix(".txt")) else { continue };
+            let want = expected(&fx, &name);
+            let ours = run(Command::new(bin()).args(["stat", "--root"]).arg(&fx).args(["-p", pid]));
+            assert!(ours.status.success(), "{}", text(&ours.stderr));
+            assert_eq!(text(&ours.stdout), want, "{} -p {pid}", fx.display());
+            let via_link = run(Command::new(&link).env("NUMAPILOT_ROOT", &fx).args(["-p", pid]));
+            assert_eq!(text(&via_link.stdout), want, "{} numastat -p {pid}", fx.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "{checked} process tables");
+}
+
+#[test]
+fn fixture_system_tables_match_the_captured_numastat_output() {
+    let link = numastat_link();
+    for fx in fixtures() {
+        // expected/ was taken a moment before the files were copied: the same moving-figure tolerance.
+        for (file, args, scale) in [
+            ("numastat.txt", &[][..], 4096.0 / 1048576.0),
+            ("numastat-n.txt", &["-n"][..], 1.0),
+            ("numastat-m.txt", &["-m"][..], 1.0),
+        ] {
+            let want = expected(&fx, file);
+            let ours = run(Command::new(&link).env("NUMAPILOT_ROOT", &fx).args(args));
+            assert!(ours.status.success(), "{}", text(&ours.stderr));
+            same_structure(&text(&ours.stdout), &want, true, moving(scale))
+                .unwrap_or_else(|e| panic!("{} {file}: {e}", fx.display()));
+        }
+        // Rows that cannot move between two reads are exact: MemTotal, HugePages_*.
+        let ours = text(&run(Command::new(bin()).args(["stat", "-m", "--root"]).arg(&fx)).stdout);
+        let want = expected(&fx, "numastat-m.txt");
+        for row in ["MemTotal", "HugePages_Total"] {
+            let pick = |t: &str| t.lines().find(|l| l.starts_with(row)).map(str::to_string);
+            let (a, b) = (pick(&ours), pick(&want));
+            assert!(a.is_some());
+            same_structure(&a.unwrap(), &b.unwrap(), true, exact).unwrap();
+        }
+    }
+}
+
+#[test]
+fn json_carries_the_same_figures_as_the_tables() {
+    let fx = fixtures().into_iter().find(|f| f.ends_with("rig-6.12-4node")).expect("4-node fixture");
+    let pid = std::fs::read_dir(fx.join("expected"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .find_map(|n| n.strip_prefix("numastat-p-").and_then(|n| n.strip_suffix(".txt")).map(str::to_string))
+        .unwrap();
+    let out = run(Command::new(bin()).args(["stat", "--json", "-n", "-m", "--root"]).arg(&fx).args(["-p", &pid]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["nodes"], serde_json::json!([0, 1, 2, 3]));
+    let table = expected(&fx, &format!("numastat-p-{pid}.txt"));
+    let total_line = table.lines().last().unwrap();
+    let table_total: f64 = total_line.split_whitespace().last().unwrap().parse().unwrap();
+    let json_total = j["processes"][0]["total_mb"].as_f64().unwrap();
+    assert_eq!(format!("{json_total:.2}"), format!("{table_total:.2}"));
+    assert_eq!(j["processes"][0]["pid"].as_u64().unwrap().to_string(), pid);
+    let memtotal_0 = j["meminfo"]["nodes"]["0"]["MemTotal"].as_f64().unwrap();
+    let text_memtotal: f64 = expected(&fx, "numastat-m.txt")
+        .lines()
+        .find(|l| l.starts_with("MemTotal"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(format!("{memtotal_0:.2}"), format!("{text_memtotal:.2}"));
+    assert!(j["numastat"]["nodes"]["3"]["numa_hit"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_bad_root_is_an_error_naming_it() {
+    let out = run(Command::new(bin()).args(["stat", "--root", "/nonexistent/numapilot-root", "-n"]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("/nonexistent/numapilot-root"), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    // A directory without NUMA node directories: numastat's "Couldn't open" case.
+    let empty = std::env::temp_dir().join(format!("numapilot-stat-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = run(Command::new(bin()).args(["stat", "-n", "--root"]).arg(&empty));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("sys/devices/system/node"), "{}", text(&out.stderr));
+}
