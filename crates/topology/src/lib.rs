@@ -78,7 +78,9 @@ pub struct Cpu {
     pub node: u32,
     /// Physical package (socket) id, `topology/physical_package_id`.
     pub package: u32,
-    /// Die id within the package, `topology/die_id` (0 when the kernel does not say).
+    /// Die id, `topology/die_id` (0 when the kernel does not say). Kernels differ on its scope:
+    /// numbered within the package on some, unique across the machine on others (the 6.12 rig
+    /// guests report die 1 for package 1), so identify a die by `(package, die)`.
     pub die: u32,
     /// Core id, `topology/core_id` (unique within a package/die, not machine-wide).
     pub core: u32,

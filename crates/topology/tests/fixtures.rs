@@ -53,7 +53,7 @@ fn numactl_text_equals_the_captured_numactl_output() {
         );
         compared += 1;
     }
-    assert!(compared >= 1);
+    assert!(compared >= 4, "host and the three rig guests");
 }
 
 #[test]
@@ -94,34 +94,74 @@ fn every_fixture_is_a_consistent_machine() {
     }
 }
 
-/// What each known fixture must show; fixtures not captured yet are reported and skipped.
-#[test]
-fn known_fixtures_have_their_documented_shape() {
-    let dirs = fixture_dirs();
-    let by_name = |n: &str| dirs.iter().find(|d| name(d) == n);
+fn set(s: &str) -> numapilot_topology::IdSet {
+    numapilot_topology::IdSet::parse_list(s).unwrap()
+}
 
-    let host = Topology::from_sysfs(by_name("host-6.18").expect("host fixture")).unwrap();
+fn distances(t: &Topology) -> Vec<u32> {
+    let d: BTreeSet<u32> = t.distances.iter().flatten().copied().collect();
+    d.into_iter().collect()
+}
+
+/// `(same-socket, one-hop, far)` from `node`.
+fn rings(t: &Topology, node: u32) -> (numapilot_topology::IdSet, numapilot_topology::IdSet, numapilot_topology::IdSet) {
+    use numapilot_topology::Tier;
+    let m = t.tiers();
+    (m.nodes_at(node, Tier::SameSocket), m.nodes_at(node, Tier::OneHop), m.nodes_at(node, Tier::Far))
+}
+
+fn fixture(name: &str) -> Topology {
+    let dir = common::fixtures_dir().join(name);
+    Topology::from_sysfs(&dir).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Each fixture's shape as fixtures/README.md documents it (and its cmd.txt's GuestSpec says).
+#[test]
+fn host_fixture_shape() {
+    let host = fixture("host-6.18");
     assert_eq!((host.nodes.len(), host.cpus.len()), (1, 2));
     assert_eq!(host.node(0).unwrap().cpus.to_list(), "0-1");
     assert!(host.cpus.iter().all(|c| c.online && c.llc.as_ref().is_some_and(|l| l.to_list() == "0-1")));
     assert!(host.devices.iter().any(|d| d.class == numapilot_topology::DeviceClass::Network));
+}
 
-    // fixtures/README.md: rig-6.12-4node has 4 nodes, distances 10/11/20, a CPU-less node and a
-    // PCI device on node 1.
-    if let Some(dir) = by_name("rig-6.12-4node") {
-        let t = Topology::from_sysfs(dir).unwrap();
-        assert_eq!(t.nodes.len(), 4);
-        let d: BTreeSet<u32> = t.distances.iter().flatten().copied().collect();
-        assert_eq!(d.into_iter().collect::<Vec<_>>(), vec![10, 11, 20]);
-        assert!(t.nodes.iter().any(|n| n.is_cpuless()), "a CPU-less node");
-        assert!(t.devices.iter().any(|dev| dev.node == Some(1)), "a device on node 1: {:?}", t.devices);
-    } else {
-        eprintln!("fixtures/rig-6.12-4node not captured yet");
-    }
-    for (fixture, nodes) in [("rig-6.12-2node", 2), ("rig-6.12-8node", 8)] {
-        match by_name(fixture) {
-            Some(dir) => assert_eq!(Topology::from_sysfs(dir).unwrap().nodes.len(), nodes, "{fixture}"),
-            None => eprintln!("fixtures/{fixture} not captured yet"),
-        }
-    }
+#[test]
+fn rig_2node_shape() {
+    // 2 nodes x 2 CPUs, distance 21.
+    let t = fixture("rig-6.12-2node");
+    assert_eq!(t.nodes.iter().map(|n| n.cpus.to_list()).collect::<Vec<_>>(), ["0-1", "2-3"]);
+    assert_eq!(distances(&t), [10, 21]);
+    assert_eq!(t.tier(0, 1), numapilot_topology::Tier::OneHop);
+}
+
+#[test]
+fn rig_4node_shape() {
+    // 2 sockets x 2 dies, one node per die, 10/11/20; NVMe on node 1, NIC on node 2.
+    let t = fixture("rig-6.12-4node");
+    assert_eq!(t.nodes.len(), 4);
+    assert_eq!(distances(&t), [10, 11, 20]);
+    assert_eq!(t.cpus.iter().map(|c| c.package).collect::<Vec<_>>(), [0, 0, 0, 0, 1, 1, 1, 1]);
+    // QEMU puts the L3 per die: the LLC of CPU 2 is its node's CPUs.
+    assert_eq!(t.cpu(2).unwrap().llc, Some(set("2-3")));
+    assert_eq!(rings(&t, 0), (set("1"), set("2-3"), set("")));
+    assert_eq!(rings(&t, 3), (set("2"), set("0-1"), set("")));
+    let dev = |class| t.devices.iter().find(|d| d.class == class).unwrap_or_else(|| panic!("{:?}", t.devices));
+    let nvme = dev(numapilot_topology::DeviceClass::Nvme);
+    assert_eq!((nvme.node, nvme.names.clone()), (Some(1), vec!["nvme0".to_string()]));
+    let nic = dev(numapilot_topology::DeviceClass::Network);
+    assert_eq!((nic.node, nic.names.clone()), (Some(2), vec!["eth0".to_string()]));
+}
+
+#[test]
+fn rig_8node_shape() {
+    // 4 sockets of 2 nodes in a ring (10/12/20/30), nodes 0-6 with one CPU, node 7 memory-only.
+    // Each vCPU is its own package in this guest, so same-socket comes from 12 <= 12 alone;
+    // m = 20, 30 >= 25 -> far. Node 7 is 12 from node 6: same socket.
+    let t = fixture("rig-6.12-8node");
+    assert_eq!(t.nodes.len(), 8);
+    assert_eq!(distances(&t), [10, 12, 20, 30]);
+    assert!(t.node(7).unwrap().is_cpuless() && t.node(7).unwrap().mem_total_kb > 0);
+    assert_eq!(t.online_cpus(), set("0-6"));
+    assert_eq!(rings(&t, 0), (set("1"), set("2-3,6-7"), set("4-5")));
+    assert_eq!(rings(&t, 7), (set("6"), set("0-1,4-5"), set("2-3")));
 }
