@@ -125,16 +125,23 @@ pub struct PciDevice {
 }
 
 /// Distance tier between two nodes, derived from the distance matrix.
+///
+/// The rule (see the `tiers` module) is relative to the machine: one hop is the class of the
+/// machine's smallest cross-socket distance, so 21 on a Xeon and 32 on a 2-socket EPYC are both
+/// `OneHop`, while 32 behind 21 on a 4-socket ring is `Far`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Tier {
     /// The node itself (distance 10 in SLIT terms).
     Local,
-    /// Another node in the same package (e.g. SNC/NPS sub-node, distance 11-12).
+    /// Another node in the same package (SNC/NPS sub-node or another die, typically 11-12; the
+    /// die pair of an Opteron at 16), or memory attached to this socket (a CPU-less node nearest to it).
     SameSocket,
-    /// One interconnect hop away (e.g. 20-22).
+    /// One interconnect hop away: the machine's smallest cross-socket distance and anything within
+    /// 25% of it (e.g. 20-21, 22 on Opteron servers, 32 on a 2-socket EPYC).
     OneHop,
-    /// Further (two or more hops, or a disaggregated remote server, e.g. 32, 160, 200).
+    /// Further: a second hop or a slower fabric (e.g. 32 behind 21, 160/200 to another
+    /// NumaConnect server).
     Far,
 }
 
