@@ -67,7 +67,7 @@ pub struct KernelBitmap {
 impl KernelBitmap {
     /// Lays out `set` with at least `min_bits` bits (rounded up to whole words, at least one word).
     pub fn from_set(set: &IdSet, min_bits: u32) -> Self {
-        let needed = set.max().map_or(0, |m| m + 1).max(min_bits).max(1);
+        let needed = set.last().map_or(0, |m| m + 1).max(min_bits).max(1);
         let nwords = needed.div_ceil(BITS_PER_WORD) as usize;
         let mut words = vec![0 as c_ulong; nwords];
         for id in set.iter() {

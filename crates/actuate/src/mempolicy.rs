@@ -252,7 +252,7 @@ impl MemPolicy {
         Some(match mode {
             Mode::Default => MemPolicy::Default,
             Mode::Local => MemPolicy::Local,
-            Mode::Preferred => MemPolicy::Preferred(IdSet::min(&nodes)?),
+            Mode::Preferred => MemPolicy::Preferred(IdSet::first(&nodes)?),
             Mode::PreferredMany => MemPolicy::PreferredMany(nodes),
             Mode::Bind => MemPolicy::Bind(nodes),
             Mode::Interleave => MemPolicy::Interleave(nodes),
@@ -268,7 +268,7 @@ impl MemPolicy {
         if !matches!(self, MemPolicy::Default | MemPolicy::Local) && nodes.is_empty() {
             return bad("nodes", format!("{} needs at least one node", self.mode()));
         }
-        if let Some(max) = IdSet::max(&nodes) {
+        if let Some(max) = IdSet::last(&nodes) {
             if max >= MAX_MASK_BITS {
                 return bad("nodes", format!("node {max} is beyond the largest node mask the kernel accepts"));
             }

@@ -58,16 +58,16 @@ pub fn migrate_pages(pid: Pid, from: &NodeSet, to: &NodeSet) -> Result<u64> {
                 reason: "the node set is empty".into(),
             });
         }
-        if set.max().is_some_and(|m| m >= MAX_MASK_BITS) {
+        if set.last().is_some_and(|m| m >= MAX_MASK_BITS) {
             return Err(Error::InvalidArgument {
                 syscall: "migrate_pages",
                 arg,
-                reason: format!("node {} is beyond the largest node mask the kernel accepts", set.max().unwrap_or(0)),
+                reason: format!("node {} is beyond the largest node mask the kernel accepts", set.last().unwrap_or(0)),
             });
         }
     }
     // Both masks must be read with the same maxnode: size them alike.
-    let width = from.max().max(to.max()).map_or(0, |m| m + 1);
+    let width = from.last().max(to.last()).map_or(0, |m| m + 1);
     let old = KernelBitmap::from_set(from, width);
     let new = KernelBitmap::from_set(to, width);
     debug_assert_eq!(old.maxnode(), new.maxnode());

@@ -28,7 +28,7 @@ fn memory_nodes() -> NodeSet {
 }
 
 fn first_memory_node() -> u32 {
-    IdSet::min(&memory_nodes()).expect("a node with memory")
+    IdSet::first(&memory_nodes()).expect("a node with memory")
 }
 
 fn kernel_at_least(major: u32, minor: u32) -> bool {
@@ -225,7 +225,7 @@ fn affinity_round_trip_and_refusal() {
     on_thread(|| {
         let before = sched_getaffinity(0).unwrap();
         assert_eq!(before, CpuSet::parse_list(&status_field("Cpus_allowed_list:")).unwrap());
-        let first: CpuSet = std::iter::once(IdSet::min(&before).unwrap()).collect();
+        let first: CpuSet = std::iter::once(IdSet::first(&before).unwrap()).collect();
         sched_setaffinity(0, &first).unwrap();
         assert_eq!(sched_getaffinity(0).unwrap(), first);
         assert_eq!(status_field("Cpus_allowed_list:"), first.to_list());
@@ -247,7 +247,7 @@ fn placement_rehearsal_leaves_caller_alone_and_apply_restores() {
     on_thread(|| {
         let n = first_memory_node();
         let cpus = sched_getaffinity(0).unwrap();
-        let last: CpuSet = std::iter::once(IdSet::max(&cpus).unwrap()).collect();
+        let last: CpuSet = std::iter::once(IdSet::last(&cpus).unwrap()).collect();
         let plan = ThreadPlacement {
             policy: Some((MemPolicy::Bind(std::iter::once(n).collect()), ModeFlags::NONE)),
             cpus: Some(last.clone()),

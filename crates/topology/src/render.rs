@@ -163,13 +163,13 @@ pub fn tree(topo: &Topology) -> String {
         }
         let mut pkg_list: Vec<_> = groups.into_iter().collect();
         let min_cpu = |llcs: &BTreeMap<Option<CpuSet>, Cores>| {
-            llcs.values().flat_map(|c| c.values()).filter_map(IdSet::min).min().unwrap_or(u32::MAX)
+            llcs.values().flat_map(|c| c.values()).filter_map(IdSet::first).min().unwrap_or(u32::MAX)
         };
         pkg_list.sort_by_key(|(_, llcs)| min_cpu(llcs));
         for ((package, die), llcs) in pkg_list {
             let mut pkg_tree = Tree::leaf(format!("package {package} die {die}"));
             let mut llc_list: Vec<_> = llcs.into_iter().collect();
-            llc_list.sort_by_key(|(_, cores)| cores.values().filter_map(IdSet::min).min().unwrap_or(u32::MAX));
+            llc_list.sort_by_key(|(_, cores)| cores.values().filter_map(IdSet::first).min().unwrap_or(u32::MAX));
             for (llc, cores) in llc_list {
                 let label = match &llc {
                     Some(set) => format!("LLC {set} ({})", plural(cores.len(), "core")),
@@ -177,7 +177,7 @@ pub fn tree(topo: &Topology) -> String {
                 };
                 let mut llc_tree = Tree::leaf(label);
                 let mut core_list: Vec<_> = cores.into_iter().collect();
-                core_list.sort_by_key(|(_, cpus)| cpus.min().unwrap_or(u32::MAX));
+                core_list.sort_by_key(|(_, cpus)| cpus.first().unwrap_or(u32::MAX));
                 for ((_, _, core), cpus) in core_list {
                     let what = if cpus.len() == 1 { "CPU" } else { "CPUs" };
                     llc_tree.children.push(Tree::leaf(format!("core {core}: {what} {cpus}")));

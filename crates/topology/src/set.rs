@@ -120,13 +120,13 @@ impl IdSet {
         self.words.iter().all(|w| *w == 0)
     }
 
-    /// The highest member, if any.
-    pub fn max(&self) -> Option<u32> {
+    /// The highest member, if any (named `last`, not `max`, so it never collides with `Ord::max`).
+    pub fn last(&self) -> Option<u32> {
         self.iter().last()
     }
 
-    /// The lowest member, if any.
-    pub fn min(&self) -> Option<u32> {
+    /// The lowest member, if any (named `first`, not `min`, so it never collides with `Ord::min`).
+    pub fn first(&self) -> Option<u32> {
         self.iter().next()
     }
 
@@ -292,7 +292,7 @@ impl IdSet {
 
     /// Formats in the kernel's mask form, with at least `min_words` 32-bit words.
     pub fn to_mask(&self, min_words: usize) -> String {
-        let nwords = self.max().map_or(0, |m| m as usize / 32 + 1).max(min_words).max(1);
+        let nwords = self.last().map_or(0, |m| m as usize / 32 + 1).max(min_words).max(1);
         (0..nwords)
             .rev()
             .map(|i| {

@@ -93,7 +93,7 @@ fn mask(name: &str, set: &IdSet) -> String {
 
 /// numactl's `find_first`: the lowest id, or -1.
 fn first(set: &IdSet) -> i64 {
-    IdSet::min(set).map_or(-1, i64::from)
+    IdSet::first(set).map_or(-1, i64::from)
 }
 
 /// The `--show` text.
