@@ -113,8 +113,8 @@ mod tests {
             stat,
             cpus_allowed: std::sync::Arc::new(status.cpus_allowed),
             mems_allowed: std::sync::Arc::new(status.mems_allowed),
-            voluntary_ctxt_switches: 0,
-            nonvoluntary_ctxt_switches: 0,
+            voluntary_ctxt_switches: None,
+            nonvoluntary_ctxt_switches: None,
             sched: None,
             schedstat: run_ns.map(|r| SchedStat { run_ns: r, wait_ns: 0, timeslices: 1 }),
         }

@@ -74,6 +74,12 @@ pub struct ReadOptions {
     pub sched: SchedMode,
     /// Include kernel threads. Default true.
     pub kernel_threads: bool,
+    /// Read `task/TID/status` of every thread. Default false: on the live system only the leader's
+    /// status is read, and each other thread's CPU affinity comes from `sched_getaffinity(2)` (the same
+    /// mask status prints, for a tenth of the cost); such threads take the leader's `Mems_allowed`
+    /// (threads of a process share their cpuset unless cgroup v2's threaded mode splits them) and have
+    /// no context-switch counts. A fixture root is always read from its status files.
+    pub thread_status: bool,
     /// Worker threads for reading processes; 0 picks the number of CPUs, at most 4 (reading /proc
     /// scales with CPUs until the kernel's locks on the task list dominate).
     pub workers: usize,
@@ -81,7 +87,14 @@ pub struct ReadOptions {
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { threads: true, numa_maps: true, sched: SchedMode::default(), kernel_threads: true, workers: 0 }
+        ReadOptions {
+            threads: true,
+            numa_maps: true,
+            sched: SchedMode::default(),
+            kernel_threads: true,
+            thread_status: false,
+            workers: 0,
+        }
     }
 }
 
@@ -107,6 +120,8 @@ struct Scratch {
     buf: Buf,
     paths: PathInterner,
     sets: HashSet<Arc<IdSet>, FxBuild>,
+    /// Buffer for sched_getaffinity.
+    words: Vec<u64>,
     sched: bool,
 }
 
@@ -117,6 +132,7 @@ impl Scratch {
             buf: Buf::new(),
             paths: PathInterner::default(),
             sets: HashSet::default(),
+            words: vec![0; 16],
             sched,
         }
     }
@@ -331,7 +347,7 @@ impl Reader {
 
     /// One thread of a process; `Ok(None)` when it is gone.
     pub fn read_thread(&self, pid: u32, tid: u32) -> Result<Option<ThreadSample>, ReadError> {
-        Ok(self.thread_with(&mut Scratch::new(self.want_sched()?), pid, tid)?.map(|(t, _)| t))
+        Ok(self.thread_with(&mut Scratch::new(self.want_sched()?), pid, tid, None)?.map(|(t, _)| t))
     }
 
     /// Whether sched files are read, per [`ReadOptions::sched`].
@@ -343,38 +359,60 @@ impl Reader {
         })
     }
 
-    /// A thread and the `VmRSS` from its status (process-wide, kept for the process).
+    /// A thread and the `VmRSS` from its status (process-wide, kept for the process). With `leader_mems`
+    /// (the leader's Mems_allowed, live system, [`ReadOptions::thread_status`] off) the status file is
+    /// not read: see that option.
     fn thread_with(
         &self,
         s: &mut Scratch,
         pid: u32,
         tid: u32,
+        leader_mems: Option<&Arc<IdSet>>,
     ) -> Result<Option<(ThreadSample, Option<u64>)>, ReadError> {
         let Some(stat) = self.read_task_file(s, pid, Some(tid), "stat", parse_stat)? else {
             return Ok(None);
         };
-        let Some(status) = self.read_task_file(s, pid, Some(tid), "status", parse_status)? else {
-            return Ok(None);
+        let (cpus_allowed, mems_allowed, vol, nonvol, vm_rss_kb) = match leader_mems {
+            Some(mems) => {
+                let cpus = match affinity(tid, &mut s.words) {
+                    Ok(c) => c,
+                    Err(e) if is_gone(&e) => return Ok(None),
+                    Err(e) => return Err(io_err(&format!("sched_getaffinity({tid})"), e)),
+                };
+                (s.intern_set(cpus), Arc::clone(mems), None, None, None)
+            }
+            None => {
+                let Some(status) = self.read_task_file(s, pid, Some(tid), "status", parse_status)? else {
+                    return Ok(None);
+                };
+                let TaskStatus {
+                    cpus_allowed,
+                    mems_allowed,
+                    voluntary_ctxt_switches,
+                    nonvoluntary_ctxt_switches,
+                    vm_rss_kb,
+                    ..
+                } = status;
+                (
+                    s.intern_set(cpus_allowed),
+                    s.intern_set(mems_allowed),
+                    Some(voluntary_ctxt_switches),
+                    Some(nonvoluntary_ctxt_switches),
+                    vm_rss_kb,
+                )
+            }
         };
         // sched needs CONFIG_SCHED_DEBUG and schedstat CONFIG_SCHED_INFO: a missing file is "not
         // available", which cannot be told apart from the thread exiting just now; both mean None.
         let sched = if s.sched { self.read_task_file(s, pid, Some(tid), "sched", parse_sched)? } else { None };
         let schedstat = self.read_task_file(s, pid, Some(tid), "schedstat", parse_schedstat)?;
-        let TaskStatus {
-            cpus_allowed,
-            mems_allowed,
-            voluntary_ctxt_switches,
-            nonvoluntary_ctxt_switches,
-            vm_rss_kb,
-            ..
-        } = status;
         let thread = ThreadSample {
             tid,
             stat,
-            cpus_allowed: s.intern_set(cpus_allowed),
-            mems_allowed: s.intern_set(mems_allowed),
-            voluntary_ctxt_switches,
-            nonvoluntary_ctxt_switches,
+            cpus_allowed,
+            mems_allowed,
+            voluntary_ctxt_switches: vol,
+            nonvoluntary_ctxt_switches: nonvol,
             sched: sched.map(Box::new),
             schedstat,
         };
@@ -413,14 +451,23 @@ impl Reader {
                 Err(e) => return Err(io_err(&s.path, e)),
             };
             threads.reserve_exact(tids.len());
-            for tid in tids {
-                if let Some((t, rss)) = self.thread_with(s, pid, tid)? {
+            // The leader first: its status gives VmRSS and, unless every status is read, the
+            // Mems_allowed the other threads take.
+            let leader_first =
+                tids.iter().copied().filter(|&t| t == pid).chain(tids.iter().copied().filter(|&t| t != pid));
+            let status_for_all = self.opts.thread_status || !self.is_live();
+            let mut leader_mems: Option<Arc<IdSet>> = None;
+            for tid in leader_first {
+                let mems = if status_for_all { None } else { leader_mems.as_ref() };
+                if let Some((t, rss)) = self.thread_with(s, pid, tid, mems)? {
                     if tid == pid {
                         rss_kb = rss;
+                        leader_mems = Some(Arc::clone(&t.mems_allowed));
                     }
                     threads.push(t);
                 }
             }
+            threads.sort_unstable_by_key(|t| t.tid);
         } else if !kernel_thread {
             rss_kb = self.read_task_file(s, pid, None, "status", parse_status)?.and_then(|st| st.vm_rss_kb);
         }
@@ -635,6 +682,29 @@ impl Reader {
             psi,
             numa_balancing,
         })
+    }
+}
+
+/// CPU affinity of a task by `sched_getaffinity(2)`, any number of CPUs (the buffer grows until the
+/// kernel's mask fits).
+fn affinity(tid: u32, words: &mut Vec<u64>) -> io::Result<IdSet> {
+    loop {
+        // SAFETY: the kernel writes at most `words.len() * 8` bytes into the buffer we own.
+        let r = unsafe {
+            libc::syscall(libc::SYS_sched_getaffinity, tid as libc::pid_t, words.len() * 8, words.as_mut_ptr())
+        };
+        if r >= 0 {
+            let n = (r as usize).div_ceil(8).min(words.len());
+            return Ok(IdSet::from_words(&words[..n]));
+        }
+        let e = io::Error::last_os_error();
+        // EINVAL: our buffer is smaller than the kernel's CPU mask (more than 64 * len CPUs possible).
+        if e.raw_os_error() == Some(libc::EINVAL) && words.len() < 1 << 16 {
+            let grown = words.len() * 2;
+            words.resize(grown, 0);
+            continue;
+        }
+        return Err(e);
     }
 }
 

@@ -98,14 +98,17 @@ pub struct ThreadSample {
     pub tid: u32,
     /// `task/TID/stat`: this thread's CPU time (`utime`, `stime`), last CPU (`processor`), state, name.
     pub stat: TaskStat,
-    /// `task/TID/status` `Cpus_allowed_list`: CPUs the thread may run on.
+    /// CPUs the thread may run on: `task/TID/status` `Cpus_allowed_list`, or the same mask from
+    /// `sched_getaffinity(2)` (see [`crate::ReadOptions::thread_status`]).
     pub cpus_allowed: Arc<CpuSet>,
-    /// `task/TID/status` `Mems_allowed_list`: nodes the thread may allocate from (its cpuset).
+    /// `task/TID/status` `Mems_allowed_list`: nodes the thread may allocate from (its cpuset); the
+    /// leader's for other threads unless every status is read.
     pub mems_allowed: Arc<NodeSet>,
-    /// `task/TID/status` `voluntary_ctxt_switches`.
-    pub voluntary_ctxt_switches: u64,
-    /// `task/TID/status` `nonvoluntary_ctxt_switches`.
-    pub nonvoluntary_ctxt_switches: u64,
+    /// `task/TID/status` `voluntary_ctxt_switches`; `None` when the thread's status was not read
+    /// ([`crate::ReadOptions::thread_status`]).
+    pub voluntary_ctxt_switches: Option<u64>,
+    /// `task/TID/status` `nonvoluntary_ctxt_switches`; `None` as above.
+    pub nonvoluntary_ctxt_switches: Option<u64>,
     /// `task/TID/sched`: runtime, migrations, NUMA balancing. `None` without `CONFIG_SCHED_DEBUG`, or
     /// when not read (by default only while NUMA balancing is on: [`crate::SchedMode`]).
     pub sched: Option<Box<SchedInfo>>,

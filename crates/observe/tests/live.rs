@@ -153,3 +153,42 @@ fn cpu_rate_sees_a_busy_thread() {
     let cpu_ns = rate.cpus * rate.interval_ns as f64;
     assert!(cpu_ns >= 59_000_000.0, "{rate:?}");
 }
+
+#[test]
+fn thread_affinity_by_syscall_equals_status() {
+    use numapilot_observe::ReadOptions;
+    // A thread that pins itself to CPU 0 (its own affinity; the test changes nothing else).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::spawn(move || {
+        // SAFETY: a zeroed cpu_set_t with CPU 0 set, for the calling thread (pid 0).
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
+        }
+        tx.send(gettid()).unwrap();
+        done_rx.recv().unwrap();
+    });
+    let tid = rx.recv().unwrap();
+    let me = std::process::id();
+    let fast = Reader::default().read_process(me).unwrap().unwrap();
+    let full = Reader::with_options("/", ReadOptions { thread_status: true, ..ReadOptions::default() })
+        .read_process(me)
+        .unwrap()
+        .unwrap();
+    done_tx.send(()).unwrap();
+    h.join().unwrap();
+    let pinned = fast.threads.iter().find(|t| t.tid == tid).unwrap();
+    assert_eq!(pinned.cpus_allowed().to_list(), "0");
+    assert_eq!(pinned.voluntary_ctxt_switches, None);
+    let leader = fast.threads.iter().find(|t| t.tid == me).unwrap();
+    assert!(leader.voluntary_ctxt_switches.is_some());
+    for t in &full.threads {
+        if let Some(f) = fast.threads.iter().find(|x| x.tid == t.tid) {
+            assert_eq!(f.cpus_allowed(), t.cpus_allowed(), "tid {}", t.tid);
+            assert_eq!(f.mems_allowed(), t.mems_allowed(), "tid {}", t.tid);
+        }
+    }
+    assert!(full.threads.iter().all(|t| t.voluntary_ctxt_switches.is_some()));
+}
