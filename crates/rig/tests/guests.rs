@@ -55,24 +55,47 @@ fn rig() -> &'static Rig {
     .unwrap_or_else(|e| panic!("rig could not be prepared: {e}"))
 }
 
-fn boot(cell: &'static OnceLock<Result<GuestRun, String>>, spec: fn() -> GuestSpec) -> &'static GuestRun {
-    cell.get_or_init(|| {
-        let spec = spec();
-        let run = rig().boot(&spec, "", CHECKS, &[]).map_err(|e| e.to_string())?;
-        eprintln!(
-            "guest {}: userspace after {:.2} s, wall {} ms, {} sections",
-            run.guest,
-            run.boot_s.unwrap_or(f64::NAN),
-            run.wall_ms,
-            run.sections.len()
-        );
-        if run.scenario_rc != 0 {
-            return Err(format!("scenario exit {}; console tail:\n{}", run.scenario_rc, run.console_tail()));
-        }
-        Ok(run)
+fn boot_one(spec: &GuestSpec) -> Result<GuestRun, String> {
+    let run = rig().boot(spec, "", CHECKS, &[]).map_err(|e| e.to_string())?;
+    eprintln!(
+        "guest {}: userspace after {:.2} s, wall {} ms, {} sections",
+        run.guest,
+        run.boot_s.unwrap_or(f64::NAN),
+        run.wall_ms,
+        run.sections.len()
+    );
+    if run.scenario_rc != 0 {
+        return Err(format!("scenario exit {}; console tail:\n{}", run.scenario_rc, run.console_tail()));
+    }
+    Ok(run)
+}
+
+/// All preset guests, booted at once on first use. Each QEMU runs its vCPUs on one host thread (single-threaded
+/// TCG), so three guests keep a 2-core host busy; booting them one by one (as tests would, each waiting on its own
+/// guest) took about 65 s where this takes about half.
+fn guests() -> &'static BTreeMap<String, Result<GuestRun, String>> {
+    static ALL: OnceLock<BTreeMap<String, Result<GuestRun, String>>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        rig(); // prepared once, before the threads start
+        std::thread::scope(|s| {
+            let handles: Vec<_> = GuestSpec::presets()
+                .into_iter()
+                .map(|spec| (spec.name.clone(), s.spawn(move || boot_one(&spec))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(name, h)| (name, h.join().unwrap_or_else(|_| Err("boot thread panicked".into()))))
+                .collect()
+        })
     })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("guest could not be run: {e}"))
+}
+
+fn boot(name: &str) -> &'static GuestRun {
+    guests()
+        .get(name)
+        .unwrap_or_else(|| panic!("no preset guest {name}"))
+        .as_ref()
+        .unwrap_or_else(|e| panic!("guest {name} could not be run: {e}"))
 }
 
 /// Text of a section whose command must have succeeded.
@@ -290,9 +313,8 @@ macro_rules! guest_tests {
     ($module:ident, $spec:path) => {
         mod $module {
             use super::*;
-            static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
             fn run() -> Option<&'static GuestRun> {
-                enabled().then(|| boot(&RUN, $spec))
+                enabled().then(|| boot(&$spec().name))
             }
 
             #[test]
