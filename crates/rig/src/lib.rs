@@ -42,8 +42,9 @@
 //!
 //! # Limits
 //!
-//! Dense node ids only (QEMU refuses gaps); x86-64 only; about 1-2 s per vCPU of boot time on a 2-core host, so
-//! guests stay small (at most a handful of vCPUs and 2 GiB). Results come back after power-off, not while running.
+//! Dense node ids only (QEMU refuses gaps); x86-64 only; boot time grows with vCPUs (measured on a 2-core host, one
+//! guest at a time: 3.0-3.7 s to userspace with 4 vCPUs, 5.5-7 s with 8), so guests stay small (at most 8 vCPUs and
+//! 2 GiB). Results come back after power-off, not while running.
 
 #![deny(missing_docs)]
 
