@@ -243,6 +243,12 @@ fn system_tables_match_numastat_within_tolerance() {
         } else {
             same_structure(&text(&ours.stdout), &text(&theirs.stdout), *fixed_width, moving(*scale))
                 .unwrap_or_else(|e| panic!("numastat {args:?}: {e}"));
+            if !args.contains(&"-m") {
+                // `numapilot stat` with the same options (no "Token" lines are involved without -m).
+                let via_stat = run(Command::new(bin()).arg("stat").args(args));
+                same_structure(&text(&via_stat.stdout), &text(&theirs.stdout), *fixed_width, moving(*scale))
+                    .unwrap_or_else(|e| panic!("numapilot stat {args:?}: {e}"));
+            }
         }
     }
     // `numapilot stat` prints the same tables without numastat's "Token X not in hash table." lines.

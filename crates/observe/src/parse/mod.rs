@@ -185,6 +185,12 @@ mod tests {
         }
 
         #[test]
+        fn number_and_list_files_never_panic(s in "\\PC*") {
+            let _ = parse_number(&s);
+            let _ = parse_list(&s);
+        }
+
+        #[test]
         fn dec_equals_std(s in "[0-9]{1,22}") {
             proptest::prop_assert_eq!(dec(s.as_bytes()), s.parse::<u64>().ok());
         }

@@ -26,7 +26,7 @@
 
 use std::io;
 
-use numapilot_observe::parse::numa_maps::parse_numa_maps;
+use numapilot_observe::parse::numa_maps::{parse_numa_maps_with, PathInterner};
 use numapilot_observe::{MemKind, NodeSample, Reader};
 use serde_json::{json, Map, Value};
 
@@ -173,7 +173,9 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<Output> {
     }
     let sizes = page_sizes(reader)?;
     if !pids.is_empty() {
-        let procs: Vec<ProcessMem> = pids.iter().map(|&p| process_mem(reader, p, &node_ids, &mut out.stderr)).collect();
+        let mut paths = PathInterner::default();
+        let procs: Vec<ProcessMem> =
+            pids.iter().map(|&p| process_mem(reader, p, &node_ids, &mut paths, &mut out.stderr)).collect();
         process_tables(&procs, &node_ids, cfg, &mut out);
     }
     if cfg.meminfo {
@@ -254,7 +256,13 @@ fn command_name(reader: &Reader, pid: u32) -> Option<String> {
 }
 
 /// Reads one process's numa_maps into per-category, per-node MB; reports failures as numastat does.
-fn process_mem(reader: &Reader, pid: u32, node_ids: &[u32], stderr: &mut String) -> ProcessMem {
+fn process_mem(
+    reader: &Reader,
+    pid: u32,
+    node_ids: &[u32],
+    paths: &mut PathInterner,
+    stderr: &mut String,
+) -> ProcessMem {
     let name = command_name(reader, pid);
     let path = reader.root().join(format!("proc/{pid}/numa_maps"));
     let text = match std::fs::read(&path) {
@@ -264,7 +272,7 @@ fn process_mem(reader: &Reader, pid: u32, node_ids: &[u32], stderr: &mut String)
             return ProcessMem { pid, name, mb: None };
         }
     };
-    let maps = match parse_numa_maps(&String::from_utf8_lossy(&text)) {
+    let maps = match parse_numa_maps_with(&String::from_utf8_lossy(&text), paths) {
         Ok(m) => m,
         Err(e) => {
             stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {e}\n"));
