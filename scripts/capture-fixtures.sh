@@ -141,7 +141,17 @@ if [ "$spawn" = 1 ]; then
 		started="$started $!"
 		set -- "$@" "$!"
 	fi
-	pause
+	# Until the child has exec'd (or renamed itself) its comm is still ours; wait for the new name, at most 30 s.
+	odd=$!
+	i=0
+	until [ "$(cat "/proc/$odd/comm" 2>/dev/null)" = "a (b) c" ]; do
+		i=$((i + 1))
+		if [ $i -gt 300 ]; then
+			echo "capture-fixtures: process $odd never took the comm \"a (b) c\"" >&2
+			exit 1
+		fi
+		pause
+	done
 fi
 
 # --- expected outputs of the real tools (taken first, then the files right after) --------------------------------

@@ -35,7 +35,12 @@ if [ -n "$RIG_PID" ]; then
 fi
 sh -c 'printf "a (b) c" >/proc/self/comm; sleep 3600; :' &
 ODD=$!
-sleep 0.2
+# The child renames itself; wait (at most 30 s) until it has.
+i=0
+while [ "$(cat "/proc/$ODD/comm")" != "a (b) c" ] && [ $i -lt 300 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
 rig_file odd-comm "/proc/$ODD/comm"
 rig_run odd-numastat numastat -p "$ODD"
 rig_run odd-stat numapilot stat -p "$ODD"

@@ -37,6 +37,30 @@ use crate::spec::GuestSpec;
 /// Lines of the console shown in errors.
 const CONSOLE_TAIL_LINES: usize = 40;
 
+/// Lines that start a kernel crash report; the report's head names the cause, and its register dump and stack
+/// trace can push it out of a plain tail.
+const CRASH_MARKERS: &[&str] = &["Kernel panic", "Oops", "BUG:", "WARNING:", "general protection fault"];
+
+/// What of a console to show in an error: the last lines, preceded (when the kernel crashed earlier than they
+/// reach) by the crash report's start: a few lines before the first crash marker and the marker's own lines.
+pub fn console_excerpt(console: &str) -> String {
+    let lines: Vec<&str> = console.lines().collect();
+    let tail_from = lines.len().saturating_sub(CONSOLE_TAIL_LINES);
+    let first_crash = lines.iter().position(|l| CRASH_MARKERS.iter().any(|m| l.contains(m)));
+    match first_crash {
+        Some(i) if i < tail_from => {
+            let head_from = i.saturating_sub(5);
+            let head_to = (i + 10).min(tail_from);
+            let mut s = lines[head_from..head_to].join("\n");
+            if head_to < tail_from {
+                s += &format!("\n[... {} lines ...]", tail_from - head_to);
+            }
+            s + "\n" + &lines[tail_from..].join("\n")
+        }
+        _ => lines[tail_from..].join("\n"),
+    }
+}
+
 /// Poll interval while waiting for QEMU, milliseconds. Default 50: short next to a multi-second boot, long enough
 /// not to busy a host core the emulated CPUs need.
 const POLL_MS: u64 = 50;
@@ -97,14 +121,14 @@ impl GuestRun {
                 "guest {}: no section {name:?} (have: {}); console tail:\n{}",
                 self.guest,
                 self.sections.keys().cloned().collect::<Vec<_>>().join(", "),
-                tail(&self.console, CONSOLE_TAIL_LINES)
+                console_excerpt(&self.console)
             )
         })
     }
 
-    /// The last lines of the console.
+    /// The last lines of the console (with the start of a kernel crash report, if any, before them).
     pub fn console_tail(&self) -> String {
-        tail(&self.console, CONSOLE_TAIL_LINES)
+        console_excerpt(&self.console)
     }
 }
 
@@ -367,7 +391,7 @@ impl Rig {
                 return Err(RigError::Timeout {
                     guest: spec.name.clone(),
                     timeout_s: spec.timeout.as_secs(),
-                    console_tail: tail(&read_text(&console), CONSOLE_TAIL_LINES),
+                    console_tail: console_excerpt(&read_text(&console)),
                 });
             }
             std::thread::sleep(Duration::from_millis(POLL_MS));
@@ -378,7 +402,7 @@ impl Rig {
             guest: spec.name.clone(),
             reason,
             qemu_stderr: tail(&read_text(&qemu_err), 20),
-            console_tail: tail(&console_text, CONSOLE_TAIL_LINES),
+            console_tail: console_excerpt(&console_text),
         };
         if !status.success() {
             return Err(failed(format!("QEMU exited with {status}")));
@@ -409,6 +433,23 @@ impl Rig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn console_excerpt_keeps_the_crash_head() {
+        let mut c: Vec<String> = (0..20).map(|i| format!("boot {i}")).collect();
+        c.push("sysrq: Trigger a crash".into());
+        c.push("Kernel panic - not syncing: sysrq triggered crash".into());
+        c.extend((0..100).map(|i| format!("trace {i}")));
+        let e = console_excerpt(&c.join("\n"));
+        assert!(e.contains("sysrq: Trigger a crash") && e.contains("Kernel panic"), "{e}");
+        assert!(e.contains("[... "), "{e}");
+        assert!(e.ends_with("trace 99"));
+        assert!(!e.contains("boot 0\n"));
+        let quiet: Vec<String> = (0..100).map(|i| format!("line {i}")).collect();
+        let e = console_excerpt(&quiet.join("\n"));
+        assert_eq!(e.lines().count(), CONSOLE_TAIL_LINES);
+        assert!(e.starts_with("line 60"));
+    }
 
     #[test]
     fn base64_round_trips_busybox_output() {
