@@ -4,6 +4,9 @@
 //! numapilot-rig presets                         the guest specs (JSON)
 //! numapilot-rig boot PRESET [SCENARIO.sh]       boot one guest with a scenario (default: rig/scenarios/checks.sh),
 //!                                               print a summary; everything lands in rig/out/PRESET/
+//! numapilot-rig demo [PRESET]                  the main-job demonstration (rig/scenarios/demo.sh, default guest
+//!                                               4node): topology, one workload placed three ways, judged from the
+//!                                               kernel's numa_maps and task stat; exit 1 if a placement is wrong
 //! numapilot-rig capture-fixtures [--out DIR] [PRESET...]
 //!                                               boot each guest (default: all) with rig/scenarios/capture.sh and
 //!                                               replace DIR/rig-<major.minor>-PRESET (DIR default: fixtures/)
@@ -14,11 +17,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use std::collections::BTreeMap;
+
+use numapilot_rig::checks::{bytes_by_node, parse_hardware, parse_numa_maps, stat_processor};
 use numapilot_rig::provision::workspace_root;
 use numapilot_rig::{GuestSpec, Rig, RigOptions};
 
 const CHECKS: &str = include_str!("../../../../rig/scenarios/checks.sh");
 const CAPTURE: &str = include_str!("../../../../rig/scenarios/capture.sh");
+const DEMO: &str = include_str!("../../../../rig/scenarios/demo.sh");
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -66,6 +73,104 @@ fn boot(args: &[String]) -> Res<()> {
     }
     println!("results: {}", run.dir.join("result.json").display());
     Ok(())
+}
+
+/// The demonstration: boots the guest with demo.sh, prints what our tools said, and judges every placement from
+/// the kernel's own files (numa_maps for memory, task stat field 39 for where each thread last ran), not from our
+/// output. Fails when a placement is not what was asked for, or when `numapilot stat -p` differs from `numastat -p`.
+fn demo(args: &[String]) -> Res<()> {
+    let spec = preset(args.first().map_or("4node", String::as_str))?;
+    let rig = prepare()?;
+    let run = rig.boot(&spec, "demo", DEMO, &[])?;
+    let out = |name: &str| -> Res<String> { Ok(run.section(name)?.stdout()) };
+    println!(
+        "== guest {}: {} (userspace after {:.1} s under QEMU TCG)",
+        spec.name,
+        out("topo")?.lines().next().unwrap_or(""),
+        run.boot_s.unwrap_or(f64::NAN)
+    );
+    println!("\n$ numapilot topo\n{}", out("topo")?);
+    println!("$ numapilot topo --tree\n{}", out("tree")?);
+    let hw = parse_hardware(&out("topo")?)?;
+    let node_of_cpu: BTreeMap<u32, u32> =
+        hw.cpus.iter().flat_map(|(n, cpus)| cpus.iter().map(move |c| (*c, *n))).collect();
+    let mut failures = Vec::new();
+    for (how, want_mem, want_cpu) in
+        [("remote", Some(0u32), Some(3u32)), ("local", Some(3), Some(3)), ("spread", None, None)]
+    {
+        let opts = out(&format!("{how}-opts"))?;
+        println!("== {how}: numapilot run {} rig-toucher --mb 64 --threads 4", opts.trim());
+        if run.section(&format!("{how}-start"))?.rc != 0 {
+            failures
+                .push(format!("{how}: the workload did not start: {}", run.section(&format!("{how}-start"))?.stderr()));
+            continue;
+        }
+        println!("$ numapilot run {} numapilot run --show\n{}", opts.trim(), out(&format!("{how}-show"))?);
+        let ours = out(&format!("{how}-stat"))?;
+        println!("$ numapilot stat -p PID\n{ours}");
+        if ours != out(&format!("{how}-numastat"))? {
+            failures.push(format!("{how}: numapilot stat -p differs from numastat -p"));
+        }
+        let anon = bytes_by_node(&parse_numa_maps(&out(&format!("{how}-numa-maps"))?)?, |v| !v.file);
+        let total: u64 = anon.values().sum();
+        let tids = out(&format!("{how}-tids"))?;
+        let mut thread_nodes = Vec::new();
+        for tid in tids.split_whitespace() {
+            let stat = out(&format!("{how}-task-{tid}-stat"))?;
+            let cpu = stat_processor(&stat).ok_or_else(|| format!("{how}: thread {tid}: no CPU in stat"))?;
+            thread_nodes.push(node_of_cpu.get(&cpu).copied().unwrap_or(u32::MAX));
+        }
+        let per_node: Vec<String> =
+            anon.iter().map(|(n, b)| format!("node {n} {:.1} MiB", *b as f64 / 1048576.0)).collect();
+        println!("kernel says: anonymous memory {}; threads last ran on nodes {thread_nodes:?}", per_node.join(", "));
+        let on = |n: u32| anon.get(&n).copied().unwrap_or(0);
+        match (want_mem, want_cpu) {
+            (Some(m), Some(c)) => {
+                // Memory on the nodes the threads actually ran on, as a share of all anonymous memory.
+                let ran_on: std::collections::BTreeSet<u32> = thread_nodes.iter().copied().collect();
+                let near: u64 = ran_on.iter().map(|n| on(*n)).sum();
+                println!(
+                    "verdict: memory {:.0}% on node {m}, threads on node(s) {ran_on:?}: {:.0}% of the memory is local \
+                     to the threads\n",
+                    100.0 * on(m) as f64 / total.max(1) as f64,
+                    100.0 * near as f64 / total.max(1) as f64
+                );
+                if on(m) * 100 < total * 99 || thread_nodes.iter().any(|n| *n != c) {
+                    failures.push(format!("{how}: expected memory on node {m} and threads on node {c}"));
+                }
+            }
+            _ => {
+                // Interleave spreads pages over all nodes; shares need not be equal (a node holding the initramfs
+                // has fewer free huge pages, and a THP that cannot be had there falls back to base pages), so the
+                // judgement is: every node holds some, and none holds more than twice its even share.
+                let nodes = hw.cpus.len() as u64;
+                let (lo, hi) = (anon.values().min().copied().unwrap_or(0), anon.values().max().copied().unwrap_or(0));
+                let even = anon.len() as u64 == nodes && lo > 0 && hi * nodes <= 2 * total;
+                println!(
+                    "verdict: memory on {} of {nodes} nodes, shares {:.0}%..{:.0}% (even would be {:.0}%): {}\n",
+                    anon.len(),
+                    100.0 * lo as f64 / total.max(1) as f64,
+                    100.0 * hi as f64 / total.max(1) as f64,
+                    100.0 / nodes as f64,
+                    if even { "spread" } else { "NOT SPREAD" }
+                );
+                if !even {
+                    failures.push(format!("{how}: interleaved memory is not spread over all {nodes} nodes"));
+                }
+            }
+        }
+    }
+    let bad = run.section("bad")?;
+    println!("== bad input: numapilot run --membind=7 ... -> exit {}: {}", bad.rc, bad.stderr().trim());
+    if bad.rc != 1 {
+        failures.push(format!("--membind=7 exited {} instead of 1", bad.rc));
+    }
+    if failures.is_empty() {
+        println!("\ndemo: every placement is what was asked for, judged from the kernel's own files");
+        Ok(())
+    } else {
+        Err(failures.join("\n").into())
+    }
 }
 
 /// `6.12.107+deb12-cloud-amd64` -> `6.12`.
@@ -155,7 +260,8 @@ fn main() -> ExitCode {
         }
         Some("boot") => boot(&args[1..]),
         Some("capture-fixtures") => capture(&args[1..]),
-        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] | capture-fixtures [--out DIR] [PRESET...]"
+        Some("demo") => demo(&args[1..]),
+        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] | demo [PRESET] | capture-fixtures [--out DIR] [PRESET...]"
             .into()),
     };
     match res {
