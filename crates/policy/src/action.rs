@@ -1,0 +1,105 @@
+//! Actions a policy asks a host to take, with the reason for each.
+
+use numapilot_topology::{CpuSet, NodeSet};
+use serde::{Deserialize, Serialize};
+
+/// A process (and optionally one of its threads) as a host knows it. `starttime` (clock ticks after
+/// boot, stat field 22) makes the reference unambiguous: a pid reused by a new process has another
+/// start time, and the host refuses the action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskRef {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id; `None` for the whole process.
+    pub tid: Option<u32>,
+    /// Start time of the process, clock ticks after boot.
+    pub starttime: u64,
+}
+
+/// Why an action is taken: the rule that fired and the numbers it saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    /// Short rule name, e.g. `memory-follows-cpu`, `hard-bind`.
+    pub rule: String,
+    /// The signal and the figures, human-readable, e.g. `82% of the group's pages on node 1`.
+    pub detail: String,
+}
+
+impl Reason {
+    /// A reason from a rule name and a detail.
+    pub fn new(rule: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { rule: rule.into(), detail: detail.into() }
+    }
+}
+
+/// What to change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum ActionKind {
+    /// Restrict the CPUs a thread (or every thread of a process, `tid: None`) may run on
+    /// (`sched_setaffinity`).
+    SetAffinity {
+        /// The CPUs allowed.
+        cpus: CpuSet,
+    },
+    /// Move the process's pages that are on `from` to `to` (`migrate_pages`), at most `max_pages`
+    /// base pages of them when given (a host that cannot limit the count moves them all and says so).
+    MigratePages {
+        /// Source nodes.
+        from: NodeSet,
+        /// Destination nodes.
+        to: NodeSet,
+        /// Upper bound on base pages to move, for a migration budget.
+        max_pages: Option<u64>,
+    },
+    /// Move specific ranges of the process's memory to one node (`move_pages`).
+    MoveRanges {
+        /// `(start address, length in bytes)` ranges.
+        ranges: Vec<(u64, u64)>,
+        /// Destination node.
+        to: u32,
+    },
+}
+
+/// One action of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Action {
+    /// What it applies to.
+    pub target: TaskRef,
+    /// What to do.
+    pub kind: ActionKind,
+    /// Why.
+    pub reason: Reason,
+}
+
+/// The actions of one decision step, in the order they are to be applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The actions.
+    pub actions: Vec<Action>,
+}
+
+/// What became of one action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "outcome")]
+pub enum Outcome {
+    /// Done in full.
+    Applied {
+        /// Base pages moved, for page actions (0 otherwise).
+        pages_moved: u64,
+    },
+    /// Done in part: some pages could not be moved (the counts by cause, e.g. `EBUSY`).
+    Partial {
+        /// Base pages moved.
+        pages_moved: u64,
+        /// Pages not moved, by cause.
+        failed: Vec<(String, u64)>,
+    },
+    /// Not done, because the target is gone or is no longer the same process (pid reused).
+    Vanished,
+    /// Not done, refused by the host (e.g. CPUs outside the process's cpuset); the message says why.
+    Refused {
+        /// Why.
+        message: String,
+    },
+}

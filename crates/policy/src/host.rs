@@ -1,0 +1,33 @@
+//! The machine a policy runs against: the live kernel or the simulator.
+
+use numapilot_observe::Sample;
+use numapilot_topology::Topology;
+
+use crate::action::{Action, Outcome};
+
+/// Why a host could not produce a sample.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The host's own data could not be read (e.g. /proc not mounted); the message names what.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// A machine that can be observed and acted on.
+///
+/// Implementations: the live kernel (observe + actuate) and `numapilot_sim::SimHost`. A policy only
+/// ever sees this trait, so it runs unchanged on both.
+pub trait Host {
+    /// The machine's topology (fixed for the host's lifetime).
+    fn topology(&self) -> &Topology;
+
+    /// Host time, ns since an arbitrary origin (monotonic). Simulated time for the simulator.
+    fn now_ns(&self) -> u64;
+
+    /// One observation of every process, thread and node, in the observe crate's raw form.
+    fn sample(&mut self) -> Result<Sample, HostError>;
+
+    /// Applies one action. Never fails as a whole: a vanished target, a refusal or pages that could
+    /// not move are reported in the [`Outcome`].
+    fn apply(&mut self, action: &Action) -> Outcome;
+}

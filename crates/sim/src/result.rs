@@ -1,0 +1,142 @@
+//! What a simulation run produces: the figures `numapilot sim` prints, the series its convergence
+//! charts draw, and the JSON it writes. Plain data; the simulator fills it, the CLI renders it.
+//!
+//! ```text
+//!   Comparison                       one `numapilot sim` invocation
+//!   └── policies[]  PolicyResult     one policy, all seeds
+//!       ├── summary  Stats           mean / stddev / stddev-over-mean of runtime, throughput, local %, ...
+//!       └── runs[]   RunResult       one seed
+//!           └── processes[] ProcessSeries   memory per node over time (the convergence chart), finish time
+//! ```
+//!
+//! Units: simulated seconds (`_s`), MiB (`_mib`), percent 0..100 (`_pct`), base pages (4 KiB).
+
+use serde::{Deserialize, Serialize};
+
+/// One point of a process's convergence series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesPoint {
+    /// Simulated time, s.
+    pub t_s: f64,
+    /// Resident memory of the process per node, MiB, indexed like `RunResult::nodes`.
+    pub mem_mib: Vec<f64>,
+    /// Share of the process's memory accesses in the last epoch that were node-local, %.
+    pub local_pct: f64,
+}
+
+/// One process of a run, over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSeries {
+    /// Simulated pid.
+    pub pid: u32,
+    /// Name (workload's process name, e.g. `numa01`).
+    pub name: String,
+    /// When the process finished its work, s; `None` if it ran to the end of the simulation.
+    pub finish_s: Option<f64>,
+    /// Work done per simulated second over the run, in the workload's unit (e.g. requests/s), for
+    /// open-ended workloads; `None` for fixed-work ones.
+    pub throughput: Option<f64>,
+    /// First time at which 90% of this process's accesses were local (and stayed so for the rest of
+    /// the run), s; `None` if never.
+    pub converge_s: Option<f64>,
+    /// Samples, at the run's sampling interval.
+    pub series: Vec<SeriesPoint>,
+}
+
+/// One policy on one seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Seed of the run.
+    pub seed: u64,
+    /// Kernel node ids, in the order of every per-node vector of this run.
+    pub nodes: Vec<u32>,
+    /// Simulated time until all fixed work finished (or the simulated duration for open-ended
+    /// workloads), s.
+    pub runtime_s: f64,
+    /// Sum of the processes' throughputs, for open-ended workloads.
+    pub throughput: Option<f64>,
+    /// Share of all memory accesses of the run that were node-local, %.
+    pub local_access_pct: f64,
+    /// Base pages migrated (by the kernel model and by policy actions).
+    pub pages_migrated: u64,
+    /// Time by which every process had converged (latest `converge_s`); `None` if one never did.
+    pub converge_s: Option<f64>,
+    /// Per process.
+    pub processes: Vec<ProcessSeries>,
+}
+
+/// Mean and spread of one figure over seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    /// Mean over seeds.
+    pub mean: f64,
+    /// Sample standard deviation over seeds (0 for one seed).
+    pub stddev: f64,
+}
+
+impl Stat {
+    /// Mean and sample standard deviation of `xs` (`NaN` mean for no values).
+    pub fn of(xs: &[f64]) -> Self {
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let stddev =
+            if xs.len() > 1 { (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() } else { 0.0 };
+        Self { mean, stddev }
+    }
+
+    /// Stddev over mean (coefficient of variation); 0 when the mean is 0.
+    pub fn cv(&self) -> f64 {
+        if self.mean == 0.0 {
+            0.0
+        } else {
+            self.stddev / self.mean
+        }
+    }
+}
+
+/// One policy over all seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyResult {
+    /// Policy name as given on the command line (`default`, `autonuma`, ...).
+    pub policy: String,
+    /// Runtime over seeds, s.
+    pub runtime_s: Stat,
+    /// Throughput over seeds (open-ended workloads).
+    pub throughput: Option<Stat>,
+    /// Local-access share over seeds, %.
+    pub local_access_pct: Stat,
+    /// Pages migrated over seeds.
+    pub pages_migrated: Stat,
+    /// Convergence time over the seeds that converged, s; `None` if none did.
+    pub converge_s: Option<Stat>,
+    /// The runs, one per seed.
+    pub runs: Vec<RunResult>,
+}
+
+/// A side-by-side comparison: the same machine, workload and seeds under several policies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Machine (preset name or file).
+    pub machine: String,
+    /// Workload name.
+    pub workload: String,
+    /// Seeds used, the same for every policy.
+    pub seeds: Vec<u64>,
+    /// Per policy, in the order asked for.
+    pub policies: Vec<PolicyResult>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_of_values() {
+        let s = Stat::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert_eq!(s.mean, 5.0);
+        assert!((s.stddev - 2.138_089_935).abs() < 1e-6);
+        assert!((s.cv() - 0.427_617_987).abs() < 1e-6);
+        assert_eq!(Stat::of(&[3.0]).stddev, 0.0);
+        assert_eq!(Stat { mean: 0.0, stddev: 1.0 }.cv(), 0.0);
+    }
+}
