@@ -215,6 +215,11 @@ flush
 if [ -n "$subdirs" ]; then
 	# shellcheck disable=SC2086
 	mkdir -p $subdirs
+	# Git keeps no empty directory: a .keep file holds each interface/controller directory in place (readers list
+	# the directory names under net/ and nvme/ and never look inside).
+	for d in $subdirs; do
+		: >"$d/.keep"
+	done
 fi
 
 # --- procfs: processes and their threads -------------------------------------------------------------------------
