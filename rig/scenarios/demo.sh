@@ -7,6 +7,8 @@
 # between two reads; off, what each launcher asked for stays put and the two tools read the same pages.
 echo 0 >/proc/sys/kernel/numa_balancing
 rig_run topo numapilot topo
+# The judge's map of CPUs to nodes comes from Debian's numactl, not from our own output.
+rig_run hw numactl --hardware
 rig_run tree numapilot topo --tree
 
 # The same 4-thread, 64 MiB workload, three ways:

@@ -91,7 +91,8 @@ fn demo(args: &[String]) -> Res<()> {
     );
     println!("\n$ numapilot topo\n{}", out("topo")?);
     println!("$ numapilot topo --tree\n{}", out("tree")?);
-    let hw = parse_hardware(&out("topo")?)?;
+    // CPUs per node as Debian's numactl reads them, so no verdict rests on our own output.
+    let hw = parse_hardware(&out("hw")?)?;
     let node_of_cpu: BTreeMap<u32, u32> =
         hw.cpus.iter().flat_map(|(n, cpus)| cpus.iter().map(move |c| (*c, *n))).collect();
     let mut failures = Vec::new();
