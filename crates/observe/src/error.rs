@@ -30,6 +30,8 @@ pub enum FileKind {
     Meminfo,
     /// `/proc/vmstat`.
     Vmstat,
+    /// `/sys/devices/system/node/nodeN/vmstat`.
+    NodeVmstat,
     /// `/proc/pressure/{cpu,memory,io}`.
     Pressure,
     /// A one-number sysfs/procfs file (e.g. `/proc/sys/kernel/numa_balancing`).
@@ -51,6 +53,7 @@ impl fmt::Display for FileKind {
             FileKind::NodeNumastat => "node numastat",
             FileKind::Meminfo => "meminfo",
             FileKind::Vmstat => "vmstat",
+            FileKind::NodeVmstat => "node vmstat",
             FileKind::Pressure => "pressure",
             FileKind::Number => "number file",
             FileKind::List => "list file",
@@ -113,12 +116,13 @@ pub enum ReadError {
         #[source]
         source: ParseError,
     },
-    /// A directory listing (e.g. `/sys/devices/system/node`) had nothing usable in it.
+    /// A file parsed but contradicts where it was read from (e.g. `node1/meminfo` whose lines say
+    /// `Node 0`): a mixed-up fixture or a bind mount, never a race.
     #[error("{path}: {reason}")]
-    Empty {
-        /// The directory or file.
+    Inconsistent {
+        /// The file.
         path: PathBuf,
-        /// What was missing.
+        /// What contradicts what.
         reason: String,
     },
 }

@@ -4,9 +4,10 @@
 //! ```text
 //!   Reader::sample()
 //!     ├─ /proc/stat, /proc/vmstat, /proc/pressure/*, /proc/sys/kernel/numa_balancing
-//!     ├─ /sys/devices/system/node/nodeN/{cpulist,meminfo,numastat}     for each nodeN directory
+//!     ├─ /sys/devices/system/node/nodeN/{cpulist,meminfo,numastat,vmstat}   for each nodeN directory
 //!     └─ for each /proc/PID (W worker threads pull pids from one shared counter)
-//!          ├─ stat                       gone? skip the process
+//!          ├─ stat                       gone? skip the process; a kernel thread stops here unless
+//!          │                             ReadOptions::kernel_threads
 //!          ├─ numa_maps                  not for kernel threads; EACCES is recorded, not fatal
 //!          ├─ task/                      the thread ids
 //!          └─ per thread: task/TID/stat, schedstat,
@@ -50,7 +51,7 @@ use crate::parse::sched::parse_sched;
 use crate::parse::schedstat::parse_schedstat;
 use crate::parse::stat::{parse_stat, TaskStat};
 use crate::parse::status::{parse_status, TaskStatus};
-use crate::parse::vmstat::parse_vmstat;
+use crate::parse::vmstat::{parse_node_vmstat, parse_vmstat};
 use crate::parse::{parse_list, parse_number};
 use crate::sample::{NodeSample, ProcessSample, PsiSample, Sample, ThreadSample};
 
@@ -85,9 +86,17 @@ pub struct ReadOptions {
     /// (threads of a process share their cpuset unless cgroup v2's threaded mode splits them) and have
     /// no context-switch counts. A fixture root is always read from its status files.
     pub thread_status: bool,
-    /// Worker threads for reading processes; 0 picks the number of CPUs, at most 4 (reading /proc
-    /// scales with CPUs until the kernel's locks on the task list dominate).
+    /// Worker threads for reading processes; 0 picks the number of CPUs, at most
+    /// [`ReadOptions::MAX_DEFAULT_WORKERS`].
     pub workers: usize,
+}
+
+impl ReadOptions {
+    /// Cap on the workers picked when [`ReadOptions::workers`] is 0. Default 4, unit worker threads.
+    /// Source: a choice, not a measurement (the development machine has 2 CPUs, where 2 workers halve
+    /// the wall time of a full observation; nothing above 2 was measured). What it prevents: an observer
+    /// that takes every CPU of a large machine from the workload it observes, every scan.
+    pub const MAX_DEFAULT_WORKERS: usize = 4;
 }
 
 impl Default for ReadOptions {
@@ -137,7 +146,7 @@ impl Scratch {
             buf: Buf::new(),
             paths: PathInterner::default(),
             sets: HashSet::default(),
-            words: vec![0; 16],
+            words: vec![0; AFFINITY_INITIAL_WORDS],
             sched,
         }
     }
@@ -355,13 +364,22 @@ impl Reader {
         Ok(self.thread_with(&mut Scratch::new(self.want_sched()?), pid, tid, None)?.map(|(t, _)| t))
     }
 
-    /// Whether sched files are read, per [`ReadOptions::sched`].
+    /// Whether sched files are read, per [`ReadOptions::sched`] (reads numa_balancing only when the
+    /// answer depends on it).
     fn want_sched(&self) -> Result<bool, ReadError> {
         Ok(match self.opts.sched {
+            SchedMode::IfBalancing => self.sched_given(self.read_numa_balancing()?),
+            _ => self.sched_given(None),
+        })
+    }
+
+    /// Whether sched files are read, given `/proc/sys/kernel/numa_balancing` as already read.
+    fn sched_given(&self, numa_balancing: Option<i64>) -> bool {
+        match self.opts.sched {
             SchedMode::Always => true,
             SchedMode::Never => false,
-            SchedMode::IfBalancing => self.read_numa_balancing()? != Some(0),
-        })
+            SchedMode::IfBalancing => numa_balancing != Some(0),
+        }
     }
 
     /// A thread and the `VmRSS` from its status (process-wide, kept for the process). With `leader_mems`
@@ -424,7 +442,8 @@ impl Reader {
         Ok(Some((thread, vm_rss_kb)))
     }
 
-    /// One process with (per the options) its threads and numa_maps; `Ok(None)` when it is gone.
+    /// One process with (per the options) its threads and numa_maps; `Ok(None)` when it is gone, or
+    /// when it is a kernel thread and [`ReadOptions::kernel_threads`] is off.
     pub fn read_process(&self, pid: u32) -> Result<Option<ProcessSample>, ReadError> {
         self.process_with(&mut Scratch::new(self.want_sched()?), pid)
     }
@@ -435,6 +454,9 @@ impl Reader {
             return Ok(None);
         };
         let kernel_thread = stat.is_kernel_thread();
+        if kernel_thread && !self.opts.kernel_threads {
+            return Ok(None);
+        }
         let (numa_maps, numa_maps_error) = if self.opts.numa_maps && !kernel_thread {
             match self.numa_maps_with(s, pid) {
                 Ok(Some(m)) => (Some(m), None),
@@ -494,12 +516,16 @@ impl Reader {
 
     /// Reads the given processes with the configured number of workers; gone ones are left out.
     pub fn read_processes(&self, pids: &[u32]) -> Result<Vec<ProcessSample>, ReadError> {
+        self.read_processes_with(pids, self.want_sched()?)
+    }
+
+    /// [`Reader::read_processes`] with the decision whether to read sched files already taken.
+    fn read_processes_with(&self, pids: &[u32], sched: bool) -> Result<Vec<ProcessSample>, ReadError> {
         let workers = match self.opts.workers {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()).min(4),
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()).min(ReadOptions::MAX_DEFAULT_WORKERS),
             n => n,
         }
         .min(pids.len().max(1));
-        let sched = self.want_sched()?;
         let next = AtomicUsize::new(0);
         let failure: Mutex<Option<ReadError>> = Mutex::new(None);
         let work = || -> Vec<ProcessSample> {
@@ -509,7 +535,6 @@ impl Reader {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&pid) = pids.get(i) else { break };
                 match self.process_with(&mut s, pid) {
-                    Ok(Some(p)) if p.kernel_thread && !self.opts.kernel_threads => {}
                     Ok(Some(p)) => out.push(p),
                     Ok(None) => {}
                     Err(e) => {
@@ -628,7 +653,8 @@ impl Reader {
         Ok(set)
     }
 
-    /// One node's cpulist, meminfo and numastat.
+    /// One node's cpulist, meminfo, numastat and vmstat (all four exist on every NUMA kernel since 2.6;
+    /// a missing one is an error naming it).
     pub fn read_node(&self, node: u32) -> Result<NodeSample, ReadError> {
         let base = format!("sys/devices/system/node/node{node}");
         let need = |name: &str| -> Result<String, ReadError> {
@@ -645,13 +671,14 @@ impl Reader {
         let cpus = parse_list(&need("cpulist")?).map_err(|e| perr("cpulist", e))?;
         let (id, meminfo) = parse_node_meminfo(&need("meminfo")?).map_err(|e| perr("meminfo", e))?;
         if id != node {
-            return Err(ReadError::Empty {
+            return Err(ReadError::Inconsistent {
                 path: self.path_in_root(&format!("{base}/meminfo")),
                 reason: format!("describes node {id}, not node {node}"),
             });
         }
         let numastat = parse_node_numastat(&need("numastat")?).map_err(|e| perr("numastat", e))?;
-        Ok(NodeSample { node, cpus, meminfo, numastat })
+        let vmstat = parse_node_vmstat(&need("vmstat")?).map_err(|e| perr("vmstat", e))?;
+        Ok(NodeSample { node, cpus, meminfo, numastat, vmstat })
     }
 
     /// All nodes.
@@ -672,7 +699,7 @@ impl Reader {
         let psi = PsiSample { cpu: self.read_psi("cpu")?, memory: self.read_psi("memory")?, io: self.read_psi("io")? };
         let numa_balancing = self.read_numa_balancing()?;
         let pids = self.pids()?;
-        let processes = self.read_processes(&pids)?;
+        let processes = self.read_processes_with(&pids, self.sched_given(numa_balancing))?;
         Ok(Sample {
             monotonic_ns: monotonic,
             boottime_ns: boottime,
@@ -690,8 +717,20 @@ impl Reader {
     }
 }
 
+/// First size of the `sched_getaffinity(2)` buffer, in 64-bit words: 16 words = 1024 CPUs, glibc's
+/// `cpu_set_t`, enough for every machine but the largest; the buffer doubles from there when the kernel
+/// says (EINVAL) that its CPU mask (`nr_cpu_ids` bits) is longer.
+const AFFINITY_INITIAL_WORDS: usize = 16;
+
+/// Largest `sched_getaffinity(2)` buffer tried, in 64-bit words. Default 1 << 16 words = 4,194,304
+/// CPUs, 512 times the largest `CONFIG_NR_CPUS` x86-64 allows (8192, `arch/x86/Kconfig` NR_CPUS_RANGE_END
+/// with CPUMASK_OFFSTACK), so a real mask always fits first. What it prevents: doubling forever when EINVAL has
+/// another cause.
+const AFFINITY_MAX_WORDS: usize = 1 << 16;
+
 /// CPU affinity of a task by `sched_getaffinity(2)`, any number of CPUs (the buffer grows until the
-/// kernel's mask fits).
+/// kernel's mask fits). A read-only twin of the actuate crate's wrapper: observe must not depend on the
+/// crate that changes the system.
 fn affinity(tid: u32, words: &mut Vec<u64>) -> io::Result<IdSet> {
     loop {
         // SAFETY: the kernel writes at most `words.len() * 8` bytes into the buffer we own.
@@ -704,7 +743,7 @@ fn affinity(tid: u32, words: &mut Vec<u64>) -> io::Result<IdSet> {
         }
         let e = io::Error::last_os_error();
         // EINVAL: our buffer is smaller than the kernel's CPU mask (more than 64 * len CPUs possible).
-        if e.raw_os_error() == Some(libc::EINVAL) && words.len() < 1 << 16 {
+        if e.raw_os_error() == Some(libc::EINVAL) && words.len() < AFFINITY_MAX_WORDS {
             let grown = words.len() * 2;
             words.resize(grown, 0);
             continue;

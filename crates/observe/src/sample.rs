@@ -7,7 +7,7 @@
 //!   │   │             numa_maps (VMAs with policy) + per-node kB by kind
 //!   │   └── threads[] tid, stat (cpu time, last cpu), status (allowed CPUs/nodes),
 //!   │                 sched (NUMA faults, preferred node, group), schedstat (run delay)
-//!   ├── nodes[]       id, CPUs, meminfo (MemFree...), numastat counters
+//!   ├── nodes[]       id, CPUs, meminfo (MemFree...), numastat counters, vmstat numa_* counters
 //!   ├── cpu           /proc/stat (per-CPU busy/idle ticks)
 //!   ├── vmstat        numa_* / pgmigrate_* counters
 //!   └── psi           cpu / memory / io pressure, when the kernel has PSI
@@ -144,6 +144,9 @@ pub struct NodeSample {
     pub meminfo: Meminfo,
     /// `nodeN/numastat`, pages.
     pub numastat: Counters,
+    /// The NUMA-related counters of `nodeN/vmstat` (`numa_hit` ... `numa_other`, `pgpromote_*`,
+    /// `pgdemote_*`; see [`crate::parse::vmstat::parse_node_vmstat`]), pages or events.
+    pub vmstat: Counters,
 }
 
 impl NodeSample {

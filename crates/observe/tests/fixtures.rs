@@ -88,6 +88,10 @@ fn a_whole_fixture_reads_as_a_sample() {
             let free = n.mem_free_kb().unwrap();
             assert!(free <= n.meminfo.mem_total_kb().unwrap());
             assert!(n.numastat.get("numa_hit").is_some());
+            // nodeN/vmstat's NUMA counters: every allocation on the node is hit or miss and local or other.
+            let v = |k| n.vmstat.get(k).unwrap_or_else(|| panic!("{} node {}: no {k}", fx.display(), n.node));
+            assert_eq!(v("numa_hit") + v("numa_miss"), v("numa_local") + v("numa_other"), "{}", fx.display());
+            assert!(n.vmstat.entries().iter().all(|(k, _)| k.starts_with("numa_") || k.starts_with("pg")));
         }
         let cpu = s.cpu.as_ref().unwrap();
         // Conservation: node CPU times add up to the per-CPU lines (every online CPU is on one node).

@@ -135,16 +135,7 @@ pub const NUMASTAT_COUNTERS: [&str; 6] =
 /// Parses `/sys/devices/system/node/nodeN/numastat` (pages), keeping every counter in file order.
 pub fn parse_node_numastat(input: &str) -> Result<Counters, ParseError> {
     let k = FileKind::NodeNumastat;
-    super::complete(k, input)?;
-    let mut out = Counters::default();
-    for (i, line) in input.lines().enumerate() {
-        let n = i + 1;
-        let (key, value) = line.split_once(' ').ok_or_else(|| ParseError::new(k, n, None, line, "no space in line"))?;
-        if key.is_empty() {
-            return Err(ParseError::new(k, n, None, line, "empty counter name"));
-        }
-        out.push(key, num(k, n, "value", line, value)?);
-    }
+    let out = super::vmstat::parse_counters(k, input, |_| true)?;
     for key in NUMASTAT_COUNTERS {
         if out.get(key).is_none() {
             return Err(ParseError::new(k, 0, Some(key), "", format!("no {key} line (truncated?)")));

@@ -26,9 +26,25 @@ pub fn is_numa_counter(name: &str) -> bool {
     NUMA_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Parses a vmstat file, keeping the NUMA-related counters in file order.
+/// Parses `/proc/vmstat`, keeping the NUMA-related counters in file order.
 pub fn parse_vmstat(input: &str) -> Result<Counters, ParseError> {
-    let k = FileKind::Vmstat;
+    parse_counters(FileKind::Vmstat, input, is_numa_counter)
+}
+
+/// Parses `/sys/devices/system/node/nodeN/vmstat`, keeping the NUMA-related counters in file order.
+///
+/// The node file is written by `node_read_vmstat()` in `drivers/base/node.c`: the node's zone and node
+/// counters, then (6.x) its share of the `numa_*` event counters (`numa_hit`, `numa_miss`, `numa_foreign`,
+/// `numa_interleave`, `numa_local`, `numa_other`) and of `pgpromote_*`/`pgdemote_*`. The balancing counters
+/// (`numa_pte_updates`, `numa_hint_faults`, `numa_pages_migrated`) are global only: a node file has none.
+pub fn parse_node_vmstat(input: &str) -> Result<Counters, ParseError> {
+    parse_counters(FileKind::NodeVmstat, input, is_numa_counter)
+}
+
+/// Parses a file of `name value` lines (vmstat, node vmstat, node numastat), keeping the counters whose
+/// name passes `keep`, in file order. Every line must be well formed, kept or not: a malformed line
+/// means the text is not what the kernel writes.
+pub fn parse_counters(k: FileKind, input: &str, keep: impl Fn(&str) -> bool) -> Result<Counters, ParseError> {
     super::complete(k, input)?;
     let mut out = Counters::default();
     for (i, line) in input.lines().enumerate() {
@@ -37,7 +53,7 @@ pub fn parse_vmstat(input: &str) -> Result<Counters, ParseError> {
         if key.is_empty() {
             return Err(ParseError::new(k, n, None, line, "empty counter name"));
         }
-        if is_numa_counter(key) {
+        if keep(key) {
             // Some node vmstat values are signed in theory (per-cpu drift); the kernel prints them as
             // unsigned after folding, so anything else is corruption.
             out.push(key, num(k, n, "value", line, value)?);
@@ -67,6 +83,35 @@ mod tests {
     }
 
     #[test]
+    fn node_vmstat_of_every_fixture_has_the_numa_event_counters() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        let mut seen = 0;
+        for fx in std::fs::read_dir(&dir).unwrap() {
+            let nodes = fx.unwrap().path().join("sys/devices/system/node");
+            let Ok(rd) = std::fs::read_dir(&nodes) else { continue };
+            for node in rd {
+                let f = node.unwrap().path().join("vmstat");
+                let Ok(text) = std::fs::read_to_string(&f) else { continue };
+                let c = parse_node_vmstat(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+                let want: Vec<&str> =
+                    text.lines().map(|l| l.split(' ').next().unwrap()).filter(|k| is_numa_counter(k)).collect();
+                assert_eq!(c.entries().iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), want);
+                for k in ["numa_hit", "numa_miss", "numa_foreign", "numa_interleave", "numa_local", "numa_other"] {
+                    assert!(c.get(k).is_some(), "{}: {k}", f.display());
+                }
+                // Conservation: every page allocated on the node counts once as hit or miss (was this the
+                // intended node?) and once as local or other (was the allocating CPU on this node?); the
+                // kernel sums each per-CPU counter as the file is written, so the file agrees with itself.
+                let g = |k| c.get(k).unwrap();
+                assert_eq!(g("numa_hit") + g("numa_miss"), g("numa_local") + g("numa_other"), "{}", f.display());
+                assert!(c.get("nr_free_pages").is_none());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 15, "node vmstat files in {}: {seen}", dir.display());
+    }
+
+    #[test]
     fn truncated_and_malformed_are_errors() {
         assert!(parse_vmstat("numa_hit 12").is_err());
         assert!(parse_vmstat("numa_hit\n").is_err());
@@ -79,6 +124,7 @@ mod tests {
         #[test]
         fn arbitrary_input_never_panics(s in "\\PC*") {
             let _ = parse_vmstat(&s);
+            let _ = parse_node_vmstat(&s);
         }
     }
 }
