@@ -408,41 +408,32 @@ pub fn get_mempolicy_at(addr: *const c_void) -> Result<CurrentPolicy> {
 /// The node holding the page at `addr` of the calling process (`MPOL_F_NODE | MPOL_F_ADDR`).
 /// The page must be present (touch it first); otherwise the kernel faults it in per policy.
 pub fn node_of_address(addr: *const c_void) -> Result<u32> {
-    let mut node: c_int = -1;
-    // SAFETY: `node` is a valid int for the kernel to write; no mask is passed.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_get_mempolicy,
-            &mut node as *mut c_int,
-            std::ptr::null_mut::<c_ulong>(),
-            0 as c_ulong,
-            addr as c_ulong,
-            MPOL_F_NODE | MPOL_F_ADDR,
-        )
-    };
-    if rc != 0 {
-        return Err(Error::last_os("get_mempolicy", format!("addr={addr:p}, flags=MPOL_F_NODE|MPOL_F_ADDR")));
-    }
-    Ok(node as u32)
+    get_node(addr as c_ulong, MPOL_F_NODE | MPOL_F_ADDR, || format!("addr={addr:p}, flags=MPOL_F_NODE|MPOL_F_ADDR"))
 }
 
 /// The node the calling thread's interleave policy will use next (`MPOL_F_NODE` without an
 /// address). EINVAL unless the thread's policy is interleave or weighted-interleave.
 pub fn interleave_next_node() -> Result<u32> {
+    get_node(0, MPOL_F_NODE, || "flags=MPOL_F_NODE".into())
+}
+
+/// `get_mempolicy(&node, NULL, 0, addr, flags)` for the `MPOL_F_NODE` forms, which return a node id
+/// in the mode argument and take no mask; `what` describes the arguments for the error.
+fn get_node(addr: c_ulong, flags: c_ulong, what: impl FnOnce() -> String) -> Result<u32> {
     let mut node: c_int = -1;
-    // SAFETY: as in `node_of_address`.
+    // SAFETY: `node` is a valid int for the kernel to write; no mask is passed (NULL, maxnode 0).
     let rc = unsafe {
         libc::syscall(
             libc::SYS_get_mempolicy,
             &mut node as *mut c_int,
             std::ptr::null_mut::<c_ulong>(),
             0 as c_ulong,
-            0 as c_ulong,
-            MPOL_F_NODE,
+            addr,
+            flags,
         )
     };
     if rc != 0 {
-        return Err(Error::last_os("get_mempolicy", "flags=MPOL_F_NODE".into()));
+        return Err(Error::last_os("get_mempolicy", what()));
     }
     Ok(node as u32)
 }

@@ -100,21 +100,18 @@ impl ThreadPlacement {
             policy: if self.policy.is_some() { Some(get_mempolicy()?) } else { None },
             cpus: if self.cpus.is_some() { Some(sched_getaffinity(0)?) } else { None },
         };
-        if let Some((p, f)) = &self.policy {
-            set_mempolicy(p, *f)?;
-        }
-        if let Some(c) = &self.cpus {
-            if let Err(e) = sched_setaffinity(0, c) {
-                if let Some(orig) = &original.policy {
-                    // Best effort: the error that matters is the affinity one.
-                    let _ = restore_mempolicy(orig);
-                }
-                return Err(e);
+        if let Err(e) = self.set_calling_thread() {
+            if let Some(orig) = &original.policy {
+                // Best effort: the error that matters is the one returned. When it was the policy
+                // itself that was refused, nothing changed and this sets the same policy again.
+                let _ = restore_mempolicy(orig);
             }
+            return Err(e);
         }
         Ok(original)
     }
 
+    /// The two calls on the calling thread, policy first; stops at the first refusal.
     fn set_calling_thread(&self) -> Result<()> {
         if let Some((p, f)) = &self.policy {
             set_mempolicy(p, *f)?;
