@@ -69,6 +69,55 @@ pub enum TopologyError {
     Machine(#[from] MachineError),
 }
 
+/// Finding the NUMA node of a named device ([`crate::sysfs::device_node`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// An interface or block device name that cannot name a sysfs entry (empty, `.`, `..`, a `/`).
+    #[error("bad {kind} name {name:?}")]
+    BadName {
+        /// What was named: `network device`, `block device`.
+        kind: &'static str,
+        /// The name as given.
+        name: String,
+    },
+    /// A PCI address that does not parse.
+    #[error("bad PCI address {address:?} (expected [segment:]bus:device[.function], hexadecimal)")]
+    BadPciAddress {
+        /// The address as given.
+        address: String,
+    },
+    /// The device has no sysfs entry.
+    #[error("no {device} ({path} does not exist)")]
+    NotFound {
+        /// The device, e.g. `network device eth9`.
+        device: String,
+        /// The entry that was looked for.
+        path: PathBuf,
+    },
+    /// The kernel reports no node for the device (`numa_node` is -1: no affinity, or a machine
+    /// without NUMA information for its bus).
+    #[error("{device} has no NUMA node (the kernel reports {value} in {path})")]
+    NoAffinity {
+        /// The device.
+        device: String,
+        /// The value of the file.
+        value: i64,
+        /// The `numa_node` file.
+        path: PathBuf,
+    },
+    /// Neither the device nor any parent below `sys/devices` has a `numa_node` file (a virtual device).
+    #[error("{device} has no NUMA node (no numa_node above {path})")]
+    NoNumaNodeFile {
+        /// The device.
+        device: String,
+        /// The device's directory, symlinks resolved.
+        path: PathBuf,
+    },
+    /// A `numa_node` file could not be read or does not hold an integer.
+    #[error(transparent)]
+    Sysfs(#[from] TopologyError),
+}
+
 /// A machine file was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {

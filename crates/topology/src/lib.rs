@@ -44,7 +44,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub use error::{FieldError, MachineError, TopologyError};
+pub use error::{DeviceError, FieldError, MachineError, TopologyError};
 pub use machine::MachineFile;
 pub use set::{CpuSet, IdSet, NodeSet, SetParseError};
 pub use tiers::TierMatrix;
@@ -194,6 +194,17 @@ impl Topology {
     /// Union of the CPUs of the given nodes.
     pub fn cpus_of_nodes(&self, nodes: &NodeSet) -> CpuSet {
         self.nodes.iter().filter(|n| nodes.contains(n.id)).fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))
+    }
+
+    /// Online nodes whose CPUs meet `cpus`.
+    pub fn nodes_of_cpus(&self, cpus: &CpuSet) -> NodeSet {
+        self.nodes.iter().filter(|n| !n.cpus.intersection(cpus).is_empty()).map(|n| n.id).collect()
+    }
+
+    /// Online nodes with memory (MemTotal above zero: what the kernel's `has_memory` list holds
+    /// for an online node).
+    pub fn memory_nodes(&self) -> NodeSet {
+        self.nodes.iter().filter(|n| n.mem_total_kb > 0).map(|n| n.id).collect()
     }
 
     /// Reads the machine from sysfs under `root` (`/` for this machine, or a fixture directory).

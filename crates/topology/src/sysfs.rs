@@ -28,6 +28,10 @@
 //!                                     node's cpulist omits
 //!  ROOT/sys/bus/pci/devices/ADDR/
 //!      class "0x020000", numa_node "-1" (-1 = no affinity), net/IFNAME, nvme/NAME, infiniband/NAME
+//!  ROOT/sys/class/{net,block}/NAME, ROOT/sys/dev/block/MAJ:MIN
+//!                                     links into sys/devices; [`device_node`] follows one and takes
+//!                                     the nearest `numa_node` at or above the device (a block
+//!                                     device's is on its PCI controller)
 //! ```
 //!
 //! Files the kernel always writes for an object that exists (a node's `cpulist`, `meminfo`,
@@ -58,7 +62,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::error::TopologyError;
+use crate::error::{DeviceError, TopologyError};
 use crate::{Cpu, CpuSet, DeviceClass, IdSet, Node, PciDevice, Topology};
 
 /// Reads the whole topology under `root` (use `/` for the running system).
@@ -297,18 +301,105 @@ fn read_pci_devices(dir: &Path) -> Result<Vec<PciDevice>, TopologyError> {
         if class == DeviceClass::Other {
             continue;
         }
-        let node = match read_optional(&dev.join("numa_node"))? {
-            Some(text) => {
-                let t = text.trim();
-                let v: i64 = t.parse().map_err(|_| malformed(&dev.join("numa_node"), 1, t, "expected an integer"))?;
-                u32::try_from(v).ok()
-            }
-            None => None,
-        };
+        let node = read_numa_node(&dev.join("numa_node"))?.and_then(|v| u32::try_from(v).ok());
         let names = device_names(&dev)?;
         devices.push(PciDevice { address, class, class_code, node, names });
     }
     Ok(devices)
+}
+
+/// A device's `numa_node` file as the kernel wrote it (-1: no affinity); `None` when absent.
+fn read_numa_node(path: &Path) -> Result<Option<i64>, TopologyError> {
+    let Some(text) = read_optional(path)? else { return Ok(None) };
+    let t = text.trim();
+    t.parse().map(Some).map_err(|_| malformed(path, 1, t, "expected an integer"))
+}
+
+/// A device named the way a user names it (numactl's `netdev:`, `block:`, `pci:`, `file:` specs),
+/// to find its node with [`device_node`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceName<'a> {
+    /// A network interface: `ROOT/sys/class/net/NAME`.
+    Net(&'a str),
+    /// A block device by kernel name: `ROOT/sys/class/block/NAME`.
+    Block(&'a str),
+    /// A PCI function, `[segment:]bus:device[.function]` in hexadecimal:
+    /// `ROOT/sys/bus/pci/devices/SSSS:BB:DD.F`.
+    Pci(&'a str),
+    /// A block device by number (a device node's `st_rdev`, a file's `st_dev`):
+    /// `ROOT/sys/dev/block/MAJOR:MINOR`.
+    BlockNumber {
+        /// Major number.
+        major: u32,
+        /// Minor number.
+        minor: u32,
+    },
+}
+
+/// The node the device `name` is attached to: the `numa_node` file of the device or of its
+/// nearest parent below `ROOT/sys/devices` that has one (an NVMe namespace's is on its controller).
+///
+/// Errors name the device: a malformed name, no such device, a node of -1 ("no affinity"), or no
+/// `numa_node` at all (a virtual device).
+pub fn device_node(root: &Path, name: DeviceName<'_>) -> Result<u32, DeviceError> {
+    let plain = |kind: &'static str, n: &str| {
+        if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+            Err(DeviceError::BadName { kind, name: n.to_string() })
+        } else {
+            Ok(())
+        }
+    };
+    let (dir, device) = match name {
+        DeviceName::Net(n) => {
+            plain("network device", n)?;
+            (root.join("sys/class/net").join(n), format!("network device {n}"))
+        }
+        DeviceName::Block(n) => {
+            plain("block device", n)?;
+            (root.join("sys/class/block").join(n), format!("block device {n}"))
+        }
+        DeviceName::Pci(a) => {
+            let addr = canonical_pci_address(a).ok_or_else(|| DeviceError::BadPciAddress { address: a.to_string() })?;
+            (root.join("sys/bus/pci/devices").join(&addr), format!("PCI device {addr}"))
+        }
+        DeviceName::BlockNumber { major, minor } => {
+            (root.join(format!("sys/dev/block/{major}:{minor}")), format!("block device {major}:{minor}"))
+        }
+    };
+    let real = fs::canonicalize(&dir).map_err(|_| DeviceError::NotFound { device: device.clone(), path: dir })?;
+    let devices = fs::canonicalize(root.join("sys/devices")).unwrap_or_else(|_| root.join("sys/devices"));
+    let mut cur = real.as_path();
+    loop {
+        let file = cur.join("numa_node");
+        if let Some(value) = read_numa_node(&file)? {
+            return u32::try_from(value).map_err(|_| DeviceError::NoAffinity { device, value, path: file });
+        }
+        match cur.parent() {
+            Some(p) if p.starts_with(&devices) && p != devices => cur = p,
+            _ => return Err(DeviceError::NoNumaNodeFile { device, path: real }),
+        }
+    }
+}
+
+/// A PCI address as users write it, `[segment:]bus:device[.function]` in hexadecimal (`3b:00.0`,
+/// `0:3b:0`), in sysfs's form `SSSS:BB:DD.F`; `None` when it does not parse or a part is out of
+/// range (segment 16 bits, bus 8, device 5, function 3: the PCI address fields).
+pub fn canonical_pci_address(s: &str) -> Option<String> {
+    let (head, func) = match s.split_once('.') {
+        Some((h, f)) => (h, u32::from_str_radix(f, 16).ok()?),
+        None => (s, 0),
+    };
+    let parts: Vec<&str> = head.split(':').collect();
+    let hex = |p: &str| if p.is_empty() { None } else { u32::from_str_radix(p, 16).ok() };
+    let (seg, bus, dev) = match parts.as_slice() {
+        [b, d] => (0, hex(b)?, hex(d)?),
+        [s, b, d] => (hex(s)?, hex(b)?, hex(d)?),
+        _ => return None,
+    };
+    if seg > 0xffff || bus > 0xff || dev > 0x1f || func > 7 {
+        return None;
+    }
+    Some(format!("{seg:04x}:{bus:02x}:{dev:02x}.{func:x}"))
 }
 
 /// Interface and controller names bound to a device: `net/eth0`, `nvme/nvme0`, `infiniband/mlx5_0`,

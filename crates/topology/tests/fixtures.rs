@@ -26,15 +26,6 @@ fn name(dir: &std::path::Path) -> String {
     dir.file_name().unwrap().to_string_lossy().into_owned()
 }
 
-fn without_free_figures(text: &str) -> Vec<String> {
-    text.lines()
-        .map(|l| match l.split_once(" free: ") {
-            Some((head, tail)) if l.starts_with("node ") && tail.ends_with(" MB") => format!("{head} free: <n> MB"),
-            _ => l.to_string(),
-        })
-        .collect()
-}
-
 #[test]
 fn numactl_text_equals_the_captured_numactl_output() {
     let dirs = fixture_dirs();
@@ -46,8 +37,8 @@ fn numactl_text_equals_the_captured_numactl_output() {
         let topo = Topology::from_sysfs(dir).unwrap_or_else(|e| panic!("{}: {e}", name(dir)));
         let ours = render::numactl_hardware(&topo);
         assert_eq!(
-            without_free_figures(&ours),
-            without_free_figures(&expected),
+            common::without_free_figures(&ours),
+            common::without_free_figures(&expected),
             "{}: ours:\n{ours}\nnumactl at capture:\n{expected}",
             name(dir)
         );

@@ -259,3 +259,83 @@ fn inconsistent_trees_rejected() {
     let e = expect_err(&fs);
     assert!(e.to_string().contains("0000:00:01.0/class"), "{e}");
 }
+
+/// A NIC on node 8 reached through a class symlink, an NVMe namespace whose controller says -1, a
+/// block device by number, and a virtual interface with no `numa_node` anywhere.
+#[test]
+fn device_node_follows_links_to_the_nearest_numa_node() {
+    use numapilot_topology::sysfs::{device_node, DeviceName};
+    use numapilot_topology::DeviceError;
+    use std::os::unix::fs::symlink;
+
+    let fs = FakeSys::new();
+    let r = fs.root();
+    let bdf = "pci0000:3a/0000:3a:00.0/0000:3b:00.0";
+    let nic = format!("sys/devices/{bdf}");
+    fs.write(&format!("{nic}/numa_node"), "8\n");
+    fs.mkdir(&format!("{nic}/net/eth0"));
+    fs.mkdir(&format!("{nic}/block/sda"));
+    for (link, target) in [
+        ("sys/class/net/eth0", format!("../../devices/{bdf}/net/eth0")),
+        ("sys/bus/pci/devices/0000:3b:00.0", format!("../../../devices/{bdf}")),
+        ("sys/dev/block/8:0", format!("../../devices/{bdf}/block/sda")),
+    ] {
+        fs.mkdir(link.rsplit_once('/').unwrap().0);
+        symlink(target, r.join(link)).unwrap();
+    }
+    fs.write("sys/devices/pci0000:00/0000:00:04.0/numa_node", "-1\n");
+    fs.mkdir("sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1");
+    fs.mkdir("sys/class/block");
+    symlink("../../devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1", r.join("sys/class/block/nvme0n1")).unwrap();
+    fs.mkdir("sys/devices/virtual/net/lo");
+    symlink("../../devices/virtual/net/lo", r.join("sys/class/net/lo")).unwrap();
+
+    assert_eq!(device_node(r, DeviceName::Net("eth0")).unwrap(), 8);
+    assert_eq!(device_node(r, DeviceName::Pci("3b:00.0")).unwrap(), 8);
+    assert_eq!(device_node(r, DeviceName::Pci("0000:3b:00")).unwrap(), 8);
+    assert_eq!(device_node(r, DeviceName::BlockNumber { major: 8, minor: 0 }).unwrap(), 8);
+    let e = device_node(r, DeviceName::Block("nvme0n1")).unwrap_err();
+    assert!(matches!(e, DeviceError::NoAffinity { value: -1, .. }), "{e:?}");
+    assert!(e.to_string().starts_with("block device nvme0n1 has no NUMA node (the kernel reports -1 in"), "{e}");
+    let e = device_node(r, DeviceName::Net("lo")).unwrap_err();
+    assert!(matches!(e, DeviceError::NoNumaNodeFile { .. }), "{e:?}");
+    let e = device_node(r, DeviceName::Net("eth9")).unwrap_err();
+    assert!(e.to_string().starts_with("no network device eth9 ("), "{e}");
+    for bad in ["", ".", "..", "../x"] {
+        assert!(matches!(device_node(r, DeviceName::Net(bad)), Err(DeviceError::BadName { .. })), "{bad:?}");
+    }
+    let e = device_node(r, DeviceName::Pci("zz")).unwrap_err();
+    assert_eq!(e.to_string(), "bad PCI address \"zz\" (expected [segment:]bus:device[.function], hexadecimal)");
+    fs.write(&format!("{nic}/numa_node"), "eight\n");
+    let e = device_node(r, DeviceName::Net("eth0")).unwrap_err();
+    assert!(matches!(e, DeviceError::Sysfs(TopologyError::Malformed { line: 1, .. })), "{e:?}");
+}
+
+#[test]
+fn device_node_on_a_captured_guest() {
+    use numapilot_topology::sysfs::{device_node, DeviceName};
+    // fixtures/rig-6.12-4node: the NVMe controller behind the expander bridge on node 1, the
+    // vmxnet3 NIC on node 2 (rig spec), the q35 host bridge with no affinity.
+    let root = common::fixtures_dir().join("rig-6.12-4node");
+    let topo = numapilot_topology::Topology::from_sysfs(&root).unwrap();
+    let mut checked = 0;
+    for d in &topo.devices {
+        let got = device_node(&root, DeviceName::Pci(&d.address));
+        assert_eq!(got.ok(), d.node, "{}", d.address);
+        checked += usize::from(d.node.is_some());
+    }
+    assert!(checked >= 2, "{:?}", topo.devices);
+    assert!(device_node(&root, DeviceName::Pci("0:0.0")).is_err());
+}
+
+#[test]
+fn pci_addresses_in_every_form() {
+    use numapilot_topology::sysfs::canonical_pci_address as pci;
+    assert_eq!(pci("3b:00.0").as_deref(), Some("0000:3b:00.0"));
+    assert_eq!(pci("0001:3b:1f.7").as_deref(), Some("0001:3b:1f.7"));
+    assert_eq!(pci("0:3b:0").as_deref(), Some("0000:3b:00.0"));
+    assert_eq!(pci("3b"), None);
+    assert_eq!(pci("3b:20.0"), None);
+    assert_eq!(pci("3b:00.8"), None);
+    assert_eq!(pci(":00.0"), None);
+}
