@@ -112,19 +112,7 @@ fn read_stripped(path: &Path, scratch: &Path) -> Result<Vec<u8>> {
 /// Adds a dynamic binary at `guest` and every library it loads at the loader's path.
 fn add_dynamic(a: &mut Archive, host: &Path, guest: &str, data: Vec<u8>) -> Result<()> {
     a.file(guest, 0o755, &data);
-    let out = Command::new("ldd")
-        .arg(host)
-        .output()
-        .map_err(|e| RigError::Command { command: format!("ldd {}", host.display()), detail: e.to_string() })?;
-    // ldd exits 1 for static binaries with "not a dynamic executable", which parse_ldd accepts.
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    for e in parse_ldd(host, &text)? {
-        let p = guest_path(&e.path)?;
-        if !a.contains(p) {
-            a.file(p, 0o755, &read(&e.path)?);
-        }
-    }
-    Ok(())
+    add_libs_only(a, host)
 }
 
 /// Inputs of the common image.
@@ -218,12 +206,14 @@ pub fn build_base(inputs: &ImageInputs) -> Result<Vec<u8>> {
     Ok(a.finish())
 }
 
-/// Adds only the libraries of a binary that is already in the archive (busybox is static; this is a no-op then).
+/// Adds the libraries `ldd` says `host` loads, each at the loader's path, unless already in the archive (busybox is
+/// static; this is a no-op then).
 fn add_libs_only(a: &mut Archive, host: &Path) -> Result<()> {
     let out = Command::new("ldd")
         .arg(host)
         .output()
         .map_err(|e| RigError::Command { command: format!("ldd {}", host.display()), detail: e.to_string() })?;
+    // ldd exits 1 for static binaries with "not a dynamic executable", which parse_ldd accepts.
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     for e in parse_ldd(host, &text)? {
         let p = guest_path(&e.path)?;
