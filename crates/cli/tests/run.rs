@@ -69,24 +69,6 @@ fn numactl() -> &'static str {
     "/usr/bin/numactl"
 }
 
-/// A fresh empty directory under the target's temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("numapilot-run-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn membind_and_cpunodebind_take_effect_in_the_child() {
     let n = first_node();
@@ -194,8 +176,8 @@ fn command_gets_its_arguments_and_path_search() {
 /// Runs `args` then a command that would create `marker`, and checks it exited 1 with `token` in
 /// the message and never ran the command.
 fn refused(args: &[&str], token: &str) -> String {
-    let dir = TempDir::new("refused");
-    let marker = dir.0.join("ran");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
     let mut full: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     full.extend(["--".into(), "touch".into(), marker.to_string_lossy().into_owned()]);
     let o = numapilot_run(&full);
@@ -325,9 +307,9 @@ fn show_matches_numactl() {
 }
 
 /// A directory holding a `numactl` symlink to our binary.
-fn numactl_link() -> (TempDir, PathBuf) {
-    let dir = TempDir::new("link");
-    let link = dir.0.join("numactl");
+fn numactl_link() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("numactl");
     std::os::unix::fs::symlink(BIN, &link).unwrap();
     (dir, link)
 }
@@ -364,7 +346,7 @@ fn symlink_named_numactl_behaves_as_numactl() {
     assert!(stderr(&o).starts_with("numactl: --membind=0,77: \"77\": node 77 does not exist"), "{}", stderr(&o));
 
     // A script that says `numactl` gets ours when it comes first in PATH.
-    let path = format!("{}:{}", dir.0.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
     let o = Command::new("sh")
         .args([
             "-c",

@@ -20,26 +20,17 @@ fn repo() -> PathBuf {
 }
 
 /// A scratch directory for one test, removed when dropped.
-struct Scratch(PathBuf);
+struct Scratch(tempfile::TempDir);
 
 impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("numapilot-topo-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
+    fn new() -> Scratch {
+        Scratch(tempfile::tempdir().unwrap())
     }
 
     fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
+        let p = self.0.path().join(name);
         std::fs::write(&p, text).unwrap();
         p
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -65,15 +56,40 @@ fn default_output_is_numactl_hardware_of_this_machine() {
         eprintln!("numactl not installed: compared only the format");
         return;
     };
-    assert_eq!(without_free_figures(&stdout(&ours)), without_free_figures(&String::from_utf8(real.stdout).unwrap()));
-    let explicit = numapilot(&["topo", "--hardware", "--sysfs-root", "/"]);
-    assert_eq!(without_free_figures(&stdout(&explicit)), without_free_figures(&stdout(&ours)));
+    assert!(real.status.success(), "numactl --hardware: {}", String::from_utf8_lossy(&real.stderr));
+    let real = String::from_utf8(real.stdout).unwrap();
+    assert_eq!(
+        without_free_figures(&stdout(&ours)),
+        without_free_figures(&real),
+        "ours:\n{}\nnumactl:\n{real}",
+        stdout(&ours)
+    );
+    for root in ["--root", "--sysfs-root"] {
+        let explicit = numapilot(&["topo", "--hardware", root, "/"]);
+        assert_eq!(without_free_figures(&stdout(&explicit)), without_free_figures(&stdout(&ours)), "{root}");
+    }
+}
+
+#[test]
+fn a_reader_that_goes_away_is_a_quiet_exit_0() {
+    use std::process::Stdio;
+    // About 90 kB of JSON, more than a pipe holds: the write meets EPIPE whenever the reader closes.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_numapilot"))
+        .args(["topo", "--json", "--preset", "epyc-2s256c"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stderr.is_empty(), "{}", stderr(&o));
 }
 
 #[test]
 fn sysfs_root_reads_a_captured_fixture() {
     let fixture = repo().join("fixtures/host-6.18");
-    let o = numapilot(&["topo", "--sysfs-root", fixture.to_str().unwrap()]);
+    let o = numapilot(&["topo", "--root", fixture.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let expected = std::fs::read_to_string(fixture.join("expected/numactl-hardware.txt")).unwrap();
     assert_eq!(without_free_figures(&stdout(&o)), without_free_figures(&expected));
@@ -113,7 +129,7 @@ fn unknown_preset_fails_listing_the_valid_ones() {
 
 #[test]
 fn bad_machine_file_fails_naming_file_field_and_reason() {
-    let s = Scratch::new("bad");
+    let s = Scratch::new();
     let bad = s.file(
         "bad.toml",
         "distances = [[10, 21], [20, 10]]\n[[nodes]]\nid = 0\ncpus = \"0-3\"\nmem_gb = 4\n[[nodes]]\nid = 1\ncpus = \"4-7\"\nmem_gb = 4\n",
@@ -141,7 +157,7 @@ fn bad_machine_file_fails_naming_file_field_and_reason() {
 
 #[test]
 fn machine_file_in_json_with_tree_view() {
-    let s = Scratch::new("json");
+    let s = Scratch::new();
     let m = s.file(
         "m.json",
         r#"{"smt": 2, "distances": [[10, 32], [32, 10]],
@@ -172,14 +188,14 @@ fn json_output_has_topology_and_tiers() {
 
 #[test]
 fn export_then_load_gives_the_same_machine() {
-    let s = Scratch::new("export");
+    let s = Scratch::new();
     let fixture = repo().join("fixtures/host-6.18");
     let root = fixture.to_str().unwrap();
-    let exported = numapilot(&["topo", "--export", "--sysfs-root", root]);
+    let exported = numapilot(&["topo", "--export", "--root", root]);
     assert!(exported.status.success(), "{}", stderr(&exported));
     let file = s.file("host.toml", &stdout(&exported));
     for view in ["--hardware", "--tree", "--json"] {
-        let a = numapilot(&["topo", view, "--sysfs-root", root]);
+        let a = numapilot(&["topo", view, "--root", root]);
         let b = numapilot(&["topo", view, "--machine", file.to_str().unwrap()]);
         assert!(b.status.success(), "{}", stderr(&b));
         assert_eq!(stdout(&a), stdout(&b), "{view}");
@@ -188,7 +204,7 @@ fn export_then_load_gives_the_same_machine() {
 
 #[test]
 fn json_output_loads_back_as_a_machine() {
-    let s = Scratch::new("json-back");
+    let s = Scratch::new();
     let json = numapilot(&["topo", "--json", "--preset", "numaconnect-288c"]);
     let file = s.file("nc.json", &stdout(&json));
     let a = numapilot(&["topo", "--tree", "--preset", "numaconnect-288c"]);
@@ -202,6 +218,8 @@ fn conflicting_options_are_usage_errors() {
     for args in [
         &["topo", "--tree", "--json"][..],
         &["topo", "--preset", "ring-8n64c", "--machine", "x.toml"],
+        &["topo", "--root", "/", "--preset", "ring-8n64c"],
+        &["topo", "--sysfs-root", "/", "--machine", "x.toml"],
         &["topo", "--list-presets", "--preset", "ring-8n64c"],
     ] {
         let o = numapilot(args);
@@ -212,7 +230,7 @@ fn conflicting_options_are_usage_errors() {
 
 #[test]
 fn missing_sysfs_root_fails_naming_it() {
-    let o = numapilot(&["topo", "--sysfs-root", "/nonexistent/root"]);
+    let o = numapilot(&["topo", "--root", "/nonexistent/root"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("/nonexistent/root"), "{}", stderr(&o));
 }

@@ -111,7 +111,7 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
     }
     placement.apply()?;
     match command {
-        None => print_out(&show::render(&show::ShowState::gather(&sys)?)),
+        None => print_out(&show::render(&show::ShowState::gather(&sys)?, &sys.topo)),
         Some(cmd) => {
             let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
             anyhow::bail!("execution of `{}': {}", cmd[0].to_string_lossy(), strip_os_error(&err))
@@ -119,8 +119,9 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
     }
 }
 
-/// Writes to stdout; a reader that went away (`| head`) is not an error.
-fn print_out(text: &str) -> anyhow::Result<ExitCode> {
+/// Writes `text` to stdout through one lock; a reader that went away (`| head`, EPIPE) is not an
+/// error but a quiet exit 0, as for any Unix filter. Shared by `run` and `topo`.
+pub(crate) fn print_out(text: &str) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -197,12 +198,15 @@ impl std::error::Error for ResolveError {}
 /// Resolves a request against the machine into what to apply. Pure: reads only `sys` (and the
 /// device resolver for `netdev:` and friends).
 pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Result<ThreadPlacement, ResolveError> {
-    let online_nodes = &sys.online_nodes;
-    let mem_domain = if req.all { online_nodes.clone() } else { sys.mems_allowed.intersection(online_nodes) };
-    let cpu_domain = if req.all { sys.online_cpus.clone() } else { sys.cpus_allowed.intersection(&sys.online_cpus) };
+    let topo = &sys.topo;
+    let online_nodes = &topo.node_ids();
+    let online_cpus = &topo.online_cpus();
+    let memory_nodes = topo.memory_nodes();
+    let mem_domain = sys.mem_domain(req.all);
+    let cpu_domain = sys.cpu_domain(req.all);
     // Nodes whose CPUs this process may use count for --cpunodebind even without memory (a CPU-only
     // node is not in Mems_allowed); numactl reads --cpunodebind against Mems_allowed alone.
-    let cpu_node_domain = mem_domain.union(&sys.nodes_of_cpus(&cpu_domain));
+    let cpu_node_domain = mem_domain.union(&topo.nodes_of_cpus(&cpu_domain));
 
     let nodes = |spec: &Spec, domain: &NodeSet| -> Result<NodeSet, ResolveError> {
         nodespec::parse(&spec.text, Kind::Node, Domain { allowed: domain, existing: online_nodes }, Some(devices))
@@ -218,7 +222,7 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
                     let set = nodes(spec, &mem_domain).map_err(|e| match e {
                         // Outside Mems_allowed because it has no memory: say that.
                         ResolveError::Spec(label, e) => match e.problem {
-                            nodespec::Problem::NotAllowed(id) if !sys.memory_nodes.contains(id) => {
+                            nodespec::Problem::NotAllowed(id) if !memory_nodes.contains(id) => {
                                 ResolveError::NoMemory(label, std::iter::once(id).collect())
                             }
                             _ => ResolveError::Spec(label, e),
@@ -228,7 +232,7 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
                     if *kind == PolicyKind::Preferred && set.len() != 1 {
                         return Err(ResolveError::PreferredNotOne(spec.label(), set));
                     }
-                    if set.intersection(&sys.memory_nodes).is_empty() {
+                    if set.intersection(&memory_nodes).is_empty() {
                         return Err(ResolveError::NoMemory(spec.label(), set));
                     }
                     match kind {
@@ -256,14 +260,14 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
         None => None,
         Some(CpuBind::Nodes(spec)) => {
             let set = nodes(spec, &cpu_node_domain)?;
-            let cpus: CpuSet = sys.cpus_of(&set).intersection(&sys.online_cpus);
+            let cpus: CpuSet = topo.cpus_of_nodes(&set).intersection(online_cpus);
             if cpus.is_empty() {
                 return Err(ResolveError::NoCpus(spec.label(), set));
             }
             Some(cpus)
         }
         Some(CpuBind::Cpus(spec)) => Some(
-            nodespec::parse(&spec.text, Kind::Cpu, Domain { allowed: &cpu_domain, existing: &sys.online_cpus }, None)
+            nodespec::parse(&spec.text, Kind::Cpu, Domain { allowed: &cpu_domain, existing: online_cpus }, None)
                 .map_err(|e| ResolveError::Spec(spec.label(), e))?,
         ),
     };
@@ -273,7 +277,7 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
 #[cfg(test)]
 mod tests {
     use super::numactl::parse;
-    use super::system::tests::topo;
+    use super::system::tests::{topo, view};
     use super::*;
 
     struct NoDevices;
@@ -285,16 +289,14 @@ mod tests {
 
     /// Two nodes, 0 (CPUs 0-3) and 1 (CPUs 4-7), everything allowed.
     fn two_nodes() -> SystemView {
-        let t = topo(&[(0, "0-3", 1 << 20), (1, "4-7", 1 << 20)]);
-        SystemView::from_parts(Path::new("/"), &t, "Cpus_allowed_list:\t0-7\nMems_allowed_list:\t0-1\n").unwrap()
+        view(Path::new("/"), topo(&[(0, "0-3", 1 << 20), (1, "4-7", 1 << 20)]), "0-7", "0-1")
     }
 
     /// Sparse: nodes 0 (CPUs 0-1) and 8 (CPUs 1500, 4095), node 4 memory-only, node 5 CPU-only;
     /// a cpuset allowing nodes 0,4,8 and all CPUs.
     fn sparse() -> SystemView {
         let t = topo(&[(0, "0-1", 1 << 20), (4, "", 1 << 20), (5, "2", 0), (8, "1500,4095", 1 << 20)]);
-        SystemView::from_parts(Path::new("/"), &t, "Cpus_allowed_list:\t0-2,1500,4095\nMems_allowed_list:\t0,4,8\n")
-            .unwrap()
+        view(Path::new("/"), t, "0-2,1500,4095", "0,4,8")
     }
 
     fn place(sys: &SystemView, args: &[&str]) -> Result<ThreadPlacement, ResolveError> {
@@ -382,7 +384,7 @@ mod tests {
     fn cpuset_restrictions_and_all() {
         // A process confined to node 0 and CPUs 0-1 on the two-node machine.
         let t = topo(&[(0, "0-3", 1 << 20), (1, "4-7", 1 << 20)]);
-        let s = SystemView::from_parts(Path::new("/"), &t, "Cpus_allowed_list:\t0-1\nMems_allowed_list:\t0\n").unwrap();
+        let s = view(Path::new("/"), t, "0-1", "0");
         let e = place(&s, &["-m", "1"]).unwrap_err().to_string();
         assert!(e.starts_with("-m 1: node 1 is outside the nodes this process may use (0;"), "{e}");
         let e = place(&s, &["-C", "4"]).unwrap_err().to_string();

@@ -7,9 +7,11 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use numapilot_topology::{presets, render, MachineFile, Topology};
 
+use super::run::print_out;
+
 /// Arguments.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("source").args(["sysfs_root", "machine", "preset"])))]
+#[command(group(clap::ArgGroup::new("source").args(["root", "machine", "preset"])))]
 #[command(group(clap::ArgGroup::new("view").args(["hardware", "tree", "json", "export"])))]
 pub struct Args {
     /// Print like `numactl --hardware` (the default).
@@ -24,9 +26,10 @@ pub struct Args {
     /// Print a machine file (TOML) describing the topology exactly, to edit or to load elsewhere.
     #[arg(long)]
     pub export: bool,
-    /// Read sysfs under this directory instead of `/` (e.g. a captured fixture).
-    #[arg(long, value_name = "PATH")]
-    pub sysfs_root: Option<PathBuf>,
+    /// Read sysfs under this directory instead of `/` (e.g. a captured fixture); the same option as
+    /// `numapilot stat --root`.
+    #[arg(long, value_name = "PATH", alias = "sysfs-root")]
+    pub root: Option<PathBuf>,
     /// Read a machine file (TOML or JSON) describing a machine that is not here.
     #[arg(long, value_name = "FILE")]
     pub machine: Option<PathBuf>,
@@ -43,17 +46,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.list_presets {
         let list = presets::list();
         let width = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-        for (name, description) in list {
-            println!("{name:<width$}  {description}");
-        }
-        return Ok(ExitCode::SUCCESS);
+        let text: String = list.iter().map(|(name, description)| format!("{name:<width$}  {description}\n")).collect();
+        return print_out(&text);
     }
     let (topo, label) = if let Some(path) = &args.machine {
         (Topology::from_machine_file(path)?, path.file_stem().map(|s| s.to_string_lossy().into_owned()))
     } else if let Some(name) = &args.preset {
         (Topology::preset(name)?, Some(name.clone()))
     } else {
-        let root = args.sysfs_root.clone().unwrap_or_else(|| PathBuf::from("/"));
+        let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
         let topo =
             Topology::from_sysfs(&root).with_context(|| format!("reading the topology under {}", root.display()))?;
         (topo, None)
@@ -69,6 +70,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         render::numactl_hardware(&topo)
     };
-    print!("{text}");
-    Ok(ExitCode::SUCCESS)
+    print_out(&text)
 }

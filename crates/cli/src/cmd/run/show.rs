@@ -26,16 +26,15 @@
 //! numactl 2.0.16 does not know weighted-interleave (it would print `policy: [6]`); we print
 //! `policy: weighted-interleave` and `preferred node: N (weighted interleave next)`.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use anyhow::{Context, Result};
-use numapilot_actuate::CurrentPolicy;
-use numapilot_topology::{CpuSet, IdSet, NodeSet};
+use numapilot_actuate::{CurrentPolicy, Mode};
+use numapilot_topology::{CpuSet, IdSet, NodeSet, Topology};
 
 use super::system::SystemView;
 
-/// Everything `--show` prints, gathered from the kernel.
+/// Everything `--show` prints that comes from the kernel and this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShowState {
     /// `get_mempolicy(&mode, mask, ...)`.
@@ -47,8 +46,6 @@ pub struct ShowState {
     pub affinity: CpuSet,
     /// libnuma's `numa_all_nodes_ptr`: Mems_allowed, or every node when that is empty.
     pub all_nodes: NodeSet,
-    /// CPUs of each node.
-    pub node_cpus: BTreeMap<u32, CpuSet>,
 }
 
 impl ShowState {
@@ -57,28 +54,7 @@ impl ShowState {
         let policy = numapilot_actuate::get_mempolicy().context("reading the memory policy")?;
         let affinity = numapilot_actuate::sched_getaffinity(0).context("reading the CPU affinity")?;
         let interleave_next = numapilot_actuate::interleave_next_node().unwrap_or(0);
-        let all_nodes = if sys.mems_allowed.is_empty() { sys.online_nodes.clone() } else { sys.mems_allowed.clone() };
-        Ok(ShowState { policy, interleave_next, affinity, all_nodes, node_cpus: sys.node_cpus.clone() })
-    }
-}
-
-const MPOL_DEFAULT: i32 = 0;
-const MPOL_PREFERRED: i32 = 1;
-const MPOL_BIND: i32 = 2;
-const MPOL_INTERLEAVE: i32 = 3;
-const MPOL_PREFERRED_MANY: i32 = 5;
-const MPOL_WEIGHTED_INTERLEAVE: i32 = 6;
-
-fn policy_name(raw: i32) -> String {
-    match raw {
-        0 => "default".into(),
-        1 => "preferred".into(),
-        2 => "bind".into(),
-        3 => "interleave".into(),
-        4 => "local".into(),
-        5 => "preferred-many".into(),
-        6 => "weighted-interleave".into(),
-        other => format!("[{other}]"),
+        Ok(ShowState { policy, interleave_next, affinity, all_nodes: sys.all_nodes() })
     }
 }
 
@@ -96,44 +72,43 @@ fn first(set: &IdSet) -> i64 {
     IdSet::first(set).map_or(-1, i64::from)
 }
 
-/// The `--show` text.
-pub fn render(st: &ShowState) -> String {
+/// The `--show` text; `topo` gives the CPUs of each node.
+pub fn render(st: &ShowState, topo: &Topology) -> String {
     let raw = st.policy.raw_mode;
+    // The mode of the raw value, flags included, as numactl switches on it: bind | NUMA_BALANCING
+    // (8194) is no mode at all here and prints as `[8194]`.
+    let mode = Mode::from_raw(raw);
     let nodes = &st.policy.nodes;
-    let membind = if raw == MPOL_BIND { nodes.clone() } else { st.all_nodes.clone() };
+    let membind = if mode == Some(Mode::Bind) { nodes.clone() } else { st.all_nodes.clone() };
     let cur = st.interleave_next;
-    let mut out = format!("policy: {}\n", policy_name(raw));
+    let name = mode.map_or_else(|| format!("[{raw}]"), |m| m.name().to_string());
+    let mut out = format!("policy: {name}\n");
     out.push_str("preferred node: ");
-    match raw {
-        MPOL_PREFERRED => {
+    match mode {
+        Some(Mode::Preferred) => {
             let _ = writeln!(out, "{}", if nodes.is_empty() { 0 } else { first(nodes) });
         }
-        MPOL_DEFAULT => out.push_str("current\n"),
-        MPOL_INTERLEAVE => {
+        Some(Mode::Default) => out.push_str("current\n"),
+        Some(Mode::Interleave) => {
             let _ = writeln!(out, "{cur} (interleave next)");
         }
-        MPOL_BIND => {
+        Some(Mode::Bind) => {
             let _ = writeln!(out, "{}", first(&membind));
         }
-        MPOL_PREFERRED_MANY => {
+        Some(Mode::PreferredMany) => {
             let _ = writeln!(out, "{cur} (preferred-many)");
         }
-        MPOL_WEIGHTED_INTERLEAVE => {
+        Some(Mode::WeightedInterleave) => {
             let _ = writeln!(out, "{cur} (weighted interleave next)");
         }
-        _ => {}
+        Some(Mode::Local) | None => {}
     }
-    if raw == MPOL_INTERLEAVE {
+    if mode == Some(Mode::Interleave) {
         out.push_str(&mask("interleavemask", nodes));
         let _ = writeln!(out, "interleavenode: {cur}");
     }
     out.push_str(&mask("physcpubind", &st.affinity));
-    let cpubind: NodeSet = st
-        .node_cpus
-        .iter()
-        .filter(|(n, c)| st.all_nodes.contains(**n) && !c.intersection(&st.affinity).is_empty())
-        .map(|(n, _)| *n)
-        .collect();
+    let cpubind = topo.nodes_of_cpus(&st.affinity).intersection(&st.all_nodes);
     out.push_str(&mask("cpubind", &cpubind));
     out.push_str(&mask("nodebind", &cpubind));
     out.push_str(&mask("membind", &membind));
@@ -143,8 +118,9 @@ pub fn render(st: &ShowState) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::system::tests::topo;
     use super::*;
-    use numapilot_actuate::{Mode, ModeFlags};
+    use numapilot_actuate::ModeFlags;
 
     fn set(s: &str) -> IdSet {
         IdSet::parse_list(s).unwrap()
@@ -162,8 +138,12 @@ mod tests {
             interleave_next: 1,
             affinity: set(affinity),
             all_nodes: set("0-1"),
-            node_cpus: [(0, set("0-3")), (1, set("4-7"))].into_iter().collect(),
         }
+    }
+
+    /// `--show` on two nodes, 0 (CPUs 0-3) and 1 (CPUs 4-7).
+    fn render(st: &ShowState) -> String {
+        super::render(st, &topo(&[(0, "0-3", 1 << 20), (1, "4-7", 1 << 20)]))
     }
 
     #[test]

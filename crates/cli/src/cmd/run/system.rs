@@ -2,38 +2,34 @@
 //!
 //! ```text
 //!   numapilot_topology::Topology::from_sysfs(ROOT)   online nodes, their CPUs, MemTotal, online CPUs
-//!   STATUS  Mems_allowed_list / Cpus_allowed_list     this process's cpuset (and affinity)
-//!   ROOT/sys/class/{net,block}/NAME, ROOT/sys/bus/pci/devices/ADDR, ROOT/sys/dev/block/MAJ:MIN
-//!                                                     device forms of node specs: the nearest
-//!                                                     `numa_node` file at or above the device
+//!   STATUS  Mems_allowed_list / Cpus_allowed_list     this process's cpuset (and affinity), read with
+//!                                                     numapilot_observe's status parser
+//!   numapilot_topology::sysfs::device_node(ROOT, ..)  device forms of node specs (netdev:, pci:,
+//!                                                     block:, file:): the nearest `numa_node` file
+//!                                                     at or above the device
 //! ```
 //!
-//! A node "has memory" when its MemTotal is above zero (what the kernel's `has_memory` list says
-//! for a node that is online).
+//! Everything about the machine is asked of the [`Topology`]; the view adds only what belongs to
+//! this process and the root the devices are looked up under.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use numapilot_topology::{CpuSet, IdSet, NodeSet, Topology};
+use numapilot_observe::parse::status::parse_status;
+use numapilot_topology::sysfs::{device_node, DeviceName};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 use super::nodespec::{Device, DeviceNodes};
 
 /// The machine and this process, as far as the launcher is concerned.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SystemView {
     /// The sysfs root (`/` live, a fixture directory in tests), for device lookups.
     pub root: PathBuf,
-    /// Online nodes.
-    pub online_nodes: NodeSet,
-    /// CPUs of each online node.
-    pub node_cpus: BTreeMap<u32, CpuSet>,
-    /// Nodes with memory.
-    pub memory_nodes: NodeSet,
-    /// Online CPUs.
-    pub online_cpus: CpuSet,
+    /// The machine: online nodes, their CPUs and memory, online CPUs.
+    pub topo: Topology,
     /// `Mems_allowed_list` of this process.
     pub mems_allowed: NodeSet,
     /// `Cpus_allowed_list` of this process.
@@ -51,115 +47,62 @@ impl SystemView {
         let topo =
             Topology::from_sysfs(root).with_context(|| format!("reading the topology under {}", root.display()))?;
         let text = fs::read_to_string(status).with_context(|| format!("reading {}", status.display()))?;
-        SystemView::from_parts(root, &topo, &text).with_context(|| format!("in {}", status.display()))
+        let st = parse_status(&text).with_context(|| format!("in {}", status.display()))?;
+        Ok(SystemView { root: root.to_path_buf(), topo, mems_allowed: st.mems_allowed, cpus_allowed: st.cpus_allowed })
     }
 
-    /// Builds the view from a topology and the text of a `/proc/PID/status` file.
-    pub fn from_parts(root: &Path, topo: &Topology, status: &str) -> Result<SystemView> {
-        let field = |name: &str| -> Result<IdSet> {
-            let v = status.lines().find_map(|l| l.strip_prefix(name)).with_context(|| format!("no {name} line"))?;
-            IdSet::parse_list(v).with_context(|| format!("bad {name} line"))
-        };
-        Ok(SystemView {
-            root: root.to_path_buf(),
-            online_nodes: topo.node_ids(),
-            node_cpus: topo.nodes.iter().map(|n| (n.id, n.cpus.clone())).collect(),
-            memory_nodes: topo.nodes.iter().filter(|n| n.mem_total_kb > 0).map(|n| n.id).collect(),
-            online_cpus: topo.online_cpus(),
-            mems_allowed: field("Mems_allowed_list:")?,
-            cpus_allowed: field("Cpus_allowed_list:")?,
-        })
+    /// The nodes a memory node list is read against: the allowed nodes that are online, or every
+    /// online node with `--all`.
+    pub fn mem_domain(&self, all: bool) -> NodeSet {
+        let online = self.topo.node_ids();
+        if all {
+            online
+        } else {
+            self.mems_allowed.intersection(&online)
+        }
     }
 
-    /// Union of the CPUs of `nodes`.
-    pub fn cpus_of(&self, nodes: &NodeSet) -> CpuSet {
-        nodes.iter().filter_map(|n| self.node_cpus.get(&n)).fold(CpuSet::new(), |a, c| a.union(c))
+    /// The CPUs a CPU list is read against: the allowed CPUs that are online, or every online CPU
+    /// with `--all`.
+    pub fn cpu_domain(&self, all: bool) -> CpuSet {
+        let online = self.topo.online_cpus();
+        if all {
+            online
+        } else {
+            self.cpus_allowed.intersection(&online)
+        }
     }
 
-    /// Nodes whose CPUs intersect `cpus`.
-    pub fn nodes_of_cpus(&self, cpus: &CpuSet) -> NodeSet {
-        self.node_cpus.iter().filter(|(_, c)| !c.intersection(cpus).is_empty()).map(|(n, _)| *n).collect()
-    }
-
-    fn device_dir_node(&self, dir: &Path, what: &str) -> Result<u32, String> {
-        let real = fs::canonicalize(dir).map_err(|_| format!("no {what} ({} does not exist)", dir.display()))?;
-        let devices = fs::canonicalize(self.root.join("sys/devices")).unwrap_or_else(|_| self.root.join("sys/devices"));
-        let mut cur = real.as_path();
-        loop {
-            let f = cur.join("numa_node");
-            if let Ok(s) = fs::read_to_string(&f) {
-                let v: i64 =
-                    s.trim().parse().map_err(|_| format!("{}: unexpected content {:?}", f.display(), s.trim()))?;
-                return u32::try_from(v)
-                    .map_err(|_| format!("{what} has no NUMA node (the kernel reports {v} in {})", f.display()));
-            }
-            match cur.parent() {
-                Some(p) if p.starts_with(&devices) && p != devices => cur = p,
-                _ => return Err(format!("{what} has no NUMA node (no numa_node above {})", real.display())),
-            }
+    /// libnuma's `numa_all_nodes_ptr`: Mems_allowed, or every online node when that is empty.
+    pub fn all_nodes(&self) -> NodeSet {
+        if self.mems_allowed.is_empty() {
+            self.topo.node_ids()
+        } else {
+            self.mems_allowed.clone()
         }
     }
 }
 
 impl DeviceNodes for SystemView {
     fn device_node(&self, device: Device, name: &str) -> Result<u32, String> {
-        let plain_name = |kind: &str| -> Result<(), String> {
-            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-                Err(format!("bad {kind} name {name:?}"))
-            } else {
-                Ok(())
-            }
-        };
-        match device {
-            Device::Netdev => {
-                plain_name("network device")?;
-                self.device_dir_node(&self.root.join("sys/class/net").join(name), &format!("network device {name}"))
-            }
-            Device::Block => {
-                plain_name("block device")?;
-                self.device_dir_node(&self.root.join("sys/class/block").join(name), &format!("block device {name}"))
-            }
-            Device::Pci => {
-                let addr = parse_pci(name).ok_or_else(|| {
-                    format!("bad PCI address {name:?} (expected [segment:]bus:device[.function], hexadecimal)")
-                })?;
-                self.device_dir_node(&self.root.join("sys/bus/pci/devices").join(&addr), &format!("PCI device {addr}"))
-            }
+        let name = match device {
+            Device::Netdev => DeviceName::Net(name),
+            Device::Block => DeviceName::Block(name),
+            Device::Pci => DeviceName::Pci(name),
             Device::File => {
                 let md = fs::metadata(name).map_err(|e| format!("cannot stat {name}: {e}"))?;
-                let ft = md.file_type();
-                let dev = if ft.is_block_device() { md.rdev() } else { md.dev() };
-                let (maj, min) = (libc::major(dev), libc::minor(dev));
-                self.device_dir_node(
-                    &self.root.join(format!("sys/dev/block/{maj}:{min}")),
-                    &format!("block device {maj}:{min} behind {name}"),
-                )
+                let dev = if md.file_type().is_block_device() { md.rdev() } else { md.dev() };
+                DeviceName::BlockNumber { major: libc::major(dev), minor: libc::minor(dev) }
             }
-            Device::Ip => Err(format!(
-                "ip:{name} is not supported (it needs a routing-table lookup); \
-                 use netdev:IFNAME with the interface {name} is reached through"
-            )),
-        }
+            Device::Ip => {
+                return Err(format!(
+                    "ip:{name} is not supported (it needs a routing-table lookup); \
+                     use netdev:IFNAME with the interface {name} is reached through"
+                ))
+            }
+        };
+        device_node(&self.root, name).map_err(|e| e.to_string())
     }
-}
-
-/// `[seg:]bus:dev[.fn]` in hex to sysfs's `SSSS:BB:DD.F`.
-fn parse_pci(s: &str) -> Option<String> {
-    let (head, func) = match s.split_once('.') {
-        Some((h, f)) => (h, u32::from_str_radix(f, 16).ok()?),
-        None => (s, 0),
-    };
-    let parts: Vec<&str> = head.split(':').collect();
-    let hex = |p: &str| if p.is_empty() { None } else { u32::from_str_radix(p, 16).ok() };
-    let (seg, bus, dev) = match parts.as_slice() {
-        [b, d] => (0, hex(b)?, hex(d)?),
-        [s, b, d] => (hex(s)?, hex(b)?, hex(d)?),
-        _ => return None,
-    };
-    if seg > 0xffff || bus > 0xff || dev > 0x1f || func > 7 {
-        return None;
-    }
-    Some(format!("{seg:04x}:{bus:02x}:{dev:02x}.{func:x}"))
 }
 
 #[cfg(test)]
@@ -204,10 +147,20 @@ pub(crate) mod tests {
         }
     }
 
+    /// A view of `topo` for a process allowed CPUs `cpus` and nodes `mems`, devices under `root`.
+    pub(crate) fn view(root: &Path, topo: Topology, cpus: &str, mems: &str) -> SystemView {
+        SystemView {
+            root: root.to_path_buf(),
+            topo,
+            mems_allowed: NodeSet::parse_list(mems).unwrap(),
+            cpus_allowed: CpuSet::parse_list(cpus).unwrap(),
+        }
+    }
+
     /// A sparse machine: nodes 0 and 8, node 8 memory-only; in a temp dir a NIC on node 8 reached
     /// through a class symlink, and an NVMe namespace whose numa_node (-1) is on its PCI parent.
-    fn machine() -> (tempdir::TempDir, SystemView) {
-        let t = tempdir::TempDir::new();
+    fn machine() -> (tempfile::TempDir, SystemView) {
+        let t = tempfile::tempdir().unwrap();
         let r = t.path();
         let w = |p: &str, s: &str| {
             let p = r.join(p);
@@ -236,21 +189,48 @@ pub(crate) mod tests {
             r.join("sys/bus/pci/devices/0000:3b:00.0"),
         )
         .unwrap();
-        let status = "Name:\tx\nCpus_allowed_list:\t0-3\nMems_allowed_list:\t0,8\n";
-        let v = SystemView::from_parts(r, &topo(&[(0, "0-3", 1 << 20), (8, "", 1 << 20)]), status).unwrap();
+        let v = view(r, topo(&[(0, "0-3", 1 << 20), (8, "", 1 << 20)]), "0-3", "0,8");
         (t, v)
     }
 
     #[test]
-    fn reads_sparse_nodes_and_allowed_sets() {
+    fn sparse_nodes_and_allowed_sets() {
         let (_t, v) = machine();
-        assert_eq!(v.online_nodes.to_list(), "0,8");
-        assert_eq!(v.node_cpus[&0].to_list(), "0-3");
-        assert!(v.node_cpus[&8].is_empty());
+        assert_eq!(v.topo.node_ids().to_list(), "0,8");
+        assert_eq!(v.topo.node(0).unwrap().cpus.to_list(), "0-3");
+        assert!(v.topo.node(8).unwrap().cpus.is_empty());
         assert_eq!(v.mems_allowed.to_list(), "0,8");
         assert_eq!(v.cpus_allowed.to_list(), "0-3");
-        assert_eq!(v.cpus_of(&NodeSet::parse_list("0,8").unwrap()).to_list(), "0-3");
-        assert_eq!(v.nodes_of_cpus(&CpuSet::parse_list("2").unwrap()).to_list(), "0");
+        assert_eq!(v.topo.cpus_of_nodes(&NodeSet::parse_list("0,8").unwrap()).to_list(), "0-3");
+        assert_eq!(v.topo.nodes_of_cpus(&CpuSet::parse_list("2").unwrap()).to_list(), "0");
+        assert_eq!(v.mem_domain(false).to_list(), "0,8");
+        assert_eq!(v.all_nodes().to_list(), "0,8");
+    }
+
+    #[test]
+    fn domains_are_the_allowed_online_ids_or_everything_with_all() {
+        // Allowed: CPU 9 and node 3 are not online (a cpuset written before a hot-unplug).
+        let v = view(Path::new("/"), topo(&[(0, "0-3", 1 << 20), (1, "4-7", 1 << 20)]), "2-5,9", "1,3");
+        assert_eq!(v.cpu_domain(false).to_list(), "2-5");
+        assert_eq!(v.cpu_domain(true).to_list(), "0-7");
+        assert_eq!(v.mem_domain(false).to_list(), "1");
+        assert_eq!(v.mem_domain(true).to_list(), "0-1");
+        let v = view(Path::new("/"), v.topo, "0", "");
+        assert_eq!(v.all_nodes().to_list(), "0-1", "an empty Mems_allowed means every node, as in libnuma");
+    }
+
+    #[test]
+    fn reads_a_captured_status_file() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18");
+        let status = fixture.join("proc/9311/status");
+        let v = SystemView::read(&fixture, &status).unwrap();
+        let text = fs::read_to_string(&status).unwrap();
+        assert!(text.contains(&format!("Mems_allowed_list:\t{}\n", v.mems_allowed.to_list())), "{text}");
+        assert!(text.contains(&format!("Cpus_allowed_list:\t{}\n", v.cpus_allowed.to_list())), "{text}");
+        assert_eq!(v.topo, Topology::from_sysfs(&fixture).unwrap());
+        let cut = fixture.join("proc/9311/nonexistent");
+        let e = format!("{:#}", SystemView::read(&fixture, &cut).unwrap_err());
+        assert!(e.contains("nonexistent"), "{e}");
     }
 
     #[test]
@@ -266,53 +246,17 @@ pub(crate) mod tests {
         assert!(v.device_node(Device::Netdev, "../x").unwrap_err().starts_with("bad network device name"));
         assert!(v.device_node(Device::Pci, "zz").unwrap_err().starts_with("bad PCI address"));
         assert!(v.device_node(Device::Ip, "example").unwrap_err().contains("not supported"));
-    }
-
-    #[test]
-    fn pci_address_forms() {
-        assert_eq!(parse_pci("3b:00.0").as_deref(), Some("0000:3b:00.0"));
-        assert_eq!(parse_pci("0001:3b:1f.7").as_deref(), Some("0001:3b:1f.7"));
-        assert_eq!(parse_pci("0:3b:0").as_deref(), Some("0000:3b:00.0"));
-        assert_eq!(parse_pci("3b"), None);
-        assert_eq!(parse_pci("3b:20.0"), None);
-        assert_eq!(parse_pci("3b:00.8"), None);
+        assert!(v.device_node(Device::File, "/nonexistent/x").unwrap_err().starts_with("cannot stat /nonexistent/x"));
     }
 
     #[test]
     fn live_view_is_consistent() {
         let v = SystemView::live().unwrap();
-        assert!(!v.online_nodes.is_empty());
+        let online = v.topo.node_ids();
+        assert!(!online.is_empty());
         let status = fs::read_to_string("/proc/self/status").unwrap();
         assert!(status.contains(&format!("Mems_allowed_list:\t{}\n", v.mems_allowed.to_list())));
-        assert!(v.mems_allowed.is_subset(&v.online_nodes));
-        assert_eq!(v.cpus_of(&v.online_nodes), v.online_cpus);
-    }
-}
-
-/// A temporary directory removed on drop (tests only; avoids a dependency).
-#[cfg(test)]
-pub(crate) mod tempdir {
-    use std::path::{Path, PathBuf};
-
-    pub struct TempDir(PathBuf);
-
-    impl TempDir {
-        pub fn new() -> TempDir {
-            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let p = std::env::temp_dir().join(format!("numapilot-run-test-{}-{n}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            TempDir(p)
-        }
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+        assert!(v.mems_allowed.is_subset(&online));
+        assert_eq!(v.topo.cpus_of_nodes(&online), v.topo.online_cpus());
     }
 }
