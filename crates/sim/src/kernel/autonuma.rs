@@ -378,6 +378,8 @@ struct Mm {
     scan_seq: u64,
     scan_offset: usize,
     armed: Vec<bool>,
+    /// The armed regions, in arming order (so faults cost O(armed), not O(regions)).
+    armed_list: Vec<usize>,
     last: Vec<Option<Cpupid>>,
 }
 
@@ -486,6 +488,7 @@ impl AutoNuma {
         if !on {
             for mm in self.mms.values_mut() {
                 mm.armed.iter_mut().for_each(|a| *a = false);
+                mm.armed_list.clear();
             }
         }
         self.params.enabled = on;
@@ -622,7 +625,10 @@ impl AutoNuma {
             mm.armed.resize(idx + 1, false);
             mm.last.resize(idx + 1, None);
         }
-        mm.armed[idx] = false;
+        if mm.armed[idx] {
+            mm.armed[idx] = false;
+            mm.armed_list.retain(|&i| i != idx);
+        }
         self.hint_fault(tid, pid, idx, region, cpu, cpu_node)
     }
 
@@ -884,6 +890,7 @@ impl AutoNuma {
                 if r.movable {
                     if !mm.armed[idx] {
                         mm.armed[idx] = true;
+                        mm.armed_list.push(idx);
                         self.newly_armed.push((pid, idx));
                         updates += region_pages as u64;
                         pages -= region_pages;
@@ -913,18 +920,18 @@ impl AutoNuma {
         let pids: Vec<Pid> = self.mms.keys().copied().collect();
         let mut acc: Vec<(Tid, u64)> = Vec::new();
         for pid in pids {
-            let armed: Vec<usize> = {
-                let mm = &self.mms[&pid];
-                mm.armed.iter().enumerate().filter(|(_, a)| **a).map(|(i, _)| i).collect()
-            };
+            let mut armed = std::mem::take(&mut self.mms.get_mut(&pid).expect("mm").armed_list);
+            armed.sort_unstable();
+            let mut still = Vec::with_capacity(armed.len());
             for idx in armed {
                 acc.clear();
                 view.accessors(pid, idx, &mut acc);
                 acc.retain(|(tid, w)| *w > 0 && self.tasks.contains_key(tid));
-                if acc.is_empty() {
+                let region = view.region(pid, idx);
+                let (false, Some(region)) = (acc.is_empty(), region) else {
+                    still.push(idx);
                     continue;
-                }
-                let Some(region) = view.region(pid, idx) else { continue };
+                };
                 let total: u64 = acc.iter().map(|(_, w)| *w).sum();
                 let mut pick = self.rng.next() % total;
                 let mut tid = acc[0].0;
@@ -939,6 +946,10 @@ impl AutoNuma {
                 let (cpu, node) = (self.tasks[&tid].ran_cpu, self.tasks[&tid].ran_node);
                 self.hint_fault(tid, pid, idx, region, cpu, node);
             }
+            let mm = self.mms.get_mut(&pid).expect("mm");
+            // Regions armed meanwhile (none in this phase) would be in mm.armed_list already.
+            still.append(&mut mm.armed_list);
+            mm.armed_list = still;
         }
     }
 
@@ -1666,6 +1677,7 @@ mod tests {
             let mm = m.mms.get_mut(&1).unwrap();
             mm.scan_seq = 5;
             mm.armed = vec![true];
+            mm.armed_list = vec![0];
             mm.last = vec![Some(Cpupid { tid: 1, cpu: 0, node: 0 })];
             let t = m.tasks.get_mut(&1).unwrap();
             t.scan_seq = 5;
@@ -1720,6 +1732,7 @@ mod tests {
             }
             m.mms.get_mut(&1).unwrap().scan_seq = 5;
             m.mms.get_mut(&1).unwrap().armed = vec![true];
+            m.mms.get_mut(&1).unwrap().armed_list = vec![0];
             m.mms.get_mut(&1).unwrap().last = vec![None];
             let order = [(1, 0u32, 0usize), (2, 2, 1), (3, 3, 1), (1, 0, 0), (2, 2, 1), (3, 3, 1)];
             let mut node = 0;
