@@ -709,6 +709,7 @@ impl AutoNuma {
                 }
             }
         }
+        self.refresh_rss(view);
         // Occupancy and per-CPU current thread, for task_numa_migrate.
         self.occupancy = self.cpus_per_node.iter().map(|&c| NodeStats { nr_running: 0, weight: c as i64 }).collect();
         self.curr.clear();
@@ -823,7 +824,6 @@ impl AutoNuma {
 
     /// `task_tick_numa` + `task_numa_work` for every thread that ran, in tid order.
     fn run_scanners(&mut self, view: &dyn AutoNumaView) {
-        self.refresh_rss(view);
         let tids: Vec<Tid> = self.tasks.iter().filter(|(_, t)| t.runnable).map(|(&k, _)| k).collect();
         for tid in tids {
             // A long epoch may cover several scan periods of runtime; each tick is one chance.
