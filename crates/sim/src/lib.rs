@@ -1,8 +1,47 @@
-//! The simulated NUMA machine (issue 3, under construction: see ARCHITECTURE.md): result types,
-//! workload specifications and the kernel model's state.
+//! The simulated NUMA machine (issue 3). See the crate essay below.
 
 #![deny(missing_docs)]
 
 pub mod kernel;
+pub mod machine;
 pub mod result;
 pub mod workload;
+
+/// Errors of the simulator: bad machine parameters, bad workloads, unknown names.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    /// The machine or its `[sim]` parameters are invalid; the message names the file and field.
+    #[error("machine: {0}")]
+    Machine(String),
+    /// The workload is invalid.
+    #[error(transparent)]
+    Spec(#[from] workload::SpecError),
+    /// The workload does not fit the machine (a node or CPU id it lacks, no CPU allowed).
+    #[error("workload {workload} on this machine: {reason}")]
+    Mismatch {
+        /// Workload name.
+        workload: String,
+        /// What does not fit.
+        reason: String,
+    },
+    /// An unknown policy, workload or machine name; `valid` lists the valid ones.
+    #[error("unknown {kind} '{name}' (valid: {valid})")]
+    Unknown {
+        /// `policy`, `workload` or `machine`.
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// Comma-separated valid names.
+        valid: String,
+    },
+    /// The run hit the simulated time cap before all fixed work finished.
+    #[error("workload {workload} under {policy}: work not finished after {cap_s} simulated s")]
+    Unfinished {
+        /// Workload name.
+        workload: String,
+        /// Policy name.
+        policy: String,
+        /// The cap, s.
+        cap_s: f64,
+    },
+}

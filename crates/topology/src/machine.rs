@@ -21,6 +21,8 @@
 //!   [[nodes]]  id = 1   cpus = "128-255,384-511" memory = "768G"   package = 1
 //!   [[devices]] address = "0000:41:00.0"  class = "network"  node = 0  names = ["eth0"]
 //!   [[cpu]]    id = 5  online = false         optional per-CPU overrides
+//!   [sim]      node_bandwidth_gbs = 16.0      optional simulator parameters, passed through
+//!                                             unread (numapilot-sim's `machine` module owns them)
 //! ```
 //!
 //! Everything per CPU is generated from that structure, the way Linux numbers x86 CPUs:
@@ -109,7 +111,20 @@ pub struct MachineFile {
     /// PCI devices.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceSpec>,
+    /// Simulator parameters (`[sim]` table), carried through unread: this crate does not interpret
+    /// them; the simulator (numapilot-sim, `machine` module) defines and validates the keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<SimTable>,
 }
+
+/// The `[sim]` table of a machine file: opaque to the topology crate.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SimTable(pub toml::Table);
+
+// Machine files compare by value; a table holding a NaN float would compare unequal to itself,
+// which only makes two such files "different", never a wrong topology.
+impl Eq for SimTable {}
 
 /// A node in a machine file.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -316,6 +331,7 @@ impl MachineFile {
             nodes,
             cpu,
             devices,
+            sim: None,
         }
     }
 }

@@ -534,6 +534,7 @@ fn valid_machine() -> impl Strategy<Value = MachineFile> {
                 nodes,
                 cpu,
                 devices,
+                sim: None,
             }
         })
 }

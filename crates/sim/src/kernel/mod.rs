@@ -1,48 +1,42 @@
 //! The kernel model: the state the simulated kernel keeps (tasks, processes, memory regions, node
 //! usage) and the mechanisms acting on it: page allocation (`alloc`), the scheduler and its load
-//! balancer (`sched`), page migration and its cost (`migrate`), and the hook through which a NUMA
-//! balancer (the AutoNUMA model in `autonuma`) plugs in.
+//! balancer (`sched`), page migration and its cost (`migrate`). The AutoNUMA model (`autonuma`) is
+//! a separate decision-maker the engine consults through its `AutoNumaView` trait.
 //!
 //! # State
 //!
 //! ```text
 //!   Kernel
-//!   ├── procs[]    Proc     pid, comm, starttime, regions [start, end) in `regions`, tasks
-//!   ├── tasks[]    Task     tid, proc, cpu, allowed CPUs, state, NUMA stats (preferred node, faults)
-//!   ├── regions[]  Region   2 MiB granule: node (or unallocated), owner proc, last accessor, armed
-//!   └── node_used[]         regions allocated per node (capacity comes from the topology)
+//!   ├── procs[]    Proc     pid, comm, starttime, its regions = one contiguous block, tasks
+//!   ├── tasks[]    Task     tid, proc, cpu, allowed CPUs, state, CPU time, pending stall
+//!   ├── regions[]  Region   2 MiB granule: node (or NO_NODE), owner proc, region spec
+//!   ├── node_used[]         regions allocated per node (capacity from the topology's MemTotal)
+//!   └── proc_node[p][n]     regions of process p on node n (kept by `place`, O(1) per move)
 //! ```
 //!
 //! Indexes: tasks, procs and regions are dense indexes into these vectors and never change during a
-//! run (an exited task stays with `TaskState::Exited`). Node ids in this module are *kernel* ids
-//! (`u32`), with `NO_NODE` for "not allocated yet"; the dense node index is `Kernel::nidx`.
+//! run (an exited task stays, `TaskState::Exited`). Node ids are *kernel* ids (`u32`) in `Region`
+//! and `Task`; per-node vectors are indexed by the dense node index (`Kernel::nidx`).
 //!
-//! # The NUMA balancer hook
+//! # Hooks for the AutoNUMA model
 //!
-//! The engine calls a [`NumaBalancer`] (the AutoNUMA model) at three points of every epoch, only
-//! when `Kernel::numa_balancing` is non-zero (like `/proc/sys/kernel/numa_balancing`):
-//!
-//! ```text
-//!   epoch k:   balancer.scan(now, epoch, &mut kernel)      arm regions: set Region::armed (prot_none)
-//!              engine runs the tasks for the epoch          accesses land on nodes; every armed region
-//!                                                           that was touched yields one HintFault,
-//!                                                           attributed to one accessing task (chosen by
-//!                                                           access rate, seeded PRNG), in region order
-//!              balancer.on_fault(now, &mut kernel, &fault)  per fault: update stats, Region::last,
-//!                -> FaultDecision { migrate_to }            decide a page migration (engine performs it,
-//!                                                           with its cost, if the target has room)
-//!              balancer.balance(now, &kernel) -> moves      task_numa_migrate: move/swap tasks; the
-//!                                                           engine applies those allowed by affinity
-//! ```
-//!
-//! The engine disarms a region when it delivers its fault. The load balancer (`sched`) reads
-//! `Task::numa.preferred_nid` when balancing is on, and does not pull a task off its preferred node
-//! (the kernel's `migrate_degrades_locality`).
+//! Every epoch, when `numa_balancing` is on, the engine builds an `AutoNumaView` over this state:
+//! the tasks with the CPU they ran on and their CPU time in the epoch, each process's regions in
+//! address order (`Proc::first_region` + index; unallocated = not resident; regions under an explicit
+//! memory policy are not movable), and for each armed region the tasks that touched it with their
+//! bytes. It applies the returned page migrations through `migrate` (cost charged to the faulting
+//! task; a full target reports `migration_failed`), the task moves (idle allowed CPU of the node)
+//! and swaps, and a hinting-fault cost per fault. The load balancer asks `preferred_node` and does
+//! not pull a task off its preferred node.
 //!
 //! # Limits
 //!
 //! Memory is modelled at the region granule (2 MiB, a THP): a region is on exactly one node. Page
-//! counts reported are base pages (4 KiB), 512 per region.
+//! counts are base pages (4 KiB), 512 per region.
+
+pub mod alloc;
+pub mod migrate;
+pub mod sched;
 
 use numapilot_topology::{CpuSet, Topology};
 
@@ -55,16 +49,6 @@ pub const PAGES_PER_REGION: u64 = REGION_BYTES / 4096;
 /// `Region::node` of a region not yet allocated.
 pub const NO_NODE: u32 = u32::MAX;
 
-/// Who touched a region last, like the kernel's `cpupid` stored in the page flags (last CPU and
-/// the low bits of the last pid; here the full tid).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CpuPid {
-    /// CPU id of the last access.
-    pub cpu: u32,
-    /// Task index (into `Kernel::tasks`) of the last accessor.
-    pub task: u32,
-}
-
 /// One region (2 MiB) of a process's memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Region {
@@ -72,10 +56,8 @@ pub struct Region {
     pub node: u32,
     /// Owning process (index into `Kernel::procs`).
     pub proc: u32,
-    /// Last accessor recorded by a hinting fault (`None` before the first fault).
-    pub last: Option<CpuPid>,
-    /// Armed for a NUMA hinting fault (the scanner made it `PROT_NONE`): the next access faults.
-    pub armed: bool,
+    /// Region spec it belongs to (index into the run's flattened region specs).
+    pub rspec: u32,
 }
 
 /// Life state of a task.
@@ -87,24 +69,6 @@ pub enum TaskState {
     Running,
     /// Finished its work.
     Exited,
-}
-
-/// Per-task NUMA statistics, written by the NUMA balancer and read by the scheduler and `SimHost`
-/// (which shows them like `/proc/PID/task/TID/sched`'s numa fields).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TaskNuma {
-    /// Preferred node (`numa_preferred_nid`), `None` = none (-1).
-    pub preferred_nid: Option<u32>,
-    /// Hinting faults per node (dense node index), memory side, cumulative (`numa_faults` memory).
-    pub faults_mem: Vec<u64>,
-    /// Hinting faults per node (dense node index) where the task ran at fault time, cumulative.
-    pub faults_cpu: Vec<u64>,
-    /// NUMA group id (`numa_group`), `None` when not grouped.
-    pub group: Option<u32>,
-    /// Scan sequence the task has seen (`numa_scan_seq`).
-    pub scan_seq: u32,
-    /// Task migrations done to improve locality (`numa_migrations`-like counter).
-    pub migrations: u64,
 }
 
 /// A simulated thread.
@@ -134,8 +98,6 @@ pub struct Task {
     pub stall_ns: u64,
     /// Number of times it changed CPU.
     pub cpu_migrations: u64,
-    /// NUMA balancing statistics.
-    pub numa: TaskNuma,
 }
 
 /// A simulated process.
@@ -149,6 +111,8 @@ pub struct Proc {
     pub starttime: u64,
     /// Start time, ns.
     pub start_ns: u64,
+    /// Index of its first region in `Kernel::regions` (its regions are one contiguous block).
+    pub first_region: usize,
     /// Its regions: `[start, end)` indexes into `Kernel::regions`, one range per region spec.
     pub regions: Vec<(usize, usize)>,
     /// Virtual start address of each region spec (for numa_maps and `MoveRanges`).
@@ -164,10 +128,14 @@ pub struct Kernel {
     pub topo: Topology,
     /// Node (kernel id) of each CPU, indexed by CPU id (`NO_NODE` for ids without a CPU).
     pub cpu_node: Vec<u32>,
+    /// Dense index of each node id (`usize::MAX` for ids that are not nodes).
+    node_index: Vec<usize>,
     /// Capacity of each node in regions (dense node index).
     pub node_capacity: Vec<u64>,
     /// Regions allocated on each node (dense node index).
     pub node_used: Vec<u64>,
+    /// Regions of each process per node: `proc_node[p][n]`.
+    pub proc_node: Vec<Vec<u64>>,
     /// Processes.
     pub procs: Vec<Proc>,
     /// Tasks.
@@ -178,6 +146,8 @@ pub struct Kernel {
     pub numa_balancing: i64,
     /// Base pages migrated so far (kernel balancer and policy actions).
     pub pages_migrated: u64,
+    /// Base pages migrated by the NUMA balancer (`numa_pages_migrated`).
+    pub numa_pages_migrated: u64,
     /// Regions whose allocation failed (bind set full), cumulative.
     pub alloc_failures: u64,
 }
@@ -190,17 +160,25 @@ impl Kernel {
         for c in &topo.cpus {
             cpu_node[c.id as usize] = c.node;
         }
+        let max_node = topo.nodes.iter().map(|n| n.id as usize + 1).max().unwrap_or(0);
+        let mut node_index = vec![usize::MAX; max_node];
+        for (i, n) in topo.nodes.iter().enumerate() {
+            node_index[n.id as usize] = i;
+        }
         let node_capacity = topo.nodes.iter().map(|n| n.mem_total_kb * 1024 / REGION_BYTES).collect();
         Self {
             topo: topo.clone(),
             cpu_node,
+            node_index,
             node_capacity,
             node_used: vec![0; topo.nodes.len()],
+            proc_node: Vec::new(),
             procs: Vec::new(),
             tasks: Vec::new(),
             regions: Vec::new(),
             numa_balancing: 0,
             pages_migrated: 0,
+            numa_pages_migrated: 0,
             alloc_failures: 0,
         }
     }
@@ -208,7 +186,9 @@ impl Kernel {
     /// Dense index of node `id` (panics on an id not in the topology: ids are checked when a run
     /// is built).
     pub fn nidx(&self, id: u32) -> usize {
-        self.topo.node_idx(id).expect("node id checked when the run was built")
+        let i = self.node_index[id as usize];
+        debug_assert!(i != usize::MAX, "node id checked when the run was built");
+        i
     }
 
     /// Node (kernel id) of CPU `cpu`.
@@ -226,19 +206,6 @@ impl Kernel {
         self.topo.nodes.len()
     }
 
-    /// Regions of process `p` per node (dense index), counting allocated regions only.
-    pub fn proc_regions_per_node(&self, p: usize) -> Vec<u64> {
-        let mut out = vec![0u64; self.nr_nodes()];
-        for &(s, e) in &self.procs[p].regions {
-            for r in &self.regions[s..e] {
-                if r.node != NO_NODE {
-                    out[self.nidx(r.node)] += 1;
-                }
-            }
-        }
-        out
-    }
-
     /// Places a region on `node` (or moves it there), keeping the per-node counts. Returns false,
     /// changing nothing, when `node` is full. Does not count as a migration (see `migrate`).
     pub fn place(&mut self, region: usize, node: u32) -> bool {
@@ -250,70 +217,15 @@ impl Kernel {
         if self.free_regions(to) == 0 {
             return false;
         }
+        let p = self.regions[region].proc as usize;
         if from != NO_NODE {
             let fi = self.nidx(from);
             self.node_used[fi] -= 1;
+            self.proc_node[p][fi] -= 1;
         }
         self.node_used[to] += 1;
+        self.proc_node[p][to] += 1;
         self.regions[region].node = node;
         true
     }
-}
-
-/// One NUMA hinting fault delivered to the balancer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HintFault {
-    /// Faulting task (index into `Kernel::tasks`).
-    pub task: usize,
-    /// Region (index into `Kernel::regions`).
-    pub region: usize,
-    /// CPU the task ran on.
-    pub cpu: u32,
-    /// Node of that CPU (kernel id).
-    pub cpu_node: u32,
-    /// Node the region is on (kernel id).
-    pub mem_node: u32,
-    /// Base pages the fault covers (512 for a 2 MiB region).
-    pub pages: u64,
-}
-
-/// What the balancer wants done about one fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FaultDecision {
-    /// Migrate the region to this node (kernel id); `None` = leave it.
-    pub migrate_to: Option<u32>,
-}
-
-/// A task placement change proposed by the balancer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskMove {
-    /// Move task (index) to CPU (id).
-    Move {
-        /// Task index.
-        task: usize,
-        /// Destination CPU id.
-        cpu: u32,
-    },
-    /// Exchange the CPUs of two tasks.
-    Swap {
-        /// First task index.
-        a: usize,
-        /// Second task index.
-        b: usize,
-    },
-}
-
-/// A NUMA balancer plugged into the kernel model (the AutoNUMA model implements it). See the module
-/// essay for when each hook is called.
-pub trait NumaBalancer: std::fmt::Debug {
-    /// Arms regions for hinting faults (sets `Region::armed`) as the scanner would by now.
-    /// `epoch_ns` is the length of the epoch about to run.
-    fn scan(&mut self, now_ns: u64, epoch_ns: u64, kernel: &mut Kernel);
-
-    /// Handles one hinting fault: updates statistics (task faults, `Region::last`, groups,
-    /// preferred node) and decides whether the region migrates.
-    fn on_fault(&mut self, now_ns: u64, kernel: &mut Kernel, fault: &HintFault) -> FaultDecision;
-
-    /// Proposes task moves or swaps towards preferred nodes (after the epoch's faults).
-    fn balance(&mut self, now_ns: u64, kernel: &Kernel) -> Vec<TaskMove>;
 }

@@ -1,0 +1,342 @@
+//! The performance model of the machine: what a memory access costs, where, and how much traffic
+//! each part of the machine can carry.
+//!
+//! # Problem
+//!
+//! The topology says which CPUs and how much memory each node has and how far nodes are apart (SLIT
+//! distances, tiers). To simulate, we also need what those mean in time: latency of a cache-line miss
+//! per distance tier, bandwidth of each node's memory controller, bandwidth of the links between
+//! nodes (with contention when several flows cross the same link), how much of a core two SMT
+//! siblings share, how much the last-level cache absorbs, and what moving a page costs.
+//!
+//! # Approach
+//!
+//! ```text
+//!   node 0                         node 1              one resource per memory controller (GB/s)
+//!   [cores]--LLC--[MC0]===link===[MC1]--LLC--[cores]   one resource per directed link (GB/s)
+//!                   ^   0->1, 1->0  ^                  latency per tier (ns), x distance for Far
+//!
+//!   links: the graph whose edges are node pairs not "shortcut" by an intermediate node
+//!          (d(a,k)-10 + d(k,b)-10 <= d(a,b)-10 means a->b traffic goes through k);
+//!          a flow from memory node m to CPU node c charges every link on the shortest path.
+//! ```
+//!
+//! [`MachineParams`] holds the figures; [`MachineModel`] derives, for one topology, the latency of
+//! every (CPU node, memory node) pair, the capacity of every resource (controllers, then directed
+//! links) and the route (list of resources) of every pair. Parameters come from the machine file's
+//! optional `[sim]` table (keys = the field names below; unknown keys are refused), falling back to
+//! the defaults.
+//!
+//! # Units
+//!
+//! Latencies in ns, bandwidths in GB/s (= bytes per ns), sizes in MiB, times in µs where named.
+//!
+//! # Defaults and sources
+//!
+//! The defaults describe the 2012 two-socket Xeon (Westmere-EP class, DDR3-1333, QPI 5.86 GT/s) of
+//! the autonuma-benchmark results, the machine the model is calibrated on (see the crate essay):
+//!
+//! | parameter | default | source / reasoning |
+//! |---|---|---|
+//! | `local_latency_ns` | 90 | idle local DRAM load-to-use on Nehalem/Westmere-EP, 65-100 ns in published measurements |
+//! | `same_socket_factor` | 1.15 | other die of the same package (SNC/NPS, Magny-Cours die pair): +10-20% |
+//! | `one_hop_factor` | 1.5 | seed documents: cross-node access "30%+ higher"; Westmere-EP remote/local ~1.5-1.7 |
+//! | `far_factor_per_hop` | 1.0 | Far latency = one-hop latency x (distance / one-hop distance) x this |
+//! | `node_bandwidth_gbs` | 16 | sustained per-socket bandwidth of 3 channels DDR3-1333 (32 GB/s peak, STREAM ~16-20); numa02's published 800 GiB in 53 s = 16 GB/s |
+//! | `same_socket_link_gbs` | 40 | on-package fabric between dies |
+//! | `one_hop_link_gbs` | 6.7 | QPI 5.86 GT/s = 11.7 GB/s raw per direction, ~57% payload after headers and snoop traffic (fitted) |
+//! | `far_link_gbs` | 2.5 | NumaConnect-class fabric between servers (fitted to nothing: a plausible 2-3 GB/s per direction) |
+//! | `stream_mlp` | 2.7 | cache lines in flight per thread for store streams (fitted: makes 6 cores use ~70% of a controller) |
+//! | `random_mlp` | 1.0 | dependent loads: one miss at a time |
+//! | `smt_gain_memory` | 1.05 | two siblings streaming get 1.05x one thread: they share the core's fill buffers (fitted, numa02_SMT) |
+//! | `smt_gain_compute` | 1.25 | two siblings computing get ~1.25x one thread (typical Hyper-Threading gain) |
+//! | `llc_mib` | 12 | Westmere-EP L3 per socket |
+//! | `llc_latency_ns` | 15 | L3 hit latency |
+//! | `migrate_gbs` | 2.0 | kernel page copy in migrate_pages/move_pages, 1-4 GB/s per migrating context |
+//! | `migrate_fixed_us` | 30 | per 2 MiB region: unmap, TLB shootdown, remap |
+//!
+//! # Limits
+//!
+//! Bandwidth is one number per controller and per link direction (no read/write asymmetry, no
+//! bank conflicts); latency does not grow with load below saturation (contention is modelled as
+//! throttling at saturation, see `engine`); the LLC is a capacity filter, not a cache simulation.
+
+use numapilot_topology::{Tier, Topology};
+use serde::{Deserialize, Serialize};
+
+use crate::SimError;
+
+/// Performance parameters of a machine. See the module table for defaults and sources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MachineParams {
+    /// Idle latency of a local DRAM access, ns.
+    pub local_latency_ns: f64,
+    /// Latency multiplier for another node of the same package.
+    pub same_socket_factor: f64,
+    /// Latency multiplier for one interconnect hop.
+    pub one_hop_factor: f64,
+    /// Extra multiplier on the distance-scaled latency of Far nodes.
+    pub far_factor_per_hop: f64,
+    /// Sustained bandwidth of one node's memory controller(s), GB/s.
+    pub node_bandwidth_gbs: f64,
+    /// Bandwidth per direction of a link between nodes of one package, GB/s.
+    pub same_socket_link_gbs: f64,
+    /// Bandwidth per direction of a one-hop socket link, GB/s.
+    pub one_hop_link_gbs: f64,
+    /// Bandwidth per direction of a Far link (second fabric), GB/s.
+    pub far_link_gbs: f64,
+    /// Cache lines in flight per thread for streaming accesses.
+    pub stream_mlp: f64,
+    /// Cache lines in flight per thread for random (dependent) accesses.
+    pub random_mlp: f64,
+    /// Memory throughput of a core with both SMT siblings busy, relative to one thread.
+    pub smt_gain_memory: f64,
+    /// Compute throughput of a core with both SMT siblings busy, relative to one thread.
+    pub smt_gain_compute: f64,
+    /// Last-level cache per LLC domain, MiB.
+    pub llc_mib: f64,
+    /// LLC hit latency, ns.
+    pub llc_latency_ns: f64,
+    /// Page-copy throughput of one migration, GB/s.
+    pub migrate_gbs: f64,
+    /// Fixed cost of migrating one 2 MiB region (unmap, TLB shootdown, remap), µs.
+    pub migrate_fixed_us: f64,
+}
+
+impl Default for MachineParams {
+    fn default() -> Self {
+        Self {
+            local_latency_ns: 90.0,
+            same_socket_factor: 1.15,
+            one_hop_factor: 1.5,
+            far_factor_per_hop: 1.0,
+            node_bandwidth_gbs: 16.0,
+            same_socket_link_gbs: 40.0,
+            one_hop_link_gbs: 6.7,
+            far_link_gbs: 2.5,
+            stream_mlp: 2.7,
+            random_mlp: 1.0,
+            smt_gain_memory: 1.05,
+            smt_gain_compute: 1.25,
+            llc_mib: 12.0,
+            llc_latency_ns: 15.0,
+            migrate_gbs: 2.0,
+            migrate_fixed_us: 30.0,
+        }
+    }
+}
+
+impl MachineParams {
+    /// Parameters from a machine file's `[sim]` table (missing keys take the defaults); `file`
+    /// names the source in errors. Unknown keys and non-positive values are refused.
+    pub fn from_table(table: &toml::Table, file: &str) -> Result<Self, SimError> {
+        let p: MachineParams = toml::Value::Table(table.clone())
+            .try_into()
+            .map_err(|e| SimError::Machine(format!("{file}: [sim]: {}", e.to_string().trim_end())))?;
+        p.validate().map_err(|e| SimError::Machine(format!("{file}: [sim]: {e}")))?;
+        Ok(p)
+    }
+
+    /// Checks that every figure is finite and positive (factors >= 1 where they are slow-downs).
+    pub fn validate(&self) -> Result<(), String> {
+        let fields: [(&str, f64); 16] = [
+            ("local_latency_ns", self.local_latency_ns),
+            ("same_socket_factor", self.same_socket_factor),
+            ("one_hop_factor", self.one_hop_factor),
+            ("far_factor_per_hop", self.far_factor_per_hop),
+            ("node_bandwidth_gbs", self.node_bandwidth_gbs),
+            ("same_socket_link_gbs", self.same_socket_link_gbs),
+            ("one_hop_link_gbs", self.one_hop_link_gbs),
+            ("far_link_gbs", self.far_link_gbs),
+            ("stream_mlp", self.stream_mlp),
+            ("random_mlp", self.random_mlp),
+            ("smt_gain_memory", self.smt_gain_memory),
+            ("smt_gain_compute", self.smt_gain_compute),
+            ("llc_mib", self.llc_mib),
+            ("llc_latency_ns", self.llc_latency_ns),
+            ("migrate_gbs", self.migrate_gbs),
+            ("migrate_fixed_us", self.migrate_fixed_us),
+        ];
+        for (name, v) in fields {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{name} = {v}: must be finite and > 0"));
+            }
+        }
+        if self.smt_gain_memory > 2.0 || self.smt_gain_compute > 2.0 {
+            return Err("smt gains must be <= 2 (two siblings cannot beat two cores)".into());
+        }
+        Ok(())
+    }
+}
+
+/// The performance model derived for one topology.
+#[derive(Debug, Clone)]
+pub struct MachineModel {
+    /// The parameters.
+    pub params: MachineParams,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// `latency[c][m]`: idle latency for a CPU on dense node c reading memory of dense node m, ns.
+    pub latency: Vec<Vec<f64>>,
+    /// Capacity of each resource, bytes/ns: controllers `0..nodes`, then directed links.
+    pub capacity: Vec<f64>,
+    /// Directed links `(from, to)` as dense node indexes, resource `nodes + i`.
+    pub links: Vec<(usize, usize)>,
+    /// `route[m * nodes + c]`: resources used by data flowing from memory node m to CPU node c
+    /// (the controller of m first, then the links of the path).
+    pub route: Vec<Vec<u32>>,
+}
+
+impl MachineModel {
+    /// Derives the model of `topo` with `params`.
+    #[allow(clippy::needless_range_loop)] // dense node matrices read clearest with indexes
+    pub fn new(topo: &Topology, params: MachineParams) -> Self {
+        let n = topo.nodes.len();
+        let ids: Vec<u32> = topo.nodes.iter().map(|x| x.id).collect();
+        let d = |a: usize, b: usize| topo.distances[a][b] as f64;
+        // One-hop distance: the smallest distance classified OneHop, for scaling Far latencies.
+        let mut one_hop_d = f64::INFINITY;
+        for a in 0..n {
+            for b in 0..n {
+                if topo.tier(ids[a], ids[b]) == Tier::OneHop {
+                    one_hop_d = one_hop_d.min(d(a, b));
+                }
+            }
+        }
+        let tier_latency = |a: usize, b: usize| -> f64 {
+            let l = params.local_latency_ns;
+            match topo.tier(ids[a], ids[b]) {
+                Tier::Local => l,
+                Tier::SameSocket => l * params.same_socket_factor,
+                Tier::OneHop => l * params.one_hop_factor,
+                Tier::Far => {
+                    let base = if one_hop_d.is_finite() { one_hop_d } else { 20.0 };
+                    l * params.one_hop_factor * (d(a, b) / base).max(1.0) * params.far_factor_per_hop
+                }
+            }
+        };
+        let latency = (0..n).map(|c| (0..n).map(|m| tier_latency(c, m)).collect()).collect();
+        // Link graph: a -> b is a direct link unless some k gives a path no longer than the
+        // direct distance (in hop costs d - 10).
+        let cost = |a: usize, b: usize| (d(a, b) - 10.0).max(0.0);
+        let mut links = Vec::new();
+        let mut link_id = vec![vec![None; n]; n];
+        for a in 0..n {
+            for b in 0..n {
+                if a == b {
+                    continue;
+                }
+                let shortcut = (0..n).any(|k| k != a && k != b && cost(a, k) + cost(k, b) <= cost(a, b));
+                if !shortcut {
+                    link_id[a][b] = Some(links.len());
+                    links.push((a, b));
+                }
+            }
+        }
+        let mut capacity: Vec<f64> = vec![params.node_bandwidth_gbs; n];
+        for &(a, b) in &links {
+            capacity.push(match topo.tier(ids[a], ids[b]) {
+                Tier::Local | Tier::SameSocket => params.same_socket_link_gbs,
+                Tier::OneHop => params.one_hop_link_gbs,
+                Tier::Far => params.far_link_gbs,
+            });
+        }
+        // Shortest paths over the link graph (Dijkstra on a small dense graph, ties by index).
+        let mut route = vec![Vec::new(); n * n];
+        for m in 0..n {
+            let mut dist = vec![f64::INFINITY; n];
+            let mut prev = vec![usize::MAX; n];
+            let mut done = vec![false; n];
+            dist[m] = 0.0;
+            for _ in 0..n {
+                let Some(u) = (0..n).filter(|&i| !done[i] && dist[i].is_finite()).min_by(|&x, &y| {
+                    dist[x].partial_cmp(&dist[y]).unwrap_or(std::cmp::Ordering::Equal).then(x.cmp(&y))
+                }) else {
+                    break;
+                };
+                done[u] = true;
+                for v in 0..n {
+                    if link_id[u][v].is_some() && dist[u] + cost(u, v) < dist[v] {
+                        dist[v] = dist[u] + cost(u, v);
+                        prev[v] = u;
+                    }
+                }
+            }
+            for c in 0..n {
+                let mut r = vec![m as u32];
+                let mut path = Vec::new();
+                let mut v = c;
+                while v != m && prev[v] != usize::MAX {
+                    let u = prev[v];
+                    path.push((n + link_id[u][v].expect("path uses links")) as u32);
+                    v = u;
+                }
+                path.reverse();
+                r.extend(path);
+                route[m * n + c] = r;
+            }
+        }
+        Self { params, nodes: n, latency, capacity, links, route }
+    }
+
+    /// Resources used by data from memory node `m` to CPU node `c` (dense indexes).
+    pub fn route(&self, m: usize, c: usize) -> &[u32] {
+        &self.route[m * self.nodes + c]
+    }
+
+    /// Number of resources (controllers + directed links).
+    pub fn resources(&self) -> usize {
+        self.capacity.len()
+    }
+
+    /// Time to migrate one region of `bytes`, ns (copy at `migrate_gbs` + fixed cost).
+    pub fn migrate_ns(&self, bytes: u64) -> u64 {
+        (bytes as f64 / self.params.migrate_gbs + self.params.migrate_fixed_us * 1000.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_nodes_have_one_link_each_way_and_remote_costs_more() {
+        let t = Topology::preset("autonuma-2s12c-24g").unwrap();
+        let m = MachineModel::new(&t, MachineParams::default());
+        assert_eq!(m.links, vec![(0, 1), (1, 0)]);
+        assert_eq!(m.route(0, 0), &[0]);
+        assert_eq!(m.route(0, 1), &[0, 2]);
+        assert_eq!(m.route(1, 0), &[1, 3]);
+        assert!(m.latency[0][1] > m.latency[0][0] * 1.3);
+    }
+
+    #[test]
+    fn ring_routes_two_hops_through_a_neighbour() {
+        let t = Topology::preset("ring-8n64c").unwrap();
+        let m = MachineModel::new(&t, MachineParams::default());
+        let n = m.nodes;
+        // Every pair has a route ending at its CPU node, and the farthest pairs use more links.
+        let mut longest = 0;
+        for a in 0..n {
+            for b in 0..n {
+                let r = m.route(a, b);
+                assert_eq!(r[0] as usize, a);
+                longest = longest.max(r.len());
+            }
+        }
+        assert!(longest >= 3, "some pair crosses two links");
+        assert!(m.links.len() < n * (n - 1), "not fully connected");
+    }
+
+    #[test]
+    fn sim_table_unknown_key_is_refused() {
+        let t: toml::Table = toml::from_str("node_bandwidth_gbs = 20.0\nbogus = 1").unwrap();
+        let e = MachineParams::from_table(&t, "m.toml").unwrap_err().to_string();
+        assert!(e.contains("bogus") && e.contains("m.toml"), "{e}");
+        let t: toml::Table = toml::from_str("node_bandwidth_gbs = -1.0").unwrap();
+        assert!(MachineParams::from_table(&t, "m.toml").unwrap_err().to_string().contains("node_bandwidth_gbs"));
+        let t: toml::Table = toml::from_str("node_bandwidth_gbs = 20.0").unwrap();
+        assert_eq!(MachineParams::from_table(&t, "m").unwrap().node_bandwidth_gbs, 20.0);
+    }
+}
