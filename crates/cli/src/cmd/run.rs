@@ -23,7 +23,7 @@
 //! Started as `numactl` (a symlink to the binary; `main.rs` dispatches on argv\[0\]) the same code
 //! runs with `numactl` as the program name, so scripts written for numactl drive it unchanged.
 
-mod getopt;
+pub(crate) mod getopt;
 mod nodespec;
 mod numactl;
 mod show;

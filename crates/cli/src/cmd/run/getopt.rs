@@ -22,6 +22,11 @@
 //!   first operand stops option reading
 //! ```
 //!
+//! Without the `+` (numastat's `"cmnp:s::vVz?"`), glibc *permutes*: operands may come anywhere
+//! and are collected, options are read to the end or to `--` ([`Getopt::permuting`]). An option
+//! with an optional value (`s::`, [`HasArg::Optional`]) takes it only from its own word (`-s2`,
+//! `--sort=2`), never from the next one: `-s 2` is `-s` and the operand `2`.
+//!
 //! Error messages follow glibc's wording (`unrecognized option '--foo'`, `invalid option -- 'Z'`,
 //! `option requires an argument -- 'm'`, `option '--show' doesn't allow an argument`,
 //! `option '--p' is ambiguous; possibilities: ...`).
@@ -34,14 +39,17 @@ use std::fmt;
 pub enum HasArg {
     /// A flag.
     No,
-    /// A required value.
+    /// A required value: the rest of the word, or the next argument.
     Required,
+    /// An optional value: the rest of the word (`-s2`, `--sort=2`) or none.
+    #[allow(dead_code, reason = "for numastat's -s (stat.rs), which still reads its own argv")]
+    Optional,
 }
 
 /// One option of the table.
 #[derive(Debug, Clone, Copy)]
 pub struct OptSpec<Id> {
-    /// Long name, without `--`.
+    /// Long name, without `--`; empty for a short-only option.
     pub long: &'static str,
     /// Short letter, if any.
     pub short: Option<char>,
@@ -113,17 +121,31 @@ pub struct Getopt<'a, Id: Copy> {
     /// Position inside a short-option cluster (`-lC0`), 0 when not in one.
     cluster: usize,
     done: bool,
+    /// Collect operands and read on (glibc's default) instead of stopping at the first one.
+    permute: bool,
+    /// Operands passed over while permuting, in order.
+    skipped: Vec<&'a OsString>,
 }
 
 impl<'a, Id: Copy> Getopt<'a, Id> {
-    /// Reads `args` (without the program name) against `specs`.
+    /// Reads `args` (without the program name) against `specs`, stopping at the first operand
+    /// (`getopt_long` with a leading `+`, as numactl uses it: the command's options are its own).
     pub fn new(specs: &'a [OptSpec<Id>], args: &'a [OsString]) -> Self {
-        Getopt { specs, args, next: 0, cluster: 0, done: false }
+        Getopt { specs, args, next: 0, cluster: 0, done: false, permute: false, skipped: Vec::new() }
     }
 
-    /// The arguments after the options (the command and its arguments).
-    pub fn operands(&self) -> &'a [OsString] {
-        &self.args[self.next.min(self.args.len())..]
+    /// Reads `args` against `specs` with operands allowed anywhere (`getopt_long` without the `+`,
+    /// as numastat uses it): they are collected, and options are read until `--` or the end.
+    #[allow(dead_code, reason = "for numastat's command line (stat.rs), which still reads its own argv")]
+    pub fn permuting(specs: &'a [OptSpec<Id>], args: &'a [OsString]) -> Self {
+        Getopt { permute: true, ..Getopt::new(specs, args) }
+    }
+
+    /// The operands: those passed over while permuting, then everything after the options (for
+    /// numactl, the command and its arguments).
+    pub fn operands(&self) -> Vec<OsString> {
+        let rest = &self.args[self.next.min(self.args.len())..];
+        self.skipped.iter().copied().chain(rest).cloned().collect()
     }
 
     fn utf8(&self, i: usize) -> Result<&'a str, GetoptError> {
@@ -136,17 +158,18 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
             None => (body, None),
         };
         let specs: &'a [OptSpec<Id>] = self.specs;
-        let spec: &'a OptSpec<Id> = match specs.iter().find(|s| s.long == name) {
+        let longs = || specs.iter().filter(|s| !s.long.is_empty());
+        let spec: &'a OptSpec<Id> = match longs().find(|s| s.long == name) {
             Some(s) => s,
             None => {
-                let mut candidates = specs.iter().filter(|s| s.long.starts_with(name));
+                let mut candidates = longs().filter(|s| s.long.starts_with(name));
                 match (candidates.next(), candidates.next()) {
                     (None, _) => return Err(GetoptError::UnrecognizedLong(whole.to_string())),
                     (Some(one), None) => one,
                     (Some(_), Some(_)) => {
                         return Err(GetoptError::Ambiguous(
                             whole.to_string(),
-                            specs.iter().filter(|s| s.long.starts_with(name)).map(|s| s.long).collect(),
+                            longs().filter(|s| s.long.starts_with(name)).map(|s| s.long).collect(),
                         ))
                     }
                 }
@@ -156,7 +179,8 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
         let value = match (spec.arg, inline) {
             (HasArg::No, None) => None,
             (HasArg::No, Some(_)) => return Err(GetoptError::UnexpectedValue(spec.long.to_string())),
-            (HasArg::Required, Some(v)) => Some(v.to_string()),
+            (HasArg::Required | HasArg::Optional, Some(v)) => Some(v.to_string()),
+            (HasArg::Optional, None) => None,
             (HasArg::Required, None) => {
                 if self.next >= self.args.len() {
                     return Err(GetoptError::MissingLong(spec.long.to_string()));
@@ -184,6 +208,10 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
             HasArg::No => {
                 self.finish_cluster_if(rest.is_empty(), arg_index);
                 Ok(Found { id: spec.id, written, value: None })
+            }
+            HasArg::Optional => {
+                self.finish_cluster_if(true, arg_index);
+                Ok(Found { id: spec.id, written, value: (!rest.is_empty()).then(|| rest.to_string()) })
             }
             HasArg::Required => {
                 self.cluster = 0;
@@ -219,21 +247,28 @@ impl<Id: Copy> Iterator for Getopt<'_, Id> {
         if self.cluster > 0 {
             return Some(self.next_short(self.next));
         }
-        let Some(raw) = self.args.get(self.next) else {
-            self.done = true;
-            return None;
-        };
-        let bytes = raw.as_encoded_bytes();
-        if bytes == b"--" {
+        let bytes = loop {
+            let Some(raw) = self.args.get(self.next) else {
+                self.done = true;
+                return None;
+            };
+            let bytes = raw.as_encoded_bytes();
+            if bytes == b"--" {
+                self.next += 1;
+                self.done = true;
+                return None;
+            }
+            if bytes.len() >= 2 && bytes[0] == b'-' {
+                break bytes;
+            }
+            // An operand (including a lone "-"): options end here, or it is set aside.
+            if !self.permute {
+                self.done = true;
+                return None;
+            }
+            self.skipped.push(raw);
             self.next += 1;
-            self.done = true;
-            return None;
-        }
-        if bytes.len() < 2 || bytes[0] != b'-' {
-            // An operand (including a lone "-"): options end here.
-            self.done = true;
-            return None;
-        }
+        };
         let i = self.next;
         if bytes.starts_with(b"--") {
             self.next += 1;
@@ -347,6 +382,70 @@ mod tests {
         assert_eq!(run(&["--membind"]).unwrap_err().to_string(), "option '--membind' requires an argument");
         assert_eq!(run(&["--show=1"]).unwrap_err().to_string(), "option '--show' doesn't allow an argument");
         assert_eq!(run(&["-lZ"]).unwrap_err(), GetoptError::InvalidShort('Z'));
+    }
+
+    /// numastat's table (`"cmnp:s::vVz?"` and `--help`), read the way numastat reads it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum N {
+        C,
+        M,
+        P,
+        S,
+        Help,
+    }
+
+    const NUMASTAT: &[OptSpec<N>] = &[
+        OptSpec { long: "", short: Some('c'), arg: HasArg::No, id: N::C },
+        OptSpec { long: "", short: Some('m'), arg: HasArg::No, id: N::M },
+        OptSpec { long: "", short: Some('p'), arg: HasArg::Required, id: N::P },
+        OptSpec { long: "", short: Some('s'), arg: HasArg::Optional, id: N::S },
+        OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: N::Help },
+    ];
+
+    /// Options as (id, value), and the operands.
+    type Permuted = (Vec<(N, Option<String>)>, Vec<String>);
+
+    fn permuted(v: &[&str]) -> Result<Permuted, GetoptError> {
+        let a = args(v);
+        let mut g = Getopt::permuting(NUMASTAT, &a);
+        let mut out = Vec::new();
+        for f in g.by_ref() {
+            let f = f?;
+            out.push((f.id, f.value));
+        }
+        Ok((out, g.operands().iter().map(|s| s.to_string_lossy().into_owned()).collect()))
+    }
+
+    #[test]
+    fn permuting_collects_operands_anywhere() {
+        let (o, rest) = permuted(&["-cm", "-p1234", "99", "-p", "bash", "-c", "sleep"]).unwrap();
+        let p = |v: &str| (N::P, Some(v.to_string()));
+        assert_eq!(o, vec![(N::C, None), (N::M, None), p("1234"), p("bash"), (N::C, None)]);
+        assert_eq!(rest, vec!["99", "sleep"]);
+        let (o, rest) = permuted(&["x", "--", "-c", "y"]).unwrap();
+        assert!(o.is_empty());
+        assert_eq!(rest, vec!["x", "-c", "y"]);
+        assert_eq!(permuted(&["-", "-m"]).unwrap(), (vec![(N::M, None)], vec!["-".to_string()]));
+        assert_eq!(permuted(&["-mp"]).unwrap_err().to_string(), "option requires an argument -- 'p'");
+        assert_eq!(permuted(&["1", "--he"]).unwrap().0, vec![(N::Help, None)]);
+        assert_eq!(permuted(&["-?"]).unwrap().0, vec![(N::Help, None)]);
+        assert_eq!(permuted(&["--bogus"]).unwrap_err().to_string(), "unrecognized option '--bogus'");
+        assert_eq!(permuted(&["-x"]).unwrap_err().to_string(), "invalid option -- 'x'");
+        // Short-only options have no long name to match, not even an empty one (an empty name is
+        // a prefix of every long name, here only --help's).
+        assert_eq!(permuted(&["--=1"]).unwrap_err(), GetoptError::UnexpectedValue("help".into()));
+    }
+
+    #[test]
+    fn optional_values_only_from_their_own_word() {
+        assert_eq!(permuted(&["-s"]).unwrap(), (vec![(N::S, None)], vec![]));
+        assert_eq!(permuted(&["-s1"]).unwrap().0, vec![(N::S, Some("1".into()))]);
+        assert_eq!(permuted(&["-cs1", "-m"]).unwrap().0, vec![(N::C, None), (N::S, Some("1".into())), (N::M, None)]);
+        assert_eq!(permuted(&["-s", "1"]).unwrap(), (vec![(N::S, None)], vec!["1".to_string()]));
+        const LONG: &[OptSpec<N>] = &[OptSpec { long: "sort", short: None, arg: HasArg::Optional, id: N::S }];
+        let a = args(&["--sort", "--sort=2", "x"]);
+        let found: Vec<_> = Getopt::new(LONG, &a).map(|f| f.unwrap().value).collect();
+        assert_eq!(found, vec![None, Some("2".to_string())]);
     }
 
     #[test]

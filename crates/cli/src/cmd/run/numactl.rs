@@ -323,7 +323,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
     if command.is_empty() {
         return Err(UsageError::NoCommand);
     }
-    req.action = Action::Run(command.to_vec());
+    req.action = Action::Run(command);
     Ok(req)
 }
 
