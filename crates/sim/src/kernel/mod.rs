@@ -35,6 +35,7 @@
 //! counts are base pages (4 KiB), 512 per region.
 
 pub mod alloc;
+pub mod autonuma;
 pub mod migrate;
 pub mod sched;
 
