@@ -26,6 +26,8 @@ enum Command {
     /// Run a command under a NUMA policy (numactl compatible options).
     #[command(disable_help_flag = true, disable_version_flag = true)]
     Run(cmd::run::Args),
+    /// Simulate a NUMA machine: compare placement policies on a workload, with charts.
+    Sim(cmd::sim::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
                 Command::Topo(a) => cmd::topo::run(a),
                 Command::Stat(a) => cmd::stat::run(a),
                 Command::Run(a) => cmd::run::run(a),
+                Command::Sim(a) => cmd::sim::run(a),
             }
         }
     };

@@ -1,5 +1,6 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> anyhow::Result<ExitCode>`.
 
 pub mod run;
+pub mod sim;
 pub mod stat;
 pub mod topo;

@@ -1,0 +1,506 @@
+//! Charts of a simulation: the autonuma-benchmark convergence chart and a per-comparison overview.
+//!
+//! The convergence chart is the one autonuma-benchmark draws for every test run (seed 001): one
+//! chart per process, X = simulated time (s), Y = the process's resident memory (MiB), one line per
+//! NUMA node. Memory that starts on one node and is then spread or pulled to where its threads run
+//! shows as lines crossing over time:
+//!
+//! ```text
+//!  MiB                       numa01 pid 1 (autonuma, seed 1)
+//!  3072 |====\                                  ---- node 0
+//!       |     \_____                            ---- node 1
+//!  1536 |       ____X============
+//!       |  ____/
+//!     0 |_/____________________________ s
+//! ```
+//!
+//! The overview chart has one bar per policy: mean runtime (or throughput, for open-ended
+//! workloads) with a whisker of one sample standard deviation over the seeds.
+//!
+//! Both are written as SVG (plotters' SVG backend) and PNG (plotters' bitmap backend). Text needs a
+//! font file; we load DejaVu Sans from the Debian package `fonts-dejavu-core` at run time (no
+//! fontconfig). Without it the charts are still drawn, lines, grid and bars, but without any text,
+//! and one warning says so.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::anyhow;
+use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// Pixel size of every chart (SVG user units and PNG pixels).
+pub const SIZE: (u32, u32) = (960, 600);
+
+/// Where the font is looked for, in order. `fonts-dejavu-core` installs the first.
+pub const FONT_PATHS: [&str; 2] =
+    ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSans.ttf"];
+
+/// Environment variable naming a TrueType/OpenType font file to use instead of [`FONT_PATHS`].
+pub const FONT_ENV: &str = "NUMAPILOT_CHART_FONT";
+
+/// Font family name the font is registered under with plotters.
+const FAMILY: &str = "sans-serif";
+
+/// Whether chart text can be drawn: loads and registers the font on the first call, and warns once on
+/// stderr when there is none.
+pub fn text_available() -> bool {
+    static LOADED: OnceLock<bool> = OnceLock::new();
+    *LOADED.get_or_init(|| {
+        let candidates: Vec<PathBuf> = match std::env::var_os(FONT_ENV) {
+            Some(p) => vec![PathBuf::from(p)],
+            None => FONT_PATHS.iter().map(PathBuf::from).collect(),
+        };
+        for path in &candidates {
+            if let Ok(bytes) = std::fs::read(path) {
+                // plotters keeps fonts for the life of the process: leaking the one file we load is
+                // exactly that lifetime.
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font(FAMILY, FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+                eprintln!("numapilot: warning: {} is not a usable font; charts are drawn without text", path.display());
+                return false;
+            }
+        }
+        let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "numapilot: warning: no font at {}; charts are drawn without text (install fonts-dejavu-core or set {FONT_ENV})",
+            tried.join(" or ")
+        );
+        false
+    })
+}
+
+/// Colour of the line of the `i`-th node (cycles after 10; nodes past that share colours with
+/// earlier ones but keep their own legend entry).
+fn node_colour(i: usize) -> RGBColor {
+    // Tableau 10: distinguishable, readable on white.
+    const PALETTE: [(u8, u8, u8); 10] = [
+        (31, 119, 180),
+        (255, 127, 14),
+        (44, 160, 44),
+        (214, 39, 40),
+        (148, 103, 189),
+        (140, 86, 75),
+        (227, 119, 194),
+        (127, 127, 127),
+        (188, 189, 34),
+        (23, 190, 207),
+    ];
+    let (r, g, b) = PALETTE[i % PALETTE.len()];
+    RGBColor(r, g, b)
+}
+
+/// A file-name-safe version of `s`: ASCII letters, digits, `-` and `_` kept, the rest `_`.
+pub fn file_safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+/// The convergence chart of one process of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessChart<'a> {
+    /// Machine name (title).
+    pub machine: &'a str,
+    /// Workload name (title).
+    pub workload: &'a str,
+    /// Policy name (title).
+    pub policy: &'a str,
+    /// The run the process belongs to (seed, node ids).
+    pub run: &'a RunResult,
+    /// The process.
+    pub process: &'a ProcessSeries,
+}
+
+impl ProcessChart<'_> {
+    /// Title line: machine, workload, policy, seed, process.
+    pub fn title(&self) -> String {
+        format!(
+            "{} / {} / {} / seed {} / {} (pid {})",
+            self.machine, self.workload, self.policy, self.run.seed, self.process.name, self.process.pid
+        )
+    }
+
+    /// File name without extension: `<policy>-seed<seed>-pid<pid>-<name>`.
+    fn stem_name(&self) -> String {
+        format!(
+            "{}-seed{}-pid{}-{}",
+            file_safe(self.policy),
+            self.run.seed,
+            self.process.pid,
+            file_safe(&self.process.name)
+        )
+    }
+
+    /// Axis ranges: time from 0 to the last sample (at least 1 s), memory from 0 to 5% above the
+    /// largest per-node figure (at least 1 MiB).
+    fn ranges(&self) -> (f64, f64) {
+        let t_max = self.process.series.iter().map(|p| p.t_s).fold(0.0_f64, f64::max);
+        let m_max = self.process.series.iter().flat_map(|p| p.mem_mib.iter().copied()).fold(0.0_f64, f64::max);
+        (if t_max > 0.0 { t_max } else { 1.0 }, if m_max > 0.0 { m_max * 1.05 } else { 1.0 })
+    }
+}
+
+impl Chart for ProcessChart<'_> {
+    fn stem(&self) -> String {
+        self.stem_name()
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        text: bool,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        root.fill(&WHITE)?;
+        let (t_max, m_max) = self.ranges();
+        let mut builder = ChartBuilder::on(root);
+        builder.margin(16);
+        if text {
+            builder.caption(self.title(), (FAMILY, 20)).x_label_area_size(44).y_label_area_size(72);
+        }
+        let mut chart = builder.build_cartesian_2d(0.0..t_max, 0.0..m_max)?;
+        if text {
+            chart
+                .configure_mesh()
+                .x_desc("time (s)")
+                .y_desc("memory (MiB)")
+                .label_style((FAMILY, 14))
+                .axis_desc_style((FAMILY, 15))
+                .light_line_style(RGBColor(235, 235, 235))
+                .draw()?;
+        } else {
+            draw_plain_grid(&mut chart, t_max, m_max)?;
+        }
+        for (i, node) in self.run.nodes.iter().enumerate() {
+            let colour = node_colour(i);
+            let points: Vec<(f64, f64)> =
+                self.process.series.iter().map(|p| (p.t_s, p.mem_mib.get(i).copied().unwrap_or(0.0))).collect();
+            let series = chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
+            if text {
+                series
+                    .label(format!("node {node}"))
+                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], colour.filled()));
+            }
+        }
+        if text {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .label_font((FAMILY, 14))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()
+    }
+}
+
+/// A grid of ten divisions each way and the plot frame, drawn as plain lines: the mesh without
+/// labels, for when there is no font.
+fn draw_plain_grid<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    x_max: f64,
+    y_max: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let grid = RGBColor(235, 235, 235);
+    for k in 1..10 {
+        let x = x_max * f64::from(k) / 10.0;
+        let y = y_max * f64::from(k) / 10.0;
+        chart.plotting_area().draw(&PathElement::new(vec![(x, 0.0), (x, y_max)], grid))?;
+        chart.plotting_area().draw(&PathElement::new(vec![(0.0, y), (x_max, y)], grid))?;
+    }
+    chart.plotting_area().draw(&Rectangle::new([(0.0, 0.0), (x_max, y_max)], BLACK))
+}
+
+/// The overview chart of a comparison: one bar per policy with a one-stddev whisker.
+#[derive(Debug, Clone, Copy)]
+pub struct OverviewChart<'a> {
+    /// The comparison.
+    pub comparison: &'a Comparison,
+}
+
+impl OverviewChart<'_> {
+    /// Whether the bars are throughput (every policy has one) rather than runtime.
+    fn by_throughput(&self) -> bool {
+        !self.comparison.policies.is_empty() && self.comparison.policies.iter().all(|p| p.throughput.is_some())
+    }
+
+    /// (policy, mean, stddev) of the figure the bars show.
+    fn bars(&self) -> Vec<(&str, f64, f64)> {
+        let by_tp = self.by_throughput();
+        self.comparison
+            .policies
+            .iter()
+            .map(|p: &PolicyResult| {
+                let s = if by_tp { p.throughput.unwrap_or(p.runtime_s) } else { p.runtime_s };
+                (p.policy.as_str(), finite_or_zero(s.mean), finite_or_zero(s.stddev))
+            })
+            .collect()
+    }
+}
+
+impl Chart for OverviewChart<'_> {
+    fn stem(&self) -> String {
+        "overview".to_string()
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        text: bool,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        root.fill(&WHITE)?;
+        let bars = self.bars();
+        let n = bars.len().max(1) as u32;
+        let top = bars.iter().map(|(_, m, s)| m + s).fold(0.0_f64, f64::max);
+        let y_max = if top > 0.0 { top * 1.1 } else { 1.0 };
+        let mut builder = ChartBuilder::on(root);
+        builder.margin(16);
+        let what = if self.by_throughput() { "throughput" } else { "runtime (s)" };
+        if text {
+            let title = format!(
+                "{} / {} / {} over {} seed(s), mean and stddev",
+                self.comparison.machine,
+                self.comparison.workload,
+                what,
+                self.comparison.seeds.len()
+            );
+            builder.caption(title, (FAMILY, 20)).x_label_area_size(44).y_label_area_size(72);
+        }
+        let mut chart = builder.build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y_max)?;
+        if text {
+            let names: Vec<String> = bars.iter().map(|(p, _, _)| p.to_string()).collect();
+            let label = move |v: &SegmentValue<u32>| match v {
+                SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
+            };
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(bars.len().max(1))
+                .x_label_formatter(&label)
+                .y_desc(what)
+                .label_style((FAMILY, 14))
+                .axis_desc_style((FAMILY, 15))
+                .light_line_style(RGBColor(235, 235, 235))
+                .draw()?;
+        } else {
+            chart
+                .plotting_area()
+                .draw(&Rectangle::new([(SegmentValue::Exact(0), 0.0), (SegmentValue::Last, y_max)], BLACK))?;
+        }
+        for (i, (_, mean, sd)) in bars.iter().enumerate() {
+            let i = i as u32;
+            let colour = node_colour(i as usize);
+            let bar =
+                Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), *mean)], colour.filled());
+            let mut bar = bar;
+            bar.set_margin(0, 0, 18, 18);
+            chart.draw_series(std::iter::once(bar))?;
+            if *sd > 0.0 {
+                let (lo, hi) = ((mean - sd).max(0.0), mean + sd);
+                let whisker =
+                    ErrorBar::new_vertical(SegmentValue::CenterOf(i), lo, *mean, hi, BLACK.stroke_width(2), 16);
+                chart.draw_series(std::iter::once(whisker))?;
+            }
+        }
+        root.present()
+    }
+}
+
+fn finite_or_zero(x: f64) -> f64 {
+    if x.is_finite() {
+        x
+    } else {
+        0.0
+    }
+}
+
+/// A chart that can be drawn on any plotters backend.
+pub trait Chart {
+    /// File name without extension.
+    fn stem(&self) -> String;
+    /// Draws the chart on `root`; with `text` false, no text at all (no font needed).
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        text: bool,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>;
+
+    /// Writes `<dir>/<stem>.svg` and `<dir>/<stem>.png`; returns their paths.
+    fn write(&self, dir: &Path, text: bool) -> anyhow::Result<Vec<PathBuf>> {
+        let stem = self.stem();
+        let svg_path = dir.join(format!("{stem}.svg"));
+        let png_path = dir.join(format!("{stem}.png"));
+        {
+            let root = SVGBackend::new(&svg_path, SIZE).into_drawing_area();
+            self.draw(&root, text).map_err(|e| anyhow!("drawing {}: {e}", svg_path.display()))?;
+        }
+        {
+            let root = BitMapBackend::new(&png_path, SIZE).into_drawing_area();
+            self.draw(&root, text).map_err(|e| anyhow!("drawing {}: {e}", png_path.display()))?;
+        }
+        Ok(vec![svg_path, png_path])
+    }
+}
+
+/// Writes every chart of a comparison under `dir` (created if needed): the overview, and the
+/// convergence chart of every process of every run. Returns the files written.
+pub fn write_all(comparison: &Comparison, dir: &Path, text: bool) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| anyhow!("creating {}: {e}", dir.display()))?;
+    let mut files = OverviewChart { comparison }.write(dir, text)?;
+    for policy in &comparison.policies {
+        for run in &policy.runs {
+            for process in &run.processes {
+                let chart = ProcessChart {
+                    machine: &comparison.machine,
+                    workload: &comparison.workload,
+                    policy: &policy.policy,
+                    run,
+                    process,
+                };
+                files.extend(chart.write(dir, text)?);
+            }
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::sim::sample;
+
+    fn tmp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("numapilot-chart-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// (stroke colour, number of points) of every 2-pixel-wide polyline: the data lines (axes,
+    /// ticks and grid are 1 pixel wide, legend marks are rectangles).
+    fn data_lines(svg: &str) -> Vec<(String, usize)> {
+        svg.lines()
+            .filter(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\""))
+            .map(|l| {
+                let attr = |name: &str| {
+                    let start = l.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                    l[start..start + l[start..].find('"').unwrap()].to_string()
+                };
+                (attr("stroke"), attr("points").split_whitespace().count())
+            })
+            .collect()
+    }
+
+    fn png_size(path: &Path) -> (u32, u32) {
+        let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        // Not blank: the image holds more than the background colour.
+        let first = &buf[..3];
+        assert!(buf.chunks(3).any(|px| px != first), "{} is a single colour", path.display());
+        (info.width, info.height)
+    }
+
+    fn hex(c: RGBColor) -> String {
+        format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+    }
+
+    #[test]
+    fn one_line_per_node_per_process_in_svg_and_a_png_of_the_chart_size() {
+        for text in [true, false] {
+            if text && !text_available() {
+                continue; // no font here: the text-less run below still checks the drawing
+            }
+            let c = sample::comparison();
+            let dir = tmp(&format!("all-{text}"));
+            let files = write_all(&c, &dir, text).unwrap();
+            // overview + 2 policies x 2 seeds x 2 processes, each as SVG and PNG.
+            assert_eq!(files.len(), 2 * (1 + 2 * 2 * 2));
+            let run = &c.policies[1].runs[0];
+            let chart = ProcessChart {
+                machine: &c.machine,
+                workload: &c.workload,
+                policy: "autonuma",
+                run,
+                process: &run.processes[1],
+            };
+            assert_eq!(chart.stem(), "autonuma-seed1-pid2-numa01");
+            let svg = std::fs::read_to_string(dir.join("autonuma-seed1-pid2-numa01.svg")).unwrap();
+            let lines = data_lines(&svg);
+            let points = run.processes[1].series.len();
+            assert_eq!(lines, vec![(hex(node_colour(0)), points), (hex(node_colour(1)), points)], "text {text}");
+            assert_eq!(svg.contains("node 1"), text);
+            assert_eq!(svg.contains(&chart.title()), text);
+            assert_eq!(svg.contains("<text"), text);
+            for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "png")) {
+                assert_eq!(png_size(f), SIZE, "{}", f.display());
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    #[test]
+    fn line_heights_follow_the_memory_per_node() {
+        // Node 0 of pid 2 under autonuma falls from 3072 MiB to 0 at 20 s; node 1 rises to 3072:
+        // in SVG pixels y grows downwards, so node 0's last point is lower (bigger y) than its first.
+        let c = sample::comparison();
+        let dir = tmp("heights");
+        let run = &c.policies[1].runs[0];
+        let chart = ProcessChart {
+            machine: &c.machine,
+            workload: &c.workload,
+            policy: "autonuma",
+            run,
+            process: &run.processes[1],
+        };
+        chart.write(&dir, false).unwrap();
+        let svg = std::fs::read_to_string(dir.join(format!("{}.svg", chart.stem()))).unwrap();
+        let ys: Vec<Vec<i32>> = svg
+            .lines()
+            .filter(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\""))
+            .map(|l| {
+                let pts = &l[l.find("points=\"").unwrap() + 8..];
+                pts[..pts.find('"').unwrap()]
+                    .split_whitespace()
+                    .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(ys.len(), 2);
+        let (n0, n1) = (&ys[0], &ys[1]);
+        assert!(n0.first().unwrap() < n0.last().unwrap(), "node 0 should fall: {n0:?}");
+        assert!(n1.first().unwrap() > n1.last().unwrap(), "node 1 should rise: {n1:?}");
+        assert_eq!(n0.first(), n1.last(), "3072 MiB is the same height on both lines");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn overview_has_a_bar_per_policy_even_for_one() {
+        let mut c = sample::comparison();
+        let dir = tmp("overview");
+        let files = OverviewChart { comparison: &c }.write(&dir, false).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        let bar = |colour: RGBColor| svg.matches(&format!("fill=\"{}\"", hex(colour))).count();
+        assert_eq!((bar(node_colour(0)), bar(node_colour(1))), (1, 1), "{svg}");
+        c.policies.truncate(1);
+        let files = OverviewChart { comparison: &c }.write(&dir, false).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert_eq!(svg.matches(&format!("fill=\"{}\"", hex(node_colour(0)))).count(), 1);
+        assert_eq!(png_size(&files[1]), SIZE);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn file_names_are_safe() {
+        assert_eq!(file_safe("vm mix/huge#1"), "vm_mix_huge_1");
+        assert_eq!(file_safe("hard-bind_2"), "hard-bind_2");
+    }
+}

@@ -1,0 +1,198 @@
+//! The text table `numapilot sim` prints: one row per policy, figures as mean ± stddev over seeds.
+//!
+//! ```text
+//! machine autonuma-2s12c-24g, workload numa01, 3 seeds (1,2,3)
+//! policy     runtime (s)     sd/mean  vs default  local %  pages migrated  converged (s)
+//! default    121.50 ± 1.20   1.0%     1.000       50.1     0               -
+//! autonuma    83.00 ± 0.80   1.0%     0.683       97.2     786432          21.3 ± 0.4
+//! ```
+//!
+//! `vs default` is the policy's mean over the mean of the `default` policy (runtime: lower is
+//! better; throughput: higher is better) and appears only when `default` was run. For an open-ended
+//! workload (every policy reports a throughput) the table shows throughput instead of runtime.
+//! Convergence is averaged over the seeds that converged; `(k/n)` says when only k of n did.
+
+use numapilot_sim::result::{Comparison, PolicyResult, Stat};
+
+/// Name of the baseline policy the ratios are taken against.
+pub const BASELINE: &str = "default";
+
+/// `mean ± stddev` with `decimals` digits after the point.
+pub fn pm(s: Stat, decimals: usize) -> String {
+    format!("{:.*} ± {:.*}", decimals, s.mean, decimals, s.stddev)
+}
+
+/// Decimals that show a figure of this size with about four significant digits (at most 3).
+fn decimals_for(x: f64) -> usize {
+    let a = x.abs();
+    if a >= 1000.0 {
+        0
+    } else if a >= 100.0 {
+        1
+    } else if a >= 10.0 {
+        2
+    } else {
+        3
+    }
+}
+
+/// Whether the comparison is of an open-ended workload: every policy reports a throughput.
+pub fn by_throughput(c: &Comparison) -> bool {
+    !c.policies.is_empty() && c.policies.iter().all(|p| p.throughput.is_some())
+}
+
+/// The figure rows are ranked by: throughput for open-ended workloads, runtime otherwise.
+fn headline(p: &PolicyResult, throughput: bool) -> Stat {
+    match (throughput, p.throughput) {
+        (true, Some(t)) => t,
+        _ => p.runtime_s,
+    }
+}
+
+/// The convergence cell: `mean ± sd`, `(k/n)` appended when only some seeds converged, `-` if none.
+fn converge_cell(p: &PolicyResult) -> String {
+    let converged = p.runs.iter().filter(|r| r.converge_s.is_some()).count();
+    match p.converge_s {
+        None => "-".to_string(),
+        Some(s) => {
+            let mut cell = pm(s, 1);
+            if converged < p.runs.len() {
+                cell.push_str(&format!(" ({converged}/{})", p.runs.len()));
+            }
+            cell
+        }
+    }
+}
+
+/// Renders the table, header line included, each line ending in a newline.
+pub fn render(c: &Comparison) -> String {
+    let tp = by_throughput(c);
+    let baseline = c.policies.iter().find(|p| p.policy == BASELINE).map(|p| headline(p, tp).mean);
+    let scale = c.policies.iter().map(|p| headline(p, tp).mean).fold(0.0_f64, |a, b| a.max(b.abs()));
+    let dec = decimals_for(scale);
+
+    let mut header = vec!["policy", if tp { "throughput" } else { "runtime (s)" }, "sd/mean"];
+    if baseline.is_some() {
+        header.push("vs default");
+    }
+    header.extend(["local %", "pages migrated", "converged (s)"]);
+
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for p in &c.policies {
+        let h = headline(p, tp);
+        let mut row = vec![p.policy.clone(), pm(h, dec), format!("{:.1}%", 100.0 * h.cv())];
+        if let Some(b) = baseline {
+            row.push(if b != 0.0 && b.is_finite() { format!("{:.3}", h.mean / b) } else { "-".to_string() });
+        }
+        row.push(format!("{:.1}", p.local_access_pct.mean));
+        row.push(format!("{:.0}", p.pages_migrated.mean));
+        row.push(converge_cell(p));
+        rows.push(row);
+    }
+
+    let ncol = header.len();
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let seeds: Vec<String> = c.seeds.iter().map(u64::to_string).collect();
+    let mut out = format!(
+        "machine {}, workload {}, {} seed{} ({})\n",
+        c.machine,
+        c.workload,
+        c.seeds.len(),
+        if c.seeds.len() == 1 { "" } else { "s" },
+        seeds.join(",")
+    );
+    let line = |cells: Vec<String>| -> String {
+        let mut l = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let pad = width[i].saturating_sub(cell.chars().count());
+            if i == 0 {
+                // Names left-aligned, figures right-aligned.
+                l.push_str(cell);
+                l.push_str(&" ".repeat(pad));
+            } else {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(cell);
+            }
+            if i + 1 < ncol {
+                l.push_str("  ");
+            }
+        }
+        l.truncate(l.trim_end().len());
+        l.push('\n');
+        l
+    };
+    out.push_str(&line(header.iter().map(|h| h.to_string()).collect()));
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::sim::sample;
+
+    #[test]
+    fn rows_carry_mean_sd_cv_ratio_local_migrated_convergence() {
+        let c = sample::comparison();
+        let text = render(&c);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "machine autonuma-2s12c-24g, workload numa01, 2 seeds (1,2)");
+        let header: Vec<&str> = lines[1].split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
+        assert_eq!(
+            header,
+            ["policy", "runtime (s)", "sd/mean", "vs default", "local %", "pages migrated", "converged (s)"]
+        );
+        assert_eq!(lines.len(), 4);
+        // default: runtimes 120 and 124 -> mean 122, sample sd 2.828..., cv 2.3%.
+        let d: Vec<&str> = lines[2].split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
+        assert_eq!(d, ["default", "122.0 ± 2.8", "2.3%", "1.000", "50.0", "0", "-"]);
+        // autonuma: runtimes 82 and 84 -> 83 ± 1.4, ratio 83/122 = 0.680; one seed of two converged.
+        let a: Vec<&str> = lines[3].split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
+        assert_eq!(a, ["autonuma", "83.0 ± 1.4", "1.7%", "0.680", "92.5", "393216", "20.0 ± 0.0 (1/2)"]);
+        // Columns line up: every line has the figure columns ending at the same offsets.
+        let ends = |l: &str| l.chars().count();
+        assert_eq!(ends(lines[1]), ends(lines[2]).max(ends(lines[1])));
+        let col = |l: &str, pat: &str| l.find(pat).map(|i| l[..i + pat.len()].chars().count());
+        assert_eq!(col(lines[2], "2.3%"), col(lines[3], "1.7%"));
+    }
+
+    #[test]
+    fn without_default_there_is_no_ratio_column() {
+        let mut c = sample::comparison();
+        c.policies.retain(|p| p.policy != "default");
+        let text = render(&c);
+        assert!(!text.contains("vs default"), "{text}");
+        assert!(!text.contains("0.680"), "{text}");
+        assert_eq!(text.lines().count(), 3);
+    }
+
+    #[test]
+    fn open_ended_workloads_show_throughput_and_higher_is_a_bigger_ratio() {
+        let mut c = sample::comparison();
+        c.policies[0].throughput = Some(Stat { mean: 1000.0, stddev: 10.0 });
+        c.policies[1].throughput = Some(Stat { mean: 1300.0, stddev: 0.0 });
+        let text = render(&c);
+        assert!(text.lines().nth(1).unwrap().contains("throughput"), "{text}");
+        assert!(text.contains("1000 ± 10"), "{text}");
+        assert!(text.contains("1.300"), "{text}");
+        assert!(by_throughput(&c));
+        c.policies[1].throughput = None;
+        assert!(!by_throughput(&c));
+    }
+
+    #[test]
+    fn plus_minus_and_decimals() {
+        assert_eq!(pm(Stat { mean: 1.23456, stddev: 0.1 }, 2), "1.23 ± 0.10");
+        assert_eq!(decimals_for(5.0), 3);
+        assert_eq!(decimals_for(50.0), 2);
+        assert_eq!(decimals_for(500.0), 1);
+        assert_eq!(decimals_for(5000.0), 0);
+    }
+}

@@ -1,0 +1,194 @@
+//! `numapilot sim` as a user runs it: the built binary, its output, files and exit codes.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult, SeriesPoint, Stat};
+
+fn numapilot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// A scratch directory for one test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("numapilot-sim-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A hand-built comparison: 3 nodes, 2 policies, 1 seed, one process whose memory spreads from
+/// node 0 to nodes 1 and 2 under `autonuma`.
+fn comparison() -> Comparison {
+    let run = |policy: &str, runtime_s: f64| {
+        let series = (0..=10)
+            .map(|t| {
+                let t = f64::from(t);
+                let moved = if policy == "autonuma" { (t / 10.0).min(1.0) } else { 0.0 };
+                SeriesPoint {
+                    t_s: t,
+                    mem_mib: vec![1024.0 * (1.0 - moved), 512.0 * moved, 512.0 * moved],
+                    local_pct: 40.0 + 50.0 * moved,
+                }
+            })
+            .collect();
+        RunResult {
+            seed: 7,
+            nodes: vec![0, 1, 4],
+            runtime_s,
+            throughput: None,
+            local_access_pct: 60.0,
+            pages_migrated: if policy == "autonuma" { 262_144 } else { 0 },
+            converge_s: None,
+            processes: vec![ProcessSeries {
+                pid: 100,
+                name: "worker".into(),
+                finish_s: Some(runtime_s),
+                throughput: None,
+                converge_s: None,
+                series,
+            }],
+        }
+    };
+    let policy = |name: &str, runtime_s: f64| {
+        let r = run(name, runtime_s);
+        PolicyResult {
+            policy: name.into(),
+            runtime_s: Stat::of(&[runtime_s]),
+            throughput: None,
+            local_access_pct: Stat::of(&[r.local_access_pct]),
+            pages_migrated: Stat::of(&[r.pages_migrated as f64]),
+            converge_s: None,
+            runs: vec![r],
+        }
+    };
+    Comparison {
+        machine: "ring-8n64c".into(),
+        workload: "hand-made".into(),
+        seeds: vec![7],
+        policies: vec![policy("default", 10.0), policy("autonuma", 8.0)],
+    }
+}
+
+fn write_comparison(dir: &Scratch) -> PathBuf {
+    let p = dir.path("in.json");
+    std::fs::write(&p, serde_json::to_string(&comparison()).unwrap()).unwrap();
+    p
+}
+
+#[test]
+fn show_prints_the_table_and_writes_json_table_and_charts() {
+    let dir = Scratch::new("show");
+    let input = write_comparison(&dir);
+    let out = dir.path("out");
+    let o = numapilot(&["sim", "show", input.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("machine ring-8n64c, workload hand-made, 1 seed (7)\n"), "{text}");
+    let autonuma = text.lines().find(|l| l.starts_with("autonuma")).unwrap();
+    assert!(autonuma.contains("8.00 ± 0.00") && autonuma.contains("0.800") && autonuma.contains("262144"), "{text}");
+    assert_eq!(std::fs::read_to_string(out.join("table.txt")).unwrap(), text);
+    // result.json round-trips into the simulator's own type.
+    let back: Comparison = serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(back, comparison());
+    // One chart per process per run, plus the overview, each as SVG and PNG.
+    let charts = out.join("charts");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&charts).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "autonuma-seed7-pid100-worker.png",
+            "autonuma-seed7-pid100-worker.svg",
+            "default-seed7-pid100-worker.png",
+            "default-seed7-pid100-worker.svg",
+            "overview.png",
+            "overview.svg"
+        ]
+    );
+    // The SVG has one 2-pixel data line per node (3 nodes), each with all 11 samples.
+    let svg = std::fs::read_to_string(charts.join("autonuma-seed7-pid100-worker.svg")).unwrap();
+    let lines: Vec<&str> =
+        svg.lines().filter(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\"")).collect();
+    assert_eq!(lines.len(), 3, "{svg}");
+    for l in lines {
+        let pts = &l[l.find("points=\"").unwrap() + 8..];
+        assert_eq!(pts[..pts.find('"').unwrap()].split_whitespace().count(), 11);
+    }
+    // The PNG decodes, at the chart size.
+    let decoder = png::Decoder::new(std::fs::File::open(charts.join("autonuma-seed7-pid100-worker.png")).unwrap());
+    let reader = decoder.read_info().unwrap();
+    assert_eq!((reader.info().width, reader.info().height), (960, 600));
+}
+
+#[test]
+fn show_json_round_trips_and_no_chart_writes_none() {
+    let dir = Scratch::new("json");
+    let input = write_comparison(&dir);
+    let out = dir.path("out");
+    let o =
+        numapilot(&["sim", "show", input.to_str().unwrap(), "--json", "--no-chart", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let back: Comparison = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(back, comparison());
+    assert!(out.join("result.json").is_file());
+    assert!(!out.join("charts").exists());
+}
+
+#[test]
+fn show_refuses_a_file_that_is_not_a_result() {
+    let dir = Scratch::new("bad");
+    let bad = dir.path("bad.json");
+    std::fs::write(&bad, "{\"machine\": 1}").unwrap();
+    let o = numapilot(&["sim", "show", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("bad.json is not a numapilot sim result"), "{}", stderr(&o));
+    let o = numapilot(&["sim", "show", dir.path("missing.json").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("missing.json"), "{}", stderr(&o));
+}
+
+#[test]
+fn list_names_every_preset() {
+    let o = numapilot(&["sim", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for name in numapilot_topology::presets::names() {
+        assert!(text.lines().any(|l| l.trim_start().starts_with(name)), "{name} missing from\n{text}");
+    }
+}
+
+#[test]
+fn unknown_machine_lists_the_presets_and_exits_1() {
+    let o = numapilot(&["sim", "--machine", "no-such-box", "--workload", "numa01"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("unknown machine 'no-such-box'"), "{err}");
+    for name in numapilot_topology::presets::names() {
+        assert!(err.contains(name), "{name} missing from {err}");
+    }
+    assert!(o.stdout.is_empty());
+}
