@@ -192,3 +192,28 @@ fn unknown_machine_lists_the_presets_and_exits_1() {
     }
     assert!(o.stdout.is_empty());
 }
+
+#[test]
+fn without_a_font_charts_are_drawn_without_text_and_one_warning_says_so() {
+    let dir = Scratch::new("nofont");
+    let input = write_comparison(&dir);
+    for (font, says) in [(dir.path("no-such-font.ttf"), "no font at"), (input.clone(), "is not a usable font")] {
+        let out = dir.path("out");
+        let _ = std::fs::remove_dir_all(&out);
+        let o = Command::new(env!("CARGO_BIN_EXE_numapilot"))
+            .args(["sim", "show", input.to_str().unwrap(), "--out", out.to_str().unwrap()])
+            .env("NUMAPILOT_CHART_FONT", &font)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.matches("warning").count(), 1, "{err}");
+        assert!(err.contains(says) && err.contains(font.to_str().unwrap()), "{err}");
+        let charts = out.join("charts");
+        let svg = std::fs::read_to_string(charts.join("default-seed7-pid100-worker.svg")).unwrap();
+        assert!(!svg.contains("<text"), "{svg}");
+        assert_eq!(svg.lines().filter(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\"")).count(), 3);
+        let decoder = png::Decoder::new(std::fs::File::open(charts.join("overview.png")).unwrap());
+        assert_eq!(decoder.read_info().unwrap().info().width, 960);
+    }
+}
