@@ -27,7 +27,7 @@ pub mod sample;
 pub use counters::Counters;
 pub use error::{FileKind, ParseError, ReadError};
 pub use parse::meminfo::{Meminfo, MeminfoEntry};
-pub use parse::numa_maps::{MemKind, MemPolicy, NodeUsage, NumaMaps, PolicyMode, Vma, VmaKind};
+pub use parse::numa_maps::{MemKind, MemPolicy, NodeUsage, NumaMaps, PolicyMode, PolicyUsage, Vma, VmaKind};
 pub use parse::proc_stat::{CpuTimes, ProcStat};
 pub use parse::psi::{Psi, PsiLine};
 pub use parse::sched::{NodeFaults, SchedInfo, SchedNuma};

@@ -5,6 +5,7 @@
 //!
 //!   cpu_time: schedstat run_ns when both samples have it (ns precision, CONFIG_SCHED_INFO),
 //!             else (utime + stime) ticks / USER_HZ (10 ms resolution at HZ=100)
+//!   run delay = schedstat wait_ns(t1) - wait_ns(t0)          time runnable but not running, ns
 //!   t:        the monotonic time the thread's process was read (not the sample start: reading
 //!             10,000 threads takes tens of ms, which would bias short intervals)
 //! ```
@@ -30,6 +31,17 @@ pub struct ThreadRate {
     pub last_cpu: u32,
     /// Length of the interval, ns.
     pub interval_ns: u64,
+    /// Time spent runnable but waiting for a CPU during the interval (schedstat run delay), ns; `None`
+    /// when either sample lacks schedstat or the counter went backwards.
+    pub run_delay_ns: Option<u64>,
+}
+
+impl ThreadRate {
+    /// Run delay per second of the interval, ms/s (1000 = waited the whole interval).
+    pub fn run_delay_ms_per_s(&self) -> Option<f64> {
+        let d = self.run_delay_ns?;
+        (self.interval_ns > 0).then(|| d as f64 / self.interval_ns as f64 * 1000.0)
+    }
 }
 
 /// Rate from two cumulative CPU times (ns) over an interval (ns); `None` for an empty interval or a
@@ -70,8 +82,19 @@ pub fn thread_cpu_rates(prev: &Sample, cur: &Sample) -> Vec<ThreadRate> {
                 continue;
             }
             let (a, b) = cpu_ns_pair(pt, t, prev.clock_ticks_per_sec, cur.clock_ticks_per_sec);
+            let run_delay_ns = match (pt.schedstat, t.schedstat) {
+                (Some(x), Some(y)) => y.wait_ns.checked_sub(x.wait_ns),
+                _ => None,
+            };
             if let Some(cpus) = cpu_rate(a, b, interval) {
-                out.push(ThreadRate { pid: p.pid, tid: t.tid, cpus, last_cpu: t.last_cpu(), interval_ns: interval });
+                out.push(ThreadRate {
+                    pid: p.pid,
+                    tid: t.tid,
+                    cpus,
+                    last_cpu: t.last_cpu(),
+                    interval_ns: interval,
+                    run_delay_ns,
+                });
             }
         }
     }
@@ -116,7 +139,7 @@ mod tests {
             voluntary_ctxt_switches: None,
             nonvoluntary_ctxt_switches: None,
             sched: None,
-            schedstat: run_ns.map(|r| SchedStat { run_ns: r, wait_ns: 0, timeslices: 1 }),
+            schedstat: run_ns.map(|r| SchedStat { run_ns: r, wait_ns: r / 10, timeslices: 1 }),
         }
     }
 
@@ -171,6 +194,10 @@ mod tests {
         assert_eq!(r[0].interval_ns, 2_000_000_000);
         assert!((r[1].cpus - 0.25).abs() < 1e-12, "{r:?}");
         assert_eq!(r[1].last_cpu, 1);
+        // Run delay (a tenth of run time in these samples): 50,000,000 ns over 2 s = 25 ms/s.
+        assert_eq!(r[0].run_delay_ns, None);
+        assert_eq!(r[1].run_delay_ns, Some(50_000_000));
+        assert!((r[1].run_delay_ms_per_s().unwrap() - 25.0).abs() < 1e-9);
     }
 
     #[test]

@@ -689,6 +689,12 @@ impl Reader {
     /// One full observation: every process and thread (per the options), every node, the system
     /// counters.
     pub fn sample(&self) -> Result<Sample, ReadError> {
+        self.sample_of(None)
+    }
+
+    /// An observation of the given processes only (`None`: every process), with every node and the
+    /// system counters; pids that are gone are left out.
+    pub fn sample_of(&self, pids: Option<&[u32]>) -> Result<Sample, ReadError> {
         let monotonic = monotonic_ns();
         let boottime = clock_ns(libc::CLOCK_BOOTTIME);
         let unix_ms =
@@ -698,8 +704,15 @@ impl Reader {
         let vmstat = self.read_vmstat()?;
         let psi = PsiSample { cpu: self.read_psi("cpu")?, memory: self.read_psi("memory")?, io: self.read_psi("io")? };
         let numa_balancing = self.read_numa_balancing()?;
-        let pids = self.pids()?;
-        let processes = self.read_processes_with(&pids, self.sched_given(numa_balancing))?;
+        let all;
+        let pids = match pids {
+            Some(p) => p,
+            None => {
+                all = self.pids()?;
+                &all
+            }
+        };
+        let processes = self.read_processes_with(pids, self.sched_given(numa_balancing))?;
         Ok(Sample {
             monotonic_ns: monotonic,
             boottime_ns: boottime,

@@ -7,6 +7,10 @@
 //!   numapilot stat                      numastat's compatibility table (node counters, pages)
 //!   numapilot stat -n | -m | -p X ...   as numastat -n | -m | -p X ...
 //!   numastat ...                        (a symlink named numastat) numastat's own argument syntax
+//!   numapilot stat --threads [-p X] [--interval MS] [--json]
+//!                                       per process: memory per node by kind, VMA policies, per thread CPU %,
+//!                                       last CPU/node, allowed CPUs/nodes, run delay, NUMA balancing; per node:
+//!                                       busy %, MemFree, numastat and vmstat numa_* counters; PSI (stat/threads.rs)
 //! ```
 //!
 //! Two argument parsers, one engine: clap for `numapilot stat`, and a hand-written getopt-style parser
@@ -15,6 +19,7 @@
 
 mod numastat;
 mod table;
+mod threads;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -51,9 +56,20 @@ pub struct Args {
     /// Skip rows and columns that are all zero.
     #[arg(short = 'z')]
     pub zeros: bool,
-    /// Print the figures as JSON instead of tables.
+    /// Print the figures as JSON instead of tables (with --threads: both raw samples and the derived
+    /// rates).
     #[arg(long)]
     pub json: bool,
+    /// Per-thread view instead of numastat's tables: for each process (all user processes, or those
+    /// given by -p/PID/PATTERN) its memory per node by kind, its VMA memory policies, and per thread
+    /// the CPU % over the interval, CPU time, last CPU and node, allowed CPUs/nodes, run delay and
+    /// NUMA-balancing figures; then per node CPU busy %, MemFree, numastat and vmstat numa_* counters,
+    /// and PSI. With --root (a fixture) one sample is read and no rates are shown.
+    #[arg(long, conflicts_with_all = ["compress", "meminfo", "numastat", "sort", "verbose", "zeros"])]
+    pub threads: bool,
+    /// With --threads: milliseconds between the two samples the rates come from.
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub interval: u64,
     /// Read /proc and /sys under this directory (a fixture) instead of the live system.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
@@ -64,6 +80,9 @@ pub struct Args {
 
 /// Runs `numapilot stat`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.threads {
+        return run_threads(args);
+    }
     let compat = !args.compress
         && !args.meminfo
         && !args.numastat
@@ -105,6 +124,22 @@ fn execute(root: &std::path::Path, cfg: &Config, json: bool) -> anyhow::Result<E
         eprint!("{}", out.stderr);
         stdout.write_all(out.stdout.as_bytes()).context("writing to stdout")?;
     }
+    stdout.flush().context("writing to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_threads(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.root.is_dir() {
+        anyhow::bail!("--root {}: not a directory", args.root.display());
+    }
+    let mut specs = args.process;
+    specs.extend(args.targets);
+    let reader = threads::reader(&args.root, !specs.is_empty());
+    let cfg = threads::Config { specs, interval_ms: args.interval, json: args.json };
+    let (out, notes) = threads::run(&reader, &cfg)?;
+    eprint!("{notes}");
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes()).context("writing to stdout")?;
     stdout.flush().context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
 }

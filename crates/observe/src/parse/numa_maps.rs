@@ -339,7 +339,38 @@ pub struct NumaMaps {
     pub vmas: Vec<Vma>,
 }
 
+/// The VMAs of one memory policy and what they hold resident.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyUsage {
+    /// The policy as the kernel prints it (`bind:1`, `interleave:0-3`, `default`).
+    pub policy: String,
+    /// VMAs with this policy.
+    pub vmas: usize,
+    /// Their resident memory, kB (numa_maps shows resident pages, not VMA sizes).
+    pub resident_kb: u64,
+}
+
 impl NumaMaps {
+    /// VMAs and resident kB per memory policy, in order of first appearance.
+    pub fn usage_by_policy(&self) -> Vec<PolicyUsage> {
+        let mut out: Vec<(Arc<MemPolicy>, PolicyUsage)> = Vec::new();
+        for vma in &self.vmas {
+            let kb: u64 = vma.node_kb().map(|(_, kb)| kb).sum();
+            // Policies are interned: nearly always one pointer comparison.
+            let i = match out.iter().position(|(p, _)| Arc::ptr_eq(p, &vma.policy) || **p == *vma.policy) {
+                Some(i) => i,
+                None => {
+                    let usage = PolicyUsage { policy: vma.policy.to_kernel_string(), vmas: 0, resident_kb: 0 };
+                    out.push((Arc::clone(&vma.policy), usage));
+                    out.len() - 1
+                }
+            };
+            out[i].1.vmas += 1;
+            out[i].1.resident_kb = out[i].1.resident_kb.saturating_add(kb);
+        }
+        out.into_iter().map(|(_, u)| u).collect()
+    }
+
     /// Resident kB per node and kind, sorted by node; nodes with nothing resident are left out.
     pub fn usage_by_node(&self) -> Vec<NodeUsage> {
         let mut out: Vec<NodeUsage> = Vec::new();
@@ -710,6 +741,24 @@ mod tests {
 
     fn one(line: &str) -> Vma {
         parse_numa_maps_line(line, 1).unwrap()
+    }
+
+    #[test]
+    fn usage_by_policy_counts_vmas_and_resident_memory() {
+        let text = "7f00 bind:1 anon=4096 dirty=4096 N1=4096 kernelpagesize_kB=4\n\
+                    7f10 default file=/usr/bin/x mapped=3 N0=3 kernelpagesize_kB=4\n\
+                    7f20 bind:1 anon=2 dirty=2 N1=2 kernelpagesize_kB=4\n\
+                    7f30 bind:1\n\
+                    7f40 interleave:0-1 anon=4 dirty=4 N0=2 N1=2 kernelpagesize_kB=4\n";
+        let u = parse_numa_maps(text).unwrap().usage_by_policy();
+        let got: Vec<(&str, usize, u64)> = u.iter().map(|p| (p.policy.as_str(), p.vmas, p.resident_kb)).collect();
+        assert_eq!(got, [("bind:1", 3, (4096 + 2) * 4), ("default", 1, 12), ("interleave:0-1", 1, 16)]);
+        // Conservation on a real process: the policies hold every resident kB.
+        let m = parse_numa_maps(BASH).unwrap();
+        let by_policy: u64 = m.usage_by_policy().iter().map(|p| p.resident_kb).sum();
+        let by_node: u64 = m.usage_by_node().iter().map(NodeUsage::total_kb).sum();
+        assert_eq!(by_policy, by_node);
+        assert_eq!(m.usage_by_policy().iter().map(|p| p.vmas).sum::<usize>(), m.vmas.len());
     }
 
     #[test]

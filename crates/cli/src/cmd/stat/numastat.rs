@@ -198,7 +198,7 @@ fn page_sizes(reader: &Reader) -> anyhow::Result<PageSizes> {
 }
 
 /// PIDs from the specs: all digits is a PID, anything else a pattern. Sorted, de-duplicated.
-fn resolve_specs(reader: &Reader, specs: &[String], stdout: &mut String) -> anyhow::Result<Vec<u32>> {
+pub(super) fn resolve_specs(reader: &Reader, specs: &[String], stdout: &mut String) -> anyhow::Result<Vec<u32>> {
     let mut pids = Vec::new();
     let mut candidates: Option<Vec<(u32, Vec<u8>)>> = None;
     for spec in specs {

@@ -1,0 +1,394 @@
+//! `numapilot stat --threads`: the per-thread and per-node observation of issue 2 §3, from two samples
+//! taken `--interval` ms apart (one sample of a `--root` fixture, without rates).
+//!
+//! ```text
+//!   sample a ──(interval, default 1000 ms)──> sample b        (both: Reader::sample_of(selected pids))
+//!        \                                      /
+//!         thread_cpu_rates(a, b): CPU %, run delay ms/s     node busy % = Δbusy / Δtotal ticks (/proc/stat)
+//!
+//!   PID 812 (rig-toucher)  3 threads  RSS 8.4 MiB
+//!     memory (MiB)        node 0    node 1     total        numa_maps, by kind, kernelpagesize_kB honoured
+//!     heap                  0.00      0.13      0.13
+//!     ...
+//!     policies: bind:1 (3 VMAs, 4.1 MiB), default (19 VMAs, 0.4 MiB)
+//!     TID  COMM  CPU%  CPU-S  CPU NODE  CPUS  NODES  DELAY-MS/S                    task/TID/{stat,status,schedstat}
+//!     NUMA balancing: TID PREF GROUP MIGRATED FAULTS                               task/TID/sched, when on
+//!   nodes: CPUs, busy %, MemFree, numastat counters, vmstat numa_* counters; PSI (system-wide)
+//! ```
+//!
+//! Units: CPU % of one CPU (200 = two CPUs busy), CPU time in s (schedstat ns when present, else stat
+//! ticks), run delay in ms per s of the interval, memory in MiB, node counters in pages as the kernel
+//! counts them. `--json` prints both raw samples and the derived figures.
+//!
+//! Without PIDs or patterns every user process is shown (kernel threads have no memory and would bury
+//! the rest); with them, exactly the matching processes, kernel threads included. A process that
+//! exits between the two samples is shown from the first one, without rates.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use numapilot_observe::{
+    thread_cpu_rates, Counters, NodeFaults, NodeUsage, PolicyUsage, ProcessSample, PsiSample, ReadOptions, Reader,
+    Sample, ThreadRate, ThreadSample,
+};
+use serde::Serialize;
+
+/// What `--threads` shows.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// PIDs or patterns; empty for every user process.
+    pub specs: Vec<String>,
+    /// Time between the two samples, ms.
+    pub interval_ms: u64,
+    /// Print JSON instead of text.
+    pub json: bool,
+}
+
+/// The derived figures for one thread.
+#[derive(Debug, Serialize)]
+struct ThreadView {
+    tid: u32,
+    comm: String,
+    /// CPU used over the interval, percent of one CPU; `None` with one sample.
+    cpu_percent: Option<f64>,
+    /// Cumulative CPU time, s.
+    cpu_time_s: f64,
+    last_cpu: u32,
+    /// Node of `last_cpu`; `None` if no node lists it.
+    last_node: Option<u32>,
+    cpus_allowed: String,
+    mems_allowed: String,
+    /// Run delay over the interval, ms per s.
+    run_delay_ms_per_s: Option<f64>,
+    /// NUMA balancing (task/TID/sched), when read.
+    numa: Option<NumaView>,
+}
+
+#[derive(Debug, Serialize)]
+struct NumaView {
+    preferred_nid: Option<u32>,
+    group_id: Option<u32>,
+    pages_migrated: u64,
+    total_faults: u64,
+    faults: Vec<NodeFaults>,
+}
+
+#[derive(Debug, Serialize)]
+struct ProcessView {
+    pid: u32,
+    comm: String,
+    rss_kb: Option<u64>,
+    numa_maps_error: Option<String>,
+    memory: Vec<NodeUsage>,
+    policies: Vec<PolicyUsage>,
+    threads: Vec<ThreadView>,
+}
+
+#[derive(Debug, Serialize)]
+struct NodeView {
+    node: u32,
+    cpus: String,
+    /// CPU busy over the interval, percent of the node's CPUs; `None` with one sample.
+    busy_percent: Option<f64>,
+    mem_free_kb: Option<u64>,
+    numastat: Counters,
+    vmstat: Counters,
+}
+
+#[derive(Debug, Serialize)]
+struct Derived {
+    /// Time between the two samples, ms; `None` with one sample.
+    interval_ms: Option<f64>,
+    processes: Vec<ProcessView>,
+    nodes: Vec<NodeView>,
+    psi: PsiSample,
+    numa_balancing: Option<i64>,
+}
+
+/// Runs the view; returns stdout text and stderr messages.
+pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
+    let mut notes = String::new();
+    let pids = if cfg.specs.is_empty() {
+        None
+    } else {
+        let pids = super::numastat::resolve_specs(reader, &cfg.specs, &mut notes)?;
+        // numastat's "Found no processes containing pattern" is a note there; here nothing to show is an error.
+        if !notes.is_empty() {
+            anyhow::bail!("{}", notes.trim_end());
+        }
+        Some(pids)
+    };
+    let first = reader.sample_of(pids.as_deref()).context("reading the first sample")?;
+    if let Some(want) = &pids {
+        let missing: Vec<String> =
+            want.iter().filter(|p| first.process(**p).is_none()).map(|p| p.to_string()).collect();
+        if !missing.is_empty() {
+            anyhow::bail!("no such process: {}", missing.join(", "));
+        }
+    }
+    let (prev, cur) = if reader.is_live() {
+        std::thread::sleep(Duration::from_millis(cfg.interval_ms));
+        // Processes that exited meanwhile are simply absent from the second sample.
+        let present: Vec<u32> = first.processes.iter().map(|p| p.pid).collect();
+        let second = reader.sample_of(Some(&present)).context("reading the second sample")?;
+        (Some(first), second)
+    } else {
+        (None, first)
+    };
+    let derived = derive(prev.as_ref(), &cur);
+    let mut out = String::new();
+    if cfg.json {
+        let samples: Vec<&Sample> = prev.iter().chain(std::iter::once(&cur)).collect();
+        let v = serde_json::json!({ "samples": samples, "derived": derived });
+        out = serde_json::to_string_pretty(&v).context("encoding JSON")?;
+        out.push('\n');
+    } else {
+        render(&derived, &mut out);
+    }
+    if prev.is_none() {
+        notes.push_str(&format!(
+            "numapilot stat --threads: one sample of {} (a fixture): no rates (CPU %, run delay, node busy % need \
+             two samples of the live system)\n",
+            reader.root().display()
+        ));
+    }
+    Ok((out, notes))
+}
+
+fn derive(prev: Option<&Sample>, cur: &Sample) -> Derived {
+    let rates: HashMap<(u32, u32), ThreadRate> =
+        prev.map(|p| thread_cpu_rates(p, cur).into_iter().map(|r| ((r.pid, r.tid), r)).collect()).unwrap_or_default();
+    let node_of = |cpu: u32| cur.nodes.iter().find(|n| n.cpus.contains(cpu)).map(|n| n.node);
+    let hz = cur.clock_ticks_per_sec.max(1) as f64;
+    let thread_view = |p: &ProcessSample, t: &ThreadSample| {
+        let rate = rates.get(&(p.pid, t.tid));
+        let cpu_time_s = match t.schedstat {
+            Some(s) => s.run_ns as f64 / 1e9,
+            None => t.stat.cpu_ticks() as f64 / hz,
+        };
+        ThreadView {
+            tid: t.tid,
+            comm: t.stat.comm.clone(),
+            cpu_percent: rate.map(|r| r.cpus * 100.0),
+            cpu_time_s,
+            last_cpu: t.last_cpu(),
+            last_node: node_of(t.last_cpu()),
+            cpus_allowed: t.cpus_allowed().to_list(),
+            mems_allowed: t.mems_allowed().to_list(),
+            run_delay_ms_per_s: rate.and_then(ThreadRate::run_delay_ms_per_s),
+            numa: t.sched.as_ref().and_then(|s| s.numa.as_ref()).map(|n| NumaView {
+                preferred_nid: n.preferred_nid,
+                group_id: n.group_id,
+                pages_migrated: n.pages_migrated,
+                total_faults: n.total_faults,
+                faults: n.faults.clone(),
+            }),
+        }
+    };
+    let processes = cur
+        .processes
+        .iter()
+        .map(|p| ProcessView {
+            pid: p.pid,
+            comm: p.comm.clone(),
+            rss_kb: p.rss_kb,
+            numa_maps_error: p.numa_maps_error.clone(),
+            memory: p.node_usage.clone(),
+            policies: p.numa_maps.as_ref().map(|m| m.usage_by_policy()).unwrap_or_default(),
+            threads: p.threads.iter().map(|t| thread_view(p, t)).collect(),
+        })
+        .collect();
+    let nodes = cur
+        .nodes
+        .iter()
+        .map(|n| {
+            let busy_percent = prev.and_then(|p| {
+                let (a, b) = (p.node_cpu_times(n.node)?, cur.node_cpu_times(n.node)?);
+                let total = b.total().checked_sub(a.total())?;
+                let busy = b.busy().checked_sub(a.busy())?;
+                (total > 0).then(|| busy as f64 * 100.0 / total as f64)
+            });
+            NodeView {
+                node: n.node,
+                cpus: n.cpus.to_list(),
+                busy_percent,
+                mem_free_kb: n.mem_free_kb(),
+                numastat: n.numastat.clone(),
+                vmstat: n.vmstat.clone(),
+            }
+        })
+        .collect();
+    Derived {
+        interval_ms: prev.map(|p| cur.monotonic_ns.saturating_sub(p.monotonic_ns) as f64 / 1e6),
+        processes,
+        nodes,
+        psi: cur.psi,
+        numa_balancing: cur.numa_balancing,
+    }
+}
+
+/// One kind's kB out of a node's usage.
+type KbOf = fn(&NodeUsage) -> u64;
+
+fn mib(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+fn opt(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |x| format!("{x:.decimals$}"))
+}
+
+fn render(d: &Derived, out: &mut String) {
+    let node_ids: Vec<u32> = d.nodes.iter().map(|n| n.node).collect();
+    match d.interval_ms {
+        Some(ms) => {
+            let _ = writeln!(out, "interval {:.0} ms", ms);
+        }
+        None => out.push_str("one sample (no rates)\n"),
+    }
+    for p in &d.processes {
+        let _ = writeln!(
+            out,
+            "\nPID {} ({})  threads: {}  RSS {}",
+            p.pid,
+            p.comm,
+            p.threads.len(),
+            p.rss_kb.map_or_else(|| "-".to_string(), |kb| format!("{:.1} MiB", mib(kb)))
+        );
+        if let Some(e) = &p.numa_maps_error {
+            let _ = writeln!(out, "  numa_maps: {e}");
+        }
+        if !p.memory.is_empty() {
+            let _ = write!(out, "  {:<14}", "memory (MiB)");
+            for n in &node_ids {
+                let _ = write!(out, "{:>10}", format!("node {n}"));
+            }
+            let _ = writeln!(out, "{:>10}", "total");
+            let kinds: [(&str, KbOf); 6] = [
+                ("heap", |u| u.heap_kb),
+                ("stack", |u| u.stack_kb),
+                ("huge", |u| u.huge_kb),
+                ("anon-private", |u| u.anon_kb),
+                ("shared-file", |u| u.file_kb),
+                ("total", NodeUsage::total_kb),
+            ];
+            for (label, get) in kinds {
+                let _ = write!(out, "  {label:<14}");
+                let mut sum = 0;
+                for n in &node_ids {
+                    let kb = p.memory.iter().find(|u| u.node == *n).map_or(0, get);
+                    sum += kb;
+                    let _ = write!(out, "{:>10.2}", mib(kb));
+                }
+                let _ = writeln!(out, "{:>10.2}", mib(sum));
+            }
+        }
+        if !p.policies.is_empty() {
+            let list: Vec<String> = p
+                .policies
+                .iter()
+                .map(|u| {
+                    let s = if u.vmas == 1 { "" } else { "s" };
+                    format!("{} ({} VMA{s}, {:.1} MiB)", u.policy, u.vmas, mib(u.resident_kb))
+                })
+                .collect();
+            let _ = writeln!(out, "  policies: {}", list.join(", "));
+        }
+        let _ = writeln!(
+            out,
+            "  {:>8} {:<16} {:>7} {:>10} {:>4} {:>5} {:>12} {:>8} {:>11}",
+            "TID", "COMM", "CPU%", "CPU-TIME-S", "CPU", "NODE", "ALLOWED-CPUS", "NODES", "DELAY-MS/S"
+        );
+        for t in &p.threads {
+            let _ = writeln!(
+                out,
+                "  {:>8} {:<16} {:>7} {:>10.2} {:>4} {:>5} {:>12} {:>8} {:>11}",
+                t.tid,
+                t.comm,
+                opt(t.cpu_percent, 1),
+                t.cpu_time_s,
+                t.last_cpu,
+                t.last_node.map_or_else(|| "-".to_string(), |n| n.to_string()),
+                t.cpus_allowed,
+                t.mems_allowed,
+                opt(t.run_delay_ms_per_s, 1)
+            );
+        }
+        if p.threads.iter().any(|t| t.numa.is_some()) {
+            let _ = writeln!(
+                out,
+                "  NUMA balancing: {:>8} {:>5} {:>6} {:>9} {:>7}  faults per node (task private+shared)",
+                "TID", "PREF", "GROUP", "MIGRATED", "FAULTS"
+            );
+            for t in &p.threads {
+                let Some(n) = &t.numa else { continue };
+                let faults: Vec<String> =
+                    n.faults.iter().map(|f| format!("{}:{}", f.node, f.task_private + f.task_shared)).collect();
+                let _ = writeln!(
+                    out,
+                    "                  {:>8} {:>5} {:>6} {:>9} {:>7}  {}",
+                    t.tid,
+                    n.preferred_nid.map_or_else(|| "-".to_string(), |x| x.to_string()),
+                    n.group_id.map_or_else(|| "-".to_string(), |x| x.to_string()),
+                    n.pages_migrated,
+                    n.total_faults,
+                    faults.join(" ")
+                );
+            }
+        }
+    }
+    render_nodes(d, out);
+}
+
+fn render_nodes(d: &Derived, out: &mut String) {
+    let _ = write!(out, "\n{:<32}", "per node");
+    for n in &d.nodes {
+        let _ = write!(out, "{:>14}", format!("node {}", n.node));
+    }
+    out.push('\n');
+    let row = |out: &mut String, label: &str, cell: &dyn Fn(&NodeView) -> String| {
+        let _ = write!(out, "{label:<32}");
+        for n in &d.nodes {
+            let _ = write!(out, "{:>14}", cell(n));
+        }
+        out.push('\n');
+    };
+    row(out, "cpus", &|n| if n.cpus.is_empty() { "-".into() } else { n.cpus.clone() });
+    row(out, "cpu busy %", &|n| opt(n.busy_percent, 1));
+    row(out, "MemFree MiB", &|n| opt(n.mem_free_kb.map(mib), 1));
+    // Counter names in the order of the first node's file (every node prints the same names).
+    let names = |get: fn(&NodeView) -> &Counters| -> Vec<String> {
+        d.nodes.first().map(|n| get(n).entries().iter().map(|(k, _)| k.clone()).collect()).unwrap_or_default()
+    };
+    for k in names(|n| &n.numastat) {
+        row(out, &format!("numastat {k}"), &|n| n.numastat.get(&k).map_or_else(|| "-".into(), |v| v.to_string()));
+    }
+    for k in names(|n| &n.vmstat) {
+        row(out, &format!("vmstat {k}"), &|n| n.vmstat.get(&k).map_or_else(|| "-".into(), |v| v.to_string()));
+    }
+    let _ =
+        writeln!(out, "numa_balancing: {}", d.numa_balancing.map_or_else(|| "absent".to_string(), |v| v.to_string()));
+    for (name, psi) in [("cpu", d.psi.cpu), ("memory", d.psi.memory), ("io", d.psi.io)] {
+        let Some(p) = psi else { continue };
+        let mut line = format!(
+            "psi {name}: some avg10={:.2} avg60={:.2} avg300={:.2} total={}us",
+            p.some.avg10, p.some.avg60, p.some.avg300, p.some.total_us
+        );
+        if let Some(f) = p.full {
+            let _ = write!(
+                line,
+                "; full avg10={:.2} avg60={:.2} avg300={:.2} total={}us",
+                f.avg10, f.avg60, f.avg300, f.total_us
+            );
+        }
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// The reader for this view: threads, numa_maps and sched (while balancing is on), kernel threads only
+/// when named.
+pub fn reader(root: &std::path::Path, named: bool) -> Reader {
+    Reader::with_options(root, ReadOptions { kernel_threads: named, ..ReadOptions::default() })
+}

@@ -1,0 +1,155 @@
+//! `numapilot stat --threads`: the per-thread view, live (a busy thread must show CPU use and where it
+//! ran) and on a captured rig fixture (the toucher bound by `numactl --membind=1 --cpunodebind=1` must
+//! show its memory on node 1 under a `bind:1` policy and its threads on node 1's CPUs).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_numapilot")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).stdin(Stdio::null()).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A shell spinning on one CPU until dropped.
+struct Busy(Child);
+
+impl Busy {
+    fn start() -> Busy {
+        Busy(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn live_busy_thread_shows_cpu_use_and_where_it_ran() {
+    let busy = Busy::start();
+    let pid = busy.0.id();
+    let out = run(&["stat", "--threads", "-p", &pid.to_string(), "--interval", "400", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Two raw samples, and the derived figures of the later one.
+    assert_eq!(j["samples"].as_array().unwrap().len(), 2);
+    let d = &j["derived"];
+    let interval = d["interval_ms"].as_f64().unwrap();
+    assert!(interval >= 400.0, "{interval}");
+    let procs = d["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 1);
+    assert_eq!(procs[0]["pid"].as_u64(), Some(pid as u64));
+    let t = &procs[0]["threads"][0];
+    assert_eq!(t["tid"].as_u64(), Some(pid as u64));
+    let cpu = t["cpu_percent"].as_f64().unwrap();
+    assert!(cpu > 0.0, "a spinning shell used no CPU: {t}");
+    // The last CPU is one the thread may run on, and the node shown is the node that lists it.
+    let last = t["last_cpu"].as_u64().unwrap() as u32;
+    let allowed = t["cpus_allowed"].as_str().unwrap();
+    assert!(numapilot_topology::CpuSet::parse_list(allowed).unwrap().contains(last), "{t}");
+    let node = t["last_node"].as_u64().unwrap();
+    let cpulist = std::fs::read_to_string(format!("/sys/devices/system/node/node{node}/cpulist")).unwrap();
+    assert!(numapilot_topology::CpuSet::parse_list(cpulist.trim()).unwrap().contains(last));
+    assert!(t["run_delay_ms_per_s"].as_f64().is_some(), "schedstat is on in every Debian kernel: {t}");
+    // The raw sample holds the same thread; its stat field 39 is where it was at that moment.
+    let raw = &j["samples"][1]["processes"][0]["threads"][0];
+    assert_eq!(raw["stat"]["processor"].as_u64(), Some(last as u64));
+    // Per-node section: busy % over the interval, with our spinner somewhere.
+    let nodes = d["nodes"].as_array().unwrap();
+    assert!(!nodes.is_empty());
+    let busiest = nodes.iter().map(|n| n["busy_percent"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(busiest > 0.0, "{nodes:?}");
+    assert!(nodes.iter().all(|n| n["vmstat"]["numa_hit"].as_u64().is_some()));
+
+    // The text view: a row for the thread with a CPU % figure.
+    let out = run(&["stat", "--threads", "-p", &pid.to_string(), "--interval", "200"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.starts_with("interval "), "{s}");
+    let row = s.lines().find(|l| l.split_whitespace().next() == Some(&pid.to_string())).expect("thread row");
+    let pct: f64 = row.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(pct > 0.0, "{row}");
+    assert!(s.contains("\nper node"), "{s}");
+    drop(busy);
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(name)
+}
+
+/// The first pid of expected/cmd.txt: the rig toucher bound to node 1 (rig/scenarios/capture.sh).
+fn bound_pid(fx: &Path) -> String {
+    let cmd = std::fs::read_to_string(fx.join("expected/cmd.txt")).unwrap();
+    cmd.lines().find_map(|l| l.strip_prefix("pids: ")).unwrap().split_whitespace().next().unwrap().to_string()
+}
+
+#[test]
+fn fixture_bound_toucher_has_its_memory_and_threads_on_node_1() {
+    let fx = fixture("rig-6.12-2node");
+    let pid = bound_pid(&fx);
+    let root = fx.to_str().unwrap();
+    let out = run(&["stat", "--threads", "--root", root, "-p", &pid, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("one sample"), "{}", text(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["samples"].as_array().unwrap().len(), 1);
+    let d = &j["derived"];
+    assert!(d["interval_ms"].is_null());
+    let p = &d["processes"][0];
+    assert_eq!(p["comm"], "rig-toucher");
+    let mem = p["memory"].as_array().unwrap();
+    // Everything resident is on node 1; the toucher wrote 4 MiB of anonymous memory there.
+    assert!(mem.iter().all(|u| u["node"] == 1), "{mem:?}");
+    assert!(mem[0]["anon_kb"].as_u64().unwrap() >= 4096, "{mem:?}");
+    let policies = p["policies"].as_array().unwrap();
+    assert!(policies.iter().any(|u| u["policy"] == "bind:1" && u["resident_kb"].as_u64().unwrap() >= 4096));
+    let threads = p["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2);
+    for t in threads {
+        assert_eq!(t["last_node"], 1, "{t}");
+        assert_eq!(t["cpus_allowed"], "2-3");
+        assert!(t["cpu_percent"].is_null() && t["run_delay_ms_per_s"].is_null());
+        // numa_balancing was on in the guest: the sched block was read.
+        assert!(t["numa"]["faults"].as_array().is_some_and(|f| f.len() == 2), "{t}");
+    }
+    // The text view says the same in its own words.
+    let out = run(&["stat", "--threads", "--root", root, "-p", &pid]);
+    let s = text(&out.stdout);
+    assert!(s.starts_with("one sample (no rates)\n"), "{s}");
+    assert!(s.contains("policies: bind:1 ("), "{s}");
+    let anon = s.lines().find(|l| l.trim_start().starts_with("anon-private")).unwrap();
+    let v: Vec<f64> = anon.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+    assert_eq!(v[0], 0.0, "{anon}");
+    assert!(v[1] >= 4.0, "{anon}");
+    // Per-node section: vmstat numa_* counters of each node, from nodeN/vmstat.
+    let want = std::fs::read_to_string(fx.join("sys/devices/system/node/node1/vmstat")).unwrap();
+    let hit = want.lines().find_map(|l| l.strip_prefix("numa_hit ")).unwrap();
+    let row = s.lines().find(|l| l.starts_with("vmstat numa_hit ")).unwrap();
+    assert_eq!(row.split_whitespace().nth(3), Some(hit), "{row}");
+}
+
+#[test]
+fn bad_targets_are_errors_naming_them() {
+    let out = run(&["stat", "--threads", "-p", "4194305", "--interval", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("4194305"), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    let out = run(&["stat", "--threads", "-p", "no-such-process-pattern-xyzzy", "--interval", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no-such-process-pattern-xyzzy"), "{}", text(&out.stderr));
+    let out = run(&["stat", "--threads", "--interval", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = run(&["stat", "--threads", "-n"]);
+    assert_eq!(out.status.code(), Some(2), "--threads and -n conflict: {}", text(&out.stderr));
+}
