@@ -309,6 +309,8 @@ pub struct TaskNumaStats {
     pub total_numa_faults: u64,
     /// `numa_scan_seq` of the thread (the mm's at its last placement).
     pub numa_scan_seq: u64,
+    /// `mm->numa_scan_seq`: full scan passes over the thread's address space.
+    pub mm_numa_scan_seq: u64,
     /// `numa_scan_period`, ms.
     pub numa_scan_period_ms: u64,
     /// `numa_faults` per node, dense index.
@@ -540,11 +542,35 @@ impl AutoNuma {
             numa_pages_migrated: t.pages_migrated,
             total_numa_faults: t.total_faults.max(0) as u64,
             numa_scan_seq: t.scan_seq,
+            mm_numa_scan_seq: self.mms.get(&t.pid).map_or(0, |m| m.scan_seq),
             numa_scan_period_ms: t.scan_period_ms,
             numa_faults,
             numa_task_migrated: t.moved,
             numa_task_swapped: t.swapped,
         })
+    }
+
+    /// The NUMA block of `/proc/PID/task/TID/sched` for thread `tid`, byte for byte as
+    /// `sched_show_numa` / `print_numa_stats` (kernel/sched/debug.c) print it: `node_ids` are the
+    /// kernel ids of the dense nodes, `current_node` the kernel id of the node it runs on.
+    pub fn sched_numa_block(&self, tid: Tid, node_ids: &[u32], current_node: u32) -> Option<String> {
+        let st = self.task_stats(tid)?;
+        let mut out = String::new();
+        let field = |out: &mut String, name: &str, v: i64| out.push_str(&format!("{name:<45}:{v:>21}\n"));
+        field(&mut out, "mm->numa_scan_seq", st.mm_numa_scan_seq as i64);
+        field(&mut out, "numa_pages_migrated", st.numa_pages_migrated as i64);
+        let pref = st.numa_preferred_nid.and_then(|n| node_ids.get(n)).map_or(-1, |&id| id as i64);
+        field(&mut out, "numa_preferred_nid", pref);
+        field(&mut out, "total_numa_faults", st.total_numa_faults as i64);
+        out.push_str(&format!("current_node={current_node}, numa_group_id={}\n", st.numa_group_id));
+        for (i, f) in st.numa_faults.iter().enumerate() {
+            let id = node_ids.get(i).copied().unwrap_or(i as u32);
+            out.push_str(&format!(
+                "numa_faults node={id} task_private={} task_shared={} group_private={} group_shared={}\n",
+                f.task_private, f.task_shared, f.group_private, f.group_shared
+            ));
+        }
+        Some(out)
     }
 
     /// Decayed CPU-side faults of a thread per node (`numa_faults` CPU buckets, where it ran when it
@@ -1929,6 +1955,35 @@ mod tests {
             }
         }
         assert_eq!(first_scan, Some(51));
+    }
+
+    /// The sched block parses back with the observe crate's parser into the same figures.
+    #[test]
+    fn sched_block_round_trips_through_the_observe_parser() {
+        let (mut m, view) = single_thread(true);
+        for k in 1..=36u64 {
+            m.step(k * 100 * MS, &view);
+        }
+        let block = m.sched_numa_block(1, &[0, 1], 0).unwrap();
+        let file = format!(
+            "t (1, #threads: 1)\n{}\n{:<45}:{:>21}\n{:<45}:{:>21}\n{:<45}:{:>21}\n{block}",
+            "-".repeat(67),
+            "se.sum_exec_runtime",
+            "3600.000000",
+            "se.nr_migrations",
+            0,
+            "clock-delta",
+            40
+        );
+        let info = numapilot_observe::parse::sched::parse_sched(&file).unwrap();
+        let numa = info.numa.unwrap();
+        assert_eq!(numa.scan_seq, Some(2));
+        assert_eq!(numa.preferred_nid, Some(0));
+        assert_eq!(numa.total_faults, 196_608);
+        assert_eq!(numa.group_id, None);
+        assert_eq!(numa.faults.len(), 2);
+        assert_eq!(numa.faults[0].task_private, 196_608);
+        assert!(block.contains("mm->numa_scan_seq                            :                    2\n"));
     }
 
     /// Same seed, same inputs: identical decisions (the accessor draw is seeded).
