@@ -175,14 +175,112 @@ fn resolve_machine(m: &str) -> anyhow::Result<(numapilot_topology::Topology, Str
     Err(anyhow::anyhow!("{:#}, or the path of a machine file", unknown("machine", m, &presets)))
 }
 
+/// The seeds to run: `--seed` as given, else 1..=`--seeds`.
+fn seed_list(args: &RunArgs) -> anyhow::Result<Vec<u64>> {
+    if args.seed.is_empty() {
+        if args.seeds == 0 {
+            bail!("--seeds must be at least 1");
+        }
+        return Ok((1..=args.seeds).collect());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for s in &args.seed {
+        if !seen.insert(*s) {
+            bail!("seed {s} given twice in --seed");
+        }
+    }
+    Ok(args.seed.clone())
+}
+
+/// The policies to run, in order; each once.
+fn policy_list(args: &RunArgs) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for p in &args.policy {
+        let p = p.trim();
+        if p.is_empty() {
+            bail!("empty policy name in --policy");
+        }
+        if out.iter().any(|q| q == p) {
+            bail!("policy '{p}' given twice in --policy");
+        }
+        out.push(p.to_string());
+    }
+    Ok(out)
+}
+
+/// `--duration`, checked: a positive number of seconds.
+fn duration(args: &RunArgs) -> anyhow::Result<Option<f64>> {
+    match args.duration {
+        Some(d) if !(d.is_finite() && d > 0.0) => bail!("--duration must be a positive number of seconds, not {d}"),
+        d => Ok(d),
+    }
+}
+
 fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
     let Some(machine) = &args.machine else {
         bail!("missing --machine; valid machines: {}", numapilot_topology::presets::names().join(", "))
     };
     let (_topo, _label) = resolve_machine(machine)?;
+    let (_seeds, _policies, _duration) = (seed_list(&args)?, policy_list(&args)?, duration(&args)?);
     bail!("the simulator runner is not in numapilot_sim yet: only `numapilot sim show`, `list` work in this build")
 }
 
 fn calibrate(_json: bool) -> anyhow::Result<ExitCode> {
     bail!("the calibration table is not in numapilot_sim yet")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(argv: &[&str]) -> Result<Args, clap::Error> {
+        Cli::try_parse_from(std::iter::once("sim").chain(argv.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn seeds_policies_and_duration_from_the_command_line() {
+        let a = parse(&["--machine", "m", "--workload", "w", "--policy", "default,autonuma", "--seeds", "4"]).unwrap();
+        assert_eq!(seed_list(&a.run).unwrap(), [1, 2, 3, 4]);
+        assert_eq!(policy_list(&a.run).unwrap(), ["default", "autonuma"]);
+        assert_eq!(duration(&a.run).unwrap(), None);
+        let a = parse(&["--machine", "m", "--seed", "9,3", "--duration", "2.5"]).unwrap();
+        assert_eq!(seed_list(&a.run).unwrap(), [9, 3]);
+        assert_eq!(policy_list(&a.run).unwrap(), ["default"]);
+        assert_eq!(duration(&a.run).unwrap(), Some(2.5));
+        assert!(parse(&["--seeds", "2", "--seed", "1"]).is_err(), "--seeds and --seed conflict");
+    }
+
+    #[test]
+    fn bad_seeds_policies_and_durations_are_named() {
+        let err = |argv: &[&str]| {
+            let a = parse(argv).unwrap();
+            let e = seed_list(&a.run).err().or(policy_list(&a.run).err()).or(duration(&a.run).err());
+            e.map(|e| e.to_string()).unwrap_or_default()
+        };
+        assert_eq!(err(&["--seeds", "0"]), "--seeds must be at least 1");
+        assert_eq!(err(&["--seed", "1,2,1"]), "seed 1 given twice in --seed");
+        assert_eq!(err(&["--policy", "autonuma,default,autonuma"]), "policy 'autonuma' given twice in --policy");
+        assert_eq!(err(&["--policy", "default,"]), "empty policy name in --policy");
+        assert_eq!(err(&["--duration", "0"]), "--duration must be a positive number of seconds, not 0");
+        assert_eq!(err(&["--duration=-1"]), "--duration must be a positive number of seconds, not -1");
+        assert_eq!(err(&["--seeds", "2"]), "");
+    }
+
+    #[test]
+    fn machines_are_presets_or_files() {
+        let (topo, label) = resolve_machine("autonuma-2s12c-24g").unwrap();
+        assert_eq!((topo.nodes.len(), label.as_str()), (2, "autonuma-2s12c-24g"));
+        let e = format!("{:#}", resolve_machine("nope").unwrap_err());
+        assert!(e.starts_with("unknown machine 'nope'; valid machines: autonuma-2s12c-24g, "), "{e}");
+        assert!(e.ends_with(", or the path of a machine file"), "{e}");
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/ring-8n64c.toml");
+        assert_eq!(resolve_machine(file).unwrap().0.nodes.len(), 8);
+    }
 }
