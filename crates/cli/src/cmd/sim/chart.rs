@@ -33,6 +33,9 @@ use plotters::prelude::*;
 /// Pixel size of every chart (SVG user units and PNG pixels).
 pub const SIZE: (u32, u32) = (960, 600);
 
+/// Most legend entries a convergence chart lists (more do not fit its height at 14 px a line).
+pub const LEGEND_MAX: usize = 16;
+
 /// Where the font is looked for, in order. `fonts-dejavu-core` installs the first.
 pub const FONT_PATHS: [&str; 2] =
     ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSans.ttf"];
@@ -133,6 +136,23 @@ impl ProcessChart<'_> {
         )
     }
 
+    /// Indices (into `run.nodes`) of the nodes the legend lists: all of them up to
+    /// [`LEGEND_MAX`] nodes; on bigger machines the nodes that ever held memory of the process, the
+    /// [`LEGEND_MAX`] with the highest peak if more, in node order.
+    fn legend_nodes(&self) -> Vec<usize> {
+        let n = self.run.nodes.len();
+        if n <= LEGEND_MAX {
+            return (0..n).collect();
+        }
+        let peak = |i: usize| self.process.series.iter().filter_map(|p| p.mem_mib.get(i).copied()).fold(0.0, f64::max);
+        let mut held: Vec<(usize, f64)> = (0..n).map(|i| (i, peak(i))).filter(|&(_, m)| m > 0.0).collect();
+        held.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        held.truncate(LEGEND_MAX);
+        let mut out: Vec<usize> = held.into_iter().map(|(i, _)| i).collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Axis ranges: time from 0 to the last sample (at least 1 s), memory from 0 to 5% above the
     /// largest per-node figure (at least 1 MiB).
     fn ranges(&self) -> (f64, f64) {
@@ -172,16 +192,25 @@ impl Chart for ProcessChart<'_> {
         } else {
             draw_plain_grid(&mut chart, t_max, m_max)?;
         }
+        let in_legend = self.legend_nodes();
         for (i, node) in self.run.nodes.iter().enumerate() {
             let colour = node_colour(i);
             let points: Vec<(f64, f64)> =
                 self.process.series.iter().map(|p| (p.t_s, p.mem_mib.get(i).copied().unwrap_or(0.0))).collect();
             let series = chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
-            if text {
+            if text && in_legend.contains(&i) {
                 series
                     .label(format!("node {node}"))
                     .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], colour.filled()));
             }
+        }
+        let hidden = self.run.nodes.len() - in_legend.len();
+        if text && hidden > 0 {
+            // A legend line without a mark: says how many nodes the legend leaves out.
+            chart
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
+                .label(format!("+{hidden} node{} not listed", if hidden == 1 { "" } else { "s" }))
+                .legend(|(x, y)| Rectangle::new([(x, y), (x, y)], WHITE.filled()));
         }
         if text {
             chart
@@ -496,6 +525,44 @@ mod tests {
         assert_eq!(svg.matches(&format!("fill=\"{}\"", hex(node_colour(0)))).count(), 1);
         assert_eq!(png_size(&files[1]), SIZE);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn big_machines_list_the_nodes_that_hold_memory() {
+        let mut c = sample::comparison();
+        let run = &mut c.policies[1].runs[0];
+        // 20 nodes; the process's memory sits on kernel nodes 0 and 1 (indices 0, 1) only.
+        run.nodes = (0..20).collect();
+        for p in &mut run.processes[1].series {
+            p.mem_mib.resize(20, 0.0);
+        }
+        let run = &c.policies[1].runs[0];
+        let chart = ProcessChart {
+            machine: &c.machine,
+            workload: &c.workload,
+            policy: "autonuma",
+            run,
+            process: &run.processes[1],
+        };
+        assert_eq!(chart.legend_nodes(), [0, 1]);
+        if text_available() {
+            let dir = tmp("legend");
+            chart.write(&dir, true).unwrap();
+            let svg = std::fs::read_to_string(dir.join(format!("{}.svg", chart.stem()))).unwrap();
+            assert_eq!(data_lines(&svg).len(), 20);
+            assert!(svg.contains("\nnode 1\n") && !svg.contains("\nnode 2\n"), "{svg}");
+            assert!(svg.contains("+18 nodes not listed"), "{svg}");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let small = &c.policies[0].runs[0];
+        let chart = ProcessChart {
+            machine: &c.machine,
+            workload: &c.workload,
+            policy: "default",
+            run: small,
+            process: &small.processes[0],
+        };
+        assert_eq!(chart.legend_nodes(), [0, 1], "small machines list every node, even empty ones");
     }
 
     #[test]
