@@ -76,10 +76,9 @@ pub fn text_available() -> bool {
     })
 }
 
-/// Colour of the line of the `i`-th node (cycles after 10; nodes past that share colours with
-/// earlier ones but keep their own legend entry).
+/// Colour of the line of the `i`-th node: the ten Tableau colours (distinguishable, readable on
+/// white), then hues spread by the golden ratio so bigger machines do not repeat a colour soon.
 fn node_colour(i: usize) -> RGBColor {
-    // Tableau 10: distinguishable, readable on white.
     const PALETTE: [(u8, u8, u8); 10] = [
         (31, 119, 180),
         (255, 127, 14),
@@ -92,7 +91,11 @@ fn node_colour(i: usize) -> RGBColor {
         (188, 189, 34),
         (23, 190, 207),
     ];
-    let (r, g, b) = PALETTE[i % PALETTE.len()];
+    if let Some(&(r, g, b)) = PALETTE.get(i) {
+        return RGBColor(r, g, b);
+    }
+    let hue = (i as f64 * 0.618_033_988_75).fract();
+    let (r, g, b) = HSLColor(hue, 0.7, 0.42).to_backend_color().rgb;
     RGBColor(r, g, b)
 }
 
@@ -563,6 +566,16 @@ mod tests {
             process: &small.processes[0],
         };
         assert_eq!(chart.legend_nodes(), [0, 1], "small machines list every node, even empty ones");
+    }
+
+    #[test]
+    fn node_colours_differ_on_big_machines() {
+        let colours: Vec<RGBColor> = (0..36).map(node_colour).collect();
+        for (i, a) in colours.iter().enumerate() {
+            for b in &colours[i + 1..] {
+                assert_ne!(hex(*a), hex(*b));
+            }
+        }
     }
 
     #[test]
