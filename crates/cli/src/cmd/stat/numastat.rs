@@ -26,8 +26,8 @@
 
 use std::io;
 
-use numapilot_observe::parse::numa_maps::{parse_numa_maps_with, PathInterner};
-use numapilot_observe::{MemKind, NodeSample, Reader};
+use numapilot_observe::parse::meminfo::NUMASTAT_COUNTERS;
+use numapilot_observe::{NodeSample, ReadError, Reader};
 use serde_json::{json, Map, Value};
 
 use super::table::{Cell, Justify, Table};
@@ -78,15 +78,10 @@ pub fn screen_width() -> usize {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// Row labels and lookup names of numastat's tables (numastat.c: `numastat_meminfo`, `system_meminfo`).
-const NUMASTAT_ROWS: [(&str, &str); 6] = [
-    ("numa_hit", "Numa_Hit"),
-    ("numa_miss", "Numa_Miss"),
-    ("numa_foreign", "Numa_Foreign"),
-    ("interleave_hit", "Interleave_Hit"),
-    ("local_node", "Local_Node"),
-    ("other_node", "Other_Node"),
-];
+/// numastat's row label for each node numastat counter (numastat.c `numastat_meminfo`), in the order of
+/// [`NUMASTAT_COUNTERS`] (the kernel's file order, which numastat's table follows).
+const NUMASTAT_LABELS: [&str; 6] =
+    ["Numa_Hit", "Numa_Miss", "Numa_Foreign", "Interleave_Hit", "Local_Node", "Other_Node"];
 
 const MEMINFO_ROWS: [&str; 36] = [
     "MemTotal",
@@ -172,17 +167,17 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<Output> {
         return Ok(out);
     }
     let sizes = page_sizes(reader)?;
-    if !pids.is_empty() {
-        let mut paths = PathInterner::default();
+    let no_process = pids.is_empty();
+    if !no_process {
         let procs: Vec<ProcessMem> =
-            pids.iter().map(|&p| process_mem(reader, p, &node_ids, &mut paths, &mut out.stderr)).collect();
+            pids.into_iter().map(|(p, name)| process_mem(reader, p, name, &node_ids, &mut out.stderr)).collect();
         process_tables(&procs, &node_ids, cfg, &mut out);
     }
     if cfg.meminfo {
         out.stdout.push_str("\nPer-node system memory usage (in MBs):\n");
         system_table(&nodes, cfg, Some(sizes), SystemFile::Meminfo, &mut out);
     }
-    if cfg.numastat || (pids.is_empty() && !cfg.meminfo) {
+    if cfg.numastat || (no_process && !cfg.meminfo) {
         out.stdout.push_str("\nPer-node numastat info (in MBs):\n");
         system_table(&nodes, cfg, Some(sizes), SystemFile::Numastat, &mut out);
     }
@@ -197,14 +192,19 @@ fn page_sizes(reader: &Reader) -> anyhow::Result<PageSizes> {
     Ok(PageSizes { base, huge: huge_kb as f64 * 1024.0 })
 }
 
-/// PIDs from the specs: all digits is a PID, anything else a pattern. Sorted, de-duplicated.
-pub(super) fn resolve_specs(reader: &Reader, specs: &[String], stdout: &mut String) -> anyhow::Result<Vec<u32>> {
-    let mut pids = Vec::new();
-    let mut candidates: Option<Vec<(u32, Vec<u8>)>> = None;
+/// PIDs from the specs: all digits is a PID, anything else a pattern. Sorted, de-duplicated; each with the
+/// name the pattern search already read (`None` for a PID given as a number).
+pub(super) fn resolve_specs(
+    reader: &Reader,
+    specs: &[String],
+    stdout: &mut String,
+) -> anyhow::Result<Vec<(u32, Option<String>)>> {
+    let mut pids: Vec<(u32, Option<String>)> = Vec::new();
+    let mut candidates: Option<Vec<Candidate>> = None;
     for spec in specs {
         if !spec.is_empty() && spec.bytes().all(|b| b.is_ascii_digit()) {
             // numastat uses atoi; a number too big for a pid names no process.
-            pids.push(spec.parse::<u32>().unwrap_or(u32::MAX));
+            pids.push((spec.parse::<u32>().unwrap_or(u32::MAX), None));
             continue;
         }
         let cands = match &mut candidates {
@@ -212,36 +212,48 @@ pub(super) fn resolve_specs(reader: &Reader, specs: &[String], stdout: &mut Stri
             None => candidates.insert(pattern_candidates(reader)?),
         };
         let before = pids.len();
-        for (pid, text) in cands.iter() {
-            if contains(text, spec.as_bytes()) {
-                pids.push(*pid);
+        for c in cands.iter() {
+            if contains(&c.text, spec.as_bytes()) {
+                pids.push((c.pid, c.name.clone()));
             }
         }
         if pids.len() == before {
             stdout.push_str(&format!("Found no processes containing pattern: \"{spec}\"\n"));
         }
     }
-    pids.sort_unstable();
-    pids.dedup();
+    // By pid; of equal pids the one with a name first, so dedup keeps it.
+    pids.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.is_some().cmp(&a.1.is_some())));
+    pids.dedup_by_key(|p| p.0);
     Ok(pids)
+}
+
+/// A process the pattern search looks at.
+#[derive(Debug)]
+struct Candidate {
+    pid: u32,
+    /// The status `Name:`; `None` when it could not be read (gone).
+    name: Option<String>,
+    /// Name, a blank, the command line with NULs as blanks.
+    text: Vec<u8>,
 }
 
 /// For every process: its name, a blank, its command line with NULs as blanks (numastat's search
 /// text, at most 2047 bytes). Our own process is left out, as numastat leaves out itself.
-fn pattern_candidates(reader: &Reader) -> anyhow::Result<Vec<(u32, Vec<u8>)>> {
+fn pattern_candidates(reader: &Reader) -> anyhow::Result<Vec<Candidate>> {
     let me = std::process::id();
     let mut out = Vec::new();
     for pid in reader.pids()? {
         if reader.is_live() && pid == me {
             continue;
         }
-        let mut text: Vec<u8> = command_name(reader, pid).map(String::into_bytes).unwrap_or_default();
+        let name = command_name(reader, pid);
+        let mut text: Vec<u8> = name.clone().map(String::into_bytes).unwrap_or_default();
         if let Ok(Some(cmdline)) = reader.read_cmdline(pid) {
             text.push(b' ');
             text.extend(cmdline.iter().map(|&b| if b == 0 { b' ' } else { b }));
         }
         text.truncate(2047);
-        out.push((pid, text));
+        out.push(Candidate { pid, name, text });
     }
     Ok(out)
 }
@@ -255,41 +267,33 @@ fn command_name(reader: &Reader, pid: u32) -> Option<String> {
     reader.read_status(pid).ok().flatten().map(|s| s.name.trim_start().to_string())
 }
 
-/// Reads one process's numa_maps into per-category, per-node MB; reports failures as numastat does.
-fn process_mem(
-    reader: &Reader,
-    pid: u32,
-    node_ids: &[u32],
-    paths: &mut PathInterner,
-    stderr: &mut String,
-) -> ProcessMem {
-    let name = command_name(reader, pid);
-    let path = reader.root().join(format!("proc/{pid}/numa_maps"));
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) => {
-            stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {}\n", strerror(&e)));
+/// One process's numa_maps as per-category, per-node MB (through the same reader and parser as every
+/// observation); reports failures as numastat does. A process that is gone (ENOENT, or ESRCH/EINVAL while
+/// it exits) is reported as "No such file or directory", numastat's words for the usual case.
+fn process_mem(reader: &Reader, pid: u32, name: Option<String>, node_ids: &[u32], stderr: &mut String) -> ProcessMem {
+    let name = name.or_else(|| command_name(reader, pid));
+    let maps = match reader.read_numa_maps(pid) {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: No such file or directory\n"));
             return ProcessMem { pid, name, mb: None };
         }
-    };
-    let maps = match parse_numa_maps_with(&String::from_utf8_lossy(&text), paths) {
-        Ok(m) => m,
+        Err(ReadError::Io { source, .. }) => {
+            stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {}\n", strerror(&source)));
+            return ProcessMem { pid, name, mb: None };
+        }
         Err(e) => {
             stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {e}\n"));
             return ProcessMem { pid, name, mb: None };
         }
     };
     let mut mb: [Vec<f64>; 4] = std::array::from_fn(|_| vec![0.0; node_ids.len()]);
-    for vma in &maps.vmas {
-        let cat = match vma.mem_kind() {
-            MemKind::Huge => 0,
-            MemKind::Heap => 1,
-            MemKind::Stack => 2,
-            MemKind::AnonPrivate | MemKind::File => 3,
-        };
-        for (node, kb) in vma.node_kb() {
-            if let Ok(i) = node_ids.binary_search(&node) {
-                mb[cat][i] += kb as f64 * 1024.0 / MIB;
+    for u in maps.usage_by_node() {
+        if let Ok(i) = node_ids.binary_search(&u.node) {
+            // numastat's categories: file-backed memory counts as Private. kB / 1024 is exact in f64.
+            let kb = [u.huge_kb, u.heap_kb, u.stack_kb, u.anon_kb + u.file_kb];
+            for (cat, kb) in kb.into_iter().enumerate() {
+                mb[cat][i] = kb as f64 / 1024.0;
             }
         }
     }
@@ -476,7 +480,7 @@ fn system_table(nodes: &[NodeSample], cfg: &Config, sizes: Option<PageSizes>, fi
     let compat = sizes.is_none();
     let header_rows = if compat { 1 } else { 2 };
     let labels: Vec<(&str, &str)> = match file {
-        SystemFile::Numastat => NUMASTAT_ROWS.to_vec(),
+        SystemFile::Numastat => NUMASTAT_COUNTERS.iter().copied().zip(NUMASTAT_LABELS).collect(),
         SystemFile::Meminfo => MEMINFO_ROWS.iter().map(|k| (*k, *k)).collect(),
     };
     let n_nodes = nodes.len();

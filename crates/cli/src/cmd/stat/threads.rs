@@ -118,7 +118,7 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
         if !notes.is_empty() {
             anyhow::bail!("{}", notes.trim_end());
         }
-        Some(pids)
+        Some(pids.into_iter().map(|(p, _)| p).collect::<Vec<u32>>())
     };
     let first = reader.sample_of(pids.as_deref()).context("reading the first sample")?;
     if let Some(want) = &pids {
