@@ -2,10 +2,15 @@
 
 #![deny(missing_docs)]
 
+pub mod engine;
 pub mod kernel;
 pub mod machine;
 pub mod result;
+pub mod run;
 pub mod workload;
+
+pub use engine::{Baseline, Machine, Sim, SimOptions};
+pub use run::{calibrate, run_one, simulate, CalibrationRow};
 
 /// Errors of the simulator: bad machine parameters, bad workloads, unknown names.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -46,9 +46,9 @@
 //! | `same_socket_link_gbs` | 40 | on-package fabric between dies |
 //! | `one_hop_link_gbs` | 6.7 | QPI 5.86 GT/s = 11.7 GB/s raw per direction, ~57% payload after headers and snoop traffic (fitted) |
 //! | `far_link_gbs` | 2.5 | NumaConnect-class fabric between servers (fitted to nothing: a plausible 2-3 GB/s per direction) |
-//! | `stream_mlp` | 2.7 | cache lines in flight per thread for store streams (fitted: makes 6 cores use ~70% of a controller) |
+//! | `stream_mlp` | 2.3 | cache lines in flight per thread for store streams (fitted: 6 cores, 2 threads each, ask ~75% of a controller) |
 //! | `random_mlp` | 1.0 | dependent loads: one miss at a time |
-//! | `smt_gain_memory` | 1.05 | two siblings streaming get 1.05x one thread: they share the core's fill buffers (fitted, numa02_SMT) |
+//! | `smt_gain_memory` | 1.22 | two siblings streaming get 1.22x one thread: more misses in flight, shared fill buffers (fitted: numa02_SMT vs numa02 hard bind, 43.2 / 35.3 s) |
 //! | `smt_gain_compute` | 1.25 | two siblings computing get ~1.25x one thread (typical Hyper-Threading gain) |
 //! | `llc_mib` | 12 | Westmere-EP L3 per socket |
 //! | `llc_latency_ns` | 15 | L3 hit latency |
@@ -115,9 +115,9 @@ impl Default for MachineParams {
             same_socket_link_gbs: 40.0,
             one_hop_link_gbs: 6.7,
             far_link_gbs: 2.5,
-            stream_mlp: 2.7,
+            stream_mlp: 2.3,
             random_mlp: 1.0,
-            smt_gain_memory: 1.05,
+            smt_gain_memory: 1.22,
             smt_gain_compute: 1.25,
             llc_mib: 12.0,
             llc_latency_ns: 15.0,

@@ -47,6 +47,12 @@
 //! within a region are uniform over the slice: hot spots inside one region are modelled by splitting
 //! it into several regions.
 
+pub mod autonuma_bench;
+pub mod client_server;
+pub mod file;
+pub mod process_types;
+pub mod vm_mix;
+
 use numapilot_topology::{CpuSet, NodeSet};
 use serde::{Deserialize, Serialize};
 
