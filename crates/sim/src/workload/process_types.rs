@@ -20,7 +20,7 @@
 //! # Approach
 //!
 //! ```text
-//!   static-large   db ─ worker x node-cpus ── random ──▶ pool (60% of a node, touched by main at start)
+//!   static-large   db ─ worker x node-cores ─ random ──▶ pool (60% of a node, touched by main at start)
 //!   growing        jvm ─ mutator x node-cpus/2 ─ random 70% ──▶ young (256 MiB, hot)
 //!                                             └ random 30% ──▶ heap (5% of a node, grows to 1.5 nodes)
 //!   bandwidth      solver ─ worker x cpus ─ stream, per-thread slices ──▶ grid (25% of the machine,
@@ -173,13 +173,14 @@ fn spec(name: &str, description: String, processes: Vec<ProcessSpec>) -> Spec {
     Spec { name: name.into(), description, processes, duration_s: Some(DURATION_S), pacing: vec![] }
 }
 
-/// Static large memory on `topo`: one worker per CPU of a node, a pool of 60% of a node.
+/// Static large memory on `topo`: one worker per core of a node (so that binding it to one node
+/// is possible without SMT siblings competing), a pool of 60% of a node.
 pub fn static_large(topo: &Topology) -> Spec {
     let s = Shape::of(topo);
     spec(
         "static-large",
-        format!("database: {} workers, buffer pool of 60% of a node touched at start; queries/s", s.node_cpus),
-        vec![static_large_process(s.node_cpus, s.node_bytes / 10 * 6)],
+        format!("database: {} workers, buffer pool of 60% of a node touched at start; queries/s", s.node_cores),
+        vec![static_large_process(s.node_cores, s.node_bytes / 10 * 6)],
     )
 }
 
@@ -267,7 +268,7 @@ mod tests {
         let s = Shape::of(&topo);
         assert_eq!((s.cpus, s.node_cpus, s.cpu_nodes.len()), (24, 12, 2));
         let db = static_large(&topo);
-        assert_eq!(db.thread_count(), 12);
+        assert_eq!(db.thread_count(), 6);
         assert_eq!(db.total_bytes(), s.node_bytes / 10 * 6);
         let jvm = growing(&topo);
         let g = jvm.processes[0].regions[1].grow.unwrap();
