@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult, SeriesPoint, Stat};
+use numapilot_sim::workload::autonuma_bench;
+use numapilot_sim::{Baseline, CalibrationRow, Machine, SimOptions};
 
 fn numapilot(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
@@ -172,12 +174,132 @@ fn show_refuses_a_file_that_is_not_a_result() {
 }
 
 #[test]
-fn list_names_every_preset() {
+fn list_names_every_preset_workload_and_policy() {
     let o = numapilot(&["sim", "list"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    for name in numapilot_topology::presets::names() {
-        assert!(text.lines().any(|l| l.trim_start().starts_with(name)), "{name} missing from\n{text}");
+    let names = numapilot_topology::presets::names().into_iter().chain(autonuma_bench::NAMES).chain(Baseline::NAMES);
+    let names = names.chain(["redis-set", "vm-mix", "process-mix"]);
+    for name in names {
+        assert!(text.lines().any(|l| l.split_whitespace().next() == Some(name)), "{name} missing from\n{text}");
+    }
+}
+
+#[test]
+fn a_run_prints_what_the_library_computes_and_binding_beats_default() {
+    let o = numapilot(&[
+        "sim",
+        "--machine",
+        "autonuma-2s12c-24g",
+        "--workload",
+        "numa02",
+        "--policy",
+        "default,hard-bind",
+        "--seed",
+        "5",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Not a terminal: no progress bar, nothing on stderr.
+    assert_eq!(stderr(&o), "");
+    let got: Comparison = serde_json::from_str(&stdout(&o)).unwrap();
+    let machine = Machine::preset("autonuma-2s12c-24g").unwrap();
+    let spec = autonuma_bench::spec("numa02", &machine.topo, 1.0).unwrap();
+    let want =
+        numapilot_sim::simulate(&machine, &spec, &["default", "hard-bind"], &[5], &SimOptions::default(), &mut |_| {})
+            .unwrap();
+    assert_eq!(got, want);
+    assert_eq!(got.policies.iter().map(|p| p.policy.as_str()).collect::<Vec<_>>(), ["default", "hard-bind"]);
+    assert!(got.policies[1].runtime_s.mean < got.policies[0].runtime_s.mean, "{:?}", got.policies);
+}
+
+#[test]
+fn a_run_with_out_writes_a_chart_per_process_run_and_policy() {
+    let dir = Scratch::new("run");
+    let out = dir.path("out");
+    let o = numapilot(&[
+        "sim",
+        "--machine",
+        "autonuma-2s12c-24g",
+        "--workload",
+        "numa01",
+        "--policy",
+        "hard-bind,autonuma",
+        "--seeds",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Comparison = serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(c.seeds, [1, 2]);
+    assert_eq!(std::fs::read_to_string(out.join("table.txt")).unwrap(), stdout(&o));
+    let table = stdout(&o);
+    assert!(table.starts_with("machine autonuma-2s12c-24g, workload numa01, 2 seeds (1,2)\n"), "{table}");
+    assert!(!table.contains("vs default"), "no default policy was run: {table}");
+    let mut charts = 1;
+    for p in &c.policies {
+        for r in &p.runs {
+            assert_eq!(r.processes.len(), 2, "numa01 has two processes");
+            for proc in &r.processes {
+                charts += 1;
+                let stem = format!("{}-seed{}-pid{}-{}", p.policy, r.seed, proc.pid, proc.name);
+                let svg = std::fs::read_to_string(out.join("charts").join(format!("{stem}.svg"))).unwrap();
+                let lines = svg.lines().filter(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\"")).count();
+                assert_eq!(lines, r.nodes.len(), "{stem}");
+                assert!(out.join("charts").join(format!("{stem}.png")).is_file(), "{stem}");
+            }
+        }
+    }
+    assert_eq!(std::fs::read_dir(out.join("charts")).unwrap().count(), 2 * charts);
+}
+
+#[test]
+fn unknown_workloads_and_policies_list_the_valid_ones_and_write_nothing() {
+    let dir = Scratch::new("unknown");
+    let out = dir.path("out");
+    let o =
+        numapilot(&["sim", "--machine", "autonuma-2s12c-24g", "--workload", "numa03", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("unknown workload 'numa03'; valid workloads: numa01, "), "{err}");
+    for name in autonuma_bench::NAMES.into_iter().chain(["redis-set", "vm-mix"]) {
+        assert!(err.contains(name), "{name} missing from {err}");
+    }
+    let o = numapilot(&[
+        "sim",
+        "--machine",
+        "autonuma-2s12c-24g",
+        "--workload",
+        "numa02",
+        "--policy",
+        "default,numad",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        format!("numapilot: unknown policy 'numad'; valid policies: {}", Baseline::NAMES.join(", "))
+    );
+    assert!(!out.exists(), "nothing written for a refused run");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn calibrate_prints_the_librarys_table() {
+    let o = numapilot(&["sim", "calibrate", "--json"]);
+    let want = numapilot_sim::calibrate(&SimOptions::default(), &mut |_| {}).unwrap();
+    let got: Vec<CalibrationRow> = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(o.status.success(), want.iter().all(CalibrationRow::within), "{}", stderr(&o));
+    let o = numapilot(&["sim", "calibrate"]);
+    let text = stdout(&o);
+    assert!(text.starts_with("machine "), "{text}");
+    assert_eq!(text.lines().count(), want.len() + 2, "{text}");
+    for r in &want {
+        let row = format!("{:.3}  ", r.published);
+        assert!(text.lines().any(|l| l.contains(&r.test) && l.contains(&r.policy) && l.contains(&row)), "{text}");
     }
 }
 

@@ -11,12 +11,14 @@
 //! The simulation itself is `numapilot_sim`; this module checks names, shows progress, prints the
 //! table (`table`), writes `result.json` and the charts (`chart`).
 
+pub mod catalog;
 pub mod chart;
 pub mod table;
 
 #[cfg(test)]
 pub mod sample;
 
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -100,7 +102,7 @@ pub struct OutputArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Some(SimCommand::List) => {
-            print!("{}", list_text());
+            print!("{}", catalog::list_text());
             Ok(ExitCode::SUCCESS)
         }
         Some(SimCommand::Calibrate { json }) => calibrate(json),
@@ -112,20 +114,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => simulate(args.run),
     }
-}
-
-/// `numapilot sim list`.
-fn list_text() -> String {
-    let mut out = String::from("machines (presets; a machine file path works too):\n");
-    for (name, description) in numapilot_topology::presets::list() {
-        out.push_str(&format!("  {name:<20}  {description}\n"));
-    }
-    out
-}
-
-/// Error for a name that is not one of `valid`.
-fn unknown(what: &str, name: &str, valid: &[&str]) -> anyhow::Error {
-    anyhow::anyhow!("unknown {what} '{name}'; valid {what}s: {}", valid.join(", "))
 }
 
 /// Prints and writes a comparison as `output` asks.
@@ -158,21 +146,6 @@ pub fn write_out(comparison: &Comparison, table: &str, dir: &Path, charts: bool)
         files.extend(chart::write_all(comparison, &dir.join("charts"), chart::text_available())?);
     }
     Ok(files)
-}
-
-/// The machine named on the command line: a preset, else an existing machine file.
-fn resolve_machine(m: &str) -> anyhow::Result<(numapilot_topology::Topology, String)> {
-    let presets = numapilot_topology::presets::names();
-    if presets.contains(&m) {
-        return Ok((numapilot_topology::Topology::preset(m)?, m.to_string()));
-    }
-    let path = Path::new(m);
-    if path.exists() {
-        let topo = numapilot_topology::Topology::from_machine_file(path)
-            .with_context(|| format!("reading machine file {}", path.display()))?;
-        return Ok((topo, m.to_string()));
-    }
-    Err(anyhow::anyhow!("{:#}, or the path of a machine file", unknown("machine", m, &presets)))
 }
 
 /// The seeds to run: `--seed` as given, else 1..=`--seeds`.
@@ -216,17 +189,97 @@ fn duration(args: &RunArgs) -> anyhow::Result<Option<f64>> {
     }
 }
 
+/// A progress bar on stderr over `total` runs, drawn only when stderr is a terminal and only once
+/// the work has taken more than a second.
+#[derive(Debug, Clone)]
+struct Progress {
+    bar: indicatif::ProgressBar,
+}
+
+impl Progress {
+    /// Delay before the bar appears.
+    const DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// Steps of the bar: the fraction done in tenths of a percent.
+    const STEPS: u64 = 1000;
+
+    fn new() -> Self {
+        let bar = indicatif::ProgressBar::with_draw_target(Some(Self::STEPS), indicatif::ProgressDrawTarget::hidden());
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} simulating [{elapsed_precise}] {bar:40} {percent}% (eta {eta})",
+        ) {
+            bar.set_style(style);
+        }
+        if std::io::stderr().is_terminal() {
+            let shown = bar.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Self::DELAY);
+                if !shown.is_finished() {
+                    shown.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                    shown.enable_steady_tick(std::time::Duration::from_millis(100));
+                }
+            });
+        }
+        Self { bar }
+    }
+
+    /// Sets the fraction done, 0..=1.
+    fn set(&self, fraction: f64) {
+        self.bar.set_position((fraction.clamp(0.0, 1.0) * Self::STEPS as f64).round() as u64);
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Runs the comparison the arguments ask for and reports it.
 fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
     let Some(machine) = &args.machine else {
         bail!("missing --machine; valid machines: {}", numapilot_topology::presets::names().join(", "))
     };
-    let (_topo, _label) = resolve_machine(machine)?;
-    let (_seeds, _policies, _duration) = (seed_list(&args)?, policy_list(&args)?, duration(&args)?);
-    bail!("the simulator runner is not in numapilot_sim yet: only `numapilot sim show`, `list` work in this build")
+    let machine = catalog::machine(machine)?;
+    let Some(workload) = &args.workload else {
+        let names: Vec<&str> = catalog::workloads().iter().map(|w| w.name).collect();
+        bail!("missing --workload; valid workloads: {}", names.join(", "))
+    };
+    let mut spec = catalog::workload(workload, &machine.topo)?;
+    let policies = policy_list(&args)?;
+    catalog::policies(&policies)?;
+    let seeds = seed_list(&args)?;
+    let mut opts = numapilot_sim::SimOptions::default();
+    if let Some(d) = duration(&args)? {
+        // Open-ended workloads run for exactly this long; fixed work must finish within it.
+        if spec.duration_s.is_some() {
+            spec.duration_s = Some(d);
+        } else {
+            opts.max_s = d;
+        }
+    }
+    let names: Vec<&str> = policies.iter().map(String::as_str).collect();
+    let progress = Progress::new();
+    let result = numapilot_sim::simulate(&machine, &spec, &names, &seeds, &opts, &mut |f| progress.set(f));
+    progress.finish();
+    report(&result?, &args.output)
 }
 
-fn calibrate(_json: bool) -> anyhow::Result<ExitCode> {
-    bail!("the calibration table is not in numapilot_sim yet")
+/// `numapilot sim calibrate`: the published runtime ratios against the simulated ones.
+fn calibrate(json: bool) -> anyhow::Result<ExitCode> {
+    let progress = Progress::new();
+    let rows = numapilot_sim::calibrate(&numapilot_sim::SimOptions::default(), &mut |f| progress.set(f));
+    progress.finish();
+    let rows = rows?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", table::calibration(&rows));
+    }
+    let out = rows.iter().filter(|r| !r.within()).count();
+    if out > 0 {
+        eprintln!("numapilot: {out} of {} simulated ratios are outside their tolerance", rows.len());
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
@@ -271,16 +324,5 @@ mod tests {
         assert_eq!(err(&["--duration", "0"]), "--duration must be a positive number of seconds, not 0");
         assert_eq!(err(&["--duration=-1"]), "--duration must be a positive number of seconds, not -1");
         assert_eq!(err(&["--seeds", "2"]), "");
-    }
-
-    #[test]
-    fn machines_are_presets_or_files() {
-        let (topo, label) = resolve_machine("autonuma-2s12c-24g").unwrap();
-        assert_eq!((topo.nodes.len(), label.as_str()), (2, "autonuma-2s12c-24g"));
-        let e = format!("{:#}", resolve_machine("nope").unwrap_err());
-        assert!(e.starts_with("unknown machine 'nope'; valid machines: autonuma-2s12c-24g, "), "{e}");
-        assert!(e.ends_with(", or the path of a machine file"), "{e}");
-        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/ring-8n64c.toml");
-        assert_eq!(resolve_machine(file).unwrap().0.nodes.len(), 8);
     }
 }

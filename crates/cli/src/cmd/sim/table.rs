@@ -13,6 +13,7 @@
 //! Convergence is averaged over the seeds that converged; `(k/n)` says when only k of n did.
 
 use numapilot_sim::result::{Comparison, PolicyResult, Stat};
+use numapilot_sim::CalibrationRow;
 
 /// Name of the baseline policy the ratios are taken against.
 pub const BASELINE: &str = "default";
@@ -133,6 +134,63 @@ pub fn render(c: &Comparison) -> String {
     out
 }
 
+/// The calibration table: per machine, test and policy, the published runtime ratio to `default`,
+/// the simulated one, their relative deviation and whether it is within the tolerance.
+///
+/// ```text
+/// machine             test                 policy        published  simulated  deviation  tolerance
+/// autonuma-2s12c-24g  numa01               hard-bind         0.667      0.702       5.3%        15%  ok
+/// ```
+pub fn calibration(rows: &[CalibrationRow]) -> String {
+    let header = ["machine", "test", "policy", "published", "simulated", "deviation", "tolerance", ""];
+    let cells: Vec<[String; 8]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.machine.clone(),
+                r.test.clone(),
+                r.policy.clone(),
+                format!("{:.3}", r.published),
+                format!("{:.3}", r.simulated),
+                format!("{:.1}%", 100.0 * r.deviation()),
+                format!("{:.0}%", 100.0 * r.tolerance),
+                if r.within() { "ok" } else { "OUT" }.to_string(),
+            ]
+        })
+        .collect();
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &cells {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |row: Vec<&str>| {
+        let mut l = String::new();
+        for (i, c) in row.iter().enumerate() {
+            let pad = " ".repeat(width[i].saturating_sub(c.chars().count()));
+            // Names left-aligned, figures right-aligned, the verdict last.
+            if (3..7).contains(&i) {
+                l.push_str(&pad);
+                l.push_str(c);
+            } else {
+                l.push_str(c);
+                l.push_str(&pad);
+            }
+            l.push_str("  ");
+        }
+        l.truncate(l.trim_end().len());
+        l.push('\n');
+        l
+    };
+    let mut out = line(header.to_vec());
+    for row in &cells {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    let within = rows.iter().filter(|r| r.within()).count();
+    out.push_str(&format!("{within} of {} ratios within tolerance\n", rows.len()));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +243,30 @@ mod tests {
         assert!(by_throughput(&c));
         c.policies[1].throughput = None;
         assert!(!by_throughput(&c));
+    }
+
+    #[test]
+    fn calibration_rows_show_ratios_deviation_and_verdict() {
+        let row = |test: &str, policy: &str, published: f64, simulated: f64| CalibrationRow {
+            machine: "autonuma-2s12c-24g".into(),
+            test: test.into(),
+            policy: policy.into(),
+            published,
+            simulated,
+            tolerance: 0.15,
+        };
+        let text = calibration(&[row("numa01", "hard-bind", 0.667, 0.700), row("numa02_SMT", "hard-bind", 0.705, 0.5)]);
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[0], ["machine", "test", "policy", "published", "simulated", "deviation", "tolerance"]);
+        assert_eq!(lines[1], ["autonuma-2s12c-24g", "numa01", "hard-bind", "0.667", "0.700", "4.9%", "15%", "ok"]);
+        assert_eq!(
+            lines[2],
+            ["autonuma-2s12c-24g", "numa02_SMT", "hard-bind", "0.705", "0.500", "29.1%", "15%", "OUT"]
+        );
+        assert_eq!(text.lines().last().unwrap(), "1 of 2 ratios within tolerance");
+        // Figures right-aligned: the deviation column ends at the same offset on every row.
+        let raw: Vec<&str> = text.lines().collect();
+        assert_eq!(raw[1].find("4.9%").unwrap() + 4, raw[2].find("29.1%").unwrap() + 5);
     }
 
     #[test]
