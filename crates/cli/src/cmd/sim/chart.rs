@@ -33,8 +33,11 @@ use plotters::prelude::*;
 /// Pixel size of every chart (SVG user units and PNG pixels).
 pub const SIZE: (u32, u32) = (960, 600);
 
-/// Most legend entries a convergence chart lists (more do not fit its height at 14 px a line).
+/// Most legend entries a convergence chart lists (more do not fit its height at 20 px a line).
 pub const LEGEND_MAX: usize = 16;
+
+/// Width of the legend column on the right of a convergence chart, px.
+const LEGEND_WIDTH: u32 = 150;
 
 /// Where the font is looked for, in order. `fonts-dejavu-core` installs the first.
 pub const FONT_PATHS: [&str; 2] =
@@ -177,17 +180,31 @@ impl Chart for ProcessChart<'_> {
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
         root.fill(&WHITE)?;
         let (t_max, m_max) = self.ranges();
-        let mut builder = ChartBuilder::on(root);
+        // With text: the title across the top, the legend in a column on the right (never over
+        // the lines), the plot in the rest.
+        let (plot, side) = if text {
+            let area = root.titled(&self.title(), (FAMILY, 20))?;
+            let width = area.dim_in_pixel().0;
+            let (plot, side) = area.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
+            (plot, Some(side))
+        } else {
+            (root.clone(), None)
+        };
+        let mut builder = ChartBuilder::on(&plot);
         builder.margin(16);
         if text {
-            builder.caption(self.title(), (FAMILY, 20)).x_label_area_size(44).y_label_area_size(72);
+            builder.x_label_area_size(44).y_label_area_size(72);
         }
         let mut chart = builder.build_cartesian_2d(0.0..t_max, 0.0..m_max)?;
         if text {
+            let x_fmt = axis_format(t_max);
+            let y_fmt = axis_format(m_max);
             chart
                 .configure_mesh()
                 .x_desc("time (s)")
                 .y_desc("memory (MiB)")
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt)
                 .label_style((FAMILY, 14))
                 .axis_desc_style((FAMILY, 15))
                 .light_line_style(RGBColor(235, 235, 235))
@@ -195,37 +212,35 @@ impl Chart for ProcessChart<'_> {
         } else {
             draw_plain_grid(&mut chart, t_max, m_max)?;
         }
-        let in_legend = self.legend_nodes();
-        for (i, node) in self.run.nodes.iter().enumerate() {
-            let colour = node_colour(i);
+        for i in 0..self.run.nodes.len() {
             let points: Vec<(f64, f64)> =
                 self.process.series.iter().map(|p| (p.t_s, p.mem_mib.get(i).copied().unwrap_or(0.0))).collect();
-            let series = chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
-            if text && in_legend.contains(&i) {
-                series
-                    .label(format!("node {node}"))
-                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], colour.filled()));
+            chart.draw_series(LineSeries::new(points, node_colour(i).stroke_width(2)))?;
+        }
+        if let Some(side) = side {
+            let in_legend = self.legend_nodes();
+            let mut y = 40;
+            side.draw(&Text::new("NUMA node", (8, y - 8), (FAMILY, 15)))?;
+            for &i in &in_legend {
+                y += 20;
+                side.draw(&Rectangle::new([(8, y - 5), (24, y + 5)], node_colour(i).filled()))?;
+                side.draw(&Text::new(format!("node {}", self.run.nodes[i]), (30, y - 6), (FAMILY, 14)))?;
             }
-        }
-        let hidden = self.run.nodes.len() - in_legend.len();
-        if text && hidden > 0 {
-            // A legend line without a mark: says how many nodes the legend leaves out.
-            chart
-                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
-                .label(format!("+{hidden} node{} not listed", if hidden == 1 { "" } else { "s" }))
-                .legend(|(x, y)| Rectangle::new([(x, y), (x, y)], WHITE.filled()));
-        }
-        if text {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .label_font((FAMILY, 14))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()?;
+            let hidden = self.run.nodes.len() - in_legend.len();
+            if hidden > 0 {
+                y += 20;
+                let text = format!("+{hidden} node{} not listed", if hidden == 1 { "" } else { "s" });
+                side.draw(&Text::new(text, (8, y - 8), (FAMILY, 13)))?;
+            }
         }
         root.present()
     }
+}
+
+/// Tick label format for an axis running from 0 to `max`: whole numbers from 20 up, one decimal
+/// below.
+fn axis_format(max: f64) -> impl Fn(&f64) -> String {
+    move |v: &f64| if max >= 20.0 { format!("{v:.0}") } else { format!("{v:.1}") }
 }
 
 /// A grid of ten divisions each way and the plot frame, drawn as plain lines: the mesh without
