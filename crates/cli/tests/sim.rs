@@ -339,3 +339,40 @@ fn without_a_font_charts_are_drawn_without_text_and_one_warning_says_so() {
         assert_eq!(decoder.read_info().unwrap().info().width, 960);
     }
 }
+
+#[test]
+fn open_ended_workloads_run_for_the_duration_and_report_throughput() {
+    let args = ["sim", "--machine", "autonuma-2s12c-24g", "--workload", "redis-set", "--policy", "default,interleave"];
+    let o = numapilot(&[&args[..], &["--seed", "1", "--duration", "2", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Comparison = serde_json::from_str(&stdout(&o)).unwrap();
+    for p in &c.policies {
+        assert!(p.throughput.is_some_and(|t| t.mean > 0.0), "{p:?}");
+        // Open-ended: the run lasts the duration (to the epoch).
+        assert!((p.runs[0].runtime_s - 2.0).abs() < 0.05, "{}: {}", p.policy, p.runs[0].runtime_s);
+    }
+    let o = numapilot(&[&args[..], &["--seed", "1", "--duration", "2"]].concat());
+    let header = stdout(&o).lines().nth(1).unwrap().to_string();
+    assert!(header.starts_with("policy") && header.contains("throughput") && !header.contains("runtime"), "{header}");
+}
+
+#[test]
+fn fixed_work_past_the_duration_is_an_error_naming_it() {
+    let o = numapilot(&[
+        "sim",
+        "--machine",
+        "autonuma-2s12c-24g",
+        "--workload",
+        "numa02",
+        "--seeds",
+        "1",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "numapilot: workload numa02 under default: work not finished after 1 simulated s"
+    );
+    assert!(o.stdout.is_empty());
+}

@@ -64,7 +64,7 @@ pub struct RunArgs {
     /// Machine: a preset name (see `numapilot sim list`) or a machine file path.
     #[arg(long, value_name = "M")]
     pub machine: Option<String>,
-    /// Workload name (see `numapilot sim list`).
+    /// Workload: a built-in name (see `numapilot sim list`) or a workload file path (TOML or JSON).
     #[arg(long, value_name = "W")]
     pub workload: Option<String>,
     /// Policies to compare, comma separated, in the order to report them.
