@@ -1204,7 +1204,18 @@ impl Sim {
             .collect();
         let mut an = self.autonuma.take().expect("autonuma run");
         let actions = {
-            let view = View { sim: self, runs: &runs };
+            // Region specs touched this epoch: armed regions of the others cannot fault, and the
+            // model asks about every armed region every epoch.
+            let active: Vec<bool> = self
+                .rspecs
+                .iter()
+                .map(|rs| {
+                    rs.accessors
+                        .iter()
+                        .any(|&(t, ai)| self.trt[t as usize].acc_bytes.get(ai as usize).is_some_and(|&b| b > 0.0))
+                })
+                .collect();
+            let view = View { sim: self, runs: &runs, active: &active };
             an.step(self.now_ns + self.epoch_ns, &view)
         };
         self.hint_faults += actions.faults.len() as u64;
@@ -1308,6 +1319,8 @@ fn llc_map(topo: &Topology) -> (Vec<u32>, usize) {
 struct View<'a> {
     sim: &'a Sim,
     runs: &'a [TaskRun],
+    /// Per region spec: touched by some task this epoch.
+    active: &'a [bool],
 }
 
 impl AutoNumaView for View<'_> {
@@ -1342,6 +1355,9 @@ impl AutoNumaView for View<'_> {
         let Some(p) = self.sim.proc_of_pid(pid) else { return };
         let g = self.sim.kernel.procs[p].first_region + idx;
         let Some(r) = self.sim.kernel.regions.get(g) else { return };
+        if !self.active[r.rspec as usize] {
+            return;
+        }
         for &(t, ai) in &self.sim.rspecs[r.rspec as usize].accessors {
             let tr = &self.sim.trt[t as usize];
             let Some(acc) = tr.accs.get(ai as usize) else { continue };
