@@ -107,3 +107,43 @@ fn vm_mix_runs_on_the_288_core_preset() {
         assert!((resident - guest_mib).abs() < 1.0, "{}: {resident} MiB resident of {guest_mib}", p.name);
     }
 }
+
+/// The animal classes (shared/seeds/004): a rabbit whose node's memory controller also serves a big
+/// VM's guest memory runs slower when that VM is a devil than when it is a sheep: the devil's
+/// streams, from its vCPUs on both nodes, saturate the controller the rabbit's misses need. (With
+/// the default machine parameters one node's own cores cannot saturate its controller, about 1.9
+/// GB/s per streaming thread against 16 GB/s, so the devil needs vCPUs on both nodes to do harm.)
+#[test]
+fn a_devil_neighbour_slows_a_rabbit_more_than_a_sheep_does() {
+    let machine = Machine::preset("autonuma-2s12c-24g").unwrap();
+    let vm = |name: &str, class: vm_mix::Class, vcpus: u32| vm_mix::Vm {
+        name: name.into(),
+        size: "test",
+        class,
+        vcpus,
+        bytes: 2 << 30,
+        start_s: 0.0,
+    };
+    let node0: NodeSet = [0].into_iter().collect();
+    let pair = |neighbour: vm_mix::Class| {
+        let mut rabbit = vm_mix::vm_process(&vm("rabbit", vm_mix::Class::Rabbit, 2));
+        bind(&mut rabbit, &machine, 0);
+        // The neighbour's vCPUs run anywhere, its guest memory is on node 0 (first touched there).
+        let mut other = vm_mix::vm_process(&vm("neighbour", neighbour, 22));
+        other.policy = MemPolicySpec::Bind { nodes: node0.clone() };
+        let spec = Spec {
+            name: "pair".into(),
+            description: String::new(),
+            processes: vec![rabbit, other],
+            duration_s: Some(5.0),
+            pacing: vec![],
+        };
+        throughput(&run(&machine, &spec, "default"), "rabbit")
+    };
+    let beside_sheep = pair(vm_mix::Class::Sheep);
+    let beside_devil = pair(vm_mix::Class::Devil);
+    assert!(
+        beside_devil < beside_sheep * 0.95,
+        "rabbit beside a devil {beside_devil:.3e} ops/s, beside a sheep {beside_sheep:.3e}"
+    );
+}
