@@ -1374,8 +1374,53 @@ impl AutoNumaView for View<'_> {
 }
 
 impl Sim {
-    /// Contention multipliers per resource (controllers, then links), for diagnostics.
-    pub fn debug_mult(&self) -> Vec<f64> {
-        self.mult.clone()
+    /// Checks the bookkeeping invariants: per-node and per-process region counts match the regions,
+    /// no node is over capacity, every range's per-node counts match its regions, every running
+    /// task sits on a CPU it is allowed. For tests and debugging; O(all regions).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let k = &self.kernel;
+        let nn = k.nr_nodes();
+        let mut used = vec![0u64; nn];
+        let mut per_proc = vec![vec![0u64; nn]; k.procs.len()];
+        for r in &k.regions {
+            if r.node != NO_NODE {
+                let i = k.nidx(r.node);
+                used[i] += 1;
+                per_proc[r.proc as usize][i] += 1;
+            }
+        }
+        if used != k.node_used {
+            return Err(format!("node_used {:?} but regions say {used:?}", k.node_used));
+        }
+        if per_proc != k.proc_node {
+            return Err("proc_node does not match the regions".into());
+        }
+        for (i, (&u, &c)) in used.iter().zip(&k.node_capacity).enumerate() {
+            if u > c {
+                return Err(format!("node index {i}: {u} regions over capacity {c}"));
+            }
+        }
+        for (ri, r) in self.ranges.iter().enumerate() {
+            let mut counts = vec![0u32; nn];
+            for reg in &k.regions[r.start..r.end] {
+                if reg.node != NO_NODE {
+                    counts[k.nidx(reg.node)] += 1;
+                }
+            }
+            if counts != r.counts || counts.iter().sum::<u32>() != r.allocated {
+                return Err(format!("range {ri}: counts {:?} but regions say {counts:?}", r.counts));
+            }
+        }
+        for t in &k.tasks {
+            if t.state == TaskState::Running && !t.allowed.contains(t.cpu) {
+                return Err(format!("task {} on CPU {} outside its affinity {}", t.tid, t.cpu, t.allowed));
+            }
+        }
+        Ok(())
+    }
+
+    /// Units of work done by each task so far, in task order.
+    pub fn work_done(&self) -> Vec<f64> {
+        self.trt.iter().map(|t| t.done).collect()
     }
 }
