@@ -838,3 +838,41 @@ impl Named {
         Named { name, description, build }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example in the module documentation parses and resolves.
+    #[test]
+    fn module_doc_example_is_valid() {
+        let text = r#"
+name = "db-and-batch"
+duration_s = 30
+[[processes]]
+name = "db"
+[[processes.regions]]
+name = "pool"
+size = "60%node"
+[[processes.threads]]
+name = "worker"
+count = "node-cpus"
+work = { unit = "queries", bytes_per_unit = 512, compute_ns = 2000 }
+accesses = [{ region = "pool", pattern = "random" }]
+"#;
+        let topo = Topology::preset("ring-8n64c").unwrap();
+        let shape = Shape::of(&topo);
+        let spec = parse_spec(text, Format::Toml, "doc", &topo).unwrap();
+        assert_eq!(spec.processes[0].threads[0].count, shape.node_cpus);
+        assert_eq!(spec.processes[0].regions[0].bytes, (shape.node_bytes as f64 * 0.6) as u64);
+        assert_eq!(spec.processes[0].threads[0].accesses[0].pattern, super::super::Pattern::Random);
+    }
+
+    #[test]
+    fn shape_of_a_machine_with_smt() {
+        let topo = Topology::preset("epyc-2s256c").unwrap();
+        let s = Shape::of(&topo);
+        assert_eq!((s.cpus, s.cores, s.cpu_nodes.len(), s.node_cpus, s.node_cores), (512, 256, 2, 256, 128));
+        assert_eq!(s.mem_bytes, topo.nodes.iter().map(|n| n.mem_total_kb * 1024).sum::<u64>());
+    }
+}

@@ -303,4 +303,14 @@ mod tests {
         let shape = Shape::of(&topo);
         assert!(v.iter().map(|x| x.bytes).sum::<u64>() < shape.mem_bytes);
     }
+
+    #[test]
+    fn scaled_on_the_96_cpu_article_machine() {
+        let topo = Topology::preset("article-4n96").unwrap();
+        let v = vms(&topo);
+        assert_eq!(v.len(), 20);
+        let vcpus = |size: &str| v.iter().find(|x| x.size == size).unwrap().vcpus;
+        assert_eq!((vcpus("huge"), vcpus("large"), vcpus("medium"), vcpus("small")), (24, 5, 3, 1));
+        assert_eq!(v.iter().map(|x| x.vcpus).sum::<u32>(), 82);
+    }
 }
