@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod engine;
+pub mod host;
 pub mod kernel;
 pub mod machine;
 pub mod result;
@@ -10,6 +11,7 @@ pub mod run;
 pub mod workload;
 
 pub use engine::{Baseline, Machine, Sim, SimOptions};
+pub use host::SimHost;
 pub use run::{calibrate, run_one, simulate, CalibrationRow};
 
 /// Errors of the simulator: bad machine parameters, bad workloads, unknown names.

@@ -1,0 +1,492 @@
+//! `SimHost`: the simulated machine behind the policy crate's `Host` trait, so a policy written for
+//! the live kernel runs unchanged against the simulator.
+//!
+//! # Approach
+//!
+//! ```text
+//!   policy ── sample() ──> SimHost ── writes the kernel's files as text ──> observe's parsers ──> Sample
+//!          <── Outcome ── apply() ── SetAffinity / MigratePages / MoveRanges on the kernel model,
+//!                                    with the migration cost charged like the kernel's
+//! ```
+//!
+//! `sample()` renders what the live system would show: `/proc/PID/stat` and `task/TID/stat` lines
+//! (utime, stime in clock ticks of 100 Hz, processor, starttime, num_threads), `numa_maps` (one VMA
+//! per region spec, its policy, `anon=`/`N<node>=` pages), per-node `meminfo`, `/proc/vmstat` NUMA
+//! counters, and when the AutoNUMA model runs, each thread's `sched` file with its NUMA block. The
+//! text goes through the observe crate's own parsers, so a simulated `Sample` has exactly the shape
+//! and semantics of a live one (and a format drift breaks a test here, not a policy later).
+//!
+//! `apply()` acts like the syscalls: `SetAffinity` moves a thread off a CPU it may no longer use at
+//! once (`sched_setaffinity`); `MigratePages` maps the i-th source node to the i-th destination
+//! (cycling, like `migrate_pages(2)`'s relative mapping) up to `max_pages` (whole 2 MiB regions:
+//! the budget is rounded down to regions); `MoveRanges` moves every region overlapping a range.
+//! Each moved region costs its copy time, shared out as stalls over the process's live threads, and
+//! its copy traffic, added to the next epoch's bandwidth use. A reference whose pid is unknown, whose
+//! starttime differs (pid reused) or whose process has exited is `Vanished`.
+//!
+//! # Limits
+//!
+//! No `/proc/stat`, PSI or schedstat (`None`); `numastat` per node is empty; one VMA per region spec.
+
+use std::sync::Arc;
+
+use numapilot_observe::parse::meminfo::parse_node_meminfo;
+use numapilot_observe::parse::numa_maps::parse_numa_maps;
+use numapilot_observe::parse::sched::parse_sched;
+use numapilot_observe::parse::stat::parse_stat;
+use numapilot_observe::parse::vmstat::parse_vmstat;
+use numapilot_observe::{Counters, NodeSample, ProcessSample, PsiSample, Sample, ThreadSample};
+use numapilot_policy::{Action, ActionKind, Host, HostError, Outcome};
+use numapilot_topology::{NodeSet, Topology};
+
+use crate::engine::Sim;
+use crate::kernel::{TaskState, NO_NODE, PAGES_PER_REGION, REGION_BYTES};
+use crate::workload::MemPolicySpec;
+
+/// Clock ticks per second of the simulated `/proc` (USER_HZ).
+pub const CLOCK_TICKS: u64 = 100;
+
+/// The simulated machine as a policy host.
+#[derive(Debug)]
+pub struct SimHost {
+    sim: Sim,
+}
+
+impl SimHost {
+    /// Wraps a built simulation.
+    pub fn new(sim: Sim) -> Self {
+        Self { sim }
+    }
+
+    /// The simulation.
+    pub fn sim(&self) -> &Sim {
+        &self.sim
+    }
+
+    /// The simulation, mutably.
+    pub fn sim_mut(&mut self) -> &mut Sim {
+        &mut self.sim
+    }
+
+    /// Runs epochs until `ns` more simulated time has passed or the run is over; returns false when
+    /// it is over.
+    pub fn advance(&mut self, ns: u64) -> bool {
+        let until = self.sim.now_ns() + ns;
+        while self.sim.now_ns() < until {
+            if !self.sim.step() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The process index of a live task reference, or `None` (vanished).
+    fn resolve(&self, pid: u32, tid: Option<u32>, starttime: u64) -> Option<(usize, Option<usize>)> {
+        let p = self.sim.proc_of_pid(pid)?;
+        let pr = &self.sim.kernel.procs[p];
+        if pr.starttime != starttime || !self.sim.prt[p].started || self.sim.prt[p].finish_ns.is_some() {
+            return None;
+        }
+        match tid {
+            None => Some((p, None)),
+            Some(tid) => {
+                let t = self.sim.task_of_tid(tid)?;
+                let task = &self.sim.kernel.tasks[t];
+                (task.proc as usize == p && task.state == TaskState::Running).then_some((p, Some(t)))
+            }
+        }
+    }
+
+    /// Charges `stall_ns` in total, shared over the live threads of process `p`.
+    fn charge_process(&mut self, p: usize, stall_ns: u64) {
+        let live: Vec<usize> = self.sim.kernel.procs[p]
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&t| self.sim.kernel.tasks[t].state == TaskState::Running)
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let each = stall_ns / live.len() as u64;
+        for t in live {
+            self.sim.kernel.tasks[t].stall_ns += each;
+        }
+    }
+
+    /// Moves the given regions to `to` (kernel id) within a region budget; returns (moved, full).
+    fn move_regions(&mut self, p: usize, regions: &[usize], to: u32, budget: &mut u64) -> (u64, u64) {
+        let (mut moved, mut full, mut stall) = (0, 0, 0);
+        for &g in regions {
+            if *budget == 0 {
+                break;
+            }
+            match self.sim.migrate_region(g, to) {
+                Ok(Some(c)) => {
+                    moved += 1;
+                    stall += c.stall_ns;
+                    *budget -= 1;
+                }
+                Ok(None) => {}
+                Err(_) => full += 1,
+            }
+        }
+        self.charge_process(p, stall);
+        (moved, full)
+    }
+
+    fn stat_line(&self, id: u32, comm: &str, t: TaskLike) -> String {
+        // The 52 fields of proc_pid_stat (fs/proc/array.c, do_task_stat), in order.
+        format!(
+            "{id} ({comm}) {state} 1 {pgrp} {pgrp} 0 -1 4194304 0 0 0 0 {utime} {stime} 0 0 20 0 {threads} 0 {start} {vsize} \
+             {rss} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 {cpu} 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+            state = t.state,
+            pgrp = t.pgrp,
+            utime = t.utime_ns / (1_000_000_000 / CLOCK_TICKS),
+            stime = t.stime_ns / (1_000_000_000 / CLOCK_TICKS),
+            threads = t.threads,
+            start = t.starttime,
+            vsize = t.vsize,
+            rss = t.rss_pages,
+            cpu = t.cpu,
+        )
+    }
+}
+
+/// What a stat line needs of a task or process.
+#[derive(Debug, Clone, Copy)]
+struct TaskLike {
+    state: char,
+    pgrp: u32,
+    utime_ns: u64,
+    stime_ns: u64,
+    threads: u32,
+    starttime: u64,
+    vsize: u64,
+    rss_pages: u64,
+    cpu: u32,
+}
+
+fn policy_string(p: &MemPolicySpec) -> String {
+    match p {
+        MemPolicySpec::Local => "default".into(),
+        MemPolicySpec::Bind { nodes } => format!("bind:{nodes}"),
+        MemPolicySpec::Preferred { node } => format!("prefer:{node}"),
+        MemPolicySpec::PreferredMany { nodes } => format!("prefer (many):{nodes}"),
+        MemPolicySpec::Interleave { nodes } => format!("interleave:{nodes}"),
+        MemPolicySpec::WeightedInterleave { nodes, .. } => format!("weighted interleave:{nodes}"),
+    }
+}
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> HostError {
+    HostError::Unavailable(format!("simulated {what} did not parse: {e}"))
+}
+
+impl Host for SimHost {
+    fn topology(&self) -> &Topology {
+        &self.sim.kernel.topo
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.sim.now_ns()
+    }
+
+    fn sample(&mut self) -> Result<Sample, HostError> {
+        let k = &self.sim.kernel;
+        let node_ids: Vec<u32> = k.topo.nodes.iter().map(|n| n.id).collect();
+        let all_nodes: Arc<NodeSet> = Arc::new(k.topo.node_ids());
+        let an = self.sim.autonuma();
+        let mut processes = Vec::new();
+        for (p, pr) in k.procs.iter().enumerate() {
+            let rt = &self.sim.prt[p];
+            if !rt.started || rt.finish_ns.is_some() {
+                continue;
+            }
+            let live: Vec<usize> =
+                pr.tasks.iter().copied().filter(|&t| k.tasks[t].state == TaskState::Running).collect();
+            if live.is_empty() {
+                continue;
+            }
+            // numa_maps: one VMA per region spec.
+            let mut maps = String::new();
+            let mut rss_pages = 0;
+            for (si, &(s, e)) in pr.regions.iter().enumerate() {
+                let mut per_node = vec![0u64; node_ids.len()];
+                for r in &k.regions[s..e] {
+                    if r.node != NO_NODE {
+                        per_node[k.nidx(r.node)] += PAGES_PER_REGION;
+                    }
+                }
+                let rs = &self.sim.rspecs[rt.rspecs[si]];
+                let mut line = format!("{:x} {}", pr.addrs[si], policy_string(&rs.policy));
+                let pages: u64 = per_node.iter().sum();
+                rss_pages += pages;
+                if pages > 0 {
+                    line.push_str(&format!(" anon={pages} dirty={pages} active=0"));
+                    for (i, &n) in per_node.iter().enumerate() {
+                        if n > 0 {
+                            line.push_str(&format!(" N{}={n}", node_ids[i]));
+                        }
+                    }
+                    line.push_str(" kernelpagesize_kB=4");
+                }
+                maps.push_str(&line);
+                maps.push('\n');
+            }
+            let numa_maps = parse_numa_maps(&maps).map_err(|e| unavailable("numa_maps", e))?;
+            let vsize: u64 = pr.regions.iter().map(|&(s, e)| (e - s) as u64 * REGION_BYTES).sum();
+            let main_cpu = k.tasks[live[0]].cpu;
+            let (ut, st) =
+                pr.tasks.iter().fold((0, 0), |(u, s), &t| (u + k.tasks[t].utime_ns, s + k.tasks[t].stime_ns));
+            let proc_stat = self.stat_line(
+                pr.pid,
+                &pr.comm,
+                TaskLike {
+                    state: 'R',
+                    pgrp: pr.pid,
+                    utime_ns: ut,
+                    stime_ns: st,
+                    threads: live.len() as u32,
+                    starttime: pr.starttime,
+                    vsize,
+                    rss_pages,
+                    cpu: main_cpu,
+                },
+            );
+            let stat = parse_stat(&proc_stat).map_err(|e| unavailable("stat", e))?;
+            let mut threads = Vec::new();
+            for &t in &live {
+                let task = &k.tasks[t];
+                let line = self.stat_line(
+                    task.tid,
+                    &pr.comm,
+                    TaskLike {
+                        state: 'R',
+                        pgrp: pr.pid,
+                        utime_ns: task.utime_ns,
+                        stime_ns: task.stime_ns,
+                        threads: live.len() as u32,
+                        starttime: pr.starttime,
+                        vsize,
+                        rss_pages,
+                        cpu: task.cpu,
+                    },
+                );
+                let tstat = parse_stat(&line).map_err(|e| unavailable("task stat", e))?;
+                let sched = match an {
+                    Some(a) => {
+                        let cur = k.node_of_cpu(task.cpu);
+                        match a.sched_numa_block(task.tid, &node_ids, cur) {
+                            Some(block) => {
+                                let run = task.utime_ns + task.stime_ns;
+                                let text = format!(
+                                    "{} ({}, #threads: {})\n{}\n{:<45}:{:>14}.{:06}\n{:<45}:{:>21}\n{:<45}:{:>21}\n{block}",
+                                    pr.comm,
+                                    task.tid,
+                                    live.len(),
+                                    "-".repeat(67),
+                                    "se.sum_exec_runtime",
+                                    run / 1_000_000,
+                                    run % 1_000_000,
+                                    "se.nr_migrations",
+                                    task.cpu_migrations,
+                                    "clock-delta",
+                                    0
+                                );
+                                Some(Box::new(parse_sched(&text).map_err(|e| unavailable("sched", e))?))
+                            }
+                            None => None,
+                        }
+                    }
+                    None => None,
+                };
+                threads.push(ThreadSample {
+                    tid: task.tid,
+                    stat: tstat,
+                    cpus_allowed: Arc::new(task.allowed.clone()),
+                    mems_allowed: all_nodes.clone(),
+                    voluntary_ctxt_switches: None,
+                    nonvoluntary_ctxt_switches: None,
+                    sched,
+                    schedstat: None,
+                });
+            }
+            let node_usage = numa_maps.usage_by_node();
+            processes.push(ProcessSample {
+                pid: pr.pid,
+                starttime: pr.starttime,
+                comm: pr.comm.clone(),
+                kernel_thread: false,
+                read_ns: self.sim.now_ns(),
+                stat,
+                rss_kb: Some(rss_pages * 4),
+                numa_maps: Some(numa_maps),
+                numa_maps_error: None,
+                node_usage,
+                threads,
+            });
+        }
+        let mut nodes = Vec::new();
+        for (i, n) in k.topo.nodes.iter().enumerate() {
+            let total_kb = n.mem_total_kb;
+            let used_kb = (k.node_used[i] * REGION_BYTES / 1024).min(total_kb);
+            let text = format!(
+                "Node {id} MemTotal: {total_kb:>15} kB\nNode {id} MemFree: {:>16} kB\nNode {id} MemUsed: {used_kb:>16} kB\n",
+                total_kb - used_kb,
+                id = n.id
+            );
+            let (_, meminfo) = parse_node_meminfo(&text).map_err(|e| unavailable("node meminfo", e))?;
+            nodes.push(NodeSample {
+                node: n.id,
+                cpus: n.cpus.clone(),
+                meminfo,
+                numastat: Counters::default(),
+                vmstat: Counters::default(),
+            });
+        }
+        let vm = match an {
+            Some(a) => {
+                let c = a.counters();
+                format!(
+                    "numa_pte_updates {}\nnuma_huge_pte_updates 0\nnuma_hint_faults {}\nnuma_hint_faults_local {}\nnuma_pages_migrated {}\n",
+                    c.numa_pte_updates, c.numa_hint_faults, c.numa_hint_faults_local, c.numa_pages_migrated
+                )
+            }
+            None => String::new(),
+        };
+        let vmstat = parse_vmstat(&format!("{vm}pgmigrate_success {}\n", k.pages_migrated))
+            .map_err(|e| unavailable("vmstat", e))?;
+        let now = self.sim.now_ns();
+        Ok(Sample {
+            monotonic_ns: now,
+            boottime_ns: now,
+            unix_ms: 0,
+            duration_ns: 0,
+            clock_ticks_per_sec: CLOCK_TICKS,
+            page_size: 4096,
+            processes,
+            nodes,
+            cpu: None,
+            vmstat,
+            psi: PsiSample::default(),
+            numa_balancing: Some(k.numa_balancing),
+        })
+    }
+
+    fn apply(&mut self, action: &Action) -> Outcome {
+        let t = &action.target;
+        let Some((p, task)) = self.resolve(t.pid, t.tid, t.starttime) else {
+            return Outcome::Vanished;
+        };
+        let node_ids = self.sim.kernel.topo.node_ids();
+        match &action.kind {
+            ActionKind::SetAffinity { cpus } => {
+                let online = self.sim.kernel.topo.online_cpus();
+                let allowed = cpus.intersection(&online);
+                if allowed.is_empty() {
+                    return Outcome::Refused { message: format!("no online CPU in {cpus} (online: {online})") };
+                }
+                let targets: Vec<usize> = match task {
+                    Some(t) => vec![t],
+                    None => self.sim.kernel.procs[p].tasks.clone(),
+                };
+                let load = crate::kernel::sched::Sched::loads(&self.sim.kernel);
+                for t in targets {
+                    let tk = &mut self.sim.kernel.tasks[t];
+                    tk.allowed = allowed.clone();
+                    if !allowed.contains(tk.cpu) {
+                        let dst = allowed
+                            .iter()
+                            .min_by(|&a, &b| {
+                                load[a as usize]
+                                    .partial_cmp(&load[b as usize])
+                                    .unwrap_or(std::cmp::Ordering::Equal)
+                                    .then(a.cmp(&b))
+                            })
+                            .expect("non-empty");
+                        tk.cpu = dst;
+                        tk.cpu_migrations += 1;
+                    }
+                }
+                Outcome::Applied { pages_moved: 0 }
+            }
+            ActionKind::MigratePages { from, to, max_pages } => {
+                if let Some(bad) = from.iter().chain(to.iter()).find(|&n| !node_ids.contains(n)) {
+                    return Outcome::Refused {
+                        message: format!("node {bad} is not a node of this machine ({node_ids})"),
+                    };
+                }
+                if to.is_empty() || from.is_empty() {
+                    return Outcome::Refused { message: "empty source or destination node set".into() };
+                }
+                let from_v: Vec<u32> = from.iter().collect();
+                let to_v: Vec<u32> = to.iter().collect();
+                let mut budget = max_pages.map_or(u64::MAX, |m| m / PAGES_PER_REGION);
+                let (mut moved, mut full) = (0, 0);
+                let (first, last) = {
+                    let pr = &self.sim.kernel.procs[p];
+                    (pr.first_region, pr.regions.last().map_or(pr.first_region, |r| r.1))
+                };
+                for (i, &src) in from_v.iter().enumerate() {
+                    let dst = to_v[i % to_v.len()];
+                    if src == dst {
+                        continue;
+                    }
+                    let regions: Vec<usize> =
+                        (first..last).filter(|&g| self.sim.kernel.regions[g].node == src).collect();
+                    let (m, f) = self.move_regions(p, &regions, dst, &mut budget);
+                    moved += m;
+                    full += f;
+                }
+                let pages_moved = moved * PAGES_PER_REGION;
+                if full > 0 {
+                    Outcome::Partial { pages_moved, failed: vec![("ENOMEM".into(), full * PAGES_PER_REGION)] }
+                } else {
+                    Outcome::Applied { pages_moved }
+                }
+            }
+            ActionKind::MoveRanges { ranges, to } => {
+                if !node_ids.contains(*to) {
+                    return Outcome::Refused {
+                        message: format!("node {to} is not a node of this machine ({node_ids})"),
+                    };
+                }
+                let mut regions = Vec::new();
+                let mut unmapped_pages = 0u64;
+                for &(addr, len) in ranges {
+                    let mut covered = 0u64;
+                    let pr = &self.sim.kernel.procs[p];
+                    for (si, &(s, e)) in pr.regions.iter().enumerate() {
+                        let base = pr.addrs[si];
+                        let end = base + (e - s) as u64 * REGION_BYTES;
+                        let (lo, hi) = (addr.max(base), (addr + len).min(end));
+                        if lo >= hi {
+                            continue;
+                        }
+                        covered += hi - lo;
+                        let r0 = s + ((lo - base) / REGION_BYTES) as usize;
+                        let r1 = s + (hi - base).div_ceil(REGION_BYTES) as usize;
+                        regions.extend((r0..r1.min(e)).filter(|&g| self.sim.kernel.regions[g].node != NO_NODE));
+                    }
+                    unmapped_pages += (len - covered.min(len)) / 4096;
+                }
+                regions.dedup();
+                let mut budget = u64::MAX;
+                let (moved, full) = self.move_regions(p, &regions, *to, &mut budget);
+                let pages_moved = moved * PAGES_PER_REGION;
+                let mut failed = Vec::new();
+                if full > 0 {
+                    failed.push(("ENOMEM".to_string(), full * PAGES_PER_REGION));
+                }
+                if unmapped_pages > 0 {
+                    failed.push(("EFAULT".to_string(), unmapped_pages));
+                }
+                if failed.is_empty() {
+                    Outcome::Applied { pages_moved }
+                } else {
+                    Outcome::Partial { pages_moved, failed }
+                }
+            }
+        }
+    }
+}
