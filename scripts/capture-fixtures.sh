@@ -3,6 +3,7 @@
 # the same moment, into a fixture directory (layout: notes in the repo's fixtures/README.md).
 #
 # usage: capture-fixtures.sh [-s] [-t TOUCHER] OUTDIR [PID...]
+#        capture-fixtures.sh -r FIXTURE
 #   OUTDIR      fixture directory to create (must not exist yet, or be empty)
 #   PID...      processes whose /proc/PID files (and their threads) are captured, with `numastat -p PID` for each
 #   -s          also start two sample processes, capture them, and stop them again:
@@ -13,6 +14,10 @@
 #                   program, else a shell that renamed itself through /proc/self/comm (busybox, where sleep is an
 #                   applet chosen by argv[0]).
 #   -t TOUCHER  path of the memory-toucher program used by -s
+#   -r FIXTURE  re-run numactl --hardware, numastat, -m and -n on an existing FIXTURE's own node files (frozen, as
+#               below) and rewrite those expected/ files, keeping everything else (pids, process files); only on the
+#               machine and kernel that captured it (checked against cmd.txt), whose page and huge page sizes the
+#               tools also read. For fixtures captured before the tables were frozen.
 #
 # POSIX sh on purpose: it runs on the host (dash/bash) and inside the rig guests (busybox ash).
 # Files that do not exist on a kernel (PSI off, no NUMA balancing, no cache index3) are skipped, never an error; so is a
@@ -21,20 +26,55 @@
 set -eu
 
 usage() {
-	echo "usage: $0 [-s] [-t TOUCHER] OUTDIR [PID...]" >&2
+	echo "usage: $0 [-s] [-t TOUCHER] OUTDIR [PID...] | -r FIXTURE" >&2
 	exit 2
 }
 
 spawn=0
 toucher=""
-while getopts st: opt; do
+refreeze=""
+while getopts st:r: opt; do
 	case $opt in
 	s) spawn=1 ;;
 	t) toucher=$OPTARG ;;
+	r) refreeze=$OPTARG ;;
 	*) usage ;;
 	esac
 done
 shift $((OPTIND - 1))
+
+# frozen DIR CMD...: CMD in a private mount namespace where /sys/devices/system/node is DIR (a captured copy).
+frozen() {
+	_fd=$1
+	shift
+	unshare -m sh -c 'mount --bind "$0" /sys/devices/system/node && exec "$@"' "$_fd" "$@"
+}
+
+if [ -n "$refreeze" ]; then
+	[ $# -eq 0 ] || usage
+	fx=$(cd "$refreeze" && pwd)
+	want=$(sed -n 's/^kernel: //p' "$fx/expected/cmd.txt")
+	if [ "$want" != "$(uname -r)" ]; then
+		echo "capture-fixtures: $refreeze was captured on kernel '$want', this is $(uname -r); not re-running" >&2
+		exit 1
+	fi
+	if ! frozen "$fx/sys/devices/system/node" true; then
+		echo "capture-fixtures: cannot bind-mount in a private mount namespace (unshare -m, mount --bind)" >&2
+		exit 1
+	fi
+	frozen "$fx/sys/devices/system/node" numactl --hardware >"$fx/expected/numactl-hardware.txt" 2>&1
+	frozen "$fx/sys/devices/system/node" numastat >"$fx/expected/numastat.txt" 2>&1
+	frozen "$fx/sys/devices/system/node" numastat -m >"$fx/expected/numastat-m.txt" 2>&1
+	frozen "$fx/sys/devices/system/node" numastat -n >"$fx/expected/numastat-n.txt" 2>&1
+	sed -i '/^system-tables: /,/^  /d' "$fx/expected/cmd.txt"
+	{
+		echo "system-tables: frozen   (numactl --hardware, numastat, -m, -n re-run $(date -u +%Y-%m-%d) by capture-fixtures.sh -r"
+		echo "  with this fixture's sys/devices/system/node bind-mounted over /sys/devices/system/node: the files' figures exactly)"
+	} >>"$fx/expected/cmd.txt"
+	echo "capture-fixtures: re-ran the system tables of $refreeze on its own node files"
+	exit 0
+fi
+
 [ $# -ge 1 ] || usage
 out=$1
 shift
@@ -154,7 +194,30 @@ if [ "$spawn" = 1 ]; then
 	done
 fi
 
-# --- expected outputs of the real tools (taken first, then the files right after) --------------------------------
+# --- sysfs: nodes, then the real tools on exactly these copies ----------------------------------------------------
+
+nd=/sys/devices/system/node
+for n in online possible has_cpu has_memory has_normal_memory; do
+	add "$nd/$n"
+done
+for d in "$nd"/node[0-9]*; do
+	add "$d/cpulist" "$d/cpumap" "$d/meminfo" "$d/numastat" "$d/distance" "$d/vmstat"
+done
+flush
+
+# The node counters move all the time, and running numastat moves them itself (its own page allocations count in
+# numa_hit and MemFree), so "copy, run numastat, copy again" never gives two equal copies. Instead numastat and
+# numactl --hardware run in a private mount namespace where /sys/devices/system/node IS the copy just taken: their
+# figures are the fixture's figures exactly. Without unshare/mount (or the right to use them) they read the live
+# files a moment after the copy, and cmd.txt says so ("system-tables: live").
+frozen_dir=$(cd "$out$nd" && pwd)
+if frozen "$frozen_dir" true 2>/dev/null; then
+	tables=frozen
+	sys() { frozen "$frozen_dir" "$@"; }
+else
+	tables=live
+	sys() { "$@"; }
+fi
 
 {
 	echo "# how the files in expected/ were produced (run by scripts/capture-fixtures.sh)"
@@ -166,23 +229,20 @@ fi
 	echo "numastat-n.txt: numastat -n"
 	echo "numactl-show.txt: numactl --show   (policy of the capturing shell)"
 	echo "numastat-version: $(numastat -V 2>&1 | head -n 1)"
+	if [ "$tables" = frozen ]; then
+		echo "system-tables: frozen   (numactl --hardware, numastat, -m, -n ran with this fixture's sys/devices/system/node"
+		echo "  bind-mounted over /sys/devices/system/node in a private mount namespace: their figures are the files' exactly)"
+	else
+		echo "system-tables: live   (no private mount namespace here: the tools read the live node files a moment after"
+		echo "  they were copied; counters such as numa_hit and MemFree may differ a little)"
+	fi
 } >"$out/expected/cmd.txt"
 
-numactl --hardware >"$out/expected/numactl-hardware.txt" 2>&1
-numastat >"$out/expected/numastat.txt" 2>&1
-numastat -m >"$out/expected/numastat-m.txt" 2>&1
-numastat -n >"$out/expected/numastat-n.txt" 2>&1
+sys numactl --hardware >"$out/expected/numactl-hardware.txt" 2>&1
+sys numastat >"$out/expected/numastat.txt" 2>&1
+sys numastat -m >"$out/expected/numastat-m.txt" 2>&1
+sys numastat -n >"$out/expected/numastat-n.txt" 2>&1
 numactl --show >"$out/expected/numactl-show.txt" 2>&1
-
-# --- sysfs: nodes ------------------------------------------------------------------------------------------------
-
-nd=/sys/devices/system/node
-for n in online possible has_cpu has_memory has_normal_memory; do
-	add "$nd/$n"
-done
-for d in "$nd"/node[0-9]*; do
-	add "$d/cpulist" "$d/cpumap" "$d/meminfo" "$d/numastat" "$d/distance" "$d/vmstat"
-done
 
 # --- sysfs: CPUs -------------------------------------------------------------------------------------------------
 

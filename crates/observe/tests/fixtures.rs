@@ -153,8 +153,15 @@ fn interleaved_toucher_has_pages_on_every_node_and_bound_one_only_on_node_1() {
         for t in &bound.threads {
             assert_eq!(t.mems_allowed(), &with_memory, "{}", fx.display());
         }
-        // Second: rig-toucher under --interleave=all: its 8 MiB of anonymous memory is on every node with memory.
-        let inter = reader.read_process(pids[1]).unwrap().unwrap();
+        // Then (after the toucher NUMA balancing worked on) rig-toucher under --interleave=all: its 8 MiB of
+        // anonymous memory is on every node with memory.
+        let balanced = balanced_pid(&fx);
+        let inter = pids[1..]
+            .iter()
+            .filter(|&&p| Some(p) != balanced)
+            .map(|&p| reader.read_process(p).unwrap().unwrap())
+            .find(|p| p.comm == "rig-toucher")
+            .expect("the interleaved toucher");
         let maps = inter.numa_maps.as_ref().unwrap();
         let big = maps
             .vmas
@@ -165,4 +172,38 @@ fn interleaved_toucher_has_pages_on_every_node_and_bound_one_only_on_node_1() {
         let on: Vec<u32> = big.node_pages().iter().map(|&(n, _)| n).collect();
         assert_eq!(on, mem_nodes, "{}", fx.display());
     }
+}
+
+/// The pid rig/scenarios/capture.sh let the kernel's NUMA balancing work on (`balancing: pid N ...` in cmd.txt).
+fn balanced_pid(fixture: &Path) -> Option<u32> {
+    let cmd = std::fs::read_to_string(fixture.join("expected/cmd.txt")).unwrap();
+    cmd.lines().find_map(|l| l.strip_prefix("balancing: pid ")).map(|r| r.split(' ').next().unwrap().parse().unwrap())
+}
+
+#[test]
+fn numa_balancing_moved_the_pages_after_the_threads() {
+    let mut seen = 0;
+    for fx in fixtures().into_iter().filter(|f| f.file_name().unwrap().to_str().unwrap().starts_with("rig-")) {
+        let pid = balanced_pid(&fx).unwrap_or_else(|| panic!("{}: no balancing pid in cmd.txt", fx.display()));
+        let reader = Reader::with_options(&fx, ReadOptions { sched: SchedMode::IfBalancing, ..ReadOptions::default() });
+        let s = reader.sample_of(Some(&[pid])).unwrap();
+        assert_eq!(s.numa_balancing, Some(1), "{}", fx.display());
+        let p = s.process(pid).unwrap();
+        assert_eq!(p.comm, "rig-toucher");
+        let numa: Vec<_> = p.threads.iter().map(|t| t.sched.as_ref().unwrap().numa.clone().unwrap()).collect();
+        assert_eq!(numa.len(), 2);
+        // Balancing migrated pages, recorded hinting faults and chose a preferred node for some thread: node 1,
+        // where its CPUs are (the threads were moved to node 1's CPUs with their pages on node 0).
+        assert!(numa.iter().all(|n| n.pages_migrated > 0), "{}: {numa:?}", fx.display());
+        assert!(numa.iter().any(|n| n.total_faults > 0), "{}: {numa:?}", fx.display());
+        assert!(numa.iter().any(|n| n.preferred_nid == Some(1)), "{}: {numa:?}", fx.display());
+        assert!(numa.iter().all(|n| n.current_node == 1), "{}: {numa:?}", fx.display());
+        // Every page was touched before the move, on node 0's CPUs under the default (local) policy: anonymous
+        // memory on node 1 got there by migration.
+        let usage = &p.node_usage;
+        let on1 = usage.iter().find(|u| u.node == 1).map_or(0, |u| u.anon_kb);
+        assert!(on1 > 0, "{}: {usage:?}", fx.display());
+        seen += 1;
+    }
+    assert_eq!(seen, 3);
 }

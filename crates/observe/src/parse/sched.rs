@@ -218,28 +218,32 @@ mod tests {
         assert!(s.sum_exec_runtime_ns > 0);
     }
 
+    /// A thread the kernel's NUMA balancing worked on, in the 2-node rig guest (6.12): it first-touched its pages
+    /// on node 0, was moved to node 1's CPUs and kept writing them (rig/scenarios/capture.sh). Copied unchanged
+    /// from fixtures/rig-6.12-2node/proc/187/task/193/sched of that capture.
+    const BALANCED: &str = include_str!("../../tests/data/rig-6.12-2node/sched-balanced");
+
     #[test]
-    fn numa_balancing_values() {
-        // As printed by a 2-node guest with balancing on (format of print_numa_stats()).
-        let text = CAT
-            .replace(
-                "numa_preferred_nid                           :                   -1",
-                "numa_preferred_nid                           :                    1",
-            )
-            .replace("current_node=0, numa_group_id=0", "current_node=1, numa_group_id=4242")
-            .replace(
-                "numa_faults node=0 task_private=0 task_shared=0 group_private=0 group_shared=0",
-                "numa_faults node=0 task_private=3 task_shared=1 group_private=5 group_shared=2\n\
-                 numa_faults node=1 task_private=90 task_shared=7 group_private=120 group_shared=9",
-            );
-        let numa = parse_sched(&text).unwrap().numa.unwrap();
+    fn numa_balancing_values_of_a_real_balanced_thread() {
+        let s = parse_sched(BALANCED).unwrap();
+        let numa = s.numa.clone().unwrap();
         assert_eq!(numa.preferred_nid, Some(1));
-        assert_eq!(numa.group_id, Some(4242));
         assert_eq!(numa.current_node, 1);
+        assert!(numa.pages_migrated > 0, "{numa:?}");
+        assert!(numa.total_faults > 0, "{numa:?}");
+        assert_eq!(numa.scan_seq, Some(2));
+        // The thread joined a NUMA group (the kernel names it after the task that created it: this thread).
+        assert_eq!(numa.group_id, Some(193));
+        assert_eq!(numa.faults.iter().map(|f| f.node).collect::<Vec<_>>(), [0, 1]);
+        // The faults that made node 1 preferred were recorded on node 1, where the pages went.
+        let f1 = numa.faults[1];
+        assert!(f1.task_private > 0 && f1.group_private > 0, "{numa:?}");
         assert_eq!(
-            numa.faults[1],
-            NodeFaults { node: 1, task_private: 90, task_shared: 7, group_private: 120, group_shared: 9 }
+            numa.faults[0],
+            NodeFaults { node: 0, task_private: 0, task_shared: 0, group_private: 0, group_shared: 0 }
         );
+        assert_eq!(f1.task_private + f1.task_shared, numa.total_faults);
+        assert!(s.nr_migrations > 0, "moved to node 1's CPUs: {s:?}");
     }
 
     #[test]
