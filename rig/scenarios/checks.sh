@@ -24,6 +24,20 @@ rig_run topo numapilot topo
 rig_run topo-json numapilot topo --json
 rig_run compat-hw /opt/numapilot/compat/numactl --hardware
 
+# --- system tables: ours read between two reads of Debian's numastat (the numastat symlink, so numastat's own
+# "Token X not in hash table." lines are printed by both) ----------------------------------------------------
+rig_run numapilot-size stat -c %s /usr/local/bin/numapilot
+for t in compat n m; do
+	opt=-$t
+	[ $t = compat ] && opt=""
+	# shellcheck disable=SC2086 # $opt is empty for the compatibility table
+	rig_run "sys-$t-before" numastat $opt
+	# shellcheck disable=SC2086
+	rig_run "sys-$t-ours" /opt/numapilot/compat/numastat $opt
+	# shellcheck disable=SC2086
+	rig_run "sys-$t-after" numastat $opt
+done
+
 # --- a process with memory on every node, and one whose comm has spaces and parentheses ----------------------
 rig_start spread 120 numactl --interleave=all rig-toucher --mb 32 --threads 3
 if [ -n "$RIG_PID" ]; then

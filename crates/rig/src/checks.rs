@@ -68,6 +68,56 @@ pub fn compare_exact(label_a: &str, a: &str, label_b: &str, b: &str) -> Result<(
     }
 }
 
+/// `ours` read between two reads of the reference (`before`, `after`): the same lines with the same words where
+/// they are not numbers, and every number of `ours` inside the range the reference's two reads span, widened by
+/// `tol(row label)` (in the table's unit) for what moves between the processes without moving monotonically (each
+/// command's own page tables, stack and mapped binary).
+pub fn compare_sandwiched(
+    label: &str,
+    before: &str,
+    ours: &str,
+    after: &str,
+    tol: &dyn Fn(&str) -> f64,
+) -> Result<(), String> {
+    let (b, o, a): (Vec<&str>, Vec<&str>, Vec<&str>) =
+        (before.lines().collect(), ours.lines().collect(), after.lines().collect());
+    if o.len() != b.len() || o.len() != a.len() {
+        return Err(format!(
+            "{label}: {} lines vs {} and {}\n{}",
+            o.len(),
+            b.len(),
+            a.len(),
+            diff("reference", before, "ours", ours)
+        ));
+    }
+    for (i, ((lb, lo), la)) in b.iter().zip(&o).zip(&a).enumerate() {
+        let (wb, wo, wa): (Vec<&str>, Vec<&str>, Vec<&str>) =
+            (lb.split_whitespace().collect(), lo.split_whitespace().collect(), la.split_whitespace().collect());
+        if wo.len() != wb.len() || wo.len() != wa.len() || lo.len() != lb.len() {
+            return Err(format!("{label}: line {} differs in shape:\n  reference {lb:?}\n  ours      {lo:?}", i + 1));
+        }
+        let tol = tol(wo.first().copied().unwrap_or(""));
+        for ((xb, xo), xa) in wb.iter().zip(&wo).zip(&wa) {
+            let num =
+                |w: &str| w.bytes().all(|c| c.is_ascii_digit() || c == b'.').then(|| w.parse::<f64>().ok()).flatten();
+            match (num(xb), num(xo), num(xa)) {
+                (Some(vb), Some(vo), Some(va)) => {
+                    let (lo_, hi) = (vb.min(va) - tol, vb.max(va) + tol);
+                    if vo < lo_ || vo > hi {
+                        return Err(format!(
+                            "{label}: line {}: {xo} outside [{xb}, {xa}] +- {tol}:\n  before {lb:?}\n  ours   {lo:?}\n  after  {la:?}",
+                            i + 1
+                        ));
+                    }
+                }
+                _ if xo == xb => {}
+                _ => return Err(format!("{label}: line {}: {xo:?} vs {xb:?}:\n  {lb:?}\n  {lo:?}", i + 1)),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `node N free: X MB` -> (N, X).
 fn free_line(l: &str) -> Option<(&str, i64)> {
     let rest = l.strip_prefix("node ")?;
@@ -295,6 +345,28 @@ mod tests {
         assert_eq!(hw.cpus, BTreeMap::from([(0, vec![0]), (1, vec![])]));
         assert_eq!(hw.distances, vec![vec![10, 20], vec![20, 10]]);
         assert!(parse_hardware("node 0 cpus: a\n").is_err());
+    }
+
+    #[test]
+    fn sandwiched_numbers_must_lie_between_the_two_reads() {
+        let t =
+            |x: &str| format!("                 Node 0 Total\n---------------- ------ -----\nNuma_Hit         {x}\n");
+        let (b, a) = (t("100.00 100.00"), t("102.00 102.00"));
+        let flat = |x: f64| move |_: &str| x;
+        assert!(compare_sandwiched("n", &b, &t("101.00 101.00"), &a, &flat(0.0)).is_ok());
+        assert!(compare_sandwiched("n", &b, &t("100.00 102.00"), &a, &flat(0.0)).is_ok());
+        let e = compare_sandwiched("n", &b, &t("102.50 102.00"), &a, &flat(0.25)).unwrap_err();
+        assert!(e.contains("102.50 outside [100.00, 102.00]"), "{e}");
+        assert!(compare_sandwiched("n", &b, &t("102.50 102.00"), &a, &flat(0.5)).is_ok());
+        assert!(compare_sandwiched("n", &b, &t(" 99.00 101.00"), &a, &flat(0.5)).is_err());
+        // The tolerance is per row.
+        let per_row = |l: &str| if l == "Numa_Hit" { 1.0 } else { 0.0 };
+        assert!(compare_sandwiched("n", &b, &t("102.50 102.00"), &a, &per_row).is_ok());
+        // Words and shape must agree exactly.
+        let other = b.replace("Numa_Hit", "Numa_Hot");
+        assert!(compare_sandwiched("n", &b, &other, &a, &flat(1e9)).unwrap_err().contains("Numa_Hot"));
+        assert!(compare_sandwiched("n", &b, &t("101.0 101.00"), &a, &flat(1e9)).unwrap_err().contains("shape"));
+        assert!(compare_sandwiched("n", &b, &format!("{b}x\n"), &a, &flat(1e9)).unwrap_err().contains("lines"));
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 use numapilot_rig::checks::{
-    check_placement, compare_exact, compare_hardware, parse_hardware, parse_list, parse_numa_maps, ThreadFiles,
+    check_placement, compare_exact, compare_hardware, compare_sandwiched, parse_hardware, parse_list, parse_numa_maps,
+    ThreadFiles,
 };
 use numapilot_rig::{GuestRun, GuestSpec, PciKind, Rig, RigOptions};
 
@@ -20,6 +21,20 @@ const CHECKS: &str = include_str!("../../../rig/scenarios/checks.sh");
 /// in an idle guest; kernel allocations in between (page tables, slab for the new process) are well under that,
 /// and a wrong size or CPU list is never that close by accident since those lines must match exactly.
 const FREE_DRIFT_MB: i64 = 8;
+
+/// How far a figure of ours may lie outside the range of the two numastat reads around it, in pages (the
+/// compatibility table's unit; 4 KiB each). Default 256 pages (1 MiB), from measurements: what moves between the
+/// three commands without moving monotonically is each command's own memory while it reads the files (anonymous
+/// pages, relocated data of the binary, page tables, stack); ours put `Active(anon)` 0.55 MB above both numastat
+/// reads in the 2-node guest (release build) and AnonPages 0.39 MB on the host (debug build). Rows that count file
+/// pages ([`BINARY_ROWS`]) may also hold our whole binary (mapped while ours reads, its touched pages activated;
+/// measured in the 4- and 8-node guests: `Active` 0.53 MB above both reads): its size is added there. Anything
+/// wrong in our arithmetic or row placement (a kB line read as pages, a missed huge page multiplier, another
+/// node's column) is off by far more.
+const SANDWICH_TOL_PAGES: f64 = 256.0;
+
+/// numastat -m rows that count the reading process's own binary pages.
+const BINARY_ROWS: [&str; 5] = ["Mapped", "Active", "Inactive", "Active(file)", "Inactive(file)"];
 
 /// Memory the bound toucher touches (the scenario's `--mb 16`), bytes.
 const BOUND_TOUCH_BYTES: u64 = 16 << 20;
@@ -228,6 +243,23 @@ fn stat_p_equals_numastat_p(run: &GuestRun, spec: &GuestSpec) {
     assert_eq!(ok_text(run, "odd-comm"), "a (b) c\n");
 }
 
+/// `numastat`, `-n` and `-m` through our numastat symlink, each read between two reads of Debian's numastat.
+fn system_tables_lie_between_two_numastat_reads(run: &GuestRun) {
+    let binary_pages: f64 = ok_text(run, "numapilot-size").trim().parse::<f64>().expect("binary size") / 4096.0;
+    for (t, unit_pages) in [("compat", 1.0), ("n", 256.0), ("m", 256.0)] {
+        let ours = run.section(&format!("sys-{t}-ours")).unwrap();
+        assert_eq!(ours.rc, 0, "guest {}: numastat symlink {t}: {}", run.guest, ours.stderr());
+        let (before, after) = (ok_text(run, &format!("sys-{t}-before")), ok_text(run, &format!("sys-{t}-after")));
+        let tol = |row: &str| {
+            let extra = if BINARY_ROWS.contains(&row) { binary_pages } else { 0.0 };
+            (SANDWICH_TOL_PAGES + extra) / unit_pages
+        };
+        if let Err(e) = compare_sandwiched(t, &before, &ours.stdout(), &after, &tol) {
+            panic!("guest {}: {e}", run.guest);
+        }
+    }
+}
+
 fn node1(run: &GuestRun) -> (BTreeSet<u32>, BTreeSet<u32>) {
     let cpus = parse_list(&ok_text(run, "node1-cpulist")).expect("node1 cpulist");
     assert!(!cpus.is_empty(), "guest {}: node 1 must have CPUs for the placement checks", run.guest);
@@ -346,6 +378,12 @@ macro_rules! guest_tests {
             fn stat_p_equals_numastat_p() {
                 if let Some(r) = run() {
                     super::stat_p_equals_numastat_p(r, &$spec());
+                }
+            }
+            #[test]
+            fn system_tables_lie_between_two_numastat_reads() {
+                if let Some(r) = run() {
+                    super::system_tables_lie_between_two_numastat_reads(r);
                 }
             }
             #[test]
