@@ -330,6 +330,19 @@ mod tests {
     }
 
     #[test]
+    fn presets_with_sim_tables_load_them() {
+        let m = crate::Machine::preset("epyc-2s256c").unwrap();
+        assert_eq!(m.params.node_bandwidth_gbs, 450.0);
+        assert_eq!(m.params.smt_gain_compute, MachineParams::default().smt_gain_compute);
+        let m = crate::Machine::preset("numaconnect-288c").unwrap();
+        let model = MachineModel::new(&m.topo, m.params.clone());
+        // Another server is around a microsecond away.
+        let far = model.latency[0].iter().cloned().fold(0.0, f64::max);
+        assert!(far > 900.0 && far < 1500.0, "{far}");
+        assert_eq!(crate::Machine::preset("autonuma-2s12c-24g").unwrap().params, MachineParams::default());
+    }
+
+    #[test]
     fn sim_table_unknown_key_is_refused() {
         let t: toml::Table = toml::from_str("node_bandwidth_gbs = 20.0\nbogus = 1").unwrap();
         let e = MachineParams::from_table(&t, "m.toml").unwrap_err().to_string();
