@@ -317,7 +317,7 @@ impl Chart for OverviewChart<'_> {
                 what,
                 self.comparison.seeds.len()
             );
-            builder.caption(title, (FAMILY, 20)).x_label_area_size(44).y_label_area_size(72);
+            builder.caption(title, (FAMILY, 20)).x_label_area_size(44).y_label_area_size(88);
         }
         let mut chart = builder.build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y_max)?;
         if text {
@@ -326,9 +326,11 @@ impl Chart for OverviewChart<'_> {
                 SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
                 _ => String::new(),
             };
+            let y_fmt = axis_format(y_max);
             chart
                 .configure_mesh()
                 .disable_x_mesh()
+                .y_label_formatter(&y_fmt)
                 .x_labels(bars.len().max(1))
                 .x_label_formatter(&label)
                 .y_desc(what)
@@ -351,9 +353,13 @@ impl Chart for OverviewChart<'_> {
             chart.draw_series(std::iter::once(bar))?;
             if *sd > 0.0 {
                 let (lo, hi) = ((mean - sd).max(0.0), mean + sd);
-                let whisker =
-                    ErrorBar::new_vertical(SegmentValue::CenterOf(i), lo, *mean, hi, BLACK.stroke_width(2), 16);
-                chart.draw_series(std::iter::once(whisker))?;
+                // A whisker with caps, drawn in pixels: mean - sd to mean + sd at the bar's centre.
+                let (x, y_lo) = chart.backend_coord(&(SegmentValue::CenterOf(i), lo));
+                let (_, y_hi) = chart.backend_coord(&(SegmentValue::CenterOf(i), hi));
+                let style = BLACK.stroke_width(2);
+                root.draw(&PathElement::new(vec![(x, y_lo), (x, y_hi)], style))?;
+                root.draw(&PathElement::new(vec![(x - 8, y_lo), (x + 8, y_lo)], style))?;
+                root.draw(&PathElement::new(vec![(x - 8, y_hi), (x + 8, y_hi)], style))?;
             }
         }
         root.present()
@@ -537,6 +543,10 @@ mod tests {
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         let bar = |colour: RGBColor| svg.matches(&format!("fill=\"{}\"", hex(colour))).count();
         assert_eq!((bar(node_colour(0)), bar(node_colour(1))), (1, 1), "{svg}");
+        // A whisker with two caps per bar (both policies have a spread over their two seeds).
+        let whiskers =
+            svg.lines().filter(|l| l.contains("<polyline") && l.contains("stroke=\"#000000\" stroke-width=\"2\""));
+        assert_eq!(whiskers.count(), 2 * 3, "{svg}");
         c.policies.truncate(1);
         let files = OverviewChart { comparison: &c }.write(&dir, false).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
