@@ -311,6 +311,22 @@ mod tests {
     }
 
     #[test]
+    fn progress_is_the_fraction_done_in_tenths_of_a_percent_and_hidden_off_a_terminal() {
+        let p = Progress::new();
+        p.set(0.5);
+        assert_eq!(p.bar.position(), 500);
+        p.set(1.7);
+        assert_eq!(p.bar.position(), Progress::STEPS);
+        p.set(-1.0);
+        assert_eq!(p.bar.position(), 0);
+        if !std::io::stderr().is_terminal() {
+            assert!(p.bar.is_hidden());
+        }
+        p.finish();
+        assert!(p.bar.is_finished());
+    }
+
+    #[test]
     fn bad_seeds_policies_and_durations_are_named() {
         let err = |argv: &[&str]| {
             let a = parse(argv).unwrap();
