@@ -654,8 +654,27 @@ impl Sim {
                 };
                 let nprocs = self.kernel.procs.len();
                 if nprocs >= 2 {
-                    for p in 0..nprocs {
-                        let idx = chunk(p, nprocs);
+                    // Each process gets a contiguous share of the nodes sized by the larger of its
+                    // share of the threads and of the memory (equal processes: equal halves).
+                    let threads: Vec<f64> = self.kernel.procs.iter().map(|p| p.tasks.len() as f64).collect();
+                    let bytes: Vec<f64> = self
+                        .kernel
+                        .procs
+                        .iter()
+                        .map(|p| p.regions.iter().map(|&(s, e)| (e - s) as f64).sum::<f64>())
+                        .collect();
+                    let (tt, tb) = (threads.iter().sum::<f64>().max(1.0), bytes.iter().sum::<f64>().max(1.0));
+                    let w: Vec<f64> = (0..nprocs).map(|p| (threads[p] / tt).max(bytes[p] / tb)).collect();
+                    let wt: f64 = w.iter().sum();
+                    let mut cum = 0.0;
+                    let mut chunks = Vec::new();
+                    for wp in &w {
+                        let a = ((cum / wt * n as f64 + 1e-9).floor() as usize).min(n - 1);
+                        cum += wp;
+                        let b = ((cum / wt * n as f64 + 1e-9).floor() as usize).clamp(a + 1, n);
+                        chunks.push((a..b).collect::<Vec<usize>>());
+                    }
+                    for (p, idx) in chunks.into_iter().enumerate() {
                         let cpus = cpus_of(&idx);
                         let mem = mem_of(&idx);
                         for &t in &self.kernel.procs[p].tasks.clone() {

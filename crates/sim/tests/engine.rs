@@ -280,3 +280,38 @@ fn calibrate_table_has_every_published_ratio() {
     assert!(rows.iter().all(|r| r.within()), "{rows:?}");
     assert!(rows.iter().any(|r| r.test == "numa02_SMT" && r.policy == "hard-bind"));
 }
+
+#[test]
+fn hard_bind_sizes_node_shares_by_process_size() {
+    // On 8 nodes, a 24-thread process and an 8-thread one: 6 nodes and 2 nodes.
+    let m = Machine::preset("ring-8n64c").unwrap();
+    let mut spec = one_process(24, GIB, FirstTouch::Main, Slice::PerThread, None);
+    let mut small = spec.processes[0].clone();
+    small.name = "small".into();
+    small.threads[0].count = 8;
+    small.regions[0].bytes = GIB / 4;
+    spec.processes.push(small);
+    let mut sim = Sim::new(&m, &spec, Baseline::HardBind, 1, &SimOptions::default()).unwrap();
+    sim.step();
+    let nodes_of = |p: usize| -> std::collections::BTreeSet<u32> {
+        sim.kernel.procs[p]
+            .tasks
+            .iter()
+            .flat_map(|&t| sim.kernel.tasks[t].allowed.iter())
+            .map(|c| sim.kernel.node_of_cpu(c))
+            .collect()
+    };
+    assert_eq!(nodes_of(0).len(), 6);
+    assert_eq!(nodes_of(1).len(), 2);
+    assert!(nodes_of(0).is_disjoint(&nodes_of(1)));
+    // Memory bound to the same nodes.
+    for p in 0..2 {
+        let on: std::collections::BTreeSet<u32> = sim.kernel.proc_node[p]
+            .iter()
+            .enumerate()
+            .filter(|(_, &r)| r > 0)
+            .map(|(i, _)| sim.kernel.topo.nodes[i].id)
+            .collect();
+        assert!(on.is_subset(&nodes_of(p)), "process {p}: memory on {on:?}");
+    }
+}
