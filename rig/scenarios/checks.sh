@@ -45,6 +45,7 @@ if [ -n "$RIG_PID" ]; then
 	rig_run spread-numastat numastat -p "$RIG_PID"
 	rig_run spread-stat numapilot stat -p "$RIG_PID"
 	rig_run spread-numastat-again numastat -p "$RIG_PID"
+	rig_run spread-threads numapilot stat --threads -p "$RIG_PID" --interval 300 --json
 	SPREAD=$RIG_PID
 fi
 sh -c 'printf "a (b) c" >/proc/self/comm; sleep 3600; :' &

@@ -9,9 +9,11 @@
 //! - [`parse`]: one pure `parse_x(&str) -> Result<X, ParseError>` per kernel file; each module's essay
 //!   names the kernel source that writes the file, the versions checked, the units and the quirks.
 //! - [`Reader`]: reads one process, one thread, the nodes, the system counters, or everything at
-//!   once ([`Reader::sample`]). A process or thread that exits while being read is skipped.
+//!   once ([`Reader::sample`], or [`Reader::sample_of`] for chosen processes). A process or thread that
+//!   exits while being read is skipped.
 //! - [`Sample`]: what one observation saw, stored raw (serializable, so a run can be recorded and
-//!   replayed). [`rate`] derives per-thread CPU rates from two samples.
+//!   replayed). [`rate`] derives per-thread CPU rates and run delays from two samples; `numapilot stat
+//!   --threads` shows them with the rest of a sample.
 //!
 //! Units are kept as the kernel gives them and named in every field: ticks (USER_HZ), pages, kB, ns.
 

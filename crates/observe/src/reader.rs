@@ -2,7 +2,7 @@
 //! directory in tests) and hands the text to the pure parsers.
 //!
 //! ```text
-//!   Reader::sample()
+//!   Reader::sample()  (Reader::sample_of(pids): the same for the given processes only)
 //!     ├─ /proc/stat, /proc/vmstat, /proc/pressure/*, /proc/sys/kernel/numa_balancing
 //!     ├─ /sys/devices/system/node/nodeN/{cpulist,meminfo,numastat,vmstat}   for each nodeN directory
 //!     └─ for each /proc/PID (W worker threads pull pids from one shared counter)
@@ -12,7 +12,8 @@
 //!          ├─ task/                      the thread ids
 //!          └─ per thread: task/TID/stat, schedstat,
 //!                         status         leader only (others: sched_getaffinity), see ReadOptions
-//!                         sched          only while NUMA balancing is on, see SchedMode
+//!                         sched          only while NUMA balancing is on (numa_balancing is read once
+//!                                        per sample and passed down), see SchedMode
 //! ```
 //!
 //! Processes come and go during every scan. A pid or tid whose files vanish mid-read (ENOENT, ESRCH;
@@ -27,6 +28,10 @@
 //! reads single-record files with one `read` into a buffer reused for every file, parses bytes in place
 //! without allocating, and shares equal strings and sets; only the values kept in the [`Sample`]
 //! allocate. Peak memory of a fresh process doing one such observation: about 15 MB.
+//! What that measurement leaves out: the host runs with `numa_balancing` 0, so no `sched` file was read
+//! (with balancing on, one more file of about 1.8 kB per thread: see [`SchedMode`]); and threads other
+//! than the leader took their CPU affinity from `sched_getaffinity(2)` instead of their status file (see
+//! [`ReadOptions::thread_status`]).
 //!
 //! Limits: `clock_ticks_per_sec` and `page_size` come from `sysconf` of the running system even when
 //! `root` points at a fixture (every fixture so far is x86-64: 100 and 4096).

@@ -260,6 +260,42 @@ fn system_tables_lie_between_two_numastat_reads(run: &GuestRun) {
     }
 }
 
+/// `numapilot stat --threads` on the interleaved toucher: its anonymous memory per node equals what numa_maps (read
+/// just before, the memory holding still) says, under the interleave policy, and its three threads have rates.
+fn stat_threads_sees_the_interleaved_toucher(run: &GuestRun, spec: &GuestSpec) {
+    started(run, "spread");
+    let j: serde_json::Value = serde_json::from_str(&ok_text(run, "spread-threads")).expect("stat --threads --json");
+    assert_eq!(j["samples"].as_array().map(Vec::len), Some(2), "guest {}: two samples", run.guest);
+    let p = &j["derived"]["processes"][0];
+    assert_eq!(p["comm"], "rig-toucher");
+    let maps = parse_numa_maps(&ok_text(run, "spread-numa-maps")).unwrap();
+    let want = numapilot_rig::checks::bytes_by_node(&maps, |v| !v.file);
+    let mut got = BTreeMap::new();
+    for u in p["memory"].as_array().unwrap() {
+        let kb: u64 = ["anon_kb", "heap_kb", "stack_kb"].iter().map(|k| u[*k].as_u64().unwrap()).sum();
+        if kb > 0 {
+            got.insert(u["node"].as_u64().unwrap() as u32, kb * 1024);
+        }
+    }
+    assert_eq!(got, want, "guest {}: anonymous memory per node, ours vs numa_maps", run.guest);
+    assert_eq!(got.len(), spec.nodes.len(), "guest {}: interleaved over every node", run.guest);
+    let all = format!("interleave:0-{}", spec.nodes.len() - 1);
+    assert!(p["policies"].as_array().unwrap().iter().any(|u| u["policy"] == all.as_str()), "guest {}: {p}", run.guest);
+    let threads = p["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 3, "guest {}", run.guest);
+    for t in threads {
+        assert!(t["cpu_percent"].as_f64().is_some_and(|c| c >= 0.0), "guest {}: {t}", run.guest);
+        assert!(t["last_node"].as_u64().is_some(), "guest {}: {t}", run.guest);
+    }
+    let nodes = j["derived"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), spec.nodes.len());
+    for n in nodes {
+        assert!(n["vmstat"]["numa_interleave"].as_u64().is_some(), "guest {}: {n}", run.guest);
+        // Busy % over the interval for nodes with CPUs; none for a memory-only node.
+        assert_eq!(n["busy_percent"].is_number(), n["cpus"] != "", "guest {}: {n}", run.guest);
+    }
+}
+
 fn node1(run: &GuestRun) -> (BTreeSet<u32>, BTreeSet<u32>) {
     let cpus = parse_list(&ok_text(run, "node1-cpulist")).expect("node1 cpulist");
     assert!(!cpus.is_empty(), "guest {}: node 1 must have CPUs for the placement checks", run.guest);
@@ -384,6 +420,12 @@ macro_rules! guest_tests {
             fn system_tables_lie_between_two_numastat_reads() {
                 if let Some(r) = run() {
                     super::system_tables_lie_between_two_numastat_reads(r);
+                }
+            }
+            #[test]
+            fn stat_threads_sees_the_interleaved_toucher() {
+                if let Some(r) = run() {
+                    super::stat_threads_sees_the_interleaved_toucher(r, &$spec());
                 }
             }
             #[test]

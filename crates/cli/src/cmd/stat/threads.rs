@@ -6,7 +6,7 @@
 //!        \                                      /
 //!         thread_cpu_rates(a, b): CPU %, run delay ms/s     node busy % = Δbusy / Δtotal ticks (/proc/stat)
 //!
-//!   PID 812 (rig-toucher)  3 threads  RSS 8.4 MiB
+//!   PID 812 (rig-toucher)  threads: 3  RSS 8.4 MiB
 //!     memory (MiB)        node 0    node 1     total        numa_maps, by kind, kernelpagesize_kB honoured
 //!     heap                  0.00      0.13      0.13
 //!     ...
