@@ -850,6 +850,31 @@ impl Sim {
             }
             self.rspecs[rs].grown = target;
         }
+        // The chart's first point: placement at start, local share expected from it.
+        let pct = self.expected_local_pct(p);
+        let mem_mib = self.kernel.proc_node[p].iter().map(|&r| (r * REGION_BYTES) as f64 / (1 << 20) as f64).collect();
+        self.prt[p].series.push(SeriesPoint { t_s: self.now_ns as f64 / 1e9, mem_mib, local_pct: pct });
+    }
+
+    /// Share of process `p`'s accesses that would be local given where its threads and memory are
+    /// now (access weights over the regions of each access's range), %.
+    fn expected_local_pct(&self, p: usize) -> f64 {
+        let (mut local, mut total) = (0.0, 0.0);
+        for &t in &self.kernel.procs[p].tasks {
+            let cnode = self.kernel.nidx(self.kernel.node_of_cpu(self.kernel.tasks[t].cpu));
+            for a in &self.trt[t].accs {
+                let r = &self.ranges[a.range as usize];
+                if r.allocated > 0 {
+                    local += a.weight * r.counts[cnode] as f64 / r.allocated as f64;
+                    total += a.weight;
+                }
+            }
+        }
+        if total > 0.0 {
+            100.0 * local / total
+        } else {
+            0.0
+        }
     }
 
     /// Advances one epoch. Returns false when the run is over (all fixed work done, or the
@@ -1120,11 +1145,15 @@ impl Sim {
                 self.mult[r] = (self.mult[r] * ratio).max(1.0);
             }
         }
-        // Apply progress.
+        // Noise, then the closed loops again so paced groups stay exactly in step.
         let noise = self.opts.noise;
+        for u in units.iter_mut() {
+            *u *= 1.0 + noise * (2.0 * self.rng.unit() - 1.0);
+        }
+        self.apply_pacing(&preps.iter().map(|p| p.task).collect::<Vec<_>>(), &mut units);
+        // Apply progress.
         for (i, p) in preps.iter().enumerate() {
-            let jitter = 1.0 + noise * (2.0 * self.rng.unit() - 1.0);
-            let mut u = units[i] * jitter;
+            let mut u = units[i];
             let t = p.task;
             let run_total = share[t] * epoch;
             let stall = (run_total - p.run_ns).max(0.0);

@@ -315,3 +315,52 @@ fn hard_bind_sizes_node_shares_by_process_size() {
         assert!(on.is_subset(&nodes_of(p)), "process {p}: memory on {on:?}");
     }
 }
+
+#[test]
+fn growing_memory_is_allocated_over_time() {
+    let mut spec = one_process(1, GIB, FirstTouch::Main, Slice::Whole, Some("0"));
+    spec.processes[0].regions[0].grow =
+        Some(numapilot_sim::workload::Growth { initial_bytes: 128 << 20, bytes_per_s: (256 << 20) as f64 });
+    spec.processes[0].threads[0].work.total = None;
+    spec.duration_s = Some(2.0);
+    let mut sim = Sim::new(&machine(), &spec, Baseline::Default, 1, &SimOptions::default()).unwrap();
+    sim.step();
+    assert_eq!(sim.kernel.proc_node[0].iter().sum::<u64>(), 64, "128 MiB at start");
+    while sim.step() {}
+    // 128 MiB + 2 s x 256 MiB/s = 640 MiB = 320 regions (the last epoch starts at 1.99 s).
+    let regions = sim.kernel.proc_node[0].iter().sum::<u64>();
+    assert!((318..=320).contains(&regions), "{regions}");
+    sim.check_invariants().unwrap();
+}
+
+#[test]
+fn paced_groups_progress_together_and_series_start_at_placement() {
+    // A slow server (compute-heavy) and fast clients in a closed loop: the clients go at the
+    // server's pace.
+    let mut spec = one_process(1, 64 << 20, FirstTouch::Main, Slice::Whole, None);
+    spec.duration_s = Some(1.0);
+    let p = &mut spec.processes[0];
+    p.name = "srv".into();
+    p.threads[0].name = "server".into();
+    p.threads[0].work =
+        Work { total: None, unit: "requests".into(), bytes_per_unit: 400.0, compute_ns: 10_000.0, duty: 1.0 };
+    let mut clients = p.threads[0].clone();
+    clients.name = "clients".into();
+    clients.count = 4;
+    clients.work.compute_ns = 1_000.0;
+    p.threads.push(clients);
+    spec.pacing = vec![numapilot_sim::workload::Pace { a: "srv/server".into(), b: "srv/clients".into(), ratio: 1.0 }];
+    spec.validate().unwrap();
+    let mut sim = Sim::new(&machine(), &spec, Baseline::Default, 1, &SimOptions::default()).unwrap();
+    while sim.step() {}
+    let done = sim.work_done();
+    let clients: f64 = done[1..].iter().sum();
+    assert!((done[0] - clients).abs() / done[0] < 1e-6, "server {} vs clients {clients}", done[0]);
+    // The server alone would do ~1e9 / 10 us = 100k requests in a second; the clients 4x 1M.
+    assert!(done[0] > 80_000.0 && done[0] < 101_000.0, "{}", done[0]);
+    let r = run_one(&machine(), &spec, "default", 1, &SimOptions::default(), &mut |_| {}).unwrap();
+    let s = &r.processes[0].series;
+    assert_eq!(s[0].t_s, 0.0);
+    assert_eq!(s[0].mem_mib.iter().sum::<f64>(), 64.0);
+    assert!(r.throughput.unwrap() > 0.0);
+}
