@@ -1,4 +1,4 @@
-//! Prints the bind-ratio calibration table (published vs simulated) and how long it took.
+//! Prints the calibration table (published vs simulated ratios) and how long it took.
 
 fn main() {
     let t0 = std::time::Instant::now();

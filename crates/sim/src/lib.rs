@@ -63,7 +63,9 @@
 //! 121 s, so the description over-counts its work; the ratios do not depend on it. The calibration
 //! runs use a tenth of the passes (`run::CALIBRATION_SCALE`): the ratios are steady-state figures and
 //! a test checks they do not move with the scale. `calibrate()` prints the table; the tests in
-//! `tests/engine.rs` check each ratio. Other presets carry their own `[sim]` tables (sources in their
+//! `tests/engine.rs` check each ratio. `calibrate()` also reports the AutoNUMA model's
+//! autonuma/default ratios on `autonuma-2s12c-16g` (full-size runs; checked in
+//! `tests/autonuma_calibration.rs`). Other presets carry their own `[sim]` tables (sources in their
 //! machine files) or use these defaults.
 
 #![deny(missing_docs)]
@@ -78,7 +80,7 @@ pub mod workload;
 
 pub use engine::{Baseline, Machine, Sim, SimOptions};
 pub use host::SimHost;
-pub use run::{calibrate, run_one, simulate, CalibrationRow};
+pub use run::{calibrate, calibrate_bind, run_one, simulate, CalibrationRow};
 
 /// Errors of the simulator: bad machine parameters, bad workloads, unknown names.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -3,7 +3,7 @@
 
 use numapilot_sim::engine::{Baseline, Machine, Sim, SimOptions};
 use numapilot_sim::kernel::{TaskState, NO_NODE};
-use numapilot_sim::run::{calibrate, run_one, BIND_TOLERANCE, CALIBRATION_SCALE, PUBLISHED_24G};
+use numapilot_sim::run::{run_one, BIND_TOLERANCE, CALIBRATION_SCALE, PUBLISHED_24G};
 use numapilot_sim::workload::{
     autonuma_bench, Access, FirstTouch, MemPolicySpec, Pattern, ProcessSpec, RegionSpec, Slice, Spec, ThreadGroup, Work,
 };
@@ -275,7 +275,7 @@ fn bind_ratios_do_not_depend_on_the_work_scale() {
 
 #[test]
 fn calibrate_table_has_every_published_ratio() {
-    let rows = calibrate(&SimOptions::default(), &mut |_| {}).unwrap();
+    let rows = numapilot_sim::run::calibrate_bind(&SimOptions::default(), &mut |_| {}).unwrap();
     assert_eq!(rows.len(), 6);
     assert!(rows.iter().all(|r| r.within()), "{rows:?}");
     assert!(rows.iter().any(|r| r.test == "numa02_SMT" && r.policy == "hard-bind"));
