@@ -222,13 +222,16 @@ pub(crate) mod tests {
     #[test]
     fn reads_a_captured_status_file() {
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18");
-        let status = fixture.join("proc/9311/status");
+        // The first captured pid, as the capture script recorded it (a recapture changes the pids).
+        let notes = fs::read_to_string(fixture.join("expected/cmd.txt")).unwrap();
+        let pid = notes.lines().find_map(|l| l.strip_prefix("pids: ")?.split_whitespace().next()).unwrap();
+        let status = fixture.join(format!("proc/{pid}/status"));
         let v = SystemView::read(&fixture, &status).unwrap();
         let text = fs::read_to_string(&status).unwrap();
         assert!(text.contains(&format!("Mems_allowed_list:\t{}\n", v.mems_allowed.to_list())), "{text}");
         assert!(text.contains(&format!("Cpus_allowed_list:\t{}\n", v.cpus_allowed.to_list())), "{text}");
         assert_eq!(v.topo, Topology::from_sysfs(&fixture).unwrap());
-        let cut = fixture.join("proc/9311/nonexistent");
+        let cut = fixture.join(format!("proc/{pid}/nonexistent"));
         let e = format!("{:#}", SystemView::read(&fixture, &cut).unwrap_err());
         assert!(e.contains("nonexistent"), "{e}");
     }
