@@ -209,6 +209,8 @@ pub(crate) struct RSpecRt {
     pub(crate) start: usize,
     /// Regions when fully grown.
     pub(crate) len: usize,
+    /// Size as the workload gave it, bytes (a spec smaller than one region has no huge page).
+    pub(crate) bytes: u64,
     /// Regions allocated so far from the start (growth allocates in order).
     pub(crate) grown: usize,
     pub(crate) policy: MemPolicySpec,
@@ -406,6 +408,7 @@ impl Sim {
                         proc: pi,
                         start,
                         len: n,
+                        bytes: r.bytes,
                         grown: 0,
                         policy,
                         explicit,
@@ -758,6 +761,62 @@ impl Sim {
         rs.policy.clone()
     }
 
+    /// Per-node shares (dense node index) of the accesses to range `r` when its memory is
+    /// interleaved page by page inside one region, `None` when the region granule says where it is.
+    ///
+    /// A buffer smaller than one region (2 MiB) gets no transparent huge page: the kernel
+    /// interleaves its 4 KiB pages one by one (mm/mempolicy.c, interleave index from the page
+    /// offset), so a 1.6 MiB buffer interleaved over two nodes is half on each. Placing the whole
+    /// granule on one node instead made `interleave` look local for small shared buffers (redis:
+    /// 95.7% local, 1.28x the default's throughput on autonuma-2s12c-24g). Larger buffers are
+    /// interleaved per region (one huge page each), which the counts already say.
+    fn page_interleave(&self, r: &Range) -> Option<Vec<f64>> {
+        let rs = &self.rspecs[self.kernel.regions.get(r.start)?.rspec as usize];
+        if rs.bytes >= REGION_BYTES || r.allocated == 0 || !rs.slice_policy.is_empty() {
+            return None;
+        }
+        let nn = self.kernel.nr_nodes();
+        let mut w = vec![0.0; nn];
+        match &rs.policy {
+            MemPolicySpec::Interleave { nodes } => {
+                for n in nodes.iter() {
+                    if let Some(i) = self.kernel.topo.node_idx(n) {
+                        w[i] = 1.0;
+                    }
+                }
+            }
+            MemPolicySpec::WeightedInterleave { nodes, weights } => {
+                for (n, &wt) in nodes.iter().zip(weights.iter()) {
+                    if let Some(i) = self.kernel.topo.node_idx(n) {
+                        w[i] = wt as f64;
+                    }
+                }
+            }
+            _ => return None,
+        }
+        // Only nodes with memory (and room for the pages at all) take interleaved pages.
+        for (i, x) in w.iter_mut().enumerate() {
+            if self.kernel.node_capacity[i] == 0 {
+                *x = 0.0;
+            }
+        }
+        let sum: f64 = w.iter().sum();
+        if sum <= 0.0 {
+            return None;
+        }
+        w.iter_mut().for_each(|x| *x /= sum);
+        Some(w)
+    }
+
+    /// Share of range `r`'s accesses that land on dense node `n`.
+    fn range_share(&self, r: &Range, n: usize) -> f64 {
+        match self.page_interleave(r) {
+            Some(w) => w[n],
+            None if r.allocated > 0 => r.counts[n] as f64 / r.allocated as f64,
+            None => 0.0,
+        }
+    }
+
     /// Updates range counts after region `g` went from `from` to `to` (kernel ids).
     fn note_move(&mut self, g: usize, from: u32, to: u32) {
         let rs = self.kernel.regions[g].rspec as usize;
@@ -869,7 +928,7 @@ impl Sim {
             for a in &self.trt[t].accs {
                 let r = &self.ranges[a.range as usize];
                 if r.allocated > 0 {
-                    local += a.weight * r.counts[cnode] as f64 / r.allocated as f64;
+                    local += a.weight * self.range_share(r, cnode);
                     total += a.weight;
                 }
             }
@@ -1089,11 +1148,15 @@ impl Sim {
                     continue;
                 }
                 let inv = 1.0 / r.allocated as f64;
-                for (n, &c) in r.counts.iter().enumerate() {
-                    if c == 0 {
+                let shares: Vec<f64> = match self.page_interleave(r) {
+                    Some(w) => w,
+                    None => r.counts.iter().map(|&c| c as f64 * inv).collect(),
+                };
+                for (n, &sh) in shares.iter().enumerate() {
+                    if sh <= 0.0 {
                         continue;
                     }
-                    let frac = c as f64 * inv * miss;
+                    let frac = sh * miss;
                     match nodes.iter_mut().find(|x| x.0 == n) {
                         Some(x) => {
                             x.1 += frac / mlp;
