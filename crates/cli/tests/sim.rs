@@ -61,6 +61,7 @@ fn comparison() -> Comparison {
             nodes: vec![0, 1, 4],
             runtime_s,
             throughput: None,
+            throughput_unit: None,
             local_access_pct: 60.0,
             pages_migrated: if policy == "autonuma" { 262_144 } else { 0 },
             converge_s: None,
@@ -69,6 +70,7 @@ fn comparison() -> Comparison {
                 name: "worker".into(),
                 finish_s: Some(runtime_s),
                 throughput: None,
+                unit: None,
                 converge_s: None,
                 series,
             }],
@@ -90,6 +92,7 @@ fn comparison() -> Comparison {
         machine: "ring-8n64c".into(),
         workload: "hand-made".into(),
         seeds: vec![7],
+        throughput_unit: None,
         policies: vec![policy("default", 10.0), policy("autonuma", 8.0)],
     }
 }
@@ -354,6 +357,40 @@ fn open_ended_workloads_run_for_the_duration_and_report_throughput() {
     let o = numapilot(&[&args[..], &["--seed", "1", "--duration", "2"]].concat());
     let header = stdout(&o).lines().nth(1).unwrap().to_string();
     assert!(header.starts_with("policy") && header.contains("throughput") && !header.contains("runtime"), "{header}");
+    assert!(header.contains("(requests/s)"), "{header}");
+}
+
+#[test]
+fn redis_throughput_is_the_servers_requests_not_both_sides() {
+    let args = ["sim", "--machine", "autonuma-2s12c-24g", "--workload", "redis-get", "--policy", "default"];
+    let o = numapilot(&[&args[..], &["--seed", "1", "--duration", "1", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Comparison = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(c.throughput_unit.as_deref(), Some("requests/s"));
+    let run = &c.policies[0].runs[0];
+    let server = run.processes.iter().find(|p| p.name == "redis-server").unwrap();
+    let clients = run.processes.iter().find(|p| p.name == "redis-benchmark").unwrap();
+    // Paced 1:1, both sides count every request; the figure is the server's alone.
+    assert_eq!(run.throughput, server.throughput);
+    assert!((clients.throughput.unwrap() / server.throughput.unwrap() - 1.0).abs() < 1e-6);
+    assert_eq!(server.unit.as_deref(), Some("requests/s"));
+}
+
+#[test]
+fn a_mix_of_units_gets_no_single_figure_but_one_per_process() {
+    let args = ["sim", "--machine", "autonuma-2s12c-24g", "--workload", "process-mix", "--policy", "default"];
+    let o = numapilot(&[&args[..], &["--seed", "1", "--duration", "1", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Comparison = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(c.policies[0].throughput.is_none() && c.throughput_unit.is_none(), "{:?}", c.policies[0].throughput);
+    let units: Vec<&str> = c.policies[0].runs[0].processes.iter().filter_map(|p| p.unit.as_deref()).collect();
+    assert!(units.len() >= 3 && units.iter().any(|u| *u != units[0]), "{units:?}");
+    let o = numapilot(&[&args[..], &["--seed", "1", "--duration", "1"]].concat());
+    let text = stdout(&o);
+    assert!(text.contains("throughput per process"), "{text}");
+    for u in units {
+        assert!(text.contains(u), "{u} missing from\n{text}");
+    }
 }
 
 #[test]

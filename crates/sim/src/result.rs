@@ -36,6 +36,10 @@ pub struct ProcessSeries {
     /// Work done per simulated second over the run, in the workload's unit (e.g. requests/s), for
     /// open-ended workloads; `None` for fixed-work ones.
     pub throughput: Option<f64>,
+    /// Unit of `throughput` (`requests/s`): the process's work unit per second; `None` for
+    /// fixed-work processes or thread groups counting different units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
     /// First time at which 90% of this process's accesses were local (and stayed so for the rest of
     /// the run), s; `None` if never.
     pub converge_s: Option<f64>,
@@ -53,8 +57,13 @@ pub struct RunResult {
     /// Simulated time until all fixed work finished (or the simulated duration for open-ended
     /// workloads), s.
     pub runtime_s: f64,
-    /// Sum of the processes' throughputs, for open-ended workloads.
+    /// The workload's throughput figure, for open-ended workloads: the sum over the processes its
+    /// spec names (`Spec::throughput_of`), all of one unit. `None` for fixed work, or when the
+    /// processes count different units (then each `ProcessSeries::throughput` is the figure).
     pub throughput: Option<f64>,
+    /// Unit of `throughput` (`requests/s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_unit: Option<String>,
     /// Share of all memory accesses of the run that were node-local, %.
     pub local_access_pct: f64,
     /// Base pages migrated (by the kernel model and by policy actions).
@@ -122,6 +131,9 @@ pub struct Comparison {
     pub workload: String,
     /// Seeds used, the same for every policy.
     pub seeds: Vec<u64>,
+    /// Unit of the policies' throughput figure (`requests/s`), when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_unit: Option<String>,
     /// Per policy, in the order asked for.
     pub policies: Vec<PolicyResult>,
 }

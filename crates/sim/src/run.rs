@@ -76,16 +76,22 @@ fn result_of(sim: &Sim, seed: u64) -> RunResult {
     let mut runtime_s: f64 = 0.0;
     let mut throughput_sum = 0.0;
     let mut any_open = false;
+    // Validated when the run was built; an error here would mean no single figure.
+    let carriers = sim.spec.throughput_of().ok().flatten();
     for (pr, pid) in sim.proc_results() {
+        let carries = carriers.as_ref().is_some_and(|c| c.processes.contains(&pr.spec));
+        let unit = crate::workload::Spec::process_unit(&sim.spec.processes[pr.spec]).map(|u| format!("{u}/s"));
         let finish_s = pr.finish_ns.map(|f| f as f64 / 1e9);
         if let Some(f) = finish_s {
             runtime_s = runtime_s.max(f);
         }
         let throughput = if pr.open_ended {
-            any_open = true;
             let span = (end_s - pr.start_ns as f64 / 1e9).max(1e-9);
             let tp = pr.units / span;
-            throughput_sum += tp;
+            if carries {
+                any_open = true;
+                throughput_sum += tp;
+            }
             Some(tp)
         } else {
             None
@@ -94,12 +100,13 @@ fn result_of(sim: &Sim, seed: u64) -> RunResult {
             pid,
             name: pr.name.clone(),
             finish_s,
+            unit: throughput.and(unit),
             throughput,
             converge_s: converge_time(&pr.series),
             series: pr.series.clone(),
         });
     }
-    if any_open || runtime_s == 0.0 {
+    if processes.iter().any(|p| p.throughput.is_some()) || runtime_s == 0.0 {
         runtime_s = runtime_s.max(end_s);
     }
     let converge_s = processes.iter().map(|p| p.converge_s).try_fold(0.0f64, |acc, c| c.map(|c| acc.max(c)));
@@ -108,6 +115,7 @@ fn result_of(sim: &Sim, seed: u64) -> RunResult {
         nodes: sim.kernel.topo.nodes.iter().map(|n| n.id).collect(),
         runtime_s,
         throughput: any_open.then_some(throughput_sum),
+        throughput_unit: carriers.filter(|_| any_open).map(|c| c.unit),
         local_access_pct: sim.local_access_pct(),
         pages_migrated: sim.kernel.pages_migrated,
         converge_s,
@@ -142,7 +150,14 @@ pub fn simulate(
         }
         out.push(summarise(policy, runs));
     }
-    Ok(Comparison { machine: machine.name.clone(), workload: spec.name.clone(), seeds: seeds.to_vec(), policies: out })
+    let throughput_unit = out.first().and_then(|p| p.runs.first()).and_then(|r| r.throughput_unit.clone());
+    Ok(Comparison {
+        machine: machine.name.clone(),
+        workload: spec.name.clone(),
+        seeds: seeds.to_vec(),
+        throughput_unit,
+        policies: out,
+    })
 }
 
 fn summarise(policy: &str, runs: Vec<RunResult>) -> PolicyResult {

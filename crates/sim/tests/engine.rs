@@ -22,6 +22,8 @@ fn one_process(threads: u32, bytes: u64, touch: FirstTouch, slice: Slice, cpus: 
         description: String::new(),
         duration_s: None,
         pacing: vec![],
+        throughput_from: None,
+        throughput_unit: None,
         processes: vec![ProcessSpec {
             name: "p".into(),
             count: 1,

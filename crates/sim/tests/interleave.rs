@@ -33,6 +33,8 @@ fn spec(buf_bytes: u64, w_buf: f64, cpus: &CpuSet, node0: u32) -> Spec {
         description: String::new(),
         duration_s: Some(1.0),
         pacing: vec![],
+        throughput_from: None,
+        throughput_unit: None,
         processes: vec![ProcessSpec {
             name: "p".into(),
             count: 1,

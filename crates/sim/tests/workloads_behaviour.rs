@@ -137,6 +137,8 @@ fn a_devil_neighbour_slows_a_rabbit_more_than_a_sheep_does() {
             processes: vec![rabbit, other],
             duration_s: Some(5.0),
             pacing: vec![],
+            throughput_from: None,
+            throughput_unit: None,
         };
         throughput(&run(&machine, &spec, "default"), "rabbit")
     };

@@ -129,6 +129,8 @@ pub fn spec(name: &str, topo: &Topology, scale: f64) -> Result<Spec, SimError> {
         processes,
         duration_s: None,
         pacing: vec![],
+        throughput_from: None,
+        throughput_unit: None,
     })
 }
 

@@ -262,6 +262,9 @@ impl ClientServer {
             // One client request per server request: the server serves what the clients send, the
             // clients send what the server answers.
             pacing: vec![Pace { a: "redis-server/server".into(), b: "redis-benchmark/client".into(), ratio: 1.0 }],
+            // Each request is counted by the server and by a client: the figure is the server's.
+            throughput_from: Some(vec!["redis-server".into()]),
+            throughput_unit: Some("requests/s".into()),
         }
     }
 }

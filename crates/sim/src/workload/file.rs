@@ -48,6 +48,10 @@
 //! accesses = [{ region = "pool", pattern = "random" }]
 //! ```
 //!
+//! `throughput_from = ["server"]` and `throughput_unit = "requests/s"` (top level) say which
+//! processes carry the workload's throughput figure and in which unit; without them every process
+//! does if they all count one unit, else each process's own figure is reported.
+//!
 //! Regions (`touch`, `policy`, `grow = { initial = SIZE, per_s = SIZE }`), thread groups (`cpus`,
 //! `work`, `accesses`), phases and pacing take the same keys as the [`Spec`] types. Unknown keys are
 //! refused (a misspelt key would otherwise silently take its default).
@@ -70,7 +74,9 @@ use std::path::{Path, PathBuf};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 use serde::{Deserialize, Serialize};
 
-use super::{Access, FirstTouch, Growth, MemPolicySpec, Pace, Phase, ProcessSpec, RegionSpec, Spec, ThreadGroup, Work};
+use super::{
+    Access, FirstTouch, Growth, MemPolicySpec, Pace, Phase, ProcessSpec, RegionSpec, Spec, SpecError, ThreadGroup, Work,
+};
 
 /// The machine figures workloads are sized from (thread counts, memory sizes).
 #[derive(Debug, Clone, PartialEq)]
@@ -249,6 +255,12 @@ pub struct WorkloadFile {
     /// Closed loops between thread groups (`"process/group"`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pacing: Vec<Pace>,
+    /// Processes whose work is the workload's throughput figure (see [`Spec::throughput_from`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_from: Option<Vec<String>>,
+    /// Unit of that figure, e.g. `requests/s` (see [`Spec::throughput_unit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_unit: Option<String>,
     /// The processes.
     pub processes: Vec<FileProcess>,
 }
@@ -451,6 +463,8 @@ impl WorkloadFile {
             description: spec.description.clone(),
             duration_s: spec.duration_s,
             pacing: spec.pacing.clone(),
+            throughput_from: spec.throughput_from.clone(),
+            throughput_unit: spec.throughput_unit.clone(),
             processes: spec
                 .processes
                 .iter()
@@ -668,13 +682,19 @@ impl WorkloadFile {
                 return Err(bad(format!("pacing[{i}].ratio"), format!("{} is not a finite ratio > 0", pc.ratio)));
             }
         }
-        Ok(Spec {
+        let spec = Spec {
             name: self.name.clone(),
             description: self.description.clone(),
             processes,
             duration_s: self.duration_s,
             pacing: self.pacing.clone(),
-        })
+            throughput_from: self.throughput_from.clone(),
+            throughput_unit: self.throughput_unit.clone(),
+        };
+        if let Err(SpecError::Invalid { what, reason, .. }) = spec.throughput_of() {
+            return Err(bad(what, reason));
+        }
+        Ok(spec)
     }
 
     fn check_accesses(&self, pi: usize, accesses: &[Access], field: &str) -> Result<(), Bad> {
@@ -866,6 +886,38 @@ accesses = [{ region = "pool", pattern = "random" }]
         assert_eq!(spec.processes[0].threads[0].count, shape.node_cpus);
         assert_eq!(spec.processes[0].regions[0].bytes, (shape.node_bytes as f64 * 0.6) as u64);
         assert_eq!(spec.processes[0].threads[0].accesses[0].pattern, super::super::Pattern::Random);
+    }
+
+    #[test]
+    fn throughput_from_names_processes_of_the_file() {
+        let text = |from: &str| {
+            format!(
+                r#"
+name = "pair"
+duration_s = 5
+throughput_from = [{from}]
+throughput_unit = "requests/s"
+[[processes]]
+name = "server"
+[[processes.threads]]
+name = "main"
+work = {{ unit = "requests", bytes_per_unit = 0, compute_ns = 1000 }}
+[[processes]]
+name = "client"
+[[processes.threads]]
+name = "main"
+work = {{ unit = "requests", bytes_per_unit = 0, compute_ns = 1000 }}
+"#
+            )
+        };
+        let topo = Topology::preset("autonuma-2s12c-24g").unwrap();
+        let spec = parse_spec(&text("\"server\""), Format::Toml, "pair.toml", &topo).unwrap();
+        let of = spec.throughput_of().unwrap().unwrap();
+        assert_eq!((of.processes, of.unit.as_str()), (vec![0], "requests/s"));
+        let back = WorkloadFile::from_spec(&spec).to_toml();
+        assert!(back.contains("throughput_from") && back.contains("requests/s"), "{back}");
+        let e = parse_spec(&text("\"srv\""), Format::Toml, "pair.toml", &topo).unwrap_err().to_string();
+        assert!(e.contains("pair.toml") && e.contains("throughput_from") && e.contains("srv"), "{e}");
     }
 
     #[test]

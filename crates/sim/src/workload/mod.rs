@@ -86,6 +86,26 @@ pub struct Spec {
     /// Closed loops between thread groups (client/server).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pacing: Vec<Pace>,
+    /// Processes (spec names, every instance) whose open-ended work is the workload's throughput
+    /// figure. `None`: every process, if they all count work in one unit, else no single figure (the
+    /// report gives each process's own). An empty list: no single figure. The redis pair names only
+    /// the server: each request is counted once by the server and once by a client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_from: Option<Vec<String>>,
+    /// Unit of that figure (`requests/s`); default: the processes' work unit per second. Required
+    /// when the processes named in `throughput_from` count different units (the author then says
+    /// what the sum means).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_unit: Option<String>,
+}
+
+/// Which processes carry a workload's throughput figure, and in which unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThroughputOf {
+    /// Indexes into `Spec::processes`.
+    pub processes: Vec<usize>,
+    /// Unit of the figure, per second (`requests/s`).
+    pub unit: String,
 }
 
 /// One kind of process, started `count` times.
@@ -335,6 +355,58 @@ pub enum SpecError {
 }
 
 impl Spec {
+    /// The unit a process counts its work in (`requests`), `None` when its thread groups differ.
+    pub fn process_unit(p: &ProcessSpec) -> Option<&str> {
+        let first = p.threads.first()?.work.unit.as_str();
+        p.threads.iter().all(|g| g.work.unit == first).then_some(first)
+    }
+
+    /// The processes whose work makes the workload's throughput figure and its unit, `None` when
+    /// there is no single figure (processes counting different units and no `throughput_from`, or an
+    /// empty `throughput_from`). Errors name a process `throughput_from` lists but the spec lacks, or
+    /// a mix of units without `throughput_unit`.
+    pub fn throughput_of(&self) -> Result<Option<ThroughputOf>, SpecError> {
+        let bad = |what: &str, reason: String| SpecError::Invalid {
+            workload: self.name.clone(),
+            what: what.to_string(),
+            reason,
+        };
+        let processes: Vec<usize> = match &self.throughput_from {
+            None => (0..self.processes.len()).collect(),
+            Some(names) => {
+                let mut idx = Vec::new();
+                for n in names {
+                    match self.processes.iter().position(|p| &p.name == n) {
+                        Some(i) if !idx.contains(&i) => idx.push(i),
+                        Some(_) => {}
+                        None => {
+                            let valid: Vec<&str> = self.processes.iter().map(|p| p.name.as_str()).collect();
+                            return Err(bad(
+                                "throughput_from",
+                                format!("no process named {n} (processes: {})", valid.join(", ")),
+                            ));
+                        }
+                    }
+                }
+                idx
+            }
+        };
+        if processes.is_empty() {
+            return Ok(None);
+        }
+        let units: Vec<Option<&str>> = processes.iter().map(|&i| Self::process_unit(&self.processes[i])).collect();
+        let one = units[0].filter(|u| units.iter().all(|x| x == &Some(*u)));
+        match (one, &self.throughput_unit, &self.throughput_from) {
+            (_, Some(u), _) => Ok(Some(ThroughputOf { processes, unit: u.clone() })),
+            (Some(u), None, _) => Ok(Some(ThroughputOf { processes, unit: format!("{u}/s") })),
+            (None, None, None) => Ok(None),
+            (None, None, Some(_)) => Err(bad(
+                "throughput_from",
+                "the processes named count work in different units: give throughput_unit".to_string(),
+            )),
+        }
+    }
+
     /// Checks internal consistency (names resolve, sizes and weights positive, open-ended work has
     /// a duration). Machine-dependent checks (node and CPU ids) happen when a run is built.
     pub fn validate(&self) -> Result<(), SpecError> {
@@ -414,6 +486,7 @@ impl Spec {
                 self.check_accesses(p, &ph.accesses, &format!("process {}: phase at {} s", p.name, ph.at_s))?;
             }
         }
+        self.throughput_of()?;
         if open && self.duration_s.is_none() {
             return Err(bad("duration_s".into(), "open-ended work needs a duration"));
         }
@@ -503,6 +576,8 @@ mod tests {
             description: String::new(),
             duration_s: None,
             pacing: vec![],
+            throughput_from: None,
+            throughput_unit: None,
             processes: vec![ProcessSpec {
                 name: "p".into(),
                 count: 1,
@@ -549,6 +624,32 @@ mod tests {
         assert_eq!(back, s);
         assert_eq!(s.thread_count(), 4);
         assert_eq!(s.total_bytes(), 1 << 30);
+    }
+
+    #[test]
+    fn throughput_comes_from_the_processes_named_in_their_unit() {
+        let mut s = tiny();
+        let mut q = s.processes[0].clone();
+        q.name = "q".into();
+        s.processes.push(q);
+        // One unit over all: every process, unit per second.
+        let u = s.processes[0].threads[0].work.unit.clone();
+        assert_eq!(s.throughput_of().unwrap(), Some(ThroughputOf { processes: vec![0, 1], unit: format!("{u}/s") }));
+        // Different units: no single figure, unless named with a unit.
+        s.processes[1].threads[0].work.unit = "queries".into();
+        assert_eq!(s.throughput_of().unwrap(), None);
+        s.throughput_from = Some(vec!["q".into()]);
+        assert_eq!(s.throughput_of().unwrap(), Some(ThroughputOf { processes: vec![1], unit: "queries/s".into() }));
+        s.throughput_from = Some(vec!["p".into(), "q".into()]);
+        let e = s.throughput_of().unwrap_err().to_string();
+        assert!(e.contains("throughput_unit"), "{e}");
+        s.throughput_unit = Some("ops/s".into());
+        assert_eq!(s.throughput_of().unwrap().unwrap().unit, "ops/s");
+        s.throughput_from = Some(vec![]);
+        assert_eq!(s.throughput_of().unwrap(), None);
+        s.throughput_from = Some(vec!["nope".into()]);
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("throughput_from") && e.contains("nope") && e.contains("p, q"), "{e}");
     }
 
     #[test]

@@ -170,7 +170,15 @@ pub fn latency_process(threads: u32) -> ProcessSpec {
 }
 
 fn spec(name: &str, description: String, processes: Vec<ProcessSpec>) -> Spec {
-    Spec { name: name.into(), description, processes, duration_s: Some(DURATION_S), pacing: vec![] }
+    Spec {
+        name: name.into(),
+        description,
+        processes,
+        duration_s: Some(DURATION_S),
+        pacing: vec![],
+        throughput_from: None,
+        throughput_unit: None,
+    }
 }
 
 /// Static large memory on `topo`: one worker per core of a node (so that binding it to one node

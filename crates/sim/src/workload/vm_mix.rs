@@ -262,6 +262,8 @@ pub fn vm_mix(topo: &Topology) -> Spec {
         processes: vms.iter().map(vm_process).collect(),
         duration_s: Some(DURATION_S),
         pacing: vec![],
+        throughput_from: None,
+        throughput_unit: None,
     }
 }
 

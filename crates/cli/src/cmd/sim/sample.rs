@@ -28,6 +28,7 @@ fn run(seed: u64, runtime_s: f64, local: f64, migrated: u64, converge_s: Option<
             name: "numa01".to_string(),
             finish_s: Some(runtime_s),
             throughput: None,
+            unit: None,
             converge_s,
             series: series(end, 3072.0, 5.0, if moves && pid == 2 { Some(20.0) } else { None }),
         })
@@ -37,6 +38,7 @@ fn run(seed: u64, runtime_s: f64, local: f64, migrated: u64, converge_s: Option<
         nodes: vec![0, 1],
         runtime_s,
         throughput: None,
+        throughput_unit: None,
         local_access_pct: local,
         pages_migrated: migrated,
         converge_s,
@@ -65,6 +67,7 @@ pub fn comparison() -> Comparison {
         machine: "autonuma-2s12c-24g".to_string(),
         workload: "numa01".to_string(),
         seeds: vec![1, 2],
+        throughput_unit: None,
         policies: vec![
             policy("default", vec![run(1, 120.0, 50.0, 0, None, false), run(2, 124.0, 50.0, 0, None, false)]),
             policy(

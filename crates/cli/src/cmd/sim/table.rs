@@ -9,7 +9,17 @@
 //!
 //! `vs default` is the policy's mean over the mean of the `default` policy (runtime: lower is
 //! better; throughput: higher is better) and appears only when `default` was run. For an open-ended
-//! workload (every policy reports a throughput) the table shows throughput instead of runtime.
+//! workload (every policy reports a throughput) the table shows throughput instead of runtime, in
+//! the unit the workload gives (`throughput (requests/s)`: the redis pair counts the server's
+//! requests only, not each request twice). When the processes count different units (the process
+//! mix: queries, allocations, bytes) there is no single figure and a second table gives each
+//! process's own throughput in its unit:
+//!
+//! ```text
+//! throughput per process (no single figure: the processes count different units)
+//! process       unit       default           interleave
+//! static-large  queries/s  1200000 ± 3000    1100000 ± 2000
+//! ```
 //! Convergence is averaged over the seeds that converged; `(k/n)` says when only k of n did.
 
 use numapilot_sim::result::{Comparison, PolicyResult, Stat};
@@ -72,7 +82,12 @@ pub fn render(c: &Comparison) -> String {
     let scale = c.policies.iter().map(|p| headline(p, tp).mean).fold(0.0_f64, |a, b| a.max(b.abs()));
     let dec = decimals_for(scale);
 
-    let mut header = vec!["policy", if tp { "throughput" } else { "runtime (s)" }, "sd/mean"];
+    let tp_header = match (&c.throughput_unit, tp) {
+        (Some(u), true) => format!("throughput ({u})"),
+        (None, true) => "throughput".to_string(),
+        _ => "runtime (s)".to_string(),
+    };
+    let mut header = vec!["policy", tp_header.as_str(), "sd/mean"];
     if baseline.is_some() {
         header.push("vs default");
     }
@@ -91,13 +106,6 @@ pub fn render(c: &Comparison) -> String {
         rows.push(row);
     }
 
-    let ncol = header.len();
-    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
     let seeds: Vec<String> = c.seeds.iter().map(u64::to_string).collect();
     let mut out = format!(
         "machine {}, workload {}, {} seed{} ({})\n",
@@ -107,6 +115,53 @@ pub fn render(c: &Comparison) -> String {
         if c.seeds.len() == 1 { "" } else { "s" },
         seeds.join(",")
     );
+    out.push_str(&aligned(&header, rows));
+    if !tp {
+        out.push_str(&per_process(c));
+    }
+    out
+}
+
+/// Each open-ended process's own throughput per policy (mean ± stddev over seeds, in its unit),
+/// under a title line; empty when no process is open-ended.
+pub fn per_process(c: &Comparison) -> String {
+    let Some(first) = c.policies.first().and_then(|p| p.runs.first()) else { return String::new() };
+    let open: Vec<usize> = (0..first.processes.len()).filter(|&i| first.processes[i].throughput.is_some()).collect();
+    if open.is_empty() {
+        return String::new();
+    }
+    let mut header = vec!["process", "unit"];
+    header.extend(c.policies.iter().map(|p| p.policy.as_str()));
+    let mut rows = Vec::new();
+    for &i in &open {
+        let proc = &first.processes[i];
+        let mut row = vec![proc.name.clone(), proc.unit.clone().unwrap_or_else(|| "mixed units/s".into())];
+        for p in &c.policies {
+            let xs: Vec<f64> = p.runs.iter().filter_map(|r| r.processes.get(i).and_then(|x| x.throughput)).collect();
+            row.push(if xs.len() == p.runs.len() {
+                let s = Stat::of(&xs);
+                pm(s, decimals_for(s.mean))
+            } else {
+                "-".to_string()
+            });
+        }
+        rows.push(row);
+    }
+    let mut out = "throughput per process (no single figure: the processes count different units)\n".to_string();
+    out.push_str(&aligned(&header, rows));
+    out
+}
+
+/// `header` and `rows` as lines, columns two spaces apart: the first left-aligned, the rest right.
+fn aligned(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let ncol = header.len();
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
     let line = |cells: Vec<String>| -> String {
         let mut l = String::new();
         for (i, cell) in cells.iter().enumerate() {
@@ -243,6 +298,37 @@ mod tests {
         assert!(by_throughput(&c));
         c.policies[1].throughput = None;
         assert!(!by_throughput(&c));
+    }
+
+    #[test]
+    fn the_throughput_header_names_the_unit_and_mixed_units_get_a_per_process_table() {
+        let mut c = sample::comparison();
+        c.throughput_unit = Some("requests/s".into());
+        for p in &mut c.policies {
+            p.throughput = Some(Stat { mean: 1000.0, stddev: 0.0 });
+        }
+        let text = render(&c);
+        assert!(text.lines().nth(1).unwrap().contains("throughput (requests/s)"), "{text}");
+        assert!(!text.contains("per process"), "{text}");
+        // No single figure: each open-ended process in its own unit, per policy.
+        let mut c = sample::comparison();
+        for p in &mut c.policies {
+            for (k, r) in p.runs.iter_mut().enumerate() {
+                r.processes[0].throughput = Some(100.0 + k as f64 * 2.0);
+                r.processes[0].unit = Some("queries/s".into());
+                r.processes[1].throughput = Some(7.0);
+                r.processes[1].unit = Some("bytes/s".into());
+            }
+        }
+        let text = render(&c);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].contains("runtime (s)"), "{text}");
+        assert!(lines[4].starts_with("throughput per process"), "{text}");
+        let cols: Vec<&str> = lines[5].split_whitespace().collect();
+        assert_eq!(cols, ["process", "unit", "default", "autonuma"], "{text}");
+        assert!(lines[6].contains("queries/s") && lines[6].contains("101.0 ± 1.4"), "{text}");
+        assert!(lines[7].contains("bytes/s") && lines[7].contains("7.000 ± 0.000"), "{text}");
+        assert_eq!(lines.len(), 8, "{text}");
     }
 
     #[test]
