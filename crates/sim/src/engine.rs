@@ -293,6 +293,8 @@ pub struct Sim {
     pub(crate) policy: Baseline,
     pub(crate) opts: SimOptions,
     pub(crate) rng: SplitMix64,
+    /// The run's seed (for a model created mid-run).
+    pub(crate) seed: u64,
     pub(crate) now_ns: u64,
     pub(crate) epoch_ns: u64,
     pub(crate) rspecs: Vec<RSpecRt>,
@@ -515,6 +517,7 @@ impl Sim {
             policy,
             opts: opts.clone(),
             rng: SplitMix64(rng.next_u64()),
+            seed,
             now_ns: 0,
             epoch_ns: (opts.epoch_ms * 1e6).round().max(1.0) as u64,
             rspecs,
@@ -538,19 +541,45 @@ impl Sim {
         }
         sim.apply_baseline()?;
         if policy == Baseline::AutoNuma {
-            let mut params = opts.autonuma.clone();
-            params.seed = seed;
-            params.enabled = true;
-            params.region_bytes = REGION_BYTES;
-            let cpus_per_node = topo
-                .nodes
-                .iter()
-                .map(|n| topo.cpus.iter().filter(|c| c.online && c.node == n.id).count() as u32)
-                .collect();
-            sim.autonuma = Some(AutoNuma::new(params, cpus_per_node));
+            sim.autonuma = Some(sim.new_autonuma(true));
             sim.kernel.numa_balancing = 1;
         }
         Ok(sim)
+    }
+
+    /// A fresh AutoNUMA model for this run (tunables from the options, the run's seed).
+    fn new_autonuma(&self, enabled: bool) -> AutoNuma {
+        let topo = &self.kernel.topo;
+        let mut params = self.opts.autonuma.clone();
+        params.seed = self.seed;
+        params.enabled = enabled;
+        params.region_bytes = REGION_BYTES;
+        let cpus_per_node =
+            topo.nodes.iter().map(|n| topo.cpus.iter().filter(|c| c.online && c.node == n.id).count() as u32).collect();
+        AutoNuma::new(params, cpus_per_node)
+    }
+
+    /// Writes `/proc/sys/kernel/numa_balancing` (0 off, anything else on), as a policy action or a
+    /// workload phase would; the model follows at the next epoch (see [`Sim::step`]).
+    pub fn set_numa_balancing(&mut self, value: i64) {
+        self.kernel.numa_balancing = value;
+    }
+
+    /// Makes the AutoNUMA model follow `kernel.numa_balancing`, whoever wrote it: switched on in a
+    /// run that had no model, one is created (scanning starts after the scan delay, like the
+    /// kernel's `init_numa_balancing` for a running mm); a change calls [`AutoNuma::set_enabled`].
+    fn sync_numa_balancing(&mut self) {
+        let on = self.kernel.numa_balancing != 0;
+        if on && self.autonuma.is_none() {
+            let mut an = self.new_autonuma(false);
+            an.set_enabled(true);
+            self.autonuma = Some(an);
+        }
+        if let Some(an) = self.autonuma.as_mut() {
+            if an.enabled() != on {
+                an.set_enabled(on);
+            }
+        }
     }
 
     /// Resolves and installs the access list of `task` (at build time and on phase changes).
@@ -987,9 +1016,12 @@ impl Sim {
                 }
             }
         }
+        self.sync_numa_balancing();
         // Scheduler.
         {
-            let an = self.autonuma.as_ref();
+            // With balancing off the load balancer ignores preferred nodes (the kernel's
+            // migrate_degrades_locality returns "no opinion" when sched_numa_balancing is off).
+            let an = self.autonuma.as_ref().filter(|a| a.enabled());
             let tasks = &self.kernel.tasks;
             let topo = &self.kernel.topo;
             let pref = |t: usize| -> Option<u32> {
@@ -1441,6 +1473,10 @@ struct View<'a> {
 impl AutoNumaView for View<'_> {
     fn tasks(&self) -> &[TaskRun] {
         self.runs
+    }
+
+    fn node_has_memory(&self, node: usize) -> bool {
+        self.sim.kernel.node_capacity.get(node).is_some_and(|&c| c > 0)
     }
 
     fn region_count(&self, pid: u32) -> usize {

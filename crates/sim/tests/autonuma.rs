@@ -167,3 +167,47 @@ fn numa02_shape_slices_follow_their_threads_within_one_pass() {
     assert_eq!(an.counters().numa_pages_migrated, migrated, "converged: no further migration");
     assert_eq!(an.counters().numa_task_swapped + an.counters().numa_task_migrated, 0);
 }
+
+/// `Machine` whose node 1 has CPUs but no memory (a memory-less node).
+struct NoMemoryOnNode1(Machine);
+
+impl AutoNumaView for NoMemoryOnNode1 {
+    fn tasks(&self) -> &[TaskRun] {
+        self.0.tasks()
+    }
+    fn region_count(&self, pid: Pid) -> usize {
+        self.0.region_count(pid)
+    }
+    fn region(&self, pid: Pid, idx: usize) -> Option<RegionState> {
+        self.0.region(pid, idx)
+    }
+    fn rss_bytes(&self, pid: Pid) -> u64 {
+        self.0.rss_bytes(pid)
+    }
+    fn accessors(&self, pid: Pid, idx: usize, out: &mut Vec<(Tid, u64)>) {
+        self.0.accessors(pid, idx, out)
+    }
+    fn node_has_memory(&self, node: usize) -> bool {
+        node != 1
+    }
+}
+
+/// numa02 shape with node 1 memory-less: its 6 threads fault on their node-0 slices (remote) but
+/// no page may move to node 1; with memory on both nodes the same run moves 260 regions there
+/// (`numa02_shape_slices_follow_their_threads_within_one_pass`).
+#[test]
+fn a_memoryless_node_is_never_a_migration_target() {
+    let mut m = NoMemoryOnNode1(Machine::new(1, 12, 512, true));
+    let mut an = model();
+    for k in 1..=500u64 {
+        let acts = an.step(k * 10 * MS, &m);
+        for mig in &acts.migrations {
+            assert_ne!(mig.to, 1, "migration to the memory-less node: {mig:?}");
+            m.0.regions.get_mut(&mig.pid).unwrap()[mig.region].as_mut().unwrap().node = mig.to;
+        }
+    }
+    let c = an.counters();
+    assert!(c.numa_hint_faults > c.numa_hint_faults_local, "remote faults happened: {c:?}");
+    assert_eq!(c.numa_pages_migrated, 0, "{c:?}");
+    assert_eq!(m.0.mem(100), [512, 0]);
+}

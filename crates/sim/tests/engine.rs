@@ -366,3 +366,51 @@ fn paced_groups_progress_together_and_series_start_at_placement() {
     assert_eq!(s[0].mem_mib.iter().sum::<f64>(), 64.0);
     assert!(r.throughput.unwrap() > 0.0);
 }
+
+/// numa02 at a small scale (1 GiB first-touched on node 0, a thread per CPU on its slice): the
+/// threads on node 1 want their slices moved, so migrations show whether balancing is on.
+fn numa02_sim(policy: Baseline) -> Sim {
+    let m = machine();
+    let mut spec = autonuma_bench::spec("numa02", &m.topo, 1.0).unwrap();
+    spec.duration_s = Some(60.0);
+    Sim::new(&m, &spec, policy, 1, &SimOptions::default()).unwrap()
+}
+
+fn run_until(sim: &mut Sim, t_s: f64) {
+    while sim.now_ns() < (t_s * 1e9) as u64 && sim.step() {}
+}
+
+#[test]
+fn numa_balancing_switched_on_mid_run_starts_the_model() {
+    let mut sim = numa02_sim(Baseline::Default);
+    run_until(&mut sim, 1.0);
+    assert_eq!(sim.kernel.pages_migrated, 0);
+    assert!(sim.autonuma().is_none());
+    sim.set_numa_balancing(1);
+    run_until(&mut sim, 4.0);
+    assert!(sim.autonuma().is_some_and(|a| a.enabled()));
+    assert!(sim.kernel.pages_migrated > 0, "balancing switched on at 1 s migrated nothing by 4 s");
+    sim.check_invariants().unwrap();
+}
+
+#[test]
+fn numa_balancing_switched_off_mid_run_stops_the_model() {
+    let mut sim = numa02_sim(Baseline::AutoNuma);
+    sim.set_numa_balancing(0);
+    run_until(&mut sim, 4.0);
+    assert!(sim.autonuma().is_some_and(|a| !a.enabled()));
+    assert_eq!(sim.kernel.pages_migrated, 0, "balancing off from the start moved memory");
+    assert_eq!(sim.autonuma().unwrap().counters().numa_hint_faults, 0);
+    // On again: the model scans after its delay and moves memory; off again: nothing more moves.
+    sim.set_numa_balancing(1);
+    run_until(&mut sim, 8.0);
+    let moved = sim.kernel.pages_migrated;
+    assert!(moved > 0 && sim.autonuma().unwrap().enabled());
+    sim.set_numa_balancing(0);
+    let faults = sim.autonuma().unwrap().counters().numa_hint_faults;
+    run_until(&mut sim, 12.0);
+    assert!(sim.now_ns() >= 12_000_000_000, "the work ran to the end of the check");
+    assert!(sim.kernel.tasks.iter().any(|t| t.state != TaskState::Exited));
+    assert_eq!(sim.kernel.pages_migrated, moved);
+    assert_eq!(sim.autonuma().unwrap().counters().numa_hint_faults, faults);
+}

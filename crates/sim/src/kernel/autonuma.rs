@@ -223,6 +223,14 @@ pub trait AutoNumaView {
     /// Threads that accessed region `idx` of `pid` during this epoch with a weight each (access
     /// count, bytes, any unit > 0), appended to `out`; called only for armed regions.
     fn accessors(&self, pid: Pid, idx: usize, out: &mut Vec<(Tid, u64)>);
+    /// Whether dense node `node` has memory (`N_MEMORY`). A thread running on a memory-less node
+    /// (CPUs only) never pulls a page there: the kernel's `migrate_misplaced_folio` allocates on
+    /// the target node only (`__GFP_THISNODE`), which has no pages to give. Default: every node
+    /// has memory.
+    fn node_has_memory(&self, node: usize) -> bool {
+        let _ = node;
+        true
+    }
 }
 
 /// A page (region) migration decided by a hinting fault (`migrate_misplaced_folio`).
@@ -467,6 +475,9 @@ pub struct AutoNuma {
     newly_armed: Vec<(Pid, usize)>,
     /// Number of `step` / `begin_epoch` calls so far.
     epoch: u64,
+    /// Per dense node: has memory (refreshed from the view every epoch); a page never migrates to
+    /// a node without.
+    has_memory: Vec<bool>,
 }
 
 fn ms_to_ns(ms: u64) -> u64 {
@@ -498,6 +509,7 @@ impl AutoNuma {
             mm_rss: BTreeMap::new(),
             newly_armed: Vec::new(),
             epoch: 0,
+            has_memory: vec![true; n],
         }
     }
 
@@ -695,6 +707,7 @@ impl AutoNuma {
 
     fn sync_tasks(&mut self, view: &dyn AutoNumaView) {
         let nodes = self.nodes();
+        self.has_memory = (0..nodes).map(|n| view.node_has_memory(n)).collect();
         let mut runs: Vec<TaskRun> = view.tasks().to_vec();
         runs.sort_by_key(|r| r.tid);
         // Exited threads: task_numa_free.
@@ -1035,7 +1048,8 @@ impl AutoNuma {
         let last = self.mms[&pid].last.get(idx).copied().flatten();
         // mpol_misplaced -> should_numa_migrate_memory (which also records this_cpupid).
         let allow = self.should_numa_migrate_memory(tid, pid, idx, last, mem_node, cpu_node, cpu);
-        let migrated = region.movable && allow && mem_node != cpu_node;
+        let target_has_memory = self.has_memory.get(cpu_node).copied().unwrap_or(false);
+        let migrated = region.movable && allow && mem_node != cpu_node && target_has_memory;
         self.counters.numa_hint_faults += 1;
         if local {
             self.counters.numa_hint_faults_local += 1;
