@@ -208,7 +208,7 @@ pub struct DeviceSpec {
     pub names: Vec<String>,
 }
 
-/// Text format of a machine file.
+/// Text format of a machine file (and of the simulator's workload files, which reuse it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// TOML.

@@ -349,34 +349,8 @@ pub struct FileThreads {
     pub accesses: Vec<Access>,
 }
 
-/// Text format of a workload file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// TOML.
-    Toml,
-    /// JSON.
-    Json,
-}
-
-impl Format {
-    /// The format a path's extension names (`.toml`, `.json`), if any.
-    pub fn from_path(path: &Path) -> Option<Format> {
-        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
-            "toml" => Some(Format::Toml),
-            "json" => Some(Format::Json),
-            _ => None,
-        }
-    }
-
-    /// Guess from content: JSON starts with `{`.
-    pub fn sniff(text: &str) -> Format {
-        if text.trim_start().starts_with('{') {
-            Format::Json
-        } else {
-            Format::Toml
-        }
-    }
-}
+/// Text format of a workload file: the same two formats, told apart the same way, as machine files.
+pub use numapilot_topology::machine::Format;
 
 /// A workload file was rejected.
 #[derive(Debug, thiserror::Error)]
