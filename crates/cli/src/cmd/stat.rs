@@ -171,61 +171,43 @@ enum Parsed {
 /// be grouped (`-cm`), `-p` takes the rest of its word or the next word, `-s` takes only the rest of
 /// its word, non-options are collected wherever they appear, `--` ends the options.
 fn parse_numastat_args(args: &[String]) -> Parsed {
+    use super::run::getopt::{Getopt, HasArg, OptSpec};
+
+    // numastat 2.0.16 reads `getopt(argc, argv, "cmnp:s::vVz?")`: permuting, `-s` with an optional
+    // attached value; `--help` is kept as a courtesy (numastat itself answers it with usage too).
+    let opt = |short: char, arg: HasArg| OptSpec { long: "", short: Some(short), arg, id: short };
+    let specs = [
+        opt('c', HasArg::No),
+        opt('m', HasArg::No),
+        opt('n', HasArg::No),
+        opt('p', HasArg::Required),
+        opt('s', HasArg::Optional),
+        opt('v', HasArg::No),
+        opt('V', HasArg::No),
+        opt('z', HasArg::No),
+        OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: '?' },
+    ];
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let mut cfg = Config { compat: args.is_empty(), token_warnings: true, ..Config::default() };
-    let mut positional = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        if a == "--" {
-            positional.extend(args[i..].iter().cloned());
-            break;
-        }
-        if let Some(long) = a.strip_prefix("--") {
-            if long == "help" || "help".starts_with(long) && !long.is_empty() {
-                return Parsed::Usage(String::new());
-            }
-            return Parsed::Usage(format!("numastat: unrecognized option '{a}'\n"));
-        }
-        if a.len() < 2 || !a.starts_with('-') {
-            positional.push(a.clone());
-            continue;
-        }
-        let bytes: Vec<char> = a[1..].chars().collect();
-        let mut j = 0;
-        while j < bytes.len() {
-            let c = bytes[j];
-            j += 1;
-            match c {
-                'c' => cfg.compress = true,
-                'm' => cfg.meminfo = true,
-                'n' => cfg.numastat = true,
-                'v' => cfg.verbose = true,
-                'z' => cfg.skip_zero = true,
-                'V' => return Parsed::Version,
-                '?' => return Parsed::Usage(String::new()),
-                'p' => {
-                    let rest: String = bytes[j..].iter().collect();
-                    if !rest.is_empty() {
-                        cfg.specs.push(rest);
-                    } else if i < args.len() {
-                        cfg.specs.push(args[i].clone());
-                        i += 1;
-                    } else {
-                        return Parsed::Usage("numastat: option requires an argument -- 'p'\n".into());
-                    }
-                    j = bytes.len();
-                }
-                's' => {
-                    let rest: String = bytes[j..].iter().collect();
-                    cfg.sort = Some(if rest.is_empty() { None } else { Some(rest) });
-                    j = bytes.len();
-                }
-                other => return Parsed::Usage(format!("numastat: invalid option -- '{other}'\n")),
-            }
+    let mut g = Getopt::permuting(&specs, &args);
+    for found in g.by_ref() {
+        let found = match found {
+            Ok(f) => f,
+            Err(e) => return Parsed::Usage(format!("numastat: {e}\n")),
+        };
+        match found.id {
+            'c' => cfg.compress = true,
+            'm' => cfg.meminfo = true,
+            'n' => cfg.numastat = true,
+            'v' => cfg.verbose = true,
+            'z' => cfg.skip_zero = true,
+            'V' => return Parsed::Version,
+            'p' => cfg.specs.extend(found.value),
+            's' => cfg.sort = Some(found.value),
+            _ => return Parsed::Usage(String::new()),
         }
     }
-    cfg.specs.extend(positional);
+    cfg.specs.extend(g.operands().iter().map(|a| a.to_string_lossy().into_owned()));
     cfg.screen_width = numastat::screen_width();
     Parsed::Run(cfg)
 }

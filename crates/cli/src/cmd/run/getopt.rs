@@ -42,7 +42,6 @@ pub enum HasArg {
     /// A required value: the rest of the word, or the next argument.
     Required,
     /// An optional value: the rest of the word (`-s2`, `--sort=2`) or none.
-    #[allow(dead_code, reason = "for numastat's -s (stat.rs), which still reads its own argv")]
     Optional,
 }
 
@@ -136,7 +135,6 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
 
     /// Reads `args` against `specs` with operands allowed anywhere (`getopt_long` without the `+`,
     /// as numastat uses it): they are collected, and options are read until `--` or the end.
-    #[allow(dead_code, reason = "for numastat's command line (stat.rs), which still reads its own argv")]
     pub fn permuting(specs: &'a [OptSpec<Id>], args: &'a [OsString]) -> Self {
         Getopt { permute: true, ..Getopt::new(specs, args) }
     }
