@@ -70,41 +70,31 @@ pub fn spec(name: &str, topo: &Topology, scale: f64) -> Result<Spec, SimError> {
     let half = (cpus / 2).max(1);
     let first_node = topo.nodes.iter().find(|n| n.mem_total_kb > 0).map_or(0, |n| n.id);
     let (processes, description) = match name {
-        "numa01" => {
-            let per_thread = 50.0 * (3 * GIB) as f64 * scale;
+        "numa01" | "numa01_THREAD_ALLOC" => {
+            // numa01: every thread zeroes the whole buffer, 50 passes; THREAD_ALLOC: thread i zeroes its
+            // slice, 1000 passes (shared/reference/published-results.md).
+            let (slice, per_thread, description) = if name == "numa01" {
+                (
+                    Slice::Whole,
+                    50.0 * (3 * GIB) as f64 * scale,
+                    "2 processes x nr_cpus/2 threads, 3 GiB each, all threads zero the whole buffer, 50 passes",
+                )
+            } else {
+                (
+                    Slice::PerThread,
+                    1000.0 * (3 * GIB) as f64 / half as f64 * scale,
+                    "2 processes x nr_cpus/2 threads, 3 GiB each, thread i zeroes its slice, 1000 passes",
+                )
+            };
             let procs = (0..2)
                 .map(|i| {
-                    let mut p = process(
-                        "numa01",
-                        half,
-                        3 * GIB,
-                        FirstTouch::Node { node: first_node },
-                        Slice::Whole,
-                        per_thread,
-                    );
-                    p.name = format!("numa01-{i}");
+                    let mut p =
+                        process("numa01", half, 3 * GIB, FirstTouch::Node { node: first_node }, slice, per_thread);
+                    p.name = format!("{name}-{i}");
                     p
                 })
                 .collect();
-            (procs, "2 processes x nr_cpus/2 threads, 3 GiB each, all threads zero the whole buffer, 50 passes")
-        }
-        "numa01_THREAD_ALLOC" => {
-            let per_thread = 1000.0 * (3 * GIB) as f64 / half as f64 * scale;
-            let procs = (0..2)
-                .map(|i| {
-                    let mut p = process(
-                        "numa01",
-                        half,
-                        3 * GIB,
-                        FirstTouch::Node { node: first_node },
-                        Slice::PerThread,
-                        per_thread,
-                    );
-                    p.name = format!("numa01_THREAD_ALLOC-{i}");
-                    p
-                })
-                .collect();
-            (procs, "2 processes x nr_cpus/2 threads, 3 GiB each, thread i zeroes its slice, 1000 passes")
+            (procs, description)
         }
         "numa02" | "numa02_SMT" => {
             let threads = if name == "numa02" { cpus } else { half };
