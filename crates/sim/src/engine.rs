@@ -443,18 +443,16 @@ impl Sim {
                         let task = kernel.tasks.len();
                         tasks.push(task);
                         kernel.tasks.push(Task {
-                            tid: next_pid,
-                            proc: pi as u32,
-                            group: gi as u32,
-                            index: ti,
-                            cpu: allowed.first().expect("non-empty"),
-                            allowed: allowed.clone(),
                             state: TaskState::NotStarted,
                             duty: g.work.duty,
-                            utime_ns: 0,
-                            stime_ns: 0,
-                            stall_ns: 0,
-                            cpu_migrations: 0,
+                            ..Task::new(
+                                next_pid,
+                                pi as u32,
+                                gi as u32,
+                                ti,
+                                allowed.first().expect("non-empty"),
+                                allowed.clone(),
+                            )
                         });
                         next_pid += 1;
                         trt.push(TaskRt {

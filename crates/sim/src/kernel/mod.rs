@@ -101,6 +101,27 @@ pub struct Task {
     pub cpu_migrations: u64,
 }
 
+impl Task {
+    /// A running task that has used no CPU yet, on `cpu`, allowed on `allowed`, wanting a CPU all the time
+    /// (set `state` and `duty` with struct-update syntax where they differ).
+    pub fn new(tid: u32, proc: u32, group: u32, index: u32, cpu: u32, allowed: CpuSet) -> Self {
+        Task {
+            tid,
+            proc,
+            group,
+            index,
+            cpu,
+            allowed,
+            state: TaskState::Running,
+            duty: 1.0,
+            utime_ns: 0,
+            stime_ns: 0,
+            stall_ns: 0,
+            cpu_migrations: 0,
+        }
+    }
+}
+
 /// A simulated process.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proc {

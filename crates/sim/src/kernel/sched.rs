@@ -315,20 +315,7 @@ mod tests {
             tasks: (0..n).collect(),
         });
         for i in 0..n {
-            k.tasks.push(Task {
-                tid: 1000 + i as u32,
-                proc: 0,
-                group: 0,
-                index: i as u32,
-                cpu: all.first().unwrap(),
-                allowed: all.clone(),
-                state: TaskState::Running,
-                duty: 1.0,
-                utime_ns: 0,
-                stime_ns: 0,
-                stall_ns: 0,
-                cpu_migrations: 0,
-            });
+            k.tasks.push(Task::new(1000 + i as u32, 0, 0, i as u32, all.first().unwrap(), all.clone()));
         }
         k
     }
@@ -358,20 +345,7 @@ mod tests {
         for i in 0..24u32 {
             let cpu = s.place_new(&k, &all).unwrap();
             seen.push(cpu);
-            k.tasks.push(Task {
-                tid: i,
-                proc: 0,
-                group: 0,
-                index: i,
-                cpu,
-                allowed: all.clone(),
-                state: TaskState::Running,
-                duty: 1.0,
-                utime_ns: 0,
-                stime_ns: 0,
-                stall_ns: 0,
-                cpu_migrations: 0,
-            });
+            k.tasks.push(Task::new(i, 0, 0, i, cpu, all.clone()));
         }
         seen.sort();
         assert_eq!(seen, (0..24).collect::<Vec<_>>(), "every CPU used once");
