@@ -38,4 +38,6 @@ pub use parse::stat::TaskStat;
 pub use parse::status::TaskStatus;
 pub use rate::{thread_cpu_rates, ThreadRate};
 pub use reader::{ReadOptions, Reader, SchedMode};
-pub use sample::{NodeSample, ProcessSample, PsiSample, Sample, ThreadSample};
+pub use sample::{
+    AccessSample, CommKind, CommSample, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample, ThreadSample,
+};

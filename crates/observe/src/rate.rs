@@ -173,6 +173,8 @@ mod tests {
             vmstat: Counters::default(),
             psi: PsiSample::default(),
             numa_balancing: None,
+            accesses: vec![],
+            comm: vec![],
         }
     }
 

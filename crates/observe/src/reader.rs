@@ -683,7 +683,7 @@ impl Reader {
         }
         let numastat = parse_node_numastat(&need("numastat")?).map_err(|e| perr("numastat", e))?;
         let vmstat = parse_node_vmstat(&need("vmstat")?).map_err(|e| perr("vmstat", e))?;
-        Ok(NodeSample { node, cpus, meminfo, numastat, vmstat })
+        Ok(NodeSample { node, cpus, meminfo, numastat, vmstat, mem_bw: None })
     }
 
     /// All nodes.
@@ -731,6 +731,8 @@ impl Reader {
             vmstat,
             psi,
             numa_balancing,
+            accesses: Vec::new(),
+            comm: Vec::new(),
         })
     }
 }

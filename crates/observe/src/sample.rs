@@ -58,6 +58,63 @@ pub struct Sample {
     pub psi: PsiSample,
     /// `/proc/sys/kernel/numa_balancing` (0 off, 1 on, 2 memory tiering, 3 both); `None` if absent.
     pub numa_balancing: Option<i64>,
+    /// Memory-access samples taken since the previous observation (a PMU's precise sampling: Intel
+    /// PEBS load latency, AMD IBS op, ARM SPE; a replayed `perf mem` recording; the simulator's
+    /// emulation of them). Empty when no source is available, which is the usual case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accesses: Vec<AccessSample>,
+    /// Communication between threads since the previous observation (socket peers, wake-ups).
+    /// Empty when no source is available.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comm: Vec<CommSample>,
+}
+
+/// Sampled memory accesses of one thread to one page, aggregated over the sampling window.
+///
+/// What a precise-sampling PMU reports per record (`perf script -F pid,tid,addr,phys_addr,...`),
+/// summed per (thread, page). `count` is in samples, not accesses: multiply by the sampling period
+/// for an estimate of accesses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AccessSample {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Virtual address of the sampled access, rounded down to its page.
+    pub addr: u64,
+    /// Physical address (or any machine-wide identity of the memory, e.g. a simulated region), when
+    /// known: it identifies memory shared between processes mapped at different virtual addresses.
+    pub phys: Option<u64>,
+    /// Node the accessed memory was on.
+    pub node: u32,
+    /// Samples (not accesses) in the window.
+    pub count: u32,
+    /// Monotonic time of the last of these samples, ns.
+    pub last_ns: u64,
+}
+
+/// How a [`CommSample`] was observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommKind {
+    /// The two ends of a connected socket (TCP 4-tuple or unix-socket peer), `events` = bytes or
+    /// messages exchanged in the window when known, else 1 per observation.
+    Socket,
+    /// `waker` woke `wakee` (`sched_waking`), `events` = wake-ups in the window.
+    Wakeup,
+}
+
+/// Communication between two threads (or processes: `tid` = `pid` when only the process is known).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CommSample {
+    /// One end: (pid, tid).
+    pub a: (u32, u32),
+    /// The other end: (pid, tid).
+    pub b: (u32, u32),
+    /// How it was seen.
+    pub kind: CommKind,
+    /// Events in the window (see [`CommKind`]).
+    pub events: u64,
 }
 
 /// One process.
@@ -147,6 +204,24 @@ pub struct NodeSample {
     /// The NUMA-related counters of `nodeN/vmstat` (`numa_hit` ... `numa_other`, `pgpromote_*`,
     /// `pgdemote_*`; see [`crate::parse::vmstat::parse_node_vmstat`]), pages or events.
     pub vmstat: Counters,
+    /// Memory-controller use of the node since the previous observation, when an uncore PMU (or the
+    /// simulator) tells it; `None` otherwise (the usual case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_bw: Option<MemBandwidth>,
+}
+
+/// Use of one node's memory controller over an observation window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemBandwidth {
+    /// Bytes read and written through the controller in the window.
+    pub bytes: u64,
+    /// Length of the window, ns.
+    pub window_ns: u64,
+    /// Time within the window the controller was saturated (requests queued beyond its capacity),
+    /// ns: the interference signal.
+    pub saturated_ns: u64,
+    /// The controller's capacity, bytes per second (for load = bytes / (capacity x window)).
+    pub capacity_bytes_per_s: u64,
 }
 
 impl NodeSample {

@@ -59,6 +59,20 @@ pub enum ActionKind {
         /// Destination node.
         to: u32,
     },
+    /// Spread memory over `nodes` page by page (`move_pages` with a node per page), in proportion
+    /// to `weights` (one per node of `nodes`, in ascending node order; equal shares when empty):
+    /// weighted interleave of memory that is already resident. `ranges` empty means all of the
+    /// process's memory.
+    Interleave {
+        /// `(start address, length in bytes)` ranges; empty for all.
+        ranges: Vec<(u64, u64)>,
+        /// Destination nodes.
+        nodes: NodeSet,
+        /// Relative weights per destination node; empty for equal.
+        weights: Vec<u32>,
+        /// Upper bound on base pages to move, for a migration budget.
+        max_pages: Option<u64>,
+    },
 }
 
 /// One action of a plan.

@@ -97,6 +97,39 @@ impl SimHost {
         }
     }
 
+    /// The resident regions of process `p` overlapping `ranges` (all of them when `ranges` is
+    /// empty), in address order without repeats, and the base pages of the ranges no mapping covers.
+    fn regions_in(&self, p: usize, ranges: &[(u64, u64)]) -> (Vec<usize>, u64) {
+        let pr = &self.sim.kernel.procs[p];
+        let mut regions = Vec::new();
+        let mut unmapped_pages = 0u64;
+        if ranges.is_empty() {
+            for &(s, e) in &pr.regions {
+                regions.extend((s..e).filter(|&g| self.sim.kernel.regions[g].node != NO_NODE));
+            }
+            return (regions, 0);
+        }
+        for &(addr, len) in ranges {
+            let mut covered = 0u64;
+            for (si, &(s, e)) in pr.regions.iter().enumerate() {
+                let base = pr.addrs[si];
+                let end = base + (e - s) as u64 * REGION_BYTES;
+                let (lo, hi) = (addr.max(base), (addr + len).min(end));
+                if lo >= hi {
+                    continue;
+                }
+                covered += hi - lo;
+                let r0 = s + ((lo - base) / REGION_BYTES) as usize;
+                let r1 = s + (hi - base).div_ceil(REGION_BYTES) as usize;
+                regions.extend((r0..r1.min(e)).filter(|&g| self.sim.kernel.regions[g].node != NO_NODE));
+            }
+            unmapped_pages += (len - covered.min(len)) / 4096;
+        }
+        regions.sort_unstable();
+        regions.dedup();
+        (regions, unmapped_pages)
+    }
+
     /// Charges `stall_ns` in total, shared over the live threads of process `p`.
     fn charge_process(&mut self, p: usize, stall_ns: u64) {
         let live: Vec<usize> = self.sim.kernel.procs[p]
@@ -342,6 +375,7 @@ impl Host for SimHost {
                 meminfo,
                 numastat: Counters::default(),
                 vmstat: Counters::default(),
+                mem_bw: None,
             });
         }
         let vm = match an {
@@ -370,6 +404,8 @@ impl Host for SimHost {
             vmstat,
             psi: PsiSample::default(),
             numa_balancing: Some(k.numa_balancing),
+            accesses: Vec::new(),
+            comm: Vec::new(),
         })
     }
 
@@ -451,28 +487,76 @@ impl Host for SimHost {
                         message: format!("node {to} is not a node of this machine ({node_ids})"),
                     };
                 }
-                let mut regions = Vec::new();
-                let mut unmapped_pages = 0u64;
-                for &(addr, len) in ranges {
-                    let mut covered = 0u64;
-                    let pr = &self.sim.kernel.procs[p];
-                    for (si, &(s, e)) in pr.regions.iter().enumerate() {
-                        let base = pr.addrs[si];
-                        let end = base + (e - s) as u64 * REGION_BYTES;
-                        let (lo, hi) = (addr.max(base), (addr + len).min(end));
-                        if lo >= hi {
-                            continue;
-                        }
-                        covered += hi - lo;
-                        let r0 = s + ((lo - base) / REGION_BYTES) as usize;
-                        let r1 = s + (hi - base).div_ceil(REGION_BYTES) as usize;
-                        regions.extend((r0..r1.min(e)).filter(|&g| self.sim.kernel.regions[g].node != NO_NODE));
-                    }
-                    unmapped_pages += (len - covered.min(len)) / 4096;
-                }
-                regions.dedup();
+                let (regions, unmapped_pages) = self.regions_in(p, ranges);
                 let mut budget = u64::MAX;
                 let (moved, full) = self.move_regions(p, &regions, *to, &mut budget);
+                let pages_moved = moved * PAGES_PER_REGION;
+                let mut failed = Vec::new();
+                if full > 0 {
+                    failed.push(("ENOMEM".to_string(), full * PAGES_PER_REGION));
+                }
+                if unmapped_pages > 0 {
+                    failed.push(("EFAULT".to_string(), unmapped_pages));
+                }
+                if failed.is_empty() {
+                    Outcome::Applied { pages_moved }
+                } else {
+                    Outcome::Partial { pages_moved, failed }
+                }
+            }
+            ActionKind::Interleave { ranges, nodes, weights, max_pages } => {
+                if let Some(bad) = nodes.iter().find(|&n| !node_ids.contains(n)) {
+                    return Outcome::Refused {
+                        message: format!("node {bad} is not a node of this machine ({node_ids})"),
+                    };
+                }
+                let dests: Vec<u32> = nodes.iter().collect();
+                if dests.is_empty() || (!weights.is_empty() && weights.len() != dests.len()) {
+                    return Outcome::Refused {
+                        message: format!(
+                            "interleave over {nodes}: {} weights for {} nodes",
+                            weights.len(),
+                            dests.len()
+                        ),
+                    };
+                }
+                let w: Vec<u64> = if weights.is_empty() {
+                    vec![1; dests.len()]
+                } else {
+                    weights.iter().map(|&x| u64::from(x)).collect()
+                };
+                if w.iter().all(|&x| x == 0) {
+                    return Outcome::Refused { message: "interleave weights are all 0".into() };
+                }
+                let (regions, unmapped_pages) = self.regions_in(p, ranges);
+                // Weighted round-robin over the regions in address order: region i goes to the
+                // destination whose cumulative weight interval holds i mod the total weight.
+                let total: u64 = w.iter().sum();
+                let mut per_dest: Vec<Vec<usize>> = vec![Vec::new(); dests.len()];
+                for (i, &g) in regions.iter().enumerate() {
+                    let mut slot = i as u64 % total;
+                    let d = w
+                        .iter()
+                        .position(|&x| {
+                            if slot < x {
+                                true
+                            } else {
+                                slot -= x;
+                                false
+                            }
+                        })
+                        .unwrap_or(0);
+                    if self.sim.kernel.regions[g].node != dests[d] {
+                        per_dest[d].push(g);
+                    }
+                }
+                let mut budget = max_pages.map_or(u64::MAX, |m| m / PAGES_PER_REGION);
+                let (mut moved, mut full) = (0, 0);
+                for (d, regs) in per_dest.iter().enumerate() {
+                    let (m, f) = self.move_regions(p, regs, dests[d], &mut budget);
+                    moved += m;
+                    full += f;
+                }
                 let pages_moved = moved * PAGES_PER_REGION;
                 let mut failed = Vec::new();
                 if full > 0 {

@@ -1,0 +1,137 @@
+//! The model: what numapilot believes about the machine, derived from consecutive raw samples.
+//!
+//! # Problem
+//!
+//! A [`Sample`] is a snapshot of counters: CPU ticks, pages per node, fault counts, sampled
+//! addresses. Decisions need derived, slowly-changing beliefs: how busy each thread is, where the
+//! memory it touches lives, which threads belong together (and how strongly), how loaded and how
+//! contended each node is, and what kind of process each one is. This crate turns the stream of
+//! samples into those beliefs, with no I/O, so every rule is testable with hand-built samples and a
+//! recorded run replays into the same state.
+//!
+//! # Approach
+//!
+//! ```text
+//!   Sample(t) ──► tasks   per thread: CPU rate, run delay, node, where its accesses go  (tasks.rs)
+//!      │          procs   per process: RSS by node, growth, pinned?, class              (tasks.rs, classify.rs)
+//!      ├────────► graph   affinity edges: co-access of a bucket within a window,
+//!      │                  communication, address-space prior; decay s/2^(dt/h); tiers   (affinity.rs)
+//!      ├────────► groups  connected by edges >= medium tier; merge small-into-large under
+//!      │                  a size cap; split when internal edges decay                    (groups.rs)
+//!      └────────► nodes   per node and resource: load = busy/period, interference =
+//!                         wait/period; bottleneck flag with two-mark hysteresis          (load.rs)
+//! ```
+//!
+//! [`Model::update`] applies one sample; the order above is the order of the update (groups need
+//! the graph, classes need growth). Everything is keyed by pid/tid *and* start time, so a reused pid
+//! starts a fresh history.
+//!
+//! # Units
+//!
+//! Time in ns (`_ns`), CPU in CPUs (1.0 = one CPU busy), memory in bytes, loads and interference as
+//! fractions of a period (0..1, may exceed 1 for interference when several tasks wait on one CPU).
+//! Per-node vectors are indexed by the topology's dense node index (`idx`), never by kernel id.
+//!
+//! # Limits
+//!
+//! The model sees what the sample holds: without access samples or NUMA fault statistics, a
+//! thread's accesses are assumed to follow its process's resident memory, and threads of a process
+//! can only be grouped by the address-space prior.
+
+#![deny(missing_docs)]
+
+pub mod affinity;
+pub mod classify;
+pub mod groups;
+pub mod load;
+pub mod tasks;
+pub mod tunables;
+
+use std::collections::BTreeMap;
+
+use numapilot_observe::Sample;
+use numapilot_topology::Topology;
+
+pub use affinity::{AffinityGraph, Edge, Tier};
+pub use classify::ProcessClass;
+pub use groups::{Group, GroupId, Groups};
+pub use load::{NodeLoad, Resource, ResourceState};
+pub use tasks::{AccessSource, HotRange, ProcView, TaskKey, TaskView};
+pub use tunables::{TunableError, Tunables};
+
+/// Everything the model believes after the last [`Model::update`]. Plain data: a policy reads the
+/// fields; tests may build one by hand.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The numbers the model works with.
+    pub tunables: Tunables,
+    /// The machine.
+    pub topo: Topology,
+    /// Host time of the last sample, ns (0 before the first).
+    pub now_ns: u64,
+    /// Time between the last two samples, ns (0 after the first).
+    pub period_ns: u64,
+    /// Samples applied so far.
+    pub updates: u64,
+    /// Every live thread of a user process, by key.
+    pub tasks: BTreeMap<TaskKey, TaskView>,
+    /// Every live user process, by pid.
+    pub procs: BTreeMap<u32, ProcView>,
+    /// Affinity between tasks.
+    pub graph: AffinityGraph,
+    /// Affinity groups.
+    pub groups: Groups,
+    /// Load and interference per node, indexed by dense node index.
+    pub nodes: Vec<NodeLoad>,
+    /// Class overrides by process name (`comm`), from configuration: a process with this name gets
+    /// this class whatever its behaviour.
+    pub class_overrides: BTreeMap<String, ProcessClass>,
+    /// Derivation state the public fields are computed from (previous counters, co-access window).
+    pub(crate) state: tasks::History,
+}
+
+impl Model {
+    /// An empty model of `topo`.
+    pub fn new(topo: Topology, tunables: Tunables) -> Self {
+        let nodes = topo.nodes.iter().map(|n| NodeLoad::new(n.id)).collect();
+        Self {
+            tunables,
+            topo,
+            now_ns: 0,
+            period_ns: 0,
+            updates: 0,
+            tasks: BTreeMap::new(),
+            procs: BTreeMap::new(),
+            graph: AffinityGraph::default(),
+            groups: Groups::default(),
+            nodes,
+            class_overrides: BTreeMap::new(),
+            state: tasks::History::default(),
+        }
+    }
+
+    /// Applies one sample: tasks and processes, affinity, groups, node load, classes (in that
+    /// order). Processes and threads absent from the sample are forgotten; a pid whose start time
+    /// changed is a new process.
+    pub fn update(&mut self, sample: &Sample) {
+        let now = sample.monotonic_ns;
+        self.period_ns = if self.updates == 0 { 0 } else { now.saturating_sub(self.now_ns) };
+        self.now_ns = now;
+        tasks::update(self, sample);
+        affinity::update(self, sample);
+        groups::update(self);
+        load::update(self, sample);
+        classify::update(self);
+        self.updates += 1;
+    }
+
+    /// The dense index of kernel node `node`.
+    pub fn node_idx(&self, node: u32) -> Option<usize> {
+        self.topo.nodes.iter().position(|n| n.id == node)
+    }
+
+    /// The group of a task.
+    pub fn group_of(&self, task: &TaskKey) -> Option<&Group> {
+        self.groups.of_task.get(task).and_then(|g| self.groups.groups.get(g))
+    }
+}

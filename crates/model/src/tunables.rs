@@ -1,0 +1,407 @@
+//! Every heuristic constant of the model, the adaptive policy and the numad-like baseline, in one
+//! place.
+//!
+//! Each field says its default, its unit (last in the name), where the value comes from
+//! (arithmetic, a measurement, a paper, the kernel) and what it prevents. The policy crate re-exports
+//! this struct as `numapilot_policy::Tunables`; it lives here because the model needs its half of
+//! the numbers (decay, tiers, caps, hysteresis marks) and the policy depends on the model, not the
+//! other way round.
+//!
+//! `Tunables::default()` is the shipped configuration; `validate()` rejects values that would make
+//! the model meaningless (a zero half-life, tiers out of order, a low mark above its high mark),
+//! naming the field, before anything runs.
+
+use serde::{Deserialize, Serialize};
+
+/// A tunable with a value outside its valid range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("tunable {field} = {value}: {reason}")]
+pub struct TunableError {
+    /// Field name, as in the config file.
+    pub field: &'static str,
+    /// The rejected value, as text.
+    pub value: String,
+    /// Why it is rejected.
+    pub reason: String,
+}
+
+/// All tunables. See the module essay; every field documents default, unit, source and what it
+/// prevents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tunables {
+    // ---------------------------------------------------------------- cadence
+    /// Period between two decisions of the adaptive policy (one observation, one model update, one
+    /// plan), ms. Default 1000. Source: the kernel's `numa_balancing_scan_period_min_ms` (1000): no
+    /// placement signal the kernel offers changes faster. Prevents: deciding on noise (shorter) and
+    /// leaving a fresh mis-placement for many seconds (longer, as numad's 5-15 s does).
+    pub interval_ms: u64,
+
+    // ---------------------------------------------------------------- affinity (model::affinity)
+    /// Half-life of an affinity edge, ms: `s = s / 2^(elapsed / half_life)` (NUMA-ICON slides).
+    /// Default 10000. Source: the slides give the form, not the constant; 10 s is ten decision
+    /// periods, long enough that one quiet period does not break a group, short enough that a
+    /// relation that ended is gone within a minute. Prevents: groups held together by stale history
+    /// (longer) and groups that flicker with every sampling gap (shorter).
+    pub affinity_half_life_ms: u64,
+    /// Two accesses to the same memory bucket by different threads within this window count as a
+    /// co-access ("record the threads that recently touched the same page", NUMA-ICON), ms.
+    /// Default 1000 (one decision period). Prevents: pairing threads that touched a buffer minutes
+    /// apart (one after the other, not together).
+    pub coaccess_window_ms: u64,
+    /// Size of the memory bucket co-access is judged on, as a shift: 21 = 2 MiB. Default 21.
+    /// Source: transparent huge page size; sampled addresses are sparse (one in thousands of
+    /// accesses), so 4 KiB buckets would almost never see two threads. Prevents: missing real
+    /// sharing for lack of samples; larger buckets would pair threads working on neighbouring
+    /// slices (false sharing of the bucket).
+    pub coaccess_bucket_shift: u32,
+    /// Communication rate that counts as a full-strength relation (normalised frequency 1), events
+    /// per second (wake-ups, or messages for socket pairs). Default 1000. Source: a request/reply
+    /// loop at 1k req/s already spends most of its time in cross-thread cache misses when split
+    /// across nodes (NUMA-ICON Redis: 78k req/s, +30% together). Prevents: a chatty pair never
+    /// reaching a tier (higher) and an occasional ping grouping threads (lower).
+    pub comm_full_events_per_s: f64,
+    /// Strength of the weak prior between threads of one address space (normalised frequency).
+    /// Default 0.1 (the weak tier). Source: sharing an address space is evidence of sharing data,
+    /// but weak: numa02's threads share one but touch disjoint slices. Prevents: splitting a
+    /// process with no finer signal into unrelated single threads.
+    pub address_space_prior: f64,
+    /// Lower bound of the weak tier (normalised frequency). Default 0.05. Source: arithmetic, one
+    /// co-access in twenty samples. Prevents: noise counting as a relation.
+    pub tier_weak: f64,
+    /// Lower bound of the medium tier. Default 0.2 (one in five samples shared). Edges at medium or
+    /// above join groups (`group_join_tier`). Prevents: weak, incidental sharing merging groups.
+    pub tier_medium: f64,
+    /// Lower bound of the strong tier. Default 0.5 (half the samples shared). Strongly tied tasks
+    /// are moved last by the balancer.
+    pub tier_strong: f64,
+    /// An edge whose strength has decayed below this is "zero". Default 0.01. Prevents: keeping an
+    /// unbounded number of dead edges (memory grows with every pair ever seen).
+    pub edge_zero: f64,
+    /// An edge at "zero" is dropped after this grace period (NUMA-ICON: "delay XX before removing"),
+    /// ms. Default 30000. Prevents: a group splitting during a pause of a few seconds (a GC, a
+    /// barrier) and re-forming right after, with moves both ways.
+    pub edge_grace_ms: u64,
+
+    // ---------------------------------------------------------------- groups (model::groups)
+    /// Most tasks in one affinity group. Default 256: the CPUs of the largest node among the presets
+    /// (one socket of the 2 x 128-core EPYC with SMT); a group is meant to fit a node, and more
+    /// tasks than a node has CPUs cannot all run there. Prevents: giant groups (NUMA-ICON: "avoid
+    /// super-large affinity groups") and the quadratic cost of scoring them.
+    pub group_max_tasks: u32,
+    /// Most CPU demand of one group, as a fraction of the largest node's CPUs. Default 1.0.
+    /// Source: a group that needs more CPUs than a node has cannot be local. Prevents: merging
+    /// into a group no node can run.
+    pub group_max_cpu_frac: f64,
+    /// Most memory of one group, as a fraction of the largest node's memory. Default 0.9 (the
+    /// kernel keeps watermarks and page cache; 10% headroom). Prevents: merging into a group no
+    /// node can hold.
+    pub group_max_mem_frac: f64,
+
+    // ---------------------------------------------------------------- load and interference (model::load)
+    /// CPU bottleneck: enter at this load (busy time / period, 0..1). Default 0.90. Source: numad's
+    /// default target utilisation is 85% (`-u 85`); above 90% a node has no room for a group.
+    pub cpu_load_high: f64,
+    /// CPU bottleneck: leave below this load. Default 0.75. Prevents: flapping around one mark.
+    pub cpu_load_low: f64,
+    /// CPU bottleneck: enter at this interference (run-queue wait time / period per CPU). Default
+    /// 0.25 (a quarter of the time runnable but waiting). Source: measured scheduling latency on a
+    /// saturated node; PSI's "some" at 25% is already felt.
+    pub cpu_interference_high: f64,
+    /// CPU bottleneck: leave below this interference. Default 0.10.
+    pub cpu_interference_low: f64,
+    /// Memory-capacity bottleneck: enter at this use (1 - MemFree / MemTotal). Default 0.95.
+    /// Source: the kernel's low watermark sits a few percent from full; beyond it allocations fall
+    /// back to other nodes (first touch is lost). Prevents: steering memory into a full node.
+    pub mem_capacity_high: f64,
+    /// Memory-capacity bottleneck: leave below this use. Default 0.85.
+    pub mem_capacity_low: f64,
+    /// Memory-bandwidth bottleneck: enter at this controller load (bytes / capacity). Default 0.85.
+    /// Source: loaded-latency curves rise steeply beyond ~80-85% of peak bandwidth (Intel MLC).
+    pub mem_bw_load_high: f64,
+    /// Memory-bandwidth bottleneck: leave below this load. Default 0.70.
+    pub mem_bw_load_low: f64,
+    /// Memory-bandwidth bottleneck: enter at this interference (saturated time / period). Default
+    /// 0.20.
+    pub mem_bw_interference_high: f64,
+    /// Memory-bandwidth bottleneck: leave below this interference. Default 0.05.
+    pub mem_bw_interference_low: f64,
+    /// IO bottleneck: enter at this PSI io `some` share (avg10 / 100). Default 0.20.
+    pub io_pressure_high: f64,
+    /// IO bottleneck: leave below this share. Default 0.05.
+    pub io_pressure_low: f64,
+
+    // ---------------------------------------------------------------- classes (model::classify)
+    /// A process is "large" from this RSS, as a fraction of the smallest node's memory. Default
+    /// 0.25. Source: the NUMA article's static large-memory type (a buffer pool, a matrix) is sized
+    /// in node fractions. Prevents: binding small processes whose placement hardly matters.
+    pub large_rss_node_frac: f64,
+    /// A process is "growing" above this RSS growth, MiB per s, sustained over `class_window_ms`.
+    /// Default 8. Source: a JVM heap or cache filling a 64 GiB node in ~2 h; steady services grow
+    /// less. Prevents: binding a process that will outgrow its node.
+    pub growing_mib_per_s: f64,
+    /// A process is "static" below this growth, MiB per s. Default 1.
+    pub static_mib_per_s: f64,
+    /// Window over which growth and bandwidth are judged for classification, ms. Default 10000.
+    /// Prevents: reclassifying on one period's allocation burst.
+    pub class_window_ms: u64,
+    /// A process is bandwidth-bound when its threads run on at least this many nodes and its
+    /// accesses per second per thread (estimated from samples or controller load) exceed
+    /// `bandwidth_bound_mib_per_s_per_thread`. Default 2 nodes.
+    pub bandwidth_bound_min_nodes: u32,
+    /// See `bandwidth_bound_min_nodes`, MiB/s of memory traffic per thread. Default 1000. Source:
+    /// one core streaming reaches 5-15 GB/s; latency-bound code stays far below 1 GB/s.
+    pub bandwidth_bound_mib_per_s_per_thread: f64,
+
+    // ---------------------------------------------------------------- decisions (policy::adaptive)
+    /// Nodes are out of balance when the busiest node's CPU load exceeds the idlest's by this much
+    /// (absolute, 0..1). Default 0.25. Source: the kernel's `imbalance_pct` of 125 between domains
+    /// (a 25% difference). Prevents: moving tasks for small differences the scheduler evens out.
+    pub imbalance: f64,
+    /// A group is worth managing from this CPU demand (CPUs). Default 0.1. Prevents: moving idle
+    /// daemons for nothing.
+    pub min_group_cpu: f64,
+    /// A process is worth managing from this RSS, MiB. Default 64. Source: below a few huge pages of
+    /// working set the LLC hides the node. Prevents: churn on small processes.
+    pub min_process_rss_mib: u64,
+    /// Memory follows CPU when at least this share of a group's accessed memory is remote. Default
+    /// 0.25. Prevents: migrating for a few remote pages (cost > gain).
+    pub remote_share_min: f64,
+    /// Page-migration budget, MiB per second of wall time, over all nodes. Default 1280. Source:
+    /// the kernel's NUMA balancing rate limit (`ratelimit_pages`, 128 MiB per 100 ms window,
+    /// mm/migrate.c 3.8-5.x). Prevents: migration storms that steal the bandwidth they are meant to
+    /// save.
+    pub migrate_budget_mib_per_s: u64,
+    /// CPU follows memory when a group has at least this much memory, MiB ... Default 1024.
+    pub cpu_follows_memory_min_mib: u64,
+    /// ... and at least this share of it on one node. Default 0.8. Prevents: moving gigabytes to
+    /// follow a task when moving the task is cheaper.
+    pub cpu_follows_memory_share: f64,
+    /// Benefit horizon of the cost/benefit check, s: a move must pay for itself (remote accesses
+    /// avoided x remote penalty, over this horizon) more than its copy costs. Default 10. Prevents:
+    /// migrating memory a process is about to free or stop touching.
+    pub benefit_horizon_s: f64,
+    /// After a group or page set moves, it does not move back within this many periods unless its
+    /// load changed by more than `hold_load_change`. Default 10. Prevents: ping-pong.
+    pub hold_periods: u32,
+    /// Relative change of a group's load that lifts the hold early. Default 0.5 (50%).
+    pub hold_load_change: f64,
+    /// A process first seen younger than this is placed by the fork rule (spread over nodes,
+    /// least loaded first), ms. Default 2000.
+    pub new_process_age_ms: u64,
+
+    // ---------------------------------------------------------------- numad-like baseline (policy::numad)
+    /// numad: shortest interval between passes, s. Default 5 (numad `-i 5:15`'s minimum).
+    pub numad_interval_min_s: u64,
+    /// numad: longest interval, used while nothing needs moving, s. Default 15 (numad's default
+    /// maximum).
+    pub numad_interval_max_s: u64,
+    /// numad: processes below this RSS are ignored, MiB. Default 300 (numad's MEMORY_THRESHOLD).
+    pub numad_min_rss_mib: u64,
+    /// numad: processes below this CPU use are ignored, % of one CPU. Default 50 (numad's
+    /// CPU_THRESHOLD).
+    pub numad_min_cpu_pct: u32,
+    /// numad: target utilisation of a node's CPUs and memory, %. Default 85 (numad `-u 85`).
+    pub numad_target_utilization_pct: u32,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Self {
+            interval_ms: 1000,
+            affinity_half_life_ms: 10_000,
+            coaccess_window_ms: 1000,
+            coaccess_bucket_shift: 21,
+            comm_full_events_per_s: 1000.0,
+            address_space_prior: 0.1,
+            tier_weak: 0.05,
+            tier_medium: 0.2,
+            tier_strong: 0.5,
+            edge_zero: 0.01,
+            edge_grace_ms: 30_000,
+            group_max_tasks: 256,
+            group_max_cpu_frac: 1.0,
+            group_max_mem_frac: 0.9,
+            cpu_load_high: 0.90,
+            cpu_load_low: 0.75,
+            cpu_interference_high: 0.25,
+            cpu_interference_low: 0.10,
+            mem_capacity_high: 0.95,
+            mem_capacity_low: 0.85,
+            mem_bw_load_high: 0.85,
+            mem_bw_load_low: 0.70,
+            mem_bw_interference_high: 0.20,
+            mem_bw_interference_low: 0.05,
+            io_pressure_high: 0.20,
+            io_pressure_low: 0.05,
+            large_rss_node_frac: 0.25,
+            growing_mib_per_s: 8.0,
+            static_mib_per_s: 1.0,
+            class_window_ms: 10_000,
+            bandwidth_bound_min_nodes: 2,
+            bandwidth_bound_mib_per_s_per_thread: 1000.0,
+            imbalance: 0.25,
+            min_group_cpu: 0.1,
+            min_process_rss_mib: 64,
+            remote_share_min: 0.25,
+            migrate_budget_mib_per_s: 1280,
+            cpu_follows_memory_min_mib: 1024,
+            cpu_follows_memory_share: 0.8,
+            benefit_horizon_s: 10.0,
+            hold_periods: 10,
+            hold_load_change: 0.5,
+            new_process_age_ms: 2000,
+            numad_interval_min_s: 5,
+            numad_interval_max_s: 15,
+            numad_min_rss_mib: 300,
+            numad_min_cpu_pct: 50,
+            numad_target_utilization_pct: 85,
+        }
+    }
+}
+
+impl Tunables {
+    /// Checks every field's range and the order of paired marks; the first bad field is the error.
+    pub fn validate(&self) -> Result<(), TunableError> {
+        fn err(field: &'static str, value: impl ToString, reason: &str) -> Result<(), TunableError> {
+            Err(TunableError { field, value: value.to_string(), reason: reason.to_string() })
+        }
+        let positive_ms = [
+            ("interval_ms", self.interval_ms),
+            ("affinity_half_life_ms", self.affinity_half_life_ms),
+            ("coaccess_window_ms", self.coaccess_window_ms),
+            ("class_window_ms", self.class_window_ms),
+        ];
+        for (f, v) in positive_ms {
+            if v == 0 {
+                return err(f, v, "must be > 0");
+            }
+        }
+        if !(12..=30).contains(&self.coaccess_bucket_shift) {
+            return err("coaccess_bucket_shift", self.coaccess_bucket_shift, "must be 12 (4 KiB) ..= 30 (1 GiB)");
+        }
+        let fracs = [
+            ("address_space_prior", self.address_space_prior),
+            ("tier_weak", self.tier_weak),
+            ("tier_medium", self.tier_medium),
+            ("tier_strong", self.tier_strong),
+            ("edge_zero", self.edge_zero),
+            ("group_max_mem_frac", self.group_max_mem_frac),
+            ("cpu_load_high", self.cpu_load_high),
+            ("cpu_load_low", self.cpu_load_low),
+            ("cpu_interference_high", self.cpu_interference_high),
+            ("cpu_interference_low", self.cpu_interference_low),
+            ("mem_capacity_high", self.mem_capacity_high),
+            ("mem_capacity_low", self.mem_capacity_low),
+            ("mem_bw_load_high", self.mem_bw_load_high),
+            ("mem_bw_load_low", self.mem_bw_load_low),
+            ("mem_bw_interference_high", self.mem_bw_interference_high),
+            ("mem_bw_interference_low", self.mem_bw_interference_low),
+            ("io_pressure_high", self.io_pressure_high),
+            ("io_pressure_low", self.io_pressure_low),
+            ("large_rss_node_frac", self.large_rss_node_frac),
+            ("imbalance", self.imbalance),
+            ("remote_share_min", self.remote_share_min),
+            ("cpu_follows_memory_share", self.cpu_follows_memory_share),
+        ];
+        for (f, v) in fracs {
+            if !(0.0..=1.0).contains(&v) {
+                return err(f, v, "must be a fraction in 0..=1");
+            }
+        }
+        if !(self.tier_weak < self.tier_medium && self.tier_medium < self.tier_strong) {
+            return err("tier_medium", self.tier_medium, "tiers must rise: tier_weak < tier_medium < tier_strong");
+        }
+        if self.edge_zero >= self.tier_weak {
+            return err("edge_zero", self.edge_zero, "must be below tier_weak");
+        }
+        let pairs = [
+            ("cpu_load_low", self.cpu_load_low, self.cpu_load_high),
+            ("cpu_interference_low", self.cpu_interference_low, self.cpu_interference_high),
+            ("mem_capacity_low", self.mem_capacity_low, self.mem_capacity_high),
+            ("mem_bw_load_low", self.mem_bw_load_low, self.mem_bw_load_high),
+            ("mem_bw_interference_low", self.mem_bw_interference_low, self.mem_bw_interference_high),
+            ("io_pressure_low", self.io_pressure_low, self.io_pressure_high),
+        ];
+        for (f, low, high) in pairs {
+            if low > high {
+                return err(f, low, "a low (leave) mark must not exceed its high (enter) mark");
+            }
+        }
+        let positive = [
+            ("comm_full_events_per_s", self.comm_full_events_per_s),
+            ("group_max_cpu_frac", self.group_max_cpu_frac),
+            ("growing_mib_per_s", self.growing_mib_per_s),
+            ("bandwidth_bound_mib_per_s_per_thread", self.bandwidth_bound_mib_per_s_per_thread),
+            ("benefit_horizon_s", self.benefit_horizon_s),
+            ("hold_load_change", self.hold_load_change),
+        ];
+        for (f, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                return err(f, v, "must be a finite number > 0");
+            }
+        }
+        if !(self.static_mib_per_s >= 0.0 && self.static_mib_per_s <= self.growing_mib_per_s) {
+            return err("static_mib_per_s", self.static_mib_per_s, "must be in 0..=growing_mib_per_s");
+        }
+        if !(self.min_group_cpu >= 0.0 && self.min_group_cpu.is_finite()) {
+            return err("min_group_cpu", self.min_group_cpu, "must be a finite number >= 0");
+        }
+        if self.group_max_tasks < 2 {
+            return err("group_max_tasks", self.group_max_tasks, "must be >= 2 (a group of one cannot merge)");
+        }
+        if self.bandwidth_bound_min_nodes < 2 {
+            return err("bandwidth_bound_min_nodes", self.bandwidth_bound_min_nodes, "must be >= 2");
+        }
+        if self.migrate_budget_mib_per_s == 0 {
+            return err("migrate_budget_mib_per_s", 0, "must be > 0 (to stop migrating, use a dry run)");
+        }
+        if self.numad_interval_min_s == 0 || self.numad_interval_min_s > self.numad_interval_max_s {
+            return err("numad_interval_min_s", self.numad_interval_min_s, "must be in 1..=numad_interval_max_s");
+        }
+        if !(1..=100).contains(&self.numad_target_utilization_pct) {
+            return err("numad_target_utilization_pct", self.numad_target_utilization_pct, "must be 1..=100");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Tunables::default().validate().unwrap();
+    }
+
+    #[test]
+    fn each_rejection_names_its_field() {
+        let cases: Vec<(fn(&mut Tunables), &str)> = vec![
+            (|t| t.affinity_half_life_ms = 0, "affinity_half_life_ms"),
+            (|t| t.tier_medium = 0.01, "tier_medium"),
+            (|t| t.cpu_load_low = 0.95, "cpu_load_low"),
+            (|t| t.mem_capacity_high = 1.5, "mem_capacity_high"),
+            (|t| t.group_max_tasks = 1, "group_max_tasks"),
+            (|t| t.migrate_budget_mib_per_s = 0, "migrate_budget_mib_per_s"),
+            (|t| t.numad_interval_min_s = 20, "numad_interval_min_s"),
+            (|t| t.coaccess_bucket_shift = 40, "coaccess_bucket_shift"),
+            (|t| t.comm_full_events_per_s = f64::NAN, "comm_full_events_per_s"),
+        ];
+        for (mutate, field) in cases {
+            let mut t = Tunables::default();
+            mutate(&mut t);
+            let e = t.validate().unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let e = toml::from_str::<Tunables>("interval_ms = 500\nbogus = 1\n").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let t: Tunables = toml::from_str("interval_ms = 500\n").unwrap();
+        assert_eq!(t.interval_ms, 500);
+        assert_eq!(t.tier_strong, Tunables::default().tier_strong);
+    }
+}

@@ -1,0 +1,133 @@
+//! The engine: one observe -> model -> decide -> act step, the same on a live kernel and in the
+//! simulator.
+//!
+//! ```text
+//!   step(host):  sample = host.sample()          observe (live: /proc, /sys; sim: its own files)
+//!                model.update(&sample)           derive (rates, affinity, groups, load, classes)
+//!                plan = policy.decide(&model)    decide (pure; each action with its reason)
+//!                outcome_i = host.apply(a_i)     act (skipped in a dry run)
+//!                policy.observe_outcomes(...)    learn what happened (holds, failure counts)
+//! ```
+//!
+//! The caller owns the clock: it calls `step` again after [`Engine::next_interval_ns`] (the daemon
+//! sleeps, the simulator advances simulated time). There is exactly one implementation of every
+//! policy; the simulator runs this same `step`.
+
+use numapilot_model::{Model, Tunables};
+use numapilot_topology::Topology;
+use serde::{Deserialize, Serialize};
+
+use crate::action::{Outcome, Plan};
+use crate::host::{Host, HostError};
+
+/// A placement policy: reads the model, returns a plan. Pure (no I/O).
+pub trait Policy: std::fmt::Debug {
+    /// Short name (`numapilot`, `numad`), as the simulator and the journal show it.
+    fn name(&self) -> &'static str;
+
+    /// Time to wait before the next decision, ns (numad varies its interval; the adaptive policy
+    /// uses `Tunables::interval_ms`).
+    fn next_interval_ns(&self, model: &Model) -> u64;
+
+    /// The plan for the machine as the model sees it now.
+    fn decide(&mut self, model: &Model) -> Plan;
+
+    /// What became of the last plan's actions (same order as `plan.actions`); an empty slice in a
+    /// dry run. The default ignores them.
+    fn observe_outcomes(&mut self, model: &Model, plan: &Plan, outcomes: &[Outcome]) {
+        let _ = (model, plan, outcomes);
+    }
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    /// Host time of the sample, ns.
+    pub at_ns: u64,
+    /// The plan.
+    pub plan: Plan,
+    /// The outcome of each action (empty in a dry run).
+    pub outcomes: Vec<Outcome>,
+    /// Base pages moved by this step's actions.
+    pub pages_moved: u64,
+    /// Base pages that could not be moved (all causes).
+    pub pages_failed: u64,
+    /// Actions whose target had vanished (or was another process with the same pid).
+    pub vanished: u64,
+    /// Actions the host refused.
+    pub refused: u64,
+}
+
+/// Totals over the engine's life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Steps taken.
+    pub steps: u64,
+    /// Actions planned.
+    pub actions: u64,
+    /// Base pages moved.
+    pub pages_moved: u64,
+    /// Base pages that failed to move.
+    pub pages_failed: u64,
+    /// Actions on vanished targets.
+    pub vanished: u64,
+    /// Actions refused.
+    pub refused: u64,
+}
+
+/// The model and a policy, stepped against a host.
+#[derive(Debug)]
+pub struct Engine {
+    /// The model, updated by every step.
+    pub model: Model,
+    /// The policy.
+    pub policy: Box<dyn Policy>,
+    /// When true, plans are made and returned but never applied.
+    pub dry_run: bool,
+    /// Totals so far.
+    pub totals: Totals,
+}
+
+impl Engine {
+    /// An engine for `topo` running `policy`.
+    pub fn new(topo: Topology, tunables: Tunables, policy: Box<dyn Policy>) -> Self {
+        Self { model: Model::new(topo, tunables), policy, dry_run: false, totals: Totals::default() }
+    }
+
+    /// Time until the next step should run, ns.
+    pub fn next_interval_ns(&self) -> u64 {
+        self.policy.next_interval_ns(&self.model)
+    }
+
+    /// One step: observe, update the model, decide, act (unless dry run).
+    pub fn step(&mut self, host: &mut dyn Host) -> Result<StepReport, HostError> {
+        let sample = host.sample()?;
+        self.model.update(&sample);
+        let plan = self.policy.decide(&self.model);
+        let mut report = StepReport { at_ns: sample.monotonic_ns, ..StepReport::default() };
+        if !self.dry_run {
+            for action in &plan.actions {
+                let outcome = host.apply(action);
+                match &outcome {
+                    Outcome::Applied { pages_moved } => report.pages_moved += pages_moved,
+                    Outcome::Partial { pages_moved, failed } => {
+                        report.pages_moved += pages_moved;
+                        report.pages_failed += failed.iter().map(|(_, n)| n).sum::<u64>();
+                    }
+                    Outcome::Vanished => report.vanished += 1,
+                    Outcome::Refused { .. } => report.refused += 1,
+                }
+                report.outcomes.push(outcome);
+            }
+        }
+        self.policy.observe_outcomes(&self.model, &plan, &report.outcomes);
+        self.totals.steps += 1;
+        self.totals.actions += plan.actions.len() as u64;
+        self.totals.pages_moved += report.pages_moved;
+        self.totals.pages_failed += report.pages_failed;
+        self.totals.vanished += report.vanished;
+        self.totals.refused += report.refused;
+        report.plan = plan;
+        Ok(report)
+    }
+}
