@@ -82,6 +82,29 @@ pub struct Tunables {
     /// ms. Default 30000. Prevents: a group splitting during a pause of a few seconds (a GC, a
     /// barrier) and re-forming right after, with moves both ways.
     pub edge_grace_ms: u64,
+    /// Most recent accessors remembered per memory bucket for co-access. Default 16. Source: the
+    /// co-access check pairs every accessor of a bucket with every other (quadratic in this number),
+    /// and more than a handful of threads hammering one 2 MiB bucket within a window is already a
+    /// shared hot spot that any pairing reveals. Prevents: one hot bucket (a global lock, a shared
+    /// counter) costing O(threads^2) per period.
+    pub coaccess_max_accessors: u32,
+    /// Half-life of the smoothing of a thread's sampled access shares per node, ms. Default 2000
+    /// (two decision periods). Source: access samples are sparse (a few per thread per period), so
+    /// one period's shares are noisy; the kernel's NUMA fault statistics are decayed by half per scan
+    /// period for the same reason (kernel/sched/fair.c `task_numa_placement`). Prevents: reacting to
+    /// one period's sampling noise (shorter) and trailing a real migration for many periods
+    /// (longer). Fault and residency shares are already slow and are used as they are.
+    pub access_half_life_ms: u64,
+    /// Sampled access shares of a thread stay valid this long after its last sample, ms. Default
+    /// 30000 (the edge grace period). Prevents: a thread that paused (a barrier, a GC) falling back
+    /// to the coarser residency estimate and back again, flipping its preferred node.
+    pub access_stale_ms: u64,
+    /// Bytes of memory traffic one access sample stands for (the PMU's sampling period x a cache
+    /// line), for the bandwidth-bound classification. Default 65536 (one sample per 1024 accesses of
+    /// 64 B). Source: `perf mem`/PEBS load-latency sampling is configured with periods in the
+    /// thousands of accesses; a sample source (the simulator, a replay) with another period sets
+    /// this. Prevents: mistaking a sparsely sampled streaming process for a light one.
+    pub access_sample_bytes: u64,
 
     // ---------------------------------------------------------------- groups (model::groups)
     /// Most tasks in one affinity group. Default 256: the CPUs of the largest node among the presets
@@ -97,6 +120,13 @@ pub struct Tunables {
     /// kernel keeps watermarks and page cache; 10% headroom). Prevents: merging into a group no
     /// node can hold.
     pub group_max_mem_frac: f64,
+    /// A process counts as placed by itself ("pinned") when VMAs with an explicit memory policy
+    /// (bind, interleave, weighted interleave, preferred) hold at least this share of its resident
+    /// memory. Default 0.5 (most of it). Source: `numactl --membind/--interleave` set the task policy,
+    /// which numa_maps shows on every VMA without its own policy, so a process started that way
+    /// reads ~1.0; a library `mbind`ing one buffer reads far less. Prevents: the daemon undoing a
+    /// placement an administrator or the program chose.
+    pub pinned_policy_share: f64,
 
     // ---------------------------------------------------------------- load and interference (model::load)
     /// CPU bottleneck: enter at this load (busy time / period, 0..1). Default 0.90. Source: numad's
@@ -189,6 +219,32 @@ pub struct Tunables {
     /// A process first seen younger than this is placed by the fork rule (spread over nodes,
     /// least loaded first), ms. Default 2000.
     pub new_process_age_ms: u64,
+    /// Share of a node's CPUs the adaptive plan fills with the groups it places: a node's capacity
+    /// is `CPUs x node_cpu_target` CPUs of demand (0 < target <= 2). Default 1.0. Source: a group
+    /// of as many busy threads as the node has CPUs (numa01's nr_cpus/2 threads on a 2-node
+    /// machine) must count as fitting the node, or it would be spread and lose locality; numad's
+    /// 85% (`-u 85`) keeps headroom for unmanaged work, which the plan already subtracts as fixed
+    /// demand. Prevents: over-committing a node (above 1) beyond what its CPUs can run.
+    pub node_cpu_target: f64,
+    /// Access-share margin within which the node a group already runs on counts "as good" as the
+    /// best node, so the group stays and its memory follows (0..1). Default 0.1. Source: the
+    /// access shares are smoothed estimates from sparse samples; differences of a few percent are
+    /// noise. Prevents: moving threads between two nodes that hold near-equal shares of the
+    /// group's memory, back and forth with the estimate.
+    pub stay_margin: f64,
+    /// CPU cost of migrating one base page (4 KiB), ns, for the cost/benefit check. Default 2000.
+    /// Source: `migrate_pages(2)` copies roughly 1.5-2.5 GB/s per thread on current x86 servers
+    /// (page copy plus unmap/remap and TLB shootdown), about 2 us per 4 KiB page. Prevents:
+    /// copying memory whose remote accesses cost less than the copy over the benefit horizon.
+    pub migrate_cost_ns_per_page: u64,
+    /// CPU demand assumed per thread of a new process, whose rate the first sample cannot tell
+    /// (rates need two samples), CPUs. Default 1.0. Source: the worst case (every thread busy);
+    /// fork-time placement must not put a 12-thread process on a node that can only run 4 of them.
+    /// Prevents: packing several new multi-threaded processes onto one node.
+    pub new_thread_cpu: f64,
+    /// Past actions kept per process for `explain`, count. Default 16. Prevents: the history of a
+    /// long-lived process growing without bound.
+    pub explain_actions_kept: u32,
 
     // ---------------------------------------------------------------- numad-like baseline (policy::numad)
     /// numad: shortest interval between passes, s. Default 5 (numad `-i 5:15`'s minimum).
@@ -219,9 +275,14 @@ impl Default for Tunables {
             tier_strong: 0.5,
             edge_zero: 0.01,
             edge_grace_ms: 30_000,
+            coaccess_max_accessors: 16,
+            access_half_life_ms: 2000,
+            access_stale_ms: 30_000,
+            access_sample_bytes: 65_536,
             group_max_tasks: 256,
             group_max_cpu_frac: 1.0,
             group_max_mem_frac: 0.9,
+            pinned_policy_share: 0.5,
             cpu_load_high: 0.90,
             cpu_load_low: 0.75,
             cpu_interference_high: 0.25,
@@ -251,6 +312,11 @@ impl Default for Tunables {
             hold_periods: 10,
             hold_load_change: 0.5,
             new_process_age_ms: 2000,
+            node_cpu_target: 1.0,
+            stay_margin: 0.1,
+            migrate_cost_ns_per_page: 2000,
+            new_thread_cpu: 1.0,
+            explain_actions_kept: 16,
             numad_interval_min_s: 5,
             numad_interval_max_s: 15,
             numad_min_rss_mib: 300,
@@ -271,6 +337,9 @@ impl Tunables {
             ("affinity_half_life_ms", self.affinity_half_life_ms),
             ("coaccess_window_ms", self.coaccess_window_ms),
             ("class_window_ms", self.class_window_ms),
+            ("access_half_life_ms", self.access_half_life_ms),
+            ("access_stale_ms", self.access_stale_ms),
+            ("access_sample_bytes", self.access_sample_bytes),
         ];
         for (f, v) in positive_ms {
             if v == 0 {
@@ -287,6 +356,7 @@ impl Tunables {
             ("tier_strong", self.tier_strong),
             ("edge_zero", self.edge_zero),
             ("group_max_mem_frac", self.group_max_mem_frac),
+            ("pinned_policy_share", self.pinned_policy_share),
             ("cpu_load_high", self.cpu_load_high),
             ("cpu_load_low", self.cpu_load_low),
             ("cpu_interference_high", self.cpu_interference_high),
@@ -347,6 +417,9 @@ impl Tunables {
         if !(self.min_group_cpu >= 0.0 && self.min_group_cpu.is_finite()) {
             return err("min_group_cpu", self.min_group_cpu, "must be a finite number >= 0");
         }
+        if self.coaccess_max_accessors < 2 {
+            return err("coaccess_max_accessors", self.coaccess_max_accessors, "must be >= 2 (co-access needs a pair)");
+        }
         if self.group_max_tasks < 2 {
             return err("group_max_tasks", self.group_max_tasks, "must be >= 2 (a group of one cannot merge)");
         }
@@ -355,6 +428,25 @@ impl Tunables {
         }
         if self.migrate_budget_mib_per_s == 0 {
             return err("migrate_budget_mib_per_s", 0, "must be > 0 (to stop migrating, use a dry run)");
+        }
+        // decisions (policy::adaptive)
+        if !(self.node_cpu_target.is_finite() && self.node_cpu_target > 0.0 && self.node_cpu_target <= 2.0) {
+            return err("node_cpu_target", self.node_cpu_target, "must be in (0, 2]");
+        }
+        if !(0.0..=1.0).contains(&self.stay_margin) {
+            return err("stay_margin", self.stay_margin, "must be a fraction in 0..=1");
+        }
+        if !(self.new_thread_cpu.is_finite() && self.new_thread_cpu > 0.0) {
+            return err("new_thread_cpu", self.new_thread_cpu, "must be a finite number > 0");
+        }
+        if !(self.imbalance > 0.0) {
+            return err("imbalance", self.imbalance, "must be > 0 (0 would move tasks for any difference)");
+        }
+        if self.hold_periods == 0 {
+            return err("hold_periods", 0, "must be >= 1 (0 would allow a move back in the next period: ping-pong)");
+        }
+        if self.new_process_age_ms == 0 {
+            return err("new_process_age_ms", 0, "must be > 0");
         }
         if self.numad_interval_min_s == 0 || self.numad_interval_min_s > self.numad_interval_max_s {
             return err("numad_interval_min_s", self.numad_interval_min_s, "must be in 1..=numad_interval_max_s");
@@ -387,6 +479,19 @@ mod tests {
             (|t| t.numad_interval_min_s = 20, "numad_interval_min_s"),
             (|t| t.coaccess_bucket_shift = 40, "coaccess_bucket_shift"),
             (|t| t.comm_full_events_per_s = f64::NAN, "comm_full_events_per_s"),
+            (|t| t.node_cpu_target = 0.0, "node_cpu_target"),
+            (|t| t.node_cpu_target = 3.0, "node_cpu_target"),
+            (|t| t.stay_margin = -0.1, "stay_margin"),
+            (|t| t.new_thread_cpu = f64::INFINITY, "new_thread_cpu"),
+            (|t| t.imbalance = 0.0, "imbalance"),
+            (|t| t.hold_periods = 0, "hold_periods"),
+            (|t| t.new_process_age_ms = 0, "new_process_age_ms"),
+            (|t| t.remote_share_min = 1.5, "remote_share_min"),
+            (|t| t.coaccess_max_accessors = 1, "coaccess_max_accessors"),
+            (|t| t.access_half_life_ms = 0, "access_half_life_ms"),
+            (|t| t.access_stale_ms = 0, "access_stale_ms"),
+            (|t| t.access_sample_bytes = 0, "access_sample_bytes"),
+            (|t| t.pinned_policy_share = 1.5, "pinned_policy_share"),
         ];
         for (mutate, field) in cases {
             let mut t = Tunables::default();
