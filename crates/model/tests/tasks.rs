@@ -1,0 +1,192 @@
+//! Per-thread and per-process views from hand-built samples.
+
+mod common;
+
+use common::*;
+use numapilot_model::AccessSource;
+
+/// Two samples 1 s apart. Thread 11 ran 0.5 s (schedstat) and waited 0.1 s: rate 0.5, delay 0.1.
+/// Thread 12 ran 0.25 s on CPU 2 (node 1). Process 10 has 3 GiB on node 0 and 1 GiB on node 1:
+/// residency shares 0.75 / 0.25 for both threads (no samples, no faults).
+#[test]
+fn rates_run_delay_node_and_residency_shares() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s0 = Sb::new(&topo, 10 * SEC)
+        .proc(10, 100, "app", &[3 * GIB, GIB])
+        .thread(10, 11, 1_000_000_000, 0, 0)
+        .thread(10, 12, 0, 0, 0)
+        .build();
+    m.update(&s0);
+    assert_eq!(m.tasks.len(), 2);
+    assert_eq!(m.tasks[&key(10, 11)].cpu_rate, 0.0, "no rate from one sample");
+    let s1 = Sb::new(&topo, 11 * SEC)
+        .proc(10, 100, "app", &[3 * GIB, GIB])
+        .thread(10, 11, 1_500_000_000, 100_000_000, 1)
+        .thread(10, 12, 250_000_000, 0, 2)
+        .build();
+    m.update(&s1);
+    let t11 = &m.tasks[&key(10, 11)];
+    assert!((t11.cpu_rate - 0.5).abs() < 1e-12, "{t11:?}");
+    assert!((t11.run_delay.unwrap() - 0.1).abs() < 1e-12);
+    assert_eq!(t11.node, Some(0));
+    assert_eq!(t11.access_source, AccessSource::Residency);
+    assert_eq!(t11.access, vec![0.75, 0.25]);
+    let t12 = &m.tasks[&key(10, 12)];
+    assert!((t12.cpu_rate - 0.25).abs() < 1e-12);
+    assert_eq!(t12.node, Some(1));
+    assert_eq!(t12.first_seen_ns, 10 * SEC);
+    let p = &m.procs[&10];
+    assert_eq!(p.tids, vec![11, 12]);
+    assert_eq!(p.rss_bytes, 4 * GIB);
+    assert_eq!(p.mem_by_node, vec![3 * GIB, GIB]);
+    assert!((p.cpu_rate - 0.75).abs() < 1e-12);
+    assert!(!p.pinned);
+    // Started at tick 100 (1 s after boot), first seen at boottime 10 s: 9 s old.
+    assert_eq!(p.age_at_first_seen_ns, 9 * SEC);
+    assert_eq!(p.first_seen_ns, 10 * SEC);
+}
+
+/// Sources, best first: samples (thread 21: 3 on node 1, 1 on node 0 -> 0.25 / 0.75) beat faults;
+/// faults (thread 22: 10 / 30 -> 0.25 / 0.75) beat residency (thread 23: all on node 0).
+#[test]
+fn access_source_preference() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t| {
+        Sb::new(&topo, t)
+            .proc(20, 5, "db", &[GIB, 0])
+            .thread(20, 21, 0, 0, 0)
+            .faults(20, 21, &[50, 50])
+            .thread(20, 22, 0, 0, 0)
+            .faults(20, 22, &[10, 30])
+            .thread(20, 23, 0, 0, 0)
+            .access(20, 21, 0x1000_0000, 1, 3, t)
+            .access(20, 21, 0x2000_0000, 0, 1, t)
+            .build()
+    };
+    m.update(&s(SEC));
+    let t21 = &m.tasks[&key(20, 21)];
+    assert_eq!(t21.access_source, AccessSource::Samples);
+    assert_eq!(t21.access, vec![0.25, 0.75]);
+    assert_eq!(t21.access_samples, 4);
+    let t22 = &m.tasks[&key(20, 22)];
+    assert_eq!(t22.access_source, AccessSource::NumaFaults);
+    assert_eq!(t22.access, vec![0.25, 0.75]);
+    let t23 = &m.tasks[&key(20, 23)];
+    assert_eq!(t23.access_source, AccessSource::Residency);
+    assert_eq!(t23.access, vec![1.0, 0.0]);
+    // Hot ranges: two 2 MiB buckets, the one with 3 samples first.
+    let hot = &m.procs[&20].hot;
+    assert_eq!(hot.len(), 2);
+    assert_eq!((hot[0].start, hot[0].samples, hot[0].node), (0x1000_0000, 3, 1));
+    assert_eq!((hot[1].start, hot[1].samples, hot[1].len), (0x2000_0000, 1, 2 * MIB));
+    // Per thread: only thread 21 sampled, so only it has hot ranges.
+    assert_eq!(m.tasks[&key(20, 21)].hot, *hot);
+    assert!(m.tasks[&key(20, 22)].hot.is_empty());
+}
+
+/// Sampled shares are smoothed with half-life 2 s: after 2 s with every sample on node 0, a thread
+/// that was 100% on node 1 is at 0.5 / 0.5 (a = 1 - 2^-1 = 0.5). Without samples it keeps its
+/// shares (until access_stale_ms).
+#[test]
+fn sampled_shares_are_smoothed_and_kept_through_a_pause() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t, node: Option<u32>| {
+        let b = Sb::new(&topo, t).proc(30, 5, "x", &[GIB, GIB]).thread(30, 31, 0, 0, 0);
+        match node {
+            Some(n) => b.access(30, 31, 0x4000_0000, n, 10, t).build(),
+            None => b.build(),
+        }
+    };
+    m.update(&s(SEC, Some(1)));
+    assert_eq!(m.tasks[&key(30, 31)].access, vec![0.0, 1.0]);
+    m.update(&s(3 * SEC, Some(0)));
+    let a = &m.tasks[&key(30, 31)].access;
+    assert!((a[0] - 0.5).abs() < 1e-12 && (a[1] - 0.5).abs() < 1e-12, "{a:?}");
+    m.update(&s(4 * SEC, None));
+    let t = &m.tasks[&key(30, 31)];
+    assert_eq!(t.access_source, AccessSource::Samples);
+    assert!((t.access[0] - 0.5).abs() < 1e-12);
+    assert_eq!(t.access_samples, 0);
+    // 30 s after the last sample: back to residency (0.5 / 0.5 from the process's memory).
+    m.update(&s(40 * SEC, None));
+    assert_eq!(m.tasks[&key(30, 31)].access_source, AccessSource::Residency);
+}
+
+/// Growth: RSS 1 GiB at t=0, 1.5 GiB at t=5 s: 512 MiB / 5 s.
+#[test]
+fn growth_over_the_window() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    m.update(&Sb::new(&topo, 0).proc(40, 5, "jvm", &[GIB, 0]).thread(40, 40, 0, 0, 0).build());
+    m.update(&Sb::new(&topo, 5 * SEC).proc(40, 5, "jvm", &[GIB + 512 * MIB, 0]).thread(40, 40, 0, 0, 0).build());
+    let p = &m.procs[&40];
+    assert!((p.growth_bytes_per_s - (512 * MIB) as f64 / 5.0).abs() < 1e-6, "{}", p.growth_bytes_per_s);
+    assert_eq!(p.history_ns, 5 * SEC);
+}
+
+/// A pid whose start time changed is a new process: first-seen time, growth and rates restart.
+#[test]
+fn pid_reuse_resets_history() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    m.update(&Sb::new(&topo, 0).proc(50, 5, "old", &[GIB, 0]).thread(50, 50, 0, 0, 0).build());
+    m.update(&Sb::new(&topo, SEC).proc(50, 5, "old", &[2 * GIB, 0]).thread(50, 50, 500_000_000, 0, 0).build());
+    assert!(m.procs[&50].growth_bytes_per_s > 0.0);
+    // Same pid, new start time; its counter is lower than the old one's.
+    m.update(&Sb::new(&topo, 2 * SEC).proc(50, 190, "new", &[GIB, 0]).thread(50, 50, 100_000_000, 0, 0).build());
+    let p = &m.procs[&50];
+    assert_eq!(p.comm, "new");
+    assert_eq!(p.first_seen_ns, 2 * SEC);
+    assert_eq!(p.growth_bytes_per_s, 0.0);
+    assert_eq!(p.history_ns, 0);
+    assert_eq!(m.tasks[&key(50, 50)].cpu_rate, 0.0, "no rate across two different processes");
+    assert_eq!(m.tasks[&key(50, 50)].first_seen_ns, 2 * SEC);
+}
+
+/// Threads that vanish are forgotten; kernel threads are never tasks.
+#[test]
+fn vanished_and_kernel_threads() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let mut s = Sb::new(&topo, 0)
+        .proc(2, 1, "kthreadd", &[0, 0])
+        .thread(2, 2, 0, 0, 0)
+        .proc(60, 5, "a", &[GIB, 0])
+        .thread(60, 60, 0, 0, 0)
+        .thread(60, 61, 0, 0, 0)
+        .build();
+    s.processes[0].kernel_thread = true;
+    m.update(&s);
+    assert_eq!(m.tasks.keys().copied().collect::<Vec<_>>(), vec![key(60, 60), key(60, 61)]);
+    assert!(!m.procs.contains_key(&2));
+    m.update(&Sb::new(&topo, SEC).proc(60, 5, "a", &[GIB, 0]).thread(60, 60, 0, 0, 0).build());
+    assert_eq!(m.tasks.keys().copied().collect::<Vec<_>>(), vec![key(60, 60)]);
+    assert_eq!(m.procs[&60].tids, vec![60]);
+    m.update(&Sb::new(&topo, 2 * SEC).build());
+    assert!(m.tasks.is_empty() && m.procs.is_empty());
+}
+
+/// Pinned: threads whose allowed CPUs do not cover their allowed nodes' CPUs (taskset -c 0-1 on a
+/// 2 x 2-CPU machine with both nodes allowed); a process with one unpinned thread is not pinned.
+#[test]
+fn pinned_by_cpu_affinity() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = Sb::new(&topo, 0)
+        .proc(70, 5, "pinned", &[GIB, 0])
+        .thread(70, 70, 0, 0, 0)
+        .allowed(70, 70, &[0, 1])
+        .thread(70, 71, 0, 0, 0)
+        .allowed(70, 71, &[0, 1])
+        .proc(80, 5, "half", &[GIB, 0])
+        .thread(80, 80, 0, 0, 0)
+        .allowed(80, 80, &[0, 1])
+        .thread(80, 81, 0, 0, 0)
+        .build();
+    m.update(&s);
+    assert!(m.procs[&70].pinned);
+    assert!(!m.procs[&80].pinned);
+}
