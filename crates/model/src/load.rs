@@ -1,4 +1,45 @@
-//! Node load and interference. (Essay with the implementation.)
+//! Node load and interference, per node and resource, with a bottleneck flag that does not flap.
+//!
+//! # Problem
+//!
+//! A placement rule must know whether a node can take more work and whether the work already there
+//! suffers. NUMA-ICON measures both per resource: **load** = time the resource was busy / period
+//! (how busy), **interference** = time work waited for it / period (how contended); a node whose
+//! load or interference crosses a threshold is a **bottleneck** for that resource.
+//!
+//! # Approach
+//!
+//! ```text
+//!   resource       load                                   interference
+//!   CPU            Δbusy / Δ(busy+idle) ticks of the       Σ run delay of the tasks on the node
+//!                  node's CPUs (/proc/stat); else          / node CPUs (schedstat); else PSI cpu
+//!                  Σ task cpu_rate / node CPUs             some avg10 / 100 (system-wide)
+//!   MemCapacity    1 - MemFree / MemTotal (nodeN/meminfo)  PSI memory some avg10 / 100 (system-wide)
+//!   MemBandwidth   bytes / (capacity x window) (uncore)    saturated time / window
+//!   IO             PSI io some avg10 / 100, on nodes with  same value (PSI has one figure)
+//!                  PCI devices only
+//!
+//!   bottleneck:  off ──(load >= high  OR  interference >= i_high)──► on
+//!                on  ──(load <  low   AND interference <  i_low )──► off
+//!
+//!        high ─────────────────────────────   enter
+//!              ╱╲  ╱╲  ╱╲     stays on          (no flapping between the marks)
+//!        low  ─────────────────────────────   leave
+//! ```
+//!
+//! A resource whose inputs are absent is `known = false`, has zero figures and is never a
+//! bottleneck (a CPU-less node has no CPU resource; without an uncore PMU there is no bandwidth
+//! figure; IO is only known on nodes with devices and a kernel with PSI).
+//!
+//! # Units
+//!
+//! Loads and interference are fractions of the period (interference may exceed 1 when several
+//! tasks wait for each CPU). Memory in bytes, CPU demand in CPUs.
+//!
+//! # Limits
+//!
+//! PSI is system-wide: when it is the only interference signal, every node gets the same figure.
+//! The first sample has no tick delta: the CPU load then comes from task rates (0 on the first).
 
 use numapilot_observe::Sample;
 use serde::{Deserialize, Serialize};
@@ -88,5 +129,106 @@ impl NodeLoad {
 /// Recomputes every node's figures from the sample and the tasks, and moves the bottleneck flags
 /// through their hysteresis.
 pub(crate) fn update(model: &mut Model, sample: &Sample) {
-    let _ = (model, sample);
+    let tun = &model.tunables;
+    let topo = &model.topo;
+    let nn = topo.nodes.len();
+    model.state.node_ticks.resize(nn, None);
+    // Per node: CPU demand and run delay of the tasks that ran there, and whether any had schedstat.
+    let mut demand = vec![0.0f64; nn];
+    let mut delay = vec![0.0f64; nn];
+    let mut delay_known = vec![false; nn];
+    for t in model.tasks.values() {
+        let Some(i) = t.node.and_then(|n| topo.node_idx(n)) else { continue };
+        demand[i] += t.cpu_rate;
+        if let Some(d) = t.run_delay {
+            delay[i] += d;
+            delay_known[i] = true;
+        }
+    }
+    let psi = |p: Option<numapilot_observe::Psi>| p.map(|p| p.some.avg10 / 100.0);
+    let psi_cpu = psi(sample.psi.cpu);
+    let psi_mem = psi(sample.psi.memory);
+    let psi_io = psi(sample.psi.io);
+    let first = model.updates == 0;
+    for (i, node) in topo.nodes.iter().enumerate() {
+        let ns = sample.nodes.iter().find(|n| n.node == node.id);
+        let nl = &mut model.nodes[i];
+        nl.node = node.id;
+        nl.cpu_demand = demand[i];
+
+        // CPU.
+        let ncpus = node.cpus.len();
+        let ticks = sample.node_cpu_times(node.id).map(|t| (t.busy(), t.total()));
+        let prev = std::mem::replace(&mut model.state.node_ticks[i], ticks);
+        let (cpu_known, cpu_load, cpu_interf) = if ncpus == 0 || first {
+            (false, 0.0, 0.0)
+        } else {
+            let load = match (prev, ticks) {
+                (Some((b0, t0)), Some((b1, t1))) if t1 > t0 && b1 >= b0 => (b1 - b0) as f64 / (t1 - t0) as f64,
+                _ => demand[i] / ncpus as f64,
+            };
+            let interf = if delay_known[i] { delay[i] / ncpus as f64 } else { psi_cpu.unwrap_or(0.0) };
+            (true, load.clamp(0.0, 1.0), interf.max(0.0))
+        };
+        set(
+            &mut nl.cpu,
+            cpu_known,
+            cpu_load,
+            cpu_interf,
+            [tun.cpu_load_high, tun.cpu_load_low, tun.cpu_interference_high, tun.cpu_interference_low],
+        );
+
+        // Memory capacity.
+        let total = ns.and_then(|n| n.meminfo.mem_total_kb()).unwrap_or(node.mem_total_kb);
+        let free = ns.and_then(|n| n.mem_free_kb()).unwrap_or(node.mem_free_kb).min(total);
+        nl.mem_total_bytes = total * 1024;
+        nl.mem_free_bytes = free * 1024;
+        let (known, load) = if total > 0 { (true, 1.0 - free as f64 / total as f64) } else { (false, 0.0) };
+        let interf = if known { psi_mem.unwrap_or(0.0) } else { 0.0 };
+        let marks = [tun.mem_capacity_high, tun.mem_capacity_low, tun.mem_pressure_high, tun.mem_pressure_low];
+        set(&mut nl.mem_capacity, known, load, interf, marks);
+
+        // Memory bandwidth.
+        let bw = ns.and_then(|n| n.mem_bw).filter(|b| b.window_ns > 0 && b.capacity_bytes_per_s > 0);
+        let (known, load, interf) = match bw {
+            Some(b) => {
+                let cap = b.capacity_bytes_per_s as f64 * b.window_ns as f64 / 1e9;
+                (true, b.bytes as f64 / cap, b.saturated_ns as f64 / b.window_ns as f64)
+            }
+            None => (false, 0.0, 0.0),
+        };
+        let marks =
+            [tun.mem_bw_load_high, tun.mem_bw_load_low, tun.mem_bw_interference_high, tun.mem_bw_interference_low];
+        set(&mut nl.mem_bw, known, load, interf, marks);
+
+        // IO: PSI on nodes with devices.
+        let has_dev = topo.devices.iter().any(|d| d.node == Some(node.id));
+        let (known, v) = match (has_dev, psi_io) {
+            (true, Some(v)) => (true, v),
+            _ => (false, 0.0),
+        };
+        let marks = [tun.io_pressure_high, tun.io_pressure_low, tun.io_pressure_high, tun.io_pressure_low];
+        set(&mut nl.io, known, v, v, marks);
+    }
+}
+
+/// Sets one resource's figures and moves its bottleneck flag through the two-mark hysteresis:
+/// `marks` = [load high, load low, interference high, interference low].
+pub(crate) fn set(r: &mut ResourceState, known: bool, load: f64, interference: f64, marks: [f64; 4]) {
+    let [high, low, ihigh, ilow] = marks;
+    let (load, interference) = if known && load.is_finite() && interference.is_finite() {
+        (load.max(0.0), interference.max(0.0))
+    } else {
+        (0.0, 0.0)
+    };
+    r.known = known;
+    r.load = load;
+    r.interference = interference;
+    r.bottleneck = if !known {
+        false
+    } else if r.bottleneck {
+        !(load < low && interference < ilow)
+    } else {
+        load >= high || interference >= ihigh
+    };
 }

@@ -146,6 +146,14 @@ pub struct Tunables {
     pub mem_capacity_high: f64,
     /// Memory-capacity bottleneck: leave below this use. Default 0.85.
     pub mem_capacity_low: f64,
+    /// Memory-capacity bottleneck: enter at this PSI memory `some` share (avg10 / 100: time some
+    /// task stalled on reclaim, refaults or compaction). Default 0.20. Source: the kernel's PSI
+    /// documentation treats double-digit `some` as a workload that is visibly slowed; PSI is
+    /// system-wide, so every node with memory sees it. Prevents: steering memory into a node set
+    /// whose tasks already stall for memory while MemFree still looks fine (page cache).
+    pub mem_pressure_high: f64,
+    /// Memory-capacity bottleneck: leave below this PSI memory share. Default 0.05.
+    pub mem_pressure_low: f64,
     /// Memory-bandwidth bottleneck: enter at this controller load (bytes / capacity). Default 0.85.
     /// Source: loaded-latency curves rise steeply beyond ~80-85% of peak bandwidth (Intel MLC).
     pub mem_bw_load_high: f64,
@@ -289,6 +297,8 @@ impl Default for Tunables {
             cpu_interference_low: 0.10,
             mem_capacity_high: 0.95,
             mem_capacity_low: 0.85,
+            mem_pressure_high: 0.20,
+            mem_pressure_low: 0.05,
             mem_bw_load_high: 0.85,
             mem_bw_load_low: 0.70,
             mem_bw_interference_high: 0.20,
@@ -363,6 +373,8 @@ impl Tunables {
             ("cpu_interference_low", self.cpu_interference_low),
             ("mem_capacity_high", self.mem_capacity_high),
             ("mem_capacity_low", self.mem_capacity_low),
+            ("mem_pressure_high", self.mem_pressure_high),
+            ("mem_pressure_low", self.mem_pressure_low),
             ("mem_bw_load_high", self.mem_bw_load_high),
             ("mem_bw_load_low", self.mem_bw_load_low),
             ("mem_bw_interference_high", self.mem_bw_interference_high),
@@ -389,6 +401,7 @@ impl Tunables {
             ("cpu_load_low", self.cpu_load_low, self.cpu_load_high),
             ("cpu_interference_low", self.cpu_interference_low, self.cpu_interference_high),
             ("mem_capacity_low", self.mem_capacity_low, self.mem_capacity_high),
+            ("mem_pressure_low", self.mem_pressure_low, self.mem_pressure_high),
             ("mem_bw_load_low", self.mem_bw_load_low, self.mem_bw_load_high),
             ("mem_bw_interference_low", self.mem_bw_interference_low, self.mem_bw_interference_high),
             ("io_pressure_low", self.io_pressure_low, self.io_pressure_high),
@@ -492,6 +505,7 @@ mod tests {
             (|t| t.access_stale_ms = 0, "access_stale_ms"),
             (|t| t.access_sample_bytes = 0, "access_sample_bytes"),
             (|t| t.pinned_policy_share = 1.5, "pinned_policy_share"),
+            (|t| t.mem_pressure_low = 0.5, "mem_pressure_low"),
         ];
         for (mutate, field) in cases {
             let mut t = Tunables::default();

@@ -1,0 +1,119 @@
+//! Node load, interference and the bottleneck hysteresis.
+
+mod common;
+
+use common::*;
+
+/// CPU load from /proc/stat deltas: node 0 (CPUs 0, 1) goes from (busy, idle) = (0, 0) to
+/// (90, 10) on each CPU: 180 busy of 200 ticks = 0.9 -> at cpu_load_high (0.90): bottleneck.
+/// Node 1: 20 of 200 = 0.1. Run delay: one task on node 0 waited 0.3 s of 1 s -> 0.3 / 2 CPUs =
+/// 0.15 interference.
+#[test]
+fn cpu_load_and_interference() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s0 = Sb::new(&topo, SEC).cpu_ticks(&[(0, 0); 4]).proc(10, 5, "a", &[GIB, 0]).thread(10, 10, 0, 0, 0).build();
+    m.update(&s0);
+    assert!(!m.nodes[0].cpu.known, "no CPU load from one sample");
+    let s1 = Sb::new(&topo, 2 * SEC)
+        .cpu_ticks(&[(90, 10), (90, 10), (10, 90), (10, 90)])
+        .proc(10, 5, "a", &[GIB, 0])
+        .thread(10, 10, 800_000_000, 300_000_000, 1)
+        .build();
+    m.update(&s1);
+    let n0 = &m.nodes[0];
+    assert!(n0.cpu.known);
+    assert!((n0.cpu.load - 0.9).abs() < 1e-12, "{n0:?}");
+    assert!((n0.cpu.interference - 0.15).abs() < 1e-12);
+    assert!(n0.cpu.bottleneck);
+    assert!((n0.cpu_demand - 0.8).abs() < 1e-12);
+    let n1 = &m.nodes[1];
+    assert!((n1.cpu.load - 0.1).abs() < 1e-12);
+    assert!(!n1.cpu.bottleneck);
+    assert_eq!(n1.cpu_demand, 0.0);
+    assert!(!n0.mem_bw.known && !n0.io.known, "no uncore PMU, no devices");
+}
+
+/// Without /proc/stat the CPU load falls back to the tasks' rates: 1.5 CPUs on a 2-CPU node = 0.75.
+#[test]
+fn cpu_load_falls_back_to_task_rates() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s =
+        |t, a, b| Sb::new(&topo, t).proc(10, 5, "a", &[GIB, 0]).thread(10, 10, a, 0, 0).thread(10, 11, b, 0, 1).build();
+    m.update(&s(SEC, 0, 0));
+    m.update(&s(2 * SEC, SEC, SEC / 2));
+    assert!((m.nodes[0].cpu.load - 0.75).abs() < 1e-12);
+    assert!(m.nodes[0].cpu.known);
+    assert_eq!(m.nodes[0].cpu.interference, 0.0, "schedstat present, no delay");
+}
+
+/// Memory-capacity hysteresis (high 0.95, low 0.85), node of 16 GiB. Used fraction sequence:
+///   0.90 -> off (below high)         0.96 -> ON (>= high)
+///   0.90 -> on  (between the marks)  0.94 -> on   0.86 -> on   (oscillating between the marks)
+///   0.84 -> OFF (< low)              0.90 -> off  (between the marks, was off)
+#[test]
+fn memory_capacity_hysteresis_does_not_flap() {
+    let topo = machine(1, 2, 16);
+    let mut m = model(topo.clone());
+    let total_kb = 16 * 1024 * 1024u64;
+    let used = [0.90, 0.96, 0.90, 0.94, 0.86, 0.84, 0.90];
+    let expect = [false, true, true, true, true, false, false];
+    for (i, (&u, &e)) in used.iter().zip(&expect).enumerate() {
+        let free = ((1.0 - u) * total_kb as f64).round() as u64;
+        m.update(&Sb::new(&topo, (i as u64 + 1) * SEC).mem_free(0, free).build());
+        let r = &m.nodes[0].mem_capacity;
+        assert!(r.known);
+        assert!((r.load - u).abs() < 1e-6, "{r:?}");
+        assert_eq!(r.bottleneck, e, "step {i}: used {u}");
+        assert_eq!(m.nodes[0].mem_free_bytes, free * 1024);
+        assert_eq!(m.nodes[0].mem_total_bytes, total_kb * 1024);
+    }
+}
+
+/// Memory bandwidth from the uncore figure: 8.5 GB in 1 s of a 10 GB/s controller = 0.85 load
+/// (enter); 0.75 stays on; saturated 10% of the time keeps it on even at 0.5 load (interference
+/// 0.10 is not below the low mark 0.05); 0.5 load and 1% saturation leaves.
+#[test]
+fn memory_bandwidth_from_uncore() {
+    use numapilot_observe::MemBandwidth;
+    let topo = machine(1, 2, 16);
+    let mut m = model(topo.clone());
+    let steps = [(8_500, 0, true), (7_500, 0, true), (5_000, 100, true), (5_000, 10, false)];
+    for (i, &(mb, sat_ms, e)) in steps.iter().enumerate() {
+        let mut s = Sb::new(&topo, (i as u64 + 1) * SEC).build();
+        s.nodes[0].mem_bw = Some(MemBandwidth {
+            bytes: mb * 1_000_000,
+            window_ns: SEC,
+            saturated_ns: sat_ms * 1_000_000,
+            capacity_bytes_per_s: 10_000_000_000,
+        });
+        m.update(&s);
+        let r = &m.nodes[0].mem_bw;
+        assert!(r.known);
+        assert!((r.load - mb as f64 / 10_000.0).abs() < 1e-12);
+        assert_eq!(r.bottleneck, e, "step {i}");
+    }
+}
+
+/// A CPU-less node has no CPU resource; CPU sequence oscillating between the marks (0.75, 0.90)
+/// never enters.
+#[test]
+fn cpuless_node_and_cpu_oscillation_below_high() {
+    let mut topo = machine(2, 2, 16);
+    topo.nodes[1].cpus = Default::default();
+    for c in topo.cpus.iter_mut().filter(|c| c.node == 1) {
+        c.node = 0;
+    }
+    topo.nodes[0].cpus = (0..4).collect();
+    let mut m = model(topo.clone());
+    // Cumulative busy per CPU goes up by 80, 89, 76, 88 of 100 ticks per period.
+    let busy = [0u64, 80, 169, 245, 333];
+    for (i, &b) in busy.iter().enumerate() {
+        let i = i as u64;
+        m.update(&Sb::new(&topo, (i + 1) * SEC).cpu_ticks(&[(b, i * 100 - b); 4]).build());
+        assert!(!m.nodes[1].cpu.known);
+        assert!(!m.nodes[0].cpu.bottleneck, "step {i}: {:?}", m.nodes[0].cpu);
+    }
+    assert!((m.nodes[0].cpu.load - 0.88).abs() < 1e-12);
+}
