@@ -1,4 +1,49 @@
-//! The affinity graph between tasks. (Essay with the implementation.)
+//! The affinity graph between tasks: who works with whom, and how strongly.
+//!
+//! # Problem
+//!
+//! Threads that share data run faster on one node (the data stays in one LLC and one memory
+//! controller); threads that do not share gain nothing from being together. NUMA-ICON learns the
+//! relation from behaviour: "record the threads that recently touched the same page", plus
+//! communication (socket pairs, wake-ups), normalised to a frequency, decayed, and mapped to
+//! weak / medium / strong tiers.
+//!
+//! # Approach
+//!
+//! ```text
+//!   access samples ─► bucket (phys >> shift, else (pid, addr >> shift))
+//!                     recent accessors per bucket: [(task, last_ns, samples)]  <= coaccess_max_accessors
+//!                     a, b in one bucket with |t_a - t_b| <= coaccess_window  ─► co_ab += min(n_a, n_b)
+//!                     (once per pair per bucket per period)
+//!
+//!   f_coaccess(a,b) = co_ab / min(S_a, S_b)          S = samples of the task in the buckets counted
+//!   f_comm(a,b)     = events / period_s / comm_full_events_per_s          (both clamped to 0..1)
+//!
+//!   per channel, every period (dt = period, h = affinity_half_life):
+//!       d = 2^(-dt/h)          s = s * d + (1 - d) * f
+//!   no observation: f = 0, so s halves every half-life exactly; steady f: s -> f
+//!
+//!   strength = max(coaccess, comm)        tier: >= tier_strong Strong, >= tier_medium Medium,
+//!                                                   >= tier_weak Weak, else none
+//!   strength < edge_zero  ──► zero_since = now ──(edge_grace_ms)──► edge dropped
+//! ```
+//!
+//! The address-space prior (threads of one process) is never stored: [`AffinityGraph::strength`]
+//! returns `max(edge, prior)` for two threads of one process, and the grouping uses it only where
+//! a process has no finer signal (see `groups`).
+//!
+//! # Units
+//!
+//! Strengths and frequencies are dimensionless, 0..1. Times in ns; the half-life and windows are
+//! tunables in ms.
+//!
+//! # Limits
+//!
+//! Co-access is only as good as the samples: two threads sharing a buffer but sampled in different
+//! windows look unrelated. Only the `coaccess_max_accessors` most recent accessors of a bucket are
+//! paired, so a bucket hammered by hundreds of threads relates only the most recent ones per
+//! period (over periods, different ones). Cost per period: O(samples log samples + edges +
+//! buckets in the window x accessors^2).
 
 use std::collections::BTreeMap;
 
@@ -6,7 +51,7 @@ use numapilot_observe::Sample;
 use serde::{Deserialize, Serialize};
 
 use crate::tasks::TaskKey;
-use crate::Model;
+use crate::{Model, Tunables};
 
 /// Strength tier of an edge (NUMA-ICON: weak / medium / strong; the load balancer only needs the
 /// tier).
@@ -69,12 +114,259 @@ pub fn decay_factor(dt_ns: u64, half_life_ms: u64) -> f64 {
     (-(dt_ns as f64) / (half_life_ms as f64 * 1e6)).exp2()
 }
 
-/// Recent accessors per memory bucket (implementation state).
+/// Identity of a memory bucket for co-access: machine-wide when the physical address (or another
+/// machine-wide identity) is known, else per address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum BucketKey {
+    Phys(u64),
+    Virt(u32, u64),
+}
+
+/// One recent accessor of a bucket.
+#[derive(Debug, Clone, Copy)]
+struct Accessor {
+    task: TaskKey,
+    last_ns: u64,
+    samples: u64,
+}
+
+/// Recent accessors per memory bucket (implementation state), bounded: at most
+/// `coaccess_max_accessors` per bucket, nothing older than the co-access window.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct CoaccessWindow {}
+pub(crate) struct CoaccessWindow {
+    buckets: BTreeMap<BucketKey, Vec<Accessor>>,
+}
+
+impl CoaccessWindow {
+    /// Buckets currently remembered (for tests of boundedness).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.buckets.len()
+    }
+}
+
+/// Tier of a strength.
+pub fn tier_of(strength: f64, tun: &Tunables) -> Option<Tier> {
+    if strength >= tun.tier_strong {
+        Some(Tier::Strong)
+    } else if strength >= tun.tier_medium {
+        Some(Tier::Medium)
+    } else if strength >= tun.tier_weak {
+        Some(Tier::Weak)
+    } else {
+        None
+    }
+}
+
+fn ordered(a: TaskKey, b: TaskKey) -> (TaskKey, TaskKey) {
+    if a < b {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+/// This period's co-access frequency per pair, from the samples and the window (which it updates).
+fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), f64> {
+    let tun = &model.tunables;
+    let shift = tun.coaccess_bucket_shift;
+    let window_ns = tun.coaccess_window_ms.saturating_mul(1_000_000);
+    let max_acc = tun.coaccess_max_accessors as usize;
+    let now = model.now_ns;
+    let tasks = &model.tasks;
+    let reborn = &model.state.reborn;
+    let win = &mut model.state.coaccess;
+    let alive = |t: &TaskKey| tasks.contains_key(t) && !reborn.contains(t);
+
+    // This period's samples per (bucket, task), merged.
+    let mut rows: Vec<(BucketKey, TaskKey, u64, u64)> = sample
+        .accesses
+        .iter()
+        .filter(|a| a.count > 0)
+        .map(|a| {
+            let b = match a.phys {
+                Some(p) => BucketKey::Phys(p >> shift),
+                None => BucketKey::Virt(a.pid, a.addr >> shift),
+            };
+            (b, TaskKey { pid: a.pid, tid: a.tid }, u64::from(a.count), a.last_ns)
+        })
+        .filter(|r| alive(&r.1))
+        .collect();
+    rows.sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+    let mut merged: Vec<(BucketKey, Accessor)> = Vec::with_capacity(rows.len());
+    for (b, t, n, last) in rows {
+        match merged.last_mut() {
+            Some((pb, pa)) if *pb == b && pa.task == t => {
+                pa.samples += n;
+                pa.last_ns = pa.last_ns.max(last);
+            }
+            _ => merged.push((b, Accessor { task: t, last_ns: last, samples: n })),
+        }
+    }
+
+    // Pairs within each bucket.
+    let mut co: BTreeMap<(TaskKey, TaskKey), u64> = BTreeMap::new();
+    let mut total: BTreeMap<TaskKey, u64> = BTreeMap::new();
+    let mut parts: Vec<(Accessor, bool)> = Vec::new();
+    let mut counted: Vec<bool> = Vec::new();
+    let mut i = 0;
+    while i < merged.len() {
+        let b = merged[i].0;
+        let mut j = i;
+        parts.clear();
+        while j < merged.len() && merged[j].0 == b {
+            parts.push((merged[j].1, true));
+            j += 1;
+        }
+        let cur = &merged[i..j];
+        i = j;
+        for a in cur {
+            *total.entry(a.1.task).or_default() += a.1.samples;
+        }
+        let entry = win.buckets.entry(b).or_default();
+        // Carried accessors from earlier periods, still alive, not sampled again in this bucket.
+        entry.retain(|e| alive(&e.task));
+        for e in entry.iter() {
+            if !cur.iter().any(|c| c.1.task == e.task) {
+                parts.push((*e, false));
+            }
+        }
+        // Pair only the most recent `max_acc` participants (bounded cost per bucket).
+        parts.sort_unstable_by(|x, y| y.0.last_ns.cmp(&x.0.last_ns).then(x.0.task.cmp(&y.0.task)));
+        parts.truncate(max_acc);
+        counted.clear();
+        counted.resize(parts.len(), false);
+        for x in 0..parts.len() {
+            for y in x + 1..parts.len() {
+                let ((p, pc), (q, qc)) = (parts[x], parts[y]);
+                if !(pc || qc) || p.last_ns.abs_diff(q.last_ns) > window_ns {
+                    continue;
+                }
+                *co.entry(ordered(p.task, q.task)).or_default() += p.samples.min(q.samples);
+                for (k, is_cur) in [(x, pc), (y, qc)] {
+                    if !is_cur && !counted[k] {
+                        counted[k] = true;
+                        *total.entry(parts[k].0.task).or_default() += parts[k].0.samples;
+                    }
+                }
+            }
+        }
+        // Remember this period's accessors (replacing their older entries), most recent first.
+        for c in cur {
+            match entry.iter_mut().find(|e| e.task == c.1.task) {
+                Some(e) => *e = c.1,
+                None => entry.push(c.1),
+            }
+        }
+        entry.sort_unstable_by(|x, y| y.last_ns.cmp(&x.last_ns).then(x.task.cmp(&y.task)));
+        entry.truncate(max_acc);
+    }
+    // Forget what can no longer pair with a future sample (all future samples are after `now`).
+    win.buckets.retain(|_, v| {
+        v.retain(|e| e.last_ns.saturating_add(window_ns) >= now && alive(&e.task));
+        !v.is_empty()
+    });
+
+    co.into_iter()
+        .filter_map(|((a, b), n)| {
+            let denom = total.get(&a).copied().unwrap_or(0).min(total.get(&b).copied().unwrap_or(0));
+            (denom > 0).then(|| ((a, b), (n as f64 / denom as f64).clamp(0.0, 1.0)))
+        })
+        .collect()
+}
+
+/// This period's communication frequency per pair.
+fn communication(model: &Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), f64> {
+    let mut events: BTreeMap<(TaskKey, TaskKey), u64> = BTreeMap::new();
+    let period_s = model.period_ns as f64 / 1e9;
+    if period_s <= 0.0 {
+        return BTreeMap::new();
+    }
+    for c in &sample.comm {
+        let a = TaskKey { pid: c.a.0, tid: c.a.1 };
+        let b = TaskKey { pid: c.b.0, tid: c.b.1 };
+        if a == b || !model.tasks.contains_key(&a) || !model.tasks.contains_key(&b) {
+            continue;
+        }
+        *events.entry(ordered(a, b)).or_default() += c.events;
+    }
+    let full = model.tunables.comm_full_events_per_s;
+    events.into_iter().map(|(k, e)| (k, (e as f64 / period_s / full).clamp(0.0, 1.0))).collect()
+}
 
 /// Decays every edge to the sample's time, adds this period's co-access and communication, maps
 /// tiers, drops edges past their grace period and edges of tasks that are gone.
 pub(crate) fn update(model: &mut Model, sample: &Sample) {
-    let _ = (model, sample);
+    let co = coaccess(model, sample);
+    let comm = communication(model, sample);
+    let tun = &model.tunables;
+    let now = model.now_ns;
+    let d = decay_factor(model.period_ns, tun.affinity_half_life_ms);
+    let gain = 1.0 - d;
+    let grace_ns = tun.edge_grace_ms.saturating_mul(1_000_000);
+    let tasks = &model.tasks;
+    let reborn = &model.state.reborn;
+    let edges = &mut model.graph.edges;
+    edges.retain(|(a, b), _| {
+        tasks.contains_key(a) && tasks.contains_key(b) && !reborn.contains(a) && !reborn.contains(b)
+    });
+    for e in edges.values_mut() {
+        e.coaccess *= d;
+        e.comm *= d;
+    }
+    if gain > 0.0 {
+        let mut observe = |k: (TaskKey, TaskKey), f: f64, comm: bool| {
+            if f <= 0.0 {
+                return;
+            }
+            let e = edges.entry(k).or_insert(Edge {
+                strength: 0.0,
+                coaccess: 0.0,
+                comm: 0.0,
+                tier: None,
+                last_seen_ns: now,
+                zero_since_ns: None,
+            });
+            if comm {
+                e.comm += gain * f;
+            } else {
+                e.coaccess += gain * f;
+            }
+            e.last_seen_ns = now;
+        };
+        for (k, f) in co {
+            observe(k, f, false);
+        }
+        for (k, f) in comm {
+            observe(k, f, true);
+        }
+    }
+    edges.retain(|_, e| {
+        e.coaccess = e.coaccess.clamp(0.0, 1.0);
+        e.comm = e.comm.clamp(0.0, 1.0);
+        e.strength = e.coaccess.max(e.comm);
+        e.tier = tier_of(e.strength, tun);
+        if e.strength < tun.edge_zero {
+            let since = *e.zero_since_ns.get_or_insert(now);
+            now.saturating_sub(since) < grace_ns
+        } else {
+            e.zero_since_ns = None;
+            true
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decay_factor_basics() {
+        assert_eq!(decay_factor(0, 10_000), 1.0);
+        assert!((decay_factor(10_000_000_000, 10_000) - 0.5).abs() < 1e-15);
+        assert!((decay_factor(20_000_000_000, 10_000) - 0.25).abs() < 1e-15);
+        assert_eq!(decay_factor(1, 0), 0.0);
+        let w = CoaccessWindow::default();
+        assert_eq!(w.len(), 0);
+    }
 }

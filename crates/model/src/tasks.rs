@@ -217,7 +217,6 @@ pub(crate) struct History {
     /// old task must be forgotten.
     pub(crate) reborn: BTreeSet<TaskKey>,
     /// Co-access window (affinity.rs).
-    #[allow(dead_code)] // read by affinity.rs (next commit)
     pub(crate) coaccess: CoaccessWindow,
     /// Previous busy and total ticks per node (dense index), load.rs.
     #[allow(dead_code)] // read by load.rs (next commit)

@@ -1,0 +1,217 @@
+//! The affinity graph: co-access, communication, decay, tiers, grace period.
+//!
+//! Defaults used in the traces: half-life h = 10 s, period 1 s, so an observed pair gains
+//! g = 1 - 2^(-0.1) = 0.066967 x f per period and every edge is multiplied by d = 2^(-0.1).
+//! Tiers: weak 0.05, medium 0.2, strong 0.5; zero below 0.01; grace 30 s.
+
+mod common;
+
+use common::*;
+use numapilot_model::{Model, Tier};
+use numapilot_observe::Sample;
+use numapilot_topology::Topology;
+
+const BUF: u64 = 0x7f00_0000_0000;
+
+/// Process 10 with threads 11 and 12 (and 13 idle), both sampling bucket BUF `n` times at `t`.
+fn both(topo: &Topology, t: u64, n: u32) -> Sample {
+    let mut b = Sb::new(topo, t)
+        .proc(10, 5, "app", &[GIB, 0])
+        .thread(10, 11, 0, 0, 0)
+        .thread(10, 12, 0, 0, 0)
+        .thread(10, 13, 0, 0, 0);
+    if n > 0 {
+        b = b.access(10, 11, BUF, 0, n, t).access(10, 12, BUF + 4096, 0, n, t);
+    }
+    b.build()
+}
+
+fn strength(m: &Model, a: (u32, u32), b: (u32, u32)) -> Option<f64> {
+    m.graph.edges.get(&(key(a.0, a.1), key(b.0, b.1))).map(|e| e.strength)
+}
+
+/// Trace: t=1 s first sample (no period, no edge). From t=2 s every period f = 10/10 = 1:
+/// s_n = 1 - d^n: n=1 0.0670 (weak), n=4 0.2421 (medium), n=10 0.5 (strong at n=11: 0.5333).
+#[test]
+fn co_access_builds_weak_medium_strong() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    m.update(&both(&topo, SEC, 10));
+    assert!(m.graph.edges.is_empty());
+    let d: f64 = 2f64.powf(-0.1);
+    let mut expect_tier = vec![];
+    for n in 1..=11u32 {
+        m.update(&both(&topo, (n as u64 + 1) * SEC, 10));
+        let s = strength(&m, (10, 11), (10, 12)).unwrap();
+        assert!((s - (1.0 - d.powi(n as i32))).abs() < 1e-12, "n={n}: {s}");
+        expect_tier.push(m.graph.edges[&(key(10, 11), key(10, 12))].tier);
+    }
+    assert_eq!(expect_tier[0], Some(Tier::Weak));
+    assert_eq!(expect_tier[2], Some(Tier::Weak), "n=3: 0.1877 < 0.2");
+    assert_eq!(expect_tier[3], Some(Tier::Medium));
+    assert_eq!(expect_tier[8], Some(Tier::Medium), "n=9: 0.4641");
+    assert_eq!(expect_tier[10], Some(Tier::Strong));
+    // The idle thread has no edge; the prior makes it related to both, weakly.
+    assert_eq!(m.graph.edges.len(), 1);
+    assert_eq!(m.graph.strength(key(10, 13), key(10, 11), 0.1), 0.1);
+    assert_eq!(m.graph.strength(key(10, 12), key(10, 11), 0.1), strength(&m, (10, 11), (10, 12)).unwrap());
+}
+
+/// After building an edge, one update 10 s later (no samples) halves it exactly; another 20 s
+/// later quarters it.
+#[test]
+fn decay_halves_per_half_life() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=5 {
+        m.update(&both(&topo, i * SEC, 10));
+    }
+    let s0 = strength(&m, (10, 11), (10, 12)).unwrap();
+    m.update(&both(&topo, 15 * SEC, 0));
+    let s1 = strength(&m, (10, 11), (10, 12)).unwrap();
+    assert!((s1 - s0 / 2.0).abs() < 1e-12, "{s0} -> {s1}");
+    m.update(&both(&topo, 35 * SEC, 0));
+    let s2 = strength(&m, (10, 11), (10, 12)).unwrap();
+    assert!((s2 - s0 / 8.0).abs() < 1e-12, "{s0} -> {s2}");
+}
+
+/// One observation: s = 0.066967. Then updates 10 s apart: 0.0335, 0.0167, 0.0084 (< 0.01: zero
+/// since t=32 s), kept at t=42 s and 52 s (10 s and 20 s into the grace), dropped at t=62 s (30 s).
+#[test]
+fn zero_edge_kept_for_grace_then_dropped() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    m.update(&both(&topo, SEC, 10));
+    m.update(&both(&topo, 2 * SEC, 10));
+    let k = (key(10, 11), key(10, 12));
+    assert!(m.graph.edges[&k].zero_since_ns.is_none());
+    for (t, zero_since) in [(12, None), (22, None), (32, Some(32 * SEC)), (42, Some(32 * SEC)), (52, Some(32 * SEC))] {
+        m.update(&both(&topo, t * SEC, 0));
+        let e = &m.graph.edges[&k];
+        assert_eq!(e.zero_since_ns, zero_since, "t={t}: {e:?}");
+        assert_eq!(e.last_seen_ns, 2 * SEC);
+    }
+    assert_eq!(m.graph.edges[&k].tier, None);
+    m.update(&both(&topo, 62 * SEC, 0));
+    assert!(m.graph.edges.is_empty());
+}
+
+/// Normalisation: thread 11 has 10 samples in bucket A; thread 12 has 2 in A and 8 in B.
+/// co = min(10, 2) = 2; min(S) = min(10, 10) = 10: f = 0.2, so s = 0.2 x g after one period.
+#[test]
+fn co_access_is_normalised_by_the_smaller_sample_count() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t| {
+        Sb::new(&topo, t)
+            .proc(10, 5, "app", &[GIB, 0])
+            .thread(10, 11, 0, 0, 0)
+            .thread(10, 12, 0, 0, 0)
+            .access(10, 11, BUF, 0, 10, t)
+            .access(10, 12, BUF, 0, 2, t)
+            .access(10, 12, BUF + (64 << 20), 0, 8, t)
+            .build()
+    };
+    m.update(&s(SEC));
+    m.update(&s(2 * SEC));
+    let g = 1.0 - 2f64.powf(-0.1);
+    let e = strength(&m, (10, 11), (10, 12)).unwrap();
+    assert!((e - 0.2 * g).abs() < 1e-12, "{e}");
+}
+
+/// Accesses to the same bucket 3 s apart (window 1 s) are not a co-access; 0.5 s apart across a
+/// period boundary they are (the window carries the earlier accessor).
+#[test]
+fn co_access_needs_the_window() {
+    let topo = machine(2, 2, 16);
+    let base = |t| Sb::new(&topo, t).proc(10, 5, "app", &[GIB, 0]).thread(10, 11, 0, 0, 0).thread(10, 12, 0, 0, 0);
+    let mut m = model(topo.clone());
+    m.update(&base(SEC).build());
+    m.update(&base(2 * SEC).access(10, 11, BUF, 0, 5, 2 * SEC).build());
+    m.update(&base(5 * SEC).access(10, 12, BUF, 0, 5, 5 * SEC).build());
+    assert!(m.graph.edges.is_empty(), "{:?}", m.graph.edges);
+
+    let mut m = model(topo.clone());
+    m.update(&base(SEC).build());
+    m.update(&base(2 * SEC).access(10, 11, BUF, 0, 5, 2 * SEC).build());
+    m.update(&base(3 * SEC).access(10, 12, BUF, 0, 5, 2 * SEC + SEC / 2).build());
+    assert!(strength(&m, (10, 11), (10, 12)).is_some());
+}
+
+/// Shared memory between processes: the same physical bucket at different virtual addresses.
+#[test]
+fn physical_identity_relates_processes() {
+    use numapilot_observe::AccessSample;
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=2u64 {
+        let t = i * SEC;
+        let mut s = Sb::new(&topo, t)
+            .proc(10, 5, "a", &[GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .proc(20, 5, "b", &[GIB, 0])
+            .thread(20, 20, 0, 0, 0)
+            .build();
+        for (pid, addr) in [(10, 0x1000_0000u64), (20, 0x5000_0000)] {
+            s.accesses.push(AccessSample {
+                pid,
+                tid: pid,
+                addr,
+                phys: Some(0x8_0000_0000),
+                node: 0,
+                count: 4,
+                last_ns: t,
+            });
+        }
+        m.update(&s);
+    }
+    assert!(strength(&m, (10, 10), (20, 20)).is_some());
+}
+
+/// Communication: 500 wake-ups per second between two processes' threads: f = 0.5.
+/// After 10 periods: 0.5 x (1 - 2^-1) = 0.25 -> medium. Co-access channel stays 0.
+#[test]
+fn communication_makes_an_edge() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t| {
+        Sb::new(&topo, t)
+            .proc(10, 5, "server", &[GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .proc(20, 5, "client", &[0, GIB])
+            .thread(20, 20, 0, 0, 0)
+            .comm((20, 20), (10, 10), 300)
+            .comm((10, 10), (20, 20), 200)
+            .build()
+    };
+    for i in 0..=10 {
+        m.update(&s((i + 1) * SEC));
+    }
+    let e = &m.graph.edges[&(key(10, 10), key(20, 20))];
+    assert!((e.comm - 0.25).abs() < 1e-12, "{e:?}");
+    assert_eq!(e.coaccess, 0.0);
+    assert_eq!(e.tier, Some(Tier::Medium));
+}
+
+/// A vanished thread leaves no edge; a reused pid does not inherit the old process's edges.
+#[test]
+fn vanished_and_reborn_tasks_lose_their_edges() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=3 {
+        m.update(&both(&topo, i * SEC, 10));
+    }
+    assert_eq!(m.graph.edges.len(), 1);
+    m.update(&Sb::new(&topo, 4 * SEC).proc(10, 5, "app", &[GIB, 0]).thread(10, 11, 0, 0, 0).build());
+    assert!(m.graph.edges.is_empty());
+
+    let mut m = model(topo.clone());
+    for i in 1..=3 {
+        m.update(&both(&topo, i * SEC, 10));
+    }
+    // pid 10 reused by a new process (start time 400) with tids 11 and 12 again.
+    let s =
+        Sb::new(&topo, 4 * SEC).proc(10, 400, "new", &[GIB, 0]).thread(10, 11, 0, 0, 0).thread(10, 12, 0, 0, 0).build();
+    m.update(&s);
+    assert!(m.graph.edges.is_empty(), "{:?}", m.graph.edges);
+}
