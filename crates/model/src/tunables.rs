@@ -452,7 +452,7 @@ impl Tunables {
         if !(self.new_thread_cpu.is_finite() && self.new_thread_cpu > 0.0) {
             return err("new_thread_cpu", self.new_thread_cpu, "must be a finite number > 0");
         }
-        if !(self.imbalance > 0.0) {
+        if self.imbalance.is_nan() || self.imbalance <= 0.0 {
             return err("imbalance", self.imbalance, "must be > 0 (0 would move tasks for any difference)");
         }
         if self.hold_periods == 0 {
