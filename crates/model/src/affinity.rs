@@ -192,7 +192,7 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
         })
         .filter(|r| alive(&r.1))
         .collect();
-    rows.sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+    rows.sort_unstable_by_key(|x| (x.0, x.1));
     let mut merged: Vec<(BucketKey, Accessor)> = Vec::with_capacity(rows.len());
     for (b, t, n, last) in rows {
         match merged.last_mut() {
