@@ -1,0 +1,147 @@
+//! Rule 3: balancing, weakest affinity first (NUMA-ICON: "sort tasks by how strongly they access
+//! this node's memory; the weakest migrate first; a task on its best node stays unless the node is
+//! a bottleneck").
+//!
+//! ```text
+//!   load(n) = (fixed(n) + planned task CPU on n) / CPUs(n)
+//!   while load(busiest) - load(idlest) > imbalance:
+//!       candidates on busiest: not held, not class-bound, CPU > 0, busiest is not their preferred
+//!                              node (or it is a bottleneck), and the move narrows the gap
+//!       strength(task, n) = access share of the task on n
+//!                         + mean affinity (graph edge or address-space prior) to the members of
+//!                           its unit planned on n
+//!       move the weakest (then the lightest, then the lowest key) to the idlest node
+//! ```
+//!
+//! The group placement already respects capacity, so this mostly acts on unmanaged load and on
+//! units that could not be placed without overload. Each move is a per-thread `SetAffinity`.
+
+use numapilot_model::{ProcessClass, TaskKey};
+
+use super::place::{pct, Planner, UnitKind};
+use super::Adaptive;
+use crate::action::Reason;
+
+/// Strength of the relation between two tasks: the stored edge, or the address-space prior for
+/// threads of one process, whichever is larger (the model's `AffinityGraph::strength`, computed
+/// here from the public edges).
+fn strength(p: &Planner<'_>, a: TaskKey, b: TaskKey) -> f64 {
+    let m = p.model;
+    let key = if a < b { (a, b) } else { (b, a) };
+    let edge = m.graph.edges.get(&key).map_or(0.0, |e| e.strength);
+    let prior = if a.pid == b.pid { m.tunables.address_space_prior } else { 0.0 };
+    edge.max(prior)
+}
+
+/// Node (dense) a planned task counts on: its current node when the plan allows it, else the
+/// plan's first node.
+fn counted_on(p: &Planner<'_>, k: &TaskKey, nodes: &[usize]) -> Option<usize> {
+    let cur = p.task_idx(k);
+    match cur {
+        Some(c) if nodes.contains(&c) => Some(c),
+        _ => nodes.first().copied(),
+    }
+}
+
+/// Moves tasks from the busiest to the idlest node until the planned loads are within
+/// `imbalance`.
+pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
+    let _ = policy;
+    let m = p.model;
+    let t = &m.tunables;
+    if p.cpu_nodes.len() < 2 {
+        return;
+    }
+    for _ in 0..p.task_plan.len() {
+        let n = m.topo.nodes.len();
+        let mut demand = p.fixed.clone();
+        let mut on: Vec<Option<usize>> = Vec::new();
+        let keys: Vec<TaskKey> = p.task_plan.keys().copied().collect();
+        for k in &keys {
+            let tp = &p.task_plan[k];
+            let c = counted_on(p, k, &tp.nodes);
+            if let Some(c) = c {
+                demand[c] += tp.cpu;
+            }
+            on.push(c);
+        }
+        let load: Vec<f64> = (0..n).map(|i| if p.cpus[i] > 0.0 { demand[i] / p.cpus[i] } else { 0.0 }).collect();
+        let busiest = p.cpu_nodes.iter().copied().max_by(|&a, &b| load[a].total_cmp(&load[b]).then(b.cmp(&a)));
+        let idlest = p.cpu_nodes.iter().copied().min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
+        let (Some(b), Some(i)) = (busiest, idlest) else { return };
+        let gap = load[b] - load[i];
+        if gap <= t.imbalance {
+            return;
+        }
+        let b_bottleneck = m.nodes.get(b).is_some_and(|l| l.any_bottleneck());
+        let mut best: Option<(f64, f64, TaskKey, String)> = None;
+        for (ki, k) in keys.iter().enumerate() {
+            if on[ki] != Some(b) {
+                continue;
+            }
+            let tp = &p.task_plan[k];
+            if tp.held || tp.cpu <= 0.0 {
+                continue;
+            }
+            let u = &p.units[tp.unit];
+            if !matches!(u.kind, UnitKind::Group(_) | UnitKind::Process(ProcessClass::Unclassified)) {
+                continue;
+            }
+            let Some(tv) = m.tasks.get(k) else { continue };
+            // The task's preferred node: its own accesses, else its unit's.
+            let own: f64 = tv.access.iter().sum();
+            let share: &[f64] = if own > 0.0 { &tv.access } else { &u.share };
+            let preferred =
+                p.cpu_nodes.iter().copied().max_by(|&x, &y| share[x].total_cmp(&share[y]).then(y.cmp(&x))).unwrap_or(b);
+            if preferred == b && share[b] > 0.0 && !b_bottleneck {
+                continue;
+            }
+            let (nb, ni) = (load[b] - tp.cpu / p.cpus[b], load[i] + tp.cpu / p.cpus[i]);
+            if (nb - ni).abs() >= gap {
+                continue;
+            }
+            let mates: Vec<TaskKey> = u
+                .tasks
+                .iter()
+                .copied()
+                .filter(|x| x != k)
+                .filter(|x| p.task_plan.get(x).is_some_and(|xp| counted_on(p, x, &xp.nodes) == Some(b)))
+                .collect();
+            let mate_strength = if mates.is_empty() {
+                0.0
+            } else {
+                mates.iter().map(|&x| strength(p, *k, x)).sum::<f64>() / mates.len() as f64
+            };
+            let s = share.get(b).copied().unwrap_or(0.0) + mate_strength;
+            let why = format!(
+                "node {} cpu load {:.2} vs node {} {:.2} (imbalance > {:.2}): task {} of process {} ({:.2} CPUs) has the weakest affinity to node {}: access share {} there, strength {:.2} to {} co-located members of {}",
+                p.id(b),
+                load[b],
+                p.id(i),
+                load[i],
+                t.imbalance,
+                k.tid,
+                k.pid,
+                tp.cpu,
+                p.id(b),
+                pct(share.get(b).copied().unwrap_or(0.0)),
+                mate_strength,
+                mates.len(),
+                u.label
+            );
+            let better = match &best {
+                None => true,
+                Some((bs, bc, bk, _)) => s < *bs || (s == *bs && (tp.cpu < *bc || (tp.cpu == *bc && k < bk))),
+            };
+            if better {
+                best = Some((s, tp.cpu, *k, why));
+            }
+        }
+        let Some((_, cpu, k, why)) = best else { return };
+        if let Some(tp) = p.task_plan.get_mut(&k) {
+            tp.nodes = vec![i];
+            tp.reason = Reason::new("balance-weakest-first", why);
+            tp.hold_load = cpu;
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Rule 6: `explain` — what the policy believes about one process and what it did to it.
+//!
+//! The preferred node and its reason are computed by the same candidate function the planner
+//! uses (against the capacity of an empty plan), so `explain` and `decide` cannot disagree about
+//! why a node is preferred; the journal holds the last actions with their outcomes.
+
+use std::fmt;
+
+use numapilot_model::{GroupId, Model, ProcessClass, TaskKey};
+use serde::{Deserialize, Serialize};
+
+use super::place::{Planner, UnitKind};
+use super::Adaptive;
+use crate::action::{Action, Outcome};
+
+/// One past action and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// Decision number.
+    pub period: u64,
+    /// Host time of the decision's sample, ns.
+    pub at_ns: u64,
+    /// The action with its reason.
+    pub action: Action,
+    /// Its outcome; `None` in a dry run.
+    pub outcome: Option<Outcome>,
+}
+
+/// One unit (group or whole process) holding some of the process's threads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupExplanation {
+    /// The model's group id; `None` when the unit is the whole process (classified or ungrouped).
+    pub group: Option<GroupId>,
+    /// Threads in the unit (of all processes in it).
+    pub tasks: usize,
+    /// Processes in the unit.
+    pub pids: Vec<u32>,
+    /// CPU demand, CPUs.
+    pub cpu: f64,
+    /// Memory, bytes.
+    pub mem_bytes: u64,
+    /// Preferred node (kernel id).
+    pub preferred_node: Option<u32>,
+    /// Rule that makes it preferred.
+    pub rule: String,
+    /// Why, with the numbers.
+    pub why: String,
+}
+
+/// Everything `explain` says about a process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// Process id.
+    pub pid: u32,
+    /// Name.
+    pub comm: String,
+    /// Class (from behaviour or an override).
+    pub class: ProcessClass,
+    /// Whether the policy leaves it alone (placed by someone else).
+    pub pinned: bool,
+    /// Threads, CPU demand (CPUs) and resident memory (bytes).
+    pub threads: usize,
+    /// CPU demand, CPUs.
+    pub cpu: f64,
+    /// Resident memory, bytes.
+    pub rss_bytes: u64,
+    /// Resident memory per node: (kernel id, bytes).
+    pub mem_by_node: Vec<(u32, u64)>,
+    /// The units holding its threads.
+    pub groups: Vec<GroupExplanation>,
+    /// The preferred node of its heaviest unit.
+    pub preferred_node: Option<u32>,
+    /// Why.
+    pub why: String,
+    /// Its last actions, oldest first.
+    pub last_actions: Vec<JournalEntry>,
+}
+
+pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Explanation> {
+    let p = model.procs.get(&pid)?;
+    let pinned = policy.foreign_pinned(model, pid);
+    let planner = Planner::new(policy, model);
+    let mut groups = Vec::new();
+    for u in planner.units.iter().filter(|u| u.pids.contains(&pid)) {
+        let c = planner.candidates(u);
+        groups.push(GroupExplanation {
+            group: match u.kind {
+                UnitKind::Group(g) => Some(g),
+                UnitKind::Process(_) => None,
+            },
+            tasks: u.tasks.len(),
+            pids: u.pids.clone(),
+            cpu: u.cpu,
+            mem_bytes: u.mem,
+            preferred_node: c.order.first().map(|&i| planner.id(i)),
+            rule: c.rule.to_string(),
+            why: format!("{}: {}", u.label, c.why),
+        });
+    }
+    let (preferred_node, why) = if pinned {
+        (None, "placed by someone else (explicit memory policy or narrowed CPUs): never touched".to_string())
+    } else if planner.new_procs.contains(&pid) {
+        (None, "new process: the fork rule places it on the least loaded node at the next decision".to_string())
+    } else if let Some(g) = groups.first() {
+        (g.preferred_node, format!("[{}] {}", g.rule, g.why))
+    } else {
+        (None, format!("not managed: CPU below min_group_cpu ({} CPUs)", model.tunables.min_group_cpu))
+    };
+    let threads = p.tids.iter().filter(|&&tid| model.tasks.contains_key(&TaskKey { pid, tid })).count();
+    Some(Explanation {
+        pid,
+        comm: p.comm.clone(),
+        class: p.class,
+        pinned,
+        threads,
+        cpu: p.cpu_rate,
+        rss_bytes: p.rss_bytes,
+        mem_by_node: p.mem_by_node.iter().enumerate().map(|(i, &b)| (model.topo.nodes[i].id, b)).collect(),
+        groups,
+        preferred_node,
+        why,
+        last_actions: policy.proc_state(model, pid).map(|s| s.journal.iter().cloned().collect()).unwrap_or_default(),
+    })
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MIB: f64 = 1048576.0;
+        writeln!(
+            f,
+            "process {} ({}): class {:?}{}, {} threads, {:.2} CPUs, {:.0} MiB",
+            self.pid,
+            self.comm,
+            self.class,
+            if self.pinned { ", pinned" } else { "" },
+            self.threads,
+            self.cpu,
+            self.rss_bytes as f64 / MIB
+        )?;
+        let mem: Vec<String> = self.mem_by_node.iter().map(|(n, b)| format!("N{n}={:.0}", *b as f64 / MIB)).collect();
+        writeln!(f, "  memory (MiB): {}", mem.join(" "))?;
+        match self.preferred_node {
+            Some(n) => writeln!(f, "  preferred node {n}: {}", self.why)?,
+            None => writeln!(f, "  {}", self.why)?,
+        }
+        for g in &self.groups {
+            writeln!(
+                f,
+                "  unit {}: {} tasks of {:?}, {:.2} CPUs, {:.0} MiB, prefers node {} [{}]",
+                g.group.map_or_else(|| "process".to_string(), |id| format!("group {id}")),
+                g.tasks,
+                g.pids,
+                g.cpu,
+                g.mem_bytes as f64 / MIB,
+                g.preferred_node.map_or_else(|| "-".to_string(), |n| n.to_string()),
+                g.rule
+            )?;
+        }
+        for e in &self.last_actions {
+            let outcome = match &e.outcome {
+                None => "planned (dry run)".to_string(),
+                Some(o) => format!("{o:?}"),
+            };
+            writeln!(
+                f,
+                "  period {} {:?} -> {outcome}\n    [{}] {}",
+                e.period, e.action.kind, e.action.reason.rule, e.action.reason.detail
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,326 @@
+//! Rule 4 (memory follows CPU, under a budget) and rule 5's memory side (bind, interleave).
+//!
+//! ```text
+//!   per process p (managed, not new), in order of benefit (remote share x CPU), then pid:
+//!     S = nodes its units are placed on
+//!     growing                 -> nothing (memory may spill; its CPUs were pointed at a node)
+//!     bandwidth-bound         -> Interleave over the nodes its threads run on, equal weights,
+//!                                when its memory deviates from that by >= remote_share_min
+//!     units on different S    -> Interleave over their nodes, weighted by planned CPU there
+//!                                (no per-thread ranges to split the memory with)
+//!     otherwise               r = remote share of its accesses (or memory) outside S
+//!       static-large, latency:  r > 0                                   (binding classes)
+//!       unclassified:           r >= remote_share_min, RSS >= min_process_rss_mib,
+//!                               r x CPU x benefit_horizon_s  >  pages x migrate_cost_ns_per_page
+//!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
+//!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
+//!   budget: migrate_budget_mib_per_s x period, over the whole plan
+//!   hold:   memory moved to another node set within hold_periods (load unchanged) stays
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use numapilot_model::{ProcessClass, TaskKey};
+use numapilot_topology::NodeSet;
+
+use super::place::{pct, Planner};
+use super::{Adaptive, BASE_PAGE_BYTES};
+use crate::action::{Action, ActionKind, Reason, TaskRef};
+
+const MIB: f64 = 1048576.0;
+
+/// Weight unit of a weighted interleave: tenths of a CPU (the action's weights are integers).
+const WEIGHT_PER_CPU: f64 = 10.0;
+
+/// One process's memory job.
+struct Job {
+    pid: u32,
+    benefit: f64,
+    kind: JobKind,
+}
+
+enum JobKind {
+    /// Move memory outside `to` into it.
+    Follow { to: Vec<usize>, dest: usize, remote: f64, detail: String, bind: bool },
+    /// Spread memory over `nodes` with `weights`.
+    Spread { nodes: Vec<usize>, weights: Vec<u32>, pages: u64, rule: &'static str, detail: String },
+}
+
+/// Share of `p`'s accesses per node: the CPU-weighted mean of its threads' shares, else its
+/// resident memory.
+fn proc_share(pl: &Planner<'_>, pid: u32) -> (Vec<f64>, &'static str) {
+    let m = pl.model;
+    let n = m.topo.nodes.len();
+    let p = &m.procs[&pid];
+    let mut share = vec![0.0; n];
+    for &tid in &p.tids {
+        if let Some(t) = m.tasks.get(&TaskKey { pid, tid }) {
+            let w = t.cpu_rate.max(1e-3);
+            for (i, a) in t.access.iter().enumerate().take(n) {
+                share[i] += a * w;
+            }
+        }
+    }
+    let s: f64 = share.iter().sum();
+    if s > 0.0 {
+        return (share.iter().map(|x| x / s).collect(), "sampled accesses");
+    }
+    let total: u64 = p.mem_by_node.iter().sum();
+    if total == 0 {
+        return (vec![0.0; n], "resident memory");
+    }
+    (p.mem_by_node.iter().take(n).map(|&b| b as f64 / total as f64).collect(), "resident memory")
+}
+
+/// Total-variation distance between `p`'s memory distribution and `weights` over `nodes`.
+fn deviation(pl: &Planner<'_>, pid: u32, nodes: &[usize], weights: &[u32]) -> f64 {
+    let p = &pl.model.procs[&pid];
+    let total: u64 = p.mem_by_node.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let wsum: f64 = weights.iter().map(|&w| w as f64).sum::<f64>().max(1.0);
+    let mut d = 0.0;
+    for (i, &b) in p.mem_by_node.iter().enumerate() {
+        let want = nodes.iter().position(|&x| x == i).map_or(0.0, |j| weights[j] as f64 / wsum);
+        d += (b as f64 / total as f64 - want).abs();
+    }
+    d / 2.0
+}
+
+/// Plans the memory actions.
+pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
+    let m = pl.model;
+    let t = &m.tunables;
+    let new: BTreeSet<u32> = pl.new_procs.iter().copied().collect();
+    // Node sets of each process's units, and its planned CPU per node.
+    let mut sets: BTreeMap<u32, BTreeSet<Vec<usize>>> = BTreeMap::new();
+    let mut cpu_on: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for (k, tp) in &pl.task_plan {
+        let unit_nodes = pl.placed[tp.unit].as_ref().map_or_else(|| tp.nodes.clone(), |pz| pz.nodes.clone());
+        sets.entry(k.pid).or_default().insert(unit_nodes);
+        let v = cpu_on.entry(k.pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()]);
+        let c = match pl.task_idx(k) {
+            Some(c) if tp.nodes.contains(&c) => c,
+            _ => tp.nodes.first().copied().unwrap_or(0),
+        };
+        v[c] += tp.cpu.max(1e-3);
+    }
+    let mut jobs = Vec::new();
+    for (&pid, nodesets) in &sets {
+        let Some(p) = m.procs.get(&pid) else { continue };
+        if new.contains(&pid) || !pl.managed.contains(&pid) || p.class == ProcessClass::Growing {
+            continue;
+        }
+        let cpu = &cpu_on[&pid];
+        let union: Vec<usize> = {
+            let s: BTreeSet<usize> = nodesets.iter().flatten().copied().collect();
+            s.into_iter().collect()
+        };
+        if union.is_empty() {
+            continue;
+        }
+        let rss_ok = p.rss_bytes as f64 >= t.min_process_rss_mib as f64 * MIB;
+        if p.class == ProcessClass::BandwidthBound || nodesets.len() > 1 {
+            // Spread: bandwidth-bound equal over the nodes it runs on; split processes by CPU.
+            let (nodes, weights, rule) = if p.class == ProcessClass::BandwidthBound {
+                let mut on: Vec<usize> = p.tids.iter().filter_map(|&tid| pl.task_idx(&TaskKey { pid, tid })).collect();
+                on.sort_unstable();
+                on.dedup();
+                let w = vec![1; on.len()];
+                (on, w, "bandwidth-interleave")
+            } else {
+                let on: Vec<usize> = union.iter().copied().filter(|&i| cpu[i] > 0.0).collect();
+                let w = on.iter().map(|&i| ((cpu[i] * WEIGHT_PER_CPU).round() as u32).max(1)).collect();
+                (on, w, "split-process-interleave")
+            };
+            if nodes.len() < 2 || !rss_ok {
+                continue;
+            }
+            let dev = deviation(pl, pid, &nodes, &weights);
+            if dev < t.remote_share_min {
+                continue;
+            }
+            let pages = (dev * p.rss_bytes as f64 / BASE_PAGE_BYTES as f64) as u64;
+            let detail = format!(
+                "process {pid} ({}): {} over nodes {} (weights {:?}); {} of its {:.0} MiB is off that spread (>= {})",
+                p.comm,
+                if rule == "bandwidth-interleave" {
+                    "bandwidth-bound, runs on several nodes: interleave"
+                } else {
+                    "its groups run on different nodes and no per-thread ranges are known: interleave by CPU"
+                },
+                pl.node_set(&nodes),
+                weights,
+                pct(dev),
+                p.rss_bytes as f64 / MIB,
+                pct(t.remote_share_min)
+            );
+            jobs.push(Job {
+                pid,
+                benefit: dev * p.cpu_rate,
+                kind: JobKind::Spread { nodes, weights, pages, rule, detail },
+            });
+            continue;
+        }
+        let to: Vec<usize> = nodesets.iter().next().cloned().unwrap_or_default();
+        let (share, src) = proc_share(pl, pid);
+        let local: f64 = to.iter().map(|&i| share[i]).sum();
+        let remote = (1.0 - local).max(0.0);
+        let bind = matches!(p.class, ProcessClass::StaticLarge | ProcessClass::LatencySensitive);
+        let remote_pages: u64 =
+            p.mem_by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b / BASE_PAGE_BYTES).sum();
+        if remote_pages == 0 {
+            continue;
+        }
+        let benefit_s = remote * p.cpu_rate * t.benefit_horizon_s;
+        let cost_s = remote_pages as f64 * t.migrate_cost_ns_per_page as f64 / 1e9;
+        if !bind && (remote < t.remote_share_min || !rss_ok || benefit_s <= cost_s) {
+            continue;
+        }
+        let dest = to.iter().copied().max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a))).unwrap_or(to[0]);
+        let detail = if bind {
+            format!(
+                "process {pid} ({}, {:?}): binds its memory to nodes {}: {} of its {src} and {} pages outside",
+                p.comm,
+                p.class,
+                pl.node_set(&to),
+                pct(remote),
+                remote_pages
+            )
+        } else {
+            format!(
+                "process {pid} ({}) runs on nodes {}: {} of its {src} remote (>= {}); benefit {:.2} CPU-s ({} x {:.2} CPUs x {} s) > copy cost {:.2} s ({} pages)",
+                p.comm,
+                pl.node_set(&to),
+                pct(remote),
+                pct(t.remote_share_min),
+                benefit_s,
+                pct(remote),
+                p.cpu_rate,
+                t.benefit_horizon_s,
+                cost_s,
+                remote_pages
+            )
+        };
+        jobs.push(Job {
+            pid,
+            benefit: if bind { f64::MAX } else { remote * p.cpu_rate },
+            kind: JobKind::Follow { to, dest, remote, detail, bind },
+        });
+    }
+    jobs.sort_by(|a, b| b.benefit.total_cmp(&a.benefit).then(a.pid.cmp(&b.pid)));
+    for job in jobs {
+        if pl.budget_pages == 0 {
+            break;
+        }
+        let p = &m.procs[&job.pid];
+        let target = TaskRef { pid: job.pid, tid: None, starttime: p.starttime };
+        let load = p.cpu_rate;
+        let dest_set: NodeSet = match &job.kind {
+            JobKind::Follow { to, .. } => pl.node_set(to),
+            JobKind::Spread { nodes, .. } => pl.node_set(nodes),
+        };
+        // The hold: memory sent elsewhere within hold_periods stays (unless the load changed).
+        if let Some(mv) = policy.proc_state(m, job.pid).and_then(|s| s.mem_move.as_ref()) {
+            let moving_on = match &job.kind {
+                JobKind::Follow { .. } => mv.nodes.is_subset(&dest_set),
+                JobKind::Spread { .. } => mv.nodes == dest_set,
+            };
+            if !moving_on && mv.holds(pl.period, load, m) {
+                continue;
+            }
+            // A spread is done once per hold period.
+            if matches!(job.kind, JobKind::Spread { .. }) && moving_on && mv.holds(pl.period, load, m) {
+                continue;
+            }
+        }
+        match job.kind {
+            JobKind::Spread { nodes, weights, pages, rule, detail } => {
+                let max = pages.min(pl.budget_pages);
+                pl.budget_pages -= max;
+                pl.actions.push((
+                    Action {
+                        target,
+                        kind: ActionKind::Interleave {
+                            ranges: vec![],
+                            nodes: pl.node_set(&nodes),
+                            weights,
+                            max_pages: Some(max),
+                        },
+                        reason: Reason::new(rule, format!("{detail}; {max} pages of the plan's budget")),
+                    },
+                    load,
+                ));
+            }
+            JobKind::Follow { to, dest, remote, detail, bind } => {
+                let rule = if bind { "class-bind-memory" } else { "memory-follows-cpu" };
+                let dest_id = pl.id(dest);
+                // Hottest ranges outside S first.
+                let mut ranges = Vec::new();
+                let mut hot_pages = 0u64;
+                for h in &p.hot {
+                    if dest_set.contains(h.node) || pl.budget_pages == hot_pages {
+                        continue;
+                    }
+                    let room = (pl.budget_pages - hot_pages) * BASE_PAGE_BYTES;
+                    let len = h.len.min(room);
+                    let pages = len / BASE_PAGE_BYTES;
+                    if pages == 0 {
+                        continue;
+                    }
+                    ranges.push((h.start, pages * BASE_PAGE_BYTES));
+                    hot_pages += pages;
+                }
+                let remote_pages: u64 = p
+                    .mem_by_node
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !to.contains(i))
+                    .map(|(_, &b)| b / BASE_PAGE_BYTES)
+                    .sum();
+                if !ranges.is_empty() {
+                    pl.budget_pages -= hot_pages;
+                    pl.actions.push((
+                        Action {
+                            target,
+                            kind: ActionKind::MoveRanges { ranges: ranges.clone(), to: dest_id },
+                            reason: Reason::new(
+                                rule,
+                                format!(
+                                    "{detail}; hottest {} ranges ({} pages) to node {dest_id} first",
+                                    ranges.len(),
+                                    hot_pages
+                                ),
+                            ),
+                        },
+                        load,
+                    ));
+                }
+                let rest = remote_pages.saturating_sub(hot_pages).min(pl.budget_pages);
+                if rest > 0 {
+                    let from: NodeSet = p
+                        .mem_by_node
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, &b)| !to.contains(i) && b > 0)
+                        .map(|(i, _)| pl.id(i))
+                        .collect();
+                    pl.budget_pages -= rest;
+                    let _ = remote;
+                    pl.actions.push((
+                        Action {
+                            target,
+                            kind: ActionKind::MigratePages { from, to: dest_set.clone(), max_pages: Some(rest) },
+                            reason: Reason::new(
+                                rule,
+                                format!("{detail}; {rest} of {remote_pages} remote pages within the budget"),
+                            ),
+                        },
+                        load,
+                    ));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The adaptive policy (NUMA-ICON): a global placement of affinity groups on nodes, memory that
+//! follows CPU under a budget, and per-class placement, every action with its reason.
+//!
+//! # Problem
+//!
+//! The kernel's NUMA balancing (AutoNUMA) decides per thread: each task drifts towards the node
+//! holding most of the memory it faults on, under the load balancer's constraint, and pages drift
+//! towards the tasks that touch them. Each step is locally right; together they converge slowly,
+//! migrate pages both ways and never see that two processes talking over a socket, or two
+//! multi-threaded processes that each fit a node, belong on different (or the same) nodes as a
+//! whole. The NUMA-ICON slides (shared/seeds/000) place *affinity groups* instead, with knowledge
+//! of each node's bottlenecks, and choose at fork time where a process starts.
+//!
+//! # Approach
+//!
+//! One [`Policy::decide`] makes one plan from the [`Model`], in five passes over shared per-node
+//! capacity (CPU demand against `CPUs x node_cpu_target`, memory against free memory plus the
+//! managed memory that may move):
+//!
+//! ```text
+//!   model ─┬─ 1 fork      new processes (first seen younger than new_process_age_ms), pid order:
+//!          │              least loaded node (planned CPU / capacity), then most free memory, then
+//!          │              closest to its peers' nodes, then node id  ──► SetAffinity(pid, node CPUs)
+//!          ├─ 2 place     every other unit (affinity group, or a classified process), heaviest
+//!          │              first, against remaining capacity:
+//!          │                 fits a node?  candidates:  memory node  (CPU follows memory: >= 1 GiB,
+//!          │                                            >= 80% on one node)
+//!          │                                         |  current node (as good: share within
+//!          │                                            stay_margin, or small memory)
+//!          │                                         |  by access share, then distance, then id
+//!          │                               first with room and no bottleneck wins
+//!          │                 larger?       the closest set of nodes around the preferred one
+//!          │              a unit moved within hold_periods stays (unless its load changed)
+//!          ├─ 3 balance   max-min planned CPU load > imbalance: from the busiest node move the task
+//!          │              with the weakest affinity to it (access share there + strength to its
+//!          │              co-located group members) to the idlest node; never a task whose
+//!          │              preferred node this is, unless the node is a bottleneck
+//!          ├─ 4 memory    units whose accessed memory is >= remote_share_min remote and whose
+//!          │              benefit (remote x CPU x horizon) beats the copy cost: hot ranges first
+//!          │              (MoveRanges), then MigratePages(max_pages), all under one budget of
+//!          │              migrate_budget_mib_per_s x period; bandwidth-bound: Interleave
+//!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits;
+//!                         growing: CPUs to one node, memory free to spill; bandwidth-bound: stays,
+//!                         memory interleaved over its nodes; latency-sensitive: CPUs + memory to
+//!                         one node with room
+//!
+//!   node 0 [######....]  node 1 [###.......]      groups: A (6 CPU, mem on 0)  B (3 CPU, mem on 0)
+//!   place A: memory node 0 has room        -> 0    (cpu-follows-memory)
+//!   place B: node 0 has 4 - 6 < 3 left     -> 1    (next-best-node), then memory-follows-cpu 0 -> 1
+//! ```
+//!
+//! The plan is a global assignment (all units against one capacity table), not per-thread greedy
+//! moves; that is the difference from AutoNUMA the slides argue for. Processes marked pinned by
+//! the model (an explicit memory policy, or CPUs narrowed by someone other than this policy) are
+//! never touched; the policy remembers the CPU sets it set itself so its own placements do not
+//! read as foreign pins.
+//!
+//! # State and hysteresis
+//!
+//! The policy keeps, per process (pid + start time): whether the fork rule ran, the CPU sets it
+//! applied, the last memory move and a journal of its last actions with their outcomes; per task,
+//! the last CPU move. A move is recorded only when its outcome says it was applied
+//! ([`Policy::observe_outcomes`]). Within `hold_periods` decisions of a move, the unit keeps that
+//! placement and memory is not moved towards another node set, unless the load that justified the
+//! move changed by more than `hold_load_change` (relative).
+//!
+//! # Units
+//!
+//! CPU in CPUs (1.0 = one CPU busy), memory in bytes, pages in 4 KiB base pages, shares as
+//! fractions 0..1, time in periods (decisions) and ns. Per-node vectors use the topology's dense
+//! index; actions name kernel node ids.
+//!
+//! # Limits
+//!
+//! Without per-thread hot ranges, memory of a process whose groups run on different nodes cannot be
+//! split between them; such a process's memory is interleaved over its nodes in proportion to its
+//! CPU there (better bandwidth, no locality). Base pages are assumed to be 4 KiB. Memory-only nodes
+//! (no CPUs) are never chosen for CPUs and so never receive migrated memory.
+
+mod balance;
+mod explain;
+mod memory;
+mod place;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use numapilot_model::{Model, TaskKey};
+use numapilot_topology::{CpuSet, NodeSet};
+
+pub use explain::{Explanation, GroupExplanation, JournalEntry};
+
+use crate::action::{Action, ActionKind, Outcome, Plan};
+use crate::engine::Policy;
+
+/// Bytes in a base page, for page counts (x86-64 and most arm64 kernels; a 64 KiB-page kernel
+/// would see budgets 16x larger in bytes).
+pub(crate) const BASE_PAGE_BYTES: u64 = 4096;
+
+/// A past move: where to, when (decision number), and the load that justified it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Move {
+    /// Kernel node ids the CPUs or memory went to.
+    pub(crate) nodes: NodeSet,
+    /// Decision number of the move.
+    pub(crate) period: u64,
+    /// CPU demand of the unit at the time, CPUs.
+    pub(crate) load: f64,
+}
+
+impl Move {
+    /// Whether the move still holds at decision `period` for a unit whose load is now `load`.
+    pub(crate) fn holds(&self, period: u64, load: f64, model: &Model) -> bool {
+        let t = &model.tunables;
+        let recent = period.saturating_sub(self.period) < u64::from(t.hold_periods);
+        let change = if self.load > 0.0 { (load - self.load).abs() / self.load } else { f64::INFINITY };
+        recent && (change <= t.hold_load_change || (load == 0.0 && self.load == 0.0))
+    }
+}
+
+/// What the policy remembers of one process.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProcState {
+    /// Start time (identity with the pid).
+    pub(crate) starttime: u64,
+    /// Whether the fork rule ran for it (or it was old when first seen).
+    pub(crate) forked: bool,
+    /// Process-wide CPU set this policy applied.
+    pub(crate) own_cpus: Option<CpuSet>,
+    /// Per-thread CPU sets this policy applied.
+    pub(crate) own_task_cpus: BTreeMap<u32, CpuSet>,
+    /// Last memory move (migrate, move ranges, interleave).
+    pub(crate) mem_move: Option<Move>,
+    /// Last actions, oldest first.
+    pub(crate) journal: VecDeque<JournalEntry>,
+}
+
+/// The adaptive policy: fork spread, group placement on preferred nodes, weakest-first balancing,
+/// memory follows CPU / CPU follows memory with hysteresis, per-class placement.
+#[derive(Debug, Default)]
+pub struct Adaptive {
+    /// Decisions made so far.
+    pub(crate) period: u64,
+    /// Per process, by pid.
+    pub(crate) procs: BTreeMap<u32, ProcState>,
+    /// Last CPU move of each task.
+    pub(crate) task_moves: BTreeMap<TaskKey, Move>,
+    /// CPU demand recorded with each action of the last plan (same order), for the hold.
+    pub(crate) last_loads: Vec<f64>,
+}
+
+impl Adaptive {
+    /// A policy with no history.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decisions made so far.
+    pub fn periods(&self) -> u64 {
+        self.period
+    }
+
+    /// The state of `pid` if it is the process the model knows (same start time).
+    pub(crate) fn proc_state(&self, model: &Model, pid: u32) -> Option<&ProcState> {
+        let p = model.procs.get(&pid)?;
+        self.procs.get(&pid).filter(|s| s.starttime == p.starttime)
+    }
+
+    /// Whether someone other than this policy placed `pid` (the model's `pinned`, minus the CPU
+    /// narrowing this policy did itself).
+    pub(crate) fn foreign_pinned(&self, model: &Model, pid: u32) -> bool {
+        let Some(p) = model.procs.get(&pid) else { return true };
+        if !p.pinned {
+            return false;
+        }
+        let Some(st) = self.proc_state(model, pid) else { return true };
+        if st.own_cpus.is_none() && st.own_task_cpus.is_empty() {
+            return true;
+        }
+        let all = model.topo.online_cpus();
+        !p.tids.iter().all(|&tid| {
+            let Some(t) = model.tasks.get(&TaskKey { pid, tid }) else { return true };
+            let allowed: &CpuSet = &t.cpus_allowed;
+            if *allowed == all {
+                return true;
+            }
+            st.own_task_cpus.get(&tid).or(st.own_cpus.as_ref()).is_some_and(|own| own == allowed)
+        })
+    }
+
+    /// Drops the state of processes the model no longer knows (exited, or pid reused).
+    fn forget_gone(&mut self, model: &Model) {
+        self.procs.retain(|pid, st| model.procs.get(pid).is_some_and(|p| p.starttime == st.starttime));
+        self.task_moves.retain(|k, _| model.tasks.contains_key(k));
+        for (pid, p) in &model.procs {
+            self.procs.entry(*pid).or_insert_with(|| ProcState { starttime: p.starttime, ..ProcState::default() });
+        }
+    }
+
+    fn journal(&mut self, model: &Model, action: &Action, outcome: Option<&Outcome>) {
+        let keep = model.tunables.explain_actions_kept as usize;
+        let period = self.period;
+        if let Some(st) = self.procs.get_mut(&action.target.pid).filter(|s| s.starttime == action.target.starttime) {
+            st.journal.push_back(JournalEntry {
+                period,
+                at_ns: model.now_ns,
+                action: action.clone(),
+                outcome: outcome.cloned(),
+            });
+            while st.journal.len() > keep {
+                st.journal.pop_front();
+            }
+        }
+    }
+
+    /// Records an applied action: CPU sets and moves for the hold, the journal.
+    fn record(&mut self, model: &Model, action: &Action, load: f64) {
+        let pid = action.target.pid;
+        let period = self.period;
+        let Some(p) = model.procs.get(&pid).filter(|p| p.starttime == action.target.starttime) else { return };
+        match &action.kind {
+            ActionKind::SetAffinity { cpus } => {
+                let nodes = model.topo.nodes_of_cpus(cpus);
+                let mv = Move { nodes, period, load };
+                let tids: Vec<u32> = match action.target.tid {
+                    Some(tid) => vec![tid],
+                    None => p.tids.clone(),
+                };
+                for tid in &tids {
+                    self.task_moves.insert(TaskKey { pid, tid: *tid }, mv.clone());
+                }
+                if let Some(st) = self.procs.get_mut(&pid) {
+                    match action.target.tid {
+                        Some(tid) => {
+                            st.own_task_cpus.insert(tid, cpus.clone());
+                        }
+                        None => {
+                            st.own_cpus = Some(cpus.clone());
+                            st.own_task_cpus.clear();
+                        }
+                    }
+                }
+            }
+            ActionKind::MigratePages { to, .. } | ActionKind::Interleave { nodes: to, .. } => {
+                if let Some(st) = self.procs.get_mut(&pid) {
+                    st.mem_move = Some(Move { nodes: to.clone(), period, load });
+                }
+            }
+            ActionKind::MoveRanges { to, .. } => {
+                if let Some(st) = self.procs.get_mut(&pid) {
+                    st.mem_move = Some(Move { nodes: std::iter::once(*to).collect(), period, load });
+                }
+            }
+        }
+    }
+
+    /// Explains what the policy believes about `pid` and what it did to it (see [`Explanation`]).
+    /// `None` when the model does not know the process.
+    pub fn explain(&self, model: &Model, pid: u32) -> Option<Explanation> {
+        explain::explain(self, model, pid)
+    }
+}
+
+impl Policy for Adaptive {
+    fn name(&self) -> &'static str {
+        "numapilot"
+    }
+
+    fn next_interval_ns(&self, model: &Model) -> u64 {
+        model.tunables.interval_ms * 1_000_000
+    }
+
+    fn decide(&mut self, model: &Model) -> Plan {
+        self.period += 1;
+        self.forget_gone(model);
+        let mut planner = place::Planner::new(self, model);
+        planner.fork(self);
+        planner.place(self);
+        balance::balance(&mut planner, self);
+        planner.cpu_actions();
+        memory::memory(&mut planner, self);
+        let (plan, loads) = planner.finish();
+        self.last_loads = loads;
+        // Mark the processes the fork rule has now seen (placed or not) so it runs once.
+        for (pid, st) in self.procs.iter_mut() {
+            if model.procs.contains_key(pid) {
+                st.forked = true;
+            }
+        }
+        plan
+    }
+
+    fn observe_outcomes(&mut self, model: &Model, plan: &Plan, outcomes: &[Outcome]) {
+        let loads = std::mem::take(&mut self.last_loads);
+        for (i, action) in plan.actions.iter().enumerate() {
+            let outcome = outcomes.get(i);
+            let applied = matches!(outcome, Some(Outcome::Applied { .. }) | Some(Outcome::Partial { .. }));
+            if applied {
+                self.record(model, action, loads.get(i).copied().unwrap_or(0.0));
+            }
+            self.journal(model, action, outcome);
+        }
+    }
+}

@@ -1,0 +1,855 @@
+//! Units, capacity, the fork rule and the global placement (rules 1, 2 and 5's CPU side).
+//!
+//! A *unit* is what gets placed as a whole: an affinity group (minus tasks of pinned, new or
+//! classified processes), a classified process, or the ungrouped tasks of one process. Every unit
+//! is placed against one capacity table, heaviest first:
+//!
+//! ```text
+//!   capacity[n] = CPUs(n) x node_cpu_target  -  fixed demand on n (tasks of no unit)
+//!   memory[n]   = free(n) + managed memory on n  -  MemTotal(n) x (1 - group_max_mem_frac)
+//!   unit fits a node:  first candidate with room and no bottleneck, else stay, else least loaded
+//!   unit larger:       preferred node + nearest nodes until CPU and memory suffice
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use numapilot_model::{GroupId, Model, ProcessClass, TaskKey};
+use numapilot_topology::{CpuSet, NodeSet};
+
+use super::{Adaptive, BASE_PAGE_BYTES};
+use crate::action::{Action, ActionKind, Plan, Reason, TaskRef};
+
+/// Slack when checking that a unit's CPU demand fits a node, CPUs per task: measured rates come
+/// from clock ticks (USER_HZ = 100, 10 ms), so a busy thread reads up to two ticks per second above
+/// 1.0 from rounding at both ends of the period. Prevents: a group of exactly a node's worth of busy
+/// threads (numa01 on 2 nodes) reading as "does not fit".
+const RATE_SLACK_CPU_PER_TASK: f64 = 0.02;
+
+const MIB: f64 = 1048576.0;
+
+/// What a unit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnitKind {
+    /// An affinity group of the model.
+    Group(GroupId),
+    /// A whole process, placed by its class (or, unclassified, because its tasks have no group).
+    Process(ProcessClass),
+}
+
+/// Something placed as a whole.
+#[derive(Debug, Clone)]
+pub(crate) struct Unit {
+    pub(crate) kind: UnitKind,
+    /// Processes of its tasks, sorted.
+    pub(crate) pids: Vec<u32>,
+    /// Its tasks, sorted.
+    pub(crate) tasks: Vec<TaskKey>,
+    /// CPU demand, CPUs.
+    pub(crate) cpu: f64,
+    /// Memory, bytes.
+    pub(crate) mem: u64,
+    /// Memory per node (dense index), bytes.
+    pub(crate) mem_by_node: Vec<u64>,
+    /// Share of its accesses per node (dense index), summing to 1 (or all 0).
+    pub(crate) share: Vec<f64>,
+    /// What `share` comes from, for reasons.
+    pub(crate) share_src: &'static str,
+    /// Node (dense) it runs on most, by CPU.
+    pub(crate) current: Option<usize>,
+    /// Short name for reasons.
+    pub(crate) label: String,
+}
+
+/// Where a unit goes and why.
+#[derive(Debug, Clone)]
+pub(crate) struct Placed {
+    /// Dense node indexes, ascending.
+    pub(crate) nodes: Vec<usize>,
+    /// Rule and detail.
+    pub(crate) reason: Reason,
+    /// Kept by the hold (no action).
+    pub(crate) held: bool,
+}
+
+/// The plan of one task.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskPlan {
+    pub(crate) nodes: Vec<usize>,
+    pub(crate) unit: usize,
+    pub(crate) held: bool,
+    pub(crate) reason: Reason,
+    pub(crate) cpu: f64,
+    /// CPU demand recorded with the move for the hold: the unit's for a unit placement, the
+    /// task's own for a balancing move.
+    pub(crate) hold_load: f64,
+}
+
+/// Candidate nodes of a unit, best first, with the rule that put the first one first.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidates {
+    pub(crate) order: Vec<usize>,
+    pub(crate) rule: &'static str,
+    pub(crate) why: String,
+}
+
+/// The plan being built.
+#[derive(Debug)]
+pub(crate) struct Planner<'m> {
+    pub(crate) model: &'m Model,
+    pub(crate) period: u64,
+    /// Dense indexes of nodes with CPUs.
+    pub(crate) cpu_nodes: Vec<usize>,
+    /// CPUs per node.
+    pub(crate) cpus: Vec<f64>,
+    /// Capacity per node, CPUs.
+    pub(crate) cap: Vec<f64>,
+    /// Fixed demand (tasks of no unit), CPUs.
+    pub(crate) fixed: Vec<f64>,
+    /// Fixed + planned demand, CPUs.
+    pub(crate) used: Vec<f64>,
+    /// Memory still available per node, bytes (may go negative when over-committed).
+    pub(crate) mem_avail: Vec<f64>,
+    /// Processes that may be touched.
+    pub(crate) managed: BTreeSet<u32>,
+    /// New processes for the fork rule.
+    pub(crate) new_procs: Vec<u32>,
+    pub(crate) units: Vec<Unit>,
+    pub(crate) placed: Vec<Option<Placed>>,
+    pub(crate) task_plan: BTreeMap<TaskKey, TaskPlan>,
+    /// Actions so far, with the CPU demand recorded for the hold.
+    pub(crate) actions: Vec<(Action, f64)>,
+    /// Pages the plan may still migrate.
+    pub(crate) budget_pages: u64,
+}
+
+/// `a` as a percentage string.
+pub(crate) fn pct(a: f64) -> String {
+    format!("{:.0}%", a * 100.0)
+}
+
+/// Normalises `v` to sum 1 (all zero stays zero).
+fn normalised(v: &[f64]) -> Vec<f64> {
+    let s: f64 = v.iter().sum();
+    if s > 0.0 {
+        v.iter().map(|x| x / s).collect()
+    } else {
+        vec![0.0; v.len()]
+    }
+}
+
+impl<'m> Planner<'m> {
+    /// Builds units and the capacity table from the model.
+    pub(crate) fn new(policy: &Adaptive, model: &'m Model) -> Self {
+        let t = &model.tunables;
+        let n = model.topo.nodes.len();
+        let cpus: Vec<f64> = model.topo.nodes.iter().map(|nd| nd.cpus.len() as f64).collect();
+        let cpu_nodes: Vec<usize> = (0..n).filter(|&i| cpus[i] > 0.0).collect();
+        let cap: Vec<f64> = cpus.iter().map(|c| c * t.node_cpu_target).collect();
+        let managed: BTreeSet<u32> =
+            model.procs.keys().copied().filter(|&pid| !policy.foreign_pinned(model, pid)).collect();
+        let new_procs: Vec<u32> = managed
+            .iter()
+            .copied()
+            .filter(|pid| {
+                let p = &model.procs[pid];
+                let fresh = p.age_at_first_seen_ns < t.new_process_age_ms.saturating_mul(1_000_000);
+                fresh && !policy.proc_state(model, *pid).is_some_and(|s| s.forked)
+            })
+            .collect();
+        let period_ns = if model.period_ns > 0 { model.period_ns } else { t.interval_ms * 1_000_000 };
+        let budget_total =
+            (t.migrate_budget_mib_per_s as f64 * MIB * period_ns as f64 / 1e9 / BASE_PAGE_BYTES as f64) as u64;
+        let mut p = Planner {
+            model,
+            period: policy.period,
+            cpu_nodes,
+            cpus,
+            cap,
+            fixed: vec![0.0; n],
+            used: vec![0.0; n],
+            mem_avail: vec![0.0; n],
+            managed,
+            new_procs,
+            units: Vec::new(),
+            placed: Vec::new(),
+            task_plan: BTreeMap::new(),
+            actions: Vec::new(),
+            budget_pages: budget_total,
+        };
+        p.build_units();
+        p.build_capacity();
+        p
+    }
+
+    /// Dense index of a task's node.
+    pub(crate) fn task_idx(&self, k: &TaskKey) -> Option<usize> {
+        self.model.tasks.get(k).and_then(|t| t.node).and_then(|id| self.model.node_idx(id))
+    }
+
+    /// Kernel id of dense node `i`.
+    pub(crate) fn id(&self, i: usize) -> u32 {
+        self.model.topo.nodes[i].id
+    }
+
+    /// Kernel ids of dense nodes.
+    pub(crate) fn node_set(&self, idx: &[usize]) -> NodeSet {
+        idx.iter().map(|&i| self.id(i)).collect()
+    }
+
+    /// Online CPUs of dense nodes.
+    pub(crate) fn cpus_of(&self, idx: &[usize]) -> CpuSet {
+        self.model.topo.cpus_of_nodes(&self.node_set(idx)).intersection(&self.model.topo.online_cpus())
+    }
+
+    fn bottleneck(&self, i: usize) -> bool {
+        self.model.nodes.get(i).is_some_and(|l| l.any_bottleneck())
+    }
+
+    /// Why node `i` is a bottleneck, for reasons.
+    fn bottleneck_why(&self, i: usize) -> String {
+        let Some(l) = self.model.nodes.get(i) else { return String::new() };
+        let mut parts = Vec::new();
+        if l.cpu.bottleneck {
+            parts.push(format!("cpu load {:.2}, run delay {:.2}", l.cpu.load, l.cpu.interference));
+        }
+        if l.mem_bw.bottleneck {
+            parts.push(format!("memory bandwidth load {:.2}", l.mem_bw.load));
+        }
+        if l.mem_capacity.bottleneck {
+            parts.push(format!("memory {:.0}% used", l.mem_capacity.load * 100.0));
+        }
+        if l.io.bottleneck {
+            parts.push(format!("io pressure {:.2}", l.io.load));
+        }
+        format!("node {} bottleneck ({})", self.id(i), parts.join(", "))
+    }
+
+    /// Memory a node may hold in all for placed units, bytes.
+    fn mem_total(&self, i: usize) -> f64 {
+        let l = &self.model.nodes[i];
+        let total =
+            if l.mem_total_bytes > 0 { l.mem_total_bytes } else { self.model.topo.nodes[i].mem_total_kb * 1024 };
+        total as f64 * self.model.tunables.group_max_mem_frac
+    }
+
+    fn unit_of_tasks(&self, kind: UnitKind, tasks: Vec<TaskKey>, label: String) -> Option<Unit> {
+        let m = self.model;
+        let n = m.topo.nodes.len();
+        if tasks.is_empty() {
+            return None;
+        }
+        let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
+        pids.dedup();
+        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k)).map(|t| t.cpu_rate).sum();
+        // Memory: each process's memory shared out by the unit's part of its threads (by CPU, or
+        // by count when idle), or the group's own figures when the group is whole.
+        let mut mem_by_node = vec![0u64; n];
+        let whole_group = match kind {
+            UnitKind::Group(g) => m.groups.groups.get(&g).filter(|gr| gr.tasks == tasks),
+            UnitKind::Process(_) => None,
+        };
+        if let Some(g) = whole_group.filter(|g| g.mem_by_node.len() == n) {
+            mem_by_node.clone_from(&g.mem_by_node);
+        } else {
+            for pid in &pids {
+                let Some(p) = m.procs.get(pid) else { continue };
+                let mine: Vec<&TaskKey> = tasks.iter().filter(|k| k.pid == *pid).collect();
+                let live: Vec<TaskKey> =
+                    p.tids.iter().map(|&tid| TaskKey { pid: *pid, tid }).filter(|k| m.tasks.contains_key(k)).collect();
+                let total_cpu: f64 = live.iter().map(|k| m.tasks[k].cpu_rate).sum();
+                let mine_cpu: f64 = mine.iter().filter_map(|k| m.tasks.get(k)).map(|t| t.cpu_rate).sum();
+                let frac =
+                    if total_cpu > 0.0 { mine_cpu / total_cpu } else { mine.len() as f64 / live.len().max(1) as f64 };
+                for (i, b) in p.mem_by_node.iter().enumerate().take(n) {
+                    mem_by_node[i] += (*b as f64 * frac.min(1.0)) as u64;
+                }
+            }
+        }
+        let mem: u64 = mem_by_node.iter().sum();
+        // Access shares: the group's, else the CPU-weighted mean of its tasks', else its memory.
+        let mut share = vec![0.0; n];
+        let mut src = "sampled accesses";
+        if let Some(g) = whole_group.filter(|g| g.access.len() == n && g.access.iter().sum::<f64>() > 0.0) {
+            share = normalised(&g.access);
+        } else {
+            for k in &tasks {
+                let Some(t) = m.tasks.get(k) else { continue };
+                let w = t.cpu_rate.max(1e-3);
+                for (i, a) in t.access.iter().enumerate().take(n) {
+                    share[i] += a * w;
+                }
+            }
+            share = normalised(&share);
+        }
+        if share.iter().sum::<f64>() == 0.0 {
+            share = normalised(&mem_by_node.iter().map(|&b| b as f64).collect::<Vec<_>>());
+            src = "resident memory";
+        }
+        let mut on = vec![0.0; n];
+        for k in &tasks {
+            if let (Some(i), Some(t)) = (self.task_idx(k), m.tasks.get(k)) {
+                on[i] += t.cpu_rate + 1e-6;
+            }
+        }
+        let current = (0..n).filter(|&i| on[i] > 0.0).max_by(|&a, &b| on[a].total_cmp(&on[b]).then(b.cmp(&a)));
+        Some(Unit { kind, pids, tasks, cpu, mem, mem_by_node, share, share_src: src, current, label })
+    }
+
+    fn build_units(&mut self) {
+        let m = self.model;
+        let t = &m.tunables;
+        let new: BTreeSet<u32> = self.new_procs.iter().copied().collect();
+        let mut taken: BTreeSet<TaskKey> = BTreeSet::new();
+        let live_tasks = |pid: u32| -> Vec<TaskKey> {
+            m.procs[&pid].tids.iter().map(|&tid| TaskKey { pid, tid }).filter(|k| m.tasks.contains_key(k)).collect()
+        };
+        // Classified processes: one unit each.
+        for &pid in &self.managed {
+            let p = &m.procs[&pid];
+            if new.contains(&pid) || p.class == ProcessClass::Unclassified {
+                continue;
+            }
+            let tasks = live_tasks(pid);
+            let label = format!("process {pid} ({}, {:?})", p.comm, p.class);
+            if let Some(u) = self.unit_of_tasks(UnitKind::Process(p.class), tasks.clone(), label) {
+                taken.extend(tasks);
+                self.units.push(u);
+            }
+        }
+        // Groups, minus tasks of unmanaged, new or classified processes.
+        for (gid, g) in &m.groups.groups {
+            let tasks: Vec<TaskKey> = g
+                .tasks
+                .iter()
+                .copied()
+                .filter(|k| self.managed.contains(&k.pid) && !new.contains(&k.pid) && !taken.contains(k))
+                .filter(|k| m.tasks.contains_key(k))
+                .collect();
+            let label = format!("group {gid} ({} tasks)", tasks.len());
+            if let Some(u) = self.unit_of_tasks(UnitKind::Group(*gid), tasks.clone(), label) {
+                taken.extend(tasks);
+                if u.cpu >= t.min_group_cpu {
+                    self.units.push(u);
+                }
+            }
+        }
+        // Tasks the model put in no group: one unit per process.
+        for &pid in &self.managed {
+            if new.contains(&pid) {
+                continue;
+            }
+            let tasks: Vec<TaskKey> = live_tasks(pid).into_iter().filter(|k| !taken.contains(k)).collect();
+            let label = format!("process {pid} ({}, ungrouped)", m.procs[&pid].comm);
+            if let Some(u) = self.unit_of_tasks(UnitKind::Process(ProcessClass::Unclassified), tasks, label) {
+                if u.cpu >= t.min_group_cpu {
+                    self.units.push(u);
+                }
+            }
+        }
+        // Heaviest first: CPU share of the largest node plus memory share of the largest node.
+        let max_cap = self.cap.iter().copied().fold(0.0, f64::max).max(1e-9);
+        let max_mem = (0..m.topo.nodes.len()).map(|i| self.mem_total(i)).fold(0.0, f64::max).max(1.0);
+        let weight = |u: &Unit| u.cpu / max_cap + u.mem as f64 / max_mem;
+        self.units.sort_by(|a, b| weight(b).total_cmp(&weight(a)).then_with(|| a.tasks.cmp(&b.tasks)));
+        self.placed = vec![None; self.units.len()];
+    }
+
+    fn build_capacity(&mut self) {
+        let m = self.model;
+        let n = m.topo.nodes.len();
+        let in_unit: BTreeSet<TaskKey> = self.units.iter().flat_map(|u| u.tasks.iter().copied()).collect();
+        let new: BTreeSet<u32> = self.new_procs.iter().copied().collect();
+        let mut all = vec![0.0; n];
+        for (k, tv) in &m.tasks {
+            let Some(i) = self.task_idx(k) else { continue };
+            all[i] += tv.cpu_rate;
+            if !in_unit.contains(k) && !new.contains(&k.pid) {
+                self.fixed[i] += tv.cpu_rate;
+            }
+        }
+        #[allow(clippy::needless_range_loop)] // i indexes six per-node vectors
+        for i in 0..n {
+            // Demand the model saw that no task explains (kernel threads, short-lived tasks).
+            self.fixed[i] += (m.nodes[i].cpu_demand - all[i]).max(0.0);
+            self.used[i] = self.fixed[i];
+            let l = &m.nodes[i];
+            let free = if l.mem_total_bytes > 0 { l.mem_free_bytes } else { m.topo.nodes[i].mem_free_kb * 1024 } as f64;
+            let total =
+                if l.mem_total_bytes > 0 { l.mem_total_bytes } else { m.topo.nodes[i].mem_total_kb * 1024 } as f64;
+            let managed_here: u64 = self.units.iter().map(|u| u.mem_by_node[i]).sum();
+            self.mem_avail[i] = free + managed_here as f64 - total * (1.0 - m.tunables.group_max_mem_frac);
+        }
+    }
+
+    /// Whether demand `cpu` over `tasks` tasks and `mem` bytes fit dense node `i` now.
+    fn has_room(&self, i: usize, cpu: f64, tasks: usize, mem: u64) -> bool {
+        let slack = RATE_SLACK_CPU_PER_TASK * tasks as f64;
+        self.used[i] + cpu <= self.cap[i] + slack && self.mem_avail[i] >= mem as f64
+    }
+
+    fn fits_a_node(&self, cpu: f64, tasks: usize, mem: u64) -> bool {
+        let slack = RATE_SLACK_CPU_PER_TASK * tasks as f64;
+        self.cpu_nodes.iter().any(|&i| cpu <= self.cap[i] + slack && mem as f64 <= self.mem_total(i))
+    }
+
+    /// The candidate nodes of a unit, best first (rule 2, CPU follows memory, stay).
+    pub(crate) fn candidates(&self, u: &Unit) -> Candidates {
+        let m = self.model;
+        let t = &m.tunables;
+        let d = &m.topo.distances;
+        let best = self
+            .cpu_nodes
+            .iter()
+            .copied()
+            .max_by(|&a, &b| u.share[a].total_cmp(&u.share[b]).then(b.cmp(&a)))
+            .unwrap_or(0);
+        let mut order = self.cpu_nodes.clone();
+        order.sort_by(|&a, &b| u.share[b].total_cmp(&u.share[a]).then(d[best][a].cmp(&d[best][b])).then(a.cmp(&b)));
+        let mem_node = self
+            .cpu_nodes
+            .iter()
+            .copied()
+            .max_by(|&a, &b| u.mem_by_node[a].cmp(&u.mem_by_node[b]).then(b.cmp(&a)))
+            .unwrap_or(0);
+        let mem_frac = if u.mem > 0 { u.mem_by_node[mem_node] as f64 / u.mem as f64 } else { 0.0 };
+        let big = u.mem as f64 >= t.cpu_follows_memory_min_mib as f64 * MIB;
+        let front = |order: &mut Vec<usize>, i: usize| {
+            order.retain(|&x| x != i);
+            order.insert(0, i);
+        };
+        if big && mem_frac >= t.cpu_follows_memory_share {
+            front(&mut order, mem_node);
+            return Candidates {
+                order,
+                rule: "cpu-follows-memory",
+                why: format!(
+                    "{} of its {:.0} MiB on node {} (>= {} of >= {} MiB: moving the threads is cheaper)",
+                    pct(mem_frac),
+                    u.mem as f64 / MIB,
+                    self.id(mem_node),
+                    pct(t.cpu_follows_memory_share),
+                    t.cpu_follows_memory_min_mib
+                ),
+            };
+        }
+        if let Some(c) = u.current.filter(|c| self.cpus[*c] > 0.0) {
+            let as_good = u.share[c] >= u.share[best] - t.stay_margin;
+            if as_good || !big {
+                front(&mut order, c);
+                let why = if as_good {
+                    format!(
+                        "runs on node {} with {} of its {} there (best node {} has {}, margin {})",
+                        self.id(c),
+                        pct(u.share[c]),
+                        u.share_src,
+                        self.id(best),
+                        pct(u.share[best]),
+                        pct(t.stay_margin)
+                    )
+                } else {
+                    format!(
+                        "runs on node {}; its memory ({:.0} MiB) is small enough to follow it (best node {} has {} of its {})",
+                        self.id(c),
+                        u.mem as f64 / MIB,
+                        self.id(best),
+                        pct(u.share[best]),
+                        u.share_src
+                    )
+                };
+                return Candidates { order, rule: "stay-current-node", why };
+            }
+        }
+        let why = format!("{} of its {} on node {}", pct(u.share[best]), u.share_src, self.id(best));
+        Candidates { order, rule: "preferred-node", why }
+    }
+
+    /// Dense nodes around `seed` (nearest first) until `cpu` and `mem` fit.
+    fn closest_set(&self, seed: usize, cpu: f64, mem: u64) -> Vec<usize> {
+        let d = &self.model.topo.distances;
+        let mut rest: Vec<usize> = self.cpu_nodes.iter().copied().filter(|&i| i != seed).collect();
+        rest.sort_by(|&a, &b| {
+            d[seed][a]
+                .cmp(&d[seed][b])
+                .then((self.cap[b] - self.used[b]).total_cmp(&(self.cap[a] - self.used[a])))
+                .then(a.cmp(&b))
+        });
+        let mut set = vec![seed];
+        let room = |i: usize| (self.cap[i] - self.used[i]).max(0.0);
+        let (mut c, mut mm) = (room(seed), self.mem_avail[seed].max(0.0));
+        for i in rest {
+            if c + 1e-9 >= cpu && mm >= mem as f64 {
+                break;
+            }
+            set.push(i);
+            c += room(i);
+            mm += self.mem_avail[i].max(0.0);
+        }
+        set.sort_unstable();
+        set
+    }
+
+    /// Charges `cpu` and `mem` to the nodes of `set` (filling the first nodes' room first).
+    fn charge(&mut self, set: &[usize], cpu: f64, mem: u64) {
+        if set.len() == 1 {
+            self.used[set[0]] += cpu;
+            self.mem_avail[set[0]] -= mem as f64;
+            return;
+        }
+        let mut left = cpu;
+        for &i in set {
+            let take = (self.cap[i] - self.used[i]).max(0.0).min(left);
+            self.used[i] += take;
+            left -= take;
+        }
+        let each = left / set.len() as f64;
+        let per_mem = mem as f64 / set.len() as f64;
+        for &i in set {
+            self.used[i] += each;
+            self.mem_avail[i] -= per_mem;
+        }
+    }
+
+    /// Rule 1: new processes, spread over nodes, least loaded first.
+    pub(crate) fn fork(&mut self, policy: &Adaptive) {
+        let _ = policy;
+        let m = self.model;
+        let t = &m.tunables;
+        let d = &m.topo.distances;
+        let new = self.new_procs.clone();
+        let mut peers: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+        for (k, _) in m.tasks.iter().filter(|(k, _)| !new.contains(&k.pid)) {
+            if let (Some(p), Some(i)) = (m.procs.get(&k.pid), self.task_idx(k)) {
+                peers.entry(p.comm.clone()).or_default().insert(i);
+            }
+        }
+        for pid in new {
+            let p = &m.procs[&pid];
+            let tasks: Vec<TaskKey> =
+                p.tids.iter().map(|&tid| TaskKey { pid, tid }).filter(|k| m.tasks.contains_key(k)).collect();
+            if tasks.is_empty() || self.cpu_nodes.is_empty() {
+                continue;
+            }
+            let est = p.cpu_rate.max(tasks.len() as f64 * t.new_thread_cpu);
+            let mem = p.rss_bytes;
+            let my_peers = peers.get(&p.comm).cloned().unwrap_or_default();
+            let peer_dist = |i: usize| my_peers.iter().map(|&j| d[j][i]).min().unwrap_or(0);
+            let mut order = self.cpu_nodes.clone();
+            order.sort_by(|&a, &b| {
+                (self.used[a] / self.cap[a].max(1e-9))
+                    .total_cmp(&(self.used[b] / self.cap[b].max(1e-9)))
+                    .then(self.mem_avail[b].total_cmp(&self.mem_avail[a]))
+                    .then(peer_dist(a).cmp(&peer_dist(b)))
+                    .then(a.cmp(&b))
+            });
+            let mut first = order[0];
+            if let Some(&nb) = order.iter().find(|&&i| !self.bottleneck(i)) {
+                first = nb;
+            }
+            let set =
+                if self.fits_a_node(est, tasks.len(), mem) { vec![first] } else { self.closest_set(first, est, mem) };
+            let why = format!(
+                "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} least loaded (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}",
+                pid,
+                p.comm,
+                p.age_at_first_seen_ns / 1_000_000,
+                tasks.len(),
+                est,
+                mem as f64 / MIB,
+                self.id(first),
+                self.used[first],
+                self.cap[first],
+                self.mem_avail[first].max(0.0) / MIB,
+                if set.len() > 1 { format!("; too large for one node: nodes {}", self.node_set(&set)) } else { String::new() }
+            );
+            self.charge(&set, est, mem);
+            for &i in &set {
+                peers.entry(p.comm.clone()).or_default().insert(i);
+            }
+            let cpus = self.cpus_of(&set);
+            let all_in = tasks.iter().all(|k| m.tasks[k].cpus_allowed.is_subset(&cpus));
+            if !all_in && !cpus.is_empty() {
+                self.actions.push((
+                    Action {
+                        target: TaskRef { pid, tid: None, starttime: p.starttime },
+                        kind: ActionKind::SetAffinity { cpus },
+                        reason: Reason::new("fork-spread", why),
+                    },
+                    est,
+                ));
+            }
+        }
+    }
+
+    /// Rule 2 (and 5's CPU side): every unit, heaviest first, against remaining capacity.
+    pub(crate) fn place(&mut self, policy: &Adaptive) {
+        let m = self.model;
+        for ui in 0..self.units.len() {
+            let u = self.units[ui].clone();
+            // The hold: the move of the unit's heaviest task.
+            let heaviest = u
+                .tasks
+                .iter()
+                .max_by(|a, b| m.tasks[a].cpu_rate.total_cmp(&m.tasks[b].cpu_rate).then(b.cmp(a)))
+                .copied();
+            let hold = heaviest.and_then(|k| policy.task_moves.get(&k)).filter(|mv| mv.holds(self.period, u.cpu, m));
+            let placed = if let Some(mv) = hold {
+                let nodes: Vec<usize> =
+                    self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(self.id(i))).collect();
+                if nodes.is_empty() {
+                    None
+                } else {
+                    Some(Placed {
+                        reason: Reason::new(
+                            "hold",
+                            format!(
+                                "{} moved to nodes {} {} periods ago at {:.2} CPUs, now {:.2} (hold {} periods unless the load changes by > {})",
+                                u.label,
+                                mv.nodes,
+                                self.period.saturating_sub(mv.period),
+                                mv.load,
+                                u.cpu,
+                                m.tunables.hold_periods,
+                                pct(m.tunables.hold_load_change)
+                            ),
+                        ),
+                        nodes,
+                        held: true,
+                    })
+                }
+            } else {
+                None
+            };
+            let placed = placed.unwrap_or_else(|| self.choose(&u));
+            self.charge(&placed.nodes, u.cpu, u.mem);
+            for k in &u.tasks {
+                let cpu = m.tasks.get(k).map_or(0.0, |t| t.cpu_rate);
+                self.task_plan.insert(
+                    *k,
+                    TaskPlan {
+                        nodes: placed.nodes.clone(),
+                        unit: ui,
+                        held: placed.held,
+                        reason: placed.reason.clone(),
+                        cpu,
+                        hold_load: u.cpu,
+                    },
+                );
+            }
+            self.placed[ui] = Some(placed);
+        }
+        // A task moved on its own (by the balancer) within its hold stays where it was put.
+        for (k, tp) in self.task_plan.iter_mut() {
+            if let Some(mv) = policy.task_moves.get(k).filter(|mv| mv.holds(self.period, tp.cpu, m)) {
+                let nodes: Vec<usize> =
+                    self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(m.topo.nodes[i].id)).collect();
+                if !nodes.is_empty() && nodes != tp.nodes {
+                    tp.nodes = nodes;
+                    tp.held = true;
+                    tp.reason = Reason::new(
+                        "hold",
+                        format!(
+                            "task {} moved alone to nodes {} {} periods ago",
+                            k.tid,
+                            mv.nodes,
+                            self.period - mv.period
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Places one unit (no hold).
+    fn choose(&self, u: &Unit) -> Placed {
+        let t = &self.model.tunables;
+        let c = self.candidates(u);
+        let class_note = match u.kind {
+            UnitKind::Process(ProcessClass::Unclassified) | UnitKind::Group(_) => String::new(),
+            UnitKind::Process(cl) => format!(" [{cl:?}]"),
+        };
+        if self.cpu_nodes.is_empty() {
+            return Placed {
+                nodes: vec![],
+                reason: Reason::new("no-cpu-nodes", "the machine has no CPU nodes"),
+                held: false,
+            };
+        }
+        // Bandwidth-bound: stays where it runs; its memory is interleaved there (memory pass).
+        if u.kind == UnitKind::Process(ProcessClass::BandwidthBound) {
+            let mut nodes: Vec<usize> = u.tasks.iter().filter_map(|k| self.task_idx(k)).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            if nodes.len() >= t.bandwidth_bound_min_nodes as usize {
+                return Placed {
+                    reason: Reason::new(
+                        "bandwidth-bound-stay",
+                        format!(
+                            "{} streams from nodes {}: CPUs stay, memory interleaved there",
+                            u.label,
+                            self.node_set(&nodes)
+                        ),
+                    ),
+                    nodes,
+                    held: true,
+                };
+            }
+        }
+        let fits = self.fits_a_node(u.cpu, u.tasks.len(), u.mem);
+        if fits || matches!(u.kind, UnitKind::Process(ProcessClass::LatencySensitive)) {
+            let mut skipped = Vec::new();
+            for &i in &c.order {
+                if self.bottleneck(i) {
+                    skipped.push(self.bottleneck_why(i));
+                    continue;
+                }
+                if self.has_room(i, u.cpu, u.tasks.len(), u.mem) {
+                    let (rule, detail) = if skipped.is_empty() && i == c.order[0] {
+                        (c.rule, format!("{}{}: {}", u.label, class_note, c.why))
+                    } else {
+                        (
+                            "next-best-node",
+                            format!(
+                                "{}{}: first choice node {} ({}) refused: {}; node {} next by access share then distance ({} of its {} there)",
+                                u.label,
+                                class_note,
+                                self.id(c.order[0]),
+                                c.why,
+                                if skipped.is_empty() { "no room".to_string() } else { skipped.join("; ") },
+                                self.id(i),
+                                pct(u.share[i]),
+                                u.share_src
+                            ),
+                        )
+                    };
+                    return Placed { nodes: vec![i], reason: Reason::new(rule, detail), held: false };
+                }
+                skipped.push(format!(
+                    "node {} has {:.1} of {:.1} CPUs left for {:.1}",
+                    self.id(i),
+                    (self.cap[i] - self.used[i]).max(0.0),
+                    self.cap[i],
+                    u.cpu
+                ));
+            }
+            // No node has room: stay, or the least loaded.
+            if let Some(cur) = u.current.filter(|&i| self.cpus[i] > 0.0 && !self.bottleneck(i)) {
+                return Placed {
+                    nodes: vec![cur],
+                    reason: Reason::new(
+                        "no-room-stay",
+                        format!(
+                            "{}{}: no node has room ({}); stays on node {}",
+                            u.label,
+                            class_note,
+                            skipped.join("; "),
+                            self.id(cur)
+                        ),
+                    ),
+                    held: false,
+                };
+            }
+            let least = self
+                .cpu_nodes
+                .iter()
+                .copied()
+                .filter(|&i| !self.bottleneck(i))
+                .max_by(|&a, &b| (self.cap[a] - self.used[a]).total_cmp(&(self.cap[b] - self.used[b])).then(b.cmp(&a)))
+                .unwrap_or(c.order[0]);
+            return Placed {
+                nodes: vec![least],
+                reason: Reason::new(
+                    "least-loaded",
+                    format!(
+                        "{}{}: no node has room ({}); node {} least loaded",
+                        u.label,
+                        class_note,
+                        skipped.join("; "),
+                        self.id(least)
+                    ),
+                ),
+                held: false,
+            };
+        }
+        let seed = c.order.iter().copied().find(|&i| !self.bottleneck(i)).unwrap_or(c.order[0]);
+        let set = self.closest_set(seed, u.cpu, u.mem);
+        Placed {
+            reason: Reason::new(
+                "closest-set",
+                format!(
+                    "{}{} ({:.1} CPUs, {:.0} MiB) fits no single node; nodes {} around node {} ({})",
+                    u.label,
+                    class_note,
+                    u.cpu,
+                    u.mem as f64 / MIB,
+                    self.node_set(&set),
+                    self.id(seed),
+                    c.why
+                ),
+            ),
+            nodes: set,
+            held: false,
+        }
+    }
+
+    /// CPU actions for every unit whose tasks are not where the plan puts them.
+    pub(crate) fn cpu_actions(&mut self) {
+        let m = self.model;
+        // Per process: its planned tasks, grouped by node set.
+        let mut by_pid: BTreeMap<u32, Vec<(TaskKey, TaskPlan)>> = BTreeMap::new();
+        for (k, tp) in &self.task_plan {
+            by_pid.entry(k.pid).or_default().push((*k, tp.clone()));
+        }
+        for (pid, plans) in by_pid {
+            let Some(p) = m.procs.get(&pid) else { continue };
+            let live = p.tids.iter().filter(|&&tid| m.tasks.contains_key(&TaskKey { pid, tid })).count();
+            let movable: Vec<&(TaskKey, TaskPlan)> = plans.iter().filter(|(_, tp)| !tp.held).collect();
+            let sets: BTreeSet<&Vec<usize>> = plans.iter().map(|(_, tp)| &tp.nodes).collect();
+            let needs = |k: &TaskKey, nodes: &[usize]| -> bool {
+                let cpus = self.cpus_of(nodes);
+                !cpus.is_empty() && !m.tasks[k].cpus_allowed.is_subset(&cpus)
+            };
+            if movable.is_empty() || movable.iter().all(|(k, tp)| !needs(k, &tp.nodes)) {
+                continue;
+            }
+            // Bandwidth-bound processes keep their CPUs.
+            if p.class == ProcessClass::BandwidthBound && plans.iter().all(|(_, tp)| tp.held) {
+                continue;
+            }
+            let load = plans[0].1.hold_load;
+            if sets.len() == 1 && plans.len() == live && movable.len() == plans.len() {
+                let (_, tp) = &plans[0];
+                let cpus = self.cpus_of(&tp.nodes);
+                self.actions.push((
+                    Action {
+                        target: TaskRef { pid, tid: None, starttime: p.starttime },
+                        kind: ActionKind::SetAffinity { cpus },
+                        reason: tp.reason.clone(),
+                    },
+                    load,
+                ));
+                continue;
+            }
+            let mut per_task = Vec::new();
+            for (k, tp) in movable {
+                if !needs(k, &tp.nodes) {
+                    continue;
+                }
+                per_task.push((
+                    Action {
+                        target: TaskRef { pid, tid: Some(k.tid), starttime: p.starttime },
+                        kind: ActionKind::SetAffinity { cpus: self.cpus_of(&tp.nodes) },
+                        reason: tp.reason.clone(),
+                    },
+                    tp.hold_load,
+                ));
+            }
+            self.actions.extend(per_task);
+        }
+    }
+
+    /// The plan and the load recorded with each action.
+    pub(crate) fn finish(self) -> (Plan, Vec<f64>) {
+        let (actions, loads) = self.actions.into_iter().unzip();
+        (Plan { actions }, loads)
+    }
+}
