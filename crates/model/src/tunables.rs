@@ -267,6 +267,14 @@ pub struct Tunables {
     pub numad_min_cpu_pct: u32,
     /// numad: target utilisation of a node's CPUs and memory, %. Default 85 (numad `-u 85`).
     pub numad_target_utilization_pct: u32,
+    /// numad: a process already bound to the nodes numad would pick is left alone while at least
+    /// this share of its memory is on them, %. Default 90 (numad's DEFAULT_MEMLOCALITY_PERCENT,
+    /// `-m 90`). Prevents: re-binding (and re-migrating) a process that is already in place.
+    pub numad_memlocality_pct: u32,
+    /// numad: a process bound less than this long ago is not evaluated again, s. Default 300
+    /// (numad's MIN_DELAY_FOR_REEVALUATION, five minutes). Prevents: moving the same process back
+    /// and forth between passes.
+    pub numad_reevaluate_s: u64,
 }
 
 impl Default for Tunables {
@@ -332,6 +340,8 @@ impl Default for Tunables {
             numad_min_rss_mib: 300,
             numad_min_cpu_pct: 50,
             numad_target_utilization_pct: 85,
+            numad_memlocality_pct: 90,
+            numad_reevaluate_s: 300,
         }
     }
 }
@@ -467,6 +477,9 @@ impl Tunables {
         if !(1..=100).contains(&self.numad_target_utilization_pct) {
             return err("numad_target_utilization_pct", self.numad_target_utilization_pct, "must be 1..=100");
         }
+        if !(1..=100).contains(&self.numad_memlocality_pct) {
+            return err("numad_memlocality_pct", self.numad_memlocality_pct, "must be 1..=100");
+        }
         Ok(())
     }
 }
@@ -482,7 +495,8 @@ mod tests {
 
     #[test]
     fn each_rejection_names_its_field() {
-        let cases: Vec<(fn(&mut Tunables), &str)> = vec![
+        type Case = (fn(&mut Tunables), &'static str);
+        let cases: Vec<Case> = vec![
             (|t| t.affinity_half_life_ms = 0, "affinity_half_life_ms"),
             (|t| t.tier_medium = 0.01, "tier_medium"),
             (|t| t.cpu_load_low = 0.95, "cpu_load_low"),
