@@ -6,8 +6,10 @@
 //!     growing                 -> nothing (memory may spill; its CPUs were pointed at a node)
 //!     bandwidth-bound         -> Interleave over the nodes its threads run on, equal weights,
 //!                                when its memory deviates from that by >= remote_share_min
-//!     units on different S    -> Interleave over their nodes, weighted by planned CPU there
-//!                                (no per-thread ranges to split the memory with)
+//!     units on different S    -> per unit: MoveRanges of its threads' own hot ranges outside
+//!                                its nodes (same threshold and cost/benefit as below); without
+//!                                access samples: Interleave over their nodes, weighted by
+//!                                planned CPU there
 //!     otherwise               r = remote share of its accesses (or memory) outside S
 //!       static-large, latency:  r > 0                                   (binding classes)
 //!       unclassified:           r >= remote_share_min, RSS >= min_process_rss_mib,
@@ -44,6 +46,70 @@ enum JobKind {
     Follow { to: Vec<usize>, dest: usize, remote: f64, detail: String, bind: bool },
     /// Spread memory over `nodes` with `weights`.
     Spread { nodes: Vec<usize>, weights: Vec<u32>, pages: u64, rule: &'static str, detail: String },
+    /// Move one unit's own hot ranges (its threads' sampled buckets) to the node it runs on.
+    Ranges { to: Vec<usize>, dest: usize, ranges: Vec<(u64, u64)>, detail: String },
+}
+
+/// One unit's part of a process: CPU, CPU-weighted access per node, hot ranges by start ->
+/// (length, node, samples).
+type UnitMem = (f64, Vec<f64>, BTreeMap<u64, (u64, u32, u64)>);
+
+/// Per-unit memory-follows-CPU jobs of a process whose units run on different nodes, from its
+/// threads' own hot ranges; empty when no thread has any (no access samples).
+fn split_jobs(pl: &Planner<'_>, pid: u32) -> Vec<Job> {
+    let m = pl.model;
+    let t = &m.tunables;
+    let n = m.topo.nodes.len();
+    // Unit node set -> (tasks' CPU, CPU-weighted access, hot ranges by start -> (len, node, samples)).
+    let mut per: BTreeMap<Vec<usize>, UnitMem> = BTreeMap::new();
+    let mut any_hot = false;
+    for (k, tp) in pl.task_plan.range(TaskKey { pid, tid: 0 }..=TaskKey { pid, tid: u32::MAX }) {
+        let Some(tv) = m.tasks.get(k) else { continue };
+        let nodes = pl.placed[tp.unit].as_ref().map_or_else(|| tp.nodes.clone(), |pz| pz.nodes.clone());
+        let e = per.entry(nodes).or_insert_with(|| (0.0, vec![0.0; n], BTreeMap::new()));
+        e.0 += tv.cpu_rate;
+        let w = tv.cpu_rate.max(1e-3);
+        for (i, a) in tv.access.iter().enumerate().take(n) {
+            e.1[i] += a * w;
+        }
+        for h in &tv.hot {
+            any_hot = true;
+            let r = e.2.entry(h.start).or_insert((h.len, h.node, 0));
+            r.2 += h.samples;
+        }
+    }
+    if !any_hot {
+        return Vec::new();
+    }
+    let mut jobs = Vec::new();
+    for (to, (cpu, acc, hot)) in per {
+        let s: f64 = acc.iter().sum();
+        let local: f64 = if s > 0.0 { to.iter().map(|&i| acc[i] / s).sum() } else { 1.0 };
+        let remote = (1.0 - local).max(0.0);
+        let set = pl.node_set(&to);
+        let mut ranges: Vec<(u64, u64, u64)> =
+            hot.iter().filter(|(_, r)| !set.contains(r.1)).map(|(&start, r)| (start, r.0, r.2)).collect();
+        ranges.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        let pages: u64 = ranges.iter().map(|r| r.1 / BASE_PAGE_BYTES).sum();
+        let benefit_s = remote * cpu * t.benefit_horizon_s;
+        let cost_s = pages as f64 * t.migrate_cost_ns_per_page as f64 / 1e9;
+        if ranges.is_empty() || remote < t.remote_share_min || benefit_s <= cost_s {
+            continue;
+        }
+        let dest = to[0];
+        let detail = format!(
+            "process {pid}: threads placed on nodes {set} ({cpu:.2} CPUs) make {} of their sampled accesses remote (>= {}); benefit {benefit_s:.2} CPU-s > copy cost {cost_s:.2} s ({pages} pages in {} hot ranges)",
+            pct(remote),
+            pct(t.remote_share_min),
+            ranges.len()
+        );
+        jobs.push(Job {
+            pid,
+            benefit: remote * cpu,
+            kind: JobKind::Ranges { to, dest, ranges: ranges.iter().map(|r| (r.0, r.1)).collect(), detail },
+        });
+    }
+    jobs
 }
 
 /// Share of `p`'s accesses per node: the CPU-weighted mean of its threads' shares, else its
@@ -121,6 +187,13 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             continue;
         }
         let rss_ok = p.rss_bytes as f64 >= t.min_process_rss_mib as f64 * MIB;
+        if p.class != ProcessClass::BandwidthBound && nodesets.len() > 1 && rss_ok {
+            let split = split_jobs(pl, pid);
+            if !split.is_empty() {
+                jobs.extend(split);
+                continue;
+            }
+        }
         if p.class == ProcessClass::BandwidthBound || nodesets.len() > 1 {
             // Spread: bandwidth-bound equal over the nodes it runs on; split processes by CPU.
             let (nodes, weights, rule) = if p.class == ProcessClass::BandwidthBound {
@@ -218,13 +291,15 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         let target = TaskRef { pid: job.pid, tid: None, starttime: p.starttime };
         let load = p.cpu_rate;
         let dest_set: NodeSet = match &job.kind {
-            JobKind::Follow { to, .. } => pl.node_set(to),
+            JobKind::Follow { to, .. } | JobKind::Ranges { to, .. } => pl.node_set(to),
             JobKind::Spread { nodes, .. } => pl.node_set(nodes),
         };
         // The hold: memory sent elsewhere within hold_periods stays (unless the load changed).
         if let Some(mv) = policy.proc_state(m, job.pid).and_then(|s| s.mem_move.as_ref()) {
             let moving_on = match &job.kind {
                 JobKind::Follow { .. } => mv.nodes.is_subset(&dest_set),
+                // Several units of one process move ranges to different nodes: each its own.
+                JobKind::Ranges { .. } => true,
                 JobKind::Spread { .. } => mv.nodes == dest_set,
             };
             if !moving_on && mv.holds(pl.period, load, m) {
@@ -236,6 +311,35 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             }
         }
         match job.kind {
+            JobKind::Ranges { to: _, dest, ranges, detail } => {
+                let mut picked = Vec::new();
+                let mut pages = 0u64;
+                for (start, len) in ranges {
+                    let room = pl.budget_pages - pages;
+                    let take = (len / BASE_PAGE_BYTES).min(room);
+                    if take == 0 {
+                        break;
+                    }
+                    picked.push((start, take * BASE_PAGE_BYTES));
+                    pages += take;
+                }
+                if picked.is_empty() {
+                    continue;
+                }
+                pl.budget_pages -= pages;
+                let dest_id = pl.id(dest);
+                pl.actions.push((
+                    Action {
+                        target,
+                        kind: ActionKind::MoveRanges { ranges: picked, to: dest_id },
+                        reason: Reason::new(
+                            "memory-follows-cpu",
+                            format!("{detail}; hottest first, {pages} pages to node {dest_id} within the budget"),
+                        ),
+                    },
+                    load,
+                ));
+            }
             JobKind::Spread { nodes, weights, pages, rule, detail } => {
                 let max = pages.min(pl.budget_pages);
                 pl.budget_pages -= max;

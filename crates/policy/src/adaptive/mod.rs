@@ -72,9 +72,10 @@
 //!
 //! # Limits
 //!
-//! Without per-thread hot ranges, memory of a process whose groups run on different nodes cannot be
-//! split between them; such a process's memory is interleaved over its nodes in proportion to its
-//! CPU there (better bandwidth, no locality). Base pages are assumed to be 4 KiB. Memory-only nodes
+//! A process whose groups run on different nodes (numa02: one thread per slice) has its memory
+//! split by its threads' own hot ranges (`TaskView::hot`, from access samples); without access
+//! samples nothing says which thread uses which range, and its memory is interleaved over its
+//! nodes in proportion to its CPU there (better bandwidth, no locality). Base pages are assumed to be 4 KiB. Memory-only nodes
 //! (no CPUs) are never chosen for CPUs and so never receive migrated memory.
 
 mod balance;
