@@ -1,0 +1,221 @@
+//! Affinity groups: join, merge direction, size cap, split, signal-less processes, conservation.
+//!
+//! Defaults: h = 10 s, period 1 s; a pair observed with f = 1 every period has strength
+//! 1 - 2^(-0.1 n) after n periods: 0.0670, 0.1294, 0.1877, 0.2421 (n = 4: medium, joins).
+
+mod common;
+
+use common::*;
+use numapilot_model::{Model, Tunables};
+use numapilot_observe::Sample;
+use numapilot_topology::Topology;
+
+const BUF: u64 = 0x7f00_0000_0000;
+
+/// Process 10 with threads 11, 12, 13 at step `i` (t = i s): thread k ran `cpu[k]` CPUs per
+/// period; the threads in `sharing` sample BUF 10 times each.
+fn app(topo: &Topology, i: u64, cpu: [f64; 3], sharing: &[u32], rss: u64) -> Sample {
+    let mut b = Sb::new(topo, i * SEC).proc(10, 5, "app", &[rss, 0]);
+    for (k, tid) in [11u32, 12, 13].into_iter().enumerate() {
+        let run = (cpu[k] * (i * SEC) as f64) as u64;
+        b = b.thread(10, tid, run, 0, tid - 11);
+    }
+    for &tid in sharing {
+        b = b.access(10, tid, BUF, 0, 10, i * SEC);
+    }
+    b.build()
+}
+
+fn group_sets(m: &Model) -> Vec<Vec<u32>> {
+    m.groups.groups.values().map(|g| g.tasks.iter().map(|k| k.tid).collect()).collect()
+}
+
+/// Trace: steps 1..4 (n = 0..3 observations) three singletons 0 {11}, 1 {12}, 2 {13} (the process
+/// has per-thread samples, so no process group); step 5 (n = 4, 0.2421 >= medium) 11 and 12
+/// join. Equal load (no CPU; 512 MiB each: RSS 1 GiB shared by 10 + 10 samples, 13 has none) ->
+/// the smaller id, 0, keeps its id.
+#[test]
+fn co_accessing_threads_become_one_group() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=4 {
+        m.update(&app(&topo, i, [0.0; 3], &[11, 12], GIB));
+        assert_eq!(group_sets(&m), vec![vec![11], vec![12], vec![13]], "step {i}");
+    }
+    m.update(&app(&topo, 5, [0.0; 3], &[11, 12], GIB));
+    assert_eq!(group_sets(&m), vec![vec![11, 12], vec![13]]);
+    let g = m.group_of(&key(10, 12)).unwrap();
+    assert_eq!(g.id, 0);
+    assert_eq!(g.since_ns, 5 * SEC);
+    assert_eq!(g.mem_bytes, GIB);
+    assert_eq!(g.pids, vec![10]);
+    assert_eq!(m.group_of(&key(10, 13)).unwrap().mem_bytes, 0);
+    // Stable membership keeps since_ns.
+    m.update(&app(&topo, 6, [0.0; 3], &[11, 12], GIB));
+    assert_eq!(m.group_of(&key(10, 12)).unwrap().since_ns, 5 * SEC);
+}
+
+/// Merge direction: thread 12 uses 0.8 CPU, thread 11 0.2 (4 CPUs per node here, 16 GiB):
+/// load(12) = 0.8/4 + 0.5 GiB/16 GiB = 0.23125 > load(11) = 0.05 + 0.03125: group 0 {11} joins
+/// group 1 {12}, which keeps id 1. Access shares are CPU-weighted; running_on sums CPU per node.
+#[test]
+fn smaller_load_joins_the_larger() {
+    let topo = machine(2, 4, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=5 {
+        m.update(&app(&topo, i, [0.2, 0.8, 0.0], &[11, 12], GIB));
+    }
+    let g = m.group_of(&key(10, 11)).unwrap();
+    assert_eq!(g.id, 1);
+    assert_eq!(g.tasks, vec![key(10, 11), key(10, 12)]);
+    assert!((g.cpu - 1.0).abs() < 1e-9);
+    assert!((g.load - (1.0 / 4.0 + 1.0 / 16.0)).abs() < 1e-9, "{}", g.load);
+    // Thread 11 last ran on CPU 0, thread 12 on CPU 1: both node 0.
+    assert_eq!(g.running_on.len(), 1);
+    assert!((g.running_on[0].1 - 1.0).abs() < 1e-9);
+    assert_eq!(g.access, vec![1.0, 0.0]);
+    assert!(!m.groups.groups.contains_key(&0));
+}
+
+/// Size cap: 2 CPUs per node, group_max_cpu_frac 1.0 -> at most 2.0 CPUs. Three threads of 0.9
+/// CPU all co-access one bucket (every pair f = 1, equal strengths, taken in key order):
+/// (11,12) merge -> 1.8 CPUs; (11,13) would be 2.7 -> refused; (12,13) is the same pair of
+/// groups: one refused merge.
+#[test]
+fn size_cap_refuses_a_merge() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=5 {
+        m.update(&app(&topo, i, [0.9; 3], &[11, 12, 13], GIB));
+    }
+    assert_eq!(group_sets(&m), vec![vec![11, 12], vec![13]]);
+    assert_eq!(m.groups.refused_merges, 1);
+    for g in m.groups.groups.values() {
+        assert!(g.cpu <= 2.0 + 1e-9);
+    }
+    // With the task cap at 2 instead (CPU cap lifted), the same thing happens for the count.
+    let mut t = Tunables::default();
+    t.group_max_cpu_frac = 10.0;
+    t.group_max_tasks = 2;
+    let mut m = Model::new(topo.clone(), t);
+    for i in 1..=5 {
+        m.update(&app(&topo, i, [0.9; 3], &[11, 12, 13], GIB));
+    }
+    assert_eq!(group_sets(&m), vec![vec![11, 12], vec![13]]);
+    assert_eq!(m.groups.refused_merges, 1);
+}
+
+/// Split: two single-thread processes talk 1000 times/s (f = 1) for 6 periods: strength 0.3402,
+/// one group. Then silence: 0.3402 x 2^(-t/10) < 0.2 first at t = 8 s (0.1953): at step 14 they
+/// split; the tie in size goes to the smallest member (10,10), which keeps the id.
+#[test]
+fn group_splits_when_internal_edges_decay() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |i: u64, talk: bool| {
+        let b = Sb::new(&topo, i * SEC)
+            .proc(10, 5, "server", &[GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .proc(20, 5, "client", &[0, GIB])
+            .thread(20, 20, 0, 0, 2);
+        if talk {
+            b.comm((10, 10), (20, 20), 1000).build()
+        } else {
+            b.build()
+        }
+    };
+    for i in 0..=6 {
+        m.update(&s(i, true));
+    }
+    assert_eq!(m.groups.groups.len(), 1);
+    let id = m.group_of(&key(10, 10)).unwrap().id;
+    let g = m.group_of(&key(20, 20)).unwrap();
+    assert_eq!(g.mem_by_node, vec![GIB, GIB]);
+    assert_eq!(g.access, vec![0.5, 0.5], "each thread's residency, equal weight without CPU");
+    for i in 7..=13 {
+        m.update(&s(i, false));
+        assert_eq!(m.groups.groups.len(), 1, "step {i}");
+    }
+    m.update(&s(14, false));
+    assert_eq!(m.groups.groups.len(), 2);
+    assert_eq!(m.group_of(&key(10, 10)).unwrap().id, id);
+    assert_ne!(m.group_of(&key(20, 20)).unwrap().id, id);
+    assert_eq!(m.group_of(&key(20, 20)).unwrap().since_ns, 14 * SEC);
+}
+
+/// A process whose threads have nothing but residency (no samples, no faults, no edges) is one
+/// group; a thread that appears later joins it; a vanished thread leaves it.
+#[test]
+fn signal_less_process_is_one_group() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t, tids: &[u32]| {
+        let mut b = Sb::new(&topo, t).proc(30, 5, "legacy", &[GIB, GIB]);
+        for &tid in tids {
+            b = b.thread(30, tid, 0, 0, 0);
+        }
+        b.build()
+    };
+    m.update(&s(SEC, &[30, 31, 32]));
+    assert_eq!(group_sets(&m), vec![vec![30, 31, 32]]);
+    m.update(&s(2 * SEC, &[30, 31, 32, 33]));
+    assert_eq!(group_sets(&m), vec![vec![30, 31, 32, 33]]);
+    m.update(&s(3 * SEC, &[30, 33]));
+    assert_eq!(group_sets(&m), vec![vec![30, 33]]);
+    assert_eq!(m.groups.of_task.len(), 2);
+    let g = m.group_of(&key(30, 30)).unwrap();
+    assert_eq!(g.mem_bytes, 2 * GIB);
+    assert_eq!(g.mem_by_node, vec![GIB, GIB]);
+}
+
+/// Conservation over a mixed machine: every live task in exactly one group, counts add up,
+/// group memory adds up to the processes' RSS (per node too), across merges, splits and exits.
+#[test]
+fn conservation() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=30u64 {
+        let mut b = Sb::new(&topo, i * SEC);
+        for p in 0..6u32 {
+            let pid = 100 + p * 10;
+            if p == 5 && i > 20 {
+                continue; // exits
+            }
+            b = b.proc(pid, 5, "w", &[(p as u64 + 1) * 100 * MIB + 7, (i % 3) * MIB + 3]);
+            for t in 0..(p + 1).min(4) {
+                if p == 3 && t == 2 && i % 7 == 0 {
+                    continue; // a thread that comes and goes
+                }
+                b = b.thread(pid, pid + t, i * SEC / (t as u64 + 2), 0, (p + t) % 4);
+            }
+            if p % 2 == 0 && i < 15 {
+                b = b.access(pid, pid, BUF, 0, 5, i * SEC).access(pid, pid + 1, BUF, 1, 3 + p, i * SEC);
+            }
+        }
+        if i < 12 {
+            b = b.comm((110, 110), (130, 130), 2000);
+        }
+        let s = b.build();
+        m.update(&s);
+        let mut seen = std::collections::BTreeSet::new();
+        let mut count = 0;
+        let (mut mem, mut node0, mut node1) = (0u64, 0u64, 0u64);
+        for g in m.groups.groups.values() {
+            assert!(!g.tasks.is_empty());
+            count += g.tasks.len();
+            for k in &g.tasks {
+                assert!(seen.insert(*k), "{k:?} twice");
+                assert_eq!(m.groups.of_task[k], g.id);
+            }
+            mem += g.mem_bytes;
+            node0 += g.mem_by_node[0];
+            node1 += g.mem_by_node[1];
+        }
+        assert_eq!(count, m.tasks.len(), "step {i}");
+        assert_eq!(seen.len(), m.tasks.len());
+        assert_eq!(m.groups.of_task.len(), m.tasks.len());
+        assert_eq!(mem, m.procs.values().map(|p| p.rss_bytes).sum::<u64>(), "step {i}");
+        assert_eq!(node0, m.procs.values().map(|p| p.mem_by_node[0]).sum::<u64>());
+        assert_eq!(node1, m.procs.values().map(|p| p.mem_by_node[1]).sum::<u64>());
+    }
+}
