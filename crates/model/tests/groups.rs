@@ -94,9 +94,7 @@ fn size_cap_refuses_a_merge() {
         assert!(g.cpu <= 2.0 + 1e-9);
     }
     // With the task cap at 2 instead (CPU cap lifted), the same thing happens for the count.
-    let mut t = Tunables::default();
-    t.group_max_cpu_frac = 10.0;
-    t.group_max_tasks = 2;
+    let t = Tunables { group_max_cpu_frac: 10.0, group_max_tasks: 2, ..Tunables::default() };
     let mut m = Model::new(topo.clone(), t);
     for i in 1..=5 {
         m.update(&app(&topo, i, [0.9; 3], &[11, 12, 13], GIB));
