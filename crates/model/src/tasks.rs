@@ -203,7 +203,6 @@ pub(crate) struct ProcHist {
     rss: VecDeque<(u64, u64)>,
     hot: BTreeMap<u64, HotBucket>,
     /// Classification state (see `classify`).
-    #[allow(dead_code)] // read by classify.rs (next commit)
     pub(crate) class: ClassState,
 }
 
@@ -219,7 +218,6 @@ pub(crate) struct History {
     /// Co-access window (affinity.rs).
     pub(crate) coaccess: CoaccessWindow,
     /// Previous busy and total ticks per node (dense index), load.rs.
-    #[allow(dead_code)] // read by load.rs (next commit)
     pub(crate) node_ticks: Vec<Option<(u64, u64)>>,
 }
 
@@ -535,7 +533,8 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             0.0
         };
         let traffic_alpha = 1.0 - decay_factor(dt, tun.class_window_ms);
-        let traffic = match old_proc {
+        // The first period with a rate starts the average (the first sample has none).
+        let traffic = match old_proc.filter(|o| o.history_ns > 0) {
             Some(o) => {
                 o.traffic_bytes_per_s_per_thread + traffic_alpha * (traffic_now - o.traffic_bytes_per_s_per_thread)
             }

@@ -1,0 +1,89 @@
+//! Process classes from behaviour, overrides, and the stability rule (class window 10 s).
+
+mod common;
+
+use common::*;
+use numapilot_model::ProcessClass;
+
+/// One process sampled every second for t = 0..=steps with RSS `rss(t)` on node 0.
+fn run(rss: impl Fn(u64) -> u64, steps: u64, comm: &str) -> Vec<ProcessClass> {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    m.class_overrides.insert("redis-server".into(), ProcessClass::LatencySensitive);
+    (0..=steps)
+        .map(|t| {
+            m.update(
+                &Sb::new(&topo, t * SEC).proc(10, 5, comm, &[rss(t), 0]).thread(10, 10, t * SEC / 2, 0, 0).build(),
+            );
+            m.procs[&10].class
+        })
+        .collect()
+}
+
+/// 16 MiB/s growth: Unclassified until the history spans the window (t = 10 s), then Growing.
+#[test]
+fn growing() {
+    let c = run(|t| GIB + t * 16 * MIB, 12, "jvm");
+    assert!(c[..10].iter().all(|&c| c == ProcessClass::Unclassified), "{c:?}");
+    assert_eq!(c[10], ProcessClass::Growing);
+    assert_eq!(c[12], ProcessClass::Growing);
+}
+
+/// 8 GiB on 16 GiB nodes (0.5 >= 0.25 of the smallest node), flat: StaticLarge at t = 10 s.
+/// 1 GiB flat: too small, stays Unclassified.
+#[test]
+fn static_large_and_small() {
+    let c = run(|_| 8 * GIB, 10, "postgres");
+    assert_eq!(c[9], ProcessClass::Unclassified);
+    assert_eq!(c[10], ProcessClass::StaticLarge);
+    let c = run(|_| GIB, 12, "small");
+    assert!(c.iter().all(|&c| c == ProcessClass::Unclassified));
+}
+
+/// Override by name: LatencySensitive from the first sample, whatever the behaviour.
+#[test]
+fn override_by_comm() {
+    let c = run(|t| GIB + t * 64 * MIB, 12, "redis-server");
+    assert!(c.iter().all(|&c| c == ProcessClass::LatencySensitive), "{c:?}");
+}
+
+/// Stability: flat 8 GiB -> StaticLarge at t = 10. From t = 11 it grows 64 MiB/s; the slope over
+/// the window is 6.4 MiB/s at t = 11 (verdict Unclassified, pending), 12.8 at t = 12 (verdict
+/// Growing, pending since 12). The class changes only when Growing has held a whole window:
+/// t = 22.
+#[test]
+fn class_changes_only_after_a_whole_window() {
+    let c = run(|t| 8 * GIB + t.saturating_sub(10) * 64 * MIB, 23, "cache");
+    assert_eq!(c[10], ProcessClass::StaticLarge);
+    assert!(c[10..=21].iter().all(|&c| c == ProcessClass::StaticLarge), "{c:?}");
+    assert_eq!(c[22], ProcessClass::Growing);
+    assert_eq!(c[23], ProcessClass::Growing);
+}
+
+/// Bandwidth-bound: two threads, one per node, each with 20,000 access samples per second of
+/// 64 KiB each: 40,000 x 65,536 B/s / 2 running threads = 1250 MiB/s per thread >= 1000, on 2
+/// nodes. The same traffic from threads on one node is not bandwidth-bound.
+#[test]
+fn bandwidth_bound() {
+    let topo = machine(2, 2, 16);
+    for (cpu_b, expect) in [(2, ProcessClass::BandwidthBound), (1, ProcessClass::Unclassified)] {
+        let mut m = model(topo.clone());
+        for t in 0..=10u64 {
+            let s = Sb::new(&topo, t * SEC)
+                .proc(10, 5, "stream", &[GIB, GIB])
+                .thread(10, 10, t * SEC / 2, 0, 0)
+                .thread(10, 11, t * SEC / 2, 0, cpu_b)
+                .access(10, 10, 0x1000_0000, 0, 20_000, t * SEC)
+                .access(10, 11, 0x9000_0000, 1, 20_000, t * SEC)
+                .build();
+            m.update(&s);
+        }
+        let p = &m.procs[&10];
+        assert!(
+            (p.traffic_bytes_per_s_per_thread - 1250.0 * MIB as f64).abs() < 1.0,
+            "{}",
+            p.traffic_bytes_per_s_per_thread
+        );
+        assert_eq!(p.class, expect);
+    }
+}
