@@ -4,8 +4,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult, SeriesPoint, Stat};
+use numapilot_sim::run::policy_names;
 use numapilot_sim::workload::autonuma_bench;
-use numapilot_sim::{Baseline, CalibrationRow, Machine, SimOptions};
+use numapilot_sim::{CalibrationRow, Machine, SimOptions};
 
 fn numapilot(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
@@ -73,7 +74,9 @@ fn comparison() -> Comparison {
                 unit: None,
                 converge_s: None,
                 series,
+                cpu_nodes: vec![0],
             }],
+            engine: None,
         }
     };
     let policy = |name: &str, runtime_s: f64| {
@@ -181,7 +184,8 @@ fn list_names_every_preset_workload_and_policy() {
     let o = numapilot(&["sim", "list"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    let names = numapilot_topology::presets::names().into_iter().chain(autonuma_bench::NAMES).chain(Baseline::NAMES);
+    let names = numapilot_topology::presets::names().into_iter().chain(autonuma_bench::NAMES).chain(policy_names());
+    let names = names.chain(["numapilot", "numad"]);
     let names = names.chain(["redis-set", "vm-mix", "process-mix"]);
     for name in names {
         assert!(text.lines().any(|l| l.split_whitespace().next() == Some(name)), "{name} missing from\n{text}");
@@ -276,14 +280,15 @@ fn unknown_workloads_and_policies_list_the_valid_ones_and_write_nothing() {
         "--workload",
         "numa02",
         "--policy",
-        "default,numad",
+        "default,numactl",
         "--out",
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         stderr(&o).trim_end(),
-        format!("numapilot: unknown policy 'numad'; valid policies: {}", Baseline::NAMES.join(", "))
+        "numapilot: unknown policy 'numactl'; valid policies: default, hard-bind, inverse-bind, interleave, \
+         autonuma, numapilot, numad"
     );
     assert!(!out.exists(), "nothing written for a refused run");
     assert!(o.stdout.is_empty());
@@ -412,4 +417,43 @@ fn fixed_work_past_the_duration_is_an_error_naming_it() {
         "numapilot: workload numa02 under default: work not finished after 1 simulated s"
     );
     assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn a_bad_tunables_file_names_the_field_exits_1_and_runs_nothing() {
+    let dir = Scratch::new("tunables");
+    let out = dir.path("out");
+    let run = |file: &std::path::Path| {
+        numapilot(&[
+            "sim",
+            "--machine",
+            "autonuma-2s12c-24g",
+            "--workload",
+            "numa02",
+            "--policy",
+            "numad",
+            "--tunables",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let cases = [
+        ("range.toml", "numad_target_utilization_pct = 0\n", "numad_target_utilization_pct"),
+        ("order.toml", "numad_interval_min_s = 30\nnumad_interval_max_s = 15\n", "numad_interval_min_s"),
+        ("unknown.toml", "numad_intervall_s = 5\n", "numad_intervall_s"),
+        ("type.toml", "numad_min_rss_mib = \"lots\"\n", "numad_min_rss_mib"),
+    ];
+    for (name, text, field) in cases {
+        let file = dir.path(name);
+        std::fs::write(&file, text).unwrap();
+        let o = run(&file);
+        assert_eq!(o.status.code(), Some(1), "{name}");
+        let err = stderr(&o);
+        assert!(err.contains(field) && err.contains(name), "{name}: {err}");
+        assert!(o.stdout.is_empty() && !out.exists(), "{name}: nothing runs, nothing written");
+    }
+    let o = run(&dir.path("missing.toml"));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("missing.toml"), "{}", stderr(&o));
 }

@@ -1,13 +1,323 @@
-//! A numad-like baseline. (Essay with the implementation.)
+//! A numad-like baseline: numad's placement heuristic as a [`Policy`], so the simulator compares
+//! numapilot against it on equal terms (the same engine, the same host, the same observation).
+//!
+//! # Problem
+//!
+//! numad (Bill Gray, Red Hat, 2012-2015) is the user-space daemon Linux distributions ship for
+//! NUMA placement: every few seconds it looks for large, busy processes and binds each to the
+//! fewest nodes that can hold it, moving its memory there. To claim numapilot does better we must
+//! run numad's decisions, not a straw man, on the same simulated machine. This module is our own
+//! implementation of numad's heuristic as read in numad.c (version 20150602); the facts it uses
+//! (thresholds, weights, margins, intervals) carry their source below. numad's code is not copied.
+//!
+//! # Approach
+//!
+//! One pass per decision, as numad's `manage_loads()`:
+//!
+//! ```text
+//!   candidates   RSS > numad_min_rss_mib (300 MiB)  and  CPU > numad_min_cpu_pct (50% of one CPU,
+//!                the largest of the last 8 passes' rates: numad's ring buffer)
+//!   order        never bound first, by CPU x RSS descending; then those bound, oldest bind first
+//!   for each     skip if bound less than numad_reevaluate_s (300 s) ago
+//!                request = used x 100 / target% (85)     CPUs capped at its thread count
+//!                nodes   = pick_nodes(request)           (below)
+//!                nodes already bound and >= 90% of its memory there -> leave it, next candidate
+//!                else bind: SetAffinity(all its threads, CPUs of nodes)
+//!                           MigratePages(every other node holding its memory -> nodes)
+//!                     and stop: ONE process per pass
+//!   interval     numad_interval_min_s (5 s) after a pass that moved a process, else
+//!                numad_interval_max_s (15 s); half the minimum before the first rates exist
+//! ```
+//!
+//! `pick_nodes`, as numad's `pick_numa_nodes()`:
+//!
+//! ```text
+//!   free_n      = node n's free CPUs and free MiB, plus what the process itself uses there
+//!                 (unbound: its memory x 17/16 and its CPU in proportion to its memory on n;
+//!                  bound: its memory x 5/4, and on its nodes the average free CPU of them
+//!                  counting its own use) -- so staying where it is looks a little better
+//!   magnitude_n = (needed_mem x 10 + excess_mem x 4) x (needed_cpu x 6 + excess_cpu x 1)
+//!                 (what the node can give of the request weighs more than what it has beyond)
+//!   k           = nodes needed: max(ceil(MiB / node MiB), ceil((CPUs - flex) / node CPUs)),
+//!                 flex = (100 - target%) / 2 of a node's CPUs
+//!   best start  = argmax over n of  sum over the k nodes closest to n (ties: larger magnitude)
+//!                 of magnitude / distance^2
+//!   take nodes  closest to the start first, consuming MiB (keeping a 100 MiB margin) and CPUs,
+//!               until k nodes are taken and the request is met (CPUs only if the machine is not
+//!               oversubscribed)
+//! ```
+//!
+//! A small picture, 2 nodes, a process with 1.6 CPUs and 2 GiB, most of it on node 1:
+//!
+//! ```text
+//!   node 0: 12 CPUs free, 20 GiB free     magnitude 0: (2410x10 + 18070x4) x (188x6 + 1012)
+//!   node 1: 10 CPUs free, 21 GiB free(+)  magnitude 1: larger (its own memory counts as free)
+//!   k = 1 -> pick node 1: bind it there, migrate the rest of its memory from node 0
+//! ```
+//!
+//! # Units
+//!
+//! CPUs as f64 (1.0 = one CPU busy; numad counts hundredths), memory in MiB (f64), time in ns.
+//!
+//! # Limits (differences from numad, on purpose or by necessity)
+//!
+//! - numad binds through a cpuset cgroup (CPUs and `mems`); the engine's actions are
+//!   `SetAffinity` (every thread) and `MigratePages`, so memory allocated after the bind is placed
+//!   by first touch on the bound CPUs' nodes rather than forced there.
+//! - numad reads free CPU from `/proc/stat` idle time and free memory from node meminfo (counting
+//!   inactive file cache as free); we use the model's per-node CPU demand and `MemFree`.
+//! - numad sizes nodes by node 0; we use the largest node (the same on the symmetric presets).
+//! - numad's early re-evaluation of a recently bound process on the busiest node, its 20%
+//!   magnitude bins among bound processes, its KVM vCPU thread count and its interleaved-memory
+//!   handling (`-K`) are left out; hyperthreads count as full CPUs (numad's `-H` default discounts
+//!   them to 20%).
+//! - A process that placed itself (the model's `pinned`: an explicit memory policy or narrowed
+//!   CPUs) and that we did not bind is left alone, as the adaptive policy does; numad would see it
+//!   as bound long ago and consider it for a move.
 
-use numapilot_model::Model;
+use std::collections::{BTreeMap, VecDeque};
 
-use crate::action::Plan;
+use numapilot_model::{Model, ProcView};
+use numapilot_topology::NodeSet;
+
+use crate::action::{Action, ActionKind, Outcome, Plan, Reason, TaskRef};
 use crate::engine::Policy;
 
-/// numad's heuristic as a policy.
+/// CPU-rate history numad keeps per process, passes; the largest counts. Source: numad.c
+/// `RING_BUF_SIZE` 8 ("Use largest CPU utilization currently in ring buffer"). Prevents: a process
+/// that paused for one pass dropping out of the candidates.
+pub const CPU_HISTORY_PASSES: usize = 8;
+
+/// Free memory left on a node when a request is consumed from it, MiB. Source: numad.c
+/// `MBS_MARGIN` 100. Prevents: planning a node down to its last page.
+pub const MEM_MARGIN_MIB: f64 = 100.0;
+
+/// Bias on a process's own memory counted as free on a node, unbound process: x 17/16. Source:
+/// numad.c pick_numa_nodes ("Apply light mem bias"). Prevents: moving a process for a tie.
+pub const OWN_MEM_BIAS_UNBOUND: f64 = 17.0 / 16.0;
+
+/// The same bias for a process already bound to a subset of nodes: x 5/4 ("heavy mem bias").
+pub const OWN_MEM_BIAS_BOUND: f64 = 5.0 / 4.0;
+
+/// Weights of the magnitude: memory a node can give of the request (10) and beyond it (4), CPUs
+/// of the request (6) and beyond (1). Source: numad.c `combined_value_of_weighted_resources`.
+/// What is needed counts more than what is spare; memory more than CPU.
+pub const MAGNITUDE_WEIGHTS: [f64; 4] = [10.0, 4.0, 6.0, 1.0];
+
+/// Least free CPU a node is credited with, CPUs. Source: numad.c ("Enforce 1/100th CPU minimum").
+/// Prevents: a zero magnitude wiping out a node's memory term.
+pub const MIN_NODE_CPUS_FREE: f64 = 0.01;
+
+/// What numad remembers of a process it bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding {
+    /// Nodes it is bound to (kernel ids).
+    pub nodes: NodeSet,
+    /// Host time of the bind (or of the last check that found it in place), ns.
+    pub at_ns: u64,
+}
+
+/// numad's heuristic as a policy. State: the per-process CPU history, the processes it bound, and
+/// whether the last pass moved one (for the interval).
 #[derive(Debug, Default)]
-pub struct Numad {}
+pub struct Numad {
+    /// CPU rate history by (pid, start time), newest last, at most [`CPU_HISTORY_PASSES`].
+    cpu_history: BTreeMap<(u32, u64), VecDeque<f64>>,
+    /// Processes this policy bound, by (pid, start time).
+    bound: BTreeMap<(u32, u64), Binding>,
+    /// Whether the last pass bound a process.
+    moved_last_pass: bool,
+    /// Passes so far.
+    passes: u64,
+}
+
+/// One node as `pick_nodes` sees it.
+#[derive(Debug, Clone, Copy)]
+struct NodeRes {
+    /// Kernel id.
+    id: u32,
+    cpus_total: f64,
+    cpus_free: f64,
+    mib_total: f64,
+    mib_free: f64,
+    magnitude: f64,
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Magnitude of a node for a request of `mib` and `cpus`.
+fn magnitude(mib: f64, cpus: f64, mib_free: f64, cpus_free: f64) -> f64 {
+    let [w_mem_need, w_mem_excess, w_cpu_need, w_cpu_excess] = MAGNITUDE_WEIGHTS;
+    let (mem_need, mem_excess) = if mib_free > mib { (mib, mib_free - mib) } else { (mib_free.max(0.0), 0.0) };
+    let (cpu_need, cpu_excess) = if cpus_free > cpus { (cpus, cpus_free - cpus) } else { (cpus_free.max(0.0), 0.0) };
+    (mem_need * w_mem_need + mem_excess * w_mem_excess) * (cpu_need * w_cpu_need + cpu_excess * w_cpu_excess)
+}
+
+impl Numad {
+    /// A fresh policy (nothing bound, no history).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The processes this policy bound, by (pid, start time).
+    pub fn bindings(&self) -> &BTreeMap<(u32, u64), Binding> {
+        &self.bound
+    }
+
+    /// The CPU figure numad judges a process by: the largest rate of the recent passes, CPUs.
+    fn cpu_used(&self, p: &ProcView) -> f64 {
+        self.cpu_history.get(&(p.pid, p.starttime)).map_or(0.0, |h| h.iter().copied().fold(0.0, f64::max))
+    }
+
+    /// Records this pass's CPU rates and forgets processes (and bindings) that are gone.
+    fn refresh(&mut self, model: &Model) {
+        let live: std::collections::BTreeSet<(u32, u64)> = model.procs.values().map(|p| (p.pid, p.starttime)).collect();
+        self.cpu_history.retain(|k, _| live.contains(k));
+        self.bound.retain(|k, _| live.contains(k));
+        for p in model.procs.values() {
+            let h = self.cpu_history.entry((p.pid, p.starttime)).or_default();
+            h.push_back(p.cpu_rate.max(0.0));
+            while h.len() > CPU_HISTORY_PASSES {
+                h.pop_front();
+            }
+        }
+    }
+
+    /// The nodes as numad sees them for process `p` (its own use added back), dense order.
+    fn nodes_for(&self, model: &Model, p: &ProcView, cpu_used: f64, binding: Option<&Binding>) -> Vec<NodeRes> {
+        let topo = &model.topo;
+        let rss_mib = (p.rss_bytes as f64 / MIB).max(1e-9);
+        let mut nodes: Vec<NodeRes> = topo
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let cpus_total = n.cpus.len() as f64;
+                let load = model.nodes.get(i);
+                let cpus_free = (cpus_total - load.map_or(0.0, |l| l.cpu_demand)).max(0.0);
+                let mib_total = match load {
+                    Some(l) if l.mem_total_bytes > 0 => l.mem_total_bytes as f64 / MIB,
+                    _ => n.mem_total_kb as f64 / 1024.0,
+                };
+                let mib_free = match load {
+                    Some(l) if l.mem_total_bytes > 0 => l.mem_free_bytes as f64 / MIB,
+                    _ => n.mem_free_kb as f64 / 1024.0,
+                };
+                NodeRes { id: n.id, cpus_total, cpus_free, mib_total, mib_free, magnitude: 0.0 }
+            })
+            .collect();
+        let own_mib = |i: usize| p.mem_by_node.get(i).copied().unwrap_or(0) as f64 / MIB;
+        match binding {
+            None => {
+                for (i, n) in nodes.iter_mut().enumerate() {
+                    n.mib_free += own_mib(i) * OWN_MEM_BIAS_UNBOUND;
+                    n.cpus_free += cpu_used * own_mib(i) / rss_mib;
+                }
+            }
+            Some(b) => {
+                let bound_free: f64 = nodes.iter().filter(|n| b.nodes.contains(n.id)).map(|n| n.cpus_free).sum();
+                let avg = (cpu_used + bound_free) / b.nodes.len().max(1) as f64;
+                for (i, n) in nodes.iter_mut().enumerate() {
+                    n.mib_free += own_mib(i) * OWN_MEM_BIAS_BOUND;
+                    if b.nodes.contains(n.id) {
+                        n.cpus_free = avg;
+                    }
+                }
+            }
+        }
+        for n in &mut nodes {
+            n.cpus_free = n.cpus_free.min(n.cpus_total).max(MIN_NODE_CPUS_FREE);
+            n.mib_free = n.mib_free.min(n.mib_total);
+        }
+        nodes
+    }
+
+    /// numad's node choice for a request of `mib` MiB and `cpus` CPUs; returns the nodes (kernel
+    /// ids) and a line saying why.
+    fn pick_nodes(
+        model: &Model,
+        mut nodes: Vec<NodeRes>,
+        mut mib: f64,
+        mut cpus: f64,
+        mut assume_enough_cpus: bool,
+    ) -> (NodeSet, String) {
+        let nn = nodes.len();
+        let target = f64::from(model.tunables.numad_target_utilization_pct);
+        for n in &mut nodes {
+            n.magnitude = magnitude(mib, cpus, n.mib_free, n.cpus_free);
+        }
+        let sum_cpus_free: f64 = nodes.iter().map(|n| n.cpus_free).sum();
+        if cpus > sum_cpus_free {
+            // Oversubscribed: place by memory alone.
+            assume_enough_cpus = true;
+        }
+        let node_cpus = nodes.iter().map(|n| n.cpus_total).fold(0.0, f64::max).max(1.0);
+        let node_mib = nodes.iter().map(|n| n.mib_total).fold(0.0, f64::max).max(1.0);
+        let cpu_flex = if target < 100.0 { (100.0 - target) * node_cpus / 200.0 } else { 0.0 };
+        let mem_req = (mib / node_mib).ceil();
+        let cpu_req = ((cpus - cpu_flex) / node_cpus).ceil();
+        let mut k = (mem_req.max(cpu_req).max(1.0) as usize).min(nn);
+        let dist = |a: usize, b: usize| -> f64 {
+            let d = model.topo.distances.get(a).and_then(|r| r.get(b)).copied();
+            f64::from(d.unwrap_or(if a == b { 10 } else { 20 }).max(1))
+        };
+        // Nodes ordered by distance from `from`, ties by larger magnitude, then by index.
+        let order_from = |nodes: &[NodeRes], from: usize| -> Vec<usize> {
+            let mut idx: Vec<usize> = (0..nn).collect();
+            idx.sort_by(|&a, &b| {
+                dist(from, a)
+                    .total_cmp(&dist(from, b))
+                    .then(nodes[b].magnitude.total_cmp(&nodes[a].magnitude))
+                    .then(a.cmp(&b))
+            });
+            idx
+        };
+        let mut best = 0;
+        let mut best_tot = f64::NEG_INFINITY;
+        for from in 0..nn {
+            let tot: f64 = order_from(&nodes, from)
+                .iter()
+                .take(k)
+                .map(|&j| nodes[j].magnitude / (dist(from, j) * dist(from, j)))
+                .sum();
+            if tot > best_tot {
+                best = from;
+                best_tot = tot;
+            }
+        }
+        let order = order_from(&nodes, best);
+        let mut chosen = NodeSet::new();
+        for &j in &order {
+            if !(k > 0 || mib > 0.0 || (cpus > cpu_flex && !assume_enough_cpus)) {
+                break;
+            }
+            chosen.insert(nodes[j].id);
+            k = k.saturating_sub(1);
+            let n = &mut nodes[j];
+            if n.mib_free >= mib + MEM_MARGIN_MIB {
+                n.mib_free -= mib;
+                mib = 0.0;
+            } else {
+                mib -= (n.mib_free - MEM_MARGIN_MIB).max(0.0);
+                n.mib_free = MEM_MARGIN_MIB;
+            }
+            if n.cpus_free >= cpus {
+                n.cpus_free -= cpus;
+                cpus = 0.0;
+            } else {
+                cpus -= n.cpus_free;
+                n.cpus_free = 0.0;
+            }
+        }
+        let why = format!(
+            "best start node {} (distance-weighted magnitude {:.3e}), {} node(s) needed",
+            nodes[best].id,
+            best_tot,
+            chosen.len()
+        );
+        (chosen, why)
+    }
+}
 
 impl Policy for Numad {
     fn name(&self) -> &'static str {
@@ -15,11 +325,144 @@ impl Policy for Numad {
     }
 
     fn next_interval_ns(&self, model: &Model) -> u64 {
-        model.tunables.numad_interval_max_s * 1_000_000_000
+        let t = &model.tunables;
+        if self.passes <= 1 {
+            // numad's first pass returns half the minimum so the rates exist soon.
+            return t.numad_interval_min_s * 500_000_000;
+        }
+        if self.moved_last_pass {
+            t.numad_interval_min_s * 1_000_000_000
+        } else {
+            t.numad_interval_max_s * 1_000_000_000
+        }
     }
 
     fn decide(&mut self, model: &Model) -> Plan {
-        let _ = model;
-        todo!("Numad::decide")
+        self.passes += 1;
+        self.moved_last_pass = false;
+        self.refresh(model);
+        let t = &model.tunables;
+        let min_rss = t.numad_min_rss_mib as f64 * MIB;
+        let min_cpu = f64::from(t.numad_min_cpu_pct) / 100.0;
+        let target = f64::from(t.numad_target_utilization_pct) / 100.0;
+        let reevaluate_ns = t.numad_reevaluate_s.saturating_mul(1_000_000_000);
+
+        // Candidates: big and busy; self-placed processes we did not bind are left alone.
+        let mut cands: Vec<(&ProcView, f64)> = model
+            .procs
+            .values()
+            .filter(|p| !p.pinned || self.bound.contains_key(&(p.pid, p.starttime)))
+            .map(|p| (p, self.cpu_used(p)))
+            .filter(|(p, cpu)| p.rss_bytes as f64 > min_rss && *cpu > min_cpu)
+            .collect();
+        let sum_cpu_used: f64 = cands.iter().map(|c| c.1).sum();
+        let sum_cpu_total = model.topo.online_cpus().len() as f64;
+        let assume_enough_cpus = sum_cpu_used <= sum_cpu_total;
+        // Never bound first, by CPU x memory descending; then bound ones, oldest bind first.
+        cands.sort_by(|a, b| {
+            let ba = self.bound.get(&(a.0.pid, a.0.starttime)).map(|x| x.at_ns);
+            let bb = self.bound.get(&(b.0.pid, b.0.starttime)).map(|x| x.at_ns);
+            match (ba, bb) {
+                (None, None) => {
+                    (b.1 * b.0.rss_bytes as f64).total_cmp(&(a.1 * a.0.rss_bytes as f64)).then(a.0.pid.cmp(&b.0.pid))
+                }
+                (None, Some(_)) => std::cmp::Ordering::Less,
+                (Some(_), None) => std::cmp::Ordering::Greater,
+                (Some(x), Some(y)) => x.cmp(&y).then(a.0.pid.cmp(&b.0.pid)),
+            }
+        });
+
+        for (p, cpu_used) in cands {
+            let key = (p.pid, p.starttime);
+            let binding = self.bound.get(&key).cloned();
+            if let Some(b) = &binding {
+                if model.now_ns < b.at_ns.saturating_add(reevaluate_ns) {
+                    continue;
+                }
+            }
+            let rss_mib = p.rss_bytes as f64 / MIB;
+            let mib_request = rss_mib / target;
+            let cpu_request = (cpu_used / target).min(p.tids.len().max(1) as f64);
+            let nodes = self.nodes_for(model, p, cpu_used, binding.as_ref());
+            let (chosen, why) = Self::pick_nodes(model, nodes, mib_request, cpu_request, assume_enough_cpus);
+            if chosen.is_empty() {
+                continue;
+            }
+            let nonlocal: u64 = model
+                .topo
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| !chosen.contains(n.id))
+                .map(|(i, _)| p.mem_by_node.get(i).copied().unwrap_or(0))
+                .sum();
+            let nonlocal_pct = 100.0 * nonlocal as f64 / (p.rss_bytes.max(1)) as f64;
+            let in_place = nonlocal_pct <= f64::from(100 - t.numad_memlocality_pct.min(100));
+            if let Some(b) = &binding {
+                if b.nodes == chosen && in_place {
+                    // Already where numad wants it: refresh the time stamp, look at the next one.
+                    self.bound.insert(key, Binding { nodes: chosen, at_ns: model.now_ns });
+                    continue;
+                }
+            }
+            let cpus = model.topo.cpus_of_nodes(&chosen);
+            if cpus.is_empty() {
+                continue;
+            }
+            let target_ref = TaskRef { pid: p.pid, tid: None, starttime: p.starttime };
+            let detail = format!(
+                "pid {} ({}): {:.2} CPUs, {:.0} MiB ({:.0}% on other nodes); request {:.2} CPUs, {:.0} MiB at \
+                 {}% target utilisation; {why}",
+                p.pid,
+                p.comm,
+                cpu_used,
+                rss_mib,
+                nonlocal_pct,
+                cpu_request,
+                mib_request,
+                t.numad_target_utilization_pct
+            );
+            let mut actions = vec![Action {
+                target: target_ref,
+                kind: ActionKind::SetAffinity { cpus },
+                reason: Reason::new("numad-bind", format!("threads to nodes {chosen}: {detail}")),
+            }];
+            let from: NodeSet = model
+                .topo
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, n)| !chosen.contains(n.id) && p.mem_by_node.get(*i).copied().unwrap_or(0) > 0)
+                .map(|(_, n)| n.id)
+                .collect();
+            if !from.is_empty() {
+                actions.push(Action {
+                    target: target_ref,
+                    kind: ActionKind::MigratePages { from: from.clone(), to: chosen.clone(), max_pages: None },
+                    reason: Reason::new("numad-migrate", format!("memory from nodes {from} to {chosen}: {detail}")),
+                });
+            }
+            self.bound.insert(key, Binding { nodes: chosen, at_ns: model.now_ns });
+            self.moved_last_pass = true;
+            return Plan { actions };
+        }
+        Plan::default()
+    }
+
+    fn observe_outcomes(&mut self, _model: &Model, plan: &Plan, outcomes: &[Outcome]) {
+        for (a, o) in plan.actions.iter().zip(outcomes) {
+            let key = (a.target.pid, a.target.starttime);
+            match o {
+                Outcome::Vanished => {
+                    self.bound.remove(&key);
+                    self.cpu_history.remove(&key);
+                }
+                Outcome::Refused { .. } if matches!(a.kind, ActionKind::SetAffinity { .. }) => {
+                    // Not bound after all: consider it again next pass.
+                    self.bound.remove(&key);
+                }
+                _ => {}
+            }
+        }
     }
 }

@@ -45,6 +45,31 @@ pub struct ProcessSeries {
     pub converge_s: Option<f64>,
     /// Samples, at the run's sampling interval.
     pub series: Vec<SeriesPoint>,
+    /// Kernel ids of the nodes its threads were on at the end of the run (or when it finished),
+    /// ascending, each once: where a placement policy left it. Empty in results written before
+    /// this field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_nodes: Vec<u32>,
+}
+
+/// What an engine-driven policy (`numapilot`, `numad`) did over one run: the engine's totals, and
+/// the actions by kind. `None` in [`RunResult::engine`] for the kernel baselines.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineTotals {
+    /// Engine steps (observe, decide, act) taken.
+    pub steps: u64,
+    /// Actions planned, all kinds.
+    pub actions: u64,
+    /// Actions planned by kind (`set-affinity`, `migrate-pages`, `move-ranges`, `interleave`).
+    pub actions_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Base pages the actions moved.
+    pub pages_moved: u64,
+    /// Base pages the actions could not move.
+    pub pages_failed: u64,
+    /// Actions whose target had vanished.
+    pub vanished: u64,
+    /// Actions the host refused.
+    pub refused: u64,
 }
 
 /// One policy on one seed.
@@ -72,6 +97,10 @@ pub struct RunResult {
     pub converge_s: Option<f64>,
     /// Per process.
     pub processes: Vec<ProcessSeries>,
+    /// For engine-driven policies, what the engine did; `None` for the kernel baselines (and in
+    /// results written before this field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineTotals>,
 }
 
 /// Mean and spread of one figure over seeds.

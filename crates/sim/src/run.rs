@@ -4,26 +4,141 @@
 //! # Approach
 //!
 //! ```text
-//!   simulate(machine, spec, ["default", "hard-bind"], [1, 2, 3])
-//!     for policy: for seed:  Sim::new -> step() until finished -> RunResult
-//!                            (series every sample_s, converge = first sample from which a
-//!                             process's accesses stay >= 90% local)
+//!   simulate(machine, spec, ["default", "numad", "numapilot"], [1, 2, 3])
+//!     for policy: for seed:
+//!       kernel baseline (default, hard-bind, inverse-bind, interleave, autonuma):
+//!           Sim::new(baseline) -> step() until finished                        -> RunResult
+//!       engine policy (numapilot, numad):
+//!           Sim::new(Default) in a SimHost; Engine::new(topo, tunables, policy)
+//!           epoch 1 | step | next_interval_ns() of epochs | step | ... | end    -> RunResult
+//!                                                                   + engine totals
 //!     PolicyResult = runs + mean/stddev of runtime, throughput, local %, pages migrated, converge
 //! ```
 //!
+//! An engine policy runs on `Baseline::Default` (the kernel's NUMA balancing off, as numad's
+//! documentation and ours recommend: two balancers fighting over the same pages measure neither).
+//! The engine takes its first step after the first epoch (a first sample with something in it) and
+//! then every `Engine::next_interval_ns()` of simulated time, rounded up to whole epochs, until the
+//! run is over; the simulation does not stop for it, exactly as a daemon's sleep does not stop the
+//! machine. Every page a policy moves goes through `SimHost::apply`, which counts it in the kernel's
+//! `pages_migrated` like a kernel migration, so the column means the same for every policy.
+//!
 //! Policy names are checked before any run starts; an unknown one is an error listing the valid
-//! names. The progress callback receives the overall fraction done (0..1), at most ~200 times per
-//! run.
+//! names ([`policy_names`]). Tunables are validated before any run starts; the first bad field is
+//! the error. The progress callback receives the overall fraction done (0..1), at most ~200 times
+//! per run.
+//!
+//! # Units
+//!
+//! Simulated ns inside, s in results; pages are 4 KiB base pages.
+//!
+//! # Limits
+//!
+//! The engine's decisions cost no simulated CPU time (numad and numapilot use a fraction of one
+//! CPU on a live machine); its actions cost what `SimHost::apply` charges (page copies as stalls
+//! and bandwidth).
+
+/// The engine policies' tunables (re-exported for callers without a policy-crate dependency).
+pub use numapilot_policy::Tunables;
+use numapilot_policy::{ActionKind, Engine, Policy, StepReport};
 
 use crate::engine::{Baseline, Machine, Sim, SimOptions};
-use crate::result::{Comparison, PolicyResult, ProcessSeries, RunResult, Stat};
+use crate::host::SimHost;
+use crate::result::{Comparison, EngineTotals, PolicyResult, ProcessSeries, RunResult, Stat};
 use crate::workload::{autonuma_bench, Spec};
 use crate::SimError;
 
 /// Share of a process's accesses that must be local for it to count as converged, %.
 pub const CONVERGED_LOCAL_PCT: f64 = 90.0;
 
-/// Runs one policy on one seed.
+/// Policies the engine runs (observe, model, decide, act through `SimHost`), in listing order:
+/// numapilot's adaptive policy and the numad-like baseline.
+pub const ENGINE_POLICIES: [&str; 2] = ["numapilot", "numad"];
+
+/// Every policy name the runner accepts: the kernel baselines, then the engine policies.
+pub fn policy_names() -> Vec<&'static str> {
+    Baseline::NAMES.iter().chain(ENGINE_POLICIES.iter()).copied().collect()
+}
+
+/// A policy as the runner runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// A kernel baseline, built into the simulation.
+    Kernel(Baseline),
+    /// An engine policy (one of [`ENGINE_POLICIES`]) on `Baseline::Default`.
+    Engine(&'static str),
+}
+
+impl PolicyKind {
+    /// Parses a policy name; an unknown one is an error listing every valid name.
+    pub fn parse(name: &str) -> Result<Self, SimError> {
+        if let Some(&e) = ENGINE_POLICIES.iter().find(|&&e| e == name) {
+            return Ok(Self::Engine(e));
+        }
+        Baseline::parse(name).map(Self::Kernel).map_err(|_| SimError::Unknown {
+            kind: "policy",
+            name: name.to_string(),
+            valid: policy_names().join(", "),
+        })
+    }
+
+    /// A fresh policy object for an engine policy; `None` for a kernel baseline.
+    pub fn policy(&self) -> Option<Box<dyn Policy>> {
+        match self {
+            Self::Kernel(_) => None,
+            Self::Engine("numad") => Some(Box::new(numapilot_policy::Numad::default())),
+            Self::Engine(_) => Some(Box::new(numapilot_policy::Adaptive::default())),
+        }
+    }
+}
+
+/// The kind name of an action, as `EngineTotals::actions_by_kind` counts it.
+pub fn action_kind_name(kind: &ActionKind) -> &'static str {
+    match kind {
+        ActionKind::SetAffinity { .. } => "set-affinity",
+        ActionKind::MigratePages { .. } => "migrate-pages",
+        ActionKind::MoveRanges { .. } => "move-ranges",
+        ActionKind::Interleave { .. } => "interleave",
+    }
+}
+
+/// Reports the fraction of a run done, at most every half percent.
+struct RunProgress {
+    fixed_total: f64,
+    next_report: f64,
+}
+
+impl RunProgress {
+    fn new(sim: &Sim) -> Self {
+        Self { fixed_total: sim.trt.iter().filter_map(|t| t.total).sum(), next_report: 0.0 }
+    }
+
+    fn tick(&mut self, sim: &Sim, progress: &mut dyn FnMut(f64)) {
+        let frac = match sim.spec.duration_s {
+            Some(d) => sim.now_ns() as f64 / 1e9 / d,
+            None => {
+                sim.trt.iter().filter(|t| t.total.is_some()).map(|t| t.done).sum::<f64>() / self.fixed_total.max(1.0)
+            }
+        };
+        if frac >= self.next_report {
+            progress(frac.min(1.0));
+            self.next_report = frac + 0.005;
+        }
+    }
+}
+
+fn finish(sim: &Sim, spec: &Spec, policy: &str, seed: u64, opts: &SimOptions) -> Result<RunResult, SimError> {
+    if spec.duration_s.is_none() && !sim.all_work_done() {
+        return Err(SimError::Unfinished {
+            workload: spec.name.clone(),
+            policy: policy.to_string(),
+            cap_s: opts.max_s,
+        });
+    }
+    Ok(result_of(sim, seed))
+}
+
+/// Runs one policy on one seed with the default tunables.
 pub fn run_one(
     machine: &Machine,
     spec: &Spec,
@@ -32,29 +147,146 @@ pub fn run_one(
     opts: &SimOptions,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunResult, SimError> {
-    let baseline = Baseline::parse(policy)?;
-    let mut sim = Sim::new(machine, spec, baseline, seed, opts)?;
-    let fixed_total: f64 = sim.trt.iter().filter_map(|t| t.total).sum();
-    let mut next_report = 0.0;
-    while sim.step() {
-        let frac = match spec.duration_s {
-            Some(d) => sim.now_ns() as f64 / 1e9 / d,
-            None => sim.trt.iter().filter(|t| t.total.is_some()).map(|t| t.done).sum::<f64>() / fixed_total.max(1.0),
-        };
-        if frac >= next_report {
-            progress(frac.min(1.0));
-            next_report = frac + 0.005;
+    run_one_with(machine, spec, policy, seed, opts, &Tunables::default(), progress)
+}
+
+/// Runs one policy on one seed; engine policies use `tunables` (kernel baselines ignore them).
+pub fn run_one_with(
+    machine: &Machine,
+    spec: &Spec,
+    policy: &str,
+    seed: u64,
+    opts: &SimOptions,
+    tunables: &Tunables,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunResult, SimError> {
+    match PolicyKind::parse(policy)? {
+        PolicyKind::Kernel(baseline) => {
+            let mut sim = Sim::new(machine, spec, baseline, seed, opts)?;
+            let mut tracker = RunProgress::new(&sim);
+            while sim.step() {
+                tracker.tick(&sim, progress);
+            }
+            let run = finish(&sim, spec, policy, seed, opts)?;
+            progress(1.0);
+            Ok(run)
+        }
+        PolicyKind::Engine(_) => run_engine(machine, spec, policy, seed, opts, tunables, progress, &mut |_, _| {}),
+    }
+}
+
+/// Runs an engine policy on one seed, calling `on_step` with the simulation and the step's report
+/// after every engine step (tests check invariants there).
+#[allow(clippy::too_many_arguments)]
+pub fn run_engine(
+    machine: &Machine,
+    spec: &Spec,
+    policy: &str,
+    seed: u64,
+    opts: &SimOptions,
+    tunables: &Tunables,
+    progress: &mut dyn FnMut(f64),
+    on_step: &mut dyn FnMut(&Sim, &StepReport),
+) -> Result<RunResult, SimError> {
+    let kind = PolicyKind::parse(policy)?;
+    let Some(pol) = kind.policy() else {
+        return Err(SimError::Mismatch {
+            workload: spec.name.clone(),
+            reason: format!("policy {policy} is a kernel baseline, not an engine policy"),
+        });
+    };
+    check_tunables(spec, tunables)?;
+    let mut host = SimHost::new(Sim::new(machine, spec, Baseline::Default, seed, opts)?);
+    let mut engine = Engine::new(machine.topo.clone(), tunables.clone(), pol);
+    let mut by_kind = std::collections::BTreeMap::<String, u64>::new();
+    let mut tracker = RunProgress::new(host.sim());
+    // The first step comes after the first epoch.
+    let mut running = host.sim_mut().step();
+    tracker.tick(host.sim(), progress);
+    while running {
+        let report = engine.step(&mut host).map_err(|e| SimError::Mismatch {
+            workload: spec.name.clone(),
+            reason: format!("policy {policy}: the simulated host could not be observed: {e}"),
+        })?;
+        for a in &report.plan.actions {
+            *by_kind.entry(action_kind_name(&a.kind).to_string()).or_default() += 1;
+        }
+        on_step(host.sim(), &report);
+        let epoch = host.sim().epoch_ns().max(1);
+        let until = host.sim().now_ns() + engine.next_interval_ns().max(epoch);
+        while running && host.sim().now_ns() < until {
+            running = host.sim_mut().step();
+            tracker.tick(host.sim(), progress);
         }
     }
-    if spec.duration_s.is_none() && !sim.all_work_done() {
-        return Err(SimError::Unfinished {
-            workload: spec.name.clone(),
-            policy: policy.to_string(),
-            cap_s: opts.max_s,
-        });
-    }
+    let mut run = finish(host.sim(), spec, policy, seed, opts)?;
+    let t = engine.totals;
+    run.engine = Some(EngineTotals {
+        steps: t.steps,
+        actions: t.actions,
+        actions_by_kind: by_kind,
+        pages_moved: t.pages_moved,
+        pages_failed: t.pages_failed,
+        vanished: t.vanished,
+        refused: t.refused,
+    });
     progress(1.0);
-    Ok(result_of(&sim, seed))
+    Ok(run)
+}
+
+/// Why a tunables file could not be used; every message names the file (and the field when one
+/// is at fault).
+#[derive(Debug, thiserror::Error)]
+pub enum TunablesFileError {
+    /// The file could not be read.
+    #[error("reading tunables file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not TOML of the `Tunables` shape (an unknown key, a wrong type); the message
+    /// names the key.
+    #[error("tunables file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message (key, line, column).
+        message: String,
+    },
+    /// A value is out of its range.
+    #[error("tunables file {path}: {source}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// The field, its value and its valid range.
+        source: numapilot_policy::TunableError,
+    },
+}
+
+/// Reads and validates a tunables file (TOML, the `Tunables` field names; missing keys keep their
+/// defaults, unknown keys are errors).
+pub fn tunables_from_file(path: &std::path::Path) -> Result<Tunables, TunablesFileError> {
+    let shown = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|source| TunablesFileError::Read { path: shown.clone(), source })?;
+    tunables_from_str(&text, &shown)
+}
+
+/// [`tunables_from_file`] on text already read; `path` names it in errors.
+pub fn tunables_from_str(text: &str, path: &str) -> Result<Tunables, TunablesFileError> {
+    let t: Tunables = toml::from_str(text)
+        .map_err(|e| TunablesFileError::Parse { path: path.to_string(), message: e.to_string().trim().to_string() })?;
+    t.validate().map_err(|source| TunablesFileError::Invalid { path: path.to_string(), source })?;
+    Ok(t)
+}
+
+/// Tunables checked before anything runs; the first bad field is the error.
+fn check_tunables(spec: &Spec, tunables: &Tunables) -> Result<(), SimError> {
+    tunables
+        .validate()
+        .map_err(|e| SimError::Mismatch { workload: spec.name.clone(), reason: format!("invalid tunables: {e}") })
 }
 
 /// The first sample time from which every later sample is at least 90% local.
@@ -78,7 +310,7 @@ fn result_of(sim: &Sim, seed: u64) -> RunResult {
     let mut any_open = false;
     // Validated when the run was built; an error here would mean no single figure.
     let carriers = sim.spec.throughput_of().ok().flatten();
-    for (pr, pid) in sim.proc_results() {
+    for (p, (pr, pid)) in sim.proc_results().enumerate() {
         let carries = carriers.as_ref().is_some_and(|c| c.processes.contains(&pr.spec));
         let unit = crate::workload::Spec::process_unit(&sim.spec.processes[pr.spec]).map(|u| format!("{u}/s"));
         let finish_s = pr.finish_ns.map(|f| f as f64 / 1e9);
@@ -104,6 +336,7 @@ fn result_of(sim: &Sim, seed: u64) -> RunResult {
             throughput,
             converge_s: converge_time(&pr.series),
             series: pr.series.clone(),
+            cpu_nodes: cpu_nodes(sim, p),
         });
     }
     if processes.iter().any(|p| p.throughput.is_some()) || runtime_s == 0.0 {
@@ -120,10 +353,23 @@ fn result_of(sim: &Sim, seed: u64) -> RunResult {
         pages_migrated: sim.kernel.pages_migrated,
         converge_s,
         processes,
+        engine: None,
     }
 }
 
-/// Runs `spec` on `machine` under every policy and seed; `progress` gets the overall fraction done.
+/// Kernel ids of the nodes process `p`'s threads last ran on (empty if it never started).
+fn cpu_nodes(sim: &Sim, p: usize) -> Vec<u32> {
+    if !sim.prt[p].started {
+        return Vec::new();
+    }
+    let k = &sim.kernel;
+    let set: std::collections::BTreeSet<u32> =
+        k.procs[p].tasks.iter().map(|&t| k.node_of_cpu(k.tasks[t].cpu)).collect();
+    set.into_iter().collect()
+}
+
+/// Runs `spec` on `machine` under every policy and seed with the default tunables; `progress`
+/// gets the overall fraction done.
 pub fn simulate(
     machine: &Machine,
     spec: &Spec,
@@ -132,35 +378,56 @@ pub fn simulate(
     opts: &SimOptions,
     progress: &mut dyn FnMut(f64),
 ) -> Result<Comparison, SimError> {
+    simulate_with(machine, spec, policies, seeds, opts, &Tunables::default(), progress)
+}
+
+/// [`simulate`] with the engine policies' tunables. Names, the workload and the tunables are
+/// checked before any run starts.
+pub fn simulate_with(
+    machine: &Machine,
+    spec: &Spec,
+    policies: &[&str],
+    seeds: &[u64],
+    opts: &SimOptions,
+    tunables: &Tunables,
+    progress: &mut dyn FnMut(f64),
+) -> Result<Comparison, SimError> {
     for p in policies {
-        Baseline::parse(p)?;
+        PolicyKind::parse(p)?;
     }
     if policies.is_empty() || seeds.is_empty() {
         return Err(SimError::Mismatch { workload: spec.name.clone(), reason: "no policy or no seed given".into() });
     }
     spec.validate()?;
+    check_tunables(spec, tunables)?;
     let total = (policies.len() * seeds.len()) as f64;
     let mut out = Vec::new();
     for (pi, policy) in policies.iter().enumerate() {
         let mut runs = Vec::new();
         for (si, &seed) in seeds.iter().enumerate() {
             let base = (pi * seeds.len() + si) as f64;
-            let run = run_one(machine, spec, policy, seed, opts, &mut |f| progress((base + f) / total))?;
+            let run = run_one_with(machine, spec, policy, seed, opts, tunables, &mut |f| progress((base + f) / total))?;
             runs.push(run);
         }
         out.push(summarise(policy, runs));
     }
-    let throughput_unit = out.first().and_then(|p| p.runs.first()).and_then(|r| r.throughput_unit.clone());
-    Ok(Comparison {
+    Ok(comparison(machine, spec, seeds, out))
+}
+
+/// A comparison from per-policy results (in the order to report them).
+pub fn comparison(machine: &Machine, spec: &Spec, seeds: &[u64], policies: Vec<PolicyResult>) -> Comparison {
+    let throughput_unit = policies.first().and_then(|p| p.runs.first()).and_then(|r| r.throughput_unit.clone());
+    Comparison {
         machine: machine.name.clone(),
         workload: spec.name.clone(),
         seeds: seeds.to_vec(),
         throughput_unit,
-        policies: out,
-    })
+        policies,
+    }
 }
 
-fn summarise(policy: &str, runs: Vec<RunResult>) -> PolicyResult {
+/// One policy's runs (one per seed) with their means and spreads.
+pub fn summarise(policy: &str, runs: Vec<RunResult>) -> PolicyResult {
     let of = |f: &dyn Fn(&RunResult) -> f64| Stat::of(&runs.iter().map(f).collect::<Vec<_>>());
     let throughput = runs.iter().all(|r| r.throughput.is_some()).then(|| of(&|r| r.throughput.unwrap_or(0.0)));
     let conv: Vec<f64> = runs.iter().filter_map(|r| r.converge_s).collect();

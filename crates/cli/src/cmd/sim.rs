@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! numapilot sim --machine M --workload W --policy P[,P...] [--seeds N | --seed S,..] [--duration S]
-//!               [--out DIR] [--json] [--no-chart]
+//!               [--tunables FILE] [--out DIR] [--json] [--no-chart]
 //! numapilot sim list                 machines, workloads, policies
 //! numapilot sim calibrate [--json]   published vs simulated runtime ratios
 //! numapilot sim show FILE [--out DIR] [--json] [--no-chart]   re-render a saved result.json
@@ -79,6 +79,10 @@ pub struct RunArgs {
     /// Simulated duration, s: the length of open-ended workloads and the limit for fixed-work ones.
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
+    /// Tunables of the engine policies (numapilot, numad): a TOML file of `Tunables` fields;
+    /// missing keys keep their defaults. Checked before anything runs.
+    #[arg(long, value_name = "FILE")]
+    pub tunables: Option<PathBuf>,
     /// Output options.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -247,6 +251,10 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
     let policies = policy_list(&args)?;
     catalog::policies(&policies)?;
     let seeds = seed_list(&args)?;
+    let tunables = match &args.tunables {
+        Some(path) => numapilot_sim::run::tunables_from_file(path)?,
+        None => numapilot_sim::run::Tunables::default(),
+    };
     let mut opts = numapilot_sim::SimOptions::default();
     if let Some(d) = duration(&args)? {
         // Open-ended workloads run for exactly this long; fixed work must finish within it.
@@ -258,7 +266,8 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let names: Vec<&str> = policies.iter().map(String::as_str).collect();
     let progress = Progress::new();
-    let result = numapilot_sim::simulate(&machine, &spec, &names, &seeds, &opts, &mut |f| progress.set(f));
+    let result =
+        numapilot_sim::run::simulate_with(&machine, &spec, &names, &seeds, &opts, &tunables, &mut |f| progress.set(f));
     progress.finish();
     report(&result?, &args.output)
 }

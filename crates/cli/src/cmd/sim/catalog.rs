@@ -1,12 +1,13 @@
 //! The names `numapilot sim` accepts: machines (topology presets or machine files), workloads (the
-//! simulator's built-in ones or workload files) and policies (the simulator's baselines). An unknown
-//! name is an error listing the valid ones.
+//! simulator's built-in ones or workload files) and policies (the kernel baselines and the engine
+//! policies, `numapilot_sim::run::policy_names`). An unknown name is an error listing the valid ones.
 
 use std::path::Path;
 
 use anyhow::Context as _;
+use numapilot_sim::run::policy_names;
 use numapilot_sim::workload::{autonuma_bench, client_server, file, process_types, vm_mix, Spec};
-use numapilot_sim::{Baseline, Machine};
+use numapilot_sim::Machine;
 use numapilot_topology::{presets, Topology};
 
 /// Error for a `what` named `name` that is not one of `valid` (`whats`: the plural).
@@ -94,12 +95,27 @@ pub fn workload(w: &str, topo: &Topology) -> anyhow::Result<Spec> {
 
 /// Checks every policy name before anything runs.
 pub fn policies(names: &[String]) -> anyhow::Result<()> {
+    let valid = policy_names();
     for p in names {
-        if !Baseline::NAMES.contains(&p.as_str()) {
-            return Err(unknown("policy", "policies", p, &Baseline::NAMES));
+        if !valid.contains(&p.as_str()) {
+            return Err(unknown("policy", "policies", p, &valid));
         }
     }
     Ok(())
+}
+
+/// One line about a policy for `numapilot sim list`.
+pub fn policy_description(name: &str) -> &'static str {
+    match name {
+        "default" => "kernel: first touch and the load balancer, no NUMA balancing",
+        "hard-bind" => "kernel: each process bound (CPUs and memory) to its share of the nodes",
+        "inverse-bind" => "kernel: CPUs as hard-bind, memory on the other nodes",
+        "interleave" => "kernel: memory interleaved over all nodes (numactl --interleave=all)",
+        "autonuma" => "kernel: NUMA balancing on (the AutoNUMA model)",
+        "numapilot" => "engine: numapilot's adaptive placement (NUMA balancing off)",
+        "numad" => "engine: the numad-like baseline (NUMA balancing off)",
+        _ => "",
+    }
 }
 
 /// `numapilot sim list`.
@@ -113,8 +129,8 @@ pub fn list_text() -> String {
         out.push_str(&format!("  {:<20}  {}\n", w.name, w.description));
     }
     out.push_str("policies:\n");
-    for p in Baseline::NAMES {
-        out.push_str(&format!("  {p}\n"));
+    for p in policy_names() {
+        out.push_str(&format!("  {p:<20}  {}\n", policy_description(p)));
     }
     out
 }
@@ -160,9 +176,17 @@ mod tests {
     }
 
     #[test]
-    fn policies_are_the_baselines() {
-        policies(&["default".into(), "autonuma".into()]).unwrap();
-        let e = policies(&["default".into(), "numad".into()]).unwrap_err().to_string();
-        assert_eq!(e, format!("unknown policy 'numad'; valid policies: {}", Baseline::NAMES.join(", ")));
+    fn policies_are_the_baselines_and_the_engine_policies() {
+        policies(&["default".into(), "autonuma".into(), "numad".into(), "numapilot".into()]).unwrap();
+        let e = policies(&["default".into(), "numactl".into()]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "unknown policy 'numactl'; valid policies: default, hard-bind, inverse-bind, interleave, autonuma, \
+             numapilot, numad"
+        );
+        for p in policy_names() {
+            assert!(!policy_description(p).is_empty(), "{p}");
+            assert!(list_text().contains(policy_description(p)), "{p}");
+        }
     }
 }

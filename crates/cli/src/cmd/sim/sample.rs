@@ -31,6 +31,7 @@ fn run(seed: u64, runtime_s: f64, local: f64, migrated: u64, converge_s: Option<
             unit: None,
             converge_s,
             series: series(end, 3072.0, 5.0, if moves && pid == 2 { Some(20.0) } else { None }),
+            cpu_nodes: vec![pid - 1],
         })
         .collect();
     RunResult {
@@ -43,6 +44,7 @@ fn run(seed: u64, runtime_s: f64, local: f64, migrated: u64, converge_s: Option<
         pages_migrated: migrated,
         converge_s,
         processes,
+        engine: None,
     }
 }
 

@@ -7,6 +7,9 @@
 //! autonuma    83.00 ± 0.80   1.0%     0.683       97.2     786432          21.3 ± 0.4
 //! ```
 //!
+//! Engine policies (`numapilot`, `numad`) add an `actions` column: the actions the engine took,
+//! mean over seeds (`-` for the kernel baselines); without one the column is absent.
+//!
 //! `vs default` is the policy's mean over the mean of the `default` policy (runtime: lower is
 //! better; throughput: higher is better) and appears only when `default` was run. For an open-ended
 //! workload (every policy reports a throughput) the table shows throughput instead of runtime, in
@@ -75,6 +78,17 @@ fn converge_cell(p: &PolicyResult) -> String {
     }
 }
 
+/// The actions cell: mean over seeds of the actions an engine policy took, `-` for a kernel
+/// baseline.
+fn actions_cell(p: &PolicyResult) -> String {
+    let xs: Vec<f64> = p.runs.iter().filter_map(|r| r.engine.as_ref().map(|e| e.actions as f64)).collect();
+    if xs.len() == p.runs.len() && !xs.is_empty() {
+        format!("{:.0}", Stat::of(&xs).mean)
+    } else {
+        "-".to_string()
+    }
+}
+
 /// Renders the table, header line included, each line ending in a newline.
 pub fn render(c: &Comparison) -> String {
     let tp = by_throughput(c);
@@ -91,7 +105,13 @@ pub fn render(c: &Comparison) -> String {
     if baseline.is_some() {
         header.push("vs default");
     }
-    header.extend(["local %", "pages migrated", "converged (s)"]);
+    header.extend(["local %", "pages migrated"]);
+    // Engine policies (numapilot, numad) report their actions; the column appears when one ran.
+    let engine = c.policies.iter().any(|p| p.runs.iter().any(|r| r.engine.is_some()));
+    if engine {
+        header.push("actions");
+    }
+    header.push("converged (s)");
 
     let mut rows: Vec<Vec<String>> = Vec::new();
     for p in &c.policies {
@@ -102,6 +122,9 @@ pub fn render(c: &Comparison) -> String {
         }
         row.push(format!("{:.1}", p.local_access_pct.mean));
         row.push(format!("{:.0}", p.pages_migrated.mean));
+        if engine {
+            row.push(actions_cell(p));
+        }
         row.push(converge_cell(p));
         rows.push(row);
     }
@@ -274,6 +297,21 @@ mod tests {
         assert_eq!(ends(lines[1]), ends(lines[2]).max(ends(lines[1])));
         let col = |l: &str, pat: &str| l.find(pat).map(|i| l[..i + pat.len()].chars().count());
         assert_eq!(col(lines[2], "2.3%"), col(lines[3], "1.7%"));
+    }
+
+    #[test]
+    fn engine_policies_add_an_actions_column() {
+        let mut c = sample::comparison();
+        assert!(!render(&c).contains("actions"));
+        for (k, r) in c.policies[1].runs.iter_mut().enumerate() {
+            r.engine = Some(numapilot_sim::result::EngineTotals { actions: 4 + 2 * k as u64, ..Default::default() });
+        }
+        let text = render(&c);
+        let lines: Vec<Vec<&str>> =
+            text.lines().map(|l| l.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect()).collect();
+        assert_eq!(lines[1][6], "actions", "{text}");
+        assert_eq!(lines[2][6], "-", "default is a kernel baseline: {text}");
+        assert_eq!(lines[3][6], "5", "mean of 4 and 6: {text}");
     }
 
     #[test]
