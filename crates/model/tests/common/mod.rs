@@ -221,6 +221,22 @@ impl Sb {
         self
     }
 
+    /// Like [`Sb::access`], with a machine-wide (physical) identity of the memory.
+    #[allow(clippy::too_many_arguments)]
+    pub fn access_phys(
+        mut self,
+        pid: u32,
+        tid: u32,
+        addr: u64,
+        phys: u64,
+        node: u32,
+        count: u32,
+        last_ns: u64,
+    ) -> Self {
+        self.s.accesses.push(AccessSample { pid, tid, addr, phys: Some(phys), node, count, last_ns });
+        self
+    }
+
     /// Communication between two threads.
     pub fn comm(mut self, a: (u32, u32), b: (u32, u32), events: u64) -> Self {
         self.s.comm.push(CommSample { a, b, kind: CommKind::Wakeup, events });

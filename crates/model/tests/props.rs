@@ -1,0 +1,128 @@
+//! Property tests: decay, strength bounds, the group size cap.
+
+mod common;
+
+use common::*;
+use numapilot_model::affinity::decay_factor;
+use numapilot_model::{Model, Tunables};
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// decay_factor = 2^(-dt/h) within 1e-9, in [0, 1], non-increasing in dt.
+    #[test]
+    fn decay_matches_formula_and_is_monotone(dt in 0u64..1_000_000_000_000, extra in 0u64..1_000_000_000_000, h in 1u64..1_000_000) {
+        let d = decay_factor(dt, h);
+        let expect = 2f64.powf(-(dt as f64) / (h as f64 * 1e6));
+        prop_assert!((d - expect).abs() < 1e-9);
+        prop_assert!((0.0..=1.0).contains(&d));
+        prop_assert!(decay_factor(dt + extra, h) <= d);
+    }
+
+    /// Decaying in pieces equals decaying at once (the model updates at irregular periods).
+    #[test]
+    fn decay_in_pieces_equals_decay_at_once(pieces in prop::collection::vec(1u64..20_000_000_000, 1..8), h in 100u64..100_000) {
+        let total: u64 = pieces.iter().sum();
+        let product: f64 = pieces.iter().map(|&p| decay_factor(p, h)).product();
+        prop_assert!((product - decay_factor(total, h)).abs() < 1e-9);
+    }
+
+    /// The same through the model: an edge left alone for T decays to the same strength whether
+    /// the model updates once or in several pieces.
+    #[test]
+    fn edge_decay_independent_of_update_cadence(pieces in prop::collection::vec(100_000_000u64..5_000_000_000, 1..6)) {
+        let topo = machine(2, 2, 16);
+        let build = |t| {
+            Sb::new(&topo, t)
+                .proc(10, 5, "a", &[GIB, 0]).thread(10, 10, 0, 0, 0)
+                .proc(20, 5, "b", &[GIB, 0]).thread(20, 20, 0, 0, 0)
+        };
+        let start = |m: &mut Model| {
+            m.update(&build(SEC).build());
+            m.update(&build(2 * SEC).comm((10, 10), (20, 20), 800).build());
+        };
+        let (mut once, mut split) = (model(topo.clone()), model(topo.clone()));
+        start(&mut once);
+        start(&mut split);
+        let total: u64 = pieces.iter().sum();
+        once.update(&build(2 * SEC + total).build());
+        let mut t = 2 * SEC;
+        for p in &pieces {
+            t += p;
+            split.update(&build(t).build());
+        }
+        let k = (key(10, 10), key(20, 20));
+        let (a, b) = (once.graph.edges.get(&k).map(|e| e.strength), split.graph.edges.get(&k).map(|e| e.strength));
+        prop_assert!(a.is_some() && b.is_some());
+        prop_assert!((a.unwrap() - b.unwrap()).abs() < 1e-9, "{a:?} {b:?}");
+    }
+
+    /// Strengths stay in [0, 1] whatever the input (huge event counts, many samples).
+    #[test]
+    fn strength_in_unit_interval(
+        comm in prop::collection::vec((0u32..6, 0u32..6, 0u64..u64::MAX / 4), 0..12),
+        acc in prop::collection::vec((0u32..6, 0u64..4, 1u32..u32::MAX / 2), 0..24),
+        steps in 2u64..6,
+    ) {
+        let topo = machine(2, 2, 16);
+        let mut m = model(topo.clone());
+        for i in 1..=steps {
+            let mut b = Sb::new(&topo, i * SEC);
+            for p in 0..6u32 {
+                b = b.proc(100 + p, 5, "p", &[GIB, 0]).thread(100 + p, 100 + p, 0, 0, 0);
+            }
+            for &(x, y, e) in &comm {
+                b = b.comm((100 + x, 100 + x), (100 + y, 100 + y), e);
+            }
+            for &(x, bucket, n) in &acc {
+                b = b.access_phys(100 + x, 100 + x, bucket << 21, bucket << 21, 0, n, i * SEC);
+            }
+            m.update(&b.build());
+            for e in m.graph.edges.values() {
+                prop_assert!((0.0..=1.0).contains(&e.strength), "{e:?}");
+                prop_assert!((0.0..=1.0).contains(&e.coaccess) && (0.0..=1.0).contains(&e.comm));
+            }
+        }
+    }
+
+    /// No merge ever makes a group exceed the cap, for random communication graphs, CPU demands,
+    /// memory sizes and caps. (Single-thread processes with constant rates: every multi-task group
+    /// was made by merges, and its figures do not change after.)
+    #[test]
+    fn merges_never_exceed_the_cap(
+        cpu in prop::collection::vec(0u64..1000, 2..14),
+        mem_mib in prop::collection::vec(1u64..12_000, 14),
+        pairs in prop::collection::vec((0usize..14, 0usize..14, 200u64..3000), 1..40),
+        max_tasks in 2u32..6,
+        cpu_frac in 0.5f64..1.5,
+        mem_frac in 0.2f64..0.9,
+    ) {
+        let topo = machine(2, 2, 16);
+        let tun = Tunables { group_max_tasks: max_tasks, group_max_cpu_frac: cpu_frac, group_max_mem_frac: mem_frac, ..Tunables::default() };
+        let mut m = Model::new(topo.clone(), tun);
+        let n = cpu.len();
+        for i in 1..=12u64 {
+            let mut b = Sb::new(&topo, i * SEC);
+            for (p, &c) in cpu.iter().enumerate() {
+                let pid = 100 + p as u32;
+                b = b.proc(pid, 5, "p", &[mem_mib[p] * MIB, 0]).thread(pid, pid, c * i * SEC / 1000, 0, (p % 4) as u32);
+            }
+            for &(x, y, e) in &pairs {
+                if x < n && y < n {
+                    b = b.comm((100 + x as u32, 100 + x as u32), (100 + y as u32, 100 + y as u32), e);
+                }
+            }
+            m.update(&b.build());
+            let cap_cpu = cpu_frac * 2.0;
+            let cap_mem = mem_frac * (16 * GIB) as f64;
+            for g in m.groups.groups.values().filter(|g| g.tasks.len() > 1) {
+                prop_assert!(g.tasks.len() <= max_tasks as usize, "{g:?}");
+                prop_assert!(g.cpu <= cap_cpu + 1e-9, "{} > {cap_cpu}", g.cpu);
+                prop_assert!(g.mem_bytes as f64 <= cap_mem, "{g:?}");
+            }
+            let members: usize = m.groups.groups.values().map(|g| g.tasks.len()).sum();
+            prop_assert_eq!(members, n);
+        }
+    }
+}
