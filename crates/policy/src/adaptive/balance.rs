@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   load(n) = (fixed(n) + planned task CPU on n) / CPUs(n)
-//!   while load(busiest) - load(idlest) > imbalance:
+//!   while load(busiest) - load(idlest) > imbalance and load(busiest) > cpu_load_low:
 //!       candidates on busiest: not held, not class-bound, CPU > 0, busiest is not their preferred
 //!                              node (or it is a bottleneck), and the move narrows the gap
 //!       strength(task, n) = access share of the task on n
@@ -70,7 +70,9 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
         let idlest = p.cpu_nodes.iter().copied().min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
         let (Some(b), Some(i)) = (busiest, idlest) else { return };
         let gap = load[b] - load[i];
-        if gap <= t.imbalance {
+        // A busiest node below the bottleneck leave mark still has idle CPUs: moving a task off it
+        // gains nothing and splits its group.
+        if gap <= t.imbalance || load[b] <= t.cpu_load_low {
             return;
         }
         let b_bottleneck = m.nodes.get(b).is_some_and(|l| l.any_bottleneck());

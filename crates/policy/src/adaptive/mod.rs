@@ -19,8 +19,9 @@
 //!
 //! ```text
 //!   model ─┬─ 1 fork      new processes (first seen younger than new_process_age_ms), pid order:
-//!          │              least loaded node (planned CPU / capacity), then most free memory, then
-//!          │              closest to its peers' nodes, then node id  ──► SetAffinity(pid, node CPUs)
+//!          │              least loaded node (CPU demand / capacity), then one whose free memory
+//!          │              holds it, then closest to the nodes of its peers (same name), then most
+//!          │              free memory, then node id  ──► SetAffinity(pid, node CPUs)
 //!          ├─ 2 place     every other unit (affinity group, or a classified process), heaviest
 //!          │              first, against remaining capacity:
 //!          │                 fits a node?  candidates:  memory node  (CPU follows memory: >= 1 GiB,
@@ -31,10 +32,11 @@
 //!          │                               first with room and no bottleneck wins
 //!          │                 larger?       the closest set of nodes around the preferred one
 //!          │              a unit moved within hold_periods stays (unless its load changed)
-//!          ├─ 3 balance   max-min planned CPU load > imbalance: from the busiest node move the task
-//!          │              with the weakest affinity to it (access share there + strength to its
-//!          │              co-located group members) to the idlest node; never a task whose
-//!          │              preferred node this is, unless the node is a bottleneck
+//!          ├─ 3 balance   max-min planned CPU load > imbalance and the busiest above
+//!          │              cpu_load_low: move the task with the weakest affinity to the busiest
+//!          │              node (access share there + strength to its co-located group members)
+//!          │              to the idlest; never a task whose preferred node that is, unless the
+//!          │              node is a bottleneck
 //!          ├─ 4 memory    units whose accessed memory is >= remote_share_min remote and whose
 //!          │              benefit (remote x CPU x horizon) beats the copy cost: hot ranges first
 //!          │              (MoveRanges), then MigratePages(max_pages), all under one budget of

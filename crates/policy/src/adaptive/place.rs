@@ -522,6 +522,18 @@ impl<'m> Planner<'m> {
                 peers.entry(p.comm.clone()).or_default().insert(i);
             }
         }
+        // What each node carries now: fixed demand, the units where they run, the new processes
+        // placed so far; and its free memory (the units' memory where it is).
+        let mut seen = self.used.clone();
+        let mut free = self.mem_avail.clone();
+        for u in &self.units {
+            if let Some(c) = u.current {
+                seen[c] += u.cpu;
+            }
+            for (i, b) in u.mem_by_node.iter().enumerate() {
+                free[i] -= *b as f64;
+            }
+        }
         for pid in new {
             let p = &m.procs[&pid];
             let tasks: Vec<TaskKey> =
@@ -535,10 +547,12 @@ impl<'m> Planner<'m> {
             let peer_dist = |i: usize| my_peers.iter().map(|&j| d[j][i]).min().unwrap_or(0);
             let mut order = self.cpu_nodes.clone();
             order.sort_by(|&a, &b| {
-                (self.used[a] / self.cap[a].max(1e-9))
-                    .total_cmp(&(self.used[b] / self.cap[b].max(1e-9)))
-                    .then(self.mem_avail[b].total_cmp(&self.mem_avail[a]))
+                let fits = |i: usize| free[i] >= mem as f64;
+                (seen[a] / self.cap[a].max(1e-9))
+                    .total_cmp(&(seen[b] / self.cap[b].max(1e-9)))
+                    .then(fits(b).cmp(&fits(a)))
                     .then(peer_dist(a).cmp(&peer_dist(b)))
+                    .then(free[b].total_cmp(&free[a]))
                     .then(a.cmp(&b))
             });
             let mut first = order[0];
@@ -556,12 +570,16 @@ impl<'m> Planner<'m> {
                 est,
                 mem as f64 / MIB,
                 self.id(first),
-                self.used[first],
+                seen[first],
                 self.cap[first],
-                self.mem_avail[first].max(0.0) / MIB,
+                free[first].max(0.0) / MIB,
                 if set.len() > 1 { format!("; too large for one node: nodes {}", self.node_set(&set)) } else { String::new() }
             );
             self.charge(&set, est, mem);
+            for &i in &set {
+                seen[i] += est / set.len() as f64;
+                free[i] -= mem as f64 / set.len() as f64;
+            }
             for &i in &set {
                 peers.entry(p.comm.clone()).or_default().insert(i);
             }

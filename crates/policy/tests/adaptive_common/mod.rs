@@ -1,0 +1,358 @@
+//! Hand-built models for the adaptive policy's scenario tests.
+//!
+//! Thread `i` of process `pid` has tid `pid * 100 + i`; process start time is `pid * 10`. Every
+//! process is "old" (first seen an hour after it started) unless built with [`B::new_proc`]. Node
+//! memory totals come from the preset; free memory is the total minus what the processes hold.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use numapilot_model::{AccessSource, Group, HotRange, Model, ProcView, ProcessClass, TaskKey, TaskView, Tunables};
+use numapilot_policy::{Action, ActionKind, Adaptive, Outcome, Plan, Policy};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
+
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+pub const PAGE: u64 = 4096;
+
+/// The key of thread `i` of `pid`.
+pub fn tk(pid: u32, i: u32) -> TaskKey {
+    TaskKey { pid, tid: pid * 100 + i }
+}
+
+/// A model under construction.
+pub struct B {
+    pub m: Model,
+}
+
+impl B {
+    /// An empty model of a preset machine, 100 decisions in, period 1 s.
+    pub fn new(preset: &str) -> Self {
+        Self::with(preset, Tunables::default())
+    }
+
+    pub fn with(preset: &str, tunables: Tunables) -> Self {
+        let topo = Topology::preset(preset).unwrap();
+        let mut m = Model::new(topo, tunables);
+        m.now_ns = 100_000_000_000;
+        m.period_ns = 1_000_000_000;
+        m.updates = 100;
+        for (i, n) in m.topo.nodes.clone().iter().enumerate() {
+            m.nodes[i].mem_total_bytes = n.mem_total_kb * 1024;
+            m.nodes[i].mem_free_bytes = n.mem_total_kb * 1024;
+        }
+        Self { m }
+    }
+
+    fn n(&self) -> usize {
+        self.m.topo.nodes.len()
+    }
+
+    /// The CPUs of node `node` (kernel id).
+    pub fn node_cpus(&self, node: u32) -> CpuSet {
+        self.m.topo.node(node).unwrap().cpus.clone()
+    }
+
+    /// An old process: one thread per `(node, cpu_rate)`, memory per node in MiB.
+    pub fn proc(&mut self, pid: u32, comm: &str, threads: &[(u32, f64)], mem_mib: &[u64]) -> &mut Self {
+        self.add(pid, comm, threads, mem_mib, 3_600_000_000_000)
+    }
+
+    /// A new process (100 ms old when first seen, at this sample).
+    pub fn new_proc(&mut self, pid: u32, comm: &str, threads: &[(u32, f64)], mem_mib: &[u64]) -> &mut Self {
+        self.add(pid, comm, threads, mem_mib, 100_000_000)
+    }
+
+    fn add(&mut self, pid: u32, comm: &str, threads: &[(u32, f64)], mem_mib: &[u64], age_ns: u64) -> &mut Self {
+        let n = self.n();
+        let all = Arc::new(self.m.topo.online_cpus());
+        let mut mem_by_node = vec![0u64; n];
+        for (i, &mib) in mem_mib.iter().enumerate() {
+            mem_by_node[i] = mib * MIB;
+            self.m.nodes[i].mem_free_bytes -= mib * MIB;
+        }
+        let mut tids = Vec::new();
+        for (i, &(node, rate)) in threads.iter().enumerate() {
+            let key = tk(pid, i as u32);
+            tids.push(key.tid);
+            let idx = self.m.node_idx(node).unwrap();
+            self.m.nodes[idx].cpu_demand += rate;
+            let cpu = self.m.topo.nodes[idx].cpus.first().unwrap();
+            self.m.tasks.insert(
+                key,
+                TaskView {
+                    key,
+                    comm: comm.to_string(),
+                    cpu,
+                    node: Some(node),
+                    cpu_rate: rate,
+                    run_delay: None,
+                    cpus_allowed: all.clone(),
+                    access: vec![0.0; n],
+                    access_source: AccessSource::Residency,
+                    access_samples: 0,
+                    first_seen_ns: self.m.now_ns,
+                    hot: vec![],
+                },
+            );
+        }
+        let first_seen = if age_ns < 1_000_000_000 { self.m.now_ns } else { 0 };
+        self.m.procs.insert(
+            pid,
+            ProcView {
+                pid,
+                starttime: pid as u64 * 10,
+                comm: comm.to_string(),
+                tids,
+                rss_bytes: mem_by_node.iter().sum(),
+                mem_by_node,
+                growth_bytes_per_s: 0.0,
+                cpu_rate: threads.iter().map(|t| t.1).sum(),
+                pinned: false,
+                class: ProcessClass::Unclassified,
+                hot: vec![],
+                first_seen_ns: first_seen,
+                age_at_first_seen_ns: age_ns,
+                history_ns: 0,
+                traffic_bytes_per_s_per_thread: 0.0,
+            },
+        );
+        self
+    }
+
+    /// Sets the sampled access shares of thread `i` of `pid` (per dense node index).
+    pub fn access(&mut self, pid: u32, i: u32, shares: &[f64]) -> &mut Self {
+        let t = self.m.tasks.get_mut(&tk(pid, i)).unwrap();
+        t.access = shares.to_vec();
+        t.access_source = AccessSource::Samples;
+        t.access_samples = 100;
+        self
+    }
+
+    /// Adds a hot range to thread `i` of `pid` and to the process.
+    pub fn hot(&mut self, pid: u32, i: u32, start: u64, len: u64, node: u32, samples: u64) -> &mut Self {
+        let h = HotRange { start, len, node, samples };
+        self.m.tasks.get_mut(&tk(pid, i)).unwrap().hot.push(h);
+        let p = self.m.procs.get_mut(&pid).unwrap();
+        p.hot.push(h);
+        p.hot.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.start.cmp(&b.start)));
+        self
+    }
+
+    pub fn class(&mut self, pid: u32, class: ProcessClass) -> &mut Self {
+        self.m.procs.get_mut(&pid).unwrap().class = class;
+        self
+    }
+
+    pub fn pinned(&mut self, pid: u32) -> &mut Self {
+        self.m.procs.get_mut(&pid).unwrap().pinned = true;
+        self
+    }
+
+    /// Restricts every thread of `pid` to the CPUs of `nodes` (as an applied SetAffinity would).
+    pub fn allow(&mut self, pid: u32, nodes: &[u32]) -> &mut Self {
+        let set: NodeSet = nodes.iter().copied().collect();
+        let cpus = Arc::new(self.m.topo.cpus_of_nodes(&set));
+        for tid in self.m.procs[&pid].tids.clone() {
+            self.m.tasks.get_mut(&TaskKey { pid, tid }).unwrap().cpus_allowed = cpus.clone();
+        }
+        self
+    }
+
+    /// Moves every thread of `pid` to node `node` (where they last ran).
+    pub fn run_on(&mut self, pid: u32, node: u32) -> &mut Self {
+        let idx = self.m.node_idx(node).unwrap();
+        let cpu = self.m.topo.nodes[idx].cpus.first().unwrap();
+        for tid in self.m.procs[&pid].tids.clone() {
+            let key = TaskKey { pid, tid };
+            let (was, rate) = (self.m.tasks[&key].node.unwrap(), self.m.tasks[&key].cpu_rate);
+            let old = self.m.node_idx(was).unwrap();
+            self.m.nodes[old].cpu_demand -= rate;
+            self.m.nodes[idx].cpu_demand += rate;
+            let t = self.m.tasks.get_mut(&key).unwrap();
+            t.node = Some(node);
+            t.cpu = cpu;
+        }
+        self
+    }
+
+    /// Sets the memory of `pid` per node, MiB.
+    pub fn mem(&mut self, pid: u32, mem_mib: &[u64]) -> &mut Self {
+        let p = self.m.procs.get_mut(&pid).unwrap();
+        for (i, b) in p.mem_by_node.iter().enumerate() {
+            self.m.nodes[i].mem_free_bytes += b;
+        }
+        p.mem_by_node = mem_mib.iter().map(|m| m * MIB).collect();
+        p.mem_by_node.resize(self.m.topo.nodes.len(), 0);
+        p.rss_bytes = p.mem_by_node.iter().sum();
+        for (i, b) in p.mem_by_node.iter().enumerate() {
+            self.m.nodes[i].mem_free_bytes -= b;
+        }
+        self
+    }
+
+    /// Sets the CPU rate of every thread of `pid`.
+    pub fn rate(&mut self, pid: u32, rate: f64) -> &mut Self {
+        let tids = self.m.procs[&pid].tids.clone();
+        for tid in &tids {
+            let key = TaskKey { pid, tid: *tid };
+            let idx = self.m.node_idx(self.m.tasks[&key].node.unwrap()).unwrap();
+            self.m.nodes[idx].cpu_demand += rate - self.m.tasks[&key].cpu_rate;
+            self.m.tasks.get_mut(&key).unwrap().cpu_rate = rate;
+        }
+        self.m.procs.get_mut(&pid).unwrap().cpu_rate = rate * tids.len() as f64;
+        self
+    }
+
+    /// An affinity edge between two tasks.
+    pub fn edge(&mut self, a: TaskKey, b: TaskKey, strength: f64) -> &mut Self {
+        let key = if a < b { (a, b) } else { (b, a) };
+        self.m.graph.edges.insert(
+            key,
+            numapilot_model::Edge {
+                strength,
+                coaccess: strength,
+                comm: 0.0,
+                tier: None,
+                last_seen_ns: self.m.now_ns,
+                zero_since_ns: None,
+            },
+        );
+        self
+    }
+
+    /// A group of the given tasks, its figures computed like the model's (memory: each process's
+    /// RSS shared out by the group's share of its threads).
+    pub fn group(&mut self, id: u64, tasks: &[TaskKey]) -> &mut Self {
+        let n = self.n();
+        let mut tasks = tasks.to_vec();
+        tasks.sort();
+        let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
+        pids.dedup();
+        let cpu: f64 = tasks.iter().map(|k| self.m.tasks[k].cpu_rate).sum();
+        let mut mem_by_node = vec![0u64; n];
+        for pid in &pids {
+            let p = &self.m.procs[pid];
+            let mine = tasks.iter().filter(|k| k.pid == *pid).count() as u64;
+            for (i, b) in p.mem_by_node.iter().enumerate() {
+                mem_by_node[i] += b * mine / p.tids.len() as u64;
+            }
+        }
+        let mut access = vec![0.0; n];
+        for k in &tasks {
+            let t = &self.m.tasks[k];
+            for (i, a) in t.access.iter().enumerate() {
+                access[i] += a * t.cpu_rate;
+            }
+        }
+        let s: f64 = access.iter().sum();
+        if s > 0.0 {
+            access.iter_mut().for_each(|a| *a /= s);
+        }
+        let mut running: std::collections::BTreeMap<u32, f64> = Default::default();
+        for k in &tasks {
+            *running.entry(self.m.tasks[k].node.unwrap()).or_default() += self.m.tasks[k].cpu_rate;
+        }
+        for k in &tasks {
+            self.m.groups.of_task.insert(*k, id);
+        }
+        self.m.groups.groups.insert(
+            id,
+            Group {
+                id,
+                tasks,
+                pids,
+                cpu,
+                mem_bytes: mem_by_node.iter().sum(),
+                access,
+                mem_by_node,
+                running_on: running.into_iter().collect(),
+                load: cpu,
+                since_ns: 0,
+            },
+        );
+        self
+    }
+
+    /// A group holding every thread of `pid`.
+    pub fn group_proc(&mut self, id: u64, pid: u32) -> &mut Self {
+        let tasks: Vec<TaskKey> = self.m.procs[&pid].tids.iter().map(|&tid| TaskKey { pid, tid }).collect();
+        self.group(id, &tasks)
+    }
+
+    /// Marks dense node `idx` a CPU bottleneck.
+    pub fn bottleneck(&mut self, idx: usize, load: f64) -> &mut Self {
+        self.m.nodes[idx].cpu.known = true;
+        self.m.nodes[idx].cpu.load = load;
+        self.m.nodes[idx].cpu.bottleneck = true;
+        self
+    }
+}
+
+/// `SetAffinity` actions as (pid, tid, nodes the CPUs cover, rule).
+pub fn affinities(m: &Model, plan: &Plan) -> Vec<(u32, Option<u32>, String, String)> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActionKind::SetAffinity { cpus } => {
+                Some((a.target.pid, a.target.tid, m.topo.nodes_of_cpus(cpus).to_list(), a.reason.rule.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Base pages an action may move (`max_pages`, or the ranges' length).
+pub fn pages_of(a: &Action) -> u64 {
+    match &a.kind {
+        ActionKind::SetAffinity { .. } => 0,
+        ActionKind::MigratePages { max_pages, .. } | ActionKind::Interleave { max_pages, .. } => {
+            max_pages.unwrap_or(u64::MAX)
+        }
+        ActionKind::MoveRanges { ranges, .. } => ranges.iter().map(|r| r.1 / PAGE).sum(),
+    }
+}
+
+/// The page budget of one plan at the model's period.
+pub fn budget_pages(m: &Model) -> u64 {
+    m.tunables.migrate_budget_mib_per_s * MIB * m.period_ns / 1_000_000_000 / PAGE
+}
+
+/// Tells the policy every action of `plan` was applied.
+pub fn applied(policy: &mut Adaptive, m: &Model, plan: &Plan) {
+    let outcomes: Vec<Outcome> = plan.actions.iter().map(|_| Outcome::Applied { pages_moved: 0 }).collect();
+    policy.observe_outcomes(m, plan, &outcomes);
+}
+
+/// Checks the invariants every plan must keep: CPUs inside the machine and non-empty, pids and
+/// start times of live processes, no pinned process touched, pages within the budget.
+pub fn check_conservation(m: &Model, plan: &Plan) {
+    let online = m.topo.online_cpus();
+    let mut pages = 0u64;
+    for a in &plan.actions {
+        let p = m.procs.get(&a.target.pid).unwrap_or_else(|| panic!("action names absent pid {}: {a:?}", a.target.pid));
+        assert_eq!(p.starttime, a.target.starttime, "{a:?}");
+        if let Some(tid) = a.target.tid {
+            assert!(p.tids.contains(&tid), "{a:?}");
+        }
+        assert!(!p.pinned, "pinned process touched: {a:?}");
+        assert!(!a.reason.rule.is_empty() && !a.reason.detail.is_empty(), "{a:?}");
+        match &a.kind {
+            ActionKind::SetAffinity { cpus } => {
+                assert!(!cpus.is_empty() && cpus.is_subset(&online), "{a:?}");
+            }
+            ActionKind::MigratePages { from, to, max_pages } => {
+                assert!(max_pages.is_some(), "unbounded migration: {a:?}");
+                assert!(!from.is_empty() && !to.is_empty() && from.intersection(to).is_empty(), "{a:?}");
+            }
+            ActionKind::Interleave { nodes, weights, max_pages, .. } => {
+                assert!(max_pages.is_some(), "{a:?}");
+                assert!(weights.is_empty() || weights.len() == nodes.len(), "{a:?}");
+            }
+            ActionKind::MoveRanges { ranges, .. } => assert!(!ranges.is_empty(), "{a:?}"),
+        }
+        pages += pages_of(a);
+    }
+    assert!(pages <= budget_pages(m), "plan moves {pages} pages, budget {}", budget_pages(m));
+}

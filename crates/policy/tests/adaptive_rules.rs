@@ -1,0 +1,480 @@
+//! One scenario per rule of the adaptive policy, each with its expected trace worked out by hand.
+//!
+//! Machines: `autonuma-2s12c-24g` (2 nodes x 12 CPUs: node 0 = 0-5,12-17, node 1 = 6-11,18-23,
+//! 12 GiB each, distance 20) and `article-4n96` (4 nodes x 24 CPUs, ~125 GiB each, distances
+//! 10 / 11 within a socket (0-1, 2-3) / 20 across). Default tunables unless stated: capacity =
+//! CPUs x 1.0 (+0.02 CPU slack per task), reserve 10% of a node's memory, CPU follows memory from
+//! 1024 MiB and 80%, stay margin 0.1, remote share 0.25, budget 1280 MiB/s x 1 s = 327680 pages,
+//! copy cost 2 us/page, horizon 10 s, min RSS 64 MiB, imbalance 0.25.
+
+mod adaptive_common;
+
+use adaptive_common::*;
+use numapilot_model::{ProcessClass, Tunables};
+use numapilot_policy::{ActionKind, Adaptive, Policy};
+use numapilot_topology::NodeSet;
+
+fn nodes(s: &str) -> NodeSet {
+    NodeSet::parse_list(s).unwrap()
+}
+
+fn aff(pid: u32, tid: Option<u32>, n: &str, rule: &str) -> (u32, Option<u32>, String, String) {
+    (pid, tid, n.to_string(), rule.to_string())
+}
+
+/// Rule 1, the fork rule.
+///
+/// ```text
+///   busy (old, pid 10): 6 threads x 1.0 CPU on node 0, 600 MiB there   -> node 0 carries 6 / 12
+///   worker 20, worker 21 (new, 100 ms old): 4 threads each, rate unknown -> 4 x 1.0 CPU assumed
+///   fork, pid order:  20: load node 0 0.50, node 1 0.00            -> node 1 (then 4 / 12)
+///                     21: load node 0 0.50, node 1 0.33            -> node 1 (then 8 / 12)
+///   place:            busy: small memory, runs on node 0, room      -> node 0 (stay-current-node)
+///   plan: SetAffinity(20, node 1) SetAffinity(21, node 1) SetAffinity(10, node 0); nothing else
+/// ```
+#[test]
+fn fork_rule_spreads_new_processes_least_loaded_first() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "busy", &[(0, 1.0); 6], &[600, 0]);
+    b.new_proc(20, "worker", &[(0, 0.0); 4], &[100, 0]);
+    b.new_proc(21, "worker", &[(0, 0.0); 4], &[100, 0]);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(20, None, "1", "fork-spread"),
+            aff(21, None, "1", "fork-spread"),
+            aff(10, None, "0", "stay-current-node"),
+        ]
+    );
+    assert_eq!(plan.actions.len(), 3, "{plan:#?}");
+    assert!(plan.actions[0].reason.detail.contains("node 1 least loaded (planned 0.0 of 12.0 CPUs"), "{plan:#?}");
+    assert!(plan.actions[1].reason.detail.contains("planned 4.0 of 12.0 CPUs"), "{plan:#?}");
+    // The fork rule runs once per process.
+    applied(&mut p, &b.m, &plan);
+    let again = p.decide(&b.m);
+    assert!(again.actions.iter().all(|a| a.reason.rule != "fork-spread"), "{again:#?}");
+}
+
+/// Rule 1's ties and large processes, on 4 nodes (MemTotal: node 0 128402M, 1 128965M, 2 129017M,
+/// 3 129010M).
+///
+/// ```text
+///   web 30 (2 threads): all nodes empty, all hold it, no peers -> most free memory: node 2
+///   web 31 (2 threads): nodes 0, 1, 3 empty; peer "web" on node 2: distance node 3 = 11,
+///                       nodes 0, 1 = 20                                      -> node 3
+///   db 32 (30 threads ~ 30 CPUs > 24 + 0.6): nodes 0, 1 empty, no peers, node 1 has more free
+///                       memory; closest set from 1: + node 0 (11) = 48 CPUs -> nodes 0-1
+/// ```
+#[test]
+fn fork_rule_breaks_ties_by_peer_distance_and_gives_large_processes_the_closest_set() {
+    let mut b = B::new("article-4n96");
+    b.new_proc(30, "web", &[(0, 0.0); 2], &[]);
+    b.new_proc(31, "web", &[(0, 0.0); 2], &[]);
+    b.new_proc(32, "db", &[(0, 0.0); 30], &[]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![aff(30, None, "2", "fork-spread"), aff(31, None, "3", "fork-spread"), aff(32, None, "0-1", "fork-spread")]
+    );
+    assert!(plan.actions[2].reason.detail.contains("too large for one node: nodes 0-1"), "{plan:#?}");
+}
+
+/// Rule 2, global placement: CPU follows memory, and the next best node when the first is full
+/// (numa01's shape: two 12-thread processes with 3 GiB each, all memory on node 0).
+///
+/// ```text
+///   units (equal weight, by task key): group 1 = pid 10 (runs on node 1), group 2 = pid 11 (node 0)
+///   group 1: 3072 MiB, 100% on node 0 (>= 1024 MiB, >= 80%)  -> node 0, cpu-follows-memory
+///            node 0: 12 of 12 CPUs used
+///   group 2: same first choice node 0: 0.0 of 12.0 CPUs left  -> node 1, next-best-node
+///   memory:  pid 11 runs on node 1, 100% of its memory remote; benefit 1.0 x 12 x 10 = 120 CPU-s >
+///            786432 pages x 2 us = 1.57 s  -> MigratePages(0 -> 1, max 327680 = the whole budget)
+/// ```
+#[test]
+fn placement_cpu_follows_memory_then_next_best_node() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "numa01", &[(1, 1.0); 12], &[3072, 0]);
+    b.proc(11, "numa01", &[(0, 1.0); 12], &[3072, 0]);
+    b.group_proc(1, 10).group_proc(2, 11);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![aff(10, None, "0", "cpu-follows-memory"), aff(11, None, "1", "next-best-node")]
+    );
+    assert!(plan.actions[1].reason.detail.contains("node 0 has 0.0 of 12.0 CPUs left for 12.0"), "{plan:#?}");
+    assert_eq!(plan.actions.len(), 3, "{plan:#?}");
+    let m = &plan.actions[2];
+    assert_eq!((m.target.pid, m.target.tid), (11, None));
+    assert_eq!(m.kind, ActionKind::MigratePages { from: nodes("0"), to: nodes("1"), max_pages: Some(327_680) });
+    assert_eq!(m.reason.rule, "memory-follows-cpu");
+    assert!(m.reason.detail.contains("100% of its resident memory remote"), "{}", m.reason.detail);
+    assert!(m.reason.detail.contains("327680 of 786432 remote pages"), "{}", m.reason.detail);
+}
+
+/// Rule 2: the preferred node is a bottleneck -> the next best by access share.
+///
+/// ```text
+///   svc (pid 10): 4 threads on node 1, 100 MiB (80 on node 1, 20 on node 2), sampled accesses
+///                 node 0 10%, node 1 60%, node 2 30%; node 1 is a CPU bottleneck (load 0.97)
+///   candidates: node 1 (runs there, small memory), then by share: 2 (30%), 0 (10%), 3
+///   node 1 bottleneck -> node 2 (next-best-node)
+///   memory: on node 2, 70% of accesses remote (>= 25%), 20480 pages on node 1; benefit 0.7 x 4 x 10
+///           = 28 CPU-s > 0.04 s  -> MigratePages(1 -> 2, max 20480)
+/// ```
+#[test]
+fn placement_avoids_a_bottleneck_node() {
+    let mut b = B::new("article-4n96");
+    b.proc(10, "svc", &[(1, 1.0); 4], &[0, 80, 20, 0]);
+    for i in 0..4 {
+        b.access(10, i, &[0.1, 0.6, 0.3, 0.0]);
+    }
+    b.group_proc(1, 10).bottleneck(1, 0.97);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "2", "next-best-node")]);
+    assert!(plan.actions[0].reason.detail.contains("node 1 bottleneck (cpu load 0.97"), "{plan:#?}");
+    assert_eq!(plan.actions.len(), 2, "{plan:#?}");
+    assert_eq!(
+        plan.actions[1].kind,
+        ActionKind::MigratePages { from: nodes("1"), to: nodes("2"), max_pages: Some(20_480) }
+    );
+    assert!(plan.actions[1].reason.detail.contains("70% of its sampled accesses remote"), "{plan:#?}");
+}
+
+/// Rule 2: a group larger than any node gets the closest set around its preferred node.
+///
+/// ```text
+///   big (pid 10): 30 threads x 1.0 (> 24 + 0.6), 2048 MiB all on node 2 -> preferred node 2
+///   closest set: node 2 (24 CPUs) + node 3 (distance 11) = 48 >= 30      -> nodes 2-3
+///   memory: all on node 2, inside the set -> nothing
+/// ```
+#[test]
+fn placement_gives_a_large_group_the_closest_set() {
+    let mut b = B::new("article-4n96");
+    b.proc(10, "big", &[(0, 1.0); 30], &[0, 0, 2048, 0]);
+    b.group_proc(1, 10);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "2-3", "closest-set")]);
+    assert_eq!(plan.actions.len(), 1, "{plan:#?}");
+}
+
+/// Rule 3: balancing moves the task with the weakest affinity to the busy node, never one whose
+/// preferred node it is.
+///
+/// ```text
+///   pinned (pid 5, not managed): 8 x 1.0 CPU on node 0 -> fixed demand 8 on node 0
+///   app (pid 10): 4 threads x 1.0 on node 0, one group each, 32 MiB; accesses on node 0:
+///                 t0 90%, t1 60%, t2 55%, t3 20% (t3 prefers node 1)
+///   place: each stays on node 0 (small memory, room: 8 + 4 = 12 <= 12 + 0.02)
+///   balance: node 0 12/12 = 1.00, node 1 0.00, gap 1.00 > 0.25
+///            t0, t1, t2 prefer node 0 (not a bottleneck): kept; t3 strength 0.20 -> node 1
+///            gap 11/12 - 1/12 = 0.83 > 0.25 but no candidate left: stop
+///   plan: per thread: t0, t1, t2 -> node 0 (stay-current-node), t3 -> node 1 (balance)
+///   memory: 32 MiB < 64 MiB -> nothing
+/// ```
+#[test]
+fn balance_moves_the_weakest_first_and_keeps_tasks_on_their_preferred_node() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(5, "pinned", &[(0, 1.0); 8], &[100, 0]).pinned(5);
+    b.proc(10, "app", &[(0, 1.0); 4], &[32, 0]);
+    b.access(10, 0, &[0.9, 0.1]).access(10, 1, &[0.6, 0.4]).access(10, 2, &[0.55, 0.45]).access(10, 3, &[0.2, 0.8]);
+    for i in 0..4 {
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, Some(1000), "0", "stay-current-node"),
+            aff(10, Some(1001), "0", "stay-current-node"),
+            aff(10, Some(1002), "0", "stay-current-node"),
+            aff(10, Some(1003), "1", "balance-weakest-first"),
+        ]
+    );
+    assert_eq!(plan.actions.len(), 4, "{plan:#?}");
+    assert!(plan.actions[3].reason.detail.contains("node 0 cpu load 1.00 vs node 1 0.00"), "{plan:#?}");
+    assert!(plan.actions[3].reason.detail.contains("access share 20% there"), "{plan:#?}");
+}
+
+/// Rule 3 with affinity to co-located group members (imbalance 0.5).
+///
+/// ```text
+///   pinned (pid 5): 8 x 1.0 on node 0.   app (pid 10): one group of 4 threads x 1.0 on node 0,
+///   32 MiB on node 1 (so node 1 is every thread's preferred node: none is protected)
+///   edges: t0-t1, t0-t2, t1-t2 0.6; t3 to each 0.1 (= the address-space prior)
+///   place: the group stays on node 0 (small memory, 8 + 4 <= 12.08)
+///   balance (gap > 0.5):
+///     1.00 vs 0.00: strengths t0 = t1 = t2 = (0.6+0.6+0.1)/3 = 0.43, t3 = 0.10      -> t3 to node 1
+///     0.92 vs 0.08: t0 = t1 = t2 = 0.60 (mates t1, t2 ...), tie -> lowest key       -> t0 to node 1
+///     0.83 vs 0.17: t1 = t2 = 0.60, tie                                              -> t1 to node 1
+///     0.75 vs 0.25: gap 0.50, not > 0.5: stop
+///   plan (task order): t0 -> 1, t1 -> 1 (balance), t2 -> 0 (stay-current-node), t3 -> 1 (balance)
+/// ```
+#[test]
+fn balance_weakest_affinity_to_co_located_members_goes_first() {
+    let t = Tunables { imbalance: 0.5, ..Tunables::default() };
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    b.proc(5, "pinned", &[(0, 1.0); 8], &[100, 0]).pinned(5);
+    b.proc(10, "app", &[(0, 1.0); 4], &[0, 32]);
+    b.edge(tk(10, 0), tk(10, 1), 0.6).edge(tk(10, 0), tk(10, 2), 0.6).edge(tk(10, 1), tk(10, 2), 0.6);
+    b.group(1, &[tk(10, 0), tk(10, 1), tk(10, 2), tk(10, 3)]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, Some(1000), "1", "balance-weakest-first"),
+            aff(10, Some(1001), "1", "balance-weakest-first"),
+            aff(10, Some(1002), "0", "stay-current-node"),
+            aff(10, Some(1003), "1", "balance-weakest-first"),
+        ]
+    );
+    let t3 = plan.actions.iter().find(|a| a.target.tid == Some(1003)).unwrap();
+    assert!(t3.reason.detail.contains("strength 0.10 to 3 co-located members"), "{}", t3.reason.detail);
+    assert_eq!(plan.actions.len(), 4, "{plan:#?}");
+}
+
+/// Rule 4: memory follows CPU, hottest ranges first, then MigratePages, within the budget.
+///
+/// ```text
+///   budget 100 MiB/s x 1 s = 25600 pages
+///   cache (pid 10): 4 threads x 1.0 on node 1, 900 MiB on node 0 + 100 on node 1 (1000 MiB: below
+///                   the 1024 MiB of CPU-follows-memory -> stays on node 1); accesses 90% node 0
+///   hot ranges (hottest first): 0x10000000 2 MiB node 0 (50), 0x20000000 2 MiB node 1 (40),
+///                               0x30000000 4 MiB node 0 (30)
+///   remote 90% >= 25%; benefit 0.9 x 4 x 10 = 36 CPU-s > 230400 pages x 2 us = 0.46 s
+///   MoveRanges([0x10000000 +2 MiB, 0x30000000 +4 MiB] -> node 1) = 512 + 1024 = 1536 pages
+///   MigratePages(0 -> 1, max min(230400 - 1536, 25600 - 1536) = 24064)      total = 25600
+/// ```
+#[test]
+fn memory_follows_cpu_hottest_first_within_the_budget() {
+    let t = Tunables { migrate_budget_mib_per_s: 100, ..Tunables::default() };
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    b.proc(10, "cache", &[(1, 1.0); 4], &[900, 100]);
+    for i in 0..4 {
+        b.access(10, i, &[0.9, 0.1]);
+    }
+    b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 50).hot(10, 1, 0x2000_0000, 2 * MIB, 1, 40).hot(
+        10,
+        2,
+        0x3000_0000,
+        4 * MIB,
+        0,
+        30,
+    );
+    b.group_proc(1, 10);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "stay-current-node")]);
+    assert_eq!(plan.actions.len(), 3, "{plan:#?}");
+    assert_eq!(
+        plan.actions[1].kind,
+        ActionKind::MoveRanges { ranges: vec![(0x1000_0000, 2 * MIB), (0x3000_0000, 4 * MIB)], to: 1 }
+    );
+    assert_eq!(
+        plan.actions[2].kind,
+        ActionKind::MigratePages { from: nodes("0"), to: nodes("1"), max_pages: Some(24_064) }
+    );
+    assert!(plan.actions.iter().skip(1).all(|a| a.reason.rule == "memory-follows-cpu"));
+    assert_eq!(plan.actions.iter().map(pages_of).sum::<u64>(), 25_600);
+    assert!(plan.actions[1].reason.detail.contains("benefit 36.00 CPU-s"), "{plan:#?}");
+}
+
+/// Rule 4's thresholds: too little remote, or a copy that costs more than it saves, moves nothing.
+///
+/// ```text
+///   a) 80% of accesses local on node 1, 20% remote < 25%                      -> no memory action
+///   b) horizon 1 s; 2 threads x 0.06 CPU, 90% remote: 0.9 x 0.12 x 1 = 0.108 CPU-s
+///      < 230400 pages x 2 us = 0.46 s                                        -> no memory action
+/// ```
+#[test]
+fn memory_moves_nothing_below_the_threshold_or_the_cost() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "a", &[(1, 1.0); 4], &[200, 800]);
+    for i in 0..4 {
+        b.access(10, i, &[0.2, 0.8]);
+    }
+    b.group_proc(1, 10);
+    let plan = Adaptive::new().decide(&b.m);
+    assert!(plan.actions.iter().all(|a| matches!(a.kind, ActionKind::SetAffinity { .. })), "{plan:#?}");
+
+    let t = Tunables { benefit_horizon_s: 1.0, ..Tunables::default() };
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    b.proc(10, "b", &[(1, 0.06); 2], &[900, 100]);
+    for i in 0..2 {
+        b.access(10, i, &[0.9, 0.1]);
+    }
+    b.group_proc(1, 10);
+    let plan = Adaptive::new().decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "stay-current-node")]);
+    assert_eq!(plan.actions.len(), 1, "{plan:#?}");
+}
+
+/// Rule 4 for a process whose threads run on different nodes (numa02's shape): each unit's own hot
+/// ranges follow it.
+///
+/// ```text
+///   numa02 (pid 10): 1024 MiB on node 0; t0, t1 on node 0, t2, t3 on node 1, one group each
+///   (256 MiB each: small, they stay); every thread's accesses 100% node 0
+///   hot ranges: thread i at A_i = 0x40000000 + i x 256 MiB (20 samples) and A_i + 2 MiB (10)
+///   CPU: per thread (two node sets): t0, t1 -> node 0, t2, t3 -> node 1
+///   memory: node set {0}: local. node set {1} (t2, t3, 2 CPUs): 100% remote; 4 ranges x 512 pages
+///           -> MoveRanges([A2, A3, A2 + 2 MiB, A3 + 2 MiB] -> node 1), by samples then address
+/// ```
+#[test]
+fn memory_of_a_split_process_follows_each_unit_by_its_threads_hot_ranges() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "numa02", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0]);
+    let base = |i: u64| 0x4000_0000 + i * 256 * MIB;
+    for i in 0..4u32 {
+        b.access(10, i, &[1.0, 0.0]);
+        b.hot(10, i, base(u64::from(i)), 2 * MIB, 0, 20).hot(10, i, base(u64::from(i)) + 2 * MIB, 2 * MIB, 0, 10);
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, Some(1000), "0", "stay-current-node"),
+            aff(10, Some(1001), "0", "stay-current-node"),
+            aff(10, Some(1002), "1", "stay-current-node"),
+            aff(10, Some(1003), "1", "stay-current-node"),
+        ]
+    );
+    assert_eq!(plan.actions.len(), 5, "{plan:#?}");
+    assert_eq!(
+        plan.actions[4].kind,
+        ActionKind::MoveRanges {
+            ranges: vec![
+                (base(2), 2 * MIB),
+                (base(3), 2 * MIB),
+                (base(2) + 2 * MIB, 2 * MIB),
+                (base(3) + 2 * MIB, 2 * MIB)
+            ],
+            to: 1
+        }
+    );
+    assert_eq!(plan.actions[4].reason.rule, "memory-follows-cpu");
+}
+
+/// Rule 4 without access samples: a split process is interleaved by CPU.
+///
+/// ```text
+///   as above, no samples: each unit's share is its memory (all node 0)
+///   weights: 2.0 CPUs on node 0, 2.0 on node 1 -> [20, 20]; memory 100% on node 0 vs 50/50:
+///   deviation 0.5 >= 0.25 -> Interleave(all, nodes 0-1, [20, 20], max 0.5 x 262144 = 131072)
+/// ```
+#[test]
+fn memory_of_a_split_process_without_samples_is_interleaved_by_cpu() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "numa02", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0]);
+    for i in 0..4u32 {
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(plan.actions.len(), 5, "{plan:#?}");
+    assert_eq!(
+        plan.actions[4].kind,
+        ActionKind::Interleave { ranges: vec![], nodes: nodes("0-1"), weights: vec![20, 20], max_pages: Some(131_072) }
+    );
+    assert_eq!(plan.actions[4].reason.rule, "split-process-interleave");
+}
+
+/// Rule 5: the four process classes on one machine.
+///
+/// ```text
+///   db (10, static-large): 4 x 1.0 on node 1, 1536 MiB on node 0 + 512 on node 1 (75% < 80%: no
+///        CPU-follows-memory; node 1 holds 25% < 75% - 10% and the memory is large: no stay)
+///        -> preferred node 0: SetAffinity(node 0); bind memory: MigratePages(1 -> 0, 131072)
+///   jvm (11, growing): 2 x 1.0 on node 0, 300 MiB on node 1 -> stays on node 0: SetAffinity(node
+///        0); memory left alone (it may spill)
+///   solver (12, bandwidth-bound): 2 threads on node 0, 2 on node 1, 1024 MiB on node 0
+///        -> CPUs untouched; Interleave(nodes 0-1, [1, 1], max 0.5 x 262144 = 131072)
+///   trader (13, latency-sensitive): 2 x 0.5 on node 1, 10 MiB on node 0 + 90 on node 1
+///        -> stays on node 1: SetAffinity(node 1); bind: MigratePages(0 -> 1, 2560) although
+///           only 10% is remote
+///   order: CPU actions by pid, then memory: binding classes first (pid order), then the rest
+/// ```
+#[test]
+fn classes_bind_prefer_interleave_and_pin() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "db", &[(1, 1.0); 4], &[1536, 512]).class(10, ProcessClass::StaticLarge);
+    b.proc(11, "jvm", &[(0, 1.0); 2], &[0, 300]).class(11, ProcessClass::Growing);
+    b.proc(12, "solver", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0]).class(12, ProcessClass::BandwidthBound);
+    b.proc(13, "trader", &[(1, 0.5); 2], &[10, 90]).class(13, ProcessClass::LatencySensitive);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, None, "0", "preferred-node"),
+            aff(11, None, "0", "stay-current-node"),
+            aff(13, None, "1", "stay-current-node")
+        ]
+    );
+    assert!(plan.actions[0].reason.detail.contains("[StaticLarge]: 75% of its resident memory on node 0"), "{plan:#?}");
+    let mem: Vec<(u32, ActionKind, String)> = plan
+        .actions
+        .iter()
+        .filter(|a| !matches!(a.kind, ActionKind::SetAffinity { .. }))
+        .map(|a| (a.target.pid, a.kind.clone(), a.reason.rule.clone()))
+        .collect();
+    assert_eq!(
+        mem,
+        vec![
+            (
+                10,
+                ActionKind::MigratePages { from: nodes("1"), to: nodes("0"), max_pages: Some(131_072) },
+                "class-bind-memory".to_string()
+            ),
+            (
+                13,
+                ActionKind::MigratePages { from: nodes("0"), to: nodes("1"), max_pages: Some(2560) },
+                "class-bind-memory".to_string()
+            ),
+            (
+                12,
+                ActionKind::Interleave {
+                    ranges: vec![],
+                    nodes: nodes("0-1"),
+                    weights: vec![1, 1],
+                    max_pages: Some(131_072)
+                },
+                "bandwidth-interleave".to_string()
+            ),
+        ]
+    );
+}
+
+/// Rule 6: every action says why, and `explain` agrees with the plan.
+#[test]
+fn explain_shows_the_preferred_node_reason_and_the_journal() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "numa01", &[(1, 1.0); 12], &[3072, 0]);
+    b.proc(11, "numa01", &[(0, 1.0); 12], &[3072, 0]);
+    b.group_proc(1, 10).group_proc(2, 11);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    applied(&mut p, &b.m, &plan);
+    let e = p.explain(&b.m, 11).unwrap();
+    assert_eq!(e.preferred_node, Some(0));
+    assert_eq!(e.groups.len(), 1);
+    assert_eq!(e.groups[0].group, Some(2));
+    assert_eq!(e.groups[0].rule, "cpu-follows-memory");
+    assert!(e.why.contains("100% of its 3072 MiB on node 0"), "{}", e.why);
+    assert_eq!(e.last_actions.len(), 2);
+    assert_eq!(e.last_actions[0].action.reason.rule, "next-best-node");
+    assert_eq!(e.last_actions[1].action.reason.rule, "memory-follows-cpu");
+    let text = e.to_string();
+    assert!(text.contains("process 11 (numa01)") && text.contains("Applied"), "{text}");
+    assert!(p.explain(&b.m, 99).is_none());
+}
