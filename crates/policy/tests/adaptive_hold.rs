@@ -1,0 +1,159 @@
+//! Hysteresis (the hold), and what the policy must never touch: pinned processes, vanished or
+//! reused pids, tasks of processes the model does not list.
+
+mod adaptive_common;
+
+use adaptive_common::*;
+use numapilot_model::TaskKey;
+use numapilot_policy::{ActionKind, Adaptive, Outcome, Policy};
+
+/// app (pid 10): 4 x 1.0 CPU on node 1, 2048 MiB on node 0 -> CPU follows memory to node 0.
+fn app() -> B {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(1, 1.0); 4], &[2048, 0]);
+    b.group_proc(1, 10);
+    b
+}
+
+/// The model after the period-1 move was applied and the memory then moved to node 1 (by first
+/// touch, say): the same group now prefers node 1.
+fn after_move(b: &mut B) {
+    b.allow(10, &[0]).run_on(10, 0).mem(10, &[0, 2048]).group_proc(1, 10);
+}
+
+/// ```text
+///   period 1: cpu-follows-memory -> SetAffinity(10, node 0), applied (load 4.0 CPUs)
+///   memory then moves to node 1: the group prefers node 1 (2048 MiB, 100%)
+///   periods 2..10 (< 10 periods after the move, load 4.0 unchanged): held, no SetAffinity
+///   period 11 (10 periods after): SetAffinity(10, node 1), cpu-follows-memory
+/// ```
+#[test]
+fn nothing_moves_back_within_hold_periods() {
+    let mut b = app();
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "0".into(), "cpu-follows-memory".into())]);
+    applied(&mut p, &b.m, &plan);
+    after_move(&mut b);
+    for period in 2..=10 {
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        assert!(affinities(&b.m, &plan).is_empty(), "period {period}: {plan:#?}");
+    }
+    let plan = p.decide(&b.m);
+    assert_eq!(p.periods(), 11);
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "1".into(), "cpu-follows-memory".into())]);
+}
+
+/// ```text
+///   period 1 as above; period 2: the group's load fell from 4.0 to 1.6 CPUs (-60% > 50%): the hold
+///   is lifted and the group follows its memory at once -> SetAffinity(10, node 1)
+/// ```
+#[test]
+fn the_hold_is_lifted_when_the_load_changes() {
+    let mut b = app();
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    applied(&mut p, &b.m, &plan);
+    after_move(&mut b);
+    b.rate(10, 0.4).group_proc(1, 10);
+    let plan = p.decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "1".into(), "cpu-follows-memory".into())]);
+}
+
+/// A plan that was not applied (refused, or a dry run) starts no hold.
+#[test]
+fn an_unapplied_move_starts_no_hold() {
+    let mut b = app();
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    let refused: Vec<Outcome> = plan.actions.iter().map(|_| Outcome::Refused { message: "EPERM".into() }).collect();
+    p.observe_outcomes(&b.m, &plan, &refused);
+    b.mem(10, &[0, 2048]).group_proc(1, 10);
+    let plan = p.decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "1".into(), "cpu-follows-memory".into())]);
+    let e = p.explain(&b.m, 10).unwrap();
+    assert!(matches!(e.last_actions[0].outcome, Some(Outcome::Refused { .. })), "{e:#?}");
+}
+
+/// ```text
+///   period 1: app (pid 10) 4 x 1.0 on node 1, 600 MiB on node 0 (small: stays on node 1)
+///             -> SetAffinity(10, node 1) (refused: no CPU hold), MigratePages(0 -> 1, max 153600)
+///             (applied: memory hold to node 1 at 4.0 CPUs)
+///   period 2: it runs on node 0 now, memory 300/300: it stays on node 0 (SetAffinity) and memory
+///             follows CPU would send 50% to node 0 -> held: no MigratePages
+/// ```
+#[test]
+fn memory_does_not_move_back_within_hold_periods() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(1, 1.0); 4], &[600, 0]);
+    b.group_proc(1, 10);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert_eq!(plan.actions.len(), 2, "{plan:#?}");
+    assert!(matches!(plan.actions[1].kind, ActionKind::MigratePages { max_pages: Some(153_600), .. }), "{plan:#?}");
+    let outcomes = vec![Outcome::Refused { message: "EINVAL".into() }, Outcome::Applied { pages_moved: 153_600 }];
+    p.observe_outcomes(&b.m, &plan, &outcomes);
+    b.run_on(10, 0).mem(10, &[300, 300]).group_proc(1, 10);
+    let plan = p.decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "0".into(), "stay-current-node".into())]);
+    assert_eq!(plan.actions.len(), 1, "{plan:#?}");
+    // Without the hold (a fresh policy) the memory would follow.
+    let plan = Adaptive::new().decide(&b.m);
+    assert_eq!(plan.actions.len(), 2, "{plan:#?}");
+}
+
+/// Pinned processes are never touched, even on a bottleneck node with all their memory remote;
+/// a process the policy narrowed itself is not "pinned" for it.
+#[test]
+fn pinned_processes_are_never_touched() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(5, "pinned", &[(1, 1.0); 4], &[2048, 0]).pinned(5);
+    b.proc(10, "app", &[(1, 1.0); 4], &[2048, 0]);
+    b.group_proc(1, 5).group_proc(2, 10).bottleneck(1, 0.99);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 5), "{plan:#?}");
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "0".into(), "cpu-follows-memory".into())]);
+    assert!(p.explain(&b.m, 5).unwrap().pinned);
+    // Our own SetAffinity makes the model call pid 10 pinned (narrowed CPUs): still ours.
+    applied(&mut p, &b.m, &plan);
+    b.allow(10, &[0]).run_on(10, 0).pinned(10);
+    assert!(!p.explain(&b.m, 10).unwrap().pinned);
+    // Narrowed by someone else to other CPUs: foreign.
+    b.allow(10, &[1]);
+    assert!(p.explain(&b.m, 10).unwrap().pinned);
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 10), "{plan:#?}");
+}
+
+/// A process that vanished yields no action and its state is forgotten; a reused pid starts
+/// fresh; tasks of a pid the model lists no process for are never named.
+#[test]
+fn vanished_reused_and_unknown_processes_yield_no_action() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(1, 1.0); 4], &[2048, 0]);
+    b.proc(11, "gone", &[(1, 1.0); 4], &[2048, 0]);
+    b.group_proc(1, 10).group_proc(2, 11);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().any(|a| a.target.pid == 11));
+    applied(&mut p, &b.m, &plan);
+    // pid 11 exits; its tasks linger in the groups of a stale model (and one task has no process).
+    b.m.procs.remove(&11);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 11), "{plan:#?}");
+    assert!(p.explain(&b.m, 11).is_none());
+    // pid 10 is reused by a new process (another start time): no journal, fork rule applies.
+    b.m.procs.get_mut(&10).unwrap().starttime = 999;
+    b.m.procs.get_mut(&10).unwrap().age_at_first_seen_ns = 1_000_000;
+    let e = p.explain(&b.m, 10).unwrap();
+    assert!(e.last_actions.is_empty(), "{e:#?}");
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(plan.actions.iter().all(|a| a.target.starttime == 999 || a.target.pid != 10));
+    assert!(plan.actions.iter().any(|a| a.target.pid == 10 && a.reason.rule == "fork-spread"), "{plan:#?}");
+    assert!(b.m.tasks.contains_key(&TaskKey { pid: 11, tid: 1100 }));
+}
