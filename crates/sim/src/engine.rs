@@ -75,6 +75,20 @@ pub const PID_BASE: u32 = 1000;
 /// hinting faults from being free, which would favour scanning more than the kernel can afford.
 pub const HINT_FAULT_NS: u64 = 2_000;
 
+/// Contention slow-down above which a memory controller counts as saturated for
+/// `NodeSample::mem_bw` (`saturated_ns`): 1.05, i.e. the traffic asked of it exceeds its capacity
+/// by more than 5% and every flow through it is throttled. Below that the fixed point's residue
+/// (a slow-down converging towards 1) would count controllers that merely run near capacity.
+pub const SATURATED_SLOWDOWN: f64 = 1.05;
+
+/// Fork/exec jitter of process starts, ns: each process's start time gets `U(0, 4 ms)` from the
+/// run's seed. A shell or orchestrator launching several processes "at once" starts them one after
+/// the other, each fork + exec + dynamic loading taking 0.5-2 ms on a Linux server, and the order
+/// in which they first run depends on which CPU wakes first; 4 ms covers two or three such launches.
+/// Makes processes that start at the same time start in a seed-dependent order (and so take the
+/// idle CPUs in that order); well below the 10 ms epoch, so no process starts an epoch later.
+pub const FORK_JITTER_NS: f64 = 4e6;
+
 /// Fixed-point iterations of the contention model per epoch, default 4 (warm-started from the
 /// previous epoch's slow-downs, so a steady workload is at its fixed point after a few epochs;
 /// measured: the calibration ratios change by < 0.5% between 4 and 16 iterations). Bounds the cost
@@ -199,6 +213,14 @@ impl SplitMix64 {
     pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+
+    /// Uniform in `0..n` (0 when `n` is 0 or 1, without drawing).
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        if n <= 1 {
+            return 0;
+        }
+        (((self.next_u64() >> 11) as u128 * n as u128) >> 53) as usize
+    }
 }
 
 /// A flattened region spec of one process instance.
@@ -259,6 +281,10 @@ pub(crate) struct TaskRt {
     pub(crate) ran_ns: u64,
     /// Bytes per access in the last epoch.
     pub(crate) acc_bytes: Vec<f64>,
+    /// Bytes per range touched since the host last took them (`Sim::take_access_window`), with the
+    /// time of the last epoch that touched it: `(range, bytes, last_ns)`. Keyed by range, not by
+    /// access index, so a phase change does not lose what was touched before it.
+    pub(crate) acc_win: Vec<(u32, f64, u64)>,
 }
 
 /// Run-time state of a process instance.
@@ -312,6 +338,20 @@ pub struct Sim {
     pub(crate) cpu_llc: Vec<u32>,
     pub(crate) llc_count: usize,
     pub(crate) hint_faults: u64,
+    /// Tie-breaks of the scheduler (fork placement, load balancer) and start order; a stream of
+    /// its own so that placement and noise draws do not shift each other.
+    pub(crate) tie_rng: SplitMix64,
+    /// CPU time given to tasks per CPU id since the start, user and system (stalls), ns.
+    pub(crate) cpu_user_ns: Vec<u64>,
+    pub(crate) cpu_sys_ns: Vec<u64>,
+    /// Bytes through each node's memory controller since the start (dense node index).
+    pub(crate) ctrl_bytes: Vec<f64>,
+    /// Time each controller spent saturated (slow-down above [`SATURATED_SLOWDOWN`]), ns.
+    pub(crate) ctrl_saturated_ns: Vec<u64>,
+    /// System-wide PSI stall totals since the start, ns: cpu some, memory some, memory full
+    /// (per-CPU stall states weighted by each CPU's non-idle time, as `kernel/sched/psi.c`
+    /// aggregates them).
+    pub(crate) psi_ns: [f64; 3],
 }
 
 fn ns(s: f64) -> u64 {
@@ -355,6 +395,7 @@ impl Sim {
             }
         };
         let mut rng = SplitMix64(seed ^ 0x5157_6e75_6d61_7069);
+        let mut jitter = SplitMix64(seed ^ 0x666f_726b_6a69_7474);
         let mut rspecs: Vec<RSpecRt> = Vec::new();
         let mut prt: Vec<ProcRt> = Vec::new();
         let mut trt: Vec<TaskRt> = Vec::new();
@@ -464,10 +505,11 @@ impl Sim {
                             finish_ns: None,
                             ran_ns: 0,
                             acc_bytes: Vec::new(),
+                            acc_win: Vec::new(),
                         });
                     }
                 }
-                let start_ns = ns(ps.start_s);
+                let start_ns = ns(ps.start_s) + (jitter.unit() * FORK_JITTER_NS) as u64;
                 kernel.procs.push(Proc {
                     pid,
                     comm: name.clone(),
@@ -504,6 +546,8 @@ impl Sim {
             }
         }
         let cpu_llc_info = llc_map(topo);
+        let max_cpu = kernel.cpu_node.len();
+        let nodes_n = topo.nodes.len();
         let mut sim = Sim {
             mult: vec![1.0; model.resources()],
             pending: vec![0.0; model.resources()],
@@ -528,6 +572,12 @@ impl Sim {
             cpu_llc: cpu_llc_info.0,
             llc_count: cpu_llc_info.1,
             hint_faults: 0,
+            tie_rng: SplitMix64(seed ^ 0x7469_6562_7265_616b),
+            cpu_user_ns: vec![0; max_cpu],
+            cpu_sys_ns: vec![0; max_cpu],
+            ctrl_bytes: vec![0.0; nodes_n],
+            ctrl_saturated_ns: vec![0; nodes_n],
+            psi_ns: [0.0; 3],
         };
         // Pass 2: accesses (ranges) of every task, now that all region specs exist.
         for task in 0..sim.kernel.tasks.len() {
@@ -797,7 +847,7 @@ impl Sim {
     /// granule on one node instead made `interleave` look local for small shared buffers (redis:
     /// 95.7% local, 1.28x the default's throughput on autonuma-2s12c-24g). Larger buffers are
     /// interleaved per region (one huge page each), which the counts already say.
-    fn page_interleave(&self, r: &Range) -> Option<Vec<f64>> {
+    pub(crate) fn page_interleave(&self, r: &Range) -> Option<Vec<f64>> {
         let rs = &self.rspecs[self.kernel.regions.get(r.start)?.rspec as usize];
         if rs.bytes >= REGION_BYTES || r.allocated == 0 || !rs.slice_policy.is_empty() {
             return None;
@@ -909,10 +959,12 @@ impl Sim {
         let tasks = self.kernel.procs[p].tasks.clone();
         for &t in &tasks {
             let allowed = self.kernel.tasks[t].allowed.clone();
-            if let Some(cpu) = self.sched.place_new(&self.kernel, &allowed) {
+            let rng = &mut self.tie_rng;
+            if let Some(cpu) = self.sched.place_new(&self.kernel, &allowed, &mut |n| rng.below(n)) {
                 self.kernel.tasks[t].cpu = cpu;
             }
             self.kernel.tasks[t].state = TaskState::Running;
+            self.kernel.tasks[t].timeslices += 1;
         }
         let main_node = self.kernel.node_of_cpu(self.kernel.tasks[tasks[0]].cpu);
         // Per-thread first touch: each thread its per-thread slices, in thread order.
@@ -972,11 +1024,16 @@ impl Sim {
     pub fn step(&mut self) -> bool {
         let now = self.now_ns;
         let epoch = self.epoch_ns;
-        // Starts, phases, growth.
+        // Starts in the order of their (jittered) start times: a process starts in the epoch its
+        // start time falls in.
+        let mut due: Vec<usize> =
+            (0..self.prt.len()).filter(|&p| !self.prt[p].started && self.prt[p].start_ns < now + epoch).collect();
+        due.sort_by_key(|&p| (self.prt[p].start_ns, p));
+        for p in due {
+            self.start_process(p);
+        }
+        // Phases, growth.
         for p in 0..self.prt.len() {
-            if !self.prt[p].started && self.prt[p].start_ns <= now {
-                self.start_process(p);
-            }
             if !self.prt[p].started || self.prt[p].finish_ns.is_some() {
                 continue;
             }
@@ -1027,7 +1084,8 @@ impl Sim {
             };
             // The balancer mutates the kernel; preferred nodes are read before.
             let prefs: Vec<Option<u32>> = (0..tasks.len()).map(pref).collect();
-            self.sched.balance(&mut self.kernel, &|t| prefs[t]);
+            let rng = &mut self.tie_rng;
+            self.sched.balance(&mut self.kernel, &|t| prefs[t], &mut |n| rng.below(n));
         }
         let (share, busy) = Sched::shares(&self.kernel);
         self.run_accesses(&share, &busy);
@@ -1242,12 +1300,22 @@ impl Sim {
                 self.mult[r] = (self.mult[r] * ratio).max(1.0);
             }
         }
+        // Controllers: migration copies of this epoch, saturation.
+        for n in 0..nn {
+            self.ctrl_bytes[n] += self.pending[n];
+            if self.mult[n] > SATURATED_SLOWDOWN {
+                self.ctrl_saturated_ns[n] += self.epoch_ns;
+            }
+        }
         // Noise, then the closed loops again so paced groups stay exactly in step.
         let noise = self.opts.noise;
         for u in units.iter_mut() {
             *u *= 1.0 + noise * (2.0 * self.rng.unit() - 1.0);
         }
         self.apply_pacing(&preps.iter().map(|p| p.task).collect::<Vec<_>>(), &mut units);
+        // Per CPU this epoch: shared (someone waits), stall time (memory stalls).
+        let mut cpu_shared: Vec<bool> = vec![false; busy.len()];
+        let mut cpu_stall: Vec<f64> = vec![0.0; busy.len()];
         // Apply progress.
         for (i, p) in preps.iter().enumerate() {
             let mut u = units[i];
@@ -1255,12 +1323,18 @@ impl Sim {
             let run_total = share[t] * epoch;
             let stall = (run_total - p.run_ns).max(0.0);
             let mut ran = p.run_ns;
+            // Share of the epoch the task was alive (it may finish inside it).
+            let mut alive = 1.0;
             let tr = &mut self.trt[t];
+            let mut last_ns = self.now_ns + self.epoch_ns;
             if let Some(total) = tr.total {
                 let remaining = (total - tr.done).max(0.0);
                 if u >= remaining {
                     let frac = if u > 0.0 { remaining / u } else { 0.0 };
-                    tr.finish_ns = Some(self.now_ns + ((stall + frac * p.run_ns) / share[t].max(1e-12)) as u64);
+                    let f = self.now_ns + ((stall + frac * p.run_ns) / share[t].max(1e-12)) as u64;
+                    tr.finish_ns = Some(f);
+                    last_ns = f.min(last_ns);
+                    alive = if run_total > 0.0 { (stall + frac * p.run_ns) / run_total } else { 0.0 };
                     ran *= frac;
                     u = remaining;
                     self.kernel.tasks[t].state = TaskState::Exited;
@@ -1270,17 +1344,43 @@ impl Sim {
             tr.ran_ns = (ran + stall) as u64;
             let bytes = u * tr.bytes_per_unit;
             for (ai, a) in tr.accs.iter().enumerate() {
-                tr.acc_bytes[ai] = bytes * a.weight;
+                let b = bytes * a.weight;
+                tr.acc_bytes[ai] = b;
+                if b > 0.0 {
+                    match tr.acc_win.iter_mut().find(|w| w.0 == a.range) {
+                        Some(w) => {
+                            w.1 += b;
+                            w.2 = last_ns;
+                        }
+                        None => tr.acc_win.push((a.range, b, last_ns)),
+                    }
+                }
             }
             let task = &mut self.kernel.tasks[t];
             task.utime_ns += ran as u64;
             task.stime_ns += stall as u64;
             task.stall_ns -= (stall as u64).min(task.stall_ns);
+            // Run delay: the part of the time it wanted a CPU (duty x epoch) that the others
+            // queued on its CPU got; switch-ins: one per base slice while sharing, one per wake-up.
+            let want = task.duty * epoch;
+            let shared = run_total < want - 1e-6;
+            task.wait_ns += ((want - run_total).max(0.0) * alive) as u64;
+            if shared {
+                task.timeslices += ((ran + stall) / crate::kernel::sched::BASE_SLICE_NS as f64).ceil() as u64;
+            } else if task.duty < 1.0 {
+                task.timeslices += 1;
+            }
+            let cpu = task.cpu as usize;
+            self.cpu_user_ns[cpu] += ran as u64;
+            self.cpu_sys_ns[cpu] += stall as u64;
+            cpu_shared[cpu] |= shared;
+            cpu_stall[cpu] += stall;
             let pi = task.proc as usize;
             let mut local = 0.0;
             let mut total = 0.0;
             for &(n, _, tw) in &p.nodes {
                 total += bytes * tw;
+                self.ctrl_bytes[n] += bytes * tw;
                 if n == p.cnode {
                     local += bytes * tw;
                 }
@@ -1293,7 +1393,28 @@ impl Sim {
             self.total_bytes += total;
         }
         self.pending.iter_mut().for_each(|x| *x = 0.0);
-        let _ = nn;
+        // PSI: a CPU's "some" state for cpu while a task waits on it; for memory the share of its
+        // time its tasks stalled on memory (page migrations, hinting faults), "full" only where that
+        // task is alone on the CPU. System-wide: weighted by each CPU's non-idle time.
+        let nonidle: f64 = busy.iter().sum();
+        if nonidle > 0.0 {
+            let (mut cpu_some, mut mem_some, mut mem_full) = (0.0, 0.0, 0.0);
+            for c in 0..busy.len() {
+                if busy[c] <= 0.0 {
+                    continue;
+                }
+                let stall = (cpu_stall[c] / epoch).min(1.0);
+                if cpu_shared[c] {
+                    cpu_some += busy[c];
+                } else {
+                    mem_full += stall * busy[c];
+                }
+                mem_some += stall * busy[c];
+            }
+            self.psi_ns[0] += epoch * cpu_some / nonidle;
+            self.psi_ns[1] += epoch * mem_some / nonidle;
+            self.psi_ns[2] += epoch * mem_full / nonidle;
+        }
     }
 
     /// Closed loops between thread groups: both sides progress at the slower side's pace.
@@ -1566,6 +1687,19 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    /// Takes the bytes every task touched per range since the previous call (or the start):
+    /// `(task, range, bytes, time of the last epoch that touched it)`, in task order. What a
+    /// precise-sampling PMU would have seen; the host turns it into samples.
+    pub(crate) fn take_access_window(&mut self) -> Vec<(usize, u32, f64, u64)> {
+        let mut out = Vec::new();
+        for (t, tr) in self.trt.iter_mut().enumerate() {
+            for (range, bytes, last) in tr.acc_win.drain(..) {
+                out.push((t, range, bytes, last));
+            }
+        }
+        out
     }
 
     /// Units of work done by each task so far, in task order.

@@ -10,11 +10,33 @@
 //! ```
 //!
 //! `sample()` renders what the live system would show: `/proc/PID/stat` and `task/TID/stat` lines
-//! (utime, stime in clock ticks of 100 Hz, processor, starttime, num_threads), `numa_maps` (one VMA
-//! per region spec, its policy, `anon=`/`N<node>=` pages), per-node `meminfo`, `/proc/vmstat` NUMA
-//! counters, and when the AutoNUMA model runs, each thread's `sched` file with its NUMA block. The
-//! text goes through the observe crate's own parsers, so a simulated `Sample` has exactly the shape
-//! and semantics of a live one (and a format drift breaks a test here, not a policy later).
+//! (utime, stime in clock ticks of 100 Hz, processor, starttime, num_threads), `task/TID/schedstat`
+//! (run time, run-queue wait, switch-ins), `numa_maps` (one VMA per region spec, its policy,
+//! `anon=`/`N<node>=` pages), per-node `meminfo`, `/proc/stat` (per-CPU user/system/idle ticks from
+//! the CPU time tasks got on each CPU), `/proc/vmstat` NUMA counters, `/proc/pressure/{cpu,memory}`,
+//! and when the AutoNUMA model runs, each thread's `sched` file with its NUMA block. The text goes
+//! through the observe crate's own parsers, so a simulated `Sample` has exactly the shape and
+//! semantics of a live one (and a format drift breaks a test here, not a policy later).
+//!
+//! Beyond the files, the signals a PMU or a tracer would give (none of them text on a live system):
+//!
+//! ```text
+//!   accesses   precise memory-access sampling (PEBS load latency / IBS op / SPE), emulated:
+//!              bytes per (thread, range) since the last sample()   (engine: TaskRt::acc_win)
+//!                -> samples = bytes / 64 / SAMPLE_PERIOD_LINES, stochastically rounded
+//!                -> capped at MAX_SAMPLES_PER_THREAD per thread and window (scaled down evenly)
+//!                -> each sample on a resident region of the range, uniformly (so in proportion
+//!                   to the range's per-node counts), drawn with the host's seeded generator
+//!                -> aggregated per (thread, region): addr = the region's address in its owner's
+//!                   map, phys = global region index << 21, node = the region's node
+//!   comm       the workload's Pace pairs: server thread <-> client threads that did work,
+//!              events = units of side a exchanged with that b thread since the last sample()
+//!   mem_bw     per node: bytes through its controller, the window, time saturated (contention
+//!              slow-down > engine::SATURATED_SLOWDOWN), capacity from the machine model
+//! ```
+//!
+//! Sampling uses a generator of its own (seeded from the run's seed), so observing a run never
+//! changes it: a run sampled every second and one never sampled reach the same state.
 //!
 //! `apply()` acts like the syscalls: `SetAffinity` moves a thread off a CPU it may no longer use at
 //! once (`sched_setaffinity`); `MigratePages` maps the i-th source node to the i-th destination
@@ -26,36 +48,95 @@
 //!
 //! # Limits
 //!
-//! No `/proc/stat`, PSI or schedstat (`None`); `numastat` per node is empty; one VMA per region spec.
+//! `numastat` per node is empty; one VMA per region spec. Memory another process maps (a client's
+//! view of the server's buffer) is reported at its owner's address. Sampled accesses cover every
+//! byte the model moves (its LLC hits included: a PEBS load-latency threshold would drop those);
+//! within a region they are not resolved below 2 MiB, except for buffers smaller than one region
+//! that are interleaved page by page (their samples name one 4 KiB page per node). PSI memory
+//! comes only from the stalls the model has (page migrations, hinting faults): the model has no
+//! reclaim, swap or refaults, which is what the kernel's memory PSI mostly counts.
 
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
 use numapilot_observe::parse::meminfo::parse_node_meminfo;
 use numapilot_observe::parse::numa_maps::parse_numa_maps;
+use numapilot_observe::parse::proc_stat::parse_proc_stat;
+use numapilot_observe::parse::psi::parse_psi;
 use numapilot_observe::parse::sched::parse_sched;
+use numapilot_observe::parse::schedstat::parse_schedstat;
 use numapilot_observe::parse::stat::parse_stat;
 use numapilot_observe::parse::vmstat::parse_vmstat;
-use numapilot_observe::{Counters, NodeSample, ProcessSample, PsiSample, Sample, ThreadSample};
+use numapilot_observe::{
+    AccessSample, CommKind, CommSample, Counters, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample,
+    ThreadSample,
+};
 use numapilot_policy::{Action, ActionKind, Host, HostError, Outcome};
 use numapilot_topology::{NodeSet, Topology};
 
-use crate::engine::Sim;
+use crate::engine::{Sim, SplitMix64};
 use crate::kernel::{TaskState, NO_NODE, PAGES_PER_REGION, REGION_BYTES};
 use crate::workload::MemPolicySpec;
 
 /// Clock ticks per second of the simulated `/proc` (USER_HZ).
 pub const CLOCK_TICKS: u64 = 100;
 
+/// Emulated precise-sampling period: one access sample per this many cache lines touched.
+///
+/// Default 10 000 lines (640 KB). `perf mem record` samples in frequency mode, 4000 samples/s per
+/// CPU by default (`perf record -F`, capped by `kernel.perf_event_max_sample_rate`); a core
+/// streaming 2 GB/s touches ~31 M lines/s, so 4 kHz is one sample per ~8 000 lines, and fixed
+/// periods used with `perf mem`/`perf c2c -c` are of the same order. Prevents both a signal too
+/// sparse to see a thread's pages (100 000) and a sample volume no PMU buffer carries (100).
+pub const SAMPLE_PERIOD_LINES: f64 = 10_000.0;
+
+/// Cap on the access samples of one thread per sampling window. Default 4096: perf's default ring
+/// buffer is 512 KiB + 1 page per CPU (`perf_event_mlock_kb` = 516 for unprivileged users) and a
+/// memory sample record (ip, pid/tid, time, addr, phys_addr, weight, data_src) takes ~80-100
+/// bytes, so ~5 000-6 500 records fit before the reader must drain it, and 4 kHz for one second is
+/// 4 000. Bounds the sample volume (and the host's cost) like a real buffer, whatever the window.
+pub const MAX_SAMPLES_PER_THREAD: u64 = 4096;
+
+/// Half-lives of PSI's running averages: the kernel's avg10/avg60/avg300 are exponential averages
+/// over 10, 60 and 300 s windows (`kernel/sched/psi.c`, `calc_avgs`, updated every 2 s).
+const PSI_WINDOWS_S: [f64; 3] = [10.0, 60.0, 300.0];
+
 /// The simulated machine as a policy host.
 #[derive(Debug)]
 pub struct SimHost {
     sim: Sim,
+    /// Generator of the access samples (seeded from the run's seed; the simulation's own
+    /// generators are never drawn from here).
+    srng: SplitMix64,
+    /// Time of the previous `sample()`, ns.
+    last_ns: u64,
+    /// Units done by each task at the previous `sample()` (for `comm`).
+    last_done: Vec<f64>,
+    /// Controller bytes and saturated time at the previous `sample()`, per dense node index.
+    last_ctrl_bytes: Vec<f64>,
+    last_ctrl_sat: Vec<u64>,
+    /// PSI averages (cpu some, memory some, memory full), percent, per window of [`PSI_WINDOWS_S`].
+    psi_avg: [[f64; 3]; 3],
+    /// PSI totals at the previous `sample()`, ns (cpu some, memory some, memory full).
+    last_psi: [f64; 3],
 }
 
 impl SimHost {
     /// Wraps a built simulation.
     pub fn new(sim: Sim) -> Self {
-        Self { sim }
+        let nn = sim.kernel.nr_nodes();
+        let ntasks = sim.kernel.tasks.len();
+        Self {
+            srng: SplitMix64(sim.seed ^ 0x7065_6273_616d_706c),
+            last_ns: sim.now_ns(),
+            last_done: vec![0.0; ntasks],
+            last_ctrl_bytes: vec![0.0; nn],
+            last_ctrl_sat: vec![0; nn],
+            psi_avg: [[0.0; 3]; 3],
+            last_psi: [0.0; 3],
+            sim,
+        }
     }
 
     /// The simulation.
@@ -168,6 +249,197 @@ impl SimHost {
         (moved, full)
     }
 
+    /// `/proc/stat` as `show_stat()` writes it: the `cpu` total, one line per online CPU (user,
+    /// nice, system, idle, iowait, irq, softirq, steal, guest, guest_nice in USER_HZ ticks), then the
+    /// counters. User time is the CPU time tasks ran on the CPU, system time their stalls (page
+    /// migrations, hinting faults), idle the rest of the time since the start.
+    fn proc_stat(&self) -> String {
+        let k = &self.sim.kernel;
+        let now = self.sim.now_ns();
+        let tick = 1_000_000_000 / CLOCK_TICKS;
+        let mut lines = String::new();
+        let (mut tu, mut ts, mut ti) = (0u64, 0u64, 0u64);
+        for c in k.topo.cpus.iter().filter(|c| c.online) {
+            let (u, s) = (self.sim.cpu_user_ns[c.id as usize], self.sim.cpu_sys_ns[c.id as usize]);
+            let idle = now.saturating_sub(u + s);
+            let (u, s, i) = (u / tick, s / tick, idle / tick);
+            tu += u;
+            ts += s;
+            ti += i;
+            lines.push_str(&format!("cpu{} {u} 0 {s} {i} 0 0 0 0 0 0\n", c.id));
+        }
+        let started = self.sim.prt.iter().filter(|p| p.started).count();
+        let running = k.tasks.iter().filter(|t| t.state == TaskState::Running).count();
+        let ctxt: u64 = k.tasks.iter().map(|t| t.timeslices + t.cpu_migrations).sum();
+        format!(
+            "cpu  {tu} 0 {ts} {ti} 0 0 0 0 0 0\n{lines}ctxt {ctxt}\nbtime 0\nprocesses {started}\nprocs_running {running}\nprocs_blocked 0\n"
+        )
+    }
+
+    /// `/proc/pressure/cpu` and `memory` from the engine's stall totals: `total` in µs, the
+    /// averages as exponential averages over 10/60/300 s updated with each window's stall share.
+    fn psi(&mut self) -> Result<PsiSample, HostError> {
+        let window = self.sim.now_ns().saturating_sub(self.last_ns) as f64;
+        let mut text = Vec::new();
+        for (i, &total) in self.sim.psi_ns.iter().enumerate() {
+            if window > 0.0 {
+                let pct = (100.0 * (total - self.last_psi[i]) / window).clamp(0.0, 100.0);
+                for (w, &span) in PSI_WINDOWS_S.iter().enumerate() {
+                    let keep = (-(window / 1e9) / span).exp();
+                    self.psi_avg[i][w] = self.psi_avg[i][w] * keep + pct * (1.0 - keep);
+                }
+            }
+            self.last_psi[i] = total;
+            let a = self.psi_avg[i];
+            text.push(format!("avg10={:.2} avg60={:.2} avg300={:.2} total={}", a[0], a[1], a[2], (total / 1e3) as u64));
+        }
+        // The cpu file's full line is all zeros at system level (psi.rst).
+        let cpu = format!("some {}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", text[0]);
+        let memory = format!("some {}\nfull {}\n", text[1], text[2]);
+        Ok(PsiSample {
+            cpu: Some(parse_psi(&cpu).map_err(|e| unavailable("/proc/pressure/cpu", e))?),
+            memory: Some(parse_psi(&memory).map_err(|e| unavailable("/proc/pressure/memory", e))?),
+            io: None,
+        })
+    }
+
+    /// The emulated precise access samples of the window since the previous `sample()` (see the
+    /// module essay), sorted by (pid, tid, addr).
+    fn access_samples(&mut self) -> Vec<AccessSample> {
+        let window = self.sim.take_access_window();
+        let sim = &self.sim;
+        let k = &sim.kernel;
+        let rng = &mut self.srng;
+        let live = |p: usize| sim.prt[p].started && sim.prt[p].finish_ns.is_none();
+        // Samples per (task, range), stochastically rounded, then capped per task.
+        let mut want: Vec<(usize, u32, u64, u64)> = Vec::new();
+        let mut i = 0;
+        while i < window.len() {
+            let t = window[i].0;
+            let j = i + window[i..].iter().take_while(|w| w.0 == t).count();
+            if live(k.tasks[t].proc as usize) {
+                let first = want.len();
+                for &(_, range, bytes, last) in &window[i..j] {
+                    let x = bytes / 64.0 / SAMPLE_PERIOD_LINES;
+                    let n = x.floor() as u64 + u64::from(rng.unit() < x.fract());
+                    if n > 0 {
+                        want.push((t, range, n, last));
+                    }
+                }
+                let total: u64 = want[first..].iter().map(|w| w.2).sum();
+                if total > MAX_SAMPLES_PER_THREAD {
+                    for w in &mut want[first..] {
+                        w.2 = w.2 * MAX_SAMPLES_PER_THREAD / total;
+                    }
+                }
+            }
+            i = j;
+        }
+        // Resident regions of sparse ranges, listed once (rejection sampling would mostly miss).
+        let mut sparse: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        let mut agg: BTreeMap<(u32, u32, u64), AccessSample> = BTreeMap::new();
+        for (t, range, n, last) in want {
+            let r = &sim.ranges[range as usize];
+            if r.allocated == 0 {
+                continue;
+            }
+            let len = r.end - r.start;
+            let interleave = sim.page_interleave(r);
+            let dense = r.allocated as usize * 8 >= len;
+            if !dense && !sparse.contains_key(&range) {
+                let list = (r.start..r.end).filter(|&g| k.regions[g].node != NO_NODE).collect();
+                sparse.insert(range, list);
+            }
+            let task = &k.tasks[t];
+            let pid = k.procs[task.proc as usize].pid;
+            for _ in 0..n {
+                let g = if dense {
+                    // Uniform over the range's slots until a resident one (>= 1/8 are resident).
+                    let mut g = r.start + rng.below(len);
+                    while k.regions[g].node == NO_NODE {
+                        g = r.start + rng.below(len);
+                    }
+                    g
+                } else {
+                    let list = &sparse[&range];
+                    list[rng.below(list.len())]
+                };
+                let reg = &k.regions[g];
+                let owner = &k.procs[reg.proc as usize];
+                let si = owner.regions.partition_point(|&(_, e)| e <= g);
+                let mut addr = owner.addrs[si] + (g - owner.regions[si].0) as u64 * REGION_BYTES;
+                let mut phys = (g as u64) << 21;
+                let mut node = reg.node;
+                if let Some(w) = &interleave {
+                    // A buffer smaller than a region interleaved page by page: the node by the
+                    // interleave weights, one 4 KiB page per node standing for its pages there.
+                    let x = rng.unit();
+                    let mut acc = 0.0;
+                    let ni = w.iter().position(|&s| {
+                        acc += s;
+                        x < acc
+                    });
+                    let ni = ni.unwrap_or_else(|| w.iter().rposition(|&s| s > 0.0).unwrap_or(0));
+                    node = k.topo.nodes[ni].id;
+                    addr += ni as u64 * 4096;
+                    phys += ni as u64 * 4096;
+                }
+                let e = agg.entry((pid, task.tid, addr)).or_insert(AccessSample {
+                    pid,
+                    tid: task.tid,
+                    addr,
+                    phys: Some(phys),
+                    node,
+                    count: 0,
+                    last_ns: last,
+                });
+                e.count += 1;
+                e.last_ns = e.last_ns.max(last);
+            }
+        }
+        agg.into_values().collect()
+    }
+
+    /// The workload's closed loops as socket peers: for every Pace pair, each thread of side a
+    /// with each thread of side b that did work since the previous `sample()`; `events` = a's
+    /// units in the window shared out over b's threads by their units (for a server and its
+    /// clients at ratio 1: that client's requests).
+    fn comm_samples(&mut self) -> Vec<CommSample> {
+        let sim = &self.sim;
+        let k = &sim.kernel;
+        let mut out = Vec::new();
+        let delta = |t: usize| (sim.trt[t].done - self.last_done[t]).max(0.0);
+        for pc in &sim.spec.pacing {
+            let (Some(a), Some(b)) = (sim.spec.find_group(&pc.a), sim.spec.find_group(&pc.b)) else {
+                continue;
+            };
+            let side = |(sp, g): (usize, usize)| -> Vec<usize> {
+                let Some(p) = sim.prt.iter().position(|r| r.spec == sp) else { return Vec::new() };
+                if !sim.prt[p].started || sim.prt[p].finish_ns.is_some() {
+                    return Vec::new();
+                }
+                k.procs[p].tasks.iter().copied().filter(|&t| k.tasks[t].group as usize == g && delta(t) > 0.0).collect()
+            };
+            let (ta, tb) = (side(a), side(b));
+            let sum_b: f64 = tb.iter().map(|&t| delta(t)).sum();
+            for &x in &ta {
+                for &y in &tb {
+                    let events = (delta(x) * delta(y) / sum_b).round() as u64;
+                    if events == 0 {
+                        continue;
+                    }
+                    let end = |t: usize| (k.procs[k.tasks[t].proc as usize].pid, k.tasks[t].tid);
+                    out.push(CommSample { a: end(x), b: end(y), kind: CommKind::Socket, events });
+                }
+            }
+        }
+        for (t, tr) in self.sim.trt.iter().enumerate() {
+            self.last_done[t] = tr.done;
+        }
+        out.sort();
+        out
+    }
+
     fn stat_line(&self, id: u32, comm: &str, t: TaskLike) -> String {
         // The 52 fields of proc_pid_stat (fs/proc/array.c, do_task_stat), in order.
         format!(
@@ -225,6 +497,9 @@ impl Host for SimHost {
     }
 
     fn sample(&mut self) -> Result<Sample, HostError> {
+        let accesses = self.access_samples();
+        let comm = self.comm_samples();
+        let psi = self.psi()?;
         let k = &self.sim.kernel;
         let node_ids: Vec<u32> = k.topo.nodes.iter().map(|n| n.id).collect();
         let all_nodes: Arc<NodeSet> = Arc::new(k.topo.node_ids());
@@ -333,6 +608,14 @@ impl Host for SimHost {
                     }
                     None => None,
                 };
+                // schedstat: run time, run delay, switch-ins (proc_pid_schedstat in fs/proc/base.c).
+                let line = format!(
+                    "{} {} {}\n",
+                    task.utime_ns + task.stime_ns,
+                    task.wait_ns,
+                    task.timeslices + task.cpu_migrations
+                );
+                let schedstat = parse_schedstat(&line).map_err(|e| unavailable("schedstat", e))?;
                 threads.push(ThreadSample {
                     tid: task.tid,
                     stat: tstat,
@@ -341,7 +624,7 @@ impl Host for SimHost {
                     voluntary_ctxt_switches: None,
                     nonvoluntary_ctxt_switches: None,
                     sched,
-                    schedstat: None,
+                    schedstat: Some(schedstat),
                 });
             }
             let node_usage = numa_maps.usage_by_node();
@@ -359,8 +642,16 @@ impl Host for SimHost {
                 threads,
             });
         }
+        let now = self.sim.now_ns();
+        let window_ns = now.saturating_sub(self.last_ns);
         let mut nodes = Vec::new();
         for (i, n) in k.topo.nodes.iter().enumerate() {
+            let mem_bw = (k.node_capacity[i] > 0).then(|| MemBandwidth {
+                bytes: (self.sim.ctrl_bytes[i] - self.last_ctrl_bytes[i]).max(0.0) as u64,
+                window_ns,
+                saturated_ns: self.sim.ctrl_saturated_ns[i] - self.last_ctrl_sat[i],
+                capacity_bytes_per_s: (self.sim.model.capacity[i] * 1e9) as u64,
+            });
             let total_kb = n.mem_total_kb;
             let used_kb = (k.node_used[i] * REGION_BYTES / 1024).min(total_kb);
             let text = format!(
@@ -375,9 +666,10 @@ impl Host for SimHost {
                 meminfo,
                 numastat: Counters::default(),
                 vmstat: Counters::default(),
-                mem_bw: None,
+                mem_bw,
             });
         }
+        let cpu = Some(parse_proc_stat(&self.proc_stat()).map_err(|e| unavailable("/proc/stat", e))?);
         let vm = match an {
             Some(a) => {
                 let c = a.counters();
@@ -390,7 +682,9 @@ impl Host for SimHost {
         };
         let vmstat = parse_vmstat(&format!("{vm}pgmigrate_success {}\n", k.pages_migrated))
             .map_err(|e| unavailable("vmstat", e))?;
-        let now = self.sim.now_ns();
+        self.last_ns = now;
+        self.last_ctrl_bytes.clone_from(&self.sim.ctrl_bytes);
+        self.last_ctrl_sat.clone_from(&self.sim.ctrl_saturated_ns);
         Ok(Sample {
             monotonic_ns: now,
             boottime_ns: now,
@@ -400,12 +694,12 @@ impl Host for SimHost {
             page_size: 4096,
             processes,
             nodes,
-            cpu: None,
+            cpu,
             vmstat,
-            psi: PsiSample::default(),
-            numa_balancing: Some(k.numa_balancing),
-            accesses: Vec::new(),
-            comm: Vec::new(),
+            psi,
+            numa_balancing: Some(self.sim.kernel.numa_balancing),
+            accesses,
+            comm,
         })
     }
 

@@ -8,7 +8,8 @@
 //! ```text
 //!   Kernel
 //!   ├── procs[]    Proc     pid, comm, starttime, its regions = one contiguous block, tasks
-//!   ├── tasks[]    Task     tid, proc, cpu, allowed CPUs, state, CPU time, pending stall
+//!   ├── tasks[]    Task     tid, proc, cpu, allowed CPUs, state, CPU time, pending stall,
+//!   │                       run delay and switch-ins (schedstat)
 //!   ├── regions[]  Region   2 MiB granule: node (or NO_NODE), owner proc, region spec
 //!   ├── node_used[]         regions allocated per node (capacity from the topology's MemTotal)
 //!   └── proc_node[p][n]     regions of process p on node n (kept by `place`, O(1) per move)
@@ -99,6 +100,12 @@ pub struct Task {
     pub stall_ns: u64,
     /// Number of times it changed CPU.
     pub cpu_migrations: u64,
+    /// Time runnable but waiting for its CPU (run delay, `sched_info.run_delay`), ns: the part of
+    /// the time it wanted a CPU that went to the other tasks queued on the same CPU.
+    pub wait_ns: u64,
+    /// Times it was switched in (`sched_info.pcount`, schedstat's third number); see
+    /// `sched::BASE_SLICE_NS` for how the fluid model counts them.
+    pub timeslices: u64,
 }
 
 impl Task {
@@ -118,6 +125,8 @@ impl Task {
             stime_ns: 0,
             stall_ns: 0,
             cpu_migrations: 0,
+            wait_ns: 0,
+            timeslices: 0,
         }
     }
 }

@@ -30,7 +30,13 @@
 //! not pulled off its preferred node (the kernel's `migrate_degrades_locality`).
 //!
 //! CPU share: a task with duty d on a CPU whose queued duties sum to D gets d * min(1, 1/D) of the
-//! CPU (CFS shares time equally among equal-weight runnable tasks).
+//! CPU (CFS shares time equally among equal-weight runnable tasks); the rest of the d it wanted is
+//! its run delay (schedstat's wait time).
+//!
+//! Ties: wherever candidates are equally good (equally idle groups or CPUs at fork, equally busy or
+//! idle groups and CPUs in a balancing pass), a tie-break function picks one ([`Tie`]); the engine
+//! passes the run's seeded generator, so seeds differ in which of equal CPUs a task lands on, as
+//! live runs do, and a seed always picks the same.
 //!
 //! # Limits
 //!
@@ -68,6 +74,24 @@ const LLC_IMBALANCE: f64 = 1.17;
 const SMT_IMBALANCE: f64 = 1.10;
 /// Upper bound on task moves per domain per pass; keeps a pass O(tasks) on huge machines.
 const MAX_MOVES_PER_DOMAIN: usize = 64;
+
+/// A tie-break: `tie(n)` returns which of `n` equally good candidates (in id order) to take, in
+/// `0..n`. The engine passes the run's seeded generator; `|_| 0` gives the lowest id.
+///
+/// Why not always the lowest id: among equally idle CPUs the kernel's choice depends on timing,
+/// not on ids. `select_idle_sibling` scans the LLC starting at the waking CPU (`select_idle_cpu`
+/// wraps around from `target`), `sched_balance_find_dst_group` / `find_idlest_group` compare
+/// loads and utilisation that differ by the jitter of the moment, and the periodic balancer's
+/// busiest/idlest choice among equal groups depends on which CPU runs the softirq first. A
+/// simulator that always takes the lowest id makes every seed place alike; real runs do not.
+pub type Tie<'a> = &'a mut dyn FnMut(usize) -> usize;
+
+/// Length of a timeslice when tasks share a CPU, ns: 3 ms, EEVDF's `sysctl_sched_base_slice`
+/// (0.75 ms x (1 + ilog2(min(CPUs, 8))) = 3 ms on machines of 8 or more CPUs; kernel/sched/fair.c,
+/// 6.6+). Counts schedstat's switch-ins in the fluid model: a task sharing its CPU is switched in
+/// once per slice it runs; a task alone on its CPU only when it starts, wakes (once per epoch when
+/// its duty is below 1) or changes CPU. Prevents a constant "0 timeslices" that no live task shows.
+pub const BASE_SLICE_NS: u64 = 3_000_000;
 
 impl Sched {
     /// Builds the domain levels of the machine of `k`.
@@ -143,8 +167,9 @@ impl Sched {
     }
 
     /// CPU placement of a new task (fork/exec balancing): top-down, the idlest group at each level
-    /// among those the task may run on, then the idlest allowed CPU; ties to the lowest id.
-    pub fn place_new(&self, k: &Kernel, allowed: &CpuSet) -> Option<u32> {
+    /// among those the task may run on, then the idlest allowed CPU. Among equally idle groups or
+    /// CPUs, `tie(n)` picks one of the `n` equals (in id order); see [`Tie`].
+    pub fn place_new(&self, k: &Kernel, allowed: &CpuSet, tie: Tie<'_>) -> Option<u32> {
         let load = Self::loads(k);
         let mut candidates: Vec<u32> = allowed.iter().filter(|&c| (c as usize) < load.len()).collect();
         candidates.retain(|&c| k.topo.cpu(c).is_some_and(|x| x.online));
@@ -157,31 +182,33 @@ impl Sched {
                 if !d.iter().flatten().any(|c| candidates.contains(c)) {
                     continue;
                 }
-                let mut best: Option<(f64, usize)> = None;
+                let mut groups: Vec<(f64, usize)> = Vec::new();
                 for (gi, g) in d.iter().enumerate() {
-                    let allowed_here: Vec<u32> = g.iter().copied().filter(|c| candidates.contains(c)).collect();
-                    if allowed_here.is_empty() {
+                    if !g.iter().any(|c| candidates.contains(c)) {
                         continue;
                     }
                     let per_cpu = g.iter().map(|&c| load[c as usize]).sum::<f64>() / g.len() as f64;
-                    if best.is_none_or(|(b, _)| per_cpu < b - 1e-12) {
-                        best = Some((per_cpu, gi));
-                    }
+                    groups.push((per_cpu, gi));
                 }
-                if let Some((_, gi)) = best {
+                let best = groups.iter().map(|g| g.0).fold(f64::INFINITY, f64::min);
+                let equals: Vec<usize> = groups.iter().filter(|g| g.0 <= best + 1e-12).map(|g| g.1).collect();
+                if !equals.is_empty() {
+                    let gi = equals[tie(equals.len()).min(equals.len() - 1)];
                     candidates.retain(|c| d[gi].contains(c));
                 }
                 break;
             }
         }
-        candidates.into_iter().min_by(|&a, &b| {
-            load[a as usize].partial_cmp(&load[b as usize]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
-        })
+        let best = candidates.iter().map(|&c| load[c as usize]).fold(f64::INFINITY, f64::min);
+        candidates.retain(|&c| load[c as usize] <= best + 1e-12);
+        let i = tie(candidates.len()).min(candidates.len() - 1);
+        Some(candidates[i])
     }
 
     /// One load-balancing pass over all levels. `preferred(task)` gives the task's preferred node
     /// when NUMA balancing is on (`None` otherwise). Returns the number of task moves.
-    pub fn balance(&self, k: &mut Kernel, preferred: &dyn Fn(usize) -> Option<u32>) -> usize {
+    /// Among equally loaded groups or CPUs, `tie(n)` picks one of the `n` equals (see [`Tie`]).
+    pub fn balance(&self, k: &mut Kernel, preferred: &dyn Fn(usize) -> Option<u32>, tie: Tie<'_>) -> usize {
         let mut load = Self::loads(k);
         // Running tasks per CPU, in task order.
         let mut queued: Vec<Vec<usize>> = vec![Vec::new(); load.len()];
@@ -196,19 +223,20 @@ impl Sched {
                 for _ in 0..MAX_MOVES_PER_DOMAIN {
                     let per_cpu: Vec<f64> =
                         d.iter().map(|g| g.iter().map(|&c| load[c as usize]).sum::<f64>() / g.len() as f64).collect();
-                    let busiest = argmax(&per_cpu);
+                    let busiest = argmax(&per_cpu, tie);
                     // Idlest group first; groups none of the busiest's tasks may run in are
                     // skipped (the kernel's LBF_SOME_PINNED retry).
                     let mut order: Vec<usize> = (0..d.len()).filter(|&g| g != busiest).collect();
                     order.sort_by(|&a, &b| {
                         per_cpu[a].partial_cmp(&per_cpu[b]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
                     });
+                    shuffle_ties(&mut order, &|g| per_cpu[g], tie);
                     let mut chosen = None;
                     for idlest in order {
                         if per_cpu[busiest] <= per_cpu[idlest] * level.imbalance_pct + 1e-9 {
                             break;
                         }
-                        let Some((task, dst)) = pick(k, d, busiest, idlest, &load, &queued, preferred) else {
+                        let Some((task, dst)) = pick(k, d, busiest, idlest, &load, &queued, preferred, tie) else {
                             continue;
                         };
                         let duty = k.tasks[task].duty;
@@ -250,17 +278,49 @@ impl Sched {
     }
 }
 
-fn argmax(v: &[f64]) -> usize {
-    let mut b = 0;
-    for i in 1..v.len() {
-        if v[i] > v[b] + 1e-12 {
-            b = i;
-        }
+/// Index of the largest value; among equal largest values `tie` picks one.
+fn argmax(v: &[f64], tie: Tie<'_>) -> usize {
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let equals: Vec<usize> = (0..v.len()).filter(|&i| v[i] >= max - 1e-12).collect();
+    match equals.len() {
+        0 => 0,
+        1 => equals[0],
+        n => equals[tie(n).min(n - 1)],
     }
-    b
+}
+
+/// Reorders each run of equal keys in `items` (already sorted by `key`) by `tie` draws
+/// (Fisher-Yates within the run): equals end in a seed-dependent order, unequal ones keep theirs.
+fn shuffle_ties(items: &mut [usize], key: &dyn Fn(usize) -> f64, tie: Tie<'_>) {
+    let mut start = 0;
+    while start < items.len() {
+        let k0 = key(items[start]);
+        let mut end = start + 1;
+        while end < items.len() && (key(items[end]) - k0).abs() <= 1e-12 {
+            end += 1;
+        }
+        for i in (start + 1..end).rev() {
+            let j = start + tie(i - start + 1).min(i - start);
+            items.swap(i, j);
+        }
+        start = end;
+    }
+}
+
+/// The least loaded CPU of `cpus` that `allowed` admits; among equally loaded ones `tie` picks.
+fn least_loaded(cpus: &[u32], allowed: &CpuSet, load: &[f64], tie: Tie<'_>) -> Option<u32> {
+    let ok: Vec<u32> = cpus.iter().copied().filter(|&c| allowed.contains(c)).collect();
+    let best = ok.iter().map(|&c| load[c as usize]).fold(f64::INFINITY, f64::min);
+    let equals: Vec<u32> = ok.into_iter().filter(|&c| load[c as usize] <= best + 1e-12).collect();
+    match equals.len() {
+        0 => None,
+        1 => Some(equals[0]),
+        n => Some(equals[tie(n).min(n - 1)]),
+    }
 }
 
 /// Chooses a task of group `busiest` that may run in group `idlest`, and its destination CPU.
+#[allow(clippy::too_many_arguments)] // the pass's state, borrowed piecewise (the caller mutates it between picks)
 fn pick(
     k: &Kernel,
     d: &[Vec<u32>],
@@ -269,18 +329,16 @@ fn pick(
     load: &[f64],
     queued: &[Vec<usize>],
     preferred: &dyn Fn(usize) -> Option<u32>,
+    tie: Tie<'_>,
 ) -> Option<(usize, u32)> {
-    let mut src_cpus: Vec<u32> = d[busiest].clone();
-    src_cpus.sort_by(|&a, &b| {
-        load[b as usize].partial_cmp(&load[a as usize]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
-    });
+    let mut src_cpus: Vec<usize> = d[busiest].iter().map(|&c| c as usize).collect();
+    src_cpus.sort_by(|&a, &b| load[b].partial_cmp(&load[a]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+    shuffle_ties(&mut src_cpus, &|c| load[c], tie);
     for src in src_cpus {
+        let src = src as u32;
         for &task in queued[src as usize].iter().rev() {
             let t = &k.tasks[task];
-            let dst = d[idlest].iter().copied().filter(|&c| t.allowed.contains(c)).min_by(|&a, &b| {
-                load[a as usize].partial_cmp(&load[b as usize]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
-            });
-            let Some(dst) = dst else { continue };
+            let Some(dst) = least_loaded(&d[idlest], &t.allowed, load, tie) else { continue };
             if let Some(pref) = preferred(task) {
                 let src_node = k.node_of_cpu(src);
                 let dst_node = k.node_of_cpu(dst);
@@ -325,7 +383,7 @@ mod tests {
         // 12 tasks all on CPU 0 of a 2-node, 6-core-per-node SMT2 box: one per core at the end.
         let mut k = kernel_with_tasks("autonuma-2s12c-24g", 12, None);
         let s = Sched::new(&k);
-        s.balance(&mut k, &|_| None);
+        s.balance(&mut k, &|_| None, &mut |_| 0);
         let mut per_core = std::collections::BTreeMap::new();
         for t in &k.tasks {
             let c = k.topo.cpu(t.cpu).unwrap();
@@ -343,7 +401,7 @@ mod tests {
         let all = k.topo.online_cpus();
         let mut seen = Vec::new();
         for i in 0..24u32 {
-            let cpu = s.place_new(&k, &all).unwrap();
+            let cpu = s.place_new(&k, &all, &mut |_| 0).unwrap();
             seen.push(cpu);
             k.tasks.push(Task::new(i, 0, 0, i, cpu, all.clone()));
         }
@@ -357,7 +415,7 @@ mod tests {
         let allowed = CpuSet::parse_list("0-1").unwrap();
         let mut k = kernel_with_tasks("autonuma-2s12c-24g", 6, Some(allowed.clone()));
         let s = Sched::new(&k);
-        s.balance(&mut k, &|_| None);
+        s.balance(&mut k, &|_| None, &mut |_| 0);
         assert!(k.tasks.iter().all(|t| allowed.contains(t.cpu)));
         let (share, _) = Sched::shares(&k);
         let total: f64 = share.iter().sum();
@@ -370,7 +428,7 @@ mod tests {
         let mut k = kernel_with_tasks("autonuma-2s12c-24g", 12, Some(CpuSet::parse_list("0-23").unwrap()));
         // All on node 0 (CPU 0); every task prefers node 0: the machine level moves nothing off it.
         let s = Sched::new(&k);
-        s.balance(&mut k, &|_| Some(0));
+        s.balance(&mut k, &|_| Some(0), &mut |_| 0);
         assert!(k.tasks.iter().all(|t| k.node_of_cpu(t.cpu) == 0));
     }
 }
