@@ -410,6 +410,50 @@ mod tests {
     }
 
     #[test]
+    fn ties_pick_among_equals_only() {
+        // 12 tasks on the 12 cores of 24 CPUs: whichever equal CPU the tie-break takes, one task
+        // per core and 6 per node; lowest-first and highest-first give different CPUs.
+        let place = |tie: &mut dyn FnMut(usize) -> usize| -> Vec<u32> {
+            let mut k = kernel_with_tasks("autonuma-2s12c-24g", 0, None);
+            let s = Sched::new(&k);
+            let all = k.topo.online_cpus();
+            for i in 0..12u32 {
+                let cpu = s.place_new(&k, &all, tie).unwrap();
+                k.tasks.push(Task::new(i, 0, 0, i, cpu, all.clone()));
+            }
+            let cores: std::collections::BTreeSet<(u32, u32)> = k
+                .tasks
+                .iter()
+                .map(|t| {
+                    let c = k.topo.cpu(t.cpu).unwrap();
+                    (c.package, c.core)
+                })
+                .collect();
+            assert_eq!(cores.len(), 12, "one task per core");
+            assert_eq!(k.tasks.iter().filter(|t| k.node_of_cpu(t.cpu) == 0).count(), 6);
+            let mut cpus: Vec<u32> = k.tasks.iter().map(|t| t.cpu).collect();
+            cpus.sort();
+            cpus
+        };
+        let low = place(&mut |_| 0);
+        let high = place(&mut |n| n - 1);
+        assert_ne!(low, high);
+        // The balancer with ties: still one task per core from a pile on CPU 0.
+        let mut k = kernel_with_tasks("autonuma-2s12c-24g", 12, None);
+        let s = Sched::new(&k);
+        s.balance(&mut k, &|_| None, &mut |n| n - 1);
+        let cores: std::collections::BTreeSet<(u32, u32)> = k
+            .tasks
+            .iter()
+            .map(|t| {
+                let c = k.topo.cpu(t.cpu).unwrap();
+                (c.package, c.core)
+            })
+            .collect();
+        assert_eq!(cores.len(), 12);
+    }
+
+    #[test]
     fn affinity_is_honoured_and_oversubscription_time_slices() {
         // 6 tasks allowed only CPUs 0-1: the balancer cannot move them elsewhere; each gets 1/3.
         let allowed = CpuSet::parse_list("0-1").unwrap();
