@@ -6,6 +6,8 @@
 //! numapilot sim list                 machines, workloads, policies
 //! numapilot sim calibrate [--json]   published vs simulated runtime ratios
 //! numapilot sim show FILE [--out DIR] [--json] [--no-chart]   re-render a saved result.json
+//! numapilot sim evidence [--quick] [--seeds N] [--threads N] [--out DIR] [--json]
+//!                                    the issue's evidence matrix: markdown tables + verdicts
 //! ```
 //!
 //! The simulation itself is `numapilot_sim`; this module checks names, shows progress, prints the
@@ -13,6 +15,7 @@
 
 pub mod catalog;
 pub mod chart;
+pub mod evidence;
 pub mod table;
 
 #[cfg(test)]
@@ -45,6 +48,25 @@ pub enum SimCommand {
     /// Print the calibration table: published runtime ratios against simulated ones.
     Calibrate {
         /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the evidence matrix (autonuma-benchmark x machines x policies, client/server, process
+    /// and VM mixes) and print markdown tables with a verdict per target.
+    Evidence {
+        /// A small version: the 2-node box, scaled-down work, one seed unless --seeds.
+        #[arg(long)]
+        quick: bool,
+        /// Seeds per policy (default 3; 1 with --quick).
+        #[arg(long, value_name = "N")]
+        seeds: Option<u64>,
+        /// Worker threads (default: the CPUs available).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+        /// Also write evidence.md and evidence.json under this directory.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Print JSON instead of markdown.
         #[arg(long)]
         json: bool,
     },
@@ -110,6 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(SimCommand::Calibrate { json }) => calibrate(json),
+        Some(SimCommand::Evidence { quick, seeds, threads, out, json }) => evidence(quick, seeds, threads, out, json),
         Some(SimCommand::Show { file, output }) => {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let comparison: Comparison = serde_json::from_str(&text)
@@ -270,6 +293,45 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
         numapilot_sim::run::simulate_with(&machine, &spec, &names, &seeds, &opts, &tunables, &mut |f| progress.set(f));
     progress.finish();
     report(&result?, &args.output)
+}
+
+/// `numapilot sim evidence`.
+fn evidence(
+    quick: bool,
+    seeds: Option<u64>,
+    threads: Option<usize>,
+    out: Option<PathBuf>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if seeds == Some(0) {
+        bail!("--seeds must be at least 1");
+    }
+    if threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    let matrix = evidence::Matrix::new(quick, seeds);
+    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let result = evidence::evidence(&matrix, threads, &|line| eprintln!("{line}"))?;
+    let mut command = String::from("numapilot sim evidence");
+    if quick {
+        command.push_str(" --quick");
+    }
+    command.push_str(&format!(" --seeds {}", matrix.seeds.len()));
+    let md = evidence::markdown(&result, &command);
+    if let Some(dir) = &out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let md_path = dir.join("evidence.md");
+        std::fs::write(&md_path, &md).with_context(|| format!("writing {}", md_path.display()))?;
+        let json_path = dir.join("evidence.json");
+        std::fs::write(&json_path, serde_json::to_string_pretty(&result)? + "\n")
+            .with_context(|| format!("writing {}", json_path.display()))?;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{md}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `numapilot sim calibrate`: the published runtime ratios against the simulated ones.
