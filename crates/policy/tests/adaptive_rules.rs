@@ -116,11 +116,13 @@ fn placement_cpu_follows_memory_then_next_best_node() {
     assert!(m.reason.detail.contains("327680 of 786432 remote pages"), "{}", m.reason.detail);
 }
 
-/// Rule 2: the preferred node is a bottleneck -> the next best by access share.
+/// Rule 2: the preferred node is a bottleneck -> the next best by access share. (A CPU
+/// bottleneck only refuses units that do not run there yet: see the next test.)
 ///
 /// ```text
 ///   svc (pid 10): 4 threads on node 1, 100 MiB (80 on node 1, 20 on node 2), sampled accesses
-///                 node 0 10%, node 1 60%, node 2 30%; node 1 is a CPU bottleneck (load 0.97)
+///                 node 0 10%, node 1 60%, node 2 30%; node 1's memory bandwidth is a bottleneck
+///                 (load 0.93)
 ///   candidates: node 1 (runs there, small memory), then by share: 2 (30%), 0 (10%), 3
 ///   node 1 bottleneck -> node 2 (next-best-node)
 ///   memory: on node 2, 70% of accesses remote (>= 25%), 20480 pages on node 1; benefit 0.7 x 4 x 10
@@ -133,17 +135,49 @@ fn placement_avoids_a_bottleneck_node() {
     for i in 0..4 {
         b.access(10, i, &[0.1, 0.6, 0.3, 0.0]);
     }
-    b.group_proc(1, 10).bottleneck(1, 0.97);
+    b.group_proc(1, 10);
+    b.m.nodes[1].mem_bw.known = true;
+    b.m.nodes[1].mem_bw.load = 0.93;
+    b.m.nodes[1].mem_bw.bottleneck = true;
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "2", "next-best-node")]);
-    assert!(plan.actions[0].reason.detail.contains("node 1 bottleneck (cpu load 0.97"), "{plan:#?}");
+    assert!(plan.actions[0].reason.detail.contains("node 1 bottleneck (memory bandwidth load 0.93)"), "{plan:#?}");
     assert_eq!(plan.actions.len(), 2, "{plan:#?}");
     assert_eq!(
         plan.actions[1].kind,
         ActionKind::MigratePages { from: nodes("1"), to: nodes("2"), max_pages: Some(20_480) }
     );
     assert!(plan.actions[1].reason.detail.contains("70% of its sampled accesses remote"), "{plan:#?}");
+}
+
+/// Rule 2: a CPU bottleneck refuses newcomers; the units already there are re-placed by capacity.
+///
+/// ```text
+///   node 0 CPU bottleneck (load 0.95)
+///   b (pid 11, heavier: first): 4 x 1.0 on node 1, 2048 MiB on node 0 -> CPU-follows-memory wants
+///        node 0: refused (bottleneck, b does not run there)           -> node 1, next-best-node
+///   a (pid 10): 4 x 1.0 on node 0, 100 MiB: runs there, 4 of 12 CPUs -> stays on node 0
+///   memory: b on node 1 with 100% remote: benefit 40 > 1.05 s       -> MigratePages(0 -> 1, 327680)
+/// ```
+#[test]
+fn a_cpu_bottleneck_refuses_newcomers_only() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "a", &[(0, 1.0); 4], &[100, 0]);
+    b.proc(11, "b", &[(1, 1.0); 4], &[2048, 0]);
+    b.group_proc(1, 10).group_proc(2, 11).bottleneck(0, 0.95);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![aff(10, None, "0", "stay-current-node"), aff(11, None, "1", "next-best-node")]
+    );
+    assert!(plan.actions[1].reason.detail.contains("node 0 bottleneck (cpu load 0.95"), "{plan:#?}");
+    assert_eq!(plan.actions.len(), 3, "{plan:#?}");
+    assert_eq!(
+        plan.actions[2].kind,
+        ActionKind::MigratePages { from: nodes("0"), to: nodes("1"), max_pages: Some(327_680) }
+    );
 }
 
 /// Rule 2: a group larger than any node gets the closest set around its preferred node.

@@ -205,6 +205,19 @@ impl<'m> Planner<'m> {
         self.model.nodes.get(i).is_some_and(|l| l.any_bottleneck())
     }
 
+    /// Whether node `i` refuses unit `u` for being a bottleneck. A CPU bottleneck refuses only
+    /// units that do not run there yet: the plan re-places every unit against CPU capacity, so
+    /// the units that caused the CPU bottleneck are spread by the capacity check, not evicted all
+    /// at once (which would only move the bottleneck). Memory-bandwidth, memory-capacity and IO
+    /// bottlenecks, which the capacity table does not model, refuse every unit.
+    fn refuses(&self, i: usize, u: &Unit) -> bool {
+        let Some(l) = self.model.nodes.get(i) else { return false };
+        l.mem_bw.bottleneck
+            || l.mem_capacity.bottleneck
+            || l.io.bottleneck
+            || (l.cpu.bottleneck && u.current != Some(i))
+    }
+
     /// Why node `i` is a bottleneck, for reasons.
     fn bottleneck_why(&self, i: usize) -> String {
         let Some(l) = self.model.nodes.get(i) else { return String::new() };
@@ -363,6 +376,10 @@ impl<'m> Planner<'m> {
         for (k, tv) in &m.tasks {
             let Some(i) = self.task_idx(k) else { continue };
             all[i] += tv.cpu_rate;
+            // A new process's threads have no rate yet but are in the node's measured demand.
+            if new.contains(&k.pid) {
+                all[i] += m.tunables.new_thread_cpu.max(tv.cpu_rate) - tv.cpu_rate;
+            }
             if !in_unit.contains(k) && !new.contains(&k.pid) {
                 self.fixed[i] += tv.cpu_rate;
             }
@@ -716,7 +733,7 @@ impl<'m> Planner<'m> {
         if fits || matches!(u.kind, UnitKind::Process(ProcessClass::LatencySensitive)) {
             let mut skipped = Vec::new();
             for &i in &c.order {
-                if self.bottleneck(i) {
+                if self.refuses(i, u) {
                     skipped.push(self.bottleneck_why(i));
                     continue;
                 }
@@ -750,7 +767,7 @@ impl<'m> Planner<'m> {
                 ));
             }
             // No node has room: stay, or the least loaded.
-            if let Some(cur) = u.current.filter(|&i| self.cpus[i] > 0.0 && !self.bottleneck(i)) {
+            if let Some(cur) = u.current.filter(|&i| self.cpus[i] > 0.0 && !self.refuses(i, u)) {
                 return Placed {
                     nodes: vec![cur],
                     reason: Reason::new(
@@ -770,7 +787,7 @@ impl<'m> Planner<'m> {
                 .cpu_nodes
                 .iter()
                 .copied()
-                .filter(|&i| !self.bottleneck(i))
+                .filter(|&i| !self.refuses(i, u))
                 .max_by(|&a, &b| (self.cap[a] - self.used[a]).total_cmp(&(self.cap[b] - self.used[b])).then(b.cmp(&a)))
                 .unwrap_or(c.order[0]);
             return Placed {
@@ -788,7 +805,7 @@ impl<'m> Planner<'m> {
                 held: false,
             };
         }
-        let seed = c.order.iter().copied().find(|&i| !self.bottleneck(i)).unwrap_or(c.order[0]);
+        let seed = c.order.iter().copied().find(|&i| !self.refuses(i, u)).unwrap_or(c.order[0]);
         let set = self.closest_set(seed, u.cpu, u.mem);
         Placed {
             reason: Reason::new(
