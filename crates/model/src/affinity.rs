@@ -45,7 +45,9 @@
 //! period (over periods, different ones). Cost per period: O(samples log samples + edges +
 //! buckets in the window x accessors^2).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use numapilot_observe::parse::numa_maps::FxBuild;
 
 use numapilot_observe::Sample;
 use serde::{Deserialize, Serialize};
@@ -116,7 +118,7 @@ pub fn decay_factor(dt_ns: u64, half_life_ms: u64) -> f64 {
 
 /// Identity of a memory bucket for co-access: machine-wide when the physical address (or another
 /// machine-wide identity) is known, else per address space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum BucketKey {
     Phys(u64),
     Virt(u32, u64),
@@ -134,7 +136,9 @@ struct Accessor {
 /// `coaccess_max_accessors` per bucket, nothing older than the co-access window.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CoaccessWindow {
-    buckets: BTreeMap<BucketKey, Vec<Accessor>>,
+    // Hash map: looked up once per sampled bucket per period, never iterated into a result (only
+    // pruned), so its order cannot leak.
+    buckets: HashMap<BucketKey, Vec<Accessor>, FxBuild>,
 }
 
 impl CoaccessWindow {
@@ -176,7 +180,8 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
     let tasks = &model.tasks;
     let reborn = &model.state.reborn;
     let win = &mut model.state.coaccess;
-    let alive = |t: &TaskKey| tasks.contains_key(t) && !reborn.contains(t);
+    let live: HashSet<u64, FxBuild> = tasks.keys().filter(|k| !reborn.contains(k)).map(|k| k.packed()).collect();
+    let alive = |t: &TaskKey| live.contains(&t.packed());
 
     // This period's samples per (bucket, task), merged.
     let mut rows: Vec<(BucketKey, TaskKey, u64, u64)> = sample

@@ -113,7 +113,8 @@ pub(crate) fn update(model: &mut Model) {
 
     // Per task: CPU and memory attribution.
     let (task_mem, task_mem_node) = attribute_memory(model, &keys);
-    let task_cpu: Vec<f64> = keys.iter().map(|k| model.tasks[k].cpu_rate).collect();
+    let views: Vec<&crate::tasks::TaskView> = model.tasks.values().collect();
+    let task_cpu: Vec<f64> = views.iter().map(|t| t.cpu_rate).collect();
 
     // Processes with no per-thread signal: residency shares only and no edge of any tier.
     let mut signal: BTreeMap<u32, bool> = BTreeMap::new();
@@ -284,8 +285,8 @@ pub(crate) fn update(model: &mut Model) {
         let mut access = vec![0.0; nn];
         let mut running: BTreeMap<u32, f64> = BTreeMap::new();
         for &i in &idx {
-            let t = &model.tasks[&keys[i]];
-            for (m, &b) in mem_by_node.iter_mut().zip(&task_mem_node[i]) {
+            let t = views[i];
+            for (m, &b) in mem_by_node.iter_mut().zip(&task_mem_node[i * nn..(i + 1) * nn]) {
                 *m += b;
             }
             let w = if cpu > 0.0 { task_cpu[i] } else { 1.0 };
@@ -377,6 +378,9 @@ pub(crate) fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
     let sum: u128 = w.iter().map(|&x| x as u128).sum();
     let mut out: Vec<u64> = w.iter().map(|&x| (total as u128 * x as u128 / sum) as u64).collect();
     let mut rest = total - out.iter().sum::<u64>();
+    if rest == 0 {
+        return out;
+    }
     let mut order: Vec<usize> = (0..w.len()).collect();
     order.sort_by(|&a, &b| w[b].cmp(&w[a]).then(a.cmp(&b)));
     for &i in order.iter().cycle() {
@@ -392,11 +396,12 @@ pub(crate) fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
 }
 
 /// Memory per task: each process's RSS (and RSS per node) shared over its threads by their access
-/// evidence (`access_samples`), equally when none has any.
-fn attribute_memory(model: &Model, keys: &[TaskKey]) -> (Vec<u64>, Vec<Vec<u64>>) {
+/// evidence (`access_samples`), equally when none has any. Per node as one flat vector, task-major
+/// (`[task * nodes + node]`).
+fn attribute_memory(model: &Model, keys: &[TaskKey]) -> (Vec<u64>, Vec<u64>) {
     let nn = model.topo.nodes.len();
     let mut mem = vec![0u64; keys.len()];
-    let mut by_node = vec![vec![0u64; nn]; keys.len()];
+    let mut by_node = vec![0u64; keys.len() * nn];
     let mut i = 0;
     while i < keys.len() {
         let pid = keys[i].pid;
@@ -405,13 +410,13 @@ fn attribute_memory(model: &Model, keys: &[TaskKey]) -> (Vec<u64>, Vec<Vec<u64>>
             j += 1;
         }
         if let Some(p) = model.procs.get(&pid) {
-            let w: Vec<u64> = keys[i..j].iter().map(|k| model.tasks[k].access_samples).collect();
+            let w: Vec<u64> = model.tasks.range(keys[i]..=keys[j - 1]).map(|(_, t)| t.access_samples).collect();
             for (k, m) in apportion(p.rss_bytes, &w).into_iter().enumerate() {
                 mem[i + k] = m;
             }
             for (node, &b) in p.mem_by_node.iter().enumerate().take(nn) {
                 for (k, m) in apportion(b, &w).into_iter().enumerate() {
-                    by_node[i + k][node] = m;
+                    by_node[(i + k) * nn + node] = m;
                 }
             }
         }

@@ -54,9 +54,10 @@
 //! threads has a [`ProcView`] but no tasks. Residency as an access estimate is coarse: a thread
 //! working on a slice of a shared buffer looks like every other thread of its process.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
+use numapilot_observe::parse::numa_maps::FxBuild;
 use numapilot_observe::{PolicyMode, ProcessSample, Sample, ThreadSample};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 use serde::{Deserialize, Serialize};
@@ -67,12 +68,36 @@ use crate::Model;
 
 /// A thread, unambiguously: pid and tid (a reused pid is a different [`ProcView::starttime`]; the
 /// model forgets the old process's tasks when the start time changes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TaskKey {
     /// Process id.
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
+}
+
+impl TaskKey {
+    /// The key as one number, pid in the high half: orders exactly as (pid, tid).
+    #[inline]
+    pub fn packed(self) -> u64 {
+        (u64::from(self.pid) << 32) | u64::from(self.tid)
+    }
+}
+
+// Ordered by (pid, tid), as the derive would, but as one integer comparison: keys are compared
+// millions of times per update (maps and sorts over 10,000 threads).
+impl Ord for TaskKey {
+    #[inline]
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.packed().cmp(&other.packed())
+    }
+}
+
+impl PartialOrd for TaskKey {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// Where a task's per-node access shares come from, best first.
@@ -210,7 +235,8 @@ pub(crate) struct ProcHist {
 /// own; not part of the contract).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct History {
-    pub(crate) threads: BTreeMap<TaskKey, ThreadHist>,
+    /// Hash map: one lookup per thread per period, never iterated.
+    pub(crate) threads: HashMap<TaskKey, ThreadHist, FxBuild>,
     pub(crate) procs: BTreeMap<u32, ProcHist>,
     /// Keys that belonged to another task before this update (pid or tid reuse): relations of the
     /// old task must be forgotten.
@@ -257,37 +283,71 @@ pub(crate) fn normalise(v: &mut [f64]) {
     }
 }
 
-/// Per-thread access samples of this period: counts per dense node, and per process the bucket
-/// counts for hot ranges.
-struct PeriodAccesses {
-    by_task: BTreeMap<TaskKey, Vec<u64>>,
-    last_ns: BTreeMap<TaskKey, u64>,
-    by_proc_bucket: BTreeMap<(u32, u64), (u64, u32)>,
-    by_task_bucket: BTreeMap<(TaskKey, u64), (u64, u32)>,
+/// One (thread, bucket) aggregate of this period's access samples.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    key: TaskKey,
+    bucket: u64,
+    node: u32,
+    idx: usize,
+    count: u64,
 }
 
-fn period_accesses(topo: &Topology, sample: &Sample, shift: u32) -> PeriodAccesses {
-    let n = topo.nodes.len();
-    let mut out = PeriodAccesses {
-        by_task: BTreeMap::new(),
-        last_ns: BTreeMap::new(),
-        by_proc_bucket: BTreeMap::new(),
-        by_task_bucket: BTreeMap::new(),
-    };
-    for a in &sample.accesses {
-        let Some(idx) = topo.node_idx(a.node) else { continue };
-        let key = TaskKey { pid: a.pid, tid: a.tid };
-        out.by_task.entry(key).or_insert_with(|| vec![0; n])[idx] += u64::from(a.count);
-        let l = out.last_ns.entry(key).or_insert(0);
-        *l = (*l).max(a.last_ns);
-        let b = out.by_proc_bucket.entry((a.pid, a.addr >> shift)).or_insert((0, a.node));
-        b.0 += u64::from(a.count);
-        b.1 = a.node;
-        let b = out.by_task_bucket.entry((key, a.addr >> shift)).or_insert((0, a.node));
-        b.0 += u64::from(a.count);
-        b.1 = a.node;
+/// This period's access samples, merged per (thread, bucket) and sorted, so a thread's rows and a
+/// process's rows are contiguous slices (no map per sample: 50,000 samples per period are common).
+struct PeriodAccesses {
+    rows: Vec<Row>,
+}
+
+impl PeriodAccesses {
+    fn new(topo: &Topology, sample: &Sample, shift: u32) -> Self {
+        let mut rows: Vec<Row> = sample
+            .accesses
+            .iter()
+            .filter(|a| a.count > 0)
+            .filter_map(|a| {
+                let idx = topo.node_idx(a.node)?;
+                let key = TaskKey { pid: a.pid, tid: a.tid };
+                Some(Row { key, bucket: a.addr >> shift, node: a.node, idx, count: u64::from(a.count) })
+            })
+            .collect();
+        rows.sort_unstable_by_key(|r| (r.key, r.bucket, r.idx));
+        // One row per (thread, bucket, node): a bucket with pages on two nodes keeps both counts.
+        rows.dedup_by(|later, kept| {
+            let same = later.key == kept.key && later.bucket == kept.bucket && later.idx == kept.idx;
+            if same {
+                kept.count += later.count;
+            }
+            same
+        });
+        Self { rows }
     }
-    out
+
+    fn task(&self, key: TaskKey) -> &[Row] {
+        let lo = self.rows.partition_point(|r| r.key < key);
+        let hi = self.rows.partition_point(|r| r.key <= key);
+        &self.rows[lo..hi]
+    }
+
+    /// Samples per bucket of a process, sorted by bucket: (bucket, (count, node)).
+    fn process(&self, pid: u32) -> Vec<(u64, (u64, u32))> {
+        let lo = self.rows.partition_point(|r| r.key.pid < pid);
+        let hi = self.rows.partition_point(|r| r.key.pid <= pid);
+        let mut v: Vec<(u64, (u64, u32))> = self.rows[lo..hi].iter().map(|r| (r.bucket, (r.count, r.node))).collect();
+        v.sort_unstable_by_key(|x| x.0);
+        v.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                // The bucket's node: the one with more samples.
+                if later.1 .0 > kept.1 .0 {
+                    kept.1 .1 = later.1 .1;
+                }
+                kept.1 .0 += later.1 .0;
+            }
+            same
+        });
+        v
+    }
 }
 
 /// Resident kB per dense node of a process (numa_maps), and the total.
@@ -374,7 +434,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let nn = topo.nodes.len();
     let hist = &mut model.state;
     hist.reborn.clear();
-    let acc = period_accesses(topo, sample, tun.coaccess_bucket_shift);
+    let acc = PeriodAccesses::new(topo, sample, tun.coaccess_bucket_shift);
     let access_alpha = 1.0 - decay_factor(dt, tun.access_half_life_ms);
     let hot_decay = decay_factor(dt, tun.access_half_life_ms);
     let window_ns = tun.class_window_ms.saturating_mul(1_000_000);
@@ -383,7 +443,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let old_procs = std::mem::take(&mut model.procs);
     let mut tasks = BTreeMap::new();
     let mut procs = BTreeMap::new();
-    let mut threads_hist = BTreeMap::new();
+    let mut threads_hist = HashMap::with_capacity_and_hasher(hist.threads.len(), FxBuild::default());
     let mut procs_hist = BTreeMap::new();
     let mut narrow = NarrowCache { entries: Vec::new() };
 
@@ -416,9 +476,8 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             }
             let mut th = th.filter(|_| same);
             let mut thread_hot = th.as_mut().map(|h| std::mem::take(&mut h.hot)).unwrap_or_default();
-            let lo = (key, 0);
-            let hi = (key, u64::MAX);
-            let new = acc.by_task_bucket.range(lo..=hi).map(|(&(_, b), &v)| (b, v));
+            let rows = acc.task(key);
+            let new = rows.iter().map(|r| (r.bucket, (r.count, r.node)));
             let hot = update_hot(&mut thread_hot, hot_decay, tun.coaccess_bucket_shift, new);
             let old = old_tasks.get(&key).filter(|_| same);
             let read_ns = if p.read_ns != 0 { p.read_ns } else { sample.monotonic_ns };
@@ -443,11 +502,15 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
 
             // Access shares, best source first.
             let mut last_sampled_ns = th.as_ref().map_or(0, |h| h.last_sampled_ns);
-            let (access, source, evidence) = if let Some(counts) = acc.by_task.get(&key) {
-                let total: u64 = counts.iter().sum();
+            let (access, source, evidence) = if !rows.is_empty() {
+                let mut raw = vec![0.0f64; nn];
+                let mut total = 0u64;
+                for r in rows {
+                    raw[r.idx] += r.count as f64;
+                    total += r.count;
+                }
                 last_sampled_ns = now;
                 proc_samples += total;
-                let mut raw: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
                 normalise(&mut raw);
                 let access = match old.filter(|o| o.access_source == AccessSource::Samples && o.access.len() == nn) {
                     Some(o) => {
@@ -523,8 +586,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
 
         // Hot buckets: decay, add this period's samples, drop what rounds to nothing.
         let shift = tun.coaccess_bucket_shift;
-        let new = acc.by_proc_bucket.range((p.pid, 0)..=(p.pid, u64::MAX)).map(|(&(_, b), &v)| (b, v));
-        let hot = update_hot(&mut ph.hot, hot_decay, shift, new);
+        let hot = update_hot(&mut ph.hot, hot_decay, shift, acc.process(p.pid).into_iter());
 
         // Traffic per running thread from samples, averaged over the class window.
         let traffic_now = if dt > 0 {

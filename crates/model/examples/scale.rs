@@ -1,0 +1,203 @@
+//! Measures `Model::update` on a synthetic machine of 1,000 processes x 10 threads (4 nodes x 64
+//! CPUs), with 5 access samples per thread per period (threads of a process share buckets) and
+//! 2,000 communicating pairs. Run: `cargo run --release -p numapilot-model --example scale`.
+//! Prints the mean and worst update time over the measured periods, with and without access
+//! samples and communication (without is the usual live case: NUMA faults or residency only).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use numapilot_model::{Model, Tunables};
+use numapilot_observe::parse::meminfo::MeminfoEntry;
+use numapilot_observe::{
+    AccessSample, CommKind, CommSample, Counters, Meminfo, NodeSample, NodeUsage, ProcessSample, PsiSample, Sample,
+    SchedStat, TaskStat, ThreadSample,
+};
+use numapilot_topology::{Cpu, CpuSet, Node, NodeSet, Topology};
+
+const NODES: u32 = 4;
+const CPUS: u32 = 64;
+const PROCS: u32 = 1000;
+const THREADS: u32 = 10;
+
+fn topo() -> Topology {
+    let mut nodes = Vec::new();
+    let mut cpus = Vec::new();
+    for n in 0..NODES {
+        let set: CpuSet = (n * CPUS..(n + 1) * CPUS).collect();
+        for c in n * CPUS..(n + 1) * CPUS {
+            cpus.push(Cpu {
+                id: c,
+                node: n,
+                package: n,
+                die: 0,
+                core: c,
+                siblings: std::iter::once(c).collect(),
+                llc: Some(set.clone()),
+                online: true,
+            });
+        }
+        nodes.push(Node { id: n, cpus: set, mem_total_kb: 256 << 20, mem_free_kb: 128 << 20 });
+    }
+    let distances = (0..NODES).map(|i| (0..NODES).map(|j| if i == j { 10 } else { 21 }).collect()).collect();
+    Topology { possible: (0..NODES).collect(), nodes, distances, cpus, devices: vec![] }
+}
+
+fn stat(pid: u32, ticks: u64, cpu: u32) -> TaskStat {
+    TaskStat {
+        pid,
+        comm: "worker".into(),
+        state: 'R',
+        ppid: 1,
+        flags: 0,
+        minflt: 0,
+        majflt: 0,
+        utime: ticks,
+        stime: 0,
+        priority: 20,
+        nice: 0,
+        num_threads: THREADS,
+        starttime: 100,
+        vsize: 0,
+        rss_pages: 0,
+        processor: cpu,
+        rt_priority: None,
+        policy: None,
+        delayacct_blkio_ticks: None,
+    }
+}
+
+fn sample(topo: &Topology, step: u64, signals: bool) -> Sample {
+    let t = step * 1_000_000_000;
+    let all_cpus = Arc::new(topo.online_cpus());
+    let all_nodes: Arc<NodeSet> = Arc::new(topo.node_ids());
+    let mut processes = Vec::new();
+    let mut accesses = Vec::new();
+    let mut comm = Vec::new();
+    for p in 0..PROCS {
+        let pid = 1000 + p * 100;
+        let threads = (0..THREADS)
+            .map(|k| {
+                let tid = pid + k;
+                let cpu = (p * THREADS + k) % (NODES * CPUS);
+                let run = step * 300_000_000;
+                for s in 0..5u64 {
+                    let bucket = (u64::from(k) / 2) * 4 + s % 2;
+                    accesses.push(AccessSample {
+                        pid,
+                        tid,
+                        addr: 0x7f00_0000_0000 + (bucket << 21),
+                        phys: None,
+                        node: (p + (s as u32)) % NODES,
+                        count: 1 + (s as u32),
+                        last_ns: t - 1000 * s,
+                    });
+                }
+                ThreadSample {
+                    tid,
+                    stat: stat(tid, run / 10_000_000, cpu),
+                    cpus_allowed: all_cpus.clone(),
+                    mems_allowed: all_nodes.clone(),
+                    voluntary_ctxt_switches: None,
+                    nonvoluntary_ctxt_switches: None,
+                    sched: None,
+                    schedstat: Some(SchedStat { run_ns: run, wait_ns: step * 10_000_000, timeslices: 1 }),
+                }
+            })
+            .collect();
+        if p % 2 == 0 && p + 1 < PROCS {
+            for k in 0..4 {
+                comm.push(CommSample {
+                    a: (pid, pid + k),
+                    b: (pid + 100, pid + 100 + k),
+                    kind: CommKind::Wakeup,
+                    events: 700,
+                });
+            }
+        }
+        let node_usage = (0..NODES)
+            .map(|n| NodeUsage {
+                node: n,
+                huge_kb: 0,
+                heap_kb: 0,
+                stack_kb: 0,
+                anon_kb: 100 * 1024 + u64::from(n),
+                file_kb: 0,
+            })
+            .collect();
+        processes.push(ProcessSample {
+            pid,
+            starttime: 100,
+            comm: "worker".into(),
+            kernel_thread: false,
+            read_ns: t,
+            stat: stat(pid, 0, 0),
+            rss_kb: Some(400 * 1024),
+            numa_maps: None,
+            numa_maps_error: None,
+            node_usage,
+            threads,
+        });
+    }
+    let nodes = topo
+        .nodes
+        .iter()
+        .map(|n| NodeSample {
+            node: n.id,
+            cpus: n.cpus.clone(),
+            meminfo: Meminfo {
+                entries: vec![
+                    MeminfoEntry { key: "MemTotal".into(), value: n.mem_total_kb, kb: true },
+                    MeminfoEntry { key: "MemFree".into(), value: n.mem_free_kb, kb: true },
+                ],
+            },
+            numastat: Counters::default(),
+            vmstat: Counters::default(),
+            mem_bw: None,
+        })
+        .collect();
+    Sample {
+        monotonic_ns: t,
+        boottime_ns: t,
+        unix_ms: 0,
+        duration_ns: 0,
+        clock_ticks_per_sec: 100,
+        page_size: 4096,
+        processes,
+        nodes,
+        cpu: None,
+        vmstat: Counters::default(),
+        psi: PsiSample::default(),
+        numa_balancing: Some(1),
+        accesses: if signals { accesses } else { vec![] },
+        comm: if signals { comm } else { vec![] },
+    }
+}
+
+fn main() {
+    let topo = topo();
+    for signals in [true, false] {
+        let mut m = Model::new(topo.clone(), Tunables::default());
+        let samples: Vec<Sample> = (1..=25).map(|i| sample(&topo, i, signals)).collect();
+        let mut times = Vec::new();
+        for (i, s) in samples.iter().enumerate() {
+            let t0 = Instant::now();
+            m.update(s);
+            if i >= 5 {
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        let worst = times.iter().cloned().fold(0.0, f64::max);
+        println!(
+            "tasks {} procs {} accesses/period {} comm pairs {} -> edges {} groups {} refused {}: update mean {mean:.1} ms, worst {worst:.1} ms",
+            m.tasks.len(),
+            m.procs.len(),
+            samples[0].accesses.len(),
+            samples[0].comm.len(),
+            m.graph.edges.len(),
+            m.groups.groups.len(),
+            m.groups.refused_merges
+        );
+    }
+}
