@@ -100,10 +100,13 @@ pub struct Tunables {
     /// to the coarser residency estimate and back again, flipping its preferred node.
     pub access_stale_ms: u64,
     /// Bytes of memory traffic one access sample stands for (the PMU's sampling period x a cache
-    /// line), for the bandwidth-bound classification. Default 65536 (one sample per 1024 accesses of
-    /// 64 B). Source: `perf mem`/PEBS load-latency sampling is configured with periods in the
-    /// thousands of accesses; a sample source (the simulator, a replay) with another period sets
-    /// this. Prevents: mistaking a sparsely sampled streaming process for a light one.
+    /// line), for the bandwidth-bound classification. Default 640000 (one sample per 10 000 lines
+    /// of 64 B). Source: `perf mem record` samples at 4000 Hz per CPU by default; a core streaming
+    /// 2 GB/s touches ~31 M lines/s, so one sample per ~8 000 lines, and fixed periods used with
+    /// `perf mem`/`perf c2c -c` are of the same order; the simulator emulates exactly 10 000
+    /// (`sim::host::SAMPLE_PERIOD_LINES`). A sample source with another period sets this.
+    /// Prevents: mistaking a sparsely sampled streaming process for a light one (too small) or
+    /// a light one for a streamer (too large).
     pub access_sample_bytes: u64,
 
     // ---------------------------------------------------------------- groups (model::groups)
@@ -294,7 +297,7 @@ impl Default for Tunables {
             coaccess_max_accessors: 16,
             access_half_life_ms: 2000,
             access_stale_ms: 30_000,
-            access_sample_bytes: 65_536,
+            access_sample_bytes: 640_000,
             group_max_tasks: 256,
             group_max_cpu_frac: 1.0,
             group_max_mem_frac: 0.9,

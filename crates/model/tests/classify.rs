@@ -60,8 +60,8 @@ fn class_changes_only_after_a_whole_window() {
     assert_eq!(c[23], ProcessClass::Growing);
 }
 
-/// Bandwidth-bound: two threads, one per node, each with 20,000 access samples per second of
-/// 64 KiB each: 40,000 x 65,536 B/s / 2 running threads = 1250 MiB/s per thread >= 1000, on 2
+/// Bandwidth-bound: two threads, one per node, each with 2048 access samples per second of
+/// 640,000 B each: 4096 x 640,000 B/s / 2 running threads = 1250 MiB/s per thread >= 1000, on 2
 /// nodes. The same traffic from threads on one node is not bandwidth-bound.
 #[test]
 fn bandwidth_bound() {
@@ -73,8 +73,8 @@ fn bandwidth_bound() {
                 .proc(10, 5, "stream", &[GIB, GIB])
                 .thread(10, 10, t * SEC / 2, 0, 0)
                 .thread(10, 11, t * SEC / 2, 0, cpu_b)
-                .access(10, 10, 0x1000_0000, 0, 20_000, t * SEC)
-                .access(10, 11, 0x9000_0000, 1, 20_000, t * SEC)
+                .access(10, 10, 0x1000_0000, 0, 2048, t * SEC)
+                .access(10, 11, 0x9000_0000, 1, 2048, t * SEC)
                 .build();
             m.update(&s);
         }

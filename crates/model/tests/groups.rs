@@ -217,3 +217,24 @@ fn conservation() {
         assert_eq!(node1, m.procs.values().map(|p| p.mem_by_node[1]).sum::<u64>());
     }
 }
+
+/// A reused pid is a new process: its threads leave the old process's group and start a new one
+/// (a fresh id), even though the keys are the same.
+#[test]
+fn pid_reuse_starts_new_groups() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t, start| {
+        Sb::new(&topo, t).proc(30, start, "x", &[GIB, 0]).thread(30, 30, 0, 0, 0).thread(30, 31, 0, 0, 0).build()
+    };
+    m.update(&s(SEC, 5));
+    m.update(&s(2 * SEC, 5));
+    let old = m.group_of(&key(30, 30)).unwrap().id;
+    assert_eq!(m.group_of(&key(30, 30)).unwrap().since_ns, SEC);
+    m.update(&s(3 * SEC, 250));
+    let g = m.group_of(&key(30, 30)).unwrap();
+    assert_ne!(g.id, old);
+    assert_eq!(g.tasks, vec![key(30, 30), key(30, 31)]);
+    assert_eq!(g.since_ns, 3 * SEC);
+    assert_eq!(m.groups.groups.len(), 1);
+}
