@@ -16,7 +16,8 @@
 //!   2. split      each group into connected components over its internal join edges
 //!                 (tier >= Medium); the largest component keeps the id
 //!   3. new tasks  a singleton group each; a thread of a process with no per-thread signal at all
-//!                 (residency shares only, no edge) joins its process's group instead
+//!                 (residency shares only, no edge between two of its threads) joins its
+//!                 process's group instead
 //!   4. merge      across join edges, strongest first (then the address-space prior for
 //!                 signal-less processes split over groups):
 //!
@@ -116,15 +117,16 @@ pub(crate) fn update(model: &mut Model) {
     let views: Vec<&crate::tasks::TaskView> = model.tasks.values().collect();
     let task_cpu: Vec<f64> = views.iter().map(|t| t.cpu_rate).collect();
 
-    // Processes with no per-thread signal: residency shares only and no edge of any tier.
+    // Processes with no per-thread signal: residency shares only and no edge (of any tier) between
+    // two of their threads. An edge to another process says nothing about how the process's own
+    // threads relate, so it does not count.
     let mut signal: BTreeMap<u32, bool> = BTreeMap::new();
     for (k, t) in &model.tasks {
         *signal.entry(k.pid).or_insert(false) |= t.access_source != AccessSource::Residency;
     }
     for ((a, b), e) in &model.graph.edges {
-        if e.tier.is_some() {
+        if e.tier.is_some() && a.pid == b.pid {
             signal.insert(a.pid, true);
-            signal.insert(b.pid, true);
         }
     }
     let signal_less = |pid: u32| !signal.get(&pid).copied().unwrap_or(false);

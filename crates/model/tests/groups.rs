@@ -238,3 +238,36 @@ fn pid_reuse_starts_new_groups() {
     assert_eq!(g.since_ns, 3 * SEC);
     assert_eq!(m.groups.groups.len(), 1);
 }
+
+/// A signal-less process stays one group when one of its threads talks to another process: the
+/// edge says nothing about its own threads. With a medium edge (1000 events/s for 4 periods:
+/// 0.2421) the client joins the server's process group: load(server, 3 threads, 2 GiB) >
+/// load(client, 1 GiB), so the server's group keeps its id.
+#[test]
+fn an_edge_to_another_process_does_not_split_a_process_group() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |i: u64| {
+        Sb::new(&topo, i * SEC)
+            .proc(10, 5, "server", &[2 * GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .thread(10, 11, 0, 0, 0)
+            .thread(10, 12, 0, 0, 0)
+            .proc(20, 5, "client", &[GIB, 0])
+            .thread(20, 20, 0, 0, 0)
+            .comm((10, 11), (20, 20), 1000)
+            .build()
+    };
+    m.update(&s(0));
+    let server = m.group_of(&key(10, 10)).unwrap().id;
+    for i in 1..=3 {
+        m.update(&s(i));
+        assert_eq!(group_sets(&m), vec![vec![10, 11, 12], vec![20]], "step {i}");
+    }
+    m.update(&s(4));
+    assert_eq!(m.groups.groups.len(), 1);
+    let g = m.group_of(&key(20, 20)).unwrap();
+    assert_eq!(g.id, server);
+    assert_eq!(g.pids, vec![10, 20]);
+    assert_eq!(g.mem_bytes, 3 * GIB);
+}
