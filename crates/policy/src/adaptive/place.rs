@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use numapilot_model::{GroupId, Model, ProcessClass, TaskKey};
+use numapilot_model::{GroupId, Model, ProcessClass, TaskKey, TaskView};
 use numapilot_topology::{CpuSet, NodeSet};
 
 use super::{Adaptive, BASE_PAGE_BYTES};
@@ -122,6 +122,13 @@ pub(crate) struct Planner<'m> {
     pub(crate) budget_pages: u64,
 }
 
+/// CPU demand of a task, CPUs: what it ran plus what it waited for a CPU (schedstat run delay),
+/// at most one CPU. The rate alone under-counts a crowded node: 24 busy threads on 12 CPUs run
+/// 0.5 each, and would look as if they fit.
+pub(crate) fn demand(t: &TaskView) -> f64 {
+    (t.cpu_rate + t.run_delay.unwrap_or(0.0)).min(1.0_f64.max(t.cpu_rate))
+}
+
 /// `a` as a percentage string.
 pub(crate) fn pct(a: f64) -> String {
     format!("{:.0}%", a * 100.0)
@@ -201,10 +208,6 @@ impl<'m> Planner<'m> {
         self.model.topo.cpus_of_nodes(&self.node_set(idx)).intersection(&self.model.topo.online_cpus())
     }
 
-    fn bottleneck(&self, i: usize) -> bool {
-        self.model.nodes.get(i).is_some_and(|l| l.any_bottleneck())
-    }
-
     /// Whether node `i` refuses unit `u` for being a bottleneck. A CPU bottleneck refuses only
     /// units that do not run there yet: the plan re-places every unit against CPU capacity, so
     /// the units that caused the CPU bottleneck are spread by the capacity check, not evicted all
@@ -253,7 +256,7 @@ impl<'m> Planner<'m> {
         }
         let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
         pids.dedup();
-        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k)).map(|t| t.cpu_rate).sum();
+        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k)).map(demand).sum();
         // Memory: each process's memory shared out by the unit's part of its threads (by CPU, or
         // by count when idle), or the group's own figures when the group is whole.
         let mut mem_by_node = vec![0u64; n];
@@ -381,7 +384,7 @@ impl<'m> Planner<'m> {
                 all[i] += m.tunables.new_thread_cpu.max(tv.cpu_rate) - tv.cpu_rate;
             }
             if !in_unit.contains(k) && !new.contains(&k.pid) {
-                self.fixed[i] += tv.cpu_rate;
+                self.fixed[i] += demand(tv);
             }
         }
         #[allow(clippy::needless_range_loop)] // i indexes six per-node vectors
@@ -573,13 +576,18 @@ impl<'m> Planner<'m> {
                     .then(a.cmp(&b))
             });
             let mut first = order[0];
-            if let Some(&nb) = order.iter().find(|&&i| !self.bottleneck(i)) {
+            // CPU load is the sort key itself; a CPU bottleneck flag on the first sample is mostly
+            // the new processes' own threads. Other bottlenecks refuse.
+            let refuses = |i: usize| {
+                m.nodes.get(i).is_some_and(|l| l.mem_bw.bottleneck || l.mem_capacity.bottleneck || l.io.bottleneck)
+            };
+            if let Some(&nb) = order.iter().find(|&&i| !refuses(i)) {
                 first = nb;
             }
             let set =
                 if self.fits_a_node(est, tasks.len(), mem) { vec![first] } else { self.closest_set(first, est, mem) };
             let why = format!(
-                "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} least loaded (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}",
+                "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} least loaded (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}; CPU demand by node: {}",
                 pid,
                 p.comm,
                 p.age_at_first_seen_ns / 1_000_000,
@@ -590,7 +598,8 @@ impl<'m> Planner<'m> {
                 seen[first],
                 self.cap[first],
                 free[first].max(0.0) / MIB,
-                if set.len() > 1 { format!("; too large for one node: nodes {}", self.node_set(&set)) } else { String::new() }
+                if set.len() > 1 { format!("; too large for one node: nodes {}", self.node_set(&set)) } else { String::new() },
+                self.cpu_nodes.iter().map(|&i| format!("{}={:.1}", self.id(i), seen[i])).collect::<Vec<_>>().join(" ")
             );
             self.charge(&set, est, mem);
             for &i in &set {
@@ -624,7 +633,7 @@ impl<'m> Planner<'m> {
             let heaviest = u
                 .tasks
                 .iter()
-                .max_by(|a, b| m.tasks[a].cpu_rate.total_cmp(&m.tasks[b].cpu_rate).then(b.cmp(a)))
+                .max_by(|a, b| demand(&m.tasks[a]).total_cmp(&demand(&m.tasks[b])).then(b.cmp(a)))
                 .copied();
             let hold = heaviest.and_then(|k| policy.task_moves.get(&k)).filter(|mv| mv.holds(self.period, u.cpu, m));
             let placed = if let Some(mv) = hold {
@@ -657,7 +666,7 @@ impl<'m> Planner<'m> {
             let placed = placed.unwrap_or_else(|| self.choose(&u));
             self.charge(&placed.nodes, u.cpu, u.mem);
             for k in &u.tasks {
-                let cpu = m.tasks.get(k).map_or(0.0, |t| t.cpu_rate);
+                let cpu = m.tasks.get(k).map_or(0.0, demand);
                 self.task_plan.insert(
                     *k,
                     TaskPlan {
