@@ -181,8 +181,8 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         // Memory capacity.
         let total = ns.and_then(|n| n.meminfo.mem_total_kb()).unwrap_or(node.mem_total_kb);
         let free = ns.and_then(|n| n.mem_free_kb()).unwrap_or(node.mem_free_kb).min(total);
-        nl.mem_total_bytes = total * 1024;
-        nl.mem_free_bytes = free * 1024;
+        nl.mem_total_bytes = total.saturating_mul(1024);
+        nl.mem_free_bytes = free.saturating_mul(1024);
         let (known, load) = if total > 0 { (true, 1.0 - free as f64 / total as f64) } else { (false, 0.0) };
         let interf = if known { psi_mem.unwrap_or(0.0) } else { 0.0 };
         let marks = [tun.mem_capacity_high, tun.mem_capacity_low, tun.mem_pressure_high, tun.mem_pressure_low];

@@ -355,7 +355,7 @@ fn mem_by_node(topo: &Topology, p: &ProcessSample) -> Vec<u64> {
     let mut v = vec![0u64; topo.nodes.len()];
     for u in &p.node_usage {
         if let Some(i) = topo.node_idx(u.node) {
-            v[i] += u.total_kb() * 1024;
+            v[i] = v[i].saturating_add(u.total_kb().saturating_mul(1024));
         }
     }
     v
@@ -459,7 +459,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             class: ClassState::default(),
         });
         let mem = mem_by_node(topo, p);
-        let rss_bytes = p.rss_kb.map(|kb| kb * 1024).unwrap_or_else(|| mem.iter().sum());
+        let rss_bytes = p.rss_kb.map(|kb| kb.saturating_mul(1024)).unwrap_or_else(|| mem.iter().sum());
 
         // Threads.
         let mut tids = Vec::with_capacity(p.threads.len());
@@ -577,11 +577,11 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
 
         // RSS history and growth.
         ph.rss.push_back((now, rss_bytes));
-        while ph.rss.len() > 2 && ph.rss[1].0 + window_ns <= now {
+        while ph.rss.len() > 2 && ph.rss[1].0.saturating_add(window_ns) <= now {
             ph.rss.pop_front();
         }
         let (t0, r0) = ph.rss[0];
-        let history_ns = now - t0;
+        let history_ns = now.saturating_sub(t0);
         let growth = if history_ns > 0 { (rss_bytes as f64 - r0 as f64) / (history_ns as f64 / 1e9) } else { 0.0 };
 
         // Hot buckets: decay, add this period's samples, drop what rounds to nothing.

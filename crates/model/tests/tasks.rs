@@ -190,3 +190,34 @@ fn pinned_by_cpu_affinity() {
     assert!(m.procs[&70].pinned);
     assert!(!m.procs[&80].pinned);
 }
+
+/// Odd input never panics: time going backwards, counters going backwards, a CPU and nodes the
+/// topology does not know, an empty sample, a process without threads.
+#[test]
+fn odd_input_does_not_panic() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let a = Sb::new(&topo, 10 * SEC)
+        .proc(10, 5, "a", &[GIB, GIB])
+        .thread(10, 10, 5 * SEC, SEC, 0)
+        .access(10, 10, 0x1000, 7, 3, 10 * SEC)
+        .comm((10, 10), (99, 99), 5)
+        .build();
+    m.update(&a);
+    let mut b = Sb::new(&topo, 3 * SEC)
+        .proc(10, 5, "a", &[GIB, GIB])
+        .thread(10, 10, SEC, 0, 999)
+        .proc(11, 5, "empty", &[0, 0])
+        .access(10, 10, 0x1000, 1, 3, SEC)
+        .cpu_ticks(&[(5, 5), (5, 5)])
+        .build();
+    b.nodes.clear();
+    m.update(&b);
+    let t = &m.tasks[&key(10, 10)];
+    assert_eq!(t.cpu_rate, 0.0);
+    assert_eq!(t.run_delay, None);
+    assert_eq!(t.node, None);
+    assert!(m.procs[&11].tids.is_empty());
+    m.update(&Sb::new(&topo, 0).build());
+    assert!(m.tasks.is_empty() && m.groups.groups.is_empty() && m.graph.edges.is_empty());
+}
