@@ -6,10 +6,11 @@
 //!     growing                 -> nothing (memory may spill; its CPUs were pointed at a node)
 //!     bandwidth-bound         -> Interleave over the nodes its threads run on, equal weights,
 //!                                when its memory deviates from that by >= remote_share_min
-//!     units on different S    -> per unit: MoveRanges of its threads' own hot ranges outside
-//!                                its nodes (same threshold and cost/benefit as below); without
-//!                                access samples: Interleave over their nodes, weighted by
-//!                                planned CPU there
+//!     units on different S    -> per unit: MoveRanges of the hot ranges its threads sampled
+//!                                most that lie on none of their accessors' nodes (same threshold
+//!                                and cost/benefit as below); then the rest outside the union of
+//!                                the units' nodes, MigratePages to the union; without access
+//!                                samples: Interleave over their nodes, weighted by planned CPU
 //!     otherwise               r = remote share of its accesses (or memory) outside S
 //!       static-large, latency:  r > 0                                   (binding classes)
 //!       unclassified:           r >= remote_share_min, RSS >= min_process_rss_mib,
@@ -43,70 +44,80 @@ struct Job {
 
 enum JobKind {
     /// Move memory outside `to` into it.
-    Follow { to: Vec<usize>, dest: usize, remote: f64, detail: String, bind: bool },
+    Follow { to: Vec<usize>, dest: usize, remote: f64, detail: String, bind: bool, hot: bool },
     /// Spread memory over `nodes` with `weights`.
     Spread { nodes: Vec<usize>, weights: Vec<u32>, pages: u64, rule: &'static str, detail: String },
     /// Move one unit's own hot ranges (its threads' sampled buckets) to the node it runs on.
     Ranges { to: Vec<usize>, dest: usize, ranges: Vec<(u64, u64)>, detail: String },
 }
 
-/// One unit's part of a process: CPU, CPU-weighted access per node, hot ranges by start ->
-/// (length, node, samples).
-type UnitMem = (f64, Vec<f64>, BTreeMap<u64, (u64, u32, u64)>);
+/// One unit's part of a process: CPU and CPU-weighted access per node.
+type UnitPart = (f64, Vec<f64>);
 
 /// Per-unit memory-follows-CPU jobs of a process whose units run on different nodes, from its
 /// threads' own hot ranges; empty when no thread has any (no access samples).
+///
+/// Each hot range belongs to the node sets whose threads sampled it. A range already on one of
+/// them stays (a buffer shared by threads on two nodes is not bounced between them); one on no
+/// accessor's node goes to the set that sampled it most (ties: the lower set).
 fn split_jobs(pl: &Planner<'_>, pid: u32) -> Vec<Job> {
     let m = pl.model;
     let t = &m.tunables;
     let n = m.topo.nodes.len();
-    // Unit node set -> (tasks' CPU, CPU-weighted access, hot ranges by start -> (len, node, samples)).
-    let mut per: BTreeMap<Vec<usize>, UnitMem> = BTreeMap::new();
-    let mut any_hot = false;
+    let mut parts: BTreeMap<Vec<usize>, UnitPart> = BTreeMap::new();
+    // Range start -> (length, node, samples per accessor node set).
+    let mut ranges: BTreeMap<u64, (u64, u32, BTreeMap<Vec<usize>, u64>)> = BTreeMap::new();
     for (k, tp) in pl.task_plan.range(TaskKey { pid, tid: 0 }..=TaskKey { pid, tid: u32::MAX }) {
         let Some(tv) = m.tasks.get(k) else { continue };
         let nodes = pl.placed[tp.unit].as_ref().map_or_else(|| tp.nodes.clone(), |pz| pz.nodes.clone());
-        let e = per.entry(nodes).or_insert_with(|| (0.0, vec![0.0; n], BTreeMap::new()));
+        let e = parts.entry(nodes.clone()).or_insert_with(|| (0.0, vec![0.0; n]));
         e.0 += tv.cpu_rate;
         let w = tv.cpu_rate.max(1e-3);
         for (i, a) in tv.access.iter().enumerate().take(n) {
             e.1[i] += a * w;
         }
         for h in &tv.hot {
-            any_hot = true;
-            let r = e.2.entry(h.start).or_insert((h.len, h.node, 0));
-            r.2 += h.samples;
+            let r = ranges.entry(h.start).or_insert((h.len, h.node, BTreeMap::new()));
+            *r.2.entry(nodes.clone()).or_default() += h.samples.max(1);
         }
     }
-    if !any_hot {
-        return Vec::new();
+    // Ranges to move, by destination set: (start, len, samples).
+    let mut moves: BTreeMap<Vec<usize>, Vec<(u64, u64, u64)>> = BTreeMap::new();
+    for (start, (len, node, by_set)) in &ranges {
+        let Some(idx) = m.node_idx(*node) else { continue };
+        if by_set.keys().any(|set| set.contains(&idx)) {
+            continue;
+        }
+        if let Some((set, samples)) = by_set.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))) {
+            moves.entry(set.clone()).or_default().push((*start, *len, *samples));
+        }
     }
     let mut jobs = Vec::new();
-    for (to, (cpu, acc, hot)) in per {
+    for (to, mut list) in moves {
+        let Some((cpu, acc)) = parts.get(&to) else { continue };
         let s: f64 = acc.iter().sum();
         let local: f64 = if s > 0.0 { to.iter().map(|&i| acc[i] / s).sum() } else { 1.0 };
         let remote = (1.0 - local).max(0.0);
         let set = pl.node_set(&to);
-        let mut ranges: Vec<(u64, u64, u64)> =
-            hot.iter().filter(|(_, r)| !set.contains(r.1)).map(|(&start, r)| (start, r.0, r.2)).collect();
-        ranges.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-        let pages: u64 = ranges.iter().map(|r| r.1 / BASE_PAGE_BYTES).sum();
+        list.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        let pages: u64 = list.iter().map(|r| r.1 / BASE_PAGE_BYTES).sum();
         let benefit_s = remote * cpu * t.benefit_horizon_s;
         let cost_s = pages as f64 * t.migrate_cost_ns_per_page as f64 / 1e9;
-        if ranges.is_empty() || remote < t.remote_share_min || benefit_s <= cost_s {
+        if remote < t.remote_share_min || benefit_s <= cost_s {
             continue;
         }
-        let dest = to[0];
+        // The node of the set where the set's threads run most.
+        let dest = to.iter().copied().max_by(|&a, &b| acc[a].total_cmp(&acc[b]).then(b.cmp(&a))).unwrap_or(to[0]);
         let detail = format!(
-            "process {pid}: threads placed on nodes {set} ({cpu:.2} CPUs) make {} of their sampled accesses remote (>= {}); benefit {benefit_s:.2} CPU-s > copy cost {cost_s:.2} s ({pages} pages in {} hot ranges)",
+            "process {pid}: threads placed on nodes {set} ({cpu:.2} CPUs) make {} of their sampled accesses remote (>= {}); benefit {benefit_s:.2} CPU-s > copy cost {cost_s:.2} s ({pages} pages in {} hot ranges on no accessor's node)",
             pct(remote),
             pct(t.remote_share_min),
-            ranges.len()
+            list.len()
         );
         jobs.push(Job {
             pid,
             benefit: remote * cpu,
-            kind: JobKind::Ranges { to, dest, ranges: ranges.iter().map(|r| (r.0, r.1)).collect(), detail },
+            kind: JobKind::Ranges { to, dest, ranges: list.iter().map(|r| (r.0, r.1)).collect(), detail },
         });
     }
     jobs
@@ -187,14 +198,15 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             continue;
         }
         let rss_ok = p.rss_bytes as f64 >= t.min_process_rss_mib as f64 * MIB;
-        if p.class != ProcessClass::BandwidthBound && nodesets.len() > 1 && rss_ok {
-            let split = split_jobs(pl, pid);
-            if !split.is_empty() {
-                jobs.extend(split);
-                continue;
+        let sampled = p.tids.iter().any(|&tid| m.tasks.get(&TaskKey { pid, tid }).is_some_and(|t| !t.hot.is_empty()));
+        let split = p.class != ProcessClass::BandwidthBound && nodesets.len() > 1;
+        if split && sampled {
+            // Each unit's ranges to its nodes; what lies outside all of them, to their union.
+            if rss_ok {
+                jobs.extend(split_jobs(pl, pid));
             }
         }
-        if p.class == ProcessClass::BandwidthBound || nodesets.len() > 1 {
+        if p.class == ProcessClass::BandwidthBound || (split && !sampled) {
             // Spread: bandwidth-bound equal over the nodes it runs on; split processes by CPU.
             let (nodes, weights, rule) = if p.class == ProcessClass::BandwidthBound {
                 let mut on: Vec<usize> = p.tids.iter().filter_map(|&tid| pl.task_idx(&TaskKey { pid, tid })).collect();
@@ -236,7 +248,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             });
             continue;
         }
-        let to: Vec<usize> = nodesets.iter().next().cloned().unwrap_or_default();
+        let to: Vec<usize> = if split { union.clone() } else { nodesets.iter().next().cloned().unwrap_or_default() };
         let (share, src) = proc_share(pl, pid);
         let local: f64 = to.iter().map(|&i| share[i]).sum();
         let remote = (1.0 - local).max(0.0);
@@ -278,8 +290,15 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         };
         jobs.push(Job {
             pid,
-            benefit: if bind { f64::MAX } else { remote * p.cpu_rate },
-            kind: JobKind::Follow { to, dest, remote, detail, bind },
+            // A split process's remainder goes after its units' own ranges.
+            benefit: if bind {
+                f64::MAX
+            } else if split {
+                0.0
+            } else {
+                remote * p.cpu_rate
+            },
+            kind: JobKind::Follow { to, dest, remote, detail, bind, hot: !split },
         });
     }
     jobs.sort_by(|a, b| b.benefit.total_cmp(&a.benefit).then(a.pid.cmp(&b.pid)));
@@ -357,13 +376,13 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     load,
                 ));
             }
-            JobKind::Follow { to, dest, remote, detail, bind } => {
+            JobKind::Follow { to, dest, remote, detail, bind, hot } => {
                 let rule = if bind { "class-bind-memory" } else { "memory-follows-cpu" };
                 let dest_id = pl.id(dest);
                 // Hottest ranges outside S first.
                 let mut ranges = Vec::new();
                 let mut hot_pages = 0u64;
-                for h in &p.hot {
+                for h in p.hot.iter().filter(|_| hot) {
                     if dest_set.contains(h.node) || pl.budget_pages == hot_pages {
                         continue;
                     }

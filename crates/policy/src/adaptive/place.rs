@@ -575,15 +575,10 @@ impl<'m> Planner<'m> {
                     .then(free[b].total_cmp(&free[a]))
                     .then(a.cmp(&b))
             });
-            let mut first = order[0];
-            // CPU load is the sort key itself; a CPU bottleneck flag on the first sample is mostly
-            // the new processes' own threads. Other bottlenecks refuse.
-            let refuses = |i: usize| {
-                m.nodes.get(i).is_some_and(|l| l.mem_bw.bottleneck || l.mem_capacity.bottleneck || l.io.bottleneck)
-            };
-            if let Some(&nb) = order.iter().find(|&&i| !refuses(i)) {
-                first = nb;
-            }
+            // No bottleneck refusal here: CPU load is the sort key and free memory the next one;
+            // the flags on a first sample mostly reflect the new processes themselves (numa01's
+            // threads all start on the node their memory was touched on and saturate it).
+            let first = order[0];
             let set =
                 if self.fits_a_node(est, tasks.len(), mem) { vec![first] } else { self.closest_set(first, est, mem) };
             let why = format!(
