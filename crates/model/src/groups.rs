@@ -49,7 +49,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::affinity::Tier;
-use crate::tasks::{normalise, AccessSource, TaskKey};
+use crate::tasks::{normalise, AccessSource, TaskKey, TaskView};
 use crate::Model;
 
 /// A group's stable id (kept by the larger side of a merge and the largest part of a split).
@@ -102,7 +102,10 @@ pub struct Groups {
 pub(crate) fn update(model: &mut Model) {
     let tun = &model.tunables;
     let now = model.now_ns;
+    // Everything per task is a vector indexed like `keys` (sorted, so a process's threads are one
+    // contiguous run); maps are only used per group or per edge. 10,000 threads cost a few ms.
     let keys: Vec<TaskKey> = model.tasks.keys().copied().collect();
+    let views: Vec<&TaskView> = model.tasks.values().collect();
     let n = keys.len();
     let pos = |k: &TaskKey| keys.binary_search(k).ok();
     let cpus_max = model.topo.nodes.iter().map(|n| n.cpus.len()).max().unwrap_or(0).max(1) as f64;
@@ -111,38 +114,46 @@ pub(crate) fn update(model: &mut Model) {
     let cap_mem = tun.group_max_mem_frac * mem_max;
     let cap_tasks = tun.group_max_tasks as usize;
     let join = |t: Option<Tier>| t.is_some_and(|t| t >= Tier::Medium);
+    let runs = pid_runs(&keys);
 
     // Per task: CPU and memory attribution.
     let (task_mem, task_mem_node) = attribute_memory(model, &keys);
-    let views: Vec<&crate::tasks::TaskView> = model.tasks.values().collect();
     let task_cpu: Vec<f64> = views.iter().map(|t| t.cpu_rate).collect();
 
     // Processes with no per-thread signal: residency shares only and no edge (of any tier) between
     // two of their threads. An edge to another process says nothing about how the process's own
     // threads relate, so it does not count.
-    let mut signal: BTreeMap<u32, bool> = BTreeMap::new();
-    for (k, t) in &model.tasks {
-        *signal.entry(k.pid).or_insert(false) |= t.access_source != AccessSource::Residency;
+    let intra: BTreeSet<u32> = model
+        .graph
+        .edges
+        .iter()
+        .filter(|((a, b), e)| e.tier.is_some() && a.pid == b.pid)
+        .map(|((a, _), _)| a.pid)
+        .collect();
+    let mut sl = vec![false; n];
+    for &(s, e) in &runs {
+        let signal =
+            intra.contains(&keys[s].pid) || views[s..e].iter().any(|t| t.access_source != AccessSource::Residency);
+        sl[s..e].iter_mut().for_each(|x| *x = !signal);
     }
-    for ((a, b), e) in &model.graph.edges {
-        if e.tier.is_some() && a.pid == b.pid {
-            signal.insert(a.pid, true);
+
+    // 1. Previous membership of live tasks (reborn keys are new tasks): a merge of two sorted lists.
+    let old = std::mem::take(&mut model.groups.groups);
+    let reborn = &model.state.reborn;
+    let mut prev: Vec<Option<GroupId>> = vec![None; n];
+    {
+        let mut it = model.groups.of_task.iter().peekable();
+        for (i, k) in keys.iter().enumerate() {
+            while it.peek().is_some_and(|(ok, _)| *ok < k) {
+                it.next();
+            }
+            if let Some((ok, g)) = it.peek() {
+                if *ok == k && old.contains_key(g) && !reborn.contains(k) {
+                    prev[i] = Some(**g);
+                }
+            }
         }
     }
-    let signal_less = |pid: u32| !signal.get(&pid).copied().unwrap_or(false);
-
-    // 1. Previous membership of live tasks (reborn keys are new tasks).
-    let old = std::mem::take(&mut model.groups.groups);
-    let prev: Vec<Option<GroupId>> = keys
-        .iter()
-        .map(|k| {
-            if model.state.reborn.contains(k) {
-                None
-            } else {
-                model.groups.of_task.get(k).copied().filter(|g| old.contains_key(g))
-            }
-        })
-        .collect();
 
     // 2. Split: components over internal join edges (and the prior inside signal-less processes).
     let mut uf = UnionFind::new(n);
@@ -156,68 +167,78 @@ pub(crate) fn update(model: &mut Model) {
             }
         }
     }
-    let mut first_of_pid: BTreeMap<(u32, GroupId), usize> = BTreeMap::new();
-    for i in 0..n {
-        if let Some(g) = prev[i].filter(|_| signal_less(keys[i].pid)) {
-            let f = *first_of_pid.entry((keys[i].pid, g)).or_insert(i);
-            uf.union(f, i);
+    let mut firsts: Vec<(GroupId, usize)> = Vec::new();
+    for &(s, e) in runs.iter().filter(|r| sl[r.0]) {
+        firsts.clear();
+        for (i, p) in prev.iter().enumerate().take(e).skip(s) {
+            let Some(g) = *p else { continue };
+            match firsts.iter().find(|f| f.0 == g) {
+                Some(&(_, f)) => uf.union(f, i),
+                None => firsts.push((g, i)),
+            }
         }
     }
-    let mut comps: BTreeMap<GroupId, BTreeMap<usize, Vec<usize>>> = BTreeMap::new();
-    for (i, p) in prev.iter().enumerate() {
-        if let Some(g) = *p {
-            let r = uf.find(i);
-            comps.entry(g).or_default().entry(r).or_default().push(i);
-        }
-    }
+    // (old id, component root, task), sorted: each old group's components are contiguous.
+    let mut comp: Vec<(GroupId, usize, usize)> = (0..n).filter_map(|i| prev[i].map(|g| (g, uf.find(i), i))).collect();
+    comp.sort_unstable();
     let mut next_id = model.groups.next_id;
     let mut gid: Vec<GroupId> = vec![GroupId::MAX; n];
-    for (g, parts) in comps {
-        let mut parts: Vec<Vec<usize>> = parts.into_values().collect();
-        // Largest first; ties by smallest member (members are in key order already).
-        parts.sort_by(|x, y| y.len().cmp(&x.len()).then(x[0].cmp(&y[0])));
-        for (k, members) in parts.into_iter().enumerate() {
+    let mut parts: Vec<(usize, usize)> = Vec::new(); // ranges of `comp`, one per component
+    let mut a = 0;
+    while a < comp.len() {
+        let g = comp[a].0;
+        parts.clear();
+        let mut b = a;
+        while b < comp.len() && comp[b].0 == g {
+            let c = b;
+            while b < comp.len() && comp[b].0 == g && comp[b].1 == comp[c].1 {
+                b += 1;
+            }
+            parts.push((c, b));
+        }
+        // Largest first; ties by smallest member (tasks within a component are sorted).
+        parts.sort_by(|x, y| (y.1 - y.0).cmp(&(x.1 - x.0)).then(comp[x.0].2.cmp(&comp[y.0].2)));
+        for (k, &(c, d)) in parts.iter().enumerate() {
             let id = if k == 0 {
                 g
             } else {
                 next_id += 1;
                 next_id - 1
             };
-            for i in members {
-                gid[i] = id;
+            for x in &comp[c..d] {
+                gid[x.2] = id;
             }
         }
+        a = b;
     }
 
-    // 3. New tasks: singletons, or their signal-less process's group.
-    let mut pid_group: BTreeMap<u32, GroupId> = BTreeMap::new();
-    for i in 0..n {
-        if gid[i] != GroupId::MAX && signal_less(keys[i].pid) {
-            pid_group.entry(keys[i].pid).or_insert(gid[i]);
-        }
-    }
-    for i in 0..n {
-        if gid[i] != GroupId::MAX {
-            continue;
-        }
-        let pid = keys[i].pid;
-        if signal_less(pid) {
-            if let Some(&g) = pid_group.get(&pid) {
-                gid[i] = g;
-                continue;
-            }
-        }
-        gid[i] = next_id;
-        next_id += 1;
-        if signal_less(pid) {
-            pid_group.insert(pid, gid[i]);
+    // 3. New tasks: singletons, or their signal-less process's group (the group of its first
+    //    already-grouped thread, else a new one they all join).
+    for &(s, e) in &runs {
+        let mut pgroup = if sl[s] { gid[s..e].iter().copied().find(|&g| g != GroupId::MAX) } else { None };
+        for g in gid[s..e].iter_mut().filter(|g| **g == GroupId::MAX) {
+            *g = match pgroup {
+                Some(p) => p,
+                None => {
+                    next_id += 1;
+                    if sl[s] {
+                        pgroup = Some(next_id - 1);
+                    }
+                    next_id - 1
+                }
+            };
         }
     }
 
     // 4. Merge across join edges, strongest first, then the prior of split signal-less processes.
-    let mut agg: BTreeMap<GroupId, Agg> = BTreeMap::new();
+    //    Groups get dense indices (`ids[d]` is the id); a merged group is represented by the kept one.
+    let mut ids: Vec<GroupId> = gid.clone();
+    ids.sort_unstable();
+    ids.dedup();
+    let dense: Vec<usize> = gid.iter().map(|g| ids.binary_search(g).unwrap_or(0)).collect();
+    let mut agg = vec![Agg::default(); ids.len()];
     for i in 0..n {
-        let a = agg.entry(gid[i]).or_default();
+        let a = &mut agg[dense[i]];
         a.tasks += 1;
         a.cpu += task_cpu[i];
         a.mem += task_mem[i] as f64;
@@ -225,68 +246,64 @@ pub(crate) fn update(model: &mut Model) {
     let mut cands: Vec<(f64, usize, usize)> = Vec::new();
     for ((a, b), e) in &model.graph.edges {
         if let (true, Some(i), Some(j)) = (join(e.tier), pos(a), pos(b)) {
-            if gid[i] != gid[j] {
+            if dense[i] != dense[j] {
                 cands.push((e.strength, i, j));
             }
         }
     }
     cands.sort_by(|x, y| y.0.total_cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
-    let mut seen_pid: BTreeMap<u32, usize> = BTreeMap::new();
-    for i in 0..n {
-        if signal_less(keys[i].pid) {
-            let f = *seen_pid.entry(keys[i].pid).or_insert(i);
-            if gid[f] != gid[i] {
-                cands.push((tun.address_space_prior, f, i));
+    for &(s, e) in runs.iter().filter(|r| sl[r.0]) {
+        for i in s + 1..e {
+            if dense[i] != dense[s] {
+                cands.push((tun.address_space_prior, s, i));
             }
         }
     }
-    let mut rep: BTreeMap<GroupId, GroupId> = BTreeMap::new();
-    let root = |rep: &BTreeMap<GroupId, GroupId>, mut g: GroupId| {
-        while let Some(&p) = rep.get(&g) {
-            g = p;
-        }
-        g
-    };
+    let mut merged = UnionFind::new(ids.len());
     let mut refused: BTreeSet<(GroupId, GroupId)> = BTreeSet::new();
     for (_, i, j) in cands {
-        let (ga, gb) = (root(&rep, gid[i]), root(&rep, gid[j]));
-        if ga == gb {
+        let (da, db) = (merged.find(dense[i]), merged.find(dense[j]));
+        if da == db {
             continue;
         }
-        let (a, b) = (agg[&ga], agg[&gb]);
+        let (a, b, ga, gb) = (agg[da], agg[db], ids[da], ids[db]);
         if a.tasks + b.tasks > cap_tasks || a.cpu + b.cpu > cap_cpu || a.mem + b.mem > cap_mem {
             refused.insert((ga.min(gb), ga.max(gb)));
             continue;
         }
         let load = |x: Agg| x.cpu / cpus_max + x.mem / mem_max;
         let (la, lb) = (load(a), load(b));
-        let (keep, join_) = if la > lb || (la == lb && ga < gb) { (ga, gb) } else { (gb, ga) };
-        rep.insert(join_, keep);
-        agg.insert(keep, Agg { tasks: a.tasks + b.tasks, cpu: a.cpu + b.cpu, mem: a.mem + b.mem });
-        agg.remove(&join_);
+        let (keep, gone) = if la > lb || (la == lb && ga < gb) { (da, db) } else { (db, da) };
+        merged.parent[gone] = keep;
+        agg[keep] = Agg { tasks: a.tasks + b.tasks, cpu: a.cpu + b.cpu, mem: a.mem + b.mem };
     }
-    for g in gid.iter_mut() {
-        *g = root(&rep, *g);
+    for i in 0..n {
+        gid[i] = ids[merged.find(dense[i])];
     }
 
-    // 5. Figures.
+    // 5. Figures, group by group in id order.
     let nn = model.topo.nodes.len();
-    let mut members: BTreeMap<GroupId, Vec<usize>> = BTreeMap::new();
-    for (i, &g) in gid.iter().enumerate() {
-        members.entry(g).or_default().push(i);
-    }
-    let mut groups = BTreeMap::new();
-    let mut of_task = BTreeMap::new();
-    for (id, idx) in members {
-        let tasks: Vec<TaskKey> = idx.iter().map(|&i| keys[i]).collect();
+    let mut order: Vec<(GroupId, usize)> = gid.iter().copied().zip(0..n).collect();
+    order.sort_unstable();
+    let mut groups: Vec<(GroupId, Group)> = Vec::with_capacity(ids.len());
+    let mut a = 0;
+    while a < order.len() {
+        let id = order[a].0;
+        let mut b = a;
+        while b < order.len() && order[b].0 == id {
+            b += 1;
+        }
+        let idx = &order[a..b];
+        a = b;
+        let tasks: Vec<TaskKey> = idx.iter().map(|&(_, i)| keys[i]).collect();
         let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
         pids.dedup();
-        let cpu: f64 = idx.iter().map(|&i| task_cpu[i]).sum();
-        let mem_bytes: u64 = idx.iter().map(|&i| task_mem[i]).sum();
+        let cpu: f64 = idx.iter().map(|&(_, i)| task_cpu[i]).sum();
+        let mem_bytes: u64 = idx.iter().map(|&(_, i)| task_mem[i]).sum();
         let mut mem_by_node = vec![0u64; nn];
         let mut access = vec![0.0; nn];
-        let mut running: BTreeMap<u32, f64> = BTreeMap::new();
-        for &i in &idx {
+        let mut running: Vec<(u32, f64)> = Vec::new();
+        for &(_, i) in idx {
             let t = views[i];
             for (m, &b) in mem_by_node.iter_mut().zip(&task_mem_node[i * nn..(i + 1) * nn]) {
                 *m += b;
@@ -296,37 +313,41 @@ pub(crate) fn update(model: &mut Model) {
                 *a += w * s;
             }
             if let Some(node) = t.node {
-                *running.entry(node).or_default() += task_cpu[i];
+                match running.iter_mut().find(|r| r.0 == node) {
+                    Some(r) => r.1 += task_cpu[i],
+                    None => running.push((node, task_cpu[i])),
+                }
             }
         }
+        running.sort_by_key(|r| r.0);
         normalise(&mut access);
         let since_ns = match old.get(&id) {
             Some(g) if g.tasks == tasks => g.since_ns,
             _ => now,
         };
-        for k in &tasks {
-            of_task.insert(*k, id);
-        }
-        groups.insert(
-            id,
-            Group {
-                id,
-                tasks,
-                pids,
-                cpu,
-                mem_bytes,
-                access,
-                mem_by_node,
-                running_on: running.into_iter().collect(),
-                load: cpu / cpus_max + mem_bytes as f64 / mem_max,
-                since_ns,
-            },
-        );
+        let load = cpu / cpus_max + mem_bytes as f64 / mem_max;
+        let group = Group { id, tasks, pids, cpu, mem_bytes, access, mem_by_node, running_on: running, load, since_ns };
+        groups.push((id, group));
     }
-    model.groups.groups = groups;
-    model.groups.of_task = of_task;
+    model.groups.groups = groups.into_iter().collect();
+    model.groups.of_task = keys.iter().copied().zip(gid.iter().copied()).collect();
     model.groups.next_id = next_id;
     model.groups.refused_merges = refused.len() as u64;
+}
+
+/// Runs `[start, end)` of equal pid in sorted task keys.
+fn pid_runs(keys: &[TaskKey]) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    let mut s = 0;
+    while s < keys.len() {
+        let mut e = s + 1;
+        while e < keys.len() && keys[e].pid == keys[s].pid {
+            e += 1;
+        }
+        runs.push((s, e));
+        s = e;
+    }
+    runs
 }
 
 /// Running totals of a group during merging.
