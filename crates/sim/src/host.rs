@@ -337,67 +337,85 @@ impl SimHost {
         }
         // Resident regions of sparse ranges, listed once (rejection sampling would mostly miss).
         let mut sparse: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        let mut agg: BTreeMap<(u32, u32, u64), AccessSample> = BTreeMap::new();
-        for (t, range, n, last) in want {
-            let r = &sim.ranges[range as usize];
-            if r.allocated == 0 {
-                continue;
+        let mut out: Vec<AccessSample> = Vec::new();
+        // One thread at a time (`want` is in task order, which is (pid, tid) order): draw its
+        // samples as (addr, phys, node, last), sort by address, merge equal addresses.
+        let mut draws: Vec<(u64, u64, u32, u64)> = Vec::new();
+        let mut i = 0;
+        while i < want.len() {
+            let t = want[i].0;
+            let j = i + want[i..].iter().take_while(|w| w.0 == t).count();
+            draws.clear();
+            for &(_, range, n, last) in &want[i..j] {
+                let r = &sim.ranges[range as usize];
+                if r.allocated == 0 {
+                    continue;
+                }
+                let len = r.end - r.start;
+                let interleave = sim.page_interleave(r);
+                let dense = r.allocated as usize * 8 >= len;
+                if !dense && !sparse.contains_key(&range) {
+                    let list = (r.start..r.end).filter(|&g| k.regions[g].node != NO_NODE).collect();
+                    sparse.insert(range, list);
+                }
+                for _ in 0..n {
+                    let g = if dense {
+                        // Uniform over the range's slots until a resident one (>= 1/8 are resident).
+                        let mut g = r.start + rng.below(len);
+                        while k.regions[g].node == NO_NODE {
+                            g = r.start + rng.below(len);
+                        }
+                        g
+                    } else {
+                        let list = &sparse[&range];
+                        list[rng.below(list.len())]
+                    };
+                    let reg = &k.regions[g];
+                    let owner = &k.procs[reg.proc as usize];
+                    let si = owner.regions.partition_point(|&(_, e)| e <= g);
+                    let mut addr = owner.addrs[si] + (g - owner.regions[si].0) as u64 * REGION_BYTES;
+                    let mut phys = (g as u64) << 21;
+                    let mut node = reg.node;
+                    if let Some(w) = &interleave {
+                        // A buffer smaller than a region interleaved page by page: the node by the
+                        // interleave weights, one 4 KiB page per node standing for its pages there.
+                        let x = rng.unit();
+                        let mut acc = 0.0;
+                        let ni = w.iter().position(|&s| {
+                            acc += s;
+                            x < acc
+                        });
+                        let ni = ni.unwrap_or_else(|| w.iter().rposition(|&s| s > 0.0).unwrap_or(0));
+                        node = k.topo.nodes[ni].id;
+                        addr += ni as u64 * 4096;
+                        phys += ni as u64 * 4096;
+                    }
+                    draws.push((addr, phys, node, last));
+                }
             }
-            let len = r.end - r.start;
-            let interleave = sim.page_interleave(r);
-            let dense = r.allocated as usize * 8 >= len;
-            if !dense && !sparse.contains_key(&range) {
-                let list = (r.start..r.end).filter(|&g| k.regions[g].node != NO_NODE).collect();
-                sparse.insert(range, list);
-            }
+            draws.sort_unstable();
             let task = &k.tasks[t];
             let pid = k.procs[task.proc as usize].pid;
-            for _ in 0..n {
-                let g = if dense {
-                    // Uniform over the range's slots until a resident one (>= 1/8 are resident).
-                    let mut g = r.start + rng.below(len);
-                    while k.regions[g].node == NO_NODE {
-                        g = r.start + rng.below(len);
+            for &(addr, phys, node, last) in &draws {
+                match out.last_mut() {
+                    Some(a) if a.tid == task.tid && a.addr == addr => {
+                        a.count += 1;
+                        a.last_ns = a.last_ns.max(last);
                     }
-                    g
-                } else {
-                    let list = &sparse[&range];
-                    list[rng.below(list.len())]
-                };
-                let reg = &k.regions[g];
-                let owner = &k.procs[reg.proc as usize];
-                let si = owner.regions.partition_point(|&(_, e)| e <= g);
-                let mut addr = owner.addrs[si] + (g - owner.regions[si].0) as u64 * REGION_BYTES;
-                let mut phys = (g as u64) << 21;
-                let mut node = reg.node;
-                if let Some(w) = &interleave {
-                    // A buffer smaller than a region interleaved page by page: the node by the
-                    // interleave weights, one 4 KiB page per node standing for its pages there.
-                    let x = rng.unit();
-                    let mut acc = 0.0;
-                    let ni = w.iter().position(|&s| {
-                        acc += s;
-                        x < acc
-                    });
-                    let ni = ni.unwrap_or_else(|| w.iter().rposition(|&s| s > 0.0).unwrap_or(0));
-                    node = k.topo.nodes[ni].id;
-                    addr += ni as u64 * 4096;
-                    phys += ni as u64 * 4096;
+                    _ => out.push(AccessSample {
+                        pid,
+                        tid: task.tid,
+                        addr,
+                        phys: Some(phys),
+                        node,
+                        count: 1,
+                        last_ns: last,
+                    }),
                 }
-                let e = agg.entry((pid, task.tid, addr)).or_insert(AccessSample {
-                    pid,
-                    tid: task.tid,
-                    addr,
-                    phys: Some(phys),
-                    node,
-                    count: 0,
-                    last_ns: last,
-                });
-                e.count += 1;
-                e.last_ns = e.last_ns.max(last);
             }
+            i = j;
         }
-        agg.into_values().collect()
+        out
     }
 
     /// The workload's closed loops as socket peers: for every Pace pair, each thread of side a
