@@ -198,29 +198,33 @@ fn placement_gives_a_large_group_the_closest_set() {
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
 }
 
-/// Rule 3: balancing moves the task with the weakest affinity to the busy node, never one whose
-/// preferred node it is.
+/// Rule 3: balancing moves the task with the weakest affinity to the overloaded node, never one
+/// whose preferred node it is.
 ///
 /// ```text
-///   pinned (pid 5, not managed): 8 x 1.0 CPU on node 0 -> fixed demand 8 on node 0
+///   node 1's memory is full (memory-capacity bottleneck): it refuses every unit
+///   pinned (pid 5, not managed): 10 x 1.0 CPU on node 0 -> fixed demand 10 on node 0
 ///   app (pid 10): 4 threads x 1.0 on node 0, one group each, 32 MiB; accesses on node 0:
 ///                 t0 90%, t1 60%, t2 55%, t3 20% (t3 prefers node 1)
-///   place: each stays on node 0 (small memory, room: 8 + 4 = 12 <= 12 + 0.02)
-///   balance: node 0 12/12 = 1.00, node 1 0.00, gap 1.00 > 0.25
+///   place (key order): t0 -> node 0 (11 of 12), t1 -> node 0 (12 of 12),
+///                      t2, t3: node 0 full, node 1 refuses -> stay on node 0 (no-room-stay): 14
+///   balance: node 0 14/12 = 1.17 (> capacity 1.0), node 1 0.00, gap 1.17 > 0.25
 ///            t0, t1, t2 prefer node 0 (not a bottleneck): kept; t3 strength 0.20 -> node 1
-///            gap 11/12 - 1/12 = 0.83 > 0.25 but no candidate left: stop
-///   plan: per thread: t0, t1, t2 -> node 0 (stay-current-node), t3 -> node 1 (balance)
+///            13/12 = 1.08 vs 0.08, but no candidate left: stop
+///   plan, per thread: t0, t1 -> 0 (stay-current-node), t2 -> 0 (no-room-stay), t3 -> 1 (balance)
 ///   memory: 32 MiB < 64 MiB -> nothing
 /// ```
 #[test]
 fn balance_moves_the_weakest_first_and_keeps_tasks_on_their_preferred_node() {
     let mut b = B::new("autonuma-2s12c-24g");
-    b.proc(5, "pinned", &[(0, 1.0); 8], &[100, 0]).pinned(5);
+    b.proc(5, "pinned", &[(0, 1.0); 10], &[100, 0]).pinned(5);
     b.proc(10, "app", &[(0, 1.0); 4], &[32, 0]);
     b.access(10, 0, &[0.9, 0.1]).access(10, 1, &[0.6, 0.4]).access(10, 2, &[0.55, 0.45]).access(10, 3, &[0.2, 0.8]);
     for i in 0..4 {
         b.group(u64::from(i) + 1, &[tk(10, i)]);
     }
+    b.m.nodes[1].mem_capacity.bottleneck = true;
+    b.m.nodes[1].mem_capacity.load = 0.97;
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(
@@ -228,51 +232,60 @@ fn balance_moves_the_weakest_first_and_keeps_tasks_on_their_preferred_node() {
         vec![
             aff(10, Some(1000), "0", "stay-current-node"),
             aff(10, Some(1001), "0", "stay-current-node"),
-            aff(10, Some(1002), "0", "stay-current-node"),
+            aff(10, Some(1002), "0", "no-room-stay"),
             aff(10, Some(1003), "1", "balance-weakest-first"),
         ]
     );
     assert_eq!(plan.actions.len(), 4, "{plan:#?}");
-    assert!(plan.actions[3].reason.detail.contains("node 0 cpu load 1.00 vs node 1 0.00"), "{plan:#?}");
+    assert!(plan.actions[3].reason.detail.contains("node 0 cpu load 1.17 vs node 1 0.00"), "{plan:#?}");
     assert!(plan.actions[3].reason.detail.contains("access share 20% there"), "{plan:#?}");
 }
 
-/// Rule 3 with affinity to co-located group members (imbalance 0.5).
+/// Rule 3 with affinity to co-located group members; no balancing while the busiest node has a CPU
+/// for every task.
 ///
 /// ```text
-///   pinned (pid 5): 8 x 1.0 on node 0.   app (pid 10): one group of 4 threads x 1.0 on node 0,
-///   32 MiB on node 1 (so node 1 is every thread's preferred node: none is protected)
+///   node 1 memory full (refuses units). pinned (pid 5): 10 x 1.0 on node 0.
+///   app (pid 10): one group of 4 threads x 1.0 on node 0, 32 MiB on node 1 (so node 1 is every
+///   thread's preferred node: none is protected)
 ///   edges: t0-t1, t0-t2, t1-t2 0.6; t3 to each 0.1 (= the address-space prior)
-///   place: the group stays on node 0 (small memory, 8 + 4 <= 12.08)
-///   balance (gap > 0.5):
-///     1.00 vs 0.00: strengths t0 = t1 = t2 = (0.6+0.6+0.1)/3 = 0.43, t3 = 0.10      -> t3 to node 1
-///     0.92 vs 0.08: t0 = t1 = t2 = 0.60 (mates t1, t2 ...), tie -> lowest key       -> t0 to node 1
-///     0.83 vs 0.17: t1 = t2 = 0.60, tie                                              -> t1 to node 1
-///     0.75 vs 0.25: gap 0.50, not > 0.5: stop
-///   plan (task order): t0 -> 1, t1 -> 1 (balance), t2 -> 0 (stay-current-node), t3 -> 1 (balance)
+///   place: node 0 has 2 of 12 CPUs left for 4, node 1 refuses -> the group stays (no-room-stay)
+///   balance:
+///     14/12 = 1.17 vs 0.00: strengths t0 = t1 = t2 = (0.6+0.6+0.1)/3 = 0.43, t3 = 0.10 -> t3 to 1
+///     13/12 = 1.08 vs 0.08: t0 = t1 = t2 = 0.60 (two mates each), tie -> lowest key -> t0 to 1
+///     12/12 = 1.00: every task has a CPU: stop
+///   plan (task order): t0 -> 1 (balance), t1, t2 -> 0 (no-room-stay), t3 -> 1 (balance)
 /// ```
 #[test]
 fn balance_weakest_affinity_to_co_located_members_goes_first() {
-    let t = Tunables { imbalance: 0.5, ..Tunables::default() };
-    let mut b = B::with("autonuma-2s12c-24g", t);
-    b.proc(5, "pinned", &[(0, 1.0); 8], &[100, 0]).pinned(5);
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(5, "pinned", &[(0, 1.0); 10], &[100, 0]).pinned(5);
     b.proc(10, "app", &[(0, 1.0); 4], &[0, 32]);
     b.edge(tk(10, 0), tk(10, 1), 0.6).edge(tk(10, 0), tk(10, 2), 0.6).edge(tk(10, 1), tk(10, 2), 0.6);
     b.group(1, &[tk(10, 0), tk(10, 1), tk(10, 2), tk(10, 3)]);
+    b.m.nodes[1].mem_capacity.bottleneck = true;
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(
         affinities(&b.m, &plan),
         vec![
             aff(10, Some(1000), "1", "balance-weakest-first"),
-            aff(10, Some(1001), "1", "balance-weakest-first"),
-            aff(10, Some(1002), "0", "stay-current-node"),
+            aff(10, Some(1001), "0", "no-room-stay"),
+            aff(10, Some(1002), "0", "no-room-stay"),
             aff(10, Some(1003), "1", "balance-weakest-first"),
         ]
     );
     let t3 = plan.actions.iter().find(|a| a.target.tid == Some(1003)).unwrap();
     assert!(t3.reason.detail.contains("strength 0.10 to 3 co-located members"), "{}", t3.reason.detail);
     assert_eq!(plan.actions.len(), 4, "{plan:#?}");
+
+    // Without the overload (pinned at 8: 12 of 12 CPUs), nothing is balanced.
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(5, "pinned", &[(0, 1.0); 8], &[100, 0]).pinned(5);
+    b.proc(10, "app", &[(0, 1.0); 4], &[0, 32]);
+    b.group(1, &[tk(10, 0), tk(10, 1), tk(10, 2), tk(10, 3)]);
+    let plan = Adaptive::new().decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "stay-current-node")]);
 }
 
 /// Rule 4: memory follows CPU, hottest ranges first, then MigratePages, within the budget.

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!   load(n) = (fixed(n) + planned task CPU on n) / CPUs(n)
-//!   while load(busiest) - load(idlest) > imbalance and load(busiest) > cpu_load_low:
+//!   while load(busiest) - load(idlest) > imbalance and load(busiest) > node_cpu_target
+//!   (demand = run time + run delay, so > target means tasks wait for a CPU):
 //!       candidates on busiest: not held, not class-bound, CPU > 0, busiest is not their preferred
 //!                              node (or it is a bottleneck), and the move narrows the gap
 //!       strength(task, n) = access share of the task on n
@@ -13,8 +14,10 @@
 //!       move the weakest (then the lightest, then the lowest key) to the idlest node
 //! ```
 //!
-//! The group placement already respects capacity, so this mostly acts on unmanaged load and on
-//! units that could not be placed without overload. Each move is a per-thread `SetAffinity`.
+//! The group placement already respects capacity, so this acts on what it could not place without
+//! overload: units no node had room for (or whose other nodes refused them as memory or IO
+//! bottlenecks: a thread may still run there, its memory stays), held units, unmanaged load. Each
+//! move is a per-thread `SetAffinity`.
 
 use numapilot_model::{ProcessClass, TaskKey};
 
@@ -70,9 +73,9 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
         let idlest = p.cpu_nodes.iter().copied().min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
         let (Some(b), Some(i)) = (busiest, idlest) else { return };
         let gap = load[b] - load[i];
-        // A busiest node below the bottleneck leave mark still has idle CPUs: moving a task off it
-        // gains nothing and splits its group.
-        if gap <= t.imbalance || load[b] <= t.cpu_load_low {
+        // A busiest node whose demand (run time + run delay) fits its capacity has a CPU for every
+        // task: moving one off gains nothing and splits its group from its memory.
+        if gap <= t.imbalance || load[b] <= t.node_cpu_target {
             return;
         }
         let b_bottleneck = m.nodes.get(b).is_some_and(|l| l.any_bottleneck());

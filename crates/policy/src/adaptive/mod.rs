@@ -32,8 +32,8 @@
 //!          │                               first with room and no bottleneck wins
 //!          │                 larger?       the closest set of nodes around the preferred one
 //!          │              a unit moved within hold_periods stays (unless its load changed)
-//!          ├─ 3 balance   max-min planned CPU load > imbalance and the busiest above
-//!          │              cpu_load_low: move the task with the weakest affinity to the busiest
+//!          ├─ 3 balance   max-min planned CPU load > imbalance and the busiest over its
+//!          │              capacity: move the task with the weakest affinity to the busiest
 //!          │              node (access share there + strength to its co-located group members)
 //!          │              to the idlest; never a task whose preferred node that is, unless the
 //!          │              node is a bottleneck
