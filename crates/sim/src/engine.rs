@@ -54,6 +54,18 @@
 //! A region's accesses are uniform over the range that covers it. Noise: each task's progress per
 //! epoch is multiplied by `1 + U(-noise, noise)` from the run's seed (OS jitter), so seeds differ
 //! while each seed is exactly reproducible.
+//!
+//! What else a seed varies, as live runs vary it: processes starting together arrive in a
+//! seed-dependent order ([`FORK_JITTER_NS`]), and wherever the scheduler has equally good
+//! candidates (idle CPUs or nodes at fork, equally loaded groups and CPUs when balancing) it picks
+//! one with a generator of its own (`kernel::sched::Tie`). Where the machine is symmetric for the
+//! workload (numa01/numa02 under `default`) this changes which CPUs, not the runtime; where it is
+//! not (two processes whose main threads may land on one node or on two, the process mix, the VM
+//! mix) runtimes differ by seed.
+//!
+//! Host signals kept per run for `SimHost`: CPU time per CPU (user, system), run delay and
+//! switch-ins per task, bytes per (task, range) since the host last took them, bytes and saturated
+//! time per memory controller, and system-wide PSI stall totals.
 
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
