@@ -176,7 +176,14 @@ fn sample(topo: &Topology, step: u64, signals: bool) -> Sample {
 
 fn main() {
     let topo = topo();
+    // `scale signals` or `scale plain` runs one configuration (e.g. under callgrind).
+    let only = std::env::args().nth(1);
     for signals in [true, false] {
+        match only.as_deref() {
+            Some("signals") if !signals => continue,
+            Some("plain") if signals => continue,
+            _ => {}
+        }
         let mut m = Model::new(topo.clone(), Tunables::default());
         let samples: Vec<Sample> = (1..=25).map(|i| sample(&topo, i, signals)).collect();
         let mut times = Vec::new();
