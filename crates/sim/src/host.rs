@@ -317,7 +317,9 @@ impl SimHost {
         while i < window.len() {
             let t = window[i].0;
             let j = i + window[i..].iter().take_while(|w| w.0 == t).count();
-            if live(k.tasks[t].proc as usize) {
+            // Threads the sample lists: live processes' running threads (one that exited in the
+            // window has vanished, like its /proc entry).
+            if live(k.tasks[t].proc as usize) && k.tasks[t].state == TaskState::Running {
                 let first = want.len();
                 for &(_, range, bytes, last) in &window[i..j] {
                     let x = bytes / 64.0 / SAMPLE_PERIOD_LINES;

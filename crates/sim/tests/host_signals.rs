@@ -375,3 +375,39 @@ fn interleave_action_follows_the_weights_and_the_budget() {
     assert!(matches!(interleave(&mut h, "0-1", vec![0, 0], None), Outcome::Refused { .. }));
     assert_eq!(h.sim().kernel.pages_migrated, before);
 }
+
+#[test]
+fn memory_pressure_comes_from_migration_stalls() {
+    // numa02: 1 GiB on one node; moving it all makes the process's threads stall on the copies.
+    let m = machine();
+    let spec = autonuma_bench::spec("numa02", &m.topo, 0.05).unwrap();
+    let mut h = SimHost::new(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap());
+    h.advance(200 * MS);
+    let s = h.sample().unwrap();
+    let mem = s.psi.memory.expect("memory pressure");
+    assert_eq!((mem.some.total_us, mem.full.unwrap().total_us), (0, 0), "nothing stalled yet");
+    let p = &s.processes[0];
+    let home = p.node_usage.iter().find(|u| u.total_kb() > 0).unwrap().node;
+    let other = h.topology().node_ids().iter().find(|&n| n != home).unwrap();
+    let out = h.apply(&Action {
+        target: TaskRef { pid: p.pid, tid: None, starttime: p.starttime },
+        kind: ActionKind::MigratePages {
+            from: [home].into_iter().collect(),
+            to: [other].into_iter().collect(),
+            max_pages: None,
+        },
+        reason: Reason::new("test", "move it all"),
+    });
+    assert_eq!(out, Outcome::Applied { pages_moved: 512 * 512 });
+    h.advance(200 * MS);
+    let s = h.sample().unwrap();
+    let mem = s.psi.memory.unwrap();
+    // 512 regions x ~1.08 ms of copy = ~0.55 s of stall over 24 threads: ~23 ms each, all of it
+    // inside the 200 ms window, every CPU busy: about 11% of the window, alone on each CPU (full).
+    assert!(mem.some.total_us > 15_000 && mem.some.total_us < 40_000, "{:?}", mem.some);
+    assert!(mem.some.avg10 > 0.0);
+    assert_eq!(mem.full.unwrap().total_us, mem.some.total_us, "one task per CPU: some is full");
+    // The stalls are system time in /proc/stat and in the threads' stat.
+    assert!(s.cpu.unwrap().total.system > 0);
+    assert!(s.processes[0].threads.iter().all(|t| t.stat.stime > 0));
+}
