@@ -54,6 +54,9 @@ enum JobKind {
 /// One unit's part of a process: CPU and CPU-weighted access per node.
 type UnitPart = (f64, Vec<f64>);
 
+/// A hot range's length, node, and samples per accessor node set.
+type RangeUse = (u64, u32, BTreeMap<Vec<usize>, u64>);
+
 /// Per-unit memory-follows-CPU jobs of a process whose units run on different nodes, from its
 /// threads' own hot ranges; empty when no thread has any (no access samples).
 ///
@@ -66,7 +69,7 @@ fn split_jobs(pl: &Planner<'_>, pid: u32) -> Vec<Job> {
     let n = m.topo.nodes.len();
     let mut parts: BTreeMap<Vec<usize>, UnitPart> = BTreeMap::new();
     // Range start -> (length, node, samples per accessor node set).
-    let mut ranges: BTreeMap<u64, (u64, u32, BTreeMap<Vec<usize>, u64>)> = BTreeMap::new();
+    let mut ranges: BTreeMap<u64, RangeUse> = BTreeMap::new();
     for (k, tp) in pl.task_plan.range(TaskKey { pid, tid: 0 }..=TaskKey { pid, tid: u32::MAX }) {
         let Some(tv) = m.tasks.get(k) else { continue };
         let nodes = pl.placed[tp.unit].as_ref().map_or_else(|| tp.nodes.clone(), |pz| pz.nodes.clone());
