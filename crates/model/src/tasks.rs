@@ -32,7 +32,8 @@
 //! * Process: RSS (VmRSS, else the numa_maps sum), memory per node from numa_maps, growth as the
 //!   slope between the oldest RSS point inside `class_window_ms` and now, CPU as the sum of its
 //!   threads, hot ranges as access-sample counts per `1 << coaccess_bucket_shift` bucket decayed
-//!   with the access half-life, and `pinned`:
+//!   with the access half-life (per process, and per thread: which slice of a shared address space
+//!   each thread works on), and `pinned`:
 //!
 //! ```text
 //!   pinned = resident kB under bind/interleave/preferred VMAs >= pinned_policy_share x resident kB
@@ -68,7 +69,7 @@ use crate::Model;
 
 /// A thread, unambiguously: pid and tid (a reused pid is a different [`ProcView::starttime`]; the
 /// model forgets the old process's tasks when the start time changes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskKey {
     /// Process id.
     pub pid: u32,
@@ -90,6 +91,14 @@ impl Ord for TaskKey {
     #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.packed().cmp(&other.packed())
+    }
+}
+
+// Hashed as the one packed integer (consistent with Eq: equal keys pack equally).
+impl std::hash::Hash for TaskKey {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.packed());
     }
 }
 
