@@ -4,7 +4,8 @@
 //! 12 GiB each, distance 20) and `article-4n96` (4 nodes x 24 CPUs, ~125 GiB each, distances
 //! 10 / 11 within a socket (0-1, 2-3) / 20 across). Default tunables unless stated: capacity =
 //! CPUs x 1.0 (+0.02 CPU slack per task), reserve 10% of a node's memory, CPU follows memory from
-//! 1024 MiB and 80%, stay margin 0.1, remote share 0.25, budget 1280 MiB/s x 1 s = 327680 pages,
+//! 1024 MiB and 80%, stay margin 0.1, remote share 0.25, budget (fixed by the tests' builder)
+//! 1280 MiB/s x 1 s = 327680 pages,
 //! copy cost 2 us/page, horizon 10 s, min RSS 64 MiB, imbalance 0.25.
 
 mod adaptive_common;

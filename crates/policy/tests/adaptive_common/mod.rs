@@ -27,9 +27,10 @@ pub struct B {
 }
 
 impl B {
-    /// An empty model of a preset machine, 100 decisions in, period 1 s.
+    /// An empty model of a preset machine, 100 decisions in, period 1 s; default tunables but a
+    /// page budget fixed at 1280 MiB/s (327680 pages per plan), which the hand traces use.
     pub fn new(preset: &str) -> Self {
-        Self::with(preset, Tunables::default())
+        Self::with(preset, Tunables { migrate_budget_mib_per_s: 1280, ..Tunables::default() })
     }
 
     pub fn with(preset: &str, tunables: Tunables) -> Self {
