@@ -234,6 +234,14 @@ pub struct Tunables {
     /// A process first seen younger than this is placed by the fork rule (spread over nodes,
     /// least loaded first), ms. Default 2000.
     pub new_process_age_ms: u64,
+    /// Decision period of the adaptive policy while any process is younger than
+    /// `new_process_age_ms`, ms (`interval_ms` otherwise). Default 100. Source: a new process
+    /// places its memory by first touch within its first few hundred ms (numa02's main thread
+    /// touches its 1 GiB in ~0.2 s) and short runs are over in seconds, so a 1 s cadence reacts
+    /// only after the damage; 100 ms still spans 10 clock ticks (USER_HZ 100), enough for a rate.
+    /// Prevents: a second of wrong placement for every new process (longer) and rates too coarse
+    /// to plan with (shorter).
+    pub settle_interval_ms: u64,
     /// Share of a node's CPUs the adaptive plan fills with the groups it places: a node's capacity
     /// is `CPUs x node_cpu_target` CPUs of demand (0 < target <= 2). Default 1.0. Source: a group
     /// of as many busy threads as the node has CPUs (numa01's nr_cpus/2 threads on a 2-node
@@ -337,6 +345,7 @@ impl Default for Tunables {
             hold_periods: 10,
             hold_load_change: 0.5,
             new_process_age_ms: 2000,
+            settle_interval_ms: 100,
             node_cpu_target: 1.0,
             stay_margin: 0.1,
             migrate_cost_ns_per_page: 2000,
@@ -460,6 +469,9 @@ impl Tunables {
             return err("migrate_budget_mib_per_s", 0, "must be > 0 (to stop migrating, use a dry run)");
         }
         // decisions (policy::adaptive)
+        if self.settle_interval_ms == 0 || self.settle_interval_ms > self.interval_ms {
+            return err("settle_interval_ms", self.settle_interval_ms, "must be in 1..=interval_ms");
+        }
         if !(self.node_cpu_target.is_finite() && self.node_cpu_target > 0.0 && self.node_cpu_target <= 2.0) {
             return err("node_cpu_target", self.node_cpu_target, "must be in (0, 2]");
         }
@@ -513,6 +525,8 @@ mod tests {
             (|t| t.numad_interval_min_s = 20, "numad_interval_min_s"),
             (|t| t.coaccess_bucket_shift = 40, "coaccess_bucket_shift"),
             (|t| t.comm_full_events_per_s = f64::NAN, "comm_full_events_per_s"),
+            (|t| t.settle_interval_ms = 0, "settle_interval_ms"),
+            (|t| t.settle_interval_ms = 5000, "settle_interval_ms"),
             (|t| t.node_cpu_target = 0.0, "node_cpu_target"),
             (|t| t.node_cpu_target = 3.0, "node_cpu_target"),
             (|t| t.stay_margin = -0.1, "stay_margin"),

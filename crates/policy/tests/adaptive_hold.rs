@@ -157,3 +157,20 @@ fn vanished_reused_and_unknown_processes_yield_no_action() {
     assert!(plan.actions.iter().any(|a| a.target.pid == 10 && a.reason.rule == "fork-spread"), "{plan:#?}");
     assert!(b.m.tasks.contains_key(&TaskKey { pid: 11, tid: 1100 }));
 }
+
+/// The cadence: every settle_interval_ms (100) while a process is younger than new_process_age_ms
+/// (2000), every interval_ms (1000) otherwise.
+#[test]
+fn decisions_come_faster_while_a_process_is_young() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "old", &[(0, 1.0)], &[100, 0]);
+    let p = Adaptive::new();
+    assert_eq!(p.next_interval_ns(&b.m), 1_000_000_000);
+    b.new_proc(11, "young", &[(0, 0.0)], &[1, 0]);
+    assert_eq!(p.next_interval_ns(&b.m), 100_000_000);
+    // 100 ms old when first seen; 1.9 s later it is 2.0 s old: no longer young.
+    b.m.now_ns += 1_899_000_000;
+    assert_eq!(p.next_interval_ns(&b.m), 100_000_000);
+    b.m.now_ns += 1_000_000;
+    assert_eq!(p.next_interval_ns(&b.m), 1_000_000_000);
+}

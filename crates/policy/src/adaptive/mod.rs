@@ -57,6 +57,13 @@
 //! never touched; the policy remembers the CPU sets it set itself so its own placements do not
 //! read as foreign pins.
 //!
+//! # Cadence
+//!
+//! One decision per `interval_ms`, but every `settle_interval_ms` while any process is younger
+//! than `new_process_age_ms`: a new process places its memory by first touch within its first few
+//! hundred milliseconds, and the fork rule and the first memory moves must come before that
+//! placement has cost much.
+//!
 //! # State and hysteresis
 //!
 //! The policy keeps, per process (pid + start time): whether the fork rule ran, the CPU sets it
@@ -269,7 +276,17 @@ impl Policy for Adaptive {
     }
 
     fn next_interval_ns(&self, model: &Model) -> u64 {
-        model.tunables.interval_ms * 1_000_000
+        let t = &model.tunables;
+        let young = t.new_process_age_ms.saturating_mul(1_000_000);
+        let settling = model
+            .procs
+            .values()
+            .any(|p| p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns)) < young);
+        if settling {
+            t.settle_interval_ms * 1_000_000
+        } else {
+            t.interval_ms * 1_000_000
+        }
     }
 
     fn decide(&mut self, model: &Model) -> Plan {
