@@ -267,8 +267,10 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
         entry.truncate(max_acc);
     }
     // Forget what can no longer pair with a future sample (all future samples are after `now`).
+    // (Accessors that died are dropped when their bucket is next touched, above: checking every
+    // entry here would cost a lookup per entry per period.)
     win.buckets.retain(|_, v| {
-        v.retain(|e| e.last_ns.saturating_add(window_ns) >= now && alive(&e.task));
+        v.retain(|e| e.last_ns.saturating_add(window_ns) >= now);
         !v.is_empty()
     });
 

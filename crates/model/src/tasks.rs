@@ -219,7 +219,7 @@ pub(crate) struct ThreadHist {
     /// Host time of the last sampled access of this thread.
     last_sampled_ns: u64,
     /// This thread's hot buckets.
-    hot: BTreeMap<u64, HotBucket>,
+    hot: Vec<(u64, HotBucket)>,
 }
 
 /// A hot bucket of a process.
@@ -235,7 +235,7 @@ pub(crate) struct ProcHist {
     starttime: u64,
     /// (host time, RSS bytes), oldest first, spanning at most one class window (plus one point).
     rss: VecDeque<(u64, u64)>,
-    hot: BTreeMap<u64, HotBucket>,
+    hot: Vec<(u64, HotBucket)>,
     /// Classification state (see `classify`).
     pub(crate) class: ClassState,
 }
@@ -408,22 +408,27 @@ fn fault_counts(topo: &Topology, t: &ThreadSample) -> Option<Vec<u64>> {
 
 /// Decays `hot` by `decay`, adds this period's bucket counts, drops what rounds to nothing and
 /// returns the ranges hottest first.
-fn update_hot<'a>(
-    hot: &mut BTreeMap<u64, HotBucket>,
+fn update_hot(
+    hot: &mut Vec<(u64, HotBucket)>,
     decay: f64,
     shift: u32,
-    new: impl Iterator<Item = (u64, (u64, u32))> + 'a,
+    new: impl Iterator<Item = (u64, (u64, u32))>,
 ) -> Vec<HotRange> {
-    hot.values_mut().for_each(|b| b.samples *= decay);
+    // `hot` is sorted by bucket (a few entries per thread: a vector beats a map).
+    hot.iter_mut().for_each(|(_, b)| b.samples *= decay);
     for (bucket, (count, node)) in new {
-        let b = hot.entry(bucket).or_insert(HotBucket { samples: 0.0, node });
-        b.samples += count as f64;
-        b.node = node;
+        match hot.binary_search_by_key(&bucket, |e| e.0) {
+            Ok(i) => {
+                hot[i].1.samples += count as f64;
+                hot[i].1.node = node;
+            }
+            Err(i) => hot.insert(i, (bucket, HotBucket { samples: count as f64, node })),
+        }
     }
-    hot.retain(|_, b| b.samples >= 0.5);
+    hot.retain(|(_, b)| b.samples >= 0.5);
     let mut out: Vec<HotRange> = hot
         .iter()
-        .map(|(&bucket, b)| HotRange {
+        .map(|&(bucket, b)| HotRange {
             start: bucket << shift,
             len: 1u64 << shift,
             node: b.node,
@@ -464,7 +469,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         let mut ph = ph.filter(|h| h.starttime == p.starttime).unwrap_or_else(|| ProcHist {
             starttime: p.starttime,
             rss: VecDeque::new(),
-            hot: BTreeMap::new(),
+            hot: Vec::new(),
             class: ClassState::default(),
         });
         let mem = mem_by_node(topo, p);
