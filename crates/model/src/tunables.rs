@@ -249,6 +249,13 @@ pub struct Tunables {
     /// 85% (`-u 85`) keeps headroom for unmanaged work, which the plan already subtracts as fixed
     /// demand. Prevents: over-committing a node (above 1) beyond what its CPUs can run.
     pub node_cpu_target: f64,
+    /// Count a node's capacity in cores (one per physical core) while the machine's whole CPU
+    /// demand fits in its cores, and in CPUs (every SMT sibling) only once it does not. Default
+    /// true. Source: SMT siblings share a core's pipelines and caches; in the simulator numa02_SMT's
+    /// 12 threads packed on one node's 6 cores x 2 took 1.76 x hard-bind's time (which spreads them
+    /// one per core). Prevents: packing a process onto half the machine's cores while the other
+    /// half idles; false (capacity always in CPUs) suits machines without SMT or pinned-SMT setups.
+    pub smt_cores_first: bool,
     /// Access-share margin within which the node a group already runs on counts "as good" as the
     /// best node, so the group stays and its memory follows (0..1). Default 0.1. Source: the
     /// access shares are smoothed estimates from sparse samples; differences of a few percent are
@@ -347,6 +354,7 @@ impl Default for Tunables {
             new_process_age_ms: 2000,
             settle_interval_ms: 100,
             node_cpu_target: 1.0,
+            smt_cores_first: true,
             stay_margin: 0.1,
             migrate_cost_ns_per_page: 2000,
             new_thread_cpu: 1.0,

@@ -303,7 +303,7 @@ fn balance_weakest_affinity_to_co_located_members_goes_first() {
 /// ```
 #[test]
 fn memory_follows_cpu_hottest_first_within_the_budget() {
-    let t = Tunables { migrate_budget_mib_per_s: 100, ..Tunables::default() };
+    let t = Tunables { migrate_budget_mib_per_s: 100, smt_cores_first: false, ..Tunables::default() };
     let mut b = B::with("autonuma-2s12c-24g", t);
     b.proc(10, "cache", &[(1, 1.0); 4], &[900, 100]);
     for i in 0..4 {
@@ -353,7 +353,7 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
     let plan = Adaptive::new().decide(&b.m);
     assert!(plan.actions.iter().all(|a| matches!(a.kind, ActionKind::SetAffinity { .. })), "{plan:#?}");
 
-    let t = Tunables { benefit_horizon_s: 1.0, ..Tunables::default() };
+    let t = Tunables { benefit_horizon_s: 1.0, smt_cores_first: false, ..Tunables::default() };
     let mut b = B::with("autonuma-2s12c-24g", t);
     b.proc(10, "b", &[(1, 0.06); 2], &[900, 100]);
     for i in 0..2 {
@@ -525,4 +525,29 @@ fn explain_shows_the_preferred_node_reason_and_the_journal() {
     let text = e.to_string();
     assert!(text.contains("process 11 (numa01)") && text.contains("Applied"), "{text}");
     assert!(p.explain(&b.m, 99).is_none());
+}
+
+/// Capacity in cores first (default `smt_cores_first`): the autonuma box has 6 cores x 2 SMT per
+/// node.
+///
+/// ```text
+///   numa02_SMT shape: one new process, 12 threads (~12 CPUs). Demand 12 <= 12 cores: capacity 6
+///   per node; 12 > 6 + 0.24 fits no node -> the closest set is both nodes = every CPU it already
+///   has: no action (the scheduler spreads one thread per core)
+///   numa01 shape: two new processes x 12 threads: demand 24 > 12 cores: capacity in CPUs (12 per
+///   node): each fits a node -> node 0 (most free memory: nothing there yet, tie by id), node 1
+/// ```
+#[test]
+fn capacity_counts_cores_until_the_demand_needs_smt_siblings() {
+    let t = Tunables { migrate_budget_mib_per_s: 1280, ..Tunables::default() };
+    assert!(t.smt_cores_first);
+    let mut b = B::with("autonuma-2s12c-24g", t.clone());
+    b.new_proc(10, "numa02_SMT", &[(0, 0.0); 12], &[]);
+    let plan = Adaptive::new().decide(&b.m);
+    assert!(plan.actions.is_empty(), "{plan:#?}");
+
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    b.new_proc(10, "numa01", &[(0, 0.0); 12], &[]).new_proc(11, "numa01", &[(0, 0.0); 12], &[]);
+    let plan = Adaptive::new().decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "fork-spread"), aff(11, None, "1", "fork-spread")]);
 }

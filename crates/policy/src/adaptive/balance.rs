@@ -3,9 +3,9 @@
 //! a bottleneck").
 //!
 //! ```text
-//!   load(n) = (fixed(n) + planned task CPU on n) / CPUs(n)
-//!   while load(busiest) - load(idlest) > imbalance and load(busiest) > node_cpu_target
-//!   (demand = run time + run delay, so > target means tasks wait for a CPU):
+//!   load(n) = (fixed(n) + planned task CPU on n) / capacity(n)   (see place.rs: cores or CPUs)
+//!   while load(busiest) - load(idlest) > imbalance and load(busiest) > 1
+//!   (demand = run time + run delay, so > 1 means tasks wait for a CPU):
 //!       candidates on busiest: not held, not class-bound, CPU > 0, busiest is not their preferred
 //!                              node (or it is a bottleneck), and the move narrows the gap
 //!       strength(task, n) = access share of the task on n
@@ -68,14 +68,14 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
             }
             on.push(c);
         }
-        let load: Vec<f64> = (0..n).map(|i| if p.cpus[i] > 0.0 { demand[i] / p.cpus[i] } else { 0.0 }).collect();
+        let load: Vec<f64> = (0..n).map(|i| if p.cap[i] > 0.0 { demand[i] / p.cap[i] } else { 0.0 }).collect();
         let busiest = p.cpu_nodes.iter().copied().max_by(|&a, &b| load[a].total_cmp(&load[b]).then(b.cmp(&a)));
         let idlest = p.cpu_nodes.iter().copied().min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
         let (Some(b), Some(i)) = (busiest, idlest) else { return };
         let gap = load[b] - load[i];
         // A busiest node whose demand (run time + run delay) fits its capacity has a CPU for every
         // task: moving one off gains nothing and splits its group from its memory.
-        if gap <= t.imbalance || load[b] <= t.node_cpu_target {
+        if gap <= t.imbalance || load[b] <= 1.0 {
             return;
         }
         let b_bottleneck = m.nodes.get(b).is_some_and(|l| l.any_bottleneck());
@@ -101,7 +101,7 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
             if preferred == b && share[b] > 0.0 && !b_bottleneck {
                 continue;
             }
-            let (nb, ni) = (load[b] - tp.cpu / p.cpus[b], load[i] + tp.cpu / p.cpus[i]);
+            let (nb, ni) = (load[b] - tp.cpu / p.cap[b], load[i] + tp.cpu / p.cap[i]);
             if (nb - ni).abs() >= gap {
                 continue;
             }

@@ -185,7 +185,44 @@ impl<'m> Planner<'m> {
         };
         p.build_units();
         p.build_capacity();
+        p.set_capacity();
         p
+    }
+
+    /// Capacity per node (with `smt_cores_first`): its cores while the machine's whole demand fits in its cores (SMT
+    /// siblings share a core's pipelines and caches: numa02_SMT's 12 threads on 6 cores x 2 run at
+    /// half speed, on 12 cores at full), its CPUs (all hardware threads) once the demand needs
+    /// them (numa01: 24 busy threads on 24 CPUs), times `node_cpu_target`.
+    fn set_capacity(&mut self) {
+        let m = self.model;
+        let t = &m.tunables;
+        let online = m.topo.online_cpus();
+        let cores: Vec<f64> = m
+            .topo
+            .nodes
+            .iter()
+            .map(|nd| {
+                let set: BTreeSet<(u32, u32, u32)> = m
+                    .topo
+                    .cpus
+                    .iter()
+                    .filter(|c| nd.cpus.contains(c.id) && online.contains(c.id))
+                    .map(|c| (c.package, c.die, c.core))
+                    .collect();
+                set.len() as f64
+            })
+            .collect();
+        let new_est: f64 = self
+            .new_procs
+            .iter()
+            .map(|pid| {
+                let pr = &m.procs[pid];
+                pr.cpu_rate.max(pr.tids.len() as f64 * t.new_thread_cpu)
+            })
+            .sum();
+        let demand = self.fixed.iter().sum::<f64>() + self.units.iter().map(|u| u.cpu).sum::<f64>() + new_est;
+        let per_node = if t.smt_cores_first && demand <= cores.iter().sum::<f64>() { &cores } else { &self.cpus };
+        self.cap = per_node.iter().map(|c| c * t.node_cpu_target).collect();
     }
 
     /// Dense index of a task's node.

@@ -28,9 +28,10 @@ pub struct B {
 
 impl B {
     /// An empty model of a preset machine, 100 decisions in, period 1 s; default tunables but a
-    /// page budget fixed at 1280 MiB/s (327680 pages per plan), which the hand traces use.
+    /// page budget fixed at 1280 MiB/s (327680 pages per plan) and capacity always in CPUs
+    /// (`smt_cores_first` off), which the hand traces use.
     pub fn new(preset: &str) -> Self {
-        Self::with(preset, Tunables { migrate_budget_mib_per_s: 1280, ..Tunables::default() })
+        Self::with(preset, Tunables { migrate_budget_mib_per_s: 1280, smt_cores_first: false, ..Tunables::default() })
     }
 
     pub fn with(preset: &str, tunables: Tunables) -> Self {
