@@ -32,6 +32,14 @@
 //! fractions of a period (0..1, may exceed 1 for interference when several tasks wait on one CPU).
 //! Per-node vectors are indexed by the topology's dense node index (`idx`), never by kernel id.
 //!
+//! # Cost
+//!
+//! Linear in threads, samples and edges up to logarithmic factors; nothing is quadratic except
+//! within one memory bucket's recent accessors (bounded by `coaccess_max_accessors`) and within
+//! one group. `examples/scale.rs` (1,000 processes x 10 threads, 4 nodes) measures one update at
+//! about 61 M instructions without access samples and 207 M with 50,000 samples and 2,000
+//! communicating pairs per period (callgrind, release build).
+//!
 //! # Limits
 //!
 //! The model sees what the sample holds: without access samples or NUMA fault statistics, a
