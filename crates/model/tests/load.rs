@@ -117,3 +117,38 @@ fn cpuless_node_and_cpu_oscillation_below_high() {
     }
     assert!((m.nodes[0].cpu.load - 0.88).abs() < 1e-12);
 }
+
+/// IO is known only on nodes with PCI devices, from PSI io `some` avg10: 25% enters (>= 0.20),
+/// 10% stays (between the marks), 4% leaves (< 0.05). Memory pressure (PSI memory some 30%)
+/// makes every node with memory a capacity bottleneck although MemFree is plentiful.
+#[test]
+fn io_on_device_nodes_and_memory_pressure() {
+    use numapilot_observe::parse::psi::parse_psi;
+    use numapilot_topology::{DeviceClass, PciDevice};
+    let mut topo = machine(2, 2, 16);
+    topo.devices.push(PciDevice {
+        address: "0000:3b:00.0".into(),
+        class: DeviceClass::Nvme,
+        class_code: 0x010802,
+        node: Some(1),
+        names: vec!["nvme0".into()],
+    });
+    let mut m = model(topo.clone());
+    for (i, (io, e)) in [(25.0, true), (10.0, true), (4.0, false)].into_iter().enumerate() {
+        let mut s = Sb::new(&topo, (i as u64 + 1) * SEC).build();
+        let line = |v: f64| {
+            format!(
+                "some avg10={v:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+            )
+        };
+        s.psi.io = Some(parse_psi(&line(io)).unwrap());
+        s.psi.memory = Some(parse_psi(&line(30.0)).unwrap());
+        m.update(&s);
+        assert!(!m.nodes[0].io.known);
+        assert!(m.nodes[1].io.known);
+        assert!((m.nodes[1].io.load - io / 100.0).abs() < 1e-9);
+        assert_eq!(m.nodes[1].io.bottleneck, e, "step {i}");
+        assert!(m.nodes[0].mem_capacity.bottleneck && m.nodes[1].mem_capacity.bottleneck);
+        assert!((m.nodes[0].mem_capacity.interference - 0.3).abs() < 1e-9);
+    }
+}
