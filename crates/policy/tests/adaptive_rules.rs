@@ -118,7 +118,8 @@ fn placement_cpu_follows_memory_then_next_best_node() {
 }
 
 /// Rule 2: the preferred node is a bottleneck -> the next best by access share. (A CPU
-/// bottleneck only refuses units that do not run there yet: see the next test.)
+/// bottleneck only refuses units that do not run there yet: see the next test; a memory-bandwidth
+/// bottleneck only units whose memory would follow them there.)
 ///
 /// ```text
 ///   svc (pid 10): 4 threads on node 1, 100 MiB (80 on node 1, 20 on node 2), sampled accesses
@@ -150,6 +151,15 @@ fn placement_avoids_a_bottleneck_node() {
         ActionKind::MigratePages { from: nodes("1"), to: nodes("2"), max_pages: Some(20_480) }
     );
     assert!(plan.actions[1].reason.detail.contains("70% of its sampled accesses remote"), "{plan:#?}");
+
+    // A unit whose accesses are already 90% on the saturated controller's node brings it no new
+    // traffic (only 10% < 25% would follow): it stays.
+    for i in 0..4 {
+        b.access(10, i, &[0.05, 0.9, 0.05, 0.0]);
+    }
+    b.group_proc(1, 10);
+    let plan = Adaptive::new().decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "stay-current-node")]);
 }
 
 /// Rule 2: a CPU bottleneck refuses newcomers; the units already there are re-placed by capacity.

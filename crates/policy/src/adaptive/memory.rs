@@ -72,7 +72,7 @@ fn split_jobs(pl: &Planner<'_>, pid: u32) -> Vec<Job> {
     let mut ranges: BTreeMap<u64, RangeUse> = BTreeMap::new();
     for (k, tp) in pl.task_plan.range(TaskKey { pid, tid: 0 }..=TaskKey { pid, tid: u32::MAX }) {
         let Some(tv) = m.tasks.get(k) else { continue };
-        let nodes = pl.placed[tp.unit].as_ref().map_or_else(|| tp.nodes.clone(), |pz| pz.nodes.clone());
+        let nodes = tp.nodes.clone();
         let e = parts.entry(nodes.clone()).or_insert_with(|| (0.0, vec![0.0; n]));
         e.0 += tv.cpu_rate;
         let w = tv.cpu_rate.max(1e-3);
@@ -177,8 +177,8 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     let mut sets: BTreeMap<u32, BTreeSet<Vec<usize>>> = BTreeMap::new();
     let mut cpu_on: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for (k, tp) in &pl.task_plan {
-        let unit_nodes = pl.placed[tp.unit].as_ref().map_or_else(|| tp.nodes.clone(), |pz| pz.nodes.clone());
-        sets.entry(k.pid).or_default().insert(unit_nodes);
+        // Where the thread will run after this plan (a balancing move included).
+        sets.entry(k.pid).or_default().insert(tp.nodes.clone());
         let v = cpu_on.entry(k.pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()]);
         let c = match pl.task_idx(k) {
             Some(c) if tp.nodes.contains(&c) => c,

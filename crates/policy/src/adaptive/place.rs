@@ -245,17 +245,24 @@ impl<'m> Planner<'m> {
         self.model.topo.cpus_of_nodes(&self.node_set(idx)).intersection(&self.model.topo.online_cpus())
     }
 
-    /// Whether node `i` refuses unit `u` for being a bottleneck. A CPU bottleneck refuses only
-    /// units that do not run there yet: the plan re-places every unit against CPU capacity, so
-    /// the units that caused the CPU bottleneck are spread by the capacity check, not evicted all
-    /// at once (which would only move the bottleneck). Memory-bandwidth, memory-capacity and IO
-    /// bottlenecks, which the capacity table does not model, refuse every unit.
+    /// Whether node `i` refuses unit `u` for being a bottleneck:
+    ///
+    /// - CPU: only units that do not run there yet. The plan re-places every unit against CPU
+    ///   capacity, so the units that caused the CPU bottleneck are spread by the capacity check,
+    ///   not evicted all at once (which would only move the bottleneck).
+    /// - memory bandwidth: only units that would bring memory traffic to the saturated controller,
+    ///   i.e. whose accesses there are short of `1 - remote_share_min` (their memory would follow
+    ///   them). Threads whose memory is already there load that controller wherever they run;
+    ///   moving them away only adds interconnect traffic.
+    /// - memory capacity, IO: every unit (the group's memory could not follow; IO is not modelled
+    ///   by the capacity table).
     fn refuses(&self, i: usize, u: &Unit) -> bool {
         let Some(l) = self.model.nodes.get(i) else { return false };
-        l.mem_bw.bottleneck
-            || l.mem_capacity.bottleneck
+        let brings_traffic = 1.0 - u.share[i] >= self.model.tunables.remote_share_min;
+        l.mem_capacity.bottleneck
             || l.io.bottleneck
             || (l.cpu.bottleneck && u.current != Some(i))
+            || (l.mem_bw.bottleneck && brings_traffic)
     }
 
     /// Why node `i` is a bottleneck, for reasons.
