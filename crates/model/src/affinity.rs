@@ -117,7 +117,7 @@ pub fn decay_factor(dt_ns: u64, half_life_ms: u64) -> f64 {
 }
 
 /// Identity of a memory bucket for co-access: machine-wide when the physical address (or another
-/// machine-wide identity) is known, else per address space.
+/// machine-wide identity) is known, else per address space:
 /// `(0, phys >> shift)` for machine-wide memory, `(pid + 1, addr >> shift)` per address space:
 /// two integers, so sorting 50,000 samples per period compares cheaply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -373,7 +373,80 @@ mod tests {
         assert!((decay_factor(10_000_000_000, 10_000) - 0.5).abs() < 1e-15);
         assert!((decay_factor(20_000_000_000, 10_000) - 0.25).abs() < 1e-15);
         assert_eq!(decay_factor(1, 0), 0.0);
-        let w = CoaccessWindow::default();
-        assert_eq!(w.len(), 0);
+    }
+
+    /// The co-access window stays bounded: at most `coaccess_max_accessors` per bucket, and
+    /// nothing once the window has passed without samples.
+    #[test]
+    fn coaccess_window_is_bounded() {
+        use numapilot_observe::{AccessSample, Counters, PsiSample, Sample};
+        use numapilot_topology::{Cpu, Node, Topology};
+        let topo = Topology {
+            nodes: vec![Node { id: 0, cpus: [0].into_iter().collect(), mem_total_kb: 1 << 20, mem_free_kb: 1 << 20 }],
+            possible: [0].into_iter().collect(),
+            distances: vec![vec![10]],
+            cpus: vec![Cpu {
+                id: 0,
+                node: 0,
+                package: 0,
+                die: 0,
+                core: 0,
+                siblings: [0].into_iter().collect(),
+                llc: None,
+                online: true,
+            }],
+            devices: vec![],
+        };
+        let mut m = Model::new(topo, Tunables::default());
+        let sample = |t: u64, accesses: Vec<AccessSample>| Sample {
+            monotonic_ns: t,
+            boottime_ns: t,
+            unix_ms: 0,
+            duration_ns: 0,
+            clock_ticks_per_sec: 100,
+            page_size: 4096,
+            processes: vec![],
+            nodes: vec![],
+            cpu: None,
+            vmstat: Counters::default(),
+            psi: PsiSample::default(),
+            numa_balancing: None,
+            accesses,
+            comm: vec![],
+        };
+        // No live tasks: samples of unknown threads are ignored entirely.
+        let acc = |tid, t| AccessSample { pid: 1, tid, addr: 0, phys: None, node: 0, count: 1, last_ns: t };
+        m.update(&sample(1_000_000_000, (0..50).map(|i| acc(i, 1_000_000_000)).collect()));
+        assert_eq!(m.state.coaccess.len(), 0);
+        // Live tasks: 50 accessors of one bucket keep at most 16; a later period forgets them.
+        m.tasks = (0..50u32)
+            .map(|tid| {
+                let key = TaskKey { pid: 1, tid };
+                let view = crate::TaskView {
+                    key,
+                    comm: String::new(),
+                    cpu: 0,
+                    node: Some(0),
+                    cpu_rate: 0.0,
+                    run_delay: None,
+                    cpus_allowed: Default::default(),
+                    access: vec![0.0],
+                    access_source: crate::AccessSource::Samples,
+                    access_samples: 0,
+                    first_seen_ns: 0,
+                    hot: vec![],
+                };
+                (key, view)
+            })
+            .collect();
+        m.now_ns = 2_000_000_000;
+        m.period_ns = 1_000_000_000;
+        update(&mut m, &sample(2_000_000_000, (0..50).map(|i| acc(i, 2_000_000_000 - u64::from(i))).collect()));
+        assert_eq!(m.state.coaccess.len(), 1);
+        assert!(m.state.coaccess.buckets.values().all(|v| v.len() == 16));
+        assert!(!m.graph.edges.is_empty());
+        m.now_ns = 4_000_000_000;
+        update(&mut m, &sample(4_000_000_000, vec![]));
+        assert_eq!(m.state.coaccess.len(), 0);
     }
 }
