@@ -1,5 +1,6 @@
-//! The model over a real capture: fixtures/rig-6.12-4node (a 4-node 6.12 guest with NUMA
-//! balancing on; process 240's threads have NUMA-fault statistics, the others have none).
+//! The model over real captures: fixtures/rig-6.12-4node (a 4-node 6.12 guest with NUMA
+//! balancing on; process 240's threads have NUMA-fault statistics, the others have none), and the
+//! same checks over every other capture in fixtures/.
 
 mod common;
 
@@ -9,16 +10,34 @@ use numapilot_model::{AccessSource, Model, Tunables};
 use numapilot_observe::{ReadOptions, Reader, SchedMode};
 use numapilot_topology::Topology;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/rig-6.12-4node")
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
 #[test]
-fn derived_views_of_a_real_capture_are_sane() {
-    let root = root();
-    let topo = Topology::from_sysfs(&root).unwrap();
-    assert_eq!(topo.nodes.len(), 4);
-    let reader = Reader::with_options(&root, ReadOptions { sched: SchedMode::Always, ..ReadOptions::default() });
+fn derived_views_of_the_4node_capture_are_sane() {
+    let any_faults = check(&fixtures().join("rig-6.12-4node"));
+    assert!(any_faults, "pid 240 has faults");
+}
+
+#[test]
+fn derived_views_of_every_capture_are_sane() {
+    let mut n = 0;
+    for e in std::fs::read_dir(fixtures()).unwrap() {
+        let p = e.unwrap().path();
+        if p.join("proc").is_dir() && p.join("sys").is_dir() {
+            check(&p);
+            n += 1;
+        }
+    }
+    assert!(n >= 4, "only {n} captures");
+}
+
+/// Runs two updates over the capture and checks the views; returns whether any thread had
+/// fault-based access shares.
+fn check(root: &std::path::Path) -> bool {
+    let topo = Topology::from_sysfs(root).unwrap();
+    let reader = Reader::with_options(root, ReadOptions { sched: SchedMode::Always, ..ReadOptions::default() });
     let s0 = reader.sample().unwrap();
     let mut m = Model::new(topo.clone(), Tunables::default());
     m.update(&s0);
@@ -53,7 +72,6 @@ fn derived_views_of_a_real_capture_are_sane() {
         assert_eq!(t.cpu_rate, 0.0);
         assert_eq!(t.node, topo.cpu(th.last_cpu()).map(|c| c.node));
     }
-    assert!(m.tasks.values().any(|t| t.access_source == AccessSource::NumaFaults), "pid 240 has faults");
     for p in m.procs.values() {
         let sp = s0.process(p.pid).unwrap();
         let numa_maps: u64 = sp.node_usage.iter().map(|u| u.total_kb() * 1024).sum();
@@ -77,4 +95,5 @@ fn derived_views_of_a_real_capture_are_sane() {
         assert_eq!(n.cpu.known, !topo.nodes[i].cpus.is_empty());
         assert_eq!(n.cpu.load, 0.0);
     }
+    m.tasks.values().any(|t| t.access_source == AccessSource::NumaFaults)
 }
