@@ -197,7 +197,8 @@ pub fn run_engine(
     };
     check_tunables(spec, tunables)?;
     let mut host = SimHost::new(Sim::new(machine, spec, Baseline::Default, seed, opts)?);
-    let mut engine = Engine::new(machine.topo.clone(), tunables.clone(), pol);
+    let topo = numapilot_policy::Host::topology(&host).clone();
+    let mut engine = Engine::new(topo, tunables.clone(), pol);
     let mut by_kind = std::collections::BTreeMap::<String, u64>::new();
     let mut tracker = RunProgress::new(host.sim());
     // The first step comes after the first epoch.
