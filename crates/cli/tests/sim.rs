@@ -375,9 +375,12 @@ fn redis_throughput_is_the_servers_requests_not_both_sides() {
     let run = &c.policies[0].runs[0];
     let server = run.processes.iter().find(|p| p.name == "redis-server").unwrap();
     let clients = run.processes.iter().find(|p| p.name == "redis-benchmark").unwrap();
-    // Paced 1:1, both sides count every request; the figure is the server's alone.
+    // Paced 1:1, both sides count every request; the figure is the server's alone. Each side's rate
+    // is its requests over its own span, and starts are jittered by up to 4 ms (seeded start order),
+    // so over 1 s the two rates agree to within half a percent, not exactly.
     assert_eq!(run.throughput, server.throughput);
-    assert!((clients.throughput.unwrap() / server.throughput.unwrap() - 1.0).abs() < 1e-6);
+    let ratio = clients.throughput.unwrap() / server.throughput.unwrap();
+    assert!((ratio - 1.0).abs() < 5e-3, "clients / server = {ratio}");
     assert_eq!(server.unit.as_deref(), Some("requests/s"));
 }
 
