@@ -278,15 +278,14 @@ impl Sched {
     }
 }
 
-/// Index of the largest value; among equal largest values `tie` picks one.
+/// Index of the largest value; among equal largest values `tie` picks one (no allocation: this
+/// runs for every domain of every balancing pass).
 fn argmax(v: &[f64], tie: Tie<'_>) -> usize {
     let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let equals: Vec<usize> = (0..v.len()).filter(|&i| v[i] >= max - 1e-12).collect();
-    match equals.len() {
-        0 => 0,
-        1 => equals[0],
-        n => equals[tie(n).min(n - 1)],
-    }
+    let equal = |i: &usize| v[*i] >= max - 1e-12;
+    let n = (0..v.len()).filter(equal).count();
+    let k = if n > 1 { tie(n).min(n - 1) } else { 0 };
+    (0..v.len()).filter(equal).nth(k).unwrap_or(0)
 }
 
 /// Reorders each run of equal keys in `items` (already sorted by `key`) by `tie` draws
@@ -309,14 +308,12 @@ fn shuffle_ties(items: &mut [usize], key: &dyn Fn(usize) -> f64, tie: Tie<'_>) {
 
 /// The least loaded CPU of `cpus` that `allowed` admits; among equally loaded ones `tie` picks.
 fn least_loaded(cpus: &[u32], allowed: &CpuSet, load: &[f64], tie: Tie<'_>) -> Option<u32> {
-    let ok: Vec<u32> = cpus.iter().copied().filter(|&c| allowed.contains(c)).collect();
-    let best = ok.iter().map(|&c| load[c as usize]).fold(f64::INFINITY, f64::min);
-    let equals: Vec<u32> = ok.into_iter().filter(|&c| load[c as usize] <= best + 1e-12).collect();
-    match equals.len() {
-        0 => None,
-        1 => Some(equals[0]),
-        n => Some(equals[tie(n).min(n - 1)]),
-    }
+    let ok = || cpus.iter().copied().filter(|&c| allowed.contains(c));
+    let best = ok().map(|c| load[c as usize]).fold(f64::INFINITY, f64::min);
+    let equal = |c: &u32| load[*c as usize] <= best + 1e-12;
+    let n = ok().filter(equal).count();
+    let k = if n > 1 { tie(n).min(n - 1) } else { 0 };
+    ok().filter(equal).nth(k)
 }
 
 /// Chooses a task of group `busiest` that may run in group `idlest`, and its destination CPU.
