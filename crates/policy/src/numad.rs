@@ -47,12 +47,13 @@
 //!               oversubscribed)
 //! ```
 //!
-//! A small picture, 2 nodes, a process with 1.6 CPUs and 2 GiB, most of it on node 1:
+//! A small picture (worked in `tests/numad.rs`): 2 nodes of 4 CPUs and 8 GiB; a process of 1.5
+//! CPUs and 2048 MiB, 512 of them on node 0 and 1536 on node 1; request 1.76 CPUs, 2409 MiB.
 //!
 //! ```text
-//!   node 0: 12 CPUs free, 20 GiB free     magnitude 0: (2410x10 + 18070x4) x (188x6 + 1012)
-//!   node 1: 10 CPUs free, 21 GiB free(+)  magnitude 1: larger (its own memory counts as free)
-//!   k = 1 -> pick node 1: bind it there, migrate the rest of its memory from node 0
+//!              free CPUs (+ own)     free MiB (+ own x 17/16)   magnitude
+//!   node 0     3.0 + 0.375 = 3.375   5000 + 544  = 5544         36632 x 12.20 = 446.8k  <- bound here,
+//!   node 1     1.5 + 1.125 = 2.625   4000 + 1632 = 5632         36984 x 11.45 = 423.4k     1536 MiB move
 //! ```
 //!
 //! # Units
@@ -74,6 +75,10 @@
 //! - A process that placed itself (the model's `pinned`: an explicit memory policy or narrowed
 //!   CPUs) and that we did not bind is left alone, as the adaptive policy does; numad would see it
 //!   as bound long ago and consider it for a move.
+//!
+//! A consequence of numad's own rules, kept on purpose: a process's CPU is credited back to the
+//! nodes holding its memory, so on numa01 (both processes' memory first-touched on node 0) the
+//! second process is bound to node 0 as well, beside the first (`sim/tests/engine_policies.rs`).
 
 use std::collections::{BTreeMap, VecDeque};
 
