@@ -210,10 +210,11 @@ fn placement_gives_a_large_group_the_closest_set() {
 }
 
 /// Rule 3: balancing moves the task with the weakest affinity to the overloaded node, never one
-/// whose preferred node it is.
+/// whose preferred node it is. (The balancer moves CPUs only, so a node the placement refused for
+/// IO may still take a thread.)
 ///
 /// ```text
-///   node 1's memory is full (memory-capacity bottleneck): it refuses every unit
+///   node 1's IO is saturated (IO bottleneck): it refuses every unit
 ///   pinned (pid 5, not managed): 10 x 1.0 CPU on node 0 -> fixed demand 10 on node 0
 ///   app (pid 10): 4 threads x 1.0 on node 0, one group each, 32 MiB; accesses on node 0:
 ///                 t0 90%, t1 60%, t2 55%, t3 20% (t3 prefers node 1)
@@ -234,8 +235,8 @@ fn balance_moves_the_weakest_first_and_keeps_tasks_on_their_preferred_node() {
     for i in 0..4 {
         b.group(u64::from(i) + 1, &[tk(10, i)]);
     }
-    b.m.nodes[1].mem_capacity.bottleneck = true;
-    b.m.nodes[1].mem_capacity.load = 0.97;
+    b.m.nodes[1].io.bottleneck = true;
+    b.m.nodes[1].io.load = 0.4;
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(
@@ -256,7 +257,7 @@ fn balance_moves_the_weakest_first_and_keeps_tasks_on_their_preferred_node() {
 /// for every task.
 ///
 /// ```text
-///   node 1 memory full (refuses units). pinned (pid 5): 10 x 1.0 on node 0.
+///   node 1 IO bottleneck (refuses units). pinned (pid 5): 10 x 1.0 on node 0.
 ///   app (pid 10): one group of 4 threads x 1.0 on node 0, 32 MiB on node 1 (so node 1 is every
 ///   thread's preferred node: none is protected)
 ///   edges: t0-t1, t0-t2, t1-t2 0.6; t3 to each 0.1 (= the address-space prior)
@@ -274,7 +275,7 @@ fn balance_weakest_affinity_to_co_located_members_goes_first() {
     b.proc(10, "app", &[(0, 1.0); 4], &[0, 32]);
     b.edge(tk(10, 0), tk(10, 1), 0.6).edge(tk(10, 0), tk(10, 2), 0.6).edge(tk(10, 1), tk(10, 2), 0.6);
     b.group(1, &[tk(10, 0), tk(10, 1), tk(10, 2), tk(10, 3)]);
-    b.m.nodes[1].mem_capacity.bottleneck = true;
+    b.m.nodes[1].io.bottleneck = true;
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(

@@ -71,7 +71,9 @@
 //! the last CPU move. A move is recorded only when its outcome says it was applied
 //! ([`Policy::observe_outcomes`]). Within `hold_periods` decisions of a move, the unit keeps that
 //! placement and memory is not moved towards another node set, unless the load that justified the
-//! move changed by more than `hold_load_change` (relative).
+//! move changed by more than `hold_load_change` (relative). The fork rule's placement starts no
+//! hold: it is a guess made before any signal (two processes that will talk to each other are
+//! spread like any others), and the group rule corrects it on the first evidence.
 //!
 //! # Units
 //!
@@ -235,8 +237,12 @@ impl Adaptive {
                     Some(tid) => vec![tid],
                     None => p.tids.clone(),
                 };
-                for tid in &tids {
-                    self.task_moves.insert(TaskKey { pid, tid: *tid }, mv.clone());
+                // The fork rule's placement is a first guess made before any signal exists: it
+                // starts no hold, so the group rule may correct it on the first evidence.
+                if action.reason.rule != "fork-spread" {
+                    for tid in &tids {
+                        self.task_moves.insert(TaskKey { pid, tid: *tid }, mv.clone());
+                    }
                 }
                 if let Some(st) = self.procs.get_mut(&pid) {
                     match action.target.tid {

@@ -250,19 +250,18 @@ impl<'m> Planner<'m> {
     /// - CPU: only units that do not run there yet. The plan re-places every unit against CPU
     ///   capacity, so the units that caused the CPU bottleneck are spread by the capacity check,
     ///   not evicted all at once (which would only move the bottleneck).
-    /// - memory bandwidth: only units that would bring memory traffic to the saturated controller,
-    ///   i.e. whose accesses there are short of `1 - remote_share_min` (their memory would follow
-    ///   them). Threads whose memory is already there load that controller wherever they run;
-    ///   moving them away only adds interconnect traffic.
-    /// - memory capacity, IO: every unit (the group's memory could not follow; IO is not modelled
-    ///   by the capacity table).
+    /// - memory bandwidth or capacity: only units that would bring memory to the node, i.e. whose
+    ///   accesses there are short of `1 - remote_share_min` (their memory would follow them).
+    ///   Threads whose memory is already there load that controller and hold that memory wherever
+    ///   they run; moving them away only adds interconnect traffic (and, memory following, fills
+    ///   another node).
+    /// - IO: every unit (not modelled by the capacity table).
     fn refuses(&self, i: usize, u: &Unit) -> bool {
         let Some(l) = self.model.nodes.get(i) else { return false };
         let brings_traffic = 1.0 - u.share[i] >= self.model.tunables.remote_share_min;
-        l.mem_capacity.bottleneck
-            || l.io.bottleneck
+        l.io.bottleneck
             || (l.cpu.bottleneck && u.current != Some(i))
-            || (l.mem_bw.bottleneck && brings_traffic)
+            || ((l.mem_bw.bottleneck || l.mem_capacity.bottleneck) && brings_traffic)
     }
 
     /// Why node `i` is a bottleneck, for reasons.
