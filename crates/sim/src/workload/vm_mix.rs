@@ -85,9 +85,15 @@
 //! (as under KVM without preallocation) makes every fault local (0 pages, correctly). Migrations
 //! need misplaced hot memory next to free memory, which this static mix does not produce.
 //!
-//! Measured (seed 1, 60 simulated s, `default` policy, release build): on `numaconnect-288c` all 20
-//! VMs run, 84% of accesses local, 1.1 s wall; mean ops/s per VM: sheep 6.8M, rabbit 13.8M, devil
-//! 0.59M (4 KiB each, ~2.4 GB/s).
+//! Measured (60 simulated s, `default` policy, release build, `numaconnect-288c`, after the
+//! scheduler's ties and start order came from the seed): seed 1 runs all 20 VMs with 76% of
+//! accesses local in 1.6 s wall, mean ops/s per VM sheep 6.9M, rabbit 12.1M, devil 1.4M (4 KiB
+//! each, ~5.8 GB/s); seeds 2 and 3 give 72.6% and 80.0% local, the mean over seeds 1-5 is 79.7%,
+//! and the mix's total throughput varies by 1.4% (sd/mean; 0.0% when every seed placed alike).
+//! `autonuma` still migrates 0 pages on each of these seeds, for the reason above. Having each
+//! vCPU first-touch its part of the guest's working set is what `ws` already does; what would make
+//! pages move is vCPUs drifting to other nodes (wake-up and idle balancing of halting vCPUs),
+//! which the scheduler model does not have (see `kernel::sched`, limits), not a different mix.
 
 use numapilot_topology::Topology;
 
