@@ -12,8 +12,10 @@
 //! ```text
 //!   resource       load                                   interference
 //!   CPU            Δbusy / Δ(busy+idle) ticks of the       Σ run delay of the tasks on the node
-//!                  node's CPUs (/proc/stat); else          / node CPUs (schedstat); else PSI cpu
-//!                  Σ task cpu_rate / node CPUs             some avg10 / 100 (system-wide)
+//!                  node's CPUs (/proc/stat); else          / node CPUs (schedstat, when any task
+//!                  Σ task cpu_rate / node CPUs             has it: 0 on a node without tasks);
+//!                                                          only when none has: PSI cpu some
+//!                                                          avg10 / 100 (system-wide, every node)
 //!   MemCapacity    1 - MemFree / MemTotal (nodeN/meminfo)  PSI memory some avg10 / 100 (system-wide)
 //!   MemBandwidth   bytes / (capacity x window) (uncore)    saturated time / window
 //!   IO             PSI io some avg10 / 100, on nodes with  same value (PSI has one figure)
@@ -145,6 +147,12 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             delay_known[i] = true;
         }
     }
+    // The CPU interference source is chosen once for the whole sample, never per node: when any
+    // task has schedstat, every node's interference is its tasks' run delay (0 for a node with no
+    // task); system-wide PSI is the fallback only when no run delay is known anywhere. (PSI is high
+    // exactly when some other node is oversubscribed: handing it to an idle node would flag the
+    // best destination as a bottleneck.)
+    let any_delay = delay_known.iter().any(|&k| k);
     let psi = |p: Option<numapilot_observe::Psi>| p.map(|p| p.some.avg10 / 100.0);
     let psi_cpu = psi(sample.psi.cpu);
     let psi_mem = psi(sample.psi.memory);
@@ -167,7 +175,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 (Some((b0, t0)), Some((b1, t1))) if t1 > t0 && b1 >= b0 => (b1 - b0) as f64 / (t1 - t0) as f64,
                 _ => demand[i] / ncpus as f64,
             };
-            let interf = if delay_known[i] { delay[i] / ncpus as f64 } else { psi_cpu.unwrap_or(0.0) };
+            let interf = if any_delay { delay[i] / ncpus as f64 } else { psi_cpu.unwrap_or(0.0) };
             (true, load.clamp(0.0, 1.0), interf.max(0.0))
         };
         set(

@@ -152,3 +152,61 @@ fn io_on_device_nodes_and_memory_pressure() {
         assert!((m.nodes[0].mem_capacity.interference - 0.3).abs() < 1e-9);
     }
 }
+
+fn psi(v: f64) -> numapilot_observe::Psi {
+    numapilot_observe::parse::psi::parse_psi(&format!(
+        "some avg10={v:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+    ))
+    .unwrap()
+}
+
+/// Guards against an idle node inheriting system-wide PSI while other nodes measure run delay.
+/// Node 0 (CPUs 0, 1): 4 threads, each waiting 0.5 s per s -> 2.0 s / 2 CPUs = 1.0 interference
+/// (bottleneck). Node 1: no task; PSI cpu some 60% (caused by node 0) must not reach it: 0.0.
+#[test]
+fn idle_node_gets_no_psi_when_run_delay_is_known_elsewhere() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=2u64 {
+        let mut b = Sb::new(&topo, i * SEC).cpu_ticks(&[(i * 100, 0), (i * 100, 0), (0, i * 100), (0, i * 100)]).proc(
+            10,
+            5,
+            "a",
+            &[GIB, 0],
+        );
+        for t in 0..4 {
+            b = b.thread(10, 10 + t, i * SEC / 2, i * SEC / 2, t % 2);
+        }
+        let mut s = b.build();
+        s.psi.cpu = Some(psi(60.0));
+        m.update(&s);
+    }
+    assert!((m.nodes[0].cpu.interference - 1.0).abs() < 1e-12, "{:?}", m.nodes[0].cpu);
+    assert!(m.nodes[0].cpu.bottleneck);
+    assert_eq!(m.nodes[1].cpu.interference, 0.0, "{:?}", m.nodes[1].cpu);
+    assert!(!m.nodes[1].cpu.bottleneck);
+}
+
+/// Without any schedstat, PSI is the fallback on every node with CPUs: 0.3 -> interference 0.3,
+/// above cpu_interference_high (0.25): both nodes enter; at 0.2 (between the marks 0.10 and 0.25)
+/// both stay; at 0.05 both leave.
+#[test]
+fn psi_cpu_is_the_fallback_only_without_run_delay() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let mut states = Vec::new();
+    for (i, v) in [(1u64, 30.0), (2, 30.0), (3, 20.0), (4, 5.0)] {
+        let mut s = Sb::new(&topo, i * SEC).proc(10, 5, "a", &[GIB, 0]).thread(10, 10, 0, 0, 0).build();
+        for p in &mut s.processes {
+            for t in &mut p.threads {
+                t.schedstat = None;
+            }
+        }
+        s.psi.cpu = Some(psi(v));
+        m.update(&s);
+        states.push((m.nodes[0].cpu.bottleneck, m.nodes[1].cpu.bottleneck));
+    }
+    assert!((m.nodes[1].cpu.interference - 0.05).abs() < 1e-12);
+    // The first sample has no CPU figures (no deltas).
+    assert_eq!(states, vec![(false, false), (true, true), (true, true), (false, false)]);
+}
