@@ -201,7 +201,7 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
     for (b, t, n, last) in rows {
         match merged.last_mut() {
             Some((pb, pa)) if *pb == b && pa.task == t => {
-                pa.samples += n;
+                pa.samples = pa.samples.saturating_add(n);
                 pa.last_ns = pa.last_ns.max(last);
             }
             _ => merged.push((b, Accessor { task: t, last_ns: last, samples: n })),
@@ -226,7 +226,8 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
         let cur = &merged[i..j];
         i = j;
         for a in cur {
-            *total.entry(a.1.task).or_default() += a.1.samples;
+            let t = total.entry(a.1.task).or_default();
+            *t = t.saturating_add(a.1.samples);
         }
         let entry = win.buckets.entry(b).or_default();
         // Carried accessors from earlier periods, still alive, not sampled again in this bucket.
@@ -247,11 +248,13 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
                 if !(pc || qc) || p.last_ns.abs_diff(q.last_ns) > window_ns {
                     continue;
                 }
-                *co.entry(ordered(p.task, q.task)).or_default() += p.samples.min(q.samples);
+                let c = co.entry(ordered(p.task, q.task)).or_default();
+                *c = c.saturating_add(p.samples.min(q.samples));
                 for (k, is_cur) in [(x, pc), (y, qc)] {
                     if !is_cur && !counted[k] {
                         counted[k] = true;
-                        *total.entry(parts[k].0.task).or_default() += parts[k].0.samples;
+                        let t = total.entry(parts[k].0.task).or_default();
+                        *t = t.saturating_add(parts[k].0.samples);
                     }
                 }
             }
@@ -295,7 +298,8 @@ fn communication(model: &Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey),
         if a == b || !model.tasks.contains_key(&a) || !model.tasks.contains_key(&b) {
             continue;
         }
-        *events.entry(ordered(a, b)).or_default() += c.events;
+        let e = events.entry(ordered(a, b)).or_default();
+        *e = e.saturating_add(c.events);
     }
     let full = model.tunables.comm_full_events_per_s;
     events.into_iter().map(|(k, e)| (k, (e as f64 / period_s / full).clamp(0.0, 1.0))).collect()

@@ -65,7 +65,8 @@ pub(crate) fn update(model: &mut Model) {
     let tun = &model.tunables;
     let now = model.now_ns;
     let window_ns = tun.class_window_ms.saturating_mul(1_000_000);
-    let smallest_node = model.topo.nodes.iter().map(|n| n.mem_total_kb * 1024).filter(|&b| b > 0).min().unwrap_or(0);
+    let smallest_node =
+        model.topo.nodes.iter().map(|n| n.mem_total_kb.saturating_mul(1024)).filter(|&b| b > 0).min().unwrap_or(0);
     for (pid, p) in model.procs.iter_mut() {
         let Some(st) = model.state.procs.get_mut(pid).map(|h| &mut h.class) else { continue };
         if let Some(&c) = model.class_overrides.get(&p.comm) {

@@ -109,7 +109,7 @@ pub(crate) fn update(model: &mut Model) {
     let n = keys.len();
     let pos = |k: &TaskKey| keys.binary_search(k).ok();
     let cpus_max = model.topo.nodes.iter().map(|n| n.cpus.len()).max().unwrap_or(0).max(1) as f64;
-    let mem_max = model.topo.nodes.iter().map(|n| n.mem_total_kb * 1024).max().unwrap_or(0).max(1) as f64;
+    let mem_max = model.topo.nodes.iter().map(|n| n.mem_total_kb.saturating_mul(1024)).max().unwrap_or(0).max(1) as f64;
     let cap_cpu = tun.group_max_cpu_frac * cpus_max;
     let cap_mem = tun.group_max_mem_frac * mem_max;
     let cap_tasks = tun.group_max_tasks as usize;
@@ -299,14 +299,14 @@ pub(crate) fn update(model: &mut Model) {
         let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
         pids.dedup();
         let cpu: f64 = idx.iter().map(|&(_, i)| task_cpu[i]).sum();
-        let mem_bytes: u64 = idx.iter().map(|&(_, i)| task_mem[i]).sum();
+        let mem_bytes: u64 = idx.iter().map(|&(_, i)| task_mem[i]).fold(0, u64::saturating_add);
         let mut mem_by_node = vec![0u64; nn];
         let mut access = vec![0.0; nn];
         let mut running: Vec<(u32, f64)> = Vec::new();
         for &(_, i) in idx {
             let t = views[i];
             for (m, &b) in mem_by_node.iter_mut().zip(&task_mem_node[i * nn..(i + 1) * nn]) {
-                *m += b;
+                *m = m.saturating_add(b);
             }
             let w = if cpu > 0.0 { task_cpu[i] } else { 1.0 };
             for (a, &s) in access.iter_mut().zip(&t.access) {

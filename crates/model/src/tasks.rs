@@ -279,7 +279,7 @@ fn ticks_to_ns(ticks: u64, hz: u64) -> u64 {
     if hz == 0 {
         return 0;
     }
-    ((ticks as u128 * 1_000_000_000u128) / hz as u128) as u64
+    ((ticks as u128 * 1_000_000_000u128) / hz as u128).min(u128::from(u64::MAX)) as u64
 }
 
 /// Normalises `v` in place to sum 1; leaves all zeros when the sum is 0 or not finite.
@@ -325,7 +325,7 @@ impl PeriodAccesses {
         rows.dedup_by(|later, kept| {
             let same = later.key == kept.key && later.bucket == kept.bucket && later.idx == kept.idx;
             if same {
-                kept.count += later.count;
+                kept.count = kept.count.saturating_add(later.count);
             }
             same
         });
@@ -351,7 +351,7 @@ impl PeriodAccesses {
                 if later.1 .0 > kept.1 .0 {
                     kept.1 .1 = later.1 .1;
                 }
-                kept.1 .0 += later.1 .0;
+                kept.1 .0 = kept.1 .0.saturating_add(later.1 .0);
             }
             same
         });
@@ -375,8 +375,8 @@ fn policy_pinned(p: &ProcessSample, share: f64) -> bool {
     let Some(maps) = &p.numa_maps else { return false };
     let (mut placed, mut total) = (0u64, 0u64);
     for v in &maps.vmas {
-        let kb: u64 = v.node_kb().map(|(_, kb)| kb).sum();
-        total += kb;
+        let kb: u64 = v.node_kb().map(|(_, kb)| kb).fold(0, u64::saturating_add);
+        total = total.saturating_add(kb);
         if matches!(
             v.policy.mode,
             PolicyMode::Bind
@@ -385,7 +385,7 @@ fn policy_pinned(p: &ProcessSample, share: f64) -> bool {
                 | PolicyMode::Preferred
                 | PolicyMode::PreferredMany
         ) {
-            placed += kb;
+            placed = placed.saturating_add(kb);
         }
     }
     total > 0 && placed as f64 >= share * total as f64
@@ -398,8 +398,8 @@ fn fault_counts(topo: &Topology, t: &ThreadSample) -> Option<Vec<u64>> {
     let mut any = false;
     for f in &numa.faults {
         if let Some(i) = topo.node_idx(f.node) {
-            let c = f.task_private + f.task_shared;
-            v[i] += c;
+            let c = f.task_private.saturating_add(f.task_shared);
+            v[i] = v[i].saturating_add(c);
             any |= c > 0;
         }
     }
@@ -473,7 +473,10 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             class: ClassState::default(),
         });
         let mem = mem_by_node(topo, p);
-        let rss_bytes = p.rss_kb.map(|kb| kb.saturating_mul(1024)).unwrap_or_else(|| mem.iter().sum());
+        let rss_bytes = p
+            .rss_kb
+            .map(|kb| kb.saturating_mul(1024))
+            .unwrap_or_else(|| mem.iter().fold(0, |a, &b| a.saturating_add(b)));
 
         // Threads.
         let mut tids = Vec::with_capacity(p.threads.len());
@@ -521,10 +524,10 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 let mut total = 0u64;
                 for r in rows {
                     raw[r.idx] += r.count as f64;
-                    total += r.count;
+                    total = total.saturating_add(r.count);
                 }
                 last_sampled_ns = now;
-                proc_samples += total;
+                proc_samples = proc_samples.saturating_add(total);
                 normalise(&mut raw);
                 let access = match old.filter(|o| o.access_source == AccessSource::Samples && o.access.len() == nn) {
                     Some(o) => {
@@ -541,7 +544,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             {
                 (o.access.clone(), AccessSource::Samples, 0)
             } else if let Some(counts) = fault_counts(topo, t) {
-                let total: u64 = counts.iter().sum();
+                let total: u64 = counts.iter().fold(0, |a, &b| a.saturating_add(b));
                 let mut v: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
                 normalise(&mut v);
                 (v, AccessSource::NumaFaults, total)
@@ -618,7 +621,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         };
 
         let hz = sample.clock_ticks_per_sec.max(1);
-        let started_ns = ((p.starttime as u128 * 1_000_000_000u128) / hz as u128) as u64;
+        let started_ns = ((p.starttime as u128 * 1_000_000_000u128) / hz as u128).min(u128::from(u64::MAX)) as u64;
         let pinned = policy_pinned(p, tun.pinned_policy_share) || all_narrow;
         procs.insert(
             p.pid,

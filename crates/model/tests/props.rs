@@ -58,11 +58,13 @@ proptest! {
         prop_assert!((a.unwrap() - b.unwrap()).abs() < 1e-9, "{a:?} {b:?}");
     }
 
-    /// Strengths stay in [0, 1] whatever the input (huge event counts, many samples).
+    /// Strengths stay in [0, 1] whatever the input: any event count (u64::MAX included) on few
+    /// pairs, so the same pair repeats and its counts are summed (a checked sum would overflow),
+    /// any sample count.
     #[test]
     fn strength_in_unit_interval(
-        comm in prop::collection::vec((0u32..6, 0u32..6, 0u64..u64::MAX / 4), 0..12),
-        acc in prop::collection::vec((0u32..6, 0u64..4, 1u32..u32::MAX / 2), 0..24),
+        comm in prop::collection::vec((0u32..3, 0u32..3, any::<u64>()), 0..12),
+        acc in prop::collection::vec((0u32..3, 0u64..2, 1u32..=u32::MAX), 0..24),
         steps in 2u64..6,
     ) {
         let topo = machine(2, 2, 16);

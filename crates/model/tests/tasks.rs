@@ -254,3 +254,33 @@ fn pinned_by_memory_policy() {
     assert!(m.procs[&90].pinned);
     assert!(!m.procs[&91].pinned);
 }
+
+/// Guards the saturating sums: two communication records of u64::MAX events for one pair (a
+/// checked sum panics in debug builds, wraps in release), and two processes of RSS ~u64::MAX / 2
+/// bytes: saturated, the pair is a full-strength edge, and the merge the edge asks for is refused
+/// by the memory cap (no node holds 2^63 bytes), not computed with a wrapped sum.
+#[test]
+fn huge_counts_saturate_instead_of_overflowing() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=6u64 {
+        let mut s = Sb::new(&topo, i * SEC)
+            .proc(10, 5, "a", &[GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .proc(20, 5, "b", &[GIB, 0])
+            .thread(20, 20, 0, 0, 0)
+            .comm((10, 10), (20, 20), u64::MAX)
+            .comm((20, 20), (10, 10), u64::MAX)
+            .build();
+        for p in &mut s.processes {
+            p.rss_kb = Some(u64::MAX / 2048);
+        }
+        m.update(&s);
+    }
+    let e = &m.graph.edges[&(key(10, 10), key(20, 20))];
+    assert!(e.comm > 0.2 && e.comm <= 1.0, "{e:?}");
+    let g = m.group_of(&key(10, 10)).unwrap();
+    assert_eq!(g.tasks.len(), 1);
+    assert_eq!(g.mem_bytes, (u64::MAX / 2048) * 1024);
+    assert_eq!(m.groups.refused_merges, 1);
+}
