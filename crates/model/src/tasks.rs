@@ -27,7 +27,8 @@
 //!   else the kernel's NUMA-fault averages of the thread (`task/TID/sched`, already decayed by half
 //!   every scan period by `task_numa_placement`); else its process's resident memory per node.
 //!   Sampled shares are smoothed with an exponential average of half-life `access_half_life_ms`
-//!   (`a = 1 - 2^(-dt/h)`, `share += a * (raw - share)`) and stay valid `access_stale_ms` after the
+//!   (`a = 1 - 2^(-dt/h)`, `share += a * (raw - share)`, dt = time since the thread's previous
+//!   sample, so an estimate from before a pause weighs what its age says) and stay valid `access_stale_ms` after the
 //!   thread's last sample, so a pause does not drop the thread to the coarser estimate.
 //! * Process: RSS (VmRSS, else the numa_maps sum), memory per node from numa_maps, growth as the
 //!   slope between the oldest RSS point inside `class_window_ms` and now, CPU as the sum of its
@@ -449,7 +450,6 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let hist = &mut model.state;
     hist.reborn.clear();
     let acc = PeriodAccesses::new(topo, sample, tun.coaccess_bucket_shift);
-    let access_alpha = 1.0 - decay_factor(dt, tun.access_half_life_ms);
     let hot_decay = decay_factor(dt, tun.access_half_life_ms);
     let window_ns = tun.class_window_ms.saturating_mul(1_000_000);
     let stale_ns = tun.access_stale_ms.saturating_mul(1_000_000);
@@ -526,13 +526,16 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                     raw[r.idx] += r.count as f64;
                     total = total.saturating_add(r.count);
                 }
+                // The weight of the new evidence follows the age of the old estimate (the time
+                // since this thread was last sampled), not the model period: after a pause of
+                // 10 half-lives the old shares weigh 2^-10.
+                let alpha = 1.0 - decay_factor(now.saturating_sub(last_sampled_ns), tun.access_half_life_ms);
                 last_sampled_ns = now;
                 proc_samples = proc_samples.saturating_add(total);
                 normalise(&mut raw);
                 let access = match old.filter(|o| o.access_source == AccessSource::Samples && o.access.len() == nn) {
                     Some(o) => {
-                        let mut v: Vec<f64> =
-                            o.access.iter().zip(&raw).map(|(s, r)| s + access_alpha * (r - s)).collect();
+                        let mut v: Vec<f64> = o.access.iter().zip(&raw).map(|(s, r)| s + alpha * (r - s)).collect();
                         normalise(&mut v);
                         v
                     }

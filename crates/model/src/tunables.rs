@@ -202,8 +202,11 @@ pub struct Tunables {
     /// A group is worth managing from this CPU demand (CPUs). Default 0.1. Prevents: moving idle
     /// daemons for nothing.
     pub min_group_cpu: f64,
-    /// A process is worth managing from this RSS, MiB. Default 64. Source: below a few huge pages of
-    /// working set the LLC hides the node. Prevents: churn on small processes.
+    /// A process's memory is worth migrating from this RSS, MiB, unless access samples show its
+    /// accesses going remote. Default 64. Source: below a few huge pages of working set the LLC
+    /// hides the node; sampled accesses are misses by construction, so they override the floor
+    /// (a client's few MiB of socket buffers dirtied by a server on another node). Prevents:
+    /// churn on small processes.
     pub min_process_rss_mib: u64,
     /// Memory follows CPU when at least this share of a group's accessed memory is remote. Default
     /// 0.25. Prevents: migrating for a few remote pages (cost > gain).

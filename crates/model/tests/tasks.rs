@@ -284,3 +284,30 @@ fn huge_counts_saturate_instead_of_overflowing() {
     assert_eq!(g.mem_bytes, (u64::MAX / 2048) * 1024);
     assert_eq!(m.groups.refused_merges, 1);
 }
+
+/// Guards that the smoothing weight follows the age of the old estimate, not the model period.
+/// Thread sampled 100% on node 1 at t = 1 s, then 20 sample-less periods of 1 s, then 100% on
+/// node 0 at t = 22 s. The old estimate is 21 s = 10.5 half-lives (2 s) old: it weighs
+/// 2^-10.5 = 0.000691, so access = [1 - 0.000691, 0.000691] (with the period as dt it would be
+/// [0.29, 0.71]).
+#[test]
+fn smoothing_weighs_the_old_estimate_by_its_age() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t: u64, node: Option<u32>| {
+        let b = Sb::new(&topo, t).proc(30, 5, "x", &[GIB, GIB]).thread(30, 31, 0, 0, 0);
+        match node {
+            Some(n) => b.access(30, 31, 0x4000_0000, n, 10, t).build(),
+            None => b.build(),
+        }
+    };
+    m.update(&s(SEC, Some(1)));
+    for t in 2..=21 {
+        m.update(&s(t * SEC, None));
+    }
+    assert_eq!(m.tasks[&key(30, 31)].access, vec![0.0, 1.0], "kept through the pause");
+    m.update(&s(22 * SEC, Some(0)));
+    let a = &m.tasks[&key(30, 31)].access;
+    assert!((a[1] - 0.000_690_533_966).abs() < 1e-9, "{a:?}");
+    assert!((a[0] + a[1] - 1.0).abs() < 1e-12);
+}
