@@ -263,7 +263,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         }
         let benefit_s = remote * p.cpu_rate * t.benefit_horizon_s;
         let cost_s = remote_pages as f64 * t.migrate_cost_ns_per_page as f64 / 1e9;
-        if !bind && (remote < t.remote_share_min || !rss_ok || benefit_s <= cost_s) {
+        // The RSS floor stands in for "the LLC hides it" only while nothing is sampled: sampled
+        // remote accesses prove the memory misses the cache (a client's socket buffers, a few MiB
+        // dirtied by the server on another node, are a process's hottest memory).
+        let small_ok = rss_ok || src == "sampled accesses";
+        if !bind && (remote < t.remote_share_min || !small_ok || benefit_s <= cost_s) {
             continue;
         }
         let dest = to.iter().copied().max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a))).unwrap_or(to[0]);
