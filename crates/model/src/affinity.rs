@@ -352,11 +352,17 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             observe(k, f, true);
         }
     }
-    edges.retain(|_, e| {
+    let keep_mark = tun.group_keep_strength;
+    let old_weak = std::mem::take(&mut model.state.weak_since);
+    let weak = &mut model.state.weak_since;
+    edges.retain(|k, e| {
         e.coaccess = e.coaccess.clamp(0.0, 1.0);
         e.comm = e.comm.clamp(0.0, 1.0);
         e.strength = e.coaccess.max(e.comm);
         e.tier = tier_of(e.strength, tun);
+        if e.strength < keep_mark {
+            weak.insert(*k, old_weak.get(k).copied().unwrap_or(now));
+        }
         if e.strength < tun.edge_zero {
             let since = *e.zero_since_ns.get_or_insert(now);
             now.saturating_sub(since) < grace_ns

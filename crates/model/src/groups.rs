@@ -13,8 +13,13 @@
 //!
 //! ```text
 //!   1. forget     tasks that vanished (or whose pid/tid now names another task)
-//!   2. split      each group into connected components over its internal join edges
-//!                 (tier >= Medium); the largest component keeps the id
+//!   2. split      each group into connected components over its internal keep edges: an
+//!                 edge keeps until it has been below group_keep_strength (tier_weak) for
+//!                 edge_grace_ms; the largest component keeps the id. Joining needs tier_medium:
+//!
+//!                 strength  tier_medium ─── join ───────────────────────────
+//!                           keep mark   ──────────────╲____ below for grace ─► split
+//!                 (a pair hovering around tier_medium stays one group: no flicker)
 //!   3. new tasks  a singleton group each; a thread of a process with no per-thread signal at all
 //!                 (residency shares only, no edge between two of its threads) joins its
 //!                 process's group instead
@@ -114,6 +119,11 @@ pub(crate) fn update(model: &mut Model) {
     let cap_mem = tun.group_max_mem_frac * mem_max;
     let cap_tasks = tun.group_max_tasks as usize;
     let join = |t: Option<Tier>| t.is_some_and(|t| t >= Tier::Medium);
+    // Hysteresis: an internal edge keeps its group together until it has been below
+    // `group_keep_strength` for `edge_grace_ms` (joining needs `tier_medium`).
+    let grace_ns = tun.edge_grace_ms.saturating_mul(1_000_000);
+    let weak_since = &model.state.weak_since;
+    let keep = |k: &(TaskKey, TaskKey)| weak_since.get(k).is_none_or(|&s| now.saturating_sub(s) < grace_ns);
     let runs = pid_runs(&keys);
 
     // Per task: CPU and memory attribution.
@@ -157,8 +167,8 @@ pub(crate) fn update(model: &mut Model) {
 
     // 2. Split: components over internal join edges (and the prior inside signal-less processes).
     let mut uf = UnionFind::new(n);
-    for ((a, b), e) in &model.graph.edges {
-        if !join(e.tier) {
+    for (k @ (a, b), _) in &model.graph.edges {
+        if !keep(k) {
             continue;
         }
         if let (Some(i), Some(j)) = (pos(a), pos(b)) {

@@ -253,6 +253,9 @@ pub(crate) struct History {
     pub(crate) reborn: BTreeSet<TaskKey>,
     /// Co-access window (affinity.rs).
     pub(crate) coaccess: CoaccessWindow,
+    /// Since when each edge has been below `group_keep_strength` (affinity.rs writes, groups.rs
+    /// reads): the low mark of the join/split hysteresis. Looked up only, never iterated.
+    pub(crate) weak_since: HashMap<(TaskKey, TaskKey), u64, FxBuild>,
     /// Previous busy and total ticks per node (dense index), load.rs.
     pub(crate) node_ticks: Vec<Option<(u64, u64)>>,
 }

@@ -79,8 +79,10 @@ pub struct Tunables {
     /// unbounded number of dead edges (memory grows with every pair ever seen).
     pub edge_zero: f64,
     /// An edge at "zero" is dropped after this grace period (NUMA-ICON: "delay XX before removing"),
-    /// ms. Default 30000. Prevents: a group splitting during a pause of a few seconds (a GC, a
-    /// barrier) and re-forming right after, with moves both ways.
+    /// ms; also how long an internal edge of a group may stay below `group_keep_strength` before
+    /// the group splits along it. Default 30000. Source: the slides' delay before removal; 30 s is
+    /// three affinity half-lives. Prevents: a group splitting during a pause of a few seconds (a
+    /// GC, a barrier) and re-forming right after, with moves both ways.
     pub edge_grace_ms: u64,
     /// Most recent accessors remembered per memory bucket for co-access. Default 16. Source: the
     /// co-access check pairs every accessor of a bucket with every other (quadratic in this number),
@@ -115,6 +117,14 @@ pub struct Tunables {
     /// tasks than a node has CPUs cannot all run there. Prevents: giant groups (NUMA-ICON: "avoid
     /// super-large affinity groups") and the quadratic cost of scoring them.
     pub group_max_tasks: u32,
+    /// Lower (leave) mark of the join/split hysteresis of groups, normalised frequency. Edges join
+    /// groups at `tier_medium` (the upper mark); an edge inside a group keeps it together while its
+    /// strength is at or above this mark, and for `edge_grace_ms` after it fell below. Default 0.05
+    /// (= `tier_weak`). Source: the same two-mark hysteresis the issue prescribes for bottleneck
+    /// flags, with the weak tier as the low mark (a relation still "weak" is still a relation).
+    /// Prevents: a pair whose strength hovers around `tier_medium` joining and splitting every
+    /// period, each split handing out a new group id.
+    pub group_keep_strength: f64,
     /// Most CPU demand of one group, as a fraction of the largest node's CPUs. Default 1.0.
     /// Source: a group that needs more CPUs than a node has cannot be local. Prevents: merging
     /// into a group no node can run.
@@ -316,6 +326,7 @@ impl Default for Tunables {
             tier_strong: 0.5,
             edge_zero: 0.01,
             edge_grace_ms: 30_000,
+            group_keep_strength: 0.05,
             coaccess_max_accessors: 16,
             access_half_life_ms: 2000,
             access_stale_ms: 30_000,
@@ -402,6 +413,7 @@ impl Tunables {
             ("tier_medium", self.tier_medium),
             ("tier_strong", self.tier_strong),
             ("edge_zero", self.edge_zero),
+            ("group_keep_strength", self.group_keep_strength),
             ("group_max_mem_frac", self.group_max_mem_frac),
             ("pinned_policy_share", self.pinned_policy_share),
             ("cpu_load_high", self.cpu_load_high),
@@ -430,6 +442,13 @@ impl Tunables {
         }
         if !(self.tier_weak < self.tier_medium && self.tier_medium < self.tier_strong) {
             return err("tier_medium", self.tier_medium, "tiers must rise: tier_weak < tier_medium < tier_strong");
+        }
+        if self.group_keep_strength >= self.tier_medium {
+            return err(
+                "group_keep_strength",
+                self.group_keep_strength,
+                "must be below tier_medium (the keep mark is the low mark of the join hysteresis)",
+            );
         }
         if self.edge_zero >= self.tier_weak {
             return err("edge_zero", self.edge_zero, "must be below tier_weak");
@@ -552,6 +571,7 @@ mod tests {
             (|t| t.access_sample_bytes = 0, "access_sample_bytes"),
             (|t| t.pinned_policy_share = 1.5, "pinned_policy_share"),
             (|t| t.mem_pressure_low = 0.5, "mem_pressure_low"),
+            (|t| t.group_keep_strength = 0.3, "group_keep_strength"),
         ];
         for (mutate, field) in cases {
             let mut t = Tunables::default();
