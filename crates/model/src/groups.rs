@@ -167,7 +167,7 @@ pub(crate) fn update(model: &mut Model) {
 
     // 2. Split: components over internal join edges (and the prior inside signal-less processes).
     let mut uf = UnionFind::new(n);
-    for (k @ (a, b), _) in &model.graph.edges {
+    for k @ (a, b) in model.graph.edges.keys() {
         if !keep(k) {
             continue;
         }
