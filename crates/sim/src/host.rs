@@ -98,8 +98,9 @@ pub const SAMPLE_PERIOD_LINES: f64 = 10_000.0;
 /// 4 000. Bounds the sample volume (and the host's cost) like a real buffer, whatever the window.
 pub const MAX_SAMPLES_PER_THREAD: u64 = 4096;
 
-/// Half-lives of PSI's running averages: the kernel's avg10/avg60/avg300 are exponential averages
-/// over 10, 60 and 300 s windows (`kernel/sched/psi.c`, `calc_avgs`, updated every 2 s).
+/// Time constants of PSI's running averages, s: the kernel's avg10/avg60/avg300 are exponential
+/// averages over 10, 60 and 300 s windows (`kernel/sched/psi.c`, `calc_avgs`, updated every 2 s;
+/// here at every `sample()`, with the decay for the window's length).
 const PSI_WINDOWS_S: [f64; 3] = [10.0, 60.0, 300.0];
 
 /// The simulated machine as a policy host.
@@ -268,7 +269,8 @@ impl SimHost {
             ti += i;
             lines.push_str(&format!("cpu{} {u} 0 {s} {i} 0 0 0 0 0 0\n", c.id));
         }
-        let started = self.sim.prt.iter().filter(|p| p.started).count();
+        // Forks since boot: every task started (threads are clones, counted like processes).
+        let started = k.tasks.iter().filter(|t| t.state != TaskState::NotStarted).count();
         let running = k.tasks.iter().filter(|t| t.state == TaskState::Running).count();
         let ctxt: u64 = k.tasks.iter().map(|t| t.timeslices + t.cpu_migrations).sum();
         format!(
