@@ -296,12 +296,23 @@ fn unknown_workloads_and_policies_list_the_valid_ones_and_write_nothing() {
 
 #[test]
 fn calibrate_prints_the_librarys_table() {
-    let o = numapilot(&["sim", "calibrate", "--json"]);
+    // The three computations are independent and each takes a while: run them side by side.
+    let spawn = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_numapilot"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run numapilot")
+    };
+    let json = spawn(&["sim", "calibrate", "--json"]);
+    let table = spawn(&["sim", "calibrate"]);
     let want = numapilot_sim::calibrate(&SimOptions::default(), &mut |_| {}).unwrap();
+    let o = json.wait_with_output().unwrap();
     let got: Vec<CalibrationRow> = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(got, want);
     assert_eq!(o.status.success(), want.iter().all(CalibrationRow::within), "{}", stderr(&o));
-    let o = numapilot(&["sim", "calibrate"]);
+    let o = table.wait_with_output().unwrap();
     let text = stdout(&o);
     assert!(text.starts_with("machine "), "{text}");
     assert_eq!(text.lines().count(), want.len() + 2, "{text}");
