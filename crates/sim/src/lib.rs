@@ -109,6 +109,9 @@ pub enum SimError {
         /// Comma-separated valid names.
         valid: String,
     },
+    /// The engine policies' tunables are invalid (checked before any run starts).
+    #[error("invalid tunables: {0}")]
+    Tunables(#[from] numapilot_policy::TunableError),
     /// The run hit the simulated time cap before all fixed work finished.
     #[error("workload {workload} under {policy}: work not finished after {cap_s} simulated s")]
     Unfinished {

@@ -195,7 +195,7 @@ pub fn run_engine(
             reason: format!("policy {policy} is a kernel baseline, not an engine policy"),
         });
     };
-    check_tunables(spec, tunables)?;
+    check_tunables(tunables)?;
     let mut host = SimHost::new(Sim::new(machine, spec, Baseline::Default, seed, opts)?);
     let topo = numapilot_policy::Host::topology(&host).clone();
     let mut engine = Engine::new(topo, tunables.clone(), pol);
@@ -284,10 +284,8 @@ pub fn tunables_from_str(text: &str, path: &str) -> Result<Tunables, TunablesFil
 }
 
 /// Tunables checked before anything runs; the first bad field is the error.
-fn check_tunables(spec: &Spec, tunables: &Tunables) -> Result<(), SimError> {
-    tunables
-        .validate()
-        .map_err(|e| SimError::Mismatch { workload: spec.name.clone(), reason: format!("invalid tunables: {e}") })
+fn check_tunables(tunables: &Tunables) -> Result<(), SimError> {
+    Ok(tunables.validate()?)
 }
 
 /// The first sample time from which every later sample is at least 90% local.
@@ -400,7 +398,7 @@ pub fn simulate_with(
         return Err(SimError::Mismatch { workload: spec.name.clone(), reason: "no policy or no seed given".into() });
     }
     spec.validate()?;
-    check_tunables(spec, tunables)?;
+    check_tunables(tunables)?;
     let total = (policies.len() * seeds.len()) as f64;
     let mut out = Vec::new();
     for (pi, policy) in policies.iter().enumerate() {
