@@ -13,23 +13,27 @@
 //!
 //! ```text
 //!   1. forget     tasks that vanished (or whose pid/tid now names another task)
-//!   2. split      each group into connected components over its internal keep edges: an
-//!                 edge keeps until it has been below group_keep_strength (tier_weak) for
-//!                 edge_grace_ms; the largest component keeps the id. Joining needs tier_medium:
+//!   2. new tasks  a fresh id each; a thread of a process with no per-thread signal at all
+//!                 (residency shares only, no edge between two of its threads) takes its
+//!                 process's group instead
+//!   3. split      each group is rebuilt from its internal keep edges, strongest first, then the
+//!                 tid-order chain of signal-less processes, each union only while the part fits
+//!                 the cap; an edge keeps until it has been below group_keep_strength
+//!                 (tier_weak) for edge_grace_ms; the largest part keeps the id. Joining needs
+//!                 tier_medium:
 //!
 //!                 strength  tier_medium ─── join ───────────────────────────
 //!                           keep mark   ──────────────╲____ below for grace ─► split
 //!                 (a pair hovering around tier_medium stays one group: no flicker)
-//!   3. new tasks  a singleton group each; a thread of a process with no per-thread signal at all
-//!                 (residency shares only, no edge between two of its threads) joins its
-//!                 process's group instead
+//!
 //!   4. merge      across join edges, strongest first (then the address-space prior for
 //!                 signal-less processes split over groups):
 //!
 //!                 G_small ──edge──► G_large          load = cpu / CPUs_max + mem / mem_max
 //!                 the smaller load joins, the larger keeps its id (moving less costs less)
-//!                 refused (counted) when the union would exceed
-//!                   group_max_tasks, group_max_cpu_frac x CPUs_max, group_max_mem_frac x mem_max
+//!                 refused (counted) unless the union fits: tasks <= group_max_tasks and SOME
+//!                 node n has cpu <= group_max_cpu_frac x CPUs(n) AND
+//!                 mem <= group_max_mem_frac x mem(n) (both on the same node)
 //!
 //!   5. figures    cpu, memory (each process's RSS shared over its threads by access evidence,
 //!                 equally without), CPU-weighted access shares, memory per node, nodes run on,
@@ -37,8 +41,11 @@
 //! ```
 //!
 //! "Signal-less" processes are grouped whole because nothing distinguishes their threads: they all
-//! look like their process's residency. A group already over the cap on its own (one huge thread,
-//! a large signal-less process) stays whole; the cap only refuses merges.
+//! look like their process's residency. The cap holds at all times, not only at merge time: a
+//! group whose members grew (CPU, memory) past it loses its weakest-tied members in step 3, and a
+//! signal-less process too large for a node is cut into node-sized runs of consecutive tids
+//! (deterministic, stable while the threads are). Only a single task over the cap stays as it is
+//! (a thread cannot be split).
 //!
 //! # Units
 //!
@@ -49,7 +56,7 @@
 //!
 //! Greedy: merges are taken strongest first and never undone within an update, so the grouping is
 //! one good partition, not an optimal one. Ids are deterministic (handed out in task-key order).
-//! Cost: O(tasks log tasks + edges log edges).
+//! Cost: O(tasks log tasks + edges log edges + nodes x candidate unions).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -115,9 +122,19 @@ pub(crate) fn update(model: &mut Model) {
     let pos = |k: &TaskKey| keys.binary_search(k).ok();
     let cpus_max = model.topo.nodes.iter().map(|n| n.cpus.len()).max().unwrap_or(0).max(1) as f64;
     let mem_max = model.topo.nodes.iter().map(|n| n.mem_total_kb.saturating_mul(1024)).max().unwrap_or(0).max(1) as f64;
-    let cap_cpu = tun.group_max_cpu_frac * cpus_max;
-    let cap_mem = tun.group_max_mem_frac * mem_max;
+    // The cap: a group must fit at least one node on CPU *and* memory at once (on an asymmetric
+    // machine the node with the most CPUs need not be the one with the most memory).
+    let caps: Vec<(f64, f64)> = model
+        .topo
+        .nodes
+        .iter()
+        .map(|n| {
+            let mem = n.mem_total_kb.saturating_mul(1024) as f64;
+            (tun.group_max_cpu_frac * n.cpus.len() as f64, tun.group_max_mem_frac * mem)
+        })
+        .collect();
     let cap_tasks = tun.group_max_tasks as usize;
+    let fits = |x: Agg| x.tasks <= cap_tasks && caps.iter().any(|&(c, m)| x.cpu <= c && x.mem <= m);
     let join = |t: Option<Tier>| t.is_some_and(|t| t >= Tier::Medium);
     // Hysteresis: an internal edge keeps its group together until it has been below
     // `group_keep_strength` for `edge_grace_ms` (joining needs `tier_medium`).
@@ -165,33 +182,66 @@ pub(crate) fn update(model: &mut Model) {
         }
     }
 
-    // 2. Split: components over internal join edges (and the prior inside signal-less processes).
+    // 2. New tasks: a fresh singleton id each, or their signal-less process's group (the group of
+    //    its first already-grouped thread, else one new id they all share).
+    let mut next_id = model.groups.next_id;
+    for &(s, e) in &runs {
+        let mut pgroup = if sl[s] { prev[s..e].iter().copied().flatten().next() } else { None };
+        for g in prev[s..e].iter_mut().filter(|g| g.is_none()) {
+            *g = Some(match pgroup {
+                Some(p) => p,
+                None => {
+                    next_id += 1;
+                    if sl[s] {
+                        pgroup = Some(next_id - 1);
+                    }
+                    next_id - 1
+                }
+            });
+        }
+    }
+    let prev: Vec<GroupId> = prev.into_iter().map(|g| g.unwrap_or(GroupId::MAX)).collect();
+
+    // 3. Split: rebuild each group's components from its keep edges (strongest first), then the
+    //    tid-order chain of signal-less processes, each union only while the part still fits
+    //    the cap. A group that fits stays whole (every part of a fitting group fits); one that
+    //    grew past the cap loses its weakest-tied members, and a signal-less process larger than
+    //    a node is cut into node-sized runs of consecutive threads.
     let mut uf = UnionFind::new(n);
-    for k @ (a, b) in model.graph.edges.keys() {
+    let mut part: Vec<Agg> = (0..n).map(|i| Agg { tasks: 1, cpu: task_cpu[i], mem: task_mem[i] as f64 }).collect();
+    let mut unions: Vec<(f64, usize, usize)> = Vec::new();
+    for (k @ (a, b), e) in &model.graph.edges {
         if !keep(k) {
             continue;
         }
         if let (Some(i), Some(j)) = (pos(a), pos(b)) {
-            if prev[i].is_some() && prev[i] == prev[j] {
-                uf.union(i, j);
+            if prev[i] == prev[j] {
+                unions.push((e.strength, i, j));
             }
         }
     }
-    let mut firsts: Vec<(GroupId, usize)> = Vec::new();
+    unions.sort_by(|x, y| y.0.total_cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
     for &(s, e) in runs.iter().filter(|r| sl[r.0]) {
-        firsts.clear();
-        for (i, p) in prev.iter().enumerate().take(e).skip(s) {
-            let Some(g) = *p else { continue };
-            match firsts.iter().find(|f| f.0 == g) {
-                Some(&(_, f)) => uf.union(f, i),
-                None => firsts.push((g, i)),
+        for i in s + 1..e {
+            if let Some(j) = (s..i).rev().find(|&j| prev[j] == prev[i]) {
+                unions.push((tun.address_space_prior, j, i));
             }
+        }
+    }
+    for (_, i, j) in unions {
+        let (ri, rj) = (uf.find(i), uf.find(j));
+        if ri == rj {
+            continue;
+        }
+        let sum = part[ri].plus(part[rj]);
+        if fits(sum) {
+            uf.union(ri, rj);
+            part[uf.find(ri)] = sum;
         }
     }
     // (old id, component root, task), sorted: each old group's components are contiguous.
-    let mut comp: Vec<(GroupId, usize, usize)> = (0..n).filter_map(|i| prev[i].map(|g| (g, uf.find(i), i))).collect();
+    let mut comp: Vec<(GroupId, usize, usize)> = (0..n).map(|i| (prev[i], uf.find(i), i)).collect();
     comp.sort_unstable();
-    let mut next_id = model.groups.next_id;
     let mut gid: Vec<GroupId> = vec![GroupId::MAX; n];
     let mut parts: Vec<(usize, usize)> = Vec::new(); // ranges of `comp`, one per component
     let mut a = 0;
@@ -220,24 +270,6 @@ pub(crate) fn update(model: &mut Model) {
             }
         }
         a = b;
-    }
-
-    // 3. New tasks: singletons, or their signal-less process's group (the group of its first
-    //    already-grouped thread, else a new one they all join).
-    for &(s, e) in &runs {
-        let mut pgroup = if sl[s] { gid[s..e].iter().copied().find(|&g| g != GroupId::MAX) } else { None };
-        for g in gid[s..e].iter_mut().filter(|g| **g == GroupId::MAX) {
-            *g = match pgroup {
-                Some(p) => p,
-                None => {
-                    next_id += 1;
-                    if sl[s] {
-                        pgroup = Some(next_id - 1);
-                    }
-                    next_id - 1
-                }
-            };
-        }
     }
 
     // 4. Merge across join edges, strongest first, then the prior of split signal-less processes.
@@ -277,7 +309,7 @@ pub(crate) fn update(model: &mut Model) {
             continue;
         }
         let (a, b, ga, gb) = (agg[da], agg[db], ids[da], ids[db]);
-        if a.tasks + b.tasks > cap_tasks || a.cpu + b.cpu > cap_cpu || a.mem + b.mem > cap_mem {
+        if !fits(a.plus(b)) {
             refused.insert((ga.min(gb), ga.max(gb)));
             continue;
         }
@@ -285,7 +317,7 @@ pub(crate) fn update(model: &mut Model) {
         let (la, lb) = (load(a), load(b));
         let (keep, gone) = if la > lb || (la == lb && ga < gb) { (da, db) } else { (db, da) };
         merged.parent[gone] = keep;
-        agg[keep] = Agg { tasks: a.tasks + b.tasks, cpu: a.cpu + b.cpu, mem: a.mem + b.mem };
+        agg[keep] = a.plus(b);
     }
     for i in 0..n {
         gid[i] = ids[merged.find(dense[i])];
@@ -366,6 +398,12 @@ struct Agg {
     tasks: usize,
     cpu: f64,
     mem: f64,
+}
+
+impl Agg {
+    fn plus(self, o: Agg) -> Agg {
+        Agg { tasks: self.tasks + o.tasks, cpu: self.cpu + o.cpu, mem: self.mem + o.mem }
+    }
 }
 
 /// Union-find over task indices (path halving, union by index).

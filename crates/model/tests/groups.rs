@@ -308,3 +308,90 @@ fn an_edge_to_another_process_does_not_split_a_process_group() {
     assert_eq!(g.pids, vec![10, 20]);
     assert_eq!(g.mem_bytes, 3 * GIB);
 }
+
+/// Asymmetric machine: node 0 has CPUs 0-3 and 4 GiB, node 1 has CPU 4 and 32 GiB.
+fn asymmetric() -> Topology {
+    let mut topo = machine(2, 4, 4);
+    topo.nodes[1].cpus = [4u32].into_iter().collect();
+    topo.cpus.retain(|c| c.node == 0 || c.id == 4);
+    topo.nodes[1].mem_total_kb = 32 << 20;
+    topo.nodes[1].mem_free_kb = 32 << 20;
+    topo
+}
+
+/// Guards the cap against ONE node: two 1-CPU, 6 GiB processes talk at full rate. Together 2 CPUs
+/// and 12 GiB: node 0 has the CPUs (4 x 1.0) but 4 GiB (x 0.9 = 3.6 GiB), node 1 the memory
+/// (28.8 GiB) but 1 CPU. No node holds the union: the merge is refused, every period.
+#[test]
+fn the_cap_checks_cpu_and_memory_against_the_same_node() {
+    let topo = asymmetric();
+    let mut m = model(topo.clone());
+    for i in 1..=8u64 {
+        let s = Sb::new(&topo, i * SEC)
+            .proc(10, 5, "a", &[0, 6 * GIB])
+            .thread(10, 10, i * SEC, 0, 0)
+            .proc(20, 5, "b", &[0, 6 * GIB])
+            .thread(20, 20, i * SEC, 0, 1)
+            .comm((10, 10), (20, 20), 2000)
+            .build();
+        m.update(&s);
+    }
+    assert!(m.graph.edges[&(key(10, 10), key(20, 20))].tier >= Some(numapilot_model::Tier::Medium));
+    assert_eq!(m.groups.groups.len(), 2);
+    assert_eq!(m.groups.refused_merges, 1);
+}
+
+/// Guards the re-check of a grown group: three co-accessing threads at 0.4 CPU each merge
+/// (1.2 CPUs <= 2 CPUs x 1.0). From step 7 each uses 1 CPU: 3 CPUs > 2, so the group is rebuilt
+/// from its edges strongest first under the cap: all three edges are equal (f = 1 each period),
+/// so ties go by task order: (11,12) joins (2 CPUs, fits), (11,13) and (12,13) would make 3:
+/// thread 13 is split off with a new id; {11, 12} keep the old id.
+#[test]
+fn a_group_that_grew_past_the_cap_is_split() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let mut run = [0u64; 3];
+    let mut id = None;
+    for i in 1..=8u64 {
+        let rate = if i <= 6 { 0.4 } else { 1.0 };
+        let mut b = Sb::new(&topo, i * SEC).proc(10, 5, "a", &[GIB, 0]);
+        for (k, r) in run.iter_mut().enumerate() {
+            *r += (rate * SEC as f64) as u64;
+            let tid = 11 + k as u32;
+            b = b.thread(10, tid, *r, 0, 0).access(10, tid, BUF, 0, 10, i * SEC);
+        }
+        m.update(&b.build());
+        if i == 6 {
+            assert_eq!(group_sets(&m), vec![vec![11, 12, 13]]);
+            id = Some(m.group_of(&key(10, 11)).unwrap().id);
+        }
+    }
+    assert_eq!(group_sets(&m), vec![vec![11, 12], vec![13]]);
+    assert_eq!(m.group_of(&key(10, 11)).unwrap().id, id.unwrap());
+    assert!(m.groups.groups.values().all(|g| g.cpu <= 2.0 + 1e-9));
+}
+
+/// Guards the cap on signal-less processes: 10 residency-only threads, group_max_tasks = 4: cut
+/// in tid order into {100..103}, {104..107}, {108, 109}; the first part keeps the process group's
+/// id and the parts stay stable over periods.
+#[test]
+fn a_signal_less_process_larger_than_the_cap_is_cut_in_tid_order() {
+    let topo = machine(2, 2, 16);
+    let tun = numapilot_model::Tunables { group_max_tasks: 4, ..numapilot_model::Tunables::default() };
+    let mut m = numapilot_model::Model::new(topo.clone(), tun);
+    let mut first = None;
+    for i in 1..=3u64 {
+        let mut b = Sb::new(&topo, i * SEC).proc(10, 5, "legacy", &[GIB, 0]);
+        for tid in 100..110 {
+            b = b.thread(10, tid, 0, 0, 0);
+        }
+        m.update(&b.build());
+        assert_eq!(
+            group_sets(&m),
+            vec![vec![100, 101, 102, 103], vec![104, 105, 106, 107], vec![108, 109]],
+            "step {i}"
+        );
+        let ids: Vec<u64> = m.groups.groups.keys().copied().collect();
+        assert_eq!(*first.get_or_insert(ids.clone()), ids);
+    }
+}
