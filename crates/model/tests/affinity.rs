@@ -251,3 +251,33 @@ fn a_chatty_pair_reaches_the_join_tier_within_half_a_second() {
     assert_eq!(m.graph.edges[&(key(10, 10), key(20, 20))].tier, Some(Tier::Medium));
     assert_eq!(m.groups.groups.len(), 1);
 }
+
+/// Guards the NUMA-group co-access source (no access samples, fault statistics only: the usual
+/// live case without a PMU). Four threads of one process fault 60 private + 40 shared (f = 0.4
+/// each) and the kernel put threads 10, 11, 12 in numa group 7; thread 13 has no group. Chain
+/// (10,11), (11,12) at f = 0.4: s = 0.2 after one period (medium): {10, 11, 12} are one group,
+/// 13 stays alone. (Without the group id, every thread stayed a singleton forever.)
+#[test]
+fn threads_of_one_kernel_numa_group_are_related() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=2u64 {
+        let mut b = Sb::new(&topo, i * SEC).proc(10, 5, "db", &[GIB, 0]);
+        for t in 0..4 {
+            b = b.thread(10, 10 + t, i * SEC / 2, 0, 0).faults(10, 10 + t, &[60, 0]);
+        }
+        let mut s = b.build();
+        for t in &mut s.processes[0].threads {
+            let numa = t.sched.as_mut().unwrap().numa.as_mut().unwrap();
+            numa.faults[0].task_shared = 40;
+            numa.group_id = (t.tid != 13).then_some(7);
+        }
+        m.update(&s);
+    }
+    assert!((strength(&m, (10, 10), (10, 11)).unwrap() - 0.2).abs() < 1e-12);
+    assert!((strength(&m, (10, 11), (10, 12)).unwrap() - 0.2).abs() < 1e-12);
+    assert_eq!(strength(&m, (10, 10), (10, 12)), None, "chained, not all pairs");
+    assert_eq!(strength(&m, (10, 12), (10, 13)), None);
+    let sets: Vec<Vec<u32>> = m.groups.groups.values().map(|g| g.tasks.iter().map(|k| k.tid).collect()).collect();
+    assert_eq!(sets, vec![vec![10, 11, 12], vec![13]]);
+}
