@@ -563,23 +563,22 @@ fn capacity_counts_cores_until_the_demand_needs_smt_siblings() {
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "fork-spread"), aff(11, None, "1", "fork-spread")]);
 }
 
-/// Rule 4's RSS floor (64 MiB) holds only while nothing is sampled.
+/// Rule 4: below the RSS floor (64 MiB) memory goes along wholesale; above it, only the process's
+/// own (sampled) remote accesses count.
 ///
 /// ```text
-///   client (pid 20): 2 x 1.0 CPU on node 1, 4 MiB of buffers on node 0 (socket buffers touched
-///   before it moved). Residency only: 4 MiB < 64 MiB                        -> no memory action
-///   sampled: 90% of its accesses on node 0 (>= 25%); benefit 0.9 x 2 x 10 = 18 CPU-s > 1024 pages
-///   x 2 us                                                                  -> MigratePages(0 -> 1, 1024)
+///   client (pid 20): 2 x 1.0 CPU on node 1, 4 MiB of buffers on node 0, its own samples 95% on
+///   node 1 (the server on node 1 reads the buffers): 4 MiB < 64 MiB -> remote = max(5%, 100%
+///   resident off node 1) = 100%; benefit 1.0 x 2 x 10 = 20 CPU-s > 1024 pages x 2 us
+///                                                                 -> MigratePages(0 -> 1, 1024)
+///   the same with 1000 MiB: remote 5% < 25%                       -> no memory action
 /// ```
 #[test]
-fn small_processes_move_memory_only_when_samples_show_remote_accesses() {
+fn small_processes_take_their_memory_along() {
     let mut b = B::new("autonuma-2s12c-24g");
     b.proc(20, "client", &[(1, 1.0); 2], &[4, 0]);
-    b.group_proc(1, 20);
-    let plan = Adaptive::new().decide(&b.m);
-    assert_eq!(plan.actions.len(), 1, "{plan:#?}");
     for i in 0..2 {
-        b.access(20, i, &[0.9, 0.1]);
+        b.access(20, i, &[0.05, 0.95]);
     }
     b.group_proc(1, 20);
     let plan = Adaptive::new().decide(&b.m);
@@ -588,4 +587,7 @@ fn small_processes_move_memory_only_when_samples_show_remote_accesses() {
         plan.actions[1].kind,
         ActionKind::MigratePages { from: nodes("0"), to: nodes("1"), max_pages: Some(1024) }
     );
+    b.mem(20, &[1000, 0]).group_proc(1, 20);
+    let plan = Adaptive::new().decide(&b.m);
+    assert_eq!(plan.actions.len(), 1, "{plan:#?}");
 }

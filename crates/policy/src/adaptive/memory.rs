@@ -13,7 +13,8 @@
 //!                                samples: Interleave over their nodes, weighted by planned CPU
 //!     otherwise               r = remote share of its accesses (or memory) outside S
 //!       static-large, latency:  r > 0                                   (binding classes)
-//!       unclassified:           r >= remote_share_min, RSS >= min_process_rss_mib,
+//!       unclassified:           r >= remote_share_min (below min_process_rss_mib, r counts
+//!                               its resident memory outside S too: small memory goes along),
 //!                               r x CPU x benefit_horizon_s  >  pages x migrate_cost_ns_per_page
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
@@ -254,7 +255,14 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         let to: Vec<usize> = if split { union.clone() } else { nodesets.iter().next().cloned().unwrap_or_default() };
         let (share, src) = proc_share(pl, pid);
         let local: f64 = to.iter().map(|&i| share[i]).sum();
-        let remote = (1.0 - local).max(0.0);
+        let mut remote = (1.0 - local).max(0.0);
+        // A small process (below the RSS floor) takes its memory along wherever it is: it costs
+        // almost nothing, and what its own samples miss may be other processes' hot data in it
+        // (a client's socket buffers, read by a server on this node).
+        if !rss_ok && p.rss_bytes > 0 {
+            let outside: u64 = p.mem_by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b).sum();
+            remote = remote.max(outside as f64 / p.rss_bytes as f64);
+        }
         let bind = matches!(p.class, ProcessClass::StaticLarge | ProcessClass::LatencySensitive);
         let remote_pages: u64 =
             p.mem_by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b / BASE_PAGE_BYTES).sum();
@@ -263,11 +271,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         }
         let benefit_s = remote * p.cpu_rate * t.benefit_horizon_s;
         let cost_s = remote_pages as f64 * t.migrate_cost_ns_per_page as f64 / 1e9;
-        // The RSS floor stands in for "the LLC hides it" only while nothing is sampled: sampled
-        // remote accesses prove the memory misses the cache (a client's socket buffers, a few MiB
-        // dirtied by the server on another node, are a process's hottest memory).
-        let small_ok = rss_ok || src == "sampled accesses";
-        if !bind && (remote < t.remote_share_min || !small_ok || benefit_s <= cost_s) {
+        if !bind && (remote < t.remote_share_min || benefit_s <= cost_s) {
             continue;
         }
         let dest = to.iter().copied().max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a))).unwrap_or(to[0]);
