@@ -18,6 +18,7 @@
 //!
 //!   f_coaccess(a,b) = co_ab / min(S_a, S_b)          S = samples of the task in the buckets counted
 //!   f_comm(a,b)     = events / period_s / comm_full_events_per_s          (both clamped to 0..1)
+//!                     a process-level end (tid = pid) is the process's busiest thread
 //!
 //!   per channel, every period (dt = period, h = affinity_half_life, r = affinity_rise_half_life):
 //!       d = 2^(-dt/h)          s = s * d                                 (decay, always)
@@ -308,9 +309,29 @@ fn communication(model: &Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey),
     if period_s <= 0.0 {
         return BTreeMap::new();
     }
+    // Process-level ends (tid = pid, the CommSample convention when only the process is known,
+    // e.g. socket pairs from /proc/net) stand for the process's busiest thread: the one that does
+    // the work the communication feeds, not an idle main thread sitting in accept(). (For a
+    // process whose main thread is the busiest, or the only one, this is the main thread.)
+    let mut busiest: BTreeMap<u32, TaskKey> = BTreeMap::new();
+    let mut resolve = |(pid, tid): (u32, u32)| -> TaskKey {
+        let key = TaskKey { pid, tid };
+        if pid != tid {
+            return key;
+        }
+        *busiest.entry(pid).or_insert_with(|| {
+            let lo = TaskKey { pid, tid: 0 };
+            let hi = TaskKey { pid, tid: u32::MAX };
+            model
+                .tasks
+                .range(lo..=hi)
+                .max_by(|x, y| x.1.cpu_rate.total_cmp(&y.1.cpu_rate).then(y.0.cmp(x.0)))
+                .map_or(key, |(k, _)| *k)
+        })
+    };
     for c in &sample.comm {
-        let a = TaskKey { pid: c.a.0, tid: c.a.1 };
-        let b = TaskKey { pid: c.b.0, tid: c.b.1 };
+        let a = resolve(c.a);
+        let b = resolve(c.b);
         if a == b || !model.tasks.contains_key(&a) || !model.tasks.contains_key(&b) {
             continue;
         }

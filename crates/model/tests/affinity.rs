@@ -281,3 +281,33 @@ fn threads_of_one_kernel_numa_group_are_related() {
     let sets: Vec<Vec<u32>> = m.groups.groups.values().map(|g| g.tasks.iter().map(|k| k.tid).collect()).collect();
     assert_eq!(sets, vec![vec![10, 11, 12], vec![13]]);
 }
+
+/// Guards process-level communication (tid = pid: only the processes are known, e.g. a socket
+/// pair). Server 10 has an idle main thread 10 and workers 11 (0.3 CPU) and 12 (0.6 CPU); client
+/// 50 is single-threaded; the server's threads have per-thread fault statistics (no NUMA group),
+/// so they are not grouped by the prior. The end (10, 10) stands for the busiest thread, 12: the
+/// edge is (10,12)-(50,50), so the client's group is {12, 50}, not the idle main thread.
+#[test]
+fn process_level_communication_ties_the_busiest_threads() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=3u64 {
+        let s = Sb::new(&topo, i * SEC)
+            .proc(10, 5, "server", &[GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .faults(10, 10, &[10, 0])
+            .thread(10, 11, i * 300_000_000, 0, 0)
+            .faults(10, 11, &[10, 0])
+            .thread(10, 12, i * 600_000_000, 0, 1)
+            .faults(10, 12, &[10, 0])
+            .proc(50, 5, "client", &[0, GIB])
+            .thread(50, 50, i * SEC, 0, 2)
+            .comm((10, 10), (50, 50), 5000)
+            .build();
+        m.update(&s);
+    }
+    assert!(m.graph.edges.contains_key(&(key(10, 12), key(50, 50))), "{:?}", m.graph.edges.keys());
+    assert!(!m.graph.edges.contains_key(&(key(10, 10), key(50, 50))));
+    let g = m.group_of(&key(50, 50)).unwrap();
+    assert_eq!(g.tasks, vec![key(10, 12), key(50, 50)]);
+}
