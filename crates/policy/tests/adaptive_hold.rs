@@ -174,3 +174,36 @@ fn decisions_come_faster_while_a_process_is_young() {
     b.m.now_ns += 1_000_000;
     assert_eq!(p.next_interval_ns(&b.m), 1_000_000_000);
 }
+
+/// A range moved by MoveRanges is not moved again within hold_periods (threads on two nodes that
+/// sample a shared buffer would bounce it).
+///
+/// ```text
+///   numa02 shape (adaptive_rules): t2, t3 on node 1 sample ranges on node 0 -> MoveRanges(4 ranges
+///   -> node 1), applied. Next period the (stale) model still shows them on node 0: not moved again;
+///   10 periods after the move they may move again.
+/// ```
+#[test]
+fn a_moved_range_is_not_moved_again_within_hold_periods() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "numa02", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0]);
+    for i in 0..4u32 {
+        b.access(10, i, &[1.0, 0.0]);
+        b.hot(10, i, 0x4000_0000 + u64::from(i) * 256 * MIB, 2 * MIB, 0, 20);
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    let moves = |plan: &numapilot_policy::Plan| {
+        plan.actions.iter().filter(|a| matches!(a.kind, ActionKind::MoveRanges { .. })).count()
+    };
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert_eq!(moves(&plan), 1, "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+    b.allow(10, &[0, 1]);
+    for period in 2..=10 {
+        let plan = p.decide(&b.m);
+        assert_eq!(moves(&plan), 0, "period {period}: {plan:#?}");
+    }
+    let plan = p.decide(&b.m);
+    assert_eq!(moves(&plan), 1, "{plan:#?}");
+}

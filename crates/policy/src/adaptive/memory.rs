@@ -19,7 +19,8 @@
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
 //!   budget: migrate_budget_mib_per_s x period, over the whole plan
-//!   hold:   memory moved to another node set within hold_periods (load unchanged) stays
+//!   hold:   memory moved to another node set within hold_periods (load unchanged) stays; a range
+//!           moved by MoveRanges is not moved again within hold_periods
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -344,7 +345,12 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             JobKind::Ranges { to: _, dest, ranges, detail } => {
                 let mut picked = Vec::new();
                 let mut pages = 0u64;
+                let moved = policy.proc_state(m, job.pid).map(|s| &s.range_moves);
                 for (start, len) in ranges {
+                    // Moved within the hold: stays (no bouncing between two accessor nodes).
+                    if moved.is_some_and(|r| r.contains_key(&start)) {
+                        continue;
+                    }
                     let room = pl.budget_pages - pages;
                     let take = (len / BASE_PAGE_BYTES).min(room);
                     if take == 0 {

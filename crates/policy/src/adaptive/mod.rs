@@ -68,7 +68,8 @@
 //!
 //! The policy keeps, per process (pid + start time): whether the fork rule ran, the CPU sets it
 //! applied, the last memory move and a journal of its last actions with their outcomes; per task,
-//! the last CPU move. A move is recorded only when its outcome says it was applied
+//! the last CPU move, and per moved range the decision it moved at. A move is recorded only when
+//! its outcome says it was applied
 //! ([`Policy::observe_outcomes`]). Within `hold_periods` decisions of a move, the unit keeps that
 //! placement and memory is not moved towards another node set, unless the load that justified the
 //! move changed by more than `hold_load_change` (relative). The fork rule's placement starts no
@@ -142,6 +143,10 @@ pub(crate) struct ProcState {
     pub(crate) own_task_cpus: BTreeMap<u32, CpuSet>,
     /// Last memory move (migrate, move ranges, interleave).
     pub(crate) mem_move: Option<Move>,
+    /// Decision at which each range (by start address) was last moved by MoveRanges: a range
+    /// moved within `hold_periods` is not moved again (threads on two nodes sampling a shared
+    /// buffer would otherwise bounce its ranges between them).
+    pub(crate) range_moves: BTreeMap<u64, u64>,
     /// Last actions, oldest first.
     pub(crate) journal: VecDeque<JournalEntry>,
 }
@@ -202,6 +207,10 @@ impl Adaptive {
     /// Drops the state of processes the model no longer knows (exited, or pid reused).
     fn forget_gone(&mut self, model: &Model) {
         self.procs.retain(|pid, st| model.procs.get(pid).is_some_and(|p| p.starttime == st.starttime));
+        let (now, hold) = (self.period, u64::from(model.tunables.hold_periods));
+        for st in self.procs.values_mut() {
+            st.range_moves.retain(|_, at| now.saturating_sub(*at) < hold);
+        }
         self.task_moves.retain(|k, _| model.tasks.contains_key(k));
         for (pid, p) in &model.procs {
             self.procs.entry(*pid).or_insert_with(|| ProcState { starttime: p.starttime, ..ProcState::default() });
@@ -261,9 +270,12 @@ impl Adaptive {
                     st.mem_move = Some(Move { nodes: to.clone(), period, load });
                 }
             }
-            ActionKind::MoveRanges { to, .. } => {
+            ActionKind::MoveRanges { to, ranges } => {
                 if let Some(st) = self.procs.get_mut(&pid) {
                     st.mem_move = Some(Move { nodes: std::iter::once(*to).collect(), period, load });
+                    for (start, _) in ranges {
+                        st.range_moves.insert(*start, period);
+                    }
                 }
             }
         }
