@@ -16,7 +16,9 @@
 //!                  Σ task cpu_rate / node CPUs             has it: 0 on a node without tasks);
 //!                                                          only when none has: PSI cpu some
 //!                                                          avg10 / 100 (system-wide, every node)
-//!   MemCapacity    1 - MemFree / MemTotal (nodeN/meminfo)  PSI memory some avg10 / 100 (system-wide)
+//!   MemCapacity    1 - (MemFree + Inactive(file) +         PSI memory some avg10 / 100 (system-
+//!                  SReclaimable) / MemTotal (nodeN/        wide), only on nodes whose use is at
+//!                  meminfo; reclaimable cache is free)     or above mem_capacity_low
 //!   MemBandwidth   bytes / (capacity x window) (uncore)    saturated time / window
 //!   IO             PSI io some avg10 / 100, on nodes with  same value (PSI has one figure)
 //!                  PCI devices only
@@ -89,7 +91,8 @@ pub struct NodeLoad {
     pub mem_capacity: ResourceState,
     /// IO.
     pub io: ResourceState,
-    /// Free memory, bytes.
+    /// Free memory, bytes: MemFree plus reclaimable page cache and slab (Inactive(file),
+    /// SReclaimable) when the node's meminfo has them.
     pub mem_free_bytes: u64,
     /// Total memory, bytes.
     pub mem_total_bytes: u64,
@@ -187,12 +190,21 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         );
 
         // Memory capacity.
+        // Free = MemFree + the page cache and slab the kernel reclaims before it runs out
+        // (Inactive(file), SReclaimable), as the kernel's own MemAvailable estimate counts them
+        // (mm/show_mem.c si_mem_available); each only when the node's meminfo has it.
         let total = ns.and_then(|n| n.meminfo.mem_total_kb()).unwrap_or(node.mem_total_kb);
-        let free = ns.and_then(|n| n.mem_free_kb()).unwrap_or(node.mem_free_kb).min(total);
+        let reclaimable = ns.map_or(0, |n| {
+            let get = |k: &str| n.meminfo.get(k).unwrap_or(0);
+            get("Inactive(file)").saturating_add(get("SReclaimable"))
+        });
+        let free = ns.and_then(|n| n.mem_free_kb()).unwrap_or(node.mem_free_kb).saturating_add(reclaimable).min(total);
         nl.mem_total_bytes = total.saturating_mul(1024);
         nl.mem_free_bytes = free.saturating_mul(1024);
         let (known, load) = if total > 0 { (true, 1.0 - free as f64 / total as f64) } else { (false, 0.0) };
-        let interf = if known { psi_mem.unwrap_or(0.0) } else { 0.0 };
+        // PSI memory is system-wide: it counts only on nodes that are themselves filling up (use at
+        // or above mem_capacity_low), so one full node does not make every node a bottleneck.
+        let interf = if known && load >= tun.mem_capacity_low { psi_mem.unwrap_or(0.0) } else { 0.0 };
         let marks = [tun.mem_capacity_high, tun.mem_capacity_low, tun.mem_pressure_high, tun.mem_pressure_low];
         set(&mut nl.mem_capacity, known, load, interf, marks);
 
