@@ -99,8 +99,18 @@ pub struct Model {
 }
 
 impl Model {
-    /// An empty model of `topo`.
+    /// An empty model of `topo`, after checking the tunables ([`Tunables::validate`]): the error
+    /// names the bad field. Use this for tunables from a file or the command line.
+    pub fn try_new(topo: Topology, tunables: Tunables) -> Result<Self, TunableError> {
+        tunables.validate()?;
+        Ok(Self::new(topo, tunables))
+    }
+
+    /// An empty model of `topo`, for tunables already validated (the defaults, or values that went
+    /// through [`Tunables::validate`]): invalid ones (a zero `comm_full_events_per_s` gives NaN
+    /// edges) are a caller bug, caught by a debug assertion. Use [`Model::try_new`] otherwise.
     pub fn new(topo: Topology, tunables: Tunables) -> Self {
+        debug_assert!(tunables.validate().is_ok(), "Model::new with invalid tunables: {:?}", tunables.validate());
         let nodes = topo.nodes.iter().map(|n| NodeLoad::new(n.id)).collect();
         Self {
             tunables,
@@ -131,6 +141,12 @@ impl Model {
         load::update(self, sample);
         classify::update(self);
         self.updates += 1;
+    }
+
+    /// Points in the RSS histories of all processes (growth is judged on them): bounded by the
+    /// class window per process, whatever the clock does. For tests and diagnostics.
+    pub fn rss_history_points(&self) -> usize {
+        self.state.procs.values().map(|p| p.rss.len()).sum()
     }
 
     /// The dense index of kernel node `node`.

@@ -599,6 +599,12 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         }
 
         // RSS history and growth.
+        // A clock that stood still or went back (duplicate timestamps in a replay) replaces the
+        // points at or after `now` instead of adding one per update: the history stays bounded
+        // by the window.
+        while ph.rss.back().is_some_and(|p| p.0 >= now) {
+            ph.rss.pop_back();
+        }
         ph.rss.push_back((now, rss_bytes));
         while ph.rss.len() > 2 && ph.rss[1].0.saturating_add(window_ns) <= now {
             ph.rss.pop_front();

@@ -466,6 +466,13 @@ impl Tunables {
                 "must be below tier_medium (the keep mark is the low mark of the join hysteresis)",
             );
         }
+        if !(self.edge_zero > 0.0) {
+            return err(
+                "edge_zero",
+                self.edge_zero,
+                "must be > 0 (at 0 no edge is ever dropped: the graph grows forever)",
+            );
+        }
         if self.edge_zero >= self.tier_weak {
             return err("edge_zero", self.edge_zero, "must be below tier_weak");
         }
@@ -588,6 +595,7 @@ mod tests {
             (|t| t.pinned_policy_share = 1.5, "pinned_policy_share"),
             (|t| t.mem_pressure_low = 0.5, "mem_pressure_low"),
             (|t| t.group_keep_strength = 0.3, "group_keep_strength"),
+            (|t| t.edge_zero = 0.0, "edge_zero"),
         ];
         for (mutate, field) in cases {
             let mut t = Tunables::default();

@@ -311,3 +311,29 @@ fn smoothing_weighs_the_old_estimate_by_its_age() {
     assert!((a[1] - 0.000_690_533_966).abs() < 1e-9, "{a:?}");
     assert!((a[0] + a[1] - 1.0).abs() < 1e-12);
 }
+
+/// Guards the bound on the RSS history: a replay whose clock stands still (50 samples all at
+/// t = 5 s) or goes back keeps one point per distinct time inside the window, not one per update.
+#[test]
+fn rss_history_stays_bounded_when_the_clock_stands_still() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t: u64| Sb::new(&topo, t).proc(10, 5, "a", &[GIB, 0]).thread(10, 10, 0, 0, 0).build();
+    m.update(&s(4 * SEC));
+    for _ in 0..50 {
+        m.update(&s(5 * SEC));
+    }
+    assert_eq!(m.rss_history_points(), 2, "t = 4 s and 5 s");
+    m.update(&s(3 * SEC));
+    assert_eq!(m.rss_history_points(), 1, "the clock went back: only t = 3 s");
+}
+
+/// Model::try_new names the bad tunable; the defaults pass.
+#[test]
+fn try_new_rejects_invalid_tunables() {
+    let topo = machine(2, 2, 16);
+    let bad = numapilot_model::Tunables { comm_full_events_per_s: 0.0, ..numapilot_model::Tunables::default() };
+    let e = numapilot_model::Model::try_new(topo.clone(), bad).unwrap_err();
+    assert_eq!(e.field, "comm_full_events_per_s");
+    assert!(numapilot_model::Model::try_new(topo, numapilot_model::Tunables::default()).is_ok());
+}
