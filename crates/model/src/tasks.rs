@@ -235,7 +235,7 @@ struct HotBucket {
 pub(crate) struct ProcHist {
     starttime: u64,
     /// (host time, RSS bytes), oldest first, spanning at most one class window (plus one point).
-    rss: VecDeque<(u64, u64)>,
+    pub(crate) rss: VecDeque<(u64, u64)>,
     hot: Vec<(u64, HotBucket)>,
     /// Classification state (see `classify`).
     pub(crate) class: ClassState,

@@ -466,7 +466,7 @@ impl Tunables {
                 "must be below tier_medium (the keep mark is the low mark of the join hysteresis)",
             );
         }
-        if !(self.edge_zero > 0.0) {
+        if self.edge_zero <= 0.0 {
             return err(
                 "edge_zero",
                 self.edge_zero,
