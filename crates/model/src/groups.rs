@@ -35,8 +35,8 @@
 //!                 node n has cpu <= group_max_cpu_frac x CPUs(n) AND
 //!                 mem <= group_max_mem_frac x mem(n) (both on the same node)
 //!
-//!   5. figures    cpu, memory (each process's RSS shared over its threads by access evidence,
-//!                 equally without), CPU-weighted access shares, memory per node, nodes run on,
+//!   5. figures    cpu, memory (each process's RSS shared over its threads by smoothed access
+//!                 evidence: decayed samples, else fault averages, else equally), CPU-weighted access shares, memory per node, nodes run on,
 //!                 load; since_ns = now when the membership changed
 //! ```
 //!
@@ -433,6 +433,10 @@ impl UnionFind {
     }
 }
 
+/// Fixed-point scale of smoothed (fractional) sample counts used as integer weights: 1024 steps
+/// per sample keep the decayed fractions (a precision choice, not a heuristic).
+const SAMPLE_WEIGHT_SCALE: f64 = 1024.0;
+
 /// Shares `total` out in proportion to `weights` (equally when they are all zero), exactly: the
 /// parts sum to `total` (the remainder of the integer division goes to the largest weights first).
 pub(crate) fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
@@ -466,8 +470,11 @@ pub(crate) fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
     out
 }
 
-/// Memory per task: each process's RSS (and RSS per node) shared over its threads by their access
-/// evidence (`access_samples`), equally when none has any. Per node as one flat vector, task-major
+/// Memory per task: each process's RSS (and RSS per node) shared over its threads by their
+/// smoothed access evidence, best source first: sampled accesses decayed with
+/// `access_half_life_ms` (not last period's count, which jumps to 0 in a period without a
+/// sample); else the kernel's NUMA-fault averages (already decayed by the kernel); else equally.
+/// Sources are never mixed in one weight vector (samples and faults are different units). Per node as one flat vector, task-major
 /// (`[task * nodes + node]`).
 fn attribute_memory(model: &Model, keys: &[TaskKey]) -> (Vec<u64>, Vec<u64>) {
     let nn = model.topo.nodes.len();
@@ -481,7 +488,23 @@ fn attribute_memory(model: &Model, keys: &[TaskKey]) -> (Vec<u64>, Vec<u64>) {
             j += 1;
         }
         if let Some(p) = model.procs.get(&pid) {
-            let w: Vec<u64> = model.tasks.range(keys[i]..=keys[j - 1]).map(|(_, t)| t.access_samples).collect();
+            let threads: Vec<&TaskView> = model.tasks.range(keys[i]..=keys[j - 1]).map(|(_, t)| t).collect();
+            // Smoothed samples in 1/1024ths (apportion takes integers).
+            let sampled: Vec<u64> = threads
+                .iter()
+                .map(|t| {
+                    let s = model.state.threads.get(&t.key).map_or(0.0, |h| h.smoothed_samples());
+                    (s * SAMPLE_WEIGHT_SCALE).round() as u64
+                })
+                .collect();
+            let w: Vec<u64> = if sampled.iter().any(|&x| x > 0) {
+                sampled
+            } else {
+                threads
+                    .iter()
+                    .map(|t| if t.access_source == AccessSource::NumaFaults { t.access_samples } else { 0 })
+                    .collect()
+            };
             for (k, m) in apportion(p.rss_bytes, &w).into_iter().enumerate() {
                 mem[i + k] = m;
             }

@@ -223,6 +223,15 @@ pub(crate) struct ThreadHist {
     hot: Vec<(u64, HotBucket)>,
 }
 
+impl ThreadHist {
+    /// The thread's access samples decayed with `access_half_life_ms` (the sum of its hot
+    /// buckets): a smoothed amount of access evidence, which does not drop to 0 in a period that
+    /// happened to draw no sample.
+    pub(crate) fn smoothed_samples(&self) -> f64 {
+        self.hot.iter().map(|(_, b)| b.samples).sum()
+    }
+}
+
 /// A hot bucket of a process.
 #[derive(Debug, Clone, Copy)]
 struct HotBucket {

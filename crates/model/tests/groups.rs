@@ -395,3 +395,30 @@ fn a_signal_less_process_larger_than_the_cap_is_cut_in_tid_order() {
         assert_eq!(*first.get_or_insert(ids.clone()), ids);
     }
 }
+
+/// Guards smoothed memory attribution: threads 11 and 12 (in different 2 MiB buckets, so not
+/// related) both draw 10 samples at t = 1 s; at t = 2 s only 11 does. Decayed with the 2 s access
+/// half-life (d = 2^-0.5 = 0.707107): 11 has 10 d + 10 = 17.0711, 12 has 7.0711, so 12 keeps
+/// 7.0711 / 24.1421 = 0.292893 of the 1 GiB RSS (with last period's counts it dropped to 0 bytes
+/// in the period it drew no sample); 13 never drew one: 0.
+#[test]
+fn group_memory_follows_smoothed_evidence() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |i: u64, who: &[u32]| {
+        let mut b = Sb::new(&topo, i * SEC).proc(10, 5, "app", &[GIB, 0]);
+        for tid in [11u32, 12, 13] {
+            b = b.thread(10, tid, 0, 0, 0);
+        }
+        for &tid in who {
+            b = b.access(10, tid, BUF + u64::from(tid) * (64 << 20), 0, 10, i * SEC);
+        }
+        b.build()
+    };
+    m.update(&s(1, &[11, 12]));
+    m.update(&s(2, &[11]));
+    assert_eq!(group_sets(&m), vec![vec![11], vec![12], vec![13]]);
+    let share = m.group_of(&key(10, 12)).unwrap().mem_bytes as f64 / GIB as f64;
+    assert!((share - 0.292893).abs() < 1e-4, "{share}");
+    assert_eq!(m.group_of(&key(10, 13)).unwrap().mem_bytes, 0);
+}
