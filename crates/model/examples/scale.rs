@@ -3,6 +3,10 @@
 //! 2,000 communicating pairs. Run: `cargo run --release -p numapilot-model --example scale`.
 //! Prints the mean and worst update time over the measured periods, with and without access
 //! samples and communication (without is the usual live case: NUMA faults or residency only).
+//! Two stress configurations: `distinct-sets` (no signals, every thread with its own `Arc` of its
+//! allowed CPUs and nodes, as the simulator and deserialised replays build them) and `hot-bucket`
+//! (signals, but every access sample of every thread in one machine-wide 2 MiB bucket).
+//! `scale CONFIG` runs one configuration (signals, plain, distinct-sets, hot-bucket).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,7 +71,28 @@ fn stat(pid: u32, ticks: u64, cpu: u32) -> TaskStat {
     }
 }
 
-fn sample(topo: &Topology, step: u64, signals: bool) -> Sample {
+/// What a configuration puts in the sample.
+#[derive(Clone, Copy, PartialEq)]
+enum Config {
+    Signals,
+    Plain,
+    DistinctSets,
+    HotBucket,
+}
+
+impl Config {
+    fn name(self) -> &'static str {
+        match self {
+            Config::Signals => "signals",
+            Config::Plain => "plain",
+            Config::DistinctSets => "distinct-sets",
+            Config::HotBucket => "hot-bucket",
+        }
+    }
+}
+
+fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
+    let signals = matches!(config, Config::Signals | Config::HotBucket);
     let t = step * 1_000_000_000;
     let all_cpus = Arc::new(topo.online_cpus());
     let all_nodes: Arc<NodeSet> = Arc::new(topo.node_ids());
@@ -87,7 +112,7 @@ fn sample(topo: &Topology, step: u64, signals: bool) -> Sample {
                         pid,
                         tid,
                         addr: 0x7f00_0000_0000 + (bucket << 21),
-                        phys: None,
+                        phys: (config == Config::HotBucket).then_some(1 << 30),
                         node: (p + (s as u32)) % NODES,
                         count: 1 + (s as u32),
                         last_ns: t - 1000 * s,
@@ -96,8 +121,16 @@ fn sample(topo: &Topology, step: u64, signals: bool) -> Sample {
                 ThreadSample {
                     tid,
                     stat: stat(tid, run / 10_000_000, cpu),
-                    cpus_allowed: all_cpus.clone(),
-                    mems_allowed: all_nodes.clone(),
+                    cpus_allowed: if config == Config::DistinctSets {
+                        Arc::new((*all_cpus).clone())
+                    } else {
+                        all_cpus.clone()
+                    },
+                    mems_allowed: if config == Config::DistinctSets {
+                        Arc::new((*all_nodes).clone())
+                    } else {
+                        all_nodes.clone()
+                    },
                     voluntary_ctxt_switches: None,
                     nonvoluntary_ctxt_switches: None,
                     sched: None,
@@ -176,16 +209,14 @@ fn sample(topo: &Topology, step: u64, signals: bool) -> Sample {
 
 fn main() {
     let topo = topo();
-    // `scale signals` or `scale plain` runs one configuration (e.g. under callgrind).
+    // `scale CONFIG` runs one configuration (e.g. under callgrind).
     let only = std::env::args().nth(1);
-    for signals in [true, false] {
-        match only.as_deref() {
-            Some("signals") if !signals => continue,
-            Some("plain") if signals => continue,
-            _ => {}
+    for config in [Config::Signals, Config::Plain, Config::DistinctSets, Config::HotBucket] {
+        if only.as_deref().is_some_and(|o| o != config.name()) {
+            continue;
         }
         let mut m = Model::new(topo.clone(), Tunables::default());
-        let samples: Vec<Sample> = (1..=25).map(|i| sample(&topo, i, signals)).collect();
+        let samples: Vec<Sample> = (1..=25).map(|i| sample(&topo, i, config)).collect();
         let mut times = Vec::new();
         for (i, s) in samples.iter().enumerate() {
             let t0 = Instant::now();
@@ -197,7 +228,8 @@ fn main() {
         let mean = times.iter().sum::<f64>() / times.len() as f64;
         let worst = times.iter().cloned().fold(0.0, f64::max);
         println!(
-            "tasks {} procs {} accesses/period {} comm pairs {} -> edges {} groups {} refused {}: update mean {mean:.1} ms, worst {worst:.1} ms",
+            "{:<13} tasks {} procs {} accesses/period {} comm pairs {} -> edges {} groups {} refused {}: update mean {mean:.1} ms, worst {worst:.1} ms",
+            config.name(),
             m.tasks.len(),
             m.procs.len(),
             samples[0].accesses.len(),
