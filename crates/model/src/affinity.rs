@@ -60,7 +60,9 @@
 //! windows look unrelated. Only the `coaccess_max_accessors` most recent accessors of a bucket are
 //! paired, so a bucket hammered by hundreds of threads relates only the most recent ones per
 //! period (over periods, different ones). Cost per period: O(samples log samples + edges +
-//! buckets in the window x accessors^2).
+//! buckets in the window x accessors^2), with accessors <= coaccess_max_accessors: this period's
+//! accessors of a bucket are cut to the most recent ones (a linear selection) before any pairing
+//! or merging, so one bucket hit by 10,000 threads costs O(10,000 + 16^2), not O(10,000^2).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -247,15 +249,25 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
             *t = t.saturating_add(a.1.samples);
         }
         let entry = win.buckets.entry(b).or_default();
-        // Carried accessors from earlier periods, still alive, not sampled again in this bucket.
+        // Only the most recent `max_acc` of this period's accessors can be among the paired
+        // participants: select them first (O(|cur|)), so everything below is bounded by
+        // `max_acc`, however many threads hit the bucket.
+        let recent =
+            |x: &(Accessor, bool), y: &(Accessor, bool)| y.0.last_ns.cmp(&x.0.last_ns).then(x.0.task.cmp(&y.0.task));
+        if parts.len() > max_acc {
+            parts.select_nth_unstable_by(max_acc - 1, recent);
+            parts.truncate(max_acc);
+        }
+        // Carried accessors from earlier periods, still alive, not sampled again in this bucket
+        // (`cur` is sorted by task: a binary search each).
         entry.retain(|e| alive(&e.task));
         for e in entry.iter() {
-            if !cur.iter().any(|c| c.1.task == e.task) {
+            if cur.binary_search_by(|c| c.1.task.cmp(&e.task)).is_err() {
                 parts.push((*e, false));
             }
         }
         // Pair only the most recent `max_acc` participants (bounded cost per bucket).
-        parts.sort_unstable_by(|x, y| y.0.last_ns.cmp(&x.0.last_ns).then(x.0.task.cmp(&y.0.task)));
+        parts.sort_unstable_by(recent);
         parts.truncate(max_acc);
         counted.clear();
         counted.resize(parts.len(), false);
@@ -276,13 +288,13 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
                 }
             }
         }
-        // Remember this period's accessors (replacing their older entries), most recent first.
-        for c in cur {
-            match entry.iter_mut().find(|e| e.task == c.1.task) {
-                Some(e) => *e = c.1,
-                None => entry.push(c.1),
-            }
-        }
+        // Remember the most recent accessors, this period's replacing their older entries: the
+        // union of the carried entries (<= max_acc) and this period's most recent (<= max_acc),
+        // so the merge is O(max_acc^2) at worst, never O(|cur|^2).
+        entry.retain(|e| cur.binary_search_by(|c| c.1.task.cmp(&e.task)).is_err());
+        // (`parts` is the most recent max_acc of carried and current together: a current
+        // accessor not in it is not among the most recent max_acc either.)
+        entry.extend(parts.iter().filter(|p| p.1).map(|p| p.0));
         entry.sort_unstable_by(|x, y| y.last_ns.cmp(&x.last_ns).then(x.task.cmp(&y.task)));
         entry.truncate(max_acc);
     }

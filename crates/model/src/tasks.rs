@@ -269,21 +269,40 @@ pub(crate) struct History {
     pub(crate) node_ticks: Vec<Option<(u64, u64)>>,
 }
 
-/// Cache of "are these allowed CPUs narrower than the CPUs of these allowed nodes" by set identity
-/// (threads of a process share their `Arc` sets, so a handful of distinct pairs per sample).
+/// Cache of "are these allowed CPUs narrower than the CPUs of these allowed nodes", by content:
+/// a handful of distinct pairs per sample however the sets are allocated (observe's reader
+/// interns them, the simulator and deserialised replays give every thread its own `Arc`). The
+/// last pair seen is checked by pointer first (threads of a process share their sets), then a
+/// hash map by value: O(1) per thread either way, never a scan of a growing list.
 struct NarrowCache {
-    entries: Vec<(*const CpuSet, *const NodeSet, bool)>,
+    online: CpuSet,
+    last: Option<(Arc<CpuSet>, Arc<NodeSet>, bool)>,
+    // Hash map: looked up per thread, never iterated.
+    by_value: HashMap<(Arc<CpuSet>, Arc<NodeSet>), bool, FxBuild>,
 }
 
 impl NarrowCache {
+    fn new(topo: &Topology) -> Self {
+        Self { online: topo.online_cpus(), last: None, by_value: HashMap::default() }
+    }
+
     fn narrower(&mut self, topo: &Topology, cpus: &Arc<CpuSet>, mems: &Arc<NodeSet>) -> bool {
-        let key = (Arc::as_ptr(cpus), Arc::as_ptr(mems));
-        if let Some(e) = self.entries.iter().find(|e| (e.0, e.1) == key) {
-            return e.2;
+        if let Some((c, m, v)) = &self.last {
+            if Arc::ptr_eq(c, cpus) && Arc::ptr_eq(m, mems) {
+                return *v;
+            }
         }
-        let cover = topo.cpus_of_nodes(mems).intersection(&topo.online_cpus());
-        let narrow = !cover.is_empty() && !cover.is_subset(cpus);
-        self.entries.push((key.0, key.1, narrow));
+        let key = (cpus.clone(), mems.clone());
+        let narrow = match self.by_value.get(&key) {
+            Some(&v) => v,
+            None => {
+                let cover = topo.cpus_of_nodes(mems).intersection(&self.online);
+                let v = !cover.is_empty() && !cover.is_subset(cpus);
+                self.by_value.insert(key, v);
+                v
+            }
+        };
+        self.last = Some((cpus.clone(), mems.clone(), narrow));
         narrow
     }
 }
@@ -471,7 +490,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let mut procs = BTreeMap::new();
     let mut threads_hist = HashMap::with_capacity_and_hasher(hist.threads.len(), FxBuild::default());
     let mut procs_hist = BTreeMap::new();
-    let mut narrow = NarrowCache { entries: Vec::new() };
+    let mut narrow = NarrowCache::new(topo);
 
     for p in sample.processes.iter().filter(|p| !p.kernel_thread) {
         // Process identity and history.

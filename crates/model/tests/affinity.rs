@@ -311,3 +311,40 @@ fn process_level_communication_ties_the_busiest_threads() {
     let g = m.group_of(&key(50, 50)).unwrap();
     assert_eq!(g.tasks, vec![key(10, 12), key(50, 50)]);
 }
+
+/// Guards who pairs in a crowded bucket: 20 threads sample one bucket at t = 2 s - k ms (k = tid
+/// minus 100). Only the coaccess_max_accessors = 16 most recent (tids 100..=115) are paired:
+/// 16 x 15 / 2 = 120 edges, none touching tids 116..=119. In the next period thread 119 samples the bucket
+/// again at 3 s. The window remembers the 16 most recent (2 s - k ms, k <= 15); within the 1 s
+/// co-access window of 3 s is only k = 0 (3 s - (2 s - k ms) = 1 s + k ms): 119 pairs with tid 100
+/// only.
+#[test]
+fn a_crowded_bucket_pairs_only_its_most_recent_accessors() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let ms = 1_000_000u64;
+    let s = |t: u64, acc: &[(u32, u64)]| {
+        let mut b = Sb::new(&topo, t).proc(10, 5, "app", &[GIB, 0]);
+        for tid in 100..120 {
+            b = b.thread(10, tid, 0, 0, 0);
+        }
+        for &(tid, last) in acc {
+            b = b.access(10, tid, BUF, 0, 1, last);
+        }
+        b.build()
+    };
+    m.update(&s(SEC, &[]));
+    let first: Vec<(u32, u64)> = (100..120).map(|tid| (tid, 2 * SEC - u64::from(tid - 100) * ms)).collect();
+    m.update(&s(2 * SEC, &first));
+    assert_eq!(m.graph.edges.len(), 120);
+    assert!(m.graph.edges.keys().all(|(a, b)| a.tid < 116 && b.tid < 116));
+    m.update(&s(3 * SEC, &[(119, 3 * SEC)]));
+    let with_119: Vec<u32> = m
+        .graph
+        .edges
+        .iter()
+        .filter(|((a, b), e)| (a.tid == 119 || b.tid == 119) && e.last_seen_ns == 3 * SEC)
+        .map(|((a, b), _)| if a.tid == 119 { b.tid } else { a.tid })
+        .collect();
+    assert_eq!(with_119, vec![100]);
+}
