@@ -486,8 +486,10 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let stale_ns = tun.access_stale_ms.saturating_mul(1_000_000);
     let old_tasks = std::mem::take(&mut model.tasks);
     let old_procs = std::mem::take(&mut model.procs);
-    let mut tasks = BTreeMap::new();
-    let mut procs = BTreeMap::new();
+    // Collected as vectors and bulk-built into the maps at the end (sorted input builds a
+    // BTreeMap in linear time; inserting 10,000 keys one by one costs a search and rebalance each).
+    let mut tasks: Vec<(TaskKey, TaskView)> = Vec::with_capacity(old_tasks.len());
+    let mut procs: Vec<(u32, ProcView)> = Vec::with_capacity(old_procs.len());
     let mut threads_hist = HashMap::with_capacity_and_hasher(hist.threads.len(), FxBuild::default());
     let mut procs_hist = BTreeMap::new();
     let mut narrow = NarrowCache::new(topo);
@@ -594,7 +596,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 running += 1;
             }
             tids.push(t.tid);
-            tasks.insert(
+            tasks.push((
                 key,
                 TaskView {
                     key,
@@ -610,7 +612,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                     first_seen_ns: old.map_or(now, |o| o.first_seen_ns),
                     hot,
                 },
-            );
+            ));
             threads_hist.insert(
                 key,
                 ThreadHist {
@@ -663,7 +665,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         let hz = sample.clock_ticks_per_sec.max(1);
         let started_ns = ((p.starttime as u128 * 1_000_000_000u128) / hz as u128).min(u128::from(u64::MAX)) as u64;
         let pinned = policy_pinned(p, tun.pinned_policy_share) || all_narrow;
-        procs.insert(
+        procs.push((
             p.pid,
             ProcView {
                 pid: p.pid,
@@ -683,13 +685,13 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 history_ns,
                 traffic_bytes_per_s_per_thread: traffic,
             },
-        );
+        ));
         procs_hist.insert(p.pid, ph);
     }
     // Whatever is left in the old history vanished; a vanished key that comes back later is a new
     // task, whose old relations the graph already dropped with the vanished one.
     hist.threads = threads_hist;
     hist.procs = procs_hist;
-    model.tasks = tasks;
-    model.procs = procs;
+    model.tasks = tasks.into_iter().collect();
+    model.procs = procs.into_iter().collect();
 }
