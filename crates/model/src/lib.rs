@@ -35,10 +35,23 @@
 //! # Cost
 //!
 //! Linear in threads, samples and edges up to logarithmic factors; nothing is quadratic except
-//! within one memory bucket's recent accessors (bounded by `coaccess_max_accessors`) and within
-//! one group. `examples/scale.rs` (1,000 processes x 10 threads, 4 nodes) measures one update at
-//! about 61 M instructions without access samples and 207 M with 50,000 samples and 2,000
-//! communicating pairs per period (callgrind, release build).
+//! within one memory bucket's recent accessors (this period's accessors are first cut to the
+//! `coaccess_max_accessors` most recent, a linear selection) and within one group's candidate
+//! unions. `examples/scale.rs` (1,000 processes x 10 threads, 4 nodes) measures one update in four
+//! configurations. Release build, mean of 20 updates, on the shared 2-core development box (load
+//! average 2.3-2.6, so absolute figures are inflated; ratios are from one interleaved run of the
+//! build before and after the performance fixes of the model review):
+//!
+//! ```text
+//!   configuration                                   before     after    ratio
+//!   signals: 50,000 samples + 2,000 comm pairs     44-49 ms   39-44 ms   0.89
+//!   plain: no samples (the usual live case)        14-16 ms   11-13 ms   0.83
+//!   distinct-sets: one Arc per thread's sets       46-50 ms   13.5-14 ms 0.28
+//!   hot-bucket: all samples in one 2 MiB bucket    62-65 ms   33-38 ms   0.56
+//! ```
+//!
+//! (An earlier version measured 61 M / 207 M instructions for plain / signals under callgrind;
+//! not re-measured since.)
 //!
 //! # Limits
 //!
