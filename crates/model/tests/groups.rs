@@ -235,7 +235,9 @@ fn conservation() {
         let mut seen = std::collections::BTreeSet::new();
         let mut count = 0;
         let (mut mem, mut node0, mut node1) = (0u64, 0u64, 0u64);
+        let mut cpu = 0.0f64;
         for g in m.groups.groups.values() {
+            cpu += g.cpu;
             assert!(!g.tasks.is_empty());
             count += g.tasks.len();
             for k in &g.tasks {
@@ -252,7 +254,73 @@ fn conservation() {
         assert_eq!(mem, m.procs.values().map(|p| p.rss_bytes).sum::<u64>(), "step {i}");
         assert_eq!(node0, m.procs.values().map(|p| p.mem_by_node[0]).sum::<u64>());
         assert_eq!(node1, m.procs.values().map(|p| p.mem_by_node[1]).sum::<u64>());
+        // CPU: every task's rate in exactly one group, and on exactly one node's demand.
+        let task_cpu: f64 = m.tasks.values().map(|t| t.cpu_rate).sum();
+        assert!(task_cpu > 0.0 || i == 1);
+        assert!((cpu - task_cpu).abs() < 1e-9, "step {i}: groups {cpu} tasks {task_cpu}");
+        let on_nodes: f64 = m.tasks.values().filter(|t| t.node.is_some()).map(|t| t.cpu_rate).sum();
+        let demand: f64 = m.nodes.iter().map(|n| n.cpu_demand).sum();
+        assert!((demand - on_nodes).abs() < 1e-9, "step {i}");
     }
+}
+
+/// Merge direction decided by memory: process 10's thread uses no CPU but holds 12 GiB
+/// (load 0 / 2 + 12 / 16 = 0.75); process 20's uses 1 CPU and 100 MiB (0.5 + 0.0061 = 0.5061).
+/// They talk at full rate: the 1-CPU group joins the memory-heavy one, which keeps its id (the
+/// smaller id is 20's, so the id shows the direction, not a tie-break).
+#[test]
+fn memory_decides_the_merge_direction() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |i: u64| {
+        Sb::new(&topo, i * SEC)
+            .proc(20, 5, "small", &[100 * MIB, 0])
+            .thread(20, 20, i * SEC, 0, 0)
+            .proc(30, 5, "big", &[12 * GIB, 0])
+            .thread(30, 30, 0, 0, 1)
+            .comm((20, 20), (30, 30), 1000)
+            .build()
+    };
+    m.update(&s(1));
+    let big = m.group_of(&key(30, 30)).unwrap().id;
+    let small = m.group_of(&key(20, 20)).unwrap().id;
+    assert!(small < big);
+    m.update(&s(2));
+    let g = m.group_of(&key(20, 20)).unwrap();
+    assert_eq!(g.id, big);
+    assert_eq!(g.tasks, vec![key(20, 20), key(30, 30)]);
+    assert!((g.load - (1.0 / 2.0 + (12 * GIB + 100 * MIB) as f64 / (16 * GIB) as f64)).abs() < 1e-9);
+}
+
+/// Memory cap refusal, by hand: 16 GiB nodes, group_max_mem_frac 0.9 -> at most 14.4 GiB per
+/// group. Processes 10 (8 GiB), 20 (5 GiB) and 30 (2 GiB), single-threaded, no CPU. Edges at
+/// f = 1: (10,20) and (20,30) -> s = 0.5 after one period; (10,30) at f = 0.6 -> 0.3. Strongest
+/// first, ties in key order: (10,20) -> 13 GiB, fits; (20,30) -> 15 GiB > 14.4, refused;
+/// (10,30) is the same pair of groups, refused again (counted once). Result {10, 20}, {30}.
+#[test]
+fn memory_cap_refuses_a_merge() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |i: u64| {
+        Sb::new(&topo, i * SEC)
+            .proc(10, 5, "a", &[8 * GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .proc(20, 5, "b", &[5 * GIB, 0])
+            .thread(20, 20, 0, 0, 0)
+            .proc(30, 5, "c", &[2 * GIB, 0])
+            .thread(30, 30, 0, 0, 0)
+            .comm((10, 10), (20, 20), 1000)
+            .comm((20, 20), (30, 30), 1000)
+            .comm((10, 10), (30, 30), 600)
+            .build()
+    };
+    m.update(&s(1));
+    m.update(&s(2));
+    assert!((m.graph.edges[&(key(10, 10), key(30, 30))].strength - 0.3).abs() < 1e-12);
+    let sets: Vec<Vec<u32>> = m.groups.groups.values().map(|g| g.tasks.iter().map(|k| k.pid).collect()).collect();
+    assert_eq!(sets, vec![vec![10, 20], vec![30]]);
+    assert_eq!(m.groups.refused_merges, 1);
+    assert_eq!(m.group_of(&key(10, 10)).unwrap().mem_bytes, 13 * GIB);
 }
 
 /// A reused pid is a new process: its threads leave the old process's group and start a new one
