@@ -60,28 +60,35 @@ fn fork_rule_spreads_new_processes_least_loaded_first() {
 }
 
 /// Rule 1's ties and large processes, on 4 nodes (MemTotal: node 0 128402M, 1 128965M, 2 129017M,
-/// 3 129010M).
+/// 3 129010M; 24 CPUs each, 96 in all).
 ///
 /// ```text
 ///   web 30 (2 threads): all nodes empty, all hold it, no peers -> most free memory: node 2
 ///   web 31 (2 threads): nodes 0, 1, 3 empty; peer "web" on node 2: distance node 3 = 11,
 ///                       nodes 0, 1 = 20                                      -> node 3
-///   db 32 (30 threads ~ 30 CPUs > 24 + 0.6): nodes 0, 1 empty, no peers, node 1 has more free
-///                       memory; closest set from 1: + node 0 (11) = 48 CPUs -> nodes 0-1
+///   db 32 (30 threads ~ 30 CPUs > 24 + 0.6): whole demand 34 of 96 CPUs: its share is
+///                       30 x 96/34 = 85 CPUs -> all 4 nodes = every CPU it has: no action
+///   then, on a fuller machine: dbs 40 and 41, 40 threads each: demand 80 of 96, share 40 x 1.2 =
+///                       48 CPUs = 2 nodes: 40 -> node 2 (most free) + node 3 (distance 11);
+///                       41 -> node 1 (empty, more free than 0) + node 0            -> 2-3, 0-1
 /// ```
 #[test]
-fn fork_rule_breaks_ties_by_peer_distance_and_gives_large_processes_the_closest_set() {
+fn fork_rule_breaks_ties_by_peer_distance_and_gives_large_processes_their_share() {
     let mut b = B::new("article-4n96");
     b.new_proc(30, "web", &[(0, 0.0); 2], &[]);
     b.new_proc(31, "web", &[(0, 0.0); 2], &[]);
     b.new_proc(32, "db", &[(0, 0.0); 30], &[]);
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
-    assert_eq!(
-        affinities(&b.m, &plan),
-        vec![aff(30, None, "2", "fork-spread"), aff(31, None, "3", "fork-spread"), aff(32, None, "0-1", "fork-spread")]
-    );
-    assert!(plan.actions[2].reason.detail.contains("too large for one node: nodes 0-1"), "{plan:#?}");
+    assert_eq!(affinities(&b.m, &plan), vec![aff(30, None, "2", "fork-spread"), aff(31, None, "3", "fork-spread")]);
+
+    let mut b = B::new("article-4n96");
+    b.new_proc(40, "db", &[(0, 0.0); 40], &[]);
+    b.new_proc(41, "db2", &[(0, 0.0); 40], &[]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(40, None, "2-3", "fork-spread"), aff(41, None, "0-1", "fork-spread")]);
+    assert!(plan.actions[0].reason.detail.contains("too large for one node: nodes 2-3"), "{plan:#?}");
 }
 
 /// Rule 2, global placement: CPU follows memory, and the next best node when the first is full

@@ -21,7 +21,8 @@
 //!   model ─┬─ 1 fork      new processes (first seen younger than new_process_age_ms), pid order:
 //!          │              least loaded node (CPU demand / capacity), then one whose free memory
 //!          │              holds it, then closest to the nodes of its peers (same name), then most
-//!          │              free memory, then node id  ──► SetAffinity(pid, node CPUs)
+//!          │              free memory, then node id  ──► SetAffinity(pid, node CPUs); one too
+//!          │              large for a node: the closest set holding its share of the machine
 //!          ├─ 2 place     every other unit (affinity group, or a classified process), heaviest
 //!          │              first, against remaining capacity:
 //!          │                 fits a node?  candidates:  memory node  (CPU follows memory: >= 1 GiB,

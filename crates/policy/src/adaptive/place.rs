@@ -597,6 +597,19 @@ impl<'m> Planner<'m> {
                 free[i] -= *b as f64;
             }
         }
+        // A process too large for one node gets its share of the machine, not just enough nodes:
+        // spread x (capacity / whole demand) when the machine has room to spare (numa02_SMT, 144
+        // threads on 288 CPUs: every node's memory controller, as a hard binding would give it;
+        // numa01's two halves of a full machine: half each).
+        let est_of = |pid: u32| {
+            let p = &m.procs[&pid];
+            p.cpu_rate.max(p.tids.len() as f64 * t.new_thread_cpu)
+        };
+        let whole: f64 = self.fixed.iter().sum::<f64>()
+            + self.units.iter().map(|u| u.cpu).sum::<f64>()
+            + new.iter().map(|&pid| est_of(pid)).sum::<f64>();
+        let total_cap: f64 = self.cpu_nodes.iter().map(|&i| self.cap[i]).sum();
+        let spare = if whole > 0.0 { (total_cap / whole).max(1.0) } else { 1.0 };
         for pid in new {
             let p = &m.procs[&pid];
             let tasks: Vec<TaskKey> =
@@ -622,8 +635,11 @@ impl<'m> Planner<'m> {
             // the flags on a first sample mostly reflect the new processes themselves (numa01's
             // threads all start on the node their memory was touched on and saturate it).
             let first = order[0];
-            let set =
-                if self.fits_a_node(est, tasks.len(), mem) { vec![first] } else { self.closest_set(first, est, mem) };
+            let set = if self.fits_a_node(est, tasks.len(), mem) {
+                vec![first]
+            } else {
+                self.closest_set(first, est * spare, mem)
+            };
             let why = format!(
                 "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} least loaded (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}; CPU demand by node: {}",
                 pid,
