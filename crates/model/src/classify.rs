@@ -24,7 +24,8 @@
 //! ```
 //!
 //! Growth is the RSS slope over the class window (`ProcView::growth_bytes_per_s`); traffic is
-//! access samples x `access_sample_bytes` per second per running thread, averaged over the window
+//! access samples x `access_sample_bytes` per second per running thread, an exponential average
+//! with the window as half-life
 //! (`ProcView::traffic_bytes_per_s_per_thread`). LatencySensitive is only ever given by an
 //! override: nothing in the counters tells a latency-bound service from an idle one.
 //!
@@ -34,9 +35,13 @@
 //!
 //! # Limits
 //!
+//! Overrides match the name the kernel shows (`comm`, at most 15 bytes): a configured name is cut
+//! to 15 bytes before matching, so two names that share their first 15 bytes are one name.
+//!
 //! Without access samples there is no traffic figure and nothing is BandwidthBound (controller
 //! bandwidth per node cannot be attributed to one process). A process shrinking fast is neither
 //! growing nor static: Unclassified.
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +64,9 @@ pub enum ProcessClass {
     LatencySensitive,
 }
 
+/// Bytes of a process name the kernel keeps: TASK_COMM_LEN (16) minus the terminating NUL.
+const COMM_LEN: usize = 15;
+
 /// Classifies every process from its view (growth, size, spread, bandwidth) unless an override
 /// names it.
 pub(crate) fn update(model: &mut Model) {
@@ -67,9 +75,14 @@ pub(crate) fn update(model: &mut Model) {
     let window_ns = tun.class_window_ms.saturating_mul(1_000_000);
     let smallest_node =
         model.topo.nodes.iter().map(|n| n.mem_total_kb.saturating_mul(1024)).filter(|&b| b > 0).min().unwrap_or(0);
+    // The kernel keeps only the first TASK_COMM_LEN - 1 = 15 bytes of a name (include/linux/sched.h),
+    // so a configured name is matched as the kernel would show it: "postgres-checkpointer" matches
+    // the comm "postgres-checkp".
+    let overrides: BTreeMap<&[u8], ProcessClass> =
+        model.class_overrides.iter().map(|(k, &c)| (&k.as_bytes()[..k.len().min(COMM_LEN)], c)).collect();
     for (pid, p) in model.procs.iter_mut() {
         let Some(st) = model.state.procs.get_mut(pid).map(|h| &mut h.class) else { continue };
-        if let Some(&c) = model.class_overrides.get(&p.comm) {
+        if let Some(&c) = overrides.get(&p.comm.as_bytes()[..p.comm.len().min(COMM_LEN)]) {
             p.class = c;
             st.pending = None;
             continue;

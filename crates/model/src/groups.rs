@@ -508,9 +508,9 @@ fn attribute_memory(model: &Model, keys: &[TaskKey]) -> (Vec<u64>, Vec<u64>) {
             for (k, m) in apportion(p.rss_bytes, &w).into_iter().enumerate() {
                 mem[i + k] = m;
             }
-            for (node, &b) in p.mem_by_node.iter().enumerate().take(nn) {
+            for (idx, &b) in p.mem_by_node.iter().enumerate().take(nn) {
                 for (k, m) in apportion(b, &w).into_iter().enumerate() {
-                    by_node[(i + k) * nn + node] = m;
+                    by_node[(i + k) * nn + idx] = m;
                 }
             }
         }

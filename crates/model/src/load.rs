@@ -42,7 +42,10 @@
 //!
 //! # Limits
 //!
-//! PSI is system-wide: when it is the only interference signal, every node gets the same figure.
+//! PSI is system-wide: when it is the only CPU interference signal, every node gets the same
+//! figure. IO "load" is not measured: the issue defines it as device busy time / period
+//! (`/proc/diskstats` io_ticks of the node's devices), which the sample does not carry yet; PSI io
+//! `some` (time tasks stalled on IO, strictly an interference figure) stands in for both.
 //! The first sample has no tick delta: the CPU load then comes from task rates (0 on the first).
 
 use numapilot_observe::Sample;

@@ -204,7 +204,7 @@ pub struct ProcView {
     /// once the process has been watched that long).
     pub history_ns: u64,
     /// Memory traffic per running thread estimated from access samples, bytes per second (0
-    /// without samples), smoothed over the classification window.
+    /// without samples), an exponential average with half-life `class_window_ms`.
     pub traffic_bytes_per_s_per_thread: f64,
 }
 
@@ -457,7 +457,9 @@ fn update_hot(
             Err(i) => hot.insert(i, (bucket, HotBucket { samples: count as f64, node })),
         }
     }
-    hot.retain(|(_, b)| b.samples >= 0.5);
+    // A bucket whose decayed count rounds to 0 samples (< 0.5) is gone: `HotRange::samples` is
+    // that count rounded, so keeping it would report a range with 0 samples.
+    hot.retain(|(_, b)| b.samples.round() >= 1.0);
     let mut out: Vec<HotRange> = hot
         .iter()
         .map(|&(bucket, b)| HotRange {
@@ -541,7 +543,9 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                     (Some(x), Some(y)) => (x, y),
                     _ => (ticks_to_ns(h.ticks, h.hz), ticks_to_ns(ticks, sample.clock_ticks_per_sec)),
                 };
-                cpu_rate = numapilot_observe::rate::cpu_rate(a, b, interval).unwrap_or(0.0);
+                // One thread runs on one CPU at a time: a rate above 1 is read skew (the counters
+                // and the read time are not taken at one instant), clamped.
+                cpu_rate = numapilot_observe::rate::cpu_rate(a, b, interval).unwrap_or(0.0).clamp(0.0, 1.0);
                 run_delay = match (h.wait_ns, wait_ns) {
                     (Some(x), Some(y)) if interval > 0 && y >= x => Some((y - x) as f64 / interval as f64),
                     _ => None,
@@ -647,7 +651,8 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         let shift = tun.coaccess_bucket_shift;
         let hot = update_hot(&mut ph.hot, hot_decay, shift, acc.process(p.pid).into_iter());
 
-        // Traffic per running thread from samples, averaged over the class window.
+        // Traffic per running thread from samples, exponentially averaged (half-life: the class
+        // window).
         let traffic_now = if dt > 0 {
             proc_samples as f64 * tun.access_sample_bytes as f64 / (dt as f64 / 1e9) / running.max(1) as f64
         } else {

@@ -84,11 +84,13 @@ pub struct Tunables {
     /// Lower bound of the medium tier. Default 0.2 (one in five samples shared). Edges at medium or
     /// above join groups (`group_join_tier`). Prevents: weak, incidental sharing merging groups.
     pub tier_medium: f64,
-    /// Lower bound of the strong tier. Default 0.5 (half the samples shared). Strongly tied tasks
-    /// are moved last by the balancer.
+    /// Lower bound of the strong tier. Default 0.5 (half the samples shared). Source: arithmetic,
+    /// a majority of the samples shared. Strongly tied tasks are moved last by the balancer.
+    /// Prevents: the balancer separating tasks that mostly work on the same data.
     pub tier_strong: f64,
-    /// An edge whose strength has decayed below this is "zero". Default 0.01. Prevents: keeping an
-    /// unbounded number of dead edges (memory grows with every pair ever seen).
+    /// An edge whose strength has decayed below this is "zero". Default 0.01 (must be > 0).
+    /// Source: arithmetic, a fifth of the weak tier (~2.3 half-lives below it). Prevents: keeping
+    /// an unbounded number of dead edges (memory grows with every pair ever seen).
     pub edge_zero: f64,
     /// An edge at "zero" is dropped after this grace period (NUMA-ICON: "delay XX before removing"),
     /// ms; also how long an internal edge of a group may stay below `group_keep_strength` before
@@ -137,13 +139,13 @@ pub struct Tunables {
     /// Prevents: a pair whose strength hovers around `tier_medium` joining and splitting every
     /// period, each split handing out a new group id.
     pub group_keep_strength: f64,
-    /// Most CPU demand of one group, as a fraction of the largest node's CPUs. Default 1.0.
-    /// Source: a group that needs more CPUs than a node has cannot be local. Prevents: merging
-    /// into a group no node can run.
+    /// Most CPU demand of one group, as a fraction of a node's CPUs: a group must fit one node on
+    /// CPU and memory at once (see `group_max_mem_frac`). Default 1.0. Source: a group that needs
+    /// more CPUs than a node has cannot be local. Prevents: merging into a group no node can run.
     pub group_max_cpu_frac: f64,
-    /// Most memory of one group, as a fraction of the largest node's memory. Default 0.9 (the
-    /// kernel keeps watermarks and page cache; 10% headroom). Prevents: merging into a group no
-    /// node can hold.
+    /// Most memory of one group, as a fraction of a node's memory (the same node whose CPUs hold
+    /// it). Default 0.9. Source: the kernel keeps watermarks and page cache; 10% headroom.
+    /// Prevents: merging into a group no node can hold.
     pub group_max_mem_frac: f64,
     /// A process counts as placed by itself ("pinned") when VMAs with an explicit memory policy
     /// (bind, interleave, weighted interleave, preferred) hold at least this share of its resident
@@ -156,42 +158,56 @@ pub struct Tunables {
     // ---------------------------------------------------------------- load and interference (model::load)
     /// CPU bottleneck: enter at this load (busy time / period, 0..1). Default 0.90. Source: numad's
     /// default target utilisation is 85% (`-u 85`); above 90% a node has no room for a group.
+    /// Prevents: placing more work on a node that is already full.
     pub cpu_load_high: f64,
-    /// CPU bottleneck: leave below this load. Default 0.75. Prevents: flapping around one mark.
+    /// CPU bottleneck: leave below this load. Default 0.75. Source: judgement, 15 points under the
+    /// high mark (numad's 85% target sits between the two). Prevents: flapping around one mark.
     pub cpu_load_low: f64,
     /// CPU bottleneck: enter at this interference (run-queue wait time / period per CPU). Default
-    /// 0.25 (a quarter of the time runnable but waiting). Source: measured scheduling latency on a
-    /// saturated node; PSI's "some" at 25% is already felt.
+    /// 0.25 (a quarter of the time runnable but waiting). Source: judgement, not a measurement: a
+    /// task waiting a quarter of its time runs at most 3/4 of its speed; PSI's "some" at 25% is
+    /// already felt. Prevents: sending more work to a node whose runnable tasks already queue.
     pub cpu_interference_high: f64,
-    /// CPU bottleneck: leave below this interference. Default 0.10.
+    /// CPU bottleneck: leave below this interference. Default 0.10. Source: judgement, well under
+    /// the high mark so the wait must clearly drain. Prevents: flapping around one mark.
     pub cpu_interference_low: f64,
-    /// Memory-capacity bottleneck: enter at this use (1 - MemFree / MemTotal). Default 0.95.
+    /// Memory-capacity bottleneck: enter at this use (1 - (MemFree + reclaimable cache) /
+    /// MemTotal). Default 0.95.
     /// Source: the kernel's low watermark sits a few percent from full; beyond it allocations fall
     /// back to other nodes (first touch is lost). Prevents: steering memory into a full node.
     pub mem_capacity_high: f64,
-    /// Memory-capacity bottleneck: leave below this use. Default 0.85.
+    /// Memory-capacity bottleneck: leave below this use; also the use from which system-wide PSI
+    /// memory counts for a node. Default 0.85. Source: judgement, 10 points of headroom under the
+    /// high mark (a node must free a tenth of itself to count as roomy). Prevents: flapping around
+    /// one mark, and an empty node inheriting another node's memory pressure.
     pub mem_capacity_low: f64,
     /// Memory-capacity bottleneck: enter at this PSI memory `some` share (avg10 / 100: time some
     /// task stalled on reclaim, refaults or compaction). Default 0.20. Source: the kernel's PSI
     /// documentation treats double-digit `some` as a workload that is visibly slowed; PSI is
-    /// system-wide, so every node with memory sees it. Prevents: steering memory into a node set
+    /// system-wide, so it counts only on nodes at or above `mem_capacity_low`. Prevents: steering memory into a node set
     /// whose tasks already stall for memory while MemFree still looks fine (page cache).
     pub mem_pressure_high: f64,
-    /// Memory-capacity bottleneck: leave below this PSI memory share. Default 0.05.
+    /// Memory-capacity bottleneck: leave below this PSI memory share. Default 0.05. Source:
+    /// judgement, single-digit `some` (occasional reclaim) is normal. Prevents: flapping.
     pub mem_pressure_low: f64,
     /// Memory-bandwidth bottleneck: enter at this controller load (bytes / capacity). Default 0.85.
     /// Source: loaded-latency curves rise steeply beyond ~80-85% of peak bandwidth (Intel MLC).
     pub mem_bw_load_high: f64,
-    /// Memory-bandwidth bottleneck: leave below this load. Default 0.70.
+    /// Memory-bandwidth bottleneck: leave below this load. Default 0.70. Source: the flat part of
+    /// the same loaded-latency curves. Prevents: flapping around one mark.
     pub mem_bw_load_low: f64,
     /// Memory-bandwidth bottleneck: enter at this interference (saturated time / period). Default
-    /// 0.20.
+    /// 0.20. Source: judgement, as `mem_pressure_high`: a fifth of the time at the controller's
+    /// limit is visibly slow. Prevents: steering memory onto a saturated controller.
     pub mem_bw_interference_high: f64,
-    /// Memory-bandwidth bottleneck: leave below this interference. Default 0.05.
+    /// Memory-bandwidth bottleneck: leave below this interference. Default 0.05. Source:
+    /// judgement. Prevents: flapping around one mark.
     pub mem_bw_interference_low: f64,
-    /// IO bottleneck: enter at this PSI io `some` share (avg10 / 100). Default 0.20.
+    /// IO bottleneck: enter at this PSI io `some` share (avg10 / 100). Default 0.20. Source: as
+    /// `mem_pressure_high` (PSI documentation: double-digit `some` visibly slows a workload).
+    /// Prevents: placing IO-heavy work next to devices whose users already stall.
     pub io_pressure_high: f64,
-    /// IO bottleneck: leave below this share. Default 0.05.
+    /// IO bottleneck: leave below this share. Default 0.05. Source: judgement. Prevents: flapping.
     pub io_pressure_low: f64,
 
     // ---------------------------------------------------------------- classes (model::classify)
@@ -203,14 +219,19 @@ pub struct Tunables {
     /// Default 8. Source: a JVM heap or cache filling a 64 GiB node in ~2 h; steady services grow
     /// less. Prevents: binding a process that will outgrow its node.
     pub growing_mib_per_s: f64,
-    /// A process is "static" below this growth, MiB per s. Default 1.
+    /// A process is "static" below this growth, MiB per s. Default 1. Source: judgement, an eighth
+    /// of `growing_mib_per_s` (a 64 GiB node would take 18 h to fill). Prevents: binding a process
+    /// to a node set it is still growing out of.
     pub static_mib_per_s: f64,
-    /// Window over which growth and bandwidth are judged for classification, ms. Default 10000.
-    /// Prevents: reclassifying on one period's allocation burst.
+    /// Window over which growth and bandwidth are judged for classification, ms (and the half-life
+    /// of the traffic average). Default 10000. Source: ten decision periods, as the affinity
+    /// half-life. Prevents: reclassifying on one period's allocation burst.
     pub class_window_ms: u64,
     /// A process is bandwidth-bound when its threads run on at least this many nodes and its
     /// accesses per second per thread (estimated from samples or controller load) exceed
-    /// `bandwidth_bound_mib_per_s_per_thread`. Default 2 nodes.
+    /// `bandwidth_bound_mib_per_s_per_thread`. Default 2 nodes. Source: arithmetic, interleaving
+    /// needs at least two nodes to spread over. Prevents: interleaving a process confined to one
+    /// node.
     pub bandwidth_bound_min_nodes: u32,
     /// See `bandwidth_bound_min_nodes`, MiB/s of memory traffic per thread. Default 1000. Source:
     /// one core streaming reaches 5-15 GB/s; latency-bound code stays far below 1 GB/s.

@@ -10,6 +10,7 @@ fn run(rss: impl Fn(u64) -> u64, steps: u64, comm: &str) -> Vec<ProcessClass> {
     let topo = machine(2, 2, 16);
     let mut m = model(topo.clone());
     m.class_overrides.insert("redis-server".into(), ProcessClass::LatencySensitive);
+    m.class_overrides.insert("postgres-checkpointer".into(), ProcessClass::LatencySensitive);
     (0..=steps)
         .map(|t| {
             m.update(
@@ -38,6 +39,17 @@ fn static_large_and_small() {
     assert_eq!(c[10], ProcessClass::StaticLarge);
     let c = run(|_| GIB, 12, "small");
     assert!(c.iter().all(|&c| c == ProcessClass::Unclassified));
+}
+
+/// Guards override matching on the kernel's 15-byte comm: "postgres-checkpointer" (21 bytes) is
+/// configured, the kernel shows "postgres-checkp" (its first 15 bytes); it matches. A different
+/// name with another 15-byte prefix does not.
+#[test]
+fn override_matches_the_kernels_truncated_comm() {
+    let c = run(|_| GIB, 3, "postgres-checkp");
+    assert!(c.iter().all(|&c| c == ProcessClass::LatencySensitive), "{c:?}");
+    let c = run(|_| GIB, 3, "postgres-writer");
+    assert!(c.iter().all(|&c| c == ProcessClass::Unclassified), "{c:?}");
 }
 
 /// Override by name: LatencySensitive from the first sample, whatever the behaviour.

@@ -337,3 +337,16 @@ fn try_new_rejects_invalid_tunables() {
     assert_eq!(e.field, "comm_full_events_per_s");
     assert!(numapilot_model::Model::try_new(topo, numapilot_model::Tunables::default()).is_ok());
 }
+
+/// Guards the per-thread CPU clamp: run_ns advances 1.5 s over a 1 s interval (read skew): the
+/// thread's rate is 1.0 (one thread, one CPU), and so is its process's.
+#[test]
+fn a_threads_cpu_rate_is_at_most_one() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for (i, run) in [(1u64, 0u64), (2, 1_500_000_000)] {
+        m.update(&Sb::new(&topo, i * SEC).proc(10, 5, "a", &[GIB, 0]).thread(10, 10, run, 0, 0).build());
+    }
+    assert_eq!(m.tasks[&key(10, 10)].cpu_rate, 1.0);
+    assert_eq!(m.procs[&10].cpu_rate, 1.0);
+}

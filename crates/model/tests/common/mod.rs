@@ -121,7 +121,9 @@ impl Sb {
         }
     }
 
-    /// Adds a process (starttime in ticks) with RSS per node in bytes (index = node id).
+    /// Adds a process (starttime in ticks) with RSS per node in bytes, indexed by kernel node id
+    /// (`machine()` numbers its nodes 0.., so the dense index and the id coincide there; on other
+    /// topologies translate through `Topology::node_idx`).
     pub fn proc(mut self, pid: u32, starttime: u64, comm: &str, mem_by_node: &[u64]) -> Self {
         let node_usage = mem_by_node
             .iter()
