@@ -490,3 +490,31 @@ fn group_memory_follows_smoothed_evidence() {
     assert!((share - 0.292893).abs() < 1e-4, "{share}");
     assert_eq!(m.group_of(&key(10, 13)).unwrap().mem_bytes, 0);
 }
+
+/// The address-space prior merges a signal-less process that is split over groups: threads 11
+/// and 12 draw samples in different buckets at t = 1 s (per-thread signal, unrelated: singletons
+/// 0 and 1), then none. Their sampled shares stay valid for access_stale_ms = 30 s; at t = 31 s
+/// both fall back to residency, the process has no per-thread signal, and the prior (step 4)
+/// merges its two groups: equal load (no CPU, the 1 GiB shared equally), so the smaller id, 0,
+/// keeps its id.
+#[test]
+fn the_prior_merges_a_signal_less_process_split_over_groups() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for t in 1..=31u64 {
+        let mut b = Sb::new(&topo, t * SEC).proc(10, 5, "app", &[GIB, 0]);
+        for tid in [11u32, 12] {
+            b = b.thread(10, tid, 0, 0, 0);
+        }
+        if t == 1 {
+            b = b.access(10, 11, BUF, 0, 10, SEC).access(10, 12, BUF + (64 << 20), 0, 10, SEC);
+        }
+        m.update(&b.build());
+        if t == 30 {
+            assert_eq!(group_sets(&m), vec![vec![11], vec![12]], "still sampled shares at t = 30 s");
+        }
+    }
+    assert_eq!(group_sets(&m), vec![vec![11, 12]]);
+    assert_eq!(m.group_of(&key(10, 12)).unwrap().id, 0);
+    assert_eq!(m.group_of(&key(10, 12)).unwrap().since_ns, 31 * SEC);
+}

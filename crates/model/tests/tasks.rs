@@ -350,3 +350,37 @@ fn a_threads_cpu_rate_is_at_most_one() {
     assert_eq!(m.tasks[&key(10, 10)].cpu_rate, 1.0);
     assert_eq!(m.procs[&10].cpu_rate, 1.0);
 }
+
+/// Hot ranges decay with the access half-life (2 s: x 2^-0.5 per 1 s period) and are dropped once
+/// they round to 0 samples. At t = 1 s thread 11 draws 40 samples in bucket A (node 1) and 10 in
+/// bucket B (node 0), never again. A: 40, 28.28, 20, 14.14, 10, ... 40 x 2^-6 = 0.625 (rounds to 1)
+/// at t = 13 s, 0.442 at t = 14 s: gone. B: 10 x 2^-4 = 0.625 at t = 9 s, 0.442 at t = 10 s: gone.
+/// The process's and the thread's lists agree (one thread), hottest first.
+#[test]
+fn hot_ranges_decay_and_are_dropped() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let (a, b) = (0x7f00_0000_0000u64, 0x7f00_4000_0000u64);
+    for t in 1..=14u64 {
+        let mut s = Sb::new(&topo, t * SEC).proc(10, 5, "x", &[GIB, GIB]).thread(10, 11, 0, 0, 0);
+        if t == 1 {
+            s = s.access(10, 11, a, 1, 40, SEC).access(10, 11, b, 0, 10, SEC);
+        }
+        m.update(&s.build());
+        let hot: Vec<(u64, u32, u64)> = m.procs[&10].hot.iter().map(|h| (h.start, h.node, h.samples)).collect();
+        let want: Vec<(u64, u32, u64)> = match t {
+            1 => vec![(a, 1, 40), (b, 0, 10)],
+            3 => vec![(a, 1, 20), (b, 0, 5)],
+            9 => vec![(a, 1, 3), (b, 0, 1)],
+            10 => vec![(a, 1, 2)],
+            13 => vec![(a, 1, 1)],
+            14 => vec![],
+            _ => continue,
+        };
+        assert_eq!(hot, want, "t = {t} s");
+        let thread: Vec<(u64, u32, u64)> =
+            m.tasks[&key(10, 11)].hot.iter().map(|h| (h.start, h.node, h.samples)).collect();
+        assert_eq!(thread, want);
+        assert!(m.procs[&10].hot.iter().all(|h| h.len == 2 << 20));
+    }
+}
