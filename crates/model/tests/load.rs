@@ -232,3 +232,23 @@ fn reclaimable_page_cache_counts_as_free() {
     assert!((n.mem_capacity.load - 0.5625).abs() < 1e-12, "{n:?}");
     assert!(!n.mem_capacity.bottleneck);
 }
+
+/// CPU interference from run delay through the hysteresis: one thread on node 0 (2 CPUs) waits
+/// 0.6 s, then 0.3 s, then 0.1 s per 1 s period: interference 0.3 (>= 0.25: enter), 0.15 (between
+/// the marks 0.10 and 0.25: stays on), 0.05 (< 0.10, and load < 0.75: leaves).
+#[test]
+fn cpu_interference_from_run_delay_has_hysteresis() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let mut wait = 0u64;
+    let mut got = Vec::new();
+    for (i, w) in [(1u64, 0u64), (2, 600), (3, 300), (4, 100)] {
+        wait += w * 1_000_000;
+        m.update(&Sb::new(&topo, i * SEC).proc(10, 5, "a", &[GIB, 0]).thread(10, 10, 0, wait, 0).build());
+        got.push((m.nodes[0].cpu.interference, m.nodes[0].cpu.bottleneck));
+    }
+    let want = [(0.0, false), (0.3, true), (0.15, true), (0.05, false)];
+    for (g, w) in got.iter().zip(want) {
+        assert!((g.0 - w.0).abs() < 1e-12 && g.1 == w.1, "{got:?}");
+    }
+}
