@@ -52,7 +52,9 @@ pub struct Tunables {
     /// first seconds of a run, and with one rate for both a full-rate pair needed 3.2 s to reach
     /// `tier_medium` (0.32 x the 10 s half-life). With 1000: f = 1 reaches 0.5 in one 1 s period,
     /// f = 0.4 reaches `tier_medium` in one period, and 100 ms settle periods reach it in 0.33 s.
-    /// Steady f still gives s -> f. Prevents: a real, intense relation waiting many periods to
+    /// Steady f still gives s -> f. Measured in the simulator (`numapilot sim --machine
+    /// autonuma-2s12c-24g --workload redis-set --duration 3 --seeds 2`): 98.3k requests/s, 90%
+    /// local (1.18 x default) at 1000, 79.3k, 25% local (0.95 x default) at 10000. Prevents: a real, intense relation waiting many periods to
     /// group (longer) and one period's burst jumping straight to full strength (0 would be a peak
     /// hold).
     pub affinity_rise_half_life_ms: u64,
