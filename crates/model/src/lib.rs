@@ -14,10 +14,12 @@
 //! ```text
 //!   Sample(t) ──► tasks   per thread: CPU rate, run delay, node, where its accesses go  (tasks.rs)
 //!      │          procs   per process: RSS by node, growth, pinned?, class              (tasks.rs, classify.rs)
-//!      ├────────► graph   affinity edges: co-access of a bucket within a window,
-//!      │                  communication, address-space prior; decay s/2^(dt/h); tiers   (affinity.rs)
-//!      ├────────► groups  connected by edges >= medium tier; merge small-into-large under
-//!      │                  a size cap; split when internal edges decay                    (groups.rs)
+//!      ├────────► graph   affinity edges: co-access of a bucket within a window, kernel
+//!      │                  NUMA groups, communication, address-space prior; fast rise,
+//!      │                  decay s/2^(dt/h); tiers                                        (affinity.rs)
+//!      ├────────► groups  joined by edges >= medium tier, kept until an edge has been below
+//!      │                  the keep mark for the grace period (hysteresis); merge small-into-
+//!      │                  large; every group fits one node (CPU and memory)              (groups.rs)
 //!      └────────► nodes   per node and resource: load = busy/period, interference =
 //!                         wait/period; bottleneck flag with two-mark hysteresis          (load.rs)
 //! ```
