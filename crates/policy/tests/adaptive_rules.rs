@@ -598,3 +598,69 @@ fn small_processes_take_their_memory_along() {
     let plan = Adaptive::new().decide(&b.m);
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
 }
+
+/// Rule 4 / 5, a buffer shared by threads on several nodes (numa01's processes on 4 and 8 nodes):
+/// interleaved over exactly those nodes, once, then held.
+///
+/// ```text
+///   numa01 (10): threads 0,1 on node 0, threads 2,3 on node 1, 1.0 CPU each; 1024 MiB on node 0;
+///        every thread samples the same two 2 MiB ranges (on node 0)
+///   place: each thread's group stays (stay-current-node) -> 4 SetAffinity, units on 0 and on 1
+///   memory: split over {0} and {1}; hot-range samples in ranges sampled from both sets: 100%
+///        >= shared_range_share_min 0.5 -> shared buffer: weights 2.0 / 2.0 CPUs -> [20, 20];
+///        deviation 0.5 >= 0.25 -> Interleave(all, nodes 0-1, [20, 20], max 0.5 x 262144 = 131072)
+///        rule shared-buffer-interleave (without the sharing: MoveRanges would chase the ranges)
+///   applied; next decision, nothing changed in the model (the interleave is under way):
+///        held: no CPU action for its threads; memory still 0.5 off >= spread_done_share 0.05
+///        -> the same Interleave (same nodes and weights: the spread continues, never reshuffles)
+///   memory now 512 / 512: deviation 0 < 0.05 -> nothing at all
+///   its load doubles (4 -> 8 CPUs, > hold_load_change 0.5): the hold is lifted, units again
+/// ```
+#[test]
+fn a_buffer_shared_across_nodes_is_interleaved_over_them_once_then_held() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "numa01", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0]);
+    let base = 0x4000_0000u64;
+    for i in 0..4u32 {
+        b.access(10, i, &[1.0, 0.0]);
+        b.hot(10, i, base, 2 * MIB, 0, 20).hot(10, i, base + 2 * MIB, 2 * MIB, 0, 10);
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(plan.actions.len(), 5, "{plan:#?}");
+    let spread =
+        ActionKind::Interleave { ranges: vec![], nodes: nodes("0-1"), weights: vec![20, 20], max_pages: Some(131_072) };
+    assert_eq!(plan.actions[4].kind, spread);
+    assert_eq!(plan.actions[4].reason.rule, "shared-buffer-interleave");
+    applied(&mut p, &b.m, &plan);
+    let again = p.decide(&b.m);
+    check_conservation(&b.m, &again);
+    assert_eq!(again.actions.len(), 1, "{again:#?}");
+    assert_eq!(again.actions[0].kind, spread);
+    assert!(again.actions[0].reason.detail.contains("held interleaved over nodes 0-1"), "{again:#?}");
+    applied(&mut p, &b.m, &again);
+    b.mem(10, &[512, 512]);
+    let done = p.decide(&b.m);
+    assert!(done.actions.is_empty(), "{done:#?}");
+    b.rate(10, 2.0);
+    let grown = p.decide(&b.m);
+    assert!(grown.actions.iter().any(|a| matches!(a.kind, ActionKind::SetAffinity { .. })), "{grown:#?}");
+}
+
+/// The new decisions tunables are checked: fractions in 0..=1, named in the error.
+#[test]
+fn shared_spread_tunables_are_validated() {
+    for (field, mutate) in [
+        ("shared_range_share_min", (|t: &mut Tunables| t.shared_range_share_min = 1.5) as fn(&mut Tunables)),
+        ("spread_done_share", |t: &mut Tunables| t.spread_done_share = -0.1),
+        ("spread_done_share", |t: &mut Tunables| t.spread_done_share = f64::NAN),
+    ] {
+        let mut t = Tunables::default();
+        mutate(&mut t);
+        let e = t.validate().unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+    }
+    Tunables::default().validate().unwrap();
+}

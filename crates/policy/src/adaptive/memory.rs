@@ -6,6 +6,11 @@
 //!     growing                 -> nothing (memory may spill; its CPUs were pointed at a node)
 //!     bandwidth-bound         -> Interleave over the nodes its threads run on, equal weights,
 //!                                when its memory deviates from that by >= remote_share_min
+//!     held shared spread      -> the same Interleave again (same nodes, weights) until within
+//!                                spread_done_share; its threads stay put (no unit)
+//!     units on different S,   -> shared buffer: Interleave over exactly those nodes, weighted by
+//!       >= shared_range_share_min of the hot-range samples in ranges sampled from 2+ of them:
+//!                                planned CPU, once; then held (until its load grows > hold_load_change)
 //!     units on different S    -> per unit: MoveRanges of the hot ranges its threads sampled
 //!                                most that lie on none of their accessors' nodes (same threshold
 //!                                and cost/benefit as below); then the rest outside the union of
@@ -37,6 +42,10 @@ const MIB: f64 = 1048576.0;
 /// Weight unit of a weighted interleave: tenths of a CPU (the action's weights are integers).
 const WEIGHT_PER_CPU: f64 = 10.0;
 
+/// Rule name of the interleave of a buffer shared by threads on several nodes (recorded in the
+/// process's state: it then holds, see `ProcState::shared_spread`).
+pub(crate) const SHARED_RULE: &str = "shared-buffer-interleave";
+
 /// One process's memory job.
 struct Job {
     pid: u32,
@@ -48,7 +57,9 @@ enum JobKind {
     /// Move memory outside `to` into it.
     Follow { to: Vec<usize>, dest: usize, remote: f64, detail: String, bind: bool, hot: bool },
     /// Spread memory over `nodes` with `weights`.
-    Spread { nodes: Vec<usize>, weights: Vec<u32>, pages: u64, rule: &'static str, detail: String },
+    /// `cont`: the continuation of a held shared spread (same nodes and weights), exempt from
+    /// the once-per-hold limit.
+    Spread { nodes: Vec<usize>, weights: Vec<u32>, pages: u64, rule: &'static str, detail: String, cont: bool },
     /// Move one unit's own hot ranges (its threads' sampled buckets) to the node it runs on.
     Ranges { to: Vec<usize>, dest: usize, ranges: Vec<(u64, u64)>, detail: String },
 }
@@ -128,6 +139,33 @@ fn split_jobs(pl: &Planner<'_>, pid: u32) -> Vec<Job> {
     jobs
 }
 
+/// Share of `pid`'s hot-range samples (its threads' own, `TaskView::hot`) that fall in ranges
+/// sampled from two or more of the node sets its threads are planned on: near 1 for one buffer
+/// shared by all threads (numa01), near 0 for per-thread slices (numa02, numa01_THREAD_ALLOC).
+fn shared_sample_share(pl: &Planner<'_>, pid: u32) -> f64 {
+    let m = pl.model;
+    let mut ranges: BTreeMap<u64, BTreeMap<Vec<usize>, u64>> = BTreeMap::new();
+    for (k, tp) in pl.task_plan.range(TaskKey { pid, tid: 0 }..=TaskKey { pid, tid: u32::MAX }) {
+        let Some(tv) = m.tasks.get(k) else { continue };
+        for h in &tv.hot {
+            *ranges.entry(h.start).or_default().entry(tp.nodes.clone()).or_default() += h.samples.max(1);
+        }
+    }
+    let (mut shared, mut all) = (0u64, 0u64);
+    for by_set in ranges.values() {
+        let s: u64 = by_set.values().sum();
+        all += s;
+        if by_set.len() > 1 {
+            shared += s;
+        }
+    }
+    if all == 0 {
+        0.0
+    } else {
+        shared as f64 / all as f64
+    }
+}
+
 /// Share of `p`'s accesses per node: the CPU-weighted mean of its threads' shares, else its
 /// resident memory.
 fn proc_share(pl: &Planner<'_>, pid: u32) -> (Vec<f64>, &'static str) {
@@ -189,6 +227,33 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         v[c] += tp.cpu.max(1e-3);
     }
     let mut jobs = Vec::new();
+    // Held shared spreads: continue the interleave (same nodes, same weights) until done.
+    for &pid in &pl.held_shared {
+        let Some((set, weights)) = policy.shared_spread(m, pid) else { continue };
+        let p = &m.procs[&pid];
+        let nodes: Vec<usize> = set.iter().filter_map(|id| m.node_idx(id)).collect();
+        if nodes.len() != weights.len() {
+            continue;
+        }
+        let dev = deviation(pl, pid, &nodes, weights);
+        if dev < t.spread_done_share {
+            continue;
+        }
+        let pages = (dev * p.rss_bytes as f64 / BASE_PAGE_BYTES as f64) as u64;
+        let detail = format!(
+            "process {pid} ({}): its shared buffer is held interleaved over nodes {set} (weights {weights:?}, decided at period {}); {} of its {:.0} MiB is still off that spread (>= {})",
+            p.comm,
+            policy.proc_state(m, pid).and_then(|s| s.shared_spread.as_ref()).map_or(0, |s| s.0.period),
+            pct(dev),
+            p.rss_bytes as f64 / MIB,
+            pct(t.spread_done_share)
+        );
+        jobs.push(Job {
+            pid,
+            benefit: dev * p.cpu_rate,
+            kind: JobKind::Spread { nodes, weights: weights.to_vec(), pages, rule: SHARED_RULE, detail, cont: true },
+        });
+    }
     for (&pid, nodesets) in &sets {
         let Some(p) = m.procs.get(&pid) else { continue };
         if new.contains(&pid) || !pl.managed.contains(&pid) || p.class == ProcessClass::Growing {
@@ -205,13 +270,15 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         let rss_ok = p.rss_bytes as f64 >= t.min_process_rss_mib as f64 * MIB;
         let sampled = p.tids.iter().any(|&tid| m.tasks.get(&TaskKey { pid, tid }).is_some_and(|t| !t.hot.is_empty()));
         let split = p.class != ProcessClass::BandwidthBound && nodesets.len() > 1;
-        if split && sampled {
+        // One buffer shared by threads on several node sets: interleave it over them (below).
+        let shared = split && sampled && shared_sample_share(pl, pid) >= t.shared_range_share_min;
+        if split && sampled && !shared {
             // Each unit's ranges to its nodes; what lies outside all of them, to their union.
             if rss_ok {
                 jobs.extend(split_jobs(pl, pid));
             }
         }
-        if p.class == ProcessClass::BandwidthBound || (split && !sampled) {
+        if p.class == ProcessClass::BandwidthBound || (split && (!sampled || shared)) {
             // Spread: bandwidth-bound equal over the nodes it runs on; split processes by CPU.
             let (nodes, weights, rule) = if p.class == ProcessClass::BandwidthBound {
                 let mut on: Vec<usize> = p.tids.iter().filter_map(|&tid| pl.task_idx(&TaskKey { pid, tid })).collect();
@@ -222,7 +289,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             } else {
                 let on: Vec<usize> = union.iter().copied().filter(|&i| cpu[i] > 0.0).collect();
                 let w = on.iter().map(|&i| ((cpu[i] * WEIGHT_PER_CPU).round() as u32).max(1)).collect();
-                (on, w, "split-process-interleave")
+                (on, w, if shared { SHARED_RULE } else { "split-process-interleave" })
             };
             if nodes.len() < 2 || !rss_ok {
                 continue;
@@ -237,6 +304,8 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 p.comm,
                 if rule == "bandwidth-interleave" {
                     "bandwidth-bound, runs on several nodes: interleave"
+                } else if shared {
+                    "its groups run on different nodes and share one buffer (its threads' hot ranges are sampled from several of them): interleave by CPU"
                 } else {
                     "its groups run on different nodes and no per-thread ranges are known: interleave by CPU"
                 },
@@ -249,7 +318,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             jobs.push(Job {
                 pid,
                 benefit: dev * p.cpu_rate,
-                kind: JobKind::Spread { nodes, weights, pages, rule, detail },
+                kind: JobKind::Spread { nodes, weights, pages, rule, detail, cont: false },
             });
             continue;
         }
@@ -325,8 +394,9 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             JobKind::Follow { to, .. } | JobKind::Ranges { to, .. } => pl.node_set(to),
             JobKind::Spread { nodes, .. } => pl.node_set(nodes),
         };
+        let cont = matches!(job.kind, JobKind::Spread { cont: true, .. });
         // The hold: memory sent elsewhere within hold_periods stays (unless the load changed).
-        if let Some(mv) = policy.proc_state(m, job.pid).and_then(|s| s.mem_move.as_ref()) {
+        if let Some(mv) = policy.proc_state(m, job.pid).and_then(|s| s.mem_move.as_ref()).filter(|_| !cont) {
             let moving_on = match &job.kind {
                 JobKind::Follow { .. } => mv.nodes.is_subset(&dest_set),
                 // Several units of one process move ranges to different nodes: each its own.
@@ -376,7 +446,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     load,
                 ));
             }
-            JobKind::Spread { nodes, weights, pages, rule, detail } => {
+            JobKind::Spread { nodes, weights, pages, rule, detail, .. } => {
                 let max = pages.min(pl.budget_pages);
                 pl.budget_pages -= max;
                 pl.actions.push((

@@ -41,7 +41,9 @@
 //!          ├─ 4 memory    units whose accessed memory is >= remote_share_min remote and whose
 //!          │              benefit (remote x CPU x horizon) beats the copy cost: hot ranges first
 //!          │              (MoveRanges), then MigratePages(max_pages), all under one budget of
-//!          │              migrate_budget_mib_per_s x period; bandwidth-bound: Interleave
+//!          │              migrate_budget_mib_per_s x period; bandwidth-bound: Interleave;
+//!          │              one buffer shared by threads on several nodes: Interleave over
+//!          │              those nodes by CPU once, then held (threads and memory stay)
 //!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits;
 //!                         growing: CPUs to one node, memory free to spill; bandwidth-bound: stays,
 //!                         memory interleaved over its nodes; latency-sensitive: CPUs + memory to
@@ -150,6 +152,11 @@ pub(crate) struct ProcState {
     pub(crate) range_moves: BTreeMap<u64, u64>,
     /// Last actions, oldest first.
     pub(crate) journal: VecDeque<JournalEntry>,
+    /// The shared-buffer spread applied to it (rule "shared-buffer-interleave"): the nodes and
+    /// weights its memory is interleaved over and the CPU load at the time. While its load stays
+    /// within `hold_load_change`, its threads keep their nodes and its memory keeps this spread
+    /// (the same nodes and weights, so a budget-limited interleave continues, never reshuffles).
+    pub(crate) shared_spread: Option<(Move, Vec<u32>)>,
 }
 
 /// The adaptive policy: fork spread, group placement on preferred nodes, weakest-first balancing,
@@ -203,6 +210,18 @@ impl Adaptive {
             }
             st.own_task_cpus.get(&tid).or(st.own_cpus.as_ref()).is_some_and(|own| own == allowed)
         })
+    }
+
+    /// The shared-buffer spread of `pid` (nodes, weights) while it holds: the process is not
+    /// pinned by someone else and its CPU load grew by at most `hold_load_change` since. A load
+    /// that falls keeps the spread: the threads left still share the buffer, and chasing it to
+    /// the last few of them (numa01's threads finishing one by one) would copy gigabytes for a
+    /// process about to end.
+    pub(crate) fn shared_spread(&self, model: &Model, pid: u32) -> Option<(&NodeSet, &[u32])> {
+        let p = model.procs.get(&pid)?;
+        let (mv, weights) = self.proc_state(model, pid)?.shared_spread.as_ref()?;
+        let change = if mv.load > 0.0 { (p.cpu_rate - mv.load).max(0.0) / mv.load } else { f64::INFINITY };
+        (change <= model.tunables.hold_load_change).then_some((&mv.nodes, weights.as_slice()))
     }
 
     /// Drops the state of processes the model no longer knows (exited, or pid reused).
@@ -269,6 +288,11 @@ impl Adaptive {
             ActionKind::MigratePages { to, .. } | ActionKind::Interleave { nodes: to, .. } => {
                 if let Some(st) = self.procs.get_mut(&pid) {
                     st.mem_move = Some(Move { nodes: to.clone(), period, load });
+                    if let ActionKind::Interleave { weights, .. } = &action.kind {
+                        if action.reason.rule == memory::SHARED_RULE && st.shared_spread.is_none() {
+                            st.shared_spread = Some((Move { nodes: to.clone(), period, load }, weights.clone()));
+                        }
+                    }
                 }
             }
             ActionKind::MoveRanges { to, ranges } => {

@@ -113,6 +113,10 @@ pub(crate) struct Planner<'m> {
     pub(crate) managed: BTreeSet<u32>,
     /// New processes for the fork rule.
     pub(crate) new_procs: Vec<u32>,
+    /// Processes whose shared buffer this policy interleaved over the nodes they run on
+    /// (`ProcState::shared_spread`, load unchanged): their threads stay where they are (fixed
+    /// demand, no unit) and their memory keeps that spread.
+    pub(crate) held_shared: BTreeSet<u32>,
     pub(crate) units: Vec<Unit>,
     pub(crate) placed: Vec<Option<Placed>>,
     pub(crate) task_plan: BTreeMap<TaskKey, TaskPlan>,
@@ -163,6 +167,8 @@ impl<'m> Planner<'m> {
                 fresh && !policy.proc_state(model, *pid).is_some_and(|s| s.forked)
             })
             .collect();
+        let held_shared: BTreeSet<u32> =
+            managed.iter().copied().filter(|&pid| policy.shared_spread(model, pid).is_some()).collect();
         let period_ns = if model.period_ns > 0 { model.period_ns } else { t.interval_ms * 1_000_000 };
         let budget_total =
             (t.migrate_budget_mib_per_s as f64 * MIB * period_ns as f64 / 1e9 / BASE_PAGE_BYTES as f64) as u64;
@@ -177,6 +183,7 @@ impl<'m> Planner<'m> {
             mem_avail: vec![0.0; n],
             managed,
             new_procs,
+            held_shared,
             units: Vec::new(),
             placed: Vec::new(),
             task_plan: BTreeMap::new(),
@@ -357,11 +364,17 @@ impl<'m> Planner<'m> {
     fn build_units(&mut self) {
         let m = self.model;
         let t = &m.tunables;
-        let new: BTreeSet<u32> = self.new_procs.iter().copied().collect();
+        let mut new: BTreeSet<u32> = self.new_procs.iter().copied().collect();
         let mut taken: BTreeSet<TaskKey> = BTreeSet::new();
+        // A held shared spread is no unit: its threads keep their nodes (as a new process's do).
+        let held: Vec<u32> = self.held_shared.iter().copied().collect();
         let live_tasks = |pid: u32| -> Vec<TaskKey> {
             m.procs[&pid].tids.iter().map(|&tid| TaskKey { pid, tid }).filter(|k| m.tasks.contains_key(k)).collect()
         };
+        for pid in held {
+            taken.extend(live_tasks(pid));
+        }
+        new.extend(self.held_shared.iter().copied());
         // Classified processes: one unit each.
         for &pid in &self.managed {
             let p = &m.procs[&pid];
