@@ -258,23 +258,6 @@ pub struct Tunables {
     /// Memory follows CPU when at least this share of a group's accessed memory is remote. Default
     /// 0.25. Prevents: migrating for a few remote pages (cost > gain).
     pub remote_share_min: f64,
-    /// A process whose threads run on several node sets is treated as sharing one buffer when at
-    /// least this share of its threads' hot-range samples fall in ranges sampled from two or more
-    /// of those node sets (0..1); its memory is then interleaved over exactly those nodes, weighted
-    /// by its CPU there, once (then held), instead of range by range. Default 0.5. Source: numa01
-    /// (every thread of a process spanning 2+ nodes touches the whole 3 GiB buffer) against
-    /// numa01_THREAD_ALLOC and numa02 (each thread its own slice: ranges sampled from one set).
-    /// Prevents: chasing a shared buffer's ranges towards whichever node sampled them last
-    /// (churn: more pages migrated than AutoNUMA, slower than it on 4 and 8 nodes).
-    pub shared_range_share_min: f64,
-    /// A held shared-buffer spread (see `shared_range_share_min`) counts as done once the process's
-    /// memory is within this share of the spread's weights (total-variation distance, 0..1); until
-    /// then each decision continues it (same nodes and weights, under the migration budget).
-    /// Default 0.05. Source: the budget moves 400 MiB per 100 ms decision, so numa01's 3 GiB
-    /// needs several; 5% is a few 2 MiB regions per GiB of rounding. Prevents: a spread left a
-    /// quarter done when its first budget-limited step brought it under `remote_share_min`, and
-    /// (the floor) an endless trickle of moves for rounding.
-    pub spread_done_share: f64,
     /// Page-migration budget, MiB per second of wall time, over all nodes. Default 4096. Source: a
     /// node's worth of a process's working set (numa01's 3 GiB) must follow its threads within about
     /// one decision period, as a hard binding would have placed it from the start; a socket copies
@@ -364,7 +347,17 @@ pub struct Tunables {
     /// (numad's MIN_DELAY_FOR_REEVALUATION, five minutes). Prevents: moving the same process back
     /// and forth between passes.
     pub numad_reevaluate_s: u64,
+    /// numad: share of a CPU an SMT sibling beyond a core's first thread counts for in a node's
+    /// CPU capacity, %. Default 20 (numad `-t`, DEFAULT_HTT_PERCENT 20 in numad.c / numad(8)):
+    /// a node of 6 cores x SMT2 counts 6 x 100% + 6 x 20% = 7.2 CPUs, and its free CPU is reduced
+    /// by the siblings' discounted 80%. Prevents: counting hyperthreads as full cores, which makes
+    /// a node look big enough for a process that really needs two (numad packs it onto one).
+    pub numad_htt_pct: u32,
 }
+
+/// Longest numad interval accepted by `validate`, s (one day). Prevents: an interval whose ns
+/// figure overflows u64 arithmetic; numad itself takes `-i` as an int of seconds.
+const NUMAD_INTERVAL_MAX_S: u64 = 86_400;
 
 impl Default for Tunables {
     fn default() -> Self {
@@ -424,8 +417,6 @@ impl Default for Tunables {
             settle_interval_ms: 100,
             node_cpu_target: 1.0,
             smt_cores_first: true,
-            shared_range_share_min: 0.5,
-            spread_done_share: 0.05,
             stay_margin: 0.1,
             migrate_cost_ns_per_page: 2000,
             new_thread_cpu: 1.0,
@@ -437,6 +428,7 @@ impl Default for Tunables {
             numad_target_utilization_pct: 85,
             numad_memlocality_pct: 90,
             numad_reevaluate_s: 300,
+            numad_htt_pct: 20,
         }
     }
 }
@@ -502,8 +494,6 @@ impl Tunables {
             return err("tier_medium", self.tier_medium, "tiers must rise: tier_weak < tier_medium < tier_strong");
         }
         if self.group_keep_strength >= self.tier_medium {
-            ("shared_range_share_min", self.shared_range_share_min),
-            ("spread_done_share", self.spread_done_share),
             return err(
                 "group_keep_strength",
                 self.group_keep_strength,
@@ -586,6 +576,12 @@ impl Tunables {
         }
         if self.new_process_age_ms == 0 {
             return err("new_process_age_ms", 0, "must be > 0");
+        }
+        if self.numad_interval_max_s > NUMAD_INTERVAL_MAX_S {
+            return err("numad_interval_max_s", self.numad_interval_max_s, "must be <= 86400 (one day)");
+        }
+        if self.numad_htt_pct > 100 {
+            return err("numad_htt_pct", self.numad_htt_pct, "must be 0..=100");
         }
         if self.numad_interval_min_s == 0 || self.numad_interval_min_s > self.numad_interval_max_s {
             return err("numad_interval_min_s", self.numad_interval_min_s, "must be in 1..=numad_interval_max_s");

@@ -62,16 +62,24 @@
 //!
 //! # Limits (differences from numad, on purpose or by necessity)
 //!
-//! - numad binds through a cpuset cgroup (CPUs and `mems`); the engine's actions are
-//!   `SetAffinity` (every thread) and `MigratePages`, so memory allocated after the bind is placed
-//!   by first touch on the bound CPUs' nodes rather than forced there.
+//! - Not a difference: numad 20150602 binds with `sched_setaffinity` on every thread in
+//!   `/proc/PID/task` plus the `migrate_pages` syscall, and sets no memory policy (the 2012
+//!   version used a cpuset cgroup). Our `SetAffinity` (every thread) + `MigratePages`, with first
+//!   touch on the bound CPUs' nodes afterwards, is numad's own mechanism.
 //! - numad reads free CPU from `/proc/stat` idle time and free memory from node meminfo (counting
 //!   inactive file cache as free); we use the model's per-node CPU demand and `MemFree`.
 //! - numad sizes nodes by node 0; we use the largest node (the same on the symmetric presets).
 //! - numad's early re-evaluation of a recently bound process on the busiest node, its 20%
 //!   magnitude bins among bound processes, its KVM vCPU thread count and its interleaved-memory
-//!   handling (`-K`) are left out; hyperthreads count as full CPUs (numad's `-H` default discounts
-//!   them to 20%).
+//!   handling (`-K`) are left out.
+//! - Hyperthreads are discounted as numad's `-t` does (tunable `numad_htt_pct`, default 20): a
+//!   node's CPU capacity is its cores at 100% plus its further SMT siblings at 20%, and its free
+//!   CPU loses the siblings' other 80%.
+//! - numad moves memory one source node at a time to the target holding the least of it; we emit
+//!   one `MigratePages` from every other node to the chosen set (SimHost maps sources to targets in
+//!   order), so with two or more target nodes the split between them can differ from numad's.
+//! - numad asks for memory by virtual size when that exceeds a node and RSS x 5/4 does too; not
+//!   modelled. numad takes `-u` up to 130 for CPU (oversubscription); we validate 1..=100.
 //! - A process that placed itself (the model's `pinned`: an explicit memory policy or narrowed
 //!   CPUs) and that we did not bind is left alone, as the adaptive policy does; numad would see it
 //!   as bound long ago and consider it for a move.
@@ -192,14 +200,21 @@ impl Numad {
     fn nodes_for(&self, model: &Model, p: &ProcView, cpu_used: f64, binding: Option<&Binding>) -> Vec<NodeRes> {
         let topo = &model.topo;
         let rss_mib = (p.rss_bytes as f64 / MIB).max(1e-9);
+        let htt = f64::from(model.tunables.numad_htt_pct.min(100)) / 100.0;
         let mut nodes: Vec<NodeRes> = topo
             .nodes
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let cpus_total = n.cpus.len() as f64;
+                // numad's update_nodes: cores count 100%, further SMT siblings `numad_htt_pct`.
+                let lcpus = n.cpus.len() as f64;
+                let cores: std::collections::BTreeSet<(u32, u32, u32)> =
+                    topo.cpus.iter().filter(|c| n.cpus.contains(c.id)).map(|c| (c.package, c.die, c.core)).collect();
+                let cores = (cores.len() as f64).min(lcpus);
+                let htt_discount = (lcpus - cores) * (1.0 - htt);
+                let cpus_total = lcpus - htt_discount;
                 let load = model.nodes.get(i);
-                let cpus_free = (cpus_total - load.map_or(0.0, |l| l.cpu_demand)).max(0.0);
+                let cpus_free = (lcpus - load.map_or(0.0, |l| l.cpu_demand) - htt_discount).max(0.0);
                 let mib_total = match load {
                     Some(l) if l.mem_total_bytes > 0 => l.mem_total_bytes as f64 / MIB,
                     _ => n.mem_total_kb as f64 / 1024.0,
@@ -214,6 +229,13 @@ impl Numad {
         let own_mib = |i: usize| p.mem_by_node.get(i).copied().unwrap_or(0) as f64 / MIB;
         match binding {
             None => {
+                for (i, n) in nodes.iter_mut().enumerate() {
+                    n.mib_free += own_mib(i) * OWN_MEM_BIAS_UNBOUND;
+                    n.cpus_free += cpu_used * own_mib(i) / rss_mib;
+                }
+            }
+            // numad treats a process bound to every node as unbound (`NUM_IDS_IN_LIST >= num_nodes`).
+            Some(b) if b.nodes.len() >= nodes.len() => {
                 for (i, n) in nodes.iter_mut().enumerate() {
                     n.mib_free += own_mib(i) * OWN_MEM_BIAS_UNBOUND;
                     n.cpus_free += cpu_used * own_mib(i) / rss_mib;
@@ -247,6 +269,9 @@ impl Numad {
         mut assume_enough_cpus: bool,
     ) -> (NodeSet, String) {
         let nn = nodes.len();
+        if nn == 0 {
+            return (NodeSet::new(), "no nodes".to_string());
+        }
         let target = f64::from(model.tunables.numad_target_utilization_pct);
         for n in &mut nodes {
             n.magnitude = magnitude(mib, cpus, n.mib_free, n.cpus_free);
@@ -264,6 +289,8 @@ impl Numad {
         let mut k = (mem_req.max(cpu_req).max(1.0) as usize).min(nn);
         let dist = |a: usize, b: usize| -> f64 {
             let d = model.topo.distances.get(a).and_then(|r| r.get(b)).copied();
+            // Missing matrix entries: ACPI SLIT's LOCAL_DISTANCE 10 and REMOTE_DISTANCE 20, the
+            // kernel's defaults when firmware gives no table.
             f64::from(d.unwrap_or(if a == b { 10 } else { 20 }).max(1))
         };
         // Nodes ordered by distance from `from`, ties by larger magnitude, then by index.
@@ -332,13 +359,14 @@ impl Policy for Numad {
     fn next_interval_ns(&self, model: &Model) -> u64 {
         let t = &model.tunables;
         if self.passes <= 1 {
-            // numad's first pass returns half the minimum so the rates exist soon.
-            return t.numad_interval_min_s * 500_000_000;
+            // numad's first pass returns half the minimum in integer seconds (5 / 2 = 2 s) so the
+            // rates exist soon.
+            return (t.numad_interval_min_s / 2).max(1).saturating_mul(1_000_000_000);
         }
         if self.moved_last_pass {
-            t.numad_interval_min_s * 1_000_000_000
+            t.numad_interval_min_s.saturating_mul(1_000_000_000)
         } else {
-            t.numad_interval_max_s * 1_000_000_000
+            t.numad_interval_max_s.saturating_mul(1_000_000_000)
         }
     }
 
@@ -463,8 +491,9 @@ impl Policy for Numad {
                     self.cpu_history.remove(&key);
                 }
                 Outcome::Refused { .. } if matches!(a.kind, ActionKind::SetAffinity { .. }) => {
-                    // Not bound after all: consider it again next pass.
+                    // Not bound after all: consider it again next pass, at the short interval.
                     self.bound.remove(&key);
+                    self.moved_last_pass = false;
                 }
                 _ => {}
             }

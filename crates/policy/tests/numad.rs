@@ -176,7 +176,8 @@ fn the_interval_shortens_after_a_move_and_lengthens_while_idle() {
     let mut numad = Numad::new();
     // First pass: no rates yet in numad's eyes; numad's start-up round trip is half the minimum.
     assert!(numad.decide(&m).actions.is_empty());
-    assert_eq!(numad.next_interval_ns(&m), 2_500_000_000);
+    // numad computes it in integer seconds: 5 / 2 = 2 s.
+    assert_eq!(numad.next_interval_ns(&m), 2 * SEC);
     // Idle pass: the maximum, 15 s.
     assert!(numad.decide(&m).actions.is_empty());
     assert_eq!(numad.next_interval_ns(&m), 15 * SEC);
@@ -191,6 +192,9 @@ fn the_interval_shortens_after_a_move_and_lengthens_while_idle() {
     m.tunables.numad_interval_min_s = 2;
     m.tunables.numad_interval_max_s = 20;
     assert_eq!(numad.next_interval_ns(&m), 20 * SEC);
+    // A huge interval (a tunables file `validate` would refuse) saturates instead of overflowing.
+    m.tunables.numad_interval_max_s = u64::MAX;
+    assert_eq!(numad.next_interval_ns(&m), u64::MAX);
 }
 
 #[test]
@@ -256,4 +260,138 @@ fn a_vanished_process_is_skipped_and_forgotten() {
     let plan = numad.decide(&m);
     assert_eq!(summary(&m, &plan), [(800, "affinity 1".into())]);
     assert_eq!(plan.actions[0].target.starttime, 99);
+}
+
+/// A machine of `nodes` nodes of `cores` cores x `smt` threads, `dist` as the distance matrix.
+/// CPU ids as Linux numbers them on one package per node: node n, thread t, core k is
+/// n x cores x smt + t x cores + k.
+fn machine_smt(nodes: u32, cores: u32, smt: u32, dist: Vec<Vec<u32>>, mem_kb: u64) -> Topology {
+    let per = cores * smt;
+    let mut ns = Vec::new();
+    let mut cs = Vec::new();
+    for n in 0..nodes {
+        let set: CpuSet = (n * per..(n + 1) * per).collect();
+        for t in 0..smt {
+            for k in 0..cores {
+                let id = n * per + t * cores + k;
+                cs.push(Cpu {
+                    id,
+                    node: n,
+                    package: n,
+                    die: 0,
+                    core: k,
+                    siblings: (0..smt).map(|u| n * per + u * cores + k).collect(),
+                    llc: Some(set.clone()),
+                    online: true,
+                });
+            }
+        }
+        ns.push(Node { id: n, cpus: set, mem_total_kb: mem_kb, mem_free_kb: mem_kb });
+    }
+    cs.sort_by_key(|c| c.id);
+    Topology { possible: (0..nodes).collect(), nodes: ns, distances: dist, cpus: cs, devices: vec![] }
+}
+
+/// A model on `topo` with node CPU demand and free MiB as given, each node `total_mib` large.
+fn model_on(topo: Topology, demand: &[f64], free_mib: &[u64], total_mib: u64) -> Model {
+    let mut m = Model::new(topo, Tunables::default());
+    m.now_ns = 10 * SEC;
+    m.updates = 2;
+    for (i, n) in m.nodes.iter_mut().enumerate() {
+        n.cpu_demand = demand[i];
+        n.mem_total_bytes = total_mib * MIB;
+        n.mem_free_bytes = free_mib[i] * MIB;
+    }
+    m
+}
+
+/// Adds a process with `mem_mib` on each node in order.
+fn add_on(m: &mut Model, pid: u32, mem_mib: &[u64], cpu: f64, threads: u32) {
+    let mem_by_node: Vec<u64> = mem_mib.iter().map(|x| x * MIB).collect();
+    add(m, pid, 1, [0, 0], cpu, threads);
+    let p = m.procs.get_mut(&pid).unwrap();
+    p.rss_bytes = mem_by_node.iter().sum();
+    p.mem_by_node = mem_by_node;
+}
+
+fn two_node_dist() -> Vec<Vec<u32>> {
+    vec![vec![10, 20], vec![20, 10]]
+}
+
+#[test]
+fn hyperthreads_count_at_twenty_percent_so_a_busy_process_needs_both_smt_nodes() {
+    // 2 nodes of 6 cores x SMT2 (12 CPUs each), 16 GiB. Process: 12 threads at 10.2 CPUs, 4 GiB on
+    // node 0; node 0's demand is its own 10.2, node 1 idle.
+    // Request: min(10.2 / 0.85, 12 threads) = 12 CPUs.
+    // numad -t 20: a node counts 6 x 1 + 6 x 0.2 = 7.2 CPUs; flex = 15 x 7.2 / 200 = 0.54;
+    //   nodes needed = ceil((12 - 0.54) / 7.2) = ceil(1.59) = 2: bound to both (no memory moves).
+    // Were siblings full CPUs (htt 100): 12 CPUs a node, flex 0.9, ceil(11.1 / 12) = 1 node, and
+    //   node 0 (its memory x 17/16 counts as free there) is chosen.
+    let topo = machine_smt(2, 6, 2, two_node_dist(), 16 << 20);
+    let mut m = model_on(topo, &[10.2, 0.0], &[12000, 16000], 16384);
+    add_on(&mut m, 900, &[4096, 0], 10.2, 12);
+    assert_eq!(m.tunables.numad_htt_pct, 20);
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(900, "affinity 0-1".into())]);
+    m.tunables.numad_htt_pct = 100;
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(900, "affinity 0".into())]);
+}
+
+#[test]
+fn the_node_count_follows_cpu_net_of_the_flex() {
+    // 2 nodes of 4 CPUs: flex = (100 - 85) x 4 / 200 = 0.3 CPU. Process: 400 MiB on node 0, 8
+    // threads; node 0's demand is its own CPU, so both nodes have 4 free CPUs as numad sees them.
+    //   3.5 CPUs: request 4.118, (4.118 - 0.3) / 4 = 0.95 -> 1 node (2 without the flex): node 0.
+    //   3.8 CPUs: request 4.471, (4.471 - 0.3) / 4 = 1.04 -> 2 nodes.
+    let mut m = model(10, [3.5, 0.0], [6000, 6000]);
+    add(&mut m, 910, 1, [400, 0], 3.5, 8);
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(910, "affinity 0".into())]);
+    let mut m = model(10, [3.8, 0.0], [6000, 6000]);
+    add(&mut m, 910, 1, [400, 0], 3.8, 8);
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(910, "affinity 0-1".into())]);
+}
+
+#[test]
+fn the_100_mib_margin_decides_whether_one_node_holds_the_request() {
+    // Process: 1600 MiB on node 0, 1 CPU, 2 threads. Request 1600 / 0.85 = 1882.4 MiB, 1.18 CPUs.
+    // Node 1 is CPU-saturated (demand 4: 0.01 CPU free), so node 0 is the start (magnitude far
+    // larger) and one node is needed. Node 0's free MiB, own memory x 17/16 = 1700 added:
+    //   250 + 1700 = 1950 < 1882.4 + 100: it gives 1850, 32.4 MiB remain -> node 1 is taken too;
+    //   350 + 1700 = 2050 >= 1982.4: node 0 alone.
+    // (Without the margin 1950 would hold the request on node 0 alone.)
+    let mut m = model(10, [1.0, 4.0], [250, 8000]);
+    add(&mut m, 920, 1, [1600, 0], 1.0, 2);
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(920, "affinity 0-1".into())]);
+    let mut m = model(10, [1.0, 4.0], [350, 8000]);
+    add(&mut m, 920, 1, [1600, 0], 1.0, 2);
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(920, "affinity 0".into())]);
+}
+
+#[test]
+fn the_start_node_weighs_magnitude_by_distance_squared() {
+    // 4 nodes of 4 CPUs and 8192 MiB; pairs {0,1} and {2,3} at distance 16, across pairs 22.
+    // Process: 400 MiB on node 0, 4.25 CPUs, 8 threads: request 5 CPUs, 470.6 MiB, so
+    // k = ceil((5 - 0.3) / 4) = 2 nodes (CPU-driven). Node 0's demand is its own 4.25 (credited
+    // back: 4 free CPUs, capped), the others idle: every node has 4 free CPUs, so the CPU factor is
+    // 4 x 6 = 24 everywhere, and magnitude = 24 x (470.6 x 10 + (free - 470.6) x 4)
+    //                                      = 24 x (4 x free + 2823.5), free counting node 0's own
+    // 400 x 17/16 = 425 MiB. Start score of n: the 2 nodes closest to n, magnitude / distance^2.
+    let dist = vec![vec![10, 16, 22, 22], vec![16, 10, 22, 22], vec![22, 22, 10, 16], vec![22, 22, 16, 10]];
+    let topo = || machine_smt(4, 4, 1, dist.clone(), 8 << 20);
+    // Case A, free 7000 / 7000 / 8000 / 500 (node 0: 6575 + 425):
+    //   M = 739.8k, 739.8k, 835.8k, 115.8k
+    //   start 0: 739764/100 + 739764/256 = 7397.6 + 2889.7 = 10287.3  (start 1 the same; 0 first)
+    //   start 2: 835764/100 + 115764/256 = 8357.6 +  452.2 =  8809.8
+    //   start 3: 115764/100 + 835764/256 = 1157.6 + 3264.7 =  4422.3
+    // -> {0, 1}, although node 2 alone has the largest magnitude.
+    let mut m = model_on(topo(), &[4.25, 0.0, 0.0, 0.0], &[6575, 7000, 8000, 500], 8192);
+    add_on(&mut m, 930, &[400, 0, 0, 0], 4.25, 8);
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(930, "affinity 0-1".into())]);
+    // Case B, free 6000 / 6000 / 6500 / 5000 (node 0: 5575 + 425): M = 643.8k, 643.8k, 691.8k,
+    // 547.8k.
+    //   start 0: 6437.6 + 643764/256 = 6437.6 + 2514.7 = 8952.3
+    //   start 2: 6917.6 + 547764/256 = 6917.6 + 2139.7 = 9057.3   -> {2, 3}, memory 0 -> {2, 3}
+    // Dividing by the distance once instead would pick start 0 (104611.7 against 103411.7).
+    let mut m = model_on(topo(), &[4.25, 0.0, 0.0, 0.0], &[5575, 6000, 6500, 5000], 8192);
+    add_on(&mut m, 930, &[400, 0, 0, 0], 4.25, 8);
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(930, "affinity 2-3".into()), (930, "migrate 0 -> 2-3".into())]);
 }
