@@ -258,6 +258,23 @@ pub struct Tunables {
     /// Memory follows CPU when at least this share of a group's accessed memory is remote. Default
     /// 0.25. Prevents: migrating for a few remote pages (cost > gain).
     pub remote_share_min: f64,
+    /// A process whose threads run on several node sets is treated as sharing one buffer when at
+    /// least this share of its threads' hot-range samples fall in ranges sampled from two or more
+    /// of those node sets (0..1); its memory is then interleaved over exactly those nodes, weighted
+    /// by its CPU there, once (then held), instead of range by range. Default 0.5. Source: numa01
+    /// (every thread of a process spanning 2+ nodes touches the whole 3 GiB buffer) against
+    /// numa01_THREAD_ALLOC and numa02 (each thread its own slice: ranges sampled from one set).
+    /// Prevents: chasing a shared buffer's ranges towards whichever node sampled them last
+    /// (churn: more pages migrated than AutoNUMA, slower than it on 4 and 8 nodes).
+    pub shared_range_share_min: f64,
+    /// A held shared-buffer spread (see `shared_range_share_min`) counts as done once the process's
+    /// memory is within this share of the spread's weights (total-variation distance, 0..1); until
+    /// then each decision continues it (same nodes and weights, under the migration budget).
+    /// Default 0.05. Source: the budget moves 400 MiB per 100 ms decision, so numa01's 3 GiB
+    /// needs several; 5% is a few 2 MiB regions per GiB of rounding. Prevents: a spread left a
+    /// quarter done when its first budget-limited step brought it under `remote_share_min`, and
+    /// (the floor) an endless trickle of moves for rounding.
+    pub spread_done_share: f64,
     /// Page-migration budget, MiB per second of wall time, over all nodes. Default 4096. Source: a
     /// node's worth of a process's working set (numa01's 3 GiB) must follow its threads within about
     /// one decision period, as a hard binding would have placed it from the start; a socket copies
@@ -407,6 +424,8 @@ impl Default for Tunables {
             min_group_cpu: 0.1,
             min_process_rss_mib: 64,
             remote_share_min: 0.25,
+            shared_range_share_min: 0.5,
+            spread_done_share: 0.05,
             migrate_budget_mib_per_s: 4096,
             cpu_follows_memory_min_mib: 1024,
             cpu_follows_memory_share: 0.8,
@@ -483,6 +502,8 @@ impl Tunables {
             ("large_rss_node_frac", self.large_rss_node_frac),
             ("imbalance", self.imbalance),
             ("remote_share_min", self.remote_share_min),
+            ("shared_range_share_min", self.shared_range_share_min),
+            ("spread_done_share", self.spread_done_share),
             ("cpu_follows_memory_share", self.cpu_follows_memory_share),
         ];
         for (f, v) in fracs {
