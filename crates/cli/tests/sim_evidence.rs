@@ -26,7 +26,7 @@ fn quick_evidence_prints_every_table_and_a_verdict_per_target() {
     let dir = std::env::temp_dir().join(format!("numapilot-evidence-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let o = Command::new(env!("CARGO_BIN_EXE_numapilot"))
-        .args(["sim", "evidence", "--quick", "--seeds", "2", "--out", dir.to_str().unwrap()])
+        .args(["sim", "evidence", "--quick", "--seeds", "2", "--threads", "3", "--out", dir.to_str().unwrap()])
         .output()
         .unwrap();
     let text = String::from_utf8(o.stdout).unwrap();
@@ -64,13 +64,26 @@ fn quick_evidence_prints_every_table_and_a_verdict_per_target() {
         assert!(verdicts.iter().any(|v| v[0] == t), "target {t} missing:\n{text}");
     }
     for v in &verdicts {
-        assert!(["PASS", "FAIL", "N/A"].contains(&v[4]), "{v:?}");
+        assert!(["PASS", "PASS (=)", "FAIL", "N/A"].contains(&v[4]), "{v:?}");
     }
     // Two seeds: the stddev/mean target is judged, not N/A.
     let cv = verdicts.iter().find(|v| v[0] == TARGETS[8]).unwrap();
     assert_ne!(cv[4], "N/A", "{cv:?}");
     let pass = verdicts.iter().filter(|v| v[4] == "PASS").count();
-    assert!(text.contains(&format!("**{pass} of {} targets pass.**", verdicts.len())), "{text}");
+    let equal = verdicts.iter().filter(|v| v[4] == "PASS (=)").count();
+    let line = if equal > 0 {
+        format!(
+            "**{} of {} targets pass** ({pass} strictly, {equal} on equal page counts).",
+            pass + equal,
+            verdicts.len()
+        )
+    } else {
+        format!("**{pass} of {} targets pass.**", verdicts.len())
+    };
+    assert!(text.contains(&line), "{line}\n{text}");
+    // The real worker count is printed, and the simulator-only signals are named.
+    assert!(text.contains("wall on 3 thread(s)"), "{text}");
+    assert!(text.contains("Simulator-only signals"), "{text}");
     // Files: the same markdown, and JSON with every run.
     assert_eq!(std::fs::read_to_string(dir.join("evidence.md")).unwrap(), text);
     let json: serde_json::Value =

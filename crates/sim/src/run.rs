@@ -288,10 +288,14 @@ fn check_tunables(tunables: &Tunables) -> Result<(), SimError> {
     Ok(tunables.validate()?)
 }
 
-/// The first sample time from which every later sample is at least 90% local.
-fn converge_time(series: &[crate::result::SeriesPoint]) -> Option<f64> {
+/// The first sample time from which every later sample is at least 90% local. When the process
+/// finished (`finished`), its last point is the extra one the engine adds for the partial window
+/// its last threads ran in: it is left out, so a process local only while its last threads finish
+/// does not count as converged at its end.
+fn converge_time(series: &[crate::result::SeriesPoint], finished: bool) -> Option<f64> {
+    let upto = if finished { series.len().saturating_sub(1) } else { series.len() };
     let mut since = None;
-    for p in series {
+    for p in &series[..upto] {
         if p.local_pct >= CONVERGED_LOCAL_PCT {
             since.get_or_insert(p.t_s);
         } else {
@@ -333,7 +337,7 @@ fn result_of(sim: &Sim, seed: u64) -> RunResult {
             finish_s,
             unit: throughput.and(unit),
             throughput,
-            converge_s: converge_time(&pr.series),
+            converge_s: converge_time(&pr.series, pr.finish_ns.is_some()),
             series: pr.series.clone(),
             cpu_nodes: cpu_nodes(sim, p),
         });
@@ -552,4 +556,27 @@ pub fn calibrate_bind(opts: &SimOptions, progress: &mut dyn FnMut(f64)) -> Resul
         }
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::SeriesPoint;
+
+    fn series(local: &[f64]) -> Vec<SeriesPoint> {
+        local.iter().enumerate().map(|(i, &l)| SeriesPoint { t_s: i as f64, mem_mib: vec![], local_pct: l }).collect()
+    }
+
+    #[test]
+    fn the_finish_point_does_not_count_as_convergence() {
+        // 50%, 60%, then the finish point at 95%: local only while the last threads finished.
+        assert_eq!(converge_time(&series(&[50.0, 60.0, 95.0]), true), None);
+        // The same points on a process still running: the last one is a regular sample.
+        assert_eq!(converge_time(&series(&[50.0, 60.0, 95.0]), false), Some(2.0));
+        // Converged at 1 s and held through a regular sample: the finish point changes nothing.
+        assert_eq!(converge_time(&series(&[50.0, 92.0, 95.0, 97.0]), true), Some(1.0));
+        // A dip after converging restarts the clock.
+        assert_eq!(converge_time(&series(&[95.0, 50.0, 95.0, 95.0, 95.0]), true), Some(2.0));
+        assert_eq!(converge_time(&[], true), None);
+    }
 }
