@@ -742,11 +742,14 @@ impl Host for SimHost {
                     Some(t) => vec![t],
                     None => self.sim.kernel.procs[p].tasks.clone(),
                 };
-                let load = crate::kernel::sched::Sched::loads(&self.sim.kernel);
+                // Each displaced thread goes to the least-loaded allowed CPU, counting the threads
+                // placed before it (the kernel spreads a new mask's threads the same way,
+                // cpumask_any_and_distribute), so a bound process does not pile onto one CPU.
+                let mut load = crate::kernel::sched::Sched::loads(&self.sim.kernel);
                 for t in targets {
                     let tk = &mut self.sim.kernel.tasks[t];
                     tk.allowed = allowed.clone();
-                    if !allowed.contains(tk.cpu) {
+                    if tk.state != TaskState::Exited && !allowed.contains(tk.cpu) {
                         let dst = allowed
                             .iter()
                             .min_by(|&a, &b| {
@@ -756,6 +759,11 @@ impl Host for SimHost {
                                     .then(a.cmp(&b))
                             })
                             .expect("non-empty");
+                        // Not-started threads count too: they will run where they are put.
+                        if tk.state == TaskState::Running {
+                            load[tk.cpu as usize] -= tk.duty;
+                        }
+                        load[dst as usize] += tk.duty;
                         tk.cpu = dst;
                         tk.cpu_migrations += 1;
                     }

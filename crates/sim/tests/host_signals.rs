@@ -411,3 +411,29 @@ fn memory_pressure_comes_from_migration_stalls() {
     assert!(s.cpu.unwrap().total.system > 0);
     assert!(s.processes[0].threads.iter().all(|t| t.stat.stime > 0));
 }
+
+#[test]
+fn binding_a_process_spreads_its_threads_over_the_allowed_cpus() {
+    // 4 threads started on CPUs 0-3 (node 0), then bound to CPUs 20-23 (node 1): each displaced
+    // thread goes to the least-loaded allowed CPU counting those placed before it, so one thread
+    // per CPU -- not all four on CPU 20 (the least-loaded CPU before any was placed).
+    let mut h = host_of(
+        &spec(vec![process("p", 4, 64 * MIB, FirstTouch::Threads, Slice::PerThread, Some("0-3"))]),
+        Baseline::Default,
+    );
+    h.advance(100_000_000);
+    let s = h.sample().unwrap();
+    let p = &s.processes[0];
+    let cpus = CpuSet::parse_list("20-23").unwrap();
+    let a = Action {
+        target: TaskRef { pid: p.pid, tid: None, starttime: p.starttime },
+        kind: ActionKind::SetAffinity { cpus: cpus.clone() },
+        reason: Reason::new("t", ""),
+    };
+    assert_eq!(h.apply(&a), Outcome::Applied { pages_moved: 0 });
+    let k = &h.sim().kernel;
+    let mut on: Vec<u32> = k.procs[0].tasks.iter().map(|&t| k.tasks[t].cpu).collect();
+    on.sort_unstable();
+    assert_eq!(on, [20, 21, 22, 23]);
+    assert!(k.procs[0].tasks.iter().all(|&t| k.tasks[t].allowed == cpus));
+}
