@@ -35,8 +35,12 @@
 //!              slow-down > engine::SATURATED_SLOWDOWN), capacity from the machine model
 //! ```
 //!
-//! Sampling uses a generator of its own (seeded from the run's seed), so observing a run never
-//! changes it: a run sampled every second and one never sampled reach the same state.
+//! Sampling uses a generator of its own (seeded from the run's seed), so observing a run changes
+//! it only by the sampling's charged cost: each emitted access sample costs its thread
+//! [`PMU_SAMPLE_COST_NS`] of stall (system time), as the PMU interrupt and buffer drain would,
+//! so numapilot pays for its signal as AutoNUMA pays for hinting faults. With the cost set to 0
+//! (`set_sample_cost_ns`, used for numad, which reads /proc only) a run sampled every second and
+//! one never sampled reach the same state.
 //!
 //! `apply()` acts like the syscalls: `SetAffinity` moves a thread off a CPU it may no longer use at
 //! once (`sched_setaffinity`); `MigratePages` maps the i-th source node to the i-th destination
@@ -98,6 +102,17 @@ pub const SAMPLE_PERIOD_LINES: f64 = 10_000.0;
 /// 4 000. Bounds the sample volume (and the host's cost) like a real buffer, whatever the window.
 pub const MAX_SAMPLES_PER_THREAD: u64 = 4096;
 
+/// Cost of one emulated precise access sample to the sampled thread, ns, charged as a stall
+/// (system time) per sample emitted. Default 2000 (2 µs). An ESTIMATE, not a measurement: a PEBS
+/// / IBS / SPE record costs the hardware a few hundred ns to write, and the interrupt that drains
+/// the buffer plus perf's handler, amortised over the records it drains, bring it to the order of
+/// 1-3 µs per record; the kernel's own budget is of that order (`perf_event_max_sample_rate`
+/// 100 000/s at `perf_cpu_time_max_percent` 25% is 2.5 µs per sample, beyond which it logs
+/// "perf: interrupt took too long" and lowers the rate). At the cap (4096 samples per thread per
+/// 1 s window) that is 8.2 ms a second, 0.8% of a CPU. Prevents: numapilot getting its access
+/// signal free while AutoNUMA pays for its hinting faults (unequal terms).
+pub const PMU_SAMPLE_COST_NS: u64 = 2_000;
+
 /// Time constants of PSI's running averages, s: the kernel's avg10/avg60/avg300 are exponential
 /// averages over 10, 60 and 300 s windows (`kernel/sched/psi.c`, `calc_avgs`, updated every 2 s;
 /// here at every `sample()`, with the decay for the window's length).
@@ -121,6 +136,9 @@ pub struct SimHost {
     psi_avg: [[f64; 3]; 3],
     /// PSI totals at the previous `sample()`, ns (cpu some, memory some, memory full).
     last_psi: [f64; 3],
+    /// Stall charged to a thread per access sample emitted for it, ns ([`PMU_SAMPLE_COST_NS`];
+    /// 0 for a policy that reads no PMU samples, see [`SimHost::set_sample_cost_ns`]).
+    sample_cost_ns: u64,
 }
 
 impl SimHost {
@@ -136,8 +154,16 @@ impl SimHost {
             last_ctrl_sat: vec![0; nn],
             psi_avg: [[0.0; 3]; 3],
             last_psi: [0.0; 3],
+            sample_cost_ns: PMU_SAMPLE_COST_NS,
             sim,
         }
+    }
+
+    /// Sets the stall charged per emulated access sample, ns (default [`PMU_SAMPLE_COST_NS`]).
+    /// 0 for a policy that would run no PMU sampling on a live machine (numad reads /proc only),
+    /// and for tests that check observation alone changes nothing.
+    pub fn set_sample_cost_ns(&mut self, ns: u64) {
+        self.sample_cost_ns = ns;
     }
 
     /// The simulation.
@@ -339,6 +365,8 @@ impl SimHost {
             }
             i = j;
         }
+        // Samples emitted per task, for the sampling's cost.
+        let mut charges: Vec<(usize, u64)> = Vec::new();
         // Resident regions of sparse ranges, listed once (rejection sampling would mostly miss).
         let mut sparse: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         let mut out: Vec<AccessSample> = Vec::new();
@@ -398,6 +426,7 @@ impl SimHost {
                 }
             }
             draws.sort_unstable();
+            charges.push((t, draws.len() as u64));
             let task = &k.tasks[t];
             let pid = k.procs[task.proc as usize].pid;
             for &(addr, phys, node, last) in &draws {
@@ -418,6 +447,12 @@ impl SimHost {
                 }
             }
             i = j;
+        }
+        // The sampling's cost: `sample_cost_ns` per sample emitted, a stall of the sampled thread
+        // (system time, as the PMU interrupt and the buffer drain run on its CPU).
+        for (t, n) in charges {
+            let tk = &mut self.sim.kernel.tasks[t];
+            tk.stall_ns = tk.stall_ns.saturating_add(n.saturating_mul(self.sample_cost_ns));
         }
         out
     }

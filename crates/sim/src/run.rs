@@ -36,7 +36,10 @@
 //!
 //! The engine's decisions cost no simulated CPU time (numad and numapilot use a fraction of one
 //! CPU on a live machine); its actions cost what `SimHost::apply` charges (page copies as stalls
-//! and bandwidth).
+//! and bandwidth). numapilot's emulated PMU access samples cost their threads
+//! `host::PMU_SAMPLE_COST_NS` each (an estimate); numad, which reads /proc only, pays nothing.
+//! numapilot's access samples, communication pairs and controller bandwidth come from `SimHost`
+//! only: the live reader does not fill them yet.
 
 /// The engine policies' tunables (re-exported for callers without a policy-crate dependency).
 pub use numapilot_policy::Tunables;
@@ -197,6 +200,11 @@ pub fn run_engine(
     };
     check_tunables(tunables)?;
     let mut host = SimHost::new(Sim::new(machine, spec, Baseline::Default, seed, opts)?);
+    if kind != PolicyKind::Engine("numapilot") {
+        // Only numapilot would run PMU sampling on a live machine and pays for it (its samples'
+        // stall, host::PMU_SAMPLE_COST_NS); numad reads /proc only, so its run is charged nothing.
+        host.set_sample_cost_ns(0);
+    }
     let topo = numapilot_policy::Host::topology(&host).clone();
     let mut engine = Engine::new(topo, tunables.clone(), pol);
     let mut by_kind = std::collections::BTreeMap::<String, u64>::new();

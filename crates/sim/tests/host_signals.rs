@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use numapilot_observe::{CommKind, Sample};
 use numapilot_policy::{Action, ActionKind, Host, Outcome, Reason, TaskRef};
 use numapilot_sim::engine::{Baseline, Machine, Sim, SimOptions};
-use numapilot_sim::host::{MAX_SAMPLES_PER_THREAD, SAMPLE_PERIOD_LINES};
+use numapilot_sim::host::{MAX_SAMPLES_PER_THREAD, PMU_SAMPLE_COST_NS, SAMPLE_PERIOD_LINES};
 use numapilot_sim::kernel::REGION_BYTES;
 use numapilot_sim::workload::{
     autonuma_bench, client_server, Access, FirstTouch, MemPolicySpec, Pattern, ProcessSpec, RegionSpec, Slice, Spec,
@@ -307,8 +307,10 @@ fn sample_round_trips_through_json() {
 
 #[test]
 fn sampling_does_not_change_the_run() {
+    // Observation alone, without the sampling's charged cost (see the next test).
     let mut a = sliced();
     let mut b = sliced();
+    a.set_sample_cost_ns(0);
     for _ in 0..5 {
         a.advance(100 * MS);
         a.sample().unwrap();
@@ -317,6 +319,7 @@ fn sampling_does_not_change_the_run() {
     assert_eq!(a.sim().work_done(), b.sim().work_done());
     // Same seed, same samples.
     let mut c = sliced();
+    c.set_sample_cost_ns(0);
     for _ in 0..5 {
         c.advance(100 * MS);
         c.sample().unwrap();
@@ -436,4 +439,35 @@ fn binding_a_process_spreads_its_threads_over_the_allowed_cpus() {
     on.sort_unstable();
     assert_eq!(on, [20, 21, 22, 23]);
     assert!(k.procs[0].tasks.iter().all(|&t| k.tasks[t].allowed == cpus));
+}
+
+#[test]
+fn access_samples_are_charged_to_the_sampled_threads() {
+    // Right after sample(), each thread's pending stall is exactly its emitted samples x
+    // PMU_SAMPLE_COST_NS (this workload migrates nothing, so no other stall is pending); with the
+    // cost set to 0 none is charged, and the charged run does less work afterwards.
+    let mut a = sliced();
+    let mut b = sliced();
+    b.set_sample_cost_ns(0);
+    a.advance(500 * MS);
+    b.advance(500 * MS);
+    let sa = a.sample().unwrap();
+    let sb = b.sample().unwrap();
+    assert_eq!(sa.accesses, sb.accesses, "the cost does not change the samples");
+    let mut per_tid: BTreeMap<u32, u64> = BTreeMap::new();
+    for x in &sa.accesses {
+        *per_tid.entry(x.tid).or_default() += u64::from(x.count);
+    }
+    assert_eq!(per_tid.len(), 4, "{per_tid:?}");
+    assert!(per_tid.values().all(|&n| n > 10), "{per_tid:?}");
+    for (h, cost) in [(&a, PMU_SAMPLE_COST_NS), (&b, 0)] {
+        let k = &h.sim().kernel;
+        for &t in &k.procs[0].tasks {
+            let n = per_tid[&k.tasks[t].tid];
+            assert_eq!(k.tasks[t].stall_ns, n * cost, "tid {}: {n} samples", k.tasks[t].tid);
+        }
+    }
+    a.advance(500 * MS);
+    b.advance(500 * MS);
+    assert!(a.sim().work_done() < b.sim().work_done());
 }
