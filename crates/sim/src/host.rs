@@ -24,7 +24,8 @@
 //!   accesses   precise memory-access sampling (PEBS load latency / IBS op / SPE), emulated:
 //!              bytes per (thread, range) since the last sample()   (engine: TaskRt::acc_win)
 //!                -> samples = bytes / 64 / SAMPLE_PERIOD_LINES, stochastically rounded
-//!                -> capped at MAX_SAMPLES_PER_THREAD per thread and window (scaled down evenly)
+//!                -> capped at MAX_SAMPLES_PER_THREAD per thread and window (scaled down evenly,
+//!                   each range the thread touched keeping at least one sample)
 //!                -> each sample on a resident region of the range, uniformly (so in proportion
 //!                   to the range's per-node counts), drawn with the host's seeded generator
 //!                -> aggregated per (thread, region): addr = the region's address in its owner's
@@ -358,8 +359,16 @@ impl SimHost {
                 }
                 let total: u64 = want[first..].iter().map(|w| w.2).sum();
                 if total > MAX_SAMPLES_PER_THREAD {
+                    // Scaled down evenly, but every range the thread touched keeps at least one
+                    // sample (a plain floor would drop a small shared buffer beside a big private
+                    // one: 2 x 4096 / 10 002 = 0); the excess that floor costs comes off the
+                    // largest count, so the cap still holds.
                     for w in &mut want[first..] {
-                        w.2 = w.2 * MAX_SAMPLES_PER_THREAD / total;
+                        w.2 = (w.2 * MAX_SAMPLES_PER_THREAD / total).max(1);
+                    }
+                    let sum: u64 = want[first..].iter().map(|w| w.2).sum();
+                    if let Some(big) = want[first..].iter_mut().max_by_key(|w| w.2) {
+                        big.2 = big.2.saturating_sub(sum.saturating_sub(MAX_SAMPLES_PER_THREAD)).max(1);
                     }
                 }
             }

@@ -471,3 +471,42 @@ fn access_samples_are_charged_to_the_sampled_threads() {
     b.advance(500 * MS);
     assert!(a.sim().work_done() < b.sim().work_done());
 }
+
+#[test]
+fn a_small_range_keeps_a_sample_when_the_cap_scales_a_thread_down() {
+    // Each thread streams its slice of 64 MiB and, 2 bytes in 10 000, a small 4 MiB buffer: a few
+    // raw samples on the small buffer beside ~15 000 on the slice over 3 s. Scaling to the
+    // 4096 cap with a plain floor (3 x 4096 / 15 000 = 0.8 -> 0) would drop the small buffer from
+    // the signal; every range a thread touched keeps at least one sample, within the cap.
+    let mut p = process("p", 4, 64 * MIB, FirstTouch::Threads, Slice::PerThread, None);
+    p.regions.push(RegionSpec {
+        name: "small".into(),
+        bytes: 4 * MIB,
+        touch: FirstTouch::Main,
+        policy: None,
+        grow: None,
+    });
+    p.threads[0].accesses.push(Access {
+        region: "small".into(),
+        weight: 2e-4,
+        slice: Slice::Whole,
+        pattern: Pattern::Stream,
+        write: false,
+    });
+    let mut h = host_of(&spec(vec![p]), Baseline::Default);
+    h.advance(3000 * MS);
+    let s = h.sample().unwrap();
+    let small_base = {
+        let k = &h.sim().kernel;
+        let pr = &k.procs[0];
+        pr.addrs[1]
+    };
+    for t in 0..4 {
+        let tid = h.sim().kernel.tasks[t].tid;
+        let mine: Vec<_> = s.accesses.iter().filter(|a| a.tid == tid).collect();
+        let n: u64 = mine.iter().map(|a| a.count as u64).sum();
+        assert!(n <= MAX_SAMPLES_PER_THREAD && n + 4 >= MAX_SAMPLES_PER_THREAD, "thread {t}: {n}");
+        let small: u64 = mine.iter().filter(|a| a.addr >= small_base).map(|a| a.count as u64).sum();
+        assert!(small >= 1, "thread {t}: no sample on the small buffer");
+    }
+}
