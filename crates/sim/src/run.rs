@@ -90,7 +90,10 @@ impl PolicyKind {
         match self {
             Self::Kernel(_) => None,
             Self::Engine("numad") => Some(Box::new(numapilot_policy::Numad::default())),
-            Self::Engine(_) => Some(Box::new(numapilot_policy::Adaptive::default())),
+            Self::Engine("numapilot") => Some(Box::new(numapilot_policy::Adaptive::default())),
+            // `parse` only builds names of ENGINE_POLICIES; a name without a policy object here
+            // runs nothing (the runner refuses it) rather than silently another policy.
+            Self::Engine(_) => None,
         }
     }
 }
@@ -195,7 +198,7 @@ pub fn run_engine(
     let Some(pol) = kind.policy() else {
         return Err(SimError::Mismatch {
             workload: spec.name.clone(),
-            reason: format!("policy {policy} is a kernel baseline, not an engine policy"),
+            reason: format!("policy {policy} is not an engine policy (a kernel baseline, or no policy object)"),
         });
     };
     check_tunables(tunables)?;
@@ -573,6 +576,16 @@ mod tests {
 
     fn series(local: &[f64]) -> Vec<SeriesPoint> {
         local.iter().enumerate().map(|(i, &l)| SeriesPoint { t_s: i as f64, mem_mib: vec![], local_pct: l }).collect()
+    }
+
+    #[test]
+    fn each_engine_name_runs_its_own_policy() {
+        let name = |k: PolicyKind| k.policy().map(|p| p.name());
+        assert_eq!(name(PolicyKind::parse("numad").unwrap()), Some("numad"));
+        let np = name(PolicyKind::parse("numapilot").unwrap());
+        assert!(np.is_some() && np != Some("numad"), "{np:?}");
+        assert_eq!(name(PolicyKind::Engine("other")), None);
+        assert_eq!(name(PolicyKind::parse("default").unwrap()), None);
     }
 
     #[test]
