@@ -222,8 +222,9 @@ impl SimHost {
             let mut covered = 0u64;
             for (si, &(s, e)) in pr.regions.iter().enumerate() {
                 let base = pr.addrs[si];
-                let end = base + (e - s) as u64 * REGION_BYTES;
-                let (lo, hi) = (addr.max(base), (addr + len).min(end));
+                let end = base.saturating_add((e - s) as u64 * REGION_BYTES);
+                // Saturating: a range from a policy may reach the top of the address space.
+                let (lo, hi) = (addr.max(base), addr.saturating_add(len).min(end));
                 if lo >= hi {
                     continue;
                 }

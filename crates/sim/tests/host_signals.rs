@@ -510,3 +510,27 @@ fn a_small_range_keeps_a_sample_when_the_cap_scales_a_thread_down() {
         assert!(small >= 1, "thread {t}: no sample on the small buffer");
     }
 }
+
+#[test]
+fn a_range_at_the_top_of_the_address_space_is_no_panic() {
+    // A policy's range may end past u64::MAX (addr + len overflows): clipped, nothing panics, and
+    // nothing of the process lies there, so nothing moves (its unmapped pages: EFAULT, as in
+    // move_pages).
+    let mut h = sliced();
+    h.advance(100 * MS);
+    let s = h.sample().unwrap();
+    let p = &s.processes[0];
+    let a = Action {
+        target: TaskRef { pid: p.pid, tid: None, starttime: p.starttime },
+        kind: ActionKind::MoveRanges { ranges: vec![(u64::MAX - 4095, 1 << 30)], to: 1 },
+        reason: Reason::new("t", ""),
+    };
+    let o = h.apply(&a);
+    assert!(
+        matches!(
+            &o,
+            Outcome::Applied { pages_moved: 0 } | Outcome::Partial { pages_moved: 0, .. } | Outcome::Refused { .. }
+        ),
+        "{o:?}"
+    );
+}
