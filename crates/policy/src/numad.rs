@@ -23,7 +23,8 @@
 //!                nodes   = pick_nodes(request)           (below)
 //!                nodes already bound and >= 90% of its memory there -> leave it, next candidate
 //!                else bind: SetAffinity(all its threads, CPUs of nodes)
-//!                           MigratePages(every other node holding its memory -> nodes)
+//!                           MigratePages(most-holding other node -> least-holding chosen node),
+//!                           repeated until no other node holds any
 //!                     and stop: ONE process per pass
 //!   interval     numad_interval_min_s (5 s) after a pass that moved a process, else
 //!                numad_interval_max_s (15 s); half the minimum before the first rates exist
@@ -75,9 +76,9 @@
 //! - Hyperthreads are discounted as numad's `-t` does (tunable `numad_htt_pct`, default 20): a
 //!   node's CPU capacity is its cores at 100% plus its further SMT siblings at 20%, and its free
 //!   CPU loses the siblings' other 80%.
-//! - numad moves memory one source node at a time to the target holding the least of it; we emit
-//!   one `MigratePages` from every other node to the chosen set (SimHost maps sources to targets in
-//!   order), so with two or more target nodes the split between them can differ from numad's.
+//! - Not a difference: memory moves as numad moves it, one source node at a time (the one
+//!   outside the chosen set holding the most) to the chosen node holding the least, one
+//!   `MigratePages` each, so with two or more target nodes the memory is spread as numad spreads it.
 //! - numad asks for memory by virtual size when that exceeds a node and RSS x 5/4 does too; not
 //!   modelled. numad takes `-u` up to 130 for CPU (oversubscription); we validate 1..=100.
 //! - A process that placed itself (the model's `pinned`: an explicit memory policy or narrowed
@@ -460,20 +461,55 @@ impl Policy for Numad {
                 kind: ActionKind::SetAffinity { cpus },
                 reason: Reason::new("numad-bind", format!("threads to nodes {chosen}: {detail}")),
             }];
-            let from: NodeSet = model
+            // numad's bind_process_and_migrate_memory: one source node at a time, the one outside
+            // the chosen set holding the most of the process's memory, to the chosen node holding
+            // the least (ties: the higher-numbered), the tally updated as if it all moved; until
+            // no source holds any.
+            let mut tally: Vec<(u32, u64)> = model
                 .topo
                 .nodes
                 .iter()
                 .enumerate()
-                .filter(|(i, n)| !chosen.contains(n.id) && p.mem_by_node.get(*i).copied().unwrap_or(0) > 0)
-                .map(|(_, n)| n.id)
+                .map(|(i, n)| (n.id, p.mem_by_node.get(i).copied().unwrap_or(0)))
                 .collect();
-            if !from.is_empty() {
+            loop {
+                let src = tally.iter().enumerate().filter(|(_, (id, _))| !chosen.contains(*id)).fold(
+                    None::<usize>,
+                    |best, (i, t)| match best {
+                        Some(b) if tally[b].1 >= t.1 => Some(b),
+                        _ => Some(i),
+                    },
+                );
+                let dst = tally.iter().enumerate().filter(|(_, (id, _))| chosen.contains(*id)).fold(
+                    None::<usize>,
+                    |best, (i, t)| match best {
+                        Some(b) if tally[b].1 < t.1 => Some(b),
+                        _ => Some(i),
+                    },
+                );
+                let (Some(src), Some(dst)) = (src, dst) else { break };
+                if tally[src].1 == 0 {
+                    break;
+                }
+                let (from_id, to_id) = (tally[src].0, tally[dst].0);
+                let mib = tally[src].1 as f64 / MIB;
                 actions.push(Action {
                     target: target_ref,
-                    kind: ActionKind::MigratePages { from: from.clone(), to: chosen.clone(), max_pages: None },
-                    reason: Reason::new("numad-migrate", format!("memory from nodes {from} to {chosen}: {detail}")),
+                    kind: ActionKind::MigratePages {
+                        from: std::iter::once(from_id).collect(),
+                        to: std::iter::once(to_id).collect(),
+                        max_pages: None,
+                    },
+                    reason: Reason::new(
+                        "numad-migrate",
+                        format!(
+                            "memory from node {from_id} ({mib:.0} MiB, the most outside {chosen}) to node {to_id} \
+                             (the least of it in {chosen}): {detail}"
+                        ),
+                    ),
                 });
+                tally[dst].1 += tally[src].1;
+                tally[src].1 = 0;
             }
             self.bound.insert(key, Binding { nodes: chosen, at_ns: model.now_ns });
             self.moved_last_pass = true;

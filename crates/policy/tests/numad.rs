@@ -389,9 +389,31 @@ fn the_start_node_weighs_magnitude_by_distance_squared() {
     // Case B, free 6000 / 6000 / 6500 / 5000 (node 0: 5575 + 425): M = 643.8k, 643.8k, 691.8k,
     // 547.8k.
     //   start 0: 6437.6 + 643764/256 = 6437.6 + 2514.7 = 8952.3
-    //   start 2: 6917.6 + 547764/256 = 6917.6 + 2139.7 = 9057.3   -> {2, 3}, memory 0 -> {2, 3}
+    //   start 2: 6917.6 + 547764/256 = 6917.6 + 2139.7 = 9057.3   -> {2, 3}; the memory goes to the
+    //   chosen node holding the least of it, ties to the higher-numbered (numad's ">="): node 3.
     // Dividing by the distance once instead would pick start 0 (104611.7 against 103411.7).
     let mut m = model_on(topo(), &[4.25, 0.0, 0.0, 0.0], &[5575, 6000, 6500, 5000], 8192);
     add_on(&mut m, 930, &[400, 0, 0, 0], 4.25, 8);
-    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(930, "affinity 2-3".into()), (930, "migrate 0 -> 2-3".into())]);
+    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(930, "affinity 2-3".into()), (930, "migrate 0 -> 3".into())]);
+}
+
+#[test]
+fn memory_moves_one_source_at_a_time_to_the_target_holding_the_least() {
+    // 4 nodes of 4 CPUs and 4096 MiB, distances as above. Process: 5120 MiB (3072 on node 0, 1024
+    // on each of nodes 2 and 3), 1 CPU, 2 threads. Request 6023.5 MiB: ceil(6023.5 / 4096) = 2
+    // nodes. Free MiB with its own x 17/16: 500 + 3264 = 3764, 4000, 100 + 1088 = 1188 (x2); free
+    // CPUs (own CPU credited by memory share: 0.6 / 0 / 0.2 / 0.2): 3.6, 4, 4, 4.
+    //   M = 10 x free x (6 x 1.176 + free - 1.176): 356.8k, 395.2k, 117.4k, 117.4k
+    //   start 1: 3952 + 356.8k/256 = 5346 > start 0: 3568 + 395.2k/256 = 5112 > start 2, 3
+    //   take node 1 (3900 MiB with the 100 MiB margin; 2123 left), then node 0: {0, 1}.
+    // numad moves memory source by source: node 2 (1024, ties to the lower) to the chosen node
+    // holding the least (node 1: 0), then node 3 to the least again (node 1: 1024 < 3072):
+    // 3072 / 2048 MiB at the end -- not every source to every target at once.
+    let dist = vec![vec![10, 16, 22, 22], vec![16, 10, 22, 22], vec![22, 22, 10, 16], vec![22, 22, 16, 10]];
+    let mut m = model_on(machine_smt(4, 4, 1, dist, 4 << 20), &[1.0, 0.0, 0.0, 0.0], &[500, 4000, 100, 100], 4096);
+    add_on(&mut m, 940, &[3072, 0, 1024, 1024], 1.0, 2);
+    assert_eq!(
+        summary(&m, &Numad::new().decide(&m)),
+        [(940, "affinity 0-1".into()), (940, "migrate 2 -> 1".into()), (940, "migrate 3 -> 1".into())]
+    );
 }
