@@ -141,3 +141,8 @@ fn numa01_four_nodes_interleaves_each_shared_buffer_over_its_nodes_and_beats_aut
         autonuma.pages_migrated
     );
 }
+
+#[test]
+fn redis_set_server_and_clients_end_on_one_node_with_20_percent_more_throughput() {
+    client_server_check(client_server::redis_set(&machine().topo));
+}
