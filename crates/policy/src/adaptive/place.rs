@@ -839,13 +839,22 @@ impl<'m> Planner<'m> {
                     };
                     return Placed { nodes: vec![i], reason: Reason::new(rule, detail), held: false };
                 }
-                skipped.push(format!(
+                let mut why = format!(
                     "node {} has {:.1} of {:.1} CPUs left for {:.1}",
                     self.id(i),
                     (self.cap[i] - self.used[i]).max(0.0),
                     self.cap[i],
                     u.cpu
-                ));
+                );
+                // Memory, not CPU, may be what is short: say so.
+                if self.mem_avail[i] < u.mem as f64 {
+                    why.push_str(&format!(
+                        " and {:.0} MiB of memory for {:.0} MiB",
+                        self.mem_avail[i].max(0.0) / MIB,
+                        u.mem as f64 / MIB
+                    ));
+                }
+                skipped.push(why);
             }
             // No node has room: stay, or the least loaded.
             if let Some(cur) = u.current.filter(|&i| self.cpus[i] > 0.0 && !self.refuses(i, u)) {
