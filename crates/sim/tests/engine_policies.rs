@@ -196,3 +196,21 @@ fn tunables_files_parse_validate_and_name_the_field() {
     let e = run::tunables_from_str("numad_memlocality_pct = 0\n", "t.toml").unwrap_err().to_string();
     assert!(e.contains("numad_memlocality_pct") && e.contains("1..=100"), "{e}");
 }
+
+#[test]
+fn an_engine_policy_that_never_acts_is_the_default_run_exactly() {
+    // Equal terms, pinned for the runner: numad with an RSS threshold nothing meets observes every
+    // step and acts never; the run must equal `default` field by field (same kernel baseline, and
+    // observation changes nothing: numad reads /proc only, so no sampling cost is charged), apart
+    // from the engine totals.
+    let m = machine();
+    let spec = numa01(&m);
+    let mut t = Tunables::default();
+    t.numad_min_rss_mib = u64::MAX;
+    let mut run =
+        run::run_engine(&m, &spec, "numad", 1, &SimOptions::default(), &t, &mut |_| {}, &mut |_, _| {}).unwrap();
+    let e = run.engine.take().expect("engine totals");
+    assert!(e.steps >= 2 && e.actions == 0, "{e:?}");
+    let default = run::run_one(&m, &spec, "default", 1, &SimOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(run, default);
+}
