@@ -205,8 +205,7 @@ fn an_engine_policy_that_never_acts_is_the_default_run_exactly() {
     // from the engine totals.
     let m = machine();
     let spec = numa01(&m);
-    let mut t = Tunables::default();
-    t.numad_min_rss_mib = u64::MAX;
+    let t = Tunables { numad_min_rss_mib: u64::MAX, ..Tunables::default() };
     let mut run =
         run::run_engine(&m, &spec, "numad", 1, &SimOptions::default(), &t, &mut |_| {}, &mut |_, _| {}).unwrap();
     let e = run.engine.take().expect("engine totals");
