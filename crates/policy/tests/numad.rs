@@ -417,3 +417,33 @@ fn memory_moves_one_source_at_a_time_to_the_target_holding_the_least() {
         [(940, "affinity 0-1".into()), (940, "migrate 2 -> 1".into()), (940, "migrate 3 -> 1".into())]
     );
 }
+
+#[test]
+fn the_cpu_figure_is_the_largest_of_the_last_eight_passes() {
+    // Process 950 runs 1 CPU on pass 1 and none after; it is too small (200 MiB) to be a
+    // candidate until its RSS reaches 1 GiB. numad judges CPU by the largest of its last 8 passes
+    // (RING_BUF_SIZE): grown on pass 8, the 1-CPU pass is still in the window and it is bound;
+    // grown on pass 9, the window holds eight zeros and it is left alone.
+    for (grow_at, bound) in [(8, true), (9, false)] {
+        let mut m = model(10, [1.0, 1.0], [6000, 6000]);
+        add(&mut m, 950, 1, [200, 0], 1.0, 2);
+        let mut numad = Numad::new();
+        for pass in 1..=grow_at {
+            if pass == 2 {
+                m.procs.get_mut(&950).unwrap().cpu_rate = 0.0;
+            }
+            if pass == grow_at {
+                let p = m.procs.get_mut(&950).unwrap();
+                p.mem_by_node = vec![1024 * MIB, 0];
+                p.rss_bytes = 1024 * MIB;
+            }
+            m.now_ns += 15 * SEC;
+            let plan = numad.decide(&m);
+            if pass < grow_at {
+                assert!(plan.actions.is_empty(), "pass {pass}: {plan:?}");
+            } else {
+                assert_eq!(!plan.actions.is_empty(), bound, "grown on pass {grow_at}: {plan:?}");
+            }
+        }
+    }
+}
