@@ -648,6 +648,12 @@ pub fn markdown(e: &Evidence, command: &str) -> String {
     }
     let _ = writeln!(
         o,
+        "\nstddev/mean across seeds: baselines that place by a fixed rule (interleave, hard-bind) vary \
+         little from seed to seed by construction, so that target is hard to pass against them; with one \
+         seed it is N/A."
+    );
+    let _ = writeln!(
+        o,
         "\n#### targets\n\n| target | machine, workload | numapilot | compared with | verdict |\n|---|---|---|---|---|"
     );
     for v in &e.verdicts {
