@@ -17,7 +17,7 @@ use numapilot_observe::{
     AccessSample, CommKind, CommSample, Counters, Meminfo, NodeSample, NodeUsage, ProcessSample, PsiSample, Sample,
     SchedStat, TaskStat, ThreadSample,
 };
-use numapilot_topology::{Cpu, CpuSet, Node, NodeSet, Topology};
+use numapilot_topology::{NodeSet, Topology};
 
 const NODES: u32 = 4;
 const CPUS: u32 = 64;
@@ -25,26 +25,11 @@ const PROCS: u32 = 1000;
 const THREADS: u32 = 10;
 
 fn topo() -> Topology {
-    let mut nodes = Vec::new();
-    let mut cpus = Vec::new();
-    for n in 0..NODES {
-        let set: CpuSet = (n * CPUS..(n + 1) * CPUS).collect();
-        for c in n * CPUS..(n + 1) * CPUS {
-            cpus.push(Cpu {
-                id: c,
-                node: n,
-                package: n,
-                die: 0,
-                core: c,
-                siblings: std::iter::once(c).collect(),
-                llc: Some(set.clone()),
-                online: true,
-            });
-        }
-        nodes.push(Node { id: n, cpus: set, mem_total_kb: 256 << 20, mem_free_kb: 128 << 20 });
+    let mut t = Topology::uniform(NODES, CPUS, 256 << 20, 21);
+    for n in &mut t.nodes {
+        n.mem_free_kb = 128 << 20;
     }
-    let distances = (0..NODES).map(|i| (0..NODES).map(|j| if i == j { 10 } else { 21 }).collect()).collect();
-    Topology { possible: (0..NODES).collect(), nodes, distances, cpus, devices: vec![] }
+    t
 }
 
 fn stat(pid: u32, ticks: u64, cpu: u32) -> TaskStat {

@@ -13,27 +13,7 @@ const MIB: u64 = 1 << 20;
 const SEC: u64 = 1_000_000_000;
 
 fn machine() -> Topology {
-    let (nodes, cpus, mem_kb) = (2u32, 4u32, 8u64 << 20);
-    let mut ns = Vec::new();
-    let mut cs = Vec::new();
-    for n in 0..nodes {
-        let set: CpuSet = (n * cpus..(n + 1) * cpus).collect();
-        for c in n * cpus..(n + 1) * cpus {
-            cs.push(Cpu {
-                id: c,
-                node: n,
-                package: n,
-                die: 0,
-                core: c,
-                siblings: std::iter::once(c).collect(),
-                llc: Some(set.clone()),
-                online: true,
-            });
-        }
-        ns.push(Node { id: n, cpus: set, mem_total_kb: mem_kb, mem_free_kb: mem_kb });
-    }
-    let distances = (0..nodes).map(|i| (0..nodes).map(|j| if i == j { 10 } else { 20 }).collect()).collect();
-    Topology { possible: (0..nodes).collect(), nodes: ns, distances, cpus: cs, devices: vec![] }
+    Topology::uniform(2, 4, 8 << 20, 20)
 }
 
 /// A model at time `now_s` with node CPU demand and free memory (MiB) as given.

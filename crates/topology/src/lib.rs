@@ -161,6 +161,34 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// A uniform synthetic machine: `nodes` nodes (ids 0..nodes) of `cpus_per_node` CPUs each
+    /// (numbered node by node, one package per node, no SMT, one LLC per node) and `mem_kb_per_node` kB
+    /// of memory each (all free), at distance 10 locally and `remote_distance` between nodes. For
+    /// tests, examples and benchmarks that need a machine of a given shape without a machine file.
+    pub fn uniform(nodes: u32, cpus_per_node: u32, mem_kb_per_node: u64, remote_distance: u32) -> Topology {
+        let mut ns = Vec::new();
+        let mut cpus = Vec::new();
+        for n in 0..nodes {
+            let set: CpuSet = (n * cpus_per_node..(n + 1) * cpus_per_node).collect();
+            for c in set.iter() {
+                cpus.push(Cpu {
+                    id: c,
+                    node: n,
+                    package: n,
+                    die: 0,
+                    core: c,
+                    siblings: std::iter::once(c).collect(),
+                    llc: Some(set.clone()),
+                    online: true,
+                });
+            }
+            ns.push(Node { id: n, cpus: set, mem_total_kb: mem_kb_per_node, mem_free_kb: mem_kb_per_node });
+        }
+        let distances =
+            (0..nodes).map(|i| (0..nodes).map(|j| if i == j { 10 } else { remote_distance }).collect()).collect();
+        Topology { possible: (0..nodes).collect(), nodes: ns, distances, cpus, devices: Vec::new() }
+    }
+
     /// Dense index of the node with kernel id `id`.
     pub fn node_idx(&self, id: u32) -> Option<usize> {
         self.nodes.binary_search_by_key(&id, |n| n.id).ok()

@@ -14,7 +14,7 @@ use numapilot_observe::{
     AccessSample, CommKind, CommSample, Counters, CpuTimes, Meminfo, NodeFaults, NodeUsage, ProcStat, ProcessSample,
     PsiSample, Sample, SchedInfo, SchedNuma, SchedStat, TaskStat, ThreadSample,
 };
-use numapilot_topology::{Cpu, CpuSet, Node, NodeSet, Topology};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 pub const GIB: u64 = 1 << 30;
 pub const MIB: u64 = 1 << 20;
@@ -22,26 +22,7 @@ pub const SEC: u64 = 1_000_000_000;
 
 /// A symmetric machine: `nodes` nodes of `cpus` CPUs and `mem_gib` GiB each.
 pub fn machine(nodes: u32, cpus: u32, mem_gib: u64) -> Topology {
-    let mut ns = Vec::new();
-    let mut cs = Vec::new();
-    for n in 0..nodes {
-        let set: CpuSet = (n * cpus..(n + 1) * cpus).collect();
-        for c in n * cpus..(n + 1) * cpus {
-            cs.push(Cpu {
-                id: c,
-                node: n,
-                package: n,
-                die: 0,
-                core: c,
-                siblings: std::iter::once(c).collect(),
-                llc: Some(set.clone()),
-                online: true,
-            });
-        }
-        ns.push(Node { id: n, cpus: set, mem_total_kb: mem_gib * 1024 * 1024, mem_free_kb: mem_gib * 1024 * 1024 });
-    }
-    let distances = (0..nodes).map(|i| (0..nodes).map(|j| if i == j { 10 } else { 20 }).collect()).collect();
-    Topology { possible: (0..nodes).collect(), nodes: ns, distances, cpus: cs, devices: vec![] }
+    Topology::uniform(nodes, cpus, mem_gib * 1024 * 1024, 20)
 }
 
 /// A model of `topo` with default tunables.
