@@ -816,10 +816,8 @@ impl Host for SimHost {
                 Outcome::Applied { pages_moved: 0 }
             }
             ActionKind::MigratePages { from, to, max_pages } => {
-                if let Some(bad) = from.iter().chain(to.iter()).find(|&n| !node_ids.contains(n)) {
-                    return Outcome::Refused {
-                        message: format!("node {bad} is not a node of this machine ({node_ids})"),
-                    };
+                if let Some(refused) = unknown_node(from.iter().chain(to.iter()), &node_ids) {
+                    return refused;
                 }
                 if to.is_empty() || from.is_empty() {
                     return Outcome::Refused { message: "empty source or destination node set".into() };
@@ -843,41 +841,20 @@ impl Host for SimHost {
                     moved += m;
                     full += f;
                 }
-                let pages_moved = moved * PAGES_PER_REGION;
-                if full > 0 {
-                    Outcome::Partial { pages_moved, failed: vec![("ENOMEM".into(), full * PAGES_PER_REGION)] }
-                } else {
-                    Outcome::Applied { pages_moved }
-                }
+                page_outcome(moved, full, 0)
             }
             ActionKind::MoveRanges { ranges, to } => {
-                if !node_ids.contains(*to) {
-                    return Outcome::Refused {
-                        message: format!("node {to} is not a node of this machine ({node_ids})"),
-                    };
+                if let Some(refused) = unknown_node(std::iter::once(*to), &node_ids) {
+                    return refused;
                 }
                 let (regions, unmapped_pages) = self.regions_in(p, ranges);
                 let mut budget = u64::MAX;
                 let (moved, full) = self.move_regions(p, &regions, *to, &mut budget);
-                let pages_moved = moved * PAGES_PER_REGION;
-                let mut failed = Vec::new();
-                if full > 0 {
-                    failed.push(("ENOMEM".to_string(), full * PAGES_PER_REGION));
-                }
-                if unmapped_pages > 0 {
-                    failed.push(("EFAULT".to_string(), unmapped_pages));
-                }
-                if failed.is_empty() {
-                    Outcome::Applied { pages_moved }
-                } else {
-                    Outcome::Partial { pages_moved, failed }
-                }
+                page_outcome(moved, full, unmapped_pages)
             }
             ActionKind::Interleave { ranges, nodes, weights, max_pages } => {
-                if let Some(bad) = nodes.iter().find(|&n| !node_ids.contains(n)) {
-                    return Outcome::Refused {
-                        message: format!("node {bad} is not a node of this machine ({node_ids})"),
-                    };
+                if let Some(refused) = unknown_node(nodes.iter(), &node_ids) {
+                    return refused;
                 }
                 let dests: Vec<u32> = nodes.iter().collect();
                 if dests.is_empty() || (!weights.is_empty() && weights.len() != dests.len()) {
@@ -926,20 +903,33 @@ impl Host for SimHost {
                     moved += m;
                     full += f;
                 }
-                let pages_moved = moved * PAGES_PER_REGION;
-                let mut failed = Vec::new();
-                if full > 0 {
-                    failed.push(("ENOMEM".to_string(), full * PAGES_PER_REGION));
-                }
-                if unmapped_pages > 0 {
-                    failed.push(("EFAULT".to_string(), unmapped_pages));
-                }
-                if failed.is_empty() {
-                    Outcome::Applied { pages_moved }
-                } else {
-                    Outcome::Partial { pages_moved, failed }
-                }
+                page_outcome(moved, full, unmapped_pages)
             }
         }
+    }
+}
+
+/// The refusal for the first node of `nodes` that is not a node of this machine, if any.
+fn unknown_node(mut nodes: impl Iterator<Item = u32>, node_ids: &NodeSet) -> Option<Outcome> {
+    nodes
+        .find(|&n| !node_ids.contains(n))
+        .map(|bad| Outcome::Refused { message: format!("node {bad} is not a node of this machine ({node_ids})") })
+}
+
+/// The outcome of a page action: `moved` regions moved, `full` regions refused for want of room on
+/// the destination (`ENOMEM`), `unmapped_pages` base pages no mapping covered (`EFAULT`).
+fn page_outcome(moved: u64, full: u64, unmapped_pages: u64) -> Outcome {
+    let pages_moved = moved * PAGES_PER_REGION;
+    let mut failed = Vec::new();
+    if full > 0 {
+        failed.push(("ENOMEM".to_string(), full * PAGES_PER_REGION));
+    }
+    if unmapped_pages > 0 {
+        failed.push(("EFAULT".to_string(), unmapped_pages));
+    }
+    if failed.is_empty() {
+        Outcome::Applied { pages_moved }
+    } else {
+        Outcome::Partial { pages_moved, failed }
     }
 }
