@@ -123,11 +123,21 @@ pub struct SimOptions {
     pub noise: f64,
     /// AutoNUMA tunables (used by the `autonuma` policy; its seed is replaced by the run's seed).
     pub autonuma: AutoNumaParams,
+    /// Tunables of the engine policies (`numapilot`, `numad`; the kernel baselines ignore them),
+    /// validated before any run starts.
+    pub tunables: numapilot_policy::Tunables,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
-        Self { epoch_ms: 10.0, sample_s: 1.0, max_s: 3600.0, noise: 0.02, autonuma: AutoNumaParams::default() }
+        Self {
+            epoch_ms: 10.0,
+            sample_s: 1.0,
+            max_s: 3600.0,
+            noise: 0.02,
+            autonuma: AutoNumaParams::default(),
+            tunables: numapilot_policy::Tunables::default(),
+        }
     }
 }
 

@@ -144,26 +144,13 @@ fn finish(sim: &Sim, spec: &Spec, policy: &str, seed: u64, opts: &SimOptions) ->
     Ok(result_of(sim, seed))
 }
 
-/// Runs one policy on one seed with the default tunables.
+/// Runs one policy on one seed; engine policies use `opts.tunables` (kernel baselines ignore them).
 pub fn run_one(
     machine: &Machine,
     spec: &Spec,
     policy: &str,
     seed: u64,
     opts: &SimOptions,
-    progress: &mut dyn FnMut(f64),
-) -> Result<RunResult, SimError> {
-    run_one_with(machine, spec, policy, seed, opts, &Tunables::default(), progress)
-}
-
-/// Runs one policy on one seed; engine policies use `tunables` (kernel baselines ignore them).
-pub fn run_one_with(
-    machine: &Machine,
-    spec: &Spec,
-    policy: &str,
-    seed: u64,
-    opts: &SimOptions,
-    tunables: &Tunables,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunResult, SimError> {
     match PolicyKind::parse(policy)? {
@@ -177,20 +164,18 @@ pub fn run_one_with(
             progress(1.0);
             Ok(run)
         }
-        PolicyKind::Engine(_) => run_engine(machine, spec, policy, seed, opts, tunables, progress, &mut |_, _| {}),
+        PolicyKind::Engine(_) => run_engine(machine, spec, policy, seed, opts, progress, &mut |_, _| {}),
     }
 }
 
 /// Runs an engine policy on one seed, calling `on_step` with the simulation and the step's report
 /// after every engine step (tests check invariants there).
-#[allow(clippy::too_many_arguments)]
 pub fn run_engine(
     machine: &Machine,
     spec: &Spec,
     policy: &str,
     seed: u64,
     opts: &SimOptions,
-    tunables: &Tunables,
     progress: &mut dyn FnMut(f64),
     on_step: &mut dyn FnMut(&Sim, &StepReport),
 ) -> Result<RunResult, SimError> {
@@ -201,6 +186,7 @@ pub fn run_engine(
             reason: format!("policy {policy} is not an engine policy (a kernel baseline, or no policy object)"),
         });
     };
+    let tunables = &opts.tunables;
     check_tunables(tunables)?;
     let mut host = SimHost::new(Sim::new(machine, spec, Baseline::Default, seed, opts)?);
     if kind != PolicyKind::Engine("numapilot") {
@@ -382,28 +368,15 @@ fn cpu_nodes(sim: &Sim, p: usize) -> Vec<u32> {
     set.into_iter().collect()
 }
 
-/// Runs `spec` on `machine` under every policy and seed with the default tunables; `progress`
-/// gets the overall fraction done.
+/// Runs `spec` on `machine` under every policy and seed; `progress` gets the overall fraction done.
+/// Names, the workload and the engine policies' tunables (`opts.tunables`) are checked before any
+/// run starts.
 pub fn simulate(
     machine: &Machine,
     spec: &Spec,
     policies: &[&str],
     seeds: &[u64],
     opts: &SimOptions,
-    progress: &mut dyn FnMut(f64),
-) -> Result<Comparison, SimError> {
-    simulate_with(machine, spec, policies, seeds, opts, &Tunables::default(), progress)
-}
-
-/// [`simulate`] with the engine policies' tunables. Names, the workload and the tunables are
-/// checked before any run starts.
-pub fn simulate_with(
-    machine: &Machine,
-    spec: &Spec,
-    policies: &[&str],
-    seeds: &[u64],
-    opts: &SimOptions,
-    tunables: &Tunables,
     progress: &mut dyn FnMut(f64),
 ) -> Result<Comparison, SimError> {
     for p in policies {
@@ -413,14 +386,14 @@ pub fn simulate_with(
         return Err(SimError::Mismatch { workload: spec.name.clone(), reason: "no policy or no seed given".into() });
     }
     spec.validate()?;
-    check_tunables(tunables)?;
+    check_tunables(&opts.tunables)?;
     let total = (policies.len() * seeds.len()) as f64;
     let mut out = Vec::new();
     for (pi, policy) in policies.iter().enumerate() {
         let mut runs = Vec::new();
         for (si, &seed) in seeds.iter().enumerate() {
             let base = (pi * seeds.len() + si) as f64;
-            let run = run_one_with(machine, spec, policy, seed, opts, tunables, &mut |f| progress((base + f) / total))?;
+            let run = run_one(machine, spec, policy, seed, opts, &mut |f| progress((base + f) / total))?;
             runs.push(run);
         }
         out.push(summarise(policy, runs));

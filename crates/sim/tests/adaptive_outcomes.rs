@@ -100,26 +100,17 @@ fn numa01_four_nodes_interleaves_each_shared_buffer_over_its_nodes_and_beats_aut
     let autonuma = run(&m, &spec, "autonuma");
     let bind = run(&m, &spec, "hard-bind");
     let mut shared_spreads = 0;
-    let pilot = run::run_engine(
-        &m,
-        &spec,
-        "numapilot",
-        SEED,
-        &SimOptions::default(),
-        &run::Tunables::default(),
-        &mut |_| {},
-        &mut |_, report| {
-            shared_spreads += report
-                .plan
-                .actions
-                .iter()
-                .filter(|a| {
-                    a.reason.rule == "shared-buffer-interleave"
-                        && matches!(a.kind, numapilot_policy::ActionKind::Interleave { .. })
-                })
-                .count();
-        },
-    )
+    let pilot = run::run_engine(&m, &spec, "numapilot", SEED, &SimOptions::default(), &mut |_| {}, &mut |_, report| {
+        shared_spreads += report
+            .plan
+            .actions
+            .iter()
+            .filter(|a| {
+                a.reason.rule == "shared-buffer-interleave"
+                    && matches!(a.kind, numapilot_policy::ActionKind::Interleave { .. })
+            })
+            .count();
+    })
     .unwrap();
     assert!(shared_spreads >= 2, "{shared_spreads} shared-buffer interleaves for 2 processes");
     assert!(

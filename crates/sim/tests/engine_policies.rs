@@ -48,7 +48,6 @@ fn checked_run(m: &Machine, spec: &Spec, policy: &str, seed: u64) -> (RunResult,
         policy,
         seed,
         &SimOptions::default(),
-        &Tunables::default(),
         &mut |_| {},
         &mut |sim: &Sim, report: &StepReport| {
             sim.check_invariants().unwrap_or_else(|e| panic!("{policy} step {}: {e}", seen.steps));
@@ -98,7 +97,6 @@ fn numad_binds_each_numa01_process_to_every_node_as_numad_counts_smt() {
         "numad",
         1,
         &SimOptions::default(),
-        &Tunables::default(),
         &mut |_| {},
         &mut |_: &Sim, report: &StepReport| {
             for a in &report.plan.actions {
@@ -168,19 +166,14 @@ fn kernel_baselines_report_no_engine_totals_and_names_are_checked() {
     assert_eq!(run::policy_names().len(), 7);
     // A kernel baseline is not an engine policy; invalid tunables stop a run before it starts.
     let mut progress_calls = 0;
-    let e = run::run_engine(
-        &m,
-        &spec,
-        "default",
-        1,
-        &SimOptions::default(),
-        &Tunables::default(),
-        &mut |_| progress_calls += 1,
-        &mut |_, _| {},
-    );
+    let e =
+        run::run_engine(&m, &spec, "default", 1, &SimOptions::default(), &mut |_| progress_calls += 1, &mut |_, _| {});
     assert!(e.is_err());
     let bad = Tunables { numad_target_utilization_pct: 0, ..Tunables::default() };
-    let e = run::simulate_with(&m, &spec, &["numad"], &[1], &SimOptions::default(), &bad, &mut |_| progress_calls += 1)
+    let e =
+        run::simulate(&m, &spec, &["numad"], &[1], &SimOptions { tunables: bad, ..SimOptions::default() }, &mut |_| {
+            progress_calls += 1
+        })
         .unwrap_err();
     assert!(e.to_string().contains("numad_target_utilization_pct"), "{e}");
     assert_eq!(progress_calls, 0, "nothing ran");
@@ -206,8 +199,16 @@ fn an_engine_policy_that_never_acts_is_the_default_run_exactly() {
     let m = machine();
     let spec = numa01(&m);
     let t = Tunables { numad_min_rss_mib: u64::MAX, ..Tunables::default() };
-    let mut run =
-        run::run_engine(&m, &spec, "numad", 1, &SimOptions::default(), &t, &mut |_| {}, &mut |_, _| {}).unwrap();
+    let mut run = run::run_engine(
+        &m,
+        &spec,
+        "numad",
+        1,
+        &SimOptions { tunables: t, ..SimOptions::default() },
+        &mut |_| {},
+        &mut |_, _| {},
+    )
+    .unwrap();
     let e = run.engine.take().expect("engine totals");
     assert!(e.steps >= 2 && e.actions == 0, "{e:?}");
     let default = run::run_one(&m, &spec, "default", 1, &SimOptions::default(), &mut |_| {}).unwrap();

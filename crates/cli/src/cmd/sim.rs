@@ -274,11 +274,10 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
     let policies = policy_list(&args)?;
     catalog::policies(&policies)?;
     let seeds = seed_list(&args)?;
-    let tunables = match &args.tunables {
-        Some(path) => numapilot_sim::run::tunables_from_file(path)?,
-        None => numapilot_sim::run::Tunables::default(),
-    };
     let mut opts = numapilot_sim::SimOptions::default();
+    if let Some(path) = &args.tunables {
+        opts.tunables = numapilot_sim::run::tunables_from_file(path)?;
+    }
     if let Some(d) = duration(&args)? {
         // Open-ended workloads run for exactly this long; fixed work must finish within it.
         if spec.duration_s.is_some() {
@@ -289,8 +288,7 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let names: Vec<&str> = policies.iter().map(String::as_str).collect();
     let progress = Progress::new();
-    let result =
-        numapilot_sim::run::simulate_with(&machine, &spec, &names, &seeds, &opts, &tunables, &mut |f| progress.set(f));
+    let result = numapilot_sim::run::simulate(&machine, &spec, &names, &seeds, &opts, &mut |f| progress.set(f));
     progress.finish();
     report(&result?, &args.output)
 }

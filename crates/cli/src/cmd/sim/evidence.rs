@@ -59,7 +59,7 @@ use std::sync::Mutex;
 
 use anyhow::Context as _;
 use numapilot_sim::result::{Comparison, PolicyResult, RunResult, Stat};
-use numapilot_sim::run::{self, Tunables};
+use numapilot_sim::run;
 use numapilot_sim::workload::{autonuma_bench, Spec};
 use numapilot_sim::{Machine, SimOptions};
 use serde::Serialize;
@@ -230,7 +230,6 @@ pub fn evidence(m: &Matrix, threads: usize, log: &(dyn Fn(&str) + Sync)) -> anyh
     let start = std::time::Instant::now();
     let groups = groups(m)?;
     let opts = SimOptions::default();
-    let tunables = Tunables::default();
     // Jobs, the biggest machines first so the long runs start early.
     let mut jobs: Vec<(usize, usize, u64)> = Vec::new();
     for (g, group) in groups.iter().enumerate() {
@@ -252,7 +251,7 @@ pub fn evidence(m: &Matrix, threads: usize, log: &(dyn Fn(&str) + Sync)) -> anyh
                 let group = &groups[g];
                 let policy = group.policies[p];
                 let t0 = std::time::Instant::now();
-                let r = run::run_one_with(&group.machine, &group.spec, policy, seed, &opts, &tunables, &mut |_| {})
+                let r = run::run_one(&group.machine, &group.spec, policy, seed, &opts, &mut |_| {})
                     .map_err(|e| format!("{} {} {policy} seed {seed}: {e}", group.machine.name, group.spec.name));
                 let k = done.fetch_add(1, Ordering::SeqCst) + 1;
                 log(&format!(
