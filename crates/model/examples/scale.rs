@@ -38,21 +38,12 @@ fn stat(pid: u32, ticks: u64, cpu: u32) -> TaskStat {
         comm: "worker".into(),
         state: 'R',
         ppid: 1,
-        flags: 0,
-        minflt: 0,
-        majflt: 0,
         utime: ticks,
-        stime: 0,
         priority: 20,
-        nice: 0,
         num_threads: THREADS,
         starttime: 100,
-        vsize: 0,
-        rss_pages: 0,
         processor: cpu,
-        rt_priority: None,
-        policy: None,
-        delayacct_blkio_ticks: None,
+        ..TaskStat::default()
     }
 }
 

@@ -40,21 +40,15 @@ fn stat(pid: u32, comm: &str, starttime: u64, ticks: u64, cpu: u32) -> TaskStat 
         comm: comm.to_string(),
         state: 'R',
         ppid: 1,
-        flags: 0,
-        minflt: 0,
-        majflt: 0,
         utime: ticks,
-        stime: 0,
         priority: 20,
-        nice: 0,
         num_threads: 1,
         starttime,
-        vsize: 0,
-        rss_pages: 0,
         processor: cpu,
         rt_priority: Some(0),
         policy: Some(0),
         delayacct_blkio_ticks: Some(0),
+        ..TaskStat::default()
     }
 }
 

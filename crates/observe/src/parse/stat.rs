@@ -29,8 +29,9 @@ use crate::error::{FileKind, ParseError};
 /// `PF_KTHREAD` in the per-task flags (`include/linux/sched.h`): the task is a kernel thread.
 pub const PF_KTHREAD: u32 = 0x0020_0000;
 
-/// The fields of a stat line numapilot uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The fields of a stat line numapilot uses. `Default` is all zeros (state `'\0'`, no optional
+/// field): a base for hand-built samples in tests and examples, never a parse result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskStat {
     /// Field 1: process or thread id.
     pub pid: u32,
