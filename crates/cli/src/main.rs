@@ -28,6 +28,18 @@ enum Command {
     Run(cmd::run::Args),
     /// Simulate a NUMA machine: compare placement policies on a workload, with charts.
     Sim(cmd::sim::Args),
+    /// Run the adaptive placement daemon on this machine.
+    Daemon(cmd::daemon::DaemonArgs),
+    /// Ask the running daemon for its state.
+    Status(cmd::daemon::StatusArgs),
+    /// Why the daemon sees a process as it does (group, preferred node, reasons).
+    Explain(cmd::daemon::ExplainArgs),
+    /// numad-style pre-placement advice: the nodes for a job of N CPUs and SIZE memory.
+    Advise(cmd::daemon::AdviseArgs),
+    /// Drive the model with a `perf mem` recording (`perf script` text) taken elsewhere.
+    Replay(cmd::replay::Args),
+    /// autonuma-benchmark's tests as real programs, with a per-second placement recorder and charts.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +60,12 @@ fn main() -> ExitCode {
                 Command::Stat(a) => cmd::stat::run(a),
                 Command::Run(a) => cmd::run::run(a),
                 Command::Sim(a) => cmd::sim::run(a),
+                Command::Daemon(a) => cmd::daemon::run_daemon(a),
+                Command::Status(a) => cmd::daemon::run_status(a),
+                Command::Explain(a) => cmd::daemon::run_explain(a),
+                Command::Advise(a) => cmd::daemon::run_advise(a),
+                Command::Replay(a) => cmd::replay::run(a),
+                Command::Bench(a) => cmd::bench::run(a),
             }
         }
     };

@@ -1,0 +1,3 @@
+//! autonuma-benchmark's tests as real programs (being written).
+
+#![deny(missing_docs)]
