@@ -180,6 +180,7 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
         numa_balancing: Some(1),
         accesses: if signals { accesses } else { vec![] },
         comm: if signals { comm } else { vec![] },
+        shared: Vec::new(),
     }
 }
 

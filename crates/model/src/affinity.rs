@@ -513,6 +513,7 @@ mod tests {
             numa_balancing: None,
             accesses,
             comm: vec![],
+            shared: vec![],
         };
         // No live tasks: samples of unknown threads are ignored entirely.
         let acc = |tid, t| AccessSample { pid: 1, tid, addr: 0, phys: None, node: 0, count: 1, last_ns: t };

@@ -39,5 +39,6 @@ pub use parse::status::TaskStatus;
 pub use rate::{thread_cpu_rates, ThreadRate};
 pub use reader::{ReadOptions, Reader, SchedMode};
 pub use sample::{
-    AccessSample, CommKind, CommSample, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample, ThreadSample,
+    AccessSample, CommKind, CommSample, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample, SharedMemory,
+    ThreadSample,
 };

@@ -175,6 +175,7 @@ mod tests {
             numa_balancing: None,
             accesses: vec![],
             comm: vec![],
+            shared: Vec::new(),
         }
     }
 

@@ -733,6 +733,7 @@ impl Reader {
             numa_balancing,
             accesses: Vec::new(),
             comm: Vec::new(),
+            shared: Vec::new(),
         })
     }
 }

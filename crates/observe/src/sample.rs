@@ -67,6 +67,23 @@ pub struct Sample {
     /// Empty when no source is available.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comm: Vec<CommSample>,
+    /// Memory objects mapped by more than one process (the same file, SysV shm segment or memfd,
+    /// identified by device and inode from /proc/PID/maps). Empty when not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<SharedMemory>,
+}
+
+/// One memory object (file, SysV shm segment, memfd) mapped shared by several processes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SharedMemory {
+    /// Device of the backing inode, `major << 32 | minor` (as /proc/PID/maps prints `MM:mm`, hex).
+    pub dev: u64,
+    /// Inode number.
+    pub inode: u64,
+    /// Path as /proc/PID/maps shows it (`/SYSV0000abcd (deleted)`, `/memfd:name (deleted)`, a file).
+    pub path: String,
+    /// The processes mapping it: `(pid, bytes mapped)`, sorted by pid, at least two.
+    pub users: Vec<(u32, u64)>,
 }
 
 /// Sampled memory accesses of one thread to one page, aggregated over the sampling window.

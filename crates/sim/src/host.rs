@@ -767,6 +767,7 @@ impl Host for SimHost {
             numa_balancing: Some(self.sim.kernel.numa_balancing),
             accesses,
             comm,
+            shared: Vec::new(),
         })
     }
 

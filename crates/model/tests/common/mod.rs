@@ -90,6 +90,7 @@ impl Sb {
                 numa_balancing: None,
                 accesses: vec![],
                 comm: vec![],
+                shared: Vec::new(),
             },
             all_cpus: Arc::new(topo.online_cpus()),
             all_nodes: Arc::new(topo.node_ids()),
