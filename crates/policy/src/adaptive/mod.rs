@@ -318,6 +318,10 @@ impl Policy for Adaptive {
         "numapilot"
     }
 
+    fn explain(&self, model: &Model, pid: u32) -> Option<Explanation> {
+        explain::explain(self, model, pid)
+    }
+
     fn next_interval_ns(&self, model: &Model) -> u64 {
         let t = &model.tunables;
         let young = t.new_process_age_ms.saturating_mul(1_000_000);
