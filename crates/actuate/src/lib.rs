@@ -12,6 +12,11 @@
 //!   migrate       migrate_pages, move_pages                   the daemon (page migration)
 //!   placement     the two above, rehearsed on a scratch       `numapilot run` (all or nothing
 //!                 thread, then applied with restore           before exec)
+//!   process       sched_setaffinity on every thread of a      the daemon
+//!                 process (re-listed until none escaped);
+//!                 resident pages from /proc/PID/pagemap
+//!   cgroup        cpuset cgroups v1/v2: mkdir, cpuset.cpus,   the daemon (cpuset mode)
+//!                 cpuset.mems, cgroup.procs, rmdir
 //!   bitmap        (no calls) kernel mask layout, maxnode      all of the above
 //! ```
 //!
@@ -29,12 +34,15 @@
 
 pub mod affinity;
 pub mod bitmap;
+pub mod cgroup;
 pub mod error;
 pub mod mempolicy;
 pub mod migrate;
 pub mod placement;
+pub mod process;
 
 pub use affinity::{sched_getaffinity, sched_setaffinity, Pid};
+pub use cgroup::{CgroupVersion, CpusetHierarchy};
 pub use error::{errno_name, Error, Result};
 pub use mempolicy::{
     get_mempolicy, get_mempolicy_at, interleave_next_node, kernel_supports, mbind, mems_allowed, node_of_address,
@@ -42,3 +50,4 @@ pub use mempolicy::{
 };
 pub use migrate::{migrate_pages, move_pages, MoveFlags, MovePagesOutcome, PageStatus};
 pub use placement::{Original, ThreadPlacement};
+pub use process::{list_threads, resident_pages, set_process_affinity, ProcessAffinity};

@@ -1,0 +1,259 @@
+//! Cpuset cgroups: placing a whole process in a numapilot-made cpuset, and putting it back.
+//!
+//! # Problem
+//!
+//! `sched_setaffinity` is per thread and the process may undo it. A cpuset cgroup is per process
+//! (every thread, present and future) and enforced by the kernel, but it exists in two
+//! incompatible shapes, and a host may have either, both (hybrid: v1 controllers plus an empty v2
+//! tree at `/sys/fs/cgroup/unified`) or none:
+//!
+//! ```text
+//!   v2 (unified):  <mount>/cgroup.controllers lists "cpuset"
+//!                  <mount>/numapilot/            +cpuset in <mount>/cgroup.subtree_control
+//!                  <mount>/numapilot/P-START/    +cpuset in numapilot/cgroup.subtree_control
+//!                       cpuset.cpus, cpuset.mems, cgroup.procs
+//!   v1 (cpuset):   mount of type "cgroup" with the "cpuset" super option
+//!                  <mount>/numapilot/P-START/    cpuset.cpus and cpuset.mems must be written
+//!                       cpuset.cpus, cpuset.mems, (both non-empty) before any task joins
+//!                       cgroup.procs
+//! ```
+//!
+//! # Approach
+//!
+//! [`CpusetHierarchy::detect`] reads `/proc/self/mountinfo` (fields per proc(5): the mount point is
+//! field 5, the filesystem type follows the ` - ` separator, then the source and the super
+//! options) and prefers a v2 tree that offers the cpuset controller, else a v1 cpuset mount.
+//! [`CpusetHierarchy::place`] makes `numapilot/<name>` with the CPUs and nodes and writes the pid
+//! to its `cgroup.procs` (which moves every thread of the process in both versions).
+//! [`CpusetHierarchy::move_to`] writes the pid back into the cgroup it came from
+//! ([`CpusetHierarchy::cgroup_of`], as `/proc/PID/cgroup` names it), and
+//! [`CpusetHierarchy::remove`] deletes the numapilot cgroup once empty.
+//!
+//! # Limits
+//!
+//! v2's "no internal processes" rule is why the cgroup is made under numapilot's own subtree and not
+//! under the process's current cgroup: moving a service's process out of its systemd unit changes
+//! that unit's accounting until it is moved back. Memory does not follow a cpuset change in v2, nor
+//! in v1 unless `cpuset.memory_migrate` is set (we leave it unset: page moves are the daemon's,
+//! under its budget).
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use numapilot_topology::{CpuSet, NodeSet};
+
+use crate::error::{Error, Result};
+
+/// Which cgroup version a cpuset hierarchy is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupVersion {
+    /// cgroup v1 cpuset controller.
+    V1,
+    /// cgroup v2 unified hierarchy.
+    V2,
+}
+
+/// A mounted hierarchy that has the cpuset controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpusetHierarchy {
+    /// v1 or v2.
+    pub version: CgroupVersion,
+    /// Where it is mounted.
+    pub mount: PathBuf,
+}
+
+/// The name of numapilot's own subtree in the hierarchy.
+pub const SUBTREE: &str = "numapilot";
+
+fn io_error(syscall: &'static str, path: &Path, e: io::Error) -> Error {
+    Error::Syscall { syscall, args: path.display().to_string(), errno: e.raw_os_error().unwrap_or(libc::EIO) }
+}
+
+/// Writes `value` to a cgroup control file (one `write`, as the kernel expects).
+fn write_file(path: &Path, value: &str) -> Result<()> {
+    let mut f = OpenOptions::new().write(true).open(path).map_err(|e| io_error("open", path, e))?;
+    f.write_all(value.as_bytes()).map_err(|e| io_error("write", path, e))
+}
+
+fn read_file(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| io_error("read", path, e))
+}
+
+/// The cpuset hierarchies in a mountinfo text: `(version, mount point)` for every v2 mount whose
+/// root `cgroup.controllers` (read from `root`) lists cpuset, and every v1 mount with the cpuset
+/// option, in mountinfo order.
+pub fn cpuset_mounts(mountinfo: &str, root: &Path) -> Vec<CpusetHierarchy> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let Some(mount) = left.split(' ').nth(4) else { continue };
+        let mut r = right.split(' ');
+        let (Some(fstype), _source, Some(opts)) = (r.next(), r.next(), r.next()) else { continue };
+        let mount_path = root.join(mount.trim_start_matches('/'));
+        match fstype {
+            "cgroup2" => {
+                let ctl = std::fs::read_to_string(mount_path.join("cgroup.controllers")).unwrap_or_default();
+                if ctl.split_whitespace().any(|c| c == "cpuset") {
+                    out.push(CpusetHierarchy { version: CgroupVersion::V2, mount: mount_path });
+                }
+            }
+            "cgroup" if opts.split(',').any(|o| o == "cpuset") => {
+                out.push(CpusetHierarchy { version: CgroupVersion::V1, mount: mount_path })
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+impl CpusetHierarchy {
+    /// The hierarchy to use on this system: `want` `None` prefers v2 with cpuset, then v1; `Some(v)`
+    /// only that version. `None` when no such hierarchy is mounted.
+    pub fn detect(want: Option<CgroupVersion>) -> Option<CpusetHierarchy> {
+        let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let all = cpuset_mounts(&text, Path::new("/"));
+        let pick = |v| all.iter().find(|h| h.version == v).cloned();
+        match want {
+            Some(v) => pick(v),
+            None => pick(CgroupVersion::V2).or_else(|| pick(CgroupVersion::V1)),
+        }
+    }
+
+    /// The cgroup of `pid` in this hierarchy, as `/proc/PID/cgroup` names it (`/` for the root);
+    /// `Ok(None)` when the process is gone.
+    pub fn cgroup_of(&self, pid: u32) -> io::Result<Option<String>> {
+        let text = match std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
+            Ok(t) => t,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(cgroup_line(&text, self.version).map(str::to_string))
+    }
+
+    /// The directory of a cgroup path of this hierarchy.
+    pub fn dir(&self, cgroup: &str) -> PathBuf {
+        self.mount.join(cgroup.trim_start_matches('/'))
+    }
+
+    /// Makes numapilot's subtree if missing (v2: enables the cpuset controller down to it; v1:
+    /// gives it every CPU and node of the root, as v1 requires before children can be used).
+    fn ensure_subtree(&self) -> Result<PathBuf> {
+        let sub = self.mount.join(SUBTREE);
+        if !sub.is_dir() {
+            if self.version == CgroupVersion::V2 {
+                enable_cpuset(&self.mount)?;
+            }
+            match std::fs::create_dir(&sub) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io_error("mkdir", &sub, e)),
+            }
+        }
+        match self.version {
+            CgroupVersion::V2 => enable_cpuset(&sub)?,
+            CgroupVersion::V1 => {
+                for f in ["cpuset.cpus", "cpuset.mems"] {
+                    if read_file(&sub.join(f))?.trim().is_empty() {
+                        let all = read_file(&self.mount.join(f))?;
+                        write_file(&sub.join(f), all.trim())?;
+                    }
+                }
+            }
+        }
+        Ok(sub)
+    }
+
+    /// Places process `pid` in `numapilot/<name>` with `cpus` and `mems` (made if missing) and
+    /// returns the cgroup path (`/numapilot/<name>`).
+    pub fn place(&self, pid: u32, name: &str, cpus: &CpuSet, mems: &NodeSet) -> Result<String> {
+        if cpus.is_empty() || mems.is_empty() || name.contains('/') || name.is_empty() {
+            return Err(Error::InvalidArgument {
+                syscall: "cgroup",
+                arg: "cpuset",
+                reason: format!("cpus '{cpus}', mems '{mems}' and name '{name}' must be non-empty (no '/')"),
+            });
+        }
+        let sub = self.ensure_subtree()?;
+        let dir = sub.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_error("mkdir", &dir, e)),
+        }
+        // Order matters in v1: mems then cpus both set before a task may join.
+        write_file(&dir.join("cpuset.mems"), &mems.to_list())?;
+        write_file(&dir.join("cpuset.cpus"), &cpus.to_list())?;
+        write_file(&dir.join("cgroup.procs"), &pid.to_string())?;
+        Ok(format!("/{SUBTREE}/{name}"))
+    }
+
+    /// Moves process `pid` (all its threads) into the cgroup `cgroup` of this hierarchy.
+    pub fn move_to(&self, pid: u32, cgroup: &str) -> Result<()> {
+        write_file(&self.dir(cgroup).join("cgroup.procs"), &pid.to_string())
+    }
+
+    /// Removes `numapilot/<name>` (only empty cgroups can go; a busy or missing one is left).
+    pub fn remove(&self, name: &str) -> Result<()> {
+        let dir = self.mount.join(SUBTREE).join(name);
+        match std::fs::remove_dir(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error("rmdir", &dir, e)),
+        }
+    }
+}
+
+/// Writes `+cpuset` to `dir/cgroup.subtree_control` unless it is already there (v2).
+fn enable_cpuset(dir: &Path) -> Result<()> {
+    let ctl = dir.join("cgroup.subtree_control");
+    if read_file(&ctl)?.split_whitespace().any(|c| c == "cpuset") {
+        return Ok(());
+    }
+    write_file(&ctl, "+cpuset")
+}
+
+/// The cgroup path of one hierarchy in a `/proc/PID/cgroup` text: v2 is the `0::PATH` line, v1 the
+/// line whose controller list holds `cpuset` (format per cgroups(7): `ID:CONTROLLERS:PATH`).
+pub fn cgroup_line(text: &str, version: CgroupVersion) -> Option<&str> {
+    text.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let (id, ctl, path) = (it.next()?, it.next()?, it.next()?);
+        let hit = match version {
+            CgroupVersion::V2 => id == "0" && ctl.is_empty(),
+            CgroupVersion::V1 => ctl.split(',').any(|c| c == "cpuset"),
+        };
+        hit.then_some(path)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_finds_v1_cpuset_and_skips_v2_without_it() {
+        // Lines as this development host prints them (hybrid: v1 controllers, empty v2 tree).
+        let text = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+                    34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n\
+                    41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        let dir = std::env::temp_dir().join(format!("np-cg-{}", std::process::id()));
+        let h = cpuset_mounts(text, &dir);
+        assert_eq!(h, vec![CpusetHierarchy { version: CgroupVersion::V1, mount: dir.join("sys/fs/cgroup/cpuset") }]);
+        // A v2 tree that offers cpuset is found.
+        std::fs::create_dir_all(dir.join("sys/fs/cgroup/unified")).unwrap();
+        std::fs::write(dir.join("sys/fs/cgroup/unified/cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
+        let h = cpuset_mounts(text, &dir);
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[1].version, CgroupVersion::V2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn proc_cgroup_lines() {
+        let text = "9:name=systemd:/\n4:memory:/x/y\n3:cpuset:/numapilot/12-34\n0::/user.slice\n";
+        assert_eq!(cgroup_line(text, CgroupVersion::V1), Some("/numapilot/12-34"));
+        assert_eq!(cgroup_line(text, CgroupVersion::V2), Some("/user.slice"));
+        assert_eq!(cgroup_line("1:cpu:/\n", CgroupVersion::V1), None);
+    }
+}

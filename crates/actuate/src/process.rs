@@ -1,0 +1,204 @@
+//! Whole-process actuation: the CPU affinity of every thread of another process, and the resident
+//! pages of a range of its memory.
+//!
+//! # Problem
+//!
+//! `sched_setaffinity(2)` changes one thread. A process is a set of threads that changes while we
+//! walk it: a thread created after we listed `/proc/PID/task` inherits its creator's mask, which may
+//! still be the old one, and would escape the new placement.
+//!
+//! ```text
+//!   round 1: list task/ = {10, 11, 12}    set 10, 11, 12     (12 spawns 13 meanwhile, old mask)
+//!   round 2: list task/ = {10, 11, 12, 13} set 13            new: {13}
+//!   round 3: list task/ = {10, 11, 12, 13} nothing new       done: no thread escaped
+//! ```
+//!
+//! # Approach
+//!
+//! [`set_process_affinity`] lists the threads, sets every one not set yet (reading its mask first,
+//! so the caller can remember the original), and lists again until a listing shows no thread that
+//! was not set, at most `max_rounds` listings. A thread whose creator was already set inherits the
+//! new mask, so a listing with nothing new means no thread escaped, except one whose `clone()` was
+//! in flight while its creator was being set: the child copied the old mask before the change and
+//! joins the thread list after the listing (a window of one `clone()`, microseconds; the next
+//! observation sees its mask). A thread that exits between listing and setting (ESRCH) is skipped.
+//!
+//! [`resident_pages`] reads `/proc/PID/pagemap` (8 bytes per virtual page, bit 63 "present";
+//! Documentation/admin-guide/mm/pagemap.rst) over a range and returns the addresses of the pages
+//! that are in memory: `move_pages(2)` is only worth calling on those (a page never touched has
+//! nothing to move, and asking costs a page-table walk per address).
+//!
+//! # Limits
+//!
+//! A thread id is a machine-wide number: a thread of the target that exits between the listing
+//! and the call, and whose id is reused by another process's new thread within those microseconds,
+//! would be changed instead. The pid space (`pid_max`, 4,194,304 by default on 64-bit) must wrap
+//! for that to happen; callers check the process's start time before and after.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+use numapilot_topology::CpuSet;
+
+use crate::affinity::{sched_getaffinity, sched_setaffinity};
+use crate::error::{Error, Result};
+
+/// What [`set_process_affinity`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessAffinity {
+    /// Every thread set, with the mask it had just before (in the order they were set).
+    pub threads: Vec<(u32, CpuSet)>,
+    /// Listings of `/proc/PID/task` made.
+    pub rounds: u32,
+    /// True when the last allowed listing still showed threads that were not set (the process
+    /// creates threads faster than we can follow; they were set, but later ones may have escaped).
+    pub unsettled: bool,
+}
+
+/// Thread ids under `/proc/PID/task`, ascending; `Ok(None)` when the process is gone.
+pub fn list_threads(pid: u32) -> io::Result<Option<Vec<u32>>> {
+    let dir = PathBuf::from(format!("/proc/{pid}/task"));
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for ent in rd {
+        let ent = match ent {
+            Ok(e) => e,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if let Some(t) = ent.file_name().to_str().and_then(|n| n.parse().ok()) {
+            out.push(t);
+        }
+    }
+    out.sort_unstable();
+    Ok(Some(out))
+}
+
+/// Sets the CPU affinity of every thread of process `pid` to `cpus`, re-listing its threads until no
+/// new one appears (at most `max_rounds` listings, at least 1). Returns `Ok(None)` when the process
+/// is gone before any thread was set. A thread that exits mid-way is skipped; any other refusal
+/// (EINVAL: no allowed CPU left in the thread's cpuset; EPERM) is returned as the error, with the
+/// threads already set left set (the caller holds their originals through `before`).
+///
+/// `before(tid, original)` is called for each thread just before its mask is changed, so the caller
+/// can record the original first.
+pub fn set_process_affinity(
+    pid: u32,
+    cpus: &CpuSet,
+    max_rounds: u32,
+    mut before: impl FnMut(u32, &CpuSet),
+) -> Result<Option<ProcessAffinity>> {
+    let mut out = ProcessAffinity::default();
+    let mut done: Vec<u32> = Vec::new();
+    for round in 0..max_rounds.max(1) {
+        let listing = list_threads(pid).map_err(|e| Error::Syscall {
+            syscall: "readdir",
+            args: format!("/proc/{pid}/task"),
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        })?;
+        let Some(tids) = listing else {
+            return Ok(if out.threads.is_empty() { None } else { Some(out) });
+        };
+        out.rounds = round + 1;
+        let new: Vec<u32> = tids.into_iter().filter(|t| done.binary_search(t).is_err()).collect();
+        if new.is_empty() {
+            out.unsettled = false;
+            return Ok(Some(out));
+        }
+        out.unsettled = true;
+        for tid in new {
+            let original = match sched_getaffinity(tid as libc::pid_t) {
+                Ok(c) => c,
+                Err(e) if e.errno() == Some(libc::ESRCH) => continue,
+                Err(e) => return Err(e),
+            };
+            before(tid, &original);
+            match sched_setaffinity(tid as libc::pid_t, cpus) {
+                Ok(()) => {}
+                Err(e) if e.errno() == Some(libc::ESRCH) => continue,
+                Err(e) => return Err(e),
+            }
+            out.threads.push((tid, original));
+            let at = done.partition_point(|&d| d < tid);
+            done.insert(at, tid);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Bit 63 of a pagemap entry: the page is present in RAM.
+const PAGEMAP_PRESENT: u64 = 1 << 63;
+
+/// Pagemap entries read per `pread`, 8 bytes each: 4096 entries = 32 KiB = 16 MiB of address space
+/// with 4 KiB pages. A bound on the buffer, nothing else.
+const PAGEMAP_CHUNK: usize = 4096;
+
+/// Addresses of the pages of process `pid` within `[start, start + len)` that are present in RAM
+/// (`/proc/PID/pagemap` bit 63), at most `limit` of them, in address order. `Ok(None)` when the
+/// process is gone. Unmapped parts of the range read as not present.
+pub fn resident_pages(pid: u32, start: u64, len: u64, page_size: u64, limit: usize) -> io::Result<Option<Vec<usize>>> {
+    let path = format!("/proc/{pid}/pagemap");
+    let f = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let ps = page_size.max(1);
+    let first = start / ps;
+    let end = start.saturating_add(len).div_ceil(ps);
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; PAGEMAP_CHUNK * 8];
+    let mut page = first;
+    while page < end && out.len() < limit {
+        let n = ((end - page) as usize).min(PAGEMAP_CHUNK);
+        let got = match f.read_at(&mut buf[..n * 8], page * 8) {
+            Ok(0) => break,
+            Ok(g) => g / 8,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ESRCH) | Some(libc::ENOENT)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        for i in 0..got {
+            let entry = u64::from_ne_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+            if entry & PAGEMAP_PRESENT != 0 {
+                out.push(((page + i as u64) * ps) as usize);
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        }
+        page += got as u64;
+    }
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resident_pages_of_own_buffer() {
+        let ps = 4096u64;
+        // 64 pages, the first 10 touched.
+        let mut v = vec![0u8; 64 * ps as usize + ps as usize];
+        let base = (v.as_ptr() as u64).div_ceil(ps) * ps;
+        let off = (base - v.as_ptr() as u64) as usize;
+        for i in 0..10 {
+            v[off + i * ps as usize] = 1;
+        }
+        let pages = resident_pages(std::process::id(), base, 64 * ps, ps, usize::MAX).unwrap().unwrap();
+        // The untouched pages of a fresh zeroed allocation may be present too (calloc from a
+        // reused heap), so only the touched ones are asserted.
+        for i in 0..10u64 {
+            assert!(pages.contains(&((base + i * ps) as usize)), "page {i} not reported present");
+        }
+        let limited = resident_pages(std::process::id(), base, 64 * ps, ps, 3).unwrap().unwrap();
+        assert_eq!(limited.len(), 3);
+        assert!(resident_pages(u32::MAX - 1, 0, ps, ps, 1).unwrap().is_none());
+    }
+}
