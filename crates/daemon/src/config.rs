@@ -1,1 +1,465 @@
-//! (being written)
+//! The daemon's configuration file: read, checked completely, then turned into options.
+//!
+//! Problem: a daemon that runs as root and moves other people's processes must never start on a
+//! half-understood configuration. A misspelt key silently ignored (`exlude = [...]`) would touch
+//! processes the administrator meant to protect.
+//!
+//! Approach: the file is TOML, deserialised with `deny_unknown_fields` everywhere, then every value
+//! is checked (ours here, the engine's with [`Tunables::validate`]). Every error carries the file and
+//! the line: serde errors carry a byte span, and for a value rejected after parsing the key is looked
+//! up again in a span-keeping parse ([`toml::de::DeTable`]). Command-line flags are applied on top of
+//! the file *before* the checks, so a bad flag is rejected the same way (naming the flag).
+//!
+//! ```text
+//!   /etc/numapilot.toml ──parse (spans)──> Config ──flags──> Config' ──validate──> LiveOptions,
+//!        │ unknown key / bad type: FILE:LINE: reason            │ bad value: FILE:LINE: reason
+//!        └ missing: defaults (only for the default path)        └ --flag: reason
+//! ```
+//!
+//! Units are in the key names (`_ms`, `_mb_per_s`, `_bytes`, `_mib`). Limits: TOML only; a key given
+//! twice is a TOML error; environment variables are not read.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use numapilot_model::Tunables;
+use serde::{Deserialize, Serialize};
+
+use crate::live::{CpusetMode, LiveOptions};
+use crate::signals::SignalOptions;
+
+/// Where the daemon looks for its configuration when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/numapilot.toml";
+/// Default control socket. `/run` is a tmpfs cleared at boot; the directory is created 0700.
+pub const DEFAULT_SOCKET_PATH: &str = "/run/numapilot/numapilot.sock";
+/// Default state file (the originals of every touched process, for restore after a crash).
+pub const DEFAULT_STATE_PATH: &str = "/run/numapilot/state.json";
+/// Default journal (JSON lines, one per action).
+pub const DEFAULT_JOURNAL_PATH: &str = "/var/log/numapilot/journal.jsonl";
+/// Default metrics address: loopback only, so nothing about the machine's processes leaves the host
+/// unless the administrator asks. Port 9469: unassigned in the Prometheus default-port allocation
+/// list's range of exporters at the time of writing (9100-9999 is the exporters' range).
+pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9469";
+/// Default journal size bound, bytes: 64 MiB, then the file is rotated to `.1` (one old file kept).
+/// At ~300 bytes per action that is ~200k actions, weeks of a busy machine; prevents the journal
+/// filling /var/log.
+pub const DEFAULT_JOURNAL_MAX_BYTES: u64 = 64 << 20;
+
+/// A configuration error: the file (or flag), the line when known, and the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file, or `command line` for a flag.
+    pub file: String,
+    /// 1-based line, when the error is tied to one.
+    pub line: Option<usize>,
+    /// What is wrong, naming the key.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.reason),
+            None => write!(f, "{}: {}", self.file, self.reason),
+        }
+    }
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonSection {
+    /// Period between two engine steps, ms. When set, it replaces `tunables.interval_ms` (the same
+    /// number; this is its operator-facing name). Default: `tunables.interval_ms` (1000).
+    pub interval_ms: Option<u64>,
+    /// Plan and journal every action but never apply one. Default false.
+    pub dry_run: bool,
+    /// Journal path (JSON lines). Default [`DEFAULT_JOURNAL_PATH`]; `""` disables it.
+    pub journal: PathBuf,
+    /// Journal size bound before rotation to `.1`, bytes. Default [`DEFAULT_JOURNAL_MAX_BYTES`].
+    pub journal_max_bytes: u64,
+    /// State file. Default [`DEFAULT_STATE_PATH`].
+    pub state: PathBuf,
+    /// Control socket. Default [`DEFAULT_SOCKET_PATH`].
+    pub socket: PathBuf,
+    /// Prometheus metrics address (`IP:PORT`) or `off`. Default [`DEFAULT_METRICS_ADDR`].
+    pub metrics: String,
+}
+
+impl Default for DaemonSection {
+    fn default() -> Self {
+        Self {
+            interval_ms: None,
+            dry_run: false,
+            journal: PathBuf::from(DEFAULT_JOURNAL_PATH),
+            journal_max_bytes: DEFAULT_JOURNAL_MAX_BYTES,
+            state: PathBuf::from(DEFAULT_STATE_PATH),
+            socket: PathBuf::from(DEFAULT_SOCKET_PATH),
+            metrics: DEFAULT_METRICS_ADDR.to_string(),
+        }
+    }
+}
+
+/// `[exclude]`: processes never touched.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExcludeSection {
+    /// Process names (`comm`, as in /proc/PID/comm, at most 15 bytes).
+    pub comm: Vec<String>,
+    /// Pids.
+    pub pids: Vec<u32>,
+    /// Cgroup path prefixes as in /proc/PID/cgroup (e.g. `/system.slice/sshd.service`).
+    pub cgroups: Vec<String>,
+    /// Also manage processes that placed themselves (narrowed affinity, explicit memory policy).
+    /// Default false.
+    pub include_pinned: bool,
+    /// Also manage kernel threads. Default false (the kernel places its own threads).
+    pub include_kernel: bool,
+    /// Only manage processes with at least this resident memory, MiB. Default 0 (numad uses 300).
+    pub min_rss_mib: u64,
+}
+
+/// `[actuation]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ActuationSection {
+    /// Page-migration budget, MB/s. Default: `tunables.migrate_budget_mib_per_s` (4096).
+    pub migrate_mb_per_s: Option<u64>,
+    /// `off` (thread affinity only, default), `auto`, `v1`, `v2`.
+    pub cpuset: CpusetName,
+}
+
+/// The cpuset mode as written in the file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpusetName {
+    /// Thread affinity only.
+    #[default]
+    Off,
+    /// Detect the hierarchy.
+    Auto,
+    /// cgroup v1.
+    V1,
+    /// cgroup v2.
+    V2,
+}
+
+impl From<CpusetName> for CpusetMode {
+    fn from(c: CpusetName) -> Self {
+        match c {
+            CpusetName::Off => CpusetMode::Off,
+            CpusetName::Auto => CpusetMode::Auto,
+            CpusetName::V1 => CpusetMode::V1,
+            CpusetName::V2 => CpusetMode::V2,
+        }
+    }
+}
+
+/// `[signals]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SignalsSection {
+    /// Socket peers (loopback TCP, unix sockets) as communication pairs. Default true.
+    pub sockets: bool,
+    /// Precise memory-access sampling with perf_event_open where the PMU has it. Default true.
+    pub perf: bool,
+}
+
+impl Default for SignalsSection {
+    fn default() -> Self {
+        Self { sockets: true, perf: true }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[daemon]`.
+    pub daemon: DaemonSection,
+    /// `[exclude]`.
+    pub exclude: ExcludeSection,
+    /// `[actuation]`.
+    pub actuation: ActuationSection,
+    /// `[signals]`.
+    pub signals: SignalsSection,
+    /// `[tunables]`: the engine's [`Tunables`].
+    pub tunables: Tunables,
+}
+
+/// Command-line flags that override the file. `None`/empty: keep the file's value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `--dry-run`.
+    pub dry_run: bool,
+    /// `--interval-ms`.
+    pub interval_ms: Option<u64>,
+    /// `--journal`.
+    pub journal: Option<PathBuf>,
+    /// `--state`.
+    pub state: Option<PathBuf>,
+    /// `--socket`.
+    pub socket: Option<PathBuf>,
+    /// `--metrics ADDR|off`.
+    pub metrics: Option<String>,
+    /// `--exclude COMM` (added to the file's list).
+    pub exclude_comm: Vec<String>,
+    /// `--exclude-pid PID` (added).
+    pub exclude_pids: Vec<u32>,
+    /// `--include-pinned`.
+    pub include_pinned: bool,
+}
+
+/// Where the configuration comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The default path: a missing file means defaults.
+    Default,
+    /// `--config FILE`: a missing file is an error.
+    Explicit(PathBuf),
+}
+
+impl Source {
+    /// The path read.
+    pub fn path(&self) -> &Path {
+        match self {
+            Source::Default => Path::new(DEFAULT_CONFIG_PATH),
+            Source::Explicit(p) => p,
+        }
+    }
+}
+
+/// A validated configuration, with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    /// The values (flags applied, `daemon.interval_ms` folded into `tunables.interval_ms`).
+    pub config: Config,
+    /// The file read, `None` when the default file was absent.
+    pub file: Option<PathBuf>,
+}
+
+/// Reads, overrides and validates. The single entry point the daemon uses at start and on SIGHUP.
+pub fn load(source: &Source, overrides: &Overrides) -> Result<Loaded, ConfigError> {
+    let path = source.path();
+    let (text, file) = match std::fs::read_to_string(path) {
+        Ok(t) => (t, Some(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && *source == Source::Default => (String::new(), None),
+        Err(e) => {
+            return Err(ConfigError {
+                file: path.display().to_string(),
+                line: None,
+                reason: format!("cannot read: {e}"),
+            })
+        }
+    };
+    let config = parse_with_overrides(&text, &path.display().to_string(), overrides)?;
+    Ok(Loaded { config, file })
+}
+
+/// Parses `text` (named `file` in errors), applies the flags, validates.
+pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Result<Config, ConfigError> {
+    let mut config: Config = toml::from_str(text).map_err(|e| ConfigError {
+        file: file.to_string(),
+        line: e.span().map(|s| line_of_offset(text, s.start)),
+        reason: e.message().trim_end().to_string(),
+    })?;
+    let at = |keys: &[&str], reason: String| ConfigError { file: file.to_string(), line: key_line(text, keys), reason };
+    // The file's own values first, so an error points at the file rather than at a flag.
+    validate_daemon(&config).map_err(|(keys, reason)| at(&keys, reason))?;
+    if let Some(ms) = config.daemon.interval_ms {
+        config.tunables.interval_ms = ms;
+    }
+    if let Err(e) = config.tunables.validate() {
+        let keys: Vec<&str> = if e.field == "interval_ms" && config.daemon.interval_ms.is_some() {
+            vec!["daemon", "interval_ms"]
+        } else {
+            vec!["tunables", e.field]
+        };
+        let mut err = at(&keys, format!("[tunables] {e}"));
+        if err.line.is_none() && e.field == "settle_interval_ms" {
+            // The default settle interval became invalid through the interval the file set.
+            err.line =
+                key_line(text, &["daemon", "interval_ms"]).or_else(|| key_line(text, &["tunables", "interval_ms"]));
+        }
+        return Err(err);
+    }
+    apply_overrides(&mut config, overrides);
+    let flag_err = |reason: String| ConfigError { file: "command line".into(), line: None, reason };
+    validate_daemon(&config).map_err(|(keys, reason)| flag_err(format!("{}: {reason}", keys.join("."))))?;
+    config.tunables.validate().map_err(|e| flag_err(format!("{e}")))?;
+    Ok(config)
+}
+
+fn apply_overrides(c: &mut Config, o: &Overrides) {
+    if o.dry_run {
+        c.daemon.dry_run = true;
+    }
+    if let Some(ms) = o.interval_ms {
+        c.daemon.interval_ms = Some(ms);
+        c.tunables.interval_ms = ms;
+    }
+    if let Some(j) = &o.journal {
+        c.daemon.journal = j.clone();
+    }
+    if let Some(s) = &o.state {
+        c.daemon.state = s.clone();
+    }
+    if let Some(s) = &o.socket {
+        c.daemon.socket = s.clone();
+    }
+    if let Some(m) = &o.metrics {
+        c.daemon.metrics = m.clone();
+    }
+    c.exclude.comm.extend(o.exclude_comm.iter().cloned());
+    c.exclude.pids.extend(o.exclude_pids.iter().copied());
+    if o.include_pinned {
+        c.exclude.include_pinned = true;
+    }
+}
+
+type KeyError = (Vec<&'static str>, String);
+
+fn validate_daemon(c: &Config) -> Result<(), KeyError> {
+    let d = &c.daemon;
+    if let Some(ms) = d.interval_ms {
+        if ms == 0 {
+            return Err((vec!["daemon", "interval_ms"], "daemon.interval_ms = 0: must be > 0 ms".into()));
+        }
+    }
+    if d.journal_max_bytes < 4096 {
+        return Err((
+            vec!["daemon", "journal_max_bytes"],
+            format!("daemon.journal_max_bytes = {}: must be >= 4096 (one action line must fit)", d.journal_max_bytes),
+        ));
+    }
+    for (key, p) in [("state", &d.state), ("socket", &d.socket)] {
+        if p.as_os_str().is_empty() || !p.is_absolute() {
+            return Err((vec!["daemon", key], format!("daemon.{key} = {:?}: must be an absolute path", p.display())));
+        }
+    }
+    if !d.journal.as_os_str().is_empty() && !d.journal.is_absolute() {
+        return Err((
+            vec!["daemon", "journal"],
+            format!("daemon.journal = {:?}: must be an absolute path (or \"\" for none)", d.journal.display()),
+        ));
+    }
+    // sun_path is 108 bytes including the terminating NUL (unix(7)).
+    if d.socket.as_os_str().len() > 107 {
+        return Err((vec!["daemon", "socket"], "daemon.socket: path longer than 107 bytes (unix(7) sun_path)".into()));
+    }
+    metrics_addr(&d.metrics).map_err(|r| (vec!["daemon", "metrics"], r))?;
+    let mut seen = BTreeSet::new();
+    for comm in &c.exclude.comm {
+        if comm.is_empty() || comm.len() > 15 || comm.contains('\n') {
+            return Err((
+                vec!["exclude", "comm"],
+                format!("exclude.comm {comm:?}: a process name is 1 to 15 bytes (TASK_COMM_LEN 16 with its NUL)"),
+            ));
+        }
+        seen.insert(comm);
+    }
+    for pid in &c.exclude.pids {
+        if *pid == 0 {
+            return Err((vec!["exclude", "pids"], "exclude.pids: 0 is not a process id".into()));
+        }
+    }
+    for cg in &c.exclude.cgroups {
+        if !cg.starts_with('/') {
+            return Err((
+                vec!["exclude", "cgroups"],
+                format!("exclude.cgroups {cg:?}: a cgroup path starts with '/' as in /proc/PID/cgroup"),
+            ));
+        }
+    }
+    if c.actuation.migrate_mb_per_s == Some(0) {
+        return Err((
+            vec!["actuation", "migrate_mb_per_s"],
+            "actuation.migrate_mb_per_s = 0: must be > 0 (to stop migrating, use dry_run)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a metrics address: `off`, or `IP:PORT`.
+pub fn metrics_addr(text: &str) -> Result<Option<SocketAddr>, String> {
+    if text == "off" {
+        return Ok(None);
+    }
+    text.parse::<SocketAddr>()
+        .map(Some)
+        .map_err(|_| format!("daemon.metrics = {text:?}: expected IP:PORT (e.g. {DEFAULT_METRICS_ADDR}) or \"off\""))
+}
+
+impl Config {
+    /// The engine step interval, ms.
+    pub fn interval_ms(&self) -> u64 {
+        self.tunables.interval_ms
+    }
+
+    /// The metrics address, `None` when off. Valid after validation.
+    pub fn metrics(&self) -> Option<SocketAddr> {
+        metrics_addr(&self.daemon.metrics).ok().flatten()
+    }
+
+    /// The live host's options. `observe_only` is the caller's (dry run or not root).
+    pub fn live_options(&self, observe_only: bool) -> LiveOptions {
+        LiveOptions {
+            root: PathBuf::from("/"),
+            state_path: self.daemon.state.clone(),
+            observe_only,
+            exclude_comm: self.exclude.comm.clone(),
+            exclude_pids: self.exclude.pids.clone(),
+            exclude_cgroups: self.exclude.cgroups.clone(),
+            include_pinned: self.exclude.include_pinned,
+            min_rss_kb: self.exclude.min_rss_mib.saturating_mul(1024),
+            migrate_mb_per_s: self.actuation.migrate_mb_per_s.unwrap_or(self.tunables.migrate_budget_mib_per_s),
+            cpuset: self.actuation.cpuset.into(),
+        }
+    }
+
+    /// The signal sources to open.
+    pub fn signal_options(&self) -> SignalOptions {
+        SignalOptions { sockets: self.signals.sockets, perf: self.signals.perf }
+    }
+}
+
+/// 1-based line of a byte offset.
+pub fn line_of_offset(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// The line of the key `keys` (a path of table names then the key), from a span-keeping parse;
+/// falls back to the table header's line when the key is absent, `None` when neither is there.
+pub fn key_line(text: &str, keys: &[&str]) -> Option<usize> {
+    let root = toml::de::DeTable::parse(text).ok()?;
+    let mut table = root.get_ref();
+    let mut line = None;
+    for (i, k) in keys.iter().enumerate() {
+        let Some((key, value)) = table.get_key_value(*k) else { return line };
+        line = Some(line_of_offset(text, key.span().start));
+        if i + 1 < keys.len() {
+            match value.get_ref().as_table() {
+                Some(t) => table = t,
+                None => return line,
+            }
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_lines_follow_tables() {
+        let text = "# c\n[daemon]\ndry_run = true\n\n[tunables]\ntier_medium = 0.5\n";
+        assert_eq!(key_line(text, &["tunables", "tier_medium"]), Some(6));
+        assert_eq!(key_line(text, &["daemon", "dry_run"]), Some(3));
+        assert_eq!(key_line(text, &["daemon", "nothing"]), Some(2));
+        assert_eq!(key_line(text, &["exclude", "comm"]), None);
+        assert_eq!(line_of_offset(text, 0), 1);
+    }
+}

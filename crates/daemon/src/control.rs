@@ -1,1 +1,445 @@
-//! (being written)
+//! The control socket: `numapilot status` and `numapilot explain PID` talking to the running daemon.
+//!
+//! Problem: the daemon's view (groups, preferred nodes, why) lives in its memory; operators need it
+//! without stopping the daemon, and nobody but root may read it (it names every process and can be
+//! used to learn what runs where).
+//!
+//! Approach: a unix stream socket, created mode 0600 (umask set around `bind`, then `chmod`), in a
+//! 0700 directory, and a `SO_PEERCRED` check on every connection: only uid 0 (or the daemon's own
+//! uid, when it runs unprivileged in observe-only mode) is answered. One request per line, one JSON
+//! response per line:
+//!
+//! ```text
+//!   client                                  daemon (server thread)          engine loop
+//!   {"cmd":"status"}            ──────────>  Status snapshot (Mutex) <──── updated after each step
+//!   {"cmd":"explain","pid":812} ──────────>  request queue ─── wake ─────>  policy.explain(model, pid)
+//!   {"ok":true,"explain":{...}} <──────────  reply channel  <────────────  (answered between steps)
+//! ```
+//!
+//! The status is a snapshot the loop publishes after each step, so `status` never waits for a step.
+//! `explain` needs the model itself, which the loop owns (the policy is not `Send`), so the request
+//! is queued, the loop is woken through a pipe, answers between steps, and the server waits for the
+//! reply (at most [`EXPLAIN_TIMEOUT`]). Limits: one connection served at a time, requests at most
+//! 4 KiB, a client silent for [`CLIENT_TIMEOUT`] is dropped.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use numapilot_policy::adaptive::Explanation;
+use serde::{Deserialize, Serialize};
+
+/// How long a client may take to send its request line.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the server waits for the engine loop to answer an `explain` (one step of a 1000-process
+/// machine takes well under a second; a step stuck longer than this is reported, not waited for).
+pub const EXPLAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest request line, bytes.
+const MAX_REQUEST: u64 = 4096;
+
+/// A control-socket failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The socket could not be created.
+    #[error("control socket {path}: {reason}")]
+    Bind {
+        /// The socket path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// No daemon listens at the path.
+    #[error("no numapilot daemon is listening on {path} ({reason})")]
+    NotRunning {
+        /// The socket path.
+        path: PathBuf,
+        /// The connect error.
+        reason: String,
+    },
+    /// The daemon answered with an error, or the exchange failed.
+    #[error("{0}")]
+    Request(String),
+}
+
+/// One resource of one node, as status and metrics show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceStatus {
+    /// `cpu`, `mem-bandwidth`, `mem-capacity`, `io`.
+    pub resource: String,
+    /// Whether the sample had what the resource needs.
+    pub known: bool,
+    /// Load, 0..1.
+    pub load: f64,
+    /// Interference (waiting time / period).
+    pub interference: f64,
+    /// Bottleneck flag.
+    pub bottleneck: bool,
+}
+
+/// One node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// Kernel node id.
+    pub node: u32,
+    /// Its resources.
+    pub resources: Vec<ResourceStatus>,
+    /// Free memory (MemFree plus reclaimable), bytes.
+    pub mem_free_bytes: u64,
+    /// Total memory, bytes.
+    pub mem_total_bytes: u64,
+    /// CPU demand of the tasks that ran there, CPUs.
+    pub cpu_demand: f64,
+}
+
+/// What `numapilot status` shows (and the metrics expose).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// numapilot version.
+    pub version: String,
+    /// The daemon's pid.
+    pub pid: u32,
+    /// Seconds since the daemon started (filled when served).
+    pub uptime_s: f64,
+    /// The config file read (`None`: defaults).
+    pub config_file: Option<String>,
+    /// Step interval, ms.
+    pub interval_ms: u64,
+    /// Dry run: plans journaled, never applied.
+    pub dry_run: bool,
+    /// Why the daemon only observes, when it does (`not root`, `dry run`).
+    pub observe_only_reason: Option<String>,
+    /// Steps completed.
+    pub steps: u64,
+    /// Steps that failed (logged, retried at the next interval).
+    pub step_errors: u64,
+    /// The last step error, if the last step failed.
+    pub last_error: Option<String>,
+    /// Actions planned.
+    pub actions: u64,
+    /// Base pages moved.
+    pub pages_moved: u64,
+    /// Base pages that failed to move.
+    pub pages_failed: u64,
+    /// Actions on vanished targets.
+    pub vanished: u64,
+    /// Actions the host refused.
+    pub refused: u64,
+    /// Actions by kind (`set-affinity` ...).
+    pub actions_by_kind: BTreeMap<String, u64>,
+    /// Failed actions by kind and outcome (`set-affinity/refused` ...).
+    pub failures_by_kind: BTreeMap<String, u64>,
+    /// Pages not moved by cause (`EBUSY` ...).
+    pub pages_failed_by_cause: BTreeMap<String, u64>,
+    /// Configuration reloads accepted / rejected (SIGHUP).
+    pub reloads: u64,
+    /// Configuration reloads rejected.
+    pub reloads_rejected: u64,
+    /// Processes and threads in the model.
+    pub processes: usize,
+    /// Threads in the model.
+    pub threads: usize,
+    /// Affinity groups.
+    pub groups: usize,
+    /// Estimated share of memory accesses that are node-local (CPU-weighted over threads with an
+    /// access estimate), 0..1; `None` before two samples.
+    pub local_access: Option<f64>,
+    /// Duration of the last step (observe + model + plan + act), seconds.
+    pub last_cycle_s: f64,
+    /// Sum of all step durations, seconds.
+    pub cycle_s_total: f64,
+    /// Per node.
+    pub nodes: Vec<NodeStatus>,
+}
+
+/// A request on the socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "lowercase")]
+pub enum Request {
+    /// The status snapshot.
+    Status,
+    /// The explanation of one process.
+    Explain {
+        /// Process id.
+        pid: u32,
+    },
+}
+
+/// The response line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// Whether the request succeeded.
+    pub ok: bool,
+    /// The error, when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For `status`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// For `explain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explanation>,
+}
+
+impl Response {
+    fn error(e: impl Into<String>) -> Self {
+        Self { ok: false, error: Some(e.into()), status: None, explain: None }
+    }
+}
+
+/// An `explain` request waiting for the engine loop.
+#[derive(Debug)]
+pub struct ExplainRequest {
+    /// The process.
+    pub pid: u32,
+    /// Where the loop sends the answer (`Err`: the reason there is none).
+    pub reply: mpsc::Sender<Result<Explanation, String>>,
+}
+
+/// What the server shares with the engine loop.
+#[derive(Debug)]
+pub struct Shared {
+    /// The latest status.
+    pub status: Mutex<Status>,
+    /// When the daemon started (monotonic ns).
+    pub started_ns: u64,
+}
+
+/// The server side handed to the loop: the queue of explain requests and the wake-up pipe's read end.
+#[derive(Debug)]
+pub struct LoopSide {
+    /// Pending explain requests.
+    pub requests: mpsc::Receiver<ExplainRequest>,
+    /// Readable when a request is queued (drain it with [`LoopSide::drain_wake`]).
+    pub wake: UnixStream,
+}
+
+impl LoopSide {
+    /// Empties the wake pipe (non-blocking).
+    pub fn drain_wake(&mut self) {
+        let mut buf = [0u8; 64];
+        while let Ok(n) = (&self.wake).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// Creates the socket (mode 0600, parent directory created 0700) and starts the server thread.
+/// A stale socket file from a previous run is replaced; a path that exists and is not a socket is
+/// an error (never deleted).
+pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread::JoinHandle<()>), ControlError> {
+    let bind_err = |reason: String| ControlError::Bind { path: path.to_path_buf(), reason };
+    if let Some(dir) = path.parent() {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(|e| bind_err(format!("cannot create {}: {e}", dir.display())))?;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => {
+            use std::os::unix::fs::FileTypeExt;
+            if !m.file_type().is_socket() {
+                return Err(bind_err("exists and is not a socket; not replacing it".into()));
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(bind_err("another daemon is already listening there".into()));
+            }
+            std::fs::remove_file(path).map_err(|e| bind_err(format!("cannot remove the stale socket: {e}")))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(bind_err(e.to_string())),
+    }
+    // SAFETY: umask only changes the process's file-creation mask; restored right after bind.
+    let old = unsafe { libc::umask(0o177) };
+    let listener = UnixListener::bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let listener = listener.map_err(|e| bind_err(e.to_string()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| bind_err(e.to_string()))?;
+    let (tx, rx) = mpsc::channel();
+    let (wake_w, wake_r) = UnixStream::pair().map_err(|e| bind_err(format!("wake pipe: {e}")))?;
+    wake_r.set_nonblocking(true).map_err(|e| bind_err(format!("wake pipe: {e}")))?;
+    wake_w.set_nonblocking(true).map_err(|e| bind_err(format!("wake pipe: {e}")))?;
+    // SAFETY: geteuid has no preconditions.
+    let own_uid = unsafe { libc::geteuid() };
+    let handle = std::thread::Builder::new()
+        .name("numapilot-control".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(stream) = conn else { continue };
+                if let Err(e) = handle_client(stream, &shared, own_uid, &tx, &wake_w) {
+                    tracing::debug!("control client: {e}");
+                }
+            }
+        })
+        .map_err(|e| bind_err(format!("thread: {e}")))?;
+    Ok((LoopSide { requests: rx, wake: wake_r }, handle))
+}
+
+/// The uid of the process at the other end (`SO_PEERCRED`).
+pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred and len are valid for writes of the sizes given; the fd is a connected socket.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+fn handle_client(
+    stream: UnixStream,
+    shared: &Shared,
+    own_uid: u32,
+    tx: &mpsc::Sender<ExplainRequest>,
+    wake: &UnixStream,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let uid = peer_uid(&stream)?;
+    let mut out = &stream;
+    if uid != 0 && uid != own_uid {
+        let r = Response::error(format!("permission denied: uid {uid} is not root"));
+        return writeln!(out, "{}", serde_json::to_string(&r).unwrap_or_default());
+    }
+    let mut line = String::new();
+    BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line)?;
+    let response = match serde_json::from_str::<Request>(line.trim()) {
+        Err(e) => Response::error(format!("bad request {:?}: {e}", line.trim())),
+        Ok(Request::Status) => {
+            let mut s = shared.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            s.uptime_s = numapilot_observe::reader::monotonic_ns().saturating_sub(shared.started_ns) as f64 / 1e9;
+            Response { ok: true, error: None, status: Some(s), explain: None }
+        }
+        Ok(Request::Explain { pid }) => {
+            let (rtx, rrx) = mpsc::channel();
+            if tx.send(ExplainRequest { pid, reply: rtx }).is_err() {
+                Response::error("the engine loop has stopped")
+            } else {
+                let _ = (&*wake).write(&[1]);
+                match rrx.recv_timeout(EXPLAIN_TIMEOUT) {
+                    Ok(Ok(e)) => Response { ok: true, error: None, status: None, explain: Some(e) },
+                    Ok(Err(reason)) => Response::error(reason),
+                    Err(_) => Response::error("the engine loop did not answer in time (a step is running long)"),
+                }
+            }
+        }
+    };
+    writeln!(out, "{}", serde_json::to_string(&response).unwrap_or_default())
+}
+
+/// Client: sends one request to the daemon at `path` and returns its response (an `ok: false`
+/// response becomes [`ControlError::Request`]).
+pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
+    let stream = UnixStream::connect(path)
+        .map_err(|e| ControlError::NotRunning { path: path.to_path_buf(), reason: e.to_string() })?;
+    let io = |e: std::io::Error| ControlError::Request(format!("{}: {e}", path.display()));
+    stream.set_read_timeout(Some(EXPLAIN_TIMEOUT + CLIENT_TIMEOUT)).map_err(io)?;
+    let mut w = &stream;
+    writeln!(w, "{}", serde_json::to_string(req).expect("a request serialises")).map_err(io)?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line).map_err(io)?;
+    let resp: Response = serde_json::from_str(line.trim()).map_err(|e| {
+        ControlError::Request(format!("{}: unreadable response {:?}: {e}", path.display(), line.trim()))
+    })?;
+    if !resp.ok {
+        return Err(ControlError::Request(resp.error.unwrap_or_else(|| "request failed".into())));
+    }
+    Ok(resp)
+}
+
+impl Status {
+    /// Renders for `numapilot status`.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let mode = match (&self.observe_only_reason, self.dry_run) {
+            (Some(r), _) => format!("observe only ({r})"),
+            (None, true) => "dry run".into(),
+            (None, false) => "acting".into(),
+        };
+        let _ = writeln!(s, "numapilot {} daemon, pid {}, up {:.0} s, {mode}", self.version, self.pid, self.uptime_s);
+        let _ = writeln!(
+            s,
+            "config {}, interval {} ms",
+            self.config_file.as_deref().unwrap_or("(defaults)"),
+            self.interval_ms
+        );
+        let _ = writeln!(
+            s,
+            "steps {} ({} failed), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
+            self.steps,
+            self.step_errors,
+            self.actions,
+            self.pages_moved,
+            self.pages_failed,
+            self.vanished,
+            self.refused
+        );
+        if let Some(e) = &self.last_error {
+            let _ = writeln!(s, "last step failed: {e}");
+        }
+        let local = self.local_access.map_or_else(|| "unknown".into(), |l| format!("{:.0}%", l * 100.0));
+        let _ = writeln!(
+            s,
+            "processes {}, threads {}, groups {}, local access {local}, last cycle {:.1} ms",
+            self.processes,
+            self.threads,
+            self.groups,
+            self.last_cycle_s * 1e3
+        );
+        for n in &self.nodes {
+            let res: Vec<String> = n
+                .resources
+                .iter()
+                .filter(|r| r.known)
+                .map(|r| {
+                    format!(
+                        "{} {:.0}%/{:.0}%{}",
+                        r.resource,
+                        r.load * 100.0,
+                        r.interference * 100.0,
+                        if r.bottleneck { " BOTTLENECK" } else { "" }
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "node {}: free {} / {} MiB, cpu demand {:.2}; load/interference: {}",
+                n.node,
+                n.mem_free_bytes >> 20,
+                n.mem_total_bytes >> 20,
+                n.cpu_demand,
+                if res.is_empty() { "nothing known yet".into() } else { res.join(", ") }
+            );
+        }
+        if !self.actions_by_kind.is_empty() {
+            let k: Vec<String> = self.actions_by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(s, "actions by kind: {}", k.join(", "));
+        }
+        if !self.failures_by_kind.is_empty() {
+            let k: Vec<String> = self.failures_by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(s, "failures by kind: {}", k.join(", "));
+        }
+        if self.reloads + self.reloads_rejected > 0 {
+            let _ = writeln!(s, "config reloads: {} accepted, {} rejected", self.reloads, self.reloads_rejected);
+        }
+        s
+    }
+}

@@ -1,1 +1,239 @@
-//! (being written)
+//! Prometheus metrics: the text exposition format over a minimal HTTP/1.1 server.
+//!
+//! Problem: operators watch placement over weeks (does local access improve? is a node a
+//! bottleneck every night?), which wants a time-series scraper, not `numapilot status` by hand.
+//!
+//! Approach: one thread with a `std::net::TcpListener` (default `127.0.0.1:9469`, loopback only:
+//! the figures describe the machine's processes). Each connection: read the request head (at most
+//! 8 KiB, 5 s), answer `GET /metrics` with the text exposition format 0.0.4 rendered from the
+//! status snapshot the engine loop publishes after each step, anything else with 404, then close
+//! (`Connection: close`; no keep-alive, no chunking).
+//!
+//! ```text
+//!   GET /metrics HTTP/1.1  ──>  200 text/plain; version=0.0.4
+//!                               # HELP numapilot_node_load Load of a node's resource (0..1).
+//!                               # TYPE numapilot_node_load gauge
+//!                               numapilot_node_load{node="0",resource="cpu"} 0.42
+//! ```
+//!
+//! Units follow Prometheus conventions: ratios 0..1, seconds, `_total` counters. Limits: one
+//! connection at a time (a scrape is a few kB).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::control::{Shared, Status};
+
+/// Longest request head read, bytes.
+const MAX_HEAD: usize = 8192;
+
+/// The metrics server could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("metrics on {addr}: {source}")]
+pub struct MetricsError {
+    /// The address.
+    pub addr: SocketAddr,
+    /// The cause.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Binds `addr` and serves in a thread. Returns the bound address (port 0 picks a free port).
+pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, std::thread::JoinHandle<()>), MetricsError> {
+    let listener = TcpListener::bind(addr).map_err(|source| MetricsError { addr, source })?;
+    let local = listener.local_addr().map_err(|source| MetricsError { addr, source })?;
+    let handle = std::thread::Builder::new()
+        .name("numapilot-metrics".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(stream) = conn else { continue };
+                if let Err(e) = handle(stream, &shared) {
+                    tracing::debug!("metrics client: {e}");
+                }
+            }
+        })
+        .map_err(|source| MetricsError { addr, source })?;
+    Ok((local, handle))
+}
+
+fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+        if head.len() > MAX_HEAD {
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                "request head too large\n",
+            );
+        }
+    }
+    let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let first = String::from_utf8_lossy(first);
+    let mut parts = first.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    match (method, path) {
+        ("GET", "/metrics") => {
+            let mut s = shared.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            s.uptime_s = numapilot_observe::reader::monotonic_ns().saturating_sub(shared.started_ns) as f64 / 1e9;
+            respond(&mut stream, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &render(&s))
+        }
+        ("GET", "/") => respond(&mut stream, "200 OK", "text/plain", "numapilot: metrics at /metrics\n"),
+        ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", "not found; metrics are at /metrics\n"),
+        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "only GET\n"),
+    }
+}
+
+fn respond(stream: &mut TcpStream, status: &str, ctype: &str, body: &str) -> std::io::Result<()> {
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
+}
+
+/// Escapes a label value (backslash, double quote, newline), as the exposition format requires.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+struct Out(String);
+
+impl Out {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        self.0.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+    }
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: f64) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", esc(v))).collect();
+            self.0.push('{');
+            self.0.push_str(&l.join(","));
+            self.0.push('}');
+        }
+        self.0.push_str(&format!(" {}\n", fmt_value(v)));
+    }
+    fn one(&mut self, name: &str, kind: &str, help: &str, v: f64) {
+        self.family(name, kind, help);
+        self.sample(name, &[], v);
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The exposition text for a status snapshot.
+pub fn render(s: &Status) -> String {
+    let mut o = Out(String::with_capacity(4096));
+    o.family("numapilot_info", "gauge", "Daemon build and mode (value 1).");
+    o.sample("numapilot_info", &[("version", &s.version), ("dry_run", if s.dry_run { "true" } else { "false" })], 1.0);
+    o.one("numapilot_uptime_seconds", "gauge", "Seconds since the daemon started.", s.uptime_s);
+    o.one("numapilot_interval_seconds", "gauge", "Engine step interval.", s.interval_ms as f64 / 1e3);
+    o.one("numapilot_steps_total", "counter", "Engine steps completed.", s.steps as f64);
+    o.one(
+        "numapilot_step_errors_total",
+        "counter",
+        "Engine steps that failed (retried next interval).",
+        s.step_errors as f64,
+    );
+    o.one("numapilot_cycle_seconds", "gauge", "Duration of the last step (observe, model, plan, act).", s.last_cycle_s);
+    o.one("numapilot_cycle_seconds_total", "counter", "Sum of all step durations.", s.cycle_s_total);
+    o.one("numapilot_processes", "gauge", "Processes in the model.", s.processes as f64);
+    o.one("numapilot_threads", "gauge", "Threads in the model.", s.threads as f64);
+    o.one("numapilot_groups", "gauge", "Affinity groups.", s.groups as f64);
+    o.family(
+        "numapilot_local_access_ratio",
+        "gauge",
+        "Estimated share of memory accesses that are node-local (CPU-weighted over threads), 0..1.",
+    );
+    if let Some(l) = s.local_access {
+        o.sample("numapilot_local_access_ratio", &[], l);
+    }
+    o.one("numapilot_actions_total", "counter", "Actions planned (all kinds).", s.actions as f64);
+    o.family("numapilot_actions_by_kind_total", "counter", "Actions planned, by kind.");
+    for (k, v) in &s.actions_by_kind {
+        o.sample("numapilot_actions_by_kind_total", &[("kind", k)], *v as f64);
+    }
+    o.family("numapilot_action_failures_total", "counter", "Actions not done in full, by kind and outcome.");
+    for (k, v) in &s.failures_by_kind {
+        let (kind, outcome) = k.split_once('/').unwrap_or((k, ""));
+        o.sample("numapilot_action_failures_total", &[("kind", kind), ("outcome", outcome)], *v as f64);
+    }
+    o.one("numapilot_pages_moved_total", "counter", "Base pages moved.", s.pages_moved as f64);
+    o.one("numapilot_pages_failed_total", "counter", "Base pages that could not be moved.", s.pages_failed as f64);
+    o.family("numapilot_pages_failed_by_cause_total", "counter", "Base pages not moved, by cause (errno name).");
+    for (k, v) in &s.pages_failed_by_cause {
+        o.sample("numapilot_pages_failed_by_cause_total", &[("cause", k)], *v as f64);
+    }
+    o.one(
+        "numapilot_vanished_total",
+        "counter",
+        "Actions whose target process had exited or was another process.",
+        s.vanished as f64,
+    );
+    o.one("numapilot_refused_total", "counter", "Actions the host refused.", s.refused as f64);
+    o.one("numapilot_config_reloads_total", "counter", "Configuration reloads accepted (SIGHUP).", s.reloads as f64);
+    o.one(
+        "numapilot_config_reloads_rejected_total",
+        "counter",
+        "Configuration reloads rejected (old kept).",
+        s.reloads_rejected as f64,
+    );
+    o.family("numapilot_node_load", "gauge", "Load of a node's resource (busy time or use / capacity, 0..1).");
+    for n in &s.nodes {
+        let node = n.node.to_string();
+        for r in n.resources.iter().filter(|r| r.known) {
+            o.sample("numapilot_node_load", &[("node", &node), ("resource", &r.resource)], r.load);
+        }
+    }
+    o.family("numapilot_node_interference", "gauge", "Interference on a node's resource (waiting time / period).");
+    for n in &s.nodes {
+        let node = n.node.to_string();
+        for r in n.resources.iter().filter(|r| r.known) {
+            o.sample("numapilot_node_interference", &[("node", &node), ("resource", &r.resource)], r.interference);
+        }
+    }
+    o.family("numapilot_node_bottleneck", "gauge", "1 when a node's resource is flagged as a bottleneck.");
+    for n in &s.nodes {
+        let node = n.node.to_string();
+        for r in n.resources.iter().filter(|r| r.known) {
+            o.sample(
+                "numapilot_node_bottleneck",
+                &[("node", &node), ("resource", &r.resource)],
+                if r.bottleneck { 1.0 } else { 0.0 },
+            );
+        }
+    }
+    o.family("numapilot_node_memory_free_bytes", "gauge", "Free memory of a node (MemFree plus reclaimable).");
+    for n in &s.nodes {
+        o.sample("numapilot_node_memory_free_bytes", &[("node", &n.node.to_string())], n.mem_free_bytes as f64);
+    }
+    o.family("numapilot_node_memory_total_bytes", "gauge", "Total memory of a node.");
+    for n in &s.nodes {
+        o.sample("numapilot_node_memory_total_bytes", &[("node", &n.node.to_string())], n.mem_total_bytes as f64);
+    }
+    o.family("numapilot_node_cpu_demand", "gauge", "CPU demand of the tasks that ran on a node, CPUs.");
+    for n in &s.nodes {
+        o.sample("numapilot_node_cpu_demand", &[("node", &n.node.to_string())], n.cpu_demand);
+    }
+    o.0
+}

@@ -1,1 +1,560 @@
-//! (being written)
+//! The daemon's main loop: configuration, the live host, the engine, signals, shutdown.
+//!
+//! Problem: the engine must step every interval for weeks; a step that fails (a /proc hiccup, the
+//! live host not ready) must not stop the daemon; SIGTERM must always put every touched process back;
+//! SIGHUP must never replace a working configuration by a broken one; and the operator must be able
+//! to ask for status and explanations while all this runs.
+//!
+//! Approach: one loop thread owns the engine and the host. SIGTERM, SIGINT and SIGHUP are blocked
+//! before any other thread starts (threads inherit the mask), so they stay pending for the process
+//! and are read from a `signalfd` — no handler, no async-signal-safety questions, no race between
+//! checking a flag and going to sleep. The "sleep" between steps is a `poll` on three fds:
+//!
+//! ```text
+//!   poll(signalfd, explain-wake, command pipe; timeout = interval - step time)
+//!     signalfd  SIGTERM/SIGINT -> leave the loop -> restore_all() -> journal "restore" -> exit 0
+//!               SIGHUP         -> config::load again: ok -> apply; error -> log, keep the old one
+//!     explain   answer queued `explain PID` requests from the model (between steps)
+//!     command   the same as signals, for in-process callers (tests) that cannot signal themselves
+//!   timeout -> engine.step(host): Ok -> journal each action (dry run: log it), publish status
+//!                                 Err -> log (first and changed errors), count, retry next interval
+//! ```
+//!
+//! Units: intervals in ms (config) and ns (engine). Limits: settings that need resources re-opened
+//! (socket, metrics address, the live host's exclusions and state file) change at restart; a reload
+//! that changes them says so in the log.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use numapilot_model::{Model, Resource};
+use numapilot_policy::{Adaptive, Engine, Host, Outcome, StepReport};
+use numapilot_topology::Topology;
+
+use crate::config::{self, Config, ConfigError, Loaded, Overrides, Source};
+use crate::control::{self, ControlError, LoopSide, NodeStatus, ResourceStatus, Shared, Status};
+use crate::journal::{self, Journal, JournalError, Record};
+use crate::live::{LiveError, LiveHost, RestoreReport};
+use crate::metrics::{self, MetricsError};
+
+/// Why the daemon could not start (it exits non-zero; nothing was touched).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The configuration is invalid.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The topology could not be read.
+    #[error("topology: {0}")]
+    Topology(String),
+    /// The live host could not open.
+    #[error("live host: {0}")]
+    Live(#[from] LiveError),
+    /// The control socket could not be created.
+    #[error("{0}")]
+    Control(#[from] ControlError),
+    /// The metrics server could not start.
+    #[error("{0}")]
+    Metrics(#[from] MetricsError),
+    /// The journal could not be opened.
+    #[error("{0}")]
+    Journal(#[from] JournalError),
+    /// Signal set-up failed.
+    #[error("signals: {0}")]
+    Signals(std::io::Error),
+}
+
+/// A host the daemon can put back as it was: the live host, or a test host.
+pub trait Restore {
+    /// Puts every touched process back.
+    fn restore_all(&mut self) -> RestoreReport;
+}
+
+impl Restore for LiveHost {
+    fn restore_all(&mut self) -> RestoreReport {
+        LiveHost::restore_all(self)
+    }
+}
+
+/// Commands for an in-process daemon (what SIGTERM and SIGHUP do for a real one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Stop: restore and return.
+    Stop,
+    /// Re-read the configuration.
+    Reload,
+}
+
+/// Sends [`Command`]s to a daemon running [`serve`] in this process.
+#[derive(Debug)]
+pub struct Handle {
+    tx: UnixStream,
+}
+
+impl Handle {
+    /// Sends a command.
+    pub fn send(&self, c: Command) -> std::io::Result<()> {
+        use std::io::Write;
+        (&self.tx).write_all(&[match c {
+            Command::Stop => b's',
+            Command::Reload => b'r',
+        }])
+    }
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exit {
+    /// Steps taken (successful).
+    pub steps: u64,
+    /// The restore at shutdown.
+    pub restore: RestoreReport,
+    /// The signal that stopped it (`SIGTERM`, `SIGINT`) or `command`.
+    pub why: String,
+}
+
+/// Everything `serve` needs besides the host.
+#[derive(Debug)]
+pub struct Setup {
+    /// Where the configuration comes from (for SIGHUP).
+    pub source: Source,
+    /// The flags (re-applied on SIGHUP).
+    pub overrides: Overrides,
+    /// The configuration loaded at start.
+    pub loaded: Loaded,
+    /// Why the daemon only observes although the config does not ask for a dry run (`not root`).
+    pub forced_observe: Option<String>,
+}
+
+/// `numapilot daemon`: loads the configuration, opens the live host and runs until SIGTERM/SIGINT.
+/// `announce` receives the lines an operator must see at start (observe-only, recovery, addresses).
+pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str)) -> Result<Exit, RunError> {
+    let loaded = config::load(&source, &overrides)?;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let forced_observe = (!root).then(|| "not running as root".to_string());
+    if !root {
+        announce("numapilot: not running as root: observe-only (dry run): every action is planned and journaled, none is applied");
+    }
+    let observe_only = !root || loaded.config.daemon.dry_run;
+    let topo = Topology::from_sysfs(std::path::Path::new("/")).map_err(|e| RunError::Topology(e.to_string()))?;
+    let (host, recovered) = LiveHost::open(topo.clone(), loaded.config.live_options(observe_only))?;
+    if recovered != RestoreReport::default() {
+        announce(&format!(
+            "numapilot: recovered from an unclean shutdown: restored {} processes, {} gone, {} failed{}",
+            recovered.restored,
+            recovered.gone,
+            recovered.failed.len(),
+            if recovered.failed.is_empty() { String::new() } else { format!(": {}", recovered.failed.join("; ")) }
+        ));
+    }
+    let setup = Setup { source, overrides, loaded, forced_observe };
+    serve(setup, topo, host, Some(recovered), None, announce)
+}
+
+struct Signals {
+    fd: OwnedFd,
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        set
+    }
+}
+
+impl Signals {
+    /// Blocks the three signals in this thread (threads started later inherit the mask) and opens a
+    /// signalfd for them.
+    fn open() -> std::io::Result<Self> {
+        let set = signal_set();
+        // SAFETY: the set is initialised; the old mask is not needed.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        // SAFETY: -1 asks for a new fd; the set is initialised.
+        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a new, owned descriptor.
+        Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// The pending signals, in order.
+    fn read(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        loop {
+            // SAFETY: signalfd_siginfo is plain data; zeroed is a valid value.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::signalfd_siginfo>();
+            // SAFETY: info is valid for `size` bytes of writes.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+            if n != size as isize {
+                return out;
+            }
+            out.push(info.ssi_signo as i32);
+        }
+    }
+}
+
+enum Wake {
+    Timeout,
+    Stop(String),
+    Reload,
+}
+
+/// Runs the loop against `host` until SIGTERM/SIGINT (or [`Command::Stop`] on `commands`).
+/// `recovered` is the live host's recovery at open (journaled when non-empty).
+pub fn serve<H: Host + Restore>(
+    setup: Setup,
+    topo: Topology,
+    mut host: H,
+    recovered: Option<RestoreReport>,
+    commands: Option<UnixStream>,
+    announce: &mut dyn FnMut(&str),
+) -> Result<Exit, RunError> {
+    let Setup { source, overrides, loaded, forced_observe } = setup;
+    let mut config = loaded.config;
+    let mut config_file = loaded.file;
+    // Blocked before any thread starts, so every later thread inherits the mask.
+    let signals = Signals::open().map_err(RunError::Signals)?;
+    let mut journal = open_journal(&config)?;
+    let started_ns = numapilot_observe::reader::monotonic_ns();
+    let mut status =
+        Status { version: env!("CARGO_PKG_VERSION").to_string(), pid: std::process::id(), ..Status::default() };
+    let shared = Arc::new(Shared { status: Mutex::new(status.clone()), started_ns });
+    let (mut loop_side, _control) = control::serve(&config.daemon.socket, shared.clone())?;
+    announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
+    if let Some(addr) = config.metrics() {
+        let (bound, _metrics) = metrics::serve(addr, shared.clone())?;
+        announce(&format!("numapilot: metrics on http://{bound}/metrics"));
+    }
+    if let (Some(j), Some(r)) = (journal.as_mut(), recovered.as_ref()) {
+        if *r != RestoreReport::default() {
+            write_journal(j, &Record::restore("recovery at start", r, false));
+        }
+    }
+    let mut engine = Engine::new(topo, config.tunables.clone(), Box::new(Adaptive::new()));
+    let dry_run = |c: &Config| c.daemon.dry_run || forced_observe.is_some();
+    engine.dry_run = dry_run(&config);
+    let describe = |c: &Config, file: &Option<PathBuf>, s: &mut Status| {
+        s.config_file = file.as_ref().map(|p| p.display().to_string());
+        s.interval_ms = c.interval_ms();
+        s.dry_run = dry_run(c);
+        s.observe_only_reason = forced_observe.clone().or_else(|| c.daemon.dry_run.then(|| "dry run".to_string()));
+    };
+    describe(&config, &config_file, &mut status);
+    publish(&shared, &status);
+    announce(&format!(
+        "numapilot: started, interval {} ms, {}",
+        config.interval_ms(),
+        if engine.dry_run { "dry run (observe and plan only)" } else { "acting" }
+    ));
+    let mut last_error: Option<String> = None;
+    let why = 'outer: loop {
+        let t0 = numapilot_observe::reader::monotonic_ns();
+        match engine.step(&mut host) {
+            Ok(report) => {
+                if last_error.take().is_some() {
+                    tracing::info!("engine step succeeded again");
+                }
+                record_step(&engine, &report, journal.as_mut(), &mut status);
+                status.last_error = None;
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                if last_error.as_deref() != Some(&msg) {
+                    tracing::error!("engine step failed (retrying every interval): {msg}");
+                }
+                status.step_errors += 1;
+                status.last_error = Some(msg.clone());
+                last_error = Some(msg);
+            }
+        }
+        let cycle_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t0);
+        status.last_cycle_s = cycle_ns as f64 / 1e9;
+        status.cycle_s_total += status.last_cycle_s;
+        fill_model(&engine.model, &engine, &mut status);
+        publish(&shared, &status);
+        let deadline = t0.saturating_add(engine.next_interval_ns());
+        loop {
+            match wait(&signals, &mut loop_side, commands.as_ref(), deadline, &engine, &status) {
+                Wake::Timeout => break,
+                Wake::Stop(why) => break 'outer why,
+                Wake::Reload => {
+                    match config::load(&source, &overrides) {
+                        Ok(new) => {
+                            warn_restart_only(&config, &new.config);
+                            if new.config.daemon.journal != config.daemon.journal
+                                || new.config.daemon.journal_max_bytes != config.daemon.journal_max_bytes
+                            {
+                                match open_journal(&new.config) {
+                                    Ok(j) => journal = j,
+                                    Err(e) => tracing::error!("{e}; keeping the previous journal"),
+                                }
+                            }
+                            engine.model.tunables = new.config.tunables.clone();
+                            engine.dry_run = dry_run(&new.config);
+                            config = new.config;
+                            config_file = new.file;
+                            status.reloads += 1;
+                            tracing::info!(
+                                "configuration reloaded from {}",
+                                config_file.as_ref().map_or("(defaults)".into(), |p| p.display().to_string())
+                            );
+                        }
+                        Err(e) => {
+                            status.reloads_rejected += 1;
+                            tracing::error!("configuration reload rejected, keeping the previous one: {e}");
+                        }
+                    }
+                    describe(&config, &config_file, &mut status);
+                    publish(&shared, &status);
+                }
+            }
+        }
+    };
+    tracing::info!("{why}: restoring every touched process");
+    let restore = host.restore_all();
+    if let Some(j) = journal.as_mut() {
+        write_journal(j, &Record::restore(&format!("shutdown ({why})"), &restore, engine.dry_run));
+    }
+    let _ = std::fs::remove_file(&config.daemon.socket);
+    Ok(Exit { steps: engine.totals.steps, restore, why })
+}
+
+/// A daemon loop in this process with a command pipe: returns the [`Handle`] and the other end to
+/// pass to [`serve`] as `commands`.
+pub fn command_pipe() -> std::io::Result<(Handle, UnixStream)> {
+    let (tx, rx) = UnixStream::pair()?;
+    rx.set_nonblocking(true)?;
+    Ok((Handle { tx }, rx))
+}
+
+fn open_journal(c: &Config) -> Result<Option<Journal>, JournalError> {
+    if c.daemon.journal.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    Journal::open(&c.daemon.journal, c.daemon.journal_max_bytes).map(Some)
+}
+
+fn write_journal(j: &mut Journal, r: &Record) {
+    if let Err(e) = j.write(r) {
+        tracing::error!("{e}");
+    }
+}
+
+fn publish(shared: &Shared, status: &Status) {
+    *shared.status.lock().unwrap_or_else(|p| p.into_inner()) = status.clone();
+}
+
+fn warn_restart_only(old: &Config, new: &Config) {
+    let mut changed = Vec::new();
+    if old.daemon.socket != new.daemon.socket {
+        changed.push("daemon.socket");
+    }
+    if old.daemon.metrics != new.daemon.metrics {
+        changed.push("daemon.metrics");
+    }
+    if old.daemon.state != new.daemon.state {
+        changed.push("daemon.state");
+    }
+    if old.exclude != new.exclude {
+        changed.push("[exclude]");
+    }
+    if old.actuation != new.actuation {
+        changed.push("[actuation]");
+    }
+    if old.signals != new.signals {
+        changed.push("[signals]");
+    }
+    if !changed.is_empty() {
+        tracing::warn!("reloaded configuration changes {}: these take effect at the next start", changed.join(", "));
+    }
+}
+
+fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Journal>, s: &mut Status) {
+    let step = engine.totals.steps;
+    for (i, action) in report.plan.actions.iter().enumerate() {
+        let outcome = report.outcomes.get(i);
+        let kind = journal::kind_name(action);
+        *s.actions_by_kind.entry(kind.to_string()).or_default() += 1;
+        let failed = match outcome {
+            Some(Outcome::Partial { failed, .. }) => {
+                for (cause, n) in failed {
+                    *s.pages_failed_by_cause.entry(cause.clone()).or_default() += n;
+                }
+                true
+            }
+            Some(Outcome::Vanished) | Some(Outcome::Refused { .. }) => true,
+            _ => false,
+        };
+        if failed {
+            *s.failures_by_kind.entry(format!("{kind}/{}", journal::outcome_name(outcome))).or_default() += 1;
+        }
+        let comm = engine.model.procs.get(&action.target.pid).map_or("", |p| p.comm.as_str());
+        if engine.dry_run {
+            tracing::info!(
+                "dry run: would {kind} pid {} ({comm}){}: [{}] {}",
+                action.target.pid,
+                action.target.tid.map_or_else(String::new, |t| format!(" tid {t}")),
+                action.reason.rule,
+                action.reason.detail
+            );
+        }
+        if let Some(j) = journal.as_deref_mut() {
+            write_journal(j, &Record::action(step, report.at_ns, action, comm, outcome, engine.dry_run));
+        }
+    }
+}
+
+fn fill_model(model: &Model, engine: &Engine, s: &mut Status) {
+    let t = &engine.totals;
+    s.steps = t.steps;
+    s.actions = t.actions;
+    s.pages_moved = t.pages_moved;
+    s.pages_failed = t.pages_failed;
+    s.vanished = t.vanished;
+    s.refused = t.refused;
+    s.processes = model.procs.len();
+    s.threads = model.tasks.len();
+    s.groups = model.groups.groups.len();
+    s.local_access = local_access(model);
+    s.nodes = model
+        .nodes
+        .iter()
+        .map(|n| NodeStatus {
+            node: n.node,
+            resources: [
+                (Resource::Cpu, "cpu"),
+                (Resource::MemBandwidth, "mem-bandwidth"),
+                (Resource::MemCapacity, "mem-capacity"),
+                (Resource::Io, "io"),
+            ]
+            .into_iter()
+            .map(|(r, name)| {
+                let st = n.resource(r);
+                ResourceStatus {
+                    resource: name.into(),
+                    known: st.known,
+                    load: st.load,
+                    interference: st.interference,
+                    bottleneck: st.bottleneck,
+                }
+            })
+            .collect(),
+            mem_free_bytes: n.mem_free_bytes,
+            mem_total_bytes: n.mem_total_bytes,
+            cpu_demand: n.cpu_demand,
+        })
+        .collect();
+}
+
+/// CPU-weighted share of accesses that go to the node a thread runs on: for each thread with an
+/// access estimate (samples, NUMA faults, or its process's residency), `access[node it ran on]`,
+/// weighted by the CPU it used. `None` when no thread used CPU with an estimate (first sample).
+pub fn local_access(model: &Model) -> Option<f64> {
+    let (mut num, mut den) = (0.0, 0.0);
+    for t in model.tasks.values() {
+        let Some(node) = t.node else { continue };
+        let Some(idx) = model.node_idx(node) else { continue };
+        if t.cpu_rate <= 0.0 || t.access.iter().sum::<f64>() <= 0.0 {
+            continue;
+        }
+        num += t.cpu_rate * t.access.get(idx).copied().unwrap_or(0.0);
+        den += t.cpu_rate;
+    }
+    (den > 0.0).then(|| num / den)
+}
+
+fn wait(
+    signals: &Signals,
+    side: &mut LoopSide,
+    commands: Option<&UnixStream>,
+    deadline_ns: u64,
+    engine: &Engine,
+    status: &Status,
+) -> Wake {
+    loop {
+        let now = numapilot_observe::reader::monotonic_ns();
+        if now >= deadline_ns {
+            return Wake::Timeout;
+        }
+        let timeout_ms = ((deadline_ns - now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32;
+        let mut fds = vec![
+            libc::pollfd { fd: signals.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: side.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        if let Some(c) = commands {
+            fds.push(libc::pollfd { fd: c.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        }
+        // SAFETY: fds is a valid array of fds.len() pollfd structures.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if rc < 0 {
+            continue; // EINTR (a signal not in our set, e.g. SIGCHLD): poll again
+        }
+        if fds[0].revents != 0 {
+            let mut reload = false;
+            for sig in signals.read() {
+                match sig {
+                    libc::SIGTERM => return Wake::Stop("SIGTERM".into()),
+                    libc::SIGINT => return Wake::Stop("SIGINT".into()),
+                    libc::SIGHUP => reload = true,
+                    _ => {}
+                }
+            }
+            if reload {
+                return Wake::Reload;
+            }
+        }
+        if fds[1].revents != 0 {
+            side.drain_wake();
+            while let Ok(req) = side.requests.try_recv() {
+                let _ = req.reply.send(explain(engine, status, req.pid));
+            }
+        }
+        if let Some(c) = commands {
+            if fds.get(2).is_some_and(|f| f.revents != 0) {
+                use std::io::Read;
+                let mut buf = [0u8; 16];
+                let mut r = c;
+                match r.read(&mut buf) {
+                    Ok(0) => return Wake::Stop("command pipe closed".into()),
+                    Ok(n) => {
+                        if buf[..n].contains(&b's') {
+                            return Wake::Stop("command".into());
+                        }
+                        if buf[..n].contains(&b'r') {
+                            return Wake::Reload;
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+}
+
+fn explain(engine: &Engine, status: &Status, pid: u32) -> Result<numapilot_policy::adaptive::Explanation, String> {
+    if let Some(e) = engine.policy.explain(&engine.model, pid) {
+        return Ok(e);
+    }
+    if status.steps == 0 {
+        return Err(match &status.last_error {
+            Some(err) => format!(
+                "the daemon has not observed the machine yet ({} steps failed, last: {err})",
+                status.step_errors
+            ),
+            None => "the daemon has not observed the machine yet".into(),
+        });
+    }
+    Err(format!("process {pid} is not in the daemon's view (no such process, exited, excluded, or a kernel thread)"))
+}
