@@ -1,0 +1,281 @@
+//! Running a plan: start the workers, release them together, sample until they exit.
+//!
+//! # Approach
+//!
+//! ```text
+//!   spawn worker 0 .. n-1 (separate processes)  -> read each one's {"ready"} line
+//!   read start times; vmstat at start; "go" to every worker; t = 0
+//!   loop every POLL (10 ms):
+//!       reap exited workers (runtime = exit - t0), a failed one stops the run
+//!       at every interval: Recorder::sample each live worker, vmstat since t = 0
+//!       past --timeout: kill the workers we started, mark the run timed out
+//!   vmstat at end; each worker's {"done"} report from its stdout -> BenchResult
+//! ```
+//!
+//! The parent keeps every `Child` and reaps it itself (`try_wait`), so a pid it samples or kills
+//! is always one of its own unreaped children, never a reused pid. A worker that dies before it is
+//! ready, or exits with an error, makes the whole run an error after the other workers are killed:
+//! nothing keeps writing memory behind a failed run.
+//!
+//! Limits: runtimes are measured to [`POLL`]; the worker's own `runtime_s` (go to threads joined)
+//! is exact and is what `mib_per_s` uses.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use numapilot_topology::Topology;
+
+use crate::error::BenchError;
+use crate::recorder::{Recorder, Watched};
+use crate::result::{converge_s, BenchResult, Config, Host, Migrated, ProcessResult, SamplePoint, VmstatPoint, SCHEMA};
+use crate::spec::Plan;
+use crate::worker::{Message, Ready, WorkerReport};
+
+/// How often the parent looks for exited workers: 10 ms, the precision of the runtimes it
+/// reports; cheap (one `waitpid(WNOHANG)` per worker).
+pub const POLL: Duration = Duration::from_millis(10);
+
+/// How to start a worker process: `program args... '<WorkerConfig JSON>'`.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    /// The program (the numapilot binary).
+    pub program: PathBuf,
+    /// Arguments before the configuration (`["bench", "--worker"]`).
+    pub args: Vec<OsString>,
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Sampling interval.
+    pub interval: Duration,
+    /// Kill the workers after this long.
+    pub timeout: Option<Duration>,
+    /// Root of the /proc and /sys trees read (`/`).
+    pub root: PathBuf,
+}
+
+struct Worker {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    ready: Ready,
+    watched: Watched,
+    exited: Option<(f64, Option<i32>, bool)>,
+    series: Vec<SamplePoint>,
+}
+
+fn kill_all(children: &mut [Child]) {
+    for c in children.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+fn mib(kb: &[u64]) -> Vec<f64> {
+    kb.iter().map(|&k| k as f64 / 1024.0).collect()
+}
+
+/// Spawns one worker and waits for its `ready` line.
+fn spawn(
+    launcher: &Launcher,
+    cfg_json: &str,
+    index: usize,
+) -> Result<(Child, BufReader<ChildStdout>, Ready), BenchError> {
+    let mut child = Command::new(&launcher.program)
+        .args(&launcher.args)
+        .arg(cfg_json)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| BenchError::Io { what: "starting a worker", path: launcher.program.clone(), source: e })?;
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    let read = stdout.read_line(&mut line);
+    match (read, serde_json::from_str::<Message>(line.trim())) {
+        (Ok(_), Ok(Message::Ready(r))) => Ok((child, stdout, r)),
+        (_, _) => {
+            let _ = child.kill();
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+            let reason = if line.trim().is_empty() {
+                format!("exited before it was ready ({status}; its message is above)")
+            } else {
+                format!("unexpected first line {:?} ({status})", line.trim())
+            };
+            Err(BenchError::Worker { index, reason })
+        }
+    }
+}
+
+/// Runs `plan` on machine `topo`, workers started by `launcher`.
+pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions) -> Result<BenchResult, BenchError> {
+    let recorder = Recorder::new(opts.root.clone(), topo);
+    let numa_balancing = recorder.numa_balancing()?;
+    let mut workers: Vec<Worker> = Vec::new();
+    for cfg in &plan.processes {
+        let json = serde_json::to_string(cfg).expect("plain struct");
+        match spawn(launcher, &json, cfg.index) {
+            Ok((child, stdout, ready)) => {
+                let watched =
+                    Watched { pid: ready.pid, starttime: 0, buffer: Some((ready.buffer_start, ready.buffer_len)) };
+                workers.push(Worker { child, stdout, ready, watched, exited: None, series: Vec::new() });
+            }
+            Err(e) => {
+                let mut children: Vec<Child> = workers.into_iter().map(|w| w.child).collect();
+                kill_all(&mut children);
+                return Err(e);
+            }
+        }
+    }
+    for index in 0..workers.len() {
+        match recorder.starttime(workers[index].ready.pid) {
+            Ok(Some(st)) => workers[index].watched.starttime = st,
+            Ok(None) | Err(_) => {
+                let mut children: Vec<Child> = workers.into_iter().map(|w| w.child).collect();
+                kill_all(&mut children);
+                return Err(BenchError::Worker { index, reason: "vanished after it was ready".into() });
+            }
+        }
+    }
+    let start_counters = recorder.migrated()?;
+    let t0 = Instant::now();
+    for (i, w) in workers.iter_mut().enumerate() {
+        let mut stdin = w.child.stdin.take().expect("piped");
+        if let Err(e) = stdin.write_all(b"go\n").and_then(|_| stdin.flush()) {
+            let mut children: Vec<Child> = workers.into_iter().map(|w| w.child).collect();
+            kill_all(&mut children);
+            return Err(BenchError::Worker { index: i, reason: format!("could not be told to go: {e}") });
+        }
+    }
+    let mut vmstat = Vec::new();
+    let mut next_sample = t0;
+    let mut timed_out = false;
+    loop {
+        let now = Instant::now();
+        for (i, w) in workers.iter_mut().enumerate() {
+            if w.exited.is_some() {
+                continue;
+            }
+            let status = w.child.try_wait().map_err(|e| BenchError::Worker { index: i, reason: e.to_string() })?;
+            if let Some(status) = status {
+                w.exited = Some(((now - t0).as_secs_f64(), status.code(), status.success()));
+            }
+        }
+        if let Some(i) = workers.iter().position(|w| w.exited.is_some_and(|(_, _, ok)| !ok)) {
+            let status = workers[i].exited.and_then(|(_, code, _)| code);
+            let mut children: Vec<Child> = workers.into_iter().map(|w| w.child).collect();
+            kill_all(&mut children);
+            let how = status.map_or("was killed by a signal".to_string(), |c| format!("exited with status {c}"));
+            return Err(BenchError::Worker { index: i, reason: format!("{how} (its message is above)") });
+        }
+        if workers.iter().all(|w| w.exited.is_some()) {
+            break;
+        }
+        if opts.timeout.is_some_and(|t| now - t0 >= t) {
+            timed_out = true;
+            for w in workers.iter_mut().filter(|w| w.exited.is_none()) {
+                let _ = w.child.kill();
+                let status = w.child.wait().ok();
+                w.exited = Some(((Instant::now() - t0).as_secs_f64(), status.and_then(|s| s.code()), true));
+            }
+            break;
+        }
+        if now >= next_sample {
+            let t_s = (now - t0).as_secs_f64();
+            for w in workers.iter_mut().filter(|w| w.exited.is_none()) {
+                if let Some(s) = recorder.sample(&w.watched)? {
+                    let buffer_mib = mib(&s.buffer_kb);
+                    let local_pct = SamplePoint::compute_local_pct(&buffer_mib, &s.thread_nodes);
+                    w.series.push(SamplePoint {
+                        t_s,
+                        buffer_mib,
+                        mem_mib: mib(&s.mem_kb),
+                        thread_nodes: s.thread_nodes,
+                        local_pct,
+                    });
+                }
+            }
+            vmstat.push(VmstatPoint { t_s, migrated: recorder.migrated()?.since(&start_counters) });
+            next_sample += opts.interval;
+            if next_sample <= Instant::now() {
+                next_sample = Instant::now() + opts.interval;
+            }
+        }
+        let wait = next_sample.saturating_duration_since(Instant::now()).min(POLL);
+        std::thread::sleep(wait);
+    }
+    let migrated: Migrated = recorder.migrated()?.since(&start_counters);
+    let nodes = recorder.nodes().to_vec();
+    let mut processes = Vec::new();
+    for (i, mut w) in workers.into_iter().enumerate() {
+        let mut rest = String::new();
+        let _ = w.stdout.read_to_string(&mut rest);
+        let report: Option<WorkerReport> = rest.lines().find_map(|l| match serde_json::from_str::<Message>(l) {
+            Ok(Message::Done(r)) => Some(r),
+            _ => None,
+        });
+        if report.is_none() && !timed_out {
+            return Err(BenchError::Worker { index: i, reason: "exited without its report".into() });
+        }
+        let (runtime_s, exit_code, _) = w.exited.expect("every worker exited");
+        let cfg = &plan.processes[i];
+        let (passes, bytes_written, mib_per_s) = match &report {
+            Some(r) if !r.threads.is_empty() => {
+                let bytes: u64 = r.threads.iter().map(|t| t.bytes_written).sum();
+                let passes = r.threads.iter().map(|t| t.passes).sum::<f64>() / r.threads.len() as f64;
+                let secs = if r.runtime_s > 0.0 { r.runtime_s } else { runtime_s };
+                (passes, bytes, bytes as f64 / (1 << 20) as f64 / secs.max(1e-9))
+            }
+            _ => (0.0, 0, 0.0),
+        };
+        let last_with_threads = w.series.iter().rev().find(|p| p.thread_nodes.iter().any(|&n| n > 0));
+        let final_thread_nodes = last_with_threads
+            .map(|p| nodes.iter().zip(&p.thread_nodes).filter(|(_, &c)| c > 0).map(|(&n, _)| n).collect())
+            .unwrap_or_default();
+        processes.push(ProcessResult {
+            index: i,
+            pid: w.ready.pid,
+            threads: cfg.threads.len() as u32,
+            mb: cfg.bytes >> 20,
+            runtime_s,
+            exit_code,
+            passes,
+            bytes_written,
+            mib_per_s,
+            converge_s: converge_s(&w.series),
+            final_local_pct: w.series.iter().rev().find_map(|p| p.local_pct),
+            final_thread_nodes,
+            series: w.series,
+        });
+    }
+    let runtime_s = processes.iter().map(|p| p.runtime_s).fold(0.0, f64::max);
+    let kernel = std::fs::read_to_string(opts.root.join("proc/sys/kernel/osrelease"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    Ok(BenchResult {
+        schema: SCHEMA.to_string(),
+        test: plan.name.test,
+        bind: plan.name.bind,
+        name: plan.name.full(),
+        config: Config {
+            processes: plan.processes.len(),
+            threads_per_process: plan.threads_per_process,
+            mb_per_process: plan.mb_per_process,
+            work: plan.work,
+            force_node: plan.force_node,
+            interval_s: opts.interval.as_secs_f64(),
+            timeout_s: opts.timeout.map(|t| t.as_secs_f64()),
+        },
+        host: Host { kernel, nodes: nodes.clone(), cpus: topo.online_cpus().len() as u32, numa_balancing },
+        nodes,
+        runtime_s,
+        timed_out,
+        converge_s: BenchResult::overall_converge_s(&processes),
+        migrated,
+        vmstat,
+        processes,
+    })
+}
