@@ -1,0 +1,96 @@
+//! Pre-placement advice on synthetic machines, a captured 4-node fixture and this machine.
+
+use std::path::Path;
+
+use numapilot_daemon::advise::{self, AdviseError, NodeFree};
+use numapilot_topology::Topology;
+
+const GIB: u64 = 1 << 30;
+
+fn node(node: u32, free_cpus: f64, free_gib: u64) -> NodeFree {
+    NodeFree { node, cpus: 4, free_cpus, mem_free_bytes: free_gib * GIB }
+}
+
+fn ids(a: &advise::Advice) -> Vec<u32> {
+    a.nodes.iter().collect()
+}
+
+#[test]
+fn one_node_when_one_fits_the_roomiest() {
+    let t = Topology::uniform(4, 4, 8 << 20, 21);
+    let free = [node(0, 1.0, 6), node(1, 3.5, 2), node(2, 3.9, 7), node(3, 3.0, 7)];
+    let a = advise::advise(&t, &free, 3.0, 4 * GIB).unwrap();
+    assert_eq!(ids(&a), vec![2]);
+    assert_eq!(a.max_distance, 10);
+    // Memory alone decides too.
+    let a = advise::advise(&t, &free, 0.0, 6 * GIB + 1).unwrap();
+    assert_eq!(ids(&a), vec![2]);
+}
+
+#[test]
+fn the_closest_pair_when_no_node_fits() {
+    // Two sockets of two nodes: 0-1 at 12, 2-3 at 12, across at 32.
+    let mut t = Topology::uniform(4, 4, 8 << 20, 32);
+    for (a, b) in [(0, 1), (2, 3)] {
+        t.distances[a][b] = 12;
+        t.distances[b][a] = 12;
+    }
+    let free = [node(0, 3.0, 2), node(1, 2.0, 2), node(2, 4.0, 3), node(3, 3.0, 3)];
+    // 6 CPUs: {2,3} (7 CPUs, same socket) beats {0,2} (7 CPUs, across).
+    let a = advise::advise(&t, &free, 6.0, 4 * GIB).unwrap();
+    assert_eq!(ids(&a), vec![2, 3]);
+    assert_eq!(a.max_distance, 12);
+    // 8 CPUs need three nodes.
+    let a = advise::advise(&t, &free, 8.0, 0).unwrap();
+    assert_eq!(a.nodes.len(), 3);
+}
+
+#[test]
+fn nothing_fits_says_what_there_is() {
+    let t = Topology::uniform(2, 4, 8 << 20, 21);
+    let free = [node(0, 1.0, 1), node(1, 1.0, 1)];
+    let e = advise::advise(&t, &free, 3.0, 0).unwrap_err();
+    assert!(matches!(e, AdviseError::NothingFits { .. }));
+    let msg = e.to_string();
+    assert!(msg.contains("need 3 CPUs") && msg.contains("2.0 free CPUs") && msg.contains("node 1: 1.0 CPUs"), "{msg}");
+    assert!(advise::advise(&t, &free, 0.0, 0).is_err());
+    assert!(advise::advise(&t, &free, f64::NAN, 0).is_err());
+}
+
+#[test]
+fn fixture_of_a_four_node_guest() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/rig-6.12-4node"));
+    let t = Topology::from_sysfs(root).unwrap();
+    let free = advise::measure(root, &t, None).unwrap();
+    assert_eq!(free.len(), 4);
+    for f in &free {
+        // MemFree straight from nodeN/meminfo.
+        let meminfo =
+            std::fs::read_to_string(root.join(format!("sys/devices/system/node/node{}/meminfo", f.node))).unwrap();
+        let kb: u64 = meminfo
+            .lines()
+            .find(|l| l.contains("MemFree:"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(f.mem_free_bytes, kb * 1024);
+        assert!(f.free_cpus > 0.0 && f.free_cpus <= f.cpus as f64, "{f:?}");
+    }
+    let smallest = free.iter().map(|f| f.mem_free_bytes).min().unwrap();
+    let a = advise::advise(&t, &free, 1.0, smallest).unwrap();
+    assert_eq!(a.nodes.len(), 1);
+    let all: u64 = free.iter().map(|f| f.mem_free_bytes).sum();
+    let a = advise::advise(&t, &free, 1.0, all).unwrap();
+    assert_eq!(a.nodes.len(), 4);
+    assert!(advise::advise(&t, &free, 1.0, all + 1).is_err());
+}
+
+#[test]
+fn this_machine_over_a_window() {
+    let t = Topology::from_sysfs(Path::new("/")).unwrap();
+    let free = advise::measure(Path::new("/"), &t, Some(std::time::Duration::from_millis(200))).unwrap();
+    assert_eq!(free.len(), t.nodes.len());
+    let a = advise::advise(&t, &free, 0.0, 1 << 20).unwrap();
+    assert_eq!(a.nodes.len(), 1);
+}

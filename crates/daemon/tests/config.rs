@@ -1,0 +1,180 @@
+//! The configuration file: every error names the file and the line, flags override the file, the
+//! result maps onto the live host's options.
+
+use std::path::PathBuf;
+
+use numapilot_daemon::config::{self, Config, Overrides, Source};
+use numapilot_daemon::live::CpusetMode;
+
+fn parse(text: &str) -> Result<Config, config::ConfigError> {
+    config::parse_with_overrides(text, "/etc/numapilot.toml", &Overrides::default())
+}
+
+#[test]
+fn empty_file_is_the_defaults() {
+    let c = parse("").unwrap();
+    assert_eq!(c, Config::default());
+    assert_eq!(c.interval_ms(), 1000);
+    assert_eq!(c.metrics().unwrap().to_string(), config::DEFAULT_METRICS_ADDR);
+    assert!(c.metrics().unwrap().ip().is_loopback());
+}
+
+#[test]
+fn unknown_key_is_rejected_with_its_line() {
+    let text = "[daemon]\ndry_run = true\n\n[exclude]\ncomms = [\"sshd\"]\n";
+    let e = parse(text).unwrap_err();
+    assert_eq!(e.line, Some(5), "{e}");
+    let msg = e.to_string();
+    assert!(msg.starts_with("/etc/numapilot.toml:5: "), "{msg}");
+    assert!(msg.contains("comms"), "{msg}");
+}
+
+#[test]
+fn unknown_section_is_rejected() {
+    let e = parse("[daemon]\n[actuaton]\ncpuset = \"v2\"\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.reason.contains("actuaton"), "{e}");
+}
+
+#[test]
+fn bad_type_and_bad_enum_have_lines() {
+    let e = parse("[daemon]\n\ninterval_ms = \"fast\"\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    let e = parse("[actuation]\ncpuset = \"v3\"\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.reason.contains("v3"), "{e}");
+}
+
+#[test]
+fn tunable_out_of_range_points_at_its_line() {
+    let text = "[daemon]\ndry_run = false\n\n[tunables]\ninterval_ms = 1000\ntier_medium = 0.01\n";
+    let e = parse(text).unwrap_err();
+    assert_eq!(e.line, Some(6), "{e}");
+    assert!(e.reason.contains("tier_medium"), "{e}");
+    // An unknown tunable is caught by deny_unknown_fields, on its line.
+    let e = parse("[tunables]\n\ntier_meduim = 0.3\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+}
+
+#[test]
+fn daemon_interval_that_breaks_the_settle_interval_is_reported_on_the_interval_line() {
+    // settle_interval_ms defaults to 100: an interval of 50 makes it invalid.
+    let e = parse("[daemon]\ninterval_ms = 50\n").unwrap_err();
+    assert!(e.reason.contains("settle_interval_ms"), "{e}");
+    assert_eq!(e.line, Some(2), "{e}");
+    let c = parse("[daemon]\ninterval_ms = 50\n[tunables]\nsettle_interval_ms = 50\n").unwrap();
+    assert_eq!(c.interval_ms(), 50);
+}
+
+#[test]
+fn our_own_values_are_checked_with_lines() {
+    let cases = [
+        ("[daemon]\nmetrics = \"everywhere\"\n", 2, "metrics"),
+        ("[daemon]\n\nsocket = \"relative.sock\"\n", 3, "socket"),
+        ("[exclude]\ncomm = [\"a-name-longer-than-15\"]\n", 2, "comm"),
+        ("[exclude]\ncgroups = [\"system.slice\"]\n", 2, "cgroups"),
+        ("[exclude]\npids = [0]\n", 2, "pids"),
+        ("[actuation]\nmigrate_mb_per_s = 0\n", 2, "migrate_mb_per_s"),
+        ("[daemon]\njournal_max_bytes = 10\n", 2, "journal_max_bytes"),
+        ("[daemon]\ninterval_ms = 0\n", 2, "interval_ms"),
+        ("[exclude]\npids = [-1]\n", 2, "-1"),
+    ];
+    for (text, line, word) in cases {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.line, Some(line), "{text:?}: {e}");
+        assert!(e.to_string().contains(word), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn flags_override_the_file() {
+    let text = "[daemon]\ninterval_ms = 2000\nmetrics = \"127.0.0.1:9000\"\n[exclude]\ncomm = [\"sshd\"]\n";
+    let o = Overrides {
+        dry_run: true,
+        interval_ms: Some(500),
+        socket: Some(PathBuf::from("/tmp/x.sock")),
+        metrics: Some("off".into()),
+        exclude_comm: vec!["postgres".into()],
+        exclude_pids: vec![42],
+        ..Overrides::default()
+    };
+    let c = config::parse_with_overrides(text, "f.toml", &o).unwrap();
+    assert!(c.daemon.dry_run);
+    assert_eq!(c.interval_ms(), 500);
+    assert_eq!(c.tunables.interval_ms, 500);
+    assert_eq!(c.metrics(), None);
+    assert_eq!(c.daemon.socket, PathBuf::from("/tmp/x.sock"));
+    assert_eq!(c.exclude.comm, vec!["sshd".to_string(), "postgres".to_string()]);
+    let live = c.live_options(true);
+    assert_eq!(live.exclude_comm, c.exclude.comm);
+    assert_eq!(live.exclude_pids, vec![42]);
+    assert!(live.observe_only);
+    // Without flags the file's values stand.
+    let c = config::parse_with_overrides(text, "f.toml", &Overrides::default()).unwrap();
+    assert_eq!(c.interval_ms(), 2000);
+    assert_eq!(c.metrics().unwrap().port(), 9000);
+}
+
+#[test]
+fn a_bad_flag_is_named() {
+    let o = Overrides { metrics: Some("localhost".into()), ..Overrides::default() };
+    let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
+    assert_eq!(e.file, "command line");
+    assert!(e.reason.contains("metrics"), "{e}");
+    let o = Overrides { interval_ms: Some(0), ..Overrides::default() };
+    assert!(config::parse_with_overrides("", "f.toml", &o).is_err());
+}
+
+#[test]
+fn live_options_carry_every_section() {
+    let text = "[exclude]\ncgroups = [\"/system.slice\"]\ninclude_pinned = true\nmin_rss_mib = 300\n\
+                [actuation]\nmigrate_mb_per_s = 200\ncpuset = \"auto\"\n[daemon]\nstate = \"/var/tmp/s.json\"\n";
+    let c = parse(text).unwrap();
+    let l = c.live_options(false);
+    assert_eq!(l.exclude_cgroups, vec!["/system.slice".to_string()]);
+    assert!(l.include_pinned);
+    assert_eq!(l.min_rss_kb, 300 * 1024);
+    assert_eq!(l.migrate_mb_per_s, 200);
+    assert_eq!(l.cpuset, CpusetMode::Auto);
+    assert_eq!(l.state_path, PathBuf::from("/var/tmp/s.json"));
+    assert!(!l.observe_only);
+    // Without a budget in [actuation], the engine's tunable is the budget.
+    assert_eq!(parse("").unwrap().live_options(false).migrate_mb_per_s, 4096);
+}
+
+#[test]
+fn missing_explicit_file_is_an_error_and_real_files_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.toml");
+    let e = config::load(&Source::Explicit(missing.clone()), &Overrides::default()).unwrap_err();
+    assert!(e.to_string().contains("nope.toml"), "{e}");
+    let file = dir.path().join("n.toml");
+    std::fs::write(&file, "[daemon]\ndry_run = true\nbogus = 1\n").unwrap();
+    let e = config::load(&Source::Explicit(file.clone()), &Overrides::default()).unwrap_err();
+    assert_eq!(e.to_string(), format!("{}:3: {}", file.display(), e.reason));
+    std::fs::write(&file, "[daemon]\ndry_run = true\n").unwrap();
+    let l = config::load(&Source::Explicit(file.clone()), &Overrides::default()).unwrap();
+    assert!(l.config.daemon.dry_run);
+    assert_eq!(l.file, Some(file));
+}
+
+#[test]
+fn the_packaged_example_is_valid_and_documents_every_key() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/numapilot.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let c = config::parse_with_overrides(&text, path, &Overrides::default()).unwrap();
+    // The example states the defaults.
+    assert_eq!(c, Config::default());
+    // Every key of every section appears in it (commented or not).
+    let full = toml::to_string(&Config::default()).unwrap();
+    let mut section = String::new();
+    for line in full.lines() {
+        if line.starts_with('[') {
+            section = line.to_string();
+            assert!(text.contains(&section), "{section} missing from the example");
+        } else if let Some((key, _)) = line.split_once(" = ") {
+            assert!(text.contains(&format!("{key} =")), "{section} {key} missing from the example");
+        }
+    }
+    assert!(text.contains("interval_ms ="));
+}

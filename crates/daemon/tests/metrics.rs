@@ -1,0 +1,114 @@
+//! The metrics server, scraped over TCP like Prometheus does.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+
+use numapilot_daemon::control::{NodeStatus, ResourceStatus, Shared, Status};
+use numapilot_daemon::metrics;
+
+fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn status() -> Status {
+    let res = |name: &str, load: f64, bottleneck: bool| ResourceStatus {
+        resource: name.into(),
+        known: true,
+        load,
+        interference: load / 4.0,
+        bottleneck,
+    };
+    let mut s = Status {
+        version: "test".into(),
+        steps: 7,
+        actions: 3,
+        pages_moved: 1000,
+        pages_failed: 12,
+        local_access: Some(0.875),
+        last_cycle_s: 0.004,
+        nodes: vec![
+            NodeStatus {
+                node: 0,
+                resources: vec![res("cpu", 0.95, true), res("mem-capacity", 0.5, false)],
+                mem_free_bytes: 1 << 30,
+                mem_total_bytes: 4 << 30,
+                cpu_demand: 1.5,
+            },
+            NodeStatus {
+                node: 1,
+                resources: vec![res("cpu", 0.25, false), ResourceStatus { known: false, ..res("io", 0.0, false) }],
+                mem_free_bytes: 3 << 30,
+                mem_total_bytes: 4 << 30,
+                cpu_demand: 0.5,
+            },
+        ],
+        ..Status::default()
+    };
+    s.actions_by_kind.insert("set-affinity".into(), 2);
+    s.actions_by_kind.insert("migrate-pages".into(), 1);
+    s.failures_by_kind.insert("migrate-pages/partial".into(), 1);
+    s.pages_failed_by_cause.insert("EBUSY".into(), 12);
+    s
+}
+
+#[test]
+fn scrape_over_tcp() {
+    let shared = Arc::new(Shared { status: Mutex::new(status()), started_ns: 0 });
+    let (addr, _t) = metrics::serve("127.0.0.1:0".parse().unwrap(), shared.clone()).unwrap();
+    let resp = get(addr, "/metrics");
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    assert!(head.contains(&format!("Content-Length: {}", body.len())), "{head}");
+    for line in [
+        "numapilot_steps_total 7",
+        "numapilot_pages_moved_total 1000",
+        "numapilot_pages_failed_total 12",
+        "numapilot_local_access_ratio 0.875",
+        "numapilot_node_load{node=\"0\",resource=\"cpu\"} 0.95",
+        "numapilot_node_interference{node=\"1\",resource=\"cpu\"} 0.0625",
+        "numapilot_node_bottleneck{node=\"0\",resource=\"cpu\"} 1",
+        "numapilot_node_bottleneck{node=\"0\",resource=\"mem-capacity\"} 0",
+        "numapilot_actions_by_kind_total{kind=\"set-affinity\"} 2",
+        "numapilot_action_failures_total{kind=\"migrate-pages\",outcome=\"partial\"} 1",
+        "numapilot_pages_failed_by_cause_total{cause=\"EBUSY\"} 12",
+        "numapilot_cycle_seconds 0.004",
+    ] {
+        assert!(body.lines().any(|l| l == line), "missing {line:?} in\n{body}");
+    }
+    // An unknown resource (io of node 1) is not exported as a zero.
+    assert!(!body.contains("resource=\"io\""), "{body}");
+    // Every sample's family has HELP and TYPE lines before it, names are numapilot_*.
+    let mut typed = std::collections::BTreeSet::new();
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["gauge", "counter"].contains(&kind), "{line}");
+            assert!(body.contains(&format!("# HELP {name} ")), "{name} has no HELP");
+            typed.insert(name.to_string());
+        } else if !line.starts_with('#') {
+            let name = line.split(['{', ' ']).next().unwrap();
+            assert!(name.starts_with("numapilot_"), "{line}");
+            assert!(typed.contains(name), "{name} sampled before its TYPE");
+            let value = line.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+    // The server serves the current snapshot.
+    shared.status.lock().unwrap().steps = 8;
+    assert!(get(addr, "/metrics").contains("\nnumapilot_steps_total 8\n"));
+    assert!(get(addr, "/other").starts_with("HTTP/1.1 404"));
+}
+
+#[test]
+fn label_values_are_escaped() {
+    let mut s = status();
+    s.pages_failed_by_cause.insert("we\"ird\\".into(), 1);
+    let text = metrics::render(&s);
+    assert!(text.contains("cause=\"we\\\"ird\\\\\"} 1"), "{text}");
+}

@@ -1,0 +1,202 @@
+//! The daemon loop in this process, against a host that observes this machine through
+//! `numapilot_observe::Reader` and refuses every action: the control socket (status, explain of a
+//! real process, permissions), the journal, reloads, and restore at stop.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use numapilot_daemon::config::{self, Overrides, Source};
+use numapilot_daemon::control::{self, Request};
+use numapilot_daemon::live::RestoreReport;
+use numapilot_daemon::run::{self, Command, Restore, Setup};
+use numapilot_observe::Sample;
+use numapilot_policy::{Action, Host, HostError, Outcome};
+use numapilot_topology::Topology;
+
+/// Observes the real machine; refuses actions; counts restores. `fail_first` samples fail, like
+/// the live host before it is ready.
+struct ReaderHost {
+    topo: Topology,
+    reader: numapilot_observe::Reader,
+    restores: Arc<AtomicU64>,
+    fail_first: u32,
+}
+
+impl Host for ReaderHost {
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    fn now_ns(&self) -> u64 {
+        numapilot_observe::reader::monotonic_ns()
+    }
+    fn sample(&mut self) -> Result<Sample, HostError> {
+        if self.fail_first > 0 {
+            self.fail_first -= 1;
+            return Err(HostError::Unavailable("test: not ready yet".into()));
+        }
+        let mut s = self.reader.sample().map_err(|e| HostError::Unavailable(e.to_string()))?;
+        // Only this test process, so steps are quick on a busy machine.
+        let me = std::process::id();
+        s.processes.retain(|p| p.pid == me);
+        Ok(s)
+    }
+    fn apply(&mut self, _: &Action) -> Outcome {
+        Outcome::Refused { message: "test host".into() }
+    }
+}
+
+impl Restore for ReaderHost {
+    fn restore_all(&mut self) -> RestoreReport {
+        self.restores.fetch_add(1, Ordering::SeqCst);
+        RestoreReport { restored: 3, gone: 1, failed: vec![] }
+    }
+}
+
+struct Running {
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    config: PathBuf,
+    handle: run::Handle,
+    thread: std::thread::JoinHandle<Result<run::Exit, run::RunError>>,
+    restores: Arc<AtomicU64>,
+}
+
+fn start(fail_first: u32) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/np.sock");
+    let config = dir.path().join("numapilot.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\ninterval_ms = 100\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\
+             [tunables]\nsettle_interval_ms = 50\n",
+            socket.display(),
+            dir.path().join("journal.jsonl").display(),
+            dir.path().join("state.json").display()
+        ),
+    )
+    .unwrap();
+    let source = Source::Explicit(config.clone());
+    let loaded = config::load(&source, &Overrides::default()).unwrap();
+    let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+    let restores = Arc::new(AtomicU64::new(0));
+    let host = ReaderHost {
+        topo: topo.clone(),
+        reader: numapilot_observe::Reader::new("/"),
+        restores: restores.clone(),
+        fail_first,
+    };
+    let (handle, rx) = run::command_pipe().unwrap();
+    let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
+    let thread = std::thread::spawn(move || run::serve(setup, topo, host, None, Some(rx), &mut |_| {}));
+    Running { dir, socket, config, handle, thread, restores }
+}
+
+/// Polls the status until `pred` holds (the loop runs at 100 ms; generous bound for a loaded machine).
+fn wait_status(socket: &Path, pred: impl Fn(&control::Status) -> bool) -> control::Status {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(r) = control::request(socket, &Request::Status) {
+            let s = r.status.unwrap();
+            if pred(&s) {
+                return s;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "condition never held");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn status_explain_reload_and_stop() {
+    let r = start(2);
+    // Failing steps are counted and retried; then the loop steps.
+    let s = wait_status(&r.socket, |s| s.steps >= 3);
+    assert!(s.step_errors >= 2, "{s:?}");
+    assert_eq!(s.last_error, None);
+    assert!(s.dry_run);
+    assert_eq!(s.interval_ms, 100);
+    assert_eq!(s.pid, std::process::id());
+    assert_eq!(s.processes, 1, "{s:?}");
+    assert!(s.threads >= 1);
+    let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+    assert_eq!(s.nodes.len(), topo.nodes.len());
+    assert!(s.nodes[0].mem_total_bytes > 0);
+    assert!(s.render().contains("steps "));
+
+    // The socket is private.
+    let mode = std::fs::metadata(&r.socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // explain of a real process: this one.
+    let me = std::process::id();
+    let e = control::request(&r.socket, &Request::Explain { pid: me }).unwrap().explain.unwrap();
+    assert_eq!(e.pid, me);
+    let comm = std::fs::read_to_string(format!("/proc/{me}/comm")).unwrap();
+    assert_eq!(e.comm, comm.trim_end());
+    assert!(e.threads >= 1);
+    assert!(!e.why.is_empty());
+    // A process the daemon does not see: a clear error.
+    let err = control::request(&r.socket, &Request::Explain { pid: 1 }).unwrap_err();
+    assert!(err.to_string().contains("process 1 is not in the daemon's view"), "{err}");
+
+    // A bad request line is answered with an error, not a crash.
+    {
+        use std::io::{BufRead, Write};
+        let mut c = std::os::unix::net::UnixStream::connect(&r.socket).unwrap();
+        writeln!(c, "{{\"cmd\":\"reboot\"}}").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(&c).read_line(&mut line).unwrap();
+        assert!(line.contains("\"ok\":false") && line.contains("bad request"), "{line}");
+    }
+
+    // A bad new configuration is rejected, the old one kept, the daemon keeps stepping.
+    let good = std::fs::read_to_string(&r.config).unwrap();
+    std::fs::write(&r.config, format!("{good}bogus_key = 1\n")).unwrap();
+    r.handle.send(Command::Reload).unwrap();
+    let s = wait_status(&r.socket, |s| s.reloads_rejected == 1);
+    assert_eq!(s.interval_ms, 100);
+    let steps = s.steps;
+    wait_status(&r.socket, |s| s.steps > steps);
+    // A good one is taken.
+    std::fs::write(&r.config, good.replace("interval_ms = 100", "interval_ms = 200")).unwrap();
+    r.handle.send(Command::Reload).unwrap();
+    let s = wait_status(&r.socket, |s| s.reloads == 1);
+    assert_eq!(s.interval_ms, 200);
+
+    // Stop: restore runs once, is journaled, the socket is removed.
+    r.handle.send(Command::Stop).unwrap();
+    let exit = r.thread.join().unwrap().unwrap();
+    assert_eq!(r.restores.load(Ordering::SeqCst), 1);
+    assert_eq!(exit.restore.restored, 3);
+    assert!(exit.steps >= 3);
+    assert!(!r.socket.exists());
+    let journal = std::fs::read_to_string(r.dir.path().join("journal.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "restore");
+    assert_eq!(last["kind"], "restore");
+    assert!(last["detail"].as_str().unwrap().contains("restored 3, gone 1"), "{last}");
+    assert!(last["rule"].as_str().unwrap().contains("shutdown"), "{last}");
+}
+
+#[test]
+fn a_socket_path_that_is_not_a_socket_is_never_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("file");
+    std::fs::write(&path, "precious").unwrap();
+    let shared = Arc::new(control::Shared { status: Default::default(), started_ns: 0 });
+    let e = control::serve(&path, shared).unwrap_err();
+    assert!(e.to_string().contains("not a socket"), "{e}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+}
+
+#[test]
+fn no_daemon_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = control::request(&dir.path().join("none.sock"), &Request::Status).unwrap_err();
+    assert!(matches!(e, control::ControlError::NotRunning { .. }));
+    assert!(e.to_string().contains("no numapilot daemon is listening"), "{e}");
+}
