@@ -21,13 +21,19 @@
 
 pub mod counters;
 pub mod error;
+pub mod maps;
+pub mod net;
 pub mod parse;
+pub mod pmu;
 pub mod rate;
 pub mod reader;
 pub mod sample;
+pub mod signal_error;
+pub mod sockets;
 
 pub use counters::Counters;
 pub use error::{FileKind, ParseError, ReadError};
+pub use maps::{group_shared, MapEntry};
 pub use parse::meminfo::{Meminfo, MeminfoEntry};
 pub use parse::numa_maps::{MemKind, MemPolicy, NodeUsage, NumaMaps, PolicyMode, PolicyUsage, Vma, VmaKind};
 pub use parse::proc_stat::{CpuTimes, ProcStat};
@@ -42,3 +48,4 @@ pub use sample::{
     AccessSample, CommKind, CommSample, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample, SharedMemory,
     ThreadSample,
 };
+pub use signal_error::{LineError, SignalError, SignalFile};

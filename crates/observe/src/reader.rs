@@ -810,3 +810,45 @@ fn sysconf(name: libc::c_int) -> Option<u64> {
     let v = unsafe { libc::sysconf(name) };
     (v > 0).then_some(v as u64)
 }
+
+// ----- live signals beyond the per-task files (maps) ---------------------------------------------------
+
+impl Reader {
+    /// `/proc/PID/maps`, the lines `filter` keeps (see [`crate::maps`]). `Ok(None)` when the process is
+    /// gone or exiting; a kernel thread gives an empty list.
+    pub fn read_maps(
+        &self,
+        pid: u32,
+        filter: crate::maps::MapsFilter,
+    ) -> Result<Option<Vec<crate::maps::MapEntry>>, crate::signal_error::SignalError> {
+        let mut s = Scratch::new(false);
+        self.set_path(&mut s.path, pid, None, "maps");
+        match read_into(Path::new(&s.path), &mut s.buf, false) {
+            Ok(()) => {}
+            Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
+            Err(e) => return Err(crate::signal_error::SignalError::Io { path: PathBuf::from(&s.path), source: e }),
+        }
+        let text = text_of(s.buf.bytes());
+        crate::maps::parse_maps_filtered(&text, filter)
+            .map(Some)
+            .map_err(|e| crate::signal_error::SignalError::Parse { path: PathBuf::from(&s.path), source: e })
+    }
+
+    /// The memory objects mapped shared by two or more of `pids` (see [`crate::maps::group_shared`]).
+    /// Processes that are gone, or whose maps cannot be read (EACCES), are left out.
+    pub fn read_shared(
+        &self,
+        pids: &[u32],
+    ) -> Result<Vec<crate::sample::SharedMemory>, crate::signal_error::SignalError> {
+        let mut all = Vec::new();
+        for &pid in pids {
+            match self.read_maps(pid, crate::maps::MapsFilter::SharedObjects) {
+                Ok(Some(m)) if !m.is_empty() => all.push((pid, m)),
+                Ok(_) => {}
+                Err(e) if e.io_error().is_some_and(|e| e.raw_os_error() == Some(libc::EACCES)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(crate::maps::group_shared(all.iter().map(|(p, m)| (*p, m.as_slice()))))
+    }
+}

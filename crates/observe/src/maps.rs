@@ -1,0 +1,281 @@
+//! Shared memory between processes, from `/proc/PID/maps`.
+//!
+//! # Problem
+//!
+//! Two processes that map the same memory object (a file with `MAP_SHARED`, a SysV shm segment, a
+//! memfd, or an anonymous `MAP_SHARED` region inherited across `fork`) touch the same physical pages:
+//! like threads of one process they run best on the node that holds those pages. numa_maps shows
+//! where each process's pages are, not that two processes share them; maps names the object.
+//!
+//! # Approach
+//!
+//! ```text
+//!   /proc/P1/maps   7f..000-7f..000 rw-s 00000000 00:01 2051   /memfd:ring (deleted)
+//!   /proc/P2/maps   7e..000-7e..000 rw-s 00000000 00:01 2051   /memfd:ring (deleted)
+//!                                    │ shared       └─dev─┘ └inode┘
+//!        keep lines with the `s` flag and inode != 0
+//!        group by (dev, inode) over processes ──► SharedMemory { dev, inode, path, users: [(P1, bytes), (P2, bytes)] }
+//!        keep objects with >= 2 processes
+//! ```
+//!
+//! Format (`fs/proc/task_mmu.c`, `show_vma_header_prefix`, unchanged from 2.6 to 6.18): `start-end`
+//! (hex), four permission characters of which the fourth is `s` (VM_MAYSHARE) or `p`, the page offset
+//! (hex), `MAJOR:MINOR` of the device (hex, at least two digits each), the inode (decimal), padding,
+//! then the path (may hold spaces; a removed file ends in ` (deleted)`; SysV segments show as
+//! `/SYSV<key in hex> (deleted)`, memfds as `/memfd:<name> (deleted)`, anonymous shared memory as
+//! `/dev/zero (deleted)`, all on the kernel's internal shmem mount).
+//!
+//! # Units
+//!
+//! Addresses and sizes in bytes; `dev` as [`crate::SharedMemory::dev`] documents (`major << 32 | minor`).
+//!
+//! # Limits
+//!
+//! - A private (`p`) file mapping is not sharing even when two processes map the same library: those
+//!   pages are shared read-only page cache, which the kernel replicates nowhere and we cannot move per
+//!   process anyway; only `s` mappings count.
+//! - The bytes are the mapped length, not the resident pages (numa_maps has those).
+//! - maps of every process costs a file read per process (the kernel formats one line per VMA), so the
+//!   daemon reads it on a slower cadence (see the daemon's `signals` module).
+
+use std::collections::BTreeMap;
+
+use crate::sample::SharedMemory;
+use crate::signal_error::{dec, hex, LineError, SignalFile};
+
+/// One line of `/proc/PID/maps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapEntry {
+    /// First address, bytes.
+    pub start: u64,
+    /// One past the last address, bytes.
+    pub end: u64,
+    /// `r` flag.
+    pub read: bool,
+    /// `w` flag.
+    pub write: bool,
+    /// `x` flag.
+    pub exec: bool,
+    /// `s` flag (shared mapping, VM_MAYSHARE); `p` otherwise.
+    pub shared: bool,
+    /// Offset into the object, bytes (page offset times page size, as the kernel prints it).
+    pub offset: u64,
+    /// Device, `major << 32 | minor`.
+    pub dev: u64,
+    /// Inode (0 for anonymous memory, stack, heap, vdso).
+    pub inode: u64,
+    /// Path or pseudo-name (`[heap]`, `/memfd:x (deleted)`); empty for anonymous memory.
+    pub path: String,
+}
+
+impl MapEntry {
+    /// Length, bytes.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// Whether the mapping is empty (never, for a kernel line).
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    /// Whether the path ends in ` (deleted)` (a removed file, or every shmem-backed object).
+    pub fn deleted(&self) -> bool {
+        self.path.ends_with(" (deleted)")
+    }
+}
+
+/// Which lines [`parse_maps_filtered`] keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapsFilter {
+    /// Every line.
+    All,
+    /// Shared mappings of an object (`s` flag, inode != 0): the only lines the sharing signal needs;
+    /// others are checked for shape but not allocated.
+    SharedObjects,
+}
+
+/// Parses a whole `/proc/PID/maps`.
+pub fn parse_maps(input: &str) -> Result<Vec<MapEntry>, LineError> {
+    parse_maps_filtered(input, MapsFilter::All)
+}
+
+/// Parses `/proc/PID/maps`, keeping the lines `filter` asks for. Every line is checked.
+pub fn parse_maps_filtered(input: &str, filter: MapsFilter) -> Result<Vec<MapEntry>, LineError> {
+    if !input.is_empty() && !input.ends_with('\n') {
+        let last = input.rsplit('\n').next().unwrap_or(input);
+        return Err(LineError::new(
+            SignalFile::Maps,
+            input.lines().count(),
+            None,
+            last,
+            "no final newline (truncated?)",
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        let n = i + 1;
+        let err = |field: &'static str, why: &str| LineError::new(SignalFile::Maps, n, Some(field), line, why);
+        let mut rest = line;
+        let mut next = |field: &'static str| -> Result<&str, LineError> {
+            let t = rest.trim_start_matches(' ');
+            let end = t.find(' ').unwrap_or(t.len());
+            if end == 0 {
+                return Err(LineError::new(SignalFile::Maps, n, Some(field), line, "missing"));
+            }
+            rest = &t[end..];
+            Ok(&t[..end])
+        };
+        let range = next("range")?;
+        let perms = next("perms")?;
+        let offset = next("offset")?;
+        let dev = next("dev")?;
+        let inode = next("inode")?;
+        let path = rest.trim_start_matches(' ');
+        let (s, e) = range.split_once('-').ok_or_else(|| err("range", "no '-'"))?;
+        let start = hex(s).ok_or_else(|| err("range", "bad start address"))?;
+        let end = hex(e).ok_or_else(|| err("range", "bad end address"))?;
+        if end < start {
+            return Err(err("range", "end before start"));
+        }
+        let p = perms.as_bytes();
+        let flag = |i: usize, yes: u8| -> Result<bool, LineError> {
+            match p[i] {
+                b'-' => Ok(false),
+                c if c == yes => Ok(true),
+                _ => Err(err("perms", "bad permission character")),
+            }
+        };
+        if p.len() != 4 {
+            return Err(err("perms", "not four characters"));
+        }
+        let (read, write, exec) = (flag(0, b'r')?, flag(1, b'w')?, flag(2, b'x')?);
+        let shared = match p[3] {
+            b's' => true,
+            b'p' => false,
+            _ => return Err(err("perms", "fourth character is neither 's' nor 'p'")),
+        };
+        let offset = hex(offset).ok_or_else(|| err("offset", "bad hex number"))?;
+        let (maj, min) = dev.split_once(':').ok_or_else(|| err("dev", "no ':'"))?;
+        let maj = hex(maj).filter(|&v| v <= u64::from(u32::MAX)).ok_or_else(|| err("dev", "bad major"))?;
+        let min = hex(min).filter(|&v| v <= u64::from(u32::MAX)).ok_or_else(|| err("dev", "bad minor"))?;
+        let inode = dec(inode).ok_or_else(|| err("inode", "bad decimal number"))?;
+        let keep = match filter {
+            MapsFilter::All => true,
+            MapsFilter::SharedObjects => shared && inode != 0,
+        };
+        if keep {
+            out.push(MapEntry {
+                start,
+                end,
+                read,
+                write,
+                exec,
+                shared,
+                offset,
+                dev: maj << 32 | min,
+                inode,
+                path: path.to_string(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Groups the shared object mappings of several processes by (dev, inode): every object mapped
+/// shared (`s`, inode != 0) by at least two of them, with each process's mapped bytes. `maps` yields
+/// (pid, that process's entries); entries that are not shared object mappings are ignored. Sorted by
+/// (dev, inode); users sorted by pid. The path is the first seen (all processes see the same name).
+pub fn group_shared<'a>(maps: impl IntoIterator<Item = (u32, &'a [MapEntry])>) -> Vec<SharedMemory> {
+    let mut objects: BTreeMap<(u64, u64), (String, BTreeMap<u32, u64>)> = BTreeMap::new();
+    for (pid, entries) in maps {
+        for e in entries.iter().filter(|e| e.shared && e.inode != 0) {
+            let (_, users) = objects.entry((e.dev, e.inode)).or_insert_with(|| (e.path.clone(), BTreeMap::new()));
+            *users.entry(pid).or_insert(0) += e.len();
+        }
+    }
+    objects
+        .into_iter()
+        .filter(|(_, (_, users))| users.len() >= 2)
+        .map(|((dev, inode), (path, users))| SharedMemory { dev, inode, path, users: users.into_iter().collect() })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Lines as a 6.18 kernel printed them (captured on the development host, addresses shortened).
+    const SAMPLE: &str = "\
+55d0c0a00000-55d0c0a02000 r--p 00000000 fe:01 1048601                    /usr/bin/cat
+7f6e1c000000-7f6e1c021000 rw-p 00000000 00:00 0 \n\
+7f6e20000000-7f6e20100000 rw-s 00000000 00:01 2051                       /memfd:ring (deleted)
+7f6e30000000-7f6e30010000 rw-s 00000000 00:01 32789                      /SYSV0000abcd (deleted)
+7f6e40000000-7f6e40001000 rw-s 00000000 00:01 4096                       /dev/zero (deleted)
+7f6e50000000-7f6e50001000 r--s 00002000 103:02 77                        /var/lib/a file with spaces
+7ffd5a1f0000-7ffd5a211000 rw-p 00000000 00:00 0                          [stack]
+ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]
+";
+
+    #[test]
+    fn parses_every_kind_of_line() {
+        let m = parse_maps(SAMPLE).unwrap();
+        assert_eq!(m.len(), 8);
+        assert_eq!(m[0].path, "/usr/bin/cat");
+        assert_eq!(m[0].dev, 0xfe << 32 | 1);
+        assert!(!m[0].shared && m[0].read && !m[0].write);
+        assert_eq!(m[1].path, "");
+        assert_eq!(m[1].inode, 0);
+        assert_eq!(m[2].len(), 0x100000);
+        assert!(m[2].shared && m[2].deleted());
+        assert_eq!(m[3].path, "/SYSV0000abcd (deleted)");
+        assert_eq!(m[5].dev, 0x103 << 32 | 2);
+        assert_eq!(m[5].offset, 0x2000);
+        assert_eq!(m[5].path, "/var/lib/a file with spaces");
+        assert!(m[7].exec && !m[7].read);
+        let shared = parse_maps_filtered(SAMPLE, MapsFilter::SharedObjects).unwrap();
+        assert_eq!(shared.iter().map(|e| e.inode).collect::<Vec<_>>(), vec![2051, 32789, 4096, 77]);
+    }
+
+    #[test]
+    fn bad_lines_name_line_and_field() {
+        let e = parse_maps("00-10 rw-p 0 00:00 0\n00-10 rw-q 0 00:00 0\n").unwrap_err();
+        assert_eq!((e.line, e.field), (2, Some("perms")));
+        let e = parse_maps("00-10 rw-p 0 00:00 x\n").unwrap_err();
+        assert_eq!(e.field, Some("inode"));
+        let e = parse_maps("20-10 rw-p 0 00:00 0\n").unwrap_err();
+        assert_eq!(e.field, Some("range"));
+        let e = parse_maps("00-10 rw-p 0 0000 0\n").unwrap_err();
+        assert_eq!(e.field, Some("dev"));
+        let e = parse_maps("00-10 rw-p 0 00:00\n").unwrap_err();
+        assert_eq!(e.field, Some("inode"));
+        assert!(parse_maps("00-10 rw-p 0 00:00 0").is_err(), "no final newline");
+        assert!(parse_maps("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn groups_objects_of_two_or_more_processes() {
+        let a = parse_maps(SAMPLE).unwrap();
+        let b = parse_maps(
+            "7e0000000000-7e0000200000 rw-s 00000000 00:01 2051   /memfd:ring (deleted)\n\
+             7e0000400000-7e0000500000 r--s 00100000 00:01 2051   /memfd:ring (deleted)\n\
+             7e0000600000-7e0000601000 rw-p 00000000 00:01 32789  /SYSV0000abcd (deleted)\n",
+        )
+        .unwrap();
+        let c = parse_maps("7e0000000000-7e0000001000 rw-s 00000000 00:01 4097 /dev/zero (deleted)\n").unwrap();
+        let g = group_shared([(20, b.as_slice()), (10, a.as_slice()), (30, c.as_slice())]);
+        // Only the memfd is mapped shared by two processes (the SysV segment is private in 20, and
+        // /dev/zero objects are distinct inodes).
+        assert_eq!(g.len(), 1);
+        assert_eq!((g[0].dev, g[0].inode), (1, 2051));
+        assert_eq!(g[0].path, "/memfd:ring (deleted)");
+        assert_eq!(g[0].users, vec![(10, 0x100000), (20, 0x300000)]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(s in "\\PC*") {
+            let _ = parse_maps(&s);
+        }
+    }
+}

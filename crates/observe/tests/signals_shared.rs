@@ -1,0 +1,116 @@
+//! Shared memory between real processes: a memfd, a SysV shm segment and an anonymous MAP_SHARED
+//! region mapped by this process and a forked child, found through /proc/PID/maps.
+
+use numapilot_observe::maps::MapsFilter;
+use numapilot_observe::Reader;
+
+/// A forked child that waits until the returned write end is closed or written, then exits.
+struct Child {
+    pid: libc::pid_t,
+    release: libc::c_int,
+}
+
+impl Child {
+    /// Forks; the child only blocks on a pipe and calls `_exit` (async-signal-safe, so forking a
+    /// multi-threaded test process is fine).
+    fn fork() -> Child {
+        let mut p = [0 as libc::c_int; 2];
+        // SAFETY: p has room for two fds.
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        // SAFETY: the child runs only async-signal-safe calls.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let mut b = [0u8; 1];
+            // SAFETY: child side: read one byte then exit without running destructors.
+            unsafe {
+                libc::close(p[1]);
+                libc::read(p[0], b.as_mut_ptr().cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: our own pipe end.
+        unsafe { libc::close(p[0]) };
+        Child { pid, release: p[1] }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // SAFETY: closing our pipe end releases the child; waitpid reaps it.
+        unsafe {
+            libc::close(self.release);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+fn map_shared(fd: libc::c_int, len: usize) -> *mut libc::c_void {
+    // SAFETY: a fresh shared mapping of a valid fd (or -1 with MAP_ANONYMOUS).
+    let flags = if fd < 0 { libc::MAP_SHARED | libc::MAP_ANONYMOUS } else { libc::MAP_SHARED };
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, 0) };
+    assert_ne!(p, libc::MAP_FAILED);
+    p
+}
+
+#[test]
+fn memfd_shm_and_anonymous_shared_memory_across_fork() {
+    let me = std::process::id();
+    // memfd of 3 pages.
+    // SAFETY: a NUL-terminated name.
+    let mfd = unsafe { libc::memfd_create(c"numapilot-test-ring".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(mfd >= 0);
+    // SAFETY: our fd.
+    assert_eq!(unsafe { libc::ftruncate(mfd, 3 * 4096) }, 0);
+    let m = map_shared(mfd, 3 * 4096);
+    // SysV shm segment of 2 pages, removed right away (stays while attached).
+    // SAFETY: plain shmget/shmat/shmctl on a private key.
+    let shmid = unsafe { libc::shmget(libc::IPC_PRIVATE, 2 * 4096, libc::IPC_CREAT | 0o600) };
+    assert!(shmid >= 0);
+    let shm = unsafe { libc::shmat(shmid, std::ptr::null(), 0) };
+    assert_ne!(shm as isize, -1);
+    unsafe { libc::shmctl(shmid, libc::IPC_RMID, std::ptr::null_mut()) };
+    // Anonymous shared memory: one shmem inode, inherited by the child.
+    let anon = map_shared(-1, 4096);
+
+    let child = Child::fork();
+    let cpid = child.pid as u32;
+    let reader = Reader::new("/");
+
+    // The child's own maps show the three objects, shared.
+    let cm = reader.read_maps(cpid, MapsFilter::SharedObjects).unwrap().expect("child is alive");
+    let find = |addr: *mut libc::c_void| cm.iter().find(|e| e.start == addr as u64).cloned();
+    let e_memfd = find(m).expect("memfd mapping in child");
+    assert!(e_memfd.path.starts_with("/memfd:numapilot-test-ring"), "{}", e_memfd.path);
+    assert_eq!(e_memfd.len(), 3 * 4096);
+    let e_shm = find(shm).expect("shm mapping in child");
+    assert!(e_shm.path.starts_with("/SYSV"), "{}", e_shm.path);
+    let e_anon = find(anon).expect("anonymous shared mapping in child");
+    assert!(e_anon.inode != 0 && e_anon.shared);
+
+    let shared = reader.read_shared(&[me, cpid]).unwrap();
+    for (e, bytes) in [(&e_memfd, 3 * 4096u64), (&e_shm, 2 * 4096), (&e_anon, 4096)] {
+        let obj = shared
+            .iter()
+            .find(|s| s.dev == e.dev && s.inode == e.inode)
+            .unwrap_or_else(|| panic!("{} not found shared: {shared:?}", e.path));
+        assert_eq!(obj.users, vec![(me.min(cpid), bytes), (me.max(cpid), bytes)], "{}", e.path);
+        assert_eq!(obj.path, e.path);
+    }
+    // Each object is shared by exactly these two processes, and nothing is reported for a single one.
+    let alone = reader.read_shared(&[cpid]).unwrap();
+    assert!(alone.is_empty(), "one process shares with nobody: {alone:?}");
+
+    // After the child is gone, its pid is skipped, not an error.
+    drop(child);
+    let after = reader.read_shared(&[me, cpid]).unwrap();
+    assert!(after.iter().all(|s| s.users.iter().all(|u| u.0 != cpid)));
+    assert_eq!(reader.read_maps(cpid, MapsFilter::All).unwrap(), None);
+    // SAFETY: unmapping what we mapped.
+    unsafe {
+        libc::munmap(m, 3 * 4096);
+        libc::shmdt(shm);
+        libc::munmap(anon, 4096);
+        libc::close(mfd);
+    }
+}

@@ -1,0 +1,119 @@
+//! Communication pairs between real processes: a loopback TCP connection, a unix socketpair and a
+//! connected unix stream socket, each end held by a different process (this one and a forked child),
+//! found through /proc/net/tcp, sock_diag and /proc/PID/fd.
+
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::IntoRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+
+use numapilot_observe::sockets::{scan, socket_inodes, unix_peers};
+use numapilot_observe::{CommKind, CommSample};
+
+fn inode_of(fd: libc::c_int) -> u64 {
+    // SAFETY: fstat on an fd we own into a zeroed stat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
+    st.st_ino
+}
+
+#[test]
+fn tcp_and_unix_peers_across_fork() {
+    // TCP over loopback: both ends created here, before the fork.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (server, _) = l.accept().unwrap();
+    drop(l);
+    // A unix socketpair, and a unix stream connected through an abstract-namespace listener.
+    let (ua, ub) = UnixStream::pair().unwrap();
+    let name = format!("numapilot-test-{}", std::process::id());
+    let addr =
+        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name.as_bytes())
+            .unwrap();
+    let ul = UnixListener::bind_addr(&addr).unwrap();
+    let uc = UnixStream::connect_addr(&addr).unwrap();
+    let (us, _) = ul.accept().unwrap();
+    drop(ul);
+
+    let (client, server, ua, ub, uc, us) = (
+        client.into_raw_fd(),
+        server.into_raw_fd(),
+        ua.into_raw_fd(),
+        ub.into_raw_fd(),
+        uc.into_raw_fd(),
+        us.into_raw_fd(),
+    );
+    let mine = [client, ua, uc];
+    let theirs = [server, ub, us];
+    let mut p = [0 as libc::c_int; 2];
+    // SAFETY: p has room for two fds.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    // SAFETY: the child calls only async-signal-safe functions (close, read, _exit).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let mut b = [0u8; 1];
+        // SAFETY: child side: keep `theirs`, close `mine`, wait, exit.
+        unsafe {
+            for fd in mine {
+                libc::close(fd);
+            }
+            libc::close(p[1]);
+            libc::read(p[0], b.as_mut_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: parent side: keep `mine`, close `theirs`.
+    unsafe {
+        libc::close(p[0]);
+        for fd in theirs {
+            libc::close(fd);
+        }
+    }
+    let me = std::process::id();
+    let child = pid as u32;
+    let my_inodes: Vec<u64> = mine.iter().map(|&fd| inode_of(fd)).collect();
+
+    // This process's fd table holds its three ends.
+    let held = socket_inodes(Path::new("/proc"), me).unwrap().unwrap();
+    for ino in &my_inodes {
+        assert!(held.contains(ino), "inode {ino} not among {held:?}");
+    }
+    // sock_diag names the peers of both unix ends.
+    let peers = unix_peers().unwrap();
+    for ino in &my_inodes[1..] {
+        assert!(peers.iter().any(|&(a, _)| a == *ino), "unix inode {ino} has no peer in the dump");
+    }
+
+    let got = scan(Path::new("/"), &[me, child], Some(&peers)).unwrap();
+    let pair = got.comm.iter().find(|c| c.a.0 == me.min(child) && c.b.0 == me.max(child)).copied();
+    assert_eq!(
+        pair,
+        Some(CommSample {
+            a: (me.min(child), me.min(child)),
+            b: (me.max(child), me.max(child)),
+            kind: CommKind::Socket,
+            events: 3
+        }),
+        "{got:?}"
+    );
+    assert!(got.tcp_pairs >= 1 && got.unix_pairs >= 2, "{got:?}");
+
+    // Without the unix peers only the TCP connection pairs them.
+    let tcp_only = scan(Path::new("/"), &[me, child], None).unwrap();
+    let pair = tcp_only.comm.iter().find(|c| c.a.0 == me.min(child) && c.b.0 == me.max(child));
+    assert_eq!(pair.map(|c| c.events), Some(1), "{tcp_only:?}");
+
+    // Release and reap the child; its pid is then skipped, and this process talks to nobody.
+    // SAFETY: our pipe end and child.
+    unsafe {
+        libc::close(p[1]);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    let after = scan(Path::new("/"), &[me, child], Some(&unix_peers().unwrap())).unwrap();
+    assert!(after.comm.iter().all(|c| c.a.0 != child && c.b.0 != child), "{after:?}");
+    for fd in mine {
+        // SAFETY: our fds.
+        unsafe { libc::close(fd) };
+    }
+}
