@@ -1,11 +1,228 @@
-//! `numapilot bench` (being written).
+//! `numapilot bench`: autonuma-benchmark's tests as real processes, with a per-second recorder of
+//! where their memory and threads are, a table, JSON (`numapilot-bench/1`, documented in the
+//! numapilot-bench crate) and convergence charts. The work is in the `numapilot-bench` crate; this
+//! module parses flags, starts workers (this same binary, `bench --worker`), prints and writes.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use numapilot_bench::{plan, BenchResult, Launcher, Options, RunOptions, WorkerConfig};
+use numapilot_sim::result::{ProcessSeries, SeriesPoint};
+use numapilot_topology::Topology;
+
+use crate::cmd::sim::chart;
 
 /// `numapilot bench`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_help = "Tests: numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, each also with _HARD_BIND or \
+_INVERSE_BIND.\nExample: numapilot bench numa01 --mb 64 --seconds 30 --force-node 0 --out /tmp/numa01")]
+pub struct Args {
+    /// The test (numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, optionally with _HARD_BIND or _INVERSE_BIND).
+    #[arg(value_name = "TEST", required_unless_present = "worker")]
+    test: Option<String>,
+    /// Buffer per process, MiB [default: 128].
+    #[arg(long, value_name = "MiB")]
+    mb: Option<u64>,
+    /// Worker threads per process [default: the test's, from the online CPUs].
+    #[arg(long, value_name = "N")]
+    threads: Option<u32>,
+    /// Passes per thread over its range [default: the original's: 50, 1000 or 800].
+    #[arg(long, value_name = "N", conflicts_with = "seconds")]
+    loops: Option<u64>,
+    /// Run for this many seconds instead of a number of passes.
+    #[arg(long, value_name = "SECONDS")]
+    seconds: Option<f64>,
+    /// First-touch every buffer on this node, then drop the binding (memory forced onto one node).
+    #[arg(long, value_name = "NODE")]
+    force_node: Option<u32>,
+    /// Seconds between two samples of the recorder.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    interval: f64,
+    /// Kill the workers after this many seconds (the run is reported as timed out).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Print the result as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Write result.json and the convergence charts (SVG and PNG, one per process) into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Internal: run as a worker process with this configuration (JSON).
+    #[arg(long, hide = true, value_name = "CONFIG")]
+    worker: Option<String>,
+}
 
-pub fn run(_: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("bench: not built yet")
+fn positive_seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
+    if !(v.is_finite() && v > 0.0) {
+        bail!("{flag}: must be a positive number of seconds, got {v}");
+    }
+    Duration::try_from_secs_f64(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(cfg) = &args.worker {
+        let cfg = WorkerConfig::from_json(cfg)?;
+        numapilot_bench::worker::become_worker_process(&cfg.name);
+        let stdin = std::io::stdin();
+        let stdout = std::io::stdout();
+        numapilot_bench::run_worker(&cfg, &mut stdin.lock(), &mut stdout.lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let test = args.test.as_deref().expect("clap requires TEST without --worker");
+    let interval = positive_seconds("--interval", args.interval)?;
+    let timeout = args.timeout.map(|t| positive_seconds("--timeout", t)).transpose()?;
+    let topo = Topology::from_sysfs(Path::new("/")).context("reading the NUMA topology")?;
+    let opts = Options {
+        mb: args.mb,
+        threads: args.threads,
+        loops: args.loops,
+        seconds: args.seconds,
+        force_node: args.force_node,
+    };
+    let plan = plan(test, &opts, &topo, numapilot_bench::worker::page_bytes())?;
+    if let Some(dir) = &args.out {
+        // Before the run, so a bad --out fails in a second, not after the benchmark.
+        std::fs::create_dir_all(dir).with_context(|| format!("--out: creating {}", dir.display()))?;
+    }
+    let launcher = Launcher {
+        program: std::env::current_exe().context("finding the numapilot binary to start workers")?,
+        args: vec!["bench".into(), "--worker".into()],
+    };
+    let result = numapilot_bench::run(&plan, &topo, &launcher, &RunOptions { interval, timeout, root: "/".into() })?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &result)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(table(&result).as_bytes())?;
+    }
+    if let Some(dir) = &args.out {
+        let files = write_out(&result, dir)?;
+        let msg = format!("wrote {} files to {}", files.len(), dir.display());
+        if args.json {
+            eprintln!("numapilot: {msg}");
+        } else {
+            writeln!(out, "{msg}")?;
+        }
+    }
+    Ok(if result.timed_out { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".to_string(), |x| format!("{x:.digits$}"))
+}
+
+fn count(v: Option<u64>) -> String {
+    v.map_or("n/a".to_string(), |x| x.to_string())
+}
+
+/// The text report.
+pub fn table(r: &BenchResult) -> String {
+    let c = &r.config;
+    let work = match c.work {
+        numapilot_bench::Work::Loops(n) => format!("{n} passes per thread"),
+        numapilot_bench::Work::Seconds(s) => format!("{s} s"),
+    };
+    let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let mut s = format!(
+        "{}: {} process(es) x {} thread(s), {} MiB each, {work}{}\nhost: kernel {}, nodes {}, {} CPUs, numa_balancing {}\n\n",
+        r.name,
+        c.processes,
+        c.threads_per_process,
+        c.mb_per_process,
+        c.force_node.map_or(String::new(), |n| format!(", first touch on node {n}")),
+        r.host.kernel,
+        list(&r.nodes),
+        r.host.cpus,
+        r.host.numa_balancing.map_or("n/a".to_string(), |v| v.to_string()),
+    );
+    s.push_str(&format!(
+        "{:<5} {:>8} {:>7} {:>10} {:>8} {:>9} {:>11} {:>7} {:>12}  {}\n",
+        "proc",
+        "pid",
+        "threads",
+        "runtime_s",
+        "passes",
+        "MiB/s",
+        "converge_s",
+        "local%",
+        "thread_nodes",
+        "buffer MiB per node (end)"
+    ));
+    for p in &r.processes {
+        let end = p.series.last().map_or("-".to_string(), |pt| {
+            r.nodes.iter().zip(&pt.buffer_mib).map(|(n, m)| format!("{n}:{m:.1}")).collect::<Vec<_>>().join(" ")
+        });
+        s.push_str(&format!(
+            "{:<5} {:>8} {:>7} {:>10.2} {:>8.1} {:>9.1} {:>11} {:>7} {:>12}  {}\n",
+            p.index,
+            p.pid,
+            p.threads,
+            p.runtime_s,
+            p.passes,
+            p.mib_per_s,
+            opt(p.converge_s, 1),
+            opt(p.final_local_pct, 1),
+            if p.final_thread_nodes.is_empty() { "-".to_string() } else { list(&p.final_thread_nodes) },
+            end
+        ));
+    }
+    s.push_str(&format!(
+        "\ntotal runtime {:.2} s{}; converged (90% local, all processes): {}\n",
+        r.runtime_s,
+        if r.timed_out { " (TIMED OUT, workers killed)" } else { "" },
+        r.converge_s.map_or("never".to_string(), |t| format!("{t:.1} s")),
+    ));
+    s.push_str(&format!(
+        "pages migrated: numa_pages_migrated {}, pgmigrate_success {}, pgmigrate_fail {}\n",
+        count(r.migrated.numa_pages_migrated),
+        count(r.migrated.pgmigrate_success),
+        count(r.migrated.pgmigrate_fail)
+    ));
+    s
+}
+
+/// The convergence series of one process in the simulator's chart type: the test buffer per node.
+fn series_of(p: &numapilot_bench::ProcessResult, name: &str) -> ProcessSeries {
+    ProcessSeries {
+        pid: p.pid,
+        name: name.to_string(),
+        finish_s: Some(p.runtime_s),
+        throughput: None,
+        unit: None,
+        converge_s: p.converge_s,
+        series: p
+            .series
+            .iter()
+            .map(|pt| SeriesPoint {
+                t_s: pt.t_s,
+                mem_mib: pt.buffer_mib.clone(),
+                local_pct: pt.local_pct.unwrap_or(0.0),
+            })
+            .collect(),
+        cpu_nodes: p.final_thread_nodes.clone(),
+    }
+}
+
+/// Writes `result.json` and one chart per process (SVG and PNG) into `dir`; returns the files.
+pub fn write_out(r: &BenchResult, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("--out: creating {}", dir.display()))?;
+    let json_path = dir.join("result.json");
+    let mut text = serde_json::to_string_pretty(r)?;
+    text.push('\n');
+    std::fs::write(&json_path, text).with_context(|| format!("writing {}", json_path.display()))?;
+    let mut files = vec![json_path];
+    let text_ok = chart::text_available();
+    for p in &r.processes {
+        let title = format!(
+            "{} / process {} (pid {}) / test buffer per node / kernel {}",
+            r.name, p.index, p.pid, r.host.kernel
+        );
+        let stem = format!("{}-p{}-pid{}", r.name, p.index, p.pid);
+        files.extend(chart::write_memory_chart(dir, &stem, &title, &r.nodes, &series_of(p, &r.name), text_ok)?);
+    }
+    Ok(files)
 }

@@ -178,12 +178,24 @@ impl Chart for ProcessChart<'_> {
         root: &DrawingArea<DB, Shift>,
         text: bool,
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        self.draw_titled(root, text, &self.title())
+    }
+}
+
+impl ProcessChart<'_> {
+    /// Draws the chart with `title` as its title line.
+    fn draw_titled<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        text: bool,
+        title: &str,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
         root.fill(&WHITE)?;
         let (t_max, m_max) = self.ranges();
         // With text: the title across the top, the legend in a column on the right (never over
         // the lines), the plot in the rest.
         let (plot, side) = if text {
-            let area = root.titled(&self.title(), (FAMILY, 20))?;
+            let area = root.titled(title, (FAMILY, 20))?;
             let width = area.dim_in_pixel().0;
             let (plot, side) = area.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
             (plot, Some(side))
@@ -235,6 +247,56 @@ impl Chart for ProcessChart<'_> {
         }
         root.present()
     }
+}
+
+/// The convergence chart of one process of a real run (`numapilot bench`), with the caller's
+/// title and file stem: X = seconds since the start, Y = the process's memory per node (MiB), one
+/// line per node of `nodes` (kernel ids, the index of every `mem_mib` of `process.series`).
+struct TitledChart<'a> {
+    title: &'a str,
+    stem: &'a str,
+    inner: ProcessChart<'a>,
+}
+
+impl Chart for TitledChart<'_> {
+    fn stem(&self) -> String {
+        file_safe(self.stem)
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        text: bool,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        self.inner.draw_titled(root, text, self.title)
+    }
+}
+
+/// Writes the memory-per-node-over-time chart of one process of a real run as
+/// `<dir>/<stem>.svg` and `.png` (stem made file-name safe) and returns their paths: the same
+/// drawing as [`ProcessChart`], with a title of the caller's instead of machine / policy / seed.
+pub fn write_memory_chart(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    nodes: &[u32],
+    process: &ProcessSeries,
+    text: bool,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let run = RunResult {
+        seed: 0,
+        nodes: nodes.to_vec(),
+        runtime_s: process.finish_s.unwrap_or(0.0),
+        throughput: None,
+        throughput_unit: None,
+        local_access_pct: 0.0,
+        pages_migrated: 0,
+        converge_s: process.converge_s,
+        processes: Vec::new(),
+        engine: None,
+    };
+    let inner = ProcessChart { machine: "", workload: "", policy: "", run: &run, process };
+    TitledChart { title, stem, inner }.write(dir, text)
 }
 
 /// Tick label format for an axis running from 0 to `max`: whole numbers from 20 up, one decimal
