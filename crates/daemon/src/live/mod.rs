@@ -11,12 +11,49 @@
 //!   `recover` (next start after a crash) put it back; page moves under a MB/s budget, per-page
 //!   failures counted in the `Outcome`, never fatal.
 
-use std::path::PathBuf;
+//!
+//! # Modules
+//!
+//! ```text
+//!   observe   tiered sampling (per-process stat every cycle; threads and numa_maps where they
+//!             can matter), with the tunables that decide it ([`TierOptions`])
+//!   select    identity (pid + start time), kernel threads, exclusions, self-pinned processes
+//!   apply     page moves: token-bucket budget, pagemap + move_pages batches, migrate_pages
+//!   state     originals of every touched process, the state file, restore
+//! ```
+//! Cpuset cgroups (v1/v2) are written by `numapilot_actuate::cgroup`; this module decides when.
+//!
+//! # Non-root, dry run
+//!
+//! Without root (effective uid 0), with `observe_only`, or with a `root` other than `/`, `sample()`
+//! works as always and every `apply()` is refused with one reason ([`LiveHost::refusal`]), which the
+//! daemon logs once.
 
-/// How the live host observes and acts. Built by `run` from the config file and the command line.
+use std::path::{Path, PathBuf};
+
+use numapilot_actuate::{sched_getaffinity, set_process_affinity, CgroupVersion, CpusetHierarchy};
+use numapilot_observe::Sample;
+use numapilot_policy::{Action, ActionKind, Host, HostError, Outcome};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
+
+use crate::signals::{SignalOptions, Signals};
+
+pub mod apply;
+pub mod observe;
+pub mod select;
+pub mod state;
+
+pub use observe::{TierOptions, TierStats};
+
+use apply::{PageTally, Stop, TokenBucket};
+use state::{CpusetOriginal, Originals};
+
+/// How the live host observes and acts. Built by `run` from the config file and the command line;
+/// [`LiveOptions::default`] gives every default below.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveOptions {
-    /// Root of /proc and /sys (`/` on a live system; tests may point elsewhere for observation only).
+    /// Root of /proc and /sys (`/` on a live system; tests may point elsewhere for observation only:
+    /// with any other root every action is refused).
     pub root: PathBuf,
     /// Where the originals of every touched process are kept (default `/run/numapilot/state.json`).
     pub state_path: PathBuf,
@@ -32,11 +69,52 @@ pub struct LiveOptions {
     /// memory policy in numa_maps). Default false.
     pub include_pinned: bool,
     /// Only manage processes with at least this resident memory, kB (numad: 300 MiB). Default 0.
+    /// Smaller processes are left out of the sample (and so never planned for).
     pub min_rss_kb: u64,
-    /// Page-migration budget, MB/s of base pages moved. Default from `Tunables`.
+    /// Page-migration budget, MB/s (MiB) of base pages moved, enforced by the host over wall time
+    /// whatever the policy asks. Default 4096, the model's `Tunables::migrate_budget_mib_per_s`.
     pub migrate_mb_per_s: u64,
-    /// Use cpuset cgroups instead of (in addition to) sched_setaffinity.
+    /// Use cpuset cgroups in addition to sched_setaffinity.
     pub cpuset: CpusetMode,
+}
+
+impl Default for LiveOptions {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from("/"),
+            state_path: PathBuf::from("/run/numapilot/state.json"),
+            observe_only: false,
+            exclude_comm: Vec::new(),
+            exclude_pids: Vec::new(),
+            exclude_cgroups: Vec::new(),
+            include_pinned: false,
+            min_rss_kb: 0,
+            migrate_mb_per_s: numapilot_model::Tunables::default().migrate_budget_mib_per_s,
+            cpuset: CpusetMode::Off,
+        }
+    }
+}
+
+/// Settings of the live host beyond [`LiveOptions`] (kept apart so that code building a
+/// `LiveOptions` literal keeps compiling as these grow): the signal sources, the tiers of the
+/// observation, the affinity re-listing bound. [`LiveHost::open`] uses the defaults;
+/// [`LiveHost::open_with`] takes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveTuning {
+    /// Signal sources beyond /proc's per-task files ([`Signals`]), filled into every sample.
+    pub signals: SignalOptions,
+    /// Thresholds of the tiered observation.
+    pub tiers: TierOptions,
+    /// Listings of /proc/PID/task when setting a whole process's affinity, until no new thread
+    /// appears. Default 8. Source: a choice; a process that keeps creating threads for 8 rounds is
+    /// caught on the next cycle. What it prevents: looping forever on a thread factory.
+    pub affinity_rounds: u32,
+}
+
+impl Default for LiveTuning {
+    fn default() -> Self {
+        Self { signals: SignalOptions::default(), tiers: TierOptions::default(), affinity_rounds: 8 }
+    }
 }
 
 /// Whether CPU placement also goes through cpuset cgroups.
@@ -45,17 +123,14 @@ pub enum CpusetMode {
     /// Thread affinity only (default).
     #[default]
     Off,
-    /// Detect the mounted hierarchy (v2 unified or v1 cpuset) and use it.
+    /// Detect the mounted hierarchy (v2 unified with the cpuset controller first, else v1 cpuset)
+    /// and use it; affinity only (with a note) when neither is mounted.
     Auto,
-    /// cgroup v1 cpuset controller.
+    /// cgroup v1 cpuset controller (open fails when it is not mounted).
     V1,
-    /// cgroup v2 unified hierarchy.
+    /// cgroup v2 unified hierarchy with the cpuset controller (open fails when not available).
     V2,
 }
-
-use numapilot_observe::Sample;
-use numapilot_policy::{Action, Host, HostError, Outcome};
-use numapilot_topology::Topology;
 
 /// Why the live host could not start.
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +138,7 @@ pub enum LiveError {
     /// The state file exists but cannot be read or parsed; the message names the path and the fault.
     #[error("{0}")]
     State(String),
-    /// /proc or /sys cannot be read.
+    /// /proc or /sys cannot be read, or a configured cpuset hierarchy is not mounted.
     #[error("{0}")]
     Unavailable(String),
 }
@@ -84,13 +159,107 @@ pub struct RestoreReport {
 pub struct LiveHost {
     topo: Topology,
     opts: LiveOptions,
+    observer: observe::TieredObserver,
+    signals: Signals,
+    originals: Originals,
+    budget: TokenBucket,
+    cpuset: Option<CpusetHierarchy>,
+    refusal: Option<String>,
+    notes: Vec<String>,
+    page_size: u64,
+    affinity_rounds: u32,
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v > 0 {
+        v as u64
+    } else {
+        4096
+    }
 }
 
 impl LiveHost {
     /// Opens the live host. If the state file holds originals from a previous run that did not
-    /// shut down cleanly, they are restored first and reported.
+    /// shut down cleanly, they are restored first and reported (and the file emptied), before
+    /// anything else happens.
     pub fn open(topo: Topology, opts: LiveOptions) -> Result<(Self, RestoreReport), LiveError> {
-        Ok((Self { topo, opts }, RestoreReport::default()))
+        Self::open_with(topo, opts, LiveTuning::default())
+    }
+
+    /// [`LiveHost::open`] with explicit [`LiveTuning`] (signal sources, observation tiers).
+    pub fn open_with(
+        topo: Topology,
+        opts: LiveOptions,
+        tuning: LiveTuning,
+    ) -> Result<(Self, RestoreReport), LiveError> {
+        let mut report = RestoreReport::default();
+        if let Some(file) = Originals::load(&opts.state_path).map_err(LiveError::State)? {
+            for rec in &file.processes {
+                state::restore_one(rec, &mut report);
+            }
+            if !file.processes.is_empty() {
+                Originals::new(&opts.state_path).save().map_err(LiveError::State)?;
+            }
+        }
+        let proc_dir = opts.root.join("proc");
+        if !proc_dir.join("self").exists() {
+            return Err(LiveError::Unavailable(format!("{} is not a mounted /proc", proc_dir.display())));
+        }
+        let mut notes = Vec::new();
+        let cpuset = match opts.cpuset {
+            CpusetMode::Off => None,
+            CpusetMode::Auto => {
+                let h = CpusetHierarchy::detect(None);
+                if h.is_none() {
+                    notes.push(
+                        "cpuset: no cgroup hierarchy with the cpuset controller is mounted; thread affinity only"
+                            .into(),
+                    );
+                }
+                h
+            }
+            CpusetMode::V1 | CpusetMode::V2 => {
+                let v = if opts.cpuset == CpusetMode::V1 { CgroupVersion::V1 } else { CgroupVersion::V2 };
+                Some(CpusetHierarchy::detect(Some(v)).ok_or_else(|| {
+                    LiveError::Unavailable(format!(
+                        "cpuset {v:?} was asked for but no such hierarchy with the cpuset controller is mounted"
+                    ))
+                })?)
+            }
+        };
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        let refusal = if euid != 0 {
+            Some(format!("not running as root (effective uid {euid}): observe-only, numapilot changes no process"))
+        } else if opts.observe_only {
+            Some("observe-only mode (dry run): numapilot changes no process".to_string())
+        } else if opts.root != Path::new("/") {
+            Some(format!("observing {} instead of the live system: numapilot changes no process", opts.root.display()))
+        } else {
+            None
+        };
+        if let Some(r) = &refusal {
+            notes.push(r.clone());
+        }
+        let signals = Signals::open(tuning.signals);
+        notes.extend(signals.notes().iter().cloned());
+        let ps = page_size();
+        let host = Self {
+            observer: observe::TieredObserver::new(&opts, &tuning.tiers),
+            originals: Originals::new(&opts.state_path),
+            budget: TokenBucket::new(opts.migrate_mb_per_s, ps, numapilot_observe::reader::monotonic_ns()),
+            signals,
+            cpuset,
+            refusal,
+            notes,
+            page_size: ps,
+            affinity_rounds: tuning.affinity_rounds,
+            topo,
+            opts,
+        };
+        Ok((host, report))
     }
 
     /// The options it runs with.
@@ -98,9 +267,241 @@ impl LiveHost {
         &self.opts
     }
 
+    /// Why every action is refused (non-root, observe-only, a fixture root), or `None` when the host
+    /// acts.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
+    }
+
+    /// One line per thing the operator should know once (observe-only and why, a cpuset hierarchy
+    /// that is missing, signal sources that are missing).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Counts of the last observation (processes, threads, how many were read in each tier).
+    pub fn tier_stats(&self) -> TierStats {
+        self.observer.stats
+    }
+
+    /// The cpuset hierarchy in use, if any.
+    pub fn cpuset_hierarchy(&self) -> Option<&CpusetHierarchy> {
+        self.cpuset.as_ref()
+    }
+
+    /// Processes whose originals are held (touched and not yet restored): `(pid, starttime)`.
+    pub fn touched(&self) -> Vec<(u32, u64)> {
+        self.originals.procs.values().map(|p| (p.pid, p.starttime)).collect()
+    }
+
     /// Puts every touched process back as it was, and empties the state file.
     pub fn restore_all(&mut self) -> RestoreReport {
-        RestoreReport::default()
+        if self.originals.procs.is_empty() && !self.opts.state_path.exists() {
+            return RestoreReport::default();
+        }
+        self.originals.restore_all()
+    }
+
+    /// Records the originals of `pid` (every current thread's mask, the leader's as default) unless
+    /// held already, and writes the state file. Err: the message why nothing may be changed.
+    fn record(&mut self, pid: u32, starttime: u64, comm: &str) -> Result<(), Outcome> {
+        if self.originals.has(pid, starttime) {
+            return Ok(());
+        }
+        let leader = match sched_getaffinity(pid as libc::pid_t) {
+            Ok(c) => c,
+            Err(e) if e.errno() == Some(libc::ESRCH) => return Err(Outcome::Vanished),
+            Err(e) => return Err(Outcome::Refused { message: format!("reading the original affinity: {e}") }),
+        };
+        let tids = numapilot_actuate::list_threads(pid).ok().flatten().ok_or(Outcome::Vanished)?;
+        let mut masks = Vec::with_capacity(tids.len());
+        for tid in tids {
+            if let Ok(m) = sched_getaffinity(tid as libc::pid_t) {
+                masks.push((tid, m.to_list()));
+            }
+        }
+        let rec = self.originals.entry(pid, starttime, comm, &leader);
+        rec.threads.extend(masks);
+        self.save()
+    }
+
+    fn save(&mut self) -> Result<(), Outcome> {
+        self.originals.save().map_err(|e| Outcome::Refused {
+            message: format!("{e}; nothing is changed without its original on record"),
+        })
+    }
+
+    fn set_affinity(&mut self, pid: u32, tid: Option<u32>, starttime: u64, comm: &str, cpus: &CpuSet) -> Outcome {
+        let online = self.topo.online_cpus();
+        if cpus.is_empty() || !cpus.is_subset(&online) {
+            return Outcome::Refused {
+                message: format!(
+                    "CPUs {} are not a non-empty subset of the online CPUs {}",
+                    cpus.to_list(),
+                    online.to_list()
+                ),
+            };
+        }
+        if let Err(o) = self.record(pid, starttime, comm) {
+            return o;
+        }
+        if let Some(tid) = tid {
+            if !Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
+                return Outcome::Vanished;
+            }
+            let rec = self.originals.procs.get_mut(&pid);
+            if let (Some(rec), Ok(m)) = (rec, sched_getaffinity(tid as libc::pid_t)) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = rec.threads.entry(tid) {
+                    slot.insert(m.to_list());
+                    if let Err(o) = self.save() {
+                        return o;
+                    }
+                }
+            }
+            return match numapilot_actuate::sched_setaffinity(tid as libc::pid_t, cpus) {
+                Ok(()) => Outcome::Applied { pages_moved: 0 },
+                Err(e) if e.errno() == Some(libc::ESRCH) => Outcome::Vanished,
+                Err(e) => Outcome::Refused { message: e.to_string() },
+            };
+        }
+        if let Some(h) = self.cpuset.clone() {
+            if let Err(o) = self.place_cpuset(&h, pid, starttime, cpus) {
+                return o;
+            }
+        }
+        let mut fresh = Vec::new();
+        let known: std::collections::BTreeSet<u32> =
+            self.originals.procs.get(&pid).map(|r| r.threads.keys().copied().collect()).unwrap_or_default();
+        let r = set_process_affinity(pid, cpus, self.affinity_rounds, |t, orig| {
+            if !known.contains(&t) {
+                fresh.push((t, orig.to_list()));
+            }
+        });
+        if !fresh.is_empty() {
+            if let Some(rec) = self.originals.procs.get_mut(&pid) {
+                // A thread born during the change inherited its creator's mask: the original of a
+                // thread that was not there at the first change is the leader's (the default), so
+                // only threads seen before any change of ours are recorded one by one.
+                let first_touch = rec.threads.is_empty();
+                if first_touch {
+                    rec.threads.extend(fresh);
+                }
+            }
+            let _ = self.save();
+        }
+        match r {
+            Ok(Some(_)) => Outcome::Applied { pages_moved: 0 },
+            Ok(None) => Outcome::Vanished,
+            Err(e) if e.errno() == Some(libc::ESRCH) => Outcome::Vanished,
+            Err(e) => Outcome::Refused { message: e.to_string() },
+        }
+    }
+
+    fn place_cpuset(&mut self, h: &CpusetHierarchy, pid: u32, starttime: u64, cpus: &CpuSet) -> Result<(), Outcome> {
+        let name = format!("{pid}-{starttime}");
+        let has = self.originals.procs.get(&pid).is_some_and(|r| r.cpuset.is_some());
+        if !has {
+            let original = match h.cgroup_of(pid) {
+                Ok(Some(c)) => c,
+                Ok(None) => return Err(Outcome::Vanished),
+                Err(e) => return Err(Outcome::Refused { message: format!("reading /proc/{pid}/cgroup: {e}") }),
+            };
+            let version = if h.version == CgroupVersion::V1 { "v1" } else { "v2" };
+            if let Some(rec) = self.originals.procs.get_mut(&pid) {
+                rec.cpuset = Some(CpusetOriginal {
+                    version: version.into(),
+                    mount: h.mount.clone(),
+                    original,
+                    made: name.clone(),
+                });
+            }
+            self.save()?;
+        }
+        let mut mems = self.topo.nodes_of_cpus(cpus).intersection(&self.topo.memory_nodes());
+        if mems.is_empty() {
+            mems = self.topo.memory_nodes();
+        }
+        h.place(pid, &name, cpus, &mems).map(|_| ()).map_err(|e| Outcome::Refused { message: format!("cpuset: {e}") })
+    }
+
+    fn check_nodes(&self, nodes: &NodeSet) -> Result<(), Outcome> {
+        let known = self.topo.node_ids();
+        if nodes.is_empty() || !nodes.is_subset(&known) {
+            return Err(Outcome::Refused {
+                message: format!(
+                    "nodes {} are not a non-empty subset of this machine's nodes {}",
+                    nodes.to_list(),
+                    known.to_list()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn pages(&mut self, pid: u32, kind: &ActionKind) -> Outcome {
+        let (max, nodes) = match kind {
+            ActionKind::MigratePages { from, to, max_pages } => {
+                if let Err(o) = self.check_nodes(from).and_then(|_| self.check_nodes(to)) {
+                    return o;
+                }
+                (*max_pages, to.clone())
+            }
+            ActionKind::MoveRanges { to, .. } => (None, std::iter::once(*to).collect()),
+            ActionKind::Interleave { nodes, max_pages, .. } => (*max_pages, nodes.clone()),
+            ActionKind::SetAffinity { .. } => return Outcome::Refused { message: "not a page action".into() },
+        };
+        if let Err(o) = self.check_nodes(&nodes) {
+            return o;
+        }
+        let now = numapilot_observe::reader::monotonic_ns();
+        let avail = self.budget.available(now);
+        let allowance = max.map_or(avail, |m| m.min(avail));
+        if allowance == 0 {
+            return if avail == 0 {
+                Outcome::Refused {
+                    message: format!("page-migration budget of {} MB/s is used up for now", self.opts.migrate_mb_per_s),
+                }
+            } else {
+                Outcome::Applied { pages_moved: 0 }
+            };
+        }
+        let ps = self.page_size;
+        let mut tally = PageTally::default();
+        let r = match kind {
+            ActionKind::MigratePages { from, to, .. } => apply::migrate(pid, from, to, ps, allowance, &mut tally),
+            ActionKind::MoveRanges { ranges, to } => {
+                apply::move_to_targets(pid, ranges, ps, allowance, true, |_, _| Some(*to), &mut tally)
+            }
+            ActionKind::Interleave { ranges, nodes, weights, .. } => {
+                let ranges = if ranges.is_empty() {
+                    match apply::mapped_ranges(pid) {
+                        Some(r) => r,
+                        None => return Outcome::Vanished,
+                    }
+                } else {
+                    ranges.clone()
+                };
+                let list: Vec<u32> = nodes.iter().collect();
+                apply::move_to_targets(
+                    pid,
+                    &ranges,
+                    ps,
+                    allowance,
+                    true,
+                    |i, _| apply::interleave_target(&list, weights, i),
+                    &mut tally,
+                )
+            }
+            ActionKind::SetAffinity { .. } => Ok(0),
+        };
+        match r {
+            Ok(asked) => {
+                self.budget.take(asked);
+                tally.outcome()
+            }
+            Err(Stop::Gone) => Outcome::Vanished,
+            Err(Stop::Refused(m)) => Outcome::Refused { message: m },
+        }
     }
 }
 
@@ -114,11 +515,37 @@ impl Host for LiveHost {
     }
 
     fn sample(&mut self) -> Result<Sample, HostError> {
-        Err(HostError::Unavailable("live host: sampling not built yet".into()))
+        let now = self.now_ns();
+        let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
+        self.signals.fill(&mut s);
+        Ok(s)
     }
 
     fn apply(&mut self, action: &Action) -> Outcome {
-        let _ = action;
-        Outcome::Refused { message: "live host: actuation not built yet".into() }
+        if let Some(r) = &self.refusal {
+            return Outcome::Refused { message: r.clone() };
+        }
+        let t = action.target;
+        let Some(stat) = select::read_stat(t.pid) else { return Outcome::Vanished };
+        if stat.starttime != t.starttime {
+            return Outcome::Vanished;
+        }
+        let who = format!("pid {} ({})", t.pid, stat.comm);
+        if stat.is_kernel_thread() {
+            return Outcome::Refused { message: format!("{who} is a kernel thread") };
+        }
+        if let Some(why) = select::exclusion(&self.opts, t.pid, &stat.comm, || select::cgroup_paths(t.pid)) {
+            return Outcome::Refused { message: format!("{who}: {why}") };
+        }
+        if !self.opts.include_pinned {
+            let ours = self.originals.has(t.pid, t.starttime);
+            if let Some(why) = select::pinned(&self.topo, self.cpuset.as_ref(), t.pid, ours) {
+                return Outcome::Refused { message: format!("{who}: {why}; left alone (include_pinned is off)") };
+            }
+        }
+        match &action.kind {
+            ActionKind::SetAffinity { cpus } => self.set_affinity(t.pid, t.tid, t.starttime, &stat.comm, cpus),
+            kind => self.pages(t.pid, kind),
+        }
     }
 }

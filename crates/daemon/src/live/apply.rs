@@ -1,0 +1,342 @@
+//! Page moves under a budget: which pages, to where, how many per call, and how failures count.
+//!
+//! # Problem
+//!
+//! Moving a page costs a copy (4 KiB through both memory controllers), a TLB shootdown on every CPU
+//! the process runs on, and a stall of any thread touching the page meanwhile. A daemon that moves a
+//! 10 GiB process in one call stalls it for seconds. The policy already plans under its own budget;
+//! the host enforces one too, over wall time, whatever the policy asks.
+//!
+//! # Approach
+//!
+//! ```text
+//!   TokenBucket: tokens += rate x dt (capped at one second's worth); a page action may move
+//!                min(action.max_pages, tokens) pages; tokens -= pages asked to move
+//!
+//!   MigratePages(from, to)   pages on `from` (numa_maps, now) <= allowance ?
+//!                              yes: migrate_pages(pid, from, to)   moved = on_from before - after
+//!                              no:  page by page, as below, over every mapping (/proc/PID/maps),
+//!                                   n-th node of `from` -> n-th node of `to` (the kernel's own remap)
+//!   MoveRanges(ranges, to)   pagemap: present pages of the ranges -> move_pages query (where is each)
+//!   Interleave(ranges,       -> the pages not yet where they belong -> move_pages in batches of
+//!     nodes, weights)           MOVE_BATCH -> status per page: the node (moved) or -errno (counted)
+//! ```
+//!
+//! Per-page errors (EBUSY, ENOMEM, EACCES for a shared page, EFAULT, ENOENT for a page freed
+//! meanwhile ...) are counted by name in [`Outcome::Partial`]; the call failing as a whole (ESRCH:
+//! gone -> [`Outcome::Vanished`]; EPERM -> [`Outcome::Refused`]) is the only other result.
+//!
+//! Units: pages are base pages of `page_size` bytes; the budget is in MB/s (MiB, 2^20 bytes).
+//!
+//! # Limits
+//!
+//! `migrate_pages` cannot be told how many pages to move, so a whole-process move is only made
+//! with it when the whole amount fits the allowance; its page count comes from numa_maps read
+//! before and after (other allocations meanwhile blur it by their size). Shared pages are moved
+//! only when this process alone maps them (`MPOL_MF_MOVE`): moving them would disturb other
+//! processes; they come back as EACCES.
+
+use std::collections::BTreeMap;
+
+use numapilot_actuate::{migrate_pages, move_pages, resident_pages, MoveFlags, PageStatus};
+use numapilot_observe::Reader;
+use numapilot_policy::Outcome;
+use numapilot_topology::NodeSet;
+
+/// Pages per `move_pages` call. Default 4096 pages = 16 MiB with 4 KiB pages. Source: a choice; the
+/// kernel takes any count but copies the address and status arrays in and out in one piece. What it
+/// prevents: unbounded temporary arrays for a large range, and a single call holding the target's
+/// mmap lock for the whole move.
+pub const MOVE_BATCH: usize = 4096;
+
+/// A token bucket over wall time: `rate` pages per second, at most one second's worth saved.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate_pages_per_s: f64,
+    tokens: f64,
+    last_ns: u64,
+}
+
+impl TokenBucket {
+    /// A full bucket for `mb_per_s` MiB/s of `page_size`-byte pages, at host time `now_ns`.
+    pub fn new(mb_per_s: u64, page_size: u64, now_ns: u64) -> Self {
+        let rate = mb_per_s as f64 * 1024.0 * 1024.0 / page_size.max(1) as f64;
+        Self { rate_pages_per_s: rate, tokens: rate, last_ns: now_ns }
+    }
+
+    /// Pages that may move now (refilled for the time since the last call).
+    pub fn available(&mut self, now_ns: u64) -> u64 {
+        let dt = now_ns.saturating_sub(self.last_ns) as f64 / 1e9;
+        self.last_ns = now_ns.max(self.last_ns);
+        self.tokens = (self.tokens + dt * self.rate_pages_per_s).min(self.rate_pages_per_s);
+        self.tokens.max(0.0) as u64
+    }
+
+    /// Takes `pages` from the bucket.
+    pub fn take(&mut self, pages: u64) {
+        self.tokens -= pages as f64;
+    }
+}
+
+/// Pages moved and failures by cause, accumulated over the calls of one action.
+#[derive(Debug, Default)]
+pub struct PageTally {
+    /// Pages now on their target node that were asked to move.
+    pub moved: u64,
+    /// Failures by errno name.
+    pub failed: BTreeMap<String, u64>,
+}
+
+impl PageTally {
+    /// The action's outcome.
+    pub fn outcome(self) -> Outcome {
+        if self.failed.is_empty() {
+            Outcome::Applied { pages_moved: self.moved }
+        } else {
+            Outcome::Partial { pages_moved: self.moved, failed: self.failed.into_iter().collect() }
+        }
+    }
+
+    fn fail(&mut self, cause: &str, n: u64) {
+        if n > 0 {
+            *self.failed.entry(cause.to_string()).or_insert(0) += n;
+        }
+    }
+}
+
+/// Why a page action stopped as a whole.
+#[derive(Debug)]
+pub enum Stop {
+    /// The process is gone.
+    Gone,
+    /// The kernel refused the call (EPERM, EINVAL ...), with the message.
+    Refused(String),
+}
+
+/// The mapped ranges of `pid` from /proc/PID/maps, `(start, len)`, without the kernel's special
+/// mappings (`[vsyscall]`, `[vvar]`, `[vdso]`), which have no movable pages.
+pub fn mapped_ranges(pid: u32) -> Option<Vec<(u64, u64)>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let Some((a, b)) = f.next().and_then(|r| r.split_once('-')) else { continue };
+        let name = f.nth(4).unwrap_or("");
+        if matches!(name, "[vsyscall]" | "[vvar]" | "[vdso]" | "[vvar_vclock]") {
+            continue;
+        }
+        if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+            if b > a {
+                out.push((a, b - a));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Base pages of `pid` per node from numa_maps now (`None` when gone or unreadable).
+pub fn pages_by_node(pid: u32, page_size: u64) -> Option<BTreeMap<u32, u64>> {
+    let maps = Reader::new("/").read_numa_maps(pid).ok()??;
+    let mut out = BTreeMap::new();
+    for u in maps.usage_by_node() {
+        *out.entry(u.node).or_insert(0) += u.total_kb() * 1024 / page_size.max(1);
+    }
+    Some(out)
+}
+
+/// The present pages of `ranges` in `pid`, at most `limit` (`None` when gone).
+fn present(pid: u32, ranges: &[(u64, u64)], page_size: u64, limit: usize) -> Result<Vec<usize>, Stop> {
+    let mut out = Vec::new();
+    for &(start, len) in ranges {
+        if out.len() >= limit {
+            break;
+        }
+        match resident_pages(pid, start, len, page_size, limit - out.len()) {
+            Ok(Some(p)) => out.extend(p),
+            Ok(None) => return Err(Stop::Gone),
+            Err(e) => return Err(Stop::Refused(format!("reading /proc/{pid}/pagemap: {e}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// Where each page is now (move_pages query), in batches.
+fn where_are(pid: u32, pages: &[usize]) -> Result<Vec<PageStatus>, Stop> {
+    let mut out = Vec::with_capacity(pages.len());
+    for chunk in pages.chunks(MOVE_BATCH) {
+        match move_pages(pid as libc::pid_t, chunk, None, MoveFlags::Own) {
+            Ok(o) => out.extend(o.status),
+            Err(e) if e.errno() == Some(libc::ESRCH) => return Err(Stop::Gone),
+            Err(e) => return Err(Stop::Refused(e.to_string())),
+        }
+    }
+    Ok(out)
+}
+
+/// Moves `(page, node)` pairs, at most `allowance` of them, counting the result in `tally`.
+fn move_list(pid: u32, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<(), Stop> {
+    for chunk in moves.chunks(MOVE_BATCH) {
+        let pages: Vec<usize> = chunk.iter().map(|m| m.0).collect();
+        let nodes: Vec<u32> = chunk.iter().map(|m| m.1).collect();
+        match move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
+            Ok(o) => {
+                for (s, &want) in o.status.iter().zip(&nodes) {
+                    match s {
+                        PageStatus::Node(n) if *n == want => tally.moved += 1,
+                        // The kernel left it elsewhere without a per-page error (counted by the
+                        // return value on recent kernels).
+                        PageStatus::Node(_) => tally.fail("not-migrated", 1),
+                        PageStatus::Failed(e) => tally.fail(&numapilot_actuate::errno_name(*e), 1),
+                    }
+                }
+            }
+            Err(e) if e.errno() == Some(libc::ESRCH) => return Err(Stop::Gone),
+            Err(e) => return Err(Stop::Refused(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// Moves the present pages of `ranges` so that page `i` of them goes to `target(i, node now)`, at
+/// most `allowance` moves. Returns the number of moves asked for.
+///
+/// `skip_in_place`: leave out pages already on their target (the host always does: they cost no
+/// copy and must not use the budget or count as moved). Without it every present page with a
+/// target is handed to the kernel, which reports an in-place page as on its node; only a test on a
+/// single-node machine, where every page is already in place, wants that, to drive the kernel's
+/// move path (per-page errors, batch sizes) for real.
+pub fn move_to_targets(
+    pid: u32,
+    ranges: &[(u64, u64)],
+    page_size: u64,
+    allowance: u64,
+    skip_in_place: bool,
+    mut target: impl FnMut(usize, u32) -> Option<u32>,
+    tally: &mut PageTally,
+) -> Result<u64, Stop> {
+    // Scan at most a bounded multiple of the allowance: pages already in place cost a query each.
+    let scan = (allowance as usize).saturating_mul(4).max(MOVE_BATCH);
+    let pages = present(pid, ranges, page_size, scan)?;
+    let status = where_are(pid, &pages)?;
+    let mut moves = Vec::new();
+    for (i, (&page, s)) in pages.iter().zip(&status).enumerate() {
+        if moves.len() as u64 >= allowance {
+            break;
+        }
+        let now = match *s {
+            PageStatus::Node(n) => n,
+            // Not locatable (never touched since the pagemap read, or gone): nothing to move.
+            PageStatus::Failed(_) if skip_in_place => continue,
+            PageStatus::Failed(_) => u32::MAX,
+        };
+        if let Some(to) = target(i, now) {
+            if to != now || !skip_in_place {
+                moves.push((page, to));
+            }
+        }
+    }
+    move_list(pid, &moves, tally)?;
+    Ok(moves.len() as u64)
+}
+
+/// The kernel's remap for migrate_pages: the n-th node of `from` goes to the n-th node of `to`
+/// (wrapping when `to` is shorter); nodes of `from` that are in `to` stay.
+pub fn remap(from: &NodeSet, to: &NodeSet, node: u32) -> Option<u32> {
+    if !from.contains(node) || to.contains(node) {
+        return None;
+    }
+    let idx = from.iter().position(|n| n == node)?;
+    let tos: Vec<u32> = to.iter().collect();
+    tos.get(idx % tos.len().max(1)).copied()
+}
+
+/// A whole-process MigratePages within `allowance` pages (see the module essay).
+pub fn migrate(
+    pid: u32,
+    from: &NodeSet,
+    to: &NodeSet,
+    page_size: u64,
+    allowance: u64,
+    tally: &mut PageTally,
+) -> Result<u64, Stop> {
+    let before = pages_by_node(pid, page_size).ok_or(Stop::Gone)?;
+    let on_from: u64 = before.iter().filter(|(n, _)| from.contains(**n) && !to.contains(**n)).map(|(_, p)| p).sum();
+    if on_from == 0 {
+        return Ok(0);
+    }
+    if on_from <= allowance {
+        let not_moved = match migrate_pages(pid as libc::pid_t, from, to) {
+            Ok(n) => n,
+            Err(e) if e.errno() == Some(libc::ESRCH) => return Err(Stop::Gone),
+            Err(e) => return Err(Stop::Refused(e.to_string())),
+        };
+        let after = pages_by_node(pid, page_size).ok_or(Stop::Gone)?;
+        let left: u64 = after.iter().filter(|(n, _)| from.contains(**n) && !to.contains(**n)).map(|(_, p)| p).sum();
+        tally.moved += on_from.saturating_sub(left);
+        tally.fail("not-migrated", not_moved);
+        return Ok(on_from);
+    }
+    let ranges = mapped_ranges(pid).ok_or(Stop::Gone)?;
+    move_to_targets(pid, &ranges, page_size, allowance, true, |_, now| remap(from, to, now), tally)
+}
+
+/// Node for page `i` of a weighted interleave over `nodes` with `weights` (equal when empty): a
+/// repeating pattern of weight[k] pages per node k.
+pub fn interleave_target(nodes: &[u32], weights: &[u32], i: usize) -> Option<u32> {
+    if nodes.is_empty() {
+        return None;
+    }
+    let w: Vec<u64> = if weights.len() == nodes.len() {
+        weights.iter().map(|&x| u64::from(x)).collect()
+    } else {
+        vec![1; nodes.len()]
+    };
+    let total: u64 = w.iter().sum();
+    if total == 0 {
+        return Some(nodes[i % nodes.len()]);
+    }
+    let mut r = i as u64 % total;
+    for (k, &wk) in w.iter().enumerate() {
+        if r < wk {
+            return Some(nodes[k]);
+        }
+        r -= wk;
+    }
+    nodes.last().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_refills_over_time_and_caps_at_one_second() {
+        // 1 MiB/s of 4 KiB pages = 256 pages/s.
+        let mut b = TokenBucket::new(1, 4096, 0);
+        assert_eq!(b.available(0), 256);
+        b.take(256);
+        assert_eq!(b.available(0), 0);
+        assert_eq!(b.available(500_000_000), 128);
+        assert_eq!(b.available(10_000_000_000), 256);
+    }
+
+    #[test]
+    fn remap_follows_position() {
+        let from = NodeSet::parse_list("0-1").unwrap();
+        let to = NodeSet::parse_list("2-3").unwrap();
+        assert_eq!(remap(&from, &to, 0), Some(2));
+        assert_eq!(remap(&from, &to, 1), Some(3));
+        assert_eq!(remap(&from, &to, 2), None);
+        let to1 = NodeSet::parse_list("1").unwrap();
+        assert_eq!(remap(&from, &to1, 0), Some(1));
+        assert_eq!(remap(&from, &to1, 1), None);
+    }
+
+    #[test]
+    fn weighted_pattern() {
+        let v: Vec<u32> = (0..6).filter_map(|i| interleave_target(&[1, 3], &[2, 1], i)).collect();
+        assert_eq!(v, vec![1, 1, 3, 1, 1, 3]);
+        let v: Vec<u32> = (0..4).filter_map(|i| interleave_target(&[0, 2], &[], i)).collect();
+        assert_eq!(v, vec![0, 2, 0, 2]);
+    }
+}

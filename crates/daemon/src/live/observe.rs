@@ -1,0 +1,404 @@
+//! Tiered observation: a consistent [`Sample`] every cycle for a fraction of a full read's cost.
+//!
+//! # Problem
+//!
+//! A full [`Reader::sample`] of 1,000 processes x 10,000 threads costs about 150 ms wall and 300 ms
+//! CPU (numa_maps walks page tables; every file open is a path walk in procfs). The daemon cycle
+//! (observe + model + plan) must stay under 50 ms and the daemon under 1 % of a core at one cycle
+//! per second. Most processes, most of the time, do nothing: their threads' counters have not moved
+//! and their memory has not changed.
+//!
+//! # Approach
+//!
+//! ```text
+//!   every cycle      readdir /proc; per process: /proc/PID/stat (one pread on a kept-open fd)
+//!                    ├─ kernel thread ───────────> skipped (re-checked every KTHREAD_RECHECK cycles)
+//!                    ├─ excluded (pid/comm/cgroup) or RSS < min_rss_kb ─> skipped, details unread
+//!                    └─ user process: which tier?
+//!   threads tier     new process, or its CPU ticks moved >= detail_min_ticks since its threads were
+//!                    read, or its turn in the staleness round (pid % stale_cycles)
+//!                        -> task/TID/{stat,schedstat} (+ sched with balancing), affinity
+//!   numa_maps tier   new, or numa_maps older than numa_maps_ms and RSS >= numa_maps_min_rss_kb,
+//!                    or RSS moved >= rss_change_kb since numa_maps was read, or older than
+//!                    6 x numa_maps_ms
+//!   otherwise        the last read threads and numa_maps are carried forward, with this cycle's
+//!                    process stat and RSS
+//! ```
+//!
+//! Consistency for the model (`numapilot_model::tasks`): every process that qualifies is in every
+//! sample, with every thread it had when last read, so no history is dropped. A carried-forward
+//! process keeps the `read_ns` of its threads' read: the model computes a thread's CPU rate as
+//! counter difference over read-time difference, which is 0/0 -> 0 for a carried thread (exactly
+//! right: its process's tick count has not moved, so neither has any thread's by a tick), and once
+//! the threads are read again the difference spans the whole time since the previous read, so no
+//! CPU time is lost or double counted.
+//!
+//! # Tunables
+//!
+//! See [`TierOptions`]: each field says its default, unit, source and what it prevents.
+//!
+//! # Limits
+//!
+//! Between staleness rounds an idle process's affinity and last CPU are as of its last read (a
+//! `taskset` on a sleeping process shows up within `stale_cycles` cycles). Sub-tick CPU use (under
+//! 10 ms per cycle per process with USER_HZ 100) does not trigger a thread read.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use numapilot_observe::parse::stat::{parse_stat, TaskStat};
+use numapilot_observe::{ProcessSample, ReadError, ReadOptions, Reader, Sample};
+
+use super::select;
+use super::LiveOptions;
+
+/// Thresholds of the tiered observation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierOptions {
+    /// Process CPU ticks (USER_HZ, utime + stime of the whole process) that must accumulate since its
+    /// threads were last read before they are read again. Default 1 tick (10 ms of CPU). Source: the
+    /// resolution of the counter; a process below it used under 1 % of a CPU over a one-second cycle.
+    /// What it prevents: reading 10 threads' files for each of the many processes that sleep.
+    pub detail_min_ticks: u64,
+    /// Every process's threads are re-read at least once per this many cycles, spread over the
+    /// cycles by pid. Default 60 (one minute at the default 1 s interval). Source: a choice, the
+    /// staleness an operator can accept for an idle process's affinity. What it prevents: a sleeping
+    /// process's `taskset` or cpuset change never being seen, and a burst of reads when all go stale
+    /// at once.
+    pub stale_cycles: u64,
+    /// numa_maps of a process is re-read when older than this, ms, if its RSS is at least
+    /// `numa_maps_min_rss_kb`. Default 10,000 ms. Source: numa_maps is the most expensive file (a
+    /// page-table walk of every mapping, about 30 % of a full read); memory placement changes by
+    /// page migration at most a few hundred MB/s, so 10 s of staleness is a few percent of a large
+    /// process. What it prevents: walking every process's page tables every second.
+    pub numa_maps_ms: u64,
+    /// RSS from which a process counts as large for the numa_maps cadence, kB. Default 65,536
+    /// (64 MiB). Source: a choice; below it the memory is too small for its placement to matter,
+    /// and its numa_maps is refreshed at 6 x `numa_maps_ms` only. What it prevents: spending the
+    /// numa_maps budget on shells and daemons of a few MB.
+    pub numa_maps_min_rss_kb: u64,
+    /// RSS change since numa_maps was read that makes it read again at once, kB. Default 16,384
+    /// (16 MiB). Source: a choice, a quarter of the large-process threshold. What it prevents: a
+    /// process that just allocated (or freed) a lot being planned from a stale per-node split.
+    pub rss_change_kb: u64,
+    /// Kernel threads are identified once and re-checked every this many cycles (their pid could be
+    /// reused by a user process). Default 30. Source: a choice. What it prevents: reading the stat
+    /// of a hundred kernel threads every cycle.
+    pub kthread_recheck_cycles: u64,
+    /// Most /proc/PID/stat files kept open between cycles (one descriptor each; a `pread` on an open
+    /// procfs file costs about half an open + read + close). Default 16,384, and never more than
+    /// the descriptor limit minus 256. Source: a choice. What it prevents: running out of
+    /// descriptors on a machine with very many processes (the rest are opened each cycle).
+    pub max_open_stat: usize,
+}
+
+impl Default for TierOptions {
+    fn default() -> Self {
+        Self {
+            detail_min_ticks: 1,
+            stale_cycles: 60,
+            numa_maps_ms: 10_000,
+            numa_maps_min_rss_kb: 64 * 1024,
+            rss_change_kb: 16 * 1024,
+            kthread_recheck_cycles: 30,
+            max_open_stat: 16_384,
+        }
+    }
+}
+
+/// What the observer knows of one pid.
+#[derive(Debug)]
+enum Kind {
+    /// A kernel thread, identified at `cycle`.
+    Kernel { cycle: u64 },
+    /// Excluded by the options (or too small): not read beyond stat.
+    Skipped,
+    /// A user process the daemon watches.
+    User,
+}
+
+#[derive(Debug)]
+struct Entry {
+    starttime: u64,
+    kind: Kind,
+    fd: Option<File>,
+    /// The last full details (threads and numa_maps), with `stat`/`rss_kb` of their read.
+    last: Option<ProcessSample>,
+    /// Process CPU ticks when the threads were last read.
+    detail_ticks: u64,
+    /// Host time numa_maps was last read, and the RSS then (kB).
+    maps_ns: u64,
+    maps_rss_kb: u64,
+}
+
+/// Counts of the last cycle, for the daemon's metrics and the cost example.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierStats {
+    /// User processes in the sample.
+    pub processes: usize,
+    /// Threads in the sample.
+    pub threads: usize,
+    /// Processes whose threads were read this cycle.
+    pub threads_read: usize,
+    /// Processes whose numa_maps was read this cycle.
+    pub maps_read: usize,
+    /// Processes skipped (kernel threads, excluded, too small).
+    pub skipped: usize,
+    /// /proc/PID/stat files kept open.
+    pub open_stat: usize,
+}
+
+/// The tiered observer.
+#[derive(Debug)]
+pub struct TieredObserver {
+    tiers: TierOptions,
+    with_maps: Reader,
+    threads_only: Reader,
+    maps_only: Reader,
+    system: Reader,
+    entries: HashMap<u32, Entry>,
+    cycle: u64,
+    page_kb: u64,
+    fd_cap: usize,
+    open_fds: usize,
+    buf: Vec<u8>,
+    /// Counts of the last cycle.
+    pub stats: TierStats,
+}
+
+/// Raises the soft descriptor limit to the hard one and returns the soft limit now.
+fn raise_nofile() -> usize {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 1024;
+    }
+    if r.rlim_cur < r.rlim_max {
+        let want = libc::rlimit { rlim_cur: r.rlim_max.min(1 << 20), rlim_max: r.rlim_max };
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+            return want.rlim_cur as usize;
+        }
+    }
+    r.rlim_cur as usize
+}
+
+impl TieredObserver {
+    /// An observer of the live system under `opts.root` ("/" normally).
+    pub fn new(opts: &LiveOptions, tiers: &TierOptions) -> Self {
+        let reader = |threads, numa_maps| {
+            Reader::with_options(
+                opts.root.clone(),
+                ReadOptions { threads, numa_maps, kernel_threads: false, ..ReadOptions::default() },
+            )
+        };
+        let fd_cap = tiers.max_open_stat.min(raise_nofile().saturating_sub(256));
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        Self {
+            tiers: tiers.clone(),
+            with_maps: reader(true, true),
+            threads_only: reader(true, false),
+            maps_only: reader(false, true),
+            system: reader(false, false),
+            entries: HashMap::new(),
+            cycle: 0,
+            page_kb: if page > 0 { page as u64 / 1024 } else { 4 },
+            fd_cap,
+            open_fds: 0,
+            buf: vec![0; 4096],
+            stats: TierStats::default(),
+        }
+    }
+
+    /// Reads `/proc/PID/stat` through the kept-open descriptor (opening it if needed); `None` when
+    /// the process is gone (a kept descriptor of a reaped process reads ESRCH, so a reused pid is
+    /// never read through the old one).
+    fn stat(&mut self, root_proc: &str, pid: u32, keep: bool) -> Option<TaskStat> {
+        let entry_fd = self.entries.get(&pid).and_then(|e| e.fd.as_ref());
+        let n = match entry_fd {
+            Some(f) => match f.read_at(&mut self.buf, 0) {
+                Ok(n) => n,
+                Err(_) => return None,
+            },
+            None => {
+                let f = File::open(format!("{root_proc}/{pid}/stat")).ok()?;
+                let n = f.read_at(&mut self.buf, 0).ok()?;
+                if keep && self.open_fds < self.fd_cap {
+                    if let Some(e) = self.entries.get_mut(&pid) {
+                        e.fd = Some(f);
+                        self.open_fds += 1;
+                    }
+                }
+                n
+            }
+        };
+        let text = std::str::from_utf8(&self.buf[..n]).ok()?;
+        parse_stat(text).ok()
+    }
+
+    fn drop_entry(&mut self, pid: u32) {
+        if let Some(e) = self.entries.remove(&pid) {
+            if e.fd.is_some() {
+                self.open_fds -= 1;
+            }
+        }
+    }
+
+    /// One observation (see the module essay).
+    pub fn sample(&mut self, opts: &LiveOptions, now_ns: u64) -> Result<Sample, ReadError> {
+        self.cycle += 1;
+        let cycle = self.cycle;
+        let mut sample = self.system.sample_of(Some(&[]))?;
+        let start = numapilot_observe::reader::monotonic_ns();
+        let pids = self.system.pids()?;
+        let root_proc = opts.root.join("proc").to_string_lossy().into_owned();
+        let live: std::collections::HashSet<u32> = pids.iter().copied().collect();
+        let gone: Vec<u32> = self.entries.keys().copied().filter(|p| !live.contains(p)).collect();
+        for p in gone {
+            self.drop_entry(p);
+        }
+        let t = &self.tiers;
+        let (min_ticks, stale, maps_ns, maps_min, rss_change, krecheck) = (
+            t.detail_min_ticks,
+            t.stale_cycles.max(1),
+            t.numa_maps_ms.saturating_mul(1_000_000),
+            t.numa_maps_min_rss_kb,
+            t.rss_change_kb,
+            t.kthread_recheck_cycles.max(1),
+        );
+        let mut stats = TierStats::default();
+        let mut want_both = Vec::new();
+        let mut want_threads = Vec::new();
+        let mut want_maps = Vec::new();
+        let mut stats_now: HashMap<u32, TaskStat> = HashMap::with_capacity(pids.len());
+        for &pid in &pids {
+            if let Some(Entry { kind: Kind::Kernel { cycle: c }, .. }) = self.entries.get(&pid) {
+                if cycle.saturating_sub(*c) < krecheck {
+                    stats.skipped += 1;
+                    continue;
+                }
+            }
+            let keep = !matches!(self.entries.get(&pid), Some(Entry { kind: Kind::Kernel { .. }, .. }));
+            let Some(st) = self.stat(&root_proc, pid, keep) else {
+                self.drop_entry(pid);
+                continue;
+            };
+            // A new process under a known pid: forget the old one.
+            if self.entries.get(&pid).is_some_and(|e| e.starttime != st.starttime) {
+                self.drop_entry(pid);
+            }
+            if let std::collections::hash_map::Entry::Vacant(slot) = self.entries.entry(pid) {
+                let kind = if st.is_kernel_thread() {
+                    Kind::Kernel { cycle }
+                } else if select::exclusion(opts, pid, &st.comm, || select::cgroup_paths(pid)).is_some() {
+                    Kind::Skipped
+                } else {
+                    Kind::User
+                };
+                slot.insert(Entry {
+                    starttime: st.starttime,
+                    kind,
+                    fd: None,
+                    last: None,
+                    detail_ticks: 0,
+                    maps_ns: 0,
+                    maps_rss_kb: 0,
+                });
+                // Kernel threads and skipped processes keep no descriptor.
+                if matches!(self.entries[&pid].kind, Kind::User) {
+                    let _ = self.stat(&root_proc, pid, true);
+                }
+            }
+            let Some(e) = self.entries.get_mut(&pid) else { continue };
+            match e.kind {
+                Kind::Kernel { .. } => {
+                    e.kind = Kind::Kernel { cycle };
+                    stats.skipped += 1;
+                    continue;
+                }
+                Kind::Skipped => {
+                    stats.skipped += 1;
+                    continue;
+                }
+                Kind::User => {}
+            }
+            let rss_kb = st.rss_pages * self.page_kb;
+            if rss_kb < opts.min_rss_kb {
+                stats.skipped += 1;
+                continue;
+            }
+            let new = e.last.is_none();
+            let threads = new
+                || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks
+                || (u64::from(pid) + cycle) % stale == 0;
+            let age = now_ns.saturating_sub(e.maps_ns);
+            let maps = new
+                || (age >= maps_ns && rss_kb >= maps_min)
+                || rss_kb.abs_diff(e.maps_rss_kb) >= rss_change
+                || age >= maps_ns.saturating_mul(6);
+            match (threads, maps) {
+                (true, true) => want_both.push(pid),
+                (true, false) => want_threads.push(pid),
+                (false, true) => want_maps.push(pid),
+                (false, false) => {}
+            }
+            stats_now.insert(pid, st);
+        }
+        // Read the chosen details (each call spreads its pids over the reader's workers).
+        let both = self.with_maps.read_processes(&want_both)?;
+        let thr = self.threads_only.read_processes(&want_threads)?;
+        let mp = self.maps_only.read_processes(&want_maps)?;
+        stats.threads_read = both.len() + thr.len();
+        stats.maps_read = both.len() + mp.len();
+        for p in both {
+            if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
+                e.detail_ticks = p.stat.cpu_ticks();
+                e.maps_ns = now_ns;
+                e.maps_rss_kb = p.rss_kb.unwrap_or(0);
+                e.last = Some(p);
+            }
+        }
+        for mut p in thr {
+            if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
+                e.detail_ticks = p.stat.cpu_ticks();
+                if let Some(old) = e.last.take() {
+                    p.numa_maps = old.numa_maps;
+                    p.numa_maps_error = old.numa_maps_error;
+                    p.node_usage = old.node_usage;
+                }
+                e.last = Some(p);
+            }
+        }
+        for p in mp {
+            if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
+                e.maps_ns = now_ns;
+                e.maps_rss_kb = p.rss_kb.unwrap_or(0);
+                if let Some(last) = e.last.as_mut() {
+                    last.numa_maps = p.numa_maps;
+                    last.numa_maps_error = p.numa_maps_error;
+                    last.node_usage = p.node_usage;
+                }
+            }
+        }
+        // Assemble: every watched process, details as last read, stat and RSS of this cycle.
+        let mut processes = Vec::with_capacity(stats_now.len());
+        for &pid in &pids {
+            let Some(st) = stats_now.remove(&pid) else { continue };
+            let Some(last) = self.entries.get(&pid).and_then(|e| e.last.as_ref()) else { continue };
+            let mut p = last.clone();
+            p.rss_kb = Some(st.rss_pages * self.page_kb);
+            p.comm.clone_from(&st.comm);
+            p.stat = st;
+            stats.threads += p.threads.len();
+            processes.push(p);
+        }
+        stats.processes = processes.len();
+        stats.open_stat = self.open_fds;
+        self.stats = stats;
+        sample.processes = processes;
+        sample.duration_ns = sample.duration_ns.saturating_add(numapilot_observe::reader::monotonic_ns() - start);
+        Ok(sample)
+    }
+}

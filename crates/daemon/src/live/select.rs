@@ -1,0 +1,181 @@
+//! Which processes the daemon may touch: identity (pid + start time), kernel threads, exclusions
+//! (pid, comm, cgroup prefix) and self-pinned processes.
+//!
+//! # Problem
+//!
+//! A plan is made from a sample taken milliseconds to seconds earlier. By the time an action runs
+//! the process may have exited and its pid been given to another one; the daemon must never change
+//! that other process. And some processes are not ours to move: kernel threads, whatever the
+//! operator excluded, and processes that placed themselves (taskset, numactl, an application's own
+//! binding), whose placement is a decision someone already made.
+//!
+//! # Approach
+//!
+//! ```text
+//!   apply(action) ─> /proc/PID/stat now ─ gone, or starttime != action's ─> Vanished
+//!                          │ flags & PF_KTHREAD ──────────────────────────> Refused "kernel thread"
+//!                          │ pid / comm / cgroup prefix excluded ─────────> Refused "excluded ..."
+//!                          │ not include_pinned and (we have not touched it):
+//!                          │   a thread's affinity narrower than its cpuset's CPUs
+//!                          │   or numa_maps shows bind / prefer / interleave ───> Refused "pinned ..."
+//!                          └─> act
+//! ```
+//!
+//! A cgroup prefix matches whole path components: `/system.slice` matches `/system.slice` and
+//! `/system.slice/ssh.service`, not `/system.slice2`. Every hierarchy line of /proc/PID/cgroup is
+//! checked (v1 and v2), so an operator can name whichever they know.
+//!
+//! The "cpuset's CPUs" of a thread are its cpuset's effective CPUs read from the cgroup
+//! (`cpuset.effective_cpus` v1, `cpuset.cpus.effective` v2) when a cpuset hierarchy is mounted,
+//! else the online CPUs of the nodes in its `Mems_allowed` (the model's own rule). A process the
+//! daemon already narrowed itself is not "pinned" by its affinity (it is ours); its memory policy
+//! still counts, because the daemon never sets one.
+//!
+//! # Limits
+//!
+//! The check and the system call are not atomic: a pid that exits and is reused between them (the
+//! pid space must wrap in microseconds) is the remaining window.
+
+use std::path::Path;
+
+use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
+use numapilot_observe::parse::stat::{parse_stat, TaskStat};
+use numapilot_observe::{PolicyMode, Reader};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
+
+use super::LiveOptions;
+
+/// `/proc/PID/stat` now; `None` when the process is gone (or the file is unreadable).
+pub fn read_stat(pid: u32) -> Option<TaskStat> {
+    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&String::from_utf8_lossy(&text)).ok()
+}
+
+/// The start time of `pid` now, or `None` when it is gone.
+pub fn read_starttime(pid: u32) -> Option<u64> {
+    read_stat(pid).map(|s| s.starttime)
+}
+
+/// Whether a cgroup path is `prefix` or below it (whole components).
+pub fn cgroup_matches(path: &str, prefix: &str) -> bool {
+    let p = prefix.trim_end_matches('/');
+    if p.is_empty() {
+        return true;
+    }
+    path == p || path.strip_prefix(p).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The cgroup paths of `pid` (one per hierarchy line of /proc/PID/cgroup); `None` when gone.
+pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    Some(text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).map(str::to_string).collect())
+}
+
+/// Why a process is excluded by the options (pid, comm, cgroup), or `None`. `cgroups` is read
+/// only when a cgroup prefix is configured.
+pub fn exclusion(
+    opts: &LiveOptions,
+    pid: u32,
+    comm: &str,
+    cgroups: impl FnOnce() -> Option<Vec<String>>,
+) -> Option<String> {
+    if opts.exclude_pids.contains(&pid) {
+        return Some(format!("pid {pid} is excluded"));
+    }
+    if opts.exclude_comm.iter().any(|c| c == comm) {
+        return Some(format!("process name '{comm}' is excluded"));
+    }
+    if !opts.exclude_cgroups.is_empty() {
+        for path in cgroups().unwrap_or_default() {
+            if let Some(prefix) = opts.exclude_cgroups.iter().find(|p| cgroup_matches(&path, p)) {
+                return Some(format!("cgroup {path} is under excluded prefix {prefix}"));
+            }
+        }
+    }
+    None
+}
+
+/// The effective CPUs of the cpuset `pid` is in (from the cgroup files), if a cpuset hierarchy is
+/// mounted and the file reads.
+fn cpuset_cpus(hier: Option<&CpusetHierarchy>, pid: u32) -> Option<CpuSet> {
+    let h = hier?;
+    let cg = h.cgroup_of(pid).ok()??;
+    let dir = h.dir(&cg);
+    for f in ["cpuset.effective_cpus", "cpuset.cpus.effective", "cpuset.cpus"] {
+        if let Ok(t) = std::fs::read_to_string(dir.join(f)) {
+            if let Ok(s) = CpuSet::parse_list(t.trim()) {
+                if !s.is_empty() {
+                    return Some(s);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn mems_allowed(pid: u32) -> Option<NodeSet> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
+    NodeSet::parse_list(line.trim()).ok()
+}
+
+/// Why `pid` counts as having placed itself, or `None`: an explicit memory policy in numa_maps
+/// (bind, prefer, prefer many, interleave, weighted interleave on any VMA), or, unless
+/// `affinity_is_ours`, a thread whose affinity is narrower than its cpuset's CPUs.
+pub fn pinned(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32, affinity_is_ours: bool) -> Option<String> {
+    let reader = Reader::new(Path::new("/"));
+    if let Ok(Some(maps)) = reader.read_numa_maps(pid) {
+        if let Some(v) = maps.vmas.iter().find(|v| {
+            matches!(
+                v.policy.mode,
+                PolicyMode::Bind
+                    | PolicyMode::Preferred
+                    | PolicyMode::PreferredMany
+                    | PolicyMode::Interleave
+                    | PolicyMode::WeightedInterleave
+            )
+        }) {
+            return Some(format!(
+                "it set its own memory policy ({} {} at {:#x} in numa_maps)",
+                v.policy.mode.name(),
+                v.policy.nodes.to_list(),
+                v.start
+            ));
+        }
+    }
+    if affinity_is_ours {
+        return None;
+    }
+    let allowed = cpuset_cpus(hier, pid).or_else(|| {
+        let mems = mems_allowed(pid)?;
+        Some(topo.cpus_of_nodes(&mems).intersection(&topo.online_cpus()))
+    })?;
+    let tids = numapilot_actuate::list_threads(pid).ok()??;
+    for tid in tids {
+        let Ok(mask) = sched_getaffinity(tid as libc::pid_t) else { continue };
+        let within = mask.intersection(&allowed);
+        if !allowed.is_subset(&within) {
+            return Some(format!(
+                "thread {tid} pinned itself to CPUs {} (its cpuset allows {})",
+                mask.to_list(),
+                allowed.to_list()
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_prefix_matches_whole_components() {
+        assert!(cgroup_matches("/system.slice", "/system.slice"));
+        assert!(cgroup_matches("/system.slice/ssh.service", "/system.slice"));
+        assert!(cgroup_matches("/system.slice/ssh.service", "/system.slice/"));
+        assert!(!cgroup_matches("/system.slice2", "/system.slice"));
+        assert!(!cgroup_matches("/user.slice", "/system.slice"));
+        assert!(cgroup_matches("/anything", "/"));
+    }
+}

@@ -1,0 +1,248 @@
+//! Originals: what every touched process looked like before numapilot changed it, kept in memory and
+//! in the state file, and put back on shutdown or at the next start after a crash.
+//!
+//! # Problem
+//!
+//! The daemon narrows thread affinities and moves processes between cpusets. If it stops (SIGTERM)
+//! those changes must be undone; if it dies (kill -9, OOM, power loss of the daemon alone) the next
+//! start must undo them, although the process that knew the originals is gone.
+//!
+//! # Approach
+//!
+//! ```text
+//!   first change to (pid, starttime)   record originals (every thread's mask, the cpuset cgroup)
+//!                                      write the state file  ──>  then make the syscall
+//!   threads created during the change  recorded as they are set, file written again after
+//!   restore (SIGTERM, or open())       per process: same starttime? (else gone, nothing to do)
+//!                                      cpuset: move back to the original cgroup, remove ours
+//!                                      every current thread: its recorded mask, else the
+//!                                        leader's original (threads inherit their creator's)
+//!                                      then the state file is emptied
+//! ```
+//!
+//! The file (default `/run/numapilot/state.json`, JSON, one record per process) is written
+//! atomically: a temporary file in the same directory, mode 0600, fsync, rename over the old one. A
+//! reader therefore sees the old or the new state, never half of one. The directory is made with
+//! mode 0700 when missing.
+//!
+//! # Limits
+//!
+//! Memory placement is not restored: pages moved stay where they are (moving them back would cost
+//! as much as moving them, and the kernel's own balancing or the next placement decides from
+//! there). A process whose pid was reused (start time differs) is reported gone and not touched.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use numapilot_actuate::{sched_setaffinity, CgroupVersion, CpusetHierarchy};
+use numapilot_topology::CpuSet;
+use serde::{Deserialize, Serialize};
+
+use super::select::read_starttime;
+use super::RestoreReport;
+
+/// Version of the state file format.
+pub const STATE_VERSION: u32 = 1;
+
+/// The cpuset a process was in before numapilot moved it, and the one numapilot made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpusetOriginal {
+    /// `v1` or `v2`.
+    pub version: String,
+    /// Mount point of the hierarchy.
+    pub mount: PathBuf,
+    /// The original cgroup path (as /proc/PID/cgroup names it).
+    pub original: String,
+    /// The name of numapilot's cgroup under `numapilot/`.
+    pub made: String,
+}
+
+impl CpusetOriginal {
+    fn hierarchy(&self) -> CpusetHierarchy {
+        let version = if self.version == "v1" { CgroupVersion::V1 } else { CgroupVersion::V2 };
+        CpusetHierarchy { version, mount: self.mount.clone() }
+    }
+}
+
+/// The originals of one process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessOriginal {
+    /// Process id.
+    pub pid: u32,
+    /// Its start time, clock ticks after boot (identity with the pid).
+    pub starttime: u64,
+    /// Its name when first touched (for people reading the file).
+    pub comm: String,
+    /// The leader's original CPU list: the mask for threads not recorded one by one.
+    pub default_cpus: String,
+    /// Each recorded thread's original CPU list.
+    pub threads: BTreeMap<u32, String>,
+    /// The cpuset membership, when numapilot moved the process to a cpuset of its own.
+    pub cpuset: Option<CpusetOriginal>,
+}
+
+/// The whole state file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFile {
+    /// Format version.
+    pub version: u32,
+    /// Touched processes.
+    pub processes: Vec<ProcessOriginal>,
+}
+
+/// Originals in memory, mirrored to the file.
+#[derive(Debug)]
+pub struct Originals {
+    path: PathBuf,
+    /// By pid (one live process per pid; a record whose starttime no longer matches is stale).
+    pub procs: BTreeMap<u32, ProcessOriginal>,
+}
+
+impl Originals {
+    /// An empty set for `path` (nothing read).
+    pub fn new(path: &Path) -> Self {
+        Self { path: path.to_path_buf(), procs: BTreeMap::new() }
+    }
+
+    /// Reads the state file: `Ok(None)` when it does not exist; an error naming the path for any
+    /// other fault (unreadable, not JSON, wrong version).
+    pub fn load(path: &Path) -> Result<Option<StateFile>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("state file {}: cannot read: {e}", path.display())),
+        };
+        if text.trim().is_empty() {
+            return Ok(Some(StateFile { version: STATE_VERSION, processes: Vec::new() }));
+        }
+        let file: StateFile = serde_json::from_str(&text)
+            .map_err(|e| format!("state file {}: not a numapilot state file: {e}", path.display()))?;
+        if file.version != STATE_VERSION {
+            return Err(format!(
+                "state file {}: version {} (this numapilot reads version {STATE_VERSION})",
+                path.display(),
+                file.version
+            ));
+        }
+        Ok(Some(file))
+    }
+
+    /// Whether (pid, starttime) has a record.
+    pub fn has(&self, pid: u32, starttime: u64) -> bool {
+        self.procs.get(&pid).is_some_and(|p| p.starttime == starttime)
+    }
+
+    /// The record of (pid, starttime), made (with the leader's mask as default) when missing; a
+    /// stale record of an older process with the same pid is replaced.
+    pub fn entry(&mut self, pid: u32, starttime: u64, comm: &str, default_cpus: &CpuSet) -> &mut ProcessOriginal {
+        let stale = self.procs.get(&pid).is_some_and(|p| p.starttime != starttime);
+        if stale {
+            self.procs.remove(&pid);
+        }
+        self.procs.entry(pid).or_insert_with(|| ProcessOriginal {
+            pid,
+            starttime,
+            comm: comm.to_string(),
+            default_cpus: default_cpus.to_list(),
+            threads: BTreeMap::new(),
+            cpuset: None,
+        })
+    }
+
+    /// Writes the state file atomically (temp + fsync + rename, mode 0600).
+    pub fn save(&self) -> Result<(), String> {
+        let file = StateFile { version: STATE_VERSION, processes: self.procs.values().cloned().collect() };
+        write_atomic(&self.path, &file)
+    }
+
+    /// Puts every recorded process back, forgets them and empties the file.
+    pub fn restore_all(&mut self) -> RestoreReport {
+        let mut report = RestoreReport::default();
+        for rec in std::mem::take(&mut self.procs).into_values() {
+            restore_one(&rec, &mut report);
+        }
+        if let Err(e) = self.save() {
+            report.failed.push(e);
+        }
+        report
+    }
+}
+
+/// Writes `file` to `path` atomically.
+pub fn write_atomic(path: &Path, file: &StateFile) -> Result<(), String> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("state directory {}: cannot create: {e}", dir.display()))?;
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "state.json".into());
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let text = serde_json::to_string_pretty(file).map_err(|e| format!("state file: cannot encode: {e}"))?;
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("state file {}: cannot write: {e}", path.display())
+    })
+}
+
+/// Puts one process back (see the module essay).
+pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
+    match read_starttime(rec.pid) {
+        Some(st) if st == rec.starttime => {}
+        _ => {
+            report.gone += 1;
+            return;
+        }
+    }
+    let mut errors = Vec::new();
+    if let Some(cs) = &rec.cpuset {
+        let h = cs.hierarchy();
+        if let Err(e) = h.move_to(rec.pid, &cs.original) {
+            // ESRCH: it exited just now; anything else is a real failure.
+            if e.errno() != Some(libc::ESRCH) {
+                errors.push(format!("cpuset back to {}: {e}", cs.original));
+            }
+        }
+        if let Err(e) = h.remove(&cs.made) {
+            errors.push(format!("removing cgroup {}: {e}", cs.made));
+        }
+    }
+    let default = CpuSet::parse_list(&rec.default_cpus).ok();
+    match numapilot_actuate::list_threads(rec.pid) {
+        Ok(Some(tids)) => {
+            for tid in tids {
+                let cpus = rec.threads.get(&tid).and_then(|c| CpuSet::parse_list(c).ok()).or_else(|| default.clone());
+                let Some(cpus) = cpus else { continue };
+                if cpus.is_empty() {
+                    continue;
+                }
+                match sched_setaffinity(tid as libc::pid_t, &cpus) {
+                    Ok(()) => {}
+                    Err(e) if e.errno() == Some(libc::ESRCH) => {}
+                    Err(e) => errors.push(format!("thread {tid}: {e}")),
+                }
+            }
+        }
+        Ok(None) => {
+            report.gone += 1;
+            return;
+        }
+        Err(e) => errors.push(format!("listing threads: {e}")),
+    }
+    if errors.is_empty() {
+        report.restored += 1;
+    } else {
+        report.failed.push(format!("{} ({}): {}", rec.pid, rec.comm, errors.join("; ")));
+    }
+}

@@ -1,0 +1,594 @@
+//! The live host against the running kernel: real child processes, real system calls.
+//!
+//! Child processes are this test binary run again with `NP_LIVE_CHILD=<mode>` (the ignored
+//! `child_entry` test does the mode's work), so each child does exactly what a test needs: sleep,
+//! pin itself, bind its memory, spawn threads without end, hold memory, or act as a daemon that is
+//! then killed with SIGKILL. Expectations come from the same host (online CPUs, memory nodes,
+//! start times from /proc), never hard-coded. The host has one NUMA node: page moves are checked for
+//! what one node shows (pages found, counted, budget-limited); real moves between nodes are the rig's.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
+use numapilot_daemon::live::apply::{move_to_targets, PageTally, TokenBucket};
+use numapilot_daemon::live::select::read_starttime;
+use numapilot_daemon::live::state::Originals;
+use numapilot_daemon::live::{LiveHost, LiveOptions};
+use numapilot_policy::{Action, ActionKind, Host, Outcome, Reason, TaskRef};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
+
+// ----- children ----------------------------------------------------------------------------------
+
+struct Kid {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Kid {
+    fn spawn(mode: &str, env: &[(&str, String)]) -> Kid {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "child_entry", "--ignored", "--nocapture", "--test-threads=1", "-q"])
+            .env("NP_LIVE_CHILD", mode)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Kid { child, out }
+    }
+
+    /// The next line the child prints that starts with `tag`, without the tag.
+    fn line(&mut self, tag: &str) -> String {
+        loop {
+            let mut l = String::new();
+            assert!(self.out.read_line(&mut l).unwrap() > 0, "child exited before printing {tag}");
+            if let Some(rest) = l.trim_end().strip_prefix(tag) {
+                return rest.trim().to_string();
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn target(&self) -> TaskRef {
+        TaskRef { pid: self.pid(), tid: None, starttime: read_starttime(self.pid()).unwrap() }
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn set_comm(name: &str) {
+    std::fs::write("/proc/self/comm", name).unwrap();
+}
+
+fn sleep_forever() -> ! {
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(600));
+    }
+}
+
+/// The children's work (not a test: ignored, and a no-op without the environment variable).
+#[test]
+#[ignore]
+fn child_entry() {
+    let Ok(mode) = std::env::var("NP_LIVE_CHILD") else { return };
+    let ready = || println!("ready");
+    match mode.as_str() {
+        "sleep" => {
+            for _ in 0..3 {
+                std::thread::spawn(|| sleep_forever());
+            }
+            if let Ok(name) = std::env::var("NP_COMM") {
+                set_comm(&name);
+            }
+            ready();
+            sleep_forever()
+        }
+        "pin" => {
+            let first = sched_getaffinity(0).unwrap().first().unwrap();
+            numapilot_actuate::sched_setaffinity(0, &std::iter::once(first).collect()).unwrap();
+            ready();
+            sleep_forever()
+        }
+        "bind" => {
+            let node: u32 = std::env::var("NP_NODE").unwrap().parse().unwrap();
+            let len = 4 << 20;
+            let v = vec![0u8; len + 4096];
+            let addr = (v.as_ptr() as usize).div_ceil(4096) * 4096;
+            let nodes: NodeSet = std::iter::once(node).collect();
+            numapilot_actuate::mbind(
+                addr as *const _,
+                len - 4096,
+                &numapilot_actuate::MemPolicy::Bind(nodes),
+                numapilot_actuate::ModeFlags::NONE,
+                numapilot_actuate::mempolicy::MbindFlags::default(),
+            )
+            .unwrap();
+            // SAFETY: the range is inside `v`, which lives until the process is killed.
+            unsafe { std::ptr::write_bytes(addr as *mut u8, 1, len - 4096) };
+            ready();
+            std::hint::black_box(&v);
+            sleep_forever()
+        }
+        "spawner" => {
+            // Threads without end (bounded so a failed test leaves no runaway), as fast as it can.
+            let mut n = 0;
+            loop {
+                std::thread::spawn(|| sleep_forever());
+                n += 1;
+                if n == 10 {
+                    ready();
+                }
+                if n >= 3000 {
+                    println!("spawned-all");
+                    sleep_forever();
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        "mem" => {
+            let len: usize = 8 << 20;
+            let mut v = vec![0u8; len + 4096];
+            let addr = (v.as_ptr() as usize).div_ceil(4096) * 4096;
+            let off = addr - v.as_ptr() as usize;
+            for i in (0..len).step_by(4096) {
+                v[off + i] = 1;
+            }
+            println!("range {addr} {len}");
+            std::hint::black_box(&v);
+            sleep_forever()
+        }
+        "crashdaemon" => {
+            let state = PathBuf::from(std::env::var("NP_STATE").unwrap());
+            let pid: u32 = std::env::var("NP_TARGET").unwrap().parse().unwrap();
+            let cpus = CpuSet::parse_list(&std::env::var("NP_CPUS").unwrap()).unwrap();
+            let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+            let (mut host, _) =
+                LiveHost::open(topo, LiveOptions { state_path: state, ..LiveOptions::default() }).unwrap();
+            let target = TaskRef { pid, tid: None, starttime: read_starttime(pid).unwrap() };
+            let o = host.apply(&action(target, ActionKind::SetAffinity { cpus }));
+            println!("applied {o:?}");
+            sleep_forever()
+        }
+        "nonroot" => {
+            let state = PathBuf::from(std::env::var("NP_STATE").unwrap());
+            let pid: u32 = std::env::var("NP_TARGET").unwrap().parse().unwrap();
+            // SAFETY: plain system calls on this process's own credentials.
+            unsafe {
+                assert_eq!(libc::setgid(65534), 0);
+                assert_eq!(libc::setuid(65534), 0);
+            }
+            let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+            let (mut host, _) =
+                LiveHost::open(topo, LiveOptions { state_path: state, ..LiveOptions::default() }).unwrap();
+            println!("refusal {}", host.refusal().unwrap_or("none"));
+            let s = host.sample().unwrap();
+            println!("sampled {}", s.processes.len());
+            let target = TaskRef { pid, tid: None, starttime: read_starttime(pid).unwrap() };
+            let cpus = sched_getaffinity(pid as i32).unwrap();
+            match host.apply(&action(target, ActionKind::SetAffinity { cpus })) {
+                Outcome::Refused { message } => println!("outcome refused {message}"),
+                o => println!("outcome other {o:?}"),
+            }
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+}
+
+// ----- helpers -----------------------------------------------------------------------------------
+
+fn action(target: TaskRef, kind: ActionKind) -> Action {
+    Action { target, kind, reason: Reason::new("test", "live host test") }
+}
+
+fn topo() -> Topology {
+    Topology::from_sysfs(Path::new("/")).unwrap()
+}
+
+fn tmp_state(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join(name).join("state.json");
+    (d, p)
+}
+
+fn host_with(state: &Path, f: impl FnOnce(&mut LiveOptions)) -> LiveHost {
+    let mut o = LiveOptions { state_path: state.to_path_buf(), ..LiveOptions::default() };
+    f(&mut o);
+    let (h, report) = LiveHost::open(topo(), o).unwrap();
+    assert_eq!(report.restored + report.gone, 0, "a fresh state path has nothing to restore");
+    assert!(h.refusal().is_none(), "these tests run as root: {:?}", h.refusal());
+    h
+}
+
+fn masks(pid: u32) -> Vec<(u32, CpuSet)> {
+    numapilot_actuate::list_threads(pid)
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .filter_map(|t| sched_getaffinity(t as i32).ok().map(|m| (t, m)))
+        .collect()
+}
+
+/// One online CPU that is not all of them (the last), or `None` on a one-CPU machine.
+fn narrow_cpus(t: &Topology) -> Option<CpuSet> {
+    let online = t.online_cpus();
+    (online.len() > 1).then(|| std::iter::once(online.last().unwrap()).collect())
+}
+
+fn refused(o: &Outcome) -> &str {
+    match o {
+        Outcome::Refused { message } => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+// ----- identity, exclusions, kernel threads, pinned ----------------------------------------------
+
+#[test]
+fn reused_pid_or_gone_process_is_vanished_and_untouched() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("reuse");
+    let mut host = host_with(&state, |_| {});
+    let kid = Kid::spawn("sleep", &[]);
+    let mut kid = kid;
+    kid.line("ready");
+    let before = masks(kid.pid());
+    let mut other = kid.target();
+    other.starttime += 1;
+    assert_eq!(host.apply(&action(other, ActionKind::SetAffinity { cpus: cpus.clone() })), Outcome::Vanished);
+    assert_eq!(masks(kid.pid()), before, "a process with another start time must not be touched");
+    assert!(host.touched().is_empty());
+    let target = kid.target();
+    kid.kill();
+    assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Vanished);
+}
+
+#[test]
+fn kernel_threads_are_refused() {
+    let (_d, state) = tmp_state("kthread");
+    let mut host = host_with(&state, |_| {});
+    // kthreadd is pid 2 on every Linux system.
+    let target = TaskRef { pid: 2, tid: None, starttime: read_starttime(2).unwrap() };
+    let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: topo().online_cpus() }));
+    assert!(refused(&o).contains("kernel thread"), "{o:?}");
+    let s = host.sample().unwrap();
+    assert!(s.process(2).is_none(), "kernel threads are not in the sample");
+}
+
+#[test]
+fn exclusions_by_comm_pid_and_cgroup() {
+    let t = topo();
+    let cpus = t.online_cpus();
+    let mut kid = Kid::spawn("sleep", &[("NP_COMM", "np-excluded".into())]);
+    kid.line("ready");
+    let target = kid.target();
+    let set = ActionKind::SetAffinity { cpus };
+
+    let (_d, state) = tmp_state("excl");
+    let mut by_comm = host_with(&state, |o| o.exclude_comm = vec!["np-excluded".into()]);
+    let o = by_comm.apply(&action(target, set.clone()));
+    assert!(refused(&o).contains("'np-excluded' is excluded"), "{o:?}");
+    let s = by_comm.sample().unwrap();
+    assert!(s.process(kid.pid()).is_none(), "excluded processes are not read");
+    assert!(s.process(std::process::id()).is_some(), "this test process is");
+
+    let mut by_pid = host_with(&state, |o| o.exclude_pids = vec![kid.pid()]);
+    let o = by_pid.apply(&action(target, set.clone()));
+    assert!(refused(&o).contains(&format!("pid {} is excluded", kid.pid())), "{o:?}");
+
+    // The child's own cgroup (the deepest path it has in any hierarchy) as the prefix.
+    let text = std::fs::read_to_string(format!("/proc/{}/cgroup", kid.pid())).unwrap();
+    let path = text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).max_by_key(|p| p.len()).unwrap().to_string();
+    let mut by_cgroup = host_with(&state, |o| o.exclude_cgroups = vec![path.clone()]);
+    let o = by_cgroup.apply(&action(target, set.clone()));
+    assert!(refused(&o).contains("excluded prefix"), "{o:?}");
+
+    // A prefix it is not under: applied (to the CPUs it already has: nothing changes).
+    let mut other = host_with(&state, |o| o.exclude_cgroups = vec!["/no-such.slice".into()]);
+    assert_eq!(other.apply(&action(target, set)), Outcome::Applied { pages_moved: 0 });
+    other.restore_all();
+    kid.kill();
+}
+
+#[test]
+fn self_pinned_processes_are_left_alone_unless_included() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("pinned");
+    let mut kid = Kid::spawn("pin", &[]);
+    kid.line("ready");
+    let target = kid.target();
+    let set = ActionKind::SetAffinity { cpus };
+    let mut host = host_with(&state, |_| {});
+    let o = host.apply(&action(target, set.clone()));
+    assert!(refused(&o).contains("pinned itself"), "{o:?}");
+    let mut bold = host_with(&state, |o| o.include_pinned = true);
+    assert_eq!(bold.apply(&action(target, set.clone())), Outcome::Applied { pages_moved: 0 });
+    bold.restore_all();
+    kid.kill();
+
+    // An explicit memory policy in numa_maps.
+    let node = t.memory_nodes().first().unwrap();
+    let mut kid = Kid::spawn("bind", &[("NP_NODE", node.to_string())]);
+    kid.line("ready");
+    let o = host.apply(&action(kid.target(), set));
+    assert!(refused(&o).contains("memory policy (bind"), "{o:?}");
+    kid.kill();
+}
+
+// ----- affinity, originals, restore, crash recovery ----------------------------------------------
+
+#[test]
+fn set_affinity_reaches_threads_born_during_the_call_and_restore_puts_them_back() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("spawner");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("spawner", &[]);
+    kid.line("ready");
+    let original = sched_getaffinity(kid.pid() as i32).unwrap();
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    // Threads keep coming; every one there now (born before, during or after the call) has the
+    // new mask.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let now = masks(kid.pid());
+    assert!(now.len() > 10);
+    for (tid, m) in &now {
+        assert_eq!(m, &cpus, "thread {tid} escaped");
+    }
+    // The state file holds the originals, 0600.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o600);
+    let file = Originals::load(&state).unwrap().unwrap();
+    assert_eq!(file.processes.len(), 1);
+    assert_eq!(file.processes[0].pid, kid.pid());
+    assert_eq!(file.processes[0].default_cpus, original.to_list());
+
+    let r = host.restore_all();
+    assert_eq!((r.restored, r.gone, r.failed.len()), (1, 0, 0), "{r:?}");
+    for (tid, m) in masks(kid.pid()) {
+        assert_eq!(m, original, "thread {tid} not restored");
+    }
+    assert!(Originals::load(&state).unwrap().unwrap().processes.is_empty(), "state file emptied");
+    kid.kill();
+}
+
+#[test]
+fn thread_target_changes_only_that_thread() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("thread");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let all = masks(kid.pid());
+    let (tid, orig) = all.iter().find(|(t, _)| *t != kid.pid()).cloned().unwrap();
+    let mut target = kid.target();
+    target.tid = Some(tid);
+    assert_eq!(
+        host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() })),
+        Outcome::Applied { pages_moved: 0 }
+    );
+    for (t2, m) in masks(kid.pid()) {
+        if t2 == tid {
+            assert_eq!(m, cpus);
+        } else {
+            assert_eq!(m, orig);
+        }
+    }
+    target.tid = Some(u32::MAX - 7);
+    assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Vanished);
+    host.restore_all();
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == orig));
+    kid.kill();
+}
+
+#[test]
+fn crash_recovery_restores_what_a_killed_daemon_changed() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("crash");
+    let mut target = Kid::spawn("sleep", &[]);
+    target.line("ready");
+    let original = sched_getaffinity(target.pid() as i32).unwrap();
+    let mut daemon = Kid::spawn(
+        "crashdaemon",
+        &[
+            ("NP_STATE", state.display().to_string()),
+            ("NP_TARGET", target.pid().to_string()),
+            ("NP_CPUS", cpus.to_list()),
+        ],
+    );
+    assert_eq!(daemon.line("applied"), "Applied { pages_moved: 0 }");
+    assert!(masks(target.pid()).iter().all(|(_, m)| *m == cpus), "the daemon child changed it");
+    daemon.kill(); // SIGKILL: no restore ran.
+    assert!(masks(target.pid()).iter().all(|(_, m)| *m == cpus), "still changed after the kill");
+    // A second, stale record (another process's start time under a live pid) is 'gone'.
+    let mut file = Originals::load(&state).unwrap().unwrap();
+    let mut stale = file.processes[0].clone();
+    stale.pid = std::process::id();
+    stale.starttime += 1;
+    file.processes.push(stale);
+    numapilot_daemon::live::state::write_atomic(&state, &file).unwrap();
+
+    let opts = LiveOptions { state_path: state.clone(), ..LiveOptions::default() };
+    let (_host, report) = LiveHost::open(t, opts).unwrap();
+    assert_eq!((report.restored, report.gone), (1, 1), "{report:?}");
+    assert!(report.failed.is_empty(), "{report:?}");
+    for (tid, m) in masks(target.pid()) {
+        assert_eq!(m, original, "thread {tid} not restored after the crash");
+    }
+    assert!(Originals::load(&state).unwrap().unwrap().processes.is_empty());
+    target.kill();
+}
+
+#[test]
+fn a_corrupt_state_file_stops_open_naming_it() {
+    let (_d, state) = tmp_state("corrupt");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    std::fs::write(&state, "{ not json").unwrap();
+    let err = LiveHost::open(topo(), LiveOptions { state_path: state.clone(), ..LiveOptions::default() }).unwrap_err();
+    assert!(err.to_string().contains(&state.display().to_string()), "{err}");
+}
+
+#[test]
+fn non_root_observes_and_refuses_with_one_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let state = d.path().join("state.json");
+    let mut target = Kid::spawn("sleep", &[]);
+    target.line("ready");
+    let mut kid =
+        Kid::spawn("nonroot", &[("NP_STATE", state.display().to_string()), ("NP_TARGET", target.pid().to_string())]);
+    assert!(kid.line("refusal").starts_with("not running as root (effective uid 65534)"));
+    let n: usize = kid.line("sampled").parse().unwrap();
+    assert!(n > 0, "non-root still samples");
+    assert!(kid.line("outcome").starts_with("refused not running as root"));
+    kid.kill();
+    target.kill();
+    assert!(!state.exists(), "observe-only writes no state file");
+}
+
+#[test]
+fn observe_only_refuses_every_action() {
+    let (_d, state) = tmp_state("dry");
+    let (mut host, _) =
+        LiveHost::open(topo(), LiveOptions { state_path: state, observe_only: true, ..LiveOptions::default() })
+            .unwrap();
+    let me = TaskRef { pid: std::process::id(), tid: None, starttime: read_starttime(std::process::id()).unwrap() };
+    let o = host.apply(&action(me, ActionKind::SetAffinity { cpus: topo().online_cpus() }));
+    assert!(refused(&o).starts_with("observe-only"), "{o:?}");
+}
+
+// ----- pages -------------------------------------------------------------------------------------
+
+fn mem_kid() -> (Kid, u64, u64) {
+    let mut kid = Kid::spawn("mem", &[]);
+    let r = kid.line("range");
+    let mut it = r.split(' ').map(|x| x.parse::<u64>().unwrap());
+    let (addr, len) = (it.next().unwrap(), it.next().unwrap());
+    (kid, addr, len)
+}
+
+#[test]
+fn page_moves_of_a_child_are_counted_and_budgeted() {
+    let t = topo();
+    let node = t.memory_nodes().first().unwrap();
+    let (kid, addr, len) = mem_kid();
+    let pid = kid.pid();
+    let pages = len / 4096;
+
+    // Through the host: every touched page is already on the one node, so nothing is moved and
+    // nothing fails (pages in place neither count as moved nor use the budget).
+    let (_d, state) = tmp_state("pages");
+    let mut host = host_with(&state, |_| {});
+    let mv = ActionKind::MoveRanges { ranges: vec![(addr, len)], to: node };
+    assert_eq!(host.apply(&action(kid.target(), mv)), Outcome::Applied { pages_moved: 0 });
+    let all: NodeSet = std::iter::once(node).collect();
+    let mig = ActionKind::MigratePages { from: all.clone(), to: all.clone(), max_pages: None };
+    assert_eq!(host.apply(&action(kid.target(), mig)), Outcome::Applied { pages_moved: 0 });
+    let bad = ActionKind::MigratePages { from: all, to: std::iter::once(9999).collect(), max_pages: None };
+    assert!(refused(&host.apply(&action(kid.target(), bad))).contains("9999"));
+
+    // The kernel's move path for real (pages handed over although in place): every present page
+    // of the range is found and reported on the node, at most the allowance per call.
+    let mut tally = PageTally::default();
+    let asked =
+        move_to_targets(pid, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally).ok().unwrap();
+    assert_eq!(asked, pages, "every touched page found through pagemap");
+    assert_eq!((tally.moved, tally.failed.len()), (pages, 0));
+
+    // Budget: 1 MiB/s of 4 KiB pages is 256 pages a second; the first call gets 256, the next
+    // (same instant) none.
+    let mut bucket = TokenBucket::new(1, 4096, 0);
+    let allowance = bucket.available(0);
+    let mut tally = PageTally::default();
+    let asked =
+        move_to_targets(pid, &[(addr, len)], 4096, allowance, false, |_, _| Some(node), &mut tally).ok().unwrap();
+    assert_eq!((asked, tally.moved), (256, 256));
+    bucket.take(asked);
+    assert_eq!(bucket.available(0), 0);
+    let mut tally = PageTally::default();
+    assert_eq!(move_to_targets(pid, &[(addr, len)], 4096, 0, false, |_, _| Some(node), &mut tally).ok(), Some(0));
+
+    // A range the child has not mapped (below mmap_min_addr) holds no present page: nothing asked.
+    let mut tally = PageTally::default();
+    assert_eq!(move_to_targets(pid, &[(0, 1 << 16)], 4096, 100, false, |_, _| Some(node), &mut tally).ok(), Some(0));
+    kid.kill();
+}
+
+#[test]
+fn max_pages_zero_moves_nothing() {
+    // A page action whose own bound is 0 pages moves nothing and is not an error.
+    let (_d, state) = tmp_state("budget");
+    let mut host = host_with(&state, |o| o.migrate_mb_per_s = 1);
+    let (kid, addr, len) = mem_kid();
+    let node = topo().memory_nodes().first().unwrap();
+    let nodes: NodeSet = std::iter::once(node).collect();
+    let o = host.apply(&action(
+        kid.target(),
+        ActionKind::Interleave { ranges: vec![(addr, len)], nodes, weights: vec![], max_pages: Some(0) },
+    ));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    kid.kill();
+}
+
+// ----- observation -------------------------------------------------------------------------------
+
+#[test]
+fn tiered_samples_keep_every_process_and_read_busy_ones() {
+    let (_d, state) = tmp_state("sample");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let s1 = host.sample().unwrap();
+    let first = host.tier_stats();
+    assert_eq!(first.threads_read, first.processes, "the first sample reads every process in full");
+    let p1 = s1.process(kid.pid()).expect("the child is sampled").clone();
+    let tids = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
+    assert_eq!(p1.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), tids);
+    assert!(p1.numa_maps.is_some());
+    // Burn CPU in this process so its tick count moves, then sample again.
+    let t0 = std::time::Instant::now();
+    let mut x = 0u64;
+    while t0.elapsed() < std::time::Duration::from_millis(60) {
+        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+    }
+    let s2 = host.sample().unwrap();
+    let second = host.tier_stats();
+    assert!(second.threads_read < second.processes, "idle processes are carried, not re-read: {second:?}");
+    let p2 = s2.process(kid.pid()).unwrap();
+    assert_eq!(p2.threads.len(), tids.len(), "carried processes keep their threads");
+    assert_eq!(p2.read_ns, p1.read_ns, "a carried process keeps the read time of its threads");
+    let me1 = s1.process(std::process::id()).unwrap();
+    let me2 = s2.process(std::process::id()).unwrap();
+    assert!(me2.read_ns > me1.read_ns, "this busy process was re-read");
+    let pid = kid.pid();
+    kid.kill();
+    let s3 = host.sample().unwrap();
+    assert!(s3.process(pid).is_none(), "an exited process leaves the sample");
+    assert!(s3.process(std::process::id()).is_some());
+}
+
+#[test]
+fn cpuset_hierarchy_is_detected_when_mounted() {
+    // Whatever this host mounts: detection agrees with /proc/self/mountinfo.
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let v1 = text
+        .lines()
+        .any(|l| l.contains(" - cgroup ") && l.rsplit(' ').next().unwrap().split(',').any(|o| o == "cpuset"));
+    let found = CpusetHierarchy::detect(None);
+    if v1 && found.is_none() {
+        panic!("a v1 cpuset mount is in mountinfo but was not detected");
+    }
+}
