@@ -1,0 +1,222 @@
+//! `numapilot bench` as a user runs it: real worker processes on this host, the recorder's
+//! figures, the JSON, the charts, flag errors.
+//!
+//! This host has one NUMA node, so every page and thread is on node 0: the placement checks here
+//! prove the recording (the right buffer, the right threads, counts that add up), the rig guests
+//! prove placement across nodes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use numapilot_bench::{BenchResult, Work};
+
+fn numapilot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_of(o: &Output) -> BenchResult {
+    assert!(o.status.success(), "numapilot failed: {}", stderr(o));
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not bench JSON: {e}\n{}", String::from_utf8_lossy(&o.stdout)))
+}
+
+/// Kernel node ids of this machine, from sysfs (independent of the topology crate).
+fn sys_nodes() -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir("/sys/devices/system/node")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn png_size(path: &Path) -> (u32, u32) {
+    let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let first = &buf[..3];
+    assert!(buf.chunks(3).any(|px| px != first), "{} is a single colour", path.display());
+    (info.width, info.height)
+}
+
+#[test]
+fn numa01_runs_two_worker_processes_and_records_their_buffers_and_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = numapilot(&[
+        "bench",
+        "numa01",
+        "--mb",
+        "8",
+        "--threads",
+        "2",
+        "--loops",
+        "40",
+        "--interval",
+        "0.05",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = json_of(&o);
+    assert_eq!(r.schema, "numapilot-bench/1");
+    assert_eq!(r.name, "numa01");
+    assert_eq!(r.nodes, sys_nodes());
+    assert_eq!(r.config.work, Work::Loops(40));
+    assert!(!r.timed_out);
+    assert_eq!(r.processes.len(), 2);
+    let me = std::process::id();
+    assert!(r.processes[0].pid != r.processes[1].pid && r.processes.iter().all(|p| p.pid != me));
+    let n0 = r.nodes.iter().position(|&n| n == 0).unwrap();
+    for p in &r.processes {
+        assert_eq!(p.exit_code, Some(0));
+        assert_eq!((p.threads, p.mb), (2, 8));
+        // numa01: each of the 2 threads writes the whole 8 MiB buffer 40 times.
+        assert_eq!(p.passes, 40.0);
+        assert_eq!(p.bytes_written, 2 * 40 * 8 << 20);
+        assert!(p.runtime_s > 0.0 && p.runtime_s <= r.runtime_s);
+        assert!(!p.series.is_empty(), "process {} was never sampled", p.index);
+        for s in &p.series {
+            // The whole buffer was touched before "go": 8 MiB resident throughout, and the
+            // process holds more than its buffer (binary, libraries, stacks).
+            assert_eq!(s.buffer_mib.iter().sum::<f64>(), 8.0, "{s:?}");
+            assert_eq!(s.buffer_mib.len(), r.nodes.len());
+            assert!(s.mem_mib.iter().sum::<f64>() > 8.0, "{s:?}");
+            assert!(s.thread_nodes.iter().sum::<u32>() <= 2, "{s:?}");
+        }
+        // The recorder saw both worker threads (named bench-t*) at some sample.
+        assert!(p.series.iter().any(|s| s.thread_nodes.iter().sum::<u32>() == 2), "{:?}", p.series);
+        if r.nodes.len() == 1 {
+            assert_eq!(p.final_local_pct, Some(100.0));
+            assert_eq!(p.final_thread_nodes, [0]);
+            assert!(p.converge_s.is_some());
+            assert_eq!(p.series[0].buffer_mib[n0], 8.0);
+        }
+    }
+    assert!(r.runtime_s >= r.processes.iter().map(|p| p.runtime_s).fold(0.0, f64::max));
+    assert!(r.migrated.pgmigrate_success.is_some(), "vmstat has pgmigrate_success on every kernel since 2.6.18");
+    assert!(!r.vmstat.is_empty());
+    // Files: result.json equal to stdout, one SVG and one PNG per process.
+    let written: BenchResult =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(written, r);
+    for p in &r.processes {
+        let stem = format!("numa01-p{}-pid{}", p.index, p.pid);
+        let svg = std::fs::read_to_string(out.join(format!("{stem}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        let lines = svg.lines().filter(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\"")).count();
+        assert_eq!(lines, r.nodes.len(), "one line per node");
+        assert_eq!(png_size(&out.join(format!("{stem}.png"))), (960, 600));
+    }
+    assert!(stderr(&o).contains("wrote 5 files"), "{}", stderr(&o));
+}
+
+#[test]
+fn numa02_for_a_time_splits_the_buffer_between_its_threads() {
+    let o = numapilot(&[
+        "bench",
+        "numa02",
+        "--mb",
+        "4",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.5",
+        "--interval",
+        "0.1",
+        "--json",
+    ]);
+    let r = json_of(&o);
+    assert_eq!(r.processes.len(), 1);
+    let p = &r.processes[0];
+    assert_eq!(r.config.work, Work::Seconds(0.5));
+    assert!(p.runtime_s >= 0.5, "ran {} s", p.runtime_s);
+    assert!(p.passes > 1.0 && p.bytes_written > 0);
+    // Each thread's pass is its 2 MiB slice: bytes = mean passes x 2 threads x 2 MiB.
+    let expect = p.passes * 2.0 * (2 << 20) as f64;
+    assert!((p.bytes_written as f64 - expect).abs() < 1.0, "{} vs {expect}", p.bytes_written);
+    assert!(p.series.len() >= 3, "{:?}", p.series);
+}
+
+#[test]
+fn forced_and_bound_memory_is_recorded_on_node_0() {
+    // --force-node 0 binds the first touch; HARD_BIND binds each slice with mbind. On this host
+    // node 0 is the only node, on the rig's guests the same command lands it on node 0 of two.
+    for args in [
+        &["bench", "numa02", "--force-node", "0"][..],
+        &["bench", "numa02_HARD_BIND"][..],
+        &["bench", "numa01_INVERSE_BIND"][..],
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--mb", "4", "--threads", "2", "--seconds", "0.3", "--interval", "0.05", "--json"]);
+        let r = json_of(&numapilot(&a));
+        let n0 = r.nodes.iter().position(|&n| n == 0).expect("node 0");
+        for p in &r.processes {
+            assert!(!p.series.is_empty());
+            for s in &p.series {
+                if r.nodes.len() == 1 || args[1] != "numa01_INVERSE_BIND" {
+                    assert_eq!(s.buffer_mib[n0], 4.0, "{args:?}: {s:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_timeout_kills_the_workers_and_says_so() {
+    let o = numapilot(&[
+        "bench",
+        "numa01",
+        "--mb",
+        "4",
+        "--threads",
+        "1",
+        "--loops",
+        "100000000",
+        "--timeout",
+        "0.4",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let r: BenchResult = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r.timed_out);
+    for p in &r.processes {
+        assert_eq!(p.exit_code, None, "killed by a signal");
+        assert!(!Path::new(&format!("/proc/{}", p.pid)).exists(), "worker {} still there", p.pid);
+    }
+}
+
+#[test]
+fn bad_flags_are_named_and_nothing_runs() {
+    let cases: [(&[&str], &str); 9] = [
+        (&["bench", "numa01", "--mb", "0"], "--mb"),
+        (&["bench", "numa01", "--mb", "lots"], "--mb"),
+        (&["bench", "numa02", "--threads", "0"], "--threads"),
+        (&["bench", "numa01", "--loops", "0"], "--loops"),
+        (&["bench", "numa01", "--loops", "3", "--seconds", "1"], "--seconds"),
+        (&["bench", "numa01", "--force-node", "999"], "--force-node"),
+        (&["bench", "numa01_HARD_BIND", "--force-node", "0"], "--force-node"),
+        (&["bench", "numa01", "--interval", "0"], "--interval"),
+        (&["bench", "numa01", "--timeout=-1"], "--timeout"),
+    ];
+    for (args, flag) in cases {
+        let o = numapilot(args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(stderr(&o).contains(flag), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?} printed a result");
+    }
+    let o = numapilot(&["bench", "numa03"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown test \"numa03\"") && stderr(&o).contains("numa02_SMT"), "{}", stderr(&o));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let o = numapilot(&["bench", "numa02", "--mb", "1", "--out", file.join("sub").to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("--out"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+}
