@@ -58,6 +58,14 @@ fn ensure_tracefs(opts: &TracerOptions) -> Result<(), EbpfError> {
     if find_tracefs().is_some() {
         return Ok(());
     }
+    // tracefs is root-only (mode 0700): an unprivileged caller sees no files rather than a refusal.
+    for dir in TRACEFS_PATHS {
+        if let Err(e) = std::fs::read_dir(dir) {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                return Err(EbpfError::Permission { what: "read tracefs", detail: format!("{dir}: {e}") });
+            }
+        }
+    }
     // A mounted tracefs (it has `events/`) without the event: the kernel lacks the tracepoint.
     if let Some(dir) = TRACEFS_PATHS.iter().map(PathBuf::from).find(|p| p.join("events").is_dir()) {
         return Err(EbpfError::NoTracepoint { path: dir.join("events/sched/sched_waking/id") });
