@@ -78,7 +78,7 @@ fn numa01_runs_two_worker_processes_and_records_their_buffers_and_threads() {
         assert_eq!((p.threads, p.mb), (2, 8));
         // numa01: each of the 2 threads writes the whole 8 MiB buffer 40 times.
         assert_eq!(p.passes, 40.0);
-        assert_eq!(p.bytes_written, 2 * 40 * 8 << 20);
+        assert_eq!(p.bytes_written, 2 * 40 * (8 << 20));
         assert!(p.runtime_s > 0.0 && p.runtime_s <= r.runtime_s);
         assert!(!p.series.is_empty(), "process {} was never sampled", p.index);
         for s in &p.series {
