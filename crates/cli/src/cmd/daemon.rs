@@ -1,29 +1,261 @@
-//! `numapilot daemon | status | explain | advise` (being written).
+//! `numapilot daemon | status | explain | advise`: the daemon and the commands that talk to it.
+//! The work is in the daemon crate (`numapilot_daemon::{run, control, advise}`); this module parses
+//! flags, sets up logging and prints.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use numapilot_daemon::config::{Overrides, Source, DEFAULT_SOCKET_PATH};
+use numapilot_daemon::control::{self, ControlError, Request};
+use numapilot_daemon::{advise, run};
+use numapilot_topology::Topology;
+
+use super::run::print_out;
 
 /// `numapilot daemon`.
 #[derive(Debug, clap::Args)]
-pub struct DaemonArgs {}
+pub struct DaemonArgs {
+    /// Configuration file (default /etc/numapilot.toml; a missing default file means defaults, a
+    /// missing file given here is an error).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Check the configuration (file and flags) and exit: 0 when valid.
+    #[arg(long)]
+    pub check: bool,
+    /// Plan and journal every action, apply none.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Step interval, ms (overrides daemon.interval_ms).
+    #[arg(long, value_name = "MS")]
+    pub interval_ms: Option<u64>,
+    /// Journal file (JSON lines); "" for none.
+    #[arg(long, value_name = "FILE")]
+    pub journal: Option<PathBuf>,
+    /// State file (originals of touched processes, for restore).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Control socket path.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Prometheus metrics address IP:PORT, or "off".
+    #[arg(long, value_name = "ADDR|off")]
+    pub metrics: Option<String>,
+    /// Never touch processes with this name (comm); repeatable, added to the file's list.
+    #[arg(long, value_name = "COMM")]
+    pub exclude: Vec<String>,
+    /// Never touch this pid; repeatable.
+    #[arg(long, value_name = "PID")]
+    pub exclude_pid: Vec<u32>,
+    /// Also manage processes that placed themselves (narrowed affinity, explicit memory policy).
+    #[arg(long)]
+    pub include_pinned: bool,
+    /// Log level filter (error, warn, info, debug), or RUST_LOG.
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    pub log: String,
+}
+
 /// `numapilot status`.
 #[derive(Debug, clap::Args)]
-pub struct StatusArgs {}
+pub struct StatusArgs {
+    /// The daemon's control socket.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET_PATH)]
+    pub socket: PathBuf,
+    /// Print the status as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `numapilot explain PID`.
 #[derive(Debug, clap::Args)]
-pub struct ExplainArgs {}
+pub struct ExplainArgs {
+    /// The process.
+    pub pid: u32,
+    /// The daemon's control socket.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET_PATH)]
+    pub socket: PathBuf,
+    /// Print the explanation as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// When no daemon runs, observe this machine twice (1 s apart) and explain from that instead.
+    #[arg(long)]
+    pub local: bool,
+}
+
 /// `numapilot advise`.
 #[derive(Debug, clap::Args)]
-pub struct AdviseArgs {}
+#[command(group(clap::ArgGroup::new("source").args(["root", "machine"])))]
+pub struct AdviseArgs {
+    /// CPUs the job needs.
+    #[arg(long, value_name = "N")]
+    pub cpus: f64,
+    /// Memory the job needs, with a binary unit (512M, 8G).
+    #[arg(long, value_name = "SIZE")]
+    pub mem: Option<String>,
+    /// Read /proc and /sys under this directory (a captured fixture): idle time since boot.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// A machine file (no load: every CPU and all memory free).
+    #[arg(long, value_name = "FILE")]
+    pub machine: Option<PathBuf>,
+    /// Window over which idle CPU time is measured on this machine, ms.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub window_ms: u64,
+    /// Print JSON (the advice and every node's free capacity).
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run_daemon(_: DaemonArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("daemon: not built yet")
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }
-pub fn run_status(_: StatusArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("status: not built yet")
+
+/// `numapilot daemon`.
+pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
+    init_logging(&a.log);
+    let source = match a.config {
+        Some(p) => Source::Explicit(p),
+        None => Source::Default,
+    };
+    let overrides = Overrides {
+        dry_run: a.dry_run,
+        interval_ms: a.interval_ms,
+        journal: a.journal,
+        state: a.state,
+        socket: a.socket,
+        metrics: a.metrics,
+        exclude_comm: a.exclude,
+        exclude_pids: a.exclude_pid,
+        include_pinned: a.include_pinned,
+    };
+    if a.check {
+        let loaded = numapilot_daemon::config::load(&source, &overrides)?;
+        let from = loaded.file.map_or_else(|| "defaults (no file)".to_string(), |p| p.display().to_string());
+        return print_out(&format!("configuration OK: {from}\n"));
+    }
+    let exit = run::run(source, overrides, &mut |line| eprintln!("{line}"))?;
+    eprintln!(
+        "numapilot: stopped ({}) after {} steps; restored {} processes, {} gone, {} failed{}",
+        exit.why,
+        exit.steps,
+        exit.restore.restored,
+        exit.restore.gone,
+        exit.restore.failed.len(),
+        if exit.restore.failed.is_empty() { String::new() } else { format!(": {}", exit.restore.failed.join("; ")) }
+    );
+    Ok(ExitCode::SUCCESS)
 }
-pub fn run_explain(_: ExplainArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("explain: not built yet")
+
+fn not_running(e: &ControlError) -> bool {
+    matches!(e, ControlError::NotRunning { .. })
 }
-pub fn run_advise(_: AdviseArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("advise: not built yet")
+
+/// `numapilot status`.
+pub fn run_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    match control::request(&a.socket, &Request::Status) {
+        Ok(r) => {
+            let s = r.status.context("the daemon's answer has no status")?;
+            if a.json {
+                print_out(&format!("{}\n", serde_json::to_string_pretty(&s)?))
+            } else {
+                print_out(&s.render())
+            }
+        }
+        Err(e) if not_running(&e) => {
+            eprintln!("numapilot: {e}: is the daemon running (systemctl status numapilot)?");
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `numapilot explain PID`.
+pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
+    match control::request(&a.socket, &Request::Explain { pid: a.pid }) {
+        Ok(r) => {
+            let e = r.explain.context("the daemon's answer has no explanation")?;
+            if a.json {
+                print_out(&format!("{}\n", serde_json::to_string_pretty(&e)?))
+            } else {
+                print_out(&format!("from the running daemon:\n{e}"))
+            }
+        }
+        Err(e) if not_running(&e) && a.local => explain_local(&a),
+        Err(e) if not_running(&e) => {
+            eprintln!(
+                "numapilot: {e}: explain shows the daemon's view; start the daemon, or use --local for a \
+                 one-off view from two observations of this machine"
+            );
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Two observations 1 s apart, the model updated with both, the adaptive policy asked once.
+fn explain_local(a: &ExplainArgs) -> anyhow::Result<ExitCode> {
+    use numapilot_policy::Policy as _;
+    let topo = Topology::from_sysfs(std::path::Path::new("/")).context("reading the topology")?;
+    let reader = numapilot_observe::Reader::new("/");
+    let mut model = numapilot_model::Model::new(topo, numapilot_policy::Tunables::default());
+    let mut policy = numapilot_policy::Adaptive::new();
+    for i in 0..2 {
+        if i > 0 {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let sample = reader.sample().context("observing this machine")?;
+        model.update(&sample);
+    }
+    let _ = policy.decide(&model);
+    match policy.explain(&model, a.pid) {
+        Some(e) if a.json => print_out(&format!("{}\n", serde_json::to_string_pretty(&e)?)),
+        Some(e) => print_out(&format!(
+            "no daemon running: local view from two observations 1 s apart (no history, no past actions):\n{e}"
+        )),
+        None => {
+            eprintln!("numapilot: process {} is not in the local view (no such process, or a kernel thread)", a.pid);
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `numapilot advise`.
+pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
+    let mem_bytes = match &a.mem {
+        Some(m) => numapilot_topology::machine::parse_size_kb(m).map_err(|e| anyhow::anyhow!("--mem {e}"))? * 1024,
+        None => 0,
+    };
+    let (topo, free, how) = if let Some(file) = &a.machine {
+        let topo = Topology::from_machine_file(file)?;
+        let free = advise::from_topology(&topo);
+        (topo, free, format!("machine file {} (no load)", file.display()))
+    } else if let Some(root) = &a.root {
+        let topo =
+            Topology::from_sysfs(root).with_context(|| format!("reading the topology under {}", root.display()))?;
+        let free = advise::measure(root, &topo, None)?;
+        (topo, free, format!("fixture {} (idle since boot)", root.display()))
+    } else {
+        let root = std::path::Path::new("/");
+        let topo = Topology::from_sysfs(root).context("reading the topology")?;
+        let free = advise::measure(root, &topo, Some(Duration::from_millis(a.window_ms)))?;
+        (topo, free, format!("this machine (idle over {} ms)", a.window_ms))
+    };
+    match advise::advise(&topo, &free, a.cpus, mem_bytes) {
+        Ok(adv) => {
+            if a.json {
+                let v = serde_json::json!({ "advice": adv, "nodes": free, "source": how });
+                print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
+            } else {
+                print_out(&format!("{}\n", adv.nodes))
+            }
+        }
+        Err(e) => {
+            eprintln!("numapilot advise: {e} [{how}]");
+            Ok(ExitCode::from(1))
+        }
+    }
 }

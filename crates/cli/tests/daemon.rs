@@ -1,0 +1,351 @@
+//! `numapilot daemon` as a child process (dry run, temporary socket, journal, state file and
+//! metrics port) and the commands that talk to it: status, explain, metrics over TCP, SIGHUP with a
+//! bad config, SIGTERM exits 0 after restoring.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_numapilot");
+
+struct Daemon {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    config: PathBuf,
+}
+
+impl Daemon {
+    fn start(extra_config: &str) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/numapilot.sock");
+        let config = dir.path().join("numapilot.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[daemon]\ninterval_ms = 200\njournal = \"{}\"\nstate = \"{}\"\n\n[tunables]\nsettle_interval_ms = 100\n{extra_config}",
+                dir.path().join("journal.jsonl").display(),
+                dir.path().join("state.json").display(),
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(BIN)
+            .args(["daemon", "--dry-run", "--metrics", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Daemon { child, lines, seen: Vec::new(), dir, socket, config }
+    }
+
+    /// Waits for a stderr line containing `needle` (the daemon's log is its interface here).
+    fn wait_line(&mut self, needle: &str) -> String {
+        if let Some(l) = self.seen.iter().find(|l| l.contains(needle)) {
+            return l.clone();
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                self.seen.push(l.clone());
+                if l.contains(needle) {
+                    return l;
+                }
+            }
+        }
+        panic!("no line with {needle:?}; saw:\n{}", self.seen.join("\n"));
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(BIN).args(args).arg("--socket").arg(&self.socket).output().unwrap()
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        let out = self.cli(&["status", "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn wait_status(&self, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let t0 = Instant::now();
+        loop {
+            let s = self.status_json();
+            if pred(&s) {
+                return s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "status never matched: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn scrape(addr: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn daemon_status_metrics_hup_and_term() {
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    let metrics = d.wait_line("metrics on http://");
+    let addr = metrics.split("http://").nth(1).unwrap().trim_end_matches("/metrics").to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+
+    // The socket exists, mode 0600, in a directory the daemon created.
+    let mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // status, text and JSON.
+    let s = d.wait_status(|s| s["steps"].as_u64().unwrap() + s["step_errors"].as_u64().unwrap() >= 2);
+    assert_eq!(s["dry_run"], true);
+    assert_eq!(s["interval_ms"], 200);
+    assert_eq!(s["pid"].as_u64().unwrap(), d.child.id() as u64);
+    assert_eq!(s["config_file"].as_str().unwrap(), d.config.display().to_string());
+    let out = d.cli(&["status"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("dry run") && text.contains("interval 200 ms") && text.contains("steps "), "{text}");
+
+    // Metrics over TCP.
+    let m = scrape(&addr);
+    assert!(m.starts_with("HTTP/1.1 200 OK"), "{m}");
+    assert!(m.contains("# TYPE numapilot_steps_total counter"), "{m}");
+    assert!(m.contains("numapilot_info{version=\""), "{m}");
+
+    // SIGHUP with a broken file: rejected, logged, the daemon keeps running and answering.
+    let good = std::fs::read_to_string(&d.config).unwrap();
+    std::fs::write(&d.config, good.replace("interval_ms = 200", "interval_ms = \"soon\"")).unwrap();
+    d.signal(libc::SIGHUP);
+    let l = d.wait_line("configuration reload rejected");
+    assert!(l.contains(&format!("{}:2:", d.config.display())), "{l}");
+    let s = d.wait_status(|s| s["reloads_rejected"] == 1);
+    assert_eq!(s["interval_ms"], 200);
+    assert!(d.child.try_wait().unwrap().is_none());
+    // A good one is applied.
+    std::fs::write(&d.config, good.replace("interval_ms = 200", "interval_ms = 300")).unwrap();
+    d.signal(libc::SIGHUP);
+    let s = d.wait_status(|s| s["reloads"] == 1);
+    assert_eq!(s["interval_ms"], 300);
+
+    // SIGTERM: restore, journal it, exit 0, remove the socket.
+    d.signal(libc::SIGTERM);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = d.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "daemon did not exit on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    d.wait_line("stopped (SIGTERM)");
+    assert!(!d.socket.exists());
+    let journal = std::fs::read_to_string(d.dir.path().join("journal.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "restore", "{journal}");
+    assert_eq!(last["rule"], "shutdown (SIGTERM)");
+    assert_eq!(last["dry_run"], true);
+    // Every journal line is one JSON object with the documented fields.
+    for line in journal.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for k in ["time", "pid", "starttime", "comm", "kind", "rule", "detail", "outcome", "dry_run"] {
+            assert!(v.get(k).is_some(), "{k} missing in {line}");
+        }
+    }
+}
+
+#[test]
+fn explain_a_real_process_through_the_socket() {
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    // A real process with two threads' worth of work would be ideal; `sleep` is a real process the
+    // live host observes.
+    let mut target = Command::new("sleep").arg("300").spawn().unwrap();
+    let pid = target.id();
+    // The daemon must have stepped at least twice after the process started.
+    let s0 = d.status_json()["steps"].as_u64().unwrap();
+    let s = d.wait_status(|s| s["steps"].as_u64().unwrap() >= s0 + 2 || s["step_errors"].as_u64().unwrap() >= 3);
+    assert!(
+        s["steps"].as_u64().unwrap() >= s0 + 2,
+        "the live host never produced a sample (steps {}, errors {}, last error {})",
+        s["steps"],
+        s["step_errors"],
+        s["last_error"]
+    );
+    let out = d.cli(&["explain", &pid.to_string(), "--json"]);
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["pid"].as_u64().unwrap(), pid as u64);
+    assert_eq!(e["comm"], "sleep");
+    assert!(e["why"].as_str().is_some_and(|w| !w.is_empty()));
+}
+
+#[test]
+fn explain_without_a_daemon_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN).args(["explain", "1", "--socket"]).arg(dir.path().join("none.sock")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no numapilot daemon is listening") && err.contains("--local"), "{err}");
+    let out = Command::new(BIN).args(["status", "--socket"]).arg(dir.path().join("none.sock")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn explain_local_observes_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id();
+    let out = Command::new(BIN)
+        .args(["explain", &me.to_string(), "--local", "--socket"])
+        .arg(dir.path().join("none.sock"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("no daemon running: local view"), "{text}");
+    assert!(text.contains(&format!("process {me} (")), "{text}");
+}
+
+#[test]
+fn a_bad_config_stops_the_daemon_before_anything_happens() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    let socket = dir.path().join("s.sock");
+    std::fs::write(&config, "[daemon]\ndry_run = true\n\n[exclude]\ncomm = [\"sshd\"]\nexclude_me = 1\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["daemon", "--metrics", "off", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:6:", config.display())) && err.contains("exclude_me"), "{err}");
+    assert!(!socket.exists());
+    // --check says the same, and accepts a good file.
+    let out = Command::new(BIN).args(["daemon", "--check", "--config"]).arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::write(&config, "[daemon]\ndry_run = true\n").unwrap();
+    let out = Command::new(BIN).args(["daemon", "--check", "--config"]).arg(&config).output().unwrap();
+    assert!(out.status.success());
+    // A missing explicit file is an error.
+    let out =
+        Command::new(BIN).args(["daemon", "--check", "--config"]).arg(dir.path().join("no.toml")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no.toml"));
+    // A bad flag is named.
+    let out = Command::new(BIN)
+        .args(["daemon", "--check", "--metrics", "everywhere", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("command line: daemon.metrics"));
+}
+
+#[test]
+fn advise_on_a_fixture_and_a_machine_file() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/rig-6.12-4node"));
+    let out = Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "100M", "--root"]).arg(root).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let nodes = String::from_utf8(out.stdout).unwrap();
+    // One node id, usable as `numactl -N X -m X`.
+    assert!(nodes.trim().parse::<u32>().is_ok(), "{nodes:?}");
+    let out = Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "100T", "--root"]).arg(root).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing fits"));
+    let out = Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "100", "--root"]).arg(root).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--mem"));
+    // The article's machine: 24 CPUs per node, distances 10/11/20. 30 CPUs need two nodes, and the
+    // two of one socket (distance 11), not two across sockets (20).
+    let machine = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/article-4n96.toml"));
+    let out = Command::new(BIN)
+        .args(["advise", "--cpus", "30", "--mem", "1G", "--json", "--machine"])
+        .arg(machine)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["advice"]["max_distance"], 11, "{v}");
+    assert!(["0-1", "2-3"].contains(&v["advice"]["nodes"].as_str().unwrap()), "{v}");
+    // Node 1 has 849 MiB free: 1 CPU and 10 GiB fits on node 0 (49043 MiB free) alone.
+    let out =
+        Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "10G", "--machine"]).arg(machine).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n");
+}
+
+#[test]
+fn the_systemd_unit_verifies() {
+    let unit = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/numapilot.service"));
+    let text = std::fs::read_to_string(unit).unwrap();
+    // The keys that make shutdown restore and the daemon restart on failure.
+    for key in [
+        "ExecStart=/usr/local/bin/numapilot daemon",
+        "KillSignal=SIGTERM",
+        "Restart=on-failure",
+        "Type=simple",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+    ] {
+        assert!(text.lines().any(|l| l == key), "{key} missing");
+    }
+    let mut section = "";
+    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        if line.starts_with('[') {
+            section = line;
+            assert!(["[Unit]", "[Service]", "[Install]"].contains(&section), "{line}");
+        } else {
+            assert!(!section.is_empty() && line.contains('='), "{line}");
+        }
+    }
+    let Ok(status) = Command::new("systemd-analyze").arg("--version").output() else {
+        eprintln!("systemd-analyze not installed: checked the keys only");
+        return;
+    };
+    assert!(status.status.success());
+    // systemd-analyze verify needs the executables to exist: point them at the built binary.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("numapilot.service");
+    std::fs::write(&copy, text.replace("/usr/local/bin/numapilot", BIN)).unwrap();
+    let out = Command::new("systemd-analyze").arg("verify").arg(&copy).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Unknown keys are only warnings (exit 0): no line may mention the file.
+    assert!(!err.contains("numapilot.service"), "{err}");
+}
