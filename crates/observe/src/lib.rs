@@ -27,6 +27,7 @@ pub mod parse;
 pub mod pmu;
 pub mod rate;
 pub mod reader;
+pub mod replay;
 pub mod sample;
 pub mod signal_error;
 pub mod sockets;
