@@ -1,13 +1,45 @@
 //! Signals beyond the per-task /proc files, gathered each cycle for the live host.
 //!
-//! (Contract written by the lead; the signals helper owns this module and fills it in.)
+//! # Problem
 //!
-//! [`Signals::fill`] adds to a [`numapilot_observe::Sample`]: communication pairs (loopback TCP 4-tuples
-//! and unix-socket peers matched to the owning processes' socket inodes), precise access samples where
-//! a PMU offers them, and (with the `ebpf` feature) wake-up pairs. Every source that is missing says
-//! so once, in [`Signals::notes`], and the others carry on.
+//! The per-task files say how busy each thread is and where each process's memory lives; they do not
+//! say who works with whom across processes, nor which memory each thread touches. Three live sources
+//! add that, each optional, each failing alone.
+//!
+//! # Approach
+//!
+//! ```text
+//!   Signals::open ─┬─ sockets: sock_diag probe (unix peers)      fails? note, TCP only
+//!                  ├─ shared:  /proc/PID/maps every maps_every-th cycle
+//!                  └─ perf:    detect PMU ─► open per CPU ─► enable       missing? one note
+//!                              (page-fault fallback only when SignalTuning::page_faults)
+//!   Signals::fill(sample)   (the sample's user processes are the ones looked at)
+//!     comm     += sockets::scan(/proc/net/tcp{,6} + unix peers, /proc/PID/fd)   every cycle
+//!     shared    = maps grouped by (dev, inode)     re-read every maps_every-th cycle, the cached
+//!                                                  result filtered to live pids in between
+//!     accesses += perf rings drained, placed on nodes, aggregated per (thread, page)
+//! ```
+//!
+//! Every source that is missing says so once, in [`Signals::notes`]; a source that fails at run
+//! time adds one note the first time (with the error) and is retried next cycle without a new note
+//! until it works again. A process that vanishes mid-scan is skipped by every source.
+//!
+//! # Units
+//!
+//! Communication `events` as [`numapilot_observe::sockets`] documents (connected socket pairs, once
+//! per cycle); access samples in samples; shared bytes mapped.
+//!
+//! # Limits and cost
+//!
+//! See the modules in `numapilot_observe` (`sockets`, `maps`, `pmu`). Measured on the development
+//! host (2 CPUs, 6.18) with 1,000 processes in 500 pairs, each pair joined by a unix socketpair and a
+//! shared memfd (`cargo run --release -p numapilot-observe --example signals_cost`): see the figures
+//! in that example's header; maps is the costly part, hence [`SignalTuning::maps_every`].
 
-use numapilot_observe::Sample;
+use std::path::Path;
+
+use numapilot_observe::pmu::{self, Detection, EventSpec, NodeMemory, RawSample, Sampler};
+use numapilot_observe::{sockets, Reader, Sample, SharedMemory};
 
 /// Which sources to try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,26 +56,335 @@ impl Default for SignalOptions {
     }
 }
 
+/// How the sources run (beyond on/off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalTuning {
+    /// Read shared memory from /proc/PID/maps. Default true.
+    pub shared: bool,
+    /// Re-read maps every this many [`Signals::fill`] calls (1 = every cycle). Default 10, unit
+    /// cycles. Source: the measurement in the module header: maps of 1,000 processes costs several
+    /// times the socket scan, and shared mappings change when processes start or map, far more
+    /// rarely than a 1 s cycle. What it prevents: maps dominating the observation cost.
+    pub maps_every: u32,
+    /// Without a PMU, sample page faults instead (coarse: faults, not accesses; see
+    /// `numapilot_observe::pmu`). Default false: only useful with kernel NUMA balancing on (hinting
+    /// faults) or for programs that keep faulting.
+    pub page_faults: bool,
+    /// Period of the page-fault fallback, faults per sample. Default
+    /// [`pmu::PAGE_FAULT_PERIOD`].
+    pub page_fault_period: u64,
+}
+
+impl Default for SignalTuning {
+    fn default() -> Self {
+        Self { shared: true, maps_every: 10, page_faults: false, page_fault_period: pmu::PAGE_FAULT_PERIOD }
+    }
+}
+
+/// Counts since open, for status and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SignalStats {
+    /// [`Signals::fill`] calls.
+    pub cycles: u64,
+    /// Cycles on which maps were read.
+    pub maps_reads: u64,
+    /// Communication pairs added, summed over cycles.
+    pub comm_pairs: u64,
+    /// Access samples drained from the rings.
+    pub samples: u64,
+    /// Samples the kernel lost (ring full).
+    pub lost: u64,
+    /// Samples that could not be placed on a node.
+    pub unplaced: u64,
+}
+
 /// The open signal sources.
 #[derive(Debug, Default)]
 pub struct Signals {
     notes: Vec<String>,
+    reader: Reader,
+    sockets: bool,
+    unix_diag: bool,
+    tuning: SignalTuning,
+    shared_cache: Vec<SharedMemory>,
+    sampler: Option<Sampler>,
+    node_mem: Option<NodeMemory>,
+    failing: Vec<&'static str>,
+    raw: Vec<RawSample>,
+    stats: SignalStats,
 }
 
 impl Signals {
-    /// Opens the sources `opts` asks for; one that cannot open leaves a note and is skipped.
+    /// Opens the sources `opts` asks for, with the default [`SignalTuning`]; one that cannot open
+    /// leaves a note and is skipped.
     pub fn open(opts: SignalOptions) -> Self {
-        let _ = opts;
-        Self::default()
+        Self::open_with(opts, SignalTuning::default())
     }
 
-    /// One line per source that is missing or failed to open, for the log.
+    /// Opens the sources with explicit tuning.
+    pub fn open_with(opts: SignalOptions, tuning: SignalTuning) -> Self {
+        let mut s = Signals {
+            reader: Reader::new("/"),
+            sockets: opts.sockets,
+            tuning: SignalTuning { maps_every: tuning.maps_every.max(1), ..tuning },
+            ..Signals::default()
+        };
+        if opts.sockets {
+            match sockets::unix_peers() {
+                Ok(_) => s.unix_diag = true,
+                Err(e) => s.notes.push(format!(
+                    "sockets: unix peers unavailable ({e}; kernel without CONFIG_UNIX_DIAG?): loopback TCP pairs only"
+                )),
+            }
+        }
+        if opts.perf {
+            s.open_perf();
+        }
+        s
+    }
+
+    fn open_perf(&mut self) {
+        let spec = match pmu::detect(Path::new("/")) {
+            Detection::Found(spec) => spec,
+            Detection::Missing(line) => {
+                if !self.tuning.page_faults {
+                    self.notes.push(format!("perf: {line}"));
+                    return;
+                }
+                self.notes.push(format!(
+                    "perf: {line}; using the page-fault fallback instead (faults, not accesses: first touches and \
+                     NUMA hinting faults)"
+                ));
+                EventSpec::page_faults(self.tuning.page_fault_period)
+            }
+        };
+        let cpus = match std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .ok()
+            .and_then(|t| numapilot_observe::parse::parse_list(&t).ok())
+        {
+            Some(c) => c,
+            None => {
+                self.notes.push("perf: cannot read /sys/devices/system/cpu/online; access sampling off".into());
+                return;
+            }
+        };
+        match Sampler::open_per_cpu(&spec, cpus.iter()).and_then(|s| s.enable().map(|()| s)) {
+            Ok(s) => {
+                self.node_mem = NodeMemory::read(Path::new("/")).ok();
+                self.sampler = Some(s);
+            }
+            Err(e) => {
+                self.notes.push(format!("perf: {} found but cannot be opened: {e}; access sampling off", spec.name))
+            }
+        }
+    }
+
+    /// One line per source that is missing or failed to open (and the first failure of a source at
+    /// run time), for the log.
     pub fn notes(&self) -> &[String] {
         &self.notes
     }
 
+    /// Whether an access sampler is open.
+    pub fn sampling(&self) -> bool {
+        self.sampler.is_some()
+    }
+
+    /// Counts since open.
+    pub fn stats(&self) -> SignalStats {
+        self.stats
+    }
+
+    /// Records a run-time failure of `source`: a note the first time in a row, nothing after.
+    fn failed(&mut self, source: &'static str, e: impl std::fmt::Display) {
+        if !self.failing.contains(&source) {
+            self.failing.push(source);
+            self.notes.push(format!("{source}: {e} (skipped this cycle; retried every cycle)"));
+        }
+    }
+
+    fn recovered(&mut self, source: &'static str) {
+        self.failing.retain(|s| *s != source);
+    }
+
     /// Adds this cycle's signals to `sample` (its processes are those the host observed).
     pub fn fill(&mut self, sample: &mut Sample) {
-        let _ = sample;
+        let pids: Vec<u32> = sample.processes.iter().filter(|p| !p.kernel_thread).map(|p| p.pid).collect();
+        let cycle = self.stats.cycles;
+        self.stats.cycles += 1;
+        if self.sockets {
+            let unix = if self.unix_diag {
+                match sockets::unix_peers() {
+                    Ok(u) => Some(u),
+                    Err(e) => {
+                        self.failed("sockets: unix peers", e);
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            match sockets::scan(self.reader.root(), &pids, unix.as_deref()) {
+                Ok(found) => {
+                    self.recovered("sockets");
+                    self.stats.comm_pairs += found.comm.len() as u64;
+                    sample.comm.extend(found.comm);
+                }
+                Err(e) => self.failed("sockets", e),
+            }
+        }
+        if self.tuning.shared {
+            if cycle % u64::from(self.tuning.maps_every) == 0 {
+                match self.reader.read_shared(&pids) {
+                    Ok(found) => {
+                        self.recovered("shared memory");
+                        self.stats.maps_reads += 1;
+                        self.shared_cache = found;
+                    }
+                    Err(e) => self.failed("shared memory", e),
+                }
+            }
+            sample.shared = live_shared(&self.shared_cache, &pids);
+        }
+        if let Some(sampler) = self.sampler.as_mut() {
+            self.raw.clear();
+            match sampler.drain(&mut self.raw) {
+                Ok(st) => {
+                    self.stats.samples += st.samples;
+                    self.stats.lost += st.lost;
+                    let (acc, ast) = pmu::aggregate(&self.raw, sample.page_size, self.node_mem.as_ref(), true);
+                    self.stats.unplaced += ast.unplaced;
+                    sample.accesses.extend(acc);
+                }
+                Err(e) => self.failed("perf", e),
+            }
+        }
+    }
+}
+
+/// The cached objects restricted to processes still present (`pids` sorted), keeping those still
+/// shared by two or more.
+fn live_shared(cache: &[SharedMemory], pids: &[u32]) -> Vec<SharedMemory> {
+    cache
+        .iter()
+        .filter_map(|o| {
+            let users: Vec<(u32, u64)> =
+                o.users.iter().copied().filter(|(p, _)| pids.binary_search(p).is_ok()).collect();
+            (users.len() >= 2).then(|| SharedMemory { users, ..o.clone() })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(users: &[u32]) -> SharedMemory {
+        SharedMemory {
+            dev: 1,
+            inode: 2,
+            path: "/memfd:x (deleted)".into(),
+            users: users.iter().map(|&p| (p, 4096)).collect(),
+        }
+    }
+
+    #[test]
+    fn cached_shared_objects_follow_live_processes() {
+        let cache = vec![obj(&[1, 2, 3]), SharedMemory { inode: 9, ..obj(&[2, 4]) }];
+        let live = live_shared(&cache, &[1, 2, 4]);
+        assert_eq!(live.len(), 2);
+        assert_eq!(live[0].users, vec![(1, 4096), (2, 4096)]);
+        assert_eq!(live_shared(&cache, &[1, 4]).len(), 0, "one user left is no sharing");
+    }
+
+    #[test]
+    fn fill_on_this_host() {
+        let reader = Reader::new("/");
+        let mut s =
+            Signals::open_with(SignalOptions::default(), SignalTuning { maps_every: 2, ..SignalTuning::default() });
+        // Every missing source says so in one line each; on this host (no PMU) perf is one of them.
+        assert!(s.notes().iter().all(|n| !n.contains('\n')));
+        if !s.sampling() {
+            assert!(s.notes().iter().any(|n| n.starts_with("perf: ")), "{:?}", s.notes());
+        }
+        let me = std::process::id();
+        for _ in 0..3 {
+            let mut sample = reader.sample_of(Some(&[me])).unwrap();
+            s.fill(&mut sample);
+            // A single process shares with nobody and talks to nobody.
+            assert!(sample.shared.is_empty());
+            assert!(sample.comm.is_empty());
+        }
+        assert_eq!(s.stats().cycles, 3);
+        assert_eq!(s.stats().maps_reads, 2, "maps on cycles 0 and 2");
+    }
+}
+
+#[cfg(test)]
+mod live_tests {
+    use super::*;
+
+    #[test]
+    fn a_forked_pair_is_seen_talking_and_sharing() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        // SAFETY: a fresh memfd, sized and mapped shared; the child inherits the mapping.
+        let len = 2 * 4096;
+        let mfd = unsafe { libc::memfd_create(c"numapilot-signals".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(mfd >= 0);
+        assert_eq!(unsafe { libc::ftruncate(mfd, len as libc::off_t) }, 0);
+        let map = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, mfd, 0)
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let (fa, fb) = (std::os::fd::IntoRawFd::into_raw_fd(a), std::os::fd::IntoRawFd::into_raw_fd(b));
+        let mut p = [0 as libc::c_int; 2];
+        // SAFETY: room for two fds.
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        // SAFETY: the child runs only async-signal-safe calls.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let mut x = [0u8; 1];
+            unsafe {
+                libc::close(fa);
+                libc::close(p[1]);
+                libc::read(p[0], x.as_mut_ptr().cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: our ends.
+        unsafe {
+            libc::close(fb);
+            libc::close(p[0]);
+        }
+        let me = std::process::id();
+        let child = pid as u32;
+        let reader = Reader::new("/");
+        let mut s = Signals::open(SignalOptions { sockets: true, perf: false });
+        let mut sample = reader.sample_of(Some(&[me, child])).unwrap();
+        s.fill(&mut sample);
+        let (lo, hi) = (me.min(child), me.max(child));
+        let pair = sample.comm.iter().find(|c| c.a == (lo, lo) && c.b == (hi, hi));
+        assert!(pair.is_some_and(|c| c.events >= 1), "{:?}", sample.comm);
+        let shared = sample.shared.iter().find(|o| o.path.starts_with("/memfd:numapilot-signals"));
+        assert_eq!(
+            shared.map(|o| o.users.clone()),
+            Some(vec![(lo, len as u64), (hi, len as u64)]),
+            "{:?}",
+            sample.shared
+        );
+        // SAFETY: release and reap the child, then clean up.
+        unsafe {
+            libc::close(p[1]);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+            libc::munmap(map, len);
+            libc::close(mfd);
+            libc::close(fa);
+        }
+        // The child is gone: the next cycle (cached maps, not re-read) drops it from the sharing.
+        let mut sample = reader.sample_of(Some(&[me, child])).unwrap();
+        s.fill(&mut sample);
+        assert!(sample.shared.iter().all(|o| o.users.iter().all(|u| u.0 != child)));
+        assert!(sample.comm.iter().all(|c| c.a.0 != child && c.b.0 != child));
     }
 }
