@@ -22,7 +22,16 @@ struct Daemon {
 
 impl Daemon {
     fn start(extra_config: &str) -> Daemon {
+        Self::start_as(extra_config, None)
+    }
+
+    fn start_as(extra_config: &str, uid: Option<u32>) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
+        if let Some(uid) = uid {
+            let c = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid path; chown of our own temporary directory.
+            assert_eq!(unsafe { libc::chown(c.as_ptr(), uid, uid) }, 0);
+        }
         let socket = dir.path().join("run/numapilot.sock");
         let config = dir.path().join("numapilot.toml");
         std::fs::write(
@@ -34,8 +43,16 @@ impl Daemon {
             ),
         )
         .unwrap();
-        let mut child = Command::new(BIN)
-            .args(["daemon", "--dry-run", "--metrics", "127.0.0.1:0", "--config"])
+        let mut cmd = Command::new(BIN);
+        if let Some(uid) = uid {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(uid);
+            // Not a dry run by flag: being non-root alone must make it observe-only.
+            cmd.args(["daemon", "--metrics", "127.0.0.1:0", "--config"]);
+        } else {
+            cmd.args(["daemon", "--dry-run", "--metrics", "127.0.0.1:0", "--config"]);
+        }
+        let mut child = cmd
             .arg(&config)
             .arg("--socket")
             .arg(&socket)
@@ -206,12 +223,19 @@ fn explain_a_real_process_through_the_socket() {
         s["last_error"]
     );
     let out = d.cli(&["explain", &pid.to_string(), "--json"]);
+    // A user other than root is turned away with a clear message.
+    let denied = {
+        use std::os::unix::process::CommandExt;
+        Command::new(BIN).uid(65534).gid(65534).args(["status", "--socket"]).arg(&d.socket).output().unwrap()
+    };
     let _ = target.kill();
     let _ = target.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(e["pid"].as_u64().unwrap(), pid as u64);
     assert_eq!(e["comm"], "sleep");
+    assert_eq!(denied.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("permission denied"), "{denied:?}");
     assert!(e["why"].as_str().is_some_and(|w| !w.is_empty()));
 }
 
@@ -348,4 +372,29 @@ fn the_systemd_unit_verifies() {
     assert!(out.status.success(), "{err}");
     // Unknown keys are only warnings (exit 0): no line may mention the file.
     assert!(!err.contains("numapilot.service"), "{err}");
+}
+
+#[test]
+fn non_root_observes_only_and_says_so_once() {
+    const NOBODY: u32 = 65534;
+    let mut d = Daemon::start_as("", Some(NOBODY));
+    d.wait_line("numapilot: started");
+    let s = d.wait_status(|s| s["steps"].as_u64().unwrap() >= 1);
+    assert_eq!(s["dry_run"], true);
+    assert_eq!(s["observe_only_reason"], "not running as root");
+    let mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    d.signal(libc::SIGTERM);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = d.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "daemon did not exit on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    d.wait_line("stopped (SIGTERM)");
+    let about_root = d.seen.iter().filter(|l| l.contains("not running as root")).count();
+    assert_eq!(about_root, 1, "{}", d.seen.join("\n"));
 }

@@ -115,7 +115,8 @@ pub struct ExcludeSection {
     /// Also manage processes that placed themselves (narrowed affinity, explicit memory policy).
     /// Default false.
     pub include_pinned: bool,
-    /// Also manage kernel threads. Default false (the kernel places its own threads).
+    /// Also manage kernel threads. Default false (the kernel places its own threads); `true` is
+    /// rejected: the live host never touches kernel threads.
     pub include_kernel: bool,
     /// Only manage processes with at least this resident memory, MiB. Default 0 (numad uses 300).
     pub min_rss_mib: u64,
@@ -359,6 +360,14 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
             ));
         }
         seen.insert(comm);
+    }
+    if c.exclude.include_kernel {
+        return Err((
+            vec!["exclude", "include_kernel"],
+            "exclude.include_kernel = true: not supported: the live host never touches kernel threads \
+             (the kernel places its own threads)"
+                .into(),
+        ));
     }
     for pid in &c.exclude.pids {
         if *pid == 0 {

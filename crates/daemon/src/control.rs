@@ -62,6 +62,12 @@ pub enum ControlError {
         /// The connect error.
         reason: String,
     },
+    /// The socket exists but this user may not use it (it is root-only).
+    #[error("permission denied on {path}: the control socket is root-only (run as root)")]
+    Denied {
+        /// The socket path.
+        path: PathBuf,
+    },
     /// The daemon answered with an error, or the exchange failed.
     #[error("{0}")]
     Request(String),
@@ -347,8 +353,10 @@ fn handle_client(
 /// Client: sends one request to the daemon at `path` and returns its response (an `ok: false`
 /// response becomes [`ControlError::Request`]).
 pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
-    let stream = UnixStream::connect(path)
-        .map_err(|e| ControlError::NotRunning { path: path.to_path_buf(), reason: e.to_string() })?;
+    let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => ControlError::Denied { path: path.to_path_buf() },
+        _ => ControlError::NotRunning { path: path.to_path_buf(), reason: e.to_string() },
+    })?;
     let io = |e: std::io::Error| ControlError::Request(format!("{}: {e}", path.display()));
     stream.set_read_timeout(Some(EXPLAIN_TIMEOUT + CLIENT_TIMEOUT)).map_err(io)?;
     let mut w = &stream;

@@ -36,7 +36,7 @@ use numapilot_topology::Topology;
 use crate::config::{self, Config, ConfigError, Loaded, Overrides, Source};
 use crate::control::{self, ControlError, LoopSide, NodeStatus, ResourceStatus, Shared, Status};
 use crate::journal::{self, Journal, JournalError, Record};
-use crate::live::{LiveError, LiveHost, RestoreReport};
+use crate::live::{LiveError, LiveHost, LiveTuning, RestoreReport};
 use crate::metrics::{self, MetricsError};
 
 /// Why the daemon could not start (it exits non-zero; nothing was touched).
@@ -139,7 +139,13 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
     }
     let observe_only = !root || loaded.config.daemon.dry_run;
     let topo = Topology::from_sysfs(std::path::Path::new("/")).map_err(|e| RunError::Topology(e.to_string()))?;
-    let (host, recovered) = LiveHost::open(topo.clone(), loaded.config.live_options(observe_only))?;
+    let tuning = LiveTuning { signals: loaded.config.signal_options(), ..LiveTuning::default() };
+    let (host, recovered) = LiveHost::open_with(topo.clone(), loaded.config.live_options(observe_only), tuning)?;
+    // The host's notes (missing signal sources, cpuset hierarchy), once; its observe-only note is
+    // the one announced above (not root) or in the start line (dry run).
+    for note in host.notes().iter().filter(|n| Some(n.as_str()) != host.refusal()) {
+        announce(&format!("numapilot: {note}"));
+    }
     if recovered != RestoreReport::default() {
         announce(&format!(
             "numapilot: recovered from an unclean shutdown: restored {} processes, {} gone, {} failed{}",

@@ -78,6 +78,7 @@ fn our_own_values_are_checked_with_lines() {
         ("[daemon]\njournal_max_bytes = 10\n", 2, "journal_max_bytes"),
         ("[daemon]\ninterval_ms = 0\n", 2, "interval_ms"),
         ("[exclude]\npids = [-1]\n", 2, "-1"),
+        ("[exclude]\ninclude_kernel = true\n", 2, "include_kernel"),
     ];
     for (text, line, word) in cases {
         let e = parse(text).unwrap_err();
