@@ -206,16 +206,33 @@ pub fn build_base(inputs: &ImageInputs) -> Result<Vec<u8>> {
     Ok(a.finish())
 }
 
-/// Adds the libraries `ldd` says `host` loads, each at the loader's path, unless already in the archive (busybox is
-/// static; this is a no-op then).
-fn add_libs_only(a: &mut Archive, host: &Path) -> Result<()> {
+/// Files that put one more dynamic binary of ours into a guest, for `Rig::boot`'s `files`: the binary without its
+/// debug info at `guest` (e.g. `usr/local/bin/numapilot-wakeups`) and every library `ldd` says it loads, at the
+/// loader's path (libraries the base image already has are repeated; the kernel's unpacker overwrites a file
+/// with its later, identical copy).
+pub fn binary_files(host: &Path, guest: &str, scratch: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut files = vec![(guest.to_string(), read_stripped(host, scratch)?)];
+    for e in ldd(host)? {
+        files.push((guest_path(&e.path)?.to_string(), read(&e.path)?));
+    }
+    Ok(files)
+}
+
+/// The libraries `ldd` says `host` loads.
+fn ldd(host: &Path) -> Result<Vec<LddEntry>> {
     let out = Command::new("ldd")
         .arg(host)
         .output()
         .map_err(|e| RigError::Command { command: format!("ldd {}", host.display()), detail: e.to_string() })?;
     // ldd exits 1 for static binaries with "not a dynamic executable", which parse_ldd accepts.
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    for e in parse_ldd(host, &text)? {
+    parse_ldd(host, &text)
+}
+
+/// Adds the libraries `ldd` says `host` loads, each at the loader's path, unless already in the archive (busybox is
+/// static; this is a no-op then).
+fn add_libs_only(a: &mut Archive, host: &Path) -> Result<()> {
+    for e in ldd(host)? {
         let p = guest_path(&e.path)?;
         if !a.contains(p) {
             a.file(p, 0o755, &read(&e.path)?);

@@ -241,49 +241,71 @@ pub fn workspace_root() -> PathBuf {
     })
 }
 
-/// Builds `numapilot` and `rig-toucher` with cargo (a no-op when up to date, so a stale binary is never tested)
-/// and returns the paths cargo reports. `release` selects the release profile, else the dev profile.
-pub fn build_binaries(release: bool) -> Result<Binaries> {
+/// Extra cargo features for the guests' `numapilot` and `rig-toucher` builds, comma- or space-separated, e.g.
+/// `numapilot/ebpf` (default: none, the plain build).
+pub const FEATURES_ENV: &str = "NUMAPILOT_RIG_FEATURES";
+
+/// Runs `cargo build --message-format=json-render-diagnostics ARGS` in the workspace and returns the executables
+/// cargo reports, by target name.
+fn cargo_build(args: &[&str], features: &[String], release: bool) -> Result<(Vec<(String, PathBuf)>, String)> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root()).args([
-        "build",
-        "--message-format=json-render-diagnostics",
-        "-p",
-        "numapilot",
-        "--bin",
-        "numapilot",
-        "-p",
-        "numapilot-rig",
-        "--bin",
-        "rig-toucher",
-    ]);
+    cmd.current_dir(workspace_root()).args(["build", "--message-format=json-render-diagnostics"]).args(args);
+    if !features.is_empty() {
+        cmd.arg("--features").arg(features.join(","));
+    }
     if release {
         cmd.arg("--release");
     }
     let out = run(&mut cmd)?;
-    let mut numapilot = None;
-    let mut toucher = None;
+    let mut exes = Vec::new();
     for line in out.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
         if v["reason"] != "compiler-artifact" {
             continue;
         }
         let Some(exe) = v["executable"].as_str() else { continue };
-        match v["target"]["name"].as_str() {
-            Some("numapilot") => numapilot = Some(PathBuf::from(exe)),
-            Some("rig-toucher") => toucher = Some(PathBuf::from(exe)),
-            _ => {}
+        if let Some(name) = v["target"]["name"].as_str() {
+            exes.push((name.to_string(), PathBuf::from(exe)));
         }
     }
-    let missing = |what: &str| RigError::Command {
-        command: format!("{cmd:?}"),
-        detail: format!("cargo reported no executable for {what}"),
+    Ok((exes, format!("{cmd:?}")))
+}
+
+/// The features named in [`FEATURES_ENV`].
+pub fn features_from_env() -> Vec<String> {
+    std::env::var(FEATURES_ENV)
+        .unwrap_or_default()
+        .split([',', ' '])
+        .filter(|f| !f.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Builds `numapilot` and `rig-toucher` with cargo (a no-op when up to date, so a stale binary is never tested)
+/// and returns the paths cargo reports. `release` selects the release profile, else the dev profile; the cargo
+/// features in `$NUMAPILOT_RIG_FEATURES` (see [`FEATURES_ENV`]) are added when set.
+pub fn build_binaries(release: bool) -> Result<Binaries> {
+    let args = ["-p", "numapilot", "--bin", "numapilot", "-p", "numapilot-rig", "--bin", "rig-toucher"];
+    let (exes, command) = cargo_build(&args, &features_from_env(), release)?;
+    let find = |what: &str| {
+        exes.iter().find(|(n, _)| n == what).map(|(_, p)| p.clone()).ok_or_else(|| RigError::Command {
+            command: command.clone(),
+            detail: format!("cargo reported no executable for {what}"),
+        })
     };
-    Ok(Binaries {
-        numapilot: numapilot.ok_or_else(|| missing("numapilot"))?,
-        toucher: toucher.ok_or_else(|| missing("rig-toucher"))?,
-    })
+    Ok(Binaries { numapilot: find("numapilot")?, toucher: find("rig-toucher")? })
+}
+
+/// Builds one more binary of the workspace (`cargo build -p PACKAGE --bin BIN --features FEATURES`), for a
+/// scenario that needs it in the guest (put it there with [`crate::image::binary_files`] and `Rig::boot`'s files).
+/// Features are cargo's syntax (`numapilot-ebpf/ebpf`).
+pub fn build_binary(package: &str, bin: &str, features: &[String], release: bool) -> Result<PathBuf> {
+    let (exes, command) = cargo_build(&["-p", package, "--bin", bin], features, release)?;
+    exes.into_iter()
+        .find(|(n, _)| n == bin)
+        .map(|(_, p)| p)
+        .ok_or_else(|| RigError::Command { command, detail: format!("cargo reported no executable for {bin}") })
 }
 
 #[cfg(test)]
@@ -308,6 +330,15 @@ mod tests {
         assert!(!has_candidate(none));
         assert!(has_candidate(some));
         assert!(!has_candidate(""));
+    }
+
+    #[test]
+    fn features_env_is_split_on_commas_and_spaces() {
+        // The only test in this crate touching the variable, so no other test races with it.
+        std::env::set_var(FEATURES_ENV, "numapilot/ebpf, numapilot-rig/x  y");
+        assert_eq!(features_from_env(), ["numapilot/ebpf", "numapilot-rig/x", "y"]);
+        std::env::remove_var(FEATURES_ENV);
+        assert!(features_from_env().is_empty());
     }
 
     #[test]
