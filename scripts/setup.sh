@@ -8,10 +8,13 @@
 #   rig:    qemu-system-x86 (TCG emulation), busybox-static (guest userland), cpio, numactl + numad (reference tools,
 #           also copied into the guests), xz-utils (kernel modules), binutils (objcopy strips our binaries), apt's
 #           own `apt-get download` fetches the guest kernel (done by the rig itself, on first use, into rig/cache)
+#   ebpf:   clang (compiles the wake-up tracer's BPF program), libbpf-dev libelf-dev zlib1g-dev (the system libbpf
+#           and the libraries it links; crates/ebpf's `ebpf` feature, built by the rig tests)
 set -euo pipefail
 
 packages=(build-essential pkg-config ca-certificates curl
-  qemu-system-x86 busybox-static cpio numactl numad xz-utils binutils fonts-dejavu-core time)
+  qemu-system-x86 busybox-static cpio numactl numad xz-utils binutils fonts-dejavu-core time
+  clang libbpf-dev libelf-dev zlib1g-dev)
 need=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
