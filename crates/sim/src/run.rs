@@ -290,10 +290,17 @@ fn check_tunables(tunables: &Tunables) -> Result<(), SimError> {
 /// its last threads ran in: it is left out, so a process local only while its last threads finish
 /// does not count as converged at its end.
 fn converge_time(series: &[crate::result::SeriesPoint], finished: bool) -> Option<f64> {
+    converge_time_at(series, finished, CONVERGED_LOCAL_PCT)
+}
+
+/// [`converge_time`] against another mark, % local: the first sample time from which every later
+/// sample is at least `local_pct` local (the evidence judges convergence against a share of the
+/// reachable bound, `workload::locality`).
+pub fn converge_time_at(series: &[crate::result::SeriesPoint], finished: bool, local_pct: f64) -> Option<f64> {
     let upto = if finished { series.len().saturating_sub(1) } else { series.len() };
     let mut since = None;
     for p in &series[..upto] {
-        if p.local_pct >= CONVERGED_LOCAL_PCT {
+        if p.local_pct >= local_pct {
             since.get_or_insert(p.t_s);
         } else {
             since = None;

@@ -50,6 +50,7 @@
 pub mod autonuma_bench;
 pub mod client_server;
 pub mod file;
+pub mod locality;
 pub mod process_types;
 pub mod vm_mix;
 

@@ -1,0 +1,105 @@
+//! Quick look at one evidence cell: a workload on a machine under several policies and seeds, with
+//! the evidence command's figures (mix: mean per-process throughput against default's and the mean
+//! per-process stddev/mean across seeds; fixed work: runtime, time to 90% local, pages migrated).
+//! Runs are spread over 2 threads.
+//!
+//! `cargo run --release -p numapilot-sim --example probe -- MACHINE WORKLOAD[@SCALE] SECONDS SEEDS POLICY,..`
+//! (`SECONDS` 0 keeps the workload's own length; `WORKLOAD` is an autonuma-benchmark test, a
+//! process-types name or `vm-mix`).
+
+use numapilot_sim::result::{RunResult, Stat};
+use numapilot_sim::workload::{autonuma_bench, process_types, vm_mix};
+use numapilot_sim::{run_one, Machine, SimOptions};
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.len() < 5 {
+        eprintln!("usage: probe MACHINE WORKLOAD[@SCALE] SECONDS SEEDS POLICY,..");
+        std::process::exit(2);
+    }
+    let m = Machine::preset(&a[0]).expect("preset");
+    let (wname, scale) = match a[1].split_once('@') {
+        Some((w, s)) => (w.to_string(), s.parse::<f64>().expect("scale")),
+        None => (a[1].clone(), 1.0),
+    };
+    let mut spec = if autonuma_bench::NAMES.contains(&wname.as_str()) {
+        autonuma_bench::spec(&wname, &m.topo, scale).expect("test")
+    } else if wname == "vm-mix" {
+        vm_mix::vm_mix(&m.topo)
+    } else {
+        let named = process_types::catalog().into_iter().find(|n| n.name == wname).expect("workload");
+        (named.build)(&m.topo)
+    };
+    let secs: f64 = a[2].parse().expect("seconds");
+    if secs > 0.0 {
+        spec.duration_s = Some(secs);
+    }
+    let seeds: u64 = a[3].parse().expect("seeds");
+    let policies: Vec<&str> = a[4].split(',').collect();
+    let opts = SimOptions::default();
+    let jobs: Vec<(usize, u64)> = (0..policies.len()).flat_map(|p| (1..=seeds).map(move |s| (p, s))).collect();
+    let results = std::sync::Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(&(p, s)) = jobs.get(i) else { break };
+                let r = run_one(&m, &spec, policies[p], s, &opts, &mut |_| {}).expect("run");
+                results.lock().unwrap().push((p, s, r));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|x| (x.0, x.1));
+    let runs = |p: usize| -> Vec<&RunResult> { results.iter().filter(|x| x.0 == p).map(|x| &x.2).collect() };
+    let tp = |r: &RunResult, i: usize| r.processes.get(i).and_then(|x| x.throughput).unwrap_or(0.0);
+    let base = runs(0);
+    let nproc = base[0].processes.len();
+    let open: Vec<usize> = (0..nproc).filter(|&i| base[0].processes[i].throughput.is_some()).collect();
+    let base_mean: Vec<f64> =
+        open.iter().map(|&i| Stat::of(&base.iter().map(|r| tp(r, i)).collect::<Vec<_>>()).mean).collect();
+    for (p, name) in policies.iter().enumerate() {
+        let rs = runs(p);
+        if open.is_empty() {
+            let rt: Vec<f64> = rs.iter().map(|r| r.runtime_s).collect();
+            let conv: Vec<String> = rs.iter().map(|r| format!("{:?}", r.converge_s)).collect();
+            let pages: Vec<f64> = rs.iter().map(|r| r.pages_migrated as f64).collect();
+            println!(
+                "{name:<10} runtime {:.3} ± {:.3}  90% local at {}  pages {:.0}  local {:.1}%",
+                Stat::of(&rt).mean,
+                Stat::of(&rt).stddev,
+                conv.join("/"),
+                Stat::of(&pages).mean,
+                Stat::of(&rs.iter().map(|r| r.local_access_pct).collect::<Vec<_>>()).mean
+            );
+            continue;
+        }
+        let per_run: Vec<f64> = rs
+            .iter()
+            .map(|r| open.iter().zip(&base_mean).map(|(&i, &b)| tp(r, i) / b).sum::<f64>() / open.len() as f64)
+            .collect();
+        let cvs: Vec<f64> = open
+            .iter()
+            .map(|&i| {
+                let s = Stat::of(&rs.iter().map(|r| tp(r, i)).collect::<Vec<_>>());
+                s.stddev / s.mean
+            })
+            .collect();
+        let cv = cvs.iter().sum::<f64>() / cvs.len() as f64;
+        println!(
+            "{name:<10} mean {:.3} ± {:.3}  cv {:.2}%  local {:.1}%  pages {:.0}",
+            Stat::of(&per_run).mean,
+            Stat::of(&per_run).stddev,
+            cv * 100.0,
+            Stat::of(&rs.iter().map(|r| r.local_access_pct).collect::<Vec<_>>()).mean,
+            Stat::of(&rs.iter().map(|r| r.pages_migrated as f64).collect::<Vec<_>>()).mean
+        );
+        if std::env::var_os("PROBE_PROCS").is_some() {
+            for (k, &i) in open.iter().enumerate() {
+                let xs: Vec<String> = rs.iter().map(|r| format!("{:.2}", tp(r, i) / base_mean[k])).collect();
+                println!("    {:<22} {}", rs[0].processes[i].name, xs.join(" "));
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Prints numapilot's actions (time, target, kind, rule, detail) on one run, for reading a policy's
+//! decisions: `cargo run --release -p numapilot-sim --example trace -- MACHINE WORKLOAD[@SCALE] SECONDS SEED [PID]`.
+
+use numapilot_sim::workload::{autonuma_bench, process_types, vm_mix};
+use numapilot_sim::{run::run_engine, Machine, SimOptions};
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let m = Machine::preset(&a[0]).expect("preset");
+    let (wname, scale) = match a[1].split_once('@') {
+        Some((w, s)) => (w.to_string(), s.parse::<f64>().expect("scale")),
+        None => (a[1].clone(), 1.0),
+    };
+    let mut spec = if autonuma_bench::NAMES.contains(&wname.as_str()) {
+        autonuma_bench::spec(&wname, &m.topo, scale).expect("test")
+    } else if wname == "vm-mix" {
+        vm_mix::vm_mix(&m.topo)
+    } else {
+        let named = process_types::catalog().into_iter().find(|n| n.name == wname).expect("workload");
+        (named.build)(&m.topo)
+    };
+    let secs: f64 = a[2].parse().expect("seconds");
+    if secs > 0.0 {
+        spec.duration_s = Some(secs);
+    }
+    let seed: u64 = a[3].parse().expect("seed");
+    let pid: Option<u32> = a.get(4).map(|p| p.parse().expect("pid"));
+    let opts = SimOptions::default();
+    let r = run_engine(&m, &spec, "numapilot", seed, &opts, &mut |_| {}, &mut |sim, rep| {
+        for act in &rep.plan.actions {
+            if pid.is_some_and(|p| p != act.target.pid) {
+                continue;
+            }
+            let kind = match &act.kind {
+                numapilot_policy::ActionKind::SetAffinity { cpus } => format!("affinity {cpus}"),
+                numapilot_policy::ActionKind::MigratePages { from, to, max_pages } => {
+                    format!("migrate {from}->{to} max {max_pages:?}")
+                }
+                numapilot_policy::ActionKind::MoveRanges { ranges, to } => {
+                    format!("move {} ranges ->{to}", ranges.len())
+                }
+                k => format!("{k:?}").chars().take(60).collect(),
+            };
+            println!(
+                "{:7.2} {}/{} {kind} [{}] {}",
+                sim.now_ns() as f64 / 1e9,
+                act.target.pid,
+                act.target.tid.map_or("-".to_string(), |t| t.to_string()),
+                act.reason.rule,
+                act.reason.detail
+            );
+        }
+    })
+    .expect("run");
+    println!("runtime {:.3} local {:.1}% pages {}", r.runtime_s, r.local_access_pct, r.pages_migrated);
+}
