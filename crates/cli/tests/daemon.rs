@@ -398,3 +398,75 @@ fn non_root_observes_only_and_says_so_once() {
     let about_root = d.seen.iter().filter(|l| l.contains("not running as root")).count();
     assert_eq!(about_root, 1, "{}", d.seen.join("\n"));
 }
+
+fn cpus_allowed(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_string()
+}
+
+#[test]
+fn start_after_a_crash_restores_from_the_state_file_and_says_so() {
+    let all = cpus_allowed(std::process::id());
+    if all == "0" {
+        eprintln!("one CPU: nothing to narrow, skipped");
+        return;
+    }
+    // A process as a crashed daemon left it: narrowed to CPU 0, its original in the state file.
+    let mut target = Command::new("sleep").arg("300").spawn().unwrap();
+    let pid = target.id();
+    // SAFETY: a zeroed cpu_set_t with CPU 0 set, for our own child.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        assert_eq!(libc::sched_setaffinity(pid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
+    }
+    assert_eq!(cpus_allowed(pid), "0");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let starttime: u64 = stat.rsplit(')').next().unwrap().split_whitespace().nth(19).unwrap().parse().unwrap();
+    let mut d = Daemon::start("");
+    // Daemon::start wrote the config; the state file path is in it. Stop this one first: the state
+    // file must be in place before a daemon opens the live host.
+    d.wait_line("numapilot: started");
+    d.signal(libc::SIGTERM);
+    let _ = d.child.wait();
+    let state = d.dir.path().join("state.json");
+    std::fs::write(
+        &state,
+        format!(
+            "{{\"version\":1,\"processes\":[{{\"pid\":{pid},\"starttime\":{starttime},\"comm\":\"sleep\",\
+             \"default_cpus\":\"{all}\",\"threads\":{{}},\"cpuset\":null}}]}}"
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["daemon", "--dry-run", "--metrics", "off", "--config"])
+        .arg(&d.config)
+        .arg("--socket")
+        .arg(&d.socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 {
+        seen.push_str(&line);
+        if line.contains("numapilot: started") {
+            break;
+        }
+        line.clear();
+    }
+    let restored = cpus_allowed(pid);
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(seen.contains("recovered from an unclean shutdown: restored 1 processes"), "{seen}");
+    assert_eq!(restored, all);
+    let journal = std::fs::read_to_string(d.dir.path().join("journal.jsonl")).unwrap();
+    assert!(
+        journal.lines().any(|l| l.contains("\"rule\":\"recovery at start\"") && l.contains("restored 1, gone 0")),
+        "{journal}"
+    );
+}
