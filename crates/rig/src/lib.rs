@@ -54,6 +54,7 @@ pub mod error;
 pub mod guest;
 pub mod image;
 pub mod provision;
+pub mod race;
 pub mod spec;
 
 pub use error::{Result, RigError};

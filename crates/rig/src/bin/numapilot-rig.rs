@@ -7,6 +7,12 @@
 //! numapilot-rig demo [PRESET]                  the main-job demonstration (rig/scenarios/demo.sh, default guest
 //!                                               4node): topology, one workload placed three ways, judged from the
 //!                                               kernel's numa_maps and task stat; exit 1 if a placement is wrong
+//! numapilot-rig race [--short] [--reps N] [--guests 2node,4node] [--no-readme] [--strict] [--json FILE]
+//!                                               issue 5's race (rig/scenarios/race.sh): numa01/numa02 forced onto
+//!                                               node 0 under no balancing, the kernel's, numad and the numapilot
+//!                                               daemon; prints the table and the verdicts judged from the guest's
+//!                                               numa_maps and vmstat, and (full version) rewrites README.md's
+//!                                               race section; --strict: exit 1 when a goal is not met
 //! numapilot-rig capture-fixtures [--out DIR] [PRESET...]
 //!                                               boot each guest (default: all) with rig/scenarios/capture.sh and
 //!                                               replace DIR/rig-<major.minor>-PRESET (DIR default: fixtures/)
@@ -21,11 +27,13 @@ use std::collections::BTreeMap;
 
 use numapilot_rig::checks::{bytes_by_node, parse_hardware, parse_numa_maps, stat_processor};
 use numapilot_rig::provision::workspace_root;
+use numapilot_rig::race::{self, RaceConfig};
 use numapilot_rig::{GuestSpec, Rig, RigOptions};
 
 const CHECKS: &str = include_str!("../../../../rig/scenarios/checks.sh");
 const CAPTURE: &str = include_str!("../../../../rig/scenarios/capture.sh");
 const DEMO: &str = include_str!("../../../../rig/scenarios/demo.sh");
+const RACE: &str = include_str!("../../../../rig/scenarios/race.sh");
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -174,6 +182,123 @@ fn demo(args: &[String]) -> Res<()> {
     }
 }
 
+/// Issue 5's race: every guest runs race.sh with the same [`RaceConfig`] (guests in parallel, one QEMU each),
+/// the cases are judged by `numapilot_rig::race` from the scenario's own reads, the table and verdicts printed,
+/// and (full version, unless --no-readme) README.md's section between the race markers rewritten.
+fn race(args: &[String]) -> Res<()> {
+    let mut short = false;
+    let mut reps = 1u32;
+    let mut guests: Option<Vec<String>> = None;
+    let mut readme = true;
+    let mut strict = false;
+    let mut json: Option<PathBuf> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--short" => short = true,
+            "--no-readme" => readme = false,
+            "--strict" => strict = true,
+            "--reps" => {
+                let v = it.next().ok_or("--reps needs a number")?;
+                reps = v.parse().ok().filter(|r| *r >= 1).ok_or(format!("--reps {v:?}: not a number >= 1"))?;
+            }
+            "--guests" => {
+                let v = it.next().ok_or("--guests needs a list such as 2node,4node")?;
+                guests = Some(v.split(',').map(str::to_string).collect());
+            }
+            "--json" => json = Some(PathBuf::from(it.next().ok_or("--json needs a file")?)),
+            other => return Err(format!("race: unknown argument {other:?}").into()),
+        }
+    }
+    let cfg = if short { RaceConfig::short() } else { RaceConfig::full(reps) };
+    let guests =
+        guests.unwrap_or_else(|| if short { vec!["2node".into()] } else { vec!["2node".into(), "4node".into()] });
+    let specs: Vec<GuestSpec> = guests.iter().map(|g| preset(g)).collect::<Res<_>>()?;
+    let rig = prepare()?;
+    let conf = vec![("rig/race.conf".to_string(), cfg.to_conf().into_bytes())];
+    let t0 = std::time::Instant::now();
+    let runs: Vec<Result<numapilot_rig::GuestRun, String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = specs
+            .iter()
+            .map(|spec| {
+                let mut spec = spec.clone();
+                // Per case: the bench run, the workers' start-up and first touch under TCG (measured: a 15 s run
+                // takes 35-40 s of guest time in the 2-node guest), the balancer's start and the sections' transfer.
+                spec.timeout =
+                    std::time::Duration::from_secs(60 + cfg.cases().len() as u64 * (u64::from(cfg.seconds) * 4 + 40));
+                let (rig, conf) = (&rig, &conf);
+                sc.spawn(move || rig.boot(&spec, "race", RACE, conf).map_err(|e| e.to_string()))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("guest thread panicked".into()))).collect()
+    });
+    let mut cases = Vec::new();
+    let mut times = Vec::new();
+    for run in runs {
+        let run = run?;
+        if run.scenario_rc != 0 {
+            return Err(format!(
+                "guest {}: race.sh exit {}; console tail:\n{}",
+                run.guest,
+                run.scenario_rc,
+                run.console_tail()
+            )
+            .into());
+        }
+        times.push(format!("{} {:.0} s", run.guest, run.wall_ms as f64 / 1000.0));
+        eprintln!("guest {}: QEMU wall {} ms, results in {}", run.guest, run.wall_ms, run.dir.display());
+        cases.extend(race::read_run(&run, &cfg)?);
+    }
+    let verdicts = race::judge(&cases);
+    let table = race::render_markdown(&cases, &verdicts);
+    println!("{table}");
+    if let Some(j) = &json {
+        std::fs::write(
+            j,
+            serde_json::to_string_pretty(&serde_json::json!({"config": cfg, "cases": cases, "verdicts": verdicts}))?,
+        )
+        .map_err(|e| format!("{}: {e}", j.display()))?;
+    }
+    if !short && readme {
+        let path = workspace_root().join("README.md");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let body = format!(
+            "## Race against AutoNUMA and numad (rig, measured)\n\n\
+             `scripts/race.sh` (= `numapilot-rig race`): in the rig's {} guests (Debian 6.12 kernel under QEMU TCG), \
+             `numapilot bench numa01 --mb {} --threads {}` (two processes) and `numapilot bench numa02 --mb {} --threads {}` \
+             (one process), `--seconds {} --force-node 0` (all memory first-touched on node 0), {} repetition(s), under \
+             (a) numa_balancing=0, (b) numa_balancing=1, (c) Debian's `numad -i 1:1` with the workers named by `numad -p` \
+             (numad skips processes under 300 MB otherwise), (d) `numapilot daemon` (numa_balancing=0, step {} ms). \
+             Time to 90% and local % come from the scenario's own once-a-second reads of numa_maps and task stat (the \
+             bench recorder's figure beside it as a cross-check), pages from /proc/vmstat deltas over the run. \
+             Guest wall times: {}; whole command {:.0} s.\n\n{table}",
+            guests.join(" and "),
+            cfg.mb01,
+            cfg.threads,
+            cfg.mb02,
+            cfg.threads,
+            cfg.seconds,
+            cfg.reps,
+            cfg.interval_ms,
+            times.join(", "),
+            t0.elapsed().as_secs_f64()
+        );
+        let new = race::replace_section(
+            &text,
+            "<!-- race:begin -->",
+            "<!-- race:end -->",
+            &body,
+            "## Performance (measured)",
+        )?;
+        std::fs::write(&path, new).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("README.md: race section rewritten");
+    }
+    if strict && verdicts.iter().any(|v| !v.pass) {
+        return Err("race: a goal is not met (see the verdicts)".into());
+    }
+    Ok(())
+}
+
 /// `6.12.107+deb12-cloud-amd64` -> `6.12`.
 fn major_minor(release: &str) -> Option<String> {
     let mut it = release.trim().split('.');
@@ -262,7 +387,8 @@ fn main() -> ExitCode {
         Some("boot") => boot(&args[1..]),
         Some("capture-fixtures") => capture(&args[1..]),
         Some("demo") => demo(&args[1..]),
-        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] | demo [PRESET] | capture-fixtures [--out DIR] [PRESET...]"
+        Some("race") => race(&args[1..]),
+        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] | demo [PRESET] | race [--short] [...] | capture-fixtures [--out DIR] [PRESET...]"
             .into()),
     };
     match res {

@@ -1,0 +1,170 @@
+# Rig scenario "daemon-safety" (busybox sh, sourced after rig/guest/lib.sh), for crates/rig/tests/daemon.rs in the
+# 2-node guest: the numapilot daemon's safety promises (issue 5 sections 2 and 5) on a real kernel, every one judged
+# by the host from files this script reads itself (/proc/PID/status Cpus_allowed_list, the state file, the journal),
+# never from the daemon's own account alone.
+#
+#   1. exclusions + restore on exit: a twin (moved), an excluded comm, a process pinned by numactl --cpunodebind=1
+#      and one bound by numactl --membind=0 (both "placed themselves"); SIGTERM; the twin's affinity is back.
+#   2. crash recovery: the daemon moves a process, kill -9, the state file still names it; a new daemon restores it.
+#   3. churn + pid reuse: pid_max lowered so pids wrap, hundreds of short-lived processes while the daemon runs.
+echo 0 >/proc/sys/kernel/numa_balancing
+mkdir -p /run/numapilot
+: >/tmp/.rig.none
+# Distinct comms for the twin and the excluded process: copies of rig-toucher (comm = the executable's name).
+cp "$(command -v rig-toucher)" /tmp/twin
+cp "$(command -v rig-toucher)" /tmp/excluded-t
+cp "$(command -v rig-toucher)" /tmp/crashed-t
+cat >/tmp/np-safety.toml <<EOF
+[daemon]
+interval_ms = 500
+journal = "/tmp/np-journal.jsonl"
+state = "/run/numapilot/state.json"
+socket = "/run/numapilot/numapilot.sock"
+metrics = "off"
+
+[exclude]
+comm = ["excluded-t"]
+EOF
+rig_run hw numactl --hardware
+
+# safety_allowed NAME PID: send PID's Cpus_allowed_list (from /proc/PID/status) as section NAME.
+safety_allowed() {
+	grep '^Cpus_allowed_list:' "/proc/$2/status" >/tmp/.rig.al 2>/tmp/.rig.ale
+	rig_send "$1" $? /tmp/.rig.al /tmp/.rig.ale
+}
+
+# safety_wait_applied PID SECS: wait until the journal has an applied set-affinity for PID.
+safety_wait_applied() {
+	_i=0
+	while [ $_i -lt $(($2 * 5)) ]; do
+		grep "\"pid\":$1," /tmp/np-journal.jsonl 2>/dev/null | grep '"kind":"set-affinity"' |
+			grep -q '"outcome":"applied"' && return 0
+		_i=$((_i + 1))
+		sleep 0.2
+	done
+	return 1
+}
+
+# safety_wait_started LOG SECS: wait until the daemon's log says it started.
+safety_wait_started() {
+	_i=0
+	while [ $_i -lt $(($2 * 5)) ]; do
+		grep -q 'started, interval' "$1" 2>/dev/null && return 0
+		_i=$((_i + 1))
+		sleep 0.2
+	done
+	return 1
+}
+
+# --- 1. exclusions and restore on exit --------------------------------------------------------------------------
+rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rig_start excl 60 /tmp/excluded-t --mb 8 --threads 2 --loop
+excl=$RIG_PID
+rig_start pinned 60 numactl --cpunodebind=1 rig-toucher --mb 8 --threads 2 --loop
+pinned=$RIG_PID
+rig_start bound 60 numactl --membind=0 rig-toucher --mb 8 --threads 2 --loop
+bound=$RIG_PID
+for p in excl pinned bound; do
+	eval "pid=\$$p"
+	safety_allowed "$p-before" "$pid"
+done
+numapilot daemon --config /tmp/np-safety.toml >/tmp/np-1.log 2>&1 &
+d1=$!
+safety_wait_started /tmp/np-1.log 60
+rig_start twin 60 /tmp/twin --mb 8 --threads 2 --loop
+twin=$RIG_PID
+safety_allowed twin-before "$twin"
+safety_wait_applied "$twin" 60
+echo $? >/tmp/.rig.w
+rig_send twin-applied 0 /tmp/.rig.w /tmp/.rig.none
+sleep 3
+safety_allowed twin-moved "$twin"
+for p in excl pinned bound; do
+	eval "pid=\$$p"
+	safety_allowed "$p-during" "$pid"
+done
+rig_file state-running /run/numapilot/state.json
+kill -TERM $d1
+wait $d1
+echo $? >/tmp/.rig.rc
+rig_send daemon1-exit 0 /tmp/.rig.rc /tmp/np-1.log
+safety_allowed twin-after "$twin"
+for p in excl pinned bound; do
+	eval "pid=\$$p"
+	safety_allowed "$p-after" "$pid"
+done
+rig_file state-after-term /run/numapilot/state.json
+rig_file journal1 /tmp/np-journal.jsonl
+echo "twin=$twin excl=$excl pinned=$pinned bound=$bound" >/tmp/.rig.pids
+rig_send pids1 0 /tmp/.rig.pids /tmp/.rig.none
+kill "$twin" "$excl" "$pinned" "$bound"
+
+# --- 2. crash recovery -------------------------------------------------------------------------------------------
+rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+numapilot daemon --config /tmp/np-safety.toml >/tmp/np-2.log 2>&1 &
+d2=$!
+safety_wait_started /tmp/np-2.log 60
+rig_start crashed 60 /tmp/crashed-t --mb 8 --threads 2 --loop
+crashed=$RIG_PID
+echo "$crashed" >/tmp/.rig.pid
+rig_send crashed-pid 0 /tmp/.rig.pid /tmp/.rig.none
+safety_allowed crashed-before "$crashed"
+safety_wait_applied "$crashed" 60
+echo $? >/tmp/.rig.w
+rig_send crashed-applied 0 /tmp/.rig.w /tmp/.rig.none
+sleep 1
+kill -9 $d2
+wait $d2
+safety_allowed crashed-after-kill "$crashed"
+rig_file state-after-kill /run/numapilot/state.json
+rig_file journal2 /tmp/np-journal.jsonl
+# The new daemon excludes the crashed process's pid, so whatever its affinity is once it has started is the
+# recovery's doing, not a new decision.
+rm -f /tmp/np-journal.jsonl
+numapilot daemon --config /tmp/np-safety.toml --exclude-pid "$crashed" >/tmp/np-3.log 2>&1 &
+d3=$!
+safety_wait_started /tmp/np-3.log 60
+safety_allowed crashed-recovered "$crashed"
+rig_file state-after-recovery /run/numapilot/state.json
+kill -TERM $d3
+wait $d3
+echo $? >/tmp/.rig.rc
+rig_send daemon3-exit 0 /tmp/.rig.rc /tmp/np-3.log
+rig_file journal3 /tmp/np-journal.jsonl
+kill "$crashed"
+
+# --- 3. churn, with pids wrapping -------------------------------------------------------------------------------
+rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+read -r pid_max </proc/sys/kernel/pid_max
+# The kernel's floor for pid_max is 301 (RESERVED_PIDS 300 + 1, kernel/pid.c); a low ceiling makes the hundreds of
+# short-lived processes below reuse pids while the daemon tracks them.
+echo 1000 >/proc/sys/kernel/pid_max
+numapilot daemon --config /tmp/np-safety.toml >/tmp/np-4.log 2>&1 &
+d4=$!
+safety_wait_started /tmp/np-4.log 60
+read -r up0 _idle </proc/uptime
+n=0
+while [ $n -lt 400 ]; do
+	# Short-lived busy processes of a few hundred ms, a dozen at a time.
+	k=0
+	while [ $k -lt 12 ]; do
+		rig-toucher --mb 1 --exit >/dev/null 2>&1 &
+		k=$((k + 1))
+	done
+	n=$((n + 12))
+	sleep 0.3
+done
+wait_ok=0
+kill -0 $d4 2>/dev/null && wait_ok=1
+read -r up1 _idle </proc/uptime
+echo "spawned=$n alive=$wait_ok last_pid=$(cat /proc/loadavg | cut -d' ' -f5) up0=$up0 up1=$up1" >/tmp/.rig.churn
+rig_send churn 0 /tmp/.rig.churn /tmp/.rig.none
+sleep 2
+rig_run status numapilot status
+kill -TERM $d4
+wait $d4
+echo $? >/tmp/.rig.rc
+rig_send daemon4-exit 0 /tmp/.rig.rc /tmp/np-4.log
+rig_file state-after-churn /run/numapilot/state.json
+rig_file journal4 /tmp/np-journal.jsonl
+echo "$pid_max" >/proc/sys/kernel/pid_max
