@@ -274,12 +274,12 @@ fn cargo_build(args: &[&str], features: &[String], release: bool) -> Result<(Vec
 
 /// The features named in [`FEATURES_ENV`].
 pub fn features_from_env() -> Vec<String> {
-    std::env::var(FEATURES_ENV)
-        .unwrap_or_default()
-        .split([',', ' '])
-        .filter(|f| !f.is_empty())
-        .map(String::from)
-        .collect()
+    parse_features(&std::env::var(FEATURES_ENV).unwrap_or_default())
+}
+
+/// Splits a feature list on commas and spaces (cargo's own `--features` syntax).
+pub fn parse_features(list: &str) -> Vec<String> {
+    list.split([',', ' ']).filter(|f| !f.is_empty()).map(String::from).collect()
 }
 
 /// Builds `numapilot` and `rig-toucher` with cargo (a no-op when up to date, so a stale binary is never tested)
@@ -333,12 +333,10 @@ mod tests {
     }
 
     #[test]
-    fn features_env_is_split_on_commas_and_spaces() {
-        // The only test in this crate touching the variable, so no other test races with it.
-        std::env::set_var(FEATURES_ENV, "numapilot/ebpf, numapilot-rig/x  y");
-        assert_eq!(features_from_env(), ["numapilot/ebpf", "numapilot-rig/x", "y"]);
-        std::env::remove_var(FEATURES_ENV);
-        assert!(features_from_env().is_empty());
+    fn features_are_split_on_commas_and_spaces() {
+        assert_eq!(parse_features("numapilot/ebpf, numapilot-rig/x  y"), ["numapilot/ebpf", "numapilot-rig/x", "y"]);
+        assert!(parse_features("").is_empty());
+        assert!(parse_features(" , ").is_empty());
     }
 
     #[test]
