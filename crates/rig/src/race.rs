@@ -277,6 +277,19 @@ pub fn local_pct(p: &ProcSample, node_of_cpu: &BTreeMap<u32, u32>) -> Option<f64
     Some(100.0 * near as f64 / total as f64)
 }
 
+/// Thread-weighted local share, %: the mean over worker threads of the buffer share on that thread's node. The
+/// issue's [`local_pct`] counts a process with one thread on each node as 100% local wherever its memory is; for
+/// numa01, whose threads all sweep the whole buffer, this one is the share of accesses that are local.
+pub fn weighted_local_pct(p: &ProcSample, node_of_cpu: &BTreeMap<u32, u32>) -> Option<f64> {
+    let nodes: Vec<u32> = p.worker_cpus.iter().filter_map(|c| node_of_cpu.get(c).copied()).collect();
+    let total: u64 = p.buffer.values().sum();
+    if nodes.is_empty() || total == 0 {
+        return None;
+    }
+    let sum: f64 = nodes.iter().map(|n| p.buffer.get(n).copied().unwrap_or(0) as f64 / total as f64).sum();
+    Some(100.0 * sum / nodes.len() as f64)
+}
+
 /// Per process (pid): the (time, local %) series.
 pub fn local_series(samples: &[Sample], node_of_cpu: &BTreeMap<u32, u32>) -> BTreeMap<u32, Vec<(f64, Option<f64>)>> {
     let mut m: BTreeMap<u32, Vec<(f64, Option<f64>)>> = BTreeMap::new();
@@ -356,6 +369,8 @@ pub struct ProcResult {
     pub final_local_pct: Option<f64>,
     /// Last local % (bench's recorder).
     pub bench_final_local_pct: Option<f64>,
+    /// Last thread-weighted local % ([`weighted_local_pct`], scenario's reads).
+    pub final_weighted_pct: Option<f64>,
 }
 
 /// One case: a guest, a workload, a balancer, a repetition.
@@ -441,6 +456,10 @@ pub fn read_case(
             bench_converge_s: bp["converge_s"].as_f64(),
             final_local_pct: final_pct(s),
             bench_final_local_pct: bp["final_local_pct"].as_f64(),
+            final_weighted_pct: samples
+                .iter()
+                .rev()
+                .find_map(|x| x.procs.get(&pid).and_then(|p| weighted_local_pct(p, node_of_cpu))),
         });
     }
     Ok(CaseResult {
@@ -604,13 +623,14 @@ pub fn render_markdown(cases: &[CaseResult], verdicts: &[Verdict]) -> String {
     let mut s = String::new();
     s.push_str(
         "| guest | workload | balancer | rep | time to 90% (rig), per process | bench recorder's converge_s | \
-         final local % | numa_pages_migrated | pgmigrate_success |\n|---|---|---|---|---|---|---|---|---|\n",
+         final local % | final thread-weighted local % | numa_pages_migrated | pgmigrate_success |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in cases {
         let per = |f: &dyn Fn(&ProcResult) -> String| c.procs.iter().map(f).collect::<Vec<_>>().join(" / ");
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.guest,
             c.test,
             c.cond.label(),
@@ -618,6 +638,7 @@ pub fn render_markdown(cases: &[CaseResult], verdicts: &[Verdict]) -> String {
             per(&|p| opt(p.rig_converge_s, " s")),
             per(&|p| opt(p.bench_converge_s, " s")),
             per(&|p| opt(p.final_local_pct, "")),
+            per(&|p| opt(p.final_weighted_pct, "")),
             c.migrated.numa_pages_migrated,
             c.migrated.pgmigrate_success
         );
@@ -706,6 +727,9 @@ mod tests {
     fn local_share_counts_nodes_where_a_worker_ran() {
         let p = ProcSample { buffer: BTreeMap::from([(0, 30), (1, 10)]), worker_cpus: vec![3] };
         assert_eq!(local_pct(&p, &map()), Some(25.0));
+        let two = ProcSample { buffer: BTreeMap::from([(0, 30), (1, 10)]), worker_cpus: vec![0, 3] };
+        assert_eq!(local_pct(&two, &map()), Some(100.0), "a thread on each node: all memory counts as local");
+        assert_eq!(weighted_local_pct(&two, &map()), Some(50.0), "(75% + 25%) / 2");
         let p = ProcSample { buffer: BTreeMap::from([(0, 30), (1, 10)]), worker_cpus: vec![] };
         assert_eq!(local_pct(&p, &map()), None);
     }
@@ -743,6 +767,7 @@ mod tests {
                 bench_converge_s: conv,
                 final_local_pct: Some(if conv.is_some() { 100.0 } else { 0.0 }),
                 bench_final_local_pct: None,
+                final_weighted_pct: None,
             }],
             migrated: Migrated { numa_pages_migrated: 0, pgmigrate_success: pages },
             runtime_s: 20.0,

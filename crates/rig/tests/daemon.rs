@@ -1,0 +1,189 @@
+//! The numapilot daemon's safety promises on a real 2-node kernel (rig/scenarios/daemon-safety.sh): restore on
+//! exit, crash recovery from the state file, exclusions (an excluded comm, a process pinned by `numactl
+//! --cpunodebind`, one bound by `numactl --membind`) and churn with pids wrapping. Every judgement rests on what the
+//! scenario read itself (`/proc/PID/status` Cpus_allowed_list, the state file on disk, the process still being
+//! there), the journal only naming what the daemon claims. One guest boot; the tests below judge one promise each.
+//! Skipped unless `NUMAPILOT_RIG=1`.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use numapilot_rig::{GuestRun, GuestSpec, Rig, RigOptions};
+use serde_json::Value;
+
+const SCENARIO: &str = include_str!("../../../rig/scenarios/daemon-safety.sh");
+
+fn enabled() -> bool {
+    let on = std::env::var("NUMAPILOT_RIG").is_ok_and(|v| v == "1");
+    if !on {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "rig daemon test SKIPPED: set NUMAPILOT_RIG=1 to boot QEMU guests");
+    }
+    on
+}
+
+fn run() -> &'static GuestRun {
+    static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
+        let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
+        spec.timeout = Duration::from_secs(600);
+        let run = rig.boot(&spec, "daemon-safety", SCENARIO, &[]).map_err(|e| e.to_string())?;
+        eprintln!("guest 2node daemon-safety: QEMU wall {} ms", run.wall_ms);
+        if run.scenario_rc != 0 {
+            return Err(format!("daemon-safety.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
+        }
+        Ok(run)
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn ok(run: &GuestRun, name: &str) -> String {
+    let s = run.section(name).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.rc, 0, "section {name}: exit {}: {}", s.rc, s.stderr());
+    s.stdout()
+}
+
+/// The CPU list of a `Cpus_allowed_list:` line.
+fn allowed(run: &GuestRun, name: &str) -> String {
+    let t = ok(run, name);
+    t.trim().strip_prefix("Cpus_allowed_list:").unwrap_or_else(|| panic!("{name}: {t:?}")).trim().to_string()
+}
+
+fn journal(run: &GuestRun, name: &str) -> Vec<Value> {
+    let s = run.section(name).unwrap_or_else(|e| panic!("{e}"));
+    s.stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn actions_on(j: &[Value], pid: u64) -> Vec<&Value> {
+    j.iter().filter(|r| r["event"] == "action" && r["pid"].as_u64() == Some(pid)).collect()
+}
+
+/// Pids in the state file (a missing file counts as none).
+fn state_pids(run: &GuestRun, name: &str) -> Vec<u64> {
+    let s = run.section(name).unwrap_or_else(|e| panic!("{e}"));
+    if s.rc != 0 {
+        return vec![];
+    }
+    let v: Value = serde_json::from_str(&s.stdout()).unwrap_or_else(|e| panic!("{name}: not JSON: {e}"));
+    v["processes"].as_array().map(|a| a.iter().filter_map(|p| p["pid"].as_u64()).collect()).unwrap_or_default()
+}
+
+fn pids1(run: &GuestRun) -> BTreeMap<String, u64> {
+    ok(run, "pids1")
+        .split_whitespace()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), v.parse().unwrap_or_else(|_| panic!("pids1: {kv}")))
+        })
+        .collect()
+}
+
+#[test]
+fn twin_is_moved_and_restored_on_sigterm() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    let twin = pids1(run)["twin"];
+    assert_eq!(ok(run, "twin-applied").trim(), "0", "no applied set-affinity for the twin {twin} in 60 s");
+    let (before, moved, after) = (allowed(run, "twin-before"), allowed(run, "twin-moved"), allowed(run, "twin-after"));
+    eprintln!("twin {twin}: Cpus_allowed_list {before} -> {moved} (daemon running) -> {after} (after SIGTERM)");
+    assert_ne!(before, moved, "the daemon journaled an applied move but the kernel's affinity did not change");
+    assert_eq!(after, before, "affinity not restored on SIGTERM");
+    assert_eq!(
+        ok(run, "daemon1-exit").trim(),
+        "0",
+        "daemon exit code; log:\n{}",
+        run.section("daemon1-exit").unwrap().stderr()
+    );
+    assert!(state_pids(run, "state-running").contains(&twin), "the state file held the twin while it was moved");
+    assert!(state_pids(run, "state-after-term").is_empty(), "state left behind after SIGTERM");
+    let j = journal(run, "journal1");
+    assert!(j.iter().any(|r| r["kind"] == "restore" || r["rule"] == "shutdown"), "no restore record in the journal");
+}
+
+#[test]
+fn excluded_and_self_placed_processes_are_untouched() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    let pids = pids1(run);
+    let j = journal(run, "journal1");
+    for who in ["excl", "pinned", "bound"] {
+        let pid = pids[who];
+        let (b, d, a) = (
+            allowed(run, &format!("{who}-before")),
+            allowed(run, &format!("{who}-during")),
+            allowed(run, &format!("{who}-after")),
+        );
+        eprintln!("{who} {pid}: Cpus_allowed_list {b} / {d} / {a}");
+        assert_eq!((d.as_str(), a.as_str()), (b.as_str(), b.as_str()), "{who} {pid}: affinity changed");
+        for r in actions_on(&j, pid) {
+            assert_ne!(r["outcome"], "applied", "{who} {pid}: the daemon applied an action: {r}");
+            assert_ne!(r["outcome"], "partial", "{who} {pid}: the daemon applied an action: {r}");
+        }
+    }
+    assert_eq!(allowed(run, "pinned-before"), "2-3", "numactl --cpunodebind=1 in the 2-node guest");
+}
+
+#[test]
+fn crash_recovery_restores_from_the_state_file() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    let pid: u64 = ok(run, "crashed-pid").trim().parse().unwrap();
+    assert_eq!(ok(run, "crashed-applied").trim(), "0", "no applied set-affinity for {pid} in 60 s");
+    let (before, killed, recovered) =
+        (allowed(run, "crashed-before"), allowed(run, "crashed-after-kill"), allowed(run, "crashed-recovered"));
+    eprintln!("crashed-t {pid}: Cpus_allowed_list {before} -> {killed} (daemon killed -9) -> {recovered} (restarted)");
+    assert_ne!(before, killed, "a kill -9 leaves the move in place (nothing restored it)");
+    assert!(state_pids(run, "state-after-kill").contains(&pid), "the state file names the moved process");
+    assert_eq!(recovered, before, "the restarted daemon put the original affinity back");
+    assert!(state_pids(run, "state-after-recovery").is_empty(), "recovered entries stay in the state file");
+    assert_eq!(ok(run, "daemon3-exit").trim(), "0");
+}
+
+#[test]
+fn churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    let churn = ok(run, "churn");
+    eprintln!("churn: {}", churn.trim());
+    assert!(
+        churn.contains("alive=1"),
+        "daemon died during the churn: {churn}\n{}",
+        run.section("daemon4-exit").unwrap().stderr()
+    );
+    let status = ok(run, "status");
+    assert!(!status.trim().is_empty());
+    assert_eq!(ok(run, "daemon4-exit").trim(), "0", "{}", run.section("daemon4-exit").unwrap().stderr());
+    assert!(state_pids(run, "state-after-churn").is_empty(), "state left behind after churn");
+    let j = journal(run, "journal4");
+    let mut by: BTreeMap<String, u64> = BTreeMap::new();
+    let mut starttimes: BTreeMap<u64, std::collections::BTreeSet<u64>> = BTreeMap::new();
+    for r in j.iter().filter(|r| r["event"] == "action") {
+        *by.entry(r["outcome"].as_str().unwrap_or("?").to_string()).or_default() += 1;
+        if let (Some(p), Some(s)) = (r["pid"].as_u64(), r["starttime"].as_u64()) {
+            starttimes.entry(p).or_default().insert(s);
+        }
+    }
+    let reused = starttimes.values().filter(|s| s.len() > 1).count();
+    eprintln!("churn journal outcomes {by:?}; pids seen with more than one start time (reused): {reused}");
+    for k in by.keys() {
+        assert!(["applied", "vanished", "refused", "partial"].contains(&k.as_str()), "unexpected outcome {k}");
+    }
+    let log = run.section("daemon4-exit").unwrap().stderr();
+    for l in log.lines() {
+        assert!(!l.contains("ERROR") && !l.to_lowercase().contains("panic"), "daemon log: {l}");
+    }
+}
