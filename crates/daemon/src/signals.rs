@@ -14,7 +14,8 @@
 //!                  └─ perf:    detect PMU ─► open per CPU ─► enable       missing? one note
 //!                              (page-fault fallback only when SignalTuning::page_faults)
 //!   Signals::fill(sample)   (the sample's user processes are the ones looked at)
-//!     comm     += sockets::scan(/proc/net/tcp{,6} + unix peers, /proc/PID/fd)   every cycle
+//!     comm     += sockets::scan(/proc/net/tcp{,6} + unix peers, /proc/PID/fd)   every sockets_every-th
+//!                 cycle, the cached pairs of live pids in between
 //!     shared    = maps grouped by (dev, inode)     re-read every maps_every-th cycle, the cached
 //!                                                  result filtered to live pids in between
 //!     accesses += perf rings drained, placed on nodes, aggregated per (thread, page)
@@ -32,14 +33,26 @@
 //! # Limits and cost
 //!
 //! See the modules in `numapilot_observe` (`sockets`, `maps`, `pmu`). Measured on the development
-//! host (2 CPUs, 6.18) with 1,000 processes in 500 pairs, each pair joined by a unix socketpair and a
-//! shared memfd (`cargo run --release -p numapilot-observe --example signals_cost`): see the figures
-//! in that example's header; maps is the costly part, hence [`SignalTuning::maps_every`].
+//! host (2 CPUs, kernel 6.18, release build) with `cargo run --release -p numapilot-observe --example
+//! signals_cost`: 1,000 forked processes in 500 pairs (each pair a unix socketpair and a shared memfd,
+//! 100 pairs also a loopback TCP connection) among 2,110 processes in all (another helper's load was
+//! running: load average 11 on 2 CPUs, so the figures are inflated), median of 7 rounds:
+//!
+//! ```text
+//!   sock_diag unix dump (1,016 sockets with a peer)          0.46 ms
+//!   socket scan: /proc/net/tcp{,6} + fd links of 2,107 pids  155 ms   (every sockets_every-th cycle)
+//!   maps of 2,110 processes, 501 shared objects found        269 ms   (every maps_every-th cycle)
+//! ```
+//!
+//! Both scans are far above a 50 ms cycle budget at this scale on a loaded 2-CPU box, hence the
+//! cadences [`SignalTuning::sockets_every`] (5) and [`SignalTuning::maps_every`] (10): averaged, about
+//! 31 + 27 ms per cycle. The fd scan is skipped entirely on cycles with no local pair, and stops
+//! once every wanted inode has a holder.
 
 use std::path::Path;
 
 use numapilot_observe::pmu::{self, Detection, EventSpec, NodeMemory, RawSample, Sampler};
-use numapilot_observe::{sockets, Reader, Sample, SharedMemory};
+use numapilot_observe::{sockets, CommSample, Reader, Sample, SharedMemory};
 
 /// Which sources to try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +79,12 @@ pub struct SignalTuning {
     /// times the socket scan, and shared mappings change when processes start or map, far more
     /// rarely than a 1 s cycle. What it prevents: maps dominating the observation cost.
     pub maps_every: u32,
+    /// Re-scan sockets (the fd links of every process) every this many calls; between scans the last
+    /// scan's pairs are repeated for processes still present. Default 5, unit cycles. Source: the
+    /// measurement in the module header (the fd scan is the second most costly signal after maps);
+    /// connections between local services live for minutes, so a pair is at most 4 cycles late or
+    /// stale. What it prevents: the fd scan taking most of a cycle on hosts with many processes.
+    pub sockets_every: u32,
     /// Without a PMU, sample page faults instead (coarse: faults, not accesses; see
     /// `numapilot_observe::pmu`). Default false: only useful with kernel NUMA balancing on (hinting
     /// faults) or for programs that keep faulting.
@@ -77,7 +96,13 @@ pub struct SignalTuning {
 
 impl Default for SignalTuning {
     fn default() -> Self {
-        Self { shared: true, maps_every: 10, page_faults: false, page_fault_period: pmu::PAGE_FAULT_PERIOD }
+        Self {
+            shared: true,
+            maps_every: 10,
+            sockets_every: 5,
+            page_faults: false,
+            page_fault_period: pmu::PAGE_FAULT_PERIOD,
+        }
     }
 }
 
@@ -88,6 +113,8 @@ pub struct SignalStats {
     pub cycles: u64,
     /// Cycles on which maps were read.
     pub maps_reads: u64,
+    /// Cycles on which sockets were scanned.
+    pub socket_scans: u64,
     /// Communication pairs added, summed over cycles.
     pub comm_pairs: u64,
     /// Access samples drained from the rings.
@@ -107,6 +134,7 @@ pub struct Signals {
     unix_diag: bool,
     tuning: SignalTuning,
     shared_cache: Vec<SharedMemory>,
+    comm_cache: Vec<CommSample>,
     sampler: Option<Sampler>,
     node_mem: Option<NodeMemory>,
     failing: Vec<&'static str>,
@@ -126,7 +154,11 @@ impl Signals {
         let mut s = Signals {
             reader: Reader::new("/"),
             sockets: opts.sockets,
-            tuning: SignalTuning { maps_every: tuning.maps_every.max(1), ..tuning },
+            tuning: SignalTuning {
+                maps_every: tuning.maps_every.max(1),
+                sockets_every: tuning.sockets_every.max(1),
+                ..tuning
+            },
             ..Signals::default()
         };
         if opts.sockets {
@@ -213,25 +245,35 @@ impl Signals {
         let cycle = self.stats.cycles;
         self.stats.cycles += 1;
         if self.sockets {
-            let unix = if self.unix_diag {
-                match sockets::unix_peers() {
-                    Ok(u) => Some(u),
-                    Err(e) => {
-                        self.failed("sockets: unix peers", e);
-                        None
+            if cycle % u64::from(self.tuning.sockets_every) == 0 {
+                let unix = if self.unix_diag {
+                    match sockets::unix_peers() {
+                        Ok(u) => Some(u),
+                        Err(e) => {
+                            self.failed("sockets: unix peers", e);
+                            None
+                        }
                     }
+                } else {
+                    None
+                };
+                match sockets::scan(self.reader.root(), &pids, unix.as_deref()) {
+                    Ok(found) => {
+                        self.recovered("sockets");
+                        self.stats.socket_scans += 1;
+                        self.comm_cache = found.comm;
+                    }
+                    Err(e) => self.failed("sockets", e),
                 }
-            } else {
-                None
-            };
-            match sockets::scan(self.reader.root(), &pids, unix.as_deref()) {
-                Ok(found) => {
-                    self.recovered("sockets");
-                    self.stats.comm_pairs += found.comm.len() as u64;
-                    sample.comm.extend(found.comm);
-                }
-                Err(e) => self.failed("sockets", e),
             }
+            let live: Vec<CommSample> = self
+                .comm_cache
+                .iter()
+                .filter(|c| pids.binary_search(&c.a.0).is_ok() && pids.binary_search(&c.b.0).is_ok())
+                .copied()
+                .collect();
+            self.stats.comm_pairs += live.len() as u64;
+            sample.comm.extend(live);
         }
         if self.tuning.shared {
             if cycle % u64::from(self.tuning.maps_every) == 0 {
@@ -300,8 +342,8 @@ mod tests {
     #[test]
     fn fill_on_this_host() {
         let reader = Reader::new("/");
-        let mut s =
-            Signals::open_with(SignalOptions::default(), SignalTuning { maps_every: 2, ..SignalTuning::default() });
+        let tuning = SignalTuning { maps_every: 2, sockets_every: 2, ..SignalTuning::default() };
+        let mut s = Signals::open_with(SignalOptions::default(), tuning);
         // Every missing source says so in one line each; on this host (no PMU) perf is one of them.
         assert!(s.notes().iter().all(|n| !n.contains('\n')));
         if !s.sampling() {
@@ -317,6 +359,7 @@ mod tests {
         }
         assert_eq!(s.stats().cycles, 3);
         assert_eq!(s.stats().maps_reads, 2, "maps on cycles 0 and 2");
+        assert_eq!(s.stats().socket_scans, 2, "sockets on cycles 0 and 2: {:?}", s.notes());
     }
 }
 

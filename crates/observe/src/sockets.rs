@@ -245,6 +245,8 @@ pub struct SocketScan {
     pub unix_pairs: usize,
     /// Processes whose fd directory was read.
     pub fds_scanned: usize,
+    /// Processes whose fd directory could not be read (EACCES, EPERM): skipped.
+    pub unreadable: usize,
     /// Socket inodes of a pair held by no scanned process (kernel sockets, other namespaces, or a
     /// process outside `pids`).
     pub unowned: usize,
@@ -287,7 +289,19 @@ pub fn scan(root: &Path, pids: &[u32], unix: Option<&[(u64, u64)]>) -> Result<So
     let mut holders: HashMap<u64, Vec<u32>> = HashMap::new();
     let mut found = 0;
     for &pid in pids {
-        let Some(inodes) = socket_inodes(&proc_dir, pid)? else { continue };
+        let inodes = match socket_inodes(&proc_dir, pid) {
+            Ok(Some(i)) => i,
+            Ok(None) => continue,
+            // Another user namespace's or a protected process (even root meets EACCES on the fds of
+            // some, e.g. a sandbox's init): skipped and counted, never fatal.
+            Err(e)
+                if e.io_error().is_some_and(|e| matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))) =>
+            {
+                out.unreadable += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         out.fds_scanned += 1;
         for ino in inodes.into_iter().filter(|i| wanted.contains(i)) {
             let h = holders.entry(ino).or_default();
