@@ -130,6 +130,9 @@ pub struct Setup {
 /// `numapilot daemon`: loads the configuration, opens the live host and runs until SIGTERM/SIGINT.
 /// `announce` receives the lines an operator must see at start (observe-only, recovery, addresses).
 pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str)) -> Result<Exit, RunError> {
+    // Before anything can start a thread (the live host's signal sources may): a thread with
+    // SIGTERM unblocked would take the signal's default action, exiting without the restore.
+    block_signals().map_err(RunError::Signals)?;
     let loaded = config::load(&source, &overrides)?;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -175,16 +178,23 @@ fn signal_set() -> libc::sigset_t {
     }
 }
 
+/// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread; threads it starts later inherit the
+/// mask, so the signals stay pending for the process until the loop reads them from its signalfd.
+pub fn block_signals() -> std::io::Result<()> {
+    let set = signal_set();
+    // SAFETY: the set is initialised; the old mask is not needed.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
 impl Signals {
-    /// Blocks the three signals in this thread (threads started later inherit the mask) and opens a
-    /// signalfd for them.
+    /// Blocks the three signals in this thread (see [`block_signals`]) and opens a signalfd for them.
     fn open() -> std::io::Result<Self> {
+        block_signals()?;
         let set = signal_set();
-        // SAFETY: the set is initialised; the old mask is not needed.
-        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-        if rc != 0 {
-            return Err(std::io::Error::from_raw_os_error(rc));
-        }
         // SAFETY: -1 asks for a new fd; the set is initialised.
         let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
         if fd < 0 {
@@ -490,11 +500,10 @@ fn wait(
     status: &Status,
 ) -> Wake {
     loop {
+        // Always poll, even when the step overran the interval (timeout 0): signals and explain
+        // requests must be served by a loop that is permanently behind, too.
         let now = numapilot_observe::reader::monotonic_ns();
-        if now >= deadline_ns {
-            return Wake::Timeout;
-        }
-        let timeout_ms = ((deadline_ns - now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32;
+        let timeout_ms = (deadline_ns.saturating_sub(now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32;
         let mut fds = vec![
             libc::pollfd { fd: signals.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: side.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
@@ -505,7 +514,19 @@ fn wait(
         // SAFETY: fds is a valid array of fds.len() pollfd structures.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                // Cannot happen with valid fds; never spin: wait out the interval instead.
+                tracing::error!("poll: {e}");
+                std::thread::sleep(std::time::Duration::from_nanos(deadline_ns.saturating_sub(now)));
+            }
             continue; // EINTR (a signal not in our set, e.g. SIGCHLD): poll again
+        }
+        if rc == 0 {
+            if numapilot_observe::reader::monotonic_ns() >= deadline_ns {
+                return Wake::Timeout;
+            }
+            continue;
         }
         if fds[0].revents != 0 {
             let mut reload = false;

@@ -23,6 +23,8 @@ struct ReaderHost {
     reader: numapilot_observe::Reader,
     restores: Arc<AtomicU64>,
     fail_first: u32,
+    /// Extra time each sample takes (a loaded machine: steps longer than the interval).
+    slow: Duration,
 }
 
 impl Host for ReaderHost {
@@ -33,6 +35,7 @@ impl Host for ReaderHost {
         numapilot_observe::reader::monotonic_ns()
     }
     fn sample(&mut self) -> Result<Sample, HostError> {
+        std::thread::sleep(self.slow);
         if self.fail_first > 0 {
             self.fail_first -= 1;
             return Err(HostError::Unavailable("test: not ready yet".into()));
@@ -65,6 +68,10 @@ struct Running {
 }
 
 fn start(fail_first: u32) -> Running {
+    start_slow(fail_first, Duration::ZERO)
+}
+
+fn start_slow(fail_first: u32, slow: Duration) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/np.sock");
     let config = dir.path().join("numapilot.toml");
@@ -88,6 +95,7 @@ fn start(fail_first: u32) -> Running {
         reader: numapilot_observe::Reader::new("/"),
         restores: restores.clone(),
         fail_first,
+        slow,
     };
     let (handle, rx) = run::command_pipe().unwrap();
     let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
@@ -199,4 +207,20 @@ fn no_daemon_is_a_clear_error() {
     let e = control::request(&dir.path().join("none.sock"), &Request::Status).unwrap_err();
     assert!(matches!(e, control::ControlError::NotRunning { .. }));
     assert!(e.to_string().contains("no numapilot daemon is listening"), "{e}");
+}
+
+#[test]
+fn a_loop_behind_its_interval_still_answers_and_stops() {
+    // Every step takes 300 ms against a 100 ms interval: the loop never sleeps, yet explain and
+    // stop (SIGTERM's path) are served between steps.
+    let r = start_slow(0, Duration::from_millis(300));
+    let s = wait_status(&r.socket, |s| s.steps >= 2);
+    assert!(s.last_cycle_s >= 0.3, "{s:?}");
+    let me = std::process::id();
+    let e = control::request(&r.socket, &Request::Explain { pid: me }).unwrap().explain.unwrap();
+    assert_eq!(e.pid, me);
+    r.handle.send(Command::Stop).unwrap();
+    let exit = r.thread.join().unwrap().unwrap();
+    assert_eq!(exit.why, "command");
+    assert_eq!(r.restores.load(Ordering::SeqCst), 1);
 }
