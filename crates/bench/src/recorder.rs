@@ -90,7 +90,8 @@ impl Recorder {
         self.nodes.binary_search(&node).ok()
     }
 
-    /// Samples process `w`; `None` if it is gone, a zombie, or no longer the process we started.
+    /// Samples process `w`; `None` if it is gone, a zombie, no longer the process we started, or
+    /// (when `w.buffer` is given) no longer maps its buffer.
     pub fn sample(&self, w: &Watched) -> Result<Option<ProcessSample>, BenchError> {
         match self.reader.read_stat(w.pid)? {
             Some(s) if s.starttime == w.starttime && s.state != 'Z' => {}
@@ -102,8 +103,10 @@ impl Recorder {
         }
         let n = self.nodes.len();
         let (mut buffer_kb, mut mem_kb) = (vec![0u64; n], vec![0u64; n]);
+        let mut buffer_seen = false;
         for vma in &maps.vmas {
             let in_buffer = w.buffer.is_some_and(|(start, len)| vma.start >= start && vma.start < start + len);
+            buffer_seen |= in_buffer;
             for (node, kb) in vma.node_kb() {
                 if let Some(i) = self.idx(node) {
                     mem_kb[i] += kb;
@@ -112,6 +115,11 @@ impl Recorder {
                     }
                 }
             }
+        }
+        if w.buffer.is_some() && !buffer_seen {
+            // The worker unmapped its buffer: it is finishing, and a sample now would show the
+            // buffer as empty rather than where it was.
+            return Ok(None);
         }
         let mut thread_nodes = vec![0u32; n];
         for tid in self.reader.tids(w.pid)?.unwrap_or_default() {

@@ -69,6 +69,9 @@ fn memory_bound_to_node_0_and_a_worker_thread_are_seen_there() {
         // another process (a reused pid): not sampled.
         let no_buf = rec.sample(&Watched { buffer: None, ..w }).unwrap().unwrap();
         assert_eq!(no_buf.buffer_kb.iter().sum::<u64>(), 0);
+        // A buffer address with no VMA there (unmapped: the worker is finishing) is not sampled.
+        let elsewhere = Watched { buffer: Some((8, 8)), ..w };
+        assert!(rec.sample(&elsewhere).unwrap().is_none());
         assert!(rec.sample(&Watched { starttime: starttime + 1, ..w }).unwrap().is_none());
         stop.store(true, Ordering::Relaxed);
     });

@@ -10,6 +10,12 @@ use std::process::{Command, Output};
 
 use numapilot_bench::{BenchResult, Work};
 
+/// Memory a sample may miss, MiB: a page the kernel is migrating at that instant (compaction, here)
+/// is a migration entry, not a present page, in the page tables numa_maps walks. Default 0.5 MiB
+/// (128 base pages; THP is in madvise mode here and the buffer is not madvised): an exact 8.0 failed
+/// once on a loaded host, while a wrongly attributed VMA or a missed slice is off by far more.
+const IN_FLIGHT_MIB: f64 = 0.5;
+
 fn numapilot(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
 }
@@ -82,9 +88,11 @@ fn numa01_runs_two_worker_processes_and_records_their_buffers_and_threads() {
         assert!(p.runtime_s > 0.0 && p.runtime_s <= r.runtime_s);
         assert!(!p.series.is_empty(), "process {} was never sampled", p.index);
         for s in &p.series {
-            // The whole buffer was touched before "go": 8 MiB resident throughout, and the
-            // process holds more than its buffer (binary, libraries, stacks).
-            assert_eq!(s.buffer_mib.iter().sum::<f64>(), 8.0, "{s:?}");
+            // The whole buffer was touched before "go": 8 MiB resident throughout (less at most
+            // the pages the kernel is migrating at that instant, e.g. compaction: numa_maps does not
+            // count a page under migration), and the process holds more than its buffer.
+            let total = s.buffer_mib.iter().sum::<f64>();
+            assert!((8.0 - IN_FLIGHT_MIB..=8.0).contains(&total), "{s:?}");
             assert_eq!(s.buffer_mib.len(), r.nodes.len());
             assert!(s.mem_mib.iter().sum::<f64>() > 8.0, "{s:?}");
             assert!(s.thread_nodes.iter().sum::<u32>() <= 2, "{s:?}");
@@ -160,7 +168,9 @@ fn forced_and_bound_memory_is_recorded_on_node_0() {
             assert!(!p.series.is_empty());
             for s in &p.series {
                 if r.nodes.len() == 1 || args[1] != "numa01_INVERSE_BIND" {
-                    assert_eq!(s.buffer_mib[n0], 4.0, "{args:?}: {s:?}");
+                    let total = s.buffer_mib.iter().sum::<f64>();
+                    assert_eq!(s.buffer_mib[n0], total, "{args:?}: all of it on node 0: {s:?}");
+                    assert!((4.0 - IN_FLIGHT_MIB..=4.0).contains(&total), "{args:?}: {s:?}");
                 }
             }
         }
