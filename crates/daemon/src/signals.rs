@@ -183,8 +183,9 @@ impl Signals {
                     self.notes.push(format!("perf: {line}"));
                     return;
                 }
+                let why = line.split("; access sampling off").next().unwrap_or(&line);
                 self.notes.push(format!(
-                    "perf: {line}; using the page-fault fallback instead (faults, not accesses: first touches and \
+                    "perf: {why}; using the page-fault fallback instead (faults, not accesses: first touches and \
                      NUMA hinting faults)"
                 ));
                 EventSpec::page_faults(self.tuning.page_fault_period)
@@ -429,5 +430,52 @@ mod live_tests {
         s.fill(&mut sample);
         assert!(sample.shared.iter().all(|o| o.users.iter().all(|u| u.0 != child)));
         assert!(sample.comm.iter().all(|c| c.a.0 != child && c.b.0 != child));
+    }
+}
+
+#[cfg(test)]
+mod fallback_tests {
+    use super::*;
+
+    #[test]
+    fn page_fault_fallback_fills_accesses_from_per_cpu_rings() {
+        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
+        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
+        if !s.sampling() {
+            // A PMU host opens the PMU instead, and a host without perf_event_open says why: both in notes.
+            assert!(!s.notes().is_empty());
+            return;
+        }
+        let len = 16 * 4096;
+        // SAFETY: a fresh private mapping of ours, no THP, then touched page by page.
+        let region = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(region, libc::MAP_FAILED);
+        unsafe { libc::madvise(region, len, libc::MADV_NOHUGEPAGE) };
+        for i in 0..16 {
+            // SAFETY: inside our mapping.
+            unsafe { std::ptr::write_volatile((region as *mut u8).add(i * 4096), 1) };
+        }
+        let me = std::process::id();
+        let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
+        s.fill(&mut sample);
+        let base = region as u64;
+        let ours: Vec<_> =
+            sample.accesses.iter().filter(|a| a.pid == me && a.addr >= base && a.addr < base + len as u64).collect();
+        if s.notes().iter().any(|n| n.contains("page-fault fallback")) {
+            assert_eq!(ours.len(), 16, "one access sample per touched page: {ours:?}");
+            assert!(ours.iter().all(|a| a.count == 1));
+        }
+        assert!(s.stats().samples >= ours.len() as u64);
+        // SAFETY: our mapping.
+        unsafe { libc::munmap(region, len) };
     }
 }
