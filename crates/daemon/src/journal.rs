@@ -170,6 +170,7 @@ pub struct Journal {
     max_bytes: u64,
     file: File,
     size: u64,
+    failing: bool,
 }
 
 impl Journal {
@@ -183,7 +184,7 @@ impl Journal {
         }
         let file = open_append(path).map_err(err)?;
         let size = file.metadata().map_err(err)?.len();
-        Ok(Self { path: path.to_path_buf(), max_bytes, file, size })
+        Ok(Self { path: path.to_path_buf(), max_bytes, file, size, failing: false })
     }
 
     /// The file.
@@ -211,6 +212,25 @@ impl Journal {
         self.file.write_all(&line).map_err(err)?;
         self.size += line.len() as u64;
         Ok(())
+    }
+}
+
+impl Journal {
+    /// [`Journal::write`], logging a failure once (a full disk fails every line) and the recovery;
+    /// the daemon carries on either way.
+    pub fn write_logged(&mut self, record: &Record) {
+        match self.write(record) {
+            Ok(()) if self.failing => {
+                self.failing = false;
+                tracing::info!("journal {}: writing again", self.path.display());
+            }
+            Ok(()) => {}
+            Err(e) if !self.failing => {
+                self.failing = true;
+                tracing::error!("{e} (lines are dropped until writing works again)");
+            }
+            Err(_) => {}
+        }
     }
 }
 

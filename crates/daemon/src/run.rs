@@ -363,9 +363,7 @@ fn open_journal(c: &Config) -> Result<Option<Journal>, JournalError> {
 }
 
 fn write_journal(j: &mut Journal, r: &Record) {
-    if let Err(e) = j.write(r) {
-        tracing::error!("{e}");
-    }
+    j.write_logged(r);
 }
 
 fn publish(shared: &Shared, status: &Status) {

@@ -86,3 +86,20 @@ fn rotates_at_the_bound_and_keeps_one_old_file() {
     j.write(&Record::action(0, 0, &action(1), "x", None, true)).unwrap();
     assert!(std::fs::metadata(&path).unwrap().len() > before || std::fs::read_to_string(&rotated).unwrap() == new);
 }
+
+#[test]
+fn a_full_disk_is_an_error_naming_the_file_and_never_fatal() {
+    // /dev/full: every write fails with ENOSPC, like a full /var/log.
+    let mut j = Journal::open(std::path::Path::new("/dev/full"), 1 << 20).unwrap();
+    let e = j.write(&Record::action(1, 1, &action(1), "x", None, true)).unwrap_err();
+    assert!(e.to_string().starts_with("journal /dev/full: "), "{e}");
+    assert_eq!(e.source.raw_os_error(), Some(libc_enospc()));
+    // The daemon's path logs and carries on.
+    for _ in 0..3 {
+        j.write_logged(&Record::action(1, 1, &action(1), "x", None, true));
+    }
+}
+
+fn libc_enospc() -> i32 {
+    28 // ENOSPC on Linux (asm-generic/errno-base.h)
+}
