@@ -158,3 +158,31 @@ fn page_faults_of_this_process_are_placed_by_move_pages() {
     // SAFETY: our mapping.
     unsafe { libc::munmap(region, len) };
 }
+
+#[test]
+fn physical_addresses_map_to_the_node_move_pages_reports() {
+    use numapilot_observe::pmu::{query_nodes, NodeMemory};
+    use std::io::{Read, Seek, SeekFrom};
+    let mem = NodeMemory::read(Path::new("/")).expect("memory blocks of this machine");
+    assert!(mem.block_size > 0 && !mem.blocks.is_empty());
+    let page = vec![7u8; 2 * 4096];
+    let addr = (page.as_ptr() as u64 / 4096 + 1) * 4096;
+    // /proc/self/pagemap: one u64 per page, PFN in bits 0-54, bit 63 = present
+    // (Documentation/admin-guide/mm/pagemap.rst); the PFN reads as 0 without CAP_SYS_ADMIN.
+    let mut f = std::fs::File::open("/proc/self/pagemap").unwrap();
+    f.seek(SeekFrom::Start(addr / 4096 * 8)).unwrap();
+    let mut e = [0u8; 8];
+    f.read_exact(&mut e).unwrap();
+    let e = u64::from_ne_bytes(e);
+    assert!(e >> 63 == 1, "the page is present");
+    let pfn = e & ((1 << 55) - 1);
+    if pfn == 0 {
+        eprintln!("PFN hidden (not CAP_SYS_ADMIN): physical path not checked");
+        return;
+    }
+    let phys = pfn * 4096;
+    let by_phys = mem.node_of(phys).expect("a present page lies in some node's memory block");
+    let by_query = query_nodes(std::process::id(), &[addr]).unwrap()[0].unwrap();
+    assert_eq!(by_phys, by_query);
+    drop(page);
+}
