@@ -35,18 +35,20 @@
 //! See the modules in `numapilot_observe` (`sockets`, `maps`, `pmu`). Measured on the development
 //! host (2 CPUs, kernel 6.18, release build) with `cargo run --release -p numapilot-observe --example
 //! signals_cost`: 1,000 forked processes in 500 pairs (each pair a unix socketpair and a shared memfd,
-//! 100 pairs also a loopback TCP connection) among 2,110 processes in all (another helper's load was
-//! running: load average 11 on 2 CPUs, so the figures are inflated), median of 7 rounds:
+//! 100 pairs also a loopback TCP connection; each child holds about 8 fds), median of 7 rounds, on a
+//! box shared with other builds (load average 5 to 11 on 2 CPUs, so the figures are inflated):
 //!
 //! ```text
-//!   sock_diag unix dump (1,016 sockets with a peer)          0.46 ms
-//!   socket scan: /proc/net/tcp{,6} + fd links of 2,107 pids  155 ms   (every sockets_every-th cycle)
-//!   maps of 2,110 processes, 501 shared objects found        269 ms   (every maps_every-th cycle)
+//!                                              1,106 processes     2,110 processes
+//!                                              (load 5)            (load 11)
+//!   sock_diag unix dump (~1,010 peers)          0.64 ms             0.46 ms
+//!   socket scan: /proc/net/tcp{,6} + fd links   137 ms              155 ms    (every sockets_every-th cycle)
+//!   maps of every process (501 shared objects)  148 ms              269 ms    (every maps_every-th cycle)
 //! ```
 //!
 //! Both scans are far above a 50 ms cycle budget at this scale on a loaded 2-CPU box, hence the
 //! cadences [`SignalTuning::sockets_every`] (5) and [`SignalTuning::maps_every`] (10): averaged, about
-//! 31 + 27 ms per cycle. The fd scan is skipped entirely on cycles with no local pair, and stops
+//! 27 + 15 ms per cycle at 1,106 processes. The fd scan is skipped entirely on cycles with no local pair, and stops
 //! once every wanted inode has a holder.
 
 use std::path::Path;
