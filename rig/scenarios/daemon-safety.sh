@@ -138,17 +138,21 @@ rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
 read -r pid_max </proc/sys/kernel/pid_max
 # The kernel's floor for pid_max is 301 (RESERVED_PIDS 300 + 1, kernel/pid.c); a low ceiling makes the hundreds of
 # short-lived processes below reuse pids while the daemon tracks them.
-echo 1000 >/proc/sys/kernel/pid_max
+echo 512 >/proc/sys/kernel/pid_max
+echo "pid_max $(cat /proc/sys/kernel/pid_max) (was $pid_max)" >/tmp/.rig.pm
+rig_send pid-max 0 /tmp/.rig.pm /tmp/.rig.none
 numapilot daemon --config /tmp/np-safety.toml >/tmp/np-4.log 2>&1 &
 d4=$!
 safety_wait_started /tmp/np-4.log 60
 read -r up0 _idle </proc/uptime
 n=0
 while [ $n -lt 400 ]; do
-	# Short-lived busy processes of a few hundred ms, a dozen at a time.
+	# Short-lived processes, a dozen at a time: touchers that write 2 MiB and exit, and shells that spin a
+	# few hundred ms (busy, so the daemon has a reason to place them before they are gone).
 	k=0
-	while [ $k -lt 12 ]; do
-		rig-toucher --mb 1 --exit >/dev/null 2>&1 &
+	while [ $k -lt 6 ]; do
+		rig-toucher --mb 2 --exit >/dev/null 2>&1 &
+		sh -c 'i=0; while [ $i -lt 400 ]; do i=$((i + 1)); done' &
 		k=$((k + 1))
 	done
 	n=$((n + 12))
@@ -167,4 +171,5 @@ echo $? >/tmp/.rig.rc
 rig_send daemon4-exit 0 /tmp/.rig.rc /tmp/np-4.log
 rig_file state-after-churn /run/numapilot/state.json
 rig_file journal4 /tmp/np-journal.jsonl
-echo "$pid_max" >/proc/sys/kernel/pid_max
+# The guest powers off next; pid_max is not put back (and the scenario's exit code is its own, not a sysctl's).
+true

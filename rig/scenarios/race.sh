@@ -86,8 +86,11 @@ for case in $RACE_CASES; do
 	rig_run "$name-vmstat0" cat /proc/vmstat
 	read -r up0 _idle </proc/uptime
 	echo "L $up0" >/tmp/race.samples
-	numapilot bench "$test" --mb "$mb" --threads "$RACE_THREADS" --seconds "$RACE_SECONDS" --force-node 0 \
-		--interval 1 --json >/tmp/race-bench.json 2>/tmp/race-bench.err &
+	# Guards: the bench kills its workers after 4x the run length (reported as timed out), and busybox timeout
+	# kills the bench itself after 6x, so one stuck case cannot eat the guest's whole time budget.
+	timeout $((RACE_SECONDS * 6)) numapilot bench "$test" --mb "$mb" --threads "$RACE_THREADS" \
+		--seconds "$RACE_SECONDS" --force-node 0 --interval 1 --timeout $((RACE_SECONDS * 4)) --json \
+		>/tmp/race-bench.json 2>/tmp/race-bench.err &
 	bench=$!
 	race_sampler "$test" /tmp/race.samples &
 	sampler=$!
@@ -103,9 +106,11 @@ for case in $RACE_CASES; do
 		done
 		if [ -f /var/run/numad.pid ] && kill -0 "$(cat /var/run/numad.pid)" 2>/dev/null; then
 			for p in $(race_pids "$test"); do
+				rig_note "numad -p $p"
 				timeout 10 numad -p "$p"
 			done
 		fi
+		rig_note "waiting for the bench"
 	fi
 	if [ "$cond" = numapilot ]; then
 		# Half-way: the daemon's own view of every worker (the "why" when it does not act).
@@ -116,6 +121,7 @@ for case in $RACE_CASES; do
 	fi
 	wait $bench
 	brc=$?
+	rig_note "bench exit $brc"
 	touch /tmp/race.stop
 	wait $sampler
 	rig_send "$name-bench" $brc /tmp/race-bench.json /tmp/race-bench.err
@@ -125,6 +131,7 @@ for case in $RACE_CASES; do
 	numad)
 		[ -f /var/run/numad.pid ] && kill "$(cat /var/run/numad.pid)"
 		sleep 1
+		[ -f /var/run/numad.pid ] && kill -9 "$(cat /var/run/numad.pid)" 2>/dev/null
 		rig_file "$name-numad-log" /var/log/numad.log
 		;;
 	numapilot)

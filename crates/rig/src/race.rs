@@ -19,8 +19,9 @@
 //!        every later sample is >= 90 (the process's "converged" time)   ─> CaseResult ─> judge() ─> Verdicts
 //! ```
 //!
-//! Units: times in seconds of guest uptime since the bench was launched (the bench's own figures count from its
-//! first sample, a little later, so the two differ by the workers' start-up); pages are the kernel's counts of
+//! Units: times in seconds of guest uptime since the process's first sample with its worker threads running
+//! (the bench starts them once the buffer is touched; its recorder counts from its own first sample, so the two
+//! differ by up to a sample interval); pages are the kernel's counts of
 //! migrated base pages (`numa_pages_migrated`: migrations by NUMA balancing; `pgmigrate_success`: every
 //! successful migration, move_pages/migrate_pages included). Limits: a thread's node is the CPU it last ran on
 //! at the sample, not where it ran in between; under TCG every node's memory is the same host memory, so the
@@ -361,7 +362,8 @@ pub fn migrated(before: &str, after: &str) -> Result<Migrated, String> {
 pub struct ProcResult {
     /// Its pid in the guest.
     pub pid: u32,
-    /// Time to 90%, from the scenario's own reads (the judge's figure), s since launch.
+    /// Time to 90%, from the scenario's own reads (the judge's figure), s since the first sample with its worker
+    /// threads running.
     pub rig_converge_s: Option<f64>,
     /// The bench recorder's converge_s for the same process (s since its first sample), for the cross-check.
     pub bench_converge_s: Option<f64>,
@@ -450,9 +452,12 @@ pub fn read_case(
                 series.keys().collect::<Vec<_>>()
             ),
         })?;
+        // From the process's first sample with its workers running (the bench starts them once the buffer is
+        // touched), as the recorder counts: start-up and first touch under TCG are not the balancer's time.
+        let t_start = s.iter().find(|(_, v)| v.is_some()).map_or(0.0, |(t, _)| *t);
         procs.push(ProcResult {
             pid,
-            rig_converge_s: time_to(s, CONVERGED_PCT),
+            rig_converge_s: time_to(s, CONVERGED_PCT).map(|t| t - t_start),
             bench_converge_s: bp["converge_s"].as_f64(),
             final_local_pct: final_pct(s),
             bench_final_local_pct: bp["final_local_pct"].as_f64(),

@@ -158,7 +158,7 @@ fn churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind()
     }
     let run = run();
     let churn = ok(run, "churn");
-    eprintln!("churn: {}", churn.trim());
+    eprintln!("churn: {}; {}", churn.trim(), ok(run, "pid-max").trim());
     assert!(
         churn.contains("alive=1"),
         "daemon died during the churn: {churn}\n{}",
@@ -178,7 +178,10 @@ fn churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind()
         }
     }
     let reused = starttimes.values().filter(|s| s.len() > 1).count();
-    eprintln!("churn journal outcomes {by:?}; pids seen with more than one start time (reused): {reused}");
+    eprintln!("churn journal outcomes {by:?}; pids acted on under more than one start time (reused): {reused}");
+    let spawned: u64 =
+        churn.split_whitespace().find_map(|kv| kv.strip_prefix("spawned=")).and_then(|v| v.parse().ok()).unwrap_or(0);
+    assert!(spawned >= 300, "hundreds of short-lived processes: {churn}");
     for k in by.keys() {
         assert!(["applied", "vanished", "refused", "partial"].contains(&k.as_str()), "unexpected outcome {k}");
     }

@@ -182,6 +182,52 @@ fn demo(args: &[String]) -> Res<()> {
     }
 }
 
+/// Boots every guest with race.sh and `cfg` in parallel (one QEMU each).
+fn boot_race(guests: &[String], cfg: &RaceConfig) -> Res<Vec<Result<numapilot_rig::GuestRun, String>>> {
+    let specs: Vec<GuestSpec> = guests.iter().map(|g| preset(g)).collect::<Res<_>>()?;
+    let rig = prepare()?;
+    let conf = vec![("rig/race.conf".to_string(), cfg.to_conf().into_bytes())];
+    Ok(std::thread::scope(|sc| {
+        let hs: Vec<_> = specs
+            .iter()
+            .map(|spec| {
+                let mut spec = spec.clone();
+                // Per case: the bench run, the workers' start-up and first touch under TCG (measured: a 15 s run
+                // takes 35-40 s of guest time in the 2-node guest), the balancer's start and the sections' transfer.
+                spec.timeout =
+                    std::time::Duration::from_secs(60 + cfg.cases().len() as u64 * (u64::from(cfg.seconds) * 4 + 40));
+                let (rig, conf) = (&rig, &conf);
+                sc.spawn(move || rig.boot(&spec, "race", RACE, conf).map_err(|e| e.to_string()))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("guest thread panicked".into()))).collect()
+    }))
+}
+
+/// A finished guest run read back from its `result.json` (to judge a run again without booting; the console is
+/// not kept there).
+fn load_run(dir: &Path) -> Result<numapilot_rig::GuestRun, String> {
+    let file = dir.join("result.json");
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let bad = |what: &str| format!("{}: {what}", file.display());
+    let mut sections = BTreeMap::new();
+    for (k, s) in v["sections"].as_object().ok_or_else(|| bad("no sections"))? {
+        let text = |f: &str| s[f].as_str().map(|t| t.as_bytes().to_vec()).ok_or_else(|| bad(&format!("{k}.{f}")));
+        let rc = s["rc"].as_i64().ok_or_else(|| bad(&format!("{k}.rc")))? as i32;
+        sections.insert(k.clone(), numapilot_rig::Section { rc, out: text("out")?, err: text("err")? });
+    }
+    Ok(numapilot_rig::GuestRun {
+        guest: v["guest"].as_str().ok_or_else(|| bad("no guest"))?.to_string(),
+        sections,
+        scenario_rc: v["scenario_rc"].as_i64().unwrap_or(-1) as i32,
+        boot_s: v["boot_s"].as_f64(),
+        wall_ms: v["wall_ms"].as_u64().unwrap_or(0),
+        console: String::new(),
+        dir: dir.to_path_buf(),
+    })
+}
+
 /// Issue 5's race: every guest runs race.sh with the same [`RaceConfig`] (guests in parallel, one QEMU each),
 /// the cases are judged by `numapilot_rig::race` from the scenario's own reads, the table and verdicts printed,
 /// and (full version, unless --no-readme) README.md's section between the race markers rewritten.
@@ -192,6 +238,7 @@ fn race(args: &[String]) -> Res<()> {
     let mut readme = true;
     let mut strict = false;
     let mut json: Option<PathBuf> = None;
+    let mut from: Vec<PathBuf> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -207,47 +254,43 @@ fn race(args: &[String]) -> Res<()> {
                 guests = Some(v.split(',').map(str::to_string).collect());
             }
             "--json" => json = Some(PathBuf::from(it.next().ok_or("--json needs a file")?)),
+            "--from" => from.push(PathBuf::from(it.next().ok_or("--from needs a run directory")?)),
             other => return Err(format!("race: unknown argument {other:?}").into()),
         }
     }
     let cfg = if short { RaceConfig::short() } else { RaceConfig::full(reps) };
     let guests =
         guests.unwrap_or_else(|| if short { vec!["2node".into()] } else { vec!["2node".into(), "4node".into()] });
-    let specs: Vec<GuestSpec> = guests.iter().map(|g| preset(g)).collect::<Res<_>>()?;
-    let rig = prepare()?;
-    let conf = vec![("rig/race.conf".to_string(), cfg.to_conf().into_bytes())];
     let t0 = std::time::Instant::now();
-    let runs: Vec<Result<numapilot_rig::GuestRun, String>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = specs
-            .iter()
-            .map(|spec| {
-                let mut spec = spec.clone();
-                // Per case: the bench run, the workers' start-up and first touch under TCG (measured: a 15 s run
-                // takes 35-40 s of guest time in the 2-node guest), the balancer's start and the sections' transfer.
-                spec.timeout =
-                    std::time::Duration::from_secs(60 + cfg.cases().len() as u64 * (u64::from(cfg.seconds) * 4 + 40));
-                let (rig, conf) = (&rig, &conf);
-                sc.spawn(move || rig.boot(&spec, "race", RACE, conf).map_err(|e| e.to_string()))
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("guest thread panicked".into()))).collect()
-    });
+    let runs: Vec<Result<numapilot_rig::GuestRun, String>> =
+        if from.is_empty() { boot_race(&guests, &cfg)? } else { from.iter().map(|d| load_run(d)).collect() };
     let mut cases = Vec::new();
     let mut times = Vec::new();
+    // A guest that failed is reported and the others still judged; the README is then left alone.
+    let mut failed = Vec::new();
     for run in runs {
-        let run = run?;
-        if run.scenario_rc != 0 {
-            return Err(format!(
-                "guest {}: race.sh exit {}; console tail:\n{}",
-                run.guest,
-                run.scenario_rc,
-                run.console_tail()
-            )
-            .into());
-        }
+        let run = match run {
+            Ok(r) if r.scenario_rc == 0 => r,
+            Ok(r) => {
+                failed.push(format!(
+                    "guest {}: race.sh exit {}; console tail:\n{}",
+                    r.guest,
+                    r.scenario_rc,
+                    r.console_tail()
+                ));
+                continue;
+            }
+            Err(e) => {
+                failed.push(e);
+                continue;
+            }
+        };
         times.push(format!("{} {:.0} s", run.guest, run.wall_ms as f64 / 1000.0));
         eprintln!("guest {}: QEMU wall {} ms, results in {}", run.guest, run.wall_ms, run.dir.display());
-        cases.extend(race::read_run(&run, &cfg)?);
+        match race::read_run(&run, &cfg) {
+            Ok(c) => cases.extend(c),
+            Err(e) => failed.push(format!("guest {}: {e}", run.guest)),
+        }
     }
     let verdicts = race::judge(&cases);
     let table = race::render_markdown(&cases, &verdicts);
@@ -258,6 +301,9 @@ fn race(args: &[String]) -> Res<()> {
             serde_json::to_string_pretty(&serde_json::json!({"config": cfg, "cases": cases, "verdicts": verdicts}))?,
         )
         .map_err(|e| format!("{}: {e}", j.display()))?;
+    }
+    if !failed.is_empty() {
+        return Err(format!("race: {} (README.md left alone)", failed.join("\n")).into());
     }
     if !short && readme {
         let path = workspace_root().join("README.md");
