@@ -581,6 +581,42 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
 }
 
 #[test]
+fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    // Whatever this host mounts (this development host: v1 cpuset beside an empty v2 tree).
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let (_d, state) = tmp_state("cpuset");
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    assert_eq!(host.cpuset_hierarchy(), Some(&h));
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let target = kid.target();
+    let before_cg = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    let before = masks(kid.pid());
+    assert_eq!(
+        host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() })),
+        Outcome::Applied { pages_moved: 0 }
+    );
+    let made = format!("/numapilot/{}-{}", kid.pid(), target.starttime);
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), made);
+    let dir = h.dir(&made);
+    let listed = std::fs::read_to_string(dir.join("cpuset.cpus")).unwrap();
+    assert_eq!(CpuSet::parse_list(listed.trim()).unwrap(), cpus);
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == cpus));
+    let file = Originals::load(&state).unwrap().unwrap();
+    assert_eq!(file.processes[0].cpuset.as_ref().unwrap().original, before_cg);
+
+    let r = host.restore_all();
+    assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), before_cg);
+    assert!(!dir.exists(), "numapilot's cgroup is removed");
+    assert_eq!(masks(kid.pid()), before);
+    kid.kill();
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
+#[test]
 fn cpuset_hierarchy_is_detected_when_mounted() {
     // Whatever this host mounts: detection agrees with /proc/self/mountinfo.
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();

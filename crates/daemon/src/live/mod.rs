@@ -517,7 +517,9 @@ impl Host for LiveHost {
     fn sample(&mut self) -> Result<Sample, HostError> {
         let now = self.now_ns();
         let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
+        let t = self.now_ns();
         self.signals.fill(&mut s);
+        self.observer.stats.signals_ns = self.now_ns().saturating_sub(t);
         Ok(s)
     }
 

@@ -1,0 +1,190 @@
+//! The daemon cycle's cost on a real load: 1,000 processes x 10 threads (most sleeping, some
+//! spinning part of the time), observed by the live host and modelled and planned by the adaptive
+//! policy, as `numapilot daemon` does each cycle (dry run: no action is applied).
+//!
+//! ```text
+//!   cargo run --release -p numapilot-daemon --example cycle_cost -- \
+//!       [--procs 1000] [--threads 10] [--spinners 20] [--duty 5] [--cycles 20] [--interval-ms 1000] [--signals 1]
+//! ```
+//!
+//! The load is this example's own binary started again as children (`--child sleep|spin`): each
+//! child has `--threads` threads; a spinning child's main thread is busy `--duty` percent of each
+//! 100 ms and sleeps the rest. Per measured cycle (after 3 warm-up cycles) it prints the wall time
+//! of observe (`LiveHost::sample`) and of model + plan (`Model::update` + `Policy::decide`), the
+//! CPU time this process used in the cycle (all its threads, `getrusage`), and how many processes
+//! the tiers read; then means, the worst cycle, CPU as a share of one core at the interval, and the
+//! resident memory (VmRSS, VmHWM). Children are killed (by pid) at the end.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use numapilot_daemon::live::{LiveHost, LiveOptions, LiveTuning};
+use numapilot_daemon::signals::SignalOptions;
+use numapilot_policy::{Adaptive, Host, Policy};
+use numapilot_topology::Topology;
+
+fn arg(args: &[String], name: &str, default: u64) -> u64 {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: not a number: {v}")))
+        .unwrap_or(default)
+}
+
+fn child(mode: &str, threads: u64, duty: u64) -> ! {
+    for _ in 1..threads {
+        std::thread::spawn(|| loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        });
+    }
+    if mode == "spin" {
+        let busy = Duration::from_millis(duty.min(100));
+        let idle = Duration::from_millis(100 - duty.min(100));
+        let mut x = 0u64;
+        loop {
+            let t = Instant::now();
+            while t.elapsed() < busy {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            std::thread::sleep(idle);
+        }
+    }
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn cpu_ns() -> u64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn status_kb(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        child(&args[i + 1], arg(&args, "--threads", 10), arg(&args, "--duty", 5));
+    }
+    let procs = arg(&args, "--procs", 1000);
+    let threads = arg(&args, "--threads", 10);
+    let spinners = arg(&args, "--spinners", 20);
+    let duty = arg(&args, "--duty", 5);
+    let cycles = arg(&args, "--cycles", 20);
+    let interval = Duration::from_millis(arg(&args, "--interval-ms", 1000));
+    let signals = arg(&args, "--signals", 1) != 0;
+
+    let exe = std::env::current_exe().expect("own path");
+    let mut kids: Vec<Child> = Vec::with_capacity(procs as usize);
+    for i in 0..procs {
+        let mode = if i < spinners { "spin" } else { "sleep" };
+        let c = Command::new(&exe)
+            .args(["--child", mode, "--threads", &threads.to_string(), "--duty", &duty.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn a child");
+        kids.push(c);
+    }
+    // Let every child start its threads.
+    std::thread::sleep(Duration::from_secs(3));
+
+    let topo = Topology::from_sysfs(Path::new("/")).expect("topology");
+    let state = std::env::temp_dir().join(format!("numapilot-cycle-cost-{}.json", std::process::id()));
+    let opts = LiveOptions { state_path: state.clone(), observe_only: true, ..LiveOptions::default() };
+    let mut tuning = LiveTuning::default();
+    if !signals {
+        tuning.signals = SignalOptions { sockets: false, perf: false };
+    }
+    let (mut host, _) = LiveHost::open_with(topo.clone(), opts, tuning).expect("live host");
+    for n in host.notes() {
+        println!("note: {n}");
+    }
+    let mut model = numapilot_model::Model::new(topo, numapilot_model::Tunables::default());
+    let mut policy = Adaptive::new();
+
+    let mut rows = Vec::new();
+    for c in 0..cycles + 3 {
+        let start = Instant::now();
+        let cpu0 = cpu_ns();
+        let sample = host.sample().expect("sample");
+        let observed = start.elapsed();
+        let observe_cpu = cpu_ns() - cpu0;
+        model.update(&sample);
+        let plan = policy.decide(&model);
+        let wall = start.elapsed();
+        let cpu = cpu_ns() - cpu0;
+        let st = host.tier_stats();
+        if c >= 3 {
+            println!(
+                "cycle {:>3}: wall {:>6.1} ms (observe {:>5.1}, model+plan {:>5.1}), cpu {:>6.1} ms (observe {:>5.1}, \
+                 of it signals {:>5.1} wall), {} procs / {} threads, threads read {}, numa_maps read {}, {} actions planned",
+                c - 3,
+                wall.as_secs_f64() * 1e3,
+                observed.as_secs_f64() * 1e3,
+                (wall - observed).as_secs_f64() * 1e3,
+                cpu as f64 / 1e6,
+                observe_cpu as f64 / 1e6,
+                st.signals_ns as f64 / 1e6,
+                st.processes,
+                st.threads,
+                st.threads_read,
+                st.maps_read,
+                plan.actions.len()
+            );
+            rows.push((
+                wall.as_secs_f64() * 1e3,
+                observed.as_secs_f64() * 1e3,
+                cpu as f64 / 1e6,
+                observe_cpu as f64 / 1e6,
+            ));
+        } else {
+            println!(
+                "warm-up {c}: wall {:.1} ms, cpu {:.1} ms, {} procs / {} threads",
+                wall.as_secs_f64() * 1e3,
+                cpu as f64 / 1e6,
+                st.processes,
+                st.threads
+            );
+        }
+        if let Some(rest) = interval.checked_sub(start.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+    let n = rows.len().max(1) as f64;
+    let mean = |f: fn(&(f64, f64, f64, f64)) -> f64| rows.iter().map(f).sum::<f64>() / n;
+    let worst = rows.iter().map(|r| r.0).fold(0.0, f64::max);
+    let cpu = mean(|r| r.2);
+    println!(
+        "mean over {} cycles (signals {}): wall {:.1} ms (observe {:.1} ms), worst wall {:.1} ms, cpu {:.1} ms per cycle \
+         (observe {:.1} ms) = {:.2} % of one core at {} ms; VmRSS {:.1} MB, VmHWM {:.1} MB",
+        rows.len(),
+        if signals { "on" } else { "off" },
+        mean(|r| r.0),
+        mean(|r| r.1),
+        worst,
+        cpu,
+        mean(|r| r.3),
+        cpu / interval.as_secs_f64() / 10.0,
+        interval.as_millis(),
+        status_kb("VmRSS:") as f64 / 1024.0,
+        status_kb("VmHWM:") as f64 / 1024.0
+    );
+    for mut k in kids {
+        let _ = k.kill();
+        let _ = k.wait();
+    }
+    let _ = std::fs::remove_file(state);
+}
