@@ -174,7 +174,10 @@ fn the_packaged_example_is_valid_and_documents_every_key() {
             section = line.to_string();
             assert!(text.contains(&section), "{section} missing from the example");
         } else if let Some((key, _)) = line.split_once(" = ") {
-            assert!(text.contains(&format!("{key} =")), "{section} {key} missing from the example");
+            assert!(
+                text.contains(&format!("{key} =")),
+                "{section} {key} missing from the example: run python3 packaging/tunables-section.py"
+            );
         }
     }
     assert!(text.contains("interval_ms ="));
