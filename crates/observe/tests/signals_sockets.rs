@@ -24,6 +24,12 @@ fn tcp_and_unix_peers_across_fork() {
     let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (server, _) = l.accept().unwrap();
     drop(l);
+    // TCP over IPv6 loopback, when the host has it (a listing in /proc/net/tcp6).
+    let v6 = TcpListener::bind("[::1]:0").ok().map(|l6| {
+        let c = TcpStream::connect(l6.local_addr().unwrap()).unwrap();
+        let (s, _) = l6.accept().unwrap();
+        (c.into_raw_fd(), s.into_raw_fd())
+    });
     // A unix socketpair, and a unix stream connected through an abstract-namespace listener.
     let (ua, ub) = UnixStream::pair().unwrap();
     let name = format!("numapilot-test-{}", std::process::id());
@@ -43,8 +49,10 @@ fn tcp_and_unix_peers_across_fork() {
         uc.into_raw_fd(),
         us.into_raw_fd(),
     );
-    let mine = [client, ua, uc];
-    let theirs = [server, ub, us];
+    let (c6, s6) = v6.unwrap_or((-1, -1));
+    let mine = [client, ua, uc, c6];
+    let theirs = [server, ub, us, s6];
+    let expected_events = if v6.is_some() { 4 } else { 3 };
     let mut p = [0 as libc::c_int; 2];
     // SAFETY: p has room for two fds.
     assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
@@ -55,7 +63,7 @@ fn tcp_and_unix_peers_across_fork() {
         let mut b = [0u8; 1];
         // SAFETY: child side: keep `theirs`, close `mine`, wait, exit.
         unsafe {
-            for fd in mine {
+            for fd in mine.into_iter().filter(|&fd| fd >= 0) {
                 libc::close(fd);
             }
             libc::close(p[1]);
@@ -66,13 +74,13 @@ fn tcp_and_unix_peers_across_fork() {
     // SAFETY: parent side: keep `mine`, close `theirs`.
     unsafe {
         libc::close(p[0]);
-        for fd in theirs {
+        for fd in theirs.into_iter().filter(|&fd| fd >= 0) {
             libc::close(fd);
         }
     }
     let me = std::process::id();
     let child = pid as u32;
-    let my_inodes: Vec<u64> = mine.iter().map(|&fd| inode_of(fd)).collect();
+    let my_inodes: Vec<u64> = mine.iter().filter(|&&fd| fd >= 0).map(|&fd| inode_of(fd)).collect();
 
     // This process's fd table holds its three ends.
     let held = socket_inodes(Path::new("/proc"), me).unwrap().unwrap();
@@ -81,7 +89,7 @@ fn tcp_and_unix_peers_across_fork() {
     }
     // sock_diag names the peers of both unix ends.
     let peers = unix_peers().unwrap();
-    for ino in &my_inodes[1..] {
+    for ino in &my_inodes[1..3] {
         assert!(peers.iter().any(|&(a, _)| a == *ino), "unix inode {ino} has no peer in the dump");
     }
 
@@ -93,16 +101,16 @@ fn tcp_and_unix_peers_across_fork() {
             a: (me.min(child), me.min(child)),
             b: (me.max(child), me.max(child)),
             kind: CommKind::Socket,
-            events: 3
+            events: expected_events
         }),
         "{got:?}"
     );
-    assert!(got.tcp_pairs >= 1 && got.unix_pairs >= 2, "{got:?}");
+    assert!(got.tcp_pairs > usize::from(v6.is_some()) && got.unix_pairs >= 2, "{got:?}");
 
     // Without the unix peers only the TCP connection pairs them.
     let tcp_only = scan(Path::new("/"), &[me, child], None).unwrap();
     let pair = tcp_only.comm.iter().find(|c| c.a.0 == me.min(child) && c.b.0 == me.max(child));
-    assert_eq!(pair.map(|c| c.events), Some(1), "{tcp_only:?}");
+    assert_eq!(pair.map(|c| c.events), Some(expected_events - 2), "{tcp_only:?}");
 
     // Release and reap the child; its pid is then skipped, and this process talks to nobody.
     // SAFETY: our pipe end and child.
@@ -112,7 +120,7 @@ fn tcp_and_unix_peers_across_fork() {
     }
     let after = scan(Path::new("/"), &[me, child], Some(&unix_peers().unwrap())).unwrap();
     assert!(after.comm.iter().all(|c| c.a.0 != child && c.b.0 != child), "{after:?}");
-    for fd in mine {
+    for fd in mine.into_iter().filter(|&fd| fd >= 0) {
         // SAFETY: our fds.
         unsafe { libc::close(fd) };
     }
