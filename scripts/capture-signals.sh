@@ -7,7 +7,9 @@
 #                                    scripts/signals-workload.c run at once (software event: this host has no PMU, so no
 #                                    weight column; perf refuses `-F weight` for events recorded without it)
 #   OUTDIR/perf/cmd.txt              the commands, perf and kernel versions, the workload pids
-#   OUTDIR/proc/net/{tcp,tcp6,unix}  the socket tables while one loopback TCP connection and one unix socketpair exist
+#   OUTDIR/root/proc/net/{tcp,tcp6,unix}  the socket tables (under root/, a root for the readers; not a top-level proc/,
+#                                    which the per-task fixture tests would take for a capture-fixtures.sh directory)
+#                                    while one loopback TCP connection and one unix socketpair exist
 #   OUTDIR/expected/sockets.txt      the inodes of both ends of that connection (from /proc/PID/fd), for the tests
 #
 # Needs: perf (Debian linux-perf), gcc, python3. Runs as root (perf_event_paranoid 2 otherwise refuses addresses).
@@ -16,7 +18,7 @@ set -eu
 out=$1
 here=$(cd "$(dirname "$0")" && pwd)
 [ ! -e "$out" ] || [ -z "$(ls -A "$out")" ] || { echo "$out exists and is not empty" >&2; exit 1; }
-mkdir -p "$out/perf" "$out/proc/net" "$out/expected"
+mkdir -p "$out/perf" "$out/root/proc/net" "$out/expected"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -42,7 +44,7 @@ l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
 c = socket.create_connection(l.getsockname()); s, _ = l.accept()
 a, b = socket.socketpair()
 for name in ("tcp", "tcp6", "unix"):
-    with open(f"/proc/net/{name}", "rb") as f, open(f"{out}/proc/net/{name}", "wb") as g:
+    with open(f"/proc/net/{name}", "rb") as f, open(f"{out}/root/proc/net/{name}", "wb") as g:
         g.write(f.read())
 ino = lambda x: os.fstat(x.fileno()).st_ino
 with open(f"{out}/expected/sockets.txt", "w") as f:

@@ -19,9 +19,9 @@ fn expected(kind: &str) -> Vec<u64> {
 
 #[test]
 fn real_tcp_table_has_the_captured_loopback_pair() {
-    let tcp = std::fs::read_to_string(fixture().join("proc/net/tcp")).unwrap();
+    let tcp = std::fs::read_to_string(fixture().join("root/proc/net/tcp")).unwrap();
     let socks = parse_tcp(&tcp, false).unwrap();
-    let tcp6 = std::fs::read_to_string(fixture().join("proc/net/tcp6")).unwrap();
+    let tcp6 = std::fs::read_to_string(fixture().join("root/proc/net/tcp6")).unwrap();
     let socks6 = parse_tcp(&tcp6, true).unwrap();
     let e = expected("tcp");
     let (a, b) = (e[0].min(e[1]), e[0].max(e[1]));
@@ -35,7 +35,7 @@ fn real_tcp_table_has_the_captured_loopback_pair() {
     assert_eq!(client.state, 1);
 
     // Scanning the fixture root finds the pair but no holder (the fixture has no /proc/PID/fd).
-    let got = scan(&fixture(), &[], None).unwrap();
+    let got = scan(&fixture().join("root"), &[], None).unwrap();
     assert!(got.tcp_pairs >= 1);
     assert!(got.comm.is_empty());
     assert_eq!(got.unowned, 2 * got.tcp_pairs);
@@ -43,7 +43,7 @@ fn real_tcp_table_has_the_captured_loopback_pair() {
 
 #[test]
 fn real_unix_table_has_the_socketpair() {
-    let text = std::fs::read_to_string(fixture().join("proc/net/unix")).unwrap();
+    let text = std::fs::read_to_string(fixture().join("root/proc/net/unix")).unwrap();
     let socks = parse_unix(&text).unwrap();
     let e = expected("unix");
     for ino in &e {
