@@ -470,3 +470,22 @@ fn start_after_a_crash_restores_from_the_state_file_and_says_so() {
         "{journal}"
     );
 }
+
+#[test]
+fn non_root_with_root_paths_gets_one_error_and_a_hint() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl"); // root's temporary directory: not writable by nobody
+    let out = Command::new(BIN)
+        .uid(65534)
+        .gid(65534)
+        .args(["daemon", "--metrics", "off", "--config", "/dev/null", "--journal"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
+    assert!(err.contains(&format!("journal {}", journal.display())), "{err}");
+    assert!(err.contains("give writable paths with --journal, --state and --socket"), "{err}");
+}

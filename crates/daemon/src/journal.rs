@@ -28,13 +28,12 @@ use serde::{Deserialize, Serialize};
 
 /// A journal that could not be opened or written.
 #[derive(Debug, thiserror::Error)]
-#[error("journal {path}: {source}")]
+#[error("journal {path}: {cause}")]
 pub struct JournalError {
     /// The file.
     pub path: PathBuf,
-    /// The cause.
-    #[source]
-    pub source: std::io::Error,
+    /// The cause (in the message; not repeated as a source).
+    pub cause: std::io::Error,
 }
 
 /// One line of the journal.
@@ -176,7 +175,7 @@ pub struct Journal {
 impl Journal {
     /// Opens (creating the directory and the file, mode 0600: it names processes) for appending.
     pub fn open(path: &Path, max_bytes: u64) -> Result<Self, JournalError> {
-        let err = |source| JournalError { path: path.to_path_buf(), source };
+        let err = |cause| JournalError { path: path.to_path_buf(), cause };
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
                 std::fs::create_dir_all(dir).map_err(err)?;
@@ -203,7 +202,7 @@ impl Journal {
     pub fn write(&mut self, record: &Record) -> Result<(), JournalError> {
         let mut line = serde_json::to_vec(record).expect("a journal record serialises");
         line.push(b'\n');
-        let err = |source| JournalError { path: self.path.clone(), source };
+        let err = |cause| JournalError { path: self.path.clone(), cause };
         if self.size > 0 && self.size + line.len() as u64 > self.max_bytes {
             std::fs::rename(&self.path, self.rotated_path()).map_err(err)?;
             self.file = open_append(&self.path).map_err(err)?;

@@ -31,19 +31,18 @@ const MAX_HEAD: usize = 8192;
 
 /// The metrics server could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("metrics on {addr}: {source}")]
+#[error("metrics on {addr}: {cause}")]
 pub struct MetricsError {
     /// The address.
     pub addr: SocketAddr,
-    /// The cause.
-    #[source]
-    pub source: std::io::Error,
+    /// The cause (in the message; not repeated as a source).
+    pub cause: std::io::Error,
 }
 
 /// Binds `addr` and serves in a thread. Returns the bound address (port 0 picks a free port).
 pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, std::thread::JoinHandle<()>), MetricsError> {
-    let listener = TcpListener::bind(addr).map_err(|source| MetricsError { addr, source })?;
-    let local = listener.local_addr().map_err(|source| MetricsError { addr, source })?;
+    let listener = TcpListener::bind(addr).map_err(|cause| MetricsError { addr, cause })?;
+    let local = listener.local_addr().map_err(|cause| MetricsError { addr, cause })?;
     let handle = std::thread::Builder::new()
         .name("numapilot-metrics".into())
         .spawn(move || {
@@ -54,7 +53,7 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, std::
                 }
             }
         })
-        .map_err(|source| MetricsError { addr, source })?;
+        .map_err(|cause| MetricsError { addr, cause })?;
     Ok((local, handle))
 }
 

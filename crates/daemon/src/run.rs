@@ -44,26 +44,39 @@ use crate::metrics::{self, MetricsError};
 pub enum RunError {
     /// The configuration is invalid.
     #[error("{0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
     /// The topology could not be read.
     #[error("topology: {0}")]
     Topology(String),
     /// The live host could not open.
     #[error("live host: {0}")]
-    Live(#[from] LiveError),
+    Live(LiveError),
     /// The control socket could not be created.
     #[error("{0}")]
-    Control(#[from] ControlError),
+    Control(ControlError),
     /// The metrics server could not start.
     #[error("{0}")]
-    Metrics(#[from] MetricsError),
+    Metrics(MetricsError),
     /// The journal could not be opened.
     #[error("{0}")]
-    Journal(#[from] JournalError),
+    Journal(JournalError),
     /// Signal set-up failed.
     #[error("signals: {0}")]
     Signals(std::io::Error),
 }
+
+// By hand rather than `#[from]`: the messages already carry their causes, and a `source()` would
+// print each twice in the command line's error chain.
+macro_rules! from_error {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for RunError {
+            fn from(e: $t) -> Self {
+                RunError::$v(e)
+            }
+        }
+    )*};
+}
+from_error!(ConfigError => Config, LiveError => Live, ControlError => Control, MetricsError => Metrics, JournalError => Journal);
 
 /// A host the daemon can put back as it was: the live host, or a test host.
 pub trait Restore {

@@ -93,7 +93,7 @@ fn a_full_disk_is_an_error_naming_the_file_and_never_fatal() {
     let mut j = Journal::open(std::path::Path::new("/dev/full"), 1 << 20).unwrap();
     let e = j.write(&Record::action(1, 1, &action(1), "x", None, true)).unwrap_err();
     assert!(e.to_string().starts_with("journal /dev/full: "), "{e}");
-    assert_eq!(e.source.raw_os_error(), Some(libc_enospc()));
+    assert_eq!(e.cause.raw_os_error(), Some(libc_enospc()));
     // The daemon's path logs and carries on.
     for _ in 0..3 {
         j.write_logged(&Record::action(1, 1, &action(1), "x", None, true));

@@ -137,7 +137,20 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         let from = loaded.file.map_or_else(|| "defaults (no file)".to_string(), |p| p.display().to_string());
         return print_out(&format!("configuration OK: {from}\n"));
     }
-    let exit = run::run(source, overrides, &mut |line| eprintln!("{line}"))?;
+    let exit = match run::run(source, overrides, &mut |line| eprintln!("{line}")) {
+        Ok(exit) => exit,
+        // SAFETY: geteuid has no preconditions.
+        Err(e)
+            if unsafe { libc::geteuid() } != 0
+                && matches!(e, run::RunError::Journal(_) | run::RunError::Control(_) | run::RunError::Live(_)) =>
+        {
+            anyhow::bail!(
+                "{e}\n(not root: the default journal, state file and socket are root's; give writable paths with \
+                 --journal, --state and --socket, or run as root)"
+            )
+        }
+        Err(e) => return Err(e.into()),
+    };
     eprintln!(
         "numapilot: stopped ({}) after {} steps; restored {} processes, {} gone, {} failed{}",
         exit.why,
