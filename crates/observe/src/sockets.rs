@@ -12,7 +12,7 @@
 //!   /proc/net/tcp, tcp6 ──► ESTABLISHED ends matched by 4-tuple  ─┐
 //!   sock_diag (AF_UNIX, UDIAG_SHOW_PEER) ──► (inode, peer inode) ─┴─► pairs of socket inodes
 //!                                                        none? stop here (no fd scan at all)
-//!   /proc/PID/fd/*  readlink "socket:[N]" ──► inode -> pids     (stops once every wanted inode is found)
+//!   /proc/PID/fd/*  readlink "socket:[N]" ──► inode -> pids     (every process: an inode may have several holders)
 //!   pair (a, b) ──► holders(a) x holders(b), different pids ──► CommSample { (pa,pa), (pb,pb), Socket, events }
 //! ```
 //!
@@ -36,7 +36,9 @@
 //!   combination of holders with different pids: the sharing is real, which one talks is unknown.
 //! - Only the reader's network namespace (see [`crate::net`]); sockets in other namespaces are missed.
 //! - Cost: one readlink per open fd of every process, but only on cycles where some local pair
-//!   exists, and only until every wanted inode is found.
+//!   exists. The scan does not stop once every wanted inode has a holder: a socketpair whose two ends
+//!   both stay open in parent and child after a fork would then be seen in the parent only, as a pair
+//!   of the parent with itself, and missed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -309,11 +311,6 @@ pub fn scan(root: &Path, pids: &[u32], unix: Option<&[(u64, u64)]>) -> Result<So
                 found += 1;
             }
             h.push(pid);
-        }
-        // Every wanted inode has a holder: inherited fds aside, the rest of the processes hold none.
-        // (A pair whose sockets are also inherited by a later pid is the rare case given up here.)
-        if found == wanted.len() {
-            break;
         }
     }
     out.unowned = wanted.len() - found;
