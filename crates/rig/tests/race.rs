@@ -2,7 +2,9 @@
 //! the 2-node guest, `numapilot bench numa02` and `numa01` with all memory first-touched on node 0, under the
 //! numapilot daemon (numa_balancing=0). The daemon must bring every worker process to 90% of its buffer on the
 //! nodes its threads run on, judged from the scenario's own reads of numa_maps and task stat
-//! (`numapilot_rig::race`), and the bench recorder must agree with those reads at the end. Skipped unless
+//! (`numapilot_rig::race`), and end with each worker thread's node holding at least 90% of its buffer on average
+//! (thread-weighted local %; the recorder's figures are printed beside them, not trusted). Every worker the bench
+//! recorded must have been sampled by the scenario, and the daemon must exit 0 on SIGTERM. Skipped unless
 //! `NUMAPILOT_RIG=1`.
 
 use std::io::Write;
@@ -37,20 +39,24 @@ fn numapilot_daemon_converges_in_the_2node_guest() {
         let name = format!("{}-numapilot-{}", c.test, c.rep);
         let log = run.section(&format!("{name}-daemon-log")).unwrap();
         assert_eq!(log.rc, 0, "daemon exit {}: {}", log.rc, log.stdout());
-        // The recorder's last figure and the scenario's last read agree on which side of 90% each process is.
-        for p in &c.procs {
-            if let (Some(a), Some(b)) = (p.final_local_pct, p.bench_final_local_pct) {
-                assert_eq!(
-                    a >= race::CONVERGED_PCT,
-                    b >= race::CONVERGED_PCT,
-                    "{name} pid {}: rig {a}% vs bench {b}%",
-                    p.pid
-                );
-            }
-        }
     }
     let goal = &verdicts[0];
     assert!(goal.pass, "{}: {}\njournals:\n{}", goal.goal, goal.detail, journals(&run, &cases));
+    // The local % counts a process with a thread on each node as all-local wherever its memory is (so
+    // doing nothing can pass it); consolidation means each worker thread's node holds the buffer: the
+    // thread-weighted share at the end must be at least 90% too.
+    for c in &cases {
+        for p in &c.procs {
+            let w = p.final_weighted_pct.unwrap_or(0.0);
+            assert!(
+                w >= race::CONVERGED_PCT,
+                "{} pid {}: final thread-weighted local {w:.1}% < 90%\njournals:\n{}",
+                c.test,
+                p.pid,
+                journals(&run, &cases)
+            );
+        }
+    }
 }
 
 fn journals(run: &numapilot_rig::GuestRun, cases: &[race::CaseResult]) -> String {
