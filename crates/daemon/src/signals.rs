@@ -48,8 +48,7 @@
 //!
 //! Both scans are far above a 50 ms cycle budget at this scale on a loaded 2-CPU box, hence the
 //! cadences [`SignalTuning::sockets_every`] (5) and [`SignalTuning::maps_every`] (10): averaged, about
-//! 27 + 15 ms per cycle at 1,106 processes. The fd scan is skipped entirely on cycles with no local pair, and stops
-//! once every wanted inode has a holder.
+//! 27 + 15 ms per cycle at 1,106 processes. The fd scan is skipped entirely on cycles with no local pair.
 
 use std::path::Path;
 
