@@ -116,6 +116,10 @@ pub struct Status {
     pub config_file: Option<String>,
     /// Step interval, ms.
     pub interval_ms: u64,
+    /// The interval the policy chose after the last step, ms (shorter than `interval_ms` while
+    /// young processes settle: `tunables.settle_interval_ms`).
+    #[serde(default)]
+    pub next_interval_ms: u64,
     /// Dry run: plans journaled, never applied.
     pub dry_run: bool,
     /// Why the daemon only observes, when it does (`not root`, `dry run`).
@@ -385,9 +389,14 @@ impl Status {
         let _ = writeln!(s, "numapilot {} daemon, pid {}, up {:.0} s, {mode}", self.version, self.pid, self.uptime_s);
         let _ = writeln!(
             s,
-            "config {}, interval {} ms",
+            "config {}, interval {} ms{}",
             self.config_file.as_deref().unwrap_or("(defaults)"),
-            self.interval_ms
+            self.interval_ms,
+            if self.next_interval_ms != self.interval_ms && self.steps > 0 {
+                format!(" (now {} ms: young processes settling)", self.next_interval_ms)
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             s,

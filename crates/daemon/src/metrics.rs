@@ -147,6 +147,12 @@ pub fn render(s: &Status) -> String {
     o.sample("numapilot_info", &[("version", &s.version), ("dry_run", if s.dry_run { "true" } else { "false" })], 1.0);
     o.one("numapilot_uptime_seconds", "gauge", "Seconds since the daemon started.", s.uptime_s);
     o.one("numapilot_interval_seconds", "gauge", "Engine step interval.", s.interval_ms as f64 / 1e3);
+    o.one(
+        "numapilot_next_interval_seconds",
+        "gauge",
+        "Interval the policy chose after the last step (shorter while young processes settle).",
+        s.next_interval_ms as f64 / 1e3,
+    );
     o.one("numapilot_steps_total", "counter", "Engine steps completed.", s.steps as f64);
     o.one(
         "numapilot_step_errors_total",

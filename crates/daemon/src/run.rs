@@ -312,8 +312,10 @@ pub fn serve<H: Host + Restore>(
         status.last_cycle_s = cycle_ns as f64 / 1e9;
         status.cycle_s_total += status.last_cycle_s;
         fill_model(&engine.model, &engine, &mut status);
+        let next = engine.next_interval_ns();
+        status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
-        let deadline = t0.saturating_add(engine.next_interval_ns());
+        let deadline = t0.saturating_add(next);
         loop {
             match wait(&signals, &mut loop_side, commands.as_ref(), deadline, &engine, &status) {
                 Wake::Timeout => break,

@@ -127,6 +127,8 @@ fn status_explain_reload_and_stop() {
     assert_eq!(s.last_error, None);
     assert!(s.dry_run);
     assert_eq!(s.interval_ms, 100);
+    // The policy's own choice: the settle interval (50 ms here) or the interval.
+    assert!([50, 100].contains(&s.next_interval_ms), "{s:?}");
     assert_eq!(s.pid, std::process::id());
     assert_eq!(s.processes, 1, "{s:?}");
     assert!(s.threads >= 1);
