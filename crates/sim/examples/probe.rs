@@ -36,7 +36,10 @@ fn main() {
     }
     let seeds: u64 = a[3].parse().expect("seeds");
     let policies: Vec<&str> = a[4].split(',').collect();
-    let opts = SimOptions::default();
+    let mut opts = SimOptions::default();
+    if let Some(path) = std::env::var_os("PROBE_TUNABLES") {
+        opts.tunables = numapilot_sim::run::tunables_from_file(std::path::Path::new(&path)).expect("tunables");
+    }
     let jobs: Vec<(usize, u64)> = (0..policies.len()).flat_map(|p| (1..=seeds).map(move |s| (p, s))).collect();
     let results = std::sync::Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -63,10 +66,19 @@ fn main() {
         let rs = runs(p);
         if open.is_empty() {
             let rt: Vec<f64> = rs.iter().map(|r| r.runtime_s).collect();
-            let conv: Vec<String> = rs.iter().map(|r| format!("{:?}", r.converge_s)).collect();
+            let bound = numapilot_sim::workload::locality::local_share_bound(&spec, &m.topo);
+            let conv: Vec<String> =
+                rs.iter()
+                    .map(|r| {
+                        let c = r.processes.iter().map(|p| {
+                            numapilot_sim::run::converge_time_at(&p.series, p.finish_s.is_some(), 90.0 * bound)
+                        });
+                        format!("{:?}", c.into_iter().try_fold(0.0f64, |a, c| c.map(|c| a.max(c))))
+                    })
+                    .collect();
             let pages: Vec<f64> = rs.iter().map(|r| r.pages_migrated as f64).collect();
             println!(
-                "{name:<10} runtime {:.3} ± {:.3}  90% local at {}  pages {:.0}  local {:.1}%",
+                "{name:<10} runtime {:.3} ± {:.3}  90% of bound local at {}  pages {:.0}  local {:.1}%",
                 Stat::of(&rt).mean,
                 Stat::of(&rt).stddev,
                 conv.join("/"),

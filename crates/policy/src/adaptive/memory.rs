@@ -23,7 +23,8 @@
 //!                               r x CPU x benefit_horizon_s  >  pages x migrate_cost_ns_per_page
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
-//!   budget: migrate_budget_mib_per_s x period, over the whole plan
+//!   budget: migrate_budget_mib_per_s x period, over the whole plan (young_migrate_budget_mib_per_s
+//!           while some process is younger than new_process_age_ms: the settling decisions)
 //!   hold:   memory moved to another node set within hold_periods (load unchanged) stays; a range
 //!           moved by MoveRanges is not moved again within hold_periods
 //! ```

@@ -170,8 +170,15 @@ impl<'m> Planner<'m> {
         let held_shared: BTreeSet<u32> =
             managed.iter().copied().filter(|&pid| policy.shared_spread(model, pid).is_some()).collect();
         let period_ns = if model.period_ns > 0 { model.period_ns } else { t.interval_ms * 1_000_000 };
-        let budget_total =
-            (t.migrate_budget_mib_per_s as f64 * MIB * period_ns as f64 / 1e9 / BASE_PAGE_BYTES as f64) as u64;
+        // While a managed process is young (the settling cadence), its first-touched memory may
+        // move at the larger startup rate.
+        let young_ns = t.new_process_age_ms.saturating_mul(1_000_000);
+        let settling = managed
+            .iter()
+            .filter_map(|pid| model.procs.get(pid))
+            .any(|p| p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns)) < young_ns);
+        let rate = if settling { t.young_migrate_budget_mib_per_s } else { t.migrate_budget_mib_per_s };
+        let budget_total = (rate as f64 * MIB * period_ns as f64 / 1e9 / BASE_PAGE_BYTES as f64) as u64;
         let mut p = Planner {
             model,
             period: policy.period,

@@ -316,9 +316,17 @@ pub fn pages_of(a: &Action) -> u64 {
     }
 }
 
-/// The page budget of one plan at the model's period.
+/// The page budget of one plan at the model's period: `young_migrate_budget_mib_per_s` while some
+/// process is younger than `new_process_age_ms` (age when first seen + time since), else
+/// `migrate_budget_mib_per_s`.
 pub fn budget_pages(m: &Model) -> u64 {
-    m.tunables.migrate_budget_mib_per_s * MIB * m.period_ns / 1_000_000_000 / PAGE
+    let t = &m.tunables;
+    let young = m
+        .procs
+        .values()
+        .any(|p| p.age_at_first_seen_ns + m.now_ns.saturating_sub(p.first_seen_ns) < t.new_process_age_ms * 1_000_000);
+    let rate = if young { t.young_migrate_budget_mib_per_s } else { t.migrate_budget_mib_per_s };
+    rate * MIB * m.period_ns / 1_000_000_000 / PAGE
 }
 
 /// Tells the policy every action of `plan` was applied.
