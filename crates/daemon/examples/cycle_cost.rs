@@ -130,7 +130,8 @@ fn main() {
         if c >= 3 {
             println!(
                 "cycle {:>3}: wall {:>6.1} ms (observe {:>5.1}, model+plan {:>5.1}), cpu {:>6.1} ms (observe {:>5.1}, \
-                 of it signals {:>5.1} wall), {} procs / {} threads, threads read {}, numa_maps read {}, {} actions planned",
+                 of it signals {:>5.1} wall), observe phases (wall): system {:.1}, stat pass {:.1}, details {:.1}, \
+                 assemble {:.1}; {} procs / {} threads, threads read {}, numa_maps read {}, {} actions planned",
                 c - 3,
                 wall.as_secs_f64() * 1e3,
                 observed.as_secs_f64() * 1e3,
@@ -138,6 +139,10 @@ fn main() {
                 cpu as f64 / 1e6,
                 observe_cpu as f64 / 1e6,
                 st.signals_ns as f64 / 1e6,
+                st.system_ns as f64 / 1e6,
+                st.stat_pass_ns as f64 / 1e6,
+                st.details_ns as f64 / 1e6,
+                st.assemble_ns as f64 / 1e6,
                 st.processes,
                 st.threads,
                 st.threads_read,

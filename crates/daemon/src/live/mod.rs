@@ -369,26 +369,10 @@ impl LiveHost {
                 return o;
             }
         }
-        let mut fresh = Vec::new();
-        let known: std::collections::BTreeSet<u32> =
-            self.originals.procs.get(&pid).map(|r| r.threads.keys().copied().collect()).unwrap_or_default();
-        let r = set_process_affinity(pid, cpus, self.affinity_rounds, |t, orig| {
-            if !known.contains(&t) {
-                fresh.push((t, orig.to_list()));
-            }
-        });
-        if !fresh.is_empty() {
-            if let Some(rec) = self.originals.procs.get_mut(&pid) {
-                // A thread born during the change inherited its creator's mask: the original of a
-                // thread that was not there at the first change is the leader's (the default), so
-                // only threads seen before any change of ours are recorded one by one.
-                let first_touch = rec.threads.is_empty();
-                if first_touch {
-                    rec.threads.extend(fresh);
-                }
-            }
-            let _ = self.save();
-        }
+        // Every thread listed now has its original on record (`record` above). A thread born during
+        // the change inherited its creator's mask, which may already be ours: it is restored to the
+        // leader's original (the record's default), so nothing more is recorded here.
+        let r = set_process_affinity(pid, cpus, self.affinity_rounds, |_, _| {});
         match r {
             Ok(Some(_)) => Outcome::Applied { pages_moved: 0 },
             Ok(None) => Outcome::Vanished,

@@ -152,8 +152,17 @@ pub struct TierStats {
     pub skipped: usize,
     /// /proc/PID/stat files kept open.
     pub open_stat: usize,
-    /// Wall time of the tiered read, ns.
+    /// Wall time of the tiered read, ns, and its phases: the system files (nodes, /proc/stat,
+    /// vmstat, PSI), the stat pass over every pid, the detail reads, the assembly of the sample.
     pub read_ns: u64,
+    /// See `read_ns`.
+    pub system_ns: u64,
+    /// See `read_ns`.
+    pub stat_pass_ns: u64,
+    /// See `read_ns`.
+    pub details_ns: u64,
+    /// See `read_ns`.
+    pub assemble_ns: u64,
     /// Wall time of [`crate::signals::Signals::fill`] on the sample, ns (set by the live host).
     pub signals_ns: u64,
 }
@@ -262,6 +271,7 @@ impl TieredObserver {
     pub fn sample(&mut self, opts: &LiveOptions, now_ns: u64) -> Result<Sample, ReadError> {
         self.cycle += 1;
         let cycle = self.cycle;
+        let t0 = numapilot_observe::reader::monotonic_ns();
         let mut sample = self.system.sample_of(Some(&[]))?;
         let start = numapilot_observe::reader::monotonic_ns();
         let pids = self.system.pids()?;
@@ -358,6 +368,7 @@ impl TieredObserver {
             }
             stats_now.insert(pid, st);
         }
+        let t_details = numapilot_observe::reader::monotonic_ns();
         // Read the chosen details. A steady-state cycle reads a few dozen processes: one thread does
         // it for less CPU than starting workers (each a clone and a fresh stack to fault in); the
         // first cycle (every process) spreads over the reader's workers.
@@ -400,6 +411,7 @@ impl TieredObserver {
                 }
             }
         }
+        let t_assemble = numapilot_observe::reader::monotonic_ns();
         // Assemble: every watched process, details as last read, stat and RSS of this cycle.
         let mut processes = Vec::with_capacity(stats_now.len());
         for &pid in &pids {
@@ -414,7 +426,12 @@ impl TieredObserver {
         }
         stats.processes = processes.len();
         stats.open_stat = self.open_fds;
-        stats.read_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(now_ns);
+        let end = numapilot_observe::reader::monotonic_ns();
+        stats.read_ns = end.saturating_sub(t0);
+        stats.system_ns = start.saturating_sub(t0);
+        stats.stat_pass_ns = t_details.saturating_sub(start);
+        stats.details_ns = t_assemble.saturating_sub(t_details);
+        stats.assemble_ns = end.saturating_sub(t_assemble);
         self.stats = stats;
         sample.processes = processes;
         sample.duration_ns = sample.duration_ns.saturating_add(numapilot_observe::reader::monotonic_ns() - start);
