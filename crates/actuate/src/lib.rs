@@ -50,4 +50,4 @@ pub use mempolicy::{
 };
 pub use migrate::{migrate_pages, move_pages, MoveFlags, MovePagesOutcome, PageStatus};
 pub use placement::{Original, ThreadPlacement};
-pub use process::{list_threads, resident_pages, set_process_affinity, ProcessAffinity};
+pub use process::{list_threads, resident_pages, set_process_affinity, set_threads_affinity, ProcessAffinity};

@@ -36,12 +36,17 @@ use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use numapilot_actuate::{sched_setaffinity, CgroupVersion, CpusetHierarchy};
+use numapilot_actuate::{set_threads_affinity, CgroupVersion, CpusetHierarchy};
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
 use super::select::read_starttime;
 use super::RestoreReport;
+
+/// Listings of a process's threads when restoring (see `numapilot_actuate::set_threads_affinity`).
+/// Default 16. Source: a choice, twice the change's bound: restoring is done once, at exit.
+/// What it prevents: looping forever on a process that creates threads without end.
+const RESTORE_ROUNDS: u32 = 16;
 
 /// Version of the state file format.
 pub const STATE_VERSION: u32 = 1;
@@ -218,27 +223,18 @@ pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
             errors.push(format!("removing cgroup {}: {e}", cs.made));
         }
     }
-    let default = CpuSet::parse_list(&rec.default_cpus).ok();
-    match numapilot_actuate::list_threads(rec.pid) {
-        Ok(Some(tids)) => {
-            for tid in tids {
-                let cpus = rec.threads.get(&tid).and_then(|c| CpuSet::parse_list(c).ok()).or_else(|| default.clone());
-                let Some(cpus) = cpus else { continue };
-                if cpus.is_empty() {
-                    continue;
-                }
-                match sched_setaffinity(tid as libc::pid_t, &cpus) {
-                    Ok(()) => {}
-                    Err(e) if e.errno() == Some(libc::ESRCH) => {}
-                    Err(e) => errors.push(format!("thread {tid}: {e}")),
-                }
-            }
-        }
+    let default = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
+    // Re-listed until no new thread appears, like the change itself: a thread born meanwhile from
+    // a not yet restored creator carries numapilot's mask and must be caught too.
+    let mask_for =
+        |tid: u32| rec.threads.get(&tid).and_then(|c| CpuSet::parse_list(c).ok()).or_else(|| default.clone());
+    match set_threads_affinity(rec.pid, RESTORE_ROUNDS, mask_for, |_, _| {}) {
+        Ok(Some(_)) => {}
         Ok(None) => {
             report.gone += 1;
             return;
         }
-        Err(e) => errors.push(format!("listing threads: {e}")),
+        Err(e) => errors.push(e.to_string()),
     }
     if errors.is_empty() {
         report.restored += 1;
