@@ -12,5 +12,9 @@ export NUMAPILOT_RIG=1
 export NUMAPILOT_REQUIRE_NUMACTL=1
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The eBPF wake-up tracer is behind a cargo feature (it needs clang and libbpf-dev, which setup.sh installs):
+# lint and test the code behind it too (the daemon's use of it included; the rig tests build it for the guests).
+cargo clippy -p numapilot-ebpf -p numapilot-daemon --all-targets --features numapilot-daemon/ebpf -- -D warnings
+cargo test -p numapilot-ebpf -p numapilot-daemon --features numapilot-daemon/ebpf --lib --tests
 cargo test --workspace --all-targets
 cargo test --workspace --doc

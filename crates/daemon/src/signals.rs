@@ -11,14 +11,16 @@
 //! ```text
 //!   Signals::open ─┬─ sockets: sock_diag probe (unix peers)      fails? note, TCP only
 //!                  ├─ shared:  /proc/PID/maps every maps_every-th cycle
-//!                  └─ perf:    detect PMU ─► open per CPU ─► enable       missing? one note
-//!                              (page-fault fallback only when SignalTuning::page_faults)
+//!                  ├─ perf:    detect PMU ─► open per CPU ─► enable       missing? one note
+//!                  │           (page-fault fallback only when SignalTuning::page_faults)
+//!                  └─ wakeups: eBPF on sched:sched_waking (`ebpf` feature)   not built/refused? one note
 //!   Signals::fill(sample)   (the sample's user processes are the ones looked at)
 //!     comm     += sockets::scan(/proc/net/tcp{,6} + unix peers, /proc/PID/fd)   every sockets_every-th
 //!                 cycle, the cached pairs of live pids in between
 //!     shared    = maps grouped by (dev, inode)     re-read every maps_every-th cycle, the cached
 //!                                                  result filtered to live pids in between
 //!     accesses += perf rings drained, placed on nodes, aggregated per (thread, page)
+//!     comm     += wake-up pairs drained from the BPF map (waker -> wakee, events = wake-ups)
 //! ```
 //!
 //! Every source that is missing says so once, in [`Signals::notes`]; a source that fails at run
@@ -52,6 +54,7 @@
 
 use std::path::Path;
 
+use numapilot_ebpf::{TracerOptions, WakeupTracer};
 use numapilot_observe::pmu::{self, Detection, EventSpec, NodeMemory, RawSample, Sampler};
 use numapilot_observe::{sockets, CommSample, Reader, Sample, SharedMemory};
 
@@ -93,6 +96,13 @@ pub struct SignalTuning {
     /// Period of the page-fault fallback, faults per sample. Default
     /// [`pmu::PAGE_FAULT_PERIOD`].
     pub page_fault_period: u64,
+    /// Count waker -> wakee pairs with the eBPF tracer (`numapilot_ebpf`; needs the `ebpf` cargo
+    /// feature and root). Default true: a build without the feature says so in one note.
+    pub wakeups: bool,
+    /// Bound of the tracer's pair map, pairs. Default [`numapilot_ebpf::TracerOptions`]'s (16,384).
+    /// Source: the tracer's own default. What it prevents: an unbounded kernel map on a host with
+    /// many communicating threads; wake-ups beyond it are counted as dropped and noted.
+    pub wakeup_max_pairs: u32,
 }
 
 impl Default for SignalTuning {
@@ -103,6 +113,8 @@ impl Default for SignalTuning {
             sockets_every: 5,
             page_faults: false,
             page_fault_period: pmu::PAGE_FAULT_PERIOD,
+            wakeups: true,
+            wakeup_max_pairs: numapilot_ebpf::TracerOptions::default().max_pairs,
         }
     }
 }
@@ -124,6 +136,10 @@ pub struct SignalStats {
     pub lost: u64,
     /// Samples that could not be placed on a node.
     pub unplaced: u64,
+    /// Wake-up pairs added (eBPF tracer), summed over cycles.
+    pub wakeup_pairs: u64,
+    /// Wake-ups the tracer could not count because its map was full.
+    pub wakeups_dropped: u64,
 }
 
 /// The open signal sources.
@@ -137,6 +153,7 @@ pub struct Signals {
     shared_cache: Vec<SharedMemory>,
     comm_cache: Vec<CommSample>,
     sampler: Option<Sampler>,
+    tracer: Option<WakeupTracer>,
     node_mem: Option<NodeMemory>,
     failing: Vec<&'static str>,
     raw: Vec<RawSample>,
@@ -172,6 +189,13 @@ impl Signals {
         }
         if opts.perf {
             s.open_perf();
+        }
+        if s.tuning.wakeups {
+            let topts = TracerOptions { max_pairs: s.tuning.wakeup_max_pairs, mount_tracefs: true };
+            match WakeupTracer::open(&topts) {
+                Ok(t) => s.tracer = Some(t),
+                Err(e) => s.notes.push(format!("wakeups: {e}; wake-up pairs off")),
+            }
         }
         s
     }
@@ -303,6 +327,23 @@ impl Signals {
                 Err(e) => self.failed("perf", e),
             }
         }
+        if let Some(tracer) = self.tracer.as_mut() {
+            match tracer.drain() {
+                Ok(d) => {
+                    if let Some(full) = d.map_full(tracer.max_pairs()) {
+                        self.failed("wakeups", full);
+                    } else {
+                        self.recovered("wakeups");
+                    }
+                    self.stats.wakeups_dropped += d.dropped;
+                    let mut pairs = numapilot_ebpf::to_comm_samples(&d.pairs);
+                    pairs.retain(|c| pids.binary_search(&c.a.0).is_ok() && pids.binary_search(&c.b.0).is_ok());
+                    self.stats.wakeup_pairs += pairs.len() as u64;
+                    sample.comm.extend(pairs);
+                }
+                Err(e) => self.failed("wakeups", e),
+            }
+        }
     }
 }
 
@@ -344,7 +385,8 @@ mod tests {
     #[test]
     fn fill_on_this_host() {
         let reader = Reader::new("/");
-        let tuning = SignalTuning { maps_every: 2, sockets_every: 2, ..SignalTuning::default() };
+        // Wake-ups off: this process's own threads wake each other (tested in the ebpf crate).
+        let tuning = SignalTuning { maps_every: 2, sockets_every: 2, wakeups: false, ..SignalTuning::default() };
         let mut s = Signals::open_with(SignalOptions::default(), tuning);
         // Every missing source says so in one line each; on this host (no PMU) perf is one of them.
         assert!(s.notes().iter().all(|n| !n.contains('\n')));
@@ -478,5 +520,53 @@ mod fallback_tests {
         assert!(s.stats().samples >= ours.len() as u64);
         // SAFETY: our mapping.
         unsafe { libc::munmap(region, len) };
+    }
+}
+
+#[cfg(all(test, feature = "ebpf"))]
+mod wakeup_tests {
+    use super::*;
+
+    /// Two threads of this process hand a byte back and forth through socket pairs (each hand-over
+    /// wakes the reader blocked on the other end); the tracer's pairs must reach the sample as `Wakeup` samples of this pid.
+    #[test]
+    fn wakeup_pairs_reach_the_sample() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: the eBPF tracer needs root");
+            return;
+        }
+        let tuning = SignalTuning { shared: false, ..SignalTuning::default() };
+        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: false }, tuning);
+        assert!(s.tracer.is_some(), "tracer did not open: {:?}", s.notes());
+        use std::io::{Read, Write};
+        let (mut a_out, mut b_in) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut b_out, mut a_in) = std::os::unix::net::UnixStream::pair().unwrap();
+        // The second thread stays alive (blocked in read) until the sample is filled: the tracer's
+        // pairs of a thread that has exited are skipped, as they should be.
+        let b = std::thread::spawn(move || {
+            let mut x = [0u8; 1];
+            while b_in.read_exact(&mut x).is_ok() {
+                b_out.write_all(&x).unwrap();
+            }
+        });
+        let mut x = [1u8; 1];
+        for _ in 0..300 {
+            a_out.write_all(&x).unwrap();
+            a_in.read_exact(&mut x).unwrap();
+        }
+        let me = std::process::id();
+        let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
+        s.fill(&mut sample);
+        drop(a_out);
+        b.join().unwrap();
+        let ours: u64 = sample
+            .comm
+            .iter()
+            .filter(|c| c.kind == numapilot_observe::CommKind::Wakeup && c.a.0 == me && c.b.0 == me && c.a.1 != c.b.1)
+            .map(|c| c.events)
+            .sum();
+        assert!(ours >= 300, "wake-ups between our two threads: {ours} ({:?})", sample.comm);
+        assert!(s.stats().wakeup_pairs > 0);
     }
 }
