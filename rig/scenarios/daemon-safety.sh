@@ -26,12 +26,16 @@ metrics = "off"
 comm = ["excluded-t"]
 EOF
 rig_run hw numactl --hardware
-
-# safety_allowed NAME PID: send PID's Cpus_allowed_list (from /proc/PID/status) as section NAME.
+# Every daemon below leaves this shell alone (--exclude-pid $$): a moved shell would hand its narrowed affinity to
+# the processes it starts, and their "original" would no longer be the machine's. What every process here starts
+# with is this shell's affinity, read now.
 safety_allowed() {
 	grep '^Cpus_allowed_list:' "/proc/$2/status" >/tmp/.rig.al 2>/tmp/.rig.ale
 	rig_send "$1" $? /tmp/.rig.al /tmp/.rig.ale
 }
+safety_allowed shell-allowed $$
+
+# safety_allowed NAME PID (above): send PID's Cpus_allowed_list (from /proc/PID/status) as section NAME.
 
 # safety_wait_applied PID SECS: wait until the journal has an applied set-affinity for PID.
 safety_wait_applied() {
@@ -68,7 +72,7 @@ for p in excl pinned bound; do
 	eval "pid=\$$p"
 	safety_allowed "$p-before" "$pid"
 done
-numapilot daemon --config /tmp/np-safety.toml >/tmp/np-1.log 2>&1 &
+numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-1.log 2>&1 &
 d1=$!
 safety_wait_started /tmp/np-1.log 60
 rig_start twin 60 /tmp/twin --mb 8 --threads 2 --loop
@@ -101,7 +105,7 @@ kill "$twin" "$excl" "$pinned" "$bound"
 
 # --- 2. crash recovery -------------------------------------------------------------------------------------------
 rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
-numapilot daemon --config /tmp/np-safety.toml >/tmp/np-2.log 2>&1 &
+numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-2.log 2>&1 &
 d2=$!
 safety_wait_started /tmp/np-2.log 60
 rig_start crashed 60 /tmp/crashed-t --mb 8 --threads 2 --loop
@@ -121,7 +125,7 @@ rig_file journal2 /tmp/np-journal.jsonl
 # The new daemon excludes the crashed process's pid, so whatever its affinity is once it has started is the
 # recovery's doing, not a new decision.
 rm -f /tmp/np-journal.jsonl
-numapilot daemon --config /tmp/np-safety.toml --exclude-pid "$crashed" >/tmp/np-3.log 2>&1 &
+numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ --exclude-pid "$crashed" >/tmp/np-3.log 2>&1 &
 d3=$!
 safety_wait_started /tmp/np-3.log 60
 safety_allowed crashed-recovered "$crashed"
@@ -135,13 +139,12 @@ kill "$crashed"
 
 # --- 3. churn, with pids wrapping -------------------------------------------------------------------------------
 rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
-read -r pid_max </proc/sys/kernel/pid_max
 # The kernel's floor for pid_max is 301 (RESERVED_PIDS 300 + 1, kernel/pid.c); a low ceiling makes the hundreds of
 # short-lived processes below reuse pids while the daemon tracks them.
 echo 512 >/proc/sys/kernel/pid_max
-echo "pid_max $(cat /proc/sys/kernel/pid_max) (was $pid_max)" >/tmp/.rig.pm
+echo "pid_max $(cat /proc/sys/kernel/pid_max)" >/tmp/.rig.pm
 rig_send pid-max 0 /tmp/.rig.pm /tmp/.rig.none
-numapilot daemon --config /tmp/np-safety.toml >/tmp/np-4.log 2>&1 &
+numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-4.log 2>&1 &
 d4=$!
 safety_wait_started /tmp/np-4.log 60
 read -r up0 _idle </proc/uptime

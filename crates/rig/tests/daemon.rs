@@ -92,7 +92,9 @@ fn twin_is_moved_and_restored_on_sigterm() {
     let run = run();
     let twin = pids1(run)["twin"];
     assert_eq!(ok(run, "twin-applied").trim(), "0", "no applied set-affinity for the twin {twin} in 60 s");
-    let (before, moved, after) = (allowed(run, "twin-before"), allowed(run, "twin-moved"), allowed(run, "twin-after"));
+    // The original is what the scenario's shell (excluded from the daemon) hands every process it starts.
+    let (before, moved, after) =
+        (allowed(run, "shell-allowed"), allowed(run, "twin-moved"), allowed(run, "twin-after"));
     eprintln!("twin {twin}: Cpus_allowed_list {before} -> {moved} (daemon running) -> {after} (after SIGTERM)");
     assert_ne!(before, moved, "the daemon journaled an applied move but the kernel's affinity did not change");
     assert_eq!(after, before, "affinity not restored on SIGTERM");
@@ -131,6 +133,7 @@ fn excluded_and_self_placed_processes_are_untouched() {
         }
     }
     assert_eq!(allowed(run, "pinned-before"), "2-3", "numactl --cpunodebind=1 in the 2-node guest");
+    assert_eq!(allowed(run, "excl-before"), allowed(run, "shell-allowed"));
 }
 
 #[test]
@@ -142,7 +145,7 @@ fn crash_recovery_restores_from_the_state_file() {
     let pid: u64 = ok(run, "crashed-pid").trim().parse().unwrap();
     assert_eq!(ok(run, "crashed-applied").trim(), "0", "no applied set-affinity for {pid} in 60 s");
     let (before, killed, recovered) =
-        (allowed(run, "crashed-before"), allowed(run, "crashed-after-kill"), allowed(run, "crashed-recovered"));
+        (allowed(run, "shell-allowed"), allowed(run, "crashed-after-kill"), allowed(run, "crashed-recovered"));
     eprintln!("crashed-t {pid}: Cpus_allowed_list {before} -> {killed} (daemon killed -9) -> {recovered} (restarted)");
     assert_ne!(before, killed, "a kill -9 leaves the move in place (nothing restored it)");
     assert!(state_pids(run, "state-after-kill").contains(&pid), "the state file names the moved process");
