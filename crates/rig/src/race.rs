@@ -558,7 +558,7 @@ pub fn judge(cases: &[CaseResult]) -> Vec<Verdict> {
     let missing: Vec<String> = ours
         .iter()
         .filter(|c| c.converge_s().is_none())
-        .map(|c| format!("{} {} rep {} (final local {:?}%)", c.guest, c.test, c.rep, c.final_local_pct()))
+        .map(|c| format!("{} {} rep {} (final local {}%)", c.guest, c.test, c.rep, opt(c.final_local_pct(), "")))
         .collect();
     v.push(Verdict {
         goal: "numapilot reaches 90% local in every case".into(),

@@ -317,7 +317,11 @@ fn race(args: &[String]) -> Res<()> {
              (numad skips processes under 300 MB otherwise), (d) `numapilot daemon` (numa_balancing=0, step {} ms). \
              Time to 90% and local % come from the scenario's own once-a-second reads of numa_maps and task stat (the \
              bench recorder's figure beside it as a cross-check), pages from /proc/vmstat deltas over the run. \
-             Guest wall times: {}; whole command {:.0} s.\n\n{table}",
+             \"final local %\" is the issue's measure (memory on the nodes where the process's threads run), under \
+             which a process with one thread on each node counts as all-local wherever its memory is; \
+             \"thread-weighted\" averages, over the worker threads, the share of the buffer on that thread's own \
+             node. Times are from each process's first sample with its workers running; 0.0 s means the placement \
+             was already local then. Guest wall times: {}; {}.\n\n{table}",
             guests.join(" and "),
             cfg.mb01,
             cfg.threads,
@@ -327,7 +331,11 @@ fn race(args: &[String]) -> Res<()> {
             cfg.reps,
             cfg.interval_ms,
             times.join(", "),
-            t0.elapsed().as_secs_f64()
+            if from.is_empty() {
+                format!("whole command {:.0} s", t0.elapsed().as_secs_f64())
+            } else {
+                "judged again from the saved runs (numapilot-rig race --from)".to_string()
+            }
         );
         let new = race::replace_section(
             &text,
