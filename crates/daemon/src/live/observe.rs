@@ -39,6 +39,8 @@
 //!
 //! # Limits
 //!
+//! Exclusions are decided when a process is first seen (its cgroup read once); a process moved into
+//! an excluded cgroup later stays in the sample, but `apply` checks its cgroup again before acting.
 //! Between staleness rounds an idle process's affinity and last CPU are as of its last read (a
 //! `taskset` on a sleeping process shows up within `stale_cycles` cycles). Sub-tick CPU use (under
 //! 10 ms per cycle per process with USER_HZ 100) does not trigger a thread read.
