@@ -8,6 +8,7 @@
 #   RACE_MB01    MiB per numa01 process      RACE_MB02    MiB of the numa02 process
 #   RACE_THREADS threads per process (one node's CPUs)   RACE_SECONDS bench run length, s
 #   RACE_INTERVAL_MS the daemon's step interval
+#   RACE_DAEMON_FLAGS extra flags for `numapilot daemon` (diagnosis, e.g. --include-pinned; empty by default)
 #
 # Per case NAME = TEST-COND-REP the host gets: NAME-bench (numapilot bench --json), NAME-samples (this script's own
 # once-a-second record of every worker's numa_maps and its threads' stat lines: the judge's evidence, independent
@@ -77,7 +78,8 @@ for case in $RACE_CASES; do
 		;;
 	numapilot)
 		rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
-		numapilot daemon --config /tmp/numapilot-race.toml >/tmp/np-daemon.log 2>&1 &
+		# shellcheck disable=SC2086 # a list of flags
+		numapilot daemon --config /tmp/numapilot-race.toml ${RACE_DAEMON_FLAGS:-} >/tmp/np-daemon.log 2>&1 &
 		bal=$!
 		sleep 2
 		;;

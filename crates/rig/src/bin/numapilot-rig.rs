@@ -8,6 +8,7 @@
 //!                                               4node): topology, one workload placed three ways, judged from the
 //!                                               kernel's numa_maps and task stat; exit 1 if a placement is wrong
 //! numapilot-rig race [--short] [--reps N] [--guests 2node,4node] [--no-readme] [--strict] [--json FILE]
+//!                    [--from RUNDIR]...        (judge saved runs, e.g. rig/out/2node-race, instead of booting)
 //!                                               issue 5's race (rig/scenarios/race.sh): numa01/numa02 forced onto
 //!                                               node 0 under no balancing, the kernel's, numad and the numapilot
 //!                                               daemon; prints the table and the verdicts judged from the guest's
