@@ -70,9 +70,12 @@
 //!       "converge_s": 4.0 | null,         first sample from which, to the end, >= 90% of the buffer
 //!                                         is on nodes its worker threads run on
 //!       "final_local_pct": 100.0 | null,  that share at the last sample
+//!       "thread_converge_s": 6.0 | null,  the same over thread_local_pct
+//!       "final_thread_local_pct": 97.2 | null,
 //!       "final_thread_nodes": [1],        nodes its worker threads ran on at the last sample
 //!       "series": [ { "t_s": 0.0, "buffer_mib": [64.0, 0.0], "mem_mib": [66.1, 0.2],
-//!                     "thread_nodes": [2, 0], "local_pct": 100.0 | null } ]
+//!                     "thread_nodes": [2, 0], "local_pct": 100.0 | null,
+//!                     "thread_local_pct": 50.0 | null } ]
 //!   } ]
 //! }
 //! ```
@@ -80,7 +83,11 @@
 //! `buffer_mib` is the test buffer alone (its VMAs, found by address), `mem_mib` all of the
 //! process's resident memory (numa_maps, every kind); `thread_nodes` counts worker threads per
 //! node by their last CPU (`/proc/PID/task/TID/stat` field 39); `local_pct` is null while no
-//! worker thread runs or the buffer has no resident page.
+//! worker thread runs or the buffer has no resident page. `thread_local_pct` is the mean over
+//! worker threads of the share of the thread's own range (its slice; numa01: the whole buffer)
+//! on the node it last ran on, from a `move_pages` query of up to 1024 pages per thread: the
+//! figure that tells numa02's slices apart, where `local_pct` is 100 as soon as threads sit on
+//! every node.
 //!
 //! # Limits
 //!

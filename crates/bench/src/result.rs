@@ -42,6 +42,11 @@ pub struct SamplePoint {
     pub thread_nodes: Vec<u32>,
     /// Share of the buffer on nodes with a worker thread, %; `None` without threads or pages.
     pub local_pct: Option<f64>,
+    /// Mean over worker threads of the share of its own range on its own node, %, from a
+    /// `move_pages` query of a sample of pages (`recorder::PAGES_PER_THREAD`); `None` when
+    /// unavailable.
+    #[serde(default)]
+    pub thread_local_pct: Option<f64>,
 }
 
 impl SamplePoint {
@@ -59,9 +64,14 @@ impl SamplePoint {
 
 /// First sample time from which every later figure is at least [`CONVERGED_PCT`] (module essay).
 pub fn converge_s(series: &[SamplePoint]) -> Option<f64> {
+    converge_by(series, |p| p.local_pct)
+}
+
+/// [`converge_s`] over another figure of the samples (`thread_local_pct`).
+pub fn converge_by(series: &[SamplePoint], figure: impl Fn(&SamplePoint) -> Option<f64>) -> Option<f64> {
     let mut since = None;
     for p in series {
-        match p.local_pct {
+        match figure(p) {
             Some(pct) if pct >= CONVERGED_PCT => since = since.or(Some(p.t_s)),
             Some(_) => since = None,
             None => {}
@@ -95,6 +105,13 @@ pub struct ProcessResult {
     pub converge_s: Option<f64>,
     /// Local share at the last sample with one, %.
     pub final_local_pct: Option<f64>,
+    /// [`converge_by`] the per-thread figure (`thread_local_pct`): each thread's own range on its
+    /// own node.
+    #[serde(default)]
+    pub thread_converge_s: Option<f64>,
+    /// `thread_local_pct` at the last sample with one, %.
+    #[serde(default)]
+    pub final_thread_local_pct: Option<f64>,
     /// Nodes its worker threads ran on at the last sample with threads.
     pub final_thread_nodes: Vec<u32>,
     /// Samples, one per interval while it ran.
@@ -209,7 +226,14 @@ mod tests {
     use super::*;
 
     fn point(t_s: f64, local_pct: Option<f64>) -> SamplePoint {
-        SamplePoint { t_s, buffer_mib: vec![], mem_mib: vec![], thread_nodes: vec![], local_pct }
+        SamplePoint {
+            t_s,
+            buffer_mib: vec![],
+            mem_mib: vec![],
+            thread_nodes: vec![],
+            local_pct,
+            thread_local_pct: None,
+        }
     }
 
     #[test]
@@ -255,6 +279,8 @@ mod tests {
             bytes_written: 1,
             mib_per_s: 1.0,
             converge_s: c,
+            thread_converge_s: None,
+            final_thread_local_pct: None,
             final_local_pct: None,
             final_thread_nodes: vec![],
             series: vec![],

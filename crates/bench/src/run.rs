@@ -30,7 +30,9 @@ use numapilot_topology::Topology;
 
 use crate::error::BenchError;
 use crate::recorder::{Recorder, Watched};
-use crate::result::{converge_s, BenchResult, Config, Host, Migrated, ProcessResult, SamplePoint, VmstatPoint, SCHEMA};
+use crate::result::{
+    converge_by, converge_s, BenchResult, Config, Host, Migrated, ProcessResult, SamplePoint, VmstatPoint, SCHEMA,
+};
 use crate::spec::Plan;
 use crate::worker::{Message, Ready, WorkerReport};
 
@@ -119,8 +121,12 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
         let json = serde_json::to_string(cfg).expect("plain struct");
         match spawn(launcher, &json, cfg.index) {
             Ok((child, stdout, ready)) => {
-                let watched =
-                    Watched { pid: ready.pid, starttime: 0, buffer: Some((ready.buffer_start, ready.buffer_len)) };
+                let watched = Watched {
+                    pid: ready.pid,
+                    starttime: 0,
+                    buffer: Some((ready.buffer_start, ready.buffer_len)),
+                    threads: cfg.threads.iter().map(|t| (t.offset, t.len)).collect(),
+                };
                 workers.push(Worker { child, stdout, ready, watched, exited: None, series: Vec::new() });
             }
             Err(e) => {
@@ -195,6 +201,7 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
                         mem_mib: mib(&s.mem_kb),
                         thread_nodes: s.thread_nodes,
                         local_pct,
+                        thread_local_pct: s.thread_local_pct,
                     });
                 }
             }
@@ -246,6 +253,8 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
             bytes_written,
             mib_per_s,
             converge_s: converge_s(&w.series),
+            thread_converge_s: converge_by(&w.series, |p| p.thread_local_pct),
+            final_thread_local_pct: w.series.iter().rev().find_map(|p| p.thread_local_pct),
             final_local_pct: w.series.iter().rev().find_map(|p| p.local_pct),
             final_thread_nodes,
             series: w.series,

@@ -43,7 +43,16 @@ fn memory_bound_to_node_0_and_a_worker_thread_are_seen_there() {
         assert_eq!(node, 0, "page at +{off}");
     }
     let stop = AtomicBool::new(false);
+    /// Stops the spinning thread however the scope ends, so a failed assertion fails the test
+    /// instead of waiting forever for the thread.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         std::thread::Builder::new()
             .name(format!("{THREAD_PREFIX}0"))
             .spawn_scoped(s, || {
@@ -56,7 +65,8 @@ fn memory_bound_to_node_0_and_a_worker_thread_are_seen_there() {
         let rec = Recorder::new("/", &topo);
         let me = std::process::id();
         let starttime = rec.starttime(me).unwrap().unwrap();
-        let w = Watched { pid: me, starttime, buffer: Some((start as u64, LEN as u64)) };
+        let w =
+            Watched { pid: me, starttime, buffer: Some((start as u64, LEN as u64)), threads: vec![(0, LEN as u64)] };
         let sample = rec.sample(&w).unwrap().expect("this process is alive");
         let i0 = rec.nodes().iter().position(|&n| n == 0).unwrap();
         assert_eq!(sample.buffer_kb[i0], (LEN / 1024) as u64, "{sample:?}");
@@ -65,14 +75,19 @@ fn memory_bound_to_node_0_and_a_worker_thread_are_seen_there() {
         // Exactly one thread of this process is named like a worker thread; it runs on a CPU of
         // some node.
         assert_eq!(sample.thread_nodes.iter().sum::<u32>(), 1, "{sample:?}");
+        // Its range (the whole buffer) is on node 0 by move_pages' answer; on this one-node host
+        // the thread is on node 0 too. Without ranges there is no per-thread figure.
+        let thread_node = rec.nodes()[sample.thread_nodes.iter().position(|&c| c == 1).unwrap()];
+        assert_eq!(sample.thread_local_pct, Some(if thread_node == 0 { 100.0 } else { 0.0 }), "{sample:?}");
+        assert_eq!(rec.sample(&Watched { threads: vec![], ..w.clone() }).unwrap().unwrap().thread_local_pct, None);
         // Without the buffer's address nothing is counted as buffer; a wrong start time is
         // another process (a reused pid): not sampled.
-        let no_buf = rec.sample(&Watched { buffer: None, ..w }).unwrap().unwrap();
+        let no_buf = rec.sample(&Watched { buffer: None, ..w.clone() }).unwrap().unwrap();
         assert_eq!(no_buf.buffer_kb.iter().sum::<u64>(), 0);
         // A buffer address with no VMA there (unmapped: the worker is finishing) is not sampled.
-        let elsewhere = Watched { buffer: Some((8, 8)), ..w };
+        let elsewhere = Watched { buffer: Some((8, 8)), ..w.clone() };
         assert!(rec.sample(&elsewhere).unwrap().is_none());
-        assert!(rec.sample(&Watched { starttime: starttime + 1, ..w }).unwrap().is_none());
+        assert!(rec.sample(&Watched { starttime: starttime + 1, ..w.clone() }).unwrap().is_none());
         stop.store(true, Ordering::Relaxed);
     });
     // SAFETY: unmaps the mapping made above; nothing refers to it any more.
@@ -86,7 +101,7 @@ fn a_process_that_is_gone_is_skipped() {
     child.wait().unwrap();
     let topo = Topology::from_sysfs(Path::new("/")).unwrap();
     let rec = Recorder::new("/", &topo);
-    assert!(rec.sample(&Watched { pid, starttime: 0, buffer: None }).unwrap().is_none());
+    assert!(rec.sample(&Watched { pid, starttime: 0, buffer: None, threads: vec![] }).unwrap().is_none());
     let m = rec.migrated().unwrap();
     assert!(m.pgmigrate_success.is_some());
 }
