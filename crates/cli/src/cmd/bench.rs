@@ -140,7 +140,7 @@ pub fn table(r: &BenchResult) -> String {
         r.host.numa_balancing.map_or("n/a".to_string(), |v| v.to_string()),
     );
     s.push_str(&format!(
-        "{:<5} {:>8} {:>7} {:>10} {:>8} {:>9} {:>11} {:>7} {:>12}  {}\n",
+        "{:<5} {:>8} {:>7} {:>10} {:>8} {:>9} {:>11} {:>7} {:>11} {:>10} {:>12}  {}\n",
         "proc",
         "pid",
         "threads",
@@ -149,6 +149,8 @@ pub fn table(r: &BenchResult) -> String {
         "MiB/s",
         "converge_s",
         "local%",
+        "thr_conv_s",
+        "thr_local%",
         "thread_nodes",
         "buffer MiB per node (end)"
     ));
@@ -157,7 +159,7 @@ pub fn table(r: &BenchResult) -> String {
             r.nodes.iter().zip(&pt.buffer_mib).map(|(n, m)| format!("{n}:{m:.1}")).collect::<Vec<_>>().join(" ")
         });
         s.push_str(&format!(
-            "{:<5} {:>8} {:>7} {:>10.2} {:>8.1} {:>9.1} {:>11} {:>7} {:>12}  {}\n",
+            "{:<5} {:>8} {:>7} {:>10.2} {:>8.1} {:>9.1} {:>11} {:>7} {:>11} {:>10} {:>12}  {}\n",
             p.index,
             p.pid,
             p.threads,
@@ -166,6 +168,8 @@ pub fn table(r: &BenchResult) -> String {
             p.mib_per_s,
             opt(p.converge_s, 1),
             opt(p.final_local_pct, 1),
+            opt(p.thread_converge_s, 1),
+            opt(p.final_thread_local_pct, 1),
             if p.final_thread_nodes.is_empty() { "-".to_string() } else { list(&p.final_thread_nodes) },
             end
         ));
@@ -176,6 +180,10 @@ pub fn table(r: &BenchResult) -> String {
         if r.timed_out { " (TIMED OUT, workers killed)" } else { "" },
         r.converge_s.map_or("never".to_string(), |t| format!("{t:.1} s")),
     ));
+    s.push_str(
+        "(local%: buffer on the nodes the worker threads run on; thr_local%: each thread's own range on its own \
+         node; _conv_s: first sample from which it stays >= 90%)\n",
+    );
     s.push_str(&format!(
         "pages migrated: numa_pages_migrated {}, pgmigrate_success {}, pgmigrate_fail {}\n",
         count(r.migrated.numa_pages_migrated),
