@@ -14,6 +14,10 @@ const SCENARIO: &str = include_str!("../../../rig/scenarios/bench.sh");
 
 const MIB: u64 = 1 << 20;
 
+/// Buffer a sample may miss per worker thread while kernel balancing migrates it, MiB: one transparent huge page
+/// (2 MiB on x86-64). Measured: a balancing-on sample of numa02 (2 threads) counted 60 of 64 MiB.
+const IN_FLIGHT_MIB_PER_THREAD: f64 = 2.0;
+
 fn ok_text(run: &GuestRun, name: &str) -> String {
     let s = run.section(name).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.rc, 0, "section {name} exit {}; stderr: {}", s.rc, s.stderr());
@@ -45,8 +49,14 @@ fn summary(name: &str, r: &Value) -> String {
     for p in r["processes"].as_array().unwrap() {
         let last = buffers(p).last().cloned().unwrap_or_default();
         s.push_str(&format!(
-            "\n  process {}: converge_s {}, final local {}%, threads on {}, buffer MiB per node at the end {last:?}",
-            p["index"], p["converge_s"], p["final_local_pct"], p["final_thread_nodes"]
+            "\n  process {}: converge_s {}, final local {}%, thread_converge_s {}, final thread-local {}%, threads on {}, \
+             buffer MiB per node at the end {last:?}",
+            p["index"],
+            p["converge_s"],
+            p["final_local_pct"],
+            p["thread_converge_s"],
+            p["final_thread_local_pct"],
+            p["final_thread_nodes"]
         ));
     }
     s
@@ -117,9 +127,13 @@ fn bench_recorder_agrees_with_numa_maps_in_the_2node_guest() {
         let r = json(&run, name);
         assert_eq!(r["timed_out"], Value::Bool(false));
         for p in r["processes"].as_array().unwrap() {
+            // Pages being migrated at the instant of the read are migration entries, not present pages, and
+            // numa_maps skips them: up to one 2 MiB THP per worker thread (each migrates the page it faults on)
+            // plus one more for the kernel's own work. Never more than the buffer.
+            let in_flight = IN_FLIGHT_MIB_PER_THREAD * (p["threads"].as_f64().unwrap() + 1.0);
             for s in buffers(p) {
                 let total: f64 = s.iter().sum();
-                assert!((total - mb).abs() <= 2.0, "{name}: {total} MiB of {mb} counted: {s:?}");
+                assert!(total <= mb && total >= mb - in_flight, "{name}: {total} MiB of {mb} counted: {s:?}");
             }
         }
         assert!(r["migrated"]["numa_pages_migrated"].as_u64().is_some());
