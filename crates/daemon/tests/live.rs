@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
-use numapilot_daemon::live::apply::{move_to_targets, PageTally, TokenBucket};
+use numapilot_daemon::live::apply::{confirm_stop, move_to_targets, PageTally, Stop, TokenBucket};
 use numapilot_daemon::live::select::read_starttime;
 use numapilot_daemon::live::state::Originals;
 use numapilot_daemon::live::{LiveHost, LiveOptions};
@@ -135,6 +135,55 @@ fn child_entry() {
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
         }
+        "busy" => {
+            // Two threads burning CPU, 8 MiB touched under a temporary BIND to NP_NODE (the rig's
+            // bench worker); named NP_COMM. When the file NP_FLAG appears: drop the policy and
+            // print "unbound"; when NP_FLAG2 appears, rename to NP_COMM2 (PR_SET_NAME, as the worker
+            // does after its re-exec) and print "renamed".
+            let node: u32 = std::env::var("NP_NODE").unwrap().parse().unwrap();
+            set_comm(&std::env::var("NP_COMM").unwrap());
+            // A VMA policy (mbind) on the buffer: the task policy would be this thread's only, and
+            // the harness may run this on a thread other than the leader whose policy numa_maps shows.
+            let len = 8 << 20;
+            let v = vec![0u8; len + 4096];
+            let addr = (v.as_ptr() as usize).div_ceil(4096) * 4096;
+            let policy = |p: &numapilot_actuate::MemPolicy| {
+                numapilot_actuate::mbind(
+                    addr as *const _,
+                    len - 4096,
+                    p,
+                    numapilot_actuate::ModeFlags::NONE,
+                    numapilot_actuate::mempolicy::MbindFlags::default(),
+                )
+                .unwrap()
+            };
+            policy(&numapilot_actuate::MemPolicy::Bind(std::iter::once(node).collect()));
+            // SAFETY: the range is inside `v`, which lives until the process is killed.
+            unsafe { std::ptr::write_bytes(addr as *mut u8, 1, len - 4096) };
+            std::hint::black_box(&v);
+            for _ in 0..2 {
+                std::thread::spawn(|| {
+                    let mut x = 0u64;
+                    loop {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                });
+            }
+            ready();
+            let flag = PathBuf::from(std::env::var("NP_FLAG").unwrap());
+            while !flag.exists() {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            policy(&numapilot_actuate::MemPolicy::Default);
+            println!("unbound");
+            let flag2 = PathBuf::from(std::env::var("NP_FLAG2").unwrap());
+            while !flag2.exists() {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            set_comm(&std::env::var("NP_COMM2").unwrap());
+            println!("renamed");
+            sleep_forever()
+        }
         "mem" => {
             let len: usize = 8 << 20;
             let mut v = vec![0u8; len + 4096];
@@ -253,6 +302,134 @@ fn reused_pid_or_gone_process_is_vanished_and_untouched() {
     assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Vanished);
 }
 
+/// A failed read of a process's memory files is "gone" only when /proc/PID/stat confirms it:
+/// the live child with its own start time is a refusal carrying the read's message (it stays
+/// managed); another start time (a reused pid), a zombie (exited, its memory released) and a
+/// reaped child are gone. Before the fix every failed read was `Vanished` (the rig's live worker
+/// reported as vanished and dropped with 32 MiB on the wrong node).
+#[test]
+fn a_failed_read_of_a_live_process_is_not_vanished() {
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let t = kid.target();
+    match confirm_stop(t.pid, t.starttime, || "reading numa_maps: parse error at line 3".into()) {
+        Stop::Refused(m) => assert!(m.contains("parse error at line 3"), "{m}"),
+        Stop::Gone => panic!("a live process with its own start time was called gone"),
+    }
+    assert!(matches!(confirm_stop(t.pid, t.starttime + 1, String::new), Stop::Gone), "reused pid");
+    // A zombie: killed, not yet reaped; stat is still there with the same start time.
+    // SAFETY: kill on our own child's pid.
+    assert_eq!(unsafe { libc::kill(t.pid as i32, libc::SIGKILL) }, 0);
+    let mut state = ' ';
+    for _ in 0..500 {
+        let text = std::fs::read_to_string(format!("/proc/{}/stat", t.pid)).unwrap();
+        state = text.rsplit_once(')').unwrap().1.trim_start().chars().next().unwrap();
+        if state == 'Z' {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(state, 'Z');
+    assert!(matches!(confirm_stop(t.pid, t.starttime, String::new), Stop::Gone), "zombie");
+    kid.kill();
+    assert!(matches!(confirm_stop(t.pid, t.starttime, String::new), Stop::Gone), "reaped");
+}
+
+/// The page path's own reads of a live child succeed and agree with its memory; against a reaped
+/// child (same pid and start time in the action) they are `Vanished`, through the host.
+#[test]
+fn page_actions_on_a_reaped_child_are_vanished() {
+    let t = topo();
+    let node = t.memory_nodes().first().unwrap();
+    let (kid, addr, len) = mem_kid();
+    let target = kid.target();
+    let by_node = numapilot_daemon::live::apply::pages_by_node(target.pid, target.starttime, 4096).ok().unwrap();
+    assert!(by_node.get(&node).copied().unwrap_or(0) >= len / 4096, "{by_node:?}");
+    let (_d, state) = tmp_state("reaped-pages");
+    let mut host = host_with(&state, |_| {});
+    kid.kill();
+    let all: NodeSet = std::iter::once(node).collect();
+    let mig = ActionKind::MigratePages { from: all.clone(), to: all, max_pages: None };
+    assert_eq!(host.apply(&action(target, mig)), Outcome::Vanished);
+    let mv = ActionKind::MoveRanges { ranges: vec![(addr, len)], to: node };
+    assert_eq!(host.apply(&action(target, mv)), Outcome::Vanished);
+}
+
+/// The daemon never plans for or touches itself: its own pid is refused (whatever the options) and
+/// never in its sample, though it is a busy user process.
+#[test]
+fn the_daemon_never_samples_or_touches_itself() {
+    let (_d, state) = tmp_state("self");
+    let mut host = host_with(&state, |_| {});
+    let me = TaskRef { pid: std::process::id(), tid: None, starttime: read_starttime(std::process::id()).unwrap() };
+    let o = host.apply(&action(me, ActionKind::SetAffinity { cpus: topo().online_cpus() }));
+    assert!(refused(&o).contains("numapilot itself"), "{o:?}");
+    let node = topo().memory_nodes().first().unwrap();
+    let all: NodeSet = std::iter::once(node).collect();
+    let o = host.apply(&action(me, ActionKind::MigratePages { from: all.clone(), to: all, max_pages: None }));
+    assert!(refused(&o).contains("numapilot itself"), "{o:?}");
+    assert!(host.touched().is_empty());
+    for _ in 0..2 {
+        let s = host.sample().unwrap();
+        assert!(s.process(std::process::id()).is_none(), "the daemon's own process was sampled");
+        assert!(!s.processes.is_empty(), "other processes are");
+    }
+}
+
+/// A process first seen under an excluded name that renames itself (the rig's bench worker: a
+/// re-exec of numapilot, then PR_SET_NAME) is classified again and appears, busy threads and all;
+/// and a temporary memory policy it dropped no longer shows in the sample's numa_maps on the next
+/// busy cycle (it stayed for `numa_maps_ms`, up to a minute, before).
+#[test]
+fn a_renamed_process_is_reclassified_and_a_dropped_policy_is_seen() {
+    let node = topo().memory_nodes().first().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("go");
+    let mut kid = Kid::spawn(
+        "busy",
+        &[
+            ("NP_NODE", node.to_string()),
+            ("NP_COMM", "np-first".into()),
+            ("NP_COMM2", "np-second".into()),
+            ("NP_FLAG", flag.display().to_string()),
+            ("NP_FLAG2", dir.path().join("go2").display().to_string()),
+        ],
+    );
+    kid.line("ready");
+    let (_d, state) = tmp_state("rename");
+    let mut host = host_with(&state, |o| o.exclude_comm = vec!["np-first".into()]);
+    let s = host.sample().unwrap();
+    assert!(s.process(kid.pid()).is_none(), "excluded by its first name");
+    // A host that sees it unexcluded from the start: its numa_maps shows the BIND.
+    let (_d2, state2) = tmp_state("rename2");
+    let mut other = host_with(&state2, |_| {});
+    let s = other.sample().unwrap();
+    let kid_pid = kid.pid();
+    let bound = |s: &numapilot_observe::Sample| {
+        let p = s.process(kid_pid).expect("the busy child is sampled");
+        p.numa_maps.as_ref().unwrap().vmas.iter().any(|v| v.policy.mode == numapilot_observe::PolicyMode::Bind)
+    };
+    assert!(bound(&s), "the child's temporary BIND shows in numa_maps");
+
+    std::fs::write(&flag, b"").unwrap();
+    kid.line("unbound");
+    // Let the child's CPU ticks move, then the other host samples it again: same name, so only the
+    // policy re-check can see the change (numa_maps was read under a second ago).
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let s = other.sample().unwrap();
+    assert!(!bound(&s), "the dropped policy is still shown: numa_maps was not re-read");
+    assert!(host.sample().unwrap().process(kid.pid()).is_none(), "still excluded by its first name");
+
+    std::fs::write(dir.path().join("go2"), b"").unwrap();
+    kid.line("renamed");
+    let s = host.sample().unwrap();
+    let p = s.process(kid.pid()).expect("renamed to a name that is not excluded: in the sample");
+    assert_eq!(p.comm, "np-second");
+    let tids = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
+    assert_eq!(p.threads.len(), tids.len(), "with every thread");
+    kid.kill();
+}
+
 #[test]
 fn kernel_threads_are_refused() {
     let (_d, state) = tmp_state("kthread");
@@ -280,7 +457,7 @@ fn exclusions_by_comm_pid_and_cgroup() {
     assert!(refused(&o).contains("'np-excluded' is excluded"), "{o:?}");
     let s = by_comm.sample().unwrap();
     assert!(s.process(kid.pid()).is_none(), "excluded processes are not read");
-    assert!(s.process(std::process::id()).is_some(), "this test process is");
+    assert!(s.process(std::process::id()).is_none(), "the daemon's own process never is");
 
     let mut by_pid = host_with(&state, |o| o.exclude_pids = vec![kid.pid()]);
     let o = by_pid.apply(&action(target, set.clone()));
@@ -486,6 +663,7 @@ fn page_moves_of_a_child_are_counted_and_budgeted() {
     let node = t.memory_nodes().first().unwrap();
     let (kid, addr, len) = mem_kid();
     let pid = kid.pid();
+    let st = kid.target().starttime;
     let pages = len / 4096;
 
     // Through the host: every touched page is already on the one node, so nothing is moved and
@@ -504,7 +682,7 @@ fn page_moves_of_a_child_are_counted_and_budgeted() {
     // of the range is found and reported on the node, at most the allowance per call.
     let mut tally = PageTally::default();
     let asked =
-        move_to_targets(pid, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally).ok().unwrap();
+        move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally).ok().unwrap();
     assert_eq!(asked, pages, "every touched page found through pagemap");
     assert_eq!((tally.moved, tally.failed.len()), (pages, 0));
 
@@ -514,16 +692,19 @@ fn page_moves_of_a_child_are_counted_and_budgeted() {
     let allowance = bucket.available(0);
     let mut tally = PageTally::default();
     let asked =
-        move_to_targets(pid, &[(addr, len)], 4096, allowance, false, |_, _| Some(node), &mut tally).ok().unwrap();
+        move_to_targets(pid, st, &[(addr, len)], 4096, allowance, false, |_, _| Some(node), &mut tally).ok().unwrap();
     assert_eq!((asked, tally.moved), (256, 256));
     bucket.take(asked);
     assert_eq!(bucket.available(0), 0);
     let mut tally = PageTally::default();
-    assert_eq!(move_to_targets(pid, &[(addr, len)], 4096, 0, false, |_, _| Some(node), &mut tally).ok(), Some(0));
+    assert_eq!(move_to_targets(pid, st, &[(addr, len)], 4096, 0, false, |_, _| Some(node), &mut tally).ok(), Some(0));
 
     // A range the child has not mapped (below mmap_min_addr) holds no present page: nothing asked.
     let mut tally = PageTally::default();
-    assert_eq!(move_to_targets(pid, &[(0, 1 << 16)], 4096, 100, false, |_, _| Some(node), &mut tally).ok(), Some(0));
+    assert_eq!(
+        move_to_targets(pid, st, &[(0, 1 << 16)], 4096, 100, false, |_, _| Some(node), &mut tally).ok(),
+        Some(0)
+    );
     kid.kill();
 }
 
@@ -551,6 +732,18 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     let mut host = host_with(&state, |_| {});
     let mut kid = Kid::spawn("sleep", &[]);
     kid.line("ready");
+    let flags = tempfile::tempdir().unwrap();
+    let mut busy = Kid::spawn(
+        "busy",
+        &[
+            ("NP_NODE", topo().memory_nodes().first().unwrap().to_string()),
+            ("NP_COMM", "np-busy".into()),
+            ("NP_COMM2", "np-busy".into()),
+            ("NP_FLAG", flags.path().join("never").display().to_string()),
+            ("NP_FLAG2", flags.path().join("never2").display().to_string()),
+        ],
+    );
+    busy.line("ready");
     let s1 = host.sample().unwrap();
     let first = host.tier_stats();
     assert_eq!(first.threads_read, first.processes, "the first sample reads every process in full");
@@ -558,26 +751,23 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     let tids = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
     assert_eq!(p1.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), tids);
     assert!(p1.numa_maps.is_some());
-    // Burn CPU in this process so its tick count moves, then sample again.
-    let t0 = std::time::Instant::now();
-    let mut x = 0u64;
-    while t0.elapsed() < std::time::Duration::from_millis(60) {
-        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-    }
+    // Let the busy child's tick count move, then sample again.
+    std::thread::sleep(std::time::Duration::from_millis(60));
     let s2 = host.sample().unwrap();
     let second = host.tier_stats();
     assert!(second.threads_read < second.processes, "idle processes are carried, not re-read: {second:?}");
     let p2 = s2.process(kid.pid()).unwrap();
     assert_eq!(p2.threads.len(), tids.len(), "carried processes keep their threads");
     assert_eq!(p2.read_ns, p1.read_ns, "a carried process keeps the read time of its threads");
-    let me1 = s1.process(std::process::id()).unwrap();
-    let me2 = s2.process(std::process::id()).unwrap();
-    assert!(me2.read_ns > me1.read_ns, "this busy process was re-read");
+    let b1 = s1.process(busy.pid()).unwrap();
+    let b2 = s2.process(busy.pid()).unwrap();
+    assert!(b2.read_ns > b1.read_ns, "the busy child was re-read");
     let pid = kid.pid();
     kid.kill();
     let s3 = host.sample().unwrap();
     assert!(s3.process(pid).is_none(), "an exited process leaves the sample");
-    assert!(s3.process(std::process::id()).is_some());
+    assert!(s3.process(busy.pid()).is_some());
+    busy.kill();
 }
 
 #[test]

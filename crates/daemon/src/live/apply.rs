@@ -113,16 +113,36 @@ impl PageTally {
 /// Why a page action stopped as a whole.
 #[derive(Debug)]
 pub enum Stop {
-    /// The process is gone.
+    /// The process is gone: confirmed by /proc/PID/stat (missing, a different start time, or a
+    /// zombie that has released its memory), never assumed from a failed read.
     Gone,
-    /// The kernel refused the call (EPERM, EINVAL ...), with the message.
+    /// The kernel refused the call (EPERM, EINVAL ...) or a file of a live process could not be
+    /// read, with the message.
     Refused(String),
 }
 
+/// What a failure on `pid` means: [`Stop::Gone`] only when /proc/PID/stat confirms the process
+/// `(pid, starttime)` no longer exists (stat missing, another start time: the pid was reused, or
+/// state Z/X: it exited and its memory is gone); otherwise [`Stop::Refused`] with `why`.
+///
+/// A read of numa_maps, maps or pagemap can fail, or come back empty, for a process that is alive
+/// (EINVAL/EIO from a seq_file racing a page migration, a parse error on a kernel's new field);
+/// calling that "vanished" made the engine forget a live process it had half moved (the 2-node
+/// rig: a worker left with 32 MiB on the wrong node for the rest of the run).
+pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> Stop {
+    match super::select::read_stat(pid) {
+        Some(st) if st.starttime == starttime && !matches!(st.state, 'Z' | 'X' | 'x') => Stop::Refused(why()),
+        _ => Stop::Gone,
+    }
+}
+
 /// The mapped ranges of `pid` from /proc/PID/maps, `(start, len)`, without the kernel's special
-/// mappings (`[vsyscall]`, `[vvar]`, `[vdso]`), which have no movable pages.
-pub fn mapped_ranges(pid: u32) -> Option<Vec<(u64, u64)>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+/// mappings (`[vsyscall]`, `[vvar]`, `[vdso]`), which have no movable pages. Err: see
+/// [`confirm_stop`].
+pub fn mapped_ranges(pid: u32, starttime: u64) -> Result<Vec<(u64, u64)>, Stop> {
+    let path = format!("/proc/{pid}/maps");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| confirm_stop(pid, starttime, || format!("reading {path}: {e}")))?;
     let mut out = Vec::new();
     for line in text.lines() {
         let mut f = line.split_whitespace();
@@ -137,21 +157,30 @@ pub fn mapped_ranges(pid: u32) -> Option<Vec<(u64, u64)>> {
             }
         }
     }
-    Some(out)
+    Ok(out)
 }
 
-/// Base pages of `pid` per node from numa_maps now (`None` when gone or unreadable).
-pub fn pages_by_node(pid: u32, page_size: u64) -> Option<BTreeMap<u32, u64>> {
-    let maps = Reader::new("/").read_numa_maps(pid).ok()??;
+/// Base pages of `pid` per node from numa_maps now. Err: see [`confirm_stop`] (a read or parse
+/// error of a live process is `Refused` with the message).
+pub fn pages_by_node(pid: u32, starttime: u64, page_size: u64) -> Result<BTreeMap<u32, u64>, Stop> {
+    let maps = match Reader::new("/").read_numa_maps(pid) {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            return Err(confirm_stop(pid, starttime, || {
+                format!("/proc/{pid}/numa_maps could not be read (ENOENT/ESRCH/EINVAL) although the process is there")
+            }))
+        }
+        Err(e) => return Err(confirm_stop(pid, starttime, || e.to_string())),
+    };
     let mut out = BTreeMap::new();
     for u in maps.usage_by_node() {
         *out.entry(u.node).or_insert(0) += u.total_kb() * 1024 / page_size.max(1);
     }
-    Some(out)
+    Ok(out)
 }
 
-/// The present pages of `ranges` in `pid`, at most `limit` (`None` when gone).
-fn present(pid: u32, ranges: &[(u64, u64)], page_size: u64, limit: usize) -> Result<Vec<usize>, Stop> {
+/// The present pages of `ranges` in `pid`, at most `limit`.
+fn present(pid: u32, starttime: u64, ranges: &[(u64, u64)], page_size: u64, limit: usize) -> Result<Vec<usize>, Stop> {
     let mut out = Vec::new();
     for &(start, len) in ranges {
         if out.len() >= limit {
@@ -159,20 +188,26 @@ fn present(pid: u32, ranges: &[(u64, u64)], page_size: u64, limit: usize) -> Res
         }
         match resident_pages(pid, start, len, page_size, limit - out.len()) {
             Ok(Some(p)) => out.extend(p),
-            Ok(None) => return Err(Stop::Gone),
-            Err(e) => return Err(Stop::Refused(format!("reading /proc/{pid}/pagemap: {e}"))),
+            Ok(None) => {
+                return Err(confirm_stop(pid, starttime, || {
+                    format!("/proc/{pid}/pagemap could not be read (ENOENT/ESRCH)")
+                }))
+            }
+            Err(e) => return Err(confirm_stop(pid, starttime, || format!("reading /proc/{pid}/pagemap: {e}"))),
         }
     }
     Ok(out)
 }
 
 /// Where each page is now (move_pages query), in batches.
-fn where_are(pid: u32, pages: &[usize]) -> Result<Vec<PageStatus>, Stop> {
+fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus>, Stop> {
     let mut out = Vec::with_capacity(pages.len());
     for chunk in pages.chunks(MOVE_BATCH) {
         match move_pages(pid as libc::pid_t, chunk, None, MoveFlags::Own) {
             Ok(o) => out.extend(o.status),
-            Err(e) if e.errno() == Some(libc::ESRCH) => return Err(Stop::Gone),
+            Err(e) if e.errno() == Some(libc::ESRCH) => {
+                return Err(confirm_stop(pid, starttime, || format!("move_pages: {e} for a process that is there")))
+            }
             Err(e) => return Err(Stop::Refused(e.to_string())),
         }
     }
@@ -180,7 +215,7 @@ fn where_are(pid: u32, pages: &[usize]) -> Result<Vec<PageStatus>, Stop> {
 }
 
 /// Moves `(page, node)` pairs, at most `allowance` of them, counting the result in `tally`.
-fn move_list(pid: u32, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<(), Stop> {
+fn move_list(pid: u32, starttime: u64, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<(), Stop> {
     for chunk in moves.chunks(MOVE_BATCH) {
         let pages: Vec<usize> = chunk.iter().map(|m| m.0).collect();
         let nodes: Vec<u32> = chunk.iter().map(|m| m.1).collect();
@@ -196,7 +231,9 @@ fn move_list(pid: u32, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<
                     }
                 }
             }
-            Err(e) if e.errno() == Some(libc::ESRCH) => return Err(Stop::Gone),
+            Err(e) if e.errno() == Some(libc::ESRCH) => {
+                return Err(confirm_stop(pid, starttime, || format!("move_pages: {e} for a process that is there")))
+            }
             Err(e) => return Err(Stop::Refused(e.to_string())),
         }
     }
@@ -211,8 +248,10 @@ fn move_list(pid: u32, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<
 /// target is handed to the kernel, which reports an in-place page as on its node; only a test on a
 /// single-node machine, where every page is already in place, wants that, to drive the kernel's
 /// move path (per-page errors, batch sizes) for real.
+#[allow(clippy::too_many_arguments)]
 pub fn move_to_targets(
     pid: u32,
+    starttime: u64,
     ranges: &[(u64, u64)],
     page_size: u64,
     allowance: u64,
@@ -221,8 +260,8 @@ pub fn move_to_targets(
     tally: &mut PageTally,
 ) -> Result<u64, Stop> {
     let scan = (allowance as usize).saturating_mul(SCAN_FACTOR).max(MOVE_BATCH);
-    let pages = present(pid, ranges, page_size, scan)?;
-    let status = where_are(pid, &pages)?;
+    let pages = present(pid, starttime, ranges, page_size, scan)?;
+    let status = where_are(pid, starttime, &pages)?;
     let mut moves = Vec::new();
     for (i, (&page, s)) in pages.iter().zip(&status).enumerate() {
         if moves.len() as u64 >= allowance {
@@ -240,7 +279,7 @@ pub fn move_to_targets(
             }
         }
     }
-    move_list(pid, &moves, tally)?;
+    move_list(pid, starttime, &moves, tally)?;
     Ok(moves.len() as u64)
 }
 
@@ -258,13 +297,14 @@ pub fn remap(from: &NodeSet, to: &NodeSet, node: u32) -> Option<u32> {
 /// A whole-process MigratePages within `allowance` pages (see the module essay).
 pub fn migrate(
     pid: u32,
+    starttime: u64,
     from: &NodeSet,
     to: &NodeSet,
     page_size: u64,
     allowance: u64,
     tally: &mut PageTally,
 ) -> Result<u64, Stop> {
-    let before = pages_by_node(pid, page_size).ok_or(Stop::Gone)?;
+    let before = pages_by_node(pid, starttime, page_size)?;
     let on_from: u64 = before.iter().filter(|(n, _)| from.contains(**n) && !to.contains(**n)).map(|(_, p)| p).sum();
     if on_from == 0 {
         return Ok(0);
@@ -272,17 +312,27 @@ pub fn migrate(
     if on_from <= allowance {
         let not_moved = match migrate_pages(pid as libc::pid_t, from, to) {
             Ok(n) => n,
-            Err(e) if e.errno() == Some(libc::ESRCH) => return Err(Stop::Gone),
+            Err(e) if e.errno() == Some(libc::ESRCH) => {
+                return Err(confirm_stop(pid, starttime, || format!("migrate_pages: {e} for a process that is there")))
+            }
             Err(e) => return Err(Stop::Refused(e.to_string())),
         };
-        let after = pages_by_node(pid, page_size).ok_or(Stop::Gone)?;
-        let left: u64 = after.iter().filter(|(n, _)| from.contains(**n) && !to.contains(**n)).map(|(_, p)| p).sum();
-        tally.moved += on_from.saturating_sub(left);
+        match pages_by_node(pid, starttime, page_size) {
+            Ok(after) => {
+                let left: u64 =
+                    after.iter().filter(|(n, _)| from.contains(**n) && !to.contains(**n)).map(|(_, p)| p).sum();
+                tally.moved += on_from.saturating_sub(left);
+            }
+            // The move was made; only its count is unknown (numa_maps of the live process did not
+            // read after it): every page asked for is reported as unverified, not as moved.
+            Err(Stop::Refused(_)) => tally.fail("unverified", on_from.saturating_sub(not_moved)),
+            Err(Stop::Gone) => return Err(Stop::Gone),
+        }
         tally.fail("not-migrated", not_moved);
         return Ok(on_from);
     }
-    let ranges = mapped_ranges(pid).ok_or(Stop::Gone)?;
-    move_to_targets(pid, &ranges, page_size, allowance, true, |_, now| remap(from, to, now), tally)
+    let ranges = mapped_ranges(pid, starttime)?;
+    move_to_targets(pid, starttime, &ranges, page_size, allowance, true, |_, now| remap(from, to, now), tally)
 }
 
 /// Node for page `i` of a weighted interleave over `nodes` with `weights` (equal when empty): a

@@ -313,7 +313,14 @@ impl LiveHost {
             Err(e) if e.errno() == Some(libc::ESRCH) => return Err(Outcome::Vanished),
             Err(e) => return Err(Outcome::Refused { message: format!("reading the original affinity: {e}") }),
         };
-        let tids = numapilot_actuate::list_threads(pid).ok().flatten().ok_or(Outcome::Vanished)?;
+        let tids = match numapilot_actuate::list_threads(pid) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Err(Outcome::Vanished),
+            Err(e) => match apply::confirm_stop(pid, starttime, || format!("listing /proc/{pid}/task: {e}")) {
+                Stop::Gone => return Err(Outcome::Vanished),
+                Stop::Refused(message) => return Err(Outcome::Refused { message }),
+            },
+        };
         let mut masks = Vec::with_capacity(tids.len());
         for tid in tids {
             if let Ok(m) = sched_getaffinity(tid as libc::pid_t) {
@@ -422,7 +429,7 @@ impl LiveHost {
         Ok(())
     }
 
-    fn pages(&mut self, pid: u32, kind: &ActionKind) -> Outcome {
+    fn pages(&mut self, pid: u32, starttime: u64, kind: &ActionKind) -> Outcome {
         let (max, nodes) = match kind {
             ActionKind::MigratePages { from, to, max_pages } => {
                 if let Err(o) = self.check_nodes(from).and_then(|_| self.check_nodes(to)) {
@@ -452,15 +459,18 @@ impl LiveHost {
         let ps = self.page_size;
         let mut tally = PageTally::default();
         let r = match kind {
-            ActionKind::MigratePages { from, to, .. } => apply::migrate(pid, from, to, ps, allowance, &mut tally),
+            ActionKind::MigratePages { from, to, .. } => {
+                apply::migrate(pid, starttime, from, to, ps, allowance, &mut tally)
+            }
             ActionKind::MoveRanges { ranges, to } => {
-                apply::move_to_targets(pid, ranges, ps, allowance, true, |_, _| Some(*to), &mut tally)
+                apply::move_to_targets(pid, starttime, ranges, ps, allowance, true, |_, _| Some(*to), &mut tally)
             }
             ActionKind::Interleave { ranges, nodes, weights, .. } => {
                 let ranges = if ranges.is_empty() {
-                    match apply::mapped_ranges(pid) {
-                        Some(r) => r,
-                        None => return Outcome::Vanished,
+                    match apply::mapped_ranges(pid, starttime) {
+                        Ok(r) => r,
+                        Err(Stop::Gone) => return Outcome::Vanished,
+                        Err(Stop::Refused(m)) => return Outcome::Refused { message: m },
                     }
                 } else {
                     ranges.clone()
@@ -468,6 +478,7 @@ impl LiveHost {
                 let list: Vec<u32> = nodes.iter().collect();
                 apply::move_to_targets(
                     pid,
+                    starttime,
                     &ranges,
                     ps,
                     allowance,
@@ -531,7 +542,7 @@ impl Host for LiveHost {
         }
         match &action.kind {
             ActionKind::SetAffinity { cpus } => self.set_affinity(t.pid, t.tid, t.starttime, &stat.comm, cpus),
-            kind => self.pages(t.pid, kind),
+            kind => self.pages(t.pid, t.starttime, kind),
         }
     }
 }

@@ -39,8 +39,12 @@
 //!
 //! # Limits
 //!
-//! Exclusions are decided when a process is first seen (its cgroup read once); a process moved into
-//! an excluded cgroup later stays in the sample, but `apply` checks its cgroup again before acting.
+//! Exclusions are decided when a process is first seen and again whenever its name changes (exec,
+//! PR_SET_NAME: same pid and start time, another comm, which also drops its cached details); the
+//! daemon's own pid is always excluded. A process moved into an excluded cgroup later stays in the
+//! sample, but `apply` checks its cgroup again before acting. A process whose numa_maps showed an
+//! explicit memory policy has numa_maps re-read whenever its threads are, so dropping a temporary
+//! policy un-pins it in the model on the next busy cycle.
 //! Between staleness rounds an idle process's affinity and last CPU are as of its last read (a
 //! `taskset` on a sleeping process shows up within `stale_cycles` cycles). Sub-tick CPU use (under
 //! 10 ms per cycle per process with USER_HZ 100) does not trigger a thread read.
@@ -50,7 +54,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use numapilot_observe::parse::stat::{parse_stat, TaskStat};
-use numapilot_observe::{ProcessSample, ReadError, ReadOptions, Reader, Sample};
+use numapilot_observe::{PolicyMode, ProcessSample, ReadError, ReadOptions, Reader, Sample};
 
 use super::select;
 use super::LiveOptions;
@@ -128,6 +132,12 @@ enum Kind {
 #[derive(Debug)]
 struct Entry {
     starttime: u64,
+    /// The name the kind was decided under (re-decided when it changes).
+    comm: String,
+    /// The last numa_maps read showed an explicit memory policy (the model's "pinned"): re-read
+    /// with the threads, every cycle the process uses CPU, so a temporary policy that was dropped
+    /// is seen at once instead of after `numa_maps_ms`.
+    has_policy: bool,
     kind: Kind,
     fd: Option<File>,
     /// The last full details (threads and numa_maps), with `stat`/`rss_kb` of their read.
@@ -187,6 +197,23 @@ pub struct TieredObserver {
     buf: Vec<u8>,
     /// Counts of the last cycle.
     pub stats: TierStats,
+}
+
+/// Whether the numa_maps read of `p` shows an explicit memory policy on any VMA (bind, prefer,
+/// interleave ...).
+fn explicit_policy(p: &ProcessSample) -> bool {
+    p.numa_maps.as_ref().is_some_and(|m| {
+        m.vmas.iter().any(|v| {
+            matches!(
+                v.policy.mode,
+                PolicyMode::Bind
+                    | PolicyMode::Preferred
+                    | PolicyMode::PreferredMany
+                    | PolicyMode::Interleave
+                    | PolicyMode::WeightedInterleave
+            )
+        })
+    })
 }
 
 /// Raises the soft descriptor limit to the hard one and returns the soft limit now.
@@ -309,8 +336,11 @@ impl TieredObserver {
                 self.drop_entry(pid);
                 continue;
             };
-            // A new process under a known pid: forget the old one.
-            if self.entries.get(&pid).is_some_and(|e| e.starttime != st.starttime) {
+            // A new process under a known pid, or a new program or name in the same process (exec, or
+            // PR_SET_NAME: same pid and start time, another comm): forget what was decided and read,
+            // and classify it again. A process first seen as `numapilot` (excluded by name) that
+            // re-execs and renames itself was otherwise skipped for its whole life.
+            if self.entries.get(&pid).is_some_and(|e| e.starttime != st.starttime || e.comm != st.comm) {
                 self.drop_entry(pid);
             }
             if let std::collections::hash_map::Entry::Vacant(slot) = self.entries.entry(pid) {
@@ -323,6 +353,8 @@ impl TieredObserver {
                 };
                 slot.insert(Entry {
                     starttime: st.starttime,
+                    comm: st.comm.clone(),
+                    has_policy: false,
                     kind,
                     fd: None,
                     last: None,
@@ -359,6 +391,7 @@ impl TieredObserver {
                 || (u64::from(pid) + cycle) % stale == 0;
             let age = now_ns.saturating_sub(e.maps_ns);
             let maps = new
+                || (threads && e.has_policy)
                 || (age >= maps_ns && rss_kb >= maps_min)
                 || rss_kb.abs_diff(e.maps_rss_kb) >= rss_change
                 || age >= maps_ns.saturating_mul(6);
@@ -388,6 +421,7 @@ impl TieredObserver {
                 e.detail_ticks = p.stat.cpu_ticks();
                 e.maps_ns = now_ns;
                 e.maps_rss_kb = p.rss_kb.unwrap_or(0);
+                e.has_policy = explicit_policy(&p);
                 e.last = Some(p);
             }
         }
@@ -406,6 +440,7 @@ impl TieredObserver {
             if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
                 e.maps_ns = now_ns;
                 e.maps_rss_kb = p.rss_kb.unwrap_or(0);
+                e.has_policy = explicit_policy(&p);
                 if let Some(last) = e.last.as_mut() {
                     last.numa_maps = p.numa_maps;
                     last.numa_maps_error = p.numa_maps_error;

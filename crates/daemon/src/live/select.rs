@@ -14,6 +14,7 @@
 //! ```text
 //!   apply(action) ─> /proc/PID/stat now ─ gone, or starttime != action's ─> Vanished
 //!                          │ flags & PF_KTHREAD ──────────────────────────> Refused "kernel thread"
+//!                          │ the daemon's own pid (always) ───────────────> Refused "numapilot itself"
 //!                          │ pid / comm / cgroup prefix excluded ─────────> Refused "excluded ..."
 //!                          │ not include_pinned and (we have not touched it):
 //!                          │   a thread's affinity narrower than its cpuset's CPUs
@@ -71,14 +72,19 @@ pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
     Some(text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).map(str::to_string).collect())
 }
 
-/// Why a process is excluded by the options (pid, comm, cgroup), or `None`. `cgroups` is read
-/// only when a cgroup prefix is configured.
+/// Why a process is excluded (this process itself, always; then the options' pid, comm, cgroup), or
+/// `None`. `cgroups` is read only when a cgroup prefix is configured.
 pub fn exclusion(
     opts: &LiveOptions,
     pid: u32,
     comm: &str,
     cgroups: impl FnOnce() -> Option<Vec<String>>,
 ) -> Option<String> {
+    // The daemon itself, whatever the options say: planning for its own threads and moving its own
+    // pages (the 2-node rig saw it migrate itself every step, EACCES partial) only costs.
+    if pid == std::process::id() {
+        return Some(format!("pid {pid} is numapilot itself"));
+    }
     if opts.exclude_pids.contains(&pid) {
         return Some(format!("pid {pid} is excluded"));
     }
