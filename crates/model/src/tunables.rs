@@ -285,7 +285,11 @@ pub struct Tunables {
     /// save (the cap), and a remote working set lingering for seconds (the size).
     pub migrate_budget_mib_per_s: u64,
     /// Page-migration budget of the decisions taken while some managed process is younger than
-    /// `new_process_age_ms` (the settling cadence), MiB per second of wall time. Default 16384.
+    /// `new_process_age_ms` (the settling cadence), MiB per second of wall time. Default 4096 (=
+    /// `migrate_budget_mib_per_s`, off): measured over the whole evidence matrix, 16384 took
+    /// numa02 on 36 nodes to 1.07 x hard-bind but moved more pages than AutoNUMA on
+    /// numa01_THREAD_ALLOC (4, 8 and 36 nodes) and lowered the VM mix (0.98 -> 0.89 x default),
+    /// whose VMs arrive over 10 s and keep the machine-wide startup budget on that long.
     /// Source: a young process's memory was just first-touched, mostly by one thread (numa02's
     /// main thread writes the whole 1 GiB on one node), and every period it stays there costs all
     /// of its threads remote accesses; its working set has no history of moving, so the ping-pong
@@ -438,7 +442,7 @@ impl Default for Tunables {
             shared_range_share_min: 0.5,
             spread_done_share: 0.05,
             migrate_budget_mib_per_s: 4096,
-            young_migrate_budget_mib_per_s: 16384,
+            young_migrate_budget_mib_per_s: 4096,
             cpu_follows_memory_min_mib: 1024,
             cpu_follows_memory_share: 0.8,
             benefit_horizon_s: 10.0,

@@ -69,7 +69,9 @@
 //! `young_migrate_budget_mib_per_s` (instead of `migrate_budget_mib_per_s`): a young process's
 //! memory sits where one thread first touched it, every period there costs all its threads remote
 //! accesses, and nothing has moved back and forth yet (measured: numa02 on 36 nodes, 1.15 x
-//! hard-bind at the steady budget, 1.07 x with the startup one).
+//! hard-bind at the steady budget, 1.07 x at 16384 MiB/s). Off by default (equal to the steady
+//! budget): being machine-wide, it also sped up other processes' moves (more pages than AutoNUMA
+//! on numa01_THREAD_ALLOC) and stayed on through the VM mix's 10 s of arrivals.
 //!
 //! # State and hysteresis
 //!
