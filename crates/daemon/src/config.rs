@@ -28,7 +28,7 @@ use numapilot_model::Tunables;
 use serde::{Deserialize, Serialize};
 
 use crate::live::{CpusetMode, LiveOptions};
-use crate::signals::SignalOptions;
+use crate::signals::{SignalOptions, SignalTuning};
 
 /// Where the daemon looks for its configuration when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/numapilot.toml";
@@ -86,7 +86,18 @@ pub struct DaemonSection {
     pub socket: PathBuf,
     /// Prometheus metrics address (`IP:PORT`) or `off`. Default [`DEFAULT_METRICS_ADDR`].
     pub metrics: String,
+    /// Longest wait between two steps when nothing changes, ms: after a step that planned nothing,
+    /// saw no new process and no CPU-load change, the next wait doubles (from the policy's
+    /// interval) up to this, and snaps back to the policy's interval at the first change (see
+    /// [`crate::run::Backoff`]). Default [`DEFAULT_IDLE_MAX_INTERVAL_MS`] (5,000 ms); a value at
+    /// or below the interval turns the back-off off. Source: numad's own minimum interval, 5 s
+    /// (numad(8), `-i`: default min_interval 5 s, max 15 s). What it prevents: a daemon observing
+    /// an idle machine every second for nothing (the cost target: under 1 % of a core).
+    pub idle_max_interval_ms: u64,
 }
+
+/// Default of `[daemon] idle_max_interval_ms`, ms (see [`DaemonSection::idle_max_interval_ms`]).
+pub const DEFAULT_IDLE_MAX_INTERVAL_MS: u64 = 5_000;
 
 impl Default for DaemonSection {
     fn default() -> Self {
@@ -98,6 +109,7 @@ impl Default for DaemonSection {
             state: PathBuf::from(DEFAULT_STATE_PATH),
             socket: PathBuf::from(DEFAULT_SOCKET_PATH),
             metrics: DEFAULT_METRICS_ADDR.to_string(),
+            idle_max_interval_ms: DEFAULT_IDLE_MAX_INTERVAL_MS,
         }
     }
 }
@@ -166,11 +178,31 @@ pub struct SignalsSection {
     pub sockets: bool,
     /// Precise memory-access sampling with perf_event_open where the PMU has it. Default true.
     pub perf: bool,
+    /// Re-read /proc/PID/maps (shared memory between processes) every this many cycles. Default 10,
+    /// unit cycles, >= 1 ([`SignalTuning::maps_every`] documents source and what it prevents).
+    pub maps_every: u32,
+    /// Re-scan socket peers (/proc/net and every process's fd links) every this many cycles.
+    /// Default 5, unit cycles, >= 1 ([`SignalTuning::sockets_every`]).
+    pub sockets_every: u32,
+    /// Without a PMU, sample page faults instead (faults, not accesses). Default false
+    /// ([`SignalTuning::page_faults`]).
+    pub page_faults: bool,
+    /// Count waker -> wakee pairs with the eBPF tracer (a build without the `ebpf` feature says so
+    /// once). Default true ([`SignalTuning::wakeups`]).
+    pub wakeups: bool,
 }
 
 impl Default for SignalsSection {
     fn default() -> Self {
-        Self { sockets: true, perf: true }
+        let t = SignalTuning::default();
+        Self {
+            sockets: true,
+            perf: true,
+            maps_every: t.maps_every,
+            sockets_every: t.sockets_every,
+            page_faults: t.page_faults,
+            wakeups: t.wakeups,
+        }
     }
 }
 
@@ -382,6 +414,11 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
             ));
         }
     }
+    for (key, v) in [("maps_every", c.signals.maps_every), ("sockets_every", c.signals.sockets_every)] {
+        if v == 0 {
+            return Err((vec!["signals", key], format!("signals.{key} = 0: must be >= 1 (cycles)")));
+        }
+    }
     if c.actuation.migrate_mb_per_s == Some(0) {
         return Err((
             vec!["actuation", "migrate_mb_per_s"],
@@ -431,6 +468,17 @@ impl Config {
     /// The signal sources to open.
     pub fn signal_options(&self) -> SignalOptions {
         SignalOptions { sockets: self.signals.sockets, perf: self.signals.perf }
+    }
+
+    /// How the signal sources run (`[signals]` cadences and switches; the rest at their defaults).
+    pub fn signal_tuning(&self) -> SignalTuning {
+        SignalTuning {
+            maps_every: self.signals.maps_every,
+            sockets_every: self.signals.sockets_every,
+            page_faults: self.signals.page_faults,
+            wakeups: self.signals.wakeups,
+            ..SignalTuning::default()
+        }
     }
 }
 

@@ -11,7 +11,10 @@
 //! checking a flag and going to sleep. The "sleep" between steps is a `poll` on three fds:
 //!
 //! ```text
-//!   poll(signalfd, explain-wake, command pipe; timeout = interval - step time)
+//!   poll(signalfd, explain-wake, command pipe; timeout = wait - step time)
+//!     wait = the policy's interval, doubled after each quiet step up to idle_max_interval_ms
+//!            ([`Backoff`]: nothing planned, no new process, no CPU-load change; back at once
+//!            to the interval on any change)
 //!     signalfd  SIGTERM/SIGINT -> leave the loop -> restore_all() -> journal "restore" -> exit 0
 //!               SIGHUP         -> config::load again: ok -> apply; error -> log, keep the old one
 //!     explain   answer queued `explain PID` requests from the model (between steps)
@@ -155,7 +158,11 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
     }
     let observe_only = !root || loaded.config.daemon.dry_run;
     let topo = Topology::from_sysfs(std::path::Path::new("/")).map_err(|e| RunError::Topology(e.to_string()))?;
-    let tuning = LiveTuning { signals: loaded.config.signal_options(), ..LiveTuning::default() };
+    let tuning = LiveTuning {
+        signals: loaded.config.signal_options(),
+        signal_tuning: loaded.config.signal_tuning(),
+        ..LiveTuning::default()
+    };
     let (host, recovered) = LiveHost::open_with(topo.clone(), loaded.config.live_options(observe_only), tuning)?;
     // The host's notes (missing signal sources, cpuset hierarchy), once; its observe-only note is
     // the one announced above (not root) or in the start line (dry run).
@@ -288,10 +295,14 @@ pub fn serve<H: Host + Restore>(
         if engine.dry_run { "dry run (observe and plan only)" } else { "acting" }
     ));
     let mut last_error: Option<String> = None;
+    let mut backoff = Backoff::new(config.daemon.idle_max_interval_ms);
     let why = 'outer: loop {
         let t0 = numapilot_observe::reader::monotonic_ns();
+        // Actions of this step; None when it failed (never counts as quiet).
+        let mut planned = None;
         match engine.step(&mut host) {
             Ok(report) => {
+                planned = Some(report.plan.actions.len());
                 if last_error.take().is_some() {
                     tracing::info!("engine step succeeded again");
                 }
@@ -312,7 +323,7 @@ pub fn serve<H: Host + Restore>(
         status.last_cycle_s = cycle_ns as f64 / 1e9;
         status.cycle_s_total += status.last_cycle_s;
         fill_model(&engine.model, &engine, &mut status);
-        let next = engine.next_interval_ns();
+        let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
         let deadline = t0.saturating_add(next);
@@ -333,6 +344,7 @@ pub fn serve<H: Host + Restore>(
                                 }
                             }
                             engine.model.tunables = new.config.tunables.clone();
+                            backoff = Backoff::new(new.config.daemon.idle_max_interval_ms);
                             engine.dry_run = dry_run(&new.config);
                             config = new.config;
                             config_file = new.file;
@@ -360,6 +372,67 @@ pub fn serve<H: Host + Restore>(
     }
     let _ = std::fs::remove_file(&config.daemon.socket);
     Ok(Exit { steps: engine.totals.steps, restore, why })
+}
+
+/// CPU demand change on any node, CPUs, that counts as a load change for [`Backoff`]. Default
+/// 0.25 CPU. Source: a choice, the size of a quarter of one busy thread (the policy's own
+/// imbalance threshold is 0.25 of a node's load). What it prevents: a process waking up or going
+/// to sleep being looked at only after the longest back-off wait.
+pub const BACKOFF_LOAD_CHANGE_CPUS: f64 = 0.25;
+
+/// Steady-state back-off of the wait between steps.
+///
+/// ```text
+///   step -> planned nothing, no new (pid, starttime) in the model, no node's CPU demand moved
+///           by >= BACKOFF_LOAD_CHANGE_CPUS since the last step?
+///     yes: quiet += 1   wait = min(interval x 2^quiet, max(cap, interval))
+///     no:  quiet  = 0   wait = interval        (the policy's, e.g. settle interval for young processes)
+/// ```
+///
+/// With the default 1 s interval and 5 s cap an idle machine is stepped after 2, 4, 5, 5 ... s.
+/// A process exiting is not a change (nothing to do for it); a step that failed is not quiet.
+/// Signals, `explain` and reloads wake the loop whatever the wait.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    cap_ns: u64,
+    quiet: u32,
+    last: Option<Seen>,
+}
+
+/// What the last step's model held: its processes `(pid, starttime)` and each node's CPU demand.
+type Seen = (std::collections::BTreeSet<(u32, u64)>, Vec<f64>);
+
+impl Backoff {
+    /// A back-off up to `cap_ms` (`[daemon] idle_max_interval_ms`).
+    pub fn new(cap_ms: u64) -> Self {
+        Self { cap_ns: cap_ms.saturating_mul(1_000_000), quiet: 0, last: None }
+    }
+
+    /// Quiet steps in a row so far.
+    pub fn quiet_steps(&self) -> u32 {
+        self.quiet
+    }
+
+    /// Records a step (`planned`: its action count, `None` when it failed) over `model` as it is
+    /// after the step, and returns the wait before the next one, ns, given the policy's `base_ns`.
+    pub fn next_wait_ns(&mut self, base_ns: u64, model: &Model, planned: Option<usize>) -> u64 {
+        let procs: std::collections::BTreeSet<(u32, u64)> =
+            model.procs.values().map(|p| (p.pid, p.starttime)).collect();
+        let loads: Vec<f64> = model.nodes.iter().map(|n| n.cpu_demand).collect();
+        let quiet = planned == Some(0)
+            && self.last.as_ref().is_some_and(|(old_procs, old_loads)| {
+                procs.is_subset(old_procs)
+                    && old_loads.len() == loads.len()
+                    && old_loads.iter().zip(&loads).all(|(a, b)| (a - b).abs() < BACKOFF_LOAD_CHANGE_CPUS)
+            });
+        self.last = Some((procs, loads));
+        if !quiet || self.cap_ns <= base_ns {
+            self.quiet = 0;
+            return base_ns;
+        }
+        self.quiet = self.quiet.saturating_add(1).min(32);
+        base_ns.saturating_mul(1u64 << self.quiet.min(20)).min(self.cap_ns)
+    }
 }
 
 /// A daemon loop in this process with a command pipe: returns the [`Handle`] and the other end to

@@ -79,6 +79,8 @@ fn our_own_values_are_checked_with_lines() {
         ("[daemon]\ninterval_ms = 0\n", 2, "interval_ms"),
         ("[exclude]\npids = [-1]\n", 2, "-1"),
         ("[exclude]\ninclude_kernel = true\n", 2, "include_kernel"),
+        ("[signals]\nperf = true\nmaps_every = 0\n", 3, "maps_every"),
+        ("[signals]\nsockets_every = 0\n", 2, "sockets_every"),
     ];
     for (text, line, word) in cases {
         let e = parse(text).unwrap_err();
@@ -141,6 +143,16 @@ fn live_options_carry_every_section() {
     assert!(!l.observe_only);
     // Without a budget in [actuation], the engine's tunable is the budget.
     assert_eq!(parse("").unwrap().live_options(false).migrate_mb_per_s, 4096);
+}
+
+/// The [signals] section's tuning reaches the signal sources the live host opens: named keys in,
+/// `signal_tuning()` out, defaults equal to the sources' own.
+#[test]
+fn signals_section_carries_the_tuning() {
+    let c = parse("[signals]\nmaps_every = 3\nsockets_every = 7\npage_faults = true\nwakeups = false\n").unwrap();
+    let t = c.signal_tuning();
+    assert_eq!((t.maps_every, t.sockets_every, t.page_faults, t.wakeups), (3, 7, true, false));
+    assert_eq!(parse("").unwrap().signal_tuning(), numapilot_daemon::signals::SignalTuning::default());
 }
 
 #[test]

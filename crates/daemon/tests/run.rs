@@ -78,7 +78,7 @@ fn start_slow(fail_first: u32, slow: Duration) -> Running {
     std::fs::write(
         &config,
         format!(
-            "[daemon]\ninterval_ms = 100\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\
+            "[daemon]\ninterval_ms = 100\nidle_max_interval_ms = 0\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\
              [tunables]\nsettle_interval_ms = 50\n",
             socket.display(),
             dir.path().join("journal.jsonl").display(),

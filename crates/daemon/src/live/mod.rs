@@ -36,7 +36,7 @@ use numapilot_observe::Sample;
 use numapilot_policy::{Action, ActionKind, Host, HostError, Outcome};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
-use crate::signals::{SignalOptions, Signals};
+use crate::signals::{SignalOptions, SignalTuning, Signals};
 
 pub mod apply;
 pub mod observe;
@@ -103,6 +103,8 @@ impl Default for LiveOptions {
 pub struct LiveTuning {
     /// Signal sources beyond /proc's per-task files ([`Signals`]), filled into every sample.
     pub signals: SignalOptions,
+    /// How those sources run (cadences of the maps and socket scans, page faults, wake-ups).
+    pub signal_tuning: SignalTuning,
     /// Thresholds of the tiered observation.
     pub tiers: TierOptions,
     /// Listings of /proc/PID/task when setting a whole process's affinity, until no new thread
@@ -113,7 +115,12 @@ pub struct LiveTuning {
 
 impl Default for LiveTuning {
     fn default() -> Self {
-        Self { signals: SignalOptions::default(), tiers: TierOptions::default(), affinity_rounds: 8 }
+        Self {
+            signals: SignalOptions::default(),
+            signal_tuning: SignalTuning::default(),
+            tiers: TierOptions::default(),
+            affinity_rounds: 8,
+        }
     }
 }
 
@@ -243,7 +250,7 @@ impl LiveHost {
         if let Some(r) = &refusal {
             notes.push(r.clone());
         }
-        let signals = Signals::open(tuning.signals);
+        let signals = Signals::open_with(tuning.signals, tuning.signal_tuning);
         notes.extend(signals.notes().iter().cloned());
         let ps = page_size();
         let host = Self {
