@@ -17,8 +17,11 @@
 //!                     (once per pair per bucket per period)
 //!
 //!   f_coaccess(a,b) = co_ab / min(S_a, S_b)          S = samples of the task in the buckets counted
-//!   f_comm(a,b)     = events / period_s / comm_full_events_per_s          (both clamped to 0..1)
+//!   f_comm(a,b)     = events / period_s / comm_full_events_per_s          (all clamped to 0..1)
+//!                     a socket pair: max(that, comm_socket_strength) while connected
 //!                     a process-level end (tid = pid) is the process's busiest thread
+//!   f_shared(p,q)   = Σ_objects min(bytes_p, bytes_q) / min(RSS_p, RSS_q)  objects of Sample.shared
+//!                     with <= shared_max_users users; ends: each process's busiest thread
 //!
 //!   per channel, every period (dt = period, h = affinity_half_life, r = affinity_rise_half_life):
 //!       d = 2^(-dt/h)          s = s * d                                 (decay, always)
@@ -36,7 +39,7 @@
 //!   grouped a client with its server. With r = 1 s a pair at f = 1 is Strong after one 1 s
 //!   period, f = 0.4 reaches tier_medium in one period.
 //!
-//!   strength = max(coaccess, comm)        tier: >= tier_strong Strong, >= tier_medium Medium,
+//!   strength = max(coaccess, comm, shared) tier: >= tier_strong Strong, >= tier_medium Medium,
 //!                                                   >= tier_weak Weak, else none
 //!   strength < edge_zero  ──► zero_since = now ──(edge_grace_ms)──► edge dropped
 //! ```
@@ -44,6 +47,21 @@
 //! Without access samples, the kernel's NUMA groups stand in for co-access: threads with the
 //! same `numa_group_id` (formed by the kernel from faults on shared pages) are chained in task
 //! order with f = the smaller shared-fault fraction of the two (see `numa_groups`).
+//!
+//! Socket pairs and wake-ups arrive on different scales. The eBPF tracer counts wake-ups, so a
+//! `Wakeup` pair's events per second mean something; the live socket source can only say "these
+//! two processes hold the two ends of a connection" (events = 1 per cycle: unix sockets keep no
+//! message counts), which on the rate scale is 0.001 of a full relation. A `Socket` pair is
+//! therefore observed at `comm_socket_strength` (the medium tier) in every period the connection
+//! is seen, or at its rate if real counts put it higher; when the connection goes, the edge decays.
+//!
+//! Shared memory is a third channel (NUMA-ICON's shared-memory signal): two processes mapping the
+//! same file, SysV segment or memfd share the data in it. The fraction of the smaller process's
+//! resident memory that is shared is the frequency; the ends are the processes' busiest threads
+//! (as for process-level communication), which the grouping then joins with their process's other
+//! threads through the address-space prior. Objects with more than `shared_max_users` users are
+//! system-wide files (libraries, locale archives) and are ignored. The channel's values live in
+//! [`AffinityGraph::shared`] beside the edges (same keys).
 //!
 //! The address-space prior (threads of one process) is never stored: [`AffinityGraph::strength`]
 //! returns `max(edge, prior)` for two threads of one process, and the grouping uses it only where
@@ -68,7 +86,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use numapilot_observe::parse::numa_maps::FxBuild;
 
-use numapilot_observe::Sample;
+use numapilot_observe::{CommKind, Sample};
 use serde::{Deserialize, Serialize};
 
 use crate::tasks::TaskKey;
@@ -110,6 +128,10 @@ pub struct Edge {
 pub struct AffinityGraph {
     /// The edges.
     pub edges: BTreeMap<(TaskKey, TaskKey), Edge>,
+    /// Shared-memory channel of an edge, 0..1, by the edge's key (only keys of `edges`; absent =
+    /// 0). Kept beside [`Edge`] rather than in it so hand-built edges stay complete; `Edge::strength`
+    /// includes it.
+    pub shared: BTreeMap<(TaskKey, TaskKey), f64>,
 }
 
 impl AffinityGraph {
@@ -316,7 +338,8 @@ fn coaccess(model: &mut Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), 
 
 /// This period's communication frequency per pair.
 fn communication(model: &Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), f64> {
-    let mut events: BTreeMap<(TaskKey, TaskKey), u64> = BTreeMap::new();
+    // Per pair: events on the rate scale, and whether a socket connects the two.
+    let mut events: BTreeMap<(TaskKey, TaskKey), (u64, bool)> = BTreeMap::new();
     let period_s = model.period_ns as f64 / 1e9;
     if period_s <= 0.0 {
         return BTreeMap::new();
@@ -325,13 +348,41 @@ fn communication(model: &Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey),
     // e.g. socket pairs from /proc/net) stand for the process's busiest thread: the one that does
     // the work the communication feeds, not an idle main thread sitting in accept(). (For a
     // process whose main thread is the busiest, or the only one, this is the main thread.)
-    let mut busiest: BTreeMap<u32, TaskKey> = BTreeMap::new();
-    let mut resolve = |(pid, tid): (u32, u32)| -> TaskKey {
+    let mut busiest = Busiest::default();
+    for c in &sample.comm {
+        let a = busiest.resolve(model, c.a);
+        let b = busiest.resolve(model, c.b);
+        if a == b || !model.tasks.contains_key(&a) || !model.tasks.contains_key(&b) {
+            continue;
+        }
+        let e = events.entry(ordered(a, b)).or_default();
+        e.0 = e.0.saturating_add(c.events);
+        e.1 |= c.kind == CommKind::Socket;
+    }
+    let full = model.tunables.comm_full_events_per_s;
+    let socket = model.tunables.comm_socket_strength;
+    events
+        .into_iter()
+        .map(|(k, (e, is_socket))| {
+            let rate = (e as f64 / period_s / full).clamp(0.0, 1.0);
+            (k, if is_socket { rate.max(socket) } else { rate })
+        })
+        .collect()
+}
+
+/// Process-level ends (tid = pid) resolved to the process's busiest thread, memoised per update.
+#[derive(Default)]
+struct Busiest(BTreeMap<u32, TaskKey>);
+
+impl Busiest {
+    /// The task standing for end `(pid, tid)`: itself for a thread, else the busiest thread of the
+    /// process (ties to the lowest tid; the end itself when the process has no live thread).
+    fn resolve(&mut self, model: &Model, (pid, tid): (u32, u32)) -> TaskKey {
         let key = TaskKey { pid, tid };
         if pid != tid {
             return key;
         }
-        *busiest.entry(pid).or_insert_with(|| {
+        *self.0.entry(pid).or_insert_with(|| {
             let lo = TaskKey { pid, tid: 0 };
             let hi = TaskKey { pid, tid: u32::MAX };
             model
@@ -340,18 +391,47 @@ fn communication(model: &Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey),
                 .max_by(|x, y| x.1.cpu_rate.total_cmp(&y.1.cpu_rate).then(y.0.cmp(x.0)))
                 .map_or(key, |(k, _)| *k)
         })
-    };
-    for c in &sample.comm {
-        let a = resolve(c.a);
-        let b = resolve(c.b);
-        if a == b || !model.tasks.contains_key(&a) || !model.tasks.contains_key(&b) {
+    }
+}
+
+/// This period's shared-memory frequency per pair of processes (their busiest threads): for each
+/// object of `Sample.shared` with at most `shared_max_users` users, every pair of its users
+/// (p, q) adds min(bytes_p, bytes_q); the sum over objects is divided by min(RSS_p, RSS_q) and
+/// clamped to 0..1. A process without resident memory or without a live thread adds nothing.
+fn shared_memory(model: &Model, sample: &Sample) -> BTreeMap<(TaskKey, TaskKey), f64> {
+    let max_users = model.tunables.shared_max_users as usize;
+    let mut bytes: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+    for o in &sample.shared {
+        if o.users.len() < 2 || o.users.len() > max_users {
             continue;
         }
-        let e = events.entry(ordered(a, b)).or_default();
-        *e = e.saturating_add(c.events);
+        for (i, &(p, bp)) in o.users.iter().enumerate() {
+            for &(q, bq) in &o.users[i + 1..] {
+                if p == q {
+                    continue;
+                }
+                let e = bytes.entry((p.min(q), p.max(q))).or_default();
+                *e = e.saturating_add(bp.min(bq));
+            }
+        }
     }
-    let full = model.tunables.comm_full_events_per_s;
-    events.into_iter().map(|(k, e)| (k, (e as f64 / period_s / full).clamp(0.0, 1.0))).collect()
+    let mut busiest = Busiest::default();
+    let mut out: BTreeMap<(TaskKey, TaskKey), f64> = BTreeMap::new();
+    for ((p, q), b) in bytes {
+        let (Some(pp), Some(pq)) = (model.procs.get(&p), model.procs.get(&q)) else { continue };
+        let rss = pp.rss_bytes.min(pq.rss_bytes);
+        if rss == 0 || b == 0 {
+            continue;
+        }
+        let (a, z) = (busiest.resolve(model, (p, p)), busiest.resolve(model, (q, q)));
+        if a == z || !model.tasks.contains_key(&a) || !model.tasks.contains_key(&z) {
+            continue;
+        }
+        let f = (b as f64 / rss as f64).clamp(0.0, 1.0);
+        let e = out.entry(ordered(a, z)).or_insert(0.0);
+        *e = e.max(f);
+    }
+    out
 }
 
 /// This period's co-access frequency from the kernel's NUMA groups: threads with the same
@@ -401,6 +481,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         *c = c.max(f);
     }
     let comm = communication(model, sample);
+    let shared = shared_memory(model, sample);
     let tun = &model.tunables;
     let now = model.now_ns;
     let d = decay_factor(model.period_ns, tun.affinity_half_life_ms);
@@ -409,6 +490,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let tasks = &model.tasks;
     let reborn = &model.state.reborn;
     let edges = &mut model.graph.edges;
+    let shared_ch = &mut model.graph.shared;
     edges.retain(|(a, b), _| {
         tasks.contains_key(a) && tasks.contains_key(b) && !reborn.contains(a) && !reborn.contains(b)
     });
@@ -416,8 +498,12 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         e.coaccess *= d;
         e.comm *= d;
     }
+    shared_ch.retain(|k, s| {
+        *s *= d;
+        edges.contains_key(k)
+    });
     if gain > 0.0 {
-        let mut observe = |k: (TaskKey, TaskKey), f: f64, comm: bool| {
+        let mut observe = |k: (TaskKey, TaskKey), f: f64, ch: Channel| {
             if f <= 0.0 {
                 return;
             }
@@ -429,17 +515,24 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 last_seen_ns: now,
                 zero_since_ns: None,
             });
-            let s = if comm { &mut e.comm } else { &mut e.coaccess };
+            let s = match ch {
+                Channel::Coaccess => &mut e.coaccess,
+                Channel::Comm => &mut e.comm,
+                Channel::Shared => shared_ch.entry(k).or_insert(0.0),
+            };
             if f > *s {
                 *s += (f - *s) * gain;
                 e.last_seen_ns = now;
             }
         };
         for (k, f) in co {
-            observe(k, f, false);
+            observe(k, f, Channel::Coaccess);
         }
         for (k, f) in comm {
-            observe(k, f, true);
+            observe(k, f, Channel::Comm);
+        }
+        for (k, f) in shared {
+            observe(k, f, Channel::Shared);
         }
     }
     let keep_mark = tun.group_keep_strength;
@@ -448,7 +541,11 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     edges.retain(|k, e| {
         e.coaccess = e.coaccess.clamp(0.0, 1.0);
         e.comm = e.comm.clamp(0.0, 1.0);
-        e.strength = e.coaccess.max(e.comm);
+        let sh = shared_ch.get_mut(k).map_or(0.0, |s| {
+            *s = s.clamp(0.0, 1.0);
+            *s
+        });
+        e.strength = e.coaccess.max(e.comm).max(sh);
         e.tier = tier_of(e.strength, tun);
         if e.strength < keep_mark {
             weak.insert(*k, old_weak.get(k).copied().unwrap_or(now));
@@ -461,6 +558,15 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             true
         }
     });
+    shared_ch.retain(|k, _| edges.contains_key(k));
+}
+
+/// The channel an observation feeds.
+#[derive(Clone, Copy)]
+enum Channel {
+    Coaccess,
+    Comm,
+    Shared,
 }
 
 #[cfg(test)]

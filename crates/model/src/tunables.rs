@@ -75,6 +75,27 @@ pub struct Tunables {
     /// across nodes (NUMA-ICON Redis: 78k req/s, +30% together). Prevents: a chatty pair never
     /// reaching a tier (higher) and an occasional ping grouping threads (lower).
     pub comm_full_events_per_s: f64,
+    /// Normalised frequency a connected socket pair (`CommKind::Socket`) is observed at in every
+    /// period the connection exists, whatever its `events`: the live source reports 1 per connected
+    /// pair per cycle (the kernel keeps no message counts for unix sockets, `sock_diag` has none),
+    /// which on the events-per-second scale (`comm_full_events_per_s`) is 0.001 and never reaches
+    /// even the weak tier. A socket whose `events` are real message counts above this (the
+    /// simulator's) keeps the rate scale. Default 0.4. Source: arithmetic on the rise rule: 0.4
+    /// reaches `tier_medium` (0.2) in one 1 s period and settles at 0.94 x 0.4 = 0.376, inside the
+    /// medium tier and below `tier_strong` (a connection says two processes talk, not how much).
+    /// When the connection closes the edge decays with `affinity_half_life_ms` as any other.
+    /// Prevents: client and server of a live connection never grouping (lower than about 0.22 at
+    /// 1 s periods never reaches the join tier) and an idle connection counting as a strong tie
+    /// (at or above `tier_strong`).
+    pub comm_socket_strength: f64,
+    /// Shared memory objects (`Sample.shared`: a file, SysV segment or memfd mapped by several
+    /// processes) with more users than this are ignored for affinity. Default 8. Source:
+    /// judgement: a working set shared by a pipeline or a server and its workers has a handful of
+    /// users; objects mapped by dozens of processes are system-wide files (libc, locale archives,
+    /// fonts, the dynamic loader's cache) that say nothing about who works with whom. Prevents:
+    /// every process on the host joining one group through a shared library, and O(users^2) pairs
+    /// per object.
+    pub shared_max_users: u32,
     /// Strength of the weak prior between threads of one address space (normalised frequency).
     /// Default 0.1 (the weak tier). Source: sharing an address space is evidence of sharing data,
     /// but weak: numa02's threads share one but touch disjoint slices. Prevents: splitting a
@@ -399,6 +420,8 @@ impl Default for Tunables {
             coaccess_window_ms: 1000,
             coaccess_bucket_shift: 21,
             comm_full_events_per_s: 1000.0,
+            comm_socket_strength: 0.4,
+            shared_max_users: 8,
             address_space_prior: 0.1,
             tier_weak: 0.05,
             tier_medium: 0.2,
@@ -517,6 +540,7 @@ impl Tunables {
             ("io_pressure_low", self.io_pressure_low),
             ("large_rss_node_frac", self.large_rss_node_frac),
             ("imbalance", self.imbalance),
+            ("comm_socket_strength", self.comm_socket_strength),
             ("remote_share_min", self.remote_share_min),
             ("shared_range_share_min", self.shared_range_share_min),
             ("spread_done_share", self.spread_done_share),
@@ -579,6 +603,9 @@ impl Tunables {
         }
         if !(self.min_group_cpu >= 0.0 && self.min_group_cpu.is_finite()) {
             return err("min_group_cpu", self.min_group_cpu, "must be a finite number >= 0");
+        }
+        if self.shared_max_users < 2 {
+            return err("shared_max_users", self.shared_max_users, "must be >= 2 (sharing needs two users)");
         }
         if self.coaccess_max_accessors < 2 {
             return err("coaccess_max_accessors", self.coaccess_max_accessors, "must be >= 2 (co-access needs a pair)");
@@ -681,6 +708,8 @@ mod tests {
             (|t| t.mem_pressure_low = 0.5, "mem_pressure_low"),
             (|t| t.group_keep_strength = 0.3, "group_keep_strength"),
             (|t| t.edge_zero = 0.0, "edge_zero"),
+            (|t| t.comm_socket_strength = 1.5, "comm_socket_strength"),
+            (|t| t.shared_max_users = 1, "shared_max_users"),
         ];
         for (mutate, field) in cases {
             let mut t = Tunables::default();

@@ -348,3 +348,110 @@ fn a_crowded_bucket_pairs_only_its_most_recent_accessors() {
         .collect();
     assert_eq!(with_119, vec![100]);
 }
+
+/// A connected socket pair as the live source reports it (events = 1 per cycle: 0.001 of a full
+/// relation on the rate scale) is observed at `comm_socket_strength` = 0.4: s = 0.2 after the
+/// first 1 s period (medium), settling at 0.376 (medium, never strong); once the connection is
+/// gone it decays: 0.376 x 0.933^n falls below the medium mark after 10 periods.
+#[test]
+fn a_connected_socket_pair_reaches_the_medium_tier() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t, connected: bool| {
+        let b = Sb::new(&topo, t)
+            .proc(10, 5, "server", &[GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .thread(10, 11, 0, 0, 0)
+            .proc(20, 5, "client", &[0, GIB])
+            .thread(20, 20, 0, 0, 0);
+        if connected {
+            b.socket((10, 10), (20, 20)).build()
+        } else {
+            b.build()
+        }
+    };
+    m.update(&s(SEC, true));
+    m.update(&s(2 * SEC, true));
+    let e = &m.graph.edges[&(key(10, 10), key(20, 20))];
+    assert_eq!(e.tier, Some(Tier::Medium), "{e:?}");
+    for i in 3..=20 {
+        m.update(&s(i * SEC, true));
+    }
+    let e = &m.graph.edges[&(key(10, 10), key(20, 20))];
+    assert!((e.comm - 0.376).abs() < 0.01 && e.tier == Some(Tier::Medium), "{e:?}");
+    assert_eq!(m.group_of(&key(10, 10)).map(|g| g.id), m.group_of(&key(20, 20)).map(|g| g.id));
+    for i in 21..=31 {
+        m.update(&s(i * SEC, false));
+    }
+    let e = &m.graph.edges[&(key(10, 10), key(20, 20))];
+    assert!(e.tier < Some(Tier::Medium), "a closed connection decays: {e:?}");
+
+    // Wake-ups keep the rate scale: one wake-up per second stays below the weak tier.
+    let mut m = model(topo.clone());
+    for i in 1..=5 {
+        m.update(
+            &Sb::new(&topo, i * SEC)
+                .proc(10, 5, "a", &[GIB, 0])
+                .thread(10, 10, 0, 0, 0)
+                .proc(20, 5, "b", &[0, GIB])
+                .thread(20, 20, 0, 0, 0)
+                .comm((10, 10), (20, 20), 1)
+                .build(),
+        );
+    }
+    assert!(m.graph.edges.values().all(|e| e.tier.is_none()), "{:?}", m.graph.edges);
+}
+
+/// Two processes mapping one memfd (512 MiB of 1 GiB resident each: f = 0.5) are joined through
+/// their busiest threads (process-level ends) and end in one group; the shared channel is its own.
+#[test]
+fn processes_sharing_a_memfd_end_in_one_group() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t: u64| {
+        Sb::new(&topo, t)
+            .proc(10, 5, "producer", &[GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .thread(10, 11, t / 2, 0, 0)
+            .proc(20, 5, "consumer", &[0, GIB])
+            .thread(20, 20, t / 4, 0, 2)
+            .shared(7, "/memfd:ring (deleted)", &[(10, GIB / 2), (20, GIB / 2)])
+            .build()
+    };
+    for i in 1..=4 {
+        m.update(&s(i * SEC));
+    }
+    // Thread 11 is process 10's busiest.
+    let k = (key(10, 11), key(20, 20));
+    let e = &m.graph.edges[&k];
+    assert_eq!((e.coaccess, e.comm), (0.0, 0.0), "{e:?}");
+    let sh = m.graph.shared[&k];
+    assert!(sh > 0.4 && e.strength == sh && e.tier == Some(Tier::Medium), "{sh} {e:?}");
+    let g = m.group_of(&key(10, 11)).expect("grouped");
+    assert!(g.tasks.contains(&key(20, 20)), "{g:?}");
+}
+
+/// A library mapped by 30 processes (more than `shared_max_users` = 8) adds nothing; a memfd of
+/// two of them in the same samples does.
+#[test]
+fn a_library_mapped_by_thirty_processes_adds_nothing() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |t: u64| {
+        let mut b = Sb::new(&topo, t);
+        for pid in 100..130u32 {
+            b = b.proc(pid, 5, "svc", &[64 << 20, 0]).thread(pid, pid, 0, 0, 0);
+        }
+        let users: Vec<(u32, u64)> = (100..130u32).map(|p| (p, 60 << 20)).collect();
+        b.shared(9, "/usr/lib/x86_64-linux-gnu/libc.so.6", &users).shared(
+            10,
+            "/memfd:pair (deleted)",
+            &[(100, 32 << 20), (101, 32 << 20)],
+        )
+    };
+    for i in 1..=3 {
+        m.update(&s(i * SEC).build());
+    }
+    let keys: Vec<_> = m.graph.edges.keys().copied().collect();
+    assert_eq!(keys, vec![(key(100, 100), key(101, 101))]);
+}

@@ -221,6 +221,20 @@ impl Sb {
         self
     }
 
+    /// A connected socket between two ends, as the live source reports it (`events` = 1 per cycle).
+    pub fn socket(mut self, a: (u32, u32), b: (u32, u32)) -> Self {
+        self.s.comm.push(CommSample { a, b, kind: CommKind::Socket, events: 1 });
+        self
+    }
+
+    /// A memory object mapped by `users` (pid, bytes mapped), as /proc/PID/maps gives it.
+    pub fn shared(mut self, inode: u64, path: &str, users: &[(u32, u64)]) -> Self {
+        let mut users = users.to_vec();
+        users.sort_unstable();
+        self.s.shared.push(numapilot_observe::SharedMemory { dev: 1, inode, path: path.to_string(), users });
+        self
+    }
+
     /// Sets a node's free memory.
     pub fn mem_free(mut self, node: u32, free_kb: u64) -> Self {
         let n = self.s.nodes.iter_mut().find(|n| n.node == node).unwrap();
