@@ -267,7 +267,15 @@ impl Signals {
 
     /// Adds this cycle's signals to `sample` (its processes are those the host observed).
     pub fn fill(&mut self, sample: &mut Sample) {
+        self.fill_scoped(sample, None);
+    }
+
+    /// [`Signals::fill`], with the maps and socket scans limited to `scan` (sorted pids; `None`:
+    /// every process of the sample). Pairs and shared objects found are kept for the scans'
+    /// cadence and handed out for processes still in the sample.
+    pub fn fill_scoped(&mut self, sample: &mut Sample, scan: Option<&[u32]>) {
         let pids: Vec<u32> = sample.processes.iter().filter(|p| !p.kernel_thread).map(|p| p.pid).collect();
+        let scan_pids: &[u32] = scan.unwrap_or(&pids);
         let cycle = self.stats.cycles;
         self.stats.cycles += 1;
         if self.sockets {
@@ -283,7 +291,7 @@ impl Signals {
                 } else {
                     None
                 };
-                match sockets::scan(self.reader.root(), &pids, unix.as_deref()) {
+                match sockets::scan(self.reader.root(), scan_pids, unix.as_deref()) {
                     Ok(found) => {
                         self.recovered("sockets");
                         self.stats.socket_scans += 1;
@@ -303,7 +311,7 @@ impl Signals {
         }
         if self.tuning.shared {
             if cycle % u64::from(self.tuning.maps_every) == 0 {
-                match self.reader.read_shared(&pids) {
+                match self.reader.read_shared(scan_pids) {
                     Ok(found) => {
                         self.recovered("shared memory");
                         self.stats.maps_reads += 1;

@@ -407,7 +407,10 @@ fn a_renamed_process_is_reclassified_and_a_dropped_policy_is_seen() {
     let kid_pid = kid.pid();
     let bound = |s: &numapilot_observe::Sample| {
         let p = s.process(kid_pid).expect("the busy child is sampled");
-        p.numa_maps.as_ref().unwrap().vmas.iter().any(|v| v.policy.mode == numapilot_observe::PolicyMode::Bind)
+        // numa_maps is in the sample only while it shows an explicit policy.
+        p.numa_maps
+            .as_ref()
+            .is_some_and(|m| m.vmas.iter().any(|v| v.policy.mode == numapilot_observe::PolicyMode::Bind))
     };
     assert!(bound(&s), "the child's temporary BIND shows in numa_maps");
 
@@ -750,7 +753,8 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     let p1 = s1.process(kid.pid()).expect("the child is sampled").clone();
     let tids = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
     assert_eq!(p1.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), tids);
-    assert!(p1.numa_maps.is_some());
+    assert!(!p1.node_usage.is_empty(), "memory per node is in every sample");
+    assert!(p1.numa_maps.is_none(), "numa_maps only for processes with an explicit policy");
     // Let the busy child's tick count move, then sample again.
     std::thread::sleep(std::time::Duration::from_millis(60));
     let s2 = host.sample().unwrap();
@@ -767,6 +771,50 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     let s3 = host.sample().unwrap();
     assert!(s3.process(pid).is_none(), "an exited process leaves the sample");
     assert!(s3.process(busy.pid()).is_some());
+    busy.kill();
+}
+
+/// The signal scans (maps, sockets) read only the processes that can matter: a busy child is
+/// scanned, a small idle one is not once it has been idle for the scans' cadence (1 cycle here),
+/// though both stay in the sample.
+#[test]
+fn signal_scans_cover_busy_or_large_processes_only() {
+    let (_d, state) = tmp_state("scan");
+    let opts = LiveOptions { state_path: state, ..LiveOptions::default() };
+    let tuning = numapilot_daemon::live::LiveTuning {
+        signal_tuning: numapilot_daemon::signals::SignalTuning {
+            maps_every: 1,
+            sockets_every: 1,
+            wakeups: false,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (mut host, _) = LiveHost::open_with(topo(), opts, tuning).unwrap();
+    let mut idle = Kid::spawn("sleep", &[]);
+    idle.line("ready");
+    let flags = tempfile::tempdir().unwrap();
+    let mut busy = Kid::spawn(
+        "busy",
+        &[
+            ("NP_NODE", topo().memory_nodes().first().unwrap().to_string()),
+            ("NP_COMM", "np-busy".into()),
+            ("NP_COMM2", "np-busy".into()),
+            ("NP_FLAG", flags.path().join("never").display().to_string()),
+            ("NP_FLAG2", flags.path().join("never2").display().to_string()),
+        ],
+    );
+    busy.line("ready");
+    let s = host.sample().unwrap();
+    assert!(host.scan_pids().contains(&idle.pid()), "first seen: scanned once");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let s2 = host.sample().unwrap();
+    let scan = host.scan_pids();
+    assert!(scan.contains(&busy.pid()), "{scan:?}");
+    assert!(!scan.contains(&idle.pid()), "an idle 1-MiB sleeper is not scanned: {scan:?}");
+    assert!(scan.len() < s2.processes.len(), "{} of {}", scan.len(), s2.processes.len());
+    assert!(s.process(idle.pid()).is_some() && s2.process(idle.pid()).is_some(), "still sampled");
+    idle.kill();
     busy.kill();
 }
 

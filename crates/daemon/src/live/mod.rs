@@ -175,6 +175,8 @@ pub struct LiveHost {
     notes: Vec<String>,
     page_size: u64,
     affinity_rounds: u32,
+    /// Cycles a process counts as busy for the signal scans: the longer of their cadences.
+    signal_window: u32,
 }
 
 fn page_size() -> u64 {
@@ -263,6 +265,7 @@ impl LiveHost {
             notes,
             page_size: ps,
             affinity_rounds: tuning.affinity_rounds,
+            signal_window: tuning.signal_tuning.maps_every.max(tuning.signal_tuning.sockets_every).max(1),
             topo,
             opts,
         };
@@ -289,6 +292,12 @@ impl LiveHost {
     /// Counts of the last observation (processes, threads, how many were read in each tier).
     pub fn tier_stats(&self) -> TierStats {
         self.observer.stats
+    }
+
+    /// The processes of the last sample whose maps and sockets the signal scans read (see
+    /// [`observe::TieredObserver::detail_pids`]), sorted.
+    pub fn scan_pids(&self) -> Vec<u32> {
+        self.observer.detail_pids(u64::from(self.signal_window))
     }
 
     /// The cpuset hierarchy in use, if any.
@@ -520,7 +529,9 @@ impl Host for LiveHost {
         let now = self.now_ns();
         let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
         let t = self.now_ns();
-        self.signals.fill(&mut s);
+        // Scan maps and sockets of the processes that can matter, over the scans' cadence.
+        let scan = self.scan_pids();
+        self.signals.fill_scoped(&mut s, Some(&scan));
         self.observer.stats.signals_ns = self.now_ns().saturating_sub(t);
         Ok(s)
     }

@@ -23,6 +23,10 @@
 //!                    6 x numa_maps_ms
 //!   otherwise        the last read threads and numa_maps are carried forward, with this cycle's
 //!                    process stat and RSS
+//!   sample           threads and node_usage of every process; numa_maps only of processes with
+//!                    an explicit memory policy (the model's only use of it is "pinned?")
+//!   signal scans     maps and sockets of the detail pids only: RSS >= numa_maps_min_rss_kb or
+//!                    CPU ticks moved within the scans' cadence ([`TieredObserver::detail_pids`])
 //! ```
 //!
 //! Consistency for the model (`numapilot_model::tasks`): every process that qualifies is in every
@@ -144,6 +148,12 @@ struct Entry {
     last: Option<ProcessSample>,
     /// Process CPU ticks when the threads were last read.
     detail_ticks: u64,
+    /// The cycle its CPU ticks last moved (or it was first seen), its ticks then, its RSS this
+    /// cycle (kB), and the last cycle it was in the sample: for [`TieredObserver::detail_pids`].
+    busy_cycle: u64,
+    prev_ticks: u64,
+    rss_now_kb: u64,
+    in_sample: u64,
     /// Host time numa_maps was last read, and the RSS then (kB).
     maps_ns: u64,
     maps_rss_kb: u64,
@@ -296,6 +306,25 @@ impl TieredObserver {
         }
     }
 
+    /// The processes of the last sample that can matter to the signal scans (maps, sockets): RSS
+    /// at least `numa_maps_min_rss_kb`, or CPU ticks moved within the last `window` cycles (or
+    /// first seen then). Sorted by pid. The scans of every other process are skipped: a small idle
+    /// process's shared mappings and sockets change no placement.
+    pub fn detail_pids(&self, window: u64) -> Vec<u32> {
+        let big = self.tiers.numa_maps_min_rss_kb;
+        let mut v: Vec<u32> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.in_sample == self.cycle
+                    && (e.rss_now_kb >= big || self.cycle.saturating_sub(e.busy_cycle) < window.max(1))
+            })
+            .map(|(&pid, _)| pid)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// One observation (see the module essay).
     pub fn sample(&mut self, opts: &LiveOptions, now_ns: u64) -> Result<Sample, ReadError> {
         self.cycle += 1;
@@ -355,6 +384,10 @@ impl TieredObserver {
                     starttime: st.starttime,
                     comm: st.comm.clone(),
                     has_policy: false,
+                    busy_cycle: cycle,
+                    prev_ticks: st.cpu_ticks(),
+                    rss_now_kb: 0,
+                    in_sample: 0,
                     kind,
                     fd: None,
                     last: None,
@@ -386,6 +419,12 @@ impl TieredObserver {
                 continue;
             }
             let new = e.last.is_none();
+            if st.cpu_ticks() != e.prev_ticks {
+                e.busy_cycle = cycle;
+                e.prev_ticks = st.cpu_ticks();
+            }
+            e.rss_now_kb = rss_kb;
+            e.in_sample = cycle;
             let threads = new
                 || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks
                 || (u64::from(pid) + cycle) % stale == 0;
@@ -453,8 +492,19 @@ impl TieredObserver {
         let mut processes = Vec::with_capacity(stats_now.len());
         for &pid in &pids {
             let Some(st) = stats_now.remove(&pid) else { continue };
-            let Some(last) = self.entries.get(&pid).and_then(|e| e.last.as_ref()) else { continue };
+            let Some(e) = self.entries.get_mut(&pid) else { continue };
+            let has_policy = e.has_policy;
+            let Some(last) = e.last.as_mut() else { continue };
+            // The model reads numa_maps only to tell a process that placed itself (an explicit
+            // policy on its VMAs: `numapilot_model::tasks::policy_pinned`), which is `false`
+            // without it, and takes memory per node from `node_usage`. So only processes with such
+            // a policy carry their (cached) numa_maps into the sample; the others' stays here
+            // instead of being copied every cycle (the larger part of the assembly's cost).
+            let maps = if has_policy { None } else { last.numa_maps.take() };
             let mut p = last.clone();
+            if maps.is_some() {
+                last.numa_maps = maps;
+            }
             p.rss_kb = Some(st.rss_pages * self.page_kb);
             p.comm.clone_from(&st.comm);
             p.stat = st;
