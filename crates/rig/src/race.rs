@@ -105,6 +105,14 @@ impl Condition {
     }
 }
 
+/// The rig options a race boots with: the defaults, but always release builds of our binaries. The race measures the
+/// daemon users run: under TCG a debug build's step (observe + model + plan) took 3-5 s in the 2-node guest, against
+/// a 500 ms interval, so the daemon decided ten times too late (measured 2026-11-22: the short race's numa01 never
+/// reached 90% with the dev profile, and reached it in 4.8 s with the release profile).
+pub fn rig_options() -> crate::RigOptions {
+    crate::RigOptions { release: true, ..crate::RigOptions::default() }
+}
+
 /// What one guest runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RaceConfig {

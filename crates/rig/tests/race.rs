@@ -11,7 +11,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use numapilot_rig::race::{self, Condition, RaceConfig};
-use numapilot_rig::{GuestSpec, Rig, RigOptions};
+use numapilot_rig::{GuestSpec, Rig};
 
 const SCENARIO: &str = include_str!("../../../rig/scenarios/race.sh");
 
@@ -22,7 +22,7 @@ fn numapilot_daemon_converges_in_the_2node_guest() {
         return;
     }
     let cfg = RaceConfig::short();
-    let (rig, _) = Rig::prepare(&RigOptions::default()).expect("rig");
+    let (rig, _) = Rig::prepare(&numapilot_rig::race::rig_options()).expect("rig");
     let mut spec = GuestSpec::preset("2node").expect("2node preset");
     spec.timeout = Duration::from_secs(60 + cfg.cases().len() as u64 * (u64::from(cfg.seconds) * 4 + 40));
     let conf = vec![("rig/race.conf".to_string(), cfg.to_conf().into_bytes())];

@@ -46,7 +46,11 @@ fn preset(name: &str) -> Res<GuestSpec> {
 }
 
 fn prepare() -> Res<Rig> {
-    let (rig, t) = Rig::prepare(&RigOptions::default())?;
+    prepare_with(&RigOptions::default())
+}
+
+fn prepare_with(opts: &RigOptions) -> Res<Rig> {
+    let (rig, t) = Rig::prepare(opts)?;
     eprintln!(
         "rig: kernel {} ({}), initramfs {} KiB; prepare: packages {} ms, kernel {} ms, build {} ms, image {} ms",
         rig.kernel().vmlinuz.display(),
@@ -186,7 +190,7 @@ fn demo(args: &[String]) -> Res<()> {
 /// Boots every guest with race.sh and `cfg` in parallel (one QEMU each).
 fn boot_race(guests: &[String], cfg: &RaceConfig) -> Res<Vec<Result<numapilot_rig::GuestRun, String>>> {
     let specs: Vec<GuestSpec> = guests.iter().map(|g| preset(g)).collect::<Res<_>>()?;
-    let rig = prepare()?;
+    let rig = prepare_with(&numapilot_rig::race::rig_options())?;
     let conf = vec![("rig/race.conf".to_string(), cfg.to_conf().into_bytes())];
     Ok(std::thread::scope(|sc| {
         let hs: Vec<_> = specs
