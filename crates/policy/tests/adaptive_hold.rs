@@ -77,7 +77,8 @@ fn an_unapplied_move_starts_no_hold() {
 }
 
 /// ```text
-///   period 1: app (pid 10) 4 x 1.0 on node 1, 600 MiB on node 0 (small: stays on node 1)
+///   period 1: app (pid 10) 4 x 1.0 on node 1, 600 MiB on node 0; node 0's memory bandwidth is a
+///             bottleneck, so the threads do not follow the memory there (stays on node 1)
 ///             -> SetAffinity(10, node 1) (refused: no CPU hold), MigratePages(0 -> 1, max 153600)
 ///             (applied: memory hold to node 1 at 4.0 CPUs)
 ///   period 2: it runs on node 0 now, memory 300/300: it stays on node 0 (SetAffinity) and memory
@@ -88,6 +89,7 @@ fn memory_does_not_move_back_within_hold_periods() {
     let mut b = B::new("autonuma-2s12c-24g");
     b.proc(10, "app", &[(1, 1.0); 4], &[600, 0]);
     b.group_proc(1, 10);
+    b.m.nodes[0].mem_bw.bottleneck = true;
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);
     assert_eq!(plan.actions.len(), 2, "{plan:#?}");
@@ -95,6 +97,7 @@ fn memory_does_not_move_back_within_hold_periods() {
     let outcomes = vec![Outcome::Refused { message: "EINVAL".into() }, Outcome::Applied { pages_moved: 153_600 }];
     p.observe_outcomes(&b.m, &plan, &outcomes);
     b.run_on(10, 0).mem(10, &[300, 300]).group_proc(1, 10);
+    b.m.nodes[0].mem_bw.bottleneck = false;
     let plan = p.decide(&b.m);
     assert_eq!(affinities(&b.m, &plan), vec![(10, None, "0".into(), "stay-current-node".into())]);
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
@@ -179,7 +182,8 @@ fn decisions_come_faster_while_a_process_is_young() {
 /// sample a shared buffer would bounce it).
 ///
 /// ```text
-///   numa02 shape (adaptive_rules): t2, t3 on node 1 sample ranges on node 0 -> MoveRanges(4 ranges
+///   numa02 shape (adaptive_rules), node 0's memory bandwidth a bottleneck (so t2, t3 stay on
+///   node 1 rather than join their memory): t2, t3 on node 1 sample ranges on node 0 -> MoveRanges(4 ranges
 ///   -> node 1), applied. Next period the (stale) model still shows them on node 0: not moved again;
 ///   10 periods after the move they may move again.
 /// ```
@@ -192,6 +196,7 @@ fn a_moved_range_is_not_moved_again_within_hold_periods() {
         b.hot(10, i, 0x4000_0000 + u64::from(i) * 256 * MIB, 2 * MIB, 0, 20);
         b.group(u64::from(i) + 1, &[tk(10, i)]);
     }
+    b.m.nodes[0].mem_bw.bottleneck = true;
     let moves = |plan: &numapilot_policy::Plan| {
         plan.actions.iter().filter(|a| matches!(a.kind, ActionKind::MoveRanges { .. })).count()
     };
@@ -206,4 +211,46 @@ fn a_moved_range_is_not_moved_again_within_hold_periods() {
     }
     let plan = p.decide(&b.m);
     assert_eq!(moves(&plan), 1, "{plan:#?}");
+}
+
+/// An action refused (a read error) or reported vanished while the process lives on: the policy
+/// neither forgets it nor holds it; a CPU mask the host applied to some threads before the error
+/// is the policy's own, not a foreign pin.
+///
+/// ```text
+///   period 1: app -> SetAffinity(10, node 0) cpu-follows-memory; outcome Refused ("numa_maps
+///             read: EINVAL"); the host had narrowed threads 0 and 1 to node 0 (model: pinned)
+///   period 2: app still managed: SetAffinity for threads 2, 3 to node 0 (again)
+///   period 2 outcome Vanished (not confirmed gone: still in the model) -> period 3 plans it again
+/// ```
+#[test]
+fn refused_or_vanished_actions_are_planned_again_while_the_process_lives() {
+    let mut b = app();
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "0".into(), "cpu-follows-memory".into())]);
+    let refused = vec![Outcome::Refused { message: "numa_maps read: EINVAL".into() }];
+    p.observe_outcomes(&b.m, &plan, &refused);
+    let cpus0 = std::sync::Arc::new(b.node_cpus(0));
+    for tid in [1000, 1001] {
+        b.m.tasks.get_mut(&TaskKey { pid: 10, tid }).unwrap().cpus_allowed = cpus0.clone();
+    }
+    b.pinned(10);
+    // (No check_conservation here: it treats the model's pinned flag as untouchable, which is
+    // exactly the flag the policy must see through for the mask it tried itself.)
+    let plan = p.decide(&b.m);
+    assert!(!plan.actions.is_empty(), "held out after a refusal: {plan:#?}");
+    assert!(
+        plan.actions
+            .iter()
+            .all(|a| a.target.pid == 10
+                && matches!(&a.kind, ActionKind::SetAffinity { cpus } if *cpus == b.node_cpus(0))),
+        "{plan:#?}"
+    );
+    let vanished: Vec<Outcome> = plan.actions.iter().map(|_| Outcome::Vanished).collect();
+    p.observe_outcomes(&b.m, &plan, &vanished);
+    let again = p.decide(&b.m);
+    assert_eq!(again.actions.len(), plan.actions.len(), "{again:#?}");
+    let e = p.explain(&b.m, 10).unwrap();
+    assert!(e.last_actions.iter().any(|a| matches!(a.outcome, Some(Outcome::Vanished))), "{e:#?}");
 }

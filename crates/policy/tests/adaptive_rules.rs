@@ -310,13 +310,14 @@ fn balance_weakest_affinity_to_co_located_members_goes_first() {
     assert!(t3.reason.detail.contains("strength 0.10 to 3 co-located members"), "{}", t3.reason.detail);
     assert_eq!(plan.actions.len(), 4, "{plan:#?}");
 
-    // Without the overload (pinned at 8: 12 of 12 CPUs), nothing is balanced.
+    // Without the overload (pinned at 8: 12 of 12 CPUs), nothing is balanced: the group follows
+    // its memory to node 1 (room there, 4 threads cheaper to move than 8192 pages).
     let mut b = B::new("autonuma-2s12c-24g");
     b.proc(5, "pinned", &[(0, 1.0); 8], &[100, 0]).pinned(5);
     b.proc(10, "app", &[(0, 1.0); 4], &[0, 32]);
     b.group(1, &[tk(10, 0), tk(10, 1), tk(10, 2), tk(10, 3)]);
     let plan = Adaptive::new().decide(&b.m);
-    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "stay-current-node")]);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "cpu-follows-memory")]);
 }
 
 /// Rule 4: memory follows CPU, hottest ranges first, then MigratePages, within the budget.
@@ -324,7 +325,9 @@ fn balance_weakest_affinity_to_co_located_members_goes_first() {
 /// ```text
 ///   budget 100 MiB/s x 1 s = 25600 pages
 ///   cache (pid 10): 4 threads x 1.0 on node 1, 900 MiB on node 0 + 100 on node 1 (1000 MiB: below
-///                   the 1024 MiB of CPU-follows-memory -> stays on node 1); accesses 90% node 0
+///                   the 1024 MiB of CPU-follows-memory; node 0's memory bandwidth is a bottleneck,
+///                   so the cost rule does not send the threads there -> stays on node 1);
+///                   accesses 90% node 0
 ///   hot ranges (hottest first): 0x10000000 2 MiB node 0 (50), 0x20000000 2 MiB node 1 (40),
 ///                               0x30000000 4 MiB node 0 (30)
 ///   remote 90% >= 25%; benefit 0.9 x 4 x 10 = 36 CPU-s > 230400 pages x 2 us = 0.46 s
@@ -348,6 +351,7 @@ fn memory_follows_cpu_hottest_first_within_the_budget() {
         30,
     );
     b.group_proc(1, 10);
+    b.m.nodes[0].mem_bw.bottleneck = true;
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "stay-current-node")]);
@@ -369,7 +373,8 @@ fn memory_follows_cpu_hottest_first_within_the_budget() {
 ///
 /// ```text
 ///   a) 80% of accesses local on node 1, 20% remote < 25%                      -> no memory action
-///   b) horizon 1 s; 2 threads x 0.06 CPU, 90% remote: 0.9 x 0.12 x 1 = 0.108 CPU-s
+///   b) node 0 (its memory's) bandwidth a bottleneck: the threads stay on node 1;
+///      horizon 1 s; 2 threads x 0.06 CPU, 90% remote: 0.9 x 0.12 x 1 = 0.108 CPU-s
 ///      < 230400 pages x 2 us = 0.46 s                                        -> no memory action
 /// ```
 #[test]
@@ -390,6 +395,7 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
         b.access(10, i, &[0.9, 0.1]);
     }
     b.group_proc(1, 10);
+    b.m.nodes[0].mem_bw.bottleneck = true;
     let plan = Adaptive::new().decide(&b.m);
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "stay-current-node")]);
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
@@ -400,7 +406,8 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
 ///
 /// ```text
 ///   numa02 (pid 10): 1024 MiB on node 0; t0, t1 on node 0, t2, t3 on node 1, one group each
-///   (256 MiB each: small, they stay); every thread's accesses 100% node 0
+///   (256 MiB each: small; node 0's memory bandwidth is a bottleneck, so t2, t3 stay on node 1
+///   rather than join their memory there); every thread's accesses 100% node 0
 ///   hot ranges: thread i at A_i = 0x40000000 + i x 256 MiB (20 samples) and A_i + 2 MiB (10)
 ///   CPU: per thread (two node sets): t0, t1 -> node 0, t2, t3 -> node 1
 ///   memory: node set {0}: local. node set {1} (t2, t3, 2 CPUs): 100% remote; 4 ranges x 512 pages
@@ -416,6 +423,7 @@ fn memory_of_a_split_process_follows_each_unit_by_its_threads_hot_ranges() {
         b.hot(10, i, base(u64::from(i)), 2 * MIB, 0, 20).hot(10, i, base(u64::from(i)) + 2 * MIB, 2 * MIB, 0, 10);
         b.group(u64::from(i) + 1, &[tk(10, i)]);
     }
+    b.m.nodes[0].mem_bw.bottleneck = true;
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(
@@ -446,7 +454,8 @@ fn memory_of_a_split_process_follows_each_unit_by_its_threads_hot_ranges() {
 /// Rule 4 without access samples: a split process is interleaved by CPU.
 ///
 /// ```text
-///   as above, no samples: each unit's share is its memory (all node 0)
+///   as above (node 0's memory bandwidth a bottleneck), no samples: each unit's share is its
+///   memory (all node 0)
 ///   weights: 2.0 CPUs on node 0, 2.0 on node 1 -> [20, 20]; memory 100% on node 0 vs 50/50:
 ///   deviation 0.5 >= 0.25 -> Interleave(all, nodes 0-1, [20, 20], max 0.5 x 262144 = 131072)
 /// ```
@@ -457,6 +466,7 @@ fn memory_of_a_split_process_without_samples_is_interleaved_by_cpu() {
     for i in 0..4u32 {
         b.group(u64::from(i) + 1, &[tk(10, i)]);
     }
+    b.m.nodes[0].mem_bw.bottleneck = true;
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(plan.actions.len(), 5, "{plan:#?}");
@@ -471,10 +481,11 @@ fn memory_of_a_split_process_without_samples_is_interleaved_by_cpu() {
 ///
 /// ```text
 ///   db (10, static-large): 4 x 1.0 on node 1, 1536 MiB on node 0 + 512 on node 1 (75% < 80%: no
-///        CPU-follows-memory; node 1 holds 25% < 75% - 10% and the memory is large: no stay)
-///        -> preferred node 0: SetAffinity(node 0); bind memory: MigratePages(1 -> 0, 131072)
-///   jvm (11, growing): 2 x 1.0 on node 0, 300 MiB on node 1 -> stays on node 0: SetAffinity(node
-///        0); memory left alone (it may spill)
+///        size rule; node 1 holds 25% < 75% - 10%; node 0 has room and 4 threads cost less to move
+///        than 131072 remote pages) -> cpu-follows-memory: SetAffinity(node 0); bind memory:
+///        MigratePages(1 -> 0, 131072)
+///   jvm (11, growing): 2 x 1.0 on node 0, 300 MiB on node 1 -> node 1 has room, 2 threads cost
+///        less than 76800 pages: SetAffinity(node 1) (cpu-follows-memory); memory left alone
 ///   solver (12, bandwidth-bound): 2 threads on node 0, 2 on node 1, 1024 MiB on node 0
 ///        -> CPUs untouched; Interleave(nodes 0-1, [1, 1], max 0.5 x 262144 = 131072)
 ///   trader (13, latency-sensitive): 2 x 0.5 on node 1, 10 MiB on node 0 + 90 on node 1
@@ -494,12 +505,18 @@ fn classes_bind_prefer_interleave_and_pin() {
     assert_eq!(
         affinities(&b.m, &plan),
         vec![
-            aff(10, None, "0", "preferred-node"),
-            aff(11, None, "0", "stay-current-node"),
+            aff(10, None, "0", "cpu-follows-memory"),
+            aff(11, None, "1", "cpu-follows-memory"),
             aff(13, None, "1", "stay-current-node")
         ]
     );
-    assert!(plan.actions[0].reason.detail.contains("[StaticLarge]: 75% of its resident memory on node 0"), "{plan:#?}");
+    assert!(
+        plan.actions[0]
+            .reason
+            .detail
+            .contains("[StaticLarge]: runs on node 1 but node 0 has 75% of its resident memory"),
+        "{plan:#?}"
+    );
     let mem: Vec<(u32, ActionKind, String)> = plan
         .actions
         .iter()
@@ -616,7 +633,8 @@ fn small_processes_take_their_memory_along() {
 ///
 /// ```text
 ///   numa01 (10): threads 0,1 on node 0, threads 2,3 on node 1, 1.0 CPU each; 1024 MiB on node 0;
-///        every thread samples the same two 2 MiB ranges (on node 0)
+///        every thread samples the same two 2 MiB ranges (on node 0); node 0's memory bandwidth
+///        is a bottleneck (threads 2, 3 do not join the memory there)
 ///   place: each thread's group stays (stay-current-node) -> 4 SetAffinity, units on 0 and on 1
 ///   memory: split over {0} and {1}; hot-range samples in ranges sampled from both sets: 100%
 ///        >= shared_range_share_min 0.5 -> shared buffer: weights 2.0 / 2.0 CPUs -> [20, 20];
@@ -638,6 +656,7 @@ fn a_buffer_shared_across_nodes_is_interleaved_over_them_once_then_held() {
         b.hot(10, i, base, 2 * MIB, 0, 20).hot(10, i, base + 2 * MIB, 2 * MIB, 0, 10);
         b.group(u64::from(i) + 1, &[tk(10, i)]);
     }
+    b.m.nodes[0].mem_bw.bottleneck = true;
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);
     check_conservation(&b.m, &plan);
@@ -720,4 +739,94 @@ fn a_young_process_settles_under_the_startup_budget() {
     assert_eq!(migrate_of_11(true), Some(786_432));
     let bad = Tunables { young_migrate_budget_mib_per_s: 1024, ..t };
     assert_eq!(bad.validate().unwrap_err().field, "young_migrate_budget_mib_per_s");
+}
+
+/// Rule 2, cost-based: CPU follows memory for a small group whose memory's node has room (the
+/// rig's numa02 on a live 2-node kernel: no access samples, shares from residency).
+///
+/// ```text
+///   numa02 (pid 10): 2 threads x 1.0 on node 1 (the scheduler put them there), 76 MiB, all on
+///                    node 0 (first touch); no sampled accesses -> shares from resident memory:
+///                    node 0 100%
+///   candidates: 76 MiB < 1024 MiB (no size rule); runs on node 1 with 0% there (not as good)
+///   cost: moving 2 threads = 2 x 0.5 ms = 1 ms of cache refill < copying 19456 remote pages
+///         x 2 us = 38.9 ms; node 0 has 12 CPUs free and is no bottleneck
+///         -> SetAffinity(10, node 0), cpu-follows-memory; memory then is local: no MigratePages
+///   node 0 full (pinned pid 5: 11 x 1.0 there, 1 CPU left for 2): it cannot take the group ->
+///         stays on node 1 (stay-current-node) and memory follows: MigratePages(0 -> 1)
+/// ```
+#[test]
+fn cpu_follows_memory_when_the_memory_node_has_room_memory_follows_when_it_has_not() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "numa02", &[(1, 1.0); 2], &[76, 0]);
+    b.group_proc(1, 10);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "cpu-follows-memory")], "{plan:#?}");
+    assert_eq!(plan.actions.len(), 1, "no page moves: {plan:#?}");
+    let why = &plan.actions[0].reason.detail;
+    assert!(
+        why.contains(
+            "moving 2 threads (~1.0 ms of cache refill) is cheaper than copying 19456 remote pages (~38.9 ms)"
+        ),
+        "{why}"
+    );
+
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(5, "pinned", &[(0, 1.0); 11], &[100, 0]).pinned(5);
+    b.proc(10, "numa02", &[(1, 1.0); 2], &[76, 0]);
+    b.group_proc(1, 10);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "stay-current-node")], "{plan:#?}");
+    assert!(
+        plan.actions
+            .iter()
+            .any(|a| matches!(a.kind, ActionKind::MigratePages { .. }) && a.reason.rule == "memory-follows-cpu"),
+        "{plan:#?}"
+    );
+}
+
+/// Rule 3: a CPU bottleneck made of load the policy cannot move (a pinned process) does not excuse
+/// moving a task away from its preferred node.
+///
+/// ```text
+///   as balance_moves_the_weakest_first_and_keeps_tasks_on_their_preferred_node, but node 0 is
+///   flagged a CPU bottleneck (load 1.17): pinned (pid 5) 10 x 1.0 on node 0, app's 4 threads
+///   there (t0 90%, t1 60%, t2 55%, t3 20% of their accesses on node 0)
+///   managed demand on node 0: 4.0 CPUs of 12 -> no bottleneck the moves can relieve
+///   balance: 14/12 = 1.17 vs 0.00: t3 (prefers node 1) -> node 1; 13/12 = 1.08 vs 0.08: t0, t1, t2
+///            prefer node 0 -> kept (before: t2, 55% there, went to node 1 as well)
+///   control: 14 managed threads preferring node 0 on its 12 CPUs: managed demand 14 > 12 -> a
+///   bottleneck the moves relieve: 2 of them go to node 1
+/// ```
+#[test]
+fn balance_never_moves_a_task_off_its_preferred_node_for_unmanaged_load() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(5, "pinned", &[(0, 1.0); 10], &[100, 0]).pinned(5);
+    b.proc(10, "app", &[(0, 1.0); 4], &[32, 0]);
+    b.access(10, 0, &[0.9, 0.1]).access(10, 1, &[0.6, 0.4]).access(10, 2, &[0.55, 0.45]).access(10, 3, &[0.2, 0.8]);
+    for i in 0..4 {
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    b.m.nodes[1].io.bottleneck = true;
+    b.bottleneck(0, 1.17);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.3 == "balance-weakest-first").collect();
+    assert_eq!(moved, vec![aff(10, Some(1003), "1", "balance-weakest-first")], "{plan:#?}");
+
+    // Managed demand alone over capacity (14 threads preferring node 0, 60% there, on its 12
+    // CPUs; node 1 refuses units for IO): a bottleneck the moves relieve -> 2 go to node 1.
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(0, 1.0); 14], &[32, 0]);
+    for i in 0..14 {
+        b.access(10, i, &[0.6, 0.4]).group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    b.m.nodes[1].io.bottleneck = true;
+    b.bottleneck(0, 1.17);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved = affinities(&b.m, &plan).into_iter().filter(|a| a.3 == "balance-weakest-first").count();
+    assert_eq!(moved, 2, "{plan:#?}");
 }

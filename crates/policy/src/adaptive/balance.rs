@@ -7,7 +7,10 @@
 //!   while load(busiest) - load(idlest) > imbalance and load(busiest) > 1
 //!   (demand = run time + run delay, so > 1 means tasks wait for a CPU):
 //!       candidates on busiest: not held, not class-bound, CPU > 0, busiest is not their preferred
-//!                              node (or it is a bottleneck), and the move narrows the gap
+//!                              node (or it is a CPU bottleneck by managed demand alone: planned
+//!                              task CPU there > capacity; unmanaged load, memory bandwidth and
+//!                              IO do not excuse moving a task away from its memory), and the
+//!                              move narrows the gap
 //!       strength(task, n) = access share of the task on n
 //!                         + mean affinity (graph edge or address-space prior) to the members of
 //!                           its unit planned on n
@@ -78,7 +81,16 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
         if gap <= t.imbalance || load[b] <= 1.0 {
             return;
         }
-        let b_bottleneck = m.nodes.get(b).is_some_and(|l| l.any_bottleneck());
+        // The bottleneck that excuses moving a task off its preferred node is one the moves can
+        // relieve: a CPU bottleneck whose managed (planned) demand alone exceeds the capacity.
+        // Load of processes this policy does not manage (the daemon itself, pinned or excluded
+        // processes, kernel threads) stays whatever moves; a memory-bandwidth or capacity
+        // bottleneck stays with the memory, which the task leaves behind; IO is not CPU.
+        let movable_b = demand[b] - p.fixed[b];
+        let b_bottleneck = m.nodes.get(b).is_some_and(|l| l.cpu.bottleneck)
+            && movable_b
+                > p.cap[b]
+                    + super::place::RATE_SLACK_CPU_PER_TASK * on.iter().filter(|&&c| c == Some(b)).count() as f64;
         let mut best: Option<(f64, f64, TaskKey, String)> = None;
         for (ki, k) in keys.iter().enumerate() {
             if on[ki] != Some(b) {

@@ -27,8 +27,15 @@
 //!          │              first, against remaining capacity:
 //!          │                 fits a node?  candidates:  memory node  (CPU follows memory: >= 1 GiB,
 //!          │                                            >= 80% on one node)
-//!          │                                         |  current node (as good: share within
-//!          │                                            stay_margin, or small memory)
+//!          │                                         |  current node when as good (share within
+//!          │                                            stay_margin: settled there)
+//!          │                                         |  best node by share when it has room and
+//!          │                                            no bottleneck and moving the threads
+//!          │                                            (0.5 ms each) costs less than copying
+//!          │                                            the remote pages (2 us each): CPU
+//!          │                                            follows memory, cost-based
+//!          │                                         |  current node (small memory the best node
+//!          │                                            cannot take, or memory moving here)
 //!          │                                         |  by access share, then distance, then id
 //!          │                               first with room and no bottleneck wins
 //!          │                 larger?       the closest set of nodes around the preferred one
@@ -37,7 +44,8 @@
 //!          │              capacity: move the task with the weakest affinity to the busiest
 //!          │              node (access share there + strength to its co-located group members)
 //!          │              to the idlest; never a task whose preferred node that is, unless the
-//!          │              node is a bottleneck
+//!          │              node is a CPU bottleneck by managed demand alone (unmanaged load:
+//!          │              the daemon, pinned processes, does not count)
 //!          ├─ 4 memory    units whose accessed memory is >= remote_share_min remote and whose
 //!          │              benefit (remote x CPU x horizon) beats the copy cost: hot ranges first
 //!          │              (MoveRanges), then MigratePages(max_pages), all under one budget of
@@ -79,7 +87,10 @@
 //! applied, the last memory move and a journal of its last actions with their outcomes; per task,
 //! the last CPU move, and per moved range the decision it moved at. A move is recorded only when
 //! its outcome says it was applied
-//! ([`Policy::observe_outcomes`]). Within `hold_periods` decisions of a move, the unit keeps that
+//! ([`Policy::observe_outcomes`]). A Refused or Vanished outcome starts no hold and forgets
+//! nothing: while the model still lists the process, the next decision plans it again, and the
+//! CPU set it tried counts as the policy's own (a host that narrowed some threads before failing
+//! does not turn the process into a foreign pin). Within `hold_periods` decisions of a move, the unit keeps that
 //! placement and memory is not moved towards another node set, unless the load that justified the
 //! move changed by more than `hold_load_change` (relative). The fork rule's placement starts no
 //! hold: it is a guess made before any signal (two processes that will talk to each other are
@@ -118,6 +129,10 @@ use crate::engine::Policy;
 /// would see budgets 16x larger in bytes).
 pub(crate) const BASE_PAGE_BYTES: u64 = 4096;
 
+/// CPU sets kept in `ProcState::tried_cpus`, count. Default 8 (a few periods of attempts at
+/// process and thread level). Prevents: unbounded growth for a process refused every period.
+const TRIED_CPUS_KEPT: usize = 8;
+
 /// A past move: where to, when (decision number), and the load that justified it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Move {
@@ -150,6 +165,12 @@ pub(crate) struct ProcState {
     pub(crate) own_cpus: Option<CpuSet>,
     /// Per-thread CPU sets this policy applied.
     pub(crate) own_task_cpus: BTreeMap<u32, CpuSet>,
+    /// CPU sets of SetAffinity actions whose outcome was Refused or Vanished while the process
+    /// lived on (newest last, at most [`TRIED_CPUS_KEPT`]): the host may have narrowed some of its
+    /// threads before the error (a thread list read mid-way, a read error reported as Vanished),
+    /// and a mask this policy tried is its own, never a foreign pin that would hold the process
+    /// out of management for good.
+    pub(crate) tried_cpus: Vec<CpuSet>,
     /// Last memory move (migrate, move ranges, interleave).
     pub(crate) mem_move: Option<Move>,
     /// Decision at which each range (by start address) was last moved by MoveRanges: a range
@@ -204,7 +225,7 @@ impl Adaptive {
             return false;
         }
         let Some(st) = self.proc_state(model, pid) else { return true };
-        if st.own_cpus.is_none() && st.own_task_cpus.is_empty() {
+        if st.own_cpus.is_none() && st.own_task_cpus.is_empty() && st.tried_cpus.is_empty() {
             return true;
         }
         let all = model.topo.online_cpus();
@@ -215,6 +236,7 @@ impl Adaptive {
                 return true;
             }
             st.own_task_cpus.get(&tid).or(st.own_cpus.as_ref()).is_some_and(|own| own == allowed)
+                || st.tried_cpus.iter().any(|tried| tried == allowed)
         })
     }
 
@@ -256,6 +278,22 @@ impl Adaptive {
             while st.journal.len() > keep {
                 st.journal.pop_front();
             }
+        }
+    }
+
+    /// Remembers the CPU set of a SetAffinity that was not applied (see `ProcState::tried_cpus`).
+    fn tried(&mut self, model: &Model, action: &Action) {
+        let ActionKind::SetAffinity { cpus } = &action.kind else { return };
+        let alive = model.procs.get(&action.target.pid).is_some_and(|p| p.starttime == action.target.starttime);
+        let Some(st) =
+            self.procs.get_mut(&action.target.pid).filter(|s| alive && s.starttime == action.target.starttime)
+        else {
+            return;
+        };
+        st.tried_cpus.retain(|c| c != cpus);
+        st.tried_cpus.push(cpus.clone());
+        if st.tried_cpus.len() > TRIED_CPUS_KEPT {
+            st.tried_cpus.remove(0);
         }
     }
 
@@ -369,6 +407,11 @@ impl Policy for Adaptive {
             let applied = matches!(outcome, Some(Outcome::Applied { .. }) | Some(Outcome::Partial { .. }));
             if applied {
                 self.record(model, action, loads.get(i).copied().unwrap_or(0.0));
+            } else if outcome.is_some() {
+                // Refused or Vanished: no hold starts and nothing is forgotten; while the model
+                // still has the process, the next decision plans it again (a read error may pass,
+                // a "vanished" process that is still there is managed as before).
+                self.tried(model, action);
             }
             self.journal(model, action, outcome);
         }

@@ -23,9 +23,17 @@ use crate::action::{Action, ActionKind, Plan, Reason, TaskRef};
 /// from clock ticks (USER_HZ = 100, 10 ms), so a busy thread reads up to two ticks per second above
 /// 1.0 from rounding at both ends of the period. Prevents: a group of exactly a node's worth of busy
 /// threads (numa01 on 2 nodes) reading as "does not fit".
-const RATE_SLACK_CPU_PER_TASK: f64 = 0.02;
+pub(crate) const RATE_SLACK_CPU_PER_TASK: f64 = 0.02;
 
 const MIB: f64 = 1048576.0;
+
+/// Cost of moving one thread to another node, ns: its caches refill from the new node (a few MiB
+/// of L2/L3 working set at ~10-20 GB/s is 0.1-0.5 ms; 0.5 ms is the upper end). Compared with the
+/// copy cost of the unit's remote pages (`migrate_cost_ns_per_page`, 2 us each): 3 threads cost
+/// 1.5 ms, 76 MiB of pages ~39 ms. Prevents: migrating a process's memory to where the scheduler
+/// happened to run its threads when the node holding the memory has room for them (the rig's
+/// numa02: 16k pages copied instead of 2 threads moved).
+const CPU_MOVE_COST_NS_PER_TASK: f64 = 500_000.0;
 
 /// What a unit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +125,10 @@ pub(crate) struct Planner<'m> {
     /// (`ProcState::shared_spread`, load unchanged): their threads stay where they are (fixed
     /// demand, no unit) and their memory keeps that spread.
     pub(crate) held_shared: BTreeSet<u32>,
+    /// Processes whose memory this policy moves (a memory move within its hold): pid, target
+    /// nodes. A unit whose memory follows it to where it runs is settled there: CPU does not
+    /// follow the part still left behind (which would undo the move half-way).
+    pub(crate) memory_follows: Vec<(u32, NodeSet)>,
     pub(crate) units: Vec<Unit>,
     pub(crate) placed: Vec<Option<Placed>>,
     pub(crate) task_plan: BTreeMap<TaskKey, TaskPlan>,
@@ -169,6 +181,13 @@ impl<'m> Planner<'m> {
             .collect();
         let held_shared: BTreeSet<u32> =
             managed.iter().copied().filter(|&pid| policy.shared_spread(model, pid).is_some()).collect();
+        let memory_follows: Vec<(u32, NodeSet)> = managed
+            .iter()
+            .filter_map(|&pid| {
+                let mv = policy.proc_state(model, pid)?.mem_move.as_ref()?;
+                mv.holds(policy.period, model.procs[&pid].cpu_rate, model).then(|| (pid, mv.nodes.clone()))
+            })
+            .collect();
         let period_ns = if model.period_ns > 0 { model.period_ns } else { t.interval_ms * 1_000_000 };
         // While a managed process is young (the settling cadence), its first-touched memory may
         // move at the larger startup rate.
@@ -191,6 +210,7 @@ impl<'m> Planner<'m> {
             managed,
             new_procs,
             held_shared,
+            memory_follows,
             units: Vec::new(),
             placed: Vec::new(),
             task_plan: BTreeMap::new(),
@@ -522,6 +542,38 @@ impl<'m> Planner<'m> {
         }
         if let Some(c) = u.current.filter(|c| self.cpus[*c] > 0.0) {
             let as_good = u.share[c] >= u.share[best] - t.stay_margin;
+            // Cost-based CPU follows memory: the threads move when the node holding most of the
+            // unit's accesses can take it (room, no bottleneck of any kind: a saturated memory
+            // controller is relieved by spreading the memory instead) and moving them costs less
+            // than copying the memory that is remote from where they run; memory follows CPU only
+            // when that node cannot take the unit, or memory already moves towards it (settled).
+            if !as_good
+                && best != c
+                && !self.memory_follows.iter().any(|(pid, to)| u.pids.contains(pid) && to.contains(self.id(c)))
+            {
+                let remote_pages = u.mem.saturating_sub(u.mem_by_node[c]) / BASE_PAGE_BYTES;
+                let mem_cost = remote_pages as f64 * t.migrate_cost_ns_per_page as f64;
+                let cpu_cost = u.tasks.len() as f64 * CPU_MOVE_COST_NS_PER_TASK;
+                let bottleneck = self.model.nodes.get(best).is_some_and(|l| l.any_bottleneck());
+                if cpu_cost < mem_cost && !bottleneck && self.has_room(best, u.cpu, u.tasks.len(), u.mem) {
+                    front(&mut order, best);
+                    return Candidates {
+                        order,
+                        rule: "cpu-follows-memory",
+                        why: format!(
+                            "runs on node {} but node {} has {} of its {} and room for it: moving {} threads (~{:.1} ms of cache refill) is cheaper than copying {} remote pages (~{:.1} ms)",
+                            self.id(c),
+                            self.id(best),
+                            pct(u.share[best]),
+                            u.share_src,
+                            u.tasks.len(),
+                            cpu_cost / 1e6,
+                            remote_pages,
+                            mem_cost / 1e6
+                        ),
+                    };
+                }
+            }
             if as_good || !big {
                 front(&mut order, c);
                 let why = if as_good {
@@ -536,7 +588,7 @@ impl<'m> Planner<'m> {
                     )
                 } else {
                     format!(
-                        "runs on node {}; its memory ({:.0} MiB) is small enough to follow it (best node {} has {} of its {})",
+                        "runs on node {}; its memory ({:.0} MiB) follows it (best node {} has {} of its {}, but cannot take it or memory already moves here)",
                         self.id(c),
                         u.mem as f64 / MIB,
                         self.id(best),
