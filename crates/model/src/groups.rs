@@ -144,7 +144,7 @@ pub(crate) fn update(model: &mut Model) {
     let runs = pid_runs(&keys);
 
     // Per task: CPU and memory attribution.
-    let (task_mem, task_mem_node) = attribute_memory(model, &keys);
+    let (task_mem, task_mem_node) = attribute_memory(model, &keys, &views);
     let task_cpu: Vec<f64> = views.iter().map(|t| t.cpu_rate).collect();
 
     // Processes with no per-thread signal: residency shares only and no edge (of any tier) between
@@ -443,13 +443,16 @@ pub(crate) fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
     if weights.is_empty() {
         return Vec::new();
     }
-    let equal;
-    let w: &[u64] = if weights.iter().all(|&w| w == 0) {
-        equal = vec![1u64; weights.len()];
-        &equal
-    } else {
-        weights
-    };
+    if weights.iter().all(|&w| w == 0) {
+        // Equal weights (the usual case: no samples, no faults): total / n each, the remainder
+        // one each to the first ones (the order the general path below gives equal weights),
+        // without building a weight vector and sorting it for every process and node.
+        let n = weights.len() as u64;
+        let mut out = vec![total / n; weights.len()];
+        out.iter_mut().take((total % n) as usize).for_each(|x| *x += 1);
+        return out;
+    }
+    let w = weights;
     let sum: u128 = w.iter().map(|&x| x as u128).sum();
     let mut out: Vec<u64> = w.iter().map(|&x| (total as u128 * x as u128 / sum) as u64).collect();
     let mut rest = total - out.iter().sum::<u64>();
@@ -476,7 +479,7 @@ pub(crate) fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
 /// sample); else the kernel's NUMA-fault averages (already decayed by the kernel); else equally.
 /// Sources are never mixed in one weight vector (samples and faults are different units). Per node as one flat vector, task-major
 /// (`[task * nodes + node]`).
-fn attribute_memory(model: &Model, keys: &[TaskKey]) -> (Vec<u64>, Vec<u64>) {
+fn attribute_memory(model: &Model, keys: &[TaskKey], views: &[&TaskView]) -> (Vec<u64>, Vec<u64>) {
     let nn = model.topo.nodes.len();
     let mut mem = vec![0u64; keys.len()];
     let mut by_node = vec![0u64; keys.len() * nn];
@@ -488,7 +491,7 @@ fn attribute_memory(model: &Model, keys: &[TaskKey]) -> (Vec<u64>, Vec<u64>) {
             j += 1;
         }
         if let Some(p) = model.procs.get(&pid) {
-            let threads: Vec<&TaskView> = model.tasks.range(keys[i]..=keys[j - 1]).map(|(_, t)| t).collect();
+            let threads = &views[i..j];
             // Smoothed samples in 1/1024ths (apportion takes integers).
             let sampled: Vec<u64> = threads
                 .iter()
@@ -527,6 +530,10 @@ mod tests {
     fn apportion_is_exact() {
         assert_eq!(apportion(10, &[1, 1, 1]), vec![4, 3, 3]);
         assert_eq!(apportion(10, &[0, 0]), vec![5, 5]);
+        // The all-zero fast path shares out exactly as equal non-zero weights do.
+        for (total, n) in [(11u64, 3usize), (0, 4), (u64::MAX, 7), (5, 9)] {
+            assert_eq!(apportion(total, &vec![0; n]), apportion(total, &vec![1; n]), "{total} {n}");
+        }
         assert_eq!(apportion(7, &[0, 3, 1]), vec![0, 6, 1]);
         assert_eq!(apportion(u64::MAX, &[u64::MAX, 1]).iter().map(|&x| x as u128).sum::<u128>(), u64::MAX as u128);
         assert!(apportion(5, &[]).is_empty());

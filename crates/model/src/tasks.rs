@@ -221,6 +221,9 @@ pub(crate) struct ThreadHist {
     last_sampled_ns: u64,
     /// This thread's hot buckets.
     hot: Vec<(u64, HotBucket)>,
+    /// `History::generation` of the last update that saw this thread: the history is updated in
+    /// place and what an update did not see is dropped at its end (no map rebuilt per update).
+    seen: u64,
 }
 
 impl ThreadHist {
@@ -256,6 +259,8 @@ pub(crate) struct ProcHist {
 pub(crate) struct History {
     /// Hash map: one lookup per thread per period, never iterated.
     pub(crate) threads: HashMap<TaskKey, ThreadHist, FxBuild>,
+    /// Updates of `threads` so far (the `ThreadHist::seen` mark).
+    pub(crate) generation: u64,
     pub(crate) procs: BTreeMap<u32, ProcHist>,
     /// Keys that belonged to another task before this update (pid or tid reuse): relations of the
     /// old task must be forgotten.
@@ -486,13 +491,17 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let hot_decay = decay_factor(dt, tun.access_half_life_ms);
     let window_ns = tun.class_window_ms.saturating_mul(1_000_000);
     let stale_ns = tun.access_stale_ms.saturating_mul(1_000_000);
-    let old_tasks = std::mem::take(&mut model.tasks);
+    // The previous views as a sorted vector: found by a cursor (threads come in key order) or a
+    // binary search, and owned, so an unchanged `comm` string is moved rather than copied.
+    let mut old_tasks: Vec<(TaskKey, TaskView)> = std::mem::take(&mut model.tasks).into_iter().collect();
+    let mut cursor = 0usize;
     let old_procs = std::mem::take(&mut model.procs);
     // Collected as vectors and bulk-built into the maps at the end (sorted input builds a
     // BTreeMap in linear time; inserting 10,000 keys one by one costs a search and rebalance each).
     let mut tasks: Vec<(TaskKey, TaskView)> = Vec::with_capacity(old_tasks.len());
     let mut procs: Vec<(u32, ProcView)> = Vec::with_capacity(old_procs.len());
-    let mut threads_hist = HashMap::with_capacity_and_hasher(hist.threads.len(), FxBuild::default());
+    hist.generation += 1;
+    let generation = hist.generation;
     let mut procs_hist = BTreeMap::new();
     let mut narrow = NarrowCache::new(topo);
 
@@ -521,7 +530,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         let mut running = 0usize;
         for t in &p.threads {
             let key = TaskKey { pid: p.pid, tid: t.tid };
-            let th = hist.threads.remove(&key);
+            let th = hist.threads.get_mut(&key);
             let same = !reused && th.as_ref().is_some_and(|h| h.starttime == t.stat.starttime);
             if th.is_some() && !same {
                 hist.reborn.insert(key);
@@ -531,7 +540,19 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             let rows = acc.task(key);
             let new = rows.iter().map(|r| (r.bucket, (r.count, r.node)));
             let hot = update_hot(&mut thread_hot, hot_decay, tun.coaccess_bucket_shift, new);
-            let old = old_tasks.get(&key).filter(|_| same);
+            let old_i = if old_tasks.get(cursor).is_some_and(|o| o.0 == key) {
+                Some(cursor)
+            } else {
+                old_tasks.binary_search_by(|o| o.0.cmp(&key)).ok()
+            };
+            if let Some(i) = old_i {
+                cursor = i + 1;
+            }
+            let comm = match old_i {
+                Some(i) if old_tasks[i].1.comm == t.stat.comm => std::mem::take(&mut old_tasks[i].1.comm),
+                _ => t.stat.comm.clone(),
+            };
+            let old = old_i.map(|i| &old_tasks[i].1).filter(|_| same);
             let read_ns = if p.read_ns != 0 { p.read_ns } else { sample.monotonic_ns };
             let ticks = t.stat.cpu_ticks();
             let run_ns = t.schedstat.map(|s| s.run_ns);
@@ -604,7 +625,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 key,
                 TaskView {
                     key,
-                    comm: t.stat.comm.clone(),
+                    comm,
                     cpu,
                     node,
                     cpu_rate,
@@ -617,19 +638,23 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                     hot,
                 },
             ));
-            threads_hist.insert(
-                key,
-                ThreadHist {
-                    starttime: t.stat.starttime,
-                    run_ns,
-                    ticks,
-                    hz: sample.clock_ticks_per_sec,
-                    wait_ns,
-                    read_ns,
-                    last_sampled_ns,
-                    hot: thread_hot,
-                },
-            );
+            let new_hist = ThreadHist {
+                starttime: t.stat.starttime,
+                run_ns,
+                ticks,
+                hz: sample.clock_ticks_per_sec,
+                wait_ns,
+                read_ns,
+                last_sampled_ns,
+                hot: thread_hot,
+                seen: generation,
+            };
+            match th {
+                Some(h) => *h = new_hist,
+                None => {
+                    hist.threads.insert(key, new_hist);
+                }
+            }
         }
 
         // RSS history and growth.
@@ -695,7 +720,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     }
     // Whatever is left in the old history vanished; a vanished key that comes back later is a new
     // task, whose old relations the graph already dropped with the vanished one.
-    hist.threads = threads_hist;
+    hist.threads.retain(|_, h| h.seen == generation);
     hist.procs = procs_hist;
     model.tasks = tasks.into_iter().collect();
     model.procs = procs.into_iter().collect();
