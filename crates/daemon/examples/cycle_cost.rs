@@ -5,6 +5,7 @@
 //! ```text
 //!   cargo run --release -p numapilot-daemon --example cycle_cost -- \
 //!       [--procs 1000] [--threads 10] [--spinners 20] [--duty 5] [--cycles 20] [--interval-ms 1000] [--signals 1]
+//!       [--numad-seconds 0]
 //! ```
 //!
 //! The load is this example's own binary started again as children (`--child sleep|spin`): each
@@ -14,6 +15,11 @@
 //! CPU time this process used in the cycle (all its threads, `getrusage`), and how many processes
 //! the tiers read; then means, the worst cycle, CPU as a share of one core at the interval, and the
 //! resident memory (VmRSS, VmHWM). Children are killed (by pid) at the end.
+//!
+//! With `--numad-seconds N` it then runs Debian's numad (`/usr/bin/numad -i 1:1`, one scan a second) on the same
+//! load for N seconds and prints numad's CPU per scan (utime + stime from its /proc/PID/stat, read after a 2 s
+//! warm-up and N seconds later) beside ours, as a ratio: issue 5's "numad's cost on the same load". numad is
+//! stopped with SIGTERM (by the pid in its pid file) afterwards.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -84,6 +90,7 @@ fn main() {
     let cycles = arg(&args, "--cycles", 20);
     let interval = Duration::from_millis(arg(&args, "--interval-ms", 1000));
     let signals = arg(&args, "--signals", 1) != 0;
+    let numad_seconds = arg(&args, "--numad-seconds", 0);
 
     let exe = std::env::current_exe().expect("own path");
     let mut kids: Vec<Child> = Vec::with_capacity(procs as usize);
@@ -187,9 +194,57 @@ fn main() {
         status_kb("VmRSS:") as f64 / 1024.0,
         status_kb("VmHWM:") as f64 / 1024.0
     );
+    if numad_seconds > 0 {
+        match numad_cpu_per_scan(numad_seconds) {
+            Ok(numad) => println!(
+                "numad 20150602 on the same load (-i 1:1, {numad_seconds} s): {numad:.1} ms CPU per scan; ours / numad = \
+                 {:.2} (per cycle against per scan)",
+                cpu / numad
+            ),
+            Err(e) => println!("numad: not measured: {e}"),
+        }
+    }
     for mut k in kids {
         let _ = k.kill();
         let _ = k.wait();
     }
     let _ = std::fs::remove_file(state);
+}
+
+/// Debian's numad on the running load: CPU ms per one-second scan over `seconds`.
+fn numad_cpu_per_scan(seconds: u64) -> Result<f64, String> {
+    const PIDFILE: &str = "/var/run/numad.pid";
+    let _ = std::fs::remove_file(PIDFILE);
+    // numad daemonizes: the command returns once the daemon runs and its pid file names it.
+    let st = Command::new("/usr/bin/numad").args(["-i", "1:1"]).status().map_err(|e| format!("/usr/bin/numad: {e}"))?;
+    if !st.success() {
+        return Err(format!("/usr/bin/numad -i 1:1 exited with {st}"));
+    }
+    let mut pid = None;
+    for _ in 0..50 {
+        if let Some(p) = std::fs::read_to_string(PIDFILE).ok().and_then(|t| t.trim().parse::<i32>().ok()) {
+            pid = Some(p);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = pid.ok_or_else(|| format!("{PIDFILE} did not appear"))?;
+    let ticks = || -> Result<u64, String> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| format!("numad {pid}: {e}"))?;
+        let after = stat.rsplit_once(')').map(|(_, r)| r).ok_or("numad stat: no comm")?;
+        let f: Vec<&str> = after.split_whitespace().collect();
+        // Fields 14 and 15 (utime, stime); `after` starts at field 3.
+        let num = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok()).ok_or("numad stat: short");
+        Ok(num(14)? + num(15)?)
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = ticks();
+    std::thread::sleep(Duration::from_secs(seconds));
+    let t1 = ticks();
+    // SAFETY: kill with a pid read from numad's own pid file, which this function started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let (t0, t1) = (t0?, t1?);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok((t1 - t0) as f64 * 1000.0 / hz / seconds as f64)
 }
