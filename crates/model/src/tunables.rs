@@ -370,6 +370,14 @@ pub struct Tunables {
     /// (page copy plus unmap/remap and TLB shootdown), about 2 us per 4 KiB page. Prevents:
     /// copying memory whose remote accesses cost less than the copy over the benefit horizon.
     pub migrate_cost_ns_per_page: u64,
+    /// Cost of moving one thread to another node, ns: its caches refill from the new node (a few
+    /// MiB of L2/L3 working set at ~10-20 GB/s is 0.1-0.5 ms; 0.5 ms is the upper end). Default
+    /// 500,000. Source: that estimate; compared with the copy cost of a group's remote pages
+    /// (`migrate_cost_ns_per_page` each): 3 threads cost 1.5 ms, 76 MiB of pages ~39 ms. Prevents:
+    /// migrating a process's memory to where the scheduler happened to run its threads when the
+    /// node holding the memory has room for them (the rig's numa02: 16k pages copied instead of 2
+    /// threads moved).
+    pub cpu_move_cost_ns_per_task: u64,
     /// CPU demand assumed per thread of a new process, whose rate the first sample cannot tell
     /// (rates need two samples), CPUs. Default 1.0. Source: the worst case (every thread busy);
     /// fork-time placement must not put a 12-thread process on a node that can only run 4 of them.
@@ -477,6 +485,7 @@ impl Default for Tunables {
             smt_cores_first: true,
             stay_margin: 0.1,
             migrate_cost_ns_per_page: 2000,
+            cpu_move_cost_ns_per_task: 500_000,
             new_thread_cpu: 1.0,
             explain_actions_kept: 16,
             numad_interval_min_s: 5,

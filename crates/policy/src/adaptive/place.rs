@@ -27,14 +27,6 @@ pub(crate) const RATE_SLACK_CPU_PER_TASK: f64 = 0.02;
 
 const MIB: f64 = 1048576.0;
 
-/// Cost of moving one thread to another node, ns: its caches refill from the new node (a few MiB
-/// of L2/L3 working set at ~10-20 GB/s is 0.1-0.5 ms; 0.5 ms is the upper end). Compared with the
-/// copy cost of the unit's remote pages (`migrate_cost_ns_per_page`, 2 us each): 3 threads cost
-/// 1.5 ms, 76 MiB of pages ~39 ms. Prevents: migrating a process's memory to where the scheduler
-/// happened to run its threads when the node holding the memory has room for them (the rig's
-/// numa02: 16k pages copied instead of 2 threads moved).
-const CPU_MOVE_COST_NS_PER_TASK: f64 = 500_000.0;
-
 /// What a unit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum UnitKind {
@@ -553,7 +545,7 @@ impl<'m> Planner<'m> {
             {
                 let remote_pages = u.mem.saturating_sub(u.mem_by_node[c]) / BASE_PAGE_BYTES;
                 let mem_cost = remote_pages as f64 * t.migrate_cost_ns_per_page as f64;
-                let cpu_cost = u.tasks.len() as f64 * CPU_MOVE_COST_NS_PER_TASK;
+                let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64;
                 let bottleneck = self.model.nodes.get(best).is_some_and(|l| l.any_bottleneck());
                 if cpu_cost < mem_cost && !bottleneck && self.has_room(best, u.cpu, u.tasks.len(), u.mem) {
                     front(&mut order, best);
