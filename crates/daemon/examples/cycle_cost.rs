@@ -196,6 +196,13 @@ fn main() {
     );
     if numad_seconds > 0 {
         match numad_cpu_per_scan(numad_seconds) {
+            // numad's CPU is read in clock ticks (10 ms at USER_HZ 100): none over the whole window means it did
+            // not scan processes at all, as on a one-node machine, where it has nothing to place.
+            Ok(numad) if numad == 0.0 => println!(
+                "numad 20150602 on the same load (-i 1:1, {numad_seconds} s): no CPU tick in {numad_seconds} s (it \
+                 scans no processes on a machine with {} node(s)); no ratio",
+                host_nodes()
+            ),
             Ok(numad) => println!(
                 "numad 20150602 on the same load (-i 1:1, {numad_seconds} s): {numad:.1} ms CPU per scan; ours / numad = \
                  {:.2} (per cycle against per scan)",
@@ -209,6 +216,11 @@ fn main() {
         let _ = k.wait();
     }
     let _ = std::fs::remove_file(state);
+}
+
+/// Online NUMA nodes of this host.
+fn host_nodes() -> usize {
+    Topology::from_sysfs(Path::new("/")).map_or(0, |t| t.nodes.len())
 }
 
 /// Debian's numad on the running load: CPU ms per one-second scan over `seconds`.
