@@ -198,7 +198,7 @@ fn main() {
         match numad_cpu_per_scan(numad_seconds) {
             // numad's CPU is read in clock ticks (10 ms at USER_HZ 100): none over the whole window means it did
             // not scan processes at all, as on a one-node machine, where it has nothing to place.
-            Ok(numad) if numad == 0.0 => println!(
+            Ok(0.0) => println!(
                 "numad 20150602 on the same load (-i 1:1, {numad_seconds} s): no CPU tick in {numad_seconds} s (it \
                  scans no processes on a machine with {} node(s)); no ratio",
                 host_nodes()
