@@ -29,6 +29,10 @@ const DEFAULT_ROUND_TRIPS: u64 = 1000;
 /// machine most hand-offs wake a sleeping thread; the bound only stops a pathological spin forever.
 const MAX_HANDOFF_FACTOR: u64 = 100;
 
+/// Pause before each hand-off, so the other thread is asleep in futex_wait when it is woken. 20 us (timer slack
+/// makes it ~70 us): far longer than the few instructions from the turn check to the syscall.
+const HANDOFF_PAUSE: std::time::Duration = std::time::Duration::from_micros(20);
+
 #[derive(Debug, Serialize, Deserialize)]
 struct ChildReport {
     pid: u32,
@@ -87,6 +91,10 @@ fn child(n: u64) -> Result<(), String> {
                     let _ = exit_rx.recv();
                     return;
                 }
+                // Give ping time to reach futex_wait, so this hand-off is a real wake-up (without the pause a
+                // busy ping on the other CPU re-checks the word first and FUTEX_WAKE finds nobody: seen under load,
+                // 0 of 100 hand-offs woke ping).
+                std::thread::sleep(HANDOFF_PAUSE);
                 turn.store(0, Ordering::Release);
                 pong_woke.fetch_add(futex_wake(&turn), Ordering::Relaxed);
             }
@@ -107,6 +115,7 @@ fn child(n: u64) -> Result<(), String> {
             break;
         }
         round_trips += 1;
+        std::thread::sleep(HANDOFF_PAUSE);
         turn.store(1, Ordering::Release);
         ping_woke += futex_wake(&turn);
     }
