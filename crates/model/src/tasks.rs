@@ -60,7 +60,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use numapilot_observe::parse::numa_maps::FxBuild;
-use numapilot_observe::{PolicyMode, ProcessSample, Sample, ThreadSample};
+use numapilot_observe::{ProcessSample, Sample, ThreadSample};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -414,14 +414,7 @@ fn policy_pinned(p: &ProcessSample, share: f64) -> bool {
     for v in &maps.vmas {
         let kb: u64 = v.node_kb().map(|(_, kb)| kb).fold(0, u64::saturating_add);
         total = total.saturating_add(kb);
-        if matches!(
-            v.policy.mode,
-            PolicyMode::Bind
-                | PolicyMode::Interleave
-                | PolicyMode::WeightedInterleave
-                | PolicyMode::Preferred
-                | PolicyMode::PreferredMany
-        ) {
+        if v.policy.mode.is_explicit() {
             placed = placed.saturating_add(kb);
         }
     }

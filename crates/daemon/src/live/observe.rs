@@ -58,7 +58,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use numapilot_observe::parse::stat::{parse_stat, TaskStat};
-use numapilot_observe::{PolicyMode, ProcessSample, ReadError, ReadOptions, Reader, Sample};
+use numapilot_observe::{ProcessSample, ReadError, ReadOptions, Reader, Sample};
 
 use super::select;
 use super::LiveOptions;
@@ -212,18 +212,7 @@ pub struct TieredObserver {
 /// Whether the numa_maps read of `p` shows an explicit memory policy on any VMA (bind, prefer,
 /// interleave ...).
 fn explicit_policy(p: &ProcessSample) -> bool {
-    p.numa_maps.as_ref().is_some_and(|m| {
-        m.vmas.iter().any(|v| {
-            matches!(
-                v.policy.mode,
-                PolicyMode::Bind
-                    | PolicyMode::Preferred
-                    | PolicyMode::PreferredMany
-                    | PolicyMode::Interleave
-                    | PolicyMode::WeightedInterleave
-            )
-        })
-    })
+    p.numa_maps.as_ref().is_some_and(|m| m.vmas.iter().any(|v| v.policy.mode.is_explicit()))
 }
 
 /// Raises the soft descriptor limit to the hard one and returns the soft limit now.

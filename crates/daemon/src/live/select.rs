@@ -41,7 +41,7 @@ use std::path::Path;
 
 use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
 use numapilot_observe::parse::stat::{parse_stat, TaskStat};
-use numapilot_observe::{PolicyMode, Reader};
+use numapilot_observe::Reader;
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 use super::LiveOptions;
@@ -131,16 +131,7 @@ fn mems_allowed(pid: u32) -> Option<NodeSet> {
 pub fn pinned(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32, affinity_is_ours: bool) -> Option<String> {
     let reader = Reader::new(Path::new("/"));
     if let Ok(Some(maps)) = reader.read_numa_maps(pid) {
-        if let Some(v) = maps.vmas.iter().find(|v| {
-            matches!(
-                v.policy.mode,
-                PolicyMode::Bind
-                    | PolicyMode::Preferred
-                    | PolicyMode::PreferredMany
-                    | PolicyMode::Interleave
-                    | PolicyMode::WeightedInterleave
-            )
-        }) {
+        if let Some(v) = maps.vmas.iter().find(|v| v.policy.mode.is_explicit()) {
             return Some(format!(
                 "it set its own memory policy ({} {} at {:#x} in numa_maps)",
                 v.policy.mode.name(),

@@ -64,6 +64,20 @@ pub enum PolicyMode {
 }
 
 impl PolicyMode {
+    /// Whether the mode places memory explicitly on chosen nodes (bind, prefer, prefer (many),
+    /// interleave, weighted interleave): what a process or an administrator set, as opposed to
+    /// `default` and `local`, which leave placement to the kernel (and `unknown`).
+    pub fn is_explicit(self) -> bool {
+        matches!(
+            self,
+            PolicyMode::Bind
+                | PolicyMode::Preferred
+                | PolicyMode::PreferredMany
+                | PolicyMode::Interleave
+                | PolicyMode::WeightedInterleave
+        )
+    }
+
     /// The kernel's name for the mode.
     pub fn name(self) -> &'static str {
         match self {
