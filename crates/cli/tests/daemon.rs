@@ -466,7 +466,9 @@ fn start_after_a_crash_restores_from_the_state_file_and_says_so() {
     assert_eq!(restored, all);
     let journal = std::fs::read_to_string(d.dir.path().join("journal.jsonl")).unwrap();
     assert!(
-        journal.lines().any(|l| l.contains("\"rule\":\"recovery at start\"") && l.contains("restored 1, gone 0")),
+        journal
+            .lines()
+            .any(|l| l.contains("\"rule\":\"recovery at start\"") && l.contains("restored 1, inherited 0, gone 0")),
         "{journal}"
     );
 }

@@ -151,7 +151,13 @@ impl Record {
             comm: String::new(),
             kind: "restore".into(),
             rule: why.into(),
-            detail: format!("restored {}, gone {}, failed {}", report.restored, report.gone, report.failed.len()),
+            detail: format!(
+                "restored {}, inherited {}, gone {}, failed {}",
+                report.restored,
+                report.inherited,
+                report.gone,
+                report.failed.len()
+            ),
             outcome: if report.failed.is_empty() { "applied".into() } else { "partial".into() },
             pages_moved: 0,
             pages_failed: Vec::new(),

@@ -171,8 +171,10 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
     }
     if recovered != RestoreReport::default() {
         announce(&format!(
-            "numapilot: recovered from an unclean shutdown: restored {} processes, {} gone, {} failed{}",
+            "numapilot: recovered from an unclean shutdown: restored {} processes (and {} children that inherited \
+             their placement), {} gone, {} failed{}",
             recovered.restored,
+            recovered.inherited,
             recovered.gone,
             recovered.failed.len(),
             if recovered.failed.is_empty() { String::new() } else { format!(": {}", recovered.failed.join("; ")) }

@@ -119,6 +119,23 @@ fn child_entry() {
             std::hint::black_box(&v);
             sleep_forever()
         }
+        "forker" => {
+            // Each time the file NP_FLAG<n> appears (n = 1, 2, ...), start a child (a plain
+            // `sleep`, inheriting this process's CPU mask at fork) and print "child PID".
+            ready();
+            let base = std::env::var("NP_FLAG").unwrap();
+            let mut kids = Vec::new();
+            for n in 1.. {
+                let flag = PathBuf::from(format!("{base}{n}"));
+                while !flag.exists() {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                let kid = Command::new("sleep").arg("600").spawn().unwrap();
+                println!("child {}", kid.id());
+                kids.push(kid);
+            }
+            unreachable!()
+        }
         "spawner" => {
             // Threads without end (bounded so a failed test leaves no runaway), as fast as it can.
             let mut n = 0;
@@ -541,6 +558,57 @@ fn set_affinity_reaches_threads_born_during_the_call_and_restore_puts_them_back(
         assert_eq!(m, original, "thread {tid} not restored");
     }
     assert!(Originals::load(&state).unwrap().unwrap().processes.is_empty(), "state file emptied");
+    kid.kill();
+}
+
+/// A process started by one the daemon placed inherits the placed mask at fork. It is the
+/// daemon's to manage (not "pinned itself"), and when the daemon restores, children it never
+/// touched are put back to their parent's original mask too, instead of staying narrowed.
+#[test]
+fn children_that_inherited_our_mask_are_ours_and_restored() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (d, state) = tmp_state("forker");
+    let flag = d.path().join("flag");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("forker", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    let original = sched_getaffinity(kid.pid() as i32).unwrap();
+    let set = ActionKind::SetAffinity { cpus: cpus.clone() };
+    assert_eq!(host.apply(&action(kid.target(), set.clone())), Outcome::Applied { pages_moved: 0 });
+    let child = |kid: &mut Kid, n: u32| -> u32 {
+        std::fs::write(format!("{}{n}", flag.display()), b"").unwrap();
+        kid.line("child").parse().unwrap()
+    };
+    let kill = |pid: u32| unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    };
+    let (c1, c2) = (child(&mut kid, 1), child(&mut kid, 2));
+    for c in [c1, c2] {
+        assert_eq!(sched_getaffinity(c as i32).unwrap(), cpus, "child {c} did not inherit the mask");
+    }
+    let target = |pid: u32| TaskRef { pid, tid: None, starttime: read_starttime(pid).unwrap() };
+    // Not refused as self-pinned: the narrowing is ours.
+    assert_eq!(host.apply(&action(target(c1), set.clone())), Outcome::Applied { pages_moved: 0 });
+    let file = Originals::load(&state).unwrap().unwrap();
+    let rec = file.processes.iter().find(|p| p.pid == c1).expect("the child is on record");
+    assert_eq!(rec.default_cpus, original.to_list(), "its original is its parent's original");
+    // A process that narrowed itself to the same CPUs is still its own (pin mode, not a child).
+    let mut pinner = Kid::spawn("pin", &[]);
+    pinner.line("ready");
+    let o = host.apply(&action(pinner.target(), set));
+    assert!(refused(&o).contains("pinned itself"), "{o:?}");
+    let pinned_masks = masks(pinner.pid());
+
+    let r = host.restore_all();
+    assert_eq!((r.restored, r.inherited, r.gone, r.failed.len()), (2, 1, 0, 0), "{r:?}");
+    for pid in [kid.pid(), c1, c2] {
+        assert_eq!(sched_getaffinity(pid as i32).unwrap(), original, "pid {pid} not restored");
+    }
+    assert_eq!(masks(pinner.pid()), pinned_masks, "a self-pinned process was changed");
+    kill(c1);
+    kill(c2);
+    pinner.kill();
     kid.kill();
 }
 

@@ -54,7 +54,7 @@ impl Host for ReaderHost {
 impl Restore for ReaderHost {
     fn restore_all(&mut self) -> RestoreReport {
         self.restores.fetch_add(1, Ordering::SeqCst);
-        RestoreReport { restored: 3, gone: 1, failed: vec![] }
+        RestoreReport { restored: 3, gone: 1, ..Default::default() }
     }
 }
 
@@ -188,7 +188,7 @@ fn status_explain_reload_and_stop() {
     let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
     assert_eq!(last["event"], "restore");
     assert_eq!(last["kind"], "restore");
-    assert!(last["detail"].as_str().unwrap().contains("restored 3, gone 1"), "{last}");
+    assert!(last["detail"].as_str().unwrap().contains("restored 3, inherited 0, gone 1"), "{last}");
     assert!(last["rule"].as_str().unwrap().contains("shutdown"), "{last}");
 }
 

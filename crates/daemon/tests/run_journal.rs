@@ -23,7 +23,7 @@ fn lines_carry_the_action_and_its_outcome() {
     j.write(&Record::action(4, 100, &action(813), "pg", None, true)).unwrap();
     let refused = Outcome::Refused { message: "excluded by name".into() };
     j.write(&Record::action(4, 100, &action(814), "sshd", Some(&refused), false)).unwrap();
-    let report = RestoreReport { restored: 2, gone: 1, failed: vec!["77: EPERM".into()] };
+    let report = RestoreReport { restored: 2, gone: 1, inherited: 0, failed: vec!["77: EPERM".into()] };
     j.write(&Record::restore("shutdown (SIGTERM)", &report, false)).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();

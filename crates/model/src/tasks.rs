@@ -174,6 +174,10 @@ pub struct ProcView {
     pub pid: u32,
     /// Start time, clock ticks after boot (identity with the pid).
     pub starttime: u64,
+    /// Parent process id (the leader thread's `ppid` from /proc/PID/stat; 0 when unknown). A
+    /// child inherits its parent's CPU mask at fork, so a mask the policy set on the parent shows
+    /// up on the child without anyone having pinned it (the adaptive policy's `foreign_pinned`).
+    pub ppid: u32,
     /// Name.
     pub comm: String,
     /// Its threads.
@@ -191,6 +195,9 @@ pub struct ProcView {
     /// CPUs. The daemon leaves such processes alone unless told otherwise; the adaptive policy
     /// never moves them.
     pub pinned: bool,
+    /// The memory half of `pinned`: VMAs with an explicit memory policy hold at least
+    /// `pinned_policy_share` of the resident memory (a placement the daemon never makes itself).
+    pub mem_policy_pinned: bool,
     /// What kind of process it is (from behaviour, or an override).
     pub class: ProcessClass,
     /// Hottest memory ranges first (empty without access samples).
@@ -687,12 +694,14 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
 
         let hz = sample.clock_ticks_per_sec.max(1);
         let started_ns = ((p.starttime as u128 * 1_000_000_000u128) / hz as u128).min(u128::from(u64::MAX)) as u64;
-        let pinned = policy_pinned(p, tun.pinned_policy_share) || all_narrow;
+        let mem_policy_pinned = policy_pinned(p, tun.pinned_policy_share);
+        let pinned = mem_policy_pinned || all_narrow;
         procs.push((
             p.pid,
             ProcView {
                 pid: p.pid,
                 starttime: p.starttime,
+                ppid: p.threads.iter().find(|t| t.tid == p.pid).map_or(0, |t| t.stat.ppid),
                 comm: p.comm.clone(),
                 tids,
                 rss_bytes,
@@ -700,6 +709,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 growth_bytes_per_s: growth,
                 cpu_rate: cpu_sum,
                 pinned,
+                mem_policy_pinned,
                 class: old_proc.map_or(ProcessClass::Unclassified, |o| o.class),
                 hot,
                 first_seen_ns: old_proc.map_or(now, |o| o.first_seen_ns),

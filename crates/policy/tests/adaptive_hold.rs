@@ -131,6 +131,53 @@ fn pinned_processes_are_never_touched() {
     assert!(plan.actions.iter().all(|a| a.target.pid != 10), "{plan:#?}");
 }
 
+/// A child inherits its parent's CPU mask at fork. A child of a process this policy placed, whose
+/// threads all carry that mask, is ours to manage; with an explicit memory policy, another mask,
+/// or a parent the policy never placed, it stays pinned by someone else.
+///
+/// ```text
+///   period 1: app (pid 10), 4 x 1.0 CPU on node 1, 2048 MiB on node 0
+///             -> SetAffinity(10, node 0) cpu-follows-memory, applied
+///   pid 10 forks pid 20 ("child": 2 x 1.0 CPU running on node 0, mask = node 0's CPUs,
+///   2048 MiB first touched... on node 1 (say, moved there by an operator's migratepages):
+///   the model calls 20 pinned (narrowed CPUs)
+///   period 2: 20 is ours through its parent -> SetAffinity(20, node 1) cpu-follows-memory
+///   the same child with an explicit memory policy, or under pid 5 (never placed): untouched
+/// ```
+#[test]
+fn children_inheriting_our_mask_are_ours() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(1, 1.0); 4], &[2048, 0]);
+    b.group_proc(1, 10);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "0".into(), "cpu-follows-memory".into())]);
+    applied(&mut p, &b.m, &plan);
+    b.allow(10, &[0]).run_on(10, 0).pinned(10);
+    b.proc(20, "child", &[(1, 1.0); 2], &[0, 2048]).parent(20, 10).allow(20, &[0]).run_on(20, 0).pinned(20);
+    b.group_proc(2, 20);
+    assert!(!p.explain(&b.m, 20).unwrap().pinned, "inherited mask counted as foreign");
+    // (check_conservation's "no pinned process touched" reads the model's flag, which is set for
+    // 20: the point of the rule is that the policy overrules it for a mask that is its own.)
+    let plan = p.decide(&b.m);
+    let child: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.0 == 20).collect();
+    assert_eq!(child, vec![(20, None, "1".into(), "cpu-follows-memory".into())], "{plan:#?}");
+
+    // The same child with its own memory policy: placed by someone, untouched.
+    let mut c = B { m: b.m.clone() };
+    c.mem_policy(20);
+    assert!(p.explain(&c.m, 20).unwrap().pinned);
+    assert!(p.decide(&c.m).actions.iter().all(|a| a.target.pid != 20));
+    // A mask the policy never set on the parent (node 1's CPUs): foreign.
+    let mut c = B { m: b.m.clone() };
+    c.allow(20, &[1]);
+    assert!(p.explain(&c.m, 20).unwrap().pinned);
+    // A parent the policy never placed (pid 5, same mask): foreign.
+    let mut c = B { m: b.m.clone() };
+    c.proc(5, "shell", &[(1, 0.1)], &[16, 0]).parent(20, 5);
+    assert!(p.explain(&c.m, 20).unwrap().pinned);
+}
+
 /// A process that vanished yields no action and its state is forgotten; a reused pid starts
 /// fresh; tasks of a pid the model lists no process for are never named.
 #[test]

@@ -37,6 +37,7 @@ fn add(m: &mut Model, pid: u32, starttime: u64, mem_mib: [u64; 2], cpu: f64, thr
         ProcView {
             pid,
             starttime,
+            ppid: 1,
             comm: format!("p{pid}"),
             tids: (pid..pid + threads).collect(),
             rss_bytes: mem_by_node.iter().sum(),
@@ -44,6 +45,7 @@ fn add(m: &mut Model, pid: u32, starttime: u64, mem_mib: [u64; 2], cpu: f64, thr
             growth_bytes_per_s: 0.0,
             cpu_rate: cpu,
             pinned: false,
+            mem_policy_pinned: false,
             class: ProcessClass::Unclassified,
             hot: Vec::new(),
             first_seen_ns: 0,

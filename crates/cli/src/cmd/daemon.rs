@@ -152,10 +152,12 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     eprintln!(
-        "numapilot: stopped ({}) after {} steps; restored {} processes, {} gone, {} failed{}",
+        "numapilot: stopped ({}) after {} steps; restored {} processes (and {} children that inherited their \
+         placement), {} gone, {} failed{}",
         exit.why,
         exit.steps,
         exit.restore.restored,
+        exit.restore.inherited,
         exit.restore.gone,
         exit.restore.failed.len(),
         if exit.restore.failed.is_empty() { String::new() } else { format!(": {}", exit.restore.failed.join("; ")) }

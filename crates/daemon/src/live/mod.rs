@@ -157,6 +157,10 @@ pub struct RestoreReport {
     pub restored: u64,
     /// Processes that had exited (or whose pid now belongs to another process): nothing to do.
     pub gone: u64,
+    /// Descendants of touched processes, never touched themselves, that still carried the mask or
+    /// cpuset numapilot had set on their ancestor when they forked: put back to the ancestor's
+    /// originals.
+    pub inherited: u64,
     /// Processes where restoring failed, with the reason (`pid: message`).
     pub failed: Vec<String>,
 }
@@ -316,6 +320,33 @@ impl LiveHost {
             return RestoreReport::default();
         }
         self.originals.restore_all()
+    }
+
+    /// The parent's original mask when `pid` inherited a mask this daemon set on its parent `ppid`
+    /// at fork: the parent is on record (same start time), one of its threads runs under a mask
+    /// that is not that thread's original (so ours; the forking thread's mask is what a child
+    /// inherits), and every thread of `pid` runs under exactly that mask. `None` otherwise
+    /// (including a parent whose mask we changed again since the fork: only current masks are
+    /// known).
+    fn inherited(&self, pid: u32, ppid: u32) -> Option<CpuSet> {
+        let rec = self.originals.procs.get(&ppid)?;
+        if select::read_starttime(ppid) != Some(rec.starttime) {
+            return None;
+        }
+        let original = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty())?;
+        let tids = numapilot_actuate::list_threads(pid).ok()??;
+        let mut masks = tids.iter().map(|&t| sched_getaffinity(t as libc::pid_t).ok());
+        let first = masks.next()??;
+        if first == original || !masks.all(|m| m.as_ref() == Some(&first)) {
+            return None;
+        }
+        let parent_tids = numapilot_actuate::list_threads(ppid).ok()??;
+        let ours = parent_tids.iter().any(|&t| {
+            let own_original = rec.threads.get(&t).and_then(|c| CpuSet::parse_list(c).ok());
+            let now = sched_getaffinity(t as libc::pid_t).ok();
+            now.as_ref() == Some(&first) && own_original.as_ref().unwrap_or(&original) != &first
+        });
+        ours.then_some(original)
     }
 
     /// Records the originals of `pid` (every current thread's mask, the leader's as default) unless
@@ -552,10 +583,18 @@ impl Host for LiveHost {
         if let Some(why) = select::exclusion(&self.opts, t.pid, &stat.comm, || select::cgroup_paths(t.pid)) {
             return Outcome::Refused { message: format!("{who}: {why}") };
         }
+        let inherited = if self.originals.has(t.pid, t.starttime) { None } else { self.inherited(t.pid, stat.ppid) };
         if !self.opts.include_pinned {
-            let ours = self.originals.has(t.pid, t.starttime);
+            let ours = self.originals.has(t.pid, t.starttime) || inherited.is_some();
             if let Some(why) = select::pinned(&self.topo, self.cpuset.as_ref(), t.pid, ours) {
                 return Outcome::Refused { message: format!("{who}: {why}; left alone (include_pinned is off)") };
+            }
+        }
+        if let Some(original) = inherited {
+            // Its original is what it would have had without us: the parent's original.
+            self.originals.entry(t.pid, t.starttime, &stat.comm, &original);
+            if let Err(o) = self.save() {
+                return o;
             }
         }
         match &action.kind {

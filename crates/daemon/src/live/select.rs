@@ -29,8 +29,11 @@
 //! The "cpuset's CPUs" of a thread are its cpuset's effective CPUs read from the cgroup
 //! (`cpuset.effective_cpus` v1, `cpuset.cpus.effective` v2) when a cpuset hierarchy is mounted,
 //! else the online CPUs of the nodes in its `Mems_allowed` (the model's own rule). A process the
-//! daemon already narrowed itself is not "pinned" by its affinity (it is ours); its memory policy
-//! still counts, because the daemon never sets one.
+//! daemon already narrowed itself is not "pinned" by its affinity (it is ours), nor is a child that
+//! inherited that mask at fork (every thread on a mask the daemon set on a thread of its parent,
+//! which is on record: `LiveHost::inherited`); such a child is recorded with its parent's original,
+//! and restore puts back even the children never touched (`state::restore_inherited`). Its memory
+//! policy still counts, because the daemon never sets one.
 //!
 //! # Limits
 //!

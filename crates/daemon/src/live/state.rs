@@ -13,7 +13,10 @@
 //!   first change to (pid, starttime)   record originals (every thread's mask, the cpuset cgroup)
 //!                                      write the state file  ──>  then make the syscall
 //!   threads created during the change  recorded as they are set, file written again after
-//!   restore (SIGTERM, or open())       per process: same starttime? (else gone, nothing to do)
+//!   restore (SIGTERM, or open())       first, descendants not on record that inherited what we
+//!                                        set at fork (every thread on the mask we set, or in the
+//!                                        cgroup we made): the ancestor's original mask / cgroup
+//!                                      per process: same starttime? (else gone, nothing to do)
 //!                                      cpuset: move back to the original cgroup, remove ours
 //!                                      every current thread: its recorded mask, else the
 //!                                        leader's original (threads inherit their creator's)
@@ -36,11 +39,12 @@ use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use numapilot_actuate::{set_threads_affinity, CgroupVersion, CpusetHierarchy};
+use numapilot_actuate::cgroup::SUBTREE;
+use numapilot_actuate::{sched_getaffinity, set_threads_affinity, CgroupVersion, CpusetHierarchy};
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
-use super::select::read_starttime;
+use super::select::{read_starttime, read_stat};
 use super::RestoreReport;
 
 /// Listings of a process's threads when restoring (see `numapilot_actuate::set_threads_affinity`).
@@ -162,9 +166,12 @@ impl Originals {
         write_atomic(&self.path, &file)
     }
 
-    /// Puts every recorded process back, forgets them and empties the file.
+    /// Puts every recorded process back, forgets them and empties the file. Descendants that
+    /// inherited a recorded process's changed mask or cpuset at fork, and still carry it, are put
+    /// back first, to their ancestor's originals (while the ancestor still shows what we set).
     pub fn restore_all(&mut self) -> RestoreReport {
         let mut report = RestoreReport::default();
+        restore_inherited(&self.procs, &mut report);
         for rec in std::mem::take(&mut self.procs).into_values() {
             restore_one(&rec, &mut report);
         }
@@ -199,6 +206,97 @@ pub fn write_atomic(path: &Path, file: &StateFile) -> Result<(), String> {
         let _ = std::fs::remove_file(&tmp);
         format!("state file {}: cannot write: {e}", path.display())
     })
+}
+
+/// What a recorded process's descendants inherit from it at fork: the mask numapilot set (its
+/// leader's current one, when that differs from the original) and the cgroup numapilot made.
+struct Inheritance<'a> {
+    rec: &'a ProcessOriginal,
+    ours: Option<CpuSet>,
+    original: Option<CpuSet>,
+    made_cgroup: Option<String>,
+}
+
+/// Every process's parent, from /proc/PID/stat (processes that vanish while listed are skipped).
+fn parents() -> BTreeMap<u32, Vec<u32>> {
+    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return children };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if let Some(st) = read_stat(pid) {
+            children.entry(st.ppid).or_default().push(pid);
+        }
+    }
+    children
+}
+
+/// Puts back descendants (children, their children, ...) of recorded processes that are not
+/// recorded themselves and still carry what numapilot set on their ancestor: every thread's mask
+/// equal to it (a program that set its own mask since is left as it is), or membership of the
+/// cgroup numapilot made for the ancestor. They get the ancestor's original mask and cgroup.
+fn restore_inherited(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut RestoreReport) {
+    let mut roots = Vec::new();
+    for rec in procs.values() {
+        if read_starttime(rec.pid) != Some(rec.starttime) {
+            continue;
+        }
+        let original = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
+        let ours = sched_getaffinity(rec.pid as libc::pid_t).ok().filter(|now| Some(now) != original.as_ref());
+        let made_cgroup = rec.cpuset.as_ref().map(|c| format!("/{SUBTREE}/{}", c.made));
+        if ours.is_some() || made_cgroup.is_some() {
+            roots.push((rec.pid, Inheritance { rec, ours, original, made_cgroup }));
+        }
+    }
+    if roots.is_empty() {
+        return;
+    }
+    let children = parents();
+    // Breadth first from each root; a recorded process is restored by its own record.
+    let mut queue: Vec<(u32, usize)> = Vec::new();
+    for (i, (pid, _)) in roots.iter().enumerate() {
+        queue.extend(children.get(pid).into_iter().flatten().map(|&c| (c, i)));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some((pid, root)) = queue.pop() {
+        if procs.contains_key(&pid) || !seen.insert(pid) {
+            continue;
+        }
+        let inh = &roots[root].1;
+        let mut fixed = false;
+        let mut errors = Vec::new();
+        if let (Some(made), Some(cs)) = (&inh.made_cgroup, &inh.rec.cpuset) {
+            let h = cs.hierarchy();
+            if h.cgroup_of(pid).ok().flatten().as_deref() == Some(made.as_str()) {
+                match h.move_to(pid, &cs.original) {
+                    Ok(()) => fixed = true,
+                    Err(e) if e.errno() == Some(libc::ESRCH) => continue,
+                    Err(e) => errors.push(format!("cpuset back to {}: {e}", cs.original)),
+                }
+            }
+        }
+        if let (Some(ours), Some(original)) = (&inh.ours, &inh.original) {
+            let tids = numapilot_actuate::list_threads(pid).ok().flatten().unwrap_or_default();
+            let all_ours = !tids.is_empty()
+                && tids.iter().all(|&t| sched_getaffinity(t as libc::pid_t).ok().as_ref() == Some(ours));
+            if all_ours {
+                let set = set_threads_affinity(pid, RESTORE_ROUNDS, |_| Some(original.clone()), |_, _| {});
+                match set {
+                    Ok(Some(_)) => fixed = true,
+                    Ok(None) => continue,
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+        }
+        if !errors.is_empty() {
+            report.failed.push(format!("{pid} (child of {}): {}", inh.rec.pid, errors.join("; ")));
+        } else if fixed {
+            report.inherited += 1;
+        } else {
+            // Neither our mask nor our cgroup: its own placement; its children are its business.
+            continue;
+        }
+        queue.extend(children.get(&pid).into_iter().flatten().map(|&c| (c, root)));
+    }
 }
 
 /// Puts one process back (see the module essay).

@@ -218,10 +218,19 @@ impl Adaptive {
     }
 
     /// Whether someone other than this policy placed `pid` (the model's `pinned`, minus the CPU
-    /// narrowing this policy did itself).
+    /// narrowing this policy did itself, on the process or on its parent before it forked).
+    ///
+    /// A child inherits its parent's CPU mask at fork: a shell this policy placed on node 1 starts
+    /// every later command with node 1's CPUs, and those children would read as pinned by someone
+    /// else (never managed, and still narrowed when the daemon exits, since it never recorded them).
+    /// A child whose threads all carry a mask this policy set on its parent (its current or a tried
+    /// one) and that has no explicit memory policy counts as placed by us.
     pub(crate) fn foreign_pinned(&self, model: &Model, pid: u32) -> bool {
         let Some(p) = model.procs.get(&pid) else { return true };
         if !p.pinned {
+            return false;
+        }
+        if self.inherited_own_mask(model, pid) {
             return false;
         }
         let Some(st) = self.proc_state(model, pid) else { return true };
@@ -238,6 +247,23 @@ impl Adaptive {
             st.own_task_cpus.get(&tid).or(st.own_cpus.as_ref()).is_some_and(|own| own == allowed)
                 || st.tried_cpus.iter().any(|tried| tried == allowed)
         })
+    }
+
+    /// Whether every thread of `pid` runs under a CPU mask this policy set on its parent (whole
+    /// process, one of its threads, or a tried set), and its memory carries no explicit policy: the narrowing came from
+    /// us through fork, not from the program or an operator.
+    fn inherited_own_mask(&self, model: &Model, pid: u32) -> bool {
+        let Some(p) = model.procs.get(&pid) else { return false };
+        if p.ppid == 0 || p.ppid == pid || p.mem_policy_pinned {
+            return false;
+        }
+        let Some(parent) = self.proc_state(model, p.ppid) else { return false };
+        let mut masks = parent.own_cpus.iter().chain(parent.own_task_cpus.values()).chain(parent.tried_cpus.iter());
+        let all = model.topo.online_cpus();
+        let allowed: Vec<&CpuSet> =
+            p.tids.iter().filter_map(|&tid| model.tasks.get(&TaskKey { pid, tid })).map(|t| &*t.cpus_allowed).collect();
+        let Some(first) = allowed.first() else { return false };
+        *first != &all && allowed.iter().all(|a| a == first) && masks.any(|m| m == *first)
     }
 
     /// The shared-buffer spread of `pid` (nodes, weights) while it holds: the process is not

@@ -105,6 +105,7 @@ impl B {
             ProcView {
                 pid,
                 starttime: pid as u64 * 10,
+                ppid: 1,
                 comm: comm.to_string(),
                 tids,
                 rss_bytes: mem_by_node.iter().sum(),
@@ -112,6 +113,7 @@ impl B {
                 growth_bytes_per_s: 0.0,
                 cpu_rate: threads.iter().map(|t| t.1).sum(),
                 pinned: false,
+                mem_policy_pinned: false,
                 class: ProcessClass::Unclassified,
                 hot: vec![],
                 first_seen_ns: first_seen,
@@ -144,6 +146,20 @@ impl B {
 
     pub fn class(&mut self, pid: u32, class: ProcessClass) -> &mut Self {
         self.m.procs.get_mut(&pid).unwrap().class = class;
+        self
+    }
+
+    /// Sets the parent of `pid` (the model's `ppid`).
+    pub fn parent(&mut self, pid: u32, ppid: u32) -> &mut Self {
+        self.m.procs.get_mut(&pid).unwrap().ppid = ppid;
+        self
+    }
+
+    /// Marks `pid`'s memory as placed by an explicit memory policy (and so the process pinned).
+    pub fn mem_policy(&mut self, pid: u32) -> &mut Self {
+        let p = self.m.procs.get_mut(&pid).unwrap();
+        p.mem_policy_pinned = true;
+        p.pinned = true;
         self
     }
 
