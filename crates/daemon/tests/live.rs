@@ -842,6 +842,35 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     busy.kill();
 }
 
+/// A process the daemon just changed is read in full on the next cycle, even when idle: the plan
+/// after an action sees its result (new mask, pages moved), not the carried view from before.
+#[test]
+fn a_changed_process_is_re_read_on_the_next_cycle() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("refresh");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let s1 = host.sample().unwrap();
+    let p1 = s1.process(kid.pid()).expect("sampled").clone();
+    let s2 = host.sample().unwrap();
+    assert_eq!(s2.process(kid.pid()).unwrap().read_ns, p1.read_ns, "an idle process is carried");
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    let s3 = host.sample().unwrap();
+    let p3 = s3.process(kid.pid()).unwrap();
+    assert!(p3.read_ns > p1.read_ns, "the changed process was not re-read");
+    for th in &p3.threads {
+        assert_eq!(*th.cpus_allowed, cpus, "thread {} shows a stale mask", th.tid);
+    }
+    // Only once: the cycle after, it is carried again.
+    let s4 = host.sample().unwrap();
+    assert_eq!(s4.process(kid.pid()).unwrap().read_ns, p3.read_ns);
+    host.restore_all();
+    kid.kill();
+}
+
 /// The signal scans (maps, sockets) read only the processes that can matter: a busy child is
 /// scanned, a small idle one is not once it has been idle for the scans' cadence (1 cycle here),
 /// though both stay in the sample.

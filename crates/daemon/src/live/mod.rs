@@ -597,9 +597,13 @@ impl Host for LiveHost {
                 return o;
             }
         }
-        match &action.kind {
+        let outcome = match &action.kind {
             ActionKind::SetAffinity { cpus } => self.set_affinity(t.pid, t.tid, t.starttime, &stat.comm, cpus),
             kind => self.pages(t.pid, t.starttime, kind),
+        };
+        if matches!(outcome, Outcome::Applied { .. } | Outcome::Partial { .. }) {
+            self.observer.refresh(t.pid);
         }
+        outcome
     }
 }

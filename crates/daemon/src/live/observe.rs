@@ -18,6 +18,7 @@
 //!   threads tier     new process, or its CPU ticks moved >= detail_min_ticks since its threads were
 //!                    read, or its turn in the staleness round (pid % stale_cycles)
 //!                        -> task/TID/{stat,schedstat} (+ sched with balancing), affinity
+//!   both tiers       the cycle after the daemon changed the process (`refresh`)
 //!   numa_maps tier   new, or numa_maps older than numa_maps_ms and RSS >= numa_maps_min_rss_kb,
 //!                    or RSS moved >= rss_change_kb since numa_maps was read, or older than
 //!                    6 x numa_maps_ms
@@ -157,6 +158,9 @@ struct Entry {
     /// Host time numa_maps was last read, and the RSS then (kB).
     maps_ns: u64,
     maps_rss_kb: u64,
+    /// The daemon changed this process (affinity or pages): read its threads and numa_maps next
+    /// cycle whatever the tiers say ([`TieredObserver::refresh`]).
+    refresh: bool,
 }
 
 /// Counts of the last cycle, for the daemon's metrics and the cost example.
@@ -295,6 +299,17 @@ impl TieredObserver {
         }
     }
 
+    /// Asks for `pid`'s threads and numa_maps to be read on the next cycle, whatever the tiers say:
+    /// the daemon just changed its affinity or moved its pages. Without it a steady process's
+    /// numa_maps is carried for up to `numa_maps_ms`, and the plan keeps asking to move pages that
+    /// have moved already (the 2-node rig saw a `migrate_pages` of 8,308 pages repeated every step
+    /// for 14 s, each finding nothing to move). Unknown pids are ignored.
+    pub fn refresh(&mut self, pid: u32) {
+        if let Some(e) = self.entries.get_mut(&pid) {
+            e.refresh = true;
+        }
+    }
+
     /// The processes of the last sample that can matter to the signal scans (maps, sockets): RSS
     /// at least `numa_maps_min_rss_kb`, or CPU ticks moved within the last `window` cycles (or
     /// first seen then). Sorted by pid. The scans of every other process are skipped: a small idle
@@ -383,6 +398,7 @@ impl TieredObserver {
                     detail_ticks: 0,
                     maps_ns: 0,
                     maps_rss_kb: 0,
+                    refresh: false,
                 });
                 // Kernel threads and skipped processes keep no descriptor.
                 if matches!(self.entries[&pid].kind, Kind::User) {
@@ -414,11 +430,14 @@ impl TieredObserver {
             }
             e.rss_now_kb = rss_kb;
             e.in_sample = cycle;
+            let refresh = std::mem::take(&mut e.refresh);
             let threads = new
+                || refresh
                 || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks
                 || (u64::from(pid) + cycle) % stale == 0;
             let age = now_ns.saturating_sub(e.maps_ns);
             let maps = new
+                || refresh
                 || (threads && e.has_policy)
                 || (age >= maps_ns && rss_kb >= maps_min)
                 || rss_kb.abs_diff(e.maps_rss_kb) >= rss_change
