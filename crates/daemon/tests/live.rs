@@ -915,8 +915,13 @@ fn signal_scans_cover_busy_or_large_processes_only() {
     busy.kill();
 }
 
+/// The cpuset tests share numapilot's subtree of the host's hierarchy, which each removes at its
+/// end: one at a time, so one's cleanup never races the other's mkdir.
+static CPUSET_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
     // Whatever this host mounts (this development host: v1 cpuset beside an empty v2 tree).
@@ -948,6 +953,40 @@ fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
     assert!(!dir.exists(), "numapilot's cgroup is removed");
     assert_eq!(masks(kid.pid()), before);
     kid.kill();
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
+/// A placed process that exits is dropped from the record on the next cycle and the cpuset cgroup
+/// made for it is removed, after any child that inherited it is moved back to the original
+/// cgroup; nothing waits for the daemon to stop (the rig's v2 run left one cgroup per command).
+#[test]
+fn an_exited_process_leaves_no_record_and_no_cgroup_behind() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let (d, state) = tmp_state("cpuset-gone");
+    let flag = d.path().join("flag");
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    let mut kid = Kid::spawn("forker", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    let target = kid.target();
+    let before_cg = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Applied { pages_moved: 0 });
+    let made = format!("/numapilot/{}-{}", kid.pid(), target.starttime);
+    // A child forked inside numapilot's cgroup outlives its parent.
+    std::fs::write(format!("{}1", flag.display()), b"").unwrap();
+    let child: u32 = kid.line("child").parse().unwrap();
+    assert_eq!(h.cgroup_of(child).unwrap().unwrap(), made, "the child inherited the cgroup");
+    kid.kill();
+    host.sample().unwrap();
+    assert!(host.touched().is_empty(), "the exited process is still on record");
+    assert!(Originals::load(&state).unwrap().unwrap().processes.is_empty(), "and in the state file");
+    assert!(!h.dir(&made).exists(), "its cgroup {made} is left behind");
+    assert_eq!(h.cgroup_of(child).unwrap().unwrap(), before_cg, "the child is back in the original cgroup");
+    unsafe {
+        libc::kill(child as i32, libc::SIGKILL);
+    }
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 

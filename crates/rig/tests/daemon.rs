@@ -1,9 +1,9 @@
 //! The numapilot daemon's safety promises on a real 2-node kernel (rig/scenarios/daemon-safety.sh): restore on
 //! exit, crash recovery from the state file, exclusions (an excluded comm, a process pinned by `numactl
-//! --cpunodebind`, one bound by `numactl --membind`) and churn with pids wrapping. Every judgement rests on what the
-//! scenario read itself (`/proc/PID/status` Cpus_allowed_list, the state file on disk, the process still being
-//! there), the journal only naming what the daemon claims. One guest boot; the tests below judge one promise each.
-//! Skipped unless `NUMAPILOT_RIG=1`.
+//! --cpunodebind`, one bound by `numactl --membind`), cpuset cgroups v1 and v2, and churn with pids wrapping. Every
+//! judgement rests on what the scenario read itself (`/proc/PID/status` Cpus_allowed_list, /proc/PID/cgroup, the
+//! state file on disk, the process still being there), the journal only naming what the daemon claims. One guest
+//! boot; the tests below judge one promise each. Skipped unless `NUMAPILOT_RIG=1`.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -152,6 +152,52 @@ fn crash_recovery_restores_from_the_state_file() {
     assert_eq!(recovered, before, "the restarted daemon put the original affinity back");
     assert!(state_pids(run, "state-after-recovery").is_empty(), "recovered entries stay in the state file");
     assert_eq!(ok(run, "daemon3-exit").trim(), "0");
+}
+
+/// `[actuation] cpuset = "v1"` (when the guest kernel has it) and then `"v2"` on the guest's real hierarchies: the
+/// process is moved into a cpuset cgroup numapilot made, whose CPUs are the process's affinity; SIGTERM puts it
+/// back in the root cgroup with its original affinity, and no cgroup numapilot made is left (nor one for any
+/// short-lived process it placed meanwhile).
+#[test]
+fn cpusets_v1_and_v2_place_and_restore() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    let shell = allowed(run, "shell-allowed");
+    let v1 = run.section("cs-v1-mount").unwrap();
+    let versions: &[&str] = if v1.rc == 0 {
+        &["v1", "v2"]
+    } else {
+        eprintln!("cpuset v1: this guest kernel cannot mount it ({}); v2 only", v1.stderr().trim());
+        &["v2"]
+    };
+    for &v in versions {
+        let applied = run.section(&format!("cs-{v}-applied")).unwrap();
+        assert_eq!(
+            applied.stdout().trim(),
+            "0",
+            "{v}: no applied set-affinity in 60 s; daemon log:\n{}",
+            applied.stderr()
+        );
+        let during = ok(run, &format!("cs-{v}-cgroup-during"));
+        let path = during.trim().splitn(3, ':').nth(2).unwrap_or("").to_string();
+        assert!(path.starts_with("/numapilot/"), "{v}: not in a numapilot cpuset while placed: {during:?}");
+        let cpus = ok(run, &format!("cs-{v}-cpus")).trim().to_string();
+        let placed = allowed(run, &format!("cs-{v}-during"));
+        eprintln!("cpuset {v}: {path} cpuset.cpus {cpus}, Cpus_allowed_list {placed} (machine {shell})");
+        assert_eq!(cpus, placed, "{v}: the cgroup's CPUs are the process's affinity");
+        assert_ne!(placed, shell, "{v}: placed on part of the machine");
+        assert_eq!(ok(run, &format!("cs-{v}-exit")).trim(), "0", "{v}: daemon exit code");
+        let after = ok(run, &format!("cs-{v}-cgroup-after"));
+        assert_eq!(after.trim().splitn(3, ':').nth(2), Some("/"), "{v}: not back in the root cgroup: {after:?}");
+        assert_eq!(allowed(run, &format!("cs-{v}-after")), shell, "{v}: affinity not restored");
+        let left = ok(run, &format!("cs-{v}-left"));
+        assert!(
+            left.split_whitespace().all(|n| !n.chars().next().is_some_and(|c| c.is_ascii_digit())),
+            "{v}: the cgroup numapilot made is left behind: {left:?}"
+        );
+    }
 }
 
 #[test]

@@ -557,6 +557,11 @@ impl Host for LiveHost {
     }
 
     fn sample(&mut self) -> Result<Sample, HostError> {
+        // Records of processes that exited since: dropped, their cpuset cgroups removed.
+        let (_, errors) = self.originals.prune_gone();
+        for e in errors {
+            tracing::warn!("cleaning up after an exited process: {e}");
+        }
         let now = self.now_ns();
         let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
         let t = self.now_ns();

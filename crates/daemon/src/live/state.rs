@@ -160,6 +160,31 @@ impl Originals {
         })
     }
 
+    /// Drops the records of processes that exited (or whose pid now names another process), after
+    /// emptying and removing the cpuset cgroup made for each, and rewrites the state file when any
+    /// was dropped. Without it every process the daemon ever placed stays on record (and in the
+    /// file, rewritten whole at each new record) and its cgroup stays behind until the daemon
+    /// stops: the 2-node rig's cpuset v2 run left one cgroup per short-lived command placed.
+    /// Returns how many were dropped and the errors met (each naming its cgroup).
+    pub fn prune_gone(&mut self) -> (usize, Vec<String>) {
+        let gone: Vec<u32> =
+            self.procs.values().filter(|r| read_starttime(r.pid) != Some(r.starttime)).map(|r| r.pid).collect();
+        let mut errors = Vec::new();
+        for pid in &gone {
+            if let Some(rec) = self.procs.remove(pid) {
+                if let Some(cs) = &rec.cpuset {
+                    errors.extend(release_cgroup(cs));
+                }
+            }
+        }
+        if !gone.is_empty() {
+            if let Err(e) = self.save() {
+                errors.push(e);
+            }
+        }
+        (gone.len(), errors)
+    }
+
     /// Writes the state file atomically (temp + fsync + rename, mode 0600).
     pub fn save(&self) -> Result<(), String> {
         let file = StateFile { version: STATE_VERSION, processes: self.procs.values().cloned().collect() };
@@ -299,26 +324,53 @@ fn restore_inherited(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut Restor
     }
 }
 
-/// Puts one process back (see the module essay).
-pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
-    match read_starttime(rec.pid) {
-        Some(st) if st == rec.starttime => {}
-        _ => {
-            report.gone += 1;
-            return;
+/// Empties and removes the cpuset cgroup numapilot made for a process: every process still in it
+/// (the process itself, or children that inherited it at fork, whatever became of their parent)
+/// goes back to the original cgroup, then the directory is removed. Errors, each naming its
+/// cgroup; a process that exits meanwhile is not one.
+fn release_cgroup(cs: &CpusetOriginal) -> Vec<String> {
+    let h = cs.hierarchy();
+    let mut errors = Vec::new();
+    let made = format!("/{SUBTREE}/{}", cs.made);
+    let procs = std::fs::read_to_string(h.dir(&made).join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+        if let Err(e) = h.move_to(pid, &cs.original) {
+            if e.errno() != Some(libc::ESRCH) {
+                errors.push(format!("pid {pid} back to cpuset {}: {e}", cs.original));
+            }
         }
     }
+    if let Err(e) = h.remove(&cs.made) {
+        errors.push(format!("removing cgroup {made}: {e}"));
+    }
+    errors
+}
+
+/// Puts one process back (see the module essay). A process that is gone has nothing to put back,
+/// but the cpuset cgroup made for it is still emptied and removed.
+pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
     let mut errors = Vec::new();
     if let Some(cs) = &rec.cpuset {
         let h = cs.hierarchy();
-        if let Err(e) = h.move_to(rec.pid, &cs.original) {
-            // ESRCH: it exited just now; anything else is a real failure.
-            if e.errno() != Some(libc::ESRCH) {
-                errors.push(format!("cpuset back to {}: {e}", cs.original));
+        if read_starttime(rec.pid) == Some(rec.starttime) {
+            if let Err(e) = h.move_to(rec.pid, &cs.original) {
+                // ESRCH: it exited just now; anything else is a real failure.
+                if e.errno() != Some(libc::ESRCH) {
+                    errors.push(format!("cpuset back to {}: {e}", cs.original));
+                }
             }
         }
-        if let Err(e) = h.remove(&cs.made) {
-            errors.push(format!("removing cgroup {}: {e}", cs.made));
+        errors.extend(release_cgroup(cs));
+    }
+    match read_starttime(rec.pid) {
+        Some(st) if st == rec.starttime => {}
+        _ => {
+            if errors.is_empty() {
+                report.gone += 1;
+            } else {
+                report.failed.push(format!("{} ({}, gone): {}", rec.pid, rec.comm, errors.join("; ")));
+            }
+            return;
         }
     }
     let default = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
