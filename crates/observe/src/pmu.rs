@@ -799,31 +799,18 @@ pub fn aggregate(
             }
         }
     }
-    let mut agg: BTreeMap<(u32, u32, u64), AccessSample> = BTreeMap::new();
-    for (s, node) in samples.iter().zip(node_of) {
-        let Some(node) = node else {
-            st.unplaced += 1;
-            continue;
-        };
-        st.placed += 1;
-        let page = s.addr / page_size * page_size;
-        let phys = (s.phys_addr != 0).then_some(s.phys_addr / page_size * page_size);
-        let e = agg.entry((s.pid, s.tid, page)).or_insert(AccessSample {
-            pid: s.pid,
-            tid: s.tid,
-            addr: page,
-            phys,
-            node,
-            count: 0,
-            last_ns: 0,
-        });
-        e.count = e.count.saturating_add(1);
-        if s.time >= e.last_ns {
-            e.last_ns = s.time;
-            e.node = node;
+    let placed = samples.iter().zip(node_of).filter_map(|(s, node)| match node {
+        Some(n) => {
+            st.placed += 1;
+            Some((s.pid, s.tid, s.addr, s.phys_addr, s.time, n))
         }
-    }
-    (agg.into_values().collect(), st)
+        None => {
+            st.unplaced += 1;
+            None
+        }
+    });
+    let acc = AccessSample::aggregate(page_size, placed);
+    (acc, st)
 }
 
 #[cfg(test)]

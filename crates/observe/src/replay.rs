@@ -285,32 +285,16 @@ pub fn aggregate_records(
     page_size: u64,
     mut node_of: impl FnMut(&ScriptRecord) -> Option<u32>,
 ) -> (Vec<AccessSample>, u64) {
-    let ps = page_size.max(1);
-    let mut agg: std::collections::BTreeMap<(u32, u32, u64), AccessSample> = std::collections::BTreeMap::new();
     let mut unplaced = 0;
-    for r in records {
-        let Some(node) = node_of(r) else {
+    let placed = records.iter().filter_map(|r| match node_of(r) {
+        Some(n) => Some((r.pid, r.tid, r.addr, r.phys_addr.unwrap_or(0), r.time_ns, n)),
+        None => {
             unplaced += 1;
-            continue;
-        };
-        let page = r.addr / ps * ps;
-        let phys = r.phys_addr.filter(|&p| p != 0).map(|p| p / ps * ps);
-        let e = agg.entry((r.pid, r.tid, page)).or_insert(AccessSample {
-            pid: r.pid,
-            tid: r.tid,
-            addr: page,
-            phys,
-            node,
-            count: 0,
-            last_ns: 0,
-        });
-        e.count = e.count.saturating_add(1);
-        if r.time_ns >= e.last_ns {
-            e.last_ns = r.time_ns;
-            e.node = node;
+            None
         }
-    }
-    (agg.into_values().collect(), unplaced)
+    });
+    let acc = AccessSample::aggregate(page_size, placed);
+    (acc, unplaced)
 }
 
 #[cfg(test)]

@@ -110,6 +110,35 @@ pub struct AccessSample {
     pub last_ns: u64,
 }
 
+impl AccessSample {
+    /// Sums placed accesses into one sample per (pid, tid, page of `page_size` bytes), sorted by
+    /// (pid, tid, addr). Each access is `(pid, tid, virtual address, physical address or 0 when
+    /// unknown, time ns, node)`; an entry's node and `last_ns` are those of its latest access. The
+    /// one aggregation behind the live PMU reader (`pmu::aggregate`) and `numapilot replay`.
+    pub fn aggregate(page_size: u64, accesses: impl IntoIterator<Item = (u32, u32, u64, u64, u64, u32)>) -> Vec<Self> {
+        let ps = page_size.max(1);
+        let mut agg: std::collections::BTreeMap<(u32, u32, u64), AccessSample> = std::collections::BTreeMap::new();
+        for (pid, tid, addr, phys, time_ns, node) in accesses {
+            let page = addr / ps * ps;
+            let e = agg.entry((pid, tid, page)).or_insert(AccessSample {
+                pid,
+                tid,
+                addr: page,
+                phys: (phys != 0).then_some(phys / ps * ps),
+                node,
+                count: 0,
+                last_ns: 0,
+            });
+            e.count = e.count.saturating_add(1);
+            if time_ns >= e.last_ns {
+                e.last_ns = time_ns;
+                e.node = node;
+            }
+        }
+        agg.into_values().collect()
+    }
+}
+
 /// How a [`CommSample`] was observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
