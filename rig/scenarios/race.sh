@@ -50,8 +50,9 @@ socket = "/run/numapilot/numapilot.sock"
 metrics = "off"
 
 [exclude]
-# Leave the scenario's shells and sleeps alone (a few MiB each): a shell the daemon places hands its narrowed
-# affinity to everything it starts, which then reads as placed by someone else. The workers hold 32-64 MiB.
+# Leave the scenario's shells and sleeps alone (a few MiB each), as numad leaves processes under its RSS threshold:
+# a shell the daemon placed would hand its node to the workers it starts (they would be the daemon's to manage, but
+# no longer start where they start under the other policies). The workers hold 32-64 MiB.
 min_rss_mib = 16
 EOF
 mkdir -p /run/numapilot
