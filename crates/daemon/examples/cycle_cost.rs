@@ -38,6 +38,7 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use std::io::{BufRead, Write};
@@ -404,20 +405,56 @@ fn daemon_cpu(seconds: u64, warmup: u64, idle_max_ms: u64, signals: bool) {
         ..LiveTuning::default()
     };
     let (host, _) = LiveHost::open_with(topo.clone(), loaded.config.live_options(true), tuning).expect("live host");
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let host = Counted { inner: host, steps: steps.clone() };
     let (handle, commands) = run::command_pipe().expect("command pipe");
     let setup = run::Setup { source, overrides, loaded, forced_observe: None };
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let timer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(warmup));
-        let t0 = self_ticks();
+        let (t0, from_ns) = (self_ticks(), numapilot_observe::reader::monotonic_ns());
         std::thread::sleep(Duration::from_secs(seconds));
-        let t1 = self_ticks();
+        let (t1, to_ns) = (self_ticks(), numapilot_observe::reader::monotonic_ns());
         let _ = handle.send(DaemonCommand::Stop);
-        t1 - t0
+        (t1 - t0, from_ns, to_ns)
     });
     let exit = run::serve(setup, topo, host, None, Some(commands), &mut |_| {}).expect("daemon loop");
-    let ticks = timer.join().expect("timer");
+    let (ticks, from_ns, to_ns) = timer.join().expect("timer");
     let cpu_s = ticks as f64 / hz;
+    // The steps inside the measured window, by the wait before them, and the young processes
+    // (first seen by the model younger than new_process_age_ms, which set the settle cadence).
+    let steps = steps.lock().expect("steps");
+    let window: Vec<&Step> = steps.iter().filter(|s| s.at_ns >= from_ns && s.at_ns <= to_ns).collect();
+    let mut gaps = [0usize; 3];
+    let mut young: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for w in steps.windows(2).filter(|w| w[1].at_ns >= from_ns && w[1].at_ns <= to_ns) {
+        let gap_ms = (w[1].at_ns - w[0].at_ns) / 1_000_000;
+        gaps[if gap_ms < 900 {
+            0
+        } else if gap_ms < 1900 {
+            1
+        } else {
+            2
+        }] += 1;
+        if gap_ms < 900 {
+            for c in &w[0].young {
+                *young.entry(c.clone()).or_default() += 1;
+            }
+        }
+    }
+    let mut top: Vec<(String, usize)> = young.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let top: Vec<String> = top.iter().take(8).map(|(c, n)| format!("{c} x{n}")).collect();
+    println!(
+        "daemon loop steps in the window: {} ({} after < 0.9 s: the settle cadence, {} after ~1 s, {} after >= 1.9 s: \
+         backed off); CPU per step {:.1} ms; young processes before the settle-cadence steps: {}",
+        window.len(),
+        gaps[0],
+        gaps[1],
+        gaps[2],
+        cpu_s * 1e3 / window.len().max(1) as f64,
+        if top.is_empty() { "none".to_string() } else { top.join(", ") }
+    );
     println!(
         "daemon loop (dry run, interval {interval} ms, idle_max_interval_ms {idle_max_ms}{}): {} steps in {} s; \
          CPU over the last {seconds} s (after {warmup} s): {:.2} s = {:.2} % of one core",
@@ -428,4 +465,52 @@ fn daemon_cpu(seconds: u64, warmup: u64, idle_max_ms: u64, signals: bool) {
         cpu_s / seconds as f64 * 100.0
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One step of the daemon loop as its host saw it: when it sampled, and the names of the
+/// processes in the sample younger than the default `new_process_age_ms` (2 s).
+struct Step {
+    at_ns: u64,
+    young: Vec<String>,
+}
+
+/// The live host, recording each step (see [`Step`]) for the daemon measurement.
+struct Counted {
+    inner: LiveHost,
+    steps: Arc<Mutex<Vec<Step>>>,
+}
+
+impl Host for Counted {
+    fn topology(&self) -> &Topology {
+        self.inner.topology()
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+
+    fn sample(&mut self) -> Result<numapilot_observe::Sample, numapilot_policy::HostError> {
+        let s = self.inner.sample()?;
+        let hz = s.clock_ticks_per_sec.max(1);
+        let young_ns = numapilot_model::Tunables::default().new_process_age_ms * 1_000_000;
+        let young = s
+            .processes
+            .iter()
+            .filter(|p| !p.kernel_thread)
+            .filter(|p| s.boottime_ns.saturating_sub(p.starttime * 1_000_000_000 / hz) < young_ns)
+            .map(|p| p.comm.clone())
+            .collect();
+        self.steps.lock().expect("steps").push(Step { at_ns: s.monotonic_ns, young });
+        Ok(s)
+    }
+
+    fn apply(&mut self, action: &numapilot_policy::Action) -> numapilot_policy::Outcome {
+        self.inner.apply(action)
+    }
+}
+
+impl run::Restore for Counted {
+    fn restore_all(&mut self) -> numapilot_daemon::live::RestoreReport {
+        self.inner.restore_all()
+    }
 }
