@@ -10,6 +10,13 @@
 //!   unit fits a node:  first candidate with room and no bottleneck (for it), else stay, else least loaded
 //!   unit larger:       preferred node + nearest nodes until CPU and memory suffice
 //! ```
+//!
+//! Cost: the units are built every decision from the model, in one pass over its groups and
+//! processes with hash lookups; a group or ungrouped process under `min_group_cpu` (on a server,
+//! most of them) is dropped once its demand is summed, before its memory, shares and label are
+//! worked out, and the fork rule does nothing without a new process. Measured on a recorded live
+//! load of 1,045 processes / 10,093 threads (`cycle_cost --replay`): 3.7 ms of CPU per decision,
+//! 15.9 ms when every unit was built in full.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
