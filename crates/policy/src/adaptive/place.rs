@@ -15,8 +15,8 @@
 //! processes with hash lookups; a group or ungrouped process under `min_group_cpu` (on a server,
 //! most of them) is dropped once its demand is summed, before its memory, shares and label are
 //! worked out, and the fork rule does nothing without a new process. Measured on a recorded live
-//! load of 1,045 processes / 10,093 threads (`cycle_cost --replay`): 3.7 ms of CPU per decision,
-//! 15.9 ms when every unit was built in full.
+//! load of 1,045 processes / 10,093 threads (`cycle_cost --replay`): 3.7-5.0 ms of CPU per decision,
+//! 14.9-16.5 ms when every unit was built in full.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
