@@ -5,7 +5,8 @@
 //! ```text
 //!   cargo run --release -p numapilot-daemon --example cycle_cost -- \
 //!       [--procs 1000] [--threads 10] [--spinners 20] [--duty 5] [--cycles 20] [--interval-ms 1000] [--signals 1]
-//!       [--numad-seconds 0]
+//!       [--numad-seconds 0] [--record FILE] [--daemon-seconds 0 [--idle-max-ms 5000] [--daemon-warmup 10]]
+//!   cargo run --release -p numapilot-daemon --example cycle_cost -- --replay FILE [--reps 5]
 //! ```
 //!
 //! The load is this example's own binary started again as children (`--child sleep|spin`): each
@@ -20,12 +21,31 @@
 //! load for N seconds and prints numad's CPU per scan (utime + stime from its /proc/PID/stat, read after a 2 s
 //! warm-up and N seconds later) beside ours, as a ratio: issue 5's "numad's cost on the same load". numad is
 //! stopped with SIGTERM (by the pid in its pid file) afterwards.
+//!
+//! With `--record FILE` every measured cycle's sample is written to FILE (one JSON line each).
+//! `--replay FILE` then runs only model + plan over those samples, `--reps` times from a fresh
+//! model and policy, and prints the CPU time (this thread's clock) of `Model::update` and of
+//! `Policy::decide` per cycle, and a digest of every plan and grouping: the same recording
+//! through two builds gives their cost on the same input, and the digests must be equal (the
+//! same decisions). Cycles before the fourth of each repetition are warm-up and not counted.
+//!
+//! With `--daemon-seconds N` the example then runs the daemon's own loop (`run::serve`, dry run,
+//! no journal, no metrics, control socket and state file under the temp directory) over the same
+//! load: after `--daemon-warmup` seconds it reads this process's utime + stime from
+//! /proc/self/stat, again N seconds later, and prints the CPU as a share of one core, with the
+//! idle back-off at `--idle-max-ms` (the default 5,000; a value at or below the 1,000 ms interval
+//! turns it off). The load's children are other processes: their CPU is not counted.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::io::{BufRead, Write};
+
+use numapilot_daemon::config::{Loaded, Overrides, Source};
 use numapilot_daemon::live::{LiveHost, LiveOptions, LiveTuning};
+use numapilot_daemon::run::{self, Command as DaemonCommand};
 use numapilot_daemon::signals::SignalOptions;
 use numapilot_policy::{Adaptive, Host, Policy};
 use numapilot_topology::Topology;
@@ -78,11 +98,40 @@ fn status_kb(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time of the calling thread, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the struct we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// utime + stime of this process (all threads), clock ticks, from /proc/self/stat.
+fn self_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime); `after` starts at field 3.
+    let num = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    num(14) + num(15)
+}
+
+fn opt_str<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map(String::as_str)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
         child(&args[i + 1], arg(&args, "--threads", 10), arg(&args, "--duty", 5));
     }
+    if let Some(file) = opt_str(&args, "--replay") {
+        replay(file, arg(&args, "--reps", 5));
+        return;
+    }
+    let record = opt_str(&args, "--record")
+        .map(|f| std::io::BufWriter::new(std::fs::File::create(f).unwrap_or_else(|e| panic!("--record {f}: {e}"))));
+    let mut record = record;
     let procs = arg(&args, "--procs", 1000);
     let threads = arg(&args, "--threads", 10);
     let spinners = arg(&args, "--spinners", 20);
@@ -128,6 +177,10 @@ fn main() {
         let cpu0 = cpu_ns();
         let sample = host.sample().expect("sample");
         let observed = start.elapsed();
+        if let (Some(w), true) = (record.as_mut(), c >= 3) {
+            serde_json::to_writer(&mut *w, &sample).expect("write the recording");
+            w.write_all(b"\n").expect("write the recording");
+        }
         let observe_cpu = cpu_ns() - cpu0;
         model.update(&sample);
         let plan = policy.decide(&model);
@@ -194,6 +247,14 @@ fn main() {
         status_kb("VmRSS:") as f64 / 1024.0,
         status_kb("VmHWM:") as f64 / 1024.0
     );
+    if let Some(mut w) = record.take() {
+        w.flush().expect("write the recording");
+    }
+    drop(host);
+    let daemon_seconds = arg(&args, "--daemon-seconds", 0);
+    if daemon_seconds > 0 {
+        daemon_cpu(daemon_seconds, arg(&args, "--daemon-warmup", 10), arg(&args, "--idle-max-ms", 5000), signals);
+    }
     if numad_seconds > 0 {
         match numad_cpu_per_scan(numad_seconds) {
             // numad's CPU is read in clock ticks (10 ms at USER_HZ 100): none over the whole window means it did
@@ -259,4 +320,197 @@ fn numad_cpu_per_scan(seconds: u64) -> Result<f64, String> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     Ok((t1 - t0) as f64 * 1000.0 / hz / seconds as f64)
+}
+
+/// Model + plan over a recording (see the module essay): CPU per cycle and a digest of the
+/// decisions.
+fn replay(file: &str, reps: u64) {
+    let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("--replay {file}: {e}"));
+    let samples: Vec<numapilot_observe::Sample> = std::io::BufReader::new(f)
+        .lines()
+        .map(|l| serde_json::from_str(&l.expect("read the recording")).expect("a sample"))
+        .collect();
+    let topo = Topology::from_sysfs(Path::new("/")).expect("topology");
+    let (mut model_ns, mut plan_ns, mut counted) = (Vec::new(), Vec::new(), 0u64);
+    let mut digests = Vec::new();
+    for _ in 0..reps.max(1) {
+        let mut model = numapilot_model::Model::new(topo.clone(), numapilot_model::Tunables::default());
+        let mut policy = Adaptive::new();
+        let mut digest = std::collections::hash_map::DefaultHasher::new();
+        for (c, sample) in samples.iter().enumerate() {
+            let t0 = thread_cpu_ns();
+            model.update(sample);
+            let t1 = thread_cpu_ns();
+            let plan = policy.decide(&model);
+            let t2 = thread_cpu_ns();
+            use std::hash::Hash;
+            format!("{:?}", plan.actions).hash(&mut digest);
+            for (id, g) in &model.groups.groups {
+                (id, &g.tasks).hash(&mut digest);
+                g.cpu.to_bits().hash(&mut digest);
+                g.mem_bytes.hash(&mut digest);
+            }
+            if c >= 3 {
+                model_ns.push(t1 - t0);
+                plan_ns.push(t2 - t1);
+                counted += 1;
+            }
+        }
+        digests.push(std::hash::Hasher::finish(&digest));
+    }
+    let stats = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        let mean = v.iter().sum::<u64>() as f64 / v.len().max(1) as f64 / 1e6;
+        let median = v.get(v.len() / 2).copied().unwrap_or(0) as f64 / 1e6;
+        (mean, median)
+    };
+    let (mm, md) = stats(&mut model_ns);
+    let (pm, pd) = stats(&mut plan_ns);
+    let first = samples.first();
+    println!(
+        "replay of {} samples ({} procs / {} threads in the first) x {} reps, {counted} cycles counted: \
+         model {mm:.2} ms cpu mean ({md:.2} median), plan {pm:.2} ms ({pd:.2}), model+plan {:.2} ms mean; \
+         decision digest {:016x}{}",
+        samples.len(),
+        first.map_or(0, |s| s.processes.len()),
+        first.map_or(0, |s| s.processes.iter().map(|p| p.threads.len()).sum::<usize>()),
+        reps.max(1),
+        mm + pm,
+        digests[0],
+        if digests.iter().all(|d| *d == digests[0]) { "" } else { " (DIFFERS between repetitions)" }
+    );
+}
+
+/// The daemon's own loop over the running load for `warmup + seconds`, dry run; prints its CPU.
+fn daemon_cpu(seconds: u64, warmup: u64, idle_max_ms: u64, signals: bool) {
+    let dir = std::env::temp_dir().join(format!("numapilot-cycle-cost-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("numapilot.toml");
+    let text = format!(
+        "[daemon]\ndry_run = true\njournal = \"\"\nmetrics = \"off\"\nstate = {:?}\nsocket = {:?}\n\
+         idle_max_interval_ms = {idle_max_ms}\n{}",
+        dir.join("state.json").display().to_string(),
+        dir.join("control.sock").display().to_string(),
+        if signals { "" } else { "[signals]\nsockets = false\nperf = false\n" }
+    );
+    std::fs::write(&config, text).expect("write the config");
+    let source = Source::Explicit(config);
+    let overrides = Overrides::default();
+    let loaded: Loaded = numapilot_daemon::config::load(&source, &overrides).expect("config");
+    let interval = loaded.config.interval_ms();
+    let topo = Topology::from_sysfs(Path::new("/")).expect("topology");
+    let tuning = LiveTuning {
+        signals: loaded.config.signal_options(),
+        signal_tuning: loaded.config.signal_tuning(),
+        ..LiveTuning::default()
+    };
+    let (host, _) = LiveHost::open_with(topo.clone(), loaded.config.live_options(true), tuning).expect("live host");
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let host = Counted { inner: host, steps: steps.clone() };
+    let (handle, commands) = run::command_pipe().expect("command pipe");
+    let setup = run::Setup { source, overrides, loaded, forced_observe: None };
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let timer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(warmup));
+        let (t0, from_ns) = (self_ticks(), numapilot_observe::reader::monotonic_ns());
+        std::thread::sleep(Duration::from_secs(seconds));
+        let (t1, to_ns) = (self_ticks(), numapilot_observe::reader::monotonic_ns());
+        let _ = handle.send(DaemonCommand::Stop);
+        (t1 - t0, from_ns, to_ns)
+    });
+    let exit = run::serve(setup, topo, host, None, Some(commands), &mut |_| {}).expect("daemon loop");
+    let (ticks, from_ns, to_ns) = timer.join().expect("timer");
+    let cpu_s = ticks as f64 / hz;
+    // The steps inside the measured window, by the wait before them, and the young processes
+    // (first seen by the model younger than new_process_age_ms, which set the settle cadence).
+    let steps = steps.lock().expect("steps");
+    let window: Vec<&Step> = steps.iter().filter(|s| s.at_ns >= from_ns && s.at_ns <= to_ns).collect();
+    let mut gaps = [0usize; 3];
+    let mut young: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for w in steps.windows(2).filter(|w| w[1].at_ns >= from_ns && w[1].at_ns <= to_ns) {
+        let gap_ms = (w[1].at_ns - w[0].at_ns) / 1_000_000;
+        gaps[if gap_ms < 900 {
+            0
+        } else if gap_ms < 1900 {
+            1
+        } else {
+            2
+        }] += 1;
+        if gap_ms < 900 {
+            for c in &w[0].young {
+                *young.entry(c.clone()).or_default() += 1;
+            }
+        }
+    }
+    let mut top: Vec<(String, usize)> = young.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let top: Vec<String> = top.iter().take(8).map(|(c, n)| format!("{c} x{n}")).collect();
+    println!(
+        "daemon loop steps in the window: {} ({} after < 0.9 s: the settle cadence, {} after ~1 s, {} after >= 1.9 s: \
+         backed off); CPU per step {:.1} ms; young processes before the settle-cadence steps: {}",
+        window.len(),
+        gaps[0],
+        gaps[1],
+        gaps[2],
+        cpu_s * 1e3 / window.len().max(1) as f64,
+        if top.is_empty() { "none".to_string() } else { top.join(", ") }
+    );
+    println!(
+        "daemon loop (dry run, interval {interval} ms, idle_max_interval_ms {idle_max_ms}{}): {} steps in {} s; \
+         CPU over the last {seconds} s (after {warmup} s): {:.2} s = {:.2} % of one core",
+        if idle_max_ms <= interval { ", back-off off" } else { "" },
+        exit.steps,
+        warmup + seconds,
+        cpu_s,
+        cpu_s / seconds as f64 * 100.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One step of the daemon loop as its host saw it: when it sampled, and the names of the
+/// processes in the sample younger than the default `new_process_age_ms` (2 s).
+struct Step {
+    at_ns: u64,
+    young: Vec<String>,
+}
+
+/// The live host, recording each step (see [`Step`]) for the daemon measurement.
+struct Counted {
+    inner: LiveHost,
+    steps: Arc<Mutex<Vec<Step>>>,
+}
+
+impl Host for Counted {
+    fn topology(&self) -> &Topology {
+        self.inner.topology()
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+
+    fn sample(&mut self) -> Result<numapilot_observe::Sample, numapilot_policy::HostError> {
+        let s = self.inner.sample()?;
+        let hz = s.clock_ticks_per_sec.max(1);
+        let young_ns = numapilot_model::Tunables::default().new_process_age_ms * 1_000_000;
+        let young = s
+            .processes
+            .iter()
+            .filter(|p| !p.kernel_thread)
+            .filter(|p| s.boottime_ns.saturating_sub(p.starttime * 1_000_000_000 / hz) < young_ns)
+            .map(|p| p.comm.clone())
+            .collect();
+        self.steps.lock().expect("steps").push(Step { at_ns: s.monotonic_ns, young });
+        Ok(s)
+    }
+
+    fn apply(&mut self, action: &numapilot_policy::Action) -> numapilot_policy::Outcome {
+        self.inner.apply(action)
+    }
+}
+
+impl run::Restore for Counted {
+    fn restore_all(&mut self) -> numapilot_daemon::live::RestoreReport {
+        self.inner.restore_all()
+    }
 }

@@ -284,8 +284,9 @@ pub(crate) struct History {
 /// Cache of "are these allowed CPUs narrower than the CPUs of these allowed nodes", by content:
 /// a handful of distinct pairs per sample however the sets are allocated (observe's reader
 /// interns them, the simulator and deserialised replays give every thread its own `Arc`). The
-/// last pair seen is checked by pointer first (threads of a process share their sets), then a
-/// hash map by value: O(1) per thread either way, never a scan of a growing list.
+/// last pair seen is checked first, by pointer and then by value (threads of a process share their
+/// sets, or hold equal copies of them), then a hash map by value: O(1) per thread either way,
+/// never a scan of a growing list.
 struct NarrowCache {
     online: CpuSet,
     last: Option<(Arc<CpuSet>, Arc<NodeSet>, bool)>,
@@ -300,7 +301,9 @@ impl NarrowCache {
 
     fn narrower(&mut self, topo: &Topology, cpus: &Arc<CpuSet>, mems: &Arc<NodeSet>) -> bool {
         if let Some((c, m, v)) = &self.last {
-            if Arc::ptr_eq(c, cpus) && Arc::ptr_eq(m, mems) {
+            // Equal contents give the same answer (it depends on the contents only); comparing two
+            // small sets is cheaper than hashing the pair for the map.
+            if (Arc::ptr_eq(c, cpus) || **c == **cpus) && (Arc::ptr_eq(m, mems) || **m == **mems) {
                 return *v;
             }
         }
@@ -727,4 +730,45 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     hist.procs = procs_hist;
     model.tasks = tasks.into_iter().collect();
     model.procs = procs.into_iter().collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cache answers as the definition does (allowed CPUs narrower than the CPUs of the allowed
+    /// nodes), for shared sets, equal copies in their own `Arc`s and changing pairs, in any order.
+    #[test]
+    fn narrow_cache_equals_the_definition() {
+        let topo = Topology::uniform(2, 4, 1 << 20, 20);
+        let online = topo.online_cpus();
+        let direct = |cpus: &CpuSet, mems: &NodeSet| {
+            let cover = topo.cpus_of_nodes(mems).intersection(&online);
+            !cover.is_empty() && !cover.is_subset(cpus)
+        };
+        let cpu_sets = ["0-7", "0-3", "4-7", "0", "1-6", "0-3,5"];
+        let node_sets = ["0-1", "0", "1"];
+        let mut pairs = Vec::new();
+        for c in cpu_sets {
+            for n in node_sets {
+                pairs.push((CpuSet::parse_list(c).unwrap(), NodeSet::parse_list(n).unwrap()));
+            }
+        }
+        let mut cache = NarrowCache::new(&topo);
+        let shared: Vec<(Arc<CpuSet>, Arc<NodeSet>)> =
+            pairs.iter().map(|(c, n)| (Arc::new(c.clone()), Arc::new(n.clone()))).collect();
+        // A pseudo-random walk over the pairs, each step as the shared Arcs or as fresh copies.
+        let mut x = 7usize;
+        for step in 0..500 {
+            x = (x * 1103515245 + 12345) % 2147483648;
+            let i = x % pairs.len();
+            let (c, n) = if step % 3 == 0 {
+                (Arc::new(pairs[i].0.clone()), Arc::new(pairs[i].1.clone()))
+            } else {
+                shared[i].clone()
+            };
+            assert_eq!(cache.narrower(&topo, &c, &n), direct(&pairs[i].0, &pairs[i].1), "{:?}", pairs[i]);
+        }
+        assert!(pairs.iter().any(|(c, n)| direct(c, n)) && pairs.iter().any(|(c, n)| !direct(c, n)));
+    }
 }
