@@ -3,7 +3,7 @@
 //!
 //! Machine `autonuma-2s12c-24g`: 2 nodes x 12 CPUs (node 0 = 0-5,12-17, node 1 = 6-11,18-23),
 //! 12 GiB each. Tunables: the tests' builder (budget 1280 MiB/s x 1 s = 327680 pages, capacity
-//! in CPUs), otherwise defaults: cold_memory_share_min 0.4, CPU follows memory from 1024 MiB and
+//! in CPUs), otherwise defaults: cold_memory_share_min 0.3, CPU follows memory from 1024 MiB and
 //! 80%, stay margin 0.1, remote share 0.25, copy cost 2 us/page, horizon 10 s, reserve 10%.
 
 mod adaptive_common;
@@ -27,7 +27,8 @@ fn vm(b: &mut B) {
 
 /// ```text
 ///   qemu-vm (30): RSS 7808 + 256 = 8064 MiB; hot ranges 128 + 128 (node 1) + 64 + 64 (node 0)
-///        = 384 MiB -> cold 1 - 384 / 8064 = 95% >= 40%: the rule applies
+///        = 384 MiB, none sampled only once or twice (50, 50, 30, 20 samples): Chao's F = D,
+///        accessed 384 MiB -> cold 1 - 384 / 8064 = 95% >= 30%: the rule applies
 ///   class static-large (from its RSS) does not apply -> no class unit; its group is the unit
 ///   unit: 4.0 CPUs, memory = accessed memory [128, 256] MiB (not [7808, 256]);
 ///         shares (CPU-weighted mean of the threads') node 0 40%, node 1 60%; runs on node 1
@@ -102,4 +103,36 @@ fn cold_memory_needs_a_built_up_hot_set() {
     let plan = Adaptive::new().decide(&b.m);
     assert_eq!(plan.actions[0].kind, ActionKind::SetAffinity { cpus: b.node_cpus(0) }, "{plan:#?}");
     assert_eq!(plan.actions[0].reason.rule, "cpu-follows-memory");
+}
+
+/// The estimate of the accessed memory (Chao's, from buckets sampled once and twice): a pool read
+/// at random whose sampled buckets cover a fifth of it is not cold.
+///
+/// ```text
+///   db (40): 4 threads x 1.0 CPU on node 1, 1024 MiB on node 0, static-large, accesses 100% on
+///        node 0; 100 hot 2 MiB buckets seen (200 MiB), 90 of them once, 10 twice
+///   F = 100 + 90^2 / (2 x 10) = 505 buckets = 1010 MiB -> cold 1 - 1010 / 1024 = 1% < 30%:
+///        the rule does not apply (counting only the buckets seen, 80% would read as cold)
+///   class unit, 1024 MiB, 100% on node 0 (>= 1024 MiB, >= 80%) -> cpu-follows-memory:
+///        SetAffinity(40, node 0)
+/// ```
+#[test]
+fn a_pool_read_at_random_is_not_cold() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(40, "db", &[(1, 1.0); 4], &[1024, 0]);
+    for i in 0..4 {
+        b.access(40, i, &[1.0, 0.0]);
+    }
+    for k in 0..100u64 {
+        b.hot(40, (k % 4) as u32, 0x1_0000_0000 + k * 2 * MIB, 2 * MIB, 0, if k < 90 { 1 } else { 2 });
+    }
+    b.class(40, ProcessClass::StaticLarge);
+    b.group_proc(1, 40);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let a = &plan.actions[0];
+    assert_eq!((a.target.pid, a.target.tid), (40, None));
+    assert_eq!(a.kind, ActionKind::SetAffinity { cpus: b.node_cpus(0) }, "{plan:#?}");
+    assert_eq!(a.reason.rule, "cpu-follows-memory");
+    assert!(!a.reason.detail.contains("cold-memory-stays"), "{}", a.reason.detail);
 }
