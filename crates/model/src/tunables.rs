@@ -323,7 +323,7 @@ pub struct Tunables {
     /// Share of a process's resident memory that must be cold for the cold-memory rule to apply
     /// (0..=1; 1 turns the rule off): cold = 1 - accessed / RSS, the accessed memory estimated
     /// from its sampled hot buckets by Chao's estimator (policy `adaptive/cold.rs`), once it has
-    /// been watched for two `access_half_life_ms`. Then its units are sized by the memory its
+    /// been watched for one `access_half_life_ms`. Then its units are sized by the memory its
     /// threads access, its cold memory stays where it lies (only hot ranges move), and the
     /// static-large and bandwidth-bound classes, read from the whole RSS, do not apply. Default
     /// 0.3. Source: measured in the simulator (seed 1, 3-20 s): the VM mix's VMs (shared/seeds/004:

@@ -14,7 +14,7 @@ use numapilot_policy::{ActionKind, Adaptive, Policy};
 
 /// A VM as QEMU runs one: 4 vCPUs on node 1, guest RAM first-touched by the main thread on node 0
 /// (7680 MiB, idle), the working set touched by the vCPUs: 128 MiB each for vCPUs 0 and 1 on
-/// node 1, 64 MiB each for vCPUs 2 and 3 spilled to node 0. Watched 100 s (>= 2 x 2 s half-life).
+/// node 1, 64 MiB each for vCPUs 2 and 3 spilled to node 0. Watched 100 s (>= the 2 s half-life).
 fn vm(b: &mut B) {
     b.proc(30, "qemu-vm", &[(1, 1.0); 4], &[7680 + 128, 256]);
     b.access(30, 0, &[0.0, 1.0]).access(30, 1, &[0.0, 1.0]);
@@ -87,7 +87,7 @@ fn cold_memory_stays_and_does_not_pull_threads_or_size_units() {
     assert!(plan.actions.iter().any(|a| a.reason.rule == "class-bind-memory"), "{plan:#?}");
 }
 
-/// Not watched long enough (first seen 1 s ago < 2 x access_half_life_ms): its hot set has not
+/// Not watched long enough (first seen 1 s ago < access_half_life_ms 2 s): its hot set has not
 /// built up, nothing is cold yet, and the rule does not apply (the unit is sized by residency:
 /// the plan is the rule-off plan's first action).
 ///

@@ -45,7 +45,8 @@
 //!     jvm, solver, trader           F/RSS 100%                   cold 0%
 //! ```
 //!
-//! Once a process has been watched for two access half-lives (its hot set has built up) and its
+//! Once a process has been watched for one access half-life (a bucket sampled once is kept about
+//! that long: its hot set has built up; before, Chao's estimate has too few repeats to go on) and its
 //! cold share is at least `cold_memory_share_min`, the rest of its memory is *cold* and:
 //!
 //! ```text
@@ -96,7 +97,7 @@ pub(crate) fn accessed(model: &Model, pid: u32) -> Option<Accessed> {
         return None;
     }
     let watched_ns = model.now_ns.saturating_sub(p.first_seen_ns);
-    if watched_ns < t.access_half_life_ms.saturating_mul(2_000_000) {
+    if watched_ns < t.access_half_life_ms.saturating_mul(1_000_000) {
         return None;
     }
     let n = model.topo.nodes.len();
