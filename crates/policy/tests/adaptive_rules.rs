@@ -336,7 +336,15 @@ fn balance_weakest_affinity_to_co_located_members_goes_first() {
 /// ```
 #[test]
 fn memory_follows_cpu_hottest_first_within_the_budget() {
-    let t = Tunables { migrate_budget_mib_per_s: 100, smt_cores_first: false, ..Tunables::default() };
+    // The three hot ranges stand for the hottest of a 1000 MiB memory that is all in use (its
+    // accesses are 90% on node 0): the cold-memory rule, which would read the other 992 MiB as
+    // idle and leave it, is off here (it has its own test, `cold_memory_stays_...`).
+    let t = Tunables {
+        migrate_budget_mib_per_s: 100,
+        smt_cores_first: false,
+        cold_memory_share_min: 1.0,
+        ..Tunables::default()
+    };
     let mut b = B::with("autonuma-2s12c-24g", t);
     b.proc(10, "cache", &[(1, 1.0); 4], &[900, 100]);
     for i in 0..4 {
@@ -648,7 +656,15 @@ fn small_processes_take_their_memory_along() {
 /// ```
 #[test]
 fn a_buffer_shared_across_nodes_is_interleaved_over_them_once_then_held() {
-    let mut b = B::new("autonuma-2s12c-24g");
+    // The two sampled ranges stand for a 1 GiB buffer all four threads stream: the cold-memory
+    // rule (which would read 1020 of its 1024 MiB as idle) is off here.
+    let t = Tunables {
+        migrate_budget_mib_per_s: 1280,
+        smt_cores_first: false,
+        cold_memory_share_min: 1.0,
+        ..Tunables::default()
+    };
+    let mut b = B::with("autonuma-2s12c-24g", t);
     b.proc(10, "numa01", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0]);
     let base = 0x4000_0000u64;
     for i in 0..4u32 {

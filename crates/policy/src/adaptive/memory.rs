@@ -34,6 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use numapilot_model::{ProcessClass, TaskKey};
 use numapilot_topology::NodeSet;
 
+use super::cold::{effective_class, COLD_RULE};
 use super::place::{pct, Planner};
 use super::{Adaptive, BASE_PAGE_BYTES};
 use crate::action::{Action, ActionKind, Reason, TaskRef};
@@ -56,7 +57,8 @@ struct Job {
 
 enum JobKind {
     /// Move memory outside `to` into it.
-    Follow { to: Vec<usize>, dest: usize, remote: f64, detail: String, bind: bool, hot: bool },
+    /// `cold`: the process's memory is mostly cold; only its hot ranges move (no MigratePages).
+    Follow { to: Vec<usize>, dest: usize, remote: f64, detail: String, bind: bool, hot: bool, cold: bool },
     /// Spread memory over `nodes` with `weights`.
     /// `cont`: the continuation of a held shared spread (same nodes and weights), exempt from
     /// the once-per-hold limit.
@@ -260,6 +262,10 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         if new.contains(&pid) || !pl.managed.contains(&pid) || p.class == ProcessClass::Growing {
             continue;
         }
+        // Mostly cold memory (rule "cold-memory-stays"): only its hot ranges move, and the classes
+        // read from its whole RSS do not apply.
+        let cold = pl.accessed.get(&pid);
+        let class = effective_class(p.class, cold.is_some());
         let cpu = &cpu_on[&pid];
         let union: Vec<usize> = {
             let s: BTreeSet<usize> = nodesets.iter().flatten().copied().collect();
@@ -270,7 +276,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         }
         let rss_ok = p.rss_bytes as f64 >= t.min_process_rss_mib as f64 * MIB;
         let sampled = p.tids.iter().any(|&tid| m.tasks.get(&TaskKey { pid, tid }).is_some_and(|t| !t.hot.is_empty()));
-        let split = p.class != ProcessClass::BandwidthBound && nodesets.len() > 1;
+        let split = class != ProcessClass::BandwidthBound && nodesets.len() > 1;
         // One buffer shared by threads on several node sets: interleave it over them (below).
         let shared = split && sampled && shared_sample_share(pl, pid) >= t.shared_range_share_min;
         if split && sampled && !shared {
@@ -279,9 +285,14 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 jobs.extend(split_jobs(pl, pid));
             }
         }
-        if p.class == ProcessClass::BandwidthBound || (split && (!sampled || shared)) {
+        if cold.is_some() && split {
+            // Its units' hot ranges went to their nodes (above); a spread or the remainder would
+            // copy its cold memory into the nodes it runs on.
+            continue;
+        }
+        if class == ProcessClass::BandwidthBound || (split && (!sampled || shared)) {
             // Spread: bandwidth-bound equal over the nodes it runs on; split processes by CPU.
-            let (nodes, weights, rule) = if p.class == ProcessClass::BandwidthBound {
+            let (nodes, weights, rule) = if class == ProcessClass::BandwidthBound {
                 let mut on: Vec<usize> = p.tids.iter().filter_map(|&tid| pl.task_idx(&TaskKey { pid, tid })).collect();
                 on.sort_unstable();
                 on.dedup();
@@ -334,9 +345,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             let outside: u64 = p.mem_by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b).sum();
             remote = remote.max(outside as f64 / p.rss_bytes as f64);
         }
-        let bind = matches!(p.class, ProcessClass::StaticLarge | ProcessClass::LatencySensitive);
+        let bind = matches!(class, ProcessClass::StaticLarge | ProcessClass::LatencySensitive);
+        // Cold memory stays: only the accessed memory outside S counts (and moves).
+        let by_node = cold.map_or(&p.mem_by_node, |c| &c.by_node);
         let remote_pages: u64 =
-            p.mem_by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b / BASE_PAGE_BYTES).sum();
+            by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b / BASE_PAGE_BYTES).sum();
         if remote_pages == 0 {
             continue;
         }
@@ -356,8 +369,16 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 remote_pages
             )
         } else {
+            let cold_note = cold.map_or(String::new(), |c| {
+                format!(
+                    "; [{COLD_RULE}] {} of its {:.0} MiB is cold (in no sampled hot range, >= {}): only hot ranges move",
+                    pct(c.cold_share),
+                    p.rss_bytes as f64 / MIB,
+                    pct(t.cold_memory_share_min)
+                )
+            });
             format!(
-                "process {pid} ({}) runs on nodes {}: {} of its {src} remote (>= {}); benefit {:.2} CPU-s ({} x {:.2} CPUs x {} s) > copy cost {:.2} s ({} pages)",
+                "process {pid} ({}) runs on nodes {}: {} of its {src} remote (>= {}); benefit {:.2} CPU-s ({} x {:.2} CPUs x {} s) > copy cost {:.2} s ({} pages){cold_note}",
                 p.comm,
                 pl.node_set(&to),
                 pct(remote),
@@ -380,7 +401,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             } else {
                 remote * p.cpu_rate
             },
-            kind: JobKind::Follow { to, dest, remote, detail, bind, hot: !split },
+            kind: JobKind::Follow { to, dest, remote, detail, bind, hot: !split, cold: cold.is_some() },
         });
     }
     jobs.sort_by(|a, b| b.benefit.total_cmp(&a.benefit).then(a.pid.cmp(&b.pid)));
@@ -464,7 +485,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     load,
                 ));
             }
-            JobKind::Follow { to, dest, remote, detail, bind, hot } => {
+            JobKind::Follow { to, dest, remote, detail, bind, hot, cold } => {
                 let rule = if bind { "class-bind-memory" } else { "memory-follows-cpu" };
                 let dest_id = pl.id(dest);
                 // Hottest ranges outside S first.
@@ -508,7 +529,8 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                         load,
                     ));
                 }
-                let rest = remote_pages.saturating_sub(hot_pages).min(pl.budget_pages);
+                // Cold memory stays: what is outside S beyond the hot ranges is not copied.
+                let rest = if cold { 0 } else { remote_pages.saturating_sub(hot_pages).min(pl.budget_pages) };
                 if rest > 0 {
                     let from: NodeSet = p
                         .mem_by_node

@@ -111,6 +111,7 @@
 //! (no CPUs) are never chosen for CPUs and so never receive migrated memory.
 
 mod balance;
+mod cold;
 mod explain;
 mod memory;
 mod place;

@@ -136,6 +136,9 @@ pub(crate) struct Planner<'m> {
     pub(crate) actions: Vec<(Action, f64)>,
     /// Pages the plan may still migrate.
     pub(crate) budget_pages: u64,
+    /// Managed processes whose resident memory is mostly cold, with their accessed memory
+    /// (rule "cold-memory-stays", `cold.rs`).
+    pub(crate) accessed: BTreeMap<u32, super::cold::Accessed>,
 }
 
 /// CPU demand of a task, CPUs: what it ran plus what it waited for a CPU (schedstat run delay),
@@ -216,7 +219,9 @@ impl<'m> Planner<'m> {
             task_plan: BTreeMap::new(),
             actions: Vec::new(),
             budget_pages: budget_total,
+            accessed: BTreeMap::new(),
         };
+        p.accessed = super::cold::accessed_all(model, p.managed.iter().copied());
         p.build_units();
         p.build_capacity();
         p.set_capacity();
@@ -346,7 +351,10 @@ impl<'m> Planner<'m> {
             UnitKind::Group(g) => m.groups.groups.get(&g).filter(|gr| gr.tasks == tasks),
             UnitKind::Process(_) => None,
         };
-        if let Some(g) = whole_group.filter(|g| g.mem_by_node.len() == n) {
+        // A process with mostly cold memory counts only its accessed memory (the group's figures
+        // are resident memory).
+        let any_cold = pids.iter().any(|pid| self.accessed.contains_key(pid));
+        if let Some(g) = whole_group.filter(|g| g.mem_by_node.len() == n && !any_cold) {
             mem_by_node.clone_from(&g.mem_by_node);
         } else {
             for pid in &pids {
@@ -358,7 +366,8 @@ impl<'m> Planner<'m> {
                 let mine_cpu: f64 = mine.iter().filter_map(|k| m.tasks.get(k)).map(|t| t.cpu_rate).sum();
                 let frac =
                     if total_cpu > 0.0 { mine_cpu / total_cpu } else { mine.len() as f64 / live.len().max(1) as f64 };
-                for (i, b) in p.mem_by_node.iter().enumerate().take(n) {
+                let by_node = self.accessed.get(pid).map_or(&p.mem_by_node, |a| &a.by_node);
+                for (i, b) in by_node.iter().enumerate().take(n) {
                     mem_by_node[i] += (*b as f64 * frac.min(1.0)) as u64;
                 }
             }
@@ -390,6 +399,17 @@ impl<'m> Planner<'m> {
             }
         }
         let current = (0..n).filter(|&i| on[i] > 0.0).max_by(|&a, &b| on[a].total_cmp(&on[b]).then(b.cmp(&a)));
+        let label = if any_cold {
+            let rss: u64 = pids.iter().filter_map(|pid| m.procs.get(pid)).map(|p| p.rss_bytes).sum();
+            format!(
+                "{label} [{}: sized by its {:.0} MiB of accessed memory, of {:.0} MiB resident; cold memory stays]",
+                super::cold::COLD_RULE,
+                mem as f64 / MIB,
+                rss as f64 / MIB
+            )
+        } else {
+            label
+        };
         Some(Unit { kind, pids, tasks, cpu, mem, mem_by_node, share, share_src: src, current, label })
     }
 
@@ -421,12 +441,13 @@ impl<'m> Planner<'m> {
         // Classified processes: one unit each.
         for &pid in &self.managed {
             let p = &m.procs[&pid];
-            if new.contains(&pid) || p.class == ProcessClass::Unclassified {
+            let class = super::cold::effective_class(p.class, self.accessed.contains_key(&pid));
+            if new.contains(&pid) || class == ProcessClass::Unclassified {
                 continue;
             }
             let tasks = live_tasks(pid);
-            let label = format!("process {pid} ({}, {:?})", p.comm, p.class);
-            if let Some(u) = self.unit_of_tasks(UnitKind::Process(p.class), tasks.clone(), label) {
+            let label = format!("process {pid} ({}, {:?})", p.comm, class);
+            if let Some(u) = self.unit_of_tasks(UnitKind::Process(class), tasks.clone(), label) {
                 taken.extend(tasks);
                 self.units.push(u);
             }
@@ -1024,7 +1045,8 @@ impl<'m> Planner<'m> {
                 continue;
             }
             // Bandwidth-bound processes keep their CPUs.
-            if p.class == ProcessClass::BandwidthBound && plans.iter().all(|(_, tp)| tp.held) {
+            let class = super::cold::effective_class(p.class, self.accessed.contains_key(&pid));
+            if class == ProcessClass::BandwidthBound && plans.iter().all(|(_, tp)| tp.held) {
                 continue;
             }
             let load = plans[0].1.hold_load;
