@@ -23,8 +23,9 @@
 //!                               r x CPU x benefit_horizon_s  >  pages x migrate_cost_ns_per_page
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
-//!   budget: migrate_budget_mib_per_s x period, over the whole plan (young_migrate_budget_mib_per_s
-//!           while some process is younger than new_process_age_ms: the settling decisions)
+//!   budget: migrate_budget_mib_per_s x period, shared by the whole plan; a process younger than
+//!           new_process_age_ms first spends its own allowance (young_migrate_budget_mib_per_s x
+//!           period, its own memory only), then the shared budget
 //!   hold:   memory moved to another node set within hold_periods (load unchanged) stays; a range
 //!           moved by MoveRanges is not moved again within hold_periods
 //! ```
@@ -385,8 +386,8 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     }
     jobs.sort_by(|a, b| b.benefit.total_cmp(&a.benefit).then(a.pid.cmp(&b.pid)));
     for job in jobs {
-        if pl.budget_pages == 0 {
-            break;
+        if pl.budget_for(job.pid) == 0 {
+            continue;
         }
         let p = &m.procs[&job.pid];
         let target = TaskRef { pid: job.pid, tid: None, starttime: p.starttime };
@@ -422,7 +423,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     if moved.is_some_and(|r| r.contains_key(&start)) {
                         continue;
                     }
-                    let room = pl.budget_pages - pages;
+                    let room = pl.budget_for(job.pid) - pages;
                     let take = (len / BASE_PAGE_BYTES).min(room);
                     if take == 0 {
                         break;
@@ -433,7 +434,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 if picked.is_empty() {
                     continue;
                 }
-                pl.budget_pages -= pages;
+                pl.spend(job.pid, pages);
                 let dest_id = pl.id(dest);
                 pl.actions.push((
                     Action {
@@ -448,8 +449,8 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 ));
             }
             JobKind::Spread { nodes, weights, pages, rule, detail, .. } => {
-                let max = pages.min(pl.budget_pages);
-                pl.budget_pages -= max;
+                let max = pages.min(pl.budget_for(job.pid));
+                pl.spend(job.pid, max);
                 pl.actions.push((
                     Action {
                         target,
@@ -471,10 +472,10 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 let mut ranges = Vec::new();
                 let mut hot_pages = 0u64;
                 for h in p.hot.iter().filter(|_| hot) {
-                    if dest_set.contains(h.node) || pl.budget_pages == hot_pages {
+                    if dest_set.contains(h.node) || pl.budget_for(job.pid) == hot_pages {
                         continue;
                     }
-                    let room = (pl.budget_pages - hot_pages) * BASE_PAGE_BYTES;
+                    let room = (pl.budget_for(job.pid) - hot_pages) * BASE_PAGE_BYTES;
                     let len = h.len.min(room);
                     let pages = len / BASE_PAGE_BYTES;
                     if pages == 0 {
@@ -491,7 +492,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     .map(|(_, &b)| b / BASE_PAGE_BYTES)
                     .sum();
                 if !ranges.is_empty() {
-                    pl.budget_pages -= hot_pages;
+                    pl.spend(job.pid, hot_pages);
                     pl.actions.push((
                         Action {
                             target,
@@ -508,7 +509,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                         load,
                     ));
                 }
-                let rest = remote_pages.saturating_sub(hot_pages).min(pl.budget_pages);
+                let rest = remote_pages.saturating_sub(hot_pages).min(pl.budget_for(job.pid));
                 if rest > 0 {
                     let from: NodeSet = p
                         .mem_by_node
@@ -517,7 +518,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                         .filter(|(i, &b)| !to.contains(i) && b > 0)
                         .map(|(i, _)| pl.id(i))
                         .collect();
-                    pl.budget_pages -= rest;
+                    pl.spend(job.pid, rest);
                     let _ = remote;
                     pl.actions.push((
                         Action {
