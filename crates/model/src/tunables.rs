@@ -321,8 +321,12 @@ pub struct Tunables {
     /// pages than AutoNUMA on numa01_THREAD_ALLOC on 4, 8 and 36 nodes, the VM mix 0.98 -> 0.89 x
     /// default). The simulator charges the copy to the process's own threads (as the kernel's
     /// per-thread NUMA-balancing migrations are); a live daemon copying 32 GiB/s through
-    /// `move_pages(2)` would need one copying context per ~2 GB/s. Prevents: the first second of
-    /// a short parallel job running remote while its memory trickles over at the steady rate.
+    /// `move_pages(2)` would need one copying context per ~2 GB/s. Only a process whose threads
+    /// work on slices of their own gets it (rule "young-allowance-slices": a thread's sampled
+    /// ranges within twice the memory per thread): a shared buffer's first samples cannot yet tell
+    /// sharing from private use (numa01 on 36 nodes moved 2.11 M pages with the allowance, 1.81 M
+    /// for AutoNUMA). Prevents: the first second of a short parallel job running remote while its
+    /// memory trickles over at the steady rate.
     pub young_migrate_budget_mib_per_s: u64,
     /// CPU follows memory when a group has at least this much memory, MiB ... Default 1024.
     pub cpu_follows_memory_min_mib: u64,
@@ -361,6 +365,17 @@ pub struct Tunables {
     /// `settle_interval_ms`. Must be in 1..=`settle_interval_ms`. Prevents: a young process's
     /// last slices waiting a whole settle period (100 ms, 5% of a 2 s job) for the next look.
     pub first_touch_interval_ms: u64,
+    /// The first-touch cadence (`first_touch_interval_ms`) follows a process's memory moves only
+    /// while it was first seen less than this long ago, ms. Default 100. Source: numa02's slices
+    /// are all found within ~100 ms of its first sight (three 30 ms looks: 0.04, 0.07, 0.10 s on
+    /// 36 nodes), while a buffer shared by all threads (numa01) needs ~150-200 ms of samples
+    /// before the sharing shows; until then each look moves its ranges to whichever node sampled
+    /// them. Measured in the simulator, article-4n96 numa01 (3 seeds, before the shared spread
+    /// started at `spread_done_share`): 26.6 s at 90 ms, 32.6 s at 150, 30.3 +- 6.3 s at 60;
+    /// with that fix 26.6-26.7 s at any window, 1.63 M pages at 100 ms, 1.70 M unbounded.
+    /// Must be > 0. Prevents: a shared buffer split by sampling accident over many fast looks,
+    /// and pages moved for it.
+    pub first_touch_window_ms: u64,
     /// Share of a node's CPUs the adaptive plan fills with the groups it places: a node's capacity
     /// is `CPUs x node_cpu_target` CPUs of demand (0 < target <= 2). Default 1.0. Source: a group
     /// of as many busy threads as the node has CPUs (numa01's nr_cpus/2 threads on a 2-node
@@ -498,6 +513,7 @@ impl Default for Tunables {
             new_process_age_ms: 2000,
             settle_interval_ms: 100,
             first_touch_interval_ms: 30,
+            first_touch_window_ms: 100,
             node_cpu_target: 1.0,
             smt_cores_first: true,
             stay_margin: 0.1,
@@ -652,6 +668,9 @@ impl Tunables {
         if self.first_touch_interval_ms == 0 || self.first_touch_interval_ms > self.settle_interval_ms {
             return err("first_touch_interval_ms", self.first_touch_interval_ms, "must be in 1..=settle_interval_ms");
         }
+        if self.first_touch_window_ms == 0 {
+            return err("first_touch_window_ms", 0, "must be > 0");
+        }
         if !(self.node_cpu_target.is_finite() && self.node_cpu_target > 0.0 && self.node_cpu_target <= 2.0) {
             return err("node_cpu_target", self.node_cpu_target, "must be in (0, 2]");
         }
@@ -710,6 +729,7 @@ mod tests {
             (|t| t.migrate_budget_mib_per_s = 0, "migrate_budget_mib_per_s"),
             (|t| t.first_touch_interval_ms = 0, "first_touch_interval_ms"),
             (|t| t.first_touch_interval_ms = 200, "first_touch_interval_ms"),
+            (|t| t.first_touch_window_ms = 0, "first_touch_window_ms"),
             (|t| t.numad_interval_min_s = 20, "numad_interval_min_s"),
             (|t| t.coaccess_bucket_shift = 40, "coaccess_bucket_shift"),
             (|t| t.comm_full_events_per_s = f64::NAN, "comm_full_events_per_s"),

@@ -8,31 +8,31 @@ use adaptive_common::*;
 use numapilot_model::Tunables;
 use numapilot_policy::{ActionKind, Adaptive, Policy};
 
-/// The pages of `pid`'s MigratePages with rule memory-follows-cpu, if any.
-fn migrate_of(plan: &numapilot_policy::Plan, pid: u32) -> Option<u64> {
-    plan.actions.iter().find(|a| a.target.pid == pid && a.reason.rule == "memory-follows-cpu").and_then(|a| {
-        match &a.kind {
-            ActionKind::MigratePages { max_pages, .. } => *max_pages,
-            _ => None,
-        }
-    })
+/// The pages of `pid`'s memory-follows-cpu actions (MoveRanges and MigratePages).
+fn moved_of(plan: &numapilot_policy::Plan, pid: u32) -> u64 {
+    plan.actions.iter().filter(|a| a.target.pid == pid && a.reason.rule == "memory-follows-cpu").map(pages_of).sum()
 }
 
 /// Rule 4's budget for a young process: its own allowance (`young_migrate_budget_mib_per_s`) on
-/// top of the shared budget, for its own memory only.
+/// top of the shared budget, for its own memory only, when its threads work on slices of their
+/// own (rule "young-allowance-slices").
 ///
 /// ```text
 ///   numa01's shape (adaptive_rules::placement_cpu_follows_memory_then_next_best_node): pid 10
 ///   takes node 0 (CPU follows memory), pid 11 goes to node 1 with its 3072 MiB (786432 pages) on
-///   node 0. Shared budget 1280 MiB/s x 1 s = 327680 pages; young allowance 16384 MiB/s x 1 s =
-///   4194304 pages per young process.
-///   (a) nobody young:                         MigratePages(11: 0 -> 1, max 327680)
-///   (b) pid 12 young (idle, no memory):       MigratePages(11: 0 -> 1, max 327680): the allowance
-///       is pid 12's own, not the machine's (the previous machine-wide rate gave 786432 here)
-///   (c) pid 11 itself young (100 ms old when first seen; the first decision is its fork rule, the
-///       second places it: pid 10 to node 0, pid 11 to node 1): 327680 + 4194304 >= 786432
-///       remote pages -> max 786432
-///   (d) as (c) with the allowance 0: max 327680
+///   node 0. Each of pid 11's 12 threads samples two 2 MiB ranges on node 0: in its own 256 MiB
+///   slice (slices), or one near each end of the buffer (shared). Shared budget 1280 MiB/s x 1 s
+///   = 327680 pages; young allowance 16384 MiB/s x 1 s = 4194304 pages per young process.
+///   Its memory goes as MoveRanges (its hot ranges, 24 x 512 pages) then MigratePages (the rest).
+///   (a) nobody young:                          327680 pages of pid 11 move
+///   (b) pid 12 young (idle, no memory):        327680: the allowance is pid 12's own, not the
+///       machine's (the previous machine-wide rate gave 786432 here)
+///   (c) pid 11 itself young, slices (100 ms old when first seen; the first decision is its fork
+///       rule, the second places it: pid 10 to node 0, pid 11 to node 1): 327680 + 4194304 >=
+///       786432 remote pages -> 786432
+///   (d) as (c) with the allowance 0:           327680
+///   (e) as (c), shared-looking samples (each thread's two ranges ~3 GiB apart > 2 x 256 MiB +
+///       4 MiB): no allowance -> 327680
 /// ```
 #[test]
 fn a_young_process_moves_its_own_memory_under_its_own_allowance() {
@@ -44,7 +44,7 @@ fn a_young_process_moves_its_own_memory_under_its_own_allowance() {
         new_thread_cpu: 0.01,
         ..Tunables::default()
     };
-    let build = |young_11: bool, young_12: bool| {
+    let build = |young_11: bool, young_12: bool, slices: bool| {
         let mut b = B::with("autonuma-2s12c-24g", t.clone());
         b.proc(10, "numa01", &[(1, 1.0); 12], &[3072, 0]);
         if young_11 {
@@ -52,40 +52,52 @@ fn a_young_process_moves_its_own_memory_under_its_own_allowance() {
         } else {
             b.proc(11, "numa01", &[(0, 1.0); 12], &[3072, 0]);
         }
+        let base = 0x1_0000_0000u64;
+        for i in 0..12u32 {
+            let (r0, r1) = if slices {
+                (base + u64::from(i) * 256 * MIB, base + u64::from(i) * 256 * MIB + 2 * MIB)
+            } else {
+                (base + u64::from(i) * 2 * MIB, base + 3000 * MIB - u64::from(i) * 2 * MIB)
+            };
+            b.hot(11, i, r0, 2 * MIB, 0, 5).hot(11, i, r1, 2 * MIB, 0, 5);
+        }
         b.group_proc(1, 10).group_proc(2, 11);
         if young_12 {
             b.new_proc(12, "short", &[(0, 0.0)], &[]);
         }
         b
     };
-    let b = build(false, false);
+    let b = build(false, false, true);
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
-    assert_eq!(migrate_of(&plan, 11), Some(327_680), "{plan:#?}");
+    assert_eq!(moved_of(&plan, 11), 327_680, "{plan:#?}");
 
-    let b = build(false, true);
+    let b = build(false, true, true);
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
-    assert_eq!(migrate_of(&plan, 11), Some(327_680), "{plan:#?}");
+    assert_eq!(moved_of(&plan, 11), 327_680, "{plan:#?}");
 
-    let b = build(true, false);
-    let mut pol = Adaptive::new();
     // The first decision runs the fork rule for pid 11 (no memory moves for it yet); its actions
     // are left unapplied so that no hold carries over to the second.
-    let first = pol.decide(&b.m);
-    assert!(first.actions.iter().all(|a| a.target.pid != 11 || a.reason.rule == "fork-spread"), "{first:#?}");
-    let plan = pol.decide(&b.m);
-    check_conservation(&b.m, &plan);
-    assert_eq!(migrate_of(&plan, 11), Some(786_432), "{plan:#?}");
+    let second = |b: &B| {
+        let mut pol = Adaptive::new();
+        let first = pol.decide(&b.m);
+        assert!(first.actions.iter().all(|a| a.target.pid != 11 || a.reason.rule == "fork-spread"), "{first:#?}");
+        let plan = pol.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        plan
+    };
+    let plan = second(&build(true, false, true));
+    assert_eq!(moved_of(&plan, 11), 786_432, "{plan:#?}");
 
     // 0 turns the allowance off: the young process moves under the shared budget only.
-    let mut b = build(true, false);
+    let mut b = build(true, false, true);
     b.m.tunables.young_migrate_budget_mib_per_s = 0;
-    let mut pol = Adaptive::new();
-    pol.decide(&b.m);
-    let plan = pol.decide(&b.m);
-    check_conservation(&b.m, &plan);
-    assert_eq!(migrate_of(&plan, 11), Some(327_680), "{plan:#?}");
+    assert_eq!(moved_of(&second(&b), 11), 327_680);
+
+    // Shared-looking samples: no allowance.
+    let plan = second(&build(true, false, false));
+    assert_eq!(moved_of(&plan, 11), 327_680, "{plan:#?}");
 }
 
 /// The first-touch cadence (rule "first-touch-cadence"): right after a plan that saw a new process
@@ -207,4 +219,130 @@ fn a_thread_stays_with_memory_just_moved_to_it() {
     let affs = affinities(&b.m, &plan);
     assert_eq!(affs.len(), 1, "{plan:#?}");
     assert_eq!((affs[0].0, affs[0].1, affs[0].2.as_str()), (10, None, "0"), "all four threads on node 0: {plan:#?}");
+}
+
+/// Rule 4, "shared-spread-threshold": a buffer shared by threads on several nodes starts its
+/// spread from `spread_done_share` (5%) off it, not `remote_share_min` (25%).
+///
+/// ```text
+///   numa01 (10) as in adaptive_rules::a_buffer_shared_across_nodes_is_interleaved_over_them_once_
+///   then_held: threads 0,1 on node 0, threads 2,3 on node 1, every thread samples the same two
+///   ranges (shared: 100% of samples in ranges sampled from both sets); node 0's memory
+///   bandwidth a bottleneck. Memory 700 / 324 MiB (early moves split it by sampling accident)
+///   spread by CPU [20, 20]: deviation (700/1024 - 0.5) = 0.18 (rounded)
+///   0.18 >= 0.05 -> Interleave(nodes 0-1, [20, 20], max 0.18 x 262144 = 48128 pages)
+///   (with the old start at 0.25: nothing; article-4n96 numa01 kept such a buffer 68/32 and ran
+///   28% longer)
+///   memory 530 / 494: deviation 0.0176 < 0.05 -> nothing
+/// ```
+#[test]
+fn a_shared_buffer_a_little_off_its_spread_is_spread() {
+    let build = |mem: &[u64]| {
+        let mut b = B::new("autonuma-2s12c-24g");
+        b.proc(10, "numa01", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], mem);
+        let base = 0x4000_0000u64;
+        for i in 0..4u32 {
+            b.access(10, i, &[0.7, 0.3]);
+            b.hot(10, i, base, 2 * MIB, 0, 20).hot(10, i, base + 2 * MIB, 2 * MIB, 1, 10);
+            b.group(u64::from(i) + 1, &[tk(10, i)]);
+        }
+        b.m.nodes[0].mem_bw.bottleneck = true;
+        b
+    };
+    let b = build(&[700, 324]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let spread: Vec<_> = plan.actions.iter().filter(|a| matches!(a.kind, ActionKind::Interleave { .. })).collect();
+    assert_eq!(spread.len(), 1, "{plan:#?}");
+    let dev = 700.0 / 1024.0 - 0.5;
+    let pages = (dev * (1024 * MIB) as f64 / PAGE as f64) as u64;
+    assert_eq!(
+        spread[0].kind,
+        ActionKind::Interleave {
+            ranges: vec![],
+            nodes: numapilot_topology::NodeSet::parse_list("0-1").unwrap(),
+            weights: vec![20, 20],
+            max_pages: Some(pages)
+        }
+    );
+    assert_eq!(spread[0].reason.rule, "shared-buffer-interleave");
+    assert!(spread[0].reason.detail.contains("18% of its 1024 MiB is off that spread (>= 5%)"), "{plan:#?}");
+
+    let b = build(&[530, 494]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(plan.actions.iter().all(|a| matches!(a.kind, ActionKind::SetAffinity { .. })), "{plan:#?}");
+}
+
+/// Rule 4, "split-remainder-waits": a process whose threads run on several nodes, each on its own
+/// sampled ranges (numa01_THREAD_ALLOC), moves those ranges to their threads; memory outside its
+/// nodes that no thread sampled waits for samples instead of a MigratePages to the node set.
+///
+/// ```text
+///   article-4n96 (4 nodes). numa01_THREAD_ALLOC (10): t0, t1 on node 0, t2, t3 on node 1, one
+///   group each; 1024 MiB on node 2 (its threads first ran there); node 2's memory bandwidth a
+///   bottleneck (the threads do not join it). Hot ranges: t_i at A_i = 0x40000000 + i x 256 MiB
+///   (20 samples), on node 2; accesses 100% node 2
+///   memory: split over {0} and {1}, no range sampled from both: per set MoveRanges
+///     {0}: [A0, A1] -> node 0; {1}: [A2, A3] -> node 1 (2 x 512 pages each)
+///   the rest (1016 MiB on node 2, sampled by nobody): union {0, 1} has two nodes -> no
+///   MigratePages (it would map node 2 to one of them regardless of which thread uses a page, and a
+///   page sent to the wrong one moves again when sampled: 18% more pages than AutoNUMA on 4 nodes)
+/// ```
+#[test]
+fn a_split_process_unsampled_memory_waits_for_its_samples() {
+    let mut b = B::new("article-4n96");
+    b.proc(10, "numa01_THREAD_A", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[0, 0, 1024, 0]);
+    let a = |i: u64| 0x4000_0000 + i * 256 * MIB;
+    for i in 0..4u32 {
+        b.access(10, i, &[0.0, 0.0, 1.0, 0.0]);
+        b.hot(10, i, a(u64::from(i)), 2 * MIB, 2, 20);
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    b.m.nodes[2].mem_bw.bottleneck = true;
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let mem: Vec<_> = plan.actions.iter().filter(|x| !matches!(x.kind, ActionKind::SetAffinity { .. })).collect();
+    assert_eq!(mem.len(), 2, "{plan:#?}");
+    assert!(mem.iter().all(|x| x.reason.rule == "memory-follows-cpu"), "{plan:#?}");
+    let mut kinds: Vec<ActionKind> = mem.iter().map(|x| x.kind.clone()).collect();
+    kinds.sort_by_key(|k| format!("{k:?}"));
+    assert_eq!(
+        kinds,
+        vec![
+            ActionKind::MoveRanges { ranges: vec![(a(0), 2 * MIB), (a(1), 2 * MIB)], to: 0 },
+            ActionKind::MoveRanges { ranges: vec![(a(2), 2 * MIB), (a(3), 2 * MIB)], to: 1 },
+        ]
+    );
+}
+
+/// The first-touch cadence is bounded by `first_touch_window_ms` (100) after the process was first
+/// seen: a young process whose memory still moves 150 ms after first sight is decided on at the
+/// settle cadence.
+///
+/// ```text
+///   as decisions_come_at_the_first_touch_cadence_while_young_memory_follows_its_threads, but the
+///   model's clock is 150 ms past pid 11's first sight at its second decision (still young: 250 ms
+///   old < 2000): MoveRanges(A1 -> node 1) as before -> next in settle 100 ms (not 30)
+/// ```
+#[test]
+fn the_first_touch_cadence_ends_after_its_window() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    let a = |i: u64| 0x4000_0000 + i * 32 * MIB;
+    b.new_proc(11, "numa02", &[(0, 1.0), (1, 1.0)], &[64, 0]);
+    for i in 0..2u32 {
+        b.access(11, i, &[1.0, 0.0]);
+        b.hot(11, i, a(u64::from(i)), 2 * MIB, 0, 20);
+        b.group(u64::from(i) + 1, &[tk(11, i)]);
+    }
+    b.m.nodes[0].mem_bw.bottleneck = true;
+    let mut pol = Adaptive::new();
+    pol.decide(&b.m);
+    b.m.now_ns += 150_000_000;
+    let plan = pol.decide(&b.m);
+    assert!(plan.actions.iter().any(|x| matches!(x.kind, ActionKind::MoveRanges { .. })), "{plan:#?}");
+    applied(&mut pol, &b.m, &plan);
+    assert_eq!(pol.next_interval_ns(&b.m), 100_000_000);
+    let t = Tunables { first_touch_window_ms: 0, ..Tunables::default() };
+    assert_eq!(t.validate().unwrap_err().field, "first_touch_window_ms");
 }

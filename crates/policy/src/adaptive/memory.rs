@@ -14,7 +14,9 @@
 //!     units on different S    -> per unit: MoveRanges of the hot ranges its threads sampled
 //!                                most that lie on none of their accessors' nodes (same threshold
 //!                                and cost/benefit as below); then the rest outside the union of
-//!                                the units' nodes, MigratePages to the union; without access
+//!                                the units' nodes, MigratePages to the union when it is one
+//!                                node (several: the rest waits for its samples, since a
+//!                                MigratePages would guess the node); without access
 //!                                samples: Interleave over their nodes, weighted by planned CPU
 //!     otherwise               r = remote share of its accesses (or memory) outside S
 //!       static-large, latency:  r > 0                                   (binding classes)
@@ -168,6 +170,33 @@ fn shared_sample_share(pl: &Planner<'_>, pid: u32) -> f64 {
     }
 }
 
+/// Whether `pid`'s threads work on slices of their own (rule "young-allowance-slices"): of its
+/// threads with at least two sampled hot ranges, at least half have them within twice the
+/// process's memory per thread (plus two ranges' length). numa02 and numa01_THREAD_ALLOC: each
+/// thread's ranges lie in its 1/T slice; numa01: every thread samples all over one shared buffer,
+/// so two samples of one thread lie far apart. Threads with fewer than two ranges do not count;
+/// without any such thread the process is not judged slice-shaped.
+fn slice_shaped(pl: &Planner<'_>, pid: u32) -> bool {
+    let m = pl.model;
+    let Some(p) = m.procs.get(&pid) else { return false };
+    let slice = p.rss_bytes / p.tids.len().max(1) as u64;
+    let (mut compact, mut judged) = (0usize, 0usize);
+    for tid in &p.tids {
+        let Some(t) = m.tasks.get(&TaskKey { pid, tid: *tid }) else { continue };
+        if t.hot.len() < 2 {
+            continue;
+        }
+        judged += 1;
+        let lo = t.hot.iter().map(|h| h.start).min().unwrap_or(0);
+        let hi = t.hot.iter().map(|h| h.start.saturating_add(h.len)).max().unwrap_or(0);
+        let len = t.hot.iter().map(|h| h.len).max().unwrap_or(0);
+        if hi.saturating_sub(lo) <= 2 * slice + 2 * len {
+            compact += 1;
+        }
+    }
+    judged > 0 && compact * 2 >= judged
+}
+
 /// Share of `p`'s accesses per node: the CPU-weighted mean of its threads' shares, else its
 /// resident memory.
 fn proc_share(pl: &Planner<'_>, pid: u32) -> (Vec<f64>, &'static str) {
@@ -297,7 +326,13 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 continue;
             }
             let dev = deviation(pl, pid, &nodes, &weights);
-            if dev < t.remote_share_min {
+            // A shared buffer starts its spread from spread_done_share off it, the point at which
+            // a held spread counts as done (rule "shared-spread-threshold"): every thread of the
+            // process streams through all of it, so a node holding more than its CPU's share
+            // serves the excess for all of them (numa01 on 4 nodes: a buffer left 68/32 over two
+            // nodes, 18% off, below remote_share_min, ran 28% longer than one spread evenly).
+            let start = if shared { t.spread_done_share } else { t.remote_share_min };
+            if dev < start {
                 continue;
             }
             let pages = (dev * p.rss_bytes as f64 / BASE_PAGE_BYTES as f64) as u64;
@@ -315,13 +350,21 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 weights,
                 pct(dev),
                 p.rss_bytes as f64 / MIB,
-                pct(t.remote_share_min)
+                pct(start)
             );
             jobs.push(Job {
                 pid,
                 benefit: dev * p.cpu_rate,
                 kind: JobKind::Spread { nodes, weights, pages, rule, detail, cont: false },
             });
+            continue;
+        }
+        // A split process whose threads' ranges are sampled: memory outside its nodes that no
+        // thread sampled waits for its samples (rule "split-remainder-waits") when the nodes are
+        // several: a MigratePages to the set would guess the node (relative mapping, not by
+        // accessor), and a range sent to the wrong one moves a second time when its samples come
+        // (numa01_THREAD_ALLOC on 4 nodes: 18% more pages than AutoNUMA).
+        if split && sampled && union.len() > 1 {
             continue;
         }
         let to: Vec<usize> = if split { union.clone() } else { nodesets.iter().next().cloned().unwrap_or_default() };
@@ -385,6 +428,16 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         });
     }
     jobs.sort_by(|a, b| b.benefit.total_cmp(&a.benefit).then(a.pid.cmp(&b.pid)));
+    // A young process's own allowance is for memory its threads work on slice by slice: a shared
+    // buffer's early samples cannot yet tell sharing from private use, and its ranges would be
+    // moved towards whichever node sampled them first (numa01 on 36 nodes: 2.11 M pages with the
+    // allowance against AutoNUMA's 1.81 M); it moves under the shared budget.
+    let young: Vec<u32> = pl.young_budget.keys().copied().collect();
+    for pid in young {
+        if !slice_shaped(pl, pid) {
+            pl.young_budget.insert(pid, 0);
+        }
+    }
     for job in jobs {
         if pl.budget_for(job.pid) == 0 {
             continue;

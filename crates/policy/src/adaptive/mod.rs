@@ -384,9 +384,14 @@ impl Adaptive {
 /// which thread uses which range come by the next decision) or it moves the memory of a process
 /// younger than `new_process_age_ms` (its threads' remaining ranges show up as they speed up).
 fn first_touch_follow(planner: &place::Planner<'_>) -> bool {
+    let m = planner.model;
+    let window = m.tunables.first_touch_window_ms.saturating_mul(1_000_000);
+    let fresh = |pid: u32| m.procs.get(&pid).is_some_and(|p| m.now_ns.saturating_sub(p.first_seen_ns) < window);
     !planner.new_procs.is_empty()
         || planner.actions.iter().any(|(a, _)| {
-            !matches!(a.kind, ActionKind::SetAffinity { .. }) && planner.young_budget.contains_key(&a.target.pid)
+            !matches!(a.kind, ActionKind::SetAffinity { .. })
+                && planner.young_budget.contains_key(&a.target.pid)
+                && fresh(a.target.pid)
         })
 }
 
