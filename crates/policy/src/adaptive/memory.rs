@@ -10,7 +10,10 @@
 //!                                spread_done_share; its threads stay put (no unit)
 //!     units on different S,   -> shared buffer: Interleave over exactly those nodes, weighted by
 //!       >= shared_range_share_min of the hot-range samples in ranges sampled from 2+ of them:
-//!                                planned CPU, once; then held (until its load grows > hold_load_change)
+//!                                planned CPU, once, from spread_done_share off that spread
+//!                                (every thread streams all of it: a node holding more than its
+//!                                CPU's share serves the excess to all); then held (until its
+//!                                load grows > hold_load_change)
 //!     units on different S    -> per unit: MoveRanges of the hot ranges its threads sampled
 //!                                most that lie on none of their accessors' nodes (same threshold
 //!                                and cost/benefit as below); then the rest outside the union of
@@ -27,7 +30,8 @@
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
 //!   budget: migrate_budget_mib_per_s x period, shared by the whole plan; a process younger than
 //!           new_process_age_ms first spends its own allowance (young_migrate_budget_mib_per_s x
-//!           period, its own memory only), then the shared budget
+//!           period, its own memory only, and only when its threads work on slices of their own:
+//!           young-allowance-slices), then the shared budget
 //!   hold:   memory moved to another node set within hold_periods (load unchanged) stays; a range
 //!           moved by MoveRanges is not moved again within hold_periods
 //! ```

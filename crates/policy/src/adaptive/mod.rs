@@ -80,7 +80,9 @@
 //! memory, the next decision comes after `first_touch_interval_ms` instead (rule
 //! "first-touch-cadence"): the new process's first samples say which thread uses which range, and
 //! a moved thread speeds up and samples its remaining ranges; the first plan that moves none of a
-//! young process's memory returns to the settle cadence.
+//! young process's memory, or any plan more than `first_touch_window_ms` after the process was
+//! first seen, returns to the settle cadence (a shared buffer's early looks would otherwise move
+//! its ranges towards whichever node sampled them first, look after look).
 //!
 //! ```text
 //!   numa02 on 36 nodes (1 GiB first-touched on node 13 by the main thread, 288 threads, each its
@@ -88,7 +90,7 @@
 //!     0.01 s  fork rule sees it                         -> next in 30 ms
 //!     0.04 s  MoveRanges of the sampled slices (~55%)   -> next in 30 ms
 //!     0.07 s  the slices sampled since (~35%)           -> next in 30 ms
-//!     0.10 s  the rest                                  -> next in 30 ms
+//!     0.10 s  the rest (seen 90 ms ago, < 100 ms)       -> next in 30 ms
 //!     0.13 s  nothing to move                           -> settle cadence (100 ms)
 //! ```
 //!
@@ -97,7 +99,9 @@
 //! sits where one thread first touched it and nothing has moved back and forth yet. The
 //! allowance is per process: a machine-wide startup rate (its previous form) sped up every other
 //! process's moves while anything was young (more pages than AutoNUMA on numa01_THREAD_ALLOC,
-//! a lower VM mix, whose VMs arrive over 10 s).
+//! a lower VM mix, whose VMs arrive over 10 s). And only for a process whose threads work on
+//! slices of their own (each thread's sampled ranges within twice its share of the memory): a
+//! shared buffer's first samples cannot tell sharing from private use yet.
 //!
 //! # State and hysteresis
 //!
@@ -382,7 +386,8 @@ impl Adaptive {
 /// Whether a plan keeps a young process's first touch under watch (rule "first-touch-cadence"):
 /// it saw a new process (its threads have run for less than a period; the samples that tell
 /// which thread uses which range come by the next decision) or it moves the memory of a process
-/// younger than `new_process_age_ms` (its threads' remaining ranges show up as they speed up).
+/// younger than `new_process_age_ms` first seen less than `first_touch_window_ms` ago (its
+/// threads' remaining ranges show up as they speed up).
 fn first_touch_follow(planner: &place::Planner<'_>) -> bool {
     let m = planner.model;
     let window = m.tunables.first_touch_window_ms.saturating_mul(1_000_000);
