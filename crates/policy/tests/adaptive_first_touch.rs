@@ -105,12 +105,13 @@ fn a_young_process_moves_its_own_memory_under_its_own_allowance() {
 ///
 /// ```text
 ///   pid 10 old on node 0, nothing to do                       -> next in interval_ms 1000
-///   pid 11 appears (numa02's shape: t0 on node 0, t1 on node 1, 64 MiB on node 0, 100 ms old):
+///   pid 11 appears (numa02's shape: t0 on node 0, t1 on node 1, 64 MiB on node 0, 100 ms old;
+///   each thread samples two ranges of its own 32 MiB slice, A_i and A_i + 2 MiB: slice-shaped):
 ///     decision 1: the fork rule sees it (new)                 -> next in first_touch 30 ms
-///     decision 2: t1 on node 1 samples its range A1 on node 0 (one group per thread; node 0's
-///                 memory bandwidth a bottleneck, so t1 stays): MoveRanges(A1 -> node 1)
+///     decision 2: t1 on node 1 samples A1, A1 + 2 MiB on node 0 (one group per thread; node 0's
+///                 memory bandwidth a bottleneck, so t1 stays): MoveRanges(both -> node 1)
 ///                                                             -> next in 30 ms
-///     decision 3: A1 is on node 1 now (t1's samples say so), nothing moves
+///     decision 3: they are on node 1 now (t1's samples say so), nothing moves
 ///                                                             -> next in settle 100 ms
 /// ```
 #[test]
@@ -126,7 +127,7 @@ fn decisions_come_at_the_first_touch_cadence_while_young_memory_follows_its_thre
     b.new_proc(11, "numa02", &[(0, 1.0), (1, 1.0)], &[64, 0]);
     for i in 0..2u32 {
         b.access(11, i, &[1.0, 0.0]);
-        b.hot(11, i, a(u64::from(i)), 2 * MIB, 0, 20);
+        b.hot(11, i, a(u64::from(i)), 2 * MIB, 0, 20).hot(11, i, a(u64::from(i)) + 2 * MIB, 2 * MIB, 0, 10);
         b.group(u64::from(i) + 1, &[tk(11, i)]);
     }
     b.m.nodes[0].mem_bw.bottleneck = true;
@@ -138,14 +139,21 @@ fn decisions_come_at_the_first_touch_cadence_while_young_memory_follows_its_thre
     check_conservation(&b.m, &plan);
     let moves: Vec<_> = plan.actions.iter().filter(|x| matches!(x.kind, ActionKind::MoveRanges { .. })).collect();
     assert_eq!(moves.len(), 1, "{plan:#?}");
-    assert_eq!(moves[0].kind, ActionKind::MoveRanges { ranges: vec![(a(1), 2 * MIB)], to: 1 });
+    assert_eq!(
+        moves[0].kind,
+        ActionKind::MoveRanges { ranges: vec![(a(1), 2 * MIB), (a(1) + 2 * MIB, 2 * MIB)], to: 1 }
+    );
     applied(&mut pol, &b.m, &plan);
     assert_eq!(pol.next_interval_ns(&b.m), 30_000_000, "its memory moved: {plan:#?}");
 
     // The range arrived: t1's hot range is on node 1, its process memory half there.
-    b.mem(11, &[62, 2]);
-    b.m.tasks.get_mut(&tk(11, 1)).unwrap().hot[0].node = 1;
-    b.m.procs.get_mut(&11).unwrap().hot[1].node = 1;
+    b.mem(11, &[60, 4]);
+    for h in &mut b.m.tasks.get_mut(&tk(11, 1)).unwrap().hot {
+        h.node = 1;
+    }
+    for h in &mut b.m.procs.get_mut(&11).unwrap().hot[2..] {
+        h.node = 1;
+    }
     b.access(11, 1, &[0.0, 1.0]);
     let plan = pol.decide(&b.m);
     check_conservation(&b.m, &plan);
@@ -323,7 +331,9 @@ fn a_split_process_unsampled_memory_waits_for_its_samples() {
 /// ```text
 ///   as decisions_come_at_the_first_touch_cadence_while_young_memory_follows_its_threads, but the
 ///   model's clock is 150 ms past pid 11's first sight at its second decision (still young: 250 ms
-///   old < 2000): MoveRanges(A1 -> node 1) as before -> next in settle 100 ms (not 30)
+///   old < 2000): MoveRanges(A1, A1 + 2 MiB -> node 1) as before -> next in settle 100 ms (not 30)
+///   (a process that is not slice-shaped, numa01 on 2 nodes, moving under the shared budget, gets
+///   no first-touch cadence either: see the first test's shared-looking case)
 /// ```
 #[test]
 fn the_first_touch_cadence_ends_after_its_window() {
@@ -332,7 +342,7 @@ fn the_first_touch_cadence_ends_after_its_window() {
     b.new_proc(11, "numa02", &[(0, 1.0), (1, 1.0)], &[64, 0]);
     for i in 0..2u32 {
         b.access(11, i, &[1.0, 0.0]);
-        b.hot(11, i, a(u64::from(i)), 2 * MIB, 0, 20);
+        b.hot(11, i, a(u64::from(i)), 2 * MIB, 0, 20).hot(11, i, a(u64::from(i)) + 2 * MIB, 2 * MIB, 0, 10);
         b.group(u64::from(i) + 1, &[tk(11, i)]);
     }
     b.m.nodes[0].mem_bw.bottleneck = true;
@@ -345,4 +355,22 @@ fn the_first_touch_cadence_ends_after_its_window() {
     assert_eq!(pol.next_interval_ns(&b.m), 100_000_000);
     let t = Tunables { first_touch_window_ms: 0, ..Tunables::default() };
     assert_eq!(t.validate().unwrap_err().field, "first_touch_window_ms");
+
+    // Within the window but not slice-shaped (four threads, each with two ranges >= 50 MiB apart
+    // in a 64 MiB buffer: > 2 x 16 MiB + 4 MiB): its memory moves, at the settle cadence.
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.new_proc(11, "numa01", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[64, 0]);
+    for i in 0..4u32 {
+        let r = 0x4000_0000 + u64::from(i) * 2 * MIB;
+        b.access(11, i, &[1.0, 0.0]);
+        b.hot(11, i, r, 2 * MIB, 0, 20).hot(11, i, r + 60 * MIB - u64::from(i) * 4 * MIB, 2 * MIB, 0, 10);
+        b.group(u64::from(i) + 1, &[tk(11, i)]);
+    }
+    b.m.nodes[0].mem_bw.bottleneck = true;
+    let mut pol = Adaptive::new();
+    pol.decide(&b.m);
+    let plan = pol.decide(&b.m);
+    assert!(plan.actions.iter().any(|x| !matches!(x.kind, ActionKind::SetAffinity { .. })), "{plan:#?}");
+    applied(&mut pol, &b.m, &plan);
+    assert_eq!(pol.next_interval_ns(&b.m), 100_000_000, "{plan:#?}");
 }

@@ -438,7 +438,9 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     // allowance against AutoNUMA's 1.81 M); it moves under the shared budget.
     let young: Vec<u32> = pl.young_budget.keys().copied().collect();
     for pid in young {
-        if !slice_shaped(pl, pid) {
+        if slice_shaped(pl, pid) {
+            pl.young_slices.insert(pid);
+        } else {
             pl.young_budget.insert(pid, 0);
         }
     }

@@ -137,6 +137,9 @@ pub(crate) struct Planner<'m> {
     /// memory on top of the shared budget (`young_migrate_budget_mib_per_s` x period): its
     /// first-touched memory follows its threads without speeding up anyone else's moves.
     pub(crate) young_budget: BTreeMap<u32, u64>,
+    /// Young processes whose threads work on slices of their own (set by the memory pass): those
+    /// the allowance is for, and whose memory moves keep the first-touch cadence.
+    pub(crate) young_slices: BTreeSet<u32>,
 }
 
 /// CPU demand of a task, CPUs: what it ran plus what it waited for a CPU (schedstat run delay),
@@ -239,6 +242,7 @@ impl<'m> Planner<'m> {
             actions: Vec::new(),
             budget_pages: budget_total,
             young_budget,
+            young_slices: BTreeSet::new(),
         };
         p.build_units();
         p.build_capacity();
