@@ -354,12 +354,13 @@ pub struct Tunables {
     /// to plan with (shorter).
     pub settle_interval_ms: u64,
     /// Decision period right after a plan that saw a new process or moved the memory of a young one
-    /// (younger than `new_process_age_ms`), ms: its first-touched memory is following its threads
-    /// (rule "first-touch-cadence"). Default 30. Source: numa02's threads start all on remote
+    /// (younger than `new_process_age_ms`, first seen within `first_touch_window_ms`, threads on
+    /// slices of their own), ms: its first-touched memory is following its threads (rule
+    /// "first-touch-cadence"). Default 30. Source: numa02's threads start all on remote
     /// memory and run ~28x slower there, so they emit few access samples (one per 10,000 lines)
     /// and each decision finds only part of their ranges; the job ends when the last thread's
     /// last range arrives. Measured in the simulator, numaconnect-288c numa02 / numa02_SMT (hard
-    /// bind 1.99 / 2.33 s): 2.07 / 2.45 s at 30 ms, 2.09 / 2.47 s at 50, 2.14 / 2.5+ s at 100
+    /// bind 1.99 / 2.33 s): 2.07 / 2.45 s at 30 ms, 2.09 / 2.47 s at 50 (numa02 2.14 s at 100)
     /// (with the young allowance). 30 ms is 3 clock ticks, coarse for a /proc/stat rate, so it
     /// is only used while such memory moves: the next plan that moves none returns to
     /// `settle_interval_ms`. Must be in 1..=`settle_interval_ms`. Prevents: a young process's
