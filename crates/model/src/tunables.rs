@@ -359,6 +359,17 @@ pub struct Tunables {
     /// A process first seen younger than this is placed by the fork rule (spread over nodes,
     /// least loaded first), ms. Default 2000.
     pub new_process_age_ms: u64,
+    /// A new process counts as one (for the fork rule, and for holding the decisions at
+    /// `settle_interval_ms`) only when it has several threads, holds at least this much resident
+    /// memory, or runs busy (CPU demand >= `min_group_cpu`), MiB. Default 16. Source: the daemon's cycle measured on a
+    /// build machine (crates/daemon/examples/cycle_cost.rs --daemon-seconds 60): short-lived
+    /// `bash`, `grep` and `cargo` processes, each a few MiB, kept the loop at the 100 ms settle
+    /// cadence for 39 of 52 steps (4.5% of a core instead of the back-off's ~1%), and every one of
+    /// them would be placed (a state-file write per process); numad ignores processes under 300 MB
+    /// altogether. A single-threaded small process still qualifies once it runs busy.
+    /// Prevents: process churn (shells, cron, monitoring probes) holding the daemon at 10 steps a
+    /// second and filling the state file with processes gone a moment later.
+    pub new_process_min_rss_mib: u64,
     /// Decision period of the adaptive policy while any process is younger than
     /// `new_process_age_ms`, ms (`interval_ms` otherwise). Default 100. Source: a new process
     /// places its memory by first touch within its first few hundred ms (numa02's main thread
@@ -527,6 +538,7 @@ impl Default for Tunables {
             hold_periods: 10,
             hold_load_change: 0.5,
             new_process_age_ms: 2000,
+            new_process_min_rss_mib: 16,
             settle_interval_ms: 100,
             first_touch_interval_ms: 30,
             first_touch_window_ms: 100,

@@ -199,6 +199,7 @@ fn vanished_reused_and_unknown_processes_yield_no_action() {
     // pid 10 is reused by a new process (another start time): no journal, fork rule applies.
     b.m.procs.get_mut(&10).unwrap().starttime = 999;
     b.m.procs.get_mut(&10).unwrap().age_at_first_seen_ns = 1_000_000;
+    b.m.procs.get_mut(&10).unwrap().first_seen_ns = b.m.now_ns;
     let e = p.explain(&b.m, 10).unwrap();
     assert!(e.last_actions.is_empty(), "{e:#?}");
     let plan = p.decide(&b.m);
@@ -208,15 +209,40 @@ fn vanished_reused_and_unknown_processes_yield_no_action() {
     assert!(b.m.tasks.contains_key(&TaskKey { pid: 11, tid: 1100 }));
 }
 
-/// The cadence: every settle_interval_ms (100) while a process is younger than new_process_age_ms
-/// (2000), every interval_ms (1000) otherwise.
+/// The cadence: every settle_interval_ms (100) while a process worth settling is younger than
+/// new_process_age_ms (2000), every interval_ms (1000) otherwise. Worth settling: at least
+/// new_process_min_rss_mib (16) resident or busy (>= min_group_cpu, 0.1 CPUs).
+///
+/// ```text
+///   old (10): 1.0 CPU, 100 MiB, an hour old                      -> 1000 ms
+///   + sh (12): new, idle, 1 MiB (a shell, a probe), first look    -> 100 ms (one look), no fork-spread
+///     100 ms later, still idle                                    -> 1000 ms, no fork-spread for it
+///   + sh (12) busy at its second look (0.5 CPUs)                  -> 100 ms, fork-spread for it
+///   (without the threshold: 100 ms and a fork-spread for the idle 1 MiB shell)
+///   young (11): new, idle, 64 MiB                                  -> 100 ms until 2.0 s old
+/// ```
 #[test]
 fn decisions_come_faster_while_a_process_is_young() {
     let mut b = B::new("autonuma-2s12c-24g");
     b.proc(10, "old", &[(0, 1.0)], &[100, 0]);
-    let p = Adaptive::new();
+    let mut p = Adaptive::new();
     assert_eq!(p.next_interval_ns(&b.m), 1_000_000_000);
-    b.new_proc(11, "young", &[(0, 0.0)], &[1, 0]);
+    b.new_proc(12, "sh", &[(0, 0.0)], &[1, 0]);
+    // Seen for the first time (no CPU rate yet): one look at the settle cadence.
+    assert_eq!(p.next_interval_ns(&b.m), 100_000_000);
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 12), "a small idle new process was placed: {plan:#?}");
+    b.m.now_ns += 100_000_000;
+    assert_eq!(p.next_interval_ns(&b.m), 1_000_000_000, "a small idle new process holds the settle cadence");
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 12), "a small idle new process was placed: {plan:#?}");
+    b.rate(12, 0.5);
+    assert_eq!(p.next_interval_ns(&b.m), 100_000_000);
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().any(|a| a.target.pid == 12 && a.reason.rule == "fork-spread"), "{plan:#?}");
+    b.m.procs.remove(&12);
+    let p = Adaptive::new();
+    b.new_proc(11, "young", &[(0, 0.0)], &[64, 0]);
     assert_eq!(p.next_interval_ns(&b.m), 100_000_000);
     // 100 ms old when first seen; 1.9 s later it is 2.0 s old: no longer young.
     b.m.now_ns += 1_899_000_000;

@@ -417,6 +417,28 @@ impl Adaptive {
 /// threads work on slices of their own (their remaining ranges show up as they speed up; a
 /// process moving under the shared budget gains nothing from shorter looks at the same rate:
 /// numa01 on 2 nodes ran 0.3% longer with them).
+/// Whether `pid` is younger than `new_process_age_ms` now but not (yet) worth settling.
+fn young_but_not_worth(model: &Model, pid: u32) -> bool {
+    let Some(p) = model.procs.get(&pid) else { return false };
+    let age = p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns));
+    age < model.tunables.new_process_age_ms.saturating_mul(1_000_000) && !young_and_worth(model, pid)
+}
+
+/// Whether `pid` is a new process worth settling: younger than `new_process_age_ms` now, and a
+/// workload by the look of it: several threads, or `new_process_min_rss_mib` resident, or busy
+/// (`min_group_cpu`; a first look has no CPU rate yet). Shells, probes and other short commands
+/// (one idle thread, a few MiB) are not: they neither hold the decisions at the settle cadence
+/// nor get the fork rule, unless they turn busy or grow while young.
+pub(crate) fn young_and_worth(model: &Model, pid: u32) -> bool {
+    let t = &model.tunables;
+    let Some(p) = model.procs.get(&pid) else { return false };
+    let age = p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns));
+    age < t.new_process_age_ms.saturating_mul(1_000_000)
+        && (p.tids.len() > 1
+            || p.rss_bytes >= t.new_process_min_rss_mib.saturating_mul(1 << 20)
+            || p.cpu_rate >= t.min_group_cpu)
+}
+
 fn first_touch_follow(planner: &place::Planner<'_>) -> bool {
     let m = planner.model;
     let window = m.tunables.first_touch_window_ms.saturating_mul(1_000_000);
@@ -440,11 +462,11 @@ impl Policy for Adaptive {
 
     fn next_interval_ns(&self, model: &Model) -> u64 {
         let t = &model.tunables;
-        let young = t.new_process_age_ms.saturating_mul(1_000_000);
-        let settling = model
-            .procs
-            .values()
-            .any(|p| p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns)) < young);
+        // A process seen for the first time has no CPU rate yet: one look at the settle cadence
+        // tells a workload (busy, growing, threads) from a shell or probe that is idle or gone.
+        let settling = model.procs.iter().any(|(&pid, p)| {
+            (young_and_worth(model, pid) || p.first_seen_ns == model.now_ns) && !self.foreign_pinned(model, pid)
+        });
         if settling && self.first_touch_follow {
             t.first_touch_interval_ms * 1_000_000
         } else if settling {
@@ -466,9 +488,10 @@ impl Policy for Adaptive {
         self.first_touch_follow = first_touch_follow(&planner);
         let (plan, loads) = planner.finish();
         self.last_loads = loads;
-        // Mark the processes the fork rule has now seen (placed or not) so it runs once.
+        // Mark the processes the fork rule has now seen (placed or not) so it runs once; a young
+        // process not yet worth it (small and idle) is looked at again while it is young.
         for (pid, st) in self.procs.iter_mut() {
-            if model.procs.contains_key(pid) {
+            if model.procs.contains_key(pid) && !young_but_not_worth(model, *pid) {
                 st.forked = true;
             }
         }

@@ -207,7 +207,9 @@ impl<'m> Planner<'m> {
             .filter(|pid| {
                 let p = &model.procs[pid];
                 let fresh = p.age_at_first_seen_ns < t.new_process_age_ms.saturating_mul(1_000_000);
-                fresh && !policy.proc_state(model, *pid).is_some_and(|s| s.forked)
+                fresh
+                    && super::young_and_worth(model, *pid)
+                    && !policy.proc_state(model, *pid).is_some_and(|s| s.forked)
             })
             .collect();
         let held_shared: BTreeSet<u32> =
