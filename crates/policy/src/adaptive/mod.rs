@@ -386,9 +386,7 @@ impl Adaptive {
 
 /// Whether `pid` is younger than `new_process_age_ms` now but not (yet) worth settling.
 fn young_but_not_worth(model: &Model, pid: u32) -> bool {
-    let Some(p) = model.procs.get(&pid) else { return false };
-    let age = p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns));
-    age < model.tunables.new_process_age_ms.saturating_mul(1_000_000) && !young_and_worth(model, pid)
+    model.procs.get(&pid).is_some_and(|p| young_now(model, p) && !looks_like_workload(model, p))
 }
 
 /// Whether `pid` is a new process worth settling: younger than `new_process_age_ms` now, and a
@@ -397,13 +395,21 @@ fn young_but_not_worth(model: &Model, pid: u32) -> bool {
 /// (one idle thread, a few MiB) are not: they neither hold the decisions at the settle cadence
 /// nor get the fork rule, unless they turn busy or grow while young.
 pub(crate) fn young_and_worth(model: &Model, pid: u32) -> bool {
-    let t = &model.tunables;
-    let Some(p) = model.procs.get(&pid) else { return false };
+    model.procs.get(&pid).is_some_and(|p| young_now(model, p) && looks_like_workload(model, p))
+}
+
+/// Age now (at first sight plus the time since) under `new_process_age_ms`.
+fn young_now(model: &Model, p: &numapilot_model::ProcView) -> bool {
     let age = p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns));
-    age < t.new_process_age_ms.saturating_mul(1_000_000)
-        && (p.tids.len() > 1
-            || p.rss_bytes >= t.new_process_min_rss_mib.saturating_mul(1 << 20)
-            || p.cpu_rate >= t.min_group_cpu)
+    age < model.tunables.new_process_age_ms.saturating_mul(1_000_000)
+}
+
+/// Several threads, `new_process_min_rss_mib` resident, or busy (`min_group_cpu`).
+fn looks_like_workload(model: &Model, p: &numapilot_model::ProcView) -> bool {
+    let t = &model.tunables;
+    p.tids.len() > 1
+        || p.rss_bytes >= t.new_process_min_rss_mib.saturating_mul(1 << 20)
+        || p.cpu_rate >= t.min_group_cpu
 }
 
 impl Policy for Adaptive {
