@@ -305,20 +305,28 @@ pub struct Tunables {
     /// 4096, no gain beyond). Prevents: migration storms that steal the bandwidth they are meant to
     /// save (the cap), and a remote working set lingering for seconds (the size).
     pub migrate_budget_mib_per_s: u64,
-    /// Page-migration budget of the decisions taken while some managed process is younger than
-    /// `new_process_age_ms` (the settling cadence), MiB per second of wall time. Default 4096 (=
-    /// `migrate_budget_mib_per_s`, off): measured over the whole evidence matrix, 16384 took
-    /// numa02 on 36 nodes to 1.07 x hard-bind but moved more pages than AutoNUMA on
-    /// numa01_THREAD_ALLOC (4, 8 and 36 nodes) and lowered the VM mix (0.98 -> 0.89 x default),
-    /// whose VMs arrive over 10 s and keep the machine-wide startup budget on that long.
-    /// Source: a young process's memory was just first-touched, mostly by one thread (numa02's
-    /// main thread writes the whole 1 GiB on one node), and every period it stays there costs all
-    /// of its threads remote accesses; its working set has no history of moving, so the ping-pong
-    /// the steady budget guards against cannot have started. Measured in the simulator,
-    /// numaconnect-288c numa02: 2.30 s at 4096 (1.15 x hard-bind), 2.14 s at 16384, no gain
-    /// beyond (the copy cost, `migrate_cost_ns_per_page`, then limits). Must be at least
-    /// `migrate_budget_mib_per_s`. Prevents: the first second of a short parallel job running
-    /// remote while its memory trickles over at the steady rate.
+    /// Page-migration allowance of each process younger than `new_process_age_ms`, for its OWN
+    /// memory, on top of the shared `migrate_budget_mib_per_s`, MiB per second of wall time (0:
+    /// off). Default 32768. Source: a young process's memory was just first-touched, mostly by one
+    /// thread (numa02's main thread writes the whole 1 GiB on one node), and every period it
+    /// stays there costs its threads remote accesses; its working set has no history of moving, so
+    /// the ping-pong the steady budget guards against cannot have started. A thread with even one
+    /// remote region runs at the remote speed (numa02 streams its slice: 1 of 4 regions on a far
+    /// node makes a pass ~8x slower), so the job ends when its LAST slice arrives: 1 GiB must move
+    /// within the first ~30 ms decision that knows its ranges. Measured in the simulator,
+    /// numaconnect-288c numa02 / numa02_SMT (hard-bind 1.99 / 2.33 s) with
+    /// `first_touch_interval_ms` 30: 2.07 / 2.46 s at 16384, 2.07 / 2.45 s at 32768. The
+    /// allowance is per process, never machine-wide: a machine-wide startup rate (the previous
+    /// form of this field) also sped up older processes' moves while anything was young (more
+    /// pages than AutoNUMA on numa01_THREAD_ALLOC on 4, 8 and 36 nodes, the VM mix 0.98 -> 0.89 x
+    /// default). The simulator charges the copy to the process's own threads (as the kernel's
+    /// per-thread NUMA-balancing migrations are); a live daemon copying 32 GiB/s through
+    /// `move_pages(2)` would need one copying context per ~2 GB/s. Only a process whose threads
+    /// work on slices of their own gets it (rule "young-allowance-slices": a thread's sampled
+    /// ranges within twice the memory per thread): a shared buffer's first samples cannot yet tell
+    /// sharing from private use (numa01 on 36 nodes moved 2.11 M pages with the allowance, 1.81 M
+    /// for AutoNUMA). Prevents: the first second of a short parallel job running remote while its
+    /// memory trickles over at the steady rate.
     pub young_migrate_budget_mib_per_s: u64,
     /// Share of a process's resident memory that must be cold for the cold-memory rule to apply
     /// (0..=1; 1 turns the rule off): cold = 1 - accessed / RSS, the accessed memory estimated
@@ -370,6 +378,30 @@ pub struct Tunables {
     /// Prevents: a second of wrong placement for every new process (longer) and rates too coarse
     /// to plan with (shorter).
     pub settle_interval_ms: u64,
+    /// Decision period right after a plan that saw a new process or moved the memory of a young one
+    /// (younger than `new_process_age_ms`, first seen within `first_touch_window_ms`, threads on
+    /// slices of their own), ms: its first-touched memory is following its threads (rule
+    /// "first-touch-cadence"). Default 30. Source: numa02's threads start all on remote
+    /// memory and run ~28x slower there, so they emit few access samples (one per 10,000 lines)
+    /// and each decision finds only part of their ranges; the job ends when the last thread's
+    /// last range arrives. Measured in the simulator, numaconnect-288c numa02 / numa02_SMT (hard
+    /// bind 1.99 / 2.33 s): 2.07 / 2.45 s at 30 ms, 2.09 / 2.47 s at 50 (numa02 2.14 s at 100)
+    /// (with the young allowance). 30 ms is 3 clock ticks, coarse for a /proc/stat rate, so it
+    /// is only used while such memory moves: the next plan that moves none returns to
+    /// `settle_interval_ms`. Must be in 1..=`settle_interval_ms`. Prevents: a young process's
+    /// last slices waiting a whole settle period (100 ms, 5% of a 2 s job) for the next look.
+    pub first_touch_interval_ms: u64,
+    /// The first-touch cadence (`first_touch_interval_ms`) follows a process's memory moves only
+    /// while it was first seen less than this long ago, ms. Default 100. Source: numa02's slices
+    /// are all found within ~100 ms of its first sight (three 30 ms looks: 0.04, 0.07, 0.10 s on
+    /// 36 nodes), while a buffer shared by all threads (numa01) needs ~150-200 ms of samples
+    /// before the sharing shows; until then each look moves its ranges to whichever node sampled
+    /// them. Measured in the simulator, article-4n96 numa01 (3 seeds, before the shared spread
+    /// started at `spread_done_share`): 26.6 s at 90 ms, 32.6 s at 150, 30.3 +- 6.3 s at 60;
+    /// with that fix 26.6-26.7 s at any window, 1.63 M pages at 100 ms, 1.70 M unbounded.
+    /// Must be > 0. Prevents: a shared buffer split by sampling accident over many fast looks,
+    /// and pages moved for it.
+    pub first_touch_window_ms: u64,
     /// Share of a node's CPUs the adaptive plan fills with the groups it places: a node's capacity
     /// is `CPUs x node_cpu_target` CPUs of demand (0 < target <= 2). Default 1.0. Source: a group
     /// of as many busy threads as the node has CPUs (numa01's nr_cpus/2 threads on a 2-node
@@ -498,7 +530,7 @@ impl Default for Tunables {
             shared_range_share_min: 0.5,
             spread_done_share: 0.05,
             migrate_budget_mib_per_s: 4096,
-            young_migrate_budget_mib_per_s: 4096,
+            young_migrate_budget_mib_per_s: 32768,
             cold_memory_share_min: 0.3,
             cpu_follows_memory_min_mib: 1024,
             cpu_follows_memory_share: 0.8,
@@ -508,6 +540,8 @@ impl Default for Tunables {
             new_process_age_ms: 2000,
             new_process_min_rss_mib: 16,
             settle_interval_ms: 100,
+            first_touch_interval_ms: 30,
+            first_touch_window_ms: 100,
             node_cpu_target: 1.0,
             smt_cores_first: true,
             stay_margin: 0.1,
@@ -656,16 +690,15 @@ impl Tunables {
         if self.migrate_budget_mib_per_s == 0 {
             return err("migrate_budget_mib_per_s", 0, "must be > 0 (to stop migrating, use a dry run)");
         }
-        if self.young_migrate_budget_mib_per_s < self.migrate_budget_mib_per_s {
-            return err(
-                "young_migrate_budget_mib_per_s",
-                self.young_migrate_budget_mib_per_s,
-                "must be at least migrate_budget_mib_per_s (settling moves no less than the steady state)",
-            );
-        }
         // decisions (policy::adaptive)
         if self.settle_interval_ms == 0 || self.settle_interval_ms > self.interval_ms {
             return err("settle_interval_ms", self.settle_interval_ms, "must be in 1..=interval_ms");
+        }
+        if self.first_touch_interval_ms == 0 || self.first_touch_interval_ms > self.settle_interval_ms {
+            return err("first_touch_interval_ms", self.first_touch_interval_ms, "must be in 1..=settle_interval_ms");
+        }
+        if self.first_touch_window_ms == 0 {
+            return err("first_touch_window_ms", 0, "must be > 0");
         }
         if !(self.node_cpu_target.is_finite() && self.node_cpu_target > 0.0 && self.node_cpu_target <= 2.0) {
             return err("node_cpu_target", self.node_cpu_target, "must be in (0, 2]");
@@ -723,7 +756,9 @@ mod tests {
             (|t| t.mem_capacity_high = 1.5, "mem_capacity_high"),
             (|t| t.group_max_tasks = 1, "group_max_tasks"),
             (|t| t.migrate_budget_mib_per_s = 0, "migrate_budget_mib_per_s"),
-            (|t| t.young_migrate_budget_mib_per_s = 1024, "young_migrate_budget_mib_per_s"),
+            (|t| t.first_touch_interval_ms = 0, "first_touch_interval_ms"),
+            (|t| t.first_touch_interval_ms = 200, "first_touch_interval_ms"),
+            (|t| t.first_touch_window_ms = 0, "first_touch_window_ms"),
             (|t| t.numad_interval_min_s = 20, "numad_interval_min_s"),
             (|t| t.coaccess_bucket_shift = 40, "coaccess_bucket_shift"),
             (|t| t.comm_full_events_per_s = f64::NAN, "comm_full_events_per_s"),

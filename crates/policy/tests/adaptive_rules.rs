@@ -712,51 +712,6 @@ fn shared_spread_tunables_are_validated() {
     Tunables::default().validate().unwrap();
 }
 
-/// Rule 4's budget while a process is young: the settling decisions move first-touched memory at
-/// `young_migrate_budget_mib_per_s` (numa02's main thread writes the whole buffer on one node, and
-/// every period it stays there costs all its threads remote accesses).
-///
-/// ```text
-///   numa01's shape (see placement_cpu_follows_memory_then_next_best_node): pid 10 takes node 0
-///   (CPU follows memory), pid 11 goes to node 1 with its 3072 MiB (786432 pages) on node 0
-///   no young process:  budget 1280 MiB/s x 1 s = 327680 pages  -> MigratePages(0 -> 1, max 327680)
-///   pid 12 new (100 ms old, 1 idle thread, no memory): budget 16384 MiB/s x 1 s = 4194304 pages
-///                      >= 786432 remote pages                 -> MigratePages(0 -> 1, max 786432)
-///   young budget below the steady one: refused by validate, naming the field
-/// ```
-#[test]
-fn a_young_process_settles_under_the_startup_budget() {
-    let t = Tunables {
-        migrate_budget_mib_per_s: 1280,
-        young_migrate_budget_mib_per_s: 16384,
-        smt_cores_first: false,
-        // The young process's one thread is assumed nearly idle, so it takes no room from pid 11.
-        new_thread_cpu: 0.01,
-        ..Tunables::default()
-    };
-    let migrate_of_11 = |young: bool| -> Option<u64> {
-        let mut b = B::with("autonuma-2s12c-24g", t.clone());
-        b.proc(10, "numa01", &[(1, 1.0); 12], &[3072, 0]);
-        b.proc(11, "numa01", &[(0, 1.0); 12], &[3072, 0]);
-        b.group_proc(1, 10).group_proc(2, 11);
-        if young {
-            b.new_proc(12, "short", &[(0, 0.0)], &[]);
-        }
-        let plan = Adaptive::new().decide(&b.m);
-        check_conservation(&b.m, &plan);
-        plan.actions.iter().find(|a| a.target.pid == 11 && a.reason.rule == "memory-follows-cpu").and_then(|a| match &a
-            .kind
-        {
-            ActionKind::MigratePages { max_pages, .. } => *max_pages,
-            _ => None,
-        })
-    };
-    assert_eq!(migrate_of_11(false), Some(327_680));
-    assert_eq!(migrate_of_11(true), Some(786_432));
-    let bad = Tunables { young_migrate_budget_mib_per_s: 1024, ..t };
-    assert_eq!(bad.validate().unwrap_err().field, "young_migrate_budget_mib_per_s");
-}
-
 /// Rule 2, cost-based: CPU follows memory for a small group whose memory's node has room (the
 /// rig's numa02 on a live 2-node kernel: no access samples, shares from residency).
 ///

@@ -28,7 +28,10 @@
 //!          │                 fits a node?  candidates:  memory node  (CPU follows memory: >= 1 GiB,
 //!          │                                            >= 80% on one node)
 //!          │                                         |  current node when as good (share within
-//!          │                                            stay_margin: settled there)
+//!          │                                            stay_margin: settled there; or its
+//!          │                                            sampled hot ranges are there NOW:
+//!          │                                            stay-with-moved-memory, the smoothed
+//!          │                                            share trails a page move by seconds)
 //!          │                                         |  best node by share when it has room and
 //!          │                                            no bottleneck and moving the threads
 //!          │                                            (0.5 ms each) costs less than copying
@@ -73,13 +76,32 @@
 //! One decision per `interval_ms`, but every `settle_interval_ms` while any process is younger
 //! than `new_process_age_ms`: a new process places its memory by first touch within its first few
 //! hundred milliseconds, and the fork rule and the first memory moves must come before that
-//! placement has cost much. Those settling decisions also share the larger page budget
-//! `young_migrate_budget_mib_per_s` (instead of `migrate_budget_mib_per_s`): a young process's
-//! memory sits where one thread first touched it, every period there costs all its threads remote
-//! accesses, and nothing has moved back and forth yet (measured: numa02 on 36 nodes, 1.15 x
-//! hard-bind at the steady budget, 1.07 x at 16384 MiB/s). Off by default (equal to the steady
-//! budget): being machine-wide, it also sped up other processes' moves (more pages than AutoNUMA
-//! on numa01_THREAD_ALLOC) and stayed on through the VM mix's 10 s of arrivals.
+//! placement has cost much. Right after a plan that saw a new process or moved a young process's
+//! memory, the next decision comes after `first_touch_interval_ms` instead (rule
+//! "first-touch-cadence"): the new process's first samples say which thread uses which range, and
+//! a moved thread speeds up and samples its remaining ranges; the first plan that moves none of a
+//! slice-shaped young process's memory, or any plan more than `first_touch_window_ms` after the process was
+//! first seen, returns to the settle cadence (a shared buffer's early looks would otherwise move
+//! its ranges towards whichever node sampled them first, look after look).
+//!
+//! ```text
+//!   numa02 on 36 nodes (1 GiB first-touched on node 13 by the main thread, 288 threads, each its
+//!   slice; a thread with one remote region runs at the remote speed):
+//!     0.01 s  fork rule sees it                         -> next in 30 ms
+//!     0.04 s  MoveRanges of the sampled slices (~55%)   -> next in 30 ms
+//!     0.07 s  the slices sampled since (~35%)           -> next in 30 ms
+//!     0.10 s  the rest (seen 90 ms ago, < 100 ms)       -> next in 30 ms
+//!     0.13 s  nothing to move                           -> settle cadence (100 ms)
+//! ```
+//!
+//! A young process also has a page allowance of its own, `young_migrate_budget_mib_per_s` x
+//! period, for its own memory, on top of the shared `migrate_budget_mib_per_s` budget: its memory
+//! sits where one thread first touched it and nothing has moved back and forth yet. The
+//! allowance is per process: a machine-wide startup rate (its previous form) sped up every other
+//! process's moves while anything was young (more pages than AutoNUMA on numa01_THREAD_ALLOC,
+//! a lower VM mix, whose VMs arrive over 10 s). And only for a process whose threads work on
+//! slices of their own (each thread's sampled ranges within twice its share of the memory): a
+//! shared buffer's first samples cannot tell sharing from private use yet.
 //!
 //! # State and hysteresis
 //!
@@ -199,6 +221,10 @@ pub struct Adaptive {
     pub(crate) task_moves: BTreeMap<TaskKey, Move>,
     /// CPU demand recorded with each action of the last plan (same order), for the hold.
     pub(crate) last_loads: Vec<f64>,
+    /// Whether the last plan saw a process for the first time or moved a young process's memory:
+    /// its first-touched memory is following its threads, and the next decision comes after
+    /// `first_touch_interval_ms`.
+    pub(crate) first_touch_follow: bool,
 }
 
 impl Adaptive {
@@ -384,6 +410,13 @@ impl Adaptive {
     }
 }
 
+/// Whether a plan keeps a young process's first touch under watch (rule "first-touch-cadence"):
+/// it saw a new process (its threads have run for less than a period; the samples that tell
+/// which thread uses which range come by the next decision) or it moves the memory of a process
+/// younger than `new_process_age_ms`, first seen less than `first_touch_window_ms` ago, whose
+/// threads work on slices of their own (their remaining ranges show up as they speed up; a
+/// process moving under the shared budget gains nothing from shorter looks at the same rate:
+/// numa01 on 2 nodes ran 0.3% longer with them).
 /// Whether `pid` is younger than `new_process_age_ms` now but not (yet) worth settling.
 fn young_but_not_worth(model: &Model, pid: u32) -> bool {
     model.procs.get(&pid).is_some_and(|p| young_now(model, p) && !looks_like_workload(model, p))
@@ -412,6 +445,18 @@ fn looks_like_workload(model: &Model, p: &numapilot_model::ProcView) -> bool {
         || p.cpu_rate >= t.min_group_cpu
 }
 
+fn first_touch_follow(planner: &place::Planner<'_>) -> bool {
+    let m = planner.model;
+    let window = m.tunables.first_touch_window_ms.saturating_mul(1_000_000);
+    let fresh = |pid: u32| m.procs.get(&pid).is_some_and(|p| m.now_ns.saturating_sub(p.first_seen_ns) < window);
+    !planner.new_procs.is_empty()
+        || planner.actions.iter().any(|(a, _)| {
+            !matches!(a.kind, ActionKind::SetAffinity { .. })
+                && planner.young_slices.contains(&a.target.pid)
+                && fresh(a.target.pid)
+        })
+}
+
 impl Policy for Adaptive {
     fn name(&self) -> &'static str {
         "numapilot"
@@ -428,7 +473,9 @@ impl Policy for Adaptive {
         let settling = model.procs.iter().any(|(&pid, p)| {
             (young_and_worth(model, pid) || p.first_seen_ns == model.now_ns) && !self.foreign_pinned(model, pid)
         });
-        if settling {
+        if settling && self.first_touch_follow {
+            t.first_touch_interval_ms * 1_000_000
+        } else if settling {
             t.settle_interval_ms * 1_000_000
         } else {
             t.interval_ms * 1_000_000
@@ -444,6 +491,7 @@ impl Policy for Adaptive {
         balance::balance(&mut planner, self);
         planner.cpu_actions();
         memory::memory(&mut planner, self);
+        self.first_touch_follow = first_touch_follow(&planner);
         let (plan, loads) = planner.finish();
         self.last_loads = loads;
         // Mark the processes the fork rule has now seen (placed or not) so it runs once; a young

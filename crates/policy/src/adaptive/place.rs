@@ -62,6 +62,11 @@ pub(crate) struct Unit {
     pub(crate) share: Vec<f64>,
     /// What `share` comes from, for reasons.
     pub(crate) share_src: &'static str,
+    /// Share of its tasks' sampled hot ranges per node where those ranges are now (the node each
+    /// was on when last sampled, samples decayed as the shares are), summing to 1; `None` without
+    /// hot ranges. `share` is a time-smoothed average of where past samples landed and trails a
+    /// page move by seconds (half-life `access_half_life_ms`); this one follows the pages.
+    pub(crate) share_now: Option<Vec<f64>>,
     /// Node (dense) it runs on most, by CPU.
     pub(crate) current: Option<usize>,
     /// Short name for reasons.
@@ -134,11 +139,18 @@ pub(crate) struct Planner<'m> {
     pub(crate) task_plan: BTreeMap<TaskKey, TaskPlan>,
     /// Actions so far, with the CPU demand recorded for the hold.
     pub(crate) actions: Vec<(Action, f64)>,
-    /// Pages the plan may still migrate.
+    /// Pages the plan may still migrate (the shared, steady budget).
     pub(crate) budget_pages: u64,
     /// Managed processes whose resident memory is mostly cold, with their accessed memory
     /// (rule "cold-memory-stays", `cold.rs`).
     pub(crate) accessed: BTreeMap<u32, super::cold::Accessed>,
+    /// Pages each young process (younger than `new_process_age_ms`) may still migrate of its own
+    /// memory on top of the shared budget (`young_migrate_budget_mib_per_s` x period): its
+    /// first-touched memory follows its threads without speeding up anyone else's moves.
+    pub(crate) young_budget: BTreeMap<u32, u64>,
+    /// Young processes whose threads work on slices of their own (set by the memory pass): those
+    /// the allowance is for, and whose memory moves keep the first-touch cadence.
+    pub(crate) young_slices: BTreeSet<u32>,
 }
 
 /// CPU demand of a task, CPUs: what it ran plus what it waited for a CPU (schedstat run delay),
@@ -146,6 +158,22 @@ pub(crate) struct Planner<'m> {
 /// 0.5 each, and would look as if they fit.
 pub(crate) fn demand(t: &TaskView) -> f64 {
     (t.cpu_rate + t.run_delay.unwrap_or(0.0)).min(1.0_f64.max(t.cpu_rate))
+}
+
+/// Share per node (dense index) of the hot-range samples of `tasks`, by the node each range was
+/// on when last sampled; `None` when they have none (see `Unit::share_now`).
+fn share_now(m: &Model, tasks: &[TaskKey]) -> Option<Vec<f64>> {
+    let n = m.topo.nodes.len();
+    let mut v = vec![0.0; n];
+    for t in tasks.iter().filter_map(|k| m.tasks.get(k)) {
+        for h in &t.hot {
+            if let Some(i) = m.node_idx(h.node).filter(|&i| i < n) {
+                v[i] += h.samples as f64;
+            }
+        }
+    }
+    let s: f64 = v.iter().sum();
+    (s > 0.0).then(|| v.iter().map(|x| x / s).collect())
 }
 
 /// `a` as a percentage string.
@@ -194,15 +222,20 @@ impl<'m> Planner<'m> {
             })
             .collect();
         let period_ns = if model.period_ns > 0 { model.period_ns } else { t.interval_ms * 1_000_000 };
-        // While a managed process is young (the settling cadence), its first-touched memory may
-        // move at the larger startup rate.
+        // The shared budget runs at the steady rate; each young managed process has an allowance
+        // of its own on top, for its own first-touched memory (see `young_budget`).
         let young_ns = t.new_process_age_ms.saturating_mul(1_000_000);
-        let settling = managed
+        let pages_at = |rate: u64| (rate as f64 * MIB * period_ns as f64 / 1e9 / BASE_PAGE_BYTES as f64) as u64;
+        let budget_total = pages_at(t.migrate_budget_mib_per_s);
+        let young_budget: BTreeMap<u32, u64> = managed
             .iter()
-            .filter_map(|pid| model.procs.get(pid))
-            .any(|p| p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns)) < young_ns);
-        let rate = if settling { t.young_migrate_budget_mib_per_s } else { t.migrate_budget_mib_per_s };
-        let budget_total = (rate as f64 * MIB * period_ns as f64 / 1e9 / BASE_PAGE_BYTES as f64) as u64;
+            .filter(|pid| {
+                model.procs.get(pid).is_some_and(|p| {
+                    p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns)) < young_ns
+                })
+            })
+            .map(|&pid| (pid, pages_at(t.young_migrate_budget_mib_per_s)))
+            .collect();
         let mut p = Planner {
             model,
             period: policy.period,
@@ -222,6 +255,8 @@ impl<'m> Planner<'m> {
             actions: Vec::new(),
             budget_pages: budget_total,
             accessed: BTreeMap::new(),
+            young_budget,
+            young_slices: BTreeSet::new(),
         };
         p.accessed = super::cold::accessed_all(model, p.managed.iter().copied());
         p.build_units();
@@ -412,7 +447,8 @@ impl<'m> Planner<'m> {
         } else {
             label
         };
-        Some(Unit { kind, pids, tasks, cpu, mem, mem_by_node, share, share_src: src, current, label })
+        let share_now = share_now(m, &tasks);
+        Some(Unit { kind, pids, tasks, cpu, mem, mem_by_node, share, share_src: src, share_now, current, label })
     }
 
     /// Builds the units (see the module essay). Only a unit that is kept is built: a group or
@@ -586,7 +622,15 @@ impl<'m> Planner<'m> {
             };
         }
         if let Some(c) = u.current.filter(|c| self.cpus[*c] > 0.0) {
-            let as_good = u.share[c] >= u.share[best] - t.stay_margin;
+            let smoothed_good = u.share[c] >= u.share[best] - t.stay_margin;
+            // Settled where its sampled ranges are now: after a page move the smoothed share
+            // still points at the node the pages left (rule "stay-with-moved-memory").
+            let now_good = !smoothed_good
+                && u.share_now.as_ref().is_some_and(|s| {
+                    let top = s.iter().copied().fold(0.0, f64::max);
+                    s.get(c).is_some_and(|&x| x >= top - t.stay_margin)
+                });
+            let as_good = smoothed_good || now_good;
             // Cost-based CPU follows memory: the threads move when the node holding most of the
             // unit's accesses can take it (room, no bottleneck of any kind: a saturated memory
             // controller is relieved by spreading the memory instead) and moving them costs less
@@ -621,7 +665,18 @@ impl<'m> Planner<'m> {
             }
             if as_good || !big {
                 front(&mut order, c);
-                let why = if as_good {
+                let why = if now_good {
+                    let s = u.share_now.as_deref().unwrap_or(&[]);
+                    format!(
+                        "runs on node {} where {} of its sampled hot ranges are now; the smoothed estimate ({} of its {} on node {}) predates their move (stay-with-moved-memory, margin {})",
+                        self.id(c),
+                        pct(s.get(c).copied().unwrap_or(0.0)),
+                        pct(u.share[best]),
+                        u.share_src,
+                        self.id(best),
+                        pct(t.stay_margin)
+                    )
+                } else if as_good {
                     format!(
                         "runs on node {} with {} of its {} there (best node {} has {}, margin {})",
                         self.id(c),
@@ -1084,6 +1139,23 @@ impl<'m> Planner<'m> {
     }
 
     /// The plan and the load recorded with each action.
+    /// Pages `pid`'s memory may still move in this plan: its young allowance, then the shared
+    /// budget.
+    pub(crate) fn budget_for(&self, pid: u32) -> u64 {
+        self.budget_pages.saturating_add(self.young_budget.get(&pid).copied().unwrap_or(0))
+    }
+
+    /// Charges `pages` of `pid`'s memory to the budgets: its young allowance first, the shared
+    /// budget for the rest.
+    pub(crate) fn spend(&mut self, pid: u32, pages: u64) {
+        let own = self.young_budget.get_mut(&pid).map_or(0, |b| {
+            let take = (*b).min(pages);
+            *b -= take;
+            take
+        });
+        self.budget_pages = self.budget_pages.saturating_sub(pages - own);
+    }
+
     pub(crate) fn finish(self) -> (Plan, Vec<f64>) {
         let (actions, loads) = self.actions.into_iter().unzip();
         (Plan { actions }, loads)

@@ -332,17 +332,37 @@ pub fn pages_of(a: &Action) -> u64 {
     }
 }
 
-/// The page budget of one plan at the model's period: `young_migrate_budget_mib_per_s` while some
-/// process is younger than `new_process_age_ms` (age when first seen + time since), else
-/// `migrate_budget_mib_per_s`.
-pub fn budget_pages(m: &Model) -> u64 {
+/// The young processes of `m`: younger than `new_process_age_ms` (age when first seen + time since).
+pub fn young_pids(m: &Model) -> Vec<u32> {
     let t = &m.tunables;
-    let young = m
-        .procs
+    m.procs
         .values()
-        .any(|p| p.age_at_first_seen_ns + m.now_ns.saturating_sub(p.first_seen_ns) < t.new_process_age_ms * 1_000_000);
-    let rate = if young { t.young_migrate_budget_mib_per_s } else { t.migrate_budget_mib_per_s };
-    rate * MIB * m.period_ns / 1_000_000_000 / PAGE
+        .filter(|p| {
+            p.age_at_first_seen_ns + m.now_ns.saturating_sub(p.first_seen_ns) < t.new_process_age_ms * 1_000_000
+        })
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// The shared page budget of one plan at the model's period (`migrate_budget_mib_per_s`), which
+/// every process's moves draw on.
+pub fn shared_budget_pages(m: &Model) -> u64 {
+    pages_at(m, m.tunables.migrate_budget_mib_per_s)
+}
+
+/// Pages `rate` MiB/s moves in one period of `m` (as the planner computes it).
+fn pages_at(m: &Model, rate: u64) -> u64 {
+    (rate as f64 * MIB as f64 * m.period_ns as f64 / 1e9 / PAGE as f64) as u64
+}
+
+/// The allowance of each young process for its own memory (`young_migrate_budget_mib_per_s`).
+pub fn young_allowance_pages(m: &Model) -> u64 {
+    pages_at(m, m.tunables.young_migrate_budget_mib_per_s)
+}
+
+/// The page budget of one plan: the shared budget plus each young process's own allowance.
+pub fn budget_pages(m: &Model) -> u64 {
+    shared_budget_pages(m) + young_pids(m).len() as u64 * young_allowance_pages(m)
 }
 
 /// Tells the policy every action of `plan` was applied.
@@ -381,4 +401,16 @@ pub fn check_conservation(m: &Model, plan: &Plan) {
         pages += pages_of(a);
     }
     assert!(pages <= budget_pages(m), "plan moves {pages} pages, budget {}", budget_pages(m));
+    // A process that is not young moves under the shared budget only.
+    let young = young_pids(m);
+    let old_pages: u64 = plan.actions.iter().filter(|a| !young.contains(&a.target.pid)).map(pages_of).sum();
+    assert!(
+        old_pages <= shared_budget_pages(m),
+        "old processes move {old_pages} pages, shared budget {}",
+        shared_budget_pages(m)
+    );
+    for pid in young {
+        let own: u64 = plan.actions.iter().filter(|a| a.target.pid == pid).map(pages_of).sum();
+        assert!(own <= shared_budget_pages(m) + young_allowance_pages(m), "young {pid} moves {own} pages");
+    }
 }
