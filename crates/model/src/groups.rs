@@ -18,7 +18,10 @@
 //!                 process's group instead
 //!   3. split      each group is rebuilt from its internal keep edges, strongest first, then the
 //!                 tid-order chain of signal-less processes, each union only while the part fits
-//!                 the cap; an edge keeps until it has been below group_keep_strength
+//!                 the cap (grown by group_split_margin for members that were already
+//!                 together: the cap's own hysteresis, so a group at a node's size is not cut
+//!                 by a period's noise; every CPU check allows RATE_SLACK_CPU_PER_TASK per task
+//!                 for tick rounding); an edge keeps until it has been below group_keep_strength
 //!                 (tier_weak) for edge_grace_ms; the largest part keeps the id. Joining needs
 //!                 tier_medium:
 //!
@@ -134,7 +137,13 @@ pub(crate) fn update(model: &mut Model) {
         })
         .collect();
     let cap_tasks = tun.group_max_tasks as usize;
-    let fits = |x: Agg| x.tasks <= cap_tasks && caps.iter().any(|&(c, m)| x.cpu <= c && x.mem <= m);
+    // `margin`: 0 for a merge, `group_split_margin` for keeping a group that exists (hysteresis).
+    let fits = |x: Agg, margin: f64| {
+        let slack = crate::tasks::RATE_SLACK_CPU_PER_TASK * x.tasks as f64;
+        x.tasks <= cap_tasks
+            && caps.iter().any(|&(c, m)| x.cpu <= c * (1.0 + margin) + slack && x.mem <= m * (1.0 + margin))
+    };
+    let keep_margin = tun.group_split_margin;
     let join = |t: Option<Tier>| t.is_some_and(|t| t >= Tier::Medium);
     // Hysteresis: an internal edge keeps its group together until it has been below
     // `group_keep_strength` for `edge_grace_ms` (joining needs `tier_medium`).
@@ -185,6 +194,7 @@ pub(crate) fn update(model: &mut Model) {
     // 2. New tasks: a fresh singleton id each, or their signal-less process's group (the group of
     //    its first already-grouped thread, else one new id they all share).
     let mut next_id = model.groups.next_id;
+    let fresh: Vec<bool> = prev.iter().map(Option::is_none).collect();
     for &(s, e) in &runs {
         let mut pgroup = if sl[s] { prev[s..e].iter().copied().flatten().next() } else { None };
         for g in prev[s..e].iter_mut().filter(|g| g.is_none()) {
@@ -205,8 +215,9 @@ pub(crate) fn update(model: &mut Model) {
     // 3. Split: rebuild each group's components from its keep edges (strongest first), then the
     //    tid-order chain of signal-less processes, each union only while the part still fits
     //    the cap. A group that fits stays whole (every part of a fitting group fits); one that
-    //    grew past the cap loses its weakest-tied members, and a signal-less process larger than
-    //    a node is cut into node-sized runs of consecutive threads.
+    //    grew past the cap by more than `group_split_margin` (the upper mark of the cap's
+    //    hysteresis) loses its weakest-tied members, and a signal-less process larger than a
+    //    node is cut into node-sized runs of consecutive threads.
     let mut uf = UnionFind::new(n);
     let mut part: Vec<Agg> = (0..n).map(|i| Agg { tasks: 1, cpu: task_cpu[i], mem: task_mem[i] as f64 }).collect();
     let mut unions: Vec<(f64, usize, usize)> = Vec::new();
@@ -234,7 +245,10 @@ pub(crate) fn update(model: &mut Model) {
             continue;
         }
         let sum = part[ri].plus(part[rj]);
-        if fits(sum) {
+        // Members that were together keep together up to the upper mark; a new task joins its
+        // process's group only within the plain cap.
+        let margin = if fresh[i] || fresh[j] { 0.0 } else { keep_margin };
+        if fits(sum, margin) {
             uf.union(ri, rj);
             part[uf.find(ri)] = sum;
         }
@@ -309,7 +323,7 @@ pub(crate) fn update(model: &mut Model) {
             continue;
         }
         let (a, b, ga, gb) = (agg[da], agg[db], ids[da], ids[db]);
-        if !fits(a.plus(b)) {
+        if !fits(a.plus(b), 0.0) {
             refused.insert((ga.min(gb), ga.max(gb)));
             continue;
         }

@@ -518,3 +518,54 @@ fn the_prior_merges_a_signal_less_process_split_over_groups() {
     assert_eq!(m.group_of(&key(10, 12)).unwrap().id, 0);
     assert_eq!(m.group_of(&key(10, 12)).unwrap().since_ns, 31 * SEC);
 }
+
+/// Guards the cap's hysteresis (`group_split_margin`, 0.1) and the per-task rate slack (0.02),
+/// the rig's numa02 case: a signal-less process of three threads on a 2-CPU node, two workers
+/// busy (1.0 CPU each) and the main thread mostly idle. Per step, the main thread's CPU and the
+/// group's total against the marks (merge: 2.0 + 3 x 0.02 = 2.06; keep: 2.2 + 0.06 = 2.26):
+///
+/// ```text
+///   step 1 (first sample, no rates)  0.0         one group (as the process)
+///   step 2  main 0.00  total 2.00    <= 2.06     one group
+///   step 3  main 0.15  total 2.15    <= 2.26     kept whole (without the margin: cut)
+///   step 4  main 0.40  total 2.40    >  2.26     cut in tid order: {30, 31}, {32}
+///   step 5  main 0.00  total 2.00    <= 2.06     the prior merges the parts again (plain cap)
+/// ```
+/// Step 4: the tid chain unions (30,31) = 1.4 CPUs, then (31,32) would be 2.4 > 2.26: thread 32
+/// is cut off. Step 5: one group again (the address-space prior re-merges under the plain cap).
+#[test]
+fn a_group_at_a_nodes_size_is_not_cut_by_noise() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let mut run = [0u64; 3];
+    let mains = [0.0, 0.0, 0.15, 0.40, 0.0];
+    for (i, main) in mains.iter().enumerate() {
+        let t = (i as u64 + 1) * SEC;
+        let mut b = Sb::new(&topo, t).proc(30, 5, "numa02", &[GIB, 0]);
+        for (k, r) in run.iter_mut().enumerate() {
+            if i > 0 {
+                *r += ((if k == 0 { *main } else { 1.0 }) * SEC as f64) as u64;
+            }
+            b = b.thread(30, 30 + k as u32, *r, 0, 0);
+        }
+        m.update(&b.build());
+        let want = if i == 3 { vec![vec![30, 31], vec![32]] } else { vec![vec![30, 31, 32]] };
+        assert_eq!(group_sets(&m), want, "step {}", i + 1);
+    }
+    // Without the margin, step 3's 2.15 CPUs already cut the process.
+    let tun = Tunables { group_split_margin: 0.0, ..Tunables::default() };
+    let mut m = Model::new(topo.clone(), tun);
+    let mut run = [0u64; 3];
+    for (i, main) in mains[..3].iter().enumerate() {
+        let t = (i as u64 + 1) * SEC;
+        let mut b = Sb::new(&topo, t).proc(30, 5, "numa02", &[GIB, 0]);
+        for (k, r) in run.iter_mut().enumerate() {
+            if i > 0 {
+                *r += ((if k == 0 { *main } else { 1.0 }) * SEC as f64) as u64;
+            }
+            b = b.thread(30, 30 + k as u32, *r, 0, 0);
+        }
+        m.update(&b.build());
+    }
+    assert_eq!(group_sets(&m), vec![vec![30, 31], vec![32]]);
+}

@@ -27,11 +27,7 @@ use numapilot_topology::{CpuSet, NodeSet};
 use super::{Adaptive, BASE_PAGE_BYTES};
 use crate::action::{Action, ActionKind, Plan, Reason, TaskRef};
 
-/// Slack when checking that a unit's CPU demand fits a node, CPUs per task: measured rates come
-/// from clock ticks (USER_HZ = 100, 10 ms), so a busy thread reads up to two ticks per second above
-/// 1.0 from rounding at both ends of the period. Prevents: a group of exactly a node's worth of busy
-/// threads (numa01 on 2 nodes) reading as "does not fit".
-pub(crate) const RATE_SLACK_CPU_PER_TASK: f64 = 0.02;
+pub(crate) use numapilot_model::RATE_SLACK_CPU_PER_TASK;
 
 const MIB: f64 = 1048576.0;
 
