@@ -801,3 +801,34 @@ fn balance_never_moves_a_task_off_its_preferred_node_for_unmanaged_load() {
     let moved = affinities(&b.m, &plan).into_iter().filter(|a| a.3 == "balance-weakest-first").count();
     assert_eq!(moved, 2, "{plan:#?}");
 }
+
+/// Rule 2 at the cap's upper mark: a group the model kept whole because it is at most
+/// `group_split_margin` (10%) above a node is placed as one that fits, not spread.
+///
+/// ```text
+///   article-4n96: 24 CPUs a node (the builder's smt_cores_first off: capacity 24)
+///   app (pid 10): one group of 25 threads x 1.0 CPU running on node 2, 2048 MiB there
+///   plain cap: 24 + 0.02 x 25 = 24.5 < 25: fits no node
+///   upper mark: 24 x 1.1 + 0.5 = 26.9 >= 25: placed as a group that fits
+///   place: every node has 24.0 of 24.0 CPUs left for 25.0: no room -> it stays on node 2
+///          (no-room-stay), with its memory
+///   without the margin (group_split_margin 0): fits no node -> the closest set around node 2,
+///          nodes 2-3 (distance 11), half its threads away from the memory
+/// ```
+#[test]
+fn a_group_at_the_caps_upper_mark_stays_whole() {
+    let run = |margin: f64| {
+        let mut b = B::new("article-4n96");
+        b.m.tunables.group_split_margin = margin;
+        b.proc(10, "app", &[(2, 1.0); 25], &[0, 0, 2048, 0]);
+        b.group_proc(1, 10);
+        let plan = Adaptive::new().decide(&b.m);
+        check_conservation(&b.m, &plan);
+        (affinities(&b.m, &plan), plan)
+    };
+    let (aff_on, plan) = run(0.1);
+    assert_eq!(aff_on, vec![aff(10, None, "2", "no-room-stay")], "{plan:#?}");
+    assert!(plan.actions[0].reason.detail.contains("node 2 has 24.0 of 24.0 CPUs left for 25.0"), "{plan:#?}");
+    let (aff_off, plan) = run(0.0);
+    assert_eq!(aff_off, vec![aff(10, None, "2-3", "closest-set")], "{plan:#?}");
+}

@@ -42,6 +42,9 @@
 //!          │                                         |  by access share, then distance, then id
 //!          │                               first with room and no bottleneck wins
 //!          │                 larger?       the closest set of nodes around the preferred one
+//!          │                               (a group counts as fitting up to the cap's upper
+//!          │                               mark, group_split_margin above a node, as the
+//!          │                               model keeps it whole: no room -> it stays)
 //!          │              a unit moved within hold_periods stays (unless its load changed)
 //!          ├─ 3 balance   max-min planned CPU load > imbalance and the busiest over its
 //!          │              capacity: move the task with the weakest affinity to the busiest

@@ -572,9 +572,13 @@ impl<'m> Planner<'m> {
         self.used[i] + cpu <= self.cap[i] + slack && self.mem_avail[i] >= mem as f64
     }
 
-    fn fits_a_node(&self, cpu: f64, tasks: usize, mem: u64) -> bool {
+    /// Whether demand fits some node's capacity at all, that capacity grown by `margin` (the group
+    /// cap's upper mark for an affinity group that exists: the model keeps such a group whole up
+    /// to there, so placement must not spread it over nodes below it).
+    fn fits_a_node(&self, cpu: f64, tasks: usize, mem: u64, margin: f64) -> bool {
         let slack = RATE_SLACK_CPU_PER_TASK * tasks as f64;
-        self.cpu_nodes.iter().any(|&i| cpu <= self.cap[i] + slack && mem as f64 <= self.mem_total(i))
+        let up = 1.0 + margin;
+        self.cpu_nodes.iter().any(|&i| cpu <= self.cap[i] * up + slack && mem as f64 <= self.mem_total(i) * up)
     }
 
     /// The candidate nodes of a unit, best first (rule 2, CPU follows memory, stay).
@@ -814,7 +818,7 @@ impl<'m> Planner<'m> {
             // the flags on a first sample mostly reflect the new processes themselves (numa01's
             // threads all start on the node their memory was touched on and saturate it).
             let first = order[0];
-            let set = if self.fits_a_node(est, tasks.len(), mem) {
+            let set = if self.fits_a_node(est, tasks.len(), mem, 0.0) {
                 vec![first]
             } else {
                 self.closest_set(first, est * spare, mem)
@@ -971,7 +975,10 @@ impl<'m> Planner<'m> {
                 };
             }
         }
-        let fits = self.fits_a_node(u.cpu, u.tasks.len(), u.mem);
+        // A group kept whole by the cap's hysteresis (up to `group_split_margin` above a node)
+        // is placed as one that fits: where no node has room for it, it stays (no-room-stay).
+        let margin = if matches!(u.kind, UnitKind::Group(_)) { t.group_split_margin } else { 0.0 };
+        let fits = self.fits_a_node(u.cpu, u.tasks.len(), u.mem, margin);
         if fits || matches!(u.kind, UnitKind::Process(ProcessClass::LatencySensitive)) {
             let mut skipped = Vec::new();
             for &i in &c.order {
