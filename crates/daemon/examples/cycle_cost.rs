@@ -5,7 +5,7 @@
 //! ```text
 //!   cargo run --release -p numapilot-daemon --example cycle_cost -- \
 //!       [--procs 1000] [--threads 10] [--spinners 20] [--duty 5] [--cycles 20] [--interval-ms 1000] [--signals 1]
-//!       [--numad-seconds 0] [--record FILE] [--daemon-seconds 0 [--idle-max-ms 5000] [--daemon-warmup 10]]
+//!       [--numad-seconds 0] [--record FILE] [--daemon-seconds 0 [--idle-max-ms 15000] [--daemon-warmup 10]]
 //!   cargo run --release -p numapilot-daemon --example cycle_cost -- --replay FILE [--reps 5]
 //! ```
 //!
@@ -33,7 +33,7 @@
 //! no journal, no metrics, control socket and state file under the temp directory) over the same
 //! load: after `--daemon-warmup` seconds it reads this process's utime + stime from
 //! /proc/self/stat, again N seconds later, and prints the CPU as a share of one core, with the
-//! idle back-off at `--idle-max-ms` (the default 5,000; a value at or below the 1,000 ms interval
+//! idle back-off at `--idle-max-ms` (the default 15,000, as the daemon's; a value at or below the 1,000 ms interval
 //! turns it off). The load's children are other processes: their CPU is not counted.
 
 use std::path::Path;
@@ -253,7 +253,12 @@ fn main() {
     drop(host);
     let daemon_seconds = arg(&args, "--daemon-seconds", 0);
     if daemon_seconds > 0 {
-        daemon_cpu(daemon_seconds, arg(&args, "--daemon-warmup", 10), arg(&args, "--idle-max-ms", 5000), signals);
+        daemon_cpu(
+            daemon_seconds,
+            arg(&args, "--daemon-warmup", 10),
+            arg(&args, "--idle-max-ms", numapilot_daemon::config::DEFAULT_IDLE_MAX_INTERVAL_MS),
+            signals,
+        );
     }
     if numad_seconds > 0 {
         match numad_cpu_per_scan(numad_seconds) {

@@ -128,6 +128,9 @@ pub struct Status {
     pub steps: u64,
     /// Steps that failed (logged, retried at the next interval).
     pub step_errors: u64,
+    /// Backed-off waits ended early because a process or thread was created meanwhile.
+    #[serde(default)]
+    pub early_wakes: u64,
     /// The last step error, if the last step failed.
     pub last_error: Option<String>,
     /// Actions planned.
@@ -400,9 +403,10 @@ impl Status {
         );
         let _ = writeln!(
             s,
-            "steps {} ({} failed), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
+            "steps {} ({} failed, {} early after a new process), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
             self.steps,
             self.step_errors,
+            self.early_wakes,
             self.actions,
             self.pages_moved,
             self.pages_failed,

@@ -14,7 +14,8 @@
 //!   poll(signalfd, explain-wake, command pipe; timeout = wait - step time)
 //!     wait = the policy's interval, doubled after each quiet step up to idle_max_interval_ms
 //!            ([`Backoff`]: nothing planned, no new process, no CPU-load change; back at once
-//!            to the interval on any change)
+//!            to the interval on any change); while backed off, /proc/loadavg's last pid is
+//!            compared once per interval and a new pid ends the wait early ([`last_pid`])
 //!     signalfd  SIGTERM/SIGINT -> leave the loop -> restore_all() -> journal "restore" -> exit 0
 //!               SIGHUP         -> config::load again: ok -> apply; error -> log, keep the old one
 //!     explain   answer queued `explain PID` requests from the model (between steps)
@@ -329,8 +330,21 @@ pub fn serve<H: Host + Restore>(
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
         let deadline = t0.saturating_add(next);
+        // Backed off: look at /proc/loadavg's last pid once per policy interval, and step at once
+        // when a process (or thread) was created since this step, instead of after the whole wait.
+        let base = engine.next_interval_ns();
+        let mark = if next > base { last_pid() } else { None };
+        let mut peek = t0.saturating_add(base);
         loop {
-            match wait(&signals, &mut loop_side, commands.as_ref(), deadline, &engine, &status) {
+            let until = if mark.is_some() { peek.min(deadline) } else { deadline };
+            match wait(&signals, &mut loop_side, commands.as_ref(), until, &engine, &status) {
+                Wake::Timeout if until < deadline => {
+                    if last_pid() != mark {
+                        status.early_wakes += 1;
+                        break;
+                    }
+                    peek = peek.saturating_add(base.max(1));
+                }
                 Wake::Timeout => break,
                 Wake::Stop(why) => break 'outer why,
                 Wake::Reload => {
@@ -374,6 +388,15 @@ pub fn serve<H: Host + Restore>(
     }
     let _ = std::fs::remove_file(&config.daemon.socket);
     Ok(Exit { steps: engine.totals.steps, restore, why })
+}
+
+/// The last pid the kernel handed out (`/proc/loadavg`'s fifth field, `get_loadavg` in
+/// fs/proc/loadavg.c: the pid namespace's `last_pid`), or `None` when unreadable. One small read:
+/// while backed off the loop compares it once per interval and steps early when a process or
+/// thread was created, so a new workload is seen within an interval, not after the whole wait.
+pub fn last_pid() -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().nth(4)?.parse().ok()
 }
 
 /// CPU demand change on any node, CPUs, that counts as a load change for [`Backoff`]. Default

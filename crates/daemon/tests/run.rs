@@ -72,13 +72,17 @@ fn start(fail_first: u32) -> Running {
 }
 
 fn start_slow(fail_first: u32, slow: Duration) -> Running {
+    start_full(fail_first, slow, 0)
+}
+
+fn start_full(fail_first: u32, slow: Duration, idle_max_ms: u64) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/np.sock");
     let config = dir.path().join("numapilot.toml");
     std::fs::write(
         &config,
         format!(
-            "[daemon]\ninterval_ms = 100\nidle_max_interval_ms = 0\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\
+            "[daemon]\ninterval_ms = 100\nidle_max_interval_ms = {idle_max_ms}\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\
              [tunables]\nsettle_interval_ms = 50\n",
             socket.display(),
             dir.path().join("journal.jsonl").display(),
@@ -116,6 +120,23 @@ fn wait_status(socket: &Path, pred: impl Fn(&control::Status) -> bool) -> contro
         assert!(t0.elapsed() < Duration::from_secs(60), "condition never held");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Backed off (waits doubling towards a 60 s cap), the loop still steps within an interval of a
+/// process being created: it compares /proc/loadavg's last pid once per interval. Without that
+/// the next step after a new process would come only at the end of the whole wait.
+#[test]
+fn a_new_pid_ends_a_backed_off_wait() {
+    let r = start_full(0, Duration::ZERO, 60_000);
+    let s = wait_status(&r.socket, |s| s.next_interval_ms >= 400);
+    let before = s.early_wakes;
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let s = wait_status(&r.socket, |s| s.early_wakes > before);
+    assert!(s.render().contains("early after a new process"), "{}", s.render());
+    let _ = child.kill();
+    let _ = child.wait();
+    r.handle.send(Command::Stop).unwrap();
+    r.thread.join().unwrap().unwrap();
 }
 
 #[test]
