@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 
 pub mod checks;
+pub mod cost;
 pub mod cpio;
 pub mod error;
 pub mod guest;

@@ -14,6 +14,10 @@
 //!                                               daemon; prints the table and the verdicts judged from the guest's
 //!                                               numa_maps and vmstat, and (full version) rewrites README.md's
 //!                                               race section; --strict: exit 1 when a goal is not met
+//! numapilot-rig cost [--procs N] [--threads T] [--seconds S] [--warmup S] [--mem-mb M]
+//!                                               numad's cost beside the daemon's on one load in the 4-node guest
+//!                                               (rig/scenarios/cost.sh, nodes of M MiB, default 1024): CPU share
+//!                                               of one core per daemon and the ratio (crates/rig/src/cost.rs)
 //! numapilot-rig capture-fixtures [--out DIR] [PRESET...]
 //!                                               boot each guest (default: all) with rig/scenarios/capture.sh and
 //!                                               replace DIR/rig-<major.minor>-PRESET (DIR default: fixtures/)
@@ -35,6 +39,7 @@ const CHECKS: &str = include_str!("../../../../rig/scenarios/checks.sh");
 const CAPTURE: &str = include_str!("../../../../rig/scenarios/capture.sh");
 const DEMO: &str = include_str!("../../../../rig/scenarios/demo.sh");
 const RACE: &str = include_str!("../../../../rig/scenarios/race.sh");
+const COST: &str = include_str!("../../../../rig/scenarios/cost.sh");
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -236,6 +241,56 @@ fn load_run(dir: &Path) -> Result<numapilot_rig::GuestRun, String> {
 /// Issue 5's race: every guest runs race.sh with the same [`RaceConfig`] (guests in parallel, one QEMU each),
 /// the cases are judged by `numapilot_rig::race` from the scenario's own reads, the table and verdicts printed,
 /// and (full version, unless --no-readme) README.md's section between the race markers rewritten.
+fn cost(args: &[String]) -> Res<()> {
+    let mut cfg = numapilot_rig::cost::CostConfig::default();
+    let mut mem_mb = 1024u64;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut num = |what: &str| -> Res<u64> {
+            let v = it.next().ok_or(format!("cost: {what} needs a number"))?;
+            v.parse::<u64>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| format!("cost: {what} {v:?}: not a number >= 1").into())
+        };
+        match a.as_str() {
+            "--procs" => cfg.procs = num("--procs")? as u32,
+            "--threads" => cfg.threads = num("--threads")? as u32,
+            "--seconds" => cfg.seconds = num("--seconds")? as u32,
+            "--warmup" => cfg.warmup = num("--warmup")? as u32,
+            "--mem-mb" => mem_mb = num("--mem-mb")?,
+            other => return Err(format!("cost: unknown argument {other:?}").into()),
+        }
+    }
+    let mut spec = preset("4node")?;
+    for n in &mut spec.nodes {
+        n.mem_mb = mem_mb;
+    }
+    // Spawning the load under TCG takes about a minute per 1,000 processes; three daemon runs follow.
+    spec.timeout =
+        std::time::Duration::from_secs(300 + u64::from(cfg.procs) / 5 + 3 * u64::from(cfg.seconds + cfg.warmup + 10));
+    let rig = prepare_with(&numapilot_rig::race::rig_options())?;
+    let conf = vec![("rig/cost.conf".to_string(), cfg.to_conf().into_bytes())];
+    let t0 = std::time::Instant::now();
+    let run = rig.boot(&spec, "cost", COST, &conf)?;
+    if run.scenario_rc != 0 {
+        return Err(format!("cost.sh failed (rc {}); console tail:\n{}", run.scenario_rc, run.console_tail()).into());
+    }
+    let res = numapilot_rig::cost::read_run(&run)?;
+    println!(
+        "guest 4node ({} MiB a node, QEMU TCG): {} processes x {} threads ready ({} tasks in the guest); {} s measured after {} s per daemon; wall {:.0} s",
+        mem_mb,
+        res.procs,
+        cfg.threads,
+        res.threads,
+        cfg.seconds,
+        cfg.warmup,
+        t0.elapsed().as_secs_f64()
+    );
+    print!("{}", res.render_markdown());
+    Ok(())
+}
+
 fn race(args: &[String]) -> Res<()> {
     let mut short = false;
     let mut reps = 1u32;
@@ -447,7 +502,8 @@ fn main() -> ExitCode {
         Some("capture-fixtures") => capture(&args[1..]),
         Some("demo") => demo(&args[1..]),
         Some("race") => race(&args[1..]),
-        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] | demo [PRESET] | race [--short] [...] | capture-fixtures [--out DIR] [PRESET...]"
+        Some("cost") => cost(&args[1..]),
+        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] | demo [PRESET] | race [--short] [...] | cost [...] | capture-fixtures [--out DIR] [PRESET...]"
             .into()),
     };
     match res {
