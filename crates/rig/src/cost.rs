@@ -24,7 +24,13 @@
 //! daemons pay the same emulation, so the ratio is what carries over. Clock ticks are 10 ms: over 30 s a daemon
 //! using under 0.03% of a core reads 0 and its ratio is reported as not measurable rather than infinite.
 
-use crate::guest::GuestRun;
+use std::time::Duration;
+
+use crate::guest::{GuestRun, Rig};
+use crate::spec::GuestSpec;
+
+/// The scenario, `rig/scenarios/cost.sh`.
+pub const SCENARIO: &str = include_str!("../../../rig/scenarios/cost.sh");
 
 /// Clock ticks per second of `/proc/PID/stat` times on x86-64 (`USER_HZ`, fixed by the kernel's ABI).
 pub const USER_HZ: f64 = 100.0;
@@ -129,6 +135,29 @@ pub struct CostResult {
 
 /// The scenario's runs, in order.
 pub const RUNS: [&str; 3] = ["numad", "numapilot-1s", "numapilot-default"];
+
+/// The guest the comparison runs in: the 4-node preset (2 CPUs a node) with `mem_mb` MiB a node (1,000 processes
+/// of 10 threads need about 2 GiB in all), and a time limit for spawning the load and the three daemon runs.
+pub fn guest(cfg: &CostConfig, mem_mb: u64) -> GuestSpec {
+    let mut spec = GuestSpec::preset("4node").expect("the 4node preset exists");
+    for n in &mut spec.nodes {
+        n.mem_mb = mem_mb;
+    }
+    // Spawning the load under TCG took 60-90 s per 1,000 processes (measured); three daemon runs follow.
+    spec.timeout = Duration::from_secs(300 + u64::from(cfg.procs) / 5 + 3 * u64::from(cfg.seconds + cfg.warmup + 10));
+    spec
+}
+
+/// Boots the guest with the scenario and reads the figures; the run is kept for its sections (daemon logs).
+pub fn run(rig: &Rig, cfg: &CostConfig, mem_mb: u64) -> Result<(GuestRun, CostResult), String> {
+    let conf = vec![("rig/cost.conf".to_string(), cfg.to_conf().into_bytes())];
+    let run = rig.boot(&guest(cfg, mem_mb), "cost", SCENARIO, &conf).map_err(|e| e.to_string())?;
+    if run.scenario_rc != 0 {
+        return Err(format!("cost.sh failed (rc {}); console tail:\n{}", run.scenario_rc, run.console_tail()));
+    }
+    let res = read_run(&run)?;
+    Ok((run, res))
+}
 
 /// Reads the sections of a finished run.
 pub fn read_run(run: &GuestRun) -> Result<CostResult, String> {

@@ -39,7 +39,6 @@ const CHECKS: &str = include_str!("../../../../rig/scenarios/checks.sh");
 const CAPTURE: &str = include_str!("../../../../rig/scenarios/capture.sh");
 const DEMO: &str = include_str!("../../../../rig/scenarios/demo.sh");
 const RACE: &str = include_str!("../../../../rig/scenarios/race.sh");
-const COST: &str = include_str!("../../../../rig/scenarios/cost.sh");
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -262,21 +261,9 @@ fn cost(args: &[String]) -> Res<()> {
             other => return Err(format!("cost: unknown argument {other:?}").into()),
         }
     }
-    let mut spec = preset("4node")?;
-    for n in &mut spec.nodes {
-        n.mem_mb = mem_mb;
-    }
-    // Spawning the load under TCG takes about a minute per 1,000 processes; three daemon runs follow.
-    spec.timeout =
-        std::time::Duration::from_secs(300 + u64::from(cfg.procs) / 5 + 3 * u64::from(cfg.seconds + cfg.warmup + 10));
     let rig = prepare_with(&numapilot_rig::race::rig_options())?;
-    let conf = vec![("rig/cost.conf".to_string(), cfg.to_conf().into_bytes())];
     let t0 = std::time::Instant::now();
-    let run = rig.boot(&spec, "cost", COST, &conf)?;
-    if run.scenario_rc != 0 {
-        return Err(format!("cost.sh failed (rc {}); console tail:\n{}", run.scenario_rc, run.console_tail()).into());
-    }
-    let res = numapilot_rig::cost::read_run(&run)?;
+    let (_run, res) = numapilot_rig::cost::run(&rig, &cfg, mem_mb)?;
     println!(
         "guest 4node ({} MiB a node, QEMU TCG): {} processes x {} threads ready ({} tasks in the guest); {} s measured after {} s per daemon; wall {:.0} s",
         mem_mb,
