@@ -832,3 +832,60 @@ fn a_group_at_the_caps_upper_mark_stays_whole() {
     let (aff_off, plan) = run(0.0);
     assert_eq!(aff_off, vec![aff(10, None, "2-3", "closest-set")], "{plan:#?}");
 }
+
+/// Rule 3's return: a task the balancer moved alone stays away while its unit's node, with it, is
+/// still busy (balance-stays), instead of being pulled back when its hold ends and moved out again.
+///
+/// ```text
+///   autonuma-2s12c-24g (12 CPUs a node); node 0 a CPU bottleneck (flag set)
+///   app (pid 10): one group, main thread t0 at 0.3 CPU and 12 workers at 1.0 on node 0, 32 MiB there
+///   decide 1: the group (12.3 CPUs, within the cap's upper mark 13.46) has no room anywhere
+///             (12.3 > 12 + 0.26) -> stays on node 0 (no-room-stay); balance: node 0 at
+///             12.3 / 12 = 1.025 > 1, managed demand 12.3 > 12.26 (a bottleneck the moves relieve):
+///             all tasks have share 1.0 + prior 0.1 -> the lightest, t0, goes to node 1
+///   applied; t0 now runs on node 1, and its CPU falls to 0.05 (a change of 83% > 50%: t0's own
+///   hold ends); the group's hold (its no-room-stay at decision 1, load 12.05 vs 12.3) holds
+///   every member for hold_periods (10) decisions
+///   decisions 2-13: from decision 11 the group is placed again (stay-current-node, all 13 tasks
+///             on node 0); node 0 with t0: 12.05 / 12 = 1.004 > cpu_load_high 0.90 -> t0 stays on
+///             node 1 (balance-stays): no action moves it. (Without the rule: balance sees node 0
+///             at 1.004 > 1 but 12.05 <= 12.26 is no bottleneck by managed demand and t0's
+///             preferred node is node 0, so it is not moved out again: decision 11 pulls t0 back
+///             to node 0, and the balancer moves it out when its CPU rises: the rig's ping-pong.)
+/// ```
+#[test]
+fn a_task_the_balancer_moved_stays_while_its_node_is_busy() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    let mut threads = vec![(0u32, 0.3)];
+    threads.extend([(0u32, 1.0); 12]);
+    b.proc(10, "app", &threads, &[32, 0]);
+    b.group_proc(1, 10);
+    b.bottleneck(0, 1.02);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.1 == Some(1000)).collect();
+    assert_eq!(moved, vec![aff(10, Some(1000), "1", "balance-weakest-first")], "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+    // As applied: the process's threads allowed on node 0, t0 alone on node 1 and running there.
+    b.allow(10, &[0]);
+    let node1 = std::sync::Arc::new(b.node_cpus(1));
+    let t0 = b.m.tasks.get_mut(&tk(10, 0)).unwrap();
+    t0.cpus_allowed = node1;
+    t0.node = Some(1);
+    t0.cpu = b.m.topo.nodes[1].cpus.first().unwrap();
+    t0.cpu_rate = 0.05;
+    b.m.nodes[0].cpu_demand -= 0.3;
+    b.m.nodes[1].cpu_demand += 0.05;
+    // The group's own hold (its no-room-stay at decision 1, load unchanged) ends after
+    // hold_periods (10) decisions: decide past it.
+    for d in 2..=13 {
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        for a in &plan.actions {
+            let t0_too = a.target.tid.is_none() || a.target.tid == Some(1000);
+            assert!(!t0_too, "decision {d}: t0 pulled back: {a:#?}");
+        }
+        applied(&mut p, &b.m, &plan);
+    }
+}

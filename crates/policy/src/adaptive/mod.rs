@@ -51,7 +51,9 @@
 //!          │              node (access share there + strength to its co-located group members)
 //!          │              to the idlest; never a task whose preferred node that is, unless the
 //!          │              node is a CPU bottleneck by managed demand alone (unmanaged load:
-//!          │              the daemon, pinned processes, does not count)
+//!          │              the daemon, pinned processes, does not count); a task so moved
+//!          │              returns only when its unit's node with it is <= cpu_load_high
+//!          │              (balance-stays)
 //!          ├─ 4 memory    units whose accessed memory is >= remote_share_min remote and whose
 //!          │              benefit (remote x CPU x horizon) beats the copy cost: hot ranges first
 //!          │              (MoveRanges), then MigratePages(max_pages), all under one budget of
@@ -168,6 +170,9 @@ pub(crate) struct Move {
     pub(crate) period: u64,
     /// CPU demand of the unit at the time, CPUs.
     pub(crate) load: f64,
+    /// Whether the balancer made it (a task moved alone off its unit's node: it comes back only
+    /// when that node has room again, see `balance-stays` in place.rs).
+    pub(crate) by_balance: bool,
 }
 
 impl Move {
@@ -361,7 +366,7 @@ impl Adaptive {
         match &action.kind {
             ActionKind::SetAffinity { cpus } => {
                 let nodes = model.topo.nodes_of_cpus(cpus);
-                let mv = Move { nodes, period, load };
+                let mv = Move { nodes, period, load, by_balance: action.reason.rule == "balance-weakest-first" };
                 let tids: Vec<u32> = match action.target.tid {
                     Some(tid) => vec![tid],
                     None => p.tids.clone(),
@@ -387,17 +392,18 @@ impl Adaptive {
             }
             ActionKind::MigratePages { to, .. } | ActionKind::Interleave { nodes: to, .. } => {
                 if let Some(st) = self.procs.get_mut(&pid) {
-                    st.mem_move = Some(Move { nodes: to.clone(), period, load });
+                    st.mem_move = Some(Move { nodes: to.clone(), period, load, by_balance: false });
                     if let ActionKind::Interleave { weights, .. } = &action.kind {
                         if action.reason.rule == memory::SHARED_RULE && st.shared_spread.is_none() {
-                            st.shared_spread = Some((Move { nodes: to.clone(), period, load }, weights.clone()));
+                            st.shared_spread =
+                                Some((Move { nodes: to.clone(), period, load, by_balance: false }, weights.clone()));
                         }
                     }
                 }
             }
             ActionKind::MoveRanges { to, ranges } => {
                 if let Some(st) = self.procs.get_mut(&pid) {
-                    st.mem_move = Some(Move { nodes: std::iter::once(*to).collect(), period, load });
+                    st.mem_move = Some(Move { nodes: std::iter::once(*to).collect(), period, load, by_balance: false });
                     for (start, _) in ranges {
                         st.range_moves.insert(*start, period);
                     }

@@ -938,6 +938,47 @@ impl<'m> Planner<'m> {
                 }
             }
         }
+        // balance-stays: a task the balancer moved off its unit's node, and still there, comes
+        // back only when that node, with it, is planned at or below `cpu_load_high` (the CPU
+        // bottleneck's enter mark). Without it, the move's hold ends (after `hold_periods`, or
+        // at once when a light task's CPU changes by half), the unit's placement pulls the task
+        // back, the node is over capacity again and the balancer moves it out again: in the rig,
+        // numa02's main thread (0.1-0.2 CPUs beside two busy workers on a 2-CPU node) went back
+        // and forth every 5-10 steps.
+        let t = &m.tunables;
+        let mut stays: Vec<(TaskKey, usize, usize, f64)> = Vec::new();
+        for (k, tp) in &self.task_plan {
+            if tp.held || tp.nodes.len() != 1 {
+                continue;
+            }
+            let Some(mv) = policy.task_moves.get(k).filter(|mv| mv.by_balance) else { continue };
+            let Some(cur) = self.task_idx(k) else { continue };
+            let home = tp.nodes[0];
+            if home == cur || !mv.nodes.contains(self.id(cur)) || self.cap[home] <= 0.0 {
+                continue;
+            }
+            let with = self.used[home] / self.cap[home];
+            if with > t.cpu_load_high {
+                stays.push((*k, home, cur, with));
+            }
+        }
+        for (k, home, cur, with) in stays {
+            let why = format!(
+                "task {} was moved alone to node {} by the balancer; node {} with it would be planned at {:.2} of its CPUs (> {:.2}): it stays",
+                k.tid,
+                self.id(cur),
+                self.id(home),
+                with,
+                t.cpu_load_high
+            );
+            if let Some(tp) = self.task_plan.get_mut(&k) {
+                self.used[home] -= tp.cpu;
+                self.used[cur] += tp.cpu;
+                tp.nodes = vec![cur];
+                tp.held = true;
+                tp.reason = Reason::new("balance-stays", why);
+            }
+        }
     }
 
     /// Places one unit (no hold).
