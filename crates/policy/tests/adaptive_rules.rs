@@ -847,7 +847,7 @@ fn a_group_at_the_caps_upper_mark_stays_whole() {
 ///   hold ends); the group's hold (its no-room-stay at decision 1, load 12.05 vs 12.3) holds
 ///   every member for hold_periods (10) decisions
 ///   decisions 2-13: from decision 11 the group is placed again (stay-current-node, all 13 tasks
-///             on node 0); node 0 with t0: 12.05 / 12 = 1.004 > cpu_load_high 0.90 -> t0 stays on
+///             on node 0); node 0 with t0: 12.05 / 12 = 1.004 > 1 (over capacity) -> t0 stays on
 ///             node 1 (balance-stays): no action moves it. (Without the rule: balance sees node 0
 ///             at 1.004 > 1 but 12.05 <= 12.26 is no bottleneck by managed demand and t0's
 ///             preferred node is node 0, so it is not moved out again: decision 11 pulls t0 back

@@ -17,8 +17,8 @@
 //!       move the weakest (then the lightest, then the lowest key) to the idlest node
 //! ```
 //!
-//! A task moved here comes back to its unit's node only when that node, with it, is planned at or
-//! below `cpu_load_high` (balance-stays, in place.rs): its hold alone would end after
+//! A task moved here comes back to its unit's node only when that node, with it, is planned
+//! within its capacity (load <= 1, balance-stays in place.rs): its hold alone would end after
 //! `hold_periods` (or when a light task's CPU changes by half) and the unit's placement would pull
 //! it back onto the node it was moved off, to be moved out again.
 //!

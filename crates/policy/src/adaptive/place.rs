@@ -939,13 +939,12 @@ impl<'m> Planner<'m> {
             }
         }
         // balance-stays: a task the balancer moved off its unit's node, and still there, comes
-        // back only when that node, with it, is planned at or below `cpu_load_high` (the CPU
-        // bottleneck's enter mark). Without it, the move's hold ends (after `hold_periods`, or
+        // back only when that node, with it, is planned within its capacity (load <= 1: a CPU for
+        // every task, the balancer's own condition for leaving a node alone). Without it, the move's hold ends (after `hold_periods`, or
         // at once when a light task's CPU changes by half), the unit's placement pulls the task
         // back, the node is over capacity again and the balancer moves it out again: in the rig,
         // numa02's main thread (0.1-0.2 CPUs beside two busy workers on a 2-CPU node) went back
         // and forth every 5-10 steps.
-        let t = &m.tunables;
         let mut stays: Vec<(TaskKey, usize, usize, f64)> = Vec::new();
         for (k, tp) in &self.task_plan {
             if tp.held || tp.nodes.len() != 1 {
@@ -958,18 +957,17 @@ impl<'m> Planner<'m> {
                 continue;
             }
             let with = self.used[home] / self.cap[home];
-            if with > t.cpu_load_high {
+            if with > 1.0 {
                 stays.push((*k, home, cur, with));
             }
         }
         for (k, home, cur, with) in stays {
             let why = format!(
-                "task {} was moved alone to node {} by the balancer; node {} with it would be planned at {:.2} of its CPUs (> {:.2}): it stays",
+                "task {} was moved alone to node {} by the balancer; node {} with it would be planned at {:.2} of its capacity (> 1): it stays",
                 k.tid,
                 self.id(cur),
                 self.id(home),
-                with,
-                t.cpu_load_high
+                with
             );
             if let Some(tp) = self.task_plan.get_mut(&k) {
                 self.used[home] -= tp.cpu;
