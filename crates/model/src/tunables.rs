@@ -421,11 +421,19 @@ pub struct Tunables {
     /// demand. Prevents: over-committing a node (above 1) beyond what its CPUs can run.
     pub node_cpu_target: f64,
     /// Count a node's capacity in cores (one per physical core) while the machine's whole CPU
-    /// demand fits in its cores, and in CPUs (every SMT sibling) only once it does not. Default
-    /// true. Source: SMT siblings share a core's pipelines and caches; in the simulator numa02_SMT's
-    /// 12 threads packed on one node's 6 cores x 2 took 1.76 x hard-bind's time (which spreads them
-    /// one per core). Prevents: packing a process onto half the machine's cores while the other
-    /// half idles; false (capacity always in CPUs) suits machines without SMT or pinned-SMT setups.
+    /// demand fits in its cores; beyond that, its cores times the machine's demand per core, at
+    /// most its CPUs (every SMT sibling), so every node takes the same share of the SMT sharing
+    /// (rule "smt-shared-evenly"). Default true. Source: SMT siblings share a core's pipelines and
+    /// caches; in the simulator numa02_SMT's 12 threads packed on one node's 6 cores x 2 took
+    /// 1.76 x hard-bind's time (which spreads them one per core). Counting every CPU as soon as
+    /// the demand passed the cores (the previous form) let the process mix on
+    /// autonuma-2s12c-24g (17 busy threads, 12 cores) put 11 threads on one node's 6 cores beside
+    /// 6 on the other's in some seeds and 7 beside 10 in others, and its latency-bound trader ran
+    /// 1.22-1.53 x default by seed (stddev/mean across seeds 7.45%); at 8.5 per node 1.04-1.06 x
+    /// (4.64% with shared-pool-waits, 3 seeds). Prevents: packing a process onto half the
+    /// machine's cores while the other half idles, and one node's siblings all shared while the
+    /// other node has a core per thread; false (capacity always in CPUs) suits machines without
+    /// SMT or pinned-SMT setups.
     pub smt_cores_first: bool,
     /// Access-share margin within which the node a group already runs on counts "as good" as the
     /// best node, so the group stays and its memory follows (0..1). Default 0.1. Source: the

@@ -362,9 +362,11 @@ fn the_first_touch_cadence_ends_after_its_window() {
     assert_eq!(t.validate().unwrap_err().field, "first_touch_window_ms");
 
     // Within the window but not slice-shaped (four threads, each with two ranges >= 50 MiB apart
-    // in a 64 MiB buffer: > 2 x 16 MiB + 4 MiB): its memory moves, at the settle cadence.
+    // in a 64 MiB buffer: > 2 x 16 MiB + 4 MiB): its memory moves, at the settle cadence. Its
+    // threads all run on node 1: split over both nodes, such a buffer would not move at all
+    // (shared-pool-waits, adaptive_rules.rs).
     let mut b = B::new("autonuma-2s12c-24g");
-    b.new_proc(11, "numa01", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[64, 0]);
+    b.new_proc(11, "numa01", &[(1, 1.0); 4], &[64, 0]);
     for i in 0..4u32 {
         let r = 0x4000_0000 + u64::from(i) * 2 * MIB;
         b.access(11, i, &[1.0, 0.0]);

@@ -607,6 +607,67 @@ fn capacity_counts_cores_until_the_demand_needs_smt_siblings() {
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "fork-spread"), aff(11, None, "1", "fork-spread")]);
 }
 
+/// Rule "smt-shared-evenly": between the machine's cores and its CPUs, a node's capacity is its
+/// cores times the machine's demand per core (at most its CPUs), so both nodes share the SMT
+/// siblings' slow-down instead of one packing its siblings while the other has a core per thread.
+///
+/// ```text
+///   db (10): 6 x 1.0 CPU on node 0, 1024 MiB there, one group; solver (20): 6 x 1.0 on node 1,
+///   1024 MiB there, one group; jvm (30): 3 x 1.0 on node 1, 96 MiB there, one group per thread,
+///   sampled accesses 100% on node 1
+///   demand 15 CPUs > 12 cores: 1.25 per core -> capacity 6 x 1.25 = 7.5 per node (of 12 CPUs)
+///     db -> node 0, solver -> node 1 (cpu-follows-memory: 100% of 1024 MiB): 6 of 7.5 each
+///     jvm 3000: node 1 has 1.5 left              -> stay-current-node (7 of 7.5)
+///     jvm 3001: node 1 has 0.5 left for 1.0      -> next-best-node: node 0 (7 of 7.5)
+///     jvm 3002: 0.5 left on both nodes           -> no-room-stay on node 1
+///   capacity in CPUs (smt_cores_first off; also the step function before this rule, which
+///   counted CPUs as soon as the demand passed the cores): 12 per node, node 1's 9 fit
+///     -> jvm stays whole on node 1: 9 busy threads on node 1's 6 cores beside 6 on node 0's 6
+/// ```
+#[test]
+fn past_the_cores_every_node_takes_its_share_of_smt_sharing() {
+    let build = |t: Tunables| {
+        let mut b = B::with("autonuma-2s12c-24g", t);
+        b.proc(10, "db", &[(0, 1.0); 6], &[1024, 0]).group_proc(1, 10);
+        b.proc(20, "solver", &[(1, 1.0); 6], &[0, 1024]).group_proc(2, 20);
+        b.proc(30, "jvm", &[(1, 1.0); 3], &[0, 96]);
+        for i in 0..3u32 {
+            b.access(30, i, &[0.0, 1.0]);
+            b.group(3 + u64::from(i), &[tk(30, i)]);
+        }
+        b
+    };
+    let b = build(Tunables { migrate_budget_mib_per_s: 1280, ..Tunables::default() });
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, None, "0", "cpu-follows-memory"),
+            aff(20, None, "1", "cpu-follows-memory"),
+            aff(30, Some(3000), "1", "stay-current-node"),
+            aff(30, Some(3001), "0", "next-best-node"),
+            aff(30, Some(3002), "1", "no-room-stay"),
+        ],
+        "{plan:#?}"
+    );
+    let next = plan.actions.iter().find(|a| a.reason.rule == "next-best-node").unwrap();
+    assert!(next.reason.detail.contains("node 1 has 0.5 of 7.5 CPUs left for 1.0"), "{}", next.reason.detail);
+
+    let b = build(Tunables { migrate_budget_mib_per_s: 1280, smt_cores_first: false, ..Tunables::default() });
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, None, "0", "cpu-follows-memory"),
+            aff(20, None, "1", "cpu-follows-memory"),
+            aff(30, None, "1", "stay-current-node"),
+        ],
+        "{plan:#?}"
+    );
+}
+
 /// Rule 4: below the RSS floor (64 MiB) memory goes along wholesale; above it, only the process's
 /// own (sampled) remote accesses count.
 ///
@@ -694,6 +755,74 @@ fn a_buffer_shared_across_nodes_is_interleaved_over_them_once_then_held() {
     b.rate(10, 2.0);
     let grown = p.decide(&b.m);
     assert!(grown.actions.iter().any(|a| matches!(a.kind, ActionKind::SetAffinity { .. })), "{grown:#?}");
+}
+
+/// Rule "shared-pool-waits": a split process whose threads each sample all over its memory (a
+/// buffer pool queried at random) keeps its ranges where they lie; one whose threads sample
+/// slices of their own still has them follow its threads.
+///
+/// ```text
+///   db (10): 4 x 1.0 CPU, threads 0, 1 on node 0 and 2, 3 on node 1, 2048 MiB all on node 0
+///        (512 MiB per thread), one group per thread, sampled accesses 100% on node 0; node 0's
+///        memory bandwidth is a bottleneck, so groups 3, 4 stay on node 1 (512 MiB < 1024 MiB: no
+///        size rule) -> 4 SetAffinity (stay-current-node)
+///   pool: thread i samples 3 ranges at (i + 4j) x 160 MiB, j = 0..2 (10 samples each): span
+///        8 x 160 + 2 = 1282 MiB > 2 x 512 + 2 x 2 = 1028 MiB for all 4 threads -> spans the
+///        pool; every range sampled from one node set only -> shared share 0 < 0.5 (not a
+///        shared buffer) -> shared-pool-waits: no MoveRanges; the rest outside the units' nodes
+///        waits too (the union {0, 1} is two nodes: split-remainder-waits) -> no memory action
+///        (before this rule: MoveRanges of threads 2 and 3's 6 ranges to node 1, as below)
+///   slices: thread i samples 3 ranges at i x 512 + j x 150 MiB: span 302 MiB <= 1028 MiB
+///        -> threads 2 and 3's 6 ranges lie on none of their accessors' nodes
+///        -> MoveRanges(6 ranges, to node 1): 6 x 512 = 3072 pages, memory-follows-cpu
+/// ```
+#[test]
+fn a_pool_every_thread_samples_all_over_is_not_pulled_apart_by_its_samples() {
+    let build = |slices: bool| {
+        let t = Tunables {
+            migrate_budget_mib_per_s: 1280,
+            smt_cores_first: false,
+            cold_memory_share_min: 1.0,
+            ..Tunables::default()
+        };
+        let mut b = B::with("autonuma-2s12c-24g", t);
+        b.proc(10, "db", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[2048, 0]);
+        let base = 0x4000_0000u64;
+        for i in 0..4u32 {
+            b.access(10, i, &[1.0, 0.0]);
+            for j in 0..3u64 {
+                let off =
+                    if slices { u64::from(i) * 512 * MIB + j * 150 * MIB } else { (u64::from(i) + 4 * j) * 160 * MIB };
+                b.hot(10, i, base + off, 2 * MIB, 0, 10);
+            }
+            b.group(u64::from(i) + 1, &[tk(10, i)]);
+        }
+        b.m.nodes[0].mem_bw.bottleneck = true;
+        b
+    };
+    let stays = |plan: &numapilot_policy::Plan| {
+        plan.actions.iter().filter(|a| matches!(a.kind, ActionKind::SetAffinity { .. })).count()
+    };
+    let b = build(false);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(stays(&plan), 4, "{plan:#?}");
+    assert_eq!(plan.actions.len(), 4, "no memory action for a pool: {plan:#?}");
+
+    let b = build(true);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(stays(&plan), 4, "{plan:#?}");
+    assert_eq!(plan.actions.len(), 5, "{plan:#?}");
+    let mv = &plan.actions[4];
+    assert_eq!(mv.reason.rule, "memory-follows-cpu");
+    match &mv.kind {
+        ActionKind::MoveRanges { ranges, to } => {
+            assert_eq!((ranges.len(), *to), (6, 1), "{mv:#?}");
+            assert_eq!(pages_of(mv), 3072);
+        }
+        k => panic!("expected MoveRanges, got {k:?}"),
+    }
 }
 
 /// The new decisions tunables are checked: fractions in 0..=1, named in the error.

@@ -1,5 +1,6 @@
 //! Prints numapilot's actions (time, target, kind, rule, detail) on one run, for reading a policy's
 //! decisions: `cargo run --release -p numapilot-sim --example trace -- MACHINE WORKLOAD[@SCALE] SECONDS SEED [PID]`.
+//! `PROBE_TUNABLES=file.toml` overrides tunables, as for the probe example.
 
 use numapilot_sim::workload::{autonuma_bench, process_types, vm_mix};
 use numapilot_sim::{run::run_engine, Machine, SimOptions};
@@ -25,7 +26,10 @@ fn main() {
     }
     let seed: u64 = a[3].parse().expect("seed");
     let pid: Option<u32> = a.get(4).map(|p| p.parse().expect("pid"));
-    let opts = SimOptions::default();
+    let mut opts = SimOptions::default();
+    if let Some(path) = std::env::var_os("PROBE_TUNABLES") {
+        opts.tunables = numapilot_sim::run::tunables_from_file(std::path::Path::new(&path)).expect("tunables");
+    }
     let r = run_engine(&m, &spec, "numapilot", seed, &opts, &mut |_| {}, &mut |sim, rep| {
         for act in &rep.plan.actions {
             if pid.is_some_and(|p| p != act.target.pid) {

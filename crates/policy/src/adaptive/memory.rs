@@ -20,7 +20,11 @@
 //!                                the units' nodes, MigratePages to the union when it is one
 //!                                node (several: the rest waits for its samples, since a
 //!                                MigratePages would guess the node); without access
-//!                                samples: Interleave over their nodes, weighted by planned CPU
+//!                                samples: Interleave over their nodes, weighted by planned CPU;
+//!                                no per-unit moves when most threads sample wider than twice the
+//!                                memory per thread (shared-pool-waits: a pool every thread reads
+//!                                at random, too sparsely sampled to show as shared; its threads
+//!                                gather by CPU follows memory or its class binding instead)
 //!     otherwise               r = remote share of its accesses (or memory) outside S
 //!       static-large, latency:  r > 0                                   (binding classes)
 //!       unclassified:           r >= remote_share_min (below min_process_rss_mib, r counts
@@ -183,8 +187,26 @@ fn shared_sample_share(pl: &Planner<'_>, pid: u32) -> f64 {
 /// so two samples of one thread lie far apart. Threads with fewer than two ranges do not count;
 /// without any such thread the process is not judged slice-shaped.
 fn slice_shaped(pl: &Planner<'_>, pid: u32) -> bool {
+    let (compact, judged) = slice_counts(pl, pid);
+    judged > 0 && compact * 2 >= judged
+}
+
+/// Whether `pid`'s threads each sample all over its memory (rule "shared-pool-waits"): of its
+/// threads with at least two sampled hot ranges, more than half have them spread wider than
+/// twice the process's memory per thread (plus two ranges' length); the opposite verdict of
+/// [`slice_shaped`], and like it `false` without any such thread. A database's buffer pool,
+/// queried at random by every worker, reads so from its first samples; its ranges are sampled so
+/// sparsely that few are seen from two node sets, so `shared_sample_share` stays low for seconds.
+fn spans_shared_pool(pl: &Planner<'_>, pid: u32) -> bool {
+    let (compact, judged) = slice_counts(pl, pid);
+    judged > 0 && compact * 2 < judged
+}
+
+/// Of `pid`'s threads with at least two sampled hot ranges (`judged`), how many have them within
+/// twice the process's memory per thread plus two ranges' length (`compact`).
+fn slice_counts(pl: &Planner<'_>, pid: u32) -> (usize, usize) {
     let m = pl.model;
-    let Some(p) = m.procs.get(&pid) else { return false };
+    let Some(p) = m.procs.get(&pid) else { return (0, 0) };
     let slice = p.rss_bytes / p.tids.len().max(1) as u64;
     let (mut compact, mut judged) = (0usize, 0usize);
     for tid in &p.tids {
@@ -200,7 +222,7 @@ fn slice_shaped(pl: &Planner<'_>, pid: u32) -> bool {
             compact += 1;
         }
     }
-    judged > 0 && compact * 2 >= judged
+    (compact, judged)
 }
 
 /// Share of `p`'s accesses per node: the CPU-weighted mean of its threads' shares, else its
@@ -315,7 +337,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         let shared = split && sampled && shared_sample_share(pl, pid) >= t.shared_range_share_min;
         if split && sampled && !shared {
             // Each unit's ranges to its nodes; what lies outside all of them, to their union.
-            if rss_ok {
+            // Not a pool every thread samples all over (rule "shared-pool-waits"): a range of it
+            // sampled from one node set is used from all of them, and moving it there pulls the
+            // pool towards whichever threads sampled it (the process mix's database: 1.3 GiB of
+            // its pool moved to the node its threads were leaving, then bound back at 19 s).
+            if rss_ok && !spans_shared_pool(pl, pid) {
                 jobs.extend(split_jobs(pl, pid));
             }
         }

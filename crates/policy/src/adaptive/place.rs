@@ -5,7 +5,10 @@
 //! is placed against one capacity table, heaviest first:
 //!
 //! ```text
-//!   capacity[n] = CPUs(n) x node_cpu_target  -  fixed demand on n (tasks of no unit)
+//!   capacity[n] = C(n) x node_cpu_target  -  fixed demand on n (tasks of no unit)
+//!     C(n) = cores(n) x max(1, D / cores)  capped at CPUs(n)     (smt_cores_first; else CPUs(n))
+//!            D = the machine's whole demand: a core per thread while they fit, then every node
+//!            takes the same share of the SMT sharing (smt-shared-evenly), CPUs once D needs all
 //!   memory[n]   = free(n) + managed memory on n  -  MemTotal(n) x (1 - group_max_mem_frac)
 //!   unit fits a node:  first candidate with room and no bottleneck (for it), else stay, else least loaded
 //!   unit larger:       preferred node + nearest nodes until CPU and memory suffice
@@ -263,8 +266,11 @@ impl<'m> Planner<'m> {
 
     /// Capacity per node (with `smt_cores_first`): its cores while the machine's whole demand fits in its cores (SMT
     /// siblings share a core's pipelines and caches: numa02_SMT's 12 threads on 6 cores x 2 run at
-    /// half speed, on 12 cores at full), its CPUs (all hardware threads) once the demand needs
-    /// them (numa01: 24 busy threads on 24 CPUs), times `node_cpu_target`.
+    /// half speed, on 12 cores at full); beyond that its cores times the machine's demand per core,
+    /// at most its CPUs (all hardware threads), so every node takes the same share of the SMT
+    /// sharing (rule "smt-shared-evenly": the process mix's 17 threads on 12 cores got 8.5 per
+    /// node, not 11 on one node's 6 cores beside 6 on the other's); its CPUs once the demand
+    /// needs them all (numa01: 24 busy threads on 24 CPUs); times `node_cpu_target`.
     fn set_capacity(&mut self) {
         let m = self.model;
         let t = &m.tunables;
@@ -293,8 +299,13 @@ impl<'m> Planner<'m> {
             })
             .sum();
         let demand = self.fixed.iter().sum::<f64>() + self.units.iter().map(|u| u.cpu).sum::<f64>() + new_est;
-        let per_node = if t.smt_cores_first && demand <= cores.iter().sum::<f64>() { &cores } else { &self.cpus };
-        self.cap = per_node.iter().map(|c| c * t.node_cpu_target).collect();
+        let total_cores: f64 = cores.iter().sum();
+        self.cap = if t.smt_cores_first && total_cores > 0.0 {
+            let per_core = (demand / total_cores).max(1.0);
+            cores.iter().zip(&self.cpus).map(|(&c, &n)| (c * per_core).min(n) * t.node_cpu_target).collect()
+        } else {
+            self.cpus.iter().map(|c| c * t.node_cpu_target).collect()
+        };
     }
 
     /// Dense index of a task's node.
