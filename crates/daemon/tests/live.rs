@@ -201,6 +201,28 @@ fn child_entry() {
             println!("renamed");
             sleep_forever()
         }
+        "wake" => {
+            // This thread burns CPU; a second thread prints "worker TID", then blocks opening the
+            // FIFO NP_FLAG for reading (no wake-up at all until a writer opens it), then burns
+            // CPU too.
+            let fifo = std::env::var("NP_FLAG").unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                let _f = std::fs::File::open(&fifo).unwrap();
+                let mut x = 0u64;
+                loop {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            });
+            println!("worker {}", rx.recv().unwrap());
+            ready();
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+        }
         "mem" => {
             let len: usize = 8 << 20;
             let mut v = vec![0u8; len + 4096];
@@ -840,6 +862,62 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     assert!(s3.process(pid).is_none(), "an exited process leaves the sample");
     assert!(s3.process(busy.pid()).is_some());
     busy.kill();
+}
+
+/// In a busy process, a thread that did not run keeps its stat from the last read (the tier's
+/// `carry_idle_threads`); once it runs, the next cycle reads it: its CPU time shows. Expected: the
+/// child's worker thread shows the same ticks and schedstat in samples 1 and 2 (blocked on a FIFO;
+/// sample 2 comes once the main thread's spinning has moved the process's ticks, so the process is
+/// re-read), and after the FIFO is opened and the worker has run 30 ms more (its schedstat, read
+/// here), sample 3 shows at least 3 ticks more (USER_HZ 100). Fails if a thread's stat is kept
+/// after it ran.
+#[test]
+fn a_thread_that_starts_running_in_a_busy_process_is_read_the_next_cycle() {
+    let (_d, state) = tmp_state("wake");
+    let mut host = host_with(&state, |_| {});
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut kid = Kid::spawn("wake", &[("NP_FLAG", fifo.display().to_string())]);
+    let tid: u32 = kid.line("worker").parse().unwrap();
+    kid.line("ready");
+    let pid = kid.pid();
+    let worker = |s: &numapilot_observe::Sample| {
+        s.process(pid).unwrap().threads.iter().find(|t| t.tid == tid).expect("the worker thread").clone()
+    };
+    let proc_ticks = || numapilot_daemon::live::select::read_stat(pid).unwrap().cpu_ticks();
+    let s1 = host.sample().unwrap();
+    let t1 = s1.process(pid).unwrap().stat.cpu_ticks();
+    while proc_ticks() < t1 + 2 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let s2 = host.sample().unwrap();
+    let (w1, w2) = (worker(&s1), worker(&s2));
+    assert!(s2.process(pid).unwrap().read_ns > s1.process(pid).unwrap().read_ns, "the busy child is re-read");
+    assert_eq!(w1.stat.cpu_ticks(), w2.stat.cpu_ticks(), "blocked on the FIFO");
+    assert_eq!(w1.schedstat, w2.schedstat, "the worker has not run");
+    // Wake the worker: opening the write end completes its open.
+    let _w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let run_ns = || {
+        let t = std::fs::read_to_string(format!("/proc/{pid}/task/{}/schedstat", w2.tid)).unwrap();
+        t.split_whitespace().next().unwrap().parse::<u64>().unwrap()
+    };
+    let before = w2.schedstat.unwrap().run_ns;
+    while run_ns() < before + 30_000_000 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let s3 = host.sample().unwrap();
+    let w3 = worker(&s3);
+    assert!(w3.schedstat.unwrap().run_ns >= before + 30_000_000, "{:?} -> {:?}", w2.schedstat, w3.schedstat);
+    assert!(
+        w3.stat.cpu_ticks() >= w2.stat.cpu_ticks() + 3,
+        "the worker ran 30 ms more but its stat shows {} ticks, {} before",
+        w3.stat.cpu_ticks(),
+        w2.stat.cpu_ticks()
+    );
+    kid.kill();
 }
 
 /// A process the daemon just changed is read in full on the next cycle, even when idle: the plan
