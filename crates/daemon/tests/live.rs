@@ -60,7 +60,15 @@ impl Kid {
         TaskRef { pid: self.pid(), tid: None, starttime: read_starttime(self.pid()).unwrap() }
     }
 
-    fn kill(mut self) {
+    fn kill(self) {
+        drop(self);
+    }
+}
+
+/// A failing test leaves no child behind (some spin: left running they load the shared machine).
+/// `Child::kill` after `wait` signals nothing, so a reused pid is never hit.
+impl Drop for Kid {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -918,6 +926,50 @@ fn a_thread_that_starts_running_in_a_busy_process_is_read_the_next_cycle() {
         w2.stat.cpu_ticks()
     );
     kid.kill();
+}
+
+/// The observation split over two threads (the stat pass above `PARALLEL_STAT_FROM` kept files,
+/// the detail reads) gives the sample one thread gives: 150 sleeping children (4 threads and the
+/// test harness's each)
+/// make the stat pass long enough to split. Every process in every sample carries its own stat
+/// (`stat.pid`, start time) and its threads theirs, and each child shows the same threads and
+/// the same thread stats (they sleep) to a one-thread observer and a two-thread one, on the
+/// first cycle and the next. Fails if the split hands a stat to the wrong pid or drops one.
+#[test]
+fn the_two_thread_observation_gives_the_one_thread_sample() {
+    use numapilot_daemon::live::observe::PARALLEL_STAT_FROM;
+    let (_d, state) = tmp_state("split");
+    let mut kids: Vec<Kid> = (0..150).map(|_| Kid::spawn("sleep", &[])).collect();
+    for k in &mut kids {
+        k.line("ready");
+    }
+    let open = |threads: usize, name: &str| {
+        let mut tuning = numapilot_daemon::live::LiveTuning::default();
+        tuning.tiers.threads = threads;
+        let o = LiveOptions { state_path: state.with_extension(name), ..LiveOptions::default() };
+        LiveHost::open_with(topo(), o, tuning).unwrap().0
+    };
+    let (mut one, mut two) = (open(1, "one"), open(2, "two"));
+    for cycle in 0..2 {
+        let (a, b) = (one.sample().unwrap(), two.sample().unwrap());
+        assert!(two.tier_stats().open_stat >= PARALLEL_STAT_FROM || cycle == 0, "{:?}", two.tier_stats());
+        for s in [&a, &b] {
+            for p in &s.processes {
+                assert_eq!((p.stat.pid, p.stat.starttime), (p.pid, p.starttime), "process {}", p.pid);
+                for t in &p.threads {
+                    assert_eq!(t.stat.pid, t.tid, "process {}", p.pid);
+                }
+            }
+        }
+        for k in &kids {
+            let (pa, pb) = (a.process(k.pid()).expect("in one"), b.process(k.pid()).expect("in two"));
+            assert!(pa.threads.len() >= 4, "{} threads", pa.threads.len());
+            let stats = |p: &numapilot_observe::ProcessSample| {
+                p.threads.iter().map(|t| (t.tid, t.stat.clone(), t.cpus_allowed.clone())).collect::<Vec<_>>()
+            };
+            assert_eq!(stats(pa), stats(pb), "cycle {cycle}, child {}", k.pid());
+        }
+    }
 }
 
 /// A process the daemon just changed is read in full on the next cycle, even when idle: the plan

@@ -265,6 +265,28 @@ fn explicit_policy(p: &ProcessSample) -> bool {
     p.numa_maps.as_ref().is_some_and(|m| m.vmas.iter().any(|v| v.policy.mode.is_explicit()))
 }
 
+/// The copy of `last` (a process's details as last read) that goes into a sample, with this
+/// cycle's stat and RSS. The model reads numa_maps only to tell a process that placed itself (an
+/// explicit policy on its VMAs: `numapilot_model::tasks::policy_pinned`), which is `false` without
+/// it, and takes memory per node from `node_usage`: so only a process with such a policy
+/// (`has_policy`) carries its cached numa_maps into the sample; the others' stays with the
+/// observer instead of being copied every cycle.
+fn for_sample(last: &ProcessSample, has_policy: bool, st: &TaskStat, page_kb: u64) -> ProcessSample {
+    ProcessSample {
+        pid: last.pid,
+        starttime: last.starttime,
+        comm: st.comm.clone(),
+        kernel_thread: last.kernel_thread,
+        read_ns: last.read_ns,
+        stat: st.clone(),
+        rss_kb: Some(st.rss_pages * page_kb),
+        numa_maps: if has_policy { last.numa_maps.clone() } else { None },
+        numa_maps_error: last.numa_maps_error.clone(),
+        node_usage: last.node_usage.clone(),
+        threads: last.threads.clone(),
+    }
+}
+
 /// Reads and parses each kept-open stat file (see [`TieredObserver::list_and_read_kept`]).
 fn read_kept(kept: &[(u32, &File)], buf: &mut [u8]) -> Vec<(u32, Option<TaskStat>)> {
     kept.iter()
@@ -482,6 +504,8 @@ impl TieredObserver {
         let mut stats = TierStats::default();
         let mut want_both = Vec::new();
         let mut want_threads = Vec::new();
+        // Processes read in no tier this cycle (ascending by pid).
+        let mut carried = Vec::new();
         // Per entry of `want_threads`: read since the last read (see `carry_idle_threads`).
         let mut since = Vec::new();
         let mut want_maps = Vec::new();
@@ -580,30 +604,58 @@ impl TieredObserver {
                     since.push(carry && !new && !refresh && !stale_turn);
                 }
                 (false, true) => want_maps.push(pid),
-                (false, false) => {}
+                (false, false) => carried.push(pid),
             }
             stats_now.insert(pid, st);
         }
         let t_details = numapilot_observe::reader::monotonic_ns();
         let cpu_details = process_cpu_ns();
-        // Read the chosen details. A steady-state cycle reads a few dozen processes: one thread does
-        // it for less CPU than starting workers (each a clone and a fresh stack to fault in); the
-        // first cycle (every process) spreads over the reader's workers.
-        let both = if want_both.len() > PARALLEL_FROM {
-            self.parallel.read_processes(&want_both)?
-        } else {
-            self.with_maps.read_processes(&want_both)?
+        // Read the chosen details and, at the same time, copy the carried processes (the larger
+        // part of the assembly: a thousand processes of ten threads each) into the sample: the
+        // reads run in a helper thread when there are more than a few (the copy needs nothing they
+        // produce). A steady-state cycle reads a few dozen processes; the first cycle (every
+        // process) spreads over the reader's workers.
+        let entries = &self.entries;
+        let page_kb = self.page_kb;
+        let readers = (&self.parallel, &self.with_maps, &self.threads_only_par, &self.threads_only, &self.maps_only);
+        let read_details = || -> Result<_, ReadError> {
+            let (parallel, with_maps, threads_par, threads_one, maps_only) = readers;
+            let both = if want_both.len() > PARALLEL_FROM {
+                parallel.read_processes(&want_both)?
+            } else {
+                with_maps.read_processes(&want_both)?
+            };
+            let prev: Vec<Option<&ProcessSample>> = want_threads
+                .iter()
+                .zip(&since)
+                .map(|(pid, &s)| if s { entries.get(pid).and_then(|e| e.last.as_ref()) } else { None })
+                .collect();
+            let reader = if want_threads.len() >= PARALLEL_DETAILS_FROM { threads_par } else { threads_one };
+            let thr = reader.read_processes_since(&want_threads, &prev)?;
+            let mp = maps_only.read_processes(&want_maps)?;
+            Ok((both, thr, mp))
         };
-        let prev: Vec<Option<&ProcessSample>> = want_threads
-            .iter()
-            .zip(&since)
-            .map(|(pid, &s)| if s { self.entries.get(pid).and_then(|e| e.last.as_ref()) } else { None })
-            .collect();
-        let reader =
-            if want_threads.len() >= PARALLEL_DETAILS_FROM { &self.threads_only_par } else { &self.threads_only };
-        let thr = reader.read_processes_since(&want_threads, &prev)?;
-        drop(prev);
-        let mp = self.maps_only.read_processes(&want_maps)?;
+        let copy_carried = || -> Vec<ProcessSample> {
+            carried
+                .iter()
+                .filter_map(|pid| {
+                    let e = entries.get(pid)?;
+                    Some(for_sample(e.last.as_ref()?, e.has_policy, stats_now.get(pid)?, page_kb))
+                })
+                .collect()
+        };
+        let detail_count = want_both.len() + want_threads.len() + want_maps.len();
+        let (details, mut carried_samples) = if self.tiers.threads > 1 && detail_count >= PARALLEL_DETAILS_FROM {
+            std::thread::scope(|sc| {
+                let h = sc.spawn(read_details);
+                let c = copy_carried();
+                // A reader panicking is a bug in a parser: surface it rather than hide it.
+                (h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), c)
+            })
+        } else {
+            (read_details(), copy_carried())
+        };
+        let (both, thr, mp) = details?;
         stats.threads_read = both.len() + thr.len();
         stats.maps_read = both.len() + mp.len();
         for p in both {
@@ -640,29 +692,21 @@ impl TieredObserver {
         }
         let t_assemble = numapilot_observe::reader::monotonic_ns();
         let cpu_assemble = process_cpu_ns();
-        // Assemble: every watched process, details as last read, stat and RSS of this cycle.
+        // Assemble: every watched process, details as last read, stat and RSS of this cycle; the
+        // carried ones are copied already (ascending by pid, as `pids`).
         let mut processes = Vec::with_capacity(stats_now.len());
+        let mut carried_next = carried_samples.drain(..).peekable();
         for &pid in &pids {
-            let Some(st) = stats_now.remove(&pid) else { continue };
-            let Some(e) = self.entries.get_mut(&pid) else { continue };
-            let has_policy = e.has_policy;
-            let Some(last) = e.last.as_mut() else { continue };
-            // The model reads numa_maps only to tell a process that placed itself (an explicit
-            // policy on its VMAs: `numapilot_model::tasks::policy_pinned`), which is `false`
-            // without it, and takes memory per node from `node_usage`. So only processes with such
-            // a policy carry their (cached) numa_maps into the sample; the others' stays here
-            // instead of being copied every cycle (the larger part of the assembly's cost).
-            let maps = if has_policy { None } else { last.numa_maps.take() };
-            let mut p = last.clone();
-            if maps.is_some() {
-                last.numa_maps = maps;
+            if carried_next.peek().is_some_and(|p| p.pid == pid) {
+                processes.extend(carried_next.next());
+                continue;
             }
-            p.rss_kb = Some(st.rss_pages * self.page_kb);
-            p.comm.clone_from(&st.comm);
-            p.stat = st;
-            stats.threads += p.threads.len();
-            processes.push(p);
+            let Some(st) = stats_now.get(&pid) else { continue };
+            let Some(e) = self.entries.get(&pid) else { continue };
+            let Some(last) = e.last.as_ref() else { continue };
+            processes.push(for_sample(last, e.has_policy, st, page_kb));
         }
+        stats.threads = processes.iter().map(|p| p.threads.len()).sum();
         stats.processes = processes.len();
         stats.open_stat = self.open_fds;
         let end = numapilot_observe::reader::monotonic_ns();
