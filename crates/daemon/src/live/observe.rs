@@ -109,7 +109,8 @@ pub struct TierOptions {
     pub max_open_stat: usize,
     /// Threads that read one observation: the stat pass over every pid (with the listing of /proc
     /// beside it) and the detail reads are split over this many threads when they are long enough
-    /// ([`PARALLEL_STAT_FROM`], [`PARALLEL_DETAILS_FROM`]). Default 2. Source: issue 5's target is
+    /// ([`PARALLEL_STAT_FROM`], [`PARALLEL_DETAILS_FROM`]), and the detail reads run beside the copy
+    /// of the carried processes into the sample. Default 2. Source: issue 5's target is
     /// the cycle's wall time, and three quarters of the observation's CPU is the kernel producing
     /// /proc files, which runs on as many CPUs as there are readers (measured with
     /// `cargo run --release -p numapilot-daemon --example cycle_cost`). 1 reads in the calling
@@ -155,9 +156,12 @@ const PARALLEL_FROM: usize = 256;
 pub const PARALLEL_STAT_FROM: usize = 128;
 
 /// Processes whose threads are read in one cycle from which that read is split over
-/// [`TierOptions::threads`]. Default 8, unit processes. Source: a choice; one process of 10 threads
-/// costs about 0.2 ms of reads, a thread start about 0.03 ms. What it prevents: starting threads
-/// for a read of one or two processes.
+/// [`TierOptions::threads`] workers in a helper thread, beside the copy of the carried processes.
+/// Default 8, unit processes. Source: a choice; one process of 10 threads costs about 0.2 ms of
+/// reads, a thread start about 0.03 ms. What it prevents: starting threads for a read of one or
+/// two processes. (One helper reading alone, beside the copy, was tried: in `--ab` runs of the cost
+/// example at load average 10-11 it kept the observation's wall time at 0.98-0.99 of one thread's,
+/// against 0.82-0.87 with the workers: on a loaded machine each thread is one more share of it.)
 pub const PARALLEL_DETAILS_FROM: usize = 8;
 
 /// What the observer knows of one pid.
