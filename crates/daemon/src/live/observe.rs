@@ -112,8 +112,12 @@ pub struct TierOptions {
     /// ([`PARALLEL_STAT_FROM`], [`PARALLEL_DETAILS_FROM`]), and the detail reads run beside the copy
     /// of the carried processes into the sample. Default 2. Source: issue 5's target is
     /// the cycle's wall time, and three quarters of the observation's CPU is the kernel producing
-    /// /proc files, which runs on as many CPUs as there are readers (measured with
-    /// `cargo run --release -p numapilot-daemon --example cycle_cost`). 1 reads in the calling
+    /// /proc files, which runs on as many CPUs as there are readers. Measured on the 2-CPU
+    /// development VM (`cargo run --release -p numapilot-daemon --example cycle_cost -- --ab
+    /// --a-threads 1`), where it is not a clear win: the observation's wall time was 0.77-1.07 of one
+    /// thread's (mean 0.88, six runs at load average 5-15), but 1.34-1.44 in three runs with the
+    /// measuring thread at nice -20, as the VM's CPUs are themselves taken away for milliseconds at a
+    /// time and a cycle that joins a second thread waits for the slower one. 1 reads in the calling
     /// thread only. What it prevents: a cycle's wall time being the sum of 1,000 file reads on one
     /// CPU while another is idle. What is read, and so the sample, does not depend on it.
     pub threads: usize,
@@ -159,9 +163,10 @@ pub const PARALLEL_STAT_FROM: usize = 128;
 /// [`TierOptions::threads`] workers in a helper thread, beside the copy of the carried processes.
 /// Default 8, unit processes. Source: a choice; one process of 10 threads costs about 0.2 ms of
 /// reads, a thread start about 0.03 ms. What it prevents: starting threads for a read of one or
-/// two processes. (One helper reading alone, beside the copy, was tried: in `--ab` runs of the cost
-/// example at load average 10-11 it kept the observation's wall time at 0.98-0.99 of one thread's,
-/// against 0.82-0.87 with the workers: on a loaded machine each thread is one more share of it.)
+/// two processes. (One helper reading alone, beside the copy, was tried: in two `--ab` runs of the
+/// cost example at load average 10-11 its observation took 0.98-0.99 of one thread's wall time,
+/// against 0.77-1.07, mean 0.88, in six runs with the workers at load average 5-15; weak evidence
+/// on a noisy machine, where each thread is one more share of it.)
 pub const PARALLEL_DETAILS_FROM: usize = 8;
 
 /// What the observer knows of one pid.
