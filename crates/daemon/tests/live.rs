@@ -972,6 +972,47 @@ fn the_two_thread_observation_gives_the_one_thread_sample() {
     }
 }
 
+/// The age refreshes of numa_maps (every `6 x numa_maps_ms` for a small process) of processes
+/// first seen together spread over the period instead of all falling in one cycle. 60 sleeping
+/// children are first seen in one sample; with `numa_maps_ms` 300 (period 1.8 s) and a sample every
+/// ~40 ms for 2.5 s, without the stagger one cycle at ~1.8 s re-reads all 60 children's numa_maps
+/// (the first sample's cost again); with it the re-reads fall in at least 4 cycles, none with more
+/// than two thirds of them (a loaded test machine's cycles are slow and uneven: each covers more of
+/// the period), and together at least 40 (each comes due within one period of the first read).
+/// Counted per child (`numa_maps_read_ns`), so other tests' processes do not count.
+#[test]
+fn numa_maps_age_refreshes_are_spread_over_the_period() {
+    let (_d, state) = tmp_state("stagger");
+    let mut kids: Vec<Kid> = (0..60).map(|_| Kid::spawn("sleep", &[])).collect();
+    for k in &mut kids {
+        k.line("ready");
+    }
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.numa_maps_ms = 300;
+    let o = LiveOptions { state_path: state, ..LiveOptions::default() };
+    let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
+    host.sample().unwrap();
+    let read_at =
+        |h: &LiveHost| kids.iter().map(|k| h.numa_maps_read_ns(k.pid()).expect("watched")).collect::<Vec<_>>();
+    let mut last = read_at(&host);
+    let start = std::time::Instant::now();
+    let (mut per_cycle, mut refreshed) = (Vec::new(), std::collections::BTreeSet::new());
+    while start.elapsed() < std::time::Duration::from_millis(2500) {
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        host.sample().unwrap();
+        let now = read_at(&host);
+        let moved: Vec<usize> = (0..kids.len()).filter(|&i| now[i] != last[i]).collect();
+        per_cycle.push(moved.len());
+        refreshed.extend(moved);
+        last = now;
+    }
+    let max = per_cycle.iter().copied().max().unwrap_or(0);
+    let cycles = per_cycle.iter().filter(|&&n| n > 0).count();
+    assert!(max * 3 <= kids.len() * 2, "one cycle re-read {max} of {} children's numa_maps: {per_cycle:?}", kids.len());
+    assert!(cycles >= 4, "the re-reads fell in {cycles} cycles: {per_cycle:?}");
+    assert!(refreshed.len() >= 40, "only {} children refreshed in 1.4 periods: {per_cycle:?}", refreshed.len());
+}
+
 /// A process the daemon just changed is read in full on the next cycle, even when idle: the plan
 /// after an action sees its result (new mask, pages moved), not the carried view from before.
 #[test]

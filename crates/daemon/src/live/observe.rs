@@ -23,7 +23,9 @@
 //!   both tiers       the cycle after the daemon changed the process (`refresh`)
 //!   numa_maps tier   new, or numa_maps older than numa_maps_ms and RSS >= numa_maps_min_rss_kb,
 //!                    or RSS moved >= rss_change_kb since numa_maps was read, or older than
-//!                    6 x numa_maps_ms
+//!                    6 x numa_maps_ms; a process's first read counts as up to one such period
+//!                    older (by pid: `stagger`), so processes first seen together (all of them,
+//!                    when the daemon starts) are not all re-read in one cycle every period
 //!   otherwise        the last read threads and numa_maps are carried forward, with this cycle's
 //!                    process stat and RSS
 //!   sample           threads and node_usage of every process; numa_maps only of processes with
@@ -220,6 +222,9 @@ pub struct TierStats {
     pub threads_read: usize,
     /// Processes whose numa_maps was read this cycle.
     pub maps_read: usize,
+    /// Of those to be read, the ones seen before (not new): refreshes by age, RSS change, an
+    /// explicit policy or the daemon's own change.
+    pub maps_refreshed: usize,
     /// Processes skipped (kernel threads, excluded, too small).
     pub skipped: usize,
     /// /proc/PID/stat files kept open.
@@ -272,6 +277,17 @@ pub struct TieredObserver {
 /// interleave ...).
 fn explicit_policy(p: &ProcessSample) -> bool {
     p.numa_maps.as_ref().is_some_and(|m| m.vmas.iter().any(|v| v.policy.mode.is_explicit()))
+}
+
+/// How far back a process's first numa_maps read is dated, ns: a fraction of `period_ns` (the age
+/// at which it would be re-read) spread by pid over 1,024 steps (Knuth's multiplicative hash, so
+/// consecutive pids land far apart). Without it every process present when the daemon starts is
+/// read at once and so re-read at once every period: on the 1,000-process cost benchmark, one cycle
+/// a minute read 1,000 numa_maps (the first cycle's cost again, about 10 times a steady cycle's
+/// CPU). With it the refreshes spread over the period, and none comes later than before.
+fn stagger(pid: u32, period_ns: u64) -> u64 {
+    let step = (u64::from(pid).wrapping_mul(2_654_435_761) >> 8) % 1024;
+    ((u128::from(period_ns) * u128::from(step)) / 1024) as u64
 }
 
 /// The copy of `last` (a process's details as last read) that goes into a sample, with this
@@ -466,6 +482,12 @@ impl TieredObserver {
         }
     }
 
+    /// When `pid`'s numa_maps was last read, host time ns, as the tiers count its age (a first
+    /// read is dated back: see `stagger`); `None` for a pid the observer does not watch.
+    pub fn numa_maps_read_ns(&self, pid: u32) -> Option<u64> {
+        self.entries.get(&pid).filter(|e| e.last.is_some()).map(|e| e.maps_ns)
+    }
+
     /// The processes of the last sample that can matter to the signal scans (maps, sockets): RSS
     /// at least `numa_maps_min_rss_kb`, or CPU ticks moved within the last `window` cycles (or
     /// first seen then). Sorted by pid. The scans of every other process are skipped: a small idle
@@ -606,6 +628,9 @@ impl TieredObserver {
                 || (age >= maps_ns && rss_kb >= maps_min)
                 || rss_kb.abs_diff(e.maps_rss_kb) >= rss_change
                 || age >= maps_ns.saturating_mul(6);
+            if maps && !new {
+                stats.maps_refreshed += 1;
+            }
             match (threads, maps) {
                 (true, true) => want_both.push(pid),
                 (true, false) => {
@@ -670,7 +695,15 @@ impl TieredObserver {
         for p in both {
             if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
                 e.detail_ticks = p.stat.cpu_ticks();
-                e.maps_ns = now_ns;
+                // First read: dated back by up to the period of its next age refresh (see
+                // `stagger`), which only ever brings that refresh forward.
+                let back = if e.last.is_none() {
+                    let large = p.rss_kb.unwrap_or(0) >= maps_min;
+                    stagger(p.pid, if large { maps_ns } else { maps_ns.saturating_mul(6) })
+                } else {
+                    0
+                };
+                e.maps_ns = now_ns.saturating_sub(back);
                 e.maps_rss_kb = p.rss_kb.unwrap_or(0);
                 e.has_policy = explicit_policy(&p);
                 e.last = Some(p);
