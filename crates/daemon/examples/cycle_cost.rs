@@ -22,6 +22,13 @@
 //! warm-up and N seconds later) beside ours, as a ratio: issue 5's "numad's cost on the same load". numad is
 //! stopped with SIGTERM (by the pid in its pid file) afterwards.
 //!
+//! With `--ab` it instead runs two observers side by side on the same load, each with its own
+//! model and policy: A reads as before the cycle-cost work of issue 5 (one thread, every thread's
+//! stat read: `TierOptions { threads: 1, carry_idle_threads: false }`), B with the default tiers;
+//! each cycle runs both, A first on even cycles and B first on odd ones, and the end prints each
+//! one's mean and worst wall (`--a-threads N` and `--a-carry 0|1` set A's two tiers instead) and CPU per cycle (observe + model + plan) and B / A: a ratio under
+//! the same noise, on a machine shared with other work.
+//!
 //! With `--record FILE` every measured cycle's sample is written to FILE (one JSON line each).
 //! `--replay FILE` then runs only model + plan over those samples, `--reps` times from a fresh
 //! model and policy, and prints the CPU time (this thread's clock) of `Model::update` and of
@@ -164,6 +171,16 @@ fn main() {
     if !signals {
         tuning.signals = SignalOptions { sockets: false, perf: false };
     }
+    if args.iter().any(|a| a == "--ab") {
+        let a = (arg(&args, "--a-threads", 1) as usize, arg(&args, "--a-carry", 0) != 0);
+        ab(&topo, opts, tuning, cycles, interval, a);
+        for mut k in kids {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+        let _ = std::fs::remove_file(state);
+        return;
+    }
     let (mut host, _) = LiveHost::open_with(topo.clone(), opts, tuning).expect("live host");
     for n in host.notes() {
         println!("note: {n}");
@@ -191,7 +208,7 @@ fn main() {
             println!(
                 "cycle {:>3}: wall {:>6.1} ms (observe {:>5.1}, model+plan {:>5.1}), cpu {:>6.1} ms (observe {:>5.1}, \
                  of it signals {:>5.1} wall), observe phases (wall): system {:.1}, stat pass {:.1}, details {:.1}, \
-                 assemble {:.1}; {} procs / {} threads, threads read {}, numa_maps read {}, {} actions planned",
+                 assemble {:.1}; (cpu): stat pass {:.1}, details {:.1}, assemble {:.1}; {} procs / {} threads, threads read {}, numa_maps read {}, {} actions planned",
                 c - 3,
                 wall.as_secs_f64() * 1e3,
                 observed.as_secs_f64() * 1e3,
@@ -203,6 +220,9 @@ fn main() {
                 st.stat_pass_ns as f64 / 1e6,
                 st.details_ns as f64 / 1e6,
                 st.assemble_ns as f64 / 1e6,
+                st.stat_pass_cpu_ns as f64 / 1e6,
+                st.details_cpu_ns as f64 / 1e6,
+                st.assemble_cpu_ns as f64 / 1e6,
                 st.processes,
                 st.threads,
                 st.threads_read,
@@ -282,6 +302,79 @@ fn main() {
         let _ = k.wait();
     }
     let _ = std::fs::remove_file(state);
+}
+
+/// The `--ab` comparison (see the module essay).
+fn ab(topo: &Topology, opts: LiveOptions, tuning: LiveTuning, cycles: u64, interval: Duration, a: (usize, bool)) {
+    let mut old = tuning.clone();
+    old.tiers.threads = a.0;
+    old.tiers.carry_idle_threads = a.1;
+    let name_a = format!("A (threads {}, carry_idle_threads {})", a.0, a.1);
+    let mut sides = Vec::new();
+    for (name, t) in [(name_a.as_str(), old), ("B (default tiers)", tuning)] {
+        let mut o = opts.clone();
+        o.state_path = o.state_path.with_extension(format!("{}.json", sides.len()));
+        let (host, _) = LiveHost::open_with(topo.clone(), o, t).expect("live host");
+        let model = numapilot_model::Model::new(topo.clone(), numapilot_model::Tunables::default());
+        sides.push((name, host, model, Adaptive::new(), Vec::<(f64, f64, f64, f64)>::new()));
+    }
+    for c in 0..cycles + 3 {
+        let start = Instant::now();
+        for k in 0..2 {
+            let i = if c % 2 == 0 { k } else { 1 - k };
+            let (_, host, model, policy, rows) = &mut sides[i];
+            let t0 = Instant::now();
+            let cpu0 = cpu_ns();
+            let sample = host.sample().expect("sample");
+            let observed = t0.elapsed();
+            let observe_cpu = cpu_ns() - cpu0;
+            model.update(&sample);
+            let _plan = policy.decide(model);
+            let wall = t0.elapsed();
+            let cpu = cpu_ns() - cpu0;
+            drop(sample);
+            if c >= 3 {
+                rows.push((
+                    wall.as_secs_f64() * 1e3,
+                    observed.as_secs_f64() * 1e3,
+                    cpu as f64 / 1e6,
+                    observe_cpu as f64 / 1e6,
+                ));
+            }
+        }
+        if let Some(rest) = interval.checked_sub(start.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+    let mut means = Vec::new();
+    for (name, host, _, _, rows) in &sides {
+        let n = rows.len().max(1) as f64;
+        let m = |f: fn(&(f64, f64, f64, f64)) -> f64| rows.iter().map(f).sum::<f64>() / n;
+        let worst = rows.iter().map(|r| r.0).fold(0.0, f64::max);
+        let st = host.tier_stats();
+        println!(
+            "{name}: mean over {} cycles: wall {:.1} ms (observe {:.1}), worst wall {worst:.1} ms, cpu {:.1} ms \
+             (observe {:.1}); {} procs / {} threads",
+            rows.len(),
+            m(|r| r.0),
+            m(|r| r.1),
+            m(|r| r.2),
+            m(|r| r.3),
+            st.processes,
+            st.threads
+        );
+        means.push((m(|r| r.0), m(|r| r.1), worst, m(|r| r.2), m(|r| r.3)));
+    }
+    let (a, b) = (means[0], means[1]);
+    println!(
+        "B / A: wall {:.2} (observe {:.2}), worst {:.2}, cpu {:.2} (observe {:.2}); load average {}",
+        b.0 / a.0,
+        b.1 / a.1,
+        b.2 / a.2,
+        b.3 / a.3,
+        b.4 / a.4,
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').take(3).collect::<Vec<_>>().join(" ")
+    );
 }
 
 /// Online NUMA nodes of this host.

@@ -60,7 +60,15 @@ impl Kid {
         TaskRef { pid: self.pid(), tid: None, starttime: read_starttime(self.pid()).unwrap() }
     }
 
-    fn kill(mut self) {
+    fn kill(self) {
+        drop(self);
+    }
+}
+
+/// A failing test leaves no child behind (some spin: left running they load the shared machine).
+/// `Child::kill` after `wait` signals nothing, so a reused pid is never hit.
+impl Drop for Kid {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -200,6 +208,28 @@ fn child_entry() {
             set_comm(&std::env::var("NP_COMM2").unwrap());
             println!("renamed");
             sleep_forever()
+        }
+        "wake" => {
+            // This thread burns CPU; a second thread prints "worker TID", then blocks opening the
+            // FIFO NP_FLAG for reading (no wake-up at all until a writer opens it), then burns
+            // CPU too.
+            let fifo = std::env::var("NP_FLAG").unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                let _f = std::fs::File::open(&fifo).unwrap();
+                let mut x = 0u64;
+                loop {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            });
+            println!("worker {}", rx.recv().unwrap());
+            ready();
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
         }
         "mem" => {
             let len: usize = 8 << 20;
@@ -840,6 +870,147 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     assert!(s3.process(pid).is_none(), "an exited process leaves the sample");
     assert!(s3.process(busy.pid()).is_some());
     busy.kill();
+}
+
+/// In a busy process, a thread that did not run keeps its stat from the last read (the tier's
+/// `carry_idle_threads`); once it runs, the next cycle reads it: its CPU time shows. Expected: the
+/// child's worker thread shows the same ticks and schedstat in samples 1 and 2 (blocked on a FIFO;
+/// sample 2 comes once the main thread's spinning has moved the process's ticks, so the process is
+/// re-read), and after the FIFO is opened and the worker has run 30 ms more (its schedstat, read
+/// here), sample 3 shows at least 3 ticks more (USER_HZ 100). Fails if a thread's stat is kept
+/// after it ran.
+#[test]
+fn a_thread_that_starts_running_in_a_busy_process_is_read_the_next_cycle() {
+    let (_d, state) = tmp_state("wake");
+    let mut host = host_with(&state, |_| {});
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut kid = Kid::spawn("wake", &[("NP_FLAG", fifo.display().to_string())]);
+    let tid: u32 = kid.line("worker").parse().unwrap();
+    kid.line("ready");
+    let pid = kid.pid();
+    let worker = |s: &numapilot_observe::Sample| {
+        s.process(pid).unwrap().threads.iter().find(|t| t.tid == tid).expect("the worker thread").clone()
+    };
+    let proc_ticks = || numapilot_daemon::live::select::read_stat(pid).unwrap().cpu_ticks();
+    let s1 = host.sample().unwrap();
+    let t1 = s1.process(pid).unwrap().stat.cpu_ticks();
+    while proc_ticks() < t1 + 2 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let s2 = host.sample().unwrap();
+    let (w1, w2) = (worker(&s1), worker(&s2));
+    assert!(s2.process(pid).unwrap().read_ns > s1.process(pid).unwrap().read_ns, "the busy child is re-read");
+    assert_eq!(w1.stat.cpu_ticks(), w2.stat.cpu_ticks(), "blocked on the FIFO");
+    assert_eq!(w1.schedstat, w2.schedstat, "the worker has not run");
+    // Wake the worker: opening the write end completes its open.
+    let _w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let run_ns = || {
+        let t = std::fs::read_to_string(format!("/proc/{pid}/task/{}/schedstat", w2.tid)).unwrap();
+        t.split_whitespace().next().unwrap().parse::<u64>().unwrap()
+    };
+    let before = w2.schedstat.unwrap().run_ns;
+    while run_ns() < before + 30_000_000 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let s3 = host.sample().unwrap();
+    let w3 = worker(&s3);
+    assert!(w3.schedstat.unwrap().run_ns >= before + 30_000_000, "{:?} -> {:?}", w2.schedstat, w3.schedstat);
+    assert!(
+        w3.stat.cpu_ticks() >= w2.stat.cpu_ticks() + 3,
+        "the worker ran 30 ms more but its stat shows {} ticks, {} before",
+        w3.stat.cpu_ticks(),
+        w2.stat.cpu_ticks()
+    );
+    kid.kill();
+}
+
+/// The observation split over two threads (the stat pass above `PARALLEL_STAT_FROM` kept files,
+/// the detail reads) gives the sample one thread gives: 150 sleeping children (4 threads and the
+/// test harness's each)
+/// make the stat pass long enough to split. Every process in every sample carries its own stat
+/// (`stat.pid`, start time) and its threads theirs, and each child shows the same threads and
+/// the same thread stats (they sleep) to a one-thread observer and a two-thread one, on the
+/// first cycle and the next. Fails if the split hands a stat to the wrong pid or drops one.
+#[test]
+fn the_two_thread_observation_gives_the_one_thread_sample() {
+    use numapilot_daemon::live::observe::PARALLEL_STAT_FROM;
+    let (_d, state) = tmp_state("split");
+    let mut kids: Vec<Kid> = (0..150).map(|_| Kid::spawn("sleep", &[])).collect();
+    for k in &mut kids {
+        k.line("ready");
+    }
+    let open = |threads: usize, name: &str| {
+        let mut tuning = numapilot_daemon::live::LiveTuning::default();
+        tuning.tiers.threads = threads;
+        let o = LiveOptions { state_path: state.with_extension(name), ..LiveOptions::default() };
+        LiveHost::open_with(topo(), o, tuning).unwrap().0
+    };
+    let (mut one, mut two) = (open(1, "one"), open(2, "two"));
+    for cycle in 0..2 {
+        let (a, b) = (one.sample().unwrap(), two.sample().unwrap());
+        assert!(two.tier_stats().open_stat >= PARALLEL_STAT_FROM || cycle == 0, "{:?}", two.tier_stats());
+        for s in [&a, &b] {
+            for p in &s.processes {
+                assert_eq!((p.stat.pid, p.stat.starttime), (p.pid, p.starttime), "process {}", p.pid);
+                for t in &p.threads {
+                    assert_eq!(t.stat.pid, t.tid, "process {}", p.pid);
+                }
+            }
+        }
+        for k in &kids {
+            let (pa, pb) = (a.process(k.pid()).expect("in one"), b.process(k.pid()).expect("in two"));
+            assert!(pa.threads.len() >= 4, "{} threads", pa.threads.len());
+            let stats = |p: &numapilot_observe::ProcessSample| {
+                p.threads.iter().map(|t| (t.tid, t.stat.clone(), t.cpus_allowed.clone())).collect::<Vec<_>>()
+            };
+            assert_eq!(stats(pa), stats(pb), "cycle {cycle}, child {}", k.pid());
+        }
+    }
+}
+
+/// The age refreshes of numa_maps (every `6 x numa_maps_ms` for a small process) of processes
+/// first seen together spread over the period instead of all falling in one cycle. 60 sleeping
+/// children are first seen in one sample; with `numa_maps_ms` 300 (period 1.8 s) and a sample every
+/// ~40 ms for 2.5 s, without the stagger one cycle at ~1.8 s re-reads all 60 children's numa_maps
+/// (the first sample's cost again); with it the re-reads fall in at least 4 cycles, none with more
+/// than two thirds of them (a loaded test machine's cycles are slow and uneven: each covers more of
+/// the period), and together at least 40 (each comes due within one period of the first read).
+/// Counted per child (`numa_maps_read_ns`), so other tests' processes do not count.
+#[test]
+fn numa_maps_age_refreshes_are_spread_over_the_period() {
+    let (_d, state) = tmp_state("stagger");
+    let mut kids: Vec<Kid> = (0..60).map(|_| Kid::spawn("sleep", &[])).collect();
+    for k in &mut kids {
+        k.line("ready");
+    }
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.numa_maps_ms = 300;
+    let o = LiveOptions { state_path: state, ..LiveOptions::default() };
+    let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
+    host.sample().unwrap();
+    let read_at =
+        |h: &LiveHost| kids.iter().map(|k| h.numa_maps_read_ns(k.pid()).expect("watched")).collect::<Vec<_>>();
+    let mut last = read_at(&host);
+    let start = std::time::Instant::now();
+    let (mut per_cycle, mut refreshed) = (Vec::new(), std::collections::BTreeSet::new());
+    while start.elapsed() < std::time::Duration::from_millis(2500) {
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        host.sample().unwrap();
+        let now = read_at(&host);
+        let moved: Vec<usize> = (0..kids.len()).filter(|&i| now[i] != last[i]).collect();
+        per_cycle.push(moved.len());
+        refreshed.extend(moved);
+        last = now;
+    }
+    let max = per_cycle.iter().copied().max().unwrap_or(0);
+    let cycles = per_cycle.iter().filter(|&&n| n > 0).count();
+    assert!(max * 3 <= kids.len() * 2, "one cycle re-read {max} of {} children's numa_maps: {per_cycle:?}", kids.len());
+    assert!(cycles >= 4, "the re-reads fell in {cycles} cycles: {per_cycle:?}");
+    assert!(refreshed.len() >= 40, "only {} children refreshed in 1.4 periods: {per_cycle:?}", refreshed.len());
 }
 
 /// A process the daemon just changed is read in full on the next cycle, even when idle: the plan

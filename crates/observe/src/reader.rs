@@ -366,7 +366,7 @@ impl Reader {
 
     /// One thread of a process; `Ok(None)` when it is gone.
     pub fn read_thread(&self, pid: u32, tid: u32) -> Result<Option<ThreadSample>, ReadError> {
-        Ok(self.thread_with(&mut Scratch::new(self.want_sched()?), pid, tid, None)?.map(|(t, _)| t))
+        Ok(self.thread_with(&mut Scratch::new(self.want_sched()?), pid, tid, None, None)?.map(|(t, _)| t))
     }
 
     /// Whether sched files are read, per [`ReadOptions::sched`] (reads numa_balancing only when the
@@ -389,16 +389,40 @@ impl Reader {
 
     /// A thread and the `VmRSS` from its status (process-wide, kept for the process). With `leader_mems`
     /// (the leader's Mems_allowed, live system, [`ReadOptions::thread_status`] off) the status file is
-    /// not read: see that option.
+    /// not read: see that option. With `prev` (this thread's previous read, see
+    /// [`Reader::read_processes_since`]) schedstat is read first, and when it equals the previous
+    /// one the previous `stat` is kept instead of reading the file.
     fn thread_with(
         &self,
         s: &mut Scratch,
         pid: u32,
         tid: u32,
         leader_mems: Option<&Arc<IdSet>>,
+        prev: Option<&ThreadSample>,
     ) -> Result<Option<(ThreadSample, Option<u64>)>, ReadError> {
-        let Some(stat) = self.read_task_file(s, pid, Some(tid), "stat", parse_stat)? else {
-            return Ok(None);
+        // A previous schedstat of all zeros carries no information (a thread that never ran, or
+        // a kernel that collects no schedstats and prints `0 0 0` forever): read in full.
+        let prev = prev.filter(|p| p.schedstat.is_some_and(|ss| ss.run_ns > 0 || ss.timeslices > 0));
+        let mut early_schedstat = None;
+        let mut carried = None;
+        if let Some(p) = prev {
+            // The previous read had a schedstat, so the file exists: missing now means gone.
+            let Some(ss) = self.read_task_file(s, pid, Some(tid), "schedstat", parse_schedstat)? else {
+                return Ok(None);
+            };
+            if p.schedstat == Some(ss) {
+                carried = Some(p.stat.clone());
+            }
+            early_schedstat = Some(ss);
+        }
+        let stat = match carried {
+            Some(st) => st,
+            None => {
+                let Some(st) = self.read_task_file(s, pid, Some(tid), "stat", parse_stat)? else {
+                    return Ok(None);
+                };
+                st
+            }
         };
         let (cpus_allowed, mems_allowed, vol, nonvol, vm_rss_kb) = match leader_mems {
             Some(mems) => {
@@ -433,7 +457,10 @@ impl Reader {
         // sched needs CONFIG_SCHED_DEBUG and schedstat CONFIG_SCHED_INFO: a missing file is "not
         // available", which cannot be told apart from the thread exiting just now; both mean None.
         let sched = if s.sched { self.read_task_file(s, pid, Some(tid), "sched", parse_sched)? } else { None };
-        let schedstat = self.read_task_file(s, pid, Some(tid), "schedstat", parse_schedstat)?;
+        let schedstat = match early_schedstat {
+            Some(ss) => Some(ss),
+            None => self.read_task_file(s, pid, Some(tid), "schedstat", parse_schedstat)?,
+        };
         let thread = ThreadSample {
             tid,
             stat,
@@ -450,10 +477,15 @@ impl Reader {
     /// One process with (per the options) its threads and numa_maps; `Ok(None)` when it is gone, or
     /// when it is a kernel thread and [`ReadOptions::kernel_threads`] is off.
     pub fn read_process(&self, pid: u32) -> Result<Option<ProcessSample>, ReadError> {
-        self.process_with(&mut Scratch::new(self.want_sched()?), pid)
+        self.process_with(&mut Scratch::new(self.want_sched()?), pid, None)
     }
 
-    fn process_with(&self, s: &mut Scratch, pid: u32) -> Result<Option<ProcessSample>, ReadError> {
+    fn process_with(
+        &self,
+        s: &mut Scratch,
+        pid: u32,
+        prev: Option<&ProcessSample>,
+    ) -> Result<Option<ProcessSample>, ReadError> {
         let read_ns = monotonic_ns();
         let Some(stat) = self.read_task_file(s, pid, None, "stat", parse_stat)? else {
             return Ok(None);
@@ -462,6 +494,8 @@ impl Reader {
         if kernel_thread && !self.opts.kernel_threads {
             return Ok(None);
         }
+        // The previous read counts only if it was of this process (same start time).
+        let prev = prev.filter(|p| p.pid == pid && p.starttime == stat.starttime);
         let (numa_maps, numa_maps_error) = if self.opts.numa_maps && !kernel_thread {
             match self.numa_maps_with(s, pid) {
                 Ok(Some(m)) => (Some(m), None),
@@ -491,7 +525,12 @@ impl Reader {
             let mut leader_mems: Option<Arc<IdSet>> = None;
             for tid in leader_first {
                 let mems = if status_for_all { None } else { leader_mems.as_ref() };
-                if let Some((t, rss)) = self.thread_with(s, pid, tid, mems)? {
+                // The leader is always read in full: its stat gives the process's parent (which
+                // changes without the leader running, when the parent exits).
+                let prev_thread = prev
+                    .filter(|_| tid != pid)
+                    .and_then(|p| p.threads.binary_search_by_key(&tid, |t| t.tid).ok().map(|i| &p.threads[i]));
+                if let Some((t, rss)) = self.thread_with(s, pid, tid, mems, prev_thread)? {
                     if tid == pid {
                         rss_kb = rss;
                         leader_mems = Some(Arc::clone(&t.mems_allowed));
@@ -521,11 +560,38 @@ impl Reader {
 
     /// Reads the given processes with the configured number of workers; gone ones are left out.
     pub fn read_processes(&self, pids: &[u32]) -> Result<Vec<ProcessSample>, ReadError> {
-        self.read_processes_with(pids, self.want_sched()?)
+        self.read_processes_with(pids, &[], self.want_sched()?)
+    }
+
+    /// [`Reader::read_processes`] given the previous read of each process: `prev[i]` is that of
+    /// `pids[i]` (`None`, or a read of another process under the same pid, reads it in full).
+    ///
+    /// A thread other than the leader whose `schedstat` (run time, run delay, timeslices) equals
+    /// its previous read's has not been on a CPU since (the kernel adds to run time and timeslices
+    /// each time it runs, and to run delay when it gets a CPU after waiting), so its `stat` is
+    /// kept from the previous read instead of read again: its CPU times and faults cannot have
+    /// moved. What such a kept stat can miss until the thread runs (and is then read again): a
+    /// change made from outside it (nice, scheduling policy, a name written to its `comm` by
+    /// another thread of its process) and a wake-up that has not had a CPU yet (state `R`, and the
+    /// `processor` it was queued on or moved to while it waits); the tiered daemon's carried processes (`numapilot-daemon`'s live observe)
+    /// accept the same for a whole idle process. Its affinity, status (when read) and sched (when
+    /// read) are read as always. Each thread so kept saves one open, read and close of its largest
+    /// always-read file.
+    pub fn read_processes_since(
+        &self,
+        pids: &[u32],
+        prev: &[Option<&ProcessSample>],
+    ) -> Result<Vec<ProcessSample>, ReadError> {
+        self.read_processes_with(pids, prev, self.want_sched()?)
     }
 
     /// [`Reader::read_processes`] with the decision whether to read sched files already taken.
-    fn read_processes_with(&self, pids: &[u32], sched: bool) -> Result<Vec<ProcessSample>, ReadError> {
+    fn read_processes_with(
+        &self,
+        pids: &[u32],
+        prev: &[Option<&ProcessSample>],
+        sched: bool,
+    ) -> Result<Vec<ProcessSample>, ReadError> {
         let workers = match self.opts.workers {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()).min(ReadOptions::MAX_DEFAULT_WORKERS),
             n => n,
@@ -539,7 +605,7 @@ impl Reader {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&pid) = pids.get(i) else { break };
-                match self.process_with(&mut s, pid) {
+                match self.process_with(&mut s, pid, prev.get(i).copied().flatten()) {
                     Ok(Some(p)) => out.push(p),
                     Ok(None) => {}
                     Err(e) => {
@@ -717,7 +783,7 @@ impl Reader {
                 &all
             }
         };
-        let processes = self.read_processes_with(pids, self.sched_given(numa_balancing))?;
+        let processes = self.read_processes_with(pids, &[], self.sched_given(numa_balancing))?;
         Ok(Sample {
             monotonic_ns: monotonic,
             boottime_ns: boottime,

@@ -298,6 +298,11 @@ impl LiveHost {
         self.observer.stats
     }
 
+    /// When `pid`'s numa_maps was last read ([`observe::TieredObserver::numa_maps_read_ns`]).
+    pub fn numa_maps_read_ns(&self, pid: u32) -> Option<u64> {
+        self.observer.numa_maps_read_ns(pid)
+    }
+
     /// The processes of the last sample whose maps and sockets the signal scans read (see
     /// [`observe::TieredObserver::detail_pids`]), sorted.
     pub fn scan_pids(&self) -> Vec<u32> {

@@ -17,11 +17,15 @@
 //!                    └─ user process: which tier?
 //!   threads tier     new process, or its CPU ticks moved >= detail_min_ticks since its threads were
 //!                    read, or its turn in the staleness round (pid % stale_cycles)
-//!                        -> task/TID/{stat,schedstat} (+ sched with balancing), affinity
+//!                        -> task/TID/{stat,schedstat} (+ sched with balancing), affinity;
+//!                    when only its ticks moved, a thread (not the leader) whose schedstat has not
+//!                    moved keeps its last stat (carry_idle_threads)
 //!   both tiers       the cycle after the daemon changed the process (`refresh`)
 //!   numa_maps tier   new, or numa_maps older than numa_maps_ms and RSS >= numa_maps_min_rss_kb,
 //!                    or RSS moved >= rss_change_kb since numa_maps was read, or older than
-//!                    6 x numa_maps_ms
+//!                    6 x numa_maps_ms; a process's first read counts as up to one such period
+//!                    older (by pid: `stagger`), so processes first seen together (all of them,
+//!                    when the daemon starts) are not all re-read in one cycle every period
 //!   otherwise        the last read threads and numa_maps are carried forward, with this cycle's
 //!                    process stat and RSS
 //!   sample           threads and node_usage of every process; numa_maps only of processes with
@@ -29,6 +33,9 @@
 //!   signal scans     maps and sockets of the detail pids only: RSS >= numa_maps_min_rss_kb or
 //!                    CPU ticks moved within the scans' cadence ([`TieredObserver::detail_pids`])
 //! ```
+//!
+//! Wall time: the listing of /proc, the stat pass and the detail reads are split over
+//! [`TierOptions::threads`] threads (2); the sample is the same whatever the split.
 //!
 //! Consistency for the model (`numapilot_model::tasks`): every process that qualifies is in every
 //! sample, with every thread it had when last read, so no history is dropped. A carried-forward
@@ -102,6 +109,29 @@ pub struct TierOptions {
     /// the descriptor limit minus 256. Source: a choice. What it prevents: running out of
     /// descriptors on a machine with very many processes (the rest are opened each cycle).
     pub max_open_stat: usize,
+    /// Threads that read one observation: the stat pass over every pid (with the listing of /proc
+    /// beside it) and the detail reads are split over this many threads when they are long enough
+    /// ([`PARALLEL_STAT_FROM`], [`PARALLEL_DETAILS_FROM`]), and the detail reads run beside the copy
+    /// of the carried processes into the sample. Default 2. Source: issue 5's target is
+    /// the cycle's wall time, and three quarters of the observation's CPU is the kernel producing
+    /// /proc files, which runs on as many CPUs as there are readers. Measured on the 2-CPU
+    /// development VM (`cargo run --release -p numapilot-daemon --example cycle_cost -- --ab
+    /// --a-threads 1`), where it is not a clear win: the observation's wall time was 0.77-1.07 of one
+    /// thread's (mean 0.88, six runs at load average 5-15), but 1.34-1.44 in three runs with the
+    /// measuring thread at nice -20, as the VM's CPUs are themselves taken away for milliseconds at a
+    /// time and a cycle that joins a second thread waits for the slower one. 1 reads in the calling
+    /// thread only. What it prevents: a cycle's wall time being the sum of 1,000 file reads on one
+    /// CPU while another is idle. What is read, and so the sample, does not depend on it.
+    pub threads: usize,
+    /// In a process whose threads are read because its CPU ticks moved, keep the `stat` of each
+    /// thread (other than the leader) whose schedstat shows it has not run since its last read,
+    /// instead of reading the file again ([`Reader::read_processes_since`] says exactly what is
+    /// kept). Default true. Source: a busy process is mostly one or a few busy threads beside
+    /// idle ones (the cost benchmark: 1 of 10); the stat file is the larger of a thread's two
+    /// always-read files. What it prevents: re-reading the stat of every idle worker of a busy
+    /// process every cycle. New processes, the staleness round and `refresh` still read every
+    /// thread in full.
+    pub carry_idle_threads: bool,
 }
 
 impl Default for TierOptions {
@@ -114,6 +144,8 @@ impl Default for TierOptions {
             rss_change_kb: 16 * 1024,
             kthread_recheck_cycles: 30,
             max_open_stat: 16_384,
+            threads: 2,
+            carry_idle_threads: true,
         }
     }
 }
@@ -122,6 +154,22 @@ impl Default for TierOptions {
 /// unit processes. Source: a choice (a steady cycle on the 1,000-process benchmark reads about 50;
 /// the first reads all). What it prevents: starting threads every cycle for a handful of reads.
 const PARALLEL_FROM: usize = 256;
+
+/// Kept-open stat files from which the stat pass is split over [`TierOptions::threads`]. Default
+/// 128, unit files. Source: a choice; a thread's start and join cost about as much CPU as a few
+/// dozen `pread`s of a stat file (about 7 us each with 10 threads per process). What it prevents:
+/// starting a thread to save less than it costs on a machine with few processes.
+pub const PARALLEL_STAT_FROM: usize = 128;
+
+/// Processes whose threads are read in one cycle from which that read is split over
+/// [`TierOptions::threads`] workers in a helper thread, beside the copy of the carried processes.
+/// Default 8, unit processes. Source: a choice; one process of 10 threads costs about 0.2 ms of
+/// reads, a thread start about 0.03 ms. What it prevents: starting threads for a read of one or
+/// two processes. (One helper reading alone, beside the copy, was tried: in two `--ab` runs of the
+/// cost example at load average 10-11 its observation took 0.98-0.99 of one thread's wall time,
+/// against 0.77-1.07, mean 0.88, in six runs with the workers at load average 5-15; weak evidence
+/// on a noisy machine, where each thread is one more share of it.)
+pub const PARALLEL_DETAILS_FROM: usize = 8;
 
 /// What the observer knows of one pid.
 #[derive(Debug)]
@@ -174,6 +222,9 @@ pub struct TierStats {
     pub threads_read: usize,
     /// Processes whose numa_maps was read this cycle.
     pub maps_read: usize,
+    /// Of those to be read, the ones seen before (not new): refreshes by age, RSS change, an
+    /// explicit policy or the daemon's own change.
+    pub maps_refreshed: usize,
     /// Processes skipped (kernel threads, excluded, too small).
     pub skipped: usize,
     /// /proc/PID/stat files kept open.
@@ -189,6 +240,13 @@ pub struct TierStats {
     pub details_ns: u64,
     /// See `read_ns`.
     pub assemble_ns: u64,
+    /// CPU time of this process (all its threads, `CLOCK_PROCESS_CPUTIME_ID`) in the stat pass,
+    /// ns: wall time on a shared machine says little, this says what the pass costs.
+    pub stat_pass_cpu_ns: u64,
+    /// The same for the detail reads.
+    pub details_cpu_ns: u64,
+    /// The same for the assembly.
+    pub assemble_cpu_ns: u64,
     /// Wall time of [`crate::signals::Signals::fill`] on the sample, ns (set by the live host).
     pub signals_ns: u64,
 }
@@ -201,6 +259,8 @@ pub struct TieredObserver {
     /// The same with the default number of workers, for a large first read.
     parallel: Reader,
     threads_only: Reader,
+    /// The same split over [`TierOptions::threads`] workers.
+    threads_only_par: Reader,
     maps_only: Reader,
     system: Reader,
     entries: HashMap<u32, Entry>,
@@ -217,6 +277,63 @@ pub struct TieredObserver {
 /// interleave ...).
 fn explicit_policy(p: &ProcessSample) -> bool {
     p.numa_maps.as_ref().is_some_and(|m| m.vmas.iter().any(|v| v.policy.mode.is_explicit()))
+}
+
+/// How far back a process's first numa_maps read is dated, ns: a fraction of `period_ns` (the age
+/// at which it would be re-read) spread by pid over 1,024 steps (Knuth's multiplicative hash, so
+/// consecutive pids land far apart). Without it every process present when the daemon starts is
+/// read at once and so re-read at once every period: on the 1,000-process cost benchmark, one cycle
+/// a minute read 1,000 numa_maps (the first cycle's cost again, about 10 times a steady cycle's
+/// CPU). With it the refreshes spread over the period, and none comes later than before.
+fn stagger(pid: u32, period_ns: u64) -> u64 {
+    let step = (u64::from(pid).wrapping_mul(2_654_435_761) >> 8) % 1024;
+    ((u128::from(period_ns) * u128::from(step)) / 1024) as u64
+}
+
+/// The copy of `last` (a process's details as last read) that goes into a sample, with this
+/// cycle's stat and RSS. The model reads numa_maps only to tell a process that placed itself (an
+/// explicit policy on its VMAs: `numapilot_model::tasks::policy_pinned`), which is `false` without
+/// it, and takes memory per node from `node_usage`: so only a process with such a policy
+/// (`has_policy`) carries its cached numa_maps into the sample; the others' stays with the
+/// observer instead of being copied every cycle.
+fn for_sample(last: &ProcessSample, has_policy: bool, st: &TaskStat, page_kb: u64) -> ProcessSample {
+    ProcessSample {
+        pid: last.pid,
+        starttime: last.starttime,
+        comm: st.comm.clone(),
+        kernel_thread: last.kernel_thread,
+        read_ns: last.read_ns,
+        stat: st.clone(),
+        rss_kb: Some(st.rss_pages * page_kb),
+        numa_maps: if has_policy { last.numa_maps.clone() } else { None },
+        numa_maps_error: last.numa_maps_error.clone(),
+        node_usage: last.node_usage.clone(),
+        threads: last.threads.clone(),
+    }
+}
+
+/// Reads and parses each kept-open stat file (see [`TieredObserver::list_and_read_kept`]).
+fn read_kept(kept: &[(u32, &File)], buf: &mut [u8]) -> Vec<(u32, Option<TaskStat>)> {
+    kept.iter()
+        .map(|&(pid, f)| {
+            let st = f
+                .read_at(buf, 0)
+                .ok()
+                .and_then(|n| std::str::from_utf8(&buf[..n]).ok())
+                .and_then(|t| parse_stat(t).ok());
+            (pid, st)
+        })
+        .collect()
+}
+
+/// CPU time of this process, all threads, ns.
+fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the struct we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Raises the soft descriptor limit to the hard one and returns the soft limit now.
@@ -253,6 +370,7 @@ impl TieredObserver {
             with_maps: reader(true, true, 1),
             parallel: reader(true, true, 0),
             threads_only: reader(true, false, 1),
+            threads_only_par: reader(true, false, tiers.threads.max(1)),
             maps_only: reader(false, true, 1),
             system: reader(false, false, 1),
             entries: HashMap::new(),
@@ -291,6 +409,60 @@ impl TieredObserver {
         parse_stat(text).ok()
     }
 
+    /// Lists /proc and reads every kept-open stat file, split over up to [`TierOptions::threads`]
+    /// threads with the listing beside the reads. Returns the pids (ascending) and, ascending by
+    /// pid, `(pid, stat)` of every kept file: `None` when the read failed (the process is gone: a
+    /// kept descriptor of a reaped process reads ESRCH) or did not parse.
+    #[allow(clippy::type_complexity)]
+    fn list_and_read_kept(&mut self) -> Result<(Vec<u32>, Vec<(u32, Option<TaskStat>)>), ReadError> {
+        let mut kept: Vec<(u32, &File)> =
+            self.entries.iter().filter_map(|(&pid, e)| e.fd.as_ref().map(|f| (pid, f))).collect();
+        kept.sort_unstable_by_key(|k| k.0);
+        let threads = self.tiers.threads.max(1);
+        let buf = &mut self.buf;
+        let system = &self.system;
+        if threads == 1 || kept.len() < PARALLEL_STAT_FROM {
+            let pids = system.pids()?;
+            return Ok((pids, read_kept(&kept, buf)));
+        }
+        // Listing /proc (about 1,100 entries: a getdents walk that fills the dentry cache) costs
+        // about as much CPU as a third as many stat reads, so the thread that lists takes fewer
+        // reads; the calling thread takes the last share. Shares are contiguous in pid order, so
+        // joining them in order keeps the reads ascending.
+        let n = kept.len();
+        let listing = n / 3;
+        let per = (n + listing).div_ceil(threads);
+        let first = per.saturating_sub(listing).min(n);
+        let (head, rest) = kept.split_at(first);
+        let share = rest.len().div_ceil(threads - 1).max(1);
+        let mut shares: Vec<&[(u32, &File)]> = rest.chunks(share).collect();
+        let mine = shares.pop().unwrap_or(&[]);
+        std::thread::scope(|sc| {
+            let lister = sc.spawn(move || {
+                let mut buf = vec![0u8; 4096];
+                (system.pids(), read_kept(head, &mut buf))
+            });
+            let others: Vec<_> = shares
+                .into_iter()
+                .map(|part| {
+                    sc.spawn(move || {
+                        let mut buf = vec![0u8; 4096];
+                        read_kept(part, &mut buf)
+                    })
+                })
+                .collect();
+            let last = read_kept(mine, buf);
+            // A reader panicking is a bug in the parser: surface it rather than hide it.
+            let (pids, mut all) = lister.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            all.reserve(n);
+            for h in others {
+                all.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            }
+            all.extend(last);
+            Ok((pids?, all))
+        })
+    }
+
     fn drop_entry(&mut self, pid: u32) {
         if let Some(e) = self.entries.remove(&pid) {
             if e.fd.is_some() {
@@ -308,6 +480,12 @@ impl TieredObserver {
         if let Some(e) = self.entries.get_mut(&pid) {
             e.refresh = true;
         }
+    }
+
+    /// When `pid`'s numa_maps was last read, host time ns, as the tiers count its age (a first
+    /// read is dated back: see `stagger`); `None` for a pid the observer does not watch.
+    pub fn numa_maps_read_ns(&self, pid: u32) -> Option<u64> {
+        self.entries.get(&pid).filter(|e| e.last.is_some()).map(|e| e.maps_ns)
     }
 
     /// The processes of the last sample that can matter to the signal scans (maps, sockets): RSS
@@ -336,7 +514,8 @@ impl TieredObserver {
         let t0 = numapilot_observe::reader::monotonic_ns();
         let mut sample = self.system.sample_of(Some(&[]))?;
         let start = numapilot_observe::reader::monotonic_ns();
-        let pids = self.system.pids()?;
+        let cpu_start = process_cpu_ns();
+        let (pids, mut kept) = self.list_and_read_kept()?;
         let root_proc = opts.root.join("proc").to_string_lossy().into_owned();
         let live: std::collections::HashSet<u32> = pids.iter().copied().collect();
         let gone: Vec<u32> = self.entries.keys().copied().filter(|p| !live.contains(p)).collect();
@@ -344,6 +523,7 @@ impl TieredObserver {
             self.drop_entry(p);
         }
         let t = &self.tiers;
+        let carry = t.carry_idle_threads;
         let (min_ticks, stale, maps_ns, maps_min, rss_change, krecheck) = (
             t.detail_min_ticks,
             t.stale_cycles.max(1),
@@ -355,6 +535,10 @@ impl TieredObserver {
         let mut stats = TierStats::default();
         let mut want_both = Vec::new();
         let mut want_threads = Vec::new();
+        // Processes read in no tier this cycle (ascending by pid).
+        let mut carried = Vec::new();
+        // Per entry of `want_threads`: read since the last read (see `carry_idle_threads`).
+        let mut since = Vec::new();
         let mut want_maps = Vec::new();
         let mut stats_now: HashMap<u32, TaskStat> = HashMap::with_capacity(pids.len());
         for &pid in &pids {
@@ -365,7 +549,11 @@ impl TieredObserver {
                 }
             }
             let keep = !matches!(self.entries.get(&pid), Some(Entry { kind: Kind::Kernel { .. }, .. }));
-            let Some(st) = self.stat(&root_proc, pid, keep) else {
+            let st = match kept.binary_search_by_key(&pid, |k| k.0) {
+                Ok(i) => kept[i].1.take(),
+                Err(_) => self.stat(&root_proc, pid, keep),
+            };
+            let Some(st) = st else {
                 self.drop_entry(pid);
                 continue;
             };
@@ -431,10 +619,8 @@ impl TieredObserver {
             e.rss_now_kb = rss_kb;
             e.in_sample = cycle;
             let refresh = std::mem::take(&mut e.refresh);
-            let threads = new
-                || refresh
-                || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks
-                || (u64::from(pid) + cycle) % stale == 0;
+            let stale_turn = (u64::from(pid) + cycle) % stale == 0;
+            let threads = new || refresh || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks || stale_turn;
             let age = now_ns.saturating_sub(e.maps_ns);
             let maps = new
                 || refresh
@@ -442,31 +628,82 @@ impl TieredObserver {
                 || (age >= maps_ns && rss_kb >= maps_min)
                 || rss_kb.abs_diff(e.maps_rss_kb) >= rss_change
                 || age >= maps_ns.saturating_mul(6);
+            if maps && !new {
+                stats.maps_refreshed += 1;
+            }
             match (threads, maps) {
                 (true, true) => want_both.push(pid),
-                (true, false) => want_threads.push(pid),
+                (true, false) => {
+                    want_threads.push(pid);
+                    since.push(carry && !new && !refresh && !stale_turn);
+                }
                 (false, true) => want_maps.push(pid),
-                (false, false) => {}
+                (false, false) => carried.push(pid),
             }
             stats_now.insert(pid, st);
         }
         let t_details = numapilot_observe::reader::monotonic_ns();
-        // Read the chosen details. A steady-state cycle reads a few dozen processes: one thread does
-        // it for less CPU than starting workers (each a clone and a fresh stack to fault in); the
-        // first cycle (every process) spreads over the reader's workers.
-        let both = if want_both.len() > PARALLEL_FROM {
-            self.parallel.read_processes(&want_both)?
-        } else {
-            self.with_maps.read_processes(&want_both)?
+        let cpu_details = process_cpu_ns();
+        // Read the chosen details and, at the same time, copy the carried processes (the larger
+        // part of the assembly: a thousand processes of ten threads each) into the sample: the
+        // reads run in a helper thread when there are more than a few (the copy needs nothing they
+        // produce). A steady-state cycle reads a few dozen processes; the first cycle (every
+        // process) spreads over the reader's workers.
+        let entries = &self.entries;
+        let page_kb = self.page_kb;
+        let readers = (&self.parallel, &self.with_maps, &self.threads_only_par, &self.threads_only, &self.maps_only);
+        let read_details = || -> Result<_, ReadError> {
+            let (parallel, with_maps, threads_par, threads_one, maps_only) = readers;
+            let both = if want_both.len() > PARALLEL_FROM {
+                parallel.read_processes(&want_both)?
+            } else {
+                with_maps.read_processes(&want_both)?
+            };
+            let prev: Vec<Option<&ProcessSample>> = want_threads
+                .iter()
+                .zip(&since)
+                .map(|(pid, &s)| if s { entries.get(pid).and_then(|e| e.last.as_ref()) } else { None })
+                .collect();
+            let reader = if want_threads.len() >= PARALLEL_DETAILS_FROM { threads_par } else { threads_one };
+            let thr = reader.read_processes_since(&want_threads, &prev)?;
+            let mp = maps_only.read_processes(&want_maps)?;
+            Ok((both, thr, mp))
         };
-        let thr = self.threads_only.read_processes(&want_threads)?;
-        let mp = self.maps_only.read_processes(&want_maps)?;
+        let copy_carried = || -> Vec<ProcessSample> {
+            carried
+                .iter()
+                .filter_map(|pid| {
+                    let e = entries.get(pid)?;
+                    Some(for_sample(e.last.as_ref()?, e.has_policy, stats_now.get(pid)?, page_kb))
+                })
+                .collect()
+        };
+        let detail_count = want_both.len() + want_threads.len() + want_maps.len();
+        let (details, mut carried_samples) = if self.tiers.threads > 1 && detail_count >= PARALLEL_DETAILS_FROM {
+            std::thread::scope(|sc| {
+                let h = sc.spawn(read_details);
+                let c = copy_carried();
+                // A reader panicking is a bug in a parser: surface it rather than hide it.
+                (h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), c)
+            })
+        } else {
+            (read_details(), copy_carried())
+        };
+        let (both, thr, mp) = details?;
         stats.threads_read = both.len() + thr.len();
         stats.maps_read = both.len() + mp.len();
         for p in both {
             if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
                 e.detail_ticks = p.stat.cpu_ticks();
-                e.maps_ns = now_ns;
+                // First read: dated back by up to the period of its next age refresh (see
+                // `stagger`), which only ever brings that refresh forward.
+                let back = if e.last.is_none() {
+                    let large = p.rss_kb.unwrap_or(0) >= maps_min;
+                    stagger(p.pid, if large { maps_ns } else { maps_ns.saturating_mul(6) })
+                } else {
+                    0
+                };
+                e.maps_ns = now_ns.saturating_sub(back);
                 e.maps_rss_kb = p.rss_kb.unwrap_or(0);
                 e.has_policy = explicit_policy(&p);
                 e.last = Some(p);
@@ -496,29 +733,22 @@ impl TieredObserver {
             }
         }
         let t_assemble = numapilot_observe::reader::monotonic_ns();
-        // Assemble: every watched process, details as last read, stat and RSS of this cycle.
+        let cpu_assemble = process_cpu_ns();
+        // Assemble: every watched process, details as last read, stat and RSS of this cycle; the
+        // carried ones are copied already (ascending by pid, as `pids`).
         let mut processes = Vec::with_capacity(stats_now.len());
+        let mut carried_next = carried_samples.drain(..).peekable();
         for &pid in &pids {
-            let Some(st) = stats_now.remove(&pid) else { continue };
-            let Some(e) = self.entries.get_mut(&pid) else { continue };
-            let has_policy = e.has_policy;
-            let Some(last) = e.last.as_mut() else { continue };
-            // The model reads numa_maps only to tell a process that placed itself (an explicit
-            // policy on its VMAs: `numapilot_model::tasks::policy_pinned`), which is `false`
-            // without it, and takes memory per node from `node_usage`. So only processes with such
-            // a policy carry their (cached) numa_maps into the sample; the others' stays here
-            // instead of being copied every cycle (the larger part of the assembly's cost).
-            let maps = if has_policy { None } else { last.numa_maps.take() };
-            let mut p = last.clone();
-            if maps.is_some() {
-                last.numa_maps = maps;
+            if carried_next.peek().is_some_and(|p| p.pid == pid) {
+                processes.extend(carried_next.next());
+                continue;
             }
-            p.rss_kb = Some(st.rss_pages * self.page_kb);
-            p.comm.clone_from(&st.comm);
-            p.stat = st;
-            stats.threads += p.threads.len();
-            processes.push(p);
+            let Some(st) = stats_now.get(&pid) else { continue };
+            let Some(e) = self.entries.get(&pid) else { continue };
+            let Some(last) = e.last.as_ref() else { continue };
+            processes.push(for_sample(last, e.has_policy, st, page_kb));
         }
+        stats.threads = processes.iter().map(|p| p.threads.len()).sum();
         stats.processes = processes.len();
         stats.open_stat = self.open_fds;
         let end = numapilot_observe::reader::monotonic_ns();
@@ -527,6 +757,10 @@ impl TieredObserver {
         stats.stat_pass_ns = t_details.saturating_sub(start);
         stats.details_ns = t_assemble.saturating_sub(t_details);
         stats.assemble_ns = end.saturating_sub(t_assemble);
+        let cpu_end = process_cpu_ns();
+        stats.stat_pass_cpu_ns = cpu_details.saturating_sub(cpu_start);
+        stats.details_cpu_ns = cpu_assemble.saturating_sub(cpu_details);
+        stats.assemble_cpu_ns = cpu_end.saturating_sub(cpu_assemble);
         self.stats = stats;
         sample.processes = processes;
         sample.duration_ns = sample.duration_ns.saturating_add(numapilot_observe::reader::monotonic_ns() - start);
