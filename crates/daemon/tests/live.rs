@@ -1023,6 +1023,11 @@ fn a_changed_process_is_re_read_on_the_next_cycle() {
     let mut host = host_with(&state, |_| {});
     let mut kid = Kid::spawn("sleep", &[]);
     kid.line("ready");
+    // The child still runs for a moment after its "ready" line (the write, then the call that
+    // blocks): a sample taken then sees its CPU time move and reads it again (1 run in 6 failed
+    // here). Let it settle: first look, 100 ms, then the two samples compared.
+    host.sample().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let s1 = host.sample().unwrap();
     let p1 = s1.process(kid.pid()).expect("sampled").clone();
     let s2 = host.sample().unwrap();

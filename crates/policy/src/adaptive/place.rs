@@ -951,11 +951,13 @@ impl<'m> Planner<'m> {
         }
         // balance-stays: a task the balancer moved off its unit's node, and still there, comes
         // back only when that node, with it, is planned within its capacity (load <= 1: a CPU for
-        // every task, the balancer's own condition for leaving a node alone). Without it, the move's hold ends (after `hold_periods`, or
-        // at once when a light task's CPU changes by half), the unit's placement pulls the task
-        // back, the node is over capacity again and the balancer moves it out again: in the rig,
-        // numa02's main thread (0.1-0.2 CPUs beside two busy workers on a 2-CPU node) went back
-        // and forth every 5-10 steps.
+        // every task, the balancer's own condition for leaving a node alone). Without it, the
+        // move's hold ends (after `hold_periods`, or at once when a light task's CPU changes by
+        // half), the unit's placement pulls the task back, the node is over capacity again and
+        // the balancer moves it out again: in the rig, numa02's main thread (0.1-0.2 CPUs beside
+        // two busy workers on a 2-CPU node) went back and forth every 5-10 steps. (At the
+        // cpu_load_high mark instead of capacity, the packed 288c vm-mix's vCPUs never came
+        // back: 1.317 -> 1.186 x default; at capacity 1.248 x.)
         let mut stays: Vec<(TaskKey, usize, usize, f64)> = Vec::new();
         for (k, tp) in &self.task_plan {
             if tp.held || tp.nodes.len() != 1 {
