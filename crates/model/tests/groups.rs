@@ -536,36 +536,30 @@ fn the_prior_merges_a_signal_less_process_split_over_groups() {
 #[test]
 fn a_group_at_a_nodes_size_is_not_cut_by_noise() {
     let topo = machine(2, 2, 16);
-    let mut m = model(topo.clone());
-    let mut run = [0u64; 3];
     let mains = [0.0, 0.0, 0.15, 0.40, 0.0];
-    for (i, main) in mains.iter().enumerate() {
-        let t = (i as u64 + 1) * SEC;
-        let mut b = Sb::new(&topo, t).proc(30, 5, "numa02", &[GIB, 0]);
-        for (k, r) in run.iter_mut().enumerate() {
-            if i > 0 {
-                *r += ((if k == 0 { *main } else { 1.0 }) * SEC as f64) as u64;
+    // Steps 1..=mains.len(): the main thread at mains[i], the two workers busy; groups after each.
+    let steps = |tun: Tunables, n: usize| -> Vec<Vec<Vec<u32>>> {
+        let mut m = Model::new(topo.clone(), tun);
+        let mut run = [0u64; 3];
+        let mut out = Vec::new();
+        for (i, main) in mains[..n].iter().enumerate() {
+            let mut b = Sb::new(&topo, (i as u64 + 1) * SEC).proc(30, 5, "numa02", &[GIB, 0]);
+            for (k, r) in run.iter_mut().enumerate() {
+                if i > 0 {
+                    *r += ((if k == 0 { *main } else { 1.0 }) * SEC as f64) as u64;
+                }
+                b = b.thread(30, 30 + k as u32, *r, 0, 0);
             }
-            b = b.thread(30, 30 + k as u32, *r, 0, 0);
+            m.update(&b.build());
+            out.push(group_sets(&m));
         }
-        m.update(&b.build());
+        out
+    };
+    for (i, got) in steps(Tunables::default(), 5).into_iter().enumerate() {
         let want = if i == 3 { vec![vec![30, 31], vec![32]] } else { vec![vec![30, 31, 32]] };
-        assert_eq!(group_sets(&m), want, "step {}", i + 1);
+        assert_eq!(got, want, "step {}", i + 1);
     }
     // Without the margin, step 3's 2.15 CPUs already cut the process.
-    let tun = Tunables { group_split_margin: 0.0, ..Tunables::default() };
-    let mut m = Model::new(topo.clone(), tun);
-    let mut run = [0u64; 3];
-    for (i, main) in mains[..3].iter().enumerate() {
-        let t = (i as u64 + 1) * SEC;
-        let mut b = Sb::new(&topo, t).proc(30, 5, "numa02", &[GIB, 0]);
-        for (k, r) in run.iter_mut().enumerate() {
-            if i > 0 {
-                *r += ((if k == 0 { *main } else { 1.0 }) * SEC as f64) as u64;
-            }
-            b = b.thread(30, 30 + k as u32, *r, 0, 0);
-        }
-        m.update(&b.build());
-    }
-    assert_eq!(group_sets(&m), vec![vec![30, 31], vec![32]]);
+    let off = steps(Tunables { group_split_margin: 0.0, ..Tunables::default() }, 3);
+    assert_eq!(off[2], vec![vec![30, 31], vec![32]]);
 }
