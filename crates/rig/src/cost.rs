@@ -137,7 +137,8 @@ pub struct CostResult {
 pub const RUNS: [&str; 3] = ["numad", "numapilot-1s", "numapilot-default"];
 
 /// The guest the comparison runs in: the 4-node preset (2 CPUs a node) with `mem_mb` MiB a node (1,000 processes
-/// of 10 threads need about 2 GiB in all), and a time limit for spawning the load and the three daemon runs.
+/// of 10 threads ran in 1,024 MiB a node; the suite's 40 x 4 in 512), and a time limit for spawning the load and the
+/// three daemon runs.
 pub fn guest(cfg: &CostConfig, mem_mb: u64) -> GuestSpec {
     let mut spec = GuestSpec::preset("4node").expect("the 4node preset exists");
     for n in &mut spec.nodes {
