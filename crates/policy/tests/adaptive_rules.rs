@@ -1018,3 +1018,48 @@ fn a_task_the_balancer_moved_stays_while_its_node_is_busy() {
         applied(&mut p, &b.m, &plan);
     }
 }
+
+/// Room for threads whose rate is not known yet: a thread first seen in this sample, in a process
+/// seen before, reserves `new_thread_cpu` (1.0) in the plan (the rig's 4-node numa01 race, scaled
+/// to 12 CPUs a node).
+///
+/// ```text
+///   autonuma-2s12c-24g (12 CPUs a node); two numa01-like processes, each a main thread at 0.13
+///   CPUs (seen before) and 11 workers first seen now (rate 0), 37 MiB on node 0 (first touch),
+///   all threads running on node 1
+///   A (pid 10), then B (pid 11), one group each
+///   plan: A reserves 0.13 + 11 x 1.0 = 11.13 CPUs; node 0 (its memory, room 12) -> node 0,
+///         cpu-follows-memory; B: node 0 has 0.87 CPUs left for 11.13 -> not node 0
+///   without the rule: A 0.13, B 0.13: both fit node 0 and both are sent there (22 busy threads
+///         on 12 CPUs one period later)
+///   control: the same workers seen before at rate 0 (idle, measured) reserve nothing: both fit
+/// ```
+#[test]
+fn new_threads_of_a_known_process_reserve_a_cpu_each() {
+    let build = |first_seen_now: bool| {
+        let mut b = B::new("autonuma-2s12c-24g");
+        for (pid, g) in [(10, 1), (11, 2)] {
+            let mut threads = vec![(1u32, 0.13)];
+            threads.extend([(1u32, 0.0); 11]);
+            b.proc(pid, "numa01", &threads, &[37, 0]);
+            if first_seen_now {
+                for i in 1..12 {
+                    b.first_seen_now(pid, i);
+                }
+            }
+            b.group_proc(g, pid);
+        }
+        b
+    };
+    let b = build(true);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let to_node0: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.1.is_none() && a.2 == "0").collect();
+    assert_eq!(to_node0.len(), 1, "one process to its memory's node, not both: {plan:#?}");
+    assert_eq!(to_node0[0].3, "cpu-follows-memory", "{plan:#?}");
+    let b = build(false);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let to_node0 = affinities(&b.m, &plan).into_iter().filter(|a| a.1.is_none() && a.2 == "0").count();
+    assert_eq!(to_node0, 2, "measured idle workers reserve nothing: {plan:#?}");
+}

@@ -152,11 +152,32 @@ pub(crate) struct Planner<'m> {
     pub(crate) young_slices: BTreeSet<u32>,
 }
 
-/// CPU demand of a task, CPUs: what it ran plus what it waited for a CPU (schedstat run delay),
-/// at most one CPU. The rate alone under-counts a crowded node: 24 busy threads on 12 CPUs run
-/// 0.5 each, and would look as if they fit.
+/// CPU demand of a task as measured, CPUs: what it ran plus what it waited for a CPU (schedstat
+/// run delay), at most one CPU. The rate alone under-counts a crowded node: 24 busy threads on 12
+/// CPUs run 0.5 each, and would look as if they fit. Whether a unit is worth placing at all
+/// (`min_group_cpu`) is judged on this.
 pub(crate) fn demand(t: &TaskView) -> f64 {
     (t.cpu_rate + t.run_delay.unwrap_or(0.0)).min(1.0_f64.max(t.cpu_rate))
+}
+
+/// CPU demand a plan reserves for a task, CPUs: [`demand`], but a new thread of a process seen
+/// before (first seen in this sample: no rate yet, rates need two samples) counts
+/// `new_thread_cpu`, the worst case the fork rule assumes for a new process's threads. Without
+/// it, a process whose workers started after its first sample looked idle for a period: in the
+/// rig's 4-node race both numa01 processes (a main thread of 0.13 CPUs, two workers of rate 0)
+/// fit node 0's 2 CPUs in one plan, both were sent there, the balancer split one over two nodes,
+/// and its memory followed 18 s later. A process first seen now is the fork rule's (or, small
+/// and idle, nobody's) and keeps its measured demand.
+pub(crate) fn planned_demand(m: &Model, t: &TaskView) -> f64 {
+    let d = demand(t);
+    let unknown = m.updates > 1
+        && t.first_seen_ns == m.now_ns
+        && m.procs.get(&t.key.pid).is_some_and(|p| p.first_seen_ns < m.now_ns);
+    if unknown {
+        d.max(m.tunables.new_thread_cpu)
+    } else {
+        d
+    }
 }
 
 /// Share per node (dense index) of the hot-range samples of `tasks`, by the node each range was
@@ -387,7 +408,7 @@ impl<'m> Planner<'m> {
         }
         let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
         pids.dedup();
-        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k)).map(demand).sum();
+        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k)).map(|tv| planned_demand(m, tv)).sum();
         // Memory: each process's memory shared out by the unit's part of its threads (by CPU, or
         // by count when idle), or the group's own figures when the group is whole.
         let mut mem_by_node = vec![0u64; n];
@@ -560,7 +581,7 @@ impl<'m> Planner<'m> {
                 all[i] += m.tunables.new_thread_cpu.max(tv.cpu_rate) - tv.cpu_rate;
             }
             if !in_unit.contains(k) && !new.contains(&k.pid) {
-                self.fixed[i] += demand(tv);
+                self.fixed[i] += planned_demand(m, tv);
             }
         }
         #[allow(clippy::needless_range_loop)] // i indexes six per-node vectors
@@ -881,7 +902,7 @@ impl<'m> Planner<'m> {
             let heaviest = u
                 .tasks
                 .iter()
-                .max_by(|a, b| demand(&m.tasks[a]).total_cmp(&demand(&m.tasks[b])).then(b.cmp(a)))
+                .max_by(|a, b| planned_demand(m, &m.tasks[a]).total_cmp(&planned_demand(m, &m.tasks[b])).then(b.cmp(a)))
                 .copied();
             let hold = heaviest.and_then(|k| policy.task_moves.get(&k)).filter(|mv| mv.holds(self.period, u.cpu, m));
             let placed = if let Some(mv) = hold {
@@ -914,7 +935,7 @@ impl<'m> Planner<'m> {
             let placed = placed.unwrap_or_else(|| self.choose(&u));
             self.charge(&placed.nodes, u.cpu, u.mem);
             for k in &u.tasks {
-                let cpu = m.tasks.get(k).map_or(0.0, demand);
+                let cpu = m.tasks.get(k).map_or(0.0, |tv| planned_demand(m, tv));
                 self.task_plan.insert(
                     *k,
                     TaskPlan {

@@ -74,6 +74,9 @@ impl B {
             mem_by_node[i] = mib * MIB;
             self.m.nodes[i].mem_free_bytes -= mib * MIB;
         }
+        // An old process's threads were seen before (their rates are measured); a new one's are
+        // first seen now.
+        let first_seen = if age_ns < 1_000_000_000 { self.m.now_ns } else { 0 };
         let mut tids = Vec::new();
         for (i, &(node, rate)) in threads.iter().enumerate() {
             let key = tk(pid, i as u32);
@@ -94,12 +97,11 @@ impl B {
                     access: vec![0.0; n],
                     access_source: AccessSource::Residency,
                     access_samples: 0,
-                    first_seen_ns: self.m.now_ns,
+                    first_seen_ns: first_seen,
                     hot: vec![],
                 },
             );
         }
-        let first_seen = if age_ns < 1_000_000_000 { self.m.now_ns } else { 0 };
         self.m.procs.insert(
             pid,
             ProcView {
@@ -122,6 +124,12 @@ impl B {
                 traffic_bytes_per_s_per_thread: 0.0,
             },
         );
+        self
+    }
+
+    /// Marks thread `i` of `pid` as first seen in this sample: its rate is not known yet.
+    pub fn first_seen_now(&mut self, pid: u32, i: u32) -> &mut Self {
+        self.m.tasks.get_mut(&tk(pid, i)).unwrap().first_seen_ns = self.m.now_ns;
         self
     }
 
