@@ -45,7 +45,10 @@
 //!          │                               (a group counts as fitting up to the cap's upper
 //!          │                               mark, group_split_margin above a node, as the
 //!          │                               model keeps it whole: no room -> it stays)
-//!          │              a unit moved within hold_periods stays (unless its load changed)
+//!          │              a unit moved within hold_periods stays (unless its load changed);
+//!          │              a process with threads first seen now (rate unknown) is no unit for
+//!          │              one period, its new threads reserving new_thread_cpu each where
+//!          │              they run (wait-for-rates; never twice in a row)
 //!          ├─ 3 balance   max-min planned CPU load > imbalance and the busiest over its
 //!          │              capacity: move the task with the weakest affinity to the busiest
 //!          │              node (access share there + strength to its co-located group members)
@@ -233,6 +236,9 @@ pub struct Adaptive {
     /// its first-touched memory is following its threads, and the next decision comes after
     /// `first_touch_interval_ms`.
     pub(crate) first_touch_follow: bool,
+    /// Processes that waited for the rates of new threads in the last decision (rule
+    /// "wait-for-rates", `Planner::waiting`): they do not wait twice in a row.
+    pub(crate) rate_waited: std::collections::BTreeSet<u32>,
 }
 
 impl Adaptive {
@@ -501,6 +507,7 @@ impl Policy for Adaptive {
         planner.cpu_actions();
         memory::memory(&mut planner, self);
         self.first_touch_follow = first_touch_follow(&planner);
+        self.rate_waited = planner.waiting.clone();
         let (plan, loads) = planner.finish();
         self.last_loads = loads;
         // Mark the processes the fork rule has now seen (placed or not) so it runs once; a young

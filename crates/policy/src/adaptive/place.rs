@@ -129,6 +129,18 @@ pub(crate) struct Planner<'m> {
     /// (`ProcState::shared_spread`, load unchanged): their threads stay where they are (fixed
     /// demand, no unit) and their memory keeps that spread.
     pub(crate) held_shared: BTreeSet<u32>,
+    /// Managed processes seen before with threads first seen in this sample (rule
+    /// "wait-for-rates"): no unit this period, their threads keep their nodes (as a new
+    /// process's do) and reserve `new_thread_cpu` each there. A new thread's rate is unknown for
+    /// its first period; planned as 0 CPUs, a process whose workers had just started looked idle:
+    /// in the rig's 4-node race both numa01 processes (a main thread at 0.13 CPUs, two workers of
+    /// rate 0) fitted node 0's 2 CPUs in one plan and were both sent there; the balancer split one
+    /// over two nodes and its memory followed 18 s later. Planned at the worst case instead, the
+    /// rig's numa02 (a main thread still at 0.77 CPUs from its first touch, two new workers)
+    /// read 2.77 CPUs on a 2-CPU node and was split and interleaved. Waiting one period gives
+    /// both their real rates. Never twice in a row (`Adaptive::rate_waited`): a process that
+    /// starts threads all the time is still placed every other period.
+    pub(crate) waiting: BTreeSet<u32>,
     /// Processes whose memory this policy moves (a memory move within its hold): pid, target
     /// nodes. A unit whose memory follows it to where it runs is settled there: CPU does not
     /// follow the part still left behind (which would undo the move half-way).
@@ -160,24 +172,22 @@ pub(crate) fn demand(t: &TaskView) -> f64 {
     (t.cpu_rate + t.run_delay.unwrap_or(0.0)).min(1.0_f64.max(t.cpu_rate))
 }
 
-/// CPU demand a plan reserves for a task, CPUs: [`demand`], but a new thread of a process seen
-/// before (first seen in this sample: no rate yet, rates need two samples) counts
-/// `new_thread_cpu`, the worst case the fork rule assumes for a new process's threads. Without
-/// it, a process whose workers started after its first sample looked idle for a period: in the
-/// rig's 4-node race both numa01 processes (a main thread of 0.13 CPUs, two workers of rate 0)
-/// fit node 0's 2 CPUs in one plan, both were sent there, the balancer split one over two nodes,
-/// and its memory followed 18 s later. A process first seen now is the fork rule's (or, small
-/// and idle, nobody's) and keeps its measured demand.
-pub(crate) fn planned_demand(m: &Model, t: &TaskView) -> f64 {
-    let d = demand(t);
-    let unknown = m.updates > 1
-        && t.first_seen_ns == m.now_ns
-        && m.procs.get(&t.key.pid).is_some_and(|p| p.first_seen_ns < m.now_ns);
-    if unknown {
-        d.max(m.tunables.new_thread_cpu)
+/// CPU demand the plan reserves on its node for a task that is in no unit, CPUs: [`demand`], but
+/// a thread of a process waiting for rates (first seen in this sample: rates need two samples)
+/// counts `new_thread_cpu`, the worst case the fork rule assumes for a new process's threads, so
+/// that no unit is planned into the CPUs its workers are about to use.
+fn reserved_demand(m: &Model, t: &TaskView) -> f64 {
+    if unknown_rate(m, t) {
+        demand(t).max(m.tunables.new_thread_cpu)
     } else {
-        d
+        demand(t)
     }
+}
+
+/// Whether `t` is a new thread of a process seen before: first seen in this sample (after the
+/// model's first), so its rate is not known yet.
+fn unknown_rate(m: &Model, t: &TaskView) -> bool {
+    m.updates > 1 && t.first_seen_ns == m.now_ns && m.procs.get(&t.key.pid).is_some_and(|p| p.first_seen_ns < m.now_ns)
 }
 
 /// Share per node (dense index) of the hot-range samples of `tasks`, by the node each range was
@@ -234,6 +244,17 @@ impl<'m> Planner<'m> {
             .collect();
         let held_shared: BTreeSet<u32> =
             managed.iter().copied().filter(|&pid| policy.shared_spread(model, pid).is_some()).collect();
+        let waiting: BTreeSet<u32> = managed
+            .iter()
+            .copied()
+            .filter(|pid| !new_procs.contains(pid) && !held_shared.contains(pid) && !policy.rate_waited.contains(pid))
+            .filter(|pid| {
+                model.procs[pid]
+                    .tids
+                    .iter()
+                    .any(|&tid| model.tasks.get(&TaskKey { pid: *pid, tid }).is_some_and(|tv| unknown_rate(model, tv)))
+            })
+            .collect();
         let memory_follows: Vec<(u32, NodeSet)> = managed
             .iter()
             .filter_map(|&pid| {
@@ -268,6 +289,7 @@ impl<'m> Planner<'m> {
             managed,
             new_procs,
             held_shared,
+            waiting,
             memory_follows,
             units: Vec::new(),
             placed: Vec::new(),
@@ -408,7 +430,7 @@ impl<'m> Planner<'m> {
         }
         let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
         pids.dedup();
-        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k)).map(|tv| planned_demand(m, tv)).sum();
+        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k)).map(demand).sum();
         // Memory: each process's memory shared out by the unit's part of its threads (by CPU, or
         // by count when idle), or the group's own figures when the group is whole.
         let mut mem_by_node = vec![0u64; n];
@@ -504,6 +526,11 @@ impl<'m> Planner<'m> {
             taken.extend(live_tasks(pid));
         }
         new.extend(self.held_shared.iter().copied());
+        // Waiting for the rates of new threads: no unit either, for one period.
+        for &pid in &self.waiting {
+            taken.extend(live_tasks(pid));
+        }
+        new.extend(self.waiting.iter().copied());
         // Classified processes: one unit each.
         for &pid in &self.managed {
             let p = &m.procs[&pid];
@@ -581,7 +608,7 @@ impl<'m> Planner<'m> {
                 all[i] += m.tunables.new_thread_cpu.max(tv.cpu_rate) - tv.cpu_rate;
             }
             if !in_unit.contains(k) && !new.contains(&k.pid) {
-                self.fixed[i] += planned_demand(m, tv);
+                self.fixed[i] += reserved_demand(m, tv);
             }
         }
         #[allow(clippy::needless_range_loop)] // i indexes six per-node vectors
@@ -902,7 +929,7 @@ impl<'m> Planner<'m> {
             let heaviest = u
                 .tasks
                 .iter()
-                .max_by(|a, b| planned_demand(m, &m.tasks[a]).total_cmp(&planned_demand(m, &m.tasks[b])).then(b.cmp(a)))
+                .max_by(|a, b| demand(&m.tasks[a]).total_cmp(&demand(&m.tasks[b])).then(b.cmp(a)))
                 .copied();
             let hold = heaviest.and_then(|k| policy.task_moves.get(&k)).filter(|mv| mv.holds(self.period, u.cpu, m));
             let placed = if let Some(mv) = hold {
@@ -935,7 +962,7 @@ impl<'m> Planner<'m> {
             let placed = placed.unwrap_or_else(|| self.choose(&u));
             self.charge(&placed.nodes, u.cpu, u.mem);
             for k in &u.tasks {
-                let cpu = m.tasks.get(k).map_or(0.0, |tv| planned_demand(m, tv));
+                let cpu = m.tasks.get(k).map_or(0.0, demand);
                 self.task_plan.insert(
                     *k,
                     TaskPlan {
