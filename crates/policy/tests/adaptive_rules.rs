@@ -1076,3 +1076,50 @@ fn new_threads_wait_one_period_for_their_rates_and_reserve_a_cpu_each() {
     check_conservation(&b.m, &plan);
     assert!(plan.actions.iter().any(|a| a.target.pid == 10), "A waited last time: {plan:#?}");
 }
+
+/// Rule 4 with a light thread elsewhere (minor-threads-stay-behind): without access samples, a
+/// process whose planned CPU is almost all on one node set is not a split process; its memory
+/// follows the threads doing the work (the rig's 4-node numa01 race, on the guest's own sysfs).
+///
+/// ```text
+///   rig-6.12-4node: 4 nodes x 2 CPUs (capacity 2.0)
+///   A (pid 10, numa01): main thread 0.2 CPUs and two workers x 1.0 on node 3; 37 MiB, all on
+///        node 0 (below min_process_rss_mib, 64 MiB)
+///   B (pid 11, numa01): main 0.16 + two workers x 1.0 on node 0, its 37 MiB there
+///   decide 1: node 3 a CPU bottleneck (2.2 / 2 = 1.1, the busiest): the balancer sends A's main
+///             thread (weakest affinity, 0.2 CPUs) to an idle node; applied
+///   decide 2: A's main thread stays there (its move holds); A's planned CPU: 2.0 on node 3,
+///             0.2 elsewhere (9% < 25%): one node set, node 3; 100% of its memory remote ->
+///             MigratePages(A, 0 -> 3), minor-threads-stay-behind
+///             (before: a split process without samples, below the RSS floor: no memory action;
+///             20 s on node 3 with its memory on node 0 in the rig)
+/// ```
+#[test]
+fn a_light_thread_elsewhere_does_not_split_a_process_for_its_memory() {
+    let mut b = B::fixture("rig-6.12-4node");
+    b.proc(10, "numa01", &[(3, 0.2), (3, 1.0), (3, 1.0)], &[37, 0, 0, 0]).group_proc(1, 10);
+    b.proc(11, "numa01", &[(0, 0.16), (0, 1.0), (0, 1.0)], &[37, 0, 0, 0]).group_proc(2, 11);
+    b.bottleneck(3, 1.1);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.1 == Some(1000)).collect();
+    assert_eq!(moved.len(), 1, "{plan:#?}");
+    assert_eq!(moved[0].3, "balance-weakest-first", "{plan:#?}");
+    let to: u32 = moved[0].2.parse().unwrap();
+    applied(&mut p, &b.m, &plan);
+    b.thread_on(10, 0, to);
+    b.m.nodes[3].cpu.bottleneck = false;
+    b.m.nodes[3].cpu.load = 1.0;
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let mig: Vec<_> = plan
+        .actions
+        .iter()
+        .filter(|a| a.target.pid == 10 && matches!(a.kind, ActionKind::MigratePages { .. }))
+        .collect();
+    assert_eq!(mig.len(), 1, "{plan:#?}");
+    let ActionKind::MigratePages { to, .. } = &mig[0].kind else { unreachable!() };
+    assert_eq!(*to, nodes("3"), "{plan:#?}");
+    assert!(mig[0].reason.detail.contains("minor-threads-stay-behind"), "{plan:#?}");
+}

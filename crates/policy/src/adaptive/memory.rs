@@ -25,6 +25,9 @@
 //!                                memory per thread (shared-pool-waits: a pool every thread reads
 //!                                at random, too sparsely sampled to show as shared; its threads
 //!                                gather by CPU follows memory or its class binding instead)
+//!     units on different S, no access samples, all but one S under remote_share_min of its
+//!       planned CPU           -> as one S, that one (minor-threads-stay-behind: a light thread
+//!                                the balancer moved off a full node does not split it)
 //!     otherwise               r = remote share of its accesses (or memory) outside S
 //!       static-large, latency:  r > 0                                   (binding classes)
 //!       unclassified:           r >= remote_share_min (below min_process_rss_mib, r counts
@@ -275,15 +278,39 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     // Node sets of each process's units, and its planned CPU per node.
     let mut sets: BTreeMap<u32, BTreeSet<Vec<usize>>> = BTreeMap::new();
     let mut cpu_on: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let mut set_cpu: BTreeMap<u32, BTreeMap<Vec<usize>, f64>> = BTreeMap::new();
     for (k, tp) in &pl.task_plan {
         // Where the thread will run after this plan (a balancing move included).
         sets.entry(k.pid).or_default().insert(tp.nodes.clone());
+        *set_cpu.entry(k.pid).or_default().entry(tp.nodes.clone()).or_default() += tp.cpu.max(1e-3);
         let v = cpu_on.entry(k.pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()]);
         let c = match pl.task_idx(k) {
             Some(c) if tp.nodes.contains(&c) => c,
             _ => tp.nodes.first().copied().unwrap_or(0),
         };
         v[c] += tp.cpu.max(1e-3);
+    }
+    // minor-threads-stay-behind: without access samples, a process whose planned CPU is almost
+    // all on one node set (every other set under remote_share_min of it) is not split: its
+    // memory follows the threads doing the work. The balancer moves a light thread off a full
+    // node (numa01's main thread, 0.16 CPUs beside two busy workers on a 2-CPU node); counted
+    // as a split, the process got an interleave by CPU, or nothing below the RSS floor: in the
+    // rig's 4-node race one numa01 process ran 20 s on node 3 with all its 37 MiB on node 0.
+    let mut minor_cpu: BTreeMap<u32, f64> = BTreeMap::new();
+    for (pid, per_set) in &set_cpu {
+        let sampled = m.procs.get(pid).is_some_and(|p| {
+            p.tids.iter().any(|&tid| m.tasks.get(&TaskKey { pid: *pid, tid }).is_some_and(|t| !t.hot.is_empty()))
+        });
+        if per_set.len() < 2 || sampled {
+            continue;
+        }
+        let total: f64 = per_set.values().sum();
+        let major: Vec<&Vec<usize>> =
+            per_set.iter().filter(|(_, &c)| c >= t.remote_share_min * total).map(|(s, _)| s).collect();
+        if let [only] = major[..] {
+            minor_cpu.insert(*pid, total - per_set[only]);
+            sets.insert(*pid, BTreeSet::from([only.clone()]));
+        }
     }
     let mut jobs = Vec::new();
     // Held shared spreads: continue the interleave (same nodes, same weights) until done.
@@ -451,8 +478,14 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     pct(t.cold_memory_share_min)
                 )
             });
+            let minor_note = minor_cpu.get(&pid).map_or(String::new(), |c| {
+                format!(
+                    "; [minor-threads-stay-behind] its other threads ({c:.2} CPUs, each node set under {} of its CPU) run elsewhere",
+                    pct(t.remote_share_min)
+                )
+            });
             format!(
-                "process {pid} ({}) runs on nodes {}: {} of its {src} remote (>= {}); benefit {:.2} CPU-s ({} x {:.2} CPUs x {} s) > copy cost {:.2} s ({} pages){cold_note}",
+                "process {pid} ({}) runs on nodes {}: {} of its {src} remote (>= {}); benefit {:.2} CPU-s ({} x {:.2} CPUs x {} s) > copy cost {:.2} s ({} pages){cold_note}{minor_note}",
                 p.comm,
                 pl.node_set(&to),
                 pct(remote),

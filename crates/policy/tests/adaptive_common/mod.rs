@@ -35,7 +35,21 @@ impl B {
     }
 
     pub fn with(preset: &str, tunables: Tunables) -> Self {
-        let topo = Topology::preset(preset).unwrap();
+        Self::with_topology(Topology::preset(preset).unwrap(), tunables)
+    }
+
+    /// As [`B::new`], on a machine read from a captured sysfs tree (`fixtures/NAME`, a real
+    /// kernel's files).
+    pub fn fixture(name: &str) -> Self {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(name);
+        let topo = Topology::from_sysfs(&root).unwrap();
+        Self::with_topology(
+            topo,
+            Tunables { migrate_budget_mib_per_s: 1280, smt_cores_first: false, ..Tunables::default() },
+        )
+    }
+
+    pub fn with_topology(topo: Topology, tunables: Tunables) -> Self {
         let mut m = Model::new(topo, tunables);
         m.now_ns = 100_000_000_000;
         m.period_ns = 1_000_000_000;
@@ -183,6 +197,24 @@ impl B {
         for tid in self.m.procs[&pid].tids.clone() {
             self.m.tasks.get_mut(&TaskKey { pid, tid }).unwrap().cpus_allowed = cpus.clone();
         }
+        self
+    }
+
+    /// Moves thread `i` of `pid` to node `node` (where it last ran), allowed only there (as an
+    /// applied per-thread SetAffinity would).
+    pub fn thread_on(&mut self, pid: u32, i: u32, node: u32) -> &mut Self {
+        let idx = self.m.node_idx(node).unwrap();
+        let cpu = self.m.topo.nodes[idx].cpus.first().unwrap();
+        let key = tk(pid, i);
+        let (was, rate) = (self.m.tasks[&key].node.unwrap(), self.m.tasks[&key].cpu_rate);
+        let old = self.m.node_idx(was).unwrap();
+        self.m.nodes[old].cpu_demand -= rate;
+        self.m.nodes[idx].cpu_demand += rate;
+        let cpus = Arc::new(self.m.topo.nodes[idx].cpus.clone());
+        let t = self.m.tasks.get_mut(&key).unwrap();
+        t.node = Some(node);
+        t.cpu = cpu;
+        t.cpus_allowed = cpus;
         self
     }
 
