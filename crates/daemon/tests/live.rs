@@ -999,6 +999,9 @@ fn numa_maps_age_refreshes_are_spread_over_the_period() {
     }
     let mut tuning = numapilot_daemon::live::LiveTuning::default();
     tuning.tiers.numa_maps_ms = 300;
+    // The children sleep: without this their refresh period would be 6 times longer (see
+    // idle_small_processes_have_numa_maps_re_read_less_often).
+    tuning.tiers.numa_maps_idle_factor = 1;
     let o = LiveOptions { state_path: state, ..LiveOptions::default() };
     let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
     host.sample().unwrap();
@@ -1021,6 +1024,60 @@ fn numa_maps_age_refreshes_are_spread_over_the_period() {
     assert!(max * 3 <= kids.len() * 2, "one cycle re-read {max} of {} children's numa_maps: {per_cycle:?}", kids.len());
     assert!(cycles >= 4, "the re-reads fell in {cycles} cycles: {per_cycle:?}");
     assert!(refreshed.len() >= 40, "only {} children refreshed in 1.4 periods: {per_cycle:?}", refreshed.len());
+}
+
+/// A small process that has not run since its numa_maps was read is re-read every
+/// 6 x `numa_maps_ms` x `numa_maps_idle_factor`, not every 6 x `numa_maps_ms`: its pages stayed.
+///
+/// ```text
+///   10 sleeping children (small, idle), numa_maps_ms 100: the small period is 600 ms
+///   idle factor 6 (default): period 3.6 s; over 2 s of samples every 50 ms each child is
+///                            refreshed at most once (its first refresh, brought forward by the
+///                            stagger)
+///   idle factor 1:           period 600 ms; over 2 s some child is refreshed at least twice
+/// ```
+#[test]
+fn idle_small_processes_have_numa_maps_re_read_less_often() {
+    let mut kids: Vec<Kid> = (0..10).map(|_| Kid::spawn("sleep", &[])).collect();
+    for k in &mut kids {
+        k.line("ready");
+    }
+    // Let them settle (a child still runs for a moment after its "ready" line).
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let refreshes = |factor: u64| -> Vec<usize> {
+        let (_d, state) = tmp_state("idle-maps");
+        let mut tuning = numapilot_daemon::live::LiveTuning::default();
+        tuning.tiers.numa_maps_ms = 100;
+        tuning.tiers.numa_maps_idle_factor = factor;
+        tuning.tiers.stale_cycles = 1 << 40;
+        let o = LiveOptions { state_path: state, ..LiveOptions::default() };
+        let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
+        host.sample().unwrap();
+        let read_at =
+            |h: &LiveHost| kids.iter().map(|k| h.numa_maps_read_ns(k.pid()).expect("watched")).collect::<Vec<_>>();
+        let mut last = read_at(&host);
+        let mut count = vec![0usize; kids.len()];
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(2000) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            host.sample().unwrap();
+            let now = read_at(&host);
+            for i in 0..kids.len() {
+                if now[i] != last[i] {
+                    count[i] += 1;
+                }
+            }
+            last = now;
+        }
+        count
+    };
+    let idle = refreshes(6);
+    assert!(idle.iter().all(|&n| n <= 1), "idle children re-read more than once in 2 s: {idle:?}");
+    let every = refreshes(1);
+    assert!(every.iter().any(|&n| n >= 2), "with factor 1 the 600 ms period shows: {every:?}");
+    for k in kids {
+        k.kill();
+    }
 }
 
 /// A process the daemon just changed is read in full on the next cycle, even when idle: the plan

@@ -23,7 +23,8 @@
 //!   both tiers       the cycle after the daemon changed the process (`refresh`)
 //!   numa_maps tier   new, or numa_maps older than numa_maps_ms and RSS >= numa_maps_min_rss_kb,
 //!                    or RSS moved >= rss_change_kb since numa_maps was read, or older than
-//!                    6 x numa_maps_ms; a process's first read counts as up to one such period
+//!                    6 x numa_maps_ms (x numa_maps_idle_factor when it has not run since that
+//!                    read: its pages stayed); a process's first read counts as up to one such period
 //!                    older (by pid: `stagger`), so processes first seen together (all of them,
 //!                    when the daemon starts) are not all re-read in one cycle every period
 //!   otherwise        the last read threads and numa_maps are carried forward, with this cycle's
@@ -96,6 +97,14 @@ pub struct TierOptions {
     /// and its numa_maps is refreshed at 6 x `numa_maps_ms` only. What it prevents: spending the
     /// numa_maps budget on shells and daemons of a few MB.
     pub numa_maps_min_rss_kb: u64,
+    /// A small process (RSS under `numa_maps_min_rss_kb`) that has not run since its numa_maps
+    /// was read is re-read this many times less often than one that has (every 6 x
+    /// `numa_maps_ms` x this). Default 6 (6 min at the default 10 s). Source: a process's pages
+    /// change node when it touches memory or someone moves them; an idle one touches nothing, and
+    /// the daemon's own moves re-read it the cycle after (`refresh`). What it prevents: spending
+    /// most of the numa_maps reads of a steady cycle on sleeping shells and daemons of a few MB
+    /// (the cost benchmark: 16 of its 17 reads a cycle were such processes).
+    pub numa_maps_idle_factor: u64,
     /// RSS change since numa_maps was read that makes it read again at once, kB. Default 16,384
     /// (16 MiB). Source: a choice, a quarter of the large-process threshold. What it prevents: a
     /// process that just allocated (or freed) a lot being planned from a stale per-node split.
@@ -141,6 +150,7 @@ impl Default for TierOptions {
             stale_cycles: 60,
             numa_maps_ms: 10_000,
             numa_maps_min_rss_kb: 64 * 1024,
+            numa_maps_idle_factor: 6,
             rss_change_kb: 16 * 1024,
             kthread_recheck_cycles: 30,
             max_open_stat: 16_384,
@@ -203,9 +213,10 @@ struct Entry {
     prev_ticks: u64,
     rss_now_kb: u64,
     in_sample: u64,
-    /// Host time numa_maps was last read, and the RSS then (kB).
+    /// Host time numa_maps was last read, and the RSS (kB) and process CPU ticks then.
     maps_ns: u64,
     maps_rss_kb: u64,
+    maps_ticks: u64,
     /// The daemon changed this process (affinity or pages): read its threads and numa_maps next
     /// cycle whatever the tiers say ([`TieredObserver::refresh`]).
     refresh: bool,
@@ -524,6 +535,7 @@ impl TieredObserver {
         }
         let t = &self.tiers;
         let carry = t.carry_idle_threads;
+        let idle_factor = t.numa_maps_idle_factor.max(1);
         let (min_ticks, stale, maps_ns, maps_min, rss_change, krecheck) = (
             t.detail_min_ticks,
             t.stale_cycles.max(1),
@@ -586,6 +598,7 @@ impl TieredObserver {
                     detail_ticks: 0,
                     maps_ns: 0,
                     maps_rss_kb: 0,
+                    maps_ticks: 0,
                     refresh: false,
                 });
                 // Kernel threads and skipped processes keep no descriptor.
@@ -622,12 +635,14 @@ impl TieredObserver {
             let stale_turn = (u64::from(pid) + cycle) % stale == 0;
             let threads = new || refresh || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks || stale_turn;
             let age = now_ns.saturating_sub(e.maps_ns);
+            // A small process that has not run since its numa_maps was read: its pages stayed.
+            let small_every = if st.cpu_ticks() == e.maps_ticks { 6 * idle_factor } else { 6 };
             let maps = new
                 || refresh
                 || (threads && e.has_policy)
                 || (age >= maps_ns && rss_kb >= maps_min)
                 || rss_kb.abs_diff(e.maps_rss_kb) >= rss_change
-                || age >= maps_ns.saturating_mul(6);
+                || age >= maps_ns.saturating_mul(small_every);
             if maps && !new {
                 stats.maps_refreshed += 1;
             }
@@ -699,12 +714,13 @@ impl TieredObserver {
                 // `stagger`), which only ever brings that refresh forward.
                 let back = if e.last.is_none() {
                     let large = p.rss_kb.unwrap_or(0) >= maps_min;
-                    stagger(p.pid, if large { maps_ns } else { maps_ns.saturating_mul(6) })
+                    stagger(p.pid, if large { maps_ns } else { maps_ns.saturating_mul(6 * idle_factor) })
                 } else {
                     0
                 };
                 e.maps_ns = now_ns.saturating_sub(back);
                 e.maps_rss_kb = p.rss_kb.unwrap_or(0);
+                e.maps_ticks = p.stat.cpu_ticks();
                 e.has_policy = explicit_policy(&p);
                 e.last = Some(p);
             }
@@ -724,6 +740,7 @@ impl TieredObserver {
             if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
                 e.maps_ns = now_ns;
                 e.maps_rss_kb = p.rss_kb.unwrap_or(0);
+                e.maps_ticks = p.stat.cpu_ticks();
                 e.has_policy = explicit_policy(&p);
                 if let Some(last) = e.last.as_mut() {
                     last.numa_maps = p.numa_maps;
