@@ -1077,6 +1077,37 @@ fn new_threads_wait_one_period_for_their_rates_and_reserve_a_cpu_each() {
     assert!(plan.actions.iter().any(|a| a.target.pid == 10), "A waited last time: {plan:#?}");
 }
 
+/// wait-for-rates counts a new thread once: its reserve (`new_thread_cpu`) stands for the CPU time
+/// the node's measured demand already holds from it (it ran before its first read), not beside it.
+///
+/// ```text
+///   autonuma-2s12c-24g (12 CPUs a node)
+///   A (pid 10): main thread 0.13 CPUs + 5 workers first seen now (rate 0) on node 1; the node's
+///        measured demand holds the workers' 5 CPUs (they ran)
+///   C (pid 12): 6 threads x 1.0 on node 0, its 512 MiB on node 1
+///   node 1: reserved 0.13 + 5 x 1.0 = 5.13, unexplained 5.13 - 5.13 = 0 -> 6.87 CPUs left >= 6:
+///        C -> node 1 (cpu-follows-memory)
+///   counted twice (reserve + the same 5 CPUs as unexplained demand): 1.87 left, C stays on node 0
+/// ```
+#[test]
+fn a_waiting_process_new_threads_are_counted_once() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    let mut threads = vec![(1u32, 0.13)];
+    threads.extend([(1u32, 0.0); 5]);
+    b.proc(10, "a", &threads, &[0, 37]);
+    for i in 1..6 {
+        b.first_seen_now(10, i);
+    }
+    b.m.nodes[1].cpu_demand += 5.0;
+    b.group_proc(1, 10);
+    b.proc(12, "c", &[(0, 1.0); 6], &[0, 512]);
+    b.group_proc(2, 12);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 10), "A waits: {plan:#?}");
+    assert_eq!(affinities(&b.m, &plan), vec![aff(12, None, "1", "cpu-follows-memory")], "{plan:#?}");
+}
+
 /// Rule 4 with a light thread elsewhere (minor-threads-stay-behind): without access samples, a
 /// process whose planned CPU is almost all on one node set is not a split process; its memory
 /// follows the threads doing the work (the rig's 4-node numa01 race, on the guest's own sysfs).

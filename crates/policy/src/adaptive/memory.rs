@@ -296,12 +296,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     // node (numa01's main thread, 0.16 CPUs beside two busy workers on a 2-CPU node); counted
     // as a split, the process got an interleave by CPU, or nothing below the RSS floor: in the
     // rig's 4-node race one numa01 process ran 20 s on node 3 with all its 37 MiB on node 0.
+    // Processes with a thread that has sampled hot ranges.
+    let sampled_pids: BTreeSet<u32> = m.tasks.iter().filter(|(_, t)| !t.hot.is_empty()).map(|(k, _)| k.pid).collect();
     let mut minor_cpu: BTreeMap<u32, f64> = BTreeMap::new();
     for (pid, per_set) in &set_cpu {
-        let sampled = m.procs.get(pid).is_some_and(|p| {
-            p.tids.iter().any(|&tid| m.tasks.get(&TaskKey { pid: *pid, tid }).is_some_and(|t| !t.hot.is_empty()))
-        });
-        if per_set.len() < 2 || sampled {
+        if per_set.len() < 2 || sampled_pids.contains(pid) {
             continue;
         }
         let total: f64 = per_set.values().sum();
@@ -358,7 +357,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             continue;
         }
         let rss_ok = p.rss_bytes as f64 >= t.min_process_rss_mib as f64 * MIB;
-        let sampled = p.tids.iter().any(|&tid| m.tasks.get(&TaskKey { pid, tid }).is_some_and(|t| !t.hot.is_empty()));
+        let sampled = sampled_pids.contains(&pid);
         let split = class != ProcessClass::BandwidthBound && nodesets.len() > 1;
         // One buffer shared by threads on several node sets: interleave it over them (below).
         let shared = split && sampled && shared_sample_share(pl, pid) >= t.shared_range_share_min;

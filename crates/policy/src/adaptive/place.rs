@@ -244,15 +244,17 @@ impl<'m> Planner<'m> {
             .collect();
         let held_shared: BTreeSet<u32> =
             managed.iter().copied().filter(|&pid| policy.shared_spread(model, pid).is_some()).collect();
-        let waiting: BTreeSet<u32> = managed
+        // One pass over the tasks (most have a rate: the test stops at `first_seen_ns`).
+        let waiting: BTreeSet<u32> = model
+            .tasks
             .iter()
-            .copied()
-            .filter(|pid| !new_procs.contains(pid) && !held_shared.contains(pid) && !policy.rate_waited.contains(pid))
+            .filter(|(_, tv)| unknown_rate(model, tv))
+            .map(|(k, _)| k.pid)
             .filter(|pid| {
-                model.procs[pid]
-                    .tids
-                    .iter()
-                    .any(|&tid| model.tasks.get(&TaskKey { pid: *pid, tid }).is_some_and(|tv| unknown_rate(model, tv)))
+                managed.contains(pid)
+                    && !new_procs.contains(pid)
+                    && !held_shared.contains(pid)
+                    && !policy.rate_waited.contains(pid)
             })
             .collect();
         let memory_follows: Vec<(u32, NodeSet)> = managed
@@ -608,7 +610,12 @@ impl<'m> Planner<'m> {
                 all[i] += m.tunables.new_thread_cpu.max(tv.cpu_rate) - tv.cpu_rate;
             }
             if !in_unit.contains(k) && !new.contains(&k.pid) {
-                self.fixed[i] += reserved_demand(m, tv);
+                let reserved = reserved_demand(m, tv);
+                self.fixed[i] += reserved;
+                // As for a new process: a reserve above the measured demand stands for time the
+                // node's measured demand may already hold (the thread ran before its first read),
+                // which is then not counted a second time as unexplained demand below.
+                all[i] += reserved - demand(tv);
             }
         }
         #[allow(clippy::needless_range_loop)] // i indexes six per-node vectors
