@@ -315,6 +315,11 @@ fn host_without_staleness_round(state: &Path) -> LiveHost {
     LiveHost::open_with(topo(), o, tuning).unwrap().0
 }
 
+/// When each child's numa_maps was last read, ns.
+fn maps_read_at(h: &LiveHost, kids: &[Kid]) -> Vec<u64> {
+    kids.iter().map(|k| h.numa_maps_read_ns(k.pid()).expect("watched")).collect()
+}
+
 fn masks(pid: u32) -> Vec<(u32, CpuSet)> {
     numapilot_actuate::list_threads(pid)
         .unwrap()
@@ -1005,8 +1010,7 @@ fn numa_maps_age_refreshes_are_spread_over_the_period() {
     let o = LiveOptions { state_path: state, ..LiveOptions::default() };
     let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
     host.sample().unwrap();
-    let read_at =
-        |h: &LiveHost| kids.iter().map(|k| h.numa_maps_read_ns(k.pid()).expect("watched")).collect::<Vec<_>>();
+    let read_at = |h: &LiveHost| maps_read_at(h, &kids);
     let mut last = read_at(&host);
     let start = std::time::Instant::now();
     let (mut per_cycle, mut refreshed) = (Vec::new(), std::collections::BTreeSet::new());
@@ -1053,8 +1057,7 @@ fn idle_small_processes_have_numa_maps_re_read_less_often() {
         let o = LiveOptions { state_path: state, ..LiveOptions::default() };
         let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
         host.sample().unwrap();
-        let read_at =
-            |h: &LiveHost| kids.iter().map(|k| h.numa_maps_read_ns(k.pid()).expect("watched")).collect::<Vec<_>>();
+        let read_at = |h: &LiveHost| maps_read_at(h, &kids);
         let mut last = read_at(&host);
         let mut count = vec![0usize; kids.len()];
         let start = std::time::Instant::now();
