@@ -275,13 +275,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     let m = pl.model;
     let t = &m.tunables;
     let new: BTreeSet<u32> = pl.new_procs.iter().copied().collect();
-    // Node sets of each process's units, and its planned CPU per node.
-    let mut sets: BTreeMap<u32, BTreeSet<Vec<usize>>> = BTreeMap::new();
+    // Planned CPU of each process per node set of its units, and per node.
     let mut cpu_on: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     let mut set_cpu: BTreeMap<u32, BTreeMap<Vec<usize>, f64>> = BTreeMap::new();
     for (k, tp) in &pl.task_plan {
         // Where the thread will run after this plan (a balancing move included).
-        sets.entry(k.pid).or_default().insert(tp.nodes.clone());
         *set_cpu.entry(k.pid).or_default().entry(tp.nodes.clone()).or_default() += tp.cpu.max(1e-3);
         let v = cpu_on.entry(k.pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()]);
         let c = match pl.task_idx(k) {
@@ -290,26 +288,29 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         };
         v[c] += tp.cpu.max(1e-3);
     }
-    // minor-threads-stay-behind: without access samples, a process whose planned CPU is almost
-    // all on one node set (every other set under remote_share_min of it) is not split: its
-    // memory follows the threads doing the work. The balancer moves a light thread off a full
-    // node (numa01's main thread, 0.16 CPUs beside two busy workers on a 2-CPU node); counted
-    // as a split, the process got an interleave by CPU, or nothing below the RSS floor: in the
-    // rig's 4-node race one numa01 process ran 20 s on node 3 with all its 37 MiB on node 0.
     // Processes with a thread that has sampled hot ranges.
     let sampled_pids: BTreeSet<u32> = m.tasks.iter().filter(|(_, t)| !t.hot.is_empty()).map(|(k, _)| k.pid).collect();
+    // The node sets of each process's units. minor-threads-stay-behind: without access samples,
+    // a process whose planned CPU is almost all on one node set (every other set under
+    // remote_share_min of it) is not split: its memory follows the threads doing the work. The
+    // balancer moves a light thread off a full node (numa01's main thread, 0.16 CPUs beside two
+    // busy workers on a 2-CPU node); counted as a split, the process got an interleave by CPU,
+    // or nothing below the RSS floor: in the rig's 4-node race one numa01 process ran 20 s on
+    // node 3 with all its 37 MiB on node 0.
+    let mut sets: BTreeMap<u32, BTreeSet<Vec<usize>>> = BTreeMap::new();
     let mut minor_cpu: BTreeMap<u32, f64> = BTreeMap::new();
     for (pid, per_set) in &set_cpu {
-        if per_set.len() < 2 || sampled_pids.contains(pid) {
-            continue;
+        let mut nodesets: BTreeSet<Vec<usize>> = per_set.keys().cloned().collect();
+        if per_set.len() > 1 && !sampled_pids.contains(pid) {
+            let total: f64 = per_set.values().sum();
+            let major: Vec<&Vec<usize>> =
+                per_set.iter().filter(|(_, &c)| c >= t.remote_share_min * total).map(|(s, _)| s).collect();
+            if let [only] = major[..] {
+                minor_cpu.insert(*pid, total - per_set[only]);
+                nodesets = BTreeSet::from([only.clone()]);
+            }
         }
-        let total: f64 = per_set.values().sum();
-        let major: Vec<&Vec<usize>> =
-            per_set.iter().filter(|(_, &c)| c >= t.remote_share_min * total).map(|(s, _)| s).collect();
-        if let [only] = major[..] {
-            minor_cpu.insert(*pid, total - per_set[only]);
-            sets.insert(*pid, BTreeSet::from([only.clone()]));
-        }
+        sets.insert(*pid, nodesets);
     }
     let mut jobs = Vec::new();
     // Held shared spreads: continue the interleave (same nodes, same weights) until done.
