@@ -73,12 +73,7 @@ fn cold_memory_stays_and_does_not_pull_threads_or_size_units() {
     assert_eq!(plan.actions.iter().map(pages_of).sum::<u64>(), 32_768);
 
     // The same VM with the rule off: its idle RAM pulls the vCPUs to node 0.
-    let t = Tunables {
-        migrate_budget_mib_per_s: 1280,
-        smt_cores_first: false,
-        cold_memory_share_min: 1.0,
-        ..Tunables::default()
-    };
+    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
     let mut off = B::with("autonuma-2s12c-24g", t);
     vm(&mut off);
     let plan = Adaptive::new().decide(&off.m);

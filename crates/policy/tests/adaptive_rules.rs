@@ -654,7 +654,7 @@ fn past_the_cores_every_node_takes_its_share_of_smt_sharing() {
     let next = plan.actions.iter().find(|a| a.reason.rule == "next-best-node").unwrap();
     assert!(next.reason.detail.contains("node 1 has 0.5 of 7.5 CPUs left for 1.0"), "{}", next.reason.detail);
 
-    let b = build(Tunables { migrate_budget_mib_per_s: 1280, smt_cores_first: false, ..Tunables::default() });
+    let b = build(Tunables { ..traced_tunables() });
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(
@@ -719,12 +719,7 @@ fn small_processes_take_their_memory_along() {
 fn a_buffer_shared_across_nodes_is_interleaved_over_them_once_then_held() {
     // The two sampled ranges stand for a 1 GiB buffer all four threads stream: the cold-memory
     // rule (which would read 1020 of its 1024 MiB as idle) is off here.
-    let t = Tunables {
-        migrate_budget_mib_per_s: 1280,
-        smt_cores_first: false,
-        cold_memory_share_min: 1.0,
-        ..Tunables::default()
-    };
+    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
     let mut b = B::with("autonuma-2s12c-24g", t);
     b.proc(10, "numa01", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0]);
     let base = 0x4000_0000u64;
@@ -779,12 +774,7 @@ fn a_buffer_shared_across_nodes_is_interleaved_over_them_once_then_held() {
 #[test]
 fn a_pool_every_thread_samples_all_over_is_not_pulled_apart_by_its_samples() {
     let build = |slices: bool| {
-        let t = Tunables {
-            migrate_budget_mib_per_s: 1280,
-            smt_cores_first: false,
-            cold_memory_share_min: 1.0,
-            ..Tunables::default()
-        };
+        let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
         let mut b = B::with("autonuma-2s12c-24g", t);
         b.proc(10, "db", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[2048, 0]);
         let base = 0x4000_0000u64;

@@ -21,6 +21,12 @@ pub fn tk(pid: u32, i: u32) -> TaskKey {
     TaskKey { pid, tid: pid * 100 + i }
 }
 
+/// The tunables the hand traces use: defaults, but a page budget fixed at 1280 MiB/s and capacity
+/// always in CPUs (`smt_cores_first` off).
+pub fn traced_tunables() -> Tunables {
+    Tunables { migrate_budget_mib_per_s: 1280, smt_cores_first: false, ..Tunables::default() }
+}
+
 /// A model under construction.
 pub struct B {
     pub m: Model,
@@ -31,7 +37,7 @@ impl B {
     /// page budget fixed at 1280 MiB/s (327680 pages per plan) and capacity always in CPUs
     /// (`smt_cores_first` off), which the hand traces use.
     pub fn new(preset: &str) -> Self {
-        Self::with(preset, Tunables { migrate_budget_mib_per_s: 1280, smt_cores_first: false, ..Tunables::default() })
+        Self::with(preset, traced_tunables())
     }
 
     pub fn with(preset: &str, tunables: Tunables) -> Self {
@@ -43,10 +49,7 @@ impl B {
     pub fn fixture(name: &str) -> Self {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(name);
         let topo = Topology::from_sysfs(&root).unwrap();
-        Self::with_topology(
-            topo,
-            Tunables { migrate_budget_mib_per_s: 1280, smt_cores_first: false, ..Tunables::default() },
-        )
+        Self::with_topology(topo, traced_tunables())
     }
 
     pub fn with_topology(topo: Topology, tunables: Tunables) -> Self {
