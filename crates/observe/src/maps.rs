@@ -90,7 +90,7 @@ impl MapEntry {
 pub enum MapsFilter {
     /// Every line.
     All,
-    /// Shared mappings of an object (`s` flag, inode != 0): the only lines the sharing signal needs;
+    /// Shared mappings of an object (`s` flag, inode != 0 or a SysV shm segment): the only lines the sharing signal needs;
     /// others are checked for shape but not allocated.
     SharedObjects,
 }
@@ -162,7 +162,7 @@ pub fn parse_maps_filtered(input: &str, filter: MapsFilter) -> Result<Vec<MapEnt
         let inode = dec(inode).ok_or_else(|| err("inode", "bad decimal number"))?;
         let keep = match filter {
             MapsFilter::All => true,
-            MapsFilter::SharedObjects => shared && inode != 0,
+            MapsFilter::SharedObjects => shared_object(shared, inode, path),
         };
         if keep {
             out.push(MapEntry {
@@ -182,14 +182,21 @@ pub fn parse_maps_filtered(input: &str, filter: MapsFilter) -> Result<Vec<MapEnt
     Ok(out)
 }
 
+/// Whether a mapping is a shared mapping of an object several processes can map: `s` and an inode, or a SysV
+/// shm segment, whose inode is its shmid, so 0 for the first segment a fresh kernel hands out
+/// (`/SYSV00000000 (deleted)` with inode 0; ipc/shm.c sets the inode number to the id).
+fn shared_object(shared: bool, inode: u64, path: &str) -> bool {
+    shared && (inode != 0 || path.starts_with("/SYSV"))
+}
+
 /// Groups the shared object mappings of several processes by (dev, inode): every object mapped
-/// shared (`s`, inode != 0) by at least two of them, with each process's mapped bytes. `maps` yields
+/// shared (`s`, inode != 0, or a SysV segment) by at least two of them, with each process's mapped bytes. `maps` yields
 /// (pid, that process's entries); entries that are not shared object mappings are ignored. Sorted by
 /// (dev, inode); users sorted by pid. The path is the first seen (all processes see the same name).
 pub fn group_shared<'a>(maps: impl IntoIterator<Item = (u32, &'a [MapEntry])>) -> Vec<SharedMemory> {
     let mut objects: BTreeMap<(u64, u64), (String, BTreeMap<u32, u64>)> = BTreeMap::new();
     for (pid, entries) in maps {
-        for e in entries.iter().filter(|e| e.shared && e.inode != 0) {
+        for e in entries.iter().filter(|e| shared_object(e.shared, e.inode, &e.path)) {
             let (_, users) = objects.entry((e.dev, e.inode)).or_insert_with(|| (e.path.clone(), BTreeMap::new()));
             *users.entry(pid).or_insert(0) += e.len();
         }
@@ -235,6 +242,21 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         assert!(m[7].exec && !m[7].read);
         let shared = parse_maps_filtered(SAMPLE, MapsFilter::SharedObjects).unwrap();
         assert_eq!(shared.iter().map(|e| e.inode).collect::<Vec<_>>(), vec![2051, 32789, 4096, 77]);
+    }
+
+    #[test]
+    fn the_first_sysv_segment_has_inode_0_and_is_still_shared() {
+        // A fresh kernel's first IPC_PRIVATE segment is shmid 0, printed as inode 0 (seen on a freshly booted
+        // CI machine: the live signals test found no SysV mapping); a private or an inode-less shared line is not.
+        let lines = "7f0000000000-7f0000002000 rw-s 00000000 00:01 0   /SYSV00000000 (deleted)\n\
+                     7f0000100000-7f0000101000 rw-s 00000000 00:00 0 \n\
+                     7f0000200000-7f0000201000 rw-p 00000000 00:01 0   /SYSV00000000 (deleted)\n";
+        let kept = parse_maps_filtered(lines, MapsFilter::SharedObjects).unwrap();
+        assert_eq!(kept.iter().map(|e| e.start).collect::<Vec<_>>(), vec![0x7f0000000000]);
+        let all = parse_maps(lines).unwrap();
+        let grouped = group_shared([(1, &all[..]), (2, &all[..1])]);
+        assert_eq!(grouped.len(), 1);
+        assert_eq!((grouped[0].inode, grouped[0].users.clone()), (0, vec![(1, 0x2000), (2, 0x2000)]));
     }
 
     #[test]
