@@ -43,6 +43,7 @@ fn memory_bound_to_node_0_and_a_worker_thread_are_seen_there() {
         assert_eq!(node, 0, "page at +{off}");
     }
     let stop = AtomicBool::new(false);
+    let started = AtomicBool::new(false);
     /// Stops the spinning thread however the scope ends, so a failed assertion fails the test
     /// instead of waiting forever for the thread.
     struct StopOnDrop<'a>(&'a AtomicBool);
@@ -56,11 +57,17 @@ fn memory_bound_to_node_0_and_a_worker_thread_are_seen_there() {
         std::thread::Builder::new()
             .name(format!("{THREAD_PREFIX}0"))
             .spawn_scoped(s, || {
+                started.store(true, Ordering::Release);
                 while !stop.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
             })
             .unwrap();
+        // The new thread names itself when it starts running (std sets the name from inside it): until then
+        // its comm is this process's, and on a busy machine the sample below came first (a fresh-clone test run failed on it).
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         let topo = Topology::from_sysfs(Path::new("/")).unwrap();
         let rec = Recorder::new("/", &topo);
         let me = std::process::id();
