@@ -272,6 +272,63 @@ fn balance_moves_the_weakest_first_and_keeps_tasks_on_their_preferred_node() {
     assert!(plan.actions[3].reason.detail.contains("access share 20% there"), "{plan:#?}");
 }
 
+/// Rule 3's destination (balance-towards-memory): a task moved off an overloaded node goes to the
+/// node with room that holds most of its accesses, not to the idlest node.
+///
+/// ```text
+///   article-4n96 (24 CPUs per node); nodes 1, 2, 3 IO bottlenecks (they refuse every unit in
+///   placement; the balancer moves CPUs only, so they may still take a thread)
+///   pinned (pid 5): 22 x 1.0 on node 0 -> fixed 22; pinned (pid 7): 8 x 1.0 on node 2 -> fixed 8
+///   app (pid 10): 4 threads x 1.0 on node 0, one group each, 32 MiB on node 0; accesses
+///                 t0, t1, t2 [0.9, 0, 0.1, 0] (prefer node 0), t3 [0.2, 0, 0.8, 0] (prefers 2)
+///   place (key order): t0 -> 0 (23 of 24), t1 -> 0 (24 of 24 + 0.02 slack), t2: node 0 full,
+///                      2, 1, 3 refuse -> no-room-stay; t3: small, stays first (node 0 full; the
+///                      others refuse) -> no-room-stay: node 0 planned 26 / 24 = 1.08
+///   balance: busiest node 0 1.08, idlest node 1 (0.00; node 3 ties at 0.00, higher index),
+///            gap 1.08 > 0.25; t0-t2 prefer node 0 (no CPU bottleneck flag): kept; t3 narrows
+///            the gap (25/24 - 1/24 = 1.00 < 1.08) -> candidate
+///            destination: nodes with room for it (load with it <= 1): 1 (0.04), 2 (9/24 =
+///            0.38), 3 (0.04); most of its accesses: node 2 (80%) -> node 2
+///            (the idlest, the rule before this one: node 1, 0% of its accesses, distance 20)
+///            next: node 0 25/24 = 1.04 vs 0.00, no candidate (t0-t2 prefer node 0): stop
+///   plan, per thread: t0, t1 -> 0 (stay-current-node), t2 -> 0 (no-room-stay), t3 -> 2 (balance)
+///   memory: 32 MiB < 64 MiB, split without hot ranges -> nothing
+/// ```
+#[test]
+fn balance_moves_a_task_towards_its_memory_not_to_the_idlest_node() {
+    let mut b = B::new("article-4n96");
+    b.proc(5, "pinned", &[(0, 1.0); 22], &[100, 0, 0, 0]).pinned(5);
+    b.proc(7, "pinned2", &[(2, 1.0); 8], &[0, 0, 100, 0]).pinned(7);
+    b.proc(10, "app", &[(0, 1.0); 4], &[32, 0, 0, 0]);
+    for i in 0..3 {
+        b.access(10, i, &[0.9, 0.0, 0.1, 0.0]);
+    }
+    b.access(10, 3, &[0.2, 0.0, 0.8, 0.0]);
+    for i in 0..4 {
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    for n in 1..4 {
+        b.m.nodes[n].io.bottleneck = true;
+        b.m.nodes[n].io.load = 0.4;
+    }
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, Some(1000), "0", "stay-current-node"),
+            aff(10, Some(1001), "0", "stay-current-node"),
+            aff(10, Some(1002), "0", "no-room-stay"),
+            aff(10, Some(1003), "2", "balance-weakest-first"),
+        ]
+    );
+    assert_eq!(plan.actions.len(), 4, "{plan:#?}");
+    let d = &plan.actions[3].reason.detail;
+    assert!(d.contains("node 0 cpu load 1.08 vs node 1 0.00"), "{d}");
+    assert!(d.contains("to node 2 (balance-towards-memory: of the nodes with room, access share 80% there"), "{d}");
+    assert!(d.contains("planned load with it 0.38"), "{d}");
+}
+
 /// Rule 3 with affinity to co-located group members; no balancing while the busiest node has a CPU
 /// for every task.
 ///

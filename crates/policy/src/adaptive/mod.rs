@@ -52,7 +52,9 @@
 //!          ├─ 3 balance   max-min planned CPU load > imbalance and the busiest over its
 //!          │              capacity: move the task with the weakest affinity to the busiest
 //!          │              node (access share there + strength to its co-located group members)
-//!          │              to the idlest; never a task whose preferred node that is, unless the
+//!          │              to the node with room nearest its memory (by access share, then
+//!          │              distance; the idlest only when none has room: balance-towards-
+//!          │              memory); never a task whose preferred node that is, unless the
 //!          │              node is a CPU bottleneck by managed demand alone (unmanaged load:
 //!          │              the daemon, pinned processes, does not count); a task so moved
 //!          │              returns only when its unit's node with it is within capacity
