@@ -466,6 +466,67 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
 }
 
+/// Rule 5's exception "sliced-not-static": a process classified static-large whose threads work
+/// on slices of their own keeps its per-thread placement instead of a whole-process binding.
+///
+/// ```text
+///   cold-memory rule off (cold_memory_share_min 1.0: the hot ranges stand for all the memory)
+///   as memory_of_a_split_process_follows_each_unit_by_its_threads_hot_ranges (numa02's shape:
+///   1024 MiB on node 0, t0, t1 on node 0, t2, t3 on node 1, one group each, node 0's memory
+///   bandwidth a bottleneck), but classified static-large
+///   slices: 1024 MiB / 4 threads = 256 MiB each; every thread's two hot ranges span 4 MiB
+///           <= 2 x 256 MiB + 2 x 2 MiB: 4 of 4 judged threads compact -> slice-shaped
+///   -> static-large does not apply: the per-thread plan of the unclassified process:
+///      t0, t1 -> node 0, t2, t3 -> node 1 (stay-current-node), MoveRanges of t2's and t3's
+///      ranges -> node 1
+///   (without the rule: one unit [StaticLarge], 4 CPUs, 1024 MiB all on node 0 ->
+///      cpu-follows-memory: SetAffinity(10, node 0), its threads then anywhere on node 0's CPUs)
+///   the same process with a pool every thread samples all over (each thread's two ranges at the
+///   buffer's two ends, 1024 MiB > 2 x 256 + 4 MiB apart: not slice-shaped) keeps the class:
+///   SetAffinity(10, node 0) (cpu-follows-memory)
+/// ```
+#[test]
+fn a_static_large_process_whose_threads_work_on_slices_keeps_per_thread_placement() {
+    let build = |pool: bool| {
+        // The hot ranges stand for all of the 1024 MiB (in use, not cold): the cold-memory rule,
+        // which would read the rest as idle and drop the class for that reason, is off here.
+        let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
+        let mut b = B::with("autonuma-2s12c-24g", t);
+        b.proc(10, "solver", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0])
+            .class(10, ProcessClass::StaticLarge);
+        let base = |i: u64| 0x4000_0000 + i * 256 * MIB;
+        for i in 0..4u32 {
+            let (a, second) =
+                if pool { (base(0), base(0) + 1022 * MIB) } else { (base(u64::from(i)), base(u64::from(i)) + 2 * MIB) };
+            b.access(10, i, &[1.0, 0.0]);
+            b.hot(10, i, a, 2 * MIB, 0, 20).hot(10, i, second, 2 * MIB, 0, 10);
+            b.group(u64::from(i) + 1, &[tk(10, i)]);
+        }
+        b.m.nodes[0].mem_bw.bottleneck = true;
+        b
+    };
+    let b = build(false);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, Some(1000), "0", "stay-current-node"),
+            aff(10, Some(1001), "0", "stay-current-node"),
+            aff(10, Some(1002), "1", "stay-current-node"),
+            aff(10, Some(1003), "1", "stay-current-node"),
+        ]
+    );
+    assert_eq!(plan.actions.len(), 5, "{plan:#?}");
+    assert!(matches!(plan.actions[4].kind, ActionKind::MoveRanges { to: 1, .. }), "{plan:#?}");
+
+    let b = build(true);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "cpu-follows-memory")]);
+    assert!(plan.actions[0].reason.detail.contains("[StaticLarge]"), "{plan:#?}");
+}
+
 /// Rule 4 for a process whose threads run on different nodes (numa02's shape): each unit's own hot
 /// ranges follow it.
 ///

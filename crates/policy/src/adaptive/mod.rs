@@ -65,7 +65,9 @@
 //!          │              migrate_budget_mib_per_s x period; bandwidth-bound: Interleave;
 //!          │              one buffer shared by threads on several nodes: Interleave over
 //!          │              those nodes by CPU once, then held (threads and memory stay)
-//!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits;
+//!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits
+//!                         (not a process whose threads work on slices of their own: its
+//!                         per-thread groups keep each thread with its slice, sliced-not-static);
 //!                         growing: CPUs to one node, memory free to spill; bandwidth-bound: stays,
 //!                         memory interleaved over its nodes; latency-sensitive: CPUs + memory to
 //!                         one node with room

@@ -162,6 +162,9 @@ pub(crate) struct Planner<'m> {
     /// Young processes whose threads work on slices of their own (set by the memory pass): those
     /// the allowance is for, and whose memory moves keep the first-touch cadence.
     pub(crate) young_slices: BTreeSet<u32>,
+    /// Managed processes whose threads work on slices of their own (memory.rs `slice_shaped`):
+    /// static-large does not apply to them (rule "sliced-not-static", cold.rs `effective_class`).
+    pub(crate) sliced: BTreeSet<u32>,
 }
 
 /// CPU demand of a task as measured, CPUs: what it ran plus what it waited for a CPU (schedstat
@@ -301,8 +304,17 @@ impl<'m> Planner<'m> {
             accessed: BTreeMap::new(),
             young_budget,
             young_slices: BTreeSet::new(),
+            sliced: BTreeSet::new(),
         };
         p.accessed = super::cold::accessed_all(model, p.managed.iter().copied());
+        // Only a classified process is asked (the override changes nothing else).
+        p.sliced = p
+            .managed
+            .iter()
+            .copied()
+            .filter(|pid| model.procs[pid].class == ProcessClass::StaticLarge)
+            .filter(|&pid| super::memory::slice_shaped_in(model, pid))
+            .collect();
         p.build_units();
         p.build_capacity();
         p.set_capacity();
@@ -536,7 +548,8 @@ impl<'m> Planner<'m> {
         // Classified processes: one unit each.
         for &pid in &self.managed {
             let p = &m.procs[&pid];
-            let class = super::cold::effective_class(p.class, self.accessed.contains_key(&pid));
+            let class =
+                super::cold::effective_class(p.class, self.accessed.contains_key(&pid), self.sliced.contains(&pid));
             if new.contains(&pid) || class == ProcessClass::Unclassified {
                 continue;
             }
@@ -1212,7 +1225,8 @@ impl<'m> Planner<'m> {
                 continue;
             }
             // Bandwidth-bound processes keep their CPUs.
-            let class = super::cold::effective_class(p.class, self.accessed.contains_key(&pid));
+            let class =
+                super::cold::effective_class(p.class, self.accessed.contains_key(&pid), self.sliced.contains(&pid));
             if class == ProcessClass::BandwidthBound && plans.iter().all(|(_, tp)| tp.held) {
                 continue;
             }
