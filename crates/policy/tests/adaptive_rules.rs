@@ -466,6 +466,65 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
 }
 
+/// Rule 2's "memory moving here": a unit whose memory this policy is moving to the node it runs
+/// on stays there (stay-current-node), also when its memory is large; the smoothed access shares
+/// trail the move by seconds and would send it back.
+///
+/// ```text
+///   cold-memory rule off; 2-node box, 12 CPUs per node
+///   decision 1: pinned (pid 5) 12 x 1.0 on node 0 (node 0 full)
+///     app (pid 10): 2 threads x 1.0 on node 1 (allowed there only: no action needed to keep it),
+///                   2048 MiB on node 0, one group; accesses [0.88, 0.12]; hot ranges 2 MiB each
+///                   at 0x10000000 (t0) and 0x20000000 (t1) on node 0
+///     place: 100% of >= 1024 MiB on node 0 -> node 0 first (cpu-follows-memory): 12 + 2 > 12.04
+///            -> node 1 (next-best-node), already there: no action
+///     memory: 88% remote >= 25%, benefit 0.88 x 2 x 10 = 17.6 CPU-s > 1.05 s of copying ->
+///             MoveRanges([0x10000000, 0x20000000] -> node 1), MigratePages(0 -> 1, the rest of
+///             the budget): the process's memory move to node 1 is recorded (load 2.0)
+///   decision 2: pinned gone (node 0 empty); app's memory 1400 MiB on node 0, 648 on node 1 (68%
+///               < 80%: no size rule); its smoothed shares still [0.88, 0.12] (they trail the move)
+///     candidates: node 1 not as good by shares (0.12 < 0.88 - 0.1), no sampled range there now;
+///                 memory moves to node 1 (recorded 1 decision ago, load unchanged, hold 10)
+///     -> stays on node 1 (stay-current-node: "its memory (2048 MiB) follows it"), no action
+///     (without the rule: preferred-node by the trailing shares -> SetAffinity(10, node 0), the
+///      threads leave the node their memory is being moved to)
+/// ```
+#[test]
+fn a_large_unit_whose_memory_moves_to_its_node_stays_there() {
+    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
+    let app = |b: &mut B, mem: &[u64]| {
+        b.proc(10, "app", &[(1, 1.0); 2], mem).allow(10, &[1]);
+        for i in 0..2 {
+            b.access(10, i, &[0.88, 0.12]);
+        }
+        b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 20).hot(10, 1, 0x2000_0000, 2 * MIB, 0, 20);
+        b.group_proc(1, 10);
+    };
+    let mut b = B::with("autonuma-2s12c-24g", t.clone());
+    b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
+    app(&mut b, &[2048, 0]);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+    assert_eq!(
+        plan.actions[0].kind,
+        ActionKind::MoveRanges { ranges: vec![(0x1000_0000, 2 * MIB), (0x2000_0000, 2 * MIB)], to: 1 },
+        "{plan:#?}"
+    );
+    assert!(matches!(plan.actions[1].kind, ActionKind::MigratePages { .. }), "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    app(&mut b, &[1400, 648]);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+    let e = p.explain(&b.m, 10).unwrap();
+    assert_eq!((e.groups[0].preferred_node, e.groups[0].rule.as_str()), (Some(1), "stay-current-node"), "{e:#?}");
+    assert!(e.groups[0].why.contains("runs on node 1; its memory (2048 MiB) follows it"), "{e:#?}");
+}
+
 /// Rule 5's exception "sliced-not-static": a process classified static-large whose threads work
 /// on slices of their own keeps its per-thread placement instead of a whole-process binding.
 ///

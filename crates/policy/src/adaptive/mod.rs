@@ -209,7 +209,8 @@ pub(crate) struct ProcState {
     /// and a mask this policy tried is its own, never a foreign pin that would hold the process
     /// out of management for good.
     pub(crate) tried_cpus: Vec<CpuSet>,
-    /// Last memory move (migrate, move ranges, interleave).
+    /// Last memory move (migrate, move ranges, interleave); the MoveRanges of one plan count as one
+    /// move to all their nodes.
     pub(crate) mem_move: Option<Move>,
     /// Decision at which each range (by start address) was last moved by MoveRanges: a range
     /// moved within `hold_periods` is not moved again (threads on two nodes sampling a shared
@@ -413,7 +414,14 @@ impl Adaptive {
             }
             ActionKind::MoveRanges { to, ranges } => {
                 if let Some(st) = self.procs.get_mut(&pid) {
-                    st.mem_move = Some(Move { nodes: std::iter::once(*to).collect(), period, load, by_balance: false });
+                    // The units of a split process move their ranges to several nodes in one
+                    // plan: the move covers all of them (each unit's node counts as "memory moving
+                    // here"), not only the last action's.
+                    let mut nodes: NodeSet = std::iter::once(*to).collect();
+                    if let Some(prev) = st.mem_move.as_ref().filter(|mv| mv.period == period) {
+                        nodes = nodes.union(&prev.nodes);
+                    }
+                    st.mem_move = Some(Move { nodes, period, load, by_balance: false });
                     for (start, _) in ranges {
                         st.range_moves.insert(*start, period);
                     }

@@ -715,10 +715,15 @@ impl<'m> Planner<'m> {
             // controller is relieved by spreading the memory instead) and moving them costs less
             // than copying the memory that is remote from where they run; memory follows CPU only
             // when that node cannot take the unit, or memory already moves towards it (settled).
-            if !as_good
-                && best != c
-                && !self.memory_follows.iter().any(|(pid, to)| u.pids.contains(pid) && to.contains(self.id(c)))
-            {
+            // Memory this policy is moving to the node it runs on (within the move's hold) settles
+            // the unit there, large or small: its smoothed access shares trail the move by
+            // seconds, and following them back would undo it half-way (article-4n96 process mix:
+            // solver threads whose slices were on their way to node 1 were sent back to node 0 by
+            // "preferred-node" once the threads' own holds ended, and local siblings pushed out
+            // to make room: 1.156 -> 1.212 x default with the ranges' nodes recorded per plan).
+            let moving_here =
+                self.memory_follows.iter().any(|(pid, to)| u.pids.contains(pid) && to.contains(self.id(c)));
+            if !as_good && best != c && !moving_here {
                 let remote_pages = u.mem.saturating_sub(u.mem_by_node[c]) / BASE_PAGE_BYTES;
                 let mem_cost = remote_pages as f64 * t.migrate_cost_ns_per_page as f64;
                 let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64;
@@ -742,7 +747,7 @@ impl<'m> Planner<'m> {
                     };
                 }
             }
-            if as_good || !big {
+            if as_good || !big || moving_here {
                 front(&mut order, c);
                 let why = if now_good {
                     let s = u.share_now.as_deref().unwrap_or(&[]);
