@@ -27,7 +27,8 @@
 //! (`numapilot sim --machine numaconnect-288c --workload vm-mix --duration 20 --seeds 3`), 58 of
 //! the 256 vCPUs ended on a node the balancer had chosen, holding 55 of the 78 thread-equivalents
 //! of remote accesses (measured at 20 s, seed 1); with the rule the mix ran 1.425 x default
-//! instead of 1.248 x (hard-bind 1.571 x), every other evidence row unchanged.
+//! instead of 1.248 x (hard-bind 1.571 x; measured when the rule came in, the evidence section of
+//! README.md has the current figure), every other evidence row unchanged.
 //!
 //! A task moved here comes back to its unit's node only when that node, with it, is planned
 //! within its capacity (load <= 1, balance-stays in place.rs): its hold alone would end after
