@@ -525,6 +525,66 @@ fn a_large_unit_whose_memory_moves_to_its_node_stays_there() {
     assert!(e.groups[0].why.contains("runs on node 1; its memory (2048 MiB) follows it"), "{e:#?}");
 }
 
+/// The record behind "memory moving here" for a split process: the MoveRanges of one plan count as
+/// one move to all their nodes, so every unit whose ranges went to its node is settled there.
+///
+/// ```text
+///   cold-memory rule off; 2-node box
+///   split (pid 10): t0 on node 0, t1 on node 1 (each allowed on its node only), one group each;
+///     accesses t0 [0.2, 0.8], t1 [0.8, 0.2]; t0's sampled range 0x10000000 (2 MiB) on node 1,
+///     t1's 0x20000000 on node 0
+///   decision 1: 1200 MiB, 600 per node: units of 600 MiB (< 1024: small); both nodes' memory
+///     bandwidth a bottleneck (the cost rule does not send a thread to the other node) -> both
+///     stay (stay-current-node, no action needed); memory: each unit 80% remote >= 25%, benefit
+///     0.8 x 1 x 10 = 8 CPU-s > 512 pages x 2 us -> MoveRanges([0x10000000] -> node 0),
+///     MoveRanges([0x20000000] -> node 1), applied: the move is recorded to nodes 0-1 (load 2.0)
+///   decision 2: 2048 MiB, 1024 per node: units of 1024 MiB (big), the shares and sampled ranges
+///     as before (they trail the moves); neither node holds 80% of a unit; no bottleneck
+///     t0: node 0 not as good (20% vs 80%), its memory moves to node 0 -> stays
+///         (stay-current-node); t1 likewise on node 1: no action
+///     (recording only the last action's node, 1: t0 is not settled; node 1 has room, 1 thread
+///      (0.5 ms) < 131072 remote pages (262 ms) -> cpu-follows-memory: SetAffinity(t0, node 1))
+/// ```
+#[test]
+fn the_ranges_moved_in_one_plan_settle_every_unit_they_went_to() {
+    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
+    let build = |mem: u64| {
+        let mut b = B::with("autonuma-2s12c-24g", t.clone());
+        b.proc(10, "split", &[(0, 1.0), (1, 1.0)], &[mem, mem]);
+        b.thread_on(10, 0, 0).thread_on(10, 1, 1);
+        b.access(10, 0, &[0.2, 0.8]).access(10, 1, &[0.8, 0.2]);
+        b.hot(10, 0, 0x1000_0000, 2 * MIB, 1, 20).hot(10, 1, 0x2000_0000, 2 * MIB, 0, 20);
+        b.group(1, &[tk(10, 0)]).group(2, &[tk(10, 1)]);
+        b
+    };
+    let mut b = build(600);
+    for n in 0..2 {
+        b.m.nodes[n].mem_bw.known = true;
+        b.m.nodes[n].mem_bw.bottleneck = true;
+    }
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+    let moves: Vec<&ActionKind> = plan.actions.iter().map(|a| &a.kind).collect();
+    assert_eq!(
+        moves,
+        vec![
+            &ActionKind::MoveRanges { ranges: vec![(0x1000_0000, 2 * MIB)], to: 0 },
+            &ActionKind::MoveRanges { ranges: vec![(0x2000_0000, 2 * MIB)], to: 1 },
+        ]
+    );
+    applied(&mut p, &b.m, &plan);
+
+    let b = build(1024);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+    let e = p.explain(&b.m, 10).unwrap();
+    let rules: Vec<(Option<u32>, &str)> = e.groups.iter().map(|g| (g.preferred_node, g.rule.as_str())).collect();
+    assert_eq!(rules, vec![(Some(0), "stay-current-node"), (Some(1), "stay-current-node")], "{e:#?}");
+}
+
 /// Rule 5's exception "sliced-not-static": a process classified static-large whose threads work
 /// on slices of their own keeps its per-thread placement instead of a whole-process binding.
 ///
