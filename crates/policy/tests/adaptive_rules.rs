@@ -272,6 +272,63 @@ fn balance_moves_the_weakest_first_and_keeps_tasks_on_their_preferred_node() {
     assert!(plan.actions[3].reason.detail.contains("access share 20% there"), "{plan:#?}");
 }
 
+/// Rule 3's destination (balance-towards-memory): a task moved off an overloaded node goes to the
+/// node with room that holds most of its accesses, not to the idlest node.
+///
+/// ```text
+///   article-4n96 (24 CPUs per node); nodes 1, 2, 3 IO bottlenecks (they refuse every unit in
+///   placement; the balancer moves CPUs only, so they may still take a thread)
+///   pinned (pid 5): 22 x 1.0 on node 0 -> fixed 22; pinned (pid 7): 8 x 1.0 on node 2 -> fixed 8
+///   app (pid 10): 4 threads x 1.0 on node 0, one group each, 32 MiB on node 0; accesses
+///                 t0, t1, t2 [0.9, 0, 0.1, 0] (prefer node 0), t3 [0.2, 0, 0.8, 0] (prefers 2)
+///   place (key order): t0 -> 0 (23 of 24), t1 -> 0 (24 of 24 + 0.02 slack), t2: node 0 full,
+///                      2, 1, 3 refuse -> no-room-stay; t3: small, stays first (node 0 full; the
+///                      others refuse) -> no-room-stay: node 0 planned 26 / 24 = 1.08
+///   balance: busiest node 0 1.08, idlest node 1 (0.00; node 3 ties at 0.00, higher index),
+///            gap 1.08 > 0.25; t0-t2 prefer node 0 (no CPU bottleneck flag): kept; t3 narrows
+///            the gap (25/24 - 1/24 = 1.00 < 1.08) -> candidate
+///            destination: nodes with room for it (load with it <= 1): 1 (0.04), 2 (9/24 =
+///            0.38), 3 (0.04); most of its accesses: node 2 (80%) -> node 2
+///            (the idlest, the rule before this one: node 1, 0% of its accesses, distance 20)
+///            next: node 0 25/24 = 1.04 vs 0.00, no candidate (t0-t2 prefer node 0): stop
+///   plan, per thread: t0, t1 -> 0 (stay-current-node), t2 -> 0 (no-room-stay), t3 -> 2 (balance)
+///   memory: 32 MiB < 64 MiB, split without hot ranges -> nothing
+/// ```
+#[test]
+fn balance_moves_a_task_towards_its_memory_not_to_the_idlest_node() {
+    let mut b = B::new("article-4n96");
+    b.proc(5, "pinned", &[(0, 1.0); 22], &[100, 0, 0, 0]).pinned(5);
+    b.proc(7, "pinned2", &[(2, 1.0); 8], &[0, 0, 100, 0]).pinned(7);
+    b.proc(10, "app", &[(0, 1.0); 4], &[32, 0, 0, 0]);
+    for i in 0..3 {
+        b.access(10, i, &[0.9, 0.0, 0.1, 0.0]);
+    }
+    b.access(10, 3, &[0.2, 0.0, 0.8, 0.0]);
+    for i in 0..4 {
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    for n in 1..4 {
+        b.m.nodes[n].io.bottleneck = true;
+        b.m.nodes[n].io.load = 0.4;
+    }
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, Some(1000), "0", "stay-current-node"),
+            aff(10, Some(1001), "0", "stay-current-node"),
+            aff(10, Some(1002), "0", "no-room-stay"),
+            aff(10, Some(1003), "2", "balance-weakest-first"),
+        ]
+    );
+    assert_eq!(plan.actions.len(), 4, "{plan:#?}");
+    let d = &plan.actions[3].reason.detail;
+    assert!(d.contains("node 0 cpu load 1.08 vs node 1 0.00"), "{d}");
+    assert!(d.contains("to node 2 (balance-towards-memory: of the nodes with room, access share 80% there"), "{d}");
+    assert!(d.contains("planned load with it 0.38"), "{d}");
+}
+
 /// Rule 3 with affinity to co-located group members; no balancing while the busiest node has a CPU
 /// for every task.
 ///
@@ -407,6 +464,186 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
     let plan = Adaptive::new().decide(&b.m);
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "stay-current-node")]);
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
+}
+
+/// Rule 2's "memory moving here": a unit whose memory this policy is moving to the node it runs
+/// on stays there (stay-current-node), also when its memory is large; the smoothed access shares
+/// trail the move by seconds and would send it back.
+///
+/// ```text
+///   cold-memory rule off; 2-node box, 12 CPUs per node
+///   decision 1: pinned (pid 5) 12 x 1.0 on node 0 (node 0 full)
+///     app (pid 10): 2 threads x 1.0 on node 1 (allowed there only: no action needed to keep it),
+///                   2048 MiB on node 0, one group; accesses [0.88, 0.12]; hot ranges 2 MiB each
+///                   at 0x10000000 (t0) and 0x20000000 (t1) on node 0
+///     place: 100% of >= 1024 MiB on node 0 -> node 0 first (cpu-follows-memory): 12 + 2 > 12.04
+///            -> node 1 (next-best-node), already there: no action
+///     memory: 88% remote >= 25%, benefit 0.88 x 2 x 10 = 17.6 CPU-s > 1.05 s of copying ->
+///             MoveRanges([0x10000000, 0x20000000] -> node 1), MigratePages(0 -> 1, the rest of
+///             the budget): the process's memory move to node 1 is recorded (load 2.0)
+///   decision 2: pinned gone (node 0 empty); app's memory 1400 MiB on node 0, 648 on node 1 (68%
+///               < 80%: no size rule); its smoothed shares still [0.88, 0.12] (they trail the move)
+///     candidates: node 1 not as good by shares (0.12 < 0.88 - 0.1), no sampled range there now;
+///                 memory moves to node 1 (recorded 1 decision ago, load unchanged, hold 10)
+///     -> stays on node 1 (stay-current-node: "its memory (2048 MiB) follows it"), no action
+///     (without the rule: preferred-node by the trailing shares -> SetAffinity(10, node 0), the
+///      threads leave the node their memory is being moved to)
+/// ```
+#[test]
+fn a_large_unit_whose_memory_moves_to_its_node_stays_there() {
+    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
+    let app = |b: &mut B, mem: &[u64]| {
+        b.proc(10, "app", &[(1, 1.0); 2], mem).allow(10, &[1]);
+        for i in 0..2 {
+            b.access(10, i, &[0.88, 0.12]);
+        }
+        b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 20).hot(10, 1, 0x2000_0000, 2 * MIB, 0, 20);
+        b.group_proc(1, 10);
+    };
+    let mut b = B::with("autonuma-2s12c-24g", t.clone());
+    b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
+    app(&mut b, &[2048, 0]);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+    assert_eq!(
+        plan.actions[0].kind,
+        ActionKind::MoveRanges { ranges: vec![(0x1000_0000, 2 * MIB), (0x2000_0000, 2 * MIB)], to: 1 },
+        "{plan:#?}"
+    );
+    assert!(matches!(plan.actions[1].kind, ActionKind::MigratePages { .. }), "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    app(&mut b, &[1400, 648]);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+    let e = p.explain(&b.m, 10).unwrap();
+    assert_eq!((e.groups[0].preferred_node, e.groups[0].rule.as_str()), (Some(1), "stay-current-node"), "{e:#?}");
+    assert!(e.groups[0].why.contains("runs on node 1; its memory (2048 MiB) follows it"), "{e:#?}");
+}
+
+/// The record behind "memory moving here" for a split process: the MoveRanges of one plan count as
+/// one move to all their nodes, so every unit whose ranges went to its node is settled there.
+///
+/// ```text
+///   cold-memory rule off; 2-node box
+///   split (pid 10): t0 on node 0, t1 on node 1 (each allowed on its node only), one group each;
+///     accesses t0 [0.2, 0.8], t1 [0.8, 0.2]; t0's sampled range 0x10000000 (2 MiB) on node 1,
+///     t1's 0x20000000 on node 0
+///   decision 1: 1200 MiB, 600 per node: units of 600 MiB (< 1024: small); both nodes' memory
+///     bandwidth a bottleneck (the cost rule does not send a thread to the other node) -> both
+///     stay (stay-current-node, no action needed); memory: each unit 80% remote >= 25%, benefit
+///     0.8 x 1 x 10 = 8 CPU-s > 512 pages x 2 us -> MoveRanges([0x10000000] -> node 0),
+///     MoveRanges([0x20000000] -> node 1), applied: the move is recorded to nodes 0-1 (load 2.0)
+///   decision 2: 2048 MiB, 1024 per node: units of 1024 MiB (big), the shares and sampled ranges
+///     as before (they trail the moves); neither node holds 80% of a unit; no bottleneck
+///     t0: node 0 not as good (20% vs 80%), its memory moves to node 0 -> stays
+///         (stay-current-node); t1 likewise on node 1: no action
+///     (recording only the last action's node, 1: t0 is not settled; node 1 has room, 1 thread
+///      (0.5 ms) < 131072 remote pages (262 ms) -> cpu-follows-memory: SetAffinity(t0, node 1))
+/// ```
+#[test]
+fn the_ranges_moved_in_one_plan_settle_every_unit_they_went_to() {
+    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
+    let build = |mem: u64| {
+        let mut b = B::with("autonuma-2s12c-24g", t.clone());
+        b.proc(10, "split", &[(0, 1.0), (1, 1.0)], &[mem, mem]);
+        b.thread_on(10, 0, 0).thread_on(10, 1, 1);
+        b.access(10, 0, &[0.2, 0.8]).access(10, 1, &[0.8, 0.2]);
+        b.hot(10, 0, 0x1000_0000, 2 * MIB, 1, 20).hot(10, 1, 0x2000_0000, 2 * MIB, 0, 20);
+        b.group(1, &[tk(10, 0)]).group(2, &[tk(10, 1)]);
+        b
+    };
+    let mut b = build(600);
+    for n in 0..2 {
+        b.m.nodes[n].mem_bw.known = true;
+        b.m.nodes[n].mem_bw.bottleneck = true;
+    }
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+    let moves: Vec<&ActionKind> = plan.actions.iter().map(|a| &a.kind).collect();
+    assert_eq!(
+        moves,
+        vec![
+            &ActionKind::MoveRanges { ranges: vec![(0x1000_0000, 2 * MIB)], to: 0 },
+            &ActionKind::MoveRanges { ranges: vec![(0x2000_0000, 2 * MIB)], to: 1 },
+        ]
+    );
+    applied(&mut p, &b.m, &plan);
+
+    let b = build(1024);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+    let e = p.explain(&b.m, 10).unwrap();
+    let rules: Vec<(Option<u32>, &str)> = e.groups.iter().map(|g| (g.preferred_node, g.rule.as_str())).collect();
+    assert_eq!(rules, vec![(Some(0), "stay-current-node"), (Some(1), "stay-current-node")], "{e:#?}");
+}
+
+/// Rule 5's exception "sliced-not-static": a process classified static-large whose threads work
+/// on slices of their own keeps its per-thread placement instead of a whole-process binding.
+///
+/// ```text
+///   cold-memory rule off (cold_memory_share_min 1.0: the hot ranges stand for all the memory)
+///   as memory_of_a_split_process_follows_each_unit_by_its_threads_hot_ranges (numa02's shape:
+///   1024 MiB on node 0, t0, t1 on node 0, t2, t3 on node 1, one group each, node 0's memory
+///   bandwidth a bottleneck), but classified static-large
+///   slices: 1024 MiB / 4 threads = 256 MiB each; every thread's two hot ranges span 4 MiB
+///           <= 2 x 256 MiB + 2 x 2 MiB: 4 of 4 judged threads compact -> slice-shaped
+///   -> static-large does not apply: the per-thread plan of the unclassified process:
+///      t0, t1 -> node 0, t2, t3 -> node 1 (stay-current-node), MoveRanges of t2's and t3's
+///      ranges -> node 1
+///   (without the rule: one unit [StaticLarge], 4 CPUs, 1024 MiB all on node 0 ->
+///      cpu-follows-memory: SetAffinity(10, node 0), its threads then anywhere on node 0's CPUs)
+///   the same process with a pool every thread samples all over (each thread's two ranges at the
+///   buffer's two ends, 1024 MiB > 2 x 256 + 4 MiB apart: not slice-shaped) keeps the class:
+///   SetAffinity(10, node 0) (cpu-follows-memory)
+/// ```
+#[test]
+fn a_static_large_process_whose_threads_work_on_slices_keeps_per_thread_placement() {
+    let build = |pool: bool| {
+        // The hot ranges stand for all of the 1024 MiB (in use, not cold): the cold-memory rule,
+        // which would read the rest as idle and drop the class for that reason, is off here.
+        let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
+        let mut b = B::with("autonuma-2s12c-24g", t);
+        b.proc(10, "solver", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0])
+            .class(10, ProcessClass::StaticLarge);
+        let base = |i: u64| 0x4000_0000 + i * 256 * MIB;
+        for i in 0..4u32 {
+            let (a, second) =
+                if pool { (base(0), base(0) + 1022 * MIB) } else { (base(u64::from(i)), base(u64::from(i)) + 2 * MIB) };
+            b.access(10, i, &[1.0, 0.0]);
+            b.hot(10, i, a, 2 * MIB, 0, 20).hot(10, i, second, 2 * MIB, 0, 10);
+            b.group(u64::from(i) + 1, &[tk(10, i)]);
+        }
+        b.m.nodes[0].mem_bw.bottleneck = true;
+        b
+    };
+    let b = build(false);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![
+            aff(10, Some(1000), "0", "stay-current-node"),
+            aff(10, Some(1001), "0", "stay-current-node"),
+            aff(10, Some(1002), "1", "stay-current-node"),
+            aff(10, Some(1003), "1", "stay-current-node"),
+        ]
+    );
+    assert_eq!(plan.actions.len(), 5, "{plan:#?}");
+    assert!(matches!(plan.actions[4].kind, ActionKind::MoveRanges { to: 1, .. }), "{plan:#?}");
+
+    let b = build(true);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "cpu-follows-memory")]);
+    assert!(plan.actions[0].reason.detail.contains("[StaticLarge]"), "{plan:#?}");
 }
 
 /// Rule 4 for a process whose threads run on different nodes (numa02's shape): each unit's own hot

@@ -205,10 +205,19 @@ fn spans_shared_pool(pl: &Planner<'_>, pid: u32) -> bool {
     judged > 0 && compact * 2 < judged
 }
 
+/// [`slice_shaped`] from the model alone (the planner computes it once per process: `Planner::sliced`).
+pub(crate) fn slice_shaped_in(m: &numapilot_model::Model, pid: u32) -> bool {
+    let (compact, judged) = slice_counts_in(m, pid);
+    judged > 0 && compact * 2 >= judged
+}
+
+fn slice_counts(pl: &Planner<'_>, pid: u32) -> (usize, usize) {
+    slice_counts_in(pl.model, pid)
+}
+
 /// Of `pid`'s threads with at least two sampled hot ranges (`judged`), how many have them within
 /// twice the process's memory per thread plus two ranges' length (`compact`).
-fn slice_counts(pl: &Planner<'_>, pid: u32) -> (usize, usize) {
-    let m = pl.model;
+fn slice_counts_in(m: &numapilot_model::Model, pid: u32) -> (usize, usize) {
     let Some(p) = m.procs.get(&pid) else { return (0, 0) };
     let slice = p.rss_bytes / p.tids.len().max(1) as u64;
     let (mut compact, mut judged) = (0usize, 0usize);
@@ -348,7 +357,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         // Mostly cold memory (rule "cold-memory-stays"): only its hot ranges move, and the classes
         // read from its whole RSS do not apply.
         let cold = pl.accessed.get(&pid);
-        let class = effective_class(p.class, cold.is_some());
+        let class = effective_class(p.class, cold.is_some(), pl.sliced.contains(&pid));
         let cpu = &cpu_on[&pid];
         let union: Vec<usize> = {
             let s: BTreeSet<usize> = nodesets.iter().flatten().copied().collect();

@@ -52,7 +52,9 @@
 //!          ├─ 3 balance   max-min planned CPU load > imbalance and the busiest over its
 //!          │              capacity: move the task with the weakest affinity to the busiest
 //!          │              node (access share there + strength to its co-located group members)
-//!          │              to the idlest; never a task whose preferred node that is, unless the
+//!          │              to the node with room nearest its memory (by access share, then
+//!          │              distance; the idlest only when none has room: balance-towards-
+//!          │              memory); never a task whose preferred node that is, unless the
 //!          │              node is a CPU bottleneck by managed demand alone (unmanaged load:
 //!          │              the daemon, pinned processes, does not count); a task so moved
 //!          │              returns only when its unit's node with it is within capacity
@@ -63,7 +65,9 @@
 //!          │              migrate_budget_mib_per_s x period; bandwidth-bound: Interleave;
 //!          │              one buffer shared by threads on several nodes: Interleave over
 //!          │              those nodes by CPU once, then held (threads and memory stay)
-//!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits;
+//!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits
+//!                         (not a process whose threads work on slices of their own: its
+//!                         per-thread groups keep each thread with its slice, sliced-not-static);
 //!                         growing: CPUs to one node, memory free to spill; bandwidth-bound: stays,
 //!                         memory interleaved over its nodes; latency-sensitive: CPUs + memory to
 //!                         one node with room
@@ -205,7 +209,8 @@ pub(crate) struct ProcState {
     /// and a mask this policy tried is its own, never a foreign pin that would hold the process
     /// out of management for good.
     pub(crate) tried_cpus: Vec<CpuSet>,
-    /// Last memory move (migrate, move ranges, interleave).
+    /// Last memory move (migrate, move ranges, interleave); the MoveRanges of one plan count as one
+    /// move to all their nodes.
     pub(crate) mem_move: Option<Move>,
     /// Decision at which each range (by start address) was last moved by MoveRanges: a range
     /// moved within `hold_periods` is not moved again (threads on two nodes sampling a shared
@@ -409,7 +414,14 @@ impl Adaptive {
             }
             ActionKind::MoveRanges { to, ranges } => {
                 if let Some(st) = self.procs.get_mut(&pid) {
-                    st.mem_move = Some(Move { nodes: std::iter::once(*to).collect(), period, load, by_balance: false });
+                    // The units of a split process move their ranges to several nodes in one
+                    // plan: the move covers all of them (each unit's node counts as "memory moving
+                    // here"), not only the last action's.
+                    let mut nodes: NodeSet = std::iter::once(*to).collect();
+                    if let Some(prev) = st.mem_move.as_ref().filter(|mv| mv.period == period) {
+                        nodes = nodes.union(&prev.nodes);
+                    }
+                    st.mem_move = Some(Move { nodes, period, load, by_balance: false });
                     for (start, _) in ranges {
                         st.range_moves.insert(*start, period);
                     }

@@ -162,6 +162,9 @@ pub(crate) struct Planner<'m> {
     /// Young processes whose threads work on slices of their own (set by the memory pass): those
     /// the allowance is for, and whose memory moves keep the first-touch cadence.
     pub(crate) young_slices: BTreeSet<u32>,
+    /// Managed processes whose threads work on slices of their own (memory.rs `slice_shaped`):
+    /// static-large does not apply to them (rule "sliced-not-static", cold.rs `effective_class`).
+    pub(crate) sliced: BTreeSet<u32>,
 }
 
 /// CPU demand of a task as measured, CPUs: what it ran plus what it waited for a CPU (schedstat
@@ -301,8 +304,17 @@ impl<'m> Planner<'m> {
             accessed: BTreeMap::new(),
             young_budget,
             young_slices: BTreeSet::new(),
+            sliced: BTreeSet::new(),
         };
         p.accessed = super::cold::accessed_all(model, p.managed.iter().copied());
+        // Only a classified process is asked (the override changes nothing else).
+        p.sliced = p
+            .managed
+            .iter()
+            .copied()
+            .filter(|pid| model.procs[pid].class == ProcessClass::StaticLarge)
+            .filter(|&pid| super::memory::slice_shaped_in(model, pid))
+            .collect();
         p.build_units();
         p.build_capacity();
         p.set_capacity();
@@ -536,7 +548,8 @@ impl<'m> Planner<'m> {
         // Classified processes: one unit each.
         for &pid in &self.managed {
             let p = &m.procs[&pid];
-            let class = super::cold::effective_class(p.class, self.accessed.contains_key(&pid));
+            let class =
+                super::cold::effective_class(p.class, self.accessed.contains_key(&pid), self.sliced.contains(&pid));
             if new.contains(&pid) || class == ProcessClass::Unclassified {
                 continue;
             }
@@ -702,10 +715,15 @@ impl<'m> Planner<'m> {
             // controller is relieved by spreading the memory instead) and moving them costs less
             // than copying the memory that is remote from where they run; memory follows CPU only
             // when that node cannot take the unit, or memory already moves towards it (settled).
-            if !as_good
-                && best != c
-                && !self.memory_follows.iter().any(|(pid, to)| u.pids.contains(pid) && to.contains(self.id(c)))
-            {
+            // Memory this policy is moving to the node it runs on (within the move's hold) settles
+            // the unit there, large or small: its smoothed access shares trail the move by
+            // seconds, and following them back would undo it half-way (article-4n96 process mix:
+            // solver threads whose slices were on their way to node 1 were sent back to node 0 by
+            // "preferred-node" once the threads' own holds ended, and local siblings pushed out
+            // to make room: 1.156 -> 1.212 x default with the ranges' nodes recorded per plan).
+            let moving_here =
+                self.memory_follows.iter().any(|(pid, to)| u.pids.contains(pid) && to.contains(self.id(c)));
+            if !as_good && best != c && !moving_here {
                 let remote_pages = u.mem.saturating_sub(u.mem_by_node[c]) / BASE_PAGE_BYTES;
                 let mem_cost = remote_pages as f64 * t.migrate_cost_ns_per_page as f64;
                 let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64;
@@ -729,7 +747,7 @@ impl<'m> Planner<'m> {
                     };
                 }
             }
-            if as_good || !big {
+            if as_good || !big || moving_here {
                 front(&mut order, c);
                 let why = if now_good {
                     let s = u.share_now.as_deref().unwrap_or(&[]);
@@ -1212,7 +1230,8 @@ impl<'m> Planner<'m> {
                 continue;
             }
             // Bandwidth-bound processes keep their CPUs.
-            let class = super::cold::effective_class(p.class, self.accessed.contains_key(&pid));
+            let class =
+                super::cold::effective_class(p.class, self.accessed.contains_key(&pid), self.sliced.contains(&pid));
             if class == ProcessClass::BandwidthBound && plans.iter().all(|(_, tp)| tp.held) {
                 continue;
             }
