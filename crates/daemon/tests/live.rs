@@ -990,11 +990,14 @@ fn the_two_thread_observation_gives_the_one_thread_sample() {
 /// The age refreshes of numa_maps (every `6 x numa_maps_ms` for a small process) of processes
 /// first seen together spread over the period instead of all falling in one cycle. 60 sleeping
 /// children are first seen in one sample; with `numa_maps_ms` 300 (period 1.8 s) and a sample every
-/// ~40 ms for 2.5 s, without the stagger one cycle at ~1.8 s re-reads all 60 children's numa_maps
+/// ~40 ms for 1.4 periods, without the stagger one cycle at ~1.8 s re-reads all 60 children's numa_maps
 /// (the first sample's cost again); with it the re-reads fall in at least 4 cycles, none with more
 /// than two thirds of them (a loaded test machine's cycles are slow and uneven: each covers more of
 /// the period), and together at least 40 (each comes due within one period of the first read).
-/// Counted per child (`numa_maps_read_ns`), so other tests' processes do not count.
+/// Counted per child (`numa_maps_read_ns`), so other tests' processes do not count. The period is
+/// stretched to at least 20 cycles of this machine as measured first: under a parallel build a
+/// debug-build sample of the whole host took over a second, two cycles covered the 1.8 s period and
+/// each re-read all 60 (`[60, 60]`), which says nothing about the stagger.
 #[test]
 fn numa_maps_age_refreshes_are_spread_over_the_period() {
     let (_d, state) = tmp_state("stagger");
@@ -1002,11 +1005,28 @@ fn numa_maps_age_refreshes_are_spread_over_the_period() {
     for k in &mut kids {
         k.line("ready");
     }
+    // This machine's cycle now (a warm sample plus the loop's sleep), from a host that is then dropped.
+    let cycle_ms = {
+        let o = LiveOptions { state_path: state.with_extension("probe"), ..LiveOptions::default() };
+        let (mut probe, _) = LiveHost::open_with(topo(), o, numapilot_daemon::live::LiveTuning::default()).unwrap();
+        probe.sample().unwrap();
+        let slowest = (0..2)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                probe.sample().unwrap();
+                t.elapsed().as_millis() as u64
+            })
+            .max()
+            .unwrap_or(0);
+        slowest + 40
+    };
     let mut tuning = numapilot_daemon::live::LiveTuning::default();
-    tuning.tiers.numa_maps_ms = 300;
+    // Period 6 x numa_maps_ms: 1.8 s, or 20 cycles when this machine is slower.
+    tuning.tiers.numa_maps_ms = 300u64.max((20 * cycle_ms).div_ceil(6));
     // The children sleep: without this their refresh period would be 6 times longer (see
     // idle_small_processes_have_numa_maps_re_read_less_often).
     tuning.tiers.numa_maps_idle_factor = 1;
+    let run_for = std::time::Duration::from_millis(6 * tuning.tiers.numa_maps_ms * 14 / 10);
     let o = LiveOptions { state_path: state, ..LiveOptions::default() };
     let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
     host.sample().unwrap();
@@ -1014,7 +1034,7 @@ fn numa_maps_age_refreshes_are_spread_over_the_period() {
     let mut last = read_at(&host);
     let start = std::time::Instant::now();
     let (mut per_cycle, mut refreshed) = (Vec::new(), std::collections::BTreeSet::new());
-    while start.elapsed() < std::time::Duration::from_millis(2500) {
+    while start.elapsed() < run_for {
         std::thread::sleep(std::time::Duration::from_millis(40));
         host.sample().unwrap();
         let now = read_at(&host);
