@@ -142,6 +142,27 @@ pub struct SignalStats {
     pub wakeups_dropped: u64,
 }
 
+/// What the last [`Signals::fill`] spent, per source: wall time and this thread's CPU time (ns), and
+/// how many processes the scans read. For the cost example and the metrics; zero for a source that
+/// did not run that cycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SignalCost {
+    /// The socket scan (unix peers, /proc/net/tcp{,6}, fd links), wall.
+    pub sockets_ns: u64,
+    /// The same, CPU of the calling thread.
+    pub sockets_cpu_ns: u64,
+    /// Processes whose fd directory was read this cycle.
+    pub fd_pids: usize,
+    /// The maps scan, wall.
+    pub maps_ns: u64,
+    /// The same, CPU of the calling thread.
+    pub maps_cpu_ns: u64,
+    /// Processes whose maps were read this cycle.
+    pub maps_pids: usize,
+    /// Draining the PMU rings and the wake-up map, wall.
+    pub drain_ns: u64,
+}
+
 /// The open signal sources.
 #[derive(Debug, Default)]
 pub struct Signals {
@@ -158,6 +179,7 @@ pub struct Signals {
     failing: Vec<&'static str>,
     raw: Vec<RawSample>,
     stats: SignalStats,
+    cost: SignalCost,
 }
 
 impl Signals {
@@ -253,6 +275,11 @@ impl Signals {
         self.stats
     }
 
+    /// What the last [`Signals::fill`] spent, per source.
+    pub fn last_cost(&self) -> SignalCost {
+        self.cost
+    }
+
     /// Records a run-time failure of `source`: a note the first time in a row, nothing after.
     fn failed(&mut self, source: &'static str, e: impl std::fmt::Display) {
         if !self.failing.contains(&source) {
@@ -278,8 +305,10 @@ impl Signals {
         let scan_pids: &[u32] = scan.unwrap_or(&pids);
         let cycle = self.stats.cycles;
         self.stats.cycles += 1;
+        self.cost = SignalCost::default();
         if self.sockets {
             if cycle % u64::from(self.tuning.sockets_every) == 0 {
+                let (t, c) = (numapilot_observe::reader::monotonic_ns(), thread_cpu_ns());
                 let unix = if self.unix_diag {
                     match sockets::unix_peers() {
                         Ok(u) => Some(u),
@@ -295,10 +324,13 @@ impl Signals {
                     Ok(found) => {
                         self.recovered("sockets");
                         self.stats.socket_scans += 1;
+                        self.cost.fd_pids = found.fds_scanned + found.unreadable;
                         self.comm_cache = found.comm;
                     }
                     Err(e) => self.failed("sockets", e),
                 }
+                self.cost.sockets_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t);
+                self.cost.sockets_cpu_ns = thread_cpu_ns().saturating_sub(c);
             }
             let live: Vec<CommSample> = self
                 .comm_cache
@@ -311,6 +343,7 @@ impl Signals {
         }
         if self.tuning.shared {
             if cycle % u64::from(self.tuning.maps_every) == 0 {
+                let (t, c) = (numapilot_observe::reader::monotonic_ns(), thread_cpu_ns());
                 match self.reader.read_shared(scan_pids) {
                     Ok(found) => {
                         self.recovered("shared memory");
@@ -319,9 +352,13 @@ impl Signals {
                     }
                     Err(e) => self.failed("shared memory", e),
                 }
+                self.cost.maps_pids = scan_pids.len();
+                self.cost.maps_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t);
+                self.cost.maps_cpu_ns = thread_cpu_ns().saturating_sub(c);
             }
             sample.shared = live_shared(&self.shared_cache, &pids);
         }
+        let t = numapilot_observe::reader::monotonic_ns();
         if let Some(sampler) = self.sampler.as_mut() {
             self.raw.clear();
             match sampler.drain(&mut self.raw) {
@@ -352,7 +389,18 @@ impl Signals {
                 Err(e) => self.failed("wakeups", e),
             }
         }
+        self.cost.drain_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t);
     }
+}
+
+/// CPU time of the calling thread, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the struct we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The cached objects restricted to processes still present (`pids` sorted), keeping those still
