@@ -3,11 +3,12 @@
 //! found through /proc/net/tcp, sock_diag and /proc/PID/fd.
 
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::IntoRawFd;
+use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
-use numapilot_observe::sockets::{scan, socket_inodes, unix_peers};
+use numapilot_observe::net::{tcp_pairs, TCP_ESTABLISHED};
+use numapilot_observe::sockets::{scan, socket_inodes, tcp_established, tcp_tables, unix_peers};
 use numapilot_observe::{CommKind, CommSample};
 
 fn inode_of(fd: libc::c_int) -> u64 {
@@ -124,4 +125,36 @@ fn tcp_and_unix_peers_across_fork() {
         // SAFETY: our fds.
         unsafe { libc::close(fd) };
     }
+}
+
+/// The sock_diag TCP dump gives the ESTABLISHED lines of /proc/net/tcp and tcp6: same 4-tuples,
+/// uid and inodes for this test's own loopback connections (IPv4, and IPv6 where the host has it),
+/// and their two ends pair up.
+#[test]
+fn tcp_dump_matches_the_proc_tables() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (server, _) = l.accept().unwrap();
+    let v6 = TcpListener::bind("[::1]:0").ok().map(|l6| {
+        let c = TcpStream::connect(l6.local_addr().unwrap()).unwrap();
+        let (s, _) = l6.accept().unwrap();
+        (c, s)
+    });
+    let mut ours = vec![inode_of(client.as_raw_fd()), inode_of(server.as_raw_fd())];
+    if let Some((c, s)) = &v6 {
+        ours.extend([inode_of(c.as_raw_fd()), inode_of(s.as_raw_fd())]);
+    }
+    let dumped = tcp_established().unwrap();
+    let files = tcp_tables(Path::new("/")).unwrap();
+    assert!(dumped.iter().all(|s| s.state == TCP_ESTABLISHED), "{dumped:?}");
+    for ino in &ours {
+        let d = dumped.iter().find(|s| s.inode == *ino);
+        let f = files.iter().find(|s| s.inode == *ino);
+        assert!(d.is_some(), "inode {ino} not in the dump {dumped:?}");
+        assert_eq!(d, f, "inode {ino}: dump and /proc/net/tcp differ");
+    }
+    let pairs = tcp_pairs(&dumped);
+    let (a, b) = (ours[0].min(ours[1]), ours[0].max(ours[1]));
+    assert!(pairs.iter().any(|p| (p.a, p.b) == (a, b) && p.loopback), "{pairs:?}");
+    drop((client, server, l, v6));
 }
