@@ -210,7 +210,7 @@ fn main() {
                 "cycle {:>3}: wall {:>6.1} ms (observe {:>5.1}, model+plan {:>5.1}), cpu {:>6.1} ms (observe {:>5.1}, \
                  of it signals {:>5.1} wall), observe phases (wall): system {:.1}, stat pass {:.1}, details {:.1}, \
                  assemble {:.1}; (cpu): stat pass {:.1}, details {:.1}, assemble {:.1}; signals: sockets {:.1} wall \
-                 {:.1} cpu over {} fd dirs, maps {:.1} wall {:.1} cpu over {} procs, drain {:.1}; {} procs / {} threads, \
+                 {:.1} cpu over {} fd dirs ({} links), maps {:.1} wall {:.1} cpu over {} procs ({} lines), drain {:.1}; {} procs / {} threads, \
                  threads read {}, numa_maps read {}, {} actions planned",
                 c - 3,
                 wall.as_secs_f64() * 1e3,
@@ -229,9 +229,11 @@ fn main() {
                 sc.sockets_ns as f64 / 1e6,
                 sc.sockets_cpu_ns as f64 / 1e6,
                 sc.fd_pids,
+                sc.fd_links,
                 sc.maps_ns as f64 / 1e6,
                 sc.maps_cpu_ns as f64 / 1e6,
                 sc.maps_pids,
+                sc.maps_lines,
                 sc.drain_ns as f64 / 1e6,
                 st.processes,
                 st.threads,
