@@ -28,8 +28,12 @@
 //! yet (new to the scan set: they have no signal at all) first, then, of those read `sockets_every`
 //! (`maps_every`) or more cycles ago, the longest unread, at most `ceil(n / sockets_every)` of the `n`
 //! scanned processes, so re-reads spread evenly over the cadence; and it stops once the cycle's budget
-//! of work is spent ([`SignalTuning::socket_links_per_cycle`], [`SignalTuning::maps_lines_per_cycle`];
-//! at least one process a cycle, so the overshoot is one process). What each process showed is kept per
+//! of work is spent ([`SignalTuning::socket_links_per_cycle`], [`SignalTuning::maps_lines_per_cycle`]).
+//! An fd table larger than what is left of the budget is read in slices over the next cycles (first
+//! in line, each slice continuing where the last stopped; what it found counts at once), so the fd
+//! reads of a cycle never pass the budget; a maps file is read whole (at least one a cycle, so maps
+//! can go over by one process: a process with tens of thousands of mappings costs its cycle about
+//! 1 us a line). What each process showed is kept per
 //! pid and start time, and dropped when the process leaves the scan set or exits. A process is so
 //! re-read every `sockets_every` (`maps_every`) cycles when the budget allows, as the whole scans did,
 //! a newcomer's pairs are seen on its first cycle in the scan set instead of at the next whole scan,
@@ -113,15 +117,19 @@ pub struct SignalTuning {
     /// closed one is gone from the tables at once). What it prevents: reading every process's fd
     /// links every cycle.
     pub sockets_every: u32,
-    /// Most fd links read in one cycle, summed over the processes read (a process counts with all
-    /// its links; at least one process is read a cycle, so a cycle can go over by one process).
-    /// Default 256, unit links. Source: measured in the cycle benchmark (`cycle_cost`), 515 links in
-    /// 103 directories cost 4.4 ms of CPU (about 9 us a link with its share of the directory read),
-    /// so 256 are about 2 ms of a 50 ms cycle; its steady state reads 10-60 a cycle, its first cycles
-    /// (every process counts as busy when first seen) about 5,000 in all. A host with more fd links
-    /// among its busy processes than `sockets_every` x 256 re-reads each less often than every
-    /// `sockets_every` cycles. What it prevents: the fds of every process read in one cycle when many
-    /// processes enter the scan set together (the daemon's start: 1,028 directories, 297 ms wall).
+    /// Most fd links read in one cycle, summed over the processes read; a process with more than
+    /// is left is read in slices over the next cycles, each continuing where the last stopped
+    /// ([`sockets::fd_sockets_from`]), and its sockets found so far count at once. Default 512, unit
+    /// links. Source: measured on the development host (release build), reading a 4,006-fd table in
+    /// slices of 256 costs 1.0-1.2 ms of CPU a slice (4.6-4.8 us a link, against 5.7-7.5 us with a
+    /// path walk per link as before), so 512 are about 2.5 ms of a 50 ms cycle; the cycle
+    /// benchmark's steady state reads 10-60 a cycle, its first cycles (every process counts as busy
+    /// when first seen) about 5,000 in all. A host with more fd links among its busy processes than
+    /// `sockets_every` x 512 re-reads each less often than every `sockets_every` cycles. What it
+    /// prevents: the fds of every process read in one cycle when many processes enter the scan set
+    /// together (the daemon's start: 1,028 directories, 297 ms wall), and one process with thousands
+    /// of descriptors (a server, another observer keeping stat files open: 1,110 links, 7-15 ms)
+    /// taking a cycle.
     pub socket_links_per_cycle: u32,
     /// Most maps lines (VMAs) read in one cycle, summed over the processes read (a process counts
     /// with all its lines; at least one process a cycle). Default 2,048, unit lines. Source: measured
@@ -151,7 +159,7 @@ impl Default for SignalTuning {
             shared: true,
             maps_every: 10,
             sockets_every: 5,
-            socket_links_per_cycle: 256,
+            socket_links_per_cycle: 512,
             maps_lines_per_cycle: 2048,
             page_faults: false,
             page_fault_period: pmu::PAGE_FAULT_PERIOD,
@@ -367,14 +375,15 @@ impl Signals {
         let proc_dir = self.reader.root().join("proc");
         let budget = self.tuning.socket_links_per_cycle.max(1) as usize;
         let mut failure = None;
-        for (pid, starttime) in self.fds.due(scan_set, self.tuning.sockets_every, cycle) {
+        for (pid, starttime, from) in self.fds.due(scan_set, self.tuning.sockets_every, cycle) {
             if self.cost.fd_links >= budget {
                 break;
             }
-            match sockets::fd_sockets(&proc_dir, pid) {
+            match sockets::fd_sockets_from(&proc_dir, pid, from, budget - self.cost.fd_links) {
                 Ok(Some(f)) => {
-                    self.cost.fd_links += f.links;
-                    self.fds.put(pid, starttime, cycle, f.sockets);
+                    // A process with no fds still costs its directory's open: counted as one link.
+                    self.cost.fd_links += f.links.max(1);
+                    self.fds.advance(pid, starttime, cycle, f.sockets, f.next);
                 }
                 Ok(None) => self.fds.forget(pid),
                 Err(e) => {
@@ -399,7 +408,7 @@ impl Signals {
     fn read_maps(&mut self, scan_set: &[(u32, u64)], cycle: u64) {
         let budget = self.tuning.maps_lines_per_cycle.max(1) as usize;
         let mut failure = None;
-        for (pid, starttime) in self.maps.due(scan_set, self.tuning.maps_every, cycle) {
+        for (pid, starttime, _) in self.maps.due(scan_set, self.tuning.maps_every, cycle) {
             if self.cost.maps_lines >= budget {
                 break;
             }
@@ -473,7 +482,8 @@ impl Signals {
             if !self.pairs.pairs.is_empty() {
                 self.read_fds(&scan_set, cycle);
             }
-            let (comm, _unowned) = sockets::match_holders(&self.pairs, self.fds.iter());
+            let holders = self.fds.holders();
+            let (comm, _unowned) = sockets::match_holders(&self.pairs, holders.iter().map(|(p, i)| (*p, i.as_slice())));
             self.stats.comm_pairs += comm.len() as u64;
             sample.comm.extend(comm);
             self.cost.sockets_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t);
@@ -548,8 +558,13 @@ impl<T> Default for Rolling<T> {
 #[derive(Debug)]
 struct Held<T> {
     starttime: u64,
-    read_cycle: u64,
+    /// The cycle its last whole read ended; `None` while its first read is under way.
+    read_cycle: Option<u64>,
+    /// What its last whole read showed (empty before the first).
     data: T,
+    /// A read under way over several cycles (an fd table larger than a cycle's budget): the
+    /// position it continues from and what it found so far.
+    part: Option<(u64, T)>,
 }
 
 impl<T> Rolling<T> {
@@ -560,29 +575,35 @@ impl<T> Rolling<T> {
             .retain(|pid, h| scan_set.binary_search_by_key(pid, |s| s.0).is_ok_and(|i| scan_set[i].1 == h.starttime));
     }
 
-    /// The processes of `scan_set` to read at `cycle`, in order: every one never read (by pid: they
-    /// have no signal yet, and the caller's budget bounds them), then of those read `every` or more
-    /// cycles ago, longest ago first, at most `ceil(n / every)` of the `n`: re-reads of processes
-    /// read together spread over `every` cycles and stay spread.
-    fn due(&self, scan_set: &[(u32, u64)], every: u32, cycle: u64) -> Vec<(u32, u64)> {
+    /// The processes of `scan_set` to read at `cycle`, with the position each read starts from, in
+    /// order: reads under way (by pid), then every process never read (by pid: they have no signal
+    /// yet, and the caller's budget bounds them), then of those read `every` or more cycles ago,
+    /// longest ago first, at most `ceil(n / every)` of the `n`: re-reads of processes read together
+    /// spread over `every` cycles and stay spread.
+    fn due(&self, scan_set: &[(u32, u64)], every: u32, cycle: u64) -> Vec<(u32, u64, u64)> {
         let every = every.max(1);
         let quota = scan_set.len().div_ceil(every as usize);
-        let mut new = Vec::new();
+        let (mut going, mut new) = (Vec::new(), Vec::new());
         let mut old: Vec<(u64, u32, u64)> = Vec::new();
         for &(pid, st) in scan_set {
             match self.held.get(&pid) {
-                None => new.push((pid, st)),
-                Some(h) if cycle.saturating_sub(h.read_cycle) >= u64::from(every) => old.push((h.read_cycle, pid, st)),
+                None => new.push((pid, st, 0)),
+                Some(Held { part: Some((from, _)), .. }) => going.push((pid, st, *from)),
+                Some(Held { read_cycle: Some(r), .. }) if cycle.saturating_sub(*r) >= u64::from(every) => {
+                    old.push((*r, pid, st))
+                }
                 Some(_) => {}
             }
         }
         old.sort_unstable();
-        new.extend(old.into_iter().take(quota).map(|(_, pid, st)| (pid, st)));
-        new
+        going.extend(new);
+        going.extend(old.into_iter().take(quota).map(|(_, pid, st)| (pid, st, 0)));
+        going
     }
 
-    fn put(&mut self, pid: u32, starttime: u64, read_cycle: u64, data: T) {
-        self.held.insert(pid, Held { starttime, read_cycle, data });
+    /// Records a whole read of `pid` at `cycle`.
+    fn put(&mut self, pid: u32, starttime: u64, cycle: u64, data: T) {
+        self.held.insert(pid, Held { starttime, read_cycle: Some(cycle), data, part: None });
     }
 
     fn forget(&mut self, pid: u32) {
@@ -591,11 +612,51 @@ impl<T> Rolling<T> {
 }
 
 impl<E> Rolling<Vec<E>> {
-    /// Every process held with what it showed, by pid.
+    /// What each process's last whole read showed, by pid.
     fn iter(&self) -> impl Iterator<Item = (u32, &[E])> {
         let mut v: Vec<(u32, &[E])> = self.held.iter().map(|(&p, h)| (p, h.data.as_slice())).collect();
         v.sort_unstable_by_key(|e| e.0);
         v.into_iter()
+    }
+}
+
+impl Rolling<Vec<u64>> {
+    /// Records a slice of `pid`'s read at `cycle`: `found` is added to the read under way (started
+    /// if none), which continues from `next`, or, at the end (`None`), becomes the whole read.
+    fn advance(&mut self, pid: u32, starttime: u64, cycle: u64, found: Vec<u64>, next: Option<u64>) {
+        let h =
+            self.held.entry(pid).or_insert_with(|| Held { starttime, read_cycle: None, data: Vec::new(), part: None });
+        let mut sofar = h.part.take().map(|(_, f)| f).unwrap_or_default();
+        sofar.extend(found);
+        match next {
+            Some(from) => h.part = Some((from, sofar)),
+            None => {
+                sofar.sort_unstable();
+                sofar.dedup();
+                h.data = sofar;
+                h.read_cycle = Some(cycle);
+            }
+        }
+    }
+
+    /// Every process with the sockets it holds: its last whole read and what a read under way found
+    /// so far, sorted, each once; by pid.
+    fn holders(&self) -> Vec<(u32, Vec<u64>)> {
+        let mut v: Vec<(u32, Vec<u64>)> = self
+            .held
+            .iter()
+            .map(|(&p, h)| {
+                let mut all = h.data.clone();
+                if let Some((_, part)) = &h.part {
+                    all.extend(part);
+                    all.sort_unstable();
+                    all.dedup();
+                }
+                (p, all)
+            })
+            .collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v
     }
 }
 
@@ -614,7 +675,8 @@ mod tests {
             let due = r.due(&set, 5, cycle);
             let most = if cycle == 0 { 10 } else { 2 };
             assert!(due.len() <= most, "cycle {cycle}: {due:?}");
-            for (pid, st) in due {
+            for (pid, st, from) in due {
+                assert_eq!(from, 0);
                 reads[pid as usize] += 1;
                 r.put(pid, st, cycle, vec![]);
             }
@@ -629,6 +691,31 @@ mod tests {
         let due = r.due(&set2, 5, 20);
         assert_eq!(due.iter().map(|d| d.0).take(2).collect::<Vec<_>>(), vec![1, 11], "never read first");
         assert!(due.len() <= 4, "{due:?}");
+    }
+
+    /// An fd table read in slices: the read under way continues first, from where it stopped, its
+    /// sockets count as held at once (with those of the last whole read), and at its end it replaces
+    /// the last whole read.
+    #[test]
+    fn reads_under_way_continue_first_and_count_at_once() {
+        let mut r: Rolling<Vec<u64>> = Rolling::default();
+        let set = vec![(1, 100), (2, 100)];
+        r.put(1, 100, 0, vec![7]);
+        r.advance(2, 100, 0, vec![30], Some(40));
+        assert_eq!(r.holders(), vec![(1, vec![7]), (2, vec![30])]);
+        assert_eq!(r.due(&set, 5, 1), vec![(2, 100, 40)], "the read under way goes on; 1 is not due");
+        r.advance(2, 100, 1, vec![31], None);
+        assert_eq!(r.holders(), vec![(1, vec![7]), (2, vec![30, 31])]);
+        assert!(r.due(&set, 5, 2).is_empty());
+        // Re-reads one a cycle (ceil(2 / 5)), longest unread first.
+        assert_eq!(r.due(&set, 5, 6), vec![(1, 100, 0)]);
+        r.put(1, 100, 6, vec![7]);
+        assert_eq!(r.due(&set, 5, 7), vec![(2, 100, 0)]);
+        // The next pass of 2 starts over and, until it ends, adds to what the last one showed.
+        r.advance(2, 100, 7, vec![32], Some(9));
+        assert_eq!(r.holders()[1], (2, vec![30, 31, 32]));
+        r.advance(2, 100, 8, vec![], None);
+        assert_eq!(r.holders()[1], (2, vec![32]), "the pass's end replaces the old view");
     }
 
     #[test]
@@ -772,9 +859,10 @@ mod rolling_tests {
     }
 
     /// A loopback TCP connection and a shared memfd between this process and one child, among 24
-    /// other children that hold neither: with small budgets the scans read a few processes a cycle
-    /// (never every one at once, as the whole scans did), and still find the pair and the sharing
-    /// once every process has had its turn: within ceil(links / budget) + 1 cycles for the fds,
+    /// other children that hold neither: with small budgets the scans read at most 8 fd links a
+    /// cycle (this process's table in slices; never every process at once, as the whole scans did),
+    /// and still find the pair and the sharing once every process has had its turn: within
+    /// ceil(links / budget) + 2 cycles for the fds,
     /// one process a cycle for maps (each child's maps, a copy of this multi-threaded test
     /// process's, is longer than the 16-line budget).
     #[test]
@@ -823,9 +911,7 @@ mod rolling_tests {
             let mut sample = reader.sample_of(Some(&pids)).unwrap();
             s.fill(&mut sample);
             let cost = s.last_cost();
-            // Every filler holds at least 3 fds (stdio and more), so 8 links are at most 3
-            // processes, the last one over the budget included.
-            assert!(cost.fd_pids <= 3, "cycle {cycle}: {cost:?}");
+            assert!(cost.fd_links <= 8, "cycle {cycle}: {cost:?}");
             assert!(cost.maps_pids <= 1, "cycle {cycle}: {cost:?}");
             if paired.is_none() && sample.comm.iter().any(|c| c.a == (lo, lo) && c.b == (hi, hi) && c.events >= 1) {
                 paired = Some(cycle);
@@ -841,7 +927,8 @@ mod rolling_tests {
             libc::munmap(map, len);
             libc::close(mfd);
         }
-        let fd_turns = links.div_ceil(8) + 1;
+        // Each cycle reads 8 links until every process has been read once (some fds come and go).
+        let fd_turns = links.div_ceil(8) + 2;
         assert!(paired.is_some_and(|c| c < fd_turns), "pair first seen on cycle {paired:?}, allowed {fd_turns}");
         assert!(shared.is_some_and(|c| c < pids.len()), "sharing first seen on cycle {shared:?}");
         assert!(s.stats().fd_reads >= pids.len() as u64 && s.stats().maps_reads >= pids.len() as u64);

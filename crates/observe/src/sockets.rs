@@ -84,41 +84,121 @@ pub struct FdSockets {
     pub links: usize,
 }
 
-/// [`socket_inodes`] with the number of fd links read.
+/// [`socket_inodes`] with the number of fd links read: the whole table in one
+/// [`fd_sockets_from`].
 pub fn fd_sockets(proc_dir: &Path, pid: u32) -> Result<Option<FdSockets>, SignalError> {
-    let dir = proc_dir.join(pid.to_string()).join("fd");
-    let rd = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(SignalError::Io { path: dir, source: e }),
-    };
-    let mut out = Vec::new();
-    let mut links = 0;
-    for ent in rd {
-        let ent = match ent {
-            Ok(e) => e,
-            Err(e) if gone(&e) => return Ok(None),
-            Err(e) => return Err(SignalError::Io { path: dir, source: e }),
-        };
-        links += 1;
-        let link = match std::fs::read_link(ent.path()) {
-            Ok(l) => l,
-            Err(e) if gone(&e) => continue,
-            Err(e) => return Err(SignalError::Io { path: ent.path(), source: e }),
-        };
-        if let Some(ino) = socket_link_inode(link.as_os_str().as_bytes()) {
-            out.push(ino);
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(Some(FdSockets { sockets: out, links }))
+    Ok(fd_sockets_from(proc_dir, pid, 0, usize::MAX)?.map(|c| FdSockets { sockets: c.sockets, links: c.links }))
 }
 
 /// The inode of an fd link text `socket:[N]` (`fs/d_path.c` `dynamic_dname` via `sockfs_dname`).
 pub fn socket_link_inode(link: &[u8]) -> Option<u64> {
     let n = link.strip_prefix(b"socket:[")?.strip_suffix(b"]")?;
     std::str::from_utf8(n).ok().and_then(crate::signal_error::dec)
+}
+
+/// One slice of a process's fd table ([`fd_sockets_from`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FdChunk {
+    /// Socket inodes held in this slice, sorted, each once.
+    pub sockets: Vec<u64>,
+    /// Fd links read.
+    pub links: usize,
+    /// Directory position to continue from next time; `None` when the table was read to its end.
+    pub next: Option<u64>,
+}
+
+/// `struct linux_dirent64` header length before the name: `d_ino` (8), `d_off` (8), `d_reclen` (2),
+/// `d_type` (1).
+const DIRENT64_NAME: usize = 19;
+
+/// Reads at most `max_links` fd links of `/proc/PID/fd`, starting at directory position `from` (0:
+/// the beginning; else a [`FdChunk::next`] of an earlier call), so that a process holding tens of
+/// thousands of descriptors can be read over several calls. `Ok(None)` when the process is gone. The
+/// directory is listed with `getdents64` into a buffer sized for the links wanted and each link read
+/// with `readlinkat` on the directory (no path walk from /); positions are the kernel's for this
+/// directory (`fs/proc/fd.c`: an fd number plus 2), so a slice starts at the first fd still open at
+/// or after where the last one stopped, whatever was opened or closed in between.
+pub fn fd_sockets_from(proc_dir: &Path, pid: u32, from: u64, max_links: usize) -> Result<Option<FdChunk>, SignalError> {
+    let path = proc_dir.join(pid.to_string()).join("fd");
+    let io_err = |path: &Path, e: io::Error| SignalError::Io { path: path.to_path_buf(), source: e };
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io_err(&path, io::Error::from_raw_os_error(libc::EINVAL)))?;
+    // SAFETY: a NUL-terminated path; the descriptor is owned by `Fd`.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return if gone(&e) { Ok(None) } else { Err(io_err(&path, e)) };
+    }
+    let dir = Fd(fd);
+    // SAFETY: lseek on our descriptor.
+    if from > 0 && unsafe { libc::lseek(dir.0, from as libc::off_t, libc::SEEK_SET) } < 0 {
+        let e = io::Error::last_os_error();
+        return if gone(&e) { Ok(None) } else { Err(io_err(&path, e)) };
+    }
+    let max_links = max_links.max(1);
+    // An fd's entry takes 24-32 bytes ("." and ".." 24): room for the links wanted, so the kernel
+    // lists (and instantiates) little more than that.
+    let mut buf = vec![0u8; max_links.saturating_add(2).min(1024) * 32];
+    let mut out = FdChunk { next: Some(from), ..FdChunk::default() };
+    let mut link = [0u8; 64];
+    'list: loop {
+        // SAFETY: the kernel writes at most buf.len() bytes into our buffer.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir.0, buf.as_mut_ptr(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if gone(&e) { Ok(None) } else { Err(io_err(&path, e)) };
+        }
+        if n == 0 {
+            out.next = None;
+            break;
+        }
+        let mut b = &buf[..n as usize];
+        while b.len() >= DIRENT64_NAME {
+            let off = i64::from_ne_bytes(b[8..16].try_into().expect("8 bytes"));
+            let reclen = u16::from_ne_bytes([b[16], b[17]]) as usize;
+            if reclen < DIRENT64_NAME || reclen > b.len() {
+                return Err(SignalError::Malformed {
+                    what: "getdents64 reply",
+                    reason: format!("record length {reclen} with {} bytes left", b.len()),
+                });
+            }
+            let name = &b[DIRENT64_NAME..reclen];
+            let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
+            if name != b"." && name != b".." {
+                if out.links >= max_links {
+                    break 'list;
+                }
+                out.links += 1;
+                let mut cname = [0u8; 24];
+                if name.len() < cname.len() {
+                    cname[..name.len()].copy_from_slice(name);
+                    // SAFETY: a NUL-terminated name relative to our directory descriptor; the kernel
+                    // writes at most link.len() bytes.
+                    let len =
+                        unsafe { libc::readlinkat(dir.0, cname.as_ptr().cast(), link.as_mut_ptr().cast(), link.len()) };
+                    if len > 0 {
+                        if let Some(ino) = socket_link_inode(&link[..len as usize]) {
+                            out.sockets.push(ino);
+                        }
+                    } else if len < 0 {
+                        let e = io::Error::last_os_error();
+                        // An fd closed since the listing is skipped; the process gone ends the read.
+                        if e.raw_os_error() == Some(libc::ESRCH) {
+                            return Ok(None);
+                        }
+                        if !gone(&e) {
+                            return Err(io_err(&path.join(String::from_utf8_lossy(name).as_ref()), e));
+                        }
+                    }
+                }
+            }
+            out.next = Some(off as u64);
+            b = &b[reclen..];
+        }
+    }
+    out.sockets.sort_unstable();
+    out.sockets.dedup();
+    Ok(Some(out))
 }
 
 fn gone(e: &io::Error) -> bool {

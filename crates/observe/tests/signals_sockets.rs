@@ -8,7 +8,9 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
 use numapilot_observe::net::{tcp_pairs, TCP_ESTABLISHED};
-use numapilot_observe::sockets::{scan, socket_inodes, tcp_established, tcp_tables, unix_peers};
+use numapilot_observe::sockets::{
+    fd_sockets, fd_sockets_from, scan, socket_inodes, tcp_established, tcp_tables, unix_peers,
+};
 use numapilot_observe::{CommKind, CommSample};
 
 fn inode_of(fd: libc::c_int) -> u64 {
@@ -157,4 +159,39 @@ fn tcp_dump_matches_the_proc_tables() {
     let (a, b) = (ours[0].min(ours[1]), ours[0].max(ours[1]));
     assert!(pairs.iter().any(|p| (p.a, p.b) == (a, b) && p.loopback), "{pairs:?}");
     drop((client, server, l, v6));
+}
+
+/// A large fd table read in slices of at most 7 links, each slice continuing where the last one
+/// stopped, holds the same sockets as one whole read: every end of 60 socketpairs.
+#[test]
+fn fd_table_in_slices() {
+    let pairs: Vec<(UnixStream, UnixStream)> = (0..60).map(|_| UnixStream::pair().unwrap()).collect();
+    let ours: Vec<u64> = pairs.iter().flat_map(|(a, b)| [inode_of(a.as_raw_fd()), inode_of(b.as_raw_fd())]).collect();
+    let proc_dir = Path::new("/proc");
+    let me = std::process::id();
+    let whole = fd_sockets(proc_dir, me).unwrap().unwrap();
+    let (mut from, mut sliced, mut slices, mut links) = (0, Vec::new(), 0, 0);
+    loop {
+        let c = fd_sockets_from(proc_dir, me, from, 7).unwrap().unwrap();
+        assert!(c.links <= 7, "{c:?}");
+        links += c.links;
+        sliced.extend(c.sockets);
+        slices += 1;
+        match c.next {
+            Some(n) => from = n,
+            None => break,
+        }
+    }
+    sliced.sort_unstable();
+    sliced.dedup();
+    for ino in &ours {
+        assert!(whole.sockets.contains(ino) && sliced.contains(ino), "inode {ino} missing");
+    }
+    assert!(slices >= 120 / 7, "{slices} slices for {links} links");
+    assert!(links >= 120, "{links}");
+    // Other tests of this binary open and close fds meanwhile: compare only our sockets.
+    let mine = |v: &[u64]| v.iter().filter(|i| ours.contains(i)).count();
+    assert_eq!(mine(&whole.sockets), mine(&sliced));
+    assert_eq!(fd_sockets_from(proc_dir, u32::MAX - 1, 0, 7).unwrap(), None, "no such process");
+    drop(pairs);
 }
