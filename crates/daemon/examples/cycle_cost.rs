@@ -211,7 +211,7 @@ fn main() {
                  of it signals {:>5.1} wall), observe phases (wall): system {:.1}, stat pass {:.1}, details {:.1}, \
                  assemble {:.1}; (cpu): stat pass {:.1}, details {:.1}, assemble {:.1}; signals: sockets {:.1} wall \
                  {:.1} cpu over {} fd dirs ({} links), maps {:.1} wall {:.1} cpu over {} procs ({} lines), drain {:.1}; {} procs / {} threads, \
-                 threads read {}, numa_maps read {} ({} MB RSS, {} refreshes wait), {} actions planned",
+                 threads read {}, numa_maps read {} ({} refreshes, {} MB RSS, {} refreshes wait), {} actions planned",
                 c - 3,
                 wall.as_secs_f64() * 1e3,
                 observed.as_secs_f64() * 1e3,
@@ -239,6 +239,7 @@ fn main() {
                 st.threads,
                 st.threads_read,
                 st.maps_read,
+                st.maps_refreshed,
                 st.maps_rss_kb / 1024,
                 st.maps_deferred,
                 plan.actions.len()

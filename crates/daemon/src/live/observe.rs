@@ -111,15 +111,17 @@ pub struct TierOptions {
     /// (new processes and the cycle after the daemon changed one are read whatever it says, and count
     /// toward it). Refreshes due by age, RSS change or an explicit policy are read longest unread
     /// first while they fit; the first always, so a process larger than the budget is read too. The
-    /// rest wait for the next cycle, their numa_maps carried. Default 524,288 (512 MiB). Source:
-    /// numa_maps walks the page tables of every mapping, measured on the development host at about
-    /// 7 ms of CPU per GiB resident (`perf stat` of a `cat` of a 389 MiB QEMU's numa_maps: 3.5 ms
-    /// against 0.8 ms for a stat file); in the cycle benchmark the cycles that re-read the host's
-    /// large processes (600-670 MiB in all) took 18-19 ms in the detail reads against 9-12 ms.
-    /// 512 MiB is about 3.5 ms. A host whose large processes hold more than 512 MiB x the cycles in
-    /// `numa_maps_ms` refreshes each less often than `numa_maps_ms`. What it prevents: a cycle that
-    /// walks the page tables of every large process whose refresh fell due together, and a large
-    /// process that keeps growing (RSS change) or holds a memory policy from being walked every cycle.
+    /// rest wait for the next cycle, their numa_maps carried. Default 262,144 (256 MiB). Source:
+    /// numa_maps walks the page tables of every mapping: on the development host about 7 ms of CPU
+    /// per GiB resident for a QEMU backed by huge pages (`perf stat` of a `cat` of its numa_maps,
+    /// 389 MiB: 3.5 ms against 0.8 ms for a stat file), and in the cycle benchmark 15-20 ms per GiB
+    /// for compilers' 4 KiB-page heaps (cycles reading 310-460 MiB of them spent 16-19 ms in the
+    /// detail reads against 9-12 ms); 256 MiB are so 2-5 ms. A host whose large processes hold more
+    /// than 256 MiB x the cycles in `numa_maps_ms` refreshes each less often than `numa_maps_ms`.
+    /// What it prevents: a cycle that walks the page tables of every large process whose refresh
+    /// fell due together, and a large process that keeps growing (RSS change) or holds a memory
+    /// policy from being walked every cycle. It does not split one process's walk: a process of
+    /// several GiB costs the cycle that reads it 10-20 ms per GiB.
     pub numa_maps_kb_per_cycle: u64,
     /// RSS change since numa_maps was read that makes it due at once (within
     /// `numa_maps_kb_per_cycle`), kB. Default 16,384
@@ -168,7 +170,7 @@ impl Default for TierOptions {
             numa_maps_ms: 10_000,
             numa_maps_min_rss_kb: 64 * 1024,
             numa_maps_idle_factor: 6,
-            numa_maps_kb_per_cycle: 512 * 1024,
+            numa_maps_kb_per_cycle: 256 * 1024,
             rss_change_kb: 16 * 1024,
             kthread_recheck_cycles: 30,
             max_open_stat: 16_384,
