@@ -191,13 +191,6 @@ const PARALLEL_FROM: usize = 256;
 /// starting a thread to save less than it costs on a machine with few processes.
 pub const PARALLEL_STAT_FROM: usize = 128;
 
-/// Kept-open stat files one thread of the stat pass reads at a time before it takes the next
-/// chunk. Default 32, unit files. Source: a choice; 32 reads are about 0.3 ms, so a preempted
-/// thread holds back at most that much of the pass, and the shared counter is touched about 30
-/// times a pass for 1,000 processes. What it prevents: a thread descheduled for a few ms holding
-/// back a fixed half of the pass.
-const STAT_CHUNK: usize = 32;
-
 /// Processes whose threads are read in one cycle from which that read is split over
 /// [`TierOptions::threads`] workers in a helper thread, beside the copy of the carried processes.
 /// Default 8, unit processes. Source: a choice; one process of 10 threads costs about 0.2 ms of
@@ -501,54 +494,40 @@ impl TieredObserver {
             let pids = system.pids()?;
             return Ok((pids, read_kept(&kept, buf)));
         }
-        // The reads are taken in chunks of STAT_CHUNK files from a shared counter by every thread
-        // (the one that lists /proc joins once its listing is done), so a thread the scheduler
-        // takes off its CPU holds back at most its current chunk, not a fixed share of the pass: on
-        // the 2-CPU development VM with the cost benchmark's spinners, fixed shares had cycles whose
-        // stat pass took 26-33 ms of wall time for 10-16 ms of CPU, waiting for the share of a
-        // preempted thread. Chunks are joined in order, so the reads stay ascending by pid.
+        // Listing /proc (about 1,100 entries: a getdents walk that fills the dentry cache) costs
+        // about as much CPU as a third as many stat reads, so the thread that lists takes fewer
+        // reads; the calling thread takes the last share. Shares are contiguous in pid order, so
+        // joining them in order keeps the reads ascending.
         let n = kept.len();
-        let chunks = n.div_ceil(STAT_CHUNK);
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let kept = &kept;
-        let take = |buf: &mut [u8]| -> Vec<(usize, Vec<(u32, Option<TaskStat>)>)> {
-            let mut out = Vec::new();
-            loop {
-                let c = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if c >= chunks {
-                    break;
-                }
-                out.push((c, read_kept(&kept[c * STAT_CHUNK..((c + 1) * STAT_CHUNK).min(n)], buf)));
-            }
-            out
-        };
-        let take = &take;
+        let listing = n / 3;
+        let per = (n + listing).div_ceil(threads);
+        let first = per.saturating_sub(listing).min(n);
+        let (head, rest) = kept.split_at(first);
+        let share = rest.len().div_ceil(threads - 1).max(1);
+        let mut shares: Vec<&[(u32, &File)]> = rest.chunks(share).collect();
+        let mine = shares.pop().unwrap_or(&[]);
         std::thread::scope(|sc| {
             let lister = sc.spawn(move || {
-                let pids = system.pids();
                 let mut buf = vec![0u8; 4096];
-                (pids, take(&mut buf))
+                (system.pids(), read_kept(head, &mut buf))
             });
-            let others: Vec<_> = (2..threads)
-                .map(|_| {
+            let others: Vec<_> = shares
+                .into_iter()
+                .map(|part| {
                     sc.spawn(move || {
                         let mut buf = vec![0u8; 4096];
-                        take(&mut buf)
+                        read_kept(part, &mut buf)
                     })
                 })
                 .collect();
-            let mut parts = take(buf);
+            let last = read_kept(mine, buf);
             // A reader panicking is a bug in the parser: surface it rather than hide it.
-            let (pids, listed) = lister.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            parts.extend(listed);
+            let (pids, mut all) = lister.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            all.reserve(n);
             for h in others {
-                parts.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                all.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             }
-            parts.sort_unstable_by_key(|p| p.0);
-            let mut all = Vec::with_capacity(n);
-            for (_, part) in parts {
-                all.extend(part);
-            }
+            all.extend(last);
             Ok((pids?, all))
         })
     }
