@@ -747,12 +747,19 @@ mod tests {
     }
 }
 
+/// Held by a test that forks this process and by one that counts its own page faults: a fork write-protects the
+/// parent's private pages, so a store racing it faults twice on one page (seen: a page counted twice, 3.5 ms apart,
+/// while the fork test ran beside).
+#[cfg(test)]
+static FORK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod live_tests {
     use super::*;
 
     #[test]
     fn a_forked_pair_is_seen_talking_and_sharing() {
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         // SAFETY: a fresh memfd, sized and mapped shared; the child inherits the mapping.
         let len = 2 * 4096;
@@ -948,6 +955,7 @@ mod fallback_tests {
             assert!(!s.notes().is_empty());
             return;
         }
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let len = 16 * 4096;
         // SAFETY: a fresh private mapping of ours, no THP, then touched page by page.
         let region = unsafe {
@@ -974,7 +982,7 @@ mod fallback_tests {
             sample.accesses.iter().filter(|a| a.pid == me && a.addr >= base && a.addr < base + len as u64).collect();
         if s.notes().iter().any(|n| n.contains("page-fault fallback")) {
             assert_eq!(ours.len(), 16, "one access sample per touched page: {ours:?}");
-            assert!(ours.iter().all(|a| a.count == 1));
+            assert!(ours.iter().all(|a| a.count == 1), "{ours:?}");
         }
         assert!(s.stats().samples >= ours.len() as u64);
         // SAFETY: our mapping.
