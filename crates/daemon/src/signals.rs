@@ -874,6 +874,7 @@ mod rolling_tests {
     /// process's, is longer than the 16-line budget).
     #[test]
     fn budgeted_slices_find_a_tcp_pair_and_a_sharing_within_their_turns() {
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (server, _) = l.accept().unwrap();
