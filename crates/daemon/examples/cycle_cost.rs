@@ -204,11 +204,14 @@ fn main() {
         let wall = start.elapsed();
         let cpu = cpu_ns() - cpu0;
         let st = host.tier_stats();
+        let sc = host.signal_cost();
         if c >= 3 {
             println!(
                 "cycle {:>3}: wall {:>6.1} ms (observe {:>5.1}, model+plan {:>5.1}), cpu {:>6.1} ms (observe {:>5.1}, \
                  of it signals {:>5.1} wall), observe phases (wall): system {:.1}, stat pass {:.1}, details {:.1}, \
-                 assemble {:.1}; (cpu): stat pass {:.1}, details {:.1}, assemble {:.1}; {} procs / {} threads, threads read {}, numa_maps read {}, {} actions planned",
+                 assemble {:.1}; (cpu): stat pass {:.1}, details {:.1}, assemble {:.1}; signals: sockets {:.1} wall \
+                 {:.1} cpu over {} fd dirs ({} links), maps {:.1} wall {:.1} cpu over {} procs ({} lines), drain {:.1}; {} procs / {} threads, \
+                 threads read {}, numa_maps read {} ({} refreshes, {} MB RSS, {} refreshes wait), {} actions planned",
                 c - 3,
                 wall.as_secs_f64() * 1e3,
                 observed.as_secs_f64() * 1e3,
@@ -223,10 +226,22 @@ fn main() {
                 st.stat_pass_cpu_ns as f64 / 1e6,
                 st.details_cpu_ns as f64 / 1e6,
                 st.assemble_cpu_ns as f64 / 1e6,
+                sc.sockets_ns as f64 / 1e6,
+                sc.sockets_cpu_ns as f64 / 1e6,
+                sc.fd_pids,
+                sc.fd_links,
+                sc.maps_ns as f64 / 1e6,
+                sc.maps_cpu_ns as f64 / 1e6,
+                sc.maps_pids,
+                sc.maps_lines,
+                sc.drain_ns as f64 / 1e6,
                 st.processes,
                 st.threads,
                 st.threads_read,
                 st.maps_read,
+                st.maps_refreshed,
+                st.maps_rss_kb / 1024,
+                st.maps_deferred,
                 plan.actions.len()
             );
             rows.push((
@@ -251,10 +266,16 @@ fn main() {
     let n = rows.len().max(1) as f64;
     let mean = |f: fn(&(f64, f64, f64, f64)) -> f64| rows.iter().map(f).sum::<f64>() / n;
     let worst = rows.iter().map(|r| r.0).fold(0.0, f64::max);
+    let worst_cpu = rows.iter().map(|r| r.2).fold(0.0, f64::max);
+    let mut walls: Vec<f64> = rows.iter().map(|r| r.0).collect();
+    walls.sort_by(f64::total_cmp);
+    let median = walls.get(walls.len() / 2).copied().unwrap_or(0.0);
+    let over = walls.iter().filter(|&&w| w >= 50.0).count();
     let cpu = mean(|r| r.2);
     println!(
-        "mean over {} cycles (signals {}): wall {:.1} ms (observe {:.1} ms), worst wall {:.1} ms, cpu {:.1} ms per cycle \
-         (observe {:.1} ms) = {:.2} % of one core at {} ms; VmRSS {:.1} MB, VmHWM {:.1} MB",
+        "mean over {} cycles (signals {}): wall {:.1} ms (observe {:.1} ms), median wall {median:.1} ms, worst wall \
+         {:.1} ms, {over} cycles at or over 50 ms; cpu {:.1} ms per cycle (observe {:.1} ms, worst cycle {worst_cpu:.1} \
+         ms) = {:.2} % of one core at {} ms; VmRSS {:.1} MB, VmHWM {:.1} MB; load average {}",
         rows.len(),
         if signals { "on" } else { "off" },
         mean(|r| r.0),
@@ -265,7 +286,8 @@ fn main() {
         cpu / interval.as_secs_f64() / 10.0,
         interval.as_millis(),
         status_kb("VmRSS:") as f64 / 1024.0,
-        status_kb("VmHWM:") as f64 / 1024.0
+        status_kb("VmHWM:") as f64 / 1024.0,
+        load_average()
     );
     if let Some(mut w) = record.take() {
         w.flush().expect("write the recording");
@@ -373,8 +395,13 @@ fn ab(topo: &Topology, opts: LiveOptions, tuning: LiveTuning, cycles: u64, inter
         b.2 / a.2,
         b.3 / a.3,
         b.4 / a.4,
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').take(3).collect::<Vec<_>>().join(" ")
+        load_average()
     );
+}
+
+/// The 1, 5 and 15 minute load averages, as /proc/loadavg prints them.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// Online NUMA nodes of this host.

@@ -182,11 +182,13 @@ pub struct SignalsSection {
     pub sockets: bool,
     /// Precise memory-access sampling with perf_event_open where the PMU has it. Default true.
     pub perf: bool,
-    /// Re-read /proc/PID/maps (shared memory between processes) every this many cycles. Default 10,
-    /// unit cycles, >= 1 ([`SignalTuning::maps_every`] documents source and what it prevents).
+    /// Re-read each scanned process's /proc/PID/maps (shared memory between processes) once per
+    /// this many cycles, the reads spread over them. Default 10, unit cycles, >= 1
+    /// ([`SignalTuning::maps_every`] documents source and what it prevents).
     pub maps_every: u32,
-    /// Re-scan socket peers (/proc/net and every process's fd links) every this many cycles.
-    /// Default 5, unit cycles, >= 1 ([`SignalTuning::sockets_every`]).
+    /// Re-read each scanned process's fd links (who holds which socket) once per this many cycles,
+    /// the reads spread over them; the socket pairs are read every cycle. Default 5, unit cycles, >= 1
+    /// ([`SignalTuning::sockets_every`]).
     pub sockets_every: u32,
     /// Without a PMU, sample page faults instead (faults, not accesses). Default false
     /// ([`SignalTuning::page_faults`]).

@@ -9,23 +9,41 @@
 //! # Approach
 //!
 //! ```text
-//!   Signals::open ─┬─ sockets: sock_diag probe (unix peers)      fails? note, TCP only
-//!                  ├─ shared:  /proc/PID/maps every maps_every-th cycle
+//!   Signals::open ─┬─ sockets: sock_diag probes (TCP ends, unix peers)   fail? note, /proc/net/tcp{,6}
+//!                  │                                                     (every sockets_every-th cycle), TCP only
+//!                  ├─ shared:  /proc/PID/maps, a slice of the processes per cycle
 //!                  ├─ perf:    detect PMU ─► open per CPU ─► enable       missing? one note
 //!                  │           (page-fault fallback only when SignalTuning::page_faults)
 //!                  └─ wakeups: eBPF on sched:sched_waking (`ebpf` feature)   not built/refused? one note
-//!   Signals::fill(sample)   (the sample's user processes are the ones looked at)
-//!     comm     += sockets::scan(/proc/net/tcp{,6} + unix peers, /proc/PID/fd)   every sockets_every-th
-//!                 cycle, the cached pairs of live pids in between
-//!     shared    = maps grouped by (dev, inode)     re-read every maps_every-th cycle, the cached
-//!                                                  result filtered to live pids in between
+//!   Signals::fill(sample)   (the sample's user processes, or the `scan` subset, are the ones looked at)
+//!     comm     += socket pairs (sock_diag TCP + unix dumps, every cycle)
+//!                 x holders: each scanned process's socket inodes as its last /proc/PID/fd read saw them
+//!     shared    = each scanned process's shared mappings as its last /proc/PID/maps read saw them,
+//!                 grouped by (dev, inode)
 //!     accesses += perf rings drained, placed on nodes, aggregated per (thread, page)
 //!     comm     += wake-up pairs drained from the BPF map (waker -> wakee, events = wake-ups)
 //! ```
 //!
+//! The two per-process scans (fd links, maps) are rolling: each cycle reads the processes not read
+//! yet (new to the scan set: they have no signal at all) first, then, of those read `sockets_every`
+//! (`maps_every`) or more cycles ago, the longest unread, at most `ceil(n / sockets_every)` of the `n`
+//! scanned processes, so re-reads spread evenly over the cadence; and it stops once the cycle's budget
+//! of work is spent ([`SignalTuning::socket_links_per_cycle`], [`SignalTuning::maps_lines_per_cycle`]).
+//! An fd table larger than what is left of the budget is read in slices over the next cycles (first
+//! in line, each slice continuing where the last stopped; what it found counts at once), so the fd
+//! reads of a cycle never pass the budget; a maps file is read whole (at least one a cycle, so maps
+//! can go over by one process: a process with tens of thousands of mappings costs its cycle about
+//! 1 us a line). What each process showed is kept per
+//! pid and start time, and dropped when the process leaves the scan set or exits. A process is so
+//! re-read every `sockets_every` (`maps_every`) cycles when the budget allows, as the whole scans did,
+//! a newcomer's pairs are seen on its first cycle in the scan set instead of at the next whole scan,
+//! and no cycle pays for every process at once. Under churn that fills the budget with newcomers
+//! every cycle, re-reads wait. The fd reads are skipped on cycles with no local pair.
+//!
 //! Every source that is missing says so once, in [`Signals::notes`]; a source that fails at run
 //! time adds one note the first time (with the error) and is retried next cycle without a new note
-//! until it works again. A process that vanishes mid-scan is skipped by every source.
+//! until it works again. A process that vanishes mid-scan is skipped by every source, and one whose
+//! maps or fds cannot be read is skipped alone (EACCES silently, anything else with that note).
 //!
 //! # Units
 //!
@@ -44,19 +62,26 @@
 //!                                              1,106 processes     2,110 processes
 //!                                              (load 5)            (load 11)
 //!   sock_diag unix dump (~1,010 peers)          0.64 ms             0.46 ms
-//!   socket scan: /proc/net/tcp{,6} + fd links   137 ms              155 ms    (every sockets_every-th cycle)
-//!   maps of every process (501 shared objects)  148 ms              269 ms    (every maps_every-th cycle)
+//!   socket scan: /proc/net/tcp{,6} + fd links   137 ms              155 ms
+//!   maps of every process (501 shared objects)  148 ms              269 ms
 //! ```
 //!
-//! Both scans are far above a 50 ms cycle budget at this scale on a loaded 2-CPU box, hence the
-//! cadences [`SignalTuning::sockets_every`] (5) and [`SignalTuning::maps_every`] (10): averaged, about
-//! 27 + 15 ms per cycle at 1,106 processes. The fd scan is skipped entirely on cycles with no local pair.
+//! Both whole scans are far above a 50 ms cycle budget at this scale, and in the daemon cycle benchmark
+//! (`cycle_cost`, about 30 scanned processes in steady state) the socket scan every 5th cycle cost
+//! 11.4 ms of CPU, 10 of it reading /proc/net/tcp and tcp6 (each read walks the kernel's whole
+//! established hash: 8.5 ms of CPU for the two files on the development host, against 0.32 ms for the
+//! two sock_diag dumps that replace them), and 15-67 ms of wall time under load; the first cycles read
+//! the fds of every process (1,028 directories, 297 ms wall), as every process counts as busy when first
+//! seen. Hence the sock_diag tables every cycle and the rolling, budgeted per-process reads.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use numapilot_ebpf::{TracerOptions, WakeupTracer};
+use numapilot_observe::maps::{group_shared, MapsFilter};
 use numapilot_observe::pmu::{self, Detection, EventSpec, NodeMemory, RawSample, Sampler};
-use numapilot_observe::{sockets, CommSample, Reader, Sample, SharedMemory};
+use numapilot_observe::sockets::{self, SocketPairs};
+use numapilot_observe::{MapEntry, Reader, Sample};
 
 /// Which sources to try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,17 +103,40 @@ impl Default for SignalOptions {
 pub struct SignalTuning {
     /// Read shared memory from /proc/PID/maps. Default true.
     pub shared: bool,
-    /// Re-read maps every this many [`Signals::fill`] calls (1 = every cycle). Default 10, unit
-    /// cycles. Source: the measurement in the module header: maps of 1,000 processes costs several
-    /// times the socket scan, and shared mappings change when processes start or map, far more
-    /// rarely than a 1 s cycle. What it prevents: maps dominating the observation cost.
+    /// Each scanned process's maps is re-read once per this many [`Signals::fill`] calls (1 = every
+    /// cycle), the reads spread over the cycles (`ceil(n / maps_every)` processes a cycle). Default
+    /// 10, unit cycles. Source: the measurement in the module header: maps of 1,000 processes costs
+    /// several times the socket scan, and shared mappings change when processes start or map, far
+    /// more rarely than a 1 s cycle. What it prevents: maps dominating the observation cost.
     pub maps_every: u32,
-    /// Re-scan sockets (the fd links of every process) every this many calls; between scans the last
-    /// scan's pairs are repeated for processes still present. Default 5, unit cycles. Source: the
-    /// measurement in the module header (the fd scan is the second most costly signal after maps);
-    /// connections between local services live for minutes, so a pair is at most 4 cycles late or
-    /// stale. What it prevents: the fd scan taking most of a cycle on hosts with many processes.
+    /// Each scanned process's fd links are re-read once per this many calls, the reads spread over
+    /// the cycles (`ceil(n / sockets_every)` processes a cycle); the socket pairs themselves come from
+    /// the sock_diag tables every cycle. Default 5, unit cycles. Source: the measurement in the module
+    /// header (the fd scan is the second most costly signal after maps); connections between local
+    /// services live for minutes, so a new connection's holders are found at most 4 cycles late (a
+    /// closed one is gone from the tables at once). What it prevents: reading every process's fd
+    /// links every cycle.
     pub sockets_every: u32,
+    /// Most fd links read in one cycle, summed over the processes read; a process with more than
+    /// is left is read in slices over the next cycles, each continuing where the last stopped
+    /// ([`sockets::fd_sockets_from`]), and its sockets found so far count at once. Default 512, unit
+    /// links. Source: measured on the development host (release build), reading a 4,006-fd table in
+    /// slices of 256 costs 1.0-1.2 ms of CPU a slice (4.6-4.8 us a link, against 5.7-7.5 us with a
+    /// path walk per link as before), so 512 are about 2.5 ms of a 50 ms cycle; the cycle
+    /// benchmark's steady state reads 10-60 a cycle, its first cycles (every process counts as busy
+    /// when first seen) about 5,000 in all. A host with more fd links among its busy processes than
+    /// `sockets_every` x 512 re-reads each less often than every `sockets_every` cycles. What it
+    /// prevents: the fds of every process read in one cycle when many processes enter the scan set
+    /// together (the daemon's start: 1,028 directories, 297 ms wall), and one process with thousands
+    /// of descriptors (a server, another observer keeping stat files open: 1,110 links, 7-15 ms)
+    /// taking a cycle.
+    pub socket_links_per_cycle: u32,
+    /// Most maps lines (VMAs) read in one cycle, summed over the processes read (a process counts
+    /// with all its lines; at least one process a cycle). Default 2,048, unit lines. Source: measured
+    /// in the cycle benchmark, 4,183 lines of 47 processes cost 3.6 ms of CPU (about 0.9 us a line
+    /// with its share of the file), so 2,048 are about 2 ms. What it prevents: the maps of every
+    /// process read in one cycle (the daemon's start read 1,000 at once).
+    pub maps_lines_per_cycle: u32,
     /// Without a PMU, sample page faults instead (coarse: faults, not accesses; see
     /// `numapilot_observe::pmu`). Default false: only useful with kernel NUMA balancing on (hinting
     /// faults) or for programs that keep faulting.
@@ -111,6 +159,8 @@ impl Default for SignalTuning {
             shared: true,
             maps_every: 10,
             sockets_every: 5,
+            socket_links_per_cycle: 512,
+            maps_lines_per_cycle: 2048,
             page_faults: false,
             page_fault_period: pmu::PAGE_FAULT_PERIOD,
             wakeups: true,
@@ -124,10 +174,12 @@ impl Default for SignalTuning {
 pub struct SignalStats {
     /// [`Signals::fill`] calls.
     pub cycles: u64,
-    /// Cycles on which maps were read.
+    /// Processes whose maps were read, summed over cycles.
     pub maps_reads: u64,
-    /// Cycles on which sockets were scanned.
+    /// Cycles on which the socket tables (TCP ends, unix peers) were read.
     pub socket_scans: u64,
+    /// Processes whose fd links were read, summed over cycles.
+    pub fd_reads: u64,
     /// Communication pairs added, summed over cycles.
     pub comm_pairs: u64,
     /// Access samples drained from the rings.
@@ -142,6 +194,31 @@ pub struct SignalStats {
     pub wakeups_dropped: u64,
 }
 
+/// What the last [`Signals::fill`] spent, per source: wall time and this thread's CPU time (ns), and
+/// how many processes the scans read. For the cost example and the metrics; zero for a source that
+/// did not run that cycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SignalCost {
+    /// The socket scan (unix peers, /proc/net/tcp{,6}, fd links), wall.
+    pub sockets_ns: u64,
+    /// The same, CPU of the calling thread.
+    pub sockets_cpu_ns: u64,
+    /// Processes whose fd directory was read this cycle.
+    pub fd_pids: usize,
+    /// Fd links read this cycle.
+    pub fd_links: usize,
+    /// The maps scan, wall.
+    pub maps_ns: u64,
+    /// The same, CPU of the calling thread.
+    pub maps_cpu_ns: u64,
+    /// Processes whose maps were read this cycle.
+    pub maps_pids: usize,
+    /// Maps lines read this cycle.
+    pub maps_lines: usize,
+    /// Draining the PMU rings and the wake-up map, wall.
+    pub drain_ns: u64,
+}
+
 /// The open signal sources.
 #[derive(Debug, Default)]
 pub struct Signals {
@@ -149,15 +226,22 @@ pub struct Signals {
     reader: Reader,
     sockets: bool,
     unix_diag: bool,
+    /// TCP ends come from sock_diag (else from /proc/net/tcp{,6}, every `sockets_every` cycles).
+    tcp_diag: bool,
     tuning: SignalTuning,
-    shared_cache: Vec<SharedMemory>,
-    comm_cache: Vec<CommSample>,
+    /// The local socket pairs of the last table read.
+    pairs: SocketPairs,
+    /// Socket inodes of each scanned process, as its last fd read saw them.
+    fds: Rolling<Vec<u64>>,
+    /// Shared object mappings of each scanned process, as its last maps read saw them.
+    maps: Rolling<Vec<MapEntry>>,
     sampler: Option<Sampler>,
     tracer: Option<WakeupTracer>,
     node_mem: Option<NodeMemory>,
     failing: Vec<&'static str>,
     raw: Vec<RawSample>,
     stats: SignalStats,
+    cost: SignalCost,
 }
 
 impl Signals {
@@ -184,6 +268,14 @@ impl Signals {
                 Ok(_) => s.unix_diag = true,
                 Err(e) => s.notes.push(format!(
                     "sockets: unix peers unavailable ({e}; kernel without CONFIG_UNIX_DIAG?): loopback TCP pairs only"
+                )),
+            }
+            match sockets::tcp_established() {
+                Ok(_) => s.tcp_diag = true,
+                Err(e) => s.notes.push(format!(
+                    "sockets: TCP sock_diag unavailable ({e}; kernel without CONFIG_INET_DIAG?): reading \
+                     /proc/net/tcp and tcp6 every {} cycles instead",
+                    s.tuning.sockets_every
                 )),
             }
         }
@@ -253,6 +345,102 @@ impl Signals {
         self.stats
     }
 
+    /// Reads the local socket pairs: TCP ends (sock_diag, or the /proc/net files) and unix peers.
+    /// A failure keeps the last pairs and leaves the note.
+    fn read_socket_tables(&mut self) {
+        let unix = if self.unix_diag {
+            match sockets::unix_peers() {
+                Ok(u) => Some(u),
+                Err(e) => {
+                    self.failed("sockets: unix peers", e);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let tcp = if self.tcp_diag { sockets::tcp_established() } else { sockets::tcp_tables(self.reader.root()) };
+        match tcp {
+            Ok(tcp) => {
+                self.recovered("sockets");
+                self.stats.socket_scans += 1;
+                self.pairs = SocketPairs::new(&tcp, unix.as_deref());
+            }
+            Err(e) => self.failed("sockets", e),
+        }
+    }
+
+    /// This cycle's slice of fd reads (see the module essay).
+    fn read_fds(&mut self, scan_set: &[(u32, u64)], cycle: u64) {
+        let proc_dir = self.reader.root().join("proc");
+        let budget = self.tuning.socket_links_per_cycle.max(1) as usize;
+        let mut failure = None;
+        for (pid, starttime, from) in self.fds.due(scan_set, self.tuning.sockets_every, cycle) {
+            if self.cost.fd_links >= budget {
+                break;
+            }
+            match sockets::fd_sockets_from(&proc_dir, pid, from, budget - self.cost.fd_links) {
+                Ok(Some(f)) => {
+                    // A process with no fds still costs its directory's open: counted as one link.
+                    self.cost.fd_links += f.links.max(1);
+                    self.fds.advance(pid, starttime, cycle, f.sockets, f.next);
+                }
+                Ok(None) => self.fds.forget(pid),
+                Err(e) => {
+                    // Unreadable (EACCES: another namespace's or a protected process) or failing:
+                    // skipped alone until its next turn.
+                    if !sockets::refused(&e) {
+                        failure.get_or_insert(e);
+                    }
+                    self.fds.put(pid, starttime, cycle, Vec::new());
+                }
+            }
+            self.cost.fd_pids += 1;
+        }
+        self.stats.fd_reads += self.cost.fd_pids as u64;
+        match failure {
+            Some(e) => self.failed("sockets: fd links", e),
+            None => self.recovered("sockets: fd links"),
+        }
+    }
+
+    /// This cycle's slice of maps reads (see the module essay).
+    fn read_maps(&mut self, scan_set: &[(u32, u64)], cycle: u64) {
+        let budget = self.tuning.maps_lines_per_cycle.max(1) as usize;
+        let mut failure = None;
+        for (pid, starttime, _) in self.maps.due(scan_set, self.tuning.maps_every, cycle) {
+            if self.cost.maps_lines >= budget {
+                break;
+            }
+            match self.reader.read_maps_counted(pid, MapsFilter::SharedObjects) {
+                Ok(Some((m, lines))) => {
+                    self.cost.maps_lines += lines;
+                    self.maps.put(pid, starttime, cycle, m);
+                }
+                Ok(None) => self.maps.forget(pid),
+                Err(e) => {
+                    // EACCES: another namespace's or a protected process, skipped silently.
+                    let denied = e.io_error().is_some_and(|e| e.raw_os_error() == Some(libc::EACCES));
+                    if !denied {
+                        failure.get_or_insert(e);
+                    }
+                    self.maps.put(pid, starttime, cycle, Vec::new());
+                }
+            }
+            self.cost.maps_pids += 1;
+        }
+        self.stats.maps_reads += self.cost.maps_pids as u64;
+        match failure {
+            Some(e) => self.failed("shared memory", e),
+            None => self.recovered("shared memory"),
+        }
+    }
+
+    /// What the last [`Signals::fill`] spent, per source.
+    pub fn last_cost(&self) -> SignalCost {
+        self.cost
+    }
+
     /// Records a run-time failure of `source`: a note the first time in a row, nothing after.
     fn failed(&mut self, source: &'static str, e: impl std::fmt::Display) {
         if !self.failing.contains(&source) {
@@ -271,57 +459,45 @@ impl Signals {
     }
 
     /// [`Signals::fill`], with the maps and socket scans limited to `scan` (sorted pids; `None`:
-    /// every process of the sample). Pairs and shared objects found are kept for the scans'
-    /// cadence and handed out for processes still in the sample.
+    /// every process of the sample). What each scanned process showed at its last read is kept
+    /// while it stays in `scan` (see the module essay).
     pub fn fill_scoped(&mut self, sample: &mut Sample, scan: Option<&[u32]>) {
         let pids: Vec<u32> = sample.processes.iter().filter(|p| !p.kernel_thread).map(|p| p.pid).collect();
-        let scan_pids: &[u32] = scan.unwrap_or(&pids);
+        // The scanned processes with their start times (`sample.processes` is in pid order).
+        let scan_set: Vec<(u32, u64)> = sample
+            .processes
+            .iter()
+            .filter(|p| !p.kernel_thread && scan.is_none_or(|s| s.binary_search(&p.pid).is_ok()))
+            .map(|p| (p.pid, p.starttime))
+            .collect();
         let cycle = self.stats.cycles;
         self.stats.cycles += 1;
+        self.cost = SignalCost::default();
         if self.sockets {
-            if cycle % u64::from(self.tuning.sockets_every) == 0 {
-                let unix = if self.unix_diag {
-                    match sockets::unix_peers() {
-                        Ok(u) => Some(u),
-                        Err(e) => {
-                            self.failed("sockets: unix peers", e);
-                            None
-                        }
-                    }
-                } else {
-                    None
-                };
-                match sockets::scan(self.reader.root(), scan_pids, unix.as_deref()) {
-                    Ok(found) => {
-                        self.recovered("sockets");
-                        self.stats.socket_scans += 1;
-                        self.comm_cache = found.comm;
-                    }
-                    Err(e) => self.failed("sockets", e),
-                }
+            let (t, c) = (numapilot_observe::reader::monotonic_ns(), thread_cpu_ns());
+            if self.tcp_diag || cycle % u64::from(self.tuning.sockets_every) == 0 {
+                self.read_socket_tables();
             }
-            let live: Vec<CommSample> = self
-                .comm_cache
-                .iter()
-                .filter(|c| pids.binary_search(&c.a.0).is_ok() && pids.binary_search(&c.b.0).is_ok())
-                .copied()
-                .collect();
-            self.stats.comm_pairs += live.len() as u64;
-            sample.comm.extend(live);
+            self.fds.keep(&scan_set);
+            if !self.pairs.pairs.is_empty() {
+                self.read_fds(&scan_set, cycle);
+            }
+            let holders = self.fds.holders();
+            let (comm, _unowned) = sockets::match_holders(&self.pairs, holders.iter().map(|(p, i)| (*p, i.as_slice())));
+            self.stats.comm_pairs += comm.len() as u64;
+            sample.comm.extend(comm);
+            self.cost.sockets_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t);
+            self.cost.sockets_cpu_ns = thread_cpu_ns().saturating_sub(c);
         }
         if self.tuning.shared {
-            if cycle % u64::from(self.tuning.maps_every) == 0 {
-                match self.reader.read_shared(scan_pids) {
-                    Ok(found) => {
-                        self.recovered("shared memory");
-                        self.stats.maps_reads += 1;
-                        self.shared_cache = found;
-                    }
-                    Err(e) => self.failed("shared memory", e),
-                }
-            }
-            sample.shared = live_shared(&self.shared_cache, &pids);
+            let (t, c) = (numapilot_observe::reader::monotonic_ns(), thread_cpu_ns());
+            self.maps.keep(&scan_set);
+            self.read_maps(&scan_set, cycle);
+            sample.shared = group_shared(self.maps.iter());
+            self.cost.maps_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t);
+            self.cost.maps_cpu_ns = thread_cpu_ns().saturating_sub(c);
         }
+        let t = numapilot_observe::reader::monotonic_ns();
         if let Some(sampler) = self.sampler.as_mut() {
             self.raw.clear();
             match sampler.drain(&mut self.raw) {
@@ -352,42 +528,194 @@ impl Signals {
                 Err(e) => self.failed("wakeups", e),
             }
         }
+        self.cost.drain_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t);
     }
 }
 
-/// The cached objects restricted to processes still present (`pids` sorted), keeping those still
-/// shared by two or more.
-fn live_shared(cache: &[SharedMemory], pids: &[u32]) -> Vec<SharedMemory> {
-    cache
-        .iter()
-        .filter_map(|o| {
-            let users: Vec<(u32, u64)> =
-                o.users.iter().copied().filter(|(p, _)| pids.binary_search(p).is_ok()).collect();
-            (users.len() >= 2).then(|| SharedMemory { users, ..o.clone() })
-        })
-        .collect()
+/// CPU time of the calling thread, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the struct we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What a per-process scan saw of each process at its last read, for a rolling scan (see the module
+/// essay).
+#[derive(Debug)]
+struct Rolling<T> {
+    held: HashMap<u32, Held<T>>,
+}
+
+impl<T> Default for Rolling<T> {
+    fn default() -> Self {
+        Self { held: HashMap::new() }
+    }
+}
+
+#[derive(Debug)]
+struct Held<T> {
+    starttime: u64,
+    /// The cycle its last whole read ended; `None` while its first read is under way.
+    read_cycle: Option<u64>,
+    /// What its last whole read showed (empty before the first).
+    data: T,
+    /// A read under way over several cycles (an fd table larger than a cycle's budget): the
+    /// position it continues from and what it found so far.
+    part: Option<(u64, T)>,
+}
+
+impl<T> Rolling<T> {
+    /// Drops what is held of processes not in `scan_set` (pid, start time), or whose pid now names
+    /// another process.
+    fn keep(&mut self, scan_set: &[(u32, u64)]) {
+        self.held
+            .retain(|pid, h| scan_set.binary_search_by_key(pid, |s| s.0).is_ok_and(|i| scan_set[i].1 == h.starttime));
+    }
+
+    /// The processes of `scan_set` to read at `cycle`, with the position each read starts from, in
+    /// order: reads under way (by pid), then every process never read (by pid: they have no signal
+    /// yet, and the caller's budget bounds them), then of those read `every` or more cycles ago,
+    /// longest ago first, at most `ceil(n / every)` of the `n`: re-reads of processes read together
+    /// spread over `every` cycles and stay spread.
+    fn due(&self, scan_set: &[(u32, u64)], every: u32, cycle: u64) -> Vec<(u32, u64, u64)> {
+        let every = every.max(1);
+        let quota = scan_set.len().div_ceil(every as usize);
+        let (mut going, mut new) = (Vec::new(), Vec::new());
+        let mut old: Vec<(u64, u32, u64)> = Vec::new();
+        for &(pid, st) in scan_set {
+            match self.held.get(&pid) {
+                None => new.push((pid, st, 0)),
+                Some(Held { part: Some((from, _)), .. }) => going.push((pid, st, *from)),
+                Some(Held { read_cycle: Some(r), .. }) if cycle.saturating_sub(*r) >= u64::from(every) => {
+                    old.push((*r, pid, st))
+                }
+                Some(_) => {}
+            }
+        }
+        old.sort_unstable();
+        going.extend(new);
+        going.extend(old.into_iter().take(quota).map(|(_, pid, st)| (pid, st, 0)));
+        going
+    }
+
+    /// Records a whole read of `pid` at `cycle`.
+    fn put(&mut self, pid: u32, starttime: u64, cycle: u64, data: T) {
+        self.held.insert(pid, Held { starttime, read_cycle: Some(cycle), data, part: None });
+    }
+
+    fn forget(&mut self, pid: u32) {
+        self.held.remove(&pid);
+    }
+}
+
+impl<E> Rolling<Vec<E>> {
+    /// What each process's last whole read showed, by pid.
+    fn iter(&self) -> impl Iterator<Item = (u32, &[E])> {
+        let mut v: Vec<(u32, &[E])> = self.held.iter().map(|(&p, h)| (p, h.data.as_slice())).collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v.into_iter()
+    }
+}
+
+impl Rolling<Vec<u64>> {
+    /// Records a slice of `pid`'s read at `cycle`: `found` is added to the read under way (started
+    /// if none), which continues from `next`, or, at the end (`None`), becomes the whole read.
+    fn advance(&mut self, pid: u32, starttime: u64, cycle: u64, found: Vec<u64>, next: Option<u64>) {
+        let h =
+            self.held.entry(pid).or_insert_with(|| Held { starttime, read_cycle: None, data: Vec::new(), part: None });
+        let mut sofar = h.part.take().map(|(_, f)| f).unwrap_or_default();
+        sofar.extend(found);
+        match next {
+            Some(from) => h.part = Some((from, sofar)),
+            None => {
+                sofar.sort_unstable();
+                sofar.dedup();
+                h.data = sofar;
+                h.read_cycle = Some(cycle);
+            }
+        }
+    }
+
+    /// Every process with the sockets it holds: its last whole read and what a read under way found
+    /// so far, sorted, each once; by pid.
+    fn holders(&self) -> Vec<(u32, Vec<u64>)> {
+        let mut v: Vec<(u32, Vec<u64>)> = self
+            .held
+            .iter()
+            .map(|(&p, h)| {
+                let mut all = h.data.clone();
+                if let Some((_, part)) = &h.part {
+                    all.extend(part);
+                    all.sort_unstable();
+                    all.dedup();
+                }
+                (p, all)
+            })
+            .collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn obj(users: &[u32]) -> SharedMemory {
-        SharedMemory {
-            dev: 1,
-            inode: 2,
-            path: "/memfd:x (deleted)".into(),
-            users: users.iter().map(|&p| (p, 4096)).collect(),
+    /// Processes entering together are read at once, then re-read once per `every` cycles, spread
+    /// over them; a newcomer first; one that leaves the scan set or whose pid is reused is forgotten.
+    #[test]
+    fn rolling_reads_spread_and_follow_the_scan_set() {
+        let mut r: Rolling<Vec<u64>> = Rolling::default();
+        let set: Vec<(u32, u64)> = (1..=10).map(|p| (p, 100)).collect();
+        let mut reads = vec![0u32; 11];
+        for cycle in 0..20 {
+            let due = r.due(&set, 5, cycle);
+            let most = if cycle == 0 { 10 } else { 2 };
+            assert!(due.len() <= most, "cycle {cycle}: {due:?}");
+            for (pid, st, from) in due {
+                assert_eq!(from, 0);
+                reads[pid as usize] += 1;
+                r.put(pid, st, cycle, vec![]);
+            }
         }
+        assert!(reads[1..].iter().all(|&n| n == 4), "each read once per 5 cycles: {reads:?}");
+        let mut set2 = set.clone();
+        set2.push((11, 100));
+        set2[0].1 = 101; // pid 1 is another process now
+        set2.remove(1); // pid 2 left
+        r.keep(&set2);
+        assert!(!r.held.contains_key(&1) && !r.held.contains_key(&2));
+        let due = r.due(&set2, 5, 20);
+        assert_eq!(due.iter().map(|d| d.0).take(2).collect::<Vec<_>>(), vec![1, 11], "never read first");
+        assert!(due.len() <= 4, "{due:?}");
     }
 
+    /// An fd table read in slices: the read under way continues first, from where it stopped, its
+    /// sockets count as held at once (with those of the last whole read), and at its end it replaces
+    /// the last whole read.
     #[test]
-    fn cached_shared_objects_follow_live_processes() {
-        let cache = vec![obj(&[1, 2, 3]), SharedMemory { inode: 9, ..obj(&[2, 4]) }];
-        let live = live_shared(&cache, &[1, 2, 4]);
-        assert_eq!(live.len(), 2);
-        assert_eq!(live[0].users, vec![(1, 4096), (2, 4096)]);
-        assert_eq!(live_shared(&cache, &[1, 4]).len(), 0, "one user left is no sharing");
+    fn reads_under_way_continue_first_and_count_at_once() {
+        let mut r: Rolling<Vec<u64>> = Rolling::default();
+        let set = vec![(1, 100), (2, 100)];
+        r.put(1, 100, 0, vec![7]);
+        r.advance(2, 100, 0, vec![30], Some(40));
+        assert_eq!(r.holders(), vec![(1, vec![7]), (2, vec![30])]);
+        assert_eq!(r.due(&set, 5, 1), vec![(2, 100, 40)], "the read under way goes on; 1 is not due");
+        r.advance(2, 100, 1, vec![31], None);
+        assert_eq!(r.holders(), vec![(1, vec![7]), (2, vec![30, 31])]);
+        assert!(r.due(&set, 5, 2).is_empty());
+        // Re-reads one a cycle (ceil(2 / 5)), longest unread first.
+        assert_eq!(r.due(&set, 5, 6), vec![(1, 100, 0)]);
+        r.put(1, 100, 6, vec![7]);
+        assert_eq!(r.due(&set, 5, 7), vec![(2, 100, 0)]);
+        // The next pass of 2 starts over and, until it ends, adds to what the last one showed.
+        r.advance(2, 100, 7, vec![32], Some(9));
+        assert_eq!(r.holders()[1], (2, vec![30, 31, 32]));
+        r.advance(2, 100, 8, vec![], None);
+        assert_eq!(r.holders()[1], (2, vec![32]), "the pass's end replaces the old view");
     }
 
     #[test]
@@ -411,7 +739,11 @@ mod tests {
         }
         assert_eq!(s.stats().cycles, 3);
         assert_eq!(s.stats().maps_reads, 2, "maps on cycles 0 and 2");
-        assert_eq!(s.stats().socket_scans, 2, "sockets on cycles 0 and 2: {:?}", s.notes());
+        // The socket tables every cycle with sock_diag, else every 2nd; the fds (when some local
+        // pair exists on this host) on cycles 0 and 2.
+        let tables = if s.tcp_diag { 3 } else { 2 };
+        assert_eq!(s.stats().socket_scans, tables, "{:?}", s.notes());
+        assert!(s.stats().fd_reads <= 2);
     }
 }
 
@@ -483,11 +815,131 @@ mod live_tests {
             libc::close(mfd);
             libc::close(fa);
         }
-        // The child is gone: the next cycle (cached maps, not re-read) drops it from the sharing.
+        // The child is gone: the next cycle drops what its reads showed from the sharing and the pairs.
         let mut sample = reader.sample_of(Some(&[me, child])).unwrap();
         s.fill(&mut sample);
         assert!(sample.shared.iter().all(|o| o.users.iter().all(|u| u.0 != child)));
         assert!(sample.comm.iter().all(|c| c.a.0 != child && c.b.0 != child));
+    }
+}
+
+#[cfg(test)]
+mod rolling_tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// Children killed (by pid) and reaped when dropped, so a failing assertion leaves none behind
+    /// (they hold the test harness's output pipe).
+    struct Children(Vec<u32>);
+
+    impl Drop for Children {
+        fn drop(&mut self) {
+            for &p in &self.0 {
+                // SAFETY: our own children, by pid.
+                unsafe {
+                    libc::kill(p as libc::pid_t, libc::SIGKILL);
+                    libc::waitpid(p as libc::pid_t, std::ptr::null_mut(), 0);
+                }
+            }
+        }
+    }
+
+    /// Forks a child that closes `close`, unmaps `unmap` (address, length) and sleeps until killed.
+    fn child(close: &[libc::c_int], unmap: (*mut libc::c_void, usize)) -> u32 {
+        // SAFETY: the child calls only async-signal-safe functions (close, munmap, pause, _exit).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            unsafe {
+                for &fd in close {
+                    libc::close(fd);
+                }
+                if !unmap.0.is_null() {
+                    libc::munmap(unmap.0, unmap.1);
+                }
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        pid as u32
+    }
+
+    /// A loopback TCP connection and a shared memfd between this process and one child, among 24
+    /// other children that hold neither: with small budgets the scans read at most 8 fd links a
+    /// cycle (this process's table in slices; never every process at once, as the whole scans did),
+    /// and still find the pair and the sharing once every process has had its turn: within
+    /// ceil(links / budget) + 2 cycles for the fds,
+    /// one process a cycle for maps (each child's maps, a copy of this multi-threaded test
+    /// process's, is longer than the 16-line budget).
+    #[test]
+    fn budgeted_slices_find_a_tcp_pair_and_a_sharing_within_their_turns() {
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        let len = 4096;
+        // SAFETY: a fresh memfd, sized and mapped shared; children inherit the mapping.
+        let mfd = unsafe { libc::memfd_create(c"numapilot-rolling".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(mfd >= 0);
+        assert_eq!(unsafe { libc::ftruncate(mfd, len as libc::off_t) }, 0);
+        let map = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, mfd, 0)
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let (c, sv, lf) = (client.as_raw_fd(), server.as_raw_fd(), l.as_raw_fd());
+        let mut kids = Children(Vec::new());
+        let holder = child(&[c, lf, mfd], (std::ptr::null_mut(), 0));
+        kids.0.push(holder);
+        for _ in 0..24 {
+            kids.0.push(child(&[c, sv, lf, mfd], (map, len)));
+        }
+        let fillers = kids.0[1..].to_vec();
+        drop(server);
+        let me = std::process::id();
+        let mut pids: Vec<u32> = fillers.clone();
+        pids.extend([me, holder]);
+        pids.sort_unstable();
+        let proc_dir = Path::new("/proc");
+        let links: usize = pids.iter().map(|&p| sockets::fd_sockets(proc_dir, p).unwrap().unwrap().links).sum();
+
+        let tuning = SignalTuning {
+            sockets_every: 5,
+            maps_every: 5,
+            socket_links_per_cycle: 8,
+            maps_lines_per_cycle: 16,
+            wakeups: false,
+            ..SignalTuning::default()
+        };
+        let mut s = Signals::open_with(SignalOptions { sockets: true, perf: false }, tuning);
+        let reader = Reader::new("/");
+        let (lo, hi) = (me.min(holder), me.max(holder));
+        let (mut paired, mut shared) = (None, None);
+        for cycle in 0..pids.len() + 2 {
+            let mut sample = reader.sample_of(Some(&pids)).unwrap();
+            s.fill(&mut sample);
+            let cost = s.last_cost();
+            assert!(cost.fd_links <= 8, "cycle {cycle}: {cost:?}");
+            assert!(cost.maps_pids <= 1, "cycle {cycle}: {cost:?}");
+            if paired.is_none() && sample.comm.iter().any(|c| c.a == (lo, lo) && c.b == (hi, hi) && c.events >= 1) {
+                paired = Some(cycle);
+            }
+            let ours = sample.shared.iter().find(|o| o.path.starts_with("/memfd:numapilot-rolling"));
+            if shared.is_none() && ours.is_some_and(|o| o.users == vec![(lo, len as u64), (hi, len as u64)]) {
+                shared = Some(cycle);
+            }
+        }
+        drop(kids);
+        // SAFETY: our mapping and memfd.
+        unsafe {
+            libc::munmap(map, len);
+            libc::close(mfd);
+        }
+        // Each cycle reads 8 links until every process has been read once (some fds come and go).
+        let fd_turns = links.div_ceil(8) + 2;
+        assert!(paired.is_some_and(|c| c < fd_turns), "pair first seen on cycle {paired:?}, allowed {fd_turns}");
+        assert!(shared.is_some_and(|c| c < pids.len()), "sharing first seen on cycle {shared:?}");
+        assert!(s.stats().fd_reads >= pids.len() as u64 && s.stats().maps_reads >= pids.len() as u64);
     }
 }
 

@@ -1103,6 +1103,46 @@ fn idle_small_processes_have_numa_maps_re_read_less_often() {
     }
 }
 
+/// numa_maps refreshes of known processes are read within `numa_maps_kb_per_cycle` of resident
+/// memory a cycle, longest unread first, the rest waiting for later cycles. 10 sleeping children,
+/// `numa_maps_ms` 100 (a small process's period 600 ms) and a budget of 1 kB, below any process:
+/// once all their refreshes are due, each cycle reads one refresh (the first always) and defers
+/// the others, instead of all of them (and every other due process of the host) in one cycle.
+#[test]
+fn numa_maps_refreshes_per_cycle_stay_within_the_budget() {
+    let mut kids: Vec<Kid> = (0..10).map(|_| Kid::spawn("sleep", &[])).collect();
+    for k in &mut kids {
+        k.line("ready");
+    }
+    let (_d, state) = tmp_state("maps-budget");
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.numa_maps_ms = 100;
+    tuning.tiers.numa_maps_idle_factor = 1;
+    tuning.tiers.stale_cycles = 1 << 40;
+    tuning.tiers.numa_maps_kb_per_cycle = 1;
+    let o = LiveOptions { state_path: state, ..LiveOptions::default() };
+    let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
+    host.sample().unwrap();
+    // Every child's first read is dated back by at most one period: all are due after it.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut last = maps_read_at(&host, &kids);
+    let mut deferred = 0;
+    for cycle in 0..10 {
+        host.sample().unwrap();
+        let st = host.tier_stats();
+        assert!(st.maps_refreshed <= 1, "cycle {cycle}: {st:?}");
+        deferred = deferred.max(st.maps_deferred);
+        let now = maps_read_at(&host, &kids);
+        let moved = (0..kids.len()).filter(|&i| now[i] != last[i]).count();
+        assert!(moved <= 1, "cycle {cycle}: {moved} children re-read");
+        last = now;
+    }
+    assert!(deferred >= 9, "the children's refreshes were due together: {deferred} deferred at most");
+    for k in kids {
+        k.kill();
+    }
+}
+
 /// A process the daemon just changed is read in full on the next cycle, even when idle: the plan
 /// after an action sees its result (new mask, pages moved), not the carried view from before.
 #[test]

@@ -887,6 +887,16 @@ impl Reader {
         pid: u32,
         filter: crate::maps::MapsFilter,
     ) -> Result<Option<Vec<crate::maps::MapEntry>>, crate::signal_error::SignalError> {
+        Ok(self.read_maps_counted(pid, filter)?.map(|(m, _)| m))
+    }
+
+    /// [`Reader::read_maps`] with the number of lines the file had (one per VMA: the work the kernel
+    /// did to print it, whatever `filter` keeps).
+    pub fn read_maps_counted(
+        &self,
+        pid: u32,
+        filter: crate::maps::MapsFilter,
+    ) -> Result<Option<(Vec<crate::maps::MapEntry>, usize)>, crate::signal_error::SignalError> {
         let mut s = Scratch::new(false);
         self.set_path(&mut s.path, pid, None, "maps");
         match read_into(Path::new(&s.path), &mut s.buf, false) {
@@ -895,8 +905,9 @@ impl Reader {
             Err(e) => return Err(crate::signal_error::SignalError::Io { path: PathBuf::from(&s.path), source: e }),
         }
         let text = text_of(s.buf.bytes());
+        let lines = text.bytes().filter(|&b| b == b'\n').count();
         crate::maps::parse_maps_filtered(&text, filter)
-            .map(Some)
+            .map(|m| Some((m, lines)))
             .map_err(|e| crate::signal_error::SignalError::Parse { path: PathBuf::from(&s.path), source: e })
     }
 

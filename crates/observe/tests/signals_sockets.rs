@@ -3,11 +3,14 @@
 //! found through /proc/net/tcp, sock_diag and /proc/PID/fd.
 
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::IntoRawFd;
+use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
-use numapilot_observe::sockets::{scan, socket_inodes, unix_peers};
+use numapilot_observe::net::{tcp_pairs, TCP_ESTABLISHED};
+use numapilot_observe::sockets::{
+    fd_sockets, fd_sockets_from, scan, socket_inodes, tcp_established, tcp_tables, unix_peers,
+};
 use numapilot_observe::{CommKind, CommSample};
 
 fn inode_of(fd: libc::c_int) -> u64 {
@@ -124,4 +127,71 @@ fn tcp_and_unix_peers_across_fork() {
         // SAFETY: our fds.
         unsafe { libc::close(fd) };
     }
+}
+
+/// The sock_diag TCP dump gives the ESTABLISHED lines of /proc/net/tcp and tcp6: same 4-tuples,
+/// uid and inodes for this test's own loopback connections (IPv4, and IPv6 where the host has it),
+/// and their two ends pair up.
+#[test]
+fn tcp_dump_matches_the_proc_tables() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (server, _) = l.accept().unwrap();
+    let v6 = TcpListener::bind("[::1]:0").ok().map(|l6| {
+        let c = TcpStream::connect(l6.local_addr().unwrap()).unwrap();
+        let (s, _) = l6.accept().unwrap();
+        (c, s)
+    });
+    let mut ours = vec![inode_of(client.as_raw_fd()), inode_of(server.as_raw_fd())];
+    if let Some((c, s)) = &v6 {
+        ours.extend([inode_of(c.as_raw_fd()), inode_of(s.as_raw_fd())]);
+    }
+    let dumped = tcp_established().unwrap();
+    let files = tcp_tables(Path::new("/")).unwrap();
+    assert!(dumped.iter().all(|s| s.state == TCP_ESTABLISHED), "{dumped:?}");
+    for ino in &ours {
+        let d = dumped.iter().find(|s| s.inode == *ino);
+        let f = files.iter().find(|s| s.inode == *ino);
+        assert!(d.is_some(), "inode {ino} not in the dump {dumped:?}");
+        assert_eq!(d, f, "inode {ino}: dump and /proc/net/tcp differ");
+    }
+    let pairs = tcp_pairs(&dumped);
+    let (a, b) = (ours[0].min(ours[1]), ours[0].max(ours[1]));
+    assert!(pairs.iter().any(|p| (p.a, p.b) == (a, b) && p.loopback), "{pairs:?}");
+    drop((client, server, l, v6));
+}
+
+/// A large fd table read in slices of at most 7 links, each slice continuing where the last one
+/// stopped, holds the same sockets as one whole read: every end of 60 socketpairs.
+#[test]
+fn fd_table_in_slices() {
+    let pairs: Vec<(UnixStream, UnixStream)> = (0..60).map(|_| UnixStream::pair().unwrap()).collect();
+    let ours: Vec<u64> = pairs.iter().flat_map(|(a, b)| [inode_of(a.as_raw_fd()), inode_of(b.as_raw_fd())]).collect();
+    let proc_dir = Path::new("/proc");
+    let me = std::process::id();
+    let whole = fd_sockets(proc_dir, me).unwrap().unwrap();
+    let (mut from, mut sliced, mut slices, mut links) = (0, Vec::new(), 0, 0);
+    loop {
+        let c = fd_sockets_from(proc_dir, me, from, 7).unwrap().unwrap();
+        assert!(c.links <= 7, "{c:?}");
+        links += c.links;
+        sliced.extend(c.sockets);
+        slices += 1;
+        match c.next {
+            Some(n) => from = n,
+            None => break,
+        }
+    }
+    sliced.sort_unstable();
+    sliced.dedup();
+    for ino in &ours {
+        assert!(whole.sockets.contains(ino) && sliced.contains(ino), "inode {ino} missing");
+    }
+    assert!(slices >= 120 / 7, "{slices} slices for {links} links");
+    assert!(links >= 120, "{links}");
+    // Other tests of this binary open and close fds meanwhile: compare only our sockets.
+    let mine = |v: &[u64]| v.iter().filter(|i| ours.contains(i)).count();
+    assert_eq!(mine(&whole.sockets), mine(&sliced));
+    assert_eq!(fd_sockets_from(proc_dir, u32::MAX - 1, 0, 7).unwrap(), None, "no such process");
+    drop(pairs);
 }

@@ -298,6 +298,11 @@ impl LiveHost {
         self.observer.stats
     }
 
+    /// What the signal sources spent in the last sample, per source.
+    pub fn signal_cost(&self) -> crate::signals::SignalCost {
+        self.signals.last_cost()
+    }
+
     /// When `pid`'s numa_maps was last read ([`observe::TieredObserver::numa_maps_read_ns`]).
     pub fn numa_maps_read_ns(&self, pid: u32) -> Option<u64> {
         self.observer.numa_maps_read_ns(pid)

@@ -26,7 +26,9 @@
 //!                    6 x numa_maps_ms (x numa_maps_idle_factor when it has not run since that
 //!                    read: its pages stayed); a process's first read counts as up to one such period
 //!                    older (by pid: `stagger`), so processes first seen together (all of them,
-//!                    when the daemon starts) are not all re-read in one cycle every period
+//!                    when the daemon starts) are not all re-read in one cycle every period;
+//!                    refreshes of known processes are read longest unread first within
+//!                    numa_maps_kb_per_cycle of RSS a cycle (the first always), the rest wait
 //!   otherwise        the last read threads and numa_maps are carried forward, with this cycle's
 //!                    process stat and RSS
 //!   sample           threads and node_usage of every process; numa_maps only of processes with
@@ -56,8 +58,8 @@
 //! PR_SET_NAME: same pid and start time, another comm, which also drops its cached details); the
 //! daemon's own pid is always excluded. A process moved into an excluded cgroup later stays in the
 //! sample, but `apply` checks its cgroup again before acting. A process whose numa_maps showed an
-//! explicit memory policy has numa_maps re-read whenever its threads are, so dropping a temporary
-//! policy un-pins it in the model on the next busy cycle.
+//! explicit memory policy has numa_maps re-read whenever its threads are (within the cycle's
+//! numa_maps budget), so dropping a temporary policy un-pins it in the model on a next busy cycle.
 //! Between staleness rounds an idle process's affinity and last CPU are as of its last read (a
 //! `taskset` on a sleeping process shows up within `stale_cycles` cycles). Sub-tick CPU use (under
 //! 10 ms per cycle per process with USER_HZ 100) does not trigger a thread read.
@@ -105,7 +107,24 @@ pub struct TierOptions {
     /// most of the numa_maps reads of a steady cycle on sleeping shells and daemons of a few MB
     /// (the cost benchmark: 16 of its 17 reads a cycle were such processes).
     pub numa_maps_idle_factor: u64,
-    /// RSS change since numa_maps was read that makes it read again at once, kB. Default 16,384
+    /// Resident memory whose numa_maps a cycle reads for refreshes, kB, summed over the processes
+    /// (new processes and the cycle after the daemon changed one are read whatever it says, and count
+    /// toward it). Refreshes due by age, RSS change or an explicit policy are read longest unread
+    /// first while they fit; the first always, so a process larger than the budget is read too. The
+    /// rest wait for the next cycle, their numa_maps carried. Default 262,144 (256 MiB). Source:
+    /// numa_maps walks the page tables of every mapping: on the development host about 7 ms of CPU
+    /// per GiB resident for a QEMU backed by huge pages (`perf stat` of a `cat` of its numa_maps,
+    /// 389 MiB: 3.5 ms against 0.8 ms for a stat file), and in the cycle benchmark 15-20 ms per GiB
+    /// for compilers' 4 KiB-page heaps (cycles reading 310-460 MiB of them spent 16-19 ms in the
+    /// detail reads against 9-12 ms); 256 MiB are so 2-5 ms. A host whose large processes hold more
+    /// than 256 MiB x the cycles in `numa_maps_ms` refreshes each less often than `numa_maps_ms`.
+    /// What it prevents: a cycle that walks the page tables of every large process whose refresh
+    /// fell due together, and a large process that keeps growing (RSS change) or holds a memory
+    /// policy from being walked every cycle. It does not split one process's walk: a process of
+    /// several GiB costs the cycle that reads it 10-20 ms per GiB.
+    pub numa_maps_kb_per_cycle: u64,
+    /// RSS change since numa_maps was read that makes it due at once (within
+    /// `numa_maps_kb_per_cycle`), kB. Default 16,384
     /// (16 MiB). Source: a choice, a quarter of the large-process threshold. What it prevents: a
     /// process that just allocated (or freed) a lot being planned from a stale per-node split.
     pub rss_change_kb: u64,
@@ -151,6 +170,7 @@ impl Default for TierOptions {
             numa_maps_ms: 10_000,
             numa_maps_min_rss_kb: 64 * 1024,
             numa_maps_idle_factor: 6,
+            numa_maps_kb_per_cycle: 256 * 1024,
             rss_change_kb: 16 * 1024,
             kthread_recheck_cycles: 30,
             max_open_stat: 16_384,
@@ -198,8 +218,8 @@ struct Entry {
     /// The name the kind was decided under (re-decided when it changes).
     comm: String,
     /// The last numa_maps read showed an explicit memory policy (the model's "pinned"): re-read
-    /// with the threads, every cycle the process uses CPU, so a temporary policy that was dropped
-    /// is seen at once instead of after `numa_maps_ms`.
+    /// with the threads, every cycle the process uses CPU (within the cycle's numa_maps budget), so
+    /// a temporary policy that was dropped is seen at once instead of after `numa_maps_ms`.
     has_policy: bool,
     kind: Kind,
     fd: Option<File>,
@@ -236,6 +256,12 @@ pub struct TierStats {
     /// Of those to be read, the ones seen before (not new): refreshes by age, RSS change, an
     /// explicit policy or the daemon's own change.
     pub maps_refreshed: usize,
+    /// Resident memory of the processes whose numa_maps is read this cycle, kB, summed: the size of
+    /// the page-table walks (numa_maps visits every present page).
+    pub maps_rss_kb: u64,
+    /// numa_maps refreshes that were due but wait for a later cycle
+    /// ([`TierOptions::numa_maps_kb_per_cycle`]).
+    pub maps_deferred: usize,
     /// Processes skipped (kernel threads, excluded, too small).
     pub skipped: usize,
     /// /proc/PID/stat files kept open.
@@ -299,6 +325,38 @@ fn explicit_policy(p: &ProcessSample) -> bool {
 fn stagger(pid: u32, period_ns: u64) -> u64 {
     let step = (u64::from(pid).wrapping_mul(2_654_435_761) >> 8) % 1024;
     ((u128::from(period_ns) * u128::from(step)) / 1024) as u64
+}
+
+/// A numa_maps refresh that is due for a known process (see [`TierOptions::numa_maps_kb_per_cycle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refresh {
+    /// Time since its numa_maps was read, ns.
+    age: u64,
+    pid: u32,
+    rss_kb: u64,
+    /// Its threads are read this cycle too.
+    threads: bool,
+    /// For a threads-only read: its idle threads may keep their stat (`carry_idle_threads`).
+    since: bool,
+}
+
+/// Which of the due refreshes a cycle reads, given `spent` kB of RSS walked already (new
+/// processes, the daemon's own changes) and the `budget`: sorts them longest unread first (then by
+/// pid) and takes each that still fits; the first always, so one larger than the budget is read too.
+/// Returns, per refresh in the sorted order, whether it is read.
+fn choose_refreshes(due: &mut [Refresh], spent: u64, budget: u64) -> Vec<bool> {
+    due.sort_unstable_by(|a, b| b.age.cmp(&a.age).then(a.pid.cmp(&b.pid)));
+    let mut spent = spent;
+    due.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let take = i == 0 || spent.saturating_add(r.rss_kb) <= budget;
+            if take {
+                spent = spent.saturating_add(r.rss_kb);
+            }
+            take
+        })
+        .collect()
 }
 
 /// The copy of `last` (a process's details as last read) that goes into a sample, with this
@@ -552,6 +610,8 @@ impl TieredObserver {
         // Per entry of `want_threads`: read since the last read (see `carry_idle_threads`).
         let mut since = Vec::new();
         let mut want_maps = Vec::new();
+        // numa_maps refreshes of known processes, read within `numa_maps_kb_per_cycle`.
+        let mut deferrable: Vec<Refresh> = Vec::new();
         let mut stats_now: HashMap<u32, TaskStat> = HashMap::with_capacity(pids.len());
         for &pid in &pids {
             if let Some(Entry { kind: Kind::Kernel { cycle: c }, .. }) = self.entries.get(&pid) {
@@ -643,8 +703,17 @@ impl TieredObserver {
                 || (age >= maps_ns && rss_kb >= maps_min)
                 || rss_kb.abs_diff(e.maps_rss_kb) >= rss_change
                 || age >= maps_ns.saturating_mul(small_every);
-            if maps && !new {
-                stats.maps_refreshed += 1;
+            if maps && !new && !refresh {
+                // A refresh by age, RSS change or policy: read within the cycle's budget, oldest first.
+                deferrable.push(Refresh { age, pid, rss_kb, threads, since: carry && !stale_turn });
+                stats_now.insert(pid, st);
+                continue;
+            }
+            if maps {
+                if !new {
+                    stats.maps_refreshed += 1;
+                }
+                stats.maps_rss_kb += rss_kb;
             }
             match (threads, maps) {
                 (true, true) => want_both.push(pid),
@@ -657,6 +726,25 @@ impl TieredObserver {
             }
             stats_now.insert(pid, st);
         }
+        let taken = choose_refreshes(&mut deferrable, stats.maps_rss_kb, self.tiers.numa_maps_kb_per_cycle);
+        for (r, take) in deferrable.iter().zip(taken) {
+            match (r.threads, take) {
+                (true, true) => want_both.push(r.pid),
+                (false, true) => want_maps.push(r.pid),
+                (true, false) => {
+                    want_threads.push(r.pid);
+                    since.push(r.since);
+                }
+                (false, false) => carried.push(r.pid),
+            }
+            if take {
+                stats.maps_refreshed += 1;
+                stats.maps_rss_kb += r.rss_kb;
+            } else {
+                stats.maps_deferred += 1;
+            }
+        }
+        carried.sort_unstable();
         let t_details = numapilot_observe::reader::monotonic_ns();
         let cpu_details = process_cpu_ns();
         // Read the chosen details and, at the same time, copy the carried processes (the larger
@@ -782,5 +870,33 @@ impl TieredObserver {
         sample.processes = processes;
         sample.duration_ns = sample.duration_ns.saturating_add(numapilot_observe::reader::monotonic_ns() - start);
         Ok(sample)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(age: u64, pid: u32, rss_kb: u64) -> Refresh {
+        Refresh { age, pid, rss_kb, threads: false, since: false }
+    }
+
+    /// The refreshes a cycle reads stay within the budget, longest unread first; the rest wait, and
+    /// one larger than the whole budget is still read when it is the longest unread.
+    #[test]
+    fn refreshes_are_read_within_the_budget_oldest_first() {
+        let mut d = vec![due(10, 1, 300), due(30, 2, 300), due(20, 3, 300), due(40, 4, 100)];
+        let taken = choose_refreshes(&mut d, 0, 700);
+        let read: Vec<u32> = d.iter().zip(&taken).filter(|(_, &t)| t).map(|(r, _)| r.pid).collect();
+        assert_eq!(read, vec![4, 2, 3], "oldest first while 700 kB allow");
+        let walked: u64 = d.iter().zip(&taken).filter(|(_, &t)| t).map(|(r, _)| r.rss_kb).sum();
+        assert!(walked <= 700);
+        // What new processes used counts: 500 kB spent leaves room for the first (always) only.
+        let taken = choose_refreshes(&mut d, 500, 700);
+        assert_eq!(taken, vec![true, false, false, false]);
+        // A process larger than the budget is read when it is the longest unread, alone.
+        let mut d = vec![due(10, 1, 100), due(50, 2, 5_000)];
+        assert_eq!(choose_refreshes(&mut d, 0, 700), vec![true, false]);
+        assert_eq!(d[0].pid, 2);
     }
 }
