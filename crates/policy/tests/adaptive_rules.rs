@@ -523,6 +523,39 @@ fn a_large_unit_whose_memory_moves_to_its_node_stays_there() {
     let e = p.explain(&b.m, 10).unwrap();
     assert_eq!((e.groups[0].preferred_node, e.groups[0].rule.as_str()), (Some(1), "stay-current-node"), "{e:#?}");
     assert!(e.groups[0].why.contains("runs on node 1; its memory (2048 MiB) follows it"), "{e:#?}");
+    assert!(e.groups[0].why.ends_with("but memory already moves here)"), "{e:#?}");
+}
+
+/// A small unit whose memory is on a full node stays where it runs and says why the threads do
+/// not go to the memory: the numbers of the node that has no room (the race in the rig's 2-node
+/// guest moved numa02's 69 MiB while the reason read only "cannot take it or memory already moves
+/// here", which does not tell a full node from a bottleneck from a move under way).
+///
+/// ```text
+///   2-node box, 12 CPUs per node; pinned (pid 5) 12 x 1.0 on node 0
+///   app (pid 10): 2 threads x 1.0 on node 1, 64 MiB on node 0, one group, accesses [0.9, 0.1]
+///   place: not as good on node 1 (0.1 < 0.9 - 0.1); node 0 has no room (12 of 12 CPUs used)
+///          -> stays on node 1: "its memory (64 MiB) follows it (best node 0 has 90% ..., but
+///             node 0 has 0.00 of ... CPUs and ... MiB left for 2.00 CPUs and 64 MiB)"
+/// ```
+#[test]
+fn a_stay_names_why_the_threads_do_not_go_to_the_memory() {
+    let mut b = B::with("autonuma-2s12c-24g", traced_tunables());
+    b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
+    b.proc(10, "app", &[(1, 1.0); 2], &[64, 0]);
+    for i in 0..2 {
+        b.access(10, i, &[0.9, 0.1]);
+    }
+    b.group_proc(1, 10);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let e = p.explain(&b.m, 10).unwrap();
+    assert_eq!((e.groups[0].preferred_node, e.groups[0].rule.as_str()), (Some(1), "stay-current-node"), "{e:#?}");
+    let why = &e.groups[0].why;
+    assert!(why.contains("its memory (64 MiB) follows it (best node 0 has 90%"), "{why}");
+    assert!(why.contains("but node 0 has 0.00 of "), "{why}");
+    assert!(why.ends_with("left for 2.00 CPUs and 64 MiB)"), "{why}");
 }
 
 /// The record behind "memory moving here" for a split process: the MoveRanges of one plan count as

@@ -723,12 +723,35 @@ impl<'m> Planner<'m> {
             // to make room: 1.156 -> 1.212 x default with the ranges' nodes recorded per plan).
             let moving_here =
                 self.memory_follows.iter().any(|(pid, to)| u.pids.contains(pid) && to.contains(self.id(c)));
+            // Why the threads do not go to the memory, for the stay's reason.
+            let mut not_there = String::from("memory already moves here");
             if !as_good && best != c && !moving_here {
                 let remote_pages = u.mem.saturating_sub(u.mem_by_node[c]) / BASE_PAGE_BYTES;
                 let mem_cost = remote_pages as f64 * t.migrate_cost_ns_per_page as f64;
                 let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64;
                 let bottleneck = self.model.nodes.get(best).is_some_and(|l| l.any_bottleneck());
-                if cpu_cost < mem_cost && !bottleneck && self.has_room(best, u.cpu, u.tasks.len(), u.mem) {
+                let room = self.has_room(best, u.cpu, u.tasks.len(), u.mem);
+                not_there = if bottleneck {
+                    self.bottleneck_why(best)
+                } else if !room {
+                    format!(
+                        "node {} has {:.2} of {:.2} CPUs and {:.0} MiB left for {:.2} CPUs and {:.0} MiB",
+                        self.id(best),
+                        (self.cap[best] - self.used[best]).max(0.0),
+                        self.cap[best],
+                        self.mem_avail[best].max(0.0) / MIB,
+                        u.cpu,
+                        u.mem as f64 / MIB
+                    )
+                } else {
+                    format!(
+                        "moving {} threads (~{:.1} ms) costs more than copying {remote_pages} pages (~{:.1} ms)",
+                        u.tasks.len(),
+                        cpu_cost / 1e6,
+                        mem_cost / 1e6
+                    )
+                };
+                if cpu_cost < mem_cost && !bottleneck && room {
                     front(&mut order, best);
                     return Candidates {
                         order,
@@ -772,7 +795,7 @@ impl<'m> Planner<'m> {
                     )
                 } else {
                     format!(
-                        "runs on node {}; its memory ({:.0} MiB) follows it (best node {} has {} of its {}, but cannot take it or memory already moves here)",
+                        "runs on node {}; its memory ({:.0} MiB) follows it (best node {} has {} of its {}, but {not_there})",
                         self.id(c),
                         u.mem as f64 / MIB,
                         self.id(best),
