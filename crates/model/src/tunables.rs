@@ -276,6 +276,15 @@ pub struct Tunables {
     /// (absolute, 0..1). Default 0.25. Source: the kernel's `imbalance_pct` of 125 between domains
     /// (a 25% difference). Prevents: moving tasks for small differences the scheduler evens out.
     pub imbalance: f64,
+    /// Work a thread loses per unit of its access share that is remote, as a fraction of its CPU:
+    /// the price the balancer puts on moving a task away from the node holding its accesses. A
+    /// task is moved off its preferred node (an overloaded CPU bottleneck) only when the overload
+    /// the move relieves, CPUs, is at least its CPU x its access share there x this. Default 0.3.
+    /// Source: the NUMA-ICON slides (shared/seeds/000: a cross-node access costs 30% or more over a
+    /// local one). Prevents: trading a worker's locality for a sliver of CPU (the rig's 4-node race
+    /// moved a 0.99-CPU numa01 worker off its memory to relieve a 2-CPU node loaded 2.1, and its
+    /// group followed it to another node and its 37 MiB were copied twice).
+    pub remote_access_cost: f64,
     /// A group is worth managing from this CPU demand (CPUs). Default 0.1. Prevents: moving idle
     /// daemons for nothing.
     pub min_group_cpu: f64,
@@ -544,6 +553,7 @@ impl Default for Tunables {
             bandwidth_bound_min_nodes: 2,
             bandwidth_bound_mib_per_s_per_thread: 1000.0,
             imbalance: 0.25,
+            remote_access_cost: 0.3,
             min_group_cpu: 0.1,
             min_process_rss_mib: 64,
             remote_share_min: 0.25,
@@ -631,6 +641,7 @@ impl Tunables {
             ("io_pressure_low", self.io_pressure_low),
             ("large_rss_node_frac", self.large_rss_node_frac),
             ("imbalance", self.imbalance),
+            ("remote_access_cost", self.remote_access_cost),
             ("comm_socket_strength", self.comm_socket_strength),
             ("remote_share_min", self.remote_share_min),
             ("shared_range_share_min", self.shared_range_share_min),
@@ -790,6 +801,7 @@ mod tests {
             (|t| t.stay_margin = -0.1, "stay_margin"),
             (|t| t.new_thread_cpu = f64::INFINITY, "new_thread_cpu"),
             (|t| t.imbalance = 0.0, "imbalance"),
+            (|t| t.remote_access_cost = f64::NAN, "remote_access_cost"),
             (|t| t.hold_periods = 0, "hold_periods"),
             (|t| t.new_process_age_ms = 0, "new_process_age_ms"),
             (|t| t.remote_share_min = 1.5, "remote_share_min"),

@@ -1414,3 +1414,51 @@ fn a_light_thread_elsewhere_does_not_split_a_process_for_its_memory() {
     assert_eq!(*to, nodes("3"), "{plan:#?}");
     assert!(mig[0].reason.detail.contains("minor-threads-stay-behind"), "{plan:#?}");
 }
+
+/// Rule 3's price of locality (worth-its-locality): on an overloaded CPU-bottleneck node the
+/// balancer moves a task off its preferred node only when the overload the move relieves pays for
+/// the locality it gives up (relieved >= task CPU x share there x remote_access_cost).
+///
+/// ```text
+///   the rig's 4-node guest (fixture rig-6.12-4node: 2 CPUs a node, distances 10/11/20)
+///   numa01 (pid 20) on node 2, 37 MiB there, one group: main 0.1 CPUs (accesses 87% node 0,
+///   13% node 2), workers 1.0 and 1.1 CPUs (100% node 2); node 2 a CPU bottleneck
+///   place: 2.2 CPUs fit no node's 2 + 0.06 (kept whole up to the cap's margin): stays on node 2
+///   balance 1: node 2 load 2.2 / 2 = 1.10 vs 0.00; main (preferred node 0, strength 0.13 + prior)
+///              is the weakest -> node 0, where 87% of its accesses are (balance-towards-memory)
+///   balance 2: node 2 load 2.1 / 2 = 1.05 > 1, gap 1.05; bottleneck by managed demand (2.1 >
+///              2.04); worker 1 (1.0 CPUs, 100% there): relieves min(1.0, 0.1) = 0.1 < 1.0 x 1.0
+///              x 0.3 = 0.3; worker 2: 0.1 < 0.33 -> no candidate: stop
+///   (with remote_access_cost 0, the rule off: worker 1 -> node 3, nearest its memory, the move
+///    the rig's race made before its group followed and its memory was copied twice)
+/// ```
+#[test]
+fn the_balancer_keeps_a_worker_on_its_memory_for_a_sliver_of_overload() {
+    let build = |t: Tunables| {
+        let mut b = B::fixture("rig-6.12-4node");
+        b.m.tunables = t;
+        b.proc(20, "numa01", &[(2, 0.1), (2, 1.0), (2, 1.1)], &[0, 0, 37, 0]);
+        b.access(20, 0, &[0.87, 0.0, 0.13, 0.0]).access(20, 1, &[0.0, 0.0, 1.0, 0.0]).access(
+            20,
+            2,
+            &[0.0, 0.0, 1.0, 0.0],
+        );
+        b.group_proc(1, 20);
+        b.bottleneck(2, 1.05);
+        b
+    };
+    let b = build(traced_tunables());
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.3 == "balance-weakest-first").collect();
+    assert_eq!(moved, vec![aff(20, Some(2000), "0", "balance-weakest-first")], "{plan:#?}");
+
+    let b = build(Tunables { remote_access_cost: 0.0, ..traced_tunables() });
+    let plan = Adaptive::new().decide(&b.m);
+    let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.3 == "balance-weakest-first").collect();
+    assert_eq!(
+        moved,
+        vec![aff(20, Some(2000), "0", "balance-weakest-first"), aff(20, Some(2001), "3", "balance-weakest-first")],
+        "{plan:#?}"
+    );
+}

@@ -9,8 +9,10 @@
 //!       candidates on busiest: not held, not class-bound, CPU > 0, busiest is not their preferred
 //!                              node (or it is a CPU bottleneck by managed demand alone: planned
 //!                              task CPU there > capacity; unmanaged load, memory bandwidth and
-//!                              IO do not excuse moving a task away from its memory), and the
-//!                              move narrows the gap
+//!                              IO do not excuse moving a task away from its memory, and the
+//!                              overload the move relieves, min(task CPU, planned - capacity),
+//!                              must be >= task CPU x its share there x remote_access_cost:
+//!                              worth-its-locality), and the move narrows the gap
 //!       strength(task, n) = access share of the task on n
 //!                         + mean affinity (graph edge or address-space prior) to the members of
 //!                           its unit planned on n
@@ -130,6 +132,14 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
                 p.cpu_nodes.iter().copied().max_by(|&x, &y| share[x].total_cmp(&share[y]).then(y.cmp(&x))).unwrap_or(b);
             if preferred == b && share[b] > 0.0 && !b_bottleneck {
                 continue;
+            }
+            // Off its preferred node only for a real gain (worth-its-locality): the overload the
+            // move relieves must pay for the locality the task gives up.
+            if preferred == b && share[b] > 0.0 {
+                let relieved = tp.cpu.min(movable_b - p.cap[b]).max(0.0);
+                if relieved < tp.cpu * share[b] * t.remote_access_cost {
+                    continue;
+                }
             }
             let (nb, ni) = (load[b] - tp.cpu / p.cap[b], load[i] + tp.cpu / p.cap[i]);
             if (nb - ni).abs() >= gap {
