@@ -5,6 +5,7 @@
 # Prints the table (time to 90% local per process, pages migrated, final local %) and a verdict per goal, judged
 # from the guest's own numa_maps/task stat/vmstat reads, and rewrites README.md's race section.
 # Usage: scripts/race.sh [--reps N] [--guests 2node,4node] [--no-readme] [--strict] [--json FILE]
+#        scripts/race.sh --guests 4node --tests numa01 --balancers kernel,numapilot   (a subset; README untouched)
 #        scripts/race.sh --short      (the CI version: 2-node guest, daemon only; README untouched)
 set -euo pipefail
 cd "$(dirname "$0")/.."
