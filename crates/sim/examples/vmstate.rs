@@ -5,7 +5,8 @@
 //! Per process: its threads' nodes, and of its first region's per-thread slices (the VM mix's
 //! working set) the share on the thread's node, on a node within distance 22 (one server of the
 //! 288-core machine) and farther; its other regions (idle RAM) by node. Per node: threads, first
-//! region and other regions, free memory (GiB). `PROBE_TUNABLES=file.toml` overrides tunables.
+//! region and other regions, free memory (GiB); then each process's rate of work between consecutive
+//! times (`VMSTATE_RATES=1`: the rates only). `PROBE_TUNABLES=file.toml` overrides tunables.
 
 use numapilot_sim::kernel::REGION_BYTES;
 use numapilot_sim::workload::{process_types, vm_mix};
@@ -133,13 +134,31 @@ fn main() {
         opts.tunables = numapilot_sim::run::tunables_from_file(std::path::Path::new(&path)).expect("tunables");
     }
     let policy = std::env::var("VMSTATE_POLICY").unwrap_or_else(|_| "numapilot".into());
+    let quiet = std::env::var_os("VMSTATE_RATES").is_some();
+    // Work per process at each dump, for rates between dumps.
+    let mut marks: Vec<(f64, Vec<f64>)> = Vec::new();
     let r = run_engine(&m, &spec, &policy, seed, &opts, &mut |_| {}, &mut |sim, _| {
         while times.last().is_some_and(|&t| sim.now_ns() as f64 / 1e9 >= t) {
             times.pop();
-            dump(sim);
+            if !quiet {
+                dump(sim);
+            }
+            let done = sim.work_done();
+            let per_proc: Vec<f64> =
+                sim.kernel.procs.iter().map(|p| p.tasks.iter().map(|&t| done[t]).sum::<f64>()).collect();
+            marks.push((sim.now_ns() as f64 / 1e9, per_proc));
         }
     })
     .expect("run");
+    // Rates (work per s) of each process between consecutive dumps.
+    for w in marks.windows(2) {
+        let dt = w[1].0 - w[0].0;
+        print!("rates {:.2}-{:.2}:", w[0].0, w[1].0);
+        for (a, b) in w[0].1.iter().zip(&w[1].1) {
+            print!(" {:.3e}", (b - a) / dt);
+        }
+        println!();
+    }
     for p in &r.processes {
         println!("{:<22} {:.3e}", p.name, p.throughput.unwrap_or(0.0));
     }
