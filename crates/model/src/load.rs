@@ -19,7 +19,8 @@
 //!   MemCapacity    1 - (MemFree + Inactive(file) +         PSI memory some avg10 / 100 (system-
 //!                  SReclaimable) / MemTotal (nodeN/        wide), only on nodes whose use is at
 //!                  meminfo; reclaimable cache is free)     or above mem_capacity_low
-//!   MemBandwidth   bytes / (capacity x window) (uncore)    saturated time / window
+//!   MemBandwidth   (bytes - migration copies) /            saturated time / window x the
+//!                  (capacity x window) (uncore)            workload's share of the bytes
 //!   IO             PSI io some avg10 / 100, on nodes with  same value (PSI has one figure)
 //!                  PCI devices only
 //!
@@ -30,6 +31,17 @@
 //!              ╱╲  ╱╲  ╱╲     stays on          (no flapping between the marks)
 //!        low  ─────────────────────────────   leave
 //! ```
+//!
+//! Memory bandwidth is the workload's demand: the bytes of page-migration copies (the sample's
+//! `migrate_bytes`, when the source can tell them) are left out (rule "copies-are-not-demand"). A
+//! move is transient traffic of the mover, over when the pages have arrived, and says nothing of
+//! what the node's threads ask for. Counted as demand, the VM mix's first seconds on the 288-core
+//! machine (young processes' memory following their threads at up to 32 GiB/s, whole working sets
+//! in a few plans) loaded controllers to 1.8-9x their capacity and flagged their nodes as
+//! bandwidth bottlenecks, which then refused the very vCPUs whose memory was there (a medium
+//! rabbit's vCPUs sent to another server at 2.55 s, seed 1, with "memory bandwidth load 1.78" on
+//! their memory node). The saturated time is shared out by bytes: copies that are 80% of a
+//! controller's traffic leave 20% of its saturated time to the workload.
 //!
 //! A resource whose inputs are absent is `known = false`, has zero figures and is never a
 //! bottleneck (a CPU-less node has no CPU resource; without an uncore PMU there is no bandwidth
@@ -213,10 +225,15 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
 
         // Memory bandwidth.
         let bw = ns.and_then(|n| n.mem_bw).filter(|b| b.window_ns > 0 && b.capacity_bytes_per_s > 0);
+        // The workload's traffic: page-migration copies (this policy's moves, the kernel's) are
+        // left out of the load, and the saturated time is the workload's share of it by bytes
+        // (rule "copies-are-not-demand", see the essay).
         let (known, load, interf) = match bw {
             Some(b) => {
                 let cap = b.capacity_bytes_per_s as f64 * b.window_ns as f64 / 1e9;
-                (true, b.bytes as f64 / cap, b.saturated_ns as f64 / b.window_ns as f64)
+                let own = b.bytes.saturating_sub(b.migrate_bytes);
+                let own_share = if b.bytes > 0 { own as f64 / b.bytes as f64 } else { 1.0 };
+                (true, own as f64 / cap, own_share * b.saturated_ns as f64 / b.window_ns as f64)
             }
             None => (false, 0.0, 0.0),
         };

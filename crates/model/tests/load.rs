@@ -87,6 +87,7 @@ fn memory_bandwidth_from_uncore() {
             window_ns: SEC,
             saturated_ns: sat_ms * 1_000_000,
             capacity_bytes_per_s: 10_000_000_000,
+            migrate_bytes: 0,
         });
         m.update(&s);
         let r = &m.nodes[0].mem_bw;
@@ -94,6 +95,38 @@ fn memory_bandwidth_from_uncore() {
         assert!((r.load - mb as f64 / 10_000.0).abs() < 1e-12);
         assert_eq!(r.bottleneck, e, "step {i}");
     }
+}
+
+/// Migration copies are not the workload's demand (rule "copies-are-not-demand"): a 10 GB/s
+/// controller that carried 40 GB in 1 s, 36 GB of them page-migration copies, and was saturated
+/// 80% of the time has load (40 - 36) / 10 = 0.4 and interference 0.8 x 4 / 40 = 0.08: below
+/// both high marks (0.85, 0.20), no bottleneck. Counting the copies (load 4.0) flagged it.
+#[test]
+fn migration_copies_are_not_bandwidth_demand() {
+    use numapilot_observe::MemBandwidth;
+    let topo = machine(1, 2, 16);
+    let bw = |migrate_bytes: u64| MemBandwidth {
+        bytes: 40_000_000_000,
+        window_ns: SEC,
+        saturated_ns: 800_000_000,
+        capacity_bytes_per_s: 10_000_000_000,
+        migrate_bytes,
+    };
+    let mut m = model(topo.clone());
+    let mut s = Sb::new(&topo, SEC).build();
+    s.nodes[0].mem_bw = Some(bw(36_000_000_000));
+    m.update(&s);
+    let r = &m.nodes[0].mem_bw;
+    assert!((r.load - 0.4).abs() < 1e-12, "{r:?}");
+    assert!((r.interference - 0.08).abs() < 1e-12, "{r:?}");
+    assert!(!r.bottleneck, "{r:?}");
+    // The same traffic, none of it copies: a bottleneck.
+    let mut m = model(topo.clone());
+    let mut s = Sb::new(&topo, SEC).build();
+    s.nodes[0].mem_bw = Some(bw(0));
+    m.update(&s);
+    assert!((m.nodes[0].mem_bw.load - 4.0).abs() < 1e-12);
+    assert!(m.nodes[0].mem_bw.bottleneck);
 }
 
 /// A CPU-less node has no CPU resource; CPU sequence oscillating between the marks (0.75, 0.90)

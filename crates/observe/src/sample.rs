@@ -268,6 +268,12 @@ pub struct MemBandwidth {
     pub saturated_ns: u64,
     /// The controller's capacity, bytes per second (for load = bytes / (capacity x window)).
     pub capacity_bytes_per_s: u64,
+    /// Of `bytes`, the bytes of page-migration copies (read on the source node, written on the
+    /// destination) in the window, when the source can tell them apart (the simulator; a live
+    /// host knows its own moves); 0 otherwise. A copy is traffic of the mover, not demand of the
+    /// workload: the model's bandwidth load leaves it out.
+    #[serde(default)]
+    pub migrate_bytes: u64,
 }
 
 impl NodeSample {

@@ -373,6 +373,8 @@ pub struct Sim {
     pub(crate) cpu_sys_ns: Vec<u64>,
     /// Bytes through each node's memory controller since the start (dense node index).
     pub(crate) ctrl_bytes: Vec<f64>,
+    /// Of `ctrl_bytes`, the page-migration copies (the policy's and AutoNUMA's), bytes.
+    pub(crate) ctrl_migrate_bytes: Vec<f64>,
     /// Time each controller spent saturated (slow-down above [`SATURATED_SLOWDOWN`]), ns.
     pub(crate) ctrl_saturated_ns: Vec<u64>,
     /// System-wide PSI stall totals since the start, ns: cpu some, memory some, memory full
@@ -605,6 +607,7 @@ impl Sim {
             cpu_user_ns: vec![0; max_cpu],
             cpu_sys_ns: vec![0; max_cpu],
             ctrl_bytes: vec![0.0; nodes_n],
+            ctrl_migrate_bytes: vec![0.0; nodes_n],
             ctrl_saturated_ns: vec![0; nodes_n],
             psi_ns: [0.0; 3],
         };
@@ -1338,6 +1341,7 @@ impl Sim {
         // Controllers: migration copies of this epoch, saturation.
         for n in 0..nn {
             self.ctrl_bytes[n] += self.pending[n];
+            self.ctrl_migrate_bytes[n] += self.pending[n];
             if self.mult[n] > SATURATED_SLOWDOWN {
                 self.ctrl_saturated_ns[n] += self.epoch_ns;
             }

@@ -132,6 +132,8 @@ pub struct SimHost {
     last_done: Vec<f64>,
     /// Controller bytes and saturated time at the previous `sample()`, per dense node index.
     last_ctrl_bytes: Vec<f64>,
+    /// Controller migration-copy bytes at the previous `sample()`, per dense node index.
+    last_ctrl_migrate: Vec<f64>,
     last_ctrl_sat: Vec<u64>,
     /// PSI averages (cpu some, memory some, memory full), percent, per window of [`PSI_WINDOWS_S`].
     psi_avg: [[f64; 3]; 3],
@@ -152,6 +154,7 @@ impl SimHost {
             last_ns: sim.now_ns(),
             last_done: vec![0.0; ntasks],
             last_ctrl_bytes: vec![0.0; nn],
+            last_ctrl_migrate: vec![0.0; nn],
             last_ctrl_sat: vec![0; nn],
             psi_avg: [[0.0; 3]; 3],
             last_psi: [0.0; 3],
@@ -718,6 +721,7 @@ impl Host for SimHost {
                 window_ns,
                 saturated_ns: self.sim.ctrl_saturated_ns[i] - self.last_ctrl_sat[i],
                 capacity_bytes_per_s: (self.sim.model.capacity[i] * 1e9) as u64,
+                migrate_bytes: (self.sim.ctrl_migrate_bytes[i] - self.last_ctrl_migrate[i]).max(0.0) as u64,
             });
             let total_kb = n.mem_total_kb;
             let used_kb = (k.node_used[i] * REGION_BYTES / 1024).min(total_kb);
@@ -751,6 +755,7 @@ impl Host for SimHost {
             .map_err(|e| unavailable("vmstat", e))?;
         self.last_ns = now;
         self.last_ctrl_bytes.clone_from(&self.sim.ctrl_bytes);
+        self.last_ctrl_migrate.clone_from(&self.sim.ctrl_migrate_bytes);
         self.last_ctrl_sat.clone_from(&self.sim.ctrl_saturated_ns);
         Ok(Sample {
             monotonic_ns: now,
