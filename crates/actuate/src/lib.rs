@@ -48,6 +48,9 @@ pub use mempolicy::{
     get_mempolicy, get_mempolicy_at, interleave_next_node, kernel_supports, mbind, mems_allowed, node_of_address,
     restore_mempolicy, set_mempolicy, CurrentPolicy, MbindFlags, MemPolicy, Mode, ModeFlags,
 };
-pub use migrate::{migrate_pages, move_pages, MoveFlags, MovePagesOutcome, PageStatus};
+pub use migrate::{
+    has_effective_cap, migrate_pages, migrate_pages_flags, move_pages, without_cap_sys_nice, MoveFlags,
+    MovePagesOutcome, PageStatus, CAP_SYS_NICE,
+};
 pub use placement::{Original, ThreadPlacement};
 pub use process::{list_threads, resident_pages, set_process_affinity, set_threads_affinity, ProcessAffinity};

@@ -18,6 +18,21 @@
 //! target nodes are intersected with *our* cpuset. Pages shared with other processes move only
 //! with CAP_SYS_NICE (the kernel then uses MPOL_MF_MOVE_ALL).
 //!
+//! # migrate_pages_flags(pid, from, to, MoveFlags::Own)
+//!
+//! The kernel gives migrate_pages no flags argument: `kernel_migrate_pages()` (mm/mempolicy.c)
+//! passes `capable(CAP_SYS_NICE) ? MPOL_MF_MOVE_ALL : MPOL_MF_MOVE` to `do_migrate_pages()`, so a
+//! daemon running as root moves every shared page the target maps: the C library's and the
+//! executable's page cache, a segment several processes share. In the rig's race (2-node guest,
+//! numa01, 32 MiB buffer) one migrate_pages as root moved 9,428 pages, 1,236 of them file pages
+//! mapped by four processes, towards one of them. `Own` makes the call from a short-lived thread
+//! that first clears CAP_SYS_NICE from its own effective set (capabilities are per thread:
+//! capset(2) changes only the caller's), so the kernel takes MPOL_MF_MOVE and skips every folio
+//! it sees as mapped more than once (`migrate_folio_add()`, not counted as a failure); the
+//! permission to act on the target (ptrace-read: CAP_SYS_PTRACE or the same uid) is unchanged.
+//! The LTP test migrate_pages02 checks the same rule from the other side (shared memory moves
+//! only with CAP_SYS_NICE).
+//!
 //! # move_pages(pid, pages, nodes, flags)
 //!
 //! ```text
@@ -81,6 +96,90 @@ pub fn migrate_pages(pid: Pid, from: &NodeSet, to: &NodeSet) -> Result<u64> {
         ));
     }
     Ok(rc as u64)
+}
+
+/// As [`migrate_pages`], saying which pages may move: [`MoveFlags::Own`], only pages this process
+/// alone maps, whatever our capabilities (see the module essay); [`MoveFlags::All`], shared pages
+/// too, which the kernel grants only when we hold CAP_SYS_NICE (without it, `All` moves what `Own`
+/// does).
+pub fn migrate_pages_flags(pid: Pid, from: &NodeSet, to: &NodeSet, flags: MoveFlags) -> Result<u64> {
+    match flags {
+        MoveFlags::All => migrate_pages(pid, from, to),
+        // `pid` 0 (this process) stays this process on the other thread: threads share the mm.
+        MoveFlags::Own => without_cap_sys_nice("migrate_pages", || migrate_pages(pid, from, to)),
+    }
+}
+
+/// Runs `f` on a short-lived thread of ours whose effective capability set lacks CAP_SYS_NICE
+/// (the calling thread and every other keep theirs), for calls whose kernel side widens what they
+/// do when the caller is `capable(CAP_SYS_NICE)`. `syscall` names the call in the error if the
+/// thread panics.
+pub fn without_cap_sys_nice<T: Send>(syscall: &'static str, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            drop_effective_cap(CAP_SYS_NICE)?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(Error::InvalidArgument { syscall, arg: "-", reason: "the thread making the call panicked".into() })
+        })
+    })
+}
+
+/// `CAP_SYS_NICE` (include/uapi/linux/capability.h): bit 23.
+pub const CAP_SYS_NICE: u32 = 23;
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+fn capget_self() -> Result<[CapData; 2]> {
+    let mut h = CapHeader { version: CAP_VERSION_3, pid: 0 };
+    let mut d = [CapData::default(); 2];
+    // SAFETY: the header and two data words are ours and sized for version 3.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut h as *mut CapHeader, d.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(Error::last_os("capget", "pid=0 (this thread)".to_string()));
+    }
+    Ok(d)
+}
+
+/// Whether capability `cap` is in the calling thread's effective set.
+pub fn has_effective_cap(cap: u32) -> Result<bool> {
+    let d = capget_self()?;
+    Ok(d[(cap / 32) as usize].effective & (1 << (cap % 32)) != 0)
+}
+
+/// Clears capability `cap` from the calling thread's effective set (the permitted set keeps it;
+/// other threads are not affected). Nothing to do when it is not there.
+fn drop_effective_cap(cap: u32) -> Result<()> {
+    let mut d = capget_self()?;
+    let (w, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
+    if d[w].effective & bit == 0 {
+        return Ok(());
+    }
+    d[w].effective &= !bit;
+    let mut h = CapHeader { version: CAP_VERSION_3, pid: 0 };
+    // SAFETY: as in capget_self; the kernel only reads the data words.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut CapHeader, d.as_ptr()) };
+    if rc < 0 {
+        return Err(Error::last_os("capset", format!("clearing capability {cap} from this thread's effective set")));
+    }
+    Ok(())
 }
 
 /// Which pages `move_pages` may move.

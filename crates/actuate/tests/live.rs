@@ -218,6 +218,37 @@ fn mbind_places_pages_and_move_pages_reports_them() {
 
     // migrate_pages from a node to itself has nothing to move.
     assert_eq!(migrate_pages(0, &one, &one).unwrap(), 0);
+    assert_eq!(migrate_pages_flags(0, &one, &one, MoveFlags::Own).unwrap(), 0);
+}
+
+/// `MoveFlags::Own` for migrate_pages: the call is made from a thread without CAP_SYS_NICE, so the
+/// kernel takes MPOL_MF_MOVE (own pages only) even when we run as root. Expected, as root: on that
+/// thread the capability is gone from the effective set and move_pages with MPOL_MF_MOVE_ALL is
+/// refused (EPERM, the kernel's own `capable(CAP_SYS_NICE)` check); on ours it is still there and
+/// the same call is allowed. Fails if the drop does not happen or leaks to the caller.
+#[test]
+fn own_pages_calls_run_without_cap_sys_nice_on_their_own_thread() {
+    if !has_effective_cap(CAP_SYS_NICE).unwrap() {
+        eprintln!("SKIPPED: needs CAP_SYS_NICE (run as root) to show it being dropped");
+        return;
+    }
+    let m = Mapping::anon(1);
+    m.touch(0);
+    let addr = [m.page(0) as usize];
+    let n = match move_pages(0, &addr, None, MoveFlags::Own).unwrap().status[0] {
+        PageStatus::Node(n) => n,
+        s => panic!("page 0 not present: {s:?}"),
+    };
+    let (inside, refused) = without_cap_sys_nice("move_pages", || {
+        let inside = has_effective_cap(CAP_SYS_NICE)?;
+        Ok((inside, move_pages(0, &addr, Some(&[n]), MoveFlags::All).map_err(|e| e.errno())))
+    })
+    .unwrap();
+    assert!(!inside, "CAP_SYS_NICE still effective on the call's thread");
+    assert_eq!(refused.unwrap_err(), Some(libc::EPERM), "MOVE_ALL without CAP_SYS_NICE");
+    assert!(has_effective_cap(CAP_SYS_NICE).unwrap(), "the caller keeps CAP_SYS_NICE");
+    let ok = move_pages(0, &addr, Some(&[n]), MoveFlags::All).unwrap();
+    assert_eq!(ok.status, vec![PageStatus::Node(n)]);
 }
 
 #[test]

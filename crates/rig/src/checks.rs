@@ -178,6 +178,8 @@ pub struct NumaMapsVma {
     pub pages: BTreeMap<u32, u64>,
     /// Page size, KiB (`kernelpagesize_kB`, 4 when absent).
     pub page_kb: u64,
+    /// Most processes mapping one of its pages (`mapmax`, printed only above 1; 1 when absent).
+    pub mapmax: u64,
 }
 
 /// Parses numa_maps; malformed lines are reported with their number.
@@ -188,11 +190,19 @@ pub fn parse_numa_maps(text: &str) -> Result<Vec<NumaMapsVma>, String> {
         let (Some(addr), Some(policy)) = (it.next(), it.next()) else {
             return Err(format!("numa_maps line {}: {line:?}: needs an address and a policy", i + 1));
         };
-        let mut vma =
-            NumaMapsVma { addr: addr.into(), policy: policy.into(), file: false, pages: BTreeMap::new(), page_kb: 4 };
+        let mut vma = NumaMapsVma {
+            addr: addr.into(),
+            policy: policy.into(),
+            file: false,
+            pages: BTreeMap::new(),
+            page_kb: 4,
+            mapmax: 1,
+        };
         for tok in it {
             if tok.starts_with("file=") {
                 vma.file = true;
+            } else if let Some(v) = tok.strip_prefix("mapmax=") {
+                vma.mapmax = v.parse().map_err(|_| format!("numa_maps line {}: bad {tok:?}", i + 1))?;
             } else if let Some(v) = tok.strip_prefix("kernelpagesize_kB=") {
                 vma.page_kb = v.parse().map_err(|_| format!("numa_maps line {}: bad {tok:?}", i + 1))?;
             } else if let Some(rest) = tok.strip_prefix('N') {

@@ -3,7 +3,8 @@
 //! numapilot daemon (numa_balancing=0). The daemon must bring every worker process to 90% of its buffer on the
 //! nodes its threads run on, judged from the scenario's own reads of numa_maps and task stat
 //! (`numapilot_rig::race`), and end with each worker thread's node holding at least 90% of its buffer on average
-//! (thread-weighted local %; the recorder's figures are printed beside them, not trusted). Every worker the bench
+//! (thread-weighted local %; the recorder's figures are printed beside them, not trusted), moving none of the
+//! shared file pages (C library, executable) the workers map with other processes. Every worker the bench
 //! recorded must have been sampled by the scenario, and the daemon must exit 0 on SIGTERM. Skipped unless
 //! `NUMAPILOT_RIG=1`.
 
@@ -42,6 +43,20 @@ fn numapilot_daemon_converges_in_the_2node_guest() {
     }
     let goal = &verdicts[0];
     assert!(goal.pass, "{}: {}\njournals:\n{}", goal.goal, goal.detail, journals(&run, &cases));
+    // The daemon moves a process's own pages, never the page cache other processes map with it (the C
+    // library, the executable): migrate_pages as root would take those too (MPOL_MF_MOVE_ALL).
+    for c in &cases {
+        for p in &c.procs {
+            assert_eq!(
+                p.shared_moved_pages,
+                0,
+                "{} pid {}: shared file pages left their node\njournals:\n{}",
+                c.test,
+                p.pid,
+                journals(&run, &cases)
+            );
+        }
+    }
     // The local % counts a process with a thread on each node as all-local wherever its memory is (so
     // doing nothing can pass it); consolidation means each worker thread's node holds the buffer: the
     // thread-weighted share at the end must be at least 90% too.

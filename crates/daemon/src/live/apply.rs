@@ -15,6 +15,7 @@
 //!
 //!   MigratePages(from, to)   pages on `from` (numa_maps, now) <= allowance ?
 //!                              yes: migrate_pages(pid, from, to)   moved = on_from before - after
+//!                                   (made without CAP_SYS_NICE: own pages only, see below)
 //!                              no:  page by page, as below, over every mapping (/proc/PID/maps),
 //!                                   n-th node of `from` -> n-th node of `to` (the kernel's own remap)
 //!   MoveRanges(ranges, to)   pagemap: present pages of the ranges -> move_pages query (where is each)
@@ -34,11 +35,14 @@
 //! with it when the whole amount fits the allowance; its page count comes from numa_maps read
 //! before and after (other allocations meanwhile blur it by their size). Shared pages are moved
 //! only when this process alone maps them (`MPOL_MF_MOVE`): moving them would disturb other
-//! processes; they come back as EACCES.
+//! processes; move_pages reports them as EACCES, migrate_pages skips them uncounted (it is made
+//! from a thread without CAP_SYS_NICE, `numapilot_actuate::migrate_pages_flags`, since as root the
+//! kernel would otherwise use `MPOL_MF_MOVE_ALL`; the rig's race measured 1,236 shared file pages
+//! of four processes moved with one numa01 worker's 8,192).
 
 use std::collections::BTreeMap;
 
-use numapilot_actuate::{migrate_pages, move_pages, resident_pages, MoveFlags, PageStatus};
+use numapilot_actuate::{migrate_pages_flags, move_pages, resident_pages, MoveFlags, PageStatus};
 use numapilot_observe::Reader;
 use numapilot_policy::Outcome;
 use numapilot_topology::NodeSet;
@@ -310,7 +314,8 @@ pub fn migrate(
         return Ok(0);
     }
     if on_from <= allowance {
-        let not_moved = match migrate_pages(pid as libc::pid_t, from, to) {
+        // Own pages only: as root, plain migrate_pages would move the page cache other processes map too.
+        let not_moved = match migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own) {
             Ok(n) => n,
             Err(e) if e.errno() == Some(libc::ESRCH) => {
                 return Err(confirm_stop(pid, starttime, || format!("migrate_pages: {e} for a process that is there")))

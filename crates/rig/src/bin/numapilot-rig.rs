@@ -402,7 +402,9 @@ fn race(args: &[String]) -> Res<()> {
              \"thread-weighted\" averages, over the worker threads, the share of the buffer on that thread's own \
              node; its time to 90% is judged too, as a stricter addition to the issue's goals (under the issue's \
              measure the balancers tie at 0.0 s in most numa02 cases). Times are from each process's first sample \
-             with its workers running; 0.0 s means the placement was already local then. Guest wall times: {}; {}.\n\n{table}",
+             with its workers running; 0.0 s means the placement was already local then, and a tie at 0.0 s passes \
+             a \"sooner\" goal as `= at 0.0 s` (nothing to be sooner at; such ties are counted in the verdict), a tie \
+             at any later time does not. Times are medians over the repetitions. Guest wall times: {}; {}.\n\n{table}",
             guests.join(" and "),
             cfg.mb01,
             cfg.threads,
