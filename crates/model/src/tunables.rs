@@ -60,8 +60,10 @@ pub struct Tunables {
     pub affinity_rise_half_life_ms: u64,
     /// Two accesses to the same memory bucket by different threads within this window count as a
     /// co-access ("record the threads that recently touched the same page", NUMA-ICON), ms.
-    /// Default 1000 (one decision period). Prevents: pairing threads that touched a buffer minutes
-    /// apart (one after the other, not together).
+    /// Default 1000 (one decision period). Source: a choice, one period of the daemon's default
+    /// interval, so co-access is judged over the same span as every other figure of a decision.
+    /// Prevents: pairing threads that touched a buffer minutes apart (one after the other, not
+    /// together).
     pub coaccess_window_ms: u64,
     /// Size of the memory bucket co-access is judged on, as a shift: 21 = 2 MiB. Default 21.
     /// Source: transparent huge page size; sampled addresses are sparse (one in thousands of
@@ -105,7 +107,9 @@ pub struct Tunables {
     /// co-access in twenty samples. Prevents: noise counting as a relation.
     pub tier_weak: f64,
     /// Lower bound of the medium tier. Default 0.2 (one in five samples shared). Edges at medium or
-    /// above join groups (`group_join_tier`). Prevents: weak, incidental sharing merging groups.
+    /// above join groups (`group_join_tier`). Source: the seed's weak / medium / strong tiers
+    /// (NUMA-ICON, shared/seeds/000) give no numbers; 0.2 is our choice. Prevents: weak,
+    /// incidental sharing merging groups.
     pub tier_medium: f64,
     /// Lower bound of the strong tier. Default 0.5 (half the samples shared). Source: arithmetic,
     /// a majority of the samples shared. Strongly tied tasks are moved last by the balancer.
@@ -135,7 +139,8 @@ pub struct Tunables {
     /// (longer). Fault and residency shares are already slow and are used as they are.
     pub access_half_life_ms: u64,
     /// Sampled access shares of a thread stay valid this long after its last sample, ms. Default
-    /// 30000 (the edge grace period). Prevents: a thread that paused (a barrier, a GC) falling back
+    /// 30000. Source: the edge grace period (`edge_grace_ms`), so a thread's shares and its edges
+    /// expire together. Prevents: a thread that paused (a barrier, a GC) falling back
     /// to the coarser residency estimate and back again, flipping its preferred node.
     pub access_stale_ms: u64,
     /// Bytes of memory traffic one access sample stands for (the PMU's sampling period x a cache
@@ -149,8 +154,8 @@ pub struct Tunables {
     pub access_sample_bytes: u64,
 
     // ---------------------------------------------------------------- groups (model::groups)
-    /// Most tasks in one affinity group. Default 256: the CPUs of the largest node among the presets
-    /// (one socket of the 2 x 128-core EPYC with SMT); a group is meant to fit a node, and more
+    /// Most tasks in one affinity group. Default 256. Source: the CPUs of the largest node among the
+    /// presets (one socket of the 2 x 128-core EPYC with SMT); a group is meant to fit a node, and more
     /// tasks than a node has CPUs cannot all run there. Prevents: giant groups (NUMA-ICON: "avoid
     /// super-large affinity groups") and the quadratic cost of scoring them.
     pub group_max_tasks: u32,
@@ -226,6 +231,8 @@ pub struct Tunables {
     pub mem_pressure_low: f64,
     /// Memory-bandwidth bottleneck: enter at this controller load (bytes / capacity). Default 0.85.
     /// Source: loaded-latency curves rise steeply beyond ~80-85% of peak bandwidth (Intel MLC).
+    /// Prevents: sending more streams to a controller already near saturation, where each one adds
+    /// latency to every access through it.
     pub mem_bw_load_high: f64,
     /// Memory-bandwidth bottleneck: leave below this load. Default 0.70. Source: the flat part of
     /// the same loaded-latency curves. Prevents: flapping around one mark.
@@ -268,7 +275,8 @@ pub struct Tunables {
     /// node.
     pub bandwidth_bound_min_nodes: u32,
     /// See `bandwidth_bound_min_nodes`, MiB/s of memory traffic per thread. Default 1000. Source:
-    /// one core streaming reaches 5-15 GB/s; latency-bound code stays far below 1 GB/s.
+    /// one core streaming reaches 5-15 GB/s; latency-bound code stays far below 1 GB/s. Prevents:
+    /// interleaving a latency-bound process (which loses its local accesses for no bandwidth gain).
     pub bandwidth_bound_mib_per_s_per_thread: f64,
 
     // ---------------------------------------------------------------- decisions (policy::adaptive)
@@ -285,8 +293,9 @@ pub struct Tunables {
     /// moved a 0.99-CPU numa01 worker off its memory to relieve a 2-CPU node loaded 2.1, and its
     /// group followed it to another node and its 37 MiB were copied twice).
     pub remote_access_cost: f64,
-    /// A group is worth managing from this CPU demand (CPUs). Default 0.1. Prevents: moving idle
-    /// daemons for nothing.
+    /// A group is worth managing from this CPU demand (CPUs). Default 0.1. Source: a choice, a tenth
+    /// of a CPU, below which remote accesses cost too little time to repay a move. Prevents: moving
+    /// idle daemons for nothing.
     pub min_group_cpu: f64,
     /// Below this RSS, MiB, a process's memory follows it wholesale: its remote share counts its
     /// resident memory off its nodes, not only its own sampled accesses (and without samples it
@@ -297,7 +306,9 @@ pub struct Tunables {
     /// shared buffers behind, and interleaving memory too small to matter.
     pub min_process_rss_mib: u64,
     /// Memory follows CPU when at least this share of a group's accessed memory is remote. Default
-    /// 0.25. Prevents: migrating for a few remote pages (cost > gain).
+    /// 0.25. Source: a choice; at the seed's 30% remote penalty (shared/seeds/000) a quarter of the
+    /// accesses remote costs ~7.5% of the group's memory time, worth a move. Prevents: migrating
+    /// for a few remote pages (cost > gain).
     pub remote_share_min: f64,
     /// A process whose threads run on several node sets is treated as sharing one buffer when at
     /// least this share of its threads' hot-range samples fall in ranges sampled from two or more
@@ -362,22 +373,35 @@ pub struct Tunables {
     /// towards it (CPU follows memory) and whole-RSS bindings that copy hundreds of GiB of idle
     /// memory into full nodes.
     pub cold_memory_share_min: f64,
-    /// CPU follows memory when a group has at least this much memory, MiB ... Default 1024.
+    /// CPU follows memory when a group has at least this much memory, MiB ... Default 1024. Source:
+    /// AutoNUMA's CPU-follows-memory (shared/seeds/001) for large working sets; 1 GiB copies in
+    /// ~0.5 s at the 2 µs per page of `migrate_cost_ns_per_page`, far more than moving threads.
+    /// Prevents: moving small groups' threads away from their CPU-side placement for memory that
+    /// is cheap to move instead.
     pub cpu_follows_memory_min_mib: u64,
-    /// ... and at least this share of it on one node. Default 0.8. Prevents: moving gigabytes to
+    /// ... and at least this share of it on one node. Default 0.8. Source: a choice, "mostly on one
+    /// node" of the issue in numbers. Prevents: moving gigabytes to
     /// follow a task when moving the task is cheaper.
     pub cpu_follows_memory_share: f64,
     /// Benefit horizon of the cost/benefit check, s: a move must pay for itself (remote accesses
-    /// avoided x remote penalty, over this horizon) more than its copy costs. Default 10. Prevents:
+    /// avoided x remote penalty, over this horizon) more than its copy costs. Default 10. Source:
+    /// numad's longest interval (15 s, numad(8)) rounded down: a placement is expected to last at
+    /// least that long. Prevents:
     /// migrating memory a process is about to free or stop touching.
     pub benefit_horizon_s: f64,
     /// After a group or page set moves, it does not move back within this many periods unless its
-    /// load changed by more than `hold_load_change`. Default 10. Prevents: ping-pong.
+    /// load changed by more than `hold_load_change`. Default 10 (decisions, not seconds: 10 s at
+    /// the default interval, 1 s while the settle cadence runs). Source: a choice, the benefit
+    /// horizon's length at the default interval. Prevents: ping-pong.
     pub hold_periods: u32,
-    /// Relative change of a group's load that lifts the hold early. Default 0.5 (50%).
+    /// Relative change of a group's load that lifts the hold early. Default 0.5 (50%). Source: a
+    /// choice, a phase change rather than noise (per-period CPU rates wander by 10-20% on a busy
+    /// host). Prevents: a group that changed its nature staying held where the old load put it.
     pub hold_load_change: f64,
     /// A process first seen younger than this is placed by the fork rule (spread over nodes,
-    /// least loaded first), ms. Default 2000.
+    /// least loaded first), ms. Default 2000. Source: two periods of the default interval, so a
+    /// process is new for the decision after the one that first saw it. Prevents: a long-running
+    /// process seen for the first time (daemon start) being re-placed as if it had just forked.
     pub new_process_age_ms: u64,
     /// A new process counts as one (for the fork rule, and for holding the decisions at
     /// `settle_interval_ms`) only when it has several threads, holds at least this much resident
@@ -468,22 +492,26 @@ pub struct Tunables {
     /// fork-time placement must not put a 12-thread process on a node that can only run 4 of them.
     /// Prevents: packing several new multi-threaded processes onto one node.
     pub new_thread_cpu: f64,
-    /// Past actions kept per process for `explain`, count. Default 16. Prevents: the history of a
+    /// Past actions kept per process for `explain`, count. Default 16. Source: a choice (a screen of
+    /// history). Prevents: the history of a
     /// long-lived process growing without bound.
     pub explain_actions_kept: u32,
 
     // ---------------------------------------------------------------- numad-like baseline (policy::numad)
-    /// numad: shortest interval between passes, s. Default 5 (numad `-i 5:15`'s minimum).
+    /// numad: shortest interval between passes, s. Default 5 (source: numad `-i 5:15`'s minimum).
+    /// Prevents: passes closer than numad's own, which would make the baseline faster than numad.
     pub numad_interval_min_s: u64,
-    /// numad: longest interval, used while nothing needs moving, s. Default 15 (numad's default
-    /// maximum).
+    /// numad: longest interval, used while nothing needs moving, s. Default 15 (source: numad's
+    /// default maximum). Prevents: a quiet machine being scanned at the busy rate.
     pub numad_interval_max_s: u64,
-    /// numad: processes below this RSS are ignored, MiB. Default 300 (numad's MEMORY_THRESHOLD).
+    /// numad: processes below this RSS are ignored, MiB. Default 300 (source: numad's
+    /// MEMORY_THRESHOLD). Prevents: binding small processes whose placement hardly matters.
     pub numad_min_rss_mib: u64,
-    /// numad: processes below this CPU use are ignored, % of one CPU. Default 50 (numad's
-    /// CPU_THRESHOLD).
+    /// numad: processes below this CPU use are ignored, % of one CPU. Default 50 (source: numad's
+    /// CPU_THRESHOLD). Prevents: binding idle processes.
     pub numad_min_cpu_pct: u32,
-    /// numad: target utilisation of a node's CPUs and memory, %. Default 85 (numad `-u 85`).
+    /// numad: target utilisation of a node's CPUs and memory, %. Default 85 (source: numad
+    /// `-u 85`). Prevents: filling a node to the last CPU and page, leaving no headroom.
     pub numad_target_utilization_pct: u32,
     /// numad: a process already bound to the nodes numad would pick is left alone while at least
     /// this share of its memory is on them, %. Default 90 (numad's DEFAULT_MEMLOCALITY_PERCENT,
