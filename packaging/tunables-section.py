@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates the [tunables] part of packaging/numapilot.toml from crates/model/src/tunables.rs:
-every field of `Tunables`, commented out at its default, with its doc comment up to the
-"Source:" part. Run from the repository root after adding or changing a tunable:
+every field of `Tunables`, commented out at its default, with its doc comment less the
+"Source:" part (what the field prevents is kept). Run from the repository root after adding or changing a tunable:
 
     python3 packaging/tunables-section.py
 
@@ -26,7 +26,12 @@ for line in body.split("\n")[1:]:
         doc.append(s[3:].strip())
     elif s.startswith("pub "):
         name = re.match(r"pub (\w+):", s).group(1)
-        text = re.split(r"(?<=\.)\s+Source:", " ".join(doc))[0].replace("`", "")
+        # The source stays in the code; what the field prevents comes along whichever came first.
+        parts = re.split(r"(?<=\.)\s+Source:", " ".join(doc), maxsplit=1)
+        text = parts[0]
+        if len(parts) > 1 and "Prevents:" in parts[1] and "Prevents:" not in text:
+            text += " Prevents:" + parts[1].split("Prevents:", 1)[1]
+        text = text.replace("`", "")
         out.append("")
         out += ["# " + l for l in textwrap.wrap(text, 98)]
         out.append(f"# {name} = {defaults[name].replace('_', '')}")
