@@ -76,8 +76,11 @@ fn memory_bound_to_node_0_and_a_worker_thread_are_seen_there() {
             Watched { pid: me, starttime, buffer: Some((start as u64, LEN as u64)), threads: vec![(0, LEN as u64)] };
         let sample = rec.sample(&w).unwrap().expect("this process is alive");
         let i0 = rec.nodes().iter().position(|&n| n == 0).unwrap();
-        assert_eq!(sample.buffer_kb[i0], (LEN / 1024) as u64, "{sample:?}");
-        assert_eq!(sample.buffer_kb.iter().sum::<u64>(), (LEN / 1024) as u64);
+        // A page the kernel is migrating at that instant (compaction) is not present: up to 512 KiB
+        // (128 pages) may be missing, as the CLI's bench test allows; a wrong VMA is off by far more.
+        let full = (LEN / 1024) as u64;
+        assert!((full - 512..=full).contains(&sample.buffer_kb[i0]), "{sample:?}");
+        assert_eq!(sample.buffer_kb.iter().sum::<u64>(), sample.buffer_kb[i0], "all of it on node 0");
         assert!(sample.mem_kb[i0] >= sample.buffer_kb[i0]);
         // Exactly one thread of this process is named like a worker thread; it runs on a CPU of
         // some node.

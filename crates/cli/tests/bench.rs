@@ -103,7 +103,8 @@ fn numa01_runs_two_worker_processes_and_records_their_buffers_and_threads() {
             assert_eq!(p.final_local_pct, Some(100.0));
             assert_eq!(p.final_thread_nodes, [0]);
             assert!(p.converge_s.is_some());
-            assert_eq!(p.series[0].buffer_mib[n0], 8.0);
+            let b = p.series[0].buffer_mib[n0];
+            assert!((8.0 - IN_FLIGHT_MIB..=8.0).contains(&b), "{b} MiB on node 0");
         }
     }
     assert!(r.runtime_s >= r.processes.iter().map(|p| p.runtime_s).fold(0.0, f64::max));
@@ -148,7 +149,9 @@ fn numa02_for_a_time_splits_the_buffer_between_its_threads() {
     // Each thread's pass is its 2 MiB slice: bytes = mean passes x 2 threads x 2 MiB.
     let expect = p.passes * 2.0 * (2 << 20) as f64;
     assert!((p.bytes_written as f64 - expect).abs() < 1.0, "{} vs {expect}", p.bytes_written);
-    assert!(p.series.len() >= 3, "{:?}", p.series);
+    // Samples every 0.1 s over a 0.5 s run: at least 2 even when the recorder waits for a CPU behind
+    // the two spinners (and the other bench test's) on a loaded 2-CPU machine.
+    assert!(p.series.len() >= 2, "{:?}", p.series);
 }
 
 #[test]

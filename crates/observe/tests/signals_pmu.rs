@@ -7,6 +7,10 @@ use std::path::Path;
 use numapilot_observe::pmu::{aggregate, detect, Detection, EventSpec, RawSample, Sampler, SourceKind};
 use numapilot_observe::reader::monotonic_ns;
 
+/// Held by the test that forks and the one that counts this process's page faults: a fork
+/// write-protects our pages, so a store racing it faults twice.
+static FORK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn detection_says_what_it_found() {
     match detect(Path::new("/")) {
@@ -32,6 +36,7 @@ const PAGES: usize = 64;
 
 #[test]
 fn page_fault_samples_through_the_ring_on_this_kernel() {
+    let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let len = PAGES * 4096;
     // SAFETY: a fresh private anonymous mapping, left untouched here so the child's writes fault.
     let region = unsafe {
@@ -118,6 +123,7 @@ fn page_fault_samples_through_the_ring_on_this_kernel() {
 
 #[test]
 fn page_faults_of_this_process_are_placed_by_move_pages() {
+    let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let len = 8 * 4096;
     // SAFETY: a fresh private mapping of ours.
     let region = unsafe {

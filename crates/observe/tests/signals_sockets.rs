@@ -13,6 +13,11 @@ use numapilot_observe::sockets::{
 };
 use numapilot_observe::{CommKind, CommSample};
 
+/// Held by every test here: the fork test's child inherits the whole fd table, so another test's
+/// sockets open during its fork and scan would be matched too (2 events per inherited pair), and
+/// the slices test counts this process's fd links.
+static SOCKETS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn inode_of(fd: libc::c_int) -> u64 {
     // SAFETY: fstat on an fd we own into a zeroed stat.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -22,6 +27,7 @@ fn inode_of(fd: libc::c_int) -> u64 {
 
 #[test]
 fn tcp_and_unix_peers_across_fork() {
+    let _one = SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
     // TCP over loopback: both ends created here, before the fork.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -134,6 +140,7 @@ fn tcp_and_unix_peers_across_fork() {
 /// and their two ends pair up.
 #[test]
 fn tcp_dump_matches_the_proc_tables() {
+    let _one = SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (server, _) = l.accept().unwrap();
@@ -165,6 +172,7 @@ fn tcp_dump_matches_the_proc_tables() {
 /// stopped, holds the same sockets as one whole read: every end of 60 socketpairs.
 #[test]
 fn fd_table_in_slices() {
+    let _one = SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
     let pairs: Vec<(UnixStream, UnixStream)> = (0..60).map(|_| UnixStream::pair().unwrap()).collect();
     let ours: Vec<u64> = pairs.iter().flat_map(|(a, b)| [inode_of(a.as_raw_fd()), inode_of(b.as_raw_fd())]).collect();
     let proc_dir = Path::new("/proc");

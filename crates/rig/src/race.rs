@@ -210,8 +210,10 @@ pub struct ProcSample {
 
 /// Pages of shared file mappings that left a node they were on between two samples of one process: per VMA
 /// present in both, per node, what the first had beyond the last. In the rig's RAM-backed guest nothing
-/// reclaims page cache, and a new mapping of a cached page only adds, so a drop is a migration; a balancer
-/// that moves a process's private memory leaves these where they are.
+/// reclaims page cache, and a new mapping of a cached page only adds, so a drop is a migration. `mapmax` is
+/// the most mappers of any page of the mapping, so a page of it that only this process maps (code only this
+/// program runs) counts too, although a balancer moving own pages only (`MPOL_MF_MOVE`) may move it; the
+/// pages other processes map (the C library's, the executable's common ones) stay under that rule.
 pub fn shared_pages_moved(first: &ProcSample, last: &ProcSample) -> u64 {
     first
         .shared
@@ -724,7 +726,7 @@ pub fn render_markdown(cases: &[CaseResult], verdicts: &[Verdict]) -> String {
     s.push_str(
         "| guest | workload | balancer | rep | time to 90% (rig), per process | bench recorder's converge_s | \
          final local % | time to 90% thread-weighted | final thread-weighted local % | numa_pages_migrated | \
-         pgmigrate_success | shared file pages moved, per process |\n\
+         pgmigrate_success | pages of shared file mappings moved, per process |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in cases {
