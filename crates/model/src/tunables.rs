@@ -287,11 +287,14 @@ pub struct Tunables {
     /// Work a thread loses per unit of its access share that is remote, as a fraction of its CPU:
     /// the price the balancer puts on moving a task away from the node holding its accesses. A
     /// task is moved off its preferred node (an overloaded CPU bottleneck) only when the overload
-    /// the move relieves, CPUs, is at least its CPU x its access share there x this. Default 0.3.
+    /// the move relieves, CPUs, is at least its CPU x its access share there x this; and a unit is
+    /// placed on a node it overloads by at most its CPU x its access share there x this
+    /// (locality-pays-for-overload, so placement and balancing agree). Default 0.3.
     /// Source: the NUMA-ICON slides (shared/seeds/000: a cross-node access costs 30% or more over a
     /// local one). Prevents: trading a worker's locality for a sliver of CPU (the rig's 4-node race
     /// moved a 0.99-CPU numa01 worker off its memory to relieve a 2-CPU node loaded 2.1, and its
-    /// group followed it to another node and its 37 MiB were copied twice).
+    /// group followed it to another node and its 37 MiB were copied twice; a numa02 of 2.2 CPUs
+    /// kept off the 2-CPU node holding its memory, and its 69 MiB copied to it instead).
     pub remote_access_cost: f64,
     /// A group is worth managing from this CPU demand (CPUs). Default 0.1. Source: a choice, a tenth
     /// of a CPU, below which remote accesses cost too little time to repay a move. Prevents: moving

@@ -1199,8 +1199,10 @@ fn balance_never_moves_a_task_off_its_preferred_node_for_unmanaged_load() {
 ///   app (pid 10): one group of 25 threads x 1.0 CPU running on node 2, 2048 MiB there
 ///   plain cap: 24 + 0.02 x 25 = 24.5 < 25: fits no node
 ///   upper mark: 24 x 1.1 + 0.5 = 26.9 >= 25: placed as a group that fits
-///   place: every node has 24.0 of 24.0 CPUs left for 25.0: no room -> it stays on node 2
-///          (no-room-stay), with its memory
+///   place: every node has 24.0 of 24.0 CPUs left for 25.0: no room; node 2 holds all of its
+///          memory: 0.5 CPUs over <= 25 x 100% x 0.3 -> node 2 (cpu-follows-memory,
+///          locality-pays-for-overload), with its memory (remote_access_cost 0: no-room-stay,
+///          the same node)
 ///   without the margin (group_split_margin 0): fits no node -> the closest set around node 2,
 ///          nodes 2-3 (distance 11), half its threads away from the memory
 /// ```
@@ -1216,8 +1218,8 @@ fn a_group_at_the_caps_upper_mark_stays_whole() {
         (affinities(&b.m, &plan), plan)
     };
     let (aff_on, plan) = run(0.1);
-    assert_eq!(aff_on, vec![aff(10, None, "2", "no-room-stay")], "{plan:#?}");
-    assert!(plan.actions[0].reason.detail.contains("node 2 has 24.0 of 24.0 CPUs left for 25.0"), "{plan:#?}");
+    assert_eq!(aff_on, vec![aff(10, None, "2", "cpu-follows-memory")], "{plan:#?}");
+    assert!(plan.actions[0].reason.detail.contains("0.50 CPUs over, <= 25.00 x 100%"), "{plan:#?}");
     let (aff_off, plan) = run(0.0);
     assert_eq!(aff_off, vec![aff(10, None, "2-3", "closest-set")], "{plan:#?}");
 }
@@ -1461,4 +1463,51 @@ fn the_balancer_keeps_a_worker_on_its_memory_for_a_sliver_of_overload() {
         vec![aff(20, Some(2000), "0", "balance-weakest-first"), aff(20, Some(2001), "3", "balance-weakest-first")],
         "{plan:#?}"
     );
+}
+
+/// Rule 2's price of locality on the placement side (locality-pays-for-overload): a unit goes to
+/// the node holding its accesses although it overloads it, when the overload is at most its CPU x
+/// its access share there x remote_access_cost.
+///
+/// ```text
+///   the rig's 4-node guest (fixture rig-6.12-4node: 2 CPUs a node)
+///   numa02 (pid 30) on node 1, 69 MiB on node 0, one group: main 0.18 CPUs (accesses 99% node 0),
+///   workers 1.0 and 1.0 CPUs (100% node 0)
+///   place: 2.18 CPUs, capacity 2.0 + slack 0.06 on every node: no room anywhere;
+///          node 0 (first by access share): over 0.12 <= 2.18 x ~1.0 x 0.3 = 0.65 -> node 0,
+///          its threads go to the memory and no page moves
+///   (with remote_access_cost 0: no node has room, the group stays on node 1, the balancer sends a
+///    worker to node 0 and the memory is spread over both nodes: pages move, as in the race's
+///    16,591-page move of the whole buffer)
+/// ```
+#[test]
+fn a_group_goes_to_its_memory_when_locality_pays_for_a_sliver_of_overload() {
+    let build = |t: Tunables| {
+        let mut b = B::fixture("rig-6.12-4node");
+        b.m.tunables = t;
+        b.proc(30, "numa02", &[(1, 0.18), (1, 1.0), (1, 1.0)], &[69, 0, 0, 0]);
+        b.access(30, 0, &[0.99, 0.01, 0.0, 0.0]).access(30, 1, &[1.0, 0.0, 0.0, 0.0]).access(
+            30,
+            2,
+            &[1.0, 0.0, 0.0, 0.0],
+        );
+        b.group_proc(1, 30);
+        b
+    };
+    let b = build(traced_tunables());
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let placed: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.0 == 30 && a.2 == "0").collect();
+    assert!(!placed.is_empty(), "{plan:#?}");
+    let why = plan.actions.iter().find(|a| a.reason.detail.contains("locality-pays-for-overload"));
+    assert!(why.is_some_and(|a| a.reason.detail.contains("0.12 CPUs over")), "{plan:#?}");
+    let pages: u64 = plan.actions.iter().filter(|a| a.target.pid == 30).map(pages_of).sum();
+    assert_eq!(pages, 0, "the threads went to the memory: {plan:#?}");
+
+    let b = build(Tunables { remote_access_cost: 0.0, ..traced_tunables() });
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(plan.actions.iter().any(|a| a.reason.rule == "no-room-stay"), "{plan:#?}");
+    let pages: u64 = plan.actions.iter().filter(|a| a.target.pid == 30).map(pages_of).sum();
+    assert!(pages > 0, "its memory moves towards the threads instead: {plan:#?}");
 }

@@ -11,6 +11,12 @@
 //!            takes the same share of the SMT sharing (smt-shared-evenly), CPUs once D needs all
 //!   memory[n]   = free(n) + managed memory on n  -  MemTotal(n) x (1 - group_max_mem_frac)
 //!   unit fits a node:  first candidate with room and no bottleneck (for it), else stay, else least loaded
+//!                      (a candidate it overloads has room when the overload, planned CPU beyond
+//!                      capacity, is at most unit CPU x its access share there x remote_access_cost:
+//!                      locality-pays-for-overload, the placement side of the balancer's
+//!                      worth-its-locality; the rig's numa02 on a 4-node guest, two spinning
+//!                      workers and a 0.18-CPU main thread, 2.2 CPUs for a 2-CPU node holding 99% of
+//!                      its accesses, stayed away and had its 69 MiB copied over instead)
 //!   unit larger:       preferred node + nearest nodes until CPU and memory suffice
 //! ```
 //!
@@ -651,6 +657,34 @@ impl<'m> Planner<'m> {
         self.used[i] + cpu <= self.cap[i] + slack && self.mem_avail[i] >= mem as f64
     }
 
+    /// locality-pays-for-overload: the CPU by which unit `u` would overload dense node `i` (planned
+    /// CPU beyond capacity and slack), when that is more than nothing but at most what its accesses
+    /// there are worth: CPU x access share on `i` x `remote_access_cost` (the time its threads would
+    /// lose to remote memory elsewhere). Its memory must fit. `None` when `u` has room there or
+    /// locality does not pay for the overload.
+    ///
+    /// The units not placed yet that run on `i` now count as there: placed after this one (they are
+    /// lighter), they stay where they are when nothing has room for them, and an overload allowed
+    /// without them would be stacked on top of theirs (in the rig's 4-node numa01, the second
+    /// process's group would have joined the first's on its 2-CPU node, 4.4 CPUs).
+    fn locality_pays(&self, i: usize, u: &Unit) -> Option<f64> {
+        let slack = RATE_SLACK_CPU_PER_TASK * u.tasks.len() as f64;
+        let worth = u.cpu * u.share[i] * self.model.tunables.remote_access_cost;
+        let over = self.used[i] + u.cpu - self.cap[i] - slack;
+        if over <= 0.0 || over > worth || self.mem_avail[i] < u.mem as f64 {
+            return None;
+        }
+        let pending: f64 = self
+            .units
+            .iter()
+            .zip(&self.placed)
+            .filter(|(v, p)| p.is_none() && v.current == Some(i) && v.tasks != u.tasks)
+            .map(|(v, _)| v.cpu)
+            .sum();
+        let over = over + pending;
+        (over <= worth).then_some(over)
+    }
+
     /// Whether demand fits some node's capacity at all, that capacity grown by `margin` (the group
     /// cap's upper mark for an affinity group that exists: the model keeps such a group whole up
     /// to there, so placement must not spread it over nodes below it).
@@ -1134,8 +1168,9 @@ impl<'m> Planner<'m> {
                     skipped.push(self.bottleneck_why(i));
                     continue;
                 }
-                if self.has_room(i, u.cpu, u.tasks.len(), u.mem) {
-                    let (rule, detail) = if skipped.is_empty() && i == c.order[0] {
+                let over = self.locality_pays(i, u);
+                if self.has_room(i, u.cpu, u.tasks.len(), u.mem) || over.is_some() {
+                    let (rule, mut detail) = if skipped.is_empty() && i == c.order[0] {
                         (c.rule, format!("{}{}: {}", u.label, class_note, c.why))
                     } else {
                         (
@@ -1153,6 +1188,19 @@ impl<'m> Planner<'m> {
                             ),
                         )
                     };
+                    if let Some(o) = over {
+                        detail.push_str(&format!(
+                            "; [locality-pays-for-overload] node {} has {:.2} of {:.2} CPUs left for {:.2}: {o:.2} CPUs over, <= {:.2} x {} of its {} there x {} remote cost",
+                            self.id(i),
+                            (self.cap[i] - self.used[i]).max(0.0),
+                            self.cap[i],
+                            u.cpu,
+                            u.cpu,
+                            pct(u.share[i]),
+                            u.share_src,
+                            self.model.tunables.remote_access_cost
+                        ));
+                    }
                     return Placed { nodes: vec![i], reason: Reason::new(rule, detail), held: false };
                 }
                 let mut why = format!(
