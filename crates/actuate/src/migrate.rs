@@ -161,7 +161,7 @@ fn capget_self() -> Result<[CapData; 2]> {
 /// Whether capability `cap` is in the calling thread's effective set.
 pub fn has_effective_cap(cap: u32) -> Result<bool> {
     let d = capget_self()?;
-    Ok(d[(cap / 32) as usize].effective & (1 << (cap % 32)) != 0)
+    Ok(d.get((cap / 32) as usize).is_some_and(|w| w.effective & (1 << (cap % 32)) != 0))
 }
 
 /// Clears capability `cap` from the calling thread's effective set (the permitted set keeps it;
