@@ -941,12 +941,11 @@ fn a_thread_that_starts_running_in_a_busy_process_is_read_the_next_cycle() {
     let worker = |s: &numapilot_observe::Sample| {
         s.process(pid).unwrap().threads.iter().find(|t| t.tid == tid).expect("the worker thread").clone()
     };
-    let proc_ticks = || numapilot_daemon::live::select::read_stat(pid).unwrap().cpu_ticks();
     let s1 = host.sample().unwrap();
-    let t1 = s1.process(pid).unwrap().stat.cpu_ticks();
-    while proc_ticks() < t1 + 2 {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    // Counted from now, not from s1's stat: the sample carries the stat pass's read, while the
+    // threads' read later in the same sample may already have seen the spinning main thread's next
+    // ticks (CI once saw no re-read after s1's figure + 2).
+    wait_ticks(pid, 2);
     let s2 = host.sample().unwrap();
     let (w1, w2) = (worker(&s1), worker(&s2));
     assert!(s2.process(pid).unwrap().read_ns > s1.process(pid).unwrap().read_ns, "the busy child is re-read");
