@@ -107,16 +107,18 @@
 //! server has room), and their ranges are copied 160-200 away into full nodes. Before a VM has
 //! been watched one access half-life (2 s) its vCPUs are sized by RSS / threads (4 GiB each), so
 //! at 1.06 s the huge sheep's vCPUs on nodes 0-5 left their 100%-local slices (next-best-node,
-//! no memory room). Tried, none adopted (seeds 1-3 unless said, against 1.356):
+//! no memory room). Tried, none adopted (seeds 1-3 unless said, against 1.356; the room variants
+//! raised locality, but the small VMs lost more than the big ones gained):
 //!
 //! ```text
 //!   room counts only the memory a unit would bring (less its access share there)   1.299
+//!   the same on the node it runs on only (local 92.3%)                              1.308
 //!   fork rule, one-node process already resident: CPU room, then nearest memory    1.353
 //!   the same for every resident process (multi-node seeds too)                      1.309
 //!       (seeds 4-6: 1.339 vs 1.344; the large rabbit 0.50 -> 0.64, 0.64 -> 0.81,
 //!        the huge rabbit +0.06, the small VMs lower)
 //!   balancer's worth-its-locality x distance steps (25-32 across servers)           1.094
-//!       (overloaded nodes stayed overloaded: 12 vCPUs on 8 CPUs cost more here)
+//!       (overloaded nodes stayed so: the overload cost more than the far accesses)
 //!   balancer's weakest-first weighted by sampled accesses per CPU-second            1.342
 //!   tunables: new_process_age_ms 10 (no fork rule) 1.113; remote_access_cost 1.0    1.321
 //! ```
