@@ -94,6 +94,38 @@
 //! vCPU first-touch its part of the guest's working set is what `ws` already does; what would make
 //! pages move is vCPUs drifting to other nodes (wake-up and idle balancing of halting vCPUs),
 //! which the scheduler model does not have (see `kernel::sched`, limits), not a different mix.
+//!
+//! Why numapilot trails `hard-bind` here (measured, 20 s, seeds 1-3 unless said; numapilot
+//! 1.356 ± 0.046 x default's mean per-VM throughput, hard-bind 1.571; seeds 4-6: 1.344 and 1.551).
+//! The small VMs carry 0.147 of the 0.215 gap (each 10-20% below hard-bind), the large rabbit
+//! 0.038 (0.50 x default against 1.26), the huge VMs 0.022. Every VM is wholly resident when the
+//! policy first sees it (20-100 ms old): its working set where the scheduler started its vCPUs,
+//! its idle RAM where the main thread ran, so the fork rule comes after first touch. From the
+//! first large VM on, the fork rule's least-loaded node is one whose memory the huge VMs' idle
+//! RAM fills (nodes 0-3, 12-17, 24 at seed 1, 0 MiB free), often on another server than the
+//! VM's working set; the balancer then moves single vCPUs across servers (no node of their own
+//! server has room), and their ranges are copied 160-200 away into full nodes. Before a VM has
+//! been watched one access half-life (2 s) its vCPUs are sized by RSS / threads (4 GiB each), so
+//! at 1.06 s the huge sheep's vCPUs on nodes 0-5 left their 100%-local slices (next-best-node,
+//! no memory room). Tried, none adopted (seeds 1-3 unless said, against 1.356; the room variants
+//! raised locality, but the small VMs lost more than the big ones gained):
+//!
+//! ```text
+//!   room counts only the memory a unit would bring (less its access share there)   1.299
+//!   the same on the node it runs on only (local 92.3%)                              1.308
+//!   fork rule, one-node process already resident: CPU room, then nearest memory    1.353
+//!   the same for every resident process (multi-node seeds too)                      1.309
+//!       (seeds 4-6: 1.339 vs 1.344; the large rabbit 0.50 -> 0.64, 0.64 -> 0.81,
+//!        the huge rabbit +0.06, the small VMs lower)
+//!   balancer's worth-its-locality x distance steps (25-32 across servers)           1.094
+//!       (overloaded nodes stayed so: the overload cost more than the far accesses)
+//!   balancer's weakest-first weighted by sampled accesses per CPU-second            1.342
+//!   tunables: new_process_age_ms 10 (no fork rule) 1.113; remote_access_cost 1.0    1.321
+//! ```
+//!
+//! What the mix needs is a swap no single rule makes: the memory-light vCPUs (the huge sheep's,
+//! 0.4 GiB each) onto the nodes full of idle RAM, which have the free CPUs, and the
+//! memory-heavy ones (rabbits, devils) onto the nodes with free memory.
 
 use numapilot_topology::Topology;
 
