@@ -183,14 +183,15 @@ fn shared_sample_share(pl: &Planner<'_>, pid: u32) -> f64 {
     }
 }
 
-/// Whether `pid`'s threads work on slices of their own (rule "young-allowance-slices"): of its
-/// threads with at least two sampled hot ranges, at least half have them within twice the
-/// process's memory per thread (plus two ranges' length). numa02 and numa01_THREAD_ALLOC: each
-/// thread's ranges lie in its 1/T slice; numa01: every thread samples all over one shared buffer,
-/// so two samples of one thread lie far apart. Threads with fewer than two ranges do not count;
-/// without any such thread the process is not judged slice-shaped.
-fn slice_shaped(pl: &Planner<'_>, pid: u32) -> bool {
-    let (compact, judged) = slice_counts(pl, pid);
+/// Whether `pid`'s threads work on slices of their own (rule "young-allowance-slices"; the planner
+/// also keeps the verdict per static-large process, `Planner::sliced`): of its threads with at
+/// least two sampled hot ranges, at least half have them within twice the process's memory per
+/// thread (plus two ranges' length). numa02 and numa01_THREAD_ALLOC: each thread's ranges lie in
+/// its 1/T slice; numa01: every thread samples all over one shared buffer, so two samples of one
+/// thread lie far apart. Threads with fewer than two ranges do not count; without any such thread
+/// the process is not judged slice-shaped.
+pub(crate) fn slice_shaped(m: &numapilot_model::Model, pid: u32) -> bool {
+    let (compact, judged) = slice_counts(m, pid);
     judged > 0 && compact * 2 >= judged
 }
 
@@ -201,23 +202,13 @@ fn slice_shaped(pl: &Planner<'_>, pid: u32) -> bool {
 /// queried at random by every worker, reads so from its first samples; its ranges are sampled so
 /// sparsely that few are seen from two node sets, so `shared_sample_share` stays low for seconds.
 fn spans_shared_pool(pl: &Planner<'_>, pid: u32) -> bool {
-    let (compact, judged) = slice_counts(pl, pid);
+    let (compact, judged) = slice_counts(pl.model, pid);
     judged > 0 && compact * 2 < judged
-}
-
-/// [`slice_shaped`] from the model alone (the planner computes it once per process: `Planner::sliced`).
-pub(crate) fn slice_shaped_in(m: &numapilot_model::Model, pid: u32) -> bool {
-    let (compact, judged) = slice_counts_in(m, pid);
-    judged > 0 && compact * 2 >= judged
-}
-
-fn slice_counts(pl: &Planner<'_>, pid: u32) -> (usize, usize) {
-    slice_counts_in(pl.model, pid)
 }
 
 /// Of `pid`'s threads with at least two sampled hot ranges (`judged`), how many have them within
 /// twice the process's memory per thread plus two ranges' length (`compact`).
-fn slice_counts_in(m: &numapilot_model::Model, pid: u32) -> (usize, usize) {
+fn slice_counts(m: &numapilot_model::Model, pid: u32) -> (usize, usize) {
     let Some(p) = m.procs.get(&pid) else { return (0, 0) };
     let slice = p.rss_bytes / p.tids.len().max(1) as u64;
     let (mut compact, mut judged) = (0usize, 0usize);
@@ -527,7 +518,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     // allowance against AutoNUMA's 1.81 M); it moves under the shared budget.
     let young: Vec<u32> = pl.young_budget.keys().copied().collect();
     for pid in young {
-        if slice_shaped(pl, pid) {
+        if slice_shaped(pl.model, pid) {
             pl.young_slices.insert(pid);
         } else {
             pl.young_budget.insert(pid, 0);

@@ -319,7 +319,7 @@ impl<'m> Planner<'m> {
             .iter()
             .copied()
             .filter(|pid| model.procs[pid].class == ProcessClass::StaticLarge)
-            .filter(|&pid| super::memory::slice_shaped_in(model, pid))
+            .filter(|&pid| super::memory::slice_shaped(model, pid))
             .collect();
         p.build_units();
         p.build_capacity();
@@ -661,7 +661,7 @@ impl<'m> Planner<'m> {
     /// CPU beyond capacity and slack), when that is more than nothing but at most what its accesses
     /// there are worth: CPU x access share on `i` x `remote_access_cost` (the time its threads would
     /// lose to remote memory elsewhere). Its memory must fit. `None` when `u` has room there or
-    /// locality does not pay for the overload.
+    /// locality does not pay for the overload (asked only where `has_room` said no).
     ///
     /// The units not placed yet that run on `i` now count as there: placed after this one (they are
     /// lighter), they stay where they are when nothing has room for them, and an overload allowed
@@ -1168,8 +1168,9 @@ impl<'m> Planner<'m> {
                     skipped.push(self.bottleneck_why(i));
                     continue;
                 }
-                let over = self.locality_pays(i, u);
-                if self.has_room(i, u.cpu, u.tasks.len(), u.mem) || over.is_some() {
+                let room = self.has_room(i, u.cpu, u.tasks.len(), u.mem);
+                let over = if room { None } else { self.locality_pays(i, u) };
+                if room || over.is_some() {
                     let (rule, mut detail) = if skipped.is_empty() && i == c.order[0] {
                         (c.rule, format!("{}{}: {}", u.label, class_note, c.why))
                     } else {
