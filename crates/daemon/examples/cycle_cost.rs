@@ -4,14 +4,16 @@
 //!
 //! ```text
 //!   cargo run --release -p numapilot-daemon --example cycle_cost -- \
-//!       [--procs 1000] [--threads 10] [--spinners 20] [--duty 5] [--cycles 20] [--interval-ms 1000] [--signals 1]
+//!       [--procs 1000] [--threads 10] [--spinners 20] [--duty 5] [--cycles 20] [--warmup 3] [--interval-ms 1000] [--signals 1]
 //!       [--numad-seconds 0] [--record FILE] [--daemon-seconds 0 [--idle-max-ms 15000] [--daemon-warmup 10]]
 //!   cargo run --release -p numapilot-daemon --example cycle_cost -- --replay FILE [--reps 5]
 //! ```
 //!
 //! The load is this example's own binary started again as children (`--child sleep|spin`): each
 //! child has `--threads` threads; a spinning child's main thread is busy `--duty` percent of each
-//! 100 ms and sleeps the rest. Per measured cycle (after 3 warm-up cycles) it prints the wall time
+//! 100 ms and sleeps the rest. Per measured cycle (after `--warmup` cycles, default 3; the steady state
+//! of a long-running daemon needs 35: from the 31st cycle a process idle since the start has its
+//! stat read one cycle in four, `TierOptions::idle_after_cycles`) it prints the wall time
 //! of observe (`LiveHost::sample`) and of model + plan (`Model::update` + `Policy::decide`), the
 //! CPU time this process used in the cycle (all its threads, `getrusage`), and how many processes
 //! the tiers read; then means, the worst cycle, CPU as a share of one core at the interval, and the
@@ -189,12 +191,13 @@ fn main() {
     let mut policy = Adaptive::new();
 
     let mut rows = Vec::new();
-    for c in 0..cycles + 3 {
+    let warmup = arg(&args, "--warmup", 3);
+    for c in 0..cycles + warmup {
         let start = Instant::now();
         let cpu0 = cpu_ns();
         let sample = host.sample().expect("sample");
         let observed = start.elapsed();
-        if let (Some(w), true) = (record.as_mut(), c >= 3) {
+        if let (Some(w), true) = (record.as_mut(), c >= warmup) {
             serde_json::to_writer(&mut *w, &sample).expect("write the recording");
             w.write_all(b"\n").expect("write the recording");
         }
@@ -205,14 +208,15 @@ fn main() {
         let cpu = cpu_ns() - cpu0;
         let st = host.tier_stats();
         let sc = host.signal_cost();
-        if c >= 3 {
+        if c >= warmup {
             println!(
                 "cycle {:>3}: wall {:>6.1} ms (observe {:>5.1}, model+plan {:>5.1}), cpu {:>6.1} ms (observe {:>5.1}, \
                  of it signals {:>5.1} wall), observe phases (wall): system {:.1}, stat pass {:.1}, details {:.1}, \
                  assemble {:.1}; (cpu): stat pass {:.1}, details {:.1}, assemble {:.1}; signals: sockets {:.1} wall \
                  {:.1} cpu over {} fd dirs ({} links), maps {:.1} wall {:.1} cpu over {} procs ({} lines), drain {:.1}; {} procs / {} threads, \
-                 threads read {}, numa_maps read {} ({} refreshes, {} MB RSS, {} refreshes wait), {} actions planned",
-                c - 3,
+                 stats carried (long idle) {}, threads read {}, numa_maps read {} ({} refreshes, {} MB RSS, {} refreshes wait), \
+                 {} actions planned",
+                c - warmup,
                 wall.as_secs_f64() * 1e3,
                 observed.as_secs_f64() * 1e3,
                 (wall - observed).as_secs_f64() * 1e3,
@@ -237,6 +241,7 @@ fn main() {
                 sc.drain_ns as f64 / 1e6,
                 st.processes,
                 st.threads,
+                st.stat_rested,
                 st.threads_read,
                 st.maps_read,
                 st.maps_refreshed,

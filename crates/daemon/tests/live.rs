@@ -222,6 +222,17 @@ fn child_entry() {
             println!("renamed");
             sleep_forever()
         }
+        "nap" => {
+            // Prints "ready", then blocks opening the FIFO NP_FLAG for reading (no CPU at all until
+            // a writer opens it), then burns CPU.
+            let fifo = std::env::var("NP_FLAG").unwrap();
+            ready();
+            let _f = std::fs::File::open(&fifo).unwrap();
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+        }
         "wake" => {
             // This thread burns CPU; a second thread prints "worker TID", then blocks opening the
             // FIFO NP_FLAG for reading (no wake-up at all until a writer opens it), then burns
@@ -971,6 +982,82 @@ fn a_thread_that_starts_running_in_a_busy_process_is_read_the_next_cycle() {
         w2.stat.cpu_ticks()
     );
     kid.kill();
+}
+
+/// A process whose CPU ticks have not moved for `idle_after_cycles` (2 here) has its stat read
+/// one cycle in `idle_stat_every` (3 here: cycles with (pid + cycle) % 3 == 0); the other cycles
+/// carry its last read. Expected: a napping child is woken just before a cycle that is not its
+/// turn and burns 3 ticks; that cycle and the next still show its old ticks, its turn shows the new
+/// ones, and from then on (it is busy) every cycle reads it, its turn or not. A long-idle process
+/// that exits leaves the next sample, its turn or not (the listing of /proc says so). Fails if
+/// idle processes are read every cycle (the woken child would show on a cycle not its turn), if
+/// a busy one rests, or if a resting one outlives its exit.
+#[test]
+fn a_long_idle_process_is_read_on_its_turn_and_every_cycle_once_it_runs() {
+    let (_d, state) = tmp_state("rest");
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.stale_cycles = 1 << 40;
+    tuning.tiers.idle_after_cycles = 2;
+    tuning.tiers.idle_stat_every = 3;
+    let o = LiveOptions { state_path: state.clone(), ..LiveOptions::default() };
+    let mut host = LiveHost::open_with(topo(), o, tuning).unwrap().0;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut napper = Kid::spawn("nap", &[("NP_FLAG", fifo.display().to_string())]);
+    napper.line("ready");
+    let mut sleeper = Kid::spawn("sleep", &[]);
+    sleeper.line("ready");
+    let (pid, spid) = (u64::from(napper.pid()), sleeper.pid());
+    let ticks_in =
+        |s: &numapilot_observe::Sample| s.process(pid as u32).expect("the napper is sampled").stat.cpu_ticks();
+    // The observer counts its cycles from 1; so do we.
+    let mut cycle = 0u64;
+    let mut sample = |host: &mut LiveHost| {
+        cycle += 1;
+        (cycle, host.sample().unwrap())
+    };
+    // Idle cycles until the napper's ticks have stood still for 2 cycles (the start-up's last
+    // ticks may still show) and the next cycle is not its turn, nor the one after.
+    let (mut last, mut still_since) = (u64::MAX, 0u64);
+    loop {
+        let (c, s) = sample(&mut host);
+        assert!(c < 100, "the napper never stood still");
+        let t = ticks_in(&s);
+        if t != last {
+            (last, still_since) = (t, c);
+        }
+        if c - still_since >= 3 && (pid + c + 1) % 3 == 1 {
+            break;
+        }
+    }
+    // Wake it: opening the write end completes its open; then it spins.
+    let _w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    wait_ticks(pid as u32, 3);
+    let (c1, s1) = sample(&mut host);
+    let (c2, s2) = sample(&mut host);
+    assert_ne!((pid + c1) % 3, 0);
+    assert_ne!((pid + c2) % 3, 0);
+    assert_eq!(ticks_in(&s1), last, "cycle {c1} is not the napper's turn: its stat is carried");
+    assert_eq!(ticks_in(&s2), last, "cycle {c2} is not the napper's turn: its stat is carried");
+    assert!(host.tier_stats().stat_rested >= 2, "{:?}", host.tier_stats());
+    let (c3, s3) = sample(&mut host);
+    assert_eq!((pid + c3) % 3, 0);
+    let woke = ticks_in(&s3);
+    assert!(woke >= last + 3, "its turn (cycle {c3}) reads it: {last} -> {woke} ticks");
+    // Busy now: read every cycle.
+    wait_ticks(pid as u32, 2);
+    let (c4, s4) = sample(&mut host);
+    assert_ne!((pid + c4) % 3, 0);
+    assert!(ticks_in(&s4) >= woke + 2, "a busy process is read every cycle (cycle {c4})");
+    // The sleeper is long idle; kill it and it leaves the next sample, whatever its turn.
+    assert!(s4.process(spid).is_some());
+    sleeper.kill();
+    let (_, s5) = sample(&mut host);
+    assert!(s5.process(spid).is_none(), "an exited idle process leaves the sample");
+    napper.kill();
 }
 
 /// The observation split over two threads (the stat pass above `PARALLEL_STAT_FROM` kept files,
