@@ -1060,6 +1060,37 @@ fn a_long_idle_process_is_read_on_its_turn_and_every_cycle_once_it_runs() {
     napper.kill();
 }
 
+/// The staleness round sees a `taskset` on a sleeping process: with `stale_cycles` 2, within two
+/// cycles of narrowing one worker thread's mask the sample shows the new mask on that thread (the
+/// round carries the stat of threads whose schedstat stood still, `carry_idle_threads`, but reads
+/// every mask). Fails if the round stops reading masks or never comes.
+#[test]
+fn the_staleness_round_sees_a_sleeping_process_narrow_a_thread_mask() {
+    let (_d, state) = tmp_state("round");
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.stale_cycles = 2;
+    let o = LiveOptions { state_path: state.clone(), ..LiveOptions::default() };
+    let mut host = LiveHost::open_with(topo(), o, tuning).unwrap().0;
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let pid = kid.pid();
+    for _ in 0..3 {
+        host.sample().unwrap();
+    }
+    let tids = numapilot_actuate::list_threads(pid).unwrap().unwrap();
+    let worker = *tids.iter().find(|&&t| t != pid).expect("a worker thread");
+    let all = sched_getaffinity(worker as i32).unwrap();
+    let one: CpuSet = std::iter::once(all.first().unwrap()).collect();
+    assert!(one != all, "needs two CPUs");
+    numapilot_actuate::sched_setaffinity(worker as i32, &one).unwrap();
+    let mask = |s: &numapilot_observe::Sample| {
+        s.process(pid).unwrap().threads.iter().find(|t| t.tid == worker).unwrap().cpus_allowed.as_ref().clone()
+    };
+    let (s1, s2) = (host.sample().unwrap(), host.sample().unwrap());
+    assert!(mask(&s1) == one || mask(&s2) == one, "the round re-reads the sleeping process's masks");
+    kid.kill();
+}
+
 /// The observation split over two threads (the stat pass above `PARALLEL_STAT_FROM` kept files,
 /// the detail reads) gives the sample one thread gives: 150 sleeping children (4 threads and the
 /// test harness's each)

@@ -20,8 +20,8 @@
 //!   threads tier     new process, or its CPU ticks moved >= detail_min_ticks since its threads were
 //!                    read, or its turn in the staleness round (pid % stale_cycles)
 //!                        -> task/TID/{stat,schedstat} (+ sched with balancing), affinity;
-//!                    when only its ticks moved, a thread (not the leader) whose schedstat has not
-//!                    moved keeps its last stat (carry_idle_threads)
+//!                    unless new or refreshed, a thread (not the leader) whose schedstat has not
+//!                    moved keeps its last stat (carry_idle_threads); its mask is read anyway
 //!   both tiers       the cycle after the daemon changed the process (`refresh`)
 //!   numa_maps tier   new, or numa_maps older than numa_maps_ms and RSS >= numa_maps_min_rss_kb,
 //!                    or RSS moved >= rss_change_kb since numa_maps was read, or older than
@@ -173,14 +173,17 @@ pub struct TierOptions {
     /// thread only. What it prevents: a cycle's wall time being the sum of 1,000 file reads on one
     /// CPU while another is idle. What is read, and so the sample, does not depend on it.
     pub threads: usize,
-    /// In a process whose threads are read because its CPU ticks moved, keep the `stat` of each
+    /// In a process whose threads are read because its CPU ticks moved or in the staleness round,
+    /// keep the `stat` of each
     /// thread (other than the leader) whose schedstat shows it has not run since its last read,
     /// instead of reading the file again ([`Reader::read_processes_since`] says exactly what is
     /// kept). Default true. Source: a busy process is mostly one or a few busy threads beside
     /// idle ones (the cost benchmark: 1 of 10); the stat file is the larger of a thread's two
     /// always-read files. What it prevents: re-reading the stat of every idle worker of a busy
-    /// process every cycle. New processes, the staleness round and `refresh` still read every
-    /// thread in full.
+    /// process every cycle, and the stat of every thread of the ~1/60 of all processes in each
+    /// cycle's staleness round (the round is for affinity and cpuset changes: each thread's mask
+    /// is still read, with `sched_getaffinity`, and the leader's status in full). New processes
+    /// and `refresh` still read every thread in full.
     pub carry_idle_threads: bool,
 }
 
@@ -766,7 +769,7 @@ impl TieredObserver {
                 || age >= maps_ns.saturating_mul(small_every);
             if maps && !new && !refresh {
                 // A refresh by age, RSS change or policy: read within the cycle's budget, oldest first.
-                deferrable.push(Refresh { age, pid, rss_kb, threads, since: carry && !stale_turn });
+                deferrable.push(Refresh { age, pid, rss_kb, threads, since: carry });
                 stats_now.insert(pid, st);
                 continue;
             }
@@ -780,7 +783,7 @@ impl TieredObserver {
                 (true, true) => want_both.push(pid),
                 (true, false) => {
                     want_threads.push(pid);
-                    since.push(carry && !new && !refresh && !stale_turn);
+                    since.push(carry && !new && !refresh);
                 }
                 (false, true) => want_maps.push(pid),
                 (false, false) => carried.push(pid),
