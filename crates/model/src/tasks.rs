@@ -41,6 +41,11 @@
 //!         or every thread: CPUs(mems_allowed nodes) not within cpus_allowed   (taskset, cpuset)
 //! ```
 //!
+//! * Carried reads: the live observer hands a process that did not run with its threads' last
+//!   read (same counters, same read time). Such a thread gets rate 0 and no run delay; once its
+//!   view shows exactly that (and no samples), later carried reads leave the view untouched while
+//!   the process's memory per node is unchanged: a steady cycle of 1,000 mostly idle processes
+//!   costs a hash lookup per idle thread, not a rebuilt view.
 //! * Identity: a pid whose start time changed is a new process, a tid whose thread start time
 //!   changed a new thread: the history is reset and the key is reported in `History::reborn` so the
 //!   affinity graph and the groups forget the old task's relations.
@@ -238,6 +243,14 @@ pub(crate) struct ThreadHist {
     /// `History::generation` of the last update that saw this thread: the history is updated in
     /// place and what an update did not see is dropped at its end (no map rebuilt per update).
     seen: u64,
+    /// The view the last update made is what a carried read makes again: no CPU over the period,
+    /// no run delay, shares from residency or fault counts (not samples), no hot range. With the
+    /// same read again (`read_ns` unchanged: the observer carried the thread) and its process's
+    /// memory per node unchanged, the update leaves the view as it is (see `update`).
+    settled: bool,
+    /// Whether its allowed CPUs are narrower than its allowed nodes' CPUs (for `pinned`), as of
+    /// `read_ns`.
+    narrow: bool,
 }
 
 impl ThreadHist {
@@ -535,6 +548,10 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             .map(|kb| kb.saturating_mul(1024))
             .unwrap_or_else(|| mem.iter().fold(0, |a, &b| a.saturating_add(b)));
 
+        // A carried thread whose view is settled is left as it is, when the memory its shares may
+        // come from is the memory of the last update.
+        let mem_same = old_proc.is_some_and(|o| o.mem_by_node == mem);
+
         // Threads.
         let mut tids = Vec::with_capacity(p.threads.len());
         let mut cpu_sum = 0.0;
@@ -549,13 +566,25 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 hist.reborn.insert(key);
             }
             let mut th = th.filter(|_| same);
+            let read_ns = if p.read_ns != 0 { p.read_ns } else { sample.monotonic_ns };
+            // The live observer carries the threads of a process that did not run (most of them,
+            // most cycles): the same counters again give a rate of 0 over no interval, and a
+            // settled view is then exactly what it was. The update costs a lookup for such a thread.
+            if let Some(h) = th.as_mut() {
+                if h.settled && h.read_ns == read_ns && mem_same && h.hot.is_empty() && acc.task(key).is_empty() {
+                    h.seen = generation;
+                    all_narrow &= h.narrow;
+                    tids.push(t.tid);
+                    tasks_kept += 1;
+                    continue;
+                }
+            }
             let mut thread_hot = th.as_mut().map(|h| std::mem::take(&mut h.hot)).unwrap_or_default();
             let rows = acc.task(key);
             let new = rows.iter().map(|r| (r.bucket, (r.count, r.node)));
             let hot = update_hot(&mut thread_hot, hot_decay, tun.coaccess_bucket_shift, new);
             let mut slot = tasks_map.get_mut(&key);
             let old = slot.as_deref().filter(|_| same);
-            let read_ns = if p.read_ns != 0 { p.read_ns } else { sample.monotonic_ns };
             let ticks = t.stat.cpu_ticks();
             let run_ns = t.schedstat.map(|s| s.run_ns);
             let wait_ns = t.schedstat.map(|s| s.wait_ns);
@@ -617,7 +646,9 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 (v, AccessSource::Residency, 0)
             };
 
-            all_narrow &= narrow.narrower(topo, &t.cpus_allowed, &t.mems_allowed);
+            let thread_narrow = narrow.narrower(topo, &t.cpus_allowed, &t.mems_allowed);
+            all_narrow &= thread_narrow;
+            let settled = cpu_rate == 0.0 && run_delay.is_none() && source != AccessSource::Samples && hot.is_empty();
             cpu_sum += cpu_rate;
             if cpu_rate > 0.0 {
                 running += 1;
@@ -673,6 +704,8 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 last_sampled_ns,
                 hot: thread_hot,
                 seen: generation,
+                settled,
+                narrow: thread_narrow,
             };
             match th {
                 Some(h) => *h = new_hist,

@@ -384,3 +384,44 @@ fn hot_ranges_decay_and_are_dropped() {
         assert!(m.procs[&10].hot.iter().all(|h| h.len == 2 << 20));
     }
 }
+
+/// The live observer carries a process that did not run: the same thread counters again, under
+/// the `read_ns` of their read. Worked by hand (process 30, 3 GiB on node 0 and 1 GiB on node 1):
+/// at 0 s and 1 s thread 31 is read (0.5 s of CPU, 0.1 s of delay over 1 s: rate 0.5, delay 0.1);
+/// at 2 s and 3 s the same read is carried (rate 0 over no interval, no delay, shares 0.75 /
+/// 0.25; the view of 3 s equals that of 2 s); at 4 s still carried but numa_maps moved the memory
+/// to 1 GiB / 3 GiB (shares 0.25 / 0.75: a settled view follows its process's memory); at 5 s it
+/// is read again with 0.8 s more CPU since its read at 1 s (rate 0.8 / 4 = 0.2: the carried
+/// updates kept the counters of 1 s). Fails if a carried read is given a rate, if a settled view
+/// misses a memory change, or if the carried updates lose the counters' time.
+#[test]
+fn carried_reads_settle_follow_memory_and_keep_the_counters_time() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let at = |t: u64, read: u64, run: u64, wait: u64, mem: [u64; 2]| {
+        let mut s = Sb::new(&topo, t * SEC).proc(30, 100, "app", &mem).thread(30, 31, run, wait, 1).build();
+        s.processes[0].read_ns = read * SEC;
+        s
+    };
+    let first = [3 * GIB, GIB];
+    m.update(&at(0, 0, 1_000_000_000, 0, first));
+    m.update(&at(1, 1, 1_500_000_000, 100_000_000, first));
+    let t = &m.tasks[&key(30, 31)];
+    assert!((t.cpu_rate - 0.5).abs() < 1e-12 && (t.run_delay.unwrap() - 0.1).abs() < 1e-12, "{t:?}");
+    m.update(&at(2, 1, 1_500_000_000, 100_000_000, first));
+    let carried = m.tasks[&key(30, 31)].clone();
+    assert_eq!(carried.cpu_rate, 0.0);
+    assert_eq!(carried.run_delay, None);
+    assert_eq!(carried.access, vec![0.75, 0.25]);
+    assert_eq!(m.procs[&30].cpu_rate, 0.0);
+    m.update(&at(3, 1, 1_500_000_000, 100_000_000, first));
+    assert_eq!(m.tasks[&key(30, 31)], carried, "a carried read leaves a settled view as it was");
+    assert_eq!(m.procs[&30].tids, vec![31]);
+    m.update(&at(4, 1, 1_500_000_000, 100_000_000, [GIB, 3 * GIB]));
+    assert_eq!(m.tasks[&key(30, 31)].access, vec![0.25, 0.75], "the shares follow the process's memory");
+    m.update(&at(5, 5, 2_300_000_000, 100_000_000, [GIB, 3 * GIB]));
+    let t = &m.tasks[&key(30, 31)];
+    assert!((t.cpu_rate - 0.2).abs() < 1e-12, "0.8 s of CPU over the 4 s since the read at 1 s: {t:?}");
+    assert_eq!(t.run_delay, Some(0.0));
+    assert_eq!(t.first_seen_ns, 0);
+}
