@@ -203,6 +203,8 @@ fn main() {
         }
         let observe_cpu = cpu_ns() - cpu0;
         model.update(&sample);
+        // As `Engine::step` does: the carried processes' details go back to the observer.
+        host.recycle(sample);
         let plan = policy.decide(&model);
         let wall = start.elapsed();
         let cpu = cpu_ns() - cpu0;
@@ -356,10 +358,10 @@ fn ab(topo: &Topology, opts: LiveOptions, tuning: LiveTuning, cycles: u64, inter
             let observed = t0.elapsed();
             let observe_cpu = cpu_ns() - cpu0;
             model.update(&sample);
+            host.recycle(sample);
             let _plan = policy.decide(model);
             let wall = t0.elapsed();
             let cpu = cpu_ns() - cpu0;
-            drop(sample);
             if c >= 3 {
                 rows.push((
                     wall.as_secs_f64() * 1e3,
@@ -636,6 +638,10 @@ impl Host for Counted {
 
     fn apply(&mut self, action: &numapilot_policy::Action) -> numapilot_policy::Outcome {
         self.inner.apply(action)
+    }
+
+    fn recycle(&mut self, sample: numapilot_observe::Sample) {
+        self.inner.recycle(sample);
     }
 }
 

@@ -291,7 +291,7 @@ fn child_entry() {
             let (mut host, _) =
                 LiveHost::open(topo, LiveOptions { state_path: state, ..LiveOptions::default() }).unwrap();
             println!("refusal {}", host.refusal().unwrap_or("none"));
-            let s = host.sample().unwrap();
+            let s = observe(&mut host);
             println!("sampled {}", s.processes.len());
             let target = TaskRef { pid, tid: None, starttime: read_starttime(pid).unwrap() };
             let cpus = sched_getaffinity(pid as i32).unwrap();
@@ -337,6 +337,15 @@ fn host_without_staleness_round(state: &Path) -> LiveHost {
     tuning.tiers.stale_cycles = 1 << 40;
     let o = LiveOptions { state_path: state.to_path_buf(), ..LiveOptions::default() };
     LiveHost::open_with(topo(), o, tuning).unwrap().0
+}
+
+/// One observation, given back to the host afterwards as the daemon's engine does
+/// (`Host::recycle`: the carried processes' details return to the observer); the caller keeps a
+/// copy to look at.
+fn observe(host: &mut LiveHost) -> numapilot_observe::Sample {
+    let s = host.sample().unwrap();
+    host.recycle(s.clone());
+    s
 }
 
 /// When each child's numa_maps was last read, ns.
@@ -456,7 +465,7 @@ fn the_daemon_never_samples_or_touches_itself() {
     assert!(refused(&o).contains("numapilot itself"), "{o:?}");
     assert!(host.touched().is_empty());
     for _ in 0..2 {
-        let s = host.sample().unwrap();
+        let s = observe(&mut host);
         assert!(s.process(std::process::id()).is_none(), "the daemon's own process was sampled");
         assert!(!s.processes.is_empty(), "other processes are");
     }
@@ -484,12 +493,12 @@ fn a_renamed_process_is_reclassified_and_a_dropped_policy_is_seen() {
     kid.line("ready");
     let (_d, state) = tmp_state("rename");
     let mut host = host_with(&state, |o| o.exclude_comm = vec!["np-first".into()]);
-    let s = host.sample().unwrap();
+    let s = observe(&mut host);
     assert!(s.process(kid.pid()).is_none(), "excluded by its first name");
     // A host that sees it unexcluded from the start: its numa_maps shows the BIND.
     let (_d2, state2) = tmp_state("rename2");
     let mut other = host_with(&state2, |_| {});
-    let s = other.sample().unwrap();
+    let s = observe(&mut other);
     let kid_pid = kid.pid();
     let bound = |s: &numapilot_observe::Sample| {
         let p = s.process(kid_pid).expect("the busy child is sampled");
@@ -505,13 +514,13 @@ fn a_renamed_process_is_reclassified_and_a_dropped_policy_is_seen() {
     // Let the child's CPU ticks move, then the other host samples it again: same name, so only the
     // policy re-check can see the change (numa_maps was read under a second ago).
     wait_ticks(kid_pid, 2);
-    let s = other.sample().unwrap();
+    let s = observe(&mut other);
     assert!(!bound(&s), "the dropped policy is still shown: numa_maps was not re-read");
-    assert!(host.sample().unwrap().process(kid.pid()).is_none(), "still excluded by its first name");
+    assert!(observe(&mut host).process(kid.pid()).is_none(), "still excluded by its first name");
 
     std::fs::write(dir.path().join("go2"), b"").unwrap();
     kid.line("renamed");
-    let s = host.sample().unwrap();
+    let s = observe(&mut host);
     let p = s.process(kid.pid()).expect("renamed to a name that is not excluded: in the sample");
     assert_eq!(p.comm, "np-second");
     let tids = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
@@ -527,7 +536,7 @@ fn kernel_threads_are_refused() {
     let target = TaskRef { pid: 2, tid: None, starttime: read_starttime(2).unwrap() };
     let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: topo().online_cpus() }));
     assert!(refused(&o).contains("kernel thread"), "{o:?}");
-    let s = host.sample().unwrap();
+    let s = observe(&mut host);
     assert!(s.process(2).is_none(), "kernel threads are not in the sample");
 }
 
@@ -544,7 +553,7 @@ fn exclusions_by_comm_pid_and_cgroup() {
     let mut by_comm = host_with(&state, |o| o.exclude_comm = vec!["np-excluded".into()]);
     let o = by_comm.apply(&action(target, set.clone()));
     assert!(refused(&o).contains("'np-excluded' is excluded"), "{o:?}");
-    let s = by_comm.sample().unwrap();
+    let s = observe(&mut by_comm);
     assert!(s.process(kid.pid()).is_none(), "excluded processes are not read");
     assert!(s.process(std::process::id()).is_none(), "the daemon's own process never is");
 
@@ -889,7 +898,7 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
         ],
     );
     busy.line("ready");
-    let s1 = host.sample().unwrap();
+    let s1 = observe(&mut host);
     let first = host.tier_stats();
     assert_eq!(first.threads_read, first.processes, "the first sample reads every process in full");
     let p1 = s1.process(kid.pid()).expect("the child is sampled").clone();
@@ -899,7 +908,7 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     assert!(p1.numa_maps.is_none(), "numa_maps only for processes with an explicit policy");
     // Let the busy child's tick count move, then sample again.
     wait_ticks(busy.pid(), 2);
-    let s2 = host.sample().unwrap();
+    let s2 = observe(&mut host);
     let second = host.tier_stats();
     assert!(second.threads_read < second.processes, "idle processes are carried, not re-read: {second:?}");
     let p2 = s2.process(kid.pid()).unwrap();
@@ -910,10 +919,39 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     assert!(b2.read_ns > b1.read_ns, "the busy child was re-read");
     let pid = kid.pid();
     kid.kill();
-    let s3 = host.sample().unwrap();
+    let s3 = observe(&mut host);
     assert!(s3.process(pid).is_none(), "an exited process leaves the sample");
     assert!(s3.process(busy.pid()).is_some());
     busy.kill();
+}
+
+/// The carried processes' details are moved into the sample and come back with `recycle`. A
+/// sample that is not given back costs a full read of what it carried, never a wrong or missing
+/// process: expected, for a sleeping child, carried in sample 2 (same read time as sample 1), then
+/// with sample 2 dropped instead of recycled, read again in sample 3 (a later read time, the same
+/// threads), and carried again in sample 4 once sample 3 came back. Fails if a lent process that
+/// did not come back goes missing or keeps a stale read, or if recycling stops the carrying.
+#[test]
+fn a_sample_not_given_back_is_read_again_in_full() {
+    let (_d, state) = tmp_state("lend");
+    let mut host = host_without_staleness_round(&state);
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let pid = kid.pid();
+    let s1 = observe(&mut host);
+    let s2 = host.sample().unwrap();
+    let read = |s: &numapilot_observe::Sample| s.process(pid).expect("the child is sampled").read_ns;
+    assert_eq!(read(&s2), read(&s1), "an idle process is carried");
+    drop(s2);
+    let s3 = observe(&mut host);
+    assert!(read(&s3) > read(&s1), "what was lent and not given back is read again");
+    let tids =
+        |s: &numapilot_observe::Sample| s.process(pid).unwrap().threads.iter().map(|t| t.tid).collect::<Vec<_>>();
+    assert_eq!(tids(&s3), tids(&s1));
+    let s4 = observe(&mut host);
+    assert_eq!(read(&s4), read(&s3), "given back, it is carried again");
+    assert_eq!(tids(&s4), tids(&s1));
+    kid.kill();
 }
 
 /// In a busy process, a thread that did not run keeps its stat from the last read (the tier's
@@ -952,12 +990,12 @@ fn a_thread_that_starts_running_in_a_busy_process_is_read_the_next_cycle() {
     let worker = |s: &numapilot_observe::Sample| {
         s.process(pid).unwrap().threads.iter().find(|t| t.tid == tid).expect("the worker thread").clone()
     };
-    let s1 = host.sample().unwrap();
+    let s1 = observe(&mut host);
     // Counted from now, not from s1's stat: the sample carries the stat pass's read, while the
     // threads' read later in the same sample may already have seen the spinning main thread's next
     // ticks (CI once saw no re-read after s1's figure + 2).
     wait_ticks(pid, 2);
-    let s2 = host.sample().unwrap();
+    let s2 = observe(&mut host);
     let (w1, w2) = (worker(&s1), worker(&s2));
     assert!(s2.process(pid).unwrap().read_ns > s1.process(pid).unwrap().read_ns, "the busy child is re-read");
     assert_eq!(w1.stat.cpu_ticks(), w2.stat.cpu_ticks(), "blocked on the FIFO");
@@ -972,7 +1010,7 @@ fn a_thread_that_starts_running_in_a_busy_process_is_read_the_next_cycle() {
     while run_ns() < before + 50_000_000 {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let s3 = host.sample().unwrap();
+    let s3 = observe(&mut host);
     let w3 = worker(&s3);
     assert!(w3.schedstat.unwrap().run_ns >= before + 50_000_000, "{:?} -> {:?}", w2.schedstat, w3.schedstat);
     assert!(
@@ -1017,7 +1055,7 @@ fn a_long_idle_process_is_read_on_its_turn_and_every_cycle_once_it_runs() {
     let mut cycle = 0u64;
     let mut sample = |host: &mut LiveHost| {
         cycle += 1;
-        (cycle, host.sample().unwrap())
+        (cycle, observe(host))
     };
     // Idle cycles until the napper's ticks have stood still for 2 cycles (the start-up's last
     // ticks may still show) and the next cycle is not its turn, nor the one after.
@@ -1075,7 +1113,7 @@ fn the_staleness_round_sees_a_sleeping_process_narrow_a_thread_mask() {
     kid.line("ready");
     let pid = kid.pid();
     for _ in 0..3 {
-        host.sample().unwrap();
+        observe(&mut host);
     }
     let tids = numapilot_actuate::list_threads(pid).unwrap().unwrap();
     let worker = *tids.iter().find(|&&t| t != pid).expect("a worker thread");
@@ -1086,7 +1124,7 @@ fn the_staleness_round_sees_a_sleeping_process_narrow_a_thread_mask() {
     let mask = |s: &numapilot_observe::Sample| {
         s.process(pid).unwrap().threads.iter().find(|t| t.tid == worker).unwrap().cpus_allowed.as_ref().clone()
     };
-    let (s1, s2) = (host.sample().unwrap(), host.sample().unwrap());
+    let (s1, s2) = (observe(&mut host), observe(&mut host));
     assert!(mask(&s1) == one || mask(&s2) == one, "the round re-reads the sleeping process's masks");
     kid.kill();
 }
@@ -1114,7 +1152,7 @@ fn the_two_thread_observation_gives_the_one_thread_sample() {
     };
     let (mut one, mut two) = (open(1, "one"), open(2, "two"));
     for cycle in 0..2 {
-        let (a, b) = (one.sample().unwrap(), two.sample().unwrap());
+        let (a, b) = (observe(&mut one), observe(&mut two));
         assert!(two.tier_stats().open_stat >= PARALLEL_STAT_FROM || cycle == 0, "{:?}", two.tier_stats());
         for s in [&a, &b] {
             for p in &s.processes {
@@ -1157,11 +1195,11 @@ fn numa_maps_age_refreshes_are_spread_over_the_period() {
     let cycle_ms = {
         let o = LiveOptions { state_path: state.with_extension("probe"), ..LiveOptions::default() };
         let (mut probe, _) = LiveHost::open_with(topo(), o, numapilot_daemon::live::LiveTuning::default()).unwrap();
-        probe.sample().unwrap();
+        observe(&mut probe);
         let slowest = (0..2)
             .map(|_| {
                 let t = std::time::Instant::now();
-                probe.sample().unwrap();
+                observe(&mut probe);
                 t.elapsed().as_millis() as u64
             })
             .max()
@@ -1177,14 +1215,14 @@ fn numa_maps_age_refreshes_are_spread_over_the_period() {
     let run_for = std::time::Duration::from_millis(6 * tuning.tiers.numa_maps_ms * 14 / 10);
     let o = LiveOptions { state_path: state, ..LiveOptions::default() };
     let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
-    host.sample().unwrap();
+    observe(&mut host);
     let read_at = |h: &LiveHost| maps_read_at(h, &kids);
     let mut last = read_at(&host);
     let start = std::time::Instant::now();
     let (mut per_cycle, mut refreshed) = (Vec::new(), std::collections::BTreeSet::new());
     while start.elapsed() < run_for {
         std::thread::sleep(std::time::Duration::from_millis(40));
-        host.sample().unwrap();
+        observe(&mut host);
         let now = read_at(&host);
         let moved: Vec<usize> = (0..kids.len()).filter(|&i| now[i] != last[i]).collect();
         per_cycle.push(moved.len());
@@ -1224,14 +1262,14 @@ fn idle_small_processes_have_numa_maps_re_read_less_often() {
         tuning.tiers.stale_cycles = 1 << 40;
         let o = LiveOptions { state_path: state, ..LiveOptions::default() };
         let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
-        host.sample().unwrap();
+        observe(&mut host);
         let read_at = |h: &LiveHost| maps_read_at(h, &kids);
         let mut last = read_at(&host);
         let mut count = vec![0usize; kids.len()];
         let start = std::time::Instant::now();
         while start.elapsed() < std::time::Duration::from_millis(2000) {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            host.sample().unwrap();
+            observe(&mut host);
             let now = read_at(&host);
             for i in 0..kids.len() {
                 if now[i] != last[i] {
@@ -1270,13 +1308,13 @@ fn numa_maps_refreshes_per_cycle_stay_within_the_budget() {
     tuning.tiers.numa_maps_kb_per_cycle = 1;
     let o = LiveOptions { state_path: state, ..LiveOptions::default() };
     let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
-    host.sample().unwrap();
+    observe(&mut host);
     // Every child's first read is dated back by at most one period: all are due after it.
     std::thread::sleep(std::time::Duration::from_millis(700));
     let mut last = maps_read_at(&host, &kids);
     let mut deferred = 0;
     for cycle in 0..10 {
-        host.sample().unwrap();
+        observe(&mut host);
         let st = host.tier_stats();
         assert!(st.maps_refreshed <= 1, "cycle {cycle}: {st:?}");
         deferred = deferred.max(st.maps_deferred);
@@ -1304,22 +1342,22 @@ fn a_changed_process_is_re_read_on_the_next_cycle() {
     // The child still runs for a moment after its "ready" line (the write, then the call that
     // blocks): a sample taken then sees its CPU time move and reads it again (1 run in 6 failed
     // here). Let it settle: first look, 100 ms, then the two samples compared.
-    host.sample().unwrap();
+    observe(&mut host);
     std::thread::sleep(std::time::Duration::from_millis(100));
-    let s1 = host.sample().unwrap();
+    let s1 = observe(&mut host);
     let p1 = s1.process(kid.pid()).expect("sampled").clone();
-    let s2 = host.sample().unwrap();
+    let s2 = observe(&mut host);
     assert_eq!(s2.process(kid.pid()).unwrap().read_ns, p1.read_ns, "an idle process is carried");
     let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
     assert_eq!(o, Outcome::Applied { pages_moved: 0 });
-    let s3 = host.sample().unwrap();
+    let s3 = observe(&mut host);
     let p3 = s3.process(kid.pid()).unwrap();
     assert!(p3.read_ns > p1.read_ns, "the changed process was not re-read");
     for th in &p3.threads {
         assert_eq!(*th.cpus_allowed, cpus, "thread {} shows a stale mask", th.tid);
     }
     // Only once: the cycle after, it is carried again.
-    let s4 = host.sample().unwrap();
+    let s4 = observe(&mut host);
     assert_eq!(s4.process(kid.pid()).unwrap().read_ns, p3.read_ns);
     host.restore_all();
     kid.kill();
@@ -1356,10 +1394,10 @@ fn signal_scans_cover_busy_or_large_processes_only() {
         ],
     );
     busy.line("ready");
-    let s = host.sample().unwrap();
+    let s = observe(&mut host);
     assert!(host.scan_pids().contains(&idle.pid()), "first seen: scanned once");
     wait_ticks(busy.pid(), 2);
-    let s2 = host.sample().unwrap();
+    let s2 = observe(&mut host);
     let scan = host.scan_pids();
     assert!(scan.contains(&busy.pid()), "{scan:?}");
     assert!(!scan.contains(&idle.pid()), "an idle 1-MiB sleeper is not scanned: {scan:?}");
@@ -1433,7 +1471,7 @@ fn an_exited_process_leaves_no_record_and_no_cgroup_behind() {
     let child: u32 = kid.line("child").parse().unwrap();
     assert_eq!(h.cgroup_of(child).unwrap().unwrap(), made, "the child inherited the cgroup");
     kid.kill();
-    host.sample().unwrap();
+    observe(&mut host);
     assert!(host.touched().is_empty(), "the exited process is still on record");
     assert!(Originals::load(&state).unwrap().unwrap().processes.is_empty(), "and in the state file");
     assert!(!h.dir(&made).exists(), "its cgroup {made} is left behind");

@@ -111,8 +111,10 @@ impl Engine {
     pub fn step(&mut self, host: &mut dyn Host) -> Result<StepReport, HostError> {
         let sample = host.sample()?;
         self.model.update(&sample);
+        let at_ns = sample.monotonic_ns;
+        host.recycle(sample);
         let plan = self.policy.decide(&self.model);
-        let mut report = StepReport { at_ns: sample.monotonic_ns, ..StepReport::default() };
+        let mut report = StepReport { at_ns, ..StepReport::default() };
         if !self.dry_run {
             for action in &plan.actions {
                 let outcome = host.apply(action);

@@ -30,4 +30,13 @@ pub trait Host {
     /// Applies one action. Never fails as a whole: a vanished target, a refusal or pages that could
     /// not move are reported in the [`Outcome`].
     fn apply(&mut self, action: &Action) -> Outcome;
+
+    /// Takes back a sample its user is done with ([`crate::Engine::step`] gives it back right
+    /// after the model's update). A host that keeps parts of its observation between samples
+    /// (the live observer's carried processes) moves them into each sample and back here instead
+    /// of copying them every cycle; a host that is not given the sample back must still produce
+    /// correct samples (it reads again what it lent). Default: the sample is dropped.
+    fn recycle(&mut self, sample: Sample) {
+        drop(sample);
+    }
 }

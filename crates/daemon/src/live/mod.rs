@@ -582,6 +582,10 @@ impl Host for LiveHost {
         Ok(s)
     }
 
+    fn recycle(&mut self, sample: Sample) {
+        self.observer.recycle(sample);
+    }
+
     fn apply(&mut self, action: &Action) -> Outcome {
         if let Some(r) = &self.refusal {
             return Outcome::Refused { message: r.clone() };

@@ -32,7 +32,9 @@
 //!                    refreshes of known processes are read longest unread first within
 //!                    numa_maps_kb_per_cycle of RSS a cycle (the first always), the rest wait
 //!   otherwise        the last read threads and numa_maps are carried forward, with this cycle's
-//!                    process stat and RSS
+//!                    process stat and RSS: moved into the sample, not copied, and given back by
+//!                    `recycle` (`Host::recycle`, after the model's update); what is not given
+//!                    back is read again in full the next cycle
 //!   sample           threads and node_usage of every process; numa_maps only of processes with
 //!                    an explicit memory policy (the model's only use of it is "pinned?")
 //!   signal scans     maps and sockets of the detail pids only: RSS >= numa_maps_min_rss_kb or
@@ -161,8 +163,7 @@ pub struct TierOptions {
     pub max_open_stat: usize,
     /// Threads that read one observation: the stat pass over every pid (with the listing of /proc
     /// beside it) and the detail reads are split over this many threads when they are long enough
-    /// ([`PARALLEL_STAT_FROM`], [`PARALLEL_DETAILS_FROM`]), and the detail reads run beside the copy
-    /// of the carried processes into the sample. Default 2. Source: issue 5's target is
+    /// ([`PARALLEL_STAT_FROM`], [`PARALLEL_DETAILS_FROM`]). Default 2. Source: issue 5's target is
     /// the cycle's wall time, and three quarters of the observation's CPU is the kernel producing
     /// /proc files, which runs on as many CPUs as there are readers. Measured on the 2-CPU
     /// development VM (`cargo run --release -p numapilot-daemon --example cycle_cost -- --ab
@@ -219,13 +220,9 @@ const PARALLEL_FROM: usize = 256;
 pub const PARALLEL_STAT_FROM: usize = 128;
 
 /// Processes whose threads are read in one cycle from which that read is split over
-/// [`TierOptions::threads`] workers in a helper thread, beside the copy of the carried processes.
-/// Default 8, unit processes. Source: a choice; one process of 10 threads costs about 0.2 ms of
-/// reads, a thread start about 0.03 ms. What it prevents: starting threads for a read of one or
-/// two processes. (One helper reading alone, beside the copy, was tried: in two `--ab` runs of the
-/// cost example at load average 10-11 its observation took 0.98-0.99 of one thread's wall time,
-/// against 0.77-1.07, mean 0.88, in six runs with the workers at load average 5-15; weak evidence
-/// on a noisy machine, where each thread is one more share of it.)
+/// [`TierOptions::threads`] workers. Default 8, unit processes. Source: a choice; one process of
+/// 10 threads costs about 0.2 ms of reads, a thread start about 0.03 ms. What it prevents:
+/// starting threads for a read of one or two processes.
 pub const PARALLEL_DETAILS_FROM: usize = 8;
 
 /// What the observer knows of one pid.
@@ -253,8 +250,15 @@ struct Entry {
     /// The last read of its /proc/PID/stat (user and excluded processes), carried on the cycles a
     /// long-idle process rests ([`TierOptions::idle_after_cycles`]).
     stat: Option<TaskStat>,
-    /// The last full details (threads and numa_maps), with `stat`/`rss_kb` of their read.
+    /// The last full details (threads and numa_maps), with `stat`/`rss_kb` of their read (or of
+    /// the last cycle that carried them). `None` while lent to a sample (`lent`).
     last: Option<ProcessSample>,
+    /// `last` is in the sample handed out (moved, not copied); [`TieredObserver::recycle`] puts it
+    /// back. One not given back by the next cycle is read again in full (`refresh`).
+    lent: bool,
+    /// The numa_maps of a lent `last`, kept out of the sample when it shows no explicit policy
+    /// (the model's only use of it): restored by `recycle`.
+    lent_maps: Option<numapilot_observe::parse::numa_maps::NumaMaps>,
     /// Process CPU ticks when the threads were last read.
     detail_ticks: u64,
     /// The cycle its CPU ticks last moved (or it was first seen), its ticks then, its RSS this
@@ -602,10 +606,28 @@ impl TieredObserver {
         }
     }
 
+    /// Takes back a sample this observer produced: the carried processes' details it lent go back
+    /// to their entries (a process whose start time no longer matches is left out; one not given
+    /// back at all is read again in full next cycle). Processes read this cycle were copied into
+    /// the sample and are dropped with it.
+    pub fn recycle(&mut self, sample: Sample) {
+        for mut p in sample.processes {
+            let Some(e) = self.entries.get_mut(&p.pid) else { continue };
+            if !e.lent || e.starttime != p.starttime {
+                continue;
+            }
+            if let Some(m) = e.lent_maps.take() {
+                p.numa_maps = Some(m);
+            }
+            e.last = Some(p);
+            e.lent = false;
+        }
+    }
+
     /// When `pid`'s numa_maps was last read, host time ns, as the tiers count its age (a first
     /// read is dated back: see `stagger`); `None` for a pid the observer does not watch.
     pub fn numa_maps_read_ns(&self, pid: u32) -> Option<u64> {
-        self.entries.get(&pid).filter(|e| e.last.is_some()).map(|e| e.maps_ns)
+        self.entries.get(&pid).filter(|e| e.last.is_some() || e.lent).map(|e| e.maps_ns)
     }
 
     /// The processes of the last sample that can matter to the signal scans (maps, sockets): RSS
@@ -631,6 +653,12 @@ impl TieredObserver {
     pub fn sample(&mut self, opts: &LiveOptions, now_ns: u64) -> Result<Sample, ReadError> {
         self.cycle += 1;
         let cycle = self.cycle;
+        // Lent details that did not come back (the sample was dropped, not recycled): read again.
+        for e in self.entries.values_mut().filter(|e| e.lent) {
+            e.lent = false;
+            e.lent_maps = None;
+            e.refresh = true;
+        }
         let t0 = numapilot_observe::reader::monotonic_ns();
         let mut sample = self.system.sample_of(Some(&[]))?;
         let start = numapilot_observe::reader::monotonic_ns();
@@ -716,6 +744,8 @@ impl TieredObserver {
                     fd: None,
                     stat: None,
                     last: None,
+                    lent: false,
+                    lent_maps: None,
                     detail_ticks: 0,
                     maps_ns: 0,
                     maps_rss_kb: 0,
@@ -811,13 +841,29 @@ impl TieredObserver {
         carried.sort_unstable();
         let t_details = numapilot_observe::reader::monotonic_ns();
         let cpu_details = process_cpu_ns();
-        // Read the chosen details and, at the same time, copy the carried processes (the larger
-        // part of the assembly: a thousand processes of ten threads each) into the sample: the
-        // reads run in a helper thread when there are more than a few (the copy needs nothing they
-        // produce). A steady-state cycle reads a few dozen processes; the first cycle (every
-        // process) spreads over the reader's workers.
-        let entries = &self.entries;
+        // The carried processes (most of them: a thousand processes of ten threads each, most
+        // cycles) go into the sample as their last details moved out of the entries, with this
+        // cycle's stat and RSS, and come back with `recycle`: no copy of 10,000 thread reads a
+        // cycle (a fifth of a steady cycle's CPU when they were cloned and dropped).
         let page_kb = self.page_kb;
+        let mut carried_samples = Vec::with_capacity(carried.len());
+        for pid in &carried {
+            let (Some(st), Some(e)) = (stats_now.remove(pid), self.entries.get_mut(pid)) else { continue };
+            let Some(mut p) = e.last.take() else { continue };
+            if !e.has_policy {
+                e.lent_maps = p.numa_maps.take();
+            }
+            if p.comm != st.comm {
+                p.comm.clone_from(&st.comm);
+            }
+            p.rss_kb = Some(st.rss_pages * page_kb);
+            p.stat = st;
+            e.lent = true;
+            carried_samples.push(p);
+        }
+        // Read the chosen details: a steady-state cycle reads a few dozen processes (split over
+        // the reader's workers from `PARALLEL_DETAILS_FROM`); the first cycle every process.
+        let entries = &self.entries;
         let readers = (&self.parallel, &self.with_maps, &self.threads_only_par, &self.threads_only, &self.maps_only);
         let read_details = || -> Result<_, ReadError> {
             let (parallel, with_maps, threads_par, threads_one, maps_only) = readers;
@@ -836,27 +882,7 @@ impl TieredObserver {
             let mp = maps_only.read_processes(&want_maps)?;
             Ok((both, thr, mp))
         };
-        let copy_carried = || -> Vec<ProcessSample> {
-            carried
-                .iter()
-                .filter_map(|pid| {
-                    let e = entries.get(pid)?;
-                    Some(for_sample(e.last.as_ref()?, e.has_policy, stats_now.get(pid)?, page_kb))
-                })
-                .collect()
-        };
-        let detail_count = want_both.len() + want_threads.len() + want_maps.len();
-        let (details, mut carried_samples) = if self.tiers.threads > 1 && detail_count >= PARALLEL_DETAILS_FROM {
-            std::thread::scope(|sc| {
-                let h = sc.spawn(read_details);
-                let c = copy_carried();
-                // A reader panicking is a bug in a parser: surface it rather than hide it.
-                (h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), c)
-            })
-        } else {
-            (read_details(), copy_carried())
-        };
-        let (both, thr, mp) = details?;
+        let (both, thr, mp) = read_details()?;
         stats.threads_read = both.len() + thr.len();
         stats.maps_read = both.len() + mp.len();
         for p in both {
