@@ -13,7 +13,7 @@
 //! child has `--threads` threads; a spinning child's main thread is busy `--duty` percent of each
 //! 100 ms and sleeps the rest. Per measured cycle (after `--warmup` cycles, default 3; the steady state
 //! of a long-running daemon needs 35: from the 31st cycle a process idle since the start has its
-//! stat read one cycle in four, `TierOptions::idle_after_cycles`) it prints the wall time
+//! stat read one cycle in four, `TierOptions::idle_after_ms`) it prints the wall time
 //! of observe (`LiveHost::sample`) and of model + plan (`Model::update` + `Policy::decide`), the
 //! CPU time this process used in the cycle (all its threads, `getrusage`), and how many processes
 //! the tiers read; then means, the worst cycle, CPU as a share of one core at the interval, and the

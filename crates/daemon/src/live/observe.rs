@@ -12,8 +12,9 @@
 //!
 //! ```text
 //!   every cycle      readdir /proc; per process: /proc/PID/stat (one pread on a kept-open fd),
-//!                    except a process idle for idle_after_cycles: its stat one cycle in
-//!                    idle_stat_every (by pid), the last read carried on the others
+//!                    except a process idle for idle_after_ms: its stat one cycle in
+//!                    idle_stat_every (by pid) and at least every idle_stat_max_ms, the last
+//!                    read carried on the others
 //!                    ├─ kernel thread ───────────> skipped (re-checked every KTHREAD_RECHECK cycles)
 //!                    ├─ excluded (pid/comm/cgroup) or RSS < min_rss_kb ─> skipped, details unread
 //!                    └─ user process: which tier?
@@ -135,23 +136,30 @@ pub struct TierOptions {
     /// (16 MiB). Source: a choice, a quarter of the large-process threshold. What it prevents: a
     /// process that just allocated (or freed) a lot being planned from a stale per-node split.
     pub rss_change_kb: u64,
-    /// A user process whose CPU ticks have not moved for this many cycles is long idle: its
-    /// /proc/PID/stat is read on one cycle in `idle_stat_every` only (by pid, so the reads spread),
-    /// and the other cycles carry the last read. Default 30 (30 s at the default 1 s interval).
-    /// Source: a choice; on the cost benchmark (1,000 processes, 20 of them busy) the stat pass over
+    /// A user process whose CPU ticks have not moved for this long, ms, is long idle: its
+    /// /proc/PID/stat is read on one cycle in `idle_stat_every` only (by pid, so the reads spread)
+    /// and at least every `idle_stat_max_ms`; the other cycles carry the last read. Default 30,000
+    /// (30 s). Source: a choice; on the cost benchmark (1,000 processes, 20 of them busy) the stat pass over
     /// every process was about a quarter of a steady cycle's CPU (7 us of kernel time a read for a
     /// 10-thread process: the stat file sums every thread's times), nearly all of it for processes
     /// that had not run for minutes. What it prevents: reading the stat of hundreds of sleeping
     /// processes every cycle to learn each time that they still sleep.
-    pub idle_after_cycles: u64,
-    /// A long-idle process's stat is read on one cycle in this many (see `idle_after_cycles`);
+    pub idle_after_ms: u64,
+    /// A long-idle process's stat is read on one cycle in this many (see `idle_after_ms`);
     /// 1 reads every process every cycle. Default 4. Source: a choice; the cost is latency: a
-    /// process that wakes after a long sleep is seen up to 3 cycles (3 s) later, against the
-    /// policy's hold of 10 s and the kernel balancer's 1 s scan delay; a process that exits is
-    /// still gone from the next sample (the listing of /proc says so), and a reused pid is caught
-    /// at the next read or by the pid + start-time check before any action. The daemon's own
-    /// change (`refresh`) reads it the next cycle. What it prevents: see `idle_after_cycles`.
+    /// process that wakes after a long sleep is seen up to 3 cycles (3 s at the default interval)
+    /// later, against the policy's hold of 10 s and the kernel balancer's 1 s scan delay; a
+    /// process that exits is still gone from the next sample (the listing of /proc says so), and
+    /// a reused pid is caught at the next read or by the pid + start-time check before any action.
+    /// The daemon's own change (`refresh`) reads it the next cycle. What it prevents: see
+    /// `idle_after_ms`.
     pub idle_stat_every: u64,
+    /// The longest a long-idle process's stat goes unread, ms, whatever its turn. Default 5,000.
+    /// Source: a choice, above `idle_stat_every` cycles at the default 1 s interval so it does not
+    /// bind there. What it prevents: the latency of `idle_stat_every` growing with the daemon's
+    /// idle back-off (cycles up to 15 s apart: a woken process would wait up to 45 s): cycles
+    /// that far apart read every process.
+    pub idle_stat_max_ms: u64,
     /// Kernel threads are identified once and re-checked every this many cycles (their pid could be
     /// reused by a user process). Default 30. Source: a choice. What it prevents: reading the stat
     /// of a hundred kernel threads every cycle.
@@ -198,8 +206,9 @@ impl Default for TierOptions {
             numa_maps_idle_factor: 6,
             numa_maps_kb_per_cycle: 256 * 1024,
             rss_change_kb: 16 * 1024,
-            idle_after_cycles: 30,
+            idle_after_ms: 30_000,
             idle_stat_every: 4,
+            idle_stat_max_ms: 5_000,
             kthread_recheck_cycles: 30,
             max_open_stat: 16_384,
             threads: 2,
@@ -248,8 +257,11 @@ struct Entry {
     kind: Kind,
     fd: Option<File>,
     /// The last read of its /proc/PID/stat (user and excluded processes), carried on the cycles a
-    /// long-idle process rests ([`TierOptions::idle_after_cycles`]).
+    /// long-idle process rests ([`TierOptions::idle_after_ms`]), and the host time of that read, ns.
     stat: Option<TaskStat>,
+    stat_ns: u64,
+    /// Host time its CPU ticks last moved (or it was first seen), ns.
+    busy_ns: u64,
     /// The last full details (threads and numa_maps), with `stat`/`rss_kb` of their read (or of
     /// the last cycle that carried them). `None` while lent to a sample (`lent`).
     last: Option<ProcessSample>,
@@ -299,7 +311,7 @@ pub struct TierStats {
     /// Processes skipped (kernel threads, excluded, too small).
     pub skipped: usize,
     /// Processes whose stat was not read this cycle: long idle, not their turn
-    /// ([`TierOptions::idle_after_cycles`]); their last read is carried.
+    /// ([`TierOptions::idle_after_ms`]); their last read is carried.
     pub stat_rested: usize,
     /// /proc/PID/stat files kept open.
     pub open_stat: usize,
@@ -419,15 +431,17 @@ fn for_sample(last: &ProcessSample, has_policy: bool, st: &TaskStat, page_kb: u6
 }
 
 /// Whether `e` (of `pid`) skips its stat read on `cycle`: a process (not a kernel thread) read
-/// before, whose CPU ticks have not moved for `idle_after_cycles`, nothing asked for it
-/// (`refresh`), and not its turn of one cycle in `idle_stat_every` (by pid).
-fn stat_rests(e: &Entry, pid: u32, cycle: u64, tiers: &TierOptions) -> bool {
+/// before, whose CPU ticks have not moved for `idle_after_ms`, read within `idle_stat_max_ms`,
+/// nothing asked for it (`refresh`), and not its turn of one cycle in `idle_stat_every` (by pid).
+fn stat_rests(e: &Entry, pid: u32, cycle: u64, now_ns: u64, tiers: &TierOptions) -> bool {
+    let ms = |x: u64| x.saturating_mul(1_000_000);
     let every = tiers.idle_stat_every.max(1);
     every > 1
         && e.stat.is_some()
         && !e.refresh
         && !matches!(e.kind, Kind::Kernel { .. })
-        && cycle.saturating_sub(e.busy_cycle) >= tiers.idle_after_cycles
+        && now_ns.saturating_sub(e.busy_ns) >= ms(tiers.idle_after_ms)
+        && now_ns.saturating_sub(e.stat_ns) < ms(tiers.idle_stat_max_ms)
         && (u64::from(pid) + cycle) % every != 0
 }
 
@@ -533,12 +547,12 @@ impl TieredObserver {
     /// pid, `(pid, stat)` of every kept file: `None` when the read failed (the process is gone: a
     /// kept descriptor of a reaped process reads ESRCH) or did not parse.
     #[allow(clippy::type_complexity)]
-    fn list_and_read_kept(&mut self) -> Result<(Vec<u32>, Vec<(u32, Option<TaskStat>)>), ReadError> {
+    fn list_and_read_kept(&mut self, now_ns: u64) -> Result<(Vec<u32>, Vec<(u32, Option<TaskStat>)>), ReadError> {
         let (cycle, tiers) = (self.cycle, &self.tiers);
         let mut kept: Vec<(u32, &File)> = self
             .entries
             .iter()
-            .filter(|(&pid, e)| !stat_rests(e, pid, cycle, tiers))
+            .filter(|(&pid, e)| !stat_rests(e, pid, cycle, now_ns, tiers))
             .filter_map(|(&pid, e)| e.fd.as_ref().map(|f| (pid, f)))
             .collect();
         kept.sort_unstable_by_key(|k| k.0);
@@ -663,7 +677,7 @@ impl TieredObserver {
         let mut sample = self.system.sample_of(Some(&[]))?;
         let start = numapilot_observe::reader::monotonic_ns();
         let cpu_start = process_cpu_ns();
-        let (pids, mut kept) = self.list_and_read_kept()?;
+        let (pids, mut kept) = self.list_and_read_kept(now_ns)?;
         let root_proc = opts.root.join("proc").to_string_lossy().into_owned();
         let live: std::collections::HashSet<u32> = pids.iter().copied().collect();
         let gone: Vec<u32> = self.entries.keys().copied().filter(|p| !live.contains(p)).collect();
@@ -700,8 +714,11 @@ impl TieredObserver {
                 }
             }
             let keep = !matches!(self.entries.get(&pid), Some(Entry { kind: Kind::Kernel { .. }, .. }));
-            let rested =
-                self.entries.get(&pid).filter(|e| stat_rests(e, pid, cycle, &self.tiers)).and_then(|e| e.stat.clone());
+            let rested = self
+                .entries
+                .get(&pid)
+                .filter(|e| stat_rests(e, pid, cycle, now_ns, &self.tiers))
+                .and_then(|e| e.stat.clone());
             let fresh = rested.is_none();
             let st = match rested {
                 Some(st) => {
@@ -737,6 +754,8 @@ impl TieredObserver {
                     comm: st.comm.clone(),
                     has_policy: false,
                     busy_cycle: cycle,
+                    busy_ns: now_ns,
+                    stat_ns: 0,
                     prev_ticks: st.cpu_ticks(),
                     rss_now_kb: 0,
                     in_sample: 0,
@@ -760,8 +779,10 @@ impl TieredObserver {
             let Some(e) = self.entries.get_mut(&pid) else { continue };
             if fresh && !matches!(e.kind, Kind::Kernel { .. }) {
                 e.stat = Some(st.clone());
+                e.stat_ns = now_ns;
                 if st.cpu_ticks() != e.prev_ticks {
                     e.busy_cycle = cycle;
+                    e.busy_ns = now_ns;
                     e.prev_ticks = st.cpu_ticks();
                 }
             }
