@@ -14,9 +14,10 @@
 //! A time to 90% is known to a sample gap: a balancer that lands its pages just after a read is seen a gap
 //! later. With once-a-second reads by a sampler that forked a process per file, the gaps in the 2-node guest
 //! under TCG were 1.5-1.7 s, wider than the difference to be judged (2026-11-26: numapilot's numa01 move was done
-//! 1.2 s after the first read, the kernel's somewhere within the same 1.6 s gap). The sampler now reads with shell
-//! builtins every 200 ms; what the reads cost is measured and reported beside the results: the median gap
-//! between passes, the sampler's CPU time (its own `C` stat line) and the bench recorder's (`recorder_cpu_s`).
+//! 1.2 s after the first read, the kernel's somewhere within the same 1.6 s gap). The reads are now made by
+//! `rig-sampler` (the rig's own program: the files copied verbatim, parsed here) every [`SAMPLE_MS`]; what they
+//! cost is measured and reported beside the results: the median gap between passes, the sampler's CPU time (its
+//! own `C` stat line) and the bench recorder's (`recorder_cpu_s`, at its own [`RaceConfig::recorder_ms`]).
 //!
 //! # Approach
 //!
@@ -52,8 +53,21 @@ use crate::checks::{parse_numa_maps, stat_processor};
 /// issue's "time to 90% of each process's memory on the nodes its threads run on".
 pub const CONVERGED_PCT: f64 = 90.0;
 
-/// Default [`RaceConfig::sample_ms`], ms (documented there).
-pub const SAMPLE_MS: u32 = 200;
+/// Default [`RaceConfig::sample_ms`]: 100 ms between two passes of the judge's sampler. Source: measured
+/// 2026-11-26 in the 2-node guest under TCG: with the shell sampler (a fork and exec per file) and 1000 ms the
+/// passes were 1.5-1.7 s apart, wider than the difference between balancers the race must tell apart (numapilot's
+/// numa01 pages had all arrived 1.2 s after the first read, the kernel's within the same gap); the same shell
+/// reads every 200 ms ran 0.64-0.86 s apart and took 8-9 s of guest CPU per 25 s case. `rig-sampler` at 100
+/// ms: see the README's race table (last column) for the gaps and CPU measured. Prevents: ties and orderings that
+/// are artefacts of the cadence (two balancers landing their pages within one gap read as equal), and readers
+/// that slow down what they time.
+pub const SAMPLE_MS: u32 = 100;
+
+/// Default [`RaceConfig::recorder_ms`]: 1000 ms, the bench's own default. Source: measured 2026-11-26 in the
+/// 2-node guest: at 200 ms the recorder (numa_maps, thread stats and a `move_pages` query of up to 1024 pages per
+/// thread, each sample) took 4.8-6.1 s of guest CPU per 25 s numa01 case. Its converge_s is the cross-check, so
+/// it stays at the cadence it always had. Prevents: the cross-check loading the guest it measures.
+pub const RECORDER_MS: u32 = 1000;
 
 /// Errors of parsing race evidence, naming the section and line.
 #[derive(Debug, Error)]
@@ -148,13 +162,11 @@ pub struct RaceConfig {
     pub seconds: u32,
     /// The daemon's step interval, ms.
     pub interval_ms: u32,
-    /// Sleep between two passes of the scenario's sampler, and the bench recorder's `--interval`, ms. Default 200.
-    /// Source: measured 2026-11-26 in the 2-node guest under TCG: a pass of the builtin-read sampler takes
-    /// [FILL] s; 1000 with the sampler that forked per file gave 1.5-1.7 s between reads, wider than the
-    /// differences between balancers the race must tell apart. Prevents ties that are artefacts of the cadence
-    /// (two balancers landing their pages within one gap read as equal); its cost, the sampler's and recorder's
-    /// CPU, is reported per case.
+    /// Sleep between two passes of the judge's sampler (`rig-sampler`), ms. Default [`SAMPLE_MS`].
     pub sample_ms: u32,
+    /// The bench recorder's `--interval`, ms (its figures are the cross-check, not the judge's). Default
+    /// [`RECORDER_MS`].
+    pub recorder_ms: u32,
 }
 
 impl RaceConfig {
@@ -173,6 +185,7 @@ impl RaceConfig {
             seconds: 20,
             interval_ms: 500,
             sample_ms: SAMPLE_MS,
+            recorder_ms: RECORDER_MS,
         }
     }
 
@@ -188,6 +201,7 @@ impl RaceConfig {
             seconds: 15,
             interval_ms: 500,
             sample_ms: SAMPLE_MS,
+            recorder_ms: RECORDER_MS,
         }
     }
 
@@ -209,15 +223,16 @@ impl RaceConfig {
         let cases: Vec<String> = self.cases().iter().map(|(t, c, r)| format!("{t}:{}:{r}", c.name())).collect();
         format!(
             "RACE_CASES=\"{}\"\nRACE_MB01={}\nRACE_MB02={}\nRACE_THREADS={}\nRACE_SECONDS={}\nRACE_INTERVAL_MS={}\n\
-             RACE_SAMPLE_S={}.{:03}\n",
+             RACE_SAMPLE_MS={}\nRACE_RECORDER_S={}.{:03}\n",
             cases.join(" "),
             self.mb01,
             self.mb02,
             self.threads,
             self.seconds,
             self.interval_ms,
-            self.sample_ms / 1000,
-            self.sample_ms % 1000
+            self.sample_ms,
+            self.recorder_ms / 1000,
+            self.recorder_ms % 1000
         )
     }
 }
@@ -337,8 +352,8 @@ fn stat_cpu_ticks(stat: &str) -> Option<u64> {
 /// boots.
 const USER_HZ: f64 = 100.0;
 
-/// CPU time the scenario's sampler spent on its reads, s: its own and its waited-for children's (the `cat`s and
-/// `sleep`s) user and system time, from the `C` line it writes when stopped. `None` without one (a run of an
+/// CPU time the scenario's sampler spent on its reads, s: its own user and system time (and its waited-for
+/// children's, for a sampler that forks), from the `C` line it writes when stopped. `None` without one (a run of an
 /// older scenario).
 pub fn sampler_cpu_s(text: &str) -> Option<f64> {
     text.lines().rev().find_map(|l| l.strip_prefix("C ")).and_then(stat_cpu_ticks).map(|t| t as f64 / USER_HZ)
@@ -1083,11 +1098,9 @@ P 7
         let conf = c.to_conf();
         assert!(conf.contains("numa01:off:1 numa01:kernel:1 numa01:numad:1 numa01:numapilot:1 numa02:off:1"), "{conf}");
         assert!(conf.contains("RACE_THREADS=2\n"));
-        assert!(conf.contains("RACE_SAMPLE_S=0.200\n"), "{conf}");
-        let slow = RaceConfig { sample_ms: 1000, ..c.clone() };
-        assert!(slow.to_conf().contains("RACE_SAMPLE_S=1.000\n"));
-        let odd = RaceConfig { sample_ms: 1050, ..c };
-        assert!(odd.to_conf().contains("RACE_SAMPLE_S=1.050\n"), "busybox sleep takes a decimal fraction");
+        assert!(conf.contains("RACE_SAMPLE_MS=100\n") && conf.contains("RACE_RECORDER_S=1.000\n"), "{conf}");
+        let odd = RaceConfig { recorder_ms: 250, ..c };
+        assert!(odd.to_conf().contains("RACE_RECORDER_S=0.250\n"), "the bench's --interval takes seconds");
         assert_eq!(Condition::parse("numad"), Some(Condition::Numad));
     }
 }

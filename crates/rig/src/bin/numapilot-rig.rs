@@ -11,8 +11,9 @@
 //!                    [--from RUNDIR]...        (judge saved runs, e.g. rig/out/2node-race, instead of booting)
 //!                    [--tests numa01,numa02] [--balancers off,kernel,numad,numapilot]
 //!                                               (a subset of the cases, to work on one; README.md untouched)
-//!                    [--sample-ms MS]          the scenario sampler's and bench recorder's cadence (default
-//!                                               200; README.md untouched with any other value)
+//!                    [--sample-ms MS] [--recorder-ms MS]
+//!                                               the judge's sampler's cadence (default 100) and the bench
+//!                                               recorder's (default 1000); README.md untouched with others
 //!                                               issue 5's race (rig/scenarios/race.sh): numa01/numa02 forced onto
 //!                                               node 0 under no balancing, the kernel's, numad and the numapilot
 //!                                               daemon; prints the table and the verdicts judged from the guest's
@@ -293,6 +294,7 @@ fn race(args: &[String]) -> Res<()> {
     let mut tests: Option<Vec<String>> = None;
     let mut balancers: Option<Vec<race::Condition>> = None;
     let mut sample_ms: Option<u32> = None;
+    let mut recorder_ms: Option<u32> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -308,11 +310,10 @@ fn race(args: &[String]) -> Res<()> {
                 guests = Some(v.split(',').map(str::to_string).collect());
             }
             "--json" => json = Some(PathBuf::from(it.next().ok_or("--json needs a file")?)),
-            "--sample-ms" => {
-                let v = it.next().ok_or("--sample-ms needs a number of milliseconds")?;
-                sample_ms = Some(
-                    v.parse().ok().filter(|m| (10..=10_000).contains(m)).ok_or(format!("--sample-ms {v:?}: not 10-10000"))?,
-                );
+            flag @ ("--sample-ms" | "--recorder-ms") => {
+                let v = it.next().ok_or(format!("{flag} needs a number of milliseconds"))?;
+                let ms = v.parse().ok().filter(|m| (10..=10_000).contains(m)).ok_or(format!("{flag} {v:?}: not 10-10000"))?;
+                *(if flag == "--sample-ms" { &mut sample_ms } else { &mut recorder_ms }) = Some(ms);
             }
             "--from" => from.push(PathBuf::from(it.next().ok_or("--from needs a run directory")?)),
             "--tests" => {
@@ -348,10 +349,14 @@ fn race(args: &[String]) -> Res<()> {
     if let Some(b) = balancers {
         cfg.conditions = b;
     }
+    // Another cadence is a diagnosis (the published table uses the defaults).
     if let Some(ms) = sample_ms {
-        // Another cadence is a diagnosis (the published table uses the default).
         readme &= ms == cfg.sample_ms;
         cfg.sample_ms = ms;
+    }
+    if let Some(ms) = recorder_ms {
+        readme &= ms == cfg.recorder_ms;
+        cfg.recorder_ms = ms;
     }
     let guests =
         guests.unwrap_or_else(|| if short { vec!["2node".into()] } else { vec!["2node".into(), "4node".into()] });
@@ -409,10 +414,10 @@ fn race(args: &[String]) -> Res<()> {
              (one process), `--seconds {} --force-node 0` (all memory first-touched on node 0), {} repetition(s), under \
              (a) numa_balancing=0, (b) numa_balancing=1, (c) Debian's `numad -i 1:1` with the workers named by `numad -p` \
              (numad skips processes under 300 MB otherwise), (d) `numapilot daemon` (numa_balancing=0, step {} ms). \
-             Time to 90% and local % come from the scenario's own reads of numa_maps and task stat, {} ms apart plus \
-             the time of the reads (the median gap, the sampler's CPU time and the bench recorder's, at the same \
-             cadence, are in the last column; the recorder's figure is beside the scenario's as a cross-check), pages \
-             from /proc/vmstat deltas over the run. \
+             Time to 90% and local % come from the scenario's own reads of numa_maps and task stat (`rig-sampler`), \
+             {} ms apart plus the time of the reads (the last column: the median gap, the sampler's CPU time and that \
+             of the bench's recorder, which reads every {} ms; its figure is beside the scenario's as a cross-check), \
+             pages from /proc/vmstat deltas over the run. \
              \"final local %\" is the issue's measure (memory on the nodes where the process's threads run), under \
              which a process with one thread on each node counts as all-local wherever its memory is; \
              \"thread-weighted\" averages, over the worker threads, the share of the buffer on that thread's own \
@@ -430,6 +435,7 @@ fn race(args: &[String]) -> Res<()> {
             cfg.reps,
             cfg.interval_ms,
             cfg.sample_ms,
+            cfg.recorder_ms,
             times.join(", "),
             if from.is_empty() {
                 format!("whole command {:.0} s", t0.elapsed().as_secs_f64())
