@@ -14,11 +14,7 @@
 //!                min(action.max_pages, tokens) pages; tokens -= pages asked to move
 //!
 //!   MigratePages(from, to)   pages on `from` (numa_maps, now) <= allowance ?
-//!                              yes: >= PARALLEL_MIN_PAGES of them: first the present pages of its
-//!                                   private anonymous mappings, split in MOVE_THREADS contiguous
-//!                                   parts, each moved by move_pages from its own thread, side by
-//!                                   side (see "Copying contexts" below); then, for the rest,
-//!                                   migrate_pages(pid, from, to)   moved = on_from before - after
+//!                              yes: migrate_pages(pid, from, to)   moved = on_from before - after
 //!                                   (made without CAP_SYS_NICE: own pages only, see below)
 //!                              no:  page by page, as below, over every mapping (/proc/PID/maps),
 //!                                   n-th node of `from` -> n-th node of `to` (the kernel's own remap)
@@ -30,20 +26,6 @@
 //! Per-page errors (EBUSY, ENOMEM, EACCES for a shared page, EFAULT, ENOENT for a page freed
 //! meanwhile ...) are counted by name in [`Outcome::Partial`]; the call failing as a whole (ESRCH:
 //! gone -> [`Outcome::Vanished`]; EPERM -> [`Outcome::Refused`]) is the only other result.
-//!
-//! # Copying contexts
-//!
-//! One `migrate_pages` call moves a process's pages one batch after another (a batch is at most 512
-//! base pages: one transparent huge page), and each batch waits for the TLB shootdown on every CPU
-//! the process's threads run on before it copies. Measured in the rig's 2-node guest (QEMU TCG,
-//! 2026-11-26), a numa01 worker's 32 MiB buffer arrived one 2 MiB huge page per 0.2-0.3 s while its
-//! two threads ran: 1.7-3.3 s for 8,192 pages, the longest part of the daemon's time to 90% (its
-//! decision came 0.2-0.4 s after the workers started). The kernel's own NUMA balancing migrates in
-//! the context of every faulting thread at once. Moves of disjoint ranges from several threads wait
-//! for their shootdowns side by side (the copy-threads idea of Nimble page management, Yan et al.,
-//! ASPLOS 2019). The pre-pass moves the same pages the call would (own pages only: `MPOL_MF_MOVE`
-//! leaves a page other processes map where it is, as `migrate_pages` without CAP_SYS_NICE does); its
-//! per-page results are not counted, the numa_maps reads before and after the whole move are.
 //!
 //! Units: pages are base pages of `page_size` bytes; the budget is in MB/s (MiB, 2^20 bytes).
 //!
@@ -76,21 +58,6 @@ pub const MOVE_BATCH: usize = 4096;
 /// of one. What it prevents: querying the location of every page of a 100 GiB process to move 1,000
 /// of them (each query is a page-table walk under the target's mmap lock).
 pub const SCAN_FACTOR: usize = 4;
-
-/// Threads that move one whole-process move's anonymous pages side by side (module essay,
-/// "Copying contexts"). Default 4. Source: the 2-node rig guest's numa01 (measured 2026-11-26, see
-/// the README's race section): one context moved a 32 MiB buffer in 1.7-3.3 s, one huge page per
-/// TLB-shootdown round trip; 4 is the 2-node guest's CPU count and the 4-node guest's nodes. What
-/// it prevents: a large move waiting out its shootdowns one batch after another while the
-/// process's threads run remote; the count bounds the daemon's own threads and the CPUs it takes
-/// from the workloads during a move (the copies themselves are the same work either way).
-pub const MOVE_THREADS: usize = 4;
-
-/// Pages from which a whole-process move gets the parallel pre-pass. Default 2048 base pages (8 MiB
-/// with 4 KiB pages, 4 huge pages). Source: a choice: below it there are fewer 2 MiB batches than
-/// threads to share them, and the pre-pass's extra reads (maps, pagemap, a `move_pages` query)
-/// cost more than they save. What it prevents: small moves paying for the pre-pass.
-pub const PARALLEL_MIN_PAGES: u64 = 2048;
 
 /// A token bucket over wall time: `rate` pages per second, at most one second's worth saved.
 #[derive(Debug, Clone)]
@@ -347,9 +314,6 @@ pub fn migrate(
         return Ok(0);
     }
     if on_from <= allowance {
-        if on_from >= PARALLEL_MIN_PAGES {
-            parallel_prepass(pid, starttime, from, to, page_size, on_from)?;
-        }
         // Own pages only: as root, plain migrate_pages would move the page cache other processes map too.
         let not_moved = match migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own) {
             Ok(n) => n,
@@ -374,94 +338,6 @@ pub fn migrate(
     }
     let ranges = mapped_ranges(pid, starttime)?;
     move_to_targets(pid, starttime, &ranges, page_size, allowance, true, |_, now| remap(from, to, now), tally)
-}
-
-/// The private anonymous mappings of `pid` from /proc/PID/maps (no file, inode 0, not shared, not
-/// a kernel special mapping), `(start, len)`. Err: see [`confirm_stop`].
-pub fn anon_ranges(pid: u32, starttime: u64) -> Result<Vec<(u64, u64)>, Stop> {
-    let path = format!("/proc/{pid}/maps");
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| confirm_stop(pid, starttime, || format!("reading {path}: {e}")))?;
-    Ok(parse_anon_ranges(&text))
-}
-
-/// [`anon_ranges`] over the text of a maps file.
-pub fn parse_anon_ranges(text: &str) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        // range perms offset dev inode [name]
-        let (Some(range), Some(perms), Some(inode)) = (f.first(), f.get(1), f.get(4)) else { continue };
-        let name = f.get(5).copied().unwrap_or("");
-        if *inode != "0" || !perms.ends_with('p') || (name.starts_with('[') && name != "[heap]" && name != "[stack]") {
-            continue;
-        }
-        let Some((a, b)) = range.split_once('-') else { continue };
-        if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
-            if b > a {
-                out.push((a, b - a));
-            }
-        }
-    }
-    out
-}
-
-/// `moves` cut into at most `parts` contiguous runs of nearly equal length (in address order, so a
-/// huge page's base pages stay together but at the cuts).
-pub fn split_moves(moves: &[(usize, u32)], parts: usize) -> Vec<&[(usize, u32)]> {
-    if moves.is_empty() {
-        return Vec::new();
-    }
-    let per = moves.len().div_ceil(parts.max(1));
-    moves.chunks(per).collect()
-}
-
-/// The parallel pre-pass of a whole-process move (module essay, "Copying contexts"): the present
-/// pages of `pid`'s private anonymous mappings that lie on a node of `from`, at most `limit`,
-/// moved to their [`remap`] target by [`MOVE_THREADS`] threads side by side. Per-page results are
-/// not counted (the caller's numa_maps reads count the whole move) and a failed call is left to
-/// the caller's `migrate_pages`; only a process confirmed gone stops it.
-fn parallel_prepass(
-    pid: u32,
-    starttime: u64,
-    from: &NodeSet,
-    to: &NodeSet,
-    page_size: u64,
-    limit: u64,
-) -> Result<(), Stop> {
-    let ranges = anon_ranges(pid, starttime)?;
-    let pages = present(pid, starttime, &ranges, page_size, usize::try_from(limit).unwrap_or(usize::MAX))?;
-    let status = where_are(pid, starttime, &pages)?;
-    let moves: Vec<(usize, u32)> = pages
-        .iter()
-        .zip(&status)
-        .filter_map(|(&p, s)| match *s {
-            PageStatus::Node(n) => remap(from, to, n).map(|t| (p, t)),
-            PageStatus::Failed(_) => None,
-        })
-        .collect();
-    let gone = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|sc| {
-        for part in split_moves(&moves, MOVE_THREADS) {
-            let gone = &gone;
-            sc.spawn(move || {
-                for chunk in part.chunks(MOVE_BATCH) {
-                    let pages: Vec<usize> = chunk.iter().map(|m| m.0).collect();
-                    let nodes: Vec<u32> = chunk.iter().map(|m| m.1).collect();
-                    if let Err(e) = move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
-                        if e.errno() == Some(libc::ESRCH) {
-                            gone.store(true, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    if gone.into_inner() {
-        return Err(confirm_stop(pid, starttime, || "move_pages: ESRCH for a process that is there".into()));
-    }
-    Ok(())
 }
 
 /// Node for page `i` of a weighted interleave over `nodes` with `weights` (equal when empty): a
@@ -502,43 +378,6 @@ mod tests {
         assert_eq!(b.available(0), 0);
         assert_eq!(b.available(500_000_000), 128);
         assert_eq!(b.available(10_000_000_000), 256);
-    }
-
-    #[test]
-    fn anon_ranges_are_private_anonymous_mappings_only() {
-        let maps = "\
-55d0a0000000-55d0a0001000 r--p 00000000 fd:01 1234 /usr/bin/numapilot
-55d0a1000000-55d0a1021000 rw-p 00000000 00:00 0 [heap]
-7f0000000000-7f0002000000 rw-p 00000000 00:00 0
-7f0002000000-7f0002001000 ---p 00000000 00:00 0
-7f1000000000-7f1000100000 rw-s 00000000 00:01 77 /dev/zero (deleted)
-7f2000000000-7f2000001000 rw-s 00000000 00:00 0
-7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
-7ffd00100000-7ffd00102000 r--p 00000000 00:00 0 [vvar]
-7ffd00102000-7ffd00104000 r-xp 00000000 00:00 0 [vdso]
-ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
-";
-        assert_eq!(
-            parse_anon_ranges(maps),
-            vec![
-                (0x55d0a1000000, 0x21000),
-                (0x7f0000000000, 0x2000000),
-                (0x7f0002000000, 0x1000),
-                (0x7ffd00000000, 0x21000)
-            ],
-            "the heap, the buffer, a guard page (no present pages) and the stack; no file, shared or special mapping"
-        );
-    }
-
-    #[test]
-    fn moves_split_into_contiguous_nearly_equal_runs() {
-        let moves: Vec<(usize, u32)> = (0..10).map(|i| (0x1000 * i, 1)).collect();
-        let parts = split_moves(&moves, 4);
-        assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), vec![3, 3, 3, 1]);
-        assert_eq!(parts.concat(), moves, "every move once, in address order");
-        assert_eq!(split_moves(&moves[..2], 4).len(), 2, "never an empty part");
-        assert!(split_moves(&[], 4).is_empty());
-        assert_eq!(split_moves(&moves, 0).len(), 1);
     }
 
     #[test]
