@@ -288,8 +288,18 @@ pub fn parse_features(list: &str) -> Vec<String> {
 /// and returns the paths cargo reports. `release` selects the release profile, else the dev profile; the cargo
 /// features in `$NUMAPILOT_RIG_FEATURES` (see [`FEATURES_ENV`]) are added when set.
 pub fn build_binaries(release: bool) -> Result<Binaries> {
-    let args =
-        ["-p", "numapilot", "--bin", "numapilot", "-p", "numapilot-rig", "--bin", "rig-toucher", "--bin", "rig-sampler"];
+    let args = [
+        "-p",
+        "numapilot",
+        "--bin",
+        "numapilot",
+        "-p",
+        "numapilot-rig",
+        "--bin",
+        "rig-toucher",
+        "--bin",
+        "rig-sampler",
+    ];
     let (exes, command) = cargo_build(&args, &features_from_env(), release)?;
     let find = |what: &str| {
         exes.iter().find(|(n, _)| n == what).map(|(_, p)| p.clone()).ok_or_else(|| RigError::Command {

@@ -818,7 +818,7 @@ pub fn render_markdown(cases: &[CaseResult], verdicts: &[Verdict]) -> String {
         let per = |f: &dyn Fn(&ProcResult) -> String| c.procs.iter().map(f).collect::<Vec<_>>().join(" / ");
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}; {} / {} |",
             c.guest,
             c.test,
             c.cond.label(),
@@ -831,12 +831,9 @@ pub fn render_markdown(cases: &[CaseResult], verdicts: &[Verdict]) -> String {
             c.migrated.numa_pages_migrated,
             c.migrated.pgmigrate_success,
             per(&|p| p.shared_moved_pages.to_string()),
-            format!(
-                "{}; {} / {}",
-                opt2(c.sample_gap_s, " s"),
-                opt2(c.sampler_cpu_s, " s"),
-                opt2(c.recorder_cpu_s, " s")
-            )
+            opt2(c.sample_gap_s, " s"),
+            opt2(c.sampler_cpu_s, " s"),
+            opt2(c.recorder_cpu_s, " s")
         );
     }
     s.push('\n');

@@ -312,7 +312,11 @@ fn race(args: &[String]) -> Res<()> {
             "--json" => json = Some(PathBuf::from(it.next().ok_or("--json needs a file")?)),
             flag @ ("--sample-ms" | "--recorder-ms") => {
                 let v = it.next().ok_or(format!("{flag} needs a number of milliseconds"))?;
-                let ms = v.parse().ok().filter(|m| (10..=10_000).contains(m)).ok_or(format!("{flag} {v:?}: not 10-10000"))?;
+                let ms = v
+                    .parse()
+                    .ok()
+                    .filter(|m| (10..=10_000).contains(m))
+                    .ok_or(format!("{flag} {v:?}: not 10-10000"))?;
                 *(if flag == "--sample-ms" { &mut sample_ms } else { &mut recorder_ms }) = Some(ms);
             }
             "--from" => from.push(PathBuf::from(it.next().ok_or("--from needs a run directory")?)),
