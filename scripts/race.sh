@@ -7,6 +7,8 @@
 # Usage: scripts/race.sh [--reps N] [--guests 2node,4node] [--no-readme] [--strict] [--json FILE]
 #        scripts/race.sh --guests 4node --tests numa01 --balancers kernel,numapilot   (a subset; README untouched)
 #        scripts/race.sh --short      (the CI version: 2-node guest, daemon only; README untouched)
+#        scripts/race.sh --sample-ms 1000 --recorder-ms 1000 ...   (the judge's sampler's cadence, default 100 ms,
+#                                     and the bench recorder's, default 1000 ms; README untouched with others)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

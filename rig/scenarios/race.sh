@@ -8,37 +8,20 @@
 #   RACE_MB01    MiB per numa01 process      RACE_MB02    MiB of the numa02 process
 #   RACE_THREADS threads per process (one node's CPUs)   RACE_SECONDS bench run length, s
 #   RACE_INTERVAL_MS the daemon's step interval
+#   RACE_SAMPLE_MS ms between two passes of the judge's sampler (rig-sampler)
+#   RACE_RECORDER_S seconds between two samples of the bench's recorder (its --interval)
 #   RACE_DAEMON_FLAGS extra flags for `numapilot daemon` (diagnosis, e.g. --include-pinned; empty by default)
 #
-# Per case NAME = TEST-COND-REP the host gets: NAME-bench (numapilot bench --json), NAME-samples (this script's own
-# once-a-second record of every worker's numa_maps and its threads' stat lines: the judge's evidence, independent
-# of the recorder), NAME-vmstat0/1 (/proc/vmstat before and after), and for numad/numapilot their log or journal.
+# Per case NAME = TEST-COND-REP the host gets: NAME-bench (numapilot bench --json), NAME-samples (the scenario's
+# own record by rig-sampler, every RACE_SAMPLE_MS ms, of every worker's numa_maps and its threads' stat lines: the
+# judge's evidence, independent of the recorder), NAME-vmstat0/1 (/proc/vmstat before and after), and for
+# numad/numapilot their log or journal.
 . /rig/race.conf
 
 # race_pids TEST: pids of processes named TEST, one per line. One grep over every comm file: a loop of one cat per
 # process takes seconds per pass in the 8-vCPU guest under TCG.
 race_pids() {
 	grep -lx "$1" /proc/[0-9]*/comm 2>/dev/null | cut -d/ -f3
-}
-
-# race_sampler TEST OUT: every second until /tmp/race.stop exists, append to OUT for every process whose comm is
-# TEST: "S uptime", "P pid", its numa_maps lines, "T <stat line>" for each thread, "E".
-race_sampler() {
-	while [ ! -f /tmp/race.stop ]; do
-		read -r _up _idle </proc/uptime
-		echo "S $_up" >>"$2"
-		for _p in $(race_pids "$1"); do
-			{
-				echo "P $_p"
-				cat "/proc/$_p/numa_maps"
-				for _t in /proc/"$_p"/task/*; do
-					_st=$(cat "$_t/stat" 2>/dev/null) && echo "T $_st"
-				done
-				echo "E"
-			} >>"$2" 2>/dev/null
-		done
-		sleep 1
-	done
 }
 
 cat >/tmp/numapilot-race.toml <<EOF
@@ -97,10 +80,11 @@ for case in $RACE_CASES; do
 	# Guards: the bench kills its workers after 4x the run length (reported as timed out), and busybox timeout
 	# kills the bench itself after 6x, so one stuck case cannot eat the guest's whole time budget.
 	timeout $((RACE_SECONDS * 6)) numapilot bench "$test" --mb "$mb" --threads "$RACE_THREADS" \
-		--seconds "$RACE_SECONDS" --force-node 0 --interval 1 --timeout $((RACE_SECONDS * 4)) --json \
+		--seconds "$RACE_SECONDS" --force-node 0 --interval "$RACE_RECORDER_S" --timeout $((RACE_SECONDS * 4)) --json \
 		>/tmp/race-bench.json 2>/tmp/race-bench.err &
 	bench=$!
-	race_sampler "$test" /tmp/race.samples &
+	# The judge's reads (rig-sampler, the rig's own reader: kernel files copied verbatim, format in its source).
+	rig-sampler "$test" /tmp/race.samples "$RACE_SAMPLE_MS" /tmp/race.stop &
 	sampler=$!
 	if [ "$cond" = numad ]; then
 		# numad skips processes under 300 MB (its MEMORY_THRESHOLD); name ours explicitly, as an administrator

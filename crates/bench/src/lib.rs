@@ -76,7 +76,9 @@
 //!       "series": [ { "t_s": 0.0, "buffer_mib": [64.0, 0.0], "mem_mib": [66.1, 0.2],
 //!                     "thread_nodes": [2, 0], "local_pct": 100.0 | null,
 //!                     "thread_local_pct": 50.0 | null } ]
-//!   } ]
+//!   } ],
+//!   "go_monotonic_s": 812.4 | null,       CLOCK_MONOTONIC at "go" (the guest's uptime clock)
+//!   "recorder_cpu_s": 0.41 | null         this process's CPU over the run: the recorder's cost
 //! }
 //! ```
 //!

@@ -212,6 +212,17 @@ pub struct BenchResult {
     pub vmstat: Vec<VmstatPoint>,
     /// Per process.
     pub processes: Vec<ProcessResult>,
+    /// `CLOCK_MONOTONIC` at "go", s (the guest's uptime, the clock of the daemon's journal
+    /// `at_ns`): places the samples' `t_s` on the machine's clock, to line them up with other
+    /// records of the same run. `None` in results written before it was recorded.
+    #[serde(default)]
+    pub go_monotonic_s: Option<f64>,
+    /// CPU time of the bench's own process over the run (user + system, `getrusage(RUSAGE_SELF)`),
+    /// s: the recorder's reads, the 10 ms poll for exited workers and the start-up. The price of
+    /// the sampling cadence (`--interval`), paid on the measured machine. `None` in results
+    /// written before it was recorded.
+    #[serde(default)]
+    pub recorder_cpu_s: Option<f64>,
 }
 
 impl BenchResult {

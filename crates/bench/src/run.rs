@@ -148,6 +148,7 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
     }
     let start_counters = recorder.migrated()?;
     let t0 = Instant::now();
+    let go_monotonic_s = numapilot_observe::reader::monotonic_ns() as f64 / 1e9;
     for (i, w) in workers.iter_mut().enumerate() {
         let mut stdin = w.child.stdin.take().expect("piped");
         if let Err(e) = stdin.write_all(b"go\n").and_then(|_| stdin.flush()) {
@@ -286,5 +287,19 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
         migrated,
         vmstat,
         processes,
+        go_monotonic_s: Some(go_monotonic_s),
+        recorder_cpu_s: self_cpu_s(),
     })
+}
+
+/// CPU time of this process so far (user + system, all its threads), s; `None` if `getrusage`
+/// fails.
+fn self_cpu_s() -> Option<f64> {
+    // SAFETY: getrusage writes the struct we own and reads nothing else.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return None;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(tv(ru.ru_utime) + tv(ru.ru_stime))
 }

@@ -110,6 +110,14 @@ fn numa01_runs_two_worker_processes_and_records_their_buffers_and_threads() {
     assert!(r.runtime_s >= r.processes.iter().map(|p| p.runtime_s).fold(0.0, f64::max));
     assert!(r.migrated.pgmigrate_success.is_some(), "vmstat has pgmigrate_success on every kernel since 2.6.18");
     assert!(!r.vmstat.is_empty());
+    // "go" on the machine's monotonic clock (the uptime other records of a run use): after this
+    // test started, before now; and the recorder's own CPU time, which a 50 ms cadence makes > 0.
+    let up = |s: &str| s.split_whitespace().next().unwrap().parse::<f64>().unwrap();
+    let now = up(&std::fs::read_to_string("/proc/uptime").unwrap());
+    let go = r.go_monotonic_s.expect("go_monotonic_s");
+    assert!(go > 0.0 && go <= now + 1.0 && go >= now - 600.0, "go at {go} s, uptime {now} s");
+    let cpu = r.recorder_cpu_s.expect("recorder_cpu_s");
+    assert!(cpu > 0.0 && cpu < 600.0, "recorder CPU {cpu} s");
     // Files: result.json equal to stdout, one SVG and one PNG per process.
     let written: BenchResult =
         serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();

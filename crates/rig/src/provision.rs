@@ -231,6 +231,8 @@ pub struct Binaries {
     pub numapilot: PathBuf,
     /// The `rig-toucher` workload.
     pub toucher: PathBuf,
+    /// The race scenario's `rig-sampler`.
+    pub sampler: PathBuf,
 }
 
 /// The workspace root (two levels above this crate).
@@ -282,11 +284,22 @@ pub fn parse_features(list: &str) -> Vec<String> {
     list.split([',', ' ']).filter(|f| !f.is_empty()).map(String::from).collect()
 }
 
-/// Builds `numapilot` and `rig-toucher` with cargo (a no-op when up to date, so a stale binary is never tested)
+/// Builds `numapilot`, `rig-toucher` and `rig-sampler` with cargo (a no-op when up to date, so a stale binary is never tested)
 /// and returns the paths cargo reports. `release` selects the release profile, else the dev profile; the cargo
 /// features in `$NUMAPILOT_RIG_FEATURES` (see [`FEATURES_ENV`]) are added when set.
 pub fn build_binaries(release: bool) -> Result<Binaries> {
-    let args = ["-p", "numapilot", "--bin", "numapilot", "-p", "numapilot-rig", "--bin", "rig-toucher"];
+    let args = [
+        "-p",
+        "numapilot",
+        "--bin",
+        "numapilot",
+        "-p",
+        "numapilot-rig",
+        "--bin",
+        "rig-toucher",
+        "--bin",
+        "rig-sampler",
+    ];
     let (exes, command) = cargo_build(&args, &features_from_env(), release)?;
     let find = |what: &str| {
         exes.iter().find(|(n, _)| n == what).map(|(_, p)| p.clone()).ok_or_else(|| RigError::Command {
@@ -294,7 +307,7 @@ pub fn build_binaries(release: bool) -> Result<Binaries> {
             detail: format!("cargo reported no executable for {what}"),
         })
     };
-    Ok(Binaries { numapilot: find("numapilot")?, toucher: find("rig-toucher")? })
+    Ok(Binaries { numapilot: find("numapilot")?, toucher: find("rig-toucher")?, sampler: find("rig-sampler")? })
 }
 
 /// Builds one more binary of the workspace (`cargo build -p PACKAGE --bin BIN --features FEATURES`), for a

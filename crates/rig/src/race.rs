@@ -6,13 +6,25 @@
 //! "numapilot reaches 90% in every case, sooner than the kernel and numad, migrating no more pages than the
 //! kernel" is a claim about real kernels. The figures must not come from the code under test: `numapilot bench`
 //! records the convergence, but the judgement rests on what the scenario (rig/scenarios/race.sh) read itself,
-//! once a second, from `/proc/PID/numa_maps` and `/proc/PID/task/TID/stat`, and on `/proc/vmstat` deltas.
+//! every [`RaceConfig::sample_ms`], from `/proc/PID/numa_maps` and `/proc/PID/task/TID/stat`, and on `/proc/vmstat`
+//! deltas.
+//!
+//! # Cadence
+//!
+//! A time to 90% is known to a sample gap: a balancer that lands its pages just after a read is seen a gap
+//! later. With once-a-second reads by a sampler that forked a process per file, the gaps in the 2-node guest
+//! under TCG were 1.5-1.7 s, wider than the difference to be judged (2026-11-26: numapilot's numa01 move was done
+//! 1.2 s after the first read, the kernel's somewhere within the same 1.6 s gap). The reads are now made by
+//! `rig-sampler` (the rig's own program: the files copied verbatim, parsed here) every [`SAMPLE_MS`]; what they
+//! cost is measured and reported beside the results: the median gap between passes, the sampler's CPU time (its
+//! own `C` stat line) and the bench recorder's (`recorder_cpu_s`, at its own [`RaceConfig::recorder_ms`]).
 //!
 //! # Approach
 //!
 //! ```text
 //!  RaceConfig ──to_conf()──> /rig/race.conf ──> race.sh in the guest, per case TEST-COND-REP:
-//!      vmstat0, bench --json, samples ("L up" / "S up" / "P pid" / numa_maps / "T stat" / "E"), vmstat1
+//!      vmstat0, bench --json, samples ("L up" / "S up" / "P pid" / numa_maps / "T stat" / "E" / "C stat"),
+//!      vmstat1
 //!  host: parse_samples ─> per process, per second: buffer (largest anonymous VMA) bytes per node,
 //!        worker threads' (bench-t*) last CPU -> node (numactl --hardware's map)
 //!        local % = bytes on nodes where a worker ran / buffer bytes        time_to(90) = first t from which
@@ -40,6 +52,22 @@ use crate::checks::{parse_numa_maps, stat_processor};
 /// Share of a process's buffer on the nodes its workers run on at which it counts as converged, %: 90, the
 /// issue's "time to 90% of each process's memory on the nodes its threads run on".
 pub const CONVERGED_PCT: f64 = 90.0;
+
+/// Default [`RaceConfig::sample_ms`]: 100 ms between two passes of the judge's sampler. Source: measured
+/// 2026-11-26 in the 2-node guest under TCG: with the shell sampler (a fork and exec per file) and 1000 ms the
+/// passes were 1.5-1.7 s apart, wider than the difference between balancers the race must tell apart (numapilot's
+/// numa01 pages had all arrived 1.2 s after the first read, the kernel's within the same gap); the same shell
+/// reads every 200 ms ran 0.64-0.86 s apart and took 8-9 s of guest CPU per 25 s case. `rig-sampler` at 100
+/// ms: see the README's race table (last column) for the gaps and CPU measured. Prevents: ties and orderings that
+/// are artefacts of the cadence (two balancers landing their pages within one gap read as equal), and readers
+/// that slow down what they time.
+pub const SAMPLE_MS: u32 = 100;
+
+/// Default [`RaceConfig::recorder_ms`]: 1000 ms, the bench's own default. Source: measured 2026-11-26 in the
+/// 2-node guest: at 200 ms the recorder (numa_maps, thread stats and a `move_pages` query of up to 1024 pages per
+/// thread, each sample) took 4.8-6.1 s of guest CPU per 25 s numa01 case. Its converge_s is the cross-check, so
+/// it stays at the cadence it always had. Prevents: the cross-check loading the guest it measures.
+pub const RECORDER_MS: u32 = 1000;
 
 /// Errors of parsing race evidence, naming the section and line.
 #[derive(Debug, Error)]
@@ -134,6 +162,11 @@ pub struct RaceConfig {
     pub seconds: u32,
     /// The daemon's step interval, ms.
     pub interval_ms: u32,
+    /// Sleep between two passes of the judge's sampler (`rig-sampler`), ms. Default [`SAMPLE_MS`].
+    pub sample_ms: u32,
+    /// The bench recorder's `--interval`, ms (its figures are the cross-check, not the judge's). Default
+    /// [`RECORDER_MS`].
+    pub recorder_ms: u32,
 }
 
 impl RaceConfig {
@@ -151,6 +184,8 @@ impl RaceConfig {
             threads: 2,
             seconds: 20,
             interval_ms: 500,
+            sample_ms: SAMPLE_MS,
+            recorder_ms: RECORDER_MS,
         }
     }
 
@@ -165,6 +200,8 @@ impl RaceConfig {
             threads: 2,
             seconds: 15,
             interval_ms: 500,
+            sample_ms: SAMPLE_MS,
+            recorder_ms: RECORDER_MS,
         }
     }
 
@@ -185,13 +222,17 @@ impl RaceConfig {
     pub fn to_conf(&self) -> String {
         let cases: Vec<String> = self.cases().iter().map(|(t, c, r)| format!("{t}:{}:{r}", c.name())).collect();
         format!(
-            "RACE_CASES=\"{}\"\nRACE_MB01={}\nRACE_MB02={}\nRACE_THREADS={}\nRACE_SECONDS={}\nRACE_INTERVAL_MS={}\n",
+            "RACE_CASES=\"{}\"\nRACE_MB01={}\nRACE_MB02={}\nRACE_THREADS={}\nRACE_SECONDS={}\nRACE_INTERVAL_MS={}\n\
+             RACE_SAMPLE_MS={}\nRACE_RECORDER_S={}.{:03}\n",
             cases.join(" "),
             self.mb01,
             self.mb02,
             self.threads,
             self.seconds,
-            self.interval_ms
+            self.interval_ms,
+            self.sample_ms,
+            self.recorder_ms / 1000,
+            self.recorder_ms % 1000
         )
     }
 }
@@ -286,14 +327,43 @@ pub fn parse_samples(text: &str) -> Result<Vec<Sample>, RaceError> {
         } else if let Some((_, maps, _)) = cur.as_mut() {
             maps.push_str(line);
             maps.push('\n');
+        } else if let Some(stat) = line.strip_prefix("C ") {
+            // The sampler's cost line ([`sampler_cpu_s`]), outside any process record.
+            stat_cpu_ticks(stat).ok_or_else(|| err(no, line, "the sampler's stat line has no CPU times"))?;
         } else if !line.trim().is_empty() {
-            return Err(err(no, line, "expected L, S, P, T or E"));
+            return Err(err(no, line, "expected L, S, P, T, E or C"));
         }
     }
     if cur.is_some() {
         return Err(err(text.lines().count(), "", "samples end inside a process record"));
     }
     Ok(out)
+}
+
+/// utime + stime + cutime + cstime (fields 14-17) of a `/proc/PID/stat` line, clock ticks.
+fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): field k is f[k - 3].
+    (14..=17).map(|k| f.get(k - 3)?.parse::<u64>().ok()).sum()
+}
+
+/// Clock ticks per second of `/proc/PID/stat`'s CPU times: USER_HZ, 100 on every Linux architecture the rig
+/// boots.
+const USER_HZ: f64 = 100.0;
+
+/// CPU time the scenario's sampler spent on its reads, s: its own user and system time (and its waited-for
+/// children's, for a sampler that forks), from the `C` line it writes when stopped. `None` without one (a run of an
+/// older scenario).
+pub fn sampler_cpu_s(text: &str) -> Option<f64> {
+    text.lines().rev().find_map(|l| l.strip_prefix("C ")).and_then(stat_cpu_ticks).map(|t| t as f64 / USER_HZ)
+}
+
+/// Median time between two passes of the sampler, s (the cadence the times to 90% are known to); `None` with
+/// fewer than two samples.
+pub fn median_gap_s(samples: &[Sample]) -> Option<f64> {
+    let gaps: Vec<f64> = samples.windows(2).map(|w| w[1].t_s - w[0].t_s).collect();
+    (!gaps.is_empty()).then(|| median(gaps))
 }
 
 /// Local share of one process at one sample, %: buffer bytes on the nodes where at least one worker last ran,
@@ -430,6 +500,12 @@ pub struct CaseResult {
     pub migrated: Migrated,
     /// Wall time of the bench in the guest, s (its runtime_s).
     pub runtime_s: f64,
+    /// Median time between two passes of the scenario's sampler, s ([`median_gap_s`]).
+    pub sample_gap_s: Option<f64>,
+    /// CPU time of the scenario's sampler over the case, s ([`sampler_cpu_s`]).
+    pub sampler_cpu_s: Option<f64>,
+    /// CPU time of the bench's own process (its recorder), s (`recorder_cpu_s` of its JSON).
+    pub recorder_cpu_s: Option<f64>,
 }
 
 impl CaseResult {
@@ -476,7 +552,8 @@ pub fn read_case(
     };
     let bench: serde_json::Value = serde_json::from_str(&get("bench")?)
         .map_err(|e| RaceError::Section { section: format!("{name}-bench"), reason: format!("not JSON: {e}") })?;
-    let samples = parse_samples(&get("samples")?)?;
+    let samples_text = get("samples")?;
+    let samples = parse_samples(&samples_text)?;
     let series = local_series(&samples, node_of_cpu);
     let migrated = migrated(&get("vmstat0")?, &get("vmstat1")?)
         .map_err(|e| RaceError::Section { section: format!("{name}-vmstat"), reason: e })?;
@@ -534,6 +611,9 @@ pub fn read_case(
         procs,
         migrated,
         runtime_s: bench["runtime_s"].as_f64().unwrap_or(f64::NAN),
+        sample_gap_s: median_gap_s(&samples),
+        sampler_cpu_s: sampler_cpu_s(&samples_text),
+        recorder_cpu_s: bench["recorder_cpu_s"].as_f64(),
     })
 }
 
@@ -720,20 +800,25 @@ fn opt(v: Option<f64>, unit: &str) -> String {
     v.map_or("never".into(), |x| format!("{x:.1}{unit}"))
 }
 
+fn opt2(v: Option<f64>, unit: &str) -> String {
+    v.map_or("n/a".into(), |x| format!("{x:.2}{unit}"))
+}
+
 /// The results as a markdown table (one row per case) followed by the verdicts.
 pub fn render_markdown(cases: &[CaseResult], verdicts: &[Verdict]) -> String {
     let mut s = String::new();
     s.push_str(
         "| guest | workload | balancer | rep | time to 90% (rig), per process | bench recorder's converge_s | \
          final local % | time to 90% thread-weighted | final thread-weighted local % | numa_pages_migrated | \
-         pgmigrate_success | pages of shared file mappings moved, per process |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         pgmigrate_success | pages of shared file mappings moved, per process | reads: median gap; CPU of sampler / \
+         recorder |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in cases {
         let per = |f: &dyn Fn(&ProcResult) -> String| c.procs.iter().map(f).collect::<Vec<_>>().join(" / ");
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}; {} / {} |",
             c.guest,
             c.test,
             c.cond.label(),
@@ -745,7 +830,10 @@ pub fn render_markdown(cases: &[CaseResult], verdicts: &[Verdict]) -> String {
             per(&|p| opt(p.final_weighted_pct, "")),
             c.migrated.numa_pages_migrated,
             c.migrated.pgmigrate_success,
-            per(&|p| p.shared_moved_pages.to_string())
+            per(&|p| p.shared_moved_pages.to_string()),
+            opt2(c.sample_gap_s, " s"),
+            opt2(c.sampler_cpu_s, " s"),
+            opt2(c.recorder_cpu_s, " s")
         );
     }
     s.push('\n');
@@ -854,6 +942,22 @@ P 7
         assert_eq!(shared_pages_moved(a, a), 0);
     }
 
+    /// The sampler's own stat line at the end: utime 12 + stime 30 + cutime 50 + cstime 108 ticks = 2.0 s; the
+    /// gaps between passes 1.5 and 0.25 s (median of two: their mean).
+    #[test]
+    fn sampler_cost_and_cadence_are_read() {
+        let cost = format!("C 99 (sh) S 1 1 1 0 -1 0 0 0 0 0 12 30 50 108 20 0 1 0 {}", "0 ".repeat(30));
+        let text = format!("{}S 102.75\n{cost}\n", samples());
+        let s = parse_samples(&text).unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(sampler_cpu_s(&text), Some(2.0));
+        assert_eq!(median_gap_s(&s), Some((1.5 + 0.25) / 2.0));
+        assert_eq!(sampler_cpu_s(&samples()), None, "no C line: an older scenario");
+        assert_eq!(median_gap_s(&s[..1]), None);
+        let e = parse_samples("L 1\nS 2\nC 9 (sh) S 1\n").unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("CPU times"), "{e}");
+    }
+
     #[test]
     fn bad_samples_name_the_line() {
         let e = parse_samples("L 1\nS x\n").unwrap_err().to_string();
@@ -917,6 +1021,9 @@ P 7
             }],
             migrated: Migrated { numa_pages_migrated: 0, pgmigrate_success: pages },
             runtime_s: 20.0,
+            sample_gap_s: Some(0.25),
+            sampler_cpu_s: Some(1.5),
+            recorder_cpu_s: None,
         }
     }
 
@@ -967,7 +1074,7 @@ P 7
         assert!(!v[1].pass && v[1].detail.contains("NOT sooner"), "{v:?}");
         let md = render_markdown(&good, &judge(&good));
         assert!(md.contains("| 2node | numa02 | (d) numapilot daemon | 1 | 3.0 s |"), "{md}");
-        assert!(md.contains("| 0 | 8192 | 0 |"), "{md}");
+        assert!(md.contains("| 0 | 8192 | 0 | 0.25 s; 1.50 s / n/a |"), "{md}");
         assert!(md.contains("**PASS**"));
     }
 
@@ -988,6 +1095,9 @@ P 7
         let conf = c.to_conf();
         assert!(conf.contains("numa01:off:1 numa01:kernel:1 numa01:numad:1 numa01:numapilot:1 numa02:off:1"), "{conf}");
         assert!(conf.contains("RACE_THREADS=2\n"));
+        assert!(conf.contains("RACE_SAMPLE_MS=100\n") && conf.contains("RACE_RECORDER_S=1.000\n"), "{conf}");
+        let odd = RaceConfig { recorder_ms: 250, ..c };
+        assert!(odd.to_conf().contains("RACE_RECORDER_S=0.250\n"), "the bench's --interval takes seconds");
         assert_eq!(Condition::parse("numad"), Some(Condition::Numad));
     }
 }

@@ -11,6 +11,9 @@
 //!                    [--from RUNDIR]...        (judge saved runs, e.g. rig/out/2node-race, instead of booting)
 //!                    [--tests numa01,numa02] [--balancers off,kernel,numad,numapilot]
 //!                                               (a subset of the cases, to work on one; README.md untouched)
+//!                    [--sample-ms MS] [--recorder-ms MS]
+//!                                               the judge's sampler's cadence (default 100) and the bench
+//!                                               recorder's (default 1000); README.md untouched with others
 //!                                               issue 5's race (rig/scenarios/race.sh): numa01/numa02 forced onto
 //!                                               node 0 under no balancing, the kernel's, numad and the numapilot
 //!                                               daemon; prints the table and the verdicts judged from the guest's
@@ -290,6 +293,8 @@ fn race(args: &[String]) -> Res<()> {
     let mut from: Vec<PathBuf> = Vec::new();
     let mut tests: Option<Vec<String>> = None;
     let mut balancers: Option<Vec<race::Condition>> = None;
+    let mut sample_ms: Option<u32> = None;
+    let mut recorder_ms: Option<u32> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -305,6 +310,15 @@ fn race(args: &[String]) -> Res<()> {
                 guests = Some(v.split(',').map(str::to_string).collect());
             }
             "--json" => json = Some(PathBuf::from(it.next().ok_or("--json needs a file")?)),
+            flag @ ("--sample-ms" | "--recorder-ms") => {
+                let v = it.next().ok_or(format!("{flag} needs a number of milliseconds"))?;
+                let ms = v
+                    .parse()
+                    .ok()
+                    .filter(|m| (10..=10_000).contains(m))
+                    .ok_or(format!("{flag} {v:?}: not 10-10000"))?;
+                *(if flag == "--sample-ms" { &mut sample_ms } else { &mut recorder_ms }) = Some(ms);
+            }
             "--from" => from.push(PathBuf::from(it.next().ok_or("--from needs a run directory")?)),
             "--tests" => {
                 let v = it.next().ok_or("--tests needs a list such as numa01,numa02")?;
@@ -338,6 +352,15 @@ fn race(args: &[String]) -> Res<()> {
     }
     if let Some(b) = balancers {
         cfg.conditions = b;
+    }
+    // Another cadence is a diagnosis (the published table uses the defaults).
+    if let Some(ms) = sample_ms {
+        readme &= ms == cfg.sample_ms;
+        cfg.sample_ms = ms;
+    }
+    if let Some(ms) = recorder_ms {
+        readme &= ms == cfg.recorder_ms;
+        cfg.recorder_ms = ms;
     }
     let guests =
         guests.unwrap_or_else(|| if short { vec!["2node".into()] } else { vec!["2node".into(), "4node".into()] });
@@ -395,8 +418,10 @@ fn race(args: &[String]) -> Res<()> {
              (one process), `--seconds {} --force-node 0` (all memory first-touched on node 0), {} repetition(s), under \
              (a) numa_balancing=0, (b) numa_balancing=1, (c) Debian's `numad -i 1:1` with the workers named by `numad -p` \
              (numad skips processes under 300 MB otherwise), (d) `numapilot daemon` (numa_balancing=0, step {} ms). \
-             Time to 90% and local % come from the scenario's own once-a-second reads of numa_maps and task stat (the \
-             bench recorder's figure beside it as a cross-check), pages from /proc/vmstat deltas over the run. \
+             Time to 90% and local % come from the scenario's own reads of numa_maps and task stat (`rig-sampler`), \
+             {} ms apart plus the time of the reads (the last column: the median gap, the sampler's CPU time and that \
+             of the bench's recorder, which reads every {} ms; its figure is beside the scenario's as a cross-check), \
+             pages from /proc/vmstat deltas over the run. \
              \"final local %\" is the issue's measure (memory on the nodes where the process's threads run), under \
              which a process with one thread on each node counts as all-local wherever its memory is; \
              \"thread-weighted\" averages, over the worker threads, the share of the buffer on that thread's own \
@@ -413,6 +438,8 @@ fn race(args: &[String]) -> Res<()> {
             cfg.seconds,
             cfg.reps,
             cfg.interval_ms,
+            cfg.sample_ms,
+            cfg.recorder_ms,
             times.join(", "),
             if from.is_empty() {
                 format!("whole command {:.0} s", t0.elapsed().as_secs_f64())
