@@ -131,6 +131,14 @@ pub struct Status {
     /// Backed-off waits ended early because a process or thread was created meanwhile.
     #[serde(default)]
     pub early_wakes: u64,
+    /// Waits ended early because a young process started threads (the proc connector's events;
+    /// `[daemon] new_thread_wake_ms`).
+    #[serde(default)]
+    pub thread_wakes: u64,
+    /// Times the proc connector's queue overflowed and events were lost (each counted once per
+    /// drain); the next regular step sees what they announced.
+    #[serde(default)]
+    pub proc_events_lost: u64,
     /// The last step error, if the last step failed.
     pub last_error: Option<String>,
     /// Actions planned.
@@ -403,10 +411,11 @@ impl Status {
         );
         let _ = writeln!(
             s,
-            "steps {} ({} failed, {} early after a new process), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
+            "steps {} ({} failed, {} early after a new process, {} early after new threads), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
             self.steps,
             self.step_errors,
             self.early_wakes,
+            self.thread_wakes,
             self.actions,
             self.pages_moved,
             self.pages_failed,

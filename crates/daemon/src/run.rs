@@ -11,11 +11,16 @@
 //! checking a flag and going to sleep. The "sleep" between steps is a `poll` on three fds:
 //!
 //! ```text
-//!   poll(signalfd, explain-wake, command pipe; timeout = wait - step time)
+//!   poll(signalfd, explain-wake, command pipe, proc connector; timeout = wait - step time)
 //!     wait = the policy's interval, doubled after each quiet step up to idle_max_interval_ms
 //!            ([`Backoff`]: nothing planned, no new process, no CPU-load change; back at once
 //!            to the interval on any change); while backed off, /proc/loadavg's last pid is
 //!            compared once per interval and a new pid ends the wait early ([`last_pid`])
+//!     proc connector  a new thread of a young process (not this one) -> the wait ends
+//!               new_thread_wake_ms after it, never sooner than settle_interval_ms after the
+//!               last step started ([`young_thread_starts`]; once per wait): a workload that
+//!               touches its memory and then starts its threads is looked at as they start,
+//!               not up to an interval later; without root or CONFIG_PROC_EVENTS, one log line
 //!     signalfd  SIGTERM/SIGINT -> leave the loop -> restore_all() -> journal "restore" -> exit 0
 //!               SIGHUP         -> config::load again: ok -> apply; error -> log, keep the old one
 //!     explain   answer queued `explain PID` requests from the model (between steps)
@@ -248,6 +253,82 @@ enum Wake {
     Timeout,
     Stop(String),
     Reload,
+    /// A young process started threads (`ThreadWatch`): step soon.
+    NewThreads,
+}
+
+/// The proc connector's new-thread events, for the early step of `[daemon] new_thread_wake_ms`.
+///
+/// ```text
+///   event Fork{pid != tgid}: a new thread of process tgid
+///     tgid = the daemon itself                        -> nothing
+///     tgid in the model: young now (policy's age)     -> wake
+///     tgid not in the model: /proc/tgid/stat start time younger than new_process_age_ms -> wake
+///   wake: the wait ends at max(event + new_thread_wake_ms, last step start + settle_interval_ms)
+/// ```
+struct ThreadWatch {
+    events: numapilot_observe::proc_events::ProcEvents,
+    buf: Vec<numapilot_observe::proc_events::ProcEvent>,
+    me: u32,
+    reader: numapilot_observe::Reader,
+    lost: u64,
+}
+
+impl ThreadWatch {
+    /// Opens the subscription, or says once why there is none (`None`: the loop polls as before).
+    fn open(announce: &mut dyn FnMut(&str)) -> Option<Self> {
+        match numapilot_observe::proc_events::ProcEvents::open() {
+            Ok(events) => Some(Self {
+                events,
+                buf: Vec::new(),
+                me: std::process::id(),
+                reader: numapilot_observe::Reader::new("/"),
+                lost: 0,
+            }),
+            Err(e) => {
+                announce(&format!(
+                    "numapilot: proc connector unavailable ({e}; needs root and CONFIG_PROC_EVENTS): new threads are seen at the next interval"
+                ));
+                None
+            }
+        }
+    }
+
+    /// Drains the events; whether one was a new thread of a young process other than this one.
+    fn young_threads(&mut self, model: &Model) -> bool {
+        self.buf.clear();
+        match self.events.drain(&mut self.buf) {
+            Ok(d) => self.lost += u64::from(d.lost),
+            Err(e) => {
+                tracing::warn!("proc connector: {e}");
+                return false;
+            }
+        }
+        let me = self.me;
+        let reader = &self.reader;
+        let mut tgids: Vec<u32> =
+            self.buf.iter().filter(|e| e.is_new_thread()).map(|e| e.tgid()).filter(|&t| t != me).collect();
+        tgids.sort_unstable();
+        tgids.dedup();
+        let boot_ns = numapilot_observe::reader::boottime_ns();
+        let hz = numapilot_observe::reader::clock_ticks_per_sec();
+        young_thread_starts(&tgids, model, |tgid| {
+            let st = reader.read_stat(tgid).ok().flatten()?;
+            let started = (u128::from(st.starttime) * 1_000_000_000 / u128::from(hz.max(1))) as u64;
+            Some(boot_ns.saturating_sub(started))
+        })
+    }
+}
+
+/// Whether any of `tgids` (processes that just started a thread) is young: in the model, by the
+/// policy's own age (`young_and_worth`'s age test: younger than `new_process_age_ms` now); not in
+/// the model yet, by `age_of` (its age now, ns; `None`: gone or unreadable, not young).
+pub fn young_thread_starts(tgids: &[u32], model: &Model, age_of: impl Fn(u32) -> Option<u64>) -> bool {
+    let young_ns = model.tunables.new_process_age_ms.saturating_mul(1_000_000);
+    tgids.iter().any(|&tgid| match model.procs.get(&tgid) {
+        Some(p) => p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns)) < young_ns,
+        None => age_of(tgid).is_some_and(|age| age < young_ns),
+    })
 }
 
 /// Runs the loop against `host` until SIGTERM/SIGINT (or [`Command::Stop`] on `commands`).
@@ -281,6 +362,7 @@ pub fn serve<H: Host + Restore>(
             write_journal(j, &Record::restore("recovery at start", r, false));
         }
     }
+    let mut watch = if config.daemon.new_thread_wake_ms > 0 { ThreadWatch::open(announce) } else { None };
     let mut engine = Engine::new(topo, config.tunables.clone(), Box::new(Adaptive::new()));
     let dry_run = |c: &Config| c.daemon.dry_run || forced_observe.is_some();
     engine.dry_run = dry_run(&config);
@@ -329,15 +411,32 @@ pub fn serve<H: Host + Restore>(
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
-        let deadline = t0.saturating_add(next);
+        let mut deadline = t0.saturating_add(next);
         // Backed off: look at /proc/loadavg's last pid once per policy interval, and step at once
         // when a process (or thread) was created since this step, instead of after the whole wait.
         let base = engine.next_interval_ns();
         let mark = if next > base { last_pid() } else { None };
         let mut peek = t0.saturating_add(base);
+        // New threads of a young process: the earliest the next step may come.
+        let gap = engine.model.tunables.settle_interval_ms.saturating_mul(1_000_000);
+        let wake_delay = config.daemon.new_thread_wake_ms.saturating_mul(1_000_000);
+        let mut woken = false;
         loop {
             let until = if mark.is_some() { peek.min(deadline) } else { deadline };
-            match wait(&signals, &mut loop_side, commands.as_ref(), until, &engine, &status) {
+            let w = if woken { None } else { watch.as_mut() };
+            match wait(&signals, &mut loop_side, commands.as_ref(), until, &engine, &status, w) {
+                Wake::NewThreads => {
+                    let now = numapilot_observe::reader::monotonic_ns();
+                    let early = now.saturating_add(wake_delay).max(t0.saturating_add(gap));
+                    if early < deadline {
+                        deadline = early;
+                        status.thread_wakes += 1;
+                        woken = true;
+                    }
+                    if let Some(wt) = watch.as_ref() {
+                        status.proc_events_lost = wt.lost;
+                    }
+                }
                 Wake::Timeout if until < deadline => {
                     if last_pid() != mark {
                         status.early_wakes += 1;
@@ -361,6 +460,11 @@ pub fn serve<H: Host + Restore>(
                             }
                             engine.model.tunables = new.config.tunables.clone();
                             backoff = Backoff::new(new.config.daemon.idle_max_interval_ms);
+                            if new.config.daemon.new_thread_wake_ms == 0 {
+                                watch = None;
+                            } else if watch.is_none() {
+                                watch = ThreadWatch::open(&mut |m| tracing::warn!("{m}"));
+                            }
                             engine.dry_run = dry_run(&new.config);
                             config = new.config;
                             config_file = new.file;
@@ -609,6 +713,7 @@ fn wait(
     deadline_ns: u64,
     engine: &Engine,
     status: &Status,
+    mut watch: Option<&mut ThreadWatch>,
 ) -> Wake {
     loop {
         // Always poll, even when the step overran the interval (timeout 0): signals and explain
@@ -621,6 +726,10 @@ fn wait(
         ];
         if let Some(c) = commands {
             fds.push(libc::pollfd { fd: c.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        }
+        let watch_at = fds.len();
+        if let Some(w) = watch.as_deref() {
+            fds.push(libc::pollfd { fd: w.events.fd(), events: libc::POLLIN, revents: 0 });
         }
         // SAFETY: fds is a valid array of fds.len() pollfd structures.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
@@ -659,6 +768,11 @@ fn wait(
                 let _ = req.reply.send(explain(engine, status, req.pid));
             }
         }
+        if let Some(w) = watch.as_deref_mut() {
+            if fds[watch_at].revents != 0 && w.young_threads(&engine.model) {
+                return Wake::NewThreads;
+            }
+        }
         if let Some(c) = commands {
             if fds.get(2).is_some_and(|f| f.revents != 0) {
                 use std::io::Read;
@@ -695,4 +809,58 @@ fn explain(engine: &Engine, status: &Status, pid: u32) -> Result<numapilot_polic
         });
     }
     Err(format!("process {pid} is not in the daemon's view (no such process, exited, excluded, or a kernel thread)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numapilot_model::{ProcView, ProcessClass, Tunables};
+
+    fn proc_view(pid: u32, first_seen_ns: u64, age_at_first_seen_ns: u64) -> ProcView {
+        ProcView {
+            pid,
+            starttime: 1,
+            ppid: 1,
+            comm: "w".into(),
+            tids: vec![pid],
+            rss_bytes: 0,
+            mem_by_node: vec![],
+            growth_bytes_per_s: 0.0,
+            cpu_rate: 0.0,
+            pinned: false,
+            mem_policy_pinned: false,
+            class: ProcessClass::Unclassified,
+            hot: vec![],
+            first_seen_ns,
+            age_at_first_seen_ns,
+            history_ns: 0,
+            traffic_bytes_per_s_per_thread: 0.0,
+        }
+    }
+
+    /// Young by the policy's age (new_process_age_ms, 2 s): in the model, age at first sight plus
+    /// the time since; not in the model, the age the lookup gives; gone (no age) is not young.
+    #[test]
+    fn which_new_threads_wake_the_loop() {
+        let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
+        let mut m = Model::new(topo, Tunables::default());
+        m.now_ns = 10_000_000_000;
+        // 10: first seen 1 s ago at 0.5 s old -> 1.5 s: young. 11: first seen 3 s ago -> old.
+        m.procs.insert(10, proc_view(10, 9_000_000_000, 500_000_000));
+        m.procs.insert(11, proc_view(11, 7_000_000_000, 100_000_000));
+        let age = |tgid: u32| match tgid {
+            20 => Some(300_000_000),
+            21 => Some(60_000_000_000),
+            _ => None,
+        };
+        assert!(young_thread_starts(&[10], &m, age));
+        assert!(!young_thread_starts(&[11], &m, age));
+        // The model's view wins over the lookup for a known process.
+        assert!(!young_thread_starts(&[11], &m, |_| Some(0)));
+        assert!(young_thread_starts(&[20], &m, age));
+        assert!(!young_thread_starts(&[21], &m, age));
+        assert!(!young_thread_starts(&[22], &m, age));
+        assert!(young_thread_starts(&[11, 21, 20], &m, age));
+        assert!(!young_thread_starts(&[], &m, age));
+    }
 }

@@ -76,13 +76,17 @@ fn start_slow(fail_first: u32, slow: Duration) -> Running {
 }
 
 fn start_full(fail_first: u32, slow: Duration, idle_max_ms: u64) -> Running {
+    start_every(fail_first, slow, idle_max_ms, 100)
+}
+
+fn start_every(fail_first: u32, slow: Duration, idle_max_ms: u64, interval_ms: u64) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/np.sock");
     let config = dir.path().join("numapilot.toml");
     std::fs::write(
         &config,
         format!(
-            "[daemon]\ninterval_ms = 100\nidle_max_interval_ms = {idle_max_ms}\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\
+            "[daemon]\ninterval_ms = {interval_ms}\nidle_max_interval_ms = {idle_max_ms}\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\
              [tunables]\nsettle_interval_ms = 50\n",
             socket.display(),
             dir.path().join("journal.jsonl").display(),
@@ -137,6 +141,48 @@ fn a_new_pid_ends_a_backed_off_wait() {
     let _ = child.wait();
     r.handle.send(Command::Stop).unwrap();
     r.thread.join().unwrap().unwrap();
+}
+
+/// A young process starting threads ends the wait between steps (the proc connector's events,
+/// `[daemon] new_thread_wake_ms`): with a 5 s interval, a step follows the child's threads long
+/// before the interval is over. The child is this test binary run again as the ignored
+/// `thread_burst_child`, which starts three threads 300 ms after it starts.
+#[test]
+fn new_threads_of_a_young_process_end_the_wait() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the proc connector needs root");
+        return;
+    }
+    let r = start_every(0, Duration::ZERO, 0, 5_000);
+    // This test process is young too (the policy settles it at 50 ms): wait until it is not.
+    let s = wait_status(&r.socket, |s| s.steps >= 1 && s.next_interval_ms == 5_000);
+    let (steps, before) = (s.steps, s.thread_wakes);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "thread_burst_child", "--ignored", "--test-threads", "1"])
+        .env("NUMAPILOT_THREAD_BURST_CHILD", "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = wait_status(&r.socket, |s| s.thread_wakes > before && s.steps > steps);
+    assert!(s.render().contains("early after new threads"), "{}", s.render());
+    assert_eq!(s.interval_ms, 5_000);
+    let _ = child.wait();
+    r.handle.send(Command::Stop).unwrap();
+    r.thread.join().unwrap().unwrap();
+}
+
+/// The child of `new_threads_of_a_young_process_end_the_wait` (does nothing when run otherwise).
+#[test]
+#[ignore]
+fn thread_burst_child() {
+    if std::env::var_os("NUMAPILOT_THREAD_BURST_CHILD").is_none() {
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let hs: Vec<_> = (0..3).map(|_| std::thread::spawn(|| std::thread::sleep(Duration::from_secs(1)))).collect();
+    for h in hs {
+        h.join().unwrap();
+    }
 }
 
 #[test]

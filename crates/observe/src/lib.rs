@@ -25,6 +25,7 @@ pub mod maps;
 pub mod net;
 pub mod parse;
 pub mod pmu;
+pub mod proc_events;
 pub mod rate;
 pub mod reader;
 pub mod replay;

@@ -871,6 +871,17 @@ pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// CLOCK_BOOTTIME now, ns: the clock of `/proc/PID/stat`'s start time (field 22, in
+/// [`clock_ticks_per_sec`] ticks since boot).
+pub fn boottime_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+/// USER_HZ of the running system (`sysconf(_SC_CLK_TCK)`, 100 when unknown).
+pub fn clock_ticks_per_sec() -> u64 {
+    sysconf(libc::_SC_CLK_TCK).unwrap_or(100)
+}
+
 fn sysconf(name: libc::c_int) -> Option<u64> {
     // SAFETY: sysconf has no memory-safety preconditions.
     let v = unsafe { libc::sysconf(name) };
