@@ -1511,3 +1511,50 @@ fn a_group_goes_to_its_memory_when_locality_pays_for_a_sliver_of_overload() {
     let pages: u64 = plan.actions.iter().filter(|a| a.target.pid == 30).map(pages_of).sum();
     assert!(pages > 0, "its memory moves towards the threads instead: {plan:#?}");
 }
+
+/// bottleneck-leaves: a node's CPU bottleneck flag, measured last period, does not refuse a unit
+/// when the units that made it are already placed elsewhere in this plan (the rig's 2-node
+/// numa01, `fixtures/rig-6.12-2node`: 2 CPUs a node).
+///
+/// ```text
+///   A (pid 10): main 0.02 + 2 workers x 1.0 on node 1 (the fork rule put it there); 37 MiB on node 0
+///   B (pid 11): main 0.02 + 2 workers x 0.85 on node 0;                              37 MiB on node 0
+///   node 1: CPU bottleneck (load 1.0, run delay 0.44): A's own load
+///   place A (2.02 CPUs, heaviest): node 0 holds its memory and has room  -> node 0, cpu-follows-memory
+///   place B (1.72): node 0 has 0.0 of 2.0 left; node 1 flagged, but A (2.02) left it:
+///                   2.02 - 2.02 < 2.0 CPUs                                -> node 1, next-best-node
+///   memory: B runs on node 1, all its memory remote                        -> MigratePages(11, 0 -> 1)
+///   without the rule: B refused node 1 and stayed on node 0 (no-room-stay): both processes on
+///   node 0's 2 CPUs, node 1 idle
+/// ```
+#[test]
+fn a_cpu_bottleneck_that_leaves_with_the_plan_does_not_refuse_the_next_unit() {
+    let mut b = B::fixture("rig-6.12-2node");
+    b.proc(10, "numa01", &[(1, 0.02), (1, 1.0), (1, 1.0)], &[37, 0]);
+    b.proc(11, "numa01", &[(0, 0.02), (0, 0.85), (0, 0.85)], &[37, 0]);
+    b.group_proc(1, 10).group_proc(2, 11);
+    b.bottleneck(1, 1.0);
+    b.m.nodes[1].cpu.interference = 0.44;
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![aff(10, None, "0", "cpu-follows-memory"), aff(11, None, "1", "next-best-node")],
+        "{plan:#?}"
+    );
+    let m = plan.actions.iter().find(|a| matches!(a.kind, ActionKind::MigratePages { .. })).expect("B's memory");
+    assert_eq!(m.target.pid, 11);
+    assert_eq!(m.reason.rule, "memory-follows-cpu");
+    // A node still busy without the leaving units refuses as before: B's own demand on node 1
+    // (C, pid 12, 2 x 1.0 there, unmanaged by any move) keeps node 1 flagged and over capacity.
+    let mut b2 = B::fixture("rig-6.12-2node");
+    b2.proc(10, "numa01", &[(1, 0.02), (1, 1.0), (1, 1.0)], &[37, 0]);
+    b2.proc(11, "numa01", &[(0, 0.02), (0, 0.85), (0, 0.85)], &[37, 0]);
+    b2.proc(12, "other", &[(1, 1.0), (1, 1.0)], &[0, 10]);
+    b2.pinned(12);
+    b2.group_proc(1, 10).group_proc(2, 11);
+    b2.bottleneck(1, 1.0);
+    let plan = Adaptive::new().decide(&b2.m);
+    check_conservation(&b2.m, &plan);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 11 || a.reason.rule != "next-best-node"), "{plan:#?}");
+}

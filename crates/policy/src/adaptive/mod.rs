@@ -40,7 +40,10 @@
 //!          │                                         |  current node (small memory the best node
 //!          │                                            cannot take, or memory moving here)
 //!          │                                         |  by access share, then distance, then id
-//!          │                               first with room and no bottleneck wins
+//!          │                               first with room and no bottleneck wins (a CPU
+//!          │                               bottleneck whose units this plan already moved
+//!          │                               off, leaving the node under capacity, refuses
+//!          │                               nothing: bottleneck-leaves)
 //!          │                 larger?       the closest set of nodes around the preferred one
 //!          │                               (a group counts as fitting up to the cap's upper
 //!          │                               mark, group_split_margin above a node, as the

@@ -410,9 +410,28 @@ impl<'m> Planner<'m> {
         let Some(l) = self.model.nodes.get(i) else { return false };
         let brings_traffic = 1.0 - u.share[i] >= self.model.tunables.remote_share_min;
         l.io.bottleneck
-            || (l.cpu.bottleneck && u.current != Some(i))
+            || (l.cpu.bottleneck && u.current != Some(i) && !self.cpu_bottleneck_leaves(i))
             || (l.mem_bw.bottleneck && brings_traffic && u.current != Some(i))
             || (l.mem_capacity.bottleneck && brings_traffic)
+    }
+
+    /// Whether node `i`'s CPU bottleneck leaves with this plan (rule "bottleneck-leaves"): units
+    /// that ran there and are already placed elsewhere take away enough demand to bring the node
+    /// under its capacity. The flag is measured from the last period, so it still shows the load of
+    /// a unit the plan just moved off; refusing the node for that load sends the next unit into
+    /// the place the first one went (the rig's 2-node numa01: process A moved from node 1 to its
+    /// memory's node 0, process B, on node 0, refused node 1 for A's load and stayed: both on one
+    /// node, the other idle, for the rest of the run).
+    fn cpu_bottleneck_leaves(&self, i: usize) -> bool {
+        let away: f64 = self
+            .units
+            .iter()
+            .zip(&self.placed)
+            .filter(|(v, p)| v.current == Some(i) && p.as_ref().is_some_and(|p| !p.nodes.contains(&i)))
+            .map(|(v, _)| v.cpu)
+            .sum();
+        let left = self.model.nodes.get(i).map_or(0.0, |l| l.cpu_demand) - away;
+        away > 0.0 && left < self.cap[i]
     }
 
     /// Why node `i` is a bottleneck, for reasons.

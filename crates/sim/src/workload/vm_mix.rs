@@ -96,7 +96,9 @@
 //! which the scheduler model does not have (see `kernel::sched`, limits), not a different mix.
 //!
 //! Why numapilot trails `hard-bind` here (measured, 20 s, seeds 1-3 unless said; numapilot
-//! 1.356 ± 0.046 x default's mean per-VM throughput, hard-bind 1.571; seeds 4-6: 1.344 and 1.551).
+//! 1.356 ± 0.046 x default's mean per-VM throughput, hard-bind 1.571; seeds 4-6: 1.344 and 1.551;
+//! since rule bottleneck-leaves (policy place.rs, 2026-11-27) 1.376 ± 0.024, the analysis below is
+//! of the 1.356 runs).
 //! The small VMs carry 0.147 of the 0.215 gap (each 10-20% below hard-bind), the large rabbit
 //! 0.038 (0.50 x default against 1.26), the huge VMs 0.022. Every VM is wholly resident when the
 //! policy first sees it (20-100 ms old): its working set where the scheduler started its vCPUs,
