@@ -513,19 +513,26 @@ pub const BACKOFF_LOAD_CHANGE_CPUS: f64 = 0.25;
 ///
 /// ```text
 ///   step -> planned nothing, no new (pid, starttime) in the model, no node's CPU demand moved
-///           by >= BACKOFF_LOAD_CHANGE_CPUS since the last step?
+///           by >= BACKOFF_LOAD_CHANGE_CPUS since the last step, and at least
+///           tunables.hold_periods steps since the last step that planned an action?
 ///     yes: quiet += 1   wait = min(interval x 2^quiet, max(cap, interval))
 ///     no:  quiet  = 0   wait = interval        (the policy's, e.g. settle interval for young processes)
 /// ```
 ///
 /// With the default 1 s interval and 5 s cap an idle machine is stepped after 2, 4, 5, 5 ... s.
 /// A process exiting is not a change (nothing to do for it); a step that failed is not quiet.
-/// Signals, `explain` and reloads wake the loop whatever the wait.
+/// Signals, `explain` and reloads wake the loop whatever the wait. The policy's holds (a moved
+/// unit stays for `hold_periods` decisions) are counted in steps: backing off while one runs would
+/// stretch it from seconds to minutes, and a placement the hold kept would be looked at again only
+/// then (rule "holds-at-interval"; the rig's 2-node numa01: both processes held on one node with a
+/// 500 ms interval backing off towards 15 s, for the rest of a 20 s run).
 #[derive(Debug, Clone)]
 pub struct Backoff {
     cap_ns: u64,
     quiet: u32,
     last: Option<Seen>,
+    /// Steps since the last one that planned an action (`u32::MAX`: none yet).
+    since_action: u32,
 }
 
 /// What the last step's model held: its processes `(pid, starttime)` and each node's CPU demand.
@@ -534,7 +541,7 @@ type Seen = (std::collections::BTreeSet<(u32, u64)>, Vec<f64>);
 impl Backoff {
     /// A back-off up to `cap_ms` (`[daemon] idle_max_interval_ms`).
     pub fn new(cap_ms: u64) -> Self {
-        Self { cap_ns: cap_ms.saturating_mul(1_000_000), quiet: 0, last: None }
+        Self { cap_ns: cap_ms.saturating_mul(1_000_000), quiet: 0, last: None, since_action: u32::MAX }
     }
 
     /// Quiet steps in a row so far.
@@ -548,7 +555,12 @@ impl Backoff {
         let procs: std::collections::BTreeSet<(u32, u64)> =
             model.procs.values().map(|p| (p.pid, p.starttime)).collect();
         let loads: Vec<f64> = model.nodes.iter().map(|n| n.cpu_demand).collect();
+        self.since_action = match planned {
+            Some(n) if n > 0 => 0,
+            _ => self.since_action.saturating_add(1),
+        };
         let quiet = planned == Some(0)
+            && self.since_action > model.tunables.hold_periods
             && self.last.as_ref().is_some_and(|(old_procs, old_loads)| {
                 procs.is_subset(old_procs)
                     && old_loads.len() == loads.len()

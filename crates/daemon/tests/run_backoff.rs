@@ -82,6 +82,17 @@ fn idle_steps_double_the_wait_up_to_the_cap_and_a_new_process_snaps_it_back() {
     // A step that planned something, or failed, is never quiet.
     assert_eq!(backoff.next_wait_ns(base, &engine.model, Some(1)), base);
     assert_eq!(backoff.next_wait_ns(base, &engine.model, None), base);
+    // After a step that planned an action, the policy's holds run at the interval: no back-off
+    // for hold_periods (10) steps, then the doubling again.
+    let mut b2 = Backoff::new(5_000);
+    b2.next_wait_ns(base, &engine.model, Some(0));
+    assert_eq!(b2.next_wait_ns(base, &engine.model, Some(0)), (base * 2).min(cap), "quiet, no action yet");
+    assert_eq!(b2.next_wait_ns(base, &engine.model, Some(2)), base);
+    let holds = engine.model.tunables.hold_periods;
+    for i in 0..holds {
+        assert_eq!(b2.next_wait_ns(base, &engine.model, Some(0)), base, "step {i} of the holds");
+    }
+    assert_eq!(b2.next_wait_ns(base, &engine.model, Some(0)), (base * 2).min(cap), "the holds are over");
     // A cap at or below the interval: no back-off at all.
     let mut off = Backoff::new(base / 1_000_000);
     off.next_wait_ns(base, &engine.model, Some(0));

@@ -103,49 +103,6 @@ fn a_young_process_moves_its_own_memory_under_its_own_allowance() {
     assert_eq!(moved_of(&plan, 11), 327_680, "{plan:#?}");
 }
 
-/// rate-wait-cadence: a young process seen before starts threads (numa02's workers after its main
-/// thread's first touch); the plan waits for their rates, and the next decision comes after
-/// `first_touch_interval_ms` (30 ms), not the settle interval. An old process's new threads wait
-/// at its usual cadence.
-///
-/// ```text
-///   pid 10: main thread on node 0, 64 MiB there, first seen 300 ms ago at 200 ms old (young)
-///     decision 1: one thread, the fork rule sees it (new)           -> next in first_touch 30 ms
-///     decision 2: + 2 workers first seen now: wait-for-rates        -> next in 30 ms
-///   the same process 1 h old: decision 2 waits too                  -> next in interval 1000 ms
-/// ```
-#[test]
-fn a_young_process_waiting_for_its_new_threads_rates_is_looked_at_again_at_the_first_touch_cadence() {
-    let build = |workers: bool, young: bool| {
-        let mut b = B::new("autonuma-2s12c-24g");
-        let threads: Vec<(u32, f64)> = if workers { vec![(0, 0.1), (1, 0.0), (1, 0.0)] } else { vec![(0, 0.9)] };
-        b.proc(10, "numa02", &threads, &[64, 0]);
-        if workers {
-            b.first_seen_now(10, 1).first_seen_now(10, 2);
-        }
-        let now = b.m.now_ns;
-        let p = b.m.procs.get_mut(&10).unwrap();
-        p.first_seen_ns = now - 300_000_000;
-        if young {
-            p.age_at_first_seen_ns = 200_000_000;
-        }
-        b
-    };
-    for young in [true, false] {
-        let mut pol = Adaptive::new();
-        let b = build(false, young);
-        let plan = pol.decide(&b.m);
-        applied(&mut pol, &b.m, &plan);
-        assert_eq!(pol.next_interval_ns(&b.m), if young { 30_000_000 } else { 1_000_000_000 });
-        let b = build(true, young);
-        let plan = pol.decide(&b.m);
-        check_conservation(&b.m, &plan);
-        assert!(plan.actions.iter().all(|a| a.target.pid != 10), "it waits for its workers' rates: {plan:#?}");
-        applied(&mut pol, &b.m, &plan);
-        assert_eq!(pol.next_interval_ns(&b.m), if young { 30_000_000 } else { 1_000_000_000 }, "young {young}");
-    }
-}
-
 /// The first-touch cadence (rule "first-touch-cadence"): right after a plan that saw a new process
 /// or moved a young process's memory, the next decision comes after `first_touch_interval_ms`.
 ///

@@ -97,11 +97,7 @@
 //! a moved thread speeds up and samples its remaining ranges; the first plan that moves none of a
 //! slice-shaped young process's memory, or any plan more than `first_touch_window_ms` after the process was
 //! first seen, returns to the settle cadence (a shared buffer's early looks would otherwise move
-//! its ranges towards whichever node sampled them first, look after look). A plan that waited for
-//! a young process's new threads' rates (wait-for-rates) is followed after
-//! `first_touch_interval_ms` too (rule "rate-wait-cadence"): the rates need one more look, not a
-//! settle period (the rig's numa02: its workers start after the first touch, and the look that
-//! places them came 100 ms after the one that first saw them).
+//! its ranges towards whichever node sampled them first, look after look).
 //!
 //! ```text
 //!   numa02 on 36 nodes (1 GiB first-touched on node 13 by the main thread, 288 threads, each its
@@ -507,12 +503,7 @@ impl Policy for Adaptive {
         let settling = model.procs.iter().any(|(&pid, p)| {
             (young_and_worth(model, pid) || p.first_seen_ns == model.now_ns) && !self.foreign_pinned(model, pid)
         });
-        // A young process waited for its new threads' rates (wait-for-rates): the rates need one
-        // more look, not a whole settle period (rule "rate-wait-cadence": schedstat's run time is
-        // in ns, so first_touch_interval_ms is enough to measure a busy thread).
-        let rates_due =
-            self.rate_waited.iter().any(|&pid| young_and_worth(model, pid) && !self.foreign_pinned(model, pid));
-        if settling && (self.first_touch_follow || rates_due) {
+        if settling && self.first_touch_follow {
             t.first_touch_interval_ms * 1_000_000
         } else if settling {
             t.settle_interval_ms * 1_000_000
