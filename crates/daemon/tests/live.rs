@@ -1511,3 +1511,26 @@ fn cpuset_hierarchy_is_detected_when_mounted() {
         panic!("a v1 cpuset mount is in mountinfo but was not detected");
     }
 }
+
+/// observer-not-load: the live host reads /proc/stat when a step ends (`Host::step_done`, called
+/// by `Engine::step`) and hands it to the next sample as `cpu_base`, once; a sample with no step
+/// ended before it has none.
+#[test]
+fn the_next_sample_measures_cpu_load_from_the_end_of_the_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = host_without_staleness_round(&dir.path().join("state.json"));
+    let s = observe(&mut h);
+    assert!(s.cpu_base.is_none(), "no step has ended yet");
+    h.step_done();
+    let s = observe(&mut h);
+    let (base, now) = (s.cpu_base.clone().expect("the step's end"), s.cpu.clone().unwrap());
+    assert_eq!(base.cpus.len(), now.cpus.len());
+    let busy = |p: &numapilot_observe::parse::proc_stat::ProcStat| p.cpus.iter().map(|c| c.times.total()).sum::<u64>();
+    assert!(busy(&base) <= busy(&now), "read before the sample");
+    assert!(observe(&mut h).cpu_base.is_none(), "given once");
+    // Through the engine: every step ends with the read.
+    let mut engine = numapilot_policy::Engine::new(topo(), numapilot_model::Tunables::default(), Box::new(numapilot_policy::Adaptive::new()));
+    engine.dry_run = true;
+    engine.step(&mut h).unwrap();
+    assert!(observe(&mut h).cpu_base.is_some());
+}

@@ -175,6 +175,7 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
         processes,
         nodes,
         cpu: None,
+        cpu_base: None,
         vmstat: Counters::default(),
         psi: PsiSample::default(),
         numa_balancing: Some(1),

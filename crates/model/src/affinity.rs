@@ -614,6 +614,7 @@ mod tests {
             processes: vec![],
             nodes: vec![],
             cpu: None,
+            cpu_base: None,
             vmstat: Counters::default(),
             psi: PsiSample::default(),
             numa_balancing: None,

@@ -59,6 +59,13 @@
 //! (`/proc/diskstats` io_ticks of the node's devices), which the sample does not carry yet; PSI io
 //! `some` (time tasks stalled on IO, strictly an interference figure) stands in for both.
 //! The first sample has no tick delta: the CPU load then comes from task rates (0 on the first).
+//!
+//! The observer's own CPU time is not the node's load (rule "observer-not-load"): a host that reads
+//! /proc/stat when its step ends (`Sample::cpu_base`, the live daemon) has the CPU load measured
+//! from there, so only the time the observer slept counts. Without it, a short period after a slow
+//! step was mostly the daemon's own work: in the rig's 2-node guest under TCG its step (two reader
+//! threads, ~0.1 s) filled a 2-CPU node, which was flagged a CPU bottleneck and refused the very
+//! process whose memory was there (numa02 copied its 64 MiB instead of moving 2 threads).
 
 use numapilot_observe::Sample;
 use serde::{Deserialize, Serialize};
@@ -146,6 +153,15 @@ impl NodeLoad {
     }
 }
 
+/// Shortest window, in clock ticks per CPU of the node, over which the CPU load is measured from
+/// the end of the observer's previous step (`Sample::cpu_base`) rather than from the previous
+/// sample. Default 5 (50 ms at USER_HZ 100). Source: the tick counters' grain: under 5 ticks a CPU
+/// reads busy or idle in steps of 20% or more. Prevents: a look that comes right after the previous
+/// step (a new-thread wake-up, the settle cadence behind a slow step) judging a node's load from
+/// one or two ticks; such a look measures over the whole period instead, the observer's step
+/// included.
+pub const CPU_BASE_MIN_TICKS_PER_CPU: u64 = 5;
+
 /// Recomputes every node's figures from the sample and the tasks, and moves the bottleneck flags
 /// through their hysteresis.
 pub(crate) fn update(model: &mut Model, sample: &Sample) {
@@ -185,7 +201,16 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         // CPU.
         let ncpus = node.cpus.len();
         let ticks = sample.node_cpu_times(node.id).map(|t| (t.busy(), t.total()));
-        let prev = std::mem::replace(&mut model.state.node_ticks[i], ticks);
+        let stored = std::mem::replace(&mut model.state.node_ticks[i], ticks);
+        // From the end of the observer's previous step when the host read /proc/stat there
+        // (rule "observer-not-load") and that window is long enough to measure.
+        let base = sample.node_cpu_times_base(node.id).map(|t| (t.busy(), t.total()));
+        let prev = match (base, ticks) {
+            (Some((b0, t0)), Some((_, t1))) if t1 >= t0.saturating_add(CPU_BASE_MIN_TICKS_PER_CPU * ncpus as u64) => {
+                Some((b0, t0))
+            }
+            _ => stored,
+        };
         let (cpu_known, cpu_load, cpu_interf) = if ncpus == 0 || first {
             (false, 0.0, 0.0)
         } else {

@@ -285,3 +285,39 @@ fn cpu_interference_from_run_delay_has_hysteresis() {
         assert!((g.0 - w.0).abs() < 1e-12 && g.1 == w.1, "{got:?}");
     }
 }
+
+/// observer-not-load: with `cpu_base` (/proc/stat when the observer's previous step ended) the CPU
+/// load is measured from there, leaving the observer's own step out; a window under
+/// CPU_BASE_MIN_TICKS_PER_CPU (5) ticks per CPU falls back to the whole period.
+///
+/// ```text
+///   node 0 (CPUs 0, 1), ticks (busy, idle) per CPU:
+///     sample 0                 (0, 0)
+///     step end (cpu_base)      (8, 2)      the observer's step: 16 of 20 ticks busy
+///     sample 1                 (12, 18)    since the step: 8 busy of 40 -> 0.2 (not 0.4, not a bottleneck)
+///   with a base only 2 ticks per CPU before sample 2: the whole period, sample 1 -> 2
+/// ```
+#[test]
+fn the_observers_own_step_is_not_node_load() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    m.update(&Sb::new(&topo, SEC).cpu_ticks(&[(0, 0); 4]).build());
+    let base = Sb::new(&topo, SEC).cpu_ticks(&[(8, 2), (8, 2), (0, 10), (0, 10)]).build().cpu;
+    let mut s1 = Sb::new(&topo, 2 * SEC).cpu_ticks(&[(12, 18), (12, 18), (0, 30), (0, 30)]).build();
+    s1.cpu_base = base;
+    m.update(&s1);
+    assert!((m.nodes[0].cpu.load - 0.2).abs() < 1e-12, "{:?}", m.nodes[0].cpu);
+    assert!(!m.nodes[0].cpu.bottleneck);
+    // The same sample without the base: 24 busy of 60 = 0.4 over the whole period.
+    let mut m2 = model(topo.clone());
+    m2.update(&Sb::new(&topo, SEC).cpu_ticks(&[(0, 0); 4]).build());
+    m2.update(&Sb::new(&topo, 2 * SEC).cpu_ticks(&[(12, 18), (12, 18), (0, 30), (0, 30)]).build());
+    assert!((m2.nodes[0].cpu.load - 0.4).abs() < 1e-12, "{:?}", m2.nodes[0].cpu);
+    // A base 2 ticks per CPU before the sample (under 5): measured from sample 1 instead.
+    let base = Sb::new(&topo, 3 * SEC).cpu_ticks(&[(30, 28), (30, 28), (0, 58), (0, 58)]).build().cpu;
+    let mut s2 = Sb::new(&topo, 3 * SEC).cpu_ticks(&[(32, 28), (32, 28), (0, 60), (0, 60)]).build();
+    s2.cpu_base = base;
+    m.update(&s2);
+    // Sample 1 -> 2: busy 12 -> 32, total 30 -> 60 per CPU: 40 of 60 = 0.667 (the base would say 1.0).
+    assert!((m.nodes[0].cpu.load - 40.0 / 60.0).abs() < 1e-12, "{:?}", m.nodes[0].cpu);
+}

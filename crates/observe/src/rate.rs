@@ -170,6 +170,7 @@ mod tests {
                 .collect(),
             nodes: vec![],
             cpu: None,
+            cpu_base: None,
             vmstat: Counters::default(),
             psi: PsiSample::default(),
             numa_balancing: None,

@@ -794,6 +794,7 @@ impl Reader {
             processes,
             nodes,
             cpu,
+            cpu_base: None,
             vmstat,
             psi,
             numa_balancing,

@@ -52,6 +52,12 @@ pub struct Sample {
     pub nodes: Vec<NodeSample>,
     /// /proc/stat.
     pub cpu: Option<ProcStat>,
+    /// /proc/stat as read when the observer's previous step ended, when the host took one (the live
+    /// daemon does; readers and the simulator do not). Node CPU load is measured from there to
+    /// `cpu`, so the observer's own step (observe, model, plan, act: its reader threads can keep a
+    /// small node's CPUs busy) is not counted as the node's load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_base: Option<ProcStat>,
     /// NUMA-related /proc/vmstat counters.
     pub vmstat: Counters,
     /// Pressure stall information.
@@ -298,8 +304,16 @@ impl Sample {
     /// CPU time of a node: the sum of its CPUs' /proc/stat lines (offline CPUs have none). `None` when
     /// the node is unknown or /proc/stat was not read.
     pub fn node_cpu_times(&self, node: u32) -> Option<CpuTimes> {
+        self.node_times_in(node, self.cpu.as_ref()?)
+    }
+
+    /// [`Sample::node_cpu_times`] of `cpu_base` (the end of the observer's previous step).
+    pub fn node_cpu_times_base(&self, node: u32) -> Option<CpuTimes> {
+        self.node_times_in(node, self.cpu_base.as_ref()?)
+    }
+
+    fn node_times_in(&self, node: u32, stat: &ProcStat) -> Option<CpuTimes> {
         let n = self.nodes.iter().find(|n| n.node == node)?;
-        let stat = self.cpu.as_ref()?;
         let mut t = CpuTimes::default();
         for line in stat.cpus.iter().filter(|c| n.cpus.contains(c.cpu)) {
             let c = &line.times;

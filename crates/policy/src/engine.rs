@@ -131,6 +131,7 @@ impl Engine {
             }
         }
         self.policy.observe_outcomes(&self.model, &plan, &report.outcomes);
+        host.step_done();
         self.totals.steps += 1;
         self.totals.actions += plan.actions.len() as u64;
         self.totals.pages_moved += report.pages_moved;

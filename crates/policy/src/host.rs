@@ -39,4 +39,9 @@ pub trait Host {
     fn recycle(&mut self, sample: Sample) {
         drop(sample);
     }
+
+    /// The step that sampled last is over (its plan applied): a host may note the moment, e.g. the
+    /// live host reads /proc/stat here so the next sample's CPU load leaves the step itself out
+    /// (`Sample::cpu_base`). Default: nothing.
+    fn step_done(&mut self) {}
 }

@@ -767,6 +767,7 @@ impl Host for SimHost {
             processes,
             nodes,
             cpu,
+            cpu_base: None,
             vmstat,
             psi,
             numa_balancing: Some(self.sim.kernel.numa_balancing),

@@ -229,6 +229,7 @@ fn build_sample(
         processes,
         nodes,
         cpu: None,
+        cpu_base: None,
         vmstat: Counters::default(),
         psi: PsiSample::default(),
         numa_balancing: None,

@@ -181,6 +181,9 @@ pub struct LiveHost {
     affinity_rounds: u32,
     /// Cycles a process counts as busy for the signal scans: the longer of their cadences.
     signal_window: u32,
+    /// /proc/stat as read when the last step ended (`Host::step_done`), for the next sample's
+    /// `cpu_base` (rule "observer-not-load", model load.rs).
+    cpu_base: Option<numapilot_observe::parse::proc_stat::ProcStat>,
 }
 
 fn page_size() -> u64 {
@@ -270,6 +273,7 @@ impl LiveHost {
             page_size: ps,
             affinity_rounds: tuning.affinity_rounds,
             signal_window: tuning.signal_tuning.maps_every.max(tuning.signal_tuning.sockets_every).max(1),
+            cpu_base: None,
             topo,
             opts,
         };
@@ -579,11 +583,17 @@ impl Host for LiveHost {
         let scan = self.scan_pids();
         self.signals.fill_scoped(&mut s, Some(&scan));
         self.observer.stats.signals_ns = self.now_ns().saturating_sub(t);
+        s.cpu_base = self.cpu_base.take();
         Ok(s)
     }
 
     fn recycle(&mut self, sample: Sample) {
         self.observer.recycle(sample);
+    }
+
+    fn step_done(&mut self) {
+        // One small read (a line per CPU): the next sample's CPU load starts here.
+        self.cpu_base = numapilot_observe::Reader::new(&self.opts.root).read_proc_stat().ok().flatten();
     }
 
     fn apply(&mut self, action: &Action) -> Outcome {

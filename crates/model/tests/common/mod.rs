@@ -85,6 +85,7 @@ impl Sb {
                 processes: vec![],
                 nodes,
                 cpu: None,
+                cpu_base: None,
                 vmstat: Counters::default(),
                 psi: PsiSample::default(),
                 numa_balancing: None,
