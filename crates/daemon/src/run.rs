@@ -326,7 +326,7 @@ impl ThreadWatch {
 pub fn young_thread_starts(tgids: &[u32], model: &Model, age_of: impl Fn(u32) -> Option<u64>) -> bool {
     let young_ns = model.tunables.new_process_age_ms.saturating_mul(1_000_000);
     tgids.iter().any(|&tgid| match model.procs.get(&tgid) {
-        Some(p) => p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns)) < young_ns,
+        Some(p) => p.age_ns(model.now_ns) < young_ns,
         None => age_of(tgid).is_some_and(|age| age < young_ns),
     })
 }

@@ -1529,7 +1529,11 @@ fn the_next_sample_measures_cpu_load_from_the_end_of_the_step() {
     assert!(busy(&base) <= busy(&now), "read before the sample");
     assert!(observe(&mut h).cpu_base.is_none(), "given once");
     // Through the engine: every step ends with the read.
-    let mut engine = numapilot_policy::Engine::new(topo(), numapilot_model::Tunables::default(), Box::new(numapilot_policy::Adaptive::new()));
+    let mut engine = numapilot_policy::Engine::new(
+        topo(),
+        numapilot_model::Tunables::default(),
+        Box::new(numapilot_policy::Adaptive::new()),
+    );
     engine.dry_run = true;
     engine.step(&mut h).unwrap();
     assert!(observe(&mut h).cpu_base.is_some());

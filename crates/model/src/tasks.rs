@@ -227,6 +227,13 @@ pub struct ProcView {
     pub traffic_bytes_per_s_per_thread: f64,
 }
 
+impl ProcView {
+    /// Its age at host time `now_ns`: its age when first seen plus the time since, ns.
+    pub fn age_ns(&self, now_ns: u64) -> u64 {
+        self.age_at_first_seen_ns.saturating_add(now_ns.saturating_sub(self.first_seen_ns))
+    }
+}
+
 /// Previous counters of one thread.
 #[derive(Debug, Clone)]
 pub(crate) struct ThreadHist {

@@ -281,11 +281,7 @@ impl<'m> Planner<'m> {
         let budget_total = pages_at(t.migrate_budget_mib_per_s);
         let young_budget: BTreeMap<u32, u64> = managed
             .iter()
-            .filter(|pid| {
-                model.procs.get(pid).is_some_and(|p| {
-                    p.age_at_first_seen_ns.saturating_add(model.now_ns.saturating_sub(p.first_seen_ns)) < young_ns
-                })
-            })
+            .filter(|pid| model.procs.get(pid).is_some_and(|p| p.age_ns(model.now_ns) < young_ns))
             .map(|&pid| (pid, pages_at(t.young_migrate_budget_mib_per_s)))
             .collect();
         let mut p = Planner {
