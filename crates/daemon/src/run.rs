@@ -408,6 +408,7 @@ pub fn serve<H: Host + Restore>(
         status.last_cycle_s = cycle_ns as f64 / 1e9;
         status.cycle_s_total += status.last_cycle_s;
         fill_model(&engine.model, &engine, &mut status);
+        status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
@@ -432,9 +433,6 @@ pub fn serve<H: Host + Restore>(
                         deadline = early;
                         status.thread_wakes += 1;
                         woken = true;
-                    }
-                    if let Some(wt) = watch.as_ref() {
-                        status.proc_events_lost = wt.lost;
                     }
                 }
                 Wake::Timeout if until < deadline => {
