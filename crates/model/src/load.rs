@@ -65,7 +65,12 @@
 //! from there, so only the time the observer slept counts. Without it, a short period after a slow
 //! step was mostly the daemon's own work: in the rig's 2-node guest under TCG its step (two reader
 //! threads, ~0.1 s) filled a 2-CPU node, which was flagged a CPU bottleneck and refused the very
-//! process whose memory was there (numa02 copied its 64 MiB instead of moving 2 threads).
+//! process whose memory was there (numa02 copied its 64 MiB instead of moving 2 threads). It still
+//! happens once in a while (a look 50 ms after the step: one pass of the race's own samplers fills
+//! a 2-CPU node's 10 ticks). Tried and not kept (2026-11-27, `scripts/evidence.sh`): windows under
+//! 10 ticks per CPU keep the CPU bottleneck flag as it was (VM mix 1.376 -> 1.280 x default), or
+//! may clear it but not set it (1.265): in the simulator the flags set at the first-touch cadence
+//! (30 ms looks) are what keeps the VMs' vCPUs off their busy nodes.
 
 use numapilot_observe::Sample;
 use serde::{Deserialize, Serialize};
