@@ -22,6 +22,8 @@
 //!           what = FORK  {parent_pid, parent_tgid, child_pid, child_tgid}  child_pid != child_tgid: a thread
 //!                  EXEC  {pid, tgid}     EXIT {pid, tgid, code, signal, parent_pid, parent_tgid}
 //!   ENOBUFS on recv: the socket's queue overflowed, events were lost (`Drained::lost`)
+//!   a datagram from a netlink port other than the kernel's (0), or not in this layout: dropped
+//!   whole and counted (`Drained::dropped`): another process can unicast to our socket
 //! ```
 //!
 //! Layouts from include/uapi/linux/connector.h and cn_proc.h (Linux 2.6.15 on; the filtered LISTEN
@@ -116,6 +118,9 @@ pub struct Drained {
     pub ignored: u64,
     /// The queue overflowed since the last drain (ENOBUFS): some events were lost.
     pub lost: bool,
+    /// Datagrams dropped: not from the kernel (netlink port id other than 0), or not in the
+    /// connector's layout.
+    pub dropped: u64,
 }
 
 /// A subscription to the proc connector. Non-blocking; poll [`ProcEvents::fd`] for `POLLIN`.
@@ -200,8 +205,21 @@ impl ProcEvents {
     pub fn drain(&mut self, out: &mut Vec<ProcEvent>) -> Result<Drained, SignalError> {
         let mut d = Drained::default();
         loop {
-            // SAFETY: the kernel writes at most buf.len() bytes into our buffer.
-            let n = unsafe { libc::recv(self.fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len(), 0) };
+            // SAFETY: a zeroed sockaddr_nl is valid for the kernel to fill.
+            let mut from: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+            let mut from_len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+            // SAFETY: the kernel writes at most buf.len() bytes into our buffer and at most
+            // from_len bytes into `from`.
+            let n = unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    0,
+                    (&mut from as *mut libc::sockaddr_nl).cast(),
+                    &mut from_len,
+                )
+            };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 match e.raw_os_error() {
@@ -218,9 +236,20 @@ impl ProcEvents {
                 return Ok(d);
             }
             d.messages += 1;
+            // Only the kernel (port id 0) speaks for the connector; another process's datagram,
+            // or one the parser rejects, is dropped whole (counted), never half-used.
+            if from.nl_pid != 0 {
+                d.dropped += 1;
+                continue;
+            }
             let before = out.len();
-            let seen = parse_datagram(&self.buf[..n as usize], out)?;
-            d.ignored += seen.saturating_sub((out.len() - before) as u64);
+            match parse_datagram(&self.buf[..n as usize], out) {
+                Ok(seen) => d.ignored += seen.saturating_sub((out.len() - before) as u64),
+                Err(_) => {
+                    out.truncate(before);
+                    d.dropped += 1;
+                }
+            }
         }
     }
 }
@@ -405,6 +434,55 @@ mod tests {
             ev.drain(&mut out).unwrap();
         }
         assert!(out.iter().position(|e| *e == fork) < out.iter().position(|e| *e == exit));
+    }
+
+    /// A datagram from another process (netlink port id not 0) is dropped, not parsed: a forged
+    /// "new thread" cannot make the daemon step.
+    #[test]
+    fn a_datagram_not_from_the_kernel_is_dropped() {
+        let Ok(mut ev) = ProcEvents::open() else {
+            eprintln!("skipped: proc connector unavailable (not root?)");
+            return;
+        };
+        // Our socket's port id.
+        // SAFETY: zeroed sockaddr_nl is valid; getsockname writes at most `len` bytes.
+        let mut me: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+        let rc = unsafe { libc::getsockname(ev.fd(), (&mut me as *mut libc::sockaddr_nl).cast(), &mut len) };
+        assert_eq!(rc, 0);
+        // SAFETY: plain socket creation, closed below.
+        let other = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, NETLINK_CONNECTOR) };
+        assert!(other >= 0);
+        let forged = datagram(PROC_EVENT_FORK, &[1, 1, 4242, 4241]);
+        // SAFETY: buffer and address valid for their lengths.
+        let sent = unsafe {
+            libc::sendto(
+                other,
+                forged.as_ptr().cast(),
+                forged.len(),
+                0,
+                (&me as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        let sent_err = std::io::Error::last_os_error();
+        // SAFETY: `other` is ours.
+        unsafe { libc::close(other) };
+        if sent < 0 {
+            eprintln!("the kernel refused the forged datagram itself: {sent_err}");
+            return;
+        }
+        let mut out = Vec::new();
+        let mut dropped = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while dropped == 0 {
+            assert!(std::time::Instant::now() < deadline, "the forged datagram never arrived");
+            let mut p = libc::pollfd { fd: ev.fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut p, 1, 100) };
+            dropped += ev.drain(&mut out).unwrap().dropped;
+        }
+        assert!(!out.iter().any(|e| e.tgid() == 4241), "{out:?}");
     }
 
     fn parent_of(pid: u32) -> u32 {
