@@ -179,18 +179,7 @@ impl ProcEvents {
         // SAFETY: a zeroed sockaddr_nl with the family set addresses the kernel (pid 0).
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        // SAFETY: the buffer and address are valid for the lengths given.
-        let sent = unsafe {
-            libc::sendto(
-                raw,
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&kernel as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if sent < 0 {
+        if send_to(raw, &msg, &kernel) < 0 {
             return Err(sys("sendto(PROC_CN_MCAST_LISTEN)"));
         }
         Ok(Self { fd, buf: vec![0u8; 8192] })
@@ -251,6 +240,21 @@ impl ProcEvents {
                 }
             }
         }
+    }
+}
+
+/// `sendto(fd, buf, 0, to)`: the bytes sent, or -1 with errno set.
+fn send_to(fd: RawFd, buf: &[u8], to: &libc::sockaddr_nl) -> isize {
+    // SAFETY: the buffer and address are valid for the lengths given.
+    unsafe {
+        libc::sendto(
+            fd,
+            buf.as_ptr().cast(),
+            buf.len(),
+            0,
+            (to as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
     }
 }
 
@@ -454,17 +458,7 @@ mod tests {
         let other = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, NETLINK_CONNECTOR) };
         assert!(other >= 0);
         let forged = datagram(PROC_EVENT_FORK, &[1, 1, 4242, 4241]);
-        // SAFETY: buffer and address valid for their lengths.
-        let sent = unsafe {
-            libc::sendto(
-                other,
-                forged.as_ptr().cast(),
-                forged.len(),
-                0,
-                (&me as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
+        let sent = send_to(other, &forged, &me);
         let sent_err = std::io::Error::last_os_error();
         // SAFETY: `other` is ours.
         unsafe { libc::close(other) };
