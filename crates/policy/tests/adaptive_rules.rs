@@ -1558,3 +1558,51 @@ fn a_cpu_bottleneck_that_leaves_with_the_plan_does_not_refuse_the_next_unit() {
     check_conservation(&b2.m, &plan);
     assert!(plan.actions.iter().all(|a| a.target.pid != 11 || a.reason.rule != "next-best-node"), "{plan:#?}");
 }
+
+/// bottleneck-leaves, counted by task: a unit is split over two nodes (its `current` node is where
+/// most of it runs), so the load a plan takes off a flagged node is that of the tasks running
+/// there, not of the units whose majority is there; and the unit being placed does not add the
+/// load its own tasks already put on the node (the rig's 2-node numa01, repetition 2 of the race
+/// at 427dc26: at "go" each process's two workers started one on each node, node 1 read 0.94
+/// busy, and the second process stayed on node 0 for 1.2 s; `fixtures/rig-6.12-2node`).
+///
+/// ```text
+///   A (pid 10): main 0.02 + worker 1.0 on node 0, worker 1.0 on node 1;  37 MiB on node 0
+///   B (pid 11): main 0.02 + worker 0.95 on node 0, worker 0.95 on node 1; 37 MiB on node 0
+///   node 1: CPU bottleneck (load 0.99, run delay 0.25): A's worker and B's worker
+///   place A (2.02 CPUs, heaviest): node 0 holds its memory and has room        -> node 0
+///   place B (1.92): node 0 has 0.0 of 2.0 left; node 1 flagged, but A's task there (1.0)
+///                   leave it and B's own (0.95) are B: 1.95 - 1.0 - 0.95 < 2.0  -> node 1,
+///                   next-best-node, and its memory follows (MigratePages 0 -> 1)
+///   counted by unit (A's and B's `current` both node 0): nothing left node 1, B refused it and
+///   stayed on node 0 (no-room-stay), both processes on node 0's 2 CPUs
+/// ```
+#[test]
+fn a_cpu_bottleneck_made_by_split_units_leaves_with_their_tasks() {
+    let mut b = B::fixture("rig-6.12-2node");
+    b.proc(10, "numa01", &[(0, 0.02), (1, 1.0), (0, 1.0)], &[37, 0]);
+    b.proc(11, "numa01", &[(0, 0.02), (0, 0.95), (1, 0.95)], &[37, 0]);
+    b.group_proc(1, 10).group_proc(2, 11);
+    b.bottleneck(1, 0.99);
+    b.m.nodes[1].cpu.interference = 0.25;
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let placed = affinities(&b.m, &plan);
+    assert!(placed.iter().any(|a| a.0 == 10 && a.2 == "0"), "A on its memory's node: {plan:#?}");
+    assert!(placed.iter().any(|a| a.0 == 11 && a.2 == "1" && a.3 == "next-best-node"), "B to node 1: {plan:#?}");
+    assert!(plan.actions.iter().all(|a| a.reason.rule != "no-room-stay"), "{plan:#?}");
+    let m = plan.actions.iter().find(|a| matches!(a.kind, ActionKind::MigratePages { .. })).expect("B's memory");
+    assert_eq!(m.target.pid, 11);
+    // Load on node 1 that is neither leaving nor B's own still refuses: an unmanaged process C
+    // (pid 12, 2 x 1.0 pinned there) keeps node 1 flagged and over capacity.
+    let mut b2 = B::fixture("rig-6.12-2node");
+    b2.proc(10, "numa01", &[(0, 0.02), (1, 1.0), (0, 1.0)], &[37, 0]);
+    b2.proc(11, "numa01", &[(0, 0.02), (0, 0.95), (1, 0.95)], &[37, 0]);
+    b2.proc(12, "other", &[(1, 1.0), (1, 1.0)], &[0, 10]);
+    b2.pinned(12);
+    b2.group_proc(1, 10).group_proc(2, 11);
+    b2.bottleneck(1, 1.0);
+    let plan = Adaptive::new().decide(&b2.m);
+    check_conservation(&b2.m, &plan);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 11 || a.reason.rule != "next-best-node"), "{plan:#?}");
+}

@@ -153,6 +153,9 @@ pub(crate) struct Planner<'m> {
     pub(crate) memory_follows: Vec<(u32, NodeSet)>,
     pub(crate) units: Vec<Unit>,
     pub(crate) placed: Vec<Option<Placed>>,
+    /// Per node (dense index), CPUs: the demand of tasks running there whose unit this plan has
+    /// already placed on other nodes (rule "bottleneck-leaves").
+    pub(crate) leaving: Vec<f64>,
     pub(crate) task_plan: BTreeMap<TaskKey, TaskPlan>,
     /// Actions so far, with the CPU demand recorded for the hold.
     pub(crate) actions: Vec<(Action, f64)>,
@@ -300,6 +303,7 @@ impl<'m> Planner<'m> {
             memory_follows,
             units: Vec::new(),
             placed: Vec::new(),
+            leaving: vec![0.0; n],
             task_plan: BTreeMap::new(),
             actions: Vec::new(),
             budget_pages: budget_total,
@@ -406,28 +410,38 @@ impl<'m> Planner<'m> {
         let Some(l) = self.model.nodes.get(i) else { return false };
         let brings_traffic = 1.0 - u.share[i] >= self.model.tunables.remote_share_min;
         l.io.bottleneck
-            || (l.cpu.bottleneck && u.current != Some(i) && !self.cpu_bottleneck_leaves(i))
+            || (l.cpu.bottleneck && u.current != Some(i) && !self.cpu_bottleneck_leaves(i, u))
             || (l.mem_bw.bottleneck && brings_traffic && u.current != Some(i))
             || (l.mem_capacity.bottleneck && brings_traffic)
     }
 
-    /// Whether node `i`'s CPU bottleneck leaves with this plan (rule "bottleneck-leaves"): units
-    /// that ran there and are already placed elsewhere take away enough demand to bring the node
-    /// under its capacity. The flag is measured from the last period, so it still shows the load of
-    /// a unit the plan just moved off; refusing the node for that load sends the next unit into
-    /// the place the first one went (the rig's 2-node numa01: process A moved from node 1 to its
-    /// memory's node 0, process B, on node 0, refused node 1 for A's load and stayed: both on one
-    /// node, the other idle, for the rest of the run).
-    fn cpu_bottleneck_leaves(&self, i: usize) -> bool {
-        let away: f64 = self
-            .units
+    /// Whether node `i`'s CPU bottleneck leaves with this plan (rule "bottleneck-leaves"): the
+    /// tasks that ran there and whose units are already placed elsewhere, with unit `u`'s own
+    /// tasks there (placing `u` on the node adds nothing for them), take away enough demand to
+    /// bring the node under its capacity. The flag is measured from the last period, so it still
+    /// shows the load of a unit the plan just moved off; refusing the node for that load sends the
+    /// next unit into the place the first one went (the rig's 2-node numa01: process A moved from
+    /// node 1 to its memory's node 0, process B, on node 0, refused node 1 for A's load and
+    /// stayed: both on one node, the other idle, for the rest of the run). Counted by task, not by
+    /// unit: at "go" each numa01 process's two workers may start one on each node, so both
+    /// units' `current` is node 0 while node 1 carries one worker of each (the race's repetition
+    /// 2 at 427dc26: B refused node 1 and stayed on node 0 for 1.2 s).
+    fn cpu_bottleneck_leaves(&self, i: usize, u: &Unit) -> bool {
+        let own: f64 = u
+            .tasks
             .iter()
-            .zip(&self.placed)
-            .filter(|(v, p)| v.current == Some(i) && p.as_ref().is_some_and(|p| !p.nodes.contains(&i)))
-            .map(|(v, _)| v.cpu)
+            .filter(|k| self.task_node(k) == Some(i))
+            .filter_map(|k| self.model.tasks.get(k))
+            .map(demand)
             .sum();
-        let left = self.model.nodes.get(i).map_or(0.0, |l| l.cpu_demand) - away;
-        away > 0.0 && left < self.cap[i]
+        let gone = self.leaving.get(i).copied().unwrap_or(0.0) + own;
+        let left = self.model.nodes.get(i).map_or(0.0, |l| l.cpu_demand) - gone;
+        gone > 0.0 && left < self.cap[i]
+    }
+
+    /// Dense index of the node task `k` last ran on.
+    fn task_node(&self, k: &TaskKey) -> Option<usize> {
+        self.model.tasks.get(k).and_then(|tv| tv.node).and_then(|id| self.model.node_idx(id))
     }
 
     /// Why node `i` is a bottleneck, for reasons.
@@ -1060,6 +1074,9 @@ impl<'m> Planner<'m> {
             self.charge(&placed.nodes, u.cpu, u.mem);
             for k in &u.tasks {
                 let cpu = m.tasks.get(k).map_or(0.0, demand);
+                if let Some(j) = self.task_node(k).filter(|j| !placed.nodes.contains(j)) {
+                    self.leaving[j] += cpu;
+                }
                 self.task_plan.insert(
                     *k,
                     TaskPlan {
