@@ -381,3 +381,70 @@ fn the_first_touch_cadence_ends_after_its_window() {
     applied(&mut pol, &b.m, &plan);
     assert_eq!(pol.next_interval_ns(&b.m), 100_000_000, "{plan:#?}");
 }
+
+/// Rule 4 for a young idle process (rule "idle-young-memory-follows"): a new process that set up
+/// its memory and now waits (the rig's numa01 and numa02 workers between their first touch and
+/// "go"; a server before its first request) has its memory moved to the node the fork rule put
+/// it on at once, counting the fork rule's CPU estimate (`new_thread_cpu` per thread) as its
+/// CPU: the copy competes with none of its own threads, and once they run it competes with all
+/// of them (the race at 427dc26: the same 32 MiB took 1.6 s under the two busy workers of each
+/// process, 0.1 s to first-touch before "go").
+///
+/// ```text
+///   the rig's 2-node guest (fixture rig-6.12-2node: 2 CPUs a node)
+///   old (10): 2 x 1.0 CPUs on node 0, 10 MiB on node 0
+///   numa01 (20): new (100 ms old when first seen), 1 thread, idle, 37 MiB on node 0
+///   decision 1: fork rule: node 1 least loaded (0.0 of 2.0 CPUs) -> affinity node 1; no memory
+///   (applied; its thread sleeps, its last CPU still on node 0); 100 ms later, still idle (rate 0.0)
+///   decision 2: 100% of its memory remote; CPU counted 1 thread x new_thread_cpu 1.0:
+///               benefit 1.0 x 1.0 x 10 s = 10 CPU-s > 9472 pages x 2 us      -> MigratePages 0 -> 1
+///   older than new_process_age_ms (2 s) and idle: nothing moves (0 CPUs x 10 s)
+/// ```
+#[test]
+fn a_young_idle_process_takes_its_memory_to_the_node_it_was_placed_on() {
+    let build = || {
+        let mut b = B::fixture("rig-6.12-2node");
+        b.proc(10, "old", &[(0, 1.0), (0, 1.0)], &[10, 0]);
+        b.group_proc(1, 10);
+        b.new_proc(20, "numa01", &[(0, 0.0)], &[37, 0]);
+        b
+    };
+    let follows = |plan: &numapilot_policy::Plan| {
+        plan.actions
+            .iter()
+            .filter(|a| a.target.pid == 20)
+            .filter(|a| matches!(&a.kind, ActionKind::MigratePages { to, .. } if to.to_string() == "1"))
+            .count()
+    };
+    let mut b = build();
+    let mut pol = Adaptive::new();
+    let first = pol.decide(&b.m);
+    check_conservation(&b.m, &first);
+    assert!(
+        first.actions.iter().any(|a| a.target.pid == 20
+            && a.reason.rule == "fork-spread"
+            && matches!(&a.kind, ActionKind::SetAffinity { cpus } if cpus.to_string() == "2-3")),
+        "{first:#?}"
+    );
+    assert_eq!(follows(&first), 0, "{first:#?}");
+    // Applied; its thread sleeps, so its last CPU is still on node 0.
+    b.allow(20, &[1]);
+    b.m.now_ns += 100_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(follows(&plan), 1, "{plan:#?}");
+    let a = plan.actions.iter().find(|a| a.target.pid == 20 && pages_of(a) > 0).expect("a move");
+    assert!(a.reason.detail.contains("idle-young-memory-follows"), "{a:#?}");
+
+    // No longer young: an idle process's memory stays where it is.
+    let mut b = build();
+    let mut pol = Adaptive::new();
+    pol.decide(&b.m);
+    b.allow(20, &[1]);
+    b.m.now_ns += 2_000_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(follows(&plan), 0, "{plan:#?}");
+}

@@ -62,6 +62,44 @@ const WEIGHT_PER_CPU: f64 = 10.0;
 /// process's state: it then holds, see `ProcState::shared_spread`).
 pub(crate) const SHARED_RULE: &str = "shared-buffer-interleave";
 
+/// Rule name of the memory move of a young idle process (see `idle_young`).
+pub(crate) const IDLE_YOUNG_RULE: &str = "idle-young-memory-follows";
+
+/// Whether `pid` is a young process the fork rule placed that has set up its memory and now waits
+/// (rule "idle-young-memory-follows"): placed by this policy's fork rule, younger than
+/// `new_process_age_ms`, under `min_group_cpu` with every thread's rate known (seen for a period).
+/// Its memory's benefit then counts the fork rule's estimate (`new_thread_cpu` per thread), not
+/// its rate of 0: it set its memory up to work on it, and the copy is cheapest now, when it
+/// competes with none of its own threads. Measured in the rig's race at 427dc26 (2-node guest
+/// under TCG): one numa01 process's 32 MiB first-touched in 0.1 s before "go", the same 32 MiB
+/// copied in 1.6 s after it, under the two busy workers of each process; the fork rule had put
+/// the process on node 1 before "go", and its memory followed only once it ran.
+fn idle_young(pl: &Planner<'_>, policy: &Adaptive, pid: u32) -> bool {
+    let m = pl.model;
+    let t = &m.tunables;
+    let Some(p) = m.procs.get(&pid) else { return false };
+    policy.proc_state(m, pid).is_some_and(|s| s.forked)
+        && p.age_ns(m.now_ns) < t.new_process_age_ms.saturating_mul(1_000_000)
+        && p.cpu_rate < t.min_group_cpu
+        && p.tids.iter().all(|&tid| m.tasks.get(&TaskKey { pid, tid }).is_some_and(|tv| tv.first_seen_ns < m.now_ns))
+}
+
+/// The one node (dense index) all of `pid`'s threads may run on, if there is one.
+fn allowed_node(pl: &Planner<'_>, pid: u32) -> Option<usize> {
+    let m = pl.model;
+    let p = m.procs.get(&pid)?;
+    let mut node = None;
+    for &tid in &p.tids {
+        let tv = m.tasks.get(&TaskKey { pid, tid })?;
+        let i = m.topo.nodes.iter().position(|n| !n.cpus.is_empty() && tv.cpus_allowed.is_subset(&n.cpus))?;
+        if node.is_some_and(|j| j != i) {
+            return None;
+        }
+        node = Some(i);
+    }
+    node
+}
+
 /// One process's memory job.
 struct Job {
     pid: u32,
@@ -288,6 +326,17 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         };
         v[c] += tp.cpu.max(1e-3);
     }
+    // A young idle process has no unit (its threads are idle): its node is the one node its
+    // threads may run on, where the fork rule put them (a sleeping thread's last CPU is still
+    // the one it slept on).
+    for &pid in &pl.managed {
+        if set_cpu.contains_key(&pid) || new.contains(&pid) || !idle_young(pl, policy, pid) {
+            continue;
+        }
+        let Some(i) = allowed_node(pl, pid) else { continue };
+        set_cpu.entry(pid).or_default().insert(vec![i], 1e-3);
+        cpu_on.entry(pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()])[i] += 1e-3;
+    }
     // Processes with a thread that has sampled hot ranges.
     let sampled_pids: BTreeSet<u32> = m.tasks.iter().filter(|(_, t)| !t.hot.is_empty()).map(|(k, _)| k.pid).collect();
     // The node sets of each process's units. minor-threads-stay-behind: without access samples,
@@ -454,7 +503,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         if remote_pages == 0 {
             continue;
         }
-        let benefit_s = remote * p.cpu_rate * t.benefit_horizon_s;
+        // A young idle process counts the fork rule's estimate as its CPU (rule
+        // "idle-young-memory-follows", see `idle_young`).
+        let idle = idle_young(pl, policy, pid);
+        let cpu_rate = if idle { p.cpu_rate.max(p.tids.len() as f64 * t.new_thread_cpu) } else { p.cpu_rate };
+        let benefit_s = remote * cpu_rate * t.benefit_horizon_s;
         let cost_s = remote_pages as f64 * t.migrate_cost_ns_per_page as f64 / 1e9;
         if !bind && (remote < t.remote_share_min || benefit_s <= cost_s) {
             continue;
@@ -484,15 +537,26 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     pct(t.remote_share_min)
                 )
             });
+            let idle_note = if idle {
+                format!(
+                    "; [{IDLE_YOUNG_RULE}] young ({} ms) and idle ({:.2} CPUs): counts {} thread(s) x new_thread_cpu {:.1}, its memory moves before its work starts",
+                    p.age_ns(m.now_ns) / 1_000_000,
+                    p.cpu_rate,
+                    p.tids.len(),
+                    t.new_thread_cpu
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "process {pid} ({}) runs on nodes {}: {} of its {src} remote (>= {}); benefit {:.2} CPU-s ({} x {:.2} CPUs x {} s) > copy cost {:.2} s ({} pages){cold_note}{minor_note}",
+                "process {pid} ({}) runs on nodes {}: {} of its {src} remote (>= {}); benefit {:.2} CPU-s ({} x {:.2} CPUs x {} s) > copy cost {:.2} s ({} pages){cold_note}{minor_note}{idle_note}",
                 p.comm,
                 pl.node_set(&to),
                 pct(remote),
                 pct(t.remote_share_min),
                 benefit_s,
                 pct(remote),
-                p.cpu_rate,
+                cpu_rate,
                 t.benefit_horizon_s,
                 cost_s,
                 remote_pages
@@ -506,7 +570,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             } else if split {
                 0.0
             } else {
-                remote * p.cpu_rate
+                remote * cpu_rate
             },
             kind: JobKind::Follow { to, dest, remote, detail, bind, hot: !split, cold: cold.is_some() },
         });

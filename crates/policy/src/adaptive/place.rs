@@ -430,18 +430,13 @@ impl<'m> Planner<'m> {
         let own: f64 = u
             .tasks
             .iter()
-            .filter(|k| self.task_node(k) == Some(i))
+            .filter(|k| self.task_idx(k) == Some(i))
             .filter_map(|k| self.model.tasks.get(k))
             .map(demand)
             .sum();
         let gone = self.leaving.get(i).copied().unwrap_or(0.0) + own;
         let left = self.model.nodes.get(i).map_or(0.0, |l| l.cpu_demand) - gone;
         gone > 0.0 && left < self.cap[i]
-    }
-
-    /// Dense index of the node task `k` last ran on.
-    fn task_node(&self, k: &TaskKey) -> Option<usize> {
-        self.model.tasks.get(k).and_then(|tv| tv.node).and_then(|id| self.model.node_idx(id))
     }
 
     /// Why node `i` is a bottleneck, for reasons.
@@ -1074,7 +1069,7 @@ impl<'m> Planner<'m> {
             self.charge(&placed.nodes, u.cpu, u.mem);
             for k in &u.tasks {
                 let cpu = m.tasks.get(k).map_or(0.0, demand);
-                if let Some(j) = self.task_node(k).filter(|j| !placed.nodes.contains(j)) {
+                if let Some(j) = self.task_idx(k).filter(|j| !placed.nodes.contains(j)) {
                     self.leaving[j] += cpu;
                 }
                 self.task_plan.insert(
