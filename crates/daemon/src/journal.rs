@@ -41,7 +41,9 @@ pub struct JournalError {
 pub struct Record {
     /// UTC wall-clock time, RFC 3339 with milliseconds.
     pub time: String,
-    /// `action` for a planned or applied action, `restore` for putting processes back.
+    /// `action` for a planned or applied action, `move-done` for the end of a page move that ran
+    /// in the background (outcome `started` in its `action` line), `restore` for putting
+    /// processes back.
     pub event: String,
     /// Engine step number (1-based) the action belongs to; 0 for a restore.
     pub step: u64,
@@ -62,7 +64,8 @@ pub struct Record {
     pub rule: String,
     /// The rule's figures.
     pub detail: String,
-    /// `applied`, `partial`, `vanished`, `refused`, or `planned` in a dry run.
+    /// `applied`, `partial`, `started` (a page move handed to the mover; its `move-done` line
+    /// follows), `vanished`, `refused`, or `planned` in a dry run.
     pub outcome: String,
     /// Base pages moved (page actions).
     pub pages_moved: u64,
@@ -96,12 +99,27 @@ pub fn outcome_name(outcome: Option<&Outcome>) -> &'static str {
         None => "planned",
         Some(Outcome::Applied { .. }) => "applied",
         Some(Outcome::Partial { .. }) => "partial",
+        Some(Outcome::Started { .. }) => "started",
         Some(Outcome::Vanished) => "vanished",
         Some(Outcome::Refused { .. }) => "refused",
     }
 }
 
 impl Record {
+    /// The line for the end of a background page move started at step `step`'s sample time
+    /// `at_ns` (its `action` line says `started`): the move's own outcome and pages.
+    pub fn move_done(step: u64, at_ns: u64, f: &numapilot_policy::FinishedMove, comm: &str) -> Self {
+        let mut r = Record::action(step, at_ns, &f.action, comm, Some(&f.outcome), false);
+        r.event = "move-done".into();
+        r.detail = format!(
+            "{} ms in the background (started at {} ns); {}",
+            f.ended_ns.saturating_sub(f.started_ns) / 1_000_000,
+            f.started_ns,
+            f.action.reason.detail
+        );
+        r
+    }
+
     /// The line for one action of step `step`.
     pub fn action(
         step: u64,

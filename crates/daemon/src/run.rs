@@ -39,7 +39,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use numapilot_model::{Model, Resource};
-use numapilot_policy::{Adaptive, Engine, Host, Outcome, StepReport};
+use numapilot_policy::{Adaptive, Engine, FinishedMove, Host, Outcome, StepReport};
 use numapilot_topology::Topology;
 
 use crate::config::{self, Config, ConfigError, Loaded, Overrides, Source};
@@ -91,11 +91,21 @@ from_error!(ConfigError => Config, LiveError => Live, ControlError => Control, M
 pub trait Restore {
     /// Puts every touched process back.
     fn restore_all(&mut self) -> RestoreReport;
+
+    /// Waits for the page move in flight (shutdown) and returns the moves not yet reported.
+    /// Default: none (a host without a page mover).
+    fn wait_moves(&mut self) -> Vec<FinishedMove> {
+        Vec::new()
+    }
 }
 
 impl Restore for LiveHost {
     fn restore_all(&mut self) -> RestoreReport {
         LiveHost::restore_all(self)
+    }
+
+    fn wait_moves(&mut self) -> Vec<FinishedMove> {
+        LiveHost::wait_moves(self)
     }
 }
 
@@ -483,6 +493,19 @@ pub fn serve<H: Host + Restore>(
             }
         }
     };
+    // A page move still running is waited for and journaled before anything is put back.
+    let last = host.wait_moves();
+    if !last.is_empty() {
+        let step = engine.totals.steps;
+        let at_ns = numapilot_observe::reader::monotonic_ns();
+        for f in &last {
+            count_outcome(journal::kind_name(&f.action), Some(&f.outcome), &mut status);
+            if let Some(j) = journal.as_mut() {
+                let comm = engine.model.procs.get(&f.action.target.pid).map_or("", |p| p.comm.as_str());
+                write_journal(j, &Record::move_done(step, at_ns, f, comm));
+            }
+        }
+    }
     tracing::info!("{why}: restoring every touched process");
     let restore = host.restore_all();
     if let Some(j) = journal.as_mut() {
@@ -624,23 +647,19 @@ fn warn_restart_only(old: &Config, new: &Config) {
 
 fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Journal>, s: &mut Status) {
     let step = engine.totals.steps;
+    // Page moves that ran in the background and ended since the last step.
+    for f in &report.finished {
+        count_outcome(journal::kind_name(&f.action), Some(&f.outcome), s);
+        if let Some(j) = journal.as_deref_mut() {
+            let comm = engine.model.procs.get(&f.action.target.pid).map_or("", |p| p.comm.as_str());
+            write_journal(j, &Record::move_done(step, report.at_ns, f, comm));
+        }
+    }
     for (i, action) in report.plan.actions.iter().enumerate() {
         let outcome = report.outcomes.get(i);
         let kind = journal::kind_name(action);
         *s.actions_by_kind.entry(kind.to_string()).or_default() += 1;
-        let failed = match outcome {
-            Some(Outcome::Partial { failed, .. }) => {
-                for (cause, n) in failed {
-                    *s.pages_failed_by_cause.entry(cause.clone()).or_default() += n;
-                }
-                true
-            }
-            Some(Outcome::Vanished) | Some(Outcome::Refused { .. }) => true,
-            _ => false,
-        };
-        if failed {
-            *s.failures_by_kind.entry(format!("{kind}/{}", journal::outcome_name(outcome))).or_default() += 1;
-        }
+        count_outcome(kind, outcome, s);
         let comm = engine.model.procs.get(&action.target.pid).map_or("", |p| p.comm.as_str());
         if engine.dry_run {
             tracing::info!(
@@ -654,6 +673,23 @@ fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Jo
         if let Some(j) = journal.as_deref_mut() {
             write_journal(j, &Record::action(step, report.at_ns, action, comm, outcome, engine.dry_run));
         }
+    }
+}
+
+/// Failures of one outcome into the status (pages by cause, actions by kind and outcome).
+fn count_outcome(kind: &str, outcome: Option<&Outcome>, s: &mut Status) {
+    let failed = match outcome {
+        Some(Outcome::Partial { failed, .. }) => {
+            for (cause, n) in failed {
+                *s.pages_failed_by_cause.entry(cause.clone()).or_default() += n;
+            }
+            true
+        }
+        Some(Outcome::Vanished) | Some(Outcome::Refused { .. }) => true,
+        _ => false,
+    };
+    if failed {
+        *s.failures_by_kind.entry(format!("{kind}/{}", journal::outcome_name(outcome))).or_default() += 1;
     }
 }
 

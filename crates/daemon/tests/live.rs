@@ -816,16 +816,36 @@ fn page_moves_of_a_child_are_counted_and_budgeted() {
     let pages = len / 4096;
 
     // Through the host: every touched page is already on the one node, so nothing is moved and
-    // nothing fails (pages in place neither count as moved nor use the budget).
+    // nothing fails (pages in place neither count as moved nor use the budget). The page mover
+    // (the default) takes each page action (`Started`) and reports its outcome when it ends;
+    // synchronous moves (`background_moves` off) report it at once. Bad nodes are refused before
+    // any move starts.
+    let all: NodeSet = std::iter::once(node).collect();
+    let mv = ActionKind::MoveRanges { ranges: vec![(addr, len)], to: node };
+    let mig = ActionKind::MigratePages { from: all.clone(), to: all.clone(), max_pages: None };
+    let bad = ActionKind::MigratePages { from: all, to: std::iter::once(9999).collect(), max_pages: None };
     let (_d, state) = tmp_state("pages");
     let mut host = host_with(&state, |_| {});
-    let mv = ActionKind::MoveRanges { ranges: vec![(addr, len)], to: node };
+    for kind in [mv.clone(), mig.clone()] {
+        let a = action(kid.target(), kind);
+        assert!(matches!(host.apply(&a), Outcome::Started { pages } if pages > 0));
+        let done = host.wait_moves();
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert_eq!((&done[0].action, &done[0].outcome), (&a, &Outcome::Applied { pages_moved: 0 }));
+        assert!(done[0].ended_ns >= done[0].started_ns);
+        assert!(host.finished_moves().is_empty(), "reported once");
+    }
+    assert!(refused(&host.apply(&action(kid.target(), bad.clone()))).contains("9999"));
+    assert!(host.wait_moves().is_empty(), "a refused action starts no move");
+    drop(host);
+    let (_d2, state) = tmp_state("pages-sync");
+    let tuning = numapilot_daemon::live::LiveTuning { background_moves: false, ..Default::default() };
+    let o = LiveOptions { state_path: state.clone(), ..LiveOptions::default() };
+    let mut host = LiveHost::open_with(topo(), o, tuning).unwrap().0;
     assert_eq!(host.apply(&action(kid.target(), mv)), Outcome::Applied { pages_moved: 0 });
-    let all: NodeSet = std::iter::once(node).collect();
-    let mig = ActionKind::MigratePages { from: all.clone(), to: all.clone(), max_pages: None };
     assert_eq!(host.apply(&action(kid.target(), mig)), Outcome::Applied { pages_moved: 0 });
-    let bad = ActionKind::MigratePages { from: all, to: std::iter::once(9999).collect(), max_pages: None };
     assert!(refused(&host.apply(&action(kid.target(), bad))).contains("9999"));
+    assert!(host.wait_moves().is_empty());
 
     // The kernel's move path for real (pages handed over although in place): every present page
     // of the range is found and reported on the node, at most the allowance per call.

@@ -10,27 +10,45 @@ use numapilot_daemon::control::{self, Request};
 use numapilot_daemon::live::RestoreReport;
 use numapilot_daemon::run::{self, Command, Restore, Setup};
 use numapilot_observe::Sample;
-use numapilot_policy::{Action, Host, HostError, Outcome};
+use numapilot_policy::{Action, ActionKind, FinishedMove, Host, HostError, Outcome};
 use numapilot_sim::engine::{Baseline, Machine, Sim, SimOptions};
 use numapilot_sim::workload::autonuma_bench;
 use numapilot_sim::SimHost;
 use numapilot_topology::Topology;
 
-struct Stepped(SimHost);
+/// The simulated host, one second a step. `deferred`: page actions are reported as a page mover
+/// reports them: `Started` from `apply`, their outcome at the next step (`finished_moves`).
+struct Stepped {
+    host: SimHost,
+    deferred: bool,
+    pending: Vec<FinishedMove>,
+}
 
 impl Host for Stepped {
     fn topology(&self) -> &Topology {
-        self.0.topology()
+        self.host.topology()
     }
     fn now_ns(&self) -> u64 {
-        self.0.now_ns()
+        self.host.now_ns()
     }
     fn sample(&mut self) -> Result<Sample, HostError> {
-        self.0.advance(1_000_000_000);
-        self.0.sample()
+        self.host.advance(1_000_000_000);
+        self.host.sample()
     }
     fn apply(&mut self, a: &Action) -> Outcome {
-        self.0.apply(a)
+        let o = self.host.apply(a);
+        let page = !matches!(a.kind, ActionKind::SetAffinity { .. });
+        match o {
+            Outcome::Applied { pages_moved } | Outcome::Partial { pages_moved, .. } if self.deferred && page => {
+                let now = self.host.now_ns();
+                self.pending.push(FinishedMove { action: a.clone(), outcome: o, started_ns: now, ended_ns: now });
+                Outcome::Started { pages: pages_moved }
+            }
+            o => o,
+        }
+    }
+    fn finished_moves(&mut self) -> Vec<FinishedMove> {
+        std::mem::take(&mut self.pending)
     }
 }
 
@@ -38,9 +56,16 @@ impl Restore for Stepped {
     fn restore_all(&mut self) -> RestoreReport {
         RestoreReport::default()
     }
+    fn wait_moves(&mut self) -> Vec<FinishedMove> {
+        std::mem::take(&mut self.pending)
+    }
 }
 
 fn run(dry_run: bool) -> (control::Status, Vec<serde_json::Value>, String) {
+    run_with(dry_run, false)
+}
+
+fn run_with(dry_run: bool, deferred: bool) -> (control::Status, Vec<serde_json::Value>, String) {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
     let journal = dir.path().join("journal.jsonl");
@@ -65,7 +90,7 @@ fn run(dry_run: bool) -> (control::Status, Vec<serde_json::Value>, String) {
     let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
     let (ltx, lrx) = std::sync::mpsc::channel::<String>();
     let t = std::thread::spawn(move || {
-        run::serve(setup, topo, Stepped(host), None, Some(rx), &mut |l| {
+        run::serve(setup, topo, Stepped { host, deferred, pending: Vec::new() }, None, Some(rx), &mut |l| {
             let _ = ltx.send(l.to_string());
         })
     });
@@ -74,7 +99,7 @@ fn run(dry_run: bool) -> (control::Status, Vec<serde_json::Value>, String) {
     let status = loop {
         if let Ok(r) = control::request(&socket, &Request::Status) {
             let s = r.status.unwrap();
-            if s.actions > 0 && s.steps >= 5 {
+            if s.actions > 0 && s.steps >= 5 && (!deferred || s.pages_moved > 0) {
                 break s;
             }
         }
@@ -144,4 +169,25 @@ fn dry_run_plans_journals_and_applies_nothing() {
         assert_eq!(a["outcome"], "planned", "{a}");
     }
     assert_eq!(lines.last().unwrap()["event"], "restore");
+}
+
+/// Page moves that ran in the background (a host with a page mover): the action's line says
+/// `started`, a `move-done` line carries what the move did when it ended, and the status counts
+/// its pages then (not when it started).
+#[test]
+fn background_page_moves_are_journaled_when_they_end() {
+    let (status, lines, _) = run_with(false, true);
+    let started: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["event"] == "action" && l["outcome"] == "started").collect();
+    let done: Vec<&serde_json::Value> = lines.iter().filter(|l| l["event"] == "move-done").collect();
+    assert!(!started.is_empty(), "no page move started");
+    assert_eq!(done.len(), started.len(), "every started move ends in the journal (the last at shutdown)");
+    for (s, d) in started.iter().zip(&done) {
+        assert_eq!((&s["pid"], &s["kind"], &s["rule"]), (&d["pid"], &d["kind"], &d["rule"]), "{s} / {d}");
+        assert_eq!(s["pages_moved"], 0, "a started move has moved nothing yet: {s}");
+        assert!(d["outcome"] == "applied" || d["outcome"] == "partial", "{d}");
+        assert!(d["detail"].as_str().unwrap().contains("in the background"), "{d}");
+    }
+    let moved: u64 = done.iter().map(|d| d["pages_moved"].as_u64().unwrap()).sum();
+    assert!(moved > 0 && status.pages_moved > 0 && status.pages_moved <= moved, "{} / {moved}", status.pages_moved);
 }

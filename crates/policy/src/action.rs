@@ -109,6 +109,14 @@ pub enum Outcome {
         /// Pages not moved, by cause.
         failed: Vec<(String, u64)>,
     },
+    /// Handed to the host's page mover, which moves up to `pages` base pages in the background
+    /// while the decisions go on; what it did is reported when it ends
+    /// ([`crate::Host::finished_moves`]). Only page actions, and only on hosts with a mover (the
+    /// live daemon's); counted like an applied action by the policies (their holds start).
+    Started {
+        /// Base pages it may move (the allowance it was given).
+        pages: u64,
+    },
     /// Not done, because the target is gone or is no longer the same process (pid reused).
     Vanished,
     /// Not done, refused by the host (e.g. CPUs outside the process's cpuset); the message says why.

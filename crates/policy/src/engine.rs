@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::{Outcome, Plan};
 use crate::adaptive::Explanation;
-use crate::host::{Host, HostError};
+use crate::host::{FinishedMove, Host, HostError};
 
 /// A placement policy: reads the model, returns a plan. Pure (no I/O).
 pub trait Policy: std::fmt::Debug {
@@ -64,6 +64,27 @@ pub struct StepReport {
     pub vanished: u64,
     /// Actions the host refused.
     pub refused: u64,
+    /// Page actions handed to the host's mover this step ([`Outcome::Started`]).
+    pub moves_started: u64,
+    /// Background page moves that ended since the last step (their pages are counted in
+    /// `pages_moved` and `pages_failed` here, not in the step that started them).
+    pub finished: Vec<FinishedMove>,
+}
+
+impl StepReport {
+    /// Adds one outcome to the step's counts.
+    fn count(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Applied { pages_moved } => self.pages_moved += pages_moved,
+            Outcome::Partial { pages_moved, failed } => {
+                self.pages_moved += pages_moved;
+                self.pages_failed += failed.iter().map(|(_, n)| n).sum::<u64>();
+            }
+            Outcome::Started { .. } => self.moves_started += 1,
+            Outcome::Vanished => self.vanished += 1,
+            Outcome::Refused { .. } => self.refused += 1,
+        }
+    }
 }
 
 /// Totals over the engine's life.
@@ -81,6 +102,9 @@ pub struct Totals {
     pub vanished: u64,
     /// Actions refused.
     pub refused: u64,
+    /// Page actions handed to a background mover.
+    #[serde(default)]
+    pub moves_started: u64,
 }
 
 /// The model and a policy, stepped against a host.
@@ -115,18 +139,15 @@ impl Engine {
         host.recycle(sample);
         let plan = self.policy.decide(&self.model);
         let mut report = StepReport { at_ns, ..StepReport::default() };
+        // Background moves that ended since the last step: their pages count now.
+        for f in host.finished_moves() {
+            report.count(&f.outcome);
+            report.finished.push(f);
+        }
         if !self.dry_run {
             for action in &plan.actions {
                 let outcome = host.apply(action);
-                match &outcome {
-                    Outcome::Applied { pages_moved } => report.pages_moved += pages_moved,
-                    Outcome::Partial { pages_moved, failed } => {
-                        report.pages_moved += pages_moved;
-                        report.pages_failed += failed.iter().map(|(_, n)| n).sum::<u64>();
-                    }
-                    Outcome::Vanished => report.vanished += 1,
-                    Outcome::Refused { .. } => report.refused += 1,
-                }
+                report.count(&outcome);
                 report.outcomes.push(outcome);
             }
         }
@@ -138,6 +159,7 @@ impl Engine {
         self.totals.pages_failed += report.pages_failed;
         self.totals.vanished += report.vanished;
         self.totals.refused += report.refused;
+        self.totals.moves_started += report.moves_started;
         report.plan = plan;
         Ok(report)
     }

@@ -44,4 +44,24 @@ pub trait Host {
     /// live host reads /proc/stat here so the next sample's CPU load leaves the step itself out
     /// (`Sample::cpu_base`). Default: nothing.
     fn step_done(&mut self) {}
+
+    /// The page moves that ended since the last call, each with the action that started it
+    /// ([`Outcome::Started`]) and what became of it. Default: none (a host that moves pages
+    /// synchronously reports them in [`Host::apply`]'s outcome).
+    fn finished_moves(&mut self) -> Vec<FinishedMove> {
+        Vec::new()
+    }
+}
+
+/// A page move that ran in the background ([`Outcome::Started`]) and ended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FinishedMove {
+    /// The action that started it.
+    pub action: Action,
+    /// What became of it: `Applied`, `Partial`, `Vanished` or `Refused`, as a synchronous move's.
+    pub outcome: Outcome,
+    /// Host time it was handed to the mover and when it ended, ns.
+    pub started_ns: u64,
+    /// See `started_ns`.
+    pub ended_ns: u64,
 }

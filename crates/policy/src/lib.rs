@@ -26,7 +26,7 @@ pub mod numad;
 pub use action::{Action, ActionKind, Outcome, Plan, Reason, TaskRef};
 pub use adaptive::Adaptive;
 pub use engine::{Engine, Policy, StepReport, Totals};
-pub use host::{Host, HostError};
+pub use host::{FinishedMove, Host, HostError};
 pub use numad::Numad;
 /// The one tunables struct (defined in the model crate, which needs half of it).
 pub use numapilot_model::{TunableError, Tunables};

@@ -40,14 +40,9 @@
 //! kernel would otherwise use `MPOL_MF_MOVE_ALL`; the rig's race measured 1,236 shared file pages
 //! of four processes moved with one numa01 worker's 8,192).
 //!
-//! A move is synchronous: the daemon's loop waits in the call, and decides nothing else meanwhile.
-//! On a real machine a 32 MiB move takes milliseconds; in the rig's guests under TCG it took
-//! 1.5-5 s with the process's workers running (2026-11-27, `scripts/race.sh --tests numa01`),
-//! and when that move started before "go" (rule idle-young-memory-follows, tried and reverted:
-//! commit ddfcbc3) the second numa01 process was placed 2.1-5.4 s after "go" instead of 0.2-0.3 s.
-//! The adaptive policy emits its CPU actions before its page moves (`Adaptive::decide`), so within one
-//! step nothing waits for a copy; the next step does. A mover thread that copies while the loop
-//! goes on, its outcome journaled when it ends, would remove that wait; not built.
+//! A move is synchronous: the caller waits in the call. The live host runs page actions on the page
+//! mover's thread ([`super::mover`]) so that the daemon's loop does not (in the rig's guests under
+//! TCG one 32 MiB move took 1.5-5 s with the process's workers running).
 
 use std::collections::BTreeMap;
 

@@ -39,6 +39,7 @@ use numapilot_topology::{CpuSet, NodeSet, Topology};
 use crate::signals::{SignalOptions, SignalTuning, Signals};
 
 pub mod apply;
+pub mod mover;
 pub mod observe;
 pub mod select;
 pub mod state;
@@ -111,6 +112,12 @@ pub struct LiveTuning {
     /// appears. Default 8. Source: a choice; a process that keeps creating threads for 8 rounds is
     /// caught on the next cycle. What it prevents: looping forever on a thread factory.
     pub affinity_rounds: u32,
+    /// Page actions run on the page mover's thread ([`mover`]) while the loop goes on, their
+    /// outcome reported when they end (`Host::finished_moves`). Default true. Source: the rig's
+    /// race, where a synchronous 32 MiB move under TCG held the loop for 1.8-5 s. What it
+    /// prevents: no decision for any process while one process's pages are copied. False: each
+    /// page action is done inside `apply`, its outcome final (tests that want that).
+    pub background_moves: bool,
 }
 
 impl Default for LiveTuning {
@@ -120,6 +127,7 @@ impl Default for LiveTuning {
             signal_tuning: SignalTuning::default(),
             tiers: TierOptions::default(),
             affinity_rounds: 8,
+            background_moves: true,
         }
     }
 }
@@ -184,6 +192,8 @@ pub struct LiveHost {
     /// /proc/stat as read when the last step ended (`Host::step_done`), for the next sample's
     /// `cpu_base` (rule "observer-not-load", model load.rs).
     cpu_base: Option<numapilot_observe::parse::proc_stat::ProcStat>,
+    /// The page mover (`LiveTuning::background_moves`; none when observing only).
+    mover: Option<mover::Mover>,
 }
 
 fn page_size() -> u64 {
@@ -262,6 +272,21 @@ impl LiveHost {
         let signals = Signals::open_with(tuning.signals, tuning.signal_tuning);
         notes.extend(signals.notes().iter().cloned());
         let ps = page_size();
+        // No mover when nothing is acted on; a thread that cannot start leaves moves synchronous.
+        let mover = if tuning.background_moves && refusal.is_none() {
+            match mover::Mover::spawn(Box::new(move |j: &mover::Job| {
+                let t = j.action.target;
+                run_page_job(&j.action.kind, t.pid, t.starttime, ps, j.allowance)
+            })) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    notes.push(format!("page mover: thread not started ({e}); page moves run inside the loop"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let host = Self {
             observer: observe::TieredObserver::new(&opts, &tuning.tiers),
             originals: Originals::new(&opts.state_path),
@@ -274,6 +299,7 @@ impl LiveHost {
             affinity_rounds: tuning.affinity_rounds,
             signal_window: tuning.signal_tuning.maps_every.max(tuning.signal_tuning.sockets_every).max(1),
             cpu_base: None,
+            mover,
             topo,
             opts,
         };
@@ -476,6 +502,28 @@ impl LiveHost {
         h.place(pid, &name, cpus, &mems).map(|_| ()).map_err(|e| Outcome::Refused { message: format!("cpuset: {e}") })
     }
 
+    /// Waits for the page move in flight, if any (shutdown), and returns every move that ended
+    /// and was not yet reported.
+    pub fn wait_moves(&mut self) -> Vec<numapilot_policy::FinishedMove> {
+        let done = self.mover.as_mut().map(|m| m.wait()).unwrap_or_default();
+        self.finish(done)
+    }
+
+    /// Charges ended moves to the budget and reports them.
+    fn finish(&mut self, done: Vec<mover::Done>) -> Vec<numapilot_policy::FinishedMove> {
+        done.into_iter()
+            .map(|d| {
+                self.budget.take(d.asked);
+                numapilot_policy::FinishedMove {
+                    action: d.job.action,
+                    outcome: d.outcome,
+                    started_ns: d.job.started_ns,
+                    ended_ns: d.ended_ns,
+                }
+            })
+            .collect()
+    }
+
     fn check_nodes(&self, nodes: &NodeSet) -> Result<(), Outcome> {
         let known = self.topo.node_ids();
         if nodes.is_empty() || !nodes.is_subset(&known) {
@@ -490,7 +538,8 @@ impl LiveHost {
         Ok(())
     }
 
-    fn pages(&mut self, pid: u32, starttime: u64, kind: &ActionKind) -> Outcome {
+    fn pages(&mut self, action: &Action) -> Outcome {
+        let (pid, starttime, kind) = (action.target.pid, action.target.starttime, &action.kind);
         let (max, nodes) = match kind {
             ActionKind::MigratePages { from, to, max_pages } => {
                 if let Err(o) = self.check_nodes(from).and_then(|_| self.check_nodes(to)) {
@@ -517,47 +566,24 @@ impl LiveHost {
                 Outcome::Applied { pages_moved: 0 }
             };
         }
-        let ps = self.page_size;
-        let mut tally = PageTally::default();
-        let r = match kind {
-            ActionKind::MigratePages { from, to, .. } => {
-                apply::migrate(pid, starttime, from, to, ps, allowance, &mut tally)
+        if let Some(mover) = self.mover.as_mut() {
+            let job = mover::Job { action: action.clone(), allowance, started_ns: now };
+            if mover.submit(job) {
+                return Outcome::Started { pages: allowance };
             }
-            ActionKind::MoveRanges { ranges, to } => {
-                apply::move_to_targets(pid, starttime, ranges, ps, allowance, true, |_, _| Some(*to), &mut tally)
-            }
-            ActionKind::Interleave { ranges, nodes, weights, .. } => {
-                let ranges = if ranges.is_empty() {
-                    match apply::mapped_ranges(pid, starttime) {
-                        Ok(r) => r,
-                        Err(Stop::Gone) => return Outcome::Vanished,
-                        Err(Stop::Refused(m)) => return Outcome::Refused { message: m },
-                    }
-                } else {
-                    ranges.clone()
-                };
-                let list: Vec<u32> = nodes.iter().collect();
-                apply::move_to_targets(
-                    pid,
-                    starttime,
-                    &ranges,
-                    ps,
-                    allowance,
-                    true,
-                    |i, _| apply::interleave_target(&list, weights, i),
-                    &mut tally,
-                )
-            }
-            ActionKind::SetAffinity { .. } => Ok(0),
-        };
-        match r {
-            Ok(asked) => {
-                self.budget.take(asked);
-                tally.outcome()
-            }
-            Err(Stop::Gone) => Outcome::Vanished,
-            Err(Stop::Refused(m)) => Outcome::Refused { message: m },
+            return Outcome::Refused {
+                message: match mover.running() {
+                    Some((p, at)) => format!(
+                        "the page mover is still moving pid {p}'s pages (for {} ms); this move is planned again later",
+                        now.saturating_sub(at) / 1_000_000
+                    ),
+                    None => "the page mover thread is gone".into(),
+                },
+            };
         }
+        let (outcome, asked) = run_page_job(&action.kind, pid, starttime, self.page_size, allowance);
+        self.budget.take(asked);
+        outcome
     }
 }
 
@@ -596,6 +622,11 @@ impl Host for LiveHost {
         self.cpu_base = numapilot_observe::Reader::new(&self.opts.root).read_proc_stat().ok().flatten();
     }
 
+    fn finished_moves(&mut self) -> Vec<numapilot_policy::FinishedMove> {
+        let done = self.mover.as_mut().map(|m| m.drain()).unwrap_or_default();
+        self.finish(done)
+    }
+
     fn apply(&mut self, action: &Action) -> Outcome {
         if let Some(r) = &self.refusal {
             return Outcome::Refused { message: r.clone() };
@@ -628,11 +659,53 @@ impl Host for LiveHost {
         }
         let outcome = match &action.kind {
             ActionKind::SetAffinity { cpus } => self.set_affinity(t.pid, t.tid, t.starttime, &stat.comm, cpus),
-            kind => self.pages(t.pid, t.starttime, kind),
+            _ => self.pages(action),
         };
         if matches!(outcome, Outcome::Applied { .. } | Outcome::Partial { .. }) {
             self.observer.refresh(t.pid);
         }
         outcome
+    }
+}
+
+/// One page action, synchronously: the outcome and the pages asked of the kernel (charged to the
+/// budget by the caller). The page mover runs the same code on its thread.
+fn run_page_job(kind: &ActionKind, pid: u32, starttime: u64, ps: u64, allowance: u64) -> (Outcome, u64) {
+    let mut tally = PageTally::default();
+    let r = match kind {
+        ActionKind::MigratePages { from, to, .. } => {
+            apply::migrate(pid, starttime, from, to, ps, allowance, &mut tally)
+        }
+        ActionKind::MoveRanges { ranges, to } => {
+            apply::move_to_targets(pid, starttime, ranges, ps, allowance, true, |_, _| Some(*to), &mut tally)
+        }
+        ActionKind::Interleave { ranges, nodes, weights, .. } => {
+            let ranges = if ranges.is_empty() {
+                match apply::mapped_ranges(pid, starttime) {
+                    Ok(r) => r,
+                    Err(Stop::Gone) => return (Outcome::Vanished, 0),
+                    Err(Stop::Refused(m)) => return (Outcome::Refused { message: m }, 0),
+                }
+            } else {
+                ranges.clone()
+            };
+            let list: Vec<u32> = nodes.iter().collect();
+            apply::move_to_targets(
+                pid,
+                starttime,
+                &ranges,
+                ps,
+                allowance,
+                true,
+                |i, _| apply::interleave_target(&list, weights, i),
+                &mut tally,
+            )
+        }
+        ActionKind::SetAffinity { .. } => Ok(0),
+    };
+    match r {
+        Ok(asked) => (tally.outcome(), asked),
+        Err(Stop::Gone) => (Outcome::Vanished, 0),
+        Err(Stop::Refused(m)) => (Outcome::Refused { message: m }, 0),
     }
 }

@@ -539,7 +539,10 @@ impl Policy for Adaptive {
         let loads = std::mem::take(&mut self.last_loads);
         for (i, action) in plan.actions.iter().enumerate() {
             let outcome = outcomes.get(i);
-            let applied = matches!(outcome, Some(Outcome::Applied { .. }) | Some(Outcome::Partial { .. }));
+            let applied = matches!(
+                outcome,
+                Some(Outcome::Applied { .. }) | Some(Outcome::Partial { .. }) | Some(Outcome::Started { .. })
+            );
             if applied {
                 self.record(model, action, loads.get(i).copied().unwrap_or(0.0));
             } else if outcome.is_some() {

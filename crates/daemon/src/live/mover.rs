@@ -1,0 +1,203 @@
+//! The page mover: page actions run on a thread of their own, so the decision loop goes on while
+//! the kernel copies.
+//!
+//! # Problem
+//!
+//! `migrate_pages` and `move_pages` return when the last page has moved. On a real machine a
+//! 32 MiB move takes milliseconds, a 10 GiB one seconds; in the rig's guests under TCG 32 MiB took
+//! 1.5-5 s with the process's workers running. A loop that waits in the call decides nothing
+//! meanwhile: in the race of 2026-11-27 (`scripts/race.sh`, 4-node numa01) the first process's move
+//! started 0.3 s before "go" and the second process, whose workers had started away from its
+//! memory, was placed 1.84 s after "go", when the copy returned; with a move started earlier
+//! still (rule idle-young-memory-follows, tried), 2.1-5.4 s.
+//!
+//! # Approach
+//!
+//! ```text
+//!   loop: plan -> apply(page action) -> mover idle?  yes: hand it the job   -> Outcome::Started
+//!                                                    no:  Outcome::Refused ("busy with pid P"),
+//!                                                         planned again at a later step
+//!   mover thread: job -> the same page code as a synchronous move (apply::run_page_job)
+//!                 -> Done { outcome, pages asked } on a channel
+//!   next steps: Host::finished_moves drains the channel: the budget is charged, the journal gets
+//!               a `move-done` line with the move's own outcome, the pages count in the totals
+//!   shutdown: the job in flight is waited for (LiveHost::wait_moves) and journaled
+//! ```
+//!
+//! One move at a time: two concurrent copies compete for the same memory controllers and links
+//! and neither ends sooner; the host's MB/s budget is charged when a move ends (its pages are
+//! only known then) and a refused action costs nothing.
+//!
+//! # Limits
+//!
+//! A move in flight is not cancelled when the plan changes its mind (the next move of the same
+//! process waits for it); a process that exits meanwhile ends the move with `Vanished`, as a
+//! synchronous one would.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+
+use numapilot_policy::{Action, Outcome};
+
+/// One page action for the mover.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The action (a page action).
+    pub action: Action,
+    /// Base pages it may move (the host's budget and the action's own limit).
+    pub allowance: u64,
+    /// Host monotonic time it was handed over, ns.
+    pub started_ns: u64,
+}
+
+/// A job that ended.
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// The job.
+    pub job: Job,
+    /// What became of it.
+    pub outcome: Outcome,
+    /// Base pages it asked the kernel to move (charged to the budget).
+    pub asked: u64,
+    /// Host monotonic time it ended, ns.
+    pub ended_ns: u64,
+}
+
+/// The work of one job: outcome and pages asked.
+pub type Work = Box<dyn Fn(&Job) -> (Outcome, u64) + Send>;
+
+/// The mover thread and its channels.
+pub struct Mover {
+    jobs: Option<Sender<Job>>,
+    done: Receiver<Done>,
+    thread: Option<JoinHandle<()>>,
+    /// The job in flight: pid and the time it was handed over.
+    running: Option<(u32, u64)>,
+}
+
+impl std::fmt::Debug for Mover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mover").field("running", &self.running).finish_non_exhaustive()
+    }
+}
+
+impl Mover {
+    /// Starts the thread; `work` runs each job.
+    pub fn spawn(work: Work) -> std::io::Result<Self> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let (tx, done) = mpsc::channel::<Done>();
+        let thread = std::thread::Builder::new().name("numapilot-mover".into()).spawn(move || {
+            for job in rx {
+                let (outcome, asked) = work(&job);
+                let ended_ns = numapilot_observe::reader::monotonic_ns();
+                if tx.send(Done { job, outcome, asked, ended_ns }).is_err() {
+                    break;
+                }
+            }
+        })?;
+        Ok(Self { jobs: Some(jobs), done, thread: Some(thread), running: None })
+    }
+
+    /// The job in flight, if any: its pid and when it was handed over (ns).
+    pub fn running(&self) -> Option<(u32, u64)> {
+        self.running
+    }
+
+    /// Hands `job` over: false (the job dropped) when a job is still in flight or the thread is
+    /// gone.
+    pub fn submit(&mut self, job: Job) -> bool {
+        if self.running.is_some() {
+            return false;
+        }
+        let Some(tx) = &self.jobs else { return false };
+        let who = (job.action.target.pid, job.started_ns);
+        if tx.send(job).is_err() {
+            return false;
+        }
+        self.running = Some(who);
+        true
+    }
+
+    /// The jobs that ended since the last call (never waits).
+    pub fn drain(&mut self) -> Vec<Done> {
+        let out: Vec<Done> = self.done.try_iter().collect();
+        if !out.is_empty() {
+            self.running = None;
+        }
+        out
+    }
+
+    /// Waits for the job in flight, if any, and returns every job that ended.
+    pub fn wait(&mut self) -> Vec<Done> {
+        let mut out = self.drain();
+        if self.running.is_some() {
+            if let Ok(d) = self.done.recv() {
+                out.push(d);
+            }
+            self.running = None;
+        }
+        out
+    }
+}
+
+impl Drop for Mover {
+    fn drop(&mut self) {
+        // Closing the job channel ends the thread after the job in flight.
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numapilot_policy::{ActionKind, Reason, TaskRef};
+    use std::sync::{Arc, Mutex};
+
+    fn job(pid: u32) -> Job {
+        let all: numapilot_topology::NodeSet = std::iter::once(0).collect();
+        Job {
+            action: Action {
+                target: TaskRef { pid, tid: None, starttime: 1 },
+                kind: ActionKind::MigratePages { from: all.clone(), to: all, max_pages: None },
+                reason: Reason::new("test", "a move"),
+            },
+            allowance: 100,
+            started_ns: 5,
+        }
+    }
+
+    /// One job at a time; the loop is never blocked (submit and drain return at once while the
+    /// job runs); a second job is given back while one is in flight; the outcome and the pages
+    /// asked come back with the job; waiting returns the job in flight.
+    #[test]
+    fn one_job_at_a_time_and_the_caller_never_waits() {
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let mut m = Mover::spawn(Box::new(move |j: &Job| {
+            let _open = g.lock().unwrap();
+            (Outcome::Applied { pages_moved: j.allowance / 2 }, j.allowance)
+        }))
+        .unwrap();
+        assert_eq!(m.running(), None);
+        assert!(m.submit(job(10)));
+        assert_eq!(m.running(), Some((10, 5)));
+        assert!(m.drain().is_empty(), "the job is held by the gate: nothing has ended");
+        assert!(!m.submit(job(11)), "busy");
+        drop(held);
+        let done = m.wait();
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].job.action.target.pid, 10);
+        assert_eq!(done[0].outcome, Outcome::Applied { pages_moved: 50 });
+        assert_eq!(done[0].asked, 100);
+        assert!(done[0].ended_ns > 0);
+        assert_eq!(m.running(), None);
+        assert!(m.submit(job(11)));
+        let done = m.wait();
+        assert_eq!(done[0].job.action.target.pid, 11);
+        assert!(m.wait().is_empty(), "nothing in flight: wait returns at once");
+    }
+}
