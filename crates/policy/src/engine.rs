@@ -39,6 +39,12 @@ pub trait Policy: std::fmt::Debug {
         let _ = (model, plan, outcomes);
     }
 
+    /// Background page moves ([`Outcome::Started`]) that ended since the last decision, before
+    /// the next one. The default ignores them.
+    fn observe_finished(&mut self, model: &Model, finished: &[FinishedMove]) {
+        let _ = (model, finished);
+    }
+
     /// What the policy believes about `pid` and what it did to it, for `numapilot explain`.
     /// `None` when the policy does not know the process (or, as the default, cannot explain).
     fn explain(&self, model: &Model, pid: u32) -> Option<Explanation> {
@@ -137,10 +143,15 @@ impl Engine {
         self.model.update(&sample);
         let at_ns = sample.monotonic_ns;
         host.recycle(sample);
+        // Background moves that ended since the last step: the policy hears of them before it
+        // decides, and their pages count now.
+        let finished = host.finished_moves();
+        if !finished.is_empty() {
+            self.policy.observe_finished(&self.model, &finished);
+        }
         let plan = self.policy.decide(&self.model);
         let mut report = StepReport { at_ns, ..StepReport::default() };
-        // Background moves that ended since the last step: their pages count now.
-        for f in host.finished_moves() {
+        for f in finished {
             report.count(&f.outcome);
             report.finished.push(f);
         }

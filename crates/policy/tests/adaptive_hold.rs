@@ -327,3 +327,70 @@ fn refused_or_vanished_actions_are_planned_again_while_the_process_lives() {
     let e = p.explain(&b.m, 10).unwrap();
     assert!(e.last_actions.iter().any(|a| matches!(a.outcome, Some(Outcome::Vanished))), "{e:#?}");
 }
+
+/// Rule "moves-in-flight": a page move the host runs in the background (`Outcome::Started`) is
+/// not asked for again while it runs, however many decisions come meanwhile, and the process's
+/// threads keep their placement; when the move ends (`observe_finished`) the process is planned
+/// as usual again.
+///
+/// ```text
+///   the rig's 2-node numa01 (bottleneck-leaves' scene): A (10) to node 0, B (11) to node 1,
+///   B's 37 MiB follows: MigratePages(11, 0 -> 1) -> Started (the mover copies)
+///   12 more decisions on the same model (more than hold_periods = 10), B's load up 50%:
+///     no page action for B, no CPU action for B (its hold kept fresh)
+///     (without the rule: the same MigratePages each decision, and after 10 the hold is gone)
+///   the move ends (Applied): the next decision plans B's memory again (the model still has it
+///   on node 0)
+/// ```
+#[test]
+fn a_background_move_is_not_asked_again_and_holds_until_it_ends() {
+    let mut b = B::fixture("rig-6.12-2node");
+    b.proc(10, "numa01", &[(1, 0.02), (1, 1.0), (1, 1.0)], &[37, 0]);
+    b.proc(11, "numa01", &[(0, 0.02), (0, 0.85), (0, 0.85)], &[37, 0]);
+    b.group_proc(1, 10).group_proc(2, 11);
+    b.bottleneck(1, 1.0);
+    b.m.nodes[1].cpu.interference = 0.44;
+    let mut pol = Adaptive::new();
+    let plan = pol.decide(&b.m);
+    let mig = plan
+        .actions
+        .iter()
+        .position(|a| a.target.pid == 11 && matches!(a.kind, ActionKind::MigratePages { .. }))
+        .expect("B's memory follows it");
+    let outcomes: Vec<Outcome> = plan
+        .actions
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
+        .collect();
+    pol.observe_outcomes(&b.m, &plan, &outcomes);
+    // Applied: B runs on node 1 now (its memory still on node 0), A on node 0.
+    b.run_on(10, 0).run_on(11, 1);
+    b.allow(10, &[0]).allow(11, &[1]);
+    b.m.nodes[1].cpu.bottleneck = false;
+    b.rate(11, 1.3);
+    for round in 0..12 {
+        b.m.now_ns += 200_000_000;
+        b.m.updates += 1;
+        let plan = pol.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        assert!(plan.actions.iter().all(|a| a.target.pid != 11), "decision {round} acted on B mid-move: {plan:#?}");
+        let applied: Vec<Outcome> = plan.actions.iter().map(|_| Outcome::Applied { pages_moved: 0 }).collect();
+        pol.observe_outcomes(&b.m, &plan, &applied);
+    }
+    let started = plan.actions[mig].clone();
+    let done = numapilot_policy::FinishedMove {
+        action: started,
+        outcome: Outcome::Applied { pages_moved: 9472 },
+        started_ns: 0,
+        ended_ns: 1,
+    };
+    pol.observe_finished(&b.m, &[done]);
+    b.m.now_ns += 200_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    assert!(
+        plan.actions.iter().any(|a| a.target.pid == 11 && matches!(a.kind, ActionKind::MigratePages { .. })),
+        "after the move B is planned as usual (the model still has its memory on node 0): {plan:#?}"
+    );
+}

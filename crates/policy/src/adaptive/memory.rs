@@ -364,6 +364,9 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     let mut jobs = Vec::new();
     // Held shared spreads: continue the interleave (same nodes, same weights) until done.
     for &pid in &pl.held_shared {
+        if policy.moving.contains_key(&pid) {
+            continue;
+        }
         let Some((set, weights)) = policy.shared_spread(m, pid) else { continue };
         let p = &m.procs[&pid];
         let nodes: Vec<usize> = set.iter().filter_map(|id| m.node_idx(id)).collect();
@@ -392,6 +395,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     for (&pid, nodesets) in &sets {
         let Some(p) = m.procs.get(&pid) else { continue };
         if new.contains(&pid) || !pl.managed.contains(&pid) || p.class == ProcessClass::Growing {
+            continue;
+        }
+        // Its pages are moving in the background: nothing more until that move ends (rule
+        // "moves-in-flight", `Adaptive::moving`).
+        if policy.moving.contains_key(&pid) {
             continue;
         }
         // Mostly cold memory (rule "cold-memory-stays"): only its hot ranges move, and the classes

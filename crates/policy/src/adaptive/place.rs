@@ -273,7 +273,8 @@ impl<'m> Planner<'m> {
             .iter()
             .filter_map(|&pid| {
                 let mv = policy.proc_state(model, pid)?.mem_move.as_ref()?;
-                mv.holds(policy.period, model.procs[&pid].cpu_rate, model).then(|| (pid, mv.nodes.clone()))
+                (policy.moving.contains_key(&pid) || mv.holds(policy.period, model.procs[&pid].cpu_rate, model))
+                    .then(|| (pid, mv.nodes.clone()))
             })
             .collect();
         let period_ns = if model.period_ns > 0 { model.period_ns } else { t.interval_ms * 1_000_000 };
@@ -1037,7 +1038,12 @@ impl<'m> Planner<'m> {
                 .iter()
                 .max_by(|a, b| demand(&m.tasks[a]).total_cmp(&demand(&m.tasks[b])).then(b.cmp(a)))
                 .copied();
-            let hold = heaviest.and_then(|k| policy.task_moves.get(&k)).filter(|mv| mv.holds(self.period, u.cpu, m));
+            // A unit whose pages are moving in the background keeps its hold until the move ends
+            // (rule "moves-in-flight"), whatever its load meanwhile.
+            let hold = heaviest
+                .and_then(|k| policy.task_moves.get(&k).map(|mv| (k, mv)))
+                .filter(|(k, mv)| policy.moving.contains_key(&k.pid) || mv.holds(self.period, u.cpu, m));
+            let hold = hold.map(|(_, mv)| mv);
             let placed = if let Some(mv) = hold {
                 let nodes: Vec<usize> =
                     self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(self.id(i))).collect();
@@ -1088,7 +1094,11 @@ impl<'m> Planner<'m> {
         }
         // A task moved on its own (by the balancer) within its hold stays where it was put.
         for (k, tp) in self.task_plan.iter_mut() {
-            if let Some(mv) = policy.task_moves.get(k).filter(|mv| mv.holds(self.period, tp.cpu, m)) {
+            if let Some(mv) = policy
+                .task_moves
+                .get(k)
+                .filter(|mv| policy.moving.contains_key(&k.pid) || mv.holds(self.period, tp.cpu, m))
+            {
                 let nodes: Vec<usize> =
                     self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(m.topo.nodes[i].id)).collect();
                 if !nodes.is_empty() && nodes != tp.nodes {
