@@ -1558,3 +1558,32 @@ fn the_next_sample_measures_cpu_load_from_the_end_of_the_step() {
     engine.step(&mut h).unwrap();
     assert!(observe(&mut h).cpu_base.is_some());
 }
+
+/// A page move that ran on the page mover has its process's numa_maps read again at the next
+/// observation once it has ended (as a synchronous move has at once): the carried read is from
+/// before the move, and a policy reading it would ask for the same move again (the rig's race: a
+/// 0-page MigratePages every step for the rest of the run).
+#[test]
+fn a_background_move_that_ends_has_its_numa_maps_read_again() {
+    let node = topo().memory_nodes().first().unwrap();
+    let (kid, addr, len) = mem_kid();
+    let (_d, state) = tmp_state("mover-refresh");
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    // No re-read by age within the test: only an ended move brings one.
+    tuning.tiers.numa_maps_ms = 3_600_000;
+    tuning.tiers.stale_cycles = 1 << 40;
+    let o = LiveOptions { state_path: state, ..LiveOptions::default() };
+    let (mut host, _) = LiveHost::open_with(topo(), o, tuning).unwrap();
+    observe(&mut host);
+    observe(&mut host);
+    let before = host.numa_maps_read_ns(kid.pid()).expect("watched");
+    observe(&mut host);
+    assert_eq!(host.numa_maps_read_ns(kid.pid()), Some(before), "carried while nothing moves");
+    let a = action(kid.target(), ActionKind::MoveRanges { ranges: vec![(addr, len)], to: node });
+    assert!(matches!(host.apply(&a), Outcome::Started { .. }));
+    let done = host.wait_moves();
+    assert_eq!(done.len(), 1);
+    observe(&mut host);
+    let after = host.numa_maps_read_ns(kid.pid()).expect("watched");
+    assert!(after > before, "numa_maps not read again after the move ended ({before} -> {after})");
+}

@@ -514,6 +514,11 @@ impl LiveHost {
         done.into_iter()
             .map(|d| {
                 self.budget.take(d.asked);
+                // Its numa_maps are read again next cycle, as after a synchronous move: the carried
+                // read is from before the move (the policy would ask for the same move again).
+                if matches!(d.outcome, Outcome::Applied { .. } | Outcome::Partial { .. }) {
+                    self.observer.refresh(d.job.action.target.pid);
+                }
                 numapilot_policy::FinishedMove {
                     action: d.job.action,
                     outcome: d.outcome,
