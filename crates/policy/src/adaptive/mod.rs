@@ -67,7 +67,10 @@
 //!          │              (MoveRanges), then MigratePages(max_pages), all under one budget of
 //!          │              migrate_budget_mib_per_s x period; bandwidth-bound: Interleave;
 //!          │              one buffer shared by threads on several nodes: Interleave over
-//!          │              those nodes by CPU once, then held (threads and memory stay)
+//!          │              those nodes by CPU once, then held (threads and memory stay);
+//!          │              a process whose pages a host moves in the background (Started) gets
+//!          │              no page action and keeps its holds until the move ends
+//!          │              (moves-in-flight)
 //!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits
 //!                         (not a process whose threads work on slices of their own: its
 //!                         per-thread groups keep each thread with its slice, sliced-not-static);
