@@ -3,6 +3,8 @@
 //! journal, the dry-run log, the status counters and the metrics see them.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use numapilot_daemon::config::{self, Overrides, Source};
@@ -22,6 +24,9 @@ struct Stepped {
     host: SimHost,
     deferred: bool,
     pending: Vec<FinishedMove>,
+    /// Samples taken while an ended move had not been taken yet (the engine must take ended moves
+    /// before it observes, so the observation re-reads the moved memory).
+    early: Arc<AtomicU64>,
 }
 
 impl Host for Stepped {
@@ -32,6 +37,9 @@ impl Host for Stepped {
         self.host.now_ns()
     }
     fn sample(&mut self) -> Result<Sample, HostError> {
+        if !self.pending.is_empty() {
+            self.early.fetch_add(1, Ordering::Relaxed);
+        }
         self.host.advance(1_000_000_000);
         self.host.sample()
     }
@@ -62,10 +70,10 @@ impl Restore for Stepped {
 }
 
 fn run(dry_run: bool) -> (control::Status, Vec<serde_json::Value>, String) {
-    run_with(dry_run, false)
+    run_with(dry_run, false, Arc::default())
 }
 
-fn run_with(dry_run: bool, deferred: bool) -> (control::Status, Vec<serde_json::Value>, String) {
+fn run_with(dry_run: bool, deferred: bool, early: Arc<AtomicU64>) -> (control::Status, Vec<serde_json::Value>, String) {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
     let journal = dir.path().join("journal.jsonl");
@@ -90,7 +98,7 @@ fn run_with(dry_run: bool, deferred: bool) -> (control::Status, Vec<serde_json::
     let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
     let (ltx, lrx) = std::sync::mpsc::channel::<String>();
     let t = std::thread::spawn(move || {
-        run::serve(setup, topo, Stepped { host, deferred, pending: Vec::new() }, None, Some(rx), &mut |l| {
+        run::serve(setup, topo, Stepped { host, deferred, pending: Vec::new(), early }, None, Some(rx), &mut |l| {
             let _ = ltx.send(l.to_string());
         })
     });
@@ -176,7 +184,9 @@ fn dry_run_plans_journals_and_applies_nothing() {
 /// its pages then (not when it started).
 #[test]
 fn background_page_moves_are_journaled_when_they_end() {
-    let (status, lines, _) = run_with(false, true);
+    let early = Arc::new(AtomicU64::new(0));
+    let (status, lines, _) = run_with(false, true, early.clone());
+    assert_eq!(early.load(Ordering::Relaxed), 0, "the engine observed before taking the ended moves");
     let started: Vec<&serde_json::Value> =
         lines.iter().filter(|l| l["event"] == "action" && l["outcome"] == "started").collect();
     let done: Vec<&serde_json::Value> = lines.iter().filter(|l| l["event"] == "move-done").collect();

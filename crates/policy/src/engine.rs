@@ -139,13 +139,15 @@ impl Engine {
 
     /// One step: observe, update the model, decide, act (unless dry run).
     pub fn step(&mut self, host: &mut dyn Host) -> Result<StepReport, HostError> {
+        // Background moves that ended since the last step, taken before the observation: a host
+        // reads the moved processes' memory again in it (the live host's carried numa_maps are
+        // from before the move; read after, the policy asked for the same move once more). The
+        // policy hears of them before it decides, and their pages count now.
+        let finished = host.finished_moves();
         let sample = host.sample()?;
         self.model.update(&sample);
         let at_ns = sample.monotonic_ns;
         host.recycle(sample);
-        // Background moves that ended since the last step: the policy hears of them before it
-        // decides, and their pages count now.
-        let finished = host.finished_moves();
         if !finished.is_empty() {
             self.policy.observe_finished(&self.model, &finished);
         }
