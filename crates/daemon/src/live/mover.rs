@@ -9,7 +9,7 @@
 //! meanwhile: in the race of 2026-11-27 (`scripts/race.sh`, 4-node numa01) the first process's move
 //! started 0.3 s before "go" and the second process, whose workers had started away from its
 //! memory, was placed 1.84 s after "go", when the copy returned; with a move started earlier
-//! still (rule idle-young-memory-follows, tried), 2.1-5.4 s.
+//! still (rule idle-young-memory-follows, before "go"), 2.1-5.4 s.
 //!
 //! # Approach
 //!
