@@ -33,6 +33,11 @@
 //!       unclassified:           r >= remote_share_min (below min_process_rss_mib, r counts
 //!                               its resident memory outside S too: small memory goes along),
 //!                               r x CPU x benefit_horizon_s  >  pages x migrate_cost_ns_per_page
+//!                               (a young idle process the fork rule placed: CPU = its threads x
+//!                               new_thread_cpu, S = the one node it may run on;
+//!                               idle-young-memory-follows)
+//!     pages moving in the background (the host's mover) -> nothing until they end
+//!                               (moves-in-flight)
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
 //!   budget: migrate_budget_mib_per_s x period, shared by the whole plan; a process younger than
