@@ -151,6 +151,14 @@ pub struct Status {
     pub vanished: u64,
     /// Actions the host refused.
     pub refused: u64,
+    /// Page actions handed to the page mover (they run while the loop goes on; their pages count
+    /// in `pages_moved` when they end).
+    #[serde(default)]
+    pub moves_started: u64,
+    /// The page move running now (or ended since the last step and not yet taken), if any: the
+    /// process and for how long, seconds.
+    #[serde(default)]
+    pub move_running: Option<(u32, f64)>,
     /// Actions by kind (`set-affinity` ...).
     pub actions_by_kind: BTreeMap<String, u64>,
     /// Failed actions by kind and outcome (`set-affinity/refused` ...).
@@ -422,6 +430,15 @@ impl Status {
             self.vanished,
             self.refused
         );
+        if self.moves_started > 0 || self.move_running.is_some() {
+            let _ = writeln!(
+                s,
+                "page moves in the background {}{}",
+                self.moves_started,
+                self.move_running
+                    .map_or_else(String::new, |(pid, secs)| format!(", one running: pid {pid} for {secs:.1} s"))
+            );
+        }
         if let Some(e) = &self.last_error {
             let _ = writeln!(s, "last step failed: {e}");
         }

@@ -184,6 +184,18 @@ pub fn render(s: &Status) -> String {
         o.sample("numapilot_action_failures_total", &[("kind", kind), ("outcome", outcome)], *v as f64);
     }
     o.one("numapilot_pages_moved_total", "counter", "Base pages moved.", s.pages_moved as f64);
+    o.one(
+        "numapilot_page_moves_started_total",
+        "counter",
+        "Page actions handed to the page mover (run in the background).",
+        s.moves_started as f64,
+    );
+    o.one(
+        "numapilot_page_move_running",
+        "gauge",
+        "1 while the page mover is moving a process's pages.",
+        if s.move_running.is_some() { 1.0 } else { 0.0 },
+    );
     o.one("numapilot_pages_failed_total", "counter", "Base pages that could not be moved.", s.pages_failed as f64);
     o.family("numapilot_pages_failed_by_cause_total", "counter", "Base pages not moved, by cause (errno name).");
     for (k, v) in &s.pages_failed_by_cause {

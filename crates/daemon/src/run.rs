@@ -97,6 +97,11 @@ pub trait Restore {
     fn wait_moves(&mut self) -> Vec<FinishedMove> {
         Vec::new()
     }
+
+    /// The page move running now: its pid and host time it started, ns. Default: none.
+    fn move_running(&self) -> Option<(u32, u64)> {
+        None
+    }
 }
 
 impl Restore for LiveHost {
@@ -106,6 +111,10 @@ impl Restore for LiveHost {
 
     fn wait_moves(&mut self) -> Vec<FinishedMove> {
         LiveHost::wait_moves(self)
+    }
+
+    fn move_running(&self) -> Option<(u32, u64)> {
+        LiveHost::move_running(self)
     }
 }
 
@@ -418,6 +427,8 @@ pub fn serve<H: Host + Restore>(
         status.last_cycle_s = cycle_ns as f64 / 1e9;
         status.cycle_s_total += status.last_cycle_s;
         fill_model(&engine.model, &engine, &mut status);
+        let now = numapilot_observe::reader::monotonic_ns();
+        status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         status.next_interval_ms = next / 1_000_000;
@@ -701,6 +712,7 @@ fn fill_model(model: &Model, engine: &Engine, s: &mut Status) {
     s.pages_failed = t.pages_failed;
     s.vanished = t.vanished;
     s.refused = t.refused;
+    s.moves_started = t.moves_started;
     s.processes = model.procs.len();
     s.threads = model.tasks.len();
     s.groups = model.groups.groups.len();

@@ -185,7 +185,7 @@ fn dry_run_plans_journals_and_applies_nothing() {
 #[test]
 fn background_page_moves_are_journaled_when_they_end() {
     let early = Arc::new(AtomicU64::new(0));
-    let (status, lines, _) = run_with(false, true, early.clone());
+    let (status, lines, metrics) = run_with(false, true, early.clone());
     assert_eq!(early.load(Ordering::Relaxed), 0, "the engine observed before taking the ended moves");
     let started: Vec<&serde_json::Value> =
         lines.iter().filter(|l| l["event"] == "action" && l["outcome"] == "started").collect();
@@ -198,6 +198,10 @@ fn background_page_moves_are_journaled_when_they_end() {
         assert!(d["outcome"] == "applied" || d["outcome"] == "partial", "{d}");
         assert!(d["detail"].as_str().unwrap().contains("in the background"), "{d}");
     }
+    assert!(status.moves_started > 0 && status.moves_started <= started.len() as u64, "{}", status.moves_started);
+    assert!(status.render().contains("page moves in the background"), "{}", status.render());
+    assert!(metrics.contains("numapilot_page_moves_started_total "), "{metrics}");
+    assert!(metrics.contains("numapilot_page_move_running "), "{metrics}");
     let moved: u64 = done.iter().map(|d| d["pages_moved"].as_u64().unwrap()).sum();
     assert!(moved > 0 && status.pages_moved > 0 && status.pages_moved <= moved, "{} / {moved}", status.pages_moved);
 }

@@ -502,6 +502,11 @@ impl LiveHost {
         h.place(pid, &name, cpus, &mems).map(|_| ()).map_err(|e| Outcome::Refused { message: format!("cpuset: {e}") })
     }
 
+    /// The page move running now, if any: its pid and the host time it was handed over, ns.
+    pub fn move_running(&self) -> Option<(u32, u64)> {
+        self.mover.as_ref().and_then(|m| m.running())
+    }
+
     /// Waits for the page move in flight, if any (shutdown), and returns every move that ended
     /// and was not yet reported.
     pub fn wait_moves(&mut self) -> Vec<numapilot_policy::FinishedMove> {
