@@ -506,17 +506,8 @@ pub fn serve<H: Host + Restore>(
     };
     // A page move still running is waited for and journaled before anything is put back.
     let last = host.wait_moves();
-    if !last.is_empty() {
-        let step = engine.totals.steps;
-        let at_ns = numapilot_observe::reader::monotonic_ns();
-        for f in &last {
-            count_outcome(journal::kind_name(&f.action), Some(&f.outcome), &mut status);
-            if let Some(j) = journal.as_mut() {
-                let comm = engine.model.procs.get(&f.action.target.pid).map_or("", |p| p.comm.as_str());
-                write_journal(j, &Record::move_done(step, at_ns, f, comm));
-            }
-        }
-    }
+    let at_ns = numapilot_observe::reader::monotonic_ns();
+    record_finished(&engine, at_ns, &last, journal.as_mut(), &mut status);
     tracing::info!("{why}: restoring every touched process");
     let restore = host.restore_all();
     if let Some(j) = journal.as_mut() {
@@ -659,13 +650,7 @@ fn warn_restart_only(old: &Config, new: &Config) {
 fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Journal>, s: &mut Status) {
     let step = engine.totals.steps;
     // Page moves that ran in the background and ended since the last step.
-    for f in &report.finished {
-        count_outcome(journal::kind_name(&f.action), Some(&f.outcome), s);
-        if let Some(j) = journal.as_deref_mut() {
-            let comm = engine.model.procs.get(&f.action.target.pid).map_or("", |p| p.comm.as_str());
-            write_journal(j, &Record::move_done(step, report.at_ns, f, comm));
-        }
-    }
+    record_finished(engine, report.at_ns, &report.finished, journal.as_deref_mut(), s);
     for (i, action) in report.plan.actions.iter().enumerate() {
         let outcome = report.outcomes.get(i);
         let kind = journal::kind_name(action);
@@ -683,6 +668,23 @@ fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Jo
         }
         if let Some(j) = journal.as_deref_mut() {
             write_journal(j, &Record::action(step, report.at_ns, action, comm, outcome, engine.dry_run));
+        }
+    }
+}
+
+/// Background page moves that ended: a `move-done` journal line each, their failures counted.
+fn record_finished(
+    engine: &Engine,
+    at_ns: u64,
+    finished: &[FinishedMove],
+    mut journal: Option<&mut Journal>,
+    s: &mut Status,
+) {
+    for f in finished {
+        count_outcome(journal::kind_name(&f.action), Some(&f.outcome), s);
+        if let Some(j) = journal.as_deref_mut() {
+            let comm = engine.model.procs.get(&f.action.target.pid).map_or("", |p| p.comm.as_str());
+            write_journal(j, &Record::move_done(engine.totals.steps, at_ns, f, comm));
         }
     }
 }
