@@ -84,7 +84,7 @@ fn idle_young(pl: &Planner<'_>, policy: &Adaptive, pid: u32) -> bool {
     let t = &m.tunables;
     let Some(p) = m.procs.get(&pid) else { return false };
     policy.proc_state(m, pid).is_some_and(|s| s.forked)
-        && p.age_ns(m.now_ns) < t.new_process_age_ms.saturating_mul(1_000_000)
+        && super::young_now(m, p)
         && p.cpu_rate < t.min_group_cpu
         && p.tids.iter().all(|&tid| m.tasks.get(&TaskKey { pid, tid }).is_some_and(|tv| tv.first_seen_ns < m.now_ns))
 }
@@ -93,16 +93,14 @@ fn idle_young(pl: &Planner<'_>, policy: &Adaptive, pid: u32) -> bool {
 fn allowed_node(pl: &Planner<'_>, pid: u32) -> Option<usize> {
     let m = pl.model;
     let p = m.procs.get(&pid)?;
-    let mut node = None;
+    let mut nodes = NodeSet::new();
     for &tid in &p.tids {
-        let tv = m.tasks.get(&TaskKey { pid, tid })?;
-        let i = m.topo.nodes.iter().position(|n| !n.cpus.is_empty() && tv.cpus_allowed.is_subset(&n.cpus))?;
-        if node.is_some_and(|j| j != i) {
-            return None;
-        }
-        node = Some(i);
+        nodes = nodes.union(&m.topo.nodes_of_cpus(&m.tasks.get(&TaskKey { pid, tid })?.cpus_allowed));
     }
-    node
+    match nodes.iter().collect::<Vec<u32>>()[..] {
+        [id] => m.node_idx(id),
+        _ => None,
+    }
 }
 
 /// One process's memory job.

@@ -488,7 +488,7 @@ pub(crate) fn young_and_worth(model: &Model, pid: u32) -> bool {
 }
 
 /// Age now (at first sight plus the time since) under `new_process_age_ms`.
-fn young_now(model: &Model, p: &numapilot_model::ProcView) -> bool {
+pub(crate) fn young_now(model: &Model, p: &numapilot_model::ProcView) -> bool {
     let age = p.age_ns(model.now_ns);
     age < model.tunables.new_process_age_ms.saturating_mul(1_000_000)
 }
