@@ -1606,3 +1606,70 @@ fn a_cpu_bottleneck_made_by_split_units_leaves_with_their_tasks() {
     check_conservation(&b2.m, &plan);
     assert!(plan.actions.iter().all(|a| a.target.pid != 11 || a.reason.rule != "next-best-node"), "{plan:#?}");
 }
+
+/// balance-stays counts a moved task at the larger of its CPU now and its CPU when it was moved
+/// (balance-stays-at-moved-load). A light thread's demand (run time + run delay) was measured
+/// where it waited behind busy workers; moved to an idle node it waits no more and reads near
+/// zero, and counted at that it came back at once to the node it had been moved off (the rig's
+/// 4-node numa01, race at 7096861: each process's main thread, 0.28 CPUs read on its workers'
+/// node, went to another node and back four times in 20 s; `fixtures/rig-6.12-4node`, 2 CPUs a
+/// node).
+///
+/// ```text
+///   P (pid 10): main t0 0.28 + workers 2 x 1.0 on node 0 (2 CPUs), 37 MiB there; node 0 flagged
+///   decide 1: the group (2.28 CPUs) has no node with room -> stays on node 0; balance: node 0 at
+///             2.28 / 2 = 1.14 > 1, managed 2.28 > 2 + 3 x 0.02 (a bottleneck the moves relieve):
+///             the lightest of equal affinity, t0, goes to node 1 (nearest, distance 11)
+///   applied; t0 runs on node 1 and reads 0.0 CPUs (its own hold ends: a change of 100% > 50%);
+///   the workers read 0.98 each
+///   decisions 2-13: the group's own hold ends after hold_periods (10); node 0 with t0 counted at
+///             0.28: (1.96 + 0.28) / 2 = 1.12 > 1 -> t0 stays on node 1 (balance-stays): no action
+///             moves it. (Counted at 0.0: 1.96 / 2 = 0.98 <= 1 -> pulled back to node 0, where it
+///             waits behind the workers again, reads 0.28 and is moved out again.)
+///   decision 14: the workers slow to 0.5 each: (1.0 + 0.28) / 2 = 0.64 <= 1 -> t0 comes back
+/// ```
+#[test]
+fn a_light_task_the_balancer_moved_is_not_pulled_back_for_waiting_less_where_it_went() {
+    let mut b = B::fixture("rig-6.12-4node");
+    b.proc(10, "numa01", &[(0, 0.28), (0, 1.0), (0, 1.0)], &[37, 0, 0, 0]);
+    b.group_proc(1, 10);
+    b.bottleneck(0, 1.14);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.1 == Some(1000)).collect();
+    assert_eq!(moved, vec![aff(10, Some(1000), "1", "balance-weakest-first")], "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+    b.allow(10, &[0]);
+    b.thread_on(10, 0, 1);
+    let set_rate = |b: &mut B, i: u32, rate: f64| {
+        let node = b.m.node_idx(b.m.tasks[&tk(10, i)].node.unwrap()).unwrap();
+        let was = std::mem::replace(&mut b.m.tasks.get_mut(&tk(10, i)).unwrap().cpu_rate, rate);
+        b.m.nodes[node].cpu_demand += rate - was;
+    };
+    set_rate(&mut b, 0, 0.0);
+    set_rate(&mut b, 1, 0.98);
+    set_rate(&mut b, 2, 0.98);
+    b.m.nodes[0].cpu.load = 0.98;
+    for d in 2..=13 {
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        for a in &plan.actions {
+            let t0_too = a.target.tid.is_none() || a.target.tid == Some(1000);
+            assert!(!t0_too, "decision {d}: t0 pulled back: {a:#?}");
+        }
+        applied(&mut p, &b.m, &plan);
+    }
+    // Room on node 0 again: t0 comes back (to its unit's node, with the whole process).
+    set_rate(&mut b, 1, 0.5);
+    set_rate(&mut b, 2, 0.5);
+    b.m.nodes[0].cpu.load = 0.5;
+    b.m.nodes[0].cpu.bottleneck = false;
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let back = affinities(&b.m, &plan);
+    assert!(
+        back.iter().any(|a| a.0 == 10 && (a.1.is_none() || a.1 == Some(1000)) && a.2 == "0"),
+        "t0 back on node 0: {plan:#?}"
+    );
+}

@@ -60,8 +60,8 @@
 //!          │              memory); never a task whose preferred node that is, unless the
 //!          │              node is a CPU bottleneck by managed demand alone (unmanaged load:
 //!          │              the daemon, pinned processes, does not count); a task so moved
-//!          │              returns only when its unit's node with it is within capacity
-//!          │              (balance-stays)
+//!          │              returns only when its unit's node with it is within capacity,
+//!          │              counted at the larger of its CPU now and when moved (balance-stays)
 //!          ├─ 4 memory    units whose accessed memory is >= remote_share_min remote and whose
 //!          │              benefit (remote x CPU x horizon) beats the copy cost: hot ranges first
 //!          │              (MoveRanges), then MigratePages(max_pages), all under one budget of
