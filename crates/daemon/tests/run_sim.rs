@@ -49,7 +49,13 @@ impl Host for Stepped {
         match o {
             Outcome::Applied { pages_moved } | Outcome::Partial { pages_moved, .. } if self.deferred && page => {
                 let now = self.host.now_ns();
-                self.pending.push(FinishedMove { action: a.clone(), outcome: o, started_ns: now, ended_ns: now });
+                self.pending.push(FinishedMove {
+                    action: a.clone(),
+                    outcome: o,
+                    started_ns: now,
+                    ended_ns: now,
+                    ran_on: None,
+                });
                 Outcome::Started { pages: pages_moved }
             }
             o => o,

@@ -64,4 +64,8 @@ pub struct FinishedMove {
     pub started_ns: u64,
     /// See `started_ns`.
     pub ended_ns: u64,
+    /// CPUs the host ran the copy on, when it chose them (the live daemon: the destination
+    /// nodes' CPUs); `None`: wherever its mover ran.
+    #[serde(default)]
+    pub ran_on: Option<numapilot_topology::CpuSet>,
 }

@@ -529,6 +529,7 @@ impl LiveHost {
                     outcome: d.outcome,
                     started_ns: d.job.started_ns,
                     ended_ns: d.ended_ns,
+                    ran_on: d.ran_on,
                 }
             })
             .collect()
@@ -577,7 +578,9 @@ impl LiveHost {
             };
         }
         if let Some(mover) = self.mover.as_mut() {
-            let job = mover::Job { action: action.clone(), allowance, started_ns: now };
+            // copy-on-destination (mover.rs): the copy runs on the CPUs of the nodes the pages go to.
+            let cpus = Some(self.topo.cpus_of_nodes(&nodes)).filter(|c| !c.is_empty());
+            let job = mover::Job { action: action.clone(), allowance, started_ns: now, cpus };
             if mover.submit(job) {
                 return Outcome::Started { pages: allowance };
             }
