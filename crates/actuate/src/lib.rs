@@ -53,4 +53,6 @@ pub use migrate::{
     MovePagesOutcome, PageStatus, CAP_SYS_NICE,
 };
 pub use placement::{Original, ThreadPlacement};
-pub use process::{list_threads, resident_pages, set_process_affinity, set_threads_affinity, ProcessAffinity};
+pub use process::{
+    exclusive_pages, list_threads, resident_pages, set_process_affinity, set_threads_affinity, ProcessAffinity,
+};

@@ -162,6 +162,11 @@ pub fn set_threads_affinity(
 /// Bit 63 of a pagemap entry: the page is present in RAM.
 const PAGEMAP_PRESENT: u64 = 1 << 63;
 
+/// Bit 56 of a pagemap entry: the page is mapped by this process alone (map count 1; since Linux
+/// 4.2, Documentation/admin-guide/mm/pagemap.rst). The pages `MPOL_MF_MOVE` may move: move_pages
+/// answers EACCES for the others.
+const PAGEMAP_EXCLUSIVE: u64 = 1 << 56;
+
 /// Pagemap entries read per `pread`, 8 bytes each: 4096 entries = 32 KiB = 16 MiB of address space
 /// with 4 KiB pages. A bound on the buffer, nothing else.
 const PAGEMAP_CHUNK: usize = 4096;
@@ -170,6 +175,25 @@ const PAGEMAP_CHUNK: usize = 4096;
 /// (`/proc/PID/pagemap` bit 63), at most `limit` of them, in address order. `Ok(None)` when the
 /// process is gone. Unmapped parts of the range read as not present.
 pub fn resident_pages(pid: u32, start: u64, len: u64, page_size: u64, limit: usize) -> io::Result<Option<Vec<usize>>> {
+    pages_where(pid, start, len, page_size, limit, PAGEMAP_PRESENT)
+}
+
+/// As [`resident_pages`], only the pages this process alone maps (pagemap bit 56): the ones a
+/// `MoveFlags::Own` move can move. A page shared with another process (a library's page cache, a
+/// page still shared with a parent after fork) is left out rather than asked for and refused.
+pub fn exclusive_pages(pid: u32, start: u64, len: u64, page_size: u64, limit: usize) -> io::Result<Option<Vec<usize>>> {
+    pages_where(pid, start, len, page_size, limit, PAGEMAP_PRESENT | PAGEMAP_EXCLUSIVE)
+}
+
+/// The pages of the range whose pagemap entry has every bit of `bits`.
+fn pages_where(
+    pid: u32,
+    start: u64,
+    len: u64,
+    page_size: u64,
+    limit: usize,
+    bits: u64,
+) -> io::Result<Option<Vec<usize>>> {
     let path = format!("/proc/{pid}/pagemap");
     let f = match File::open(&path) {
         Ok(f) => f,
@@ -192,7 +216,7 @@ pub fn resident_pages(pid: u32, start: u64, len: u64, page_size: u64, limit: usi
         };
         for i in 0..got {
             let entry = u64::from_ne_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-            if entry & PAGEMAP_PRESENT != 0 {
+            if entry & bits == bits {
                 out.push(((page + i as u64) * ps) as usize);
                 if out.len() >= limit {
                     break;
@@ -227,5 +251,66 @@ mod tests {
         let limited = resident_pages(std::process::id(), base, 64 * ps, ps, 3).unwrap().unwrap();
         assert_eq!(limited.len(), 3);
         assert!(resident_pages(u32::MAX - 1, 0, ps, ps, 1).unwrap().is_none());
+    }
+
+    /// exclusive_pages leaves out the pages another process maps too: after fork the parent's
+    /// touched private pages are mapped by the child as well (copy-on-write, map count 2) until
+    /// one of them writes; those the parent writes again are its own once more.
+    #[test]
+    fn exclusive_pages_leave_out_pages_shared_after_fork() {
+        // SAFETY: sysconf has no preconditions.
+        let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let len = 16 * ps;
+        // SAFETY: a fresh private anonymous mapping, unmapped at the end.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let base = p as usize;
+        let touch = |i: usize, v: u8| {
+            // SAFETY: page i of the mapping, within `len`.
+            unsafe { std::ptr::write_volatile((base + i * ps) as *mut u8, v) }
+        };
+        (0..16).for_each(|i| touch(i, 1));
+        let me = std::process::id();
+        let (b, l, s) = (base as u64, len as u64, ps as u64);
+        let alone = exclusive_pages(me, b, l, s, usize::MAX).unwrap().unwrap();
+        let mut fds = [0i32; 2];
+        // SAFETY: a two-int array for the pipe's ends.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child only reads the pipe and _exits (async-signal-safe calls).
+        let kid = unsafe { libc::fork() };
+        if kid == 0 {
+            let mut byte = 0u8;
+            // SAFETY: as above.
+            unsafe {
+                libc::close(fds[1]);
+                libc::read(fds[0], (&mut byte as *mut u8).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        assert!(kid > 0);
+        let present = resident_pages(me, b, l, s, usize::MAX).unwrap().unwrap();
+        let shared = exclusive_pages(me, b, l, s, usize::MAX).unwrap().unwrap();
+        (0..4).for_each(|i| touch(i, 2));
+        let rewritten = exclusive_pages(me, b, l, s, usize::MAX).unwrap().unwrap();
+        // SAFETY: closing our ends lets the child exit; reap it; unmap the buffer.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+            libc::waitpid(kid, std::ptr::null_mut(), 0);
+            libc::munmap(p, len);
+        }
+        assert_eq!(alone.len(), 16, "before fork every page is this process's alone");
+        assert_eq!(present.len(), 16, "all present after fork");
+        assert!(shared.is_empty(), "after fork the child maps them too: {shared:?}");
+        assert_eq!(rewritten, (0..4).map(|i| base + i * ps).collect::<Vec<_>>());
     }
 }

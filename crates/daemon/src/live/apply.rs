@@ -18,7 +18,8 @@
 //!                                   (made without CAP_SYS_NICE: own pages only, see below)
 //!                              no:  page by page, as below, over every mapping (/proc/PID/maps),
 //!                                   n-th node of `from` -> n-th node of `to` (the kernel's own remap)
-//!   MoveRanges(ranges, to)   pagemap: present pages of the ranges -> move_pages query (where is each)
+//!   MoveRanges(ranges, to)   pagemap: present pages of the ranges this process alone maps -> move_pages
+//!                            query (where is each)
 //!   Interleave(ranges,       -> the pages not yet where they belong -> move_pages in batches of
 //!     nodes, weights)           MOVE_BATCH -> status per page: the node (moved) or -errno (counted)
 //! ```
@@ -35,7 +36,8 @@
 //! with it when the whole amount fits the allowance; its page count comes from numa_maps read
 //! before and after (other allocations meanwhile blur it by their size). Shared pages are moved
 //! only when this process alone maps them (`MPOL_MF_MOVE`): moving them would disturb other
-//! processes; move_pages reports them as EACCES, migrate_pages skips them uncounted (it is made
+//! processes; they are neither listed for move_pages (pagemap's exclusive bit; it would answer
+//! EACCES) nor counted for migrate_pages, which skips them (it is made
 //! from a thread without CAP_SYS_NICE, `numapilot_actuate::migrate_pages_flags`, since as root the
 //! kernel would otherwise use `MPOL_MF_MOVE_ALL`; the rig's race measured 1,236 shared file pages
 //! of four processes moved with one numa01 worker's 8,192).
@@ -46,7 +48,7 @@
 
 use std::collections::BTreeMap;
 
-use numapilot_actuate::{migrate_pages_flags, move_pages, resident_pages, MoveFlags, PageStatus};
+use numapilot_actuate::{exclusive_pages, migrate_pages_flags, move_pages, MoveFlags, PageStatus};
 use numapilot_observe::Reader;
 use numapilot_policy::Outcome;
 use numapilot_topology::NodeSet;
@@ -168,8 +170,13 @@ pub fn mapped_ranges(pid: u32, starttime: u64) -> Result<Vec<(u64, u64)>, Stop> 
     Ok(out)
 }
 
-/// Base pages of `pid` per node from numa_maps now. Err: see [`confirm_stop`] (a read or parse
-/// error of a live process is `Refused` with the message).
+/// Base pages of `pid` per node from numa_maps now that an own-pages move can move: mappings
+/// whose pages some other process maps too (`mapmax` > 1: a library's text, shared page cache)
+/// are left out. Counted, they made a numa01 worker's move (its 8,192 pages and ~1,100 shared
+/// library pages on the same node) look larger than its allowance, which sent it page by page
+/// and had every shared page refused (EACCES) and reported as a failure (the rig's race at
+/// 9f50e43: two moves "partial", 1,139 and 1,206 EACCES). Err: see [`confirm_stop`] (a read or
+/// parse error of a live process is `Refused` with the message).
 pub fn pages_by_node(pid: u32, starttime: u64, page_size: u64) -> Result<BTreeMap<u32, u64>, Stop> {
     let maps = match Reader::new("/").read_numa_maps(pid) {
         Ok(Some(m)) => m,
@@ -181,20 +188,23 @@ pub fn pages_by_node(pid: u32, starttime: u64, page_size: u64) -> Result<BTreeMa
         Err(e) => return Err(confirm_stop(pid, starttime, || e.to_string())),
     };
     let mut out = BTreeMap::new();
-    for u in maps.usage_by_node() {
-        *out.entry(u.node).or_insert(0) += u.total_kb() * 1024 / page_size.max(1);
+    for vma in maps.vmas.iter().filter(|v| v.resident.as_ref().is_none_or(|r| r.mapmax <= 1)) {
+        for (node, kb) in vma.node_kb() {
+            *out.entry(node).or_insert(0) += kb * 1024 / page_size.max(1);
+        }
     }
     Ok(out)
 }
 
-/// The present pages of `ranges` in `pid`, at most `limit`.
+/// The present pages of `ranges` in `pid` that it alone maps (the pages an own-pages move can
+/// move; pagemap bit 56), at most `limit`.
 fn present(pid: u32, starttime: u64, ranges: &[(u64, u64)], page_size: u64, limit: usize) -> Result<Vec<usize>, Stop> {
     let mut out = Vec::new();
     for &(start, len) in ranges {
         if out.len() >= limit {
             break;
         }
-        match resident_pages(pid, start, len, page_size, limit - out.len()) {
+        match exclusive_pages(pid, start, len, page_size, limit - out.len()) {
             Ok(Some(p)) => out.extend(p),
             Ok(None) => {
                 return Err(confirm_stop(pid, starttime, || {
