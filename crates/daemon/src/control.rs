@@ -135,6 +135,11 @@ pub struct Status {
     /// `[daemon] new_thread_wake_ms`).
     #[serde(default)]
     pub thread_wakes: u64,
+    /// Waits ended early because a new process, not yet in the model, grew past
+    /// `new_process_min_rss_mib` while young (rule "new-process-grows", the proc connector's fork
+    /// events and a stat read every 50 ms while any is pending).
+    #[serde(default)]
+    pub growth_wakes: u64,
     /// Times the proc connector's queue overflowed and events were lost (each counted once per
     /// drain); the next regular step sees what they announced.
     #[serde(default)]
@@ -419,11 +424,12 @@ impl Status {
         );
         let _ = writeln!(
             s,
-            "steps {} ({} failed, {} early after a new process, {} early after new threads), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
+            "steps {} ({} failed, {} early after a new process, {} early after new threads, {} early after a new process grew), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
             self.steps,
             self.step_errors,
             self.early_wakes,
             self.thread_wakes,
+            self.growth_wakes,
             self.actions,
             self.pages_moved,
             self.pages_failed,

@@ -21,6 +21,10 @@
 //!               last step started ([`young_thread_starts`]; once per wait): a workload that
 //!               touches its memory and then starts its threads is looked at as they start,
 //!               not up to an interval later; without root or CONFIG_PROC_EVENTS, one log line
+//!               a new process (fork) -> watched while young: its stat read every
+//!               NEW_PROCESS_CHECK_MS; resident past new_process_min_rss_mib -> the wait ends
+//!               likewise ([`grown_processes`], rule "new-process-grows"): the fork rule places
+//!               a process while it fills its memory, not after
 //!     signalfd  SIGTERM/SIGINT -> leave the loop -> restore_all() -> journal "restore" -> exit 0
 //!               SIGHUP         -> config::load again: ok -> apply; error -> log, keep the old one
 //!     explain   answer queued `explain PID` requests from the model (between steps)
@@ -274,6 +278,70 @@ enum Wake {
     Reload,
     /// A young process started threads (`ThreadWatch`): step soon.
     NewThreads,
+    /// A new process the model does not know yet grew past `new_process_min_rss_mib`
+    /// (`ThreadWatch::grown`): step soon.
+    Grown,
+}
+
+/// How often the new processes the proc connector announced are checked for growth while any is
+/// pending, ms (rule "new-process-grows"). Default 50. Source: a choice, a few checks within the
+/// few hundred milliseconds a process takes to first-touch tens of MiB; each check reads one
+/// /proc/PID/stat per pending process. What it prevents: a process created and filled between
+/// two looks being first placed at the next interval (up to 500 ms later), after its memory and
+/// often its threads' start (the rig's race at c4f1fb5: numa01 processes first seen 330-490 ms
+/// old, three of six after "go").
+const NEW_PROCESS_CHECK_MS: u64 = 50;
+
+/// New processes kept for the growth check, count. Default 64. Source: a choice. What it prevents:
+/// a fork storm (a build: thousands of short compilers a second) making each check read thousands
+/// of stat files; the oldest are dropped first (the next regular look sees them anyway).
+const NEW_PROCESSES_KEPT: usize = 64;
+
+/// What [`grown_processes`] found: whether one grew, and the pending processes to keep watching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Growth {
+    /// A pending process grew past `new_process_min_rss_mib` while young.
+    pub grown: bool,
+    /// The rest, still pending: (pid, start time in clock ticks).
+    pub pending: Vec<(u32, u64)>,
+}
+
+/// Checks the new processes announced by the proc connector (`pending`: pid and start time) for
+/// growth (rule "new-process-grows"):
+///
+/// ```text
+///   in the model already           -> dropped (the regular look has it)
+///   gone, or its pid reused        -> dropped
+///   older than new_process_age_ms  -> dropped (the fork rule is for young processes)
+///   resident >= new_process_min_rss_mib -> grown: the loop steps soon; dropped
+///   otherwise                      -> kept
+/// ```
+///
+/// `stat_of(pid)`: (start time in clock ticks, age ns, resident bytes), `None` when gone.
+pub fn grown_processes(
+    pending: &[(u32, u64)],
+    model: &Model,
+    stat_of: impl Fn(u32) -> Option<(u64, u64, u64)>,
+) -> Growth {
+    let t = &model.tunables;
+    let young_ns = t.new_process_age_ms.saturating_mul(1_000_000);
+    let min_rss = t.new_process_min_rss_mib.saturating_mul(1 << 20);
+    let mut out = Growth { grown: false, pending: Vec::new() };
+    for &(pid, start) in pending {
+        if model.procs.get(&pid).is_some_and(|p| p.starttime == start) {
+            continue;
+        }
+        let Some((st, age, rss)) = stat_of(pid) else { continue };
+        if st != start || age >= young_ns {
+            continue;
+        }
+        if rss >= min_rss {
+            out.grown = true;
+            continue;
+        }
+        out.pending.push((pid, start));
+    }
+    out
 }
 
 /// The proc connector's new-thread events, for the early step of `[daemon] new_thread_wake_ms`.
@@ -291,6 +359,11 @@ struct ThreadWatch {
     me: u32,
     reader: numapilot_observe::Reader,
     lost: u64,
+    /// New processes (fork events) not checked off yet: pid and start time (rule
+    /// "new-process-grows", [`grown_processes`]).
+    pending: Vec<(u32, u64)>,
+    /// When the pending processes were last checked (monotonic ns).
+    checked_ns: u64,
 }
 
 impl ThreadWatch {
@@ -303,6 +376,8 @@ impl ThreadWatch {
                 me: std::process::id(),
                 reader: numapilot_observe::Reader::new("/"),
                 lost: 0,
+                pending: Vec::new(),
+                checked_ns: 0,
             }),
             Err(e) => {
                 announce(&format!(
@@ -324,6 +399,20 @@ impl ThreadWatch {
             }
         }
         let me = self.me;
+        // New processes (not threads) are kept for the growth check.
+        for e in &self.buf {
+            if let numapilot_observe::proc_events::ProcEvent::Fork { pid, tgid, .. } = *e {
+                if pid == tgid && pid != me && !self.pending.iter().any(|p| p.0 == pid) {
+                    if let Ok(Some(st)) = self.reader.read_stat(pid) {
+                        self.pending.push((pid, st.starttime));
+                    }
+                }
+            }
+        }
+        if self.pending.len() > NEW_PROCESSES_KEPT {
+            let extra = self.pending.len() - NEW_PROCESSES_KEPT;
+            self.pending.drain(..extra);
+        }
         let reader = &self.reader;
         let mut tgids: Vec<u32> =
             self.buf.iter().filter(|e| e.is_new_thread()).map(|e| e.tgid()).filter(|&t| t != me).collect();
@@ -336,6 +425,30 @@ impl ThreadWatch {
             let started = (u128::from(st.starttime) * 1_000_000_000 / u128::from(hz.max(1))) as u64;
             Some(boot_ns.saturating_sub(started))
         })
+    }
+}
+
+impl ThreadWatch {
+    /// Whether a pending new process grew past `new_process_min_rss_mib` ([`grown_processes`]);
+    /// the pending list is trimmed either way.
+    fn grown(&mut self, model: &Model) -> bool {
+        let now = numapilot_observe::reader::monotonic_ns();
+        if self.pending.is_empty() || now < self.checked_ns.saturating_add(NEW_PROCESS_CHECK_MS * 1_000_000) {
+            return false;
+        }
+        self.checked_ns = now;
+        let boot_ns = numapilot_observe::reader::boottime_ns();
+        let hz = numapilot_observe::reader::clock_ticks_per_sec().max(1);
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+        let reader = &self.reader;
+        let g = grown_processes(&self.pending, model, |pid| {
+            let st = reader.read_stat(pid).ok().flatten()?;
+            let started = (u128::from(st.starttime) * 1_000_000_000 / u128::from(hz)) as u64;
+            Some((st.starttime, boot_ns.saturating_sub(started), st.rss_pages.saturating_mul(page)))
+        });
+        self.pending = g.pending;
+        g.grown
     }
 }
 
@@ -446,13 +559,19 @@ pub fn serve<H: Host + Restore>(
         loop {
             let until = if mark.is_some() { peek.min(deadline) } else { deadline };
             let w = if woken { None } else { watch.as_mut() };
-            match wait(&signals, &mut loop_side, commands.as_ref(), until, &engine, &status, w) {
-                Wake::NewThreads => {
+            let wake = wait(&signals, &mut loop_side, commands.as_ref(), until, &engine, &status, w);
+            match wake {
+                Wake::NewThreads | Wake::Grown => {
+                    let grown = matches!(wake, Wake::Grown);
                     let now = numapilot_observe::reader::monotonic_ns();
                     let early = now.saturating_add(wake_delay).max(t0.saturating_add(gap));
                     if early < deadline {
                         deadline = early;
-                        status.thread_wakes += 1;
+                        if grown {
+                            status.growth_wakes += 1;
+                        } else {
+                            status.thread_wakes += 1;
+                        }
                         woken = true;
                     }
                 }
@@ -779,7 +898,12 @@ fn wait(
         // Always poll, even when the step overran the interval (timeout 0): signals and explain
         // requests must be served by a loop that is permanently behind, too.
         let now = numapilot_observe::reader::monotonic_ns();
-        let timeout_ms = (deadline_ns.saturating_sub(now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32;
+        let mut timeout_ms = (deadline_ns.saturating_sub(now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32;
+        // New processes pending: look at their growth every NEW_PROCESS_CHECK_MS meanwhile.
+        let checking = watch.as_deref().is_some_and(|w| !w.pending.is_empty());
+        if checking {
+            timeout_ms = timeout_ms.min(NEW_PROCESS_CHECK_MS as i32);
+        }
         let mut fds = vec![
             libc::pollfd { fd: signals.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: side.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
@@ -806,6 +930,11 @@ fn wait(
             if numapilot_observe::reader::monotonic_ns() >= deadline_ns {
                 return Wake::Timeout;
             }
+            if let Some(w) = watch.as_deref_mut() {
+                if w.grown(&engine.model) {
+                    return Wake::Grown;
+                }
+            }
             continue;
         }
         if fds[0].revents != 0 {
@@ -831,6 +960,9 @@ fn wait(
         if let Some(w) = watch.as_deref_mut() {
             if fds[watch_at].revents != 0 && w.young_threads(&engine.model) {
                 return Wake::NewThreads;
+            }
+            if w.grown(&engine.model) {
+                return Wake::Grown;
             }
         }
         if let Some(c) = commands {
@@ -922,5 +1054,32 @@ mod tests {
         assert!(!young_thread_starts(&[22], &m, age));
         assert!(young_thread_starts(&[11, 21, 20], &m, age));
         assert!(!young_thread_starts(&[], &m, age));
+    }
+
+    /// new-process-grows: which pending new processes end the wait (resident past
+    /// new_process_min_rss_mib = 16 MiB while younger than new_process_age_ms = 2 s), which stay
+    /// pending and which are dropped.
+    #[test]
+    fn which_new_processes_wake_the_loop_when_they_grow() {
+        let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
+        let mut m = Model::new(topo, Tunables::default());
+        m.now_ns = 10_000_000_000;
+        m.procs.insert(10, proc_view(10, 9_000_000_000, 500_000_000)); // start time 1
+        const MIB: u64 = 1 << 20;
+        // (start time, age ns, resident bytes)
+        let stat = |pid: u32| match pid {
+            10 => Some((1, 100_000_000, 64 * MIB)),   // in the model: dropped
+            20 => Some((7, 300_000_000, 4 * MIB)),    // young, small: kept
+            21 => Some((7, 300_000_000, 32 * MIB)),   // young, grown: wake
+            22 => Some((7, 3_000_000_000, 32 * MIB)), // old: dropped
+            23 => Some((8, 300_000_000, 32 * MIB)),   // pid reused (start time 8, not 7): dropped
+            _ => None,                                // gone: dropped
+        };
+        let all = [(10, 1), (20, 7), (21, 7), (22, 7), (23, 7), (24, 7)];
+        let g = grown_processes(&all, &m, stat);
+        assert_eq!(g, Growth { grown: true, pending: vec![(20, 7)] });
+        let g = grown_processes(&[(20, 7), (22, 7)], &m, stat);
+        assert_eq!(g, Growth { grown: false, pending: vec![(20, 7)] });
+        assert_eq!(grown_processes(&[], &m, stat), Growth { grown: false, pending: vec![] });
     }
 }

@@ -185,6 +185,47 @@ fn thread_burst_child() {
     }
 }
 
+/// A new process that fills its memory before starting any thread ends the wait too (rule
+/// "new-process-grows": the proc connector's fork event puts it on watch, its resident memory is
+/// read every 50 ms, and past `new_process_min_rss_mib`, 16 MiB, the loop steps): with a 5 s
+/// interval, a step follows long before the interval is over. The child is this test binary run
+/// again as the ignored `rss_growth_child`, which touches 48 MiB 300 ms after it starts (the test
+/// harness's own thread starts at once and may wake the loop too: only the growth counts here).
+#[test]
+fn a_new_process_that_grows_ends_the_wait() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the proc connector needs root");
+        return;
+    }
+    let r = start_every(0, Duration::ZERO, 0, 5_000);
+    let s = wait_status(&r.socket, |s| s.steps >= 1 && s.next_interval_ms == 5_000);
+    let (steps, before) = (s.steps, s.growth_wakes);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "rss_growth_child", "--ignored", "--test-threads", "1"])
+        .env("NUMAPILOT_RSS_GROWTH_CHILD", "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = wait_status(&r.socket, |s| s.growth_wakes > before && s.steps > steps);
+    assert!(s.render().contains("early after a new process grew"), "{}", s.render());
+    let _ = child.wait();
+    r.handle.send(Command::Stop).unwrap();
+    r.thread.join().unwrap().unwrap();
+}
+
+/// The child of `a_new_process_that_grows_ends_the_wait` (does nothing when run otherwise).
+#[test]
+#[ignore]
+fn rss_growth_child() {
+    if std::env::var_os("NUMAPILOT_RSS_GROWTH_CHILD").is_none() {
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let v = vec![1u8; 48 << 20];
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(v[12345], 1);
+}
+
 #[test]
 fn status_explain_reload_and_stop() {
     let r = start(2);

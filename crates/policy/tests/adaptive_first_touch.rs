@@ -448,3 +448,42 @@ fn a_young_idle_process_takes_its_memory_to_the_node_it_was_placed_on() {
     check_conservation(&b.m, &plan);
     assert_eq!(follows(&plan), 0, "{plan:#?}");
 }
+
+/// Rule 1 after a pin (fork-after-pin): a new process first seen under someone else's explicit
+/// memory policy is not touched, and not marked as seen by the fork rule either; when the policy
+/// is dropped while the process is still young, the fork rule places it (the rig's bench with
+/// `--force-node 0` first-touches under a bind policy and then drops it; seen mid-touch, it never
+/// got the fork rule and both numa01 processes were put on node 0, the second moved after "go").
+///
+/// ```text
+///   the rig's 2-node guest: old (10): 2 x 1.0 CPUs on node 0; numa01 (20): new, 1 idle thread,
+///   37 MiB on node 0 under a bind policy
+///   decision 1: 20 is pinned by someone else: no action for it
+///   the policy is dropped; 100 ms later
+///   decision 2: fork rule: node 1 least loaded -> affinity node 1 (fork-spread)
+/// ```
+#[test]
+fn a_new_process_pinned_when_first_seen_gets_the_fork_rule_once_it_is_not() {
+    let mut b = B::fixture("rig-6.12-2node");
+    b.proc(10, "old", &[(0, 1.0), (0, 1.0)], &[10, 0]);
+    b.group_proc(1, 10);
+    b.new_proc(20, "numa01", &[(0, 0.0)], &[37, 0]);
+    b.mem_policy(20);
+    let mut pol = Adaptive::new();
+    let first = pol.decide(&b.m);
+    check_conservation(&b.m, &first);
+    assert!(first.actions.iter().all(|a| a.target.pid != 20), "{first:#?}");
+    let p = b.m.procs.get_mut(&20).unwrap();
+    p.mem_policy_pinned = false;
+    p.pinned = false;
+    b.m.now_ns += 100_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(
+        plan.actions.iter().any(|a| a.target.pid == 20
+            && a.reason.rule == "fork-spread"
+            && matches!(&a.kind, ActionKind::SetAffinity { cpus } if cpus.to_string() == "2-3")),
+        "{plan:#?}"
+    );
+}

@@ -557,9 +557,19 @@ impl Policy for Adaptive {
         let (plan, loads) = planner.finish();
         self.last_loads = loads;
         // Mark the processes the fork rule has now seen (placed or not) so it runs once; a young
-        // process not yet worth it (small and idle) is looked at again while it is young.
-        for (pid, st) in self.procs.iter_mut() {
-            if model.procs.contains_key(pid) && !young_but_not_worth(model, *pid) {
+        // process not yet worth it (small and idle) is looked at again while it is young, and so
+        // is one pinned by someone else now (fork-after-pin): a program that first-touches under
+        // an explicit memory policy and then drops it (the rig's bench with --force-node, seen
+        // mid-touch once the daemon looked at new processes as they grew) was marked while the
+        // fork rule could not touch it, and never got the rule once it could.
+        let seen: Vec<u32> = model
+            .procs
+            .keys()
+            .copied()
+            .filter(|&pid| !young_but_not_worth(model, pid) && !self.foreign_pinned(model, pid))
+            .collect();
+        for pid in seen {
+            if let Some(st) = self.procs.get_mut(&pid) {
                 st.forked = true;
             }
         }
