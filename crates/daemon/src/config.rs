@@ -104,7 +104,9 @@ pub struct DaemonSection {
     /// step started (at most one early step per settle interval, whatever the fork rate). A process
     /// is young while it is younger than `tunables.new_process_age_ms`; the daemon's own threads
     /// and older processes' thread pools wake nothing. Default [`DEFAULT_NEW_THREAD_WAKE_MS`]
-    /// (20 ms). Source: a burst of thread creations (numa02's workers, a thread pool) takes well
+    /// (20 ms). The same wake, and the same 0 = off, serves a new process that grows past
+    /// `tunables.new_process_min_rss_mib` while young (rule "new-process-grows" in run.rs).
+    /// Source: a burst of thread creations (numa02's workers, a thread pool) takes well
     /// under 20 ms; waiting that long lets one step see the whole burst. Prevents: a workload that
     /// first-touches its memory and then starts its threads running them where the scheduler put
     /// them for up to a whole interval before the daemon's first look (the rig's 4-node numa02 at a

@@ -1612,7 +1612,7 @@ fn a_cpu_bottleneck_made_by_split_units_leaves_with_their_tasks() {
 /// where it waited behind busy workers; moved to an idle node it waits no more and reads near
 /// zero, and counted at that it came back at once to the node it had been moved off (the rig's
 /// 4-node numa01, race at 7096861: each process's main thread, 0.28 CPUs read on its workers'
-/// node, went to another node and back four times in 20 s; `fixtures/rig-6.12-4node`, 2 CPUs a
+/// node, went to another node and back two to three times in 20 s; `fixtures/rig-6.12-4node`, 2 CPUs a
 /// node).
 ///
 /// ```text

@@ -1140,8 +1140,8 @@ impl<'m> Planner<'m> {
             // (balance-stays-at-moved-load): a light thread's rate swings from period to period
             // (the rig's numa01 main thread, 0.02-0.28 CPUs as its recorder wakes once a second),
             // and counted at a low reading it came back to a node that was over capacity again
-            // at the next high one, to be moved out again (4-node race at 7096861: four round
-            // trips per process in 20 s).
+            // at the next high one, to be moved out again (4-node race at 7096861: two to three
+            // round trips per process in 20 s).
             let with = (self.used[home] - tp.cpu + tp.cpu.max(mv.load)) / self.cap[home];
             if with > 1.0 {
                 stays.push((*k, home, cur, with));
