@@ -397,9 +397,11 @@ pub struct Tunables {
     /// the default interval, 1 s while the settle cadence runs). Source: a choice, the benefit
     /// horizon's length at the default interval. Prevents: ping-pong.
     pub hold_periods: u32,
-    /// Relative change of a group's load that lifts the hold early. Default 0.5 (50%). Source: a
-    /// choice, a phase change rather than noise (per-period CPU rates wander by 10-20% on a busy
-    /// host). Prevents: a group that changed its nature staying held where the old load put it.
+    /// Relative change of a group's load that lifts the hold early (when the change is also more
+    /// than `min_group_cpu` in CPUs: a light thread's swing is its wake-ups, rule
+    /// hold-change-floor). Default 0.5 (50%). Source: a choice, a phase change rather than noise
+    /// (per-period CPU rates wander by 10-20% on a busy host). Prevents: a group that changed its
+    /// nature staying held where the old load put it.
     pub hold_load_change: f64,
     /// A process first seen younger than this is placed by the fork rule (spread over nodes,
     /// least loaded first), ms. Default 2000. Source: two periods of the default interval, so a

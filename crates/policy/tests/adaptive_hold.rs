@@ -395,3 +395,59 @@ fn a_background_move_is_not_asked_again_and_holds_until_it_ends() {
         "after the move B is planned as usual (the model still has its memory on node 0): {plan:#?}"
     );
 }
+
+/// hold-change-floor: a load change lifts a hold only when it is also more than `min_group_cpu`
+/// (0.1 CPUs): a light thread's swing from 0.07 to 0.0 CPUs is its wake-ups, not a phase change
+/// (the rig's 4-node numa01 main thread, moved by the balancer and back at the next decision;
+/// `fixtures/rig-6.12-4node`, 2 CPUs a node).
+///
+/// ```text
+///   P (pid 10): main t0 0.07 + workers 2 x 1.0 on node 0 (allowed there only: placed long
+///   ago, no group hold), 37 MiB there; node 0 flagged
+///   decide 1: managed 2.07 > 2.06 -> t0 to node 1 (balance-weakest-first), applied
+///   t0 reads 0.0 on node 1, the workers 0.95 each: node 0 with t0 (1.9 + 0.07) / 2 < 1
+///   decisions 2-10: t0's hold stands (a change of 0.07 CPUs, under 0.1): no action moves it
+///             (without the floor: 100% > 50% lifts it, t0 back to node 0 at decision 2)
+///   decision 11 on: the hold is over; node 0 has room for t0: it comes back
+/// ```
+#[test]
+fn a_light_threads_swing_does_not_lift_its_hold() {
+    let mut b = B::fixture("rig-6.12-4node");
+    b.proc(10, "numa01", &[(0, 0.07), (0, 1.0), (0, 1.0)], &[37, 0, 0, 0]);
+    // Placed on node 0 long ago: no group action, so no fresh group hold covers t0.
+    b.group_proc(1, 10).allow(10, &[0]);
+    b.bottleneck(0, 1.035);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(plan.actions.len(), 1, "{plan:#?}");
+    assert!(
+        plan.actions.iter().any(|a| a.target.tid == Some(1000) && a.reason.rule == "balance-weakest-first"),
+        "{plan:#?}"
+    );
+    applied(&mut p, &b.m, &plan);
+    b.allow(10, &[0]);
+    b.thread_on(10, 0, 1);
+    for (i, rate) in [(0u32, 0.0), (1, 0.95), (2, 0.95)] {
+        let node = b.m.node_idx(b.m.tasks[&tk(10, i)].node.unwrap()).unwrap();
+        let was = std::mem::replace(&mut b.m.tasks.get_mut(&tk(10, i)).unwrap().cpu_rate, rate);
+        b.m.nodes[node].cpu_demand += rate - was;
+    }
+    b.m.nodes[0].cpu.load = 0.95;
+    b.m.nodes[0].cpu.bottleneck = false;
+    let touches_t0 = |plan: &numapilot_policy::Plan| {
+        plan.actions.iter().any(|a| a.target.pid == 10 && (a.target.tid.is_none() || a.target.tid == Some(1000)))
+    };
+    for d in 2..=10 {
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        assert!(!touches_t0(&plan), "decision {d}: t0 pulled back within its hold: {plan:#?}");
+        applied(&mut p, &b.m, &plan);
+    }
+    let back = (11..=13).any(|_| {
+        let plan = p.decide(&b.m);
+        applied(&mut p, &b.m, &plan);
+        touches_t0(&plan)
+    });
+    assert!(back, "after its hold t0 comes back to its unit's node");
+}

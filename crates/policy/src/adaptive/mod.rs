@@ -132,7 +132,7 @@
 //! CPU set it tried counts as the policy's own (a host that narrowed some threads before failing
 //! does not turn the process into a foreign pin). Within `hold_periods` decisions of a move, the unit keeps that
 //! placement and memory is not moved towards another node set, unless the load that justified the
-//! move changed by more than `hold_load_change` (relative). The fork rule's placement starts no
+//! move changed by more than `hold_load_change` (relative) and by more than `min_group_cpu`. The fork rule's placement starts no
 //! hold: it is a guess made before any signal (two processes that will talk to each other are
 //! spread like any others), and the group rule corrects it on the first evidence.
 //!
@@ -190,11 +190,18 @@ pub(crate) struct Move {
 
 impl Move {
     /// Whether the move still holds at decision `period` for a unit whose load is now `load`.
+    ///
+    /// A change lifts the hold when it is more than `hold_load_change` of the load at the move and
+    /// more than `min_group_cpu` in CPUs (hold-change-floor): below a tenth of a CPU a change is no
+    /// phase change, only a light thread's wake-ups (the rig's numa01 main thread, moved by the
+    /// balancer at 0.07 CPUs and reading 0.0 the next period, had its hold lifted at once and
+    /// went back and forth).
     pub(crate) fn holds(&self, period: u64, load: f64, model: &Model) -> bool {
         let t = &model.tunables;
         let recent = period.saturating_sub(self.period) < u64::from(t.hold_periods);
-        let change = if self.load > 0.0 { (load - self.load).abs() / self.load } else { f64::INFINITY };
-        recent && (change <= t.hold_load_change || (load == 0.0 && self.load == 0.0))
+        let delta = (load - self.load).abs();
+        let changed = delta > t.hold_load_change * self.load && delta > t.min_group_cpu;
+        recent && !changed
     }
 }
 
