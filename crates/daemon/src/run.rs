@@ -418,17 +418,12 @@ impl ThreadWatch {
             self.buf.iter().filter(|e| e.is_new_thread()).map(|e| e.tgid()).filter(|&t| t != me).collect();
         tgids.sort_unstable();
         tgids.dedup();
-        let boot_ns = numapilot_observe::reader::boottime_ns();
-        let hz = numapilot_observe::reader::clock_ticks_per_sec();
         young_thread_starts(&tgids, model, |tgid| {
             let st = reader.read_stat(tgid).ok().flatten()?;
-            let started = (u128::from(st.starttime) * 1_000_000_000 / u128::from(hz.max(1))) as u64;
-            Some(boot_ns.saturating_sub(started))
+            Some(age_from_start(st.starttime))
         })
     }
-}
 
-impl ThreadWatch {
     /// Whether a pending new process grew past `new_process_min_rss_mib` ([`grown_processes`]);
     /// the pending list is trimmed either way.
     fn grown(&mut self, model: &Model) -> bool {
@@ -437,19 +432,22 @@ impl ThreadWatch {
             return false;
         }
         self.checked_ns = now;
-        let boot_ns = numapilot_observe::reader::boottime_ns();
-        let hz = numapilot_observe::reader::clock_ticks_per_sec().max(1);
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+        let page = crate::live::page_size();
         let reader = &self.reader;
         let g = grown_processes(&self.pending, model, |pid| {
             let st = reader.read_stat(pid).ok().flatten()?;
-            let started = (u128::from(st.starttime) * 1_000_000_000 / u128::from(hz)) as u64;
-            Some((st.starttime, boot_ns.saturating_sub(started), st.rss_pages.saturating_mul(page)))
+            Some((st.starttime, age_from_start(st.starttime), st.rss_pages.saturating_mul(page)))
         });
         self.pending = g.pending;
         g.grown
     }
+}
+
+/// Age now of a process that started `starttime` clock ticks after boot (/proc/PID/stat), ns.
+fn age_from_start(starttime: u64) -> u64 {
+    let hz = numapilot_observe::reader::clock_ticks_per_sec().max(1);
+    let started = (u128::from(starttime) * 1_000_000_000 / u128::from(hz)) as u64;
+    numapilot_observe::reader::boottime_ns().saturating_sub(started)
 }
 
 /// Whether any of `tgids` (processes that just started a thread) is young: in the model, by the

@@ -428,11 +428,7 @@ fn a_light_threads_swing_does_not_lift_its_hold() {
     applied(&mut p, &b.m, &plan);
     b.allow(10, &[0]);
     b.thread_on(10, 0, 1);
-    for (i, rate) in [(0u32, 0.0), (1, 0.95), (2, 0.95)] {
-        let node = b.m.node_idx(b.m.tasks[&tk(10, i)].node.unwrap()).unwrap();
-        let was = std::mem::replace(&mut b.m.tasks.get_mut(&tk(10, i)).unwrap().cpu_rate, rate);
-        b.m.nodes[node].cpu_demand += rate - was;
-    }
+    b.thread_rate(10, 0, 0.0).thread_rate(10, 1, 0.95).thread_rate(10, 2, 0.95);
     b.m.nodes[0].cpu.load = 0.95;
     b.m.nodes[0].cpu.bottleneck = false;
     let touches_t0 = |plan: &numapilot_policy::Plan| {

@@ -1642,14 +1642,7 @@ fn a_light_task_the_balancer_moved_is_not_pulled_back_for_waiting_less_where_it_
     applied(&mut p, &b.m, &plan);
     b.allow(10, &[0]);
     b.thread_on(10, 0, 1);
-    let set_rate = |b: &mut B, i: u32, rate: f64| {
-        let node = b.m.node_idx(b.m.tasks[&tk(10, i)].node.unwrap()).unwrap();
-        let was = std::mem::replace(&mut b.m.tasks.get_mut(&tk(10, i)).unwrap().cpu_rate, rate);
-        b.m.nodes[node].cpu_demand += rate - was;
-    };
-    set_rate(&mut b, 0, 0.0);
-    set_rate(&mut b, 1, 0.98);
-    set_rate(&mut b, 2, 0.98);
+    b.thread_rate(10, 0, 0.0).thread_rate(10, 1, 0.98).thread_rate(10, 2, 0.98);
     b.m.nodes[0].cpu.load = 0.98;
     for d in 2..=13 {
         let plan = p.decide(&b.m);
@@ -1661,8 +1654,7 @@ fn a_light_task_the_balancer_moved_is_not_pulled_back_for_waiting_less_where_it_
         applied(&mut p, &b.m, &plan);
     }
     // Room on node 0 again: t0 comes back (to its unit's node, with the whole process).
-    set_rate(&mut b, 1, 0.5);
-    set_rate(&mut b, 2, 0.5);
+    b.thread_rate(10, 1, 0.5).thread_rate(10, 2, 0.5);
     b.m.nodes[0].cpu.load = 0.5;
     b.m.nodes[0].cpu.bottleneck = false;
     let plan = p.decide(&b.m);

@@ -196,7 +196,8 @@ pub struct LiveHost {
     mover: Option<mover::Mover>,
 }
 
-fn page_size() -> u64 {
+/// This kernel's base page size, bytes (4096 when sysconf cannot tell).
+pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if v > 0 {

@@ -266,6 +266,16 @@ impl B {
         self
     }
 
+    /// Sets the CPU rate of thread `i` of `pid` (its node's demand and the process's rate follow).
+    pub fn thread_rate(&mut self, pid: u32, i: u32, rate: f64) -> &mut Self {
+        let key = tk(pid, i);
+        let idx = self.m.node_idx(self.m.tasks[&key].node.unwrap()).unwrap();
+        let was = std::mem::replace(&mut self.m.tasks.get_mut(&key).unwrap().cpu_rate, rate);
+        self.m.nodes[idx].cpu_demand += rate - was;
+        self.m.procs.get_mut(&pid).unwrap().cpu_rate += rate - was;
+        self
+    }
+
     /// An affinity edge between two tasks.
     pub fn edge(&mut self, a: TaskKey, b: TaskKey, strength: f64) -> &mut Self {
         let key = if a < b { (a, b) } else { (b, a) };
