@@ -924,16 +924,10 @@ fn wait(
             }
             continue; // EINTR (a signal not in our set, e.g. SIGCHLD): poll again
         }
-        if rc == 0 {
-            if numapilot_observe::reader::monotonic_ns() >= deadline_ns {
-                return Wake::Timeout;
-            }
-            if let Some(w) = watch.as_deref_mut() {
-                if w.grown(&engine.model) {
-                    return Wake::Grown;
-                }
-            }
-            continue;
+        // A timeout before the deadline (the growth check's cadence) falls through: no fd is
+        // ready, so only the growth check below acts.
+        if rc == 0 && numapilot_observe::reader::monotonic_ns() >= deadline_ns {
+            return Wake::Timeout;
         }
         if fds[0].revents != 0 {
             let mut reload = false;
