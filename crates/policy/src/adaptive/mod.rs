@@ -19,19 +19,23 @@
 //!
 //! ```text
 //!   model ─┬─ 1 fork      new processes (first seen younger than new_process_age_ms), pid order:
-//!          │              least loaded node (CPU demand / capacity), then one whose free memory
-//!          │              holds it, then closest to the nodes of its peers (same name), then most
-//!          │              free memory, then node id  ──► SetAffinity(pid, node CPUs); one too
-//!          │              large for a node: the closest set holding its share of the machine
+//!          │              least loaded node (CPU demand / capacity; an idle young process placed
+//!          │              before counts at threads x new_thread_cpu: fork-counts-placed), then
+//!          │              one whose free memory holds it, then the one holding most of its own
+//!          │              memory already (fork-stays-with-memory), then closest to the nodes of
+//!          │              its peers (same name), then most free memory, then node id
+//!          │              ──► SetAffinity(pid, node CPUs); one too large for a node: the closest
+//!          │              set holding its share of the machine
 //!          ├─ 2 place     every other unit (affinity group, or a classified process), heaviest
 //!          │              first, against remaining capacity:
 //!          │                 fits a node?  candidates:  memory node  (CPU follows memory: >= 1 GiB,
 //!          │                                            >= 80% on one node)
 //!          │                                         |  current node when as good (share within
-//!          │                                            stay_margin: settled there; or its
-//!          │                                            sampled hot ranges are there NOW:
-//!          │                                            stay-with-moved-memory, the smoothed
-//!          │                                            share trails a page move by seconds)
+//!          │                                            stay_margin: settled there; or the
+//!          │                                            most of its sampled hot ranges are
+//!          │                                            there NOW: stay-with-moved-memory,
+//!          │                                            the smoothed share trails a page
+//!          │                                            move by seconds)
 //!          │                                         |  best node by share when it has room and
 //!          │                                            no bottleneck and moving the threads
 //!          │                                            (0.5 ms each) costs less than copying
