@@ -447,3 +447,53 @@ fn a_light_threads_swing_does_not_lift_its_hold() {
     });
     assert!(back, "after its hold t0 comes back to its unit's node");
 }
+
+/// Rule "moves-in-flight" for a unit without a hold (the fork rule starts none): while its memory
+/// moves to the node it runs on, its threads stay there, even when that node is short of room.
+///
+/// ```text
+///   the rig's 4-node guest (2 CPUs a node): A (10) main 0.32 + 2 workers x 1.0 on node 0, its
+///   37 MiB there; B (11) main 0.01 + 2 workers x 0.72 on node 1 (allowed there only: placed
+///   long ago, no hold), its 37 MiB on node 0
+///   decision 1: B stays on node 1 (node 0 full with A), its memory follows: MigratePages
+///               0 -> 1, Started (the mover copies)
+///   B's workers now at 1.0 each; 0.3 CPUs of load nobody explains on node 1 (the race's
+///   sampler): node 1 has 1.7 of 2.0 CPUs left for B's 2.01
+///   decision 2: B's threads stay on node 1 (moves-in-flight)
+///               (without the rule: next-best-node, B's workers to node 3 while the memory
+///               goes to node 1: the race at 91fe989, 4-node numa01 repetition 3, never local)
+/// ```
+#[test]
+fn threads_stay_where_their_memory_moves_while_it_moves() {
+    let mut b = B::fixture("rig-6.12-4node");
+    b.proc(10, "numa01", &[(0, 0.32), (0, 1.0), (0, 1.0)], &[37, 0, 0, 0]);
+    b.proc(11, "numa01", &[(1, 0.01), (1, 0.72), (1, 0.72)], &[37, 0, 0, 0]);
+    b.group_proc(1, 10).group_proc(2, 11).allow(10, &[0]).allow(11, &[1]);
+    let mut pol = Adaptive::new();
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let mig = plan
+        .actions
+        .iter()
+        .position(|a| {
+            a.target.pid == 11 && matches!(&a.kind, ActionKind::MigratePages { to, .. } if to.to_string() == "1")
+        })
+        .unwrap_or_else(|| panic!("B's memory follows it to node 1: {plan:#?}"));
+    let outcomes: Vec<Outcome> = plan
+        .actions
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
+        .collect();
+    pol.observe_outcomes(&b.m, &plan, &outcomes);
+    b.thread_rate(11, 1, 1.0).thread_rate(11, 2, 1.0);
+    b.m.nodes[1].cpu_demand += 0.3;
+    b.m.now_ns += 500_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(
+        plan.actions.iter().all(|a| a.target.pid != 11 || !matches!(a.kind, ActionKind::SetAffinity { .. })),
+        "B's threads moved away from where its memory goes: {plan:#?}"
+    );
+}

@@ -1127,6 +1127,30 @@ impl<'m> Planner<'m> {
             } else {
                 None
             };
+            // moves-in-flight, without a hold: a unit whose memory this policy is moving in the
+            // background stays on the nodes the memory goes to until the move ends. A unit the
+            // fork rule placed has no hold (that rule starts none), and was placed afresh while
+            // its memory moved: in the rig's 4-node race at 91fe989 the second numa01 process's
+            // workers, on node 1 with their 37 MiB on its way there, were refused node 1 (1.7 of
+            // 2.0 CPUs left, the sampler's load) and sent to node 3; the memory arrived on node 1
+            // and the process ran remote for the rest of the run.
+            let placed = placed.or_else(|| {
+                let (pid, to) = self.memory_follows.iter().find(|(pid, _)| {
+                    u.pids.contains(pid) && policy.moving.contains_key(pid)
+                })?;
+                let nodes: Vec<usize> = self.cpu_nodes.iter().copied().filter(|&i| to.contains(self.id(i))).collect();
+                (!nodes.is_empty()).then(|| Placed {
+                    reason: Reason::new(
+                        "moves-in-flight",
+                        format!(
+                            "{}: the memory of process {pid} is moving to nodes {to} in the background; its threads stay with it until the move ends",
+                            u.label
+                        ),
+                    ),
+                    nodes,
+                    held: true,
+                })
+            });
             let placed = placed.unwrap_or_else(|| self.choose(&u));
             self.charge(&placed.nodes, u.cpu, u.mem);
             for k in &u.tasks {
