@@ -73,8 +73,8 @@
 //!          │              one buffer shared by threads on several nodes: Interleave over
 //!          │              those nodes by CPU once, then held (threads and memory stay);
 //!          │              a process whose pages a host moves in the background (Started) gets
-//!          │              no page action and keeps its holds until the move ends
-//!          │              (moves-in-flight)
+//!          │              no page action and keeps its holds until the move ends; its unit,
+//!          │              held or not, stays on the nodes the memory goes to (moves-in-flight)
 //!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits
 //!                         (not a process whose threads work on slices of their own: its
 //!                         per-thread groups keep each thread with its slice, sliced-not-static);
