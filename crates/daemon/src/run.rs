@@ -157,6 +157,10 @@ pub struct Exit {
     pub restore: RestoreReport,
     /// The signal that stopped it (`SIGTERM`, `SIGINT`) or `command`.
     pub why: String,
+    /// Wall time of all steps (observe, model, plan, act), s: with `steps`, the mean step.
+    pub cycle_s_total: f64,
+    /// Wall time of the longest step, s.
+    pub cycle_s_max: f64,
 }
 
 /// Everything `serve` needs besides the host.
@@ -511,6 +515,7 @@ pub fn serve<H: Host + Restore>(
     ));
     let mut last_error: Option<String> = None;
     let mut backoff = Backoff::new(config.daemon.idle_max_interval_ms);
+    let mut cycle_s_max = 0.0_f64;
     let why = 'outer: loop {
         let t0 = numapilot_observe::reader::monotonic_ns();
         // Actions of this step; None when it failed (never counts as quiet).
@@ -537,6 +542,7 @@ pub fn serve<H: Host + Restore>(
         let cycle_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t0);
         status.last_cycle_s = cycle_ns as f64 / 1e9;
         status.cycle_s_total += status.last_cycle_s;
+        cycle_s_max = cycle_s_max.max(status.last_cycle_s);
         fill_model(&engine.model, &engine, &mut status);
         let now = numapilot_observe::reader::monotonic_ns();
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
@@ -631,7 +637,7 @@ pub fn serve<H: Host + Restore>(
         write_journal(j, &Record::restore(&format!("shutdown ({why})"), &restore, engine.dry_run));
     }
     let _ = std::fs::remove_file(&config.daemon.socket);
-    Ok(Exit { steps: engine.totals.steps, restore, why })
+    Ok(Exit { steps: engine.totals.steps, restore, why, cycle_s_total: status.cycle_s_total, cycle_s_max })
 }
 
 /// The last pid the kernel handed out (`/proc/loadavg`'s fifth field, `get_loadavg` in

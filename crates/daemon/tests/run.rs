@@ -291,6 +291,7 @@ fn status_explain_reload_and_stop() {
     assert_eq!(r.restores.load(Ordering::SeqCst), 1);
     assert_eq!(exit.restore.restored, 3);
     assert!(exit.steps >= 3);
+    assert!(exit.cycle_s_max > 0.0 && exit.cycle_s_total >= exit.cycle_s_max, "{exit:?}");
     assert!(!r.socket.exists());
     let journal = std::fs::read_to_string(r.dir.path().join("journal.jsonl")).unwrap();
     let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();

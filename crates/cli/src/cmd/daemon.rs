@@ -152,10 +152,12 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     eprintln!(
-        "numapilot: stopped ({}) after {} steps; restored {} processes (and {} children that inherited their \
-         placement), {} gone, {} failed{}",
+        "numapilot: stopped ({}) after {} steps (mean {:.1} ms, longest {:.1} ms); restored {} processes (and {} \
+         children that inherited their placement), {} gone, {} failed{}",
         exit.why,
         exit.steps,
+        if exit.steps > 0 { exit.cycle_s_total * 1e3 / exit.steps as f64 } else { 0.0 },
+        exit.cycle_s_max * 1e3,
         exit.restore.restored,
         exit.restore.inherited,
         exit.restore.gone,
