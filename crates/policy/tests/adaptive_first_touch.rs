@@ -535,6 +535,10 @@ fn processes_placed_a_decision_apart_with_their_memory_resident_spread_without_a
     let first = pol.decide(&b.m);
     check_conservation(&b.m, &first);
     assert_eq!(affinities(&b.m, &first), vec![aff(20, None, "0", "fork-spread")], "{first:#?}");
+    assert!(
+        first.actions[0].reason.detail.contains("37 MiB of its memory there (fork-stays-with-memory)"),
+        "{first:#?}"
+    );
     applied(&mut pol, &b.m, &first);
     b.allow(20, &[0]);
     b.m.now_ns += 170_000_000;
@@ -557,6 +561,21 @@ fn processes_placed_a_decision_apart_with_their_memory_resident_spread_without_a
     let first = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &first);
     assert_eq!(affinities(&b.m, &first), vec![aff(20, None, "2", "fork-spread")], "{first:#?}");
+
+    // Its own memory counts as room on its node: above the group cap's reserve, node 0 has 10 MiB
+    // free beside its 37 MiB, nodes 1-3 20 MiB each. Node 0 holds it (10 + 37 >= 37), no other
+    // does: it stays (counted without its own memory, no node had room, another node took it and
+    // its 37 MiB would have been copied).
+    let mut b = B::fixture("rig-6.12-4node");
+    b.new_proc(20, "numa01", &[(0, 0.0)], &[37, 0, 0, 0]);
+    let keep = 1.0 - b.m.tunables.group_max_mem_frac;
+    for (i, mib) in [10u64, 20, 20, 20].into_iter().enumerate() {
+        let reserve = (b.m.nodes[i].mem_total_bytes as f64 * keep) as u64;
+        b.m.nodes[i].mem_free_bytes = reserve + (mib << 20) + 4096;
+    }
+    let first = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &first);
+    assert_eq!(affinities(&b.m, &first), vec![aff(20, None, "0", "fork-spread")], "{first:#?}");
 }
 
 fn aff(pid: u32, tid: Option<u32>, n: &str, rule: &str) -> (u32, Option<u32>, String, String) {

@@ -462,6 +462,7 @@ fn a_light_threads_swing_does_not_lift_its_hold() {
 ///   decision 2: B's threads stay on node 1 (moves-in-flight)
 ///               (without the rule: next-best-node, B's workers to node 3 while the memory
 ///               goes to node 1: the race at 91fe989, 4-node numa01 repetition 3, never local)
+///   B's threads found on node 2 instead (a failed CPU change): sent to node 1 (moves-in-flight)
 /// ```
 #[test]
 fn threads_stay_where_their_memory_moves_while_it_moves() {
@@ -496,4 +497,15 @@ fn threads_stay_where_their_memory_moves_while_it_moves() {
         plan.actions.iter().all(|a| a.target.pid != 11 || !matches!(a.kind, ActionKind::SetAffinity { .. })),
         "B's threads moved away from where its memory goes: {plan:#?}"
     );
+
+    // Its threads not where the memory goes (the CPU change failed; they run on node 2): they
+    // are sent to node 1, not held on node 2.
+    b.run_on(11, 2).allow(11, &[0, 1, 2, 3]);
+    b.m.now_ns += 500_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let a = plan.actions.iter().find(|a| a.target.pid == 11).unwrap_or_else(|| panic!("B is placed: {plan:#?}"));
+    assert_eq!(a.reason.rule, "moves-in-flight", "{plan:#?}");
+    assert!(matches!(&a.kind, ActionKind::SetAffinity { cpus } if cpus.is_subset(&b.node_cpus(1))), "{plan:#?}");
 }

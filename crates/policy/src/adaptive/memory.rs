@@ -90,7 +90,7 @@ fn idle_young(pl: &Planner<'_>, policy: &Adaptive, pid: u32) -> bool {
 }
 
 /// The one node (dense index) all of `pid`'s threads may run on, if there is one.
-pub(crate) fn allowed_node(pl: &Planner<'_>, pid: u32) -> Option<usize> {
+fn allowed_node(pl: &Planner<'_>, pid: u32) -> Option<usize> {
     let m = pl.model;
     let p = m.procs.get(&pid)?;
     let mut nodes = NodeSet::new();

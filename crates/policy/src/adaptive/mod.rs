@@ -74,7 +74,8 @@
 //!          │              those nodes by CPU once, then held (threads and memory stay);
 //!          │              a process whose pages a host moves in the background (Started) gets
 //!          │              no page action and keeps its holds until the move ends; its unit,
-//!          │              held or not, stays on the nodes the memory goes to (moves-in-flight)
+//!          │              held or not, stays on the nodes the memory goes to when its threads
+//!          │              are there and the process carries most of its CPU (moves-in-flight)
 //!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits
 //!                         (not a process whose threads work on slices of their own: its
 //!                         per-thread groups keep each thread with its slice, sliced-not-static);
@@ -138,7 +139,8 @@
 //! placement and memory is not moved towards another node set, unless the load that justified the
 //! move changed by more than `hold_load_change` (relative) and by more than `min_group_cpu`. The fork rule's placement starts no
 //! hold: it is a guess made before any signal (two processes that will talk to each other are
-//! spread like any others), and the group rule corrects it on the first evidence.
+//! spread like any others), and the group rule corrects it on the first evidence (unless its
+//! memory is moving there meanwhile: moves-in-flight keeps a unit with its memory's move).
 //!
 //! # Units
 //!

@@ -85,7 +85,7 @@ pub(crate) struct Placed {
     pub(crate) nodes: Vec<usize>,
     /// Rule and detail.
     pub(crate) reason: Reason,
-    /// Kept by the hold (no action).
+    /// Kept where it is by a hold, or by a page move in flight (moves-in-flight): no action.
     pub(crate) held: bool,
 }
 
@@ -991,20 +991,17 @@ impl<'m> Planner<'m> {
             // of 32-288 GiB on 36 nodes of 8 CPUs with no node's memory free, ran at 1.269 x
             // default with the rule for every process, 1.325 with it for those that fit a node,
             // 1.369 without it.
+            // Free memory on a node counts the process's own memory there as its (it is not in
+            // any unit, so the node's free figure has it taken already).
             let fits = self.fits_a_node(est, tasks.len(), mem, 0.0);
-            let own = |i: usize| {
-                if fits && free[i] >= mem as f64 {
-                    p.mem_by_node.get(i).copied().unwrap_or(0)
-                } else {
-                    0
-                }
-            };
+            let mine = |i: usize| p.mem_by_node.get(i).copied().unwrap_or(0);
+            let room = |i: usize| free[i] + mine(i) as f64 >= mem as f64;
+            let own = |i: usize| if fits && room(i) { mine(i) } else { 0 };
             let mut order = self.cpu_nodes.clone();
             order.sort_by(|&a, &b| {
-                let fits = |i: usize| free[i] >= mem as f64;
                 (seen[a] / self.cap[a].max(1e-9))
                     .total_cmp(&(seen[b] / self.cap[b].max(1e-9)))
-                    .then(fits(b).cmp(&fits(a)))
+                    .then(room(b).cmp(&room(a)))
                     .then(own(b).cmp(&own(a)))
                     .then(peer_dist(a).cmp(&peer_dist(b)))
                     .then(free[b].total_cmp(&free[a]))
@@ -1016,7 +1013,7 @@ impl<'m> Planner<'m> {
             let first = order[0];
             let set = if fits { vec![first] } else { self.closest_set(first, est * spare, mem) };
             let why = format!(
-                "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} least loaded (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}; CPU demand by node: {}",
+                "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} least loaded (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}{}; CPU demand by node: {}",
                 pid,
                 p.comm,
                 p.age_at_first_seen_ns / 1_000_000,
@@ -1027,6 +1024,11 @@ impl<'m> Planner<'m> {
                 seen[first],
                 self.cap[first],
                 free[first].max(0.0) / MIB,
+                if own(first) > 0 {
+                    format!(", {:.0} MiB of its memory there (fork-stays-with-memory)", own(first) as f64 / MIB)
+                } else {
+                    String::new()
+                },
                 if set.len() > 1 { format!("; too large for one node: nodes {}", self.node_set(&set)) } else { String::new() },
                 self.cpu_nodes.iter().map(|&i| format!("{}={:.1}", self.id(i), seen[i])).collect::<Vec<_>>().join(" ")
             );
@@ -1055,28 +1057,39 @@ impl<'m> Planner<'m> {
 
     /// Rule "fork-counts-placed": per node (dense index), the CPUs idle young processes are
     /// expected to use there: processes younger than `new_process_age_ms`, worth settling, not in
-    /// `new`, under `min_group_cpu` now (set up and waiting for their work to start), counted at
-    /// the fork rule's own estimate, threads x `new_thread_cpu`, less their rate; on the one node
-    /// their allowed CPUs lie in (where the fork rule put them), else the node their first thread
-    /// last ran on (where the kernel starts its new threads).
+    /// `new` and not waiting for new threads' rates (those reserve theirs already), under
+    /// `min_group_cpu` now (set up and waiting for their work to start), counted at the fork
+    /// rule's own estimate, threads x `new_thread_cpu`, less their rate; over the nodes their
+    /// allowed CPUs lie in when that is not every node (where the fork rule put them), else on the
+    /// node their first thread last ran on (where the kernel starts its new threads).
     fn young_idle_reserve(&self, new: &BTreeSet<u32>) -> Vec<(usize, f64)> {
         let m = self.model;
         let t = &m.tunables;
         let mut out = Vec::new();
         for &pid in &self.managed {
-            if new.contains(&pid) || !super::young_and_worth(m, pid) {
+            if new.contains(&pid) || self.waiting.contains(&pid) || !super::young_and_worth(m, pid) {
                 continue;
             }
             let p = &m.procs[&pid];
             if p.cpu_rate >= t.min_group_cpu {
                 continue;
             }
-            let extra = p.tids.len() as f64 * t.new_thread_cpu - p.cpu_rate;
-            let node = super::memory::allowed_node(self, pid).or_else(|| {
-                let tv = p.tids.first().and_then(|&tid| m.tasks.get(&TaskKey { pid, tid }))?;
-                tv.node.and_then(|id| m.node_idx(id))
-            });
-            if let Some(i) = node.filter(|_| extra > 0.0) {
+            let tasks: Vec<&TaskView> = p.tids.iter().filter_map(|&tid| m.tasks.get(&TaskKey { pid, tid })).collect();
+            let extra = tasks.len() as f64 * t.new_thread_cpu - p.cpu_rate;
+            if tasks.is_empty() || extra <= 0.0 {
+                continue;
+            }
+            let allowed: Vec<usize> = self
+                .cpu_nodes
+                .iter()
+                .copied()
+                .filter(|&i| tasks.iter().any(|tv| !tv.cpus_allowed.intersection(&self.cpus_of(&[i])).is_empty()))
+                .collect();
+            if !allowed.is_empty() && allowed.len() < self.cpu_nodes.len() {
+                for &i in &allowed {
+                    out.push((i, extra / allowed.len() as f64));
+                }
+            } else if let Some(i) = tasks[0].node.and_then(|id| m.node_idx(id)) {
                 out.push((i, extra));
             }
         }
@@ -1134,21 +1147,31 @@ impl<'m> Planner<'m> {
             // workers, on node 1 with their 37 MiB on its way there, were refused node 1 (1.7 of
             // 2.0 CPUs left, the sampler's load) and sent to node 3; the memory arrived on node 1
             // and the process ran remote for the rest of the run.
+            // Only for the process that carries most of the unit's CPU (one light member's move
+            // does not hold a whole group). Threads not on those nodes (a CPU change that failed)
+            // are sent there, not held where they are.
             let placed = placed.or_else(|| {
                 let (pid, to) = self.memory_follows.iter().find(|(pid, _)| {
                     u.pids.contains(pid) && policy.moving.contains_key(pid)
                 })?;
+                let on_target = u.tasks.iter().all(|k| self.task_idx(k).is_none_or(|i| to.contains(self.id(i))));
+                let its_cpu: f64 =
+                    u.tasks.iter().filter(|k| k.pid == *pid).filter_map(|k| m.tasks.get(k)).map(demand).sum();
+                if its_cpu * 2.0 < u.cpu {
+                    return None;
+                }
                 let nodes: Vec<usize> = self.cpu_nodes.iter().copied().filter(|&i| to.contains(self.id(i))).collect();
                 (!nodes.is_empty()).then(|| Placed {
                     reason: Reason::new(
                         "moves-in-flight",
                         format!(
-                            "{}: the memory of process {pid} is moving to nodes {to} in the background; its threads stay with it until the move ends",
-                            u.label
+                            "{}: the memory of process {pid} is moving to nodes {to} in the background; its threads {} it until the move ends",
+                            u.label,
+                            if on_target { "stay with" } else { "go to" }
                         ),
                     ),
                     nodes,
-                    held: true,
+                    held: on_target,
                 })
             });
             let placed = placed.unwrap_or_else(|| self.choose(&u));
