@@ -509,3 +509,50 @@ fn threads_stay_where_their_memory_moves_while_it_moves() {
     assert_eq!(a.reason.rule, "moves-in-flight", "{plan:#?}");
     assert!(matches!(&a.kind, ActionKind::SetAffinity { cpus } if cpus.is_subset(&b.node_cpus(1))), "{plan:#?}");
 }
+
+/// Rule "moves-in-flight" holds a unit for the move of the process that carries most of its CPU,
+/// not for a light member's: a group of a busy process and a light one whose memory is moving is
+/// placed as usual.
+///
+/// ```text
+///   the rig's 4-node guest: busy (10) 2 x 0.9 CPUs on node 1, 200 MiB there; light (11) 1 x 0.15
+///   on node 1, 37 MiB on node 0; one group of all three threads, allowed on node 1 only (placed
+///   long ago: no hold)
+///   decision 1: the group stays on node 1; light's memory follows: MigratePages 0 -> 1, Started
+///   node 1 then carries 1.2 CPUs nobody explains: 3.15 > 2.0 + slack, over by more than
+///   locality pays for
+///   decision 2: the group is placed as usual and moved off node 1 (without the majority
+///   condition: held on node 1 by light's move, no action)
+/// ```
+#[test]
+fn a_light_members_move_does_not_hold_its_group() {
+    let mut b = B::fixture("rig-6.12-4node");
+    b.proc(10, "busy", &[(1, 0.9), (1, 0.9)], &[0, 200, 0, 0]);
+    b.proc(11, "light", &[(1, 0.15)], &[37, 0, 0, 0]);
+    // Placed on node 1 long ago: no group action in decision 1, so no hold.
+    b.group(1, &[tk(10, 0), tk(10, 1), tk(11, 0)]).allow(10, &[1]).allow(11, &[1]);
+    let mut pol = Adaptive::new();
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let Some(mig) = plan.actions.iter().position(|a| {
+        a.target.pid == 11 && matches!(&a.kind, ActionKind::MigratePages { to, .. } if to.to_string() == "1")
+    }) else {
+        panic!("light's memory follows it to node 1: {plan:#?}");
+    };
+    let outcomes: Vec<Outcome> = plan
+        .actions
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
+        .collect();
+    pol.observe_outcomes(&b.m, &plan, &outcomes);
+    b.m.nodes[1].cpu_demand += 1.2;
+    b.m.now_ns += 500_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(
+        plan.actions.iter().any(|a| a.target.pid == 10 && matches!(a.kind, ActionKind::SetAffinity { .. })),
+        "the group is placed as usual, off node 1: {plan:#?}"
+    );
+}
