@@ -357,13 +357,7 @@ fn a_background_move_is_not_asked_again_and_holds_until_it_ends() {
         .iter()
         .position(|a| a.target.pid == 11 && matches!(a.kind, ActionKind::MigratePages { .. }))
         .expect("B's memory follows it");
-    let outcomes: Vec<Outcome> = plan
-        .actions
-        .iter()
-        .enumerate()
-        .map(|(i, _)| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
-        .collect();
-    pol.observe_outcomes(&b.m, &plan, &outcomes);
+    started_at(&mut pol, &b.m, &plan, mig);
     // Applied: B runs on node 1 now (its memory still on node 0), A on node 0.
     b.run_on(10, 0).run_on(11, 1);
     b.allow(10, &[0]).allow(11, &[1]);
@@ -480,13 +474,7 @@ fn threads_stay_where_their_memory_moves_while_it_moves() {
             a.target.pid == 11 && matches!(&a.kind, ActionKind::MigratePages { to, .. } if to.to_string() == "1")
         })
         .unwrap_or_else(|| panic!("B's memory follows it to node 1: {plan:#?}"));
-    let outcomes: Vec<Outcome> = plan
-        .actions
-        .iter()
-        .enumerate()
-        .map(|(i, _)| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
-        .collect();
-    pol.observe_outcomes(&b.m, &plan, &outcomes);
+    started_at(&mut pol, &b.m, &plan, mig);
     b.thread_rate(11, 1, 1.0).thread_rate(11, 2, 1.0);
     b.m.nodes[1].cpu_demand += 0.3;
     b.m.now_ns += 500_000_000;
@@ -539,13 +527,7 @@ fn a_light_members_move_does_not_hold_its_group() {
     }) else {
         panic!("light's memory follows it to node 1: {plan:#?}");
     };
-    let outcomes: Vec<Outcome> = plan
-        .actions
-        .iter()
-        .enumerate()
-        .map(|(i, _)| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
-        .collect();
-    pol.observe_outcomes(&b.m, &plan, &outcomes);
+    started_at(&mut pol, &b.m, &plan, mig);
     b.m.nodes[1].cpu_demand += 1.2;
     b.m.now_ns += 500_000_000;
     b.m.updates += 1;
@@ -555,4 +537,13 @@ fn a_light_members_move_does_not_hold_its_group() {
         plan.actions.iter().any(|a| a.target.pid == 10 && matches!(a.kind, ActionKind::SetAffinity { .. })),
         "the group is placed as usual, off node 1: {plan:#?}"
     );
+}
+
+/// Tells the policy every action of `plan` was applied, except action `mig`, a page move the host
+/// runs in the background (`Outcome::Started`).
+fn started_at(pol: &mut Adaptive, m: &numapilot_model::Model, plan: &numapilot_policy::Plan, mig: usize) {
+    let outcomes: Vec<Outcome> = (0..plan.actions.len())
+        .map(|i| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
+        .collect();
+    pol.observe_outcomes(m, plan, &outcomes);
 }
