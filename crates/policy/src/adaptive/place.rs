@@ -991,8 +991,8 @@ impl<'m> Planner<'m> {
             // of 32-288 GiB on 36 nodes of 8 CPUs with no node's memory free, ran at 1.269 x
             // default with the rule for every process, 1.325 with it for those that fit a node,
             // 1.369 without it.
-            // Free memory on a node counts the process's own memory there as its (it is not in
-            // any unit, so the node's free figure has it taken already).
+            // A node's room for it counts its own memory there as free for it (it is in no unit,
+            // so the node's free figure has it taken already).
             let fits = self.fits_a_node(est, tasks.len(), mem, 0.0);
             let mine = |i: usize| p.mem_by_node.get(i).copied().unwrap_or(0);
             let room = |i: usize| free[i] + mine(i) as f64 >= mem as f64;
