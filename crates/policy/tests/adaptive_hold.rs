@@ -467,14 +467,7 @@ fn threads_stay_where_their_memory_moves_while_it_moves() {
     let mut pol = Adaptive::new();
     let plan = pol.decide(&b.m);
     check_conservation(&b.m, &plan);
-    let mig = plan
-        .actions
-        .iter()
-        .position(|a| {
-            a.target.pid == 11 && matches!(&a.kind, ActionKind::MigratePages { to, .. } if to.to_string() == "1")
-        })
-        .unwrap_or_else(|| panic!("B's memory follows it to node 1: {plan:#?}"));
-    started_at(&mut pol, &b.m, &plan, mig);
+    start_move_to(&mut pol, &b.m, &plan, 11, "1");
     b.thread_rate(11, 1, 1.0).thread_rate(11, 2, 1.0);
     b.m.nodes[1].cpu_demand += 0.3;
     b.m.now_ns += 500_000_000;
@@ -522,12 +515,7 @@ fn a_light_members_move_does_not_hold_its_group() {
     let mut pol = Adaptive::new();
     let plan = pol.decide(&b.m);
     check_conservation(&b.m, &plan);
-    let Some(mig) = plan.actions.iter().position(|a| {
-        a.target.pid == 11 && matches!(&a.kind, ActionKind::MigratePages { to, .. } if to.to_string() == "1")
-    }) else {
-        panic!("light's memory follows it to node 1: {plan:#?}");
-    };
-    started_at(&mut pol, &b.m, &plan, mig);
+    start_move_to(&mut pol, &b.m, &plan, 11, "1");
     b.m.nodes[1].cpu_demand += 1.2;
     b.m.now_ns += 500_000_000;
     b.m.updates += 1;
@@ -546,4 +534,16 @@ fn started_at(pol: &mut Adaptive, m: &numapilot_model::Model, plan: &numapilot_p
         .map(|i| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
         .collect();
     pol.observe_outcomes(m, plan, &outcomes);
+}
+
+/// [`started_at`] for `pid`'s MigratePages to `to` in `plan` (which must have one).
+fn start_move_to(pol: &mut Adaptive, m: &numapilot_model::Model, plan: &numapilot_policy::Plan, pid: u32, to: &str) {
+    let mig = plan
+        .actions
+        .iter()
+        .position(|a| {
+            a.target.pid == pid && matches!(&a.kind, ActionKind::MigratePages { to: t, .. } if t.to_string() == to)
+        })
+        .unwrap_or_else(|| panic!("process {pid}'s memory follows it to node {to}: {plan:#?}"));
+    started_at(pol, m, plan, mig);
 }
