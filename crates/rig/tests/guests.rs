@@ -36,6 +36,14 @@ const SANDWICH_TOL_PAGES: f64 = 256.0;
 /// numastat -m rows that count the reading process's own binary pages.
 const BINARY_ROWS: [&str; 5] = ["Mapped", "Active", "Inactive", "Active(file)", "Inactive(file)"];
 
+/// numastat -m rows of a node's free memory, which every allocation on the node moves (the reading process's
+/// own heap, stack, page tables and faulted-in pages among them): judged with the free-memory drift the
+/// hardware table allows ([`FREE_DRIFT_MB`]), not [`SANDWICH_TOL_PAGES`]. Measured: a fresh-clone `.ci/run` at
+/// 0f2eba4 read node 3's `MemFree` 3.9 MB below the numastat read before ours and 1.9 MB below the one after, in
+/// the 8-node guest (one failure in seven CI runs that day); a wrong unit or column is off by far more, and the
+/// other rows keep the tight bound.
+const FREE_ROWS: [&str; 2] = ["MemFree", "MemUsed"];
+
 /// Memory the bound toucher touches (the scenario's `--mb 16`), bytes.
 const BOUND_TOUCH_BYTES: u64 = 16 << 20;
 
@@ -252,7 +260,8 @@ fn system_tables_lie_between_two_numastat_reads(run: &GuestRun) {
         let (before, after) = (ok_text(run, &format!("sys-{t}-before")), ok_text(run, &format!("sys-{t}-after")));
         let tol = |row: &str| {
             let extra = if BINARY_ROWS.contains(&row) { binary_pages } else { 0.0 };
-            (SANDWICH_TOL_PAGES + extra) / unit_pages
+            let base = if FREE_ROWS.contains(&row) { (FREE_DRIFT_MB * 256) as f64 } else { SANDWICH_TOL_PAGES };
+            (base + extra) / unit_pages
         };
         if let Err(e) = compare_sandwiched(t, &before, &ours.stdout(), &after, &tol) {
             panic!("guest {}: {e}", run.guest);
