@@ -30,7 +30,11 @@ fn aff(pid: u32, tid: Option<u32>, n: &str, rule: &str) -> (u32, Option<u32>, St
 ///   worker 20, worker 21 (new, 100 ms old): 4 threads each, rate unknown -> 4 x 1.0 CPU assumed
 ///   fork, pid order:  20: load node 0 0.50, node 1 0.00            -> node 1 (then 4 / 12)
 ///                     21: load node 0 0.50, node 1 0.33            -> node 1 (then 8 / 12)
+///   (node 0 holds their memory, but with 4.0 more CPUs it would be at 0.83 and 0.67 over node 1:
+///   beyond imbalance 0.25, so fork-stays-with-memory does not keep them there)
 ///   place:            busy: small memory, runs on node 0, room      -> node 0 (stay-current-node)
+///   memory:           20 and 21 are first seen now (rates unknown): their memory waits for a
+///                     decision that measures them (fork-memory-follows needs them idle, known)
 ///   plan: SetAffinity(20, node 1) SetAffinity(21, node 1) SetAffinity(10, node 0); nothing else
 /// ```
 #[test]

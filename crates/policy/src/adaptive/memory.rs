@@ -33,9 +33,12 @@
 //!       unclassified:           r >= remote_share_min (below min_process_rss_mib, r counts
 //!                               its resident memory outside S too: small memory goes along),
 //!                               r x CPU x benefit_horizon_s  >  pages x migrate_cost_ns_per_page
-//!                               (a young idle process the fork rule placed: CPU = its threads x
+//!                               (a young process the fork rule placed, idle or waiting for its
+//!                               new threads' rates: CPU = its threads x
 //!                               new_thread_cpu, S = the one node it may run on;
-//!                               idle-young-memory-follows)
+//!                               idle-young-memory-follows; a new process the fork rule places
+//!                               on one node in this plan, idle with its rates known: CPU = the
+//!                               fork rule's estimate, S = that node, fork-memory-follows)
 //!     pages moving in the background (the host's mover) -> nothing until they end
 //!                               (moves-in-flight)
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
@@ -70,6 +73,17 @@ pub(crate) const SHARED_RULE: &str = "shared-buffer-interleave";
 /// Rule name of the memory move of a young idle process (see `idle_young`).
 pub(crate) const IDLE_YOUNG_RULE: &str = "idle-young-memory-follows";
 
+/// Rule name of the memory move of a new process the fork rule places, in the same decision: one
+/// that set up its memory and now waits (`young_and_waiting`), placed on one node away from it.
+/// Its memory is all the signal there is on what it will work on, and the copy is cheapest
+/// before its threads start (see `idle_young`). Measured in the rig's race (`scripts/race.sh
+/// --tests numa01`, 2026-11-27): the second numa01 process, placed by the fork rule when its
+/// first-touch binding was dropped, had its 32 MiB start to move 0.55-0.6 s after "go", once a
+/// decision had measured its accesses. Not for a process first seen in this sample or busy: in
+/// the simulator's mixes, processes first seen while they allocate copied 2.4 times the pages
+/// with the rule and ran slower (process mix 1.071 x default against 1.088).
+pub(crate) const FORK_FOLLOWS_RULE: &str = "fork-memory-follows";
+
 /// Whether `pid` is a young process the fork rule placed that has set up its memory and now waits
 /// (rule "idle-young-memory-follows"): placed by this policy's fork rule, younger than
 /// `new_process_age_ms`, under `min_group_cpu` with every thread's rate known (seen for a period).
@@ -79,12 +93,26 @@ pub(crate) const IDLE_YOUNG_RULE: &str = "idle-young-memory-follows";
 /// under TCG): one numa01 process's 32 MiB first-touched in 0.1 s before "go", the same 32 MiB
 /// copied in 1.6 s after it, under the two busy workers of each process; the fork rule had put
 /// the process on node 1 before "go", and its memory followed only once it ran.
+///
+/// The same for one whose new threads have just started (rule "wait-for-rates": no unit for this
+/// decision, its threads keep their nodes): its rates come a decision later, its memory need not
+/// wait for them. In the rig's 4-node numa01 (`scripts/race.sh --tests numa01`, 2026-11-27) the
+/// second process, placed on node 3 by the fork rule 51 ms before "go", had its memory start to
+/// move 494 ms after it: the decision between saw its workers new and planned nothing for it.
 fn idle_young(pl: &Planner<'_>, policy: &Adaptive, pid: u32) -> bool {
+    let m = pl.model;
+    policy.proc_state(m, pid).is_some_and(|s| s.forked)
+        && (young_and_waiting(pl, pid)
+            || (pl.waiting.contains(&pid) && m.procs.get(&pid).is_some_and(|p| super::young_now(m, p))))
+}
+
+/// Whether `pid` is younger than `new_process_age_ms` and idle (under `min_group_cpu`) with every
+/// thread's rate known (seen for a period): it has set up its memory and waits for its work.
+fn young_and_waiting(pl: &Planner<'_>, pid: u32) -> bool {
     let m = pl.model;
     let t = &m.tunables;
     let Some(p) = m.procs.get(&pid) else { return false };
-    policy.proc_state(m, pid).is_some_and(|s| s.forked)
-        && super::young_now(m, p)
+    super::young_now(m, p)
         && p.cpu_rate < t.min_group_cpu
         && p.tids.iter().all(|&tid| m.tasks.get(&TaskKey { pid, tid }).is_some_and(|tv| tv.first_seen_ns < m.now_ns))
 }
@@ -329,9 +357,9 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         };
         v[c] += tp.cpu.max(1e-3);
     }
-    // A young idle process has no unit (its threads are idle): its node is the one node its
-    // threads may run on, where the fork rule put them (a sleeping thread's last CPU is still
-    // the one it slept on).
+    // A young idle process has no unit (its threads are idle), nor one waiting for its new
+    // threads' rates: its node is the one node its threads may run on, where the fork rule put
+    // them (a sleeping thread's last CPU is still the one it slept on).
     for &pid in &pl.managed {
         if set_cpu.contains_key(&pid) || new.contains(&pid) || !idle_young(pl, policy, pid) {
             continue;
@@ -339,6 +367,17 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         let Some(i) = allowed_node(pl, pid) else { continue };
         set_cpu.entry(pid).or_default().insert(vec![i], 1e-3);
         cpu_on.entry(pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()])[i] += 1e-3;
+    }
+    // A new process the fork rule placed on one node in this plan counts there at the estimate
+    // it was placed with (rule "fork-memory-follows"): the fork rule put it away from the memory
+    // it has already touched (another node was less loaded, or had no room), and that memory is
+    // all the signal there is on what it will work on.
+    for (&pid, (set, est)) in &pl.forked {
+        if let ([i], true) = (&set[..], young_and_waiting(pl, pid)) {
+            let i = *i;
+            set_cpu.entry(pid).or_default().insert(vec![i], est.max(1e-3));
+            cpu_on.entry(pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()])[i] += est.max(1e-3);
+        }
     }
     // Processes with a thread that has sampled hot ranges.
     let sampled_pids: BTreeSet<u32> = m.tasks.iter().filter(|(_, t)| !t.hot.is_empty()).map(|(k, _)| k.pid).collect();
@@ -397,7 +436,12 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     }
     for (&pid, nodesets) in &sets {
         let Some(p) = m.procs.get(&pid) else { continue };
-        if new.contains(&pid) || !pl.managed.contains(&pid) || p.class == ProcessClass::Growing {
+        let forked_now =
+            pl.forked.get(&pid).filter(|(set, _)| set.len() == 1 && young_and_waiting(pl, pid)).map(|&(_, est)| est);
+        if (new.contains(&pid) && forked_now.is_none())
+            || !pl.managed.contains(&pid)
+            || p.class == ProcessClass::Growing
+        {
             continue;
         }
         // Its pages are moving in the background: nothing more until that move ends (rule
@@ -517,7 +561,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         // A young idle process counts the fork rule's estimate as its CPU (rule
         // "idle-young-memory-follows", see `idle_young`).
         let idle = idle_young(pl, policy, pid);
-        let cpu_rate = if idle { p.cpu_rate.max(p.tids.len() as f64 * t.new_thread_cpu) } else { p.cpu_rate };
+        let cpu_rate = match forked_now {
+            _ if idle => p.cpu_rate.max(p.tids.len() as f64 * t.new_thread_cpu),
+            Some(est) => p.cpu_rate.max(est),
+            None => p.cpu_rate,
+        };
         let benefit_s = remote * cpu_rate * t.benefit_horizon_s;
         let cost_s = remote_pages as f64 * t.migrate_cost_ns_per_page as f64 / 1e9;
         if !bind && (remote < t.remote_share_min || benefit_s <= cost_s) {
@@ -548,13 +596,25 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     pct(t.remote_share_min)
                 )
             });
-            let idle_note = if idle {
+            let idle_note = if idle && pl.waiting.contains(&pid) {
+                format!(
+                    "; [{IDLE_YOUNG_RULE}] young ({} ms), placed by the fork rule, its new threads' rates not known yet (wait-for-rates): counts {} thread(s) x new_thread_cpu {:.1}",
+                    p.age_ns(m.now_ns) / 1_000_000,
+                    p.tids.len(),
+                    t.new_thread_cpu
+                )
+            } else if idle {
                 format!(
                     "; [{IDLE_YOUNG_RULE}] young ({} ms) and idle ({:.2} CPUs): counts {} thread(s) x new_thread_cpu {:.1}, its memory moves before its work starts",
                     p.age_ns(m.now_ns) / 1_000_000,
                     p.cpu_rate,
                     p.tids.len(),
                     t.new_thread_cpu
+                )
+            } else if let Some(est) = forked_now {
+                format!(
+                    "; [{FORK_FOLLOWS_RULE}] new ({} ms), placed there by the fork rule in this decision at {est:.1} CPUs: its memory follows at once",
+                    p.age_ns(m.now_ns) / 1_000_000
                 )
             } else {
                 String::new()

@@ -23,9 +23,13 @@
 //!          │              before counts at threads x new_thread_cpu: fork-counts-placed), then
 //!          │              one whose free memory holds it, then the one holding most of its own
 //!          │              memory already (fork-stays-with-memory), then closest to the nodes of
-//!          │              its peers (same name), then most free memory, then node id
+//!          │              its peers (same name), then most free memory, then node id; the node
+//!          │              holding most of its memory wins over the least loaded when, with the
+//!          │              process on it, it is within `imbalance` of it (and has room)
 //!          │              ──► SetAffinity(pid, node CPUs); one too large for a node: the closest
-//!          │              set holding its share of the machine
+//!          │              set holding its share of the machine; one placed away from the memory
+//!          │              it set up and now idle waits beside: its memory moves in the same plan
+//!          │              (pass 5, fork-memory-follows)
 //!          ├─ 2 place     every other unit (affinity group, or a classified process), heaviest
 //!          │              first, against remaining capacity:
 //!          │                 fits a node?  candidates:  memory node  (CPU follows memory: >= 1 GiB,

@@ -131,6 +131,9 @@ pub(crate) struct Planner<'m> {
     pub(crate) managed: BTreeSet<u32>,
     /// New processes for the fork rule.
     pub(crate) new_procs: Vec<u32>,
+    /// New processes the fork rule placed in this plan: the nodes (dense indexes) and the CPU
+    /// estimate it placed them with (rule "fork-memory-follows" in memory.rs).
+    pub(crate) forked: BTreeMap<u32, (Vec<usize>, f64)>,
     /// Processes whose shared buffer this policy interleaved over the nodes they run on
     /// (`ProcState::shared_spread`, load unchanged): their threads stay where they are (fixed
     /// demand, no unit) and their memory keeps that spread.
@@ -299,6 +302,7 @@ impl<'m> Planner<'m> {
             mem_avail: vec![0.0; n],
             managed,
             new_procs,
+            forked: BTreeMap::new(),
             held_shared,
             waiting,
             memory_follows,
@@ -1010,7 +1014,26 @@ impl<'m> Planner<'m> {
             // No bottleneck refusal here: CPU load is the sort key and free memory the next one;
             // the flags on a first sample mostly reflect the new processes themselves (numa01's
             // threads all start on the node their memory was touched on and saturate it).
-            let first = order[0];
+            let ratio = |i: usize| seen[i] / self.cap[i].max(1e-9);
+            // The same rule within the balancer's tolerance: the node holding most of its memory
+            // takes it when it has room for its memory and, with it placed there at the
+            // estimate, is loaded within `imbalance` of the least loaded node as that is now
+            // (the kernel's NUMA balancing likewise lets a task stay with its memory on a node
+            // under a quarter busy: allow_numa_imbalance). Otherwise a process that
+            // first-touched its memory on a node carrying one CPU of twelve went to an empty node
+            // and (rule fork-memory-follows) had its memory copied there for that one CPU.
+            let with_it = |i: usize| (seen[i] + est) / self.cap[i].max(1e-9);
+            let home = if fits {
+                self.cpu_nodes
+                    .iter()
+                    .copied()
+                    .filter(|&i| room(i) && with_it(i) - ratio(order[0]) <= t.imbalance)
+                    .max_by(|&a, &b| mine(a).cmp(&mine(b)).then(b.cmp(&a)))
+                    .filter(|&i| mine(i) > mine(order[0]))
+            } else {
+                None
+            };
+            let first = home.unwrap_or(order[0]);
             let set = if fits { vec![first] } else { self.closest_set(first, est * spare, mem) };
             let why = format!(
                 "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} least loaded (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}{}; CPU demand by node: {}",
@@ -1024,7 +1047,16 @@ impl<'m> Planner<'m> {
                 seen[first],
                 self.cap[first],
                 free[first].max(0.0) / MIB,
-                if own(first) > 0 {
+                if home.is_some() && first != order[0] {
+                    format!(
+                        ", {:.0} MiB of its memory there (fork-stays-with-memory: load there with it {:.2}, within imbalance {:.2} of node {}'s {:.2})",
+                        own(first) as f64 / MIB,
+                        with_it(first),
+                        t.imbalance,
+                        self.id(order[0]),
+                        ratio(order[0])
+                    )
+                } else if own(first) >= 1 << 20 {
                     format!(", {:.0} MiB of its memory there (fork-stays-with-memory)", own(first) as f64 / MIB)
                 } else {
                     String::new()
@@ -1033,6 +1065,7 @@ impl<'m> Planner<'m> {
                 self.cpu_nodes.iter().map(|&i| format!("{}={:.1}", self.id(i), seen[i])).collect::<Vec<_>>().join(" ")
             );
             self.charge(&set, est, mem);
+            self.forked.insert(pid, (set.clone(), est));
             for &i in &set {
                 seen[i] += est / set.len() as f64;
                 free[i] -= mem as f64 / set.len() as f64;
