@@ -161,6 +161,9 @@ pub struct Exit {
     pub cycle_s_total: f64,
     /// Wall time of the longest step, s.
     pub cycle_s_max: f64,
+    /// Of `cycle_s_total`, the parts spent observing (with the model's update), deciding and
+    /// acting (every action's checks and syscalls; page copies run on the mover), s.
+    pub phases_s_total: [f64; 3],
 }
 
 /// Everything `serve` needs besides the host.
@@ -516,6 +519,7 @@ pub fn serve<H: Host + Restore>(
     let mut last_error: Option<String> = None;
     let mut backoff = Backoff::new(config.daemon.idle_max_interval_ms);
     let mut cycle_s_max = 0.0_f64;
+    let mut phases_s_total = [0.0_f64; 3];
     let why = 'outer: loop {
         let t0 = numapilot_observe::reader::monotonic_ns();
         // Actions of this step; None when it failed (never counts as quiet).
@@ -523,6 +527,9 @@ pub fn serve<H: Host + Restore>(
         match engine.step(&mut host) {
             Ok(report) => {
                 planned = Some(report.plan.actions.len());
+                for (sum, ns) in phases_s_total.iter_mut().zip([report.observe_ns, report.decide_ns, report.act_ns]) {
+                    *sum += ns as f64 / 1e9;
+                }
                 if last_error.take().is_some() {
                     tracing::info!("engine step succeeded again");
                 }
@@ -637,7 +644,14 @@ pub fn serve<H: Host + Restore>(
         write_journal(j, &Record::restore(&format!("shutdown ({why})"), &restore, engine.dry_run));
     }
     let _ = std::fs::remove_file(&config.daemon.socket);
-    Ok(Exit { steps: engine.totals.steps, restore, why, cycle_s_total: status.cycle_s_total, cycle_s_max })
+    Ok(Exit {
+        steps: engine.totals.steps,
+        restore,
+        why,
+        cycle_s_total: status.cycle_s_total,
+        cycle_s_max,
+        phases_s_total,
+    })
 }
 
 /// The last pid the kernel handed out (`/proc/loadavg`'s fifth field, `get_loadavg` in

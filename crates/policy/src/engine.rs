@@ -75,6 +75,15 @@ pub struct StepReport {
     /// Background page moves that ended since the last step (their pages are counted in
     /// `pages_moved` and `pages_failed` here, not in the step that started them).
     pub finished: Vec<FinishedMove>,
+    /// Host time spent observing and updating the model (from the step's start), ns.
+    #[serde(default)]
+    pub observe_ns: u64,
+    /// Host time spent deciding (the policy's plan), ns.
+    #[serde(default)]
+    pub decide_ns: u64,
+    /// Host time spent applying the plan (every action's checks and syscalls), ns.
+    #[serde(default)]
+    pub act_ns: u64,
 }
 
 impl StepReport {
@@ -143,6 +152,7 @@ impl Engine {
         // reads the moved processes' memory again in it (the live host's carried numa_maps are
         // from before the move; read after, the policy asked for the same move once more). The
         // policy hears of them before it decides, and their pages count now.
+        let t0 = host.now_ns();
         let finished = host.finished_moves();
         let sample = host.sample()?;
         self.model.update(&sample);
@@ -151,8 +161,15 @@ impl Engine {
         if !finished.is_empty() {
             self.policy.observe_finished(&self.model, &finished);
         }
+        let t1 = host.now_ns();
         let plan = self.policy.decide(&self.model);
-        let mut report = StepReport { at_ns, ..StepReport::default() };
+        let t2 = host.now_ns();
+        let mut report = StepReport {
+            at_ns,
+            observe_ns: t1.saturating_sub(t0),
+            decide_ns: t2.saturating_sub(t1),
+            ..StepReport::default()
+        };
         for f in finished {
             report.count(&f.outcome);
             report.finished.push(f);
@@ -164,6 +181,7 @@ impl Engine {
                 report.outcomes.push(outcome);
             }
         }
+        report.act_ns = host.now_ns().saturating_sub(t2);
         self.policy.observe_outcomes(&self.model, &plan, &report.outcomes);
         host.step_done();
         self.totals.steps += 1;

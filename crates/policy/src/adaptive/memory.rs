@@ -74,7 +74,7 @@ pub(crate) const SHARED_RULE: &str = "shared-buffer-interleave";
 pub(crate) const IDLE_YOUNG_RULE: &str = "idle-young-memory-follows";
 
 /// Rule name of the memory move of a new process the fork rule places, in the same decision: one
-/// that set up its memory and now waits (`young_and_waiting`), placed on one node away from it.
+/// that set up its memory and now waits (`young_and_idle`), placed on one node away from it.
 /// Its memory is all the signal there is on what it will work on, and the copy is cheapest
 /// before its threads start (see `idle_young`). Measured in the rig's race (`scripts/race.sh
 /// --tests numa01`, 2026-11-27): the second numa01 process, placed by the fork rule when its
@@ -102,13 +102,13 @@ pub(crate) const FORK_FOLLOWS_RULE: &str = "fork-memory-follows";
 fn idle_young(pl: &Planner<'_>, policy: &Adaptive, pid: u32) -> bool {
     let m = pl.model;
     policy.proc_state(m, pid).is_some_and(|s| s.forked)
-        && (young_and_waiting(pl, pid)
+        && (young_and_idle(pl, pid)
             || (pl.waiting.contains(&pid) && m.procs.get(&pid).is_some_and(|p| super::young_now(m, p))))
 }
 
 /// Whether `pid` is younger than `new_process_age_ms` and idle (under `min_group_cpu`) with every
 /// thread's rate known (seen for a period): it has set up its memory and waits for its work.
-fn young_and_waiting(pl: &Planner<'_>, pid: u32) -> bool {
+fn young_and_idle(pl: &Planner<'_>, pid: u32) -> bool {
     let m = pl.model;
     let t = &m.tunables;
     let Some(p) = m.procs.get(&pid) else { return false };
@@ -373,7 +373,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     // it has already touched (another node was less loaded, or had no room), and that memory is
     // all the signal there is on what it will work on.
     for (&pid, (set, est)) in &pl.forked {
-        if let ([i], true) = (&set[..], young_and_waiting(pl, pid)) {
+        if let ([i], true) = (&set[..], young_and_idle(pl, pid)) {
             let i = *i;
             set_cpu.entry(pid).or_default().insert(vec![i], est.max(1e-3));
             cpu_on.entry(pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()])[i] += est.max(1e-3);
@@ -437,7 +437,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     for (&pid, nodesets) in &sets {
         let Some(p) = m.procs.get(&pid) else { continue };
         let forked_now =
-            pl.forked.get(&pid).filter(|(set, _)| set.len() == 1 && young_and_waiting(pl, pid)).map(|&(_, est)| est);
+            pl.forked.get(&pid).filter(|(set, _)| set.len() == 1 && young_and_idle(pl, pid)).map(|&(_, est)| est);
         if (new.contains(&pid) && forked_now.is_none())
             || !pl.managed.contains(&pid)
             || p.class == ProcessClass::Growing

@@ -1036,7 +1036,7 @@ impl<'m> Planner<'m> {
             let first = home.unwrap_or(order[0]);
             let set = if fits { vec![first] } else { self.closest_set(first, est * spare, mem) };
             let why = format!(
-                "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} least loaded (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}{}; CPU demand by node: {}",
+                "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} {} (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}{}; CPU demand by node: {}",
                 pid,
                 p.comm,
                 p.age_at_first_seen_ns / 1_000_000,
@@ -1044,10 +1044,11 @@ impl<'m> Planner<'m> {
                 est,
                 mem as f64 / MIB,
                 self.id(first),
+                if first == order[0] { "least loaded" } else { "holds its memory" },
                 seen[first],
                 self.cap[first],
                 free[first].max(0.0) / MIB,
-                if home.is_some() && first != order[0] {
+                if first != order[0] {
                     format!(
                         ", {:.0} MiB of its memory there (fork-stays-with-memory: load there with it {:.2}, within imbalance {:.2} of node {}'s {:.2})",
                         own(first) as f64 / MIB,
