@@ -147,6 +147,17 @@ fn daemon_status_metrics_hup_and_term() {
 
     // status, text and JSON.
     let s = d.wait_status(|s| s["steps"].as_u64().unwrap() + s["step_errors"].as_u64().unwrap() >= 2);
+    // `[daemon] nice` (default -10), set before any thread started: every thread has it
+    // (/proc/PID/task/TID/stat field 19; the loop, the socket's and the metrics' threads).
+    let tasks: Vec<_> =
+        std::fs::read_dir(format!("/proc/{}/task", d.child.id())).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(tasks.len() >= 2, "{tasks:?}");
+    for t in &tasks {
+        let stat = std::fs::read_to_string(t.join("stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice: i32 = after.split(' ').nth(16).unwrap().parse().unwrap();
+        assert_eq!(nice, -10, "{}: {stat}", t.display());
+    }
     assert_eq!(s["dry_run"], true);
     assert_eq!(s["interval_ms"], 200);
     assert_eq!(s["pid"].as_u64().unwrap(), d.child.id() as u64);

@@ -112,7 +112,22 @@ pub struct DaemonSection {
     /// them for up to a whole interval before the daemon's first look (the rig's 4-node numa02 at a
     /// 500 ms interval: its first look came 0.05-0.6 s after the workers started).
     pub new_thread_wake_ms: u64,
+    /// Scheduling priority of the daemon's threads (the loop, the page mover, the readers), as
+    /// nice(1): -20 (most favoured) to 19. Set at start, before any thread exists, as root only
+    /// (a non-root daemon observes only and keeps its priority); a reload that changes it says it
+    /// takes effect at restart. Default [`DEFAULT_NICE`] (-10). Source: the rig's numa01 race
+    /// (`scripts/race.sh --reps 2 --tests numa01 --balancers numapilot --no-readme`, 2026-11-27):
+    /// with every guest CPU busy with the workload's threads, a step at nice 0 took 140-180 ms on
+    /// average (observe 116-150 ms, mostly waiting for a CPU), at -10 60-93 ms (observe 48-77 ms),
+    /// and a page move started 0.21-0.32 s after "go" instead of 0.43-0.70 s. The daemon's own
+    /// CPU stays what it is (its cost target: under 1% of a core), so the workload loses nothing
+    /// it would otherwise use. Prevents: the placer's observations and decisions queueing behind
+    /// the very load it is placing, so that a saturated machine is the one it reacts to slowest.
+    pub nice: i32,
 }
+
+/// Default of `[daemon] nice` (see [`DaemonSection::nice`]).
+pub const DEFAULT_NICE: i32 = -10;
 
 /// Default of `[daemon] new_thread_wake_ms`, ms (see [`DaemonSection::new_thread_wake_ms`]).
 pub const DEFAULT_NEW_THREAD_WAKE_MS: u64 = 20;
@@ -132,6 +147,7 @@ impl Default for DaemonSection {
             metrics: DEFAULT_METRICS_ADDR.to_string(),
             idle_max_interval_ms: DEFAULT_IDLE_MAX_INTERVAL_MS,
             new_thread_wake_ms: DEFAULT_NEW_THREAD_WAKE_MS,
+            nice: DEFAULT_NICE,
         }
     }
 }
@@ -393,6 +409,9 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
                 d.new_thread_wake_ms
             ),
         ));
+    }
+    if !(-20..=19).contains(&d.nice) {
+        return Err((vec!["daemon", "nice"], format!("daemon.nice = {}: must be in -20..=19 (as nice(1))", d.nice)));
     }
     if d.journal_max_bytes < 4096 {
         return Err((

@@ -34,8 +34,8 @@
 //! ```
 //!
 //! Units: intervals in ms (config) and ns (engine). Limits: settings that need resources re-opened
-//! (socket, metrics address, the live host's exclusions and state file) change at restart; a reload
-//! that changes them says so in the log.
+//! (socket, metrics address, the live host's exclusions and state file, the threads' nice) change
+//! at restart; a reload that changes them says so in the log.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -106,6 +106,13 @@ pub trait Restore {
     fn move_running(&self) -> Option<(u32, u64)> {
         None
     }
+
+    /// Wall time of the last observation's parts, ns: the system files, the stat pass over every
+    /// pid, the detail reads (threads, numa_maps), the sample's assembly, the signal scans (maps,
+    /// sockets). Default: none known (zeros).
+    fn observe_parts_ns(&self) -> [u64; 5] {
+        [0; 5]
+    }
 }
 
 impl Restore for LiveHost {
@@ -119,6 +126,11 @@ impl Restore for LiveHost {
 
     fn move_running(&self) -> Option<(u32, u64)> {
         LiveHost::move_running(self)
+    }
+
+    fn observe_parts_ns(&self) -> [u64; 5] {
+        let t = self.tier_stats();
+        [t.system_ns, t.stat_pass_ns, t.details_ns, t.assemble_ns, t.signals_ns]
     }
 }
 
@@ -164,6 +176,8 @@ pub struct Exit {
     /// Of `cycle_s_total`, the parts spent observing (with the model's update), deciding and
     /// acting (every action's checks and syscalls; page copies run on the mover), s.
     pub phases_s_total: [f64; 3],
+    /// Of the observing, the parts of [`Restore::observe_parts_ns`] summed over the steps, s.
+    pub observe_parts_s_total: [f64; 5],
 }
 
 /// Everything `serve` needs besides the host.
@@ -188,6 +202,17 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
     let loaded = config::load(&source, &overrides)?;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        // `[daemon] nice`, before any thread starts: every thread created later inherits it.
+        // SAFETY: setpriority on the calling thread (who = 0) with a validated value.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, loaded.config.daemon.nice) } != 0 {
+            let e = std::io::Error::last_os_error();
+            announce(&format!(
+                "numapilot: daemon.nice = {} not set ({e}); the daemon runs at its inherited priority",
+                loaded.config.daemon.nice
+            ));
+        }
+    }
     let forced_observe = (!root).then(|| "not running as root".to_string());
     if !root {
         announce("numapilot: not running as root: observe-only (dry run): every action is planned and journaled, none is applied");
@@ -520,6 +545,7 @@ pub fn serve<H: Host + Restore>(
     let mut backoff = Backoff::new(config.daemon.idle_max_interval_ms);
     let mut cycle_s_max = 0.0_f64;
     let mut phases_s_total = [0.0_f64; 3];
+    let mut observe_parts_s_total = [0.0_f64; 5];
     let why = 'outer: loop {
         let t0 = numapilot_observe::reader::monotonic_ns();
         // Actions of this step; None when it failed (never counts as quiet).
@@ -528,6 +554,9 @@ pub fn serve<H: Host + Restore>(
             Ok(report) => {
                 planned = Some(report.plan.actions.len());
                 for (sum, ns) in phases_s_total.iter_mut().zip([report.observe_ns, report.decide_ns, report.act_ns]) {
+                    *sum += ns as f64 / 1e9;
+                }
+                for (sum, ns) in observe_parts_s_total.iter_mut().zip(host.observe_parts_ns()) {
                     *sum += ns as f64 / 1e9;
                 }
                 if last_error.take().is_some() {
@@ -651,6 +680,7 @@ pub fn serve<H: Host + Restore>(
         cycle_s_total: status.cycle_s_total,
         cycle_s_max,
         phases_s_total,
+        observe_parts_s_total,
     })
 }
 
@@ -769,6 +799,9 @@ fn warn_restart_only(old: &Config, new: &Config) {
     }
     if old.daemon.state != new.daemon.state {
         changed.push("daemon.state");
+    }
+    if old.daemon.nice != new.daemon.nice {
+        changed.push("daemon.nice");
     }
     if old.exclude != new.exclude {
         changed.push("[exclude]");

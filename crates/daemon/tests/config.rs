@@ -77,6 +77,8 @@ fn our_own_values_are_checked_with_lines() {
         ("[actuation]\nmigrate_mb_per_s = 0\n", 2, "migrate_mb_per_s"),
         ("[daemon]\njournal_max_bytes = 10\n", 2, "journal_max_bytes"),
         ("[daemon]\ninterval_ms = 0\n", 2, "interval_ms"),
+        ("[daemon]\nnice = -21\n", 2, "daemon.nice = -21"),
+        ("[daemon]\nnice = 20\n", 2, "daemon.nice = 20"),
         ("[exclude]\npids = [-1]\n", 2, "-1"),
         ("[exclude]\ninclude_kernel = true\n", 2, "include_kernel"),
         ("[signals]\nperf = true\nmaps_every = 0\n", 3, "maps_every"),

@@ -153,12 +153,18 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     };
     let mean_ms = |total_s: f64| if exit.steps > 0 { total_s * 1e3 / exit.steps as f64 } else { 0.0 };
     eprintln!(
-        "numapilot: stopped ({}) after {} steps (mean {:.1} ms: observe {:.1}, decide {:.1}, act {:.1}; longest {:.1} \
-         ms); restored {} processes (and {} children that inherited their placement), {} gone, {} failed{}",
+        "numapilot: stopped ({}) after {} steps (mean {:.1} ms: observe {:.1} [system files {:.1}, stat pass {:.1}, \
+         details {:.1}, assembly {:.1}, signal scans {:.1}], decide {:.1}, act {:.1}; longest {:.1} ms); restored {} \
+         processes (and {} children that inherited their placement), {} gone, {} failed{}",
         exit.why,
         exit.steps,
         mean_ms(exit.cycle_s_total),
         mean_ms(exit.phases_s_total[0]),
+        mean_ms(exit.observe_parts_s_total[0]),
+        mean_ms(exit.observe_parts_s_total[1]),
+        mean_ms(exit.observe_parts_s_total[2]),
+        mean_ms(exit.observe_parts_s_total[3]),
+        mean_ms(exit.observe_parts_s_total[4]),
         mean_ms(exit.phases_s_total[1]),
         mean_ms(exit.phases_s_total[2]),
         exit.cycle_s_max * 1e3,
