@@ -140,6 +140,10 @@ pub struct Status {
     /// events and a stat read every 50 ms while any is pending).
     #[serde(default)]
     pub growth_wakes: u64,
+    /// Waits ended early because a background page move ended (the page mover's wake): its
+    /// `move-done` line, its pages and the next move come then, not an interval later.
+    #[serde(default)]
+    pub move_wakes: u64,
     /// Times the proc connector's queue overflowed and events were lost (each counted once per
     /// drain); the next regular step sees what they announced.
     #[serde(default)]
@@ -424,12 +428,13 @@ impl Status {
         );
         let _ = writeln!(
             s,
-            "steps {} ({} failed, {} early after a new process, {} early after new threads, {} early after a new process grew), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
+            "steps {} ({} failed, {} early after a new process, {} early after new threads, {} early after a new process grew, {} early after a page move ended), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
             self.steps,
             self.step_errors,
             self.early_wakes,
             self.thread_wakes,
             self.growth_wakes,
+            self.move_wakes,
             self.actions,
             self.pages_moved,
             self.pages_failed,

@@ -8,10 +8,10 @@
 //! Approach: one loop thread owns the engine and the host. SIGTERM, SIGINT and SIGHUP are blocked
 //! before any other thread starts (threads inherit the mask), so they stay pending for the process
 //! and are read from a `signalfd` — no handler, no async-signal-safety questions, no race between
-//! checking a flag and going to sleep. The "sleep" between steps is a `poll` on three fds:
+//! checking a flag and going to sleep. The "sleep" between steps is a `poll` on these fds:
 //!
 //! ```text
-//!   poll(signalfd, explain-wake, command pipe, proc connector; timeout = wait - step time)
+//!   poll(signalfd, explain-wake, command pipe, proc connector, page mover; timeout = wait - step time)
 //!     wait = the policy's interval, doubled after each quiet step up to idle_max_interval_ms
 //!            ([`Backoff`]: nothing planned, no new process, no CPU-load change; back at once
 //!            to the interval on any change); while backed off, /proc/loadavg's last pid is
@@ -25,6 +25,9 @@
 //!               NEW_PROCESS_CHECK_MS; resident past new_process_min_rss_mib -> the wait ends
 //!               likewise ([`grown_processes`], rule "new-process-grows"): the fork rule places
 //!               a process while it fills its memory, not after
+//!     page mover  a background page move ended -> the wait ends, never sooner than
+//!               settle_interval_ms after the last step started ([`Restore::move_wake`]): its
+//!               move-done line, its pages and the next move come then, not up to a wait later
 //!     signalfd  SIGTERM/SIGINT -> leave the loop -> restore_all() -> journal "restore" -> exit 0
 //!               SIGHUP         -> config::load again: ok -> apply; error -> log, keep the old one
 //!     explain   answer queued `explain PID` requests from the model (between steps)
@@ -107,6 +110,15 @@ pub trait Restore {
         None
     }
 
+    /// A socket that is readable when a background page move has ended (the page mover's wake),
+    /// polled between steps so the next step comes soon after. Default: none.
+    fn move_wake(&self) -> Option<&UnixStream> {
+        None
+    }
+
+    /// Empties [`Restore::move_wake`] after it woke the loop. Default: nothing.
+    fn drain_move_wake(&self) {}
+
     /// Wall time of the last observation's parts, ns: the system files, the stat pass over every
     /// pid, the detail reads (threads, numa_maps), the sample's assembly, the signal scans (maps,
     /// sockets). Default: none known (zeros).
@@ -126,6 +138,14 @@ impl Restore for LiveHost {
 
     fn move_running(&self) -> Option<(u32, u64)> {
         LiveHost::move_running(self)
+    }
+
+    fn move_wake(&self) -> Option<&UnixStream> {
+        LiveHost::move_wake(self)
+    }
+
+    fn drain_move_wake(&self) {
+        LiveHost::drain_move_wake(self)
     }
 
     fn observe_parts_ns(&self) -> [u64; 5] {
@@ -313,6 +333,8 @@ enum Wake {
     /// A new process the model does not know yet grew past `new_process_min_rss_mib`
     /// (`ThreadWatch::grown`): step soon.
     Grown,
+    /// A background page move ended (`Restore::move_wake`): step soon.
+    MoveDone,
 }
 
 /// How often the new processes the proc connector announced are checked for growth while any is
@@ -599,8 +621,18 @@ pub fn serve<H: Host + Restore>(
         loop {
             let until = if mark.is_some() { peek.min(deadline) } else { deadline };
             let w = if woken { None } else { watch.as_mut() };
-            let wake = wait(&signals, &mut loop_side, commands.as_ref(), until, &engine, &status, w);
+            let wake = wait(&signals, &mut loop_side, commands.as_ref(), until, &engine, &status, w, host.move_wake());
             match wake {
+                Wake::MoveDone => {
+                    // A background move ended: the next step takes it (journal, pages, the next
+                    // move) soon, never sooner than the settle interval after this step began.
+                    host.drain_move_wake();
+                    let early = numapilot_observe::reader::monotonic_ns().max(t0.saturating_add(gap));
+                    if early < deadline {
+                        deadline = early;
+                        status.move_wakes += 1;
+                    }
+                }
                 Wake::NewThreads | Wake::Grown => {
                     let grown = matches!(wake, Wake::Grown);
                     let now = numapilot_observe::reader::monotonic_ns();
@@ -936,6 +968,8 @@ pub fn local_access(model: &Model) -> Option<f64> {
     (den > 0.0).then(|| num / den)
 }
 
+/// The wait between two steps: everything the loop answers or wakes for, until `deadline_ns`.
+#[allow(clippy::too_many_arguments)]
 fn wait(
     signals: &Signals,
     side: &mut LoopSide,
@@ -944,6 +978,7 @@ fn wait(
     engine: &Engine,
     status: &Status,
     mut watch: Option<&mut ThreadWatch>,
+    moved: Option<&UnixStream>,
 ) -> Wake {
     loop {
         // Always poll, even when the step overran the interval (timeout 0): signals and explain
@@ -965,6 +1000,10 @@ fn wait(
         let watch_at = fds.len();
         if let Some(w) = watch.as_deref() {
             fds.push(libc::pollfd { fd: w.events.fd(), events: libc::POLLIN, revents: 0 });
+        }
+        let moved_at = fds.len();
+        if let Some(m) = moved {
+            fds.push(libc::pollfd { fd: m.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
         // SAFETY: fds is a valid array of fds.len() pollfd structures.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
@@ -1001,6 +1040,9 @@ fn wait(
             while let Ok(req) = side.requests.try_recv() {
                 let _ = req.reply.send(explain(engine, status, req.pid));
             }
+        }
+        if moved.is_some() && fds[moved_at].revents != 0 {
+            return Wake::MoveDone;
         }
         if let Some(w) = watch.as_deref_mut() {
             if fds[watch_at].revents != 0 && w.young_threads(&engine.model) {

@@ -25,6 +25,8 @@ struct ReaderHost {
     fail_first: u32,
     /// Extra time each sample takes (a loaded machine: steps longer than the interval).
     slow: Duration,
+    /// The page mover's wake, as the test's end of a socket pair (`Restore::move_wake`).
+    move_wake: Option<std::os::unix::net::UnixStream>,
 }
 
 impl Host for ReaderHost {
@@ -56,6 +58,16 @@ impl Restore for ReaderHost {
         self.restores.fetch_add(1, Ordering::SeqCst);
         RestoreReport { restored: 3, gone: 1, ..Default::default() }
     }
+    fn move_wake(&self) -> Option<&std::os::unix::net::UnixStream> {
+        self.move_wake.as_ref()
+    }
+    fn drain_move_wake(&self) {
+        use std::io::Read;
+        let mut buf = [0u8; 16];
+        if let Some(mut w) = self.move_wake.as_ref() {
+            while matches!(w.read(&mut buf), Ok(n) if n > 0) {}
+        }
+    }
 }
 
 struct Running {
@@ -80,6 +92,16 @@ fn start_full(fail_first: u32, slow: Duration, idle_max_ms: u64) -> Running {
 }
 
 fn start_every(fail_first: u32, slow: Duration, idle_max_ms: u64, interval_ms: u64) -> Running {
+    start_with(fail_first, slow, idle_max_ms, interval_ms, None)
+}
+
+fn start_with(
+    fail_first: u32,
+    slow: Duration,
+    idle_max_ms: u64,
+    interval_ms: u64,
+    move_wake: Option<std::os::unix::net::UnixStream>,
+) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/np.sock");
     let config = dir.path().join("numapilot.toml");
@@ -104,6 +126,7 @@ fn start_every(fail_first: u32, slow: Duration, idle_max_ms: u64, interval_ms: u
         restores: restores.clone(),
         fail_first,
         slow,
+        move_wake,
     };
     let (handle, rx) = run::command_pipe().unwrap();
     let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
@@ -124,6 +147,28 @@ fn wait_status(socket: &Path, pred: impl Fn(&control::Status) -> bool) -> contro
         assert!(t0.elapsed() < Duration::from_secs(60), "condition never held");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A background page move that ends wakes the loop (the page mover writes a byte to its wake
+/// socket): with a 120 s interval the next step comes at once, not two minutes later, and the
+/// wake is counted. Without the wake the second step would not come within the 60 s bound.
+#[test]
+fn a_finished_page_move_ends_the_wait() {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    theirs.set_nonblocking(true).unwrap();
+    let r = start_with(0, Duration::ZERO, 0, 120_000, Some(theirs));
+    // This test process is young for its first 2 s (settle interval): wait for the long one.
+    let s = wait_status(&r.socket, |s| s.next_interval_ms >= 100_000);
+    assert_eq!(s.move_wakes, 0);
+    let steps = s.steps;
+    use std::io::Write;
+    (&ours).write_all(&[1]).unwrap();
+    // (Other tests start threads in this process: a new-thread wake may step first.)
+    let s = wait_status(&r.socket, |s| s.move_wakes >= 1 && s.steps > steps);
+    assert_eq!(s.move_wakes, 1, "{}", s.render());
+    assert!(s.render().contains("1 early after a page move ended"), "{}", s.render());
+    r.handle.send(Command::Stop).unwrap();
+    r.thread.join().unwrap().unwrap();
 }
 
 /// Backed off (waits doubling towards a 60 s cap), the loop still steps within an interval of a

@@ -47,6 +47,8 @@
 //! process waits for it); a process that exits meanwhile ends the move with `Vanished`, as a
 //! synchronous one would.
 
+use std::io::Write;
+use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 
@@ -94,6 +96,9 @@ pub struct Mover {
     thread: Option<JoinHandle<()>>,
     /// The job in flight: pid and the time it was handed over.
     running: Option<(u32, u64)>,
+    /// Readable when a job has ended (a byte per job, written after its `Done` is sent): the
+    /// daemon's loop polls it and steps soon after, not at the end of its wait.
+    wake: UnixStream,
 }
 
 impl std::fmt::Debug for Mover {
@@ -107,6 +112,9 @@ impl Mover {
     pub fn spawn(work: Work) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (tx, done) = mpsc::channel::<Done>();
+        let (wake, mut ring) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        ring.set_nonblocking(true)?;
         let thread = std::thread::Builder::new().name("numapilot-mover".into()).spawn(move || {
             for job in rx {
                 let pinned = job.cpus.as_ref().and_then(pin_self);
@@ -121,9 +129,23 @@ impl Mover {
                 if tx.send(Done { job, outcome, asked, ended_ns, ran_on }).is_err() {
                     break;
                 }
+                // A full buffer means unread wakes are waiting already: one is enough.
+                let _ = ring.write(&[1]);
             }
         })?;
-        Ok(Self { jobs: Some(jobs), done, thread: Some(thread), running: None })
+        Ok(Self { jobs: Some(jobs), done, thread: Some(thread), running: None, wake })
+    }
+
+    /// The end the loop polls: readable once a job has ended since the last [`Mover::drain_wake`].
+    pub fn wake(&self) -> &UnixStream {
+        &self.wake
+    }
+
+    /// Empties the wake socket (the jobs themselves are taken by [`Mover::drain`]).
+    pub fn drain_wake(&self) {
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
     }
 
     /// The job in flight, if any: its pid and when it was handed over (ns).
@@ -228,7 +250,17 @@ mod tests {
         assert_eq!(m.running(), Some((10, 5)));
         assert!(m.drain().is_empty(), "the job is held by the gate: nothing has ended");
         assert!(!m.submit(job(11)), "busy");
+        let readable = |m: &Mover, ms: i32| {
+            use std::os::fd::AsRawFd;
+            let mut p = libc::pollfd { fd: m.wake().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut p, 1, ms) == 1 }
+        };
+        assert!(!readable(&m, 0), "no job has ended: the wake is quiet");
         drop(held);
+        assert!(readable(&m, 60_000), "the ended job wakes the loop");
+        m.drain_wake();
+        assert!(!readable(&m, 0), "drained");
         let done = m.wait();
         assert_eq!(done.len(), 1);
         assert_eq!(done[0].job.action.target.pid, 10);
