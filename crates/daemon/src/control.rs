@@ -140,8 +140,9 @@ pub struct Status {
     /// events and a stat read every 50 ms while any is pending).
     #[serde(default)]
     pub growth_wakes: u64,
-    /// Waits ended early because a background page move ended (the page mover's wake): its
-    /// `move-done` line, its pages and the next move come then, not an interval later.
+    /// Background page moves that ended during a wait and ended it (the page mover's wake; also
+    /// counted when another wake had already brought the step as close): its `move-done` line,
+    /// its pages and the next move come then, not an interval later.
     #[serde(default)]
     pub move_wakes: u64,
     /// Times the proc connector's queue overflowed and events were lost (each counted once per

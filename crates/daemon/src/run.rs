@@ -626,12 +626,11 @@ pub fn serve<H: Host + Restore>(
                 Wake::MoveDone => {
                     // A background move ended: the next step takes it (journal, pages, the next
                     // move) soon, never sooner than the settle interval after this step began.
+                    // Counted even when another wake already brought the step as close.
                     host.drain_move_wake();
                     let early = numapilot_observe::reader::monotonic_ns().max(t0.saturating_add(gap));
-                    if early < deadline {
-                        deadline = early;
-                        status.move_wakes += 1;
-                    }
+                    deadline = deadline.min(early);
+                    status.move_wakes += 1;
                 }
                 Wake::NewThreads | Wake::Grown => {
                     let grown = matches!(wake, Wake::Grown);

@@ -144,7 +144,10 @@ fn wait_status(socket: &Path, pred: impl Fn(&control::Status) -> bool) -> contro
                 return s;
             }
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "condition never held");
+        if t0.elapsed() >= Duration::from_secs(60) {
+            let last = control::request(socket, &Request::Status).ok().and_then(|r| r.status).map(|s| s.render());
+            panic!("condition never held; last status: {last:?}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
