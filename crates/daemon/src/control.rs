@@ -192,6 +192,10 @@ pub struct Status {
     pub last_cycle_s: f64,
     /// Sum of all step durations, seconds.
     pub cycle_s_total: f64,
+    /// Of `cycle_s_total`, the time spent observing (with the model's update), deciding and
+    /// acting, seconds (the engine's `StepReport` phases).
+    #[serde(default)]
+    pub phase_s_total: [f64; 3],
     /// Per node.
     pub nodes: Vec<NodeStatus>,
 }

@@ -162,6 +162,14 @@ pub fn render(s: &Status) -> String {
     );
     o.one("numapilot_cycle_seconds", "gauge", "Duration of the last step (observe, model, plan, act).", s.last_cycle_s);
     o.one("numapilot_cycle_seconds_total", "counter", "Sum of all step durations.", s.cycle_s_total);
+    o.family(
+        "numapilot_step_phase_seconds_total",
+        "counter",
+        "Of the step durations, the time spent observing (with the model's update), deciding and acting.",
+    );
+    for (phase, v) in ["observe", "decide", "act"].iter().zip(s.phase_s_total) {
+        o.sample("numapilot_step_phase_seconds_total", &[("phase", phase)], v);
+    }
     o.one("numapilot_processes", "gauge", "Processes in the model.", s.processes as f64);
     o.one("numapilot_threads", "gauge", "Threads in the model.", s.threads as f64);
     o.one("numapilot_groups", "gauge", "Affinity groups.", s.groups as f64);

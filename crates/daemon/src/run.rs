@@ -566,7 +566,6 @@ pub fn serve<H: Host + Restore>(
     let mut last_error: Option<String> = None;
     let mut backoff = Backoff::new(config.daemon.idle_max_interval_ms);
     let mut cycle_s_max = 0.0_f64;
-    let mut phases_s_total = [0.0_f64; 3];
     let mut observe_parts_s_total = [0.0_f64; 5];
     let why = 'outer: loop {
         let t0 = numapilot_observe::reader::monotonic_ns();
@@ -575,7 +574,9 @@ pub fn serve<H: Host + Restore>(
         match engine.step(&mut host) {
             Ok(report) => {
                 planned = Some(report.plan.actions.len());
-                for (sum, ns) in phases_s_total.iter_mut().zip([report.observe_ns, report.decide_ns, report.act_ns]) {
+                for (sum, ns) in
+                    status.phase_s_total.iter_mut().zip([report.observe_ns, report.decide_ns, report.act_ns])
+                {
                     *sum += ns as f64 / 1e9;
                 }
                 for (sum, ns) in observe_parts_s_total.iter_mut().zip(host.observe_parts_ns()) {
@@ -710,7 +711,7 @@ pub fn serve<H: Host + Restore>(
         why,
         cycle_s_total: status.cycle_s_total,
         cycle_s_max,
-        phases_s_total,
+        phases_s_total: status.phase_s_total,
         observe_parts_s_total,
     })
 }

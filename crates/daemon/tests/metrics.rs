@@ -31,6 +31,7 @@ fn status() -> Status {
         pages_failed: 12,
         local_access: Some(0.875),
         last_cycle_s: 0.004,
+        phase_s_total: [1.5, 0.25, 0.125],
         nodes: vec![
             NodeStatus {
                 node: 0,
@@ -78,6 +79,9 @@ fn scrape_over_tcp() {
         "numapilot_action_failures_total{kind=\"migrate-pages\",outcome=\"partial\"} 1",
         "numapilot_pages_failed_by_cause_total{cause=\"EBUSY\"} 12",
         "numapilot_cycle_seconds 0.004",
+        "numapilot_step_phase_seconds_total{phase=\"observe\"} 1.5",
+        "numapilot_step_phase_seconds_total{phase=\"decide\"} 0.25",
+        "numapilot_step_phase_seconds_total{phase=\"act\"} 0.125",
     ] {
         assert!(body.lines().any(|l| l == line), "missing {line:?} in\n{body}");
     }
