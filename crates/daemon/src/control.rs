@@ -265,13 +265,14 @@ pub struct LoopSide {
 impl LoopSide {
     /// Empties the wake pipe (non-blocking).
     pub fn drain_wake(&mut self) {
-        let mut buf = [0u8; 64];
-        while let Ok(n) = (&self.wake).read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-        }
+        drain_socket(&self.wake);
     }
+}
+
+/// Reads a non-blocking wake-up socket until it is empty (or fails): the bytes only say "look".
+pub fn drain_socket(s: &UnixStream) {
+    let mut buf = [0u8; 64];
+    while matches!((&*s).read(&mut buf), Ok(n) if n > 0) {}
 }
 
 /// Creates the socket (mode 0600, parent directory created 0700) and starts the server thread.

@@ -110,14 +110,12 @@ pub trait Restore {
         None
     }
 
-    /// A socket that is readable when a background page move has ended (the page mover's wake),
-    /// polled between steps so the next step comes soon after. Default: none.
+    /// A non-blocking socket that is readable when a background page move has ended (the page
+    /// mover's wake), polled between steps so the next step comes soon after; the loop empties it.
+    /// Default: none.
     fn move_wake(&self) -> Option<&UnixStream> {
         None
     }
-
-    /// Empties [`Restore::move_wake`] after it woke the loop. Default: nothing.
-    fn drain_move_wake(&self) {}
 
     /// Wall time of the last observation's parts, ns: the system files, the stat pass over every
     /// pid, the detail reads (threads, numa_maps), the sample's assembly, the signal scans (maps,
@@ -142,10 +140,6 @@ impl Restore for LiveHost {
 
     fn move_wake(&self) -> Option<&UnixStream> {
         LiveHost::move_wake(self)
-    }
-
-    fn drain_move_wake(&self) {
-        LiveHost::drain_move_wake(self)
     }
 
     fn observe_parts_ns(&self) -> [u64; 5] {
@@ -628,7 +622,9 @@ pub fn serve<H: Host + Restore>(
                     // A background move ended: the next step takes it (journal, pages, the next
                     // move) soon, never sooner than the settle interval after this step began.
                     // Counted even when another wake already brought the step as close.
-                    host.drain_move_wake();
+                    if let Some(w) = host.move_wake() {
+                        control::drain_socket(w);
+                    }
                     let early = numapilot_observe::reader::monotonic_ns().max(t0.saturating_add(gap));
                     deadline = deadline.min(early);
                     status.move_wakes += 1;

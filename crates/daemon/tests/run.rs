@@ -61,13 +61,6 @@ impl Restore for ReaderHost {
     fn move_wake(&self) -> Option<&std::os::unix::net::UnixStream> {
         self.move_wake.as_ref()
     }
-    fn drain_move_wake(&self) {
-        use std::io::Read;
-        let mut buf = [0u8; 16];
-        if let Some(mut w) = self.move_wake.as_ref() {
-            while matches!(w.read(&mut buf), Ok(n) if n > 0) {}
-        }
-    }
 }
 
 struct Running {

@@ -513,13 +513,6 @@ impl LiveHost {
         self.mover.as_ref().map(|m| m.wake())
     }
 
-    /// Empties the page mover's wake socket.
-    pub fn drain_move_wake(&self) {
-        if let Some(m) = &self.mover {
-            m.drain_wake();
-        }
-    }
-
     /// Waits for the page move in flight, if any (shutdown), and returns every move that ended
     /// and was not yet reported.
     pub fn wait_moves(&mut self) -> Vec<numapilot_policy::FinishedMove> {
@@ -650,7 +643,9 @@ impl Host for LiveHost {
 
     fn finished_moves(&mut self) -> Vec<numapilot_policy::FinishedMove> {
         // The wakes of the moves taken here would only wake the loop for nothing after this step.
-        self.drain_move_wake();
+        if let Some(m) = &self.mover {
+            m.drain_wake();
+        }
         let done = self.mover.as_mut().map(|m| m.drain()).unwrap_or_default();
         self.finish(done)
     }

@@ -143,9 +143,7 @@ impl Mover {
 
     /// Empties the wake socket (the jobs themselves are taken by [`Mover::drain`]).
     pub fn drain_wake(&self) {
-        use std::io::Read;
-        let mut buf = [0u8; 64];
-        while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
+        crate::control::drain_socket(&self.wake);
     }
 
     /// The job in flight, if any: its pid and when it was handed over (ns).
