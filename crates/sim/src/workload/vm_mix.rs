@@ -128,6 +128,26 @@
 //! What the mix needs is a swap no single rule makes: the memory-light vCPUs (the huge sheep's,
 //! 0.4 GiB each) onto the nodes full of idle RAM, which have the free CPUs, and the
 //! memory-heavy ones (rabbits, devils) onto the nodes with free memory.
+//!
+//! With memory to spare the picture turns around (measured 2026-11-27 at 01b26e1, release build,
+//! seeds 1-3, 20 s; the preset with every node's `memory = "64G"`, so the same 20 VMs fill 44%
+//! of it: `sed 's/memory = "32G"/memory = "64G"/' machines/numaconnect-288c.toml > /tmp/nc64.toml`,
+//! then `numapilot sim --machine /tmp/nc64.toml --workload vm-mix --policy default,hard-bind,numapilot
+//! --seeds 3 --duration 20`). Total ops/s: default 177.4 M (88.1% local), hard-bind 181.8 M,
+//! numapilot 148.9 M (0.84 x default, 90.5% local, 26.2 M pages moved). First touch alone is
+//! nearly right when no node is full, and every VM is resident when the policy first sees it, so
+//! each re-placement costs a copy: at seed 1 every VM ran below default, the small devil vm13 at
+//! 0.20 x. The trace (`cargo run --release -p numapilot-sim --example trace -- /tmp/nc64.toml
+//! vm-mix 20 1`) shows the cycle: the huge sheep's cold RAM fills nodes 12-15 and the fork rule
+//! reserves their CPUs for a new VM (least loaded, 0 MiB free), its 100%-local vCPUs there are
+//! refused their node (no CPU left, and at 2.1 s "0 MiB of memory for 760 MiB": the
+//! `group_max_mem_frac` reserve on a full node refuses even a unit that stays) and go to another
+//! server, and from then on each new VM goes to the emptied nodes 12-15, where its memory cannot
+//! follow. Tried there (total ops/s, 64G / 32G preset; base 148.9 / 143.7 M): no fork rule for a
+//! process too large for one node 151.9 / 145.3; room counting only the memory a unit brings
+//! 146.6 / 142.3; the fork rule preferring nodes with CPU and memory room 147.5 / 143.7; no fork
+//! rule at all (`new_process_age_ms = 10`) 152.0 on 64G. None comes near default: what is missing
+//! is a rule that leaves a resident process whose threads are already with their memory alone.
 
 use numapilot_topology::Topology;
 
