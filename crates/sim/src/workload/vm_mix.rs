@@ -134,7 +134,13 @@
 //! of it: `sed 's/memory = "32G"/memory = "64G"/' machines/numaconnect-288c.toml > /tmp/nc64.toml`,
 //! then `numapilot sim --machine /tmp/nc64.toml --workload vm-mix --policy default,hard-bind,numapilot
 //! --seeds 3 --duration 20`). Total ops/s: default 177.4 M (88.1% local), hard-bind 181.8 M,
-//! numapilot 148.9 M (0.84 x default, 90.5% local, 26.2 M pages moved). First touch alone is
+//! numapilot 148.9 M (0.84 x default, 90.5% local, 26.2 M pages moved); the evidence's figure,
+//! the mean per-VM throughput against default's (`cargo run --release -p numapilot-sim --example
+//! probe -- /tmp/nc64.toml vm-mix 20 3 default,hard-bind,numapilot`): hard-bind 1.026, numapilot
+//! 0.760 (cv 14.16% against default's 2.54%). On the preset itself numapilot's per-VM mean is
+//! 1.369 x default but its total ops/s 0.962 x (143.7 against 149.3 M): the total is dominated by
+//! the huge VMs' many cheap operations, and numapilot's gain is in the small and medium VMs
+//! whose working sets first touch spilled. First touch alone is
 //! nearly right when no node is full, and every VM is resident when the policy first sees it, so
 //! each re-placement costs a copy: at seed 1 every VM ran below default, the small devil vm13 at
 //! 0.20 x. The trace (`cargo run --release -p numapilot-sim --example trace -- /tmp/nc64.toml
@@ -146,7 +152,12 @@
 //! follow. Tried there (total ops/s, 64G / 32G preset; base 148.9 / 143.7 M): no fork rule for a
 //! process too large for one node 151.9 / 145.3; room counting only the memory a unit brings
 //! 146.6 / 142.3; the fork rule preferring nodes with CPU and memory room 147.5 / 143.7; no fork
-//! rule at all (`new_process_age_ms = 10`) 152.0 on 64G. None comes near default: what is missing
+//! rule at all (`new_process_age_ms = 10`) 152.0 on 64G; no page moves at all (budget 1 MiB/s)
+//! 149.5, and 152.7 without the fork rule as well (84-85% local): the copies are not the loss,
+//! vCPUs moved to other servers are (at 12.5 s, seed 1, 13-55% of several VMs' working sets were
+//! a server away from their vCPUs). Settled units (already with their accesses) placed before the
+//! others, as incumbents: 147.8 / 145.6 M, the preset's per-VM mean 1.369 -> 1.322 (cv 8.86 ->
+//! 6.95%), not kept. None comes near default: what is missing
 //! is a rule that leaves a resident process whose threads are already with their memory alone.
 
 use numapilot_topology::Topology;
