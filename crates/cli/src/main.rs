@@ -72,8 +72,60 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("numapilot: {e:#}");
+            eprintln!("numapilot: {}", error_text(&e));
             ExitCode::from(1)
         }
+    }
+}
+
+/// The error and its causes, outermost first, joined by ": " (what `{:#}` prints), except a cause
+/// whose text an outer message already quotes: most of our error types name their source in their
+/// own message ("reading tunables file F: No such file or directory"), and printing the chain as
+/// well said the OS error twice.
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let s = cause.to_string();
+        if !s.is_empty() && !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    /// Shaped as our error types are: its message quotes its source, which it also reports.
+    #[derive(Debug)]
+    struct Quoting {
+        path: String,
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Quoting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "reading tunables file {}: {}", self.path, self.source)
+        }
+    }
+
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_the_message_already_quotes_is_said_once_and_others_are_chained() {
+        let io = || std::io::Error::from_raw_os_error(libc::ENOENT);
+        let quoted = anyhow::Error::new(Quoting { path: "/t.toml".into(), source: io() });
+        let text = error_text(&quoted);
+        assert_eq!(text.matches("No such file or directory").count(), 1, "{text}");
+        assert!(text.starts_with("reading tunables file /t.toml: No such file"), "{text}");
+        // A context over a cause it does not quote keeps both, outermost first.
+        let ctx = anyhow::Error::new(io()).context("reading the topology under /x");
+        assert_eq!(error_text(&ctx), format!("reading the topology under /x: {}", io()));
     }
 }

@@ -83,7 +83,7 @@ fn launch(usage_name: &str, prefix: &str, args: &[OsString]) -> ExitCode {
     match execute(&req, usage_name, prefix) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{prefix}: {e:#}");
+            eprintln!("{prefix}: {}", crate::error_text(&e));
             ExitCode::from(1)
         }
     }
