@@ -4,7 +4,7 @@
 //! Runs are spread over 2 threads.
 //!
 //! `cargo run --release -p numapilot-sim --example probe -- MACHINE WORKLOAD[@SCALE] SECONDS SEEDS POLICY,..`
-//! (MACHINE: a preset or a machine file ending in .toml; `SECONDS` 0 keeps the workload's own length; `WORKLOAD` is an autonuma-benchmark test, a
+//! (MACHINE: a preset or the path of a machine file; `SECONDS` 0 keeps the workload's own length; `WORKLOAD` is an autonuma-benchmark test, a
 //! process-types name or `vm-mix`).
 
 use numapilot_sim::result::{RunResult, Stat};
@@ -17,11 +17,7 @@ fn main() {
         eprintln!("usage: probe MACHINE WORKLOAD[@SCALE] SECONDS SEEDS POLICY,..");
         std::process::exit(2);
     }
-    let m = if a[0].ends_with(".toml") {
-        Machine::from_path(std::path::Path::new(&a[0])).expect("machine file")
-    } else {
-        Machine::preset(&a[0]).expect("preset")
-    };
+    let m = Machine::preset_or_file(&a[0]).expect("machine");
     let (wname, scale) = match a[1].split_once('@') {
         Some((w, s)) => (w.to_string(), s.parse::<f64>().expect("scale")),
         None => (a[1].clone(), 1.0),

@@ -1,5 +1,5 @@
 //! Prints numapilot's actions (time, target, kind, rule, detail) on one run, for reading a policy's
-//! decisions: `cargo run --release -p numapilot-sim --example trace -- MACHINE WORKLOAD[@SCALE] SECONDS SEED [PID]` (MACHINE: a preset or a machine file ending in .toml).
+//! decisions: `cargo run --release -p numapilot-sim --example trace -- MACHINE WORKLOAD[@SCALE] SECONDS SEED [PID]` (MACHINE: a preset or the path of a machine file).
 //! `PROBE_TUNABLES=file.toml` overrides tunables, as for the probe example.
 
 use numapilot_sim::workload::{autonuma_bench, process_types, vm_mix};
@@ -7,11 +7,7 @@ use numapilot_sim::{run::run_engine, Machine, SimOptions};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    let m = if a[0].ends_with(".toml") {
-        Machine::from_path(std::path::Path::new(&a[0])).expect("machine file")
-    } else {
-        Machine::preset(&a[0]).expect("preset")
-    };
+    let m = Machine::preset_or_file(&a[0]).expect("machine");
     let (wname, scale) = match a[1].split_once('@') {
         Some((w, s)) => (w.to_string(), s.parse::<f64>().expect("scale")),
         None => (a[1].clone(), 1.0),

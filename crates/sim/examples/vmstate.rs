@@ -1,6 +1,6 @@
 //! Where each process's threads and memory are at given times of a numapilot run, for reading a
 //! placement (the VM mix's: which vCPUs sit with their working-set slices, whose idle memory fills
-//! which node): `cargo run --release -p numapilot-sim --example vmstate -- MACHINE WORKLOAD SECONDS SEED T1,T2,..` (MACHINE: a preset or a machine file ending in .toml).
+//! which node): `cargo run --release -p numapilot-sim --example vmstate -- MACHINE WORKLOAD SECONDS SEED T1,T2,..` (MACHINE: a preset or the path of a machine file).
 //!
 //! Per process: its threads' nodes, and of its first region's per-thread slices (the VM mix's
 //! working set) the share on the thread's node, on a node within distance 22 (one server of the
@@ -117,11 +117,7 @@ fn dump(sim: &Sim) {
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    let m = if a[0].ends_with(".toml") {
-        Machine::from_path(std::path::Path::new(&a[0])).expect("machine file")
-    } else {
-        Machine::preset(&a[0]).expect("preset")
-    };
+    let m = Machine::preset_or_file(&a[0]).expect("machine");
     let mut spec = if a[1] == "vm-mix" {
         vm_mix::vm_mix(&m.topo)
     } else {

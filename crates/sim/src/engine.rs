@@ -164,6 +164,16 @@ impl Machine {
         Self::from_machine_file(name, &file, &format!("<preset {name}>"))
     }
 
+    /// A built-in machine by name, else the machine file at that path (the examples' MACHINE
+    /// argument; the CLI's `--machine` adds the list of presets to its error).
+    pub fn preset_or_file(arg: &str) -> Result<Self, SimError> {
+        if numapilot_topology::presets::names().contains(&arg) {
+            Self::preset(arg)
+        } else {
+            Self::from_path(std::path::Path::new(arg))
+        }
+    }
+
     /// A machine from a machine file on disk.
     pub fn from_path(path: &std::path::Path) -> Result<Self, SimError> {
         let file = numapilot_topology::MachineFile::load(path).map_err(|e| SimError::Machine(e.to_string()))?;

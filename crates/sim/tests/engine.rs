@@ -206,6 +206,19 @@ fn unknown_names_list_the_valid_ones() {
 }
 
 #[test]
+fn a_machine_argument_is_a_preset_name_or_a_machine_file() {
+    let preset = Machine::preset_or_file("ring-8n64c").unwrap();
+    assert_eq!(preset.topo.nodes.len(), 8);
+    // The same machine from its file: the repository's copy of the preset.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/ring-8n64c.toml");
+    let file = Machine::preset_or_file(path).unwrap();
+    assert_eq!(file.topo.nodes.len(), 8);
+    assert_eq!(file.topo.distances, preset.topo.distances);
+    let e = Machine::preset_or_file("/nonexistent/box.toml").unwrap_err().to_string();
+    assert!(e.contains("/nonexistent/box.toml"), "{e}");
+}
+
+#[test]
 fn workload_naming_a_missing_node_is_refused() {
     let mut spec = one_process(1, GIB, FirstTouch::Main, Slice::Whole, None);
     spec.processes[0].regions[0].policy = Some(MemPolicySpec::Bind { nodes: NodeSet::parse_list("5").unwrap() });
