@@ -96,7 +96,7 @@ pub struct DaemonSection {
     /// default min_interval 5 s, max 15 s); at 5 s the daemon loop measured 1.58 % of a core on
     /// the 1,000-process load (cycle_cost --daemon-seconds 60, 79 ms per step). What it prevents:
     /// a daemon observing an idle machine every second for nothing (the cost target: under 1 % of
-    /// a core).
+    /// a core). At most one day.
     pub idle_max_interval_ms: u64,
     /// A new thread in a young process ends the wait between steps, ms after it appeared (the
     /// proc connector announces every thread as it is created; `0` turns this off). The step then
@@ -360,7 +360,11 @@ pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Re
     }
     apply_overrides(&mut config, overrides);
     let flag_err = |reason: String| ConfigError { file: "command line".into(), line: None, reason };
-    validate_daemon(&config).map_err(|(keys, reason)| flag_err(format!("{}: {reason}", keys.join("."))))?;
+    validate_daemon(&config).map_err(|(keys, reason)| {
+        // Most reasons start with their key already ("daemon.interval_ms = 0: ..."): once is enough.
+        let key = keys.join(".");
+        flag_err(if reason.starts_with(&key) { reason } else { format!("{key}: {reason}") })
+    })?;
     config.tunables.validate().map_err(|e| flag_err(format!("{e}")))?;
     Ok(config)
 }
@@ -400,6 +404,12 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
         if ms == 0 {
             return Err((vec!["daemon", "interval_ms"], "daemon.interval_ms = 0: must be > 0 ms".into()));
         }
+    }
+    if d.idle_max_interval_ms > 86_400_000 {
+        return Err((
+            vec!["daemon", "idle_max_interval_ms"],
+            format!("daemon.idle_max_interval_ms = {}: must be at most 86400000 ms (one day)", d.idle_max_interval_ms),
+        ));
     }
     if d.new_thread_wake_ms > 60_000 {
         return Err((

@@ -77,6 +77,10 @@ fn our_own_values_are_checked_with_lines() {
         ("[actuation]\nmigrate_mb_per_s = 0\n", 2, "migrate_mb_per_s"),
         ("[daemon]\njournal_max_bytes = 10\n", 2, "journal_max_bytes"),
         ("[daemon]\ninterval_ms = 0\n", 2, "interval_ms"),
+        // Past a day: its ns figure overflowed in the policy (a daemon panicked at 1e14 ms).
+        ("[daemon]\n\ninterval_ms = 100000000000000\n", 3, "interval_ms"),
+        ("[tunables]\naccess_stale_ms = 86400001\n", 2, "access_stale_ms"),
+        ("[daemon]\nidle_max_interval_ms = 86400001\n", 2, "idle_max_interval_ms"),
         ("[daemon]\nnice = -21\n", 2, "daemon.nice = -21"),
         ("[daemon]\nnice = 20\n", 2, "daemon.nice = 20"),
         ("[exclude]\npids = [-1]\n", 2, "-1"),
@@ -127,7 +131,12 @@ fn a_bad_flag_is_named() {
     assert_eq!(e.file, "command line");
     assert!(e.reason.contains("metrics"), "{e}");
     let o = Overrides { interval_ms: Some(0), ..Overrides::default() };
-    assert!(config::parse_with_overrides("", "f.toml", &o).is_err());
+    let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
+    // The key once, not "daemon.interval_ms: daemon.interval_ms = 0: ...".
+    assert_eq!(e.reason.matches("interval_ms").count(), 1, "{e}");
+    let o = Overrides { interval_ms: Some(u64::MAX), ..Overrides::default() };
+    let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
+    assert!(e.reason.contains("interval_ms") && e.reason.contains("one day"), "{e}");
 }
 
 #[test]

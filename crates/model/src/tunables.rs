@@ -538,6 +538,10 @@ pub struct Tunables {
 /// figure overflows u64 arithmetic; numad itself takes `-i` as an int of seconds.
 const NUMAD_INTERVAL_MAX_S: u64 = 86_400;
 
+/// Largest value of any `_ms` duration tunable, ms: one day (as `numad_interval_max_s`).
+/// Prevents: a duration whose ns product overflows (worked in ns throughout).
+const MAX_DURATION_MS: u64 = 86_400_000;
+
 impl Default for Tunables {
     fn default() -> Self {
         Self {
@@ -643,6 +647,27 @@ impl Tunables {
         for (f, v) in positive_ms {
             if v == 0 {
                 return err(f, v, "must be > 0");
+            }
+        }
+        // Durations are worked in ns (x 1e6): past a day none is a placement setting any more, and
+        // far past it the product overflows (a daemon given interval_ms 1e14 panicked on it).
+        let durations_ms = [
+            ("interval_ms", self.interval_ms),
+            ("affinity_half_life_ms", self.affinity_half_life_ms),
+            ("affinity_rise_half_life_ms", self.affinity_rise_half_life_ms),
+            ("coaccess_window_ms", self.coaccess_window_ms),
+            ("edge_grace_ms", self.edge_grace_ms),
+            ("access_half_life_ms", self.access_half_life_ms),
+            ("access_stale_ms", self.access_stale_ms),
+            ("class_window_ms", self.class_window_ms),
+            ("new_process_age_ms", self.new_process_age_ms),
+            ("settle_interval_ms", self.settle_interval_ms),
+            ("first_touch_interval_ms", self.first_touch_interval_ms),
+            ("first_touch_window_ms", self.first_touch_window_ms),
+        ];
+        for (f, v) in durations_ms {
+            if v > MAX_DURATION_MS {
+                return err(f, v, "must be <= 86400000 ms (one day)");
             }
         }
         if !(12..=30).contains(&self.coaccess_bucket_shift) {
@@ -848,6 +873,9 @@ mod tests {
             (|t| t.edge_zero = 0.0, "edge_zero"),
             (|t| t.comm_socket_strength = 1.5, "comm_socket_strength"),
             (|t| t.shared_max_users = 1, "shared_max_users"),
+            (|t| t.interval_ms = 100_000_000_000_000, "interval_ms"),
+            (|t| t.edge_grace_ms = u64::MAX, "edge_grace_ms"),
+            (|t| t.class_window_ms = 86_400_001, "class_window_ms"),
         ];
         for (mutate, field) in cases {
             let mut t = Tunables::default();

@@ -280,7 +280,7 @@ impl<'m> Planner<'m> {
                     .then(|| (pid, mv.nodes.clone()))
             })
             .collect();
-        let period_ns = if model.period_ns > 0 { model.period_ns } else { t.interval_ms * 1_000_000 };
+        let period_ns = if model.period_ns > 0 { model.period_ns } else { t.interval_ms.saturating_mul(1_000_000) };
         // The shared budget runs at the steady rate; each young managed process has an allowance
         // of its own on top, for its own first-touched memory (see `young_budget`).
         let young_ns = t.new_process_age_ms.saturating_mul(1_000_000);
