@@ -39,6 +39,10 @@ pub const DEFAULT_MB: u64 = 128;
 /// (`--threads 40000`) is an error rather than a fork bomb.
 pub const MAX_THREADS: u32 = 1024;
 
+/// Longest `--seconds`, s: one day. Prevents: a run length the workers cannot turn into a
+/// deadline (1e300 s panicked a worker, and the run never ended).
+pub const MAX_SECONDS: f64 = 86_400.0;
+
 /// The four tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Test {
@@ -252,8 +256,8 @@ pub fn plan(name: &str, opts: &Options, topo: &Topology, page_bytes: u64) -> Res
         (Some(_), Some(_)) => return Err(flag("--loops", "give --loops or --seconds, not both")),
         (Some(0), None) => return Err(flag("--loops", "must be at least 1")),
         (Some(n), None) => Work::Loops(n),
-        (None, Some(s)) if !(s.is_finite() && s > 0.0) => {
-            return Err(flag("--seconds", format!("must be a positive number of seconds, got {s}")))
+        (None, Some(s)) if !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS) => {
+            return Err(flag("--seconds", format!("must be a number of seconds in (0, {MAX_SECONDS}], got {s}")))
         }
         (None, Some(s)) => Work::Seconds(s),
         (None, None) => Work::Loops(test.original_passes()),
@@ -444,6 +448,8 @@ mod tests {
         assert!(err(Options { loops: Some(0), ..Options::default() }, "numa01").starts_with("--loops:"));
         assert!(err(Options { seconds: Some(-1.0), ..Options::default() }, "numa01").starts_with("--seconds:"));
         assert!(err(Options { seconds: Some(f64::NAN), ..Options::default() }, "numa01").starts_with("--seconds:"));
+        assert!(err(Options { seconds: Some(1e300), ..Options::default() }, "numa01").starts_with("--seconds:"));
+        assert!(err(Options { seconds: Some(86_400.5), ..Options::default() }, "numa01").starts_with("--seconds:"));
         let e = err(Options { force_node: Some(7), ..Options::default() }, "numa01");
         assert!(e.starts_with("--force-node:") && e.contains("nodes: 0,1"), "{e}");
         let e = err(Options { force_node: Some(0), ..Options::default() }, "numa02_HARD_BIND");

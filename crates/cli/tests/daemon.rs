@@ -347,6 +347,23 @@ fn advise_on_a_fixture_and_a_machine_file() {
 }
 
 #[test]
+fn advise_refuses_a_bad_request_or_window_before_measuring() {
+    // Each refused at once (no measuring window first), naming the flag.
+    for (args, flag) in [
+        (&["advise", "--cpus=-1"][..], "--cpus"),
+        (&["advise", "--cpus", "inf"][..], "--cpus"),
+        (&["advise", "--cpus", "1", "--window-ms", "0"][..], "--window-ms"),
+        (&["advise", "--cpus", "1", "--window-ms", "99999999999"][..], "--window-ms"),
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag) && !err.contains("nothing fits"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
 fn the_systemd_unit_verifies() {
     let unit = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/numapilot.service"));
     let text = std::fs::read_to_string(unit).unwrap();

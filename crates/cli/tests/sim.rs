@@ -478,3 +478,14 @@ fn a_bad_tunables_file_names_the_field_exits_1_and_runs_nothing() {
     assert!(err.contains("missing.toml"), "{err}");
     assert_eq!(err.matches("No such file or directory").count(), 1, "the OS error once: {err}");
 }
+
+#[test]
+fn seeds_beyond_the_limit_are_refused_before_anything_runs() {
+    // 99999999999 seeds aborted on an 800 GB seed list; a typo is an error naming the flag.
+    for n in ["0", "1001", "99999999999"] {
+        let o = numapilot(&["sim", "--machine", "autonuma-2s12c-24g", "--workload", "numa02", "--seeds", n]);
+        assert_eq!(o.status.code(), Some(1), "{n}");
+        assert_eq!(stderr(&o).trim_end(), format!("numapilot: --seeds {n}: must be in 1..=1000"));
+        assert!(o.stdout.is_empty(), "{n}");
+    }
+}

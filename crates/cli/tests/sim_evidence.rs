@@ -103,9 +103,13 @@ fn quick_evidence_prints_every_table_and_a_verdict_per_target() {
 
 #[test]
 fn evidence_rejects_zero_seeds_and_threads() {
-    for (flag, msg) in [("--seeds", "--seeds must be at least 1"), ("--threads", "--threads must be at least 1")] {
+    for (flag, value, msg) in [
+        ("--seeds", "0", "--seeds 0: must be in 1..=1000"),
+        ("--seeds", "99999999999", "--seeds 99999999999: must be in 1..=1000"),
+        ("--threads", "0", "--threads must be at least 1"),
+    ] {
         let o = Command::new(env!("CARGO_BIN_EXE_numapilot"))
-            .args(["sim", "evidence", "--quick", flag, "0"])
+            .args(["sim", "evidence", "--quick", flag, value])
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(1));

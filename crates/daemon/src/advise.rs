@@ -80,14 +80,21 @@ pub struct Advice {
     pub max_distance: u32,
 }
 
-/// The smallest, closest node set with `cpus` free CPUs and `mem_bytes` free memory.
-pub fn advise(topo: &Topology, free: &[NodeFree], cpus: f64, mem_bytes: u64) -> Result<Advice, AdviseError> {
+/// Whether a request can be answered at all (checked before the machine is measured, so a bad
+/// one costs no measuring window): `cpus` a finite number >= 0, and something asked for.
+pub fn check_request(cpus: f64, mem_bytes: u64) -> Result<(), AdviseError> {
     if !(cpus.is_finite() && cpus >= 0.0) {
-        return Err(AdviseError::BadRequest(format!("--cpus {cpus}: must be a number >= 0")));
+        return Err(AdviseError::BadRequest(format!("--cpus {cpus}: must be a finite number >= 0")));
     }
     if cpus == 0.0 && mem_bytes == 0 {
         return Err(AdviseError::BadRequest("ask for some CPUs (--cpus) or memory (--mem)".into()));
     }
+    Ok(())
+}
+
+/// The smallest, closest node set with `cpus` free CPUs and `mem_bytes` free memory.
+pub fn advise(topo: &Topology, free: &[NodeFree], cpus: f64, mem_bytes: u64) -> Result<Advice, AdviseError> {
+    check_request(cpus, mem_bytes)?;
     let dist = |a: u32, b: u32| topo.distance(a, b).unwrap_or(u32::MAX);
     let magnitude = |f: &NodeFree| f.free_cpus * (f.mem_free_bytes >> 20) as f64;
     let mut best: Option<(u32, f64, Vec<u32>, Advice)> = None;

@@ -99,7 +99,7 @@ pub struct AdviseArgs {
     /// A machine file (no load: every CPU and all memory free).
     #[arg(long, value_name = "FILE")]
     pub machine: Option<PathBuf>,
-    /// Window over which idle CPU time is measured on this machine, ms.
+    /// Window over which idle CPU time is measured on this machine, ms (100..=60000).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub window_ms: u64,
     /// Print JSON (the advice and every node's free capacity).
@@ -250,12 +250,25 @@ fn explain_local(a: &ExplainArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `advise --window-ms` range, ms. Below 100 ms a CPU's idle time is a handful of 10 ms clock ticks
+/// (USER_HZ 100), so every CPU reads all busy or all idle; above a minute the command is a wait.
+const ADVISE_WINDOW_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
+
 /// `numapilot advise`.
 pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     let mem_bytes = match &a.mem {
         Some(m) => numapilot_topology::machine::parse_size_kb(m).map_err(|e| anyhow::anyhow!("--mem {e}"))? * 1024,
         None => 0,
     };
+    advise::check_request(a.cpus, mem_bytes)?;
+    if a.machine.is_none() && a.root.is_none() && !(ADVISE_WINDOW_MS.contains(&a.window_ms)) {
+        anyhow::bail!(
+            "--window-ms {}: must be in {}..={} (idle time is counted in 10 ms clock ticks per CPU)",
+            a.window_ms,
+            ADVISE_WINDOW_MS.start(),
+            ADVISE_WINDOW_MS.end()
+        );
+    }
     let (topo, free, how) = if let Some(file) = &a.machine {
         let topo = Topology::from_machine_file(file)?;
         let free = advise::from_topology(&topo);
