@@ -315,6 +315,50 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
 }
 
 #[test]
+fn a_daemon_refused_at_start_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, journal, socket) =
+        (dir.path().join("n.toml"), dir.path().join("journal.jsonl"), dir.path().join("s.sock"));
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\njournal = \"{}\"\nstate = \"{}\"\n",
+            journal.display(),
+            dir.path().join("state.json").display()
+        ),
+    )
+    .unwrap();
+    let start = |metrics: &str| {
+        Command::new(BIN)
+            .args(["daemon", "--dry-run", "--metrics", metrics, "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // The metrics port is taken: refused after the socket was bound, which goes again.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = start(&addr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&addr), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!socket.exists() && !journal.exists(), "left: socket {} journal {}", socket.exists(), journal.exists());
+    // Another daemon listens on the socket: refused, its socket left alone, no journal of ours.
+    let other = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let out = start("off");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another daemon"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(socket.exists() && !journal.exists());
+    drop(other);
+}
+
+#[test]
 fn advise_on_a_fixture_and_a_machine_file() {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/rig-6.12-4node"));
     let out = Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "100M", "--root"]).arg(root).output().unwrap();
@@ -506,10 +550,14 @@ fn non_root_with_root_paths_gets_one_error_and_a_hint() {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.jsonl"); // root's temporary directory: not writable by nobody
+                                              // A socket path nobody can bind (in /tmp), so the journal is what is refused, after the socket is bound.
+    let socket = std::env::temp_dir().join(format!("numapilot-nonroot-{}.sock", std::process::id()));
     let out = Command::new(BIN)
         .uid(65534)
         .gid(65534)
-        .args(["daemon", "--metrics", "off", "--config", "/dev/null", "--journal"])
+        .args(["daemon", "--metrics", "off", "--config", "/dev/null", "--socket"])
+        .arg(&socket)
+        .arg("--journal")
         .arg(&journal)
         .output()
         .unwrap();
@@ -518,4 +566,5 @@ fn non_root_with_root_paths_gets_one_error_and_a_hint() {
     assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
     assert!(err.contains(&format!("journal {}", journal.display())), "{err}");
     assert!(err.contains("give writable paths with --journal, --state and --socket"), "{err}");
+    assert!(!socket.exists(), "the refused daemon's socket is gone");
 }

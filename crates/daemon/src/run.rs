@@ -524,17 +524,21 @@ pub fn serve<H: Host + Restore>(
     let mut config_file = loaded.file;
     // Blocked before any thread starts, so every later thread inherits the mask.
     let signals = Signals::open().map_err(RunError::Signals)?;
-    let mut journal = open_journal(&config)?;
     let started_ns = numapilot_observe::reader::monotonic_ns();
     let mut status =
         Status { version: env!("CARGO_PKG_VERSION").to_string(), pid: std::process::id(), ..Status::default() };
     let shared = Arc::new(Shared { status: Mutex::new(status.clone()), started_ns });
+    // What can be refused (the socket taken by another daemon, the metrics port in use, a journal
+    // that cannot be opened) is set up before anything is written, and a refusal leaves nothing
+    // behind: the socket file goes with the guard, the journal is opened last.
     let (mut loop_side, _control) = control::serve(&config.daemon.socket, shared.clone())?;
-    announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
+    let socket_file = RemoveOnDrop(config.daemon.socket.clone());
     if let Some(addr) = config.metrics() {
         let (bound, _metrics) = metrics::serve(addr, shared.clone())?;
         announce(&format!("numapilot: metrics on http://{bound}/metrics"));
     }
+    let mut journal = open_journal(&config)?;
+    announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
     if let (Some(j), Some(r)) = (journal.as_mut(), recovered.as_ref()) {
         if *r != RestoreReport::default() {
             write_journal(j, &Record::restore("recovery at start", r, false));
@@ -700,7 +704,7 @@ pub fn serve<H: Host + Restore>(
     if let Some(j) = journal.as_mut() {
         write_journal(j, &Record::restore(&format!("shutdown ({why})"), &restore, engine.dry_run));
     }
-    let _ = std::fs::remove_file(&config.daemon.socket);
+    drop(socket_file);
     Ok(Exit {
         steps: engine.totals.steps,
         restore,
@@ -800,6 +804,15 @@ pub fn command_pipe() -> std::io::Result<(Handle, UnixStream)> {
     let (tx, rx) = UnixStream::pair()?;
     rx.set_nonblocking(true)?;
     Ok((Handle { tx }, rx))
+}
+
+/// Removes a file of ours when dropped (the control socket: on every return from `serve`).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn open_journal(c: &Config) -> Result<Option<Journal>, JournalError> {
