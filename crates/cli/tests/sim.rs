@@ -489,3 +489,37 @@ fn seeds_beyond_the_limit_are_refused_before_anything_runs() {
         assert!(o.stdout.is_empty(), "{n}");
     }
 }
+
+#[test]
+fn an_out_directory_that_cannot_be_made_fails_before_the_runs() {
+    let dir = Scratch::new("outdir");
+    // A file where the charts go: named as such, and nothing written (it used to write
+    // result.json and table.txt, then fail with "File exists").
+    let out = dir.path("o");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("charts"), "").unwrap();
+    let o = numapilot(&[
+        "sim",
+        "--machine",
+        "autonuma-2s12c-24g",
+        "--workload",
+        "numa02",
+        "--policy",
+        "default",
+        "--duration",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("charts exists and is not a directory"), "{}", stderr(&o));
+    assert!(!out.join("result.json").exists() && o.stdout.is_empty());
+    // The evidence matrix: refused before its first simulation (no progress lines, no table).
+    let o = numapilot(&["sim", "evidence", "--quick", "--out", "/proc/no-such-dir"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "numapilot: --out: creating /proc/no-such-dir: No such file or directory (os error 2)"
+    );
+    assert!(o.stdout.is_empty());
+}

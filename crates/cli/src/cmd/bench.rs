@@ -85,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan = plan(test, &opts, &topo, numapilot_bench::worker::page_bytes())?;
     if let Some(dir) = &args.out {
         // Before the run, so a bad --out fails in a second, not after the benchmark.
-        std::fs::create_dir_all(dir).with_context(|| format!("--out: creating {}", dir.display()))?;
+        super::out_dir(dir, &[])?;
     }
     let launcher = Launcher {
         program: std::env::current_exe().context("finding the numapilot binary to start workers")?,
@@ -217,7 +217,7 @@ fn series_of(p: &numapilot_bench::ProcessResult, name: &str) -> ProcessSeries {
 
 /// Writes `result.json` and one chart per process (SVG and PNG) into `dir`; returns the files.
 pub fn write_out(r: &BenchResult, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("--out: creating {}", dir.display()))?;
+    super::out_dir(dir, &[])?;
     let json_path = dir.join("result.json");
     let mut text = serde_json::to_string_pretty(r)?;
     text.push('\n');

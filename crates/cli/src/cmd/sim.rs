@@ -161,7 +161,7 @@ fn report(comparison: &Comparison, output: &OutputArgs) -> anyhow::Result<ExitCo
 /// Writes `result.json`, `table.txt` and (with `charts`) `charts/*.svg|png` under `dir`; returns
 /// the files written.
 pub fn write_out(comparison: &Comparison, table: &str, dir: &Path, charts: bool) -> anyhow::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    super::out_dir(dir, if charts { &["charts"] } else { &[] })?;
     let json_path = dir.join("result.json");
     let mut json = serde_json::to_string_pretty(comparison)?;
     json.push('\n');
@@ -296,6 +296,9 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
             opts.max_s = d;
         }
     }
+    if let Some(dir) = &args.output.out {
+        super::out_dir(dir, if args.output.no_chart { &[] } else { &["charts"] })?;
+    }
     let names: Vec<&str> = policies.iter().map(String::as_str).collect();
     let progress = Progress::new();
     let result = numapilot_sim::run::simulate(&machine, &spec, &names, &seeds, &opts, &mut |f| progress.set(f));
@@ -317,6 +320,9 @@ fn evidence(
     if threads == Some(0) {
         bail!("--threads must be at least 1");
     }
+    if let Some(dir) = &out {
+        super::out_dir(dir, &[])?;
+    }
     let matrix = evidence::Matrix::new(quick, seeds);
     let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let result = evidence::evidence(&matrix, threads, &|line| eprintln!("{line}"))?;
@@ -327,7 +333,6 @@ fn evidence(
     command.push_str(&format!(" --seeds {}", matrix.seeds.len()));
     let md = evidence::markdown(&result, &command);
     if let Some(dir) = &out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let md_path = dir.join("evidence.md");
         std::fs::write(&md_path, &md).with_context(|| format!("writing {}", md_path.display()))?;
         let json_path = dir.join("evidence.json");
