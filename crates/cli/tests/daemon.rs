@@ -312,6 +312,18 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("command line: daemon.metrics"));
+    // A log level that is none: it used to pass and leave the daemon silent (read as a target).
+    let out = Command::new(BIN).args(["daemon", "--check", "--log", "loud", "--config"]).arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--log \"loud\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ok in ["debug", "numapilot_daemon=debug,warn"] {
+        let out = Command::new(BIN).args(["daemon", "--check", "--log", ok, "--config"]).arg(&config).output().unwrap();
+        assert!(out.status.success(), "{ok}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 #[test]

@@ -51,7 +51,8 @@ pub struct DaemonArgs {
     /// Also manage processes that placed themselves (narrowed affinity, explicit memory policy).
     #[arg(long)]
     pub include_pinned: bool,
-    /// Log level filter (error, warn, info, debug), or RUST_LOG.
+    /// Log level (error, warn, info, debug, trace, off) or target=level directives, comma separated;
+    /// RUST_LOG, when set, wins.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     pub log: String,
 }
@@ -107,16 +108,29 @@ pub struct AdviseArgs {
     pub json: bool,
 }
 
-fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+/// `--log`: a level, or directives (`target=level` or a level) joined by commas (tracing's filter
+/// syntax). A bare word that is not a level is a target for the filter, which then lets nothing
+/// else through: the daemon ran silent on `--log loud`.
+fn log_filter(level: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+    let is_level = |d: &str| LEVELS.contains(&d.to_ascii_lowercase().as_str());
+    if level.is_empty() || !level.split(',').all(|d| is_level(d) || d.contains('=')) {
+        anyhow::bail!("--log {level:?}: a level ({}) or target=level directives", LEVELS.join(", "));
+    }
+    tracing_subscriber::EnvFilter::try_new(level).map_err(|e| anyhow::anyhow!("--log {level:?}: {e}"))
+}
+
+fn init_logging(level: &str) -> anyhow::Result<()> {
+    let flag = log_filter(level)?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or(flag);
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    Ok(())
 }
 
 /// `numapilot daemon`.
 pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
-    init_logging(&a.log);
+    init_logging(&a.log)?;
     let source = match a.config {
         Some(p) => Source::Explicit(p),
         None => Source::Default,
