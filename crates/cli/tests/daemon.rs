@@ -396,6 +396,9 @@ fn advise_on_a_fixture_and_a_machine_file() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["advice"]["max_distance"], 11, "{v}");
     assert!(["0-1", "2-3"].contains(&v["advice"]["nodes"].as_str().unwrap()), "{v}");
+    // A preset name works as --machine too (as for sim and replay).
+    let out = Command::new(BIN).args(["advise", "--cpus", "30", "--machine", "article-4n96"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Node 1 has 849 MiB free: 1 CPU and 10 GiB fits on node 0 (49043 MiB free) alone.
     let out =
         Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "10G", "--machine"]).arg(machine).output().unwrap();

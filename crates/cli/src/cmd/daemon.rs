@@ -97,9 +97,9 @@ pub struct AdviseArgs {
     /// Read /proc and /sys under this directory (a captured fixture): idle time since boot.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// A machine file (no load: every CPU and all memory free).
-    #[arg(long, value_name = "FILE")]
-    pub machine: Option<PathBuf>,
+    /// A machine preset or machine file (no load: every CPU and all memory free).
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub machine: Option<String>,
     /// Window over which idle CPU time is measured on this machine, ms (100..=60000).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub window_ms: u64,
@@ -284,9 +284,9 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let (topo, free, how) = if let Some(file) = &a.machine {
-        let topo = Topology::from_machine_file(file)?;
+        let topo = super::machine_topology(file)?;
         let free = advise::from_topology(&topo);
-        (topo, free, format!("machine file {} (no load)", file.display()))
+        (topo, free, format!("machine {file} (no load)"))
     } else if let Some(root) = &a.root {
         let topo =
             Topology::from_sysfs(root).with_context(|| format!("reading the topology under {}", root.display()))?;

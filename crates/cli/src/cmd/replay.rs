@@ -26,7 +26,7 @@
 //! exited). Pages are 4 KiB (`--page-size` to change).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -150,11 +150,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 /// The machine: (topology, memory layout if known, description).
 fn machine(a: &Args) -> anyhow::Result<(Topology, Option<NodeMemory>, String)> {
     if let Some(m) = &a.machine {
-        let topo = if Path::new(m).exists() {
-            Topology::from_machine_file(Path::new(m)).with_context(|| format!("machine file {m}"))?
-        } else {
-            Topology::preset(m).map_err(|e| anyhow::anyhow!("--machine {m}: {e}"))?
-        };
+        let topo = super::machine_topology(m)?;
         return Ok((topo, None, format!("machine {m} (no memory layout)")));
     }
     let root = a.root.clone().unwrap_or_else(|| PathBuf::from("/"));

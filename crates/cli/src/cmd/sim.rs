@@ -175,6 +175,10 @@ pub fn write_out(comparison: &Comparison, table: &str, dir: &Path, charts: bool)
     Ok(files)
 }
 
+/// Longest `--duration`, simulated s: one day (a typo such as 1e300 is an error, not a run that
+/// never ends).
+const MAX_DURATION_S: f64 = 86_400.0;
+
 /// Most seeds `--seeds` takes: far past what a comparison needs (the evidence runs 3; 8 settle a
 /// cv to a tenth of a percent), low enough that a typo is an error, not hours of runs or a seed
 /// list no memory holds (`--seeds 99999999999` aborted on an 800 GB allocation).
@@ -221,7 +225,9 @@ fn policy_list(args: &RunArgs) -> anyhow::Result<Vec<String>> {
 /// `--duration`, checked: a positive number of seconds.
 fn duration(args: &RunArgs) -> anyhow::Result<Option<f64>> {
     match args.duration {
-        Some(d) if !(d.is_finite() && d > 0.0) => bail!("--duration must be a positive number of seconds, not {d}"),
+        Some(d) if !(d.is_finite() && d > 0.0 && d <= MAX_DURATION_S) => {
+            bail!("--duration must be a number of simulated seconds in (0, {MAX_DURATION_S}], not {d}")
+        }
         d => Ok(d),
     }
 }
@@ -417,12 +423,16 @@ mod tests {
             let e = seed_list(&a.run).err().or(policy_list(&a.run).err()).or(duration(&a.run).err());
             e.map(|e| e.to_string()).unwrap_or_default()
         };
-        assert_eq!(err(&["--seeds", "0"]), "--seeds must be at least 1");
+        assert_eq!(err(&["--seeds", "0"]), "--seeds 0: must be in 1..=1000");
         assert_eq!(err(&["--seed", "1,2,1"]), "seed 1 given twice in --seed");
         assert_eq!(err(&["--policy", "autonuma,default,autonuma"]), "policy 'autonuma' given twice in --policy");
         assert_eq!(err(&["--policy", "default,"]), "empty policy name in --policy");
-        assert_eq!(err(&["--duration", "0"]), "--duration must be a positive number of seconds, not 0");
-        assert_eq!(err(&["--duration=-1"]), "--duration must be a positive number of seconds, not -1");
+        assert_eq!(err(&["--duration", "0"]), "--duration must be a number of simulated seconds in (0, 86400], not 0");
+        assert_eq!(err(&["--duration=-1"]), "--duration must be a number of simulated seconds in (0, 86400], not -1");
+        assert_eq!(
+            err(&["--duration", "1e400"]),
+            "--duration must be a number of simulated seconds in (0, 86400], not inf"
+        );
         assert_eq!(err(&["--seeds", "2"]), "");
     }
 }

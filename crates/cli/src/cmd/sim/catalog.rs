@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use anyhow::Context as _;
 use numapilot_sim::run::policy_names;
 use numapilot_sim::workload::{autonuma_bench, client_server, file, process_types, vm_mix, Spec};
 use numapilot_sim::Machine;
@@ -23,7 +22,11 @@ pub fn machine(m: &str) -> anyhow::Result<Machine> {
     }
     let path = Path::new(m);
     if path.exists() {
-        return Machine::from_path(path).with_context(|| format!("reading machine file {}", path.display()));
+        // Its errors name the file already.
+        return Ok(Machine::from_path(path)?);
+    }
+    if super::super::looks_like_path(m) {
+        anyhow::bail!("machine file {m}: no such file");
     }
     Err(anyhow::anyhow!("{:#}, or the path of a machine file", unknown("machine", "machines", m, &names)))
 }
@@ -87,7 +90,11 @@ pub fn workload(w: &str, topo: &Topology) -> anyhow::Result<Spec> {
     }
     let path = Path::new(w);
     if path.exists() {
-        return file::load_spec(path, topo).with_context(|| format!("reading workload file {}", path.display()));
+        // Its errors name the file already.
+        return Ok(file::load_spec(path, topo)?);
+    }
+    if super::super::looks_like_path(w) {
+        anyhow::bail!("workload file {w}: no such file");
     }
     let names: Vec<&str> = all.iter().map(|e| e.name).collect();
     Err(anyhow::anyhow!("{:#}, or the path of a workload file", unknown("workload", "workloads", w, &names)))
@@ -148,6 +155,15 @@ mod tests {
         assert!(e.ends_with(", or the path of a machine file"), "{e}");
         let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/ring-8n64c.toml");
         assert_eq!(machine(file).unwrap().topo.nodes.len(), 8);
+        // A file name that is not there is a missing file, not an unknown preset.
+        let e = format!("{:#}", machine("/no/such/box.toml").unwrap_err());
+        assert_eq!(e, "machine file /no/such/box.toml: no such file");
+        let topo = presets::topology("autonuma-2s12c-24g").unwrap();
+        let e = format!("{:#}", workload("mine.toml", &topo).unwrap_err());
+        assert_eq!(e, "workload file mine.toml: no such file");
+        // The file's own error names it, once.
+        let e = format!("{:#}", workload("/", &topo).unwrap_err());
+        assert_eq!(e.matches("workload file /").count(), 1, "{e}");
     }
 
     #[test]
