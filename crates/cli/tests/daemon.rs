@@ -320,6 +320,10 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // --journal "" is the documented "no journal" (clap's path parser refused it).
+    let out = Command::new(BIN).args(["daemon", "--check", "--journal", "", "--config"]).arg(&config).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("with the command line's flags\n"));
     for ok in ["debug", "numapilot_daemon=debug,warn"] {
         let out = Command::new(BIN).args(["daemon", "--check", "--log", ok, "--config"]).arg(&config).output().unwrap();
         assert!(out.status.success(), "{ok}: {}", String::from_utf8_lossy(&out.stderr));

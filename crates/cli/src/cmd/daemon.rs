@@ -31,7 +31,8 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "MS")]
     pub interval_ms: Option<u64>,
     /// Journal file (JSON lines); "" for none.
-    #[arg(long, value_name = "FILE")]
+    // clap's PathBuf parser refuses an empty value; "" is this flag's documented "none".
+    #[arg(long, value_name = "FILE", value_parser = empty_or_path)]
     pub journal: Option<PathBuf>,
     /// State file (originals of touched processes, for restore).
     #[arg(long, value_name = "FILE")]
@@ -108,6 +109,11 @@ pub struct AdviseArgs {
     pub json: bool,
 }
 
+/// `--journal`'s parser: any path, the empty one included (clap's own refuses "").
+fn empty_or_path(s: &str) -> Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(s))
+}
+
 /// `--log`: a level, or directives (`target=level` or a level) joined by commas (tracing's filter
 /// syntax). A bare word that is not a level is a target for the filter, which then lets nothing
 /// else through: the daemon ran silent on `--log loud`.
@@ -149,7 +155,8 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     if a.check {
         let loaded = numapilot_daemon::config::load(&source, &overrides)?;
         let from = loaded.file.map_or_else(|| "defaults (no file)".to_string(), |p| p.display().to_string());
-        return print_out(&format!("configuration OK: {from}\n"));
+        let flags = if overrides == Overrides::default() { "" } else { " with the command line's flags" };
+        return print_out(&format!("configuration OK: {from}{flags}\n"));
     }
     let exit = match run::run(source, overrides, &mut |line| eprintln!("{line}")) {
         Ok(exit) => exit,
