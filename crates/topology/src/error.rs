@@ -29,8 +29,9 @@ pub enum TopologyError {
         /// The path that should exist.
         path: PathBuf,
     },
-    /// A line of a kernel file did not parse.
-    #[error("{path}:{line}: {reason}: {text:?}")]
+    /// A line of a kernel file did not parse. The line is quoted after the reason unless the
+    /// reason quotes it already (a list parser's "bad id or range "0-zz" in "0-zz"").
+    #[error("{}:{line}: {reason}{}", path.display(), unless_quoted(reason, text))]
     Malformed {
         /// The file.
         path: PathBuf,
@@ -171,5 +172,15 @@ impl FieldError {
     /// Attaches the file name.
     pub fn in_file(self, file: &str) -> MachineError {
         MachineError::Invalid { file: file.to_string(), field: self.field, reason: self.reason }
+    }
+}
+
+/// `": \"text\""` for a Malformed line, or nothing when `reason` quotes the line already.
+fn unless_quoted(reason: &str, text: &str) -> String {
+    let quoted = format!("{text:?}");
+    if reason.contains(&quoted) {
+        String::new()
+    } else {
+        format!(": {quoted}")
     }
 }

@@ -18,11 +18,20 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// `" in \"input\""` when the token is only part of the input (a lone token is not quoted twice).
+fn within(token: &str, input: &str) -> String {
+    if token == input {
+        String::new()
+    } else {
+        format!(" in {input:?}")
+    }
+}
+
 /// Why a list or mask string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SetParseError {
     /// A token that is not a number or range, e.g. `"3-"` or `"x"`.
-    #[error("bad id or range {token:?} in {input:?}")]
+    #[error("bad id or range {token:?}{}", within(token, input))]
     BadToken {
         /// The offending token.
         token: String,
@@ -30,7 +39,7 @@ pub enum SetParseError {
         input: String,
     },
     /// A range whose end is before its start, e.g. `"5-2"`.
-    #[error("range {token:?} runs backwards in {input:?}")]
+    #[error("range {token:?} runs backwards{}", within(token, input))]
     Backwards {
         /// The offending token.
         token: String,
@@ -380,7 +389,10 @@ mod tests {
     #[test]
     fn list_rejects_bad_tokens_naming_them() {
         let e = IdSet::parse_list("0-3,x").unwrap_err();
-        assert!(e.to_string().contains("\"x\""), "{e}");
+        assert_eq!(e.to_string(), "bad id or range \"x\" in \"0-3,x\"");
+        // A token that is the whole input is quoted once.
+        assert_eq!(IdSet::parse_list("0-zz").unwrap_err().to_string(), "bad id or range \"0-zz\"");
+        assert_eq!(IdSet::parse_list("5-1").unwrap_err().to_string(), "range \"5-1\" runs backwards");
         assert!(matches!(IdSet::parse_list("5-2"), Err(SetParseError::Backwards { .. })));
         assert!(matches!(IdSet::parse_list("3-"), Err(SetParseError::BadToken { .. })));
         assert!(matches!(IdSet::parse_list("99999999"), Err(SetParseError::TooLarge { .. })));

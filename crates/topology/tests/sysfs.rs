@@ -198,7 +198,9 @@ fn distance_row_of_wrong_length_is_malformed() {
     assert!(matches!(e, TopologyError::Malformed { line: 1, .. }), "{msg}");
     assert!(msg.contains("node0/distance") && msg.contains("3 distances for 2 online nodes"), "{msg}");
     fs.write("sys/devices/system/node/node0/distance", "10 x\n");
-    assert!(expect_err(&fs).to_string().contains("\"x\" is not a number"));
+    let e = expect_err(&fs).to_string();
+    // A reason that does not quote the line is followed by it.
+    assert!(e.ends_with("distance \"x\" is not a number: \"10 x\""), "{e}");
 }
 
 #[test]
@@ -208,6 +210,11 @@ fn bad_cpulist_is_malformed() {
     let e = expect_err(&fs);
     assert!(matches!(e, TopologyError::Malformed { .. }), "{e}");
     assert!(e.to_string().contains("node0/cpulist") && e.to_string().contains("\"z\""), "{e}");
+    // The line once: the list parser quotes it already, so the error does not add it again.
+    assert!(e.to_string().ends_with(":1: bad id or range \"z\" in \"0-3,z\""), "{e}");
+    fs.write("sys/devices/system/node/node0/cpulist", "0-zz\n");
+    let e = expect_err(&fs).to_string();
+    assert_eq!(e.matches("0-zz").count(), 1, "{e}");
 }
 
 #[test]
