@@ -148,6 +148,13 @@ fn bad_input_names_file_line_and_field() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--window-ms"));
     let o = numapilot(&["replay", f.to_str().unwrap(), "--fields", "pid,tid,time"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("addr"));
+    for size in ["0", "1000", "9223372036854775808"] {
+        let o = numapilot(&["replay", f.to_str().unwrap(), "--page-size", size]);
+        assert_eq!(o.status.code(), Some(1), "{size}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("--page-size {size}:")), "{size}");
+    }
+    let o = numapilot(&["replay", f.to_str().unwrap(), "--fields", "pid,pid,tid,time,addr"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--fields: field \"pid\" given twice"));
     let o = numapilot(&["replay", f.to_str().unwrap(), "--machine", "no-such-preset"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-preset"));
     let empty = dir.path().join("empty.script");

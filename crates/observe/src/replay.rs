@@ -67,7 +67,13 @@ impl ScriptFields {
     pub fn parse(list: &str) -> Result<ScriptFields, String> {
         let mut f = ScriptFields { cpu: false, data_src: false, weight: false, phys_addr: false };
         let mut need = [false; 4];
+        let mut seen = std::collections::BTreeSet::new();
         for name in list.split(',').map(str::trim) {
+            // A repeat would be read as a column of its own, shifting every column after it, and
+            // the error would then blame the text's first line instead of the list.
+            if !seen.insert(name) {
+                return Err(format!("field {name:?} given twice"));
+            }
             match name {
                 "pid" => need[0] = true,
                 "tid" => need[1] = true,
@@ -370,6 +376,7 @@ mod tests {
         assert!(!f.cpu && !f.data_src && !f.weight && !f.phys_addr);
         assert!(ScriptFields::parse("pid,tid,time").unwrap_err().contains("addr"));
         assert!(ScriptFields::parse("pid,tid,time,addr,ip").unwrap_err().contains("ip"));
+        assert_eq!(ScriptFields::parse("pid,pid,tid,time,addr").unwrap_err(), "field \"pid\" given twice");
     }
 
     #[test]

@@ -82,8 +82,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if a.window_ms == 0 {
         anyhow::bail!("--window-ms must be at least 1");
     }
-    if a.page_size == 0 || !a.page_size.is_power_of_two() {
-        anyhow::bail!("--page-size {} is not a power of two", a.page_size);
+    // 4 KiB to 1 GiB: the base pages of the kernels perf runs on (4, 16, 64 KiB) and the huge ones.
+    if !(a.page_size.is_power_of_two() && (4096..=1 << 30).contains(&a.page_size)) {
+        anyhow::bail!("--page-size {}: must be a power of two from 4096 to 1073741824 bytes", a.page_size);
     }
     let fields = ScriptFields::parse(&a.fields).map_err(|e| anyhow::anyhow!("--fields: {e}"))?;
     let (topo, mem, source) = machine(&a)?;
