@@ -495,9 +495,14 @@ pub fn metrics_addr(text: &str) -> Result<Option<SocketAddr>, String> {
     if text == "off" {
         return Ok(None);
     }
-    text.parse::<SocketAddr>()
-        .map(Some)
-        .map_err(|_| format!("daemon.metrics = {text:?}: expected IP:PORT (e.g. {DEFAULT_METRICS_ADDR}) or \"off\""))
+    text.parse::<SocketAddr>().map(Some).map_err(|_| {
+        // Say which half is wrong when the port is a number out of range (the rest may be right).
+        let port = text.rsplit_once(':').and_then(|(_, p)| p.parse::<u64>().ok()).filter(|&p| p > 65535);
+        match port {
+            Some(p) => format!("daemon.metrics = {text:?}: port {p} is out of range (0-65535)"),
+            None => format!("daemon.metrics = {text:?}: expected IP:PORT (e.g. {DEFAULT_METRICS_ADDR}) or \"off\""),
+        }
+    })
 }
 
 impl Config {

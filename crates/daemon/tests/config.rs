@@ -70,6 +70,7 @@ fn daemon_interval_that_breaks_the_settle_interval_is_reported_on_the_interval_l
 fn our_own_values_are_checked_with_lines() {
     let cases = [
         ("[daemon]\nmetrics = \"everywhere\"\n", 2, "metrics"),
+        ("[daemon]\nmetrics = \"127.0.0.1:99999\"\n", 2, "port 99999 is out of range"),
         ("[daemon]\n\nsocket = \"relative.sock\"\n", 3, "socket"),
         ("[exclude]\ncomm = [\"a-name-longer-than-15\"]\n", 2, "comm"),
         ("[exclude]\ncgroups = [\"system.slice\"]\n", 2, "cgroups"),
