@@ -236,6 +236,7 @@ fn usage_errors_print_usage_and_exit_1() {
             "numapilot: option '--p=0' is ambiguous; possibilities: '--preferred' '--preferred-many' '--physcpubind'\n",
         ),
         (&["-m0", "-i0", "true"], "numapilot: Conflicting policies: -m and -i"),
+        (&["-p0", "-p0", "true"], "numapilot: Conflicting policies: -p given twice"),
         (&["-m0", "--all", "true"], "numapilot: --all/-a option must be before all cpu/node specifications"),
         (&["--membind=same", "true"], "numapilot: --membind: same needs previous node specification"),
         (&["--shm", "/tmp/k", "-m0"], "numapilot: --shm is not supported"),

@@ -210,6 +210,7 @@ impl std::fmt::Display for UsageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             UsageError::Getopt(e) => e.fmt(f),
+            UsageError::ConflictingPolicies(a, b) if a == b => write!(f, "Conflicting policies: {a} given twice"),
             UsageError::ConflictingPolicies(a, b) => write!(f, "Conflicting policies: {a} and {b}"),
             UsageError::AllAfterSpec(o) => {
                 write!(f, "--all/-a option must be before all cpu/node specifications (it comes after {o})")
