@@ -533,12 +533,12 @@ pub fn serve<H: Host + Restore>(
     // behind: the socket file goes with the guard, the journal is opened last.
     let (mut loop_side, _control) = control::serve(&config.daemon.socket, shared.clone())?;
     let socket_file = RemoveOnDrop(config.daemon.socket.clone());
+    announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
     if let Some(addr) = config.metrics() {
         let (bound, _metrics) = metrics::serve(addr, shared.clone())?;
         announce(&format!("numapilot: metrics on http://{bound}/metrics"));
     }
     let mut journal = open_journal(&config)?;
-    announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
     if let (Some(j), Some(r)) = (journal.as_mut(), recovered.as_ref()) {
         if *r != RestoreReport::default() {
             write_journal(j, &Record::restore("recovery at start", r, false));
