@@ -64,8 +64,8 @@ pub enum RunError {
     /// The topology could not be read.
     #[error("topology: {0}")]
     Topology(String),
-    /// The live host could not open.
-    #[error("live host: {0}")]
+    /// The live host could not open (its messages name the state file or what is unavailable).
+    #[error("{0}")]
     Live(LiveError),
     /// The control socket could not be created.
     #[error("{0}")]
