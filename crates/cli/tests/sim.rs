@@ -414,6 +414,8 @@ fn a_mix_of_units_gets_no_single_figure_but_one_per_process() {
 
 #[test]
 fn fixed_work_past_the_duration_is_an_error_naming_it() {
+    let dir = Scratch::new("unfinished");
+    let out = dir.path("out");
     let o = numapilot(&[
         "sim",
         "--machine",
@@ -424,13 +426,18 @@ fn fixed_work_past_the_duration_is_an_error_naming_it() {
         "1",
         "--duration",
         "1",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         stderr(&o).trim_end(),
-        "numapilot: workload numa02 under default: work not finished after 1 simulated s"
+        "numapilot: workload numa02 under default: work not finished after 1 simulated s \
+         (a longer --duration gives it more time)"
     );
     assert!(o.stdout.is_empty());
+    // The --out directory made for the run goes again with it.
+    assert!(!out.exists());
 }
 
 #[test]

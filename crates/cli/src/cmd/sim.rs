@@ -27,6 +27,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use numapilot_sim::result::Comparison;
+use numapilot_sim::SimError;
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
@@ -302,6 +303,8 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
             opts.max_s = d;
         }
     }
+    // Made now, so a bad one fails before the runs; removed again (while still empty) if they fail.
+    let made = args.output.out.as_ref().filter(|d| !d.exists());
     if let Some(dir) = &args.output.out {
         super::out_dir(dir, if args.output.no_chart { &[] } else { &["charts"] })?;
     }
@@ -309,7 +312,17 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
     let progress = Progress::new();
     let result = numapilot_sim::run::simulate(&machine, &spec, &names, &seeds, &opts, &mut |f| progress.set(f));
     progress.finish();
-    report(&result?, &args.output)
+    let result = result.map_err(|e| {
+        if let Some(dir) = made {
+            let _ = std::fs::remove_dir(dir.join("charts"));
+            let _ = std::fs::remove_dir(dir);
+        }
+        match e {
+            SimError::Unfinished { .. } => anyhow::anyhow!("{e} (a longer --duration gives it more time)"),
+            e => e.into(),
+        }
+    })?;
+    report(&result, &args.output)
 }
 
 /// `numapilot sim evidence`.
