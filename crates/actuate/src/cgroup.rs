@@ -167,7 +167,7 @@ impl CpusetHierarchy {
     /// Places process `pid` in `numapilot/<name>` with `cpus` and `mems` (made if missing) and
     /// returns the cgroup path (`/numapilot/<name>`).
     pub fn place(&self, pid: u32, name: &str, cpus: &CpuSet, mems: &NodeSet) -> Result<String> {
-        if cpus.is_empty() || mems.is_empty() || name.contains('/') || name.is_empty() {
+        if cpus.is_empty() || mems.is_empty() || check_cgroup_name(name).is_err() {
             return Err(Error::InvalidArgument {
                 syscall: "cgroup",
                 arg: "cpuset",
@@ -190,11 +190,17 @@ impl CpusetHierarchy {
 
     /// Moves process `pid` (all its threads) into the cgroup `cgroup` of this hierarchy.
     pub fn move_to(&self, pid: u32, cgroup: &str) -> Result<()> {
+        check_cgroup_path(cgroup).map_err(|reason| Error::InvalidArgument {
+            syscall: "cgroup",
+            arg: "cgroup",
+            reason,
+        })?;
         write_file(&self.dir(cgroup).join("cgroup.procs"), &pid.to_string())
     }
 
     /// Removes `numapilot/<name>` (only empty cgroups can go; a busy or missing one is left).
     pub fn remove(&self, name: &str) -> Result<()> {
+        check_cgroup_name(name).map_err(|reason| Error::InvalidArgument { syscall: "rmdir", arg: "name", reason })?;
         let dir = self.mount.join(SUBTREE).join(name);
         match std::fs::remove_dir(&dir) {
             Ok(()) => Ok(()),
@@ -202,6 +208,43 @@ impl CpusetHierarchy {
             Err(e) => Err(io_error("rmdir", &dir, e)),
         }
     }
+}
+
+/// Whether `cgroup` is a cgroup path as /proc/PID/cgroup writes one: absolute, no `.` or `..`
+/// component (joined under a mount point, those would leave the hierarchy).
+pub fn check_cgroup_path(cgroup: &str) -> std::result::Result<(), String> {
+    if !cgroup.starts_with('/') {
+        return Err("a cgroup path starts with '/'".into());
+    }
+    if cgroup.split('/').any(|c| c == "." || c == "..") {
+        return Err("a cgroup path has no '.' or '..' component".into());
+    }
+    Ok(())
+}
+
+/// Whether `name` is one plain name for a cgroup of numapilot's subtree: not empty, no '/', not
+/// `.` or `..`.
+pub fn check_cgroup_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err("a cgroup name is one non-empty path component (no '/', not '.' or '..')".into());
+    }
+    Ok(())
+}
+
+/// Whether `dir` lies on a mounted cgroup (v1) or cgroup2 file system (statfs f_type).
+pub fn is_cgroup_mount(dir: &Path) -> bool {
+    // Magic numbers of include/uapi/linux/magic.h.
+    const CGROUP_SUPER_MAGIC: i64 = 0x27e0eb;
+    const CGROUP2_SUPER_MAGIC: i64 = 0x63677270;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: statfs writes into a zeroed struct of its own type; the path is NUL-terminated.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let t = st.f_type as i64;
+    t == CGROUP_SUPER_MAGIC || t == CGROUP2_SUPER_MAGIC
 }
 
 /// Writes `+cpuset` to `dir/cgroup.subtree_control` unless it is already there (v2).

@@ -14,7 +14,9 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
 use numapilot_daemon::live::apply::{confirm_stop, move_to_targets, PageTally, Stop, TokenBucket};
 use numapilot_daemon::live::select::read_starttime;
-use numapilot_daemon::live::state::Originals;
+use numapilot_daemon::live::state::{
+    write_atomic, CpusetOriginal, Originals, ProcessOriginal, StateFile, STATE_VERSION,
+};
 use numapilot_daemon::live::{LiveHost, LiveOptions};
 use numapilot_policy::{Action, ActionKind, Host, Outcome, Reason, TaskRef};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
@@ -766,6 +768,117 @@ fn a_corrupt_state_file_stops_open_naming_it() {
     std::fs::write(&state, "{ not json").unwrap();
     let err = LiveHost::open(topo(), LiveOptions { state_path: state.clone(), ..LiveOptions::default() }).unwrap_err();
     assert!(err.to_string().contains(&state.display().to_string()), "{err}");
+}
+
+fn open_err(state: &Path) -> String {
+    match LiveHost::open(topo(), LiveOptions { state_path: state.to_path_buf(), ..LiveOptions::default() }) {
+        Ok(_) => panic!("{} was trusted", state.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A record of this test process, on `cpuset` (its pid and start time are real and live).
+fn my_record(cpuset: Option<CpusetOriginal>) -> ProcessOriginal {
+    let pid = std::process::id();
+    let cpus = sched_getaffinity(0).unwrap().to_list();
+    ProcessOriginal {
+        pid,
+        starttime: read_starttime(pid).unwrap(),
+        comm: "test".into(),
+        default_cpus: cpus,
+        threads: Default::default(),
+        cpuset,
+    }
+}
+
+#[test]
+fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
+    // Its records steer a root daemon's writes (affinity, cgroup.procs, rmdir): a file another
+    // user could have written, or one naming paths outside a cgroup hierarchy, stops the start.
+    let (_d, state) = tmp_state("untrusted");
+    let empty = StateFile { version: STATE_VERSION, boot_id: None, processes: Vec::new() };
+    write_atomic(&state, &empty).unwrap();
+    chmod(&state, 0o666);
+    assert!(open_err(&state).contains("not trusted"));
+    chmod(&state, 0o600);
+    let c = std::ffi::CString::new(state.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path; chown of our own temporary file.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
+    assert!(open_err(&state).contains("owned by uid 65534"));
+    std::fs::remove_file(&state).unwrap();
+    let elsewhere = state.with_file_name("elsewhere.json");
+    write_atomic(&elsewhere, &empty).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &state).unwrap();
+    assert!(open_err(&state).contains("not a regular file"));
+    std::fs::remove_file(&state).unwrap();
+    // A cpuset record whose mount is a plain directory (a crafted file once had the daemon remove
+    // a directory of its choosing and write a pid into another).
+    let fake = state.with_file_name("fakecg");
+    std::fs::create_dir_all(fake.join("numapilot/p")).unwrap();
+    let cs = CpusetOriginal { version: "v2".into(), mount: fake.clone(), original: "/".into(), made: "p".into() };
+    let file = StateFile { version: STATE_VERSION, boot_id: None, processes: vec![my_record(Some(cs))] };
+    write_atomic(&state, &file).unwrap();
+    assert!(open_err(&state).contains("is not a mounted cgroup file system"));
+    assert!(fake.join("numapilot/p").is_dir(), "nothing removed");
+    // Paths that leave the hierarchy, on a real one when this host has it.
+    let cg = Path::new("/sys/fs/cgroup");
+    if numapilot_actuate::cgroup::is_cgroup_mount(cg) {
+        for (original, made, word) in [("/../etc", "p", "original"), ("/", "../x", "made"), ("/", "..", "made")] {
+            let cs =
+                CpusetOriginal { version: "v2".into(), mount: cg.into(), original: original.into(), made: made.into() };
+            let file = StateFile { version: STATE_VERSION, boot_id: None, processes: vec![my_record(Some(cs))] };
+            write_atomic(&state, &file).unwrap();
+            let e = open_err(&state);
+            assert!(e.contains(&format!("cpuset {word}")), "{original} {made}: {e}");
+        }
+    }
+}
+
+#[test]
+fn records_of_another_boot_are_not_restored() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("boot");
+    let mut target = Kid::spawn("sleep", &[]);
+    target.line("ready");
+    let original = sched_getaffinity(target.pid() as i32).unwrap();
+    numapilot_actuate::sched_setaffinity(target.pid() as i32, &cpus).unwrap();
+    let rec = ProcessOriginal {
+        pid: target.pid(),
+        starttime: read_starttime(target.pid()).unwrap(),
+        comm: "sleep".into(),
+        default_cpus: original.to_list(),
+        threads: Default::default(),
+        cpuset: None,
+    };
+    let file = StateFile { version: STATE_VERSION, boot_id: Some("another-boot".into()), processes: vec![rec] };
+    write_atomic(&state, &file).unwrap();
+    let (host, report) =
+        LiveHost::open(t, LiveOptions { state_path: state.clone(), ..LiveOptions::default() }).unwrap();
+    assert_eq!((report.restored, report.gone), (0, 0), "{report:?}");
+    assert_eq!(sched_getaffinity(target.pid() as i32).unwrap(), cpus, "a pid of another boot is left alone");
+    assert!(host.notes().iter().any(|n| n.contains("written before the last boot")), "{:?}", host.notes());
+    let saved = Originals::load(&state).unwrap().unwrap();
+    assert!(saved.processes.is_empty() && saved.boot_id.is_some(), "emptied, with this boot's id");
+    target.kill();
+}
+
+#[test]
+fn the_state_file_is_never_written_through_a_planted_link() {
+    let (_d, state) = tmp_state("link");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    let victim = state.with_file_name("victim.txt");
+    std::fs::write(&victim, "keep").unwrap();
+    let tmp = state.with_file_name(format!(".state.json.tmp.{}", std::process::id()));
+    std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+    Originals::new(&state).save().unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(std::fs::symlink_metadata(&state).unwrap().file_type().is_file());
 }
 
 #[test]

@@ -222,9 +222,21 @@ impl LiveHost {
         tuning: LiveTuning,
     ) -> Result<(Self, RestoreReport), LiveError> {
         let mut report = RestoreReport::default();
+        let mut stale_note = None;
         if let Some(file) = Originals::load(&opts.state_path).map_err(LiveError::State)? {
-            for rec in &file.processes {
-                state::restore_one(rec, &mut report);
+            // Records of another boot name pids of processes long gone: another process may
+            // have each pid and start time now.
+            let other_boot = file.boot_id.as_ref().is_some_and(|b| state::boot_id().as_ref() != Some(b));
+            if other_boot {
+                stale_note = Some(format!(
+                    "state file {}: written before the last boot: its {} record(s) are not restored",
+                    opts.state_path.display(),
+                    file.processes.len()
+                ));
+            } else {
+                for rec in &file.processes {
+                    state::restore_one(rec, &mut report);
+                }
             }
             if !file.processes.is_empty() {
                 Originals::new(&opts.state_path).save().map_err(LiveError::State)?;
@@ -234,7 +246,7 @@ impl LiveHost {
         if !proc_dir.join("self").exists() {
             return Err(LiveError::Unavailable(format!("{} is not a mounted /proc", proc_dir.display())));
         }
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = stale_note.into_iter().collect();
         let cpuset = match opts.cpuset {
             CpusetMode::Off => None,
             CpusetMode::Auto => {

@@ -26,7 +26,18 @@
 //! The file (default `/run/numapilot/state.json`, JSON, one record per process) is written
 //! atomically: a temporary file in the same directory, mode 0600, fsync, rename over the old one. A
 //! reader therefore sees the old or the new state, never half of one. The directory is made with
-//! mode 0700 when missing.
+//! mode 0700 when missing. The temporary file is created anew each time (O_EXCL, O_NOFOLLOW, a
+//! leftover under its name removed first), so a link planted there is never written through.
+//!
+//! The file steers a root daemon's writes (affinity masks, `cgroup.procs`, rmdir of a cgroup), and
+//! a start time is no secret (/proc/PID/stat is world-readable), so what it says is checked before
+//! anything is restored, and a file that fails stops the start with the reason: it must be a
+//! regular file owned by the daemon's user and writable by no one else, in a directory others
+//! cannot replace it in (not world-writable, or sticky); each cpuset record must name a mounted
+//! cgroup file system, an original cgroup path without `.` or `..`, and one plain name for ours.
+//! Records carry the kernel's boot id: a file from before the last boot (a `state` path on
+//! persistent storage) names pids of processes long gone, and its records are not restored (a
+//! note says so).
 //!
 //! # Limits
 //!
@@ -69,6 +80,24 @@ pub struct CpusetOriginal {
 }
 
 impl CpusetOriginal {
+    /// Whether the record names a real cgroup hierarchy and paths within it: the mount a cgroup
+    /// or cgroup2 file system, the original cgroup an absolute path with no `.` or `..`, ours one
+    /// plain name. A record that does not is refused as a whole (a state file is a root daemon's
+    /// input: a crafted one must not steer its writes and removals elsewhere).
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.version == "v1" || self.version == "v2") {
+            return Err(format!("cpuset version {:?} is neither v1 nor v2", self.version));
+        }
+        if !numapilot_actuate::cgroup::is_cgroup_mount(&self.mount) {
+            return Err(format!("cpuset mount {} is not a mounted cgroup file system", self.mount.display()));
+        }
+        numapilot_actuate::cgroup::check_cgroup_path(&self.original)
+            .map_err(|e| format!("cpuset original {:?}: {e}", self.original))?;
+        numapilot_actuate::cgroup::check_cgroup_name(&self.made)
+            .map_err(|e| format!("cpuset made {:?}: {e}", self.made))?;
+        Ok(())
+    }
+
     fn hierarchy(&self) -> CpusetHierarchy {
         let version = if self.version == "v1" { CgroupVersion::V1 } else { CgroupVersion::V2 };
         CpusetHierarchy { version, mount: self.mount.clone() }
@@ -97,6 +126,11 @@ pub struct ProcessOriginal {
 pub struct StateFile {
     /// Format version.
     pub version: u32,
+    /// The kernel's boot id when written (/proc/sys/kernel/random/boot_id): pids and start times
+    /// of another boot name other processes, so such records are not restored. Absent in files
+    /// written before it was kept (they are trusted as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// Touched processes.
     pub processes: Vec<ProcessOriginal>,
 }
@@ -123,8 +157,9 @@ impl Originals {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("state file {}: cannot read: {e}", path.display())),
         };
+        trusted(path)?;
         if text.trim().is_empty() {
-            return Ok(Some(StateFile { version: STATE_VERSION, processes: Vec::new() }));
+            return Ok(Some(StateFile { version: STATE_VERSION, boot_id: None, processes: Vec::new() }));
         }
         let file: StateFile = serde_json::from_str(&text)
             .map_err(|e| format!("state file {}: not a numapilot state file: {e}", path.display()))?;
@@ -134,6 +169,11 @@ impl Originals {
                 path.display(),
                 file.version
             ));
+        }
+        for rec in &file.processes {
+            if let Some(cs) = &rec.cpuset {
+                cs.check().map_err(|e| format!("state file {}: pid {}: {e}", path.display(), rec.pid))?;
+            }
         }
         Ok(Some(file))
     }
@@ -187,7 +227,8 @@ impl Originals {
 
     /// Writes the state file atomically (temp + fsync + rename, mode 0600).
     pub fn save(&self) -> Result<(), String> {
-        let file = StateFile { version: STATE_VERSION, processes: self.procs.values().cloned().collect() };
+        let file =
+            StateFile { version: STATE_VERSION, boot_id: boot_id(), processes: self.procs.values().cloned().collect() };
         write_atomic(&self.path, &file)
     }
 
@@ -207,6 +248,47 @@ impl Originals {
     }
 }
 
+/// The kernel's boot id, `None` where it cannot be read.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Whether the state file at `path` may be believed: a regular file (not a link), owned by the
+/// user this daemon runs as and writable by no one else, in a directory no one else may replace it
+/// in (not writable by others, or sticky). What it holds steers a root daemon's affinity and
+/// cgroup writes, so a file another user could have written is refused, as sshd refuses a
+/// key file others can write.
+fn trusted(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let shown = path.display();
+    let m = std::fs::symlink_metadata(path).map_err(|e| format!("state file {shown}: cannot read: {e}"))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !m.file_type().is_file() {
+        return Err(format!("state file {shown}: not a regular file (a link?): not trusted; remove it"));
+    }
+    if m.uid() != me || m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "state file {shown}: owned by uid {} with mode {:o}: not trusted (it must be this daemon's, uid {me}, \
+             writable by no one else); remove it or fix its owner and mode",
+            m.uid(),
+            m.mode() & 0o7777
+        ));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let d = std::fs::metadata(dir).map_err(|e| format!("state directory {}: {e}", dir.display()))?;
+    if d.mode() & 0o002 != 0 && d.mode() & 0o1000 == 0 {
+        return Err(format!(
+            "state file {shown}: its directory {} is writable by everyone and not sticky: not trusted",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Writes `file` to `path` atomically.
 pub fn write_atomic(path: &Path, file: &StateFile) -> Result<(), String> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -221,7 +303,18 @@ pub fn write_atomic(path: &Path, file: &StateFile) -> Result<(), String> {
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let text = serde_json::to_string_pretty(file).map_err(|e| format!("state file: cannot encode: {e}"))?;
     let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        // A leftover (or a link someone planted) under the temporary name goes first, and the
+        // file is then created anew (O_EXCL: never opened through a link, never someone else's).
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
         f.write_all(text.as_bytes())?;
         f.write_all(b"\n")?;
         f.sync_all()?;
