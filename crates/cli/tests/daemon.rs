@@ -529,28 +529,41 @@ fn start_after_a_crash_restores_from_the_state_file_and_says_so() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["daemon", "--dry-run", "--metrics", "off", "--config"])
-        .arg(&d.config)
-        .arg("--socket")
-        .arg(&d.socket)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 {
-        seen.push_str(&line);
-        if line.contains("numapilot: started") {
-            break;
+    // Starts a daemon on the state file, reads its log up to "started", notes the target's CPUs,
+    // stops it (SIGTERM).
+    let start = |extra: &[&str]| {
+        let mut child = Command::new(BIN)
+            .arg("daemon")
+            .args(extra)
+            .args(["--metrics", "off", "--config"])
+            .arg(&d.config)
+            .arg("--socket")
+            .arg(&d.socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap() > 0 {
+            seen.push_str(&line);
+            if line.contains("numapilot: started") {
+                break;
+            }
+            line.clear();
         }
-        line.clear();
-    }
-    let restored = cpus_allowed(pid);
-    // SAFETY: our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert!(child.wait().unwrap().success());
+        let now = cpus_allowed(pid);
+        // SAFETY: our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert!(child.wait().unwrap().success());
+        (seen, now)
+    };
+    // A dry run does not act, restoring included: the record stays for a start that acts.
+    let (seen, now) = start(&["--dry-run"]);
+    assert!(seen.contains("1 record(s) of an earlier run left as they are (observe-only"), "{seen}");
+    assert_eq!(now, "0");
+    assert!(std::fs::read_to_string(&state).unwrap().contains(&format!("\"pid\":{pid}")));
+    let (seen, restored) = start(&[]);
     let _ = target.kill();
     let _ = target.wait();
     assert!(seen.contains("recovered from an unclean shutdown: restored 1 processes"), "{seen}");

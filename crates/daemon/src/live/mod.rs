@@ -227,7 +227,16 @@ impl LiveHost {
             // Records of another boot name pids of processes long gone: another process may
             // have each pid and start time now.
             let other_boot = file.boot_id.as_ref().is_some_and(|b| state::boot_id().as_ref() != Some(b));
-            if other_boot {
+            if opts.observe_only && !file.processes.is_empty() {
+                // Restoring is acting: a dry run (or a user without the rights) leaves the file
+                // for the next start that acts.
+                stale_note = Some(format!(
+                    "state file {}: {} record(s) of an earlier run left as they are (observe-only: a start that \
+                     acts restores them)",
+                    opts.state_path.display(),
+                    file.processes.len()
+                ));
+            } else if other_boot {
                 stale_note = Some(format!(
                     "state file {}: written before the last boot: its {} record(s) are not restored",
                     opts.state_path.display(),
@@ -238,7 +247,7 @@ impl LiveHost {
                     state::restore_one(rec, &mut report);
                 }
             }
-            if !file.processes.is_empty() {
+            if !file.processes.is_empty() && !opts.observe_only {
                 Originals::new(&opts.state_path).save().map_err(LiveError::State)?;
             }
         }
@@ -369,7 +378,9 @@ impl LiveHost {
 
     /// Puts every touched process back as it was, and empties the state file.
     pub fn restore_all(&mut self) -> RestoreReport {
-        if self.originals.procs.is_empty() && !self.opts.state_path.exists() {
+        // Observe-only changed nothing, and the file may hold an earlier run's records, left for a
+        // start that acts (see open_with).
+        if self.opts.observe_only || (self.originals.procs.is_empty() && !self.opts.state_path.exists()) {
             return RestoreReport::default();
         }
         self.originals.restore_all()
