@@ -20,7 +20,8 @@
 //! `explain` needs the model itself, which the loop owns (the policy is not `Send`), so the request
 //! is queued, the loop is woken through a pipe, answers between steps, and the server waits for the
 //! reply (at most [`EXPLAIN_TIMEOUT`]). Limits: one connection served at a time, requests at most
-//! 4 KiB, a client silent for [`CLIENT_TIMEOUT`] is dropped.
+//! 4 KiB, a client that has not sent its whole request within [`CLIENT_TIMEOUT`] is dropped (one
+//! deadline for the request, not for each read: a byte every few seconds held the server for hours).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -30,12 +31,12 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use numapilot_policy::adaptive::Explanation;
 use serde::{Deserialize, Serialize};
 
-/// How long a client may take to send its request line.
+/// How long a client may take to send its whole request line.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the server waits for the engine loop to answer an `explain` (one step of a 1000-process
 /// machine takes well under a second; a step stuck longer than this is reported, not waited for).
@@ -317,7 +318,10 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread:
         .name("numapilot-control".into())
         .spawn(move || {
             for conn in listener.incoming() {
-                let Ok(stream) = conn else { continue };
+                let Ok(stream) = conn else {
+                    std::thread::sleep(ACCEPT_RETRY);
+                    continue;
+                };
                 if let Err(e) = handle_client(stream, &shared, own_uid, &tx, &wake_w) {
                     tracing::debug!("control client: {e}");
                 }
@@ -326,6 +330,55 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread:
         .map_err(|e| bind_err(format!("thread: {e}")))?;
     Ok((LoopSide { requests: rx, wake: wake_r }, handle))
 }
+
+/// A socket the server reads one request from, under one deadline for the whole request: each
+/// read waits at most what is left of it, and once it has passed, reads fail (TimedOut).
+pub(crate) struct Deadline<'a, S> {
+    stream: &'a S,
+    until: Instant,
+}
+
+/// The sockets [`Deadline`] reads: a stream whose read timeout can be set.
+pub(crate) trait ReadTimeout {
+    fn set_timeout(&self, d: Duration) -> std::io::Result<()>;
+}
+
+impl ReadTimeout for UnixStream {
+    fn set_timeout(&self, d: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(d))
+    }
+}
+
+impl ReadTimeout for std::net::TcpStream {
+    fn set_timeout(&self, d: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(d))
+    }
+}
+
+impl<'a, S> Deadline<'a, S> {
+    pub(crate) fn new(stream: &'a S, within: Duration) -> Self {
+        Self { stream, until: Instant::now() + within }
+    }
+}
+
+impl<S: ReadTimeout> Read for Deadline<'_, S>
+where
+    for<'b> &'b S: Read,
+{
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "request not complete within its deadline"));
+        }
+        self.stream.set_timeout(left)?;
+        let mut s = self.stream;
+        s.read(buf)
+    }
+}
+
+/// After a failed accept (EMFILE, ENFILE, ENOMEM: out of descriptors or memory), wait this long
+/// before the next: retrying at once spins a CPU while the condition lasts.
+pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// The uid of the process at the other end (`SO_PEERCRED`).
 pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
@@ -363,7 +416,8 @@ fn handle_client(
         return writeln!(out, "{}", serde_json::to_string(&r).unwrap_or_default());
     }
     let mut line = String::new();
-    BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line)?;
+    let request = Deadline::new(&stream, CLIENT_TIMEOUT);
+    BufReader::new(request.take(MAX_REQUEST)).read_line(&mut line)?;
     let response = match serde_json::from_str::<Request>(line.trim()) {
         Err(e) => Response::error(format!("bad request {:?}: {e}", line.trim())),
         Ok(Request::Status) => {
@@ -505,5 +559,44 @@ impl Status {
             let _ = writeln!(s, "config reloads: {} accepted, {} rejected", self.reloads, self.reloads_rejected);
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_trickled_byte_by_byte_ends_at_its_deadline() {
+        // The client sends a byte every 20 ms and never a newline: under a per-read timeout it
+        // would hold the server for as long as it likes; under the request's deadline the read
+        // fails once the deadline has passed.
+        let (server, client) = UnixStream::pair().unwrap();
+        let writer = std::thread::spawn(move || {
+            let mut c = &client;
+            for _ in 0..500 {
+                if c.write_all(b"x").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let mut line = String::new();
+        let e = BufReader::new(Deadline::new(&server, Duration::from_millis(300)).take(MAX_REQUEST))
+            .read_line(&mut line)
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+        assert!(!line.contains('\n') && line.len() < 500, "read {} bytes", line.len());
+        drop(server);
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_request_within_its_deadline_is_read_whole() {
+        let (server, client) = UnixStream::pair().unwrap();
+        (&client).write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+        let mut line = String::new();
+        BufReader::new(Deadline::new(&server, CLIENT_TIMEOUT).take(MAX_REQUEST)).read_line(&mut line).unwrap();
+        assert_eq!(line, "{\"cmd\":\"status\"}\n");
     }
 }

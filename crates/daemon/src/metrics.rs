@@ -47,7 +47,10 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, std::
         .name("numapilot-metrics".into())
         .spawn(move || {
             for conn in listener.incoming() {
-                let Ok(stream) = conn else { continue };
+                let Ok(stream) = conn else {
+                    std::thread::sleep(crate::control::ACCEPT_RETRY);
+                    continue;
+                };
                 if let Err(e) = handle(stream, &shared) {
                     tracing::debug!("metrics client: {e}");
                 }
@@ -62,8 +65,11 @@ fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
+    // One deadline for the whole request head (a byte every 4 s under a per-read timeout held the
+    // one-at-a-time server, and every scrape behind it, for hours).
+    let mut request = crate::control::Deadline::new(&stream, Duration::from_secs(5));
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = stream.read(&mut buf)?;
+        let n = request.read(&mut buf)?;
         if n == 0 {
             break;
         }
