@@ -372,7 +372,13 @@ where
         }
         self.stream.set_timeout(left)?;
         let mut s = self.stream;
-        s.read(buf)
+        // A socket's read timeout comes back as EAGAIN (WouldBlock) on Linux: the same deadline.
+        s.read(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock => {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "request not complete within its deadline")
+            }
+            _ => e,
+        })
     }
 }
 

@@ -95,7 +95,12 @@ pub fn exclusion(
         return Some(format!("process name '{comm}' is excluded"));
     }
     if !opts.exclude_cgroups.is_empty() {
-        for path in cgroups().unwrap_or_default() {
+        // Unknown membership could be an excluded cgroup: such a process is left alone (this
+        // time; the check runs again at every action).
+        let Some(paths) = cgroups() else {
+            return Some("its cgroups could not be read (cgroup exclusions are configured)".into());
+        };
+        for path in paths {
             if let Some(prefix) = opts.exclude_cgroups.iter().find(|p| cgroup_matches(&path, p)) {
                 return Some(format!("cgroup {path} is under excluded prefix {prefix}"));
             }
@@ -130,18 +135,23 @@ fn mems_allowed(pid: u32) -> Option<NodeSet> {
 
 /// Why `pid` counts as having placed itself, or `None`: an explicit memory policy in numa_maps
 /// (bind, prefer, prefer many, interleave, weighted interleave on any VMA), or, unless
-/// `affinity_is_ours`, a thread whose affinity is narrower than its cpuset's CPUs.
+/// `affinity_is_ours`, a thread whose affinity is narrower than its cpuset's CPUs. What cannot be
+/// read counts as placed (left alone this time; the check runs at every action): a process bound
+/// with `numactl --membind` whose numa_maps read failed once had its pages moved.
 pub fn pinned(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32, affinity_is_ours: bool) -> Option<String> {
     let reader = Reader::new(Path::new("/"));
-    if let Ok(Some(maps)) = reader.read_numa_maps(pid) {
-        if let Some(v) = maps.vmas.iter().find(|v| v.policy.mode.is_explicit()) {
-            return Some(format!(
-                "it set its own memory policy ({} {} at {:#x} in numa_maps)",
-                v.policy.mode.name(),
-                v.policy.nodes.to_list(),
-                v.start
-            ));
+    match reader.read_numa_maps(pid) {
+        Ok(Some(maps)) => {
+            if let Some(v) = maps.vmas.iter().find(|v| v.policy.mode.is_explicit()) {
+                return Some(format!(
+                    "it set its own memory policy ({} {} at {:#x} in numa_maps)",
+                    v.policy.mode.name(),
+                    v.policy.nodes.to_list(),
+                    v.start
+                ));
+            }
         }
+        Ok(None) | Err(_) => return Some("its numa_maps could not be read: its memory policy is unknown".into()),
     }
     if affinity_is_ours {
         return None;
@@ -149,8 +159,13 @@ pub fn pinned(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32, affinit
     let allowed = cpuset_cpus(hier, pid).or_else(|| {
         let mems = mems_allowed(pid)?;
         Some(topo.cpus_of_nodes(&mems).intersection(&topo.online_cpus()))
-    })?;
-    let tids = numapilot_actuate::list_threads(pid).ok()??;
+    });
+    let Some(allowed) = allowed else {
+        return Some("its cpuset could not be read: whether it narrowed its CPUs is unknown".into());
+    };
+    let Some(tids) = numapilot_actuate::list_threads(pid).ok().flatten() else {
+        return Some("its threads could not be listed: whether one narrowed its CPUs is unknown".into());
+    };
     for tid in tids {
         let Ok(mask) = sched_getaffinity(tid as libc::pid_t) else { continue };
         let within = mask.intersection(&allowed);
@@ -177,5 +192,21 @@ mod tests {
         assert!(!cgroup_matches("/system.slice2", "/system.slice"));
         assert!(!cgroup_matches("/user.slice", "/system.slice"));
         assert!(cgroup_matches("/anything", "/"));
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_left_alone() {
+        // Cgroup exclusions configured and the process's cgroups unreadable: excluded this time.
+        let opts = LiveOptions { exclude_cgroups: vec!["/system.slice".into()], ..LiveOptions::default() };
+        let why = exclusion(&opts, 4_000_000, "x", || None).unwrap();
+        assert!(why.contains("could not be read"), "{why}");
+        assert_eq!(exclusion(&opts, 4_000_000, "x", || Some(vec!["/user.slice".into()])), None);
+        // No numa_maps to read (no such process): its memory policy is unknown, so it counts as
+        // placed by itself.
+        let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+        let why = pinned(&topo, None, u32::MAX - 1, false).unwrap();
+        assert!(why.contains("numa_maps could not be read"), "{why}");
+        // This process: readable, no explicit policy, its own affinity.
+        assert_eq!(pinned(&topo, None, std::process::id(), true), None);
     }
 }
