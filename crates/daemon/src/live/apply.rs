@@ -235,6 +235,10 @@ fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus
 /// Moves `(page, node)` pairs, at most `allowance` of them, counting the result in `tally`.
 fn move_list(pid: u32, starttime: u64, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<(), Stop> {
     for chunk in moves.chunks(MOVE_BATCH) {
+        // A move runs for seconds: each batch first checks that the pid still names the process.
+        if !super::select::same_process(pid, starttime) {
+            return Err(Stop::Gone);
+        }
         let pages: Vec<usize> = chunk.iter().map(|m| m.0).collect();
         let nodes: Vec<u32> = chunk.iter().map(|m| m.1).collect();
         match move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
@@ -328,6 +332,9 @@ pub fn migrate(
         return Ok(0);
     }
     if on_from <= allowance {
+        if !super::select::same_process(pid, starttime) {
+            return Err(Stop::Gone);
+        }
         // Own pages only: as root, plain migrate_pages would move the page cache other processes map too.
         let not_moved = match migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own) {
             Ok(n) => n,

@@ -476,6 +476,9 @@ impl LiveHost {
                     }
                 }
             }
+            if !select::same_process(pid, starttime) {
+                return Outcome::Vanished;
+            }
             return match numapilot_actuate::sched_setaffinity(tid as libc::pid_t, cpus) {
                 Ok(()) => Outcome::Applied { pages_moved: 0 },
                 Err(e) if e.errno() == Some(libc::ESRCH) => Outcome::Vanished,
@@ -490,6 +493,9 @@ impl LiveHost {
         // Every thread listed now has its original on record (`record` above). A thread born during
         // the change inherited its creator's mask, which may already be ours: it is restored to the
         // leader's original (the record's default), so nothing more is recorded here.
+        if !select::same_process(pid, starttime) {
+            return Outcome::Vanished;
+        }
         let r = set_process_affinity(pid, cpus, self.affinity_rounds, |_, _| {});
         match r {
             Ok(Some(_)) => Outcome::Applied { pages_moved: 0 },
@@ -522,6 +528,9 @@ impl LiveHost {
         let mut mems = self.topo.nodes_of_cpus(cpus).intersection(&self.topo.memory_nodes());
         if mems.is_empty() {
             mems = self.topo.memory_nodes();
+        }
+        if !select::same_process(pid, starttime) {
+            return Err(Outcome::Vanished);
         }
         h.place(pid, &name, cpus, &mems).map(|_| ()).map_err(|e| Outcome::Refused { message: format!("cpuset: {e}") })
     }

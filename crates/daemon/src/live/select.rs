@@ -37,8 +37,12 @@
 //!
 //! # Limits
 //!
-//! The check and the system call are not atomic: a pid that exits and is reused between them (the
-//! pid space must wrap in microseconds) is the remaining window.
+//! The check and the system call are not atomic. The identity is checked when an action starts and
+//! again ([`same_process`]) right before each system call that changes the process (after the
+//! numa_maps reads and state-file writes that come between, which take milliseconds and partly
+//! depend on the target), and before each batch of a page move: what remains is the window between
+//! that last read of /proc/PID/stat and the call, microseconds, in which the pid would have to exit
+//! and be handed to another process (a pidfd would close even that; not done).
 
 use std::path::Path;
 
@@ -127,6 +131,12 @@ fn cpuset_cpus(hier: Option<&CpusetHierarchy>, pid: u32) -> Option<CpuSet> {
     None
 }
 
+/// Whether `pid` is still the process that started at `starttime` (the re-check right before a
+/// system call; see the module's limits).
+pub fn same_process(pid: u32, starttime: u64) -> bool {
+    read_starttime(pid) == Some(starttime)
+}
+
 fn mems_allowed(pid: u32) -> Option<NodeSet> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
@@ -192,6 +202,15 @@ mod tests {
         assert!(!cgroup_matches("/system.slice2", "/system.slice"));
         assert!(!cgroup_matches("/user.slice", "/system.slice"));
         assert!(cgroup_matches("/anything", "/"));
+    }
+
+    #[test]
+    fn same_process_is_pid_and_start_time() {
+        let me = std::process::id();
+        let st = read_starttime(me).unwrap();
+        assert!(same_process(me, st));
+        assert!(!same_process(me, st + 1), "a reused pid has another start time");
+        assert!(!same_process(u32::MAX - 1, st), "no such pid");
     }
 
     #[test]
