@@ -37,8 +37,9 @@
 //! ```
 //!
 //! Units: intervals in ms (config) and ns (engine). Limits: settings that need resources re-opened
-//! (socket, metrics address, the live host's exclusions and state file, the threads' nice) change
-//! at restart; a reload that changes them says so in the log.
+//! (socket, metrics address, the state file, `[actuation]`, `[signals]`, the threads' nice) change
+//! at restart; a reload that changes them says so in the log. A reload's `[exclude]` holds from the
+//! next action (an excluded process must not be moved until a restart).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -52,7 +53,7 @@ use numapilot_topology::Topology;
 use crate::config::{self, Config, ConfigError, Loaded, Overrides, Source};
 use crate::control::{self, ControlError, LoopSide, NodeStatus, ResourceStatus, Shared, Status};
 use crate::journal::{self, Journal, JournalError, Record};
-use crate::live::{LiveError, LiveHost, LiveTuning, RestoreReport};
+use crate::live::{LiveError, LiveHost, LiveOptions, LiveTuning, RestoreReport};
 use crate::metrics::{self, MetricsError};
 
 /// Why the daemon could not start (it exits non-zero; nothing was touched).
@@ -123,9 +124,17 @@ pub trait Restore {
     fn observe_parts_ns(&self) -> [u64; 5] {
         [0; 5]
     }
+
+    /// Takes the exclusions of a reloaded configuration (`[exclude]`: names, pids, cgroups,
+    /// include_pinned, min_rss_mib), in force from the next action. Default: nothing to take.
+    fn set_exclusions(&mut self, _new: &LiveOptions) {}
 }
 
 impl Restore for LiveHost {
+    fn set_exclusions(&mut self, new: &LiveOptions) {
+        LiveHost::set_exclusions(self, new)
+    }
+
     fn restore_all(&mut self) -> RestoreReport {
         LiveHost::restore_all(self)
     }
@@ -660,6 +669,9 @@ pub fn serve<H: Host + Restore>(
                     match config::load(&source, &overrides) {
                         Ok(new) => {
                             warn_restart_only(&config, &new.config);
+                            // An exclusion added by a reload holds from the next action: an
+                            // operator excluding a process must not have it moved until a restart.
+                            host.set_exclusions(&new.config.live_options(false));
                             if new.config.daemon.journal != config.daemon.journal
                                 || new.config.daemon.journal_max_bytes != config.daemon.journal_max_bytes
                             {
@@ -843,9 +855,6 @@ fn warn_restart_only(old: &Config, new: &Config) {
     }
     if old.daemon.nice != new.daemon.nice {
         changed.push("daemon.nice");
-    }
-    if old.exclude != new.exclude {
-        changed.push("[exclude]");
     }
     if old.actuation != new.actuation {
         changed.push("[actuation]");

@@ -899,6 +899,28 @@ fn non_root_observes_and_refuses_with_one_reason() {
 }
 
 #[test]
+fn exclusions_taken_after_the_start_hold_from_the_next_action() {
+    // A configuration reload: an operator who excludes a process must not see it moved again.
+    let (_d, state) = tmp_state("reload");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let cpus = topo().online_cpus();
+    let mut opts = LiveOptions { state_path: state.clone(), ..LiveOptions::default() };
+    opts.exclude_pids = vec![kid.pid()];
+    host.set_exclusions(&opts);
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert!(refused(&o).contains(&format!("pid {} is excluded", kid.pid())), "{o:?}");
+    host.set_exclusions(&LiveOptions { state_path: state, ..LiveOptions::default() });
+    assert_eq!(
+        host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus })),
+        Outcome::Applied { pages_moved: 0 }
+    );
+    host.restore_all();
+    kid.kill();
+}
+
+#[test]
 fn observe_only_refuses_every_action() {
     let (_d, state) = tmp_state("dry");
     let (mut host, _) =

@@ -376,6 +376,16 @@ impl LiveHost {
         self.originals.procs.values().map(|p| (p.pid, p.starttime)).collect()
     }
 
+    /// Takes the exclusions of `new` (names, pids, cgroups, include_pinned, min_rss_kb); every
+    /// action checks them, so they hold from the next one (a configuration reload).
+    pub fn set_exclusions(&mut self, new: &LiveOptions) {
+        self.opts.exclude_comm.clone_from(&new.exclude_comm);
+        self.opts.exclude_pids.clone_from(&new.exclude_pids);
+        self.opts.exclude_cgroups.clone_from(&new.exclude_cgroups);
+        self.opts.include_pinned = new.include_pinned;
+        self.opts.min_rss_kb = new.min_rss_kb;
+    }
+
     /// Puts every touched process back as it was, and empties the state file.
     pub fn restore_all(&mut self) -> RestoreReport {
         // Observe-only changed nothing, and the file may hold an earlier run's records, left for a
