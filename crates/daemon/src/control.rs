@@ -307,7 +307,18 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread:
     // SAFETY: as above.
     unsafe { libc::umask(old) };
     let listener = listener.map_err(|e| bind_err(e.to_string()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| bind_err(e.to_string()))?;
+    // Made 0600 by the umask at bind; checked without following a link (a chmod by path would
+    // follow one swapped in after the bind).
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let m = std::fs::symlink_metadata(path).map_err(|e| bind_err(e.to_string()))?;
+        if !m.file_type().is_socket() || m.permissions().mode() & 0o777 != 0o600 {
+            return Err(bind_err(format!(
+                "not the socket just bound with mode 0600 (mode {:o}); refusing to serve on it",
+                m.permissions().mode() & 0o7777
+            )));
+        }
+    }
     let (tx, rx) = mpsc::channel();
     let (wake_w, wake_r) = UnixStream::pair().map_err(|e| bind_err(format!("wake pipe: {e}")))?;
     wake_r.set_nonblocking(true).map_err(|e| bind_err(format!("wake pipe: {e}")))?;

@@ -202,8 +202,9 @@ impl Journal {
     pub fn open(path: &Path, max_bytes: u64) -> Result<Self, JournalError> {
         let err = |cause| JournalError { path: path.to_path_buf(), cause };
         if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir).map_err(err)?;
+            if !dir.as_os_str().is_empty() && !dir.is_dir() {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(err)?;
             }
         }
         let file = open_append(path).map_err(err)?;
@@ -260,7 +261,9 @@ impl Journal {
 
 fn open_append(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new().create(true).append(true).mode(0o600).open(path)
+    // Never through a link: the daemon writes as root, and a link planted at the journal's path
+    // would have it append to a file of someone's choosing.
+    OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path)
 }
 
 /// Now, UTC, as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -299,5 +302,22 @@ mod tests {
         assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
         // `date -u -d @1795316522` = Sun Nov 22 03:02:02 UTC 2026.
         assert_eq!(rfc3339(1_795_316_522_000), "2026-11-22T03:02:02.000Z");
+    }
+
+    #[test]
+    fn a_journal_path_that_is_a_link_is_refused_and_its_target_untouched() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let path = d.path().join("journal.jsonl");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let e = Journal::open(&path, 1 << 20).err().expect("opened through a link");
+        assert_eq!(e.cause.raw_os_error(), Some(libc::ELOOP), "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // A new directory for it is made private.
+        use std::os::unix::fs::PermissionsExt as _;
+        let fresh = d.path().join("logs/journal.jsonl");
+        Journal::open(&fresh, 1 << 20).unwrap();
+        assert_eq!(std::fs::metadata(d.path().join("logs")).unwrap().permissions().mode() & 0o777, 0o700);
     }
 }
