@@ -311,7 +311,7 @@ mod tests {
         std::fs::write(&victim, "keep").unwrap();
         let path = d.path().join("journal.jsonl");
         std::os::unix::fs::symlink(&victim, &path).unwrap();
-        let e = Journal::open(&path, 1 << 20).err().expect("opened through a link");
+        let Err(e) = Journal::open(&path, 1 << 20) else { panic!("opened through a link") };
         assert_eq!(e.cause.raw_os_error(), Some(libc::ELOOP), "{e}");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         // A new directory for it is made private.
