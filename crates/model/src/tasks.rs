@@ -687,7 +687,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                     key,
                     TaskView {
                         key,
-                        comm: t.stat.comm.clone(),
+                        comm: printable(&t.stat.comm),
                         cpu,
                         node,
                         cpu_rate,
@@ -767,7 +767,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 pid: p.pid,
                 starttime: p.starttime,
                 ppid: p.threads.iter().find(|t| t.tid == p.pid).map_or(0, |t| t.stat.ppid),
-                comm: p.comm.clone(),
+                comm: printable(&p.comm),
                 tids,
                 rss_bytes,
                 mem_by_node: mem,
@@ -804,8 +804,29 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     model.procs = procs.into_iter().collect();
 }
 
+/// A process or thread name as the model keeps it: control characters escaped (`\n` as `\\n`).
+/// Names are set by the processes themselves (prctl, /proc/self/comm) and end up in the daemon's
+/// log lines, `explain` and the reasons of its actions; a newline in one forged a log line.
+pub fn printable(comm: &str) -> String {
+    if comm.chars().any(char::is_control) {
+        comm.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    } else {
+        comm.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn names_keep_no_control_characters() {
+        // A name set with prctl(PR_SET_NAME) may hold a newline: escaped, it cannot start a line
+        // of its own in the daemon's log or in `explain`.
+        assert_eq!(super::printable("a) Z 1\n2 3 ("), "a) Z 1\\n2 3 (");
+        assert_eq!(super::printable("tab\there"), "tab\\there");
+        assert_eq!(super::printable("postgres: walwriter"), "postgres: walwriter");
+    }
+
     use super::*;
 
     /// The cache answers as the definition does (allowed CPUs narrower than the CPUs of the allowed
