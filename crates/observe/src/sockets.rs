@@ -310,14 +310,31 @@ fn diag_dump(
     }
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        // SAFETY: the kernel writes at most buf.len() bytes into our buffer.
-        let n = unsafe { libc::recv(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        // SAFETY: zeroed is a valid sockaddr_nl; the kernel writes at most buf.len() bytes into
+        // our buffer and at most `len` into `from`.
+        let mut from: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+        let n = unsafe {
+            libc::recvfrom(
+                fd.0,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                0,
+                (&mut from as *mut libc::sockaddr_nl).cast(),
+                &mut len,
+            )
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(SignalError::Sys { what: format!("recv({what})"), source: e });
+        }
+        // Only the kernel (port 0) answers a dump; anything else is not its reply (as the proc
+        // connector's reader checks).
+        if from.nl_pid != 0 {
+            continue;
         }
         if n == 0 {
             return Err(SignalError::Malformed {
