@@ -634,41 +634,33 @@ impl Tunables {
         fn err(field: &'static str, value: impl ToString, reason: &str) -> Result<(), TunableError> {
             Err(TunableError { field, value: value.to_string(), reason: reason.to_string() })
         }
-        let positive_ms = [
-            ("interval_ms", self.interval_ms),
-            ("affinity_half_life_ms", self.affinity_half_life_ms),
-            ("affinity_rise_half_life_ms", self.affinity_rise_half_life_ms),
-            ("coaccess_window_ms", self.coaccess_window_ms),
-            ("class_window_ms", self.class_window_ms),
-            ("access_half_life_ms", self.access_half_life_ms),
-            ("access_stale_ms", self.access_stale_ms),
-            ("access_sample_bytes", self.access_sample_bytes),
+        // Durations: (field, value, whether 0 is refused). They are worked in ns (x 1e6): past a day
+        // none is a placement setting any more, and far past it the product overflows (a daemon
+        // given interval_ms 1e14 panicked on it). The others' lower bounds are checked below.
+        let durations_ms = [
+            ("interval_ms", self.interval_ms, true),
+            ("affinity_half_life_ms", self.affinity_half_life_ms, true),
+            ("affinity_rise_half_life_ms", self.affinity_rise_half_life_ms, true),
+            ("coaccess_window_ms", self.coaccess_window_ms, true),
+            ("class_window_ms", self.class_window_ms, true),
+            ("access_half_life_ms", self.access_half_life_ms, true),
+            ("access_stale_ms", self.access_stale_ms, true),
+            ("edge_grace_ms", self.edge_grace_ms, false),
+            ("new_process_age_ms", self.new_process_age_ms, false),
+            ("settle_interval_ms", self.settle_interval_ms, false),
+            ("first_touch_interval_ms", self.first_touch_interval_ms, false),
+            ("first_touch_window_ms", self.first_touch_window_ms, false),
         ];
-        for (f, v) in positive_ms {
-            if v == 0 {
+        for (f, v, positive) in durations_ms {
+            if positive && v == 0 {
                 return err(f, v, "must be > 0");
             }
-        }
-        // Durations are worked in ns (x 1e6): past a day none is a placement setting any more, and
-        // far past it the product overflows (a daemon given interval_ms 1e14 panicked on it).
-        let durations_ms = [
-            ("interval_ms", self.interval_ms),
-            ("affinity_half_life_ms", self.affinity_half_life_ms),
-            ("affinity_rise_half_life_ms", self.affinity_rise_half_life_ms),
-            ("coaccess_window_ms", self.coaccess_window_ms),
-            ("edge_grace_ms", self.edge_grace_ms),
-            ("access_half_life_ms", self.access_half_life_ms),
-            ("access_stale_ms", self.access_stale_ms),
-            ("class_window_ms", self.class_window_ms),
-            ("new_process_age_ms", self.new_process_age_ms),
-            ("settle_interval_ms", self.settle_interval_ms),
-            ("first_touch_interval_ms", self.first_touch_interval_ms),
-            ("first_touch_window_ms", self.first_touch_window_ms),
-        ];
-        for (f, v) in durations_ms {
             if v > MAX_DURATION_MS {
                 return err(f, v, "must be <= 86400000 ms (one day)");
             }
+        }
+        if self.access_sample_bytes == 0 {
+            return err("access_sample_bytes", 0, "must be > 0");
         }
         if !(12..=30).contains(&self.coaccess_bucket_shift) {
             return err("coaccess_bucket_shift", self.coaccess_bucket_shift, "must be 12 (4 KiB) ..= 30 (1 GiB)");
