@@ -307,18 +307,10 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread:
     // SAFETY: as above.
     unsafe { libc::umask(old) };
     let listener = listener.map_err(|e| bind_err(e.to_string()))?;
-    // Made 0600 by the umask at bind; checked without following a link (a chmod by path would
-    // follow one swapped in after the bind).
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let m = std::fs::symlink_metadata(path).map_err(|e| bind_err(e.to_string()))?;
-        if !m.file_type().is_socket() || m.permissions().mode() & 0o777 != 0o600 {
-            return Err(bind_err(format!(
-                "not the socket just bound with mode 0600 (mode {:o}); refusing to serve on it",
-                m.permissions().mode() & 0o7777
-            )));
-        }
-    }
+    // 0600 on the socket just bound, set through a descriptor of it, never by path: a chmod by path
+    // follows a link swapped in after the bind, and the umask at bind is process-wide (another
+    // thread's umask call can come between ours and the bind).
+    private_socket(path).map_err(bind_err)?;
     let (tx, rx) = mpsc::channel();
     let (wake_w, wake_r) = UnixStream::pair().map_err(|e| bind_err(format!("wake pipe: {e}")))?;
     wake_r.set_nonblocking(true).map_err(|e| bind_err(format!("wake pipe: {e}")))?;
@@ -396,6 +388,32 @@ where
 /// After a failed accept (EMFILE, ENFILE, ENOMEM: out of descriptors or memory), wait this long
 /// before the next: retrying at once spins a CPU while the condition lasts.
 pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// Makes the socket at `path` mode 0600 through an O_PATH descriptor opened without following a
+/// link; an error when `path` is not a socket.
+fn private_socket(path: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    // SAFETY: fd is ours; st is written by fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let r = if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        Err(std::io::Error::last_os_error().to_string())
+    } else if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        Err("not the socket just bound (a link or another file is there now)".to_string())
+    } else {
+        // chmod through the descriptor's /proc entry acts on the inode it names, not on a path.
+        std::fs::set_permissions(format!("/proc/self/fd/{fd}"), std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| e.to_string())
+    };
+    // SAFETY: closing our own descriptor once.
+    unsafe { libc::close(fd) };
+    r
+}
 
 /// The uid of the process at the other end (`SO_PEERCRED`).
 pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
