@@ -404,7 +404,7 @@ impl LiveHost {
     /// known).
     fn inherited(&self, pid: u32, ppid: u32) -> Option<CpuSet> {
         let rec = self.originals.procs.get(&ppid)?;
-        if select::read_starttime(ppid) != Some(rec.starttime) {
+        if !select::same_process(ppid, rec.starttime) {
             return None;
         }
         let original = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty())?;

@@ -55,7 +55,7 @@ use numapilot_actuate::{sched_getaffinity, set_threads_affinity, CgroupVersion, 
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
-use super::select::{read_starttime, read_stat};
+use super::select::{read_starttime, read_stat, same_process};
 use super::RestoreReport;
 
 /// Listings of a process's threads when restoring (see `numapilot_actuate::set_threads_affinity`).
@@ -207,8 +207,7 @@ impl Originals {
     /// stops: the 2-node rig's cpuset v2 run left one cgroup per short-lived command placed.
     /// Returns how many were dropped and the errors met (each naming its cgroup).
     pub fn prune_gone(&mut self) -> (usize, Vec<String>) {
-        let gone: Vec<u32> =
-            self.procs.values().filter(|r| read_starttime(r.pid) != Some(r.starttime)).map(|r| r.pid).collect();
+        let gone: Vec<u32> = self.procs.values().filter(|r| !same_process(r.pid, r.starttime)).map(|r| r.pid).collect();
         let mut errors = Vec::new();
         for pid in &gone {
             if let Some(rec) = self.procs.remove(pid) {
@@ -355,7 +354,7 @@ fn parents() -> BTreeMap<u32, Vec<u32>> {
 fn restore_inherited(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut RestoreReport) {
     let mut roots = Vec::new();
     for rec in procs.values() {
-        if read_starttime(rec.pid) != Some(rec.starttime) {
+        if !same_process(rec.pid, rec.starttime) {
             continue;
         }
         let original = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
@@ -445,7 +444,7 @@ pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
     let mut errors = Vec::new();
     if let Some(cs) = &rec.cpuset {
         let h = cs.hierarchy();
-        if read_starttime(rec.pid) == Some(rec.starttime) {
+        if same_process(rec.pid, rec.starttime) {
             if let Err(e) = h.move_to(rec.pid, &cs.original) {
                 // ESRCH: it exited just now; anything else is a real failure.
                 if e.errno() != Some(libc::ESRCH) {
