@@ -159,6 +159,29 @@
 //! others, as incumbents: 147.8 / 145.6 M, the preset's per-VM mean 1.369 -> 1.322 (cv 8.86 ->
 //! 6.95%), not kept. None comes near default: what is missing
 //! is a rule that leaves a resident process whose threads are already with their memory alone.
+//!
+//! Longer runs (2026-11-27, at 47a5028, seed 1, 64 GB nodes): 0.775 x default at 20 s, 0.890 at
+//! 60 s, so about 0.95 from 20 s to 60 s: most of the loss is the first seconds' moves, but not
+//! all. From 10 s to the end about ten page moves a second go to nodes 12-15 (full of the huge
+//! sheep's idle RAM) for vCPUs the balancer put there, and every one fails: balance-towards-memory
+//! takes the nearest node with a CPU free, and among nodes a server away, the idlest, which the
+//! full nodes are. Tried then (per-VM mean against default, seeds 1-3, 20 s; 64 GB nodes /
+//! the preset, base 0.760 / 1.369), none kept:
+//!
+//! ```text
+//!   near-memory: a unit's threads to a node next to its memory with a CPU but no room for
+//!     the memory (which stays), before a farther node with room for both       0.834 / 0.910
+//!     (the preset at 63% local: rabbits 16-22 away from their working sets for good)
+//!   CPU follows resident memory only when the unit's own samples agree         0.770 / 1.383
+//!     (but the evidence's redis-get 1.301 -> 1.206, ring-8n64c process mix 1.183 -> 1.167)
+//!   fork rule: nodes with room for the process's memory before less loaded     0.719 / 0.998
+//!   balancer: of equally near nodes, one whose memory is not full first        0.777 / 1.302
+//!     (the preset's seeds 1.30 +- 0.10: one seed lost much)
+//!   page moves trimmed to the target's free memory less 0.5%, none into a
+//!     full node (the refused moves would have failed)                           0.734 / 1.258
+//!     (within one plan no pages count as leaving a node: on the preset, swaps the kernel
+//!      completes in order, one VM's pages out and another's in, were refused)
+//! ```
 
 use numapilot_topology::Topology;
 
