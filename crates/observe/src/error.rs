@@ -72,14 +72,15 @@ pub struct ParseError {
     pub line: usize,
     /// The field (key or column name) that was bad, when one can be named.
     pub field: Option<&'static str>,
-    /// The offending line (or token), cut to 160 characters.
+    /// The offending line (or token), cut to 160 bytes (on a character boundary).
     pub text: String,
     /// What was wrong.
     pub reason: String,
 }
 
 impl ParseError {
-    /// Builds an error; `text` is cut to 160 characters so a huge line does not flood a log.
+    /// Builds an error; `text` is cut to 160 bytes (on a character boundary) so a huge line does
+    /// not flood a log.
     pub fn new(
         kind: FileKind,
         line: usize,
@@ -87,12 +88,18 @@ impl ParseError {
         text: &str,
         reason: impl Into<String>,
     ) -> Self {
-        let mut cut = text.len().min(160);
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        ParseError { kind, line, field, text: text[..cut].to_string(), reason: reason.into() }
+        ParseError { kind, line, field, text: char_prefix(text, 160).to_string(), reason: reason.into() }
     }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary (what a
+/// line or name is cut to for an error or a table column).
+pub fn char_prefix(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// Reading a file through the [`crate::Reader`] failed for a reason other than the process being gone.
@@ -134,5 +141,24 @@ impl ReadError {
             ReadError::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn char_prefix_cuts_on_a_character_boundary() {
+        assert_eq!(char_prefix("abc", 160), "abc");
+        assert_eq!(char_prefix("abc", 2), "ab");
+        // "é" is two bytes: a cut inside it falls back to before it.
+        assert_eq!(char_prefix("aé", 2), "a");
+        assert_eq!(char_prefix("aé", 3), "aé");
+        assert_eq!(char_prefix("", 0), "");
+        let long = "é".repeat(100);
+        let e = ParseError::new(FileKind::Stat, 1, None, &long, "bad");
+        assert_eq!(e.text.len(), 160);
+        assert!(e.text.chars().all(|c| c == 'é'));
     }
 }

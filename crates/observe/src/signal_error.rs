@@ -63,11 +63,7 @@ impl LineError {
         text: &str,
         reason: impl Into<String>,
     ) -> Self {
-        let mut cut = text.len().min(160);
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        LineError { file, line, field, text: text[..cut].to_string(), reason: reason.into() }
+        LineError { file, line, field, text: crate::error::char_prefix(text, 160).to_string(), reason: reason.into() }
     }
 }
 

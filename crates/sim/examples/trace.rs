@@ -2,24 +2,12 @@
 //! decisions: `cargo run --release -p numapilot-sim --example trace -- MACHINE WORKLOAD[@SCALE] SECONDS SEED [PID]` (MACHINE: a preset or the path of a machine file).
 //! `PROBE_TUNABLES=file.toml` overrides tunables, as for the probe example.
 
-use numapilot_sim::workload::{autonuma_bench, process_types, vm_mix};
 use numapilot_sim::{run::run_engine, Machine, SimOptions};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let m = Machine::preset_or_file(&a[0]).expect("machine");
-    let (wname, scale) = match a[1].split_once('@') {
-        Some((w, s)) => (w.to_string(), s.parse::<f64>().expect("scale")),
-        None => (a[1].clone(), 1.0),
-    };
-    let mut spec = if autonuma_bench::NAMES.contains(&wname.as_str()) {
-        autonuma_bench::spec(&wname, &m.topo, scale).expect("test")
-    } else if wname == "vm-mix" {
-        vm_mix::vm_mix(&m.topo)
-    } else {
-        let named = process_types::catalog().into_iter().find(|n| n.name == wname).expect("workload");
-        (named.build)(&m.topo)
-    };
+    let mut spec = numapilot_sim::workload::builtin(&a[1], &m.topo).expect("workload");
     let secs: f64 = a[2].parse().expect("seconds");
     if secs > 0.0 {
         spec.duration_s = Some(secs);

@@ -9,7 +9,6 @@
 //! times (`VMSTATE_RATES=1`: the rates only). `PROBE_TUNABLES=file.toml` overrides tunables.
 
 use numapilot_sim::kernel::REGION_BYTES;
-use numapilot_sim::workload::{process_types, vm_mix};
 use numapilot_sim::{run::run_engine, Machine, Sim, SimOptions};
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -118,12 +117,7 @@ fn dump(sim: &Sim) {
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let m = Machine::preset_or_file(&a[0]).expect("machine");
-    let mut spec = if a[1] == "vm-mix" {
-        vm_mix::vm_mix(&m.topo)
-    } else {
-        let named = process_types::catalog().into_iter().find(|n| n.name == a[1]).expect("workload");
-        (named.build)(&m.topo)
-    };
+    let mut spec = numapilot_sim::workload::builtin(&a[1], &m.topo).expect("workload");
     let secs: f64 = a[2].parse().expect("seconds");
     spec.duration_s = Some(secs);
     let seed: u64 = a[3].parse().expect("seed");

@@ -567,9 +567,40 @@ impl Spec {
     }
 }
 
+/// A built-in workload named on a command line, `NAME[@SCALE]`: an autonuma-benchmark test at that
+/// scale (default 1), `vm-mix`, or a process-types name, built for `topo` (the simulator's
+/// examples take this form). `None` for a name that is none of these, a scale that is not a
+/// number, or a test the machine cannot run at that scale.
+pub fn builtin(arg: &str, topo: &numapilot_topology::Topology) -> Option<Spec> {
+    let (name, scale) = match arg.split_once('@') {
+        Some((w, s)) => (w, s.parse::<f64>().ok()?),
+        None => (arg, 1.0),
+    };
+    if autonuma_bench::NAMES.contains(&name) {
+        autonuma_bench::spec(name, topo, scale).ok()
+    } else if name == "vm-mix" {
+        Some(vm_mix::vm_mix(topo))
+    } else {
+        process_types::catalog().into_iter().find(|n| n.name == name).map(|n| (n.build)(topo))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builtin_names_resolve_and_others_do_not() {
+        let topo = crate::Machine::preset("autonuma-2s12c-24g").expect("preset").topo;
+        let full = builtin("numa01", &topo).expect("numa01");
+        let small = builtin("numa01@0.05", &topo).expect("numa01 at a scale");
+        assert_ne!(format!("{small:?}"), format!("{full:?}"), "the scale must change the test (its work)");
+        assert_eq!(format!("{full:?}"), format!("{:?}", builtin("numa01@1", &topo).expect("numa01 at 1")));
+        assert_eq!(builtin("vm-mix", &topo).expect("vm-mix").name, "vm-mix");
+        assert_eq!(builtin("process-mix", &topo).expect("process-mix").name, "process-mix");
+        assert!(builtin("numa01@big", &topo).is_none(), "a scale that is no number");
+        assert!(builtin("no-such-workload", &topo).is_none());
+    }
 
     fn tiny() -> Spec {
         Spec {

@@ -459,13 +459,8 @@ fn process_json(p: &ProcessMem, node_ids: &[u32]) -> Value {
 }
 
 fn truncate_bytes(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
+    let end = numapilot_observe::error::char_prefix(s, max).len();
+    s.truncate(end);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

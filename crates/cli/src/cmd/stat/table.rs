@@ -267,13 +267,8 @@ impl Table {
 
 /// Cuts `s` to at most `max` bytes, at a character boundary.
 fn cut(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
+    let end = numapilot_observe::error::char_prefix(&s, max).len();
+    s.truncate(end);
     s
 }
 
