@@ -12,10 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use numapilot_model::{Model, Tunables};
-use numapilot_observe::parse::meminfo::MeminfoEntry;
 use numapilot_observe::{
-    AccessSample, CommKind, CommSample, Counters, Meminfo, NodeSample, NodeUsage, ProcessSample, PsiSample, Sample,
-    SchedStat, TaskStat, ThreadSample,
+    AccessSample, CommKind, CommSample, Counters, NodeSample, NodeUsage, ProcessSample, PsiSample, Sample, SchedStat,
+    TaskStat, ThreadSample,
 };
 use numapilot_topology::{NodeSet, Topology};
 
@@ -148,23 +147,7 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
             threads,
         });
     }
-    let nodes = topo
-        .nodes
-        .iter()
-        .map(|n| NodeSample {
-            node: n.id,
-            cpus: n.cpus.clone(),
-            meminfo: Meminfo {
-                entries: vec![
-                    MeminfoEntry { key: "MemTotal".into(), value: n.mem_total_kb, kb: true },
-                    MeminfoEntry { key: "MemFree".into(), value: n.mem_free_kb, kb: true },
-                ],
-            },
-            numastat: Counters::default(),
-            vmstat: Counters::default(),
-            mem_bw: None,
-        })
-        .collect();
+    let nodes = topo.nodes.iter().map(NodeSample::from_topology).collect();
     Sample {
         monotonic_ns: t,
         boottime_ns: t,

@@ -262,6 +262,27 @@ pub struct NodeSample {
     pub mem_bw: Option<MemBandwidth>,
 }
 
+impl NodeSample {
+    /// Node `n` as a topology describes it: its CPUs, `MemTotal` and `MemFree` (kB) from the
+    /// topology, no counters, no controller figures. For a sample built from a recording or a
+    /// synthetic load rather than read from a host.
+    pub fn from_topology(n: &numapilot_topology::Node) -> Self {
+        NodeSample {
+            node: n.id,
+            cpus: n.cpus.clone(),
+            meminfo: Meminfo {
+                entries: vec![
+                    crate::MeminfoEntry { key: "MemTotal".into(), value: n.mem_total_kb, kb: true },
+                    crate::MeminfoEntry { key: "MemFree".into(), value: n.mem_free_kb, kb: true },
+                ],
+            },
+            numastat: Counters::default(),
+            vmstat: Counters::default(),
+            mem_bw: None,
+        }
+    }
+}
+
 /// Use of one node's memory controller over an observation window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemBandwidth {

@@ -34,9 +34,7 @@ use anyhow::Context;
 use numapilot_model::{Model, TaskKey, Tunables};
 use numapilot_observe::pmu::NodeMemory;
 use numapilot_observe::replay::{aggregate_records, locality, parse_script, window_ranges, Locality, ScriptFields};
-use numapilot_observe::{
-    Counters, Meminfo, MeminfoEntry, NodeSample, ProcessSample, PsiSample, Sample, TaskStat, ThreadSample,
-};
+use numapilot_observe::{Counters, NodeSample, ProcessSample, PsiSample, Sample, TaskStat, ThreadSample};
 use numapilot_topology::Topology;
 use serde_json::json;
 
@@ -199,23 +197,7 @@ fn build_sample(
                 .collect(),
         })
         .collect();
-    let nodes = topo
-        .nodes
-        .iter()
-        .map(|n| NodeSample {
-            node: n.id,
-            cpus: n.cpus.clone(),
-            meminfo: Meminfo {
-                entries: vec![
-                    MeminfoEntry { key: "MemTotal".into(), value: n.mem_total_kb, kb: true },
-                    MeminfoEntry { key: "MemFree".into(), value: n.mem_free_kb, kb: true },
-                ],
-            },
-            numastat: Counters::default(),
-            vmstat: Counters::default(),
-            mem_bw: None,
-        })
-        .collect();
+    let nodes = topo.nodes.iter().map(NodeSample::from_topology).collect();
     Sample {
         monotonic_ns: now_ns,
         boottime_ns: now_ns,
