@@ -181,6 +181,9 @@
 //!     full node (the refused moves would have failed)                           0.734 / 1.258
 //!     (within one plan no pages count as leaving a node: on the preset, swaps the kernel
 //!      completes in order, one VM's pages out and another's in, were refused)
+//!   the same trimmed to the target's free memory only (no reserve, nothing
+//!     counted within the plan)                                                  0.742 / 1.254
+//!     (not traced; likely the budget the futile moves had spent went to other moves)
 //! ```
 
 use numapilot_topology::Topology;
