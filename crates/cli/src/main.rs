@@ -7,11 +7,25 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Adaptive NUMA placement for Linux.
+///
+/// numapilot samples how threads touch memory, learns which threads belong together, models
+/// each node's load and interference, and places groups of threads and their memory on NUMA
+/// nodes while the machine runs (`numapilot daemon`). Beside it: the topology (`topo`),
+/// numastat-style statistics (`stat`), a numactl-compatible launcher (`run`; started through a
+/// symlink named numactl or numastat it is that tool), numad-style advice (`advise`), a NUMA
+/// machine simulator (`sim`), autonuma-benchmark as real programs (`bench`) and replay of a
+/// `perf mem` recording (`replay`).
+///
+/// Files: /etc/numapilot.toml (the daemon's configuration), /run/numapilot/state.json (the
+/// originals of every process it changed, restored on exit and after a crash),
+/// /run/numapilot/numapilot.sock (its root-only control socket), /var/log/numapilot/journal.jsonl
+/// (its decisions with their reasons, JSON lines). See also numactl(8),
+/// numastat(8), numad(8).
 #[derive(Debug, Parser)]
-#[command(name = "numapilot", version, about, propagate_version = true)]
+#[command(name = "numapilot", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,6 +54,10 @@ enum Command {
     Replay(cmd::replay::Args),
     /// autonuma-benchmark's tests as real programs, with a per-second placement recorder and charts.
     Bench(cmd::bench::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::docs::CompletionsArgs),
+    /// Print the numapilot(1) manual page, or write every subcommand's page with --out DIR.
+    Man(cmd::docs::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +84,8 @@ fn main() -> ExitCode {
                 Command::Advise(a) => cmd::daemon::run_advise(a),
                 Command::Replay(a) => cmd::replay::run(a),
                 Command::Bench(a) => cmd::bench::run(a),
+                Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
+                Command::Man(a) => cmd::docs::man(a, Cli::command()),
             }
         }
     };

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod daemon;
+pub mod docs;
 pub mod replay;
 pub mod run;
 pub mod sim;
