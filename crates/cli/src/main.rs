@@ -56,7 +56,7 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::docs::CompletionsArgs),
-    /// Print the numapilot(1) manual page, or write every subcommand's page with --out DIR.
+    /// Print the numapilot(1) manual page, or write every page (each subcommand's, numapilot.toml(5)) with --out DIR.
     Man(cmd::docs::ManArgs),
 }
 

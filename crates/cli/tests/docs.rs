@@ -49,11 +49,19 @@ fn man_prints_the_top_page_and_writes_every_page_with_out() {
     let mut names: Vec<String> =
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    for want in ["numapilot.1", "numapilot-daemon.1", "numapilot-sim.1", "numapilot-sim-evidence.1", "numapilot-run.1"]
-    {
+    for want in [
+        "numapilot.1",
+        "numapilot.toml.5",
+        "numapilot-daemon.1",
+        "numapilot-sim.1",
+        "numapilot-sim-evidence.1",
+        "numapilot-run.1",
+    ] {
         assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
     }
     assert!(stdout(&o).contains(&format!("{} manual pages", names.len())), "{}", stdout(&o));
+    let config = std::fs::read_to_string(out.join("numapilot.toml.5")).unwrap();
+    assert!(config.contains(".TH NUMAPILOT.TOML 5") && config.contains("migrate_mb_per_s"), "{config}");
     let daemon = std::fs::read_to_string(out.join("numapilot-daemon.1")).unwrap();
     assert!(daemon.contains("dry\\-run") && daemon.contains("/etc/numapilot.toml"), "{daemon}");
 }

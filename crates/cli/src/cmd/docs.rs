@@ -1,6 +1,7 @@
 //! `numapilot completions SHELL` and `numapilot man`: the shell completion scripts and the manual
 //! pages, generated from the same argument definitions the commands parse with, so they cannot
-//! drift from what the binary accepts.
+//! drift from what the binary accepts; numapilot.toml(5) is rendered from the example
+//! configuration (packaging/numapilot.toml), which a daemon test keeps naming every key.
 //!
 //! `numactl` and `numastat`, the names numapilot answers to through a symlink, parse their own
 //! options (getopt, as Debian's tools do): their manual pages are Debian's own (numactl(8),
@@ -22,8 +23,9 @@ pub struct CompletionsArgs {
 /// `numapilot man`.
 #[derive(Debug, clap::Args)]
 pub struct ManArgs {
-    /// Write numapilot.1 and one page per subcommand (numapilot-daemon.1, numapilot-sim-evidence.1,
-    /// ...) into this directory (made if missing) instead of printing numapilot.1.
+    /// Write numapilot.1, one page per subcommand (numapilot-daemon.1, numapilot-sim-evidence.1,
+    /// ...) and numapilot.toml.5 (the daemon's configuration file) into this directory (made if
+    /// missing) instead of printing numapilot.1.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -57,7 +59,86 @@ pub fn man(a: ManArgs, cmd: Command) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-/// Every page, as (file name, roff text): the subcommands' first (depth first), numapilot.1 last.
+/// The daemon's example configuration, every key at its default with what it does: the source of
+/// numapilot.toml(5).
+const EXAMPLE_CONFIG: &str = include_str!("../../../../packaging/numapilot.toml");
+
+/// `key = value` on one line of the example configuration (a key in its table), as (key, value).
+fn key_line(line: &str) -> Option<(&str, &str)> {
+    let (k, v) = line.split_once(" = ")?;
+    (!k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')).then_some((k, v))
+}
+
+/// numapilot.toml(5), rendered from the example configuration: its opening comment is the
+/// description, each `[table]` a section, each `# --- name` line a subsection, and each key (set,
+/// or commented out at its default) an entry with the comment above it.
+fn config_page(version: &str) -> Vec<u8> {
+    fn esc(line: &str) -> String {
+        let l = line.replace('\\', "\\e").replace('-', "\\-");
+        if l.starts_with('.') || l.starts_with('\'') {
+            format!("\\&{l}")
+        } else {
+            l
+        }
+    }
+    let mut out = vec![
+        format!(".TH NUMAPILOT.TOML 5 \"numapilot {version}\" numapilot"),
+        ".SH NAME".into(),
+        "numapilot.toml \\- configuration of the numapilot daemon".into(),
+        ".SH DESCRIPTION".into(),
+    ];
+    let mut pending: Vec<String> = Vec::new();
+    let flush = |pending: &mut Vec<String>, out: &mut Vec<String>, key: Option<(&str, &str, bool)>| {
+        match key {
+            Some((k, v, set)) => {
+                out.push(".TP".into());
+                let default = if set { "" } else { " (commented out: the default applies)" };
+                out.push(format!("\\fB{}\\fR = {}{default}", esc(k), esc(v)));
+            }
+            None if pending.is_empty() => return,
+            None => out.push(".PP".into()),
+        }
+        out.extend(pending.drain(..).map(|l| esc(&l)));
+    };
+    for line in EXAMPLE_CONFIG.lines() {
+        let line = line.trim_end();
+        if let Some(table) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            flush(&mut pending, &mut out, None);
+            out.push(format!(".SH [{}]", esc(table)));
+        } else if let Some(sub) = line.strip_prefix("# --- ") {
+            flush(&mut pending, &mut out, None);
+            out.push(format!(".SS {}", esc(sub)));
+        } else if let Some((k, v)) = key_line(line) {
+            flush(&mut pending, &mut out, Some((k, v, true)));
+        } else if let Some(text) = line.strip_prefix('#') {
+            pending.push(text.strip_prefix(' ').unwrap_or(text).to_string());
+        } else if line.is_empty() {
+            // A comment block ending in a commented-out key documents that key.
+            match pending.last().and_then(|l| key_line(l)).map(|(k, v)| (k.to_string(), v.to_string())) {
+                Some((k, v)) => {
+                    pending.pop();
+                    flush(&mut pending, &mut out, Some((&k, &v, false)));
+                }
+                None => flush(&mut pending, &mut out, None),
+            }
+        }
+    }
+    match pending.last().and_then(|l| key_line(l)).map(|(k, v)| (k.to_string(), v.to_string())) {
+        Some((k, v)) => {
+            pending.pop();
+            flush(&mut pending, &mut out, Some((&k, &v, false)));
+        }
+        None => flush(&mut pending, &mut out, None),
+    }
+    out.push(".SH SEE ALSO".into());
+    out.push("numapilot(1), numapilot\\-daemon(1)".into());
+    let mut text = out.join("\n");
+    text.push('\n');
+    text.into_bytes()
+}
+
+/// Every page, as (file name, roff text): numapilot.toml.5, then the subcommands' (depth first),
+/// numapilot.1 last.
 fn pages(cmd: Command) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     fn walk(cmd: Command, out: &mut Vec<(String, Vec<u8>)>) -> anyhow::Result<()> {
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
@@ -71,9 +152,10 @@ fn pages(cmd: Command) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     }
     // Built, the subcommands carry their display names (numapilot-sim-evidence), which name
     // their pages; the `help` subcommand clap adds has no page of its own.
+    let version = cmd.get_version().unwrap_or("").to_string();
     let mut cmd = cmd.disable_help_subcommand(true);
     cmd.build();
-    let mut out = Vec::new();
+    let mut out = vec![("numapilot.toml.5".to_string(), config_page(&version))];
     walk(cmd, &mut out)?;
     Ok(out)
 }
@@ -90,11 +172,37 @@ mod tests {
     }
 
     #[test]
+    fn the_config_page_has_an_entry_for_every_key_of_the_example() {
+        let keys: Vec<&str> = EXAMPLE_CONFIG
+            .lines()
+            .filter_map(|l| key_line(l.strip_prefix("# ").unwrap_or(l)))
+            .map(|(k, _)| k)
+            .collect();
+        assert!(keys.len() > 100, "{keys:?}");
+        let page = String::from_utf8(config_page("0.1.0")).expect("utf-8");
+        assert_eq!(page.matches("\n.TP\n").count(), keys.len(), "{page}");
+        for table in ["[daemon]", "[exclude]", "[actuation]", "[signals]", "[tunables]"] {
+            assert!(page.contains(&format!(".SH {table}")), "{table}: {page}");
+        }
+        // Set keys show their value, commented-out ones say the default applies.
+        assert!(page.contains("\\fBdry_run\\fR = false\n"), "{page}");
+        assert!(page.contains("\\fBinterval_ms\\fR = 1000 (commented out: the default applies)"), "{page}");
+        // roff: no text line starts a request by accident, minus signs are escaped.
+        for l in page.lines().filter(|l| !l.starts_with('.')) {
+            assert!(!l.starts_with('\''), "{l}");
+        }
+        assert!(page.contains("nice\\fR = \\-10"), "{page}");
+    }
+
+    #[test]
     fn a_page_per_command_named_by_its_path_the_top_one_last() {
         let p = pages(cli()).expect("pages");
         let names: Vec<&str> = p.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["numapilot-sim-evidence.1", "numapilot-sim.1", "numapilot-daemon.1", "numapilot.1"]);
-        let daemon = String::from_utf8(p[2].1.clone()).expect("utf-8");
+        assert_eq!(
+            names,
+            ["numapilot.toml.5", "numapilot-sim-evidence.1", "numapilot-sim.1", "numapilot-daemon.1", "numapilot.1"]
+        );
+        let daemon = String::from_utf8(p[3].1.clone()).expect("utf-8");
         assert!(daemon.starts_with(".ie"), "roff: {daemon}");
         assert!(daemon.contains("dry\\-run"), "the option is on its page: {daemon}");
     }
