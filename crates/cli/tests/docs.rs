@@ -43,26 +43,27 @@ fn man_prints_the_top_page_and_writes_every_page_with_out() {
     assert!(page.contains("numapilot\\-daemon(1)"), "the subcommands' pages are referred to: {page}");
 
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("man1");
+    let out = dir.path().join("man");
     let o = numapilot(&["man", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let mut names: Vec<String> =
-        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    names.sort();
-    for want in [
-        "numapilot.1",
-        "numapilot.toml.5",
-        "numapilot-daemon.1",
-        "numapilot-sim.1",
-        "numapilot-sim-evidence.1",
-        "numapilot-run.1",
-    ] {
-        assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
+    let list = |sub: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(out.join(sub))
+            .unwrap()
+            .map(|e| format!("{sub}/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(list("man5"), ["man5/numapilot.toml.5"]);
+    let names: Vec<String> = [list("man1"), list("man5")].concat();
+    for want in ["numapilot.1", "numapilot-daemon.1", "numapilot-sim.1", "numapilot-sim-evidence.1", "numapilot-run.1"]
+    {
+        assert!(names.contains(&format!("man1/{want}")), "{want} missing from {names:?}");
     }
     assert!(stdout(&o).contains(&format!("{} manual pages", names.len())), "{}", stdout(&o));
-    let config = std::fs::read_to_string(out.join("numapilot.toml.5")).unwrap();
+    let config = std::fs::read_to_string(out.join("man5/numapilot.toml.5")).unwrap();
     assert!(config.contains(".TH NUMAPILOT.TOML 5") && config.contains("migrate_mb_per_s"), "{config}");
-    let daemon = std::fs::read_to_string(out.join("numapilot-daemon.1")).unwrap();
+    let daemon = std::fs::read_to_string(out.join("man1/numapilot-daemon.1")).unwrap();
     assert!(daemon.contains("dry\\-run") && daemon.contains("/etc/numapilot.toml"), "{daemon}");
 }
 

@@ -23,9 +23,9 @@ pub struct CompletionsArgs {
 /// `numapilot man`.
 #[derive(Debug, clap::Args)]
 pub struct ManArgs {
-    /// Write numapilot.1, one page per subcommand (numapilot-daemon.1, numapilot-sim-evidence.1,
-    /// ...) and numapilot.toml.5 (the daemon's configuration file) into this directory (made if
-    /// missing) instead of printing numapilot.1.
+    /// Write every page under this directory as a manual tree does (e.g. /usr/local/share/man):
+    /// man1/numapilot.1, one page per subcommand (man1/numapilot-daemon.1, ...) and
+    /// man5/numapilot.toml.5 (the daemon's configuration file); made if missing.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -48,9 +48,10 @@ pub fn man(a: ManArgs, cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             std::io::stdout().write_all(top).context("writing the manual page")?;
         }
         Some(dir) => {
-            super::out_dir(&dir, &[])?;
+            super::out_dir(&dir, &["man1", "man5"])?;
             for (name, text) in &pages {
-                let path = dir.join(name);
+                let section = name.rsplit('.').next().unwrap_or("1");
+                let path = dir.join(format!("man{section}")).join(name);
                 std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
             }
             println!("{} manual pages in {}", pages.len(), dir.display());
