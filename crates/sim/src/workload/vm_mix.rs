@@ -157,8 +157,9 @@
 //! vCPUs moved to other servers are (at 12.5 s, seed 1, 13-55% of several VMs' working sets were
 //! a server away from their vCPUs). Settled units (already with their accesses) placed before the
 //! others, as incumbents: 147.8 / 145.6 M, the preset's per-VM mean 1.369 -> 1.322 (cv 8.86 ->
-//! 6.95%), not kept. None comes near default: what is missing
-//! is a rule that leaves a resident process whose threads are already with their memory alone.
+//! 6.95%), not kept. None comes near default. (The guess made then, that what is missing is a
+//! rule leaving a resident process whose threads are already with their memory alone, was
+//! tested later and is wrong: see below.)
 //!
 //! Longer runs (2026-11-27, at 47a5028, seed 1, 64 GB nodes): 0.775 x default at 20 s, 0.890 at
 //! 60 s, so about 0.95 from 20 s to 60 s: most of the loss is the first seconds' moves, but not
@@ -184,7 +185,22 @@
 //!   the same trimmed to the target's free memory only (no reserve, nothing
 //!     counted within the plan)                                                  0.742 / 1.254
 //!     (not traced; likely the budget the futile moves had spent went to other moves)
+//!   every unit with >= 90% of its accesses on the node it runs on left there (no
+//!     action, never balanced away)                                             0.737 / 1.284
+//!   no fork rule (new_process_age_ms = 10)                                      0.763 / 1.126
 //! ```
+//!
+//! The first of these contradicts the guess above: leaving the already-local units alone does
+//! not recover default's throughput (93.6% local against default's 88.1%, still 0.74 x). The loss
+//! is in the VMs that arrive once the machine is full (seed 1: the small rabbits and devils at
+//! 0.24-0.54 x default). Such a VM is 20-100 ms old when first seen, its vCPUs have first-touched
+//! their working sets wherever the scheduler started them (a CPU-idle node full of another VM's
+//! idle RAM spills them a node or a server away), and the fork rule then points the whole VM at
+//! a least-loaded node with no free memory. A vCPU sized by RSS / threads (11.6 GiB for a 2 GiB
+//! working set before it has been watched 2 s) is refused even the CPU-idle node holding 91% of
+//! its accesses ("0 MiB of memory for 11594 MiB") and sent a server away, where its working set
+//! follows at the page budget for seconds while it runs at a twentieth of its speed. Under
+//! default the same vCPU stays where it started.
 
 use numapilot_topology::Topology;
 
