@@ -311,7 +311,10 @@ pub struct Tunables {
     /// Memory follows CPU when at least this share of a group's accessed memory is remote. Default
     /// 0.25. Source: a choice; at the seed's 30% remote penalty (shared/seeds/000) a quarter of the
     /// accesses remote costs ~7.5% of the group's memory time, worth a move. Prevents: migrating
-    /// for a few remote pages (cost > gain).
+    /// for a few remote pages (cost > gain). The same mark makes a node holding all but this share
+    /// of a unit's accesses its home, which needs no free memory for it (placement rule
+    /// home-needs-no-room): it prevents a unit being refused the node its working set is on for
+    /// memory it would not bring.
     pub remote_share_min: f64,
     /// A process whose threads run on several node sets is treated as sharing one buffer when at
     /// least this share of its threads' hot-range samples fall in ranges sampled from two or more

@@ -1151,6 +1151,53 @@ fn cpu_follows_memory_when_the_memory_node_has_room_memory_follows_when_it_has_n
     );
 }
 
+/// Rule 2, home-needs-no-room: a node holding all but `remote_share_min` of a unit's accesses
+/// needs no free memory for it.
+///
+/// ```text
+///   vm (pid 10): 1 thread, 1.0 CPU, runs on node 0; 2000 MiB, 200 on node 0, 1800 on node 1
+///   node 1: CPUs idle, memory full (MemFree 0, flagged a memory-capacity bottleneck)
+///   memory for units on node 1: free 0 + the unit's own 1800 MiB - reserve 10% of the node
+///   accesses 10% / 90%:
+///     candidates: cpu-follows-memory (90% of its 2000 MiB on node 1, >= 80% of >= 1024 MiB)
+///     node 1: 1 - 90% = 10% < 25%: its working set is there, no memory asked  -> node 1
+///             (the bottleneck flag does not refuse it either: it brings 10% < 25% of its traffic)
+///     memory: 10% remote < 25%: nothing moves
+///   accesses 70% / 30% on nodes 1 / 0 (its memory as before): 30% >= 25%, so node 1 must hold its
+///   2000 MiB and cannot (and the flag refuses it: 30% of its traffic would come along)
+///     -> node 0, next-best-node, where it runs; its memory follows there
+/// ```
+#[test]
+fn a_node_holding_a_units_accesses_needs_no_memory_room_for_it() {
+    let build = |shares: &[f64]| {
+        let mut b = B::new("autonuma-2s12c-24g");
+        b.proc(10, "vm", &[(0, 1.0)], &[200, 1800]);
+        b.access(10, 0, shares);
+        b.m.nodes[1].mem_free_bytes = 0;
+        b.m.nodes[1].mem_capacity.load = 1.0;
+        b.m.nodes[1].mem_capacity.bottleneck = true;
+        b
+    };
+    let b = build(&[0.1, 0.9]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "cpu-follows-memory")], "{plan:#?}");
+    let why = &plan.actions[0].reason.detail;
+    assert!(why.contains("[home-needs-no-room] node 1 holds 90% of its sampled accesses"), "{why}");
+    assert!(why.contains("2000 MiB"), "{why}");
+    assert_eq!(plan.actions.len(), 1, "no page moves: {plan:#?}");
+
+    let b = build(&[0.3, 0.7]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "next-best-node")], "{plan:#?}");
+    assert!(plan.actions[0].reason.detail.contains("node 1 bottleneck (memory 100% used)"), "{plan:#?}");
+    assert!(
+        plan.actions.iter().any(|a| matches!(a.kind, ActionKind::MigratePages { .. } | ActionKind::MoveRanges { .. })),
+        "its memory follows it to node 0: {plan:#?}"
+    );
+}
+
 /// Rule 3: a CPU bottleneck made of load the policy cannot move (a pinned process) does not excuse
 /// moving a task away from its preferred node.
 ///
