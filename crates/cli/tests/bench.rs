@@ -5,8 +5,11 @@
 //! prove the recording (the right buffer, the right threads, counts that add up), the rig guests
 //! prove placement across nodes.
 
+mod cli_common;
+use cli_common::{numapilot, stderr};
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use numapilot_bench::{BenchResult, Work};
 
@@ -15,14 +18,6 @@ use numapilot_bench::{BenchResult, Work};
 /// (128 base pages; THP is in madvise mode here and the buffer is not madvised): an exact 8.0 failed
 /// once on a loaded host, while a wrongly attributed VMA or a missed slice is off by far more.
 const IN_FLIGHT_MIB: f64 = 0.5;
-
-fn numapilot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn json_of(o: &Output) -> BenchResult {
     assert!(o.status.success(), "numapilot failed: {}", stderr(o));

@@ -1,19 +1,8 @@
 //! `numapilot completions` and `numapilot man` as a user runs them: the built binary, its output,
 //! its files and its exit codes.
 
-use std::process::{Command, Output};
-
-fn numapilot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
-}
+mod cli_common;
+use cli_common::{numapilot, stderr, stdout};
 
 #[test]
 fn completion_scripts_know_the_subcommands_and_their_options() {

@@ -1,13 +1,12 @@
 //! `numapilot replay` as a user runs it: the real perf recording of fixtures/signals-host-6.18, a PEBS-shaped
 //! text on a two-node machine, and the errors.
 
+mod cli_common;
+use cli_common::numapilot;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn numapilot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
-}
+use std::process::Output;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

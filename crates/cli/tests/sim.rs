@@ -1,24 +1,15 @@
 //! `numapilot sim` as a user runs it: the built binary, its output, files and exit codes.
 
+mod cli_common;
+use cli_common::{numapilot, stderr, stdout};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult, SeriesPoint, Stat};
 use numapilot_sim::run::policy_names;
 use numapilot_sim::workload::autonuma_bench;
 use numapilot_sim::{CalibrationRow, Machine, SimOptions};
-
-fn numapilot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
-}
 
 /// A scratch directory for one test, removed when dropped.
 struct Scratch(PathBuf);

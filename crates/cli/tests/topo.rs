@@ -1,19 +1,10 @@
 //! `numapilot topo` as a user runs it: the built binary, its output and its exit codes.
 
+mod cli_common;
+use cli_common::{numapilot, stderr, stdout};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn numapilot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numapilot")).args(args).output().expect("run numapilot")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
-}
+use std::process::Command;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
