@@ -101,7 +101,8 @@ fn config_page(version: &str) -> Vec<u8> {
         }
         out.extend(pending.drain(..).map(|l| esc(&l)));
     };
-    for line in EXAMPLE_CONFIG.lines() {
+    // A last empty line ends the last comment block as a blank line in the file does.
+    for line in EXAMPLE_CONFIG.lines().chain(std::iter::once("")) {
         let line = line.trim_end();
         if let Some(table) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
             flush(&mut pending, &mut out, None);
@@ -123,13 +124,6 @@ fn config_page(version: &str) -> Vec<u8> {
                 None => flush(&mut pending, &mut out, None),
             }
         }
-    }
-    match pending.last().and_then(|l| key_line(l)).map(|(k, v)| (k.to_string(), v.to_string())) {
-        Some((k, v)) => {
-            pending.pop();
-            flush(&mut pending, &mut out, Some((&k, &v, false)));
-        }
-        None => flush(&mut pending, &mut out, None),
     }
     out.push(".SH SEE ALSO".into());
     out.push("numapilot(1), numapilot\\-daemon(1)".into());
