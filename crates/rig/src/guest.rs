@@ -14,7 +14,8 @@
 //!    qemu ... -serial file:console.log  --->  ttyS0: kernel log, scenario chatter
 //!             -serial file:results.log  <---  ttyS1: NPRIG BOOTED 2.31
 //!                                              NPRIG BEGIN topo / base64 / NPRIG STDERR / base64 / NPRIG END topo 0
-//!                                              NPRIG DONE 0      (then poweroff -f, QEMU exits)
+//!                                              NPRIG DONE 0      (then 8 KiB of empty lines that push it
+//!                                                                 out of the port; poweroff -f, QEMU exits)
 //!    parse results.log -> GuestRun { sections, boot_s, scenario_rc }
 //! ```
 //!
@@ -467,7 +468,7 @@ mod tests {
     #[test]
     fn results_protocol() {
         let text = "NPRIG BOOTED 2.31\r\nNPRIG BEGIN topo\nYQ==\nNPRIG STDERR\nNPRIG END topo 0\n\
-                    NPRIG BEGIN bad.spec-1\nNPRIG STDERR\nZXJy\nNPRIG END bad.spec-1 1\nNPRIG DONE 0\n";
+                    NPRIG BEGIN bad.spec-1\nNPRIG STDERR\nZXJy\nNPRIG END bad.spec-1 1\nNPRIG DONE 0\n\n\n\n";
         let r = parse_results("g", text).unwrap();
         assert_eq!(r.boot_s, Some(2.31));
         assert_eq!(r.done_rc, Some(0));
