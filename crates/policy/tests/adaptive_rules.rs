@@ -1187,6 +1187,23 @@ fn a_node_holding_a_units_accesses_needs_no_memory_room_for_it() {
     assert!(why.contains("2000 MiB"), "{why}");
     assert_eq!(plan.actions.len(), 1, "no page moves: {plan:#?}");
 
+    // The waiver is of room, not of the reserve: running on node 1 with 90% of its accesses there
+    // but only 100 MiB of its memory, node 1 free 0: 100 MiB < the reserve (12 GiB x (1 -
+    // group_max_mem_frac)), so node 1 refuses it (measured: without that check the VM mix lost,
+    // see `Planner::mem_needed`), and the reason names the reserve, not room for its 700 MiB.
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "vm", &[(1, 1.0)], &[600, 100]);
+    b.access(10, 0, &[0.1, 0.9]);
+    b.m.nodes[1].mem_free_bytes = 0;
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "next-best-node")], "{plan:#?}");
+    let why: Vec<&str> = plan.actions.iter().map(|a| a.reason.detail.as_str()).collect();
+    assert!(
+        why.iter().any(|w| w.contains("memory is") && w.contains("MiB under the reserve ([home-needs-no-room]")),
+        "{why:#?}"
+    );
+
     let b = build(&[0.3, 0.7]);
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
