@@ -206,6 +206,14 @@ impl Move {
     /// phase change, only a light thread's wake-ups (the rig's numa01 main thread, moved by the
     /// balancer at 0.07 CPUs and reading 0.0 the next period, had its hold lifted at once and
     /// went back and forth).
+    ///
+    /// The hold counts decisions, so under the settle and first-touch cadences (100 and 30 ms,
+    /// while any process is young) it lasts 1 s or 0.3 s: in the VM mix, where VMs keep arriving,
+    /// a huge VM's vCPU moved four times in its first 4 s (seed 1, rules next-best-node and
+    /// balance-weakest-first). Tried: a hold lasting at least `hold_periods` x 100 ms (1 s)
+    /// whatever the cadence: the preset's VM mix 1.404 -> 1.341 x default per VM, 64 GB nodes
+    /// 0.746 -> 0.760 (seeds 1-3, 20 s); at least `hold_periods` x 1 s (10 s): 0.955 and 0.750.
+    /// Not kept: the moves it stops are as often corrections as ping-pong.
     pub(crate) fn holds(&self, period: u64, load: f64, model: &Model) -> bool {
         let t = &model.tunables;
         let recent = period.saturating_sub(self.period) < u64::from(t.hold_periods);
