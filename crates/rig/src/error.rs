@@ -64,7 +64,8 @@ pub enum RigError {
         /// Last lines of the guest's serial console.
         console_tail: String,
     },
-    /// QEMU exited before the guest reported that its scenario finished (boot failure, panic, bad QEMU option).
+    /// QEMU exited before the guest reported that its scenario finished (boot failure, panic, bad QEMU option), or
+    /// the results channel broke the protocol (the [`RigError::Protocol`] text as the reason).
     #[error("guest {guest:?} failed: {reason}; QEMU stderr:\n{qemu_stderr}\nconsole tail:\n{console_tail}")]
     GuestFailed {
         /// Name of the guest spec.
@@ -76,7 +77,8 @@ pub enum RigError {
         /// Last lines of the guest's serial console.
         console_tail: String,
     },
-    /// The results channel carried something that does not follow the protocol.
+    /// The results channel carried something that does not follow the protocol (from `parse_results`; a booted
+    /// guest's run reports it as [`RigError::GuestFailed`], with the console's tail).
     #[error("guest {guest:?}: results channel line {line_no}: {reason}: {line:?}")]
     Protocol {
         /// Name of the guest spec.

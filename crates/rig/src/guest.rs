@@ -408,7 +408,9 @@ impl Rig {
         if !status.success() {
             return Err(failed(format!("QEMU exited with {status}")));
         }
-        let parsed = parse_results(&spec.name, &read_text(&results))?;
+        // A results channel that breaks the protocol fails the run with the console's tail beside it
+        // (what the scenario printed around the record that broke).
+        let parsed = parse_results(&spec.name, &read_text(&results)).map_err(|e| failed(e.to_string()))?;
         let Some(scenario_rc) = parsed.done_rc else {
             let why =
                 if parsed.boot_s.is_none() { "the guest never reached init" } else { "the scenario never finished" };

@@ -1,6 +1,6 @@
 //! The rig's own failure paths, with real guests: a guest that dies and a guest that hangs must each give an error
-//! that says so and shows the end of the guest's console, and must never be taken for a successful run; and the
-//! results channel must not lose a record's tail when the guest is busy.
+//! that says so and shows the end of the guest's console, and must never be taken for a successful run, and so must
+//! a results channel that breaks the protocol; and the channel must not lose a record's tail when the guest is busy.
 //! Skipped (with a message) unless `NUMAPILOT_RIG=1`, like the guest tests.
 
 use std::sync::OnceLock;
@@ -50,6 +50,22 @@ fn guest_that_hangs_is_killed_at_its_timeout() {
             assert!(console_tail.contains("hanging-on-purpose"), "{console_tail}");
         }
         other => panic!("expected Timeout, got {other}"),
+    }
+}
+
+/// A results channel that breaks the protocol (here a stray line between records) fails the run
+/// with the line, its number and the console's tail, which shows what the scenario did around it.
+#[test]
+fn broken_results_are_an_error_with_the_console_tail() {
+    let Some(rig) = rig() else { return };
+    let scenario = "rig_run before echo ok\necho printed-before-the-stray-line\necho stray >\"$RIG_OUT\"\n\
+                    rig_run after echo ok\n";
+    match rig.boot(&GuestSpec::two_node(), "broken", scenario, &[]).unwrap_err() {
+        RigError::GuestFailed { reason, console_tail, .. } => {
+            assert!(reason.contains("results channel line") && reason.contains("\"stray\""), "{reason}");
+            assert!(console_tail.contains("printed-before-the-stray-line"), "{console_tail}");
+        }
+        other => panic!("expected GuestFailed, got {other}"),
     }
 }
 
