@@ -208,6 +208,26 @@
 //! 64 GB variant 0.760 -> 0.746 per VM (total 148.9 -> 149.6 M, 0.843 x default's 177.4 M).
 //! So the refusal was not the 64 GB variant's loss, or not all of it; the figures above this
 //! paragraph are from before the rule.
+//!
+//! Tried after it (2026-11-27, per-VM mean against default, seeds 1-3, 20 s; the preset / 64 GB
+//! nodes, base 1.404 / 0.746), none kept; seed 1 of the preset is 1.687 against hard-bind's
+//! 1.879, the large rabbit 0.55 against 1.39 and the small devil vm10 2.98 against 3.78:
+//!
+//! ```text
+//!   home-needs-no-room waiving the group_max_mem_frac reserve too (the huge
+//!     sheep's vCPUs, 100% local on nodes full of its idle RAM, stay there)      1.249 / 0.735
+//!   the same waiver in cpu-follows-memory's room check                          1.404 / 0.746
+//!   holds lasting at least 1 s whatever the cadence (10 decisions at 30 ms
+//!     are 0.3 s while VMs keep arriving); at least 10 s                1.341 / 0.760; 0.955 / 0.750
+//!   fork-stays-with-memory for a node holding half the process's memory,
+//!     room or not (the imbalance bound still excludes the busy node)             1.404 / 0.746
+//! ```
+//!
+//! The small sheep vm11 (0.78 x default at seed 1) shows the fork rule's cost on a full machine:
+//! 70 ms old, its working set first-touched on node 32 where the scheduler started it, it is sent
+//! to node 12 (least loaded, 0 MiB free, a server away); the balancer spreads three vCPUs over
+//! nodes 13, 14 and 16 of that server, and memory-follows-CPU then asks for copies into those
+//! full nodes.
 
 use numapilot_topology::Topology;
 
