@@ -223,11 +223,12 @@
 //!     room or not (the imbalance bound still excludes the busy node)             1.404 / 0.746
 //! ```
 //!
-//! The small sheep vm11 (0.78 x default at seed 1) shows the fork rule's cost on a full machine:
-//! 70 ms old, its working set first-touched on node 32 where the scheduler started it, it is sent
-//! to node 12 (least loaded, 0 MiB free, a server away); the balancer spreads three vCPUs over
-//! nodes 13, 14 and 16 of that server, and memory-follows-CPU then asks for copies into those
-//! full nodes.
+//! The small sheep vm11 (0.78 x default at seed 1) on a full machine: 70 ms old when first seen,
+//! its idle RAM on nodes 31-32 and its vCPUs' working sets spread over other nodes (one vCPU's
+//! accesses mostly on node 5, a third on node 16), it is sent to node 12 by the fork rule (least
+//! loaded, 0 MiB free); 30 ms later the balancer moves three vCPUs to nodes 13, 14 and 16 (the
+//! reasons name node 32, load 1.50, as where they were planned: not traced why), and
+//! memory-follows-CPU then asks for copies into those full nodes.
 
 use numapilot_topology::Topology;
 
