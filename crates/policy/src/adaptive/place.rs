@@ -1438,8 +1438,9 @@ impl<'m> Planner<'m> {
                     self.cap[i],
                     u.cpu
                 );
-                // Memory, not CPU, may be what is short: say so.
-                if need == 0 && self.mem_avail[i] < 0.0 {
+                // Memory, not CPU, may be what is short: say so. The waiver applied (need below
+                // the unit's memory, as for the placed reason above): only the reserve refused it.
+                if need < u.mem && self.mem_avail[i] < 0.0 {
                     why.push_str(&format!(
                         " and its memory is {:.0} MiB under the reserve ([{HOME_RULE}] asks no room of a unit holding {} of its {} there, but not below the reserve)",
                         -self.mem_avail[i] / MIB,
