@@ -17,7 +17,7 @@ use numapilot_model::{Model, Tunables};
 use numapilot_topology::Topology;
 use serde::{Deserialize, Serialize};
 
-use crate::action::{Outcome, Plan};
+use crate::action::{Outcome, Plan, Reason};
 use crate::adaptive::Explanation;
 use crate::host::{FinishedMove, Host, HostError};
 
@@ -51,6 +51,46 @@ pub trait Policy: std::fmt::Debug {
         let _ = (model, pid);
         None
     }
+
+    /// The launch stage: a node set for a process about to start, from what its launcher says it
+    /// needs (`None`: no advice, the process starts where the kernel puts it). The default gives
+    /// none. A policy that answers remembers what it promised: the model shows the process only
+    /// at the next step.
+    fn advise_launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+        let _ = (model, now_ns, req);
+        None
+    }
+}
+
+/// A process about to start, as its launcher describes it (rule "launch-advice"). A VM manager
+/// knows a VM's vCPUs and memory before the VM exists: libvirt's `placement='auto'` asks numad
+/// (`numad -w NCPUS:MB`) for a node set and starts QEMU on it, and the VM mapping paper's first
+/// stage maps each VM on arrival from its request (shared/seeds/004, "Stage 1").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    /// The process's pid when the launcher knows it already (forked, not yet running), else `None`.
+    pub pid: Option<u32>,
+    /// Name, for the reason.
+    pub name: String,
+    /// CPUs it will keep busy (a VM: its vCPUs).
+    pub cpus: f64,
+    /// Memory it will hold, bytes (a VM: its guest RAM).
+    pub mem_bytes: u64,
+    /// Free CPUs and memory per node measured when asking (numad answers each `-w` after
+    /// `update_nodes()`, numad.c's message handler; `numapilot advise` measures the same way);
+    /// empty: the policy goes by its model of the last step.
+    #[serde(default)]
+    pub nodes_now: Vec<crate::advise::NodeFree>,
+}
+
+/// The answer to a [`LaunchRequest`]: start its threads on these nodes' CPUs and prefer these
+/// nodes' memory (`numactl --cpunodebind=NODES --preferred-many=NODES`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchAdvice {
+    /// The nodes.
+    pub nodes: numapilot_topology::NodeSet,
+    /// Why (rule, figures).
+    pub reason: Reason,
 }
 
 /// What one step did.
@@ -144,6 +184,12 @@ impl Engine {
     /// Time until the next step should run, ns.
     pub fn next_interval_ns(&self) -> u64 {
         self.policy.next_interval_ns(&self.model)
+    }
+
+    /// The launch stage for a process about to start ([`Policy::advise_launch`]), on the model as of
+    /// the last step; `now_ns` is the host's clock.
+    pub fn advise_launch(&mut self, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+        self.policy.advise_launch(&self.model, now_ns, req)
     }
 
     /// One step: observe, update the model, decide, act (unless dry run).

@@ -19,13 +19,14 @@
 
 pub mod action;
 pub mod adaptive;
+pub mod advise;
 pub mod engine;
 pub mod host;
 pub mod numad;
 
 pub use action::{Action, ActionKind, Outcome, Plan, Reason, TaskRef};
-pub use adaptive::Adaptive;
-pub use engine::{Engine, Policy, StepReport, Totals};
+pub use adaptive::{free_from_model, Adaptive, LAUNCH_PROMISE_NS};
+pub use engine::{Engine, LaunchAdvice, LaunchRequest, Policy, StepReport, Totals};
 pub use host::{FinishedMove, Host, HostError};
 pub use numad::Numad;
 /// The one tunables struct (defined in the model crate, which needs half of it).

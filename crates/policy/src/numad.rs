@@ -95,7 +95,7 @@ use numapilot_model::{Model, ProcView};
 use numapilot_topology::NodeSet;
 
 use crate::action::{Action, ActionKind, Outcome, Plan, Reason, TaskRef};
-use crate::engine::Policy;
+use crate::engine::{LaunchAdvice, LaunchRequest, Policy};
 
 /// CPU-rate history numad keeps per process, passes; the largest counts. Source: numad.c
 /// `RING_BUF_SIZE` 8 ("Use largest CPU utilization currently in ring buffer"). Prevents: a process
@@ -143,6 +143,9 @@ pub struct Numad {
     moved_last_pass: bool,
     /// Passes so far.
     passes: u64,
+    /// Launch advice given (`numad -w`), by pid, until the process shows: then it counts as bound
+    /// here at that time (the launcher bound it to the advice, as libvirt does).
+    launched: BTreeMap<u32, NodeSet>,
 }
 
 /// One node as `pick_nodes` sees it.
@@ -188,6 +191,17 @@ impl Numad {
         let live: std::collections::BTreeSet<(u32, u64)> = model.procs.values().map(|p| (p.pid, p.starttime)).collect();
         self.cpu_history.retain(|k, _| live.contains(k));
         self.bound.retain(|k, _| live.contains(k));
+        let launched = std::mem::take(&mut self.launched);
+        for (pid, nodes) in launched {
+            match model.procs.get(&pid) {
+                Some(p) => {
+                    self.bound.insert((pid, p.starttime), Binding { nodes, at_ns: model.now_ns });
+                }
+                None => {
+                    self.launched.insert(pid, nodes);
+                }
+            }
+        }
         for p in model.procs.values() {
             let h = self.cpu_history.entry((p.pid, p.starttime)).or_default();
             h.push_back(p.cpu_rate.max(0.0));
@@ -197,13 +211,12 @@ impl Numad {
         }
     }
 
-    /// The nodes as numad sees them for process `p` (its own use added back), dense order.
-    fn nodes_for(&self, model: &Model, p: &ProcView, cpu_used: f64, binding: Option<&Binding>) -> Vec<NodeRes> {
+    /// The nodes as numad's `update_nodes` sees them: free CPUs (cores first, SMT siblings at
+    /// `numad_htt_pct`) and free MiB, dense order, nobody's own use added back.
+    fn nodes_free(model: &Model) -> Vec<NodeRes> {
         let topo = &model.topo;
-        let rss_mib = (p.rss_bytes as f64 / MIB).max(1e-9);
         let htt = f64::from(model.tunables.numad_htt_pct.min(100)) / 100.0;
-        let mut nodes: Vec<NodeRes> = topo
-            .nodes
+        topo.nodes
             .iter()
             .enumerate()
             .map(|(i, n)| {
@@ -226,7 +239,13 @@ impl Numad {
                 };
                 NodeRes { id: n.id, cpus_total, cpus_free, mib_total, mib_free, magnitude: 0.0 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// The nodes as numad sees them for process `p` (its own use added back), dense order.
+    fn nodes_for(&self, model: &Model, p: &ProcView, cpu_used: f64, binding: Option<&Binding>) -> Vec<NodeRes> {
+        let mut nodes = Self::nodes_free(model);
+        let rss_mib = (p.rss_bytes as f64 / MIB).max(1e-9);
         let own_mib = |i: usize| p.mem_by_node.get(i).copied().unwrap_or(0) as f64 / MIB;
         match binding {
             None => {
@@ -369,6 +388,35 @@ impl Policy for Numad {
         } else {
             t.numad_interval_max_s.saturating_mul(1_000_000_000)
         }
+    }
+
+    /// numad's pre-placement advice (`numad -w NCPUS:MB`, answered by the running daemon from its
+    /// current view of the nodes: numad.c sends the request to the daemon's message queue, which
+    /// calls `pick_numa_nodes` for it with no process of its own and CPUs not assumed enough). Each
+    /// request is answered from that snapshot alone: nothing is reserved for the next one.
+    fn advise_launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+        let _ = now_ns;
+        let mut nodes = Self::nodes_free(model);
+        for n in &mut nodes {
+            // update_nodes() runs before each answer: the measurement taken now, when there is one.
+            if let Some(f) = req.nodes_now.iter().find(|f| f.node == n.id) {
+                let htt_discount = f64::from(f.cpus) - n.cpus_total;
+                n.cpus_free = (f.free_cpus - htt_discount).max(0.0);
+                n.mib_free = f.mem_free_bytes as f64 / MIB;
+            }
+            n.cpus_free = n.cpus_free.min(n.cpus_total).max(MIN_NODE_CPUS_FREE);
+            n.mib_free = n.mib_free.min(n.mib_total);
+        }
+        let mib = req.mem_bytes as f64 / MIB;
+        let (chosen, why) = Self::pick_nodes(model, nodes, mib, req.cpus, false);
+        if chosen.is_empty() {
+            return None;
+        }
+        if let Some(pid) = req.pid {
+            self.launched.insert(pid, chosen.clone());
+        }
+        let detail = format!("numad -w {:.0}:{:.0} for {}: nodes {chosen}; {why}", req.cpus.ceil(), mib, req.name);
+        Some(LaunchAdvice { nodes: chosen, reason: Reason::new("numad-advice", detail) })
     }
 
     fn decide(&mut self, model: &Model) -> Plan {

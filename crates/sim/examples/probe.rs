@@ -5,7 +5,9 @@
 //!
 //! `cargo run --release -p numapilot-sim --example probe -- MACHINE WORKLOAD[@SCALE] SECONDS SEEDS POLICY,..`
 //! (MACHINE: a preset or the path of a machine file; `SECONDS` 0 keeps the workload's own length; `WORKLOAD` is an autonuma-benchmark test, a
-//! process-types name or `vm-mix`).
+//! process-types name or `vm-mix`). Environment: `PROBE_TUNABLES=FILE` (engine tunables, TOML),
+//! `PROBE_SAMPLE_COST_NS=N` (numapilot's emulated PMU sampling stall per sample, default 2000),
+//! `PROBE_PROCS=1` (per-process figures).
 
 use numapilot_sim::result::{RunResult, Stat};
 use numapilot_sim::{run_one, Machine, SimOptions};
@@ -25,6 +27,9 @@ fn main() {
     let seeds: u64 = a[3].parse().expect("seeds");
     let policies: Vec<&str> = a[4].split(',').collect();
     let mut opts = SimOptions::default();
+    if let Ok(ns) = std::env::var("PROBE_SAMPLE_COST_NS") {
+        opts.pmu_sample_cost_ns = ns.parse().expect("PROBE_SAMPLE_COST_NS: ns");
+    }
     if let Some(path) = std::env::var_os("PROBE_TUNABLES") {
         opts.tunables = numapilot_sim::run::tunables_from_file(std::path::Path::new(&path)).expect("tunables");
     }

@@ -126,6 +126,10 @@ pub struct SimOptions {
     /// Tunables of the engine policies (`numapilot`, `numad`; the kernel baselines ignore them),
     /// validated before any run starts.
     pub tunables: numapilot_policy::Tunables,
+    /// Stall charged to a thread per emulated access sample under `numapilot`, ns (default
+    /// `host::PMU_SAMPLE_COST_NS`, 2 us; 0 shows what placement alone gives: the VM mix's
+    /// comparison with hard-bind, `workload/vm_mix.rs`). Other policies sample nothing.
+    pub pmu_sample_cost_ns: u64,
 }
 
 impl Default for SimOptions {
@@ -137,6 +141,7 @@ impl Default for SimOptions {
             noise: 0.02,
             autonuma: AutoNumaParams::default(),
             tunables: numapilot_policy::Tunables::default(),
+            pmu_sample_cost_ns: crate::host::PMU_SAMPLE_COST_NS,
         }
     }
 }
@@ -341,6 +346,12 @@ pub(crate) struct ProcRt {
     pub(crate) rspecs: Vec<usize>,
     /// Phases not yet applied: (time, group index, accesses, compute).
     pub(crate) phases: Vec<(u64, usize, Vec<crate::workload::Access>, Option<f64>)>,
+    /// Its launcher asked the policy for nodes before it started (`ProcessSpec::launch_advice`).
+    pub(crate) launch_asked: bool,
+    /// The nodes the launch advice gave, if any: its threads' CPUs were narrowed to them and its
+    /// memory without a policy of its own prefers them (`numactl --cpunodebind --preferred-many`:
+    /// a task policy, which numa_maps does not show and which leaves its pages movable).
+    pub(crate) launch_nodes: Option<NodeSet>,
 }
 
 /// One simulation: machine, kernel, workload, policy; advanced epoch by epoch.
@@ -583,6 +594,8 @@ impl Sim {
                     series: Vec::new(),
                     rspecs: my_rspecs,
                     phases,
+                    launch_asked: false,
+                    launch_nodes: None,
                 });
             }
         }
@@ -884,7 +897,88 @@ impl Sim {
                 return p.clone();
             }
         }
+        if let (MemPolicySpec::Local, false, Some(nodes)) = (&rs.policy, rs.explicit, &self.prt[rs.proc].launch_nodes) {
+            return MemPolicySpec::PreferredMany { nodes: nodes.clone() };
+        }
         rs.policy.clone()
+    }
+
+    /// Processes that start at the next [`Sim::step`] and whose launcher asks the placement
+    /// policy for nodes first (`ProcessSpec::launch_advice`), not asked yet, in start order: their
+    /// index and request (CPUs: their threads; memory: their regions' full size).
+    pub fn launches_due(&self) -> Vec<(usize, numapilot_policy::LaunchRequest)> {
+        let now = self.now_ns;
+        let mut due: Vec<usize> = (0..self.prt.len())
+            .filter(|&p| {
+                let r = &self.prt[p];
+                !r.started && !r.launch_asked && r.start_ns <= now && self.spec.processes[r.spec].launch_advice
+            })
+            .collect();
+        due.sort_by_key(|&p| (self.prt[p].arrival_ns, p));
+        let nodes_now = self.nodes_free_now();
+        due.into_iter()
+            .map(|p| {
+                let r = &self.prt[p];
+                let mem: u64 = r.rspecs.iter().map(|&rs| self.rspecs[rs].bytes).sum();
+                let req = numapilot_policy::LaunchRequest {
+                    pid: Some(self.kernel.procs[p].pid),
+                    name: r.name.clone(),
+                    cpus: self.kernel.procs[p].tasks.len() as f64,
+                    mem_bytes: mem,
+                    nodes_now: nodes_now.clone(),
+                };
+                (p, req)
+            })
+            .collect()
+    }
+
+    /// Free CPUs and memory per node now, as a launcher measuring the machine would find them:
+    /// CPUs not running a task (a task running is a CPU busy) and free memory (the node's
+    /// MemFree).
+    pub fn nodes_free_now(&self) -> Vec<numapilot_policy::advise::NodeFree> {
+        let k = &self.kernel;
+        let mut busy = vec![0u32; k.topo.nodes.len()];
+        for t in &k.tasks {
+            if t.state == TaskState::Running {
+                busy[k.nidx(k.node_of_cpu(t.cpu))] += 1;
+            }
+        }
+        k.topo
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let cpus = n.cpus.len() as u32;
+                numapilot_policy::advise::NodeFree {
+                    node: n.id,
+                    cpus,
+                    free_cpus: f64::from(cpus.saturating_sub(busy[i])),
+                    mem_free_bytes: k.free_regions(i) * REGION_BYTES,
+                }
+            })
+            .collect()
+    }
+
+    /// Records the launch advice for process `p` (index) before it starts: `None` (no advice)
+    /// starts it as if nobody had been asked; nodes narrow its threads' CPUs to theirs (where
+    /// that leaves any) and make its memory prefer them. Asked once.
+    pub fn apply_launch(&mut self, p: usize, nodes: Option<&NodeSet>) {
+        if self.prt[p].started || self.prt[p].launch_asked {
+            return;
+        }
+        self.prt[p].launch_asked = true;
+        let Some(nodes) = nodes else { return };
+        let cpus = self.kernel.topo.cpus_of_nodes(nodes);
+        if cpus.is_empty() {
+            return;
+        }
+        for t in self.kernel.procs[p].tasks.clone() {
+            let allowed = self.kernel.tasks[t].allowed.intersection(&cpus);
+            if !allowed.is_empty() {
+                self.kernel.tasks[t].allowed = allowed;
+            }
+        }
+        self.prt[p].launch_nodes = Some(nodes.clone());
     }
 
     /// Per-node shares (dense node index) of the accesses to range `r` when its memory is

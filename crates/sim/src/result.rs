@@ -60,7 +60,8 @@ pub struct EngineTotals {
     pub steps: u64,
     /// Actions planned, all kinds.
     pub actions: u64,
-    /// Actions planned by kind (`set-affinity`, `migrate-pages`, `move-ranges`, `interleave`).
+    /// Actions planned by kind (`set-affinity`, `migrate-pages`, `move-ranges`, `interleave`, and
+    /// `launch-advice`: answers the launch stage gave, counted in `actions` too).
     pub actions_by_kind: std::collections::BTreeMap<String, u64>,
     /// Base pages the actions moved.
     pub pages_moved: u64,

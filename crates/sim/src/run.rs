@@ -193,12 +193,16 @@ pub fn run_engine(
         // Only numapilot would run PMU sampling on a live machine and pays for it (its samples'
         // stall, host::PMU_SAMPLE_COST_NS); numad reads /proc only, so its run is charged nothing.
         host.set_sample_cost_ns(0);
+    } else {
+        host.set_sample_cost_ns(opts.pmu_sample_cost_ns);
     }
     let topo = numapilot_policy::Host::topology(&host).clone();
     let mut engine = Engine::new(topo, tunables.clone(), pol);
     let mut by_kind = std::collections::BTreeMap::<String, u64>::new();
     let mut tracker = RunProgress::new(host.sim());
-    // The first step comes after the first epoch.
+    // The first step comes after the first epoch; processes whose launcher asks for nodes ask
+    // before each epoch that starts them (rule "launch-advice").
+    launch_stage(&mut engine, &mut host, &mut by_kind);
     let mut running = host.sim_mut().step();
     tracker.tick(host.sim(), progress);
     while running {
@@ -213,6 +217,7 @@ pub fn run_engine(
         let epoch = host.sim().epoch_ns().max(1);
         let until = host.sim().now_ns() + engine.next_interval_ns().max(epoch);
         while running && host.sim().now_ns() < until {
+            launch_stage(&mut engine, &mut host, &mut by_kind);
             running = host.sim_mut().step();
             tracker.tick(host.sim(), progress);
         }
@@ -221,7 +226,9 @@ pub fn run_engine(
     let t = engine.totals;
     run.engine = Some(EngineTotals {
         steps: t.steps,
-        actions: t.actions,
+        // Launch advice counts as an action of the run (`launch-advice` in the kinds): so the
+        // actions are the kinds' sum.
+        actions: t.actions + by_kind.get("launch-advice").copied().unwrap_or(0),
         actions_by_kind: by_kind,
         pages_moved: t.pages_moved,
         pages_failed: t.pages_failed,
@@ -230,6 +237,20 @@ pub fn run_engine(
     });
     progress(1.0);
     Ok(run)
+}
+
+/// The launch stage before an epoch: every process about to start whose launcher asks gets the
+/// policy's advice (or none) before its first thread runs; advice given is counted under
+/// `launch-advice` in the run's actions by kind.
+fn launch_stage(engine: &mut Engine, host: &mut SimHost, by_kind: &mut std::collections::BTreeMap<String, u64>) {
+    for (p, req) in host.sim().launches_due() {
+        let now = host.sim().now_ns();
+        let advice = engine.advise_launch(now, &req);
+        if advice.is_some() {
+            *by_kind.entry("launch-advice".to_string()).or_default() += 1;
+        }
+        host.sim_mut().apply_launch(p, advice.as_ref().map(|a| &a.nodes));
+    }
 }
 
 /// Why a tunables file could not be used; every message names the file (and the field when one

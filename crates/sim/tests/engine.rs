@@ -45,6 +45,7 @@ fn one_process(threads: u32, bytes: u64, touch: FirstTouch, slice: Slice, cpus: 
                 }],
             }],
             phases: vec![],
+            launch_advice: false,
         }],
     }
 }

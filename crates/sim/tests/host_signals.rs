@@ -41,6 +41,7 @@ fn process(name: &str, threads: u32, bytes: u64, touch: FirstTouch, slice: Slice
             accesses: vec![Access { region: "mem".into(), weight: 1.0, slice, pattern: Pattern::Stream, write: true }],
         }],
         phases: vec![],
+        launch_advice: false,
     }
 }
 

@@ -59,6 +59,7 @@ fn spec(buf_bytes: u64, w_buf: f64, cpus: &CpuSet, node0: u32) -> Spec {
                 accesses: vec![access("buf", w_buf), access("big", 1.0)],
             }],
             phases: vec![],
+            launch_advice: false,
         }],
     }
 }

@@ -44,6 +44,7 @@ fn two_processes() -> Spec {
             }],
         }],
         phases: vec![],
+        launch_advice: false,
     };
     Spec {
         name: "two".into(),

@@ -163,6 +163,7 @@
 mod balance;
 mod cold;
 mod explain;
+mod launch;
 mod memory;
 mod place;
 
@@ -172,9 +173,10 @@ use numapilot_model::{Model, TaskKey};
 use numapilot_topology::{CpuSet, NodeSet};
 
 pub use explain::{Explanation, GroupExplanation, JournalEntry};
+pub use launch::{free_from_model, LAUNCH_PROMISE_NS};
 
-use crate::action::{Action, ActionKind, Outcome, Plan};
-use crate::engine::Policy;
+use crate::action::{Action, ActionKind, Outcome, Plan, Reason};
+use crate::engine::{LaunchAdvice, LaunchRequest, Policy};
 
 /// Bytes in a base page, for page counts (x86-64 and most arm64 kernels; a 64 KiB-page kernel
 /// would see budgets 16x larger in bytes).
@@ -254,6 +256,8 @@ pub(crate) struct ProcState {
     /// within `hold_load_change`, its threads keep their nodes and its memory keeps this spread
     /// (the same nodes and weights, so a budget-limited interleave continues, never reshuffles).
     pub(crate) shared_spread: Option<(Move, Vec<u32>)>,
+    /// The nodes rule "launch-advice" gave it before it started, and why (`launch.rs`).
+    pub(crate) launch: Option<(NodeSet, Reason)>,
 }
 
 /// The adaptive policy: fork spread, group placement on preferred nodes, weakest-first balancing,
@@ -284,6 +288,10 @@ pub struct Adaptive {
     /// hold ran out during a 2 s copy the process was sent to another node and its memory after
     /// it, twice (25,006 pages for one 32 MiB buffer, 90% local at 14.5 s).
     pub(crate) moving: BTreeMap<u32, u64>,
+    /// Launch advice given to processes not yet taken up, by pid (rule "launch-advice").
+    pub(crate) promises: launch::Promises,
+    /// Launch advice given without a pid, newest last.
+    pub(crate) anonymous_promises: Vec<launch::Promise>,
 }
 
 impl Adaptive {
@@ -563,9 +571,14 @@ impl Policy for Adaptive {
         }
     }
 
+    fn advise_launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+        self.launch(model, now_ns, req)
+    }
+
     fn decide(&mut self, model: &Model) -> Plan {
         self.period += 1;
         self.forget_gone(model);
+        self.launch_adopt(model);
         self.moving.retain(|pid, st| model.procs.get(pid).is_some_and(|p| p.starttime == *st));
         let moving: Vec<u32> = self.moving.keys().copied().collect();
         for pid in moving {

@@ -250,8 +250,12 @@ impl<'m> Planner<'m> {
         let cpus: Vec<f64> = model.topo.nodes.iter().map(|nd| nd.cpus.len() as f64).collect();
         let cpu_nodes: Vec<usize> = (0..n).filter(|&i| cpus[i] > 0.0).collect();
         let cap: Vec<f64> = cpus.iter().map(|c| c * t.node_cpu_target).collect();
-        let managed: BTreeSet<u32> =
-            model.procs.keys().copied().filter(|&pid| !policy.foreign_pinned(model, pid)).collect();
+        let managed: BTreeSet<u32> = model
+            .procs
+            .keys()
+            .copied()
+            .filter(|&pid| !policy.foreign_pinned(model, pid) && !policy.launch_holds(model, pid))
+            .collect();
         let new_procs: Vec<u32> = managed
             .iter()
             .copied()

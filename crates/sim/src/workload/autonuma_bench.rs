@@ -60,6 +60,7 @@ fn process(
             accesses: vec![Access { region: "mem".into(), weight: 1.0, slice, pattern: Pattern::Stream, write: true }],
         }],
         phases: vec![],
+        launch_advice: false,
     }
 }
 

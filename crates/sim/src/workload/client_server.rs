@@ -204,6 +204,7 @@ impl ClientServer {
                 ],
             }],
             phases: vec![],
+            launch_advice: false,
         };
         let clients = ProcessSpec {
             name: "redis-benchmark".into(),
@@ -240,6 +241,7 @@ impl ClientServer {
                     random("redis-server/reply", client_reads, false),
                 ],
             }],
+            launch_advice: false,
             phases: vec![],
         };
         let op = match self.op {

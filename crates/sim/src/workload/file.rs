@@ -291,6 +291,10 @@ pub struct FileProcess {
     /// Changes of behaviour over time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
+    /// Its launcher asks the placement policy for nodes before starting it (rule
+    /// "launch-advice"; `ProcessSpec::launch_advice`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub launch_advice: bool,
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -446,6 +450,7 @@ impl WorkloadFile {
                     name: p.name.clone(),
                     count: Count::Fixed(p.count),
                     start_s: p.start_s,
+                    launch_advice: p.launch_advice,
                     cpus: p.cpus.clone(),
                     policy: p.policy.clone(),
                     regions: p
@@ -640,6 +645,7 @@ impl WorkloadFile {
                 regions,
                 threads,
                 phases: p.phases.clone(),
+                launch_advice: p.launch_advice,
             });
         }
         if let (Some(field), None) = (&open_ended, self.duration_s) {

@@ -135,6 +135,11 @@ pub struct ProcessSpec {
     /// Changes of behaviour over time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
+    /// Whether its launcher asks the placement policy for nodes before starting it, with its
+    /// threads as CPUs and its regions as memory (a VM manager's `placement='auto'`: libvirt asks
+    /// numad `-w`; rule "launch-advice"). Policies without a launch stage give no advice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub launch_advice: bool,
 }
 
 /// A named buffer of a process.
@@ -643,6 +648,7 @@ mod tests {
                     }],
                 }],
                 phases: vec![],
+                launch_advice: false,
             }],
         }
     }

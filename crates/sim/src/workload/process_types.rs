@@ -88,6 +88,7 @@ fn process(name: &str, regions: Vec<RegionSpec>, group: ThreadGroup) -> ProcessS
         regions,
         threads: vec![group],
         phases: vec![],
+        launch_advice: false,
     }
 }
 

@@ -1,0 +1,222 @@
+//! The launch stage (rule "launch-advice"): a node set for a process before it exists.
+//!
+//! # Problem
+//!
+//! Every other rule of this policy starts from what the process has already done: where its
+//! threads first ran and where they first touched their memory. A VM is resident tens of
+//! milliseconds after it starts (QEMU touches guest RAM, the vCPUs their working sets), so on a
+//! full machine its memory lands wherever a node had room and every later correction is a copy
+//! across servers (the VM mix on `numaconnect-288c`, `workload/vm_mix.rs`: numapilot's per-VM
+//! throughput 1.404 x default against a clairvoyant hard binding's 1.571). A VM manager knows a
+//! VM's size before it starts; libvirt's `placement='auto'` asks numad (`numad -w NCPUS:MB`) for
+//! a node set and starts QEMU bound to it, and the VM mapping paper's first stage maps each VM on
+//! arrival from its request (shared/seeds/004, "Stage 1: if a free slot is suitable for VMi, map
+//! VMi directly").
+//!
+//! # Approach
+//!
+//! ```text
+//!   request (cpus, memory) ──► free per node as measured when asking (idle CPUs, free memory),
+//!                              or from the model: CPUs - CPU demand of the last period, memory
+//!                              free (the topology's before any sample);
+//!                              less what earlier advice promised and the model does not show yet
+//!                              (a promise holds until the model has seen its process twice, or
+//!                              LAUNCH_PROMISE_NS without a pid)
+//!                          ──► advise::advise: the smallest set of mutually closest nodes whose
+//!                              free CPUs and memory both cover the request (numad -w's question)
+//!                          ──► the launcher starts the process with those nodes' CPUs and
+//!                              preferred memory; the policy records the CPU set as its own, so
+//!                              the process is managed (not "placed by someone else") and the
+//!                              fork rule does not place it again
+//!   nothing fits           ──► no advice: the process starts where the kernel puts it
+//! ```
+//!
+//! # Limits
+//!
+//! Only processes whose launcher asks get advice (the simulator's workloads say so per process,
+//! `ProcessSpec::launch_advice`); the live daemon answers `numapilot advise` from a measurement of
+//! its own, not through this stage. Promises spread a request's CPUs and memory over the chosen
+//! nodes in proportion to their free capacity, which is where the process will run only roughly.
+
+use std::collections::BTreeMap;
+
+use numapilot_model::Model;
+use numapilot_topology::NodeSet;
+
+use super::{Adaptive, ProcState};
+use crate::action::Reason;
+use crate::advise::{self, NodeFree};
+use crate::engine::{LaunchAdvice, LaunchRequest};
+
+/// How long a promise without a pid counts against the free capacity, ns. Default 5 s. Source: a
+/// choice, a few of the daemon's 500 ms intervals, long enough for a launched process to start and
+/// be seen twice. What it prevents: two launches in quick succession both told the same free node
+/// (numad -w answers each from the same snapshot), and a launch that never happened holding its
+/// capacity for good.
+pub const LAUNCH_PROMISE_NS: u64 = 5_000_000_000;
+
+/// What the policy promised a launch.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Promise {
+    /// The nodes.
+    pub(crate) nodes: NodeSet,
+    /// Requested CPUs.
+    pub(crate) cpus: f64,
+    /// Requested memory, bytes.
+    pub(crate) mem_bytes: u64,
+    /// When it was given (host clock), ns.
+    pub(crate) at_ns: u64,
+    /// The reason given, kept for `explain`.
+    pub(crate) reason: Reason,
+    /// Model updates in which the process was seen so far.
+    pub(crate) seen: u32,
+}
+
+/// Free CPUs and memory per node as the model has them now (the topology's figures before the
+/// first sample), less nothing: the caller subtracts promises.
+pub fn free_from_model(model: &Model) -> Vec<NodeFree> {
+    model
+        .topo
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let cpus = n.cpus.len() as u32;
+            let load = model.nodes.get(i).filter(|l| l.mem_total_bytes > 0 && model.updates > 0);
+            let free_cpus = (f64::from(cpus) - load.map_or(0.0, |l| l.cpu_demand)).clamp(0.0, f64::from(cpus));
+            let mem_free_bytes = load.map_or(n.mem_free_kb.saturating_mul(1024), |l| l.mem_free_bytes);
+            NodeFree { node: n.id, cpus, free_cpus, mem_free_bytes }
+        })
+        .collect()
+}
+
+/// Takes `promise`'s CPUs and memory off `free`, spread over its nodes in proportion to their
+/// free capacity.
+fn charge(free: &mut [NodeFree], promise: &Promise) {
+    let of = |f: &NodeFree| promise.nodes.contains(f.node);
+    let cpus: f64 = free.iter().filter(|f| of(f)).map(|f| f.free_cpus).sum();
+    let mem: f64 = free.iter().filter(|f| of(f)).map(|f| f.mem_free_bytes as f64).sum();
+    for f in free.iter_mut().filter(|f| of(f)) {
+        if cpus > 0.0 {
+            f.free_cpus = (f.free_cpus - promise.cpus * f.free_cpus / cpus).max(0.0);
+        }
+        if mem > 0.0 {
+            let take = promise.mem_bytes as f64 * f.mem_free_bytes as f64 / mem;
+            f.mem_free_bytes = f.mem_free_bytes.saturating_sub(take as u64);
+        }
+    }
+}
+
+impl Adaptive {
+    /// Rule "launch-advice" ([`crate::Policy::advise_launch`]).
+    pub(crate) fn launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+        self.launch_expire(now_ns);
+        let mut free = if req.nodes_now.is_empty() { free_from_model(model) } else { req.nodes_now.clone() };
+        for p in self.promises.values().chain(self.anonymous_promises.iter()) {
+            charge(&mut free, p);
+        }
+        let advice = advise::advise(&model.topo, &free, req.cpus, req.mem_bytes).ok()?;
+        let mut promised: Vec<String> =
+            self.promises.iter().map(|(pid, p)| format!("pid {pid} on {}", p.nodes)).collect();
+        promised.extend(self.anonymous_promises.iter().map(|p| format!("a launch on {}", p.nodes)));
+        let reason = Reason::new(
+            "launch-advice",
+            format!(
+                "launch of {}{}: {:.1} CPUs and {} MiB asked; nodes {} have {:.1} free CPUs and {} MiB free, largest \
+                 distance {}{}",
+                req.name,
+                req.pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+                req.cpus,
+                req.mem_bytes >> 20,
+                advice.nodes,
+                advice.free_cpus,
+                advice.mem_free_bytes >> 20,
+                advice.max_distance,
+                if promised.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (promised before and not yet seen: {})", promised.join(", "))
+                }
+            ),
+        );
+        let promise = Promise {
+            nodes: advice.nodes.clone(),
+            cpus: req.cpus,
+            mem_bytes: req.mem_bytes,
+            at_ns: now_ns,
+            reason: reason.clone(),
+            seen: 0,
+        };
+        match req.pid {
+            Some(pid) => {
+                self.promises.insert(pid, promise);
+            }
+            None => self.anonymous_promises.push(promise),
+        }
+        Some(LaunchAdvice { nodes: advice.nodes, reason })
+    }
+
+    /// Rule "launch-holds": whether `pid`, started on this policy's launch advice, stays as the
+    /// launcher placed it this decision: its threads all within the advised nodes' CPUs and none
+    /// of those nodes oversubscribed (CPU run delay at `cpu_interference_high` or more: a node its
+    /// own vCPUs keep busy is fully loaded, a bottleneck by load, and fine). Memory-bandwidth
+    /// waiting does not release it: a devil's own streaming saturates its node's controller, and
+    /// releasing it there (measured, the VM mix at seed 1) sent one of its vCPUs and its memory to
+    /// a neighbour's full node: 1.566 -> 1.490 x default per VM. Such a process is no unit of the plan
+    /// (its load counts where it runs, as a process placed by someone else does); contention on
+    /// one of its nodes hands it to the other rules. Full memory is no reason: a packed machine's
+    /// nodes are full by design, and the advice already put its memory with its threads.
+    pub(crate) fn launch_holds(&self, model: &Model, pid: u32) -> bool {
+        let Some((nodes, _)) = self.proc_state(model, pid).and_then(|s| s.launch.as_ref()) else { return false };
+        let Some(p) = model.procs.get(&pid) else { return false };
+        let cpus = model.topo.cpus_of_nodes(nodes);
+        let inside = p.tids.iter().all(|&tid| {
+            model.tasks.get(&numapilot_model::TaskKey { pid, tid }).is_none_or(|t| t.cpus_allowed.is_subset(&cpus))
+        });
+        let t = &model.tunables;
+        let strained = model.topo.nodes.iter().enumerate().any(|(i, n)| {
+            nodes.contains(n.id) && model.nodes.get(i).is_some_and(|l| l.cpu.interference >= t.cpu_interference_high)
+        });
+        inside && !strained
+    }
+
+    /// Drops anonymous promises older than [`LAUNCH_PROMISE_NS`].
+    fn launch_expire(&mut self, now_ns: u64) {
+        self.anonymous_promises.retain(|p| now_ns.saturating_sub(p.at_ns) < LAUNCH_PROMISE_NS);
+    }
+
+    /// At each decision: a launched process the model now shows is this policy's own placement
+    /// (its CPU set recorded, the fork rule done); its promise stops counting once the model has
+    /// seen it twice (its CPU demand and memory are then in the node figures). A pid never seen
+    /// within [`LAUNCH_PROMISE_NS`] is dropped.
+    pub(crate) fn launch_adopt(&mut self, model: &Model) {
+        let mut done = Vec::new();
+        for (&pid, promise) in self.promises.iter_mut() {
+            let Some(p) = model.procs.get(&pid) else {
+                if model.now_ns.saturating_sub(promise.at_ns) >= LAUNCH_PROMISE_NS {
+                    done.push(pid);
+                }
+                continue;
+            };
+            promise.seen += 1;
+            if promise.seen == 1 {
+                let st = self
+                    .procs
+                    .entry(pid)
+                    .or_insert_with(|| ProcState { starttime: p.starttime, ..ProcState::default() });
+                st.forked = true;
+                st.own_cpus = Some(model.topo.cpus_of_nodes(&promise.nodes));
+                st.launch = Some((promise.nodes.clone(), promise.reason.clone()));
+            }
+            if promise.seen >= 2 {
+                done.push(pid);
+            }
+        }
+        for pid in done {
+            self.promises.remove(&pid);
+        }
+    }
+}
+
+/// Promises by pid, kept on the policy.
+pub(crate) type Promises = BTreeMap<u32, Promise>;

@@ -1,0 +1,144 @@
+//! Pre-placement advice: which nodes should a new job of N CPUs and SIZE memory start on?
+//!
+//! Problem: a job launched with `numactl -N NODES -m NODES` is local from its first page, which no
+//! later migration can match. The operator needs the node set, now, before the job exists.
+//!
+//! Approach (numad's `-w NCPUS[:MB]` semantics, numad.c `update_nodes`: free CPUs of a node are its
+//! CPUs' idle time over a short window, capped at its CPU count; free memory is the node's MemFree):
+//! find the *smallest* set of nodes whose free CPUs and free memory both cover the request, the
+//! nodes of a set being the closest to each other by the distance table. For set size k = 1, 2, ...:
+//! for every starting node, the set is the start plus its k-1 nearest nodes (ties: more free
+//! capacity first, then lower id); among the sets that fit, the best has the smallest largest
+//! distance inside it, then the largest "magnitude" (free CPUs x free MiB, numad's ordering), then
+//! the lowest ids. The first k with a fitting set wins.
+//!
+//! ```text
+//!   need 6 CPUs, 3 GiB        node  free CPUs  free MiB      k=1: nothing fits (6 > 4)
+//!                               0      3.6       900        k=2: {1,3} fits, max distance 21
+//!                               1      4.0      2500             {0,1} fits, max distance 21,
+//!                               3      3.9      2100             smaller magnitude -> {1,3}
+//! ```
+//!
+//! Units: CPUs (fractional: idle time), bytes. Limits: a snapshot: another job starting at the same
+//! moment sees the same free capacity; memory-only nodes add memory but no CPUs.
+
+use numapilot_topology::{NodeSet, Topology};
+use serde::{Deserialize, Serialize};
+
+/// Why there is no advice.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AdviseError {
+    /// The request is meaningless.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No node set has enough free CPUs and memory.
+    #[error("nothing fits: need {cpus} CPUs and {mem_mib} MiB; the whole machine has {free_cpus:.1} free CPUs and {free_mib} MiB free ({per_node})")]
+    NothingFits {
+        /// CPUs asked for.
+        cpus: f64,
+        /// Memory asked for, MiB.
+        mem_mib: u64,
+        /// Free CPUs of all nodes.
+        free_cpus: f64,
+        /// Free memory of all nodes, MiB.
+        free_mib: u64,
+        /// Per node, `node N: C CPUs, M MiB`.
+        per_node: String,
+    },
+    /// The host or fixture could not be read.
+    #[error("{0}")]
+    Read(String),
+}
+
+/// Free capacity of one node now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeFree {
+    /// Kernel node id.
+    pub node: u32,
+    /// CPUs of the node.
+    pub cpus: u32,
+    /// Idle CPUs (idle + iowait time over the window), 0..=cpus.
+    pub free_cpus: f64,
+    /// MemFree, bytes.
+    pub mem_free_bytes: u64,
+}
+
+/// The advice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Advice {
+    /// The nodes, for `numactl -N NODES -m NODES`.
+    pub nodes: NodeSet,
+    /// Their free CPUs together.
+    pub free_cpus: f64,
+    /// Their free memory together, bytes.
+    pub mem_free_bytes: u64,
+    /// Largest distance between two nodes of the set (10 for one node).
+    pub max_distance: u32,
+}
+
+/// Whether a request can be answered at all (checked before the machine is measured, so a bad
+/// one costs no measuring window): `cpus` a finite number >= 0, and something asked for.
+pub fn check_request(cpus: f64, mem_bytes: u64) -> Result<(), AdviseError> {
+    if !(cpus.is_finite() && cpus >= 0.0) {
+        return Err(AdviseError::BadRequest(format!("--cpus {cpus}: must be a finite number >= 0")));
+    }
+    if cpus == 0.0 && mem_bytes == 0 {
+        return Err(AdviseError::BadRequest("ask for some CPUs (--cpus) or memory (--mem)".into()));
+    }
+    Ok(())
+}
+
+/// The smallest, closest node set with `cpus` free CPUs and `mem_bytes` free memory.
+pub fn advise(topo: &Topology, free: &[NodeFree], cpus: f64, mem_bytes: u64) -> Result<Advice, AdviseError> {
+    check_request(cpus, mem_bytes)?;
+    let dist = |a: u32, b: u32| topo.distance(a, b).unwrap_or(u32::MAX);
+    let magnitude = |f: &NodeFree| f.free_cpus * (f.mem_free_bytes >> 20) as f64;
+    let mut best: Option<(u32, f64, Vec<u32>, Advice)> = None;
+    for k in 1..=free.len() {
+        for start in free {
+            let mut others: Vec<&NodeFree> = free.iter().filter(|f| f.node != start.node).collect();
+            others.sort_by(|a, b| {
+                dist(start.node, a.node)
+                    .cmp(&dist(start.node, b.node))
+                    .then(magnitude(b).total_cmp(&magnitude(a)))
+                    .then(a.node.cmp(&b.node))
+            });
+            let mut set: Vec<&NodeFree> = vec![start];
+            set.extend(others.into_iter().take(k - 1));
+            let free_cpus: f64 = set.iter().map(|f| f.free_cpus).sum();
+            let mem: u64 = set.iter().map(|f| f.mem_free_bytes).sum();
+            // A small tolerance: idle time is measured, 5.99 idle CPUs are 6 free CPUs.
+            if free_cpus + 0.05 < cpus || mem < mem_bytes {
+                continue;
+            }
+            let max_d = set.iter().flat_map(|a| set.iter().map(|b| dist(a.node, b.node))).max().unwrap_or(10);
+            let mag: f64 = set.iter().map(|f| magnitude(f)).sum();
+            let mut ids: Vec<u32> = set.iter().map(|f| f.node).collect();
+            ids.sort_unstable();
+            let better = match &best {
+                None => true,
+                Some((d, m, i, _)) => (max_d, -mag, &ids) < (*d, -*m, i),
+            };
+            if better {
+                let mut nodes = NodeSet::new();
+                ids.iter().for_each(|&n| nodes.insert(n));
+                let advice = Advice { nodes, free_cpus, mem_free_bytes: mem, max_distance: max_d };
+                best = Some((max_d, mag, ids, advice));
+            }
+        }
+        if let Some((_, _, _, a)) = best {
+            return Ok(a);
+        }
+    }
+    Err(AdviseError::NothingFits {
+        cpus,
+        mem_mib: mem_bytes >> 20,
+        free_cpus: free.iter().map(|f| f.free_cpus).sum(),
+        free_mib: free.iter().map(|f| f.mem_free_bytes).sum::<u64>() >> 20,
+        per_node: free
+            .iter()
+            .map(|f| format!("node {}: {:.1} CPUs, {} MiB", f.node, f.free_cpus, f.mem_free_bytes >> 20))
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
+}

@@ -1,0 +1,178 @@
+//! Rule "launch-advice" and rule "launch-holds" (policy `adaptive/launch.rs`): a node set for a
+//! process before it starts, promises that keep two launches in a row apart, the launched process
+//! adopted as the policy's own, and left where it was started until a node of its set is
+//! oversubscribed. numad's answer to the same requests (`numad -w`) for comparison. Expected
+//! traces worked out by hand in each test's comment.
+
+mod adaptive_common;
+
+use adaptive_common::*;
+use numapilot_policy::advise::NodeFree;
+use numapilot_policy::{Adaptive, LaunchRequest, Numad, Policy};
+use numapilot_topology::Topology;
+
+/// 4 nodes of 8 CPUs and 32 GiB, all at distance 21.
+fn machine() -> B {
+    B::with_topology(Topology::uniform(4, 8, 32 << 20, 21), traced_tunables())
+}
+
+fn req(pid: u32, cpus: f64, mem_gib: u64) -> LaunchRequest {
+    LaunchRequest { pid: Some(pid), name: format!("vm{pid}"), cpus, mem_bytes: mem_gib * GIB, nodes_now: vec![] }
+}
+
+fn ids(n: &numapilot_topology::NodeSet) -> Vec<u32> {
+    n.iter().collect()
+}
+
+/// ```text
+///   node 0 busy: pid 10, 8 threads at 1.0 CPU, 4 GiB   -> free: 0 / 8 / 8 / 8 CPUs, 28 / 32 / 32 / 32 GiB
+///   vm50  4 CPUs, 8 GiB   -> node 1 (one node fits; nodes 1-3 tie on free CPUs x MiB: lowest id)
+///   vm51  4 CPUs, 8 GiB   -> node 2: vm50's promise (4 CPUs, 8 GiB) makes node 1's magnitude
+///                            4 x 24 GiB, below nodes 2 and 3 (8 x 32 GiB); no step in between
+///   vm52 12 CPUs, 20 GiB  -> two nodes: no node has 12 free CPUs; {3} plus its nearest (all at
+///                            21; larger magnitude first: node 1 with 4 free CPUs left, node 2
+///                            with 4) -> {1,3} (8 + 4 = 12 CPUs; ties by magnitude then lower ids)
+///   vm53 40 CPUs          -> nothing fits (28 - 4 - 4 - 12 = 8 free CPUs left): no advice
+///   numad, the same vm50 and vm51 from the same snapshot: the same node twice (numad -w answers
+///   each request from update_nodes() alone and reserves nothing)
+/// ```
+#[test]
+fn launch_advice_takes_the_smallest_set_and_keeps_its_promises_apart() {
+    let mut b = machine();
+    b.proc(10, "busy", &[(0, 1.0); 8], &[4096, 0, 0, 0]);
+    let mut policy = Adaptive::new();
+    let now = b.m.now_ns;
+    let a50 = policy.advise_launch(&b.m, now, &req(50, 4.0, 8)).expect("vm50 fits a node");
+    assert_eq!(ids(&a50.nodes), vec![1], "{}", a50.reason.detail);
+    assert_eq!(a50.reason.rule, "launch-advice");
+    assert!(a50.reason.detail.contains("4.0 CPUs and 8192 MiB asked"), "{}", a50.reason.detail);
+    let a51 = policy.advise_launch(&b.m, now, &req(51, 4.0, 8)).expect("vm51 fits a node");
+    assert_eq!(ids(&a51.nodes), vec![2], "{}", a51.reason.detail);
+    assert!(a51.reason.detail.contains("promised before and not yet seen: pid 50 on 1"), "{}", a51.reason.detail);
+    let a52 = policy.advise_launch(&b.m, now, &req(52, 12.0, 20)).expect("vm52 fits two nodes");
+    assert_eq!(a52.nodes.len(), 2, "{}", a52.reason.detail);
+    assert!(!a52.nodes.contains(0), "node 0 has no free CPU: {}", a52.reason.detail);
+    assert!(policy.advise_launch(&b.m, now, &req(53, 40.0, 1)).is_none());
+
+    let mut numad = Numad::new();
+    let n50 = numad.advise_launch(&b.m, now, &req(50, 4.0, 8)).expect("numad advises vm50");
+    let n51 = numad.advise_launch(&b.m, now, &req(51, 4.0, 8)).expect("numad advises vm51");
+    assert_eq!(n50.nodes, n51.nodes, "numad reserves nothing between two answers");
+    assert!(!n50.nodes.contains(0), "{}", n50.reason.detail);
+    assert_eq!(n50.reason.rule, "numad-advice");
+}
+
+/// A measurement taken when asking (`nodes_now`) wins over the model of the last step: the model
+/// says node 0 is busy, the measurement says node 0 is idle and nodes 1-3 are full.
+#[test]
+fn launch_advice_goes_by_the_measurement_taken_when_asking() {
+    let mut b = machine();
+    b.proc(10, "busy", &[(0, 1.0); 8], &[4096, 0, 0, 0]);
+    let now = b.m.now_ns;
+    let nodes_now: Vec<NodeFree> = (0..4u32)
+        .map(|n| NodeFree {
+            node: n,
+            cpus: 8,
+            free_cpus: if n == 0 { 8.0 } else { 0.0 },
+            mem_free_bytes: if n == 0 { 30 * GIB } else { GIB },
+        })
+        .collect();
+    let r = LaunchRequest { nodes_now: nodes_now.clone(), ..req(50, 4.0, 8) };
+    let a = Adaptive::new().advise_launch(&b.m, now, &r).expect("node 0 fits");
+    assert_eq!(ids(&a.nodes), vec![0], "{}", a.reason.detail);
+    let n = Numad::new().advise_launch(&b.m, now, &r).expect("numad: node 0 fits");
+    assert_eq!(ids(&n.nodes), vec![0], "{}", n.reason.detail);
+}
+
+/// Rule "launch-holds" on the process the advice placed:
+///
+/// ```text
+///   vm50 advised node 0 (an empty machine: the lowest of four equal nodes), then seen: 4 threads
+///   at 1.0 CPU on node 0 (CPUs narrowed to node 0 by its launcher: the model calls it pinned),
+///   its 6 GiB on node 2 (spilled)
+///   (a) the policy that advised it: no action (its own placement, held: no CPU-follows-memory to
+///       node 2, which it would get unheld); explain says launch-holds
+///   (b) node 0 oversubscribed (run delay 0.5 >= cpu_interference_high 0.25): the hold ends and
+///       the other rules take it: an action for vm50
+///   (c) a policy that did not advise it: the narrowed CPUs are someone else's, never touched,
+///       oversubscribed or not
+/// ```
+#[test]
+fn a_launched_process_is_held_where_it_started_until_its_node_is_oversubscribed() {
+    let build = |interference: f64| {
+        let mut b = machine();
+        b.proc(50, "vm50", &[(0, 1.0); 4], &[0, 0, 6144, 0]);
+        b.allow(50, &[0]).pinned(50).group_proc(1, 50);
+        b.m.nodes[0].cpu.known = true;
+        b.m.nodes[0].cpu.interference = interference;
+        b
+    };
+    let advised = || {
+        let empty = machine();
+        let mut p = Adaptive::new();
+        let a = p.advise_launch(&empty.m, empty.m.now_ns, &req(50, 4.0, 6)).expect("advice");
+        assert_eq!(ids(&a.nodes), vec![0], "{}", a.reason.detail);
+        p
+    };
+    // (a)
+    let b = build(0.0);
+    let mut p = advised();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 50), "{plan:#?}");
+    let e = p.explain(&b.m, 50).expect("known");
+    assert!(!e.pinned, "the policy's own placement, not someone else's");
+    assert!(e.why.starts_with("[launch-holds] started on nodes 0"), "{}", e.why);
+    // (b)
+    let b = build(0.5);
+    let mut p = advised();
+    let plan = p.decide(&b.m);
+    // The conservation check reads the model's `pinned` as "someone else's"; this narrowing is the
+    // policy's own (its advice), so the check runs with it cleared.
+    let mut own = b.m.clone();
+    own.procs.get_mut(&50).unwrap().pinned = false;
+    check_conservation(&own, &plan);
+    assert!(plan.actions.iter().any(|a| a.target.pid == 50 && a.reason.rule == "cpu-follows-memory"), "{plan:#?}");
+    // (c)
+    for interference in [0.0, 0.5] {
+        let b = build(interference);
+        let mut p = Adaptive::new();
+        let plan = p.decide(&b.m);
+        assert!(plan.actions.iter().all(|a| a.target.pid != 50), "{plan:#?}");
+        assert!(p.explain(&b.m, 50).expect("known").pinned);
+    }
+}
+
+/// A promise stops counting once the model has seen its process twice (its CPUs and memory are
+/// then in the node figures), and a promise whose pid never shows ends after LAUNCH_PROMISE_NS.
+#[test]
+fn promises_end_when_the_process_is_seen_or_never_shows() {
+    let mut b = machine();
+    let mut p = Adaptive::new();
+    let now = b.m.now_ns;
+    let a = p.advise_launch(&b.m, now, &req(50, 8.0, 8)).expect("advice");
+    assert_eq!(ids(&a.nodes), vec![0]);
+    // vm50 seen on node 0 (all its CPUs busy now): two decisions later node 0 counts once.
+    b.new_proc(50, "vm50", &[(0, 1.0); 8], &[8192, 0, 0, 0]);
+    b.allow(50, &[0]).pinned(50);
+    let _ = p.decide(&b.m);
+    let a = p.advise_launch(&b.m, now, &req(51, 1.0, 1)).expect("advice");
+    assert!(a.reason.detail.contains("pid 50 on 0"), "still promised after one look: {}", a.reason.detail);
+    let _ = p.decide(&b.m);
+    let a = p.advise_launch(&b.m, now, &req(52, 1.0, 1)).expect("advice");
+    assert!(!a.reason.detail.contains("pid 50"), "taken up after two looks: {}", a.reason.detail);
+    // vm60 never starts: its promise holds node 1 until LAUNCH_PROMISE_NS has passed.
+    let mut b2 = machine();
+    let mut p = Adaptive::new();
+    let t0 = b2.m.now_ns;
+    let a = p.advise_launch(&b2.m, t0, &req(60, 8.0, 8)).expect("advice");
+    assert_eq!(ids(&a.nodes), vec![0]);
+    b2.m.now_ns = t0 + numapilot_policy::LAUNCH_PROMISE_NS / 2;
+    let _ = p.decide(&b2.m);
+    let a = p.advise_launch(&b2.m, b2.m.now_ns, &req(61, 8.0, 8)).expect("advice");
+    assert_eq!(ids(&a.nodes), vec![1], "vm60's node is still promised: {}", a.reason.detail);
+    b2.m.now_ns = t0 + numapilot_policy::LAUNCH_PROMISE_NS;
+    let _ = p.decide(&b2.m);
+    let a = p.advise_launch(&b2.m, b2.m.now_ns, &req(62, 8.0, 8)).expect("advice");
+    assert!(!a.reason.detail.contains("pid 60"), "vm60's promise has ended: {}", a.reason.detail);
+}
