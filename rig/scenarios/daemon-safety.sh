@@ -9,6 +9,7 @@
 #   3. churn + pid reuse: pid_max lowered so pids wrap, hundreds of short-lived processes while the daemon runs.
 #   4. cpusets (run before 3): with `[actuation] cpuset = "v1"`, then "v2", the daemon moves a process into a cpuset
 #      cgroup of its own; SIGTERM puts it back in its original cgroup and removes the one it made.
+#   5. launch advice (run before 3): a job started on the daemon's advice (`advise --pid`) is adopted and held there.
 echo 0 >/proc/sys/kernel/numa_balancing
 mkdir -p /run/numapilot
 : >/tmp/.rig.none
@@ -206,6 +207,41 @@ done
 rig_run cs-v2-controllers cat /sys/fs/cgroup/unified/cgroup.controllers
 safety_cpuset v2 /sys/fs/cgroup/unified '^0::'
 umount /sys/fs/cgroup/unified
+
+# --- 5. launch advice (before the churn, which lowers pid_max) --------------------------------------------------
+# A launcher asks the running daemon for nodes with its own pid (`numapilot advise --pid $$`, rule launch-advice) and
+# execs Debian's numactl on the answer, keeping its pid; the daemon adopts the process as placed on its advice and
+# leaves it there (rule launch-holds): no action on it, its CPUs as the launcher set them, before and after SIGTERM.
+# A second job of the same size asked for at once gets the other node.
+rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+cp "$(command -v rig-toucher)" /tmp/launched-t
+numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-5.log 2>&1 &
+d5=$!
+safety_wait_started /tmp/np-5.log 60
+# advise is refused before the daemon's first step.
+sleep 1.5
+cat >/tmp/launch.sh <<'LAUNCH'
+nodes=$(numapilot advise --cpus 1 --mem 64M --pid $$) || exit 3
+echo "$nodes" >/tmp/launch.nodes
+exec numactl --cpunodebind="$nodes" --preferred-many="$nodes" /tmp/launched-t --mb 64 --threads 2 --loop "$@"
+LAUNCH
+rig_start launched 60 sh /tmp/launch.sh
+launched=$RIG_PID
+rig_file launch-nodes /tmp/launch.nodes
+rig_run launch-second numapilot advise --cpus 1 --mem 64M
+safety_allowed launched-first "$launched"
+sleep 4
+safety_allowed launched-later "$launched"
+rig_run launch-explain numapilot explain "$launched"
+echo "$launched" >/tmp/.rig.pid
+rig_send launched-pid 0 /tmp/.rig.pid /tmp/.rig.none
+kill -TERM $d5
+wait $d5
+echo $? >/tmp/.rig.rc
+rig_send daemon5-exit 0 /tmp/.rig.rc /tmp/np-5.log
+safety_allowed launched-after "$launched"
+rig_file journal5 /tmp/np-journal.jsonl
+kill "$launched"
 
 # --- 3. churn, with pids wrapping -------------------------------------------------------------------------------
 rm -f /tmp/np-journal.jsonl /run/numapilot/state.json

@@ -48,7 +48,8 @@ enum Command {
     Status(cmd::daemon::StatusArgs),
     /// Why the daemon sees a process as it does (group, preferred node, reasons).
     Explain(cmd::daemon::ExplainArgs),
-    /// numad-style pre-placement advice: the nodes for a job of N CPUs and SIZE memory.
+    /// numad-style pre-placement advice: the nodes for a job of N CPUs and SIZE memory (the running
+    /// daemon answers and keeps its promise; without one, this machine is measured).
     Advise(cmd::daemon::AdviseArgs),
     /// Drive the model with a `perf mem` recording (`perf script` text) taken elsewhere.
     Replay(cmd::replay::Args),

@@ -409,6 +409,53 @@ fn advise_on_a_fixture_and_a_machine_file() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n");
 }
 
+/// `numapilot advise` while a daemon runs: the daemon answers from its model (rule launch-advice)
+/// and keeps its promise, so a second request for the same room gets nothing where the first got a
+/// node; `--no-daemon` measures the machine instead; `--pid` needs the daemon.
+#[test]
+fn advise_asks_the_running_daemon_which_keeps_its_promise() {
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    let s = d.wait_status(|s| s["steps"].as_u64().unwrap() >= 1 || s["step_errors"].as_u64().unwrap() >= 3);
+    assert!(s["steps"].as_u64().unwrap() >= 1, "no step: {s}");
+    // 60% of the roomiest node's free memory as the daemon sees it: one request fits, a second
+    // while the first is promised does not (the whole machine holds less than two).
+    let nodes = s["nodes"].as_array().unwrap();
+    let free: Vec<u64> = nodes.iter().map(|n| n["mem_free_bytes"].as_u64().unwrap()).collect();
+    let (max, total) = (*free.iter().max().unwrap(), free.iter().sum::<u64>());
+    assert!(max * 6 / 10 * 2 > total, "a machine with several roomy nodes needs another test: {free:?}");
+    let mem = format!("{}M", (max * 6 / 10) >> 20);
+    let first = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--json"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert!(v["source"].as_str().unwrap().starts_with("the running daemon"), "{v}");
+    assert_eq!(v["advice"]["reason"]["rule"], "launch-advice", "{v}");
+    let second = d.cli(&["advise", "--cpus", "0", "--mem", &mem]);
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("nothing fits") && err.contains("the running daemon"), "{err}");
+    // The machine itself, measured: the room is there (nothing was started).
+    let measured = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--no-daemon", "--window-ms", "100", "--json"]);
+    assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&measured.stdout).unwrap();
+    assert!(v["source"].as_str().unwrap().starts_with("this machine"), "{v}");
+    // --pid: the daemon's promise to a process; with no daemon, or offline, an error.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["advise", "--cpus", "1", "--pid", "4242", "--socket"])
+        .arg(dir.path().join("none.sock"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pid needs the running daemon"), "{out:?}");
+    let out = Command::new(BIN)
+        .args(["advise", "--cpus", "1", "--pid", "4242", "--machine", "article-4n96"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not with --machine or --root"), "{out:?}");
+}
+
 #[test]
 fn advise_refuses_a_bad_request_or_window_before_measuring() {
     // Each refused at once (no measuring window first), naming the flag.

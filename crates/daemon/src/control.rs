@@ -14,6 +14,9 @@
 //!   {"cmd":"status"}            ──────────>  Status snapshot (Mutex) <──── updated after each step
 //!   {"cmd":"explain","pid":812} ──────────>  request queue ─── wake ─────>  policy.explain(model, pid)
 //!   {"ok":true,"explain":{...}} <──────────  reply channel  <────────────  (answered between steps)
+//!   {"cmd":"advise","cpus":4,"mem_bytes":..,"pid":913}                    engine.advise_launch(..)
+//!                               ──────────>  request queue ─── wake ─────>  (the launch stage: its
+//!   {"ok":true,"advice":{...}}  <──────────  reply channel  <────────────  promise is kept)
 //! ```
 //!
 //! The status is a snapshot the loop publishes after each step, so `status` never waits for a step.
@@ -34,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use numapilot_policy::adaptive::Explanation;
+use numapilot_policy::{LaunchAdvice, LaunchRequest};
 use serde::{Deserialize, Serialize};
 
 /// How long a client may take to send its whole request line.
@@ -202,7 +206,7 @@ pub struct Status {
 }
 
 /// A request on the socket.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "lowercase")]
 pub enum Request {
     /// The status snapshot.
@@ -211,6 +215,21 @@ pub enum Request {
     Explain {
         /// Process id.
         pid: u32,
+    },
+    /// Launch advice (rule launch-advice): nodes for a job about to start, from the daemon's model
+    /// and its promises to earlier launches (`numapilot advise` while a daemon runs, as `numad -w`
+    /// asks a running numad).
+    Advise {
+        /// CPUs the job needs.
+        cpus: f64,
+        /// Memory it needs, bytes.
+        mem_bytes: u64,
+        /// The pid the job will run as (a launcher that execs keeps its pid): the daemon adopts
+        /// that process as placed by its advice (rule launch-holds). Without one the advice only
+        /// reserves its capacity for a few seconds, and the job, narrowed by its launcher, counts
+        /// as placed by someone else.
+        #[serde(default)]
+        pid: Option<u32>,
     },
 }
 
@@ -228,21 +247,34 @@ pub struct Response {
     /// For `explain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explain: Option<Explanation>,
+    /// For `advise`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advice: Option<LaunchAdvice>,
 }
 
 impl Response {
     fn error(e: impl Into<String>) -> Self {
-        Self { ok: false, error: Some(e.into()), status: None, explain: None }
+        Self { ok: false, error: Some(e.into()), status: None, explain: None, advice: None }
     }
 }
 
-/// An `explain` request waiting for the engine loop.
+/// A request waiting for the engine loop (it needs the model and the policy, which the loop owns).
 #[derive(Debug)]
-pub struct ExplainRequest {
-    /// The process.
-    pub pid: u32,
-    /// Where the loop sends the answer (`Err`: the reason there is none).
-    pub reply: mpsc::Sender<Result<Explanation, String>>,
+pub enum LoopRequest {
+    /// `explain PID`.
+    Explain {
+        /// The process.
+        pid: u32,
+        /// Where the loop sends the answer (`Err`: the reason there is none).
+        reply: mpsc::Sender<Result<Explanation, String>>,
+    },
+    /// `advise`.
+    Advise {
+        /// The request.
+        request: LaunchRequest,
+        /// Where the loop sends the answer (`Err`: why nothing fits).
+        reply: mpsc::Sender<Result<LaunchAdvice, String>>,
+    },
 }
 
 /// What the server shares with the engine loop.
@@ -257,8 +289,8 @@ pub struct Shared {
 /// The server side handed to the loop: the queue of explain requests and the wake-up pipe's read end.
 #[derive(Debug)]
 pub struct LoopSide {
-    /// Pending explain requests.
-    pub requests: mpsc::Receiver<ExplainRequest>,
+    /// Pending explain and advise requests.
+    pub requests: mpsc::Receiver<LoopRequest>,
     /// Readable when a request is queued (drain it with [`LoopSide::drain_wake`]).
     pub wake: UnixStream,
 }
@@ -439,7 +471,7 @@ fn handle_client(
     stream: UnixStream,
     shared: &Shared,
     own_uid: u32,
-    tx: &mpsc::Sender<ExplainRequest>,
+    tx: &mpsc::Sender<LoopRequest>,
     wake: &UnixStream,
 ) -> std::io::Result<()> {
     stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
@@ -458,18 +490,42 @@ fn handle_client(
         Ok(Request::Status) => {
             let mut s = shared.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
             s.uptime_s = numapilot_observe::reader::monotonic_ns().saturating_sub(shared.started_ns) as f64 / 1e9;
-            Response { ok: true, error: None, status: Some(s), explain: None }
+            Response { ok: true, error: None, status: Some(s), explain: None, advice: None }
         }
         Ok(Request::Explain { pid }) => {
             let (rtx, rrx) = mpsc::channel();
-            if tx.send(ExplainRequest { pid, reply: rtx }).is_err() {
+            if tx.send(LoopRequest::Explain { pid, reply: rtx }).is_err() {
                 Response::error("the engine loop has stopped")
             } else {
                 let _ = (&*wake).write(&[1]);
                 match rrx.recv_timeout(EXPLAIN_TIMEOUT) {
-                    Ok(Ok(e)) => Response { ok: true, error: None, status: None, explain: Some(e) },
+                    Ok(Ok(e)) => Response { ok: true, error: None, status: None, explain: Some(e), advice: None },
                     Ok(Err(reason)) => Response::error(reason),
                     Err(_) => Response::error("the engine loop did not answer in time (a step is running long)"),
+                }
+            }
+        }
+        Ok(Request::Advise { cpus, mem_bytes, pid }) => {
+            match numapilot_policy::advise::check_request(cpus, mem_bytes) {
+                Err(e) => Response::error(e.to_string()),
+                Ok(()) => {
+                    let request =
+                        LaunchRequest { pid, name: "a job".to_string(), cpus, mem_bytes, nodes_now: Vec::new() };
+                    let (rtx, rrx) = mpsc::channel();
+                    if tx.send(LoopRequest::Advise { request, reply: rtx }).is_err() {
+                        Response::error("the engine loop has stopped")
+                    } else {
+                        let _ = (&*wake).write(&[1]);
+                        match rrx.recv_timeout(EXPLAIN_TIMEOUT) {
+                            Ok(Ok(a)) => {
+                                Response { ok: true, error: None, status: None, explain: None, advice: Some(a) }
+                            }
+                            Ok(Err(reason)) => Response::error(reason),
+                            Err(_) => {
+                                Response::error("the engine loop did not answer in time (a step is running long)")
+                            }
+                        }
+                    }
                 }
             }
         }

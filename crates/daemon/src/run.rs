@@ -30,7 +30,8 @@
 //!               move-done line, its pages and the next move come then, not up to a wait later
 //!     signalfd  SIGTERM/SIGINT -> leave the loop -> restore_all() -> journal "restore" -> exit 0
 //!               SIGHUP         -> config::load again: ok -> apply; error -> log, keep the old one
-//!     explain   answer queued `explain PID` requests from the model (between steps)
+//!     explain   answer queued `explain PID` and `advise` requests from the model (between steps;
+//!               advise is the policy's launch stage, its promise kept by the policy)
 //!     command   the same as signals, for in-process callers (tests) that cannot signal themselves
 //!   timeout -> engine.step(host): Ok -> journal each action (dry run: log it), publish status
 //!                                 Err -> log (first and changed errors), count, retry next interval
@@ -629,7 +630,8 @@ pub fn serve<H: Host + Restore>(
         loop {
             let until = if mark.is_some() { peek.min(deadline) } else { deadline };
             let w = if woken { None } else { watch.as_mut() };
-            let wake = wait(&signals, &mut loop_side, commands.as_ref(), until, &engine, &status, w, host.move_wake());
+            let wake =
+                wait(&signals, &mut loop_side, commands.as_ref(), until, &mut engine, &status, w, host.move_wake());
             match wake {
                 Wake::MoveDone => {
                     // A background move ended: the next step takes it (journal, pages, the next
@@ -993,7 +995,7 @@ fn wait(
     side: &mut LoopSide,
     commands: Option<&UnixStream>,
     deadline_ns: u64,
-    engine: &Engine,
+    engine: &mut Engine,
     status: &Status,
     mut watch: Option<&mut ThreadWatch>,
     moved: Option<&UnixStream>,
@@ -1056,7 +1058,14 @@ fn wait(
         if fds[1].revents != 0 {
             side.drain_wake();
             while let Ok(req) = side.requests.try_recv() {
-                let _ = req.reply.send(explain(engine, status, req.pid));
+                match req {
+                    control::LoopRequest::Explain { pid, reply } => {
+                        let _ = reply.send(explain(engine, status, pid));
+                    }
+                    control::LoopRequest::Advise { request, reply } => {
+                        let _ = reply.send(advise(engine, status, &request));
+                    }
+                }
             }
         }
         if moved.is_some() && fds[moved_at].revents != 0 {
@@ -1106,6 +1115,37 @@ fn explain(engine: &Engine, status: &Status, pid: u32) -> Result<numapilot_polic
         });
     }
     Err(format!("process {pid} is not in the daemon's view (no such process, exited, excluded, or a kernel thread)"))
+}
+
+/// The answer to an `advise` request on the control socket: the policy's launch stage on the
+/// model of the last step (its promise kept until the process shows), or why there is none.
+fn advise(
+    engine: &mut Engine,
+    status: &Status,
+    request: &numapilot_policy::LaunchRequest,
+) -> Result<numapilot_policy::LaunchAdvice, String> {
+    if status.steps == 0 {
+        return Err("the daemon has not observed the machine yet; ask again after its first step".into());
+    }
+    let now = numapilot_observe::reader::monotonic_ns();
+    match engine.advise_launch(now, request) {
+        Some(a) => {
+            tracing::info!("advise: {} -> nodes {} [{}] {}", request.name, a.nodes, a.reason.rule, a.reason.detail);
+            Ok(a)
+        }
+        None => {
+            let free = numapilot_policy::free_from_model(&engine.model);
+            Err(format!(
+                "nothing fits: need {} CPUs and {} MiB; the daemon's view (last step, before its promises): {}",
+                request.cpus,
+                request.mem_bytes >> 20,
+                free.iter()
+                    .map(|f| format!("node {}: {:.1} CPUs, {} MiB", f.node, f.free_cpus, f.mem_free_bytes >> 20))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        }
+    }
 }
 
 #[cfg(test)]

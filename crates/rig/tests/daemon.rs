@@ -1,6 +1,7 @@
 //! The numapilot daemon's safety promises on a real 2-node kernel (rig/scenarios/daemon-safety.sh): restore on
 //! exit, crash recovery from the state file, exclusions (an excluded comm, a process pinned by `numactl
-//! --cpunodebind`, one bound by `numactl --membind`), cpuset cgroups v1 and v2, and churn with pids wrapping. Every
+//! --cpunodebind`, one bound by `numactl --membind`), cpuset cgroups v1 and v2, a job launched on the daemon's
+//! advice (`numapilot advise --pid`, then `numactl` on the answer), and churn with pids wrapping. Every
 //! judgement rests on what the scenario read itself (`/proc/PID/status` Cpus_allowed_list, /proc/PID/cgroup, the
 //! state file on disk, the process still being there), the journal only naming what the daemon claims. One guest
 //! boot; the tests below judge one promise each. Skipped unless `NUMAPILOT_RIG=1`.
@@ -242,4 +243,48 @@ fn churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind()
     for l in log.lines() {
         assert!(!l.contains("ERROR") && !l.to_lowercase().contains("panic"), "daemon log: {l}");
     }
+}
+
+/// The CPUs of `node` in the guest, from the `numactl --hardware` section (`node N cpus: a b`).
+fn node_cpus(run: &GuestRun, node: u32) -> Vec<u32> {
+    let hw = ok(run, "hw");
+    let prefix = format!("node {node} cpus:");
+    let line = hw.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("hw lacks {prefix:?}: {hw}"));
+    line[prefix.len()..].split_whitespace().map(|c| c.parse().unwrap()).collect()
+}
+
+/// A CPU list (`2-3`, `0,2`) as CPUs.
+fn cpu_list(s: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
+            None => out.push(part.parse().unwrap()),
+        }
+    }
+    out
+}
+
+#[test]
+fn a_job_launched_on_the_daemons_advice_is_adopted_and_held_there() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    let nodes = ok(run, "launch-nodes").trim().to_string();
+    let node: u32 = nodes.parse().unwrap_or_else(|_| panic!("one node for 1 CPU and 64 MiB, got {nodes:?}"));
+    let second = ok(run, "launch-second").trim().to_string();
+    let other: u32 = second.parse().unwrap_or_else(|_| panic!("one node for the second job, got {second:?}"));
+    assert_ne!(other, node, "the second job was told the node promised to (and used by) the first");
+    let pid: u64 = ok(run, "launched-pid").trim().parse().unwrap();
+    let want = node_cpus(run, node);
+    for when in ["launched-first", "launched-later", "launched-after"] {
+        assert_eq!(cpu_list(&allowed(run, when)), want, "{when}: the CPUs numactl set on the advice");
+    }
+    let explain = ok(run, "launch-explain");
+    assert!(explain.contains(&format!("[launch-holds] started on nodes {node}")), "{explain}");
+    assert!(!explain.contains("placed by someone else"), "{explain}");
+    let j = journal(run, "journal5");
+    assert!(actions_on(&j, pid).is_empty(), "no action on the held job: {:?}", actions_on(&j, pid));
+    assert_eq!(ok(run, "daemon5-exit").trim(), "0");
 }

@@ -107,6 +107,18 @@ pub struct AdviseArgs {
     /// Print JSON (the advice and every node's free capacity).
     #[arg(long)]
     pub json: bool,
+    /// The pid the job will run as (a launcher that execs keeps its pid, e.g. a script's `$$` before
+    /// `exec numactl ...`): the running daemon adopts that process as placed on its advice and
+    /// leaves it there while none of its nodes is oversubscribed. Needs a running daemon.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// The daemon's control socket: a running daemon answers from its model and keeps its promise
+    /// (the next request does not get the same free room); without one, this machine is measured.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET_PATH)]
+    pub socket: PathBuf,
+    /// Measure this machine even when a daemon runs.
+    #[arg(long)]
+    pub no_daemon: bool,
 }
 
 /// `--journal`'s parser: any path, the empty one included (clap's own refuses "").
@@ -289,6 +301,40 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
             ADVISE_WINDOW_MS.start(),
             ADVISE_WINDOW_MS.end()
         );
+    }
+    let offline = a.machine.is_some() || a.root.is_some();
+    if offline && a.pid.is_some() {
+        anyhow::bail!("--pid: a promise to a process is the running daemon's; not with --machine or --root");
+    }
+    if a.pid == Some(0) {
+        anyhow::bail!("--pid 0: not a process id");
+    }
+    if !offline && !a.no_daemon {
+        let req = Request::Advise { cpus: a.cpus, mem_bytes, pid: a.pid };
+        match control::request(&a.socket, &req) {
+            Ok(resp) => {
+                let adv = resp.advice.context("the daemon answered without advice")?;
+                return if a.json {
+                    let v = serde_json::json!({
+                        "advice": adv,
+                        "source": format!("the running daemon ({})", a.socket.display()),
+                    });
+                    print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
+                } else {
+                    print_out(&format!("{}\n", adv.nodes))
+                };
+            }
+            Err(ControlError::Request(msg)) => {
+                eprintln!("numapilot advise: {msg} [the running daemon, {}]", a.socket.display());
+                return Ok(ExitCode::from(1));
+            }
+            Err(e @ (ControlError::NotRunning { .. } | ControlError::Denied { .. })) => {
+                if a.pid.is_some() {
+                    anyhow::bail!("--pid needs the running daemon: {e}");
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     let (topo, free, how) = if let Some(file) = &a.machine {
         let topo = super::machine_topology(file)?;
