@@ -573,7 +573,7 @@ impl Spec {
 }
 
 /// A built-in workload named on a command line, `NAME[@SCALE]`: an autonuma-benchmark test at that
-/// scale (default 1), `vm-mix`, or a process-types name, built for `topo` (the simulator's
+/// scale (default 1), `vm-mix`, `vm-mix-unasked`, or a process-types name, built for `topo` (the simulator's
 /// examples take this form). `None` for a name that is none of these, a scale that is not a
 /// number, or a test the machine cannot run at that scale.
 pub fn builtin(arg: &str, topo: &numapilot_topology::Topology) -> Option<Spec> {
@@ -585,6 +585,8 @@ pub fn builtin(arg: &str, topo: &numapilot_topology::Topology) -> Option<Spec> {
         autonuma_bench::spec(name, topo, scale).ok()
     } else if name == "vm-mix" {
         Some(vm_mix::vm_mix(topo))
+    } else if name == "vm-mix-unasked" {
+        Some(vm_mix::vm_mix_unasked(topo))
     } else {
         process_types::catalog().into_iter().find(|n| n.name == name).map(|n| (n.build)(topo))
     }
@@ -601,7 +603,12 @@ mod tests {
         let small = builtin("numa01@0.05", &topo).expect("numa01 at a scale");
         assert_ne!(format!("{small:?}"), format!("{full:?}"), "the scale must change the test (its work)");
         assert_eq!(format!("{full:?}"), format!("{:?}", builtin("numa01@1", &topo).expect("numa01 at 1")));
-        assert_eq!(builtin("vm-mix", &topo).expect("vm-mix").name, "vm-mix");
+        let asked = builtin("vm-mix", &topo).expect("vm-mix");
+        assert_eq!(asked.name, "vm-mix");
+        assert!(asked.processes.iter().all(|p| p.launch_advice), "every VM's launcher asks");
+        let unasked = builtin("vm-mix-unasked", &topo).expect("vm-mix-unasked");
+        assert!(unasked.processes.iter().all(|p| !p.launch_advice), "no VM's launcher asks");
+        assert_eq!(unasked.processes.len(), asked.processes.len());
         assert_eq!(builtin("process-mix", &topo).expect("process-mix").name, "process-mix");
         assert!(builtin("numa01@big", &topo).is_none(), "a scale that is no number");
         assert!(builtin("no-such-workload", &topo).is_none());
