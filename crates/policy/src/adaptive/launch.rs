@@ -33,10 +33,14 @@
 //!
 //! # Limits
 //!
-//! Only processes whose launcher asks get advice (the simulator's workloads say so per process,
-//! `ProcessSpec::launch_advice`); the live daemon answers `numapilot advise` from a measurement of
-//! its own, not through this stage. Promises spread a request's CPUs and memory over the chosen
-//! nodes in proportion to their free capacity, which is where the process will run only roughly.
+//! Only processes whose launcher asks get advice: in the simulator the workload says so per
+//! process (`ProcessSpec::launch_advice`); on a live host `numapilot advise` asks the running
+//! daemon over its control socket, which answers through this stage from the model of its last
+//! step (no fresh measurement: up to one interval old) and adopts the job only when told its pid
+//! (`--pid`; a job without one, narrowed by its launcher, counts as placed by someone else). A
+//! pid the launcher names is trusted: the process it names is managed from then on, whoever
+//! narrowed it. Promises spread a request's CPUs and memory over the chosen nodes in proportion
+//! to their free capacity, which is where the process will run only roughly.
 
 use std::collections::BTreeMap;
 
