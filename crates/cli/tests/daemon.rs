@@ -409,9 +409,9 @@ fn advise_on_a_fixture_and_a_machine_file() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n");
 }
 
-/// `numapilot advise` while a daemon runs: the daemon answers from its model (rule launch-advice)
-/// and keeps its promise, so a second request for the same room gets nothing where the first got a
-/// node; `--no-daemon` measures the machine instead; `--pid` needs the daemon.
+/// `numapilot advise` while a daemon runs: the client measures the machine and the daemon answers
+/// (rule launch-advice) keeping its promise, so a second request for the same room gets nothing
+/// where the first got a node; `--no-daemon` measures the machine alone; `--pid` needs the daemon.
 #[test]
 fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     let mut d = Daemon::start("");
@@ -425,12 +425,13 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     let (max, total) = (*free.iter().max().unwrap(), free.iter().sum::<u64>());
     assert!(max * 6 / 10 * 2 > total, "a machine with several roomy nodes needs another test: {free:?}");
     let mem = format!("{}M", (max * 6 / 10) >> 20);
-    let first = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--json"]);
+    let first = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100", "--json"]);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     let v: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     assert!(v["source"].as_str().unwrap().starts_with("the running daemon"), "{v}");
     assert_eq!(v["advice"]["reason"]["rule"], "launch-advice", "{v}");
-    let second = d.cli(&["advise", "--cpus", "0", "--mem", &mem]);
+    assert!(v["nodes"].as_array().is_some_and(|n| !n.is_empty()), "the client's measurement is shown: {v}");
+    let second = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100"]);
     assert_eq!(second.status.code(), Some(1), "{second:?}");
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("nothing fits") && err.contains("the running daemon"), "{err}");

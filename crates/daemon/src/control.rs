@@ -230,6 +230,11 @@ pub enum Request {
         /// as placed by someone else.
         #[serde(default)]
         pid: Option<u32>,
+        /// Free CPUs and memory per node as the client just measured them (`numapilot advise`
+        /// measures over `--window-ms`, as numad refreshes its nodes before each `-w` answer);
+        /// empty: the daemon goes by the model of its last step.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        nodes_now: Vec<numapilot_policy::advise::NodeFree>,
     },
 }
 
@@ -505,12 +510,11 @@ fn handle_client(
                 }
             }
         }
-        Ok(Request::Advise { cpus, mem_bytes, pid }) => {
+        Ok(Request::Advise { cpus, mem_bytes, pid, nodes_now }) => {
             match numapilot_policy::advise::check_request(cpus, mem_bytes) {
                 Err(e) => Response::error(e.to_string()),
                 Ok(()) => {
-                    let request =
-                        LaunchRequest { pid, name: "a job".to_string(), cpus, mem_bytes, nodes_now: Vec::new() };
+                    let request = LaunchRequest { pid, name: "a job".to_string(), cpus, mem_bytes, nodes_now };
                     let (rtx, rrx) = mpsc::channel();
                     if tx.send(LoopRequest::Advise { request, reply: rtx }).is_err() {
                         Response::error("the engine loop has stopped")

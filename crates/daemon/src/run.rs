@@ -1134,9 +1134,13 @@ fn advise(
             Ok(a)
         }
         None => {
-            let free = numapilot_policy::free_from_model(&engine.model);
+            let (free, whose) = if request.nodes_now.is_empty() {
+                (numapilot_policy::free_from_model(&engine.model), "the daemon's view (last step)")
+            } else {
+                (request.nodes_now.clone(), "as measured by the client")
+            };
             Err(format!(
-                "nothing fits: need {} CPUs and {} MiB; the daemon's view (last step, before its promises): {}",
+                "nothing fits: need {} CPUs and {} MiB; free {whose}, before the daemon's promises: {}",
                 request.cpus,
                 request.mem_bytes >> 20,
                 free.iter()

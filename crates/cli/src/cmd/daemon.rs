@@ -309,15 +309,25 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     if a.pid == Some(0) {
         anyhow::bail!("--pid 0: not a process id");
     }
-    if !offline && !a.no_daemon {
-        let req = Request::Advise { cpus: a.cpus, mem_bytes, pid: a.pid };
+    if !offline && !a.no_daemon && std::fs::symlink_metadata(&a.socket).is_ok() {
+        // Measured here first (numad refreshes its nodes before each -w answer); the daemon adds
+        // what it promised earlier launches.
+        let root = std::path::Path::new("/");
+        let topo = Topology::from_sysfs(root).context("reading the topology")?;
+        let free = advise::measure(root, &topo, Some(Duration::from_millis(a.window_ms)))?;
+        let req = Request::Advise { cpus: a.cpus, mem_bytes, pid: a.pid, nodes_now: free.clone() };
         match control::request(&a.socket, &req) {
             Ok(resp) => {
                 let adv = resp.advice.context("the daemon answered without advice")?;
                 return if a.json {
                     let v = serde_json::json!({
                         "advice": adv,
-                        "source": format!("the running daemon ({})", a.socket.display()),
+                        "nodes": free,
+                        "source": format!(
+                            "the running daemon ({}), this machine idle over {} ms",
+                            a.socket.display(),
+                            a.window_ms
+                        ),
                     });
                     print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
                 } else {
@@ -335,6 +345,11 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => return Err(e.into()),
         }
+    } else if a.pid.is_some() && !offline {
+        if a.no_daemon {
+            anyhow::bail!("--pid needs the running daemon: not with --no-daemon");
+        }
+        anyhow::bail!("--pid needs the running daemon: no control socket at {}", a.socket.display());
     }
     let (topo, free, how) = if let Some(file) = &a.machine {
         let topo = super::machine_topology(file)?;

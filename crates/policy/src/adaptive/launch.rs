@@ -35,8 +35,10 @@
 //!
 //! Only processes whose launcher asks get advice: in the simulator the workload says so per
 //! process (`ProcessSpec::launch_advice`); on a live host `numapilot advise` asks the running
-//! daemon over its control socket, which answers through this stage from the model of its last
-//! step (no fresh measurement: up to one interval old) and adopts the job only when told its pid
+//! daemon over its control socket with the machine measured just before (idle CPUs over
+//! `--window-ms`, free memory), which answers through this stage from that measurement less its
+//! promises (a promised process already running counts twice until the model has seen it twice:
+//! cautious, for a step or two) and adopts the job only when told its pid
 //! (`--pid`; a job without one, narrowed by its launcher, counts as placed by someone else). A
 //! pid the launcher names is trusted: the process it names is managed from then on, whoever
 //! narrowed it. Promises spread a request's CPUs and memory over the chosen nodes in proportion
