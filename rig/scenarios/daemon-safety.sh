@@ -212,7 +212,7 @@ umount /sys/fs/cgroup/unified
 # A launcher asks the running daemon for nodes with its own pid (`numapilot advise --pid $$`, rule launch-advice) and
 # execs Debian's numactl on the answer, keeping its pid; the daemon adopts the process as placed on its advice and
 # leaves it there (rule launch-holds): no action on it, its CPUs as the launcher set them, before and after SIGTERM.
-# A second job of the same size asked for at once gets the other node.
+# A second job of the same size asked for at once gets the other node (each node holds one 250 MiB job: 465-502 MB).
 rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
 cp "$(command -v rig-toucher)" /tmp/launched-t
 numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-5.log 2>&1 &
@@ -221,14 +221,14 @@ safety_wait_started /tmp/np-5.log 60
 # advise is refused before the daemon's first step.
 sleep 1.5
 cat >/tmp/launch.sh <<'LAUNCH'
-nodes=$(numapilot advise --cpus 1 --mem 64M --pid $$) || exit 3
+nodes=$(numapilot advise --cpus 1 --mem 250M --window-ms 300 --pid $$) || exit 3
 echo "$nodes" >/tmp/launch.nodes
-exec numactl --cpunodebind="$nodes" --preferred-many="$nodes" /tmp/launched-t --mb 64 --threads 2 --loop "$@"
+exec numactl --cpunodebind="$nodes" --preferred-many="$nodes" /tmp/launched-t --mb 250 --threads 1 --loop "$@"
 LAUNCH
 rig_start launched 60 sh /tmp/launch.sh
 launched=$RIG_PID
 rig_file launch-nodes /tmp/launch.nodes
-rig_run launch-second numapilot advise --cpus 1 --mem 64M
+rig_run launch-second numapilot advise --cpus 1 --mem 250M --window-ms 300
 safety_allowed launched-first "$launched"
 sleep 4
 safety_allowed launched-later "$launched"

@@ -129,11 +129,19 @@ pub trait Restore {
     /// Takes the exclusions of a reloaded configuration (`[exclude]`: names, pids, cgroups,
     /// include_pinned, min_rss_mib), in force from the next action. Default: nothing to take.
     fn set_exclusions(&mut self, _new: &LiveOptions) {}
+
+    /// Records a process started on this daemon's launch advice for `nodes`, named by its launcher
+    /// (`advise --pid`): its narrowing is the advice's, not its own. Default: nothing to record.
+    fn adopt(&mut self, _pid: u32, _nodes: &numapilot_topology::NodeSet) {}
 }
 
 impl Restore for LiveHost {
     fn set_exclusions(&mut self, new: &LiveOptions) {
         LiveHost::set_exclusions(self, new)
+    }
+
+    fn adopt(&mut self, pid: u32, nodes: &numapilot_topology::NodeSet) {
+        LiveHost::adopt(self, pid, nodes)
     }
 
     fn restore_all(&mut self) -> RestoreReport {
@@ -630,8 +638,20 @@ pub fn serve<H: Host + Restore>(
         loop {
             let until = if mark.is_some() { peek.min(deadline) } else { deadline };
             let w = if woken { None } else { watch.as_mut() };
-            let wake =
-                wait(&signals, &mut loop_side, commands.as_ref(), until, &mut engine, &status, w, host.move_wake());
+            let mut adoptions = Vec::new();
+            let wake = wait(
+                &signals,
+                &mut loop_side,
+                commands.as_ref(),
+                until,
+                (&mut engine, &mut adoptions),
+                &status,
+                w,
+                host.move_wake(),
+            );
+            for (pid, nodes) in adoptions {
+                host.adopt(pid, &nodes);
+            }
             match wake {
                 Wake::MoveDone => {
                     // A background move ended: the next step takes it (journal, pages, the next
@@ -995,7 +1015,7 @@ fn wait(
     side: &mut LoopSide,
     commands: Option<&UnixStream>,
     deadline_ns: u64,
-    engine: &mut Engine,
+    (engine, adoptions): (&mut Engine, &mut Vec<(u32, numapilot_topology::NodeSet)>),
     status: &Status,
     mut watch: Option<&mut ThreadWatch>,
     moved: Option<&UnixStream>,
@@ -1063,7 +1083,13 @@ fn wait(
                         let _ = reply.send(explain(engine, status, pid));
                     }
                     control::LoopRequest::Advise { request, reply } => {
-                        let _ = reply.send(advise(engine, status, &request));
+                        let answer = advise(engine, status, &request);
+                        // A job its launcher named is the advice's: the host's checks before an
+                        // action do not take its narrowing for its own (LiveHost::adopt).
+                        if let (Ok(a), Some(pid)) = (&answer, request.pid) {
+                            adoptions.push((pid, a.nodes.clone()));
+                        }
+                        let _ = reply.send(answer);
                     }
                 }
             }

@@ -92,21 +92,28 @@ fn launch_advice_goes_by_the_measurement_taken_when_asking() {
 ///   its 6 GiB on node 2 (spilled)
 ///   (a) the policy that advised it: no action (its own placement, held: no CPU-follows-memory to
 ///       node 2, which it would get unheld); explain says launch-holds
-///   (b) node 0 oversubscribed (run delay 0.5 >= cpu_interference_high 0.25): the hold ends and
-///       the other rules take it: an action for vm50
+///   (b) node 0 oversubscribed (run delay 0.5 >= cpu_interference_high 0.25; no per-thread run
+///       delay known): the hold ends and the other rules take it: an action for vm50
+///   (b') per-thread run delay known: vm50's own threads' waiting decides, not the node's
+///   (d) seen before its launcher applied the advice (CPUs not narrowed): held while launching,
+///       LAUNCH_PROMISE_NS after the advice managed like any process
 ///   (c) a policy that did not advise it: the narrowed CPUs are someone else's, never touched,
 ///       oversubscribed or not
 /// ```
 #[test]
-fn a_launched_process_is_held_where_it_started_until_its_node_is_oversubscribed() {
-    let build = |interference: f64| {
+fn a_launched_process_is_held_where_it_started_until_it_waits_for_cpus() {
+    let build_with = |interference: f64, run_delay: Option<f64>| {
         let mut b = machine();
         b.proc(50, "vm50", &[(0, 1.0); 4], &[0, 0, 6144, 0]);
         b.allow(50, &[0]).pinned(50).group_proc(1, 50);
         b.m.nodes[0].cpu.known = true;
         b.m.nodes[0].cpu.interference = interference;
+        for t in b.m.tasks.values_mut().filter(|t| t.key.pid == 50) {
+            t.run_delay = run_delay;
+        }
         b
     };
+    let build = |interference: f64| build_with(interference, None);
     let advised = || {
         let empty = machine();
         let mut p = Adaptive::new();
@@ -133,6 +140,33 @@ fn a_launched_process_is_held_where_it_started_until_its_node_is_oversubscribed(
     own.procs.get_mut(&50).unwrap().pinned = false;
     check_conservation(&own, &plan);
     assert!(plan.actions.iter().any(|a| a.target.pid == 50 && a.reason.rule == "cpu-follows-memory"), "{plan:#?}");
+    // (b') with schedstat, its own threads' waiting decides: node 0 waits 50% (another process's
+    // threads), vm50's own 5%: held; its own 50%: released.
+    let b = build_with(0.5, Some(0.05));
+    let mut p = advised();
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 50), "{plan:#?}");
+    let b = build_with(0.0, Some(0.5));
+    let mut p = advised();
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().any(|a| a.target.pid == 50), "{plan:#?}");
+    // (d) its launcher has not applied the advice yet (a shell before it execs numactl: CPUs not
+    // narrowed): left alone within LAUNCH_PROMISE_NS of the advice, managed after it.
+    let unnarrowed = |later_ns: u64| {
+        let mut b = machine();
+        b.proc(50, "sh", &[(0, 1.0); 4], &[0, 0, 6144, 0]);
+        b.group_proc(1, 50);
+        b.m.now_ns += later_ns;
+        b
+    };
+    let b = unnarrowed(0);
+    let mut p = advised();
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 50), "still launching: {plan:#?}");
+    let b = unnarrowed(numapilot_policy::LAUNCH_PROMISE_NS);
+    let mut p = advised();
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().any(|a| a.target.pid == 50), "the launch never came: {plan:#?}");
     // (c)
     for interference in [0.0, 0.5] {
         let b = build(interference);

@@ -272,7 +272,7 @@ fn a_job_launched_on_the_daemons_advice_is_adopted_and_held_there() {
     }
     let run = run();
     let nodes = ok(run, "launch-nodes").trim().to_string();
-    let node: u32 = nodes.parse().unwrap_or_else(|_| panic!("one node for 1 CPU and 64 MiB, got {nodes:?}"));
+    let node: u32 = nodes.parse().unwrap_or_else(|_| panic!("one node for 1 CPU and 250 MiB, got {nodes:?}"));
     let second = ok(run, "launch-second").trim().to_string();
     let other: u32 = second.parse().unwrap_or_else(|_| panic!("one node for the second job, got {second:?}"));
     assert_ne!(other, node, "the second job was told the node promised to (and used by) the first");

@@ -194,7 +194,17 @@ pub struct LiveHost {
     cpu_base: Option<numapilot_observe::parse::proc_stat::ProcStat>,
     /// The page mover (`LiveTuning::background_moves`; none when observing only).
     mover: Option<mover::Mover>,
+    /// Processes started on this daemon's launch advice, named by their launcher (`advise --pid`):
+    /// pid -> (start time, the advised nodes). Their CPU narrowing and a memory policy within those
+    /// nodes are the advice's, not "placed by themselves" ([`LiveHost::adopt`]).
+    adopted: std::collections::BTreeMap<u32, (u64, NodeSet)>,
 }
+
+/// Adopted processes kept, count. Default 4096. Source: a choice, far above the launches a host
+/// makes within a process's lifetime. What it prevents: a launcher naming pids in a loop growing
+/// the table without bound (the oldest entries, by pid order, go first once gone processes are
+/// dropped).
+const ADOPTED_KEPT: usize = 4096;
 
 /// This kernel's base page size, bytes (4096 when sysconf cannot tell).
 pub(crate) fn page_size() -> u64 {
@@ -322,6 +332,7 @@ impl LiveHost {
             signal_window: tuning.signal_tuning.maps_every.max(tuning.signal_tuning.sockets_every).max(1),
             cpu_base: None,
             mover,
+            adopted: std::collections::BTreeMap::new(),
             topo,
             opts,
         };
@@ -550,6 +561,21 @@ impl LiveHost {
         self.mover.as_ref().and_then(|m| m.running())
     }
 
+    /// Records that `pid` was started on this daemon's launch advice for `nodes` (its launcher
+    /// named it: `numapilot advise --pid`): from now on, a CPU mask its launcher narrowed and a
+    /// memory policy within `nodes` do not make it "placed by itself" for the checks before each
+    /// action (`select::pinned`). Keyed by its start time now (a launcher that execs keeps both);
+    /// a pid that does not exist is not recorded.
+    pub fn adopt(&mut self, pid: u32, nodes: &NodeSet) {
+        let Some(stat) = select::read_stat(pid) else { return };
+        self.adopted.retain(|&p, (st, _)| select::same_process(p, *st));
+        while self.adopted.len() >= ADOPTED_KEPT {
+            let first = *self.adopted.keys().next().expect("non-empty");
+            self.adopted.remove(&first);
+        }
+        self.adopted.insert(pid, (stat.starttime, nodes.clone()));
+    }
+
     /// The page mover's wake socket, readable once a move has ended ([`mover::Mover::wake`]).
     pub fn move_wake(&self) -> Option<&std::os::unix::net::UnixStream> {
         self.mover.as_ref().map(|m| m.wake())
@@ -711,7 +737,8 @@ impl Host for LiveHost {
         let inherited = if self.originals.has(t.pid, t.starttime) { None } else { self.inherited(t.pid, stat.ppid) };
         if !self.opts.include_pinned {
             let ours = self.originals.has(t.pid, t.starttime) || inherited.is_some();
-            if let Some(why) = select::pinned(&self.topo, self.cpuset.as_ref(), t.pid, ours) {
+            let advised = self.adopted.get(&t.pid).filter(|(st, _)| *st == t.starttime).map(|(_, n)| n);
+            if let Some(why) = select::pinned(&self.topo, self.cpuset.as_ref(), t.pid, ours, advised) {
                 return Outcome::Refused { message: format!("{who}: {why}; left alone (include_pinned is off)") };
             }
         }

@@ -147,12 +147,23 @@ fn mems_allowed(pid: u32) -> Option<NodeSet> {
 /// (bind, prefer, prefer many, interleave, weighted interleave on any VMA), or, unless
 /// `affinity_is_ours`, a thread whose affinity is narrower than its cpuset's CPUs. What cannot be
 /// read counts as placed (left alone this time; the check runs at every action): a process bound
-/// with `numactl --membind` whose numa_maps read failed once had its pages moved.
-pub fn pinned(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32, affinity_is_ours: bool) -> Option<String> {
+/// with `numactl --membind` whose numa_maps read failed once had its pages moved. A process
+/// started on this daemon's launch advice for `advised` nodes (its launcher named it) placed
+/// nothing itself: its narrowed CPUs and a memory policy within those nodes are the advice's.
+pub fn pinned(
+    topo: &Topology,
+    hier: Option<&CpusetHierarchy>,
+    pid: u32,
+    affinity_is_ours: bool,
+    advised: Option<&NodeSet>,
+) -> Option<String> {
     let reader = Reader::new(Path::new("/"));
     match reader.read_numa_maps(pid) {
         Ok(Some(maps)) => {
-            if let Some(v) = maps.vmas.iter().find(|v| v.policy.mode.is_explicit()) {
+            let advice_s = |v: &numapilot_observe::parse::numa_maps::Vma| {
+                advised.is_some_and(|n| !v.policy.nodes.is_empty() && v.policy.nodes.is_subset(n))
+            };
+            if let Some(v) = maps.vmas.iter().find(|v| v.policy.mode.is_explicit() && !advice_s(v)) {
                 return Some(format!(
                     "it set its own memory policy ({} {} at {:#x} in numa_maps)",
                     v.policy.mode.name(),
@@ -163,7 +174,7 @@ pub fn pinned(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32, affinit
         }
         Ok(None) | Err(_) => return Some("its numa_maps could not be read: its memory policy is unknown".into()),
     }
-    if affinity_is_ours {
+    if affinity_is_ours || advised.is_some() {
         return None;
     }
     let allowed = cpuset_cpus(hier, pid).or_else(|| {
@@ -223,9 +234,47 @@ mod tests {
         // No numa_maps to read (no such process): its memory policy is unknown, so it counts as
         // placed by itself.
         let topo = Topology::from_sysfs(Path::new("/")).unwrap();
-        let why = pinned(&topo, None, u32::MAX - 1, false).unwrap();
+        let why = pinned(&topo, None, u32::MAX - 1, false, None).unwrap();
         assert!(why.contains("numa_maps could not be read"), "{why}");
         // This process: readable, no explicit policy, its own affinity.
-        assert_eq!(pinned(&topo, None, std::process::id(), true), None);
+        assert_eq!(pinned(&topo, None, std::process::id(), true, None), None);
+    }
+
+    /// A process Debian's numactl started with `--cpunodebind=0 --preferred-many=0` placed itself,
+    /// unless it was started on this daemon's advice for nodes holding its policy's nodes.
+    #[test]
+    fn a_process_started_on_advice_did_not_place_itself() {
+        let child = std::process::Command::new("numactl")
+            .args(["--cpunodebind=0", "--preferred-many=0", "sleep", "30"])
+            .stdin(std::process::Stdio::null())
+            .spawn();
+        let Ok(mut child) = child else {
+            if std::env::var_os("NUMAPILOT_REQUIRE_NUMACTL").is_some_and(|v| v == "1") {
+                panic!("numactl is required (NUMAPILOT_REQUIRE_NUMACTL=1) but not installed");
+            }
+            eprintln!("numactl not installed: skipped");
+            return;
+        };
+        let pid = child.id();
+        // numactl has exec'd sleep once the comm says so.
+        let t0 = std::time::Instant::now();
+        while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim() != "sleep").unwrap_or(true)
+            && t0.elapsed() < std::time::Duration::from_secs(10)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+        let node0: NodeSet = [0u32].into_iter().collect();
+        let node1: NodeSet = [1u32].into_iter().collect();
+        let alone = pinned(&topo, None, pid, false, None);
+        let advised = pinned(&topo, None, pid, false, Some(&node0));
+        let elsewhere = pinned(&topo, None, pid, false, Some(&node1));
+        let _ = child.kill();
+        let _ = child.wait();
+        let alone = alone.expect("numactl's policy is its own");
+        assert!(alone.contains("it set its own memory policy (prefer (many) 0"), "{alone}");
+        assert_eq!(advised, None, "advised for node 0: the policy and the CPUs are the advice's");
+        let elsewhere = elsewhere.expect("a policy outside the advised nodes is its own");
+        assert!(elsewhere.contains("memory policy"), "{elsewhere}");
     }
 }

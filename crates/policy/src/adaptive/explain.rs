@@ -100,9 +100,15 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
     let (preferred_node, why) = if pinned {
         (None, "placed by someone else (explicit memory policy or narrowed CPUs): never touched".to_string())
     } else if policy.launch_holds(model, pid) {
-        let (nodes, reason) = policy.proc_state(model, pid).and_then(|s| s.launch.clone()).expect("launch_holds");
+        let (nodes, reason, _) = policy.proc_state(model, pid).and_then(|s| s.launch.clone()).expect("launch_holds");
         let first = nodes.iter().next();
-        (first, format!("[launch-holds] started on nodes {nodes} on launch advice ([{}] {}); left there while none of them is oversubscribed", reason.rule, reason.detail))
+        (
+            first,
+            format!(
+                "[launch-holds] started on nodes {nodes} on launch advice ([{}] {}); left there while its threads do not wait for CPUs",
+                reason.rule, reason.detail
+            ),
+        )
     } else if planner.new_procs.contains(&pid) {
         (None, "new process: the fork rule places it on the least loaded node at the next decision".to_string())
     } else if let Some(g) = groups.first() {

@@ -163,27 +163,45 @@ impl Adaptive {
     }
 
     /// Rule "launch-holds": whether `pid`, started on this policy's launch advice, stays as the
-    /// launcher placed it this decision: its threads all within the advised nodes' CPUs and none
-    /// of those nodes oversubscribed (CPU run delay at `cpu_interference_high` or more: a node its
-    /// own vCPUs keep busy is fully loaded, a bottleneck by load, and fine). Memory-bandwidth
-    /// waiting does not release it: a devil's own streaming saturates its node's controller, and
-    /// releasing it there (measured, the VM mix at seed 1) sent one of its vCPUs and its memory to
-    /// a neighbour's full node: 1.566 -> 1.490 x default per VM. Such a process is no unit of the plan
-    /// (its load counts where it runs, as a process placed by someone else does); contention on
-    /// one of its nodes hands it to the other rules. Full memory is no reason: a packed machine's
-    /// nodes are full by design, and the advice already put its memory with its threads.
+    /// launcher placed it this decision: its threads all within the advised nodes' CPUs and not
+    /// kept waiting for them, or, for up to [`LAUNCH_PROMISE_NS`] after the advice, not yet within
+    /// them (still being launched). Waiting is the process's own threads' run delay, on average at
+    /// `cpu_interference_high` or more (without schedstat, the run delay of its nodes): a node its
+    /// own vCPUs keep busy is fully loaded, a bottleneck by load, and fine, and another process's
+    /// waiting there is that process's to act on. Memory-bandwidth waiting does not release it: a
+    /// devil's own streaming saturates its node's controller, and releasing it there (measured,
+    /// the VM mix at seed 1) sent one of its vCPUs and its memory to a neighbour's full node:
+    /// 1.566 -> 1.490 x default per VM. Such a process is no unit of the plan (its load counts
+    /// where it runs, as a process placed by someone else does); released, the other rules take it.
+    /// Full memory is no reason either: a packed machine's nodes are full by design, and the
+    /// advice already put its memory with its threads.
     pub(crate) fn launch_holds(&self, model: &Model, pid: u32) -> bool {
-        let Some((nodes, _)) = self.proc_state(model, pid).and_then(|s| s.launch.as_ref()) else { return false };
+        let Some((nodes, _, at_ns)) = self.proc_state(model, pid).and_then(|s| s.launch.as_ref()) else {
+            return false;
+        };
         let Some(p) = model.procs.get(&pid) else { return false };
         let cpus = model.topo.cpus_of_nodes(nodes);
-        let inside = p.tids.iter().all(|&tid| {
-            model.tasks.get(&numapilot_model::TaskKey { pid, tid }).is_none_or(|t| t.cpus_allowed.is_subset(&cpus))
-        });
+        let tasks: Vec<&numapilot_model::TaskView> =
+            p.tids.iter().filter_map(|&tid| model.tasks.get(&numapilot_model::TaskKey { pid, tid })).collect();
+        let inside = tasks.iter().all(|t| t.cpus_allowed.is_subset(&cpus));
+        if !inside {
+            // Still launching (the launcher, named by its pid, has not applied the advice yet: a
+            // shell before it execs numactl): left alone until LAUNCH_PROMISE_NS after the advice.
+            // The rig caught the daemon placing such a shell, and then "restoring" the job it
+            // became to the shell's CPUs at exit, over the advice numactl had applied.
+            return model.now_ns.saturating_sub(*at_ns) < LAUNCH_PROMISE_NS;
+        }
         let t = &model.tunables;
-        let strained = model.topo.nodes.iter().enumerate().any(|(i, n)| {
-            nodes.contains(n.id) && model.nodes.get(i).is_some_and(|l| l.cpu.interference >= t.cpu_interference_high)
-        });
-        inside && !strained
+        let delays: Vec<f64> = tasks.iter().filter_map(|t| t.run_delay).collect();
+        let waiting = if delays.is_empty() {
+            model.topo.nodes.iter().enumerate().any(|(i, n)| {
+                nodes.contains(n.id)
+                    && model.nodes.get(i).is_some_and(|l| l.cpu.interference >= t.cpu_interference_high)
+            })
+        } else {
+            delays.iter().sum::<f64>() / delays.len() as f64 >= t.cpu_interference_high
+        };
+        !waiting
     }
 
     /// Drops anonymous promises older than [`LAUNCH_PROMISE_NS`].
@@ -212,7 +230,7 @@ impl Adaptive {
                     .or_insert_with(|| ProcState { starttime: p.starttime, ..ProcState::default() });
                 st.forked = true;
                 st.own_cpus = Some(model.topo.cpus_of_nodes(&promise.nodes));
-                st.launch = Some((promise.nodes.clone(), promise.reason.clone()));
+                st.launch = Some((promise.nodes.clone(), promise.reason.clone(), promise.at_ns));
             }
             if promise.seen >= 2 {
                 done.push(pid);

@@ -256,8 +256,9 @@ pub(crate) struct ProcState {
     /// within `hold_load_change`, its threads keep their nodes and its memory keeps this spread
     /// (the same nodes and weights, so a budget-limited interleave continues, never reshuffles).
     pub(crate) shared_spread: Option<(Move, Vec<u32>)>,
-    /// The nodes rule "launch-advice" gave it before it started, and why (`launch.rs`).
-    pub(crate) launch: Option<(NodeSet, Reason)>,
+    /// The nodes rule "launch-advice" gave it before it started, why, and when (host clock, ns;
+    /// `launch.rs`).
+    pub(crate) launch: Option<(NodeSet, Reason, u64)>,
 }
 
 /// The adaptive policy: fork spread, group placement on preferred nodes, weakest-first balancing,
