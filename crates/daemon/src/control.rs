@@ -497,44 +497,42 @@ fn handle_client(
             s.uptime_s = numapilot_observe::reader::monotonic_ns().saturating_sub(shared.started_ns) as f64 / 1e9;
             Response { ok: true, error: None, status: Some(s), explain: None, advice: None }
         }
-        Ok(Request::Explain { pid }) => {
-            let (rtx, rrx) = mpsc::channel();
-            if tx.send(LoopRequest::Explain { pid, reply: rtx }).is_err() {
-                Response::error("the engine loop has stopped")
-            } else {
-                let _ = (&*wake).write(&[1]);
-                match rrx.recv_timeout(EXPLAIN_TIMEOUT) {
-                    Ok(Ok(e)) => Response { ok: true, error: None, status: None, explain: Some(e), advice: None },
-                    Ok(Err(reason)) => Response::error(reason),
-                    Err(_) => Response::error("the engine loop did not answer in time (a step is running long)"),
-                }
-            }
-        }
+        Ok(Request::Explain { pid }) => match ask_loop(tx, wake, |reply| LoopRequest::Explain { pid, reply }) {
+            Ok(e) => Response { ok: true, error: None, status: None, explain: Some(e), advice: None },
+            Err(reason) => Response::error(reason),
+        },
         Ok(Request::Advise { cpus, mem_bytes, pid, nodes_now }) => {
             match numapilot_policy::advise::check_request(cpus, mem_bytes) {
                 Err(e) => Response::error(e.to_string()),
                 Ok(()) => {
                     let request = LaunchRequest { pid, name: "a job".to_string(), cpus, mem_bytes, nodes_now };
-                    let (rtx, rrx) = mpsc::channel();
-                    if tx.send(LoopRequest::Advise { request, reply: rtx }).is_err() {
-                        Response::error("the engine loop has stopped")
-                    } else {
-                        let _ = (&*wake).write(&[1]);
-                        match rrx.recv_timeout(EXPLAIN_TIMEOUT) {
-                            Ok(Ok(a)) => {
-                                Response { ok: true, error: None, status: None, explain: None, advice: Some(a) }
-                            }
-                            Ok(Err(reason)) => Response::error(reason),
-                            Err(_) => {
-                                Response::error("the engine loop did not answer in time (a step is running long)")
-                            }
-                        }
+                    match ask_loop(tx, wake, |reply| LoopRequest::Advise { request, reply }) {
+                        Ok(a) => Response { ok: true, error: None, status: None, explain: None, advice: Some(a) },
+                        Err(reason) => Response::error(reason),
                     }
                 }
             }
         }
     };
     writeln!(out, "{}", serde_json::to_string(&response).unwrap_or_default())
+}
+
+/// Queues a request for the engine loop, wakes it and waits for its answer (at most
+/// [`EXPLAIN_TIMEOUT`]); `Err` says why there is none.
+fn ask_loop<T>(
+    tx: &mpsc::Sender<LoopRequest>,
+    wake: &UnixStream,
+    request: impl FnOnce(mpsc::Sender<Result<T, String>>) -> LoopRequest,
+) -> Result<T, String> {
+    let (rtx, rrx) = mpsc::channel();
+    if tx.send(request(rtx)).is_err() {
+        return Err("the engine loop has stopped".into());
+    }
+    let _ = (&*wake).write(&[1]);
+    match rrx.recv_timeout(EXPLAIN_TIMEOUT) {
+        Ok(answer) => answer,
+        Err(_) => Err("the engine loop did not answer in time (a step is running long)".into()),
+    }
 }
 
 /// Client: sends one request to the daemon at `path` and returns its response (an `ok: false`

@@ -1,7 +1,6 @@
 //! Rule "launch-advice" and rule "launch-holds" (policy `adaptive/launch.rs`): a node set for a
 //! process before it starts, promises that keep two launches in a row apart, the launched process
-//! adopted as the policy's own, and left where it was started until a node of its set is
-//! oversubscribed. numad's answer to the same requests (`numad -w`) for comparison. Expected
+//! adopted as the policy's own, and left where it was started until its threads wait for CPUs. numad's answer to the same requests (`numad -w`) for comparison. Expected
 //! traces worked out by hand in each test's comment.
 
 mod adaptive_common;

@@ -109,7 +109,7 @@ pub struct AdviseArgs {
     pub json: bool,
     /// The pid the job will run as (a launcher that execs keeps its pid, e.g. a script's `$$` before
     /// `exec numactl ...`): the running daemon adopts that process as placed on its advice and
-    /// leaves it there while none of its nodes is oversubscribed. Needs a running daemon.
+    /// leaves it there while its threads do not wait for CPUs. Needs a running daemon.
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
     /// The daemon's control socket: a running daemon answers from its model and keeps its promise
