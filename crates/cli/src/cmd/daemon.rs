@@ -309,43 +309,8 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     if a.pid == Some(0) {
         anyhow::bail!("--pid 0: not a process id");
     }
-    if !offline && !a.no_daemon && std::fs::symlink_metadata(&a.socket).is_ok() {
-        // Measured here first (numad refreshes its nodes before each -w answer); the daemon adds
-        // what it promised earlier launches.
-        let root = std::path::Path::new("/");
-        let topo = Topology::from_sysfs(root).context("reading the topology")?;
-        let free = advise::measure(root, &topo, Some(Duration::from_millis(a.window_ms)))?;
-        let req = Request::Advise { cpus: a.cpus, mem_bytes, pid: a.pid, nodes_now: free.clone() };
-        match control::request(&a.socket, &req) {
-            Ok(resp) => {
-                let adv = resp.advice.context("the daemon answered without advice")?;
-                return if a.json {
-                    let v = serde_json::json!({
-                        "advice": adv,
-                        "nodes": free,
-                        "source": format!(
-                            "the running daemon ({}), this machine idle over {} ms",
-                            a.socket.display(),
-                            a.window_ms
-                        ),
-                    });
-                    print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
-                } else {
-                    print_out(&format!("{}\n", adv.nodes))
-                };
-            }
-            Err(ControlError::Request(msg)) => {
-                eprintln!("numapilot advise: {msg} [the running daemon, {}]", a.socket.display());
-                return Ok(ExitCode::from(1));
-            }
-            Err(e @ (ControlError::NotRunning { .. } | ControlError::Denied { .. })) => {
-                if a.pid.is_some() {
-                    anyhow::bail!("--pid needs the running daemon: {e}");
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    } else if a.pid.is_some() && !offline {
+    let ask_daemon = !offline && !a.no_daemon && std::fs::symlink_metadata(&a.socket).is_ok();
+    if a.pid.is_some() && !offline && !ask_daemon {
         if a.no_daemon {
             anyhow::bail!("--pid needs the running daemon: not with --no-daemon");
         }
@@ -366,6 +331,37 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         let free = advise::measure(root, &topo, Some(Duration::from_millis(a.window_ms)))?;
         (topo, free, format!("this machine (idle over {} ms)", a.window_ms))
     };
+    if ask_daemon {
+        // The measurement goes to the daemon (numad refreshes its nodes before each -w answer),
+        // which adds what it promised earlier launches.
+        let req = Request::Advise { cpus: a.cpus, mem_bytes, pid: a.pid, nodes_now: free.clone() };
+        match control::request(&a.socket, &req) {
+            Ok(resp) => {
+                let adv = resp.advice.context("the daemon answered without advice")?;
+                return if a.json {
+                    let v = serde_json::json!({
+                        "advice": adv,
+                        "nodes": free,
+                        "source": format!("the running daemon ({}), {how}", a.socket.display()),
+                    });
+                    print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
+                } else {
+                    print_out(&format!("{}\n", adv.nodes))
+                };
+            }
+            Err(ControlError::Request(msg)) => {
+                eprintln!("numapilot advise: {msg} [the running daemon, {}]", a.socket.display());
+                return Ok(ExitCode::from(1));
+            }
+            // A stale socket, or one this user may not use: this machine's measurement alone.
+            Err(e @ (ControlError::NotRunning { .. } | ControlError::Denied { .. })) => {
+                if a.pid.is_some() {
+                    anyhow::bail!("--pid needs the running daemon: {e}");
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     match advise::advise(&topo, &free, a.cpus, mem_bytes) {
         Ok(adv) => {
             if a.json {
