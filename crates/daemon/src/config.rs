@@ -96,7 +96,8 @@ pub struct DaemonSection {
     /// default min_interval 5 s, max 15 s); at 5 s the daemon loop measured 1.58 % of a core on
     /// the 1,000-process load (cycle_cost --daemon-seconds 60, 79 ms per step). What it prevents:
     /// a daemon observing an idle machine every second for nothing (the cost target: under 1 % of
-    /// a core). At most one day.
+    /// a core). At most one day. The access sampler's period stretches with the wait (see
+    /// `numapilot_policy::cadence`), so a backed-off daemon also samples less.
     pub idle_max_interval_ms: u64,
     /// A new thread in a young process ends the wait between steps, ms after it appeared (the
     /// proc connector announces every thread as it is created; `0` turns this off). The step then
@@ -133,7 +134,7 @@ pub const DEFAULT_NICE: i32 = -10;
 pub const DEFAULT_NEW_THREAD_WAKE_MS: u64 = 20;
 
 /// Default of `[daemon] idle_max_interval_ms`, ms (see [`DaemonSection::idle_max_interval_ms`]).
-pub const DEFAULT_IDLE_MAX_INTERVAL_MS: u64 = 15_000;
+pub const DEFAULT_IDLE_MAX_INTERVAL_MS: u64 = numapilot_policy::cadence::IDLE_MAX_INTERVAL_MS;
 
 impl Default for DaemonSection {
     fn default() -> Self {

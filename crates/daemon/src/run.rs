@@ -48,6 +48,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use numapilot_model::{Model, Resource};
+/// The back-off of the wait between steps lives with the engine (the simulator steps by it too).
+pub use numapilot_policy::cadence::{sampling_stretch, Backoff, BACKOFF_LOAD_CHANGE_CPUS};
 use numapilot_policy::{Adaptive, Engine, FinishedMove, Host, Outcome, StepReport};
 use numapilot_topology::Topology;
 
@@ -623,6 +625,7 @@ pub fn serve<H: Host + Restore>(
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
+        host.set_sampling_stretch(sampling_stretch(next, engine.next_interval_ns()));
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
         let mut deadline = t0.saturating_add(next);
@@ -757,79 +760,6 @@ pub fn serve<H: Host + Restore>(
 pub fn last_pid() -> Option<u32> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     text.split_whitespace().nth(4)?.parse().ok()
-}
-
-/// CPU demand change on any node, CPUs, that counts as a load change for [`Backoff`]. Default
-/// 0.25 CPU. Source: a choice, the size of a quarter of one busy thread (the policy's own
-/// imbalance threshold is 0.25 of a node's load). What it prevents: a process waking up or going
-/// to sleep being looked at only after the longest back-off wait.
-pub const BACKOFF_LOAD_CHANGE_CPUS: f64 = 0.25;
-
-/// Steady-state back-off of the wait between steps.
-///
-/// ```text
-///   step -> planned nothing, no new (pid, starttime) in the model, no node's CPU demand moved
-///           by >= BACKOFF_LOAD_CHANGE_CPUS since the last step, and at least
-///           tunables.hold_periods steps since the last step that planned an action?
-///     yes: quiet += 1   wait = min(interval x 2^quiet, max(cap, interval))
-///     no:  quiet  = 0   wait = interval        (the policy's, e.g. settle interval for young processes)
-/// ```
-///
-/// With the default 1 s interval and 5 s cap an idle machine is stepped after 2, 4, 5, 5 ... s.
-/// A process exiting is not a change (nothing to do for it); a step that failed is not quiet.
-/// Signals, `explain` and reloads wake the loop whatever the wait. The policy's holds (a moved
-/// unit stays for `hold_periods` decisions) are counted in steps: backing off while one runs would
-/// stretch it from seconds to minutes, and a placement the hold kept would be looked at again only
-/// then (rule "holds-at-interval"; the rig's 2-node numa01: both processes held on one node with a
-/// 500 ms interval backing off towards 15 s, for the rest of a 20 s run).
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    cap_ns: u64,
-    quiet: u32,
-    last: Option<Seen>,
-    /// Steps since the last one that planned an action (`u32::MAX`: none yet).
-    since_action: u32,
-}
-
-/// What the last step's model held: its processes `(pid, starttime)` and each node's CPU demand.
-type Seen = (std::collections::BTreeSet<(u32, u64)>, Vec<f64>);
-
-impl Backoff {
-    /// A back-off up to `cap_ms` (`[daemon] idle_max_interval_ms`).
-    pub fn new(cap_ms: u64) -> Self {
-        Self { cap_ns: cap_ms.saturating_mul(1_000_000), quiet: 0, last: None, since_action: u32::MAX }
-    }
-
-    /// Quiet steps in a row so far.
-    pub fn quiet_steps(&self) -> u32 {
-        self.quiet
-    }
-
-    /// Records a step (`planned`: its action count, `None` when it failed) over `model` as it is
-    /// after the step, and returns the wait before the next one, ns, given the policy's `base_ns`.
-    pub fn next_wait_ns(&mut self, base_ns: u64, model: &Model, planned: Option<usize>) -> u64 {
-        let procs: std::collections::BTreeSet<(u32, u64)> =
-            model.procs.values().map(|p| (p.pid, p.starttime)).collect();
-        let loads: Vec<f64> = model.nodes.iter().map(|n| n.cpu_demand).collect();
-        self.since_action = match planned {
-            Some(n) if n > 0 => 0,
-            _ => self.since_action.saturating_add(1),
-        };
-        let quiet = planned == Some(0)
-            && self.since_action > model.tunables.hold_periods
-            && self.last.as_ref().is_some_and(|(old_procs, old_loads)| {
-                procs.is_subset(old_procs)
-                    && old_loads.len() == loads.len()
-                    && old_loads.iter().zip(&loads).all(|(a, b)| (a - b).abs() < BACKOFF_LOAD_CHANGE_CPUS)
-            });
-        self.last = Some((procs, loads));
-        if !quiet || self.cap_ns <= base_ns {
-            self.quiet = 0;
-            return base_ns;
-        }
-        self.quiet = self.quiet.saturating_add(1).min(32);
-        base_ns.saturating_mul(1u64 << self.quiet.min(20)).min(self.cap_ns)
-    }
 }
 
 /// A daemon loop in this process with a command pipe: returns the [`Handle`] and the other end to

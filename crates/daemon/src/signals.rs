@@ -236,6 +236,8 @@ pub struct Signals {
     /// Shared object mappings of each scanned process, as its last maps read saw them.
     maps: Rolling<Vec<MapEntry>>,
     sampler: Option<Sampler>,
+    /// The sampler's current period as a multiple of its spec's (the engine's sampling stretch).
+    stretch: u32,
     tracer: Option<WakeupTracer>,
     node_mem: Option<NodeMemory>,
     failing: Vec<&'static str>,
@@ -338,6 +340,29 @@ impl Signals {
     /// Whether an access sampler is open.
     pub fn sampling(&self) -> bool {
         self.sampler.is_some()
+    }
+
+    /// Sets the sampler's period to its base period times `stretch` (the engine's sampling
+    /// stretch, `numapilot_policy::cadence`): while the loop backs off, the events fire that much
+    /// less often, so a step after a long wait drains about what one after an interval does. No
+    /// sampler, or no change: nothing. A failed ioctl is logged once like a failing source and
+    /// the old period stays.
+    pub fn set_sampling_stretch(&mut self, stretch: u32) {
+        let stretch = stretch.max(1);
+        let Some(sampler) = self.sampler.as_ref() else { return };
+        if stretch == self.stretch.max(1) {
+            return;
+        }
+        let period = sampler.spec().period.saturating_mul(u64::from(stretch));
+        match sampler.set_period(period) {
+            Ok(()) => self.stretch = stretch,
+            Err(e) => self.failed("perf", e),
+        }
+    }
+
+    /// The sampler's current stretch (1: its base period).
+    pub fn sampling_stretch(&self) -> u32 {
+        self.stretch.max(1)
     }
 
     /// Counts since open.
@@ -957,6 +982,8 @@ mod fallback_tests {
             return;
         }
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        // Records from before (another test's faults at addresses this mapping may reuse) drained.
+        s.fill(&mut Reader::new("/").sample_of(Some(&[std::process::id()])).unwrap());
         let len = 16 * 4096;
         // SAFETY: a fresh private mapping of ours, no THP, then touched page by page.
         let region = unsafe {
@@ -988,6 +1015,58 @@ mod fallback_tests {
         assert!(s.stats().samples >= ours.len() as u64);
         // SAFETY: our mapping.
         unsafe { libc::munmap(region, len) };
+    }
+
+    /// Touches `pages` fresh pages and fills one sample: this process's access samples in them.
+    fn touched(s: &mut Signals, pages: usize) -> usize {
+        // Records from before (another test's faults at addresses this mapping may reuse) drained.
+        let me = std::process::id();
+        s.fill(&mut Reader::new("/").sample_of(Some(&[me])).unwrap());
+        let len = pages * 4096;
+        // SAFETY: a fresh private mapping of ours, no THP, then touched page by page.
+        let region = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(region, libc::MAP_FAILED);
+        unsafe { libc::madvise(region, len, libc::MADV_NOHUGEPAGE) };
+        for i in 0..pages {
+            // SAFETY: inside our mapping.
+            unsafe { std::ptr::write_volatile((region as *mut u8).add(i * 4096), 1) };
+        }
+        let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
+        s.fill(&mut sample);
+        let base = region as u64;
+        // SAFETY: our mapping.
+        unsafe { libc::munmap(region, len) };
+        sample.accesses.iter().filter(|a| a.pid == me && a.addr >= base && a.addr < base + len as u64).count()
+    }
+
+    #[test]
+    fn the_sampling_stretch_lengthens_the_period_of_every_cpus_event() {
+        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
+        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
+        if !s.sampling() || !s.notes().iter().any(|n| n.contains("page-fault fallback")) {
+            // A PMU host samples loads, not these faults; a host without perf_event_open says why.
+            assert!(!s.notes().is_empty());
+            return;
+        }
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        assert_eq!((s.sampling_stretch(), touched(&mut s, 64)), (1, 64), "period 1: every fault");
+        s.set_sampling_stretch(8);
+        let stretched = touched(&mut s, 64);
+        assert_eq!(s.sampling_stretch(), 8);
+        // Per-CPU counters: a thread that changes CPU mid-loop splits its faults over two events.
+        assert!((6..=10).contains(&stretched), "period 8: about 64 / 8 faults, got {stretched}");
+        s.set_sampling_stretch(0);
+        assert_eq!((s.sampling_stretch(), touched(&mut s, 64)), (1, 64), "0 means 1: back to every fault");
+        assert!(!s.notes().iter().any(|n| n.contains("PERF_EVENT_IOC_PERIOD")), "{:?}", s.notes());
     }
 }
 

@@ -163,6 +163,9 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
 /// `PERF_EVENT_IOC_DISABLE` = `_IO('$', 1)`.
 const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
+/// `PERF_EVENT_IOC_PERIOD` = `_IOW('$', 4, __u64)`: a new sample period, given by pointer (since
+/// Linux 4.7 on x86 it takes effect at once, before that at the next overflow; perf_event_open(2)).
+const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
 
 /// Which source an [`EventSpec`] samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -557,6 +560,14 @@ impl Ring {
         Ok(Ring { fd, base: base.cast(), map_len, page, data_size: page * data_pages })
     }
 
+    fn set_period(&self, period: u64) -> io::Result<()> {
+        // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer, which lives across the call.
+        if unsafe { libc::ioctl(self.fd, PERF_EVENT_IOC_PERIOD as _, &period as *const u64) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn ioctl(&self, req: libc::c_ulong) -> io::Result<()> {
         // SAFETY: a perf ioctl without argument on our fd.
         if unsafe { libc::ioctl(self.fd, req as _, 0) } < 0 {
@@ -647,6 +658,19 @@ impl Sampler {
         for r in &self.rings {
             r.ioctl(PERF_EVENT_IOC_DISABLE).map_err(|e| SignalError::Sys {
                 what: format!("PERF_EVENT_IOC_DISABLE ({})", self.spec.name),
+                source: e,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Sets every event's sample period (one record every `period` events; at least 1), e.g. the
+    /// base period times the engine's sampling stretch while its steps back off. The spec keeps
+    /// the base period. A failure names the ioctl; events already changed keep the new period.
+    pub fn set_period(&self, period: u64) -> Result<(), SignalError> {
+        for r in &self.rings {
+            r.set_period(period.max(1)).map_err(|e| SignalError::Sys {
+                what: format!("PERF_EVENT_IOC_PERIOD {period} ({})", self.spec.name),
                 source: e,
             })?;
         }

@@ -192,3 +192,50 @@ fn physical_addresses_map_to_the_node_move_pages_reports() {
     assert_eq!(by_phys, by_query);
     drop(page);
 }
+
+/// Touches `pages` fresh pages of a new private mapping with `sampler` enabled; returns the
+/// samples that fell in the mapping.
+fn faults_sampled(sampler: &mut Sampler, pages: usize) -> usize {
+    let len = pages * 4096;
+    // SAFETY: a fresh private mapping of ours.
+    let region = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(region, libc::MAP_FAILED);
+    unsafe { libc::madvise(region, len, libc::MADV_NOHUGEPAGE) };
+    sampler.enable().unwrap();
+    for i in 0..pages {
+        // SAFETY: inside our mapping.
+        unsafe { std::ptr::write_volatile((region as *mut u8).add(i * 4096), 1) };
+    }
+    sampler.disable().unwrap();
+    let mut raw = Vec::new();
+    sampler.drain(&mut raw).unwrap();
+    let base = region as u64;
+    // SAFETY: our mapping.
+    unsafe { libc::munmap(region, len) };
+    raw.iter().filter(|s| s.addr >= base && s.addr < base + len as u64).count()
+}
+
+#[test]
+fn a_stretched_period_takes_fewer_samples_of_the_same_faults() {
+    // The engine's sampling stretch on a real kernel: PERF_EVENT_IOC_PERIOD on an open event.
+    let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    let mut sampler = Sampler::open_task(&EventSpec::page_faults(1), tid).unwrap();
+    assert_eq!(faults_sampled(&mut sampler, 64), 64, "period 1: every fault");
+    sampler.set_period(8).unwrap();
+    let stretched = faults_sampled(&mut sampler, 64);
+    assert!((7..=9).contains(&stretched), "period 8: one fault in 8 of 64, got {stretched}");
+    sampler.set_period(1).unwrap();
+    assert_eq!(faults_sampled(&mut sampler, 64), 64, "back to period 1");
+    assert_eq!(sampler.spec().period, 1, "the spec keeps the base period");
+}

@@ -51,6 +51,15 @@ pub trait Host {
     fn finished_moves(&mut self) -> Vec<FinishedMove> {
         Vec::new()
     }
+
+    /// The access sampler's period for the coming wait, as a multiple of its base period
+    /// ([`crate::cadence::sampling_stretch`]: the wait over the policy's interval, 1 when not
+    /// backed off), so a step after a long wait sees about as many samples as one after an
+    /// interval and the sampling costs less while nothing changes. Default: nothing (a host
+    /// without an access sampler).
+    fn set_sampling_stretch(&mut self, stretch: u32) {
+        let _ = stretch;
+    }
 }
 
 /// A page move that ran in the background ([`Outcome::Started`]) and ended.

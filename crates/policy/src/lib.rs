@@ -20,6 +20,7 @@
 pub mod action;
 pub mod adaptive;
 pub mod advise;
+pub mod cadence;
 pub mod engine;
 pub mod host;
 pub mod numad;

@@ -7,6 +7,7 @@
 //! (MACHINE: a preset or the path of a machine file; `SECONDS` 0 keeps the workload's own length; `WORKLOAD` is an autonuma-benchmark test, a
 //! process-types name or `vm-mix`). Environment: `PROBE_TUNABLES=FILE` (engine tunables, TOML),
 //! `PROBE_SAMPLE_COST_NS=N` (numapilot's emulated PMU sampling stall per sample, default 2000),
+//! `PROBE_IDLE_MAX_MS=N` (cap of numapilot's step back-off, default 15000; 0: no back-off),
 //! `PROBE_PROCS=1` (per-process figures).
 
 use numapilot_sim::result::{RunResult, Stat};
@@ -29,6 +30,9 @@ fn main() {
     let mut opts = SimOptions::default();
     if let Ok(ns) = std::env::var("PROBE_SAMPLE_COST_NS") {
         opts.pmu_sample_cost_ns = ns.parse().expect("PROBE_SAMPLE_COST_NS: ns");
+    }
+    if let Ok(ms) = std::env::var("PROBE_IDLE_MAX_MS") {
+        opts.idle_max_interval_ms = ms.parse().expect("PROBE_IDLE_MAX_MS: ms");
     }
     if let Some(path) = std::env::var_os("PROBE_TUNABLES") {
         opts.tunables = numapilot_sim::run::tunables_from_file(std::path::Path::new(&path)).expect("tunables");

@@ -130,6 +130,11 @@ pub struct SimOptions {
     /// `host::PMU_SAMPLE_COST_NS`, 2 us; 0 shows what placement alone gives: the VM mix's
     /// comparison with hard-bind, `workload/vm_mix.rs`). Other policies sample nothing.
     pub pmu_sample_cost_ns: u64,
+    /// Cap of the back-off of `numapilot`'s wait between steps, ms, as the daemon's
+    /// `[daemon] idle_max_interval_ms` (default `numapilot_policy::cadence::IDLE_MAX_INTERVAL_MS`,
+    /// 15 s; 0 steps at the policy's interval throughout, as the simulator did before). While
+    /// backed off the access sampling is stretched by the same factor (`cadence` module essay).
+    pub idle_max_interval_ms: u64,
 }
 
 impl Default for SimOptions {
@@ -142,6 +147,7 @@ impl Default for SimOptions {
             autonuma: AutoNumaParams::default(),
             tunables: numapilot_policy::Tunables::default(),
             pmu_sample_cost_ns: crate::host::PMU_SAMPLE_COST_NS,
+            idle_max_interval_ms: numapilot_policy::cadence::IDLE_MAX_INTERVAL_MS,
         }
     }
 }
@@ -1269,6 +1275,13 @@ impl Sim {
             }
         }
         out
+    }
+
+    /// Processes started so far: what the daemon's back-off compares while it waits (the live
+    /// loop reads /proc/loadavg's last pid once per interval; every simulated process starts its
+    /// threads with it).
+    pub fn started_processes(&self) -> usize {
+        self.prt.iter().filter(|r| r.started).count()
     }
 
     /// Whether the run is over.

@@ -142,6 +142,9 @@ pub struct SimHost {
     /// Stall charged to a thread per access sample emitted for it, ns ([`PMU_SAMPLE_COST_NS`];
     /// 0 for a policy that reads no PMU samples, see [`SimHost::set_sample_cost_ns`]).
     sample_cost_ns: u64,
+    /// The sampling period's multiple of [`SAMPLE_PERIOD_LINES`] for the current wait (the
+    /// engine's sampling stretch, `numapilot_policy::cadence`; 1 when not backed off).
+    stretch: u32,
 }
 
 impl SimHost {
@@ -159,6 +162,7 @@ impl SimHost {
             psi_avg: [[0.0; 3]; 3],
             last_psi: [0.0; 3],
             sample_cost_ns: PMU_SAMPLE_COST_NS,
+            stretch: 1,
             sim,
         }
     }
@@ -343,6 +347,7 @@ impl SimHost {
         let sim = &self.sim;
         let k = &sim.kernel;
         let rng = &mut self.srng;
+        let period = SAMPLE_PERIOD_LINES * f64::from(self.stretch.max(1));
         let live = |p: usize| sim.prt[p].started && sim.prt[p].finish_ns.is_none();
         // Samples per (task, range), stochastically rounded, then capped per task.
         let mut want: Vec<(usize, u32, u64, u64)> = Vec::new();
@@ -355,7 +360,7 @@ impl SimHost {
             if live(k.tasks[t].proc as usize) && k.tasks[t].state == TaskState::Running {
                 let first = want.len();
                 for &(_, range, bytes, last) in &window[i..j] {
-                    let x = bytes / 64.0 / SAMPLE_PERIOD_LINES;
+                    let x = bytes / 64.0 / period;
                     let n = x.floor() as u64 + u64::from(rng.unit() < x.fract());
                     if n > 0 {
                         want.push((t, range, n, last));
@@ -564,6 +569,10 @@ impl Host for SimHost {
 
     fn now_ns(&self) -> u64 {
         self.sim.now_ns()
+    }
+
+    fn set_sampling_stretch(&mut self, stretch: u32) {
+        self.stretch = stretch.max(1);
     }
 
     fn sample(&mut self) -> Result<Sample, HostError> {

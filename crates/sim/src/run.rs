@@ -41,6 +41,7 @@
 //! numapilot's access samples, communication pairs and controller bandwidth come from `SimHost`
 //! only: the live reader does not fill them yet.
 
+use numapilot_policy::cadence::{sampling_stretch, Backoff};
 /// The engine policies' tunables (re-exported for callers without a policy-crate dependency).
 pub use numapilot_policy::Tunables;
 use numapilot_policy::{ActionKind, Engine, Policy, StepReport};
@@ -205,6 +206,12 @@ pub fn run_engine(
     launch_stage(&mut engine, &mut host, &mut by_kind);
     let mut running = host.sim_mut().step();
     tracker.tick(host.sim(), progress);
+    // numapilot is stepped at the daemon's cadence (`numapilot_policy::cadence`): the wait backs
+    // off while nothing changes, its access sampling stretched alike, and a process started while
+    // backed off ends the wait at the next interval (the daemon's last-pid check). numad keeps its
+    // own interval (a cap of 0: no back-off).
+    let cap_ms = if kind == PolicyKind::Engine("numapilot") { opts.idle_max_interval_ms } else { 0 };
+    let mut backoff = Backoff::new(cap_ms);
     while running {
         let report = engine.step(&mut host).map_err(|e| SimError::Mismatch {
             workload: spec.name.clone(),
@@ -215,11 +222,23 @@ pub fn run_engine(
         }
         on_step(host.sim(), &report);
         let epoch = host.sim().epoch_ns().max(1);
-        let until = host.sim().now_ns() + engine.next_interval_ns().max(epoch);
+        let base = engine.next_interval_ns().max(epoch);
+        let wait = backoff.next_wait_ns(base, &engine.model, Some(report.plan.actions.len()));
+        numapilot_policy::Host::set_sampling_stretch(&mut host, sampling_stretch(wait, base));
+        let now = host.sim().now_ns();
+        let until = now + wait;
+        let mark = host.sim().started_processes();
+        let mut peek = now + base;
         while running && host.sim().now_ns() < until {
             launch_stage(&mut engine, &mut host, &mut by_kind);
             running = host.sim_mut().step();
             tracker.tick(host.sim(), progress);
+            if wait > base && host.sim().now_ns() >= peek {
+                if host.sim().started_processes() != mark {
+                    break;
+                }
+                peek += base;
+            }
         }
     }
     let mut run = finish(host.sim(), spec, policy, seed, opts)?;

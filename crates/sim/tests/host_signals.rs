@@ -474,6 +474,32 @@ fn access_samples_are_charged_to_the_sampled_threads() {
 }
 
 #[test]
+fn a_stretched_sampling_period_emits_and_charges_fewer_samples() {
+    // The engine's sampling stretch (numapilot_policy::cadence): at stretch 4 the same 500 ms of
+    // the same work gives about a quarter of the samples, and a quarter of the stall.
+    let mut a = sliced();
+    let mut b = sliced();
+    b.set_sampling_stretch(4);
+    a.advance(500 * MS);
+    b.advance(500 * MS);
+    let total = |s: &Sample| s.accesses.iter().map(|x| u64::from(x.count)).sum::<u64>();
+    let (na, nb) = (total(&a.sample().unwrap()), total(&b.sample().unwrap()));
+    assert!(na > 400, "enough samples at the base period to compare: {na}");
+    let ratio = nb as f64 / na as f64;
+    assert!((0.2..0.3).contains(&ratio), "stretch 4: {nb} of {na} samples ({ratio:.3})");
+    let stall =
+        |h: &SimHost| h.sim().kernel.procs[0].tasks.iter().map(|&t| h.sim().kernel.tasks[t].stall_ns).sum::<u64>();
+    assert_eq!((stall(&a), stall(&b)), (na * PMU_SAMPLE_COST_NS, nb * PMU_SAMPLE_COST_NS));
+    // Back to 1 (0 counts as 1): the base period again.
+    b.set_sampling_stretch(0);
+    a.advance(500 * MS);
+    b.advance(500 * MS);
+    let (na, nb) = (total(&a.sample().unwrap()), total(&b.sample().unwrap()));
+    let ratio = nb as f64 / na as f64;
+    assert!((0.9..1.1).contains(&ratio), "stretch back to 1: {nb} against {na} samples");
+}
+
+#[test]
 fn a_small_range_keeps_a_sample_when_the_cap_scales_a_thread_down() {
     // Each thread streams its slice of 64 MiB and, 2 bytes in 10 000, a small 4 MiB buffer: a few
     // raw samples on the small buffer beside ~15 000 on the slice over 3 s. Scaling to the

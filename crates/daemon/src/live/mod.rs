@@ -704,6 +704,10 @@ impl Host for LiveHost {
         self.observer.recycle(sample);
     }
 
+    fn set_sampling_stretch(&mut self, stretch: u32) {
+        self.signals.set_sampling_stretch(stretch);
+    }
+
     fn step_done(&mut self) {
         // One small read (a line per CPU): the next sample's CPU load starts here.
         self.cpu_base = numapilot_observe::Reader::new(&self.opts.root).read_proc_stat().ok().flatten();

@@ -87,9 +87,10 @@
 //! beating interleave's or hard-bind's would take a placer that ignores where memory is.
 //!
 //! The VM mix's VMs ask for nodes before they start (rule launch-advice, `workload/vm_mix.rs`);
-//! since 2026-11-28 numapilot places them as the clairvoyant hard-bind does (1.566 against 1.571 x
-//! default per VM, cv 0.01% both; 1.571 when the emulated PMU sampling cost is left out), so both
-//! VM-mix rows are ties with hard-bind that the strict targets count as FAIL.
+//! since 2026-11-28 numapilot places them as the clairvoyant hard-bind does (1.570 against 1.571 x
+//! default per VM at the daemon's cadence, cv 0.01% both; 1.571 when the emulated PMU sampling
+//! cost is left out), so both VM-mix rows are ties with hard-bind that the strict targets count as
+//! FAIL.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -1,0 +1,114 @@
+//! numapilot stepped at the daemon's cadence in the simulator (`numapilot_policy::cadence`): the
+//! wait between steps backs off while nothing changes, the access sampling is stretched alike, and
+//! a process that starts while the loop is backed off ends the wait at the next interval.
+
+use numapilot_sim::engine::{Machine, SimOptions};
+use numapilot_sim::run::run_engine;
+use numapilot_sim::workload::{
+    Access, FirstTouch, MemPolicySpec, Pattern, ProcessSpec, RegionSpec, Slice, Spec, ThreadGroup, Work,
+};
+
+const MIB: u64 = 1 << 20;
+const S: u64 = 1_000_000_000;
+
+/// Two threads streaming their own slices of 256 MiB, each first-touched where its thread runs:
+/// local from the start, nothing to do.
+fn process(name: &str, start_s: f64) -> ProcessSpec {
+    ProcessSpec {
+        name: name.into(),
+        count: 1,
+        start_s,
+        cpus: None,
+        policy: MemPolicySpec::Local,
+        regions: vec![RegionSpec {
+            name: "mem".into(),
+            bytes: 256 * MIB,
+            touch: FirstTouch::Threads,
+            policy: None,
+            grow: None,
+        }],
+        threads: vec![ThreadGroup {
+            name: "w".into(),
+            count: 2,
+            cpus: None,
+            work: Work { total: None, unit: "bytes".into(), bytes_per_unit: 1.0, compute_ns: 0.0, duty: 1.0 },
+            accesses: vec![Access {
+                region: "mem".into(),
+                weight: 1.0,
+                slice: Slice::PerThread,
+                pattern: Pattern::Stream,
+                write: false,
+            }],
+        }],
+        phases: vec![],
+        launch_advice: false,
+    }
+}
+
+/// Step times (s), the kernel time of the first process's threads at the last step (ns: the
+/// sampling stall, as nothing is moved) and its throughput, of one numapilot run: `a` from 0 s,
+/// `b` from 40.3 s, 60 s in all.
+fn run(idle_max_interval_ms: u64) -> (Vec<f64>, u64, f64) {
+    let machine = Machine::preset("autonuma-2s12c-24g").unwrap();
+    let spec = Spec {
+        name: "cadence".into(),
+        description: String::new(),
+        duration_s: Some(60.0),
+        pacing: vec![],
+        throughput_from: None,
+        throughput_unit: None,
+        processes: vec![process("a", 0.0), process("b", 40.3)],
+    };
+    let opts = SimOptions { idle_max_interval_ms, ..SimOptions::default() };
+    let mut steps = Vec::new();
+    let mut stall = 0;
+    let mut moved = 0;
+    let r = run_engine(&machine, &spec, "numapilot", 1, &opts, &mut |_| {}, &mut |sim, report| {
+        moved += report.pages_moved;
+        steps.push(sim.now_ns() as f64 / S as f64);
+        let k = &sim.kernel;
+        stall = k.procs[0].tasks.iter().map(|&t| k.tasks[t].stime_ns).sum::<u64>();
+    })
+    .unwrap();
+    assert_eq!(moved, 0, "local from the first touch: no page moves in the kernel time");
+    (steps, stall, r.processes[0].throughput.unwrap())
+}
+
+#[test]
+fn a_quiet_machine_is_stepped_and_sampled_less_and_a_new_process_ends_the_wait() {
+    let (steps, _, tp) = run(15_000);
+    let (fixed, _, tp_fixed) = run(0);
+    let gaps = |v: &[f64], from: f64, to: f64| -> Vec<f64> {
+        v.windows(2).filter(|w| w[0] >= from && w[1] <= to).map(|w| w[1] - w[0]).collect()
+    };
+    // Without a cap the policy's 1 s interval throughout (the settle cadence while `a` is young).
+    assert!(gaps(&fixed, 0.0, 60.0).iter().all(|&g| g <= 1.0 + 1e-6), "{fixed:?}");
+    // With the daemon's cap: doubling to 15 s while only `a` runs, local and settled.
+    let before = gaps(&steps, 0.0, 40.3);
+    assert!(before.iter().any(|&g| (g - 15.0).abs() < 0.02), "backed off to the 15 s cap: {steps:?}");
+    assert!(before.windows(2).all(|w| w[1] >= w[0] - 1e-6 || w[1] <= 1.0 + 1e-6), "only grows: {before:?}");
+    assert!(steps.len() * 2 < fixed.len(), "{} steps against {}: {steps:?}", steps.len(), fixed.len());
+    // `b` starts at 40.3 s in the middle of a long wait: the next step comes at the next interval
+    // mark after it (the daemon's once-per-interval last-pid check), not at the end of the wait.
+    let waiting_from = steps.iter().copied().filter(|&t| t < 40.3).fold(0.0, f64::max);
+    let next = steps.iter().copied().find(|&t| t > 40.3).expect("a step after b starts");
+    assert!(
+        next - 40.3 <= 1.0 + 0.011,
+        "stepped {:.2} s after b started (waiting since {waiting_from:.2} s)",
+        next - 40.3
+    );
+    assert!(next - waiting_from < 15.0 - 1e-6, "the wait was cut short: {steps:?}");
+    // Sampled less: the same placement does at least as much work, its threads stalled less.
+    assert!(tp >= tp_fixed * 0.999, "throughput {tp} against {tp_fixed}");
+}
+
+#[test]
+fn while_backed_off_the_sampling_stall_falls_with_the_wait() {
+    let (_, stall, _) = run(15_000);
+    let (_, stall_fixed, _) = run(0);
+    assert!(stall_fixed > 0, "numapilot pays for its samples");
+    assert!(
+        (stall as f64) < 0.5 * stall_fixed as f64,
+        "stretched sampling while backed off: {stall} ns against {stall_fixed} ns at the base period"
+    );
+}
