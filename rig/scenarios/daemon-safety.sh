@@ -10,6 +10,8 @@
 #   4. cpusets (run before 3): with `[actuation] cpuset = "v1"`, then "v2", the daemon moves a process into a cpuset
 #      cgroup of its own; SIGTERM puts it back in its original cgroup and removes the one it made.
 #   5. launch advice (run before 3): a job started on the daemon's advice (`advise --pid`) is adopted and held there.
+#   6. CPU hotplug (run before 3): node 1's CPUs go offline and come back; the daemon reads the topology again each
+#      time, never asks for an offline CPU, manages a process started meanwhile, and uses node 1 again after.
 echo 0 >/proc/sys/kernel/numa_balancing
 mkdir -p /run/numapilot
 : >/tmp/.rig.none
@@ -242,6 +244,45 @@ rig_send daemon5-exit 0 /tmp/.rig.rc /tmp/np-5.log
 safety_allowed launched-after "$launched"
 rig_file journal5 /tmp/np-journal.jsonl
 kill "$launched"
+
+# --- 6. CPU hotplug (before the churn) ----------------------------------------------------------------------------
+# Node 1's CPUs (2 and 3) go offline and come back while the daemon runs. A process whose memory is on node 1 (it
+# first-touched it narrowed to node 1's CPUs, then was widened to every CPU, so it is the daemon's to manage) is
+# running when they go; a second process starts while node 1 has no CPU; a third after they are back. The daemon must
+# follow: never ask for an offline CPU (an EINVAL refusal), never take the kernel's online-only view of a mask for a
+# self-pinned process, and use node 1 again once its CPUs are back.
+rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rig_start hp-node1 60 numapilot run --physcpubind=2-3 rig-toucher --mb 64 --threads 2 --loop
+hp_node1=$RIG_PID
+taskset -a -p -c 0-3 "$hp_node1" >/tmp/.rig.ts 2>&1
+rig_send hp-widen $? /tmp/.rig.ts /tmp/.rig.none
+numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-6.log 2>&1 &
+d6=$!
+safety_wait_started /tmp/np-6.log 60
+sleep 3
+safety_allowed hp-node1-before "$hp_node1"
+echo 0 >/sys/devices/system/cpu/cpu3/online
+echo 0 >/sys/devices/system/cpu/cpu2/online
+rig_run hp-online-off cat /sys/devices/system/cpu/online
+rig_start hp-off 60 rig-toucher --mb 32 --threads 2 --loop
+hp_off=$RIG_PID
+sleep 4
+safety_allowed hp-off-during "$hp_off"
+rig_run hp-off-explain numapilot explain "$hp_off"
+echo 1 >/sys/devices/system/cpu/cpu2/online
+echo 1 >/sys/devices/system/cpu/cpu3/online
+rig_run hp-online-on cat /sys/devices/system/cpu/online
+rig_start hp-on 60 rig-toucher --mb 32 --threads 2 --loop
+hp_on=$RIG_PID
+sleep 5
+printf '%s %s %s\n' "$hp_node1" "$hp_off" "$hp_on" >/tmp/.rig.pid
+rig_send hp-pids 0 /tmp/.rig.pid /tmp/.rig.none
+kill -TERM $d6
+wait $d6
+echo $? >/tmp/.rig.rc
+rig_send daemon6-exit 0 /tmp/.rig.rc /tmp/np-6.log
+rig_file journal6 /tmp/np-journal.jsonl
+kill "$hp_node1" "$hp_off" "$hp_on"
 
 # --- 3. churn, with pids wrapping -------------------------------------------------------------------------------
 rm -f /tmp/np-journal.jsonl /run/numapilot/state.json

@@ -150,6 +150,10 @@ pub struct Status {
     /// its pages and the next move come then, not an interval later.
     #[serde(default)]
     pub move_wakes: u64,
+    /// Times the machine changed under the daemon (CPU hotplug: the topology read again; a
+    /// `topology` journal line each).
+    #[serde(default)]
+    pub topology_changes: u64,
     /// Times the proc connector's queue overflowed and events were lost (each counted once per
     /// drain); the next regular step sees what they announced.
     #[serde(default)]
@@ -594,6 +598,13 @@ impl Status {
             self.vanished,
             self.refused
         );
+        if self.topology_changes > 0 {
+            let _ = writeln!(
+                s,
+                "CPU hotplug seen {} times: topology read again (journal `topology` lines)",
+                self.topology_changes
+            );
+        }
         if self.moves_started > 0 || self.move_running.is_some() {
             let _ = writeln!(
                 s,

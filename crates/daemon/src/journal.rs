@@ -43,7 +43,8 @@ pub struct Record {
     pub time: String,
     /// `action` for a planned or applied action, `move-done` for the end of a page move that ran
     /// in the background (outcome `started` in its `action` line), `restore` for putting
-    /// processes back.
+    /// processes back, `topology` for the machine changing under the daemon (CPU hotplug: the
+    /// topology read again, pid 0, rule `cpu-hotplug`, the CPUs in `detail` and `action.online`).
     pub event: String,
     /// Engine step number (1-based) the action belongs to; 0 for a restore.
     pub step: u64,
@@ -154,6 +155,30 @@ impl Record {
             message,
             dry_run,
             action: serde_json::to_value(&action.kind).ok(),
+        }
+    }
+
+    /// The machine changed under the daemon before step `step` (CPU hotplug): `what` as the
+    /// engine describes it, `online` the CPUs online now.
+    pub fn topology(step: u64, at_ns: u64, what: &str, online: &str) -> Self {
+        Record {
+            time: rfc3339_now(),
+            event: "topology".into(),
+            step,
+            at_ns,
+            pid: 0,
+            tid: None,
+            starttime: 0,
+            comm: String::new(),
+            kind: "topology".into(),
+            rule: "cpu-hotplug".into(),
+            detail: what.to_string(),
+            outcome: "applied".into(),
+            pages_moved: 0,
+            pages_failed: Vec::new(),
+            message: None,
+            dry_run: false,
+            action: Some(serde_json::json!({ "online": online })),
         }
     }
 

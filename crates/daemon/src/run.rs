@@ -821,6 +821,14 @@ fn warn_restart_only(old: &Config, new: &Config) {
 
 fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Journal>, s: &mut Status) {
     let step = engine.totals.steps;
+    if let Some(what) = &report.topology_change {
+        s.topology_changes += 1;
+        if let Some(j) = journal.as_deref_mut() {
+            let online = engine.model.topo.online_cpus();
+            let online = if online.is_empty() { "none".to_string() } else { online.to_list() };
+            write_journal(j, &Record::topology(step, report.at_ns, what, &online));
+        }
+    }
     // Page moves that ran in the background and ended since the last step.
     record_finished(engine, report.at_ns, &report.finished, journal.as_deref_mut(), s);
     for (i, action) in report.plan.actions.iter().enumerate() {

@@ -148,6 +148,24 @@ impl Model {
         }
     }
 
+    /// Adopts a topology read again while running (CPU hotplug: a node's CPUs went offline or came
+    /// back; the live host re-reads sysfs when `/sys/devices/system/cpu/online` changes). Everything
+    /// learned is kept: tasks, processes, affinity, groups, classes. What was derived from the old
+    /// CPUs is derived again at the next update: every thread's view (its "narrower than its
+    /// nodes' CPUs" and the CPU it ran on), and each node's CPU load (its busy and total ticks
+    /// summed over other CPUs: the first period after the change reads as unknown, as at start).
+    /// When the node set itself changed (a node's memory went offline too) the per-node loads and
+    /// the task views start afresh, since their dense indexes may now name other nodes.
+    pub fn set_topology(&mut self, topo: Topology) {
+        if self.topo.node_ids() != topo.node_ids() {
+            self.nodes = topo.nodes.iter().map(|n| NodeLoad::new(n.id)).collect();
+            self.tasks.clear();
+        }
+        self.state.node_ticks.clear();
+        tasks::unsettle_all(&mut self.state);
+        self.topo = topo;
+    }
+
     /// Applies one sample: tasks and processes, affinity, groups, node load, classes (in that
     /// order). Processes and threads absent from the sample are forgotten; a pid whose start time
     /// changed is a new process.

@@ -260,6 +260,15 @@ pub(crate) struct ThreadHist {
     narrow: bool,
 }
 
+/// Makes every thread's next update derive its view afresh (no settled thread kept as it was):
+/// after the machine changed under the model ([`crate::Model::set_topology`]), a settled thread's
+/// "narrower than its nodes' CPUs" and shares were computed for the old CPUs.
+pub(crate) fn unsettle_all(hist: &mut History) {
+    for h in hist.threads.values_mut() {
+        h.settled = false;
+    }
+}
+
 impl ThreadHist {
     /// The thread's access samples decayed with `access_half_life_ms` (the sum of its hot
     /// buckets): a smoothed amount of access evidence, which does not drop to 0 in a period that

@@ -124,6 +124,11 @@ pub struct StepReport {
     /// Host time spent applying the plan (every action's checks and syscalls), ns.
     #[serde(default)]
     pub act_ns: u64,
+    /// The machine changed under the engine before this step's model update (CPU hotplug, from
+    /// [`Host::take_topology_change`]): the online CPUs before and after and each node's CPUs
+    /// now, e.g. `online CPUs 0-3 -> 0-1 (node 0: CPUs 0-1, node 1: CPUs none)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_change: Option<String>,
 }
 
 impl StepReport {
@@ -201,6 +206,19 @@ impl Engine {
         let t0 = host.now_ns();
         let finished = host.finished_moves();
         let sample = host.sample()?;
+        let topology_change = host.take_topology_change().map(|topo| {
+            let list = |c: &numapilot_topology::CpuSet| if c.is_empty() { "none".into() } else { c.to_list() };
+            let nodes: Vec<String> =
+                topo.nodes.iter().map(|n| format!("node {}: CPUs {}", n.id, list(&n.cpus))).collect();
+            let what = format!(
+                "online CPUs {} -> {} ({})",
+                list(&self.model.topo.online_cpus()),
+                list(&topo.online_cpus()),
+                nodes.join(", ")
+            );
+            self.model.set_topology(topo);
+            what
+        });
         self.model.update(&sample);
         let at_ns = sample.monotonic_ns;
         host.recycle(sample);
@@ -214,6 +232,7 @@ impl Engine {
             at_ns,
             observe_ns: t1.saturating_sub(t0),
             decide_ns: t2.saturating_sub(t1),
+            topology_change,
             ..StepReport::default()
         };
         for f in finished {

@@ -60,6 +60,15 @@ pub trait Host {
     fn set_sampling_stretch(&mut self, stretch: u32) {
         let _ = stretch;
     }
+
+    /// A topology the host read again since the last call, because the machine changed under it
+    /// (CPU hotplug: a node's CPUs went offline or came back), for the engine to adopt before it
+    /// updates the model with the sample just taken ([`crate::Engine::step`] asks right after
+    /// [`Host::sample`]; `topology()` returns the new one from then on). Default: none (a machine
+    /// that never changes).
+    fn take_topology_change(&mut self) -> Option<Topology> {
+        None
+    }
 }
 
 /// A page move that ran in the background ([`Outcome::Started`]) and ended.

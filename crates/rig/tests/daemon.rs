@@ -288,3 +288,72 @@ fn a_job_launched_on_the_daemons_advice_is_adopted_and_held_there() {
     assert!(actions_on(&j, pid).is_empty(), "no action on the held job: {:?}", actions_on(&j, pid));
     assert_eq!(ok(run, "daemon5-exit").trim(), "0");
 }
+
+#[test]
+fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    let node1 = node_cpus(run, 1);
+    assert_eq!(node1, [2, 3], "the scenario takes CPUs 2 and 3 offline as node 1's");
+    assert_eq!(ok(run, "hp-online-off").trim(), "0-1");
+    assert_eq!(ok(run, "hp-online-on").trim(), "0-3");
+    // The premise: a process with its memory on node 1, placed there by the daemon before the CPUs went.
+    assert_eq!(allowed(run, "hp-node1-before"), "2-3", "the daemon placed the node-1 process with its memory");
+    let j = journal(run, "journal6");
+    let topo: Vec<&Value> = j.iter().filter(|r| r["event"] == "topology").collect();
+    let off = topo
+        .iter()
+        .find(|r| r["action"]["online"] == "0-1")
+        .unwrap_or_else(|| panic!("no topology line with CPUs 0-1 online: {topo:?}"));
+    assert!(off["detail"].as_str().unwrap().contains("node 1: CPUs none"), "{off}");
+    let off_step = off["step"].as_u64().unwrap();
+    let on = topo
+        .iter()
+        .find(|r| r["action"]["online"] == "0-3" && r["step"].as_u64().unwrap() > off_step)
+        .unwrap_or_else(|| panic!("no topology line with CPUs 0-3 back after step {off_step}: {topo:?}"));
+    assert!(on["detail"].as_str().unwrap().contains("node 1: CPUs 2-3"), "{on}");
+    let on_step = on["step"].as_u64().unwrap();
+    let cpus_of = |r: &Value| r["action"]["cpus"].as_str().map(cpu_list);
+    for r in j.iter().filter(|r| r["event"] == "action") {
+        let step = r["step"].as_u64().unwrap();
+        // The step that read the CPUs offline plans with the topology read again; the one before may have
+        // raced with the offlining itself (its sample taken before, its action after).
+        if (off_step..on_step).contains(&step) {
+            if let Some(cpus) = cpus_of(r) {
+                assert!(cpus.iter().all(|c| !node1.contains(c)), "asked for an offline CPU at step {step}: {r}");
+            }
+        }
+        if step >= off_step {
+            let msg = r["message"].as_str().unwrap_or("");
+            assert!(!msg.contains("EINVAL"), "refused for offline CPUs at step {step}: {r}");
+        }
+    }
+    // A process started while node 1 had no CPU is managed like any other: the kernel shows its threads' masks
+    // within the online CPUs, which must not read as "pinned itself".
+    let pids: Vec<u64> = ok(run, "hp-pids").split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let off_pid = pids[1];
+    let acts = actions_on(&j, off_pid);
+    assert!(
+        acts.iter().any(|r| r["outcome"] == "applied" && r["kind"] == "set-affinity"),
+        "the process started with node 1 offline was placed: {acts:?}"
+    );
+    for r in &acts {
+        assert!(!r["message"].as_str().unwrap_or("").contains("pinned itself"), "{r}");
+    }
+    assert!(cpu_list(&allowed(run, "hp-off-during")).iter().all(|c| !node1.contains(c)));
+    let explain = ok(run, "hp-off-explain");
+    assert!(!explain.contains("placed by someone else"), "{explain}");
+    // Back: node 1's CPUs are used again.
+    assert!(
+        j.iter().any(|r| r["event"] == "action"
+            && r["step"].as_u64().unwrap() >= on_step
+            && r["outcome"] == "applied"
+            && cpus_of(r).is_some_and(|c| !c.is_empty() && c.iter().all(|x| node1.contains(x)))),
+        "no process placed on node 1 after its CPUs came back (step {on_step} on)"
+    );
+    assert_eq!(ok(run, "daemon6-exit").trim(), "0");
+    let log = run.section("daemon6-exit").unwrap().stderr();
+    assert!(log.contains("CPU hotplug: online CPUs 0-3 -> 0-1"), "{log}");
+}

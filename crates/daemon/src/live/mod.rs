@@ -173,6 +173,66 @@ pub struct RestoreReport {
     pub failed: Vec<String>,
 }
 
+/// A CPU list, or `none` for an empty one.
+fn list_or_none(cpus: &CpuSet) -> String {
+    if cpus.is_empty() {
+        "none".into()
+    } else {
+        cpus.to_list()
+    }
+}
+
+/// What one look at `/sys/devices/system/cpu/online` found ([`reread_after_hotplug`]).
+#[derive(Debug)]
+pub enum Hotplug {
+    /// Nothing to do: the file is unreadable (no CPU hotplug, a fixture root), unchanged since the
+    /// last look, or names the CPUs the topology already has online.
+    Same,
+    /// The topology read again, with other online CPUs than before.
+    Changed(Topology),
+    /// The CPUs changed but the topology could not be read again (looked at again next time).
+    Unreadable {
+        /// The online CPUs the file lists.
+        online: CpuSet,
+        /// Why the topology could not be read.
+        error: String,
+    },
+}
+
+/// CPU hotplug, one short read: `ROOT/sys/devices/system/cpu/online` against `before` (the CPUs
+/// the topology in use has online); when they differ the topology is read again from sysfs.
+/// `last_online` remembers the file between calls so an unchanged file costs nothing more; it is
+/// cleared when the look must be repeated: the re-read failed, or caught sysfs mid-change (the
+/// rig's 2-node guest once had `online` say 0-3 while node 1's cpulist still listed CPU 2 alone:
+/// that topology is taken, and the next call reads again until the two agree). A file naming CPUs
+/// no node has (nothing the topology could use) is [`Hotplug::Same`].
+pub fn reread_after_hotplug(root: &Path, before: &CpuSet, last_online: &mut Option<CpuSet>) -> Hotplug {
+    let path = root.join("sys/devices/system/cpu/online");
+    let Some(online) = std::fs::read_to_string(&path).ok().and_then(|t| CpuSet::parse_list(t.trim()).ok()) else {
+        return Hotplug::Same;
+    };
+    if last_online.as_ref() == Some(&online) {
+        return Hotplug::Same;
+    }
+    *last_online = Some(online.clone());
+    if online == *before {
+        return Hotplug::Same;
+    }
+    match Topology::from_sysfs(root) {
+        Ok(topo) if topo.online_cpus() == *before => Hotplug::Same,
+        Ok(topo) => {
+            if topo.online_cpus() != online {
+                *last_online = None;
+            }
+            Hotplug::Changed(topo)
+        }
+        Err(e) => {
+            *last_online = None;
+            Hotplug::Unreadable { online, error: e.to_string() }
+        }
+    }
+}
+
 /// The live kernel as a [`Host`].
 #[derive(Debug)]
 pub struct LiveHost {
@@ -198,6 +258,14 @@ pub struct LiveHost {
     /// pid -> (start time, the advised nodes). Their CPU narrowing and a memory policy within those
     /// nodes are the advice's, not "placed by themselves" ([`LiveHost::adopt`]).
     adopted: std::collections::BTreeMap<u32, (u64, NodeSet)>,
+    /// A topology read again after CPU hotplug, not yet taken by the engine
+    /// ([`Host::take_topology_change`]).
+    topo_change: Option<Topology>,
+    /// Topologies read again so far (CPU hotplug seen).
+    topo_changes: u64,
+    /// `/sys/devices/system/cpu/online` as last read: the topology is looked at again only when
+    /// the file changes (a CPU sysfs lists without a node would otherwise re-read it every cycle).
+    last_online: Option<CpuSet>,
 }
 
 /// Adopted processes kept, count. Default 4096. Source: a choice, far above the launches a host
@@ -333,10 +401,55 @@ impl LiveHost {
             cpu_base: None,
             mover,
             adopted: std::collections::BTreeMap::new(),
+            topo_change: None,
+            topo_changes: 0,
+            last_online: None,
             topo,
             opts,
         };
         Ok((host, report))
+    }
+
+    /// CPU hotplug: `/sys/devices/system/cpu/online` (one short read a cycle) against the CPUs the
+    /// topology has online; when they differ the topology is read again from sysfs (a node whose
+    /// CPUs all went offline then has none, so nothing is placed there, and CPUs that came back are
+    /// used again), handed to the engine through [`Host::take_topology_change`], and logged once.
+    /// Without the read (a kernel without CPU hotplug, a fixture root) the topology stays; when the
+    /// re-read fails it stays too and the re-read is tried again next cycle (one log line each).
+    ///
+    /// Why: a topology read once at start believed an offlined node's CPUs idle: the rig's 2-node
+    /// guest, node 1's CPUs taken offline, had the daemon ask for CPUs 2-3 every step (EINVAL,
+    /// refused), move a process's memory there, and take every thread's `sched_getaffinity` (the
+    /// kernel's mask within the online CPUs) for a process that had narrowed itself.
+    fn follow_hotplug(&mut self) {
+        let before = self.topo.online_cpus();
+        match reread_after_hotplug(&self.opts.root, &before, &mut self.last_online) {
+            Hotplug::Same => {}
+            Hotplug::Changed(topo) => {
+                let by_node: Vec<String> =
+                    topo.nodes.iter().map(|n| format!("node {}: CPUs {}", n.id, list_or_none(&n.cpus))).collect();
+                tracing::warn!(
+                    "CPU hotplug: online CPUs {} -> {}; topology read again ({})",
+                    list_or_none(&before),
+                    list_or_none(&topo.online_cpus()),
+                    by_node.join(", ")
+                );
+                self.topo = topo.clone();
+                self.topo_change = Some(topo);
+                self.topo_changes += 1;
+            }
+            Hotplug::Unreadable { online, error } => tracing::warn!(
+                "CPU hotplug: online CPUs {} -> {}, but the topology could not be read again ({error}); \
+                 keeping the old one (tried again next cycle)",
+                list_or_none(&before),
+                list_or_none(&online)
+            ),
+        }
+    }
+
+    /// Topologies read again after CPU hotplug since start.
+    pub fn topology_changes(&self) -> u64 {
+        self.topo_changes
     }
 
     /// The options it runs with.
@@ -689,6 +802,7 @@ impl Host for LiveHost {
         for e in errors {
             tracing::warn!("cleaning up after an exited process: {e}");
         }
+        self.follow_hotplug();
         let now = self.now_ns();
         let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
         let t = self.now_ns();
@@ -706,6 +820,10 @@ impl Host for LiveHost {
 
     fn set_sampling_stretch(&mut self, stretch: u32) {
         self.signals.set_sampling_stretch(stretch);
+    }
+
+    fn take_topology_change(&mut self) -> Option<Topology> {
+        self.topo_change.take()
     }
 
     fn step_done(&mut self) {
