@@ -585,8 +585,12 @@ pub fn serve<H: Host + Restore>(
     let mut backoff = Backoff::new(config.daemon.idle_max_interval_ms);
     let mut cycle_s_max = 0.0_f64;
     let mut observe_parts_s_total = [0.0_f64; 5];
+    let mut last_t0: Option<u64> = None;
     let why = 'outer: loop {
         let t0 = numapilot_observe::reader::monotonic_ns();
+        if let Some(prev) = last_t0.replace(t0) {
+            backoff.stepped(t0.saturating_sub(prev));
+        }
         // Actions of this step; None when it failed (never counts as quiet).
         let mut planned = None;
         match engine.step(&mut host) {
@@ -625,7 +629,7 @@ pub fn serve<H: Host + Restore>(
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
-        host.set_sampling_stretch(sampling_stretch(next, engine.next_interval_ns()));
+        host.set_sampling_stretch(backoff.stretch_for(next, engine.next_interval_ns()));
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
         let mut deadline = t0.saturating_add(next);

@@ -163,6 +163,7 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
         psi: PsiSample::default(),
         numa_balancing: Some(1),
         accesses: if signals { accesses } else { vec![] },
+        access_period_scale: 1,
         comm: if signals { comm } else { vec![] },
         shared: Vec::new(),
     }

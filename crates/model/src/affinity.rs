@@ -619,6 +619,7 @@ mod tests {
             psi: PsiSample::default(),
             numa_balancing: None,
             accesses,
+            access_period_scale: 1,
             comm: vec![],
             shared: vec![],
         };

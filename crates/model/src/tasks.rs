@@ -751,9 +751,11 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         let hot = update_hot(&mut ph.hot, hot_decay, shift, acc.process(p.pid).into_iter());
 
         // Traffic per running thread from samples, exponentially averaged (half-life: the class
-        // window).
+        // window). A sample taken at a stretched period (the engine backing off) stands for that
+        // many base periods.
         let traffic_now = if dt > 0 {
-            proc_samples as f64 * tun.access_sample_bytes as f64 / (dt as f64 / 1e9) / running.max(1) as f64
+            let bytes = tun.access_sample_bytes as f64 * f64::from(sample.access_scale());
+            proc_samples as f64 * bytes / (dt as f64 / 1e9) / running.max(1) as f64
         } else {
             0.0
         };

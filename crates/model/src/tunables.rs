@@ -148,7 +148,9 @@ pub struct Tunables {
     /// of 64 B). Source: `perf mem record` samples at 4000 Hz per CPU by default; a core streaming
     /// 2 GB/s touches ~31 M lines/s, so one sample per ~8 000 lines, and fixed periods used with
     /// `perf mem`/`perf c2c -c` are of the same order; the simulator emulates exactly 10 000
-    /// (`sim::host::SAMPLE_PERIOD_LINES`). A sample source with another period sets this.
+    /// (`sim::host::SAMPLE_PERIOD_LINES`). A sample source with another period sets this. It is
+    /// the base period's: samples taken while the engine stretches the period
+    /// (`Sample::access_period_scale`) count that many times more.
     /// Prevents: mistaking a sparsely sampled streaming process for a light one (too small) or
     /// a light one for a streamer (too large).
     pub access_sample_bytes: u64,

@@ -99,3 +99,34 @@ fn bandwidth_bound() {
         assert_eq!(p.class, expect);
     }
 }
+
+/// The same streamer sampled at a period stretched 8 times (the engine backing off,
+/// `Sample::access_period_scale`): 256 samples per second per thread instead of 2048, each
+/// standing for 8 base periods. Its traffic is still 1250 MiB/s per thread and it is still
+/// bandwidth-bound; read at the base period it would be 156 MiB/s and a light process.
+#[test]
+fn a_stretched_sampling_period_is_the_same_traffic() {
+    let topo = machine(2, 2, 16);
+    for (scale, expect) in [(8, ProcessClass::BandwidthBound), (1, ProcessClass::Unclassified)] {
+        let mut m = model(topo.clone());
+        for t in 0..=10u64 {
+            let mut s = Sb::new(&topo, t * SEC)
+                .proc(10, 5, "stream", &[GIB, GIB])
+                .thread(10, 10, t * SEC / 2, 0, 0)
+                .thread(10, 11, t * SEC / 2, 0, 2)
+                .access(10, 10, 0x1000_0000, 0, 256, t * SEC)
+                .access(10, 11, 0x9000_0000, 1, 256, t * SEC)
+                .build();
+            s.access_period_scale = scale;
+            m.update(&s);
+        }
+        let p = &m.procs[&10];
+        let want = 1250.0 * MIB as f64 * f64::from(scale) / 8.0;
+        assert!(
+            (p.traffic_bytes_per_s_per_thread - want).abs() < 1.0,
+            "{} != {want}",
+            p.traffic_bytes_per_s_per_thread
+        );
+        assert_eq!(p.class, expect);
+    }
+}

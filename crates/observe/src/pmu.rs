@@ -159,13 +159,49 @@ const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
 const FLAG_USE_CLOCKID: u64 = 1 << 25;
 /// `PERF_FLAG_FD_CLOEXEC` (`include/uapi/linux/perf_event.h`).
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+/// The kernel's ioctl number encoding (`include/uapi/asm-generic/ioctl.h`): direction, size, type,
+/// number. PowerPC, MIPS and SPARC have their own direction values and a 13-bit size field
+/// (`arch/*/include/uapi/asm/ioctl.h`).
+#[cfg(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc",
+    target_arch = "sparc64"
+))]
+mod ioc {
+    pub const NONE: libc::c_ulong = 1;
+    pub const WRITE: libc::c_ulong = 4;
+    pub const DIR_SHIFT: u32 = 29;
+}
+#[cfg(not(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc",
+    target_arch = "sparc64"
+)))]
+mod ioc {
+    pub const NONE: libc::c_ulong = 0;
+    pub const WRITE: libc::c_ulong = 1;
+    pub const DIR_SHIFT: u32 = 30;
+}
+
+/// `_IOC(dir, type, nr, size)`.
+const fn ioc_number(dir: libc::c_ulong, ty: u8, nr: u8, size: usize) -> libc::c_ulong {
+    (dir << ioc::DIR_SHIFT) | ((size as libc::c_ulong) << 16) | ((ty as libc::c_ulong) << 8) | nr as libc::c_ulong
+}
+
 /// `PERF_EVENT_IOC_ENABLE` = `_IO('$', 0)`.
-const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_EVENT_IOC_ENABLE: libc::c_ulong = ioc_number(ioc::NONE, b'$', 0, 0);
 /// `PERF_EVENT_IOC_DISABLE` = `_IO('$', 1)`.
-const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
-/// `PERF_EVENT_IOC_PERIOD` = `_IOW('$', 4, __u64)`: a new sample period, given by pointer (since
-/// Linux 4.7 on x86 it takes effect at once, before that at the next overflow; perf_event_open(2)).
-const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
+const PERF_EVENT_IOC_DISABLE: libc::c_ulong = ioc_number(ioc::NONE, b'$', 1, 0);
+/// `PERF_EVENT_IOC_PERIOD` = `_IOW('$', 4, __u64)`: a new sample period, given by pointer. It takes
+/// effect at once since Linux 3.7 on ARM and 4.7 on the other architectures, before that at the
+/// next overflow (perf_event_open(2)); s390's sampling facility honours it since 5.4.
+const PERF_EVENT_IOC_PERIOD: libc::c_ulong = ioc_number(ioc::WRITE, b'$', 4, std::mem::size_of::<u64>());
 
 /// Which source an [`EventSpec`] samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -840,6 +876,20 @@ pub fn aggregate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The numbers `<linux/perf_event.h>` gives on the generic encoding (x86-64, arm64, RISC-V),
+    /// or on PowerPC/MIPS/SPARC's (`_IOC_NONE` 1, `_IOC_WRITE` 4, direction from bit 29).
+    #[test]
+    fn ioctl_numbers_are_the_kernels() {
+        if ioc::DIR_SHIFT == 30 {
+            assert_eq!(PERF_EVENT_IOC_ENABLE, 0x2400);
+            assert_eq!(PERF_EVENT_IOC_DISABLE, 0x2401);
+            assert_eq!(PERF_EVENT_IOC_PERIOD, 0x4008_2404);
+        } else {
+            assert_eq!(PERF_EVENT_IOC_ENABLE, 0x2000_2400);
+            assert_eq!(PERF_EVENT_IOC_PERIOD, 0x8008_2404);
+        }
+    }
 
     #[test]
     fn attr_is_the_uapi_size() {

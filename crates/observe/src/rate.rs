@@ -175,6 +175,7 @@ mod tests {
             psi: PsiSample::default(),
             numa_balancing: None,
             accesses: vec![],
+            access_period_scale: 1,
             comm: vec![],
             shared: Vec::new(),
         }

@@ -799,6 +799,7 @@ impl Reader {
             psi,
             numa_balancing,
             accesses: Vec::new(),
+            access_period_scale: 1,
             comm: Vec::new(),
             shared: Vec::new(),
         })

@@ -69,6 +69,13 @@ pub struct Sample {
     /// emulation of them). Empty when no source is available, which is the usual case.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accesses: Vec<AccessSample>,
+    /// The sampling period `accesses` were taken at, as a multiple of the source's base period
+    /// (the one `Tunables::access_sample_bytes` describes): the engine's sampling stretch in force
+    /// over the window (`numapilot_policy::cadence`). 0 and 1 both mean the base period
+    /// ([`Sample::access_scale`]). A rate computed from the samples (the model's traffic per
+    /// thread) multiplies by it, so a stretched period does not read as less traffic.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub access_period_scale: u32,
     /// Communication between threads since the previous observation (socket peers, wake-ups).
     /// Empty when no source is available.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -321,7 +328,17 @@ pub struct PsiSample {
     pub io: Option<Psi>,
 }
 
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
 impl Sample {
+    /// How many base sampling periods one access sample stands for (`access_period_scale`, 0 read
+    /// as 1).
+    pub fn access_scale(&self) -> u32 {
+        self.access_period_scale.max(1)
+    }
+
     /// CPU time of a node: the sum of its CPUs' /proc/stat lines (offline CPUs have none). `None` when
     /// the node is unknown or /proc/stat was not read.
     pub fn node_cpu_times(&self, node: u32) -> Option<CpuTimes> {

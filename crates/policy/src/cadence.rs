@@ -20,14 +20,20 @@
 //!                       quiet (nothing planned, no new process, no node's CPU demand moved by
 //!                       >= BACKOFF_LOAD_CHANGE_CPUS, the policy's holds over): doubled, up to the cap
 //!                       otherwise: the policy's interval
-//!                     stretch = sampling_stretch(wait, interval) = wait / interval, in 1..=64
+//!                     stretch = sampling_stretch(min(wait, last period as it turned out),
+//!                                                interval) = wait / interval, in 1..=64
 //!                     host.set_sampling_stretch(stretch): sample period = base period x stretch
 //! ```
 //!
-//! Samples per step stay what they are at the interval (a step that looks 15 s later sees about
-//! as many samples as one that looks after 1 s), so the model's evidence per decision is
-//! unchanged, while the sampling's cost per second falls with the back-off. Any change snaps both
-//! back at once. The daemon's loop and the simulator's run loop use the same [`Backoff`], so the
+//! A step after a whole wait sees about as many samples as one after the interval (a step that
+//! looks 15 s later sees about as many as one that looks after 1 s), so the model's evidence per
+//! decision is kept while the sampling's cost per second falls with the back-off. Any change
+//! snaps both back at once. A wait can end early (a new process, a new thread, a page move that
+//! ended): the stretch for the next wait is bounded by the last period as it turned out, so a
+//! loop woken every second keeps sampling at about the base period, and a step cut short finds
+//! fewer samples only for that one window. The samples carry their stretch
+//! (`Sample::access_period_scale`), so rates computed from them (the model's traffic per thread)
+//! do not fall with it. The daemon's loop and the simulator's run loop use the same [`Backoff`], so the
 //! simulator steps the engine at the daemon's cadence and charges the sampling it would pay.
 //!
 //! # Units
@@ -77,7 +83,7 @@ pub const BACKOFF_LOAD_CHANGE_CPUS: f64 = 0.25;
 ///     no:  quiet  = 0   wait = interval        (the policy's, e.g. settle interval for young processes)
 /// ```
 ///
-/// With the default 1 s interval and 5 s cap an idle machine is stepped after 2, 4, 5, 5 ... s.
+/// With the default 1 s interval and 15 s cap an idle machine is stepped after 2, 4, 8, 15, 15 ... s.
 /// A process exiting is not a change (nothing to do for it); a step that failed is not quiet.
 /// Signals, `explain` and reloads wake the loop whatever the wait. The policy's holds (a moved
 /// unit stays for `hold_periods` decisions) are counted in steps: backing off while one runs would
@@ -91,6 +97,9 @@ pub struct Backoff {
     last: Option<Seen>,
     /// Steps since the last one that planned an action (`u32::MAX`: none yet).
     since_action: u32,
+    /// The time between the last two steps' starts as it turned out, ns ([`Backoff::stepped`]):
+    /// shorter than the wait planned when a wake cut it short.
+    last_period_ns: Option<u64>,
 }
 
 /// What the last step's model held: its processes `(pid, starttime)` and each node's CPU demand.
@@ -99,7 +108,28 @@ type Seen = (std::collections::BTreeSet<(u32, u64)>, Vec<f64>);
 impl Backoff {
     /// A back-off up to `cap_ms` (`[daemon] idle_max_interval_ms`).
     pub fn new(cap_ms: u64) -> Self {
-        Self { cap_ns: cap_ms.saturating_mul(1_000_000), quiet: 0, last: None, since_action: u32::MAX }
+        Self {
+            cap_ns: cap_ms.saturating_mul(1_000_000),
+            quiet: 0,
+            last: None,
+            since_action: u32::MAX,
+            last_period_ns: None,
+        }
+    }
+
+    /// Records the time from the previous step's start to this one's, ns (called as a step
+    /// starts, from the second step on).
+    pub fn stepped(&mut self, period_ns: u64) {
+        self.last_period_ns = Some(period_ns);
+    }
+
+    /// The sampling stretch for a coming wait of `wait_ns` (the policy's interval `base_ns`):
+    /// [`sampling_stretch`] of the shorter of that wait and the last period as it turned out. A
+    /// loop whose waits keep being cut short (new processes waking it every second while the
+    /// back-off plans 15 s) would otherwise sample 15 times more sparsely than its steps come;
+    /// after a cut-short wait the period is the base one again until a whole wait is seen.
+    pub fn stretch_for(&self, wait_ns: u64, base_ns: u64) -> u32 {
+        sampling_stretch(wait_ns.min(self.last_period_ns.unwrap_or(wait_ns)), base_ns)
     }
 
     /// Quiet steps in a row so far.
@@ -137,6 +167,20 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_cut_short_brings_the_stretch_down_until_a_whole_wait_is_seen() {
+        let s = 1_000_000_000;
+        let mut b = Backoff::new(15_000);
+        assert_eq!(b.stretch_for(8 * s, s), 8, "no period seen yet: the wait planned");
+        b.stepped(8 * s);
+        assert_eq!(b.stretch_for(15 * s, s), 8, "the last whole wait bounds the next stretch");
+        b.stepped(s + s / 10);
+        assert_eq!(b.stretch_for(15 * s, s), 1, "woken after 1.1 s: the base period");
+        b.stepped(15 * s);
+        assert_eq!(b.stretch_for(15 * s, s), 15);
+        assert_eq!(b.stretch_for(s, s), 1, "a short wait planned: short, whatever came before");
+    }
 
     #[test]
     fn stretch_follows_the_wait_in_whole_intervals_within_its_bounds() {

@@ -37,8 +37,8 @@
 //! ```
 //!
 //! Sampling uses a generator of its own (seeded from the run's seed), so observing a run changes
-//! it only by the sampling's charged cost: each emitted access sample costs its thread
-//! [`PMU_SAMPLE_COST_NS`] of stall (system time), as the PMU interrupt and buffer drain would,
+//! it only by the sampling's charged cost: each access sample taken (emitted, or dropped by the
+//! cap as a full ring drops it) costs its thread [`PMU_SAMPLE_COST_NS`] of stall (system time), as the PMU interrupt and buffer drain would,
 //! so numapilot pays for its signal as AutoNUMA pays for hinting faults. With the cost set to 0
 //! (`set_sample_cost_ns`, used for numad, which reads /proc only) a run sampled every second and
 //! one never sampled reach the same state.
@@ -104,8 +104,8 @@ pub const SAMPLE_PERIOD_LINES: f64 = 10_000.0;
 pub const MAX_SAMPLES_PER_THREAD: u64 = 4096;
 
 /// Cost of one emulated precise access sample to the sampled thread, ns, charged as a stall
-/// (system time) per sample emitted. Default 2000 (2 µs). An ESTIMATE, not a measurement: a PEBS
-/// / IBS / SPE record costs the hardware a few hundred ns to write, and the interrupt that drains
+/// (system time) per sample taken (emitted or dropped by the cap). Default 2000 (2 µs). An
+/// ESTIMATE, not a measurement: a PEBS / IBS / SPE record costs the hardware a few hundred ns to write, and the interrupt that drains
 /// the buffer plus perf's handler, amortised over the records it drains, bring it to the order of
 /// 1-3 µs per record; the kernel's own budget is of that order (`perf_event_max_sample_rate`
 /// 100 000/s at `perf_cpu_time_max_percent` 25% is 2.5 µs per sample, beyond which it logs
@@ -139,7 +139,7 @@ pub struct SimHost {
     psi_avg: [[f64; 3]; 3],
     /// PSI totals at the previous `sample()`, ns (cpu some, memory some, memory full).
     last_psi: [f64; 3],
-    /// Stall charged to a thread per access sample emitted for it, ns ([`PMU_SAMPLE_COST_NS`];
+    /// Stall charged to a thread per access sample taken for it, ns ([`PMU_SAMPLE_COST_NS`];
     /// 0 for a policy that reads no PMU samples, see [`SimHost::set_sample_cost_ns`]).
     sample_cost_ns: u64,
     /// The sampling period's multiple of [`SAMPLE_PERIOD_LINES`] for the current wait (the
@@ -351,6 +351,8 @@ impl SimHost {
         let live = |p: usize| sim.prt[p].started && sim.prt[p].finish_ns.is_none();
         // Samples per (task, range), stochastically rounded, then capped per task.
         let mut want: Vec<(usize, u32, u64, u64)> = Vec::new();
+        // Samples taken per task, before the cap, for the sampling's cost.
+        let mut charges: Vec<(usize, u64)> = Vec::new();
         let mut i = 0;
         while i < window.len() {
             let t = window[i].0;
@@ -367,6 +369,11 @@ impl SimHost {
                     }
                 }
                 let total: u64 = want[first..].iter().map(|w| w.2).sum();
+                // Charged before the cap: a real PMU interrupts for every record, including those
+                // a full ring then drops (counted as lost).
+                if total > 0 {
+                    charges.push((t, total));
+                }
                 if total > MAX_SAMPLES_PER_THREAD {
                     // Scaled down evenly, but every range the thread touched keeps at least one
                     // sample (a plain floor would drop a small shared buffer beside a big private
@@ -383,8 +390,6 @@ impl SimHost {
             }
             i = j;
         }
-        // Samples emitted per task, for the sampling's cost.
-        let mut charges: Vec<(usize, u64)> = Vec::new();
         // Resident regions of sparse ranges, listed once (rejection sampling would mostly miss).
         let mut sparse: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         let mut out: Vec<AccessSample> = Vec::new();
@@ -444,7 +449,6 @@ impl SimHost {
                 }
             }
             draws.sort_unstable();
-            charges.push((t, draws.len() as u64));
             let task = &k.tasks[t];
             let pid = k.procs[task.proc as usize].pid;
             for &(addr, phys, node, last) in &draws {
@@ -466,8 +470,9 @@ impl SimHost {
             }
             i = j;
         }
-        // The sampling's cost: `sample_cost_ns` per sample emitted, a stall of the sampled thread
-        // (system time, as the PMU interrupt and the buffer drain run on its CPU).
+        // The sampling's cost: `sample_cost_ns` per sample taken (emitted or dropped by the cap), a
+        // stall of the sampled thread (system time, as the PMU interrupt and the buffer drain run
+        // on its CPU).
         for (t, n) in charges {
             let tk = &mut self.sim.kernel.tasks[t];
             tk.stall_ns = tk.stall_ns.saturating_add(n.saturating_mul(self.sample_cost_ns));
@@ -781,6 +786,8 @@ impl Host for SimHost {
             psi,
             numa_balancing: Some(self.sim.kernel.numa_balancing),
             accesses,
+            // The window's samples were drawn at this stretch (set before the wait).
+            access_period_scale: self.stretch.max(1),
             comm,
             shared: Vec::new(),
         })

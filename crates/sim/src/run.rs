@@ -41,7 +41,7 @@
 //! numapilot's access samples, communication pairs and controller bandwidth come from `SimHost`
 //! only: the live reader does not fill them yet.
 
-use numapilot_policy::cadence::{sampling_stretch, Backoff};
+use numapilot_policy::cadence::Backoff;
 /// The engine policies' tunables (re-exported for callers without a policy-crate dependency).
 pub use numapilot_policy::Tunables;
 use numapilot_policy::{ActionKind, Engine, Policy, StepReport};
@@ -212,7 +212,12 @@ pub fn run_engine(
     // own interval (a cap of 0: no back-off).
     let cap_ms = if kind == PolicyKind::Engine("numapilot") { opts.idle_max_interval_ms } else { 0 };
     let mut backoff = Backoff::new(cap_ms);
+    let mut last_step: Option<u64> = None;
     while running {
+        let now = host.sim().now_ns();
+        if let Some(prev) = last_step.replace(now) {
+            backoff.stepped(now.saturating_sub(prev));
+        }
         let report = engine.step(&mut host).map_err(|e| SimError::Mismatch {
             workload: spec.name.clone(),
             reason: format!("policy {policy}: the simulated host could not be observed: {e}"),
@@ -224,7 +229,7 @@ pub fn run_engine(
         let epoch = host.sim().epoch_ns().max(1);
         let base = engine.next_interval_ns().max(epoch);
         let wait = backoff.next_wait_ns(base, &engine.model, Some(report.plan.actions.len()));
-        numapilot_policy::Host::set_sampling_stretch(&mut host, sampling_stretch(wait, base));
+        numapilot_policy::Host::set_sampling_stretch(&mut host, backoff.stretch_for(wait, base));
         let now = host.sim().now_ns();
         let until = now + wait;
         let mark = host.sim().started_processes();

@@ -500,6 +500,40 @@ fn a_stretched_sampling_period_emits_and_charges_fewer_samples() {
 }
 
 #[test]
+fn samples_the_cap_drops_are_still_charged() {
+    // A real PMU interrupts for every record, also for those a full ring then drops (perf counts
+    // them as lost), so the cap bounds what the engine sees, not what the sampling costs. One
+    // 500 ms window against one 10 s window (the whole run) of the same work: the long one's
+    // samples stop at the cap while its stall goes on growing with the work sampled (about 20
+    // times the short one's).
+    let mut a = sliced();
+    let mut b = sliced();
+    a.advance(500 * MS);
+    b.advance(10_000 * MS);
+    let per_tid = |s: &Sample| {
+        let mut m: BTreeMap<u32, u64> = BTreeMap::new();
+        for x in &s.accesses {
+            *m.entry(x.tid).or_default() += u64::from(x.count);
+        }
+        m
+    };
+    let (sa, sb) = (per_tid(&a.sample().unwrap()), per_tid(&b.sample().unwrap()));
+    assert!(sb.values().all(|&n| n <= MAX_SAMPLES_PER_THREAD), "capped: {sb:?}");
+    let short: u64 = sa.values().sum();
+    let long: u64 = sb.values().sum();
+    assert!(long < short * 20 / 2, "the cap held the long window's samples down: {long} vs {short}");
+    let stall =
+        |h: &SimHost| h.sim().kernel.procs[0].tasks.iter().map(|&t| h.sim().kernel.tasks[t].stall_ns).sum::<u64>();
+    assert_eq!(stall(&a), short * PMU_SAMPLE_COST_NS);
+    let ratio = stall(&b) as f64 / stall(&a) as f64;
+    let work = b.sim().work_done()[0] / a.sim().work_done()[0];
+    assert!(
+        (0.85..1.15).contains(&(ratio / work)),
+        "the long window pays for every sample taken: {ratio:.1} x the stall for {work:.1} x the work"
+    );
+}
+
+#[test]
 fn a_small_range_keeps_a_sample_when_the_cap_scales_a_thread_down() {
     // Each thread streams its slice of 64 MiB and, 2 bytes in 10 000, a small 4 MiB buffer: a few
     // raw samples on the small buffer beside ~15 000 on the slice over 3 s. Scaling to the

@@ -213,6 +213,8 @@ fn build_sample(
         psi: PsiSample::default(),
         numa_balancing: None,
         accesses,
+        // A recording's own period; `access_sample_bytes` describes it.
+        access_period_scale: 1,
         comm: Vec::new(),
         shared: Vec::new(),
     }

@@ -90,6 +90,7 @@ impl Sb {
                 psi: PsiSample::default(),
                 numa_balancing: None,
                 accesses: vec![],
+                access_period_scale: 1,
                 comm: vec![],
                 shared: Vec::new(),
             },
