@@ -8,6 +8,7 @@
 //! process-types name or `vm-mix`). Environment: `PROBE_TUNABLES=FILE` (engine tunables, TOML),
 //! `PROBE_SAMPLE_COST_NS=N` (numapilot's emulated PMU sampling stall per sample, default 2000),
 //! `PROBE_IDLE_MAX_MS=N` (cap of numapilot's step back-off, default 15000; 0: no back-off),
+//! `PROBE_NO_STRETCH=1` (back off without stretching the access sampling),
 //! `PROBE_PROCS=1` (per-process figures).
 
 use numapilot_sim::result::{RunResult, Stat};
@@ -33,6 +34,9 @@ fn main() {
     }
     if let Ok(ms) = std::env::var("PROBE_IDLE_MAX_MS") {
         opts.idle_max_interval_ms = ms.parse().expect("PROBE_IDLE_MAX_MS: ms");
+    }
+    if std::env::var_os("PROBE_NO_STRETCH").is_some() {
+        opts.stretch_sampling = false;
     }
     if let Some(path) = std::env::var_os("PROBE_TUNABLES") {
         opts.tunables = numapilot_sim::run::tunables_from_file(std::path::Path::new(&path)).expect("tunables");

@@ -135,6 +135,10 @@ pub struct SimOptions {
     /// 15 s; 0 steps at the policy's interval throughout, as the simulator did before). While
     /// backed off the access sampling is stretched by the same factor (`cadence` module essay).
     pub idle_max_interval_ms: u64,
+    /// Whether the access sampling is stretched while `numapilot` backs off (default true, as
+    /// the daemon does; false keeps the base period through long waits, paying for every sample:
+    /// what the stretch saves, measured apart from the back-off).
+    pub stretch_sampling: bool,
 }
 
 impl Default for SimOptions {
@@ -148,6 +152,7 @@ impl Default for SimOptions {
             tunables: numapilot_policy::Tunables::default(),
             pmu_sample_cost_ns: crate::host::PMU_SAMPLE_COST_NS,
             idle_max_interval_ms: numapilot_policy::cadence::IDLE_MAX_INTERVAL_MS,
+            stretch_sampling: true,
         }
     }
 }
@@ -330,6 +335,10 @@ pub(crate) struct TaskRt {
     /// time of the last epoch that touched it: `(range, bytes, last_ns)`. Keyed by range, not by
     /// access index, so a phase change does not lose what was touched before it.
     pub(crate) acc_win: Vec<(u32, f64, u64)>,
+    /// The access sampling's cost not paid yet, ns: system time the task spends on PMU interrupts
+    /// and buffer drains ([`Sim::sample_stall_per_byte`]), paid before it runs again. Not a memory
+    /// stall: it adds to the task's and its CPU's system time, not to PSI memory.
+    pub(crate) sampling_ns: f64,
 }
 
 /// Run-time state of a process instance.
@@ -408,6 +417,10 @@ pub struct Sim {
     /// (per-CPU stall states weighted by each CPU's non-idle time, as `kernel/sched/psi.c`
     /// aggregates them).
     pub(crate) psi_ns: [f64; 3],
+    /// Stall charged to a task per byte it accesses, ns: the emulated access sampling's cost as
+    /// it is paid, sample by sample while the task runs (0 unless a `SimHost` samples: its cost
+    /// per sample over the bytes one sample stands for at the period in force).
+    pub(crate) sample_stall_per_byte: f64,
 }
 
 fn ns(s: f64) -> u64 {
@@ -562,6 +575,7 @@ impl Sim {
                             ran_ns: 0,
                             acc_bytes: Vec::new(),
                             acc_win: Vec::new(),
+                            sampling_ns: 0.0,
                         });
                     }
                 }
@@ -639,6 +653,7 @@ impl Sim {
             ctrl_migrate_bytes: vec![0.0; nodes_n],
             ctrl_saturated_ns: vec![0; nodes_n],
             psi_ns: [0.0; 3],
+            sample_stall_per_byte: 0.0,
         };
         // Pass 2: accesses (ranges) of every task, now that all region specs exist.
         for task in 0..sim.kernel.tasks.len() {
@@ -1342,6 +1357,8 @@ impl Sim {
             task: usize,
             cnode: usize,
             run_ns: f64,
+            /// Of the time not run, the sampling's cost paid (the rest is memory stall).
+            sampling_ns: f64,
             tc: f64,
             lines: f64,
             hit_ns: f64,
@@ -1360,6 +1377,8 @@ impl Sim {
             let mut run = share[t] * epoch;
             let stall = (task.stall_ns as f64).min(run);
             run -= stall;
+            let sampling = self.trt[t].sampling_ns.min(run);
+            run -= sampling;
             let sib_busy = self
                 .kernel
                 .topo
@@ -1414,6 +1433,7 @@ impl Sim {
                 task: t,
                 cnode,
                 run_ns: run,
+                sampling_ns: sampling,
                 tc: tr.compute_ns / f_c,
                 lines: tr.bytes_per_unit / 64.0,
                 hit_ns,
@@ -1499,6 +1519,11 @@ impl Sim {
             tr.done += u;
             tr.ran_ns = (ran + stall) as u64;
             let bytes = u * tr.bytes_per_unit;
+            // The access samples this epoch's work triggered, paid from the next epoch on; the
+            // part of the time not run that paid earlier ones is not a memory stall.
+            let paid = p.sampling_ns;
+            tr.sampling_ns = (tr.sampling_ns - paid).max(0.0) + bytes * self.sample_stall_per_byte;
+            let mem_stall = (stall - paid).max(0.0);
             for (ai, a) in tr.accs.iter().enumerate() {
                 let b = bytes * a.weight;
                 tr.acc_bytes[ai] = b;
@@ -1515,7 +1540,7 @@ impl Sim {
             let task = &mut self.kernel.tasks[t];
             task.utime_ns += ran as u64;
             task.stime_ns += stall as u64;
-            task.stall_ns -= (stall as u64).min(task.stall_ns);
+            task.stall_ns -= (mem_stall as u64).min(task.stall_ns);
             // Run delay: the part of the time it wanted a CPU (duty x epoch) that the others
             // queued on its CPU got; switch-ins: one per base slice while sharing, one per wake-up.
             let want = task.duty * epoch;
@@ -1530,7 +1555,7 @@ impl Sim {
             self.cpu_user_ns[cpu] += ran as u64;
             self.cpu_sys_ns[cpu] += stall as u64;
             cpu_shared[cpu] |= shared;
-            cpu_stall[cpu] += stall;
+            cpu_stall[cpu] += mem_stall;
             let pi = task.proc as usize;
             let mut local = 0.0;
             let mut total = 0.0;

@@ -37,9 +37,13 @@
 //! ```
 //!
 //! Sampling uses a generator of its own (seeded from the run's seed), so observing a run changes
-//! it only by the sampling's charged cost: each access sample taken (emitted, or dropped by the
-//! cap as a full ring drops it) costs its thread [`PMU_SAMPLE_COST_NS`] of stall (system time), as the PMU interrupt and buffer drain would,
-//! so numapilot pays for its signal as AutoNUMA pays for hinting faults. With the cost set to 0
+//! it only by the sampling's charged cost: every sample the work triggers (those the cap then
+//! drops too, as a full ring drops records the PMU still interrupted for) costs its thread
+//! [`PMU_SAMPLE_COST_NS`] of stall (system time), as the PMU interrupt and buffer drain would, so
+//! numapilot pays for its signal as AutoNUMA pays for hinting faults. The cost is charged as the
+//! work is done, epoch by epoch (the expected samples of the bytes accessed at the period in
+//! force: `Sim::sample_stall_per_byte`), not when `sample()` drains them: a run that ends during a
+//! long wait has paid for the samples of that wait, as a live one would. With the cost set to 0
 //! (`set_sample_cost_ns`, used for numad, which reads /proc only) a run sampled every second and
 //! one never sampled reach the same state.
 //!
@@ -152,7 +156,7 @@ impl SimHost {
     pub fn new(sim: Sim) -> Self {
         let nn = sim.kernel.nr_nodes();
         let ntasks = sim.kernel.tasks.len();
-        Self {
+        let mut h = Self {
             srng: SplitMix64(sim.seed ^ 0x7065_6273_616d_706c),
             last_ns: sim.now_ns(),
             last_done: vec![0.0; ntasks],
@@ -164,7 +168,16 @@ impl SimHost {
             sample_cost_ns: PMU_SAMPLE_COST_NS,
             stretch: 1,
             sim,
-        }
+        };
+        h.update_sample_charge();
+        h
+    }
+
+    /// The stall per byte accessed the simulation charges while this host samples: the cost of
+    /// one sample over the bytes it stands for (64-byte lines x the period x the stretch).
+    fn update_sample_charge(&mut self) {
+        let bytes_per_sample = 64.0 * SAMPLE_PERIOD_LINES * f64::from(self.stretch.max(1));
+        self.sim.sample_stall_per_byte = self.sample_cost_ns as f64 / bytes_per_sample;
     }
 
     /// Sets the stall charged per emulated access sample, ns (default [`PMU_SAMPLE_COST_NS`]).
@@ -172,6 +185,7 @@ impl SimHost {
     /// and for tests that check observation alone changes nothing.
     pub fn set_sample_cost_ns(&mut self, ns: u64) {
         self.sample_cost_ns = ns;
+        self.update_sample_charge();
     }
 
     /// The simulation.
@@ -351,8 +365,6 @@ impl SimHost {
         let live = |p: usize| sim.prt[p].started && sim.prt[p].finish_ns.is_none();
         // Samples per (task, range), stochastically rounded, then capped per task.
         let mut want: Vec<(usize, u32, u64, u64)> = Vec::new();
-        // Samples taken per task, before the cap, for the sampling's cost.
-        let mut charges: Vec<(usize, u64)> = Vec::new();
         let mut i = 0;
         while i < window.len() {
             let t = window[i].0;
@@ -369,11 +381,6 @@ impl SimHost {
                     }
                 }
                 let total: u64 = want[first..].iter().map(|w| w.2).sum();
-                // Charged before the cap: a real PMU interrupts for every record, including those
-                // a full ring then drops (counted as lost).
-                if total > 0 {
-                    charges.push((t, total));
-                }
                 if total > MAX_SAMPLES_PER_THREAD {
                     // Scaled down evenly, but every range the thread touched keeps at least one
                     // sample (a plain floor would drop a small shared buffer beside a big private
@@ -469,13 +476,6 @@ impl SimHost {
                 }
             }
             i = j;
-        }
-        // The sampling's cost: `sample_cost_ns` per sample taken (emitted or dropped by the cap), a
-        // stall of the sampled thread (system time, as the PMU interrupt and the buffer drain run
-        // on its CPU).
-        for (t, n) in charges {
-            let tk = &mut self.sim.kernel.tasks[t];
-            tk.stall_ns = tk.stall_ns.saturating_add(n.saturating_mul(self.sample_cost_ns));
         }
         out
     }
@@ -578,6 +578,7 @@ impl Host for SimHost {
 
     fn set_sampling_stretch(&mut self, stretch: u32) {
         self.stretch = stretch.max(1);
+        self.update_sample_charge();
     }
 
     fn sample(&mut self) -> Result<Sample, HostError> {

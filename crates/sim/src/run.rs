@@ -229,7 +229,8 @@ pub fn run_engine(
         let epoch = host.sim().epoch_ns().max(1);
         let base = engine.next_interval_ns().max(epoch);
         let wait = backoff.next_wait_ns(base, &engine.model, Some(report.plan.actions.len()));
-        numapilot_policy::Host::set_sampling_stretch(&mut host, backoff.stretch_for(wait, base));
+        let stretch = if opts.stretch_sampling { backoff.stretch_for(wait, base) } else { 1 };
+        numapilot_policy::Host::set_sampling_stretch(&mut host, stretch);
         let now = host.sim().now_ns();
         let until = now + wait;
         let mark = host.sim().started_processes();
