@@ -596,6 +596,7 @@ pub fn serve<H: Host + Restore>(
         match engine.step(&mut host) {
             Ok(report) => {
                 planned = Some(report.plan.actions.len());
+                backoff.sampled(report.access_fill);
                 for (sum, ns) in
                     status.phase_s_total.iter_mut().zip([report.observe_ns, report.decide_ns, report.act_ns])
                 {

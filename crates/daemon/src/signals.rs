@@ -192,6 +192,8 @@ pub struct SignalStats {
     pub wakeup_pairs: u64,
     /// Wake-ups the tracer could not count because its map was full.
     pub wakeups_dropped: u64,
+    /// Times the access sampler was opened again on other CPUs (CPU hotplug).
+    pub sampler_reopens: u64,
 }
 
 /// What the last [`Signals::fill`] spent, per source: wall time and this thread's CPU time (ns), and
@@ -243,6 +245,8 @@ pub struct Signals {
     node_mem: Option<NodeMemory>,
     failing: Vec<&'static str>,
     raw: Vec<RawSample>,
+    /// Records drained from a sampler replaced after CPU hotplug, for the next fill.
+    carried: Vec<RawSample>,
     stats: SignalStats,
     cost: SignalCost,
 }
@@ -367,6 +371,35 @@ impl Signals {
                 self.stretch = 0;
                 self.failed("perf-period", e);
             }
+        }
+    }
+
+    /// CPU hotplug: the sampler's per-CPU events cover the CPUs online when it opened. A CPU that
+    /// comes online later has no event (its threads' accesses would go unsampled), and one that
+    /// went offline and came back may not count again, so when `online` differs from the CPUs
+    /// the sampler covers it is opened again on `online` with the same event; what the old one
+    /// had buffered is kept for the next fill, and the period in force is set again on the new
+    /// events at the next [`Signals::set_sampling_stretch`]. A failed re-open keeps the old
+    /// sampler (logged once, source `perf-hotplug`, tried again at the next change the caller
+    /// reports). No sampler: nothing.
+    pub fn follow_cpus(&mut self, online: &[u32]) {
+        let Some(old) = self.sampler.as_mut() else { return };
+        if old.cpus() == online {
+            return;
+        }
+        let spec = old.spec().clone();
+        match Sampler::open_per_cpu(&spec, online.iter().copied()).and_then(|s| s.enable().map(|()| s)) {
+            Ok(new) => {
+                if let Ok(st) = old.drain(&mut self.carried) {
+                    self.stats.samples += st.samples;
+                    self.stats.lost += st.lost;
+                }
+                self.sampler = Some(new);
+                self.stretch = 0;
+                self.stats.sampler_reopens += 1;
+                self.recovered("perf-hotplug");
+            }
+            Err(e) => self.failed("perf-hotplug", e),
         }
     }
 
@@ -535,6 +568,8 @@ impl Signals {
         let t = numapilot_observe::reader::monotonic_ns();
         if let Some(sampler) = self.sampler.as_mut() {
             self.raw.clear();
+            // Records a sampler replaced after CPU hotplug had buffered ([`Signals::follow_cpus`]).
+            self.raw.append(&mut self.carried);
             match sampler.drain(&mut self.raw) {
                 Ok(st) => {
                     self.stats.samples += st.samples;
@@ -544,6 +579,7 @@ impl Signals {
                     sample.accesses.extend(acc);
                     // Taken at the period set when the previous step ended (the wait's).
                     sample.access_period_scale = self.stretch.max(1);
+                    sample.access_fill = st.max_fill;
                 }
                 Err(e) => self.failed("perf", e),
             }
@@ -1047,6 +1083,131 @@ mod fallback_tests {
             }
         }
         last
+    }
+
+    /// Pins the calling thread to `cpu` (None: every CPU in `all`).
+    fn pin(cpu: Option<u32>, all: &[u32]) {
+        // SAFETY: a zeroed cpu_set_t filled with CPU_SET, for this thread (pid 0).
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in all.iter().filter(|&&c| cpu.is_none_or(|x| x == c)) {
+                libc::CPU_SET(c as usize, &mut set);
+            }
+            assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
+        }
+    }
+
+    #[test]
+    fn after_cpu_hotplug_the_sampler_covers_the_cpus_online() {
+        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
+        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
+        if !s.sampling() || !s.notes().iter().any(|n| n.contains("page-fault fallback")) {
+            assert!(!s.notes().is_empty());
+            return;
+        }
+        let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
+        if all.len() < 2 {
+            eprintln!("skipped: one CPU online");
+            return;
+        }
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let (first, last) = (all[0], *all.last().unwrap());
+        // Records buffered when the sampler is replaced reach the next fill.
+        pin(Some(last), &all);
+        let me = std::process::id();
+        s.fill(&mut Reader::new("/").sample_of(Some(&[me])).unwrap());
+        let len = 8 * 4096;
+        // SAFETY: a fresh private mapping of ours, no THP, touched page by page.
+        let region = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(region, libc::MAP_FAILED);
+        unsafe { libc::madvise(region, len, libc::MADV_NOHUGEPAGE) };
+        for i in 0..8 {
+            // SAFETY: inside our mapping.
+            unsafe { std::ptr::write_volatile((region as *mut u8).add(i * 4096), 1) };
+        }
+        // As if only the first CPU were online now.
+        s.follow_cpus(&[first]);
+        assert_eq!(s.sampler.as_ref().unwrap().cpus(), [first]);
+        assert_eq!(s.stats().sampler_reopens, 1);
+        let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
+        s.fill(&mut sample);
+        let base = region as u64;
+        let carried =
+            sample.accesses.iter().filter(|a| a.pid == me && a.addr >= base && a.addr < base + len as u64).count();
+        // SAFETY: our mapping.
+        unsafe { libc::munmap(region, len) };
+        if s.stats().lost == 0 {
+            assert_eq!(carried, 8, "the replaced sampler's records are kept");
+        }
+        // Faults on the CPU without an event are not sampled; on the one with, they are.
+        pin(Some(last), &all);
+        let on_last = touched(&mut s, 32).len();
+        pin(Some(first), &all);
+        let on_first = touched(&mut s, 32).len();
+        // Back online: the same sampler is not opened twice for the same CPUs.
+        s.follow_cpus(&all);
+        s.follow_cpus(&all);
+        assert_eq!(s.stats().sampler_reopens, 2);
+        pin(Some(last), &all);
+        let back = touched(&mut s, 32).len();
+        pin(None, &all);
+        assert_eq!((on_last, on_first, back), (0, 32, 32), "sampled only where an event is open");
+        assert!(!s.notes().iter().any(|n| n.contains("perf-hotplug")), "{:?}", s.notes());
+    }
+
+    #[test]
+    fn the_fill_of_the_fullest_ring_is_reported() {
+        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
+        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
+        if !s.sampling() || !s.notes().iter().any(|n| n.contains("page-fault fallback")) {
+            assert!(!s.notes().is_empty());
+            return;
+        }
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
+        // On one CPU, so one ring takes every fault.
+        pin(Some(all[0]), &all);
+        let me = std::process::id();
+        let mut fill = |pages: usize| {
+            s.fill(&mut Reader::new("/").sample_of(Some(&[me])).unwrap());
+            let len = pages * 4096;
+            // SAFETY: a fresh private mapping of ours, no THP, touched page by page.
+            let region = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            unsafe { libc::madvise(region, len, libc::MADV_NOHUGEPAGE) };
+            for i in 0..pages {
+                // SAFETY: inside our mapping.
+                unsafe { std::ptr::write_volatile((region as *mut u8).add(i * 4096), 1) };
+            }
+            let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
+            s.fill(&mut sample);
+            // SAFETY: our mapping.
+            unsafe { libc::munmap(region, len) };
+            sample.access_fill
+        };
+        let (small, big, over) = (fill(16), fill(256), fill(8192));
+        pin(None, &all);
+        assert!(small > 0.0 && small < big, "more faults, fuller ring: {small} then {big}");
+        // 8192 records do not fit 64 kB: the ring reads full (the kernel writes its count of lost
+        // records once there is room again, so the next drain adds how many).
+        assert!(over > 0.99, "an overflowed ring reads full: {over}");
     }
 
     #[test]

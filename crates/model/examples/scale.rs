@@ -164,6 +164,7 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
         numa_balancing: Some(1),
         accesses: if signals { accesses } else { vec![] },
         access_period_scale: 1,
+        access_fill: 0.0,
         comm: if signals { comm } else { vec![] },
         shared: Vec::new(),
     }

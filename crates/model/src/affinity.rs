@@ -620,6 +620,7 @@ mod tests {
             numa_balancing: None,
             accesses,
             access_period_scale: 1,
+            access_fill: 0.0,
             comm: vec![],
             shared: vec![],
         };

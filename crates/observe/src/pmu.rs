@@ -489,7 +489,7 @@ pub fn parse_sample(sample_type: u64, body: &[u8]) -> Result<RawSample, SignalEr
 }
 
 /// Counts of one drain.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DrainStats {
     /// Sample records parsed.
     pub samples: u64,
@@ -497,6 +497,12 @@ pub struct DrainStats {
     pub lost: u64,
     /// Other records skipped.
     pub other: u64,
+    /// How full the fullest ring was when drained, a fraction of its data area: about 1 when it
+    /// overflowed, and above 1 (samples taken over samples kept) in the drain that reads the
+    /// kernel's count of the lost records, which it writes once there is room again. 0 when
+    /// nothing was drained. What the
+    /// sampling density control keeps within bounds (`numapilot_policy::cadence`).
+    pub max_fill: f64,
 }
 
 /// Parses a run of records (header + body each, as in the ring) into `out`.
@@ -646,12 +652,15 @@ pub struct Sampler {
     spec: EventSpec,
     rings: Vec<Ring>,
     scratch: Vec<u8>,
+    /// The CPUs of a per-CPU sampler, one ring each (empty for a task's).
+    cpus: Vec<u32>,
 }
 
 /// Data pages of each ring. Default 16 (64 kB with 4 kB pages). Source: arithmetic: 1,365 records of
 /// 48 bytes, per CPU per drain; at the PMU period of 10,000 loads and a CPU doing 10^9 loads/s that is
-/// 100,000 samples/s, so a 1 s drain loses most of a saturated CPU's samples, which keeps the cost
-/// bounded and the sample still unbiased across threads. What it prevents: pinning MBs of kernel
+/// 100,000 samples/s, so a 1 s drain would lose most of a saturated CPU's samples (the PMU still
+/// interrupts for each: losing them saves nothing). The daemon therefore keeps the rings' fill in a
+/// band by stretching the period (`DrainStats::max_fill`, `numapilot_policy::cadence`). What it prevents: pinning MBs of kernel
 /// memory per CPU (perf_event_mlock_kb is 516 kB per user by default).
 pub const RING_PAGES: usize = 16;
 
@@ -660,22 +669,29 @@ impl Sampler {
     /// opened and is returned.
     pub fn open_per_cpu(spec: &EventSpec, cpus: impl IntoIterator<Item = u32>) -> Result<Sampler, SignalError> {
         let mut rings = Vec::new();
+        let mut on = Vec::new();
         for cpu in cpus {
             rings.push(Ring::open(spec, -1, cpu as i32, RING_PAGES)?);
+            on.push(cpu);
         }
-        Ok(Sampler { spec: spec.clone(), rings, scratch: Vec::new() })
+        Ok(Sampler { spec: spec.clone(), rings, scratch: Vec::new(), cpus: on })
     }
 
     /// Opens `spec` for one task (`pid`, any CPU), with inherit off: for tests and for sampling one
     /// process.
     pub fn open_task(spec: &EventSpec, pid: u32) -> Result<Sampler, SignalError> {
         let ring = Ring::open(spec, pid as i32, -1, RING_PAGES)?;
-        Ok(Sampler { spec: spec.clone(), rings: vec![ring], scratch: Vec::new() })
+        Ok(Sampler { spec: spec.clone(), rings: vec![ring], scratch: Vec::new(), cpus: Vec::new() })
     }
 
     /// The event.
     pub fn spec(&self) -> &EventSpec {
         &self.spec
+    }
+
+    /// The CPUs a per-CPU sampler has an event on, in the order opened (empty for a task's).
+    pub fn cpus(&self) -> &[u32] {
+        &self.cpus
     }
 
     /// Starts counting.
@@ -722,6 +738,11 @@ impl Sampler {
             total.samples += st.samples;
             total.lost += st.lost;
             total.other += st.other;
+            let mut fill = self.scratch.len() as f64 / r.data_size.max(1) as f64;
+            if st.lost > 0 {
+                fill = fill.max(1.0) * (st.samples + st.lost) as f64 / st.samples.max(1) as f64;
+            }
+            total.max_fill = total.max_fill.max(fill);
         }
         Ok(total)
     }
@@ -950,7 +971,7 @@ mod tests {
         let buf = synthetic(sample_bits::SUPPORTED);
         let mut out = Vec::new();
         let st = parse_records(sample_bits::SUPPORTED, &buf, &mut out).unwrap();
-        assert_eq!(st, DrainStats { samples: 1, lost: 5, other: 1 });
+        assert_eq!(st, DrainStats { samples: 1, lost: 5, other: 1, max_fill: 0.0 });
         let s = out[0];
         assert_eq!((s.ip, s.pid, s.tid, s.time, s.cpu), (0x401000, 7, 9, 123_456, 3));
         assert_eq!(

@@ -800,6 +800,7 @@ impl Reader {
             numa_balancing,
             accesses: Vec::new(),
             access_period_scale: 1,
+            access_fill: 0.0,
             comm: Vec::new(),
             shared: Vec::new(),
         })

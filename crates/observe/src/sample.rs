@@ -76,6 +76,12 @@ pub struct Sample {
     /// thread) multiplies by it, so a stretched period does not read as less traffic.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub access_period_scale: u32,
+    /// How full the access sampler's fullest buffer was over the window, a fraction of what it
+    /// holds (>= 1: it overflowed, samples taken over samples kept); 0 without a sampler. The
+    /// engine's cadence stretches the period while it is high and relaxes it while it is low
+    /// (`numapilot_policy::cadence`), so the sampling's cost stays bounded on any workload.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub access_fill: f64,
     /// Communication between threads since the previous observation (socket peers, wake-ups).
     /// Empty when no source is available.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -330,6 +336,10 @@ pub struct PsiSample {
 
 fn is_zero_u32(v: &u32) -> bool {
     *v == 0
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl Sample {

@@ -22,8 +22,19 @@
 //!                       otherwise: the policy's interval
 //!                     stretch = sampling_stretch(min(wait, last period as it turned out),
 //!                                                interval) = wait / interval, in 1..=64
+//!                               x density (1, 2, 4 ... 64: doubled while the sampler's buffers
+//!                                 were more than FILL_HIGH full over the last window, halved
+//!                                 while less than FILL_LOW)
 //!                     host.set_sampling_stretch(stretch): sample period = base period x stretch
 //! ```
+//!
+//! The density is the other half of the cost: a fixed period samples a streaming thread at a rate
+//! proportional to its bandwidth (a core streaming 10 GB/s at one sample per 10 000 cache lines
+//! gives 15 600 samples/s, several times what a ring holds between steps), and the PMU interrupts
+//! for every record, those the full ring drops included. Keeping the fullest buffer between
+//! FILL_LOW and FILL_HIGH bounds the records per window, and so the cost, whatever the workload;
+//! the perf tool's frequency mode does it per event inside the kernel, at the price of samples
+//! whose weights differ (here one factor holds for every event, carried by the samples).
 //!
 //! A step after a whole wait sees about as many samples as one after the interval (a step that
 //! looks 15 s later sees about as many as one that looks after 1 s), so the model's evidence per
@@ -54,10 +65,11 @@ use numapilot_model::Model;
 /// machine observed every second for nothing.
 pub const IDLE_MAX_INTERVAL_MS: u64 = 15_000;
 
-/// Largest sampling stretch, a multiple of the base sample period. Default 64. Source: a bound,
-/// beyond the 15 s / 1 s of the default cap; with a longer cap the samples per step fall instead
-/// of the period growing without end. What it prevents: a period so long (a one-day cap) that a
-/// thread's whole working set yields no sample between two steps.
+/// Largest sampling stretch from the wait, and largest density divisor from the buffers' fill,
+/// each a multiple of the base sample period (the two multiply: at most 4096). Default 64.
+/// Source: a bound, beyond the 15 s / 1 s of the default cap; with a longer cap the samples per
+/// step fall instead of the period growing without end. What it prevents: a period so long (a
+/// one-day cap) that a thread's whole working set yields no sample between two steps.
 pub const MAX_SAMPLING_STRETCH: u32 = 64;
 
 /// The access-sampling stretch for a wait of `wait_ns` when the policy's own interval is
@@ -66,6 +78,19 @@ pub fn sampling_stretch(wait_ns: u64, base_ns: u64) -> u32 {
     let x = wait_ns / base_ns.max(1);
     x.clamp(1, u64::from(MAX_SAMPLING_STRETCH)) as u32
 }
+
+/// Access-sampler buffer fill above which the sampling density halves (the period doubles), a
+/// fraction of what a buffer holds (`Sample::access_fill`). Default 0.5. Source: a choice, half
+/// the ring: a burst twice the window's rate still fits. What it prevents: a streaming workload
+/// whose samples overflow the rings between steps, paying the PMU interrupt for every record the
+/// full ring then drops (the rig's page-fault rings and the simulator's cap both showed it).
+pub const FILL_HIGH: f64 = 0.5;
+
+/// Fill below which the density doubles again (the period halves), down to the base period.
+/// Default 0.125. Source: a choice, a quarter of [`FILL_HIGH`]: a factor of 2 in either
+/// direction lands inside the band, so a steady workload settles instead of oscillating. What
+/// it prevents: a workload that calmed down being sampled sparsely for good.
+pub const FILL_LOW: f64 = 0.125;
 
 /// CPU demand change on any node, CPUs, that counts as a load change for [`Backoff`]. Default
 /// 0.25 CPU. Source: a choice, the size of a quarter of one busy thread (the policy's own
@@ -100,6 +125,9 @@ pub struct Backoff {
     /// The time between the last two steps' starts as it turned out, ns ([`Backoff::stepped`]):
     /// shorter than the wait planned when a wake cut it short.
     last_period_ns: Option<u64>,
+    /// The sampling density's divisor from the buffers' fill ([`Backoff::sampled`]), a power of
+    /// two in `1..=MAX_SAMPLING_STRETCH`.
+    density: u32,
 }
 
 /// What the last step's model held: its processes `(pid, starttime)` and each node's CPU demand.
@@ -114,7 +142,27 @@ impl Backoff {
             last: None,
             since_action: u32::MAX,
             last_period_ns: None,
+            density: 1,
         }
+    }
+
+    /// Records how full the access sampler's buffers got over the last window
+    /// (`Sample::access_fill`, a fraction; 0 without a sampler): above [`FILL_HIGH`] the period
+    /// doubles, below [`FILL_LOW`] it halves back towards the base, in between it stays. The
+    /// perf tool's frequency mode solves the same problem inside the kernel (`-F`: the period
+    /// re-tuned per event to a target rate); a fixed base period times this factor keeps every
+    /// sample's weight known (`Sample::access_period_scale`).
+    pub fn sampled(&mut self, fill: f64) {
+        if fill > FILL_HIGH {
+            self.density = (self.density * 2).min(MAX_SAMPLING_STRETCH);
+        } else if fill < FILL_LOW {
+            self.density = (self.density / 2).max(1);
+        }
+    }
+
+    /// The density divisor in force (1: as the wait alone asks).
+    pub fn density(&self) -> u32 {
+        self.density
     }
 
     /// Records the time from the previous step's start to this one's, ns (called as a step
@@ -124,12 +172,14 @@ impl Backoff {
     }
 
     /// The sampling stretch for a coming wait of `wait_ns` (the policy's interval `base_ns`):
-    /// [`sampling_stretch`] of the shorter of that wait and the last period as it turned out. A
+    /// [`sampling_stretch`] of the shorter of that wait and the last period as it turned out,
+    /// times the density divisor the buffers' fill asks for ([`Backoff::sampled`]; up to
+    /// 64 x 64). A
     /// loop whose waits keep being cut short (new processes waking it every second while the
     /// back-off plans 15 s) would otherwise sample 15 times more sparsely than its steps come;
     /// after a cut-short wait the period is the base one again until a whole wait is seen.
     pub fn stretch_for(&self, wait_ns: u64, base_ns: u64) -> u32 {
-        sampling_stretch(wait_ns.min(self.last_period_ns.unwrap_or(wait_ns)), base_ns)
+        sampling_stretch(wait_ns.min(self.last_period_ns.unwrap_or(wait_ns)), base_ns) * self.density
     }
 
     /// Quiet steps in a row so far.
@@ -180,6 +230,36 @@ mod tests {
         b.stepped(15 * s);
         assert_eq!(b.stretch_for(15 * s, s), 15);
         assert_eq!(b.stretch_for(s, s), 1, "a short wait planned: short, whatever came before");
+    }
+
+    #[test]
+    fn the_density_keeps_the_buffers_fill_in_its_band() {
+        let s = 1_000_000_000;
+        let mut b = Backoff::new(15_000);
+        // A streamer filling its rings 3.8 times over a 1 s window: 2, 4, 8, then in the band.
+        let rate = 3.8;
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            let stretch = b.stretch_for(s, s);
+            seen.push(stretch);
+            b.sampled(rate / f64::from(stretch));
+        }
+        assert_eq!(seen, [1, 2, 4, 8, 8, 8, 8, 8], "settles, no oscillation");
+        // Backed off to 15 s on top: the wait's factor multiplies.
+        b.stepped(15 * s);
+        assert_eq!(b.stretch_for(15 * s, s), 120);
+        // The workload calms down: back to the base period, one halving per window.
+        for want in [4, 2, 1, 1] {
+            b.sampled(0.01);
+            assert_eq!(b.stretch_for(s, s), want);
+        }
+        // No sampler reports 0: the density stays at 1.
+        b.sampled(0.0);
+        assert_eq!(b.density(), 1);
+        for _ in 0..20 {
+            b.sampled(1e9);
+        }
+        assert_eq!(b.density(), MAX_SAMPLING_STRETCH, "bounded");
     }
 
     #[test]

@@ -129,6 +129,10 @@ pub struct StepReport {
     /// now, e.g. `online CPUs 0-3 -> 0-1 (node 0: CPUs 0-1, node 1: CPUs none)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_change: Option<String>,
+    /// How full the access sampler's fullest buffer was over this step's window
+    /// (`Sample::access_fill`), for the cadence's sampling density.
+    #[serde(default)]
+    pub access_fill: f64,
 }
 
 impl StepReport {
@@ -221,6 +225,7 @@ impl Engine {
         });
         self.model.update(&sample);
         let at_ns = sample.monotonic_ns;
+        let access_fill = sample.access_fill;
         host.recycle(sample);
         if !finished.is_empty() {
             self.policy.observe_finished(&self.model, &finished);
@@ -233,6 +238,7 @@ impl Engine {
             observe_ns: t1.saturating_sub(t0),
             decide_ns: t2.saturating_sub(t1),
             topology_change,
+            access_fill,
             ..StepReport::default()
         };
         for f in finished {

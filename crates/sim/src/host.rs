@@ -149,6 +149,9 @@ pub struct SimHost {
     /// The sampling period's multiple of [`SAMPLE_PERIOD_LINES`] for the current wait (the
     /// engine's sampling stretch, `numapilot_policy::cadence`; 1 when not backed off).
     stretch: u32,
+    /// The fullest thread's samples over the last window against [`MAX_SAMPLES_PER_THREAD`]
+    /// (the ring's fill, `Sample::access_fill`).
+    fill: f64,
 }
 
 impl SimHost {
@@ -167,6 +170,7 @@ impl SimHost {
             last_psi: [0.0; 3],
             sample_cost_ns: PMU_SAMPLE_COST_NS,
             stretch: 1,
+            fill: 0.0,
             sim,
         };
         h.update_sample_charge();
@@ -358,6 +362,7 @@ impl SimHost {
     /// module essay), sorted by (pid, tid, addr).
     fn access_samples(&mut self) -> Vec<AccessSample> {
         let window = self.sim.take_access_window();
+        self.fill = 0.0;
         let sim = &self.sim;
         let k = &sim.kernel;
         let rng = &mut self.srng;
@@ -381,6 +386,8 @@ impl SimHost {
                     }
                 }
                 let total: u64 = want[first..].iter().map(|w| w.2).sum();
+                // The cap stands for one thread's share of a ring: how full it got.
+                self.fill = self.fill.max(total as f64 / MAX_SAMPLES_PER_THREAD as f64);
                 if total > MAX_SAMPLES_PER_THREAD {
                     // Scaled down evenly, but every range the thread touched keeps at least one
                     // sample (a plain floor would drop a small shared buffer beside a big private
@@ -789,6 +796,7 @@ impl Host for SimHost {
             accesses,
             // The window's samples were drawn at this stretch (set before the wait).
             access_period_scale: self.stretch.max(1),
+            access_fill: self.fill,
             comm,
             shared: Vec::new(),
         })

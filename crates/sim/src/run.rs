@@ -226,6 +226,7 @@ pub fn run_engine(
             *by_kind.entry(action_kind_name(&a.kind).to_string()).or_default() += 1;
         }
         on_step(host.sim(), &report);
+        backoff.sampled(report.access_fill);
         let epoch = host.sim().epoch_ns().max(1);
         let base = engine.next_interval_ns().max(epoch);
         let wait = backoff.next_wait_ns(base, &engine.model, Some(report.plan.actions.len()));

@@ -215,6 +215,7 @@ fn build_sample(
         accesses,
         // A recording's own period; `access_sample_bytes` describes it.
         access_period_scale: 1,
+        access_fill: 0.0,
         comm: Vec::new(),
         shared: Vec::new(),
     }

@@ -434,6 +434,8 @@ impl LiveHost {
                     list_or_none(&topo.online_cpus()),
                     by_node.join(", ")
                 );
+                let online: Vec<u32> = topo.online_cpus().iter().collect();
+                self.signals.follow_cpus(&online);
                 self.topo = topo.clone();
                 self.topo_change = Some(topo);
                 self.topo_changes += 1;

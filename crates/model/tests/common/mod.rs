@@ -91,6 +91,7 @@ impl Sb {
                 numa_balancing: None,
                 accesses: vec![],
                 access_period_scale: 1,
+                access_fill: 0.0,
                 comm: vec![],
                 shared: Vec::new(),
             },
