@@ -1038,6 +1038,54 @@ mod fallback_tests {
         assert!(s.stats().samples >= ours.len() as u64);
     }
 
+    /// A fresh private anonymous mapping of `pages` pages (no THP), each touched once (one page
+    /// fault each); unmapped on drop.
+    struct Faulted {
+        base: *mut libc::c_void,
+        len: usize,
+    }
+
+    impl Faulted {
+        fn new(pages: usize) -> Self {
+            let len = pages * 4096;
+            // SAFETY: a fresh private mapping of ours, then touched page by page inside it.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED);
+            unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+            for i in 0..pages {
+                unsafe { std::ptr::write_volatile((base as *mut u8).add(i * 4096), 1) };
+            }
+            Faulted { base, len }
+        }
+
+        /// This process's access samples in the mapping.
+        fn ours(&self, sample: &Sample) -> Vec<numapilot_observe::AccessSample> {
+            let (me, base) = (std::process::id(), self.base as u64);
+            sample
+                .accesses
+                .iter()
+                .filter(|a| a.pid == me && a.addr >= base && a.addr < base + self.len as u64)
+                .copied()
+                .collect()
+        }
+    }
+
+    impl Drop for Faulted {
+        fn drop(&mut self) {
+            // SAFETY: our mapping, unmapped once.
+            unsafe { libc::munmap(self.base, self.len) };
+        }
+    }
+
     /// Touches `pages` fresh pages and fills one sample: this process's access samples in them.
     /// The rings are per CPU and see every process's faults at period 1: an attempt during which
     /// they overflowed (other work on the machine faulting: the test suite's other binaries) lost
@@ -1049,35 +1097,10 @@ mod fallback_tests {
             // Records from before (another test's faults at addresses this mapping may reuse) drained.
             s.fill(&mut Reader::new("/").sample_of(Some(&[me])).unwrap());
             let lost = s.stats().lost;
-            let len = pages * 4096;
-            // SAFETY: a fresh private mapping of ours, no THP, then touched page by page.
-            let region = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(region, libc::MAP_FAILED);
-            unsafe { libc::madvise(region, len, libc::MADV_NOHUGEPAGE) };
-            for i in 0..pages {
-                // SAFETY: inside our mapping.
-                unsafe { std::ptr::write_volatile((region as *mut u8).add(i * 4096), 1) };
-            }
+            let touched = Faulted::new(pages);
             let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
             s.fill(&mut sample);
-            let base = region as u64;
-            // SAFETY: our mapping.
-            unsafe { libc::munmap(region, len) };
-            last = sample
-                .accesses
-                .iter()
-                .filter(|a| a.pid == me && a.addr >= base && a.addr < base + len as u64)
-                .copied()
-                .collect();
+            last = touched.ours(&sample);
             if s.stats().lost == lost {
                 break;
             }
@@ -1116,35 +1139,15 @@ mod fallback_tests {
         pin(Some(last), &all);
         let me = std::process::id();
         s.fill(&mut Reader::new("/").sample_of(Some(&[me])).unwrap());
-        let len = 8 * 4096;
-        // SAFETY: a fresh private mapping of ours, no THP, touched page by page.
-        let region = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(region, libc::MAP_FAILED);
-        unsafe { libc::madvise(region, len, libc::MADV_NOHUGEPAGE) };
-        for i in 0..8 {
-            // SAFETY: inside our mapping.
-            unsafe { std::ptr::write_volatile((region as *mut u8).add(i * 4096), 1) };
-        }
+        let mapping = Faulted::new(8);
         // As if only the first CPU were online now.
         s.follow_cpus(&[first]);
         assert_eq!(s.sampler.as_ref().unwrap().cpus(), [first]);
         assert_eq!(s.stats().sampler_reopens, 1);
         let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
         s.fill(&mut sample);
-        let base = region as u64;
-        let carried =
-            sample.accesses.iter().filter(|a| a.pid == me && a.addr >= base && a.addr < base + len as u64).count();
-        // SAFETY: our mapping.
-        unsafe { libc::munmap(region, len) };
+        let carried = mapping.ours(&sample).len();
+        drop(mapping);
         if s.stats().lost == 0 {
             assert_eq!(carried, 8, "the replaced sampler's records are kept");
         }
@@ -1179,27 +1182,9 @@ mod fallback_tests {
         let me = std::process::id();
         let mut fill = |pages: usize| {
             s.fill(&mut Reader::new("/").sample_of(Some(&[me])).unwrap());
-            let len = pages * 4096;
-            // SAFETY: a fresh private mapping of ours, no THP, touched page by page.
-            let region = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            unsafe { libc::madvise(region, len, libc::MADV_NOHUGEPAGE) };
-            for i in 0..pages {
-                // SAFETY: inside our mapping.
-                unsafe { std::ptr::write_volatile((region as *mut u8).add(i * 4096), 1) };
-            }
+            let _touched = Faulted::new(pages);
             let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
             s.fill(&mut sample);
-            // SAFETY: our mapping.
-            unsafe { libc::munmap(region, len) };
             sample.access_fill
         };
         let (small, big, over) = (fill(16), fill(256), fill(8192));

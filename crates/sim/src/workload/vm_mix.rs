@@ -115,9 +115,13 @@
 //!   numapilot, advice + launch-holds        1.566 (cv 0.01%)  1.024   100% local, 0 pages moved
 //!   the same, the PMU sampling cost 0       1.571             -       (= hard-bind, VM by VM:
 //!                                                                     PROBE_SAMPLE_COST_NS=0 probe)
-//!   the same at the daemon's cadence        1.570             1.025   the wait backs off after the
-//!     (policy cadence.rs, the default since                           last arrival, the sampling
-//!     2026-11-28)                                                     stretched with it
+//!   the same at the daemon's cadence,       1.567             1.024   the wait backs off after the
+//!     the sampling charged as the work is                             last arrival, the sampling
+//!     done (policy cadence.rs, sim host.rs,                           stretched with it (without
+//!     the default since 2026-11-28)                                   the stretch 1.566); charged
+//!                                                                     at each drain instead, a run
+//!                                                                     ending in a long wait had
+//!                                                                     read 1.570
 //!   numapilot, advice, VMs then managed
 //!     like any process (no launch-holds)    1.364             0.971   the balancer spreads the first
 //!                                                                     VMs' vCPUs over idle nodes the
@@ -135,7 +139,8 @@
 //! cores cannot saturate its controller, see the limits above) nothing is left to gain, and the
 //! 0.3% it trailed by is the emulated cost of PMU sampling (`host::PMU_SAMPLE_COST_NS`), which a
 //! fixed binding does not pay; at the daemon's cadence (the sampling stretched while the loop
-//! backs off) 0.1% is left, the sampling while the VMs arrive. The analysis below is of the runs before the launch stage, where
+//! backs off) 0.1% of it is saved, the rest is the sampling while the VMs arrive and settle at
+//! the base cadence. The analysis below is of the runs before the launch stage, where
 //! VMs were first seen resident; `vm-mix-unasked` ([`vm_mix_unasked`]) is that mix, the same VMs
 //! started without asking, and still gives its figures (numapilot 1.404, numad 1.173 x default).
 //!
