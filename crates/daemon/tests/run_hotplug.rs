@@ -6,14 +6,13 @@
 //! and the status counts the change. The live half (sysfs read again) is in `hotplug.rs`; the rig's
 //! daemon-safety scenario takes CPUs offline on a running guest.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
-use numapilot_daemon::config::{self, Overrides, Source};
-use numapilot_daemon::control::{self, Request};
+use std::sync::{Arc, Mutex};
+
+use numapilot_daemon::control::Status;
 use numapilot_daemon::live::RestoreReport;
-use numapilot_daemon::run::{self, Command, Restore, Setup};
+use numapilot_daemon::run::Restore;
 use numapilot_observe::Sample;
 use numapilot_policy::{Action, ActionKind, FinishedMove, Host, HostError, Outcome};
 use numapilot_sim::engine::{Baseline, Machine, Sim, SimOptions};
@@ -87,23 +86,7 @@ impl Restore for Hotplugged {
 
 /// One daemon run of 16 steps; node 1's CPUs go offline at step `offline_at`. Returns every
 /// affinity asked for, node 1's CPUs, the status and the journal's `topology` lines.
-fn run(offline_at: u64) -> (Vec<(bool, CpuSet)>, CpuSet, control::Status, Vec<serde_json::Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("s.sock");
-    let journal = dir.path().join("journal.jsonl");
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[daemon]\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\ninterval_ms = 250\nidle_max_interval_ms = 0\n",
-            socket.display(),
-            journal.display(),
-            dir.path().join("state.json").display()
-        ),
-    )
-    .unwrap();
-    let source = Source::Explicit(cfg);
-    let loaded = config::load(&source, &Overrides::default()).unwrap();
+fn run(offline_at: u64) -> (Vec<(bool, CpuSet)>, CpuSet, Status, Vec<serde_json::Value>) {
     let m = Machine::preset("autonuma-2s12c-24g").unwrap();
     let mut spec = autonuma_bench::spec("numa01", &m.topo, 0.05).unwrap();
     for p in &mut spec.processes {
@@ -115,29 +98,10 @@ fn run(offline_at: u64) -> (Vec<(bool, CpuSet)>, CpuSet, control::Status, Vec<se
     assert!(!node1.is_empty());
     let asked: Asked = Arc::default();
     let hp = Hotplugged { host, topo: topo.clone(), steps: 0, offline_at, change: None, asked: asked.clone() };
-    let (handle, rx) = run::command_pipe().unwrap();
-    let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
-    let t = std::thread::spawn(move || run::serve(setup, topo, hp, None, Some(rx), &mut |_| {}));
-    let t0 = Instant::now();
-    let status = loop {
-        if let Ok(r) = control::request(&socket, &Request::Status) {
-            let s = r.status.unwrap();
-            if s.steps >= 16 {
-                break s;
-            }
-        }
-        assert!(t0.elapsed() < Duration::from_secs(120), "the loop never reached 16 steps");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    handle.send(Command::Stop).unwrap();
-    t.join().unwrap().unwrap();
+    let extra = "metrics = \"off\"\ninterval_ms = 250\nidle_max_interval_ms = 0\n";
+    let (status, lines) = common::serve_steps(hp, topo, extra, 16);
     let asked = asked.lock().unwrap().clone();
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(Path::new(&journal))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|l: &serde_json::Value| l["event"] == "topology")
-        .collect();
+    let lines = lines.into_iter().filter(|l| l["event"] == "topology").collect();
     (asked, node1, status, lines)
 }
 

@@ -3,13 +3,12 @@
 //! policy crate's `cadence`: doubled above FILL_HIGH, up to MAX_SAMPLING_STRETCH), and one
 //! reporting them nearly empty for the base period. The simulated 2-node machine runs numa01.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
-use numapilot_daemon::config::{self, Overrides, Source};
-use numapilot_daemon::control::{self, Request};
+use std::sync::{Arc, Mutex};
+
 use numapilot_daemon::live::RestoreReport;
-use numapilot_daemon::run::{self, Command, Restore, Setup};
+use numapilot_daemon::run::Restore;
 use numapilot_observe::Sample;
 use numapilot_policy::cadence::MAX_SAMPLING_STRETCH;
 use numapilot_policy::{Action, FinishedMove, Host, HostError, Outcome};
@@ -57,43 +56,14 @@ impl Restore for Filled {
 
 /// The stretches the loop asked for over 10 steps, with the sampler reporting `fill` each time.
 fn stretches(fill: f64) -> Vec<u32> {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("s.sock");
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[daemon]\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\ninterval_ms = 100\n\
-             idle_max_interval_ms = 0\n",
-            socket.display(),
-            dir.path().join("journal.jsonl").display(),
-            dir.path().join("state.json").display()
-        ),
-    )
-    .unwrap();
-    let source = Source::Explicit(cfg);
-    let loaded = config::load(&source, &Overrides::default()).unwrap();
     let m = Machine::preset("autonuma-2s12c-24g").unwrap();
     let spec = autonuma_bench::spec("numa01", &m.topo, 0.05).unwrap();
     let host = SimHost::new(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap());
     let topo = host.topology().clone();
     let asked: Arc<Mutex<Vec<u32>>> = Arc::default();
     let h = Filled { host, fill, asked: asked.clone() };
-    let (handle, rx) = run::command_pipe().unwrap();
-    let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
-    let t = std::thread::spawn(move || run::serve(setup, topo, h, None, Some(rx), &mut |_| {}));
-    let t0 = Instant::now();
-    loop {
-        if let Ok(r) = control::request(&socket, &Request::Status) {
-            if r.status.unwrap().steps >= 10 {
-                break;
-            }
-        }
-        assert!(t0.elapsed() < Duration::from_secs(120), "the loop never reached 10 steps");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    handle.send(Command::Stop).unwrap();
-    t.join().unwrap().unwrap();
+    let extra = "metrics = \"off\"\ninterval_ms = 100\nidle_max_interval_ms = 0\n";
+    common::serve_steps(h, topo, extra, 10);
     let v = asked.lock().unwrap().clone();
     v
 }

@@ -7,16 +7,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use numapilot_daemon::config::{self, Overrides, Source};
 use numapilot_daemon::control::{self, Request};
 use numapilot_daemon::live::RestoreReport;
-use numapilot_daemon::run::{self, Command, Restore, Setup};
+use numapilot_daemon::run::{self, Command, Restore};
 use numapilot_observe::Sample;
 use numapilot_policy::{Action, ActionKind, FinishedMove, Host, HostError, Outcome};
 use numapilot_sim::engine::{Baseline, Machine, Sim, SimOptions};
 use numapilot_sim::workload::autonuma_bench;
 use numapilot_sim::SimHost;
 use numapilot_topology::Topology;
+
+mod common;
 
 /// The simulated host, one second a step. `deferred`: page actions are reported as a page mover
 /// reports them: `Started` from `apply`, their outcome at the next step (`finished_moves`).
@@ -81,27 +82,13 @@ fn run(dry_run: bool) -> (control::Status, Vec<serde_json::Value>, String) {
 
 fn run_with(dry_run: bool, deferred: bool, early: Arc<AtomicU64>) -> (control::Status, Vec<serde_json::Value>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("s.sock");
-    let journal = dir.path().join("journal.jsonl");
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[daemon]\ndry_run = {dry_run}\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"127.0.0.1:0\"\n",
-            socket.display(),
-            journal.display(),
-            dir.path().join("state.json").display()
-        ),
-    )
-    .unwrap();
-    let source = Source::Explicit(cfg);
-    let loaded = config::load(&source, &Overrides::default()).unwrap();
+    let (setup, socket, journal) =
+        common::setup(dir.path(), &format!("dry_run = {dry_run}\nmetrics = \"127.0.0.1:0\"\n"));
     let m = Machine::preset("autonuma-2s12c-24g").unwrap();
     let spec = autonuma_bench::spec("numa01", &m.topo, 0.05).unwrap();
     let host = SimHost::new(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap());
     let topo = host.topology().clone();
     let (handle, rx) = run::command_pipe().unwrap();
-    let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
     let (ltx, lrx) = std::sync::mpsc::channel::<String>();
     let t = std::thread::spawn(move || {
         run::serve(setup, topo, Stepped { host, deferred, pending: Vec::new(), early }, None, Some(rx), &mut |l| {

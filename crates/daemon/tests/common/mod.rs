@@ -1,0 +1,68 @@
+//! Shared by the daemon-loop tests that run `run::serve` against a scripted or simulated host: a
+//! config file in a temporary directory, and a loop served on its own thread until it has taken
+//! a number of steps.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use numapilot_daemon::config::{self, Overrides, Source};
+use numapilot_daemon::control::{self, Request, Status};
+use numapilot_daemon::run::{self, Command, Restore, Setup};
+use numapilot_policy::Host;
+use numapilot_topology::Topology;
+
+/// Writes `DIR/c.toml` with the socket, journal and state under `dir` and `extra` lines added to
+/// `[daemon]`; returns the loaded setup, the socket and the journal paths.
+pub fn setup(dir: &Path, extra: &str) -> (Setup, PathBuf, PathBuf) {
+    let socket = dir.join("s.sock");
+    let journal = dir.join("journal.jsonl");
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[daemon]\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\n{extra}",
+            socket.display(),
+            journal.display(),
+            dir.join("state.json").display()
+        ),
+    )
+    .unwrap();
+    let source = Source::Explicit(cfg);
+    let loaded = config::load(&source, &Overrides::default()).unwrap();
+    (Setup { source, overrides: Overrides::default(), loaded, forced_observe: None }, socket, journal)
+}
+
+/// Serves `host` with the config `extra` (see [`setup`]) until the loop has taken `steps` steps,
+/// stops it, and returns its last status and its journal lines.
+pub fn serve_steps<H: Host + Restore + Send + 'static>(
+    host: H,
+    topo: Topology,
+    extra: &str,
+    steps: u64,
+) -> (Status, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (setup, socket, journal) = setup(dir.path(), extra);
+    let (handle, rx) = run::command_pipe().unwrap();
+    let t = std::thread::spawn(move || run::serve(setup, topo, host, None, Some(rx), &mut |_| {}));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Ok(r) = control::request(&socket, &Request::Status) {
+            let s = r.status.unwrap();
+            if s.steps >= steps {
+                break s;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "the loop never reached {steps} steps");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    handle.send(Command::Stop).unwrap();
+    t.join().unwrap().unwrap();
+    let lines = std::fs::read_to_string(&journal)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (status, lines)
+}
