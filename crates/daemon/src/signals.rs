@@ -1038,6 +1038,19 @@ mod fallback_tests {
         assert!(s.stats().samples >= ours.len() as u64);
     }
 
+    /// Signals sampling every page fault on every CPU (the fallback, period 1); `None` on a host
+    /// where the PMU is opened instead (it samples loads, not these faults) or perf_event_open is
+    /// refused, which the notes must then say.
+    fn fault_sampler() -> Option<Signals> {
+        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
+        let s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
+        if !s.sampling() || !s.notes().iter().any(|n| n.contains("page-fault fallback")) {
+            assert!(!s.notes().is_empty());
+            return None;
+        }
+        Some(s)
+    }
+
     /// A fresh private anonymous mapping of `pages` pages (no THP), each touched once (one page
     /// fault each); unmapped on drop.
     struct Faulted {
@@ -1122,12 +1135,7 @@ mod fallback_tests {
 
     #[test]
     fn after_cpu_hotplug_the_sampler_covers_the_cpus_online() {
-        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
-        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
-        if !s.sampling() || !s.notes().iter().any(|n| n.contains("page-fault fallback")) {
-            assert!(!s.notes().is_empty());
-            return;
-        }
+        let Some(mut s) = fault_sampler() else { return };
         let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
         if all.len() < 2 {
             eprintln!("skipped: one CPU online");
@@ -1169,12 +1177,7 @@ mod fallback_tests {
 
     #[test]
     fn the_fill_of_the_fullest_ring_is_reported() {
-        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
-        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
-        if !s.sampling() || !s.notes().iter().any(|n| n.contains("page-fault fallback")) {
-            assert!(!s.notes().is_empty());
-            return;
-        }
+        let Some(mut s) = fault_sampler() else { return };
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
         // On one CPU, so one ring takes every fault.
@@ -1197,13 +1200,7 @@ mod fallback_tests {
 
     #[test]
     fn the_sampling_stretch_lengthens_the_period_of_every_cpus_event() {
-        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
-        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
-        if !s.sampling() || !s.notes().iter().any(|n| n.contains("page-fault fallback")) {
-            // A PMU host samples loads, not these faults; a host without perf_event_open says why.
-            assert!(!s.notes().is_empty());
-            return;
-        }
+        let Some(mut s) = fault_sampler() else { return };
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         assert_eq!((s.sampling_stretch(), touched(&mut s, 64).len()), (1, 64), "period 1: every fault");
         s.set_sampling_stretch(8);
