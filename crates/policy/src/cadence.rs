@@ -83,7 +83,8 @@ pub fn sampling_stretch(wait_ns: u64, base_ns: u64) -> u32 {
 /// fraction of what a buffer holds (`Sample::access_fill`). Default 0.5. Source: a choice, half
 /// the ring: a burst twice the window's rate still fits. What it prevents: a streaming workload
 /// whose samples overflow the rings between steps, paying the PMU interrupt for every record the
-/// full ring then drops (the rig's page-fault rings and the simulator's cap both showed it).
+/// full ring then drops (this host's page-fault rings overflowed under the test suite's own
+/// faults; the simulator's lone streamer overfills its per-thread cap at the base period).
 pub const FILL_HIGH: f64 = 0.5;
 
 /// Fill below which the density doubles again (the period halves), down to the base period.
