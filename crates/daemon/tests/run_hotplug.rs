@@ -14,7 +14,7 @@ use numapilot_daemon::control::Status;
 use numapilot_daemon::live::RestoreReport;
 use numapilot_daemon::run::Restore;
 use numapilot_observe::Sample;
-use numapilot_policy::{Action, ActionKind, FinishedMove, Host, HostError, Outcome};
+use numapilot_policy::{Action, ActionKind, Adaptive, Engine, FinishedMove, Host, HostError, Outcome, Reason, TaskRef};
 use numapilot_sim::engine::{Baseline, Machine, Sim, SimOptions};
 use numapilot_sim::workload::autonuma_bench;
 use numapilot_sim::SimHost;
@@ -30,6 +30,12 @@ struct Hotplugged {
     offline_at: u64,
     change: Option<Topology>,
     asked: Asked,
+    /// Step at which node 1's CPUs come back (`u64::MAX`: never), and the topology then.
+    online_at: u64,
+    whole: Topology,
+    /// Emulate the kernel's fallback at the change: a thread left with no online CPU gets the
+    /// CPUs online (`select_fallback_rq` -> the cpuset's effective CPUs under cgroup v2).
+    fallback: bool,
 }
 
 impl Hotplugged {
@@ -55,8 +61,30 @@ impl Host for Hotplugged {
             for c in t.cpus.iter_mut().filter(|c| gone.contains(c.id)) {
                 c.online = false;
             }
+            if self.fallback {
+                let online = t.online_cpus();
+                let k = &self.host.sim().kernel;
+                let stranded: Vec<TaskRef> = k
+                    .tasks
+                    .iter()
+                    .filter(|task| !task.allowed.is_empty() && task.allowed.is_subset(&gone))
+                    .map(|task| {
+                        let p = &k.procs[task.proc as usize];
+                        TaskRef { pid: p.pid, tid: Some(task.tid), starttime: p.starttime }
+                    })
+                    .collect();
+                for target in stranded {
+                    let kind = ActionKind::SetAffinity { cpus: online.clone() };
+                    let a = Action { target, kind, reason: Reason::new("kernel", "select_fallback_rq") };
+                    assert!(matches!(self.host.apply(&a), Outcome::Applied { .. }));
+                }
+            }
             self.topo = t.clone();
             self.change = Some(t);
+        }
+        if self.steps == self.online_at {
+            self.topo = self.whole.clone();
+            self.change = Some(self.whole.clone());
         }
         self.host.sample()
     }
@@ -97,7 +125,17 @@ fn run(offline_at: u64) -> (Vec<(bool, CpuSet)>, CpuSet, Status, Vec<serde_json:
     let node1 = topo.nodes[1].cpus.clone();
     assert!(!node1.is_empty());
     let asked: Asked = Arc::default();
-    let hp = Hotplugged { host, topo: topo.clone(), steps: 0, offline_at, change: None, asked: asked.clone() };
+    let hp = Hotplugged {
+        host,
+        topo: topo.clone(),
+        steps: 0,
+        offline_at,
+        online_at: u64::MAX,
+        whole: topo.clone(),
+        change: None,
+        asked: asked.clone(),
+        fallback: false,
+    };
     let extra = "metrics = \"off\"\ninterval_ms = 250\nidle_max_interval_ms = 0\n";
     let (status, lines) = common::serve_steps(hp, topo, extra, 16);
     let asked = asked.lock().unwrap().clone();
@@ -126,4 +164,52 @@ fn cpus_that_went_offline_are_never_asked_for_again() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     let detail = lines[0]["detail"].as_str().unwrap();
     assert!(detail.contains("node 1: CPUs none"), "{detail}");
+}
+
+#[test]
+fn a_process_the_kernel_moved_off_offline_cpus_is_still_ours() {
+    // numa01's two processes placed one per node (steps 1-7), node 1's CPUs offline at step 8
+    // with the kernel's fallback giving the stranded threads node 0's CPUs (a mask this policy
+    // never set), back online at step 11. From then the mask is narrower than the process's
+    // nodes, but the process must not read as "placed by someone else".
+    let m = Machine::preset("autonuma-2s12c-24g").unwrap();
+    let spec = autonuma_bench::spec("numa01", &m.topo, 1.0).unwrap();
+    let host = SimHost::new(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap());
+    let topo = host.topology().clone();
+    let node1 = topo.nodes[1].cpus.clone();
+    let mut hp = Hotplugged {
+        host,
+        topo: topo.clone(),
+        steps: 0,
+        offline_at: 8,
+        online_at: 11,
+        whole: topo.clone(),
+        change: None,
+        asked: Arc::default(),
+        fallback: true,
+    };
+    let mut engine = Engine::new(topo, numapilot_model::Tunables::default(), Box::new(Adaptive::new()));
+    for _ in 0..7 {
+        engine.step(&mut hp).unwrap();
+    }
+    let k = &hp.host.sim().kernel;
+    let on_node1: Vec<u32> = k
+        .procs
+        .iter()
+        .filter(|p| p.tasks.iter().all(|&t| k.tasks[t].allowed.is_subset(&node1)))
+        .map(|p| p.pid)
+        .collect();
+    assert_eq!(on_node1.len(), 1, "the premise: one process placed on node 1");
+    let pid = on_node1[0];
+    // Step 8: offline and the fallback; steps 9-10 with node 1 offline.
+    for _ in 0..3 {
+        engine.step(&mut hp).unwrap();
+    }
+    let k = &hp.host.sim().kernel;
+    let p = k.procs.iter().find(|p| p.pid == pid).unwrap();
+    assert!(p.tasks.iter().all(|&t| k.tasks[t].allowed.intersection(&node1).is_empty()), "the kernel moved it");
+    // Step 11: node 1 back; the policy looks at the process with the kernel's mask still on it.
+    engine.step(&mut hp).unwrap();
+    let e = engine.policy.explain(&engine.model, pid).expect("known");
+    assert!(!e.pinned, "the kernel's fallback is not a pin: {}", e.why);
 }

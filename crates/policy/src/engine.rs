@@ -45,6 +45,12 @@ pub trait Policy: std::fmt::Debug {
         let _ = (model, finished);
     }
 
+    /// The machine changed under the policy (CPU hotplug): `model.topo` is the new topology.
+    /// Called before the model takes the sample read after the change. The default ignores it.
+    fn machine_changed(&mut self, model: &Model) {
+        let _ = model;
+    }
+
     /// What the policy believes about `pid` and what it did to it, for `numapilot explain`.
     /// `None` when the policy does not know the process (or, as the default, cannot explain).
     fn explain(&self, model: &Model, pid: u32) -> Option<Explanation> {
@@ -221,6 +227,7 @@ impl Engine {
                 nodes.join(", ")
             );
             self.model.set_topology(topo);
+            self.policy.machine_changed(&self.model);
             what
         });
         self.model.update(&sample);

@@ -186,6 +186,23 @@ pub(crate) const BASE_PAGE_BYTES: u64 = 4096;
 /// process and thread level). Prevents: unbounded growth for a process refused every period.
 const TRIED_CPUS_KEPT: usize = 8;
 
+impl ProcState {
+    /// Adds `cpus` to the masks counted as this policy's own (`tried_cpus`), newest last, at most
+    /// [`TRIED_CPUS_KEPT`].
+    fn remember_tried(&mut self, cpus: &CpuSet) {
+        self.tried_cpus.retain(|c| c != cpus);
+        self.tried_cpus.push(cpus.clone());
+        if self.tried_cpus.len() > TRIED_CPUS_KEPT {
+            self.tried_cpus.remove(0);
+        }
+    }
+
+    /// Whether this policy ever set (or tried to set) a CPU mask on the process.
+    fn has_own_masks(&self) -> bool {
+        self.own_cpus.is_some() || !self.own_task_cpus.is_empty() || !self.tried_cpus.is_empty()
+    }
+}
+
 /// A past move: where to, when (decision number), and the load that justified it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Move {
@@ -343,7 +360,7 @@ impl Adaptive {
             return false;
         }
         let Some(st) = self.proc_state(model, pid) else { return true };
-        if st.own_cpus.is_none() && st.own_task_cpus.is_empty() && st.tried_cpus.is_empty() {
+        if !st.has_own_masks() {
             return true;
         }
         let all = model.topo.online_cpus();
@@ -425,11 +442,7 @@ impl Adaptive {
         else {
             return;
         };
-        st.tried_cpus.retain(|c| c != cpus);
-        st.tried_cpus.push(cpus.clone());
-        if st.tried_cpus.len() > TRIED_CPUS_KEPT {
-            st.tried_cpus.remove(0);
-        }
+        st.remember_tried(cpus);
     }
 
     /// Records an applied action: CPU sets and moves for the hold, the journal.
@@ -550,6 +563,21 @@ fn first_touch_follow(planner: &place::Planner<'_>) -> bool {
 impl Policy for Adaptive {
     fn name(&self) -> &'static str {
         "numapilot"
+    }
+
+    /// CPU hotplug (rule cpu-hotplug-fallback): a thread whose CPUs all went offline is moved by
+    /// the kernel to its cpuset's CPUs online at that moment (`select_fallback_rq` ->
+    /// `cpuset_cpus_allowed_fallback`; under cgroup v2 the effective CPUs, so the offline ones
+    /// are left out for good). For a process this policy had placed, that mask is the kernel's
+    /// answer to ours, not a pin by the program or an operator: the CPUs online after each change
+    /// count as one of its own masks (`tried_cpus`), so it is not "placed by someone else" and
+    /// can be placed again, on node 1 once node 1's CPUs are back (the rig's daemon-safety
+    /// scenario). A process that narrowed itself keeps its own mask and stays left alone.
+    fn machine_changed(&mut self, model: &Model) {
+        let online = model.topo.online_cpus();
+        for st in self.procs.values_mut().filter(|st| st.has_own_masks()) {
+            st.remember_tried(&online);
+        }
     }
 
     fn explain(&self, model: &Model, pid: u32) -> Option<Explanation> {
