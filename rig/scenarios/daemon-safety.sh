@@ -268,6 +268,7 @@ rig_start hp-off 60 rig-toucher --mb 32 --threads 2 --loop
 hp_off=$RIG_PID
 sleep 4
 safety_allowed hp-off-during "$hp_off"
+safety_allowed hp-node1-during "$hp_node1"
 rig_run hp-off-explain numapilot explain "$hp_off"
 echo 1 >/sys/devices/system/cpu/cpu2/online
 echo 1 >/sys/devices/system/cpu/cpu3/online
@@ -275,6 +276,8 @@ rig_run hp-online-on cat /sys/devices/system/cpu/online
 rig_start hp-on 60 rig-toucher --mb 32 --threads 2 --loop
 hp_on=$RIG_PID
 sleep 5
+safety_allowed hp-node1-after "$hp_node1"
+rig_run hp-node1-explain numapilot explain "$hp_node1"
 printf '%s %s %s\n' "$hp_node1" "$hp_off" "$hp_on" >/tmp/.rig.pid
 rig_send hp-pids 0 /tmp/.rig.pid /tmp/.rig.none
 kill -TERM $d6

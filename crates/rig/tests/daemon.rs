@@ -345,6 +345,17 @@ fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back
     assert!(cpu_list(&allowed(run, "hp-off-during")).iter().all(|c| !node1.contains(c)));
     let explain = ok(run, "hp-off-explain");
     assert!(!explain.contains("placed by someone else"), "{explain}");
+    // The process the daemon had placed on node 1: the kernel moved its threads to the CPUs left
+    // (sched_getaffinity within 0-1 while node 1 is offline). Once node 1 is back that mask must not
+    // read as a pin of its own (rule cpu-hotplug-fallback): the daemon still manages it.
+    let during = cpu_list(&allowed(run, "hp-node1-during"));
+    assert!(during.iter().all(|c| !node1.contains(c)), "the kernel moved hp-node1 off the offline CPUs: {during:?}");
+    let explain1 = ok(run, "hp-node1-explain");
+    assert!(
+        !explain1.contains("placed by someone else"),
+        "{explain1}\n(allowed after: {})",
+        allowed(run, "hp-node1-after")
+    );
     // Back: node 1's CPUs are used again.
     assert!(
         j.iter().any(|r| r["event"] == "action"
