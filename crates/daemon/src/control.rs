@@ -125,6 +125,11 @@ pub struct Status {
     /// young processes settle: `tunables.settle_interval_ms`).
     #[serde(default)]
     pub next_interval_ms: u64,
+    /// The access sampler's period for the coming wait, as a multiple of its base period (the
+    /// back-off's stretch times the density the buffers' fill asked for,
+    /// `numapilot_policy::cadence`); 1 at the base period, 0 before the first step.
+    #[serde(default)]
+    pub sampling_stretch: u32,
     /// Dry run: plans journaled, never applied.
     pub dry_run: bool,
     /// Why the daemon only observes, when it does (`not root`, `dry run`).
@@ -574,11 +579,18 @@ impl Status {
         let _ = writeln!(s, "numapilot {} daemon, pid {}, up {:.0} s, {mode}", self.version, self.pid, self.uptime_s);
         let _ = writeln!(
             s,
-            "config {}, interval {} ms{}",
+            "config {}, interval {} ms{}{}",
             self.config_file.as_deref().unwrap_or("(defaults)"),
             self.interval_ms,
-            if self.next_interval_ms != self.interval_ms && self.steps > 0 {
-                format!(" (now {} ms: young processes settling)", self.next_interval_ms)
+            match self.next_interval_ms.cmp(&self.interval_ms) {
+                _ if self.steps == 0 => String::new(),
+                std::cmp::Ordering::Less => format!(" (now {} ms: young processes settling)", self.next_interval_ms),
+                std::cmp::Ordering::Greater =>
+                    format!(" (now {} ms: backed off, nothing changed)", self.next_interval_ms),
+                std::cmp::Ordering::Equal => String::new(),
+            },
+            if self.sampling_stretch > 1 {
+                format!(", access sampling at {} x its base period", self.sampling_stretch)
             } else {
                 String::new()
             }

@@ -156,8 +156,14 @@ pub fn render(s: &Status) -> String {
     o.one(
         "numapilot_next_interval_seconds",
         "gauge",
-        "Interval the policy chose after the last step (shorter while young processes settle).",
+        "Wait before the next step (shorter while young processes settle, longer while the loop backs off).",
         s.next_interval_ms as f64 / 1e3,
+    );
+    o.one(
+        "numapilot_sampling_stretch",
+        "gauge",
+        "Access sampler's period for the coming wait, as a multiple of its base period.",
+        f64::from(s.sampling_stretch),
     );
     o.one("numapilot_steps_total", "counter", "Engine steps completed.", s.steps as f64);
     o.one(

@@ -630,7 +630,9 @@ pub fn serve<H: Host + Restore>(
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
-        host.set_sampling_stretch(backoff.stretch_for(next, engine.next_interval_ns()));
+        let stretch = backoff.stretch_for(next, engine.next_interval_ns());
+        host.set_sampling_stretch(stretch);
+        status.sampling_stretch = stretch;
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
         let mut deadline = t0.saturating_add(next);

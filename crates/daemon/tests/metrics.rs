@@ -32,6 +32,9 @@ fn status() -> Status {
         local_access: Some(0.875),
         last_cycle_s: 0.004,
         phase_s_total: [1.5, 0.25, 0.125],
+        interval_ms: 1000,
+        next_interval_ms: 8000,
+        sampling_stretch: 16,
         nodes: vec![
             NodeStatus {
                 node: 0,
@@ -82,6 +85,8 @@ fn scrape_over_tcp() {
         "numapilot_step_phase_seconds_total{phase=\"observe\"} 1.5",
         "numapilot_step_phase_seconds_total{phase=\"decide\"} 0.25",
         "numapilot_step_phase_seconds_total{phase=\"act\"} 0.125",
+        "numapilot_next_interval_seconds 8",
+        "numapilot_sampling_stretch 16",
     ] {
         assert!(body.lines().any(|l| l == line), "missing {line:?} in\n{body}");
     }
@@ -115,4 +120,20 @@ fn label_values_are_escaped() {
     s.pages_failed_by_cause.insert("we\"ird\\".into(), 1);
     let text = metrics::render(&s);
     assert!(text.contains("cause=\"we\\\"ird\\\\\"} 1"), "{text}");
+}
+
+#[test]
+fn status_text_says_why_the_wait_differs_and_how_sparse_the_sampling_is() {
+    let mut s = status();
+    let text = s.render();
+    assert!(
+        text.contains(
+            "interval 1000 ms (now 8000 ms: backed off, nothing changed), access sampling at 16 x its base period"
+        ),
+        "{text}"
+    );
+    s.next_interval_ms = 100;
+    s.sampling_stretch = 1;
+    let text = s.render();
+    assert!(text.contains("interval 1000 ms (now 100 ms: young processes settling)\n"), "{text}");
 }

@@ -54,8 +54,9 @@ impl Restore for Filled {
     }
 }
 
-/// The stretches the loop asked for over 10 steps, with the sampler reporting `fill` each time.
-fn stretches(fill: f64) -> Vec<u32> {
+/// The stretches the loop asked for over 10 steps, with the sampler reporting `fill` each time,
+/// and the one its status showed then.
+fn stretches(fill: f64) -> (Vec<u32>, u32) {
     let m = Machine::preset("autonuma-2s12c-24g").unwrap();
     let spec = autonuma_bench::spec("numa01", &m.topo, 0.05).unwrap();
     let host = SimHost::new(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap());
@@ -63,17 +64,19 @@ fn stretches(fill: f64) -> Vec<u32> {
     let asked: Arc<Mutex<Vec<u32>>> = Arc::default();
     let h = Filled { host, fill, asked: asked.clone() };
     let extra = "metrics = \"off\"\ninterval_ms = 100\nidle_max_interval_ms = 0\n";
-    common::serve_steps(h, topo, extra, 10);
+    let (status, _) = common::serve_steps(h, topo, extra, 10);
     let v = asked.lock().unwrap().clone();
-    v
+    (v, status.sampling_stretch)
 }
 
 #[test]
 fn full_buffers_lengthen_the_period_and_empty_ones_keep_the_base() {
-    let full = stretches(0.9);
+    let (full, shown) = stretches(0.9);
+    assert_eq!(shown, MAX_SAMPLING_STRETCH, "status shows the stretch in force");
     assert!(full.len() >= 7, "{full:?}");
     assert_eq!(&full[..7], [2, 4, 8, 16, 32, 64, 64], "doubled after every full window, bounded");
     assert!(full.iter().all(|&s| s <= MAX_SAMPLING_STRETCH));
-    let empty = stretches(0.01);
+    let (empty, shown) = stretches(0.01);
+    assert_eq!(shown, 1);
     assert!(empty.iter().all(|&s| s == 1), "{empty:?}");
 }
