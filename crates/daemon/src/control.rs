@@ -127,7 +127,9 @@ pub struct Status {
     pub next_interval_ms: u64,
     /// The access sampler's period for the coming wait, as a multiple of its base period (the
     /// back-off's stretch times the density the buffers' fill asked for,
-    /// `numapilot_policy::cadence`); 1 at the base period, 0 before the first step.
+    /// `numapilot_policy::cadence`) as the host applied it; 1 at the base period, 0 without an
+    /// access sampler (the usual case without a PMU or the page-fault fallback) or before the
+    /// first step.
     #[serde(default)]
     pub sampling_stretch: u32,
     /// Dry run: plans journaled, never applied.

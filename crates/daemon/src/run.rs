@@ -632,7 +632,7 @@ pub fn serve<H: Host + Restore>(
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         let stretch = backoff.stretch_for(next, engine.next_interval_ns());
         host.set_sampling_stretch(stretch);
-        status.sampling_stretch = stretch;
+        status.sampling_stretch = host.sampling_stretch().unwrap_or(0);
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
         let mut deadline = t0.saturating_add(next);

@@ -238,15 +238,15 @@ pub struct Signals {
     /// Shared object mappings of each scanned process, as its last maps read saw them.
     maps: Rolling<Vec<MapEntry>>,
     sampler: Option<Sampler>,
-    /// The sampler's current period as a multiple of its spec's (the engine's sampling stretch);
-    /// 0 before the first change (the spec's period, as opened) and after one that failed part-way.
-    stretch: u32,
     tracer: Option<WakeupTracer>,
     node_mem: Option<NodeMemory>,
     failing: Vec<&'static str>,
     raw: Vec<RawSample>,
-    /// Records drained from a sampler replaced after CPU hotplug, for the next fill.
+    /// Records drained from a sampler replaced after CPU hotplug, for the next fill, the period
+    /// factor they were taken at and the fullest of the old rings' fill.
     carried: Vec<RawSample>,
+    carried_scale: u32,
+    carried_fill: f64,
     stats: SignalStats,
     cost: SignalCost,
 }
@@ -350,38 +350,30 @@ impl Signals {
     /// Sets the sampler's period to its base period times `stretch` (the engine's sampling
     /// stretch, `numapilot_policy::cadence`): while the loop backs off, the events fire that much
     /// less often, so a step after a long wait drains about what one after an interval does. No
-    /// sampler, or no change: nothing. A failed ioctl is logged once (source `perf-period`) and
-    /// the next call tries again.
+    /// sampler, or no change: nothing. A failed ioctl changes no event's period
+    /// ([`Sampler::set_period`] is all or nothing), is logged once (source `perf-period`), and the
+    /// next call tries again.
     pub fn set_sampling_stretch(&mut self, stretch: u32) {
-        let stretch = stretch.max(1);
-        let Some(sampler) = self.sampler.as_ref() else { return };
-        // 0 (as opened, or unknown after a failed call) is always set.
-        if stretch == self.stretch {
+        let Some(sampler) = self.sampler.as_mut() else { return };
+        let period = sampler.spec().period.saturating_mul(u64::from(stretch.max(1)));
+        if period == sampler.period() {
             return;
         }
-        let period = sampler.spec().period.saturating_mul(u64::from(stretch));
         match sampler.set_period(period) {
-            Ok(()) => {
-                self.stretch = stretch;
-                self.recovered("perf-period");
-            }
-            Err(e) => {
-                // Some CPUs' events may have taken the new period before the one that failed:
-                // unknown, so the next call sets it again whatever it asks for.
-                self.stretch = 0;
-                self.failed("perf-period", e);
-            }
+            Ok(()) => self.recovered("perf-period"),
+            Err(e) => self.failed("perf-period", e),
         }
     }
 
     /// CPU hotplug: the sampler's per-CPU events cover the CPUs online when it opened. A CPU that
     /// comes online later has no event (its threads' accesses would go unsampled), and one that
     /// went offline and came back may not count again, so when `online` differs from the CPUs
-    /// the sampler covers it is opened again on `online` with the same event; what the old one
-    /// had buffered is kept for the next fill, and the period in force is set again on the new
-    /// events at the next [`Signals::set_sampling_stretch`]. A failed re-open keeps the old
-    /// sampler (logged once, source `perf-hotplug`, tried again at the next change the caller
-    /// reports). No sampler: nothing.
+    /// the sampler covers it is opened again on `online` with the same event. What the old one
+    /// had buffered is kept for the next fill, with the period it was taken at and how full its
+    /// rings were; the new events start at the base period and take the stretch in force at the
+    /// next [`Signals::set_sampling_stretch`]. A failed re-open keeps the old sampler (logged
+    /// once, source `perf-hotplug`); the caller asks every cycle, so it is tried again. No
+    /// sampler: nothing.
     pub fn follow_cpus(&mut self, online: &[u32]) {
         let Some(old) = self.sampler.as_mut() else { return };
         if old.cpus() == online {
@@ -390,12 +382,14 @@ impl Signals {
         let spec = old.spec().clone();
         match Sampler::open_per_cpu(&spec, online.iter().copied()).and_then(|s| s.enable().map(|()| s)) {
             Ok(new) => {
+                let scale = (old.period() / spec.period.max(1)).max(1) as u32;
                 if let Ok(st) = old.drain(&mut self.carried) {
                     self.stats.samples += st.samples;
                     self.stats.lost += st.lost;
+                    self.carried_fill = self.carried_fill.max(st.max_fill);
                 }
+                self.carried_scale = scale;
                 self.sampler = Some(new);
-                self.stretch = 0;
                 self.stats.sampler_reopens += 1;
                 self.recovered("perf-hotplug");
             }
@@ -403,9 +397,9 @@ impl Signals {
         }
     }
 
-    /// The sampler's current stretch (1: its base period).
-    pub fn sampling_stretch(&self) -> u32 {
-        self.stretch.max(1)
+    /// The sampler's current period as a multiple of its base period; `None` without a sampler.
+    pub fn sampling_stretch(&self) -> Option<u32> {
+        self.sampler.as_ref().map(|s| (s.period() / s.spec().period.max(1)).max(1) as u32)
     }
 
     /// Counts since open.
@@ -568,7 +562,15 @@ impl Signals {
         let t = numapilot_observe::reader::monotonic_ns();
         if let Some(sampler) = self.sampler.as_mut() {
             self.raw.clear();
-            // Records a sampler replaced after CPU hotplug had buffered ([`Signals::follow_cpus`]).
+            // Taken at the period set when the previous step ended (the wait's), or, when the
+            // sampler was replaced after CPU hotplug, mostly the old one's records
+            // ([`Signals::follow_cpus`]) at the old one's period.
+            let scale = if self.carried.is_empty() {
+                (sampler.period() / sampler.spec().period.max(1)).max(1) as u32
+            } else {
+                self.carried_scale.max(1)
+            };
+            let carried_fill = std::mem::take(&mut self.carried_fill);
             self.raw.append(&mut self.carried);
             match sampler.drain(&mut self.raw) {
                 Ok(st) => {
@@ -577,9 +579,8 @@ impl Signals {
                     let (acc, ast) = pmu::aggregate(&self.raw, sample.page_size, self.node_mem.as_ref(), true);
                     self.stats.unplaced += ast.unplaced;
                     sample.accesses.extend(acc);
-                    // Taken at the period set when the previous step ended (the wait's).
-                    sample.access_period_scale = self.stretch.max(1);
-                    sample.access_fill = st.max_fill;
+                    sample.access_period_scale = scale;
+                    sample.access_fill = st.max_fill.max(carried_fill);
                 }
                 Err(e) => self.failed("perf", e),
             }
@@ -1143,21 +1144,26 @@ mod fallback_tests {
         }
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let (first, last) = (all[0], *all.last().unwrap());
-        // Records buffered when the sampler is replaced reach the next fill.
+        // Records buffered when the sampler is replaced reach the next fill, with the period they
+        // were taken at (one fault in 2 here).
         pin(Some(last), &all);
         let me = std::process::id();
+        s.set_sampling_stretch(2);
         s.fill(&mut Reader::new("/").sample_of(Some(&[me])).unwrap());
-        let mapping = Faulted::new(8);
+        let lost = s.stats().lost;
+        let mapping = Faulted::new(64);
         // As if only the first CPU were online now.
         s.follow_cpus(&[first]);
         assert_eq!(s.sampler.as_ref().unwrap().cpus(), [first]);
         assert_eq!(s.stats().sampler_reopens, 1);
+        assert_eq!(s.sampling_stretch(), Some(1), "the new events start at the base period");
         let mut sample = Reader::new("/").sample_of(Some(&[me])).unwrap();
         s.fill(&mut sample);
         let carried = mapping.ours(&sample).len();
         drop(mapping);
-        if s.stats().lost == 0 {
-            assert_eq!(carried, 8, "the replaced sampler's records are kept");
+        assert_eq!(sample.access_period_scale, 2, "the carried records' period, not the new events'");
+        if s.stats().lost == lost {
+            assert!((28..=36).contains(&carried), "the replaced sampler's records are kept: {carried} of 64 / 2");
         }
         // Faults on the CPU without an event are not sampled; on the one with, they are.
         pin(Some(last), &all);
@@ -1202,17 +1208,17 @@ mod fallback_tests {
     fn the_sampling_stretch_lengthens_the_period_of_every_cpus_event() {
         let Some(mut s) = fault_sampler() else { return };
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        assert_eq!((s.sampling_stretch(), touched(&mut s, 64).len()), (1, 64), "period 1: every fault");
+        assert_eq!((s.sampling_stretch(), touched(&mut s, 64).len()), (Some(1), 64), "period 1: every fault");
         s.set_sampling_stretch(8);
         let stretched = touched(&mut s, 64).len();
-        assert_eq!(s.sampling_stretch(), 8);
+        assert_eq!(s.sampling_stretch(), Some(8));
         let mut sample = Reader::new("/").sample_of(Some(&[std::process::id()])).unwrap();
         s.fill(&mut sample);
         assert_eq!(sample.access_period_scale, 8, "the samples say which period they were taken at");
         // Per-CPU counters: a thread that changes CPU mid-loop splits its faults over two events.
         assert!((6..=10).contains(&stretched), "period 8: about 64 / 8 faults, got {stretched}");
         s.set_sampling_stretch(0);
-        assert_eq!((s.sampling_stretch(), touched(&mut s, 64).len()), (1, 64), "0 means 1: back to every fault");
+        assert_eq!((s.sampling_stretch(), touched(&mut s, 64).len()), (Some(1), 64), "0 means 1: back to every fault");
         assert!(!s.notes().iter().any(|n| n.contains("PERF_EVENT_IOC_PERIOD")), "{:?}", s.notes());
     }
 }

@@ -1,12 +1,12 @@
 //! CPU hotplug seen from sysfs: the daemon's live host reads `/sys/devices/system/cpu/online`
-//! each cycle and reads the topology again when it changes ([`reread_after_hotplug`]). These
+//! each cycle and reads the topology again when it changes ([`HotplugWatch::look`]). These
 //! tests take the rig's 2-node guest sysfs (a real 6.12 kernel's files, `fixtures/rig-6.12-2node`)
 //! and change it the way the kernel does when node 1's CPUs go offline and come back. The rig's
 //! daemon-safety scenario does the same on the running guest.
 
 use std::path::{Path, PathBuf};
 
-use numapilot_daemon::live::{reread_after_hotplug, Hotplug};
+use numapilot_daemon::live::{Hotplug, HotplugWatch, HOTPLUG_UNSETTLED_LOOKS};
 use numapilot_topology::{CpuSet, Topology};
 
 fn fixture() -> PathBuf {
@@ -55,15 +55,15 @@ fn offlined_cpus_leave_the_topology_and_come_back_with_it() {
     copy_tree(&fixture(), &root);
     let start = Topology::from_sysfs(&root).unwrap();
     assert_eq!(start.online_cpus(), cpus("0-3"));
-    let mut last = None;
+    let mut w = HotplugWatch::default();
 
     // Nothing changed: nothing read again, however often it is asked.
     for _ in 0..3 {
-        assert!(matches!(reread_after_hotplug(&root, &start.online_cpus(), &mut last), Hotplug::Same));
+        assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
     }
 
     offline_node1(&root);
-    let off = match reread_after_hotplug(&root, &start.online_cpus(), &mut last) {
+    let off = match w.look(&root, &start.online_cpus()) {
         Hotplug::Changed(t) => t,
         other => panic!("node 1 offline not seen: {other:?}"),
     };
@@ -71,12 +71,12 @@ fn offlined_cpus_leave_the_topology_and_come_back_with_it() {
     let node1 = off.nodes.iter().find(|n| n.id == 1).expect("node 1 keeps its memory, so it stays a node");
     assert!(node1.cpus.is_empty(), "node 1 has no CPU to place a thread on: {:?}", node1.cpus);
     // Seen once: the next look at the same file is free and finds nothing new.
-    assert!(matches!(reread_after_hotplug(&root, &off.online_cpus(), &mut last), Hotplug::Same));
+    assert!(matches!(w.look(&root, &off.online_cpus()), Hotplug::Same));
 
     // Back online: the fixture's own files again.
     let back_root = dir.path().join("back");
     copy_tree(&fixture(), &back_root);
-    let back = match reread_after_hotplug(&back_root, &off.online_cpus(), &mut last) {
+    let back = match w.look(&back_root, &off.online_cpus()) {
         Hotplug::Changed(t) => t,
         other => panic!("CPUs back online not seen: {other:?}"),
     };
@@ -91,8 +91,8 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
     copy_tree(&fixture(), &root);
     offline_node1(&root);
     let off = Topology::from_sysfs(&root).unwrap();
-    let mut last = None;
-    assert!(matches!(reread_after_hotplug(&root, &off.online_cpus(), &mut last), Hotplug::Same));
+    let mut w = HotplugWatch::default();
+    assert!(matches!(w.look(&root, &off.online_cpus()), Hotplug::Same));
 
     // CPU 2 back first: `online` already says 0-3 (as the rig's guest once showed) while CPU 3
     // still reads offline.
@@ -103,7 +103,7 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
         &root.join("sys/devices/system/cpu/cpu2/topology"),
     );
     write(&root, "sys/devices/system/node/node1/cpulist", "2\n");
-    let partial = match reread_after_hotplug(&root, &off.online_cpus(), &mut last) {
+    let partial = match w.look(&root, &off.online_cpus()) {
         Hotplug::Changed(t) => t,
         other => panic!("CPU 2 back not seen: {other:?}"),
     };
@@ -116,12 +116,12 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
         &root.join("sys/devices/system/cpu/cpu3/topology"),
     );
     write(&root, "sys/devices/system/node/node1/cpulist", "2-3\n");
-    let whole = match reread_after_hotplug(&root, &partial.online_cpus(), &mut last) {
+    let whole = match w.look(&root, &partial.online_cpus()) {
         Hotplug::Changed(t) => t,
         other => panic!("CPU 3 back not seen after a mid-change read: {other:?}"),
     };
     assert_eq!(whole.online_cpus(), cpus("0-3"));
-    assert!(matches!(reread_after_hotplug(&root, &whole.online_cpus(), &mut last), Hotplug::Same));
+    assert!(matches!(w.look(&root, &whole.online_cpus()), Hotplug::Same));
 }
 
 #[test]
@@ -130,12 +130,12 @@ fn a_topology_that_cannot_be_read_is_kept_and_tried_again() {
     let root = dir.path().join("root");
     copy_tree(&fixture(), &root);
     let start = Topology::from_sysfs(&root).unwrap();
-    let mut last = None;
+    let mut w = HotplugWatch::default();
     offline_node1(&root);
     // A required file that does not parse: the error names it, and the next look tries again.
     write(&root, "sys/devices/system/node/node0/distance", "ten\n");
     for _ in 0..2 {
-        match reread_after_hotplug(&root, &start.online_cpus(), &mut last) {
+        match w.look(&root, &start.online_cpus()) {
             Hotplug::Unreadable { online, error } => {
                 assert_eq!(online, cpus("0-1"));
                 assert!(error.contains("node0/distance"), "the error names the file: {error}");
@@ -144,7 +144,7 @@ fn a_topology_that_cannot_be_read_is_kept_and_tried_again() {
         }
     }
     write(&root, "sys/devices/system/node/node0/distance", "10 21\n");
-    assert!(matches!(reread_after_hotplug(&root, &start.online_cpus(), &mut last), Hotplug::Changed(_)));
+    assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Changed(_)));
 }
 
 #[test]
@@ -156,7 +156,44 @@ fn a_root_without_the_online_file_changes_nothing() {
     std::fs::remove_file(root.join("sys/devices/system/cpu/online")).unwrap();
     offline_node1(&root);
     std::fs::remove_file(root.join("sys/devices/system/cpu/online")).unwrap();
-    let mut last = None;
-    assert!(matches!(reread_after_hotplug(&root, &start.online_cpus(), &mut last), Hotplug::Same));
-    assert!(last.is_none());
+    let mut w = HotplugWatch::default();
+    assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+    assert!(!w.settled());
+}
+
+#[test]
+fn a_change_the_per_cpu_files_do_not_show_yet_is_looked_at_again() {
+    // Offlining: the kernel updates `online` before the CPU's own files say so (its device goes
+    // offline only once cpu_down returned). The first look reads the old topology; the next one,
+    // with the file unchanged, must read again.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    copy_tree(&fixture(), &root);
+    let start = Topology::from_sysfs(&root).unwrap();
+    let mut w = HotplugWatch::default();
+    assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+    write(&root, "sys/devices/system/cpu/online", "0-1\n");
+    assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+    assert!(!w.settled(), "not settled: the next look reads sysfs again");
+    offline_node1(&root);
+    match w.look(&root, &start.online_cpus()) {
+        Hotplug::Changed(t) => assert_eq!(t.online_cpus(), cpus("0-1")),
+        other => panic!("the change is seen once the per-CPU files show it: {other:?}"),
+    }
+}
+
+#[test]
+fn cpus_the_file_lists_without_a_node_do_not_make_it_read_every_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    copy_tree(&fixture(), &root);
+    let start = Topology::from_sysfs(&root).unwrap();
+    // CPU 4 in `online` but nowhere else (no cpu4 directory, no node lists it).
+    write(&root, "sys/devices/system/cpu/online", "0-4\n");
+    let mut w = HotplugWatch::default();
+    for _ in 0..HOTPLUG_UNSETTLED_LOOKS {
+        assert!(!w.settled());
+        assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+    }
+    assert!(w.settled(), "taken as it is after {HOTPLUG_UNSETTLED_LOOKS} looks: not read in full every cycle");
 }

@@ -33,8 +33,9 @@ struct Hotplugged {
     /// Step at which node 1's CPUs come back (`u64::MAX`: never), and the topology then.
     online_at: u64,
     whole: Topology,
-    /// Emulate the kernel's fallback at the change: a thread left with no online CPU gets the
-    /// CPUs online (`select_fallback_rq` -> the cpuset's effective CPUs under cgroup v2).
+    /// Emulate the fallback of kernels that give a thread left with no online CPU its cpuset's
+    /// effective CPUs, those online then (older kernels; a v1 child cpuset trimmed by hotplug
+    /// behaves alike): the mask stays narrower than the machine once the CPUs are back.
     fallback: bool,
 }
 
@@ -169,8 +170,8 @@ fn cpus_that_went_offline_are_never_asked_for_again() {
 #[test]
 fn a_process_the_kernel_moved_off_offline_cpus_is_still_ours() {
     // numa01's two processes placed one per node (steps 1-7), node 1's CPUs offline at step 8
-    // with the kernel's fallback giving the stranded threads node 0's CPUs (a mask this policy
-    // never set), back online at step 11. From then the mask is narrower than the process's
+    // with a fallback giving the stranded threads node 0's CPUs (a mask this policy never set;
+    // see `Hotplugged::fallback`), back online at step 11. From then the mask is narrower than the process's
     // nodes, but the process must not read as "placed by someone else".
     let m = Machine::preset("autonuma-2s12c-24g").unwrap();
     let spec = autonuma_bench::spec("numa01", &m.topo, 1.0).unwrap();

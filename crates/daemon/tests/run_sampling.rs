@@ -1,7 +1,7 @@
-//! The daemon loop's sampling density: a host whose sampler reports its buffers 90% full after
-//! every window (`Sample::access_fill`) must be asked for a longer period after each step (the
-//! policy crate's `cadence`: doubled above FILL_HIGH, up to MAX_SAMPLING_STRETCH), and one
-//! reporting them nearly empty for the base period. The simulated 2-node machine runs numa01.
+//! The daemon loop's sampling density: a host whose sampler's buffers fill many times over
+//! between steps (`Sample::access_fill`) must be asked for a longer period (the policy crate's
+//! `cadence`: the smallest density that keeps a window under FILL_HIGH, up to
+//! MAX_SAMPLING_STRETCH), and one whose buffers stay nearly empty for the base period. The simulated 2-node machine runs numa01.
 
 mod common;
 
@@ -17,9 +17,13 @@ use numapilot_sim::workload::autonuma_bench;
 use numapilot_sim::SimHost;
 use numapilot_topology::Topology;
 
+/// A sampler whose buffers fill at `rate` times per policy interval (100 ms here) at the base
+/// period: a window of w intervals at stretch s ends `rate x w / s` full, w measured on the
+/// clock the daemon's loop measures its windows by.
 struct Filled {
     host: SimHost,
-    fill: f64,
+    rate: f64,
+    last: Option<std::time::Instant>,
     asked: Arc<Mutex<Vec<u32>>>,
 }
 
@@ -33,7 +37,9 @@ impl Host for Filled {
     fn sample(&mut self) -> Result<Sample, HostError> {
         self.host.advance(1_000_000_000);
         let mut s = self.host.sample()?;
-        s.access_fill = self.fill;
+        let now = std::time::Instant::now();
+        let intervals = self.last.replace(now).map_or(1.0, |t| now.duration_since(t).as_secs_f64() / 0.1);
+        s.access_fill = self.rate * intervals / f64::from(self.host.sampling_stretch().unwrap_or(1));
         Ok(s)
     }
     fn apply(&mut self, a: &Action) -> Outcome {
@@ -42,6 +48,9 @@ impl Host for Filled {
     fn set_sampling_stretch(&mut self, stretch: u32) {
         self.asked.lock().unwrap().push(stretch);
         self.host.set_sampling_stretch(stretch);
+    }
+    fn sampling_stretch(&self) -> Option<u32> {
+        self.host.sampling_stretch()
     }
 }
 
@@ -54,15 +63,15 @@ impl Restore for Filled {
     }
 }
 
-/// The stretches the loop asked for over 10 steps, with the sampler reporting `fill` each time,
-/// and the one its status showed then.
-fn stretches(fill: f64) -> (Vec<u32>, u32) {
+/// The stretches the loop asked for over 10 steps with buffers filling at `rate`, and the one
+/// its status showed then.
+fn stretches(rate: f64) -> (Vec<u32>, u32) {
     let m = Machine::preset("autonuma-2s12c-24g").unwrap();
     let spec = autonuma_bench::spec("numa01", &m.topo, 0.05).unwrap();
     let host = SimHost::new(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap());
     let topo = host.topology().clone();
     let asked: Arc<Mutex<Vec<u32>>> = Arc::default();
-    let h = Filled { host, fill, asked: asked.clone() };
+    let h = Filled { host, rate, last: None, asked: asked.clone() };
     let extra = "metrics = \"off\"\ninterval_ms = 100\nidle_max_interval_ms = 0\n";
     let (status, _) = common::serve_steps(h, topo, extra, 10);
     let v = asked.lock().unwrap().clone();
@@ -71,12 +80,15 @@ fn stretches(fill: f64) -> (Vec<u32>, u32) {
 
 #[test]
 fn full_buffers_lengthen_the_period_and_empty_ones_keep_the_base() {
-    let (full, shown) = stretches(0.9);
-    assert_eq!(shown, MAX_SAMPLING_STRETCH, "status shows the stretch in force");
-    assert!(full.len() >= 7, "{full:?}");
-    assert_eq!(&full[..7], [2, 4, 8, 16, 32, 64, 64], "doubled after every full window, bounded");
+    // 20 buffer-fills per interval at the base period: the smallest density that keeps a window
+    // under half full is 64 (20 / 64 = 0.31; 20 / 32 = 0.63), asked for from the first full
+    // window on and shown by status.
+    let (full, shown) = stretches(20.0);
+    assert!(full.len() >= 5, "{full:?}");
     assert!(full.iter().all(|&s| s <= MAX_SAMPLING_STRETCH));
+    assert!(full[1..].iter().all(|&s| s == MAX_SAMPLING_STRETCH), "{full:?}");
+    assert_eq!(shown, MAX_SAMPLING_STRETCH, "status shows the stretch in force");
     let (empty, shown) = stretches(0.01);
-    assert_eq!(shown, 1);
     assert!(empty.iter().all(|&s| s == 1), "{empty:?}");
+    assert_eq!(shown, 1);
 }

@@ -654,6 +654,8 @@ pub struct Sampler {
     scratch: Vec<u8>,
     /// The CPUs of a per-CPU sampler, one ring each (empty for a task's).
     cpus: Vec<u32>,
+    /// The period every event samples at ([`Sampler::set_period`]).
+    period: u64,
 }
 
 /// Data pages of each ring. Default 16 (64 kB with 4 kB pages). Source: arithmetic: 1,365 records of
@@ -674,14 +676,20 @@ impl Sampler {
             rings.push(Ring::open(spec, -1, cpu as i32, RING_PAGES)?);
             on.push(cpu);
         }
-        Ok(Sampler { spec: spec.clone(), rings, scratch: Vec::new(), cpus: on })
+        Ok(Sampler { spec: spec.clone(), rings, scratch: Vec::new(), cpus: on, period: spec.period })
     }
 
     /// Opens `spec` for one task (`pid`, any CPU), with inherit off: for tests and for sampling one
     /// process.
     pub fn open_task(spec: &EventSpec, pid: u32) -> Result<Sampler, SignalError> {
         let ring = Ring::open(spec, pid as i32, -1, RING_PAGES)?;
-        Ok(Sampler { spec: spec.clone(), rings: vec![ring], scratch: Vec::new(), cpus: Vec::new() })
+        Ok(Sampler {
+            spec: spec.clone(),
+            rings: vec![ring],
+            scratch: Vec::new(),
+            cpus: Vec::new(),
+            period: spec.period,
+        })
     }
 
     /// The event.
@@ -718,15 +726,29 @@ impl Sampler {
 
     /// Sets every event's sample period (one record every `period` events; at least 1), e.g. the
     /// base period times the engine's sampling stretch while its steps back off. The spec keeps
-    /// the base period. A failure names the ioctl; events already changed keep the new period.
-    pub fn set_period(&self, period: u64) -> Result<(), SignalError> {
-        for r in &self.rings {
-            r.set_period(period.max(1)).map_err(|e| SignalError::Sys {
-                what: format!("PERF_EVENT_IOC_PERIOD {period} ({})", self.spec.name),
-                source: e,
-            })?;
+    /// the base period. All or nothing: when one event refuses, those already changed are set
+    /// back to the period before (best effort), so the sampler keeps one period for all its
+    /// events, and the failure names the ioctl.
+    pub fn set_period(&mut self, period: u64) -> Result<(), SignalError> {
+        let period = period.max(1);
+        for (i, r) in self.rings.iter().enumerate() {
+            if let Err(e) = r.set_period(period) {
+                for done in &self.rings[..i] {
+                    let _ = done.set_period(self.period);
+                }
+                return Err(SignalError::Sys {
+                    what: format!("PERF_EVENT_IOC_PERIOD {period} ({})", self.spec.name),
+                    source: e,
+                });
+            }
         }
+        self.period = period;
         Ok(())
+    }
+
+    /// The period every event samples at now (the spec's until [`Sampler::set_period`]).
+    pub fn period(&self) -> u64 {
+        self.period
     }
 
     /// Reads every ring's new records into `out`.

@@ -22,9 +22,9 @@
 //!                       otherwise: the policy's interval
 //!                     stretch = sampling_stretch(min(wait, last period as it turned out),
 //!                                                interval) = wait / interval, in 1..=64
-//!                               x density (1, 2, 4 ... 64: doubled while the sampler's buffers
-//!                                 were more than FILL_HIGH full over the last window, halved
-//!                                 while less than FILL_LOW)
+//!                               x density (1, 2, 4 ... 64: the last window's fill, turned
+//!                                 into a fill per interval at the base period, over FILL_HIGH:
+//!                                 doubled; under FILL_LOW: halved)
 //!                     host.set_sampling_stretch(stretch): sample period = base period x stretch
 //! ```
 //!
@@ -129,6 +129,10 @@ pub struct Backoff {
     /// The sampling density's divisor from the buffers' fill ([`Backoff::sampled`]), a power of
     /// two in `1..=MAX_SAMPLING_STRETCH`.
     density: u32,
+    /// The last window's fill, its length (ns) and the stretch in force over it.
+    last_fill: Option<(f64, u64, u32)>,
+    /// The stretch [`Backoff::stretch_for`] returned last (in force over the coming window).
+    last_stretch: u32,
 }
 
 /// What the last step's model held: its processes `(pid, starttime)` and each node's CPU demand.
@@ -144,21 +148,24 @@ impl Backoff {
             since_action: u32::MAX,
             last_period_ns: None,
             density: 1,
+            last_fill: None,
+            last_stretch: 1,
         }
     }
 
     /// Records how full the access sampler's buffers got over the last window
-    /// (`Sample::access_fill`, a fraction; 0 without a sampler): above [`FILL_HIGH`] the period
-    /// doubles, below [`FILL_LOW`] it halves back towards the base, in between it stays. The
-    /// perf tool's frequency mode solves the same problem inside the kernel (`-F`: the period
-    /// re-tuned per event to a target rate); a fixed base period times this factor keeps every
-    /// sample's weight known (`Sample::access_period_scale`).
+    /// (`Sample::access_fill`, a fraction; 0 without a sampler), the window being the period
+    /// since the previous step ([`Backoff::stepped`]) at the stretch then in force. The next
+    /// [`Backoff::stretch_for`] turns it into a fill per policy interval at the base period and
+    /// chooses the density from that: doubled while it would exceed [`FILL_HIGH`], halved while
+    /// under [`FILL_LOW`] when the half still stays under FILL_HIGH. Normalising by the window
+    /// keeps the density about the sampling rate, not the window's length: the back-off's ramp
+    /// (windows longer than the stretch they ran at) and a young process's 100 ms steps would
+    /// otherwise move it. The perf tool's frequency mode solves the same problem inside the
+    /// kernel (`-F`: the period re-tuned per event to a target rate); a fixed base period times
+    /// these factors keeps every sample's weight known (`Sample::access_period_scale`).
     pub fn sampled(&mut self, fill: f64) {
-        if fill > FILL_HIGH {
-            self.density = (self.density * 2).min(MAX_SAMPLING_STRETCH);
-        } else if fill < FILL_LOW {
-            self.density = (self.density / 2).max(1);
-        }
+        self.last_fill = self.last_period_ns.map(|w| (fill, w, self.last_stretch));
     }
 
     /// The density divisor in force (1: as the wait alone asks).
@@ -179,8 +186,24 @@ impl Backoff {
     /// loop whose waits keep being cut short (new processes waking it every second while the
     /// back-off plans 15 s) would otherwise sample 15 times more sparsely than its steps come;
     /// after a cut-short wait the period is the base one again until a whole wait is seen.
-    pub fn stretch_for(&self, wait_ns: u64, base_ns: u64) -> u32 {
-        sampling_stretch(wait_ns.min(self.last_period_ns.unwrap_or(wait_ns)), base_ns) * self.density
+    pub fn stretch_for(&mut self, wait_ns: u64, base_ns: u64) -> u32 {
+        let t = sampling_stretch(wait_ns.min(self.last_period_ns.unwrap_or(wait_ns)), base_ns);
+        if let Some((fill, window, then)) = self.last_fill.take().filter(|f| f.1 > 0) {
+            // The fill one policy interval at the base period gives; a stretch of t covers a
+            // wait of t intervals, so the density alone sets the coming window's fill.
+            let per_base = fill * f64::from(then) * base_ns as f64 / window as f64;
+            let at = |d: u32| per_base / f64::from(d);
+            let mut d = self.density;
+            while at(d) > FILL_HIGH && d < MAX_SAMPLING_STRETCH {
+                d *= 2;
+            }
+            while d > 1 && at(d) < FILL_LOW && at(d / 2) <= FILL_HIGH {
+                d /= 2;
+            }
+            self.density = d;
+        }
+        self.last_stretch = t * self.density;
+        self.last_stretch
     }
 
     /// Quiet steps in a row so far.
@@ -233,33 +256,55 @@ mod tests {
         assert_eq!(b.stretch_for(s, s), 1, "a short wait planned: short, whatever came before");
     }
 
+    /// A workload sampled at `rate` buffer-fills per second at the base period, over windows of
+    /// the given lengths (s): the fill each window ends with, and the stretch asked for next.
+    fn drive(b: &mut Backoff, rate: impl Fn(usize) -> f64, windows: &[f64], base_s: f64) -> Vec<(f64, u32)> {
+        let s = 1e9;
+        let mut stretch = 1;
+        let mut out = Vec::new();
+        for (i, &w) in windows.iter().enumerate() {
+            b.stepped((w * s) as u64);
+            let fill = rate(i) * w / f64::from(stretch);
+            b.sampled(fill);
+            let next = windows.get(i + 1).copied().unwrap_or(w);
+            stretch = b.stretch_for((next * s) as u64, (base_s * s) as u64);
+            out.push((fill, stretch));
+        }
+        out
+    }
+
     #[test]
     fn the_density_keeps_the_buffers_fill_in_its_band() {
-        let s = 1_000_000_000;
+        // A streamer filling its rings 3.8 times a second at the base period, stepped every
+        // second: one full window, then a stretch of 8 and every fill inside the band.
         let mut b = Backoff::new(15_000);
-        // A streamer filling its rings 3.8 times over a 1 s window: 2, 4, 8, then in the band.
-        let rate = 3.8;
-        let mut seen = Vec::new();
-        for _ in 0..8 {
-            let stretch = b.stretch_for(s, s);
-            seen.push(stretch);
-            b.sampled(rate / f64::from(stretch));
-        }
-        assert_eq!(seen, [1, 2, 4, 8, 8, 8, 8, 8], "settles, no oscillation");
-        // Backed off to 15 s on top: the wait's factor multiplies.
-        b.stepped(15 * s);
-        assert_eq!(b.stretch_for(15 * s, s), 120);
-        // The workload calms down: back to the base period, one halving per window.
-        for want in [4, 2, 1, 1] {
-            b.sampled(0.01);
-            assert_eq!(b.stretch_for(s, s), want);
-        }
-        // No sampler reports 0: the density stays at 1.
-        b.sampled(0.0);
+        let run = drive(&mut b, |_| 3.8, &[1.0; 8], 1.0);
+        assert!(run[0].0 > FILL_HIGH, "the premise: {run:?}");
+        assert!(run[1..].iter().all(|&(f, st)| (FILL_LOW..=FILL_HIGH).contains(&f) && st == 8), "{run:?}");
+        // The loop backs off (2, 4, 8, 15 s windows): the wait's own factor lags a step (bounded
+        // by the last period, so a wait cut short never under-samples), so each ramp window runs
+        // at up to twice the fill, still under a full buffer; the density does not move, and the
+        // fill is back in the band once the wait stops growing.
+        let mut b = Backoff::new(15_000);
+        let run = drive(&mut b, |_| 3.8, &[1.0, 1.0, 2.0, 4.0, 8.0, 15.0, 15.0, 15.0], 1.0);
+        assert!(run[1..].iter().all(|&(f, _)| f <= 2.0 * FILL_HIGH), "{run:?}");
+        assert!((FILL_LOW..=FILL_HIGH).contains(&run.last().unwrap().0), "{run:?}");
+        assert_eq!(b.density(), 8, "{run:?}");
+        assert_eq!(run.last().unwrap().1, 120);
+        // Young processes step every 100 ms (windows at a tenth of the fill); when they settle
+        // the first 1 s window is already sampled at the density a 1 s window needs.
+        let mut b = Backoff::new(15_000);
+        let run = drive(&mut b, |_| 0.6, &[0.1, 0.1, 0.1, 0.1, 1.0, 1.0], 1.0);
+        assert!(run.iter().all(|&(f, _)| f <= FILL_HIGH), "{run:?}");
+        // The workload calms down: back to the base period at once.
+        let mut b = Backoff::new(15_000);
+        let run = drive(&mut b, |i| if i < 3 { 3.8 } else { 0.01 }, &[1.0; 6], 1.0);
+        assert_eq!(run.last().unwrap().1, 1, "{run:?}");
+        // No sampler reports 0: the density stays at 1; an absurd rate is bounded.
+        let mut b = Backoff::new(15_000);
+        drive(&mut b, |_| 0.0, &[1.0; 3], 1.0);
         assert_eq!(b.density(), 1);
-        for _ in 0..20 {
-            b.sampled(1e9);
-        }
+        drive(&mut b, |_| 1e9, &[1.0; 3], 1.0);
         assert_eq!(b.density(), MAX_SAMPLING_STRETCH, "bounded");
     }
 

@@ -61,6 +61,12 @@ pub trait Host {
         let _ = stretch;
     }
 
+    /// The access sampler's period in force, as a multiple of its base period; `None` when the
+    /// host samples no accesses (the default).
+    fn sampling_stretch(&self) -> Option<u32> {
+        None
+    }
+
     /// A topology the host read again since the last call, because the machine changed under it
     /// (CPU hotplug: a node's CPUs went offline or came back), for the engine to adopt before it
     /// updates the model with the sample just taken ([`crate::Engine::step`] asks right after

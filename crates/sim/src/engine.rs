@@ -1503,9 +1503,11 @@ impl Sim {
             let mut alive = 1.0;
             let tr = &mut self.trt[t];
             let mut last_ns = self.now_ns + self.epoch_ns;
+            let mut finished_now = false;
             if let Some(total) = tr.total {
                 let remaining = (total - tr.done).max(0.0);
                 if u >= remaining {
+                    finished_now = true;
                     let frac = if u > 0.0 { remaining / u } else { 0.0 };
                     let f = self.now_ns + ((stall + frac * p.run_ns) / share[t].max(1e-12)) as u64;
                     tr.finish_ns = Some(f);
@@ -1524,6 +1526,16 @@ impl Sim {
             let paid = p.sampling_ns;
             tr.sampling_ns = (tr.sampling_ns - paid).max(0.0) + bytes * self.sample_stall_per_byte;
             let mem_stall = (stall - paid).max(0.0);
+            // A task that finished in this epoch pays what is left before it exits (its finish
+            // time moves out by it), instead of never.
+            let mut stall = stall;
+            if finished_now {
+                let left = std::mem::take(&mut tr.sampling_ns);
+                if let Some(f) = tr.finish_ns.as_mut() {
+                    *f += (left / share[t].max(1e-12)) as u64;
+                }
+                stall += left;
+            }
             for (ai, a) in tr.accs.iter().enumerate() {
                 let b = bytes * a.weight;
                 tr.acc_bytes[ai] = b;

@@ -588,6 +588,10 @@ impl Host for SimHost {
         self.update_sample_charge();
     }
 
+    fn sampling_stretch(&self) -> Option<u32> {
+        Some(self.stretch)
+    }
+
     fn sample(&mut self) -> Result<Sample, HostError> {
         let accesses = self.access_samples();
         let comm = self.comm_samples();

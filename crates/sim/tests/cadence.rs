@@ -121,9 +121,9 @@ fn while_backed_off_the_sampling_stall_falls_with_the_wait() {
 
 #[test]
 fn a_streamer_that_fills_the_buffers_is_sampled_less_densely_until_they_fit() {
-    // One thread alone on the machine streaming its 256 MiB: its samples over a 1 s window are
-    // more than the per-thread buffer holds (the simulator's cap, MAX_SAMPLES_PER_THREAD), so
-    // the cadence's density doubles until the fill is back under FILL_HIGH, and stays there.
+    // One thread alone on the machine streaming its 256 MiB: at the base period its samples over
+    // a 1 s window would fill more than half the per-thread buffer (the simulator's cap,
+    // MAX_SAMPLES_PER_THREAD), so the cadence's density keeps every window under FILL_HIGH.
     let machine = Machine::preset("autonuma-2s12c-24g").unwrap();
     let mut p = process("s", 0.0);
     p.threads[0].count = 1;
@@ -142,10 +142,51 @@ fn a_streamer_that_fills_the_buffers_is_sampled_less_densely_until_they_fit() {
         fills.push((sim.now_ns() as f64 / S as f64, report.access_fill));
     })
     .unwrap();
-    let early = fills.iter().map(|f| f.1).fold(0.0, f64::max);
+    // Young, the process is stepped every 100 ms at the base period; settled, every second. Ten
+    // of those 100 ms windows would overfill a 1 s one (the premise), yet no window overfills:
+    // the first 1 s window is already sampled at the density it needs.
+    let young = fills.iter().filter(|f| f.0 > 0.5 && f.0 < 2.0).map(|f| f.1).fold(0.0, f64::max);
+    assert!(young * 10.0 > FILL_HIGH, "the premise: a 1 s window at the base period would overfill: {fills:?}");
+    assert!(fills.iter().all(|f| f.1 <= FILL_HIGH), "never over half full: {fills:?}");
     let late = fills.iter().filter(|f| f.0 > 20.0).map(|f| f.1).fold(0.0, f64::max);
-    // Young, the process is stepped every 100 ms (fill ~0.06); settled, every second.
-    assert!(early > FILL_HIGH, "the premise: a 1 s window overfills the buffer at the base period: {fills:?}");
     let low = fills.iter().filter(|f| f.0 > 20.0).map(|f| f.1).fold(f64::MAX, f64::min);
     assert!(late <= FILL_HIGH && low >= FILL_LOW, "settled inside the band: {low}..{late} ({fills:?})");
+}
+
+#[test]
+fn a_finished_task_has_paid_for_every_sample_its_work_took() {
+    // One thread alone, 2 GiB of work streamed through its own 256 MiB: the sampling's cost
+    // (one sample per SAMPLE_PERIOD_LINES lines, PMU_SAMPLE_COST_NS each) adds exactly that much
+    // to its runtime, the last epoch's samples included (a task that finishes pays before it
+    // exits). Stepped at a fixed cadence without the stretch, so every sample is at the base
+    // period.
+    use numapilot_sim::host::{PMU_SAMPLE_COST_NS, SAMPLE_PERIOD_LINES};
+    let machine = Machine::preset("autonuma-2s12c-24g").unwrap();
+    let mut p = process("w", 0.0);
+    p.threads[0].count = 1;
+    let total = 2.0 * 1024.0 * MIB as f64;
+    p.threads[0].work.total = Some(total);
+    let spec = Spec {
+        name: "finish".into(),
+        description: String::new(),
+        duration_s: None,
+        pacing: vec![],
+        throughput_from: None,
+        throughput_unit: None,
+        processes: vec![p],
+    };
+    let runtime = |cost: u64| {
+        let opts = SimOptions {
+            noise: 0.0,
+            idle_max_interval_ms: 0,
+            stretch_sampling: false,
+            pmu_sample_cost_ns: cost,
+            ..SimOptions::default()
+        };
+        run_engine(&machine, &spec, "numapilot", 1, &opts, &mut |_| {}, &mut |_, _| {}).unwrap().runtime_s
+    };
+    let (free, paid) = (runtime(0), runtime(PMU_SAMPLE_COST_NS));
+    let expected = total / 64.0 / SAMPLE_PERIOD_LINES * PMU_SAMPLE_COST_NS as f64 / 1e9;
+    let extra = paid - free;
+    assert!((extra / expected - 1.0).abs() < 0.002, "paid {extra:.6} s for the samples, expected {expected:.6} s");
 }

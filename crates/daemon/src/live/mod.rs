@@ -182,11 +182,12 @@ fn list_or_none(cpus: &CpuSet) -> String {
     }
 }
 
-/// What one look at `/sys/devices/system/cpu/online` found ([`reread_after_hotplug`]).
+/// What one look at `/sys/devices/system/cpu/online` found ([`HotplugWatch::look`]).
 #[derive(Debug)]
 pub enum Hotplug {
     /// Nothing to do: the file is unreadable (no CPU hotplug, a fixture root), unchanged since the
-    /// last look, or names the CPUs the topology already has online.
+    /// last look, or names the CPUs the topology already has online (also when the topology,
+    /// read mid-change, does not show the change yet: then it is looked at again next time).
     Same,
     /// The topology read again, with other online CPUs than before.
     Changed(Topology),
@@ -199,37 +200,82 @@ pub enum Hotplug {
     },
 }
 
-/// CPU hotplug, one short read: `ROOT/sys/devices/system/cpu/online` against `before` (the CPUs
-/// the topology in use has online); when they differ the topology is read again from sysfs.
-/// `last_online` remembers the file between calls so an unchanged file costs nothing more; it is
-/// cleared when the look must be repeated: the re-read failed, or caught sysfs mid-change (the
-/// rig's 2-node guest once had `online` say 0-3 while node 1's cpulist still listed CPU 2 alone:
-/// that topology is taken, and the next call reads again until the two agree). A file naming CPUs
-/// no node has (nothing the topology could use) is [`Hotplug::Same`].
-pub fn reread_after_hotplug(root: &Path, before: &CpuSet, last_online: &mut Option<CpuSet>) -> Hotplug {
-    let path = root.join("sys/devices/system/cpu/online");
-    let Some(online) = std::fs::read_to_string(&path).ok().and_then(|t| CpuSet::parse_list(t.trim()).ok()) else {
-        return Hotplug::Same;
-    };
-    if last_online.as_ref() == Some(&online) {
-        return Hotplug::Same;
-    }
-    *last_online = Some(online.clone());
-    if online == *before {
-        return Hotplug::Same;
-    }
-    match Topology::from_sysfs(root) {
-        Ok(topo) if topo.online_cpus() == *before => Hotplug::Same,
-        Ok(topo) => {
-            if topo.online_cpus() != online {
-                *last_online = None;
+/// Looks after a topology that disagrees with `/sys/devices/system/cpu/online`, at most this many
+/// times in a row, before the file is taken as it is. Default 5 (cycles). Source: a choice; the
+/// kernel's per-CPU files catch up with `online` within one hotplug operation (milliseconds), and
+/// a sysfs that never agrees (a CPU listed online that no node and no cpuN directory names)
+/// would otherwise be read in full every cycle. What it prevents: that cost, for ever.
+pub const HOTPLUG_UNSETTLED_LOOKS: u32 = 5;
+
+/// CPU hotplug seen through `ROOT/sys/devices/system/cpu/online`, one short read a look.
+#[derive(Debug, Default)]
+pub struct HotplugWatch {
+    /// The file as last settled: an unchanged file costs nothing more.
+    last_online: Option<CpuSet>,
+    /// Looks in a row that found the topology disagreeing with the file.
+    unsettled: u32,
+}
+
+impl HotplugWatch {
+    /// The file against `before` (the CPUs the topology in use has online); when they differ the
+    /// topology is read again from sysfs. The file is settled (not looked at again until it
+    /// changes) unless the look must be repeated: the re-read failed, or caught sysfs mid-change
+    /// (the kernel updates `online` before a CPU's own files; the rig's 2-node guest once had
+    /// `online` say 0-3 while node 1's cpulist still listed CPU 2 alone): then the next look
+    /// reads again until the two agree, at most [`HOTPLUG_UNSETTLED_LOOKS`] times in a row (a
+    /// topology that cannot be read likewise: logged at each of those looks, then left until the
+    /// file changes again).
+    pub fn look(&mut self, root: &Path, before: &CpuSet) -> Hotplug {
+        let path = root.join("sys/devices/system/cpu/online");
+        let Some(online) = std::fs::read_to_string(&path).ok().and_then(|t| CpuSet::parse_list(t.trim()).ok()) else {
+            return Hotplug::Same;
+        };
+        if self.last_online.as_ref() == Some(&online) {
+            return Hotplug::Same;
+        }
+        if online == *before {
+            self.settle(online);
+            return Hotplug::Same;
+        }
+        match Topology::from_sysfs(root) {
+            Ok(topo) => {
+                if topo.online_cpus() == online {
+                    self.settle(online);
+                } else {
+                    self.unsettle(online);
+                }
+                if topo.online_cpus() == *before {
+                    Hotplug::Same
+                } else {
+                    Hotplug::Changed(topo)
+                }
             }
-            Hotplug::Changed(topo)
+            Err(e) => {
+                self.unsettle(online.clone());
+                Hotplug::Unreadable { online, error: e.to_string() }
+            }
         }
-        Err(e) => {
-            *last_online = None;
-            Hotplug::Unreadable { online, error: e.to_string() }
+    }
+
+    fn settle(&mut self, online: CpuSet) {
+        self.last_online = Some(online);
+        self.unsettled = 0;
+    }
+
+    /// One more look that must be repeated; after [`HOTPLUG_UNSETTLED_LOOKS`] of them in a row
+    /// the file is settled as it is.
+    fn unsettle(&mut self, online: CpuSet) {
+        self.unsettled += 1;
+        if self.unsettled >= HOTPLUG_UNSETTLED_LOOKS {
+            self.settle(online);
+        } else {
+            self.last_online = None;
         }
+    }
+
+    /// Whether the file as last read is settled (not read again until it changes).
+    pub fn settled(&self) -> bool {
+        self.last_online.is_some()
     }
 }
 
@@ -263,9 +309,8 @@ pub struct LiveHost {
     topo_change: Option<Topology>,
     /// Topologies read again so far (CPU hotplug seen).
     topo_changes: u64,
-    /// `/sys/devices/system/cpu/online` as last read: the topology is looked at again only when
-    /// the file changes (a CPU sysfs lists without a node would otherwise re-read it every cycle).
-    last_online: Option<CpuSet>,
+    /// CPU hotplug: `/sys/devices/system/cpu/online` as last settled.
+    hotplug: HotplugWatch,
 }
 
 /// Adopted processes kept, count. Default 4096. Source: a choice, far above the launches a host
@@ -403,7 +448,7 @@ impl LiveHost {
             adopted: std::collections::BTreeMap::new(),
             topo_change: None,
             topo_changes: 0,
-            last_online: None,
+            hotplug: HotplugWatch::default(),
             topo,
             opts,
         };
@@ -423,7 +468,7 @@ impl LiveHost {
     /// kernel's mask within the online CPUs) for a process that had narrowed itself.
     fn follow_hotplug(&mut self) {
         let before = self.topo.online_cpus();
-        match reread_after_hotplug(&self.opts.root, &before, &mut self.last_online) {
+        match self.hotplug.look(&self.opts.root, &before) {
             Hotplug::Same => {}
             Hotplug::Changed(topo) => {
                 let by_node: Vec<String> =
@@ -434,19 +479,21 @@ impl LiveHost {
                     list_or_none(&topo.online_cpus()),
                     by_node.join(", ")
                 );
-                let online: Vec<u32> = topo.online_cpus().iter().collect();
-                self.signals.follow_cpus(&online);
                 self.topo = topo.clone();
                 self.topo_change = Some(topo);
                 self.topo_changes += 1;
             }
             Hotplug::Unreadable { online, error } => tracing::warn!(
                 "CPU hotplug: online CPUs {} -> {}, but the topology could not be read again ({error}); \
-                 keeping the old one (tried again next cycle)",
+                 keeping the old one (read again at the next cycles)",
                 list_or_none(&before),
                 list_or_none(&online)
             ),
         }
+        // The access sampler's per-CPU events on the CPUs online, every cycle (a slice compare
+        // when nothing changed), so a re-open that failed is tried again.
+        let on: Vec<u32> = self.topo.online_cpus().iter().collect();
+        self.signals.follow_cpus(&on);
     }
 
     /// Topologies read again after CPU hotplug since start.
@@ -822,6 +869,10 @@ impl Host for LiveHost {
 
     fn set_sampling_stretch(&mut self, stretch: u32) {
         self.signals.set_sampling_stretch(stretch);
+    }
+
+    fn sampling_stretch(&self) -> Option<u32> {
+        self.signals.sampling_stretch()
     }
 
     fn take_topology_change(&mut self) -> Option<Topology> {

@@ -566,15 +566,21 @@ impl Policy for Adaptive {
     }
 
     /// CPU hotplug (rule cpu-hotplug-fallback): a thread whose CPUs all went offline is moved by
-    /// the kernel to its cpuset's CPUs online at that moment (`select_fallback_rq` ->
-    /// `cpuset_cpus_allowed_fallback`; under cgroup v2 the effective CPUs, so the offline ones
-    /// are left out for good). For a process this policy had placed, that mask is the kernel's
-    /// answer to ours, not a pin by the program or an operator: the CPUs online after each change
-    /// count as one of its own masks (`tried_cpus`), so it is not "placed by someone else" and
-    /// can be placed again, on node 1 once node 1's CPUs are back (the rig's daemon-safety
-    /// scenario). A process that narrowed itself keeps its own mask and stays left alone.
+    /// the kernel (`select_fallback_rq`). Current kernels give it its cpuset's configured CPUs
+    /// under cgroup v2 (`cpuset_cpus_allowed_fallback`; the root's are every CPU, offline ones
+    /// included) or every possible CPU under v1, so its mask reads wide again once the CPUs are
+    /// back. Older kernels gave the cpuset's effective CPUs, those online at that moment, and a
+    /// v1 child cpuset has its CPUs trimmed by hotplug for good: then the mask stays narrower than
+    /// the process's nodes once the CPUs return. For a process this policy had placed, that mask
+    /// is the kernel's answer to ours, not a pin by the program or an operator: the CPUs online
+    /// while some are offline count as one of its own masks (`tried_cpus`), so it is not "placed
+    /// by someone else". A process that narrowed itself keeps its own mask and stays left alone.
     fn machine_changed(&mut self, model: &Model) {
         let online = model.topo.online_cpus();
+        // Every CPU back: no mask to take for the kernel's (a full one is never narrow).
+        if model.topo.cpus.iter().all(|c| online.contains(c.id)) {
+            return;
+        }
         for st in self.procs.values_mut().filter(|st| st.has_own_masks()) {
             st.remember_tried(&online);
         }
