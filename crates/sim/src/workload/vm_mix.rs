@@ -115,13 +115,13 @@
 //!   numapilot, advice + launch-holds        1.566 (cv 0.01%)  1.024   100% local, 0 pages moved
 //!   the same, the PMU sampling cost 0       1.571             -       (= hard-bind, VM by VM:
 //!                                                                     PROBE_SAMPLE_COST_NS=0 probe)
-//!   the same at the daemon's cadence,       1.567             1.024   the wait backs off after the
+//!   the same at the daemon's cadence,       1.568             1.025   the wait backs off after the
 //!     the sampling charged as the work is                             last arrival, the sampling
 //!     done (policy cadence.rs, sim host.rs,                           stretched with it (without
-//!     the default since 2026-11-28)                                   the stretch 1.566); charged
-//!                                                                     at each drain instead, a run
-//!                                                                     ending in a long wait had
-//!                                                                     read 1.570
+//!     the default since 2026-11-28)                                   stretch or density 1.566);
+//!                                                                     charged at each drain
+//!                                                                     instead, a run ending in a
+//!                                                                     long wait had read 1.570
 //!   numapilot, advice, VMs then managed
 //!     like any process (no launch-holds)    1.364             0.971   the balancer spreads the first
 //!                                                                     VMs' vCPUs over idle nodes the
