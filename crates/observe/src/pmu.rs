@@ -162,31 +162,19 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 /// The kernel's ioctl number encoding (`include/uapi/asm-generic/ioctl.h`): direction, size, type,
 /// number. PowerPC, MIPS and SPARC have their own direction values and a 13-bit size field
 /// (`arch/*/include/uapi/asm/ioctl.h`).
-#[cfg(any(
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc",
-    target_arch = "sparc64"
-))]
 mod ioc {
-    pub const NONE: libc::c_ulong = 1;
-    pub const WRITE: libc::c_ulong = 4;
-    pub const DIR_SHIFT: u32 = 29;
-}
-#[cfg(not(any(
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc",
-    target_arch = "sparc64"
-)))]
-mod ioc {
-    pub const NONE: libc::c_ulong = 0;
-    pub const WRITE: libc::c_ulong = 1;
-    pub const DIR_SHIFT: u32 = 30;
+    /// Whether this architecture has the PowerPC/MIPS/SPARC encoding.
+    const OWN: bool = cfg!(any(
+        target_arch = "powerpc",
+        target_arch = "powerpc64",
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ));
+    pub const NONE: libc::c_ulong = if OWN { 1 } else { 0 };
+    pub const WRITE: libc::c_ulong = if OWN { 4 } else { 1 };
+    pub const DIR_SHIFT: u32 = if OWN { 29 } else { 30 };
 }
 
 /// `_IOC(dir, type, nr, size)`.

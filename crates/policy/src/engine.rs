@@ -217,15 +217,7 @@ impl Engine {
         let finished = host.finished_moves();
         let sample = host.sample()?;
         let topology_change = host.take_topology_change().map(|topo| {
-            let list = |c: &numapilot_topology::CpuSet| if c.is_empty() { "none".into() } else { c.to_list() };
-            let nodes: Vec<String> =
-                topo.nodes.iter().map(|n| format!("node {}: CPUs {}", n.id, list(&n.cpus))).collect();
-            let what = format!(
-                "online CPUs {} -> {} ({})",
-                list(&self.model.topo.online_cpus()),
-                list(&topo.online_cpus()),
-                nodes.join(", ")
-            );
+            let what = topo.cpu_change_from(&self.model.topo.online_cpus());
             self.model.set_topology(topo);
             self.policy.machine_changed(&self.model);
             what

@@ -272,6 +272,16 @@ impl IdSet {
         Ok(set)
     }
 
+    /// [`IdSet::to_list`], with `none` for the empty set (for messages and logs, where an empty
+    /// string would read as a missing value).
+    pub fn to_list_or_none(&self) -> String {
+        if self.is_empty() {
+            "none".into()
+        } else {
+            self.to_list()
+        }
+    }
+
     /// Formats in the kernel's list form (`"0-3,8"`); the empty set is `""`.
     pub fn to_list(&self) -> String {
         let mut out = String::new();

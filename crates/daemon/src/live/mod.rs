@@ -173,15 +173,6 @@ pub struct RestoreReport {
     pub failed: Vec<String>,
 }
 
-/// A CPU list, or `none` for an empty one.
-fn list_or_none(cpus: &CpuSet) -> String {
-    if cpus.is_empty() {
-        "none".into()
-    } else {
-        cpus.to_list()
-    }
-}
-
 /// What one look at `/sys/devices/system/cpu/online` found ([`HotplugWatch::look`]).
 #[derive(Debug)]
 pub enum Hotplug {
@@ -307,8 +298,6 @@ pub struct LiveHost {
     /// A topology read again after CPU hotplug, not yet taken by the engine
     /// ([`Host::take_topology_change`]).
     topo_change: Option<Topology>,
-    /// Topologies read again so far (CPU hotplug seen).
-    topo_changes: u64,
     /// CPU hotplug: `/sys/devices/system/cpu/online` as last settled.
     hotplug: HotplugWatch,
 }
@@ -447,7 +436,6 @@ impl LiveHost {
             mover,
             adopted: std::collections::BTreeMap::new(),
             topo_change: None,
-            topo_changes: 0,
             hotplug: HotplugWatch::default(),
             topo,
             opts,
@@ -471,34 +459,21 @@ impl LiveHost {
         match self.hotplug.look(&self.opts.root, &before) {
             Hotplug::Same => {}
             Hotplug::Changed(topo) => {
-                let by_node: Vec<String> =
-                    topo.nodes.iter().map(|n| format!("node {}: CPUs {}", n.id, list_or_none(&n.cpus))).collect();
-                tracing::warn!(
-                    "CPU hotplug: online CPUs {} -> {}; topology read again ({})",
-                    list_or_none(&before),
-                    list_or_none(&topo.online_cpus()),
-                    by_node.join(", ")
-                );
+                tracing::warn!("CPU hotplug: {}; topology read again", topo.cpu_change_from(&before));
                 self.topo = topo.clone();
                 self.topo_change = Some(topo);
-                self.topo_changes += 1;
             }
             Hotplug::Unreadable { online, error } => tracing::warn!(
                 "CPU hotplug: online CPUs {} -> {}, but the topology could not be read again ({error}); \
                  keeping the old one (read again at the next cycles)",
-                list_or_none(&before),
-                list_or_none(&online)
+                before.to_list_or_none(),
+                online.to_list_or_none()
             ),
         }
         // The access sampler's per-CPU events on the CPUs online, every cycle (a slice compare
         // when nothing changed), so a re-open that failed is tried again.
         let on: Vec<u32> = self.topo.online_cpus().iter().collect();
         self.signals.follow_cpus(&on);
-    }
-
-    /// Topologies read again after CPU hotplug since start.
-    pub fn topology_changes(&self) -> u64 {
-        self.topo_changes
     }
 
     /// The options it runs with.

@@ -185,34 +185,26 @@ impl fmt::Display for SpecError {
             Problem::TooLarge => write!(f, "{w} number too large (largest accepted: {})", IdSet::MAX_ID),
             Problem::Backwards { lo, hi } => write!(f, "range {lo}-{hi} runs backwards"),
             Problem::Missing(id) => {
-                write!(f, "{w} {id} does not exist (online {ws}: {})", list_or_none(&self.existing))
+                write!(f, "{w} {id} does not exist (online {ws}: {})", self.existing.to_list_or_none())
             }
             Problem::NotAllowed(id) => write!(
                 f,
                 "{w} {id} is outside the {ws} this process may use ({}; --all lifts the cpuset restriction)",
-                list_or_none(&self.allowed)
+                self.allowed.to_list_or_none()
             ),
             Problem::RelativeOutOfRange { index } => write!(
                 f,
                 "relative {w} +{index} is out of range: {} allowed {ws} ({}), counted from +0",
                 self.allowed.len(),
-                list_or_none(&self.allowed)
+                self.allowed.to_list_or_none()
             ),
-            Problem::SelectsNothing => write!(f, "selects no {w} (allowed {ws}: {})", list_or_none(&self.allowed)),
+            Problem::SelectsNothing => write!(f, "selects no {w} (allowed {ws}: {})", self.allowed.to_list_or_none()),
             Problem::Device(why) => f.write_str(why),
         }
     }
 }
 
 impl std::error::Error for SpecError {}
-
-fn list_or_none(s: &IdSet) -> String {
-    if s.is_empty() {
-        "none".into()
-    } else {
-        s.to_list()
-    }
-}
 
 /// Parses `spec` against `domain`. `devices` resolves device forms (node specs only; `None` for
 /// CPU specs, where letters other than `all` are simply unparseable).
