@@ -1199,7 +1199,7 @@ mod fallback_tests {
         let (small, big, over) = (fill(16), fill(256), fill(8192));
         pin(None, &all);
         assert!(small > 0.0 && small < big, "more faults, fuller ring: {small} then {big}");
-        // 8192 records do not fit 64 kB: the ring reads full (the kernel writes its count of lost
+        // 8192 records (320 kB) do not fit 128 kB: the ring reads full (the kernel writes its count of lost
         // records once there is room again, so the next drain adds how many).
         assert!(over > 0.99, "an overflowed ring reads full: {over}");
     }

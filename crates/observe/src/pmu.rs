@@ -93,6 +93,29 @@ pub mod sample_bits {
     pub const SUPPORTED: u64 = IP | TID | TIME | ADDR | CPU | PERIOD | WEIGHT | DATA_SRC | PHYS_ADDR;
 }
 
+/// The sample type of the precise memory-access events (Intel PEBS load latency, AMD IBS op):
+/// who (pid/tid, CPU), when, which address (virtual and physical), how slow, served from where.
+pub const MEM_SAMPLE_TYPE: u64 = sample_bits::TID
+    | sample_bits::TIME
+    | sample_bits::ADDR
+    | sample_bits::CPU
+    | sample_bits::WEIGHT
+    | sample_bits::DATA_SRC
+    | sample_bits::PHYS_ADDR;
+
+/// Bytes one PERF_RECORD_SAMPLE of `sample_type` takes in a ring: the 8-byte header and 8 bytes
+/// per field (every field [`sample_bits::SUPPORTED`] names is one u64 or two u32s; the layout
+/// [`parse_sample`] reads).
+pub const fn sample_record_bytes(sample_type: u64) -> usize {
+    8 + 8 * (sample_type & sample_bits::SUPPORTED).count_ones() as usize
+}
+
+/// Records of `sample_type` one of the daemon's rings ([`RING_PAGES`] pages of `page_size`
+/// bytes) holds between two drains: 2,048 memory-access samples with 4 kB pages.
+pub const fn ring_records(sample_type: u64, page_size: usize) -> usize {
+    RING_PAGES * page_size / sample_record_bytes(sample_type)
+}
+
 /// `PERF_RECORD_LOST`.
 pub const PERF_RECORD_LOST: u32 = 2;
 /// `PERF_RECORD_SAMPLE`.
@@ -232,8 +255,8 @@ pub struct EventSpec {
 pub const PMU_PERIOD: u64 = 10_000;
 
 /// Default sample period of the page-fault fallback, faults per sample. Default 16. Source: a choice:
-/// first touch of 1 GiB is 262,144 faults, 16,384 records of 48 bytes (768 kB), which one drain per
-/// second of a 64 kB-per-CPU ring loses partly; 16 keeps a burst visible without flooding. What it
+/// first touch of 1 GiB is 262,144 faults, 16,384 records of 40 bytes (640 kB), which one drain per
+/// second of a 128 kB-per-CPU ring loses partly; 16 keeps a burst visible without flooding. What it
 /// prevents: a page-faulting workload making the daemon its busiest consumer.
 pub const PAGE_FAULT_PERIOD: u64 = 16;
 
@@ -299,7 +322,6 @@ pub fn detect(sys_root: &Path) -> Detection {
         }
         Err(e) => return Detection::Missing(format!("no PMU list ({}: {e}); access sampling off", devs.display())),
     };
-    let mem_sample = sample_bits::TID | sample_bits::TIME | sample_bits::ADDR | sample_bits::CPU | sample_bits::WEIGHT;
     for pmu in ["cpu_core", "cpu"] {
         let dir = devs.join(pmu);
         let Ok(ev) = std::fs::read_to_string(dir.join("events/mem-loads")) else { continue };
@@ -314,7 +336,7 @@ pub fn detect(sys_root: &Path) -> Detection {
                     config1,
                     config2,
                     precise_ip: 2,
-                    sample_type: mem_sample | sample_bits::DATA_SRC | sample_bits::PHYS_ADDR,
+                    sample_type: MEM_SAMPLE_TYPE,
                     period: PMU_PERIOD,
                 });
             }
@@ -332,7 +354,7 @@ pub fn detect(sys_root: &Path) -> Detection {
             config1: 0,
             config2: 0,
             precise_ip: 0,
-            sample_type: mem_sample | sample_bits::DATA_SRC | sample_bits::PHYS_ADDR,
+            sample_type: MEM_SAMPLE_TYPE,
             period: PMU_PERIOD,
         });
     }
@@ -646,13 +668,19 @@ pub struct Sampler {
     period: u64,
 }
 
-/// Data pages of each ring. Default 16 (64 kB with 4 kB pages). Source: arithmetic: 1,365 records of
-/// 48 bytes, per CPU per drain; at the PMU period of 10,000 loads and a CPU doing 10^9 loads/s that is
-/// 100,000 samples/s, so a 1 s drain would lose most of a saturated CPU's samples (the PMU still
-/// interrupts for each: losing them saves nothing). The daemon therefore keeps the rings' fill in a
-/// band by stretching the period (`DrainStats::max_fill`, `numapilot_policy::cadence`). What it prevents: pinning MBs of kernel
-/// memory per CPU (perf_event_mlock_kb is 516 kB per user by default).
-pub const RING_PAGES: usize = 16;
+/// Data pages of each ring. Default 32 (128 kB with 4 kB pages): 2,048 memory-access records of 64
+/// bytes (3,276 page-fault records of 40) per CPU between two drains ([`ring_records`]). Source:
+/// arithmetic and the simulator, which gives each thread this ring (`numapilot_sim::host::
+/// MAX_SAMPLES_PER_THREAD`): the cadence keeps the fullest ring between 1/8 and 1/2 full
+/// (`numapilot_policy::cadence`), so this size sets the samples the model gets per window, 256 to
+/// 1,024 a CPU. Measured 2026-11-28 (`probe article-4n96|ring-8n64c process-mix 0 3
+/// default,numapilot`, 3 seeds): 16 pages 1.222 / 1.176 x default, cv 0.88 / 1.84%; 32 pages
+/// 1.226 / 1.185, 0.61 / 1.52%; 64 pages 1.227 / 1.185, 0.49 / 1.52%. The PMU interrupts for every
+/// record whatever the ring holds, so a larger ring costs kernel memory, not sampling time.
+/// What it prevents: a ring so small the model sees too few samples per window to place a mix
+/// (16 pages), and pinning MBs of kernel memory per CPU (perf's own default is 512 kB + 1 page a
+/// CPU; `perf_event_mlock_kb` is 516 kB per unprivileged user): 128 kB x 288 CPUs is 36 MB.
+pub const RING_PAGES: usize = 32;
 
 impl Sampler {
     /// Opens `spec` on every CPU in `cpus` for all processes (pid -1). Any failure closes what was
@@ -943,6 +971,20 @@ mod tests {
         assert!(place_bits("config:0-3", 0x10, &mut c).is_err());
         assert!(place_bits("config9:0-3", 1, &mut c).is_err());
         assert!(place_bits("config:7-3", 1, &mut c).is_err());
+    }
+
+    /// The record size the simulator's buffer model is derived from is the one the parser reads:
+    /// a body one byte shorter is refused, and the full synthetic record's header says the same size.
+    #[test]
+    fn record_bytes_are_the_parsed_layout() {
+        let body = sample_record_bytes(MEM_SAMPLE_TYPE) - 8;
+        assert_eq!(body, 56);
+        assert!(parse_sample(MEM_SAMPLE_TYPE, &vec![0u8; body]).is_ok());
+        assert!(parse_sample(MEM_SAMPLE_TYPE, &vec![0u8; body - 1]).is_err());
+        let rec = synthetic(sample_bits::SUPPORTED);
+        assert_eq!(u16::from_ne_bytes([rec[6], rec[7]]) as usize, sample_record_bytes(sample_bits::SUPPORTED));
+        assert_eq!(ring_records(MEM_SAMPLE_TYPE, 4096), 2048);
+        assert_eq!(ring_records(EventSpec::page_faults(1).sample_type, 4096), 3276);
     }
 
     /// A synthetic ring piece: a PEBS-like sample with every field, a LOST record, an unknown record.

@@ -100,12 +100,17 @@ pub const CLOCK_TICKS: u64 = 100;
 /// sparse to see a thread's pages (100 000) and a sample volume no PMU buffer carries (100).
 pub const SAMPLE_PERIOD_LINES: f64 = 10_000.0;
 
-/// Cap on the access samples of one thread per sampling window. Default 4096: perf's default ring
-/// buffer is 512 KiB + 1 page per CPU (`perf_event_mlock_kb` = 516 for unprivileged users) and a
-/// memory sample record (ip, pid/tid, time, addr, phys_addr, weight, data_src) takes ~80-100
-/// bytes, so ~5 000-6 500 records fit before the reader must drain it, and 4 kHz for one second is
-/// 4 000. Bounds the sample volume (and the host's cost) like a real buffer, whatever the window.
-pub const MAX_SAMPLES_PER_THREAD: u64 = 4096;
+/// Cap on the access samples of one thread per sampling window: what one of the daemon's per-CPU
+/// rings holds between two drains, 2,048 memory-access records (`numapilot_observe::pmu::RING_PAGES`
+/// 32 pages of 4 kB, 64-byte records: `pmu::ring_records`). The simulator gives each thread the
+/// ring of the CPU it runs on (one thread per CPU in the benchmarks; threads sharing a CPU would
+/// share its ring, so oversubscribed runs get more samples than the daemon would). Derived, not
+/// tuned here: the density the cadence keeps (`numapilot_policy::cadence`, fill in
+/// `FILL_LOW..FILL_HIGH` of this) and so the samples per window and their cost follow the
+/// daemon's buffer. Until 2026-11-28 it was 4096 (perf's own 512 kB ring) while the daemon's rings
+/// held 1,024 records: the simulator sampled up to 4 x denser than the daemon could.
+pub const MAX_SAMPLES_PER_THREAD: u64 =
+    numapilot_observe::pmu::ring_records(numapilot_observe::pmu::MEM_SAMPLE_TYPE, 4096) as u64;
 
 /// Cost of one emulated precise access sample to the sampled thread, ns, charged as a stall
 /// (system time) per sample taken (emitted or dropped by the cap). Default 2000 (2 µs). An
@@ -113,8 +118,8 @@ pub const MAX_SAMPLES_PER_THREAD: u64 = 4096;
 /// the buffer plus perf's handler, amortised over the records it drains, bring it to the order of
 /// 1-3 µs per record; the kernel's own budget is of that order (`perf_event_max_sample_rate`
 /// 100 000/s at `perf_cpu_time_max_percent` 25% is 2.5 µs per sample, beyond which it logs
-/// "perf: interrupt took too long" and lowers the rate). At the cap (4096 samples per thread per
-/// 1 s window) that is 8.2 ms a second, 0.8% of a CPU. Prevents: numapilot getting its access
+/// "perf: interrupt took too long" and lowers the rate). At the cap (2,048 samples per thread per
+/// 1 s window) that is 4.1 ms a second, 0.4% of a CPU. Prevents: numapilot getting its access
 /// signal free while AutoNUMA pays for its hinting faults (unequal terms).
 pub const PMU_SAMPLE_COST_NS: u64 = 2_000;
 
@@ -391,7 +396,7 @@ impl SimHost {
                 if total > MAX_SAMPLES_PER_THREAD {
                     // Scaled down evenly, but every range the thread touched keeps at least one
                     // sample (a plain floor would drop a small shared buffer beside a big private
-                    // one: 2 x 4096 / 10 002 = 0); the excess that floor costs comes off the
+                    // one: 2 x 2048 / 10 002 = 0); the excess that floor costs comes off the
                     // largest count, so the cap still holds.
                     for w in &mut want[first..] {
                         w.2 = (w.2 * MAX_SAMPLES_PER_THREAD / total).max(1);
