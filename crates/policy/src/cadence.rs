@@ -23,7 +23,8 @@
 //!                     stretch = sampling_stretch(min(wait, last period as it turned out),
 //!                                                interval) = wait / interval, in 1..=64
 //!                               x density (1, 2, 4 ... 64: the last window's fill, turned
-//!                                 into a fill per interval at the base period, over FILL_HIGH:
+//!                                 into a fill per interval at the base period (per second
+//!                                 at least once two steps planned nothing), over FILL_HIGH:
 //!                                 doubled; under FILL_LOW: halved)
 //!                     host.set_sampling_stretch(stretch): sample period = base period x stretch
 //! ```
@@ -34,7 +35,12 @@
 //! for every record, those the full ring drops included. Keeping the fullest buffer between
 //! FILL_LOW and FILL_HIGH bounds the records per window, and so the cost, whatever the workload;
 //! the perf tool's frequency mode does it per event inside the kernel, at the price of samples
-//! whose weights differ (here one factor holds for every event, carried by the samples).
+//! whose weights differ (here one factor holds for every event, carried by the samples). While
+//! young processes are stepped every 100 ms a window is a tenth of a second, so a bound per
+//! window alone would let the sampler run at ten times the settled rate; once the policy has
+//! planned nothing for two steps the fill is measured per second at least
+//! ([`DENSITY_SPAN_MIN_NS`]), so the cost per second is bounded there too, while a policy that is
+//! acting (a placement being made) keeps the dense sampling its decisions need.
 //!
 //! A step after a whole wait sees about as many samples as one after the interval (a step that
 //! looks 15 s later sees about as many as one that looks after 1 s), so the model's evidence per
@@ -92,6 +98,25 @@ pub const FILL_HIGH: f64 = 0.5;
 /// direction lands inside the band, so a steady workload settles instead of oscillating. What
 /// it prevents: a workload that calmed down being sampled sparsely for good.
 pub const FILL_LOW: f64 = 0.125;
+
+/// Shortest span the density measures the sampling rate over, ns: the fill is turned into a
+/// fill per policy interval or per this span, whichever is longer. Default 1 s (the daemon's
+/// default `interval_ms`). Source: the cost bound: FILL_HIGH of a ring a second is 1,024
+/// memory-access samples a CPU (the daemon's 2,048-record ring), 0.2% of a CPU at ~2 us a sample
+/// (`numapilot_sim::host::PMU_SAMPLE_COST_NS`). What it prevents: young processes, stepped every
+/// 100 ms (`settle_interval_ms`), sampled ten times as densely, at ten times the cost, as the bound a
+/// settled machine keeps (the simulator's 288-core numa02_SMT: 4,000 samples a second a thread,
+/// 0.8% of its time, for the whole of its 2.4 s run). Applied only once two steps in a row
+/// planned nothing: measured per second from the start, the same run sampled its placement
+/// sparsely (50 samples a thread a window), moved threads in more steps and ran 2.54 s
+/// against 2.45 s (hard-bind 2.33 s); from the second quiet step, 2.44 s.
+pub const DENSITY_SPAN_MIN_NS: u64 = 1_000_000_000;
+
+/// Steps in a row that planned nothing before the density is measured per second
+/// ([`DENSITY_SPAN_MIN_NS`]). Default 2. Source: a choice: one quiet step can fall between two
+/// moves of one placement (a page move still running); two say the placement is made. What it
+/// prevents: sparse sampling while the policy is still deciding.
+pub const DENSITY_QUIET_STEPS: u32 = 2;
 
 /// CPU demand change on any node, CPUs, that counts as a load change for [`Backoff`]. Default
 /// 0.25 CPU. Source: a choice, the size of a quarter of one busy thread (the policy's own
@@ -189,9 +214,12 @@ impl Backoff {
     pub fn stretch_for(&mut self, wait_ns: u64, base_ns: u64) -> u32 {
         let t = sampling_stretch(wait_ns.min(self.last_period_ns.unwrap_or(wait_ns)), base_ns);
         if let Some((fill, window, then)) = self.last_fill.take().filter(|f| f.1 > 0) {
-            // The fill one policy interval at the base period gives; a stretch of t covers a
-            // wait of t intervals, so the density alone sets the coming window's fill.
-            let per_base = fill * f64::from(then) * base_ns as f64 / window as f64;
+            // The fill one policy interval (at least DENSITY_SPAN_MIN_NS) at the base period
+            // gives; a stretch of t covers a wait of t intervals, so the density alone sets the
+            // coming window's fill (under FILL_HIGH x the interval's share of the span).
+            let settled = self.since_action != u32::MAX && self.since_action >= DENSITY_QUIET_STEPS;
+            let span = if settled { base_ns.max(DENSITY_SPAN_MIN_NS) } else { base_ns };
+            let per_base = fill * f64::from(then) * span as f64 / window as f64;
             let at = |d: u32| per_base / f64::from(d);
             let mut d = self.density;
             while at(d) > FILL_HIGH && d < MAX_SAMPLING_STRETCH {
@@ -306,6 +334,31 @@ mod tests {
         assert_eq!(b.density(), 1);
         drive(&mut b, |_| 1e9, &[1.0; 3], 1.0);
         assert_eq!(b.density(), MAX_SAMPLING_STRETCH, "bounded");
+    }
+
+    #[test]
+    fn young_steps_sample_densely_while_the_policy_acts_and_within_the_per_second_bound_once_quiet() {
+        // A streamer filling its rings twice a second at the base period, stepped every 100 ms
+        // (young processes): three steps that plan an action, five quiet ones, one more action.
+        let ms = 1_000_000;
+        let topo = numapilot_topology::Topology::uniform(2, 4, 8 << 20, 20);
+        let model = Model::new(topo, numapilot_model::Tunables::default());
+        let mut b = Backoff::new(15_000);
+        let mut stretch = 1;
+        let mut run = Vec::new();
+        for planned in [1, 1, 1, 0, 0, 0, 0, 0, 1, 0] {
+            b.stepped(100 * ms);
+            let fill = 2.0 * 0.1 / f64::from(stretch);
+            b.sampled(fill);
+            let wait = b.next_wait_ns(100 * ms, &model, Some(planned));
+            assert_eq!(wait, 100 * ms, "not backed off within the holds");
+            stretch = b.stretch_for(wait, 100 * ms);
+            run.push(stretch);
+        }
+        // Acting, and the first quiet step: a window's fill (0.2) is in the band, base period.
+        // From the second quiet step: 2 rings a second is over FILL_HIGH a second, so 4 x
+        // sparser (0.5 a second). The next action snaps it back to the base period at once.
+        assert_eq!(run, [1, 1, 1, 1, 4, 4, 4, 4, 1, 1], "per step: {run:?}");
     }
 
     #[test]

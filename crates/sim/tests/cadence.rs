@@ -151,11 +151,15 @@ fn a_streamer_that_fills_the_buffers_is_sampled_less_densely_until_they_fit() {
         fills.push((sim.now_ns() as f64 / S as f64, report.access_fill));
     })
     .unwrap();
-    // Young, the process is stepped every 100 ms at the base period; settled, every second. Ten
-    // of those 100 ms windows would overfill a 1 s one (the premise), yet no window overfills:
-    // the first 1 s window is already sampled at the density it needs.
+    // Young, the process is stepped every 100 ms; settled, every second. Its first windows, at
+    // the base period, say that ten of them would overfill a 1 s one (the premise), yet no window
+    // overfills. Once two steps planned nothing the density holds the rate per second within the
+    // bound (ten 100 ms windows under FILL_HIGH: the cost of a young process's sampling is the
+    // settled one's), so the first 1 s window is already sampled at the density it needs.
+    let first = fills.iter().filter(|f| f.0 < 0.2).map(|f| f.1).fold(0.0, f64::max);
+    assert!(first * 10.0 > FILL_HIGH, "the premise: a 1 s window at the base period would overfill: {fills:?}");
     let young = fills.iter().filter(|f| f.0 > 0.5 && f.0 < 2.0).map(|f| f.1).fold(0.0, f64::max);
-    assert!(young * 10.0 > FILL_HIGH, "the premise: a 1 s window at the base period would overfill: {fills:?}");
+    assert!(young * 10.0 <= FILL_HIGH, "young and quiet, bounded per second: {fills:?}");
     assert!(fills.iter().all(|f| f.1 <= FILL_HIGH), "never over half full: {fills:?}");
     let late = fills.iter().filter(|f| f.0 > 20.0).map(|f| f.1).fold(0.0, f64::max);
     let low = fills.iter().filter(|f| f.0 > 20.0).map(|f| f.1).fold(f64::MAX, f64::min);

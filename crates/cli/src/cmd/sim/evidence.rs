@@ -92,12 +92,15 @@
 //! cost is left out): the mean's row fails by the sampling's cost, the cv's is a tie (0.01%
 //! against 0.01%; which side of it the strict target falls on moves with the fourth decimal).
 //!
-//! numaconnect-288c numa02_SMT (measured 2026-11-28): numapilot 2.45 s against hard-bind's 2.33 s,
-//! 1.050 x, fails "<= 1.05 x" in the fourth decimal. The run is 2.4 s long, every thread local
-//! from 1 s on, and what is left is the emulated PMU sampling (2 us per sample of 10 000 cache
-//! lines, `host::PMU_SAMPLE_COST_NS`): with that cost 0 it is 2.436 s, 1.044 x (`PROBE_SAMPLE_COST_NS=0
-//! probe numaconnect-288c numa02_SMT 60 3 hard-bind,numapilot`). It read 1.046 while the simulator
-//! charged samples only when a step drained them (the run's last window was free).
+//! numaconnect-288c numa02_SMT (measured 2026-11-28): numapilot 2.44 s against hard-bind's 2.33 s,
+//! 1.046 x. The run is 2.4 s long, every thread local from 1 s on, and what is left is the copy of
+//! the main thread's first touch and the emulated PMU sampling (2 us per sample of 10 000 cache
+//! lines, `host::PMU_SAMPLE_COST_NS`): with that cost 0 it is 2.436 s, 1.044 x
+//! (`PROBE_SAMPLE_COST_NS=0 probe numaconnect-288c numa02_SMT 60 3 hard-bind,numapilot`). It read
+//! 1.050 x (a FAIL in the fourth decimal) while a young process's 100 ms windows let the sampler run
+//! at ten times the settled rate after the placement was made (policy `cadence.rs`,
+//! `DENSITY_SPAN_MIN_NS`), and 1.046 while the simulator charged samples only when a step drained
+//! them (the run's last window was free).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
