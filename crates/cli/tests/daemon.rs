@@ -418,9 +418,8 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     d.wait_line("numapilot: started");
     let s = d.wait_status(|s| s["steps"].as_u64().unwrap() >= 1 || s["step_errors"].as_u64().unwrap() >= 3);
     assert!(s["steps"].as_u64().unwrap() >= 1, "no step: {s}");
-    // 60% of the roomiest node's free memory as the client measures it (MemFree: the daemon's
-    // status counts reclaimable page cache as free too, so after a build it reads GBs more): one
-    // request fits, a second while the first is promised does not (the whole machine holds less
+    // 60% of the roomiest node's free memory as the client measures it (MemFree + reclaimable
+    // page cache and slab, as the daemon's model counts it): one request fits, a second while the first is promised does not (the whole machine holds less
     // than two). Free memory can still fall under the request between the two measurements on a
     // shared machine, so a first request refused that way is made again, up to 3 times.
     let mut tries = 0;

@@ -52,7 +52,10 @@ pub fn measure(root: &Path, topo: &Topology, window: Option<Duration>) -> Result
             }
         }
         let free_cpus = if total == 0 { 0.0 } else { (idle as f64 / total as f64 * cpus as f64).min(cpus as f64) };
-        let mem_free_kb = nodes.iter().find(|s| s.node == n.id).and_then(|s| s.mem_free_kb()).unwrap_or(n.mem_free_kb);
+        // Free memory as the model counts it (MemFree + reclaimable page cache and slab), so the
+        // advice and the daemon's own view (status, the launch stage) agree.
+        let mem_free_kb =
+            nodes.iter().find(|s| s.node == n.id).and_then(|s| s.mem_free_reclaimable_kb()).unwrap_or(n.mem_free_kb);
         out.push(NodeFree { node: n.id, cpus, free_cpus, mem_free_bytes: mem_free_kb.saturating_mul(1024) });
     }
     Ok(out)

@@ -63,20 +63,33 @@ fn fixture_of_a_four_node_guest() {
     let t = Topology::from_sysfs(root).unwrap();
     let free = advise::measure(root, &t, None).unwrap();
     assert_eq!(free.len(), 4);
+    // The model over the same capture: advise's free memory is the model's (one definition).
+    let sample = numapilot_observe::Reader::new(root).sample().unwrap();
+    let mut model = numapilot_model::Model::new(t.clone(), numapilot_model::Tunables::default());
+    model.update(&sample);
+    let mut cache_kb = 0;
     for f in &free {
-        // MemFree straight from nodeN/meminfo.
+        // MemFree + Inactive(file) + SReclaimable straight from nodeN/meminfo (numad adds the
+        // first of the two; the kernel's MemAvailable counts both).
         let meminfo =
             std::fs::read_to_string(root.join(format!("sys/devices/system/node/node{}/meminfo", f.node))).unwrap();
-        let kb: u64 = meminfo
-            .lines()
-            .find(|l| l.contains("MemFree:"))
-            .and_then(|l| l.split_whitespace().nth(3))
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert_eq!(f.mem_free_bytes, kb * 1024);
+        let kb = |key: &str| -> u64 {
+            meminfo
+                .lines()
+                .find(|l| l.split_whitespace().nth(2) == Some(key))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .unwrap_or_else(|| panic!("node {}: no {key}", f.node))
+                .parse()
+                .unwrap()
+        };
+        let reclaimable = kb("Inactive(file):") + kb("SReclaimable:");
+        cache_kb += reclaimable;
+        assert_eq!(f.mem_free_bytes, (kb("MemFree:") + reclaimable).min(kb("MemTotal:")) * 1024, "node {}", f.node);
+        let n = model.nodes.iter().find(|n| n.node == f.node).unwrap();
+        assert_eq!(f.mem_free_bytes, n.mem_free_bytes, "node {}: advise and the model agree", f.node);
         assert!(f.free_cpus > 0.0 && f.free_cpus <= f.cpus as f64, "{f:?}");
     }
+    assert!(cache_kb > 0, "the capture has reclaimable memory, so MemFree alone would differ");
     let smallest = free.iter().map(|f| f.mem_free_bytes).min().unwrap();
     let a = advise::advise(&t, &free, 1.0, smallest).unwrap();
     assert_eq!(a.nodes.len(), 1);

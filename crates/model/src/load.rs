@@ -236,14 +236,9 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
 
         // Memory capacity.
         // Free = MemFree + the page cache and slab the kernel reclaims before it runs out
-        // (Inactive(file), SReclaimable), as the kernel's own MemAvailable estimate counts them
-        // (mm/show_mem.c si_mem_available); each only when the node's meminfo has it.
+        // (`NodeSample::mem_free_reclaimable_kb`: the one definition `advise` uses too).
         let total = ns.and_then(|n| n.meminfo.mem_total_kb()).unwrap_or(node.mem_total_kb);
-        let reclaimable = ns.map_or(0, |n| {
-            let get = |k: &str| n.meminfo.get(k).unwrap_or(0);
-            get("Inactive(file)").saturating_add(get("SReclaimable"))
-        });
-        let free = ns.and_then(|n| n.mem_free_kb()).unwrap_or(node.mem_free_kb).saturating_add(reclaimable).min(total);
+        let free = ns.and_then(|n| n.mem_free_reclaimable_kb()).unwrap_or(node.mem_free_kb).min(total);
         nl.mem_total_bytes = total.saturating_mul(1024);
         nl.mem_free_bytes = free.saturating_mul(1024);
         let (known, load) = if total > 0 { (true, 1.0 - free as f64 / total as f64) } else { (false, 0.0) };

@@ -321,6 +321,19 @@ impl NodeSample {
     pub fn mem_free_kb(&self) -> Option<u64> {
         self.meminfo.mem_free_kb()
     }
+
+    /// The node's free memory as numapilot counts it, kB: MemFree plus the page cache and slab
+    /// the kernel reclaims before it runs out (Inactive(file), SReclaimable; each when the node's
+    /// meminfo has it), at most MemTotal. The kernel's own MemAvailable estimate counts these
+    /// (mm/show_mem.c `si_mem_available`), and numad 20150602 counts MemFree + Inactive(file)
+    /// (numad.c `update_nodes`, `use_inactive_file_cache` on by default). One definition for the
+    /// model's memory capacity, `status` and `numapilot advise`: a machine whose memory is page
+    /// cache is not full. `None` without MemFree.
+    pub fn mem_free_reclaimable_kb(&self) -> Option<u64> {
+        let get = |k: &str| self.meminfo.get(k).unwrap_or(0);
+        let free = self.mem_free_kb()?.saturating_add(get("Inactive(file)")).saturating_add(get("SReclaimable"));
+        Some(self.meminfo.mem_total_kb().map_or(free, |t| free.min(t)))
+    }
 }
 
 /// PSI for the three resources; each `None` when the kernel has no PSI or it is switched off.

@@ -4,7 +4,8 @@
 //! later migration can match. The operator needs the node set, now, before the job exists.
 //!
 //! Approach (numad's `-w NCPUS[:MB]` semantics, numad.c `update_nodes`: free CPUs of a node are its
-//! CPUs' idle time over a short window, capped at its CPU count; free memory is the node's MemFree):
+//! CPUs' idle time over a short window, capped at its CPU count; free memory is the node's MemFree
+//! plus its reclaimable page cache and slab, as the model counts it: numad adds Inactive(file)):
 //! find the *smallest* set of nodes whose free CPUs and free memory both cover the request, the
 //! nodes of a set being the closest to each other by the distance table. For set size k = 1, 2, ...:
 //! for every starting node, the set is the start plus its k-1 nearest nodes (ties: more free
@@ -59,7 +60,8 @@ pub struct NodeFree {
     pub cpus: u32,
     /// Idle CPUs (idle + iowait time over the window), 0..=cpus.
     pub free_cpus: f64,
-    /// MemFree, bytes.
+    /// Free memory, bytes (MemFree + Inactive(file) + SReclaimable on a live host:
+    /// `NodeSample::mem_free_reclaimable_kb`).
     pub mem_free_bytes: u64,
 }
 

@@ -67,8 +67,9 @@
 //!   `/proc/PID/task` plus the `migrate_pages` syscall, and sets no memory policy (the 2012
 //!   version used a cpuset cgroup). Our `SetAffinity` (every thread) + `MigratePages`, with first
 //!   touch on the bound CPUs' nodes afterwards, is numad's own mechanism.
-//! - numad reads free CPU from `/proc/stat` idle time and free memory from node meminfo (counting
-//!   inactive file cache as free); we use the model's per-node CPU demand and `MemFree`.
+//! - numad reads free CPU from `/proc/stat` idle time and free memory from node meminfo (MemFree +
+//!   Inactive(file)); we use the model's per-node CPU demand and free memory (MemFree +
+//!   Inactive(file) + SReclaimable, `NodeSample::mem_free_reclaimable_kb`).
 //! - numad sizes nodes by node 0; we use the largest node (the same on the symmetric presets).
 //! - numad's early re-evaluation of a recently bound process on the busiest node, its 20%
 //!   magnitude bins among bound processes, its KVM vCPU thread count and its interleaved-memory
