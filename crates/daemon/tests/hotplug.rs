@@ -125,6 +125,43 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
 }
 
 #[test]
+fn a_cpu_online_before_its_node_lists_it_is_read_again_until_the_node_does() {
+    // Seen in the rig's 2-node guest bringing CPUs 2 and 3 back: `online` 0-3 and both CPUs'
+    // own files 1 while node 1's cpulist still said "2". Taken as settled (the per-CPU flags
+    // agreed with the file), node 1 kept one CPU for good and CPU 3 was never placed on again.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    copy_tree(&fixture(), &root);
+    offline_node1(&root);
+    let off = Topology::from_sysfs(&root).unwrap();
+    let mut w = HotplugWatch::default();
+    assert!(matches!(w.look(&root, &off.usable_cpus()), Hotplug::Same));
+    copy_tree(&fixture().join("sys/devices/system/cpu"), &root.join("sys/devices/system/cpu"));
+    write(&root, "sys/devices/system/node/node1/cpulist", "2\n");
+    // The kernel's cpuN/nodeM link (the capture left links out): how CPU 3's node is known
+    // while no cpulist names it.
+    std::os::unix::fs::symlink("../../node/node1", root.join("sys/devices/system/cpu/cpu3/node1")).unwrap();
+    let partial = match w.look(&root, &off.usable_cpus()) {
+        Hotplug::Changed(t) => t,
+        other => panic!("CPUs back not seen: {other:?}"),
+    };
+    assert_eq!(partial.online_cpus(), cpus("0-3"), "the per-CPU files say online");
+    assert_eq!(partial.usable_cpus(), cpus("0-2"), "node 1 names CPU 2 alone");
+    assert!(!w.settled(), "the node's list disagrees with the file: looked at again");
+    // Nothing changed yet: read again, the same partial view, not settled (within the bound).
+    assert!(matches!(w.look(&root, &partial.usable_cpus()), Hotplug::Same));
+    assert!(!w.settled());
+    write(&root, "sys/devices/system/node/node1/cpulist", "2-3\n");
+    let whole = match w.look(&root, &partial.usable_cpus()) {
+        Hotplug::Changed(t) => t,
+        other => panic!("CPU 3 listed by node 1 not seen: {other:?}"),
+    };
+    assert_eq!(whole.nodes.iter().find(|n| n.id == 1).unwrap().cpus, cpus("2-3"));
+    assert!(w.settled());
+    assert!(matches!(w.look(&root, &whole.usable_cpus()), Hotplug::Same));
+}
+
+#[test]
 fn a_topology_that_cannot_be_read_is_kept_and_tried_again() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");

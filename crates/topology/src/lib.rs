@@ -232,6 +232,15 @@ impl Topology {
         self.cpus.iter().filter(|c| c.online).map(|c| c.id).collect()
     }
 
+    /// Online CPUs that their node's CPU list names: the CPUs a thread can be placed on. The same
+    /// as [`Topology::online_cpus`] except when sysfs was read mid-hotplug: a CPU coming back
+    /// reads `online` 1 in its own file before its node's `cpulist` names it (the rig's 2-node
+    /// guest: node 1 read "2" with CPUs 2 and 3 both online), and such a CPU is not placeable yet.
+    pub fn usable_cpus(&self) -> CpuSet {
+        let listed = self.nodes.iter().fold(CpuSet::new(), |acc, n| acc.union(&n.cpus));
+        self.online_cpus().intersection(&listed)
+    }
+
     /// Union of the CPUs of the given nodes.
     pub fn cpus_of_nodes(&self, nodes: &NodeSet) -> CpuSet {
         self.nodes.iter().filter(|n| nodes.contains(n.id)).fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))

@@ -208,11 +208,14 @@ pub struct HotplugWatch {
 }
 
 impl HotplugWatch {
-    /// The file against `before` (the CPUs the topology in use has online); when they differ the
+    /// The file against `before` (the CPUs the topology in use can place on,
+    /// [`Topology::usable_cpus`]); when they differ the
     /// topology is read again from sysfs. The file is settled (not looked at again until it
     /// changes) unless the look must be repeated: the re-read failed, or caught sysfs mid-change
-    /// (the kernel updates `online` before a CPU's own files; the rig's 2-node guest once had
-    /// `online` say 0-3 while node 1's cpulist still listed CPU 2 alone): then the next look
+    /// (the kernel updates `online` before a CPU's own files, and a CPU's own `online` file
+    /// before its node's cpulist: the rig's 2-node guest had `online` and both CPUs' files say
+    /// 0-3 while node 1's cpulist still listed CPU 2 alone, and, compared on the per-CPU files
+    /// only, that topology was settled and CPU 3 never used again): then the next look
     /// reads again until the two agree, at most [`HOTPLUG_UNSETTLED_LOOKS`] times in a row (a
     /// topology that cannot be read likewise: logged at each of those looks, then left until the
     /// file changes again).
@@ -230,12 +233,14 @@ impl HotplugWatch {
         }
         match Topology::from_sysfs(root) {
             Ok(topo) => {
-                if topo.online_cpus() == online {
+                // Agreement is on the CPUs placeable: online in their own files and named by
+                // their node's cpulist (a CPU coming back reads online before its node lists it).
+                if topo.usable_cpus() == online {
                     self.settle(online);
                 } else {
                     self.unsettle(online);
                 }
-                if topo.online_cpus() == *before {
+                if topo.usable_cpus() == *before {
                     Hotplug::Same
                 } else {
                     Hotplug::Changed(topo)
@@ -455,7 +460,7 @@ impl LiveHost {
     /// refused), move a process's memory there, and take every thread's `sched_getaffinity` (the
     /// kernel's mask within the online CPUs) for a process that had narrowed itself.
     fn follow_hotplug(&mut self) {
-        let before = self.topo.online_cpus();
+        let before = self.topo.usable_cpus();
         match self.hotplug.look(&self.opts.root, &before) {
             Hotplug::Same => {}
             Hotplug::Changed(topo) => {
