@@ -159,7 +159,8 @@ impl Record {
     }
 
     /// The machine changed under the daemon before step `step` (CPU hotplug): `what` as the
-    /// engine describes it, `online` the CPUs online now.
+    /// engine describes it, `online` the CPUs online now that their nodes list
+    /// (`Topology::usable_cpus`: the CPUs the daemon places on).
     pub fn topology(step: u64, at_ns: u64, what: &str, online: &str) -> Self {
         Record {
             time: rfc3339_now(),

@@ -831,7 +831,7 @@ fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Jo
     if let Some(what) = &report.topology_change {
         s.topology_changes += 1;
         if let Some(j) = journal.as_deref_mut() {
-            let online = engine.model.topo.online_cpus().to_list_or_none();
+            let online = engine.model.topo.usable_cpus().to_list_or_none();
             write_journal(j, &Record::topology(step, report.at_ns, what, &online));
         }
     }

@@ -59,11 +59,11 @@ fn offlined_cpus_leave_the_topology_and_come_back_with_it() {
 
     // Nothing changed: nothing read again, however often it is asked.
     for _ in 0..3 {
-        assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+        assert!(matches!(w.look(&root, &start), Hotplug::Same));
     }
 
     offline_node1(&root);
-    let off = match w.look(&root, &start.online_cpus()) {
+    let off = match w.look(&root, &start) {
         Hotplug::Changed(t) => t,
         other => panic!("node 1 offline not seen: {other:?}"),
     };
@@ -71,12 +71,12 @@ fn offlined_cpus_leave_the_topology_and_come_back_with_it() {
     let node1 = off.nodes.iter().find(|n| n.id == 1).expect("node 1 keeps its memory, so it stays a node");
     assert!(node1.cpus.is_empty(), "node 1 has no CPU to place a thread on: {:?}", node1.cpus);
     // Seen once: the next look at the same file is free and finds nothing new.
-    assert!(matches!(w.look(&root, &off.online_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &off), Hotplug::Same));
 
     // Back online: the fixture's own files again.
     let back_root = dir.path().join("back");
     copy_tree(&fixture(), &back_root);
-    let back = match w.look(&back_root, &off.online_cpus()) {
+    let back = match w.look(&back_root, &off) {
         Hotplug::Changed(t) => t,
         other => panic!("CPUs back online not seen: {other:?}"),
     };
@@ -92,7 +92,7 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
     offline_node1(&root);
     let off = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
-    assert!(matches!(w.look(&root, &off.online_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &off), Hotplug::Same));
 
     // CPU 2 back first: `online` already says 0-3 (as the rig's guest once showed) while CPU 3
     // still reads offline.
@@ -103,7 +103,7 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
         &root.join("sys/devices/system/cpu/cpu2/topology"),
     );
     write(&root, "sys/devices/system/node/node1/cpulist", "2\n");
-    let partial = match w.look(&root, &off.online_cpus()) {
+    let partial = match w.look(&root, &off) {
         Hotplug::Changed(t) => t,
         other => panic!("CPU 2 back not seen: {other:?}"),
     };
@@ -116,12 +116,12 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
         &root.join("sys/devices/system/cpu/cpu3/topology"),
     );
     write(&root, "sys/devices/system/node/node1/cpulist", "2-3\n");
-    let whole = match w.look(&root, &partial.online_cpus()) {
+    let whole = match w.look(&root, &partial) {
         Hotplug::Changed(t) => t,
         other => panic!("CPU 3 back not seen after a mid-change read: {other:?}"),
     };
     assert_eq!(whole.online_cpus(), cpus("0-3"));
-    assert!(matches!(w.look(&root, &whole.online_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &whole), Hotplug::Same));
 }
 
 #[test]
@@ -135,13 +135,13 @@ fn a_cpu_online_before_its_node_lists_it_is_read_again_until_the_node_does() {
     offline_node1(&root);
     let off = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
-    assert!(matches!(w.look(&root, &off.usable_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &off), Hotplug::Same));
     copy_tree(&fixture().join("sys/devices/system/cpu"), &root.join("sys/devices/system/cpu"));
     write(&root, "sys/devices/system/node/node1/cpulist", "2\n");
     // The kernel's cpuN/nodeM link (the capture left links out): how CPU 3's node is known
     // while no cpulist names it.
     std::os::unix::fs::symlink("../../node/node1", root.join("sys/devices/system/cpu/cpu3/node1")).unwrap();
-    let partial = match w.look(&root, &off.usable_cpus()) {
+    let partial = match w.look(&root, &off) {
         Hotplug::Changed(t) => t,
         other => panic!("CPUs back not seen: {other:?}"),
     };
@@ -149,16 +149,51 @@ fn a_cpu_online_before_its_node_lists_it_is_read_again_until_the_node_does() {
     assert_eq!(partial.usable_cpus(), cpus("0-2"), "node 1 names CPU 2 alone");
     assert!(!w.settled(), "the node's list disagrees with the file: looked at again");
     // Nothing changed yet: read again, the same partial view, not settled (within the bound).
-    assert!(matches!(w.look(&root, &partial.usable_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &partial), Hotplug::Same));
     assert!(!w.settled());
     write(&root, "sys/devices/system/node/node1/cpulist", "2-3\n");
-    let whole = match w.look(&root, &partial.usable_cpus()) {
+    let whole = match w.look(&root, &partial) {
         Hotplug::Changed(t) => t,
         other => panic!("CPU 3 listed by node 1 not seen: {other:?}"),
     };
     assert_eq!(whole.nodes.iter().find(|n| n.id == 1).unwrap().cpus, cpus("2-3"));
     assert!(w.settled());
-    assert!(matches!(w.look(&root, &whole.usable_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &whole), Hotplug::Same));
+}
+
+#[test]
+fn a_cpu_gone_from_its_node_before_its_own_file_says_so_is_read_again() {
+    // Going offline the other way round: `online` and node 1's cpulist no longer name CPUs 2
+    // and 3 while their own `online` files (read after the cpulists) still say 1. The topology
+    // read then has them online (through the cpuN/node1 links) but on no node's list: usable
+    // agrees with the file, the per-CPU flags do not, and settling there would leave CPUs 2-3
+    // "online" for the policy's own-mask checks and the sampler until the file changed again.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    copy_tree(&fixture(), &root);
+    let start = Topology::from_sysfs(&root).unwrap();
+    let mut w = HotplugWatch::default();
+    assert!(matches!(w.look(&root, &start), Hotplug::Same));
+    for cpu in [2, 3] {
+        std::os::unix::fs::symlink("../../node/node1", root.join(format!("sys/devices/system/cpu/cpu{cpu}/node1")))
+            .unwrap();
+    }
+    write(&root, "sys/devices/system/node/node1/cpulist", "\n");
+    write(&root, "sys/devices/system/cpu/online", "0-1\n");
+    let partial = match w.look(&root, &start) {
+        Hotplug::Changed(t) => t,
+        other => panic!("node 1's CPUs leaving not seen: {other:?}"),
+    };
+    assert_eq!(partial.usable_cpus(), cpus("0-1"));
+    assert_eq!(partial.online_cpus(), cpus("0-3"), "their own files still say online");
+    assert!(!w.settled(), "the per-CPU files disagree with `online`: looked at again");
+    offline_node1(&root);
+    let whole = match w.look(&root, &partial) {
+        Hotplug::Changed(t) => t,
+        other => panic!("the per-CPU files catching up not seen: {other:?}"),
+    };
+    assert_eq!((whole.online_cpus(), whole.usable_cpus()), (cpus("0-1"), cpus("0-1")));
+    assert!(w.settled());
 }
 
 #[test]
@@ -172,7 +207,7 @@ fn a_topology_that_cannot_be_read_is_kept_and_tried_again() {
     // A required file that does not parse: the error names it, and the next look tries again.
     write(&root, "sys/devices/system/node/node0/distance", "ten\n");
     for _ in 0..2 {
-        match w.look(&root, &start.online_cpus()) {
+        match w.look(&root, &start) {
             Hotplug::Unreadable { online, error } => {
                 assert_eq!(online, cpus("0-1"));
                 assert!(error.contains("node0/distance"), "the error names the file: {error}");
@@ -181,7 +216,7 @@ fn a_topology_that_cannot_be_read_is_kept_and_tried_again() {
         }
     }
     write(&root, "sys/devices/system/node/node0/distance", "10 21\n");
-    assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Changed(_)));
+    assert!(matches!(w.look(&root, &start), Hotplug::Changed(_)));
 }
 
 #[test]
@@ -194,7 +229,7 @@ fn a_root_without_the_online_file_changes_nothing() {
     offline_node1(&root);
     std::fs::remove_file(root.join("sys/devices/system/cpu/online")).unwrap();
     let mut w = HotplugWatch::default();
-    assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &start), Hotplug::Same));
     assert!(!w.settled());
 }
 
@@ -208,12 +243,12 @@ fn a_change_the_per_cpu_files_do_not_show_yet_is_looked_at_again() {
     copy_tree(&fixture(), &root);
     let start = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
-    assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &start), Hotplug::Same));
     write(&root, "sys/devices/system/cpu/online", "0-1\n");
-    assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+    assert!(matches!(w.look(&root, &start), Hotplug::Same));
     assert!(!w.settled(), "not settled: the next look reads sysfs again");
     offline_node1(&root);
-    match w.look(&root, &start.online_cpus()) {
+    match w.look(&root, &start) {
         Hotplug::Changed(t) => assert_eq!(t.online_cpus(), cpus("0-1")),
         other => panic!("the change is seen once the per-CPU files show it: {other:?}"),
     }
@@ -230,7 +265,7 @@ fn cpus_the_file_lists_without_a_node_do_not_make_it_read_every_cycle() {
     let mut w = HotplugWatch::default();
     for _ in 0..HOTPLUG_UNSETTLED_LOOKS {
         assert!(!w.settled());
-        assert!(matches!(w.look(&root, &start.online_cpus()), Hotplug::Same));
+        assert!(matches!(w.look(&root, &start), Hotplug::Same));
     }
     assert!(w.settled(), "taken as it is after {HOTPLUG_UNSETTLED_LOOKS} looks: not read in full every cycle");
 }

@@ -110,10 +110,10 @@ pub const fn sample_record_bytes(sample_type: u64) -> usize {
     8 + 8 * (sample_type & sample_bits::SUPPORTED).count_ones() as usize
 }
 
-/// Records of `sample_type` one of the daemon's rings ([`RING_PAGES`] pages of `page_size`
-/// bytes) holds between two drains: 2,048 memory-access samples with 4 kB pages.
-pub const fn ring_records(sample_type: u64, page_size: usize) -> usize {
-    RING_PAGES * page_size / sample_record_bytes(sample_type)
+/// Records of `sample_type` one of the daemon's rings ([`RING_BYTES`]) holds between two
+/// drains: 2,048 memory-access samples (with 4 kB or 64 kB pages alike).
+pub const fn ring_records(sample_type: u64) -> usize {
+    RING_BYTES / sample_record_bytes(sample_type)
 }
 
 /// `PERF_RECORD_LOST`.
@@ -576,7 +576,7 @@ impl Drop for Ring {
 }
 
 impl Ring {
-    fn open(spec: &EventSpec, pid: i32, cpu: i32, data_pages: usize) -> Result<Ring, SignalError> {
+    fn open(spec: &EventSpec, pid: i32, cpu: i32) -> Result<Ring, SignalError> {
         let attr = spec.attr();
         // SAFETY: attr is a valid perf_event_attr of the size it declares.
         let fd = unsafe {
@@ -597,7 +597,7 @@ impl Ring {
         }
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let data_pages = data_pages.next_power_of_two();
+        let data_pages = ring_pages(page);
         let map_len = page * (1 + data_pages);
         // SAFETY: mapping a perf fd: 1 + 2^n pages, shared, read-write (so data_tail can be written).
         let base = unsafe {
@@ -668,19 +668,31 @@ pub struct Sampler {
     period: u64,
 }
 
-/// Data pages of each ring. Default 32 (128 kB with 4 kB pages): 2,048 memory-access records of 64
-/// bytes (3,276 page-fault records of 40) per CPU between two drains ([`ring_records`]). Source:
-/// arithmetic and the simulator, which gives each thread this ring (`numapilot_sim::host::
-/// MAX_SAMPLES_PER_THREAD`): the cadence keeps the fullest ring between 1/8 and 1/2 full
-/// (`numapilot_policy::cadence`), so this size sets the samples the model gets per window, 256 to
-/// 1,024 a CPU. Measured 2026-11-28 (`probe article-4n96|ring-8n64c process-mix 0 3
-/// default,numapilot`, 3 seeds): 16 pages 1.222 / 1.176 x default, cv 0.88 / 1.84%; 32 pages
-/// 1.226 / 1.185, 0.61 / 1.52%; 64 pages 1.227 / 1.185, 0.49 / 1.52%. The PMU interrupts for every
-/// record whatever the ring holds, so a larger ring costs kernel memory, not sampling time.
-/// What it prevents: a ring so small the model sees too few samples per window to place a mix
-/// (16 pages), and pinning MBs of kernel memory per CPU (perf's own default is 512 kB + 1 page a
-/// CPU; `perf_event_mlock_kb` is 516 kB per unprivileged user): 128 kB x 288 CPUs is 36 MB.
-pub const RING_PAGES: usize = 32;
+/// Data bytes of each ring. Default 128 kB (32 pages of 4 kB; with 64 kB pages, 2): 2,048
+/// memory-access records of 64 bytes (3,276 page-fault records of 40) per CPU between two drains
+/// ([`ring_records`]). Sized in bytes, not pages, so a 64 kB-page kernel (arm64, ppc64) does not
+/// pin 16 times as much. Source: arithmetic and the simulator, which gives each thread this ring
+/// (`numapilot_sim::host::MAX_SAMPLES_PER_THREAD`): the cadence keeps the fullest ring between 1/8
+/// and 1/2 full (`numapilot_policy::cadence`), so this size sets the samples the model gets per
+/// window, 256 to 1,024 a CPU. Measured 2026-11-28 (`probe article-4n96|ring-8n64c process-mix 0 3
+/// default,numapilot`, 3 seeds): 64 kB 1.222 / 1.176 x default, cv 0.88 / 1.84%; 128 kB 1.226 /
+/// 1.185, 0.61 / 1.52%; 256 kB 1.227 / 1.185, 0.49 / 1.52%. The PMU interrupts for every record
+/// whatever the ring holds, so a larger ring costs kernel memory, not sampling time. What it
+/// prevents: a ring so small the model sees too few samples per window to place a mix (64 kB), and
+/// pinning MBs of kernel memory per CPU (perf's own default is 512 kB + 1 page a CPU;
+/// `perf_event_mlock_kb` is 516 kB per unprivileged user): 128 kB x 288 CPUs is 36 MB.
+pub const RING_BYTES: usize = 128 << 10;
+
+/// Data pages of a ring of [`RING_BYTES`] with pages of `page_size` bytes: at least one, a power
+/// of two (perf's mmap takes 1 + 2^n pages).
+pub const fn ring_pages(page_size: usize) -> usize {
+    let p = RING_BYTES / page_size;
+    if p == 0 {
+        1
+    } else {
+        p.next_power_of_two()
+    }
+}
 
 impl Sampler {
     /// Opens `spec` on every CPU in `cpus` for all processes (pid -1). Any failure closes what was
@@ -689,7 +701,7 @@ impl Sampler {
         let mut rings = Vec::new();
         let mut on = Vec::new();
         for cpu in cpus {
-            rings.push(Ring::open(spec, -1, cpu as i32, RING_PAGES)?);
+            rings.push(Ring::open(spec, -1, cpu as i32)?);
             on.push(cpu);
         }
         Ok(Sampler { spec: spec.clone(), rings, scratch: Vec::new(), cpus: on, period: spec.period })
@@ -698,7 +710,7 @@ impl Sampler {
     /// Opens `spec` for one task (`pid`, any CPU), with inherit off: for tests and for sampling one
     /// process.
     pub fn open_task(spec: &EventSpec, pid: u32) -> Result<Sampler, SignalError> {
-        let ring = Ring::open(spec, pid as i32, -1, RING_PAGES)?;
+        let ring = Ring::open(spec, pid as i32, -1)?;
         Ok(Sampler {
             spec: spec.clone(),
             rings: vec![ring],
@@ -983,8 +995,13 @@ mod tests {
         assert!(parse_sample(MEM_SAMPLE_TYPE, &vec![0u8; body - 1]).is_err());
         let rec = synthetic(sample_bits::SUPPORTED);
         assert_eq!(u16::from_ne_bytes([rec[6], rec[7]]) as usize, sample_record_bytes(sample_bits::SUPPORTED));
-        assert_eq!(ring_records(MEM_SAMPLE_TYPE, 4096), 2048);
-        assert_eq!(ring_records(EventSpec::page_faults(1).sample_type, 4096), 3276);
+        assert_eq!(ring_records(MEM_SAMPLE_TYPE), 2048);
+        assert_eq!(
+            (ring_pages(4096), ring_pages(64 << 10), ring_pages(1 << 30)),
+            (32, 2, 1),
+            "128 kB whatever the page size"
+        );
+        assert_eq!(ring_records(EventSpec::page_faults(1).sample_type), 3276);
     }
 
     /// A synthetic ring piece: a PEBS-like sample with every field, a LOST record, an unknown record.

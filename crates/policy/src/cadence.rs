@@ -148,6 +148,9 @@ pub struct Backoff {
     last: Option<Seen>,
     /// Steps since the last one that planned an action (`u32::MAX`: none yet).
     since_action: u32,
+    /// Steps in a row that planned nothing and did not fail (the density's
+    /// [`DENSITY_QUIET_STEPS`]; unlike `since_action`, a host that never acted counts from 0).
+    quiet_run: u32,
     /// The time between the last two steps' starts as it turned out, ns ([`Backoff::stepped`]):
     /// shorter than the wait planned when a wake cut it short.
     last_period_ns: Option<u64>,
@@ -171,6 +174,7 @@ impl Backoff {
             quiet: 0,
             last: None,
             since_action: u32::MAX,
+            quiet_run: 0,
             last_period_ns: None,
             density: 1,
             last_fill: None,
@@ -217,7 +221,7 @@ impl Backoff {
             // The fill one policy interval (at least DENSITY_SPAN_MIN_NS) at the base period
             // gives; a stretch of t covers a wait of t intervals, so the density alone sets the
             // coming window's fill (under FILL_HIGH x the interval's share of the span).
-            let settled = self.since_action != u32::MAX && self.since_action >= DENSITY_QUIET_STEPS;
+            let settled = self.quiet_run >= DENSITY_QUIET_STEPS;
             let span = if settled { base_ns.max(DENSITY_SPAN_MIN_NS) } else { base_ns };
             let per_base = fill * f64::from(then) * span as f64 / window as f64;
             let at = |d: u32| per_base / f64::from(d);
@@ -249,6 +253,7 @@ impl Backoff {
             Some(n) if n > 0 => 0,
             _ => self.since_action.saturating_add(1),
         };
+        self.quiet_run = if planned == Some(0) { self.quiet_run.saturating_add(1) } else { 0 };
         let quiet = planned == Some(0)
             && self.since_action > model.tunables.hold_periods
             && self.last.as_ref().is_some_and(|(old_procs, old_loads)| {
@@ -338,8 +343,9 @@ mod tests {
 
     #[test]
     fn young_steps_sample_densely_while_the_policy_acts_and_within_the_per_second_bound_once_quiet() {
-        // A streamer filling its rings twice a second at the base period, stepped every 100 ms
-        // (young processes): three steps that plan an action, five quiet ones, one more action.
+        // A streamer filling its rings three times a second at the base period, stepped every
+        // 100 ms (young processes): three steps that plan an action, five quiet ones, one more
+        // action, one quiet.
         let ms = 1_000_000;
         let topo = numapilot_topology::Topology::uniform(2, 4, 8 << 20, 20);
         let model = Model::new(topo, numapilot_model::Tunables::default());
@@ -348,17 +354,31 @@ mod tests {
         let mut run = Vec::new();
         for planned in [1, 1, 1, 0, 0, 0, 0, 0, 1, 0] {
             b.stepped(100 * ms);
-            let fill = 2.0 * 0.1 / f64::from(stretch);
+            let fill = 3.0 * 0.1 / f64::from(stretch);
             b.sampled(fill);
             let wait = b.next_wait_ns(100 * ms, &model, Some(planned));
             assert_eq!(wait, 100 * ms, "not backed off within the holds");
             stretch = b.stretch_for(wait, 100 * ms);
             run.push(stretch);
         }
-        // Acting, and the first quiet step: a window's fill (0.2) is in the band, base period.
-        // From the second quiet step: 2 rings a second is over FILL_HIGH a second, so 4 x
-        // sparser (0.5 a second). The next action snaps it back to the base period at once.
-        assert_eq!(run, [1, 1, 1, 1, 4, 4, 4, 4, 1, 1], "per step: {run:?}");
+        // Acting, and the first quiet step: a window's fill (0.3) is in the band, base period.
+        // From the second quiet step: 3 rings a second is over FILL_HIGH a second, so 8 x
+        // sparser (0.375 a second). The next action measures per window again: halved while
+        // under FILL_LOW, back into the band at once (0.15 a window at 2).
+        assert_eq!(run, [1, 1, 1, 1, 8, 8, 8, 8, 2, 2], "per step: {run:?}");
+        // A host whose policy never acted (or whose steps fail) is no exception: quiet steps in a
+        // row count from the first one; a failed step starts the count again.
+        let mut b = Backoff::new(15_000);
+        let mut stretch = 1;
+        let mut run = Vec::new();
+        for planned in [Some(0), Some(0), Some(0), None, Some(0), Some(0)] {
+            b.stepped(100 * ms);
+            b.sampled(3.0 * 0.1 / f64::from(stretch));
+            let wait = b.next_wait_ns(100 * ms, &model, planned);
+            stretch = b.stretch_for(wait, 100 * ms);
+            run.push(stretch);
+        }
+        assert_eq!(run, [1, 8, 8, 2, 2, 8], "never acted, one failed step: {run:?}");
     }
 
     #[test]

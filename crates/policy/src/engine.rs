@@ -217,7 +217,7 @@ impl Engine {
         let finished = host.finished_moves();
         let sample = host.sample()?;
         let topology_change = host.take_topology_change().map(|topo| {
-            let what = topo.cpu_change_from(&self.model.topo.online_cpus());
+            let what = topo.cpu_change_from(&self.model.topo);
             self.model.set_topology(topo);
             self.policy.machine_changed(&self.model);
             what

@@ -309,17 +309,18 @@ fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back
         .unwrap_or_else(|| panic!("no topology line with CPUs 0-1 online: {topo:?}"));
     assert!(off["detail"].as_str().unwrap().contains("node 1: CPUs none"), "{off}");
     let off_step = off["step"].as_u64().unwrap();
-    // Back: the first line with CPUs 0-3 online may have caught node 1's cpulist before it named
-    // both CPUs (seen once: "node 1: CPUs 2"); the topology is then read again until it does.
-    let back: Vec<&&Value> =
-        topo.iter().filter(|r| r["action"]["online"] == "0-3" && r["step"].as_u64().unwrap() > off_step).collect();
-    let on =
-        back.first().unwrap_or_else(|| panic!("no topology line with CPUs 0-3 back after step {off_step}: {topo:?}"));
+    // Back: the first line after the offlining may have caught sysfs mid-change (seen once: node
+    // 1's cpulist "2" with both CPUs online, the journal's `online` the CPUs the nodes list); the
+    // topology is read again until it agrees, so the last line has both of node 1's CPUs.
+    let back: Vec<&&Value> = topo.iter().filter(|r| r["step"].as_u64().unwrap() > off_step).collect();
+    let on = back.first().unwrap_or_else(|| panic!("no topology line after step {off_step}: {topo:?}"));
     let last = back.last().unwrap();
+    assert_eq!(last["action"]["online"], "0-3", "CPUs 0-3 back in the end: {back:?}");
     assert!(
         last["detail"].as_str().unwrap().contains("node 1: CPUs 2-3"),
         "both of node 1's CPUs in the end: {back:?}"
     );
+    let last_step = last["step"].as_u64().unwrap();
     let on_step = on["step"].as_u64().unwrap();
     let cpus_of = |r: &Value| r["action"]["cpus"].as_str().map(cpu_list);
     for r in j.iter().filter(|r| r["event"] == "action") {
@@ -370,6 +371,13 @@ fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back
             && cpus_of(r).is_some_and(|c| !c.is_empty() && c.iter().all(|x| node1.contains(x)))),
         "no process placed on node 1 after its CPUs came back (step {on_step} on)"
     );
+    // Once the topology agrees, a placement on node 1 uses all of it (the fault: CPU 3 never
+    // used again, a new process given CPU 2 alone).
+    for r in j.iter().filter(|r| r["event"] == "action" && r["step"].as_u64().unwrap() >= last_step) {
+        if let Some(c) = cpus_of(r).filter(|c| !c.is_empty() && c.iter().all(|x| node1.contains(x))) {
+            assert_eq!(c, node1, "placed on part of node 1 from step {last_step} on: {r}");
+        }
+    }
     assert_eq!(ok(run, "daemon6-exit").trim(), "0");
     let log = run.section("daemon6-exit").unwrap().stderr();
     assert!(log.contains("CPU hotplug: online CPUs 0-3 -> 0-1"), "{log}");

@@ -101,8 +101,8 @@ pub const CLOCK_TICKS: u64 = 100;
 pub const SAMPLE_PERIOD_LINES: f64 = 10_000.0;
 
 /// Cap on the access samples of one thread per sampling window: what one of the daemon's per-CPU
-/// rings holds between two drains, 2,048 memory-access records (`numapilot_observe::pmu::RING_PAGES`
-/// 32 pages of 4 kB, 64-byte records: `pmu::ring_records`). The simulator gives each thread the
+/// rings holds between two drains, 2,048 memory-access records (`numapilot_observe::pmu::RING_BYTES`
+/// 128 kB, 64-byte records: `pmu::ring_records`). The simulator gives each thread the
 /// ring of the CPU it runs on (one thread per CPU in the benchmarks; threads sharing a CPU would
 /// share its ring, so oversubscribed runs get more samples than the daemon would). Derived, not
 /// tuned here: the density the cadence keeps (`numapilot_policy::cadence`, fill in
@@ -110,7 +110,7 @@ pub const SAMPLE_PERIOD_LINES: f64 = 10_000.0;
 /// daemon's buffer. Until 2026-11-28 it was 4096 (perf's own 512 kB ring) while the daemon's rings
 /// held 1,024 records: the simulator sampled up to 4 x denser than the daemon could.
 pub const MAX_SAMPLES_PER_THREAD: u64 =
-    numapilot_observe::pmu::ring_records(numapilot_observe::pmu::MEM_SAMPLE_TYPE, 4096) as u64;
+    numapilot_observe::pmu::ring_records(numapilot_observe::pmu::MEM_SAMPLE_TYPE) as u64;
 
 /// Cost of one emulated precise access sample to the sampled thread, ns, charged as a stall
 /// (system time) per sample taken (emitted or dropped by the cap). Default 2000 (2 µs). An

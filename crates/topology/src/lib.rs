@@ -216,13 +216,13 @@ impl Topology {
 
     /// How the online CPUs changed from `before` to this topology, with each node's CPUs now:
     /// `online CPUs 0-3 -> 0-1 (node 0: CPUs 0-1, node 1: CPUs none)` (CPU hotplug messages).
-    pub fn cpu_change_from(&self, before: &CpuSet) -> String {
+    pub fn cpu_change_from(&self, before: &Topology) -> String {
         let nodes: Vec<String> =
             self.nodes.iter().map(|n| format!("node {}: CPUs {}", n.id, n.cpus.to_list_or_none())).collect();
         format!(
             "online CPUs {} -> {} ({})",
-            before.to_list_or_none(),
-            self.online_cpus().to_list_or_none(),
+            before.usable_cpus().to_list_or_none(),
+            self.usable_cpus().to_list_or_none(),
             nodes.join(", ")
         )
     }

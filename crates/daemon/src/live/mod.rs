@@ -208,18 +208,19 @@ pub struct HotplugWatch {
 }
 
 impl HotplugWatch {
-    /// The file against `before` (the CPUs the topology in use can place on,
-    /// [`Topology::usable_cpus`]); when they differ the
-    /// topology is read again from sysfs. The file is settled (not looked at again until it
-    /// changes) unless the look must be repeated: the re-read failed, or caught sysfs mid-change
-    /// (the kernel updates `online` before a CPU's own files, and a CPU's own `online` file
-    /// before its node's cpulist: the rig's 2-node guest had `online` and both CPUs' files say
-    /// 0-3 while node 1's cpulist still listed CPU 2 alone, and, compared on the per-CPU files
-    /// only, that topology was settled and CPU 3 never used again): then the next look
-    /// reads again until the two agree, at most [`HOTPLUG_UNSETTLED_LOOKS`] times in a row (a
-    /// topology that cannot be read likewise: logged at each of those looks, then left until the
-    /// file changes again).
-    pub fn look(&mut self, root: &Path, before: &CpuSet) -> Hotplug {
+    /// The file against `before`, the topology in use; when they disagree the topology is read
+    /// again from sysfs. A topology agrees with the file when its online CPUs (their own
+    /// `online` files) and its usable ones ([`Topology::usable_cpus`]: online and listed by
+    /// their node) are both the file's CPUs. The file is settled (not looked at again until it
+    /// changes) unless the look must be repeated: the re-read failed, or caught sysfs mid-change.
+    /// sysfs is read file by file, so one read is no snapshot: going offline, a CPU leaves
+    /// `online` and its node's cpulist before its own file reads 0; coming back, the rig's 2-node
+    /// guest read `online` and both CPUs' own files 0-3 while node 1's cpulist still listed CPU 2
+    /// alone (compared on the per-CPU files only, that topology was settled and CPU 3 never used
+    /// again). Then the next looks read again until the two agree, at most
+    /// [`HOTPLUG_UNSETTLED_LOOKS`] times in a row (a topology that cannot be read likewise:
+    /// logged at each of those looks, then left until the file changes again).
+    pub fn look(&mut self, root: &Path, before: &Topology) -> Hotplug {
         let path = root.join("sys/devices/system/cpu/online");
         let Some(online) = std::fs::read_to_string(&path).ok().and_then(|t| CpuSet::parse_list(t.trim()).ok()) else {
             return Hotplug::Same;
@@ -227,20 +228,21 @@ impl HotplugWatch {
         if self.last_online.as_ref() == Some(&online) {
             return Hotplug::Same;
         }
-        if online == *before {
+        let agrees = |t: &Topology| t.online_cpus() == online && t.usable_cpus() == online;
+        // The topology in use already agrees (the first look, or the file back where it was),
+        // unless the last read caught sysfs mid-change: then it is read again.
+        if self.unsettled == 0 && agrees(before) {
             self.settle(online);
             return Hotplug::Same;
         }
         match Topology::from_sysfs(root) {
             Ok(topo) => {
-                // Agreement is on the CPUs placeable: online in their own files and named by
-                // their node's cpulist (a CPU coming back reads online before its node lists it).
-                if topo.usable_cpus() == online {
+                if agrees(&topo) {
                     self.settle(online);
                 } else {
                     self.unsettle(online);
                 }
-                if topo.usable_cpus() == *before {
+                if topo.online_cpus() == before.online_cpus() && topo.usable_cpus() == before.usable_cpus() {
                     Hotplug::Same
                 } else {
                     Hotplug::Changed(topo)
@@ -460,18 +462,17 @@ impl LiveHost {
     /// refused), move a process's memory there, and take every thread's `sched_getaffinity` (the
     /// kernel's mask within the online CPUs) for a process that had narrowed itself.
     fn follow_hotplug(&mut self) {
-        let before = self.topo.usable_cpus();
-        match self.hotplug.look(&self.opts.root, &before) {
+        match self.hotplug.look(&self.opts.root, &self.topo) {
             Hotplug::Same => {}
             Hotplug::Changed(topo) => {
-                tracing::warn!("CPU hotplug: {}; topology read again", topo.cpu_change_from(&before));
+                tracing::warn!("CPU hotplug: {}; topology read again", topo.cpu_change_from(&self.topo));
                 self.topo = topo.clone();
                 self.topo_change = Some(topo);
             }
             Hotplug::Unreadable { online, error } => tracing::warn!(
                 "CPU hotplug: online CPUs {} -> {}, but the topology could not be read again ({error}); \
                  keeping the old one (read again at the next cycles)",
-                before.to_list_or_none(),
+                self.topo.usable_cpus().to_list_or_none(),
                 online.to_list_or_none()
             ),
         }

@@ -125,6 +125,8 @@
 //!   the same, the sample buffer the daemon's 1.569             1.025   (was perf's 4,096 samples;
 //!     ring (2,048 records, sim host.rs)                               the daemon's ring doubled to
 //!                                                                     2,048 records with it)
+//!   the same, the density per second once  1.570             1.025
+//!     two steps planned nothing (cadence)
 //!   numapilot, advice, VMs then managed
 //!     like any process (no launch-holds)    1.364             0.971   the balancer spreads the first
 //!                                                                     VMs' vCPUs over idle nodes the

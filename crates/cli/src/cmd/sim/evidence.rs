@@ -87,7 +87,7 @@
 //! beating interleave's or hard-bind's would take a placer that ignores where memory is.
 //!
 //! The VM mix's VMs ask for nodes before they start (rule launch-advice, `workload/vm_mix.rs`);
-//! since 2026-11-28 numapilot places them as the clairvoyant hard-bind does (1.569 against 1.571 x
+//! since 2026-11-28 numapilot places them as the clairvoyant hard-bind does (1.570 against 1.571 x
 //! default per VM at the daemon's cadence, cv 0.01% both; 1.571 when the emulated PMU sampling
 //! cost is left out): the mean's row fails by the sampling's cost, the cv's is a tie (0.01%
 //! against 0.01%; which side of it the strict target falls on moves with the fourth decimal).
