@@ -29,6 +29,15 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// A copy of the fixture in a temporary directory (removed when the first value drops) and
+/// its root.
+fn copied_fixture() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    copy_tree(&fixture(), &root);
+    (dir, root)
+}
+
 fn write(root: &Path, rel: &str, text: &str) {
     std::fs::write(root.join(rel), text).unwrap();
 }
@@ -50,9 +59,7 @@ fn offline_node1(root: &Path) {
 
 #[test]
 fn offlined_cpus_leave_the_topology_and_come_back_with_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    let (dir, root) = copied_fixture();
     let start = Topology::from_sysfs(&root).unwrap();
     assert_eq!(start.online_cpus(), cpus("0-3"));
     let mut w = HotplugWatch::default();
@@ -86,9 +93,7 @@ fn offlined_cpus_leave_the_topology_and_come_back_with_it() {
 
 #[test]
 fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    let (_dir, root) = copied_fixture();
     offline_node1(&root);
     let off = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
@@ -129,9 +134,7 @@ fn a_cpu_online_before_its_node_lists_it_is_read_again_until_the_node_does() {
     // Seen in the rig's 2-node guest bringing CPUs 2 and 3 back: `online` 0-3 and both CPUs'
     // own files 1 while node 1's cpulist still said "2". Taken as settled (the per-CPU flags
     // agreed with the file), node 1 kept one CPU for good and CPU 3 was never placed on again.
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    let (_dir, root) = copied_fixture();
     offline_node1(&root);
     let off = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
@@ -168,9 +171,7 @@ fn a_cpu_gone_from_its_node_before_its_own_file_says_so_is_read_again() {
     // read then has them online (through the cpuN/node1 links) but on no node's list: usable
     // agrees with the file, the per-CPU flags do not, and settling there would leave CPUs 2-3
     // "online" for the policy's own-mask checks and the sampler until the file changed again.
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    let (_dir, root) = copied_fixture();
     let start = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
     assert!(matches!(w.look(&root, &start), Hotplug::Same));
@@ -184,23 +185,38 @@ fn a_cpu_gone_from_its_node_before_its_own_file_says_so_is_read_again() {
         Hotplug::Changed(t) => t,
         other => panic!("node 1's CPUs leaving not seen: {other:?}"),
     };
-    assert_eq!(partial.usable_cpus(), cpus("0-1"));
-    assert_eq!(partial.online_cpus(), cpus("0-3"), "their own files still say online");
+    // Handed over clipped to the file: CPUs 2-3 read offline although their own files say 1.
+    assert_eq!((partial.online_cpus(), partial.usable_cpus()), (cpus("0-1"), cpus("0-1")));
     assert!(!w.settled(), "the per-CPU files disagree with `online`: looked at again");
     offline_node1(&root);
-    let whole = match w.look(&root, &partial) {
+    assert!(matches!(w.look(&root, &partial), Hotplug::Same), "the clipped topology was already right");
+    assert!(w.settled(), "settled once the files agree");
+}
+
+#[test]
+fn going_offline_a_node_listing_a_cpu_its_own_file_calls_offline_is_not_placed_on() {
+    // CI's rig run: `online` 0-1 and CPU 2's own file 0 while node 1's cpulist still said "2".
+    let (_dir, root) = copied_fixture();
+    let start = Topology::from_sysfs(&root).unwrap();
+    let mut w = HotplugWatch::default();
+    assert!(matches!(w.look(&root, &start), Hotplug::Same));
+    offline_node1(&root);
+    write(&root, "sys/devices/system/node/node1/cpulist", "2\n");
+    let partial = match w.look(&root, &start) {
         Hotplug::Changed(t) => t,
-        other => panic!("the per-CPU files catching up not seen: {other:?}"),
+        other => panic!("node 1's CPUs leaving not seen: {other:?}"),
     };
-    assert_eq!((whole.online_cpus(), whole.usable_cpus()), (cpus("0-1"), cpus("0-1")));
+    let node1 = partial.nodes.iter().find(|n| n.id == 1).unwrap();
+    assert!(node1.cpus.is_empty(), "CPU 2 is offline by its own file: not placeable, {:?}", node1.cpus);
+    assert!(!w.settled(), "node 1's cpulist disagrees: looked at again");
+    write(&root, "sys/devices/system/node/node1/cpulist", "\n");
+    assert!(matches!(w.look(&root, &partial), Hotplug::Same));
     assert!(w.settled());
 }
 
 #[test]
 fn a_topology_that_cannot_be_read_is_kept_and_tried_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    let (_dir, root) = copied_fixture();
     let start = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
     offline_node1(&root);
@@ -221,9 +237,7 @@ fn a_topology_that_cannot_be_read_is_kept_and_tried_again() {
 
 #[test]
 fn a_root_without_the_online_file_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    let (_dir, root) = copied_fixture();
     let start = Topology::from_sysfs(&root).unwrap();
     std::fs::remove_file(root.join("sys/devices/system/cpu/online")).unwrap();
     offline_node1(&root);
@@ -236,29 +250,30 @@ fn a_root_without_the_online_file_changes_nothing() {
 #[test]
 fn a_change_the_per_cpu_files_do_not_show_yet_is_looked_at_again() {
     // Offlining: the kernel updates `online` before the CPU's own files say so (its device goes
-    // offline only once cpu_down returned). The first look reads the old topology; the next one,
-    // with the file unchanged, must read again.
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    // offline only once cpu_down returned). The first look reads the old per-CPU files: the
+    // topology is handed over clipped to the file at once (CPUs 2-3 not placed on), and the next
+    // look, with the file unchanged, reads again until the per-CPU files agree.
+    let (_dir, root) = copied_fixture();
     let start = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
     assert!(matches!(w.look(&root, &start), Hotplug::Same));
     write(&root, "sys/devices/system/cpu/online", "0-1\n");
-    assert!(matches!(w.look(&root, &start), Hotplug::Same));
+    let clipped = match w.look(&root, &start) {
+        Hotplug::Changed(t) => t,
+        other => panic!("the file's change is followed at once: {other:?}"),
+    };
+    assert_eq!((clipped.online_cpus(), clipped.usable_cpus()), (cpus("0-1"), cpus("0-1")));
     assert!(!w.settled(), "not settled: the next look reads sysfs again");
+    assert!(matches!(w.look(&root, &clipped), Hotplug::Same));
+    assert!(!w.settled());
     offline_node1(&root);
-    match w.look(&root, &start) {
-        Hotplug::Changed(t) => assert_eq!(t.online_cpus(), cpus("0-1")),
-        other => panic!("the change is seen once the per-CPU files show it: {other:?}"),
-    }
+    assert!(matches!(w.look(&root, &clipped), Hotplug::Same), "nothing new once the per-CPU files show it");
+    assert!(w.settled());
 }
 
 #[test]
 fn cpus_the_file_lists_without_a_node_do_not_make_it_read_every_cycle() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    let (_dir, root) = copied_fixture();
     let start = Topology::from_sysfs(&root).unwrap();
     // CPU 4 in `online` but nowhere else (no cpu4 directory, no node lists it).
     write(&root, "sys/devices/system/cpu/online", "0-4\n");

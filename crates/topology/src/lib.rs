@@ -241,6 +241,22 @@ impl Topology {
         self.online_cpus().intersection(&listed)
     }
 
+    /// Makes a topology read mid-hotplug conservative against `online`, the CPUs
+    /// `/sys/devices/system/cpu/online` lists: a CPU that file leaves out reads offline, and a
+    /// node lists only CPUs that read online. sysfs is read file by file, so during a hotplug
+    /// operation the three sources (`online`, a CPU's own file, its node's cpulist) can disagree;
+    /// after this no CPU any of them calls offline is placeable. Changes nothing on a topology
+    /// that agrees with the file.
+    pub fn clip_to_online(&mut self, online: &CpuSet) {
+        for c in &mut self.cpus {
+            c.online &= online.contains(c.id);
+        }
+        let on = self.online_cpus();
+        for n in &mut self.nodes {
+            n.cpus = n.cpus.intersection(&on);
+        }
+    }
+
     /// Union of the CPUs of the given nodes.
     pub fn cpus_of_nodes(&self, nodes: &NodeSet) -> CpuSet {
         self.nodes.iter().filter(|n| nodes.contains(n.id)).fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))

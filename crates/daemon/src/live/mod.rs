@@ -210,8 +210,9 @@ pub struct HotplugWatch {
 impl HotplugWatch {
     /// The file against `before`, the topology in use; when they disagree the topology is read
     /// again from sysfs. A topology agrees with the file when its online CPUs (their own
-    /// `online` files) and its usable ones ([`Topology::usable_cpus`]: online and listed by
-    /// their node) are both the file's CPUs. The file is settled (not looked at again until it
+    /// `online` files) and the CPUs its nodes list are both the file's CPUs; the topology handed
+    /// over is clipped to the file ([`Topology::clip_to_online`]), so what the policy places on
+    /// ([`Topology::usable_cpus`]) is online by every source. The file is settled (not looked at again until it
     /// changes) unless the look must be repeated: the re-read failed, or caught sysfs mid-change.
     /// sysfs is read file by file, so one read is no snapshot: going offline, a CPU leaves
     /// `online` and its node's cpulist before its own file reads 0; coming back, the rig's 2-node
@@ -228,7 +229,11 @@ impl HotplugWatch {
         if self.last_online.as_ref() == Some(&online) {
             return Hotplug::Same;
         }
-        let agrees = |t: &Topology| t.online_cpus() == online && t.usable_cpus() == online;
+        // The three sources agree: the CPUs online by their own files and those the nodes list
+        // are both the file's.
+        let agrees = |t: &Topology| {
+            t.online_cpus() == online && t.nodes.iter().fold(CpuSet::new(), |acc, n| acc.union(&n.cpus)) == online
+        };
         // The topology in use already agrees (the first look, or the file back where it was),
         // unless the last read caught sysfs mid-change: then it is read again.
         if self.unsettled == 0 && agrees(before) {
@@ -236,12 +241,17 @@ impl HotplugWatch {
             return Hotplug::Same;
         }
         match Topology::from_sysfs(root) {
-            Ok(topo) => {
+            Ok(mut topo) => {
+                // Judged on the read as it came (a disagreement means looking again), handed
+                // over clipped to the file, so no CPU any source calls offline is placed on
+                // meanwhile (CI's rig run: going offline, node 1's cpulist still named CPU 2,
+                // whose own file already said 0).
                 if agrees(&topo) {
-                    self.settle(online);
+                    self.settle(online.clone());
                 } else {
-                    self.unsettle(online);
+                    self.unsettle(online.clone());
                 }
+                topo.clip_to_online(&online);
                 if topo.online_cpus() == before.online_cpus() && topo.usable_cpus() == before.usable_cpus() {
                     Hotplug::Same
                 } else {
