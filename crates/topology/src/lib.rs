@@ -237,8 +237,12 @@ impl Topology {
     /// reads `online` 1 in its own file before its node's `cpulist` names it (the rig's 2-node
     /// guest: node 1 read "2" with CPUs 2 and 3 both online), and such a CPU is not placeable yet.
     pub fn usable_cpus(&self) -> CpuSet {
-        let listed = self.nodes.iter().fold(CpuSet::new(), |acc, n| acc.union(&n.cpus));
-        self.online_cpus().intersection(&listed)
+        self.online_cpus().intersection(&self.listed_cpus())
+    }
+
+    /// The CPUs the nodes' CPU lists name, together.
+    pub fn listed_cpus(&self) -> CpuSet {
+        self.nodes.iter().fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))
     }
 
     /// Makes a topology read mid-hotplug conservative against `online`, the CPUs

@@ -231,9 +231,7 @@ impl HotplugWatch {
         }
         // The three sources agree: the CPUs online by their own files and those the nodes list
         // are both the file's.
-        let agrees = |t: &Topology| {
-            t.online_cpus() == online && t.nodes.iter().fold(CpuSet::new(), |acc, n| acc.union(&n.cpus)) == online
-        };
+        let agrees = |t: &Topology| t.online_cpus() == online && t.listed_cpus() == online;
         // The topology in use already agrees (the first look, or the file back where it was),
         // unless the last read caught sysfs mid-change: then it is read again.
         if self.unsettled == 0 && agrees(before) {
