@@ -672,7 +672,7 @@ pub struct Sampler {
 /// memory-access records of 64 bytes (3,276 page-fault records of 40) per CPU between two drains
 /// ([`ring_records`]). Sized in bytes, not pages, so a 64 kB-page kernel (arm64, ppc64) does not
 /// pin 16 times as much. Source: arithmetic and the simulator, which gives each thread this ring
-/// (`numapilot_sim::host::MAX_SAMPLES_PER_THREAD`): the cadence keeps the fullest ring between 1/8
+/// (`numapilot_sim::host::MAX_SAMPLES_PER_CPU`): the cadence keeps the fullest ring between 1/8
 /// and 1/2 full (`numapilot_policy::cadence`), so this size sets the samples the model gets per
 /// window, 256 to 1,024 a CPU. Measured 2026-11-28 (`probe article-4n96|ring-8n64c process-mix 0 3
 /// default,numapilot`, 3 seeds): 64 kB 1.222 / 1.176 x default, cv 0.88 / 1.84%; 128 kB 1.226 /

@@ -24,8 +24,9 @@
 //!   accesses   precise memory-access sampling (PEBS load latency / IBS op / SPE), emulated:
 //!              bytes per (thread, range) since the last sample()   (engine: TaskRt::acc_win)
 //!                -> samples = bytes / 64 / SAMPLE_PERIOD_LINES, stochastically rounded
-//!                -> capped at MAX_SAMPLES_PER_THREAD per thread and window (scaled down evenly,
-//!                   each range the thread touched keeping at least one sample)
+//!                -> capped at MAX_SAMPLES_PER_CPU per CPU and window: the threads on one CPU
+//!                   share its ring, each scaled to its share of their samples (evenly over
+//!                   its ranges, each range it touched keeping at least one sample)
 //!                -> each sample on a resident region of the range, uniformly (so in proportion
 //!                   to the range's per-node counts), drawn with the host's seeded generator
 //!                -> aggregated per (thread, region): addr = the region's address in its owner's
@@ -100,16 +101,16 @@ pub const CLOCK_TICKS: u64 = 100;
 /// sparse to see a thread's pages (100 000) and a sample volume no PMU buffer carries (100).
 pub const SAMPLE_PERIOD_LINES: f64 = 10_000.0;
 
-/// Cap on the access samples of one thread per sampling window: what one of the daemon's per-CPU
+/// Cap on the access samples of one CPU per sampling window: what one of the daemon's per-CPU
 /// rings holds between two drains, 2,048 memory-access records (`numapilot_observe::pmu::RING_BYTES`
-/// 128 kB, 64-byte records: `pmu::ring_records`). The simulator gives each thread the
-/// ring of the CPU it runs on (one thread per CPU in the benchmarks; threads sharing a CPU would
-/// share its ring, so oversubscribed runs get more samples than the daemon would). Derived, not
+/// 128 kB, 64-byte records: `pmu::ring_records`). Threads on one CPU share its ring (the CPU a
+/// thread is on at the window's end stands for the window's; until 2026-11-29 each thread had a
+/// ring of its own, so oversubscribed runs got more samples than the daemon could). Derived, not
 /// tuned here: the density the cadence keeps (`numapilot_policy::cadence`, fill in
 /// `FILL_LOW..FILL_HIGH` of this) and so the samples per window and their cost follow the
 /// daemon's buffer. Until 2026-11-28 it was 4096 (perf's own 512 kB ring) while the daemon's rings
 /// held 1,024 records: the simulator sampled up to 4 x denser than the daemon could.
-pub const MAX_SAMPLES_PER_THREAD: u64 =
+pub const MAX_SAMPLES_PER_CPU: u64 =
     numapilot_observe::pmu::ring_records(numapilot_observe::pmu::MEM_SAMPLE_TYPE) as u64;
 
 /// Cost of one emulated precise access sample to the sampled thread, ns, charged as a stall
@@ -154,7 +155,7 @@ pub struct SimHost {
     /// The sampling period's multiple of [`SAMPLE_PERIOD_LINES`] for the current wait (the
     /// engine's sampling stretch, `numapilot_policy::cadence`; 1 when not backed off).
     stretch: u32,
-    /// The fullest thread's samples over the last window against [`MAX_SAMPLES_PER_THREAD`]
+    /// The fullest CPU's samples over the last window against [`MAX_SAMPLES_PER_CPU`]
     /// (the ring's fill, `Sample::access_fill`).
     fill: f64,
 }
@@ -373,8 +374,10 @@ impl SimHost {
         let rng = &mut self.srng;
         let period = SAMPLE_PERIOD_LINES * f64::from(self.stretch.max(1));
         let live = |p: usize| sim.prt[p].started && sim.prt[p].finish_ns.is_none();
-        // Samples per (task, range), stochastically rounded, then capped per task.
+        // Samples per (task, range), stochastically rounded; then capped per CPU.
         let mut want: Vec<(usize, u32, u64, u64)> = Vec::new();
+        // Per listed task: its entries in `want`, its total and its CPU.
+        let mut spans: Vec<(std::ops::Range<usize>, u64, u32)> = Vec::new();
         let mut i = 0;
         while i < window.len() {
             let t = window[i].0;
@@ -391,23 +394,36 @@ impl SimHost {
                     }
                 }
                 let total: u64 = want[first..].iter().map(|w| w.2).sum();
-                // The cap stands for one thread's share of a ring: how full it got.
-                self.fill = self.fill.max(total as f64 / MAX_SAMPLES_PER_THREAD as f64);
-                if total > MAX_SAMPLES_PER_THREAD {
-                    // Scaled down evenly, but every range the thread touched keeps at least one
-                    // sample (a plain floor would drop a small shared buffer beside a big private
-                    // one: 2 x 2048 / 10 002 = 0); the excess that floor costs comes off the
-                    // largest count, so the cap still holds.
-                    for w in &mut want[first..] {
-                        w.2 = (w.2 * MAX_SAMPLES_PER_THREAD / total).max(1);
-                    }
-                    let sum: u64 = want[first..].iter().map(|w| w.2).sum();
-                    if let Some(big) = want[first..].iter_mut().max_by_key(|w| w.2) {
-                        big.2 = big.2.saturating_sub(sum.saturating_sub(MAX_SAMPLES_PER_THREAD)).max(1);
-                    }
-                }
+                spans.push((first..want.len(), total, k.tasks[t].cpu));
             }
             i = j;
+        }
+        // The ring is the CPU's: the threads on one CPU share its MAX_SAMPLES_PER_CPU records, each
+        // keeping its share of what they sampled together (the CPU a thread is on now stands for
+        // the window's).
+        let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+        for &(_, total, cpu) in &spans {
+            *per_cpu.entry(cpu).or_default() += total;
+        }
+        self.fill = per_cpu.values().map(|&n| n as f64 / MAX_SAMPLES_PER_CPU as f64).fold(0.0, f64::max);
+        for (span, total, cpu) in spans {
+            let on_cpu = per_cpu[&cpu];
+            if on_cpu <= MAX_SAMPLES_PER_CPU {
+                continue;
+            }
+            let cap = (MAX_SAMPLES_PER_CPU * total / on_cpu).max(1);
+            // Scaled down evenly, but every range the thread touched keeps at least one sample (a
+            // plain floor would drop a small shared buffer beside a big private one:
+            // 2 x 2048 / 10 002 = 0); the excess that floor costs comes off the largest count, so
+            // the cap still holds.
+            let w = &mut want[span];
+            for x in w.iter_mut() {
+                x.2 = (x.2 * cap / total).max(1);
+            }
+            let sum: u64 = w.iter().map(|x| x.2).sum();
+            if let Some(big) = w.iter_mut().max_by_key(|x| x.2) {
+                big.2 = big.2.saturating_sub(sum.saturating_sub(cap)).max(1);
+            }
         }
         // Resident regions of sparse ranges, listed once (rejection sampling would mostly miss).
         let mut sparse: BTreeMap<u32, Vec<usize>> = BTreeMap::new();

@@ -4,7 +4,7 @@
 
 use numapilot_policy::cadence::{FILL_HIGH, FILL_LOW};
 use numapilot_sim::engine::{Machine, SimOptions};
-use numapilot_sim::host::{MAX_SAMPLES_PER_THREAD, PMU_SAMPLE_COST_NS};
+use numapilot_sim::host::{MAX_SAMPLES_PER_CPU, PMU_SAMPLE_COST_NS};
 use numapilot_sim::run::run_engine;
 use numapilot_sim::workload::{
     Access, FirstTouch, MemPolicySpec, Pattern, ProcessSpec, RegionSpec, Slice, Spec, ThreadGroup, Work,
@@ -102,9 +102,9 @@ fn a_quiet_machine_is_stepped_and_sampled_less_and_a_new_process_ends_the_wait()
     assert!(next - waiting_from < 15.0 - 1e-6, "the wait was cut short: {steps:?}");
     // Sampled less: the same placement, its threads stalled less, so more work done. At the 1 s
     // cadence the density keeps a streamer's window at FILL_LOW of its buffer or more: at least
-    // FILL_LOW x MAX_SAMPLES_PER_THREAD samples a second at PMU_SAMPLE_COST_NS each (0.05% of its
+    // FILL_LOW x MAX_SAMPLES_PER_CPU samples a second at PMU_SAMPLE_COST_NS each (0.05% of its
     // time with a 2,048-sample buffer); backed off to 15 s from 8 s on, well over half of that goes.
-    let floor = FILL_LOW * MAX_SAMPLES_PER_THREAD as f64 * PMU_SAMPLE_COST_NS as f64 / S as f64;
+    let floor = FILL_LOW * MAX_SAMPLES_PER_CPU as f64 * PMU_SAMPLE_COST_NS as f64 / S as f64;
     assert!(
         tp > tp_fixed * (1.0 + floor / 2.0),
         "throughput {tp} against {tp_fixed} ({:.5}; floor {floor:.5})",
@@ -132,7 +132,7 @@ fn while_backed_off_the_sampling_stall_falls_with_the_wait() {
 fn a_streamer_that_fills_the_buffers_is_sampled_less_densely_until_they_fit() {
     // One thread alone on the machine streaming its 256 MiB: at the base period its samples over
     // a 1 s window would fill more than half the per-thread buffer (the simulator's cap,
-    // MAX_SAMPLES_PER_THREAD), so the cadence's density keeps every window under FILL_HIGH.
+    // MAX_SAMPLES_PER_CPU), so the cadence's density keeps every window under FILL_HIGH.
     let machine = Machine::preset("autonuma-2s12c-24g").unwrap();
     let mut p = process("s", 0.0);
     p.threads[0].count = 1;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use numapilot_observe::{CommKind, Sample};
 use numapilot_policy::{Action, ActionKind, Host, Outcome, Reason, TaskRef};
 use numapilot_sim::engine::{Baseline, Machine, Sim, SimOptions};
-use numapilot_sim::host::{MAX_SAMPLES_PER_THREAD, PMU_SAMPLE_COST_NS, SAMPLE_PERIOD_LINES};
+use numapilot_sim::host::{MAX_SAMPLES_PER_CPU, PMU_SAMPLE_COST_NS, SAMPLE_PERIOD_LINES};
 use numapilot_sim::kernel::REGION_BYTES;
 use numapilot_sim::workload::{
     autonuma_bench, client_server, Access, FirstTouch, MemPolicySpec, Pattern, ProcessSpec, RegionSpec, Slice, Spec,
@@ -118,7 +118,7 @@ fn sample_counts_follow_the_bytes_and_are_capped() {
             let n: u64 = s.accesses.iter().filter(|a| a.tid == tid).map(|a| a.count as u64).sum();
             // One sample per SAMPLE_PERIOD_LINES lines (bytes_per_unit is 1: units are bytes).
             let want = (after[t] - before[t]) / 64.0 / SAMPLE_PERIOD_LINES;
-            assert!(want > 100.0 && want < MAX_SAMPLES_PER_THREAD as f64, "below the cap: {want}");
+            assert!(want > 100.0 && want < MAX_SAMPLES_PER_CPU as f64, "below the cap: {want}");
             assert!((n as f64 - want).abs() <= 0.02 * want + 8.0, "thread {t}: {n} samples for {want:.0} expected");
             per_thread.push(n);
         }
@@ -135,10 +135,41 @@ fn sample_counts_follow_the_bytes_and_are_capped() {
     for t in tasks {
         let tid = h.sim().kernel.tasks[t].tid;
         let n: u64 = s.accesses.iter().filter(|a| a.tid == tid).map(|a| a.count as u64).sum();
-        assert!(n <= MAX_SAMPLES_PER_THREAD && n + 2 >= MAX_SAMPLES_PER_THREAD, "thread {t}: {n}");
+        assert!(n <= MAX_SAMPLES_PER_CPU && n + 2 >= MAX_SAMPLES_PER_CPU, "thread {t}: {n}");
     }
 }
 
+#[test]
+fn threads_sharing_a_cpu_share_its_ring() {
+    // The daemon's rings are per CPU: two threads time-sharing CPU 0 fill one ring between them,
+    // while two threads on CPUs 0 and 1 fill one each. Over 3 s every thread samples far more than
+    // a ring holds, so the pair on one CPU gets one ring's worth, about half each, and the pair
+    // on two CPUs twice that.
+    let per_thread = |cpus: &str| {
+        let mut h = host_of(
+            &spec(vec![process("p", 2, 64 * MIB, FirstTouch::Threads, Slice::PerThread, Some(cpus))]),
+            Baseline::Default,
+        );
+        h.advance(3000 * MS);
+        let s = h.sample().unwrap();
+        assert!(s.access_fill > 1.0, "the window overflows the ring: {}", s.access_fill);
+        let k = &h.sim().kernel;
+        k.procs[0]
+            .tasks
+            .iter()
+            .map(|&t| {
+                let tid = k.tasks[t].tid;
+                s.accesses.iter().filter(|a| a.tid == tid).map(|a| a.count as u64).sum::<u64>()
+            })
+            .collect::<Vec<u64>>()
+    };
+    let shared = per_thread("0");
+    let apart = per_thread("0-1");
+    let cap = MAX_SAMPLES_PER_CPU;
+    assert!(shared.iter().sum::<u64>() <= cap && shared.iter().sum::<u64>() + 4 >= cap, "one ring: {shared:?}");
+    assert!(shared.iter().all(|&n| n.abs_diff(cap / 2) <= cap / 10), "about half each: {shared:?}");
+    assert!(apart.iter().all(|&n| n <= cap && n + 4 >= cap), "a ring each: {apart:?}");
+}
 #[test]
 fn shared_memory_has_one_physical_identity_in_both_processes() {
     let m = machine();
@@ -523,7 +554,7 @@ fn samples_the_cap_drops_are_still_charged() {
         m
     };
     let (sa, sb) = (per_tid(&a.sample().unwrap()), per_tid(&b.sample().unwrap()));
-    assert!(sb.values().all(|&n| n <= MAX_SAMPLES_PER_THREAD), "capped: {sb:?}");
+    assert!(sb.values().all(|&n| n <= MAX_SAMPLES_PER_CPU), "capped: {sb:?}");
     let short: u64 = sa.values().sum();
     let long: u64 = sb.values().sum();
     assert!(long < short * 20 / 2, "the cap held the long window's samples down: {long} vs {short}");
@@ -568,7 +599,7 @@ fn a_small_range_keeps_a_sample_when_the_cap_scales_a_thread_down() {
         let tid = h.sim().kernel.tasks[t].tid;
         let mine: Vec<_> = s.accesses.iter().filter(|a| a.tid == tid).collect();
         let n: u64 = mine.iter().map(|a| a.count as u64).sum();
-        assert!(n <= MAX_SAMPLES_PER_THREAD && n + 4 >= MAX_SAMPLES_PER_THREAD, "thread {t}: {n}");
+        assert!(n <= MAX_SAMPLES_PER_CPU && n + 4 >= MAX_SAMPLES_PER_CPU, "thread {t}: {n}");
         let small: u64 = mine.iter().filter(|a| a.addr >= small_base).map(|a| a.count as u64).sum();
         assert!(small >= 1, "thread {t}: no sample on the small buffer");
     }
