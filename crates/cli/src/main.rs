@@ -73,6 +73,15 @@ fn main() -> ExitCode {
         "numactl" => cmd::run::numactl_main(&args[1..]),
         "numastat" => cmd::stat::numastat_main(&args[1..]),
         _ => {
+            // numastat's attached `-s` node (`-s1`) for the subcommand too (`stat::attach_sort_values`).
+            let args = if args.get(1).is_some_and(|a| a == "stat") {
+                let mut a = args;
+                let rest = a.split_off(2);
+                a.extend(cmd::stat::attach_sort_values(rest));
+                a
+            } else {
+                args
+            };
             let cli = Cli::parse_from(args);
             match cli.command {
                 Command::Topo(a) => cmd::topo::run(a),

@@ -430,6 +430,30 @@ fn fixture_system_tables_equal_the_captured_numastat_output() {
 }
 
 #[test]
+fn the_subcommand_reads_an_attached_sort_node_as_numastat_does() {
+    // numastat's `-s1` sorts by node 1 (getopt's optional argument, attached only); `-s 1` sorts by
+    // the total with 1 a PID. `numapilot stat` takes both as the symlink does.
+    let link = numastat_link();
+    for fx in fixtures() {
+        let pid = std::fs::read_dir(fx.join("expected"))
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().into_string().ok())
+            .find_map(|n| n.strip_prefix("numastat-p-").and_then(|n| n.strip_suffix(".txt")).map(str::to_string))
+            .unwrap();
+        for args in [vec!["-s1", "-m"], vec!["-cs1", "-n"], vec!["-zs0", "-p", &pid], vec!["-s", &pid]] {
+            let numastat = run(Command::new(&link).env("NUMAPILOT_ROOT", &fx).args(&args));
+            assert!(numastat.status.success(), "{} numastat {args:?}: {}", fx.display(), text(&numastat.stderr));
+            let ours = run(Command::new(bin()).args(["stat", "--root"]).arg(&fx).args(&args));
+            assert!(ours.status.success(), "{} stat {args:?}: {}", fx.display(), text(&ours.stderr));
+            // The subcommand's -m leaves out numastat's "Token X not in hash table." lines.
+            let want: String =
+                text(&numastat.stdout).lines().filter(|l| !l.starts_with("Token ")).map(|l| format!("{l}\n")).collect();
+            assert_eq!(text(&ours.stdout), want, "{} numapilot stat {args:?}", fx.display());
+        }
+    }
+}
+
+#[test]
 fn json_carries_the_same_figures_as_the_tables() {
     let fx = fixtures().into_iter().find(|f| f.ends_with("rig-6.12-4node")).expect("4-node fixture");
     let pid = std::fs::read_dir(fx.join("expected"))

@@ -78,6 +78,58 @@ pub struct Args {
     pub targets: Vec<String>,
 }
 
+/// numastat's `-s` takes its node only attached (`-s1`, getopt's optional argument `s::`), while
+/// `-s 1` sorts by the total and makes 1 a PID. clap reads an attached short value only after `=`
+/// (`require_equals`, which keeps `-s 1` right), so before clap parses `numapilot stat`'s
+/// arguments an attached value gets its `=`: `-s1` -> `-s=1`, `-cs1` -> `-cs=1`. Clusters are read
+/// as getopt reads them: flags until `p` (the rest, or the next argument, is its value) or `s`;
+/// nothing after `--` is touched.
+pub fn attach_sort_values(args: Vec<OsString>) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip_next = false;
+    let mut operands = false;
+    for a in args {
+        if skip_next || operands {
+            skip_next = false;
+            out.push(a);
+            continue;
+        }
+        let Some(text) = a.to_str() else {
+            out.push(a);
+            continue;
+        };
+        if text == "--" {
+            operands = true;
+            out.push(a);
+            continue;
+        }
+        let Some(cluster) = text.strip_prefix('-').filter(|c| !c.is_empty() && !c.starts_with('-')) else {
+            out.push(a);
+            continue;
+        };
+        let mut rewritten = None;
+        for (i, c) in cluster.char_indices() {
+            match c {
+                'p' => {
+                    skip_next = i + 1 == cluster.len();
+                    break;
+                }
+                's' => {
+                    let rest = &cluster[i + 1..];
+                    if !rest.is_empty() && !rest.starts_with('=') {
+                        rewritten = Some(format!("-{}={rest}", &cluster[..=i]));
+                    }
+                    break;
+                }
+                'c' | 'm' | 'n' | 'v' | 'z' => {}
+                _ => break,
+            }
+        }
+        out.push(rewritten.map_or(a, OsString::from));
+    }
+    out
+}
+
 /// Runs `numapilot stat`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.threads {
@@ -259,6 +311,22 @@ mod tests {
         let c = run_cfg(&["-mp", "42"]);
         assert!(c.meminfo);
         assert_eq!(c.specs, vec!["42"]);
+    }
+
+    #[test]
+    fn the_subcommand_gets_attached_sort_values_as_numastat_reads_them() {
+        let f = |a: &[&str]| -> Vec<String> {
+            attach_sort_values(a.iter().map(OsString::from).collect())
+                .into_iter()
+                .map(|s| s.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(f(&["-s1", "-s", "2", "-s=3"]), ["-s=1", "-s", "2", "-s=3"]);
+        assert_eq!(f(&["-cs1", "-zv", "-ms0x1"]), ["-cs=1", "-zv", "-ms=0x1"]);
+        // -p's value, attached or next, is a pattern, whatever letters it has; so is all after --.
+        assert_eq!(f(&["-psshd", "-p", "-s1", "-cps1"]), ["-psshd", "-p", "-s1", "-cps1"]);
+        assert_eq!(f(&["--", "-s1"]), ["--", "-s1"]);
+        assert_eq!(f(&["--json", "-x1", "bash"]), ["--json", "-x1", "bash"]);
     }
 
     #[test]
