@@ -45,7 +45,7 @@ pub use parse::schedstat::SchedStat;
 pub use parse::stat::TaskStat;
 pub use parse::status::TaskStatus;
 pub use rate::{thread_cpu_rates, ThreadRate};
-pub use reader::{ReadOptions, Reader, SchedMode};
+pub use reader::{ReadOptions, Reader, SchedMode, Skipped};
 pub use sample::{
     AccessSample, CommKind, CommSample, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample, SharedMemory,
     ThreadSample,

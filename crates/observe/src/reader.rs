@@ -117,6 +117,16 @@ impl Default for ReadOptions {
     }
 }
 
+/// A process a read left out because one of its files did not parse
+/// ([`Reader::read_processes_skipping`]).
+#[derive(Debug)]
+pub struct Skipped {
+    /// The process.
+    pub pid: u32,
+    /// The file and what its parser said.
+    pub error: ReadError,
+}
+
 /// Reads the kernel's files under a root directory.
 #[derive(Debug, Clone)]
 pub struct Reader {
@@ -585,6 +595,21 @@ impl Reader {
         self.read_processes_with(pids, prev, self.want_sched()?)
     }
 
+    /// [`Reader::read_processes_since`] for a reader that must go on whatever one process shows:
+    /// a process one of whose files does not parse is left out, with its error, instead of
+    /// failing the read of all of them. What a process's files say is partly its own to choose
+    /// (its name, in every task's `sched` header), so for the daemon one odd process must not
+    /// stop the observation of the others. I/O errors other than a process going away still fail
+    /// the read: they say something about the system (out of file descriptors, /proc not
+    /// mounted), and leaving every process out would read as all of them gone.
+    pub fn read_processes_skipping(
+        &self,
+        pids: &[u32],
+        prev: &[Option<&ProcessSample>],
+    ) -> Result<(Vec<ProcessSample>, Vec<Skipped>), ReadError> {
+        self.read_processes_inner(pids, prev, self.want_sched()?, true)
+    }
+
     /// [`Reader::read_processes`] with the decision whether to read sched files already taken.
     fn read_processes_with(
         &self,
@@ -592,6 +617,18 @@ impl Reader {
         prev: &[Option<&ProcessSample>],
         sched: bool,
     ) -> Result<Vec<ProcessSample>, ReadError> {
+        self.read_processes_inner(pids, prev, sched, false).map(|(all, _)| all)
+    }
+
+    /// The read behind both: with `skip`, a process whose file does not parse is left out and
+    /// listed; without, the first error of any process is the answer.
+    fn read_processes_inner(
+        &self,
+        pids: &[u32],
+        prev: &[Option<&ProcessSample>],
+        sched: bool,
+        skip: bool,
+    ) -> Result<(Vec<ProcessSample>, Vec<Skipped>), ReadError> {
         let workers = match self.opts.workers {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()).min(ReadOptions::MAX_DEFAULT_WORKERS),
             n => n,
@@ -599,6 +636,7 @@ impl Reader {
         .min(pids.len().max(1));
         let next = AtomicUsize::new(0);
         let failure: Mutex<Option<ReadError>> = Mutex::new(None);
+        let skipped: Mutex<Vec<Skipped>> = Mutex::new(Vec::new());
         let work = || -> Vec<ProcessSample> {
             let mut s = Scratch::new(sched);
             let mut out = Vec::new();
@@ -608,6 +646,9 @@ impl Reader {
                 match self.process_with(&mut s, pid, prev.get(i).copied().flatten()) {
                     Ok(Some(p)) => out.push(p),
                     Ok(None) => {}
+                    Err(error @ ReadError::Parse { .. }) if skip => {
+                        skipped.lock().unwrap_or_else(|p| p.into_inner()).push(Skipped { pid, error });
+                    }
                     Err(e) => {
                         // Stop every worker: the first error is the answer.
                         next.store(pids.len(), Ordering::Relaxed);
@@ -635,7 +676,9 @@ impl Reader {
             return Err(e);
         }
         all.sort_unstable_by_key(|p| p.pid);
-        Ok(all)
+        let mut skipped = skipped.into_inner().unwrap_or_else(|p| p.into_inner());
+        skipped.sort_unstable_by_key(|x| x.pid);
+        Ok((all, skipped))
     }
 
     // ----- system-wide files -----------------------------------------------------------------------

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use numapilot_observe::{thread_cpu_rates, Reader, VmaKind};
+use numapilot_observe::{thread_cpu_rates, ReadOptions, Reader, SchedMode, VmaKind};
 
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -191,4 +191,41 @@ fn thread_affinity_by_syscall_equals_status() {
         }
     }
     assert!(full.threads.iter().all(|t| t.voluntary_ctxt_switches.is_some()));
+}
+
+/// Any process may name a thread with a newline (prctl(PR_SET_NAME)), and the kernel prints the
+/// raw name as the first line of the thread's `sched` file: "x\ncurrent_node=" makes the second
+/// line read like the NUMA block's. Reading such a process must work and leave its name alone (it
+/// failed the whole read, and so every daemon cycle, while that process lived).
+#[test]
+fn a_thread_named_like_a_sched_field_reads() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::spawn(move || {
+        let name = c"x\ncurrent_node=";
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+        let rc = unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0) };
+        assert_eq!(rc, 0);
+        tx.send(gettid()).unwrap();
+        let _ = stop_rx.recv();
+    });
+    let tid = rx.recv().unwrap();
+    let me = std::process::id();
+    let sched_file = format!("/proc/{me}/task/{tid}/sched");
+    let head = std::fs::read_to_string(&sched_file).ok();
+    let r = Reader::with_options("/", ReadOptions { sched: SchedMode::Always, ..ReadOptions::default() });
+    let p = r.read_process(me);
+    let _ = stop_tx.send(());
+    h.join().unwrap();
+    let p = p.expect("the read works").expect("this process exists");
+    let t = p.threads.iter().find(|t| t.tid == tid).expect("the named thread is read");
+    assert_eq!(t.stat.comm, "x\ncurrent_node=");
+    if let Some(text) = head {
+        assert!(
+            text.starts_with("x\ncurrent_node= ("),
+            "the kernel prints the raw name: {:?}",
+            &text[..40.min(text.len())]
+        );
+        assert!(t.sched.is_some(), "the sched file was there and parsed");
+    }
 }

@@ -110,3 +110,29 @@ fn a_zero_schedstat_never_keeps_a_stat() {
     let r2 = reader.read_processes_since(&[9311], &[Some(&r1)]).unwrap().remove(0);
     assert_eq!(utimes(&r2), vec![(9311, 5), (9313, 5), (9314, 5)]);
 }
+
+/// `read_processes_skipping`: a process whose file does not parse is left out with its error while
+/// the others are read; the strict reads fail on it, as the tools want (a format they do not know
+/// is an error, not a missing row). Two processes of the host fixture, 9311's stat truncated.
+#[test]
+fn a_process_whose_file_does_not_parse_is_skipped_not_the_read() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18");
+    let root = Root(std::env::temp_dir().join(format!("numapilot-since-skip-{}", std::process::id())));
+    for pid in ["9311", "9319"] {
+        copy_dir(&fixture.join("proc").join(pid), &root.0.join("proc").join(pid));
+    }
+    std::fs::write(root.0.join("proc/9311/task/9313/stat"), "9313 (a) R 1\n").unwrap();
+    let reader = Reader::with_options(&root.0, ReadOptions { numa_maps: false, ..ReadOptions::default() });
+    let err = reader.read_processes(&[9311, 9319]).unwrap_err().to_string();
+    assert!(err.contains("9313/stat"), "{err}");
+    let (read, skipped) = reader.read_processes_skipping(&[9311, 9319], &[]).unwrap();
+    assert_eq!(read.iter().map(|p| p.pid).collect::<Vec<_>>(), [9319]);
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0].pid, 9311);
+    assert!(skipped[0].error.to_string().contains("9313/stat"), "{}", skipped[0].error);
+    // An I/O error is about the system, not one process: still the answer.
+    let gone = root.0.join("proc/9319/task");
+    std::fs::remove_dir_all(&gone).unwrap();
+    std::fs::write(&gone, "").unwrap();
+    assert!(reader.read_processes_skipping(&[9311, 9319], &[]).is_err());
+}

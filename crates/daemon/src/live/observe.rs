@@ -286,6 +286,9 @@ struct Entry {
     /// The daemon changed this process (affinity or pages): read its threads and numa_maps next
     /// cycle whatever the tiers say ([`TieredObserver::refresh`]).
     refresh: bool,
+    /// One of its files did not parse at its last detail read ([`Reader::read_processes_skipping`]):
+    /// it is out of the sample until a read succeeds, and the log said so once.
+    unreadable: bool,
 }
 
 /// Counts of the last cycle, for the daemon's metrics and the cost example.
@@ -310,6 +313,9 @@ pub struct TierStats {
     pub maps_deferred: usize,
     /// Processes skipped (kernel threads, excluded, too small).
     pub skipped: usize,
+    /// Processes left out of this cycle's sample because one of their files did not parse (what
+    /// a process shows is partly its own to choose, its name in every `sched` header).
+    pub unreadable: usize,
     /// Processes whose stat was not read this cycle: long idle, not their turn
     /// ([`TierOptions::idle_after_ms`]); their last read is carried.
     pub stat_rested: usize,
@@ -765,6 +771,7 @@ impl TieredObserver {
                     last: None,
                     lent: false,
                     lent_maps: None,
+                    unreadable: false,
                     detail_ticks: 0,
                     maps_ns: 0,
                     maps_rss_kb: 0,
@@ -886,12 +893,13 @@ impl TieredObserver {
         // the reader's workers from `PARALLEL_DETAILS_FROM`); the first cycle every process.
         let entries = &self.entries;
         let readers = (&self.parallel, &self.with_maps, &self.threads_only_par, &self.threads_only, &self.maps_only);
+        // A process one of whose files does not parse is left out (and listed), not the cycle.
         let read_details = || -> Result<_, ReadError> {
             let (parallel, with_maps, threads_par, threads_one, maps_only) = readers;
-            let both = if want_both.len() > PARALLEL_FROM {
-                parallel.read_processes(&want_both)?
+            let (both, mut bad) = if want_both.len() > PARALLEL_FROM {
+                parallel.read_processes_skipping(&want_both, &[])?
             } else {
-                with_maps.read_processes(&want_both)?
+                with_maps.read_processes_skipping(&want_both, &[])?
             };
             let prev: Vec<Option<&ProcessSample>> = want_threads
                 .iter()
@@ -899,15 +907,31 @@ impl TieredObserver {
                 .map(|(pid, &s)| if s { entries.get(pid).and_then(|e| e.last.as_ref()) } else { None })
                 .collect();
             let reader = if want_threads.len() >= PARALLEL_DETAILS_FROM { threads_par } else { threads_one };
-            let thr = reader.read_processes_since(&want_threads, &prev)?;
-            let mp = maps_only.read_processes(&want_maps)?;
-            Ok((both, thr, mp))
+            let (thr, bad_threads) = reader.read_processes_skipping(&want_threads, &prev)?;
+            let (mp, bad_maps) = maps_only.read_processes_skipping(&want_maps, &[])?;
+            bad.extend(bad_threads);
+            bad.extend(bad_maps);
+            Ok((both, thr, mp, bad))
         };
-        let (both, thr, mp) = read_details()?;
+        let (both, thr, mp, bad) = read_details()?;
+        for x in &bad {
+            let Some(e) = self.entries.get_mut(&x.pid) else { continue };
+            if !e.unreadable {
+                tracing::warn!(
+                    "process {}: left out of the observation until its files read again: {}",
+                    x.pid,
+                    x.error
+                );
+            }
+            e.unreadable = true;
+            e.last = None;
+        }
+        stats.unreadable = bad.len();
         stats.threads_read = both.len() + thr.len();
         stats.maps_read = both.len() + mp.len();
         for p in both {
             if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
+                e.unreadable = false;
                 e.detail_ticks = p.stat.cpu_ticks();
                 // First read: dated back by up to the period of its next age refresh (see
                 // `stagger`), which only ever brings that refresh forward.
@@ -926,6 +950,7 @@ impl TieredObserver {
         }
         for mut p in thr {
             if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
+                e.unreadable = false;
                 e.detail_ticks = p.stat.cpu_ticks();
                 if let Some(old) = e.last.take() {
                     p.numa_maps = old.numa_maps;
@@ -987,6 +1012,45 @@ impl TieredObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let dest = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_dir(&e.path(), &dest);
+            } else {
+                std::fs::copy(e.path(), dest).unwrap();
+            }
+        }
+    }
+
+    /// A process one of whose files does not parse is left out of the sample, once in the log,
+    /// and the other processes are observed; when its files read again it is back. (One such
+    /// process failed every cycle's observation while it lived.) On a copy of the host fixture
+    /// (processes 9311 and 9319), 9311's thread 9313 with a truncated stat.
+    #[test]
+    fn a_process_whose_file_does_not_parse_is_left_out_not_the_cycle() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18");
+        let root = std::env::temp_dir().join(format!("numapilot-observe-unreadable-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        copy_dir(&fixture, &root);
+        let opts = LiveOptions { root: root.clone(), ..LiveOptions::default() };
+        let mut o = TieredObserver::new(&opts, &TierOptions::default());
+        let stat = root.join("proc/9311/task/9313/stat");
+        let good = std::fs::read_to_string(&stat).unwrap();
+        std::fs::write(&stat, "9313 (a) R 1\n").unwrap();
+        let pids = |s: &Sample| s.processes.iter().map(|p| p.pid).collect::<Vec<_>>();
+        let s1 = o.sample(&opts, 1_000_000_000).expect("one unreadable process does not fail the cycle");
+        assert_eq!(pids(&s1), [9319]);
+        assert_eq!(o.stats.unreadable, 1);
+        std::fs::write(&stat, good).unwrap();
+        let s2 = o.sample(&opts, 2_000_000_000).unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(pids(&s2), [9311, 9319], "read again once its files parse");
+        assert_eq!(o.stats.unreadable, 0);
+    }
 
     fn due(age: u64, pid: u32, rss_kb: u64) -> Refresh {
         Refresh { age, pid, rss_kb, threads: false, since: false }

@@ -76,6 +76,9 @@ pub struct SchedInfo {
     pub numa: Option<SchedNuma>,
 }
 
+/// Bytes of a task's comm at most (`TASK_COMM_LEN` 16 with its NUL, include/linux/sched.h).
+const COMM_MAX_BYTES: usize = 15;
+
 /// Parses a sched file.
 pub fn parse_sched(input: &str) -> Result<SchedInfo, ParseError> {
     let k = FileKind::Sched;
@@ -89,12 +92,15 @@ pub fn parse_sched(input: &str) -> Result<SchedInfo, ParseError> {
     let mut total_faults = None;
     let mut current = None;
     let mut faults = Vec::new();
-    for (i, line) in input.lines().enumerate() {
+    // The header, "comm (pid, #threads: N)" and a rule of 67 dashes under it: comm is free text of
+    // up to 15 bytes (TASK_COMM_LEN - 1) that any process may set (prctl(PR_SET_NAME)), newlines
+    // included, so it may span lines and read like the fields below ("x\ncurrent_node=").
+    // Everything up to the first line of more dashes than a comm can hold is header; without such
+    // a rule, line 1.
+    let body =
+        input.lines().position(|l| l.len() > COMM_MAX_BYTES && l.bytes().all(|b| b == b'-')).map_or(1, |i| i + 1);
+    for (i, line) in input.lines().enumerate().skip(body) {
         let n = i + 1;
-        if n == 1 {
-            // "comm (pid, #threads: N)": comm is free text; nothing to take from it.
-            continue;
-        }
         if let Some(rest) = line.strip_prefix("numa_faults ") {
             faults.push(parse_faults(rest, n, line)?);
             continue;
@@ -208,6 +214,19 @@ mod tests {
         assert_eq!(numa.current_node, 0);
         assert_eq!(numa.faults.len(), 1);
         assert_eq!(numa.faults[0].node, 0);
+    }
+
+    #[test]
+    fn a_name_with_newlines_stays_in_the_header() {
+        // Any process may name itself "x\ncurrent_node=" (15 bytes, prctl(PR_SET_NAME)): the kernel
+        // prints the raw comm, so the header spans two lines and the second reads like a field.
+        let want = parse_sched(CAT).unwrap();
+        let (_, body) = CAT.split_once('\n').unwrap();
+        for comm in ["x\ncurrent_node=", "x\nnuma_faults a", "\n-------\nse.nr", "a:\nb:1\nc"] {
+            assert!(comm.len() <= COMM_MAX_BYTES, "{comm:?}");
+            let text = format!("{comm} (4242, #threads: 1)\n{body}");
+            assert_eq!(parse_sched(&text).unwrap(), want, "{comm:?}");
+        }
     }
 
     #[test]
