@@ -559,19 +559,21 @@ fn exclusions_by_comm_pid_and_cgroup() {
     assert!(s.process(kid.pid()).is_none(), "excluded processes are not read");
     assert!(s.process(std::process::id()).is_none(), "the daemon's own process never is");
 
-    let mut by_pid = host_with(&state, |o| o.exclude_pids = vec![kid.pid()]);
+    // One state file a host: each acting host owns its file (`Originals::claim`).
+    let mut by_pid = host_with(&state.with_file_name("by-pid.json"), |o| o.exclude_pids = vec![kid.pid()]);
     let o = by_pid.apply(&action(target, set.clone()));
     assert!(refused(&o).contains(&format!("pid {} is excluded", kid.pid())), "{o:?}");
 
     // The child's own cgroup (the deepest path it has in any hierarchy) as the prefix.
     let text = std::fs::read_to_string(format!("/proc/{}/cgroup", kid.pid())).unwrap();
     let path = text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).max_by_key(|p| p.len()).unwrap().to_string();
-    let mut by_cgroup = host_with(&state, |o| o.exclude_cgroups = vec![path.clone()]);
+    let mut by_cgroup = host_with(&state.with_file_name("by-cgroup.json"), |o| o.exclude_cgroups = vec![path.clone()]);
     let o = by_cgroup.apply(&action(target, set.clone()));
     assert!(refused(&o).contains("excluded prefix"), "{o:?}");
 
     // A prefix it is not under: applied (to the CPUs it already has: nothing changes).
-    let mut other = host_with(&state, |o| o.exclude_cgroups = vec!["/no-such.slice".into()]);
+    let mut other =
+        host_with(&state.with_file_name("other.json"), |o| o.exclude_cgroups = vec!["/no-such.slice".into()]);
     assert_eq!(other.apply(&action(target, set)), Outcome::Applied { pages_moved: 0 });
     other.restore_all();
     kid.kill();
@@ -589,7 +591,7 @@ fn self_pinned_processes_are_left_alone_unless_included() {
     let mut host = host_with(&state, |_| {});
     let o = host.apply(&action(target, set.clone()));
     assert!(refused(&o).contains("pinned itself"), "{o:?}");
-    let mut bold = host_with(&state, |o| o.include_pinned = true);
+    let mut bold = host_with(&state.with_file_name("bold.json"), |o| o.include_pinned = true);
     assert_eq!(bold.apply(&action(target, set.clone())), Outcome::Applied { pages_moved: 0 });
     bold.restore_all();
     kid.kill();
@@ -726,8 +728,9 @@ fn thread_target_changes_only_that_thread() {
 fn crash_recovery_restores_what_a_killed_daemon_changed() {
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let (_d, state) = tmp_state("crash");
-    let mut target = Kid::spawn("sleep", &[]);
+    let (d, state) = tmp_state("crash");
+    let flag = d.path().join("flag");
+    let mut target = Kid::spawn("forker", &[("NP_FLAG", flag.display().to_string())]);
     target.line("ready");
     let original = sched_getaffinity(target.pid() as i32).unwrap();
     let mut daemon = Kid::spawn(
@@ -740,6 +743,19 @@ fn crash_recovery_restores_what_a_killed_daemon_changed() {
     );
     assert_eq!(daemon.line("applied"), "Applied { pages_moved: 0 }");
     assert!(masks(target.pid()).iter().all(|(_, m)| *m == cpus), "the daemon child changed it");
+    // The target forks: its child inherits the mask the daemon set.
+    std::fs::write(format!("{}1", flag.display()), b"").unwrap();
+    let child: u32 = target.line("child").parse().unwrap();
+    assert_eq!(sched_getaffinity(child as i32).unwrap(), cpus, "the child inherited the mask");
+    // A second acting start on the same state file while the daemon lives is refused before its
+    // recovery: it restores nothing and leaves the file to its owner.
+    let err = LiveHost::open(t.clone(), LiveOptions { state_path: state.clone(), ..LiveOptions::default() })
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("in use by another numapilot daemon"), "{err}");
+    assert!(masks(target.pid()).iter().all(|(_, m)| *m == cpus), "the refused start restored the daemon's process");
+    assert_eq!(Originals::load(&state).unwrap().unwrap().processes.len(), 1, "the refused start emptied the file");
     daemon.kill(); // SIGKILL: no restore ran.
     assert!(masks(target.pid()).iter().all(|(_, m)| *m == cpus), "still changed after the kill");
     // A second, stale record (another process's start time under a live pid) is 'gone'.
@@ -752,11 +768,15 @@ fn crash_recovery_restores_what_a_killed_daemon_changed() {
 
     let opts = LiveOptions { state_path: state.clone(), ..LiveOptions::default() };
     let (_host, report) = LiveHost::open(t, opts).unwrap();
-    assert_eq!((report.restored, report.gone), (1, 1), "{report:?}");
+    assert_eq!((report.restored, report.inherited, report.gone), (1, 1, 1), "{report:?}");
     assert!(report.failed.is_empty(), "{report:?}");
     for (tid, m) in masks(target.pid()) {
         assert_eq!(m, original, "thread {tid} not restored after the crash");
     }
+    // As a SIGTERM's restore does, recovery puts back the child that inherited the mask.
+    assert_eq!(sched_getaffinity(child as i32).unwrap(), original, "the inheriting child not restored");
+    // SAFETY: kill on a pid this test made.
+    unsafe { libc::kill(child as i32, libc::SIGKILL) };
     assert!(Originals::load(&state).unwrap().unwrap().processes.is_empty());
     target.kill();
 }

@@ -350,6 +350,16 @@ impl LiveHost {
     ) -> Result<(Self, RestoreReport), LiveError> {
         let mut report = RestoreReport::default();
         let mut stale_note = None;
+        // A start that acts owns the state file first (`Originals::claim`): one that is refused
+        // there (another daemon acting on the same file) has restored and written nothing.
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        let acts = !opts.observe_only && euid == 0 && opts.root == Path::new("/");
+        let originals = if acts {
+            Originals::claim(&opts.state_path).map_err(LiveError::State)?
+        } else {
+            Originals::new(&opts.state_path)
+        };
         if let Some(file) = Originals::load(&opts.state_path).map_err(LiveError::State)? {
             // Records of another boot name pids of processes long gone: another process may
             // have each pid and start time now.
@@ -370,9 +380,8 @@ impl LiveHost {
                     file.processes.len()
                 ));
             } else {
-                for rec in &file.processes {
-                    state::restore_one(rec, &mut report);
-                }
+                let records = file.processes.iter().map(|r| (r.pid, r.clone())).collect();
+                state::restore_records(&records, &mut report);
             }
             if !file.processes.is_empty() && !opts.observe_only {
                 Originals::new(&opts.state_path).save().map_err(LiveError::State)?;
@@ -404,8 +413,6 @@ impl LiveHost {
                 })?)
             }
         };
-        // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
         let refusal = if euid != 0 {
             Some(format!("not running as root (effective uid {euid}): observe-only, numapilot changes no process"))
         } else if opts.observe_only {
@@ -438,7 +445,7 @@ impl LiveHost {
         };
         let host = Self {
             observer: observe::TieredObserver::new(&opts, &tuning.tiers),
-            originals: Originals::new(&opts.state_path),
+            originals,
             budget: TokenBucket::new(opts.migrate_mb_per_s, ps, numapilot_observe::reader::monotonic_ns()),
             signals,
             cpuset,

@@ -23,6 +23,12 @@
 //!                                      then the state file is emptied
 //! ```
 //!
+//! One daemon owns the file: a start that acts takes an exclusive lock (flock) on `.NAME.lock`
+//! beside it before it reads the file, and holds it until it exits (the kernel drops it however the
+//! process ends, so a kill -9 leaves no stale lock). A second daemon started on the same file while
+//! the first runs is refused there, before its crash recovery could put back the running daemon's
+//! processes and empty its file. Dry runs neither restore nor write the file and take no lock.
+//!
 //! The file (default `/run/numapilot/state.json`, JSON, one record per process) is written
 //! atomically: a temporary file in the same directory, mode 0600, fsync, rename over the old one. A
 //! reader therefore sees the old or the new state, never half of one. The directory is made with
@@ -141,12 +147,58 @@ pub struct Originals {
     path: PathBuf,
     /// By pid (one live process per pid; a record whose starttime no longer matches is stale).
     pub procs: BTreeMap<u32, ProcessOriginal>,
+    /// The lock on `path` ([`Originals::claim`]), held while this set lives.
+    _lock: Option<std::fs::File>,
 }
 
 impl Originals {
     /// An empty set for `path` (nothing read).
     pub fn new(path: &Path) -> Self {
-        Self { path: path.to_path_buf(), procs: BTreeMap::new() }
+        Self { path: path.to_path_buf(), procs: BTreeMap::new(), _lock: None }
+    }
+
+    /// An empty set for `path` that owns it: an exclusive lock (flock) on `.NAME.lock` beside the
+    /// state file, held until the set is dropped (the process exits, however it exits). Only the
+    /// owner restores what the file records or writes it: a second daemon started on the same
+    /// file while the first runs is refused here, before its crash recovery could put back the
+    /// running daemon's processes and empty its file. The lock file is created mode 0600 (never
+    /// through a link) and must be this user's.
+    pub fn claim(path: &Path) -> Result<Self, String> {
+        use std::os::unix::fs::MetadataExt as _;
+        use std::os::unix::io::AsRawFd as _;
+        let dir = state_dir(path)?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "state.json".into());
+        let lock_path = dir.join(format!(".{name}.lock"));
+        let shown = lock_path.display();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&lock_path)
+            .map_err(|e| format!("state lock {shown}: cannot open: {e}"))?;
+        let m = f.metadata().map_err(|e| format!("state lock {shown}: {e}"))?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if !m.file_type().is_file() || m.uid() != me {
+            return Err(format!("state lock {shown}: not a regular file of uid {me}: not trusted; remove it"));
+        }
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                format!(
+                    "state file {}: in use by another numapilot daemon (it holds {shown}); it owns the processes \
+                     recorded there: stop it first, or give this one its own --state",
+                    path.display()
+                )
+            } else {
+                format!("state lock {shown}: cannot lock: {e}")
+            });
+        }
+        Ok(Self { path: path.to_path_buf(), procs: BTreeMap::new(), _lock: Some(f) })
     }
 
     /// Reads the state file: `Ok(None)` when it does not exist; an error naming the path for any
@@ -236,10 +288,7 @@ impl Originals {
     /// back first, to their ancestor's originals (while the ancestor still shows what we set).
     pub fn restore_all(&mut self) -> RestoreReport {
         let mut report = RestoreReport::default();
-        restore_inherited(&self.procs, &mut report);
-        for rec in std::mem::take(&mut self.procs).into_values() {
-            restore_one(&rec, &mut report);
-        }
+        restore_records(&std::mem::take(&mut self.procs), &mut report);
         if let Err(e) = self.save() {
             report.failed.push(e);
         }
@@ -288,8 +337,20 @@ fn trusted(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes `file` to `path` atomically.
-pub fn write_atomic(path: &Path, file: &StateFile) -> Result<(), String> {
+/// Puts back every process of `procs` (a state file's records, by pid): first the descendants
+/// that inherited what numapilot set on one of them and still carry it, then each recorded
+/// process. The one restore of both shutdown ([`Originals::restore_all`]) and crash recovery (the
+/// live host's open): until 2026-11-29 recovery restored the records alone, and children that had
+/// inherited a placed parent's mask kept it after a kill -9.
+pub fn restore_records(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut RestoreReport) {
+    restore_inherited(procs, report);
+    for rec in procs.values() {
+        restore_one(rec, report);
+    }
+}
+
+/// The directory of the state file at `path`, made (mode 0700) when missing.
+fn state_dir(path: &Path) -> Result<&Path, String> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
         std::fs::DirBuilder::new()
@@ -298,6 +359,12 @@ pub fn write_atomic(path: &Path, file: &StateFile) -> Result<(), String> {
             .create(dir)
             .map_err(|e| format!("state directory {}: cannot create: {e}", dir.display()))?;
     }
+    Ok(dir)
+}
+
+/// Writes `file` to `path` atomically.
+pub fn write_atomic(path: &Path, file: &StateFile) -> Result<(), String> {
+    let dir = state_dir(path)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "state.json".into());
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let text = serde_json::to_string_pretty(file).map_err(|e| format!("state file: cannot encode: {e}"))?;
