@@ -159,6 +159,37 @@ fn child_entry() {
             }
             unreachable!()
         }
+        "latepin" => {
+            // Each time the file NP_FLAG<n> appears, start two threads: one that pins itself to the
+            // first CPU it may use (printing "pinned TID") and one that keeps the mask it inherited
+            // (printing "inherited TID").
+            let first = sched_getaffinity(0).unwrap().first().unwrap();
+            ready();
+            let base = std::env::var("NP_FLAG").unwrap();
+            for n in 1.. {
+                let flag = PathBuf::from(format!("{base}{n}"));
+                while !flag.exists() {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                let (tx, rx) = std::sync::mpsc::channel();
+                let tx2 = tx.clone();
+                std::thread::spawn(move || {
+                    numapilot_actuate::sched_setaffinity(0, &std::iter::once(first).collect()).unwrap();
+                    // SAFETY: gettid has no preconditions.
+                    tx.send(format!("pinned {}", unsafe { libc::gettid() })).unwrap();
+                    sleep_forever()
+                });
+                std::thread::spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    tx2.send(format!("inherited {}", unsafe { libc::gettid() })).unwrap();
+                    sleep_forever()
+                });
+                for _ in 0..2 {
+                    println!("{}", rx.recv().unwrap());
+                }
+            }
+            unreachable!()
+        }
         "spawner" => {
             // Threads without end (bounded so a failed test leaves no runaway), as fast as it can.
             let mut n = 0;
@@ -721,6 +752,58 @@ fn thread_target_changes_only_that_thread() {
     assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Vanished);
     host.restore_all();
     assert!(masks(kid.pid()).iter().all(|(_, m)| *m == orig));
+    kid.kill();
+}
+
+/// Threads born after numapilot changed a process: one that pins itself keeps its own mask
+/// through a restore (recorded with it when numapilot changes the process again, left alone when
+/// it does not), one that inherited numapilot's mask gets the leader's original back. Until
+/// 2026-11-29 a restore gave every thread off the record the leader's original, undoing a
+/// program's own pinning.
+#[test]
+fn restore_leaves_threads_that_pinned_themselves_after_the_change() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (d, state) = tmp_state("latepin");
+    let flag = d.path().join("flag");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("latepin", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    let original = sched_getaffinity(kid.pid() as i32).unwrap();
+    let own: CpuSet = std::iter::once(original.first().unwrap()).collect();
+    assert_ne!(own, cpus, "the thread's own choice differs from numapilot's");
+    let set = ActionKind::SetAffinity { cpus: cpus.clone() };
+    let threads = |kid: &mut Kid, n: u32| -> (u32, u32) {
+        std::fs::write(format!("{}{n}", flag.display()), b"").unwrap();
+        let (mut pinned, mut inherited) = (0, 0);
+        for _ in 0..2 {
+            let l = kid.line("");
+            if let Some(t) = l.strip_prefix("pinned ") {
+                pinned = t.parse().unwrap();
+            } else if let Some(t) = l.strip_prefix("inherited ") {
+                inherited = t.parse().unwrap();
+            }
+        }
+        (pinned, inherited)
+    };
+    assert_eq!(host.apply(&action(kid.target(), set.clone())), Outcome::Applied { pages_moved: 0 });
+    let (pinned1, inherited1) = threads(&mut kid, 1);
+    assert_eq!(sched_getaffinity(pinned1 as i32).unwrap(), own);
+    assert_eq!(sched_getaffinity(inherited1 as i32).unwrap(), cpus);
+    // numapilot changes the process again: the self-pinned thread is recorded with its own mask
+    // first, then set like the others.
+    assert_eq!(host.apply(&action(kid.target(), set)), Outcome::Applied { pages_moved: 0 });
+    assert_eq!(sched_getaffinity(pinned1 as i32).unwrap(), cpus);
+    let (pinned2, inherited2) = threads(&mut kid, 2);
+    let r = host.restore_all();
+    assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
+    assert_eq!(sched_getaffinity(kid.pid() as i32).unwrap(), original, "the leader");
+    for tid in [inherited1, inherited2] {
+        assert_eq!(sched_getaffinity(tid as i32).unwrap(), original, "thread {tid} inherited ours: the original");
+    }
+    for tid in [pinned1, pinned2] {
+        assert_eq!(sched_getaffinity(tid as i32).unwrap(), own, "thread {tid} pinned itself: its own mask");
+    }
     kid.kill();
 }
 

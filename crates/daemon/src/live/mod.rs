@@ -594,9 +594,27 @@ impl LiveHost {
 
     /// Records the originals of `pid` (every current thread's mask, the leader's as default) unless
     /// held already, and writes the state file. Err: the message why nothing may be changed.
+    ///
+    /// For a process on record, a thread born since with a mask of its own (not one numapilot set,
+    /// which it would have inherited from its creator) is recorded with that mask before the next
+    /// change, so a restore gives the program its own choice back; a thread that inherited
+    /// numapilot's mask stays off the record and a restore gives it the leader's original.
     fn record(&mut self, pid: u32, starttime: u64, comm: &str) -> Result<(), Outcome> {
         if self.originals.has(pid, starttime) {
-            return Ok(());
+            let Some(rec) = self.originals.procs.get_mut(&pid) else { return Ok(()) };
+            let Ok(Some(tids)) = numapilot_actuate::list_threads(pid) else { return Ok(()) };
+            let ours = state::masks_we_set(rec);
+            let mut added = false;
+            let new: Vec<u32> = tids.into_iter().filter(|t| !rec.threads.contains_key(t)).collect();
+            for tid in new {
+                if let Ok(m) = sched_getaffinity(tid as libc::pid_t) {
+                    if !ours.contains(&m) {
+                        rec.threads.insert(tid, m.to_list());
+                        added = true;
+                    }
+                }
+            }
+            return if added { self.save() } else { Ok(()) };
         }
         let leader = match sched_getaffinity(pid as libc::pid_t) {
             Ok(c) => c,
@@ -669,9 +687,10 @@ impl LiveHost {
                 return o;
             }
         }
-        // Every thread listed now has its original on record (`record` above). A thread born during
-        // the change inherited its creator's mask, which may already be ours: it is restored to the
-        // leader's original (the record's default), so nothing more is recorded here.
+        // Every thread listed now has its original on record (`record` above), or carries a mask
+        // numapilot set. A thread born during the change inherited its creator's mask, which may
+        // already be ours: a restore gives it the leader's original (the record's default), so
+        // nothing more is recorded here.
         if !select::same_process(pid, starttime) {
             return Outcome::Vanished;
         }

@@ -12,14 +12,16 @@
 //! ```text
 //!   first change to (pid, starttime)   record originals (every thread's mask, the cpuset cgroup)
 //!                                      write the state file  ──>  then make the syscall
-//!   threads created during the change  recorded as they are set, file written again after
+//!   a later change to the process       threads born since with a mask of their own (not one
+//!                                        numapilot set) recorded first, file written again
 //!   restore (SIGTERM, or open())       first, descendants not on record that inherited what we
 //!                                        set at fork (every thread on the mask we set, or in the
 //!                                        cgroup we made): the ancestor's original mask / cgroup
 //!                                      per process: same starttime? (else gone, nothing to do)
 //!                                      cpuset: move back to the original cgroup, remove ours
-//!                                      every current thread: its recorded mask, else the
-//!                                        leader's original (threads inherit their creator's)
+//!                                      every current thread: its recorded mask; else, while it
+//!                                        carries a mask numapilot set (inherited from its
+//!                                        creator), the leader's original; else left alone
 //!                                      then the state file is emptied
 //! ```
 //!
@@ -349,6 +351,20 @@ pub fn restore_records(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut Rest
     }
 }
 
+/// The masks numapilot set on the threads of `rec`'s process: each recorded thread's current mask
+/// where it differs from the one recorded for it (what a thread born since inherits from its
+/// creator, if that creator is one of them).
+pub fn masks_we_set(rec: &ProcessOriginal) -> Vec<CpuSet> {
+    let mut v: Vec<CpuSet> = Vec::new();
+    for (&tid, orig) in &rec.threads {
+        let (Ok(now), Ok(orig)) = (sched_getaffinity(tid as libc::pid_t), CpuSet::parse_list(orig)) else { continue };
+        if now != orig && !v.contains(&now) {
+            v.push(now);
+        }
+    }
+    v
+}
+
 /// The directory of the state file at `path`, made (mode 0700) when missing.
 fn state_dir(path: &Path) -> Result<&Path, String> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -533,10 +549,17 @@ pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
         }
     }
     let default = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
-    // Re-listed until no new thread appears, like the change itself: a thread born meanwhile from
-    // a not yet restored creator carries numapilot's mask and must be caught too.
-    let mask_for =
-        |tid: u32| rec.threads.get(&tid).and_then(|c| CpuSet::parse_list(c).ok()).or_else(|| default.clone());
+    // A thread on record gets its recorded mask. One that is not (born after the last change)
+    // gets the leader's original only while it carries a mask numapilot set (it inherited it from
+    // its creator); one that set its own mask is left as it is (until 2026-11-29 every such thread
+    // was reset to the leader's original, undoing a program's own pinning). Re-listed until no new
+    // thread appears, like the change itself: a thread born meanwhile from a not yet restored
+    // creator carries numapilot's mask and is caught too.
+    let ours = masks_we_set(rec);
+    let mask_for = |tid: u32| match rec.threads.get(&tid) {
+        Some(c) => CpuSet::parse_list(c).ok(),
+        None => sched_getaffinity(tid as libc::pid_t).ok().filter(|now| ours.contains(now)).and(default.clone()),
+    };
     match set_threads_affinity(rec.pid, RESTORE_ROUNDS, mask_for, |_, _| {}) {
         Ok(Some(_)) => {}
         Ok(None) => {
