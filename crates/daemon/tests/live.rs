@@ -896,6 +896,7 @@ fn my_record(cpuset: Option<CpusetOriginal>) -> ProcessOriginal {
         default_cpus: cpus,
         threads: Default::default(),
         cpuset,
+        set_cpus: vec![],
     }
 }
 
@@ -958,6 +959,7 @@ fn records_of_another_boot_are_not_restored() {
         default_cpus: original.to_list(),
         threads: Default::default(),
         cpuset: None,
+        set_cpus: vec![],
     };
     let file = StateFile { version: STATE_VERSION, boot_id: Some("another-boot".into()), processes: vec![rec] };
     write_atomic(&state, &file).unwrap();

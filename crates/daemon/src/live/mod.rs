@@ -565,13 +565,13 @@ impl LiveHost {
         self.originals.restore_all()
     }
 
-    /// The parent's original mask when `pid` inherited a mask this daemon set on its parent `ppid`
+    /// The parent's original mask and the inherited one when `pid` inherited a mask this daemon set on its parent `ppid`
     /// at fork: the parent is on record (same start time), one of its threads runs under a mask
     /// that is not that thread's original (so ours; the forking thread's mask is what a child
     /// inherits), and every thread of `pid` runs under exactly that mask. `None` otherwise
     /// (including a parent whose mask we changed again since the fork: only current masks are
     /// known).
-    fn inherited(&self, pid: u32, ppid: u32) -> Option<CpuSet> {
+    fn inherited(&self, pid: u32, ppid: u32) -> Option<(CpuSet, CpuSet)> {
         let rec = self.originals.procs.get(&ppid)?;
         if !select::same_process(ppid, rec.starttime) {
             return None;
@@ -589,7 +589,7 @@ impl LiveHost {
             let now = sched_getaffinity(t as libc::pid_t).ok();
             now.as_ref() == Some(&first) && own_original.as_ref().unwrap_or(&original) != &first
         });
-        ours.then_some(original)
+        ours.then_some((original, first))
     }
 
     /// Records the originals of `pid` (every current thread's mask, the leader's as default) unless
@@ -599,12 +599,14 @@ impl LiveHost {
     /// which it would have inherited from its creator) is recorded with that mask before the next
     /// change, so a restore gives the program its own choice back; a thread that inherited
     /// numapilot's mask stays off the record and a restore gives it the leader's original.
-    fn record(&mut self, pid: u32, starttime: u64, comm: &str) -> Result<(), Outcome> {
+    fn record(&mut self, pid: u32, starttime: u64, comm: &str, cpus: &CpuSet) -> Result<(), Outcome> {
         if self.originals.has(pid, starttime) {
             let Some(rec) = self.originals.procs.get_mut(&pid) else { return Ok(()) };
-            let Ok(Some(tids)) = numapilot_actuate::list_threads(pid) else { return Ok(()) };
             let ours = state::masks_we_set(rec);
-            let mut added = false;
+            let mut added = rec.note_set(cpus);
+            let Ok(Some(tids)) = numapilot_actuate::list_threads(pid) else {
+                return if added { self.save() } else { Ok(()) };
+            };
             let new: Vec<u32> = tids.into_iter().filter(|t| !rec.threads.contains_key(t)).collect();
             for tid in new {
                 if let Ok(m) = sched_getaffinity(tid as libc::pid_t) {
@@ -637,6 +639,7 @@ impl LiveHost {
         }
         let rec = self.originals.entry(pid, starttime, comm, &leader);
         rec.threads.extend(masks);
+        rec.note_set(cpus);
         self.save()
     }
 
@@ -657,7 +660,7 @@ impl LiveHost {
                 ),
             };
         }
-        if let Err(o) = self.record(pid, starttime, comm) {
+        if let Err(o) = self.record(pid, starttime, comm, cpus) {
             return o;
         }
         if let Some(tid) = tid {
@@ -932,9 +935,10 @@ impl Host for LiveHost {
                 return Outcome::Refused { message: format!("{who}: {why}; left alone (include_pinned is off)") };
             }
         }
-        if let Some(original) = inherited {
-            // Its original is what it would have had without us: the parent's original.
-            self.originals.entry(t.pid, t.starttime, &stat.comm, &original);
+        if let Some((original, ours)) = inherited {
+            // Its original is what it would have had without us: the parent's original; the mask
+            // it inherited is one numapilot set.
+            self.originals.entry(t.pid, t.starttime, &stat.comm, &original).note_set(&ours);
             if let Err(o) = self.save() {
                 return o;
             }

@@ -121,12 +121,31 @@ pub struct ProcessOriginal {
     pub starttime: u64,
     /// Its name when first touched (for people reading the file).
     pub comm: String,
-    /// The leader's original CPU list: the mask for threads not recorded one by one.
+    /// The leader's original CPU list: the mask for threads not recorded one by one that carry a
+    /// mask numapilot set (`set_cpus`).
     pub default_cpus: String,
     /// Each recorded thread's original CPU list.
     pub threads: BTreeMap<u32, String>,
     /// The cpuset membership, when numapilot moved the process to a cpuset of its own.
     pub cpuset: Option<CpusetOriginal>,
+    /// The CPU lists numapilot set on the process's threads (or, for a process that inherited a
+    /// placement at fork, the one it inherited), recorded before each change: a thread off the
+    /// record that carries one of them inherited it from its creator and is numapilot's to put
+    /// back; any other mask is the program's own. Absent in files written before 2026-11-29.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_cpus: Vec<String>,
+}
+
+impl ProcessOriginal {
+    /// Notes `cpus` as a mask numapilot sets on this process; whether it was new.
+    pub fn note_set(&mut self, cpus: &CpuSet) -> bool {
+        let l = cpus.to_list();
+        let new = !self.set_cpus.contains(&l);
+        if new {
+            self.set_cpus.push(l);
+        }
+        new
+    }
 }
 
 /// The whole state file.
@@ -251,6 +270,7 @@ impl Originals {
             default_cpus: default_cpus.to_list(),
             threads: BTreeMap::new(),
             cpuset: None,
+            set_cpus: Vec::new(),
         })
     }
 
@@ -351,18 +371,9 @@ pub fn restore_records(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut Rest
     }
 }
 
-/// The masks numapilot set on the threads of `rec`'s process: each recorded thread's current mask
-/// where it differs from the one recorded for it (what a thread born since inherits from its
-/// creator, if that creator is one of them).
+/// The masks numapilot set on `rec`'s process ([`ProcessOriginal::set_cpus`]).
 pub fn masks_we_set(rec: &ProcessOriginal) -> Vec<CpuSet> {
-    let mut v: Vec<CpuSet> = Vec::new();
-    for (&tid, orig) in &rec.threads {
-        let (Ok(now), Ok(orig)) = (sched_getaffinity(tid as libc::pid_t), CpuSet::parse_list(orig)) else { continue };
-        if now != orig && !v.contains(&now) {
-            v.push(now);
-        }
-    }
-    v
+    rec.set_cpus.iter().filter_map(|c| CpuSet::parse_list(c).ok()).collect()
 }
 
 /// The directory of the state file at `path`, made (mode 0700) when missing.
@@ -555,9 +566,12 @@ pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
     // was reset to the leader's original, undoing a program's own pinning). Re-listed until no new
     // thread appears, like the change itself: a thread born meanwhile from a not yet restored
     // creator carries numapilot's mask and is caught too.
+    // A record from a file written before the masks were kept (no `set_cpus`) restores every
+    // thread off the record, as then.
     let ours = masks_we_set(rec);
     let mask_for = |tid: u32| match rec.threads.get(&tid) {
         Some(c) => CpuSet::parse_list(c).ok(),
+        None if ours.is_empty() => default.clone(),
         None => sched_getaffinity(tid as libc::pid_t).ok().filter(|now| ours.contains(now)).and(default.clone()),
     };
     match set_threads_affinity(rec.pid, RESTORE_ROUNDS, mask_for, |_, _| {}) {
