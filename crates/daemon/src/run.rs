@@ -568,6 +568,7 @@ pub fn serve<H: Host + Restore>(
     let mut engine = Engine::new(topo, config.tunables.clone(), Box::new(Adaptive::new()));
     let dry_run = |c: &Config| c.daemon.dry_run || forced_observe.is_some();
     engine.dry_run = dry_run(&config);
+    let started_dry = engine.dry_run;
     let describe = |c: &Config, file: &Option<PathBuf>, s: &mut Status| {
         s.config_file = file.as_ref().map(|p| p.display().to_string());
         s.interval_ms = c.interval_ms();
@@ -699,8 +700,17 @@ pub fn serve<H: Host + Restore>(
                 Wake::Stop(why) => break 'outer why,
                 Wake::Reload => {
                     match config::load(&source, &overrides) {
-                        Ok(new) => {
+                        Ok(mut new) => {
                             warn_restart_only(&config, &new.config);
+                            // A start as a dry run opened a host that changes nothing (no state
+                            // file claimed, no page mover): acting needs a restart.
+                            if started_dry && !dry_run(&new.config) {
+                                tracing::warn!(
+                                    "reloaded configuration sets daemon.dry_run = false: this daemon started as a \
+                                     dry run and stays one until the next start"
+                                );
+                                new.config.daemon.dry_run = true;
+                            }
                             // An exclusion added by a reload holds from the next action: an
                             // operator excluding a process must not have it moved until a restart.
                             host.set_exclusions(&new.config.live_options(false));

@@ -325,6 +325,14 @@ fn status_explain_reload_and_stop() {
     r.handle.send(Command::Reload).unwrap();
     let s = wait_status(&r.socket, |s| s.reloads == 1);
     assert_eq!(s.interval_ms, 200);
+    // A daemon started as a dry run stays one: its host changes no process (no state file of its
+    // own, no page mover), so a reload to dry_run = false must not have it say "acting".
+    let acting = good.replace("interval_ms = 100", "interval_ms = 200").replace("dry_run = true", "dry_run = false");
+    std::fs::write(&r.config, acting).unwrap();
+    r.handle.send(Command::Reload).unwrap();
+    let s = wait_status(&r.socket, |s| s.reloads == 2);
+    assert!(s.dry_run, "{s:?}");
+    assert_eq!(s.observe_only_reason.as_deref(), Some("dry run"), "{s:?}");
 
     // Stop: restore runs once, is journaled, the socket is removed.
     r.handle.send(Command::Stop).unwrap();
