@@ -352,10 +352,14 @@ pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Re
             vec!["tunables", e.field]
         };
         let mut err = at(&keys, format!("[tunables] {e}"));
-        if err.line.is_none() && e.field == "settle_interval_ms" {
-            // The default settle interval became invalid through the interval the file set.
-            err.line =
-                key_line(text, &["daemon", "interval_ms"]).or_else(|| key_line(text, &["tunables", "interval_ms"]));
+        if e.field == "settle_interval_ms" && key_line_exact(text, &["tunables", "settle_interval_ms"]).is_none() {
+            // The default settle interval became invalid through the interval the file set: its
+            // line, not the [tunables] header's (key_line falls back to the table).
+            if let Some(l) = key_line_exact(text, &["daemon", "interval_ms"])
+                .or_else(|| key_line_exact(text, &["tunables", "interval_ms"]))
+            {
+                err.line = Some(l);
+            }
         }
         return Err(err);
     }
@@ -558,11 +562,20 @@ pub fn line_of_offset(text: &str, offset: usize) -> usize {
 /// The line of the key `keys` (a path of table names then the key), from a span-keeping parse;
 /// falls back to the table header's line when the key is absent, `None` when neither is there.
 pub fn key_line(text: &str, keys: &[&str]) -> Option<usize> {
+    key_line_in(text, keys, false)
+}
+
+/// [`key_line`] of the key itself: `None` when the file does not have it (no fallback to its table).
+pub fn key_line_exact(text: &str, keys: &[&str]) -> Option<usize> {
+    key_line_in(text, keys, true)
+}
+
+fn key_line_in(text: &str, keys: &[&str], exact: bool) -> Option<usize> {
     let root = toml::de::DeTable::parse(text).ok()?;
     let mut table = root.get_ref();
     let mut line = None;
     for (i, k) in keys.iter().enumerate() {
-        let Some((key, value)) = table.get_key_value(*k) else { return line };
+        let Some((key, value)) = table.get_key_value(*k) else { return if exact { None } else { line } };
         line = Some(line_of_offset(text, key.span().start));
         if i + 1 < keys.len() {
             match value.get_ref().as_table() {
@@ -585,6 +598,8 @@ mod tests {
         assert_eq!(key_line(text, &["daemon", "dry_run"]), Some(3));
         assert_eq!(key_line(text, &["daemon", "nothing"]), Some(2));
         assert_eq!(key_line(text, &["exclude", "comm"]), None);
+        assert_eq!(key_line_exact(text, &["daemon", "nothing"]), None);
+        assert_eq!(key_line_exact(text, &["daemon", "dry_run"]), Some(3));
         assert_eq!(line_of_offset(text, 0), 1);
     }
 }

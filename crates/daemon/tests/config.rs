@@ -62,6 +62,14 @@ fn daemon_interval_that_breaks_the_settle_interval_is_reported_on_the_interval_l
     let e = parse("[daemon]\ninterval_ms = 50\n").unwrap_err();
     assert!(e.reason.contains("settle_interval_ms"), "{e}");
     assert_eq!(e.line, Some(2), "{e}");
+    // With a [tunables] table that does not set it, still the interval's line, not the table's.
+    let e = parse("[tunables]\ntier_weak = 0.1\n\n[daemon]\ninterval_ms = 50\n").unwrap_err();
+    assert_eq!(e.line, Some(5), "{e}");
+    let e = parse("[tunables]\ntier_weak = 0.1\ninterval_ms = 50\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    // A settle interval the file sets itself is reported on its own line.
+    let e = parse("[tunables]\ninterval_ms = 50\nsettle_interval_ms = 60\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
     let c = parse("[daemon]\ninterval_ms = 50\n[tunables]\nsettle_interval_ms = 50\n").unwrap();
     assert_eq!(c.interval_ms(), 50);
 }
