@@ -101,6 +101,11 @@ pub struct PageTally {
     pub moved: u64,
     /// Failures by errno name.
     pub failed: BTreeMap<String, u64>,
+    /// Pages the action set out to move (its list, or the pages on the source nodes).
+    pub planned: u64,
+    /// Pages handed to the kernel so far (counted before each call): what the copy may have cost,
+    /// charged to the budget also when the action stops half-way.
+    pub asked: u64,
 }
 
 impl PageTally {
@@ -111,6 +116,18 @@ impl PageTally {
         } else {
             Outcome::Partial { pages_moved: self.moved, failed: self.failed.into_iter().collect() }
         }
+    }
+
+    /// The outcome of an action that stopped half-way, refused with `why` after `asked` pages
+    /// were handed to the kernel: what it moved and what failed, and the pages it did not get to
+    /// under "stopped: why"; a plain refusal when nothing was asked yet.
+    pub fn stopped(mut self, why: String) -> Outcome {
+        if self.asked == 0 {
+            return Outcome::Refused { message: why };
+        }
+        let left = self.planned.saturating_sub(self.asked).max(1);
+        self.fail(&format!("stopped: {why}"), left);
+        self.outcome()
     }
 
     fn fail(&mut self, cause: &str, n: u64) {
@@ -234,11 +251,13 @@ fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus
 
 /// Moves `(page, node)` pairs, at most `allowance` of them, counting the result in `tally`.
 fn move_list(pid: u32, starttime: u64, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<(), Stop> {
+    tally.planned = tally.planned.max(moves.len() as u64);
     for chunk in moves.chunks(MOVE_BATCH) {
         // A move runs for seconds: each batch first checks that the pid still names the process.
         if !super::select::same_process(pid, starttime) {
             return Err(Stop::Gone);
         }
+        tally.asked += chunk.len() as u64;
         let pages: Vec<usize> = chunk.iter().map(|m| m.0).collect();
         let nodes: Vec<u32> = chunk.iter().map(|m| m.1).collect();
         match move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
@@ -335,6 +354,8 @@ pub fn migrate(
         if !super::select::same_process(pid, starttime) {
             return Err(Stop::Gone);
         }
+        tally.planned = on_from;
+        tally.asked = on_from;
         // Own pages only: as root, plain migrate_pages would move the page cache other processes map too.
         let not_moved = match migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own) {
             Ok(n) => n,
@@ -389,6 +410,24 @@ pub fn interleave_target(nodes: &[u32], weights: &[u32], i: usize) -> Option<u32
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_move_refused_half_way_reports_what_it_moved() {
+        // Nothing handed to the kernel yet: a plain refusal.
+        let t = PageTally { planned: 4096, ..PageTally::default() };
+        assert_eq!(t.stopped("EPERM".into()), Outcome::Refused { message: "EPERM".into() });
+        // Two batches of a 4,096-page list asked, 1,000 moved, 24 busy, then a refusal: the
+        // moved pages and the failures are reported, and the pages it did not get to.
+        let mut t = PageTally { planned: 4096, asked: 1024, moved: 1000, ..PageTally::default() };
+        t.fail("EBUSY", 24);
+        assert_eq!(
+            t.stopped("Operation not permitted".into()),
+            Outcome::Partial {
+                pages_moved: 1000,
+                failed: vec![("EBUSY".into(), 24), ("stopped: Operation not permitted".into(), 3072)],
+            }
+        );
+    }
 
     #[test]
     fn bucket_refills_over_time_and_caps_at_one_second() {

@@ -989,9 +989,14 @@ fn run_page_job(kind: &ActionKind, pid: u32, starttime: u64, ps: u64, allowance:
         }
         ActionKind::SetAffinity { .. } => Ok(0),
     };
+    // A move that stops half-way (the process exited, or the kernel refused a later batch) is
+    // charged what it handed the kernel, and a refused one reports what it moved before.
     match r {
         Ok(asked) => (tally.outcome(), asked),
-        Err(Stop::Gone) => (Outcome::Vanished, 0),
-        Err(Stop::Refused(m)) => (Outcome::Refused { message: m }, 0),
+        Err(Stop::Gone) => (Outcome::Vanished, tally.asked),
+        Err(Stop::Refused(m)) => {
+            let asked = tally.asked;
+            (tally.stopped(m), asked)
+        }
     }
 }
