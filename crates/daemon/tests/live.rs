@@ -1833,6 +1833,45 @@ fn an_exited_process_leaves_no_record_and_no_cgroup_behind() {
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 
+/// A cgroup exclusion added after numapilot moved a process into a cpuset of its own still
+/// matches the cgroup the process came from: its cpuset line now names numapilot's cgroup (and
+/// under v2 it has no other line), so the prefix was matched against that alone and the process
+/// kept being acted on.
+#[test]
+fn a_cgroup_exclusion_matches_a_process_numapilot_moved_into_its_cpuset() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    // A cgroup of the test's own in the cpuset hierarchy, holding all CPUs and nodes.
+    let name = format!("np-excl-{}", std::process::id());
+    let own = h.mount.join(&name);
+    std::fs::create_dir(&own).unwrap();
+    for f in ["cpuset.cpus", "cpuset.mems"] {
+        if own.join(f).exists() {
+            let parent = std::fs::read_to_string(h.mount.join(f)).unwrap();
+            std::fs::write(own.join(f), parent.trim()).unwrap();
+        }
+    }
+    let (_d, state) = tmp_state("cpuset-excl");
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    h.move_to(kid.pid(), &format!("/{name}")).unwrap();
+    let target = kid.target();
+    let set = ActionKind::SetAffinity { cpus };
+    assert_eq!(host.apply(&action(target, set.clone())), Outcome::Applied { pages_moved: 0 });
+    assert!(h.cgroup_of(kid.pid()).unwrap().unwrap().starts_with("/numapilot/"));
+    host.set_exclusions(&LiveOptions { exclude_cgroups: vec![format!("/{name}")], ..LiveOptions::default() });
+    let o = host.apply(&action(target, set));
+    assert!(refused(&o).contains("excluded prefix"), "{o:?}");
+    let r = host.restore_all();
+    assert_eq!(r.failed.len(), 0, "{r:?}");
+    kid.kill();
+    let _ = std::fs::remove_dir(&own);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
 #[test]
 fn cpuset_hierarchy_is_detected_when_mounted() {
     // Whatever this host mounts: detection agrees with /proc/self/mountinfo.

@@ -924,7 +924,22 @@ impl Host for LiveHost {
         if stat.is_kernel_thread() {
             return Outcome::Refused { message: format!("{who} is a kernel thread") };
         }
-        if let Some(why) = select::exclusion(&self.opts, t.pid, &stat.comm, || select::cgroup_paths(t.pid)) {
+        // A process numapilot moved into a cpuset of its own is matched by the cgroup it came from
+        // too: under cgroup v2 its only path is then numapilot's.
+        let original_cgroup = self
+            .originals
+            .procs
+            .get(&t.pid)
+            .filter(|r| r.starttime == t.starttime)
+            .and_then(|r| r.cpuset.as_ref())
+            .map(|c| c.original.clone());
+        let cgroups = || {
+            select::cgroup_paths(t.pid).map(|mut v| {
+                v.extend(original_cgroup);
+                v
+            })
+        };
+        if let Some(why) = select::exclusion(&self.opts, t.pid, &stat.comm, cgroups) {
             return Outcome::Refused { message: format!("{who}: {why}") };
         }
         let inherited = if self.originals.has(t.pid, t.starttime) { None } else { self.inherited(t.pid, stat.ppid) };
