@@ -98,7 +98,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         });
     }
     let (preferred_node, why) = if pinned {
-        (None, "placed by someone else (explicit memory policy or narrowed CPUs): never touched".to_string())
+        (None, "placed by someone else (an explicit memory policy, or CPUs narrowed by itself, its launcher or a cpuset narrower than its nodes): never touched".to_string())
     } else if policy.launch_holds(model, pid) {
         let (nodes, reason, _) = policy.proc_state(model, pid).and_then(|s| s.launch.clone()).expect("launch_holds");
         let first = nodes.iter().next();
