@@ -161,3 +161,54 @@ fn bad_input_names_file_line_and_field() {
     let o = numapilot(&["replay", empty.to_str().unwrap(), "--machine", "autonuma-2s12c-24g"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no sample lines"));
 }
+
+/// Every command that prints ends as a Unix filter does when its output goes nowhere: a reader that
+/// went away (EPIPE) is a quiet exit 0, a full disk an error naming stdout, never a panic (`sim`,
+/// `sim list`, `sim show`, `replay` and `numastat -V` printed with `println!`, which panics).
+#[test]
+fn output_that_goes_nowhere_is_an_exit_not_a_panic() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("pebs.script");
+    std::fs::write(&f, pebs_text()).unwrap();
+    let script = f.to_str().unwrap();
+    let result = dir.path().join("result.json");
+    let sim = ["sim", "--machine", "autonuma-2s12c-16g", "--workload", "numa02", "--seeds", "1", "--policy", "default"];
+    let o = numapilot(&[&sim[..], &["--json"]].concat());
+    assert!(o.status.success());
+    std::fs::write(&result, &o.stdout).unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        sim.to_vec(),
+        [&sim[..], &["--json"]].concat(),
+        vec!["sim", "list"],
+        vec!["sim", "show", result.to_str().unwrap()],
+        vec!["replay", script, "--machine", "autonuma-2s12c-24g"],
+        vec!["replay", script, "--machine", "autonuma-2s12c-24g", "--json"],
+        vec!["topo", "--preset", "epyc-2s256c"],
+    ];
+    for args in &cases {
+        // EPIPE: the pipe's read end is closed before the command starts.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"))
+            .args(args)
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?} into a closed pipe: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        // ENOSPC: /dev/full.
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"))
+            .args(args)
+            .stdout(Stdio::from(full))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?} into /dev/full: {err}");
+        assert!(err.contains("writing to stdout") && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -54,7 +54,7 @@ pub fn man(a: ManArgs, cmd: Command) -> anyhow::Result<std::process::ExitCode> {
                 let path = dir.join(format!("man{section}")).join(name);
                 std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
             }
-            println!("{} manual pages in {}", pages.len(), dir.display());
+            super::run::print_out(&format!("{} manual pages in {}\n", pages.len(), dir.display()))?;
         }
     }
     Ok(std::process::ExitCode::SUCCESS)

@@ -25,6 +25,14 @@
 //! Threads and processes stay in every later window once seen (a recording does not say when they
 //! exited). Pages are 4 KiB (`--page-size` to change).
 
+/// `writeln!` into a String (which cannot fail).
+macro_rules! line {
+    ($o:expr, $($t:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($o, $($t)*);
+    }};
+}
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -304,19 +312,25 @@ fn report(
         "edges": edges,
     });
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
+        return super::run::print_out(&format!("{}\n", serde_json::to_string_pretty(&out)?));
     }
-    println!(
+    // The text goes out in one write (a reader that went away is a quiet end, not a panic).
+    let mut o = String::new();
+    line!(
+        o,
         "replay {}: {records} samples, {windows} windows of {} ms, {} threads in {} processes; machine: {source}",
         a.file.display(),
         a.window_ms,
         samples_of.len(),
         by_pid.len()
     );
-    println!(
+    line!(
+        o,
         "node of each sample: {} by physical address, {} by CPU, {} remote (two-node rule), {} unplaced",
-        placement.phys, placement.cpu, placement.remote, placement.unplaced
+        placement.phys,
+        placement.cpu,
+        placement.remote,
+        placement.unplaced
     );
     let fmt_shares = |v: &serde_json::Value| -> String {
         v.as_object()
@@ -326,11 +340,12 @@ fn report(
             .unwrap_or_default()
     };
     let node = |v: &serde_json::Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
-    println!("\nprocesses (threads: samples, preferred node, learned access shares, group):");
+    line!(o, "\nprocesses (threads: samples, preferred node, learned access shares, group):");
     for p in &procs {
-        println!("  pid {}", p["pid"]);
+        line!(o, "  pid {}", p["pid"]);
         for t in p["threads"].as_array().into_iter().flatten() {
-            println!(
+            line!(
+                o,
                 "    tid {:>8}  {:>6} samples  node {:>2}  [{}]  group {}",
                 t["tid"],
                 t["samples"],
@@ -340,11 +355,12 @@ fn report(
             );
         }
     }
-    println!("\naffinity groups:");
+    line!(o, "\naffinity groups:");
     for g in &groups {
         let tasks: Vec<String> =
             g["tasks"].as_array().into_iter().flatten().map(|t| format!("{}/{}", t[0], t[1])).collect();
-        println!(
+        line!(
+            o,
             "  group {}: node {} [{}]  {}",
             g["id"],
             node(&g["preferred_node"]),
@@ -352,12 +368,13 @@ fn report(
             tasks.join(" ")
         );
     }
-    println!("\nstrongest affinity edges:");
+    line!(o, "\nstrongest affinity edges:");
     if edges.is_empty() {
-        println!("  none");
+        line!(o, "  none");
     }
     for e in &edges {
-        println!(
+        line!(
+            o,
             "  {}/{} - {}/{}  strength {:.3} (co-access {:.3}, communication {:.3}) tier {}",
             e["a"][0],
             e["a"][1],
@@ -369,5 +386,5 @@ fn report(
             e["tier"].as_str().unwrap_or("-")
         );
     }
-    Ok(ExitCode::SUCCESS)
+    super::run::print_out(&o)
 }

@@ -26,6 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
+
+use super::run::print_out;
 use numapilot_sim::result::Comparison;
 use numapilot_sim::SimError;
 
@@ -128,10 +130,7 @@ pub struct OutputArgs {
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        Some(SimCommand::List) => {
-            print!("{}", catalog::list_text());
-            Ok(ExitCode::SUCCESS)
-        }
+        Some(SimCommand::List) => print_out(&catalog::list_text()),
         Some(SimCommand::Calibrate { json }) => calibrate(json),
         Some(SimCommand::Evidence { quick, seeds, threads, out, json }) => evidence(quick, seeds, threads, out, json),
         Some(SimCommand::Show { file, output }) => {
@@ -152,11 +151,10 @@ fn report(comparison: &Comparison, output: &OutputArgs) -> anyhow::Result<ExitCo
         eprintln!("numapilot: wrote {} files under {}", files.len(), dir.display());
     }
     if output.json {
-        println!("{}", serde_json::to_string_pretty(comparison)?);
+        print_out(&format!("{}\n", serde_json::to_string_pretty(comparison)?))
     } else {
-        print!("{table}");
+        print_out(&table)
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Writes `result.json`, `table.txt` and (with `charts`) `charts/*.svg|png` under `dir`; returns
@@ -359,11 +357,10 @@ fn evidence(
             .with_context(|| format!("writing {}", json_path.display()))?;
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        print_out(&format!("{}\n", serde_json::to_string_pretty(&result)?))
     } else {
-        print!("{md}");
+        print_out(&md)
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `numapilot sim calibrate`: the published runtime ratios against the simulated ones.
@@ -373,9 +370,9 @@ fn calibrate(json: bool) -> anyhow::Result<ExitCode> {
     progress.finish();
     let rows = rows?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        print_out(&format!("{}\n", serde_json::to_string_pretty(&rows)?))?;
     } else {
-        print!("{}", table::calibration(&rows));
+        print_out(&table::calibration(&rows))?;
     }
     let out = rows.iter().filter(|r| !r.within()).count();
     if out > 0 {

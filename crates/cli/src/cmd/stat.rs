@@ -270,8 +270,7 @@ pub fn numastat_main(args: &[OsString]) -> anyhow::Result<ExitCode> {
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     match parse_numastat_args(&args) {
         Parsed::Version => {
-            println!("numastat version: numapilot {}", env!("CARGO_PKG_VERSION"));
-            Ok(ExitCode::SUCCESS)
+            super::run::print_out(&format!("numastat version: numapilot {}\n", env!("CARGO_PKG_VERSION")))
         }
         Parsed::Usage(msg) => {
             eprint!("{msg}{USAGE}");
