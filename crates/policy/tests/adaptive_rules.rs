@@ -1733,3 +1733,91 @@ fn a_light_task_the_balancer_moved_is_not_pulled_back_for_waiting_less_where_it_
         "t0 back on node 0: {plan:#?}"
     );
 }
+
+/// Rule "charge-where-it-runs": a unit kept on several nodes is charged where its threads run, so
+/// the capacity it leaves is where it leaves it.
+///
+/// ```text
+///   solver 12 (bandwidth-bound): 2 threads on node 0, 10 on node 1, 1.0 CPU each; 1 GiB on node 0
+///   db 10: 6 threads x 1.0 CPU on node 0, its 2 GiB on node 0; capacity 12 CPUs a node
+///   place, heaviest first:
+///     solver -> nodes 0-1 (bandwidth-bound-stay), charged 2 on node 0, 10 on node 1
+///              (the old charge filled node 0 first: 12 on node 0, 0 on node 1)
+///     db     -> node 0: 10 of 12 CPUs left there for its 6.0 (the old charge left 0.0 and sent
+///              it to node 1, with its 2 GiB copied after it)
+///   plan: db's SetAffinity to node 0, no page action for the db
+/// ```
+#[test]
+fn a_unit_on_several_nodes_is_charged_where_its_threads_run() {
+    let t = Tunables { smt_cores_first: false, ..Tunables::default() };
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    let solver: Vec<(u32, f64)> = [(0, 1.0); 2].into_iter().chain([(1, 1.0); 10]).collect();
+    b.proc(12, "solver", &solver, &[1024, 0]).class(12, ProcessClass::BandwidthBound);
+    b.proc(10, "db", &[(0, 1.0); 6], &[2048, 0]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let db: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.0 == 10).collect();
+    assert_eq!(db.len(), 1, "{plan:#?}");
+    assert_eq!(db[0].2, "0", "the db stays with its memory: {plan:#?}");
+    assert_ne!(db[0].3, "next-best-node", "{plan:#?}");
+    assert!(
+        !plan.actions.iter().any(|a| a.target.pid == 10 && !matches!(a.kind, ActionKind::SetAffinity { .. })),
+        "no page of the db moves: {plan:#?}"
+    );
+}
+
+/// Rule 4's hold on ranges ("moved-ranges-stay"): a hot range memory-follows-cpu moved is not
+/// planned again within the hold, although until a sample lands on it again it still reads as on
+/// the node it left.
+///
+/// ```text
+///   as memory_follows_cpu_hottest_first_within_the_budget: plan 1 moves the ranges at
+///   0x1000_0000 and 0x3000_0000 to node 1 (and 24,064 pages by MigratePages), applied
+///   plan 2, the same view (the ranges' last samples still on node 0): the moved ranges are not
+///   planned again; the budget goes to the MigratePages of what is still on node 0
+/// ```
+#[test]
+fn ranges_memory_follows_cpu_moved_are_not_planned_again_within_the_hold() {
+    let t = Tunables {
+        migrate_budget_mib_per_s: 100,
+        smt_cores_first: false,
+        cold_memory_share_min: 1.0,
+        ..Tunables::default()
+    };
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    b.proc(10, "cache", &[(1, 1.0); 4], &[900, 100]);
+    for i in 0..4 {
+        b.access(10, i, &[0.9, 0.1]);
+    }
+    b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 50).hot(10, 1, 0x2000_0000, 2 * MIB, 1, 40).hot(
+        10,
+        2,
+        0x3000_0000,
+        4 * MIB,
+        0,
+        30,
+    );
+    b.group_proc(1, 10);
+    b.m.nodes[0].mem_bw.bottleneck = true;
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    let ranges = |plan: &numapilot_policy::Plan| -> Vec<u64> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ActionKind::MoveRanges { ranges, .. } => Some(ranges.iter().map(|r| r.0).collect::<Vec<_>>()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    assert_eq!(ranges(&plan), [0x1000_0000, 0x3000_0000], "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(ranges(&plan).is_empty(), "moved ranges planned again: {plan:#?}");
+    assert!(
+        plan.actions.iter().any(|a| matches!(a.kind, ActionKind::MigratePages { .. })),
+        "the rest still follows: {plan:#?}"
+    );
+}

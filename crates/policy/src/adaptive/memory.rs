@@ -742,11 +742,19 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             JobKind::Follow { to, dest, remote, detail, bind, hot, cold } => {
                 let rule = if bind { "class-bind-memory" } else { "memory-follows-cpu" };
                 let dest_id = pl.id(dest);
-                // Hottest ranges outside S first.
+                // Hottest ranges outside S first. A range moved within the hold is not moved again
+                // (the essay's hold, as the Ranges job keeps it): its `node` is where it was last
+                // sampled, so until a sample lands on it again a range moved to S still reads as
+                // outside it, and numa01_THREAD_ALLOC's next two plans spent two thirds of their
+                // page budget on 371 ranges already on node 1 (rule "moved-ranges-stay").
+                let moved = policy.proc_state(m, job.pid).map(|s| &s.range_moves);
                 let mut ranges = Vec::new();
                 let mut hot_pages = 0u64;
                 for h in p.hot.iter().filter(|_| hot) {
-                    if dest_set.contains(h.node) || pl.budget_for(job.pid) == hot_pages {
+                    if dest_set.contains(h.node)
+                        || moved.is_some_and(|r| r.contains_key(&h.start))
+                        || pl.budget_for(job.pid) == hot_pages
+                    {
                         continue;
                     }
                     let room = (pl.budget_for(job.pid) - hot_pages) * BASE_PAGE_BYTES;

@@ -942,25 +942,53 @@ impl<'m> Planner<'m> {
         set
     }
 
-    /// Charges `cpu` and `mem` to the nodes of `set` (filling the first nodes' room first).
-    fn charge(&mut self, set: &[usize], cpu: f64, mem: u64) {
-        if set.len() == 1 {
-            self.used[set[0]] += cpu;
-            self.mem_avail[set[0]] -= mem as f64;
-            return;
+    /// Charges `cpu` and `mem` to the nodes of `set` and returns what each node (dense index) was
+    /// charged, CPUs and bytes. On a set of several nodes, what already runs on a node of the set
+    /// (`cpu_now`, per dense node; empty when unknown, as for a new process) stays charged there
+    /// and the rest goes to the set's nodes in proportion to their room (then evenly once every
+    /// node is full), as the kernel's balancing spreads threads allowed on all of them; memory
+    /// already on a node of the set (`mem_now`) stays charged there and the rest is spread evenly
+    /// (rule "charge-where-it-runs"). Until 2026-11-29 a set's CPU filled its lowest-numbered
+    /// nodes first wherever its threads ran: ring-8n64c's process mix, a bandwidth-bound solver
+    /// kept on nodes 0, 2 and 3 (3, 6 and 7 threads) was booked 8 CPUs on node 0, and the database
+    /// beside its 3 threads was refused its own memory's node and had 8 GiB copied away.
+    fn charge(&mut self, set: &[usize], cpu: f64, mem: u64, cpu_now: &[f64], mem_now: &[u64]) -> (Vec<f64>, Vec<f64>) {
+        let n = self.used.len();
+        let (mut cpu_at, mut mem_at) = (vec![0.0; n], vec![0.0; n]);
+        if let [only] = set {
+            cpu_at[*only] = cpu;
+            mem_at[*only] = mem as f64;
+        } else if !set.is_empty() {
+            let at = |v: &[f64], i: usize| v.get(i).copied().unwrap_or(0.0).max(0.0);
+            let staying: f64 = set.iter().map(|&i| at(cpu_now, i)).sum();
+            let scale = if staying > cpu && staying > 0.0 { cpu / staying } else { 1.0 };
+            for &i in set {
+                cpu_at[i] = at(cpu_now, i) * scale;
+            }
+            let rest = (cpu - staying * scale).max(0.0);
+            let room: Vec<f64> = set.iter().map(|&i| (self.cap[i] - self.used[i] - cpu_at[i]).max(0.0)).collect();
+            let total_room: f64 = room.iter().sum();
+            let over = (rest - total_room).max(0.0) / set.len() as f64;
+            for (k, &i) in set.iter().enumerate() {
+                let share = if total_room > 0.0 { rest.min(total_room) * room[k] / total_room } else { 0.0 };
+                cpu_at[i] += share + over;
+            }
+            let mem_staying: u64 = set.iter().map(|&i| mem_now.get(i).copied().unwrap_or(0)).sum::<u64>().min(mem);
+            let mem_rest = (mem - mem_staying) as f64 / set.len() as f64;
+            let mem_scale = if mem_staying > 0 {
+                mem_staying as f64 / set.iter().map(|&i| mem_now.get(i).copied().unwrap_or(0)).sum::<u64>() as f64
+            } else {
+                0.0
+            };
+            for &i in set {
+                mem_at[i] = mem_now.get(i).copied().unwrap_or(0) as f64 * mem_scale + mem_rest;
+            }
         }
-        let mut left = cpu;
         for &i in set {
-            let take = (self.cap[i] - self.used[i]).max(0.0).min(left);
-            self.used[i] += take;
-            left -= take;
+            self.used[i] += cpu_at[i];
+            self.mem_avail[i] -= mem_at[i];
         }
-        let each = left / set.len() as f64;
-        let per_mem = mem as f64 / set.len() as f64;
-        for &i in set {
-            self.used[i] += each;
-            self.mem_avail[i] -= per_mem;
-        }
+        (cpu_at, mem_at)
     }
 
     /// Rule 1: new processes, spread over nodes, least loaded first.
@@ -1105,11 +1133,15 @@ impl<'m> Planner<'m> {
                 if set.len() > 1 { format!("; too large for one node: nodes {}", self.node_set(&set)) } else { String::new() },
                 self.cpu_nodes.iter().map(|&i| format!("{}={:.1}", self.id(i), seen[i])).collect::<Vec<_>>().join(" ")
             );
-            self.charge(&set, est, mem);
+            // Its memory already on a node of the set is in that node's free figure (it is in no
+            // unit): only what moves into the set is charged, and the fork rule's own ledgers take
+            // exactly what the planner's do.
+            let moving = mem.saturating_sub(set.iter().map(|&i| mine(i)).sum::<u64>());
+            let (cpu_at, mem_at) = self.charge(&set, est, moving, &[], &[]);
             self.forked.insert(pid, (set.clone(), est));
             for &i in &set {
-                seen[i] += est / set.len() as f64;
-                free[i] -= mem as f64 / set.len() as f64;
+                seen[i] += cpu_at[i];
+                free[i] -= mem_at[i];
             }
             for &i in &set {
                 peers.entry(p.comm.as_str()).or_default().insert(i);
@@ -1249,7 +1281,13 @@ impl<'m> Planner<'m> {
                 })
             });
             let placed = placed.unwrap_or_else(|| self.choose(&u));
-            self.charge(&placed.nodes, u.cpu, u.mem);
+            let mut cpu_now = vec![0.0; self.used.len()];
+            for k in &u.tasks {
+                if let (Some(j), Some(t)) = (self.task_idx(k), m.tasks.get(k)) {
+                    cpu_now[j] += demand(t);
+                }
+            }
+            self.charge(&placed.nodes, u.cpu, u.mem, &cpu_now, &u.mem_by_node);
             for k in &u.tasks {
                 let cpu = m.tasks.get(k).map_or(0.0, demand);
                 if let Some(j) = self.task_idx(k).filter(|j| !placed.nodes.contains(j)) {
