@@ -521,3 +521,53 @@ fn an_out_directory_that_cannot_be_made_fails_before_the_runs() {
     );
     assert!(o.stdout.is_empty());
 }
+
+/// `--out` is all or nothing: a file that cannot be written (here a directory stands where the
+/// overview chart goes) fails the command with the path named and leaves the directory as it was
+/// (before, result.json, table.txt and the charts drawn so far stayed behind); the same for
+/// `man --out`.
+#[test]
+fn an_out_directory_is_written_all_or_nothing() {
+    let dir = Scratch::new("out-atomic");
+    let input = write_comparison(&dir);
+    let out = dir.path("out");
+    std::fs::create_dir_all(out.join("charts/overview.png")).unwrap();
+    let listing = |p: &std::path::Path| {
+        let mut v: Vec<String> = Vec::new();
+        let mut stack = vec![p.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                v.push(e.path().strip_prefix(p).unwrap().display().to_string());
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                }
+            }
+        }
+        v.sort();
+        v
+    };
+    let before = listing(&out);
+    let o = numapilot(&["sim", "show", input.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("overview.png"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("IoError(") && !stderr(&o).contains("Os {"), "no Debug text: {}", stderr(&o));
+    assert_eq!(listing(&out), before, "nothing half-written");
+    // Once the way is clear, everything lands.
+    std::fs::remove_dir_all(out.join("charts/overview.png")).unwrap();
+    let o = numapilot(&["sim", "show", input.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let after = listing(&out);
+    assert!(
+        after.contains(&"result.json".to_string()) && after.contains(&"charts/overview.png".to_string()),
+        "{after:?}"
+    );
+    assert!(!after.iter().any(|f| f.contains(".numapilot-out")), "no staging left: {after:?}");
+
+    let man = dir.path("man");
+    std::fs::create_dir_all(man.join("man5/numapilot.toml.5")).unwrap();
+    let before = listing(&man);
+    let o = numapilot(&["man", "--out", man.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(listing(&man), before, "no page of the set written");
+}

@@ -117,3 +117,33 @@ fn evidence_rejects_zero_seeds_and_threads() {
         assert!(o.stdout.is_empty());
     }
 }
+
+/// A worker thread that cannot start (a thread limit) ends the run with an error naming it, not a
+/// panic: as an unprivileged user limited to one process (RLIMIT_NPROC does not bind root).
+#[test]
+fn a_worker_that_cannot_start_is_an_error_not_a_panic() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || std::process::Command::new("runuser").arg("--help").output().is_err() {
+        eprintln!("skipped: needs root and runuser to become an unprivileged user");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_numapilot");
+    let o = std::process::Command::new("runuser")
+        .args([
+            "-u",
+            "nobody",
+            "--",
+            "bash",
+            "-c",
+            &format!("ulimit -u 1; exec {bin} sim evidence --quick --threads 4"),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if err.contains("Permission denied") {
+        eprintln!("skipped: the binary is not reachable by nobody: {err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("starting an evidence worker thread") && !err.contains("panicked"), "{err}");
+}

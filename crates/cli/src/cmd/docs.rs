@@ -8,7 +8,7 @@
 //! numastat(8)), and `numapilot run` documents the same options.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Command;
@@ -48,12 +48,15 @@ pub fn man(a: ManArgs, cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             std::io::stdout().write_all(top).context("writing the manual page")?;
         }
         Some(dir) => {
-            super::out_dir(&dir, &["man1", "man5"])?;
+            let staged = super::Staged::new(&dir)?;
             for (name, text) in &pages {
                 let section = name.rsplit('.').next().unwrap_or("1");
-                let path = dir.join(format!("man{section}")).join(name);
-                std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+                let rel = Path::new(&format!("man{section}")).join(name);
+                let _ = std::fs::create_dir(staged.path(format!("man{section}")));
+                std::fs::write(staged.path(&rel), text)
+                    .with_context(|| format!("writing {}", dir.join(&rel).display()))?;
             }
+            staged.commit()?;
             super::run::print_out(&format!("{} manual pages in {}\n", pages.len(), dir.display()))?;
         }
     }

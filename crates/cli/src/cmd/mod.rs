@@ -9,7 +9,7 @@ pub mod sim;
 pub mod stat;
 pub mod topo;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use numapilot_topology::Topology;
 
@@ -37,6 +37,92 @@ pub fn machine_topology(arg: &str) -> anyhow::Result<Topology> {
         "unknown machine '{arg}'; valid machines: {}, or the path of a machine file",
         numapilot_topology::presets::names().join(", ")
     )
+}
+
+/// An `--out` directory written all or nothing: every file goes first into a staging directory
+/// inside it (`.numapilot-out.PID`), and only when all are written are they renamed into place; a
+/// failure before that (a full disk, a chart that cannot be drawn) leaves the directory as it was,
+/// and a directory made for the run that ends up empty is removed. Before, `sim --out` on a full
+/// disk left result.json, table.txt and a truncated PNG, `evidence --out` a truncated JSON, and
+/// `man --out` 9 of its 18 pages.
+pub struct Staged {
+    dir: PathBuf,
+    stage: PathBuf,
+    made_dir: bool,
+    done: bool,
+}
+
+impl Staged {
+    /// Stages an `--out` directory (made when missing, checked as [`out_dir`] does).
+    pub fn new(dir: &Path) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let made_dir = !dir.exists();
+        out_dir(dir, &[])?;
+        let stage = dir.join(format!(".numapilot-out.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&stage);
+        std::fs::create_dir(&stage).with_context(|| format!("--out: creating {}", stage.display()))?;
+        Ok(Self { dir: dir.to_path_buf(), stage, made_dir, done: false })
+    }
+
+    /// Where to write what will be `rel` under the directory.
+    pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.stage.join(rel)
+    }
+
+    /// Moves every staged file into place and returns their final paths. Every target is checked
+    /// first (a directory in a file's way is an error before anything moves).
+    pub fn commit(mut self) -> anyhow::Result<Vec<PathBuf>> {
+        use anyhow::Context as _;
+        let mut rels = Vec::new();
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel) = stack.pop() {
+            let from = self.stage.join(&rel);
+            for e in std::fs::read_dir(&from).with_context(|| format!("reading {}", from.display()))? {
+                let e = e?;
+                let r = rel.join(e.file_name());
+                if e.file_type()?.is_dir() {
+                    stack.push(r);
+                } else {
+                    rels.push(r);
+                }
+            }
+        }
+        rels.sort();
+        for r in &rels {
+            let to = self.dir.join(r);
+            if to.is_dir() {
+                anyhow::bail!("--out: {} is a directory; nothing was written", to.display());
+            }
+            if let Some(parent) = to.parent() {
+                if parent.exists() && !parent.is_dir() {
+                    anyhow::bail!("--out: {} exists and is not a directory; nothing was written", parent.display());
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(rels.len());
+        for r in &rels {
+            let to = self.dir.join(r);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).with_context(|| format!("--out: creating {}", parent.display()))?;
+            }
+            std::fs::rename(self.stage.join(r), &to).with_context(|| format!("--out: moving into {}", to.display()))?;
+            out.push(to);
+        }
+        self.done = true;
+        let _ = std::fs::remove_dir_all(&self.stage);
+        Ok(out)
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_dir_all(&self.stage);
+            if self.made_dir {
+                let _ = std::fs::remove_dir(&self.dir);
+            }
+        }
+    }
 }
 
 /// Makes an `--out` directory and the `subdirs` under it, once every other argument has been

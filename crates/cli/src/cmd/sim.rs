@@ -160,18 +160,20 @@ fn report(comparison: &Comparison, output: &OutputArgs) -> anyhow::Result<ExitCo
 /// Writes `result.json`, `table.txt` and (with `charts`) `charts/*.svg|png` under `dir`; returns
 /// the files written.
 pub fn write_out(comparison: &Comparison, table: &str, dir: &Path, charts: bool) -> anyhow::Result<Vec<PathBuf>> {
-    super::out_dir(dir, if charts { &["charts"] } else { &[] })?;
-    let json_path = dir.join("result.json");
+    // All or nothing (`Staged`): a failure leaves the directory as it was.
+    let staged = super::Staged::new(dir)?;
+    let json_path = staged.path("result.json");
     let mut json = serde_json::to_string_pretty(comparison)?;
     json.push('\n');
-    std::fs::write(&json_path, json).with_context(|| format!("writing {}", json_path.display()))?;
-    let table_path = dir.join("table.txt");
-    std::fs::write(&table_path, table).with_context(|| format!("writing {}", table_path.display()))?;
-    let mut files = vec![json_path, table_path];
+    std::fs::write(&json_path, json).with_context(|| format!("writing {}", dir.join("result.json").display()))?;
+    std::fs::write(staged.path("table.txt"), table)
+        .with_context(|| format!("writing {}", dir.join("table.txt").display()))?;
     if charts {
-        files.extend(chart::write_all(comparison, &dir.join("charts"), chart::text_available())?);
+        std::fs::create_dir(staged.path("charts"))
+            .with_context(|| format!("--out: creating {}", dir.join("charts").display()))?;
+        chart::write_all(comparison, &staged.path("charts"), chart::text_available())?;
     }
-    Ok(files)
+    staged.commit()
 }
 
 /// Longest `--duration`, simulated s: one day (a typo such as 1e300 is an error, not a run that
@@ -350,11 +352,12 @@ fn evidence(
     command.push_str(&format!(" --seeds {}", matrix.seeds.len()));
     let md = evidence::markdown(&result, &command);
     if let Some(dir) = &out {
-        let md_path = dir.join("evidence.md");
-        std::fs::write(&md_path, &md).with_context(|| format!("writing {}", md_path.display()))?;
-        let json_path = dir.join("evidence.json");
-        std::fs::write(&json_path, serde_json::to_string_pretty(&result)? + "\n")
-            .with_context(|| format!("writing {}", json_path.display()))?;
+        let staged = super::Staged::new(dir)?;
+        std::fs::write(staged.path("evidence.md"), &md)
+            .with_context(|| format!("writing {}", dir.join("evidence.md").display()))?;
+        std::fs::write(staged.path("evidence.json"), serde_json::to_string_pretty(&result)? + "\n")
+            .with_context(|| format!("writing {}", dir.join("evidence.json").display()))?;
+        staged.commit()?;
     }
     if json {
         print_out(&format!("{}\n", serde_json::to_string_pretty(&result)?))

@@ -452,14 +452,29 @@ pub trait Chart {
         let stem = self.stem();
         let svg_path = dir.join(format!("{stem}.svg"));
         let png_path = dir.join(format!("{stem}.png"));
+        // Drawn in memory, then written: a file that cannot be written is an I/O error naming it
+        // (the backends' own file errors print as Debug structs: "ImageError(IoError(Os { ... }))").
+        let mut svg = String::new();
         {
-            let root = SVGBackend::new(&svg_path, SIZE).into_drawing_area();
+            let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
             self.draw(&root, text).map_err(|e| anyhow!("drawing {}: {e}", svg_path.display()))?;
         }
+        std::fs::write(&svg_path, svg).map_err(|e| anyhow!("writing {}: {e}", svg_path.display()))?;
+        let mut rgb = vec![0u8; SIZE.0 as usize * SIZE.1 as usize * 3];
         {
-            let root = BitMapBackend::new(&png_path, SIZE).into_drawing_area();
+            let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
             self.draw(&root, text).map_err(|e| anyhow!("drawing {}: {e}", png_path.display()))?;
+            root.present().map_err(|e| anyhow!("drawing {}: {e}", png_path.display()))?;
         }
+        let mut bytes = Vec::new();
+        {
+            let mut enc = png::Encoder::new(&mut bytes, SIZE.0, SIZE.1);
+            enc.set_color(png::ColorType::Rgb);
+            enc.set_depth(png::BitDepth::Eight);
+            let mut w = enc.write_header().map_err(|e| anyhow!("encoding {}: {e}", png_path.display()))?;
+            w.write_image_data(&rgb).map_err(|e| anyhow!("encoding {}: {e}", png_path.display()))?;
+        }
+        std::fs::write(&png_path, bytes).map_err(|e| anyhow!("writing {}: {e}", png_path.display()))?;
         Ok(vec![svg_path, png_path])
     }
 }

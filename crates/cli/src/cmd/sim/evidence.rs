@@ -301,9 +301,13 @@ pub fn evidence(m: &Matrix, threads: usize, log: &(dyn Fn(&str) + Sync)) -> anyh
     let results: Mutex<Vec<Option<Result<RunResult, String>>>> = Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
-            s.spawn(|| loop {
+    // At most one worker a job; a worker that cannot start (a thread limit) is an error, not a
+    // panic, once the ones started have finished.
+    let workers = threads.clamp(1, jobs.len().max(1));
+    let spawn_error = std::thread::scope(|s| {
+        let mut error = None;
+        for _ in 0..workers {
+            let started = std::thread::Builder::new().spawn_scoped(s, || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(&(g, p, seed)) = jobs.get(i) else { break };
                 let group = &groups[g];
@@ -321,8 +325,18 @@ pub fn evidence(m: &Matrix, threads: usize, log: &(dyn Fn(&str) + Sync)) -> anyh
                 ));
                 results.lock().expect("no worker panics while holding the lock")[i] = Some(r);
             });
+            if let Err(e) = started {
+                // The workers that started take every job; only none started is an error.
+                error.get_or_insert(e);
+            }
         }
+        error
     });
+    if let Some(e) = spawn_error {
+        if done.load(Ordering::SeqCst) < jobs.len() {
+            anyhow::bail!("starting an evidence worker thread: {e}");
+        }
+    }
     let mut results = results.into_inner().expect("workers joined");
     let mut out = Vec::new();
     let bounds: Vec<f64> = groups.iter().map(|g| local_share_bound(&g.spec, &g.machine.topo)).collect();
