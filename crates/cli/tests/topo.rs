@@ -225,3 +225,16 @@ fn missing_sysfs_root_fails_naming_it() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("/nonexistent/root"), "{}", stderr(&o));
 }
+
+/// A `--root` that is not a directory is named as such by every command that reads a topology
+/// under it (it read "no NUMA nodes found (kernel without NUMA support, or sysfs not mounted?)").
+#[test]
+fn a_root_that_is_not_a_directory_is_named() {
+    for root in ["/nonexistent-numapilot-root", "/etc/hostname"] {
+        for args in [vec!["topo", "--root", root], vec!["advise", "--cpus", "1", "--mem", "1M", "--root", root]] {
+            let o = numapilot(&args);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+            assert!(stderr(&o).contains(&format!("--root {root}: not a directory")), "{args:?}: {}", stderr(&o));
+        }
+    }
+}

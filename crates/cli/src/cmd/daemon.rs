@@ -321,8 +321,7 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         let free = advise::from_topology(&topo);
         (topo, free, format!("machine {file} (no load)"))
     } else if let Some(root) = &a.root {
-        let topo =
-            Topology::from_sysfs(root).with_context(|| format!("reading the topology under {}", root.display()))?;
+        let topo = super::topology_under(root)?;
         let free = advise::measure(root, &topo, None)?;
         (topo, free, format!("fixture {} (idle since boot)", root.display()))
     } else {

@@ -39,6 +39,17 @@ pub fn machine_topology(arg: &str) -> anyhow::Result<Topology> {
     )
 }
 
+/// The topology read from the sysfs under `root` (`--root`): a root that is not a directory is
+/// named as such (it read "no NUMA nodes found (kernel without NUMA support, or sysfs not
+/// mounted?)", blaming the kernel for a mistyped path).
+pub fn topology_under(root: &Path) -> anyhow::Result<Topology> {
+    use anyhow::Context as _;
+    if !root.is_dir() {
+        anyhow::bail!("--root {}: not a directory", root.display());
+    }
+    Topology::from_sysfs(root).with_context(|| format!("reading the topology under {}", root.display()))
+}
+
 /// An `--out` directory written all or nothing: every file goes first into a staging directory
 /// inside it (`.numapilot-out.PID`), and only when all are written are they renamed into place; a
 /// failure before that (a full disk, a chart that cannot be drawn) leaves the directory as it was,

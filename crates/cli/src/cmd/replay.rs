@@ -161,7 +161,7 @@ fn machine(a: &Args) -> anyhow::Result<(Topology, Option<NodeMemory>, String)> {
         return Ok((topo, None, format!("machine {m} (no memory layout)")));
     }
     let root = a.root.clone().unwrap_or_else(|| PathBuf::from("/"));
-    let topo = Topology::from_sysfs(&root).with_context(|| format!("reading the topology under {}", root.display()))?;
+    let topo = super::topology_under(&root)?;
     let mem = NodeMemory::read(&root).ok();
     let what = if a.root.is_some() { format!("fixture {}", root.display()) } else { "this machine".to_string() };
     let layout = if mem.is_some() { "memory blocks known" } else { "no memory blocks" };

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use numapilot_topology::{presets, render, MachineFile, Topology};
 
 use super::run::print_out;
@@ -55,8 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (Topology::preset(name)?, Some(name.clone()))
     } else {
         let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
-        let topo =
-            Topology::from_sysfs(&root).with_context(|| format!("reading the topology under {}", root.display()))?;
+        let topo = super::topology_under(&root)?;
         (topo, None)
     };
     let text = if args.tree {
