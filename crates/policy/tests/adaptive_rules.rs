@@ -1821,3 +1821,45 @@ fn ranges_memory_follows_cpu_moved_are_not_planned_again_within_the_hold() {
         "the rest still follows: {plan:#?}"
     );
 }
+
+/// A node whose memory is full does not refuse a unit whose memory this policy is moving there:
+/// the move brings nothing new (it was decided with the room counted), and sending the threads
+/// away strands the memory already copied (numaconnect-288c vm-mix-unasked: six vCPUs of a VM went
+/// to nodes 6 and 7 at 1.06 s, about 240k pages followed them, and at 1.64 s "node 6 bottleneck
+/// (memory 99% used)" sent them back, the memory left behind).
+///
+/// ```text
+///   as a_large_unit_whose_memory_moves_to_its_node_stays_there; at decision 2 node 1 is also a
+///   memory-capacity bottleneck
+///     refuses(node 1): full, and the unit's trailing shares say 88% of its accesses elsewhere,
+///     but its memory moves to node 1 -> not refused -> stays on node 1, no action
+///     (without the exemption: node 1 refused, node 0 (its trailing shares' best, room now)
+///      -> SetAffinity(10, node 0))
+/// ```
+#[test]
+fn a_full_node_does_not_refuse_the_unit_whose_memory_moves_there() {
+    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
+    let app = |b: &mut B, mem: &[u64]| {
+        b.proc(10, "app", &[(1, 1.0); 2], mem).allow(10, &[1]);
+        for i in 0..2 {
+            b.access(10, i, &[0.88, 0.12]);
+        }
+        b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 20).hot(10, 1, 0x2000_0000, 2 * MIB, 0, 20);
+        b.group_proc(1, 10);
+    };
+    let mut b = B::with("autonuma-2s12c-24g", t.clone());
+    b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
+    app(&mut b, &[2048, 0]);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert!(matches!(plan.actions[0].kind, ActionKind::MoveRanges { to: 1, .. }), "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+
+    let mut b = B::with("autonuma-2s12c-24g", t);
+    app(&mut b, &[1400, 648]);
+    b.m.nodes[1].mem_capacity.known = true;
+    b.m.nodes[1].mem_capacity.bottleneck = true;
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "the threads leave the node their memory moves to: {plan:#?}");
+}

@@ -412,7 +412,8 @@ impl<'m> Planner<'m> {
     ///   capacity, so the units that caused the CPU bottleneck are spread by the capacity check,
     ///   not evicted all at once (which would only move the bottleneck).
     /// - memory bandwidth or capacity: only units that would bring memory to the node, i.e. whose
-    ///   accesses there are short of `1 - remote_share_min` (their memory would follow them).
+    ///   accesses there are short of `1 - remote_share_min` (their memory would follow them) and
+    ///   whose memory this policy is not already moving there.
     ///   Threads whose memory is already there load that controller and hold that memory wherever
     ///   they run; moving them away only adds interconnect traffic (and, memory following, fills
     ///   another node). Memory bandwidth never refuses a unit the node it already runs on: the
@@ -423,7 +424,12 @@ impl<'m> Planner<'m> {
     /// - IO: every unit (not modelled by the capacity table).
     fn refuses(&self, i: usize, u: &Unit) -> bool {
         let Some(l) = self.model.nodes.get(i) else { return false };
-        let brings_traffic = 1.0 - u.share[i] >= self.model.tunables.remote_share_min;
+        // Memory this policy is moving to the node brings nothing new there: the move was decided
+        // with the room counted, and the smoothed shares trail it by seconds (rule
+        // "moving-here-not-refused"; without it a unit whose memory was half copied to a node
+        // that then filled was refused it and sent back, the copied memory stranded).
+        let moving_here = self.memory_follows.iter().any(|(pid, to)| u.pids.contains(pid) && to.contains(self.id(i)));
+        let brings_traffic = 1.0 - u.share[i] >= self.model.tunables.remote_share_min && !moving_here;
         l.io.bottleneck
             || (l.cpu.bottleneck && u.current != Some(i) && !self.cpu_bottleneck_leaves(i, u))
             || (l.mem_bw.bottleneck && brings_traffic && u.current != Some(i))
