@@ -381,25 +381,11 @@ fn balance_weakest_affinity_to_co_located_members_goes_first() {
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "cpu-follows-memory")]);
 }
 
-/// Rule 4: memory follows CPU, hottest ranges first, then MigratePages, within the budget.
-///
-/// ```text
-///   budget 100 MiB/s x 1 s = 25600 pages
-///   cache (pid 10): 4 threads x 1.0 on node 1, 900 MiB on node 0 + 100 on node 1 (1000 MiB: below
-///                   the 1024 MiB of CPU-follows-memory; node 0's memory bandwidth is a bottleneck,
-///                   so the cost rule does not send the threads there -> stays on node 1);
-///                   accesses 90% node 0
-///   hot ranges (hottest first): 0x10000000 2 MiB node 0 (50), 0x20000000 2 MiB node 1 (40),
-///                               0x30000000 4 MiB node 0 (30)
-///   remote 90% >= 25%; benefit 0.9 x 4 x 10 = 36 CPU-s > 230400 pages x 2 us = 0.46 s
-///   MoveRanges([0x10000000 +2 MiB, 0x30000000 +4 MiB] -> node 1) = 512 + 1024 = 1536 pages
-///   MigratePages(0 -> 1, max min(230400 - 1536, 25600 - 1536) = 24064)      total = 25600
-/// ```
-#[test]
-fn memory_follows_cpu_hottest_first_within_the_budget() {
-    // The three hot ranges stand for the hottest of a 1000 MiB memory that is all in use (its
-    // accesses are 90% on node 0): the cold-memory rule, which would read the other 992 MiB as
-    // idle and leave it, is off here (it has its own test, `cold_memory_stays_...`).
+/// The model of `memory_follows_cpu_hottest_first_within_the_budget`: "cache" (pid 10), 4 threads
+/// x 1.0 on node 1, 900 MiB on node 0 and 100 on node 1, accesses [0.9, 0.1], hot ranges at
+/// 0x1000_0000 (2 MiB, node 0), 0x2000_0000 (2 MiB, node 1), 0x3000_0000 (4 MiB, node 0); node 0's
+/// memory bandwidth a bottleneck; budget 100 MiB/s, no SMT cores first, cold-memory rule off.
+fn cache_on_node_1() -> B {
     let t = Tunables {
         migrate_budget_mib_per_s: 100,
         smt_cores_first: false,
@@ -421,6 +407,29 @@ fn memory_follows_cpu_hottest_first_within_the_budget() {
     );
     b.group_proc(1, 10);
     b.m.nodes[0].mem_bw.bottleneck = true;
+    b
+}
+
+/// Rule 4: memory follows CPU, hottest ranges first, then MigratePages, within the budget.
+///
+/// ```text
+///   budget 100 MiB/s x 1 s = 25600 pages
+///   cache (pid 10): 4 threads x 1.0 on node 1, 900 MiB on node 0 + 100 on node 1 (1000 MiB: below
+///                   the 1024 MiB of CPU-follows-memory; node 0's memory bandwidth is a bottleneck,
+///                   so the cost rule does not send the threads there -> stays on node 1);
+///                   accesses 90% node 0
+///   hot ranges (hottest first): 0x10000000 2 MiB node 0 (50), 0x20000000 2 MiB node 1 (40),
+///                               0x30000000 4 MiB node 0 (30)
+///   remote 90% >= 25%; benefit 0.9 x 4 x 10 = 36 CPU-s > 230400 pages x 2 us = 0.46 s
+///   MoveRanges([0x10000000 +2 MiB, 0x30000000 +4 MiB] -> node 1) = 512 + 1024 = 1536 pages
+///   MigratePages(0 -> 1, max min(230400 - 1536, 25600 - 1536) = 24064)      total = 25600
+/// ```
+#[test]
+fn memory_follows_cpu_hottest_first_within_the_budget() {
+    // The three hot ranges stand for the hottest of a 1000 MiB memory that is all in use (its
+    // accesses are 90% on node 0): the cold-memory rule, which would read the other 992 MiB as
+    // idle and leave it, is off here (it has its own test, `cold_memory_stays_...`).
+    let b = cache_on_node_1();
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "stay-current-node")]);
@@ -470,6 +479,18 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
 }
 
+/// "app" (pid 10) of `a_large_unit_whose_memory_moves_to_its_node_stays_there`: 2 threads x 1.0
+/// on node 1 (allowed there only), memory `mem` MiB per node, accesses [0.88, 0.12], hot ranges
+/// of 2 MiB at 0x1000_0000 and 0x2000_0000 on node 0, one group.
+fn app_on_node_1(b: &mut B, mem: &[u64]) {
+    b.proc(10, "app", &[(1, 1.0); 2], mem).allow(10, &[1]);
+    for i in 0..2 {
+        b.access(10, i, &[0.88, 0.12]);
+    }
+    b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 20).hot(10, 1, 0x2000_0000, 2 * MIB, 0, 20);
+    b.group_proc(1, 10);
+}
+
 /// Rule 2's "memory moving here": a unit whose memory this policy is moving to the node it runs
 /// on stays there (stay-current-node), also when its memory is large; the smoothed access shares
 /// trail the move by seconds and would send it back.
@@ -496,17 +517,9 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
 #[test]
 fn a_large_unit_whose_memory_moves_to_its_node_stays_there() {
     let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
-    let app = |b: &mut B, mem: &[u64]| {
-        b.proc(10, "app", &[(1, 1.0); 2], mem).allow(10, &[1]);
-        for i in 0..2 {
-            b.access(10, i, &[0.88, 0.12]);
-        }
-        b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 20).hot(10, 1, 0x2000_0000, 2 * MIB, 0, 20);
-        b.group_proc(1, 10);
-    };
     let mut b = B::with("autonuma-2s12c-24g", t.clone());
     b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
-    app(&mut b, &[2048, 0]);
+    app_on_node_1(&mut b, &[2048, 0]);
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);
     check_conservation(&b.m, &plan);
@@ -520,7 +533,7 @@ fn a_large_unit_whose_memory_moves_to_its_node_stays_there() {
     applied(&mut p, &b.m, &plan);
 
     let mut b = B::with("autonuma-2s12c-24g", t);
-    app(&mut b, &[1400, 648]);
+    app_on_node_1(&mut b, &[1400, 648]);
     let plan = p.decide(&b.m);
     check_conservation(&b.m, &plan);
     assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
@@ -1778,27 +1791,7 @@ fn a_unit_on_several_nodes_is_charged_where_its_threads_run() {
 /// ```
 #[test]
 fn ranges_memory_follows_cpu_moved_are_not_planned_again_within_the_hold() {
-    let t = Tunables {
-        migrate_budget_mib_per_s: 100,
-        smt_cores_first: false,
-        cold_memory_share_min: 1.0,
-        ..Tunables::default()
-    };
-    let mut b = B::with("autonuma-2s12c-24g", t);
-    b.proc(10, "cache", &[(1, 1.0); 4], &[900, 100]);
-    for i in 0..4 {
-        b.access(10, i, &[0.9, 0.1]);
-    }
-    b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 50).hot(10, 1, 0x2000_0000, 2 * MIB, 1, 40).hot(
-        10,
-        2,
-        0x3000_0000,
-        4 * MIB,
-        0,
-        30,
-    );
-    b.group_proc(1, 10);
-    b.m.nodes[0].mem_bw.bottleneck = true;
+    let b = cache_on_node_1();
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);
     let ranges = |plan: &numapilot_policy::Plan| -> Vec<u64> {
@@ -1839,24 +1832,16 @@ fn ranges_memory_follows_cpu_moved_are_not_planned_again_within_the_hold() {
 #[test]
 fn a_full_node_does_not_refuse_the_unit_whose_memory_moves_there() {
     let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
-    let app = |b: &mut B, mem: &[u64]| {
-        b.proc(10, "app", &[(1, 1.0); 2], mem).allow(10, &[1]);
-        for i in 0..2 {
-            b.access(10, i, &[0.88, 0.12]);
-        }
-        b.hot(10, 0, 0x1000_0000, 2 * MIB, 0, 20).hot(10, 1, 0x2000_0000, 2 * MIB, 0, 20);
-        b.group_proc(1, 10);
-    };
     let mut b = B::with("autonuma-2s12c-24g", t.clone());
     b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
-    app(&mut b, &[2048, 0]);
+    app_on_node_1(&mut b, &[2048, 0]);
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);
     assert!(matches!(plan.actions[0].kind, ActionKind::MoveRanges { to: 1, .. }), "{plan:#?}");
     applied(&mut p, &b.m, &plan);
 
     let mut b = B::with("autonuma-2s12c-24g", t);
-    app(&mut b, &[1400, 648]);
+    app_on_node_1(&mut b, &[1400, 648]);
     b.m.nodes[1].mem_capacity.known = true;
     b.m.nodes[1].mem_capacity.bottleneck = true;
     let plan = p.decide(&b.m);
