@@ -230,6 +230,11 @@ impl Journal {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() && !dir.is_dir() {
                 use std::os::unix::fs::DirBuilderExt;
+                // A file where its directory should be: ENOTDIR, as opening through it would say
+                // (making the directory said "File exists").
+                if dir.exists() {
+                    return Err(err(std::io::Error::from_raw_os_error(libc::ENOTDIR)));
+                }
                 std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(err)?;
             }
         }
@@ -345,5 +350,14 @@ mod tests {
         let fresh = d.path().join("logs/journal.jsonl");
         Journal::open(&fresh, 1 << 20).unwrap();
         assert_eq!(std::fs::metadata(d.path().join("logs")).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_file_where_the_journals_directory_goes_is_named_as_not_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("afile"), "").unwrap();
+        let Err(e) = Journal::open(&d.path().join("afile/journal.jsonl"), 1 << 20) else { panic!("opened") };
+        assert_eq!(e.cause.raw_os_error(), Some(libc::ENOTDIR), "{e}");
+        assert!(e.to_string().contains("afile/journal.jsonl") && e.to_string().contains("Not a directory"), "{e}");
     }
 }
