@@ -311,7 +311,7 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("command line: daemon.metrics"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("command line: --metrics \"everywhere\""));
     // A log level that is none: it used to pass and leave the daemon silent (read as a target).
     let out = Command::new(BIN).args(["daemon", "--check", "--log", "loud", "--config"]).arg(&config).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

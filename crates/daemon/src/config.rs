@@ -286,6 +286,20 @@ pub struct Overrides {
     pub include_pinned: bool,
 }
 
+/// The flag that overrides configuration key `key` (dotted), if any.
+fn flag_of(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "daemon.interval_ms" => "--interval-ms",
+        "daemon.journal" => "--journal",
+        "daemon.state" => "--state",
+        "daemon.socket" => "--socket",
+        "daemon.metrics" => "--metrics",
+        "exclude.comm" => "--exclude",
+        "exclude.pids" => "--exclude-pid",
+        _ => return None,
+    })
+}
+
 /// Where the configuration comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -366,9 +380,16 @@ pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Re
     apply_overrides(&mut config, overrides);
     let flag_err = |reason: String| ConfigError { file: "command line".into(), line: None, reason };
     validate_daemon(&config).map_err(|(keys, reason)| {
-        // Most reasons start with their key already ("daemon.interval_ms = 0: ..."): once is enough.
+        // The file passed: the bad value came from a flag, named as the user typed it
+        // ("--interval-ms 0: must be > 0 ms"), its key after it.
         let key = keys.join(".");
-        flag_err(if reason.starts_with(&key) { reason } else { format!("{key}: {reason}") })
+        let rest = reason.strip_prefix(&key).map(|r| r.trim_start_matches([' ', '=', ':']).to_string());
+        match (flag_of(&key), rest) {
+            (Some(flag), Some(rest)) => flag_err(format!("{flag} {rest}")),
+            (Some(flag), None) => flag_err(format!("{flag}: {reason}")),
+            (None, _) if reason.starts_with(&key) => flag_err(reason),
+            (None, _) => flag_err(format!("{key}: {reason}")),
+        }
     })?;
     config.tunables.validate().map_err(|e| flag_err(format!("{e}")))?;
     Ok(config)
