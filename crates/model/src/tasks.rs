@@ -38,7 +38,10 @@
 //!
 //! ```text
 //!   pinned = resident kB under bind/interleave/preferred VMAs >= pinned_policy_share x resident kB
-//!         or every thread: CPUs(mems_allowed nodes) not within cpus_allowed   (taskset, cpuset)
+//!         or any thread: CPUs(mems_allowed nodes) not within cpus_allowed   (taskset, cpuset,
+//!            a program pinning one of its threads; until 2026-11-29 every thread had to be, so a
+//!            process with one self-pinned worker was planned, and the daemon, which refuses a
+//!            process when any thread narrowed itself, refused the plan every period)
 //! ```
 //!
 //! * Carried reads: the live observer hands a process that did not run with its threads' last
@@ -203,8 +206,8 @@ pub struct ProcView {
     /// CPU used over the last period, CPUs (sum over threads).
     pub cpu_rate: f64,
     /// Whether the process placed itself: an explicit memory policy in numa_maps (bind, interleave,
-    /// preferred) or threads whose allowed CPUs are narrower than the process's allowed nodes'
-    /// CPUs. The daemon leaves such processes alone unless told otherwise; the adaptive policy
+    /// preferred) or a thread whose allowed CPUs are narrower than the process's allowed nodes'
+    /// CPUs (the adaptive policy tells its own masks apart: `foreign_pinned`). The daemon leaves such processes alone unless told otherwise; the adaptive policy
     /// never moves them.
     pub pinned: bool,
     /// The memory half of `pinned`: VMAs with an explicit memory policy hold at least
@@ -571,7 +574,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         // Threads.
         let mut tids = Vec::with_capacity(p.threads.len());
         let mut cpu_sum = 0.0;
-        let mut all_narrow = !p.threads.is_empty();
+        let mut any_narrow = false;
         let mut proc_samples = 0u64;
         let mut running = 0usize;
         for t in &p.threads {
@@ -589,7 +592,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             if let Some(h) = th.as_mut() {
                 if h.settled && h.read_ns == read_ns && mem_same && h.hot.is_empty() && acc.task(key).is_empty() {
                     h.seen = generation;
-                    all_narrow &= h.narrow;
+                    any_narrow |= h.narrow;
                     tids.push(t.tid);
                     tasks_kept += 1;
                     continue;
@@ -663,7 +666,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             };
 
             let thread_narrow = narrow.narrower(topo, &t.cpus_allowed, &t.mems_allowed);
-            all_narrow &= thread_narrow;
+            any_narrow |= thread_narrow;
             let settled = cpu_rate == 0.0 && run_delay.is_none() && source != AccessSource::Samples && hot.is_empty();
             cpu_sum += cpu_rate;
             if cpu_rate > 0.0 {
@@ -771,7 +774,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         let hz = sample.clock_ticks_per_sec.max(1);
         let started_ns = ((p.starttime as u128 * 1_000_000_000u128) / hz as u128).min(u128::from(u64::MAX)) as u64;
         let mem_policy_pinned = policy_pinned(p, tun.pinned_policy_share);
-        let pinned = mem_policy_pinned || all_narrow;
+        let pinned = mem_policy_pinned || any_narrow;
         procs.push((
             p.pid,
             ProcView {

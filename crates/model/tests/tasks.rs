@@ -169,8 +169,10 @@ fn vanished_and_kernel_threads() {
     assert!(m.tasks.is_empty() && m.procs.is_empty());
 }
 
-/// Pinned: threads whose allowed CPUs do not cover their allowed nodes' CPUs (taskset -c 0-1 on a
-/// 2 x 2-CPU machine with both nodes allowed); a process with one unpinned thread is not pinned.
+/// Pinned: a thread whose allowed CPUs do not cover its allowed nodes' CPUs (taskset -c 0-1 on a
+/// 2 x 2-CPU machine with both nodes allowed) makes its process pinned, also beside an unpinned
+/// thread (a program pinning one worker placed itself: the daemon refuses such a process, so the
+/// policy must not plan it); a process none of whose threads is narrowed is not.
 #[test]
 fn pinned_by_cpu_affinity() {
     let topo = machine(2, 2, 16);
@@ -185,10 +187,14 @@ fn pinned_by_cpu_affinity() {
         .thread(80, 80, 0, 0, 0)
         .allowed(80, 80, &[0, 1])
         .thread(80, 81, 0, 0, 0)
+        .proc(90, 5, "free", &[GIB, 0])
+        .thread(90, 90, 0, 0, 0)
+        .thread(90, 91, 0, 0, 0)
         .build();
     m.update(&s);
     assert!(m.procs[&70].pinned);
-    assert!(!m.procs[&80].pinned);
+    assert!(m.procs[&80].pinned, "one self-pinned thread pins its process");
+    assert!(!m.procs[&90].pinned);
 }
 
 /// Odd input never panics: time going backwards, counters going backwards, a CPU and nodes the
