@@ -1848,3 +1848,29 @@ fn a_full_node_does_not_refuse_the_unit_whose_memory_moves_there() {
     check_conservation(&b.m, &plan);
     assert!(affinities(&b.m, &plan).is_empty(), "the threads leave the node their memory moves to: {plan:#?}");
 }
+
+/// Rule 2's cost-based CPU-follows-memory asks the node holding a unit's accesses for memory room
+/// only beyond the working set already there (home-needs-no-room, as placement does).
+///
+/// ```text
+///   app (pid 10): 1 thread x 1.0 CPU on node 0; 1000 MiB (under the 1024 MiB size rule), all on
+///   node 1, 95% of its accesses there; node 1: CPUs idle, MemFree 500 MiB (not flagged)
+///   memory for units on node 1: 500 + its own 1000 MiB - 10% of 12 GiB (1228.8) = 271 MiB:
+///   within the reserve, short of 1000 MiB
+///   best = node 1: 1 - 95% = 5% < 25%: no memory asked; CPU room; moving 1 thread costs less
+///   than copying 256,000 pages -> SetAffinity(10, node 1), cpu-follows-memory; no page moves
+///   (asking room for all 1000 MiB: none, so it stayed on node 0 and its 1000 MiB were copied
+///   off the node that holds its working set)
+/// ```
+#[test]
+fn cpu_follows_memory_needs_no_memory_room_at_the_units_home() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(0, 1.0)], &[0, 1000]);
+    b.access(10, 0, &[0.05, 0.95]);
+    b.group_proc(1, 10);
+    b.m.nodes[1].mem_free_bytes = 500 * MIB;
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "cpu-follows-memory")], "{plan:#?}");
+    assert!(plan.actions.iter().all(|a| matches!(a.kind, ActionKind::SetAffinity { .. })), "{plan:#?}");
+}

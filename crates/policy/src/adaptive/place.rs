@@ -844,7 +844,9 @@ impl<'m> Planner<'m> {
                 let mem_cost = remote_pages as f64 * t.migrate_cost_ns_per_page as f64;
                 let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64;
                 let bottleneck = self.model.nodes.get(best).is_some_and(|l| l.any_bottleneck());
-                let room = self.has_room(best, u.cpu, u.tasks.len(), u.mem);
+                // Room on the node holding its accesses: CPU, and memory only for what is not its
+                // working set there already (home-needs-no-room, as for placement).
+                let room = self.has_room(best, u.cpu, u.tasks.len(), self.mem_needed(best, u));
                 not_there = if bottleneck {
                     self.bottleneck_why(best)
                 } else if !room {
