@@ -26,7 +26,7 @@
 //! exited). Pages are 4 KiB (`--page-size` to change).
 
 /// `writeln!` into a String (which cannot fail).
-macro_rules! line {
+macro_rules! outln {
     ($o:expr, $($t:tt)*) => {{
         use std::fmt::Write as _;
         let _ = writeln!($o, $($t)*);
@@ -316,7 +316,7 @@ fn report(
     }
     // The text goes out in one write (a reader that went away is a quiet end, not a panic).
     let mut o = String::new();
-    line!(
+    outln!(
         o,
         "replay {}: {records} samples, {windows} windows of {} ms, {} threads in {} processes; machine: {source}",
         a.file.display(),
@@ -324,7 +324,7 @@ fn report(
         samples_of.len(),
         by_pid.len()
     );
-    line!(
+    outln!(
         o,
         "node of each sample: {} by physical address, {} by CPU, {} remote (two-node rule), {} unplaced",
         placement.phys,
@@ -340,11 +340,11 @@ fn report(
             .unwrap_or_default()
     };
     let node = |v: &serde_json::Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
-    line!(o, "\nprocesses (threads: samples, preferred node, learned access shares, group):");
+    outln!(o, "\nprocesses (threads: samples, preferred node, learned access shares, group):");
     for p in &procs {
-        line!(o, "  pid {}", p["pid"]);
+        outln!(o, "  pid {}", p["pid"]);
         for t in p["threads"].as_array().into_iter().flatten() {
-            line!(
+            outln!(
                 o,
                 "    tid {:>8}  {:>6} samples  node {:>2}  [{}]  group {}",
                 t["tid"],
@@ -355,11 +355,11 @@ fn report(
             );
         }
     }
-    line!(o, "\naffinity groups:");
+    outln!(o, "\naffinity groups:");
     for g in &groups {
         let tasks: Vec<String> =
             g["tasks"].as_array().into_iter().flatten().map(|t| format!("{}/{}", t[0], t[1])).collect();
-        line!(
+        outln!(
             o,
             "  group {}: node {} [{}]  {}",
             g["id"],
@@ -368,12 +368,12 @@ fn report(
             tasks.join(" ")
         );
     }
-    line!(o, "\nstrongest affinity edges:");
+    outln!(o, "\nstrongest affinity edges:");
     if edges.is_empty() {
-        line!(o, "  none");
+        outln!(o, "  none");
     }
     for e in &edges {
-        line!(
+        outln!(
             o,
             "  {}/{} - {}/{}  strength {:.3} (co-access {:.3}, communication {:.3}) tier {}",
             e["a"][0],
