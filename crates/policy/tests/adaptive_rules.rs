@@ -479,6 +479,17 @@ fn memory_moves_nothing_below_the_threshold_or_the_cost() {
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
 }
 
+/// Decision 1 of `a_large_unit_whose_memory_moves_to_its_node_stays_there`: the tunables (cold
+/// rule off) and the model, "pinned" (pid 5) filling node 0's 12 CPUs, `app_on_node_1` with its
+/// 2048 MiB on node 0.
+fn app_beside_a_full_node_0() -> (Tunables, B) {
+    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
+    let mut b = B::with("autonuma-2s12c-24g", t.clone());
+    b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
+    app_on_node_1(&mut b, &[2048, 0]);
+    (t, b)
+}
+
 /// "app" (pid 10) of `a_large_unit_whose_memory_moves_to_its_node_stays_there`: 2 threads x 1.0
 /// on node 1 (allowed there only), memory `mem` MiB per node, accesses [0.88, 0.12], hot ranges
 /// of 2 MiB at 0x1000_0000 and 0x2000_0000 on node 0, one group.
@@ -516,10 +527,7 @@ fn app_on_node_1(b: &mut B, mem: &[u64]) {
 /// ```
 #[test]
 fn a_large_unit_whose_memory_moves_to_its_node_stays_there() {
-    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
-    let mut b = B::with("autonuma-2s12c-24g", t.clone());
-    b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
-    app_on_node_1(&mut b, &[2048, 0]);
+    let (t, b) = app_beside_a_full_node_0();
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);
     check_conservation(&b.m, &plan);
@@ -1831,10 +1839,7 @@ fn ranges_memory_follows_cpu_moved_are_not_planned_again_within_the_hold() {
 /// ```
 #[test]
 fn a_full_node_does_not_refuse_the_unit_whose_memory_moves_there() {
-    let t = Tunables { cold_memory_share_min: 1.0, ..traced_tunables() };
-    let mut b = B::with("autonuma-2s12c-24g", t.clone());
-    b.proc(5, "pinned", &[(0, 1.0); 12], &[100, 0]).pinned(5);
-    app_on_node_1(&mut b, &[2048, 0]);
+    let (t, b) = app_beside_a_full_node_0();
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);
     assert!(matches!(plan.actions[0].kind, ActionKind::MoveRanges { to: 1, .. }), "{plan:#?}");

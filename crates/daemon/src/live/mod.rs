@@ -384,7 +384,7 @@ impl LiveHost {
                 state::restore_records(&records, &mut report);
             }
             if !file.processes.is_empty() && !opts.observe_only {
-                Originals::new(&opts.state_path).save().map_err(LiveError::State)?;
+                originals.save().map_err(LiveError::State)?;
             }
         }
         let proc_dir = opts.root.join("proc");
