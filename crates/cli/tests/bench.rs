@@ -236,3 +236,57 @@ fn bad_flags_are_named_and_nothing_runs() {
     assert!(!o.status.success() && stderr(&o).contains("--out"), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
 }
+
+#[test]
+fn a_run_that_fails_leaves_no_out_directory() {
+    // The workers cannot map their buffer under an address-space limit of 512 MiB (the limit is
+    // inherited from the numapilot process, which needs far less), so the run fails after --out
+    // was checked. The directory it made for the run must not stay behind, empty.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("new");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"))
+        .pre_exec_limit_as(512 << 20)
+        .args(["bench", "numa02", "--mb", "1024", "--threads", "1", "--loops", "1"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "ran under the limit: {}", stderr(&o));
+    assert!(stderr(&o).contains("worker"), "{}", stderr(&o));
+    assert!(!out.exists(), "left {}", out.display());
+    // An existing directory is left as it was.
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("keep"), "x").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"))
+        .pre_exec_limit_as(512 << 20)
+        .args(["bench", "numa02", "--mb", "1024", "--threads", "1", "--loops", "1"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let names: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["keep"]);
+}
+
+/// RLIMIT_AS for the child (and so for the workers it starts).
+trait LimitAs {
+    fn pre_exec_limit_as(&mut self, bytes: u64) -> &mut Self;
+}
+
+impl LimitAs for std::process::Command {
+    fn pre_exec_limit_as(&mut self, bytes: u64) -> &mut Self {
+        use std::os::unix::process::CommandExt;
+        let lim = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            self.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            })
+        }
+    }
+}

@@ -67,6 +67,15 @@ pub enum ControlError {
         /// The connect error.
         reason: String,
     },
+    /// Something other than a socket is at the path (a regular file, a directory): a wrong `--socket`,
+    /// not a stopped daemon.
+    #[error("{path} is {what}, not a control socket (check --socket)")]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+        /// What is there ("a regular file", "a directory", ...).
+        what: &'static str,
+    },
     /// The socket exists but this user may not use it (it is root-only).
     #[error("permission denied on {path}: the control socket is root-only (run as root)")]
     Denied {
@@ -546,12 +555,32 @@ fn ask_loop<T>(
     }
 }
 
+/// What is at `path` when it exists and is not a socket (`connect` says only "Connection refused").
+fn not_a_socket(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    Some(if t.is_socket() {
+        return None;
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else {
+        "a device"
+    })
+}
+
 /// Client: sends one request to the daemon at `path` and returns its response (an `ok: false`
 /// response becomes [`ControlError::Request`]).
 pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
     let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::PermissionDenied => ControlError::Denied { path: path.to_path_buf() },
-        _ => ControlError::NotRunning { path: path.to_path_buf(), reason: e.to_string() },
+        _ => match not_a_socket(path) {
+            Some(what) => ControlError::NotASocket { path: path.to_path_buf(), what },
+            None => ControlError::NotRunning { path: path.to_path_buf(), reason: e.to_string() },
+        },
     })?;
     let io = |e: std::io::Error| ControlError::Request(format!("{}: {e}", path.display()));
     stream.set_read_timeout(Some(EXPLAIN_TIMEOUT + CLIENT_TIMEOUT)).map_err(io)?;

@@ -1121,7 +1121,7 @@ fn advise(
             };
             Err(format!(
                 "nothing fits: need {} CPUs and {} MiB; free {whose}, before the daemon's promises: {}",
-                request.cpus,
+                numapilot_policy::advise::shown(&request.cpus),
                 request.mem_bytes >> 20,
                 free.iter()
                     .map(|f| format!("node {}: {:.1} CPUs, {} MiB", f.node, f.free_cpus, f.mem_free_bytes >> 20))

@@ -55,6 +55,11 @@ fn nothing_fits_says_what_there_is() {
     assert!(msg.contains("need 3 CPUs") && msg.contains("2.0 free CPUs") && msg.contains("node 1: 1.0 CPUs"), "{msg}");
     assert!(advise::advise(&t, &free, 0.0, 0).is_err());
     assert!(advise::advise(&t, &free, f64::NAN, 0).is_err());
+    // A huge request is echoed as written, not as 301 digits.
+    let msg = advise::advise(&t, &free, 1e300, 0).unwrap_err().to_string();
+    assert!(msg.contains("need 1e300 CPUs"), "{msg}");
+    let msg = advise::advise(&t, &free, f64::INFINITY, 0).unwrap_err().to_string();
+    assert!(msg.contains("--cpus inf"), "{msg}");
 }
 
 #[test]

@@ -374,6 +374,25 @@ fn no_daemon_is_a_clear_error() {
 }
 
 #[test]
+fn a_socket_path_that_is_not_a_socket_is_named_as_such() {
+    // connect(2) says "Connection refused" for a regular file and a directory alike; the user
+    // gave a wrong --socket, and being told to start the daemon would mislead them.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let e = control::request(&file, &Request::Status).unwrap_err();
+    assert!(matches!(e, control::ControlError::NotASocket { what: "a regular file", .. }), "{e:?}");
+    assert!(e.to_string().contains("is a regular file, not a control socket"), "{e}");
+    let e = control::request(dir.path(), &Request::Status).unwrap_err();
+    assert!(matches!(e, control::ControlError::NotASocket { what: "a directory", .. }), "{e:?}");
+    // A stale socket (its listener gone) is still a daemon that is not running.
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let e = control::request(&stale, &Request::Status).unwrap_err();
+    assert!(matches!(e, control::ControlError::NotRunning { .. }), "{e:?}");
+}
+
+#[test]
 fn a_loop_behind_its_interval_still_answers_and_stops() {
     // Every step takes 300 ms against a 100 ms interval: the loop never sleeps, yet explain and
     // stop (SIGTERM's path) are served between steps.

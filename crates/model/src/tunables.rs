@@ -636,8 +636,9 @@ impl Default for Tunables {
 impl Tunables {
     /// Checks every field's range and the order of paired marks; the first bad field is the error.
     pub fn validate(&self) -> Result<(), TunableError> {
-        fn err(field: &'static str, value: impl ToString, reason: &str) -> Result<(), TunableError> {
-            Err(TunableError { field, value: value.to_string(), reason: reason.to_string() })
+        // Debug, not Display: a float shows as it was written ("1e300"), not as 301 digits.
+        fn err(field: &'static str, value: impl std::fmt::Debug, reason: &str) -> Result<(), TunableError> {
+            Err(TunableError { field, value: format!("{value:?}"), reason: reason.to_string() })
         }
         // Durations: (field, value, whether 0 is refused). They are worked in ns (x 1e6): past a day
         // none is a placement setting any more, and far past it the product overflows (a daemon
@@ -880,6 +881,18 @@ mod tests {
             let e = t.validate().unwrap_err();
             assert_eq!(e.field, field, "{e}");
         }
+    }
+
+    #[test]
+    fn a_huge_value_is_echoed_as_written() {
+        // Display would print 1e300 as 301 digits; the message must stay one readable line.
+        let t = Tunables { tier_weak: 1e300, ..Tunables::default() };
+        let e = t.validate().unwrap_err();
+        assert_eq!(e.value, "1e300");
+        let t = Tunables { tier_weak: 1.5, ..Tunables::default() };
+        assert_eq!(t.validate().unwrap_err().value, "1.5");
+        let t = Tunables { interval_ms: 0, ..Tunables::default() };
+        assert_eq!(t.validate().unwrap_err().value, "0");
     }
 
     #[test]

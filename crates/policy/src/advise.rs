@@ -33,7 +33,7 @@ pub enum AdviseError {
     #[error("{0}")]
     BadRequest(String),
     /// No node set has enough free CPUs and memory.
-    #[error("nothing fits: need {cpus} CPUs and {mem_mib} MiB; the whole machine has {free_cpus:.1} free CPUs and {free_mib} MiB free ({per_node})")]
+    #[error("nothing fits: need {} CPUs and {mem_mib} MiB; the whole machine has {free_cpus:.1} free CPUs and {free_mib} MiB free ({per_node})", shown(.cpus))]
     NothingFits {
         /// CPUs asked for.
         cpus: f64,
@@ -49,6 +49,15 @@ pub enum AdviseError {
     /// The host or fixture could not be read.
     #[error("{0}")]
     Read(String),
+}
+
+/// A CPU count as the user wrote it: `1e300`, not 301 digits.
+pub fn shown(x: &f64) -> String {
+    if x.abs() >= 1e15 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
 }
 
 /// Free capacity of one node now.
@@ -82,7 +91,7 @@ pub struct Advice {
 /// one costs no measuring window): `cpus` a finite number >= 0, and something asked for.
 pub fn check_request(cpus: f64, mem_bytes: u64) -> Result<(), AdviseError> {
     if !(cpus.is_finite() && cpus >= 0.0) {
-        return Err(AdviseError::BadRequest(format!("--cpus {cpus}: must be a finite number >= 0")));
+        return Err(AdviseError::BadRequest(format!("--cpus {}: must be a finite number >= 0", shown(&cpus))));
     }
     if cpus == 0.0 && mem_bytes == 0 {
         return Err(AdviseError::BadRequest("ask for some CPUs (--cpus) or memory (--mem)".into()));

@@ -83,10 +83,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         force_node: args.force_node,
     };
     let plan = plan(test, &opts, &topo, numapilot_bench::worker::page_bytes())?;
-    if let Some(dir) = &args.out {
-        // Before the run, so a bad --out fails in a second, not after the benchmark.
-        super::out_dir(dir, &[])?;
-    }
+    // Staged before the run, so a bad --out fails in a second, not after the benchmark; all or
+    // nothing, so a run that fails leaves no directory it made (it left an empty one).
+    let staged = args.out.as_deref().map(super::Staged::new).transpose()?;
     let launcher = Launcher {
         program: std::env::current_exe().context("finding the numapilot binary to start workers")?,
         args: vec!["bench".into(), "--worker".into()],
@@ -99,8 +98,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         out.write_all(table(&result).as_bytes())?;
     }
-    if let Some(dir) = &args.out {
-        let files = write_out(&result, dir)?;
+    if let (Some(dir), Some(staged)) = (&args.out, staged) {
+        write_out(&result, &staged.path(""))?;
+        let files = staged.commit()?;
         let msg = format!("wrote {} files to {}", files.len(), dir.display());
         if args.json {
             eprintln!("numapilot: {msg}");
@@ -217,7 +217,6 @@ fn series_of(p: &numapilot_bench::ProcessResult, name: &str) -> ProcessSeries {
 
 /// Writes `result.json` and one chart per process (SVG and PNG) into `dir`; returns the files.
 pub fn write_out(r: &BenchResult, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    super::out_dir(dir, &[])?;
     let json_path = dir.join("result.json");
     let mut text = serde_json::to_string_pretty(r)?;
     text.push('\n');
