@@ -331,6 +331,32 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
 }
 
 #[test]
+fn a_description_file_that_is_no_such_thing_is_refused_in_a_moment() {
+    // /dev/zero (a wrong path, an endless source) used to be read until memory ran out; a file over
+    // the 16 MiB cap and one that is not text are named as such. The sparse file costs no disk.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.toml");
+    std::fs::File::create(&big).unwrap().set_len((16 << 20) + 1).unwrap();
+    let binary = dir.path().join("binary.toml");
+    std::fs::write(&binary, [0x80u8, 0xff, 0x00, 0x41]).unwrap();
+    let big_s = big.to_str().unwrap();
+    let cases: [(Vec<&str>, &str, &str); 5] = [
+        (vec!["daemon", "--check", "--config", "/dev/zero"], "/dev/zero", "larger than 16 MiB"),
+        (vec!["daemon", "--check", "--config", big_s], big_s, "larger than 16 MiB"),
+        (vec!["daemon", "--check", "--config", binary.to_str().unwrap()], "binary.toml", "not UTF-8 text"),
+        (vec!["sim", "--machine", "/dev/zero", "--workload", "numa01"], "/dev/zero", "larger than 16 MiB"),
+        (vec!["sim", "--machine", "article-4n96", "--workload", "/dev/zero"], "/dev/zero", "larger than 16 MiB"),
+    ];
+    for (args, path, why) in cases {
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(path) && err.contains(why), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
 fn a_daemon_refused_at_start_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let (config, journal, socket) =

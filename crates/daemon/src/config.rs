@@ -331,7 +331,7 @@ pub struct Loaded {
 /// Reads, overrides and validates. The single entry point the daemon uses at start and on SIGHUP.
 pub fn load(source: &Source, overrides: &Overrides) -> Result<Loaded, ConfigError> {
     let path = source.path();
-    let (text, file) = match std::fs::read_to_string(path) {
+    let (text, file) = match numapilot_topology::machine::read_description(path) {
         Ok(t) => (t, Some(path.to_path_buf())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && *source == Source::Default => (String::new(), None),
         Err(e) => {

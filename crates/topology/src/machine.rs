@@ -255,8 +255,7 @@ impl MachineFile {
 
     /// Reads and parses a machine file; the format comes from the extension, else from the content.
     pub fn load(path: &Path) -> Result<MachineFile, MachineError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| MachineError::Io { path: path.to_path_buf(), source })?;
+        let text = read_description(path).map_err(|source| MachineError::Io { path: path.to_path_buf(), source })?;
         let format = Format::from_path(path).unwrap_or_else(|| Format::sniff(&text));
         MachineFile::parse(&text, format, &path.display().to_string())
     }
@@ -843,4 +842,25 @@ fn check_distances(file: &MachineFile) -> Result<Vec<Vec<u32>>, FieldError> {
         }
     }
     Ok(d.clone())
+}
+/// Largest file [`read_description`] reads, bytes: 16 MiB. Machine, workload and daemon config
+/// files are written by hand or generated from a machine's sysfs (the 288-core preset is 11 kB);
+/// the cap turns a wrong path (`/dev/zero`, a disk image, a log) into an error in a moment, not a
+/// read that fills memory or never ends.
+pub const MAX_DESCRIPTION_BYTES: u64 = 16 << 20;
+
+/// Reads a description file (machine, workload, daemon config) as UTF-8 text, refusing one larger
+/// than [`MAX_DESCRIPTION_BYTES`] (the error says so; its kind is `InvalidData`).
+pub fn read_description(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_DESCRIPTION_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_DESCRIPTION_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} MiB: not a description file", MAX_DESCRIPTION_BYTES >> 20),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text ({e})")))
 }

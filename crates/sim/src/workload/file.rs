@@ -418,7 +418,7 @@ impl WorkloadFile {
 
     /// Reads and parses a workload file; the format comes from the extension, else the content.
     pub fn load(path: &Path) -> Result<WorkloadFile, WorkloadFileError> {
-        let text = std::fs::read_to_string(path)
+        let text = numapilot_topology::machine::read_description(path)
             .map_err(|source| WorkloadFileError::Io { path: path.to_path_buf(), source })?;
         let format = Format::from_path(path).unwrap_or_else(|| Format::sniff(&text));
         WorkloadFile::parse(&text, format, &path.display().to_string())
