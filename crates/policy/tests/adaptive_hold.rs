@@ -547,3 +547,37 @@ fn start_move_to(pol: &mut Adaptive, m: &numapilot_model::Model, plan: &numapilo
         .unwrap_or_else(|| panic!("process {pid}'s memory follows it to node {to}: {plan:#?}"));
     started_at(pol, m, plan, mig);
 }
+
+/// A process-wide move covers every unit of the process, and each unit's hold is checked against
+/// that unit's own load. The move used to record the first unit's load for every thread, so a
+/// heavier unit read as "changed" at the next decision and its hold was lifted at once.
+///
+/// ```text
+///   app (pid 10), 8192 MiB on node 0, threads on node 1:
+///     unit 1 = thread 0 (0.5 CPUs, 2048 MiB by thread share)
+///     unit 2 = threads 1-3 (1.0 CPU each: 3.0 CPUs, 6144 MiB)
+///   period 1: both units follow their memory to node 0 -> one SetAffinity(10, node 0), applied;
+///             holds: unit 1 at 0.5 CPUs, unit 2 at 3.0 CPUs
+///   memory then moves to node 1: both units prefer node 1
+///   period 2: loads unchanged (0.5 and 3.0): both held, no SetAffinity
+///             (recorded at 0.5 for unit 2: |3.0 - 0.5| > 50% of 0.5 and > 0.1, lifted, and
+///             unit 2's threads went back to node 1 while unit 1 stayed)
+/// ```
+#[test]
+fn a_process_wide_move_holds_each_unit_at_its_own_load() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(1, 0.5), (1, 1.0), (1, 1.0), (1, 1.0)], &[8192, 0]);
+    let units = |b: &mut B| {
+        b.group(1, &[tk(10, 0)]).group(2, &[tk(10, 1), tk(10, 2), tk(10, 3)]);
+    };
+    units(&mut b);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert_eq!(affinities(&b.m, &plan), vec![(10, None, "0".into(), "cpu-follows-memory".into())]);
+    applied(&mut p, &b.m, &plan);
+    b.allow(10, &[0]).run_on(10, 0).mem(10, &[0, 8192]);
+    units(&mut b);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
+}

@@ -290,6 +290,9 @@ pub struct Adaptive {
     pub(crate) task_moves: BTreeMap<TaskKey, Move>,
     /// CPU demand recorded with each action of the last plan (same order), for the hold.
     pub(crate) last_loads: Vec<f64>,
+    /// Per thread, the load recorded for a process-wide SetAffinity of the last plan
+    /// (`Planner::task_hold_loads`).
+    pub(crate) last_task_loads: BTreeMap<TaskKey, f64>,
     /// Whether the last plan saw a process for the first time or moved a young process's memory:
     /// its first-touched memory is following its threads, and the next decision comes after
     /// `first_touch_interval_ms`.
@@ -446,7 +449,7 @@ impl Adaptive {
     }
 
     /// Records an applied action: CPU sets and moves for the hold, the journal.
-    fn record(&mut self, model: &Model, action: &Action, load: f64) {
+    fn record(&mut self, model: &Model, action: &Action, load: f64, task_loads: &BTreeMap<TaskKey, f64>) {
         let pid = action.target.pid;
         let period = self.period;
         let Some(p) = model.procs.get(&pid).filter(|p| p.starttime == action.target.starttime) else { return };
@@ -454,6 +457,12 @@ impl Adaptive {
             ActionKind::SetAffinity { cpus } => {
                 let nodes = model.topo.nodes_of_cpus(cpus);
                 let mv = Move { nodes, period, load, by_balance: action.reason.rule == "balance-weakest-first" };
+                // A process-wide mask covers several units: each thread's hold is its own unit's
+                // load (task_hold_loads), the action's figure only for threads the plan did not see.
+                let load_of = |tid: u32| match action.target.tid {
+                    None => task_loads.get(&TaskKey { pid, tid }).copied().unwrap_or(load),
+                    Some(_) => load,
+                };
                 let tids: Vec<u32> = match action.target.tid {
                     Some(tid) => vec![tid],
                     None => p.tids.clone(),
@@ -462,7 +471,7 @@ impl Adaptive {
                 // starts no hold, so the group rule may correct it on the first evidence.
                 if action.reason.rule != "fork-spread" {
                     for tid in &tids {
-                        self.task_moves.insert(TaskKey { pid, tid: *tid }, mv.clone());
+                        self.task_moves.insert(TaskKey { pid, tid: *tid }, Move { load: load_of(*tid), ..mv.clone() });
                     }
                 }
                 if let Some(st) = self.procs.get_mut(&pid) {
@@ -627,8 +636,9 @@ impl Policy for Adaptive {
         memory::memory(&mut planner, self);
         self.first_touch_follow = first_touch_follow(&planner);
         self.rate_waited = planner.waiting.clone();
-        let (plan, loads) = planner.finish();
+        let (plan, loads, task_loads) = planner.finish();
         self.last_loads = loads;
+        self.last_task_loads = task_loads;
         // Mark the processes the fork rule has now seen (placed or not) so it runs once; a young
         // process not yet worth it (small and idle) is looked at again while it is young, and so
         // is one pinned by someone else now (fork-after-pin): a program that first-touches under
@@ -662,6 +672,7 @@ impl Policy for Adaptive {
 
     fn observe_outcomes(&mut self, model: &Model, plan: &Plan, outcomes: &[Outcome]) {
         let loads = std::mem::take(&mut self.last_loads);
+        let task_loads = std::mem::take(&mut self.last_task_loads);
         for (i, action) in plan.actions.iter().enumerate() {
             let outcome = outcomes.get(i);
             let applied = matches!(
@@ -672,7 +683,7 @@ impl Policy for Adaptive {
                 self.moving.insert(action.target.pid, action.target.starttime);
             }
             if applied {
-                self.record(model, action, loads.get(i).copied().unwrap_or(0.0));
+                self.record(model, action, loads.get(i).copied().unwrap_or(0.0), &task_loads);
             } else if outcome.is_some() {
                 // Refused or Vanished: no hold starts and nothing is forgotten; while the model
                 // still has the process, the next decision plans it again (a read error may pass,

@@ -168,6 +168,10 @@ pub(crate) struct Planner<'m> {
     pub(crate) task_plan: BTreeMap<TaskKey, TaskPlan>,
     /// Actions so far, with the CPU demand recorded for the hold.
     pub(crate) actions: Vec<(Action, f64)>,
+    /// Per thread, the hold load of a process-wide SetAffinity that covers several units: each
+    /// thread's own unit's load, which the unit's hold is checked against (the action's one
+    /// figure is the first unit's; recorded for every thread, it lifted the others' holds at once).
+    pub(crate) task_hold_loads: BTreeMap<TaskKey, f64>,
     /// Pages the plan may still migrate (the shared, steady budget).
     pub(crate) budget_pages: u64,
     /// Managed processes whose resident memory is mostly cold, with their accessed memory
@@ -321,6 +325,7 @@ impl<'m> Planner<'m> {
             leaving: vec![0.0; n],
             task_plan: BTreeMap::new(),
             actions: Vec::new(),
+            task_hold_loads: BTreeMap::new(),
             budget_pages: budget_total,
             accessed: BTreeMap::new(),
             young_budget,
@@ -1596,6 +1601,7 @@ impl<'m> Planner<'m> {
             if sets.len() == 1 && plans.len() == live && movable.len() == plans.len() {
                 let (_, tp) = &plans[0];
                 let cpus = self.cpus_of(&tp.nodes);
+                self.task_hold_loads.extend(plans.iter().map(|(k, tp)| (*k, tp.hold_load)));
                 self.actions.push((
                     Action {
                         target: TaskRef { pid, tid: None, starttime: p.starttime },
@@ -1642,8 +1648,8 @@ impl<'m> Planner<'m> {
         self.budget_pages = self.budget_pages.saturating_sub(pages - own);
     }
 
-    pub(crate) fn finish(self) -> (Plan, Vec<f64>) {
+    pub(crate) fn finish(self) -> (Plan, Vec<f64>, BTreeMap<TaskKey, f64>) {
         let (actions, loads) = self.actions.into_iter().unzip();
-        (Plan { actions }, loads)
+        (Plan { actions }, loads, self.task_hold_loads)
     }
 }
