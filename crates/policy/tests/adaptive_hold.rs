@@ -581,3 +581,40 @@ fn a_process_wide_move_holds_each_unit_at_its_own_load() {
     check_conservation(&b.m, &plan);
     assert!(affinities(&b.m, &plan).is_empty(), "{plan:#?}");
 }
+
+/// held-task-booked-where-held: a task held on its own nodes (here by the balancer's move) is
+/// booked on those nodes, not with its unit, so the units placed after it see the room it left.
+///
+/// ```text
+///   app (pid 10): 13 x 1.0 CPU on node 0 (12 CPUs), allowed there only (placed long ago),
+///   64 MiB there, one group; node 0 a CPU bottleneck (load 1.08)
+///   decide 1: node 0 13/12 = 1.08 (> capacity), node 1 0.00 -> one task to node 1
+///             (balance-weakest-first), applied; it runs on node 1 now
+///   then every app thread reads 0.9 CPUs (the moved one's hold stands: a change of 0.1, not
+///   more than min_group_cpu) and node 0 is no longer a bottleneck (load 0.9); db (pid 20), seen now: 1 x 1.0 CPU on node 1, 2048 MiB on node 0
+///   decide 2: app's unit stays on node 0 with 12 x 0.9 = 10.8 there; its moved task is held on
+///             node 1 (0.9 booked there); db follows its memory: node 0 10.8 + 1.0 = 11.8 of 12
+///             -> SetAffinity(20, node 0), cpu-follows-memory
+///             (the held task booked with its unit: node 0 11.7 + 1.0 > 12, db refused node 0)
+/// ```
+#[test]
+fn a_held_task_is_booked_where_it_is_held() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(0, 1.0); 13], &[64, 0]);
+    b.group_proc(1, 10).allow(10, &[0]);
+    b.bottleneck(0, 1.08);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<u32> =
+        plan.actions.iter().filter(|a| a.reason.rule == "balance-weakest-first").filter_map(|a| a.target.tid).collect();
+    assert_eq!(moved.len(), 1, "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+    b.thread_on(10, moved[0] - 1000, 1).rate(10, 0.9).group_proc(1, 10);
+    b.proc(20, "db", &[(1, 1.0)], &[2048, 0]).group_proc(2, 20);
+    b.m.nodes[0].cpu.load = 0.9;
+    b.m.nodes[0].cpu.bottleneck = false;
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![(20, None, "0".into(), "cpu-follows-memory".into())], "{plan:#?}");
+}

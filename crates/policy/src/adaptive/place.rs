@@ -1294,16 +1294,32 @@ impl<'m> Planner<'m> {
                 })
             });
             let placed = placed.unwrap_or_else(|| self.choose(&u));
+            // held-task-booked-where-held: a task of the unit moved on its own within its hold
+            // (below) stays on its own nodes, so its CPU is booked there, not with the unit's.
+            // Booked with the unit, the unit's node read that task's CPU as used and the nodes it
+            // was held on read it as free, for the balancer and the memory pass after this loop.
+            let own_holds: BTreeMap<TaskKey, Vec<usize>> =
+                u.tasks.iter().filter_map(|k| self.own_hold(policy, k).map(|n| (*k, n))).collect();
+            let own_holds: BTreeMap<TaskKey, Vec<usize>> =
+                own_holds.into_iter().filter(|(_, nodes)| *nodes != placed.nodes).collect();
             let mut cpu_now = vec![0.0; self.used.len()];
+            let mut unit_cpu = u.cpu;
             for k in &u.tasks {
-                if let (Some(j), Some(t)) = (self.task_idx(k), m.tasks.get(k)) {
+                let Some(t) = m.tasks.get(k) else { continue };
+                if let Some(nodes) = own_holds.get(k) {
+                    unit_cpu -= demand(t);
+                    for &i in nodes {
+                        self.used[i] += demand(t) / nodes.len() as f64;
+                    }
+                } else if let Some(j) = self.task_idx(k) {
                     cpu_now[j] += demand(t);
                 }
             }
-            self.charge(&placed.nodes, u.cpu, u.mem, &cpu_now, &u.mem_by_node);
+            self.charge(&placed.nodes, unit_cpu.max(0.0), u.mem, &cpu_now, &u.mem_by_node);
             for k in &u.tasks {
                 let cpu = m.tasks.get(k).map_or(0.0, demand);
-                if let Some(j) = self.task_idx(k).filter(|j| !placed.nodes.contains(j)) {
+                let stays = own_holds.get(k).is_some_and(|n| self.task_idx(k).is_some_and(|j| n.contains(&j)));
+                if let Some(j) = self.task_idx(k).filter(|j| !placed.nodes.contains(j) && !stays) {
                     self.leaving[j] += cpu;
                 }
                 self.task_plan.insert(
@@ -1320,7 +1336,8 @@ impl<'m> Planner<'m> {
             }
             self.placed[ui] = Some(placed);
         }
-        // A task moved on its own (by the balancer) within its hold stays where it was put.
+        // A task moved on its own (by the balancer) within its hold stays where it was put (its
+        // CPU was booked there above).
         for (k, tp) in self.task_plan.iter_mut() {
             if let Some(mv) = policy
                 .task_moves
@@ -1391,6 +1408,20 @@ impl<'m> Planner<'m> {
                 tp.reason = Reason::new("balance-stays", why);
             }
         }
+    }
+
+    /// The CPU nodes (dense) task `k` is held on by a move of its own: its hold, or any move while
+    /// its process's pages move in the background (as the loop after the units applies it).
+    fn own_hold(&self, policy: &Adaptive, k: &TaskKey) -> Option<Vec<usize>> {
+        let m = self.model;
+        let cpu = m.tasks.get(k).map_or(0.0, demand);
+        let mv = policy
+            .task_moves
+            .get(k)
+            .filter(|mv| policy.moving.contains_key(&k.pid) || mv.holds(self.period, cpu, m))?;
+        let nodes: Vec<usize> =
+            self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(m.topo.nodes[i].id)).collect();
+        (!nodes.is_empty()).then_some(nodes)
     }
 
     /// Places one unit (no hold).
