@@ -277,20 +277,36 @@ fn a_missing_process_is_reported_like_numastat() {
     if !have_numastat() {
         return;
     }
-    // Above the kernel's pid_max limit (4194304): never a live process.
+    // Above the kernel's pid_max limit (4194304): never a live process. Started as numastat, the
+    // same output and exit status as numastat (0); as `numapilot stat`, the same output, one line
+    // more on stderr, and exit 1: no process named could be read.
+    let link = numastat_link();
     for args in [&["-p", "4194305"][..], &["-p", "4194305", "-p", "4194306"][..]] {
         let theirs = run(Command::new("numastat").args(args));
+        let as_numastat = run(Command::new(&link).args(args));
+        assert_eq!(as_numastat.status.code(), theirs.status.code());
+        assert_eq!(text(&as_numastat.stderr), text(&theirs.stderr));
         let ours = run(Command::new(bin()).arg("stat").args(args));
-        assert_eq!(ours.status.code(), Some(0));
-        assert_eq!(text(&ours.stderr), text(&theirs.stderr));
+        assert_eq!(ours.status.code(), Some(1));
+        let named = args.iter().filter(|a| **a != "-p").copied().collect::<Vec<_>>().join(" ");
+        assert_eq!(
+            text(&ours.stderr),
+            format!("{}numapilot: no process read: {named} named no readable process\n", text(&theirs.stderr))
+        );
         if args.len() == 2 {
             // Single process: header, no table, in both.
             assert_eq!(text(&ours.stdout), text(&theirs.stdout));
         }
     }
     let ours = run(Command::new(bin()).args(["stat", "-p", "4194305"]));
-    assert_eq!(text(&ours.stderr), "Can't read /proc/4194305/numa_maps: No such file or directory\n");
+    assert_eq!(ours.status.code(), Some(1));
     assert_eq!(text(&ours.stdout), "\nPer-node process memory usage (in MBs) for PID 4194305 ((null))\n");
+    // One readable process among the named ones is a success.
+    let me = std::process::id().to_string();
+    let ours = run(Command::new(bin()).args(["stat", "-p", "4194305", "-p", &me]));
+    assert_eq!(ours.status.code(), Some(0), "{}", text(&ours.stderr));
+    let ours = run(Command::new(bin()).args(["stat", "-p", "no-such-process-pattern-xyzzy"]));
+    assert_eq!(ours.status.code(), Some(1));
 }
 
 #[test]

@@ -158,10 +158,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         token_warnings: false,
         screen_width: numastat::screen_width(),
     };
-    execute(&args.root, &cfg, args.json)
+    execute(&args.root, &cfg, args.json, Strict::Yes)
 }
 
-fn execute(root: &std::path::Path, cfg: &Config, json: bool) -> anyhow::Result<ExitCode> {
+/// Whether naming only processes that cannot be read is an error (`numapilot stat`) or, as
+/// numastat does, exits 0 (started as `numastat`).
+#[derive(PartialEq)]
+enum Strict {
+    Yes,
+    AsNumastat,
+}
+
+fn execute(root: &std::path::Path, cfg: &Config, json: bool, strict: Strict) -> anyhow::Result<ExitCode> {
     if !root.is_dir() {
         anyhow::bail!("--root {}: not a directory", root.display());
     }
@@ -177,6 +185,10 @@ fn execute(root: &std::path::Path, cfg: &Config, json: bool) -> anyhow::Result<E
         stdout.write_all(out.stdout.as_bytes()).context("writing to stdout")?;
     }
     stdout.flush().context("writing to stdout")?;
+    if out.no_process_read && strict == Strict::Yes {
+        eprintln!("numapilot: no process read: {} named no readable process", cfg.specs.join(" "));
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -278,7 +290,7 @@ pub fn numastat_main(args: &[OsString]) -> anyhow::Result<ExitCode> {
         }
         Parsed::Run(cfg) => {
             let root = std::env::var_os("NUMAPILOT_ROOT").map_or_else(|| PathBuf::from("/"), PathBuf::from);
-            execute(&root, &cfg, false)
+            execute(&root, &cfg, false, Strict::AsNumastat)
         }
     }
 }

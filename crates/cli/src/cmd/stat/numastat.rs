@@ -22,7 +22,9 @@
 //!   every `-m` prints several, which tells a user nothing).
 //! - Unreadable numa_maps: "Can't read /proc/PID/numa_maps: REASON" on stderr; the process shows zeros.
 //!   Deliberate difference: numastat skips the whole multi-process table when the LAST process is the
-//!   unreadable one (its `continue` jumps over the display); we still show the table.
+//!   unreadable one (its `continue` jumps over the display); we still show the table. And when no
+//!   process named could be read, numastat exits 0; `numapilot stat` prints the same and exits 1
+//!   (started as `numastat`, 0).
 
 use std::io;
 
@@ -140,6 +142,10 @@ pub struct Output {
     pub stderr: String,
     /// The same data as JSON.
     pub json: Map<String, Value>,
+    /// Processes were asked for (`-p`, operands) and none could be read: no PID or pattern named a
+    /// process, or every named one's numa_maps was unreadable. numastat prints its tables and
+    /// exits 0 all the same; `numapilot stat` exits 1 (a script learns that the PID was wrong).
+    pub no_process_read: bool,
 }
 
 /// One process's memory per category and node, MB.
@@ -168,9 +174,11 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<Output> {
     }
     let sizes = page_sizes(reader)?;
     let no_process = pids.is_empty();
+    out.no_process_read = no_process && !cfg.specs.is_empty();
     if !no_process {
         let procs: Vec<ProcessMem> =
             pids.into_iter().map(|(p, name)| process_mem(reader, p, name, &node_ids, &mut out.stderr)).collect();
+        out.no_process_read = procs.iter().all(|p| p.mb.is_none());
         process_tables(&procs, &node_ids, cfg, &mut out);
     }
     if cfg.meminfo {
