@@ -1297,11 +1297,13 @@ impl<'m> Planner<'m> {
             // held-task-booked-where-held: a task of the unit moved on its own within its hold
             // (below) stays on its own nodes, so its CPU is booked there, not with the unit's.
             // Booked with the unit, the unit's node read that task's CPU as used and the nodes it
-            // was held on read it as free, for the balancer and the memory pass after this loop.
-            let own_holds: BTreeMap<TaskKey, Vec<usize>> =
-                u.tasks.iter().filter_map(|k| self.own_hold(policy, k).map(|n| (*k, n))).collect();
-            let own_holds: BTreeMap<TaskKey, Vec<usize>> =
-                own_holds.into_iter().filter(|(_, nodes)| *nodes != placed.nodes).collect();
+            // was held on read it as free for the units placed after it: one that fit was refused.
+            let own_holds: BTreeMap<TaskKey, Vec<usize>> = u
+                .tasks
+                .iter()
+                .filter_map(|k| self.own_hold(policy, k).map(|(n, _)| (*k, n)))
+                .filter(|(_, nodes)| *nodes != placed.nodes)
+                .collect();
             let mut cpu_now = vec![0.0; self.used.len()];
             let mut unit_cpu = u.cpu;
             for k in &u.tasks {
@@ -1338,28 +1340,16 @@ impl<'m> Planner<'m> {
         }
         // A task moved on its own (by the balancer) within its hold stays where it was put (its
         // CPU was booked there above).
-        for (k, tp) in self.task_plan.iter_mut() {
-            if let Some(mv) = policy
-                .task_moves
-                .get(k)
-                .filter(|mv| policy.moving.contains_key(&k.pid) || mv.holds(self.period, tp.cpu, m))
-            {
-                let nodes: Vec<usize> =
-                    self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(m.topo.nodes[i].id)).collect();
-                if !nodes.is_empty() && nodes != tp.nodes {
-                    tp.nodes = nodes;
-                    tp.held = true;
-                    tp.reason = Reason::new(
-                        "hold",
-                        format!(
-                            "task {} moved alone to nodes {} {} periods ago",
-                            k.tid,
-                            mv.nodes,
-                            self.period - mv.period
-                        ),
-                    );
-                }
-            }
+        let keys: Vec<TaskKey> = self.task_plan.keys().copied().collect();
+        for k in keys {
+            let Some((nodes, mv)) = self.own_hold(policy, &k) else { continue };
+            let Some(tp) = self.task_plan.get_mut(&k).filter(|tp| tp.nodes != nodes) else { continue };
+            tp.nodes = nodes;
+            tp.held = true;
+            tp.reason = Reason::new(
+                "hold",
+                format!("task {} moved alone to nodes {} {} periods ago", k.tid, mv.nodes, self.period - mv.period),
+            );
         }
         // balance-stays: a task the balancer moved off its unit's node, and still there, comes
         // back only when that node, with it, is planned within its capacity (load <= 1: a CPU for
@@ -1410,9 +1400,9 @@ impl<'m> Planner<'m> {
         }
     }
 
-    /// The CPU nodes (dense) task `k` is held on by a move of its own: its hold, or any move while
-    /// its process's pages move in the background (as the loop after the units applies it).
-    fn own_hold(&self, policy: &Adaptive, k: &TaskKey) -> Option<Vec<usize>> {
+    /// The CPU nodes (dense) task `k` is held on by a move of its own, and the move: its hold, or
+    /// any move while its process's pages move in the background.
+    fn own_hold<'p>(&self, policy: &'p Adaptive, k: &TaskKey) -> Option<(Vec<usize>, &'p super::Move)> {
         let m = self.model;
         let cpu = m.tasks.get(k).map_or(0.0, demand);
         let mv = policy
@@ -1421,7 +1411,7 @@ impl<'m> Planner<'m> {
             .filter(|mv| policy.moving.contains_key(&k.pid) || mv.holds(self.period, cpu, m))?;
         let nodes: Vec<usize> =
             self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(m.topo.nodes[i].id)).collect();
-        (!nodes.is_empty()).then_some(nodes)
+        (!nodes.is_empty()).then_some((nodes, mv))
     }
 
     /// Places one unit (no hold).
