@@ -113,6 +113,11 @@ fn child_entry() {
             if let Ok(name) = std::env::var("NP_COMM") {
                 set_comm(&name);
             }
+            if std::env::var("NP_COMM_CUT").is_ok() {
+                // "npéé" cut inside its last "é", as the kernel cuts a long executable name at
+                // 15 bytes: not UTF-8.
+                std::fs::write("/proc/self/comm", b"np\xc3\xa9\xc3").unwrap();
+            }
             ready();
             sleep_forever()
         }
@@ -558,6 +563,27 @@ fn a_renamed_process_is_reclassified_and_a_dropped_policy_is_seen() {
     assert_eq!(p.comm, "np-second");
     let tids = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
     assert_eq!(p.threads.len(), tids.len(), "with every thread");
+    kid.kill();
+}
+
+/// A name that is not UTF-8 (the kernel cuts a long executable name at 15 bytes, inside a
+/// multi-byte character as often as not) is a name like any other: the process is sampled, with
+/// U+FFFD for the cut character, and it is not refused as "pinned, its cpuset unreadable". Its
+/// stat was decoded strictly, failed, and the process was dropped from every sample as if gone.
+#[test]
+fn a_name_that_is_not_utf8_is_observed() {
+    let mut kid = Kid::spawn("sleep", &[("NP_COMM_CUT", "1".into())]);
+    kid.line("ready");
+    assert_eq!(std::fs::read(format!("/proc/{}/comm", kid.pid())).unwrap(), b"np\xc3\xa9\xc3\n");
+    let (_d, state) = tmp_state("cut");
+    let mut host = host_with(&state, |_| {});
+    for _ in 0..2 {
+        let s = observe(&mut host);
+        let p = s.process(kid.pid()).expect("a process with a cut UTF-8 name is in the sample");
+        assert_eq!(p.comm, "np\u{e9}\u{fffd}");
+    }
+    let why = numapilot_daemon::live::select::pinned(&topo(), None, kid.pid(), false, None);
+    assert_eq!(why, None, "not pinned: it narrowed nothing");
     kid.kill();
 }
 

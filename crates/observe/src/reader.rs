@@ -234,7 +234,10 @@ fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::Result<()> 
 /// The bytes as text. Kernel files are ASCII except for names (comm, paths), which may hold any byte:
 /// invalid UTF-8 is replaced (U+FFFD) rather than rejected. The strict check is tried first because it
 /// is several times faster than the replacing decoder on valid input.
-fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+/// A /proc file's bytes as text: a name is bytes, not UTF-8 (the kernel cuts a long executable
+/// name at 15 bytes, inside a multi-byte character as often as not), so invalid sequences become
+/// U+FFFD instead of failing the read. Every reader of /proc text goes through this.
+pub fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     match std::str::from_utf8(bytes) {
         Ok(s) => std::borrow::Cow::Borrowed(s),
         Err(_) => String::from_utf8_lossy(bytes),

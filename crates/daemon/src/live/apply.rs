@@ -168,8 +168,9 @@ pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> S
 /// [`confirm_stop`].
 pub fn mapped_ranges(pid: u32, starttime: u64) -> Result<Vec<(u64, u64)>, Stop> {
     let path = format!("/proc/{pid}/maps");
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| confirm_stop(pid, starttime, || format!("reading {path}: {e}")))?;
+    let bytes = std::fs::read(&path).map_err(|e| confirm_stop(pid, starttime, || format!("reading {path}: {e}")))?;
+    // A mapped file's name is bytes, not UTF-8.
+    let text = numapilot_observe::reader::text_of(&bytes);
     let mut out = Vec::new();
     for line in text.lines() {
         let mut f = line.split_whitespace();

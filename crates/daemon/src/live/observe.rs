@@ -77,6 +77,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use numapilot_observe::parse::stat::{parse_stat, TaskStat};
+use numapilot_observe::reader::text_of;
 use numapilot_observe::{ProcessSample, ReadError, ReadOptions, Reader, Sample};
 
 use super::select;
@@ -455,11 +456,7 @@ fn stat_rests(e: &Entry, pid: u32, cycle: u64, now_ns: u64, tiers: &TierOptions)
 fn read_kept(kept: &[(u32, &File)], buf: &mut [u8]) -> Vec<(u32, Option<TaskStat>)> {
     kept.iter()
         .map(|&(pid, f)| {
-            let st = f
-                .read_at(buf, 0)
-                .ok()
-                .and_then(|n| std::str::from_utf8(&buf[..n]).ok())
-                .and_then(|t| parse_stat(t).ok());
+            let st = f.read_at(buf, 0).ok().and_then(|n| parse_stat(&text_of(&buf[..n])).ok());
             (pid, st)
         })
         .collect()
@@ -544,8 +541,7 @@ impl TieredObserver {
                 n
             }
         };
-        let text = std::str::from_utf8(&self.buf[..n]).ok()?;
-        parse_stat(text).ok()
+        parse_stat(&text_of(&self.buf[..n])).ok()
     }
 
     /// Lists /proc and reads every kept-open stat file, split over up to [`TierOptions::threads`]

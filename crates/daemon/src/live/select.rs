@@ -138,7 +138,8 @@ pub fn same_process(pid: u32, starttime: u64) -> bool {
 }
 
 fn mems_allowed(pid: u32) -> Option<NodeSet> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let bytes = std::fs::read(format!("/proc/{pid}/status")).ok()?;
+    let text = numapilot_observe::reader::text_of(&bytes);
     let line = text.lines().find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
     NodeSet::parse_list(line.trim()).ok()
 }
