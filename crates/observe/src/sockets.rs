@@ -505,15 +505,30 @@ pub struct SocketPairs {
     pub unix: usize,
 }
 
+/// Most processes that may hold one end of a socket pair for the pair to count, processes.
+/// Default 8. Source: judgement, as the model's `shared_max_users` for shared memory: a socket held
+/// by dozens of processes was inherited by a pre-fork server's children, not opened between two
+/// workers. Prevents: O(holders^2) process pairs from one socket (one socketpair inherited by
+/// 1,000 forked children gave 500,500 pairs and 0.39 s a scan, review of 2026-11-29).
+pub const MAX_SOCKET_HOLDERS: usize = 8;
+
 impl SocketPairs {
-    /// Pairs from the TCP sockets and the unix peers.
+    /// Pairs from the TCP sockets and the unix peers. A unix pair counts only when each end names
+    /// the other as its peer: a connected stream socket and its accepted end, or a socketpair. A
+    /// datagram socket `connect()`ed to another names it, but the other names no one: any user may
+    /// connect sockets to a service's bound datagram socket without the service taking part (500
+    /// of them sending nothing read as a strong pair before).
     pub fn new(tcp: &[TcpSocket], unix: Option<&[(u64, u64)]>) -> Self {
         let t = tcp_pairs(tcp);
         let mut pairs: Vec<(u64, u64)> = t.iter().map(|p| (p.a, p.b)).collect();
         let mut n_unix = 0;
         if let Some(u) = unix {
+            let directed: HashSet<(u64, u64)> = u.iter().copied().collect();
             let mut seen = HashSet::new();
             for &(a, b) in u {
+                if !directed.contains(&(b, a)) {
+                    continue;
+                }
                 let k = (a.min(b), a.max(b));
                 if seen.insert(k) {
                     pairs.push(k);
@@ -533,7 +548,8 @@ impl SocketPairs {
 /// The process pairs of `pairs` given who holds which socket: `holders` yields each process with its
 /// socket inodes (sorted, as [`fd_sockets`] gives them); a pid appears once. Returns the process
 /// pairs (`tid = pid`, `a < b`, sorted by pid, `events` the number of socket pairs between them) and
-/// the number of inodes of a pair that no process in `holders` holds.
+/// the number of inodes of a pair that no process in `holders` holds. A pair with an end held by
+/// more than [`MAX_SOCKET_HOLDERS`] processes gives none.
 pub fn match_holders<'a>(
     pairs: &SocketPairs,
     holders: impl IntoIterator<Item = (u32, &'a [u64])>,
@@ -549,6 +565,9 @@ pub fn match_holders<'a>(
     let mut events: BTreeMap<(u32, u32), u64> = BTreeMap::new();
     for &(a, b) in &pairs.pairs {
         let (Some(ha), Some(hb)) = (by_inode.get(&a), by_inode.get(&b)) else { continue };
+        if ha.len() > MAX_SOCKET_HOLDERS || hb.len() > MAX_SOCKET_HOLDERS {
+            continue;
+        }
         for &pa in ha {
             for &pb in hb {
                 if pa != pb {
@@ -699,6 +718,53 @@ mod tests {
         let (comm, unowned) = match_holders(&pairs, held[..1].iter().map(|(p, i)| (*p, i.as_slice())));
         assert!(comm.is_empty());
         assert_eq!(unowned, 2);
+    }
+
+    #[test]
+    fn a_socket_held_by_many_processes_gives_no_pairs() {
+        // One end inherited by MAX_SOCKET_HOLDERS processes: pairs; by one more: none.
+        let pairs = SocketPairs { pairs: vec![(10, 11)], tcp: 0, unix: 1 };
+        for n in [MAX_SOCKET_HOLDERS as u32, MAX_SOCKET_HOLDERS as u32 + 1] {
+            let mut held: Vec<(u32, Vec<u64>)> = (0..n).map(|p| (100 + p, vec![10])).collect();
+            held.push((1, vec![11]));
+            let (comm, _) = match_holders(&pairs, held.iter().map(|(p, i)| (*p, i.as_slice())));
+            let want = if n as usize <= MAX_SOCKET_HOLDERS { n as usize } else { 0 };
+            assert_eq!(comm.len(), want, "{n} holders");
+        }
+    }
+
+    #[test]
+    fn a_one_sided_unix_peer_is_no_pair() {
+        // 10 <-> 11 both ways (a stream connection); 20 -> 21 only (a datagram socket connected to
+        // a bound one that names no peer).
+        let p = SocketPairs::new(&[], Some(&[(10, 11), (11, 10), (20, 21)]));
+        assert_eq!(p.pairs, vec![(10, 11)]);
+        assert_eq!(p.unix, 1);
+    }
+
+    /// The same on this host's kernel: a datagram socket connected to a bound one is listed with
+    /// its peer, the bound one without, and gives no pair; a socketpair gives one.
+    #[test]
+    fn a_connected_datagram_socket_is_no_pair_on_this_kernel() {
+        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::net::{UnixDatagram, UnixStream};
+        let ino = |fd: std::os::fd::RawFd| std::fs::metadata(format!("/proc/self/fd/{fd}")).unwrap().ino();
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join(format!("numapilot-dgram-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let bound = UnixDatagram::bind(&path).unwrap();
+        let client = UnixDatagram::unbound().unwrap();
+        client.connect(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let (s1, s2) = UnixStream::pair().unwrap();
+        let (b, c, p1, p2) =
+            (ino(bound.as_raw_fd()), ino(client.as_raw_fd()), ino(s1.as_raw_fd()), ino(s2.as_raw_fd()));
+        let Ok(peers) = unix_peers() else { return }; // no CONFIG_UNIX_DIAG: nothing to check
+        assert!(peers.contains(&(c, b)), "the connected datagram socket names its peer");
+        assert!(!peers.iter().any(|&(x, _)| x == b), "the bound one names none");
+        let pairs = SocketPairs::new(&[], Some(&peers));
+        assert!(pairs.pairs.contains(&(p1.min(p2), p1.max(p2))), "the socketpair is a pair");
+        assert!(!pairs.pairs.contains(&(b.min(c), b.max(c))), "the one-sided datagram peer is not");
     }
 
     #[test]
