@@ -587,6 +587,24 @@ fn a_name_that_is_not_utf8_is_observed() {
     kid.kill();
 }
 
+/// The observer keeps no mapping file names: a process's numa_maps is held between its reads, and
+/// a user's process of many long-named mappings held hundreds of MB of names the daemon never uses.
+#[test]
+fn the_observer_keeps_no_mapping_file_names() {
+    let node = topo().memory_nodes().first().unwrap();
+    let mut kid = Kid::spawn("bind", &[("NP_NODE", node.to_string())]);
+    kid.line("ready");
+    let direct = numapilot_observe::Reader::new("/").read_numa_maps(kid.pid()).unwrap().unwrap();
+    assert!(direct.vmas.iter().any(|v| v.file.is_some()), "the child maps its own binary and libc");
+    let (_d, state) = tmp_state("names");
+    let mut host = host_with(&state, |_| {});
+    let s = observe(&mut host);
+    let m = s.process(kid.pid()).and_then(|p| p.numa_maps.as_ref()).expect("its numa_maps (a BIND) is sampled");
+    assert_eq!(m.vmas.len(), direct.vmas.len());
+    assert!(m.vmas.iter().all(|v| v.file.is_none()), "file names kept");
+    kid.kill();
+}
+
 #[test]
 fn kernel_threads_are_refused() {
     let (_d, state) = tmp_state("kthread");

@@ -47,7 +47,7 @@ use std::sync::{Arc, Mutex};
 use numapilot_topology::{IdSet, NodeSet};
 
 use crate::counters::Counters;
-use crate::error::{ParseError, ReadError};
+use crate::error::{FileKind, ParseError, ReadError};
 use crate::parse::meminfo::{parse_meminfo, parse_node_meminfo, parse_node_numastat, Meminfo};
 use crate::parse::numa_maps::{parse_numa_maps_with, FxBuild, NumaMaps, PathInterner};
 use crate::parse::proc_stat::{parse_proc_stat, ProcStat};
@@ -188,6 +188,9 @@ struct Buf {
 impl Buf {
     /// 16 kB holds every single-record file (status is about 1.5 kB, sched about 1.8 kB) in one read.
     const INITIAL: usize = 16 * 1024;
+    /// A buffer larger than this (8 MiB: a numa_maps of ~50,000 mappings) after one file goes back
+    /// to [`Buf::INITIAL`] at the next read, so one huge file is not held for good.
+    const KEEP_AT_MOST: usize = 8 << 20;
 
     fn new() -> Self {
         Buf { data: vec![0; Self::INITIAL], len: 0 }
@@ -210,12 +213,37 @@ fn is_gone(e: &io::Error) -> bool {
 /// it and the read that would return 0 is skipped: one syscall less per file, a tenth of the cost of a
 /// small /proc file. Multi-record files (numa_maps: `seq_read` hands out at most about a page per call
 /// and may return short reads before the end) are read until a read returns 0.
+///
+/// At most [`MAX_FILE_BYTES`]: a larger file is an error of kind `FileTooLarge` (the callers leave
+/// the process out), and a buffer grown past [`Buf::KEEP_AT_MOST`] by one file is given back at the
+/// next read.
 fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::Result<()> {
+    read_into_capped(path, buf, single_record, MAX_FILE_BYTES)
+}
+
+/// Largest /proc or /sys file a [`Reader`] reads, bytes: 64 MiB. The largest honest one is a
+/// process's numa_maps or maps: one line per mapping, up to `vm.max_map_count` of them (65,530 by
+/// default, 262,144 where databases raise it) at 100-250 bytes (the path of a mapped file). Any
+/// user controls the size of their own processes' files, though: mappings of 4 kB-named files
+/// (each blank escaped as `\040`) made one numa_maps 965 MB (review of 2026-11-29), read whole by
+/// the root daemon. Prevents: one process making the daemon hold gigabytes.
+pub const MAX_FILE_BYTES: usize = 64 << 20;
+
+fn read_into_capped(path: &Path, buf: &mut Buf, single_record: bool, max: usize) -> io::Result<()> {
     let mut f = File::open(path)?;
     buf.len = 0;
+    if buf.data.len() > Buf::KEEP_AT_MOST {
+        buf.data = vec![0; Buf::INITIAL];
+    }
     loop {
         if buf.len == buf.data.len() {
-            let grown = buf.data.len() * 2;
+            if buf.len >= max {
+                return Err(io::Error::new(
+                    io::ErrorKind::FileTooLarge,
+                    format!("larger than {} MiB: not read", max >> 20),
+                ));
+            }
+            let grown = (buf.data.len() * 2).min(max.max(Buf::INITIAL));
             buf.data.resize(grown, 0);
         }
         let room = buf.data.len() - buf.len;
@@ -371,6 +399,10 @@ impl Reader {
         match read_into(Path::new(&s.path), &mut s.buf, false) {
             Ok(()) => {}
             Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
+            // The process's own doing (see MAX_FILE_BYTES): this process is left out, not the cycle.
+            Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {
+                return Err(parse_err(&s.path, ParseError::new(FileKind::NumaMaps, 0, None, "", e.to_string())))
+            }
             Err(e) => return Err(io_err(&s.path, e)),
         }
         let text = text_of(s.buf.bytes());
@@ -987,5 +1019,61 @@ impl Reader {
             }
         }
         Ok(crate::maps::group_shared(all.iter().map(|(p, m)| (*p, m.as_slice()))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory under the system's temporary directory, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Self {
+            let d = std::env::temp_dir().join(format!("numapilot-reader-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            Scratch(d)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_file_over_the_cap_is_refused_and_a_grown_buffer_given_back() {
+        let d = Scratch::new("cap");
+        let (small, big) = (d.0.join("small"), d.0.join("big"));
+        std::fs::write(&small, vec![b'x'; 20_000]).unwrap();
+        std::fs::write(&big, vec![b'x'; 40_000]).unwrap();
+        let mut buf = Buf::new();
+        read_into_capped(&small, &mut buf, false, 32 << 10).unwrap();
+        assert_eq!(buf.len, 20_000);
+        let e = read_into_capped(&big, &mut buf, false, 32 << 10).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
+        // One file of 9 MiB grows the buffer past KEEP_AT_MOST; the next read starts small again.
+        let huge = d.0.join("huge");
+        std::fs::File::create(&huge).unwrap().set_len(9 << 20).unwrap();
+        read_into(&huge, &mut buf, false).unwrap();
+        assert_eq!(buf.len, 9 << 20);
+        read_into(&small, &mut buf, false).unwrap();
+        assert_eq!((buf.len, buf.data.len()), (20_000, 32 << 10));
+    }
+
+    /// A numa_maps over MAX_FILE_BYTES is a parse error naming the file, which the skipping
+    /// reads turn into "this process left out" (an I/O error would fail the whole observation).
+    #[test]
+    fn a_numa_maps_over_the_cap_leaves_its_process_out() {
+        let d = Scratch::new("numa-maps");
+        std::fs::create_dir_all(d.0.join("proc/77")).unwrap();
+        let f = std::fs::File::create(d.0.join("proc/77/numa_maps")).unwrap();
+        f.set_len(MAX_FILE_BYTES as u64 + 1).unwrap();
+        let e = Reader::new(&d.0).read_numa_maps(77).unwrap_err();
+        assert!(matches!(e, ReadError::Parse { .. }), "{e:?}");
+        assert!(e.to_string().contains("numa_maps") && e.to_string().contains("larger than 64 MiB"), "{e}");
     }
 }

@@ -452,6 +452,15 @@ fn stat_rests(e: &Entry, pid: u32, cycle: u64, now_ns: u64, tiers: &TierOptions)
         && (u64::from(pid) + cycle) % every != 0
 }
 
+/// Drops the file names of `p`'s numa_maps mappings (see [`TieredObserver::sample`]).
+fn drop_file_names(p: &mut ProcessSample) {
+    if let Some(m) = p.numa_maps.as_mut() {
+        for v in &mut m.vmas {
+            v.file = None;
+        }
+    }
+}
+
 /// Reads and parses each kept-open stat file (see [`TieredObserver::list_and_read_kept`]).
 fn read_kept(kept: &[(u32, &File)], buf: &mut [u8]) -> Vec<(u32, Option<TaskStat>)> {
     kept.iter()
@@ -909,7 +918,13 @@ impl TieredObserver {
             bad.extend(bad_maps);
             Ok((both, thr, mp, bad))
         };
-        let (both, thr, mp, bad) = read_details()?;
+        let (mut both, thr, mut mp, bad) = read_details()?;
+        // The observer keeps each process's numa_maps between its reads, and nothing here uses a
+        // mapping's file name: dropped, so a process of many long-named mappings (any user's) is
+        // not held for good (242 MB for one process, review of 2026-11-29).
+        for p in both.iter_mut().chain(mp.iter_mut()) {
+            drop_file_names(p);
+        }
         for x in &bad {
             let Some(e) = self.entries.get_mut(&x.pid) else { continue };
             if !e.unreadable {
