@@ -121,6 +121,35 @@ fn child_entry() {
             ready();
             sleep_forever()
         }
+        "zleader" => {
+            // A process whose main thread exits (the raw exit system call: that thread only, no
+            // unwinding) while a worker keeps 64 MiB: its leader is a zombie with no memory of its
+            // own. libtest runs this on a thread of its own, so the process is a fork: its one
+            // thread is its leader. It prints "ready PID" and is killed by the test.
+            // SAFETY: fork in a test child; the forked process only spawns a thread, allocates
+            // (glibc's malloc is fork-safe) and makes system calls.
+            let pid = unsafe { libc::fork() };
+            if pid != 0 {
+                sleep_forever()
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let v = vec![1u8; 64 << 20];
+                std::hint::black_box(&v);
+                tx.send(()).unwrap();
+                let me = std::process::id();
+                while numapilot_daemon::live::select::read_stat(me).is_none_or(|s| s.state != 'Z') {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                println!("ready {me}");
+                std::hint::black_box(&v);
+                sleep_forever()
+            });
+            rx.recv().unwrap();
+            // SAFETY: ends this thread only; nothing of it is used after.
+            unsafe { libc::syscall(libc::SYS_exit, 0) };
+            unreachable!()
+        }
         "pin" => {
             let first = sched_getaffinity(0).unwrap().first().unwrap();
             numapilot_actuate::sched_setaffinity(0, &std::iter::once(first).collect()).unwrap();
@@ -602,6 +631,36 @@ fn the_observer_keeps_no_mapping_file_names() {
     let m = s.process(kid.pid()).and_then(|p| p.numa_maps.as_ref()).expect("its numa_maps (a BIND) is sampled");
     assert_eq!(m.vmas.len(), direct.vmas.len());
     assert!(m.vmas.iter().all(|v| v.file.is_none()), "file names kept");
+    kid.kill();
+}
+
+/// zombie-leader-memory: a process whose main thread exited while its workers run (the leader a
+/// zombie, with no memory of its own in /proc/PID/numa_maps or status) is read through a live
+/// thread: its memory and RSS are there. It read as a process of 0 kB.
+#[test]
+fn a_process_whose_leader_exited_keeps_its_memory() {
+    let mut kid = Kid::spawn("zleader", &[]);
+    let pid: u32 = kid.line("ready ").trim().parse().unwrap();
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+    let _forked = KillOnDrop(pid);
+    let st = numapilot_daemon::live::select::read_stat(pid).unwrap();
+    assert_eq!((st.state, st.num_threads), ('Z', 2));
+    let p = numapilot_observe::Reader::new("/").read_process(pid).unwrap().expect("the process is there");
+    assert!(p.rss_kb.unwrap_or(0) >= 64 << 10, "RSS {:?}", p.rss_kb);
+    let kb: u64 = p.node_usage.iter().map(|u| u.total_kb()).sum();
+    assert!(kb >= 64 << 10, "numa_maps shows {kb} kB");
+    let (_d, state) = tmp_state("zleader");
+    let mut host = host_with(&state, |_| {});
+    let s = observe(&mut host);
+    let p = s.process(pid).expect("sampled");
+    let kb: u64 = p.node_usage.iter().map(|u| u.total_kb()).sum();
+    assert!(kb >= 64 << 10, "the daemon's sample shows {kb} kB");
     kid.kill();
 }
 

@@ -391,11 +391,13 @@ impl Reader {
     /// Kernel threads and zombies give an empty map. Other errors (EACCES for another user's process)
     /// are returned.
     pub fn read_numa_maps(&self, pid: u32) -> Result<Option<NumaMaps>, ReadError> {
-        self.numa_maps_with(&mut Scratch::new(false), pid)
+        self.numa_maps_with(&mut Scratch::new(false), pid, None)
     }
 
-    fn numa_maps_with(&self, s: &mut Scratch, pid: u32) -> Result<Option<NumaMaps>, ReadError> {
-        self.set_path(&mut s.path, pid, None, "numa_maps");
+    /// numa_maps of `pid`, through thread `via` when given (`/proc/PID/task/TID/numa_maps`: the
+    /// same address space, for a process whose leader has exited).
+    fn numa_maps_with(&self, s: &mut Scratch, pid: u32, via: Option<u32>) -> Result<Option<NumaMaps>, ReadError> {
+        self.set_path(&mut s.path, pid, via, "numa_maps");
         match read_into(Path::new(&s.path), &mut s.buf, false) {
             Ok(()) => {}
             Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
@@ -541,8 +543,18 @@ impl Reader {
         }
         // The previous read counts only if it was of this process (same start time).
         let prev = prev.filter(|p| p.pid == pid && p.starttime == stat.starttime);
+        // A leader that exited (pthread_exit in main) while other threads run is a zombie with no
+        // memory of its own: numa_maps empty, no VmRSS. The address space is read through a live
+        // thread instead (zombie-leader-memory; it read as a process of 0 kB before, review of
+        // 2026-11-29).
+        let via = if stat.state == 'Z' && stat.num_threads > 1 && !kernel_thread {
+            self.set_path(&mut s.path, pid, None, "task");
+            list_numeric_dir(Path::new(&s.path)).ok().and_then(|t| t.into_iter().find(|&t| t != pid))
+        } else {
+            None
+        };
         let (numa_maps, numa_maps_error) = if self.opts.numa_maps && !kernel_thread {
-            match self.numa_maps_with(s, pid) {
+            match self.numa_maps_with(s, pid, via) {
                 Ok(Some(m)) => (Some(m), None),
                 // Exiting right now: keep the process (its stat was read), without memory.
                 Ok(None) => (None, None),
@@ -569,7 +581,8 @@ impl Reader {
             let status_for_all = self.opts.thread_status || !self.is_live();
             let mut leader_mems: Option<Arc<IdSet>> = None;
             for tid in leader_first {
-                let mems = if status_for_all { None } else { leader_mems.as_ref() };
+                // The thread a zombie leader's memory is read through gives the RSS: its status.
+                let mems = if status_for_all || via == Some(tid) { None } else { leader_mems.as_ref() };
                 // The leader is always read in full: its stat gives the process's parent (which
                 // changes without the leader running, when the parent exits).
                 let prev_thread = prev
@@ -579,13 +592,15 @@ impl Reader {
                     if tid == pid {
                         rss_kb = rss;
                         leader_mems = Some(Arc::clone(&t.mems_allowed));
+                    } else if via == Some(tid) {
+                        rss_kb = rss.or(rss_kb);
                     }
                     threads.push(t);
                 }
             }
             threads.sort_unstable_by_key(|t| t.tid);
         } else if !kernel_thread {
-            rss_kb = self.read_task_file(s, pid, None, "status", parse_status)?.and_then(|st| st.vm_rss_kb);
+            rss_kb = self.read_task_file(s, pid, via, "status", parse_status)?.and_then(|st| st.vm_rss_kb);
         }
         let node_usage = numa_maps.as_ref().map(NumaMaps::usage_by_node).unwrap_or_default();
         Ok(Some(ProcessSample {
