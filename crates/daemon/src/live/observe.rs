@@ -429,7 +429,7 @@ fn for_sample(last: &ProcessSample, has_policy: bool, st: &TaskStat, page_kb: u6
         kernel_thread: last.kernel_thread,
         read_ns: last.read_ns,
         stat: st.clone(),
-        rss_kb: Some(st.rss_pages * page_kb),
+        rss_kb: Some(rss_of(st, page_kb, last.rss_kb)),
         numa_maps: if has_policy { last.numa_maps.clone() } else { None },
         numa_maps_error: last.numa_maps_error.clone(),
         node_usage: last.node_usage.clone(),
@@ -450,6 +450,17 @@ fn stat_rests(e: &Entry, pid: u32, cycle: u64, now_ns: u64, tiers: &TierOptions)
         && now_ns.saturating_sub(e.busy_ns) >= ms(tiers.idle_after_ms)
         && now_ns.saturating_sub(e.stat_ns) < ms(tiers.idle_stat_max_ms)
         && (u64::from(pid) + cycle) % every != 0
+}
+
+/// The RSS a stat read gives, kB. A zombie leader's stat shows none while its other threads hold
+/// the memory (zombie-leader-memory: the detail reads go through a live thread), so the last
+/// detail read's figure stands.
+fn rss_of(st: &TaskStat, page_kb: u64, last_kb: Option<u64>) -> u64 {
+    if st.state == 'Z' && st.num_threads > 1 {
+        last_kb.unwrap_or(0)
+    } else {
+        st.rss_pages * page_kb
+    }
 }
 
 /// Drops the file names of `p`'s numa_maps mappings (see [`TieredObserver::sample`]).
@@ -810,7 +821,7 @@ impl TieredObserver {
                 }
                 Kind::User => {}
             }
-            let rss_kb = st.rss_pages * self.page_kb;
+            let rss_kb = rss_of(&st, self.page_kb, e.last.as_ref().and_then(|l| l.rss_kb));
             if rss_kb < opts.min_rss_kb {
                 stats.skipped += 1;
                 continue;
@@ -889,7 +900,7 @@ impl TieredObserver {
             if p.comm != st.comm {
                 p.comm.clone_from(&st.comm);
             }
-            p.rss_kb = Some(st.rss_pages * page_kb);
+            p.rss_kb = Some(rss_of(&st, page_kb, p.rss_kb));
             p.stat = st;
             e.lent = true;
             carried_samples.push(p);
