@@ -150,6 +150,21 @@ fn child_entry() {
             unsafe { libc::syscall(libc::SYS_exit, 0) };
             unreachable!()
         }
+        "renamer" => {
+            // Each time the file NP_FLAG<n> appears, rename itself "np-renamed-<n>" (only a
+            // process's own threads may write its comm) and print "renamed <n>".
+            ready();
+            let base = std::env::var("NP_FLAG").unwrap();
+            for n in 1.. {
+                let flag = PathBuf::from(format!("{base}{n}"));
+                while !flag.exists() {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                set_comm(&format!("np-renamed-{n}"));
+                println!("renamed {n}");
+            }
+            unreachable!()
+        }
         "pin" => {
             let first = sched_getaffinity(0).unwrap().first().unwrap();
             numapilot_actuate::sched_setaffinity(0, &std::iter::once(first).collect()).unwrap();
@@ -667,6 +682,30 @@ fn a_process_whose_leader_exited_keeps_its_memory() {
         assert!(p.rss_kb.unwrap_or(0) >= 64 << 10, "cycle {cycle}: RSS {:?}", p.rss_kb);
     }
     kid.kill();
+}
+
+/// renamed-keeps-tiers: a managed process that renames itself keeps its place in the tiers: its
+/// name is the new one at once, its numa_maps is not read again for the rename. It was treated as
+/// a new process, read in full every cycle it renamed itself, past the numa_maps budget.
+#[test]
+fn a_rename_keeps_the_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("go");
+    let mut kid = Kid::spawn("renamer", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    let (_d, state) = tmp_state("renamed");
+    let mut host = host_with(&state, |_| {});
+    observe(&mut host);
+    let mut kids = [kid];
+    let before = maps_read_at(&host, &kids);
+    for n in 1..=3 {
+        let name = format!("np-renamed-{n}");
+        std::fs::write(format!("{}{n}", flag.display()), b"").unwrap();
+        kids[0].line("renamed");
+        let s = observe(&mut host);
+        assert_eq!(s.process(kids[0].pid()).expect("still sampled").comm, name);
+        assert_eq!(maps_read_at(&host, &kids), before, "rename {n}: numa_maps read again");
+    }
 }
 
 #[test]

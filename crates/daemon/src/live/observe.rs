@@ -287,6 +287,10 @@ struct Entry {
     /// The daemon changed this process (affinity or pages): read its threads and numa_maps next
     /// cycle whatever the tiers say ([`TieredObserver::refresh`]).
     refresh: bool,
+    /// It renamed itself (PR_SET_NAME, or an exec: same start time, another comm) and stays a
+    /// process the daemon manages: its threads are read again next cycle, its numa_maps when the
+    /// tiers say (a new program's RSS differs by more than `numa_maps_rss_change_kb`, or by age).
+    renamed: bool,
     /// One of its files did not parse at its last detail read ([`Reader::read_processes_skipping`]):
     /// it is out of the sample until a read succeeds, and the log said so once.
     unreadable: bool,
@@ -760,8 +764,23 @@ impl TieredObserver {
             // PR_SET_NAME: same pid and start time, another comm): forget what was decided and read,
             // and classify it again. A process first seen as `numapilot` (excluded by name) that
             // re-execs and renames itself was otherwise skipped for its whole life.
-            if self.entries.get(&pid).is_some_and(|e| e.starttime != st.starttime || e.comm != st.comm) {
-                self.drop_entry(pid);
+            // A managed process that renames itself and stays managed keeps its entry, though
+            // (renamed-keeps-tiers): a process renaming itself every cycle was read in full every
+            // cycle as new, past the numa_maps budget (1 GiB walked a cycle against 256 MiB,
+            // review of 2026-11-29).
+            if let Some(e) = self.entries.get_mut(&pid) {
+                if e.starttime != st.starttime {
+                    self.drop_entry(pid);
+                } else if e.comm != st.comm {
+                    let stays = matches!(e.kind, Kind::User)
+                        && select::exclusion(opts, pid, &st.comm, || select::cgroup_paths(pid)).is_none();
+                    if stays {
+                        e.comm.clone_from(&st.comm);
+                        e.renamed = true;
+                    } else {
+                        self.drop_entry(pid);
+                    }
+                }
             }
             if let std::collections::hash_map::Entry::Vacant(slot) = self.entries.entry(pid) {
                 let kind = if st.is_kernel_thread() {
@@ -793,6 +812,7 @@ impl TieredObserver {
                     maps_rss_kb: 0,
                     maps_ticks: 0,
                     refresh: false,
+                    renamed: false,
                 });
                 // Kernel threads and skipped processes keep no descriptor.
                 if matches!(self.entries[&pid].kind, Kind::User) {
@@ -830,8 +850,10 @@ impl TieredObserver {
             e.rss_now_kb = rss_kb;
             e.in_sample = cycle;
             let refresh = std::mem::take(&mut e.refresh);
+            let renamed = std::mem::take(&mut e.renamed);
             let stale_turn = (u64::from(pid) + cycle) % stale == 0;
-            let threads = new || refresh || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks || stale_turn;
+            let threads =
+                new || refresh || renamed || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks || stale_turn;
             let age = now_ns.saturating_sub(e.maps_ns);
             // A small process that has not run since its numa_maps was read: its pages stayed.
             let small_every = if st.cpu_ticks() == e.maps_ticks { 6 * idle_factor } else { 6 };
