@@ -131,6 +131,12 @@ pub fn parse_tcp(input: &str, v6: bool) -> Result<Vec<TcpSocket>, LineError> {
 }
 
 /// Parses `/proc/net/unix`. The header line is skipped.
+///
+/// Not for decisions: the kernel prints each socket's path raw (`unix_seq_show`), so any user can
+/// bind an abstract name holding a newline and a line of their making, which splits a line here
+/// (an error for the whole table) or adds a socket that is not there (review of 2026-11-29). The
+/// daemon takes unix peers from the `NETLINK_SOCK_DIAG` dump (`sockets::unix_peers`), which
+/// carries the inode and peer as numbers; this parser reads captured fixtures and shows tables.
 pub fn parse_unix(input: &str) -> Result<Vec<UnixSocket>, LineError> {
     let mut out = Vec::new();
     for (i, line) in input.lines().enumerate() {
