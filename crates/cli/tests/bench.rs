@@ -244,27 +244,23 @@ fn a_run_that_fails_leaves_no_out_directory() {
     // was checked. The directory it made for the run must not stay behind, empty.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("new");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"))
-        .pre_exec_limit_as(512 << 20)
-        .args(["bench", "numa02", "--mb", "1024", "--threads", "1", "--loops", "1"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"))
+            .pre_exec_limit_as(512 << 20)
+            .args(["bench", "numa02", "--mb", "1024", "--threads", "1", "--loops", "1"])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = run();
     assert!(!o.status.success(), "ran under the limit: {}", stderr(&o));
     assert!(stderr(&o).contains("worker"), "{}", stderr(&o));
     assert!(!out.exists(), "left {}", out.display());
     // An existing directory is left as it was.
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("keep"), "x").unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"))
-        .pre_exec_limit_as(512 << 20)
-        .args(["bench", "numa02", "--mb", "1024", "--threads", "1", "--loops", "1"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
+    assert!(!run().status.success());
     let names: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, ["keep"]);
 }

@@ -80,6 +80,14 @@ fn set_comm(name: &str) {
     std::fs::write("/proc/self/comm", name).unwrap();
 }
 
+/// Waits until the file `{base}{n}` exists (a child's cue from its test).
+fn wait_flag(base: &str, n: u32) {
+    let flag = PathBuf::from(format!("{base}{n}"));
+    while !flag.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 fn sleep_forever() -> ! {
     loop {
         std::thread::sleep(std::time::Duration::from_secs(600));
@@ -156,10 +164,7 @@ fn child_entry() {
             ready();
             let base = std::env::var("NP_FLAG").unwrap();
             for n in 1.. {
-                let flag = PathBuf::from(format!("{base}{n}"));
-                while !flag.exists() {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
+                wait_flag(&base, n);
                 set_comm(&format!("np-renamed-{n}"));
                 println!("renamed {n}");
             }
@@ -198,10 +203,7 @@ fn child_entry() {
             let base = std::env::var("NP_FLAG").unwrap();
             let mut kids = Vec::new();
             for n in 1.. {
-                let flag = PathBuf::from(format!("{base}{n}"));
-                while !flag.exists() {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
+                wait_flag(&base, n);
                 let kid = Command::new("sleep").arg("600").spawn().unwrap();
                 println!("child {}", kid.id());
                 kids.push(kid);
@@ -216,10 +218,7 @@ fn child_entry() {
             ready();
             let base = std::env::var("NP_FLAG").unwrap();
             for n in 1.. {
-                let flag = PathBuf::from(format!("{base}{n}"));
-                while !flag.exists() {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
+                wait_flag(&base, n);
                 let (tx, rx) = std::sync::mpsc::channel();
                 let tx2 = tx.clone();
                 std::thread::spawn(move || {
