@@ -343,6 +343,24 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread:
             std::fs::create_dir_all(dir).map_err(|e| bind_err(format!("cannot create {}: {e}", dir.display())))?;
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
+        // socket-dir-trusted: another user who owns the directory, or may write to it without the
+        // sticky bit, can rename the daemon's socket away and listen at its path (and root's
+        // `numapilot status` then talks to that user's server: review of 2026-11-29).
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(dir).map_err(|e| bind_err(format!("{}: {e}", dir.display())))?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if m.uid() != 0 && m.uid() != me {
+            return Err(bind_err(format!("its directory {} belongs to uid {}, not root", dir.display(), m.uid())));
+        }
+        if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
+            return Err(bind_err(format!(
+                "its directory {} may be written by other users (mode {:o}, not sticky)",
+                dir.display(),
+                m.mode() & 0o7777
+            )));
+        }
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) => {
@@ -555,6 +573,46 @@ fn ask_loop<T>(
     }
 }
 
+/// Largest answer the client reads, bytes: 16 MiB (an `explain` of a process with thousands of
+/// threads is tens of kB). Prevents: a server that never ends its line filling the client's memory.
+const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+/// One response line, read within `deadline` and at most [`MAX_RESPONSE_BYTES`].
+fn read_response_line(stream: &UnixStream, deadline: std::time::Instant) -> std::io::Result<String> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no complete answer in time"));
+        }
+        stream.set_read_timeout(Some(left))?;
+        let n = match (&*stream).read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no complete answer in time"))
+            }
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            break;
+        }
+        if let Some(i) = buf[..n].iter().position(|&b| b == b'\n') {
+            out.extend_from_slice(&buf[..i]);
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        if out.len() > MAX_RESPONSE_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("answer longer than {} MiB", MAX_RESPONSE_BYTES >> 20),
+            ));
+        }
+    }
+    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// What is at `path` when it exists and is not a socket (`connect` says only "Connection refused").
 fn not_a_socket(path: &Path) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
@@ -583,11 +641,24 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
         },
     })?;
     let io = |e: std::io::Error| ControlError::Request(format!("{}: {e}", path.display()));
+    // server-is-trusted: the daemon runs as root (or as this user, observe only); a server of any
+    // other uid at the path is not numapilot's, and what it says is not printed (a user's server at
+    // a path root was pointed to kept `status` waiting for ever, or filled its memory, or wrote
+    // terminal escapes to root's terminal: review of 2026-11-29).
+    let uid = peer_uid(&stream).map_err(io)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if uid != 0 && uid != me {
+        return Err(ControlError::Request(format!(
+            "{}: the server there runs as uid {uid}, not root: not a numapilot daemon; nothing read",
+            path.display()
+        )));
+    }
+    let deadline = std::time::Instant::now() + EXPLAIN_TIMEOUT + CLIENT_TIMEOUT;
     stream.set_read_timeout(Some(EXPLAIN_TIMEOUT + CLIENT_TIMEOUT)).map_err(io)?;
     let mut w = &stream;
     writeln!(w, "{}", serde_json::to_string(req).expect("a request serialises")).map_err(io)?;
-    let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line).map_err(io)?;
+    let line = read_response_line(&stream, deadline).map_err(io)?;
     let resp: Response = serde_json::from_str(line.trim()).map_err(|e| {
         ControlError::Request(format!("{}: unreadable response {:?}: {e}", path.display(), line.trim()))
     })?;

@@ -373,6 +373,81 @@ fn no_daemon_is_a_clear_error() {
     assert!(e.to_string().contains("no numapilot daemon is listening"), "{e}");
 }
 
+/// A server at the socket path that is not root's (or this user's) is not numapilot's daemon:
+/// nothing it says is read or printed. A root `numapilot status` pointed at a user's server was kept
+/// waiting for ever, filled its memory from an endless line, or printed the server's terminal
+/// escapes. A root server that never ends its line is cut at 16 MiB.
+#[test]
+fn the_client_trusts_only_a_root_server_and_reads_a_bounded_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let path = dir.path().join("user.sock");
+    // A server of uid 65534: a forked child that drops to it, listens, and floods every client.
+    // SAFETY: the child only makes system calls (setgid, setuid, socket calls, write, _exit).
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        unsafe {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                libc::_exit(1);
+            }
+        }
+        let Ok(l) = std::os::unix::net::UnixListener::bind(&path) else { unsafe { libc::_exit(2) } };
+        for c in l.incoming().flatten() {
+            let mut c = c;
+            let junk = [b'\x1b'; 4096];
+            while std::io::Write::write_all(&mut c, &junk).is_ok() {}
+        }
+        unsafe { libc::_exit(0) };
+    }
+    let t0 = Instant::now();
+    while !path.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the user's server did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let e = control::request(&path, &Request::Status).unwrap_err();
+    // SAFETY: kill and waitpid on our own child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    assert!(e.to_string().contains("runs as uid 65534, not root"), "{e}");
+    assert!(!e.to_string().contains('\x1b'));
+    // Root's own server that never ends its line: cut at 16 MiB, not read for ever.
+    let path = dir.path().join("root.sock");
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let junk = [b'x'; 65536];
+        while std::io::Write::write_all(&mut c, &junk).is_ok() {}
+    });
+    let e = control::request(&path, &Request::Status).unwrap_err();
+    assert!(e.to_string().contains("answer longer than 16 MiB"), "{e}");
+    server.join().unwrap();
+}
+
+/// socket-dir-trusted: the daemon's socket is not made in a directory another user owns or may
+/// write without the sticky bit (that user could rename it away and listen at its path).
+#[test]
+fn the_socket_is_not_made_in_a_directory_others_control() {
+    let shared = || Arc::new(control::Shared { status: Default::default(), started_ns: 0 });
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = control::serve(&open.join("s.sock"), shared()).unwrap_err();
+    assert!(e.to_string().contains("may be written by other users (mode 777, not sticky)"), "{e}");
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let e = control::serve(&theirs.join("s.sock"), shared()).unwrap_err();
+    assert!(e.to_string().contains("belongs to uid 65534, not root"), "{e}");
+    // Sticky and world-writable (as /tmp): others cannot rename what is not theirs.
+    let sticky = dir.path().join("sticky");
+    std::fs::create_dir(&sticky).unwrap();
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    assert!(control::serve(&sticky.join("s.sock"), shared()).is_ok());
+}
+
 #[test]
 fn a_socket_path_that_is_not_a_socket_is_named_as_such() {
     // connect(2) says "Connection refused" for a regular file and a directory alike; the user
