@@ -291,10 +291,40 @@ impl Journal {
 }
 
 fn open_append(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     // Never through a link: the daemon writes as root, and a link planted at the journal's path
-    // would have it append to a file of someone's choosing.
-    OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path)
+    // would have it append to a file of someone's choosing. Never waiting (O_NONBLOCK): a FIFO
+    // planted there kept the start waiting for a reader, deaf to SIGTERM. And only to a regular
+    // file of this daemon's that no one else may write, or a root-owned device (journal-is-ours): a user's empty 0666
+    // file at the path took the daemon's records, readable and forgeable by all (review of
+    // 2026-11-29).
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let m = f.metadata()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    // A root-owned character device (/dev/null, /dev/full) is the administrator's choice: no user
+    // can make one.
+    use std::os::unix::fs::FileTypeExt;
+    if m.file_type().is_char_device() && m.uid() == 0 {
+        return Ok(f);
+    }
+    if !m.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file: not trusted; remove it"));
+    }
+    if m.uid() != me || m.mode() & 0o022 != 0 {
+        return Err(std::io::Error::other(format!(
+            "owned by uid {} with mode {:o}: not trusted (it must be this daemon's, uid {me}, writable by no one \
+             else); remove it or fix its owner and mode",
+            m.uid(),
+            m.mode() & 0o7777
+        )));
+    }
+    Ok(f)
 }
 
 /// Now, UTC, as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -350,6 +380,30 @@ mod tests {
         let fresh = d.path().join("logs/journal.jsonl");
         Journal::open(&fresh, 1 << 20).unwrap();
         assert_eq!(std::fs::metadata(d.path().join("logs")).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    /// journal-is-ours: a FIFO planted at the path is refused at once (the start waited for a
+    /// reader, deaf to SIGTERM), and so is a file another user owns or may write.
+    #[test]
+    fn a_journal_path_that_is_a_fifo_or_someone_elses_file_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo.jsonl");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string and mode.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+        assert!(Journal::open(&fifo, 1 << 20).is_err(), "a FIFO opened as the journal");
+        let theirs = d.path().join("theirs.jsonl");
+        std::fs::write(&theirs, "").unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let Err(e) = Journal::open(&theirs, 1 << 20) else { panic!("opened another user's file") };
+        assert!(e.to_string().contains("owned by uid 65534"), "{e}");
+        let open = d.path().join("open.jsonl");
+        std::fs::write(&open, "").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let Err(e) = Journal::open(&open, 1 << 20) else { panic!("opened a world-writable file") };
+        assert!(e.to_string().contains("mode 666: not trusted"), "{e}");
+        assert_eq!(std::fs::read_to_string(&open).unwrap(), "");
     }
 
     #[test]

@@ -1046,6 +1046,25 @@ fn my_record(cpuset: Option<CpusetOriginal>) -> ProcessOriginal {
     }
 }
 
+/// state-checked-before-read: a FIFO at the state path is refused at once (the start waited for a
+/// writer, deaf to SIGTERM), and a huge sparse file of the right owner and mode is refused by its
+/// size before a byte is read (3 GB were read whole, 26 s and 3.2 GB, before it was refused).
+#[test]
+fn a_state_file_that_is_a_fifo_or_huge_is_refused_before_it_is_read() {
+    let (_d, state) = tmp_state("fifo");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    let c = std::ffi::CString::new(state.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string and mode.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    assert!(open_err(&state).contains("not a regular file"));
+    std::fs::remove_file(&state).unwrap();
+    let f = std::fs::File::create(&state).unwrap();
+    chmod(&state, 0o600);
+    f.set_len(3 << 30).unwrap();
+    let err = open_err(&state);
+    assert!(err.contains("3221225472 bytes, more than a state file holds (64 MiB)"), "{err}");
+}
+
 #[test]
 fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     // Its records steer a root daemon's writes (affinity, cgroup.procs, rmdir): a file another

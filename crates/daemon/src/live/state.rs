@@ -224,13 +224,37 @@ impl Originals {
 
     /// Reads the state file: `Ok(None)` when it does not exist; an error naming the path for any
     /// other fault (unreadable, not JSON, wrong version).
+    ///
+    /// The file is judged on the descriptor that is read (state-checked-before-read): opened
+    /// without following a link and without waiting (a FIFO planted at the path kept the daemon's
+    /// start waiting for a writer, deaf to SIGTERM), checked for type, owner and mode, and read only
+    /// up to [`MAX_STATE_BYTES`] (a sparse 3 GB file planted by a user was read whole, 26 s and
+    /// 3.2 GB, before it was refused: review of 2026-11-29).
     pub fn load(path: &Path) -> Result<Option<StateFile>, String> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("state file {}: cannot read: {e}", path.display())),
-        };
-        trusted(path)?;
+        use std::io::Read as _;
+        let shown = path.display();
+        let f =
+            match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                    return Err(format!("state file {shown}: not a regular file (a link?): not trusted; remove it"))
+                }
+                Err(e) => return Err(format!("state file {shown}: cannot read: {e}")),
+            };
+        let m = f.metadata().map_err(|e| format!("state file {shown}: cannot read: {e}"))?;
+        trusted(path, &m)?;
+        if m.len() > MAX_STATE_BYTES {
+            return Err(format!(
+                "state file {shown}: {} bytes, more than a state file holds ({} MiB): not trusted; remove it",
+                m.len(),
+                MAX_STATE_BYTES >> 20
+            ));
+        }
+        let mut text = String::new();
+        f.take(MAX_STATE_BYTES)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("state file {shown}: cannot read: {e}"))?;
         if text.trim().is_empty() {
             return Ok(Some(StateFile { version: STATE_VERSION, boot_id: None, processes: Vec::new() }));
         }
@@ -331,10 +355,15 @@ pub fn boot_id() -> Option<String> {
 /// in (not writable by others, or sticky). What it holds steers a root daemon's affinity and
 /// cgroup writes, so a file another user could have written is refused, as sshd refuses a
 /// key file others can write.
-fn trusted(path: &Path) -> Result<(), String> {
+/// Largest state file [`Originals::load`] reads, bytes: 64 MiB. A record is a few hundred bytes
+/// (a pid, start time, masks, a cpuset); 100,000 processes placed at once stay under it.
+/// Prevents: a planted file, sparse and huge, read whole before it is refused.
+pub const MAX_STATE_BYTES: u64 = 64 << 20;
+
+/// Whether the state file at `path`, whose open descriptor's metadata is `m`, may be trusted.
+fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
     let shown = path.display();
-    let m = std::fs::symlink_metadata(path).map_err(|e| format!("state file {shown}: cannot read: {e}"))?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if !m.file_type().is_file() {
