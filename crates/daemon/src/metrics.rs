@@ -29,6 +29,12 @@ use crate::control::{Shared, Status};
 /// Longest request head read, bytes.
 const MAX_HEAD: usize = 8192;
 
+/// Most metrics clients served at once, each on a thread of its own (256 kB of stack); one more
+/// is answered 503 and closed. Default 64. Source: judgement: a scraper or two and a person with
+/// curl, with room to spare. Prevents: idle connections of a local user stalling every scrape
+/// behind them (each may hold a slot for the 5 s request deadline), and unbounded threads.
+const MAX_CLIENTS: usize = 64;
+
 /// The metrics server could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("metrics on {addr}: {cause}")]
@@ -46,13 +52,38 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, std::
     let handle = std::thread::Builder::new()
         .name("numapilot-metrics".into())
         .spawn(move || {
+            // metrics-clients-apart: each client on a thread of its own, at most MAX_CLIENTS at
+            // once. One at a time, twelve idle connections of any local user delayed a scrape by
+            // 60 s, and three kept open failed every scrape (review of 2026-11-29).
+            let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             for conn in listener.incoming() {
-                let Ok(stream) = conn else {
+                let Ok(mut stream) = conn else {
                     std::thread::sleep(crate::control::ACCEPT_RETRY);
                     continue;
                 };
-                if let Err(e) = handle(stream, &shared) {
-                    tracing::debug!("metrics client: {e}");
+                if active.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CLIENTS {
+                    active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                    let _ = respond(&mut stream, "503 Service Unavailable", "text/plain", "too many clients\n");
+                    // Read what the client sent (a request left unread turns the close into a
+                    // reset, which can destroy the answer before the client reads it).
+                    let _ = stream.shutdown(std::net::Shutdown::Write);
+                    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+                    let _ = std::io::Read::read(&mut stream, &mut [0u8; MAX_HEAD]);
+                    continue;
+                }
+                let (shared, active2) = (Arc::clone(&shared), Arc::clone(&active));
+                let spawned = std::thread::Builder::new()
+                    .name("numapilot-metrics-client".into())
+                    .stack_size(256 << 10)
+                    .spawn(move || {
+                        if let Err(e) = handle(stream, &shared) {
+                            tracing::debug!("metrics client: {e}");
+                        }
+                        active2.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                 }
             }
         })
