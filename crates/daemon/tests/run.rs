@@ -373,16 +373,17 @@ fn no_daemon_is_a_clear_error() {
     assert!(e.to_string().contains("no numapilot daemon is listening"), "{e}");
 }
 
-/// A server at the socket path that is not root's (or this user's) is not numapilot's daemon:
-/// nothing it says is read or printed. A root `numapilot status` pointed at a user's server was kept
-/// waiting for ever, filled its memory from an endless line, or printed the server's terminal
-/// escapes. A root server that never ends its line is cut at 16 MiB.
+/// A server at the socket path that is not root's (or this user's) has what it says printed
+/// without control characters, and any server's answer is read within one deadline and 16 MiB. A
+/// root `numapilot status` pointed at a user's server was kept waiting for ever, filled its memory
+/// from an endless line, or printed the server's terminal escapes.
 #[test]
-fn the_client_trusts_only_a_root_server_and_reads_a_bounded_answer() {
+fn the_client_strips_a_user_servers_escapes_and_reads_a_bounded_answer() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let path = dir.path().join("user.sock");
-    // A server of uid 65534: a forked child that drops to it, listens, and floods every client.
+    // A server of uid 65534: a forked child that drops to it, listens, and answers every request
+    // with a terminal escape in its error.
     // SAFETY: the child only makes system calls (setgid, setuid, socket calls, write, _exit).
     let child = unsafe { libc::fork() };
     if child == 0 {
@@ -394,8 +395,9 @@ fn the_client_trusts_only_a_root_server_and_reads_a_bounded_answer() {
         let Ok(l) = std::os::unix::net::UnixListener::bind(&path) else { unsafe { libc::_exit(2) } };
         for c in l.incoming().flatten() {
             let mut c = c;
-            let junk = [b'\x1b'; 4096];
-            while std::io::Write::write_all(&mut c, &junk).is_ok() {}
+            let mut req = String::new();
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(&c), &mut req);
+            let _ = std::io::Write::write_all(&mut c, b"{\"ok\":false,\"error\":\"\\u001b[2Jowned\"}\n");
         }
         unsafe { libc::_exit(0) };
     }
@@ -410,7 +412,7 @@ fn the_client_trusts_only_a_root_server_and_reads_a_bounded_answer() {
         libc::kill(child, libc::SIGKILL);
         libc::waitpid(child, std::ptr::null_mut(), 0);
     }
-    assert!(e.to_string().contains("runs as uid 65534, not root"), "{e}");
+    assert!(e.to_string().contains("\u{fffd}[2Jowned"), "{e}");
     assert!(!e.to_string().contains('\x1b'));
     // Root's own server that never ends its line: cut at 16 MiB, not read for ever.
     let path = dir.path().join("root.sock");
