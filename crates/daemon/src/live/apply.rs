@@ -167,8 +167,23 @@ pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> S
 /// mappings (`[vsyscall]`, `[vvar]`, `[vdso]`), which have no movable pages. Err: see
 /// [`confirm_stop`].
 pub fn mapped_ranges(pid: u32, starttime: u64) -> Result<Vec<(u64, u64)>, Stop> {
-    let path = format!("/proc/{pid}/maps");
-    let bytes = std::fs::read(&path).map_err(|e| confirm_stop(pid, starttime, || format!("reading {path}: {e}")))?;
+    ranges_in(&format!("/proc/{pid}/maps"), pid, starttime, numapilot_observe::reader::MAX_FILE_BYTES)
+}
+
+/// [`mapped_ranges`] from the maps file at `path`, read up to `cap` bytes
+/// ([`numapilot_observe::reader::MAX_FILE_BYTES`] live), as every /proc file the daemon reads: a user's
+/// process controls its maps' size (one line per mapping, each as long as the mapped file's path,
+/// up to 4 kB), and a larger one refuses this move (counted and reported) instead of the root
+/// daemon holding gigabytes.
+fn ranges_in(path: &str, pid: u32, starttime: u64, cap: usize) -> Result<Vec<(u64, u64)>, Stop> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(cap as u64 + 1).read_to_end(&mut bytes))
+        .map_err(|e| confirm_stop(pid, starttime, || format!("reading {path}: {e}")))?;
+    if bytes.len() > cap {
+        return Err(confirm_stop(pid, starttime, || format!("{path} is larger than {} MiB: not read", cap >> 20)));
+    }
     // A mapped file's name is bytes, not UTF-8.
     let text = numapilot_observe::reader::text_of(&bytes);
     let mut out = Vec::new();
@@ -451,6 +466,43 @@ mod tests {
         let to1 = NodeSet::parse_list("1").unwrap();
         assert_eq!(remap(&from, &to1, 0), Some(1));
         assert_eq!(remap(&from, &to1, 1), None);
+    }
+
+    /// A maps file past the cap refuses the move with a message naming it, not read whole; one
+    /// at the cap is read. The pid and start time are this process's, so the refusal is not
+    /// mistaken for the process having gone.
+    #[test]
+    fn a_maps_file_past_the_cap_refuses_the_move() {
+        let pid = std::process::id();
+        let starttime = super::super::select::read_stat(pid).unwrap().starttime;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("maps");
+        let p = path.to_str().unwrap();
+        // Exactly at a 4 kB cap (a line, then blank lines): read, and its one range found.
+        let mut text = b"7f0000000000-7f0000001000 r--p 00000000 00:00 0 \n".to_vec();
+        text.resize(4096, b'\n');
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(ranges_in(p, pid, starttime, 4096).unwrap(), vec![(0x7f00_0000_0000, 4096)]);
+        // One byte more: refused, naming the file.
+        text.push(b'\n');
+        std::fs::write(&path, &text).unwrap();
+        match ranges_in(p, pid, starttime, 4096) {
+            Err(Stop::Refused(m)) => assert!(m.contains("maps is larger than"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // The live cap: a (sparse) file one byte past 64 MiB is refused through the cap the
+        // daemon uses.
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(numapilot_observe::reader::MAX_FILE_BYTES as u64 + 1).unwrap();
+        match ranges_in(p, pid, starttime, numapilot_observe::reader::MAX_FILE_BYTES) {
+            Err(Stop::Refused(m)) => assert!(m.contains("maps is larger than 64 MiB"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // This process's own maps, through the public function: read, with this stack in them.
+        let here = 0u8;
+        let addr = std::ptr::addr_of!(here) as u64;
+        let own = mapped_ranges(pid, starttime).unwrap();
+        assert!(own.iter().any(|&(a, l)| a <= addr && addr < a + l), "{addr:#x} in none of {own:x?}");
     }
 
     #[test]
