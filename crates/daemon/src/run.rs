@@ -1149,6 +1149,7 @@ mod tests {
             growth_bytes_per_s: 0.0,
             cpu_rate: 0.0,
             pinned: false,
+            confined: None,
             mem_policy_pinned: false,
             class: ProcessClass::Unclassified,
             hot: vec![],

@@ -1964,6 +1964,79 @@ fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 
+/// A cgroup of the host's cpuset hierarchy made for one test, removed (after its processes are
+/// gone) when dropped.
+struct TestCpuset(PathBuf);
+
+impl TestCpuset {
+    /// A cgroup of CPUs `cpus` and the root's memory nodes under `h`'s mount.
+    fn make(h: &CpusetHierarchy, name: &str, cpus: &CpuSet) -> TestCpuset {
+        let dir = h.mount.join(format!("{name}-{}", std::process::id()));
+        if h.version == numapilot_actuate::CgroupVersion::V2 {
+            let _ = std::fs::write(h.mount.join("cgroup.subtree_control"), "+cpuset");
+        }
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let me = TestCpuset(dir);
+        let mems = ["cpuset.mems.effective", "cpuset.effective_mems", "cpuset.mems"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(h.mount.join(f)).ok().filter(|t| !t.trim().is_empty()))
+            .expect("the root cpuset's memory nodes");
+        std::fs::write(me.0.join("cpuset.mems"), mems.trim()).unwrap();
+        std::fs::write(me.0.join("cpuset.cpus"), cpus.to_list()).unwrap();
+        me
+    }
+
+    fn enter(&self, pid: u32) {
+        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for TestCpuset {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// A process an operator or a container runtime confined to a cpuset narrower than the machine
+/// (here a cgroup of the last CPU, in whatever hierarchy this host mounts, with the daemon's own
+/// cpuset mode off) is observed with its cpuset's CPUs, is confined and not pinned in the model,
+/// and a SetAffinity within its cpuset is applied, not refused as "pinned itself". Before the
+/// daemon read cpusets, its threads (as wide as the cpuset, narrower than the node) read as a pin
+/// and it was never managed.
+#[test]
+fn a_process_confined_by_a_cpuset_is_managed_within_it() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let cg = TestCpuset::make(&h, "numapilot-confined-test", &cpus);
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    cg.enter(kid.pid());
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == cpus), "the cpuset narrowed its threads");
+    let (_d, state) = tmp_state("confined");
+    let mut host = host_with(&state, |_| {});
+    let s = observe(&mut host);
+    let p = s.processes.iter().find(|p| p.pid == kid.pid()).expect("observed");
+    assert_eq!(p.cpuset_cpus.as_deref(), Some(&cpus));
+    let mut m = numapilot_model::Model::new(t.clone(), numapilot_model::Tunables::default());
+    m.update(&s);
+    let v = &m.procs[&kid.pid()];
+    assert!(!v.pinned, "confined, not pinned");
+    assert_eq!(v.confined.as_ref().map(|c| c.cpus.clone()), Some(cpus.clone()));
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    host.restore_all();
+    kid.kill();
+    drop(cg);
+}
+
 /// A placed process that exits is dropped from the record on the next cycle and the cpuset cgroup
 /// made for it is removed, after any child that inherited it is moved back to the original
 /// cgroup; nothing waits for the daemon to stop (the rig's v2 run left one cgroup per command).

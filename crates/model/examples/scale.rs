@@ -145,6 +145,7 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
             numa_maps_error: None,
             node_usage,
             threads,
+            cpuset_cpus: None,
         });
     }
     let nodes = topo.nodes.iter().map(NodeSample::from_topology).collect();

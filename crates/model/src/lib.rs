@@ -84,7 +84,7 @@ pub use affinity::{AffinityGraph, Edge, Tier};
 pub use classify::ProcessClass;
 pub use groups::{Group, GroupId, Groups};
 pub use load::{NodeLoad, Resource, ResourceState};
-pub use tasks::{AccessSource, HotRange, ProcView, TaskKey, TaskView, RATE_SLACK_CPU_PER_TASK};
+pub use tasks::{AccessSource, Confinement, HotRange, ProcView, TaskKey, TaskView, RATE_SLACK_CPU_PER_TASK};
 pub use tunables::{TunableError, Tunables};
 
 /// Everything the model believes after the last [`Model::update`]. Plain data: a policy reads the

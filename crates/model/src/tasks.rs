@@ -210,6 +210,11 @@ pub struct ProcView {
     /// CPUs (the adaptive policy tells its own masks apart: `foreign_pinned`). The daemon leaves such processes alone unless told otherwise; the adaptive policy
     /// never moves them.
     pub pinned: bool,
+    /// Where its cpuset confines it, when that is narrower than the machine: the CPUs it may run
+    /// on and the nodes it may hold memory on. `None`: anywhere. A process whose threads are as
+    /// wide as a narrow cpuset (a container's `--cpuset-cpus`, an operator's cgroup) did not place
+    /// itself: it is not `pinned`, and the policy places it within these bounds only.
+    pub confined: Option<Confinement>,
     /// The memory half of `pinned`: VMAs with an explicit memory policy hold at least
     /// `pinned_policy_share` of the resident memory (a placement the daemon never makes itself).
     pub mem_policy_pinned: bool,
@@ -228,6 +233,47 @@ pub struct ProcView {
     /// Memory traffic per running thread estimated from access samples, bytes per second (0
     /// without samples), an exponential average with half-life `class_window_ms`.
     pub traffic_bytes_per_s_per_thread: f64,
+}
+
+/// The bounds of a process's cpuset ([`ProcView::confined`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confinement {
+    /// Online CPUs it may run on: its cpuset's effective CPUs when the host read them
+    /// (`ProcessSample::cpuset_cpus`), else the CPUs of `nodes`.
+    pub cpus: CpuSet,
+    /// Nodes it may hold memory on (`Mems_allowed`: its cpuset's memory nodes).
+    pub nodes: NodeSet,
+}
+
+impl Confinement {
+    /// The bounds of process `p` on `topo`, `None` when they are the whole machine (every online
+    /// CPU and every node). From its leader thread (the first read thread when the leader is not
+    /// listed): threads of a process share one cpuset.
+    pub fn of(topo: &Topology, p: &ProcessSample) -> Option<Confinement> {
+        let t = p.threads.iter().find(|t| t.tid == p.pid).or(p.threads.first())?;
+        let online = topo.online_cpus();
+        let nodes: NodeSet = (*t.mems_allowed).clone();
+        let cpus = match &p.cpuset_cpus {
+            Some(c) => c.intersection(&online),
+            None => topo.cpus_of_nodes(&nodes).intersection(&online),
+        };
+        let all_nodes = topo.nodes.iter().all(|n| nodes.contains(n.id));
+        if cpus.is_empty() || (cpus == online && all_nodes) {
+            return None;
+        }
+        Some(Confinement { cpus, nodes })
+    }
+
+    /// Whether it may be placed on node `id`: memory allowed there and a CPU of the node in it.
+    /// A node without CPUs takes memory only, as for any process.
+    pub fn admits(&self, topo: &Topology, id: u32) -> bool {
+        self.nodes.contains(id)
+            && topo
+                .nodes
+                .iter()
+                .find(|n| n.id == id)
+                .is_some_and(|n| n.cpus.is_empty() || !n.cpus.intersection(&self.cpus).is_empty())
+    }
 }
 
 impl ProcView {
@@ -665,7 +711,15 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 (v, AccessSource::Residency, 0)
             };
 
-            let thread_narrow = narrow.narrower(topo, &t.cpus_allowed, &t.mems_allowed);
+            // Narrower than what its cpuset allows of its nodes' CPUs: with the cpuset read, a
+            // thread as wide as a narrow cpuset is not narrow (it is confined, not pinned).
+            let thread_narrow = match &p.cpuset_cpus {
+                None => narrow.narrower(topo, &t.cpus_allowed, &t.mems_allowed),
+                Some(cs) => {
+                    let reach = topo.cpus_of_nodes(&t.mems_allowed).intersection(&narrow.online).intersection(cs);
+                    !reach.is_empty() && !reach.is_subset(&t.cpus_allowed)
+                }
+            };
             any_narrow |= thread_narrow;
             let settled = cpu_rate == 0.0 && run_delay.is_none() && source != AccessSource::Samples && hot.is_empty();
             cpu_sum += cpu_rate;
@@ -788,6 +842,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 growth_bytes_per_s: growth,
                 cpu_rate: cpu_sum,
                 pinned,
+                confined: Confinement::of(topo, p),
                 mem_policy_pinned,
                 class: old_proc.map_or(ProcessClass::Unclassified, |o| o.class),
                 hot,

@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use numapilot_model::AccessSource;
+use numapilot_topology::NodeSet;
 
 /// Two samples 1 s apart. Thread 11 ran 0.5 s (schedstat) and waited 0.1 s: rate 0.5, delay 0.1.
 /// Thread 12 ran 0.25 s on CPU 2 (node 1). Process 10 has 3 GiB on node 0 and 1 GiB on node 1:
@@ -195,6 +196,53 @@ fn pinned_by_cpu_affinity() {
     assert!(m.procs[&70].pinned);
     assert!(m.procs[&80].pinned, "one self-pinned thread pins its process");
     assert!(!m.procs[&90].pinned);
+}
+
+/// Confined, not pinned: a process whose threads are as wide as a narrow cpuset (a container
+/// given CPUs 1-2, half of each node of a 2 x 2-CPU machine) placed nothing itself; the model
+/// says where its cpuset lets it go. Without the cpuset read the same masks still count as a pin
+/// (nothing tells them apart), and a thread narrower than its cpuset pins its process. A cpuset
+/// of one node's memory (mems 0, CPUs of node 0) confines a process without pinning it.
+#[test]
+fn confined_by_a_cpuset_is_not_pinned() {
+    let topo = machine(2, 2, 16);
+    assert_eq!(topo.cpus_of_nodes(&NodeSet::parse_list("1").unwrap()).to_list(), "2-3");
+    let mut m = model(topo.clone());
+    let s = Sb::new(&topo, 0)
+        .proc(70, 5, "container", &[GIB, 0])
+        .thread(70, 70, 0, 0, 1)
+        .allowed(70, 70, &[1, 2])
+        .thread(70, 71, 0, 0, 2)
+        .allowed(70, 71, &[1, 2])
+        .cpuset(70, &[1, 2])
+        .proc(71, 5, "unread", &[GIB, 0])
+        .thread(71, 71, 0, 0, 1)
+        .allowed(71, 71, &[1, 2])
+        .proc(72, 5, "narrower", &[GIB, 0])
+        .thread(72, 72, 0, 0, 1)
+        .allowed(72, 72, &[1])
+        .thread(72, 73, 0, 0, 1)
+        .allowed(72, 73, &[1, 2])
+        .cpuset(72, &[1, 2])
+        .proc(74, 5, "node0", &[GIB, 0])
+        .thread(74, 74, 0, 0, 0)
+        .allowed(74, 74, &[0, 1])
+        .mems(74, &[0])
+        .proc(90, 5, "free", &[GIB, 0])
+        .thread(90, 90, 0, 0, 0)
+        .build();
+    m.update(&s);
+    let c = m.procs[&70].confined.as_ref().expect("confined");
+    assert!(!m.procs[&70].pinned);
+    assert_eq!((c.cpus.to_list(), c.nodes.to_list()), ("1-2".to_string(), "0-1".to_string()));
+    assert!(c.admits(&topo, 0) && c.admits(&topo, 1));
+    assert!(m.procs[&71].pinned, "no cpuset read: a mask narrower than its nodes is a pin");
+    assert!(m.procs[&72].pinned, "a thread narrower than its cpuset pins its process");
+    assert!(!m.procs[&74].pinned);
+    let c = m.procs[&74].confined.as_ref().expect("confined to node 0");
+    assert_eq!((c.cpus.to_list(), c.nodes.to_list()), ("0-1".to_string(), "0".to_string()));
+    assert!(c.admits(&topo, 0) && !c.admits(&topo, 1));
+    assert_eq!(m.procs[&90].confined, None);
 }
 
 /// Odd input never panics: time going backwards, counters going backwards, a CPU and nodes the

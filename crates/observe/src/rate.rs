@@ -166,6 +166,7 @@ mod tests {
                     numa_maps_error: None,
                     node_usage: vec![],
                     threads,
+                    cpuset_cpus: None,
                 })
                 .collect(),
             nodes: vec![],

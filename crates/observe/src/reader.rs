@@ -615,6 +615,7 @@ impl Reader {
             numa_maps_error,
             node_usage,
             threads,
+            cpuset_cpus: None,
         }))
     }
 

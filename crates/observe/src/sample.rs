@@ -207,6 +207,13 @@ pub struct ProcessSample {
     pub node_usage: Vec<NodeUsage>,
     /// Threads, sorted by tid; empty when thread reading was switched off.
     pub threads: Vec<ThreadSample>,
+    /// The CPUs its cpuset allows (the cgroup's effective CPUs), when the host read them: the
+    /// daemon reads them for a process with a thread narrower than the online CPUs, to tell a
+    /// process an operator or container runtime confined (its threads as wide as their cpuset)
+    /// from one that pinned itself. `None`: not read, the threads' nodes' CPUs stand for it (as
+    /// before this field; recordings without it read as `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset_cpus: Option<Arc<CpuSet>>,
 }
 
 /// One thread (task) of a process.

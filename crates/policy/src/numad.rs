@@ -84,7 +84,9 @@
 //!   modelled. numad takes `-u` up to 130 for CPU (oversubscription); we validate 1..=100.
 //! - A process that placed itself (the model's `pinned`: an explicit memory policy or narrowed
 //!   CPUs) and that we did not bind is left alone, as the adaptive policy does; numad would see it
-//!   as bound long ago and consider it for a move.
+//!   as bound long ago and consider it for a move. A process confined to a cpuset (the model's
+//!   `confined`) is left alone too: numad binds within the whole machine, and a binding outside
+//!   the cpuset would be cut to it or refused by the kernel.
 //!
 //! A consequence of numad's own rules, kept on purpose: a process's CPU is credited back to the
 //! nodes holding its memory, so on numa01 (both processes' memory first-touched on node 0) the
@@ -435,6 +437,7 @@ impl Policy for Numad {
             .procs
             .values()
             .filter(|p| !p.pinned || self.bound.contains_key(&(p.pid, p.starttime)))
+            .filter(|p| p.confined.is_none())
             .map(|p| (p, self.cpu_used(p)))
             .filter(|(p, cpu)| p.rss_bytes as f64 > min_rss && *cpu > min_cpu)
             .collect();

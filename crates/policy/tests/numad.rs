@@ -45,6 +45,7 @@ fn add(m: &mut Model, pid: u32, starttime: u64, mem_mib: [u64; 2], cpu: f64, thr
             growth_bytes_per_s: 0.0,
             cpu_rate: cpu,
             pinned: false,
+            confined: None,
             mem_policy_pinned: false,
             class: ProcessClass::Unclassified,
             hot: Vec::new(),
@@ -197,6 +198,15 @@ fn a_bound_process_in_place_is_left_alone() {
     m.now_ns += 301 * SEC;
     assert!(numad.decide(&m).actions.is_empty());
     assert!(!numad.bindings().contains_key(&(601, 1)));
+    // Nor is a process confined to a cpuset (not pinned: its threads are as wide as the cpuset).
+    add(&mut m, 602, 1, [0, 2048], 2.0, 4);
+    m.procs.get_mut(&602).unwrap().confined = Some(numapilot_model::Confinement {
+        cpus: numapilot_topology::CpuSet::parse_list("0").unwrap(),
+        nodes: nodes(&[0, 1]),
+    });
+    m.now_ns += 301 * SEC;
+    assert!(numad.decide(&m).actions.is_empty());
+    assert!(!numad.bindings().contains_key(&(602, 1)));
 }
 
 #[test]

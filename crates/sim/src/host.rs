@@ -757,6 +757,7 @@ impl Host for SimHost {
                 numa_maps_error: None,
                 node_usage,
                 threads,
+                cpuset_cpus: None,
             });
         }
         let now = self.sim.now_ns();

@@ -203,6 +203,7 @@ fn build_sample(
                     schedstat: None,
                 })
                 .collect(),
+            cpuset_cpus: None,
         })
         .collect();
     let nodes = topo.nodes.iter().map(NodeSample::from_topology).collect();

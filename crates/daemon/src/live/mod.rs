@@ -295,6 +295,9 @@ pub struct LiveHost {
     originals: Originals,
     budget: TokenBucket,
     cpuset: Option<CpusetHierarchy>,
+    /// The hierarchy a process's cpuset CPUs are read from, for confinement and the pinned check
+    /// (`cpuset` when configured, else any cpuset hierarchy mounted; `None` off the live system).
+    cpuset_read: Option<CpusetHierarchy>,
     refusal: Option<String>,
     notes: Vec<String>,
     page_size: u64,
@@ -443,8 +446,15 @@ impl LiveHost {
         } else {
             None
         };
+        // The hierarchy confined processes' cpusets are read from (read only; placing through
+        // cpusets is `cpuset` above): the one configured, else any mounted, on the live system.
+        let cpuset_read =
+            if opts.root == Path::new("/") { cpuset.clone().or_else(|| CpusetHierarchy::detect(None)) } else { None };
+        let mut observer = observe::TieredObserver::new(&opts, &tuning.tiers);
+        observer.set_cpusets(cpuset_read.clone());
         let host = Self {
-            observer: observe::TieredObserver::new(&opts, &tuning.tiers),
+            observer,
+            cpuset_read,
             originals,
             budget: TokenBucket::new(opts.migrate_mb_per_s, ps, numapilot_observe::reader::monotonic_ns()),
             signals,
@@ -946,7 +956,7 @@ impl Host for LiveHost {
         if !self.opts.include_pinned {
             let ours = self.originals.has(t.pid, t.starttime) || inherited.is_some();
             let advised = self.adopted.get(&t.pid).filter(|(st, _)| *st == t.starttime).map(|(_, n)| n);
-            if let Some(why) = select::pinned(&self.topo, self.cpuset.as_ref(), t.pid, ours, advised) {
+            if let Some(why) = select::pinned(&self.topo, self.cpuset_read.as_ref(), t.pid, ours, advised) {
                 return Outcome::Refused { message: format!("{who}: {why}; left alone (include_pinned is off)") };
             }
         }

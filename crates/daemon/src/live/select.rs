@@ -116,19 +116,41 @@ pub fn exclusion(
 /// The effective CPUs of the cpuset `pid` is in (from the cgroup files), if a cpuset hierarchy is
 /// mounted and the file reads.
 fn cpuset_cpus(hier: Option<&CpusetHierarchy>, pid: u32) -> Option<CpuSet> {
-    let h = hier?;
-    let cg = h.cgroup_of(pid).ok()??;
-    let dir = h.dir(&cg);
-    for f in ["cpuset.effective_cpus", "cpuset.cpus.effective", "cpuset.cpus"] {
-        if let Ok(t) = std::fs::read_to_string(dir.join(f)) {
-            if let Ok(s) = CpuSet::parse_list(t.trim()) {
-                if !s.is_empty() {
-                    return Some(s);
+    cpuset_effective_cpus(hier?, pid)
+}
+
+/// The CPUs the cpuset of `pid` allows in hierarchy `h`: its cgroup's effective CPUs, or, in a v2
+/// cgroup without the cpuset controller (no cpuset files), its nearest ancestor's, which it
+/// inherits. `None` when the process is gone, its cgroup path is not plain (a `..` component, as
+/// /proc/PID/cgroup shows a cgroup outside the reader's cgroup namespace) or nothing reads. Each
+/// file is read up to 64 kB (a CPU list of 8,192 CPUs in ranges is far less).
+pub fn cpuset_effective_cpus(h: &CpusetHierarchy, pid: u32) -> Option<CpuSet> {
+    effective_cpus_of(h, &h.cgroup_of(pid).ok()??)
+}
+
+/// [`cpuset_effective_cpus`] of cgroup path `cg` (as /proc/PID/cgroup names it).
+fn effective_cpus_of(h: &CpusetHierarchy, cg: &str) -> Option<CpuSet> {
+    use std::io::Read;
+    if cg.split('/').any(|c| c == ".." || c == ".") {
+        return None;
+    }
+    let mut dir = h.dir(cg);
+    loop {
+        for f in ["cpuset.cpus.effective", "cpuset.effective_cpus", "cpuset.cpus"] {
+            let mut text = String::new();
+            let read = std::fs::File::open(dir.join(f)).and_then(|file| file.take(64 << 10).read_to_string(&mut text));
+            if read.is_ok() {
+                if let Ok(s) = CpuSet::parse_list(text.trim()) {
+                    if !s.is_empty() {
+                        return Some(s);
+                    }
                 }
             }
         }
+        if dir == h.mount || !dir.pop() || !dir.starts_with(&h.mount) {
+            return None;
+        }
     }
-    None
 }
 
 /// Whether `pid` is still the process that started at `starttime` (the re-check right before a
@@ -205,6 +227,27 @@ pub fn pinned(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A v2 cgroup without the cpuset controller (no cpuset files) has its nearest ancestor's
+    /// CPUs; one with them, its own effective CPUs (not `cpuset.cpus`, which may be empty or
+    /// wider); a path outside the reader's namespace (`..`) or past the mount reads as unknown.
+    #[test]
+    fn effective_cpus_walk_up_to_the_nearest_cpuset() {
+        let d = tempfile::tempdir().unwrap();
+        let h = CpusetHierarchy { version: numapilot_actuate::CgroupVersion::V2, mount: d.path().to_path_buf() };
+        std::fs::create_dir_all(d.path().join("kubepods/pod1/ctr")).unwrap();
+        std::fs::write(d.path().join("cpuset.cpus.effective"), "0-63\n").unwrap();
+        std::fs::write(d.path().join("kubepods/pod1/cpuset.cpus"), "\n").unwrap();
+        std::fs::write(d.path().join("kubepods/pod1/cpuset.cpus.effective"), "4-7,36-39\n").unwrap();
+        let list = |cg: &str| effective_cpus_of(&h, cg).map(|c| c.to_list());
+        assert_eq!(list("/kubepods/pod1/ctr").as_deref(), Some("4-7,36-39"));
+        assert_eq!(list("/kubepods/pod1").as_deref(), Some("4-7,36-39"));
+        assert_eq!(list("/kubepods").as_deref(), Some("0-63"));
+        assert_eq!(list("/").as_deref(), Some("0-63"));
+        assert_eq!(list("/../../kubepods/pod1"), None);
+        std::fs::remove_file(d.path().join("cpuset.cpus.effective")).unwrap();
+        assert_eq!(list("/kubepods"), None, "nothing above reads: unknown");
+    }
 
     #[test]
     fn cgroup_prefix_matches_whole_components() {

@@ -130,6 +130,7 @@ impl Sb {
             numa_maps_error: None,
             node_usage,
             threads: vec![],
+            cpuset_cpus: None,
         });
         self.s.processes.sort_by_key(|p| p.pid);
         self
@@ -193,6 +194,21 @@ impl Sb {
     pub fn allowed(mut self, pid: u32, tid: u32, cpus: &[u32]) -> Self {
         let t = self.proc_mut(pid).threads.iter_mut().find(|t| t.tid == tid).unwrap();
         t.cpus_allowed = Arc::new(cpus.iter().copied().collect());
+        self
+    }
+
+    /// Gives process `pid` the cpuset CPUs the daemon would read for it (`cpuset_cpus`).
+    pub fn cpuset(mut self, pid: u32, cpus: &[u32]) -> Self {
+        self.proc_mut(pid).cpuset_cpus = Some(Arc::new(cpus.iter().copied().collect()));
+        self
+    }
+
+    /// Restricts the allowed memory nodes (`Mems_allowed`, the cpuset's) of every thread of `pid`.
+    pub fn mems(mut self, pid: u32, nodes: &[u32]) -> Self {
+        let set: Arc<NodeSet> = Arc::new(nodes.iter().copied().collect());
+        for t in &mut self.proc_mut(pid).threads {
+            t.mems_allowed = set.clone();
+        }
         self
     }
 

@@ -156,6 +156,7 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
                 .iter()
                 .copied()
                 .filter(|&j| j != b && p.cap[j] > 0.0 && load[j] + tp.cpu / p.cap[j] <= 1.0)
+                .filter(|j| p.nodes_for(u).contains(j))
                 .min_by(|&x, &y| {
                     share[y]
                         .total_cmp(&share[x])
@@ -164,6 +165,10 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
                         .then(x.cmp(&y))
                 });
             let dest = roomy.unwrap_or(i);
+            // confined-within-cpuset: never to a node its cpuset does not reach.
+            if !p.nodes_for(u).contains(&dest) {
+                continue;
+            }
             let to = match roomy {
                 None => format!("to node {} (the idlest: no node has room for it)", p.id(i)),
                 Some(j) => format!(

@@ -58,6 +58,10 @@ pub struct Explanation {
     pub class: ProcessClass,
     /// Whether the policy leaves it alone (placed by someone else).
     pub pinned: bool,
+    /// Its cpuset's bounds when narrower than the machine, as `(CPU list, node list)`: it is
+    /// placed within them only (rule "confined-within-cpuset").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined: Option<(String, String)>,
     /// Threads, CPU demand (CPUs) and resident memory (bytes).
     pub threads: usize,
     /// CPU demand, CPUs.
@@ -98,7 +102,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         });
     }
     let (preferred_node, why) = if pinned {
-        (None, "placed by someone else (an explicit memory policy, or CPUs narrowed by itself, its launcher or a cpuset narrower than its nodes): never touched".to_string())
+        (None, "placed by someone else (an explicit memory policy, or CPUs narrowed by itself or its launcher below its cpuset, or by a cpuset whose CPUs could not be read): never touched".to_string())
     } else if policy.launch_holds(model, pid) {
         let (nodes, reason, _) = policy.proc_state(model, pid).and_then(|s| s.launch.clone()).expect("launch_holds");
         let first = nodes.iter().next();
@@ -122,6 +126,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         comm: p.comm.clone(),
         class: p.class,
         pinned,
+        confined: p.confined.as_ref().map(|c| (c.cpus.to_list(), c.nodes.to_list())),
         threads,
         cpu: p.cpu_rate,
         rss_bytes: p.rss_bytes,
@@ -149,6 +154,9 @@ impl fmt::Display for Explanation {
         )?;
         let mem: Vec<String> = self.mem_by_node.iter().map(|(n, b)| format!("N{n}={:.0}", *b as f64 / MIB)).collect();
         writeln!(f, "  memory (MiB): {}", mem.join(" "))?;
+        if let Some((cpus, nodes)) = &self.confined {
+            writeln!(f, "  confined by its cpuset to CPUs {cpus}, memory nodes {nodes}: placed within them only")?;
+        }
         match self.preferred_node {
             Some(n) => writeln!(f, "  preferred node {n}: {}", self.why)?,
             None => writeln!(f, "  {}", self.why)?,

@@ -670,6 +670,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             JobKind::Follow { to, .. } | JobKind::Ranges { to, .. } => pl.node_set(to),
             JobKind::Spread { nodes, .. } => pl.node_set(nodes),
         };
+        // Rule "confined-memory": memory goes only to nodes its cpuset lets it hold memory on
+        // (the kernel refuses a page for any other: EACCES per page, counted as failures).
+        if p.confined.as_ref().is_some_and(|c| !dest_set.is_subset(&c.nodes)) {
+            continue;
+        }
         let cont = matches!(job.kind, JobKind::Spread { cont: true, .. });
         // The hold: memory sent elsewhere within hold_periods stays (unless the load changed).
         if let Some(mv) = policy.proc_state(m, job.pid).and_then(|s| s.mem_move.as_ref()).filter(|_| !cont) {

@@ -96,7 +96,12 @@
 //! moves; that is the difference from AutoNUMA the slides argue for. Processes marked pinned by
 //! the model (an explicit memory policy, or CPUs narrowed by someone other than this policy) are
 //! never touched; the policy remembers the CPU sets it set itself so its own placements do not
-//! read as foreign pins.
+//! read as foreign pins. A process confined to a cpuset (the model's `confined`: its threads as
+//! wide as a cpuset narrower than the machine, as a container runtime or an operator sets) is no
+//! pin: rule "confined-within-cpuset" places it only on nodes its cpuset reaches (a CPU of it
+//! there, memory allowed there), counts its room on a node in the cpuset's CPUs there, cuts its
+//! CPU mask to the cpuset, and sends its memory only to the cpuset's memory nodes. Units of
+//! processes in different cpusets go where all of them may; where no node is, they stay.
 //!
 //! # Cadence
 //!

@@ -46,6 +46,9 @@ const MIB: f64 = 1048576.0;
 /// `Planner::mem_needed`).
 pub(crate) const HOME_RULE: &str = "home-needs-no-room";
 
+/// Rule name of placement within a confined process's cpuset (see [`Reach`]).
+pub(crate) const CONFINED_RULE: &str = "confined-within-cpuset";
+
 /// What a unit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum UnitKind {
@@ -82,6 +85,22 @@ pub(crate) struct Unit {
     pub(crate) current: Option<usize>,
     /// Short name for reasons.
     pub(crate) label: String,
+    /// Where its processes' cpusets let it go, when one of them is confined (rule
+    /// "confined-within-cpuset"); `None`: every node with CPUs.
+    pub(crate) reach: Option<Reach>,
+}
+
+/// The nodes a unit of confined processes may be placed on and the CPUs it may use on each
+/// ([`numapilot_model::Confinement`]): a node every confined process of it admits (memory allowed
+/// there, a CPU of its cpuset there), and on such a node the CPUs of its cpusets (all of the
+/// node's when a process of it is not confined). A container given half of two nodes' CPUs fits
+/// on one of them only if its demand fits that half.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reach {
+    /// Dense indexes of the nodes with CPUs it may be placed on, ascending.
+    pub(crate) nodes: Vec<usize>,
+    /// Per dense node, the CPUs it may use there.
+    pub(crate) cpus: Vec<f64>,
 }
 
 /// Where a unit goes and why.
@@ -411,6 +430,61 @@ impl<'m> Planner<'m> {
         self.model.topo.cpus_of_nodes(&self.node_set(idx)).intersection(&self.model.topo.online_cpus())
     }
 
+    /// The CPUs of dense nodes `idx` that process `pid` may run on: [`Planner::cpus_of`] within
+    /// its cpuset when it is confined (rule "confined-within-cpuset"; a mask beyond it would be
+    /// cut to it by the kernel, and then read as a pin of someone else's).
+    pub(crate) fn cpus_for(&self, pid: u32, idx: &[usize]) -> CpuSet {
+        let cpus = self.cpus_of(idx);
+        match self.model.procs.get(&pid).and_then(|p| p.confined.as_ref()) {
+            Some(c) => cpus.intersection(&c.cpus),
+            None => cpus,
+        }
+    }
+
+    /// Where processes `pids` may be placed together (see [`Reach`]), `None` when none of them is
+    /// confined.
+    pub(crate) fn reach_of(&self, pids: &[u32]) -> Option<Reach> {
+        let m = self.model;
+        let confined: Vec<&numapilot_model::Confinement> =
+            pids.iter().filter_map(|pid| m.procs.get(pid)).filter_map(|p| p.confined.as_ref()).collect();
+        if confined.is_empty() {
+            return None;
+        }
+        let free = confined.len() < pids.len();
+        let online = m.topo.online_cpus();
+        let nodes: Vec<usize> = self
+            .cpu_nodes
+            .iter()
+            .copied()
+            .filter(|&i| confined.iter().all(|c| c.admits(&m.topo, self.id(i))))
+            .collect();
+        let mut cpus = vec![0.0; self.cap.len()];
+        for &i in &nodes {
+            let node = m.topo.nodes[i].cpus.intersection(&online);
+            cpus[i] = if free {
+                self.cap[i]
+            } else {
+                let mut usable = CpuSet::default();
+                for c in &confined {
+                    usable = usable.union(&node.intersection(&c.cpus));
+                }
+                (usable.len() as f64).min(self.cap[i])
+            };
+        }
+        Some(Reach { nodes, cpus })
+    }
+
+    /// The nodes with CPUs unit `u` may be placed on.
+    pub(crate) fn nodes_for<'a>(&'a self, u: &'a Unit) -> &'a [usize] {
+        u.reach.as_ref().map_or(&self.cpu_nodes, |r| &r.nodes)
+    }
+
+    /// Whether unit `u`'s demand fits the CPUs its cpusets give it on dense node `i` (always, for
+    /// a unit of no confined process).
+    fn within_reach(&self, i: usize, u: &Unit) -> bool {
+        u.reach.as_ref().is_none_or(|r| u.cpu <= r.cpus[i] + RATE_SLACK_CPU_PER_TASK * u.tasks.len() as f64)
+    }
+
     /// Whether node `i` refuses unit `u` for being a bottleneck:
     ///
     /// - CPU: only units that do not run there yet. The plan re-places every unit against CPU
@@ -568,7 +642,8 @@ impl<'m> Planner<'m> {
             label
         };
         let share_now = share_now(m, &tasks);
-        Some(Unit { kind, pids, tasks, cpu, mem, mem_by_node, share, share_src: src, share_now, current, label })
+        let reach = self.reach_of(&pids);
+        Some(Unit { kind, pids, tasks, cpu, mem, mem_by_node, share, share_src: src, share_now, current, label, reach })
     }
 
     /// Builds the units (see the module essay). Only a unit that is kept is built: a group or
@@ -768,10 +843,12 @@ impl<'m> Planner<'m> {
     /// Whether demand fits some node's capacity at all, that capacity grown by `margin` (the group
     /// cap's upper mark for an affinity group that exists: the model keeps such a group whole up
     /// to there, so placement must not spread it over nodes below it).
-    fn fits_a_node(&self, cpu: f64, tasks: usize, mem: u64, margin: f64) -> bool {
+    fn fits_a_node(&self, cpu: f64, tasks: usize, mem: u64, margin: f64, reach: Option<&Reach>) -> bool {
         let slack = RATE_SLACK_CPU_PER_TASK * tasks as f64;
         let up = 1.0 + margin;
-        self.cpu_nodes.iter().any(|&i| cpu <= self.cap[i] * up + slack && mem as f64 <= self.mem_total(i) * up)
+        let nodes = reach.map_or(&self.cpu_nodes, |r| &r.nodes);
+        let cap = |i: usize| reach.map_or(self.cap[i], |r| r.cpus[i]);
+        nodes.iter().any(|&i| cpu <= cap(i) * up + slack && mem as f64 <= self.mem_total(i) * up)
     }
 
     /// The candidate nodes of a unit, best first (rule 2, CPU follows memory, stay).
@@ -780,15 +857,15 @@ impl<'m> Planner<'m> {
         let t = &m.tunables;
         let d = &m.topo.distances;
         let best = self
-            .cpu_nodes
+            .nodes_for(u)
             .iter()
             .copied()
             .max_by(|&a, &b| u.share[a].total_cmp(&u.share[b]).then(b.cmp(&a)))
             .unwrap_or(0);
-        let mut order = self.cpu_nodes.clone();
+        let mut order = self.nodes_for(u).to_vec();
         order.sort_by(|&a, &b| u.share[b].total_cmp(&u.share[a]).then(d[best][a].cmp(&d[best][b])).then(a.cmp(&b)));
         let mem_node = self
-            .cpu_nodes
+            .nodes_for(u)
             .iter()
             .copied()
             .max_by(|&a, &b| u.mem_by_node[a].cmp(&u.mem_by_node[b]).then(b.cmp(&a)))
@@ -851,7 +928,8 @@ impl<'m> Planner<'m> {
                 let bottleneck = self.model.nodes.get(best).is_some_and(|l| l.any_bottleneck());
                 // Room on the node holding its accesses: CPU, and memory only for what is not its
                 // working set there already (home-needs-no-room, as for placement).
-                let room = self.has_room(best, u.cpu, u.tasks.len(), self.mem_needed(best, u));
+                let room =
+                    self.has_room(best, u.cpu, u.tasks.len(), self.mem_needed(best, u)) && self.within_reach(best, u);
                 not_there = if bottleneck {
                     self.bottleneck_why(best)
                 } else if !room {
@@ -931,9 +1009,10 @@ impl<'m> Planner<'m> {
     }
 
     /// Dense nodes around `seed` (nearest first) until `cpu` and `mem` fit.
-    fn closest_set(&self, seed: usize, cpu: f64, mem: u64) -> Vec<usize> {
+    fn closest_set(&self, seed: usize, cpu: f64, mem: u64, reach: Option<&Reach>) -> Vec<usize> {
         let d = &self.model.topo.distances;
-        let mut rest: Vec<usize> = self.cpu_nodes.iter().copied().filter(|&i| i != seed).collect();
+        let nodes = reach.map_or(&self.cpu_nodes, |r| &r.nodes);
+        let mut rest: Vec<usize> = nodes.iter().copied().filter(|&i| i != seed).collect();
         rest.sort_by(|&a, &b| {
             d[seed][a]
                 .cmp(&d[seed][b])
@@ -941,7 +1020,7 @@ impl<'m> Planner<'m> {
                 .then(a.cmp(&b))
         });
         let mut set = vec![seed];
-        let room = |i: usize| (self.cap[i] - self.used[i]).max(0.0);
+        let room = |i: usize| (self.cap[i] - self.used[i]).max(0.0).min(reach.map_or(f64::INFINITY, |r| r.cpus[i]));
         let (mut c, mut mm) = (room(seed), self.mem_avail[seed].max(0.0));
         for i in rest {
             if c + 1e-9 >= cpu && mm >= mem as f64 {
@@ -1078,11 +1157,17 @@ impl<'m> Planner<'m> {
             // 1.369 without it.
             // A node's room for it counts its own memory there as free for it (it is in no unit,
             // so the node's free figure has it taken already).
-            let fits = self.fits_a_node(est, tasks.len(), mem, 0.0);
+            // Rule "confined-within-cpuset": only the nodes its cpuset reaches.
+            let reach = self.reach_of(&[pid]);
+            let nodes = reach.as_ref().map_or(&self.cpu_nodes, |r| &r.nodes).clone();
+            if nodes.is_empty() {
+                continue;
+            }
+            let fits = self.fits_a_node(est, tasks.len(), mem, 0.0, reach.as_ref());
             let mine = |i: usize| p.mem_by_node.get(i).copied().unwrap_or(0);
             let room = |i: usize| free[i] + mine(i) as f64 >= mem as f64;
             let own = |i: usize| if fits && room(i) { mine(i) } else { 0 };
-            let mut order = self.cpu_nodes.clone();
+            let mut order = nodes.clone();
             order.sort_by(|&a, &b| {
                 (seen[a] / self.cap[a].max(1e-9))
                     .total_cmp(&(seen[b] / self.cap[b].max(1e-9)))
@@ -1105,7 +1190,7 @@ impl<'m> Planner<'m> {
             // and (rule fork-memory-follows) had its memory copied there for that one CPU.
             let with_it = |i: usize| (seen[i] + est) / self.cap[i].max(1e-9);
             let home = if fits {
-                self.cpu_nodes
+                nodes
                     .iter()
                     .copied()
                     .filter(|&i| room(i) && with_it(i) - ratio(order[0]) <= t.imbalance)
@@ -1115,7 +1200,7 @@ impl<'m> Planner<'m> {
                 None
             };
             let first = home.unwrap_or(order[0]);
-            let set = if fits { vec![first] } else { self.closest_set(first, est * spare, mem) };
+            let set = if fits { vec![first] } else { self.closest_set(first, est * spare, mem, reach.as_ref()) };
             let why = format!(
                 "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} {} (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}{}; CPU demand by node: {}",
                 pid,
@@ -1159,7 +1244,7 @@ impl<'m> Planner<'m> {
             for &i in &set {
                 peers.entry(p.comm.as_str()).or_default().insert(i);
             }
-            let cpus = self.cpus_of(&set);
+            let cpus = self.cpus_for(pid, &set);
             let all_in = tasks.iter().all(|k| m.tasks[k].cpus_allowed.is_subset(&cpus));
             if !all_in && !cpus.is_empty() {
                 self.actions.push((
@@ -1429,6 +1514,21 @@ impl<'m> Planner<'m> {
                 held: false,
             };
         }
+        // Rule "confined-within-cpuset": no node both takes its memory and has a CPU of its
+        // cpusets (processes of one group in disjoint cpusets): it stays as it is.
+        if self.nodes_for(u).is_empty() {
+            return Placed {
+                nodes: vec![],
+                reason: Reason::new(
+                    CONFINED_RULE,
+                    format!(
+                        "{}{}: no node is within the cpusets of all its processes; left as it is",
+                        u.label, class_note
+                    ),
+                ),
+                held: false,
+            };
+        }
         // Bandwidth-bound: stays where it runs; its memory is interleaved there (memory pass).
         if u.kind == UnitKind::Process(ProcessClass::BandwidthBound) {
             let mut nodes: Vec<usize> = u.tasks.iter().filter_map(|k| self.task_idx(k)).collect();
@@ -1452,7 +1552,7 @@ impl<'m> Planner<'m> {
         // A group kept whole by the cap's hysteresis (up to `group_split_margin` above a node)
         // is placed as one that fits: where no node has room for it, it stays (no-room-stay).
         let margin = if matches!(u.kind, UnitKind::Group(_)) { t.group_split_margin } else { 0.0 };
-        let fits = self.fits_a_node(u.cpu, u.tasks.len(), u.mem, margin);
+        let fits = self.fits_a_node(u.cpu, u.tasks.len(), u.mem, margin, u.reach.as_ref());
         if fits || matches!(u.kind, UnitKind::Process(ProcessClass::LatencySensitive)) {
             let mut skipped = Vec::new();
             for &i in &c.order {
@@ -1461,8 +1561,9 @@ impl<'m> Planner<'m> {
                     continue;
                 }
                 let need = self.mem_needed(i, u);
-                let room = self.has_room(i, u.cpu, u.tasks.len(), need);
-                let over = if room { None } else { self.locality_pays(i, u) };
+                let reach_ok = self.within_reach(i, u);
+                let room = self.has_room(i, u.cpu, u.tasks.len(), need) && reach_ok;
+                let over = if room || !reach_ok { None } else { self.locality_pays(i, u) };
                 if room || over.is_some() {
                     let (rule, mut detail) = if skipped.is_empty() && i == c.order[0] {
                         (c.rule, format!("{}{}: {}", u.label, class_note, c.why))
@@ -1550,7 +1651,7 @@ impl<'m> Planner<'m> {
                 };
             }
             let least = self
-                .cpu_nodes
+                .nodes_for(u)
                 .iter()
                 .copied()
                 .filter(|&i| !self.refuses(i, u))
@@ -1572,7 +1673,7 @@ impl<'m> Planner<'m> {
             };
         }
         let seed = c.order.iter().copied().find(|&i| !self.refuses(i, u)).unwrap_or(c.order[0]);
-        let set = self.closest_set(seed, u.cpu, u.mem);
+        let set = self.closest_set(seed, u.cpu, u.mem, u.reach.as_ref());
         Placed {
             reason: Reason::new(
                 "closest-set",
@@ -1606,7 +1707,7 @@ impl<'m> Planner<'m> {
             let movable: Vec<&(TaskKey, TaskPlan)> = plans.iter().filter(|(_, tp)| !tp.held).collect();
             let sets: BTreeSet<&Vec<usize>> = plans.iter().map(|(_, tp)| &tp.nodes).collect();
             let needs = |k: &TaskKey, nodes: &[usize]| -> bool {
-                let cpus = self.cpus_of(nodes);
+                let cpus = self.cpus_for(pid, nodes);
                 !cpus.is_empty() && !m.tasks[k].cpus_allowed.is_subset(&cpus)
             };
             if movable.is_empty() || movable.iter().all(|(k, tp)| !needs(k, &tp.nodes)) {
@@ -1621,7 +1722,7 @@ impl<'m> Planner<'m> {
             let load = plans[0].1.hold_load;
             if sets.len() == 1 && plans.len() == live && movable.len() == plans.len() {
                 let (_, tp) = &plans[0];
-                let cpus = self.cpus_of(&tp.nodes);
+                let cpus = self.cpus_for(pid, &tp.nodes);
                 self.task_hold_loads.extend(plans.iter().map(|(k, tp)| (*k, tp.hold_load)));
                 self.actions.push((
                     Action {
@@ -1641,7 +1742,7 @@ impl<'m> Planner<'m> {
                 per_task.push((
                     Action {
                         target: TaskRef { pid, tid: Some(k.tid), starttime: p.starttime },
-                        kind: ActionKind::SetAffinity { cpus: self.cpus_of(&tp.nodes) },
+                        kind: ActionKind::SetAffinity { cpus: self.cpus_for(pid, &tp.nodes) },
                         reason: tp.reason.clone(),
                     },
                     tp.hold_load,

@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use numapilot_model::{AccessSource, Group, HotRange, Model, ProcView, ProcessClass, TaskKey, TaskView, Tunables};
+use numapilot_model::{
+    AccessSource, Confinement, Group, HotRange, Model, ProcView, ProcessClass, TaskKey, TaskView, Tunables,
+};
 use numapilot_policy::{Action, ActionKind, Adaptive, Outcome, Plan, Policy};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
@@ -132,6 +134,7 @@ impl B {
                 growth_bytes_per_s: 0.0,
                 cpu_rate: threads.iter().map(|t| t.1).sum(),
                 pinned: false,
+                confined: None,
                 mem_policy_pinned: false,
                 class: ProcessClass::Unclassified,
                 hot: vec![],
@@ -190,6 +193,18 @@ impl B {
 
     pub fn pinned(&mut self, pid: u32) -> &mut Self {
         self.m.procs.get_mut(&pid).unwrap().pinned = true;
+        self
+    }
+
+    /// Confines `pid` to a cpuset of CPU list `cpus` and memory nodes `nodes` (as the model says
+    /// of a process whose cpuset the daemon read), its threads as wide as the cpuset.
+    pub fn confine(&mut self, pid: u32, cpus: &str, nodes: &str) -> &mut Self {
+        let c = Confinement { cpus: CpuSet::parse_list(cpus).unwrap(), nodes: NodeSet::parse_list(nodes).unwrap() };
+        let mask = Arc::new(c.cpus.clone());
+        for tid in self.m.procs[&pid].tids.clone() {
+            self.m.tasks.get_mut(&TaskKey { pid, tid }).unwrap().cpus_allowed = mask.clone();
+        }
+        self.m.procs.get_mut(&pid).unwrap().confined = Some(c);
         self
     }
 
