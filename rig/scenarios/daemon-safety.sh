@@ -9,6 +9,7 @@
 #   3. churn + pid reuse: pid_max lowered so pids wrap, hundreds of short-lived processes while the daemon runs.
 #   4. cpusets (run before 3): with `[actuation] cpuset = "v1"`, then "v2", the daemon moves a process into a cpuset
 #      cgroup of its own; SIGTERM puts it back in its original cgroup and removes the one it made.
+#   4b. a process an operator confined to a cpuset (run before 3) is managed within it, not left as self-pinned.
 #   5. launch advice (run before 3): a job started on the daemon's advice (`advise --pid`) is adopted and held there.
 #   6. CPU hotplug (run before 3): node 1's CPUs go offline and come back; the daemon reads the topology again each
 #      time, never asks for an offline CPU, manages a process started meanwhile, and uses node 1 again after.
@@ -208,6 +209,48 @@ while [ $_i -lt 50 ] && ! grep -qw cpuset /sys/fs/cgroup/unified/cgroup.controll
 done
 rig_run cs-v2-controllers cat /sys/fs/cgroup/unified/cgroup.controllers
 safety_cpuset v2 /sys/fs/cgroup/unified '^0::'
+
+# --- 4b. a process an operator confined to a cpuset (v2, the daemon's cpuset mode off) ----------------------------
+# A cgroup of CPUs 1-2 (one of each node) and both nodes' memory. A toucher first-touches 64 MiB on node 1 (run on CPU
+# 2), then enters the cgroup and is widened to every CPU, which the cpuset cuts to 1-2: as wide as its cpuset,
+# narrower than the machine. The
+# daemon must manage it (not leave it as self-pinned) within its cpuset: a CPU set of one node's part of 1-2, and
+# after SIGTERM its threads as the cpuset made them.
+rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+ctr=/sys/fs/cgroup/unified/rig-ctr
+echo +cpuset >/sys/fs/cgroup/unified/cgroup.subtree_control
+mkdir -p "$ctr"
+echo 0-1 >"$ctr/cpuset.mems"
+echo 1-2 >"$ctr/cpuset.cpus"
+cp "$(command -v rig-toucher)" /tmp/confined-t
+rig_start confined 60 numapilot run --physcpubind=2 /tmp/confined-t --mb 64 --threads 1 --loop
+cf=$RIG_PID
+echo "$cf" >"$ctr/cgroup.procs"
+# Its own mask back to every CPU (the kernel keeps a mask a task asked for across a cgroup move, 6.2 on, and cuts it
+# to the cpuset): its threads are then as wide as the cpuset, as a container's processes start.
+taskset -a -p -c 0-3 "$cf" >/tmp/.rig.ts 2>&1
+rig_send confined-widen $? /tmp/.rig.ts /tmp/.rig.none
+safety_allowed confined-before "$cf"
+numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-7.log 2>&1 &
+d7=$!
+safety_wait_started /tmp/np-7.log 60
+safety_wait_applied "$cf" 30
+echo $? >/tmp/.rig.w
+rig_send confined-applied 0 /tmp/.rig.w /tmp/np-7.log
+sleep 1
+safety_allowed confined-during "$cf"
+rig_run confined-explain numapilot explain "$cf"
+echo "$cf" >/tmp/.rig.pid
+rig_send confined-pid 0 /tmp/.rig.pid /tmp/.rig.none
+kill -TERM $d7
+wait $d7
+echo $? >/tmp/.rig.rc
+rig_send daemon7-exit 0 /tmp/.rig.rc /tmp/np-7.log
+safety_allowed confined-after "$cf"
+rig_file journal7 /tmp/np-journal.jsonl
+kill "$cf"
+wait "$cf" 2>/dev/null
+rmdir "$ctr"
 umount /sys/fs/cgroup/unified
 
 # --- 5. launch advice (before the churn, which lowers pid_max) --------------------------------------------------

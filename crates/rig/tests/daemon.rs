@@ -202,6 +202,37 @@ fn cpusets_v1_and_v2_place_and_restore() {
     }
 }
 
+/// A process an operator confined to a cgroup v2 cpuset of CPUs 1-2 (one CPU of each node; the daemon's own cpuset
+/// mode off) is managed within it: an applied set-affinity, its threads then on one node's part of the cpuset (never
+/// a CPU outside it, never refused as self-pinned), `explain` naming the bounds, and after SIGTERM its threads back
+/// as wide as the cpuset. Before the daemon read cpusets it left such a process alone as "placed by someone else".
+#[test]
+fn a_process_confined_to_a_cpuset_is_managed_within_it() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    assert_eq!(allowed(run, "confined-before"), "1-2", "widened within its cpuset: as wide as the cpuset");
+    let applied = run.section("confined-applied").unwrap();
+    assert_eq!(applied.stdout().trim(), "0", "no applied set-affinity in 30 s; daemon log:\n{}", applied.stderr());
+    let during = cpu_list(&allowed(run, "confined-during"));
+    let node_of = |cpu: u32| (0..2).find(|&n| node_cpus(run, n).contains(&cpu));
+    eprintln!("confined: Cpus_allowed_list while placed {during:?}");
+    assert!(!during.is_empty() && during.iter().all(|c| [1, 2].contains(c)), "outside its cpuset: {during:?}");
+    assert_eq!(during.len(), 1, "one node's part of its cpuset: {during:?}");
+    assert!(node_of(during[0]).is_some());
+    let explain = ok(run, "confined-explain");
+    assert!(explain.contains("confined by its cpuset to CPUs 1-2"), "{explain}");
+    assert!(!explain.contains("placed by someone else"), "{explain}");
+    let pid: u64 = ok(run, "confined-pid").trim().parse().unwrap();
+    let j = journal(run, "journal7");
+    for a in actions_on(&j, pid) {
+        assert_ne!(a["outcome"], "refused", "{a}");
+    }
+    assert_eq!(ok(run, "daemon7-exit").trim(), "0");
+    assert_eq!(allowed(run, "confined-after"), "1-2", "restored to its cpuset's CPUs");
+}
+
 #[test]
 fn churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind() {
     if !enabled() {
