@@ -481,6 +481,11 @@ impl Sim {
                     return Err(mismatch(format!("process {}: cpus {c} has no online CPU of this machine", ps.name)));
                 }
             }
+            if let Some(c) = &ps.cpuset {
+                if c.intersection(&online).is_empty() {
+                    return Err(mismatch(format!("process {}: cpuset {c} has no online CPU of this machine", ps.name)));
+                }
+            }
             for inst in 0..ps.count {
                 let pi = kernel.procs.len();
                 let name = if ps.count > 1 { format!("{}-{inst}", ps.name) } else { ps.name.clone() };
@@ -539,6 +544,9 @@ impl Sim {
                     if let Some(c) = &ps.cpus {
                         allowed = allowed.intersection(c);
                     }
+                    if let Some(c) = &ps.cpuset {
+                        allowed = allowed.intersection(c);
+                    }
                     if let Some(c) = &g.cpus {
                         allowed = allowed.intersection(c);
                     }
@@ -590,6 +598,7 @@ impl Sim {
                     regions: ranges_of_proc,
                     addrs,
                     tasks,
+                    cpuset: ps.cpuset.clone(),
                 });
                 kernel.proc_node.push(vec![0; topo.nodes.len()]);
                 let phases = ps

@@ -757,7 +757,7 @@ impl Host for SimHost {
                 numa_maps_error: None,
                 node_usage,
                 threads,
-                cpuset_cpus: None,
+                cpuset_cpus: pr.cpuset.as_ref().map(|c| Arc::new(c.clone())),
             });
         }
         let now = self.sim.now_ns();
@@ -837,9 +837,16 @@ impl Host for SimHost {
         match &action.kind {
             ActionKind::SetAffinity { cpus } => {
                 let online = self.sim.kernel.topo.online_cpus();
-                let allowed = cpus.intersection(&online);
+                let mut allowed = cpus.intersection(&online);
+                // The kernel cuts a mask to the task's cpuset and refuses one with no CPU of it
+                // (EINVAL, __sched_setaffinity).
+                if let Some(cs) = &self.sim.kernel.procs[p].cpuset {
+                    allowed = allowed.intersection(cs);
+                }
                 if allowed.is_empty() {
-                    return Outcome::Refused { message: format!("no online CPU in {cpus} (online: {online})") };
+                    return Outcome::Refused {
+                        message: format!("no online CPU of its cpuset in {cpus} (online: {online})"),
+                    };
                 }
                 let targets: Vec<usize> = match task {
                     Some(t) => vec![t],

@@ -17,6 +17,7 @@ const S: u64 = 1_000_000_000;
 /// local from the start, nothing to do.
 fn process(name: &str, start_s: f64) -> ProcessSpec {
     ProcessSpec {
+        cpuset: None,
         name: name.into(),
         count: 1,
         start_s,

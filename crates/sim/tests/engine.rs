@@ -25,6 +25,7 @@ fn one_process(threads: u32, bytes: u64, touch: FirstTouch, slice: Slice, cpus: 
         throughput_from: None,
         throughput_unit: None,
         processes: vec![ProcessSpec {
+            cpuset: None,
             name: "p".into(),
             count: 1,
             start_s: 0.0,

@@ -27,6 +27,7 @@ fn machine() -> Machine {
 
 fn process(name: &str, threads: u32, bytes: u64, touch: FirstTouch, slice: Slice, cpus: Option<&str>) -> ProcessSpec {
     ProcessSpec {
+        cpuset: None,
         name: name.into(),
         count: 1,
         start_s: 0.0,

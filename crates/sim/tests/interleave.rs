@@ -36,6 +36,7 @@ fn spec(buf_bytes: u64, w_buf: f64, cpus: &CpuSet, node0: u32) -> Spec {
         throughput_from: None,
         throughput_unit: None,
         processes: vec![ProcessSpec {
+            cpuset: None,
             name: "p".into(),
             count: 1,
             start_s: 0.0,

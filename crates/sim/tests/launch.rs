@@ -13,6 +13,7 @@ const GIB: u64 = 1 << 30;
 
 fn process(name: &str, cpus: Option<&str>, launch_advice: bool) -> ProcessSpec {
     ProcessSpec {
+        cpuset: None,
         name: name.into(),
         count: 1,
         start_s: 0.0,

@@ -18,6 +18,7 @@ const MIB: u64 = 1 << 20;
 /// buffers share one memory controller (and its link) or have one each.
 fn two_processes() -> Spec {
     let process = |name: &str| ProcessSpec {
+        cpuset: None,
         name: name.into(),
         count: 1,
         start_s: 0.0,

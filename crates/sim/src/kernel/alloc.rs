@@ -148,6 +148,7 @@ mod tests {
             k.node_capacity.iter_mut().for_each(|x| *x = c);
         }
         k.procs.push(Proc {
+            cpuset: None,
             pid: 1000,
             comm: "p".into(),
             starttime: 0,

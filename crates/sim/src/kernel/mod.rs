@@ -150,6 +150,9 @@ pub struct Proc {
     pub addrs: Vec<u64>,
     /// Task indexes.
     pub tasks: Vec<usize>,
+    /// Its cpuset's CPUs (`ProcessSpec::cpuset`), `None` for the whole machine: no affinity
+    /// reaches past them.
+    pub cpuset: Option<CpuSet>,
 }
 
 /// The kernel's state of a whole simulated machine.

@@ -360,6 +360,7 @@ mod tests {
         let mut k = Kernel::new(&t);
         let all = allowed.unwrap_or_else(|| t.online_cpus());
         k.procs.push(Proc {
+            cpuset: None,
             pid: 1000,
             comm: "p".into(),
             starttime: 0,

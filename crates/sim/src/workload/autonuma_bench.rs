@@ -40,6 +40,7 @@ fn process(
     per_thread_bytes: f64,
 ) -> ProcessSpec {
     ProcessSpec {
+        cpuset: None,
         name: name.to_string(),
         count: 1,
         start_s: 0.0,

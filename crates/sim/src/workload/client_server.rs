@@ -177,6 +177,7 @@ impl ClientServer {
             },
         };
         let server = ProcessSpec {
+            cpuset: None,
             name: "redis-server".into(),
             count: 1,
             start_s: 0.0,
@@ -207,6 +208,7 @@ impl ClientServer {
             launch_advice: false,
         };
         let clients = ProcessSpec {
+            cpuset: None,
             name: "redis-benchmark".into(),
             count: 1,
             start_s: 0.0,

@@ -280,6 +280,9 @@ pub struct FileProcess {
     /// Allowed CPUs (list form, `"0-11"`); omitted = all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<CpuSet>,
+    /// CPUs of its cpuset (list form; `ProcessSpec::cpuset`); omitted = the whole machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<CpuSet>,
     /// Default memory policy.
     #[serde(default, skip_serializing_if = "is_local")]
     pub policy: MemPolicySpec,
@@ -452,6 +455,7 @@ impl WorkloadFile {
                     start_s: p.start_s,
                     launch_advice: p.launch_advice,
                     cpus: p.cpus.clone(),
+                    cpuset: p.cpuset.clone(),
                     policy: p.policy.clone(),
                     regions: p
                         .regions
@@ -532,6 +536,7 @@ impl WorkloadFile {
                 return Err(bad(pf("start_s"), format!("{} is not a finite time >= 0", p.start_s)));
             }
             check_cpus(p.cpus.as_ref(), &online, &pf("cpus"))?;
+            check_cpus(p.cpuset.as_ref(), &online, &pf("cpuset"))?;
             check_policy(&p.policy, &node_ids, &pf("policy"))?;
             let mut regions = Vec::with_capacity(p.regions.len());
             for (ri, r) in p.regions.iter().enumerate() {
@@ -641,6 +646,7 @@ impl WorkloadFile {
                 count,
                 start_s: p.start_s,
                 cpus: p.cpus.clone(),
+                cpuset: p.cpuset.clone(),
                 policy: p.policy.clone(),
                 regions,
                 threads,

@@ -124,6 +124,12 @@ pub struct ProcessSpec {
     /// CPUs every thread may run on (`taskset`); `None` = all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<CpuSet>,
+    /// CPUs of the cpuset it runs in (a container's `--cpuset-cpus`, an operator's cgroup); `None`
+    /// = the whole machine. Unlike `cpus`, no mask given later reaches past it: the kernel cuts
+    /// every `sched_setaffinity` to it (and refuses one with no CPU of it), and the host reports
+    /// it as the process's cpuset (`ProcessSample::cpuset_cpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<CpuSet>,
     /// The process's default memory policy (`set_mempolicy`); regions may override it.
     #[serde(default)]
     pub policy: MemPolicySpec,
@@ -623,6 +629,7 @@ mod tests {
             throughput_from: None,
             throughput_unit: None,
             processes: vec![ProcessSpec {
+                cpuset: None,
                 name: "p".into(),
                 count: 1,
                 start_s: 0.0,

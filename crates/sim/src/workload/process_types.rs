@@ -80,6 +80,7 @@ fn region(name: &str, bytes: u64, touch: FirstTouch) -> RegionSpec {
 
 fn process(name: &str, regions: Vec<RegionSpec>, group: ThreadGroup) -> ProcessSpec {
     ProcessSpec {
+        cpuset: None,
         name: name.into(),
         count: 1,
         start_s: 0.0,

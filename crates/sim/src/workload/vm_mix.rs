@@ -439,6 +439,7 @@ pub fn vm_process(vm: &Vm) -> ProcessSpec {
         });
     }
     ProcessSpec {
+        cpuset: None,
         name: vm.name.clone(),
         count: 1,
         start_s: vm.start_s,
