@@ -1954,6 +1954,11 @@ fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
     assert!(masks(kid.pid()).iter().all(|(_, m)| *m == cpus));
     let file = Originals::load(&state).unwrap().unwrap();
     assert_eq!(file.processes[0].cpuset.as_ref().unwrap().original, before_cg);
+    // numapilot's own cgroup is its placement, not a confinement: observed without cpuset CPUs
+    // (else the process would be held on its first node for good).
+    let s = observe(&mut host);
+    let p = s.processes.iter().find(|p| p.pid == kid.pid()).expect("observed");
+    assert_eq!(p.cpuset_cpus, None);
 
     let r = host.restore_all();
     assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
@@ -2033,6 +2038,16 @@ fn a_process_confined_by_a_cpuset_is_managed_within_it() {
     let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
     assert_eq!(o, Outcome::Applied { pages_moved: 0 });
     host.restore_all();
+    // With the daemon's own cpuset mode on, the confined process keeps its cgroup (moved into one
+    // of numapilot's it would leave its container's limits): affinity only.
+    let before_cg = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    let mut with_cpusets = host_with(&state.with_file_name("cs.json"), |o| {
+        o.cpuset = numapilot_daemon::live::CpusetMode::Auto;
+    });
+    let o = with_cpusets.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), before_cg, "left in its own cgroup");
+    with_cpusets.restore_all();
     kid.kill();
     drop(cg);
 }

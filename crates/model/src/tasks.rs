@@ -716,7 +716,12 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             let thread_narrow = match &p.cpuset_cpus {
                 None => narrow.narrower(topo, &t.cpus_allowed, &t.mems_allowed),
                 Some(cs) => {
-                    let reach = topo.cpus_of_nodes(&t.mems_allowed).intersection(&narrow.online).intersection(cs);
+                    // A cpuset whose CPUs lie on none of its memory nodes: its CPUs alone.
+                    let cs = cs.intersection(&narrow.online);
+                    let mut reach = topo.cpus_of_nodes(&t.mems_allowed).intersection(&cs);
+                    if reach.is_empty() {
+                        reach = cs;
+                    }
                     !reach.is_empty() && !reach.is_subset(&t.cpus_allowed)
                 }
             };

@@ -228,10 +228,16 @@ fn confined_by_a_cpuset_is_not_pinned() {
         .thread(74, 74, 0, 0, 0)
         .allowed(74, 74, &[0, 1])
         .mems(74, &[0])
+        .proc(76, 5, "apart", &[GIB, 0])
+        .thread(76, 76, 0, 0, 2)
+        .allowed(76, 76, &[2])
+        .mems(76, &[0])
+        .cpuset(76, &[2, 3])
         .proc(90, 5, "free", &[GIB, 0])
         .thread(90, 90, 0, 0, 0)
         .build();
     m.update(&s);
+    assert!(m.procs[&76].pinned, "CPUs on node 1, memory on node 0: a thread narrower than its cpuset's CPUs");
     let c = m.procs[&70].confined.as_ref().expect("confined");
     assert!(!m.procs[&70].pinned);
     assert_eq!((c.cpus.to_list(), c.nodes.to_list()), ("1-2".to_string(), "0-1".to_string()));

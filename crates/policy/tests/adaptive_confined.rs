@@ -111,3 +111,49 @@ fn the_fork_rule_spreads_within_the_cpuset() {
     assert_eq!(run("3-8"), vec![(20, "3-5".into(), "fork-spread".into())]);
     assert_eq!(run("6-8"), vec![]);
 }
+
+/// ```text
+///   in a cpuset of CPUs 0-22 but memory node 1 only, ten light threads (0.015 CPUs each) running
+///   on node 0 with their memory there (left from before the cpuset was narrowed): node 0 is
+///   outside its reach (no memory allowed there), so no rule keeps or puts its threads there; it
+///   goes to node 1's part of its cpuset and its memory may follow only there
+/// ```
+#[test]
+fn staying_is_only_within_the_reach() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "light", &[(0, 0.015); 10], &[512, 0]);
+    b.group_proc(1, 10);
+    b.confine(10, "0-22", "1");
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let node1 = b.node_cpus(1);
+    for (pid, cpus, rule) in masks(&plan) {
+        let set = numapilot_topology::CpuSet::parse_list(&cpus).unwrap();
+        assert!(set.is_subset(&node1), "{pid} to {cpus} ({rule}): outside the nodes its cpuset reaches");
+    }
+    assert!(memory_moves(&plan).iter().all(|m| m.ends_with(" 1")), "{plan:#?}");
+}
+
+/// ```text
+///   period 1: in a cpuset of CPUs 0-3,6-9, SetAffinity(10, 0-3), applied
+///   the operator narrows the cpuset to 2-3,6-9: the kernel cuts the threads' mask to 2-3, which
+///   the model reads as narrower than the cpuset (pinned); the cut mask is still this policy's
+///   own, so the process stays managed (not "placed by someone else")
+/// ```
+#[test]
+fn a_mask_of_ours_cut_by_the_kernel_to_a_narrowed_cpuset_stays_ours() {
+    let mut b = app();
+    b.confine(10, "0-3,6-9", "0-1");
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    assert_eq!(masks(&plan), vec![(10, "0-3".into(), "cpu-follows-memory".into())]);
+    applied(&mut p, &b.m, &plan);
+    b.confine(10, "2-3,6-9", "0-1").run_on(10, 0);
+    let cut = std::sync::Arc::new(numapilot_topology::CpuSet::parse_list("2-3").unwrap());
+    for tid in b.m.procs[&10].tids.clone() {
+        b.m.tasks.get_mut(&numapilot_model::TaskKey { pid: 10, tid }).unwrap().cpus_allowed = cut.clone();
+    }
+    b.pinned(10);
+    let e = p.explain(&b.m, 10).unwrap();
+    assert!(!e.pinned, "{e}");
+}

@@ -226,9 +226,17 @@ fn a_process_confined_to_a_cpuset_is_managed_within_it() {
     assert!(!explain.contains("placed by someone else"), "{explain}");
     let pid: u64 = ok(run, "confined-pid").trim().parse().unwrap();
     let j = journal(run, "journal7");
+    let mut asked = 0;
     for a in actions_on(&j, pid) {
         assert_ne!(a["outcome"], "refused", "{a}");
+        // What the daemon asked for, not what the kernel left of it (it cuts any mask to the cpuset).
+        if a["kind"] == "set-affinity" {
+            let cpus = cpu_list(a["action"]["cpus"].as_str().unwrap_or_else(|| panic!("no CPUs: {a}")));
+            assert!(!cpus.is_empty() && cpus.iter().all(|c| [1, 2].contains(c)), "asked outside its cpuset: {a}");
+            asked += 1;
+        }
     }
+    assert!(asked > 0, "no set-affinity journaled for {pid}");
     assert_eq!(ok(run, "daemon7-exit").trim(), "0");
     assert_eq!(allowed(run, "confined-after"), "1-2", "restored to its cpuset's CPUs");
 }

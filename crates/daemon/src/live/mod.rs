@@ -695,9 +695,17 @@ impl LiveHost {
                 Err(e) => Outcome::Refused { message: e.to_string() },
             };
         }
+        // A process an operator or a container runtime confined to a cpuset keeps its cgroup: moved
+        // into one of numapilot's, it would leave the container's memory, pids and CPU limits (v2)
+        // until the daemon exits. It gets thread affinity only, within its cpuset.
         if let Some(h) = self.cpuset.clone() {
-            if let Err(o) = self.place_cpuset(&h, pid, starttime, cpus) {
-                return o;
+            let ours = self.originals.procs.get(&pid).is_some_and(|r| r.cpuset.is_some());
+            let confined =
+                !ours && select::cpuset_effective_cpus(&h, pid).is_some_and(|c| !self.topo.online_cpus().is_subset(&c));
+            if !confined {
+                if let Err(o) = self.place_cpuset(&h, pid, starttime, cpus) {
+                    return o;
+                }
             }
         }
         // Every thread listed now has its original on record (`record` above), or carries a mask

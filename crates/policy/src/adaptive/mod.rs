@@ -372,14 +372,19 @@ impl Adaptive {
             return true;
         }
         let all = model.topo.online_cpus();
+        // A mask of ours that the kernel cut to a confined process's cpuset (the cpuset narrowed
+        // after the move, or a launch mask given before it was known) is still ours.
+        let ours = |own: &CpuSet, allowed: &CpuSet| {
+            own == allowed || p.confined.as_ref().is_some_and(|c| own.intersection(&c.cpus) == *allowed)
+        };
         !p.tids.iter().all(|&tid| {
             let Some(t) = model.tasks.get(&TaskKey { pid, tid }) else { return true };
             let allowed: &CpuSet = &t.cpus_allowed;
-            if *allowed == all {
+            if *allowed == all || p.confined.as_ref().is_some_and(|c| *allowed == c.cpus) {
                 return true;
             }
-            st.own_task_cpus.get(&tid).or(st.own_cpus.as_ref()).is_some_and(|own| own == allowed)
-                || st.tried_cpus.iter().any(|tried| tried == allowed)
+            st.own_task_cpus.get(&tid).or(st.own_cpus.as_ref()).is_some_and(|own| ours(own, allowed))
+                || st.tried_cpus.iter().any(|tried| ours(tried, allowed))
         })
     }
 

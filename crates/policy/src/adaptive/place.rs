@@ -482,7 +482,9 @@ impl<'m> Planner<'m> {
     /// Whether unit `u`'s demand fits the CPUs its cpusets give it on dense node `i` (always, for
     /// a unit of no confined process).
     fn within_reach(&self, i: usize, u: &Unit) -> bool {
-        u.reach.as_ref().is_none_or(|r| u.cpu <= r.cpus[i] + RATE_SLACK_CPU_PER_TASK * u.tasks.len() as f64)
+        u.reach
+            .as_ref()
+            .is_none_or(|r| r.nodes.contains(&i) && u.cpu <= r.cpus[i] + RATE_SLACK_CPU_PER_TASK * u.tasks.len() as f64)
     }
 
     /// Whether node `i` refuses unit `u` for being a bottleneck:
@@ -891,7 +893,7 @@ impl<'m> Planner<'m> {
                 ),
             };
         }
-        if let Some(c) = u.current.filter(|c| self.cpus[*c] > 0.0) {
+        if let Some(c) = u.current.filter(|c| self.cpus[*c] > 0.0 && self.nodes_for(u).contains(c)) {
             let smoothed_good = u.share[c] >= u.share[best] - t.stay_margin;
             // Settled where the most of its sampled ranges are now: after a page move the
             // smoothed share still points at the node the pages left (rule
@@ -1634,7 +1636,9 @@ impl<'m> Planner<'m> {
                 skipped.push(why);
             }
             // No node has room: stay, or the least loaded.
-            if let Some(cur) = u.current.filter(|&i| self.cpus[i] > 0.0 && !self.refuses(i, u)) {
+            if let Some(cur) =
+                u.current.filter(|&i| self.cpus[i] > 0.0 && !self.refuses(i, u) && self.nodes_for(u).contains(&i))
+            {
                 return Placed {
                     nodes: vec![cur],
                     reason: Reason::new(
