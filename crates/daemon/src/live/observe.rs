@@ -21,6 +21,8 @@
 //!   threads tier     new process, or its CPU ticks moved >= detail_min_ticks since its threads were
 //!                    read, or its turn in the staleness round (pid % stale_cycles)
 //!                        -> task/TID/{stat,schedstat} (+ sched with balancing), affinity;
+//!                        a thread narrower than the online CPUs -> its cpuset's effective CPUs
+//!                        from the cgroup files (at most every CPUSET_RECHECK_NS: confined or pinned?)
 //!                    unless new or refreshed, a thread (not the leader) whose schedstat has not
 //!                    moved keeps its last stat (carry_idle_threads); its mask is read anyway
 //!   both tiers       the cycle after the daemon changed the process (`refresh`)
