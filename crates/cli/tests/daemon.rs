@@ -435,6 +435,39 @@ fn advise_on_a_fixture_and_a_machine_file() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n");
 }
 
+/// `numapilot advise` on this machine under `taskset -c LAST` (as in a container's cpuset): its
+/// job would inherit one CPU, so the node is measured and offered with that one CPU only, and the
+/// source says so; without it, the node's every CPU.
+#[test]
+fn advise_counts_only_the_cpus_the_launcher_may_use() {
+    let Ok(t) = numapilot_topology::Topology::from_sysfs(Path::new("/")) else { return };
+    let online = t.online_cpus();
+    if online.len() < 2 || std::process::Command::new("taskset").arg("-V").output().is_err() {
+        return;
+    }
+    let last = online.last().unwrap().to_string();
+    let advise = |taskset: bool| {
+        let mut c = if taskset {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &last, BIN]);
+            c
+        } else {
+            Command::new(BIN)
+        };
+        let out = c.args(["advise", "--cpus", "0", "--mem", "1M", "--json", "--no-daemon"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let narrow = advise(true);
+    let cpus: u64 = narrow["nodes"].as_array().unwrap().iter().map(|n| n["cpus"].as_u64().unwrap()).sum();
+    assert_eq!(cpus, 1, "{narrow}");
+    assert!(narrow["source"].as_str().unwrap().contains(&format!("within this process's CPUs {last}")), "{narrow}");
+    let wide = advise(false);
+    let cpus: u64 = wide["nodes"].as_array().unwrap().iter().map(|n| n["cpus"].as_u64().unwrap()).sum();
+    assert_eq!(cpus, online.len() as u64, "{wide}");
+    assert!(!wide["source"].as_str().unwrap().contains("within"), "{wide}");
+}
+
 /// `numapilot advise` while a daemon runs: the client measures the machine and the daemon answers
 /// (rule launch-advice) keeping its promise, so a second request for the same room gets nothing
 /// where the first got a node; `--no-daemon` measures the machine alone; `--pid` needs the daemon.

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use numapilot_observe::Reader;
-use numapilot_topology::Topology;
+use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 pub use numapilot_policy::advise::{advise, check_request, Advice, AdviseError, NodeFree};
 
@@ -14,6 +14,41 @@ pub use numapilot_policy::advise::{advise, check_request, Advice, AdviseError, N
 /// difference of two /proc/stat readings `window` apart (numad's way); without one (a captured
 /// fixture cannot be read twice), it is the idle share since boot.
 pub fn measure(root: &Path, topo: &Topology, window: Option<Duration>) -> Result<Vec<NodeFree>, AdviseError> {
+    measure_within(root, topo, window, None)
+}
+
+/// Where a launcher may put a job: the CPUs and memory nodes it may use itself (its affinity, cut
+/// to its cpuset, and `Mems_allowed`, the cpuset's memory nodes), which the job it starts inherits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach {
+    /// CPUs it may run on.
+    pub cpus: CpuSet,
+    /// Nodes it may hold memory on.
+    pub nodes: NodeSet,
+}
+
+impl Reach {
+    /// This process's own reach, `None` when it is the whole machine (or unreadable).
+    pub fn of_self(topo: &Topology) -> Option<Reach> {
+        let cpus = numapilot_actuate::sched_getaffinity(0).ok()?.intersection(&topo.online_cpus());
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
+        let nodes = NodeSet::parse_list(line.trim()).ok()?;
+        let whole = topo.online_cpus().is_subset(&cpus) && topo.nodes.iter().all(|n| nodes.contains(n.id));
+        (!whole && !cpus.is_empty()).then_some(Reach { cpus, nodes })
+    }
+}
+
+/// [`measure`] of the nodes `reach` allows (all without one): a node outside its memory nodes is
+/// left out, and a node's CPUs and idle time count only the CPUs it may use there. A launcher in a
+/// container's cpuset (`--cpuset-cpus`) or under `taskset` is told only nodes its job can run on:
+/// `numactl --cpunodebind` with a node none of whose CPUs it may use fails (EINVAL).
+pub fn measure_within(
+    root: &Path,
+    topo: &Topology,
+    window: Option<Duration>,
+    reach: Option<&Reach>,
+) -> Result<Vec<NodeFree>, AdviseError> {
     let reader = Reader::new(root);
     let read = || -> Result<_, AdviseError> {
         let stat = reader
@@ -33,10 +68,17 @@ pub fn measure(root: &Path, topo: &Topology, window: Option<Duration>) -> Result
     let nodes = reader.read_nodes().map_err(|e| AdviseError::Read(e.to_string()))?;
     let mut out = Vec::new();
     for n in &topo.nodes {
-        let cpus = n.cpus.len() as u32;
+        if reach.is_some_and(|r| !r.nodes.contains(n.id)) {
+            continue;
+        }
+        let node_cpus = match reach {
+            Some(r) => n.cpus.intersection(&r.cpus),
+            None => n.cpus.clone(),
+        };
+        let cpus = node_cpus.len() as u32;
         let mut idle = 0u64;
         let mut total = 0u64;
-        for c in n.cpus.iter() {
+        for c in node_cpus.iter() {
             let a = first.cpus.iter().find(|l| l.cpu == c).map(|l| l.times);
             let b = second.as_ref().and_then(|s| s.cpus.iter().find(|l| l.cpu == c).map(|l| l.times));
             match (a, b) {

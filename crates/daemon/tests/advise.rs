@@ -112,3 +112,23 @@ fn this_machine_over_a_window() {
     let a = advise::advise(&t, &free, 0.0, 1 << 20).unwrap();
     assert_eq!(a.nodes.len(), 1);
 }
+
+/// Within a launcher's reach (its CPUs and memory nodes): a node's CPUs and idle time count only
+/// the CPUs it may use, and a node outside its memory nodes is left out.
+#[test]
+fn this_machine_within_a_reach() {
+    let t = Topology::from_sysfs(Path::new("/")).unwrap();
+    let online = t.online_cpus();
+    let Some(last) = online.last() else { return };
+    let first = t.nodes.iter().find(|n| n.cpus.contains(last)).unwrap().id;
+    let one: numapilot_topology::CpuSet = std::iter::once(last).collect();
+    let reach = advise::Reach { cpus: one, nodes: t.nodes.iter().map(|n| n.id).collect() };
+    let w = Some(std::time::Duration::from_millis(100));
+    let free = advise::measure_within(Path::new("/"), &t, w, Some(&reach)).unwrap();
+    let node = free.iter().find(|f| f.node == first).unwrap();
+    assert_eq!(node.cpus, 1, "{free:?}");
+    assert!(node.free_cpus <= 1.0, "{free:?}");
+    assert!(free.iter().filter(|f| f.node != first).all(|f| f.cpus == 0), "{free:?}");
+    let none = advise::Reach { cpus: online.clone(), nodes: numapilot_topology::NodeSet::default() };
+    assert!(advise::measure_within(Path::new("/"), &t, w, Some(&none)).unwrap().is_empty());
+}

@@ -327,8 +327,18 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     } else {
         let root = std::path::Path::new("/");
         let topo = Topology::from_sysfs(root).context("reading the topology")?;
-        let free = advise::measure(root, &topo, Some(Duration::from_millis(a.window_ms)))?;
-        (topo, free, format!("this machine (idle over {} ms)", a.window_ms))
+        // The job this launcher starts inherits its CPUs and memory nodes: only nodes within them.
+        let reach = advise::Reach::of_self(&topo);
+        let free = advise::measure_within(root, &topo, Some(Duration::from_millis(a.window_ms)), reach.as_ref())?;
+        let within = reach
+            .map(|r| {
+                format!(", within this process's CPUs {} and memory nodes {}", r.cpus.to_list(), r.nodes.to_list())
+            })
+            .unwrap_or_default();
+        if free.is_empty() {
+            anyhow::bail!("nothing to advise: no node has a CPU or memory this process may use{within}");
+        }
+        (topo, free, format!("this machine (idle over {} ms){within}", a.window_ms))
     };
     if ask_daemon {
         // The measurement goes to the daemon (numad refreshes its nodes before each -w answer),
