@@ -101,7 +101,7 @@ fn main() {
             .collect();
         let cv = cvs.iter().sum::<f64>() / cvs.len() as f64;
         println!(
-            "{name:<10} mean {:.3} ± {:.3}  cv {:.2}%  local {:.1}%  pages {:.0}",
+            "{name:<10} mean {:.4} ± {:.4}  cv {:.2}%  local {:.1}%  pages {:.0}",
             Stat::of(&per_run).mean,
             Stat::of(&per_run).stddev,
             cv * 100.0,
