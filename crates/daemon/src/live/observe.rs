@@ -389,6 +389,7 @@ pub struct TieredObserver {
     /// its nodes' CPUs, as the model assumed before it knew of cpusets).
     online: Option<CpuSet>,
     cpusets: Option<CpusetHierarchy>,
+    cpuset_paths: CpusetPaths,
     /// Counts of the last cycle.
     pub stats: TierStats,
 }
@@ -399,6 +400,7 @@ pub struct TieredObserver {
 fn cpuset_for(
     h: Option<&CpusetHierarchy>,
     online: Option<&CpuSet>,
+    paths: &mut CpusetPaths,
     e: &mut Entry,
     p: &ProcessSample,
     now_ns: u64,
@@ -408,10 +410,42 @@ fn cpuset_for(
         return None;
     }
     if e.cpuset_ns == 0 || now_ns.saturating_sub(e.cpuset_ns) >= CPUSET_RECHECK_NS {
-        e.cpuset = select::cpuset_effective_cpus(h, p.pid).map(Arc::new);
+        e.cpuset = h.cgroup_of(p.pid).ok().flatten().and_then(|cg| paths.cpus(h, &cg, now_ns));
         e.cpuset_ns = now_ns.max(1);
     }
     e.cpuset.clone()
+}
+
+/// The effective CPUs of cgroup paths as last read, each read again at most every
+/// [`CPUSET_RECHECK_NS`]: the processes of one container share one read (and one `Arc`), and a
+/// cgroup nested deep costs its walk up once per period, not once per process.
+#[derive(Debug, Default)]
+struct CpusetPaths {
+    by_path: HashMap<String, (Option<Arc<CpuSet>>, u64)>,
+}
+
+impl CpusetPaths {
+    /// Paths kept at most; past it, the ones older than the recheck period are dropped. Default
+    /// 4,096. Source: a choice, far more cgroups than a host runs containers. What it prevents: a
+    /// user making cgroups without end growing the daemon's memory.
+    const MAX: usize = 4096;
+
+    fn cpus(&mut self, h: &CpusetHierarchy, cg: &str, now_ns: u64) -> Option<Arc<CpuSet>> {
+        if let Some((cpus, at)) = self.by_path.get(cg) {
+            if now_ns.saturating_sub(*at) < CPUSET_RECHECK_NS {
+                return cpus.clone();
+            }
+        }
+        if self.by_path.len() >= Self::MAX {
+            self.by_path.retain(|_, (_, at)| now_ns.saturating_sub(*at) < CPUSET_RECHECK_NS);
+            if self.by_path.len() >= Self::MAX {
+                self.by_path.clear();
+            }
+        }
+        let cpus = select::effective_cpus_of(h, cg).map(Arc::new);
+        self.by_path.insert(cg.to_string(), (cpus.clone(), now_ns));
+        cpus
+    }
 }
 
 /// Whether the numa_maps read of `p` shows an explicit memory policy on any VMA (bind, prefer,
@@ -588,6 +622,7 @@ impl TieredObserver {
                 .ok()
                 .and_then(|t| CpuSet::parse_list(t.trim()).ok()),
             cpusets: None,
+            cpuset_paths: CpusetPaths::default(),
             stats: TierStats::default(),
         }
     }
@@ -1032,7 +1067,8 @@ impl TieredObserver {
         stats.maps_read = both.len() + mp.len();
         for mut p in both {
             if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
-                p.cpuset_cpus = cpuset_for(self.cpusets.as_ref(), self.online.as_ref(), e, &p, now_ns);
+                p.cpuset_cpus =
+                    cpuset_for(self.cpusets.as_ref(), self.online.as_ref(), &mut self.cpuset_paths, e, &p, now_ns);
                 e.unreadable = false;
                 e.detail_ticks = p.stat.cpu_ticks();
                 // First read: dated back by up to the period of its next age refresh (see
@@ -1052,7 +1088,8 @@ impl TieredObserver {
         }
         for mut p in thr {
             if let Some(e) = self.entries.get_mut(&p.pid).filter(|e| e.starttime == p.starttime) {
-                p.cpuset_cpus = cpuset_for(self.cpusets.as_ref(), self.online.as_ref(), e, &p, now_ns);
+                p.cpuset_cpus =
+                    cpuset_for(self.cpusets.as_ref(), self.online.as_ref(), &mut self.cpuset_paths, e, &p, now_ns);
                 e.unreadable = false;
                 e.detail_ticks = p.stat.cpu_ticks();
                 if let Some(old) = e.last.take() {
@@ -1115,6 +1152,28 @@ impl TieredObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cgroup's CPUs are read once per recheck period whatever the number of processes asking,
+    /// then again; the cache never holds more than its maximum.
+    #[test]
+    fn cpuset_paths_are_read_once_per_period_and_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let h = CpusetHierarchy { version: numapilot_actuate::CgroupVersion::V2, mount: d.path().to_path_buf() };
+        std::fs::create_dir(d.path().join("ctr")).unwrap();
+        std::fs::write(d.path().join("ctr/cpuset.cpus.effective"), "4-7\n").unwrap();
+        let mut c = CpusetPaths::default();
+        let list = |x: Option<Arc<CpuSet>>| x.map(|s| s.to_list());
+        let first = c.cpus(&h, "/ctr", 1);
+        assert_eq!(list(first.clone()).as_deref(), Some("4-7"));
+        std::fs::write(d.path().join("ctr/cpuset.cpus.effective"), "4-5\n").unwrap();
+        let again = c.cpus(&h, "/ctr", CPUSET_RECHECK_NS);
+        assert!(Arc::ptr_eq(first.as_ref().unwrap(), again.as_ref().unwrap()), "one read within the period");
+        assert_eq!(list(c.cpus(&h, "/ctr", CPUSET_RECHECK_NS + 1)).as_deref(), Some("4-5"), "read again after it");
+        for i in 0..CpusetPaths::MAX + 10 {
+            c.cpus(&h, &format!("/gone-{i}"), CPUSET_RECHECK_NS + 2);
+        }
+        assert!(c.by_path.len() <= CpusetPaths::MAX);
+    }
 
     fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         std::fs::create_dir_all(to).unwrap();

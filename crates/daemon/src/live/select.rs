@@ -131,7 +131,7 @@ pub fn cpuset_effective_cpus(h: &CpusetHierarchy, pid: u32) -> Option<CpuSet> {
 }
 
 /// [`cpuset_effective_cpus`] of cgroup path `cg` (as /proc/PID/cgroup names it).
-fn effective_cpus_of(h: &CpusetHierarchy, cg: &str) -> Option<CpuSet> {
+pub fn effective_cpus_of(h: &CpusetHierarchy, cg: &str) -> Option<CpuSet> {
     use std::io::Read;
     if cg.split('/').any(|c| c == ".." || c == ".") {
         return None;
