@@ -6,7 +6,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use numapilot_observe::Reader;
-use numapilot_topology::{CpuSet, NodeSet, Topology};
+use numapilot_topology::Topology;
+
+/// The CPUs and memory nodes a launcher and its job may use (the model's bounds of a confined
+/// process, the same two sets).
+pub use numapilot_model::Confinement as Reach;
 
 pub use numapilot_policy::advise::{advise, check_request, Advice, AdviseError, NodeFree};
 
@@ -17,26 +21,14 @@ pub fn measure(root: &Path, topo: &Topology, window: Option<Duration>) -> Result
     measure_within(root, topo, window, None)
 }
 
-/// Where a launcher may put a job: the CPUs and memory nodes it may use itself (its affinity, cut
-/// to its cpuset, and `Mems_allowed`, the cpuset's memory nodes), which the job it starts inherits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reach {
-    /// CPUs it may run on.
-    pub cpus: CpuSet,
-    /// Nodes it may hold memory on.
-    pub nodes: NodeSet,
-}
-
-impl Reach {
-    /// This process's own reach, `None` when it is the whole machine (or unreadable).
-    pub fn of_self(topo: &Topology) -> Option<Reach> {
-        let cpus = numapilot_actuate::sched_getaffinity(0).ok()?.intersection(&topo.online_cpus());
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let line = status.lines().find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
-        let nodes = NodeSet::parse_list(line.trim()).ok()?;
-        let whole = topo.online_cpus().is_subset(&cpus) && topo.nodes.iter().all(|n| nodes.contains(n.id));
-        (!whole && !cpus.is_empty()).then_some(Reach { cpus, nodes })
-    }
+/// Where this process may put a job: the CPUs and memory nodes it may use itself (its affinity,
+/// cut to its cpuset, and `Mems_allowed`, the cpuset's memory nodes), which a job it starts
+/// inherits; `None` when that is the whole machine (or unreadable).
+pub fn own_reach(topo: &Topology) -> Option<Reach> {
+    let cpus = numapilot_actuate::sched_getaffinity(0).ok()?.intersection(&topo.online_cpus());
+    let nodes = crate::live::select::mems_allowed(std::process::id())?;
+    let whole = topo.online_cpus().is_subset(&cpus) && topo.nodes.iter().all(|n| nodes.contains(n.id));
+    (!whole && !cpus.is_empty()).then_some(Reach { cpus, nodes })
 }
 
 /// [`measure`] of the nodes `reach` allows (all without one): a node outside its memory nodes is

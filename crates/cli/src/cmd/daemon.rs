@@ -328,7 +328,7 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         let root = std::path::Path::new("/");
         let topo = Topology::from_sysfs(root).context("reading the topology")?;
         // The job this launcher starts inherits its CPUs and memory nodes: only nodes within them.
-        let reach = advise::Reach::of_self(&topo);
+        let reach = advise::own_reach(&topo);
         let free = advise::measure_within(root, &topo, Some(Duration::from_millis(a.window_ms)), reach.as_ref())?;
         let within = reach
             .map(|r| {

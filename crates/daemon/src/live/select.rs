@@ -174,7 +174,8 @@ pub fn same_process(pid: u32, starttime: u64) -> bool {
     read_starttime(pid) == Some(starttime)
 }
 
-fn mems_allowed(pid: u32) -> Option<NodeSet> {
+/// The memory nodes `pid` may use (`Mems_allowed_list` of /proc/PID/status: its cpuset's).
+pub fn mems_allowed(pid: u32) -> Option<NodeSet> {
     let bytes = std::fs::read(format!("/proc/{pid}/status")).ok()?;
     let text = numapilot_observe::reader::text_of(&bytes);
     let line = text.lines().find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
