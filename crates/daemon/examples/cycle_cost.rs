@@ -6,6 +6,7 @@
 //!   cargo run --release -p numapilot-daemon --example cycle_cost -- \
 //!       [--procs 1000] [--threads 10] [--spinners 20] [--duty 5] [--cycles 20] [--warmup 3] [--interval-ms 1000] [--signals 1]
 //!       [--numad-seconds 0] [--record FILE] [--daemon-seconds 0 [--idle-max-ms 15000] [--daemon-warmup 10]]
+//!       [--narrowed 0]
 //!   cargo run --release -p numapilot-daemon --example cycle_cost -- --replay FILE [--reps 5]
 //! ```
 //!
@@ -30,6 +31,11 @@
 //! each cycle runs both, A first on even cycles and B first on odd ones, and the end prints each
 //! one's mean and worst wall (`--a-threads N` and `--a-carry 0|1` set A's two tiers instead) and CPU per cycle (observe + model + plan) and B / A: a ratio under
 //! the same noise, on a machine shared with other work.
+//!
+//! With `--narrowed N` the first N children narrow themselves to the first online CPU before they start
+//! their threads (as processes the daemon placed, or that an operator confined, run): the observer then
+//! reads each one's cpuset CPUs from the cgroup files (once per 10 s per process and per cgroup path,
+//! `CPUSET_RECHECK_NS`), which the default load never asks for.
 //!
 //! With `--record FILE` every measured cycle's sample is written to FILE (one JSON line each).
 //! `--replay FILE` then runs only model + plan over those samples, `--reps` times from a fresh
@@ -67,7 +73,14 @@ fn arg(args: &[String], name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn child(mode: &str, threads: u64, duty: u64) -> ! {
+fn child(mode: &str, threads: u64, duty: u64, narrow: bool) -> ! {
+    if narrow {
+        let first = numapilot_actuate::sched_getaffinity(0).ok().and_then(|s| s.first());
+        if let Some(cpu) = first {
+            let one: numapilot_topology::CpuSet = std::iter::once(cpu).collect();
+            let _ = numapilot_actuate::sched_setaffinity(0, &one);
+        }
+    }
     for _ in 1..threads {
         std::thread::spawn(|| loop {
             std::thread::sleep(Duration::from_secs(3600));
@@ -132,7 +145,7 @@ fn opt_str<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
-        child(&args[i + 1], arg(&args, "--threads", 10), arg(&args, "--duty", 5));
+        child(&args[i + 1], arg(&args, "--threads", 10), arg(&args, "--duty", 5), args.iter().any(|a| a == "--narrow"));
     }
     if let Some(file) = opt_str(&args, "--replay") {
         replay(file, arg(&args, "--reps", 5));
@@ -149,6 +162,7 @@ fn main() {
     let interval = Duration::from_millis(arg(&args, "--interval-ms", 1000));
     let signals = arg(&args, "--signals", 1) != 0;
     let numad_seconds = arg(&args, "--numad-seconds", 0);
+    let narrowed = arg(&args, "--narrowed", 0);
 
     let exe = std::env::current_exe().expect("own path");
     let mut kids: Vec<Child> = Vec::with_capacity(procs as usize);
@@ -156,6 +170,7 @@ fn main() {
         let mode = if i < spinners { "spin" } else { "sleep" };
         let c = Command::new(&exe)
             .args(["--child", mode, "--threads", &threads.to_string(), "--duty", &duty.to_string()])
+            .args(if i < narrowed { &["--narrow"][..] } else { &[][..] })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
