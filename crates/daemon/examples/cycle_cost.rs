@@ -74,6 +74,10 @@ fn arg(args: &[String], name: &str, default: u64) -> u64 {
 }
 
 fn child(mode: &str, threads: u64, duty: u64, narrow: bool) -> ! {
+    // Die with the parent: a measuring run killed early (its output piped into `head`, a ^C) once left
+    // its 1,000 children behind.
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and touches no memory of ours.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     if narrow {
         let first = numapilot_actuate::sched_getaffinity(0).ok().and_then(|s| s.first());
         if let Some(cpu) = first {
