@@ -251,13 +251,18 @@ impl Confinement {
     /// listed): threads of a process share one cpuset.
     pub fn of(topo: &Topology, p: &ProcessSample) -> Option<Confinement> {
         let t = p.threads.iter().find(|t| t.tid == p.pid).or(p.threads.first())?;
+        let all_nodes = topo.nodes.iter().all(|n| t.mems_allowed.contains(n.id));
+        // The common case, every process of an unconfined machine on every model update: no cpuset
+        // read and every node allowed is the whole machine, with no set built.
+        if p.cpuset_cpus.is_none() && all_nodes {
+            return None;
+        }
         let online = topo.online_cpus();
         let nodes: NodeSet = (*t.mems_allowed).clone();
         let cpus = match &p.cpuset_cpus {
             Some(c) => c.intersection(&online),
             None => topo.cpus_of_nodes(&nodes).intersection(&online),
         };
-        let all_nodes = topo.nodes.iter().all(|n| nodes.contains(n.id));
         if cpus.is_empty() || (cpus == online && all_nodes) {
             return None;
         }

@@ -113,12 +113,6 @@ pub fn exclusion(
     None
 }
 
-/// The effective CPUs of the cpuset `pid` is in (from the cgroup files), if a cpuset hierarchy is
-/// mounted and the file reads.
-fn cpuset_cpus(hier: Option<&CpusetHierarchy>, pid: u32) -> Option<CpuSet> {
-    cpuset_effective_cpus(hier?, pid)
-}
-
 /// The CPUs the cpuset of `pid` allows in hierarchy `h`: its cgroup's effective CPUs, or, in a v2
 /// cgroup without the cpuset controller (no cpuset files), its nearest ancestor's, which it
 /// inherits. `None` when the process is gone, its cgroup path is not plain (a `..` component, as
@@ -216,7 +210,7 @@ pub fn pinned(
     if affinity_is_ours || advised.is_some() {
         return None;
     }
-    let allowed = cpuset_cpus(hier, pid).or_else(|| {
+    let allowed = hier.and_then(|h| cpuset_effective_cpus(h, pid)).or_else(|| {
         let mems = mems_allowed(pid)?;
         Some(topo.cpus_of_nodes(&mems).intersection(&topo.online_cpus()))
     });
