@@ -208,15 +208,27 @@ pub enum PageStatus {
     Node(u32),
     /// The kernel's per-page error, as a positive errno.
     Failed(i32),
+    /// No status came back for this page: the call stopped before storing it. When migrating a
+    /// batch fails for some of its pages (a page busy or pinned past the kernel's retries),
+    /// `do_pages_move` (mm/migrate.c) returns the number of pages not migrated or not attempted
+    /// and stores no status for that batch (some of whose pages did move) nor for any page after
+    /// it. Where such a page is must be asked again (a query), and it may be moved again.
+    Unreported,
 }
+
+/// What `status` holds before the call: a value the kernel never writes (it writes a node id,
+/// 0 or more, or a negative errno above -4096), so a page it left alone reads as
+/// [`PageStatus::Unreported`], not as node 0.
+const UNREPORTED: c_int = c_int::MIN;
 
 /// The result of a `move_pages` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MovePagesOutcome {
     /// One status per requested page, in request order.
     pub status: Vec<PageStatus>,
-    /// The call's return value: 0, or (recent kernels) the number of pages that were not migrated
-    /// for reasons other than a per-page status error.
+    /// The call's return value: 0, or the number of pages that were not migrated or not attempted
+    /// (kernels with "mm: move_pages: report the number of non-attempted pages"), whose status is
+    /// [`PageStatus::Unreported`].
     pub not_migrated: u64,
 }
 
@@ -247,9 +259,20 @@ impl MovePagesOutcome {
         self.failures_by_errno().iter().map(|(e, n)| format!("{} x{n}", errno_name(*e))).collect::<Vec<_>>().join(", ")
     }
 
+    /// Number of pages the kernel left without a status ([`PageStatus::Unreported`]).
+    pub fn unreported(&self) -> usize {
+        self.status.iter().filter(|s| matches!(s, PageStatus::Unreported)).count()
+    }
+
     fn from_raw(raw: &[c_int], rc: c_long) -> Self {
-        let status =
-            raw.iter().map(|&s| if s >= 0 { PageStatus::Node(s as u32) } else { PageStatus::Failed(-s) }).collect();
+        let status = raw
+            .iter()
+            .map(|&s| match s {
+                UNREPORTED => PageStatus::Unreported,
+                s if s >= 0 => PageStatus::Node(s as u32),
+                s => PageStatus::Failed(-s),
+            })
+            .collect();
         MovePagesOutcome { status, not_migrated: rc.max(0) as u64 }
     }
 }
@@ -273,7 +296,7 @@ pub fn move_pages(pid: Pid, pages: &[usize], nodes: Option<&[u32]>, flags: MoveF
     }
     let addrs: Vec<*const c_void> = pages.iter().map(|&a| a as *const c_void).collect();
     let targets: Option<Vec<c_int>> = nodes.map(|n| n.iter().map(|&x| x as c_int).collect());
-    let mut status: Vec<c_int> = vec![0; pages.len()];
+    let mut status: Vec<c_int> = vec![UNREPORTED; pages.len()];
     let node_ptr = targets.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
     // SAFETY: `addrs`, `targets` (when given) and `status` hold `pages.len()` elements each and
     // outlive the call; the kernel reads the first two and writes `status`. The addresses are
@@ -314,6 +337,16 @@ mod tests {
         assert_eq!(by.get(&libc::EFAULT), Some(&2));
         assert_eq!(by.get(&libc::ENOENT), Some(&1));
         assert_eq!(o.failure_summary(), "ENOENT x1, EFAULT x2");
+    }
+
+    #[test]
+    fn a_page_the_kernel_left_without_a_status_is_not_read_as_node_0() {
+        // A batch that partly failed: the kernel stored statuses up to it and returned the count
+        // of pages not migrated or not attempted; the rest keep what the caller wrote.
+        let raw = [1, 1, UNREPORTED, UNREPORTED, UNREPORTED];
+        let o = MovePagesOutcome::from_raw(&raw, 3);
+        assert_eq!(o.on_node(0), 0);
+        assert_eq!((o.on_node(1), o.unreported(), o.failed(), o.not_migrated), (2, 3, 0, 3));
     }
 
     #[test]

@@ -181,7 +181,16 @@ pub struct ActuationSection {
     pub migrate_mb_per_s: Option<u64>,
     /// `off` (thread affinity only, default), `auto`, `v1`, `v2`.
     pub cpuset: CpusetName,
+    /// Most threads one page move's copy is split over, 1 to [`MAX_MOVER_THREADS`] (rule
+    /// split-copy, `live/mover.rs`). Default [`crate::live::DEFAULT_MOVER_THREADS`] (4); 1 keeps
+    /// every move on one thread.
+    pub mover_threads: Option<u64>,
 }
+
+/// Largest `[actuation] mover_threads`: 256 threads. Source: a bound of ours, above any node's
+/// CPU count in the machines we model (the widest, 24 CPUs a node); the mover never uses more
+/// threads than the CPUs it runs on. Prevents: a typo asking for millions of threads.
+pub const MAX_MOVER_THREADS: u64 = 256;
 
 /// The cpuset mode as written in the file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -507,6 +516,12 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
             return Err((vec!["signals", key], format!("signals.{key} = 0: must be >= 1 (cycles)")));
         }
     }
+    if let Some(n) = c.actuation.mover_threads.filter(|n| !(1..=MAX_MOVER_THREADS).contains(n)) {
+        return Err((
+            vec!["actuation", "mover_threads"],
+            format!("actuation.mover_threads = {n}: must be 1 to {MAX_MOVER_THREADS} (1: one thread per move)"),
+        ));
+    }
     if c.actuation.migrate_mb_per_s == Some(0) {
         return Err((
             vec!["actuation", "migrate_mb_per_s"],
@@ -555,6 +570,10 @@ impl Config {
             min_rss_kb: self.exclude.min_rss_mib.saturating_mul(1024),
             migrate_mb_per_s: self.actuation.migrate_mb_per_s.unwrap_or(self.tunables.migrate_budget_mib_per_s),
             cpuset: self.actuation.cpuset.into(),
+            mover_threads: self
+                .actuation
+                .mover_threads
+                .map_or(crate::live::DEFAULT_MOVER_THREADS, |n| usize::try_from(n).unwrap_or(1)),
         }
     }
 

@@ -112,7 +112,10 @@ impl Record {
     pub fn move_done(step: u64, at_ns: u64, f: &numapilot_policy::FinishedMove, comm: &str) -> Self {
         let mut r = Record::action(step, at_ns, &f.action, comm, Some(&f.outcome), false);
         r.event = "move-done".into();
-        let on = f.ran_on.as_ref().map(|c| format!(" on CPUs {}", c.to_list())).unwrap_or_default();
+        let mut on = f.ran_on.as_ref().map(|c| format!(" on CPUs {}", c.to_list())).unwrap_or_default();
+        if f.threads > 1 {
+            on.push_str(&format!(" by {} threads", f.threads));
+        }
         r.detail = format!(
             "{} ms in the background{on} (started at {} ns); {}",
             f.ended_ns.saturating_sub(f.started_ns) / 1_000_000,

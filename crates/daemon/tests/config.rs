@@ -84,6 +84,8 @@ fn our_own_values_are_checked_with_lines() {
         ("[exclude]\ncgroups = [\"system.slice\"]\n", 2, "cgroups"),
         ("[exclude]\npids = [0]\n", 2, "pids"),
         ("[actuation]\nmigrate_mb_per_s = 0\n", 2, "migrate_mb_per_s"),
+        ("[actuation]\nmover_threads = 0\n", 2, "actuation.mover_threads = 0"),
+        ("[actuation]\n\nmover_threads = 257\n", 3, "actuation.mover_threads = 257"),
         ("[daemon]\njournal_max_bytes = 10\n", 2, "journal_max_bytes"),
         ("[daemon]\ninterval_ms = 0\n", 2, "interval_ms"),
         // Past a day: its ns figure overflowed in the policy (a daemon panicked at 1e14 ms).
@@ -157,7 +159,8 @@ fn a_bad_flag_is_named() {
 #[test]
 fn live_options_carry_every_section() {
     let text = "[exclude]\ncgroups = [\"/system.slice\"]\ninclude_pinned = true\nmin_rss_mib = 300\n\
-                [actuation]\nmigrate_mb_per_s = 200\ncpuset = \"auto\"\n[daemon]\nstate = \"/var/tmp/s.json\"\n";
+                [actuation]\nmigrate_mb_per_s = 200\ncpuset = \"auto\"\nmover_threads = 2\n\
+                [daemon]\nstate = \"/var/tmp/s.json\"\n";
     let c = parse(text).unwrap();
     let l = c.live_options(false);
     assert_eq!(l.exclude_cgroups, vec!["/system.slice".to_string()]);
@@ -165,10 +168,12 @@ fn live_options_carry_every_section() {
     assert_eq!(l.min_rss_kb, 300 * 1024);
     assert_eq!(l.migrate_mb_per_s, 200);
     assert_eq!(l.cpuset, CpusetMode::Auto);
+    assert_eq!(l.mover_threads, 2);
     assert_eq!(l.state_path, PathBuf::from("/var/tmp/s.json"));
     assert!(!l.observe_only);
     // Without a budget in [actuation], the engine's tunable is the budget.
     assert_eq!(parse("").unwrap().live_options(false).migrate_mb_per_s, 4096);
+    assert_eq!(parse("").unwrap().live_options(false).mover_threads, 4);
 }
 
 /// The [signals] section's tuning reaches the signal sources the live host opens: named keys in,

@@ -1256,7 +1256,7 @@ fn page_moves_of_a_child_are_counted_and_budgeted() {
     // of the range is found and reported on the node, at most the allowance per call.
     let mut tally = PageTally::default();
     let asked =
-        move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally).ok().unwrap();
+        move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1).ok().unwrap();
     // A page the kernel is migrating at that instant (compaction) is not present in pagemap, and
     // one caught mid-move fails EBUSY/EAGAIN: up to 128 pages may be missing or failed.
     assert!(
@@ -1264,24 +1264,40 @@ fn page_moves_of_a_child_are_counted_and_budgeted() {
         "every touched page found through pagemap: {asked} of {pages}"
     );
     assert!(tally.moved + 128 >= pages && tally.moved <= asked, "{tally:?} of {pages}");
+    assert_eq!(tally.threads, 1, "one thread allowed: one part");
+
+    // split-copy: the same list split over threads, each part handed to the kernel by a thread of
+    // its own: the 2,048 pages make two parts of MIN_PAGES_PER_THREAD (1,024), however many more
+    // threads are allowed, and every page is still found, reported on its node and counted once.
+    assert_eq!(pages, 2 * numapilot_daemon::live::apply::MIN_PAGES_PER_THREAD as u64);
+    let mut tally = PageTally::default();
+    let asked =
+        move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 4).ok().unwrap();
+    assert_eq!(tally.threads, 2, "{tally:?}");
+    assert!((pages.saturating_sub(128)..=pages).contains(&asked), "{asked} of {pages}");
+    assert!(tally.moved + 128 >= pages && tally.moved <= asked && tally.asked == asked, "{tally:?} of {pages}");
 
     // Budget: 1 MiB/s of 4 KiB pages is 256 pages a second; the first call gets 256, the next
     // (same instant) none.
     let mut bucket = TokenBucket::new(1, 4096, 0);
     let allowance = bucket.available(0);
     let mut tally = PageTally::default();
-    let asked =
-        move_to_targets(pid, st, &[(addr, len)], 4096, allowance, false, |_, _| Some(node), &mut tally).ok().unwrap();
+    let asked = move_to_targets(pid, st, &[(addr, len)], 4096, allowance, false, |_, _| Some(node), &mut tally, 1)
+        .ok()
+        .unwrap();
     assert_eq!((asked, tally.moved), (256, 256));
     bucket.take(asked);
     assert_eq!(bucket.available(0), 0);
     let mut tally = PageTally::default();
-    assert_eq!(move_to_targets(pid, st, &[(addr, len)], 4096, 0, false, |_, _| Some(node), &mut tally).ok(), Some(0));
+    assert_eq!(
+        move_to_targets(pid, st, &[(addr, len)], 4096, 0, false, |_, _| Some(node), &mut tally, 1).ok(),
+        Some(0)
+    );
 
     // A range the child has not mapped (below mmap_min_addr) holds no present page: nothing asked.
     let mut tally = PageTally::default();
     assert_eq!(
-        move_to_targets(pid, st, &[(0, 1 << 16)], 4096, 100, false, |_, _| Some(node), &mut tally).ok(),
+        move_to_targets(pid, st, &[(0, 1 << 16)], 4096, 100, false, |_, _| Some(node), &mut tally, 1).ok(),
         Some(0)
     );
     kid.kill();
@@ -1342,7 +1358,8 @@ fn page_moves_leave_out_pages_another_process_maps() {
     let ask = |addr: *mut libc::c_void| {
         let mut tally = PageTally::default();
         let r = (addr as u64, len as u64);
-        let asked = move_to_targets(me, st, &[r], 4096, u64::MAX, false, |_, _| Some(node), &mut tally).ok().unwrap();
+        let asked =
+            move_to_targets(me, st, &[r], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1).ok().unwrap();
         (asked, tally)
     };
     let (asked_shared, t_shared) = ask(shared);

@@ -56,6 +56,8 @@ impl Host for Stepped {
                     started_ns: now,
                     ended_ns: now,
                     ran_on: None,
+                    // As a split copy reports it (split-copy: the journal names the threads).
+                    threads: 2,
                 });
                 Outcome::Started { pages: pages_moved }
             }
@@ -189,7 +191,7 @@ fn background_page_moves_are_journaled_when_they_end() {
         assert_eq!((&s["pid"], &s["kind"], &s["rule"]), (&d["pid"], &d["kind"], &d["rule"]), "{s} / {d}");
         assert_eq!(s["pages_moved"], 0, "a started move has moved nothing yet: {s}");
         assert!(d["outcome"] == "applied" || d["outcome"] == "partial", "{d}");
-        assert!(d["detail"].as_str().unwrap().contains("in the background"), "{d}");
+        assert!(d["detail"].as_str().unwrap().contains("in the background by 2 threads"), "{d}");
     }
     assert!(status.moves_started > 0 && status.moves_started <= started.len() as u64, "{}", status.moves_started);
     assert!(status.render().contains("page moves in the background"), "{}", status.render());

@@ -92,4 +92,8 @@ pub struct FinishedMove {
     /// nodes' CPUs); `None`: wherever its mover ran.
     #[serde(default)]
     pub ran_on: Option<numapilot_topology::CpuSet>,
+    /// Most threads the host split the copy over (the live daemon's split-copy); 0: not known or
+    /// nothing was copied.
+    #[serde(default)]
+    pub threads: usize,
 }

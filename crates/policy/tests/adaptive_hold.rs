@@ -379,6 +379,7 @@ fn a_background_move_is_not_asked_again_and_holds_until_it_ends() {
         started_ns: 0,
         ended_ns: 1,
         ran_on: None,
+        threads: 1,
     };
     pol.observe_finished(&b.m, &[done]);
     b.m.now_ns += 200_000_000;

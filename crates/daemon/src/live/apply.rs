@@ -13,15 +13,17 @@
 //!   TokenBucket: tokens += rate x dt (capped at one second's worth); a page action may move
 //!                min(action.max_pages, tokens) pages; tokens -= pages asked to move
 //!
-//!   MigratePages(from, to)   pages on `from` (numa_maps, now) <= allowance ?
+//!   MigratePages(from, to)   pages on `from` (numa_maps, now) <= allowance, and too few to split?
 //!                              yes: migrate_pages(pid, from, to)   moved = on_from before - after
 //!                                   (made without CAP_SYS_NICE: own pages only, see below)
 //!                              no:  page by page, as below, over every mapping (/proc/PID/maps),
 //!                                   n-th node of `from` -> n-th node of `to` (the kernel's own remap)
 //!   MoveRanges(ranges, to)   pagemap: present pages of the ranges this process alone maps -> move_pages
 //!                            query (where is each)
-//!   Interleave(ranges,       -> the pages not yet where they belong -> move_pages in batches of
-//!     nodes, weights)           MOVE_BATCH -> status per page: the node (moved) or -errno (counted)
+//!   Interleave(ranges,       -> the pages not yet where they belong -> split into up to `threads`
+//!     nodes, weights)           contiguous parts (one per MIN_PAGES_PER_THREAD pages), one thread each
+//!                               -> move_pages in batches of MOVE_BATCH -> status per page: the node
+//!                               (moved) or -errno (counted)
 //! ```
 //!
 //! Per-page errors (EBUSY, ENOMEM, EACCES for a shared page, EFAULT, ENOENT for a page freed
@@ -106,6 +108,9 @@ pub struct PageTally {
     /// Pages handed to the kernel so far (counted before each call): what the copy may have cost,
     /// charged to the budget also when the action stops half-way.
     pub asked: u64,
+    /// Most threads one list of moves was split over (split-copy, [`move_list`]); 0 until a list
+    /// is moved, 1 for a single `migrate_pages` call or an unsplit list.
+    pub threads: usize,
 }
 
 impl PageTally {
@@ -133,6 +138,15 @@ impl PageTally {
     fn fail(&mut self, cause: &str, n: u64) {
         if n > 0 {
             *self.failed.entry(cause.to_string()).or_insert(0) += n;
+        }
+    }
+
+    /// Adds a part's counts (moved, asked, failures) to this tally.
+    fn absorb(&mut self, part: PageTally) {
+        self.moved += part.moved;
+        self.asked += part.asked;
+        for (cause, n) in part.failed {
+            self.fail(&cause, n);
         }
     }
 }
@@ -265,40 +279,180 @@ fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus
     Ok(out)
 }
 
-/// Moves `(page, node)` pairs, at most `allowance` of them, counting the result in `tally`.
-fn move_list(pid: u32, starttime: u64, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<(), Stop> {
+/// Fewest pages one thread of a split copy takes (split-copy, [`move_list`]). Default 1024 pages
+/// (4 MiB of 4 KiB pages). Source: a choice; a thread costs tens of microseconds to start, 4 MiB
+/// takes milliseconds to migrate on hardware (about a GB/s per caller, Nimble, ASPLOS 2019) and
+/// a tenth of a second and more under the rig's TCG. Prevents: small moves paying for threads
+/// that save nothing, and a move cut into slivers too small to keep a thread busy.
+pub const MIN_PAGES_PER_THREAD: usize = 1024;
+
+/// Threads a list of `pages` moves is split over when up to `threads` may be used: one per
+/// [`MIN_PAGES_PER_THREAD`] pages, at least 1, at most `threads`.
+pub fn split_count(pages: usize, threads: usize) -> usize {
+    (pages / MIN_PAGES_PER_THREAD).clamp(1, threads.max(1))
+}
+
+/// Moves `(page, node)` pairs, counting the result in `tally`, split over up to `threads`
+/// threads (rule "split-copy", `mover.rs`): contiguous parts of the list, each moved by a thread
+/// of its own (which inherits the caller's CPUs: the destination's, on the page mover), the first
+/// part by the caller. The parts' counts add up in `tally`; a part that finds the process gone
+/// makes the whole `Gone`, else the first refusal is the whole's (every part's moved pages and
+/// failures still count). A thread that cannot be started leaves its part to the caller.
+fn move_list(
+    pid: u32,
+    starttime: u64,
+    moves: &[(usize, u32)],
+    tally: &mut PageTally,
+    threads: usize,
+) -> Result<(), Stop> {
     tally.planned = tally.planned.max(moves.len() as u64);
+    let k = split_count(moves.len(), threads);
+    tally.threads = tally.threads.max(k);
+    if k <= 1 {
+        return move_part(pid, starttime, moves, tally);
+    }
+    let per = moves.len().div_ceil(k);
+    let mut parts = moves.chunks(per);
+    let first = parts.next().unwrap_or_default();
+    let results: Vec<(PageTally, Result<(), Stop>)> =
+        std::thread::scope(|scope| {
+            let mut here = vec![first];
+            let mut spawned = Vec::new();
+            for part in parts {
+                let b = std::thread::Builder::new().name("numapilot-copy".into());
+                match b.spawn_scoped(scope, move || {
+                    let mut t = PageTally::default();
+                    let r = move_part(pid, starttime, part, &mut t);
+                    (t, r)
+                }) {
+                    Ok(h) => spawned.push(h),
+                    Err(_) => here.push(part),
+                }
+            }
+            let mut out: Vec<(PageTally, Result<(), Stop>)> = here
+                .into_iter()
+                .map(|part| {
+                    let mut t = PageTally::default();
+                    let r = move_part(pid, starttime, part, &mut t);
+                    (t, r)
+                })
+                .collect();
+            for h in spawned {
+                out.push(h.join().unwrap_or_else(|_| {
+                    (PageTally::default(), Err(Stop::Refused("a page-copy thread panicked".into())))
+                }));
+            }
+            out
+        });
+    let mut end = Ok(());
+    for (part, r) in results {
+        tally.absorb(part);
+        match (r, &end) {
+            (Err(Stop::Gone), _) => end = Err(Stop::Gone),
+            (Err(e), Ok(())) => end = Err(e),
+            _ => {}
+        }
+    }
+    end
+}
+
+/// Further calls for the pages of a batch that did not move for a passing reason: left without a
+/// status when the kernel stopped at a batch that partly failed ([`PageStatus::Unreported`],
+/// located by a query first: most of them did move), or busy (EBUSY, EAGAIN: isolated or locked
+/// by a concurrent migration or fault). Default 2. Source: a choice; the kernel itself tries a
+/// busy page 10 times within a call (`NR_MAX_MIGRATE_PAGES_RETRY`, mm/migrate.c). Prevents: one
+/// busy page costing the rest of its 4,096-page batch (the kernel's statuses stop there: the rig's
+/// race, two copy threads, had a whole 4,095-page part read "not moved"), and retrying for ever
+/// a page pinned for good.
+pub const MOVE_RETRIES: usize = 2;
+
+/// One thread's part of [`move_list`]: batches of [`MOVE_BATCH`], the process checked before each;
+/// pages without a status are located, and those and busy ones asked again ([`MOVE_RETRIES`]).
+fn move_part(pid: u32, starttime: u64, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<(), Stop> {
     for chunk in moves.chunks(MOVE_BATCH) {
         // A move runs for seconds: each batch first checks that the pid still names the process.
         if !super::select::same_process(pid, starttime) {
             return Err(Stop::Gone);
         }
         tally.asked += chunk.len() as u64;
-        let pages: Vec<usize> = chunk.iter().map(|m| m.0).collect();
-        let nodes: Vec<u32> = chunk.iter().map(|m| m.1).collect();
-        match move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
-            Ok(o) => {
-                for (s, &want) in o.status.iter().zip(&nodes) {
-                    match s {
-                        PageStatus::Node(n) if *n == want => tally.moved += 1,
-                        // The kernel left it elsewhere without a per-page error (counted by the
-                        // return value on recent kernels).
-                        PageStatus::Node(_) => tally.fail("not-migrated", 1),
-                        PageStatus::Failed(e) => tally.fail(&numapilot_actuate::errno_name(*e), 1),
-                    }
+        let mut pending: Vec<(usize, u32)> = chunk.to_vec();
+        for attempt in 0..=MOVE_RETRIES {
+            let last = attempt == MOVE_RETRIES;
+            let pages: Vec<usize> = pending.iter().map(|m| m.0).collect();
+            let nodes: Vec<u32> = pending.iter().map(|m| m.1).collect();
+            let o = match move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
+                Ok(o) => o,
+                Err(e) if e.errno() == Some(libc::ESRCH) => {
+                    return Err(confirm_stop(pid, starttime, || format!("move_pages: {e} for a process that is there")))
                 }
+                Err(e) => return Err(Stop::Refused(e.to_string())),
+            };
+            let (mut again, unreported) = sort_moved(&o.status, &pending, last, tally);
+            if !unreported.is_empty() {
+                // Where are they? Those on their target moved in the batch that stopped the call.
+                let pages: Vec<usize> = unreported.iter().map(|m| m.0).collect();
+                let now = where_are(pid, starttime, &pages)?;
+                again.extend(sort_located(&now, &unreported, last, tally));
             }
-            Err(e) if e.errno() == Some(libc::ESRCH) => {
-                return Err(confirm_stop(pid, starttime, || format!("move_pages: {e} for a process that is there")))
+            if again.is_empty() {
+                break;
             }
-            Err(e) => return Err(Stop::Refused(e.to_string())),
+            pending = again;
         }
     }
     Ok(())
 }
 
+/// One page to move: its address in the process and its target node.
+type PageMove = (usize, u32);
+
+/// Counts the statuses of one `move_pages` call over `pending` in `tally`: moved (on its target),
+/// failed (by errno; "not-migrated" when left elsewhere without one). Returns the pages to ask
+/// again (busy, unless this was the `last` attempt) and those without a status (to be located).
+fn sort_moved(
+    status: &[PageStatus],
+    pending: &[(usize, u32)],
+    last: bool,
+    tally: &mut PageTally,
+) -> (Vec<PageMove>, Vec<PageMove>) {
+    let (mut again, mut unreported) = (Vec::new(), Vec::new());
+    for (s, &m) in status.iter().zip(pending) {
+        match *s {
+            PageStatus::Node(n) if n == m.1 => tally.moved += 1,
+            // The kernel left it elsewhere without a per-page error.
+            PageStatus::Node(_) => tally.fail("not-migrated", 1),
+            PageStatus::Failed(e) if (e == libc::EBUSY || e == libc::EAGAIN) && !last => again.push(m),
+            PageStatus::Failed(e) => tally.fail(&numapilot_actuate::errno_name(e), 1),
+            PageStatus::Unreported => unreported.push(m),
+        }
+    }
+    (again, unreported)
+}
+
+/// Counts where the pages a call left without a status are now (`now`, a query): on their target
+/// they moved; elsewhere they are asked again unless this was the `last` attempt ("not-migrated"
+/// then); a query error (the page unmapped meanwhile) is counted by errno.
+fn sort_located(
+    now: &[PageStatus],
+    unreported: &[(usize, u32)],
+    last: bool,
+    tally: &mut PageTally,
+) -> Vec<(usize, u32)> {
+    let mut again = Vec::new();
+    for (s, &m) in now.iter().zip(unreported) {
+        match *s {
+            PageStatus::Node(n) if n == m.1 => tally.moved += 1,
+            PageStatus::Node(_) if !last => again.push(m),
+            PageStatus::Node(_) | PageStatus::Unreported => tally.fail("not-migrated", 1),
+            PageStatus::Failed(e) => tally.fail(&numapilot_actuate::errno_name(e), 1),
+        }
+    }
+    again
+}
+
 /// Moves the present pages of `ranges` so that page `i` of them goes to `target(i, node now)`, at
-/// most `allowance` moves. Returns the number of moves asked for.
+/// most `allowance` moves, split over up to `threads` threads ([`move_list`]). Returns the number
+/// of moves asked for.
 ///
 /// `skip_in_place`: leave out pages already on their target (the host always does: they cost no
 /// copy and must not use the budget or count as moved). Without it every present page with a
@@ -315,6 +469,7 @@ pub fn move_to_targets(
     skip_in_place: bool,
     mut target: impl FnMut(usize, u32) -> Option<u32>,
     tally: &mut PageTally,
+    threads: usize,
 ) -> Result<u64, Stop> {
     let scan = (allowance as usize).saturating_mul(SCAN_FACTOR).max(MOVE_BATCH);
     let pages = present(pid, starttime, ranges, page_size, scan)?;
@@ -327,8 +482,8 @@ pub fn move_to_targets(
         let now = match *s {
             PageStatus::Node(n) => n,
             // Not locatable (never touched since the pagemap read, or gone): nothing to move.
-            PageStatus::Failed(_) if skip_in_place => continue,
-            PageStatus::Failed(_) => u32::MAX,
+            PageStatus::Failed(_) | PageStatus::Unreported if skip_in_place => continue,
+            PageStatus::Failed(_) | PageStatus::Unreported => u32::MAX,
         };
         if let Some(to) = target(i, now) {
             if to != now || !skip_in_place {
@@ -336,7 +491,7 @@ pub fn move_to_targets(
             }
         }
     }
-    move_list(pid, starttime, &moves, tally)?;
+    move_list(pid, starttime, &moves, tally, threads)?;
     Ok(moves.len() as u64)
 }
 
@@ -351,7 +506,10 @@ pub fn remap(from: &NodeSet, to: &NodeSet, node: u32) -> Option<u32> {
     tos.get(idx % tos.len().max(1)).copied()
 }
 
-/// A whole-process MigratePages within `allowance` pages (see the module essay).
+/// A whole-process MigratePages within `allowance` pages (see the module essay); with `threads`
+/// above 1 and enough pages to split ([`split_count`]), page by page over up to `threads` threads
+/// instead of one `migrate_pages` call (split-copy, `mover.rs`).
+#[allow(clippy::too_many_arguments)]
 pub fn migrate(
     pid: u32,
     starttime: u64,
@@ -360,13 +518,16 @@ pub fn migrate(
     page_size: u64,
     allowance: u64,
     tally: &mut PageTally,
+    threads: usize,
 ) -> Result<u64, Stop> {
     let before = pages_by_node(pid, starttime, page_size)?;
     let on_from: u64 = before.iter().filter(|(n, _)| from.contains(**n) && !to.contains(**n)).map(|(_, p)| p).sum();
     if on_from == 0 {
         return Ok(0);
     }
-    if on_from <= allowance {
+    let split = split_count(usize::try_from(on_from).unwrap_or(usize::MAX), threads) > 1;
+    if on_from <= allowance && !split {
+        tally.threads = 1;
         if !super::select::same_process(pid, starttime) {
             return Err(Stop::Gone);
         }
@@ -395,7 +556,7 @@ pub fn migrate(
         return Ok(on_from);
     }
     let ranges = mapped_ranges(pid, starttime)?;
-    move_to_targets(pid, starttime, &ranges, page_size, allowance, true, |_, now| remap(from, to, now), tally)
+    move_to_targets(pid, starttime, &ranges, page_size, allowance, true, |_, now| remap(from, to, now), tally, threads)
 }
 
 /// Node for page `i` of a weighted interleave over `nodes` with `weights` (equal when empty): a
@@ -443,6 +604,54 @@ mod tests {
                 failed: vec![("EBUSY".into(), 24), ("stopped: Operation not permitted".into(), 3072)],
             }
         );
+    }
+
+    #[test]
+    fn a_copy_is_split_one_thread_per_four_mib_up_to_the_threads_allowed() {
+        assert_eq!(split_count(0, 4), 1);
+        assert_eq!(split_count(2 * MIN_PAGES_PER_THREAD - 1, 4), 1);
+        assert_eq!(split_count(2 * MIN_PAGES_PER_THREAD, 4), 2);
+        assert_eq!(split_count(100 * MIN_PAGES_PER_THREAD, 4), 4);
+        assert_eq!(split_count(100 * MIN_PAGES_PER_THREAD, 1), 1);
+        assert_eq!(split_count(100 * MIN_PAGES_PER_THREAD, 0), 1, "0 threads allowed still moves");
+    }
+
+    /// A call that stopped at a batch that partly failed: the pages it left without a status are
+    /// located, and those not on their target, like busy ones, are asked again, except after the
+    /// last attempt, when they count as failures. Never read as moved (or as on node 0).
+    #[test]
+    fn pages_left_without_a_status_are_located_and_busy_ones_asked_again() {
+        use PageStatus::{Failed, Node, Unreported};
+        let pending: Vec<(usize, u32)> = (0..6).map(|i| (0x1000 * (i + 1), 1)).collect();
+        let status = [Node(1), Failed(libc::EBUSY), Unreported, Failed(libc::EACCES), Node(0), Unreported];
+        let mut t = PageTally::default();
+        let (again, unreported) = sort_moved(&status, &pending, false, &mut t);
+        assert_eq!((again, unreported.clone()), (vec![pending[1]], vec![pending[2], pending[5]]));
+        assert_eq!(t.moved, 1);
+        assert_eq!(t.failed, BTreeMap::from([("EACCES".into(), 1), ("not-migrated".into(), 1)]));
+        // Located: the first moved with its batch, the second did not.
+        let again = sort_located(&[Node(1), Node(0)], &unreported, false, &mut t);
+        assert_eq!((again, t.moved), (vec![pending[5]], 2));
+        // The last attempt: busy and elsewhere are final.
+        let mut t = PageTally::default();
+        let (again, _) = sort_moved(&status, &pending, true, &mut t);
+        assert!(again.is_empty());
+        assert_eq!(t.failed.get("EBUSY"), Some(&1));
+        let again = sort_located(&[Node(0), Failed(libc::ENOENT)], &unreported, true, &mut t);
+        assert!(again.is_empty());
+        assert_eq!((t.failed.get("not-migrated"), t.failed.get("ENOENT")), (Some(&2), Some(&1)));
+    }
+
+    #[test]
+    fn the_parts_of_a_split_copy_add_up() {
+        let mut t = PageTally { planned: 3000, asked: 1000, moved: 990, threads: 2, ..PageTally::default() };
+        t.fail("EBUSY", 10);
+        let mut part = PageTally { asked: 2000, moved: 1995, ..PageTally::default() };
+        part.fail("EBUSY", 3);
+        part.fail("ENOMEM", 2);
+        t.absorb(part);
+        assert_eq!((t.planned, t.asked, t.moved, t.threads), (3000, 3000, 2985, 2));
+        assert_eq!(t.failed, BTreeMap::from([("EBUSY".to_string(), 13), ("ENOMEM".to_string(), 2)]));
     }
 
     #[test]

@@ -77,7 +77,19 @@ pub struct LiveOptions {
     pub migrate_mb_per_s: u64,
     /// Use cpuset cgroups in addition to sched_setaffinity.
     pub cpuset: CpusetMode,
+    /// Most threads one page move's copy is split over (`[actuation] mover_threads`; rule
+    /// split-copy, [`mover`]). Default [`DEFAULT_MOVER_THREADS`].
+    pub mover_threads: usize,
 }
+
+/// Default of [`LiveOptions::mover_threads`] (`[actuation] mover_threads`): 4 threads. Source:
+/// Nimble (Yan et al., ASPLOS 2019) finds one migrating thread leaves most of the memory bandwidth
+/// unused and gains from migrating pages concurrently; 4 is our choice of how many of the
+/// destination's CPUs a move may take at once (never more than the CPUs it runs on, one per
+/// `apply::MIN_PAGES_PER_THREAD` pages). Prevents: a large move crawling at one caller's rate
+/// while the process waits for its pages (the rig's 4-node guest: 32 MiB in 2.1-4.8 s from one
+/// thread), and a move taking every CPU of a large node.
+pub const DEFAULT_MOVER_THREADS: usize = 4;
 
 impl Default for LiveOptions {
     fn default() -> Self {
@@ -92,6 +104,7 @@ impl Default for LiveOptions {
             min_rss_kb: 0,
             migrate_mb_per_s: numapilot_model::Tunables::default().migrate_budget_mib_per_s,
             cpuset: CpusetMode::Off,
+            mover_threads: DEFAULT_MOVER_THREADS,
         }
     }
 }
@@ -433,9 +446,9 @@ impl LiveHost {
         let ps = page_size();
         // No mover when nothing is acted on; a thread that cannot start leaves moves synchronous.
         let mover = if tuning.background_moves && refusal.is_none() {
-            match mover::Mover::spawn(Box::new(move |j: &mover::Job| {
+            match mover::Mover::spawn(Box::new(move |j: &mover::Job, threads: usize| {
                 let t = j.action.target;
-                run_page_job(&j.action.kind, t.pid, t.starttime, ps, j.allowance)
+                run_page_job(&j.action.kind, t.pid, t.starttime, ps, j.allowance, threads)
             })) {
                 Ok(m) => Some(m),
                 Err(e) => {
@@ -802,6 +815,7 @@ impl LiveHost {
                     started_ns: d.job.started_ns,
                     ended_ns: d.ended_ns,
                     ran_on: d.ran_on,
+                    threads: d.threads,
                 }
             })
             .collect()
@@ -852,7 +866,8 @@ impl LiveHost {
         if let Some(mover) = self.mover.as_mut() {
             // copy-on-destination (mover.rs): the copy runs on the CPUs of the nodes the pages go to.
             let cpus = Some(self.topo.cpus_of_nodes(&nodes)).filter(|c| !c.is_empty());
-            let job = mover::Job { action: action.clone(), allowance, started_ns: now, cpus };
+            let threads = self.opts.mover_threads.max(1);
+            let job = mover::Job { action: action.clone(), allowance, started_ns: now, cpus, threads };
             if mover.submit(job) {
                 return Outcome::Started { pages: allowance };
             }
@@ -866,7 +881,10 @@ impl LiveHost {
                 },
             };
         }
-        let (outcome, asked) = run_page_job(&action.kind, pid, starttime, self.page_size, allowance);
+        // In the loop, the copy runs where the daemon runs, split as on the mover.
+        let width = numapilot_actuate::sched_getaffinity(0).map_or(1, |s| s.len());
+        let threads = self.opts.mover_threads.min(width).max(1);
+        let (outcome, asked, _) = run_page_job(&action.kind, pid, starttime, self.page_size, allowance, threads);
         self.budget.take(asked);
         outcome
     }
@@ -987,23 +1005,31 @@ impl Host for LiveHost {
     }
 }
 
-/// One page action, synchronously: the outcome and the pages asked of the kernel (charged to the
-/// budget by the caller). The page mover runs the same code on its thread.
-fn run_page_job(kind: &ActionKind, pid: u32, starttime: u64, ps: u64, allowance: u64) -> (Outcome, u64) {
+/// One page action, synchronously, its copy split over up to `threads` threads: the outcome, the
+/// pages asked of the kernel (charged to the budget by the caller) and the most threads a copy
+/// used (0: nothing was handed to the kernel). The page mover runs the same code on its thread.
+fn run_page_job(
+    kind: &ActionKind,
+    pid: u32,
+    starttime: u64,
+    ps: u64,
+    allowance: u64,
+    threads: usize,
+) -> (Outcome, u64, usize) {
     let mut tally = PageTally::default();
     let r = match kind {
         ActionKind::MigratePages { from, to, .. } => {
-            apply::migrate(pid, starttime, from, to, ps, allowance, &mut tally)
+            apply::migrate(pid, starttime, from, to, ps, allowance, &mut tally, threads)
         }
         ActionKind::MoveRanges { ranges, to } => {
-            apply::move_to_targets(pid, starttime, ranges, ps, allowance, true, |_, _| Some(*to), &mut tally)
+            apply::move_to_targets(pid, starttime, ranges, ps, allowance, true, |_, _| Some(*to), &mut tally, threads)
         }
         ActionKind::Interleave { ranges, nodes, weights, .. } => {
             let ranges = if ranges.is_empty() {
                 match apply::mapped_ranges(pid, starttime) {
                     Ok(r) => r,
-                    Err(Stop::Gone) => return (Outcome::Vanished, 0),
-                    Err(Stop::Refused(m)) => return (Outcome::Refused { message: m }, 0),
+                    Err(Stop::Gone) => return (Outcome::Vanished, 0, 0),
+                    Err(Stop::Refused(m)) => return (Outcome::Refused { message: m }, 0, 0),
                 }
             } else {
                 ranges.clone()
@@ -1018,18 +1044,20 @@ fn run_page_job(kind: &ActionKind, pid: u32, starttime: u64, ps: u64, allowance:
                 true,
                 |i, _| apply::interleave_target(&list, weights, i),
                 &mut tally,
+                threads,
             )
         }
         ActionKind::SetAffinity { .. } => Ok(0),
     };
     // A move that stops half-way (the process exited, or the kernel refused a later batch) is
     // charged what it handed the kernel, and a refused one reports what it moved before.
+    let used = tally.threads;
     match r {
-        Ok(asked) => (tally.outcome(), asked),
-        Err(Stop::Gone) => (Outcome::Vanished, tally.asked),
+        Ok(asked) => (tally.outcome(), asked, used),
+        Err(Stop::Gone) => (Outcome::Vanished, tally.asked, used),
         Err(Stop::Refused(m)) => {
             let asked = tally.asked;
-            (tally.stopped(m), asked)
+            (tally.stopped(m), asked, used)
         }
     }
 }

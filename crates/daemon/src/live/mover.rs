@@ -24,9 +24,19 @@
 //!   shutdown: the job in flight is waited for (LiveHost::wait_moves) and journaled
 //! ```
 //!
-//! One move at a time: two concurrent copies compete for the same memory controllers and links
-//! and neither ends sooner; the host's MB/s budget is charged when a move ends (its pages are
-//! only known then) and a refused action costs nothing.
+//! One move at a time: two processes' moves would compete for the same budget and the same
+//! destination CPUs; the host's MB/s budget is charged when a move ends (its pages are only known
+//! then) and a refused action costs nothing.
+//!
+//! Within the move, the copy is split over threads (rule "split-copy", `apply::move_list`): one
+//! `move_pages` caller migrates pages one after another, each paying its unmap, TLB shootdown,
+//! 4 KiB copy and remap, far below what the memory can carry (Nimble, Yan et al., ASPLOS 2019:
+//! Linux's page migration leaves up to 95% of the memory bandwidth unused, and migrating several
+//! pages concurrently is one of the four changes that raised its throughput 15x). A move of
+//! `2 x apply::MIN_PAGES_PER_THREAD` pages or more is cut into contiguous parts, each moved by a
+//! thread of its own on the destination's CPUs, at most `Job::threads` (`[actuation]
+//! mover_threads`, default 4) and no more than the CPUs the mover runs on; a whole-process move
+//! that would have been one `migrate_pages` call goes page by page then, so that it can be split.
 //!
 //! The copy runs on the CPUs of the nodes the pages go to (`Job::cpus`, rule
 //! "copy-on-destination"): the kernel copies in the calling thread, and the process whose pages
@@ -68,6 +78,9 @@ pub struct Job {
     /// CPUs the copy should run on (the destination nodes' CPUs; copy-on-destination), within
     /// those the mover may use; `None`: wherever the mover runs.
     pub cpus: Option<CpuSet>,
+    /// Most threads the copy may be split over (`[actuation] mover_threads`); the mover uses at
+    /// most as many as it has CPUs to run on (see "split-copy" in the module essay).
+    pub threads: usize,
 }
 
 /// A job that ended.
@@ -84,10 +97,13 @@ pub struct Done {
     /// CPUs the copy ran on, when the mover was moved there for it (`Job::cpus` within its own
     /// set); `None`: where the mover runs anyway.
     pub ran_on: Option<CpuSet>,
+    /// Most threads the copy was split over (split-copy); 0 when nothing was handed to the kernel.
+    pub threads: usize,
 }
 
-/// The work of one job: outcome and pages asked.
-pub type Work = Box<dyn Fn(&Job) -> (Outcome, u64) + Send>;
+/// The work of one job, given the threads it may split the copy over (at least 1): outcome, pages
+/// asked and the most threads a copy used.
+pub type Work = Box<dyn Fn(&Job, usize) -> (Outcome, u64, usize) + Send>;
 
 /// The mover thread and its channels.
 pub struct Mover {
@@ -118,7 +134,12 @@ impl Mover {
         let thread = std::thread::Builder::new().name("numapilot-mover".into()).spawn(move || {
             for job in rx {
                 let pinned = job.cpus.as_ref().and_then(pin_self);
-                let (outcome, asked) = work(&job);
+                // split-copy: no more threads than CPUs the copy may run on.
+                let width = match &pinned {
+                    Some((set, _)) => set.len(),
+                    None => sched_getaffinity(0).map_or(1, |s| s.len()),
+                };
+                let (outcome, asked, threads) = work(&job, job.threads.min(width).max(1));
                 let ended_ns = numapilot_observe::reader::monotonic_ns();
                 let ran_on = pinned.map(|(set, own)| {
                     // Back to the mover's own set; a failure leaves it on the last destination,
@@ -126,7 +147,7 @@ impl Mover {
                     let _ = sched_setaffinity(0, &own);
                     set
                 });
-                if tx.send(Done { job, outcome, asked, ended_ns, ran_on }).is_err() {
+                if tx.send(Done { job, outcome, asked, ended_ns, ran_on, threads }).is_err() {
                     break;
                 }
                 // A full buffer means unread wakes are waiting already: one is enough.
@@ -227,6 +248,7 @@ mod tests {
             allowance: 100,
             started_ns: 5,
             cpus: None,
+            threads: 1,
         }
     }
 
@@ -238,9 +260,9 @@ mod tests {
         let gate = Arc::new(Mutex::new(()));
         let held = gate.lock().unwrap();
         let g = gate.clone();
-        let mut m = Mover::spawn(Box::new(move |j: &Job| {
+        let mut m = Mover::spawn(Box::new(move |j: &Job, _threads: usize| {
             let _open = g.lock().unwrap();
-            (Outcome::Applied { pages_moved: j.allowance / 2 }, j.allowance)
+            (Outcome::Applied { pages_moved: j.allowance / 2 }, j.allowance, 1)
         }))
         .unwrap();
         assert_eq!(m.running(), None);
@@ -283,24 +305,27 @@ mod tests {
         };
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s2 = seen.clone();
-        let mut m = Mover::spawn(Box::new(move |_j: &Job| {
-            s2.lock().unwrap().push(sched_getaffinity(0).unwrap());
-            (Outcome::Applied { pages_moved: 1 }, 1)
+        let mut m = Mover::spawn(Box::new(move |_j: &Job, threads: usize| {
+            s2.lock().unwrap().push((sched_getaffinity(0).unwrap(), threads));
+            (Outcome::Applied { pages_moved: 1 }, 1, threads)
         }))
         .unwrap();
         let one: CpuSet = std::iter::once(last).collect();
+        // split-copy: the job may use 8 threads, but no more than the CPUs the copy runs on.
         let mut with = |cpus: Option<CpuSet>| {
-            assert!(m.submit(Job { cpus, ..job(10) }));
+            assert!(m.submit(Job { cpus, threads: 8, ..job(10) }));
             m.wait().pop().unwrap()
         };
         let d = with(Some(one.clone()));
-        assert_eq!(d.ran_on, Some(one.clone()));
+        assert_eq!((d.ran_on, d.threads), (Some(one.clone()), 1));
         let d2 = with(None);
         assert_eq!(d2.ran_on, None);
         // A CPU the thread may not use (past any machine's CPUs): no pin, the job still runs.
         let d3 = with(Some(std::iter::once(MAX_TEST_CPU).collect()));
         assert_eq!(d3.ran_on, None);
-        assert_eq!(*seen.lock().unwrap(), vec![one, own.clone(), own]);
+        let wide = own.len().min(8);
+        assert_eq!(*seen.lock().unwrap(), vec![(one, 1), (own.clone(), wide), (own, wide)]);
+        assert!(wide >= 2, "two CPUs here: the copy may split");
     }
 
     const MAX_TEST_CPU: u32 = 100_000;
