@@ -298,13 +298,7 @@ pub fn split_count(pages: usize, threads: usize) -> usize {
 /// part by the caller. The parts' counts add up in `tally`; a part that finds the process gone
 /// makes the whole `Gone`, else the first refusal is the whole's (every part's moved pages and
 /// failures still count). A thread that cannot be started leaves its part to the caller.
-fn move_list(
-    pid: u32,
-    starttime: u64,
-    moves: &[(usize, u32)],
-    tally: &mut PageTally,
-    threads: usize,
-) -> Result<(), Stop> {
+fn move_list(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally, threads: usize) -> Result<(), Stop> {
     tally.planned = tally.planned.max(moves.len() as u64);
     let k = split_count(moves.len(), threads);
     tally.threads = tally.threads.max(k);
@@ -368,14 +362,14 @@ pub const MOVE_RETRIES: usize = 2;
 
 /// One thread's part of [`move_list`]: batches of [`MOVE_BATCH`], the process checked before each;
 /// pages without a status are located, and those and busy ones asked again ([`MOVE_RETRIES`]).
-fn move_part(pid: u32, starttime: u64, moves: &[(usize, u32)], tally: &mut PageTally) -> Result<(), Stop> {
+fn move_part(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally) -> Result<(), Stop> {
     for chunk in moves.chunks(MOVE_BATCH) {
         // A move runs for seconds: each batch first checks that the pid still names the process.
         if !super::select::same_process(pid, starttime) {
             return Err(Stop::Gone);
         }
         tally.asked += chunk.len() as u64;
-        let mut pending: Vec<(usize, u32)> = chunk.to_vec();
+        let mut pending: Vec<PageMove> = chunk.to_vec();
         for attempt in 0..=MOVE_RETRIES {
             let last = attempt == MOVE_RETRIES;
             let pages: Vec<usize> = pending.iter().map(|m| m.0).collect();
@@ -411,7 +405,7 @@ type PageMove = (usize, u32);
 /// again (busy, unless this was the `last` attempt) and those without a status (to be located).
 fn sort_moved(
     status: &[PageStatus],
-    pending: &[(usize, u32)],
+    pending: &[PageMove],
     last: bool,
     tally: &mut PageTally,
 ) -> (Vec<PageMove>, Vec<PageMove>) {
@@ -432,12 +426,7 @@ fn sort_moved(
 /// Counts where the pages a call left without a status are now (`now`, a query): on their target
 /// they moved; elsewhere they are asked again unless this was the `last` attempt ("not-migrated"
 /// then); a query error (the page unmapped meanwhile) is counted by errno.
-fn sort_located(
-    now: &[PageStatus],
-    unreported: &[(usize, u32)],
-    last: bool,
-    tally: &mut PageTally,
-) -> Vec<(usize, u32)> {
+fn sort_located(now: &[PageStatus], unreported: &[PageMove], last: bool, tally: &mut PageTally) -> Vec<PageMove> {
     let mut again = Vec::new();
     for (s, &m) in now.iter().zip(unreported) {
         match *s {
