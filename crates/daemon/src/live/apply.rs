@@ -35,8 +35,9 @@
 //! # Limits
 //!
 //! `migrate_pages` cannot be told how many pages to move, so a whole-process move is only made
-//! with it when the whole amount fits the allowance; its page count comes from numa_maps read
-//! before and after (other allocations meanwhile blur it by their size). Shared pages are moved
+//! with it when the whole amount fits the allowance and is not split over threads (split-copy
+//! goes page by page, when the scan covers every page the process alone maps); its page count
+//! comes from numa_maps read before and after (other allocations meanwhile blur it by their size). Shared pages are moved
 //! only when this process alone maps them (`MPOL_MF_MOVE`): moving them would disturb other
 //! processes; they are neither listed for move_pages (pagemap's exclusive bit; it would answer
 //! EACCES) nor counted for migrate_pages, which skips them (it is made
@@ -270,10 +271,10 @@ fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus
     for chunk in pages.chunks(MOVE_BATCH) {
         match move_pages(pid as libc::pid_t, chunk, None, MoveFlags::Own) {
             Ok(o) => out.extend(o.status),
-            Err(e) if e.errno() == Some(libc::ESRCH) => {
+            // ESRCH, or EINVAL once an exiting process's memory is gone: confirmed, not assumed.
+            Err(e) => {
                 return Err(confirm_stop(pid, starttime, || format!("move_pages: {e} for a process that is there")))
             }
-            Err(e) => return Err(Stop::Refused(e.to_string())),
         }
     }
     Ok(out)
@@ -293,51 +294,68 @@ pub fn split_count(pages: usize, threads: usize) -> usize {
 }
 
 /// Moves `(page, node)` pairs, counting the result in `tally`, split over up to `threads`
-/// threads (rule "split-copy", `mover.rs`): contiguous parts of the list, each moved by a thread
-/// of its own (which inherits the caller's CPUs: the destination's, on the page mover), the first
-/// part by the caller. The parts' counts add up in `tally`; a part that finds the process gone
-/// makes the whole `Gone`, else the first refusal is the whole's (every part's moved pages and
-/// failures still count). A thread that cannot be started leaves its part to the caller.
+/// threads (rule "split-copy", `mover.rs`; see [`run_parts`]), each part by [`move_part`].
 fn move_list(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally, threads: usize) -> Result<(), Stop> {
     tally.planned = tally.planned.max(moves.len() as u64);
     let k = split_count(moves.len(), threads);
-    tally.threads = tally.threads.max(k);
+    run_parts(moves, k, tally, |part, t| move_part(pid, starttime, part, t))
+}
+
+/// Runs `work` over `k` contiguous parts of `moves`, each on a thread of its own (which inherits
+/// the caller's CPUs: the destination's, on the page mover), the first part on the caller's. The
+/// parts' counts add up in `tally`, and `tally.threads` is the threads that moved a part (1 when
+/// the caller alone did; 0 for an empty list). A part that finds the process gone makes the whole
+/// `Gone`, else the first refusal is the whole's (every part's moved pages and failures still
+/// count). A thread that cannot be started leaves its part to the caller; one that panics has its
+/// whole part charged as asked and "unverified" (it may have moved any of it).
+fn run_parts<F>(moves: &[PageMove], k: usize, tally: &mut PageTally, work: F) -> Result<(), Stop>
+where
+    F: Fn(&[PageMove], &mut PageTally) -> Result<(), Stop> + Sync,
+{
+    if moves.is_empty() {
+        return Ok(());
+    }
     if k <= 1 {
-        return move_part(pid, starttime, moves, tally);
+        tally.threads = tally.threads.max(1);
+        return work(moves, tally);
     }
     let per = moves.len().div_ceil(k);
     let mut parts = moves.chunks(per);
     let first = parts.next().unwrap_or_default();
-    let results: Vec<(PageTally, Result<(), Stop>)> =
-        std::thread::scope(|scope| {
-            let mut here = vec![first];
-            let mut spawned = Vec::new();
-            for part in parts {
-                let b = std::thread::Builder::new().name("numapilot-copy".into());
-                match b.spawn_scoped(scope, move || {
-                    let mut t = PageTally::default();
-                    let r = move_part(pid, starttime, part, &mut t);
-                    (t, r)
-                }) {
-                    Ok(h) => spawned.push(h),
-                    Err(_) => here.push(part),
-                }
+    let work = &work;
+    let (results, started) = std::thread::scope(|scope| {
+        let mut here = vec![first];
+        let mut spawned = Vec::new();
+        for part in parts {
+            let b = std::thread::Builder::new().name("numapilot-copy".into());
+            match b.spawn_scoped(scope, move || {
+                let mut t = PageTally::default();
+                let r = work(part, &mut t);
+                (t, r)
+            }) {
+                Ok(h) => spawned.push((h, part.len() as u64)),
+                Err(_) => here.push(part),
             }
-            let mut out: Vec<(PageTally, Result<(), Stop>)> = here
-                .into_iter()
-                .map(|part| {
-                    let mut t = PageTally::default();
-                    let r = move_part(pid, starttime, part, &mut t);
-                    (t, r)
-                })
-                .collect();
-            for h in spawned {
-                out.push(h.join().unwrap_or_else(|_| {
-                    (PageTally::default(), Err(Stop::Refused("a page-copy thread panicked".into())))
-                }));
-            }
-            out
-        });
+        }
+        let started = spawned.len();
+        let mut out: Vec<(PageTally, Result<(), Stop>)> = here
+            .into_iter()
+            .map(|part| {
+                let mut t = PageTally::default();
+                let r = work(part, &mut t);
+                (t, r)
+            })
+            .collect();
+        for (h, len) in spawned {
+            out.push(h.join().unwrap_or_else(|_| {
+                let mut t = PageTally { asked: len, ..PageTally::default() };
+                t.fail("unverified", len);
+                (t, Err(Stop::Refused("a page-copy thread panicked".into())))
+            }));
+        }
+        (out, started)
+    });
+    tally.threads = tally.threads.max(1 + started);
     let mut end = Ok(());
     for (part, r) in results {
         tally.absorb(part);
@@ -353,48 +371,87 @@ fn move_list(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally
 /// Further calls for the pages of a batch that did not move for a passing reason: left without a
 /// status when the kernel stopped at a batch that partly failed ([`PageStatus::Unreported`],
 /// located by a query first: most of them did move), or busy (EBUSY, EAGAIN: isolated or locked
-/// by a concurrent migration or fault). Default 2. Source: a choice; the kernel itself tries a
-/// busy page 10 times within a call (`NR_MAX_MIGRATE_PAGES_RETRY`, mm/migrate.c). Prevents: one
-/// busy page costing the rest of its 4,096-page batch (the kernel's statuses stop there: the rig's
-/// race, two copy threads, had a whole 4,095-page part read "not moved"), and retrying for ever
-/// a page pinned for good.
+/// by a concurrent migration or fault). A retry comes [`RETRY_PAUSE`] later and makes one call
+/// per target node, so that a page that fails again stops only the pages bound for its own node
+/// (the kernel's batch is a run of pages with one target, and it stops at the first run that
+/// partly fails). Default 2. Source: a choice; the kernel itself tries a busy page 10 times
+/// within a call (`NR_MAX_MIGRATE_PAGES_RETRY`, mm/migrate.c). Prevents: one busy page costing
+/// the rest of its 4,096-page batch (the kernel's statuses stop there: the rig's race, two copy
+/// threads, had a whole 4,095-page part read "not moved"), and retrying for ever a page pinned
+/// for good.
 pub const MOVE_RETRIES: usize = 2;
 
-/// One thread's part of [`move_list`]: batches of [`MOVE_BATCH`], the process checked before each;
-/// pages without a status are located, and those and busy ones asked again ([`MOVE_RETRIES`]).
+/// Pause before a retry of [`MOVE_RETRIES`]. Default 1 ms. Source: a choice, about the time one
+/// 4 KiB page takes to migrate under the rig's TCG (32 MiB in 1.5-5 s: 0.2-0.6 ms a page), so a
+/// page busy in a concurrent migration or fault is likely free again. Prevents: a retry that
+/// meets the same transient state it just failed on.
+pub const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// One thread's part of [`move_list`]: batches of [`MOVE_BATCH`]; pages without a status are
+/// located, and those and busy ones asked again ([`MOVE_RETRIES`]). The process is checked
+/// (pid and start time) before every call, retries and look-ups included.
 fn move_part(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally) -> Result<(), Stop> {
     for chunk in moves.chunks(MOVE_BATCH) {
-        // A move runs for seconds: each batch first checks that the pid still names the process.
-        if !super::select::same_process(pid, starttime) {
-            return Err(Stop::Gone);
-        }
         tally.asked += chunk.len() as u64;
-        let mut pending: Vec<PageMove> = chunk.to_vec();
+        let mut calls: Vec<Vec<PageMove>> = vec![chunk.to_vec()];
         for attempt in 0..=MOVE_RETRIES {
             let last = attempt == MOVE_RETRIES;
-            let pages: Vec<usize> = pending.iter().map(|m| m.0).collect();
-            let nodes: Vec<u32> = pending.iter().map(|m| m.1).collect();
-            let o = match move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
-                Ok(o) => o,
-                Err(e) if e.errno() == Some(libc::ESRCH) => {
-                    return Err(confirm_stop(pid, starttime, || format!("move_pages: {e} for a process that is there")))
+            if attempt > 0 {
+                std::thread::sleep(RETRY_PAUSE);
+            }
+            let mut again = Vec::new();
+            for pending in &calls {
+                // A move runs for seconds: every call first checks that the pid still names the
+                // process (a reused pid's pages at the same addresses are never touched).
+                if !super::select::same_process(pid, starttime) {
+                    return Err(Stop::Gone);
                 }
-                Err(e) => return Err(Stop::Refused(e.to_string())),
-            };
-            let (mut again, unreported) = sort_moved(&o.status, &pending, last, tally);
-            if !unreported.is_empty() {
-                // Where are they? Those on their target moved in the batch that stopped the call.
-                let pages: Vec<usize> = unreported.iter().map(|m| m.0).collect();
-                let now = where_are(pid, starttime, &pages)?;
-                again.extend(sort_located(&now, &unreported, last, tally));
+                let pages: Vec<usize> = pending.iter().map(|m| m.0).collect();
+                let nodes: Vec<u32> = pending.iter().map(|m| m.1).collect();
+                let o = match move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        return Err(confirm_stop(pid, starttime, || {
+                            format!("move_pages: {e} for a process that is there")
+                        }))
+                    }
+                };
+                let (busy, unreported) = sort_moved(&o.status, pending, last, tally);
+                again.extend(busy);
+                if !unreported.is_empty() {
+                    // Where are they? Those on their target moved in the batch that stopped the
+                    // call; a look-up that fails leaves them "unverified" (counted, not lost).
+                    let pages: Vec<usize> = unreported.iter().map(|m| m.0).collect();
+                    let now = match super::select::same_process(pid, starttime) {
+                        true => where_are(pid, starttime, &pages),
+                        false => Err(Stop::Gone),
+                    };
+                    match now {
+                        Ok(now) => again.extend(sort_located(&now, &unreported, last, tally)),
+                        Err(e) => {
+                            tally.fail("unverified", unreported.len() as u64);
+                            return Err(e);
+                        }
+                    }
+                }
             }
             if again.is_empty() {
                 break;
             }
-            pending = again;
+            calls = by_target(again);
         }
     }
     Ok(())
+}
+
+/// The pages of `moves` grouped by target node, one list per node (in node order, each in the
+/// order given): the calls of a retry.
+fn by_target(moves: Vec<PageMove>) -> Vec<Vec<PageMove>> {
+    let mut by: BTreeMap<u32, Vec<PageMove>> = BTreeMap::new();
+    for m in moves {
+        by.entry(m.1).or_default().push(m);
+    }
+    by.into_values().collect()
 }
 
 /// One page to move: its address in the process and its target node.
@@ -514,7 +571,13 @@ pub fn migrate(
     if on_from == 0 {
         return Ok(0);
     }
-    let split = split_count(usize::try_from(on_from).unwrap_or(usize::MAX), threads) > 1;
+    // Split only when the page-by-page scan below covers every page the process alone maps (it
+    // stops after `allowance x SCAN_FACTOR` present pages, wherever they are): otherwise pages
+    // already in place could fill the scan and the same move would find nothing to move, time
+    // after time, where one migrate_pages call moves them all.
+    let all: u64 = before.values().sum();
+    let scan = allowance.saturating_mul(SCAN_FACTOR as u64).max(MOVE_BATCH as u64);
+    let split = split_count(usize::try_from(on_from).unwrap_or(usize::MAX), threads) > 1 && all <= scan;
     if on_from <= allowance && !split {
         tally.threads = 1;
         if !super::select::same_process(pid, starttime) {
@@ -629,6 +692,69 @@ mod tests {
         let again = sort_located(&[Node(0), Failed(libc::ENOENT)], &unreported, true, &mut t);
         assert!(again.is_empty());
         assert_eq!((t.failed.get("not-migrated"), t.failed.get("ENOENT")), (Some(&2), Some(&1)));
+    }
+
+    /// split-copy's parts: each on a thread of its own but the first, their counts added up, the
+    /// threads that moved a part counted; a vanished process wins over a refusal, which wins over
+    /// success; a panicked part is charged whole and "unverified".
+    #[test]
+    fn parts_run_on_threads_of_their_own_and_their_ends_combine() {
+        let moves: Vec<PageMove> = (0..4000).map(|i| (0x1000 * i, 1)).collect();
+        let me = std::thread::current().id();
+        let ids = std::sync::Mutex::new(Vec::new());
+        let each = |part: &[PageMove], t: &mut PageTally| {
+            ids.lock().unwrap().push(std::thread::current().id());
+            t.asked += part.len() as u64;
+            t.moved += part.len() as u64;
+            Ok(())
+        };
+        let mut t = PageTally::default();
+        assert!(run_parts(&moves, 4, &mut t, each).is_ok());
+        assert_eq!((t.asked, t.moved, t.threads), (4000, 4000, 4));
+        let ids = ids.into_inner().unwrap();
+        assert_eq!(ids.iter().filter(|&&i| i == me).count(), 1, "the caller moves one part, threads the rest");
+        assert_eq!(ids.iter().collect::<std::collections::HashSet<_>>().len(), 4);
+        // One part: the caller alone; nothing to move: no thread.
+        let mut t = PageTally::default();
+        assert!(run_parts(&moves, 1, &mut t, |_, _| Ok(())).is_ok());
+        assert_eq!(t.threads, 1);
+        let mut t = PageTally::default();
+        assert!(run_parts(&[], 4, &mut t, |_, _| Ok(())).is_ok());
+        assert_eq!(t.threads, 0);
+        // Ends: part 1 refused, part 3 gone: gone; only refusals: the first one's reason.
+        let ends = |part: &[PageMove], t: &mut PageTally| {
+            t.asked += part.len() as u64;
+            match part[0].0 / 0x1000 {
+                1000 => Err(Stop::Refused("first".into())),
+                2000 => Err(Stop::Refused("second".into())),
+                3000 => Err(Stop::Gone),
+                _ => Ok(()),
+            }
+        };
+        let mut t = PageTally::default();
+        assert!(matches!(run_parts(&moves, 4, &mut t, ends), Err(Stop::Gone)));
+        assert_eq!(t.asked, 4000);
+        let mut t = PageTally::default();
+        let r = run_parts(&moves[..3000], 3, &mut t, ends);
+        assert!(matches!(r, Err(Stop::Refused(ref m)) if m == "first"), "{r:?}");
+        // A part that panics (not the caller's): charged whole, unverified, refused.
+        let mut t = PageTally::default();
+        let r = run_parts(&moves, 2, &mut t, |part, t| {
+            if part[0].0 != 0 {
+                panic!("a test part");
+            }
+            t.asked += part.len() as u64;
+            t.moved += part.len() as u64;
+            Ok(())
+        });
+        assert!(matches!(r, Err(Stop::Refused(ref m)) if m.contains("panicked")), "{r:?}");
+        assert_eq!((t.asked, t.moved, t.failed.get("unverified").copied()), (4000, 2000, Some(2000)));
+    }
+
+    #[test]
+    fn a_retry_makes_one_call_per_target_node() {
+        let calls = by_target(vec![(0x1000, 1), (0x2000, 0), (0x3000, 1), (0x4000, 2)]);
+        assert_eq!(calls, vec![vec![(0x2000, 0)], vec![(0x1000, 1), (0x3000, 1)], vec![(0x4000, 2)]]);
     }
 
     #[test]

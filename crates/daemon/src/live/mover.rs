@@ -18,7 +18,7 @@
 //!                                                    no:  Outcome::Refused ("busy with pid P"),
 //!                                                         planned again at a later step
 //!   mover thread: job -> the same page code as a synchronous move (apply::run_page_job)
-//!                 -> Done { outcome, pages asked } on a channel
+//!                 -> Done { outcome, pages asked, threads the copy used } on a channel
 //!   next steps: Host::finished_moves drains the channel: the budget is charged, the journal gets
 //!               a `move-done` line with the move's own outcome, the pages count in the totals
 //!   shutdown: the job in flight is waited for (LiveHost::wait_moves) and journaled
