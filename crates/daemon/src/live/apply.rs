@@ -23,7 +23,10 @@
 //!   Interleave(ranges,       -> the pages not yet where they belong -> split into up to `threads`
 //!     nodes, weights)           contiguous parts (one per MIN_PAGES_PER_THREAD pages), one thread each
 //!                               -> move_pages in batches of MOVE_BATCH -> status per page: the node
-//!                               (moved) or -errno (counted)
+//!                               (moved) or -errno (counted), or none (the call stopped at a batch
+//!                               that partly failed: located by a query) -> those not there and the
+//!                               busy ones (EBUSY, EAGAIN) asked again, one call per target node
+//!                               (MOVE_RETRIES), the pid's identity checked before every call
 //! ```
 //!
 //! Per-page errors (EBUSY, ENOMEM, EACCES for a shared page, EFAULT, ENOENT for a page freed
