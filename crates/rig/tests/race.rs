@@ -5,7 +5,7 @@
 //! (`numapilot_rig::race`), and end with each worker thread's node holding at least 90% of its buffer on average
 //! (thread-weighted local %; the recorder's figures are printed beside them, not trusted), moving none of the
 //! shared file pages (C library, executable) the workers map with other processes (at most 1 MiB of such mappings,
-//! pages only the worker maps). Every worker the bench
+//! pages only the worker maps), numa01's page move split over two copy threads (split-copy). Every worker the bench
 //! recorded must have been sampled by the scenario, and the daemon must exit 0 on SIGTERM. Skipped unless
 //! `NUMAPILOT_RIG=1`.
 
@@ -61,6 +61,21 @@ fn numapilot_daemon_converges_in_the_2node_guest() {
             );
         }
     }
+    // split-copy on a real two-node kernel: numa01's 16 MiB move (4,096 pages, two parts of 2,048 on node 1's
+    // two CPUs) is split over two threads, and its pages arrive (journal `move-done` lines).
+    let n01 = cases.iter().find(|c| c.test == "numa01").expect("numa01 case");
+    let journal = run.section(&format!("numa01-numapilot-{}-journal", n01.rep)).expect("numa01 journal");
+    let split: Vec<serde_json::Value> = journal
+        .stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "move-done" && v["detail"].as_str().is_some_and(|d| d.contains(" by 2 threads")))
+        .collect();
+    assert!(
+        split.iter().any(|v| v["pages_moved"].as_u64().is_some_and(|p| p >= 2048)),
+        "no numa01 move split over two threads moved its pages: {split:?}\njournals:\n{}",
+        journals(&run, &cases)
+    );
     // The local % counts a process with a thread on each node as all-local wherever its memory is (so
     // doing nothing can pass it); consolidation means each worker thread's node holds the buffer: the
     // thread-weighted share at the end must be at least 90% too.
