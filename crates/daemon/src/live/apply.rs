@@ -325,30 +325,24 @@ where
     let per = moves.len().div_ceil(k);
     let mut parts = moves.chunks(per);
     let first = parts.next().unwrap_or_default();
-    let work = &work;
+    let one = |part: &[PageMove]| {
+        let mut t = PageTally::default();
+        let r = work(part, &mut t);
+        (t, r)
+    };
+    let one = &one;
     let (results, started) = std::thread::scope(|scope| {
         let mut here = vec![first];
         let mut spawned = Vec::new();
         for part in parts {
             let b = std::thread::Builder::new().name("numapilot-copy".into());
-            match b.spawn_scoped(scope, move || {
-                let mut t = PageTally::default();
-                let r = work(part, &mut t);
-                (t, r)
-            }) {
+            match b.spawn_scoped(scope, move || one(part)) {
                 Ok(h) => spawned.push((h, part.len() as u64)),
                 Err(_) => here.push(part),
             }
         }
         let started = spawned.len();
-        let mut out: Vec<(PageTally, Result<(), Stop>)> = here
-            .into_iter()
-            .map(|part| {
-                let mut t = PageTally::default();
-                let r = work(part, &mut t);
-                (t, r)
-            })
-            .collect();
+        let mut out: Vec<(PageTally, Result<(), Stop>)> = here.into_iter().map(one).collect();
         for (h, len) in spawned {
             out.push(h.join().unwrap_or_else(|_| {
                 let mut t = PageTally { asked: len, ..PageTally::default() };
