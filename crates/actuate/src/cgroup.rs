@@ -33,9 +33,16 @@
 //!
 //! v2's "no internal processes" rule is why the cgroup is made under numapilot's own subtree and not
 //! under the process's current cgroup: moving a service's process out of its systemd unit changes
-//! that unit's accounting until it is moved back. Memory does not follow a cpuset change in v2, nor
-//! in v1 unless `cpuset.memory_migrate` is set (we leave it unset: page moves are the daemon's,
-//! under its budget).
+//! that unit's accounting until it is moved back.
+//!
+//! Memory: in v1 it does not follow a cpuset change unless `cpuset.memory_migrate` is set (we leave
+//! it unset). v2 migrates always (since 5.15, "cgroup/cpuset: Enable memory migration for cpuset
+//! v2"; cgroup-v2.rst, cpuset.mems): a process joining a cpuset whose mems differ from its old
+//! ones has all its memory moved there at once, shared page cache included (`MPOL_MF_MOVE_ALL`,
+//! `cpuset_attach`), inside the write to `cgroup.procs`. So in v2 numapilot's cgroups leave
+//! `cpuset.mems` empty (the parent's, every node): the write moves no page, and page moves stay the
+//! daemon's, under its budget and its own-pages rule (review finding: a 20 GiB process placed on
+//! another node's CPUs had all 20 GiB copied inside the daemon's write).
 
 use std::fs::OpenOptions;
 use std::io::{self, Write};
@@ -152,10 +159,14 @@ impl CpusetHierarchy {
         }
         match self.version {
             CgroupVersion::V2 => enable_cpuset(&sub)?,
+            // v1 takes an offline CPU out of every cpuset and gives it back, once online, to the
+            // root alone: the subtree gets the root's CPUs and nodes again whenever they differ
+            // (children may not ask for CPUs their parent lacks: after a hotplug cycle every
+            // placement on those CPUs failed).
             CgroupVersion::V1 => {
                 for f in ["cpuset.cpus", "cpuset.mems"] {
-                    if read_file(&sub.join(f))?.trim().is_empty() {
-                        let all = read_file(&self.mount.join(f))?;
+                    let all = read_file(&self.mount.join(f))?;
+                    if read_file(&sub.join(f))?.trim() != all.trim() {
                         write_file(&sub.join(f), all.trim())?;
                     }
                 }
@@ -164,8 +175,9 @@ impl CpusetHierarchy {
         Ok(sub)
     }
 
-    /// Places process `pid` in `numapilot/<name>` with `cpus` and `mems` (made if missing) and
-    /// returns the cgroup path (`/numapilot/<name>`).
+    /// Places process `pid` in `numapilot/<name>` with `cpus` and, in v1, `mems` (made if missing;
+    /// in v2 `cpuset.mems` is left empty, the parent's: see the module's Limits) and returns the
+    /// cgroup path (`/numapilot/<name>`).
     pub fn place(&self, pid: u32, name: &str, cpus: &CpuSet, mems: &NodeSet) -> Result<String> {
         if cpus.is_empty() || mems.is_empty() || check_cgroup_name(name).is_err() {
             return Err(Error::InvalidArgument {
@@ -181,8 +193,12 @@ impl CpusetHierarchy {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_error("mkdir", &dir, e)),
         }
-        // Order matters in v1: mems then cpus both set before a task may join.
-        write_file(&dir.join("cpuset.mems"), &mems.to_list())?;
+        // Order matters in v1: mems then cpus both set before a task may join. v2: empty mems (a
+        // reused cgroup's old value cleared), so that joining moves no memory.
+        match self.version {
+            CgroupVersion::V1 => write_file(&dir.join("cpuset.mems"), &mems.to_list())?,
+            CgroupVersion::V2 => write_file(&dir.join("cpuset.mems"), "\n")?,
+        }
         write_file(&dir.join("cpuset.cpus"), &cpus.to_list())?;
         write_file(&dir.join("cgroup.procs"), &pid.to_string())?;
         Ok(format!("/{SUBTREE}/{name}"))
@@ -290,6 +306,58 @@ mod tests {
         assert_eq!(h.len(), 2);
         assert_eq!(h[1].version, CgroupVersion::V2);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A cgroup tree in a plain directory, as the kernel shows it (the files exist).
+    fn fake_tree(version: CgroupVersion) -> (PathBuf, CpusetHierarchy) {
+        let root = std::env::temp_dir().join(format!("np-cg-{:?}-{}", version, std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let leaf = root.join(SUBTREE).join("p-1");
+        std::fs::create_dir_all(&leaf).unwrap();
+        for d in [root.clone(), root.join(SUBTREE), leaf.clone()] {
+            for f in ["cgroup.subtree_control", "cpuset.cpus", "cpuset.mems", "cgroup.procs"] {
+                std::fs::write(d.join(f), "").unwrap();
+            }
+        }
+        std::fs::write(root.join("cpuset.cpus"), "0-3\n").unwrap();
+        std::fs::write(root.join("cpuset.mems"), "0-1\n").unwrap();
+        (root.clone(), CpusetHierarchy { version, mount: root })
+    }
+
+    /// v2 migrates a joining process's memory to its cpuset's mems at once: numapilot's cgroup
+    /// leaves them empty (the parent's) and writes the CPUs; v1 writes both.
+    #[test]
+    fn a_v2_placement_leaves_mems_to_the_parent_so_joining_moves_no_memory() {
+        let cpus: CpuSet = CpuSet::parse_list("2-3").unwrap();
+        let mems: NodeSet = NodeSet::parse_list("1").unwrap();
+        let (root, h) = fake_tree(CgroupVersion::V2);
+        assert_eq!(h.place(42, "p-1", &cpus, &mems).unwrap(), "/numapilot/p-1");
+        let leaf = root.join(SUBTREE).join("p-1");
+        let read = |f: &str| std::fs::read_to_string(leaf.join(f)).unwrap();
+        assert_eq!(
+            (read("cpuset.mems").trim(), read("cpuset.cpus").as_str(), read("cgroup.procs").as_str()),
+            ("", "2-3", "42")
+        );
+        let _ = std::fs::remove_dir_all(&root);
+        let (root, h) = fake_tree(CgroupVersion::V1);
+        h.place(42, "p-1", &cpus, &mems).unwrap();
+        assert_eq!(std::fs::read_to_string(root.join(SUBTREE).join("p-1/cpuset.mems")).unwrap(), "1");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// v1 gives a CPU back to the root alone when it comes online again: numapilot's subtree gets
+    /// the root's CPUs and nodes again whenever they differ, not only when empty.
+    #[test]
+    fn a_v1_subtree_follows_the_roots_cpus_after_a_hotplug() {
+        let (root, h) = fake_tree(CgroupVersion::V1);
+        let sub = root.join(SUBTREE);
+        std::fs::write(sub.join("cpuset.cpus"), "0-1\n").unwrap();
+        std::fs::write(sub.join("cpuset.mems"), "0\n").unwrap();
+        h.ensure_subtree().unwrap();
+        // (A plain file keeps the old value's tail past a shorter write; cgroupfs takes the write.)
+        let read = |f: &str| std::fs::read_to_string(sub.join(f)).unwrap().trim().to_string();
+        assert_eq!((read("cpuset.cpus"), read("cpuset.mems")), ("0-3".to_string(), "0-1".to_string()));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

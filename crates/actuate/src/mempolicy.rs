@@ -243,8 +243,14 @@ impl MemPolicy {
     }
 
     /// Builds a policy from a mode and the kernel's node mask, as `get_mempolicy` reports them.
-    /// `None` when the mode needs nodes and the mask is empty.
+    /// `None` when the mode needs nodes and the mask is empty, except `Preferred` with no node:
+    /// before 5.14 ("mm/mempolicy: don't handle MPOL_LOCAL like a fake MPOL_PREFERRED") the kernel
+    /// kept a local policy as preferred with a "local" flag and reports it that way, so it reads
+    /// as `Local` (a rollback or restore of `numactl --localalloc` failed on 5.4-5.13).
     pub fn from_mode(mode: Mode, nodes: NodeSet) -> Option<MemPolicy> {
+        if mode == Mode::Preferred && nodes.is_empty() {
+            return Some(MemPolicy::Local);
+        }
         let needs_nodes = !matches!(mode, Mode::Default | Mode::Local);
         if needs_nodes && nodes.is_empty() {
             return None;
@@ -621,6 +627,8 @@ mod tests {
         assert_eq!(MemPolicy::WeightedInterleave(nodes("0,2")).nodes(), nodes("0,2"));
         assert_eq!(MemPolicy::from_mode(Mode::Bind, NodeSet::new()), None);
         assert_eq!(MemPolicy::from_mode(Mode::Local, NodeSet::new()), Some(MemPolicy::Local));
+        // 5.4-5.13 report a local policy as preferred with no node.
+        assert_eq!(MemPolicy::from_mode(Mode::Preferred, NodeSet::new()), Some(MemPolicy::Local));
         assert_eq!(MemPolicy::Bind(nodes("0-1")).to_string(), "bind:0-1");
     }
 

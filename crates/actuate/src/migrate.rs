@@ -63,7 +63,9 @@ use crate::error::{errno_name, Error, Result};
 /// Moves all pages of process `pid` (0 = this process) from the nodes in `from` to the nodes in
 /// `to`, keeping their relative positions (`migrate_pages(2)`).
 ///
-/// Returns how many pages could not be moved.
+/// Returns the kernel's count of what could not be moved: folios, not base pages (mm/migrate.c,
+/// `migrate_pages()`: "the number of {normal folio, large folio, hugetlb} that were not
+/// migrated"), so a failed 2 MiB THP counts 1: a lower bound of the base pages left behind.
 pub fn migrate_pages(pid: Pid, from: &NodeSet, to: &NodeSet) -> Result<u64> {
     for (arg, set) in [("old_nodes", from), ("new_nodes", to)] {
         if set.is_empty() {

@@ -583,12 +583,16 @@ pub fn migrate(
         tally.planned = on_from;
         tally.asked = on_from;
         // Own pages only: as root, plain migrate_pages would move the page cache other processes map too.
-        let not_moved = match migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own) {
-            Ok(n) => n,
-            Err(e) if e.errno() == Some(libc::ESRCH) => {
-                return Err(confirm_stop(pid, starttime, || format!("migrate_pages: {e} for a process that is there")))
+        // ESRCH, or EINVAL once an exiting process's memory is gone: confirmed, not assumed. An
+        // error after some pages moved (ENOMEM on a later node pair) still counts what moved.
+        let (not_moved, failed) = match migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own) {
+            Ok(n) => (n, None),
+            Err(e) => {
+                match confirm_stop(pid, starttime, || format!("migrate_pages: {e} for a process that is there")) {
+                    Stop::Gone => return Err(Stop::Gone),
+                    refused => (0, Some(refused)),
+                }
             }
-            Err(e) => return Err(Stop::Refused(e.to_string())),
         };
         match pages_by_node(pid, starttime, page_size) {
             Ok(after) => {
@@ -601,6 +605,10 @@ pub fn migrate(
             Err(Stop::Refused(_)) => tally.fail("unverified", on_from.saturating_sub(not_moved)),
             Err(Stop::Gone) => return Err(Stop::Gone),
         }
+        if let Some(stop) = failed {
+            return Err(stop);
+        }
+        // The kernel's count is of folios (a THP counts 1): a lower bound of the pages left.
         tally.fail("not-migrated", not_moved);
         return Ok(on_from);
     }
