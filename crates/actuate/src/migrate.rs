@@ -46,8 +46,10 @@
 //! EACCES shared page (needs [`MoveFlags::All`]), EBUSY page busy (retry later), EFAULT zero page or
 //! unmapped address, EIO page cannot be written back, EINVAL dirty page the filesystem cannot
 //! migrate, ENOENT page not present (never touched), ENOMEM no memory on the target node. The call
-//! itself fails for ESRCH (no such process), EPERM, ENODEV (target node offline), EINVAL
-//! (bad flags or node), E2BIG.
+//! itself fails for ESRCH (no such process), EPERM, EINVAL (bad flags or node), E2BIG; a move that
+//! meets a target node without memory (ENODEV), outside the process's cpuset (EACCES) or out of
+//! memory (ENOMEM) has moved and reported the batches before it, so it returns its statuses with
+//! the errno ([`MovePagesOutcome::error`]).
 //!
 //! Both calls take node masks with the `maxnode` convention of [`crate::bitmap`].
 
@@ -232,7 +234,16 @@ pub struct MovePagesOutcome {
     /// (kernels with "mm: move_pages: report the number of non-attempted pages"), whose status is
     /// [`PageStatus::Unreported`].
     pub not_migrated: u64,
+    /// The call ended with this errno after moving and reporting what it had queued before
+    /// (do_pages_move's `out_flush`): ENOMEM (a target node's memory ran out), EACCES (a target
+    /// node outside the process's cpuset), ENODEV (a target node without memory). The statuses it
+    /// stored stand; the other pages are [`PageStatus::Unreported`]. `None`: the call succeeded.
+    pub error: Option<i32>,
 }
+
+/// The errnos after which a `move_pages` call that moves has stored the statuses of the batches
+/// before the failing page (see [`MovePagesOutcome::error`]).
+const PARTIAL_ERRNOS: [i32; 3] = [libc::ENOMEM, libc::EACCES, libc::ENODEV];
 
 impl MovePagesOutcome {
     /// Per-page failures counted by errno (`EFAULT -> 3` ...).
@@ -275,7 +286,7 @@ impl MovePagesOutcome {
                 s => PageStatus::Failed(-s),
             })
             .collect();
-        MovePagesOutcome { status, not_migrated: rc.max(0) as u64 }
+        MovePagesOutcome { status, not_migrated: rc.max(0) as u64, error: None }
     }
 }
 
@@ -294,7 +305,7 @@ pub fn move_pages(pid: Pid, pages: &[usize], nodes: Option<&[u32]>, flags: MoveF
         }
     }
     if pages.is_empty() {
-        return Ok(MovePagesOutcome { status: Vec::new(), not_migrated: 0 });
+        return Ok(MovePagesOutcome { status: Vec::new(), not_migrated: 0, error: None });
     }
     let addrs: Vec<*const c_void> = pages.iter().map(|&a| a as *const c_void).collect();
     let targets: Option<Vec<c_int>> = nodes.map(|n| n.iter().map(|&x| x as c_int).collect());
@@ -315,11 +326,16 @@ pub fn move_pages(pid: Pid, pages: &[usize], nodes: Option<&[u32]>, flags: MoveF
         )
     };
     if rc < 0 {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if nodes.is_some() && PARTIAL_ERRNOS.contains(&errno) {
+            return Ok(MovePagesOutcome { error: Some(errno), ..MovePagesOutcome::from_raw(&status, 0) });
+        }
         let what = match nodes {
             Some(_) => "nodes=[..]",
             None => "nodes=NULL (query)",
         };
-        return Err(Error::last_os("move_pages", format!("pid={pid}, count={}, {what}, flags={flags:?}", pages.len())));
+        let args = format!("pid={pid}, count={}, {what}, flags={flags:?}", pages.len());
+        return Err(Error::Syscall { syscall: "move_pages", args, errno });
     }
     Ok(MovePagesOutcome::from_raw(&status, rc))
 }
@@ -349,6 +365,27 @@ mod tests {
         let o = MovePagesOutcome::from_raw(&raw, 3);
         assert_eq!(o.on_node(0), 0);
         assert_eq!((o.on_node(1), o.unreported(), o.failed(), o.not_migrated), (2, 3, 0, 3));
+    }
+
+    /// A move to a node without memory (node 1 of a one-node machine, or any node this machine
+    /// lacks) on the real kernel: the call's errno comes back with the statuses, not as an error
+    /// that drops them; a query never reports one.
+    #[test]
+    fn a_move_that_meets_a_node_without_memory_keeps_its_statuses() {
+        let online = std::fs::read_to_string("/sys/devices/system/node/has_memory").unwrap_or_default();
+        let nodes = NodeSet::parse_list(online.trim()).unwrap_or_default();
+        let Some(missing) = (0..64u32).find(|n| !nodes.contains(*n)) else { return };
+        let page = vec![7u8; 4096 * 3];
+        let addr = (page.as_ptr() as usize).div_ceil(4096) * 4096;
+        let here = move_pages(0, &[addr], None, MoveFlags::Own).unwrap();
+        let PageStatus::Node(n) = here.status[0] else { panic!("{here:?}") };
+        assert_eq!(here.error, None);
+        // First page to its own node (stored), second to the node without memory (ENODEV there).
+        let o = move_pages(0, &[addr, addr + 4096], Some(&[n, missing]), MoveFlags::Own).unwrap();
+        assert_eq!(o.error, Some(libc::ENODEV), "{o:?}");
+        assert_eq!(o.status[0], PageStatus::Node(n), "{o:?}");
+        assert_eq!(o.status[1], PageStatus::Unreported, "{o:?}");
+        std::hint::black_box(&page);
     }
 
     #[test]

@@ -1277,6 +1277,17 @@ fn page_moves_of_a_child_are_counted_and_budgeted() {
     assert!((pages.saturating_sub(128)..=pages).contains(&asked), "{asked} of {pages}");
     assert!(tally.moved + 128 >= pages && tally.moved <= asked && tally.asked == asked, "{tally:?} of {pages}");
 
+    // A node without memory (one this machine lacks): the kernel ends the call with ENODEV after
+    // storing nothing for those pages; they are located, still here, and counted under ENODEV,
+    // the move not refused as a whole.
+    let online = std::fs::read_to_string("/sys/devices/system/node/has_memory").unwrap();
+    let with_memory = NodeSet::parse_list(online.trim()).unwrap();
+    let missing = (0..64u32).find(|n| !with_memory.contains(*n)).unwrap();
+    let mut tally = PageTally::default();
+    let r = move_to_targets(pid, st, &[(addr, len)], 4096, 512, true, |_, _| Some(missing), &mut tally, 1);
+    assert_eq!(r.ok(), Some(512), "{tally:?}");
+    assert_eq!((tally.moved, tally.failed.get("ENODEV").copied()), (0, Some(512)), "{tally:?}");
+
     // Budget: 1 MiB/s of 4 KiB pages is 256 pages a second; the first call gets 256, the next
     // (same instant) none.
     let mut bucket = TokenBucket::new(1, 4096, 0);

@@ -423,8 +423,13 @@ fn move_part(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally
                         true => where_are(pid, starttime, &pages),
                         false => Err(Stop::Gone),
                     };
+                    // A call with one target that ended in an errno (that node out of memory, not
+                    // allowed, without memory) would meet it again: its pages not there count
+                    // under it. With several targets the pages are asked again, one call per node.
+                    let single = pending.iter().all(|m| m.1 == pending[0].1);
+                    let errno = o.error.filter(|_| single);
                     match now {
-                        Ok(now) => again.extend(sort_located(&now, &unreported, last, tally)),
+                        Ok(now) => again.extend(sort_located(&now, &unreported, last, errno, tally)),
                         Err(e) => {
                             tally.fail("unverified", unreported.len() as u64);
                             return Err(e);
@@ -478,16 +483,24 @@ fn sort_moved(
 }
 
 /// Counts where the pages a call left without a status are now (`now`, a query): on their target
-/// they moved; elsewhere they are asked again unless this was the `last` attempt ("not-migrated"
-/// then); a query error (the page unmapped meanwhile) is counted by errno.
-fn sort_located(now: &[PageStatus], unreported: &[PageMove], last: bool, tally: &mut PageTally) -> Vec<PageMove> {
+/// they moved; elsewhere they count under `errno` when the call ended in one for their node, else
+/// they are asked again unless this was the `last` attempt ("not-migrated" then); a query error
+/// (the page unmapped meanwhile) is counted by errno.
+fn sort_located(
+    now: &[PageStatus],
+    unreported: &[PageMove],
+    last: bool,
+    errno: Option<i32>,
+    tally: &mut PageTally,
+) -> Vec<PageMove> {
     let mut again = Vec::new();
     for (s, &m) in now.iter().zip(unreported) {
-        match *s {
-            PageStatus::Node(n) if n == m.1 => tally.moved += 1,
-            PageStatus::Node(_) if !last => again.push(m),
-            PageStatus::Node(_) | PageStatus::Unreported => tally.fail("not-migrated", 1),
-            PageStatus::Failed(e) => tally.fail(&numapilot_actuate::errno_name(e), 1),
+        match (*s, errno) {
+            (PageStatus::Node(n), _) if n == m.1 => tally.moved += 1,
+            (PageStatus::Node(_), Some(e)) => tally.fail(&numapilot_actuate::errno_name(e), 1),
+            (PageStatus::Node(_), None) if !last => again.push(m),
+            (PageStatus::Node(_) | PageStatus::Unreported, _) => tally.fail("not-migrated", 1),
+            (PageStatus::Failed(e), _) => tally.fail(&numapilot_actuate::errno_name(e), 1),
         }
     }
     again
@@ -687,16 +700,21 @@ mod tests {
         assert_eq!(t.moved, 1);
         assert_eq!(t.failed, BTreeMap::from([("EACCES".into(), 1), ("not-migrated".into(), 1)]));
         // Located: the first moved with its batch, the second did not.
-        let again = sort_located(&[Node(1), Node(0)], &unreported, false, &mut t);
+        let again = sort_located(&[Node(1), Node(0)], &unreported, false, None, &mut t);
         assert_eq!((again, t.moved), (vec![pending[5]], 2));
         // The last attempt: busy and elsewhere are final.
         let mut t = PageTally::default();
         let (again, _) = sort_moved(&status, &pending, true, &mut t);
         assert!(again.is_empty());
         assert_eq!(t.failed.get("EBUSY"), Some(&1));
-        let again = sort_located(&[Node(0), Failed(libc::ENOENT)], &unreported, true, &mut t);
+        let again = sort_located(&[Node(0), Failed(libc::ENOENT)], &unreported, true, None, &mut t);
         assert!(again.is_empty());
         assert_eq!((t.failed.get("not-migrated"), t.failed.get("ENOENT")), (Some(&2), Some(&1)));
+        // A one-target call that ended in ENOMEM: its pages not there count under it, not retried.
+        let mut t = PageTally::default();
+        let again = sort_located(&[Node(1), Node(0)], &unreported, false, Some(libc::ENOMEM), &mut t);
+        assert!(again.is_empty());
+        assert_eq!((t.moved, t.failed.get("ENOMEM")), (1, Some(&1)));
     }
 
     /// split-copy's parts: each on a thread of its own but the first, their counts added up, the
