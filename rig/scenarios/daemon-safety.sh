@@ -146,7 +146,7 @@ kill "$crashed"
 # --- 4. cpusets: cgroup v1, then v2 (before the churn) ----------------------------------------------------------
 # The guest's init mounts no cgroups. A tmpfs on /sys/fs/cgroup holds the mount points, as systemd lays them out.
 # safety_cpuset VERSION MOUNT PATTERN: a daemon with `[actuation] cpuset = VERSION` places a toucher; sends its
-# /proc/PID/cgroup line (the one matching PATTERN), the cgroup's cpuset.cpus and Cpus_allowed_list while placed,
+# /proc/PID/cgroup line (the one matching PATTERN), the cgroup's cpuset.cpus, cpuset.mems and Cpus_allowed_list while placed,
 # the cgroup line and Cpus_allowed_list after SIGTERM, and what is left under MOUNT/numapilot.
 safety_cpuset() {
 	v=$1
@@ -177,6 +177,8 @@ safety_cpuset() {
 	cg=$(cut -d: -f3 /tmp/.rig.cg)
 	cat "$mnt$cg/cpuset.cpus" >/tmp/.rig.cc 2>/tmp/.rig.cce
 	rig_send "cs-$v-cpus" $? /tmp/.rig.cc /tmp/.rig.cce
+	cat "$mnt$cg/cpuset.mems" >/tmp/.rig.cc 2>/tmp/.rig.cce
+	rig_send "cs-$v-mems" $? /tmp/.rig.cc /tmp/.rig.cce
 	safety_allowed "cs-$v-during" "$cs"
 	kill -TERM $d
 	wait $d

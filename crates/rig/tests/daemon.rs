@@ -157,7 +157,8 @@ fn crash_recovery_restores_from_the_state_file() {
 }
 
 /// `[actuation] cpuset = "v1"` (when the guest kernel has it) and then `"v2"` on the guest's real hierarchies: the
-/// process is moved into a cpuset cgroup numapilot made, whose CPUs are the process's affinity; SIGTERM puts it
+/// process is moved into a cpuset cgroup numapilot made, whose CPUs are the process's affinity (and in v2 whose
+/// mems are left to the parent, so joining moves no memory); SIGTERM puts it
 /// back in the root cgroup with its original affinity, and no cgroup numapilot made is left (nor one for any
 /// short-lived process it placed meanwhile).
 #[test]
@@ -189,6 +190,10 @@ fn cpusets_v1_and_v2_place_and_restore() {
         let placed = allowed(run, &format!("cs-{v}-during"));
         eprintln!("cpuset {v}: {path} cpuset.cpus {cpus}, Cpus_allowed_list {placed} (machine {shell})");
         assert_eq!(cpus, placed, "{v}: the cgroup's CPUs are the process's affinity");
+        // v2 moves a joining process's whole memory to its cpuset's mems inside the write (outside the
+        // daemon's budget): numapilot's v2 cgroups leave them to the parent; v1 needs them set.
+        let mems = ok(run, &format!("cs-{v}-mems")).trim().to_string();
+        assert_eq!(mems.is_empty(), v == "v2", "{v}: cpuset.mems {mems:?}");
         assert_ne!(placed, shell, "{v}: placed on part of the machine");
         assert_eq!(ok(run, &format!("cs-{v}-exit")).trim(), "0", "{v}: daemon exit code");
         let after = ok(run, &format!("cs-{v}-cgroup-after"));
