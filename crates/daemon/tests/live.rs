@@ -1168,6 +1168,43 @@ fn non_root_observes_and_refuses_with_one_reason() {
     assert!(!state.exists(), "observe-only writes no state file");
 }
 
+/// The daemon's own tools (its executable under the name `numapilot`: advise, status ...) are left
+/// alone whatever the options say: the fork rule narrowed `numapilot advise` while it measured the
+/// CPUs its launcher may use, and a 1-CPU job was offered two nodes (the rig, 2026-11-29). Another
+/// program named `numapilot`, and this executable under another name (a renamed bench worker),
+/// are managed.
+#[test]
+fn the_daemons_own_tools_are_left_alone() {
+    use numapilot_daemon::live::select::exclusion;
+    let opts = LiveOptions::default();
+    let mut tool = Kid::spawn("sleep", &[("NP_COMM", "numapilot".into())]);
+    tool.line("ready");
+    let why = exclusion(&opts, tool.pid(), "numapilot", || None);
+    assert!(why.as_deref().is_some_and(|w| w.contains("numapilot tool")), "{why:?}");
+    let mut worker = Kid::spawn("sleep", &[("NP_COMM", "numa01".into())]);
+    worker.line("ready");
+    assert_eq!(exclusion(&opts, worker.pid(), "numa01", || None), None);
+    let dir = std::env::temp_dir().join(format!("np-tool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let other = dir.join("numapilot");
+    std::fs::copy("/bin/sleep", &other).unwrap();
+    let mut user = Command::new(&other).arg("600").spawn().unwrap();
+    // Its name once it runs the copy (exec done).
+    let comm = format!("/proc/{}/comm", user.id());
+    for _ in 0..1000 {
+        if std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() == "numapilot") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(exclusion(&opts, user.id(), "numapilot", || None), None, "another program of that name");
+    let _ = user.kill();
+    let _ = user.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    tool.kill();
+    worker.kill();
+}
+
 #[test]
 fn exclusions_taken_after_the_start_hold_from_the_next_action() {
     // A configuration reload: an operator who excludes a process must not see it moved again.

@@ -79,7 +79,21 @@ pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
     Some(text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).map(str::to_string).collect())
 }
 
-/// Why a process is excluded (this process itself, always; then the options' pid, comm, cgroup), or
+/// The name the daemon's executable runs under as a tool (`/proc/PID/comm`).
+const TOOL_COMM: &str = "numapilot";
+
+/// Whether `pid` runs this process's executable (the same file: device and inode of
+/// `/proc/PID/exe` and `/proc/self/exe`). A process whose executable cannot be read (gone, or a
+/// kernel thread) is not.
+fn same_executable(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    static OWN: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
+    let id = |path: &str| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    let own = OWN.get_or_init(|| id("/proc/self/exe"));
+    own.is_some() && id(&format!("/proc/{pid}/exe")) == *own
+}
+
+/// Why a process is excluded (this process itself and its tools, always; then the options' pid, comm, cgroup), or
 /// `None`. `cgroups` is read only when a cgroup prefix is configured.
 pub fn exclusion(
     opts: &LiveOptions,
@@ -91,6 +105,14 @@ pub fn exclusion(
     // pages (the 2-node rig saw it migrate itself every step, EACCES partial) only costs.
     if pid == std::process::id() {
         return Some(format!("pid {pid} is numapilot itself"));
+    }
+    // Its own tools (`numapilot advise`, `status`, `explain`, `stat`: the daemon's executable under
+    // its own name), whatever the options say: `advise` measures the CPUs its launcher may use
+    // from its own affinity, and a tool the fork rule narrowed while it measured offered a job
+    // part of the machine (the rig: a second 1-CPU job advised "0-1" with node 1 idle). Programs
+    // started by `numapilot run` (an exec: another name) and bench workers (renamed) are managed.
+    if comm == TOOL_COMM && same_executable(pid) {
+        return Some(format!("pid {pid} is a numapilot tool (this daemon's executable, named '{TOOL_COMM}')"));
     }
     if opts.exclude_pids.contains(&pid) {
         return Some(format!("pid {pid} is excluded"));
