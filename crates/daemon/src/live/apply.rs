@@ -551,8 +551,11 @@ pub fn move_to_targets(
     Ok(moves.len() as u64)
 }
 
-/// The kernel's remap for migrate_pages: the n-th node of `from` goes to the n-th node of `to`
-/// (wrapping when `to` is shorter); nodes of `from` that are in `to` stay.
+/// The page-by-page stand-in for migrate_pages: the n-th node of `from` goes to the n-th node of
+/// `to` (wrapping when `to` is shorter), as the kernel's `node_remap`; nodes of `from` that are in
+/// `to` stay. The kernel's `do_migrate_pages` differs there: with `from` and `to` of the same size
+/// it moves those nodes too (its own comment: "[2,3,4] -> [3,4,5] moves everything"). The policies
+/// ask for disjoint sets, where both agree (review note).
 pub fn remap(from: &NodeSet, to: &NodeSet, node: u32) -> Option<u32> {
     if !from.contains(node) || to.contains(node) {
         return None;
