@@ -36,7 +36,8 @@
 //! `2 x apply::MIN_PAGES_PER_THREAD` pages or more is cut into contiguous parts, each moved by a
 //! thread of its own on the destination's CPUs, at most `Job::threads` (`[actuation]
 //! mover_threads`, default 4) and no more than the CPUs the mover runs on; a whole-process move
-//! that would have been one `migrate_pages` call goes page by page then, so that it can be split.
+//! that would have been one `migrate_pages` call goes page by page then, so that it can be split,
+//! when that page-by-page scan covers every page the process alone maps (`apply::migrate`).
 //! Measured in the rig (2026-11-29, the numa01 subset above with the guest's `mover_threads` at 2
 //! and at 1, alternated, nine 32 MiB moves each): 2-node median 2.1 s (1.3-2.9 s) split against
 //! 1.9 s (1.5-7.4 s) not, 4-node 3.6 s (1.5-6.5 s) against 5.6 s (2.0-10.4 s); no page failed in
