@@ -882,8 +882,7 @@ impl LiveHost {
             };
         }
         // In the loop, the copy runs where the daemon runs, split as on the mover.
-        let width = numapilot_actuate::sched_getaffinity(0).map_or(1, |s| s.len());
-        let threads = self.opts.mover_threads.min(width).max(1);
+        let threads = mover::copy_threads(self.opts.mover_threads, None);
         let (outcome, asked, _) = run_page_job(&action.kind, pid, starttime, self.page_size, allowance, threads);
         self.budget.take(asked);
         outcome

@@ -140,12 +140,7 @@ impl Mover {
         let thread = std::thread::Builder::new().name("numapilot-mover".into()).spawn(move || {
             for job in rx {
                 let pinned = job.cpus.as_ref().and_then(pin_self);
-                // split-copy: no more threads than CPUs the copy may run on.
-                let width = match &pinned {
-                    Some((set, _)) => set.len(),
-                    None => sched_getaffinity(0).map_or(1, |s| s.len()),
-                };
-                let (outcome, asked, threads) = work(&job, job.threads.min(width).max(1));
+                let (outcome, asked, threads) = work(&job, copy_threads(job.threads, pinned.as_ref().map(|p| &p.0)));
                 let ended_ns = numapilot_observe::reader::monotonic_ns();
                 let ran_on = pinned.map(|(set, own)| {
                     // Back to the mover's own set; a failure leaves it on the last destination,
@@ -213,6 +208,13 @@ impl Mover {
         }
         out
     }
+}
+
+/// Threads a copy may be split over (split-copy): at most `cap`, and no more than the CPUs it may
+/// run on (`on`, or the calling thread's own set), at least 1.
+pub fn copy_threads(cap: usize, on: Option<&CpuSet>) -> usize {
+    let width = on.map_or_else(|| sched_getaffinity(0).map_or(1, |s| s.len()), |s| s.len());
+    cap.min(width).max(1)
 }
 
 /// Moves the calling thread onto `want` within its own CPU set: the set it now runs on and the
