@@ -25,6 +25,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use numapilot_model::Tunables;
+use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
 use crate::live::{CpusetMode, LiveOptions};
@@ -174,7 +175,7 @@ pub struct ExcludeSection {
 }
 
 /// `[actuation]`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ActuationSection {
     /// Page-migration budget, MB/s. Default: `tunables.migrate_budget_mib_per_s` (4096).
@@ -185,6 +186,30 @@ pub struct ActuationSection {
     /// split-copy, `live/mover.rs`). Default [`crate::live::DEFAULT_MOVER_THREADS`] (4); 1 keeps
     /// every move on one thread.
     pub mover_threads: Option<u64>,
+    /// CPUs no process is ever placed on, a CPU list (`"0,6-7"`), as numad's `-R`: housekeeping
+    /// CPUs, those of a real-time or DPDK task. Default empty. They leave the nodes' CPU lists the
+    /// policy sees (`Topology::reserve`): no mask numapilot writes names them, their load is not
+    /// a node's, and a process whose mask is every CPU but these did not pin itself.
+    pub reserved_cpus: String,
+    /// Also reserve the CPUs the kernel isolated at boot (`isolcpus=`,
+    /// `/sys/devices/system/cpu/isolated`). Default true. Prevents: on such a host every process
+    /// runs on the other CPUs by default, so a node-wide mask numapilot wrote would put threads on
+    /// an isolated CPU, where the kernel never balances them away, beside the task it was
+    /// isolated for; and every process's default mask read as a pin of its own, so nothing was
+    /// managed.
+    pub reserve_isolated: bool,
+}
+
+impl Default for ActuationSection {
+    fn default() -> Self {
+        ActuationSection {
+            migrate_mb_per_s: None,
+            cpuset: CpusetName::default(),
+            mover_threads: None,
+            reserved_cpus: String::new(),
+            reserve_isolated: true,
+        }
+    }
 }
 
 /// Largest `[actuation] mover_threads`: 256 threads. Source: a bound of ours, above any node's
@@ -522,6 +547,9 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
             format!("actuation.mover_threads = {n}: must be 1 to {MAX_MOVER_THREADS} (1: one thread per move)"),
         ));
     }
+    if let Err(e) = CpuSet::parse_list(&c.actuation.reserved_cpus) {
+        return Err((vec!["actuation", "reserved_cpus"], format!("actuation.reserved_cpus: {e}")));
+    }
     if c.actuation.migrate_mb_per_s == Some(0) {
         return Err((
             vec!["actuation", "migrate_mb_per_s"],
@@ -574,6 +602,9 @@ impl Config {
                 .actuation
                 .mover_threads
                 .map_or(crate::live::DEFAULT_MOVER_THREADS, |n| usize::try_from(n).unwrap_or(1)),
+            // Validated when the file was read.
+            reserved_cpus: CpuSet::parse_list(&self.actuation.reserved_cpus).unwrap_or_default(),
+            reserve_isolated: self.actuation.reserve_isolated,
         }
     }
 

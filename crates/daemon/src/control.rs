@@ -170,6 +170,10 @@ pub struct Status {
     /// `topology` journal line each).
     #[serde(default)]
     pub topology_changes: u64,
+    /// Online CPUs placement never uses (`[actuation] reserved_cpus`, the kernel's isolated CPUs),
+    /// a CPU list; empty when none.
+    #[serde(default)]
+    pub reserved_cpus: String,
     /// Times the proc connector's queue overflowed and events were lost (each counted once per
     /// drain); the next regular step sees what they announced.
     #[serde(default)]
@@ -732,6 +736,9 @@ impl Status {
                 "CPU hotplug seen {} times: topology read again (journal `topology` lines)",
                 self.topology_changes
             );
+        }
+        if !self.reserved_cpus.is_empty() {
+            let _ = writeln!(s, "reserved CPUs {}: no process is placed on them", self.reserved_cpus);
         }
         if self.moves_started > 0 || self.move_running.is_some() {
             let _ = writeln!(

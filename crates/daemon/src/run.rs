@@ -258,7 +258,7 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
         signal_tuning: loaded.config.signal_tuning(),
         ..LiveTuning::default()
     };
-    let (host, recovered) = LiveHost::open_with(topo.clone(), loaded.config.live_options(observe_only), tuning)?;
+    let (host, recovered) = LiveHost::open_with(topo, loaded.config.live_options(observe_only), tuning)?;
     // The host's notes (missing signal sources, cpuset hierarchy), once; its observe-only note is
     // the one announced above (not root) or in the start line (dry run).
     for note in host.notes().iter().filter(|n| Some(n.as_str()) != host.refusal()) {
@@ -276,6 +276,8 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
         ));
     }
     let setup = Setup { source, overrides, loaded, forced_observe };
+    // The host's topology: without the reserved CPUs (`LiveHost::open_with`).
+    let topo = numapilot_policy::Host::topology(&host).clone();
     serve(setup, topo, host, Some(recovered), None, announce)
 }
 
@@ -915,6 +917,9 @@ fn fill_model(model: &Model, engine: &Engine, s: &mut Status) {
     s.threads = model.tasks.len();
     s.groups = model.groups.groups.len();
     s.local_access = local_access(model);
+    // Online but in no node's list: reserved (`Topology::reserve`), or for a moment a CPU just
+    // coming online.
+    s.reserved_cpus = model.topo.online_cpus().difference(&model.topo.usable_cpus()).to_list();
     s.nodes = model
         .nodes
         .iter()

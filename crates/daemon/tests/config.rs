@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use numapilot_daemon::config::{self, Config, Overrides, Source};
 use numapilot_daemon::live::CpusetMode;
+use numapilot_topology::CpuSet;
 
 fn parse(text: &str) -> Result<Config, config::ConfigError> {
     config::parse_with_overrides(text, "/etc/numapilot.toml", &Overrides::default())
@@ -86,6 +87,8 @@ fn our_own_values_are_checked_with_lines() {
         ("[actuation]\nmigrate_mb_per_s = 0\n", 2, "migrate_mb_per_s"),
         ("[actuation]\nmover_threads = 0\n", 2, "actuation.mover_threads = 0"),
         ("[actuation]\n\nmover_threads = 257\n", 3, "actuation.mover_threads = 257"),
+        ("[actuation]\nreserved_cpus = \"3-1\"\n", 2, "actuation.reserved_cpus: range \"3-1\" runs backwards"),
+        ("[actuation]\nreserved_cpus = \"two\"\n", 2, "actuation.reserved_cpus: bad id or range \"two\""),
         ("[daemon]\njournal_max_bytes = 10\n", 2, "journal_max_bytes"),
         ("[daemon]\ninterval_ms = 0\n", 2, "interval_ms"),
         // Past a day: its ns figure overflowed in the policy (a daemon panicked at 1e14 ms).
@@ -160,6 +163,7 @@ fn a_bad_flag_is_named() {
 fn live_options_carry_every_section() {
     let text = "[exclude]\ncgroups = [\"/system.slice\"]\ninclude_pinned = true\nmin_rss_mib = 300\n\
                 [actuation]\nmigrate_mb_per_s = 200\ncpuset = \"auto\"\nmover_threads = 2\n\
+                reserved_cpus = \"0,6-7\"\nreserve_isolated = false\n\
                 [daemon]\nstate = \"/var/tmp/s.json\"\n";
     let c = parse(text).unwrap();
     let l = c.live_options(false);
@@ -169,11 +173,15 @@ fn live_options_carry_every_section() {
     assert_eq!(l.migrate_mb_per_s, 200);
     assert_eq!(l.cpuset, CpusetMode::Auto);
     assert_eq!(l.mover_threads, 2);
+    assert_eq!(l.reserved_cpus, CpuSet::parse_list("0,6-7").unwrap());
+    assert!(!l.reserve_isolated);
     assert_eq!(l.state_path, PathBuf::from("/var/tmp/s.json"));
     assert!(!l.observe_only);
     // Without a budget in [actuation], the engine's tunable is the budget.
     assert_eq!(parse("").unwrap().live_options(false).migrate_mb_per_s, 4096);
     assert_eq!(parse("").unwrap().live_options(false).mover_threads, 4);
+    assert!(parse("").unwrap().live_options(false).reserved_cpus.is_empty());
+    assert!(parse("").unwrap().live_options(false).reserve_isolated, "isolated CPUs are reserved by default");
 }
 
 /// The [signals] section's tuning reaches the signal sources the live host opens: named keys in,

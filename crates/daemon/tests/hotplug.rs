@@ -284,3 +284,31 @@ fn cpus_the_file_lists_without_a_node_do_not_make_it_read_every_cycle() {
     }
     assert!(w.settled(), "taken as it is after {HOTPLUG_UNSETTLED_LOOKS} looks: not read in full every cycle");
 }
+
+/// With CPU 3 reserved (isolated, or `reserved_cpus`), the topology in use lists 0-2: an unchanged
+/// file is not taken for a disagreement (no read again), and a topology read after node 1's CPUs
+/// went offline and came back leaves CPU 3 out again.
+#[test]
+fn a_reserved_cpu_stays_out_of_every_topology_read_again() {
+    let (dir, root) = copied_fixture();
+    let mut start = Topology::from_sysfs(&root).unwrap();
+    start.reserve(&cpus("3"));
+    let mut w = HotplugWatch::with_reserved(cpus("3"));
+    assert!(matches!(w.look(&root, &start), Hotplug::Same), "the topology in use agrees with the file");
+    offline_node1(&root);
+    let off = match w.look(&root, &start) {
+        Hotplug::Changed(t) => t,
+        other => panic!("node 1 offline not seen: {other:?}"),
+    };
+    assert_eq!(off.usable_cpus(), cpus("0-1"));
+    let back_root = dir.path().join("back");
+    copy_tree(&fixture(), &back_root);
+    let back = match w.look(&back_root, &off) {
+        Hotplug::Changed(t) => t,
+        other => panic!("CPUs back online not seen: {other:?}"),
+    };
+    assert_eq!(back.online_cpus(), cpus("0-3"));
+    assert_eq!(back.usable_cpus(), cpus("0-2"), "CPU 3 is reserved again");
+    assert_eq!(back.nodes.iter().find(|n| n.id == 1).unwrap().cpus, cpus("2"));
+    assert!(matches!(w.look(&back_root, &back), Hotplug::Same));
+}

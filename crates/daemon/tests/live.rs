@@ -782,6 +782,44 @@ fn self_pinned_processes_are_left_alone_unless_included() {
     kid.kill();
 }
 
+/// Reserved CPUs (`[actuation] reserved_cpus`; the kernel's isolated CPUs go the same way): every
+/// CPU but the first is reserved. The host's topology leaves them out (the engine plans on it), a
+/// mask naming one is refused with nothing written, and a process whose mask is the first CPU
+/// alone (as every process's default mask leaves the isolated CPUs out) did not pin itself: it is
+/// placed. Without the reservation the same process is refused as self-pinned (the test above).
+/// Reserving every online CPU stops the start before the state file is made.
+#[test]
+fn reserved_cpus_are_never_placed_on_and_a_mask_without_them_is_no_pin() {
+    let t = topo();
+    let online = t.online_cpus();
+    if online.len() < 2 {
+        return;
+    }
+    let first: CpuSet = std::iter::once(online.first().unwrap()).collect();
+    let reserved = online.difference(&first);
+    let (_d, state) = tmp_state("reserved");
+    let mut host = host_with(&state, |o| o.reserved_cpus = reserved.clone());
+    assert_eq!(host.topology().usable_cpus(), first);
+    let note = format!("CPUs {} reserved ([actuation] reserved_cpus: {})", reserved.to_list(), reserved.to_list());
+    assert!(host.notes().iter().any(|n| n.starts_with(&note)), "{:?}", host.notes());
+    let mut kid = Kid::spawn("pin", &[]);
+    kid.line("ready");
+    assert!(masks(kid.pid()).iter().any(|(_, m)| *m == first), "a thread narrowed itself to the first CPU");
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: online.clone() }));
+    assert!(refused(&o).contains("not a non-empty subset of the CPUs placement may use"), "{o:?}");
+    assert!(host.touched().is_empty(), "refused before anything was recorded");
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: first.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 }, "a mask of every usable CPU is not a pin");
+    host.restore_all();
+    kid.kill();
+
+    let (_d2, state2) = tmp_state("all-reserved");
+    let opts = LiveOptions { state_path: state2.clone(), reserved_cpus: online.clone(), ..LiveOptions::default() };
+    let err = LiveHost::open(t, opts).map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("every online CPU is reserved"), "{err}");
+    assert!(!state2.exists(), "a refused start made the state file");
+}
+
 // ----- affinity, originals, restore, crash recovery ----------------------------------------------
 
 #[test]

@@ -205,11 +205,14 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
 
         // CPU.
         let ncpus = node.cpus.len();
-        let ticks = sample.node_cpu_times(node.id).map(|t| (t.busy(), t.total()));
+        // Over the CPUs this topology gives the node (reserved ones left out: their load is not
+        // the node's room), not sysfs's list in the sample.
+        let known = ns.is_some();
+        let ticks = sample.cpu_times_within(&node.cpus).filter(|_| known).map(|t| (t.busy(), t.total()));
         let stored = std::mem::replace(&mut model.state.node_ticks[i], ticks);
         // From the end of the observer's previous step when the host read /proc/stat there
         // (rule "observer-not-load") and that window is long enough to measure.
-        let base = sample.node_cpu_times_base(node.id).map(|t| (t.busy(), t.total()));
+        let base = sample.cpu_times_within_base(&node.cpus).filter(|_| known).map(|t| (t.busy(), t.total()));
         let prev = match (base, ticks) {
             (Some((b0, t0)), Some((_, t1))) if t1 >= t0.saturating_add(CPU_BASE_MIN_TICKS_PER_CPU * ncpus as u64) => {
                 Some((b0, t0))

@@ -146,7 +146,8 @@ pub struct TaskView {
     pub comm: String,
     /// CPU it last ran on.
     pub cpu: u32,
-    /// Node of that CPU (kernel id); `None` if the CPU is not in the topology.
+    /// Node of that CPU (kernel id); `None` if its node does not list it: not in the topology,
+    /// offline, or reserved (`Topology::reserve`).
     pub node: Option<u32>,
     /// CPU used over the last period, CPUs (0..1 per thread). 0 after the first sample.
     pub cpu_rate: f64,
@@ -674,7 +675,11 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 };
             }
             let cpu = t.last_cpu();
-            let node = topo.cpu(cpu).map(|c| c.node);
+            // Only a CPU its node lists: a reserved CPU (`Topology::reserve`: isolated, or the
+            // operator's) is outside the machine placement uses, so a thread there (an RT task
+            // pinned to an isolated CPU) is no node's CPU demand; without this its 100% filled the
+            // node's remaining CPUs and nothing was placed beside it.
+            let node = topo.cpu(cpu).map(|c| c.node).filter(|&n| topo.node(n).is_some_and(|nd| nd.cpus.contains(cpu)));
 
             // Access shares, best source first.
             let mut last_sampled_ns = th.as_ref().map_or(0, |h| h.last_sampled_ns);

@@ -321,3 +321,39 @@ fn the_observers_own_step_is_not_node_load() {
     // Sample 1 -> 2: busy 12 -> 32, total 30 -> 60 per CPU: 40 of 60 = 0.667 (the base would say 1.0).
     assert!((m.nodes[0].cpu.load - 40.0 / 60.0).abs() < 1e-12, "{:?}", m.nodes[0].cpu);
 }
+
+/// A reserved CPU (`Topology::reserve`: isolated by the kernel, or the operator's) is outside the
+/// node the model sees: 2 nodes of 2 CPUs, CPU 3 reserved. A thread pinned there running flat out
+/// (an RT task on an isolated CPU) is no node's CPU demand, and node 1's load is CPU 2's ticks
+/// alone: idle beside a busy CPU 3, so its one CPU is free room. Without the reservation the same
+/// samples read node 1 at 0.5 load with 1 CPU of demand. A process whose threads have the
+/// default mask of such a machine (every CPU but the reserved one) did not pin itself.
+#[test]
+fn a_reserved_cpu_is_no_nodes_load() {
+    // Cumulative (busy, idle) ticks per CPU at 1 s and 2 s: CPU 3 busy for the whole second. The
+    // sample's node lists are sysfs's, which name CPU 3.
+    let sysfs = machine(2, 2, 16);
+    let sample = |t: u64, ticks: &[(u64, u64)]| {
+        Sb::new(&sysfs, t)
+            .cpu_ticks(ticks)
+            .proc(10, 5, "rt", &[0, GIB])
+            .thread(10, 10, (t / SEC - 1) * SEC, 0, 3)
+            .allowed(10, 10, &[3])
+            .proc(20, 5, "app", &[GIB, 0])
+            .thread(20, 20, (t / SEC - 1) * SEC / 2, 0, 0)
+            .allowed(20, 20, &[0, 1, 2])
+            .build()
+    };
+    let mut reserved = machine(2, 2, 16);
+    reserved.reserve(&[3].into_iter().collect());
+    for (topo, want_load, want_demand) in [(reserved, 0.0, 0.0), (machine(2, 2, 16), 0.5, 1.0)] {
+        let mut m = model(topo);
+        m.update(&sample(SEC, &[(0, 100); 4]));
+        m.update(&sample(2 * SEC, &[(50, 150), (50, 150), (0, 200), (100, 100)]));
+        let n1 = &m.nodes[1];
+        assert!((n1.cpu.load - want_load).abs() < 1e-9, "{n1:?}");
+        assert!((n1.cpu_demand - want_demand).abs() < 1e-9, "{n1:?}");
+        assert_eq!(m.tasks[&key(10, 10)].node, (want_demand > 0.0).then_some(1));
+        assert_eq!(m.procs[&20].pinned, want_demand > 0.0, "the mask 0-2 is a pin only when CPU 3 is placeable");
+    }
+}

@@ -380,23 +380,21 @@ impl Sample {
         self.node_times_in(node, self.cpu_base.as_ref()?)
     }
 
+    /// CPU time of the CPUs `cpus` (those with a /proc/stat line), `None` when /proc/stat was not
+    /// read. The model sums its own nodes' CPU lists with it, which leave out reserved CPUs
+    /// (`Topology::reserve`), where the sample's node lists are sysfs's.
+    pub fn cpu_times_within(&self, cpus: &CpuSet) -> Option<CpuTimes> {
+        Some(times_within(cpus, self.cpu.as_ref()?))
+    }
+
+    /// [`Sample::cpu_times_within`] of `cpu_base` (the end of the observer's previous step).
+    pub fn cpu_times_within_base(&self, cpus: &CpuSet) -> Option<CpuTimes> {
+        Some(times_within(cpus, self.cpu_base.as_ref()?))
+    }
+
     fn node_times_in(&self, node: u32, stat: &ProcStat) -> Option<CpuTimes> {
         let n = self.nodes.iter().find(|n| n.node == node)?;
-        let mut t = CpuTimes::default();
-        for line in stat.cpus.iter().filter(|c| n.cpus.contains(c.cpu)) {
-            let c = &line.times;
-            t.user += c.user;
-            t.nice += c.nice;
-            t.system += c.system;
-            t.idle += c.idle;
-            t.iowait += c.iowait;
-            t.irq += c.irq;
-            t.softirq += c.softirq;
-            t.steal += c.steal;
-            t.guest += c.guest;
-            t.guest_nice += c.guest_nice;
-        }
-        Some(t)
+        Some(times_within(&n.cpus, stat))
     }
 
     /// The process with this pid.
@@ -408,4 +406,23 @@ impl Sample {
     pub fn thread_count(&self) -> usize {
         self.processes.iter().map(|p| p.threads.len()).sum()
     }
+}
+
+/// The sum of the /proc/stat lines of `cpus` in `stat`.
+fn times_within(cpus: &CpuSet, stat: &ProcStat) -> CpuTimes {
+    let mut t = CpuTimes::default();
+    for line in stat.cpus.iter().filter(|c| cpus.contains(c.cpu)) {
+        let c = &line.times;
+        t.user += c.user;
+        t.nice += c.nice;
+        t.system += c.system;
+        t.idle += c.idle;
+        t.iowait += c.iowait;
+        t.irq += c.irq;
+        t.softirq += c.softirq;
+        t.steal += c.steal;
+        t.guest += c.guest;
+        t.guest_nice += c.guest_nice;
+    }
+    t
 }

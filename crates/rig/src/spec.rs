@@ -115,6 +115,10 @@ pub struct GuestSpec {
     pub distances: Option<Vec<Vec<u32>>>,
     /// PCI devices and their nodes.
     pub pci: Vec<PciDeviceSpec>,
+    /// Extra kernel command-line arguments (`isolcpus=3`), after the rig's own
+    /// (`console=ttyS0 quiet panic=-1`). Each is one `key` or `key=value` token of printable ASCII without
+    /// spaces or quotes ([`GuestSpec::validate`]), so no argument can split into two or end the command line.
+    pub kernel_args: Vec<String>,
     /// Wall-clock limit from QEMU start to power-off.
     #[serde(skip)]
     pub timeout: Duration,
@@ -132,6 +136,7 @@ impl GuestSpec {
             smp: SmpLayout { sockets: 2, dies: 1, cores: 2, threads: 1 },
             distances: Some(vec![vec![10, 21], vec![21, 10]]),
             pci: vec![],
+            kernel_args: vec![],
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
         }
     }
@@ -157,6 +162,7 @@ impl GuestSpec {
                 PciDeviceSpec { node: 1, kind: PciKind::Nvme },
                 PciDeviceSpec { node: 2, kind: PciKind::Vmxnet3 },
             ],
+            kernel_args: vec![],
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
         }
     }
@@ -182,6 +188,7 @@ impl GuestSpec {
                 }
             })),
             pci: vec![],
+            kernel_args: vec![],
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
         }
     }
@@ -292,6 +299,14 @@ impl GuestSpec {
                 ));
             }
         }
+        for (k, a) in self.kernel_args.iter().enumerate() {
+            if a.is_empty() || !a.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\'') {
+                return Err(self.err(
+                    format!("kernel_args[{k}]"),
+                    format!("{a:?} must be one non-empty token of printable ASCII without quotes"),
+                ));
+            }
+        }
         if self.timeout.is_zero() {
             return Err(self.err("timeout", "must be positive"));
         }
@@ -383,7 +398,12 @@ impl GuestSpec {
             }
         }
         push(&["-kernel", &path(kernel)?, "-initrd", &path(initrd)?]);
-        push(&["-append", "console=ttyS0 quiet panic=-1"]);
+        let mut cmdline = String::from("console=ttyS0 quiet panic=-1");
+        for a in &self.kernel_args {
+            cmdline.push(' ');
+            cmdline.push_str(a);
+        }
+        push(&["-append", &cmdline]);
         push(&["-nodefaults", "-display", "none", "-no-reboot"]);
         push(&["-serial", &format!("file:{}", path(console)?)]);
         push(&["-serial", &format!("file:{}", path(results)?)]);
@@ -433,6 +453,19 @@ mod tests {
         assert!(has_pair(&a, "-serial", "file:/r/con"));
         assert!(has_pair(&a, "-serial", "file:/r/res"));
         assert!(!a.iter().any(|s| s.contains("pxb")));
+    }
+
+    #[test]
+    fn kernel_args_follow_the_rigs_own_and_bad_ones_are_refused() {
+        let mut g = GuestSpec::two_node();
+        assert!(has_pair(&args(&g), "-append", "console=ttyS0 quiet panic=-1"));
+        g.kernel_args = vec!["isolcpus=domain,3".into(), "nosmt".into()];
+        assert!(has_pair(&args(&g), "-append", "console=ttyS0 quiet panic=-1 isolcpus=domain,3 nosmt"));
+        for bad in ["", "a b", "init=\"x\"", "x'y", "tab\there"] {
+            g.kernel_args = vec!["nosmt".into(), bad.into()];
+            let e = g.validate().unwrap_err().to_string();
+            assert!(e.contains("kernel_args[1]"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use numapilot_rig::{GuestRun, GuestSpec, Rig, RigOptions};
 use serde_json::Value;
 
 const SCENARIO: &str = include_str!("../../../rig/scenarios/daemon-safety.sh");
+const ISOLATED: &str = include_str!("../../../rig/scenarios/isolated.sh");
 
 fn enabled() -> bool {
     let on = std::env::var("NUMAPILOT_RIG").is_ok_and(|v| v == "1");
@@ -34,6 +35,26 @@ fn run() -> &'static GuestRun {
         eprintln!("guest 2node daemon-safety: QEMU wall {} ms", run.wall_ms);
         if run.scenario_rc != 0 {
             return Err(format!("daemon-safety.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
+        }
+        Ok(run)
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The 2-node guest booted with `isolcpus=3` running rig/scenarios/isolated.sh (a boot of its own).
+fn isolated_run() -> &'static GuestRun {
+    static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
+        let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
+        spec.name = "2node-isolcpus".into();
+        spec.kernel_args = vec!["isolcpus=3".into()];
+        spec.timeout = Duration::from_secs(300);
+        let run = rig.boot(&spec, "isolated", ISOLATED, &[]).map_err(|e| e.to_string())?;
+        eprintln!("guest 2node isolcpus=3: QEMU wall {} ms", run.wall_ms);
+        if run.scenario_rc != 0 {
+            return Err(format!("isolated.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
         }
         Ok(run)
     })
@@ -425,4 +446,51 @@ fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back
     assert_eq!(ok(run, "daemon6-exit").trim(), "0");
     let log = run.section("daemon6-exit").unwrap().stderr();
     assert!(log.contains("CPU hotplug: online CPUs 0-3 -> 0-1"), "{log}");
+}
+
+/// A host booted with `isolcpus=3` (rig/scenarios/isolated.sh): every process's default mask is
+/// 0-2. An application with that mask and its memory on node 1, node 0's CPUs taken by pinned
+/// spinners and the isolated CPU 3 by a real-time-like one: the daemon manages the application
+/// (its mask is no pin of its own) and places it on node 1's one usable CPU, 2, never on 3
+/// (where the kernel would never balance it away); status names CPU 3 reserved, and SIGTERM puts
+/// the default mask back. Before the reservation the daemon took every process for self-pinned
+/// and did nothing in the same guest (the application stayed 0-2 on node 0, 53% local, for 120 s).
+#[test]
+fn isolated_cpus_are_never_placed_on() {
+    if !enabled() {
+        return;
+    }
+    let run = isolated_run();
+    assert_eq!(ok(run, "isolated").trim(), "3", "the kernel isolated CPU 3");
+    let shell = ok(run, "shell-status");
+    assert!(shell.contains("Cpus_allowed_list:\t0-2"), "the default mask leaves the isolated CPU out: {shell}");
+    let app: u64 = ok(run, "app-start").trim().parse().expect("the application's pid");
+    assert_eq!(ok(run, "app-applied").trim(), "0", "no applied action for the application in 60 s");
+    let tids = ok(run, "app-during-tids");
+    for tid in tids.split_whitespace() {
+        let status = ok(run, &format!("app-during-task-{tid}-status"));
+        assert!(status.contains("Cpus_allowed_list:\t2\n"), "thread {tid} not on node 1's usable CPU 2: {status}");
+        let stat = ok(run, &format!("app-during-task-{tid}-stat"));
+        let cpu = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(36)).expect("processor field");
+        assert_eq!(cpu, "2", "thread {tid} last ran on CPU {cpu}");
+        let after = ok(run, &format!("app-after-task-{tid}-status"));
+        assert!(after.contains("Cpus_allowed_list:\t0-2\n"), "thread {tid} not restored: {after}");
+    }
+    let rt = ok(run, "rt-during");
+    assert!(rt.contains("Cpus_allowed_list:\t3\n"), "the task on the isolated CPU was touched: {rt}");
+    let j = journal(run, "journal");
+    let sets: Vec<&Value> = j.iter().filter(|r| r["event"] == "action" && r["kind"] == "set-affinity").collect();
+    assert!(!actions_on(&j, app).is_empty(), "no action on the application: {j:?}");
+    for a in sets {
+        let cpus = cpu_list(a["action"]["cpus"].as_str().unwrap_or_else(|| panic!("no CPUs: {a}")));
+        assert!(!cpus.contains(&3), "a mask with the isolated CPU: {a}");
+    }
+    let status = ok(run, "status");
+    assert!(status.contains("reserved CPUs 3: no process is placed on them"), "{status}");
+    assert_eq!(
+        ok(run, "daemon-exit").trim(),
+        "0",
+        "daemon exit; log:\n{}",
+        run.section("daemon-exit").unwrap().stderr()
+    );
 }

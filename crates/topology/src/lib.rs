@@ -261,6 +261,21 @@ impl Topology {
         }
     }
 
+    /// Takes `reserved` out of the nodes' CPU lists: CPUs placement must never use (the kernel's
+    /// isolated CPUs, an operator's `reserved_cpus`, as numad's `-R`). They stay in `cpus` and stay
+    /// online, so a thread seen running there still has a CPU, but they are no longer
+    /// [`Topology::usable_cpus`]: no node offers them, [`Topology::cpus_of_nodes`] leaves them out,
+    /// and a node left with none is CPU-less to its users (its memory still counts). Apply it again
+    /// to a topology read anew (after CPU hotplug). Idempotent; an empty set changes nothing.
+    pub fn reserve(&mut self, reserved: &CpuSet) {
+        if reserved.is_empty() {
+            return;
+        }
+        for n in &mut self.nodes {
+            n.cpus = n.cpus.difference(reserved);
+        }
+    }
+
     /// Union of the CPUs of the given nodes.
     pub fn cpus_of_nodes(&self, nodes: &NodeSet) -> CpuSet {
         self.nodes.iter().filter(|n| nodes.contains(n.id)).fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))

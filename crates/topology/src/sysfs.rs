@@ -495,6 +495,21 @@ fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<u32>, TopologyError>
     Ok(ids)
 }
 
+/// The CPUs the kernel isolated at boot (`isolcpus=`, its `domain` flag, the default):
+/// `ROOT/sys/devices/system/cpu/isolated`, one CPU list, empty when none are. Absent before Linux
+/// 4.12 and on fixture roots: then none. The kernel keeps these CPUs out of its load balancing and
+/// out of every task's default affinity (measured in the rig's 6.12 guest booted with
+/// `isolcpus=3`: the file read "3", pid 1 and every shell's `Cpus_allowed_list` 0-2), so only a
+/// task placed there on purpose runs there. `nohz_full` CPUs are not included: on their own they
+/// stay in the balancing and in the default affinity (and `nohz_full` reads "(null)" when unset).
+pub fn isolated_cpus(root: &Path) -> Result<IdSet, TopologyError> {
+    let path = root.join("sys/devices/system/cpu/isolated");
+    match read_optional(&path)? {
+        Some(text) if text.trim() != "(null)" => parse_list(&path, &text),
+        _ => Ok(IdSet::new()),
+    }
+}
+
 fn parse_list(path: &Path, text: &str) -> Result<IdSet, TopologyError> {
     let line = text.lines().next().unwrap_or("").trim();
     IdSet::parse_list(line).map_err(|e| malformed(path, 1, line, &e.to_string()))

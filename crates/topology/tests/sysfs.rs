@@ -346,3 +346,39 @@ fn pci_addresses_in_every_form() {
     assert_eq!(pci("3b:00.8"), None);
     assert_eq!(pci(":00.0"), None);
 }
+
+/// `isolated` as the 6.12 guest booted with `isolcpus=3` wrote it, empty (no isolcpus), absent (old
+/// kernels, fixture roots) or "(null)" (how `nohz_full` reads unset): the CPUs, or none; a line
+/// that is not a CPU list is an error naming the file.
+#[test]
+fn isolated_cpus_read_from_sysfs() {
+    use numapilot_topology::sysfs::isolated_cpus;
+    let fs = sparse_machine();
+    assert_eq!(isolated_cpus(fs.root()).unwrap(), IdSet::new(), "absent: none");
+    for (text, want) in [("3\n", "3"), ("\n", ""), ("1-2,3\n", "1-3"), ("(null)\n", "")] {
+        fs.write("sys/devices/system/cpu/isolated", text);
+        assert_eq!(isolated_cpus(fs.root()).unwrap(), set(want), "{text:?}");
+    }
+    fs.write("sys/devices/system/cpu/isolated", "three\n");
+    let e = isolated_cpus(fs.root()).unwrap_err().to_string();
+    assert!(e.contains("sys/devices/system/cpu/isolated") && e.contains("three"), "{e}");
+}
+
+/// Reserved CPUs leave their nodes' lists and the usable CPUs, but stay known and online; a node
+/// whose CPUs are all reserved offers none.
+#[test]
+fn reserved_cpus_leave_the_nodes_but_stay_online() {
+    let fs = sparse_machine();
+    let mut t = read_topology(fs.root()).unwrap();
+    t.reserve(&set("1,3"));
+    assert_eq!(t.node(0).unwrap().cpus, set("0,2"));
+    assert_eq!(t.usable_cpus(), set("0,2"));
+    assert_eq!(t.online_cpus(), set("0-3"), "still online");
+    assert_eq!(t.cpu(3).map(|c| c.node), Some(0), "still known, with its node");
+    assert_eq!(t.cpus_of_nodes(&set("0,8")), set("0,2"));
+    let again = t.clone();
+    t.reserve(&set("1,3"));
+    assert_eq!(t, again, "idempotent");
+    t.reserve(&set("0-3"));
+    assert!(t.node(0).unwrap().cpus.is_empty() && t.usable_cpus().is_empty());
+}

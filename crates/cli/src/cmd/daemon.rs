@@ -259,7 +259,10 @@ pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
 /// Two observations 1 s apart, the model updated with both, the adaptive policy asked once.
 fn explain_local(a: &ExplainArgs) -> anyhow::Result<ExitCode> {
     use numapilot_policy::Policy as _;
-    let topo = Topology::from_sysfs(std::path::Path::new("/")).context("reading the topology")?;
+    let mut topo = Topology::from_sysfs(std::path::Path::new("/")).context("reading the topology")?;
+    // As the daemon sees the machine by default: without the CPUs the kernel isolated (a process's
+    // default mask leaves them out, and is no pin of its own).
+    topo.reserve(&numapilot_topology::sysfs::isolated_cpus(std::path::Path::new("/"))?);
     let reader = numapilot_observe::Reader::new("/");
     let mut model = numapilot_model::Model::new(topo, numapilot_policy::Tunables::default());
     let mut policy = numapilot_policy::Adaptive::new();

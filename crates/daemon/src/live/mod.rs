@@ -80,6 +80,11 @@ pub struct LiveOptions {
     /// Most threads one page move's copy is split over (`[actuation] mover_threads`; rule
     /// split-copy, [`mover`]). Default [`DEFAULT_MOVER_THREADS`].
     pub mover_threads: usize,
+    /// CPUs never placed on (`[actuation] reserved_cpus`, numad's `-R`). Default none.
+    pub reserved_cpus: CpuSet,
+    /// Reserve the CPUs the kernel isolated at boot as well (`[actuation] reserve_isolated`,
+    /// `ROOT/sys/devices/system/cpu/isolated`). Default true.
+    pub reserve_isolated: bool,
 }
 
 /// Default of [`LiveOptions::mover_threads`] (`[actuation] mover_threads`): 4 threads. Source:
@@ -105,6 +110,8 @@ impl Default for LiveOptions {
             migrate_mb_per_s: numapilot_model::Tunables::default().migrate_budget_mib_per_s,
             cpuset: CpusetMode::Off,
             mover_threads: DEFAULT_MOVER_THREADS,
+            reserved_cpus: CpuSet::new(),
+            reserve_isolated: true,
         }
     }
 }
@@ -186,6 +193,34 @@ pub struct RestoreReport {
     pub failed: Vec<String>,
 }
 
+/// The CPUs placement never uses: `[actuation] reserved_cpus`, and the kernel's isolated CPUs
+/// (`ROOT/sys/devices/system/cpu/isolated`) unless `reserve_isolated` is off; with a note saying
+/// which and why when there are any. Read once, at start: `isolated` is the boot's `isolcpus=`.
+/// A file that cannot be read or parsed stops the start (an isolated CPU taken for a free one
+/// would be placed on).
+fn reserved_cpus(opts: &LiveOptions) -> Result<(CpuSet, Option<String>), LiveError> {
+    let isolated = if opts.reserve_isolated {
+        numapilot_topology::sysfs::isolated_cpus(&opts.root).map_err(|e| {
+            LiveError::Unavailable(format!("{e} (set [actuation] reserve_isolated = false to place on them)"))
+        })?
+    } else {
+        CpuSet::new()
+    };
+    let all = isolated.union(&opts.reserved_cpus);
+    if all.is_empty() {
+        return Ok((all, None));
+    }
+    let mut why = Vec::new();
+    if !isolated.is_empty() {
+        why.push(format!("isolated by the kernel: {}", isolated.to_list()));
+    }
+    if !opts.reserved_cpus.is_empty() {
+        why.push(format!("[actuation] reserved_cpus: {}", opts.reserved_cpus.to_list()));
+    }
+    let note = format!("CPUs {} reserved ({}): no process is placed on them", all.to_list(), why.join("; "));
+    Ok((all, Some(note)))
+}
+
 /// What one look at `/sys/devices/system/cpu/online` found ([`HotplugWatch::look`]).
 #[derive(Debug)]
 pub enum Hotplug {
@@ -218,6 +253,8 @@ pub struct HotplugWatch {
     last_online: Option<CpuSet>,
     /// Looks in a row that found the topology disagreeing with the file.
     unsettled: u32,
+    /// CPUs taken out of every topology read again ([`Topology::reserve`]).
+    reserved: CpuSet,
 }
 
 impl HotplugWatch {
@@ -246,8 +283,10 @@ impl HotplugWatch {
         // are both the file's.
         let agrees = |t: &Topology| t.online_cpus() == online && t.listed_cpus() == online;
         // The topology in use already agrees (the first look, or the file back where it was),
-        // unless the last read caught sysfs mid-change: then it is read again.
-        if self.unsettled == 0 && agrees(before) {
+        // unless the last read caught sysfs mid-change: then it is read again. Its nodes list
+        // neither the offline CPUs nor the reserved ones.
+        let in_use_agrees = before.online_cpus() == online && before.listed_cpus() == online.difference(&self.reserved);
+        if self.unsettled == 0 && in_use_agrees {
             self.settle(online);
             return Hotplug::Same;
         }
@@ -263,6 +302,7 @@ impl HotplugWatch {
                     self.unsettle(online.clone());
                 }
                 topo.clip_to_online(&online);
+                topo.reserve(&self.reserved);
                 if topo.online_cpus() == before.online_cpus() && topo.usable_cpus() == before.usable_cpus() {
                     Hotplug::Same
                 } else {
@@ -274,6 +314,12 @@ impl HotplugWatch {
                 Hotplug::Unreadable { online, error: e.to_string() }
             }
         }
+    }
+
+    /// A watch that takes `reserved` out of every topology it reads again (the live host's own
+    /// is made with the CPUs it reserved at start).
+    pub fn with_reserved(reserved: CpuSet) -> Self {
+        HotplugWatch { reserved, ..HotplugWatch::default() }
     }
 
     fn settle(&mut self, online: CpuSet) {
@@ -360,10 +406,20 @@ impl LiveHost {
 
     /// [`LiveHost::open`] with explicit [`LiveTuning`] (signal sources, observation tiers).
     pub fn open_with(
-        topo: Topology,
+        mut topo: Topology,
         opts: LiveOptions,
         tuning: LiveTuning,
     ) -> Result<(Self, RestoreReport), LiveError> {
+        // Before anything is restored or claimed: a reservation that leaves nothing to place on
+        // stops the start with nothing done.
+        let (reserved, reserved_note) = reserved_cpus(&opts)?;
+        topo.reserve(&reserved);
+        if topo.usable_cpus().is_empty() {
+            return Err(LiveError::Unavailable(format!(
+                "every online CPU is reserved ({}): nothing left to place processes on",
+                reserved_note.unwrap_or_default()
+            )));
+        }
         let mut report = RestoreReport::default();
         let mut stale_note = None;
         // A start that acts owns the state file first (`Originals::claim`): one that is refused
@@ -408,6 +464,7 @@ impl LiveHost {
             return Err(LiveError::Unavailable(format!("{} is not a mounted /proc", proc_dir.display())));
         }
         let mut notes: Vec<String> = stale_note.into_iter().collect();
+        notes.extend(reserved_note);
         let cpuset = match opts.cpuset {
             CpusetMode::Off => None,
             CpusetMode::Auto => {
@@ -481,7 +538,7 @@ impl LiveHost {
             mover,
             adopted: std::collections::BTreeMap::new(),
             topo_change: None,
-            hotplug: HotplugWatch::default(),
+            hotplug: HotplugWatch::with_reserved(reserved),
             topo,
             opts,
         };
@@ -673,13 +730,14 @@ impl LiveHost {
     }
 
     fn set_affinity(&mut self, pid: u32, tid: Option<u32>, starttime: u64, comm: &str, cpus: &CpuSet) -> Outcome {
-        let online = self.topo.online_cpus();
-        if cpus.is_empty() || !cpus.is_subset(&online) {
+        // Online and not reserved: a plan naming a reserved CPU is refused, whoever made it.
+        let usable = self.topo.usable_cpus();
+        if cpus.is_empty() || !cpus.is_subset(&usable) {
             return Outcome::Refused {
                 message: format!(
-                    "CPUs {} are not a non-empty subset of the online CPUs {}",
+                    "CPUs {} are not a non-empty subset of the CPUs placement may use {}",
                     cpus.to_list(),
-                    online.to_list()
+                    usable.to_list()
                 ),
             };
         }

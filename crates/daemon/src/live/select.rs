@@ -239,6 +239,13 @@ pub fn pinned(
     let Some(allowed) = allowed else {
         return Some("its cpuset could not be read: whether it narrowed its CPUs is unknown".into());
     };
+    // Reserved CPUs (`Topology::reserve`) are not the process's to narrow from: on a host with
+    // isolated CPUs every process's default mask leaves them out.
+    let cpuset = allowed;
+    let allowed = cpuset.intersection(&topo.usable_cpus());
+    if allowed.is_empty() {
+        return Some(format!("its cpuset allows only CPUs placement does not use ({})", cpuset.to_list()));
+    }
     let Some(tids) = numapilot_actuate::list_threads(pid).ok().flatten() else {
         return Some("its threads could not be listed: whether one narrowed its CPUs is unknown".into());
     };

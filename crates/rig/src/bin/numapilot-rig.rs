@@ -74,12 +74,24 @@ fn prepare_with(opts: &RigOptions) -> Res<Rig> {
 }
 
 fn boot(args: &[String]) -> Res<()> {
-    let [name, rest @ ..] = args else { return Err("usage: numapilot-rig boot PRESET [SCENARIO.sh]".into()) };
-    let spec = preset(name)?;
+    const USAGE: &str = "usage: numapilot-rig boot PRESET [SCENARIO.sh] [--append KERNEL_ARG]...";
+    let mut plain = Vec::new();
+    let mut kernel_args = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--append" => kernel_args.push(it.next().ok_or(USAGE)?.clone()),
+            _ => plain.push(a),
+        }
+    }
+    let [name, rest @ ..] = plain.as_slice() else { return Err(USAGE.into()) };
+    let mut spec = preset(name)?;
+    spec.kernel_args = kernel_args;
+    spec.validate().map_err(|e| e.to_string())?;
     let script = match rest {
         [] => CHECKS.to_string(),
         [p] => std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"))?,
-        _ => return Err("usage: numapilot-rig boot PRESET [SCENARIO.sh]".into()),
+        _ => return Err(USAGE.into()),
     };
     let rig = prepare()?;
     let run = rig.boot(&spec, "", &script, &[])?;
@@ -553,7 +565,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(&args[1..]),
         Some("race") => race(&args[1..]),
         Some("cost") => cost(&args[1..]),
-        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] | demo [PRESET] | race [--short] [...] | cost [...] | capture-fixtures [--out DIR] [PRESET...]"
+        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] [--append KERNEL_ARG]... | demo [PRESET] | race [--short] [...] | cost [...] | capture-fixtures [--out DIR] [PRESET...]"
             .into()),
     };
     match res {

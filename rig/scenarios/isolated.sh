@@ -1,0 +1,64 @@
+# Rig scenario "isolated" (busybox sh, sourced after rig/guest/lib.sh), for crates/rig/tests/daemon.rs: the 2-node
+# guest booted with `isolcpus=3` (CPU 3, the second of node 1, isolated from the scheduler's balancing). Every
+# process's default mask is then 0-2. A real-time-like task spins pinned to the isolated CPU 3, two more spin
+# pinned to CPUs 0 and 1 (node 0 full), and an application with the default mask 0-2 has its 64 MiB on node 1 (first
+# touched from CPU 2). The daemon, with its defaults (`reserve_isolated = true`), must manage the application (its
+# mask 0-2 is not a pin of its own) and place it on node 1's usable CPU 2 alone, never on CPU 3, where the kernel
+# would never balance it away; status names the reserved CPU. Judged from /proc by the host
+# (`isolated_cpus_are_never_placed_on`).
+echo 0 >/proc/sys/kernel/numa_balancing
+mkdir -p /run/numapilot
+: >/tmp/.rig.none
+cat >/tmp/np-iso.toml <<EOF
+[daemon]
+interval_ms = 500
+journal = "/tmp/np-journal.jsonl"
+state = "/run/numapilot/state.json"
+socket = "/run/numapilot/numapilot.sock"
+metrics = "off"
+EOF
+rig_file isolated /sys/devices/system/cpu/isolated
+rig_file shell-status /proc/$$/status
+
+iso_wait() {
+	_i=0
+	while [ $_i -lt $(($2 * 5)) ]; do
+		grep -q "$1" "$3" 2>/dev/null && return 0
+		_i=$((_i + 1))
+		sleep 0.2
+	done
+	return 1
+}
+
+taskset -c 3 sh -c 'while :; do :; done' &
+rt=$!
+taskset -c 0 sh -c 'while :; do :; done' &
+s0=$!
+taskset -c 1 sh -c 'while :; do :; done' &
+s1=$!
+cp "$(command -v rig-toucher)" /tmp/app
+rig_start app 90 taskset -c 2 /tmp/app --mb 64 --threads 1 --loop
+app=$RIG_PID
+# Back to the default mask of this machine, as a process started without taskset has it.
+taskset -a -p -c 0-2 "$app" >/tmp/.rig.ts 2>&1
+rig_send app-widen $? /tmp/.rig.ts /tmp/.rig.none
+rig_run app-numastat numastat -p "$app"
+rig_threads app-before "$app"
+numapilot daemon --config /tmp/np-iso.toml --exclude-pid $$ >/tmp/np.log 2>&1 &
+d=$!
+iso_wait 'started, interval' 60 /tmp/np.log
+iso_wait "\"pid\":$app,.*\"outcome\":\"applied\"" 60 /tmp/np-journal.jsonl
+echo $? >/tmp/.rig.w
+rig_send app-applied 0 /tmp/.rig.w /tmp/np.log
+sleep 2
+rig_threads app-during "$app"
+rig_file rt-during "/proc/$rt/status"
+rig_run status numapilot status
+kill -TERM $d
+wait $d
+echo $? >/tmp/.rig.rc
+rig_send daemon-exit 0 /tmp/.rig.rc /tmp/np.log
+rig_file journal /tmp/np-journal.jsonl
+rig_threads app-after "$app"
+kill "$app" "$rt" "$s0" "$s1"
+wait 2>/dev/null
