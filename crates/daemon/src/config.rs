@@ -19,7 +19,6 @@
 //! Units are in the key names (`_ms`, `_mb_per_s`, `_bytes`, `_mib`). Limits: TOML only; a key given
 //! twice is a TOML error; environment variables are not read.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -174,6 +173,18 @@ pub struct ExcludeSection {
     pub min_rss_mib: u64,
 }
 
+/// `[include]`: when any list is set, the only processes managed (numad's `-S 0 -p PID`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IncludeSection {
+    /// Process names (`comm`, at most 15 bytes).
+    pub comm: Vec<String>,
+    /// Pids.
+    pub pids: Vec<u32>,
+    /// Cgroup path prefixes as in /proc/PID/cgroup (e.g. `/system.slice/postgresql.service`).
+    pub cgroups: Vec<String>,
+}
+
 /// `[actuation]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -289,6 +300,8 @@ pub struct Config {
     pub daemon: DaemonSection,
     /// `[exclude]`.
     pub exclude: ExcludeSection,
+    /// `[include]`.
+    pub include: IncludeSection,
     /// `[actuation]`.
     pub actuation: ActuationSection,
     /// `[signals]`.
@@ -318,6 +331,10 @@ pub struct Overrides {
     pub exclude_pids: Vec<u32>,
     /// `--include-pinned`.
     pub include_pinned: bool,
+    /// `--include COMM` (added to `[include] comm`).
+    pub include_comm: Vec<String>,
+    /// `--include-pid PID` (added to `[include] pids`).
+    pub include_pids: Vec<u32>,
 }
 
 /// The flag that overrides configuration key `key` (dotted), if any.
@@ -330,6 +347,8 @@ fn flag_of(key: &str) -> Option<&'static str> {
         "daemon.metrics" => "--metrics",
         "exclude.comm" => "--exclude",
         "exclude.pids" => "--exclude-pid",
+        "include.comm" => "--include",
+        "include.pids" => "--include-pid",
         _ => return None,
     })
 }
@@ -454,6 +473,8 @@ fn apply_overrides(c: &mut Config, o: &Overrides) {
     if o.include_pinned {
         c.exclude.include_pinned = true;
     }
+    c.include.comm.extend(o.include_comm.iter().cloned());
+    c.include.pids.extend(o.include_pids.iter().copied());
 }
 
 type KeyError = (Vec<&'static str>, String);
@@ -505,16 +526,8 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
         return Err((vec!["daemon", "socket"], "daemon.socket: path longer than 107 bytes (unix(7) sun_path)".into()));
     }
     metrics_addr(&d.metrics).map_err(|r| (vec!["daemon", "metrics"], r))?;
-    let mut seen = BTreeSet::new();
-    for comm in &c.exclude.comm {
-        if comm.is_empty() || comm.len() > 15 || comm.contains('\n') {
-            return Err((
-                vec!["exclude", "comm"],
-                format!("exclude.comm {comm:?}: a process name is 1 to 15 bytes (TASK_COMM_LEN 16 with its NUL)"),
-            ));
-        }
-        seen.insert(comm);
-    }
+    check_process_lists("exclude", &c.exclude.comm, &c.exclude.pids, &c.exclude.cgroups)?;
+    check_process_lists("include", &c.include.comm, &c.include.pids, &c.include.cgroups)?;
     if c.exclude.include_kernel {
         return Err((
             vec!["exclude", "include_kernel"],
@@ -522,19 +535,6 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
              (the kernel places its own threads)"
                 .into(),
         ));
-    }
-    for pid in &c.exclude.pids {
-        if *pid == 0 {
-            return Err((vec!["exclude", "pids"], "exclude.pids: 0 is not a process id".into()));
-        }
-    }
-    for cg in &c.exclude.cgroups {
-        if !cg.starts_with('/') {
-            return Err((
-                vec!["exclude", "cgroups"],
-                format!("exclude.cgroups {cg:?}: a cgroup path starts with '/' as in /proc/PID/cgroup"),
-            ));
-        }
     }
     for (key, v) in [("maps_every", c.signals.maps_every), ("sockets_every", c.signals.sockets_every)] {
         if v == 0 {
@@ -555,6 +555,36 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
             vec!["actuation", "migrate_mb_per_s"],
             "actuation.migrate_mb_per_s = 0: must be > 0 (to stop migrating, use dry_run)".into(),
         ));
+    }
+    Ok(())
+}
+
+/// The process lists of `[exclude]` or `[include]` (`section`): names of 1 to 15 bytes, pids
+/// above 0, cgroup paths from the root.
+fn check_process_lists(
+    section: &'static str,
+    comm: &[String],
+    pids: &[u32],
+    cgroups: &[String],
+) -> Result<(), KeyError> {
+    for name in comm {
+        if name.is_empty() || name.len() > 15 || name.contains('\n') {
+            return Err((
+                vec![section, "comm"],
+                format!("{section}.comm {name:?}: a process name is 1 to 15 bytes (TASK_COMM_LEN 16 with its NUL)"),
+            ));
+        }
+    }
+    if pids.contains(&0) {
+        return Err((vec![section, "pids"], format!("{section}.pids: 0 is not a process id")));
+    }
+    for cg in cgroups {
+        if !cg.starts_with('/') {
+            return Err((
+                vec![section, "cgroups"],
+                format!("{section}.cgroups {cg:?}: a cgroup path starts with '/' as in /proc/PID/cgroup"),
+            ));
+        }
     }
     Ok(())
 }
@@ -594,6 +624,9 @@ impl Config {
             exclude_comm: self.exclude.comm.clone(),
             exclude_pids: self.exclude.pids.clone(),
             exclude_cgroups: self.exclude.cgroups.clone(),
+            include_comm: self.include.comm.clone(),
+            include_pids: self.include.pids.clone(),
+            include_cgroups: self.include.cgroups.clone(),
             include_pinned: self.exclude.include_pinned,
             min_rss_kb: self.exclude.min_rss_mib.saturating_mul(1024),
             migrate_mb_per_s: self.actuation.migrate_mb_per_s.unwrap_or(self.tunables.migrate_budget_mib_per_s),

@@ -39,8 +39,9 @@
 //!
 //! Units: intervals in ms (config) and ns (engine). Limits: settings that need resources re-opened
 //! (socket, metrics address, the state file, `[actuation]`, `[signals]`, the threads' nice) change
-//! at restart; a reload that changes them says so in the log. A reload's `[exclude]` holds from the
-//! next action (an excluded process must not be moved until a restart).
+//! at restart; a reload that changes them says so in the log. A reload's `[exclude]` and `[include]`
+//! hold from the next action (an excluded process must not be moved until a restart), and the
+//! observer classifies every process again at the next cycle.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -713,8 +714,8 @@ pub fn serve<H: Host + Restore>(
                                 );
                                 new.config.daemon.dry_run = true;
                             }
-                            // An exclusion added by a reload holds from the next action: an
-                            // operator excluding a process must not have it moved until a restart.
+                            // An exclusion (or inclusion) a reload made holds from the next action:
+                            // an operator excluding a process must not have it moved until a restart.
                             host.set_exclusions(&new.config.live_options(false));
                             if new.config.daemon.journal != config.daemon.journal
                                 || new.config.daemon.journal_max_bytes != config.daemon.journal_max_bytes

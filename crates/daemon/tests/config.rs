@@ -84,6 +84,9 @@ fn our_own_values_are_checked_with_lines() {
         ("[exclude]\ncomm = [\"a-name-longer-than-15\"]\n", 2, "comm"),
         ("[exclude]\ncgroups = [\"system.slice\"]\n", 2, "cgroups"),
         ("[exclude]\npids = [0]\n", 2, "pids"),
+        ("[include]\ncomm = [\"a-name-longer-than-15\"]\n", 2, "include.comm"),
+        ("[include]\n\ncgroups = [\"system.slice\"]\n", 3, "include.cgroups"),
+        ("[include]\npids = [0]\n", 2, "include.pids: 0 is not a process id"),
         ("[actuation]\nmigrate_mb_per_s = 0\n", 2, "migrate_mb_per_s"),
         ("[actuation]\nmover_threads = 0\n", 2, "actuation.mover_threads = 0"),
         ("[actuation]\n\nmover_threads = 257\n", 3, "actuation.mover_threads = 257"),
@@ -154,6 +157,12 @@ fn a_bad_flag_is_named() {
     let o = Overrides { exclude_pids: vec![0], ..Overrides::default() };
     let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
     assert!(e.reason.starts_with("--exclude-pid 0"), "{e}");
+    let o = Overrides { include_pids: vec![0], ..Overrides::default() };
+    let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
+    assert!(e.reason.starts_with("--include-pid 0"), "{e}");
+    let o = Overrides { include_comm: vec!["postgres".into()], ..Overrides::default() };
+    let c = config::parse_with_overrides("[include]\ncomm = [\"redis-server\"]\n", "f.toml", &o).unwrap();
+    assert_eq!(c.include.comm, vec!["redis-server".to_string(), "postgres".to_string()], "flags add to the file");
     let o = Overrides { interval_ms: Some(u64::MAX), ..Overrides::default() };
     let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
     assert!(e.reason.contains("interval_ms") && e.reason.contains("one day"), "{e}");
@@ -162,6 +171,7 @@ fn a_bad_flag_is_named() {
 #[test]
 fn live_options_carry_every_section() {
     let text = "[exclude]\ncgroups = [\"/system.slice\"]\ninclude_pinned = true\nmin_rss_mib = 300\n\
+                [include]\ncomm = [\"postgres\"]\npids = [7]\ncgroups = [\"/db.slice\"]\n\
                 [actuation]\nmigrate_mb_per_s = 200\ncpuset = \"auto\"\nmover_threads = 2\n\
                 reserved_cpus = \"0,6-7\"\nreserve_isolated = false\n\
                 [daemon]\nstate = \"/var/tmp/s.json\"\n";
@@ -169,6 +179,8 @@ fn live_options_carry_every_section() {
     let l = c.live_options(false);
     assert_eq!(l.exclude_cgroups, vec!["/system.slice".to_string()]);
     assert!(l.include_pinned);
+    assert_eq!((l.include_comm, l.include_pids), (vec!["postgres".to_string()], vec![7]));
+    assert_eq!(l.include_cgroups, vec!["/db.slice".to_string()]);
     assert_eq!(l.min_rss_kb, 300 * 1024);
     assert_eq!(l.migrate_mb_per_s, 200);
     assert_eq!(l.cpuset, CpusetMode::Auto);

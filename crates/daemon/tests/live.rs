@@ -1265,6 +1265,43 @@ fn exclusions_taken_after_the_start_hold_from_the_next_action() {
     kid.kill();
 }
 
+/// `[include]` (numad's `-S 0 -p PID`): with a name listed, a process of another name is not read
+/// (only its stat, as load) and an action on it is refused; the listed one is read and acted on.
+/// A reload that lists the other too has it read at the next cycle (the observer classifies every
+/// process again) and acted on.
+#[test]
+fn only_included_processes_are_read_and_touched_and_a_reload_widens_the_list() {
+    let (_d, state) = tmp_state("include");
+    let cpus = topo().online_cpus();
+    let mut listed = Kid::spawn("sleep", &[("NP_COMM", "np-listed".into())]);
+    listed.line("ready");
+    let mut other = Kid::spawn("sleep", &[("NP_COMM", "np-other".into())]);
+    other.line("ready");
+    let mut host = host_with(&state, |o| o.include_comm = vec!["np-listed".into()]);
+    let s = observe(&mut host);
+    assert!(s.process(listed.pid()).is_some(), "the listed process is read");
+    assert!(s.process(other.pid()).is_none(), "a process not listed is not");
+    let o = host.apply(&action(other.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert!(refused(&o).contains("'np-other' is not in [include]"), "{o:?}");
+    let o = host.apply(&action(listed.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+
+    let opts = LiveOptions {
+        state_path: state.clone(),
+        include_comm: vec!["np-listed".into()],
+        include_pids: vec![other.pid()],
+        ..LiveOptions::default()
+    };
+    host.set_exclusions(&opts);
+    let s = observe(&mut host);
+    assert!(s.process(other.pid()).is_some(), "included by a reload: read from the next cycle");
+    let o = host.apply(&action(other.target(), ActionKind::SetAffinity { cpus }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    host.restore_all();
+    listed.kill();
+    other.kill();
+}
+
 #[test]
 fn observe_only_refuses_every_action() {
     let (_d, state) = tmp_state("dry");

@@ -52,6 +52,13 @@ pub struct DaemonArgs {
     /// Also manage processes that placed themselves (narrowed affinity, explicit memory policy).
     #[arg(long)]
     pub include_pinned: bool,
+    /// Manage only processes with this name (comm), with those of --include-pid and [include];
+    /// repeatable, added to the file's list. Exclusions still win.
+    #[arg(long, value_name = "COMM")]
+    pub include: Vec<String>,
+    /// Manage only this pid, with the other inclusions (numad -S 0 -p PID); repeatable.
+    #[arg(long, value_name = "PID")]
+    pub include_pid: Vec<u32>,
     /// Log level (error, warn, info, debug, trace, off) or target=level directives, comma separated;
     /// RUST_LOG, when set, wins.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
@@ -163,6 +170,8 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         exclude_comm: a.exclude,
         exclude_pids: a.exclude_pid,
         include_pinned: a.include_pinned,
+        include_comm: a.include,
+        include_pids: a.include_pid,
     };
     if a.check {
         let loaded = numapilot_daemon::config::load(&source, &overrides)?;

@@ -66,6 +66,14 @@ pub struct LiveOptions {
     pub exclude_pids: Vec<u32>,
     /// Cgroup path prefixes (as in /proc/PID/cgroup) whose processes are never touched.
     pub exclude_cgroups: Vec<String>,
+    /// When any of the three is non-empty, only processes matching one of them (by name, pid or
+    /// cgroup prefix) are managed (`[include]`, numad's `-S 0 -p PID`); the others are load, never
+    /// read in detail, planned for or touched. Exclusions win. Default: all empty (everything).
+    pub include_comm: Vec<String>,
+    /// Pids managed (see [`LiveOptions::include_comm`]).
+    pub include_pids: Vec<u32>,
+    /// Cgroup path prefixes whose processes are managed (see [`LiveOptions::include_comm`]).
+    pub include_cgroups: Vec<String>,
     /// Touch processes that pinned themselves (affinity narrower than their cpuset, or an explicit
     /// memory policy in numa_maps). Default false.
     pub include_pinned: bool,
@@ -105,6 +113,9 @@ impl Default for LiveOptions {
             exclude_comm: Vec::new(),
             exclude_pids: Vec::new(),
             exclude_cgroups: Vec::new(),
+            include_comm: Vec::new(),
+            include_pids: Vec::new(),
+            include_cgroups: Vec::new(),
             include_pinned: false,
             min_rss_kb: 0,
             migrate_mb_per_s: numapilot_model::Tunables::default().migrate_budget_mib_per_s,
@@ -631,8 +642,14 @@ impl LiveHost {
         self.opts.exclude_comm.clone_from(&new.exclude_comm);
         self.opts.exclude_pids.clone_from(&new.exclude_pids);
         self.opts.exclude_cgroups.clone_from(&new.exclude_cgroups);
+        self.opts.include_comm.clone_from(&new.include_comm);
+        self.opts.include_pids.clone_from(&new.include_pids);
+        self.opts.include_cgroups.clone_from(&new.include_cgroups);
         self.opts.include_pinned = new.include_pinned;
         self.opts.min_rss_kb = new.min_rss_kb;
+        // Every process is classified again at its next read: one newly included is read and
+        // planned for, one newly excluded leaves the sample.
+        self.observer.reclassify();
     }
 
     /// Puts every touched process back as it was, and empties the state file.

@@ -16,7 +16,8 @@
 //!                    idle_stat_every (by pid) and at least every idle_stat_max_ms, the last
 //!                    read carried on the others
 //!                    ├─ kernel thread ───────────> skipped (re-checked every KTHREAD_RECHECK cycles)
-//!                    ├─ excluded (pid/comm/cgroup) or RSS < min_rss_kb ─> skipped, details unread
+//!                    ├─ excluded (pid/comm/cgroup), not in a set [include] list, or
+//!                    │  RSS < min_rss_kb ─> skipped, details unread
 //!                    └─ user process: which tier?
 //!   threads tier     new process, or its CPU ticks moved >= detail_min_ticks since its threads were
 //!                    read, or its turn in the staleness round (pid % stale_cycles)
@@ -61,8 +62,9 @@
 //!
 //! # Limits
 //!
-//! Exclusions are decided when a process is first seen and again whenever its name changes (exec,
-//! PR_SET_NAME: same pid and start time, another comm, which also drops its cached details); the
+//! Exclusions are decided when a process is first seen, again whenever its name changes (exec,
+//! PR_SET_NAME: same pid and start time, another comm, which also drops its cached details) and for
+//! every process after a reload ([`TieredObserver::reclassify`]); the
 //! daemon's own pid is always excluded. A process moved into an excluded cgroup later stays in the
 //! sample, but `apply` checks its cgroup again before acting. A process whose numa_maps showed an
 //! explicit memory policy has numa_maps re-read whenever its threads are (within the cycle's
@@ -715,6 +717,18 @@ impl TieredObserver {
             all.extend(last);
             Ok((pids?, all))
         })
+    }
+
+    /// Forgets how every user process was classified (managed, or skipped as excluded or not
+    /// included), so each is classified again at the next cycle under the options then: after a
+    /// reload changed `[exclude]` or `[include]`. Kernel threads keep theirs. That cycle reads the
+    /// reclassified processes as new (their threads and numa_maps), once.
+    pub fn reclassify(&mut self) {
+        let pids: Vec<u32> =
+            self.entries.iter().filter(|(_, e)| !matches!(e.kind, Kind::Kernel { .. })).map(|(&p, _)| p).collect();
+        for pid in pids {
+            self.drop_entry(pid);
+        }
     }
 
     fn drop_entry(&mut self, pid: u32) {

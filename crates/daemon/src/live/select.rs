@@ -93,8 +93,9 @@ fn same_executable(pid: u32) -> bool {
     own.is_some() && id(&format!("/proc/{pid}/exe")) == *own
 }
 
-/// Why a process is excluded (this process itself and its tools, always; then the options' pid, comm, cgroup), or
-/// `None`. `cgroups` is read only when a cgroup prefix is configured.
+/// Why a process is excluded (this process itself and its tools, always; then the options' pid, comm, cgroup; then,
+/// when `[include]` lists anything, a process none of its pids, names or cgroup prefixes names), or `None`.
+/// Exclusions win over inclusions. `cgroups` is read at most once, and only when a cgroup list can decide.
 pub fn exclusion(
     opts: &LiveOptions,
     pid: u32,
@@ -120,16 +121,34 @@ pub fn exclusion(
     if opts.exclude_comm.iter().any(|c| c == comm) {
         return Some(format!("process name '{comm}' is excluded"));
     }
+    let included_by_name = opts.include_pids.contains(&pid) || opts.include_comm.iter().any(|c| c == comm);
+    let include_set =
+        !(opts.include_pids.is_empty() && opts.include_comm.is_empty() && opts.include_cgroups.is_empty());
+    let need_cgroups = !opts.exclude_cgroups.is_empty() || (!included_by_name && !opts.include_cgroups.is_empty());
+    // Read at most once, and only when a cgroup list can decide.
+    let paths = if need_cgroups { cgroups() } else { Some(Vec::new()) };
     if !opts.exclude_cgroups.is_empty() {
         // Unknown membership could be an excluded cgroup: such a process is left alone (this
         // time; the check runs again at every action).
-        let Some(paths) = cgroups() else {
+        let Some(paths) = &paths else {
             return Some("its cgroups could not be read (cgroup exclusions are configured)".into());
         };
         for path in paths {
-            if let Some(prefix) = opts.exclude_cgroups.iter().find(|p| cgroup_matches(&path, p)) {
+            if let Some(prefix) = opts.exclude_cgroups.iter().find(|p| cgroup_matches(path, p)) {
                 return Some(format!("cgroup {path} is under excluded prefix {prefix}"));
             }
+        }
+    }
+    if include_set && !included_by_name {
+        let by_cgroup = paths
+            .as_ref()
+            .is_some_and(|v| v.iter().any(|path| opts.include_cgroups.iter().any(|p| cgroup_matches(path, p))));
+        if !by_cgroup {
+            return Some(if paths.is_none() && !opts.include_cgroups.is_empty() {
+                "its cgroups could not be read, and only [include]d processes are managed".into()
+            } else {
+                format!("'{comm}' is not in [include]: only the processes listed there are managed")
+            });
         }
     }
     None
@@ -298,6 +317,49 @@ mod tests {
         assert_eq!(list(&shallow).as_deref(), Some("0-63"), "{shallow}");
         std::fs::remove_file(d.path().join("cpuset.cpus.effective")).unwrap();
         assert_eq!(list("/kubepods"), None, "nothing above reads: unknown");
+    }
+
+    /// `[include]`: with nothing listed every process is managed; with a list only the processes it
+    /// names by pid, name or cgroup prefix, exclusions winning; a process whose cgroups cannot be
+    /// read is left out when only a cgroup could include it; cgroups are read only when a cgroup
+    /// list can decide.
+    #[test]
+    fn only_included_processes_are_managed_when_a_list_is_set() {
+        let (pid, db) = (4_000_000, "postgres");
+        fn cg<'a>(
+            read: &'a std::cell::Cell<u32>,
+            paths: Option<&'a [&'a str]>,
+        ) -> impl FnOnce() -> Option<Vec<String>> + 'a {
+            move || {
+                read.set(read.get() + 1);
+                paths.map(|p| p.iter().map(|s| s.to_string()).collect())
+            }
+        }
+        let read = std::cell::Cell::new(0);
+        let svc = Some(&["/system.slice/postgresql.service"][..]);
+        let all = LiveOptions::default();
+        assert_eq!(exclusion(&all, pid, "bash", cg(&read, svc)), None, "no list: everything");
+        assert_eq!(read.get(), 0, "no cgroup list: cgroups not read");
+        let by_name = LiveOptions { include_comm: vec![db.into()], ..LiveOptions::default() };
+        assert_eq!(exclusion(&by_name, pid, db, cg(&read, svc)), None);
+        let why = exclusion(&by_name, pid, "bash", cg(&read, svc)).expect("not included");
+        assert!(why.contains("'bash' is not in [include]"), "{why}");
+        let by_pid = LiveOptions { include_pids: vec![pid], ..LiveOptions::default() };
+        assert_eq!(exclusion(&by_pid, pid, "bash", cg(&read, svc)), None);
+        assert!(exclusion(&by_pid, pid + 1, "bash", cg(&read, svc)).is_some());
+        assert_eq!(read.get(), 0, "name and pid lists decide without the cgroups");
+        let by_cg = LiveOptions { include_cgroups: vec!["/system.slice/postgresql.service".into()], ..all.clone() };
+        assert_eq!(exclusion(&by_cg, pid, "postgres: walwriter", cg(&read, svc)), None, "a service's workers");
+        assert!(exclusion(&by_cg, pid, "bash", cg(&read, Some(&["/user.slice/user-0.slice"]))).is_some());
+        let why = exclusion(&by_cg, pid, "bash", cg(&read, None)).expect("unknown membership");
+        assert!(why.contains("could not be read"), "{why}");
+        // Exclusions win.
+        let both = LiveOptions { exclude_comm: vec![db.into()], ..by_name.clone() };
+        assert!(exclusion(&both, pid, db, cg(&read, svc)).unwrap().contains("is excluded"));
+        let both = LiveOptions { exclude_cgroups: vec!["/system.slice".into()], ..by_cg.clone() };
+        let before = read.get();
+        assert!(exclusion(&both, pid, db, cg(&read, svc)).unwrap().contains("excluded prefix"));
+        assert_eq!(read.get(), before + 1, "read once for both lists");
     }
 
     #[test]
