@@ -800,6 +800,8 @@ fn reserved_cpus_are_never_placed_on_and_a_mask_without_them_is_no_pin() {
     let (_d, state) = tmp_state("reserved");
     let mut host = host_with(&state, |o| o.reserved_cpus = reserved.clone());
     assert_eq!(host.topology().usable_cpus(), first);
+    // The daemon's own thread (and so every thread it starts from then on) keeps off them too.
+    assert_eq!(sched_getaffinity(0).unwrap(), first, "the opening thread left on the reserved CPUs");
     let note = format!("CPUs {} reserved ([actuation] reserved_cpus: {})", reserved.to_list(), reserved.to_list());
     assert!(host.notes().iter().any(|n| n.starts_with(&note)), "{:?}", host.notes());
     let mut kid = Kid::spawn("pin", &[]);
@@ -1292,14 +1294,60 @@ fn only_included_processes_are_read_and_touched_and_a_reload_widens_the_list() {
         include_pids: vec![other.pid()],
         ..LiveOptions::default()
     };
+    // The cycle after an action reads the process again (`refresh`): past it, before the reload.
+    observe(&mut host);
+    let listed_read = host.numa_maps_read_ns(listed.pid()).expect("the listed process is watched");
     host.set_exclusions(&opts);
     let s = observe(&mut host);
     assert!(s.process(other.pid()).is_some(), "included by a reload: read from the next cycle");
+    assert_eq!(
+        host.numa_maps_read_ns(listed.pid()),
+        Some(listed_read),
+        "a process managed before and after the reload keeps what was read (not read again as new)"
+    );
     let o = host.apply(&action(other.target(), ActionKind::SetAffinity { cpus }));
     assert_eq!(o, Outcome::Applied { pages_moved: 0 });
     host.restore_all();
     listed.kill();
     other.kill();
+}
+
+/// An excluded process burning a CPU is not sampled, but its CPU is: `Sample::unmanaged_cpu`
+/// carries about one CPU of it on the CPU it runs on (the model counts it in that node's demand,
+/// so placement leaves room for it); a managed process's CPU is not in it.
+#[test]
+fn an_unmanaged_processes_cpu_is_in_the_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut spinner = Kid::spawn("nap", &[("NP_FLAG", fifo.display().to_string()), ("NP_COMM", "np-spin".into())]);
+    spinner.line("ready");
+    let (_d, state) = tmp_state("unmanaged");
+    let mut host = host_with(&state, |o| o.exclude_pids = vec![spinner.pid()]);
+    let _w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    observe(&mut host);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let s = observe(&mut host);
+    assert!(s.process(spinner.pid()).is_none(), "excluded: not sampled");
+    let total: f64 = s.unmanaged_cpu.iter().map(|u| u.cpus).sum();
+    // One thread spinning: about 1 CPU; on a shared 2-CPU machine at least a good part of one.
+    assert!(total > 0.2 && total < 1.5, "unmanaged CPU {total:.2}: {:?}", s.unmanaged_cpu);
+    spinner.kill();
+    // The same spinner managed: none of it is unmanaged.
+    let mut spinner = Kid::spawn("nap", &[("NP_FLAG", fifo.display().to_string())]);
+    spinner.line("ready");
+    let (_d2, state2) = tmp_state("managed");
+    let mut managed = host_with(&state2, |_| {});
+    let _w2 = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    observe(&mut managed);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let s = observe(&mut managed);
+    assert!(s.process(spinner.pid()).is_some());
+    let total: f64 = s.unmanaged_cpu.iter().map(|u| u.cpus).sum();
+    assert!(total < 0.2, "managed work read as unmanaged: {:?}", s.unmanaged_cpu);
+    spinner.kill();
 }
 
 #[test]

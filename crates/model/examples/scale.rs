@@ -168,6 +168,7 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
         access_fill: 0.0,
         comm: if signals { comm } else { vec![] },
         shared: Vec::new(),
+        unmanaged_cpu: Vec::new(),
     }
 }
 

@@ -623,6 +623,7 @@ mod tests {
             access_fill: 0.0,
             comm: vec![],
             shared: vec![],
+            unmanaged_cpu: Vec::new(),
         };
         // No live tasks: samples of unknown threads are ignored entirely.
         let acc = |tid, t| AccessSample { pid: 1, tid, addr: 0, phys: None, node: 0, count: 1, last_ns: t };

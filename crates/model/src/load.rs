@@ -123,7 +123,8 @@ pub struct NodeLoad {
     pub mem_free_bytes: u64,
     /// Total memory, bytes.
     pub mem_total_bytes: u64,
-    /// CPU demand of the tasks that ran here in the last period, CPUs.
+    /// CPU demand of the tasks that ran here in the last period, and of the processes the host
+    /// leaves unmanaged (`Sample::unmanaged_cpu`), CPUs.
     pub cpu_demand: f64,
 }
 
@@ -191,6 +192,14 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     // task); system-wide PSI is the fallback only when no run delay is known anywhere. (PSI is high
     // exactly when some other node is oversubscribed: handing it to an idle node would flag the
     // best destination as a bottleneck.)
+    // Processes the host leaves unmanaged (excluded, outside `[include]`): no task stands for
+    // them, but they take CPU where they run (a CPU its node does not list, a reserved one, is
+    // no node's).
+    for u in &sample.unmanaged_cpu {
+        if let Some(i) = topo.node_listing(u.cpu).and_then(|n| topo.node_idx(n)) {
+            demand[i] += u.cpus;
+        }
+    }
     let any_delay = delay_known.iter().any(|&k| k);
     let psi = |p: Option<numapilot_observe::Psi>| p.map(|p| p.some.avg10 / 100.0);
     let psi_cpu = psi(sample.psi.cpu);

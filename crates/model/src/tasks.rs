@@ -679,7 +679,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             // operator's) is outside the machine placement uses, so a thread there (an RT task
             // pinned to an isolated CPU) is no node's CPU demand; without this its 100% filled the
             // node's remaining CPUs and nothing was placed beside it.
-            let node = topo.cpu(cpu).map(|c| c.node).filter(|&n| topo.node(n).is_some_and(|nd| nd.cpus.contains(cpu)));
+            let node = topo.node_listing(cpu);
 
             // Access shares, best source first.
             let mut last_sampled_ns = th.as_ref().map_or(0, |h| h.last_sampled_ns);

@@ -357,3 +357,22 @@ fn a_reserved_cpu_is_no_nodes_load() {
         assert_eq!(m.procs[&20].pinned, want_demand > 0.0, "the mask 0-2 is a pin only when CPU 3 is placeable");
     }
 }
+
+/// Processes the host leaves unmanaged (excluded, or outside `[include]`) have no task in the
+/// model but take CPU: 0.8 CPUs on CPU 2 count in node 1's demand (the planner leaves room for
+/// them), 0.5 on CPU 1 in node 0's, and 1.0 on a reserved CPU 3 in no node's.
+#[test]
+fn unmanaged_processes_cpu_is_their_nodes_demand() {
+    let mut topo = machine(2, 2, 16);
+    topo.reserve(&[3].into_iter().collect());
+    let mut m = model(topo.clone());
+    let mut s = Sb::new(&topo, SEC).proc(10, 5, "a", &[GIB, 0]).thread(10, 10, 0, 0, 0).build();
+    s.unmanaged_cpu = vec![
+        numapilot_observe::CpuUse { cpu: 1, cpus: 0.5 },
+        numapilot_observe::CpuUse { cpu: 2, cpus: 0.8 },
+        numapilot_observe::CpuUse { cpu: 3, cpus: 1.0 },
+    ];
+    m.update(&s);
+    assert!((m.nodes[0].cpu_demand - 0.5).abs() < 1e-12, "{:?}", m.nodes[0]);
+    assert!((m.nodes[1].cpu_demand - 0.8).abs() < 1e-12, "{:?}", m.nodes[1]);
+}

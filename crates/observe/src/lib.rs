@@ -47,7 +47,7 @@ pub use parse::status::TaskStatus;
 pub use rate::{thread_cpu_rates, ThreadRate};
 pub use reader::{ReadOptions, Reader, SchedMode, Skipped};
 pub use sample::{
-    AccessSample, CommKind, CommSample, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample, SharedMemory,
-    ThreadSample,
+    AccessSample, CommKind, CommSample, CpuUse, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample,
+    SharedMemory, ThreadSample,
 };
 pub use signal_error::{LineError, SignalError, SignalFile};

@@ -180,6 +180,7 @@ mod tests {
             access_fill: 0.0,
             comm: vec![],
             shared: Vec::new(),
+            unmanaged_cpu: Vec::new(),
         }
     }
 

@@ -897,6 +897,7 @@ impl Reader {
             access_fill: 0.0,
             comm: Vec::new(),
             shared: Vec::new(),
+            unmanaged_cpu: Vec::new(),
         })
     }
 }

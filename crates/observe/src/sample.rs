@@ -90,6 +90,21 @@ pub struct Sample {
     /// identified by device and inode from /proc/PID/maps). Empty when not read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared: Vec<SharedMemory>,
+    /// CPU used by processes the host observes but does not manage (excluded, or outside an
+    /// `[include]` list), by the CPU each one's leader last ran on: load of work the model has no
+    /// task for. The model adds it to its node's CPU demand, so placement leaves room for it.
+    /// Empty when there is none (the simulator; a host that manages every process).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmanaged_cpu: Vec<CpuUse>,
+}
+
+/// CPU time used on one CPU over the last period, in CPUs (1.0: the CPU's whole time).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuUse {
+    /// The CPU.
+    pub cpu: u32,
+    /// CPUs of time.
+    pub cpus: f64,
 }
 
 /// One memory object (file, SysV shm segment, memfd) mapped shared by several processes.

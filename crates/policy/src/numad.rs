@@ -442,7 +442,7 @@ impl Policy for Numad {
             .filter(|(p, cpu)| p.rss_bytes as f64 > min_rss && *cpu > min_cpu)
             .collect();
         let sum_cpu_used: f64 = cands.iter().map(|c| c.1).sum();
-        let sum_cpu_total = model.topo.online_cpus().len() as f64;
+        let sum_cpu_total = model.topo.usable_cpus().len() as f64;
         let assume_enough_cpus = sum_cpu_used <= sum_cpu_total;
         // Never bound first, by CPU x memory descending; then bound ones, oldest bind first.
         cands.sort_by(|a, b| {

@@ -619,3 +619,41 @@ fn a_held_task_is_booked_where_it_is_held() {
     check_conservation(&b.m, &plan);
     assert_eq!(affinities(&b.m, &plan), vec![(20, None, "0".into(), "cpu-follows-memory".into())], "{plan:#?}");
 }
+
+/// A host whose CPU 3 is reserved (`isolcpus=3`: every process's default mask is 0-2, the usable
+/// CPUs): P's threads run under that mask on node 0 (2 CPUs), overloaded; the balancer moves one
+/// thread to node 1 (mask 2), and the model then calls the process pinned (one thread narrower
+/// than its nodes). Its other threads' mask 0-2 is every usable CPU, no pin of someone else's:
+/// the policy still counts the process as its own (explain: not pinned). Compared with "every
+/// online CPU", 0-2 read as a foreign pin and the process was never planned for again.
+#[test]
+fn a_default_mask_without_the_reserved_cpus_is_no_foreign_pin() {
+    let mut topo = numapilot_topology::Topology::uniform(2, 2, 16 << 20, 20);
+    topo.reserve(&std::iter::once(3).collect());
+    let mut b = B::with_topology(topo, traced_tunables());
+    b.proc(10, "app", &[(0, 1.0), (0, 1.0), (0, 1.0)], &[64, 0]);
+    let usable = std::sync::Arc::new(b.m.topo.usable_cpus());
+    for tid in b.m.procs[&10].tids.clone() {
+        b.m.tasks.get_mut(&TaskKey { pid: 10, tid }).unwrap().cpus_allowed = usable.clone();
+    }
+    b.bottleneck(0, 1.5);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<u32> = plan
+        .actions
+        .iter()
+        .filter(|a| a.target.pid == 10 && matches!(a.kind, ActionKind::SetAffinity { .. }))
+        .filter_map(|a| a.target.tid)
+        .collect();
+    assert_eq!(moved.len(), 1, "one thread moved off the overloaded node: {plan:#?}");
+    for a in &plan.actions {
+        if let ActionKind::SetAffinity { cpus } = &a.kind {
+            assert!(!cpus.contains(3), "a mask with the reserved CPU: {a:?}");
+        }
+    }
+    applied(&mut p, &b.m, &plan);
+    b.thread_on(10, moved[0] - 1000, 1).pinned(10);
+    let e = p.explain(&b.m, 10).unwrap();
+    assert!(!e.pinned, "the process is still the policy's own: {e:?}");
+}

@@ -83,6 +83,34 @@ fn launch_advice_goes_by_the_measurement_taken_when_asking() {
     assert_eq!(ids(&n.nodes), vec![0], "{}", n.reason.detail);
 }
 
+/// A client's measurement counts a node's reserved CPUs (`reserved_cpus`: sysfs lists them; the
+/// client does not read the daemon's config): node 1's 8 CPUs are all reserved, and idle. The
+/// advice goes by the CPUs the model's topology gives each node: node 1 has none, so a 4-CPU job
+/// goes to node 2, never to the reserved CPUs.
+#[test]
+fn launch_advice_never_counts_reserved_cpus_a_client_measured() {
+    let mut topo = Topology::uniform(4, 8, 32 << 20, 21);
+    topo.reserve(&(8..16).collect());
+    let b = B::with_topology(topo, traced_tunables());
+    let nodes_now: Vec<NodeFree> = (0..4u32)
+        .map(|n| NodeFree {
+            node: n,
+            cpus: 8,
+            free_cpus: if n == 1 {
+                8.0
+            } else if n == 2 {
+                6.0
+            } else {
+                1.0
+            },
+            mem_free_bytes: 30 * GIB,
+        })
+        .collect();
+    let r = LaunchRequest { nodes_now, ..req(50, 4.0, 8) };
+    let a = Adaptive::new().advise_launch(&b.m, b.m.now_ns, &r).expect("node 2 fits");
+    assert_eq!(ids(&a.nodes), vec![2], "{}", a.reason.detail);
+}
+
 /// Rule "launch-holds" on the process the advice placed:
 ///
 /// ```text

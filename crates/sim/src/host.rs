@@ -825,6 +825,7 @@ impl Host for SimHost {
             access_fill: self.fill,
             comm,
             shared: Vec::new(),
+            unmanaged_cpu: Vec::new(),
         })
     }
 

@@ -276,6 +276,13 @@ impl Topology {
         }
     }
 
+    /// The node whose CPU list names `cpu`: where a thread running on it counts. `None` for a CPU
+    /// offline, reserved ([`Topology::reserve`]) or unknown.
+    pub fn node_listing(&self, cpu: u32) -> Option<u32> {
+        let node = self.cpu(cpu)?.node;
+        self.node(node).filter(|n| n.cpus.contains(cpu)).map(|n| n.id)
+    }
+
     /// Union of the CPUs of the given nodes.
     pub fn cpus_of_nodes(&self, nodes: &NodeSet) -> CpuSet {
         self.nodes.iter().filter(|n| nodes.contains(n.id)).fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))

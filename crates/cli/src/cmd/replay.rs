@@ -227,6 +227,7 @@ fn build_sample(
         access_fill: 0.0,
         comm: Vec::new(),
         shared: Vec::new(),
+        unmanaged_cpu: Vec::new(),
     }
 }
 

@@ -431,6 +431,19 @@ impl LiveHost {
                 reserved_note.unwrap_or_default()
             )));
         }
+        // The daemon keeps off them too: the threads it starts from here on (the page mover, the
+        // readers) inherit this thread's mask. Under `isolcpus=` its default mask is without them
+        // already; `reserved_cpus` needs this. Only a host that acts (an observer changes nothing).
+        // SAFETY: geteuid has no preconditions.
+        let acting = !opts.observe_only && unsafe { libc::geteuid() } == 0 && opts.root == Path::new("/");
+        if let Some(own) = sched_getaffinity(0).ok().filter(|_| acting && !reserved.is_empty()) {
+            let without = own.difference(&reserved);
+            if without != own && !without.is_empty() {
+                if let Err(e) = numapilot_actuate::sched_setaffinity(0, &without) {
+                    tracing::warn!("could not keep the daemon off the reserved CPUs {}: {e}", reserved.to_list());
+                }
+            }
+        }
         let mut report = RestoreReport::default();
         let mut stale_note = None;
         // A start that acts owns the state file first (`Originals::claim`): one that is refused
@@ -582,9 +595,10 @@ impl LiveHost {
                 online.to_list_or_none()
             ),
         }
-        // The access sampler's per-CPU events on the CPUs online, every cycle (a slice compare
-        // when nothing changed), so a re-open that failed is tried again.
-        let on: Vec<u32> = self.topo.online_cpus().iter().collect();
+        // The access sampler's per-CPU events on the CPUs online and not reserved (no PMU
+        // interrupt beside an isolated CPU's task, which is never placed), every cycle (a slice
+        // compare when nothing changed), so a re-open that failed is tried again.
+        let on: Vec<u32> = self.topo.usable_cpus().iter().collect();
         self.signals.follow_cpus(&on);
     }
 
@@ -636,9 +650,17 @@ impl LiveHost {
         self.originals.procs.values().map(|p| (p.pid, p.starttime)).collect()
     }
 
-    /// Takes the exclusions of `new` (names, pids, cgroups, include_pinned, min_rss_kb); every
-    /// action checks them, so they hold from the next one (a configuration reload).
+    /// Takes the exclusions and inclusions of `new` (names, pids, cgroups, include_pinned,
+    /// min_rss_kb); every action checks them, so they hold from the next one (a configuration
+    /// reload), and when a list changed the observer classifies every process again.
     pub fn set_exclusions(&mut self, new: &LiveOptions) {
+        let o = &self.opts;
+        let lists_changed = o.exclude_comm != new.exclude_comm
+            || o.exclude_pids != new.exclude_pids
+            || o.exclude_cgroups != new.exclude_cgroups
+            || o.include_comm != new.include_comm
+            || o.include_pids != new.include_pids
+            || o.include_cgroups != new.include_cgroups;
         self.opts.exclude_comm.clone_from(&new.exclude_comm);
         self.opts.exclude_pids.clone_from(&new.exclude_pids);
         self.opts.exclude_cgroups.clone_from(&new.exclude_cgroups);
@@ -647,9 +669,11 @@ impl LiveHost {
         self.opts.include_cgroups.clone_from(&new.include_cgroups);
         self.opts.include_pinned = new.include_pinned;
         self.opts.min_rss_kb = new.min_rss_kb;
-        // Every process is classified again at its next read: one newly included is read and
-        // planned for, one newly excluded leaves the sample.
-        self.observer.reclassify();
+        // Every process is classified again: one newly included is read (and planned for) from
+        // the next cycle, one newly excluded leaves the sample; the rest keep what was read.
+        if lists_changed {
+            self.observer.reclassify(&self.opts);
+        }
     }
 
     /// Puts every touched process back as it was, and empties the state file.
@@ -981,6 +1005,13 @@ impl Host for LiveHost {
         }
         self.follow_hotplug();
         let now = self.now_ns();
+        let moved_from = self
+            .originals
+            .procs
+            .iter()
+            .filter_map(|(&pid, r)| r.cpuset.as_ref().map(|c| (pid, (r.starttime, c.original.clone()))))
+            .collect();
+        self.observer.set_moved_from(moved_from);
         let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
         let t = self.now_ns();
         // Scan maps and sockets of the processes that can matter, over the scans' cadence.

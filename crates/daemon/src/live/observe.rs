@@ -17,7 +17,8 @@
 //!                    read carried on the others
 //!                    ├─ kernel thread ───────────> skipped (re-checked every KTHREAD_RECHECK cycles)
 //!                    ├─ excluded (pid/comm/cgroup), not in a set [include] list, or
-//!                    │  RSS < min_rss_kb ─> skipped, details unread
+//!                    │  RSS < min_rss_kb ─> skipped, details unread; its CPU since its last
+//!                    │  read is unmanaged load on the CPU it last ran on (`unmanaged_cpu`)
 //!                    └─ user process: which tier?
 //!   threads tier     new process, or its CPU ticks moved >= detail_min_ticks since its threads were
 //!                    read, or its turn in the staleness round (pid % stale_cycles)
@@ -257,6 +258,10 @@ enum Kind {
 #[derive(Debug)]
 struct Entry {
     starttime: u64,
+    /// A skipped process's CPU ticks and the time they were read: its CPU use is the node load of
+    /// unmanaged work (`Sample::unmanaged_cpu`).
+    unmanaged_ticks: u64,
+    unmanaged_ns: u64,
     /// The name the kind was decided under (re-decided when it changes).
     comm: String,
     /// The last numa_maps read showed an explicit memory policy (the model's "pinned"): re-read
@@ -381,6 +386,10 @@ pub struct TieredObserver {
     maps_only: Reader,
     system: Reader,
     entries: HashMap<u32, Entry>,
+    /// Processes the daemon moved into cpuset cgroups of its own: pid -> (start time, the cgroup
+    /// they came from), so exclusions and `[include]` by cgroup still see where they belong
+    /// (under v2 their only path is numapilot's). Set by the live host before each sample.
+    moved_from: HashMap<u32, (u64, String)>,
     cycle: u64,
     page_kb: u64,
     fd_cap: usize,
@@ -615,6 +624,7 @@ impl TieredObserver {
             maps_only: reader(false, true, 1),
             system: reader(false, false, 1),
             entries: HashMap::new(),
+            moved_from: HashMap::new(),
             cycle: 0,
             page_kb: if page > 0 { page as u64 / 1024 } else { 4 },
             fd_cap,
@@ -719,14 +729,33 @@ impl TieredObserver {
         })
     }
 
-    /// Forgets how every user process was classified (managed, or skipped as excluded or not
-    /// included), so each is classified again at the next cycle under the options then: after a
-    /// reload changed `[exclude]` or `[include]`. Kernel threads keep theirs. That cycle reads the
-    /// reclassified processes as new (their threads and numa_maps), once.
-    pub fn reclassify(&mut self) {
-        let pids: Vec<u32> =
-            self.entries.iter().filter(|(_, e)| !matches!(e.kind, Kind::Kernel { .. })).map(|(&p, _)| p).collect();
-        for pid in pids {
+    /// Where the processes the daemon moved into cpuset cgroups of its own came from (see the
+    /// field), replacing what was set before.
+    pub fn set_moved_from(&mut self, moved_from: HashMap<u32, (u64, String)>) {
+        self.moved_from = moved_from;
+    }
+
+    /// Classifies every user process again under `opts` (after a reload changed `[exclude]` or
+    /// `[include]`): one whose class changed (managed <-> skipped) is forgotten, so the next cycle
+    /// reads it as new (details, numa_maps) or skips it; the others keep their entries, carried
+    /// reads and schedule. Kernel threads keep theirs. Reads the cgroups of each process only when
+    /// a cgroup list is set.
+    pub fn reclassify(&mut self, opts: &LiveOptions) {
+        let moved_from = &self.moved_from;
+        let changed: Vec<u32> = self
+            .entries
+            .iter()
+            .filter_map(|(&pid, e)| {
+                let was_user = match e.kind {
+                    Kind::Kernel { .. } => return None,
+                    Kind::User => true,
+                    Kind::Skipped => false,
+                };
+                let user = select::exclusion(opts, pid, &e.comm, || cgroups_of(moved_from, pid, e.starttime)).is_none();
+                (user != was_user).then_some(pid)
+            })
+            .collect();
+        for pid in changed {
             self.drop_entry(pid);
         }
     }
@@ -835,6 +864,9 @@ impl TieredObserver {
         let mut want_maps = Vec::new();
         // numa_maps refreshes of known processes, read within `numa_maps_kb_per_cycle`.
         let mut deferrable: Vec<Refresh> = Vec::new();
+        // Skipped processes' CPU, ticks per second, by the CPU each last ran on.
+        let mut unmanaged: std::collections::BTreeMap<u32, f64> = std::collections::BTreeMap::new();
+        let own_pid = std::process::id();
         let mut stats_now: HashMap<u32, TaskStat> = HashMap::with_capacity(pids.len());
         for &pid in &pids {
             if let Some(Entry { kind: Kind::Kernel { cycle: c }, .. }) = self.entries.get(&pid) {
@@ -877,7 +909,8 @@ impl TieredObserver {
                     self.drop_entry(pid);
                 } else if e.comm != st.comm {
                     let stays = matches!(e.kind, Kind::User)
-                        && select::exclusion(opts, pid, &st.comm, || select::cgroup_paths(pid)).is_none();
+                        && select::exclusion(opts, pid, &st.comm, || cgroups_of(&self.moved_from, pid, st.starttime))
+                            .is_none();
                     if stays {
                         e.comm.clone_from(&st.comm);
                         e.renamed = true;
@@ -889,13 +922,17 @@ impl TieredObserver {
             if let std::collections::hash_map::Entry::Vacant(slot) = self.entries.entry(pid) {
                 let kind = if st.is_kernel_thread() {
                     Kind::Kernel { cycle }
-                } else if select::exclusion(opts, pid, &st.comm, || select::cgroup_paths(pid)).is_some() {
+                } else if select::exclusion(opts, pid, &st.comm, || cgroups_of(&self.moved_from, pid, st.starttime))
+                    .is_some()
+                {
                     Kind::Skipped
                 } else {
                     Kind::User
                 };
                 slot.insert(Entry {
                     starttime: st.starttime,
+                    unmanaged_ticks: 0,
+                    unmanaged_ns: 0,
                     comm: st.comm.clone(),
                     has_policy: false,
                     busy_cycle: cycle,
@@ -943,6 +980,9 @@ impl TieredObserver {
                 }
                 Kind::Skipped => {
                     stats.skipped += 1;
+                    if fresh && pid != own_pid {
+                        unmanaged_use(e, &st, now_ns, &mut unmanaged);
+                    }
                     continue;
                 }
                 Kind::User => {}
@@ -950,6 +990,9 @@ impl TieredObserver {
             let rss_kb = rss_of(&st, self.page_kb, e.last.as_ref().and_then(|l| l.rss_kb));
             if rss_kb < opts.min_rss_kb {
                 stats.skipped += 1;
+                if fresh {
+                    unmanaged_use(e, &st, now_ns, &mut unmanaged);
+                }
                 continue;
             }
             let new = e.last.is_none();
@@ -1158,9 +1201,39 @@ impl TieredObserver {
         stats.assemble_cpu_ns = cpu_end.saturating_sub(cpu_assemble);
         self.stats = stats;
         sample.processes = processes;
+        let hz = sample.clock_ticks_per_sec.max(1) as f64;
+        sample.unmanaged_cpu =
+            unmanaged.into_iter().map(|(cpu, per_s)| numapilot_observe::CpuUse { cpu, cpus: per_s / hz }).collect();
         sample.duration_ns = sample.duration_ns.saturating_add(numapilot_observe::reader::monotonic_ns() - start);
         Ok(sample)
     }
+}
+
+/// Adds an unmanaged process's CPU since its last fresh read (excluded, outside `[include]`, or
+/// under `min_rss_kb`: work the model has no task for) to `unmanaged`, ticks per second by the CPU
+/// it last ran on, and remembers this read. The daemon's own CPU is not counted by the caller
+/// (rule observer-not-load).
+fn unmanaged_use(e: &mut Entry, st: &TaskStat, now_ns: u64, unmanaged: &mut std::collections::BTreeMap<u32, f64>) {
+    let ticks = st.cpu_ticks();
+    if e.unmanaged_ns > 0 && now_ns > e.unmanaged_ns && ticks > e.unmanaged_ticks {
+        let per_s = (ticks - e.unmanaged_ticks) as f64 * 1e9 / (now_ns - e.unmanaged_ns) as f64;
+        *unmanaged.entry(st.processor).or_default() += per_s;
+    }
+    e.unmanaged_ticks = ticks;
+    e.unmanaged_ns = now_ns;
+}
+
+/// `pid`'s cgroup paths, with the one it came from when the daemon moved it into a cpuset of its
+/// own (`moved_from`; the live host's `apply` checks the same).
+fn cgroups_of(moved_from: &HashMap<u32, (u64, String)>, pid: u32, starttime: u64) -> Option<Vec<String>> {
+    select::cgroup_paths(pid).map(|mut v| {
+        if let Some((st, from)) = moved_from.get(&pid) {
+            if *st == starttime {
+                v.push(from.clone());
+            }
+        }
+        v
+    })
 }
 
 #[cfg(test)]

@@ -94,6 +94,7 @@ impl Sb {
                 access_fill: 0.0,
                 comm: vec![],
                 shared: Vec::new(),
+                unmanaged_cpu: Vec::new(),
             },
             all_cpus: Arc::new(topo.online_cpus()),
             all_nodes: Arc::new(topo.node_ids()),

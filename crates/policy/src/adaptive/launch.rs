@@ -96,6 +96,23 @@ pub fn free_from_model(model: &Model) -> Vec<NodeFree> {
         .collect()
 }
 
+/// A client's measurement (`numapilot advise` reads sysfs and /proc/stat as they are) within the
+/// CPUs the model's topology gives each node: reserved CPUs (`Topology::reserve`: the operator's
+/// `reserved_cpus`; the kernel's isolated ones are outside the client's own mask already) are no
+/// node's, so a node counts at most its usable CPUs, free or not, and a node the model does not
+/// know counts none. Without it a node whose CPUs were all reserved was advised for their idle
+/// time, and the job ran on reserved CPUs.
+fn within_topology(model: &Model, measured: &[NodeFree]) -> Vec<NodeFree> {
+    measured
+        .iter()
+        .map(|f| {
+            let usable = model.topo.node(f.node).map_or(0, |n| n.cpus.len() as u32);
+            let cpus = f.cpus.min(usable);
+            NodeFree { cpus, free_cpus: f.free_cpus.min(f64::from(cpus)), ..f.clone() }
+        })
+        .collect()
+}
+
 /// Takes `promise`'s CPUs and memory off `free`, spread over its nodes in proportion to their
 /// free capacity.
 fn charge(free: &mut [NodeFree], promise: &Promise) {
@@ -117,7 +134,8 @@ impl Adaptive {
     /// Rule "launch-advice" ([`crate::Policy::advise_launch`]).
     pub(crate) fn launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
         self.launch_expire(now_ns);
-        let mut free = if req.nodes_now.is_empty() { free_from_model(model) } else { req.nodes_now.clone() };
+        let mut free =
+            if req.nodes_now.is_empty() { free_from_model(model) } else { within_topology(model, &req.nodes_now) };
         for p in self.promises.values().chain(self.anonymous_promises.iter()) {
             charge(&mut free, p);
         }

@@ -371,7 +371,9 @@ impl Adaptive {
         if !st.has_own_masks() {
             return true;
         }
-        let all = model.topo.online_cpus();
+        // Every CPU placement may use (reserved ones left out: under `isolcpus=` every process's
+        // default mask leaves the isolated CPUs out, and is no pin).
+        let usable = model.topo.usable_cpus();
         // A mask of ours that the kernel cut to a confined process's cpuset (the cpuset narrowed
         // after the move, or a launch mask given before it was known) is still ours.
         let ours = |own: &CpuSet, allowed: &CpuSet| {
@@ -380,7 +382,7 @@ impl Adaptive {
         !p.tids.iter().all(|&tid| {
             let Some(t) = model.tasks.get(&TaskKey { pid, tid }) else { return true };
             let allowed: &CpuSet = &t.cpus_allowed;
-            if *allowed == all || p.confined.as_ref().is_some_and(|c| *allowed == c.cpus) {
+            if usable.is_subset(allowed) || p.confined.as_ref().is_some_and(|c| *allowed == c.cpus) {
                 return true;
             }
             st.own_task_cpus.get(&tid).or(st.own_cpus.as_ref()).is_some_and(|own| ours(own, allowed))
@@ -398,11 +400,11 @@ impl Adaptive {
         }
         let Some(parent) = self.proc_state(model, p.ppid) else { return false };
         let mut masks = parent.own_cpus.iter().chain(parent.own_task_cpus.values()).chain(parent.tried_cpus.iter());
-        let all = model.topo.online_cpus();
+        let usable = model.topo.usable_cpus();
         let allowed: Vec<&CpuSet> =
             p.tids.iter().filter_map(|&tid| model.tasks.get(&TaskKey { pid, tid })).map(|t| &*t.cpus_allowed).collect();
         let Some(first) = allowed.first() else { return false };
-        *first != &all && allowed.iter().all(|a| a == first) && masks.any(|m| m == *first)
+        !usable.is_subset(first) && allowed.iter().all(|a| a == first) && masks.any(|m| m == *first)
     }
 
     /// The shared-buffer spread of `pid` (nodes, weights) while it holds: the process is not
