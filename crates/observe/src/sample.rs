@@ -90,7 +90,7 @@ pub struct Sample {
     /// identified by device and inode from /proc/PID/maps). Empty when not read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared: Vec<SharedMemory>,
-    /// CPU used by processes the host observes but does not manage (excluded, or outside an
+    /// CPU used by processes the operator took out of management (excluded, or outside an
     /// `[include]` list), by the CPU each one's leader last ran on: load of work the model has no
     /// task for. The model adds it to its node's CPU demand, so placement leaves room for it.
     /// Empty when there is none (the simulator; a host that manages every process).
