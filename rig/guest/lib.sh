@@ -49,6 +49,18 @@ rig_wait_ready() {
 	return 0
 }
 
+# rig_wait_grep PATTERN FILE SECS: wait until FILE has a line matching PATTERN (grep -E), at most SECS seconds.
+# Returns 0 when it has, 1 on timeout.
+rig_wait_grep() {
+	_rig_i=0
+	until grep -qE "$1" "$2" 2>/dev/null; do
+		_rig_i=$((_rig_i + 1))
+		[ $_rig_i -gt $(($3 * 5)) ] && return 1
+		sleep 0.2
+	done
+	return 0
+}
+
 # rig_note TEXT: a line on the console (for humans reading a failed run's console tail).
 rig_note() {
 	echo "rig: $*"

@@ -57,13 +57,7 @@ safety_wait_applied() {
 
 # safety_wait_started LOG SECS: wait until the daemon's log says it started.
 safety_wait_started() {
-	_i=0
-	while [ $_i -lt $(($2 * 5)) ]; do
-		grep -q 'started, interval' "$1" 2>/dev/null && return 0
-		_i=$((_i + 1))
-		sleep 0.2
-	done
-	return 1
+	rig_wait_grep 'started, interval' "$1" "$2"
 }
 
 # --- 1. exclusions and restore on exit --------------------------------------------------------------------------

@@ -20,16 +20,6 @@ EOF
 rig_file isolated /sys/devices/system/cpu/isolated
 rig_file shell-status /proc/$$/status
 
-iso_wait() {
-	_i=0
-	while [ $_i -lt $(($2 * 5)) ]; do
-		grep -q "$1" "$3" 2>/dev/null && return 0
-		_i=$((_i + 1))
-		sleep 0.2
-	done
-	return 1
-}
-
 taskset -c 3 sh -c 'while :; do :; done' &
 rt=$!
 taskset -c 0 sh -c 'while :; do :; done' &
@@ -46,8 +36,8 @@ rig_run app-numastat numastat -p "$app"
 rig_threads app-before "$app"
 numapilot daemon --config /tmp/np-iso.toml --exclude-pid $$ >/tmp/np.log 2>&1 &
 d=$!
-iso_wait 'started, interval' 60 /tmp/np.log
-iso_wait "\"pid\":$app,.*\"outcome\":\"applied\"" 60 /tmp/np-journal.jsonl
+rig_wait_grep 'started, interval' /tmp/np.log 60
+rig_wait_grep "\"pid\":$app,.*\"outcome\":\"applied\"" /tmp/np-journal.jsonl 60
 echo $? >/tmp/.rig.w
 rig_send app-applied 0 /tmp/.rig.w /tmp/np.log
 sleep 2
