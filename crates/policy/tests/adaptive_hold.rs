@@ -490,6 +490,19 @@ fn threads_stay_where_their_memory_moves_while_it_moves() {
     let a = plan.actions.iter().find(|a| a.target.pid == 11).unwrap_or_else(|| panic!("B is placed: {plan:#?}"));
     assert_eq!(a.reason.rule, "moves-in-flight", "{plan:#?}");
     assert!(matches!(&a.kind, ActionKind::SetAffinity { cpus } if cpus.is_subset(&b.node_cpus(1))), "{plan:#?}");
+
+    // Its threads on a CPU no node lists (a reserved one: `TaskView::node` is None): not taken for
+    // on target (held where they are), sent to node 1 too.
+    for tid in b.m.procs[&11].tids.clone() {
+        b.m.tasks.get_mut(&TaskKey { pid: 11, tid }).unwrap().node = None;
+    }
+    b.m.now_ns += 500_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let a = plan.actions.iter().find(|a| a.target.pid == 11).unwrap_or_else(|| panic!("B is placed: {plan:#?}"));
+    assert_eq!(a.reason.rule, "moves-in-flight", "{plan:#?}");
+    assert!(matches!(&a.kind, ActionKind::SetAffinity { cpus } if cpus.is_subset(&b.node_cpus(1))), "{plan:#?}");
 }
 
 /// Rule "moves-in-flight" holds a unit for the move of the process that carries most of its CPU,

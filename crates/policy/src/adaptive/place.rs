@@ -1360,7 +1360,8 @@ impl<'m> Planner<'m> {
                 let (pid, to) = self.memory_follows.iter().find(|(pid, _)| {
                     u.pids.contains(pid) && policy.moving.contains_key(pid)
                 })?;
-                let on_target = u.tasks.iter().all(|k| self.task_idx(k).is_none_or(|i| to.contains(self.id(i))));
+                // A thread on no node's CPU (a reserved one) is not on target: it is sent there.
+                let on_target = u.tasks.iter().all(|k| self.task_idx(k).is_some_and(|i| to.contains(self.id(i))));
                 let its_cpu: f64 =
                     u.tasks.iter().filter(|k| k.pid == *pid).filter_map(|k| m.tasks.get(k)).map(demand).sum();
                 if its_cpu * 2.0 < u.cpu {
