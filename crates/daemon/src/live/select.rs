@@ -1,5 +1,5 @@
 //! Which processes the daemon may touch: identity (pid + start time), kernel threads, exclusions
-//! (pid, comm, cgroup prefix) and self-pinned processes.
+//! (pid, comm, cgroup prefix), `[include]` lists and self-pinned processes.
 //!
 //! # Problem
 //!
@@ -16,8 +16,10 @@
 //!                          │ flags & PF_KTHREAD ──────────────────────────> Refused "kernel thread"
 //!                          │ the daemon's own pid (always) ───────────────> Refused "numapilot itself"
 //!                          │ pid / comm / cgroup prefix excluded ─────────> Refused "excluded ..."
+//!                          │ an [include] list set, and none names it ───> Refused "not in [include]"
 //!                          │ not include_pinned and (we have not touched it):
 //!                          │   a thread's affinity narrower than its cpuset's CPUs
+//!                          │   (reserved CPUs left out of both: `Topology::reserve`)
 //!                          │   or numa_maps shows bind / prefer / interleave ───> Refused "pinned ..."
 //!                          └─> act
 //! ```
