@@ -601,6 +601,12 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let generation = hist.generation;
     let mut procs_hist = BTreeMap::new();
     let mut narrow = NarrowCache::new(topo);
+    // `Topology::node_listing` of every CPU id, looked up once per thread read (two binary
+    // searches a thread were 4% of the model's update on 10,000 threads).
+    let cpu_node: Vec<Option<u32>> = {
+        let max = topo.cpus.last().map_or(0, |c| c.id as usize + 1);
+        (0..max).map(|c| topo.node_listing(c as u32)).collect()
+    };
 
     for p in sample.processes.iter().filter(|p| !p.kernel_thread) {
         // Process identity and history.
@@ -679,7 +685,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             // operator's) is outside the machine placement uses, so a thread there (an RT task
             // pinned to an isolated CPU) is no node's CPU demand; without this its 100% filled the
             // node's remaining CPUs and nothing was placed beside it.
-            let node = topo.node_listing(cpu);
+            let node = cpu_node.get(cpu as usize).copied().flatten();
 
             // Access shares, best source first.
             let mut last_sampled_ns = th.as_ref().map_or(0, |h| h.last_sampled_ns);
