@@ -276,6 +276,54 @@ fn explain_local_observes_twice() {
     assert!(text.contains(&format!("process {me} (")), "{text}");
 }
 
+/// `explain --local --config FILE` explains as a daemon with that file would: a process pinned to
+/// CPU 0 is "placed by someone else" by default, and not once every other CPU is reserved
+/// (`[actuation] reserved_cpus`: its mask is then every CPU placement may use). A bad file is an
+/// error naming it.
+#[test]
+fn explain_local_takes_the_daemons_config() {
+    let online = numapilot_topology::Topology::from_sysfs(std::path::Path::new("/")).unwrap().online_cpus();
+    if online.len() < 2 || !online.contains(0) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut kid = Command::new(BIN).args(["run", "--physcpubind=0", "sleep", "30"]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let explain = |config: &std::path::Path| {
+        let out = Command::new(BIN)
+            .args(["explain", &kid.id().to_string(), "--local", "--json", "--socket"])
+            .arg(dir.path().join("none.sock"))
+            .arg("--config")
+            .arg(config)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["pinned"].as_bool().expect("pinned")
+    };
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "[daemon]\ndry_run = true\n").unwrap();
+    assert!(explain(&plain), "pinned to CPU 0 of {}: placed by someone else", online.to_list());
+    let reserving = dir.path().join("reserving.toml");
+    let others = online.difference(&std::iter::once(0).collect());
+    std::fs::write(&reserving, format!("[actuation]\nreserved_cpus = \"{}\"\n", others.to_list())).unwrap();
+    assert!(!explain(&reserving), "CPU 0 is every CPU placement may use: no pin");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[actuation]\nreserved_cpus = \"x\"\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["explain", &kid.id().to_string(), "--local", "--socket"])
+        .arg(dir.path().join("none.sock"))
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&bad.display().to_string()) && err.contains("reserved_cpus"), "{err}");
+    let _ = kid.kill();
+    let _ = kid.wait();
+}
+
 #[test]
 fn a_bad_config_stops_the_daemon_before_anything_happens() {
     let dir = tempfile::tempdir().unwrap();

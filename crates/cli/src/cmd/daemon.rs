@@ -90,6 +90,10 @@ pub struct ExplainArgs {
     /// When no daemon runs, observe this machine twice (1 s apart) and explain from that instead.
     #[arg(long)]
     pub local: bool,
+    /// With --local: the daemon's configuration file to explain as (its tunables, reserved and
+    /// isolated CPUs); default /etc/numapilot.toml when it exists, else the defaults.
+    #[arg(long, value_name = "FILE", requires = "local")]
+    pub config: Option<PathBuf>,
 }
 
 /// `numapilot advise`.
@@ -268,12 +272,22 @@ pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
 /// Two observations 1 s apart, the model updated with both, the adaptive policy asked once.
 fn explain_local(a: &ExplainArgs) -> anyhow::Result<ExitCode> {
     use numapilot_policy::Policy as _;
+    // As the daemon with that configuration sees the machine: its tunables, and without its
+    // reserved CPUs and (unless `reserve_isolated` is off) those the kernel isolated (a process's
+    // default mask leaves them out, and is no pin of its own). A bad file is an error, as for the
+    // daemon.
+    let source =
+        a.config.clone().map_or(numapilot_daemon::config::Source::Default, numapilot_daemon::config::Source::Explicit);
+    let config = numapilot_daemon::config::load(&source, &numapilot_daemon::config::Overrides::default())?.config;
+    let live = config.live_options(true);
+    let mut reserved = live.reserved_cpus.clone();
+    if live.reserve_isolated {
+        reserved = reserved.union(&numapilot_topology::sysfs::isolated_cpus(std::path::Path::new("/"))?);
+    }
     let mut topo = Topology::from_sysfs(std::path::Path::new("/")).context("reading the topology")?;
-    // As the daemon sees the machine by default: without the CPUs the kernel isolated (a process's
-    // default mask leaves them out, and is no pin of its own).
-    topo.reserve(&numapilot_topology::sysfs::isolated_cpus(std::path::Path::new("/"))?);
+    topo.reserve(&reserved);
     let reader = numapilot_observe::Reader::new("/");
-    let mut model = numapilot_model::Model::new(topo, numapilot_policy::Tunables::default());
+    let mut model = numapilot_model::Model::new(topo, config.tunables.clone());
     let mut policy = numapilot_policy::Adaptive::new();
     for i in 0..2 {
         if i > 0 {
