@@ -289,14 +289,17 @@ fn explain_local_takes_the_daemons_config() {
     let dir = tempfile::tempdir().unwrap();
     let mut kid = Command::new(BIN).args(["run", "--physcpubind=0", "sleep", "30"]).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let explain = |config: &std::path::Path| {
-        let out = Command::new(BIN)
+    let run = |config: &std::path::Path| {
+        Command::new(BIN)
             .args(["explain", &kid.id().to_string(), "--local", "--json", "--socket"])
             .arg(dir.path().join("none.sock"))
             .arg("--config")
             .arg(config)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let explain = |config: &std::path::Path| {
+        let out = run(config);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["pinned"].as_bool().expect("pinned")
@@ -310,13 +313,7 @@ fn explain_local_takes_the_daemons_config() {
     assert!(!explain(&reserving), "CPU 0 is every CPU placement may use: no pin");
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[actuation]\nreserved_cpus = \"x\"\n").unwrap();
-    let out = Command::new(BIN)
-        .args(["explain", &kid.id().to_string(), "--local", "--socket"])
-        .arg(dir.path().join("none.sock"))
-        .arg("--config")
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = run(&bad);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&bad.display().to_string()) && err.contains("reserved_cpus"), "{err}");

@@ -1073,13 +1073,8 @@ impl Host for LiveHost {
             .get(&t.pid)
             .filter(|r| r.starttime == t.starttime)
             .and_then(|r| r.cpuset.as_ref())
-            .map(|c| c.original.clone());
-        let cgroups = || {
-            select::cgroup_paths(t.pid).map(|mut v| {
-                v.extend(original_cgroup);
-                v
-            })
-        };
+            .map(|c| c.original.as_str());
+        let cgroups = || select::cgroup_paths_with(t.pid, original_cgroup);
         if let Some(why) = select::exclusion(&self.opts, t.pid, &stat.comm, cgroups) {
             return Outcome::Refused { message: format!("{who}: {why}") };
         }

@@ -1226,16 +1226,10 @@ fn unmanaged_use(e: &mut Entry, st: &TaskStat, now_ns: u64, unmanaged: &mut std:
 }
 
 /// `pid`'s cgroup paths, with the one it came from when the daemon moved it into a cpuset of its
-/// own (`moved_from`; the live host's `apply` checks the same).
+/// own (`moved_from`, the same start time).
 fn cgroups_of(moved_from: &HashMap<u32, (u64, String)>, pid: u32, starttime: u64) -> Option<Vec<String>> {
-    select::cgroup_paths(pid).map(|mut v| {
-        if let Some((st, from)) = moved_from.get(&pid) {
-            if *st == starttime {
-                v.push(from.clone());
-            }
-        }
-        v
-    })
+    let from = moved_from.get(&pid).filter(|(st, _)| *st == starttime).map(|(_, f)| f.as_str());
+    select::cgroup_paths_with(pid, from)
 }
 
 #[cfg(test)]

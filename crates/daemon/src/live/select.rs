@@ -81,6 +81,16 @@ pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
     Some(text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).map(str::to_string).collect())
 }
 
+/// [`cgroup_paths`] of `pid`, with `came_from` added: the cgroup a process the daemon moved into
+/// a cpuset of its own came from, so exclusions and `[include]` by cgroup still see where it
+/// belongs (under v2 its only path is then numapilot's). The observer and `apply` both check this.
+pub fn cgroup_paths_with(pid: u32, came_from: Option<&str>) -> Option<Vec<String>> {
+    cgroup_paths(pid).map(|mut v| {
+        v.extend(came_from.map(str::to_string));
+        v
+    })
+}
+
 /// The name the daemon's executable runs under as a tool (`/proc/PID/comm`).
 const TOOL_COMM: &str = "numapilot";
 
