@@ -387,12 +387,8 @@ impl Sample {
     /// CPU time of a node: the sum of its CPUs' /proc/stat lines (offline CPUs have none). `None` when
     /// the node is unknown or /proc/stat was not read.
     pub fn node_cpu_times(&self, node: u32) -> Option<CpuTimes> {
-        self.node_times_in(node, self.cpu.as_ref()?)
-    }
-
-    /// [`Sample::node_cpu_times`] of `cpu_base` (the end of the observer's previous step).
-    pub fn node_cpu_times_base(&self, node: u32) -> Option<CpuTimes> {
-        self.node_times_in(node, self.cpu_base.as_ref()?)
+        let n = self.nodes.iter().find(|n| n.node == node)?;
+        self.cpu_times_within(&n.cpus)
     }
 
     /// CPU time of the CPUs `cpus` (those with a /proc/stat line), `None` when /proc/stat was not
@@ -405,11 +401,6 @@ impl Sample {
     /// [`Sample::cpu_times_within`] of `cpu_base` (the end of the observer's previous step).
     pub fn cpu_times_within_base(&self, cpus: &CpuSet) -> Option<CpuTimes> {
         Some(times_within(cpus, self.cpu_base.as_ref()?))
-    }
-
-    fn node_times_in(&self, node: u32, stat: &ProcStat) -> Option<CpuTimes> {
-        let n = self.nodes.iter().find(|n| n.node == node)?;
-        Some(times_within(&n.cpus, stat))
     }
 
     /// The process with this pid.
