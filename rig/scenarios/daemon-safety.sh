@@ -13,6 +13,7 @@
 #   5. launch advice (run before 3): a job started on the daemon's advice (`advise --pid`) is adopted and held there.
 #   6. CPU hotplug (run before 3): node 1's CPUs go offline and come back; the daemon reads the topology again each
 #      time, never asks for an offline CPU, manages a process started meanwhile, and uses node 1 again after.
+#   7. release (run before 3): a placed process whose name a reload excludes is put back at once and left alone.
 echo 0 >/proc/sys/kernel/numa_balancing
 mkdir -p /run/numapilot
 : >/tmp/.rig.none
@@ -325,6 +326,43 @@ echo $? >/tmp/.rig.rc
 rig_send daemon6-exit 0 /tmp/.rig.rc /tmp/np-6.log
 rig_file journal6 /tmp/np-journal.jsonl
 kill "$hp_node1" "$hp_off" "$hp_on"
+
+# --- 7. release on reload (before the churn) ----------------------------------------------------------------------
+# The daemon places a process; the operator then excludes its name (the config file rewritten, SIGHUP): the
+# process is put back at once (its original affinity, the state file without it, a journal "released" line) and
+# not touched again while the daemon runs on.
+rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+cp "$(command -v rig-toucher)" /tmp/released-t
+cp /tmp/np-safety.toml /tmp/np-8.toml
+numapilot daemon --config /tmp/np-8.toml --exclude-pid $$ >/tmp/np-8.log 2>&1 &
+d8=$!
+safety_wait_started /tmp/np-8.log 60
+rig_start released 60 /tmp/released-t --mb 8 --threads 2 --loop
+rel=$RIG_PID
+safety_wait_applied "$rel" 60
+echo $? >/tmp/.rig.w
+rig_send released-applied 0 /tmp/.rig.w /tmp/np-8.log
+sleep 1
+safety_allowed released-moved "$rel"
+rig_file state-before-release /run/numapilot/state.json
+sed 's/^comm = \["excluded-t"\]$/comm = ["excluded-t", "released-t"]/' /tmp/np-safety.toml >/tmp/np-8.toml
+kill -HUP $d8
+rig_wait_grep 'released \(excluded by a configuration reload\)' /tmp/np-journal.jsonl 30
+echo $? >/tmp/.rig.w
+rig_send released-journaled 0 /tmp/.rig.w /tmp/np-8.log
+# A few more steps at 500 ms: nothing may move it again.
+sleep 3
+safety_allowed released-after "$rel"
+rig_file state-after-release /run/numapilot/state.json
+kill -TERM $d8
+wait $d8
+echo $? >/tmp/.rig.rc
+rig_send daemon8-exit 0 /tmp/.rig.rc /tmp/np-8.log
+rig_file journal8 /tmp/np-journal.jsonl
+echo "$rel" >/tmp/.rig.pid
+rig_send released-pid 0 /tmp/.rig.pid /tmp/.rig.none
+kill "$rel"
+wait "$rel" 2>/dev/null
 
 # --- 3. churn, with pids wrapping -------------------------------------------------------------------------------
 rm -f /tmp/np-journal.jsonl /run/numapilot/state.json

@@ -208,6 +208,11 @@ pub struct Status {
     pub reloads: u64,
     /// Configuration reloads rejected.
     pub reloads_rejected: u64,
+    /// Processes put back as they were before numapilot touched them (affinity, cpuset) because
+    /// the operator took them out of its hands while it ran: a reload's `[exclude]` or
+    /// `[include]`, or a move into or out of a listed cgroup.
+    #[serde(default)]
+    pub released: u64,
     /// Processes and threads in the model.
     pub processes: usize,
     /// Threads in the model.
@@ -796,6 +801,9 @@ impl Status {
         }
         if self.reloads + self.reloads_rejected > 0 {
             let _ = writeln!(s, "config reloads: {} accepted, {} rejected", self.reloads, self.reloads_rejected);
+        }
+        if self.released > 0 {
+            let _ = writeln!(s, "released (excluded or left [include] while placed, put back): {}", self.released);
         }
         s
     }

@@ -266,6 +266,12 @@ pub fn render(s: &Status) -> String {
         "Configuration reloads rejected (old kept).",
         s.reloads_rejected as f64,
     );
+    o.one(
+        "numapilot_released_total",
+        "counter",
+        "Processes put back as before numapilot touched them because they were excluded (or left [include]) while placed.",
+        s.released as f64,
+    );
     o.family("numapilot_node_load", "gauge", "Load of a node's resource (busy time or use / capacity, 0..1).");
     for n in &s.nodes {
         let node = n.node.to_string();

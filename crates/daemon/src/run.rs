@@ -133,6 +133,12 @@ pub trait Restore {
     /// include_pinned, min_rss_mib), in force from the next action. Default: nothing to take.
     fn set_exclusions(&mut self, _new: &LiveOptions) {}
 
+    /// What putting back processes taken out of numapilot's hands did since the last call
+    /// (excluded, or out of `[include]`, while placed). Default: nothing.
+    fn take_released(&mut self) -> RestoreReport {
+        RestoreReport::default()
+    }
+
     /// Records a process started on this daemon's launch advice for `nodes`, named by its launcher
     /// (`advise --pid`): its narrowing is the advice's, not its own. Default: nothing to record.
     fn adopt(&mut self, _pid: u32, _nodes: &numapilot_topology::NodeSet) {}
@@ -145,6 +151,10 @@ impl Restore for LiveHost {
 
     fn adopt(&mut self, pid: u32, nodes: &numapilot_topology::NodeSet) {
         LiveHost::adopt(self, pid, nodes)
+    }
+
+    fn take_released(&mut self) -> RestoreReport {
+        LiveHost::take_released(self)
     }
 
     fn restore_all(&mut self) -> RestoreReport {
@@ -613,6 +623,12 @@ pub fn serve<H: Host + Restore>(
                     tracing::info!("engine step succeeded again");
                 }
                 record_step(&engine, &report, journal.as_mut(), &mut status);
+                record_released(
+                    &mut host,
+                    "moved into an excluded cgroup or out of [include]",
+                    journal.as_mut(),
+                    &mut status,
+                );
                 status.last_error = None;
             }
             Err(e) => {
@@ -717,6 +733,12 @@ pub fn serve<H: Host + Restore>(
                             // An exclusion (or inclusion) a reload made holds from the next action:
                             // an operator excluding a process must not have it moved until a restart.
                             host.set_exclusions(&new.config.live_options(false));
+                            record_released(
+                                &mut host,
+                                "excluded by a configuration reload",
+                                journal.as_mut(),
+                                &mut status,
+                            );
                             if new.config.daemon.journal != config.daemon.journal
                                 || new.config.daemon.journal_max_bytes != config.daemon.journal_max_bytes
                             {
@@ -868,6 +890,29 @@ fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Jo
         if let Some(j) = journal.as_deref_mut() {
             write_journal(j, &Record::action(step, report.at_ns, action, comm, outcome, engine.dry_run));
         }
+    }
+}
+
+/// Processes the host put back because they left numapilot's hands (`why`): a `restore` journal
+/// line and the status counter, when there were any.
+fn record_released<H: Restore>(host: &mut H, why: &str, journal: Option<&mut Journal>, s: &mut Status) {
+    let r = host.take_released();
+    if r == RestoreReport::default() {
+        return;
+    }
+    s.released += r.restored + r.gone + r.failed.len() as u64;
+    tracing::info!(
+        "released ({why}): {} put back, {} inherited, {} gone, {} failed",
+        r.restored,
+        r.inherited,
+        r.gone,
+        r.failed.len()
+    );
+    for f in &r.failed {
+        tracing::warn!("putting a released process back failed: {f}");
+    }
+    if let Some(j) = journal {
+        write_journal(j, &Record::restore(&format!("released ({why})"), &r, false));
     }
 }
 

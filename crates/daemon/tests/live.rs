@@ -1312,6 +1312,133 @@ fn only_included_processes_are_read_and_touched_and_a_reload_widens_the_list() {
     other.kill();
 }
 
+/// A process numapilot placed that a reload excludes is put back as it was (its original mask;
+/// its record leaves the state file), not left where numapilot put it until the daemon stops;
+/// included again, it is managed with its own mask, which is no pin.
+#[test]
+fn a_placed_process_excluded_by_a_reload_is_put_back() {
+    let t = topo();
+    let Some(narrow) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("release");
+    let mut kid = Kid::spawn("sleep", &[("NP_COMM", "np-release".into())]);
+    kid.line("ready");
+    let before = masks(kid.pid());
+    let mut host = host_with(&state, |_| {});
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: narrow.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == narrow));
+    assert_eq!(host.take_released(), Default::default(), "nothing released before the reload");
+
+    let excluding =
+        LiveOptions { state_path: state.clone(), exclude_comm: vec!["np-release".into()], ..LiveOptions::default() };
+    host.set_exclusions(&excluding);
+    let r = host.take_released();
+    assert_eq!((r.restored, r.gone, r.failed.len()), (1, 0, 0), "{r:?}");
+    assert_eq!(masks(kid.pid()), before, "put back to its own mask");
+    assert!(host.touched().is_empty(), "no record left");
+    let file = std::fs::read_to_string(&state).unwrap();
+    assert!(!file.contains("np-release"), "{file}");
+    assert!(observe(&mut host).process(kid.pid()).is_none());
+    // Reported once.
+    assert_eq!(host.take_released(), Default::default());
+
+    host.set_exclusions(&LiveOptions { state_path: state.clone(), ..LiveOptions::default() });
+    assert_eq!(host.take_released(), Default::default(), "an inclusion puts nothing back");
+    let s = observe(&mut host);
+    let p = s.process(kid.pid()).expect("managed again");
+    assert!(p.threads.iter().all(|th| *th.cpus_allowed() == t.online_cpus()), "its own mask, all CPUs");
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: narrow }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 }, "its own mask is no pin");
+    host.restore_all();
+    kid.kill();
+}
+
+/// A cgroup made for one test in a hierarchy without controllers that matter to placement (v1
+/// `pids`, else the v2 unified root), removed when dropped; `path` is what /proc/PID/cgroup shows.
+struct TestCgroup {
+    dir: PathBuf,
+    path: String,
+}
+
+impl TestCgroup {
+    fn make(name: &str) -> TestCgroup {
+        let mount = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(Path::new)
+            .find(|m| numapilot_actuate::cgroup::is_cgroup_mount(m) && m.join("cgroup.procs").exists())
+            .expect("a cgroup hierarchy (these tests run as root on a host with cgroups)");
+        let leaf = format!("{name}-{}", std::process::id());
+        let dir = mount.join(&leaf);
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        TestCgroup { dir, path: format!("/{leaf}") }
+    }
+
+    fn enter(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// A process moved into a listed cgroup after it was first seen (no exec, no rename: what a
+/// service manager or container runtime does) is classified again on its cgroup re-check: one
+/// moved into an excluded cgroup leaves the sample and is put back as it was; one moved into an
+/// included cgroup joins it. Before, both kept their first class until a reload.
+#[test]
+fn a_process_moved_into_a_listed_cgroup_is_classified_again() {
+    let t = topo();
+    let Some(narrow) = narrow_cpus(&t) else { return };
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.cgroup_recheck_ms = 0;
+    let open = |state: &Path, f: &dyn Fn(&mut LiveOptions)| {
+        let mut o = LiveOptions { state_path: state.to_path_buf(), ..LiveOptions::default() };
+        f(&mut o);
+        LiveHost::open_with(t.clone(), o, tuning.clone()).unwrap().0
+    };
+
+    let excluded = TestCgroup::make("np-excl-cg");
+    let (_d, state) = tmp_state("cg-excl");
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let before = masks(kid.pid());
+    let prefix = excluded.path.clone();
+    let mut host = open(&state, &|o| o.exclude_cgroups = vec![prefix.clone()]);
+    assert!(observe(&mut host).process(kid.pid()).is_some());
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: narrow }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    excluded.enter(kid.pid());
+    let s = observe(&mut host);
+    assert!(s.process(kid.pid()).is_none(), "moved into an excluded cgroup: skipped from its re-check");
+    assert!(host.tier_stats().cgroup_rechecks > 0);
+    let r = host.take_released();
+    assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
+    assert_eq!(masks(kid.pid()), before, "put back to its own mask");
+    assert!(host.touched().is_empty());
+    kid.kill();
+
+    let included = TestCgroup::make("np-incl-cg");
+    let (_d2, state2) = tmp_state("cg-incl");
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let prefix = included.path.clone();
+    let mut host = open(&state2, &|o| o.include_cgroups = vec![prefix.clone()]);
+    assert!(observe(&mut host).process(kid.pid()).is_none(), "not in the included cgroup yet");
+    included.enter(kid.pid());
+    assert!(observe(&mut host).process(kid.pid()).is_some(), "moved into the included cgroup: managed");
+    assert_eq!(host.take_released(), Default::default());
+    kid.kill();
+}
+
 /// An excluded process burning a CPU is not sampled, but its CPU is: `Sample::unmanaged_cpu`
 /// carries about one CPU of it on the CPU it runs on (the model counts it in that node's demand,
 /// so placement leaves room for it); a managed process's CPU is not in it.

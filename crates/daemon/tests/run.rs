@@ -27,6 +27,9 @@ struct ReaderHost {
     slow: Duration,
     /// The page mover's wake, as the test's end of a socket pair (`Restore::move_wake`).
     move_wake: Option<std::os::unix::net::UnixStream>,
+    /// What a reload's exclusions put back, until the loop takes it (`Restore::take_released`):
+    /// the live host's behaviour, two processes released by any reload that excludes a name.
+    released: RestoreReport,
 }
 
 impl Host for ReaderHost {
@@ -60,6 +63,14 @@ impl Restore for ReaderHost {
     }
     fn move_wake(&self) -> Option<&std::os::unix::net::UnixStream> {
         self.move_wake.as_ref()
+    }
+    fn set_exclusions(&mut self, new: &numapilot_daemon::live::LiveOptions) {
+        if !new.exclude_comm.is_empty() {
+            self.released = RestoreReport { restored: 2, ..Default::default() };
+        }
+    }
+    fn take_released(&mut self) -> RestoreReport {
+        std::mem::take(&mut self.released)
     }
 }
 
@@ -120,6 +131,7 @@ fn start_with(
         fail_first,
         slow,
         move_wake,
+        released: RestoreReport::default(),
     };
     let (handle, rx) = run::command_pipe().unwrap();
     let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
@@ -325,12 +337,26 @@ fn status_explain_reload_and_stop() {
     r.handle.send(Command::Reload).unwrap();
     let s = wait_status(&r.socket, |s| s.reloads == 1);
     assert_eq!(s.interval_ms, 200);
-    // A daemon started as a dry run stays one: its host changes no process (no state file of its
-    // own, no page mover), so a reload to dry_run = false must not have it say "acting".
-    let acting = good.replace("interval_ms = 100", "interval_ms = 200").replace("dry_run = true", "dry_run = false");
-    std::fs::write(&r.config, acting).unwrap();
+    assert_eq!(s.released, 0, "a reload that excludes nothing releases nothing");
+    // One that excludes a name: the processes the host put back are counted and journaled.
+    let excluding =
+        format!("{}\n[exclude]\ncomm = [\"np-x\"]\n", good.replace("interval_ms = 100", "interval_ms = 200"));
+    std::fs::write(&r.config, &excluding).unwrap();
     r.handle.send(Command::Reload).unwrap();
     let s = wait_status(&r.socket, |s| s.reloads == 2);
+    assert_eq!(s.released, 2, "{s:?}");
+    assert!(s.render().contains("released (excluded or left [include] while placed, put back): 2"), "{}", s.render());
+    let journal = std::fs::read_to_string(r.dir.path().join("journal.jsonl")).unwrap();
+    let line = journal.lines().find(|l| l.contains("released (excluded by a configuration reload)")).expect(&journal);
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["event"], "restore");
+    assert!(v["detail"].as_str().unwrap().contains("restored 2"), "{v}");
+    // A daemon started as a dry run stays one: its host changes no process (no state file of its
+    // own, no page mover), so a reload to dry_run = false must not have it say "acting".
+    let acting = excluding.replace("dry_run = true", "dry_run = false");
+    std::fs::write(&r.config, acting).unwrap();
+    r.handle.send(Command::Reload).unwrap();
+    let s = wait_status(&r.socket, |s| s.reloads == 3);
     assert!(s.dry_run, "{s:?}");
     assert_eq!(s.observe_only_reason.as_deref(), Some("dry run"), "{s:?}");
 

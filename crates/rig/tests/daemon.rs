@@ -132,6 +132,35 @@ fn twin_is_moved_and_restored_on_sigterm() {
     assert!(j.iter().any(|r| r["kind"] == "restore" || r["rule"] == "shutdown"), "no restore record in the journal");
 }
 
+/// A placed process whose name a reload excludes (the config rewritten, SIGHUP) is put back at once: its
+/// affinity is the shell's again while the daemon still runs, the state file no longer names it, the journal has a
+/// "released" restore line, and no action touches it after the reload.
+#[test]
+fn a_placed_process_excluded_by_a_reload_is_put_back_at_once() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    let pid: u64 = ok(run, "released-pid").trim().parse().unwrap();
+    assert_eq!(ok(run, "released-applied").trim(), "0", "no applied set-affinity for {pid} in 60 s");
+    let (shell, moved, after) =
+        (allowed(run, "shell-allowed"), allowed(run, "released-moved"), allowed(run, "released-after"));
+    eprintln!("released {pid}: Cpus_allowed_list {shell} -> {moved} (placed) -> {after} (excluded by a reload)");
+    assert_ne!(moved, shell, "the daemon journaled an applied move but the kernel's affinity did not change");
+    assert_eq!(after, shell, "not put back while the daemon runs on after the reload");
+    assert!(state_pids(run, "state-before-release").contains(&pid), "the state file held it while placed");
+    assert!(!state_pids(run, "state-after-release").contains(&pid), "its record outlived the release");
+    assert_eq!(ok(run, "released-journaled").trim(), "0", "{}", run.section("released-journaled").unwrap().stderr());
+    let j = journal(run, "journal8");
+    let at = j
+        .iter()
+        .position(|r| r["event"] == "restore" && r["rule"].as_str().is_some_and(|s| s.starts_with("released")))
+        .expect("a released line");
+    assert!(j[at]["detail"].as_str().unwrap().contains("restored 1"), "{}", j[at]);
+    assert!(actions_on(&j[at..], pid).is_empty(), "touched after the reload: {:?}", actions_on(&j[at..], pid));
+    assert_eq!(ok(run, "daemon8-exit").trim(), "0", "{}", run.section("daemon8-exit").unwrap().stderr());
+}
+
 #[test]
 fn excluded_and_self_placed_processes_are_untouched() {
     if !enabled() {

@@ -10,7 +10,10 @@
 //!   cpuset) of a process before first touching it, to the state file, so `restore_all` (SIGTERM) and
 //!   `recover` (next start after a crash) put it back; page moves under a MB/s budget, per-page
 //!   failures counted in the `Outcome`, never fatal.
-
+//! - Release: a touched process the operator takes out of numapilot's hands while it runs (a
+//!   reload's `[exclude]` or `[include]`, or a move into or out of a listed cgroup, seen by the
+//!   observer's re-check) is put back as at shutdown (its original affinity and cpuset; its pages
+//!   stay) and its record dropped ([`LiveHost::take_released`] reports it to the loop's journal).
 //!
 //! # Modules
 //!
@@ -388,6 +391,9 @@ pub struct LiveHost {
     topo_change: Option<Topology>,
     /// CPU hotplug: `/sys/devices/system/cpu/online` as last settled.
     hotplug: HotplugWatch,
+    /// What putting back processes taken out of numapilot's hands did since the run loop last
+    /// asked ([`LiveHost::take_released`]).
+    released: RestoreReport,
 }
 
 /// Adopted processes kept, count. Default 4096. Source: a choice, far above the launches a host
@@ -563,6 +569,7 @@ impl LiveHost {
             adopted: std::collections::BTreeMap::new(),
             topo_change: None,
             hotplug: HotplugWatch::with_reserved(reserved),
+            released: RestoreReport::default(),
             topo,
             opts,
         };
@@ -670,10 +677,53 @@ impl LiveHost {
         self.opts.include_pinned = new.include_pinned;
         self.opts.min_rss_kb = new.min_rss_kb;
         // Every process is classified again: one newly included is read (and planned for) from
-        // the next cycle, one newly excluded leaves the sample; the rest keep what was read.
+        // the next cycle, one newly excluded leaves the sample and is put back as it was before
+        // numapilot touched it; the rest keep what was read.
         if lists_changed {
             self.observer.reclassify(&self.opts);
+            self.release_left();
         }
+    }
+
+    /// Puts back every process numapilot changed that the lists now leave out (excluded, or not in
+    /// a set `[include]`): its original affinity and cpuset, as at shutdown; its pages stay where
+    /// they are. Without it an operator's exclusion stopped further moves but left the process
+    /// pinned where numapilot had put it until the daemon stopped, and a later reload including it
+    /// again found numapilot's own mask and read it as the process's own pin. The report is added
+    /// to what [`LiveHost::take_released`] returns.
+    fn release_left(&mut self) {
+        // Asked of the observer too, so its list does not grow: every record is checked here.
+        self.observer.take_left();
+        let left: Vec<u32> = self
+            .originals
+            .procs
+            .values()
+            .filter(|r| {
+                let Some(stat) = select::read_stat(r.pid).filter(|s| s.starttime == r.starttime) else {
+                    return false;
+                };
+                let came_from = r.cpuset.as_ref().map(|c| c.original.as_str());
+                select::exclusion(&self.opts, r.pid, &stat.comm, || select::cgroup_paths_with(r.pid, came_from))
+                    .is_some()
+            })
+            .map(|r| r.pid)
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        let r = self.originals.release(&left);
+        let acc = &mut self.released;
+        acc.restored += r.restored;
+        acc.gone += r.gone;
+        acc.inherited += r.inherited;
+        acc.failed.extend(r.failed);
+    }
+
+    /// What putting back processes taken out of numapilot's hands (a reload's `[exclude]` or
+    /// `[include]`, or a process moved into or out of a listed cgroup) did since the last call;
+    /// the default report when nothing was put back.
+    pub fn take_released(&mut self) -> RestoreReport {
+        std::mem::take(&mut self.released)
     }
 
     /// Puts every touched process back as it was, and empties the state file.
@@ -1013,6 +1063,10 @@ impl Host for LiveHost {
             .collect();
         self.observer.set_moved_from(moved_from);
         let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
+        // A cgroup re-check found a managed process moved out of numapilot's hands.
+        if !self.observer.take_left().is_empty() {
+            self.release_left();
+        }
         let t = self.now_ns();
         // Scan maps and sockets of the processes that can matter, over the scans' cadence.
         let scan = self.scan_pids();

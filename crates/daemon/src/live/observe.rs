@@ -16,7 +16,9 @@
 //!                    idle_stat_every (by pid) and at least every idle_stat_max_ms, the last
 //!                    read carried on the others
 //!                    ├─ kernel thread ───────────> skipped (re-checked every KTHREAD_RECHECK cycles)
-//!                    ├─ excluded (pid/comm/cgroup), not in a set [include] list ─> skipped,
+//!                    ├─ excluded (pid/comm/cgroup), not in a set [include] list ─> skipped
+//!                    │  (decided at first sight, on exec or rename, on a reload and, with a
+//!                    │  cgroup list set, every cgroup_recheck_ms),
 //!                    │  details unread; its CPU since its last read is unmanaged load on the
 //!                    │  CPU it last ran on (`unmanaged_cpu`)
 //!                    ├─ RSS < min_rss_kb ─> skipped, ignored as kernel threads are
@@ -67,8 +69,11 @@
 //! Exclusions are decided when a process is first seen, again whenever its name changes (exec,
 //! PR_SET_NAME: same pid and start time, another comm, which also drops its cached details) and for
 //! every process after a reload ([`TieredObserver::reclassify`]); the
-//! daemon's own pid is always excluded. A process moved into an excluded cgroup later stays in the
-//! sample, but `apply` checks its cgroup again before acting. A process whose numa_maps showed an
+//! daemon's own pid is always excluded. With a cgroup list set (`[exclude]` or `[include]`), each
+//! process's cgroups are read again every `cgroup_recheck_ms` (10 s, spread by pid) and it is
+//! classified again: one moved into an excluded cgroup (or out of an included one) leaves the
+//! sample within that time (`take_left` names it, so the live host puts back what it changed), and
+//! `apply` checks its cgroup again before every action meanwhile. A process whose numa_maps showed an
 //! explicit memory policy has numa_maps re-read whenever its threads are (within the cycle's
 //! numa_maps budget), so dropping a temporary policy un-pins it in the model on a next busy cycle.
 //! Between staleness rounds an idle process's affinity and last CPU are as of its last read (a
@@ -205,6 +210,15 @@ pub struct TierOptions {
     /// is still read, with `sched_getaffinity`, and the leader's status in full). New processes
     /// and `refresh` still read every thread in full.
     pub carry_idle_threads: bool,
+    /// When `[exclude] cgroups` or `[include] cgroups` lists anything, each user process's
+    /// cgroups are read again at least this often, ms (spread by pid), and it is classified again
+    /// (managed or skipped). Default 10,000 (10 s). Source: a choice, numad's 15 s scan order of
+    /// magnitude; a process changes cgroup when a service manager or container runtime moves it,
+    /// with no exec or rename the observer would see. What it prevents: a process moved into an
+    /// included cgroup never being planned for, and one moved into an excluded cgroup staying
+    /// placed by numapilot, until the next reload. A read of /proc/PID/cgroup is one small file:
+    /// 1,000 processes cost about 100 reads a second.
+    pub cgroup_recheck_ms: u64,
 }
 
 impl Default for TierOptions {
@@ -224,6 +238,7 @@ impl Default for TierOptions {
             max_open_stat: 16_384,
             threads: 2,
             carry_idle_threads: true,
+            cgroup_recheck_ms: 10_000,
         }
     }
 }
@@ -313,6 +328,10 @@ struct Entry {
     /// again at most every [`CPUSET_RECHECK_NS`].
     cpuset: Option<Arc<CpuSet>>,
     cpuset_ns: u64,
+    /// When its class (managed or skipped) was last decided with its cgroups read, host ns, dated
+    /// back by pid at first sight (`stagger`) so the re-checks spread (see
+    /// [`TierOptions::cgroup_recheck_ms`]).
+    class_ns: u64,
 }
 
 /// How long a process's cpuset CPUs, once read, stand before they are read again, ns. Default
@@ -344,6 +363,9 @@ pub struct TierStats {
     pub maps_deferred: usize,
     /// Processes skipped (kernel threads, excluded, too small).
     pub skipped: usize,
+    /// Processes whose cgroups were read again this cycle to classify them again
+    /// ([`TierOptions::cgroup_recheck_ms`]).
+    pub cgroup_rechecks: usize,
     /// Processes left out of this cycle's sample because one of their files did not parse (what
     /// a process shows is partly its own to choose, its name in every `sched` header).
     pub unreadable: usize,
@@ -391,6 +413,10 @@ pub struct TieredObserver {
     /// they came from), so exclusions and `[include]` by cgroup still see where they belong
     /// (under v2 their only path is numapilot's). Set by the live host before each sample.
     moved_from: HashMap<u32, (u64, String)>,
+    /// Processes that were managed and are skipped now (a reload's lists, or a cgroup re-check
+    /// found them moved out of `[include]` or into an exclusion), for the live host to put back
+    /// what it changed on them ([`TieredObserver::take_left`]).
+    left: Vec<u32>,
     cycle: u64,
     page_kb: u64,
     fd_cap: usize,
@@ -626,6 +652,7 @@ impl TieredObserver {
             system: reader(false, false, 1),
             entries: HashMap::new(),
             moved_from: HashMap::new(),
+            left: Vec::new(),
             cycle: 0,
             page_kb: if page > 0 { page as u64 / 1024 } else { 4 },
             fd_cap,
@@ -743,7 +770,7 @@ impl TieredObserver {
     /// a cgroup list is set.
     pub fn reclassify(&mut self, opts: &LiveOptions) {
         let moved_from = &self.moved_from;
-        let changed: Vec<u32> = self
+        let changed: Vec<(u32, bool)> = self
             .entries
             .iter()
             .filter_map(|(&pid, e)| {
@@ -753,12 +780,20 @@ impl TieredObserver {
                     Kind::Skipped => false,
                 };
                 let user = select::exclusion(opts, pid, &e.comm, || cgroups_of(moved_from, pid, e.starttime)).is_none();
-                (user != was_user).then_some(pid)
+                (user != was_user).then_some((pid, was_user))
             })
             .collect();
-        for pid in changed {
+        for (pid, was_user) in changed {
+            if was_user {
+                self.left.push(pid);
+            }
             self.drop_entry(pid);
         }
+    }
+
+    /// The processes that were managed and are skipped now, since the last call (see the field).
+    pub fn take_left(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.left)
     }
 
     fn drop_entry(&mut self, pid: u32) {
@@ -855,6 +890,8 @@ impl TieredObserver {
             t.rss_change_kb,
             t.kthread_recheck_cycles.max(1),
         );
+        let recheck_ns = t.cgroup_recheck_ms.saturating_mul(1_000_000);
+        let cgroup_lists = !(opts.exclude_cgroups.is_empty() && opts.include_cgroups.is_empty());
         let mut stats = TierStats::default();
         let mut want_both = Vec::new();
         let mut want_threads = Vec::new();
@@ -920,6 +957,29 @@ impl TieredObserver {
                     }
                 }
             }
+            // With a cgroup list set, the class is decided again every `cgroup_recheck_ms`: a
+            // service manager or container runtime moves a process with no exec or rename.
+            let recheck = cgroup_lists
+                && self.entries.get(&pid).is_some_and(|e| {
+                    matches!(e.kind, Kind::User | Kind::Skipped) && now_ns.saturating_sub(e.class_ns) >= recheck_ns
+                });
+            if recheck {
+                stats.cgroup_rechecks += 1;
+                let user = select::exclusion(opts, pid, &st.comm, || cgroups_of(&self.moved_from, pid, st.starttime))
+                    .is_none();
+                if let Some(e) = self.entries.get_mut(&pid) {
+                    let was_user = matches!(e.kind, Kind::User);
+                    if user == was_user {
+                        e.class_ns = now_ns;
+                    } else {
+                        if was_user {
+                            self.left.push(pid);
+                        }
+                        // Read again as new below, under its new class.
+                        self.drop_entry(pid);
+                    }
+                }
+            }
             if let std::collections::hash_map::Entry::Vacant(slot) = self.entries.entry(pid) {
                 let kind = if st.is_kernel_thread() {
                     Kind::Kernel { cycle }
@@ -957,6 +1017,7 @@ impl TieredObserver {
                     renamed: false,
                     cpuset: None,
                     cpuset_ns: 0,
+                    class_ns: now_ns.saturating_sub(stagger(pid, recheck_ns)),
                 });
                 // Kernel threads and skipped processes keep no descriptor.
                 if matches!(self.entries[&pid].kind, Kind::User) {

@@ -322,6 +322,24 @@ impl Originals {
         (gone.len(), errors)
     }
 
+    /// Puts back the recorded processes among `pids` (and the descendants that inherited what
+    /// numapilot set on them), forgets them and rewrites the file: the processes an operator took
+    /// out of numapilot's hands while it ran (`[exclude]`, `[include]`). Pids without a record are
+    /// ignored.
+    pub fn release(&mut self, pids: &[u32]) -> RestoreReport {
+        let mut report = RestoreReport::default();
+        let taken: BTreeMap<u32, ProcessOriginal> =
+            pids.iter().filter_map(|pid| self.procs.remove(pid).map(|r| (*pid, r))).collect();
+        if taken.is_empty() {
+            return report;
+        }
+        restore_records(&taken, &mut report);
+        if let Err(e) = self.save() {
+            report.failed.push(e);
+        }
+        report
+    }
+
     /// Writes the state file atomically (temp + fsync + rename, mode 0600).
     pub fn save(&self) -> Result<(), String> {
         let file =
