@@ -2367,6 +2367,48 @@ fn a_process_confined_by_a_cpuset_is_managed_within_it() {
     drop(cg);
 }
 
+/// CPU hotplug changes cpusets' effective CPUs with the online ones: a list the observer read
+/// before must not stand for its 10 s (the rig's 2-node hotplug run read a process's cpuset
+/// between CPU 2's and CPU 3's return, effective 0-2, and placed it on CPU 2 alone of node 1 with
+/// both back). Once the online CPUs change, every cpuset is read again at once.
+#[test]
+fn a_change_of_the_online_cpus_reads_cpusets_again() {
+    use numapilot_daemon::live::observe::TieredObserver;
+    use numapilot_daemon::live::TierOptions;
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let cg = TestCpuset::make(&h, "numapilot-hotplug-test", &cpus);
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    cg.enter(kid.pid());
+    let opts = LiveOptions::default();
+    let mut obs = TieredObserver::new(&opts, &TierOptions::default());
+    obs.set_cpusets(Some(h.clone()));
+    let look = |obs: &mut TieredObserver| {
+        let s = obs.sample(&opts, numapilot_observe::reader::monotonic_ns()).unwrap();
+        let c = s.process(kid.pid()).expect("observed").cpuset_cpus.as_deref().cloned();
+        obs.recycle(s);
+        c
+    };
+    assert_eq!(look(&mut obs), Some(cpus.clone()));
+    // The cpuset widens (as effective CPUs do when CPUs come back); the process keeps a narrow
+    // mask of its own, so its cpuset is still what decides "confined or pinned?".
+    let all = t.online_cpus();
+    std::fs::write(cg.0.join("cpuset.cpus"), all.to_list()).unwrap();
+    for (tid, _) in masks(kid.pid()) {
+        numapilot_actuate::sched_setaffinity(tid as i32, &cpus).unwrap();
+    }
+    assert_eq!(look(&mut obs), Some(cpus.clone()), "within the recheck period the list read stands");
+    // The online CPUs change (one gone, then back, as the live host's hotplug watch reports them).
+    obs.online_changed(&cpus);
+    obs.online_changed(&all);
+    assert_eq!(look(&mut obs), Some(all.clone()), "read again after the online CPUs changed");
+    kid.kill();
+    drop(cg);
+}
+
 /// A placed process that exits is dropped from the record on the next cycle and the cpuset cgroup
 /// made for it is removed, after any child that inherited it is moved back to the original
 /// cgroup; nothing waits for the daemon to stop (the rig's v2 run left one cgroup per command).

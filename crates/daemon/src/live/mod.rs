@@ -269,6 +269,8 @@ pub struct HotplugWatch {
     unsettled: u32,
     /// CPUs taken out of every topology read again ([`Topology::reserve`]).
     reserved: CpuSet,
+    /// The file as last read, settled or not ([`HotplugWatch::online_seen`]).
+    seen: Option<CpuSet>,
 }
 
 impl HotplugWatch {
@@ -290,6 +292,9 @@ impl HotplugWatch {
         let Some(online) = std::fs::read_to_string(&path).ok().and_then(|t| CpuSet::parse_list(t.trim()).ok()) else {
             return Hotplug::Same;
         };
+        if self.seen.as_ref() != Some(&online) {
+            self.seen = Some(online.clone());
+        }
         if self.last_online.as_ref() == Some(&online) {
             return Hotplug::Same;
         }
@@ -350,6 +355,11 @@ impl HotplugWatch {
         } else {
             self.last_online = None;
         }
+    }
+
+    /// The online CPUs as the file read at the last look (`None` before one read it).
+    pub fn online_seen(&self) -> Option<&CpuSet> {
+        self.seen.as_ref()
     }
 
     /// Whether the file as last read is settled (not read again until it changes).
@@ -601,6 +611,11 @@ impl LiveHost {
                 self.topo.usable_cpus().to_list_or_none(),
                 online.to_list_or_none()
             ),
+        }
+        // The observer judges narrowed threads against the online CPUs and reads cpusets' CPUs
+        // again when they change.
+        if let Some(on) = self.hotplug.online_seen() {
+            self.observer.online_changed(on);
         }
         // The access sampler's per-CPU events on the CPUs online and not reserved (no PMU
         // interrupt beside an isolated CPU's task, which is never placed), every cycle (a slice

@@ -27,7 +27,9 @@
 //!                    read, or its turn in the staleness round (pid % stale_cycles)
 //!                        -> task/TID/{stat,schedstat} (+ sched with balancing), affinity;
 //!                        a thread narrower than the online CPUs -> its cpuset's effective CPUs
-//!                        from the cgroup files (at most every CPUSET_RECHECK_NS: confined or pinned?)
+//!                        from the cgroup files (at most every CPUSET_RECHECK_NS: confined or pinned?;
+//!                        and in each of the HOTPLUG_CPUSET_CYCLES cycles after the online CPUs
+//!                        change, with such a process's threads read again)
 //!                    unless new or refreshed, a thread (not the leader) whose schedstat has not
 //!                    moved keeps its last stat (carry_idle_threads); its mask is read anyway
 //!   both tiers       the cycle after the daemon changed the process (`refresh`)
@@ -316,10 +318,12 @@ struct Entry {
     /// The daemon changed this process (affinity or pages): read its threads and numa_maps next
     /// cycle whatever the tiers say ([`TieredObserver::refresh`]).
     refresh: bool,
-    /// It renamed itself (PR_SET_NAME, or an exec: same start time, another comm) and stays a
-    /// process the daemon manages: its threads are read again next cycle, its numa_maps when the
-    /// tiers say (a new program's RSS differs by more than `numa_maps_rss_change_kb`, or by age).
-    renamed: bool,
+    /// Its threads are read again next cycle whatever the tiers say, its numa_maps when the tiers
+    /// say: it renamed itself (PR_SET_NAME, or an exec: same start time, another comm) and stays a
+    /// process the daemon manages (a new program's RSS differs by more than
+    /// `numa_maps_rss_change_kb`, or by age), or the online CPUs changed while it had a narrowed
+    /// thread (the kernel may have changed its masks, and its cpuset's CPUs are read again).
+    threads_due: bool,
     /// One of its files did not parse at its last detail read ([`Reader::read_processes_skipping`]):
     /// it is out of the sample until a read succeeds, and the log said so once.
     unreadable: bool,
@@ -340,6 +344,15 @@ struct Entry {
 /// cpusets. What it prevents: two cgroup file reads per narrowed busy process per cycle (a
 /// thousand processes the daemon placed would cost milliseconds a cycle).
 pub const CPUSET_RECHECK_NS: u64 = 10_000_000_000;
+
+/// Samples after a change of the online CPUs in which every cpuset CPU list is read again,
+/// whatever its age. Default 3 (cycles). Source: the rig's 2-node hotplug run, where a process's
+/// cpuset read between CPU 2's and CPU 3's return (effective CPUs 0-2) stood for
+/// [`CPUSET_RECHECK_NS`] and the process read as confined to CPU 2 of node 1 (placed on "2"
+/// alone with both back); kernels before 6.10 update cpusets from a workqueue after the CPU
+/// is up, so one fresh read right after the change can still be the old list. What it prevents:
+/// a process planned within a cpuset list that hotplug has since changed.
+pub const HOTPLUG_CPUSET_CYCLES: u32 = 3;
 
 /// Counts of the last cycle, for the daemon's metrics and the cost example.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -428,6 +441,9 @@ pub struct TieredObserver {
     online: Option<CpuSet>,
     cpusets: Option<CpusetHierarchy>,
     cpuset_paths: CpusetPaths,
+    /// Samples still to come that forget every cpuset CPU list read before them (set when the
+    /// online CPUs change: [`TieredObserver::online_changed`]).
+    cpuset_forget: u32,
     /// Counts of the last cycle.
     pub stats: TierStats,
 }
@@ -663,6 +679,7 @@ impl TieredObserver {
                 .and_then(|t| CpuSet::parse_list(t.trim()).ok()),
             cpusets: None,
             cpuset_paths: CpusetPaths::default(),
+            cpuset_forget: 0,
             stats: TierStats::default(),
         }
     }
@@ -671,6 +688,19 @@ impl TieredObserver {
     /// [`ProcessSample::cpuset_cpus`]).
     pub fn set_cpusets(&mut self, h: Option<CpusetHierarchy>) {
         self.cpusets = h;
+    }
+
+    /// The online CPUs are `online` (the live host's hotplug watch reads the file each cycle). When
+    /// they differ from what the observer held, a thread is judged narrowed against them from now
+    /// on and every cpuset CPU list is read again in each of the next [`HOTPLUG_CPUSET_CYCLES`]
+    /// samples: the kernel changes cpusets' effective CPUs with the online ones, so a list read
+    /// before stands for nothing.
+    pub fn online_changed(&mut self, online: &CpuSet) {
+        if self.online.as_ref() == Some(online) {
+            return;
+        }
+        self.online = Some(online.clone());
+        self.cpuset_forget = HOTPLUG_CPUSET_CYCLES;
     }
 
     /// Reads `/proc/PID/stat` through the kept-open descriptor (opening it if needed); `None` when
@@ -862,6 +892,19 @@ impl TieredObserver {
     pub fn sample(&mut self, opts: &LiveOptions, now_ns: u64) -> Result<Sample, ReadError> {
         self.cycle += 1;
         let cycle = self.cycle;
+        if self.cpuset_forget > 0 {
+            self.cpuset_forget -= 1;
+            self.cpuset_paths.by_path.clear();
+            for e in self.entries.values_mut() {
+                // A process whose cpuset was read had a narrowed thread: its threads are read
+                // again, so the new list is in the sample (a carried process keeps its last one).
+                if e.cpuset_ns != 0 {
+                    e.threads_due = true;
+                }
+                e.cpuset = None;
+                e.cpuset_ns = 0;
+            }
+        }
         // Lent details that did not come back (the sample was dropped, not recycled): read again.
         for e in self.entries.values_mut().filter(|e| e.lent) {
             e.lent = false;
@@ -951,7 +994,7 @@ impl TieredObserver {
                             .is_none();
                     if stays {
                         e.comm.clone_from(&st.comm);
-                        e.renamed = true;
+                        e.threads_due = true;
                     } else {
                         self.drop_entry(pid);
                     }
@@ -1014,7 +1057,7 @@ impl TieredObserver {
                     maps_rss_kb: 0,
                     maps_ticks: 0,
                     refresh: false,
-                    renamed: false,
+                    threads_due: false,
                     cpuset: None,
                     cpuset_ns: 0,
                     class_ns: now_ns.saturating_sub(stagger(pid, recheck_ns)),
@@ -1062,10 +1105,13 @@ impl TieredObserver {
             e.rss_now_kb = rss_kb;
             e.in_sample = cycle;
             let refresh = std::mem::take(&mut e.refresh);
-            let renamed = std::mem::take(&mut e.renamed);
+            let threads_due = std::mem::take(&mut e.threads_due);
             let stale_turn = (u64::from(pid) + cycle) % stale == 0;
-            let threads =
-                new || refresh || renamed || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks || stale_turn;
+            let threads = new
+                || refresh
+                || threads_due
+                || st.cpu_ticks().saturating_sub(e.detail_ticks) >= min_ticks
+                || stale_turn;
             let age = now_ns.saturating_sub(e.maps_ns);
             // A small process that has not run since its numa_maps was read: its pages stayed.
             let small_every = if st.cpu_ticks() == e.maps_ticks { 6 * idle_factor } else { 6 };
