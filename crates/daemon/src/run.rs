@@ -900,7 +900,7 @@ fn record_released<H: Restore>(host: &mut H, why: &str, journal: Option<&mut Jou
     if r == RestoreReport::default() {
         return;
     }
-    s.released += r.restored + r.gone + r.failed.len() as u64;
+    s.released += r.restored;
     tracing::info!(
         "released ({why}): {} put back, {} inherited, {} gone, {} failed",
         r.restored,

@@ -911,6 +911,74 @@ fn children_that_inherited_our_mask_are_ours_and_restored() {
     kid.kill();
 }
 
+/// A release (a reload excluding a placed process) puts back the descendants that still carry
+/// the released process's mask with no record of their own, but not a descendant numapilot placed
+/// in its own right (its own record): that one stays managed and placed (a review of 2026-11-29:
+/// it was reset to the released parent's original while still on record).
+#[test]
+fn a_release_leaves_a_descendant_with_its_own_record_placed() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (d, state) = tmp_state("release-forker");
+    let flag = d.path().join("flag");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("forker", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    let original = sched_getaffinity(kid.pid() as i32).unwrap();
+    let set = ActionKind::SetAffinity { cpus: cpus.clone() };
+    assert_eq!(host.apply(&action(kid.target(), set.clone())), Outcome::Applied { pages_moved: 0 });
+    let child = |kid: &mut Kid, n: u32| -> u32 {
+        std::fs::write(format!("{}{n}", flag.display()), b"").unwrap();
+        kid.line("child").parse().unwrap()
+    };
+    let (own, carried) = (child(&mut kid, 1), child(&mut kid, 2));
+    let target = |pid: u32| TaskRef { pid, tid: None, starttime: read_starttime(pid).unwrap() };
+    assert_eq!(host.apply(&action(target(own), set)), Outcome::Applied { pages_moved: 0 });
+
+    host.set_exclusions(&LiveOptions {
+        state_path: state.clone(),
+        exclude_pids: vec![kid.pid()],
+        ..LiveOptions::default()
+    });
+    let r = host.take_released();
+    assert_eq!((r.restored, r.inherited, r.failed.len()), (1, 1, 0), "{r:?}");
+    assert_eq!(sched_getaffinity(kid.pid() as i32).unwrap(), original, "the released process");
+    assert_eq!(sched_getaffinity(carried as i32).unwrap(), original, "a child carrying its mask, no record");
+    assert_eq!(sched_getaffinity(own as i32).unwrap(), cpus, "a child placed in its own right stays placed");
+    assert_eq!(host.touched().iter().map(|t| t.0).collect::<Vec<_>>(), [own]);
+    host.restore_all();
+    assert_eq!(sched_getaffinity(own as i32).unwrap(), original);
+    for pid in [own, carried] {
+        // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    kid.kill();
+}
+
+/// A process released while its pages move: the move in flight stops before its next call to the
+/// kernel (`apply::stop_moves_of`), reporting the rest as not moved; a later action on the process
+/// (checked against the lists first) lets moves run again.
+#[test]
+fn a_released_processes_page_move_stops_at_its_next_call() {
+    let node = topo().memory_nodes().first().unwrap();
+    let (kid, addr, len) = mem_kid();
+    let (pid, st) = (kid.pid(), kid.target().starttime);
+    numapilot_daemon::live::apply::stop_moves_of(pid, st);
+    let mut tally = PageTally::default();
+    let r = move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1);
+    match r {
+        Err(Stop::Refused(m)) => assert!(m.contains("released"), "{m}"),
+        other => panic!("not stopped: {:?} {tally:?}", other.ok()),
+    }
+    assert_eq!((tally.asked, tally.moved), (0, 0), "nothing handed to the kernel");
+    numapilot_daemon::live::apply::moves_allowed(pid, st);
+    let mut tally = PageTally::default();
+    let asked =
+        move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1).ok().unwrap();
+    assert!(asked > 0 && tally.moved > 0, "{tally:?}");
+    kid.kill();
+}
+
 #[test]
 fn thread_target_changes_only_that_thread() {
     let t = topo();
@@ -1350,6 +1418,33 @@ fn a_placed_process_excluded_by_a_reload_is_put_back() {
     let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: narrow }));
     assert_eq!(o, Outcome::Applied { pages_moved: 0 }, "its own mask is no pin");
     host.restore_all();
+    kid.kill();
+}
+
+/// A placed process that renames itself (or execs) into an excluded name is put back at the next
+/// observation, as one a reload excludes (a review of 2026-11-29: it stayed placed until some
+/// other release happened to look at every record).
+#[test]
+fn a_placed_process_renamed_into_an_excluded_name_is_put_back() {
+    let t = topo();
+    let Some(narrow) = narrow_cpus(&t) else { return };
+    let (d, state) = tmp_state("release-rename");
+    let flag = d.path().join("flag");
+    let mut kid = Kid::spawn("renamer", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    let before = masks(kid.pid());
+    let mut host = host_with(&state, |o| o.exclude_comm = vec!["np-renamed-1".into()]);
+    assert!(observe(&mut host).process(kid.pid()).is_some());
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: narrow }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    observe(&mut host);
+    std::fs::write(format!("{}1", flag.display()), b"").unwrap();
+    kid.line("renamed");
+    assert!(observe(&mut host).process(kid.pid()).is_none(), "excluded under its new name");
+    let r = host.take_released();
+    assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
+    assert_eq!(masks(kid.pid()), before);
+    assert!(host.touched().is_empty());
     kid.kill();
 }
 
@@ -2284,6 +2379,55 @@ fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 
+/// A process numapilot moved into a cpuset of its own counts, for exclusions and `[include]` by
+/// cgroup, as still in the cgroup it came from, but only while it is in numapilot's: one that
+/// someone moved out since is judged by where it is now, and putting it back (a release, or
+/// shutdown) leaves it there instead of undoing that move (a review of 2026-11-29 found both).
+#[test]
+fn a_process_moved_out_of_numapilots_cpuset_is_judged_and_left_where_it_is() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let (_d, state) = tmp_state("cpuset-moved-out");
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let target = kid.target();
+    // It starts in a cgroup of its own (of every CPU: not confined), the one [include] names.
+    let start = TestCpuset::make(&h, "numapilot-start-test", &t.online_cpus());
+    start.enter(kid.pid());
+    let before_cg = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    assert_ne!(before_cg, "/");
+    let mut host = host_with(&state, |o| {
+        o.cpuset = numapilot_daemon::live::CpusetMode::Auto;
+        o.include_cgroups = vec![before_cg.clone()];
+    });
+    let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    let made = format!("/numapilot/{}-{}", kid.pid(), target.starttime);
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), made);
+    let paths = numapilot_daemon::live::select::cgroup_paths_with(kid.pid(), Some(&before_cg)).unwrap();
+    assert!(paths.contains(&before_cg), "in numapilot's cgroup: still where it came from too: {paths:?}");
+    assert!(observe(&mut host).process(kid.pid()).is_some());
+
+    // Someone moves it out of numapilot's cgroup, to one outside [include].
+    let elsewhere = TestCpuset::make(&h, "numapilot-moved-out-test", &t.online_cpus());
+    elsewhere.enter(kid.pid());
+    let now_cg = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    let paths = numapilot_daemon::live::select::cgroup_paths_with(kid.pid(), Some(&before_cg)).unwrap();
+    assert!(!paths.contains(&before_cg), "moved out: judged by where it is now: {paths:?}");
+    let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert!(refused(&o).contains("is not in [include]"), "{o:?}");
+    let r = host.restore_all();
+    assert_eq!(r.failed.len(), 0, "{r:?}");
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), now_cg, "left where it was moved, not put back");
+    assert!(!h.dir(&made).exists(), "numapilot's cgroup is removed");
+    kid.kill();
+    drop(elsewhere);
+    drop(start);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
 /// A cgroup of the host's cpuset hierarchy made for one test, removed (after its processes are
 /// gone) when dropped.
 struct TestCpuset(PathBuf);
@@ -2405,6 +2549,12 @@ fn a_change_of_the_online_cpus_reads_cpusets_again() {
     obs.online_changed(&cpus);
     obs.online_changed(&all);
     assert_eq!(look(&mut obs), Some(all.clone()), "read again after the online CPUs changed");
+    // Every managed process's threads were read in that first sample (a mask read while a CPU
+    // was away would read as narrowed once it is back); not in the next.
+    let st = obs.stats;
+    assert_eq!(st.threads_read, st.processes, "{st:?}");
+    look(&mut obs);
+    assert!(obs.stats.threads_read < obs.stats.processes, "{:?}", obs.stats);
     kid.kill();
     drop(cg);
 }

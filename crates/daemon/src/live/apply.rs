@@ -166,6 +166,47 @@ pub enum Stop {
     Refused(String),
 }
 
+/// Processes whose page moves stop at their next call to the kernel, `(pid, start time)`: released
+/// from numapilot's hands (excluded, or out of `[include]`) while a move of theirs ran on the page
+/// mover ([`stop_moves_of`]). A new move of the process clears its entry ([`moves_allowed`]).
+static STOPPED: std::sync::Mutex<Vec<(u32, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Entries of [`STOPPED`] kept at most, unit processes. Default 1,024. Source: a choice, far more
+/// than processes released while their pages move. What it prevents: the list growing without
+/// bound when processes are released and never moved again (the oldest go first).
+const STOPPED_KEPT: usize = 1024;
+
+/// Asks every page move of `(pid, starttime)` in flight (on any thread) to stop before its next
+/// call to the kernel: the rest of its pages stay where they are, and the move reports what it
+/// moved and "stopped: ..." for the rest.
+pub fn stop_moves_of(pid: u32, starttime: u64) {
+    let mut v = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
+    if !v.contains(&(pid, starttime)) {
+        if v.len() >= STOPPED_KEPT {
+            v.remove(0);
+        }
+        v.push((pid, starttime));
+    }
+}
+
+/// Lets page moves of `(pid, starttime)` run again (a new action on it: `apply` checked its
+/// exclusions first).
+pub fn moves_allowed(pid: u32, starttime: u64) {
+    STOPPED.lock().unwrap_or_else(|e| e.into_inner()).retain(|&k| k != (pid, starttime));
+}
+
+/// Whether the moves of `(pid, starttime)` were asked to stop ([`stop_moves_of`]): the refusal to
+/// return then.
+fn stopped(pid: u32, starttime: u64) -> Result<(), Stop> {
+    let v = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
+    if v.contains(&(pid, starttime)) {
+        return Err(Stop::Refused(
+            "released from numapilot's hands (excluded, or out of [include]) while its pages moved".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// What a failure on `pid` means: [`Stop::Gone`] only when /proc/PID/stat confirms the process
 /// `(pid, starttime)` no longer exists (stat missing, another start time: the pid was reused, or
 /// state Z/X: it exited and its memory is gone); otherwise [`Stop::Refused`] with `why`.
@@ -389,6 +430,8 @@ pub const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1)
 /// (pid and start time) before every call, retries and look-ups included.
 fn move_part(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally) -> Result<(), Stop> {
     for chunk in moves.chunks(MOVE_BATCH) {
+        // Released meanwhile: the rest stays where it is (before it is counted as asked).
+        stopped(pid, starttime)?;
         tally.asked += chunk.len() as u64;
         let mut calls: Vec<Vec<PageMove>> = vec![chunk.to_vec()];
         for attempt in 0..=MOVE_RETRIES {
@@ -596,6 +639,7 @@ pub fn migrate(
         if !super::select::same_process(pid, starttime) {
             return Err(Stop::Gone);
         }
+        stopped(pid, starttime)?;
         tally.planned = on_from;
         tally.asked = on_from;
         // Own pages only: as root, plain migrate_pages would move the page cache other processes map too.

@@ -726,6 +726,12 @@ impl LiveHost {
         if left.is_empty() {
             return;
         }
+        // A page move of theirs still running stops before its next call to the kernel.
+        for pid in &left {
+            if let Some(r) = self.originals.procs.get(pid) {
+                apply::stop_moves_of(r.pid, r.starttime);
+            }
+        }
         let r = self.originals.release(&left);
         let acc = &mut self.released;
         acc.restored += r.restored;
@@ -1015,6 +1021,8 @@ impl LiveHost {
         if let Err(o) = self.check_nodes(&nodes) {
             return o;
         }
+        // `apply` checked its exclusions: a move stopped when it was released earlier may run now.
+        apply::moves_allowed(pid, starttime);
         let now = numapilot_observe::reader::monotonic_ns();
         let avail = self.budget.available(now);
         let allowance = max.map_or(avail, |m| m.min(avail));

@@ -61,7 +61,9 @@
 //!
 //! A move in flight is not cancelled when the plan changes its mind (the next move of the same
 //! process waits for it); a process that exits meanwhile ends the move with `Vanished`, as a
-//! synchronous one would.
+//! synchronous one would. One the operator takes out of numapilot's hands meanwhile (a release:
+//! excluded, or out of `[include]`) stops before its next batch of pages
+//! (`apply::stop_moves_of`); a single `migrate_pages` call already made runs to its end.
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;

@@ -840,7 +840,9 @@ impl TieredObserver {
     /// have moved already (the 2-node rig saw a `migrate_pages` of 8,308 pages repeated every step
     /// for 14 s, each finding nothing to move). Unknown pids are ignored.
     pub fn refresh(&mut self, pid: u32) {
-        if let Some(e) = self.entries.get_mut(&pid) {
+        // A skipped process is never read in detail and would never clear the flag, which keeps
+        // its stat from resting: a page move that ended after its process was released set it.
+        if let Some(e) = self.entries.get_mut(&pid).filter(|e| matches!(e.kind, Kind::User)) {
             e.refresh = true;
         }
     }
@@ -893,12 +895,16 @@ impl TieredObserver {
         self.cycle += 1;
         let cycle = self.cycle;
         if self.cpuset_forget > 0 {
+            // The first sample after the change reads every managed process's threads (the kernel
+            // may have moved threads off CPUs that went, and a mask read while a CPU was away
+            // would read as narrowed once it is back); the later ones those whose cpuset was read.
+            let all = self.cpuset_forget == HOTPLUG_CPUSET_CYCLES;
             self.cpuset_forget -= 1;
             self.cpuset_paths.by_path.clear();
             for e in self.entries.values_mut() {
                 // A process whose cpuset was read had a narrowed thread: its threads are read
                 // again, so the new list is in the sample (a carried process keeps its last one).
-                if e.cpuset_ns != 0 {
+                if e.cpuset_ns != 0 || (all && matches!(e.kind, Kind::User)) {
                     e.threads_due = true;
                 }
                 e.cpuset = None;
@@ -996,6 +1002,11 @@ impl TieredObserver {
                         e.comm.clone_from(&st.comm);
                         e.threads_due = true;
                     } else {
+                        // Managed before, excluded (or out of [include]) under its new name: the
+                        // live host puts back what it changed on it.
+                        if matches!(e.kind, Kind::User) {
+                            self.left.push(pid);
+                        }
                         self.drop_entry(pid);
                     }
                 }

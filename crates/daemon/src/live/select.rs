@@ -81,12 +81,19 @@ pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
     Some(text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).map(str::to_string).collect())
 }
 
-/// [`cgroup_paths`] of `pid`, with `came_from` added: the cgroup a process the daemon moved into
-/// a cpuset of its own came from, so exclusions and `[include]` by cgroup still see where it
-/// belongs (under v2 its only path is then numapilot's). The observer and `apply` both check this.
+/// [`cgroup_paths`] of `pid`, with `came_from` added while the process is still in a cgroup of
+/// numapilot's (`/numapilot/...`): the cgroup a process the daemon moved into a cpuset of its own
+/// came from, so exclusions and `[include]` by cgroup still see where it belongs (under v2 its
+/// only path is then numapilot's). A process someone moved out of numapilot's cgroup since is
+/// judged by where it is now (a review of 2026-11-29: one moved from numapilot's cgroup to a
+/// cgroup outside `[include]` still counted as included by its old one). The observer and
+/// `apply` both check this.
 pub fn cgroup_paths_with(pid: u32, came_from: Option<&str>) -> Option<Vec<String>> {
     cgroup_paths(pid).map(|mut v| {
-        v.extend(came_from.map(str::to_string));
+        let ours = format!("/{}", numapilot_actuate::cgroup::SUBTREE);
+        if v.iter().any(|p| cgroup_matches(p, &ours)) {
+            v.extend(came_from.map(str::to_string));
+        }
         v
     })
 }

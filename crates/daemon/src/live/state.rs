@@ -333,7 +333,12 @@ impl Originals {
         if taken.is_empty() {
             return report;
         }
-        restore_records(&taken, &mut report);
+        // Descendants with records of their own stay as numapilot placed them: only those
+        // carrying what was set on a released process, with no record, are put back with it.
+        restore_inherited(&taken, &self.procs, &mut report);
+        for rec in taken.values() {
+            restore_one(rec, &mut report);
+        }
         if let Err(e) = self.save() {
             report.failed.push(e);
         }
@@ -412,7 +417,7 @@ fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
 /// live host's open): until 2026-11-29 recovery restored the records alone, and children that had
 /// inherited a placed parent's mask kept it after a kill -9.
 pub fn restore_records(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut RestoreReport) {
-    restore_inherited(procs, report);
+    restore_inherited(procs, &BTreeMap::new(), report);
     for rec in procs.values() {
         restore_one(rec, report);
     }
@@ -492,7 +497,13 @@ fn parents() -> BTreeMap<u32, Vec<u32>> {
 /// recorded themselves and still carry what numapilot set on their ancestor: every thread's mask
 /// equal to it (a program that set its own mask since is left as it is), or membership of the
 /// cgroup numapilot made for the ancestor. They get the ancestor's original mask and cgroup.
-fn restore_inherited(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut RestoreReport) {
+/// A descendant recorded in `procs` or `kept` (records that stay: a partial release) is not one
+/// of them.
+fn restore_inherited(
+    procs: &BTreeMap<u32, ProcessOriginal>,
+    kept: &BTreeMap<u32, ProcessOriginal>,
+    report: &mut RestoreReport,
+) {
     let mut roots = Vec::new();
     for rec in procs.values() {
         if !same_process(rec.pid, rec.starttime) {
@@ -516,7 +527,7 @@ fn restore_inherited(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut Restor
     }
     let mut seen = std::collections::BTreeSet::new();
     while let Some((pid, root)) = queue.pop() {
-        if procs.contains_key(&pid) || !seen.insert(pid) {
+        if procs.contains_key(&pid) || kept.contains_key(&pid) || !seen.insert(pid) {
             continue;
         }
         let inh = &roots[root].1;
@@ -583,16 +594,11 @@ fn release_cgroup(cs: &CpusetOriginal) -> Vec<String> {
 /// but the cpuset cgroup made for it is still emptied and removed.
 pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
     let mut errors = Vec::new();
+    // The process goes back to its original cgroup only while it is still in the one numapilot
+    // made (release_cgroup moves every process found there): one that an operator or a service
+    // manager moved elsewhere since stays where they put it (before 2026-11-29 it was moved back,
+    // undoing their move).
     if let Some(cs) = &rec.cpuset {
-        let h = cs.hierarchy();
-        if same_process(rec.pid, rec.starttime) {
-            if let Err(e) = h.move_to(rec.pid, &cs.original) {
-                // ESRCH: it exited just now; anything else is a real failure.
-                if e.errno() != Some(libc::ESRCH) {
-                    errors.push(format!("cpuset back to {}: {e}", cs.original));
-                }
-            }
-        }
         errors.extend(release_cgroup(cs));
     }
     match read_starttime(rec.pid) {
