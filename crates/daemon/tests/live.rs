@@ -860,6 +860,27 @@ fn set_affinity_reaches_threads_born_during_the_call_and_restore_puts_them_back(
     kid.kill();
 }
 
+/// A "forker" child that `host` placed on `cpus`, and two children it started since (each
+/// inheriting the placed mask, checked): (the forker, its original mask, the children). Its flag
+/// files live beside `state`.
+fn placed_forker(host: &mut LiveHost, state: &Path, cpus: &CpuSet) -> (Kid, CpuSet, u32, u32) {
+    let flag = state.with_file_name("flag");
+    std::fs::create_dir_all(flag.parent().unwrap()).unwrap();
+    let mut kid = Kid::spawn("forker", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    let original = sched_getaffinity(kid.pid() as i32).unwrap();
+    let set = ActionKind::SetAffinity { cpus: cpus.clone() };
+    assert_eq!(host.apply(&action(kid.target(), set)), Outcome::Applied { pages_moved: 0 });
+    let mut child = |n: u32| -> u32 {
+        std::fs::write(format!("{}{n}", flag.display()), b"").unwrap();
+        let c: u32 = kid.line("child").parse().unwrap();
+        assert_eq!(sched_getaffinity(c as i32).unwrap(), *cpus, "child {c} did not inherit the mask");
+        c
+    };
+    let (c1, c2) = (child(1), child(2));
+    (kid, original, c1, c2)
+}
+
 /// A process started by one the daemon placed inherits the placed mask at fork. It is the
 /// daemon's to manage (not "pinned itself"), and when the daemon restores, children it never
 /// touched are put back to their parent's original mask too, instead of staying narrowed.
@@ -867,25 +888,13 @@ fn set_affinity_reaches_threads_born_during_the_call_and_restore_puts_them_back(
 fn children_that_inherited_our_mask_are_ours_and_restored() {
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let (d, state) = tmp_state("forker");
-    let flag = d.path().join("flag");
+    let (_d, state) = tmp_state("forker");
     let mut host = host_with(&state, |_| {});
-    let mut kid = Kid::spawn("forker", &[("NP_FLAG", flag.display().to_string())]);
-    kid.line("ready");
-    let original = sched_getaffinity(kid.pid() as i32).unwrap();
+    let (kid, original, c1, c2) = placed_forker(&mut host, &state, &cpus);
     let set = ActionKind::SetAffinity { cpus: cpus.clone() };
-    assert_eq!(host.apply(&action(kid.target(), set.clone())), Outcome::Applied { pages_moved: 0 });
-    let child = |kid: &mut Kid, n: u32| -> u32 {
-        std::fs::write(format!("{}{n}", flag.display()), b"").unwrap();
-        kid.line("child").parse().unwrap()
-    };
     let kill = |pid: u32| unsafe {
         libc::kill(pid as i32, libc::SIGKILL);
     };
-    let (c1, c2) = (child(&mut kid, 1), child(&mut kid, 2));
-    for c in [c1, c2] {
-        assert_eq!(sched_getaffinity(c as i32).unwrap(), cpus, "child {c} did not inherit the mask");
-    }
     let target = |pid: u32| TaskRef { pid, tid: None, starttime: read_starttime(pid).unwrap() };
     // Not refused as self-pinned: the narrowing is ours.
     assert_eq!(host.apply(&action(target(c1), set.clone())), Outcome::Applied { pages_moved: 0 });
@@ -919,19 +928,10 @@ fn children_that_inherited_our_mask_are_ours_and_restored() {
 fn a_release_leaves_a_descendant_with_its_own_record_placed() {
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let (d, state) = tmp_state("release-forker");
-    let flag = d.path().join("flag");
+    let (_d, state) = tmp_state("release-forker");
     let mut host = host_with(&state, |_| {});
-    let mut kid = Kid::spawn("forker", &[("NP_FLAG", flag.display().to_string())]);
-    kid.line("ready");
-    let original = sched_getaffinity(kid.pid() as i32).unwrap();
+    let (kid, original, own, carried) = placed_forker(&mut host, &state, &cpus);
     let set = ActionKind::SetAffinity { cpus: cpus.clone() };
-    assert_eq!(host.apply(&action(kid.target(), set.clone())), Outcome::Applied { pages_moved: 0 });
-    let child = |kid: &mut Kid, n: u32| -> u32 {
-        std::fs::write(format!("{}{n}", flag.display()), b"").unwrap();
-        kid.line("child").parse().unwrap()
-    };
-    let (own, carried) = (child(&mut kid, 1), child(&mut kid, 2));
     let target = |pid: u32| TaskRef { pid, tid: None, starttime: read_starttime(pid).unwrap() };
     assert_eq!(host.apply(&action(target(own), set)), Outcome::Applied { pages_moved: 0 });
 
