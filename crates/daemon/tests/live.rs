@@ -1151,6 +1151,7 @@ fn my_record(cpuset: Option<CpusetOriginal>) -> ProcessOriginal {
         threads: Default::default(),
         cpuset,
         set_cpus: vec![],
+        cpuset_cpus: None,
     }
 }
 
@@ -1233,6 +1234,7 @@ fn records_of_another_boot_are_not_restored() {
         threads: Default::default(),
         cpuset: None,
         set_cpus: vec![],
+        cpuset_cpus: None,
     };
     let file = StateFile { version: STATE_VERSION, boot_id: Some("another-boot".into()), processes: vec![rec] };
     write_atomic(&state, &file).unwrap();
@@ -2555,6 +2557,40 @@ fn a_change_of_the_online_cpus_reads_cpusets_again() {
     assert_eq!(st.threads_read, st.processes, "{st:?}");
     look(&mut obs);
     assert!(obs.stats.threads_read < obs.stats.processes, "{:?}", obs.stats);
+    kid.kill();
+    drop(cg);
+}
+
+/// Rule restore-follows-cpuset: a process whose mask was exactly its cpuset's CPUs when the daemon
+/// first touched it is put back with every possible CPU (the kernel cuts that to its cpuset), so
+/// it follows its cpuset again when the cpuset changes later. Since Linux 6.2 the kernel cuts
+/// every cpuset change to the last mask sched_setaffinity gave a task: put back with its exact
+/// list, this process would stay on its one CPU after its cpuset widened (as a container's does
+/// after `docker update --cpuset-cpus`).
+#[test]
+fn a_restored_process_follows_its_cpuset_again() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let cg = TestCpuset::make(&h, "numapilot-follow-test", &cpus);
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    cg.enter(kid.pid());
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == cpus));
+    let (_d, state) = tmp_state("follow");
+    let mut host = host_with(&state, |_| {});
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    let file = Originals::load(&state).unwrap().unwrap();
+    assert_eq!(file.processes[0].cpuset_cpus.as_deref(), Some(cpus.to_list().as_str()), "its cpuset on record");
+    let r = host.restore_all();
+    assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == cpus), "within its cpuset, as before");
+    // The cpuset widens: the process follows, as one numapilot never touched does.
+    let all = t.online_cpus();
+    std::fs::write(cg.0.join("cpuset.cpus"), all.to_list()).unwrap();
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == all), "{:?}", masks(kid.pid()));
     kid.kill();
     drop(cg);
 }

@@ -829,8 +829,15 @@ impl LiveHost {
                 masks.push((tid, m.to_list()));
             }
         }
+        // Its cpuset's CPUs now: a mask equal to them is put back as every possible CPU, so it
+        // follows the cpuset again (rule restore-follows-cpuset, `ProcessOriginal::cpuset_cpus`).
+        let cpuset_cpus =
+            self.cpuset_read.as_ref().and_then(|h| select::cpuset_effective_cpus(h, pid)).map(|c| c.to_list());
         let rec = self.originals.entry(pid, starttime, comm, &leader);
         rec.threads.extend(masks);
+        if rec.cpuset_cpus.is_none() {
+            rec.cpuset_cpus = cpuset_cpus;
+        }
         rec.note_set(cpus);
         self.save()
     }

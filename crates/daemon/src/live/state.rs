@@ -18,11 +18,17 @@
 //!                                        set at fork (every thread on the mask we set, or in the
 //!                                        cgroup we made): the ancestor's original mask / cgroup
 //!                                      per process: same starttime? (else gone, nothing to do)
-//!                                      cpuset: move back to the original cgroup, remove ours
+//!                                      cpuset: whatever is still in the cgroup we made goes back
+//!                                        to the original cgroup (one moved elsewhere since stays
+//!                                        there), ours is removed
 //!                                      every current thread: its recorded mask; else, while it
 //!                                        carries a mask numapilot set (inherited from its
-//!                                        creator), the leader's original; else left alone
+//!                                        creator), the leader's original; else left alone; a
+//!                                        mask that was exactly its cpuset's CPUs when recorded
+//!                                        goes back as every possible CPU (restore-follows-cpuset)
 //!                                      then the state file is emptied
+//!   release (a process excluded, or     the same for that process alone, and its descendants
+//!    out of [include], while placed)      without records of their own; its record dropped
 //! ```
 //!
 //! One daemon owns the file: a start that acts takes an exclusive lock (flock) on `.NAME.lock`
@@ -134,6 +140,19 @@ pub struct ProcessOriginal {
     /// back; any other mask is the program's own. Absent in files written before 2026-11-29.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set_cpus: Vec<String>,
+    /// The CPUs its cpuset allowed when it was first recorded (the hierarchy the daemon reads
+    /// cpusets from). A thread whose original mask is exactly these never asked for a mask of its
+    /// own: it is put back with every possible CPU, which the kernel cuts to its cpuset, so the
+    /// mask follows the cpuset again when it changes later (rule restore-follows-cpuset). Since
+    /// Linux 6.2 the kernel keeps the last mask a task was given by sched_setaffinity and cuts
+    /// every later cpuset change to it: measured on this host (6.18, cgroup v1), a process in a
+    /// cpuset of CPU 0 given the mask "0", its cpuset then widened to 0-1, stayed on "0", and one
+    /// given every possible CPU widened with it; restored with its exact list, a container's
+    /// process would stay on its old CPUs after `docker update --cpuset-cpus` widened them. `None`:
+    /// not read (no cpuset hierarchy, or a file written before 2026-11-29): masks are restored as
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset_cpus: Option<String>,
 }
 
 impl ProcessOriginal {
@@ -295,6 +314,7 @@ impl Originals {
             threads: BTreeMap::new(),
             cpuset: None,
             set_cpus: Vec::new(),
+            cpuset_cpus: None,
         })
     }
 
@@ -548,7 +568,8 @@ fn restore_inherited(
             let all_ours = !tids.is_empty()
                 && tids.iter().all(|&t| sched_getaffinity(t as libc::pid_t).ok().as_ref() == Some(ours));
             if all_ours {
-                let set = set_threads_affinity(pid, RESTORE_ROUNDS, |_| Some(original.clone()), |_, _| {});
+                let back = Follow::of(inh.rec).mask(original.clone());
+                let set = set_threads_affinity(pid, RESTORE_ROUNDS, |_| Some(back.clone()), |_, _| {});
                 match set {
                     Ok(Some(_)) => fixed = true,
                     Ok(None) => continue,
@@ -590,6 +611,36 @@ fn release_cgroup(cs: &CpusetOriginal) -> Vec<String> {
     errors
 }
 
+/// Rule restore-follows-cpuset (see [`ProcessOriginal::cpuset_cpus`]): a mask that was exactly
+/// the process's cpuset when recorded is put back as every possible CPU.
+struct Follow {
+    cpuset: Option<CpuSet>,
+    possible: Option<CpuSet>,
+}
+
+impl Follow {
+    fn of(rec: &ProcessOriginal) -> Follow {
+        let cpuset = rec.cpuset_cpus.as_deref().and_then(|c| CpuSet::parse_list(c).ok()).filter(|c| !c.is_empty());
+        let possible = cpuset.as_ref().and_then(|_| possible_cpus());
+        Follow { cpuset, possible }
+    }
+
+    /// The mask to put back for an original `m`.
+    fn mask(&self, m: CpuSet) -> CpuSet {
+        match (&self.cpuset, &self.possible) {
+            (Some(c), Some(p)) if *c == m && m.is_subset(p) => p.clone(),
+            _ => m,
+        }
+    }
+}
+
+/// The CPUs the kernel could ever bring online (`/sys/devices/system/cpu/possible`), `None` when
+/// it cannot be read.
+fn possible_cpus() -> Option<CpuSet> {
+    let t = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
+    CpuSet::parse_list(t.trim()).ok().filter(|c| !c.is_empty())
+}
+
 /// Puts one process back (see the module essay). A process that is gone has nothing to put back,
 /// but the cpuset cgroup made for it is still emptied and removed.
 pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
@@ -622,10 +673,14 @@ pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
     // A record from a file written before the masks were kept (no `set_cpus`) restores every
     // thread off the record, as then.
     let ours = masks_we_set(rec);
-    let mask_for = |tid: u32| match rec.threads.get(&tid) {
-        Some(c) => CpuSet::parse_list(c).ok(),
-        None if ours.is_empty() => default.clone(),
-        None => sched_getaffinity(tid as libc::pid_t).ok().filter(|now| ours.contains(now)).and(default.clone()),
+    let follow = Follow::of(rec);
+    let mask_for = |tid: u32| {
+        let m = match rec.threads.get(&tid) {
+            Some(c) => CpuSet::parse_list(c).ok(),
+            None if ours.is_empty() => default.clone(),
+            None => sched_getaffinity(tid as libc::pid_t).ok().filter(|now| ours.contains(now)).and(default.clone()),
+        };
+        m.map(|m| follow.mask(m))
     };
     match set_threads_affinity(rec.pid, RESTORE_ROUNDS, mask_for, |_, _| {}) {
         Ok(Some(_)) => {}
