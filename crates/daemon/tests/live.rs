@@ -901,6 +901,11 @@ fn children_that_inherited_our_mask_are_ours_and_restored() {
     let file = Originals::load(&state).unwrap().unwrap();
     let rec = file.processes.iter().find(|p| p.pid == c1).expect("the child is on record");
     assert_eq!(rec.default_cpus, original.to_list(), "its original is its parent's original");
+    let parent = file.processes.iter().find(|p| p.pid == kid.pid()).expect("the parent is on record");
+    assert_eq!(rec.cpuset_cpus, parent.cpuset_cpus, "and so is the cpuset that original was");
+    if CpusetHierarchy::detect(None).is_some() {
+        assert!(rec.cpuset_cpus.is_some(), "{rec:?}");
+    }
     // A process that narrowed itself to the same CPUs is still its own (pin mode, not a child).
     let mut pinner = Kid::spawn("pin", &[]);
     pinner.line("ready");
@@ -952,6 +957,25 @@ fn a_release_leaves_a_descendant_with_its_own_record_placed() {
         // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
+    kid.kill();
+}
+
+/// A process a reload takes out of numapilot's hands has its page moves stopped even when nothing
+/// else of it is on record (a page move makes no record; a review of 2026-11-29).
+#[test]
+fn a_process_excluded_with_no_record_has_its_page_moves_stopped() {
+    let node = topo().memory_nodes().first().unwrap();
+    let (kid, addr, len) = mem_kid();
+    let (pid, st) = (kid.pid(), kid.target().starttime);
+    let (_d, state) = tmp_state("stop-unrecorded");
+    let mut host = host_with(&state, |_| {});
+    assert!(observe(&mut host).process(pid).is_some());
+    assert!(host.touched().is_empty());
+    host.set_exclusions(&LiveOptions { state_path: state.clone(), exclude_pids: vec![pid], ..LiveOptions::default() });
+    let mut tally = PageTally::default();
+    let r = move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1);
+    assert!(matches!(&r, Err(Stop::Refused(m)) if m.contains("released")), "{:?} {tally:?}", r.ok());
+    numapilot_daemon::live::apply::moves_allowed(pid, st);
     kid.kill();
 }
 
@@ -1152,6 +1176,7 @@ fn my_record(cpuset: Option<CpusetOriginal>) -> ProcessOriginal {
         cpuset,
         set_cpus: vec![],
         cpuset_cpus: None,
+        cpuset_declined: false,
     }
 }
 
@@ -1235,6 +1260,7 @@ fn records_of_another_boot_are_not_restored() {
         cpuset: None,
         set_cpus: vec![],
         cpuset_cpus: None,
+        cpuset_declined: false,
     };
     let file = StateFile { version: STATE_VERSION, boot_id: Some("another-boot".into()), processes: vec![rec] };
     write_atomic(&state, &file).unwrap();
@@ -2427,6 +2453,79 @@ fn a_process_moved_out_of_numapilots_cpuset_is_judged_and_left_where_it_is() {
     kid.kill();
     drop(elsewhere);
     drop(start);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
+/// In cpuset mode, a process someone moved out of the cgroup numapilot made for it is theirs: the
+/// next placement gives it thread affinity only and leaves it in the cgroup it was put in
+/// (numapilot's is removed), and the record says so (a review of 2026-11-29: it was pulled back).
+#[test]
+fn a_process_moved_out_of_numapilots_cpuset_is_not_pulled_back() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let (_d, state) = tmp_state("cpuset-declined");
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let target = kid.target();
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    let set = ActionKind::SetAffinity { cpus: cpus.clone() };
+    assert_eq!(host.apply(&action(target, set.clone())), Outcome::Applied { pages_moved: 0 });
+    let made = format!("/numapilot/{}-{}", kid.pid(), target.starttime);
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), made);
+    let elsewhere = TestCpuset::make(&h, "numapilot-declined-test", &t.online_cpus());
+    elsewhere.enter(kid.pid());
+    let theirs = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    assert_eq!(host.apply(&action(target, set.clone())), Outcome::Applied { pages_moved: 0 });
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), theirs, "not pulled back into numapilot's cgroup");
+    assert!(!h.dir(&made).exists(), "numapilot's cgroup is removed");
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == cpus), "placed by affinity");
+    let file = Originals::load(&state).unwrap().unwrap();
+    assert!(file.processes[0].cpuset_declined && file.processes[0].cpuset.is_none(), "{:?}", file.processes[0]);
+    // And not on the one after either.
+    assert_eq!(host.apply(&action(target, set)), Outcome::Applied { pages_moved: 0 });
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), theirs);
+    host.restore_all();
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), theirs);
+    kid.kill();
+    drop(elsewhere);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
+/// In cpuset mode, a child forked inside the cgroup numapilot made for its parent, placed in its
+/// own right, belongs where the parent came from: that is its original, and a restore puts both
+/// back there with no numapilot cgroup left (a review of 2026-11-29: the child's original was the
+/// parent's numapilot cgroup, removed under it by the parent's restore).
+#[test]
+fn a_child_forked_in_numapilots_cpuset_belongs_where_its_parent_came_from() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let (_d, state) = tmp_state("cpuset-forker");
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    let (kid, _, child, other) = placed_forker(&mut host, &state, &cpus);
+    let parent_made = format!("/numapilot/{}-{}", kid.pid(), read_starttime(kid.pid()).unwrap());
+    assert_eq!(h.cgroup_of(child).unwrap().unwrap(), parent_made, "forked inside its parent's cgroup");
+    let file = Originals::load(&state).unwrap().unwrap();
+    let came_from = file.processes[0].cpuset.as_ref().unwrap().original.clone();
+    let target = TaskRef { pid: child, tid: None, starttime: read_starttime(child).unwrap() };
+    let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    let file = Originals::load(&state).unwrap().unwrap();
+    let rec = file.processes.iter().find(|p| p.pid == child).expect("on record");
+    assert_eq!(rec.cpuset.as_ref().map(|c| c.original.as_str()), Some(came_from.as_str()), "{rec:?}");
+    let r = host.restore_all();
+    assert!(r.failed.is_empty(), "{r:?}");
+    for pid in [kid.pid(), child, other] {
+        assert_eq!(h.cgroup_of(pid).unwrap().unwrap(), came_from, "pid {pid}");
+    }
+    for pid in [child, other] {
+        // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    kid.kill();
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 

@@ -707,8 +707,14 @@ impl LiveHost {
     /// again found numapilot's own mask and read it as the process's own pin. The report is added
     /// to what [`LiveHost::take_released`] returns.
     fn release_left(&mut self) {
-        // Asked of the observer too, so its list does not grow: every record is checked here.
-        self.observer.take_left();
+        // The processes the observer saw leave: a page move of theirs stops at its next batch,
+        // whether or not anything else of theirs is on record (a move needs no record). Every
+        // record is checked below.
+        for pid in self.observer.take_left() {
+            if let Some(st) = select::read_starttime(pid) {
+                apply::stop_moves_of(pid, st);
+            }
+        }
         let left: Vec<u32> = self
             .originals
             .procs
@@ -889,9 +895,20 @@ impl LiveHost {
         // into one of numapilot's, it would leave the container's memory, pids and CPU limits (v2)
         // until the daemon exits. It gets thread affinity only, within its cpuset.
         if let Some(h) = self.cpuset.clone() {
-            let ours = self.originals.procs.get(&pid).is_some_and(|r| r.cpuset.is_some());
-            let confined =
-                !ours && select::cpuset_effective_cpus(&h, pid).is_some_and(|c| !self.topo.online_cpus().is_subset(&c));
+            // Moved out of the cgroup numapilot made for it by someone else since (an operator, a
+            // service manager): that move is theirs. Our cgroup is emptied (anything left in it goes
+            // back to the original) and removed, and the process gets thread affinity only from now
+            // on (`cpuset_declined`), never moved back (a review of 2026-11-29: the next placement
+            // pulled it back into numapilot's cgroup, out of the one it had been put in).
+            if let Err(o) = self.leave_cpuset_if_moved(&h, pid) {
+                return o;
+            }
+            let rec = self.originals.procs.get(&pid);
+            let ours = rec.is_some_and(|r| r.cpuset.is_some());
+            let declined = rec.is_some_and(|r| r.cpuset_declined);
+            let confined = declined
+                || (!ours
+                    && select::cpuset_effective_cpus(&h, pid).is_some_and(|c| !self.topo.online_cpus().is_subset(&c)));
             if !confined {
                 if let Err(o) = self.place_cpuset(&h, pid, starttime, cpus) {
                     return o;
@@ -914,15 +931,55 @@ impl LiveHost {
         }
     }
 
+    /// When `pid`'s record holds a cgroup numapilot made for it and the process is no longer in
+    /// it, someone else moved it: the made cgroup is released (emptied back to the original,
+    /// removed) and the record says so (`cpuset_declined`), saved. A process still in it, or
+    /// without such a record, is left as it is.
+    fn leave_cpuset_if_moved(&mut self, h: &CpusetHierarchy, pid: u32) -> Result<(), Outcome> {
+        let Some(cs) = self.originals.procs.get(&pid).and_then(|r| r.cpuset.clone()) else { return Ok(()) };
+        let made = format!("/{}/{}", numapilot_actuate::cgroup::SUBTREE, cs.made);
+        match h.cgroup_of(pid) {
+            Ok(Some(now)) if now != made => {}
+            _ => return Ok(()),
+        }
+        for e in state::release_cgroup(&cs) {
+            tracing::warn!("pid {pid} left numapilot's cgroup: {e}");
+        }
+        if let Some(rec) = self.originals.procs.get_mut(&pid) {
+            rec.cpuset = None;
+            rec.cpuset_declined = true;
+        }
+        self.save()
+    }
+
     fn place_cpuset(&mut self, h: &CpusetHierarchy, pid: u32, starttime: u64, cpus: &CpuSet) -> Result<(), Outcome> {
         let name = format!("{pid}-{starttime}");
         let has = self.originals.procs.get(&pid).is_some_and(|r| r.cpuset.is_some());
         if !has {
-            let original = match h.cgroup_of(pid) {
+            let mut original = match h.cgroup_of(pid) {
                 Ok(Some(c)) => c,
                 Ok(None) => return Err(Outcome::Vanished),
                 Err(e) => return Err(Outcome::Refused { message: format!("reading /proc/{pid}/cgroup: {e}") }),
             };
+            // A child forked inside the cgroup numapilot made for its parent: it belongs where
+            // the parent came from (recording numapilot's own cgroup as its original left it in a
+            // one-node cpuset, removed under it, after a restore: a review of 2026-11-29).
+            let ours = format!("/{}", numapilot_actuate::cgroup::SUBTREE);
+            if select::cgroup_matches(&original, &ours) {
+                let from = self.originals.procs.values().find_map(|r| {
+                    r.cpuset.as_ref().filter(|c| format!("{ours}/{}", c.made) == original).map(|c| c.original.clone())
+                });
+                match from {
+                    Some(f) => original = f,
+                    None => {
+                        return Err(Outcome::Refused {
+                            message: format!(
+                                "cpuset: pid {pid} is in {original}, a numapilot cgroup of no process on record"
+                            ),
+                        })
+                    }
+                }
+            }
             let version = if h.version == CgroupVersion::V1 { "v1" } else { "v2" };
             if let Some(rec) = self.originals.procs.get_mut(&pid) {
                 rec.cpuset = Some(CpusetOriginal {
@@ -1028,8 +1085,6 @@ impl LiveHost {
         if let Err(o) = self.check_nodes(&nodes) {
             return o;
         }
-        // `apply` checked its exclusions: a move stopped when it was released earlier may run now.
-        apply::moves_allowed(pid, starttime);
         let now = numapilot_observe::reader::monotonic_ns();
         let avail = self.budget.available(now);
         let allowance = max.map_or(avail, |m| m.min(avail));
@@ -1047,6 +1102,11 @@ impl LiveHost {
             let cpus = Some(self.topo.cpus_of_nodes(&nodes)).filter(|c| !c.is_empty());
             let threads = self.opts.mover_threads.max(1);
             let job = mover::Job { action: action.clone(), allowance, started_ns: now, cpus, threads };
+            // `apply` checked its exclusions: a move of it stopped at an earlier release may run
+            // again, but only once no move is running (a stopped one still in flight stays stopped).
+            if mover.running().is_none() {
+                apply::moves_allowed(pid, starttime);
+            }
             if mover.submit(job) {
                 return Outcome::Started { pages: allowance };
             }
@@ -1061,6 +1121,7 @@ impl LiveHost {
             };
         }
         // In the loop, the copy runs where the daemon runs, split as on the mover.
+        apply::moves_allowed(pid, starttime);
         let threads = mover::copy_threads(self.opts.mover_threads, None);
         let (outcome, asked, _) = run_page_job(&action.kind, pid, starttime, self.page_size, allowance, threads);
         self.budget.take(asked);
@@ -1173,7 +1234,14 @@ impl Host for LiveHost {
         if let Some((original, ours)) = inherited {
             // Its original is what it would have had without us: the parent's original; the mask
             // it inherited is one numapilot set.
-            self.originals.entry(t.pid, t.starttime, &stat.comm, &original).note_set(&ours);
+            let parent_cpuset = self.originals.procs.get(&stat.ppid).and_then(|r| r.cpuset_cpus.clone());
+            let rec = self.originals.entry(t.pid, t.starttime, &stat.comm, &original);
+            rec.note_set(&ours);
+            // Its original is its parent's, and so is the cpuset that original was (rule
+            // restore-follows-cpuset).
+            if rec.cpuset_cpus.is_none() {
+                rec.cpuset_cpus = parent_cpuset;
+            }
             if let Err(o) = self.save() {
                 return o;
             }

@@ -153,6 +153,11 @@ pub struct ProcessOriginal {
     /// recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpuset_cpus: Option<String>,
+    /// Someone else moved it out of the cpuset cgroup numapilot made for it: that cgroup is gone
+    /// and the process gets thread affinity only from then on, never moved into a cgroup of
+    /// numapilot's again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cpuset_declined: bool,
 }
 
 impl ProcessOriginal {
@@ -315,6 +320,7 @@ impl Originals {
             cpuset: None,
             set_cpus: Vec::new(),
             cpuset_cpus: None,
+            cpuset_declined: false,
         })
     }
 
@@ -593,7 +599,7 @@ fn restore_inherited(
 /// (the process itself, or children that inherited it at fork, whatever became of their parent)
 /// goes back to the original cgroup, then the directory is removed. Errors, each naming its
 /// cgroup; a process that exits meanwhile is not one.
-fn release_cgroup(cs: &CpusetOriginal) -> Vec<String> {
+pub(crate) fn release_cgroup(cs: &CpusetOriginal) -> Vec<String> {
     let h = cs.hierarchy();
     let mut errors = Vec::new();
     let made = format!("/{SUBTREE}/{}", cs.made);
@@ -621,6 +627,12 @@ struct Follow {
 impl Follow {
     fn of(rec: &ProcessOriginal) -> Follow {
         let cpuset = rec.cpuset_cpus.as_deref().and_then(|c| CpuSet::parse_list(c).ok()).filter(|c| !c.is_empty());
+        // Not on a host with CPUs isolated at boot when the list leaves them out: a task in the
+        // top cpuset given every possible CPU gets "possible minus partitions", which would name
+        // the isolated CPUs its default mask never had (kernels whose top cpuset lists them, as
+        // 6.12's does, never record such a list: the default mask differs from it).
+        let isolated = numapilot_topology::sysfs::isolated_cpus(Path::new("/")).unwrap_or_default();
+        let cpuset = cpuset.filter(|c| isolated.is_subset(c));
         let possible = cpuset.as_ref().and_then(|_| possible_cpus());
         Follow { cpuset, possible }
     }
