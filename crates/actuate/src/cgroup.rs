@@ -181,8 +181,18 @@ impl CpusetHierarchy {
 
     /// Places process `pid` in `numapilot/<name>` with `cpus` and, in v1, `mems` (made if missing;
     /// in v2 `cpuset.mems` is left empty, the parent's: see the module's Limits) and returns the
-    /// cgroup path (`/numapilot/<name>`).
-    pub fn place(&self, pid: u32, name: &str, cpus: &CpuSet, mems: &NodeSet) -> Result<String> {
+    /// cgroup path (`/numapilot/<name>`). `still()` is asked right before the process is written
+    /// into the cgroup (after the directory and its files, which can wait on the kernel's cpuset
+    /// locks): false (the pid no longer names the process meant) stops with ESRCH and moves
+    /// nothing.
+    pub fn place(
+        &self,
+        pid: u32,
+        name: &str,
+        cpus: &CpuSet,
+        mems: &NodeSet,
+        still: impl FnOnce() -> bool,
+    ) -> Result<String> {
         if cpus.is_empty() || mems.is_empty() || check_cgroup_name(name).is_err() {
             return Err(Error::InvalidArgument {
                 syscall: "cgroup",
@@ -204,6 +214,9 @@ impl CpusetHierarchy {
             CgroupVersion::V2 => write_file(&dir.join("cpuset.mems"), "\n")?,
         }
         write_file(&dir.join("cpuset.cpus"), &cpus.to_list())?;
+        if !still() {
+            return Err(Error::Syscall { syscall: "cgroup", args: format!("pid {pid}"), errno: libc::ESRCH });
+        }
         write_file(&dir.join("cgroup.procs"), &pid.to_string())?;
         Ok(format!("/{SUBTREE}/{name}"))
     }
@@ -314,7 +327,10 @@ mod tests {
 
     /// A cgroup tree in a plain directory, as the kernel shows it (the files exist).
     fn fake_tree(version: CgroupVersion) -> (PathBuf, CpusetHierarchy) {
-        let root = std::env::temp_dir().join(format!("np-cg-{:?}-{}", version, std::process::id()));
+        // One tree per call: tests run on parallel threads of one process.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!("np-cg-{:?}-{}-{n}", version, std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let leaf = root.join(SUBTREE).join("p-1");
         std::fs::create_dir_all(&leaf).unwrap();
@@ -335,7 +351,7 @@ mod tests {
         let cpus: CpuSet = CpuSet::parse_list("2-3").unwrap();
         let mems: NodeSet = NodeSet::parse_list("1").unwrap();
         let (root, h) = fake_tree(CgroupVersion::V2);
-        assert_eq!(h.place(42, "p-1", &cpus, &mems).unwrap(), "/numapilot/p-1");
+        assert_eq!(h.place(42, "p-1", &cpus, &mems, || true).unwrap(), "/numapilot/p-1");
         let leaf = root.join(SUBTREE).join("p-1");
         let read = |f: &str| std::fs::read_to_string(leaf.join(f)).unwrap();
         assert_eq!(
@@ -344,8 +360,21 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(&root);
         let (root, h) = fake_tree(CgroupVersion::V1);
-        h.place(42, "p-1", &cpus, &mems).unwrap();
+        h.place(42, "p-1", &cpus, &mems, || true).unwrap();
         assert_eq!(std::fs::read_to_string(root.join(SUBTREE).join("p-1/cpuset.mems")).unwrap(), "1");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// The identity check asked right before the process is written in: false (its pid now names
+    /// another process) writes no pid and says ESRCH.
+    #[test]
+    fn a_placement_whose_process_changed_writes_no_pid() {
+        let (root, h) = fake_tree(CgroupVersion::V2);
+        let cpus: CpuSet = CpuSet::parse_list("2-3").unwrap();
+        let mems: NodeSet = NodeSet::parse_list("1").unwrap();
+        let e = h.place(42, "p-1", &cpus, &mems, || false).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ESRCH), "{e}");
+        assert_eq!(std::fs::read_to_string(root.join(SUBTREE).join("p-1/cgroup.procs")).unwrap(), "");
         let _ = std::fs::remove_dir_all(&root);
     }
 

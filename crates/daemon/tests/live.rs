@@ -1003,6 +1003,38 @@ fn a_released_processes_page_move_stops_at_its_next_call() {
     kid.kill();
 }
 
+/// A placed process that pins itself to CPUs of its own choosing and then forks: its children
+/// carry the program's mask, not numapilot's, and a restore leaves them on it.
+#[test]
+fn children_of_a_process_that_pinned_itself_since_keep_its_mask() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let own: CpuSet = std::iter::once(t.online_cpus().first().unwrap()).collect();
+    if own == cpus {
+        return;
+    }
+    let (_d, state) = tmp_state("forker-own");
+    let mut host = host_with(&state, |_| {});
+    let (kid, _, c1, c2) = placed_forker(&mut host, &state, &cpus);
+    // The program narrows itself elsewhere (every thread), then forks.
+    for (tid, _) in masks(kid.pid()) {
+        numapilot_actuate::sched_setaffinity(tid as i32, &own).unwrap();
+    }
+    let flag = state.with_file_name("flag");
+    std::fs::write(format!("{}3", flag.display()), b"").unwrap();
+    let mut kid = kid;
+    let c3: u32 = kid.line("child").parse().unwrap();
+    assert_eq!(sched_getaffinity(c3 as i32).unwrap(), own);
+    let r = host.restore_all();
+    assert!(r.failed.is_empty(), "{r:?}");
+    assert_eq!(sched_getaffinity(c3 as i32).unwrap(), own, "a child on the program's own mask is left on it");
+    for pid in [c1, c2, c3] {
+        // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    kid.kill();
+}
+
 #[test]
 fn thread_target_changes_only_that_thread() {
     let t = topo();

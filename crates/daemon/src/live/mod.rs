@@ -998,7 +998,13 @@ impl LiveHost {
         if !select::same_process(pid, starttime) {
             return Err(Outcome::Vanished);
         }
-        h.place(pid, &name, cpus, &mems).map(|_| ()).map_err(|e| Outcome::Refused { message: format!("cpuset: {e}") })
+        // Asked again right before the write into cgroup.procs (a pid reused meanwhile would put
+        // another process in numapilot's cgroup, and a restore into this one's original cgroup).
+        match h.place(pid, &name, cpus, &mems, || select::same_process(pid, starttime)) {
+            Ok(_) => Ok(()),
+            Err(e) if e.errno() == Some(libc::ESRCH) => Err(Outcome::Vanished),
+            Err(e) => Err(Outcome::Refused { message: format!("cpuset: {e}") }),
+        }
     }
 
     /// The page move running now, if any: its pid and the host time it was handed over, ns.

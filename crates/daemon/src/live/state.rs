@@ -536,7 +536,13 @@ fn restore_inherited(
             continue;
         }
         let original = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
-        let ours = sched_getaffinity(rec.pid as libc::pid_t).ok().filter(|now| Some(now) != original.as_ref());
+        // The parent's mask now, when it is one numapilot set (a program that pinned itself since
+        // and then forked keeps its children on its own choice: a review of 2026-11-29). A record
+        // from before the masks were kept (no `set_cpus`) takes any mask but the original.
+        let set = masks_we_set(rec);
+        let ours = sched_getaffinity(rec.pid as libc::pid_t)
+            .ok()
+            .filter(|now| Some(now) != original.as_ref() && (set.is_empty() || set.contains(now)));
         let made_cgroup = rec.cpuset.as_ref().map(|c| format!("/{SUBTREE}/{}", c.made));
         if ours.is_some() || made_cgroup.is_some() {
             roots.push((rec.pid, Inheritance { rec, ours, original, made_cgroup }));
@@ -605,6 +611,11 @@ pub(crate) fn release_cgroup(cs: &CpusetOriginal) -> Vec<String> {
     let made = format!("/{SUBTREE}/{}", cs.made);
     let procs = std::fs::read_to_string(h.dir(&made).join("cgroup.procs")).unwrap_or_default();
     for pid in procs.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+        // Still in our cgroup right before the write: a pid that exited since the listing and was
+        // reused by another process (in a cgroup of its own) is not moved into the original.
+        if h.cgroup_of(pid).ok().flatten().as_deref() != Some(made.as_str()) {
+            continue;
+        }
         if let Err(e) = h.move_to(pid, &cs.original) {
             if e.errno() != Some(libc::ESRCH) {
                 errors.push(format!("pid {pid} back to cpuset {}: {e}", cs.original));
