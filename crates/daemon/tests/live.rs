@@ -1190,6 +1190,14 @@ fn open_err(state: &Path) -> String {
     }
 }
 
+/// The error of opening a host on `state`, or "" when it opened (dropped at once).
+fn open_err_or_ok(state: &Path) -> String {
+    match LiveHost::open(topo(), LiveOptions { state_path: state.to_path_buf(), ..LiveOptions::default() }) {
+        Ok(_) => String::new(),
+        Err(e) => e.to_string(),
+    }
+}
+
 fn chmod(p: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -1245,6 +1253,23 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     // SAFETY: a valid path; chown of our own temporary file.
     assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
     assert!(open_err(&state).contains("owned by uid 65534"));
+    std::fs::remove_file(&state).unwrap();
+    // A directory others may rename files in (group-writable, or another user's): an older copy
+    // of the file could be put back. Sticky is fine.
+    write_atomic(&state, &empty).unwrap();
+    let dir = state.parent().unwrap().to_path_buf();
+    chmod(&dir, 0o770);
+    assert!(open_err(&state).contains("its directory"), "group-writable");
+    chmod(&dir, 0o1777);
+    assert!(!open_err_or_ok(&state).contains("its directory"), "sticky");
+    chmod(&dir, 0o755);
+    let cd = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path; chown of our own temporary directory.
+    assert_eq!(unsafe { libc::chown(cd.as_ptr(), 65534, 65534) }, 0);
+    assert!(open_err(&state).contains("owned by uid 65534"), "another user's directory");
+    // SAFETY: as above, back to root.
+    assert_eq!(unsafe { libc::chown(cd.as_ptr(), 0, 0) }, 0);
+    chmod(&dir, 0o700);
     std::fs::remove_file(&state).unwrap();
     let elsewhere = state.with_file_name("elsewhere.json");
     write_atomic(&elsewhere, &empty).unwrap();

@@ -428,10 +428,18 @@ fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
     }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let d = std::fs::metadata(dir).map_err(|e| format!("state directory {}: {e}", dir.display()))?;
-    if d.mode() & 0o002 != 0 && d.mode() & 0o1000 == 0 {
+    // Whoever may rename files in the directory may put an older copy of the file back (a
+    // replay of records): it must be this daemon's or root's, and writable by no one else unless
+    // sticky (then others cannot rename the daemon's files). A review of 2026-11-29 found a
+    // group-writable directory, or one another user owns, accepted.
+    let sticky = d.mode() & 0o1000 != 0;
+    if (d.uid() != me && d.uid() != 0) || (d.mode() & 0o022 != 0 && !sticky) {
         return Err(format!(
-            "state file {shown}: its directory {} is writable by everyone and not sticky: not trusted",
-            dir.display()
+            "state file {shown}: its directory {} is owned by uid {} with mode {:o}: not trusted (it must be this \
+             daemon's or root's, and writable by no one else unless sticky)",
+            dir.display(),
+            d.uid(),
+            d.mode() & 0o7777
         ));
     }
     Ok(())
