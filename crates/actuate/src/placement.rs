@@ -31,7 +31,7 @@
 use numapilot_topology::CpuSet;
 
 use crate::affinity::{sched_getaffinity, sched_setaffinity};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::mempolicy::{get_mempolicy, restore_mempolicy, set_mempolicy, CurrentPolicy, MemPolicy, ModeFlags};
 
 /// A memory policy and/or a CPU set for one thread.
@@ -78,14 +78,14 @@ impl ThreadPlacement {
             return Ok(());
         }
         let plan = self.clone();
-        let handle = std::thread::Builder::new()
-            .name("numapilot-rehearse".into())
-            .spawn(move || plan.set_calling_thread())
-            .map_err(|e| Error::Syscall {
-                syscall: "clone",
-                args: "rehearsal thread".into(),
-                errno: e.raw_os_error().unwrap_or(libc::EAGAIN),
-            })?;
+        // No thread to spare (RLIMIT_NPROC, a full pids.max or TasksMax): no rehearsal. numactl
+        // needs no task beyond itself and runs there; `apply` undoes its own half-done change, so
+        // the rehearsal only makes the error come earlier.
+        let Ok(handle) =
+            std::thread::Builder::new().name("numapilot-rehearse".into()).spawn(move || plan.set_calling_thread())
+        else {
+            return Ok(());
+        };
         match handle.join() {
             Ok(r) => r,
             Err(panic) => std::panic::resume_unwind(panic),

@@ -360,3 +360,49 @@ fn symlink_named_numactl_behaves_as_numactl() {
     assert!(out.starts_with("numapilot "), "{out}");
     assert!(out.ends_with(&format!("Mems_allowed_list:\t{n}\n")), "{out}");
 }
+
+/// A command started ignoring SIGPIPE (systemd's IgnoreSIGPIPE=yes for services, `trap '' PIPE`)
+/// still ignores it after the launcher, as under Debian's numactl: Rust's runtime ignores SIGPIPE
+/// itself and `Command` resets it to the default for the program, which then died of a write to a
+/// closed pipe instead of seeing EPIPE (a review of 2026-11-29). One started with the default keeps
+/// the default.
+#[test]
+fn an_ignored_sigpipe_stays_ignored_in_the_command() {
+    let sigign = |launcher: &str, trap: bool| -> u64 {
+        let script =
+            format!("{} exec {launcher} grep SigIgn /proc/self/status", if trap { "trap '' PIPE;" } else { "" });
+        let out = ok(Command::new("sh").arg("-c").arg(script).output().unwrap());
+        u64::from_str_radix(field(&out, "SigIgn:"), 16).unwrap()
+    };
+    const PIPE: u64 = 1 << (libc::SIGPIPE - 1);
+    let ours = format!("{BIN} run");
+    assert_ne!(sigign(&ours, true) & PIPE, 0, "ignored SIGPIPE lost");
+    assert_eq!(sigign(&ours, false) & PIPE, 0, "the default kept");
+    assert_eq!(sigign(&ours, true) & PIPE, sigign(numactl(), true) & PIPE, "as numactl does");
+}
+
+/// With no task to spare (RLIMIT_NPROC of 1 for an unprivileged user, as a full pids.max or
+/// TasksMax would leave), the launcher still places and execs, as numactl does: it needs no task
+/// beyond itself. Before, its rehearsal thread failed with EAGAIN and nothing ran.
+#[test]
+fn a_launch_with_no_task_to_spare_still_runs() {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        panic!("setpriv (util-linux) is needed: apt-get install -y util-linux");
+    }
+    // The built binary must be reachable by the unprivileged user (a CI clone under /tmp is).
+    let reachable = Path::new(BIN).ancestors().skip(1).all(|d| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(d).map(|m| m.permissions().mode() & 0o001 != 0).unwrap_or(false)
+    });
+    if !reachable {
+        eprintln!("SKIP: {BIN} is not reachable by uid 65534");
+        return;
+    }
+    // bash: dash's ulimit has no -u.
+    let script = format!("ulimit -u 1 || exit 9; exec {BIN} run -C0 -m{} echo ran", first_node());
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(ok(o).trim(), "ran");
+}

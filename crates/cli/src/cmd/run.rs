@@ -113,7 +113,23 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
     match command {
         None => print_out(&show::render(&show::ShowState::gather(&sys)?, &sys.topo)),
         Some(cmd) => {
-            let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
+            let mut c = std::process::Command::new(&cmd[0]);
+            c.args(&cmd[1..]);
+            // numactl execs with the signal dispositions it inherited; Rust's runtime ignores
+            // SIGPIPE in this process and `Command` resets it to the default for the program. A
+            // program started ignoring it (systemd's IgnoreSIGPIPE=yes for services, `trap '' PIPE`)
+            // would otherwise die of a write to a closed socket or pipe instead of seeing EPIPE.
+            // SAFETY: the hook runs between fork/exec steps in this (about to be replaced) process
+            // and calls only signal(2), which is async-signal-safe.
+            if sigpipe::inherited_ignored() {
+                unsafe {
+                    c.pre_exec(|| {
+                        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                        Ok(())
+                    });
+                }
+            }
+            let err = c.exec();
             anyhow::bail!("execution of `{}': {}", cmd[0].to_string_lossy(), strip_os_error(&err))
         }
     }
@@ -417,5 +433,33 @@ mod tests {
     #[test]
     fn nothing_to_do_is_an_empty_placement() {
         assert!(place(&two_nodes(), &[]).unwrap().is_empty());
+    }
+}
+
+/// Whether SIGPIPE was ignored when this process started, before Rust's runtime set it to ignored
+/// itself (recorded by a constructor that runs before `main`).
+mod sigpipe {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static IGNORED: AtomicBool = AtomicBool::new(false);
+
+    /// Runs from `.init_array`, before the Rust runtime's start-up (which ignores SIGPIPE).
+    extern "C" fn record() {
+        // SAFETY: sigaction with a null new action only reads the current one into `old`.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) == 0 {
+                IGNORED.store(old.sa_sigaction == libc::SIG_IGN, Ordering::Relaxed);
+            }
+        }
+    }
+
+    #[used]
+    #[link_section = ".init_array"]
+    static RECORD: extern "C" fn() = record;
+
+    /// See the module.
+    pub fn inherited_ignored() -> bool {
+        IGNORED.load(Ordering::Relaxed)
     }
 }

@@ -232,7 +232,6 @@ impl std::error::Error for UsageError {}
 pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
     let mut req =
         Request { all: false, balancing: false, strict: false, policy: None, cpubind: None, action: Action::Help };
-    let mut hardware = false;
     let mut last_nodes: Option<String> = None;
     let mut first_spec: Option<String> = None;
     let mut getopt = Getopt::new(OPTIONS, args);
@@ -278,8 +277,10 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                 continue;
             }
             OptId::Hardware => {
-                hardware = true;
-                continue;
+                // numactl prints the hardware and exits as soon as it reads -H, whatever follows
+                // (`-H -s`, `-H --bogus`: the hardware, exit 0).
+                req.action = Action::Hardware;
+                return Ok(req);
             }
             OptId::Show => {
                 req.action = Action::Show;
@@ -315,10 +316,6 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
         }
         let spec = if kind == PolicyKind::Local { None } else { Some(node_spec(&written, value)?) };
         req.policy = Some(PolicyOpt { kind, spec });
-    }
-    if hardware {
-        req.action = Action::Hardware;
-        return Ok(req);
     }
     let command = getopt.operands();
     if command.is_empty() {
@@ -435,6 +432,12 @@ mod tests {
     fn hardware_wins_over_a_command() {
         assert_eq!(p(&["-H"]).unwrap().action, Action::Hardware);
         assert_eq!(p(&["--hardware", "-m0", "true"]).unwrap().action, Action::Hardware);
+        // Debian's numactl prints the hardware as soon as it reads -H, whatever follows.
+        for args in [&["-H", "-s"][..], &["-Hs"], &["-H", "--bogus"], &["-H", "-m"], &["-H", "-m0", "-m0"]] {
+            assert_eq!(p(args).map(|r| r.action), Ok(Action::Hardware), "{args:?}");
+        }
+        // What comes before it still counts.
+        assert!(p(&["--bogus", "-H"]).is_err());
     }
 
     #[test]
