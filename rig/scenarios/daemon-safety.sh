@@ -206,6 +206,32 @@ while [ $_i -lt 50 ] && ! grep -qw cpuset /sys/fs/cgroup/unified/cgroup.controll
 done
 rig_run cs-v2-controllers cat /sys/fs/cgroup/unified/cgroup.controllers
 safety_cpuset v2 /sys/fs/cgroup/unified '^0::'
+# A process in a v2 cgroup with a limit of its own (pids.max, as systemd's TasksMax) is placed by affinity only:
+# moved into numapilot's cgroup it would run without the limit.
+echo +pids >/sys/fs/cgroup/unified/cgroup.subtree_control
+mkdir /sys/fs/cgroup/unified/lim
+echo 1000 >/sys/fs/cgroup/unified/lim/pids.max
+cp /tmp/np-cs.toml /tmp/np-lim.toml
+rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+numapilot daemon --config /tmp/np-lim.toml --exclude-pid $$ >/tmp/np-lim.log 2>&1 &
+dl=$!
+safety_wait_started /tmp/np-lim.log 60
+sh -c 'echo $$ >/sys/fs/cgroup/unified/lim/cgroup.procs && exec /tmp/twin --mb 8 --threads 2 --loop' >/dev/null 2>&1 &
+lim=$!
+safety_wait_applied "$lim" 60
+echo $? >/tmp/.rig.w
+rig_send cs-lim-applied 0 /tmp/.rig.w /tmp/np-lim.log
+sleep 1
+grep '^0::' "/proc/$lim/cgroup" >/tmp/.rig.cg
+rig_send cs-lim-cgroup-during $? /tmp/.rig.cg /tmp/.rig.none
+safety_allowed cs-lim-during "$lim"
+kill -TERM $dl
+wait $dl
+echo $? >/tmp/.rig.rc
+rig_send cs-lim-exit 0 /tmp/.rig.rc /tmp/np-lim.log
+kill "$lim"
+wait "$lim" 2>/dev/null
+rmdir /sys/fs/cgroup/unified/lim
 
 # --- 4b. a process an operator confined to a cpuset (v2, the daemon's cpuset mode off) ----------------------------
 # A cgroup of CPUs 1-2 (one of each node) and both nodes' memory. A toucher first-touches 64 MiB on node 1 (run on CPU

@@ -2586,6 +2586,37 @@ fn a_child_forked_in_numapilots_cpuset_belongs_where_its_parent_came_from() {
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 
+/// In cpuset mode, a placed process whose original cgroup was removed meanwhile (its owner may
+/// remove an empty cgroup of theirs) goes back to the nearest ancestor, and numapilot's cgroup is
+/// removed: before, the move back failed, the process stayed in numapilot's cgroup and that could
+/// not be removed (a review of 2026-11-29).
+#[test]
+fn a_process_whose_original_cgroup_is_gone_goes_to_its_parent() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let (_d, state) = tmp_state("cpuset-original-gone");
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let target = kid.target();
+    let start = TestCpuset::make(&h, "numapilot-gone-test", &t.online_cpus());
+    start.enter(kid.pid());
+    let original = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Applied { pages_moved: 0 });
+    let made = format!("/numapilot/{}-{}", kid.pid(), target.starttime);
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), made);
+    drop(start);
+    assert!(!h.dir(&original).exists(), "the original cgroup is gone");
+    let r = host.restore_all();
+    assert!(r.failed.is_empty(), "{r:?}");
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), "/", "its original's parent");
+    assert!(!h.dir(&made).exists(), "numapilot's cgroup is removed");
+    kid.kill();
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
 /// A cgroup of the host's cpuset hierarchy made for one test, removed (after its processes are
 /// gone) when dropped.
 struct TestCpuset(PathBuf);

@@ -261,6 +261,21 @@ fn cpusets_v1_and_v2_place_and_restore() {
 /// mode off) is managed within it: an applied set-affinity, its threads then on one node's part of the cpuset (never
 /// a CPU outside it, never refused as self-pinned), `explain` naming the bounds, and after SIGTERM its threads back
 /// as wide as the cpuset. Before the daemon read cpusets it left such a process alone as "placed by someone else".
+/// With `[actuation] cpuset = "v2"`, a process in a cgroup that sets a limit (pids.max, as systemd's TasksMax) is
+/// placed by thread affinity only: moved into numapilot's cgroup it would run without the limit.
+#[test]
+fn a_process_in_a_limited_v2_cgroup_keeps_its_cgroup() {
+    if !enabled() {
+        return;
+    }
+    let run = run();
+    assert_eq!(ok(run, "cs-lim-applied").trim(), "0", "{}", run.section("cs-lim-applied").unwrap().stderr());
+    assert_eq!(ok(run, "cs-lim-cgroup-during").trim(), "0::/lim", "moved out of its limited cgroup");
+    let during = allowed(run, "cs-lim-during");
+    assert_ne!(during, allowed(run, "shell-allowed"), "placed (by affinity)");
+    assert_eq!(ok(run, "cs-lim-exit").trim(), "0");
+}
+
 #[test]
 fn a_process_confined_to_a_cpuset_is_managed_within_it() {
     if !enabled() {

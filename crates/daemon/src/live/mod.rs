@@ -906,9 +906,17 @@ impl LiveHost {
             let rec = self.originals.procs.get(&pid);
             let ours = rec.is_some_and(|r| r.cpuset.is_some());
             let declined = rec.is_some_and(|r| r.cpuset_declined);
+            // Under v2 a move into numapilot's cgroup also takes the process out of its cgroup's
+            // memory, pids, CPU and IO limits: one whose cgroup sets any gets affinity only.
+            let limited = || {
+                h.version == CgroupVersion::V2
+                    && h.cgroup_of(pid).ok().flatten().is_none_or(|cg| select::v2_limited(&h, &cg))
+            };
             let confined = declined
                 || (!ours
-                    && select::cpuset_effective_cpus(&h, pid).is_some_and(|c| !self.topo.online_cpus().is_subset(&c)));
+                    && (select::cpuset_effective_cpus(&h, pid)
+                        .is_some_and(|c| !self.topo.online_cpus().is_subset(&c))
+                        || limited()));
             if !confined {
                 if let Err(o) = self.place_cpuset(&h, pid, starttime, cpus) {
                     return o;

@@ -214,6 +214,46 @@ pub fn effective_cpus_of(h: &CpusetHierarchy, cg: &str) -> Option<CpuSet> {
     None
 }
 
+/// Whether cgroup `cg` of the v2 hierarchy `h`, or an ancestor below the root, sets a resource
+/// limit (`memory.max`, `memory.high`, `memory.swap.max`, `pids.max`, `cpu.max`, `io.max` other than
+/// unlimited): its processes must not be moved into a cgroup of numapilot's, which sets none, as
+/// that takes them and every child they fork out of those limits (a review of 2026-11-29: a user
+/// process in a `user-1000.slice` with TasksMax and MemoryMax ran unlimited while placed). A path
+/// that is not plain, or a walk past [`MAX_CPUSET_WALK`] levels, counts as limited.
+pub fn v2_limited(h: &CpusetHierarchy, cg: &str) -> bool {
+    use std::io::Read;
+    if cg.split('/').any(|c| c == ".." || c == ".") {
+        return true;
+    }
+    let unlimited = |f: &str, text: &str| -> bool {
+        let t = text.trim();
+        match f {
+            // "max 100000": quota max, any period.
+            "cpu.max" => t.split_whitespace().next().is_none_or(|q| q == "max"),
+            // One line per device with a limit; none: empty.
+            "io.max" => t.is_empty(),
+            _ => t.is_empty() || t == "max",
+        }
+    };
+    let mut dir = h.dir(cg);
+    for _ in 0..=MAX_CPUSET_WALK {
+        if dir == h.mount || !dir.starts_with(&h.mount) {
+            return false;
+        }
+        for f in ["memory.max", "memory.high", "memory.swap.max", "pids.max", "cpu.max", "io.max"] {
+            let mut text = String::new();
+            let read = std::fs::File::open(dir.join(f)).and_then(|file| file.take(64 << 10).read_to_string(&mut text));
+            if read.is_ok() && !unlimited(f, &text) {
+                return true;
+            }
+        }
+        if !dir.pop() {
+            return false;
+        }
+    }
+    true
+}
+
 /// Levels a cpuset read walks up from a process's cgroup to find one with cpuset files, at most.
 /// Default 16. Source: a choice; systemd and container runtimes nest 3-6 deep
 /// (`/kubepods.slice/kubepods-burstable.slice/.../cri-containerd-ID.scope`). What it prevents: a
@@ -304,6 +344,37 @@ pub fn pinned(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A v2 cgroup with a limit of its own or on an ancestor below the root is limited; "max"
+    /// (cpu.max "max PERIOD"), empty io.max and limits on the root only are not; a path outside
+    /// the namespace counts as limited.
+    #[test]
+    fn v2_limits_on_a_cgroup_or_its_ancestors() {
+        let d = tempfile::tempdir().unwrap();
+        let h = CpusetHierarchy { version: numapilot_actuate::CgroupVersion::V2, mount: d.path().to_path_buf() };
+        let slice = d.path().join("user.slice/user-1000.slice");
+        std::fs::create_dir_all(slice.join("session-1.scope")).unwrap();
+        // The root's files are not limits of anyone's (and the kernel has none there).
+        std::fs::write(d.path().join("pids.max"), "10\n").unwrap();
+        for (f, v) in [("memory.max", "max\n"), ("memory.high", "max\n"), ("cpu.max", "max 100000\n"), ("io.max", "")] {
+            std::fs::write(slice.join(f), v).unwrap();
+            std::fs::write(slice.join("session-1.scope").join(f), v).unwrap();
+        }
+        let leaf = "/user.slice/user-1000.slice/session-1.scope";
+        assert!(!v2_limited(&h, leaf), "unlimited everywhere");
+        std::fs::write(slice.join("pids.max"), "10813\n").unwrap();
+        assert!(v2_limited(&h, leaf), "TasksMax on the slice");
+        std::fs::write(slice.join("pids.max"), "max\n").unwrap();
+        std::fs::write(slice.join("session-1.scope/cpu.max"), "50000 100000\n").unwrap();
+        assert!(v2_limited(&h, leaf), "a CPU quota on the scope");
+        std::fs::write(slice.join("session-1.scope/cpu.max"), "max 100000\n").unwrap();
+        std::fs::write(slice.join("io.max"), "8:0 rbps=1048576 wbps=max riops=max wiops=max\n").unwrap();
+        assert!(v2_limited(&h, leaf), "an IO limit");
+        std::fs::write(slice.join("io.max"), "").unwrap();
+        assert!(!v2_limited(&h, leaf));
+        assert!(!v2_limited(&h, "/"), "the root");
+        assert!(v2_limited(&h, "/../x"));
+    }
 
     /// A v2 cgroup without the cpuset controller (no cpuset files) has its nearest ancestor's
     /// CPUs; one with them, its own effective CPUs (not `cpuset.cpus`, which may be empty or

@@ -576,7 +576,7 @@ fn restore_inherited(
         if let (Some(made), Some(cs)) = (&inh.made_cgroup, &inh.rec.cpuset) {
             let h = cs.hierarchy();
             if h.cgroup_of(pid).ok().flatten().as_deref() == Some(made.as_str()) {
-                match h.move_to(pid, &cs.original) {
+                match move_back(&h, pid, &cs.original) {
                     Ok(()) => fixed = true,
                     Err(e) if e.errno() == Some(libc::ESRCH) => continue,
                     Err(e) => errors.push(format!("cpuset back to {}: {e}", cs.original)),
@@ -609,6 +609,34 @@ fn restore_inherited(
     }
 }
 
+/// Moves `pid` into `original`, or, when that cgroup is gone (ENOENT) or takes no process any more
+/// (EBUSY: under v2 it enabled controllers for children since), into its nearest ancestor that
+/// takes it. Without it a process whose original cgroup was removed while it was placed (its
+/// owner may remove an empty cgroup of theirs) stayed in numapilot's cgroup, which then could not
+/// be removed either (a review of 2026-11-29). Err: the error of the original's move when no
+/// ancestor took it, or any other error.
+fn move_back(h: &numapilot_actuate::CpusetHierarchy, pid: u32, original: &str) -> numapilot_actuate::Result<()> {
+    let first = match h.move_to(pid, original) {
+        Ok(()) => return Ok(()),
+        Err(e) if matches!(e.errno(), Some(libc::ENOENT) | Some(libc::EBUSY)) => e,
+        Err(e) => return Err(e),
+    };
+    let mut path = original.trim_end_matches('/').to_string();
+    while let Some(cut) = path.rfind('/') {
+        path.truncate(cut);
+        let up = if path.is_empty() { "/" } else { path.as_str() };
+        match h.move_to(pid, up) {
+            Ok(()) => return Ok(()),
+            Err(e) if matches!(e.errno(), Some(libc::ENOENT) | Some(libc::EBUSY)) => {}
+            Err(e) => return Err(e),
+        }
+        if up == "/" {
+            break;
+        }
+    }
+    Err(first)
+}
+
 /// Empties and removes the cpuset cgroup numapilot made for a process: every process still in it
 /// (the process itself, or children that inherited it at fork, whatever became of their parent)
 /// goes back to the original cgroup, then the directory is removed. Errors, each naming its
@@ -624,7 +652,7 @@ pub(crate) fn release_cgroup(cs: &CpusetOriginal) -> Vec<String> {
         if h.cgroup_of(pid).ok().flatten().as_deref() != Some(made.as_str()) {
             continue;
         }
-        if let Err(e) = h.move_to(pid, &cs.original) {
+        if let Err(e) = move_back(&h, pid, &cs.original) {
             if e.errno() != Some(libc::ESRCH) {
                 errors.push(format!("pid {pid} back to cpuset {}: {e}", cs.original));
             }
