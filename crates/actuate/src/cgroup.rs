@@ -91,6 +91,27 @@ fn read_file(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| io_error("read", path, e))
 }
 
+/// `text` with mountinfo's octal escapes (`\040` for a space, `\011` tab, `\012` newline,
+/// `\134` backslash) decoded; anything else is kept as it is.
+fn unescape_octal(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
+            if let Ok(byte) = u8::try_from(v) {
+                out.push(byte);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The cpuset hierarchies in a mountinfo text: `(version, mount point)` for every v2 mount whose
 /// root `cgroup.controllers` (read from `root`) lists cpuset, and every v1 mount with the cpuset
 /// option, in mountinfo order.
@@ -98,7 +119,17 @@ pub fn cpuset_mounts(mountinfo: &str, root: &Path) -> Vec<CpusetHierarchy> {
     let mut out = Vec::new();
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else { continue };
-        let Some(mount) = left.split(' ').nth(4) else { continue };
+        let mut f = left.split(' ');
+        let (Some(fs_root), Some(mount)) = (f.nth(3), f.next()) else { continue };
+        // A mount of part of a hierarchy (a bind mount, or a container's view: its root is not
+        // "/") shows paths relative to that part, and /proc/PID/cgroup names them from the
+        // hierarchy's root: joining one under the other would land in the wrong directory.
+        if fs_root != "/" {
+            continue;
+        }
+        // Octal escapes of the mount point (a space is "\040", as fstab writes it).
+        let mount = unescape_octal(mount);
+        let mount = mount.as_str();
         let mut r = right.split(' ');
         let (Some(fstype), _source, Some(opts)) = (r.next(), r.next(), r.next()) else { continue };
         let mount_path = root.join(mount.trim_start_matches('/'));
@@ -323,6 +354,12 @@ mod tests {
         assert_eq!(h.len(), 2);
         assert_eq!(h[1].version, CgroupVersion::V2);
         std::fs::remove_dir_all(&dir).unwrap();
+        // A bind mount of part of a hierarchy (root field not "/") is not one; an escaped mount
+        // point is decoded.
+        let text = "35 31 0:31 /kubepods /mnt/part rw - cgroup cgroup rw,cpuset\n\
+                    36 31 0:31 / /mnt/a\\040b rw - cgroup cgroup rw,cpuset\n";
+        let h = cpuset_mounts(text, &dir);
+        assert_eq!(h, vec![CpusetHierarchy { version: CgroupVersion::V1, mount: dir.join("mnt/a b") }]);
     }
 
     /// A cgroup tree in a plain directory, as the kernel shows it (the files exist).

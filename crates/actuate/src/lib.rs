@@ -54,5 +54,6 @@ pub use migrate::{
 };
 pub use placement::{Original, ThreadPlacement};
 pub use process::{
-    exclusive_pages, list_threads, resident_pages, set_process_affinity, set_threads_affinity, ProcessAffinity,
+    exclusive_pages, list_threads, resident_pages, set_process_affinity, set_process_affinity_while,
+    set_threads_affinity, set_threads_affinity_while, ProcessAffinity,
 };

@@ -110,13 +110,41 @@ pub const SETTLE: std::time::Duration = std::time::Duration::from_micros(200);
 pub fn set_threads_affinity(
     pid: u32,
     max_rounds: u32,
+    mask_for: impl FnMut(u32) -> Option<CpuSet>,
+    before: impl FnMut(u32, &CpuSet),
+) -> Result<Option<ProcessAffinity>> {
+    set_threads_affinity_while(pid, max_rounds, mask_for, before, || true)
+}
+
+/// [`set_process_affinity`] that asks `still()` (is `pid` still the process meant? a start-time
+/// check) before every listing of its threads: the walk re-lists for up to `max_rounds` rounds
+/// with pauses, and a pid reused meanwhile would have its new owner's threads listed and set.
+/// False ends the walk as if the process were gone.
+pub fn set_process_affinity_while(
+    pid: u32,
+    cpus: &CpuSet,
+    max_rounds: u32,
+    before: impl FnMut(u32, &CpuSet),
+    still: impl FnMut() -> bool,
+) -> Result<Option<ProcessAffinity>> {
+    set_threads_affinity_while(pid, max_rounds, |_| Some(cpus.clone()), before, still)
+}
+
+/// [`set_threads_affinity`] with the identity check of [`set_process_affinity_while`].
+pub fn set_threads_affinity_while(
+    pid: u32,
+    max_rounds: u32,
     mut mask_for: impl FnMut(u32) -> Option<CpuSet>,
     mut before: impl FnMut(u32, &CpuSet),
+    mut still: impl FnMut() -> bool,
 ) -> Result<Option<ProcessAffinity>> {
     let mut out = ProcessAffinity::default();
     let mut done: Vec<u32> = Vec::new();
     let mut confirming = false;
     for round in 0..max_rounds.max(1) {
+        if !still() {
+            return Ok(if out.threads.is_empty() { None } else { Some(out) });
+        }
         let listing = list_threads(pid).map_err(|e| Error::Syscall {
             syscall: "readdir",
             args: format!("/proc/{pid}/task"),
@@ -231,6 +259,29 @@ fn pages_where(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The identity check asked before each listing: false from the start changes no thread and
+    /// reads as gone.
+    #[test]
+    fn a_walk_whose_process_changed_sets_nothing() {
+        let me = std::process::id();
+        let before = sched_getaffinity(0).unwrap();
+        let one: CpuSet = std::iter::once(before.first().unwrap()).collect();
+        let mut asked = 0;
+        let r = set_process_affinity_while(
+            me,
+            &one,
+            4,
+            |_, _| panic!("no thread is changed"),
+            || {
+                asked += 1;
+                false
+            },
+        );
+        assert!(matches!(r, Ok(None)), "{r:?}");
+        assert_eq!(asked, 1);
+        assert_eq!(sched_getaffinity(0).unwrap(), before);
+    }
 
     #[test]
     fn resident_pages_of_own_buffer() {

@@ -34,7 +34,7 @@
 
 use std::path::{Path, PathBuf};
 
-use numapilot_actuate::{sched_getaffinity, set_process_affinity, CgroupVersion, CpusetHierarchy};
+use numapilot_actuate::{sched_getaffinity, set_process_affinity_while, CgroupVersion, CpusetHierarchy};
 use numapilot_observe::Sample;
 use numapilot_policy::{Action, ActionKind, Host, HostError, Outcome};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
@@ -882,7 +882,10 @@ impl LiveHost {
                     }
                 }
             }
-            if !select::same_process(pid, starttime) {
+            // Right before the call (the state file's fsync came between): the process is the one
+            // meant and the thread is one of its own (a tid reused by another process's thread is
+            // not under this pid's task directory).
+            if !select::same_process(pid, starttime) || !Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
                 return Outcome::Vanished;
             }
             return match numapilot_actuate::sched_setaffinity(tid as libc::pid_t, cpus) {
@@ -930,7 +933,13 @@ impl LiveHost {
         if !select::same_process(pid, starttime) {
             return Outcome::Vanished;
         }
-        let r = set_process_affinity(pid, cpus, self.affinity_rounds, |_, _| {});
+        let r = set_process_affinity_while(
+            pid,
+            cpus,
+            self.affinity_rounds,
+            |_, _| {},
+            || select::same_process(pid, starttime),
+        );
         match r {
             Ok(Some(_)) => Outcome::Applied { pages_moved: 0 },
             Ok(None) => Outcome::Vanished,

@@ -65,7 +65,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use numapilot_actuate::cgroup::SUBTREE;
-use numapilot_actuate::{sched_getaffinity, set_threads_affinity, CgroupVersion, CpusetHierarchy};
+use numapilot_actuate::{sched_getaffinity, set_threads_affinity_while, CgroupVersion, CpusetHierarchy};
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
@@ -589,7 +589,14 @@ fn restore_inherited(
                 && tids.iter().all(|&t| sched_getaffinity(t as libc::pid_t).ok().as_ref() == Some(ours));
             if all_ours {
                 let back = Follow::of(inh.rec).mask(original.clone());
-                let set = set_threads_affinity(pid, RESTORE_ROUNDS, |_| Some(back.clone()), |_, _| {});
+                let st = read_starttime(pid);
+                let set = set_threads_affinity_while(
+                    pid,
+                    RESTORE_ROUNDS,
+                    |_| Some(back.clone()),
+                    |_, _| {},
+                    || st.is_some() && read_starttime(pid) == st,
+                );
                 match set {
                     Ok(Some(_)) => fixed = true,
                     Ok(None) => continue,
@@ -741,7 +748,13 @@ pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
         };
         m.map(|m| follow.mask(m))
     };
-    match set_threads_affinity(rec.pid, RESTORE_ROUNDS, mask_for, |_, _| {}) {
+    match set_threads_affinity_while(
+        rec.pid,
+        RESTORE_ROUNDS,
+        mask_for,
+        |_, _| {},
+        || same_process(rec.pid, rec.starttime),
+    ) {
         Ok(Some(_)) => {}
         Ok(None) => {
             report.gone += 1;
