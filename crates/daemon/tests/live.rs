@@ -1259,9 +1259,10 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     write_atomic(&state, &empty).unwrap();
     let dir = state.parent().unwrap().to_path_buf();
     chmod(&dir, 0o770);
-    assert!(open_err(&state).contains("its directory"), "group-writable");
+    let named = format!("directory {} is owned", dir.display());
+    assert!(open_err(&state).contains(&named), "group-writable");
     chmod(&dir, 0o1777);
-    assert!(!open_err_or_ok(&state).contains("its directory"), "sticky");
+    assert!(!open_err_or_ok(&state).contains(&named), "sticky");
     chmod(&dir, 0o755);
     let cd = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid path; chown of our own temporary directory.
@@ -1270,6 +1271,12 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     // SAFETY: as above, back to root.
     assert_eq!(unsafe { libc::chown(cd.as_ptr(), 0, 0) }, 0);
     chmod(&dir, 0o700);
+    // A directory above it that others may write in (the state directory could be renamed aside
+    // and back).
+    let above = dir.parent().unwrap().to_path_buf();
+    chmod(&above, 0o777);
+    assert!(open_err(&state).contains(&format!("directory {} is owned", above.display())), "a writable parent");
+    chmod(&above, 0o700);
     std::fs::remove_file(&state).unwrap();
     let elsewhere = state.with_file_name("elsewhere.json");
     write_atomic(&elsewhere, &empty).unwrap();

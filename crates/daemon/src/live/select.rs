@@ -215,9 +215,10 @@ pub fn effective_cpus_of(h: &CpusetHierarchy, cg: &str) -> Option<CpuSet> {
 }
 
 /// Whether cgroup `cg` of the v2 hierarchy `h`, or an ancestor below the root, sets a resource
-/// limit (`memory.max`, `memory.high`, `memory.swap.max`, `pids.max`, `cpu.max`, `io.max` other than
-/// unlimited): its processes must not be moved into a cgroup of numapilot's, which sets none, as
-/// that takes them and every child they fork out of those limits (a review of 2026-11-29: a user
+/// limit, weight or protection (memory max/high/swap/zswap/low/min/oom.group, pids.max, cpu.max,
+/// cpu.weight, cpu.idle, io.max, misc.max, hugetlb.*.max: anything but the default) or is part of
+/// a threaded subtree: its processes must not be moved into a cgroup of numapilot's, which sets
+/// none, as that takes them and every child they fork out of those settings (a review of 2026-11-29: a user
 /// process in a `user-1000.slice` with TasksMax and MemoryMax ran unlimited while placed). A path
 /// that is not plain, or a walk past [`MAX_CPUSET_WALK`] levels, counts as limited.
 pub fn v2_limited(h: &CpusetHierarchy, cg: &str) -> bool {
@@ -225,25 +226,54 @@ pub fn v2_limited(h: &CpusetHierarchy, cg: &str) -> bool {
     if cg.split('/').any(|c| c == ".." || c == ".") {
         return true;
     }
-    let unlimited = |f: &str, text: &str| -> bool {
+    // What each file reads when it sets nothing (a file that is absent: the controller is not on
+    // there, nothing set either).
+    let unset = |f: &str, text: &str| -> bool {
         let t = text.trim();
         match f {
             // "max 100000": quota max, any period.
             "cpu.max" => t.split_whitespace().next().is_none_or(|q| q == "max"),
             // One line per device with a limit; none: empty.
-            "io.max" => t.is_empty(),
+            "io.max" | "misc.max" => t.lines().all(|l| l.split_whitespace().nth(1).is_none_or(|v| v == "max")),
+            "cpu.weight" => t == "100",
+            "cpu.idle" | "memory.oom.group" | "memory.low" | "memory.min" => t == "0",
+            // A cgroup of a threaded subtree places threads apart: a move of the whole process
+            // would take threads out of cgroups this walk does not see.
+            "cgroup.type" => t == "domain",
             _ => t.is_empty() || t == "max",
         }
     };
+    const FILES: [&str; 14] = [
+        "cgroup.type",
+        "memory.max",
+        "memory.high",
+        "memory.swap.max",
+        "memory.zswap.max",
+        "memory.low",
+        "memory.min",
+        "memory.oom.group",
+        "pids.max",
+        "cpu.max",
+        "cpu.weight",
+        "cpu.idle",
+        "io.max",
+        "misc.max",
+    ];
     let mut dir = h.dir(cg);
     for _ in 0..=MAX_CPUSET_WALK {
         if dir == h.mount || !dir.starts_with(&h.mount) {
             return false;
         }
-        for f in ["memory.max", "memory.high", "memory.swap.max", "pids.max", "cpu.max", "io.max"] {
+        let hugetlb = std::fs::read_dir(&dir).into_iter().flatten().flatten().filter_map(|e| {
+            let n = e.file_name().into_string().ok()?;
+            (n.starts_with("hugetlb.") && n.ends_with(".max")).then_some(n)
+        });
+        let files: Vec<String> = FILES.iter().map(|f| f.to_string()).chain(hugetlb).collect();
+        for f in &files {
             let mut text = String::new();
             let read = std::fs::File::open(dir.join(f)).and_then(|file| file.take(64 << 10).read_to_string(&mut text));
-            if read.is_ok() && !unlimited(f, &text) {
+            let kind = if f.starts_with("hugetlb.") { "hugetlb" } else { f.as_str() };
+            if read.is_ok() && !unset(kind, &text) {
                 return true;
             }
         }
@@ -372,6 +402,22 @@ mod tests {
         assert!(v2_limited(&h, leaf), "an IO limit");
         std::fs::write(slice.join("io.max"), "").unwrap();
         assert!(!v2_limited(&h, leaf));
+        // Weights and protections lost in a move count too; their defaults do not.
+        let scope = slice.join("session-1.scope");
+        for (f, default, set) in [
+            ("cpu.weight", "100\n", "50\n"),
+            ("cpu.idle", "0\n", "1\n"),
+            ("memory.low", "0\n", "1073741824\n"),
+            ("memory.oom.group", "0\n", "1\n"),
+            ("hugetlb.2MB.max", "max\n", "1024\n"),
+            ("cgroup.type", "domain\n", "threaded\n"),
+        ] {
+            std::fs::write(scope.join(f), default).unwrap();
+            assert!(!v2_limited(&h, leaf), "{f} at its default");
+            std::fs::write(scope.join(f), set).unwrap();
+            assert!(v2_limited(&h, leaf), "{f} set");
+            std::fs::write(scope.join(f), default).unwrap();
+        }
         assert!(!v2_limited(&h, "/"), "the root");
         assert!(v2_limited(&h, "/../x"));
     }

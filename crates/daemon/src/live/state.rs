@@ -432,15 +432,27 @@ fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
     // replay of records): it must be this daemon's or root's, and writable by no one else unless
     // sticky (then others cannot rename the daemon's files). A review of 2026-11-29 found a
     // group-writable directory, or one another user owns, accepted.
-    let sticky = d.mode() & 0o1000 != 0;
-    if (d.uid() != me && d.uid() != 0) || (d.mode() & 0o022 != 0 && !sticky) {
-        return Err(format!(
-            "state file {shown}: its directory {} is owned by uid {} with mode {:o}: not trusted (it must be this \
-             daemon's or root's, and writable by no one else unless sticky)",
-            dir.display(),
-            d.uid(),
-            d.mode() & 0o7777
-        ));
+    // And so for every directory above it: one whose parent another user may write in can be
+    // renamed aside and back with an older file in it.
+    let mut at = Some(dir.to_path_buf());
+    let mut meta = Some(d);
+    while let (Some(p), Some(d)) = (at.take(), meta.take()) {
+        let sticky = d.mode() & 0o1000 != 0;
+        if (d.uid() != me && d.uid() != 0) || (d.mode() & 0o022 != 0 && !sticky) {
+            return Err(format!(
+                "state file {shown}: directory {} is owned by uid {} with mode {:o}: not trusted (the state file's \
+                 directory and those above it must be this daemon's or root's, and writable by no one else unless \
+                 sticky)",
+                p.display(),
+                d.uid(),
+                d.mode() & 0o7777
+            ));
+        }
+        let abs = std::fs::canonicalize(&p).unwrap_or(p);
+        if let Some(up) = abs.parent() {
+            meta = std::fs::metadata(up).ok();
+            at = Some(up.to_path_buf());
+        }
     }
     Ok(())
 }
@@ -548,9 +560,12 @@ fn restore_inherited(
         // and then forked keeps its children on its own choice: a review of 2026-11-29). A record
         // from before the masks were kept (no `set_cpus`) takes any mask but the original.
         let set = masks_we_set(rec);
+        // Within one of them, not only equal: the kernel reports a mask cut to the CPUs online and
+        // to the cpuset, so after a CPU went offline (or the cpuset narrowed) the mask numapilot
+        // set reads smaller (a review of 2026-11-29).
         let ours = sched_getaffinity(rec.pid as libc::pid_t)
             .ok()
-            .filter(|now| Some(now) != original.as_ref() && (set.is_empty() || set.contains(now)));
+            .filter(|now| Some(now) != original.as_ref() && (set.is_empty() || set.iter().any(|s| now.is_subset(s))));
         let made_cgroup = rec.cpuset.as_ref().map(|c| format!("/{SUBTREE}/{}", c.made));
         if ours.is_some() || made_cgroup.is_some() {
             roots.push((rec.pid, Inheritance { rec, ours, original, made_cgroup }));
@@ -628,12 +643,23 @@ fn move_back(h: &numapilot_actuate::CpusetHierarchy, pid: u32, original: &str) -
         Err(e) if matches!(e.errno(), Some(libc::ENOENT) | Some(libc::EBUSY)) => e,
         Err(e) => return Err(e),
     };
+    // Under v2 the root is no ancestor to fall back to: a process there belongs to no unit (no
+    // accounting; `systemctl stop` and a logout no longer reach it), for good. It stays where it
+    // is and the failure is reported (a review of 2026-11-29). Under v1 the cpuset root is every
+    // CPU and memory node, nothing more.
+    let root_ok = h.version == numapilot_actuate::CgroupVersion::V1;
     let mut path = original.trim_end_matches('/').to_string();
     while let Some(cut) = path.rfind('/') {
         path.truncate(cut);
         let up = if path.is_empty() { "/" } else { path.as_str() };
+        if up == "/" && !root_ok {
+            break;
+        }
         match h.move_to(pid, up) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                tracing::warn!("pid {pid}: its cgroup {original} takes no process any more; put back in {up} instead");
+                return Ok(());
+            }
             Err(e) if matches!(e.errno(), Some(libc::ENOENT) | Some(libc::EBUSY)) => {}
             Err(e) => return Err(e),
         }
