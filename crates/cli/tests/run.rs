@@ -406,3 +406,20 @@ fn a_launch_with_no_task_to_spare_still_runs() {
         .unwrap();
     assert_eq!(ok(o).trim(), "ran");
 }
+
+/// A descriptor 0-2 the launcher was started without is closed in the command too, as under
+/// numactl (Rust's runtime opens /dev/null on it; the command then found one there).
+#[test]
+fn a_closed_stdin_stays_closed_in_the_command() {
+    // readlink opens nothing, so it shows what the command was given as descriptor 0.
+    let fd0 = |launcher: &str, close: bool| -> Output {
+        let script = format!("{} exec {launcher} readlink /proc/self/fd/0", if close { "exec 0<&-;" } else { "" });
+        Command::new("sh").arg("-c").arg(script).output().unwrap()
+    };
+    let ours = fd0(&format!("{BIN} run"), true);
+    assert!(!ours.status.success() && stdout(&ours).is_empty(), "fd 0 open in the command: {}", stdout(&ours));
+    let theirs = fd0(numactl(), true);
+    assert!(!theirs.status.success(), "numactl: {}", stdout(&theirs));
+    // One it had open stays open.
+    assert!(fd0(&format!("{BIN} run"), false).status.success());
+}

@@ -115,16 +115,25 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
         Some(cmd) => {
             let mut c = std::process::Command::new(&cmd[0]);
             c.args(&cmd[1..]);
-            // numactl execs with the signal dispositions it inherited; Rust's runtime ignores
-            // SIGPIPE in this process and `Command` resets it to the default for the program. A
-            // program started ignoring it (systemd's IgnoreSIGPIPE=yes for services, `trap '' PIPE`)
-            // would otherwise die of a write to a closed socket or pipe instead of seeing EPIPE.
-            // SAFETY: the hook runs between fork/exec steps in this (about to be replaced) process
-            // and calls only signal(2), which is async-signal-safe.
-            if sigpipe::inherited_ignored() {
+            // numactl execs with what it inherited. Rust's runtime ignores SIGPIPE in this process
+            // (and `Command` resets it to the default for the program) and opens /dev/null on a
+            // closed descriptor 0-2. A program started ignoring SIGPIPE (systemd's
+            // IgnoreSIGPIPE=yes for services, `trap '' PIPE`) would otherwise die of a write to a
+            // closed socket or pipe instead of seeing EPIPE, and one started with a descriptor
+            // closed would find /dev/null there (a review of 2026-11-29).
+            let ignore_pipe = inherited::sigpipe_ignored();
+            let closed = inherited::closed_std_fds();
+            if ignore_pipe || !closed.is_empty() {
+                // SAFETY: the hook runs in this process just before its exec (after std's own
+                // signal reset) and calls only signal(2) and close(2).
                 unsafe {
-                    c.pre_exec(|| {
-                        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                    c.pre_exec(move || {
+                        if ignore_pipe {
+                            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                        }
+                        for &fd in &closed {
+                            libc::close(fd);
+                        }
                         Ok(())
                     });
                 }
@@ -436,21 +445,32 @@ mod tests {
     }
 }
 
-/// Whether SIGPIPE was ignored when this process started, before Rust's runtime set it to ignored
-/// itself (recorded by a constructor that runs before `main`).
-mod sigpipe {
-    use std::sync::atomic::{AtomicBool, Ordering};
+/// What this process inherited that Rust's runtime changes before `main`: whether SIGPIPE was
+/// ignored (the runtime ignores it) and which of descriptors 0-2 were closed (the runtime opens
+/// /dev/null on them). Recorded by a constructor that runs first.
+mod inherited {
+    use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-    static IGNORED: AtomicBool = AtomicBool::new(false);
+    static SIGPIPE_IGNORED: AtomicBool = AtomicBool::new(false);
+    /// Bit n: descriptor n (0-2) was closed.
+    static CLOSED: AtomicU8 = AtomicU8::new(0);
 
-    /// Runs from `.init_array`, before the Rust runtime's start-up (which ignores SIGPIPE).
+    /// Runs from `.init_array`, before the Rust runtime's start-up.
     extern "C" fn record() {
-        // SAFETY: sigaction with a null new action only reads the current one into `old`.
+        // SAFETY: sigaction with a null new action only reads the current one into `old`; fcntl
+        // F_GETFD only asks whether a descriptor is open.
         unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) == 0 {
-                IGNORED.store(old.sa_sigaction == libc::SIG_IGN, Ordering::Relaxed);
+                SIGPIPE_IGNORED.store(old.sa_sigaction == libc::SIG_IGN, Ordering::Relaxed);
             }
+            let mut closed = 0u8;
+            for fd in 0..3 {
+                if libc::fcntl(fd, libc::F_GETFD) == -1 {
+                    closed |= 1 << fd;
+                }
+            }
+            CLOSED.store(closed, Ordering::Relaxed);
         }
     }
 
@@ -458,8 +478,14 @@ mod sigpipe {
     #[link_section = ".init_array"]
     static RECORD: extern "C" fn() = record;
 
-    /// See the module.
-    pub fn inherited_ignored() -> bool {
-        IGNORED.load(Ordering::Relaxed)
+    /// Whether SIGPIPE was ignored when this process started.
+    pub fn sigpipe_ignored() -> bool {
+        SIGPIPE_IGNORED.load(Ordering::Relaxed)
+    }
+
+    /// Descriptors among 0-2 that were closed when this process started.
+    pub fn closed_std_fds() -> Vec<i32> {
+        let c = CLOSED.load(Ordering::Relaxed);
+        (0..3).filter(|fd| c & (1 << fd) != 0).collect()
     }
 }
