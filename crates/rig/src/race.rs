@@ -391,6 +391,31 @@ pub fn weighted_local_pct(p: &ProcSample, node_of_cpu: &BTreeMap<u32, u32>) -> O
     Some(100.0 * sum / nodes.len() as f64)
 }
 
+/// Forgets the buffer of every process sample whose buffer (largest anonymous VMA) is under half
+/// the largest that process ever had: a process caught tearing down (its buffer already unmapped,
+/// the largest mapping left a heap of a few pages) or still touching it. Such a sample says nothing
+/// of where the buffer is; read as it was, CI once saw a numa01 process's last sample at 0% local
+/// (its heap's 33 pages on the other node) and judged "never reached 90%" a process that had been
+/// 100% local for 15 s.
+pub fn drop_partial_buffers(samples: &mut [Sample]) {
+    let mut most: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in samples.iter() {
+        for (&pid, p) in &s.procs {
+            let t: u64 = p.buffer.values().sum();
+            let m = most.entry(pid).or_default();
+            *m = (*m).max(t);
+        }
+    }
+    for s in samples.iter_mut() {
+        for (pid, p) in s.procs.iter_mut() {
+            let t: u64 = p.buffer.values().sum();
+            if t.saturating_mul(2) < most.get(pid).copied().unwrap_or(0) {
+                p.buffer.clear();
+            }
+        }
+    }
+}
+
 /// Per process (pid): the (time, local %) series.
 pub fn local_series(samples: &[Sample], node_of_cpu: &BTreeMap<u32, u32>) -> BTreeMap<u32, Vec<(f64, Option<f64>)>> {
     let mut m: BTreeMap<u32, Vec<(f64, Option<f64>)>> = BTreeMap::new();
@@ -553,7 +578,8 @@ pub fn read_case(
     let bench: serde_json::Value = serde_json::from_str(&get("bench")?)
         .map_err(|e| RaceError::Section { section: format!("{name}-bench"), reason: format!("not JSON: {e}") })?;
     let samples_text = get("samples")?;
-    let samples = parse_samples(&samples_text)?;
+    let mut samples = parse_samples(&samples_text)?;
+    drop_partial_buffers(&mut samples);
     let series = local_series(&samples, node_of_cpu);
     let migrated = migrated(&get("vmstat0")?, &get("vmstat1")?)
         .map_err(|e| RaceError::Section { section: format!("{name}-vmstat"), reason: e })?;
@@ -980,6 +1006,30 @@ P 7
         assert_eq!(weighted_local_pct(&two, &map()), Some(50.0), "(75% + 25%) / 2");
         let p = ProcSample { buffer: BTreeMap::from([(0, 30), (1, 10)]), worker_cpus: vec![], ..Default::default() };
         assert_eq!(local_pct(&p, &map()), None);
+    }
+
+    /// A last sample taken while the process tears down (its 32 MiB buffer unmapped, the largest
+    /// anonymous mapping left a few pages of heap on the other node) is no figure: the process that
+    /// was local stays converged (CI's short race of 2026-11-29 judged it "never").
+    #[test]
+    fn a_teardown_sample_is_no_figure() {
+        let proc_on = |node: u32, bytes: u64| ProcSample {
+            buffer: BTreeMap::from([(node, bytes)]),
+            worker_cpus: vec![0],
+            ..Default::default()
+        };
+        let sample = |t: f64, p: ProcSample| Sample { t_s: t, procs: BTreeMap::from([(7, p)]) };
+        let mut samples = vec![
+            sample(0.0, proc_on(0, 32 << 20)),
+            sample(1.0, proc_on(0, 32 << 20)),
+            sample(2.0, proc_on(1, 132 << 10)),
+        ];
+        let before = local_series(&samples, &map());
+        assert_eq!(time_to(&before[&7], 90.0), None, "as read: the heap's node decides the last figure");
+        drop_partial_buffers(&mut samples);
+        let after = local_series(&samples, &map());
+        assert_eq!(time_to(&after[&7], 90.0), Some(0.0));
+        assert_eq!(final_pct(&after[&7]), Some(100.0));
     }
 
     #[test]
