@@ -5,7 +5,8 @@ mod adaptive_common;
 
 use adaptive_common::*;
 use numapilot_model::TaskKey;
-use numapilot_policy::{ActionKind, Adaptive, Outcome, Policy};
+use numapilot_policy::{Action, ActionKind, Adaptive, Outcome, Plan, Policy, TaskRef};
+use numapilot_topology::CpuSet;
 
 /// app (pid 10): 4 x 1.0 CPU on node 1, 2048 MiB on node 0 -> CPU follows memory to node 0.
 fn app() -> B {
@@ -669,4 +670,33 @@ fn a_default_mask_without_the_reserved_cpus_is_no_foreign_pin() {
     b.thread_on(10, moved[0] - 1000, 1).pinned(10);
     let e = p.explain(&b.m, 10).unwrap();
     assert!(!e.pinned, "the process is still the policy's own: {e:?}");
+}
+
+/// A process-wide mask that replaces masks this policy set on single threads: until the next
+/// observation the model still shows a thread under its old mask of ours, and that is no pin of
+/// anyone else's (the rig's hotplug test once read "placed by someone else" from an `explain`
+/// between the step that moved the whole process and the one after).
+#[test]
+fn a_thread_still_under_a_replaced_mask_of_ours_is_no_foreign_pin() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(0, 1.0), (0, 1.0)], &[64, 0]);
+    let tids = b.m.procs[&10].tids.clone();
+    let st = b.m.procs[&10].starttime;
+    let node_cpus = |b: &B, n: usize| b.m.topo.nodes[n].cpus.clone();
+    let mut p = Adaptive::new();
+    let one = |target: TaskRef, cpus: CpuSet| Plan {
+        actions: vec![Action {
+            target,
+            kind: ActionKind::SetAffinity { cpus },
+            reason: numapilot_policy::Reason::new("balance-weakest-first", "test"),
+        }],
+    };
+    // A thread alone to node 1, then the whole process to node 0.
+    let _ = p.decide(&b.m);
+    applied(&mut p, &b.m, &one(TaskRef { pid: 10, tid: Some(tids[1]), starttime: st }, node_cpus(&b, 1)));
+    b.thread_on(10, tids[1] - 1000, 1).pinned(10);
+    assert!(!p.explain(&b.m, 10).unwrap().pinned, "the thread's mask is ours");
+    applied(&mut p, &b.m, &one(TaskRef { pid: 10, tid: None, starttime: st }, node_cpus(&b, 0)));
+    // The model has not read the threads again: one still shows node 1's CPUs.
+    assert!(!p.explain(&b.m, 10).unwrap().pinned, "a replaced mask of ours is still ours");
 }

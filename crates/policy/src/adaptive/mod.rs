@@ -492,8 +492,16 @@ impl Adaptive {
                             st.own_task_cpus.insert(tid, cpus.clone());
                         }
                         None => {
+                            // The threads' own masks it replaces stay counted as this policy's
+                            // (`tried_cpus`): until the next observation the model still shows a
+                            // thread under one, and `explain` between two steps read it as
+                            // "placed by someone else" (the rig's hotplug test, once).
+                            for old in std::mem::take(&mut st.own_task_cpus).into_values() {
+                                if old != *cpus {
+                                    st.remember_tried(&old);
+                                }
+                            }
                             st.own_cpus = Some(cpus.clone());
-                            st.own_task_cpus.clear();
                         }
                     }
                 }
