@@ -91,27 +91,6 @@ fn read_file(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| io_error("read", path, e))
 }
 
-/// `text` with mountinfo's octal escapes (`\040` for a space, `\011` tab, `\012` newline,
-/// `\134` backslash) decoded; anything else is kept as it is.
-fn unescape_octal(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
-            if let Ok(byte) = u8::try_from(v) {
-                out.push(byte);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The cpuset hierarchies in a mountinfo text: `(version, mount point)` for every v2 mount whose
 /// root `cgroup.controllers` (read from `root`) lists cpuset, and every v1 mount with the cpuset
 /// option, in mountinfo order.
@@ -128,7 +107,7 @@ pub fn cpuset_mounts(mountinfo: &str, root: &Path) -> Vec<CpusetHierarchy> {
             continue;
         }
         // Octal escapes of the mount point (a space is "\040", as fstab writes it).
-        let mount = unescape_octal(mount);
+        let mount = numapilot_topology::sysfs::unescape_octal(mount);
         let mount = mount.as_str();
         let mut r = right.split(' ');
         let (Some(fstype), _source, Some(opts)) = (r.next(), r.next(), r.next()) else { continue };

@@ -539,3 +539,43 @@ fn read_required(path: &Path) -> Result<String, TopologyError> {
 fn malformed(path: &Path, line: usize, text: &str, reason: &str) -> TopologyError {
     TopologyError::Malformed { path: path.to_path_buf(), line, text: text.to_string(), reason: reason.to_string() }
 }
+
+/// `text` with the kernel's `\\ooo` octal escapes decoded (`seq_path`/`mangle_path`: a space in a
+/// mount point or a mapped file's path shows as `\\040` in mountinfo and numa_maps); a backslash
+/// not followed by three octal digits of a byte value stays as it is. Bytes that are not UTF-8
+/// are replaced (U+FFFD).
+pub fn unescape_octal(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = u32::from(b[i + 1] - b'0') * 64 + u32::from(b[i + 2] - b'0') * 8 + u32::from(b[i + 3] - b'0');
+            if let Ok(byte) = u8::try_from(v) {
+                out.push(byte);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod unescape_tests {
+    use super::unescape_octal;
+
+    #[test]
+    fn octal_escapes_decode_as_the_kernel_writes_them() {
+        assert_eq!(unescape_octal("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape_octal("tab\\011nl\\012bs\\134"), "tab\tnl\nbs\\");
+        assert_eq!(unescape_octal("end\\040"), "end ");
+        // Not an escape: too few digits, not octal, or past a byte.
+        assert_eq!(unescape_octal("a\\04"), "a\\04");
+        assert_eq!(unescape_octal("a\\089"), "a\\089");
+        assert_eq!(unescape_octal("a\\400"), "a\\400");
+        assert_eq!(unescape_octal("caf\u{e9}"), "caf\u{e9}");
+    }
+}

@@ -575,7 +575,11 @@ fn parse_line(line: &str, line_no: usize, paths: &mut PathInterner) -> Result<Vm
             }
             kind = VmaKind::File;
             let path = &tok[tok.len() - path.len()..];
-            file = Some(if path.contains('\\') { paths.intern(&unescape_path(path)) } else { paths.intern(path) });
+            file = Some(if path.contains('\\') {
+                paths.intern(&numapilot_topology::sysfs::unescape_octal(path))
+            } else {
+                paths.intern(path)
+            });
             continue;
         }
         if !seen_counter {
@@ -723,26 +727,6 @@ fn parse_policy(rest: &str) -> Result<(MemPolicy, &str), String> {
         return Err(format!("junk after policy: {spec:?}"));
     }
     Ok((policy, tail))
-}
-
-/// Decodes the kernel's `\ooo` octal escapes (seq_path/mangle_path); other backslashes stay.
-fn unescape_path(p: &str) -> String {
-    let b = p.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
-            if v <= 0xff {
-                out.push(v as u8);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
