@@ -187,7 +187,11 @@ fn main() {
 
     let topo = Topology::from_sysfs(Path::new("/")).expect("topology");
     let state = std::env::temp_dir().join(format!("numapilot-cycle-cost-{}.json", std::process::id()));
-    let opts = LiveOptions { state_path: state.clone(), observe_only: true, ..LiveOptions::default() };
+    // `--exclude-cgroup PREFIX`: a cgroup list set, so every process's cgroups are read again every
+    // `cgroup_recheck_ms` (the cost of `[exclude] cgroups` / `[include] cgroups`).
+    let exclude_cgroups: Vec<String> =
+        opt_str(&args, "--exclude-cgroup").map(|p| vec![p.to_string()]).unwrap_or_default();
+    let opts = LiveOptions { state_path: state.clone(), observe_only: true, exclude_cgroups, ..LiveOptions::default() };
     let mut tuning = LiveTuning::default();
     if !signals {
         tuning.signals = SignalOptions { sockets: false, perf: false };
@@ -236,7 +240,7 @@ fn main() {
                  assemble {:.1}; (cpu): stat pass {:.1}, details {:.1}, assemble {:.1}; signals: sockets {:.1} wall \
                  {:.1} cpu over {} fd dirs ({} links), maps {:.1} wall {:.1} cpu over {} procs ({} lines), drain {:.1}; {} procs / {} threads, \
                  stats carried (long idle) {}, threads read {}, numa_maps read {} ({} refreshes, {} MB RSS, {} refreshes wait), \
-                 {} actions planned",
+                 {} actions planned, {} cgroup rechecks",
                 c - warmup,
                 wall.as_secs_f64() * 1e3,
                 observed.as_secs_f64() * 1e3,
@@ -268,7 +272,8 @@ fn main() {
                 st.maps_refreshed,
                 st.maps_rss_kb / 1024,
                 st.maps_deferred,
-                plan.actions.len()
+                plan.actions.len(),
+                st.cgroup_rechecks
             );
             rows.push((
                 wall.as_secs_f64() * 1e3,

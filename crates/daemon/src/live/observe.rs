@@ -218,8 +218,11 @@ pub struct TierOptions {
     /// magnitude; a process changes cgroup when a service manager or container runtime moves it,
     /// with no exec or rename the observer would see. What it prevents: a process moved into an
     /// included cgroup never being planned for, and one moved into an excluded cgroup staying
-    /// placed by numapilot, until the next reload. A read of /proc/PID/cgroup is one small file:
-    /// 1,000 processes cost about 100 reads a second.
+    /// placed by numapilot, until the next reload. Cost, measured with the cost benchmark
+    /// (`cycle_cost --cycles 30 --warmup 35`, with and without `--exclude-cgroup /no-such.slice`,
+    /// alternated twice on 2026-11-29, 1,006 processes on a cgroup v1 host of 11 hierarchies):
+    /// 100.6 reads a cycle, 31.1-32.1 against 27.0-29.3 ms of CPU a cycle (2-4 ms more); none
+    /// without a cgroup list.
     pub cgroup_recheck_ms: u64,
 }
 
