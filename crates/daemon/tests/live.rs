@@ -979,6 +979,34 @@ fn a_process_excluded_with_no_record_has_its_page_moves_stopped() {
     kid.kill();
 }
 
+/// The same for a process with no record that leaves by a move into an excluded cgroup, seen by
+/// the observer's cgroup re-check (the list of leavers was once taken twice, the second time
+/// empty, so such a process's moves were not stopped).
+#[test]
+fn a_process_moved_into_an_excluded_cgroup_with_no_record_has_its_page_moves_stopped() {
+    let node = topo().memory_nodes().first().unwrap();
+    let (kid, addr, len) = mem_kid();
+    let (pid, st) = (kid.pid(), kid.target().starttime);
+    let excluded = TestCgroup::make("np-stop-cg");
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.cgroup_recheck_ms = 0;
+    let (_d, state) = tmp_state("stop-cgroup");
+    let o = LiveOptions {
+        state_path: state.clone(),
+        exclude_cgroups: vec![excluded.path.clone()],
+        ..LiveOptions::default()
+    };
+    let mut host = LiveHost::open_with(topo(), o, tuning).unwrap().0;
+    assert!(observe(&mut host).process(pid).is_some());
+    excluded.enter(pid);
+    assert!(observe(&mut host).process(pid).is_none());
+    let mut tally = PageTally::default();
+    let r = move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1);
+    assert!(matches!(&r, Err(Stop::Refused(m)) if m.contains("released")), "{:?} {tally:?}", r.ok());
+    numapilot_daemon::live::apply::moves_allowed(pid, st);
+    kid.kill();
+}
+
 /// A process released while its pages move: the move in flight stops before its next call to the
 /// kernel (`apply::stop_moves_of`), reporting the rest as not moved; a later action on the process
 /// (checked against the lists first) lets moves run again.

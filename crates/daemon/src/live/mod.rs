@@ -696,7 +696,8 @@ impl LiveHost {
         // numapilot touched it; the rest keep what was read.
         if lists_changed {
             self.observer.reclassify(&self.opts);
-            self.release_left();
+            let left = self.observer.take_left();
+            self.release_left(&left);
         }
     }
 
@@ -705,12 +706,13 @@ impl LiveHost {
     /// they are. Without it an operator's exclusion stopped further moves but left the process
     /// pinned where numapilot had put it until the daemon stopped, and a later reload including it
     /// again found numapilot's own mask and read it as the process's own pin. The report is added
-    /// to what [`LiveHost::take_released`] returns.
-    fn release_left(&mut self) {
+    /// to what [`LiveHost::take_released`] returns. `seen_leaving`: the pids the observer saw leave
+    /// since it was last asked (`TieredObserver::take_left`).
+    fn release_left(&mut self, seen_leaving: &[u32]) {
         // The processes the observer saw leave: a page move of theirs stops at its next batch,
         // whether or not anything else of theirs is on record (a move needs no record). Every
         // record is checked below.
-        for pid in self.observer.take_left() {
+        for &pid in seen_leaving {
             if let Some(st) = select::read_starttime(pid) {
                 apply::stop_moves_of(pid, st);
             }
@@ -1178,8 +1180,11 @@ impl Host for LiveHost {
         self.observer.set_moved_from(moved_from);
         let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
         // A cgroup re-check found a managed process moved out of numapilot's hands.
-        if !self.observer.take_left().is_empty() {
-            self.release_left();
+        // (Taken once and handed over: taking it again inside found it empty, and the page moves
+        // of processes that left by a cgroup move or a rename were not stopped.)
+        let left = self.observer.take_left();
+        if !left.is_empty() {
+            self.release_left(&left);
         }
         let t = self.now_ns();
         // Scan maps and sockets of the processes that can matter, over the scans' cadence.
