@@ -956,7 +956,7 @@ impl LiveHost {
     /// without such a record, is left as it is.
     fn leave_cpuset_if_moved(&mut self, h: &CpusetHierarchy, pid: u32) -> Result<(), Outcome> {
         let Some(cs) = self.originals.procs.get(&pid).and_then(|r| r.cpuset.clone()) else { return Ok(()) };
-        let made = format!("/{}/{}", numapilot_actuate::cgroup::SUBTREE, cs.made);
+        let made = cs.made_path();
         match h.cgroup_of(pid) {
             Ok(Some(now)) if now != made => {}
             _ => return Ok(()),
@@ -983,11 +983,11 @@ impl LiveHost {
             // A child forked inside the cgroup numapilot made for its parent: it belongs where
             // the parent came from (recording numapilot's own cgroup as its original left it in a
             // one-node cpuset, removed under it, after a restore: a review of 2026-11-29).
-            let ours = format!("/{}", numapilot_actuate::cgroup::SUBTREE);
-            if select::cgroup_matches(&original, &ours) {
-                let from = self.originals.procs.values().find_map(|r| {
-                    r.cpuset.as_ref().filter(|c| format!("{ours}/{}", c.made) == original).map(|c| c.original.clone())
-                });
+            if select::in_numapilot_cgroup(&original) {
+                let from =
+                    self.originals.procs.values().find_map(|r| {
+                        r.cpuset.as_ref().filter(|c| c.made_path() == original).map(|c| c.original.clone())
+                    });
                 match from {
                     Some(f) => original = f,
                     None => {

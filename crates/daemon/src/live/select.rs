@@ -81,6 +81,11 @@ pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
     Some(text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).map(str::to_string).collect())
 }
 
+/// Whether cgroup path `path` is numapilot's own subtree (`/numapilot`) or below it.
+pub fn in_numapilot_cgroup(path: &str) -> bool {
+    cgroup_matches(path, &format!("/{}", numapilot_actuate::cgroup::SUBTREE))
+}
+
 /// [`cgroup_paths`] of `pid`, with `came_from` added while the process is still in a cgroup of
 /// numapilot's (`/numapilot/...`): the cgroup a process the daemon moved into a cpuset of its own
 /// came from, so exclusions and `[include]` by cgroup still see where it belongs (under v2 its
@@ -90,8 +95,7 @@ pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
 /// `apply` both check this.
 pub fn cgroup_paths_with(pid: u32, came_from: Option<&str>) -> Option<Vec<String>> {
     cgroup_paths(pid).map(|mut v| {
-        let ours = format!("/{}", numapilot_actuate::cgroup::SUBTREE);
-        if v.iter().any(|p| cgroup_matches(p, &ours)) {
+        if v.iter().any(|p| in_numapilot_cgroup(p)) {
             v.extend(came_from.map(str::to_string));
         }
         v
@@ -190,8 +194,7 @@ pub fn effective_cpus_of(h: &CpusetHierarchy, cg: &str) -> Option<CpuSet> {
     if cg.split('/').any(|c| c == ".." || c == ".") {
         return None;
     }
-    let sub = format!("/{}", numapilot_actuate::cgroup::SUBTREE);
-    if cg == sub || cg.starts_with(&format!("{sub}/")) {
+    if in_numapilot_cgroup(cg) {
         return None;
     }
     let mut dir = h.dir(cg);

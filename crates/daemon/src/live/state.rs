@@ -94,6 +94,11 @@ pub struct CpusetOriginal {
 }
 
 impl CpusetOriginal {
+    /// The path of the cgroup numapilot made, as /proc/PID/cgroup names it (`/numapilot/<made>`).
+    pub fn made_path(&self) -> String {
+        format!("/{SUBTREE}/{}", self.made)
+    }
+
     /// Whether the record names a real cgroup hierarchy and paths within it: the mount a cgroup
     /// or cgroup2 file system, the original cgroup an absolute path with no `.` or `..`, ours one
     /// plain name. A record that does not is refused as a whole (a state file is a root daemon's
@@ -566,7 +571,7 @@ fn restore_inherited(
         let ours = sched_getaffinity(rec.pid as libc::pid_t)
             .ok()
             .filter(|now| Some(now) != original.as_ref() && (set.is_empty() || set.iter().any(|s| now.is_subset(s))));
-        let made_cgroup = rec.cpuset.as_ref().map(|c| format!("/{SUBTREE}/{}", c.made));
+        let made_cgroup = rec.cpuset.as_ref().map(CpusetOriginal::made_path);
         if ours.is_some() || made_cgroup.is_some() {
             roots.push((rec.pid, Inheritance { rec, ours, original, made_cgroup }));
         }
@@ -677,7 +682,7 @@ fn move_back(h: &numapilot_actuate::CpusetHierarchy, pid: u32, original: &str) -
 pub(crate) fn release_cgroup(cs: &CpusetOriginal) -> Vec<String> {
     let h = cs.hierarchy();
     let mut errors = Vec::new();
-    let made = format!("/{SUBTREE}/{}", cs.made);
+    let made = cs.made_path();
     let procs = std::fs::read_to_string(h.dir(&made).join("cgroup.procs")).unwrap_or_default();
     for pid in procs.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
         // Still in our cgroup right before the write: a pid that exited since the listing and was
