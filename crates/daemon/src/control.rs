@@ -156,6 +156,10 @@ pub struct Status {
     /// `[daemon] new_thread_wake_ms`).
     #[serde(default)]
     pub thread_wakes: u64,
+    /// Standing orders carried out between steps when their process started threads (rule
+    /// new-threads-follow-memory; also in `actions_by_kind` and the outcome counters).
+    #[serde(default)]
+    pub standing_orders: u64,
     /// Waits ended early because a new process, not yet in the model, grew past
     /// `new_process_min_rss_mib` while young (rule "new-process-grows", the proc connector's fork
     /// events and a stat read every 50 ms while any is pending).
@@ -722,7 +726,7 @@ impl Status {
         );
         let _ = writeln!(
             s,
-            "steps {} ({} failed, {} early after a new process, {} early after new threads, {} early after a new process grew, {} early after a page move ended), actions {}, pages moved {}, failed {}, vanished {}, refused {}",
+            "steps {} ({} failed, {} early after a new process, {} early after new threads, {} early after a new process grew, {} early after a page move ended), actions {} ({} on new threads between steps), pages moved {}, failed {}, vanished {}, refused {}",
             self.steps,
             self.step_errors,
             self.early_wakes,
@@ -730,6 +734,7 @@ impl Status {
             self.growth_wakes,
             self.move_wakes,
             self.actions,
+            self.standing_orders,
             self.pages_moved,
             self.pages_failed,
             self.vanished,

@@ -18,9 +18,12 @@
 //!            compared once per interval and a new pid ends the wait early ([`last_pid`])
 //!     proc connector  a new thread of a young process (not this one) -> the wait ends
 //!               new_thread_wake_ms after it, never sooner than settle_interval_ms after the
-//!               last step started ([`young_thread_starts`]; once per wait): a workload that
-//!               touches its memory and then starts its threads is looked at as they start,
-//!               not up to an interval later; without root or CONFIG_PROC_EVENTS, one log line
+//!               last step started ([`young_thread_starts`]): a workload that touches its
+//!               memory and then starts its threads is looked at as they start, not up to an
+//!               interval later; and before that, at once, the last plan's standing order for
+//!               that process, if any (`Engine::on_new_threads`, rule new-threads-follow-memory:
+//!               its threads to the node holding its memory; journaled as an action of that
+//!               plan's step); without root or CONFIG_PROC_EVENTS, one log line
 //!               a new process (fork) -> watched while young: its stat read every
 //!               NEW_PROCESS_CHECK_MS; resident past new_process_min_rss_mib -> the wait ends
 //!               likewise ([`grown_processes`], rule "new-process-grows"): the fork rule places
@@ -51,7 +54,7 @@ use std::sync::{Arc, Mutex};
 use numapilot_model::{Model, Resource};
 /// The back-off of the wait between steps lives with the engine (the simulator steps by it too).
 pub use numapilot_policy::cadence::{sampling_stretch, Backoff, BACKOFF_LOAD_CHANGE_CPUS};
-use numapilot_policy::{Adaptive, Engine, FinishedMove, Host, Outcome, StepReport};
+use numapilot_policy::{Action, Adaptive, Engine, FinishedMove, Host, Outcome, StepReport};
 use numapilot_topology::Topology;
 
 use crate::config::{self, Config, ConfigError, Loaded, Overrides, Source};
@@ -355,8 +358,8 @@ enum Wake {
     Timeout,
     Stop(String),
     Reload,
-    /// A young process started threads (`ThreadWatch`): step soon.
-    NewThreads,
+    /// Young processes started threads (`ThreadWatch`): their standing orders now, a step soon.
+    NewThreads(Vec<u32>),
     /// A new process the model does not know yet grew past `new_process_min_rss_mib`
     /// (`ThreadWatch::grown`): step soon.
     Grown,
@@ -469,14 +472,14 @@ impl ThreadWatch {
         }
     }
 
-    /// Drains the events; whether one was a new thread of a young process other than this one.
-    fn young_threads(&mut self, model: &Model) -> bool {
+    /// Drains the events; the young processes other than this one that started threads.
+    fn young_threads(&mut self, model: &Model) -> Vec<u32> {
         self.buf.clear();
         match self.events.drain(&mut self.buf) {
             Ok(d) => self.lost += u64::from(d.lost),
             Err(e) => {
                 tracing::warn!("proc connector: {e}");
-                return false;
+                return Vec::new();
             }
         }
         let me = self.me;
@@ -531,15 +534,19 @@ fn age_from_start(starttime: u64) -> u64 {
     numapilot_observe::reader::boottime_ns().saturating_sub(started)
 }
 
-/// Whether any of `tgids` (processes that just started a thread) is young: in the model, by the
+/// Which of `tgids` (processes that just started a thread) are young: in the model, by the
 /// policy's own age (`young_and_worth`'s age test: younger than `new_process_age_ms` now); not in
 /// the model yet, by `age_of` (its age now, ns; `None`: gone or unreadable, not young).
-pub fn young_thread_starts(tgids: &[u32], model: &Model, age_of: impl Fn(u32) -> Option<u64>) -> bool {
+pub fn young_thread_starts(tgids: &[u32], model: &Model, age_of: impl Fn(u32) -> Option<u64>) -> Vec<u32> {
     let young_ns = model.tunables.new_process_age_ms.saturating_mul(1_000_000);
-    tgids.iter().any(|&tgid| match model.procs.get(&tgid) {
-        Some(p) => p.age_ns(model.now_ns) < young_ns,
-        None => age_of(tgid).is_some_and(|age| age < young_ns),
-    })
+    tgids
+        .iter()
+        .copied()
+        .filter(|&tgid| match model.procs.get(&tgid) {
+            Some(p) => p.age_ns(model.now_ns) < young_ns,
+            None => age_of(tgid).is_some_and(|age| age < young_ns),
+        })
+        .collect()
 }
 
 /// Runs the loop against `host` until SIGTERM/SIGINT (or [`Command::Stop`] on `commands`).
@@ -664,10 +671,9 @@ pub fn serve<H: Host + Restore>(
         // New threads of a young process: the earliest the next step may come.
         let gap = engine.model.tunables.settle_interval_ms.saturating_mul(1_000_000);
         let wake_delay = config.daemon.new_thread_wake_ms.saturating_mul(1_000_000);
-        let mut woken = false;
         loop {
             let until = if mark.is_some() { peek.min(deadline) } else { deadline };
-            let w = if woken { None } else { watch.as_mut() };
+            let w = watch.as_mut();
             let mut adoptions = Vec::new();
             let wake = wait(
                 &signals,
@@ -694,7 +700,16 @@ pub fn serve<H: Host + Restore>(
                     deadline = deadline.min(early);
                     status.move_wakes += 1;
                 }
-                Wake::NewThreads | Wake::Grown => {
+                Wake::NewThreads(_) | Wake::Grown => {
+                    // The last plan's standing orders for them, now, before their threads have run
+                    // long where the kernel started them (rule new-threads-follow-memory).
+                    if let Wake::NewThreads(tgids) = &wake {
+                        for &tgid in tgids {
+                            if let Some((action, outcome)) = engine.on_new_threads(&mut host, tgid) {
+                                record_standing(&engine, &action, &outcome, journal.as_mut(), &mut status);
+                            }
+                        }
+                    }
                     let grown = matches!(wake, Wake::Grown);
                     let now = numapilot_observe::reader::monotonic_ns();
                     let early = now.saturating_add(wake_delay).max(t0.saturating_add(gap));
@@ -705,7 +720,6 @@ pub fn serve<H: Host + Restore>(
                         } else {
                             status.thread_wakes += 1;
                         }
-                        woken = true;
                     }
                 }
                 Wake::Timeout if until < deadline => {
@@ -890,6 +904,28 @@ fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Jo
         if let Some(j) = journal.as_deref_mut() {
             write_journal(j, &Record::action(step, report.at_ns, action, comm, outcome, engine.dry_run));
         }
+    }
+}
+
+/// A standing order carried out between two steps (`Engine::on_new_threads`): counted and
+/// journaled as an action of the step whose plan gave it, at the time it was carried out.
+fn record_standing(engine: &Engine, action: &Action, outcome: &Outcome, journal: Option<&mut Journal>, s: &mut Status) {
+    let kind = journal::kind_name(action);
+    *s.actions_by_kind.entry(kind.to_string()).or_default() += 1;
+    count_outcome(kind, Some(outcome), s);
+    s.standing_orders += 1;
+    let comm = engine.model.procs.get(&action.target.pid).map_or("", |p| p.comm.as_str());
+    tracing::debug!(
+        "standing order for pid {} ({comm}) on its new threads: {}",
+        action.target.pid,
+        match outcome {
+            Outcome::Refused { message } => format!("refused: {message}"),
+            o => format!("{o:?}"),
+        }
+    );
+    if let Some(j) = journal {
+        let at_ns = numapilot_observe::reader::monotonic_ns();
+        write_journal(j, &Record::action(engine.totals.steps, at_ns, action, comm, Some(outcome), false));
     }
 }
 
@@ -1103,8 +1139,11 @@ fn wait(
             return Wake::MoveDone;
         }
         if let Some(w) = watch.as_deref_mut() {
-            if fds[watch_at].revents != 0 && w.young_threads(&engine.model) {
-                return Wake::NewThreads;
+            if fds[watch_at].revents != 0 {
+                let young = w.young_threads(&engine.model);
+                if !young.is_empty() {
+                    return Wake::NewThreads(young);
+                }
             }
             if w.grown(&engine.model) {
                 return Wake::Grown;
@@ -1226,15 +1265,15 @@ mod tests {
             21 => Some(60_000_000_000),
             _ => None,
         };
-        assert!(young_thread_starts(&[10], &m, age));
-        assert!(!young_thread_starts(&[11], &m, age));
+        assert_eq!(young_thread_starts(&[10], &m, age), vec![10]);
+        assert!(young_thread_starts(&[11], &m, age).is_empty());
         // The model's view wins over the lookup for a known process.
-        assert!(!young_thread_starts(&[11], &m, |_| Some(0)));
-        assert!(young_thread_starts(&[20], &m, age));
-        assert!(!young_thread_starts(&[21], &m, age));
-        assert!(!young_thread_starts(&[22], &m, age));
-        assert!(young_thread_starts(&[11, 21, 20], &m, age));
-        assert!(!young_thread_starts(&[], &m, age));
+        assert!(young_thread_starts(&[11], &m, |_| Some(0)).is_empty());
+        assert_eq!(young_thread_starts(&[20], &m, age), vec![20]);
+        assert!(young_thread_starts(&[21], &m, age).is_empty());
+        assert!(young_thread_starts(&[22], &m, age).is_empty());
+        assert_eq!(young_thread_starts(&[11, 21, 20], &m, age), vec![20]);
+        assert!(young_thread_starts(&[], &m, age).is_empty());
     }
 
     /// new-process-grows: which pending new processes end the wait (resident past

@@ -91,6 +91,13 @@ pub struct Action {
 pub struct Plan {
     /// The actions.
     pub actions: Vec<Action>,
+    /// Standing orders: actions a host that hears of new threads as they are created (the live
+    /// daemon's proc connector) carries out, each at most once, when the process it names starts
+    /// a thread before the next decision ([`crate::Engine::on_new_threads`]). Replaced by every
+    /// plan; a host without such events ignores them. Checked like any action when carried out
+    /// (same process, not excluded, not pinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub standing: Vec<Action>,
 }
 
 /// What became of one action.

@@ -17,7 +17,7 @@ use numapilot_model::{Model, Tunables};
 use numapilot_topology::Topology;
 use serde::{Deserialize, Serialize};
 
-use crate::action::{Outcome, Plan, Reason};
+use crate::action::{Action, Outcome, Plan, Reason};
 use crate::adaptive::Explanation;
 use crate::host::{FinishedMove, Host, HostError};
 
@@ -188,12 +188,20 @@ pub struct Engine {
     pub dry_run: bool,
     /// Totals so far.
     pub totals: Totals,
+    /// The last plan's standing orders not carried out yet ([`Plan::standing`]).
+    standing: Vec<Action>,
 }
 
 impl Engine {
     /// An engine for `topo` running `policy`.
     pub fn new(topo: Topology, tunables: Tunables, policy: Box<dyn Policy>) -> Self {
-        Self { model: Model::new(topo, tunables), policy, dry_run: false, totals: Totals::default() }
+        Self {
+            model: Model::new(topo, tunables),
+            policy,
+            dry_run: false,
+            totals: Totals::default(),
+            standing: Vec::new(),
+        }
     }
 
     /// Time until the next step should run, ns.
@@ -205,6 +213,34 @@ impl Engine {
     /// the last step; `now_ns` is the host's clock.
     pub fn advise_launch(&mut self, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
         self.policy.advise_launch(&self.model, now_ns, req)
+    }
+
+    /// Process `tgid` started a thread (the host heard it as it happened): the last plan's
+    /// standing order for it, if any, is carried out now, once, and the policy hears its outcome
+    /// as it hears a step's. `None` when there was none (or the engine is a dry run, which keeps
+    /// none). The action and its outcome are returned for the journal.
+    pub fn on_new_threads(&mut self, host: &mut dyn Host, tgid: u32) -> Option<(Action, Outcome)> {
+        let i = self.standing.iter().position(|a| a.target.pid == tgid)?;
+        let action = self.standing.swap_remove(i);
+        let outcome = host.apply(&action);
+        // Only what was done reaches the policy: a refusal (the process still binds its memory,
+        // or was excluded since) leaves it as the last decision saw it.
+        if matches!(outcome, Outcome::Applied { .. } | Outcome::Partial { .. }) {
+            let plan = Plan { actions: vec![action.clone()], ..Plan::default() };
+            self.policy.observe_outcomes(&self.model, &plan, std::slice::from_ref(&outcome));
+            self.totals.actions += 1;
+        }
+        match &outcome {
+            Outcome::Vanished => self.totals.vanished += 1,
+            Outcome::Refused { .. } => self.totals.refused += 1,
+            _ => {}
+        }
+        Some((action, outcome))
+    }
+
+    /// The standing orders not carried out yet ([`Plan::standing`] of the last step).
+    pub fn standing(&self) -> &[Action] {
+        &self.standing
     }
 
     /// One step: observe, update the model, decide, act (unless dry run).
@@ -252,6 +288,7 @@ impl Engine {
             }
         }
         report.act_ns = host.now_ns().saturating_sub(t2);
+        self.standing = if self.dry_run { Vec::new() } else { plan.standing.clone() };
         self.policy.observe_outcomes(&self.model, &plan, &report.outcomes);
         host.step_done();
         self.totals.steps += 1;

@@ -565,7 +565,7 @@ impl Policy for Numad {
             }
             self.bound.insert(key, Binding { nodes: chosen, at_ns: model.now_ns });
             self.moved_last_pass = true;
-            return Plan { actions };
+            return Plan { actions, ..Plan::default() };
         }
         Plan::default()
     }

@@ -690,6 +690,7 @@ fn a_thread_still_under_a_replaced_mask_of_ours_is_no_foreign_pin() {
             kind: ActionKind::SetAffinity { cpus },
             reason: numapilot_policy::Reason::new("balance-weakest-first", "test"),
         }],
+        ..Plan::default()
     };
     // A thread alone to node 1, then the whole process to node 0.
     let _ = p.decide(&b.m);

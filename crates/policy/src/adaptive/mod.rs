@@ -87,6 +87,11 @@
 //!                         memory interleaved over its nodes; latency-sensitive: CPUs + memory to
 //!                         one node with room
 //!
+//!   standing orders (standing.rs, after the five): a young process not placed yet whose memory
+//!   is mostly on one node with a CPU to spare gets SetAffinity(pid, that node) in
+//!   `Plan::standing`, carried out by a host that hears of new threads only when the process
+//!   starts one before the next decision (new-threads-follow-memory)
+//!
 //!   node 0 [######....]  node 1 [###.......]      groups: A (6 CPU, mem on 0)  B (3 CPU, mem on 0)
 //!   place A: memory node 0 has room        -> 0    (cpu-follows-memory)
 //!   place B: node 0 has 4 - 6 < 3 left     -> 1    (next-best-node), then memory-follows-cpu 0 -> 1
@@ -171,6 +176,7 @@ mod explain;
 mod launch;
 mod memory;
 mod place;
+mod standing;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -479,14 +485,22 @@ impl Adaptive {
                     Some(tid) => vec![tid],
                     None => p.tids.clone(),
                 };
-                // The fork rule's placement is a first guess made before any signal exists: it
-                // starts no hold, so the group rule may correct it on the first evidence.
-                if action.reason.rule != "fork-spread" {
+                // The fork rule's placement is a first guess made before any signal exists, and
+                // so is a standing order for new threads: neither starts a hold, so the group
+                // rule may correct them on the first evidence.
+                let first_guess =
+                    action.reason.rule == "fork-spread" || action.reason.rule == standing::NEW_THREADS_RULE;
+                if !first_guess {
                     for tid in &tids {
                         self.task_moves.insert(TaskKey { pid, tid: *tid }, Move { load: load_of(*tid), ..mv.clone() });
                     }
                 }
                 if let Some(st) = self.procs.get_mut(&pid) {
+                    // A standing order carried out placed the process as the fork rule would
+                    // have: that rule leaves it to the decisions with rates from now on.
+                    if action.reason.rule == standing::NEW_THREADS_RULE {
+                        st.forked = true;
+                    }
                     match action.target.tid {
                         Some(tid) => {
                             st.own_task_cpus.insert(tid, cpus.clone());
@@ -656,7 +670,9 @@ impl Policy for Adaptive {
         memory::memory(&mut planner, self);
         self.first_touch_follow = first_touch_follow(&planner);
         self.rate_waited = planner.waiting.clone();
-        let (plan, loads, task_loads) = planner.finish();
+        let standing = planner.standing_orders(self);
+        let (mut plan, loads, task_loads) = planner.finish();
+        plan.standing = standing;
         self.last_loads = loads;
         self.last_task_loads = task_loads;
         // Mark the processes the fork rule has now seen (placed or not) so it runs once; a young

@@ -1777,6 +1777,6 @@ impl<'m> Planner<'m> {
 
     pub(crate) fn finish(self) -> (Plan, Vec<f64>, BTreeMap<TaskKey, f64>) {
         let (actions, loads) = self.actions.into_iter().unzip();
-        (Plan { actions }, loads, self.task_hold_loads)
+        (Plan { actions, standing: Vec::new() }, loads, self.task_hold_loads)
     }
 }
