@@ -10,7 +10,10 @@
 #   RACE_INTERVAL_MS the daemon's step interval
 #   RACE_SAMPLE_MS ms between two passes of the judge's sampler (rig-sampler)
 #   RACE_RECORDER_S seconds between two samples of the bench's recorder (its --interval)
-#   RACE_DAEMON_FLAGS extra flags for `numapilot daemon` (diagnosis, e.g. --include-pinned; empty by default)
+#   RACE_DAEMON_FLAGS flags for `numapilot daemon` (diagnosis, e.g. --include-pinned); default
+#                    `--log info,numapilot_daemon::run=debug`: the daemon log then dates every step, new-thread
+#                    event and standing order on the monotonic clock (the samples use /proc/uptime, boot time:
+#                    the same in a guest that never suspends)
 #
 # Per case NAME = TEST-COND-REP the host gets: NAME-bench (numapilot bench --json), NAME-samples (the scenario's
 # own record by rig-sampler, every RACE_SAMPLE_MS ms, of every worker's numa_maps and its threads' stat lines: the
@@ -68,7 +71,7 @@ for case in $RACE_CASES; do
 	numapilot)
 		rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
 		# shellcheck disable=SC2086 # a list of flags
-		numapilot daemon --config /tmp/numapilot-race.toml ${RACE_DAEMON_FLAGS:-} >/tmp/np-daemon.log 2>&1 &
+		numapilot daemon --config /tmp/numapilot-race.toml ${RACE_DAEMON_FLAGS:---log info,numapilot_daemon::run=debug} >/tmp/np-daemon.log 2>&1 &
 		bal=$!
 		sleep 2
 		;;

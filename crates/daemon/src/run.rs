@@ -394,7 +394,13 @@ pub struct Growth {
 /// growth (rule "new-process-grows"):
 ///
 /// ```text
-///   in the model already           -> dropped (the regular look has it)
+///   in the model already, seen at new_process_min_rss_mib or more -> dropped (the regular look
+///                                     has it)
+///   in the model, seen smaller     -> checked as below: a process first seen small at the start
+///                                     of its first touch, and held then by a memory policy of
+///                                     its own (no settle cadence for it), was not looked at again
+///                                     for an interval, until after its threads had started (the
+///                                     rig's 4-node numa02, one repetition in three)
 ///   gone, or its pid reused        -> dropped
 ///   older than new_process_age_ms  -> dropped (the fork rule is for young processes)
 ///   resident >= new_process_min_rss_mib -> grown: the loop steps soon; dropped
@@ -412,7 +418,7 @@ pub fn grown_processes(
     let min_rss = t.new_process_min_rss_mib.saturating_mul(1 << 20);
     let mut out = Growth { grown: false, pending: Vec::new() };
     for &(pid, start) in pending {
-        if model.procs.get(&pid).is_some_and(|p| p.starttime == start) {
+        if model.procs.get(&pid).is_some_and(|p| p.starttime == start && p.rss_bytes >= min_rss) {
             continue;
         }
         let Some((st, age, rss)) = stat_of(pid) else { continue };
@@ -630,6 +636,13 @@ pub fn serve<H: Host + Restore>(
                     tracing::info!("engine step succeeded again");
                 }
                 record_step(&engine, &report, journal.as_mut(), &mut status);
+                tracing::debug!(
+                    "step {} began at {:.3} s (monotonic clock), {} actions, standing orders for {:?}",
+                    engine.totals.steps,
+                    t0 as f64 / 1e9,
+                    report.plan.actions.len(),
+                    engine.standing().iter().map(|a| a.target.pid).collect::<Vec<_>>()
+                );
                 record_released(
                     &mut host,
                     "moved into an excluded cgroup or out of [include]",
@@ -704,13 +717,25 @@ pub fn serve<H: Host + Restore>(
                     // The last plan's standing orders for them, now, before their threads have run
                     // long where the kernel started them (rule new-threads-follow-memory).
                     if let Wake::NewThreads(tgids) = &wake {
+                        tracing::debug!(
+                            "new threads in young processes {tgids:?} at {:.3} s",
+                            numapilot_observe::reader::monotonic_ns() as f64 / 1e9
+                        );
                         for &tgid in tgids {
+                            let asked = numapilot_observe::reader::monotonic_ns();
                             if let Some((action, outcome)) = engine.on_new_threads(&mut host, tgid) {
+                                tracing::debug!(
+                                    "standing order for pid {tgid} carried out in {:.1} ms",
+                                    numapilot_observe::reader::monotonic_ns().saturating_sub(asked) as f64 / 1e6
+                                );
                                 record_standing(&engine, &action, &outcome, journal.as_mut(), &mut status);
                             }
                         }
                     }
                     let grown = matches!(wake, Wake::Grown);
+                    if grown {
+                        tracing::debug!("a new process grew past new_process_min_rss_mib");
+                    }
                     let now = numapilot_observe::reader::monotonic_ns();
                     let early = now.saturating_add(wake_delay).max(t0.saturating_add(gap));
                     if early < deadline {
@@ -1172,7 +1197,7 @@ fn wait(
 }
 
 fn explain(engine: &Engine, status: &Status, pid: u32) -> Result<numapilot_policy::adaptive::Explanation, String> {
-    if let Some(e) = engine.policy.explain(&engine.model, pid) {
+    if let Some(e) = engine.explain(pid) {
         return Ok(e);
     }
     if status.steps == 0 {
@@ -1284,20 +1309,29 @@ mod tests {
         let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
         let mut m = Model::new(topo, Tunables::default());
         m.now_ns = 10_000_000_000;
-        m.procs.insert(10, proc_view(10, 9_000_000_000, 500_000_000)); // start time 1
         const MIB: u64 = 1 << 20;
+        // Start time 1; the model saw 10 at 64 MiB, 11 and 12 at 4 MiB.
+        for (pid, seen) in [(10, 64 * MIB), (11, 4 * MIB), (12, 4 * MIB)] {
+            let mut p = proc_view(pid, 9_000_000_000, 500_000_000);
+            p.rss_bytes = seen;
+            m.procs.insert(pid, p);
+        }
         // (start time, age ns, resident bytes)
         let stat = |pid: u32| match pid {
-            10 => Some((1, 100_000_000, 64 * MIB)),   // in the model: dropped
+            10 => Some((1, 100_000_000, 64 * MIB)),   // in the model at 64 MiB: dropped
+            11 => Some((1, 100_000_000, 32 * MIB)),   // in the model small, grown since: wake
+            12 => Some((1, 100_000_000, 6 * MIB)),    // in the model small, still small: kept
             20 => Some((7, 300_000_000, 4 * MIB)),    // young, small: kept
             21 => Some((7, 300_000_000, 32 * MIB)),   // young, grown: wake
             22 => Some((7, 3_000_000_000, 32 * MIB)), // old: dropped
             23 => Some((8, 300_000_000, 32 * MIB)),   // pid reused (start time 8, not 7): dropped
             _ => None,                                // gone: dropped
         };
-        let all = [(10, 1), (20, 7), (21, 7), (22, 7), (23, 7), (24, 7)];
+        let all = [(10, 1), (12, 1), (20, 7), (21, 7), (22, 7), (23, 7), (24, 7)];
         let g = grown_processes(&all, &m, stat);
-        assert_eq!(g, Growth { grown: true, pending: vec![(20, 7)] });
+        assert_eq!(g, Growth { grown: true, pending: vec![(12, 1), (20, 7)] });
+        let g = grown_processes(&[(10, 1), (11, 1), (12, 1)], &m, stat);
+        assert_eq!(g, Growth { grown: true, pending: vec![(12, 1)] });
         let g = grown_processes(&[(20, 7), (22, 7)], &m, stat);
         assert_eq!(g, Growth { grown: false, pending: vec![(20, 7)] });
         assert_eq!(grown_processes(&[], &m, stat), Growth { grown: false, pending: vec![] });

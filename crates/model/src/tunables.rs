@@ -391,6 +391,16 @@ pub struct Tunables {
     /// node" of the issue in numbers. Prevents: moving gigabytes to
     /// follow a task when moving the task is cheaper.
     pub cpu_follows_memory_share: f64,
+    /// A standing order for a young process's new threads (rule new-threads-follow-memory) names
+    /// the node holding more than this share of its resident memory, fraction. Default 0.5 (a
+    /// majority). Source: the rig's 4-node numa02 (`scripts/race.sh --guests 4node --tests numa02
+    /// --balancers numapilot`, 2026-11-29), seen mid-touch with 16 of its 21 MiB on node 0 (76%):
+    /// the rest is its binary's and libraries' pages, resident at full size before its data is;
+    /// at `cpu_follows_memory_share`'s 0.8 that repetition got no order and its workers started
+    /// on nodes 1 and 3. The order only says where threads start until the next decision, which
+    /// moves them on evidence. Prevents: an order towards a node holding no more of its memory than
+    /// the other nodes together.
+    pub new_threads_memory_share: f64,
     /// Benefit horizon of the cost/benefit check, s: a move must pay for itself (remote accesses
     /// avoided x remote penalty, over this horizon) more than its copy costs. Default 10. Source:
     /// numad's longest interval (15 s, numad(8)) rounded down: a placement is expected to last at
@@ -606,6 +616,7 @@ impl Default for Tunables {
             cold_memory_share_min: 0.3,
             cpu_follows_memory_min_mib: 1024,
             cpu_follows_memory_share: 0.8,
+            new_threads_memory_share: 0.5,
             benefit_horizon_s: 10.0,
             hold_periods: 10,
             hold_load_change: 0.5,
@@ -703,6 +714,7 @@ impl Tunables {
             ("shared_range_share_min", self.shared_range_share_min),
             ("spread_done_share", self.spread_done_share),
             ("cpu_follows_memory_share", self.cpu_follows_memory_share),
+            ("new_threads_memory_share", self.new_threads_memory_share),
             ("cold_memory_share_min", self.cold_memory_share_min),
         ];
         for (f, v) in fracs {

@@ -238,6 +238,14 @@ impl Engine {
         Some((action, outcome))
     }
 
+    /// What the policy says of `pid` ([`Policy::explain`]), with its standing order if the last
+    /// plan gave one that is not carried out yet.
+    pub fn explain(&self, pid: u32) -> Option<Explanation> {
+        let mut e = self.policy.explain(&self.model, pid)?;
+        e.standing = self.standing.iter().find(|a| a.target.pid == pid).cloned();
+        Some(e)
+    }
+
     /// The standing orders not carried out yet ([`Plan::standing`] of the last step).
     pub fn standing(&self) -> &[Action] {
         &self.standing

@@ -40,15 +40,23 @@ fn a_young_process_held_by_its_first_touch_binding_gets_an_order_for_its_threads
         k => panic!("{k:?}"),
     }
     assert!(o[0].reason.detail.contains("64 of its 64 MiB on node 0"), "{}", o[0].reason.detail);
+    // Seen early in its touch (the rig's repetition at 2026-11-29): 16 MiB of data on node 0, its
+    // binary's and libraries' 5 MiB on node 1: 76%, a majority.
+    let mut b = rig4();
+    b.new_proc(10, "numa02", &[(1, 1.0)], &[16, 5, 0, 0]).mem_policy(10);
+    let plan = Adaptive::new().decide(&b.m);
+    let o = orders_for(&plan, 10);
+    assert_eq!(o.len(), 1, "{:?}", plan.standing);
+    assert!(matches!(&o[0].kind, ActionKind::SetAffinity { cpus } if cpus.to_list() == "0-1"), "{o:?}");
 }
 
-/// No order: memory spread (62% on one node, under cpu_follows_memory_share's 80%); too little
+/// No order: memory spread (40 of 80 MiB on one node, no majority: new_threads_memory_share 0.5); too little
 /// memory to be worth settling (8 MiB, under new_process_min_rss_mib, one idle thread); an old
 /// process; CPUs narrowed by someone (a thread's own mask); threads already within the node.
 #[test]
 fn no_order_for_spread_small_old_narrowed_or_already_placed_processes() {
     let mut b = rig4();
-    b.new_proc(10, "spread", &[(1, 0.0)], &[40, 24, 0, 0]).mem_policy(10);
+    b.new_proc(10, "spread", &[(1, 0.0)], &[40, 24, 16, 0]).mem_policy(10);
     b.new_proc(11, "small", &[(1, 0.0)], &[8, 0, 0, 0]).mem_policy(11);
     b.proc(12, "old", &[(1, 0.0)], &[64, 0, 0, 0]).mem_policy(12);
     b.new_proc(13, "narrowed", &[(1, 0.0), (1, 0.0)], &[64, 0, 0, 0]).mem_policy(13).thread_on(13, 1, 1);
@@ -72,6 +80,26 @@ fn no_order_onto_a_full_node() {
     let mut b = rig4();
     b.new_proc(10, "numa02", &[(1, 0.0)], &[64, 0, 0, 0]).mem_policy(10);
     assert_eq!(orders_for(&Adaptive::new().decide(&b.m), 10).len(), 1);
+}
+
+/// Two young processes whose memory is on the same 2-CPU node (the rig's numa01 on 2 nodes, both
+/// first-touched on node 0, the daemon and the judge's sampler at 0.3 CPUs there): the first in
+/// pid order gets the order, the second does not (1.7 CPUs left, one new thread ordered there
+/// already, 0.7 left for a second); on a node with room for both, both do.
+#[test]
+fn orders_onto_one_node_count_each_other() {
+    let mut b = rig4();
+    b.proc(30, "sampler", &[(0, 0.3)], &[1, 0, 0, 0]);
+    b.new_proc(10, "numa01", &[(1, 0.0)], &[32, 0, 0, 0]).mem_policy(10);
+    b.new_proc(11, "numa01", &[(2, 0.0)], &[32, 0, 0, 0]).mem_policy(11);
+    let plan = Adaptive::new().decide(&b.m);
+    assert_eq!(orders_for(&plan, 10).len(), 1, "{:?}", plan.standing);
+    assert!(orders_for(&plan, 11).is_empty(), "{:?}", plan.standing);
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.new_proc(10, "numa01", &[(1, 0.0)], &[32, 0]).mem_policy(10);
+    b.new_proc(11, "numa01", &[(1, 0.0)], &[32, 0]).mem_policy(11);
+    let plan = Adaptive::new().decide(&b.m);
+    assert_eq!(plan.standing.len(), 2, "{:?}", plan.standing);
 }
 
 /// Carried out, the order places the process as the fork rule would have: the next decision,

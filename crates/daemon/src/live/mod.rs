@@ -1226,6 +1226,7 @@ impl Host for LiveHost {
     }
 
     fn apply(&mut self, action: &Action) -> Outcome {
+        let t_in = numapilot_observe::reader::monotonic_ns();
         if let Some(r) = &self.refusal {
             return Outcome::Refused { message: r.clone() };
         }
@@ -1252,6 +1253,7 @@ impl Host for LiveHost {
             return Outcome::Refused { message: format!("{who}: {why}") };
         }
         let inherited = if self.originals.has(t.pid, t.starttime) { None } else { self.inherited(t.pid, stat.ppid) };
+        let checked = numapilot_observe::reader::monotonic_ns();
         if !self.opts.include_pinned {
             let ours = self.originals.has(t.pid, t.starttime) || inherited.is_some();
             let advised = self.adopted.get(&t.pid).filter(|(st, _)| *st == t.starttime).map(|(_, n)| n);
@@ -1274,10 +1276,18 @@ impl Host for LiveHost {
                 return o;
             }
         }
+        let set = numapilot_observe::reader::monotonic_ns();
         let outcome = match &action.kind {
             ActionKind::SetAffinity { cpus } => self.set_affinity(t.pid, t.tid, t.starttime, &stat.comm, cpus),
             _ => self.pages(action),
         };
+        tracing::trace!(
+            "apply pid {}: checks {:.1} ms (pinned {:.1} ms), action {:.1} ms",
+            t.pid,
+            set.saturating_sub(t_in) as f64 / 1e6,
+            set.saturating_sub(checked) as f64 / 1e6,
+            numapilot_observe::reader::monotonic_ns().saturating_sub(set) as f64 / 1e6
+        );
         if matches!(outcome, Outcome::Applied { .. } | Outcome::Partial { .. }) {
             self.observer.refresh(t.pid);
         }

@@ -78,6 +78,10 @@ pub struct Explanation {
     pub why: String,
     /// Its last actions, oldest first.
     pub last_actions: Vec<JournalEntry>,
+    /// The last plan's standing order for it not carried out yet (rule
+    /// new-threads-follow-memory), filled by the engine ([`crate::Engine::explain`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standing: Option<crate::action::Action>,
 }
 
 pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Explanation> {
@@ -135,6 +139,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         preferred_node,
         why,
         last_actions: policy.proc_state(model, pid).map(|s| s.journal.iter().cloned().collect()).unwrap_or_default(),
+        standing: None,
     })
 }
 
@@ -172,6 +177,13 @@ impl fmt::Display for Explanation {
                 g.mem_bytes as f64 / MIB,
                 g.preferred_node.map_or_else(|| "-".to_string(), |n| n.to_string()),
                 g.rule
+            )?;
+        }
+        if let Some(a) = &self.standing {
+            writeln!(
+                f,
+                "  standing order until the next decision, if it starts a thread (and sets no memory policy of its own by then): {:?}\n    [{}] {}",
+                a.kind, a.reason.rule, a.reason.detail
             )?;
         }
         for e in &self.last_actions {

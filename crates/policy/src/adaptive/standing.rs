@@ -27,9 +27,13 @@
 //!     skip: P planned in this plan, launch-advised, CPU-narrowed by someone (its own mask)
 //!     skip: held by someone else other than by a memory policy alone (see below)
 //!     M = resident memory by node;  n = argmax M
-//!     need  sum M >= new_process_min_rss_mib  and  M[n] >= cpu_follows_memory_share x sum M
+//!     need  sum M >= new_process_min_rss_mib  and  M[n] > new_threads_memory_share x sum M
+//!           (a majority by default: a process seen early holds its binary's and libraries'
+//!           pages at full size, wherever they were read in, beside a part of its data)
 //!     need  n has CPUs, is within P's cpuset, and has new_thread_cpu left of its capacity
-//!           after this plan (used[n] + new_thread_cpu <= cap[n])
+//!           after this plan and the orders before it (pid order), each counted at one new
+//!           thread: used[n] + ordered[n] + new_thread_cpu <= cap[n]   (numa01's two processes,
+//!           both first-touched on node 0 of 2 CPUs: one order, not two onto the same node)
 //!     need  some thread of P may run outside n's CPUs (else its new threads start there anyway)
 //!     order SetAffinity(P, CPUs of n within its cpuset)
 //! ```
@@ -83,6 +87,8 @@ impl Planner<'_> {
         let young_ns = t.new_process_age_ms.saturating_mul(1_000_000);
         let min_bytes = t.new_process_min_rss_mib.saturating_mul(1 << 20);
         let mut out = Vec::new();
+        // What the orders given so far may bring to each node: a new thread each, at least.
+        let mut ordered = vec![0.0; self.cap.len()];
         for (&pid, p) in &m.procs {
             if p.age_at_first_seen_ns >= young_ns || !super::young_and_worth(m, pid) {
                 continue;
@@ -105,13 +111,13 @@ impl Planner<'_> {
             else {
                 continue;
             };
-            if total < min_bytes || (on as f64) < t.cpu_follows_memory_share * total as f64 {
+            if total < min_bytes || (on as f64) <= t.new_threads_memory_share * total as f64 {
                 continue;
             }
             if !self.cpu_nodes.contains(&n) || self.reach_of(&[pid]).is_some_and(|r| !r.nodes.contains(&n)) {
                 continue;
             }
-            let left = self.cap[n] - self.used[n];
+            let left = self.cap[n] - self.used[n] - ordered[n];
             if left < t.new_thread_cpu {
                 continue;
             }
@@ -125,8 +131,8 @@ impl Planner<'_> {
                 continue;
             }
             let why = format!(
-                "young process {pid} ({}, {} threads, {:.1} CPUs now): {:.0} of its {:.0} MiB on node {} ({:.0}% >= {:.0}%), \
-                 {left:.1} of {:.1} CPUs left there after this plan: threads it starts before the next decision start there",
+                "young process {pid} ({}, {} threads, {:.1} CPUs now): {:.0} of its {:.0} MiB on node {} ({:.0}% > {:.0}%), \
+                 {left:.1} of {:.1} CPUs left there after this plan and the orders before it: threads it starts before the next decision start there",
                 p.comm,
                 p.tids.len(),
                 p.cpu_rate,
@@ -134,9 +140,10 @@ impl Planner<'_> {
                 total as f64 / MIB,
                 self.id(n),
                 100.0 * on as f64 / total as f64,
-                100.0 * t.cpu_follows_memory_share,
+                100.0 * t.new_threads_memory_share,
                 self.cap[n],
             );
+            ordered[n] += t.new_thread_cpu;
             out.push(Action {
                 target: TaskRef { pid, tid: None, starttime: p.starttime },
                 kind: ActionKind::SetAffinity { cpus },
