@@ -66,7 +66,8 @@ impl Restore for ChildHost {
 const RULE: &str = "new-threads-follow-memory";
 
 /// The order is given while the child is held by its binding (the step the proc connector's
-/// growth wake brings, once it holds 16 MiB), and carried out when its threads start, between
+/// growth wake brings, once it holds 16 MiB), shown by `explain` while it waits, and carried out
+/// when its threads start, between
 /// steps: the host is asked for node 0's CPUs for the whole process outside any step, and the
 /// journal and the status show it. Without the loop's part (orders carried out on the
 /// connector's thread events) no action of the rule is ever asked for: a step plans the process
@@ -110,6 +111,20 @@ fn a_standing_order_is_carried_out_when_the_threads_start() {
         .spawn()
         .unwrap();
     *child_pid.lock().unwrap() = Some(child.id());
+    // While it waits (bound, its memory touched), `explain` shows the order it holds.
+    let mut shown = None;
+    while shown.is_none() && child.try_wait().unwrap().is_none() {
+        if let Ok(r) = control::request(&socket, &Request::Explain { pid: child.id() }) {
+            let e = r.explain.unwrap();
+            if e.standing.is_some() {
+                shown = Some(e);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let e = shown.expect("explain never showed the standing order while the child waited");
+    assert_eq!(e.standing.as_ref().unwrap().reason.rule, RULE);
+    assert!(e.to_string().contains("standing order until the next decision, if it starts a thread"), "{e}");
     let status = child.wait().unwrap();
     assert!(status.success(), "child: {status}");
     let s = control::request(&socket, &Request::Status).unwrap().status.unwrap();
@@ -169,7 +184,7 @@ fn first_touch_child() {
         // SAFETY: within the mapping.
         unsafe { *(p as *mut u8).add(i) = 1 };
     }
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(1000));
     mbind(p, len, &MemPolicy::Default, ModeFlags::NONE, MbindFlags::default()).unwrap();
     let hs: Vec<_> = (0..2).map(|_| std::thread::spawn(|| std::thread::sleep(Duration::from_millis(600)))).collect();
     for h in hs {
