@@ -932,22 +932,22 @@ fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Jo
     }
 }
 
-/// A standing order carried out between two steps (`Engine::on_new_threads`): counted and
-/// journaled as an action of the step whose plan gave it, at the time it was carried out.
+/// A standing order between two steps (`Engine::on_new_threads`): carried out, counted and
+/// journaled as an action of the step whose plan gave it, at the time it was carried out; refused
+/// (the process sets its own memory policy still, or was excluded since) or gone, a debug line
+/// only: the order's condition did not hold (a process started under `numactl --membind` would
+/// otherwise add a refusal to the journal and the counters for every thread pool it starts young).
 fn record_standing(engine: &Engine, action: &Action, outcome: &Outcome, journal: Option<&mut Journal>, s: &mut Status) {
+    if !matches!(outcome, Outcome::Applied { .. } | Outcome::Partial { .. }) {
+        tracing::debug!("standing order for pid {} not carried out: {outcome:?}", action.target.pid);
+        return;
+    }
     let kind = journal::kind_name(action);
     *s.actions_by_kind.entry(kind.to_string()).or_default() += 1;
     count_outcome(kind, Some(outcome), s);
     s.standing_orders += 1;
     let comm = engine.model.procs.get(&action.target.pid).map_or("", |p| p.comm.as_str());
-    tracing::debug!(
-        "standing order for pid {} ({comm}) on its new threads: {}",
-        action.target.pid,
-        match outcome {
-            Outcome::Refused { message } => format!("refused: {message}"),
-            o => format!("{o:?}"),
-        }
-    );
+    tracing::debug!("standing order for pid {} ({comm}) carried out on its new threads", action.target.pid);
     if let Some(j) = journal {
         let at_ns = numapilot_observe::reader::monotonic_ns();
         write_journal(j, &Record::action(engine.totals.steps, at_ns, action, comm, Some(outcome), false));

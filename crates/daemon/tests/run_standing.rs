@@ -50,6 +50,11 @@ impl Host for ChildHost {
     }
     fn apply(&mut self, a: &Action) -> Outcome {
         self.asked.lock().unwrap().push((a.clone(), self.in_step));
+        // The live host's check, in short: a process with an explicit memory policy is left alone.
+        let maps = std::fs::read_to_string(format!("/proc/{}/numa_maps", a.target.pid)).unwrap_or_default();
+        if maps.lines().any(|l| l.split_whitespace().nth(1).is_some_and(|p| p.starts_with("bind:"))) {
+            return Outcome::Refused { message: "it set its own memory policy".into() };
+        }
         Outcome::Applied { pages_moved: 0 }
     }
     fn step_done(&mut self) {
@@ -65,23 +70,28 @@ impl Restore for ChildHost {
 
 const RULE: &str = "new-threads-follow-memory";
 
-/// The order is given while the child is held by its binding (the step the proc connector's
-/// growth wake brings, once it holds 16 MiB), shown by `explain` while it waits, and carried out
-/// when its threads start, between
-/// steps: the host is asked for node 0's CPUs for the whole process outside any step, and the
-/// journal and the status show it. Without the loop's part (orders carried out on the
-/// connector's thread events) no action of the rule is ever asked for: a step plans the process
-/// afresh and never carries out an order.
-#[test]
-fn a_standing_order_is_carried_out_when_the_threads_start() {
+/// What a run against one child left: the host's requests, the last status, the journal, the
+/// child's pid, and the explanation `explain` gave while it waited with a standing order (if it did).
+struct Run {
+    asked: Vec<(Action, bool)>,
+    status: control::Status,
+    journal: String,
+    child: u32,
+    explained: Option<numapilot_policy::adaptive::Explanation>,
+}
+
+/// Serves the loop on a two-node view of this machine while the child runs (`keep`: it keeps its
+/// binding when it starts its threads); `None` when this machine cannot run it (not root, or CPUs
+/// that do not split in two).
+fn run_child(keep: bool) -> Option<(Run, numapilot_topology::CpuSet)> {
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: the proc connector needs root");
-        return;
+        return None;
     }
     let n = numapilot_topology::Topology::from_sysfs(Path::new("/")).unwrap().online_cpus().len() as u32;
     if n < 2 || n % 2 != 0 {
         eprintln!("skipped: {n} CPUs do not split into two nodes");
-        return;
+        return None;
     }
     let topo = Topology::uniform(2, n / 2, 4 << 20, 20);
     let node0 = topo.nodes[0].cpus.clone();
@@ -104,36 +114,51 @@ fn a_standing_order_is_carried_out_when_the_threads_start() {
         assert!(t0.elapsed() < Duration::from_secs(30), "the loop never answered");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "first_touch_child", "--ignored", "--test-threads", "1"])
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "first_touch_child", "--ignored", "--test-threads", "1"])
         .env("NUMAPILOT_FIRST_TOUCH_CHILD", "1")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stdout(std::process::Stdio::null());
+    if keep {
+        cmd.env("NUMAPILOT_FIRST_TOUCH_KEEP", "1");
+    }
+    let mut child = cmd.spawn().unwrap();
     *child_pid.lock().unwrap() = Some(child.id());
     // While it waits (bound, its memory touched), `explain` shows the order it holds.
-    let mut shown = None;
-    while shown.is_none() && child.try_wait().unwrap().is_none() {
+    let mut explained = None;
+    while explained.is_none() && child.try_wait().unwrap().is_none() {
         if let Ok(r) = control::request(&socket, &Request::Explain { pid: child.id() }) {
             let e = r.explain.unwrap();
             if e.standing.is_some() {
-                shown = Some(e);
+                explained = Some(e);
             }
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let e = shown.expect("explain never showed the standing order while the child waited");
-    assert_eq!(e.standing.as_ref().unwrap().reason.rule, RULE);
-    assert!(e.to_string().contains("standing order until the next decision, if it starts a thread"), "{e}");
     let status = child.wait().unwrap();
     assert!(status.success(), "child: {status}");
     let s = control::request(&socket, &Request::Status).unwrap().status.unwrap();
     handle.send(Command::Stop).unwrap();
     thread.join().unwrap().unwrap();
     let asked = asked.lock().unwrap().clone();
+    let journal = std::fs::read_to_string(&journal).unwrap_or_default();
+    Some((Run { asked, status: s, journal, child: child.id(), explained }, node0))
+}
+
+/// The order is given while the child is held by its binding (the step the proc connector's
+/// growth wake brings, once it holds 16 MiB), shown by `explain` while it waits, and carried out
+/// when its threads start, between steps: the host is asked for node 0's CPUs for the whole
+/// process outside any step, and the journal and the status show it. Without the loop's part
+/// (orders carried out on the connector's thread events) no action of the rule is ever asked
+/// for: a step plans the process afresh and never carries out an order.
+#[test]
+fn a_standing_order_is_carried_out_when_the_threads_start() {
+    let Some((r, node0)) = run_child(false) else { return };
+    let e = r.explained.expect("explain never showed the standing order while the child waited");
+    assert_eq!(e.standing.as_ref().unwrap().reason.rule, RULE);
+    assert!(e.to_string().contains("standing order until the next decision, if it starts a thread"), "{e}");
     let orders: Vec<&(Action, bool)> =
-        asked.iter().filter(|(a, _)| a.reason.rule == RULE && a.target.pid == child.id()).collect();
-    assert_eq!(orders.len(), 1, "asked: {asked:#?}");
+        r.asked.iter().filter(|(a, _)| a.reason.rule == RULE && a.target.pid == r.child).collect();
+    assert_eq!(orders.len(), 1, "asked: {:#?}", r.asked);
     let (order, in_step) = orders[0];
     assert!(!in_step, "carried out inside a step: {order:?}");
     assert_eq!(order.target.tid, None);
@@ -141,14 +166,30 @@ fn a_standing_order_is_carried_out_when_the_threads_start() {
         ActionKind::SetAffinity { cpus } => assert_eq!(*cpus, node0),
         k => panic!("{k:?}"),
     }
+    let s = &r.status;
     assert_eq!(s.standing_orders, 1, "{}", s.render());
     assert!(s.render().contains("(1 on new threads between steps)"), "{}", s.render());
-    let lines = std::fs::read_to_string(&journal).unwrap();
-    let line = lines.lines().find(|l| l.contains(RULE)).unwrap_or_else(|| panic!("journal: {lines}"));
+    let line = r.journal.lines().find(|l| l.contains(RULE)).unwrap_or_else(|| panic!("journal: {}", r.journal));
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
-    assert_eq!(v["pid"], child.id());
+    assert_eq!(v["pid"], r.child);
     assert_eq!(v["outcome"], "applied");
     assert_eq!(v["kind"], "set-affinity");
+}
+
+/// A child that keeps its binding when it starts its threads (as one started under `numactl
+/// --membind` does for good): the order is tried between steps, refused by the host's check, and
+/// neither journaled nor counted (no action, no refusal): its condition did not hold. Without the
+/// quiet path the journal would carry a refused action of the rule and the status a refusal.
+#[test]
+fn a_standing_order_refused_is_neither_journaled_nor_counted() {
+    let Some((r, _)) = run_child(true) else { return };
+    assert!(r.explained.is_some(), "no order was given");
+    let tried: Vec<&(Action, bool)> =
+        r.asked.iter().filter(|(a, in_step)| a.reason.rule == RULE && a.target.pid == r.child && !in_step).collect();
+    assert_eq!(tried.len(), 1, "asked: {:#?}", r.asked);
+    assert!(!r.journal.contains(RULE), "journal: {}", r.journal);
+    let s = &r.status;
+    assert_eq!((s.standing_orders, s.refused), (0, 0), "{}", s.render());
 }
 
 /// The child of `a_standing_order_is_carried_out_when_the_threads_start` (does nothing when run
@@ -185,7 +226,9 @@ fn first_touch_child() {
         unsafe { *(p as *mut u8).add(i) = 1 };
     }
     std::thread::sleep(Duration::from_millis(1000));
-    mbind(p, len, &MemPolicy::Default, ModeFlags::NONE, MbindFlags::default()).unwrap();
+    if std::env::var_os("NUMAPILOT_FIRST_TOUCH_KEEP").is_none() {
+        mbind(p, len, &MemPolicy::Default, ModeFlags::NONE, MbindFlags::default()).unwrap();
+    }
     let hs: Vec<_> = (0..2).map(|_| std::thread::spawn(|| std::thread::sleep(Duration::from_millis(600)))).collect();
     for h in hs {
         h.join().unwrap();

@@ -190,6 +190,9 @@ pub struct Engine {
     pub totals: Totals,
     /// The last plan's standing orders not carried out yet ([`Plan::standing`]).
     standing: Vec<Action>,
+    /// The plan before's, for processes the last plan neither ordered nor acted on: a thread
+    /// created while the last step ran is heard of only after it (see [`Engine::on_new_threads`]).
+    standing_before: Vec<Action>,
 }
 
 impl Engine {
@@ -201,6 +204,7 @@ impl Engine {
             dry_run: false,
             totals: Totals::default(),
             standing: Vec::new(),
+            standing_before: Vec::new(),
         }
     }
 
@@ -217,23 +221,32 @@ impl Engine {
 
     /// Process `tgid` started a thread (the host heard it as it happened): the last plan's
     /// standing order for it, if any, is carried out now, once, and the policy hears its outcome
-    /// as it hears a step's. `None` when there was none (or the engine is a dry run, which keeps
-    /// none). The action and its outcome are returned for the journal.
+    /// as it hears a step's. A thread created while a step ran is heard of after it, and that
+    /// step's plan may have seen the thread (its rate unknown, reserving a CPU where the kernel
+    /// started it) and given no order: the plan before's order for the process then stands, unless
+    /// the last plan acted on the process or ordered it otherwise (the rig's 4-node numa02, once:
+    /// the workers started 10 ms into a 200 ms step, which replaced the order with none, and ran
+    /// remote until the step after). `None` when there was none (or the engine is a dry run, which keeps
+    /// none). The action and its outcome are returned for the journal (the daemon journals and
+    /// counts only an order carried out).
     pub fn on_new_threads(&mut self, host: &mut dyn Host, tgid: u32) -> Option<(Action, Outcome)> {
-        let i = self.standing.iter().position(|a| a.target.pid == tgid)?;
-        let action = self.standing.swap_remove(i);
+        let action = match self.standing.iter().position(|a| a.target.pid == tgid) {
+            Some(i) => self.standing.swap_remove(i),
+            None => {
+                let i = self.standing_before.iter().position(|a| a.target.pid == tgid)?;
+                self.standing_before.swap_remove(i)
+            }
+        };
         let outcome = host.apply(&action);
-        // Only what was done reaches the policy: a refusal (the process still binds its memory,
-        // or was excluded since) leaves it as the last decision saw it.
+        // Only what was done reaches the policy and the totals: an order is conditional, and one
+        // refused (the process still binds its memory, as one started under `numactl --membind`
+        // does for good, or was excluded since) or whose process is gone is an order whose
+        // condition did not hold, not a failed action; the process stays as the last decision saw
+        // it.
         if matches!(outcome, Outcome::Applied { .. } | Outcome::Partial { .. }) {
             let plan = Plan { actions: vec![action.clone()], ..Plan::default() };
             self.policy.observe_outcomes(&self.model, &plan, std::slice::from_ref(&outcome));
             self.totals.actions += 1;
-        }
-        match &outcome {
-            Outcome::Vanished => self.totals.vanished += 1,
-            Outcome::Refused { .. } => self.totals.refused += 1,
-            _ => {}
         }
         Some((action, outcome))
     }
@@ -242,7 +255,7 @@ impl Engine {
     /// plan gave one that is not carried out yet.
     pub fn explain(&self, pid: u32) -> Option<Explanation> {
         let mut e = self.policy.explain(&self.model, pid)?;
-        e.standing = self.standing.iter().find(|a| a.target.pid == pid).cloned();
+        e.standing = self.standing.iter().chain(&self.standing_before).find(|a| a.target.pid == pid).cloned();
         Some(e)
     }
 
@@ -296,6 +309,13 @@ impl Engine {
             }
         }
         report.act_ns = host.now_ns().saturating_sub(t2);
+        // The orders this plan replaces stay for one wait for the processes it leaves alone.
+        let mut before = std::mem::take(&mut self.standing);
+        before.retain(|o| {
+            let pid = o.target.pid;
+            !plan.actions.iter().any(|a| a.target.pid == pid) && !plan.standing.iter().any(|a| a.target.pid == pid)
+        });
+        self.standing_before = before;
         self.standing = if self.dry_run { Vec::new() } else { plan.standing.clone() };
         self.policy.observe_outcomes(&self.model, &plan, &report.outcomes);
         host.step_done();
@@ -308,5 +328,133 @@ impl Engine {
         self.totals.moves_started += report.moves_started;
         report.plan = plan;
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use numapilot_observe::{Counters, PsiSample, Sample};
+    use numapilot_topology::CpuSet;
+
+    use super::*;
+    use crate::action::{ActionKind, TaskRef};
+
+    /// Plays back scripted plans.
+    #[derive(Debug)]
+    struct Script(VecDeque<Plan>);
+
+    impl Policy for Script {
+        fn name(&self) -> &'static str {
+            "script"
+        }
+        fn next_interval_ns(&self, _: &Model) -> u64 {
+            1
+        }
+        fn decide(&mut self, _: &Model) -> Plan {
+            self.0.pop_front().unwrap_or_default()
+        }
+    }
+
+    /// An empty machine a second apart; records what it is asked to do.
+    struct Recorder {
+        topo: Topology,
+        t: u64,
+        applied: Vec<Action>,
+    }
+
+    impl Host for Recorder {
+        fn topology(&self) -> &Topology {
+            &self.topo
+        }
+        fn now_ns(&self) -> u64 {
+            self.t
+        }
+        fn sample(&mut self) -> Result<Sample, HostError> {
+            self.t += 1_000_000_000;
+            Ok(Sample {
+                monotonic_ns: self.t,
+                boottime_ns: self.t,
+                unix_ms: 0,
+                duration_ns: 0,
+                clock_ticks_per_sec: 100,
+                page_size: 4096,
+                processes: vec![],
+                nodes: vec![],
+                cpu: None,
+                cpu_base: None,
+                vmstat: Counters::default(),
+                psi: PsiSample::default(),
+                numa_balancing: None,
+                accesses: vec![],
+                access_period_scale: 1,
+                access_fill: 0.0,
+                comm: vec![],
+                shared: vec![],
+                unmanaged_cpu: Vec::new(),
+            })
+        }
+        fn apply(&mut self, a: &Action) -> Outcome {
+            self.applied.push(a.clone());
+            Outcome::Applied { pages_moved: 0 }
+        }
+    }
+
+    fn set(pid: u32, cpus: &str, rule: &str) -> Action {
+        Action {
+            target: TaskRef { pid, tid: None, starttime: 1 },
+            kind: ActionKind::SetAffinity { cpus: CpuSet::parse_list(cpus).unwrap() },
+            reason: Reason::new(rule, "test"),
+        }
+    }
+
+    fn order(pid: u32, cpus: &str) -> Plan {
+        Plan { actions: vec![], standing: vec![set(pid, cpus, "new-threads-follow-memory")] }
+    }
+
+    fn run(plans: Vec<Plan>) -> (Engine, Recorder) {
+        let topo = Topology::uniform(2, 2, 1 << 20, 20);
+        let mut host = Recorder { topo: topo.clone(), t: 0, applied: vec![] };
+        let mut e = Engine::new(topo, Tunables::default(), Box::new(Script(plans.clone().into())));
+        for _ in &plans {
+            e.step(&mut host).unwrap();
+        }
+        (e, host)
+    }
+
+    /// An order is carried out once; a later plan without one for the process leaves the order
+    /// before it standing for one wait (threads created during that step), not two.
+    #[test]
+    fn an_order_stands_one_plan_longer_for_a_process_the_next_plan_leaves_alone() {
+        let (mut e, mut host) = run(vec![order(7, "0-1")]);
+        assert!(e.on_new_threads(&mut host, 8).is_none());
+        let (a, o) = e.on_new_threads(&mut host, 7).expect("the order");
+        assert_eq!((a.target.pid, o), (7, Outcome::Applied { pages_moved: 0 }));
+        assert!(e.on_new_threads(&mut host, 7).is_none(), "carried out once");
+        assert_eq!(e.totals.actions, 1);
+
+        // Given, then a plan that says nothing of 7: still carried out after it.
+        let (mut e, mut host) = run(vec![order(7, "0-1"), Plan::default()]);
+        assert!(e.explain(7).is_none(), "the script explains nothing");
+        assert!(e.on_new_threads(&mut host, 7).is_some());
+        assert_eq!(host.applied.len(), 1);
+        // Two plans later it is gone.
+        let (mut e, mut host) = run(vec![order(7, "0-1"), Plan::default(), Plan::default()]);
+        assert!(e.on_new_threads(&mut host, 7).is_none());
+        assert!(host.applied.is_empty());
+    }
+
+    /// A later plan that acts on the process, or orders it elsewhere, replaces the order before.
+    #[test]
+    fn a_plan_that_acts_on_the_process_or_orders_it_anew_ends_the_order_before() {
+        let acted = Plan { actions: vec![set(7, "2-3", "fork-spread")], standing: vec![] };
+        let (mut e, mut host) = run(vec![order(7, "0-1"), acted]);
+        assert!(e.on_new_threads(&mut host, 7).is_none());
+        assert_eq!(host.applied.len(), 1, "only the plan's own action");
+        let (mut e, mut host) = run(vec![order(7, "0-1"), order(7, "2-3")]);
+        let (a, _) = e.on_new_threads(&mut host, 7).unwrap();
+        assert!(matches!(a.kind, ActionKind::SetAffinity { ref cpus } if cpus.to_list() == "2-3"), "{a:?}");
+        assert!(e.on_new_threads(&mut host, 7).is_none(), "the order before went with the new one");
     }
 }

@@ -20,7 +20,9 @@
 //! if the process starts a thread before the next decision (the live daemon, on the proc
 //! connector's event, within a millisecond), so a new thread is born on the node holding the
 //! memory; the others (CPU masks are inherited at clone) follow from the one mask. Each order is
-//! carried out at most once and every plan replaces them.
+//! carried out at most once and every plan replaces them, except that an order stands one plan
+//! longer for a process that plan neither acts on nor orders (`Engine::on_new_threads`: a thread
+//! created while a step runs is heard of only after it).
 //!
 //! ```text
 //!   for each young process P, first seen young, worth settling, not placed by this policy:
