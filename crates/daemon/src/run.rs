@@ -22,8 +22,10 @@
 //!               memory and then starts its threads is looked at as they start, not up to an
 //!               interval later; and before that, at once, the last plan's standing order for
 //!               that process, if any (`Engine::on_new_threads`, rule new-threads-follow-memory:
-//!               its threads to the node holding its memory; journaled as an action of that
-//!               plan's step); without root or CONFIG_PROC_EVENTS, one log line
+//!               its threads to the node holding its memory; journaled as an action under the
+//!               last step's number when carried out, logged as "would" in a dry run, a debug
+//!               line only when refused; an exec drops the process's order, a reload or a failed
+//!               step all of them); without root or CONFIG_PROC_EVENTS, one log line
 //!               a new process (fork) -> watched while young: its stat read every
 //!               NEW_PROCESS_CHECK_MS; resident past new_process_min_rss_mib -> the wait ends
 //!               likewise ([`grown_processes`], rule "new-process-grows"): the fork rule places
@@ -454,6 +456,9 @@ struct ThreadWatch {
     pending: Vec<(u32, u64)>,
     /// When the pending processes were last checked (monotonic ns).
     checked_ns: u64,
+    /// Processes that executed a new program since the loop last looked: their standing orders
+    /// go (`Engine::drop_standing`).
+    execs: Vec<u32>,
 }
 
 impl ThreadWatch {
@@ -468,6 +473,7 @@ impl ThreadWatch {
                 lost: 0,
                 pending: Vec::new(),
                 checked_ns: 0,
+                execs: Vec::new(),
             }),
             Err(e) => {
                 announce(&format!(
@@ -489,8 +495,12 @@ impl ThreadWatch {
             }
         }
         let me = self.me;
-        // New processes (not threads) are kept for the growth check.
+        // New processes (not threads) are kept for the growth check; an exec is noted (the
+        // standing order made for the old program goes).
         for e in &self.buf {
+            if let numapilot_observe::proc_events::ProcEvent::Exec { tgid, .. } = *e {
+                self.execs.push(tgid);
+            }
             if let numapilot_observe::proc_events::ProcEvent::Fork { pid, tgid, .. } = *e {
                 if pid == tgid && pid != me && !self.pending.iter().any(|p| p.0 == pid) {
                     if let Ok(Some(st)) = self.reader.read_stat(pid) {
@@ -512,6 +522,14 @@ impl ThreadWatch {
             let st = reader.read_stat(tgid).ok().flatten()?;
             Some(age_from_start(st.starttime))
         })
+    }
+
+    /// Drops the standing orders of the processes that executed a new program since the last
+    /// call (their orders were made for the old program's memory).
+    fn drop_exec_orders(&mut self, engine: &mut Engine) {
+        for pid in self.execs.drain(..) {
+            engine.drop_standing(pid);
+        }
     }
 
     /// Whether a pending new process grew past `new_process_min_rss_mib` ([`grown_processes`]);
@@ -620,6 +638,11 @@ pub fn serve<H: Host + Restore>(
         }
         // Actions of this step; None when it failed (never counts as quiet).
         let mut planned = None;
+        // Execs seen since the last look (between steps only on new-thread wakes): their orders
+        // go before this step keeps any for one wait more; the list never outlives a step.
+        if let Some(w) = watch.as_mut() {
+            w.drop_exec_orders(&mut engine);
+        }
         match engine.step(&mut host) {
             Ok(report) => {
                 planned = Some(report.plan.actions.len());
@@ -652,6 +675,8 @@ pub fn serve<H: Host + Restore>(
                 status.last_error = None;
             }
             Err(e) => {
+                // No decision stands behind the last plan's orders any more.
+                engine.forget_standing();
                 let msg = e.to_string();
                 if last_error.as_deref() != Some(&msg) {
                     tracing::error!("engine step failed (retrying every interval): {msg}");
@@ -721,6 +746,9 @@ pub fn serve<H: Host + Restore>(
                             "new threads in young processes {tgids:?} at {:.3} s",
                             numapilot_observe::reader::monotonic_ns() as f64 / 1e9
                         );
+                        if let Some(w) = watch.as_mut() {
+                            w.drop_exec_orders(&mut engine);
+                        }
                         for &tgid in tgids {
                             let asked = numapilot_observe::reader::monotonic_ns();
                             if let Some((action, outcome)) = engine.on_new_threads(&mut host, tgid) {
@@ -745,6 +773,11 @@ pub fn serve<H: Host + Restore>(
                         } else {
                             status.thread_wakes += 1;
                         }
+                    }
+                    // A process that starts threads faster than the loop drains their events keeps
+                    // the poll ready: the step still comes at its time.
+                    if now >= deadline {
+                        break;
                     }
                 }
                 Wake::Timeout if until < deadline => {
@@ -787,6 +820,8 @@ pub fn serve<H: Host + Restore>(
                                 }
                             }
                             engine.model.tunables = new.config.tunables.clone();
+                            // Orders made under the old tunables (and exclusions) go.
+                            engine.forget_standing();
                             backoff = Backoff::new(new.config.daemon.idle_max_interval_ms);
                             if new.config.daemon.new_thread_wake_ms == 0 {
                                 watch = None;
@@ -932,25 +967,46 @@ fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Jo
     }
 }
 
-/// A standing order between two steps (`Engine::on_new_threads`): carried out, counted and
-/// journaled as an action of the step whose plan gave it, at the time it was carried out; refused
-/// (the process sets its own memory policy still, or was excluded since) or gone, a debug line
-/// only: the order's condition did not hold (a process started under `numactl --membind` would
-/// otherwise add a refusal to the journal and the counters for every thread pool it starts young).
-fn record_standing(engine: &Engine, action: &Action, outcome: &Outcome, journal: Option<&mut Journal>, s: &mut Status) {
-    if !matches!(outcome, Outcome::Applied { .. } | Outcome::Partial { .. }) {
-        tracing::debug!("standing order for pid {} not carried out: {outcome:?}", action.target.pid);
+/// A standing order taken between two steps (`Engine::on_new_threads`): carried out, counted and
+/// journaled as an action (the step number is the last step's; the order may be the plan before's,
+/// see `Engine::on_new_threads`), at the time it was carried out; in a dry run, logged and
+/// journaled as one it would have carried out; refused (the process sets its own memory policy
+/// still, or was excluded since) or gone, a debug line only: the order's condition did not hold
+/// (a process started under `numactl --membind` would otherwise add a refusal to the journal and
+/// the counters for every thread pool it starts young).
+fn record_standing(
+    engine: &Engine,
+    action: &Action,
+    outcome: &Option<Outcome>,
+    journal: Option<&mut Journal>,
+    s: &mut Status,
+) {
+    if let Some(o) = outcome.as_ref().filter(|o| !matches!(o, Outcome::Applied { .. } | Outcome::Partial { .. })) {
+        tracing::debug!("standing order for pid {} not carried out: {o:?}", action.target.pid);
         return;
     }
     let kind = journal::kind_name(action);
     *s.actions_by_kind.entry(kind.to_string()).or_default() += 1;
-    count_outcome(kind, Some(outcome), s);
+    count_outcome(kind, outcome.as_ref(), s);
     s.standing_orders += 1;
     let comm = engine.model.procs.get(&action.target.pid).map_or("", |p| p.comm.as_str());
-    tracing::debug!("standing order for pid {} ({comm}) carried out on its new threads", action.target.pid);
+    match outcome {
+        None => tracing::info!(
+            "dry run: would {kind} pid {} ({comm}) on its new threads: [{}] {}",
+            action.target.pid,
+            action.reason.rule,
+            action.reason.detail
+        ),
+        Some(_) => {
+            tracing::debug!("standing order for pid {} ({comm}) carried out on its new threads", action.target.pid)
+        }
+    }
     if let Some(j) = journal {
         let at_ns = numapilot_observe::reader::monotonic_ns();
-        write_journal(j, &Record::action(engine.totals.steps, at_ns, action, comm, Some(outcome), false));
+        write_journal(
+            j,
+            &Record::action(engine.totals.steps, at_ns, action, comm, outcome.as_ref(), outcome.is_none()),
+        );
     }
 }
 

@@ -17,7 +17,7 @@ use numapilot_model::{Model, Tunables};
 use numapilot_topology::Topology;
 use serde::{Deserialize, Serialize};
 
-use crate::action::{Action, Outcome, Plan, Reason};
+use crate::action::{Action, ActionKind, Outcome, Plan, Reason};
 use crate::adaptive::Explanation;
 use crate::host::{FinishedMove, Host, HostError};
 
@@ -224,12 +224,15 @@ impl Engine {
     /// as it hears a step's. A thread created while a step ran is heard of after it, and that
     /// step's plan may have seen the thread (its rate unknown, reserving a CPU where the kernel
     /// started it) and given no order: the plan before's order for the process then stands, unless
-    /// the last plan acted on the process or ordered it otherwise (the rig's 4-node numa02, once:
-    /// the workers started 10 ms into a 200 ms step, which replaced the order with none, and ran
-    /// remote until the step after). `None` when there was none (or the engine is a dry run, which keeps
-    /// none). The action and its outcome are returned for the journal (the daemon journals and
-    /// counts only an order carried out).
-    pub fn on_new_threads(&mut self, host: &mut dyn Host, tgid: u32) -> Option<(Action, Outcome)> {
+    /// the last plan acted on the process, ordered it otherwise, or ordered another process onto
+    /// any of its CPUs (the rig's 4-node numa02, once: the workers started 10 ms into a 200 ms
+    /// step, which replaced the order with none, and ran remote until the step after).
+    ///
+    /// `None` when there was none. The order and what became of it are returned for the journal:
+    /// `Some(outcome)` when carried out (the daemon journals and counts only an order applied),
+    /// `None` in a dry run, which carries out nothing (the order is taken all the same, once, so
+    /// the daemon logs what it would have done).
+    pub fn on_new_threads(&mut self, host: &mut dyn Host, tgid: u32) -> Option<(Action, Option<Outcome>)> {
         let action = match self.standing.iter().position(|a| a.target.pid == tgid) {
             Some(i) => self.standing.swap_remove(i),
             None => {
@@ -237,6 +240,10 @@ impl Engine {
                 self.standing_before.swap_remove(i)
             }
         };
+        if self.dry_run {
+            self.totals.actions += 1;
+            return Some((action, None));
+        }
         let outcome = host.apply(&action);
         // Only what was done reaches the policy and the totals: an order is conditional, and one
         // refused (the process still binds its memory, as one started under `numactl --membind`
@@ -248,7 +255,21 @@ impl Engine {
             self.policy.observe_outcomes(&self.model, &plan, std::slice::from_ref(&outcome));
             self.totals.actions += 1;
         }
-        Some((action, outcome))
+        Some((action, Some(outcome)))
+    }
+
+    /// Drops every standing order: the configuration was reloaded (orders made under the old
+    /// tunables), or a step failed (no decision stands behind them any more).
+    pub fn forget_standing(&mut self) {
+        self.standing.clear();
+        self.standing_before.clear();
+    }
+
+    /// Drops the standing order for `pid`, if any: the process executed a new program, and the
+    /// memory its order was made for is gone with the old one.
+    pub fn drop_standing(&mut self, pid: u32) {
+        self.standing.retain(|a| a.target.pid != pid);
+        self.standing_before.retain(|a| a.target.pid != pid);
     }
 
     /// What the policy says of `pid` ([`Policy::explain`]), with its standing order if the last
@@ -309,14 +330,24 @@ impl Engine {
             }
         }
         report.act_ns = host.now_ns().saturating_sub(t2);
-        // The orders this plan replaces stay for one wait for the processes it leaves alone.
+        // The orders this plan replaces stay for one wait for the processes it leaves alone, and
+        // only where it orders no other process (its capacity check counts its own orders only).
+        let cpus_of = |a: &Action| match &a.kind {
+            ActionKind::SetAffinity { cpus } => Some(cpus.clone()),
+            _ => None,
+        };
         let mut before = std::mem::take(&mut self.standing);
         before.retain(|o| {
             let pid = o.target.pid;
-            !plan.actions.iter().any(|a| a.target.pid == pid) && !plan.standing.iter().any(|a| a.target.pid == pid)
+            let mine = cpus_of(o);
+            !plan.actions.iter().any(|a| a.target.pid == pid)
+                && !plan.standing.iter().any(|a| {
+                    a.target.pid == pid
+                        || matches!((&mine, cpus_of(a)), (Some(m), Some(c)) if !m.intersection(&c).is_empty())
+                })
         });
         self.standing_before = before;
-        self.standing = if self.dry_run { Vec::new() } else { plan.standing.clone() };
+        self.standing = plan.standing.clone();
         self.policy.observe_outcomes(&self.model, &plan, &report.outcomes);
         host.step_done();
         self.totals.steps += 1;
@@ -339,7 +370,7 @@ mod tests {
     use numapilot_topology::CpuSet;
 
     use super::*;
-    use crate::action::{ActionKind, TaskRef};
+    use crate::action::TaskRef;
 
     /// Plays back scripted plans.
     #[derive(Debug)]
@@ -430,7 +461,7 @@ mod tests {
         let (mut e, mut host) = run(vec![order(7, "0-1")]);
         assert!(e.on_new_threads(&mut host, 8).is_none());
         let (a, o) = e.on_new_threads(&mut host, 7).expect("the order");
-        assert_eq!((a.target.pid, o), (7, Outcome::Applied { pages_moved: 0 }));
+        assert_eq!((a.target.pid, o), (7, Some(Outcome::Applied { pages_moved: 0 })));
         assert!(e.on_new_threads(&mut host, 7).is_none(), "carried out once");
         assert_eq!(e.totals.actions, 1);
 
@@ -445,9 +476,35 @@ mod tests {
         assert!(host.applied.is_empty());
     }
 
-    /// A later plan that acts on the process, or orders it elsewhere, replaces the order before.
+    /// A dry run takes the order (once) but carries out nothing; a step that fails, a reload and
+    /// an exec drop orders.
+    #[test]
+    fn dry_runs_carry_out_nothing_and_orders_are_dropped_when_their_ground_goes() {
+        let (mut e, mut host) = run(vec![order(7, "0-1")]);
+        e.dry_run = true;
+        let (a, o) = e.on_new_threads(&mut host, 7).expect("taken");
+        assert_eq!((a.target.pid, o), (7, None));
+        assert!(host.applied.is_empty());
+        assert!(e.on_new_threads(&mut host, 7).is_none());
+        let (mut e, mut host) = run(vec![order(7, "0-1"), Plan::default()]);
+        e.forget_standing();
+        assert!(e.on_new_threads(&mut host, 7).is_none());
+        let (mut e, mut host) = run(vec![order(7, "0-1"), order(8, "2-3")]);
+        e.drop_standing(7);
+        assert!(e.on_new_threads(&mut host, 7).is_none());
+        assert!(e.on_new_threads(&mut host, 8).is_some());
+    }
+
+    /// A later plan that acts on the process, orders it elsewhere, or orders another process onto
+    /// its CPUs, replaces the order before.
     #[test]
     fn a_plan_that_acts_on_the_process_or_orders_it_anew_ends_the_order_before() {
+        let other = Plan { actions: vec![], standing: vec![set(8, "1-2", "new-threads-follow-memory")] };
+        let (mut e, mut host) = run(vec![order(7, "0-1"), other]);
+        assert!(e.on_new_threads(&mut host, 7).is_none(), "node 0's spare CPU went to 8's order");
+        let elsewhere = Plan { actions: vec![], standing: vec![set(8, "2-3", "new-threads-follow-memory")] };
+        let (mut e, mut host) = run(vec![order(7, "0-1"), elsewhere]);
+        assert!(e.on_new_threads(&mut host, 7).is_some(), "8's order is on other CPUs");
         let acted = Plan { actions: vec![set(7, "2-3", "fork-spread")], standing: vec![] };
         let (mut e, mut host) = run(vec![order(7, "0-1"), acted]);
         assert!(e.on_new_threads(&mut host, 7).is_none());

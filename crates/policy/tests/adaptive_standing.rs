@@ -66,6 +66,20 @@ fn no_order_for_spread_small_old_narrowed_or_already_placed_processes() {
     assert!(plan.standing.is_empty(), "{:?}", plan.standing);
 }
 
+/// No order for a process whose threads may run on that node's CPUs only already (a cpuset of
+/// node 0's CPUs, as wide as its threads: confined, not pinned): its new threads start there anyway.
+#[test]
+fn no_order_for_threads_that_start_there_anyway() {
+    let mut b = rig4();
+    b.new_proc(14, "there", &[(0, 0.0)], &[64, 0, 0, 0]).mem_policy(14).confine(14, "0-1", "0-3");
+    let plan = Adaptive::new().decide(&b.m);
+    assert!(orders_for(&plan, 14).is_empty(), "{:?}", plan.standing);
+    // Confined to nodes 0-1's CPUs, it gets one (node 0's CPUs, within its cpuset).
+    let mut b = rig4();
+    b.new_proc(14, "there", &[(0, 0.0)], &[64, 0, 0, 0]).mem_policy(14).confine(14, "0-3", "0-3");
+    assert_eq!(orders_for(&Adaptive::new().decide(&b.m), 14).len(), 1);
+}
+
 /// No order onto a node without a CPU to spare after the plan: node 0 carries an old process's
 /// two busy threads (2.0 of its 2.0 CPUs).
 #[test]

@@ -182,7 +182,7 @@ impl fmt::Display for Explanation {
         if let Some(a) = &self.standing {
             writeln!(
                 f,
-                "  standing order until the next decision, if it starts a thread (and sets no memory policy of its own by then): {:?}\n    [{}] {}",
+                "  standing order, until a decision replaces it: if it starts a thread (and has no memory policy of its own by then): {:?}\n    [{}] {}",
                 a.kind, a.reason.rule, a.reason.detail
             )?;
         }
