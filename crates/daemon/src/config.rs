@@ -106,7 +106,9 @@ pub struct DaemonSection {
     /// is young while it is younger than `tunables.new_process_age_ms`; the daemon's own threads
     /// and older processes' thread pools wake nothing. Default [`DEFAULT_NEW_THREAD_WAKE_MS`]
     /// (20 ms). The same wake, and the same 0 = off, serves a new process that grows past
-    /// `tunables.new_process_min_rss_mib` while young (rule "new-process-grows" in run.rs).
+    /// `tunables.new_process_min_rss_mib` while young (rule "new-process-grows" in run.rs), and
+    /// the same events carry out standing orders at once (rule "new-threads-follow-memory"; off
+    /// with them at 0).
     /// Source: a burst of thread creations (numa02's workers, a thread pool) takes well
     /// under 20 ms; waiting that long lets one step see the whole burst. Prevents: a workload that
     /// first-touches its memory and then starts its threads running them where the scheduler put
