@@ -13,8 +13,7 @@ use std::time::Instant;
 
 use numapilot_model::{Model, Tunables};
 use numapilot_observe::{
-    AccessSample, CommKind, CommSample, Counters, NodeSample, NodeUsage, ProcessSample, PsiSample, Sample, SchedStat,
-    TaskStat, ThreadSample,
+    AccessSample, CommKind, CommSample, NodeSample, NodeUsage, ProcessSample, Sample, SchedStat, TaskStat, ThreadSample,
 };
 use numapilot_topology::{NodeSet, Topology};
 
@@ -150,25 +149,12 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
     }
     let nodes = topo.nodes.iter().map(NodeSample::from_topology).collect();
     Sample {
-        monotonic_ns: t,
-        boottime_ns: t,
-        unix_ms: 0,
-        duration_ns: 0,
-        clock_ticks_per_sec: 100,
-        page_size: 4096,
         processes,
         nodes,
-        cpu: None,
-        cpu_base: None,
-        vmstat: Counters::default(),
-        psi: PsiSample::default(),
         numa_balancing: Some(1),
         accesses: if signals { accesses } else { vec![] },
-        access_period_scale: 1,
-        access_fill: 0.0,
         comm: if signals { comm } else { vec![] },
-        shared: Vec::new(),
-        unmanaged_cpu: Vec::new(),
+        ..Sample::empty_at(t)
     }
 }
 

@@ -585,7 +585,7 @@ mod tests {
     /// nothing once the window has passed without samples.
     #[test]
     fn coaccess_window_is_bounded() {
-        use numapilot_observe::{AccessSample, Counters, PsiSample, Sample};
+        use numapilot_observe::{AccessSample, Sample};
         use numapilot_topology::{Cpu, Node, Topology};
         let topo = Topology {
             nodes: vec![Node { id: 0, cpus: [0].into_iter().collect(), mem_total_kb: 1 << 20, mem_free_kb: 1 << 20 }],
@@ -604,27 +604,7 @@ mod tests {
             devices: vec![],
         };
         let mut m = Model::new(topo, Tunables::default());
-        let sample = |t: u64, accesses: Vec<AccessSample>| Sample {
-            monotonic_ns: t,
-            boottime_ns: t,
-            unix_ms: 0,
-            duration_ns: 0,
-            clock_ticks_per_sec: 100,
-            page_size: 4096,
-            processes: vec![],
-            nodes: vec![],
-            cpu: None,
-            cpu_base: None,
-            vmstat: Counters::default(),
-            psi: PsiSample::default(),
-            numa_balancing: None,
-            accesses,
-            access_period_scale: 1,
-            access_fill: 0.0,
-            comm: vec![],
-            shared: vec![],
-            unmanaged_cpu: Vec::new(),
-        };
+        let sample = |t: u64, accesses: Vec<AccessSample>| Sample { accesses, ..Sample::empty_at(t) };
         // No live tasks: samples of unknown threads are ignored entirely.
         let acc = |tid, t| AccessSample { pid: 1, tid, addr: 0, phys: None, node: 0, count: 1, last_ns: t };
         m.update(&sample(1_000_000_000, (0..50).map(|i| acc(i, 1_000_000_000)).collect()));

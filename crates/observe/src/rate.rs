@@ -114,11 +114,9 @@ fn interval_ns(prev: &Sample, pp: &ProcessSample, cur: &Sample, p: &ProcessSampl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::Counters;
     use crate::parse::schedstat::SchedStat;
     use crate::parse::stat::parse_stat;
     use crate::parse::status::parse_status;
-    use crate::sample::PsiSample;
 
     const STAT: &str = include_str!("../tests/data/host-6.18/stat-cat");
     const STATUS: &str = include_str!("../tests/data/host-6.18/status-cat");
@@ -146,12 +144,6 @@ mod tests {
     fn sample(at_ns: u64, procs: Vec<(u32, u64, Vec<ThreadSample>)>) -> Sample {
         let stat = parse_stat(STAT).unwrap();
         Sample {
-            monotonic_ns: at_ns,
-            boottime_ns: at_ns,
-            unix_ms: 0,
-            duration_ns: 0,
-            clock_ticks_per_sec: 100,
-            page_size: 4096,
             processes: procs
                 .into_iter()
                 .map(|(pid, starttime, threads)| ProcessSample {
@@ -169,18 +161,7 @@ mod tests {
                     cpuset_cpus: None,
                 })
                 .collect(),
-            nodes: vec![],
-            cpu: None,
-            cpu_base: None,
-            vmstat: Counters::default(),
-            psi: PsiSample::default(),
-            numa_balancing: None,
-            accesses: vec![],
-            access_period_scale: 1,
-            access_fill: 0.0,
-            comm: vec![],
-            shared: Vec::new(),
-            unmanaged_cpu: Vec::new(),
+            ..Sample::empty_at(at_ns)
         }
     }
 

@@ -378,6 +378,34 @@ fn is_zero_f64(v: &f64) -> bool {
 }
 
 impl Sample {
+    /// A sample taken at `monotonic_ns` (its boot time too) that holds nothing: no process, node,
+    /// /proc/stat line, counter or signal; USER_HZ 100 and 4 KiB pages (x86-64's and arm64's).
+    /// The base for samples built field by field (`Sample { processes, ..Sample::empty_at(t) }`):
+    /// the simulator's host, `replay`, examples and tests. The live reader fills every field itself.
+    pub fn empty_at(monotonic_ns: u64) -> Sample {
+        Sample {
+            monotonic_ns,
+            boottime_ns: monotonic_ns,
+            unix_ms: 0,
+            duration_ns: 0,
+            clock_ticks_per_sec: 100,
+            page_size: 4096,
+            processes: Vec::new(),
+            nodes: Vec::new(),
+            cpu: None,
+            cpu_base: None,
+            vmstat: Counters::default(),
+            psi: PsiSample::default(),
+            numa_balancing: None,
+            accesses: Vec::new(),
+            access_period_scale: 1,
+            access_fill: 0.0,
+            comm: Vec::new(),
+            shared: Vec::new(),
+            unmanaged_cpu: Vec::new(),
+        }
+    }
+
     /// How many base sampling periods one access sample stands for (`access_period_scale`, 0 read
     /// as 1).
     pub fn access_scale(&self) -> u32 {

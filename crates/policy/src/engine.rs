@@ -366,7 +366,7 @@ impl Engine {
 mod tests {
     use std::collections::VecDeque;
 
-    use numapilot_observe::{Counters, PsiSample, Sample};
+    use numapilot_observe::Sample;
     use numapilot_topology::CpuSet;
 
     use super::*;
@@ -404,27 +404,7 @@ mod tests {
         }
         fn sample(&mut self) -> Result<Sample, HostError> {
             self.t += 1_000_000_000;
-            Ok(Sample {
-                monotonic_ns: self.t,
-                boottime_ns: self.t,
-                unix_ms: 0,
-                duration_ns: 0,
-                clock_ticks_per_sec: 100,
-                page_size: 4096,
-                processes: vec![],
-                nodes: vec![],
-                cpu: None,
-                cpu_base: None,
-                vmstat: Counters::default(),
-                psi: PsiSample::default(),
-                numa_balancing: None,
-                accesses: vec![],
-                access_period_scale: 1,
-                access_fill: 0.0,
-                comm: vec![],
-                shared: vec![],
-                unmanaged_cpu: Vec::new(),
-            })
+            Ok(Sample::empty_at(self.t))
         }
         fn apply(&mut self, a: &Action) -> Outcome {
             self.applied.push(a.clone());

@@ -806,16 +806,10 @@ impl Host for SimHost {
         self.last_ctrl_migrate.clone_from(&self.sim.ctrl_migrate_bytes);
         self.last_ctrl_sat.clone_from(&self.sim.ctrl_saturated_ns);
         Ok(Sample {
-            monotonic_ns: now,
-            boottime_ns: now,
-            unix_ms: 0,
-            duration_ns: 0,
             clock_ticks_per_sec: CLOCK_TICKS,
-            page_size: 4096,
             processes,
             nodes,
             cpu,
-            cpu_base: None,
             vmstat,
             psi,
             numa_balancing: Some(self.sim.kernel.numa_balancing),
@@ -824,8 +818,7 @@ impl Host for SimHost {
             access_period_scale: self.stretch.max(1),
             access_fill: self.fill,
             comm,
-            shared: Vec::new(),
-            unmanaged_cpu: Vec::new(),
+            ..Sample::empty_at(now)
         })
     }
 

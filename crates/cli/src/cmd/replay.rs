@@ -42,7 +42,7 @@ use anyhow::Context;
 use numapilot_model::{Model, TaskKey, Tunables};
 use numapilot_observe::pmu::NodeMemory;
 use numapilot_observe::replay::{aggregate_records, locality, parse_script, window_ranges, Locality, ScriptFields};
-use numapilot_observe::{Counters, NodeSample, ProcessSample, PsiSample, Sample, TaskStat, ThreadSample};
+use numapilot_observe::{NodeSample, ProcessSample, Sample, TaskStat, ThreadSample};
 use numapilot_topology::Topology;
 use serde_json::json;
 
@@ -207,28 +207,8 @@ fn build_sample(
         })
         .collect();
     let nodes = topo.nodes.iter().map(NodeSample::from_topology).collect();
-    Sample {
-        monotonic_ns: now_ns,
-        boottime_ns: now_ns,
-        unix_ms: 0,
-        duration_ns: 0,
-        clock_ticks_per_sec: 100,
-        page_size,
-        processes,
-        nodes,
-        cpu: None,
-        cpu_base: None,
-        vmstat: Counters::default(),
-        psi: PsiSample::default(),
-        numa_balancing: None,
-        accesses,
-        // A recording's own period; `access_sample_bytes` describes it.
-        access_period_scale: 1,
-        access_fill: 0.0,
-        comm: Vec::new(),
-        shared: Vec::new(),
-        unmanaged_cpu: Vec::new(),
-    }
+    // A recording's own period (access_period_scale 1); `access_sample_bytes` describes it.
+    Sample { page_size, processes, nodes, accesses, ..Sample::empty_at(now_ns) }
 }
 
 /// Shares per node (kernel ids), for printing.

@@ -12,7 +12,7 @@ use numapilot_model::{Model, TaskKey, Tunables};
 use numapilot_observe::parse::meminfo::MeminfoEntry;
 use numapilot_observe::{
     AccessSample, CommKind, CommSample, Counters, CpuTimes, Meminfo, NodeFaults, NodeUsage, ProcStat, ProcessSample,
-    PsiSample, Sample, SchedInfo, SchedNuma, SchedStat, TaskStat, ThreadSample,
+    Sample, SchedInfo, SchedNuma, SchedStat, TaskStat, ThreadSample,
 };
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
@@ -75,27 +75,7 @@ impl Sb {
             })
             .collect();
         Sb {
-            s: Sample {
-                monotonic_ns: t_ns,
-                boottime_ns: t_ns,
-                unix_ms: 0,
-                duration_ns: 0,
-                clock_ticks_per_sec: 100,
-                page_size: 4096,
-                processes: vec![],
-                nodes,
-                cpu: None,
-                cpu_base: None,
-                vmstat: Counters::default(),
-                psi: PsiSample::default(),
-                numa_balancing: None,
-                accesses: vec![],
-                access_period_scale: 1,
-                access_fill: 0.0,
-                comm: vec![],
-                shared: Vec::new(),
-                unmanaged_cpu: Vec::new(),
-            },
+            s: Sample { nodes, ..Sample::empty_at(t_ns) },
             all_cpus: Arc::new(topo.online_cpus()),
             all_nodes: Arc::new(topo.node_ids()),
         }
