@@ -495,11 +495,16 @@ impl ThreadWatch {
             }
         }
         let me = self.me;
-        // New processes (not threads) are kept for the growth check; an exec is noted (the
-        // standing order made for the old program goes).
+        // New processes (not threads) are kept for the growth check; an exec of a process young in
+        // the model is noted (the standing order made for the old program goes; orders are only
+        // ever made for those, and a build's thousands of execs a second while the loop is backed
+        // off do not pile up here).
+        let young_ns = model.tunables.new_process_age_ms.saturating_mul(1_000_000);
         for e in &self.buf {
             if let numapilot_observe::proc_events::ProcEvent::Exec { tgid, .. } = *e {
-                self.execs.push(tgid);
+                if model.procs.get(&tgid).is_some_and(|p| p.age_ns(model.now_ns) < young_ns) {
+                    self.execs.push(tgid);
+                }
             }
             if let numapilot_observe::proc_events::ProcEvent::Fork { pid, tgid, .. } = *e {
                 if pid == tgid && pid != me && !self.pending.iter().any(|p| p.0 == pid) {
