@@ -301,14 +301,21 @@ fn a_missing_process_is_reported_like_numastat() {
     // same output and exit status as numastat (0); as `numapilot stat`, the same output, one line
     // more on stderr, and exit 1: no process named could be read.
     let link = numastat_link();
-    for args in [&["-p", "4194305"][..], &["-p", "4194305", "-p", "4194306"][..]] {
+    // An empty operand is PID 0 to numastat (atoi), as `-p "$(pidof x)"` gives with no x running:
+    // never a pattern matching every process.
+    for args in [&["-p", "4194305"][..], &["-p", "4194305", "-p", "4194306"][..], &["-p", ""][..]] {
         let theirs = run(Command::new("numastat").args(args));
         let as_numastat = run(Command::new(&link).args(args));
         assert_eq!(as_numastat.status.code(), theirs.status.code());
         assert_eq!(text(&as_numastat.stderr), text(&theirs.stderr));
         let ours = run(Command::new(bin()).arg("stat").args(args));
         assert_eq!(ours.status.code(), Some(1));
-        let named = args.iter().filter(|a| **a != "-p").copied().collect::<Vec<_>>().join(" ");
+        let named = args
+            .iter()
+            .filter(|a| **a != "-p")
+            .map(|a| if a.is_empty() { "\"\"" } else { a })
+            .collect::<Vec<_>>()
+            .join(" ");
         assert_eq!(
             text(&ours.stderr),
             format!("{}numapilot: no process read: {named} named no readable process\n", text(&theirs.stderr))
@@ -316,6 +323,7 @@ fn a_missing_process_is_reported_like_numastat() {
         if args.len() == 2 {
             // Single process: header, no table, in both.
             assert_eq!(text(&ours.stdout), text(&theirs.stdout));
+            assert_eq!(text(&as_numastat.stdout), text(&theirs.stdout));
         }
     }
     let ours = run(Command::new(bin()).args(["stat", "-p", "4194305"]));

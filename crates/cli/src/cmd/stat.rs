@@ -186,7 +186,9 @@ fn execute(root: &std::path::Path, cfg: &Config, json: bool, strict: Strict) -> 
     }
     stdout.flush().context("writing to stdout")?;
     if out.no_process_read && strict == Strict::Yes {
-        eprintln!("numapilot: no process read: {} named no readable process", cfg.specs.join(" "));
+        // An empty operand shows as "" (numastat's PID 0), not as nothing between two blanks.
+        let named: Vec<&str> = cfg.specs.iter().map(|s| if s.is_empty() { "\"\"" } else { s.as_str() }).collect();
+        eprintln!("numapilot: no process read: {} named no readable process", named.join(" "));
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

@@ -210,9 +210,13 @@ pub(super) fn resolve_specs(
     let mut pids: Vec<(u32, Option<String>)> = Vec::new();
     let mut candidates: Option<Vec<Candidate>> = None;
     for spec in specs {
-        if !spec.is_empty() && spec.bytes().all(|b| b.is_ascii_digit()) {
-            // numastat uses atoi; a number too big for a pid names no process.
-            pids.push((spec.parse::<u32>().unwrap_or(u32::MAX), None));
+        if spec.bytes().all(|b| b.is_ascii_digit()) {
+            // numastat uses atoi; a number too big for a pid names no process. The empty string is
+            // all digits to numastat too, atoi's 0: PID 0, which no /proc entry has. As a pattern
+            // it would match every process, and `numastat -p "$(pidof x)"` with no x running
+            // would total the whole machine's memory as x's (a review of 2026-11-30).
+            let pid = if spec.is_empty() { 0 } else { spec.parse::<u32>().unwrap_or(u32::MAX) };
+            pids.push((pid, None));
             continue;
         }
         let cands = match &mut candidates {
