@@ -33,7 +33,9 @@
 //! README.md has the current figure), every other evidence row unchanged.
 //!
 //! A task moved here comes back to its unit's node only when that node, with it, is planned
-//! within its capacity (load <= 1, balance-stays in place.rs; the task counted at the larger of
+//! within its capacity less the slack allowed above (load <= 1 - that slack / capacity: the band
+//! between moving out and coming back, balance-stays-band; balance-stays in place.rs; the task
+//! counted at the larger of
 //! its CPU now and its CPU when moved, since a light thread that waited behind busy workers reads
 //! near zero once it waits no more): its hold alone would end after
 //! `hold_periods` (or when a light task's CPU changes by half) and the unit's placement would pull

@@ -1448,6 +1448,22 @@ impl<'m> Planner<'m> {
         // two busy workers on a 2-CPU node) went back and forth every 5-10 steps. (At the
         // cpu_load_high mark instead of capacity, the packed 288c vm-mix's vCPUs never came
         // back: 1.317 -> 1.186 x default; at capacity 1.248 x.)
+        //
+        // balance-stays-band: the return also leaves the slack the balancer allows before it
+        // moves a task out (RATE_SLACK_CPU_PER_TASK per task planned on the node, counting the
+        // task), so moving out and coming back have a band between them: out above capacity + that
+        // slack (balance.rs), back at or below capacity - that slack. Without the band the two
+        // marks met at capacity and a period's noise in the workers' rates decided it: the rig's
+        // 4-node race at e4dd6d3 had each numa01 process's main thread (0.08-0.16 CPUs beside two
+        // workers reading 0.92-1.0 on a 2-CPU node) moved out and back every 2.5-10 s, three round
+        // trips in 20 s (the journal's balance-weakest-first and stay-current-node lines). The
+        // simulator's evidence figures are unchanged by it (`scripts/evidence.sh`, every row).
+        let mut planned_on = vec![0usize; self.cap.len()];
+        for tp in self.task_plan.values() {
+            if let [i] = tp.nodes[..] {
+                planned_on[i] += 1;
+            }
+        }
         let mut stays: Vec<(TaskKey, usize, usize, f64)> = Vec::new();
         for (k, tp) in &self.task_plan {
             if tp.held || tp.nodes.len() != 1 {
@@ -1465,14 +1481,15 @@ impl<'m> Planner<'m> {
             // and counted at a low reading it came back to a node that was over capacity again
             // at the next high one, to be moved out again (4-node race at 7096861: two to three
             // round trips per process in 20 s).
-            let with = (self.used[home] - tp.cpu + tp.cpu.max(mv.load)) / self.cap[home];
+            let band = RATE_SLACK_CPU_PER_TASK * planned_on[home] as f64;
+            let with = (self.used[home] - tp.cpu + tp.cpu.max(mv.load) + band) / self.cap[home];
             if with > 1.0 {
                 stays.push((*k, home, cur, with));
             }
         }
         for (k, home, cur, with) in stays {
             let why = format!(
-                "task {} was moved alone to node {} by the balancer; node {} with it would be planned at {:.2} of its capacity (> 1): it stays",
+                "task {} was moved alone to node {} by the balancer; node {} with it (and the balancer's slack) would be planned at {:.2} of its capacity (> 1): it stays",
                 k.tid,
                 self.id(cur),
                 self.id(home),
