@@ -423,3 +423,42 @@ fn a_closed_stdin_stays_closed_in_the_command() {
     // One it had open stays open.
     assert!(fd0(&format!("{BIN} run"), false).status.success());
 }
+
+/// Without sysfs's node directory (a container or chroot without /sys, a kernel without NUMA) the
+/// launcher takes the machine for one node, node 0, with a warning, and launches, as numactl does
+/// (libnuma assumes one node): a plain command, `-C`, `-m 0` and `--show` run; another node is
+/// refused as out of range. Before, every launch failed reading the topology. The directory is
+/// hidden under an empty tmpfs in a private mount namespace (`unshare -m`, root), so nothing
+/// outside the test sees it.
+#[test]
+fn without_a_node_directory_it_launches_on_one_node() {
+    if Command::new("unshare").arg("--version").output().is_err() {
+        panic!("unshare (util-linux) is needed: apt-get install -y util-linux");
+    }
+    let hidden = |args: &str| {
+        let script = format!("mount -t tmpfs none /sys/devices/system/node || exit 9; exec {BIN} run {args}");
+        Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]).output().unwrap()
+    };
+    let probe = hidden("true");
+    if probe.status.code() == Some(9) {
+        eprintln!("SKIP: cannot mount in a private namespace here: {}", stderr(&probe));
+        return;
+    }
+    let cpu = allowed_cpus()[0];
+    let o = hidden(&format!("-C {cpu} -m 0 -- grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status"));
+    let err = stderr(&o);
+    let out = ok(o);
+    assert_eq!(field(&out, "Cpus_allowed_list:"), cpu.to_string(), "{out}");
+    assert!(
+        err.contains("warning: /sys/devices/system/node: no NUMA nodes found") && err.contains("assuming one node"),
+        "{err}"
+    );
+    assert_eq!(ok(hidden("-- echo ran")).trim(), "ran");
+    let show = ok(hidden("--show"));
+    assert!(show.contains("nodebind: 0") && show.contains("membind: 0"), "{show}");
+    let o = hidden("-m 1 true");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains('1'), "{}", stderr(&o));
+    // The node directory is still there outside the namespace.
+    assert!(Path::new("/sys/devices/system/node/node0").exists());
+}

@@ -103,6 +103,9 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
         Action::Run(cmd) => Some(cmd),
     };
     let sys = SystemView::live()?;
+    if let Some(why) = &sys.assumed_one_node {
+        eprintln!("{prefix}: warning: {why}; assuming one node, node 0, with every online CPU");
+    }
     let placement = resolve(req, &sys, &sys)?;
     placement.rehearse().map_err(|e| label_kernel_error(req, e))?;
     if req.strict && command.is_some() {

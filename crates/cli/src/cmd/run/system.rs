@@ -11,6 +11,14 @@
 //!
 //! Everything about the machine is asked of the [`Topology`]; the view adds only what belongs to
 //! this process and the root the devices are looked up under.
+//!
+//! No node directory (sysfs not mounted, as in many containers and chroots, or a kernel built
+//! without NUMA): the view is one node, node 0, holding every online CPU (or this process's
+//! allowed CPUs when the CPU directory is missing too) and the memory `/proc/meminfo` reports,
+//! with a warning, as libnuma assumes one node when it cannot read sysfs. A plain launch, `-C`
+//! and `--show` then run as numactl's do (a review of 2026-11-30: every launch failed); a node
+//! list other than node 0 is refused as out of range, and a kernel without NUMA refuses a memory
+//! policy itself (reported, nothing run).
 
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -19,7 +27,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use numapilot_observe::parse::status::parse_status;
 use numapilot_topology::sysfs::{device_node, DeviceName};
-use numapilot_topology::{CpuSet, NodeSet, Topology};
+use numapilot_topology::{Cpu, CpuSet, Node, NodeSet, Topology, TopologyError};
 
 use super::nodespec::{Device, DeviceNodes};
 
@@ -34,6 +42,9 @@ pub struct SystemView {
     pub mems_allowed: NodeSet,
     /// `Cpus_allowed_list` of this process.
     pub cpus_allowed: CpuSet,
+    /// Why the machine was taken for one node (no node directory under the root), for the
+    /// launcher's warning; `None` when the topology was read.
+    pub assumed_one_node: Option<String>,
 }
 
 impl SystemView {
@@ -44,11 +55,20 @@ impl SystemView {
 
     /// Reads sysfs under `root` and the process status file `status`.
     pub fn read(root: &Path, status: &Path) -> Result<SystemView> {
-        let topo =
-            Topology::from_sysfs(root).with_context(|| format!("reading the topology under {}", root.display()))?;
         let text = fs::read_to_string(status).with_context(|| format!("reading {}", status.display()))?;
         let st = parse_status(&text).with_context(|| format!("in {}", status.display()))?;
-        Ok(SystemView { root: root.to_path_buf(), topo, mems_allowed: st.mems_allowed, cpus_allowed: st.cpus_allowed })
+        let (topo, assumed_one_node) = match Topology::from_sysfs(root) {
+            Ok(t) => (t, None),
+            Err(e @ TopologyError::NoNuma { .. }) => (one_node(root, &st.cpus_allowed), Some(e.to_string())),
+            Err(e) => return Err(e).with_context(|| format!("reading the topology under {}", root.display())),
+        };
+        Ok(SystemView {
+            root: root.to_path_buf(),
+            topo,
+            mems_allowed: st.mems_allowed,
+            cpus_allowed: st.cpus_allowed,
+            assumed_one_node,
+        })
     }
 
     /// The nodes a memory node list is read against: the allowed nodes that are online, or every
@@ -83,6 +103,44 @@ impl SystemView {
     }
 }
 
+/// The machine as one node, node 0, when sysfs has no node directory: every online CPU
+/// (`sys/devices/system/cpu/online` under `root`, else `allowed`, this process's CPUs) and
+/// `proc/meminfo`'s MemTotal and MemFree under `root` (0 when unreadable).
+fn one_node(root: &Path, allowed: &CpuSet) -> Topology {
+    let online = fs::read_to_string(root.join("sys/devices/system/cpu/online"))
+        .ok()
+        .and_then(|t| CpuSet::parse_list(t.trim()).ok())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| allowed.clone());
+    let meminfo = fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
+    let kb = |key: &str| {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':')?.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let cpus = online
+        .iter()
+        .map(|c| Cpu {
+            id: c,
+            node: 0,
+            package: 0,
+            die: 0,
+            core: c,
+            siblings: std::iter::once(c).collect(),
+            llc: None,
+            online: true,
+        })
+        .collect();
+    Topology {
+        nodes: vec![Node { id: 0, cpus: online, mem_total_kb: kb("MemTotal"), mem_free_kb: kb("MemFree") }],
+        possible: std::iter::once(0).collect(),
+        distances: vec![vec![10]],
+        cpus,
+        devices: Vec::new(),
+    }
+}
+
 impl DeviceNodes for SystemView {
     fn device_node(&self, device: Device, name: &str) -> Result<u32, String> {
         let name = match device {
@@ -108,7 +166,6 @@ impl DeviceNodes for SystemView {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use numapilot_topology::{Cpu, Node};
 
     /// A hand-built topology: `nodes` as (id, cpulist, MemTotal kB); every listed CPU online.
     pub(crate) fn topo(nodes: &[(u32, &str, u64)]) -> Topology {
@@ -154,6 +211,7 @@ pub(crate) mod tests {
             topo,
             mems_allowed: NodeSet::parse_list(mems).unwrap(),
             cpus_allowed: CpuSet::parse_list(cpus).unwrap(),
+            assumed_one_node: None,
         }
     }
 
@@ -250,6 +308,45 @@ pub(crate) mod tests {
         assert!(v.device_node(Device::Pci, "zz").unwrap_err().starts_with("bad PCI address"));
         assert!(v.device_node(Device::Ip, "example").unwrap_err().contains("not supported"));
         assert!(v.device_node(Device::File, "/nonexistent/x").unwrap_err().starts_with("cannot stat /nonexistent/x"));
+    }
+
+    /// No node directory (sysfs not mounted, a kernel without NUMA): one node, node 0, with the
+    /// online CPUs and /proc/meminfo's memory, and the reason kept for the launcher's warning; no
+    /// CPU directory either: the process's allowed CPUs.
+    #[test]
+    fn no_node_directory_is_one_node() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        fs::create_dir_all(root.join("sys/devices/system/cpu")).unwrap();
+        fs::create_dir_all(root.join("proc")).unwrap();
+        fs::write(root.join("sys/devices/system/cpu/online"), "0-3\n").unwrap();
+        fs::write(root.join("proc/meminfo"), "MemTotal:       8000 kB\nMemFree:        5000 kB\n").unwrap();
+        let status = root.join("status");
+        // This process's own status with its CPU and node lists replaced.
+        let own = fs::read_to_string("/proc/self/status").unwrap();
+        let text: String = own
+            .lines()
+            .map(|l| match l.split_once(':') {
+                Some(("Cpus_allowed_list", _)) => "Cpus_allowed_list:\t1-2".to_string(),
+                Some(("Mems_allowed_list", _)) => "Mems_allowed_list:\t0".to_string(),
+                _ => l.to_string(),
+            })
+            .map(|l| l + "\n")
+            .collect();
+        fs::write(&status, text).unwrap();
+        let v = SystemView::read(root, &status).unwrap();
+        assert!(v.assumed_one_node.as_deref().is_some_and(|w| w.contains("sys/devices/system/node")), "{v:?}");
+        assert_eq!(v.topo.node_ids().to_list(), "0");
+        assert_eq!(v.topo.online_cpus().to_list(), "0-3");
+        assert_eq!((v.topo.nodes[0].mem_total_kb, v.topo.nodes[0].mem_free_kb), (8000, 5000));
+        assert_eq!(v.cpu_domain(false).to_list(), "1-2");
+        assert_eq!(v.mem_domain(false).to_list(), "0");
+        fs::remove_dir_all(root.join("sys")).unwrap();
+        let v = SystemView::read(root, &status).unwrap();
+        assert_eq!(v.topo.online_cpus().to_list(), "1-2");
+        // A node directory that is there but malformed is still an error, not one node.
+        fs::create_dir_all(root.join("sys/devices/system/node/node0")).unwrap();
+        assert!(SystemView::read(root, &status).is_err());
     }
 
     #[test]
