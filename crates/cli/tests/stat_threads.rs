@@ -157,3 +157,44 @@ fn bad_targets_are_errors_naming_them() {
     let out = run(&["stat", "--threads", "-n"]);
     assert_eq!(out.status.code(), Some(2), "--threads and -n conflict: {}", text(&out.stderr));
 }
+
+/// A process names itself (its /proc/self/comm): control characters in the name are escaped in
+/// both text views (`stat --threads` and the numastat table of `stat -p`), so an escape sequence
+/// in a name never reaches the terminal of the root user reading them; JSON keeps the name as read
+/// (escaped by JSON itself). Before, both printed the bytes raw (a review of 2026-11-30).
+#[test]
+fn control_characters_in_a_name_are_escaped() {
+    struct Named(Child);
+    impl Drop for Named {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Command::new("perl")
+        .args([
+            "-e",
+            r#"open(F, ">/proc/self/comm") or die; print F "\e[2Jx\aname"; close F; print "ok\n"; $| = 1; sleep 60"#,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("perl (Debian's perl-base)");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line, "ok\n");
+    let named = Named(child);
+    let pid = named.0.id().to_string();
+    for args in [&["stat", "--threads", "-p", &pid, "--interval", "100"][..], &["stat", "-p", &pid][..]] {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(
+            !out.stdout.iter().any(|&b| b == 0x1b || b == 0x07),
+            "{args:?}: raw control bytes: {:?}",
+            text(&out.stdout)
+        );
+        assert!(text(&out.stdout).contains(r"\u{1b}[2Jx\u{7}name"), "{args:?}: {}", text(&out.stdout));
+    }
+    let out = run(&["stat", "--threads", "-p", &pid, "--interval", "100", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.to_string().contains(r"\u001b[2Jx\u0007name"), "{v}");
+}

@@ -25,6 +25,10 @@
 //!   unreadable one (its `continue` jumps over the display); we still show the table. And when no
 //!   process named could be read, numastat exits 0; `numapilot stat` prints the same and exits 1
 //!   (started as `numastat`, 0).
+//! - Deliberate difference: a process name holding control characters (a process names itself,
+//!   prctl or /proc/self/comm) is printed with them escaped (`\u{1b}`); numastat prints the bytes,
+//!   and an escape sequence reached the terminal of whoever read the table. An empty `-p` operand
+//!   is numastat's PID 0 (its atoi), as `-p "$(pidof x)"` gives with no x running.
 
 use std::io;
 
@@ -383,7 +387,10 @@ fn process_tables(procs: &[ProcessMem], node_ids: &[u32], cfg: &Config, out: &mu
     t.zero_data();
     let mut json_procs = Vec::new();
     for (pi, p) in procs.iter().enumerate() {
-        let name = p.name.clone().unwrap_or_else(|| "(null)".into());
+        // Control characters escaped (`\x1b` as `\u{1b}`): a process names itself (prctl), and
+        // raw, an escape sequence in its name reached the terminal of root reading this table
+        // (numastat prints it raw; a review of 2026-11-30). JSON keeps the name as read.
+        let name = p.name.as_deref().map_or_else(|| "(null)".into(), numapilot_model::tasks::printable);
         if sub {
             out.stdout.push_str(&format!("\nPer-node process memory usage (in MBs) for PID {} ({name})\n", p.pid));
             if pi > 0 {

@@ -29,6 +29,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use numapilot_model::tasks::printable;
 use numapilot_observe::{
     thread_cpu_rates, Counters, NodeFaults, NodeUsage, PolicyUsage, ProcessSample, PsiSample, ReadOptions, Reader,
     Sample, ThreadRate, ThreadSample,
@@ -253,7 +254,7 @@ fn render(d: &Derived, out: &mut String) {
             out,
             "\nPID {} ({})  threads: {}  RSS {}",
             p.pid,
-            p.comm,
+            printable(&p.comm),
             p.threads.len(),
             p.rss_kb.map_or_else(|| "-".to_string(), |kb| format!("{:.1} MiB", mib(kb)))
         );
@@ -306,7 +307,7 @@ fn render(d: &Derived, out: &mut String) {
                 out,
                 "  {:>8} {:<16} {:>7} {:>10.2} {:>4} {:>5} {:>12} {:>8} {:>11}",
                 t.tid,
-                t.comm,
+                printable(&t.comm),
                 opt(t.cpu_percent, 1),
                 t.cpu_time_s,
                 t.last_cpu,
