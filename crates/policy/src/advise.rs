@@ -87,6 +87,32 @@ pub struct Advice {
     pub max_distance: u32,
 }
 
+/// Whether a client's measurement of the nodes (`nodes_now` of the daemon's advise request) is one
+/// a machine could give: each node once, its free CPUs a finite number from 0 to its CPUs. The
+/// control socket is root's only, but a malformed request must get an error naming its bad entry,
+/// not an answer: unchecked, a NaN or a node listed twice went into the sums, and two nodes'
+/// free memory near 2^63 bytes each overflowed the sum (a panic in a debug build; a review of
+/// 2026-11-30). Nodes the machine does not have are dropped where the daemon knows its topology
+/// (`adaptive::launch`).
+pub fn check_nodes_now(free: &[NodeFree]) -> Result<(), AdviseError> {
+    let mut seen = NodeSet::new();
+    for f in free {
+        if seen.contains(f.node) {
+            return Err(AdviseError::BadRequest(format!("nodes_now: node {} is listed twice", f.node)));
+        }
+        seen.insert(f.node);
+        if !(f.free_cpus.is_finite() && f.free_cpus >= 0.0 && f.free_cpus <= f64::from(f.cpus)) {
+            return Err(AdviseError::BadRequest(format!(
+                "nodes_now: node {}: free_cpus {} must be a finite number from 0 to its {} CPUs",
+                f.node,
+                shown(&f.free_cpus),
+                f.cpus
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Whether a request can be answered at all (checked before the machine is measured, so a bad
 /// one costs no measuring window): `cpus` a finite number >= 0, and something asked for.
 pub fn check_request(cpus: f64, mem_bytes: u64) -> Result<(), AdviseError> {
@@ -117,7 +143,7 @@ pub fn advise(topo: &Topology, free: &[NodeFree], cpus: f64, mem_bytes: u64) -> 
             let mut set: Vec<&NodeFree> = vec![start];
             set.extend(others.into_iter().take(k - 1));
             let free_cpus: f64 = set.iter().map(|f| f.free_cpus).sum();
-            let mem: u64 = set.iter().map(|f| f.mem_free_bytes).sum();
+            let mem: u64 = set.iter().fold(0u64, |a, f| a.saturating_add(f.mem_free_bytes));
             // A small tolerance: idle time is measured, 5.99 idle CPUs are 6 free CPUs.
             if free_cpus + 0.05 < cpus || mem < mem_bytes {
                 continue;

@@ -237,3 +237,33 @@ fn promises_end_when_the_process_is_seen_or_never_shows() {
     let a = p.advise_launch(&b2.m, b2.m.now_ns, &req(62, 8.0, 8)).expect("advice");
     assert!(!a.reason.detail.contains("pid 60"), "vm60's promise has ended: {}", a.reason.detail);
 }
+
+/// A client's measurement the machine could not give (a review of 2026-11-30): a node listed twice
+/// or free CPUs that are NaN, negative or above the node's CPUs are refused with an error naming
+/// the entry; a node the machine does not have is no candidate (it was advised for a memory-only
+/// job); free memory near 2^63 bytes on two nodes sums without overflow (a panic in a debug build).
+#[test]
+fn a_measurement_no_machine_gives_is_refused_or_ignored() {
+    use numapilot_policy::advise::check_nodes_now;
+    let f = |node: u32, free_cpus: f64, mem_free_bytes: u64| NodeFree { node, cpus: 8, free_cpus, mem_free_bytes };
+    assert!(check_nodes_now(&[f(0, 8.0, GIB), f(1, 0.0, GIB)]).is_ok());
+    for (bad, says) in [
+        (vec![f(0, 1.0, GIB), f(0, 1.0, GIB)], "node 0 is listed twice"),
+        (vec![f(2, f64::NAN, GIB)], "node 2: free_cpus NaN"),
+        (vec![f(1, -1.0, GIB)], "node 1: free_cpus -1"),
+        (vec![f(3, 9.0, GIB)], "node 3: free_cpus 9"),
+    ] {
+        let e = check_nodes_now(&bad).unwrap_err().to_string();
+        assert!(e.contains(says), "{e}");
+    }
+    let b = machine();
+    let now = b.m.now_ns;
+    let mem_only = LaunchRequest { cpus: 0.0, mem_bytes: 1, ..req(50, 0.0, 0) };
+    let r = LaunchRequest { nodes_now: vec![f(7, 0.0, 64 * GIB)], ..mem_only.clone() };
+    assert!(Adaptive::new().advise_launch(&b.m, now, &r).is_none(), "node 7 is not this machine's");
+    let huge = 1u64 << 63;
+    let r = LaunchRequest { nodes_now: vec![f(0, 8.0, huge), f(1, 8.0, huge)], ..req(50, 12.0, 0) };
+    let r = LaunchRequest { mem_bytes: huge + 1, ..r };
+    let a = Adaptive::new().advise_launch(&b.m, now, &r).expect("two nodes' free memory, summed without overflow");
+    assert_eq!(ids(&a.nodes), vec![0, 1], "{}", a.reason.detail);
+}

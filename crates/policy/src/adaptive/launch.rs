@@ -100,15 +100,17 @@ pub fn free_from_model(model: &Model) -> Vec<NodeFree> {
 /// CPUs the model's topology gives each node: reserved CPUs (`Topology::reserve`: the operator's
 /// `reserved_cpus`; the kernel's isolated ones are outside the client's own mask already) are no
 /// node's, so a node counts at most its usable CPUs, free or not, and a node the model does not
-/// know counts none. Without it a node whose CPUs were all reserved was advised for their idle
-/// time, and the job ran on reserved CPUs.
+/// know is no candidate at all. Without it a node whose CPUs were all reserved was advised for
+/// their idle time, and the job ran on reserved CPUs; and a node the machine does not have, kept
+/// with no CPUs, was still advised for a memory-only job (`nodes 7` on a one-node host; a review
+/// of 2026-11-30).
 fn within_topology(model: &Model, measured: &[NodeFree]) -> Vec<NodeFree> {
     measured
         .iter()
-        .map(|f| {
-            let usable = model.topo.node(f.node).map_or(0, |n| n.cpus.len() as u32);
+        .filter_map(|f| {
+            let usable = model.topo.node(f.node)?.cpus.len() as u32;
             let cpus = f.cpus.min(usable);
-            NodeFree { cpus, free_cpus: f.free_cpus.min(f64::from(cpus)), ..f.clone() }
+            Some(NodeFree { cpus, free_cpus: f.free_cpus.clamp(0.0, f64::from(cpus)), ..f.clone() })
         })
         .collect()
 }
