@@ -138,6 +138,9 @@ pub trait Restore {
     /// include_pinned, min_rss_mib), in force from the next action. Default: nothing to take.
     fn set_exclusions(&mut self, _new: &LiveOptions) {}
 
+    /// Takes a reloaded page-migration budget, MiB/s. Default: nothing to take.
+    fn set_migrate_budget(&mut self, _mb_per_s: u64) {}
+
     /// What putting back processes taken out of numapilot's hands did since the last call
     /// (excluded, or out of `[include]`, while placed). Default: nothing.
     fn take_released(&mut self) -> RestoreReport {
@@ -152,6 +155,10 @@ pub trait Restore {
 impl Restore for LiveHost {
     fn set_exclusions(&mut self, new: &LiveOptions) {
         LiveHost::set_exclusions(self, new)
+    }
+
+    fn set_migrate_budget(&mut self, mb_per_s: u64) {
+        LiveHost::set_migrate_budget(self, mb_per_s)
     }
 
     fn adopt(&mut self, pid: u32, nodes: &numapilot_topology::NodeSet) {
@@ -810,6 +817,7 @@ pub fn serve<H: Host + Restore>(
                             // An exclusion (or inclusion) a reload made holds from the next action:
                             // an operator excluding a process must not have it moved until a restart.
                             host.set_exclusions(&new.config.live_options(false));
+                            host.set_migrate_budget(new.config.live_options(false).migrate_mb_per_s);
                             record_released(
                                 &mut host,
                                 "excluded by a configuration reload",
@@ -821,7 +829,15 @@ pub fn serve<H: Host + Restore>(
                             {
                                 match open_journal(&new.config) {
                                     Ok(j) => journal = j,
-                                    Err(e) => tracing::error!("{e}; keeping the previous journal"),
+                                    Err(e) => {
+                                        tracing::error!("{e}; keeping the previous journal");
+                                        // The configuration in force names the journal in use, so
+                                        // the next reload naming the new one tries it again (a
+                                        // review of 2026-11-30: it was taken as open and never
+                                        // retried).
+                                        new.config.daemon.journal.clone_from(&config.daemon.journal);
+                                        new.config.daemon.journal_max_bytes = config.daemon.journal_max_bytes;
+                                    }
                                 }
                             }
                             engine.model.tunables = new.config.tunables.clone();
@@ -929,7 +945,11 @@ fn warn_restart_only(old: &Config, new: &Config) {
     if old.daemon.nice != new.daemon.nice {
         changed.push("daemon.nice");
     }
-    if old.actuation != new.actuation {
+    // The page-migration budget is taken at a reload (`set_migrate_budget`); the rest of
+    // `[actuation]` at the next start.
+    let budget_aside =
+        |a: &crate::config::ActuationSection| crate::config::ActuationSection { migrate_mb_per_s: None, ..a.clone() };
+    if budget_aside(&old.actuation) != budget_aside(&new.actuation) {
         changed.push("[actuation]");
     }
     if old.signals != new.signals {

@@ -30,6 +30,9 @@ struct ReaderHost {
     /// What a reload's exclusions put back, until the loop takes it (`Restore::take_released`):
     /// the live host's behaviour, two processes released by any reload that excludes a name.
     released: RestoreReport,
+    /// The page-migration budget a reload handed over (`Restore::set_migrate_budget`), MiB/s; 0
+    /// until one does.
+    budget: Arc<AtomicU64>,
 }
 
 impl Host for ReaderHost {
@@ -72,6 +75,9 @@ impl Restore for ReaderHost {
     fn take_released(&mut self) -> RestoreReport {
         std::mem::take(&mut self.released)
     }
+    fn set_migrate_budget(&mut self, mb_per_s: u64) {
+        self.budget.store(mb_per_s, Ordering::SeqCst);
+    }
 }
 
 struct Running {
@@ -81,6 +87,7 @@ struct Running {
     handle: run::Handle,
     thread: std::thread::JoinHandle<Result<run::Exit, run::RunError>>,
     restores: Arc<AtomicU64>,
+    budget: Arc<AtomicU64>,
 }
 
 fn start(fail_first: u32) -> Running {
@@ -124,6 +131,7 @@ fn start_with(
     let loaded = config::load(&source, &Overrides::default()).unwrap();
     let topo = Topology::from_sysfs(Path::new("/")).unwrap();
     let restores = Arc::new(AtomicU64::new(0));
+    let budget = Arc::new(AtomicU64::new(0));
     let host = ReaderHost {
         topo: topo.clone(),
         reader: numapilot_observe::Reader::new("/"),
@@ -132,11 +140,49 @@ fn start_with(
         slow,
         move_wake,
         released: RestoreReport::default(),
+        budget: budget.clone(),
     };
     let (handle, rx) = run::command_pipe().unwrap();
     let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
     let thread = std::thread::spawn(move || run::serve(setup, topo, host, None, Some(rx), &mut |_| {}));
-    Running { dir, socket, config, handle, thread, restores }
+    Running { dir, socket, config, handle, thread, restores, budget }
+}
+
+/// A reload hands the host the page-migration budget it now plans to (`[tunables]
+/// migrate_budget_mib_per_s`, overridden by `[actuation] migrate_mb_per_s`), so host and policy
+/// agree; and a journal the reload could not open is tried again at the next reload naming it
+/// (the configuration in force keeps naming the journal in use). Before, the host kept its start's
+/// budget and a failed journal path was taken as open (a review of 2026-11-30).
+#[test]
+fn a_reload_takes_the_budget_and_retries_a_journal_it_could_not_open() {
+    let r = start(0);
+    wait_status(&r.socket, |s| s.steps >= 1);
+    let good = std::fs::read_to_string(&r.config).unwrap();
+    let with_budget = good.replace("[tunables]\n", "[tunables]\nmigrate_budget_mib_per_s = 100\n");
+    std::fs::write(&r.config, &with_budget).unwrap();
+    r.handle.send(Command::Reload).unwrap();
+    wait_status(&r.socket, |s| s.reloads == 1);
+    assert_eq!(r.budget.load(Ordering::SeqCst), 100);
+    std::fs::write(&r.config, format!("{with_budget}[actuation]\nmigrate_mb_per_s = 50\n")).unwrap();
+    r.handle.send(Command::Reload).unwrap();
+    wait_status(&r.socket, |s| s.reloads == 2);
+    assert_eq!(r.budget.load(Ordering::SeqCst), 50);
+    // A journal path that cannot be opened yet (a directory), then can.
+    let second = r.dir.path().join("second.jsonl");
+    std::fs::create_dir(&second).unwrap();
+    let old = r.dir.path().join("journal.jsonl").display().to_string();
+    let moved = good.replace(&old, &second.display().to_string());
+    assert_ne!(moved, good);
+    std::fs::write(&r.config, &moved).unwrap();
+    r.handle.send(Command::Reload).unwrap();
+    wait_status(&r.socket, |s| s.reloads == 3);
+    std::fs::remove_dir(&second).unwrap();
+    r.handle.send(Command::Reload).unwrap();
+    wait_status(&r.socket, |s| s.reloads == 4);
+    assert!(second.is_file(), "the journal named again is opened at the next reload");
+    r.handle.send(Command::Stop).unwrap();
+    r.thread.join().unwrap().unwrap();
+    assert!(std::fs::read_to_string(&second).unwrap().contains("\"event\":\"restore\""));
 }
 
 /// Polls the status until `pred` holds (the loop runs at 100 ms; generous bound for a loaded machine).

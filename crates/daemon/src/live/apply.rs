@@ -98,6 +98,15 @@ impl TokenBucket {
     pub fn take(&mut self, pages: u64) {
         self.tokens -= pages as f64;
     }
+
+    /// Changes the rate to `mb_per_s` MiB/s (a configuration reload) at host time `now_ns`: the
+    /// time before it refills at the old rate, what is in the bucket stays (at most the new
+    /// rate's one second), a debt stays a debt.
+    pub fn set_rate(&mut self, mb_per_s: u64, page_size: u64, now_ns: u64) {
+        self.available(now_ns);
+        self.rate_pages_per_s = mb_per_s as f64 * 1024.0 * 1024.0 / page_size.max(1) as f64;
+        self.tokens = self.tokens.min(self.rate_pages_per_s);
+    }
 }
 
 /// Pages moved and failures by cause, accumulated over the calls of one action.
@@ -847,6 +856,20 @@ mod tests {
         b.take(256);
         assert_eq!(b.available(0), 0);
         assert_eq!(b.available(500_000_000), 128);
+        assert_eq!(b.available(10_000_000_000), 256);
+    }
+
+    #[test]
+    fn a_new_rate_refills_at_the_old_rate_before_it_and_caps_at_its_own_second() {
+        // 1 MiB/s (256 pages/s) emptied at 0; 2 MiB/s from 0.5 s: 128 pages came at the old rate.
+        let mut b = TokenBucket::new(1, 4096, 0);
+        b.take(256);
+        b.set_rate(2, 4096, 500_000_000);
+        assert_eq!(b.available(500_000_000), 128);
+        assert_eq!(b.available(1_000_000_000), 128 + 256);
+        assert_eq!(b.available(10_000_000_000), 512);
+        // Lowered: what is in the bucket is cut to the new rate's second.
+        b.set_rate(1, 4096, 10_000_000_000);
         assert_eq!(b.available(10_000_000_000), 256);
     }
 

@@ -672,6 +672,22 @@ impl LiveHost {
         self.originals.procs.values().map(|p| (p.pid, p.starttime)).collect()
     }
 
+    /// Takes a reloaded page-migration budget, MiB/s (`[actuation] migrate_mb_per_s`, else
+    /// `[tunables] migrate_budget_mib_per_s`): the host enforces the budget the policy plans to
+    /// from the next action. Before, the policy took a reload's budget and the host kept the one
+    /// it started with, refusing a raised budget's moves as "used up" (a review of 2026-11-30).
+    pub fn set_migrate_budget(&mut self, mb_per_s: u64) {
+        if mb_per_s != self.opts.migrate_mb_per_s && mb_per_s > 0 {
+            self.budget.set_rate(mb_per_s, self.page_size, numapilot_observe::reader::monotonic_ns());
+            self.opts.migrate_mb_per_s = mb_per_s;
+        }
+    }
+
+    /// The page-migration budget the host enforces, MiB/s.
+    pub fn migrate_budget(&self) -> u64 {
+        self.opts.migrate_mb_per_s
+    }
+
     /// Takes the exclusions and inclusions of `new` (names, pids, cgroups, include_pinned,
     /// min_rss_kb); every action checks them, so they hold from the next one (a configuration
     /// reload), and when a list changed the observer classifies every process again.
