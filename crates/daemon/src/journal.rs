@@ -327,6 +327,12 @@ fn open_append(path: &Path) -> std::io::Result<File> {
             m.mode() & 0o7777
         )));
     }
+    // A second name for the file is a hard link planted at the path (where the kernel lets users
+    // link files they do not own, fs.protected_hardlinks = 0): the daemon's lines would go into a
+    // root file of someone's choosing (a review of 2026-11-30).
+    if m.nlink() != 1 {
+        return Err(std::io::Error::other(format!("has {} names (a hard link): not trusted; remove it", m.nlink())));
+    }
     Ok(f)
 }
 
@@ -407,6 +413,16 @@ mod tests {
         let Err(e) = Journal::open(&open, 1 << 20) else { panic!("opened a world-writable file") };
         assert!(e.to_string().contains("mode 666: not trusted"), "{e}");
         assert_eq!(std::fs::read_to_string(&open).unwrap(), "");
+        // A hard link to a root file of someone's choosing: refused, the file untouched.
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let linked = d.path().join("linked.jsonl");
+        std::fs::hard_link(&victim, &linked).unwrap();
+        let Err(e) = Journal::open(&linked, 1 << 20) else { panic!("opened a hard link") };
+        assert!(e.to_string().contains("has 2 names (a hard link): not trusted"), "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
     }
 
     #[test]

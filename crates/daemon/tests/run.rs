@@ -520,6 +520,17 @@ fn the_socket_is_not_made_in_a_directory_others_control() {
     std::fs::create_dir(&sticky).unwrap();
     std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
     assert!(control::serve(&sticky.join("s.sock"), shared()).is_ok());
+    // A private directory of root's inside one others may write: that one can be renamed aside
+    // with a directory of theirs put in its place (a review of 2026-11-30).
+    let inner = open.join("inner");
+    std::fs::create_dir(&inner).unwrap();
+    std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let e = control::serve(&inner.join("s.sock"), shared()).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("a directory above it, {} may be written by other users", open.display())),
+        "{e}"
+    );
+    assert!(!inner.join("s.sock").exists());
 }
 
 #[test]
