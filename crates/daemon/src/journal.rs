@@ -416,7 +416,6 @@ mod tests {
         // A hard link to a root file of someone's choosing: refused, the file untouched.
         let victim = d.path().join("victim");
         std::fs::write(&victim, "keep").unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
         let linked = d.path().join("linked.jsonl");
         std::fs::hard_link(&victim, &linked).unwrap();

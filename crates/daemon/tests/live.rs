@@ -1541,6 +1541,53 @@ fn a_placed_process_excluded_by_a_reload_is_put_back() {
     kid.kill();
 }
 
+/// Rule reload-narrows-scope: a reload that raises `min_rss_mib` above a placed process's
+/// resident memory, or turns `include_pinned` off while a placed process had pinned itself, puts
+/// it back as an exclusion does (its own mask; its record leaves); a placed process the new
+/// options still cover stays placed. Before, both stayed where numapilot had put them until the
+/// daemon stopped (a review of 2026-11-30).
+#[test]
+fn a_reload_that_narrows_what_is_managed_puts_back_what_falls_outside() {
+    let t = topo();
+    let Some(narrow) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("narrows");
+    let mut small = Kid::spawn("sleep", &[]);
+    small.line("ready");
+    let mut pinner = Kid::spawn("pin", &[]);
+    pinner.line("ready");
+    let (small_before, pinner_before) = (masks(small.pid()), masks(pinner.pid()));
+    assert!(pinner_before.iter().any(|(_, m)| *m != t.online_cpus()), "a thread pinned itself");
+    let mut host = host_with(&state, |o| o.include_pinned = true);
+    for kid in [&small, &pinner] {
+        let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: narrow.clone() }));
+        assert_eq!(o, Outcome::Applied { pages_moved: 0 }, "{}", kid.pid());
+    }
+    // include_pinned off: the process that had pinned itself goes back to its own pin; the other
+    // one stays placed.
+    let options = |f: &dyn Fn(&mut LiveOptions)| {
+        let mut o = LiveOptions { state_path: state.clone(), ..LiveOptions::default() };
+        f(&mut o);
+        o
+    };
+    host.set_exclusions(&options(&|_| {}));
+    let r = host.take_released();
+    assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
+    assert_eq!(masks(pinner.pid()), pinner_before, "back on its own pin");
+    assert!(masks(small.pid()).iter().all(|(_, m)| *m == narrow), "still placed");
+    assert_eq!(host.touched().iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![small.pid()]);
+    // The same options again narrow nothing: nothing more is put back.
+    host.set_exclusions(&options(&|_| {}));
+    assert_eq!(host.take_released(), Default::default());
+    // min_rss_mib above what `sleep` holds: put back too.
+    host.set_exclusions(&options(&|o| o.min_rss_kb = 1 << 30));
+    let r = host.take_released();
+    assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
+    assert_eq!(masks(small.pid()), small_before);
+    assert!(host.touched().is_empty());
+    small.kill();
+    pinner.kill();
+}
+
 /// A placed process that renames itself (or execs) into an excluded name is put back at the next
 /// observation, as one a reload excludes (a review of 2026-11-29: it stayed placed until some
 /// other release happened to look at every record).

@@ -693,6 +693,13 @@ impl LiveHost {
     /// reload), and when a list changed the observer classifies every process again.
     pub fn set_exclusions(&mut self, new: &LiveOptions) {
         let o = &self.opts;
+        // A reload that narrows what is managed without naming anyone (rule reload-narrows-scope):
+        // a larger `min_rss_mib`, or `include_pinned` turned off. A process placed before it that
+        // falls outside is put back as one a reload excludes; before, it stayed where numapilot
+        // had put it until the daemon stopped, and a process that had pinned itself stayed off its
+        // own pin although the operator had just said to leave such processes alone (a review of
+        // 2026-11-30).
+        let scope_narrowed = (o.include_pinned && !new.include_pinned) || new.min_rss_kb > o.min_rss_kb;
         let lists_changed = o.exclude_comm != new.exclude_comm
             || o.exclude_pids != new.exclude_pids
             || o.exclude_cgroups != new.exclude_cgroups
@@ -713,8 +720,54 @@ impl LiveHost {
         if lists_changed {
             self.observer.reclassify(&self.opts);
             let left = self.observer.take_left();
-            self.release_left(&left);
+            self.release_left(&left, scope_narrowed);
+        } else if scope_narrowed {
+            self.release_left(&[], true);
         }
+    }
+
+    /// Why process `r` (alive, `stat` its stat now) is outside what the options manage for a
+    /// reason other than the lists, or `None`: its resident memory under `min_rss_kb`, or, with
+    /// `include_pinned` off, a memory policy of its own in numa_maps or an original CPU mask (as
+    /// recorded before numapilot's first change) narrower than its cpuset allows. An original that
+    /// was exactly its cpuset's CPUs then (`cpuset_cpus` of the record) is no pin, though the
+    /// cpuset has grown since.
+    fn out_of_scope(
+        &self,
+        r: &state::ProcessOriginal,
+        stat: &numapilot_observe::parse::stat::TaskStat,
+    ) -> Option<String> {
+        let rss_kb = stat.rss_pages.saturating_mul(self.page_size) / 1024;
+        if rss_kb < self.opts.min_rss_kb {
+            return Some(format!(
+                "resident memory {} MiB is under min_rss_mib {}",
+                rss_kb / 1024,
+                self.opts.min_rss_kb / 1024
+            ));
+        }
+        if self.opts.include_pinned {
+            return None;
+        }
+        let advised = self.adopted.get(&r.pid).filter(|(st, _)| *st == r.starttime).map(|(_, n)| n);
+        if let Some(why) = select::pinned(&self.topo, self.cpuset_read.as_ref(), r.pid, true, advised) {
+            return Some(why);
+        }
+        if advised.is_some() {
+            return None;
+        }
+        let allowed =
+            select::cpuset_cpus(&self.topo, self.cpuset_read.as_ref(), r.pid)?.intersection(&self.topo.usable_cpus());
+        let then = r.cpuset_cpus.as_deref();
+        std::iter::once(&r.default_cpus).chain(r.threads.values()).find_map(|orig| {
+            let mask = CpuSet::parse_list(orig).ok()?;
+            let pinned = Some(orig.as_str()) != then && !allowed.is_subset(&mask.intersection(&allowed));
+            pinned.then(|| {
+                format!(
+                    "it had pinned itself to CPUs {orig} before numapilot placed it (its cpuset allows {})",
+                    allowed.to_list()
+                )
+            })
+        })
     }
 
     /// Puts back every process numapilot changed that the lists now leave out (excluded, or not in
@@ -723,8 +776,10 @@ impl LiveHost {
     /// pinned where numapilot had put it until the daemon stopped, and a later reload including it
     /// again found numapilot's own mask and read it as the process's own pin. The report is added
     /// to what [`LiveHost::take_released`] returns. `seen_leaving`: the pids the observer saw leave
-    /// since it was last asked (`TieredObserver::take_left`).
-    fn release_left(&mut self, seen_leaving: &[u32]) {
+    /// since it was last asked (`TieredObserver::take_left`). `scope`: a reload narrowed the
+    /// options (rule reload-narrows-scope), so a process [`LiveHost::out_of_scope`] names goes
+    /// back too (only then: a process shrinking under `min_rss_mib` while it runs stays placed).
+    fn release_left(&mut self, seen_leaving: &[u32], scope: bool) {
         // The processes the observer saw leave: a page move of theirs stops at its next batch,
         // whether or not anything else of theirs is on record (a move needs no record). Every
         // record is checked below.
@@ -744,6 +799,7 @@ impl LiveHost {
                 let came_from = r.cpuset.as_ref().map(|c| c.original.as_str());
                 select::exclusion(&self.opts, r.pid, &stat.comm, || select::cgroup_paths_with(r.pid, came_from))
                     .is_some()
+                    || (scope && self.out_of_scope(r, &stat).is_some())
             })
             .map(|r| r.pid)
             .collect();
@@ -1200,7 +1256,7 @@ impl Host for LiveHost {
         // of processes that left by a cgroup move or a rename were not stopped.)
         let left = self.observer.take_left();
         if !left.is_empty() {
-            self.release_left(&left);
+            self.release_left(&left, false);
         }
         let t = self.now_ns();
         // Scan maps and sockets of the processes that can matter, over the scans' cadence.

@@ -309,6 +309,15 @@ pub fn mems_allowed(pid: u32) -> Option<NodeSet> {
     NodeSet::parse_list(line.trim()).ok()
 }
 
+/// The CPUs `pid`'s cpuset allows: its effective CPUs read from `hier`, else the online CPUs of
+/// the nodes of its `Mems_allowed` (the model's own rule); `None` when neither can be read.
+pub fn cpuset_cpus(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32) -> Option<CpuSet> {
+    hier.and_then(|h| cpuset_effective_cpus(h, pid)).or_else(|| {
+        let mems = mems_allowed(pid)?;
+        Some(topo.cpus_of_nodes(&mems).intersection(&topo.online_cpus()))
+    })
+}
+
 /// Why `pid` counts as having placed itself, or `None`: an explicit memory policy in numa_maps
 /// (bind, prefer, prefer many, interleave, weighted interleave on any VMA), or, unless
 /// `affinity_is_ours`, a thread whose affinity is narrower than its cpuset's CPUs. What cannot be
@@ -343,11 +352,7 @@ pub fn pinned(
     if affinity_is_ours || advised.is_some() {
         return None;
     }
-    let allowed = hier.and_then(|h| cpuset_effective_cpus(h, pid)).or_else(|| {
-        let mems = mems_allowed(pid)?;
-        Some(topo.cpus_of_nodes(&mems).intersection(&topo.online_cpus()))
-    });
-    let Some(allowed) = allowed else {
+    let Some(allowed) = cpuset_cpus(topo, hier, pid) else {
         return Some("its cpuset could not be read: whether it narrowed its CPUs is unknown".into());
     };
     // Reserved CPUs (`Topology::reserve`) are not the process's to narrow from: on a host with
