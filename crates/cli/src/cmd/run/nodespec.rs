@@ -13,8 +13,8 @@
 //! ```text
 //!   spec     := "same"                      the previous node spec on the command line (nodes only)
 //!             | ["!"] ["+"] body            "!" inverts, "+" makes numbers relative; in this order
-//!   body     := item ("," item)*
-//!             | device                      nodes only; takes the whole rest of the spec
+//!   body     := (item ",")* (item | device)   a device (nodes only) may start any item and
+//!                                            takes the whole rest of the spec
 //!   item     := number | number "-" number | "all"      ("all" may only be the last item)
 //!   number   := decimal | "0x" hex | "0" octal          (C strtoul base 0: "010" is 8, "08" is bad)
 //!   device   := "netdev:" IFNAME | "pci:" [seg ":"] bus ":" dev ["." fn] | "block:" NAME
@@ -43,7 +43,9 @@
 //! * `!` complements within the domain; numactl complements over `0 .. number of memory nodes`,
 //!   which on a sparse machine (nodes 0 and 8) turns `!0` into the non-existent node 1.
 //! * A spec that selects nothing (`!all`, an empty string) is an error here; numactl passes the
-//!   empty mask to the kernel and reports its EINVAL.
+//!   empty mask to the kernel and reports its EINVAL for `-m`, `-N`, `-C` and `-P`, and for
+//!   `--interleave` runs the command under the default policy (libnuma's
+//!   `numa_set_interleave_mask` takes an empty mask for "no interleave").
 //! * Device forms must resolve to a node in the domain. `ip:` needs a routing-table lookup and is
 //!   refused with a clear message.
 //! * Every error names the offending token and why, instead of libnuma's one-line warning followed
@@ -240,46 +242,52 @@ pub fn parse(
     }
 
     let mut set = IdSet::new();
-    let device = devices
-        .filter(|_| kind == Kind::Node)
-        .and_then(|d| Device::PREFIXES.iter().find_map(|(p, dev)| body.strip_prefix(p).map(|name| (d, *dev, name))));
-    if let Some((resolver, dev, name)) = device {
-        let node = resolver.device_node(dev, name).map_err(|why| err(body, Problem::Device(why)))?;
-        check_member(node, &domain).map_err(|p| err(body, p))?;
-        set.insert(node);
-    } else {
-        let items: Vec<&str> = body.split(',').collect();
-        for (i, item) in items.iter().enumerate() {
-            if item.is_empty() {
-                return Err(err(spec, Problem::EmptyItem));
-            }
-            if *item == "all" {
-                if i + 1 != items.len() {
-                    return Err(err(item, Problem::AllNotLast));
-                }
-                set = set.union(domain.allowed);
-                continue;
-            }
-            let (a, b) = match item.split_once('-') {
-                Some((a, b)) => (a, Some(b)),
-                None => (*item, None),
-            };
-            let lo = resolve_number(a, relative, &domain).map_err(|p| err(item, p))?;
-            check_member(lo, &domain).map_err(|p| err(item, p))?;
-            let hi = match b {
-                Some(b) => {
-                    let hi = resolve_number(b, relative, &domain).map_err(|p| err(item, p))?;
-                    check_member(hi, &domain).map_err(|p| err(item, p))?;
-                    hi
-                }
-                None => lo,
-            };
-            if hi < lo {
-                return Err(err(item, Problem::Backwards { lo, hi }));
-            }
-            // Only allowed ids between the two ends (numactl does the same).
-            set = set.union(&domain.allowed.iter().filter(|id| (lo..=hi).contains(id)).collect());
+    // A device form may stand wherever an item starts, and takes the whole rest of the spec (its
+    // name may hold commas): `0,netdev:eth0` is node 0 and the NIC's node, as libnuma's item loop
+    // hands the rest to `resolve_affinity` when an item starts with a letter (a review of
+    // 2026-11-30 found only a spec starting with one accepted).
+    let mut rest = Some(body);
+    while let Some(at) = rest {
+        if let Some((resolver, dev, name)) = device_at(devices, kind, at) {
+            let node = resolver.device_node(dev, name).map_err(|why| err(at, Problem::Device(why)))?;
+            check_member(node, &domain).map_err(|p| err(at, p))?;
+            set.insert(node);
+            break;
         }
+        let (item, tail) = match at.split_once(',') {
+            Some((item, tail)) => (item, Some(tail)),
+            None => (at, None),
+        };
+        rest = tail;
+        if item.is_empty() {
+            return Err(err(spec, Problem::EmptyItem));
+        }
+        if item == "all" {
+            if rest.is_some() {
+                return Err(err(item, Problem::AllNotLast));
+            }
+            set = set.union(domain.allowed);
+            continue;
+        }
+        let (a, b) = match item.split_once('-') {
+            Some((a, b)) => (a, Some(b)),
+            None => (item, None),
+        };
+        let lo = resolve_number(a, relative, &domain).map_err(|p| err(item, p))?;
+        check_member(lo, &domain).map_err(|p| err(item, p))?;
+        let hi = match b {
+            Some(b) => {
+                let hi = resolve_number(b, relative, &domain).map_err(|p| err(item, p))?;
+                check_member(hi, &domain).map_err(|p| err(item, p))?;
+                hi
+            }
+            None => lo,
+        };
+        if hi < lo {
+            return Err(err(item, Problem::Backwards { lo, hi }));
+        }
+        // Only allowed ids between the two ends (numactl does the same).
+        set = set.union(&domain.allowed.iter().filter(|id| (lo..=hi).contains(id)).collect());
     }
     if invert {
         set = domain.allowed.difference(&set);
@@ -288,6 +296,16 @@ pub fn parse(
         return Err(err(spec, Problem::SelectsNothing));
     }
     Ok(set)
+}
+
+/// The device form `at` starts with, if any, with its resolver and name (node specs only).
+fn device_at<'s, 'd>(
+    devices: Option<&'d dyn DeviceNodes>,
+    kind: Kind,
+    at: &'s str,
+) -> Option<(&'d dyn DeviceNodes, Device, &'s str)> {
+    let d = devices.filter(|_| kind == Kind::Node)?;
+    Device::PREFIXES.iter().find_map(|(p, dev)| at.strip_prefix(p).map(|name| (d, *dev, name)))
 }
 
 /// A number as C `strtoul(s, &end, 0)` reads it, requiring the whole string to be consumed.
@@ -481,5 +499,13 @@ mod tests {
         assert_eq!(e2.problem, Problem::NotAllowed(1));
         // CPU specs have no device forms.
         assert_eq!(parse("netdev:eth0", Kind::Cpu, d, Some(&Table)).unwrap_err().problem, Problem::Unparseable);
+        // A device may start any item and takes the rest, as in libnuma's item loop.
+        assert_eq!(parse("0,netdev:eth0", Kind::Node, d, Some(&Table)).unwrap().to_list(), "0-1");
+        assert_eq!(parse("8,0,pci:0000:3b:00.0", Kind::Node, d, Some(&Table)).unwrap().to_list(), "0,8");
+        assert_eq!(parse("!0,netdev:eth0", Kind::Node, d, Some(&Table)).unwrap().to_list(), "8");
+        let e3 = parse("0,netdev:eth9", Kind::Node, d, Some(&Table)).unwrap_err();
+        assert_eq!(e3.token, "netdev:eth9");
+        assert_eq!(parse("0,", Kind::Node, d, Some(&Table)).unwrap_err().problem, Problem::EmptyItem);
+        assert_eq!(parse("all,netdev:eth0", Kind::Node, d, Some(&Table)).unwrap_err().problem, Problem::AllNotLast);
     }
 }
