@@ -233,8 +233,14 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
     let mem_domain = sys.mem_domain(req.all);
     let cpu_domain = sys.cpu_domain(req.all);
     // Nodes whose CPUs this process may use count for --cpunodebind even without memory (a CPU-only
-    // node is not in Mems_allowed); numactl reads --cpunodebind against Mems_allowed alone.
+    // node is not in Mems_allowed); numactl reads --cpunodebind against Mems_allowed alone. Only
+    // when named by number: `+N`, `!` and `all` mean what numactl makes them mean, members of
+    // Mems_allowed, so `-N +1 -m same` puts threads and memory on the same node (a review of
+    // 2026-11-30: counted over CPU-only nodes too, `+1` named the CPU-only node for -N and the
+    // next memory node for -m).
     let cpu_node_domain = mem_domain.union(&topo.nodes_of_cpus(&cpu_domain));
+    let by_number_only =
+        |text: &str| !text.starts_with('!') && !text.contains('+') && !text.split(',').any(|i| i == "all");
 
     let nodes = |spec: &Spec, domain: &NodeSet| -> Result<NodeSet, ResolveError> {
         nodespec::parse(&spec.text, Kind::Node, Domain { allowed: domain, existing: online_nodes }, Some(devices))
@@ -287,7 +293,10 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
     let cpus = match &req.cpubind {
         None => None,
         Some(CpuBind::Nodes(spec)) => {
-            let set = nodes(spec, &cpu_node_domain)?;
+            let set = match nodes(spec, &mem_domain) {
+                Err(_) if by_number_only(&spec.text) => nodes(spec, &cpu_node_domain)?,
+                other => other?,
+            };
             let cpus: CpuSet = topo.cpus_of_nodes(&set).intersection(online_cpus);
             if cpus.is_empty() {
                 return Err(ResolveError::NoCpus(spec.label(), set));
@@ -379,6 +388,14 @@ mod tests {
         // A CPU-only node (5, not in Mems_allowed) can be named for CPUs but not for memory.
         assert_eq!(place(&s, &["-N", "5"]).unwrap().cpus, Some(set("2")));
         assert_eq!(place(&s, &["-m", "5"]).unwrap_err().to_string(), "-m 5: node 5 has no memory");
+        // Named by number only: `+N`, `!` and `all` count the allowed memory nodes {0,4,8}, as
+        // numactl's do, so `-N +2 -m same` is node 8 for both (counted over {0,4,5,8}, `+2` was
+        // node 5 for -N and node 8 for -m).
+        let both = place(&s, &["-N", "+2", "-m", "same"]).unwrap();
+        assert_eq!((both.cpus, both.policy.unwrap().0), (Some(set("1500,4095")), MemPolicy::Bind(set("8"))));
+        assert_eq!(place(&s, &["-N", "all"]).unwrap().cpus, Some(set("0-1,1500,4095")));
+        assert_eq!(place(&s, &["-N", "!0"]).unwrap().cpus, Some(set("1500,4095")));
+        assert_eq!(place(&s, &["-N", "0,5"]).unwrap().cpus, Some(set("0-2")));
         // Node 4 has memory but no CPUs; node 1 does not exist.
         let e = place(&s, &["-m", "1"]).unwrap_err().to_string();
         assert_eq!(e, "-m 1: node 1 does not exist (online nodes: 0,4-5,8)");

@@ -46,6 +46,9 @@
 //!   empty mask to the kernel and reports its EINVAL for `-m`, `-N`, `-C` and `-P`, and for
 //!   `--interleave` runs the command under the default policy (libnuma's
 //!   `numa_set_interleave_mask` takes an empty mask for "no interleave").
+//! * The domain leaves out offline CPUs: `+N` counts the allowed CPUs that are online, where
+//!   libnuma counts `Cpus_allowed` as the kernel reports it (which may still name an offline CPU),
+//!   so `-C +1` can name a later CPU than numactl's, one the kernel will run the thread on.
 //! * Device forms must resolve to a node in the domain. `ip:` needs a routing-table lookup and is
 //!   refused with a clear message.
 //! * Every error names the offending token and why, instead of libnuma's one-line warning followed
