@@ -24,6 +24,12 @@
 //! [`SETTLE`] later; a clone preempted for longer than that can still escape (the next observation
 //! sees its mask). A thread that exits between listing and setting (ESRCH) is skipped.
 //!
+//! A placement stops at the first thread the kernel refuses (the plan does not fit; the caller
+//! holds the originals of those already set). Putting masks back goes on instead
+//! ([`set_threads_affinity_each_while`]): every thread gets its mask, or a substitute the caller
+//! offers for a refused one, or is reported, so one thread whose original the kernel no longer
+//! takes leaves no later thread on the daemon's mask (review of 2026-11-30).
+//!
 //! [`resident_pages`] reads `/proc/PID/pagemap` (8 bytes per virtual page, bit 63 "present";
 //! Documentation/admin-guide/mm/pagemap.rst) over a range and returns the addresses of the pages
 //! that are in memory: `move_pages(2)` is only worth calling on those (a page never touched has
@@ -136,14 +142,138 @@ pub fn set_threads_affinity_while(
     max_rounds: u32,
     mut mask_for: impl FnMut(u32) -> Option<CpuSet>,
     mut before: impl FnMut(u32, &CpuSet),
-    mut still: impl FnMut() -> bool,
+    still: impl FnMut() -> bool,
 ) -> Result<Option<ProcessAffinity>> {
     let mut out = ProcessAffinity::default();
+    let walk = walk_threads(pid, max_rounds, still, |tid| {
+        let Some(cpus) = mask_for(tid) else { return Ok(()) };
+        let original = match sched_getaffinity(tid as libc::pid_t) {
+            Ok(c) => c,
+            Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        before(tid, &original);
+        match sched_setaffinity(tid as libc::pid_t, &cpus) {
+            Ok(()) => {}
+            Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        out.threads.push((tid, original));
+        Ok(())
+    })?;
+    out.rounds = walk.rounds;
+    out.unsettled = walk.unsettled;
+    Ok(if walk.gone && out.threads.is_empty() { None } else { Some(out) })
+}
+
+/// A thread [`set_threads_affinity_each_while`] left as it was: the kernel refused its mask, and
+/// the substitute too when one was offered.
+#[derive(Debug)]
+pub struct ThreadRefusal {
+    /// The thread.
+    pub tid: u32,
+    /// The mask last asked for it (the substitute, when one was tried).
+    pub cpus: CpuSet,
+    /// The kernel's answer.
+    pub error: Error,
+}
+
+/// What [`set_threads_affinity_each_while`] did.
+#[derive(Debug, Default)]
+pub struct ThreadsAffinity {
+    /// The walk as [`set_threads_affinity_while`] reports it: every thread set (by its own mask or
+    /// a substitute), with the mask it had before; listings; unsettled.
+    pub walk: ProcessAffinity,
+    /// Threads whose own mask was refused and that took the substitute instead:
+    /// `(tid, refused, set)`.
+    pub substituted: Vec<(u32, CpuSet, CpuSet)>,
+    /// Threads left with the mask they had.
+    pub refused: Vec<ThreadRefusal>,
+}
+
+/// [`set_threads_affinity_while`] that goes on past a thread the kernel refuses, for putting
+/// masks back: every thread listed gets its mask or is reported in
+/// [`ThreadsAffinity::refused`], whatever came before it in the listing. `instead(tid, refused,
+/// error)` may offer one substitute for a refused mask (`None`: leave the thread as it is); it is
+/// tried once. `Ok(None)` when the process is gone (or `still()` says it changed) before any
+/// thread was set or refused; `Err` only when its threads cannot be listed.
+///
+/// Why a second walk (review of 2026-11-30): restoring stopped at the first thread whose recorded
+/// original the kernel no longer takes (EINVAL after a CPU went offline or the cpuset narrowed),
+/// and every thread later in the listing kept the daemon's mask. A placement keeps the fail-fast
+/// walk: there a refusal means the plan does not fit, and going on would place half a process.
+pub fn set_threads_affinity_each_while(
+    pid: u32,
+    max_rounds: u32,
+    mut mask_for: impl FnMut(u32) -> Option<CpuSet>,
+    mut instead: impl FnMut(u32, &CpuSet, &Error) -> Option<CpuSet>,
+    still: impl FnMut() -> bool,
+) -> Result<Option<ThreadsAffinity>> {
+    let mut out = ThreadsAffinity::default();
+    let walk = walk_threads(pid, max_rounds, still, |tid| {
+        let Some(cpus) = mask_for(tid) else { return Ok(()) };
+        let original = match sched_getaffinity(tid as libc::pid_t) {
+            Ok(c) => c,
+            Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
+            Err(error) => {
+                out.refused.push(ThreadRefusal { tid, cpus, error });
+                return Ok(());
+            }
+        };
+        let error = match sched_setaffinity(tid as libc::pid_t, &cpus) {
+            Ok(()) => {
+                out.walk.threads.push((tid, original));
+                return Ok(());
+            }
+            Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
+            Err(e) => e,
+        };
+        match instead(tid, &cpus, &error).filter(|s| *s != cpus && !s.is_empty()) {
+            Some(sub) => match sched_setaffinity(tid as libc::pid_t, &sub) {
+                Ok(()) => {
+                    out.walk.threads.push((tid, original));
+                    out.substituted.push((tid, cpus, sub));
+                }
+                Err(e) if e.errno() == Some(libc::ESRCH) => {}
+                Err(error) => out.refused.push(ThreadRefusal { tid, cpus: sub, error }),
+            },
+            None => out.refused.push(ThreadRefusal { tid, cpus, error }),
+        }
+        Ok(())
+    })?;
+    out.walk.rounds = walk.rounds;
+    out.walk.unsettled = walk.unsettled;
+    let touched = !out.walk.threads.is_empty() || !out.refused.is_empty();
+    Ok(if walk.gone && !touched { None } else { Some(out) })
+}
+
+/// How a walk over a process's threads ended ([`walk_threads`]).
+struct Walk {
+    /// Listings made.
+    rounds: u32,
+    /// The last listing allowed still showed new threads (see [`ProcessAffinity::unsettled`]).
+    unsettled: bool,
+    /// The process was gone (or `still()` said it changed) before the walk settled.
+    gone: bool,
+}
+
+/// The walk both forms share (see the module essay): lists `pid`'s threads, calls `each(tid)` once
+/// for every thread not seen before, and lists again until a quiet listing is confirmed
+/// [`SETTLE`] later, at most `max_rounds` listings; `still()` is asked before each. An error from
+/// `each` ends the walk with it.
+fn walk_threads(
+    pid: u32,
+    max_rounds: u32,
+    mut still: impl FnMut() -> bool,
+    mut each: impl FnMut(u32) -> Result<()>,
+) -> Result<Walk> {
+    let mut walk = Walk { rounds: 0, unsettled: false, gone: false };
     let mut done: Vec<u32> = Vec::new();
     let mut confirming = false;
     for round in 0..max_rounds.max(1) {
         if !still() {
-            return Ok(if out.threads.is_empty() { None } else { Some(out) });
+            walk.gone = true;
+            return Ok(walk);
         }
         let listing = list_threads(pid).map_err(|e| Error::Syscall {
             syscall: "readdir",
@@ -151,40 +281,29 @@ pub fn set_threads_affinity_while(
             errno: e.raw_os_error().unwrap_or(libc::EIO),
         })?;
         let Some(tids) = listing else {
-            return Ok(if out.threads.is_empty() { None } else { Some(out) });
+            walk.gone = true;
+            return Ok(walk);
         };
-        out.rounds = round + 1;
+        walk.rounds = round + 1;
         let new: Vec<u32> = tids.into_iter().filter(|t| done.binary_search(t).is_err()).collect();
         if new.is_empty() {
             if confirming {
-                out.unsettled = false;
-                return Ok(Some(out));
+                walk.unsettled = false;
+                return Ok(walk);
             }
             confirming = true;
             std::thread::sleep(SETTLE);
             continue;
         }
         confirming = false;
-        out.unsettled = true;
+        walk.unsettled = true;
         for tid in new {
             let at = done.partition_point(|&d| d < tid);
             done.insert(at, tid);
-            let Some(cpus) = mask_for(tid) else { continue };
-            let original = match sched_getaffinity(tid as libc::pid_t) {
-                Ok(c) => c,
-                Err(e) if e.errno() == Some(libc::ESRCH) => continue,
-                Err(e) => return Err(e),
-            };
-            before(tid, &original);
-            match sched_setaffinity(tid as libc::pid_t, &cpus) {
-                Ok(()) => {}
-                Err(e) if e.errno() == Some(libc::ESRCH) => continue,
-                Err(e) => return Err(e),
-            }
-            out.threads.push((tid, original));
+            each(tid)?;
         }
     }
-    Ok(Some(out))
+    Ok(walk)
 }
 
 /// Bit 63 of a pagemap entry: the page is present in RAM.
@@ -281,6 +400,54 @@ mod tests {
         assert!(matches!(r, Ok(None)), "{r:?}");
         assert_eq!(asked, 1);
         assert_eq!(sched_getaffinity(0).unwrap(), before);
+    }
+
+    /// The restoring walk goes on past a refused thread (review of 2026-11-30). Two threads of
+    /// this process: the first listed is asked for a CPU that is not online (EINVAL), the second
+    /// for one that is. The fail-fast walk stops at the first and leaves the second alone; the
+    /// restoring walk sets the second and reports the first, and with a substitute offered the
+    /// first takes it.
+    #[test]
+    fn the_restoring_walk_goes_on_past_a_refused_thread() {
+        let me = std::process::id();
+        let mine = sched_getaffinity(0).unwrap();
+        let one: CpuSet = std::iter::once(mine.first().unwrap()).collect();
+        let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+        let away: CpuSet = std::iter::once(CpuSet::parse_list(online.trim()).unwrap().last().unwrap() + 1).collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let hold = std::sync::Arc::new(std::sync::Barrier::new(3));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (tx, hold) = (tx.clone(), hold.clone());
+                std::thread::spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    tx.send(unsafe { libc::gettid() } as u32).unwrap();
+                    hold.wait();
+                })
+            })
+            .collect();
+        let mut tids = [rx.recv().unwrap(), rx.recv().unwrap()];
+        tids.sort_unstable();
+        let [first, second] = tids;
+        let masks = |t: u32| match t {
+            t if t == first => Some(away.clone()),
+            t if t == second => Some(one.clone()),
+            _ => None,
+        };
+        let fail_fast = set_threads_affinity_while(me, 8, masks, |_, _| {}, || true);
+        assert_eq!(fail_fast.map(|_| ()).unwrap_err().errno(), Some(libc::EINVAL));
+        assert_eq!(sched_getaffinity(second as libc::pid_t).unwrap(), mine, "the fail-fast walk stopped first");
+        let r = set_threads_affinity_each_while(me, 8, masks, |_, _, _| None, || true).unwrap().unwrap();
+        assert_eq!(sched_getaffinity(second as libc::pid_t).unwrap(), one, "set past the refused thread");
+        assert_eq!(r.refused.len(), 1, "{r:?}");
+        assert_eq!((r.refused[0].tid, r.refused[0].error.errno()), (first, Some(libc::EINVAL)));
+        assert_eq!(r.walk.threads.iter().map(|t| t.0).collect::<Vec<_>>(), vec![second]);
+        let r = set_threads_affinity_each_while(me, 8, masks, |_, _, _| Some(one.clone()), || true).unwrap().unwrap();
+        assert!(r.refused.is_empty(), "{r:?}");
+        assert_eq!(r.substituted, vec![(first, away.clone(), one.clone())]);
+        assert_eq!(sched_getaffinity(first as libc::pid_t).unwrap(), one, "the substitute");
+        hold.wait();
+        workers.into_iter().for_each(|w| w.join().unwrap());
     }
 
     #[test]

@@ -880,9 +880,20 @@ impl LiveHost {
                 return if added { self.save() } else { Ok(()) };
             };
             let new: Vec<u32> = tids.into_iter().filter(|t| !rec.threads.contains_key(t)).collect();
+            // Ours as the kernel reports it now, cut to the CPUs online and to the cpuset, not
+            // only equal (`state::carries_ours`: after a CPU went offline or the cpuset narrowed,
+            // a thread that inherited numapilot's mask read smaller and was recorded with it as
+            // its own original, review of 2026-11-30). What the cut is cut to is read once, and
+            // only for a mask that is not one of ours as it stands.
+            let mut allowed: Option<Option<CpuSet>> = None;
             for tid in new {
                 if let Ok(m) = sched_getaffinity(tid as libc::pid_t) {
-                    if !ours.contains(&m) {
+                    let is_ours = ours.contains(&m)
+                        || (ours.iter().any(|s| m.is_subset(s)) && {
+                            let a = allowed.get_or_insert_with(|| state::allowed_cpus(pid, self.cpuset_read.as_ref()));
+                            state::carries_ours(&m, &ours, a.as_ref())
+                        });
+                    if !is_ours {
                         rec.threads.insert(tid, m.to_list());
                         added = true;
                     }

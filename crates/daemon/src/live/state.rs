@@ -13,7 +13,9 @@
 //!   first change to (pid, starttime)   record originals (every thread's mask, the cpuset cgroup)
 //!                                      write the state file  ──>  then make the syscall
 //!   a later change to the process       threads born since with a mask of their own (not one
-//!                                        numapilot set) recorded first, file written again
+//!                                        numapilot set, nor one cut to the CPUs online and the
+//!                                        cpuset: `carries_ours`) recorded first, file written
+//!                                        again
 //!   restore (SIGTERM, or open())       first, descendants not on record that inherited what we
 //!                                        set at fork (every thread on the mask we set, or in the
 //!                                        cgroup we made): the ancestor's original mask / cgroup
@@ -21,14 +23,23 @@
 //!                                      cpuset: whatever is still in the cgroup we made goes back
 //!                                        to the original cgroup (one moved elsewhere since stays
 //!                                        there), ours is removed
-//!                                      every current thread: its recorded mask; else, while it
-//!                                        carries a mask numapilot set (inherited from its
-//!                                        creator), the leader's original; else left alone; a
-//!                                        mask that was exactly its cpuset's CPUs when recorded
-//!                                        goes back as every possible CPU (restore-follows-cpuset)
-//!                                      then the state file is emptied
+//!                                      every current thread, while it carries a mask numapilot
+//!                                        set (or that mask cut to the CPUs online and its
+//!                                        cpuset): its recorded mask, else (born since, it
+//!                                        inherited ours) the leader's original; any other mask
+//!                                        is the program's own and left alone; a mask that was
+//!                                        exactly its cpuset's CPUs when recorded goes back as
+//!                                        every possible CPU (restore-follows-cpuset); one the
+//!                                        kernel refuses (EINVAL: no CPU of it left) gets its
+//!                                        cpuset's CPUs, logged; every thread is tried whatever
+//!                                        the ones before it met
+//!                                      then the state file is emptied of every process put back;
+//!                                        one whose restore failed stays on record for the next
+//!                                        pass, up to RESTORE_TRIES failed passes (crash recovery
+//!                                        is the last try)
 //!   release (a process excluded, or     the same for that process alone, and its descendants
 //!    out of [include], while placed)      without records of their own; its record dropped
+//!                                        (kept, as above, when its restore failed)
 //! ```
 //!
 //! One daemon owns the file: a start that acts takes an exclusive lock (flock) on `.NAME.lock`
@@ -65,7 +76,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use numapilot_actuate::cgroup::SUBTREE;
-use numapilot_actuate::{sched_getaffinity, set_threads_affinity_while, CgroupVersion, CpusetHierarchy};
+use numapilot_actuate::process::set_threads_affinity_each_while;
+use numapilot_actuate::{sched_getaffinity, CgroupVersion, CpusetHierarchy};
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
@@ -76,6 +88,18 @@ use super::RestoreReport;
 /// Default 16. Source: a choice, twice the change's bound: restoring is done once, at exit.
 /// What it prevents: looping forever on a process that creates threads without end.
 const RESTORE_ROUNDS: u32 = 16;
+
+/// Failed restore passes after which a record is given up, per daemon run: 3. A pass is a release
+/// (the process taken out of numapilot's hands) or the shutdown restore; a record whose pass failed
+/// stays in memory and in the state file for the next one, the shutdown's written for the next
+/// start, whose crash recovery is its last try (the count is not in the file, so recovery keeps
+/// nothing: the bound holds across restarts too). Source: a choice (review of 2026-11-30): a
+/// failure worth a retry passes (a thread the kernel refused while a cpuset was being rewritten);
+/// one that lasts (EPERM from a security module, a SCHED_DEADLINE thread's EBUSY) does not pass by
+/// trying. What it prevents: a record dropped at its first failure, its threads left on the
+/// daemon's mask with nothing left to retry (the review's recovery rewrote the file with no
+/// process), and one retried at every pass for as long as the process lives.
+pub const RESTORE_TRIES: u32 = 3;
 
 /// Version of the state file format.
 pub const STATE_VERSION: u32 = 1;
@@ -199,12 +223,15 @@ pub struct Originals {
     pub procs: BTreeMap<u32, ProcessOriginal>,
     /// The lock on `path` ([`Originals::claim`]), held while this set lives.
     _lock: Option<std::fs::File>,
+    /// Failed restore passes of the records kept for another one: pid -> (start time, passes)
+    /// ([`RESTORE_TRIES`]).
+    tries: BTreeMap<u32, (u64, u32)>,
 }
 
 impl Originals {
     /// An empty set for `path` (nothing read).
     pub fn new(path: &Path) -> Self {
-        Self { path: path.to_path_buf(), procs: BTreeMap::new(), _lock: None }
+        Self { path: path.to_path_buf(), procs: BTreeMap::new(), _lock: None, tries: BTreeMap::new() }
     }
 
     /// An empty set for `path` that owns it: an exclusive lock (flock) on `.NAME.lock` beside the
@@ -248,7 +275,7 @@ impl Originals {
                 format!("state lock {shown}: cannot lock: {e}")
             });
         }
-        Ok(Self { path: path.to_path_buf(), procs: BTreeMap::new(), _lock: Some(f) })
+        Ok(Self { path: path.to_path_buf(), procs: BTreeMap::new(), _lock: Some(f), tries: BTreeMap::new() })
     }
 
     /// Reads the state file: `Ok(None)` when it does not exist; an error naming the path for any
@@ -356,7 +383,8 @@ impl Originals {
     /// Puts back the recorded processes among `pids` (and the descendants that inherited what
     /// numapilot set on them), forgets them and rewrites the file: the processes an operator took
     /// out of numapilot's hands while it ran (`[exclude]`, `[include]`). Pids without a record are
-    /// ignored.
+    /// ignored. A process whose restore failed keeps its record for the next pass (the next
+    /// release of it, or the shutdown), up to [`RESTORE_TRIES`] failed passes.
     pub fn release(&mut self, pids: &[u32]) -> RestoreReport {
         let mut report = RestoreReport::default();
         let taken: BTreeMap<u32, ProcessOriginal> =
@@ -366,14 +394,24 @@ impl Originals {
         }
         // Descendants with records of their own stay as numapilot placed them: only those
         // carrying what was set on a released process, with no record, are put back with it.
-        restore_inherited(&taken, &self.procs, &mut report);
-        for rec in taken.values() {
-            restore_one(rec, &mut report);
-        }
+        let tries = &mut self.tries;
+        let again = restore_pass(&taken, &self.procs, &mut report, |rec| retry(tries, rec));
+        self.keep_for_retry(again, taken.keys());
         if let Err(e) = self.save() {
             report.failed.push(e);
         }
         report
+    }
+
+    /// Takes back `again` (records whose restore pass failed and that are tried again) and forgets
+    /// the failed passes of the other records of that pass (`passed`): restored or given up.
+    fn keep_for_retry<'a>(&mut self, again: BTreeMap<u32, ProcessOriginal>, passed: impl Iterator<Item = &'a u32>) {
+        for pid in passed {
+            if !again.contains_key(pid) {
+                self.tries.remove(pid);
+            }
+        }
+        self.procs.extend(again);
     }
 
     /// Writes the state file atomically (temp + fsync + rename, mode 0600).
@@ -385,10 +423,16 @@ impl Originals {
 
     /// Puts every recorded process back, forgets them and empties the file. Descendants that
     /// inherited a recorded process's changed mask or cpuset at fork, and still carry it, are put
-    /// back first, to their ancestor's originals (while the ancestor still shows what we set).
+    /// back first, to their ancestor's originals (while the ancestor still shows what we set). A
+    /// process whose restore failed stays on record, and in the file, for the next pass (at
+    /// shutdown: the next start's recovery), up to [`RESTORE_TRIES`] failed passes (review of
+    /// 2026-11-30: it was forgotten, its threads left on numapilot's mask for good).
     pub fn restore_all(&mut self) -> RestoreReport {
         let mut report = RestoreReport::default();
-        restore_records(&std::mem::take(&mut self.procs), &mut report);
+        let taken = std::mem::take(&mut self.procs);
+        let tries = &mut self.tries;
+        let again = restore_pass(&taken, &BTreeMap::new(), &mut report, |rec| retry(tries, rec));
+        self.keep_for_retry(again, taken.keys());
         if let Err(e) = self.save() {
             report.failed.push(e);
         }
@@ -464,19 +508,124 @@ fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
 
 /// Puts back every process of `procs` (a state file's records, by pid): first the descendants
 /// that inherited what numapilot set on one of them and still carry it, then each recorded
-/// process. The one restore of both shutdown ([`Originals::restore_all`]) and crash recovery (the
-/// live host's open): until 2026-11-29 recovery restored the records alone, and children that had
-/// inherited a placed parent's mask kept it after a kill -9.
+/// process. Crash recovery's restore (the live host's open), the same pass as the shutdown's
+/// ([`Originals::restore_all`]): until 2026-11-29 recovery restored the records alone, and
+/// children that had inherited a placed parent's mask kept it after a kill -9. Recovery is a
+/// record's last try ([`RESTORE_TRIES`]): one whose restore fails is reported and not kept.
 pub fn restore_records(procs: &BTreeMap<u32, ProcessOriginal>, report: &mut RestoreReport) {
-    restore_inherited(procs, &BTreeMap::new(), report);
-    for rec in procs.values() {
-        restore_one(rec, report);
+    restore_pass(procs, &BTreeMap::new(), report, |_| {
+        Retry::GiveUp("restoring at start is its last try: its record is dropped".into())
+    });
+}
+
+/// What becomes of a record whose restore pass failed, with the note its failure gets.
+enum Retry {
+    /// Kept for the next pass.
+    Again(String),
+    /// Forgotten.
+    GiveUp(String),
+}
+
+/// [`Retry`] for `rec` under the failed passes counted in `tries` ([`RESTORE_TRIES`]).
+fn retry(tries: &mut BTreeMap<u32, (u64, u32)>, rec: &ProcessOriginal) -> Retry {
+    let n = match tries.get(&rec.pid) {
+        Some(&(st, n)) if st == rec.starttime => n + 1,
+        _ => 1,
+    };
+    if n >= RESTORE_TRIES {
+        tries.remove(&rec.pid);
+        Retry::GiveUp(format!("given up after {n} failed restores: its record is dropped"))
+    } else {
+        tries.insert(rec.pid, (rec.starttime, n));
+        Retry::Again(format!("kept on record for another try ({n} of {RESTORE_TRIES} failed)"))
     }
+}
+
+/// One restore pass over `procs`: the descendants that inherited what numapilot set on one of
+/// them (none recorded in `kept`, records that stay), then each process. A process whose restore
+/// failed (alive, and some thread or its cgroup not put back) is reported with `retry`'s note;
+/// those `retry` keeps are returned.
+fn restore_pass(
+    procs: &BTreeMap<u32, ProcessOriginal>,
+    kept: &BTreeMap<u32, ProcessOriginal>,
+    report: &mut RestoreReport,
+    mut retry: impl FnMut(&ProcessOriginal) -> Retry,
+) -> BTreeMap<u32, ProcessOriginal> {
+    restore_inherited(procs, kept, report);
+    let mut again = BTreeMap::new();
+    for rec in procs.values() {
+        if let Err(message) = restore_process(rec, report) {
+            match retry(rec) {
+                Retry::Again(note) => {
+                    report.failed.push(format!("{message}; {note}"));
+                    again.insert(rec.pid, rec.clone());
+                }
+                Retry::GiveUp(note) => report.failed.push(format!("{message}; {note}")),
+            }
+        }
+    }
+    again
 }
 
 /// The masks numapilot set on `rec`'s process ([`ProcessOriginal::set_cpus`]).
 pub fn masks_we_set(rec: &ProcessOriginal) -> Vec<CpuSet> {
     rec.set_cpus.iter().filter_map(|c| CpuSet::parse_list(c).ok()).collect()
+}
+
+/// Whether a thread's mask as the kernel reports it now (`now`) is one numapilot set (`ours`,
+/// [`masks_we_set`]), for a thread that may run on `allowed` now ([`allowed_cpus`]).
+///
+/// Equal to one of them, or that one cut to `allowed`: the kernel keeps the mask a task was given
+/// and reports it cut to the CPUs online and to its cpuset, cut again at every hotplug and cpuset
+/// change (since Linux 6.2; measured on this host, 6.18: a task given 0-1, its cpuset narrowed to
+/// CPU 0, reads 0, and 0-1 again once the cpuset widens). After a CPU went offline, or a
+/// container's cpuset narrowed, a thread on numapilot's mask read back smaller and was taken for
+/// the program's own: recorded as its original, or left on the daemon's mask at restore (review
+/// of 2026-11-30). Only the cut counts, not any subset: a program that pinned itself within
+/// numapilot's mask (to CPU 1 of 0-1, both online and in its cpuset) reads a mask smaller than the
+/// cut and stays its own. The two look alike only when every CPU of numapilot's mask the program
+/// left out is offline or outside its cpuset now, where they run on the same CPUs. `allowed`
+/// `None` (not read): equality only.
+pub fn carries_ours(now: &CpuSet, ours: &[CpuSet], allowed: Option<&CpuSet>) -> bool {
+    ours.iter().any(|s| now == s || (now.is_subset(s) && allowed.is_some_and(|a| *now == s.intersection(a))))
+}
+
+/// The CPUs a thread of `pid` may run on now: online (`/sys/devices/system/cpu/online`) and in
+/// the cpuset of `pid` in hierarchy `h` when one is given and it reads (one numapilot made does
+/// not: its CPUs are the daemon's placement, and every mask within them reads as cut to them).
+/// `None` when the online CPUs cannot be read. A cpuset that is not read counts as every online
+/// CPU: a cut to it is then not recognised ([`carries_ours`] errs toward the program's own).
+pub fn allowed_cpus(pid: u32, h: Option<&CpusetHierarchy>) -> Option<CpuSet> {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    let online = CpuSet::parse_list(online.trim()).ok().filter(|c| !c.is_empty())?;
+    Some(match h.and_then(|h| super::select::cpuset_effective_cpus(h, pid)) {
+        Some(c) => online.intersection(&c),
+        None => online,
+    })
+}
+
+/// The substitute for a mask the kernel refused while restoring (`set_threads_affinity_each_while`'s
+/// `instead`): after EINVAL, every possible CPU, which the kernel cuts to the thread's cpuset and
+/// the CPUs online. The kernel cuts any mask it is given to those itself, so EINVAL means none of
+/// the original's CPUs is left there (a CPU taken offline, a container's cpuset narrowed: review of
+/// 2026-11-30, a recovery stopped at a leader recorded on CPU 5); the closest thing still valid is
+/// then the cpuset's CPUs, where the kernel itself puts a task whose CPUs all went offline. Given as
+/// every possible CPU, the mask follows the cpuset again (rule restore-follows-cpuset). Any other
+/// refusal (EPERM, EBUSY) has no substitute: the thread is reported and its record kept.
+fn substitute(possible: Option<&CpuSet>, e: &numapilot_actuate::Error) -> Option<CpuSet> {
+    possible.filter(|_| e.errno() == Some(libc::EINVAL)).cloned()
+}
+
+/// Logs the threads given [`substitute`]'s mask, naming the original the kernel refused.
+fn note_substituted(pid: u32, substituted: &[(u32, CpuSet, CpuSet)]) {
+    for (tid, refused, set) in substituted {
+        tracing::warn!(
+            "pid {pid} thread {tid}: its original mask {} is no longer valid (no CPU of it online in its cpuset); \
+             given its cpuset's CPUs instead (every possible CPU, {}, cut by the kernel)",
+            refused.to_list(),
+            set.to_list()
+        );
+    }
 }
 
 /// The directory of the state file at `path`, made (mode 0700) when missing.
@@ -556,6 +705,8 @@ fn restore_inherited(
     report: &mut RestoreReport,
 ) {
     let mut roots = Vec::new();
+    let hierarchy = CpusetHierarchy::detect(None);
+    let possible = possible_cpus();
     for rec in procs.values() {
         if !same_process(rec.pid, rec.starttime) {
             continue;
@@ -565,12 +716,14 @@ fn restore_inherited(
         // and then forked keeps its children on its own choice: a review of 2026-11-29). A record
         // from before the masks were kept (no `set_cpus`) takes any mask but the original.
         let set = masks_we_set(rec);
-        // Within one of them, not only equal: the kernel reports a mask cut to the CPUs online and
-        // to the cpuset, so after a CPU went offline (or the cpuset narrowed) the mask numapilot
-        // set reads smaller (a review of 2026-11-29).
-        let ours = sched_getaffinity(rec.pid as libc::pid_t)
-            .ok()
-            .filter(|now| Some(now) != original.as_ref() && (set.is_empty() || set.iter().any(|s| now.is_subset(s))));
+        // One of them as the kernel cuts it, not only equal: the kernel reports a mask cut to the
+        // CPUs online and to the cpuset, so after a CPU went offline (or the cpuset narrowed) the
+        // mask numapilot set reads smaller (a review of 2026-11-29); only the cut, not any subset,
+        // so a parent's own pin within it stays its own (`carries_ours`, review of 2026-11-30).
+        let allowed = allowed_cpus(rec.pid, hierarchy.as_ref());
+        let ours = sched_getaffinity(rec.pid as libc::pid_t).ok().filter(|now| {
+            Some(now) != original.as_ref() && (set.is_empty() || carries_ours(now, &set, allowed.as_ref()))
+        });
         let made_cgroup = rec.cpuset.as_ref().map(CpusetOriginal::made_path);
         if ours.is_some() || made_cgroup.is_some() {
             roots.push((rec.pid, Inheritance { rec, ours, original, made_cgroup }));
@@ -610,15 +763,19 @@ fn restore_inherited(
             if all_ours {
                 let back = Follow::of(inh.rec).mask(original.clone());
                 let st = read_starttime(pid);
-                let set = set_threads_affinity_while(
+                let set = set_threads_affinity_each_while(
                     pid,
                     RESTORE_ROUNDS,
                     |_| Some(back.clone()),
-                    |_, _| {},
+                    |_, _, e| substitute(possible.as_ref(), e),
                     || st.is_some() && read_starttime(pid) == st,
                 );
                 match set {
-                    Ok(Some(_)) => fixed = true,
+                    Ok(Some(done)) => {
+                        note_substituted(pid, &done.substituted);
+                        errors.extend(done.refused.iter().map(|r| format!("thread {}: {}", r.tid, r.error)));
+                        fixed = done.refused.is_empty();
+                    }
                     Ok(None) => continue,
                     Err(e) => errors.push(e.to_string()),
                 }
@@ -739,8 +896,18 @@ fn possible_cpus() -> Option<CpuSet> {
 }
 
 /// Puts one process back (see the module essay). A process that is gone has nothing to put back,
-/// but the cpuset cgroup made for it is still emptied and removed.
+/// but the cpuset cgroup made for it is still emptied and removed. Its failure, if any, is
+/// reported in `report` (a caller that retries uses [`Originals::restore_all`] or
+/// [`Originals::release`]).
 pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
+    if let Err(message) = restore_process(rec, report) {
+        report.failed.push(message);
+    }
+}
+
+/// [`restore_one`]'s work. `Err`: the process lives and something of it could not be put back
+/// (a thread, its cgroup), the message naming it; counted in `report` otherwise.
+fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<(), String> {
     let mut errors = Vec::new();
     // The process goes back to its original cgroup only while it is still in the one numapilot
     // made (release_cgroup moves every process found there): one that an operator or a service
@@ -757,45 +924,61 @@ pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
             } else {
                 report.failed.push(format!("{} ({}, gone): {}", rec.pid, rec.comm, errors.join("; ")));
             }
-            return;
+            return Ok(());
         }
     }
     let default = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
-    // A thread on record gets its recorded mask. One that is not (born after the last change)
-    // gets the leader's original only while it carries a mask numapilot set (it inherited it from
-    // its creator); one that set its own mask is left as it is (until 2026-11-29 every such thread
-    // was reset to the leader's original, undoing a program's own pinning). Re-listed until no new
-    // thread appears, like the change itself: a thread born meanwhile from a not yet restored
-    // creator carries numapilot's mask and is caught too.
+    // A thread is put back only while it carries a mask numapilot set (`carries_ours`): one on
+    // record gets its recorded mask, one that is not (born after the last change, it inherited
+    // numapilot's mask from its creator) the leader's original. A thread that set its own mask
+    // since is left as it is, on record or not: until 2026-11-29 every thread off the record was
+    // reset to the leader's original, and until 2026-11-30 every thread on it to its recorded one
+    // (a thread numapilot placed that then pinned itself, `taskset -p` or
+    // pthread_setaffinity_np, lost its own choice at shutdown, release and recovery). Re-listed
+    // until no new thread appears, like the change itself: a thread born meanwhile from a not yet
+    // restored creator carries numapilot's mask and is caught too.
     // A record from a file written before the masks were kept (no `set_cpus`) restores every
-    // thread off the record, as then.
+    // thread, as then.
     let ours = masks_we_set(rec);
     let follow = Follow::of(rec);
+    let allowed = if ours.is_empty() { None } else { allowed_cpus(rec.pid, CpusetHierarchy::detect(None).as_ref()) };
+    let possible = possible_cpus();
     let mask_for = |tid: u32| {
+        if !ours.is_empty() {
+            let now = sched_getaffinity(tid as libc::pid_t).ok()?;
+            if !carries_ours(&now, &ours, allowed.as_ref()) {
+                return None;
+            }
+        }
         let m = match rec.threads.get(&tid) {
             Some(c) => CpuSet::parse_list(c).ok(),
-            None if ours.is_empty() => default.clone(),
-            None => sched_getaffinity(tid as libc::pid_t).ok().filter(|now| ours.contains(now)).and(default.clone()),
+            None => default.clone(),
         };
         m.map(|m| follow.mask(m))
     };
-    match set_threads_affinity_while(
+    // Every thread, whatever a thread before it in the listing met (review of 2026-11-30: the walk
+    // stopped at the first refusal and the threads after it kept numapilot's mask).
+    match set_threads_affinity_each_while(
         rec.pid,
         RESTORE_ROUNDS,
         mask_for,
-        |_, _| {},
+        |_, _, e| substitute(possible.as_ref(), e),
         || same_process(rec.pid, rec.starttime),
     ) {
-        Ok(Some(_)) => {}
+        Ok(Some(done)) => {
+            note_substituted(rec.pid, &done.substituted);
+            errors.extend(done.refused.iter().map(|r| format!("thread {}: {}", r.tid, r.error)));
+        }
         Ok(None) => {
             report.gone += 1;
-            return;
+            return Ok(());
         }
         Err(e) => errors.push(e.to_string()),
     }
     if errors.is_empty() {
         report.restored += 1;
+        Ok(())
     } else {
-        report.failed.push(format!("{} ({}): {}", rec.pid, rec.comm, errors.join("; ")));
+        Err(format!("{} ({}): {}", rec.pid, rec.comm, errors.join("; ")))
     }
 }
