@@ -683,11 +683,6 @@ impl LiveHost {
         }
     }
 
-    /// The page-migration budget the host enforces, MiB/s.
-    pub fn migrate_budget(&self) -> u64 {
-        self.opts.migrate_mb_per_s
-    }
-
     /// Takes the exclusions and inclusions of `new` (names, pids, cgroups, include_pinned,
     /// min_rss_kb); every action checks them, so they hold from the next one (a configuration
     /// reload), and when a list changed the observer classifies every process again.
@@ -799,7 +794,17 @@ impl LiveHost {
                 let came_from = r.cpuset.as_ref().map(|c| c.original.as_str());
                 select::exclusion(&self.opts, r.pid, &stat.comm, || select::cgroup_paths_with(r.pid, came_from))
                     .is_some()
-                    || (scope && self.out_of_scope(r, &stat).is_some())
+                    || (scope
+                        && self
+                            .out_of_scope(r, &stat)
+                            .inspect(|why| {
+                                tracing::info!(
+                                    "pid {} ({}): put back after a reload: {why}",
+                                    r.pid,
+                                    numapilot_model::tasks::printable(&stat.comm)
+                                )
+                            })
+                            .is_some())
             })
             .map(|r| r.pid)
             .collect();
