@@ -7,9 +7,8 @@
 //! start times from /proc), never hard-coded. The host has one NUMA node: page moves are checked for
 //! what one node shows (pages found, counted, budget-limited); real moves between nodes are the rig's.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 
 use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
 use numapilot_daemon::live::apply::{confirm_stop, move_to_targets, PageTally, Stop, TokenBucket};
@@ -23,75 +22,14 @@ use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 // ----- children ----------------------------------------------------------------------------------
 
-struct Kid {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
+mod kid;
+use kid::{sleep_forever, wait_flag, Kid};
 
-impl Kid {
-    fn spawn(mode: &str, env: &[(&str, String)]) -> Kid {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "child_entry", "--ignored", "--nocapture", "--test-threads=1", "-q"])
-            .env("NP_LIVE_CHILD", mode)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        Kid { child, out }
-    }
-
-    /// The next line the child prints that starts with `tag`, without the tag.
-    fn line(&mut self, tag: &str) -> String {
-        loop {
-            let mut l = String::new();
-            assert!(self.out.read_line(&mut l).unwrap() > 0, "child exited before printing {tag}");
-            if let Some(rest) = l.trim_end().strip_prefix(tag) {
-                return rest.trim().to_string();
-            }
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn target(&self) -> TaskRef {
-        TaskRef { pid: self.pid(), tid: None, starttime: read_starttime(self.pid()).unwrap() }
-    }
-
-    fn kill(self) {
-        drop(self);
-    }
-}
-
-/// A failing test leaves no child behind (some spin: left running they load the shared machine).
-/// `Child::kill` after `wait` signals nothing, so a reused pid is never hit.
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// The variable that starts this binary as a child (`kid::Kid::spawn`).
+const CHILD_VAR: &str = "NP_LIVE_CHILD";
 
 fn set_comm(name: &str) {
     std::fs::write("/proc/self/comm", name).unwrap();
-}
-
-/// Waits until the file `{base}{n}` exists (a child's cue from its test).
-fn wait_flag(base: &str, n: u32) {
-    let flag = PathBuf::from(format!("{base}{n}"));
-    while !flag.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-}
-
-fn sleep_forever() -> ! {
-    loop {
-        std::thread::sleep(std::time::Duration::from_secs(600));
-    }
 }
 
 /// The children's work (not a test: ignored, and a no-op without the environment variable).
@@ -111,7 +49,7 @@ fn wait_ticks(pid: u32, more: u64) {
 #[test]
 #[ignore]
 fn child_entry() {
-    let Ok(mode) = std::env::var("NP_LIVE_CHILD") else { return };
+    let Ok(mode) = std::env::var(CHILD_VAR) else { return };
     let ready = || println!("ready");
     match mode.as_str() {
         "sleep" => {

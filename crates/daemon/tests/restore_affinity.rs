@@ -11,9 +11,8 @@
 //! host's hierarchy. Expectations come from the host (online CPUs, masks read back), never
 //! hard-coded; a host with one CPU skips.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 
 use numapilot_actuate::{sched_getaffinity, sched_setaffinity, CpusetHierarchy};
 use numapilot_daemon::live::select::read_starttime;
@@ -24,65 +23,17 @@ use numapilot_topology::{CpuSet, Topology};
 
 // ----- children ----------------------------------------------------------------------------------
 
-struct Kid {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
+mod kid;
+use kid::{sleep_forever, wait_flag, Kid};
 
-impl Kid {
-    fn spawn(mode: &str, env: &[(&str, String)]) -> Kid {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "child_entry", "--ignored", "--nocapture", "--test-threads=1", "-q"])
-            .env("NP_RESTORE_CHILD", mode)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        Kid { child, out }
-    }
-
-    /// The next line the child prints that starts with `tag`, without the tag.
-    fn line(&mut self, tag: &str) -> String {
-        loop {
-            let mut l = String::new();
-            assert!(self.out.read_line(&mut l).unwrap() > 0, "child exited before printing {tag}");
-            if let Some(rest) = l.trim_end().strip_prefix(tag) {
-                return rest.trim().to_string();
-            }
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn target(&self) -> TaskRef {
-        TaskRef { pid: self.pid(), tid: None, starttime: read_starttime(self.pid()).unwrap() }
-    }
-}
-
-/// A failing test leaves no child behind.
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn sleep_forever() -> ! {
-    loop {
-        std::thread::sleep(std::time::Duration::from_secs(600));
-    }
-}
+/// The variable that starts this binary as a child (`kid::Kid::spawn`).
+const CHILD_VAR: &str = "NP_RESTORE_CHILD";
 
 /// The children's work (not a test: ignored, and a no-op without the environment variable).
 #[test]
 #[ignore]
 fn child_entry() {
-    let Ok(mode) = std::env::var("NP_RESTORE_CHILD") else { return };
+    let Ok(mode) = std::env::var(CHILD_VAR) else { return };
     match mode.as_str() {
         "threads" => {
             // Three threads besides the one running this, then "ready"; each time the file
@@ -93,10 +44,7 @@ fn child_entry() {
             println!("ready");
             let Ok(base) = std::env::var("NP_FLAG") else { sleep_forever() };
             for n in 1.. {
-                let flag = PathBuf::from(format!("{base}{n}"));
-                while !flag.exists() {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
+                wait_flag(&base, n);
                 let (tx, rx) = std::sync::mpsc::channel();
                 std::thread::spawn(move || {
                     // SAFETY: gettid has no preconditions.

@@ -1,0 +1,85 @@
+//! Children for the tests that act on real processes (`live.rs`, `restore_affinity.rs`): the test
+//! binary run again with the environment variable `crate::CHILD_VAR` set to a mode, which the
+//! binary's ignored `child_entry` test reads and carries out (sleep, pin itself, spawn threads on
+//! cue, ...), so each child does exactly what its test needs. A child is killed and reaped when
+//! its `Kid` is dropped, so a failing test leaves none behind.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use numapilot_daemon::live::select::read_starttime;
+use numapilot_policy::TaskRef;
+
+/// A child process of the test binary, and its standard output.
+pub struct Kid {
+    pub child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Kid {
+    /// Starts the binary's `child_entry` in `mode`, with `env` added to its environment.
+    pub fn spawn(mode: &str, env: &[(&str, String)]) -> Kid {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "child_entry", "--ignored", "--nocapture", "--test-threads=1", "-q"])
+            .env(crate::CHILD_VAR, mode)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Kid { child, out }
+    }
+
+    /// The next line the child prints that starts with `tag`, without the tag.
+    pub fn line(&mut self, tag: &str) -> String {
+        loop {
+            let mut l = String::new();
+            assert!(self.out.read_line(&mut l).unwrap() > 0, "child exited before printing {tag}");
+            if let Some(rest) = l.trim_end().strip_prefix(tag) {
+                return rest.trim().to_string();
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The whole process, identified by its start time now.
+    pub fn target(&self) -> TaskRef {
+        TaskRef { pid: self.pid(), tid: None, starttime: read_starttime(self.pid()).unwrap() }
+    }
+
+    pub fn kill(self) {
+        drop(self);
+    }
+}
+
+/// A failing test leaves no child behind (some spin: left running they load the shared machine).
+/// `Child::kill` after `wait` signals nothing, so a reused pid is never hit.
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sleeps until killed (a child's last act).
+pub fn sleep_forever() -> ! {
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(600));
+    }
+}
+
+/// Waits until the file `{base}{n}` exists (a child's cue from its test).
+pub fn wait_flag(base: &str, n: u32) {
+    let flag = PathBuf::from(format!("{base}{n}"));
+    while !flag.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
