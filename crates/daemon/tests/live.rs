@@ -23,7 +23,7 @@ use numapilot_topology::{CpuSet, NodeSet, Topology};
 // ----- children ----------------------------------------------------------------------------------
 
 mod kid;
-use kid::{sleep_forever, wait_flag, Kid};
+use kid::{sleep_forever, wait_flag, Kid, TestCpuset};
 
 /// The variable that starts this binary as a child (`kid::Kid::spawn`).
 const CHILD_VAR: &str = "NP_LIVE_CHILD";
@@ -2635,45 +2635,6 @@ fn a_process_whose_original_cgroup_is_gone_goes_to_its_parent() {
     assert!(!h.dir(&made).exists(), "numapilot's cgroup is removed");
     kid.kill();
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
-}
-
-/// A cgroup of the host's cpuset hierarchy made for one test, removed (after its processes are
-/// gone) when dropped.
-struct TestCpuset(PathBuf);
-
-impl TestCpuset {
-    /// A cgroup of CPUs `cpus` and the root's memory nodes under `h`'s mount.
-    fn make(h: &CpusetHierarchy, name: &str, cpus: &CpuSet) -> TestCpuset {
-        let dir = h.mount.join(format!("{name}-{}", std::process::id()));
-        if h.version == numapilot_actuate::CgroupVersion::V2 {
-            let _ = std::fs::write(h.mount.join("cgroup.subtree_control"), "+cpuset");
-        }
-        let _ = std::fs::remove_dir(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        let me = TestCpuset(dir);
-        let mems = ["cpuset.mems.effective", "cpuset.effective_mems", "cpuset.mems"]
-            .iter()
-            .find_map(|f| std::fs::read_to_string(h.mount.join(f)).ok().filter(|t| !t.trim().is_empty()))
-            .expect("the root cpuset's memory nodes");
-        std::fs::write(me.0.join("cpuset.mems"), mems.trim()).unwrap();
-        std::fs::write(me.0.join("cpuset.cpus"), cpus.to_list()).unwrap();
-        me
-    }
-
-    fn enter(&self, pid: u32) {
-        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-}
-
-impl Drop for TestCpuset {
-    fn drop(&mut self) {
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
 }
 
 /// A process an operator or a container runtime confined to a cpuset narrower than the machine

@@ -24,7 +24,7 @@ use numapilot_topology::{CpuSet, Topology};
 // ----- children ----------------------------------------------------------------------------------
 
 mod kid;
-use kid::{sleep_forever, wait_flag, Kid};
+use kid::{sleep_forever, wait_flag, Kid, TestCpuset};
 
 /// The variable that starts this binary as a child (`kid::Kid::spawn`).
 const CHILD_VAR: &str = "NP_RESTORE_CHILD";
@@ -283,47 +283,6 @@ fn a_restore_knows_numapilots_mask_cut_to_the_cpus_online() {
 
 /// The cpuset tests of this file use the host's hierarchy one at a time.
 static CPUSET_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// A cpuset cgroup of the host's hierarchy, removed when dropped.
-struct TestCpuset(PathBuf);
-
-impl TestCpuset {
-    fn make(h: &CpusetHierarchy, name: &str, cpus: &CpuSet) -> TestCpuset {
-        let dir = h.mount.join(format!("{name}-{}", std::process::id()));
-        if h.version == numapilot_actuate::CgroupVersion::V2 {
-            let _ = std::fs::write(h.mount.join("cgroup.subtree_control"), "+cpuset");
-        }
-        let _ = std::fs::remove_dir(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        let me = TestCpuset(dir);
-        let mems = ["cpuset.mems.effective", "cpuset.effective_mems", "cpuset.mems"]
-            .iter()
-            .find_map(|f| std::fs::read_to_string(h.mount.join(f)).ok().filter(|t| !t.trim().is_empty()))
-            .expect("the root cpuset's memory nodes");
-        std::fs::write(me.0.join("cpuset.mems"), mems.trim()).unwrap();
-        me.cpus(cpus);
-        me
-    }
-
-    fn cpus(&self, cpus: &CpuSet) {
-        std::fs::write(self.0.join("cpuset.cpus"), cpus.to_list()).unwrap();
-    }
-
-    fn enter(&self, pid: u32) {
-        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-}
-
-impl Drop for TestCpuset {
-    fn drop(&mut self) {
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
 
 /// A container's cpuset narrows after numapilot placed its process on every CPU: a thread born
 /// then inherits numapilot's mask, which the kernel reports cut to the cpuset. At the next

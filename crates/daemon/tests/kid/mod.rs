@@ -2,7 +2,8 @@
 //! binary run again with the environment variable `crate::CHILD_VAR` set to a mode, which the
 //! binary's ignored `child_entry` test reads and carries out (sleep, pin itself, spawn threads on
 //! cue, ...), so each child does exactly what its test needs. A child is killed and reaped when
-//! its `Kid` is dropped, so a failing test leaves none behind.
+//! its `Kid` is dropped, so a failing test leaves none behind. Also the cpuset cgroups those tests
+//! confine their children in (`TestCpuset`).
 
 #![allow(dead_code)]
 
@@ -10,8 +11,10 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
+use numapilot_actuate::CpusetHierarchy;
 use numapilot_daemon::live::select::read_starttime;
 use numapilot_policy::TaskRef;
+use numapilot_topology::CpuSet;
 
 /// A child process of the test binary, and its standard output.
 pub struct Kid {
@@ -81,5 +84,50 @@ pub fn wait_flag(base: &str, n: u32) {
     let flag = PathBuf::from(format!("{base}{n}"));
     while !flag.exists() {
         std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// A cgroup of the host's cpuset hierarchy made for one test, removed (after its processes are
+/// gone) when dropped.
+pub struct TestCpuset(pub PathBuf);
+
+impl TestCpuset {
+    /// A cgroup of CPUs `cpus` and the root's memory nodes under `h`'s mount.
+    pub fn make(h: &CpusetHierarchy, name: &str, cpus: &CpuSet) -> TestCpuset {
+        let dir = h.mount.join(format!("{name}-{}", std::process::id()));
+        if h.version == numapilot_actuate::CgroupVersion::V2 {
+            let _ = std::fs::write(h.mount.join("cgroup.subtree_control"), "+cpuset");
+        }
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let me = TestCpuset(dir);
+        let mems = ["cpuset.mems.effective", "cpuset.effective_mems", "cpuset.mems"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(h.mount.join(f)).ok().filter(|t| !t.trim().is_empty()))
+            .expect("the root cpuset's memory nodes");
+        std::fs::write(me.0.join("cpuset.mems"), mems.trim()).unwrap();
+        me.cpus(cpus);
+        me
+    }
+
+    /// Sets its CPUs.
+    pub fn cpus(&self, cpus: &CpuSet) {
+        std::fs::write(self.0.join("cpuset.cpus"), cpus.to_list()).unwrap();
+    }
+
+    /// Moves process `pid` into it.
+    pub fn enter(&self, pid: u32) {
+        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for TestCpuset {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 }
