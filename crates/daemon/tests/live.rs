@@ -23,7 +23,7 @@ use numapilot_topology::{CpuSet, NodeSet, Topology};
 // ----- children ----------------------------------------------------------------------------------
 
 mod kid;
-use kid::{sleep_forever, wait_flag, Kid, TestCpuset};
+use kid::{masks, sleep_forever, wait_flag, Kid, TestCpuset};
 
 /// The variable that starts this binary as a child (`kid::Kid::spawn`).
 const CHILD_VAR: &str = "NP_LIVE_CHILD";
@@ -370,15 +370,6 @@ fn observe(host: &mut LiveHost) -> numapilot_observe::Sample {
 /// When each child's numa_maps was last read, ns.
 fn maps_read_at(h: &LiveHost, kids: &[Kid]) -> Vec<u64> {
     kids.iter().map(|k| h.numa_maps_read_ns(k.pid()).expect("watched")).collect()
-}
-
-fn masks(pid: u32) -> Vec<(u32, CpuSet)> {
-    numapilot_actuate::list_threads(pid)
-        .unwrap()
-        .unwrap()
-        .into_iter()
-        .filter_map(|t| sched_getaffinity(t as i32).ok().map(|m| (t, m)))
-        .collect()
 }
 
 /// One online CPU that is not all of them (the last), or `None` on a one-CPU machine.

@@ -24,7 +24,7 @@ use numapilot_topology::{CpuSet, Topology};
 // ----- children ----------------------------------------------------------------------------------
 
 mod kid;
-use kid::{sleep_forever, wait_flag, Kid, TestCpuset};
+use kid::{masks, sleep_forever, wait_flag, Kid, TestCpuset};
 
 /// The variable that starts this binary as a child (`kid::Kid::spawn`).
 const CHILD_VAR: &str = "NP_RESTORE_CHILD";
@@ -92,15 +92,6 @@ fn host_on(state: &Path) -> (LiveHost, numapilot_daemon::live::RestoreReport) {
 
 fn action(target: TaskRef, kind: ActionKind) -> Action {
     Action { target, kind, reason: Reason::new("test", "restore test") }
-}
-
-fn masks(pid: u32) -> Vec<(u32, CpuSet)> {
-    numapilot_actuate::list_threads(pid)
-        .unwrap()
-        .unwrap()
-        .into_iter()
-        .filter_map(|t| sched_getaffinity(t as i32).ok().map(|m| (t, m)))
-        .collect()
 }
 
 fn set_all(pid: u32, cpus: &CpuSet) {

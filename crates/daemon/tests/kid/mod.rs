@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use numapilot_actuate::CpusetHierarchy;
+use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
 use numapilot_daemon::live::select::read_starttime;
 use numapilot_policy::TaskRef;
 use numapilot_topology::CpuSet;
@@ -130,4 +130,14 @@ impl Drop for TestCpuset {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
+}
+
+/// Every thread of `pid` with its CPU mask now.
+pub fn masks(pid: u32) -> Vec<(u32, CpuSet)> {
+    numapilot_actuate::list_threads(pid)
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .filter_map(|t| sched_getaffinity(t as i32).ok().map(|m| (t, m)))
+        .collect()
 }
