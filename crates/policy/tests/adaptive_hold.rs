@@ -515,6 +515,44 @@ fn threads_stay_where_their_memory_moves_while_it_moves() {
     assert!(matches!(&a.kind, ActionKind::SetAffinity { cpus } if cpus.is_subset(&b.node_cpus(1))), "{plan:#?}");
 }
 
+/// Rule "stalled-by-own-move": while a process's pages move, its threads wait on them and read
+/// near idle; the plan counts them at their demand when the move started, so their node is not
+/// taken for empty.
+///
+/// ```text
+///   the rig's 4-node guest (2 CPUs a node, node 1 at distance 11 from node 0, nodes 2-3 at 20):
+///   A (10) main 0.05 + 2 workers x 1.0 on node 0, its 37 MiB there; B (11) main 0.01 + 2 workers
+///   x 1.0 on node 1 (allowed there only), its 37 MiB on node 0
+///   decision 1: B's memory follows it: MigratePages 0 -> 1, Started; floors 0.01, 1.0, 1.0
+///   during the copy: B's workers read 0.05 each (waiting on their pages); A's main thread reads
+///   0.3, node 0 at 2.3 / 2 = 1.15, flagged
+///   decision 2: A's main thread is moved off node 0 (balance-weakest-first) to node 2 or 3:
+///               node 1 counts B at 2.01 and has no room (without the rule: node 1 reads 0.11,
+///               the nearest node with room, and A's main thread goes there, to be moved out
+///               again when B's workers wake: the race at 3d6dbf5)
+/// ```
+#[test]
+fn a_node_whose_threads_wait_on_their_moving_pages_is_not_taken_for_idle() {
+    let mut b = B::fixture("rig-6.12-4node");
+    b.proc(10, "numa01", &[(0, 0.05), (0, 1.0), (0, 1.0)], &[37, 0, 0, 0]);
+    b.proc(11, "numa01", &[(1, 0.01), (1, 1.0), (1, 1.0)], &[37, 0, 0, 0]);
+    b.group_proc(1, 10).group_proc(2, 11).allow(10, &[0]).allow(11, &[1]);
+    let mut pol = Adaptive::new();
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    start_move_to(&mut pol, &b.m, &plan, 11, "1");
+    b.thread_rate(11, 1, 0.05).thread_rate(11, 2, 0.05).thread_rate(10, 0, 0.3);
+    b.bottleneck(0, 1.15);
+    b.m.now_ns += 500_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let main: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.0 == 10 && a.1 == Some(1000)).collect();
+    assert_eq!(main.len(), 1, "A's main thread is moved off node 0: {plan:#?}");
+    assert!(main[0].2 == "2" || main[0].2 == "3", "not onto node 1, where B's threads wait on their pages: {main:?}");
+    assert_eq!(main[0].3, "balance-weakest-first");
+}
+
 /// Rule "moves-in-flight" holds a unit for the move of the process that carries most of its CPU,
 /// not for a light member's: a group of a busy process and a light one whose memory is moving is
 /// placed as usual.

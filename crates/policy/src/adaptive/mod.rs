@@ -79,7 +79,9 @@
 //!          │              a process whose pages a host moves in the background (Started) gets
 //!          │              no page action and keeps its holds until the move ends; its unit,
 //!          │              held or not, stays on the nodes the memory goes to when its threads
-//!          │              are there and the process carries most of its CPU (moves-in-flight)
+//!          │              are there and the process carries most of its CPU (moves-in-flight);
+//!          │              its threads count at least their demand when the move started, as
+//!          │              they wait on their pages meanwhile (stalled-by-own-move)
 //!          └─ 5 classes   (within 2 and 4) static-large: CPUs + memory to a set that fits
 //!                         (not a process whose threads work on slices of their own: its
 //!                         per-thread groups keep each thread with its slice, sliced-not-static);
@@ -320,6 +322,15 @@ pub struct Adaptive {
     /// hold ran out during a 2 s copy the process was sent to another node and its memory after
     /// it, twice (25,006 pages for one 32 MiB buffer, 90% local at 14.5 s).
     pub(crate) moving: BTreeMap<u32, u64>,
+    /// For each thread of a process in [`Adaptive::moving`], the CPU demand it had when the move
+    /// started (`place::reserved_demand`: a new thread's counts `new_thread_cpu`). Rule
+    /// "stalled-by-own-move": while its pages move, a thread that touches them waits on them (state
+    /// D in the rig's samples) and reads near idle; the plan counts it at the larger of its demand
+    /// now and this (`Planner::demand_of`). Without it the node the memory goes to read idle for
+    /// the copy's seconds: in the rig's race at 3d6dbf5 the balancer moved the other numa01
+    /// process's main thread there in 5 of 6 numa01 repetitions, and out again once the workers
+    /// woke (node load 1.19-1.37).
+    pub(crate) stall_floor: BTreeMap<TaskKey, f64>,
     /// Launch advice given to processes not yet taken up, by pid (rule "launch-advice").
     pub(crate) promises: launch::Promises,
     /// Launch advice given without a pid, newest last.
@@ -658,6 +669,8 @@ impl Policy for Adaptive {
         self.forget_gone(model);
         self.launch_adopt(model);
         self.moving.retain(|pid, st| model.procs.get(pid).is_some_and(|p| p.starttime == *st));
+        let moving = &self.moving;
+        self.stall_floor.retain(|k, _| moving.contains_key(&k.pid));
         let moving: Vec<u32> = self.moving.keys().copied().collect();
         for pid in moving {
             self.refresh_holds(pid);
@@ -700,6 +713,7 @@ impl Policy for Adaptive {
             let t = f.action.target;
             if self.moving.get(&t.pid) == Some(&t.starttime) {
                 self.moving.remove(&t.pid);
+                self.stall_floor.retain(|k, _| k.pid != t.pid);
                 // The holds run from the end of the move (rule "moves-in-flight").
                 self.refresh_holds(t.pid);
             }
@@ -717,6 +731,17 @@ impl Policy for Adaptive {
             );
             if matches!(outcome, Some(Outcome::Started { .. })) {
                 self.moving.insert(action.target.pid, action.target.starttime);
+                if let Some(p) = model.procs.get(&action.target.pid).filter(|p| p.starttime == action.target.starttime)
+                {
+                    for &tid in &p.tids {
+                        let k = TaskKey { pid: p.pid, tid };
+                        if let Some(tv) = model.tasks.get(&k) {
+                            let d = place::reserved_demand(model, tv);
+                            let floor = self.stall_floor.entry(k).or_insert(0.0);
+                            *floor = floor.max(d);
+                        }
+                    }
+                }
             }
             if applied {
                 self.record(model, action, loads.get(i).copied().unwrap_or(0.0), &task_loads);

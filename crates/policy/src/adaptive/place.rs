@@ -206,6 +206,10 @@ pub(crate) struct Planner<'m> {
     /// Managed processes whose threads work on slices of their own (memory.rs `slice_shaped`):
     /// static-large does not apply to them (rule "sliced-not-static", cold.rs `effective_class`).
     pub(crate) sliced: BTreeSet<u32>,
+    /// Rule "stalled-by-own-move" (`Adaptive::stall_floor`): the demand each thread of a process
+    /// whose pages are moving had when the move started; [`Planner::demand_of`] counts it at least
+    /// at that.
+    pub(crate) stall_floor: BTreeMap<TaskKey, f64>,
 }
 
 /// CPU demand of a task as measured, CPUs: what it ran plus what it waited for a CPU (schedstat
@@ -220,7 +224,7 @@ pub(crate) fn demand(t: &TaskView) -> f64 {
 /// a thread of a process waiting for rates (first seen in this sample: rates need two samples)
 /// counts `new_thread_cpu`, the worst case the fork rule assumes for a new process's threads, so
 /// that no unit is planned into the CPUs its workers are about to use.
-fn reserved_demand(m: &Model, t: &TaskView) -> f64 {
+pub(crate) fn reserved_demand(m: &Model, t: &TaskView) -> f64 {
     if unknown_rate(m, t) {
         demand(t).max(m.tunables.new_thread_cpu)
     } else {
@@ -266,6 +270,17 @@ fn normalised(v: &[f64]) -> Vec<f64> {
 }
 
 impl<'m> Planner<'m> {
+    /// The CPU demand the plan counts for task `k`: [`demand`], but at least what it had when a
+    /// page move of its process still running started (rule "stalled-by-own-move",
+    /// `Adaptive::stall_floor`); 0 for a task the model does not have.
+    pub(crate) fn demand_of(&self, k: &TaskKey) -> f64 {
+        let d = self.model.tasks.get(k).map_or(0.0, demand);
+        match self.stall_floor.get(k) {
+            Some(&floor) => d.max(floor),
+            None => d,
+        }
+    }
+
     /// Builds units and the capacity table from the model.
     pub(crate) fn new(policy: &Adaptive, model: &'m Model) -> Self {
         let t = &model.tunables;
@@ -350,6 +365,7 @@ impl<'m> Planner<'m> {
             young_budget,
             young_slices: BTreeSet::new(),
             sliced: BTreeSet::new(),
+            stall_floor: policy.stall_floor.clone(),
         };
         p.accessed = super::cold::accessed_all(model, p.managed.iter().copied());
         // Only a classified process is asked (the override changes nothing else).
@@ -576,7 +592,7 @@ impl<'m> Planner<'m> {
         }
         let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
         pids.dedup();
-        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k)).map(demand).sum();
+        let cpu: f64 = tasks.iter().filter(|k| m.tasks.contains_key(k)).map(|k| self.demand_of(k)).sum();
         // Memory: each process's memory shared out by the unit's part of its threads (by CPU, or
         // by count when idle), or the group's own figures when the group is whole.
         let mut mem_by_node = vec![0u64; n];
@@ -665,7 +681,7 @@ impl<'m> Planner<'m> {
         };
         // Per task, its demand; per pid, managed or not: looked up for every task of every group
         // below (hash maps, built in one pass: faster than as many searches of the ordered maps).
-        let demand_of: HashMap<TaskKey, f64, FxBuild> = m.tasks.iter().map(|(k, tv)| (*k, demand(tv))).collect();
+        let demand_of: HashMap<TaskKey, f64, FxBuild> = m.tasks.keys().map(|k| (*k, self.demand_of(k))).collect();
         let managed: HashSet<u32, FxBuild> = self.managed.iter().copied().collect();
         // The CPU demand `unit_of_tasks` gives the unit (the same sum in the same order).
         let cpu_of = |tasks: &[TaskKey]| -> f64 { tasks.iter().filter_map(|k| demand_of.get(k)).sum() };
@@ -1308,11 +1324,8 @@ impl<'m> Planner<'m> {
         for ui in 0..self.units.len() {
             let u = self.units[ui].clone();
             // The hold: the move of the unit's heaviest task.
-            let heaviest = u
-                .tasks
-                .iter()
-                .max_by(|a, b| demand(&m.tasks[a]).total_cmp(&demand(&m.tasks[b])).then(b.cmp(a)))
-                .copied();
+            let heaviest =
+                u.tasks.iter().max_by(|a, b| self.demand_of(a).total_cmp(&self.demand_of(b)).then(b.cmp(a))).copied();
             // A unit whose pages are moving in the background keeps its hold until the move ends
             // (rule "moves-in-flight"), whatever its load meanwhile.
             let hold = heaviest
@@ -1395,19 +1408,22 @@ impl<'m> Planner<'m> {
             let mut cpu_now = vec![0.0; self.used.len()];
             let mut unit_cpu = u.cpu;
             for k in &u.tasks {
-                let Some(t) = m.tasks.get(k) else { continue };
+                if !m.tasks.contains_key(k) {
+                    continue;
+                }
+                let d = self.demand_of(k);
                 if let Some(nodes) = own_holds.get(k) {
-                    unit_cpu -= demand(t);
+                    unit_cpu -= d;
                     for &i in nodes {
-                        self.used[i] += demand(t) / nodes.len() as f64;
+                        self.used[i] += d / nodes.len() as f64;
                     }
                 } else if let Some(j) = self.task_idx(k) {
-                    cpu_now[j] += demand(t);
+                    cpu_now[j] += d;
                 }
             }
             self.charge(&placed.nodes, unit_cpu.max(0.0), u.mem, &cpu_now, &u.mem_by_node);
             for k in &u.tasks {
-                let cpu = m.tasks.get(k).map_or(0.0, demand);
+                let cpu = self.demand_of(k);
                 let stays = own_holds.get(k).is_some_and(|n| self.task_idx(k).is_some_and(|j| n.contains(&j)));
                 if let Some(j) = self.task_idx(k).filter(|j| !placed.nodes.contains(j) && !stays) {
                     self.leaving[j] += cpu;
