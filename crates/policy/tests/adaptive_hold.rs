@@ -551,6 +551,20 @@ fn a_node_whose_threads_wait_on_their_moving_pages_is_not_taken_for_idle() {
     assert_eq!(main.len(), 1, "A's main thread is moved off node 0: {plan:#?}");
     assert!(main[0].2 == "2" || main[0].2 == "3", "not onto node 1, where B's threads wait on their pages: {main:?}");
     assert_eq!(main[0].3, "balance-weakest-first");
+
+    // B's main thread busy meanwhile (0.33): node 1 counts 2.34 of 2 CPUs, flagged. B's threads
+    // stay where its memory goes until the move ends (without the skip: B's main thread is sent
+    // towards node 0, where its access shares still say its memory is, into A's node).
+    b.thread_rate(11, 0, 0.33);
+    b.bottleneck(1, 1.17);
+    b.m.now_ns += 500_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(
+        plan.actions.iter().all(|a| a.target.pid != 11 || !matches!(a.kind, ActionKind::SetAffinity { .. })),
+        "a thread of B moved while B's pages move: {plan:#?}"
+    );
 }
 
 /// Rule "moves-in-flight" holds a unit for the move of the process that carries most of its CPU,

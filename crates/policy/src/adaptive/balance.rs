@@ -6,7 +6,8 @@
 //!   load(n) = (fixed(n) + planned task CPU on n) / capacity(n)   (see place.rs: cores or CPUs)
 //!   while load(busiest) - load(idlest) > imbalance and load(busiest) > 1
 //!   (demand = run time + run delay, so > 1 means tasks wait for a CPU):
-//!       candidates on busiest: not held, not class-bound, CPU > 0, busiest is not their preferred
+//!       candidates on busiest: not held, not class-bound, CPU > 0, not of a process whose pages
+//!                              are moving (moves-in-flight), busiest is not their preferred
 //!                              node (or it is a CPU bottleneck by managed demand alone: planned
 //!                              task CPU there > capacity; unmanaged load, memory bandwidth and
 //!                              IO do not excuse moving a task away from its memory, and the
@@ -76,7 +77,6 @@ fn counted_on(p: &Planner<'_>, k: &TaskKey, nodes: &[usize]) -> Option<usize> {
 /// Moves tasks from the busiest to the idlest node until the planned loads are within
 /// `imbalance`.
 pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
-    let _ = policy;
     let m = p.model;
     let t = &m.tunables;
     if p.cpu_nodes.len() < 2 {
@@ -121,7 +121,12 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
                 continue;
             }
             let tp = &p.task_plan[k];
-            if tp.held || tp.cpu <= 0.0 {
+            // A thread of a process whose pages are moving stays where the move takes them until
+            // it ends (moves-in-flight): its access shares still name the nodes the pages leave,
+            // and balance-towards-memory sent it there (the rig's 4-node numa01 with
+            // stalled-by-own-move: the moving process's main thread sent back to the first
+            // process's node, which then shed a worker, and that process and its memory followed).
+            if tp.held || tp.cpu <= 0.0 || policy.moving.contains_key(&k.pid) {
                 continue;
             }
             let u = &p.units[tp.unit];
