@@ -541,6 +541,12 @@ fn a_node_whose_threads_wait_on_their_moving_pages_is_not_taken_for_idle() {
     let plan = pol.decide(&b.m);
     check_conservation(&b.m, &plan);
     start_move_to(&mut pol, &b.m, &plan, 11, "1");
+    let started = plan
+        .actions
+        .iter()
+        .find(|a| a.target.pid == 11 && matches!(a.kind, ActionKind::MigratePages { .. }))
+        .unwrap()
+        .clone();
     b.thread_rate(11, 1, 0.05).thread_rate(11, 2, 0.05).thread_rate(10, 0, 0.3);
     b.bottleneck(0, 1.15);
     b.m.now_ns += 500_000_000;
@@ -565,6 +571,35 @@ fn a_node_whose_threads_wait_on_their_moving_pages_is_not_taken_for_idle() {
         plan.actions.iter().all(|a| a.target.pid != 11 || !matches!(a.kind, ActionKind::SetAffinity { .. })),
         "a thread of B moved while B's pages move: {plan:#?}"
     );
+
+    // The move ends; the decision that sees it end still has the period's rates, the wait in
+    // them: B counts at its floor once more, A's main thread does not go to node 1.
+    let main_to = |m: &numapilot_model::Model, plan: &numapilot_policy::Plan| -> Vec<String> {
+        affinities(m, plan).into_iter().filter(|a| a.0 == 10 && a.1 == Some(1000)).map(|a| a.2).collect()
+    };
+    let done = numapilot_policy::FinishedMove {
+        action: started,
+        outcome: Outcome::Applied { pages_moved: 9472 },
+        started_ns: 0,
+        ended_ns: 1,
+        ran_on: None,
+        threads: 2,
+    };
+    pol.observe_finished(&b.m, &[done]);
+    b.thread_rate(11, 0, 0.01);
+    b.m.nodes[1].cpu.bottleneck = false;
+    b.m.now_ns += 500_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(main_to(&b.m, &plan).iter().all(|n| n != "1"), "onto node 1 in the step that saw the move end: {plan:#?}");
+    // A decision later the floors are gone: B's workers reading 0.05 for a whole period are idle,
+    // and node 1, nearest with room, takes A's main thread.
+    b.m.now_ns += 500_000_000;
+    b.m.updates += 1;
+    let plan = pol.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(main_to(&b.m, &plan), vec!["1".to_string()], "{plan:#?}");
 }
 
 /// Rule "moves-in-flight" holds a unit for the move of the process that carries most of its CPU,

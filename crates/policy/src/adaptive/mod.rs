@@ -331,6 +331,11 @@ pub struct Adaptive {
     /// process's main thread there in 5 of 6 numa01 repetitions, and out again once the workers
     /// woke (node load 1.19-1.37).
     pub(crate) stall_floor: BTreeMap<TaskKey, f64>,
+    /// Processes whose background move ended since the last decision: their floors count in that
+    /// one decision too, whose sample still holds the wait (the rates are over the period the copy
+    /// ended in). Without it, in the rig subset after the rule came in, the other process's main
+    /// thread was moved onto the node in the step that saw the move end, and off it 0.5-3 s later.
+    pub(crate) stall_ended: std::collections::BTreeSet<u32>,
     /// Launch advice given to processes not yet taken up, by pid (rule "launch-advice").
     pub(crate) promises: launch::Promises,
     /// Launch advice given without a pid, newest last.
@@ -669,13 +674,17 @@ impl Policy for Adaptive {
         self.forget_gone(model);
         self.launch_adopt(model);
         self.moving.retain(|pid, st| model.procs.get(pid).is_some_and(|p| p.starttime == *st));
-        let moving = &self.moving;
-        self.stall_floor.retain(|k, _| moving.contains_key(&k.pid));
+        let (moving, ended) = (&self.moving, &self.stall_ended);
+        self.stall_floor.retain(|k, _| moving.contains_key(&k.pid) || ended.contains(&k.pid));
         let moving: Vec<u32> = self.moving.keys().copied().collect();
         for pid in moving {
             self.refresh_holds(pid);
         }
         let mut planner = place::Planner::new(self, model);
+        // The floors of moves that ended served this decision (stalled-by-own-move).
+        let moving = &self.moving;
+        self.stall_floor.retain(|k, _| moving.contains_key(&k.pid));
+        self.stall_ended.clear();
         planner.fork(self);
         planner.place(self);
         balance::balance(&mut planner, self);
@@ -713,7 +722,7 @@ impl Policy for Adaptive {
             let t = f.action.target;
             if self.moving.get(&t.pid) == Some(&t.starttime) {
                 self.moving.remove(&t.pid);
-                self.stall_floor.retain(|k, _| k.pid != t.pid);
+                self.stall_ended.insert(t.pid);
                 // The holds run from the end of the move (rule "moves-in-flight").
                 self.refresh_holds(t.pid);
             }
