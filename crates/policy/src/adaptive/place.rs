@@ -274,7 +274,13 @@ impl<'m> Planner<'m> {
     /// page move of its process still running started (rule "stalled-by-own-move",
     /// `Adaptive::stall_floor`); 0 for a task the model does not have.
     pub(crate) fn demand_of(&self, k: &TaskKey) -> f64 {
-        let d = self.model.tasks.get(k).map_or(0.0, demand);
+        self.model.tasks.get(k).map_or(0.0, |tv| self.demand_with(k, tv))
+    }
+
+    /// [`Planner::demand_of`] for a task whose view is at hand (no second lookup of it: the unit
+    /// builder asks this of every task of the model).
+    pub(crate) fn demand_with(&self, k: &TaskKey, tv: &TaskView) -> f64 {
+        let d = demand(tv);
         match self.stall_floor.get(k) {
             Some(&floor) => d.max(floor),
             None => d,
@@ -592,7 +598,7 @@ impl<'m> Planner<'m> {
         }
         let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
         pids.dedup();
-        let cpu: f64 = tasks.iter().filter(|k| m.tasks.contains_key(k)).map(|k| self.demand_of(k)).sum();
+        let cpu: f64 = tasks.iter().filter_map(|k| m.tasks.get(k).map(|tv| self.demand_with(k, tv))).sum();
         // Memory: each process's memory shared out by the unit's part of its threads (by CPU, or
         // by count when idle), or the group's own figures when the group is whole.
         let mut mem_by_node = vec![0u64; n];
@@ -681,7 +687,8 @@ impl<'m> Planner<'m> {
         };
         // Per task, its demand; per pid, managed or not: looked up for every task of every group
         // below (hash maps, built in one pass: faster than as many searches of the ordered maps).
-        let demand_of: HashMap<TaskKey, f64, FxBuild> = m.tasks.keys().map(|k| (*k, self.demand_of(k))).collect();
+        let demand_of: HashMap<TaskKey, f64, FxBuild> =
+            m.tasks.iter().map(|(k, tv)| (*k, self.demand_with(k, tv))).collect();
         let managed: HashSet<u32, FxBuild> = self.managed.iter().copied().collect();
         // The CPU demand `unit_of_tasks` gives the unit (the same sum in the same order).
         let cpu_of = |tasks: &[TaskKey]| -> f64 { tasks.iter().filter_map(|k| demand_of.get(k)).sum() };
@@ -1408,10 +1415,8 @@ impl<'m> Planner<'m> {
             let mut cpu_now = vec![0.0; self.used.len()];
             let mut unit_cpu = u.cpu;
             for k in &u.tasks {
-                if !m.tasks.contains_key(k) {
-                    continue;
-                }
-                let d = self.demand_of(k);
+                let Some(tv) = m.tasks.get(k) else { continue };
+                let d = self.demand_with(k, tv);
                 if let Some(nodes) = own_holds.get(k) {
                     unit_cpu -= d;
                     for &i in nodes {
