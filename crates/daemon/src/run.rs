@@ -816,8 +816,9 @@ pub fn serve<H: Host + Restore>(
                             }
                             // An exclusion (or inclusion) a reload made holds from the next action:
                             // an operator excluding a process must not have it moved until a restart.
-                            host.set_exclusions(&new.config.live_options(false));
-                            host.set_migrate_budget(new.config.live_options(false).migrate_mb_per_s);
+                            let live = new.config.live_options(false);
+                            host.set_exclusions(&live);
+                            host.set_migrate_budget(live.migrate_mb_per_s);
                             record_released(
                                 &mut host,
                                 "excluded by a configuration reload",
