@@ -182,10 +182,14 @@ pub(crate) struct CoaccessWindow {
 }
 
 impl CoaccessWindow {
-    /// Buckets currently remembered (for tests of boundedness).
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    /// Buckets currently remembered (`Model::bookkeeping`, tests of boundedness).
+    pub(crate) fn buckets(&self) -> usize {
         self.buckets.len()
+    }
+
+    /// Accessors remembered over all buckets (`Model::bookkeeping`).
+    pub(crate) fn accessors(&self) -> usize {
+        self.buckets.values().map(Vec::len).sum()
     }
 }
 
@@ -608,7 +612,7 @@ mod tests {
         // No live tasks: samples of unknown threads are ignored entirely.
         let acc = |tid, t| AccessSample { pid: 1, tid, addr: 0, phys: None, node: 0, count: 1, last_ns: t };
         m.update(&sample(1_000_000_000, (0..50).map(|i| acc(i, 1_000_000_000)).collect()));
-        assert_eq!(m.state.coaccess.len(), 0);
+        assert_eq!(m.state.coaccess.buckets(), 0);
         // Live tasks: 50 accessors of one bucket keep at most 16; a later period forgets them.
         m.tasks = (0..50u32)
             .map(|tid| {
@@ -633,11 +637,11 @@ mod tests {
         m.now_ns = 2_000_000_000;
         m.period_ns = 1_000_000_000;
         update(&mut m, &sample(2_000_000_000, (0..50).map(|i| acc(i, 2_000_000_000 - u64::from(i))).collect()));
-        assert_eq!(m.state.coaccess.len(), 1);
+        assert_eq!(m.state.coaccess.buckets(), 1);
         assert!(m.state.coaccess.buckets.values().all(|v| v.len() == 16));
         assert!(!m.graph.edges.is_empty());
         m.now_ns = 4_000_000_000;
         update(&mut m, &sample(4_000_000_000, vec![]));
-        assert_eq!(m.state.coaccess.len(), 0);
+        assert_eq!(m.state.coaccess.buckets(), 0);
     }
 }

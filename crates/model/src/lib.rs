@@ -181,6 +181,21 @@ impl Model {
         self.updates += 1;
     }
 
+    /// How many entries each of the model's per-process, per-thread and per-pair tables holds
+    /// now, by name (`numapilot status`'s bookkeeping, the metric `numapilot_bookkeeping_entries`,
+    /// and the tests that a daemon running for weeks among short-lived processes keeps only what
+    /// is alive: `crates/sim/tests/bounded_state.rs`). Appended to `out`.
+    pub fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        out.push(("model.tasks", self.tasks.len()));
+        out.push(("model.procs", self.procs.len()));
+        out.push(("model.edges", self.graph.edges.len()));
+        out.push(("model.shared_edges", self.graph.shared.len()));
+        out.push(("model.groups", self.groups.groups.len()));
+        out.push(("model.group_members", self.groups.of_task.len()));
+        tasks::bookkeeping(&self.state, out);
+        out.push(("model.class_overrides", self.class_overrides.len()));
+    }
+
     /// Points in the RSS histories of all processes (growth is judged on them): bounded by the
     /// class window per process, whatever the clock does. For tests and diagnostics.
     pub fn rss_history_points(&self) -> usize {

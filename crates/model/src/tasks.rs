@@ -372,6 +372,19 @@ pub(crate) struct History {
     pub(crate) node_ticks: Vec<Option<(u64, u64)>>,
 }
 
+/// The history's tables for `Model::bookkeeping`.
+pub(crate) fn bookkeeping(hist: &History, out: &mut Vec<(&'static str, usize)>) {
+    out.push(("model.thread_history", hist.threads.len()));
+    out.push(("model.thread_hot_buckets", hist.threads.values().map(|t| t.hot.len()).sum()));
+    out.push(("model.proc_history", hist.procs.len()));
+    out.push(("model.rss_points", hist.procs.values().map(|p| p.rss.len()).sum()));
+    out.push(("model.proc_hot_buckets", hist.procs.values().map(|p| p.hot.len()).sum()));
+    out.push(("model.reborn", hist.reborn.len()));
+    out.push(("model.coaccess_buckets", hist.coaccess.buckets()));
+    out.push(("model.coaccess_accessors", hist.coaccess.accessors()));
+    out.push(("model.weak_edges", hist.weak_since.len()));
+}
+
 /// Cache of "are these allowed CPUs narrower than the CPUs of these allowed nodes", by content:
 /// a handful of distinct pairs per sample however the sets are allocated (observe's reader
 /// interns them, the simulator and deserialised replays give every thread its own `Arc`). The

@@ -51,6 +51,12 @@ pub trait Policy: std::fmt::Debug {
         let _ = model;
     }
 
+    /// How many entries each of the policy's per-process, per-thread and per-range memories holds
+    /// now, by name, appended to `out` ([`Engine::bookkeeping`]). The default: none.
+    fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        let _ = out;
+    }
+
     /// What the policy believes about `pid` and what it did to it, for `numapilot explain`.
     /// `None` when the policy does not know the process (or, as the default, cannot explain).
     fn explain(&self, model: &Model, pid: u32) -> Option<Explanation> {
@@ -206,6 +212,18 @@ impl Engine {
             standing: Vec::new(),
             standing_before: Vec::new(),
         }
+    }
+
+    /// How many entries each table the engine keeps between steps holds now (the model's, the
+    /// policy's, the standing orders), by name: what `numapilot status` reports as bookkeeping. A
+    /// daemon that runs for weeks among short-lived processes must keep these to what is alive;
+    /// `crates/sim/tests/bounded_state.rs` checks it under churn.
+    pub fn bookkeeping(&self) -> Vec<(&'static str, usize)> {
+        let mut out = Vec::new();
+        self.model.bookkeeping(&mut out);
+        self.policy.bookkeeping(&mut out);
+        out.push(("engine.standing", self.standing.len() + self.standing_before.len()));
+        out
     }
 
     /// Time until the next step should run, ns.

@@ -379,6 +379,12 @@ impl Policy for Numad {
         "numad"
     }
 
+    fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        out.push(("numad.cpu_history", self.cpu_history.len()));
+        out.push(("numad.bound", self.bound.len()));
+        out.push(("numad.launched", self.launched.len()));
+    }
+
     fn next_interval_ns(&self, model: &Model) -> u64 {
         let t = &model.tunables;
         if self.passes <= 1 {

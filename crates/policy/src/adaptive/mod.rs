@@ -624,6 +624,23 @@ impl Policy for Adaptive {
         "numapilot"
     }
 
+    fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        let per_proc = |f: fn(&ProcState) -> usize| self.procs.values().map(f).sum::<usize>();
+        out.push(("policy.procs", self.procs.len()));
+        out.push(("policy.own_task_cpus", per_proc(|p| p.own_task_cpus.len())));
+        out.push(("policy.tried_cpus", per_proc(|p| p.tried_cpus.len())));
+        out.push(("policy.range_moves", per_proc(|p| p.range_moves.len())));
+        out.push(("policy.journal", per_proc(|p| p.journal.len())));
+        out.push(("policy.task_moves", self.task_moves.len()));
+        out.push(("policy.last_loads", self.last_loads.len()));
+        out.push(("policy.last_task_loads", self.last_task_loads.len()));
+        out.push(("policy.rate_waited", self.rate_waited.len()));
+        out.push(("policy.moving", self.moving.len()));
+        out.push(("policy.stall_floor", self.stall_floor.len()));
+        out.push(("policy.stall_ended", self.stall_ended.len()));
+        out.push(("policy.promises", self.promises.len() + self.anonymous_promises.len()));
+    }
+
     /// CPU hotplug (rule cpu-hotplug-fallback): a thread whose CPUs all went offline is moved by
     /// the kernel (`select_fallback_rq`). Current kernels give it its cpuset's configured CPUs
     /// under cgroup v2 (`cpuset_cpus_allowed_fallback`; the root's are every CPU, offline ones
