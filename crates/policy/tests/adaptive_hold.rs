@@ -768,6 +768,49 @@ fn a_default_mask_without_the_reserved_cpus_is_no_foreign_pin() {
     assert!(!e.pinned, "the process is still the policy's own: {e:?}");
 }
 
+/// A process that lives for weeks and keeps starting and ending threads (a pool, a thread per
+/// connection), with threads this policy placed one by one: the mask of one that exited is not
+/// kept per thread (the policy kept one for every thread it ever placed: review helper-33), it
+/// moves to the process's few tried masks, so a child forked under it still reads as under a
+/// mask of ours, not as pinned by its program.
+#[test]
+fn a_placed_thread_that_exits_leaves_no_mask_behind() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "pool", &[(0, 1.0), (0, 1.0), (0, 1.0)], &[64, 0]);
+    let tids = b.m.procs[&10].tids.clone();
+    let st = b.m.procs[&10].starttime;
+    let (node0, node1) = (b.node_cpus(0), b.node_cpus(1));
+    let mut p = Adaptive::new();
+    let own = |p: &Adaptive, table: &str| {
+        let mut out = Vec::new();
+        p.bookkeeping(&mut out);
+        out.into_iter().find(|(k, _)| *k == table).map(|(_, v)| v).unwrap()
+    };
+    let _ = p.decide(&b.m);
+    // Thread 1 kept on node 0, thread 2 to node 1, each a mask of its own.
+    for (&tid, cpus) in tids[1..].iter().zip([&node0, &node1]) {
+        let plan = Plan {
+            actions: vec![Action {
+                target: TaskRef { pid: 10, tid: Some(tid), starttime: st },
+                kind: ActionKind::SetAffinity { cpus: cpus.clone() },
+                reason: numapilot_policy::Reason::new("balance-weakest-first", "test"),
+            }],
+            ..Plan::default()
+        };
+        applied(&mut p, &b.m, &plan);
+    }
+    assert_eq!(own(&p, "policy.own_task_cpus"), 2);
+    // The last thread ends; the next decision sees the process without it.
+    let gone = TaskKey { pid: 10, tid: tids[2] };
+    b.m.tasks.remove(&gone);
+    b.m.procs.get_mut(&10).unwrap().tids.retain(|&t| t != gone.tid);
+    let _ = p.decide(&b.m);
+    assert_eq!(own(&p, "policy.own_task_cpus"), 1, "the exited thread's mask is still kept per thread");
+    // A child the exited thread forked, under its mask: ours, inherited, not a pin of its own.
+    b.proc(20, "child", &[(1, 0.5)], &[0, 16]).parent(20, 10).allow(20, &[1]).pinned(20);
+    assert!(!p.explain(&b.m, 20).unwrap().pinned, "the child's inherited mask read as its own pin");
+}
+
 /// A process-wide mask that replaces masks this policy set on single threads: until the next
 /// observation the model still shows a thread under its old mask of ours, and that is no pin of
 /// anyone else's (the rig's hotplug test once read "placed by someone else" from an `explain`

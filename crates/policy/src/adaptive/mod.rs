@@ -445,8 +445,26 @@ impl Adaptive {
     fn forget_gone(&mut self, model: &Model) {
         self.procs.retain(|pid, st| model.procs.get(pid).is_some_and(|p| p.starttime == st.starttime));
         let (now, hold) = (self.period, u64::from(model.tunables.hold_periods));
-        for st in self.procs.values_mut() {
+        for (&pid, st) in self.procs.iter_mut() {
             st.range_moves.retain(|_, at| now.saturating_sub(*at) < hold);
+            // A thread this policy placed on its own that has exited (a pool's worker, a thread
+            // per connection): its mask is kept as one of the process's tried masks (bounded), so
+            // a child it forked before exiting is still recognised as under a mask of ours.
+            // Without this a process that lives for weeks and keeps starting threads kept a mask
+            // for every thread ever placed (review helper-33).
+            let gone: Vec<u32> = st
+                .own_task_cpus
+                .keys()
+                .copied()
+                .filter(|&tid| !model.tasks.contains_key(&TaskKey { pid, tid }))
+                .collect();
+            for tid in gone {
+                if let Some(mask) = st.own_task_cpus.remove(&tid) {
+                    if st.own_cpus.as_ref() != Some(&mask) {
+                        st.remember_tried(&mask);
+                    }
+                }
+            }
         }
         self.task_moves.retain(|k, _| model.tasks.contains_key(k));
         for (pid, p) in &model.procs {
