@@ -176,6 +176,33 @@ fn child_entry() {
             }
             unreachable!()
         }
+        "pool" => {
+            // A thread pool that turns over: each time the file NP_FLAG<n> appears, start a
+            // thread (printing "thread TID") and end the one started before it (printing "ended
+            // TID" before the new one's line).
+            ready();
+            let base = std::env::var("NP_FLAG").unwrap();
+            let mut prev: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>, i32)> = None;
+            for n in 1.. {
+                wait_flag(&base, n);
+                let (stop, stopped) = std::sync::mpsc::channel::<()>();
+                let (tx, rx) = std::sync::mpsc::channel();
+                let h = std::thread::spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    tx.send(unsafe { libc::gettid() }).unwrap();
+                    let _ = stopped.recv();
+                });
+                let tid = rx.recv().unwrap();
+                if let Some((stop, h, old)) = prev.take() {
+                    drop(stop);
+                    h.join().unwrap();
+                    println!("ended {old}");
+                }
+                println!("thread {tid}");
+                prev = Some((stop, h, tid));
+            }
+            unreachable!()
+        }
         "spawner" => {
             // Threads without end (bounded so a failed test leaves no runaway), as fast as it can.
             let mut n = 0;
@@ -1019,6 +1046,81 @@ fn thread_target_changes_only_that_thread() {
     assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Vanished);
     host.restore_all();
     assert!(masks(kid.pid()).iter().all(|(_, m)| *m == orig));
+    kid.kill();
+}
+
+/// A process that lives on while its threads turn over (a pool, a thread per connection), placed
+/// thread by thread: its record keeps the originals of live threads only. Each placement of a
+/// thread lists the process's threads anyway; the record kept every thread it ever had (in memory
+/// and in the state file, rewritten whole at each change: at a thread placed a second the file
+/// passed the 64 MiB a start reads in weeks; review helper-33).
+#[test]
+fn a_long_lived_processs_record_keeps_only_its_live_threads() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (d, state) = tmp_state("pool");
+    let flag = d.path().join("flag");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("pool", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    let mut placed = Vec::new();
+    for n in 1..=12 {
+        std::fs::write(format!("{}{n}", flag.display()), "").unwrap();
+        let tid: u32 = kid.line("thread").parse().unwrap();
+        let mut target = kid.target();
+        target.tid = Some(tid);
+        assert_eq!(
+            host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() })),
+            Outcome::Applied { pages_moved: 0 }
+        );
+        placed.push(tid);
+    }
+    let file: StateFile = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    let rec = file.processes.iter().find(|r| r.pid == kid.pid()).expect("the pool on record");
+    let live = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
+    let recorded: Vec<u32> = rec.threads.keys().copied().collect();
+    assert!(recorded.iter().all(|t| live.contains(t)), "recorded {recorded:?}, alive {live:?}");
+    assert!(recorded.contains(placed.last().unwrap()), "the thread placed last is on record: {recorded:?}");
+    // Restore puts the live threads back.
+    let orig = t.online_cpus();
+    host.restore_all();
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == orig), "{:?}", masks(kid.pid()));
+    kid.kill();
+}
+
+/// A thread that inherited numapilot's mask from a placed process and is then placed on its own:
+/// its original is the process's, not numapilot's mask it was created under (it was recorded
+/// with that mask as its own and put back on it at restore; review helper-33).
+#[test]
+fn a_thread_placed_on_its_own_after_inheriting_ours_goes_back_to_the_original() {
+    let t = topo();
+    let online = t.online_cpus();
+    if online.len() < 2 {
+        return;
+    }
+    let first: CpuSet = std::iter::once(online.first().unwrap()).collect();
+    let last: CpuSet = std::iter::once(online.last().unwrap()).collect();
+    let (d, state) = tmp_state("inherit");
+    let flag = d.path().join("flag");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("pool", &[("NP_FLAG", flag.display().to_string())]);
+    kid.line("ready");
+    assert_eq!(
+        host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: first.clone() })),
+        Outcome::Applied { pages_moved: 0 }
+    );
+    std::fs::write(format!("{}1", flag.display()), "").unwrap();
+    let tid: u32 = kid.line("thread").parse().unwrap();
+    assert_eq!(sched_getaffinity(tid as i32).unwrap(), first, "created under numapilot's mask");
+    let mut target = kid.target();
+    target.tid = Some(tid);
+    assert_eq!(
+        host.apply(&action(target, ActionKind::SetAffinity { cpus: last })),
+        Outcome::Applied { pages_moved: 0 }
+    );
+    host.restore_all();
+    assert_eq!(sched_getaffinity(tid as i32).unwrap(), online, "the thread went back to numapilot's mask");
+    assert!(masks(kid.pid()).iter().all(|(_, m)| *m == online), "{:?}", masks(kid.pid()));
     kid.kill();
 }
 

@@ -412,6 +412,24 @@ pub struct LiveHost {
 /// dropped).
 const ADOPTED_KEPT: usize = 4096;
 
+/// Whether `m`, the mask a thread of `pid` has now, is one numapilot set on the process (`ours`,
+/// `state::masks_we_set`), as set or as the kernel cut it since to the CPUs online and to the
+/// cpuset (`state::carries_ours`). What it may be cut to is read once per caller (`allowed`), and
+/// only for a mask that is not one of ours as it stands.
+fn is_ours(
+    pid: u32,
+    m: &CpuSet,
+    ours: &[CpuSet],
+    allowed: &mut Option<Option<CpuSet>>,
+    cpuset_read: Option<&CpusetHierarchy>,
+) -> bool {
+    ours.contains(m)
+        || (ours.iter().any(|s| m.is_subset(s)) && {
+            let a = allowed.get_or_insert_with(|| state::allowed_cpus(pid, cpuset_read));
+            state::carries_ours(m, ours, a.as_ref())
+        })
+}
+
 /// This kernel's base page size, bytes (4096 when sysconf cannot tell).
 pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
@@ -884,6 +902,14 @@ impl LiveHost {
             let Ok(Some(tids)) = numapilot_actuate::list_threads(pid) else {
                 return if added { self.save() } else { Ok(()) };
             };
+            // Threads that ended since are dropped from the record: a process that lives for
+            // weeks and starts and ends threads, placed thread by thread, kept the original of
+            // every thread it ever had (in memory and in the state file, rewritten whole at each
+            // change; review helper-33), and a tid reused by a later thread of it would have been
+            // put back on a dead thread's mask.
+            let before = rec.threads.len();
+            rec.threads.retain(|t, _| tids.binary_search(t).is_ok());
+            added |= rec.threads.len() != before;
             let new: Vec<u32> = tids.into_iter().filter(|t| !rec.threads.contains_key(t)).collect();
             // Ours as the kernel reports it now, cut to the CPUs online and to the cpuset, not
             // only equal (`state::carries_ours`: after a CPU went offline or the cpuset narrowed,
@@ -893,12 +919,7 @@ impl LiveHost {
             let mut allowed: Option<Option<CpuSet>> = None;
             for tid in new {
                 if let Ok(m) = sched_getaffinity(tid as libc::pid_t) {
-                    let is_ours = ours.contains(&m)
-                        || (ours.iter().any(|s| m.is_subset(s)) && {
-                            let a = allowed.get_or_insert_with(|| state::allowed_cpus(pid, self.cpuset_read.as_ref()));
-                            state::carries_ours(&m, &ours, a.as_ref())
-                        });
-                    if !is_ours {
+                    if !is_ours(pid, &m, &ours, &mut allowed, self.cpuset_read.as_ref()) {
                         rec.threads.insert(tid, m.to_list());
                         added = true;
                     }
@@ -963,10 +984,17 @@ impl LiveHost {
             if !Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
                 return Outcome::Vanished;
             }
+            // A thread created since `record` listed them is recorded with its mask now, unless
+            // that is one numapilot set (it inherited it from a thread of ours): such a thread
+            // goes back to the leader's original, as `record` leaves every such thread off the
+            // record (it was recorded with numapilot's mask as its own original and put back on
+            // it at restore; review helper-33).
             let rec = self.originals.procs.get_mut(&pid);
             if let (Some(rec), Ok(m)) = (rec, sched_getaffinity(tid as libc::pid_t)) {
-                if let std::collections::btree_map::Entry::Vacant(slot) = rec.threads.entry(tid) {
-                    slot.insert(m.to_list());
+                if !rec.threads.contains_key(&tid)
+                    && !is_ours(pid, &m, &state::masks_we_set(rec), &mut None, self.cpuset_read.as_ref())
+                {
+                    rec.threads.insert(tid, m.to_list());
                     if let Err(o) = self.save() {
                         return o;
                     }
