@@ -206,7 +206,8 @@ pub struct Status {
     pub actions_by_kind: BTreeMap<String, u64>,
     /// Failed actions by kind and outcome (`set-affinity/refused` ...).
     pub failures_by_kind: BTreeMap<String, u64>,
-    /// Pages not moved by cause (`EBUSY` ...).
+    /// Pages not moved by cause (`EBUSY`, `stopped: migrate_pages EPERM` ...: a bounded set of
+    /// names, `live::apply::cause_class`; the journal keeps each failure's full text).
     pub pages_failed_by_cause: BTreeMap<String, u64>,
     /// Configuration reloads accepted / rejected (SIGHUP).
     pub reloads: u64,

@@ -1081,7 +1081,7 @@ fn count_outcome(kind: &str, outcome: Option<&Outcome>, s: &mut Status) {
     let failed = match outcome {
         Some(Outcome::Partial { failed, .. }) => {
             for (cause, n) in failed {
-                *s.pages_failed_by_cause.entry(cause.clone()).or_default() += n;
+                *s.pages_failed_by_cause.entry(crate::live::apply::cause_class(cause)).or_default() += n;
             }
             true
         }
@@ -1333,6 +1333,22 @@ fn advise(
 mod tests {
     use super::*;
     use numapilot_model::{ProcView, ProcessClass, Tunables};
+
+    /// Moves of two processes that stopped half-way on the same refusal count under one cause in
+    /// the status (and so one metric series), whatever pids their messages name.
+    #[test]
+    fn stopped_moves_of_many_processes_are_one_status_cause() {
+        let mut s = Status::default();
+        for pid in [101, 202, 303] {
+            let why = format!("stopped: migrate_pages(pid={pid}, from=0, to=1) failed: EPERM: Operation not permitted");
+            let o = Outcome::Partial { pages_moved: 5, failed: vec![(why, 7), ("EBUSY".into(), 1)] };
+            count_outcome("migrate-pages", Some(&o), &mut s);
+        }
+        let want: std::collections::BTreeMap<String, u64> =
+            [("EBUSY".to_string(), 3), ("stopped: migrate_pages EPERM".to_string(), 21)].into_iter().collect();
+        assert_eq!(s.pages_failed_by_cause, want);
+        assert_eq!(s.failures_by_kind.get("migrate-pages/partial"), Some(&3));
+    }
 
     fn proc_view(pid: u32, first_seen_ns: u64, age_at_first_seen_ns: u64) -> ProcView {
         ProcView {

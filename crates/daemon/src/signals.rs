@@ -41,8 +41,8 @@
 //! every cycle, re-reads wait. The fd reads are skipped on cycles with no local pair.
 //!
 //! Every source that is missing says so once, in [`Signals::notes`]; a source that fails at run
-//! time adds one note the first time (with the error) and is retried next cycle without a new note
-//! until it works again. A process that vanishes mid-scan is skipped by every source, and one whose
+//! time logs one warning the first time (with the error; counted in `SignalStats::source_failures`)
+//! and is retried next cycle without a new one until it works again. A process that vanishes mid-scan is skipped by every source, and one whose
 //! maps or fds cannot be read is skipped alone (EACCES silently, anything else with that note).
 //!
 //! # Units
@@ -194,6 +194,8 @@ pub struct SignalStats {
     pub wakeups_dropped: u64,
     /// Times the access sampler was opened again on other CPUs (CPU hotplug).
     pub sampler_reopens: u64,
+    /// Times a source went from working to failing at run time (each logged once as a warning).
+    pub source_failures: u64,
 }
 
 /// What the last [`Signals::fill`] spent, per source: wall time and this thread's CPU time (ns), and
@@ -503,16 +505,23 @@ impl Signals {
         self.cost
     }
 
-    /// Records a run-time failure of `source`: a note the first time in a row, nothing after.
+    /// Records a run-time failure of `source`: a warning in the log the first time in a row,
+    /// nothing after. (Pushed to the start-up notes, the failures of a daemon's weeks were never
+    /// shown, only kept: one more note each time a source went from working to failing, such as
+    /// the wake-up map filling in every fork burst; review helper-33.)
     fn failed(&mut self, source: &'static str, e: impl std::fmt::Display) {
         if !self.failing.contains(&source) {
             self.failing.push(source);
-            self.notes.push(format!("{source}: {e} (skipped this cycle; retried every cycle)"));
+            self.stats.source_failures += 1;
+            tracing::warn!("{source}: {e} (skipped this cycle; retried every cycle)");
         }
     }
 
     fn recovered(&mut self, source: &'static str) {
-        self.failing.retain(|s| *s != source);
+        if self.failing.contains(&source) {
+            self.failing.retain(|s| *s != source);
+            tracing::info!("{source}: working again");
+        }
     }
 
     /// Adds this cycle's signals to `sample` (its processes are those the host observed).
@@ -790,6 +799,23 @@ mod tests {
         assert_eq!(r.holders()[1], (2, vec![30, 31, 32]));
         r.advance(2, 100, 8, vec![], None);
         assert_eq!(r.holders()[1], (2, vec![32]), "the pass's end replaces the old view");
+    }
+
+    /// A source that fails and recovers over and over (the wake-up map filling in each fork
+    /// burst) is counted and logged each time, and keeps nothing.
+    #[test]
+    fn a_source_that_keeps_failing_and_recovering_keeps_nothing() {
+        let tuning = SignalTuning { wakeups: false, ..SignalTuning::default() };
+        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: false }, tuning);
+        let notes = s.notes().len();
+        for _ in 0..1000 {
+            s.failed("wakeups", "pair map full");
+            s.failed("wakeups", "pair map full");
+            s.recovered("wakeups");
+        }
+        assert_eq!(s.notes().len(), notes, "a note per failure");
+        assert_eq!(s.stats().source_failures, 1000);
+        assert!(s.failing.is_empty());
     }
 
     #[test]

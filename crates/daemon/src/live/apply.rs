@@ -164,6 +164,34 @@ impl PageTally {
     }
 }
 
+/// The cause a page failure is counted under in `numapilot status` and the metric
+/// `numapilot_pages_failed_by_cause_total`: one of a bounded set of names. A cause the kernel
+/// gave per page (an errno name, `errno N`, `unverified`) is its own class; a move that stopped
+/// half-way (`stopped: WHY`, where WHY is the error's full text as the journal keeps it, with the
+/// pid and addresses in it) counts as `stopped: SYSCALL ERRNO` when WHY is a failed system call,
+/// `stopped: /proc unreadable` when a file of the process could not be read, and `stopped: other`
+/// otherwise. Keyed by the full text, every process whose move stopped added a status key and a
+/// metric series of its own for the daemon's lifetime (review helper-33).
+pub fn cause_class(cause: &str) -> String {
+    let Some(why) = cause.strip_prefix("stopped: ") else {
+        return cause.to_string();
+    };
+    let word = |w: &str, ok: fn(char) -> bool| !w.is_empty() && w.chars().all(ok);
+    if let Some((head, rest)) = why.split_once(" failed: ") {
+        let syscall = head.split('(').next().unwrap_or("");
+        let errno = rest.split(':').next().unwrap_or("").trim();
+        if word(syscall, |c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && (word(errno, |c| c.is_ascii_uppercase() || c.is_ascii_digit()) || errno.starts_with("errno "))
+        {
+            return format!("stopped: {syscall} {errno}");
+        }
+    }
+    if why.starts_with("reading /proc/") {
+        return "stopped: /proc unreadable".into();
+    }
+    "stopped: other".into()
+}
+
 /// Why a page action stopped as a whole.
 #[derive(Debug)]
 pub enum Stop {
@@ -713,6 +741,37 @@ pub fn interleave_target(nodes: &[u32], weights: &[u32], i: usize) -> Option<u32
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stopped_moves_cause_is_counted_without_its_pid() {
+        let err = |pid: u32| {
+            numapilot_actuate::Error::Syscall {
+                syscall: "migrate_pages",
+                args: format!("pid={pid}, from=0, to=1"),
+                errno: libc::EPERM,
+            }
+            .to_string()
+        };
+        let (a, b) = (err(101), err(202));
+        assert_ne!(a, b);
+        let stopped = |why: String| {
+            let t = PageTally { planned: 10, asked: 4, ..PageTally::default() };
+            match t.stopped(why) {
+                Outcome::Partial { failed, .. } => failed.into_iter().next().unwrap().0,
+                o => panic!("{o:?}"),
+            }
+        };
+        assert_eq!(cause_class(&stopped(a)), "stopped: migrate_pages EPERM");
+        assert_eq!(cause_class(&stopped(b)), "stopped: migrate_pages EPERM");
+        assert_eq!(
+            cause_class(&stopped("reading /proc/77/maps: Permission denied".into())),
+            "stopped: /proc unreadable"
+        );
+        assert_eq!(cause_class(&stopped("a page-copy thread panicked".into())), "stopped: other");
+        for per_page in ["ENOMEM", "EBUSY", "errno 200", "unverified"] {
+            assert_eq!(cause_class(per_page), per_page);
+        }
+    }
 
     #[test]
     fn a_move_refused_half_way_reports_what_it_moved() {
