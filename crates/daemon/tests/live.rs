@@ -2577,6 +2577,38 @@ fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 
+/// The cgroup numapilot made for a process that exited, when it cannot be removed at once (here a
+/// child cgroup made inside it, as a container runtime or a service manager may), is tried again
+/// each cycle until it goes: it stayed for good, and a process left in it kept numapilot's CPUs
+/// with no record to put it back (review helper-33).
+#[test]
+fn a_cgroup_that_cannot_be_removed_at_once_is_removed_later() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let (_d, state) = tmp_state("cpuset-unreleased");
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let target = kid.target();
+    assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Applied { pages_moved: 0 });
+    let made = h.dir(&format!("/numapilot/{}-{}", kid.pid(), target.starttime));
+    let inner = made.join("inner");
+    std::fs::create_dir(&inner).unwrap();
+    kid.kill();
+    let _ = observe(&mut host);
+    assert!(made.exists(), "removed despite the child cgroup?");
+    assert_eq!(host.unreleased_cgroups(), 1);
+    let _ = observe(&mut host);
+    assert_eq!(host.unreleased_cgroups(), 1, "kept while it cannot go");
+    std::fs::remove_dir(&inner).unwrap();
+    let _ = observe(&mut host);
+    assert!(!made.exists(), "numapilot's cgroup of an exited process stayed");
+    assert_eq!(host.unreleased_cgroups(), 0);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
 /// A process numapilot moved into a cpuset of its own counts, for exclusions and `[include]` by
 /// cgroup, as still in the cgroup it came from, but only while it is in numapilot's: one that
 /// someone moved out since is judged by where it is now, and putting it back (a release, or

@@ -685,6 +685,11 @@ impl LiveHost {
         self.cpuset.as_ref()
     }
 
+    /// Cpuset cgroups of exited processes whose removal failed and is tried again each cycle.
+    pub fn unreleased_cgroups(&self) -> usize {
+        self.originals.unreleased()
+    }
+
     /// Processes whose originals are held (touched and not yet restored): `(pid, starttime)`.
     pub fn touched(&self) -> Vec<(u32, u64)> {
         self.originals.procs.values().map(|p| (p.pid, p.starttime)).collect()

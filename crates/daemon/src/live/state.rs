@@ -226,12 +226,31 @@ pub struct Originals {
     /// Failed restore passes of the records kept for another one: pid -> (start time, passes)
     /// ([`RESTORE_TRIES`]).
     tries: BTreeMap<u32, (u64, u32)>,
+    /// Cpuset cgroups made for processes that exited whose removal failed (a process left in
+    /// one that could not be moved back, a child cgroup made inside it, a fork between the
+    /// listing and the removal): tried again at every [`Originals::prune_gone`] and at
+    /// [`Originals::restore_all`], at most [`UNRELEASED_KEPT`] of them. Without it such a cgroup
+    /// stayed for good, and a process left in it kept numapilot's CPUs with no record to put it
+    /// back (review helper-33).
+    unreleased: Vec<CpusetOriginal>,
 }
+
+/// Cgroups kept for another removal ([`Originals::unreleased`]) at most. Default 1,024. Source: a
+/// choice, far more than removals that fail at once on a host. Prevents: a host where every
+/// removal fails (a cgroup manager that re-creates child cgroups) growing the list without bound;
+/// past it the oldest is given up, with a warning naming it.
+pub const UNRELEASED_KEPT: usize = 1024;
 
 impl Originals {
     /// An empty set for `path` (nothing read).
     pub fn new(path: &Path) -> Self {
-        Self { path: path.to_path_buf(), procs: BTreeMap::new(), _lock: None, tries: BTreeMap::new() }
+        Self {
+            path: path.to_path_buf(),
+            procs: BTreeMap::new(),
+            _lock: None,
+            tries: BTreeMap::new(),
+            unreleased: Vec::new(),
+        }
     }
 
     /// An empty set for `path` that owns it: an exclusive lock (flock) on `.NAME.lock` beside the
@@ -275,7 +294,13 @@ impl Originals {
                 format!("state lock {shown}: cannot lock: {e}")
             });
         }
-        Ok(Self { path: path.to_path_buf(), procs: BTreeMap::new(), _lock: Some(f), tries: BTreeMap::new() })
+        Ok(Self {
+            path: path.to_path_buf(),
+            procs: BTreeMap::new(),
+            _lock: Some(f),
+            tries: BTreeMap::new(),
+            unreleased: Vec::new(),
+        })
     }
 
     /// Reads the state file: `Ok(None)` when it does not exist; an error naming the path for any
@@ -362,22 +387,67 @@ impl Originals {
     /// file, rewritten whole at each new record) and its cgroup stays behind until the daemon
     /// stops: the 2-node rig's cpuset v2 run left one cgroup per short-lived command placed.
     /// Returns how many were dropped and the errors met (each naming its cgroup).
+    ///
+    /// A cgroup whose removal failed is kept and tried again at each call ([`UNRELEASED_KEPT`]);
+    /// its errors are returned the first time only, and a line saying it is gone once it is.
     pub fn prune_gone(&mut self) -> (usize, Vec<String>) {
         let gone: Vec<u32> = self.procs.values().filter(|r| !same_process(r.pid, r.starttime)).map(|r| r.pid).collect();
-        let mut errors = Vec::new();
+        let mut errors = self.retry_unreleased();
         for pid in &gone {
             if let Some(rec) = self.procs.remove(pid) {
-                if let Some(cs) = &rec.cpuset {
-                    errors.extend(release_cgroup(cs));
+                if let Some(cs) = rec.cpuset {
+                    let e = release_cgroup(&cs);
+                    if !e.is_empty() {
+                        errors.extend(e);
+                        errors.extend(self.keep_unreleased(cs));
+                    }
                 }
             }
         }
+        // Failed restore passes are counted for records still kept only.
+        let procs = &self.procs;
+        self.tries.retain(|pid, (st, _)| procs.get(pid).is_some_and(|r| r.starttime == *st));
         if !gone.is_empty() {
             if let Err(e) = self.save() {
                 errors.push(e);
             }
         }
         (gone.len(), errors)
+    }
+
+    /// Cgroups kept for another removal now ([`Originals::unreleased`]).
+    pub fn unreleased(&self) -> usize {
+        self.unreleased.len()
+    }
+
+    /// Keeps `cs` for another removal; the note of the one given up for it, if the list was full.
+    fn keep_unreleased(&mut self, cs: CpusetOriginal) -> Option<String> {
+        if !cs.hierarchy().dir(&cs.made_path()).exists() {
+            return None;
+        }
+        self.unreleased.push(cs);
+        (self.unreleased.len() > UNRELEASED_KEPT).then(|| {
+            let old = self.unreleased.remove(0);
+            format!("cgroup {} given up: more than {UNRELEASED_KEPT} cgroups wait for removal", old.made_path())
+        })
+    }
+
+    /// Tries again to remove the cgroups kept for it: one removed is dropped with a line saying
+    /// so; one still there stays, quietly (its errors were reported when it first failed).
+    fn retry_unreleased(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        self.unreleased.retain(|cs| {
+            let dir = cs.hierarchy().dir(&cs.made_path());
+            if !dir.exists() {
+                return false;
+            }
+            if release_cgroup(cs).is_empty() || !dir.exists() {
+                notes.push(format!("cgroup {} removed at last", cs.made_path()));
+                return false;
+            }
+            true
+        });
+        notes
     }
 
     /// Puts back the recorded processes among `pids` (and the descendants that inherited what
@@ -433,6 +503,10 @@ impl Originals {
         let tries = &mut self.tries;
         let again = restore_pass(&taken, &BTreeMap::new(), &mut report, |rec| retry(tries, rec));
         self.keep_for_retry(again, taken.keys());
+        self.retry_unreleased();
+        for cs in &self.unreleased {
+            report.failed.push(format!("cgroup {} of an exited process could not be removed", cs.made_path()));
+        }
         if let Err(e) = self.save() {
             report.failed.push(e);
         }
@@ -980,5 +1054,39 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
         Ok(())
     } else {
         Err(format!("{} ({}): {}", rec.pid, rec.comm, errors.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Failed restore passes are counted for records still kept only: a process whose restore
+    /// failed and that then exited leaves no count behind (review helper-33).
+    #[test]
+    fn a_failed_restores_count_goes_with_its_record() {
+        let d = tempfile::tempdir().unwrap();
+        let mut o = Originals::new(&d.path().join("state.json"));
+        let me = std::process::id();
+        let st = super::super::select::read_starttime(me).unwrap();
+        o.procs.insert(
+            me,
+            ProcessOriginal {
+                pid: me,
+                starttime: st,
+                comm: "test".into(),
+                default_cpus: "0".into(),
+                threads: BTreeMap::new(),
+                cpuset: None,
+                set_cpus: Vec::new(),
+                cpuset_cpus: None,
+                cpuset_declined: false,
+            },
+        );
+        o.tries.insert(me, (st, 1));
+        o.tries.insert(u32::MAX - 3, (5, 2));
+        o.tries.insert(1, (0, 1));
+        let _ = o.prune_gone();
+        assert_eq!(o.tries.into_keys().collect::<Vec<_>>(), [me]);
     }
 }
