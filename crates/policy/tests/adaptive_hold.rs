@@ -811,6 +811,40 @@ fn a_placed_thread_that_exits_leaves_no_mask_behind() {
     assert!(!p.explain(&b.m, 20).unwrap().pinned, "the child's inherited mask read as its own pin");
 }
 
+/// A pid reused by another process between two decisions: the old process's holds on its
+/// threads go with it (kept while the model knew a task of that pid and tid, they held the new
+/// process's thread where the old one had been moved).
+#[test]
+fn a_reused_pid_inherits_no_thread_holds() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "old", &[(0, 1.0), (0, 1.0)], &[64, 0]);
+    let tids = b.m.procs[&10].tids.clone();
+    let st = b.m.procs[&10].starttime;
+    let mut p = Adaptive::new();
+    let moves = |p: &Adaptive| {
+        let mut out = Vec::new();
+        p.bookkeeping(&mut out);
+        out.into_iter().find(|(k, _)| *k == "policy.task_moves").map(|(_, v)| v).unwrap()
+    };
+    let _ = p.decide(&b.m);
+    let plan = Plan {
+        actions: vec![Action {
+            target: TaskRef { pid: 10, tid: Some(tids[1]), starttime: st },
+            kind: ActionKind::SetAffinity { cpus: b.node_cpus(1) },
+            reason: numapilot_policy::Reason::new("balance-weakest-first", "test"),
+        }],
+        ..Plan::default()
+    };
+    applied(&mut p, &b.m, &plan);
+    assert_eq!(moves(&p), 1);
+    let _ = p.decide(&b.m);
+    assert_eq!(moves(&p), 1, "the same process keeps its hold");
+    // Same pid and tids, another process.
+    b.m.procs.get_mut(&10).unwrap().starttime = st + 1000;
+    let _ = p.decide(&b.m);
+    assert_eq!(moves(&p), 0, "the new process under the old pid inherited a hold");
+}
+
 /// A process-wide mask that replaces masks this policy set on single threads: until the next
 /// observation the model still shows a thread under its old mask of ours, and that is no pin of
 /// anyone else's (the rig's hotplug test once read "placed by someone else" from an `explain`

@@ -466,7 +466,10 @@ impl Adaptive {
                 }
             }
         }
-        self.task_moves.retain(|k, _| model.tasks.contains_key(k));
+        // Only tasks of processes still known by their start time (a pid reused between two
+        // decisions would inherit the old process's holds on its threads).
+        let procs = &self.procs;
+        self.task_moves.retain(|k, _| model.tasks.contains_key(k) && procs.contains_key(&k.pid));
         for (pid, p) in &model.procs {
             self.procs.entry(*pid).or_insert_with(|| ProcState { starttime: p.starttime, ..ProcState::default() });
         }
