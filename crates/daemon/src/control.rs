@@ -237,6 +237,14 @@ pub struct Status {
     pub phase_s_total: [f64; 3],
     /// Per node.
     pub nodes: Vec<NodeStatus>,
+    /// Entries in each table the daemon keeps between steps, by name: the engine's (`model.*`,
+    /// `policy.*`, `engine.*`: `Engine::bookkeeping`) and the live host's (`observer.*`,
+    /// `signals.*`, `state.*`, `host.*`). Each stays the size of what is alive while processes
+    /// come and go (`crates/sim/tests/bounded_state.rs`, the live churn test in
+    /// `crates/daemon/tests/live.rs`); an operator watching the daemon's memory over weeks sees
+    /// which table holds it. Also the metric `numapilot_bookkeeping_entries`.
+    #[serde(default)]
+    pub bookkeeping: BTreeMap<String, u64>,
 }
 
 /// A request on the socket.
@@ -816,6 +824,18 @@ impl Status {
         }
         if self.reloads + self.reloads_rejected > 0 {
             let _ = writeln!(s, "config reloads: {} accepted, {} rejected", self.reloads, self.reloads_rejected);
+        }
+        if !self.bookkeeping.is_empty() {
+            let total: u64 = self.bookkeeping.values().sum();
+            let mut largest: Vec<(&String, &u64)> = self.bookkeeping.iter().collect();
+            largest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let top: Vec<String> = largest.iter().take(3).map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(
+                s,
+                "bookkeeping: {total} entries in {} tables (largest: {}; all with --json)",
+                self.bookkeeping.len(),
+                top.join(", ")
+            );
         }
         if self.released > 0 {
             let _ = writeln!(s, "released (excluded or left [include] while placed, put back): {}", self.released);

@@ -252,6 +252,14 @@ pub fn render(s: &Status) -> String {
     for (k, v) in &s.pages_failed_by_cause {
         o.sample("numapilot_pages_failed_by_cause_total", &[("cause", k)], *v as f64);
     }
+    o.family(
+        "numapilot_bookkeeping_entries",
+        "gauge",
+        "Entries in each table the daemon keeps between steps (model, policy, observer, signal sources, state).",
+    );
+    for (k, v) in &s.bookkeeping {
+        o.sample("numapilot_bookkeeping_entries", &[("table", k)], *v as f64);
+    }
     o.one(
         "numapilot_vanished_total",
         "counter",

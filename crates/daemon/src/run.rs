@@ -150,6 +150,10 @@ pub trait Restore {
     /// Records a process started on this daemon's launch advice for `nodes`, named by its launcher
     /// (`advise --pid`): its narrowing is the advice's, not its own. Default: nothing to record.
     fn adopt(&mut self, _pid: u32, _nodes: &numapilot_topology::NodeSet) {}
+
+    /// The host's own tables kept between steps, by name, appended to `out` (the live host's
+    /// observer, signal sources and originals; `numapilot status`'s bookkeeping). Default: none.
+    fn bookkeeping(&self, _out: &mut Vec<(&'static str, usize)>) {}
 }
 
 impl Restore for LiveHost {
@@ -183,6 +187,10 @@ impl Restore for LiveHost {
 
     fn move_wake(&self) -> Option<&UnixStream> {
         LiveHost::move_wake(self)
+    }
+
+    fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        LiveHost::bookkeeping(self, out)
     }
 
     fn observe_parts_ns(&self) -> [u64; 5] {
@@ -703,6 +711,7 @@ pub fn serve<H: Host + Restore>(
         status.cycle_s_total += status.last_cycle_s;
         cycle_s_max = cycle_s_max.max(status.last_cycle_s);
         fill_model(&engine.model, &engine, &mut status);
+        status.bookkeeping = bookkeeping(&engine, &host);
         let now = numapilot_observe::reader::monotonic_ns();
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
@@ -1091,6 +1100,13 @@ fn count_outcome(kind: &str, outcome: Option<&Outcome>, s: &mut Status) {
     if failed {
         *s.failures_by_kind.entry(format!("{kind}/{}", journal::outcome_name(outcome))).or_default() += 1;
     }
+}
+
+/// Every table the engine and the host keep between steps, by name (`Status::bookkeeping`).
+fn bookkeeping(engine: &Engine, host: &impl Restore) -> std::collections::BTreeMap<String, u64> {
+    let mut out = engine.bookkeeping();
+    host.bookkeeping(&mut out);
+    out.into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect()
 }
 
 fn fill_model(model: &Model, engine: &Engine, s: &mut Status) {

@@ -505,6 +505,17 @@ impl Signals {
         self.cost
     }
 
+    /// The signal sources' tables, by name: processes whose fd links and shared mappings are
+    /// held between scans, the socket pairs of the last table read, sources failing now.
+    pub fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        out.push(("signals.fd_tables", self.fds.held.len()));
+        out.push(("signals.fd_inodes", self.fds.held.values().map(|h| h.data.len()).sum()));
+        out.push(("signals.maps_tables", self.maps.held.len()));
+        out.push(("signals.maps_entries", self.maps.held.values().map(|h| h.data.len()).sum()));
+        out.push(("signals.socket_pairs", self.pairs.pairs.len()));
+        out.push(("signals.failing", self.failing.len()));
+    }
+
     /// Records a run-time failure of `source`: a warning in the log the first time in a row,
     /// nothing after. (Pushed to the start-up notes, the failures of a daemon's weeks were never
     /// shown, only kept: one more note each time a source went from working to failing, such as

@@ -1049,6 +1049,64 @@ fn thread_target_changes_only_that_thread() {
     kid.kill();
 }
 
+/// Short-lived processes come and go while the host observes every round and places some of
+/// them (the churn of shells, cron and builds a daemon lives among for weeks): once they are gone
+/// nothing of theirs is kept (no observer entry or kept-open stat file, no record), and the host's
+/// tables are the size of what is alive (`LiveHost::bookkeeping`, what `numapilot status` shows).
+#[test]
+fn churn_leaves_nothing_of_the_dead_in_the_hosts_tables() {
+    let t = topo();
+    let (_d, state) = tmp_state("churn");
+    let mut host = host_with(&state, |_| {});
+    let table = |host: &LiveHost, name: &str| {
+        let mut out = Vec::new();
+        host.bookkeeping(&mut out);
+        out.into_iter().find(|(k, _)| *k == name).map(|(_, v)| v).unwrap()
+    };
+    let _ = observe(&mut host);
+    let mut pids = Vec::new();
+    let mut placed = 0;
+    let mut peak = 0;
+    for _ in 0..8 {
+        let kids: Vec<std::process::Child> =
+            (0..40).map(|_| Command::new("sleep").arg("0.3").spawn().unwrap()).collect();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let _ = observe(&mut host);
+        peak = peak.max(table(&host, "observer.pids"));
+        // A few of each round placed (their originals recorded), as the daemon places newcomers.
+        for k in kids.iter().take(3) {
+            if let Some(st) = read_starttime(k.id()) {
+                let target = TaskRef { pid: k.id(), tid: None, starttime: st };
+                let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: t.online_cpus() }));
+                placed += u32::from(o == Outcome::Applied { pages_moved: 0 });
+            }
+        }
+        pids.extend(kids.iter().map(|k| k.id()));
+        for mut k in kids {
+            let _ = k.wait();
+        }
+    }
+    assert!(placed >= 8, "placed {placed}");
+    let _ = observe(&mut host);
+    let _ = observe(&mut host);
+    let dead: Vec<u32> = pids.iter().copied().filter(|p| !Path::new(&format!("/proc/{p}")).exists()).collect();
+    assert!(dead.len() > pids.len() / 2, "most of the churn is gone: {} of {}", dead.len(), pids.len());
+    for p in &dead {
+        assert_eq!(host.numa_maps_read_ns(*p), None, "pid {p} exited and is still watched");
+    }
+    let touched = host.touched();
+    assert!(touched.iter().all(|(p, _)| !dead.contains(p)), "records of exited processes: {touched:?}");
+    assert_eq!(table(&host, "state.processes"), touched.len());
+    let alive = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().parse::<u32>().is_ok())
+        .count();
+    let (pids_now, fds) = (table(&host, "observer.pids"), table(&host, "observer.open_stat_fds"));
+    assert!(pids_now <= alive + 40, "{pids_now} watched pids, {alive} alive (peak {peak})");
+    assert!(fds <= pids_now, "{fds} stat files open for {pids_now} pids");
+    assert!(peak > pids_now, "the churn never showed: peak {peak}, now {pids_now}");
+}
+
 /// A process that lives on while its threads turn over (a pool, a thread per connection), placed
 /// thread by thread: its record keeps the originals of live threads only. Each placement of a
 /// thread lists the process's threads anyway; the record kept every thread it ever had (in memory

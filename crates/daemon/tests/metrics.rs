@@ -57,6 +57,8 @@ fn status() -> Status {
     s.actions_by_kind.insert("migrate-pages".into(), 1);
     s.failures_by_kind.insert("migrate-pages/partial".into(), 1);
     s.pages_failed_by_cause.insert("EBUSY".into(), 12);
+    s.bookkeeping.insert("model.tasks".into(), 40);
+    s.bookkeeping.insert("observer.pids".into(), 300);
     s
 }
 
@@ -87,6 +89,8 @@ fn scrape_over_tcp() {
         "numapilot_step_phase_seconds_total{phase=\"act\"} 0.125",
         "numapilot_next_interval_seconds 8",
         "numapilot_sampling_stretch 16",
+        "numapilot_bookkeeping_entries{table=\"model.tasks\"} 40",
+        "numapilot_bookkeeping_entries{table=\"observer.pids\"} 300",
     ] {
         assert!(body.lines().any(|l| l == line), "missing {line:?} in\n{body}");
     }

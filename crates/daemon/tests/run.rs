@@ -343,6 +343,11 @@ fn status_explain_reload_and_stop() {
     assert_eq!(s.nodes.len(), topo.nodes.len());
     assert!(s.nodes[0].mem_total_bytes > 0);
     assert!(s.render().contains("steps "));
+    // Its tables, the engine's with what the model holds now (this one process).
+    assert_eq!(s.bookkeeping.get("model.procs"), Some(&1), "{:?}", s.bookkeeping);
+    assert_eq!(s.bookkeeping.get("model.tasks"), Some(&(s.threads as u64)), "{:?}", s.bookkeeping);
+    assert!(s.bookkeeping.contains_key("policy.procs"), "{:?}", s.bookkeeping);
+    assert!(s.render().contains("bookkeeping: "), "{}", s.render());
 
     // The socket is private.
     let mode = std::fs::metadata(&r.socket).unwrap().permissions().mode() & 0o777;

@@ -685,6 +685,16 @@ impl LiveHost {
         self.cpuset.as_ref()
     }
 
+    /// The live host's tables, by name (the observer's, the signal sources', the originals',
+    /// processes adopted from launch advice): with `Engine::bookkeeping`, what `numapilot status`
+    /// reports as bookkeeping and the metric `numapilot_bookkeeping_entries` exports.
+    pub fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        self.observer.bookkeeping(out);
+        self.signals.bookkeeping(out);
+        self.originals.bookkeeping(out);
+        out.push(("host.adopted", self.adopted.len()));
+    }
+
     /// Cpuset cgroups of exited processes whose removal failed and is tried again each cycle.
     pub fn unreleased_cgroups(&self) -> usize {
         self.originals.unreleased()

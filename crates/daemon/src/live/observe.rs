@@ -868,6 +868,26 @@ impl TieredObserver {
         }
     }
 
+    /// The observer's tables, by name (`Engine::bookkeeping`'s counterpart for the live host):
+    /// watched pids (processes, kernel threads and skipped ones), stat files kept open, processes
+    /// whose full details are carried, cached cpuset CPU lists, processes moved into numapilot's
+    /// cpusets.
+    pub fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        out.push(("observer.pids", self.entries.len()));
+        out.push((
+            "observer.kernel_threads",
+            self.entries.values().filter(|e| matches!(e.kind, Kind::Kernel { .. })).count(),
+        ));
+        out.push(("observer.open_stat_fds", self.open_fds));
+        out.push(("observer.carried_details", self.entries.values().filter(|e| e.last.is_some()).count()));
+        out.push((
+            "observer.carried_threads",
+            self.entries.values().filter_map(|e| e.last.as_ref()).map(|l| l.threads.len()).sum(),
+        ));
+        out.push(("observer.cpuset_paths", self.cpuset_paths.by_path.len()));
+        out.push(("observer.moved_from", self.moved_from.len()));
+    }
+
     /// When `pid`'s numa_maps was last read, host time ns, as the tiers count its age (a first
     /// read is dated back: see `stagger`); `None` for a pid the observer does not watch.
     pub fn numa_maps_read_ns(&self, pid: u32) -> Option<u64> {

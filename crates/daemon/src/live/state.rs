@@ -415,6 +415,16 @@ impl Originals {
         (gone.len(), errors)
     }
 
+    /// The originals' tables, by name: processes on record, their recorded threads and masks,
+    /// failed restore counts, cgroups waiting for removal.
+    pub fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        out.push(("state.processes", self.procs.len()));
+        out.push(("state.threads", self.procs.values().map(|r| r.threads.len()).sum()));
+        out.push(("state.masks", self.procs.values().map(|r| r.set_cpus.len()).sum()));
+        out.push(("state.restore_tries", self.tries.len()));
+        out.push(("state.unreleased_cgroups", self.unreleased.len()));
+    }
+
     /// Cgroups kept for another removal now ([`Originals::unreleased`]).
     pub fn unreleased(&self) -> usize {
         self.unreleased.len()
