@@ -1107,6 +1107,38 @@ fn churn_leaves_nothing_of_the_dead_in_the_hosts_tables() {
     assert!(peak > pids_now, "the churn never showed: peak {peak}, now {pids_now}");
 }
 
+/// Rule originals-on-disk-first: once a save of the state file failed (a full /run, EIO, no
+/// descriptor left), nothing is changed until what is on record is on disk. A failed save refused
+/// only the action that made the record; the next action on the process found it on record (in
+/// memory) and acted, with no original on disk for crash recovery (review helper-34). The save
+/// is made to fail by a directory where the file goes (the rename over it fails).
+#[test]
+fn nothing_changes_while_the_originals_cannot_be_saved() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("unsaved");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let before = masks(kid.pid());
+    let _ = std::fs::remove_file(&state);
+    std::fs::create_dir(&state).unwrap();
+    std::fs::write(state.join("keep"), "").unwrap();
+    let set = ActionKind::SetAffinity { cpus: cpus.clone() };
+    for attempt in 1..=2 {
+        let o = host.apply(&action(kid.target(), set.clone()));
+        assert!(refused(&o).contains("cannot write"), "attempt {attempt}: {o:?}");
+        assert_eq!(masks(kid.pid()), before, "attempt {attempt} changed the process with no original on disk");
+    }
+    std::fs::remove_dir_all(&state).unwrap();
+    assert_eq!(host.apply(&action(kid.target(), set)), Outcome::Applied { pages_moved: 0 });
+    let file = Originals::load(&state).unwrap().unwrap();
+    assert_eq!(file.processes.iter().filter(|r| r.pid == kid.pid()).count(), 1, "the original is on disk");
+    host.restore_all();
+    assert_eq!(masks(kid.pid()), before);
+    kid.kill();
+}
+
 /// A process that lives on while its threads turn over (a pool, a thread per connection), placed
 /// thread by thread: its record keeps the originals of live threads only. Each placement of a
 /// thread lists the process's threads anyway; the record kept every thread it ever had (in memory

@@ -910,6 +910,11 @@ impl LiveHost {
     /// change, so a restore gives the program its own choice back; a thread that inherited
     /// numapilot's mask stays off the record and a restore gives it the leader's original.
     fn record(&mut self, pid: u32, starttime: u64, comm: &str, cpus: &CpuSet) -> Result<(), Outcome> {
+        // Rule originals-on-disk-first: after a failed save, nothing changes until what is on
+        // record in memory is on disk too (`Originals::unsaved`).
+        if self.originals.unsaved() {
+            self.save()?;
+        }
         if self.originals.has(pid, starttime) {
             let Some(rec) = self.originals.procs.get_mut(&pid) else { return Ok(()) };
             let ours = state::masks_we_set(rec);

@@ -233,6 +233,9 @@ pub struct Originals {
     /// stayed for good, and a process left in it kept numapilot's CPUs with no record to put it
     /// back (review helper-33).
     unreleased: Vec<CpusetOriginal>,
+    /// The last [`Originals::save`] failed: what is in memory is not on disk
+    /// ([`Originals::unsaved`]).
+    unsaved: std::cell::Cell<bool>,
 }
 
 /// Cgroups kept for another removal ([`Originals::unreleased`]) at most. Default 1,024. Source: a
@@ -250,6 +253,7 @@ impl Originals {
             _lock: None,
             tries: BTreeMap::new(),
             unreleased: Vec::new(),
+            unsaved: std::cell::Cell::new(false),
         }
     }
 
@@ -300,6 +304,7 @@ impl Originals {
             _lock: Some(f),
             tries: BTreeMap::new(),
             unreleased: Vec::new(),
+            unsaved: std::cell::Cell::new(false),
         })
     }
 
@@ -494,11 +499,23 @@ impl Originals {
         self.procs.extend(again);
     }
 
-    /// Writes the state file atomically (temp + fsync + rename, mode 0600).
+    /// Writes the state file atomically (temp + fsync + rename, mode 0600). A failure is
+    /// remembered until a save succeeds ([`Originals::unsaved`]).
     pub fn save(&self) -> Result<(), String> {
         let file =
             StateFile { version: STATE_VERSION, boot_id: boot_id(), processes: self.procs.values().cloned().collect() };
-        write_atomic(&self.path, &file)
+        let r = write_atomic(&self.path, &file);
+        self.unsaved.set(r.is_err());
+        r
+    }
+
+    /// Whether the last save failed, so the file lacks what is in memory: the live host changes
+    /// nothing until a save succeeds (rule originals-on-disk-first). A failed save refused only
+    /// the action that made the record: the record stayed in memory, and the next action on the
+    /// process found it "on record" and acted with no original on disk (on a full /run, every
+    /// process placed from then on was beyond crash recovery; review helper-34).
+    pub fn unsaved(&self) -> bool {
+        self.unsaved.get()
     }
 
     /// Puts every recorded process back, forgets them and empties the file. Descendants that
