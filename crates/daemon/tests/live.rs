@@ -176,6 +176,69 @@ fn child_entry() {
             }
             unreachable!()
         }
+        "no-fds" => {
+            // A host that placed a `sleep` of its own, then runs out of file descriptors (its
+            // soft limit just above what is open, the rest filled): prints what a sample and the
+            // record said, then "done".
+            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
+            let mut host = host_with(&dir.join("state.json"), |_| {});
+            let mut sleeper = Command::new("sleep")
+                .arg("600")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let st = read_starttime(sleeper.id()).unwrap();
+            let target = TaskRef { pid: sleeper.id(), tid: None, starttime: st };
+            let cpus = narrow_cpus(&topo()).unwrap();
+            assert_eq!(
+                host.apply(&action(target, ActionKind::SetAffinity { cpus })),
+                Outcome::Applied { pages_moved: 0 }
+            );
+            let s = host.sample().unwrap();
+            host.recycle(s);
+            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
+            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+            lim.rlim_cur = open + 16;
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            // Three processes the observer has not seen, then every descriptor but one taken: the
+            // system files and the listing of /proc are read one file at a time and pass, the
+            // first new process's stat file takes the last descriptor (kept open), the next
+            // cannot be opened.
+            let mut newcomers: Vec<std::process::Child> = (0..3)
+                .map(|_| Command::new("sleep").arg("600").stdout(std::process::Stdio::null()).spawn().unwrap())
+                .collect();
+            let mut fill = Vec::new();
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                fill.push(f);
+            }
+            // No descriptor at all: the record's check of its process cannot read /proc.
+            let _ = host.sample();
+            let kept = host.touched().iter().any(|&(p, _)| p == sleeper.id());
+            fill.pop();
+            let sampled = match host.sample() {
+                Ok(s) => {
+                    let seen = newcomers.iter().filter(|k| s.processes.iter().any(|p| p.pid == k.id())).count();
+                    format!("ok, {seen} of 3 new processes in it")
+                }
+                Err(e) => format!("err {e}"),
+            };
+            drop(fill);
+            for k in &mut newcomers {
+                let _ = k.kill();
+                let _ = k.wait();
+            }
+            println!("sample {sampled}");
+            println!("record {kept} {}", host.touched().iter().any(|&(p, _)| p == sleeper.id()));
+            host.restore_all();
+            let _ = sleeper.kill();
+            let _ = sleeper.wait();
+            println!("done");
+            sleep_forever()
+        }
         "pool" => {
             // A thread pool that turns over: each time the file NP_FLAG<n> appears, start a
             // thread (printing "thread TID") and end the one started before it (printing "ended
@@ -1105,6 +1168,24 @@ fn churn_leaves_nothing_of_the_dead_in_the_hosts_tables() {
     assert!(pids_now <= alive + 40, "{pids_now} watched pids, {alive} alive (peak {peak})");
     assert!(fds <= pids_now, "{fds} stat files open for {pids_now} pids");
     assert!(peak > pids_now, "the churn never showed: peak {peak}, now {pids_now}");
+}
+
+/// Out of file descriptors, nothing reads as gone: the record of a placed process is kept (every
+/// /proc read failed with EMFILE, read as "exited", and its original was dropped for good, its
+/// threads left on numapilot's mask), and the sample fails as a whole instead of leaving out the
+/// processes it could not read (review helper-34). In a child, whose descriptor table this fills.
+#[test]
+fn out_of_descriptors_no_process_reads_as_gone() {
+    if narrow_cpus(&topo()).is_none() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut kid = Kid::spawn("no-fds", &[("NP_DIR", d.path().display().to_string())]);
+    let sample = kid.line("sample");
+    let record = kid.line("record");
+    kid.line("done");
+    assert!(sample.starts_with("err ") && sample.contains("/stat: Too many open files"), "sample {sample}");
+    assert_eq!(record, "true true", "the placed process's record was dropped");
 }
 
 /// Rule originals-on-disk-first: once a save of the state file failed (a full /run, EIO, no

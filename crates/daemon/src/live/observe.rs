@@ -709,16 +709,35 @@ impl TieredObserver {
     /// Reads `/proc/PID/stat` through the kept-open descriptor (opening it if needed); `None` when
     /// the process is gone (a kept descriptor of a reaped process reads ESRCH, so a reused pid is
     /// never read through the old one).
-    fn stat(&mut self, root_proc: &str, pid: u32, keep: bool) -> Option<TaskStat> {
+    ///
+    /// Err: the file could not be opened or read for want of a descriptor or memory
+    /// (`select::short_of_resources`); the sample fails as a whole and the step is tried again,
+    /// rather than every process it could not read leaving the sample as if gone (and the policy
+    /// forgetting what it had placed; review helper-34).
+    fn stat(&mut self, root_proc: &str, pid: u32, keep: bool) -> Result<Option<TaskStat>, ReadError> {
+        let short = |path: String, e: std::io::Error| -> Result<Option<TaskStat>, ReadError> {
+            if super::select::short_of_resources(&e) {
+                Err(ReadError::Io { path: path.into(), source: e })
+            } else {
+                Ok(None)
+            }
+        };
         let entry_fd = self.entries.get(&pid).and_then(|e| e.fd.as_ref());
         let n = match entry_fd {
             Some(f) => match f.read_at(&mut self.buf, 0) {
                 Ok(n) => n,
-                Err(_) => return None,
+                Err(e) => return short(format!("{root_proc}/{pid}/stat"), e),
             },
             None => {
-                let f = File::open(format!("{root_proc}/{pid}/stat")).ok()?;
-                let n = f.read_at(&mut self.buf, 0).ok()?;
+                let path = format!("{root_proc}/{pid}/stat");
+                let f = match File::open(&path) {
+                    Ok(f) => f,
+                    Err(e) => return short(path, e),
+                };
+                let n = match f.read_at(&mut self.buf, 0) {
+                    Ok(n) => n,
+                    Err(e) => return short(path, e),
+                };
                 if keep && self.open_fds < self.fd_cap {
                     if let Some(e) = self.entries.get_mut(&pid) {
                         e.fd = Some(f);
@@ -728,7 +747,7 @@ impl TieredObserver {
                 n
             }
         };
-        parse_stat(&text_of(&self.buf[..n])).ok()
+        Ok(parse_stat(&text_of(&self.buf[..n])).ok())
     }
 
     /// Lists /proc and reads every kept-open stat file, split over up to [`TierOptions::threads`]
@@ -999,7 +1018,7 @@ impl TieredObserver {
                 }
                 None => match kept.binary_search_by_key(&pid, |k| k.0) {
                     Ok(i) => kept[i].1.take(),
-                    Err(_) => self.stat(&root_proc, pid, keep),
+                    Err(_) => self.stat(&root_proc, pid, keep)?,
                 },
             };
             let Some(st) = st else {
@@ -1098,7 +1117,7 @@ impl TieredObserver {
                 });
                 // Kernel threads and skipped processes keep no descriptor.
                 if matches!(self.entries[&pid].kind, Kind::User) {
-                    let _ = self.stat(&root_proc, pid, true);
+                    let _ = self.stat(&root_proc, pid, true)?;
                 }
             }
             let Some(e) = self.entries.get_mut(&pid) else { continue };

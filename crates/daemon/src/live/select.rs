@@ -57,8 +57,36 @@ use super::LiveOptions;
 
 /// `/proc/PID/stat` now; `None` when the process is gone (or the file is unreadable).
 pub fn read_stat(pid: u32) -> Option<TaskStat> {
-    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&String::from_utf8_lossy(&text)).ok()
+    stat_now(pid).ok().flatten()
+}
+
+/// `/proc/PID/stat` now: `Ok(None)` when the process is gone (no such file, ESRCH, or content
+/// that does not parse), `Err` when the machine could not say (`short_of_resources`: no file
+/// descriptor or memory left). Whatever drops state for a process "gone" must use this, not
+/// [`read_stat`]: with the descriptor table full, every process read as gone and its original
+/// was dropped from the record of a live process (review helper-34).
+pub fn stat_now(pid: u32) -> std::io::Result<Option<TaskStat>> {
+    match std::fs::read(format!("/proc/{pid}/stat")) {
+        Ok(text) => Ok(parse_stat(&String::from_utf8_lossy(&text)).ok()),
+        Err(e) if short_of_resources(&e) => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Whether a failed read of a /proc file says the daemon (or the machine) is short of something
+/// (EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR) rather than anything about the process.
+pub fn short_of_resources(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN | libc::EINTR))
+}
+
+/// What `/proc/PID/stat` says of a process known by `starttime`: `Some(true)` it is that process
+/// (zombies included), `Some(false)` it is gone or the pid names another, `None` the read failed
+/// for want of a resource and nothing can be said.
+pub fn still_there(pid: u32, starttime: u64) -> Option<bool> {
+    match stat_now(pid) {
+        Ok(st) => Some(st.is_some_and(|s| s.starttime == starttime)),
+        Err(_) => None,
+    }
 }
 
 /// The start time of `pid` now, or `None` when it is gone.

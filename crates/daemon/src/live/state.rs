@@ -396,7 +396,14 @@ impl Originals {
     /// A cgroup whose removal failed is kept and tried again at each call ([`UNRELEASED_KEPT`]);
     /// its errors are returned the first time only, and a line saying it is gone once it is.
     pub fn prune_gone(&mut self) -> (usize, Vec<String>) {
-        let gone: Vec<u32> = self.procs.values().filter(|r| !same_process(r.pid, r.starttime)).map(|r| r.pid).collect();
+        // Gone only when /proc says so: a read that failed for want of a descriptor or memory says
+        // nothing (such a failure dropped the record of a live process, review helper-34).
+        let gone: Vec<u32> = self
+            .procs
+            .values()
+            .filter(|r| super::select::still_there(r.pid, r.starttime) == Some(false))
+            .map(|r| r.pid)
+            .collect();
         let mut errors = self.retry_unreleased();
         for pid in &gone {
             if let Some(rec) = self.procs.remove(pid) {
