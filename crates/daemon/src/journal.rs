@@ -264,11 +264,22 @@ impl Journal {
         line.push(b'\n');
         let err = |cause| JournalError { path: self.path.clone(), cause };
         if self.size > 0 && self.size + line.len() as u64 > self.max_bytes {
-            std::fs::rename(&self.path, self.rotated_path()).map_err(err)?;
+            // Nothing at the path: a rotation whose new file could not be opened (no descriptor,
+            // a full disk) renamed it already, and renaming nothing failed every later line for
+            // the daemon's lifetime (review helper-34); a new file is opened instead.
+            match std::fs::rename(&self.path, self.rotated_path()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
+                _ => {}
+            }
             self.file = open_append(&self.path).map_err(err)?;
             self.size = 0;
         }
-        self.file.write_all(&line).map_err(err)?;
+        if let Err(e) = self.file.write_all(&line) {
+            // A line the disk took part of (ENOSPC in the middle) is cut back off, so the next
+            // line starts on a line of its own instead of being glued to a fragment.
+            let _ = self.file.set_len(self.size);
+            return Err(err(e));
+        }
         self.size += line.len() as u64;
         Ok(())
     }

@@ -103,3 +103,71 @@ fn a_full_disk_is_an_error_naming_the_file_and_never_fatal() {
 fn libc_enospc() -> i32 {
     28 // ENOSPC on Linux (asm-generic/errno-base.h)
 }
+
+/// A rotation whose new file could not be opened left nothing at the path; the next line opens a
+/// new file there (renaming the missing file failed every later line for good; review helper-34).
+#[test]
+fn a_rotation_that_could_not_reopen_is_finished_by_the_next_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let mut j = Journal::open(&path, 400).unwrap();
+    for step in 0..3 {
+        j.write(&Record::action(step, 1, &action(900), "app", None, true)).unwrap();
+    }
+    // What the failed rotation left: the file renamed, nothing at the path.
+    std::fs::rename(&path, j.rotated_path()).unwrap();
+    j.write(&Record::action(9, 1, &action(901), "app", None, true)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"pid\":901"), "{text}");
+}
+
+/// A disk that fills in the middle of a line: the fragment is cut back off, so once there is room
+/// again every line of the journal parses (the next line was glued to the fragment).
+#[test]
+fn a_line_cut_by_a_full_disk_leaves_no_fragment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let src = std::ffi::CString::new("tmpfs").unwrap();
+    let target = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
+    let opts = std::ffi::CString::new("size=64k,mode=0700").unwrap();
+    // SAFETY: mount(2) with valid NUL-terminated strings; undone below.
+    let r = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), src.as_ptr(), 0, opts.as_ptr() as *const _) };
+    if r != 0 {
+        eprintln!("skipped: cannot mount a tmpfs: {}", std::io::Error::last_os_error());
+        return;
+    }
+    struct Unmount(std::ffi::CString);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            // SAFETY: umount2 of the mount made above.
+            unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+    let _unmount = Unmount(target);
+    // Most of the room taken, then lines until the disk is full.
+    let filler = mnt.join("filler");
+    std::fs::write(&filler, vec![0u8; 48 << 10]).unwrap();
+    let path = mnt.join("journal.jsonl");
+    let mut j = Journal::open(&path, 1 << 30).unwrap();
+    let long = "x".repeat(300);
+    let record = |step| {
+        let mut a = action(902);
+        a.reason = Reason::new("memory-follows-cpu", long.clone());
+        Record::action(step, 1, &a, "app", None, true)
+    };
+    let mut n = 0;
+    while j.write(&record(n)).is_ok() {
+        n += 1;
+        assert!(n < 10_000, "a 64 KiB file system never filled");
+    }
+    assert!(n > 0);
+    // Room again, and a line after it.
+    std::fs::remove_file(&filler).unwrap();
+    j.write(&record(n + 1)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    for (i, line) in text.lines().enumerate() {
+        assert!(serde_json::from_str::<serde_json::Value>(line).is_ok(), "line {i} does not parse: {line:.80}");
+    }
+    assert!(text.lines().count() as u64 >= n + 1, "{} lines for {n} written", text.lines().count());
+}
