@@ -157,6 +157,11 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The daemon's exit status when it cannot start for a reason outside its configuration
+/// (sysexits.h's EX_TEMPFAIL): systemd's `Restart=on-failure` tries again; a bad configuration
+/// exits 1, which the unit's `RestartPreventExitStatus` keeps from looping.
+pub const EXIT_TEMPFAIL: u8 = 75;
+
 /// `numapilot daemon`.
 pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     init_logging(&a.log)?;
@@ -194,6 +199,15 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
                 "{e}\n(not root: the default journal, state file and socket are root's; give writable paths with \
                  --journal, --state and --socket, or run as root)"
             )
+        }
+        // Anything but the configuration: the machine or its state (a port taken, a full /run, an
+        // unreadable /proc, another daemon on the socket). Exit EX_TEMPFAIL, which the systemd unit
+        // restarts on (it restarts on no 1 or 2: a bad configuration does not loop). Exit 1 for
+        // every start failure kept a daemon OOM-killed and restarted into a full /run down for
+        // good (review helper-34).
+        Err(e) if !matches!(e, run::RunError::Config(_)) => {
+            eprintln!("numapilot: {e} (exit {EXIT_TEMPFAIL}: try again later)");
+            return Ok(ExitCode::from(EXIT_TEMPFAIL));
         }
         Err(e) => return Err(e.into()),
     };
