@@ -412,6 +412,15 @@ pub struct Tunables {
     /// the default interval, 1 s while the settle cadence runs). Source: a choice, the benefit
     /// horizon's length at the default interval. Prevents: ping-pong.
     pub hold_periods: u32,
+    /// Most decisions a process whose actions the host keeps refusing waits before it is planned
+    /// again (rule refusal-backs-off: after n refusals in a row it waits min(2^(n-1), this)
+    /// decisions; one applied action ends it). Default 32. Source: a choice: a first refusal
+    /// (a read that failed once) is tried again at the next decision as before, a lasting one (a
+    /// security module denying the move, a process that can never be moved) about twice a minute
+    /// at the default interval instead of every second. Prevents: a refusal that never passes
+    /// planned and journaled every decision (86,000 journal lines a day for one such process,
+    /// pushing the real history out of the journal) and keeping the loop from backing off.
+    pub refused_backoff_max_decisions: u32,
     /// Relative change of a group's load that lifts the hold early (when the change is also more
     /// than `min_group_cpu` in CPUs: a light thread's swing is its wake-ups, rule
     /// hold-change-floor). Default 0.5 (50%). Source: a choice, a phase change rather than noise
@@ -619,6 +628,7 @@ impl Default for Tunables {
             new_threads_memory_share: 0.5,
             benefit_horizon_s: 10.0,
             hold_periods: 10,
+            refused_backoff_max_decisions: 32,
             hold_load_change: 0.5,
             new_process_age_ms: 2000,
             new_process_min_rss_mib: 16,
@@ -812,6 +822,13 @@ impl Tunables {
         if self.imbalance.is_nan() || self.imbalance <= 0.0 {
             return err("imbalance", self.imbalance, "must be > 0 (0 would move tasks for any difference)");
         }
+        if self.refused_backoff_max_decisions == 0 {
+            return err(
+                "refused_backoff_max_decisions",
+                0,
+                "must be >= 1 (a refused process is planned again at the next decision at the least)",
+            );
+        }
         if self.hold_periods == 0 {
             return err("hold_periods", 0, "must be >= 1 (0 would allow a move back in the next period: ping-pong)");
         }
@@ -871,6 +888,7 @@ mod tests {
             (|t| t.imbalance = 0.0, "imbalance"),
             (|t| t.remote_access_cost = f64::NAN, "remote_access_cost"),
             (|t| t.hold_periods = 0, "hold_periods"),
+            (|t| t.refused_backoff_max_decisions = 0, "refused_backoff_max_decisions"),
             (|t| t.new_process_age_ms = 0, "new_process_age_ms"),
             (|t| t.remote_share_min = 1.5, "remote_share_min"),
             (|t| t.coaccess_max_accessors = 1, "coaccess_max_accessors"),

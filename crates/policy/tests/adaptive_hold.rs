@@ -845,6 +845,56 @@ fn a_reused_pid_inherits_no_thread_holds() {
     assert_eq!(moves(&p), 0, "the new process under the old pid inherited a hold");
 }
 
+/// Rule refusal-backs-off: a process whose actions the host keeps refusing (a security module
+/// denying the move, numa_maps unreadable) is planned again after 1, 2, 4 ... decisions, at most
+/// `refused_backoff_max_decisions` apart, instead of at every decision (one journal line a
+/// decision, and a loop that never backed off; review helper-34); explain says so, and one
+/// applied action ends the wait.
+#[test]
+fn a_process_the_host_keeps_refusing_is_planned_less_and_less_often() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    // Its threads on node 0, its memory on node 1: CPU follows memory, every decision.
+    b.proc(10, "denied", &[(0, 1.0), (0, 1.0)], &[0, 2048]);
+    let mut p = Adaptive::new();
+    let mut planned_at = Vec::new();
+    for decision in 1..=40u64 {
+        let plan = p.decide(&b.m);
+        let ours: Vec<Outcome> = plan
+            .actions
+            .iter()
+            .map(|a| {
+                if a.target.pid == 10 {
+                    Outcome::Refused { message: "EPERM (test)".into() }
+                } else {
+                    Outcome::Applied { pages_moved: 0 }
+                }
+            })
+            .collect();
+        if plan.actions.iter().any(|a| a.target.pid == 10) {
+            planned_at.push(decision);
+        }
+        p.observe_outcomes(&b.m, &plan, &ours);
+    }
+    assert_eq!(planned_at, [1, 2, 4, 8, 16, 32], "decisions that planned the refused process");
+    let e = p.explain(&b.m, 10).unwrap();
+    assert!(e.why.contains("refusal-backs-off"), "{}", e.why);
+    // Once the wait is over and the host takes the action, the process is managed as before.
+    let mut applied = false;
+    for _ in 0..40 {
+        let plan = p.decide(&b.m);
+        let outcomes: Vec<Outcome> = plan.actions.iter().map(|_| Outcome::Applied { pages_moved: 0 }).collect();
+        applied |= plan.actions.iter().any(|a| a.target.pid == 10);
+        p.observe_outcomes(&b.m, &plan, &outcomes);
+        if applied {
+            break;
+        }
+    }
+    assert!(applied, "never planned again");
+    let mut out = Vec::new();
+    p.bookkeeping(&mut out);
+    assert!(out.contains(&("policy.refusals", 0)), "{out:?}");
+}
+
 /// A process-wide mask that replaces masks this policy set on single threads: until the next
 /// observation the model still shows a thread under its old mask of ours, and that is no pin of
 /// anyone else's (the rig's hotplug test once read "placed by someone else" from an `explain`

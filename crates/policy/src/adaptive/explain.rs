@@ -117,6 +117,15 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
                 reason.rule, reason.detail
             ),
         )
+    } else if let Some(&(_, n, until)) = policy.refusals.get(&pid).filter(|_| policy.refusal_waits(model, pid)) {
+        (
+            None,
+            format!(
+                "[refusal-backs-off] the host refused its last {n} action(s) in a row (the last actions say why): not \
+                 planned again before decision {until} (now {})",
+                policy.period
+            ),
+        )
     } else if planner.new_procs.contains(&pid) {
         (None, "new process: the fork rule places it on the least loaded node at the next decision".to_string())
     } else if let Some(g) = groups.first() {

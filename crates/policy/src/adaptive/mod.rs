@@ -336,6 +336,15 @@ pub struct Adaptive {
     /// ended in). Without it, in the rig subset after the rule came in, the other process's main
     /// thread was moved onto the node in the step that saw the move end, and off it 0.5-3 s later.
     pub(crate) stall_ended: std::collections::BTreeSet<u32>,
+    /// Processes the host refused an action for in the last decisions that acted on them, by pid:
+    /// (start time, refusals in a row, the decision before which it is not planned again). Rule
+    /// refusal-backs-off: after n refusals in a row a process waits min(2^(n-1),
+    /// `refused_backoff_max_decisions`) decisions (none after the first: a read that failed once
+    /// is tried at once), out of the managed set meanwhile (its demand stays where it runs); an
+    /// applied action of it ends the wait. Without it a refusal that never passes (a security
+    /// module denying the move, numa_maps unreadable) was planned and journaled every decision
+    /// and kept the loop from backing off (review helper-34).
+    pub(crate) refusals: BTreeMap<u32, (u64, u32, u64)>,
     /// Launch advice given to processes not yet taken up, by pid (rule "launch-advice").
     pub(crate) promises: launch::Promises,
     /// Launch advice given without a pid, newest last.
@@ -470,6 +479,7 @@ impl Adaptive {
         // decisions would inherit the old process's holds on its threads).
         let procs = &self.procs;
         self.task_moves.retain(|k, _| model.tasks.contains_key(k) && procs.contains_key(&k.pid));
+        self.refusals.retain(|pid, (st, _, _)| model.procs.get(pid).is_some_and(|p| p.starttime == *st));
         for (pid, p) in &model.procs {
             self.procs.entry(*pid).or_insert_with(|| ProcState { starttime: p.starttime, ..ProcState::default() });
         }
@@ -492,6 +502,12 @@ impl Adaptive {
     }
 
     /// Remembers the CPU set of a SetAffinity that was not applied (see `ProcState::tried_cpus`).
+    /// Whether `pid` waits out refusals now (rule refusal-backs-off, [`Adaptive::refusals`]).
+    pub(crate) fn refusal_waits(&self, model: &Model, pid: u32) -> bool {
+        let Some(p) = model.procs.get(&pid) else { return false };
+        self.refusals.get(&pid).is_some_and(|&(st, _, until)| st == p.starttime && self.period < until)
+    }
+
     fn tried(&mut self, model: &Model, action: &Action) {
         let ActionKind::SetAffinity { cpus } = &action.kind else { return };
         let alive = model.procs.get(&action.target.pid).is_some_and(|p| p.starttime == action.target.starttime);
@@ -646,6 +662,7 @@ impl Policy for Adaptive {
     }
 
     fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
+        out.push(("policy.refusals", self.refusals.len()));
         let per_proc = |f: fn(&ProcState) -> usize| self.procs.values().map(f).sum::<usize>();
         out.push(("policy.procs", self.procs.len()));
         out.push(("policy.own_task_cpus", per_proc(|p| p.own_task_cpus.len())));
@@ -789,6 +806,18 @@ impl Policy for Adaptive {
                         }
                     }
                 }
+            }
+            let (pid, starttime) = (action.target.pid, action.target.starttime);
+            if applied {
+                self.refusals.remove(&pid);
+            } else if matches!(outcome, Some(Outcome::Refused { .. })) {
+                let max = u64::from(model.tunables.refused_backoff_max_decisions.max(1));
+                let n = match self.refusals.get(&pid) {
+                    Some(&(st, n, _)) if st == starttime => n.saturating_add(1),
+                    _ => 1,
+                };
+                let wait = (1u64 << (n - 1).min(62)).min(max);
+                self.refusals.insert(pid, (starttime, n, self.period.saturating_add(wait)));
             }
             if applied {
                 self.record(model, action, loads.get(i).copied().unwrap_or(0.0), &task_loads);

@@ -298,7 +298,11 @@ impl<'m> Planner<'m> {
             .procs
             .keys()
             .copied()
-            .filter(|&pid| !policy.foreign_pinned(model, pid) && !policy.launch_holds(model, pid))
+            .filter(|&pid| {
+                !policy.foreign_pinned(model, pid)
+                    && !policy.launch_holds(model, pid)
+                    && !policy.refusal_waits(model, pid)
+            })
             .collect();
         let new_procs: Vec<u32> = managed
             .iter()
