@@ -178,7 +178,7 @@ impl Restore for LiveHost {
     }
 
     fn wait_moves(&mut self) -> Vec<FinishedMove> {
-        LiveHost::wait_moves(self)
+        LiveHost::end_moves(self)
     }
 
     fn move_running(&self) -> Option<(u32, u64)> {
@@ -879,7 +879,8 @@ pub fn serve<H: Host + Restore>(
             }
         }
     };
-    // A page move still running is waited for and journaled before anything is put back.
+    // A page move still running is asked to stop, waited for (at most `live::SHUTDOWN_MOVE_WAIT`)
+    // and journaled before anything is put back.
     let last = host.wait_moves();
     let at_ns = numapilot_observe::reader::monotonic_ns();
     record_finished(&engine, at_ns, &last, journal.as_mut(), &mut status);

@@ -412,6 +412,12 @@ pub struct LiveHost {
 /// dropped).
 const ADOPTED_KEPT: usize = 4096;
 
+/// Longest wait at shutdown for the page move in flight before the restore goes on without it.
+/// Default 10 s. Source: a choice within systemd's `TimeoutStopSec=60` of the unit, leaving the
+/// restore most of it; a move asked to stop ends at its next batch, well under a second. Prevents:
+/// a copy stuck in the kernel keeping the daemon from restoring anything before SIGKILL.
+pub const SHUTDOWN_MOVE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Whether `m`, the mask a thread of `pid` has now, is one numapilot set on the process (`ours`,
 /// `state::masks_we_set`), as set or as the kernel cut it since to the CPUs online and to the
 /// cpuset (`state::carries_ours`). What it may be cut to is read once per caller (`allowed`), and
@@ -1191,6 +1197,29 @@ impl LiveHost {
     /// and was not yet reported.
     pub fn wait_moves(&mut self) -> Vec<numapilot_policy::FinishedMove> {
         let done = self.mover.as_mut().map(|m| m.wait()).unwrap_or_default();
+        self.finish(done)
+    }
+
+    /// At shutdown, before the restore: ends the page move in flight and returns the moves not yet
+    /// reported (the daemon's `Restore::wait_moves`).
+    pub fn end_moves(&mut self) -> Vec<numapilot_policy::FinishedMove> {
+        // The move in flight is asked to stop before its next batch (its pages so far stay where
+        // they went), then waited for at most SHUTDOWN_MOVE_WAIT: one system call can stay in the
+        // kernel for as long as the process it copies is stuck (its mmap lock held behind a task
+        // in D state), and waiting for it without end left the restore to never happen once
+        // systemd's SIGKILL came (review helper-34).
+        if let Some((pid, _)) = self.mover.as_ref().and_then(|m| m.running()) {
+            if let Some(st) = select::read_starttime(pid) {
+                apply::stop_moves_of(pid, st);
+            }
+        }
+        let done = self.mover.as_mut().map(|m| m.wait_for(SHUTDOWN_MOVE_WAIT)).unwrap_or_default();
+        if let Some((pid, _)) = self.mover.as_ref().and_then(|m| m.running()) {
+            tracing::warn!(
+                "a page move of pid {pid} is still in the kernel after {} s: restoring without it",
+                SHUTDOWN_MOVE_WAIT.as_secs()
+            );
+        }
         self.finish(done)
     }
 

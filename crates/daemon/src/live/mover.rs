@@ -210,6 +210,23 @@ impl Mover {
         }
         out
     }
+
+    /// As [`Mover::wait`], for at most `limit`: a job still in flight then stays
+    /// [`Mover::running`] (its system call runs on in the kernel) and is not among those returned.
+    pub fn wait_for(&mut self, limit: std::time::Duration) -> Vec<Done> {
+        let mut out = self.drain();
+        if self.running.is_some() {
+            match self.done.recv_timeout(limit) {
+                Ok(d) => {
+                    out.push(d);
+                    self.running = None;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => self.running = None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+        out
+    }
 }
 
 /// Threads a copy may be split over (split-copy): at most `cap`, and no more than the CPUs it may
@@ -302,6 +319,28 @@ mod tests {
         let done = m.wait();
         assert_eq!(done[0].job.action.target.pid, 11);
         assert!(m.wait().is_empty(), "nothing in flight: wait returns at once");
+    }
+
+    /// A job that does not end within the wait's limit (a copy stuck in the kernel behind a
+    /// process in D state) is left running: shutdown goes on to the restore instead of waiting
+    /// for it until systemd's SIGKILL, which restored nothing (review helper-34).
+    #[test]
+    fn a_bounded_wait_leaves_a_job_that_does_not_end() {
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let mut m = Mover::spawn(Box::new(move |j: &Job, _threads: usize| {
+            let _open = g.lock().unwrap();
+            (Outcome::Applied { pages_moved: 0 }, j.allowance, 1)
+        }))
+        .unwrap();
+        assert!(m.wait_for(std::time::Duration::from_millis(10)).is_empty(), "nothing in flight");
+        assert!(m.submit(job(12)));
+        assert!(m.wait_for(std::time::Duration::from_millis(50)).is_empty());
+        assert_eq!(m.running(), Some((12, 5)), "still in flight");
+        drop(held);
+        let done = m.wait_for(std::time::Duration::from_secs(60));
+        assert_eq!((done.len(), m.running()), (1, None));
     }
 
     /// copy-on-destination: the job runs on its CPUs (within the mover's own set) and the mover
