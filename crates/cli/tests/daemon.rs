@@ -215,6 +215,36 @@ fn daemon_status_metrics_hup_and_term() {
     }
 }
 
+/// SIGUSR1, SIGUSR2 and SIGALRM are logged and ignored, SIGQUIT stops with the restore, as
+/// SIGTERM does: left to their default action each ended the daemon without putting anything
+/// back (review helper-34).
+#[test]
+fn stray_signals_are_ignored_and_sigquit_restores() {
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    for sig in [libc::SIGUSR1, libc::SIGUSR2, libc::SIGALRM] {
+        d.signal(sig);
+        d.wait_line(&format!("signal {sig} ignored"));
+    }
+    let before = d.status_json()["steps"].as_u64().unwrap();
+    d.wait_status(|s| s["steps"].as_u64().unwrap() > before);
+    assert!(d.child.try_wait().unwrap().is_none(), "a stray signal ended the daemon");
+    d.signal(libc::SIGQUIT);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = d.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "daemon did not exit on SIGQUIT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    d.wait_line("stopped (SIGQUIT)");
+    let journal = std::fs::read_to_string(d.dir.path().join("journal.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+    assert_eq!(last["rule"], "shutdown (SIGQUIT)");
+}
+
 #[test]
 fn explain_a_real_process_through_the_socket() {
     let mut d = Daemon::start("");

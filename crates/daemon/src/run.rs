@@ -324,11 +324,19 @@ fn signal_set() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGHUP);
+        // SIGQUIT stops as SIGTERM does; SIGUSR1, SIGUSR2 and SIGALRM mean nothing to numapilot
+        // and are logged and ignored. Left to their default action, each ended the daemon without
+        // the restore (a logrotate stanza copied from another daemon sends SIGUSR1; review
+        // helper-34).
+        libc::sigaddset(&mut set, libc::SIGQUIT);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::sigaddset(&mut set, libc::SIGUSR2);
+        libc::sigaddset(&mut set, libc::SIGALRM);
         set
     }
 }
 
-/// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread; threads it starts later inherit the
+/// Blocks SIGTERM, SIGINT, SIGQUIT, SIGHUP (and SIGUSR1, SIGUSR2, SIGALRM, ignored) in the calling thread; threads it starts later inherit the
 /// mask, so the signals stay pending for the process until the loop reads them from its signalfd.
 pub fn block_signals() -> std::io::Result<()> {
     let set = signal_set();
@@ -492,7 +500,7 @@ impl ThreadWatch {
             }),
             Err(e) => {
                 announce(&format!(
-                    "numapilot: proc connector unavailable ({e}; needs root and CONFIG_PROC_EVENTS): new threads are seen at the next interval"
+                    "numapilot: proc connector unavailable ({e}; needs CONFIG_PROC_EVENTS, and CAP_NET_ADMIN before Linux 6.6): new threads are seen at the next interval"
                 ));
                 None
             }
@@ -1232,8 +1240,9 @@ fn wait(
                 match sig {
                     libc::SIGTERM => return Wake::Stop("SIGTERM".into()),
                     libc::SIGINT => return Wake::Stop("SIGINT".into()),
+                    libc::SIGQUIT => return Wake::Stop("SIGQUIT".into()),
                     libc::SIGHUP => reload = true,
-                    _ => {}
+                    other => tracing::info!("signal {other} ignored (numapilot acts on TERM, INT, QUIT and HUP)"),
                 }
             }
             if reload {
