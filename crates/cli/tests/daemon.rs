@@ -105,6 +105,19 @@ impl Daemon {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// Sends `sig` and waits (at most 60 s) for the daemon to exit; its exit status.
+    fn stop_with(&mut self, sig: i32, name: &str) -> std::process::ExitStatus {
+        self.signal(sig);
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "daemon did not exit on {name}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn wait_status(&self, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
         let t0 = Instant::now();
         loop {
@@ -189,15 +202,7 @@ fn daemon_status_metrics_hup_and_term() {
     assert_eq!(s["interval_ms"], 300);
 
     // SIGTERM: restore, journal it, exit 0, remove the socket.
-    d.signal(libc::SIGTERM);
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = d.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "daemon did not exit on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = d.stop_with(libc::SIGTERM, "SIGTERM");
     assert!(status.success(), "{status:?}");
     d.wait_line("stopped (SIGTERM)");
     assert!(!d.socket.exists());
@@ -229,15 +234,7 @@ fn stray_signals_are_ignored_and_sigquit_restores() {
     let before = d.status_json()["steps"].as_u64().unwrap();
     d.wait_status(|s| s["steps"].as_u64().unwrap() > before);
     assert!(d.child.try_wait().unwrap().is_none(), "a stray signal ended the daemon");
-    d.signal(libc::SIGQUIT);
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = d.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "daemon did not exit on SIGQUIT");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = d.stop_with(libc::SIGQUIT, "SIGQUIT");
     assert!(status.success(), "{status:?}");
     d.wait_line("stopped (SIGQUIT)");
     let journal = std::fs::read_to_string(d.dir.path().join("journal.jsonl")).unwrap();
@@ -670,15 +667,7 @@ fn non_root_observes_only_and_says_so_once() {
     assert_eq!(s["observe_only_reason"], "not running as root");
     let mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    d.signal(libc::SIGTERM);
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = d.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "daemon did not exit on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = d.stop_with(libc::SIGTERM, "SIGTERM");
     assert!(status.success(), "{status:?}");
     d.wait_line("stopped (SIGTERM)");
     let about_root = d.seen.iter().filter(|l| l.contains("not running as root")).count();

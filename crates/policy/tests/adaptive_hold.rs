@@ -781,31 +781,19 @@ fn a_placed_thread_that_exits_leaves_no_mask_behind() {
     let st = b.m.procs[&10].starttime;
     let (node0, node1) = (b.node_cpus(0), b.node_cpus(1));
     let mut p = Adaptive::new();
-    let own = |p: &Adaptive, table: &str| {
-        let mut out = Vec::new();
-        p.bookkeeping(&mut out);
-        out.into_iter().find(|(k, _)| *k == table).map(|(_, v)| v).unwrap()
-    };
     let _ = p.decide(&b.m);
     // Thread 1 kept on node 0, thread 2 to node 1, each a mask of its own.
     for (&tid, cpus) in tids[1..].iter().zip([&node0, &node1]) {
-        let plan = Plan {
-            actions: vec![Action {
-                target: TaskRef { pid: 10, tid: Some(tid), starttime: st },
-                kind: ActionKind::SetAffinity { cpus: cpus.clone() },
-                reason: numapilot_policy::Reason::new("balance-weakest-first", "test"),
-            }],
-            ..Plan::default()
-        };
-        applied(&mut p, &b.m, &plan);
+        let target = TaskRef { pid: 10, tid: Some(tid), starttime: st };
+        applied(&mut p, &b.m, &set_affinity_plan(target, cpus.clone()));
     }
-    assert_eq!(own(&p, "policy.own_task_cpus"), 2);
+    assert_eq!(table(&p, "policy.own_task_cpus"), 2);
     // The last thread ends; the next decision sees the process without it.
     let gone = TaskKey { pid: 10, tid: tids[2] };
     b.m.tasks.remove(&gone);
     b.m.procs.get_mut(&10).unwrap().tids.retain(|&t| t != gone.tid);
     let _ = p.decide(&b.m);
-    assert_eq!(own(&p, "policy.own_task_cpus"), 1, "the exited thread's mask is still kept per thread");
+    assert_eq!(table(&p, "policy.own_task_cpus"), 1, "the exited thread's mask is still kept per thread");
     // A child the exited thread forked, under its mask: ours, inherited, not a pin of its own.
     b.proc(20, "child", &[(1, 0.5)], &[0, 16]).parent(20, 10).allow(20, &[1]).pinned(20);
     assert!(!p.explain(&b.m, 20).unwrap().pinned, "the child's inherited mask read as its own pin");
@@ -821,21 +809,10 @@ fn a_reused_pid_inherits_no_thread_holds() {
     let tids = b.m.procs[&10].tids.clone();
     let st = b.m.procs[&10].starttime;
     let mut p = Adaptive::new();
-    let moves = |p: &Adaptive| {
-        let mut out = Vec::new();
-        p.bookkeeping(&mut out);
-        out.into_iter().find(|(k, _)| *k == "policy.task_moves").map(|(_, v)| v).unwrap()
-    };
+    let moves = |p: &Adaptive| table(p, "policy.task_moves");
     let _ = p.decide(&b.m);
-    let plan = Plan {
-        actions: vec![Action {
-            target: TaskRef { pid: 10, tid: Some(tids[1]), starttime: st },
-            kind: ActionKind::SetAffinity { cpus: b.node_cpus(1) },
-            reason: numapilot_policy::Reason::new("balance-weakest-first", "test"),
-        }],
-        ..Plan::default()
-    };
-    applied(&mut p, &b.m, &plan);
+    let target = TaskRef { pid: 10, tid: Some(tids[1]), starttime: st };
+    applied(&mut p, &b.m, &set_affinity_plan(target, b.node_cpus(1)));
     assert_eq!(moves(&p), 1);
     let _ = p.decide(&b.m);
     assert_eq!(moves(&p), 1, "the same process keeps its hold");
@@ -890,9 +867,7 @@ fn a_process_the_host_keeps_refusing_is_planned_less_and_less_often() {
         }
     }
     assert!(applied, "never planned again");
-    let mut out = Vec::new();
-    p.bookkeeping(&mut out);
-    assert!(out.contains(&("policy.refusals", 0)), "{out:?}");
+    assert_eq!(table(&p, "policy.refusals"), 0);
 }
 
 /// A process-wide mask that replaces masks this policy set on single threads: until the next

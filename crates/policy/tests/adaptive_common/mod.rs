@@ -439,6 +439,26 @@ pub fn applied(policy: &mut Adaptive, m: &Model, plan: &Plan) {
     policy.observe_outcomes(m, plan, &outcomes);
 }
 
+/// A plan of one SetAffinity of `target` to `cpus`, for the rule `balance-weakest-first` (a move
+/// that starts a hold), as a test tells the policy it was applied or refused.
+pub fn set_affinity_plan(target: numapilot_policy::TaskRef, cpus: CpuSet) -> Plan {
+    Plan {
+        actions: vec![Action {
+            target,
+            kind: ActionKind::SetAffinity { cpus },
+            reason: numapilot_policy::Reason::new("balance-weakest-first", "test"),
+        }],
+        ..Plan::default()
+    }
+}
+
+/// The size of the policy's table `name` (`Policy::bookkeeping`).
+pub fn table(policy: &Adaptive, name: &str) -> usize {
+    let mut out = Vec::new();
+    policy.bookkeeping(&mut out);
+    out.into_iter().find(|(k, _)| *k == name).map(|(_, v)| v).unwrap_or_else(|| panic!("no table {name}"))
+}
+
 /// Checks the invariants every plan must keep: CPUs inside the machine and non-empty, pids and
 /// start times of live processes, no pinned process touched, pages within the budget.
 pub fn check_conservation(m: &Model, plan: &Plan) {
