@@ -1131,13 +1131,14 @@ fn churn_leaves_nothing_of_the_dead_in_the_hosts_tables() {
     let _ = observe(&mut host);
     let mut pids = Vec::new();
     let mut placed = 0;
-    let mut peak = 0;
+    let mut watched = 0;
     for _ in 0..8 {
         let kids: Vec<std::process::Child> =
             (0..40).map(|_| Command::new("sleep").arg("0.3").spawn().unwrap()).collect();
         std::thread::sleep(std::time::Duration::from_millis(50));
         let _ = observe(&mut host);
-        peak = peak.max(table(&host, "observer.pids"));
+        // The churn fills the tables: its processes are watched while they live.
+        watched += kids.iter().filter(|k| host.numa_maps_read_ns(k.id()).is_some()).count();
         // A few of each round placed (their originals recorded), as the daemon places newcomers.
         for k in kids.iter().take(3) {
             if let Some(st) = read_starttime(k.id()) {
@@ -1167,9 +1168,9 @@ fn churn_leaves_nothing_of_the_dead_in_the_hosts_tables() {
         .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().parse::<u32>().is_ok())
         .count();
     let (pids_now, fds) = (table(&host, "observer.pids"), table(&host, "observer.open_stat_fds"));
-    assert!(pids_now <= alive + 40, "{pids_now} watched pids, {alive} alive (peak {peak})");
+    assert!(pids_now <= alive + 40, "{pids_now} watched pids, {alive} alive");
     assert!(fds <= pids_now, "{fds} stat files open for {pids_now} pids");
-    assert!(peak > pids_now, "the churn never showed: peak {peak}, now {pids_now}");
+    assert!(watched >= 160, "the churn never showed: {watched} of 320 watched while alive");
 }
 
 /// Out of file descriptors, nothing reads as gone: the record of a placed process is kept (every
