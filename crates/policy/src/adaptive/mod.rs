@@ -151,7 +151,10 @@
 //! ([`Policy::observe_outcomes`]). A Refused or Vanished outcome starts no hold and forgets
 //! nothing: while the model still lists the process, the next decision plans it again, and the
 //! CPU set it tried counts as the policy's own (a host that narrowed some threads before failing
-//! does not turn the process into a foreign pin). Within `hold_periods` decisions of a move, the unit keeps that
+//! does not turn the process into a foreign pin). Refusals in a row back off (rule
+//! refusal-backs-off, [`Adaptive::refusals`]): after n of them the process waits min(2^(n-1),
+//! `refused_backoff_max_decisions`) decisions out of the managed set, so a refusal that never
+//! passes is not planned and journaled at every decision. Within `hold_periods` decisions of a move, the unit keeps that
 //! placement and memory is not moved towards another node set, unless the load that justified the
 //! move changed by more than `hold_load_change` (relative) and by more than `min_group_cpu`. The fork rule's placement starts no
 //! hold: it is a guess made before any signal (two processes that will talk to each other are
