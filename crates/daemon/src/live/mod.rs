@@ -8,8 +8,10 @@
 //! - `apply()`: confirms the target is the same process (pid + start time) before any syscall; refuses
 //!   excluded, kernel and self-pinned processes unless configured; saves the original affinity (and
 //!   cpuset) of a process before first touching it, to the state file, so `restore_all` (SIGTERM) and
-//!   `recover` (next start after a crash) put it back; page moves under a MB/s budget, per-page
-//!   failures counted in the `Outcome`, never fatal.
+//!   `recover` (next start after a crash) put it back, and changes nothing while a save of that file
+//!   fails (rule originals-on-disk-first); page moves under a MB/s budget, per-page failures counted
+//!   in the `Outcome`, never fatal. A record is dropped only when /proc shows its process gone, never
+//!   on a read that failed for want of a descriptor or memory.
 //! - Release: a touched process the operator takes out of numapilot's hands while it runs (a
 //!   reload's `[exclude]` or `[include]`, or a move into or out of a listed cgroup, seen by the
 //!   observer's re-check) is put back as at shutdown (its original affinity and cpuset; its pages
