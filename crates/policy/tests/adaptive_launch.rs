@@ -238,6 +238,29 @@ fn promises_end_when_the_process_is_seen_or_never_shows() {
     assert!(!a.reason.detail.contains("pid 60"), "vm60's promise has ended: {}", a.reason.detail);
 }
 
+/// A launcher that asked and died before it started its job: a process that took its pid after
+/// the advice is not the job advised (it started later than the asking), so it is neither held
+/// there nor placed by the advice, and the promise ends (a promise kept by pid alone was taken up
+/// by whatever reused the pid within 5 s; review helper-33).
+#[test]
+fn a_process_that_took_a_dead_launchers_pid_is_not_the_advised_job() {
+    let mut b = machine();
+    let mut p = Adaptive::new();
+    let t0 = b.m.now_ns;
+    let a = p.advise_launch(&b.m, t0, &req(70, 8.0, 8)).expect("advice");
+    assert_eq!(ids(&a.nodes), vec![0]);
+    // One second later pid 70 is a process 100 ms old, narrowed as the advice would have it.
+    b.m.now_ns = t0 + 1_000_000_000;
+    b.new_proc(70, "other", &[(0, 1.0); 8], &[8192, 0, 0, 0]);
+    b.allow(70, &[0]).pinned(70);
+    let _ = p.decide(&b.m);
+    let e = p.explain(&b.m, 70).unwrap();
+    assert!(!e.why.contains("launch-holds"), "held on another process's advice: {}", e.why);
+    assert!(e.pinned, "its narrowing is not the advice's, so it is its own");
+    let a = p.advise_launch(&b.m, b.m.now_ns, &req(71, 1.0, 1)).expect("advice");
+    assert!(!a.reason.detail.contains("pid 70"), "the promise outlived its launcher: {}", a.reason.detail);
+}
+
 /// A client's measurement the machine could not give (a review of 2026-11-30): a node listed twice
 /// or free CPUs that are NaN, negative or above the node's CPUs are refused with an error naming
 /// the entry; a node the machine does not have is no candidate (it was advised for a memory-only
