@@ -184,7 +184,7 @@ pub struct TierOptions {
     pub kthread_recheck_cycles: u64,
     /// Most /proc/PID/stat files kept open between cycles (one descriptor each; a `pread` on an open
     /// procfs file costs about half an open + read + close). Default 16,384, and never more than
-    /// the descriptor limit minus 256. Source: a choice. What it prevents: running out of
+    /// the descriptor limit minus 256 and one per possible CPU (the sampler's events). Source: a choice. What it prevents: running out of
     /// descriptors on a machine with very many processes (the rest are opened each cycle).
     pub max_open_stat: usize,
     /// Threads that read one observation: the stat pass over every pid (with the listing of /proc
@@ -658,7 +658,11 @@ impl TieredObserver {
                 ReadOptions { threads, numa_maps, kernel_threads: false, workers, ..ReadOptions::default() },
             )
         };
-        let fd_cap = tiers.max_open_stat.min(raise_nofile().saturating_sub(256));
+        // The headroom also keeps a descriptor per possible CPU for the access sampler's per-CPU
+        // events (opened after the observer, and again after hotplug): under a low limit the
+        // stat files took them first (review helper-34).
+        let per_cpu = super::state::possible_cpus().map_or(0, |c| c.len());
+        let fd_cap = tiers.max_open_stat.min(raise_nofile().saturating_sub(256 + per_cpu));
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         Self {

@@ -998,7 +998,7 @@ impl Follow {
 
 /// The CPUs the kernel could ever bring online (`/sys/devices/system/cpu/possible`), `None` when
 /// it cannot be read.
-fn possible_cpus() -> Option<CpuSet> {
+pub(crate) fn possible_cpus() -> Option<CpuSet> {
     let t = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
     CpuSet::parse_list(t.trim()).ok().filter(|c| !c.is_empty())
 }
