@@ -471,14 +471,7 @@ fn a_light_threads_swing_does_not_lift_its_hold() {
 /// ```
 #[test]
 fn threads_stay_where_their_memory_moves_while_it_moves() {
-    let mut b = B::fixture("rig-6.12-4node");
-    b.proc(10, "numa01", &[(0, 0.32), (0, 1.0), (0, 1.0)], &[37, 0, 0, 0]);
-    b.proc(11, "numa01", &[(1, 0.01), (1, 0.72), (1, 0.72)], &[37, 0, 0, 0]);
-    b.group_proc(1, 10).group_proc(2, 11).allow(10, &[0]).allow(11, &[1]);
-    let mut pol = Adaptive::new();
-    let plan = pol.decide(&b.m);
-    check_conservation(&b.m, &plan);
-    start_move_to(&mut pol, &b.m, &plan, 11, "1");
+    let (mut b, mut pol, _) = numa01_pair_moving(&[(0, 0.32), (0, 1.0), (0, 1.0)], &[(1, 0.01), (1, 0.72), (1, 0.72)]);
     b.thread_rate(11, 1, 1.0).thread_rate(11, 2, 1.0);
     b.m.nodes[1].cpu_demand += 0.3;
     b.m.now_ns += 500_000_000;
@@ -533,14 +526,7 @@ fn threads_stay_where_their_memory_moves_while_it_moves() {
 /// ```
 #[test]
 fn a_node_whose_threads_wait_on_their_moving_pages_is_not_taken_for_idle() {
-    let mut b = B::fixture("rig-6.12-4node");
-    b.proc(10, "numa01", &[(0, 0.05), (0, 1.0), (0, 1.0)], &[37, 0, 0, 0]);
-    b.proc(11, "numa01", &[(1, 0.01), (1, 1.0), (1, 1.0)], &[37, 0, 0, 0]);
-    b.group_proc(1, 10).group_proc(2, 11).allow(10, &[0]).allow(11, &[1]);
-    let mut pol = Adaptive::new();
-    let plan = pol.decide(&b.m);
-    check_conservation(&b.m, &plan);
-    start_move_to(&mut pol, &b.m, &plan, 11, "1");
+    let (mut b, mut pol, plan) = numa01_pair_moving(&[(0, 0.05), (0, 1.0), (0, 1.0)], &[(1, 0.01), (1, 1.0), (1, 1.0)]);
     let started = plan
         .actions
         .iter()
@@ -645,6 +631,21 @@ fn started_at(pol: &mut Adaptive, m: &numapilot_model::Model, plan: &numapilot_p
         .map(|i| if i == mig { Outcome::Started { pages: 9472 } } else { Outcome::Applied { pages_moved: 0 } })
         .collect();
     pol.observe_outcomes(m, plan, &outcomes);
+}
+
+/// The rig's 4-node numa01 as two hand traces start it: process A (pid 10) with threads `a` on
+/// node 0, B (pid 11) with threads `b` on node 1, each a group, both 37 MiB on node 0; the first
+/// decision, checked for conservation, with B's memory move to node 1 started.
+fn numa01_pair_moving(a: &[(u32, f64)], b: &[(u32, f64)]) -> (B, Adaptive, numapilot_policy::Plan) {
+    let mut m = B::fixture("rig-6.12-4node");
+    m.proc(10, "numa01", a, &[37, 0, 0, 0]);
+    m.proc(11, "numa01", b, &[37, 0, 0, 0]);
+    m.group_proc(1, 10).group_proc(2, 11).allow(10, &[0]).allow(11, &[1]);
+    let mut pol = Adaptive::new();
+    let plan = pol.decide(&m.m);
+    check_conservation(&m.m, &plan);
+    start_move_to(&mut pol, &m.m, &plan, 11, "1");
+    (m, pol, plan)
 }
 
 /// [`started_at`] for `pid`'s MigratePages to `to` in `plan` (which must have one).
