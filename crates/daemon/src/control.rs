@@ -245,6 +245,25 @@ pub struct Status {
     /// which table holds it. Also the metric `numapilot_bookkeeping_entries`.
     #[serde(default)]
     pub bookkeeping: BTreeMap<String, u64>,
+    /// Processes left out now because a read of their numa_maps or maps sleeps in the kernel
+    /// (their memory map is locked, e.g. behind a hung file server: `numapilot_observe::stall`),
+    /// with the file and for how long. Also the metric `numapilot_stalled_reads`.
+    #[serde(default)]
+    pub stalled_reads: Vec<StalledRead>,
+    /// Reads given up as stalled since the daemon started.
+    #[serde(default)]
+    pub stalled_reads_total: u64,
+}
+
+/// A read blocked in the kernel ([`Status::stalled_reads`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StalledRead {
+    /// The process.
+    pub pid: u32,
+    /// The file.
+    pub file: String,
+    /// Since when, seconds ago.
+    pub for_s: f64,
 }
 
 /// A request on the socket.
@@ -839,6 +858,16 @@ impl Status {
         }
         if self.released > 0 {
             let _ = writeln!(s, "released (excluded or left [include] while placed, put back): {}", self.released);
+        }
+        if !self.stalled_reads.is_empty() {
+            let r: Vec<String> =
+                self.stalled_reads.iter().map(|r| format!("pid {} ({}, {:.0} s)", r.pid, r.file, r.for_s)).collect();
+            let _ = writeln!(
+                s,
+                "left out, a read of their memory map blocked in the kernel: {} (given up {} times since start)",
+                r.join(", "),
+                self.stalled_reads_total
+            );
         }
         s
     }

@@ -261,6 +261,18 @@ pub fn render(s: &Status) -> String {
         o.sample("numapilot_bookkeeping_entries", &[("table", k)], *v as f64);
     }
     o.one(
+        "numapilot_stalled_reads",
+        "gauge",
+        "Processes left out because a read of their memory map (numa_maps, maps) is blocked in the kernel.",
+        s.stalled_reads.len() as f64,
+    );
+    o.one(
+        "numapilot_stalled_reads_total",
+        "counter",
+        "Reads of a process's memory map given up as blocked in the kernel.",
+        s.stalled_reads_total as f64,
+    );
+    o.one(
         "numapilot_vanished_total",
         "counter",
         "Actions whose target process had exited or was another process.",

@@ -154,6 +154,12 @@ pub trait Restore {
     /// The host's own tables kept between steps, by name, appended to `out` (the live host's
     /// observer, signal sources and originals; `numapilot status`'s bookkeeping). Default: none.
     fn bookkeeping(&self, _out: &mut Vec<(&'static str, usize)>) {}
+
+    /// Reads blocked in the kernel now and the count given up since start (`Status::stalled_reads`).
+    /// Default: none.
+    fn stalled_reads(&self) -> (Vec<crate::control::StalledRead>, u64) {
+        (Vec::new(), 0)
+    }
 }
 
 impl Restore for LiveHost {
@@ -191,6 +197,10 @@ impl Restore for LiveHost {
 
     fn bookkeeping(&self, out: &mut Vec<(&'static str, usize)>) {
         LiveHost::bookkeeping(self, out)
+    }
+
+    fn stalled_reads(&self) -> (Vec<crate::control::StalledRead>, u64) {
+        LiveHost::stalled_reads(self)
     }
 
     fn observe_parts_ns(&self) -> [u64; 5] {
@@ -720,6 +730,7 @@ pub fn serve<H: Host + Restore>(
         cycle_s_max = cycle_s_max.max(status.last_cycle_s);
         fill_model(&engine.model, &engine, &mut status);
         status.bookkeeping = bookkeeping(&engine, &host);
+        (status.stalled_reads, status.stalled_reads_total) = host.stalled_reads();
         let now = numapilot_observe::reader::monotonic_ns();
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);

@@ -483,8 +483,11 @@ impl Signals {
                 }
                 Ok(None) => self.maps.forget(pid),
                 Err(e) => {
-                    // EACCES: another namespace's or a protected process, skipped silently.
-                    let denied = e.io_error().is_some_and(|e| e.raw_os_error() == Some(libc::EACCES));
+                    // EACCES: another namespace's or a protected process, skipped silently; a read
+                    // blocked behind the process's memory-map lock (the observer warns of it), too.
+                    let denied = e.io_error().is_some_and(|e| {
+                        e.raw_os_error() == Some(libc::EACCES) || e.kind() == std::io::ErrorKind::TimedOut
+                    });
                     if !denied {
                         failure.get_or_insert(e);
                     }
@@ -498,6 +501,12 @@ impl Signals {
             Some(e) => self.failed("shared memory", e),
             None => self.recovered("shared memory"),
         }
+    }
+
+    /// Reads maps under `guard` from now on: a process whose memory map is locked (a read that
+    /// sleeps in the kernel past the guard's deadline) is skipped, not waited for.
+    pub fn set_guard(&mut self, guard: numapilot_observe::StallGuard) {
+        self.reader = std::mem::take(&mut self.reader).with_guard(guard);
     }
 
     /// What the last [`Signals::fill`] spent, per source.

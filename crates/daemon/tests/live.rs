@@ -646,7 +646,14 @@ fn a_name_that_is_not_utf8_is_observed() {
         let p = s.process(kid.pid()).expect("a process with a cut UTF-8 name is in the sample");
         assert_eq!(p.comm, "np\u{e9}\u{fffd}");
     }
-    let why = numapilot_daemon::live::select::pinned(&topo(), None, kid.pid(), false, None);
+    let why = numapilot_daemon::live::select::pinned(
+        &numapilot_observe::Reader::new("/"),
+        &topo(),
+        None,
+        kid.pid(),
+        false,
+        None,
+    );
     assert_eq!(why, None, "not pinned: it narrowed nothing");
     kid.kill();
 }

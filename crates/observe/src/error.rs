@@ -123,6 +123,15 @@ pub enum ReadError {
         #[source]
         source: ParseError,
     },
+    /// A read waited in the kernel past its guard's deadline (the process's memory-map lock is
+    /// held: see [`crate::stall`]); the read goes on in the background.
+    #[error("{reason}")]
+    Stalled {
+        /// The file.
+        path: PathBuf,
+        /// What the guard said (the file, how long, why).
+        reason: String,
+    },
     /// A file parsed but contradicts where it was read from (e.g. `node1/meminfo` whose lines say
     /// `Node 0`): a mixed-up fixture or a bind mount, never a race.
     #[error("{path}: {reason}")]

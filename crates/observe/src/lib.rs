@@ -32,6 +32,7 @@ pub mod replay;
 pub mod sample;
 pub mod signal_error;
 pub mod sockets;
+pub mod stall;
 
 pub use counters::Counters;
 pub use error::{FileKind, ParseError, ReadError};
@@ -51,3 +52,4 @@ pub use sample::{
     SharedMemory, ThreadSample,
 };
 pub use signal_error::{LineError, SignalError, SignalFile};
+pub use stall::{StallCounts, StallGuard, Stuck};

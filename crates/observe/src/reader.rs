@@ -134,6 +134,9 @@ pub struct Reader {
     /// `root/proc` as a string with a trailing slash, the prefix of every per-process path.
     proc_prefix: String,
     opts: ReadOptions,
+    /// Reads of the files produced under a process's memory-map lock (numa_maps, maps) go
+    /// through it when set ([`Reader::with_guard`]).
+    guard: Option<crate::stall::StallGuard>,
 }
 
 impl Default for Reader {
@@ -180,7 +183,7 @@ impl Scratch {
 /// A read buffer whose storage is allocated (and zeroed) once: `data.len()` is the capacity, `len` the
 /// bytes of the last file.
 #[derive(Debug)]
-struct Buf {
+pub(crate) struct Buf {
     data: Vec<u8>,
     len: usize,
 }
@@ -192,11 +195,16 @@ impl Buf {
     /// to [`Buf::INITIAL`] at the next read, so one huge file is not held for good.
     const KEEP_AT_MOST: usize = 8 << 20;
 
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Buf { data: vec![0; Self::INITIAL], len: 0 }
     }
 
-    fn bytes(&self) -> &[u8] {
+    /// A buffer with no storage (grown at its first read).
+    pub(crate) fn empty() -> Self {
+        Buf { data: Vec::new(), len: 0 }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.data[..self.len]
     }
 }
@@ -217,7 +225,7 @@ fn is_gone(e: &io::Error) -> bool {
 /// At most [`MAX_FILE_BYTES`]: a larger file is an error of kind `FileTooLarge` (the callers leave
 /// the process out), and a buffer grown past [`Buf::KEEP_AT_MOST`] by one file is given back at the
 /// next read.
-fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::Result<()> {
+pub(crate) fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::Result<()> {
     read_into_capped(path, buf, single_record, MAX_FILE_BYTES)
 }
 
@@ -232,7 +240,7 @@ pub const MAX_FILE_BYTES: usize = 64 << 20;
 fn read_into_capped(path: &Path, buf: &mut Buf, single_record: bool, max: usize) -> io::Result<()> {
     let mut f = File::open(path)?;
     buf.len = 0;
-    if buf.data.len() > Buf::KEEP_AT_MOST {
+    if buf.data.len() > Buf::KEEP_AT_MOST || buf.data.is_empty() {
         buf.data = vec![0; Buf::INITIAL];
     }
     loop {
@@ -291,7 +299,23 @@ impl Reader {
         let root = root.into();
         let mut proc_prefix = root.join("proc").to_string_lossy().into_owned();
         proc_prefix.push('/');
-        Reader { root, proc_prefix, opts }
+        Reader { root, proc_prefix, opts, guard: None }
+    }
+
+    /// This reader with its numa_maps and maps reads under `guard`: a read that sleeps in the
+    /// kernel past the guard's deadline fails (`ReadError::Stalled`, or an I/O error of kind
+    /// `TimedOut` for maps) instead of holding the caller (see [`crate::stall`]).
+    pub fn with_guard(mut self, guard: crate::stall::StallGuard) -> Self {
+        self.guard = Some(guard);
+        self
+    }
+
+    /// Reads a file taken under process `pid`'s memory-map lock: through the guard when set.
+    fn read_mm_file(&self, pid: u32, path: &str, buf: &mut Buf) -> io::Result<()> {
+        match &self.guard {
+            Some(g) => g.read(pid, path, buf, false),
+            None => read_into(Path::new(path), buf, false),
+        }
     }
 
     /// The root directory.
@@ -398,9 +422,14 @@ impl Reader {
     /// same address space, for a process whose leader has exited).
     fn numa_maps_with(&self, s: &mut Scratch, pid: u32, via: Option<u32>) -> Result<Option<NumaMaps>, ReadError> {
         self.set_path(&mut s.path, pid, via, "numa_maps");
-        match read_into(Path::new(&s.path), &mut s.buf, false) {
+        match self.read_mm_file(pid, &s.path, &mut s.buf) {
             Ok(()) => {}
             Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
+            // Blocked behind the process's memory-map lock (see crate::stall): this process is
+            // left out, not the cycle.
+            Err(e) if e.kind() == io::ErrorKind::TimedOut && self.guard.is_some() => {
+                return Err(ReadError::Stalled { path: PathBuf::from(&s.path), reason: e.to_string() })
+            }
             // The process's own doing (see MAX_FILE_BYTES): this process is left out, not the cycle.
             Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {
                 return Err(parse_err(&s.path, ParseError::new(FileKind::NumaMaps, 0, None, "", e.to_string())))
@@ -697,7 +726,7 @@ impl Reader {
                 match self.process_with(&mut s, pid, prev.get(i).copied().flatten()) {
                     Ok(Some(p)) => out.push(p),
                     Ok(None) => {}
-                    Err(error @ ReadError::Parse { .. }) if skip => {
+                    Err(error @ (ReadError::Parse { .. } | ReadError::Stalled { .. })) if skip => {
                         skipped.lock().unwrap_or_else(|p| p.into_inner()).push(Skipped { pid, error });
                     }
                     Err(e) => {
@@ -1008,7 +1037,7 @@ impl Reader {
     ) -> Result<Option<(Vec<crate::maps::MapEntry>, usize)>, crate::signal_error::SignalError> {
         let mut s = Scratch::new(false);
         self.set_path(&mut s.path, pid, None, "maps");
-        match read_into(Path::new(&s.path), &mut s.buf, false) {
+        match self.read_mm_file(pid, &s.path, &mut s.buf) {
             Ok(()) => {}
             Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
             Err(e) => return Err(crate::signal_error::SignalError::Io { path: PathBuf::from(&s.path), source: e }),

@@ -376,6 +376,9 @@ pub struct LiveHost {
     topo: Topology,
     opts: LiveOptions,
     observer: observe::TieredObserver,
+    /// numa_maps reads of the loop outside the observer (the self-pinned check before an action),
+    /// under the observer's deadline guard.
+    mm_reader: numapilot_observe::Reader,
     signals: Signals,
     originals: Originals,
     budget: TokenBucket,
@@ -564,7 +567,7 @@ impl LiveHost {
         if let Some(r) = &refusal {
             notes.push(r.clone());
         }
-        let signals = Signals::open_with(tuning.signals, tuning.signal_tuning);
+        let mut signals = Signals::open_with(tuning.signals, tuning.signal_tuning);
         notes.extend(signals.notes().iter().cloned());
         let ps = page_size();
         // No mover when nothing is acted on; a thread that cannot start leaves moves synchronous.
@@ -588,7 +591,9 @@ impl LiveHost {
             if opts.root == Path::new("/") { cpuset.clone().or_else(|| CpusetHierarchy::detect(None)) } else { None };
         let mut observer = observe::TieredObserver::new(&opts, &tuning.tiers);
         observer.set_cpusets(cpuset_read.clone());
+        signals.set_guard(observer.guard().clone());
         let host = Self {
+            mm_reader: numapilot_observe::Reader::new("/").with_guard(observer.guard().clone()),
             observer,
             cpuset_read,
             originals,
@@ -703,6 +708,18 @@ impl LiveHost {
         out.push(("host.adopted", self.adopted.len()));
     }
 
+    /// Processes whose read of numa_maps or maps is blocked in the kernel now (left out of the
+    /// observation until it returns), and the reads given up as stalled since start.
+    pub fn stalled_reads(&self) -> (Vec<crate::control::StalledRead>, u64) {
+        let g = self.observer.guard();
+        let now = g
+            .stuck()
+            .into_iter()
+            .map(|s| crate::control::StalledRead { pid: s.pid, file: s.path, for_s: s.for_.as_secs_f64() })
+            .collect();
+        (now, g.counts().stalled)
+    }
+
     /// Cpuset cgroups of exited processes whose removal failed and is tried again each cycle.
     pub fn unreleased_cgroups(&self) -> usize {
         self.originals.unreleased()
@@ -785,7 +802,8 @@ impl LiveHost {
             return None;
         }
         let advised = self.adopted.get(&r.pid).filter(|(st, _)| *st == r.starttime).map(|(_, n)| n);
-        if let Some(why) = select::pinned(&self.topo, self.cpuset_read.as_ref(), r.pid, true, advised) {
+        if let Some(why) = select::pinned(&self.mm_reader, &self.topo, self.cpuset_read.as_ref(), r.pid, true, advised)
+        {
             return Some(why);
         }
         if advised.is_some() {
@@ -1424,7 +1442,9 @@ impl Host for LiveHost {
         if !self.opts.include_pinned {
             let ours = self.originals.has(t.pid, t.starttime) || inherited.is_some();
             let advised = self.adopted.get(&t.pid).filter(|(st, _)| *st == t.starttime).map(|(_, n)| n);
-            if let Some(why) = select::pinned(&self.topo, self.cpuset_read.as_ref(), t.pid, ours, advised) {
+            if let Some(why) =
+                select::pinned(&self.mm_reader, &self.topo, self.cpuset_read.as_ref(), t.pid, ours, advised)
+            {
                 return Outcome::Refused { message: format!("{who}: {why}; left alone (include_pinned is off)") };
             }
         }

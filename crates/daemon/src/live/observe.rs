@@ -92,7 +92,7 @@ use std::sync::Arc;
 
 use numapilot_observe::parse::stat::{parse_stat, TaskStat};
 use numapilot_observe::reader::text_of;
-use numapilot_observe::{ProcessSample, ReadError, ReadOptions, Reader, Sample};
+use numapilot_observe::{ProcessSample, ReadError, ReadOptions, Reader, Sample, StallGuard};
 
 use numapilot_actuate::CpusetHierarchy;
 use numapilot_topology::CpuSet;
@@ -224,6 +224,16 @@ pub struct TierOptions {
     /// 100.6 reads a cycle, 31.1-32.1 against 27.0-29.3 ms of CPU a cycle (2-4 ms more); none
     /// without a cgroup list.
     pub cgroup_recheck_ms: u64,
+    /// A read of a process's numa_maps or maps (files the kernel produces under the process's
+    /// memory-map lock) still sleeping in the kernel after this long, ms, is given up: the process is
+    /// left out of the observation until the read returns, and its next reads fail at once
+    /// (`numapilot_observe::stall`). Default 2,000 (2 s). Source: a choice: the largest numa_maps
+    /// read measured here took milliseconds (a process of several GiB: 10-20 ms a GiB), and a
+    /// read that is running, not sleeping, is given up to 15 x longer (`stall::RUNNING_GRACE`).
+    /// What it prevents: one process whose memory map is locked behind a hung file server (a task
+    /// of it waiting on NFS or FUSE with the lock held, a writer queued) holding the whole loop:
+    /// every other process's placement, `status`, and the restore at SIGTERM.
+    pub stalled_read_ms: u64,
 }
 
 impl Default for TierOptions {
@@ -244,6 +254,7 @@ impl Default for TierOptions {
             threads: 2,
             carry_idle_threads: true,
             cgroup_recheck_ms: 10_000,
+            stalled_read_ms: 2_000,
         }
     }
 }
@@ -385,6 +396,9 @@ pub struct TierStats {
     /// Processes left out of this cycle's sample because one of their files did not parse (what
     /// a process shows is partly its own to choose, its name in every `sched` header).
     pub unreadable: usize,
+    /// Of those, processes left out because a read of their numa_maps is blocked in the kernel
+    /// (their memory map is locked: [`TierOptions::stalled_read_ms`]).
+    pub stalled: usize,
     /// Processes whose stat was not read this cycle: long idle, not their turn
     /// ([`TierOptions::idle_after_ms`]); their last read is carried.
     pub stat_rested: usize,
@@ -447,6 +461,9 @@ pub struct TieredObserver {
     /// Samples still to come that forget every cpuset CPU list read before them (set when the
     /// online CPUs change: [`TieredObserver::online_changed`]).
     cpuset_forget: u32,
+    /// The deadline on reads taken under a process's memory-map lock (numa_maps here, maps in
+    /// the signal sources, numa_maps before an action): shared by every reader of the daemon's loop.
+    guard: StallGuard,
     /// Counts of the last cycle.
     pub stats: TierStats,
 }
@@ -652,11 +669,13 @@ fn raise_nofile() -> usize {
 impl TieredObserver {
     /// An observer of the live system under `opts.root` ("/" normally).
     pub fn new(opts: &LiveOptions, tiers: &TierOptions) -> Self {
+        let guard = StallGuard::new(std::time::Duration::from_millis(tiers.stalled_read_ms));
         let reader = |threads, numa_maps, workers| {
             Reader::with_options(
                 opts.root.clone(),
                 ReadOptions { threads, numa_maps, kernel_threads: false, workers, ..ReadOptions::default() },
             )
+            .with_guard(guard.clone())
         };
         // The headroom also keeps a descriptor per possible CPU for the access sampler's per-CPU
         // events (opened after the observer, and again after hotplug): under a low limit the
@@ -687,8 +706,15 @@ impl TieredObserver {
             cpusets: None,
             cpuset_paths: CpusetPaths::default(),
             cpuset_forget: 0,
+            guard,
             stats: TierStats::default(),
         }
+    }
+
+    /// The deadline guard of reads under a process's memory-map lock (see
+    /// [`TierOptions::stalled_read_ms`]), for the daemon's other readers of those files.
+    pub fn guard(&self) -> &StallGuard {
+        &self.guard
     }
 
     /// Reads the cpuset CPUs of processes with a narrowed thread from `h` from now on (see
@@ -1275,6 +1301,9 @@ impl TieredObserver {
         }
         for x in &bad {
             let Some(e) = self.entries.get_mut(&x.pid) else { continue };
+            if matches!(x.error, ReadError::Stalled { .. }) {
+                stats.stalled += 1;
+            }
             if !e.unreadable {
                 tracing::warn!(
                     "process {}: left out of the observation until its files read again: {}",

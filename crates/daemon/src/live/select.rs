@@ -46,8 +46,6 @@
 //! that last read of /proc/PID/stat and the call, microseconds, in which the pid would have to exit
 //! and be handed to another process (a pidfd would close even that; not done).
 
-use std::path::Path;
-
 use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
 use numapilot_observe::parse::stat::{parse_stat, TaskStat};
 use numapilot_observe::Reader;
@@ -354,13 +352,13 @@ pub fn cpuset_cpus(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32) ->
 /// started on this daemon's launch advice for `advised` nodes (its launcher named it) placed
 /// nothing itself: its narrowed CPUs and a memory policy within those nodes are the advice's.
 pub fn pinned(
+    reader: &Reader,
     topo: &Topology,
     hier: Option<&CpusetHierarchy>,
     pid: u32,
     affinity_is_ours: bool,
     advised: Option<&NodeSet>,
 ) -> Option<String> {
-    let reader = Reader::new(Path::new("/"));
     match reader.read_numa_maps(pid) {
         Ok(Some(maps)) => {
             let advice_s = |v: &numapilot_observe::parse::numa_maps::Vma| {
@@ -375,7 +373,8 @@ pub fn pinned(
                 ));
             }
         }
-        Ok(None) | Err(_) => return Some("its numa_maps could not be read: its memory policy is unknown".into()),
+        Ok(None) => return Some("its numa_maps could not be read: its memory policy is unknown".into()),
+        Err(e) => return Some(format!("its numa_maps could not be read ({e}): its memory policy is unknown")),
     }
     if affinity_is_ours || advised.is_some() {
         return None;
@@ -562,11 +561,11 @@ mod tests {
         assert_eq!(exclusion(&opts, 4_000_000, "x", || Some(vec!["/user.slice".into()])), None);
         // No numa_maps to read (no such process): its memory policy is unknown, so it counts as
         // placed by itself.
-        let topo = Topology::from_sysfs(Path::new("/")).unwrap();
-        let why = pinned(&topo, None, u32::MAX - 1, false, None).unwrap();
+        let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
+        let why = pinned(&Reader::new("/"), &topo, None, u32::MAX - 1, false, None).unwrap();
         assert!(why.contains("numa_maps could not be read"), "{why}");
         // This process: readable, no explicit policy, its own affinity.
-        assert_eq!(pinned(&topo, None, std::process::id(), true, None), None);
+        assert_eq!(pinned(&Reader::new("/"), &topo, None, std::process::id(), true, None), None);
     }
 
     /// A process Debian's numactl started with `--cpunodebind=0 --preferred-many=0` placed itself,
@@ -592,12 +591,12 @@ mod tests {
         {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+        let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
         let node0: NodeSet = [0u32].into_iter().collect();
         let node1: NodeSet = [1u32].into_iter().collect();
-        let alone = pinned(&topo, None, pid, false, None);
-        let advised = pinned(&topo, None, pid, false, Some(&node0));
-        let elsewhere = pinned(&topo, None, pid, false, Some(&node1));
+        let alone = pinned(&Reader::new("/"), &topo, None, pid, false, None);
+        let advised = pinned(&Reader::new("/"), &topo, None, pid, false, Some(&node0));
+        let elsewhere = pinned(&Reader::new("/"), &topo, None, pid, false, Some(&node1));
         let _ = child.kill();
         let _ = child.wait();
         let alone = alone.expect("numactl's policy is its own");

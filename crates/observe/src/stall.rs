@@ -1,0 +1,472 @@
+//! Reads that take a process's memory-map lock, under a deadline ([`StallGuard`]).
+//!
+//! # Problem
+//!
+//! `/proc/PID/numa_maps` and `/proc/PID/maps` are produced under the process's `mmap_lock`, taken
+//! for reading (`mmap_read_lock_killable`). A process can hold that lock, or have a writer queued
+//! on it, for as long as the kernel waits for something else: a task of it faulting on a file of a
+//! hung NFS or FUSE server through `/proc/PID/mem` or `get_user_pages` (no fault retry there: the
+//! lock stays held across the wait), another of its tasks then asking for the write lock (`mmap`,
+//! `munmap`, `mprotect`) and every later reader queued behind that writer. The reader waits in the
+//! kernel, in D state, killable only by a fatal signal. This is the "ps hangs" of hung file
+//! servers. A daemon whose loop reads that file waits with it: no placement for any process, no
+//! answer to `status`, a SIGTERM restore that never comes.
+//!
+//! # Approach
+//!
+//! ```text
+//!   caller ──job(pid, path, buffer)──▶ queue ──▶ worker thread (one per job in flight, reused)
+//!      │                                           open + read the file, reply
+//!      └─ wait for the reply, up to `deadline`; then look at the worker thread's state
+//!           queued, not started yet ─────────────▶ wait on
+//!           running ('R': a long page-table walk) ─▶ wait on, up to RUNNING_GRACE deadlines
+//!           otherwise (sleeping in the kernel) ───▶ stalled: the process is marked stuck, the
+//!                                                    caller gets ErrorKind::TimedOut, the worker
+//!                                                    is left to its read
+//!   a read for a stuck process ──────────────────▶ TimedOut at once (no second thread waits)
+//!   the stuck read returns (the lock came free) ─▶ the mark goes, the worker serves the queue again
+//! ```
+//!
+//! A stalled worker cannot be cancelled (the kernel would need a fatal signal to the whole daemon);
+//! it is left blocked, and another worker is started when a job finds none idle. The number of
+//! stuck workers is bounded ([`MAX_STUCK`]): past it every guarded read fails at once, so a
+//! host with hundreds of hung processes costs a bounded number of threads.
+//!
+//! The state of the worker is read from `/proc/self/task/TID/stat` of the live system whatever
+//! root the reader reads: it is this process's own thread.
+//!
+//! # Limits
+//!
+//! A read is declared stalled after one deadline at the earliest; the caller waits that long once
+//! per stuck process (the next reads of it fail at once until the stuck one returns). Only the files
+//! given to the guard are guarded: the daemon gives it numa_maps and maps, the files that take the
+//! lock; stat, status, schedstat and sched do not take it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::reader::{read_into, Buf};
+
+/// Most workers left blocked in a read at once. Default 32, unit threads. Source: a choice (a
+/// blocked worker is a thread with an untouched stack; the processes a hung file server can hold
+/// are usually a handful). What it prevents: a host where hundreds of processes hang on one server
+/// costing the daemon hundreds of threads; past it, guarded reads fail at once until one returns.
+pub const MAX_STUCK: usize = 32;
+
+/// Deadlines a worker that is running (state 'R', not sleeping in the kernel) is given before its
+/// read counts as stalled anyway. Default 15. Source: a choice: numa_maps of a process of a few
+/// terabytes walks its page tables for seconds; 15 x the daemon's 2 s deadline is 30 s. What it
+/// prevents: a large process's honest read cut short, and a read that runs for ever (a kernel bug)
+/// holding the loop.
+pub const RUNNING_GRACE: u32 = 15;
+
+/// A process whose read is stuck.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stuck {
+    /// The process.
+    pub pid: u32,
+    /// The file whose read is stuck.
+    pub path: String,
+    /// How long it has been stuck (since the read started).
+    pub for_: Duration,
+}
+
+/// Counts of a [`StallGuard`], since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StallCounts {
+    /// Reads declared stalled.
+    pub stalled: u64,
+    /// Reads refused at once (their process had a read stuck, or [`MAX_STUCK`] were).
+    pub refused: u64,
+    /// Stalled reads that returned later (their worker serves again).
+    pub returned: u64,
+    /// Worker threads started.
+    pub workers_started: u64,
+}
+
+/// One job's shared state between its caller and its worker.
+#[derive(Debug, Default)]
+struct Ticket {
+    /// The worker's thread id once it took the job, 0 before.
+    tid: AtomicI32,
+    /// Set (under the state lock) when the caller gave up on the job.
+    abandoned: AtomicBool,
+}
+
+type Done = (Buf, io::Result<()>);
+
+struct Job {
+    pid: u32,
+    path: String,
+    buf: Buf,
+    single_record: bool,
+    reply: SyncSender<Done>,
+    ticket: Arc<Ticket>,
+}
+
+struct StuckRead {
+    path: String,
+    started: Instant,
+    /// The worker blocked in the read.
+    tid: i32,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Job>,
+    /// Workers waiting for a job.
+    idle: usize,
+    stuck: BTreeMap<u32, StuckRead>,
+    counts: StallCounts,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    wake: Condvar,
+    deadline: Duration,
+}
+
+/// Runs reads on worker threads and gives up on one that sleeps in the kernel past a deadline
+/// (see the module essay). Cloning shares the workers and the stuck marks.
+#[derive(Clone)]
+pub struct StallGuard {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for StallGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StallGuard").field("deadline", &self.inner.deadline).finish_non_exhaustive()
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether thread `tid` of this process is running or runnable (state 'R'); false when it sleeps
+/// or cannot be read.
+fn running(tid: i32) -> bool {
+    let Ok(text) = std::fs::read(format!("/proc/self/task/{tid}/stat")) else { return false };
+    // The name may hold ')' and blanks: the state is the first field after the last ')'.
+    let Some(close) = text.iter().rposition(|&b| b == b')') else { return false };
+    text[close + 1..].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'R')
+}
+
+fn gettid() -> i32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+impl StallGuard {
+    /// A guard whose reads are judged after `deadline` (at least 1 ms).
+    pub fn new(deadline: Duration) -> Self {
+        StallGuard {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State::default()),
+                wake: Condvar::new(),
+                deadline: deadline.max(Duration::from_millis(1)),
+            }),
+        }
+    }
+
+    /// The deadline.
+    pub fn deadline(&self) -> Duration {
+        self.inner.deadline
+    }
+
+    /// The processes with a read stuck now, by pid.
+    pub fn stuck(&self) -> Vec<Stuck> {
+        let now = Instant::now();
+        lock(&self.inner.state)
+            .stuck
+            .iter()
+            .map(|(&pid, s)| Stuck { pid, path: s.path.clone(), for_: now.saturating_duration_since(s.started) })
+            .collect()
+    }
+
+    /// Whether `pid` has a read stuck now.
+    pub fn is_stuck(&self, pid: u32) -> bool {
+        lock(&self.inner.state).stuck.contains_key(&pid)
+    }
+
+    /// The counts since the guard was made.
+    pub fn counts(&self) -> StallCounts {
+        lock(&self.inner.state).counts
+    }
+
+    /// Reads `path` (a file of process `pid`) into `buf` on a worker, as `read_into` would.
+    /// `ErrorKind::TimedOut` when the read stalled now or one of this process's is stuck; `buf`
+    /// is then a fresh buffer (the old one stays with the stuck read).
+    pub(crate) fn read(&self, pid: u32, path: &str, buf: &mut Buf, single_record: bool) -> io::Result<()> {
+        let started = Instant::now();
+        let ticket = Arc::new(Ticket::default());
+        let (tx, rx) = sync_channel::<Done>(1);
+        {
+            let mut st = lock(&self.inner.state);
+            if let Some(e) = st.stuck.get(&pid).map(|s| stalled(&s.path, started.duration_since(s.started), "blocked"))
+            {
+                st.counts.refused += 1;
+                return Err(e);
+            }
+            if st.stuck.len() >= MAX_STUCK {
+                st.counts.refused += 1;
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{path}: not read: {MAX_STUCK} reads of other processes are blocked in the kernel"),
+                ));
+            }
+            let job = Job {
+                pid,
+                path: path.to_owned(),
+                buf: std::mem::replace(buf, Buf::empty()),
+                single_record,
+                reply: tx,
+                ticket: ticket.clone(),
+            };
+            st.queue.push_back(job);
+            if st.queue.len() > st.idle {
+                self.spawn(&mut st)?;
+            }
+        }
+        self.inner.wake.notify_one();
+        self.wait(pid, path, buf, started, &ticket, &rx)
+    }
+
+    fn wait(
+        &self,
+        pid: u32,
+        path: &str,
+        buf: &mut Buf,
+        started: Instant,
+        ticket: &Ticket,
+        rx: &Receiver<Done>,
+    ) -> io::Result<()> {
+        let mut running_deadlines = 0u32;
+        loop {
+            let r = match rx.recv_timeout(self.inner.deadline) {
+                Ok(done) => done,
+                Err(RecvTimeoutError::Timeout) => {
+                    let tid = ticket.tid.load(Ordering::Acquire);
+                    if tid == 0 {
+                        // Queued behind other jobs: a worker is on its way (see `read`).
+                        continue;
+                    }
+                    if running(tid) && running_deadlines < RUNNING_GRACE {
+                        running_deadlines += 1;
+                        continue;
+                    }
+                    let mut st = lock(&self.inner.state);
+                    // Finished while we looked: taken after all.
+                    if let Ok(done) = rx.try_recv() {
+                        done
+                    } else {
+                        // Seen by the worker, under the same lock, when its read returns.
+                        ticket.abandoned.store(true, Ordering::Release);
+                        st.counts.stalled += 1;
+                        let waited = started.elapsed();
+                        st.stuck.insert(pid, StuckRead { path: path.to_owned(), started, tid });
+                        *buf = Buf::new();
+                        return Err(stalled(path, waited, "blocked"));
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    *buf = Buf::new();
+                    return Err(io::Error::other(format!("{path}: the reading thread ended without an answer")));
+                }
+            };
+            *buf = r.0;
+            return r.1;
+        }
+    }
+
+    /// Starts a worker (the caller holds the state lock).
+    fn spawn(&self, st: &mut State) -> io::Result<()> {
+        let inner = self.inner.clone();
+        std::thread::Builder::new().name("np-mm-read".into()).spawn(move || worker(&inner)).map(|_| ())?;
+        st.counts.workers_started += 1;
+        Ok(())
+    }
+}
+
+fn stalled(path: &str, waited: Duration, how: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "{path}: read {how} in the kernel for {:.1} s (the process's memory map is locked: one of its \
+             tasks waits, e.g. on a hung file server); left alone until the read returns",
+            waited.as_secs_f64()
+        ),
+    )
+}
+
+fn worker(inner: &Inner) {
+    let tid = gettid();
+    loop {
+        let mut job = {
+            let mut st = lock(&inner.state);
+            loop {
+                if let Some(job) = st.queue.pop_front() {
+                    break job;
+                }
+                st.idle += 1;
+                st = inner.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+                st.idle -= 1;
+            }
+        };
+        job.ticket.tid.store(tid, Ordering::Release);
+        let r = read_into(Path::new(&job.path), &mut job.buf, job.single_record);
+        let mut st = lock(&inner.state);
+        if job.ticket.abandoned.load(Ordering::Acquire) {
+            // The caller gave up on this read: it was stuck, and is no longer.
+            if st.stuck.get(&job.pid).is_some_and(|s| s.tid == tid) {
+                st.stuck.remove(&job.pid);
+            }
+            st.counts.returned += 1;
+        } else {
+            // Never blocks: a channel of one slot, one reply per job.
+            let _ = job.reply.try_send((job.buf, r));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleeping_thread_is_not_running_a_spinning_one_is() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let spin = std::thread::spawn(move || {
+            tx.send(gettid()).unwrap();
+            while !s.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        let tid = rx.recv().unwrap();
+        // A spinning thread on a 2-CPU machine is 'R' whether on a CPU or preempted.
+        assert!(running(tid));
+        stop.store(true, Ordering::Relaxed);
+        spin.join().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ttx, trx) = std::sync::mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            ttx.send(gettid()).unwrap();
+            let _ = rx.recv();
+        });
+        let tid = trx.recv().unwrap();
+        // Give it the time to reach the wait.
+        let mut asleep = false;
+        for _ in 0..200 {
+            if !running(tid) {
+                asleep = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(asleep);
+        drop(tx);
+        sleeper.join().unwrap();
+        assert!(!running(tid), "a thread that is gone is not running");
+    }
+
+    struct Dir(std::path::PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn fifo(dir: &Dir, name: &str) -> String {
+        let p = dir.0.join(name);
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        p.to_string_lossy().into_owned()
+    }
+
+    /// A FIFO's open waits in the kernel until a writer comes (the worker sleeps, state 'S'), as a
+    /// read behind a locked memory map does: the guard gives up on it, refuses its process's
+    /// next reads at once, serves other processes meanwhile, and takes the process back once
+    /// the read returned.
+    #[test]
+    fn a_read_that_sleeps_past_the_deadline_is_given_up_and_its_process_refused_until_it_returns() {
+        let dir = Dir(std::env::temp_dir().join(format!("numapilot-stall-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let blocked = fifo(&dir, "blocked");
+        let plain = dir.0.join("plain");
+        std::fs::write(&plain, b"N0=1\n").unwrap();
+        let plain = plain.to_string_lossy().into_owned();
+        let g = StallGuard::new(Duration::from_millis(50));
+        let mut buf = Buf::new();
+        let e = g.read(77, &blocked, &mut buf, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(e.to_string().contains(&blocked) && e.to_string().contains("blocked in the kernel"), "{e}");
+        assert!(g.is_stuck(77));
+        let stuck = g.stuck();
+        assert_eq!((stuck.len(), stuck[0].pid, stuck[0].path.as_str()), (1, 77, blocked.as_str()));
+        assert!(stuck[0].for_ >= Duration::from_millis(50), "{stuck:?}");
+        // The next read of 77 (of any of its files) is refused at once; another process is read.
+        let again = g.read(77, &plain, &mut buf, false).unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::TimedOut);
+        g.read(78, &plain, &mut buf, false).unwrap();
+        assert_eq!(buf.bytes(), b"N0=1\n");
+        let c = g.counts();
+        assert_eq!((c.stalled, c.refused, c.returned), (1, 1, 0));
+        assert_eq!(c.workers_started, 2, "the stuck worker stays blocked; a second one served 78");
+        // A writer comes and goes: the blocked open returns, the mark goes.
+        drop(std::fs::OpenOptions::new().write(true).open(&blocked).unwrap());
+        let mut back = false;
+        for _ in 0..400 {
+            if !g.is_stuck(77) {
+                back = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(back, "77 is still marked stuck after its read returned");
+        assert_eq!(g.counts().returned, 1);
+        g.read(77, &plain, &mut buf, false).unwrap();
+        assert_eq!(buf.bytes(), b"N0=1\n");
+        // Both workers serve again: no third was needed.
+        assert_eq!(g.counts().workers_started, 2);
+    }
+
+    /// Past MAX_STUCK blocked reads every guarded read fails at once: the threads are bounded.
+    #[test]
+    fn blocked_reads_are_bounded() {
+        let dir = Dir(std::env::temp_dir().join(format!("numapilot-stall-cap-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let g = StallGuard::new(Duration::from_millis(10));
+        let mut buf = Buf::new();
+        let fifos: Vec<String> = (0..=MAX_STUCK).map(|i| fifo(&dir, &format!("f{i}"))).collect();
+        for (pid, f) in fifos.iter().enumerate() {
+            let e = g.read(pid as u32, f, &mut buf, false).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        }
+        let c = g.counts();
+        assert_eq!((c.stalled, c.refused), (MAX_STUCK as u64, 1));
+        assert_eq!(c.workers_started, MAX_STUCK as u64);
+        assert!(g.counts().refused == 1 && g.stuck().len() == MAX_STUCK);
+        // Release them all, so no thread of the test binary stays blocked.
+        for f in &fifos[..MAX_STUCK] {
+            drop(std::fs::OpenOptions::new().write(true).open(f).unwrap());
+        }
+        for _ in 0..400 {
+            if g.stuck().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(g.stuck().is_empty());
+    }
+}
