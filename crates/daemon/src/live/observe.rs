@@ -66,8 +66,18 @@
 //!
 //! See [`TierOptions`]: each field says its default, unit, source and what it prevents.
 //!
+//! Reads of numa_maps go through a [`StallGuard`] ([`TierOptions::stalled_read_ms`]): the kernel
+//! produces that file under the process's memory-map lock, and a process whose lock is held behind a
+//! hung file server would otherwise hold the whole cycle (and the daemon) with it. Such a process is
+//! left out, as one whose file does not parse is, until its read returns; the signal sources' maps
+//! reads and the self-pinned check before an action share the guard.
+//!
 //! # Limits
 //!
+//! The page mover's system calls (`migrate_pages`, `move_pages`, and its numa_maps reads around a
+//! move) take the same lock and are not guarded: a move of a locked process waits on the mover's
+//! thread, not the loop's (shutdown waits for it at most `SHUTDOWN_MOVE_WAIT`), and no other move
+//! starts meanwhile.
 //! Exclusions are decided when a process is first seen, again whenever its name changes (exec,
 //! PR_SET_NAME: same pid and start time, another comm, which also drops its cached details) and for
 //! every process after a reload ([`TieredObserver::reclassify`]); the
