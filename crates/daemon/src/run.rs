@@ -510,7 +510,7 @@ impl ThreadWatch {
             }),
             Err(e) => {
                 announce(&format!(
-                    "numapilot: proc connector unavailable ({e}; needs CONFIG_PROC_EVENTS, and CAP_NET_ADMIN before Linux 6.6): new threads are seen at the next interval"
+                    "numapilot: proc connector unavailable ({e}; needs CONFIG_PROC_EVENTS, the initial pid namespace, and CAP_NET_ADMIN before Linux 6.6): new threads are seen at the next interval"
                 ));
                 None
             }

@@ -34,7 +34,9 @@
 //! # Limits
 //!
 //! Root (CAP_NET_ADMIN in the initial user and pid namespaces) and `CONFIG_PROC_EVENTS`; without
-//! them [`ProcEvents::open`] fails and the caller polls as before. Every fork on the machine is
+//! them [`ProcEvents::open`] fails and the caller polls as before. The kernel ignores a LISTEN from
+//! any other namespace without an error, so `open` proves the subscription (a thread it starts
+//! must be announced under this process's own ids) and fails when it is not. Every fork on the machine is
 //! delivered (there is no per-process filter in the old LISTEN form): a fork storm costs a recv
 //! per event, and a queue overflow loses events (counted, never fatal).
 
@@ -123,6 +125,12 @@ pub struct Drained {
     pub dropped: u64,
 }
 
+/// How long [`ProcEvents::open`] waits for the event of a thread it starts, ms. Default 1,000.
+/// Source: a choice; the kernel queues the event inside the clone call, so it is there at once
+/// when delivered at all. What it prevents: taking a subscription that delivers nothing (another
+/// pid namespace) for a working one.
+pub const PROVE_WAIT_MS: u64 = 1_000;
+
 /// A subscription to the proc connector. Non-blocking; poll [`ProcEvents::fd`] for `POLLIN`.
 #[derive(Debug)]
 pub struct ProcEvents {
@@ -182,7 +190,46 @@ impl ProcEvents {
         if send_to(raw, &msg, &kernel) < 0 {
             return Err(sys("sendto(PROC_CN_MCAST_LISTEN)"));
         }
-        Ok(Self { fd, buf: vec![0u8; 8192] })
+        let mut ev = Self { fd, buf: vec![0u8; 8192] };
+        ev.prove()?;
+        Ok(ev)
+    }
+
+    /// Proves the subscription: a thread started here is announced, under this process's own ids,
+    /// within [`PROVE_WAIT_MS`]. The kernel takes a LISTEN only from the initial pid and user
+    /// namespaces and ignores any other without an error (cn_proc.c, `cn_proc_mcast_ctl`), and
+    /// reports pids as the initial namespace numbers them: a daemon in a container would wait on a
+    /// socket that never says anything, or hear pids that are not its own. The events read here
+    /// are dropped (the caller reads /proc in full before it uses any).
+    fn prove(&mut self) -> Result<(), SignalError> {
+        let me = std::process::id();
+        // SAFETY: gettid takes no arguments and cannot fail.
+        let tid = std::thread::spawn(|| unsafe { libc::gettid() } as u32).join().unwrap_or(0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(PROVE_WAIT_MS);
+        let mut out = Vec::new();
+        loop {
+            let d = self.drain(&mut out)?;
+            // Events flow (an overflow lost some, maybe ours): the subscription works.
+            if d.lost || out.iter().any(|e| matches!(*e, ProcEvent::Fork { pid, tgid, .. } if pid == tid && tgid == me))
+            {
+                return Ok(());
+            }
+            out.clear();
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(SignalError::Sys {
+                    what: format!(
+                        "PROC_CN_MCAST_LISTEN: no event for thread {tid} of this process (pid {me}) within \
+                         {PROVE_WAIT_MS} ms: the kernel serves only listeners in the initial pid and user \
+                         namespaces, and this one seems to run in another"
+                    ),
+                    source: io::Error::from(io::ErrorKind::TimedOut),
+                });
+            }
+            let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut p, 1, left.as_millis().clamp(1, 100) as libc::c_int) };
+        }
     }
 
     /// The descriptor to poll for `POLLIN`.

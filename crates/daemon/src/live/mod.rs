@@ -442,6 +442,32 @@ fn is_ours(
 }
 
 /// This kernel's base page size, bytes (4096 when sysconf cannot tell).
+/// Why the /proc mounted here cannot name this daemon's processes, if it cannot: it belongs to
+/// another pid namespace (a container given the host's /proc, or a daemon started with `unshare
+/// --pid` and no /proc of its own), so /proc/PID is not the process `sched_setaffinity(PID)` or
+/// `move_pages(PID)` would act on, and the pid and start-time check would confirm the wrong one.
+/// `/proc/self` names this process as that /proc numbers it.
+fn foreign_proc() -> Option<String> {
+    let me = std::process::id();
+    let seen = std::fs::read_link("/proc/self");
+    match seen.as_ref().ok().and_then(|t| t.to_str()).and_then(|t| t.parse::<u32>().ok()) {
+        Some(p) if p == me => None,
+        Some(p) => Some(format!(
+            "the /proc mounted here belongs to another pid namespace (/proc/self is {p}, this process is pid \
+             {me}): its pids are not the ones system calls take, so numapilot changes no process (mount a /proc \
+             of this namespace, or run in the host's)"
+        )),
+        None => Some(format!(
+            "/proc/self does not name this process ({}): /proc belongs to another pid namespace, so numapilot \
+             changes no process",
+            match seen {
+                Ok(t) => t.display().to_string(),
+                Err(e) => e.to_string(),
+            }
+        )),
+    }
+}
+
 pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -557,6 +583,8 @@ impl LiveHost {
         };
         let refusal = if euid != 0 {
             Some(format!("not running as root (effective uid {euid}): observe-only, numapilot changes no process"))
+        } else if let Some(why) = if opts.root == Path::new("/") { foreign_proc() } else { None } {
+            Some(why)
         } else if opts.observe_only {
             Some("observe-only mode (dry run): numapilot changes no process".to_string())
         } else if opts.root != Path::new("/") {

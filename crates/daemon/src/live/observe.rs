@@ -78,6 +78,7 @@
 //! move) take the same lock and are not guarded: a move of a locked process waits on the mover's
 //! thread, not the loop's (shutdown waits for it at most `SHUTDOWN_MOVE_WAIT`), and no other move
 //! starts meanwhile.
+//!
 //! Exclusions are decided when a process is first seen, again whenever its name changes (exec,
 //! PR_SET_NAME: same pid and start time, another comm, which also drops its cached details) and for
 //! every process after a reload ([`TieredObserver::reclassify`]); the

@@ -25,7 +25,21 @@ pub struct Kid {
 impl Kid {
     /// Starts the binary's `child_entry` in `mode`, with `env` added to its environment.
     pub fn spawn(mode: &str, env: &[(&str, String)]) -> Kid {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        Self::spawn_under(&[], mode, env)
+    }
+
+    /// [`Kid::spawn`] run by the command `under` (e.g. `unshare --pid --fork`), which runs the
+    /// binary with its arguments.
+    pub fn spawn_under(under: &[&str], mode: &str, env: &[(&str, String)]) -> Kid {
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = match under.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         cmd.args(["--exact", "child_entry", "--ignored", "--nocapture", "--test-threads=1", "-q"])
             .env(crate::CHILD_VAR, mode)
             .stdout(Stdio::piped())
