@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use numapilot_daemon::live::select::read_starttime;
 use numapilot_daemon::live::{LiveHost, LiveOptions, LiveTuning, TierOptions};
-use numapilot_policy::Host;
-use numapilot_topology::Topology;
+use numapilot_policy::{Action, ActionKind, Host, Outcome, Reason, TaskRef};
+use numapilot_topology::{CpuSet, Topology};
 
 mod hung_fuse;
 mod kid;
@@ -132,10 +133,12 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
             }
         })
     };
+    // An acting host (on these two processes only), taking self-pinned processes too, so that
+    // nothing but the stall refuses the action below.
     let opts = LiveOptions {
-        observe_only: true,
         state_path: dir.path().join("state.json"),
         include_pids: vec![locked.pid(), plain.pid()],
+        include_pinned: true,
         ..LiveOptions::default()
     };
     let tuning =
@@ -151,6 +154,16 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
     assert!(stuck[0].file.ends_with(&format!("{}/numa_maps", locked.pid())), "{stuck:?}");
     assert_eq!(host.tier_stats().stalled, 1);
     host.recycle(s1);
+    // Nothing is done to a process that cannot be seen.
+    let target = TaskRef { pid: locked.pid(), tid: None, starttime: read_starttime(locked.pid()).unwrap() };
+    let all = numapilot_actuate::sched_getaffinity(locked.pid() as i32).unwrap();
+    let one: CpuSet = std::iter::once(all.first().unwrap()).collect();
+    let place = Action { target, kind: ActionKind::SetAffinity { cpus: one }, reason: Reason::new("test", "stalled") };
+    match host.apply(&place) {
+        Outcome::Refused { message } => assert!(message.contains("memory map is locked"), "{message}"),
+        other => panic!("an action on the locked process was not refused: {other:?}"),
+    }
+    assert_eq!(numapilot_actuate::sched_getaffinity(locked.pid() as i32).unwrap(), all);
     // The next cycles do not wait again: its reads are refused while the first is stuck.
     let s2 = host.sample().unwrap();
     assert_eq!(pids(&s2), [plain.pid()]);

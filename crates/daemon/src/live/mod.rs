@@ -1465,6 +1465,18 @@ impl Host for LiveHost {
         if let Some(why) = select::exclusion(&self.opts, t.pid, &stat.comm, cgroups) {
             return Outcome::Refused { message: format!("{who}: {why}") };
         }
+        // Never act on what cannot be seen: a process whose memory map is locked (a read of it
+        // blocked in the kernel) would hold the page mover or a cgroup write the same way.
+        if let Some(s) = self.observer.guard().stuck().into_iter().find(|s| s.pid == t.pid) {
+            return Outcome::Refused {
+                message: format!(
+                    "{who}: its memory map is locked ({} blocked in the kernel for {:.1} s); left alone until the \
+                     read returns",
+                    s.path,
+                    s.for_.as_secs_f64()
+                ),
+            };
+        }
         let inherited = if self.originals.has(t.pid, t.starttime) { None } else { self.inherited(t.pid, stat.ppid) };
         let checked = numapilot_observe::reader::monotonic_ns();
         if !self.opts.include_pinned {
