@@ -126,6 +126,30 @@ fn label_values_are_escaped() {
     assert!(text.contains("cause=\"we\\\"ird\\\\\"} 1"), "{text}");
 }
 
+/// A process whose memory map is locked (a read of it blocked in the kernel) is named in the
+/// status text and counted by the metrics; none, no line.
+#[test]
+fn stalled_reads_are_named_and_counted() {
+    let mut s = status();
+    assert!(!s.render().contains("blocked in the kernel"));
+    assert!(metrics::render(&s).lines().any(|l| l == "numapilot_stalled_reads 0"));
+    s.stalled_reads =
+        vec![numapilot_daemon::control::StalledRead { pid: 4242, file: "/proc/4242/numa_maps".into(), for_s: 65.2 }];
+    s.stalled_reads_total = 3;
+    let text = s.render();
+    assert!(
+        text.contains(
+            "left out, a read of their memory map blocked in the kernel: pid 4242 (/proc/4242/numa_maps, 65 s) \
+             (given up 3 times since start)"
+        ),
+        "{text}"
+    );
+    let m = metrics::render(&s);
+    for line in ["numapilot_stalled_reads 1", "numapilot_stalled_reads_total 3"] {
+        assert!(m.lines().any(|l| l == line), "missing {line:?} in\n{m}");
+    }
+}
+
 #[test]
 fn status_text_says_why_the_wait_differs_and_how_sparse_the_sampling_is() {
     let mut s = status();
