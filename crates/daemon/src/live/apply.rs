@@ -121,7 +121,7 @@ pub struct PageTally {
     /// Pages handed to the kernel so far (counted before each call): what the copy may have cost,
     /// charged to the budget also when the action stops half-way.
     pub asked: u64,
-    /// Most threads one list of moves was split over (split-copy, [`move_list`]); 0 until a list
+    /// Most threads one list of moves was split over (split-copy, `move_list`); 0 until a list
     /// is moved, 1 for a single `migrate_pages` call or an unsplit list.
     pub threads: usize,
 }
@@ -361,7 +361,7 @@ fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus
     Ok(out)
 }
 
-/// Fewest pages one thread of a split copy takes (split-copy, [`move_list`]). Default 1024 pages
+/// Fewest pages one thread of a split copy takes (split-copy, `move_list`). Default 1024 pages
 /// (4 MiB of 4 KiB pages). Source: a choice; a thread costs tens of microseconds to start, 4 MiB
 /// takes milliseconds to migrate on hardware (about a GB/s per caller, Nimble, ASPLOS 2019) and
 /// a tenth of a second and more under the rig's TCG. Prevents: small moves paying for threads
@@ -587,7 +587,7 @@ fn sort_located(
 }
 
 /// Moves the present pages of `ranges` so that page `i` of them goes to `target(i, node now)`, at
-/// most `allowance` moves, split over up to `threads` threads ([`move_list`]). Returns the number
+/// most `allowance` moves, split over up to `threads` threads (`move_list`). Returns the number
 /// of moves asked for.
 ///
 /// `skip_in_place`: leave out pages already on their target (the host always does: they cost no
@@ -634,7 +634,7 @@ pub fn move_to_targets(
 /// The page-by-page stand-in for migrate_pages: the n-th node of `from` goes to the n-th node of
 /// `to` (wrapping when `to` is shorter), as the kernel's `node_remap`; nodes of `from` that are in
 /// `to` stay. The kernel's `do_migrate_pages` differs there: with `from` and `to` of the same size
-/// it moves those nodes too (its own comment: "[2,3,4] -> [3,4,5] moves everything"). The policies
+/// it moves those nodes too (its own comment: "\[2,3,4\] -> \[3,4,5\] moves everything"). The policies
 /// ask for disjoint sets, where both agree (review note).
 pub fn remap(from: &NodeSet, to: &NodeSet, node: u32) -> Option<u32> {
     if !from.contains(node) || to.contains(node) {
@@ -714,7 +714,7 @@ pub fn migrate(
 }
 
 /// Node for page `i` of a weighted interleave over `nodes` with `weights` (equal when empty): a
-/// repeating pattern of weight[k] pages per node k.
+/// repeating pattern of `weight[k]` pages per node k.
 pub fn interleave_target(nodes: &[u32], weights: &[u32], i: usize) -> Option<u32> {
     if nodes.is_empty() {
         return None;
