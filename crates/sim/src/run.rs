@@ -340,7 +340,7 @@ fn converge_time(series: &[crate::result::SeriesPoint], finished: bool) -> Optio
     converge_time_at(series, finished, CONVERGED_LOCAL_PCT)
 }
 
-/// [`converge_time`] against another mark, % local: the first sample time from which every later
+/// `converge_time` against another mark, % local: the first sample time from which every later
 /// sample is at least `local_pct` local (the evidence judges convergence against a share of the
 /// reachable bound, `workload::locality`).
 pub fn converge_time_at(series: &[crate::result::SeriesPoint], finished: bool, local_pct: f64) -> Option<f64> {

@@ -152,7 +152,7 @@
 //! nothing: while the model still lists the process, the next decision plans it again, and the
 //! CPU set it tried counts as the policy's own (a host that narrowed some threads before failing
 //! does not turn the process into a foreign pin). Refusals in a row back off (rule
-//! refusal-backs-off, [`Adaptive::refusals`]): after n of them the process waits min(2^(n-1),
+//! refusal-backs-off, `Adaptive::refusals`): after n of them the process waits min(2^(n-1),
 //! `refused_backoff_max_decisions`) decisions out of the managed set, so a refusal that never
 //! passes is not planned and journaled at every decision. Within `hold_periods` decisions of a move, the unit keeps that
 //! placement and memory is not moved towards another node set, unless the load that justified the

@@ -160,7 +160,7 @@ pub enum CpuBind {
 /// What to do after the options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Run this command (argv[0] first).
+    /// Run this command (`argv[0]` first).
     Run(Vec<OsString>),
     /// `--show`: print the policy of this process (after applying what came before).
     Show,
