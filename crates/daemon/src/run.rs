@@ -496,7 +496,13 @@ struct ThreadWatch {
 
 impl ThreadWatch {
     /// Opens the subscription, or says once why there is none (`None`: the loop polls as before).
+    /// After a failure that will not change (the connector proved silent: another pid namespace)
+    /// a later call says nothing and returns `None` at once, so a reload does not wait again.
     fn open(announce: &mut dyn FnMut(&str)) -> Option<Self> {
+        static SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if SILENT.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         match numapilot_observe::proc_events::ProcEvents::open() {
             Ok(events) => Some(Self {
                 events,
@@ -509,6 +515,9 @@ impl ThreadWatch {
                 execs: Vec::new(),
             }),
             Err(e) => {
+                if e.io_error().is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut) {
+                    SILENT.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 announce(&format!(
                     "numapilot: proc connector unavailable ({e}; needs CONFIG_PROC_EVENTS, the initial pid namespace, and CAP_NET_ADMIN before Linux 6.6): new threads are seen at the next interval"
                 ));

@@ -486,7 +486,7 @@ impl Signals {
                     // EACCES: another namespace's or a protected process, skipped silently; a read
                     // blocked behind the process's memory-map lock (the observer warns of it), too.
                     let denied = e.io_error().is_some_and(|e| {
-                        e.raw_os_error() == Some(libc::EACCES) || e.kind() == std::io::ErrorKind::TimedOut
+                        e.raw_os_error() == Some(libc::EACCES) || numapilot_observe::StallError::of(e).is_some()
                     });
                     if !denied {
                         failure.get_or_insert(e);

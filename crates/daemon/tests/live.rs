@@ -540,7 +540,14 @@ fn page_actions_on_a_reaped_child_are_vanished() {
     let node = t.memory_nodes().first().unwrap();
     let (kid, addr, len) = mem_kid();
     let target = kid.target();
-    let by_node = numapilot_daemon::live::apply::pages_by_node(target.pid, target.starttime, 4096).ok().unwrap();
+    let by_node = numapilot_daemon::live::apply::pages_by_node(
+        &numapilot_observe::Reader::new("/"),
+        target.pid,
+        target.starttime,
+        4096,
+    )
+    .ok()
+    .unwrap();
     assert!(by_node.get(&node).copied().unwrap_or(0) >= len / 4096, "{by_node:?}");
     let (_d, state) = tmp_state("reaped-pages");
     let mut host = host_with(&state, |_| {});

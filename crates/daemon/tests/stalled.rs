@@ -52,6 +52,11 @@ fn child_entry() {
             };
             assert_ne!(addr, libc::MAP_FAILED);
             let at = addr as u64;
+            println!("ready");
+            // With NP_FLAG: lock only on the test's cue (after it placed this process).
+            if let Ok(flag) = std::env::var("NP_FLAG") {
+                kid::wait_flag(&flag, 1);
+            }
             std::thread::spawn(move || {
                 use std::os::unix::fs::FileExt;
                 let mem = std::fs::File::open("/proc/self/mem").unwrap();
@@ -59,7 +64,6 @@ fn child_entry() {
                 let r = mem.read_at(&mut b, at);
                 println!("mem read ended: {r:?}");
             });
-            println!("ready");
             std::thread::sleep(Duration::from_millis(200));
             // SAFETY: an anonymous mapping, never used.
             let m = unsafe {
@@ -114,25 +118,12 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
     locked.line("ready");
     let mut plain = Kid::spawn("plain", &[]);
     plain.line("ready");
-    let t0 = Instant::now();
-    while !has_task_in_d(locked.pid()) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "the child's writer never queued on its lock");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let _release_first = ReleaseOnDrop(Box::new(fuse.releaser()));
+    wait_for_d(locked.pid());
     assert!(fuse.held() >= 1, "the child's page read reached the server");
     // Without the deadline the sample below would wait in the kernel for good: the watchdog
     // releases the server after 60 s so the test ends, and says so.
-    let fired = Arc::new(AtomicBool::new(false));
-    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-    let watchdog = {
-        let (release, fired) = (fuse.releaser(), fired.clone());
-        std::thread::spawn(move || {
-            if stop_rx.recv_timeout(Duration::from_secs(60)).is_err() {
-                fired.store(true, Ordering::SeqCst);
-                release();
-            }
-        })
-    };
+    let (fired, stop_tx, watchdog) = watchdog(&fuse);
     // An acting host (on these two processes only), taking self-pinned processes too, so that
     // nothing but the stall refuses the action below.
     let opts = LiveOptions {
@@ -190,4 +181,106 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
             .collect::<Vec<_>>()
     );
     assert_eq!(host.tier_stats().stalled, 0);
+}
+
+/// Releases the hung server when dropped: declared after the children, so a failing test
+/// answers the reads a child waits on before the child is killed and waited for (a task whose
+/// request the server holds waits for its answer even after SIGKILL: the test hung there once).
+struct ReleaseOnDrop(Box<dyn Fn()>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+/// A thread that releases `fuse` after 60 s unless told to stop first, and says whether it did.
+fn watchdog(
+    fuse: &hung_fuse::HungServer,
+) -> (Arc<AtomicBool>, std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let fired = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let (release, f) = (fuse.releaser(), fired.clone());
+    let t = std::thread::spawn(move || {
+        if stop_rx.recv_timeout(Duration::from_secs(60)).is_err() {
+            f.store(true, Ordering::SeqCst);
+            release();
+        }
+    });
+    (fired, stop_tx, t)
+}
+
+/// Waits (at most 20 s) until a task of `pid` is in state D.
+fn wait_for_d(pid: u32) {
+    let t0 = Instant::now();
+    while !has_task_in_d(pid) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the child's writer never queued on its lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A process placed in a cpuset cgroup of numapilot's whose memory map is then locked is not
+/// moved back into its own cgroup while it is (the kernel's `cpuset_attach` rebinds its memory
+/// policy under that lock taken for writing when the two cpusets' memory nodes differ, and would
+/// wait with the cgroup mutex held): the restore reports it and keeps the record, and the next
+/// restore, once the lock is free, puts it back. On this one-node host the move would not have
+/// waited (same memory nodes: no rebind); what is checked is that it is not tried.
+#[test]
+fn a_locked_process_is_not_moved_between_cgroups_until_its_read_returns() {
+    let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
+    let online = topo.online_cpus();
+    assert!(online.len() > 1, "this test narrows a process to one CPU of several");
+    let h = numapilot_actuate::CpusetHierarchy::detect(None).expect("a cpuset hierarchy (this host, CI)");
+    let dir = tempfile::tempdir().unwrap();
+    let fuse = hung_fuse::HungServer::mount(dir.path()).expect("a FUSE mount (as root, /dev/fuse)");
+    let flag = dir.path().join("go").to_string_lossy().into_owned();
+    let mut locked =
+        Kid::spawn("mmlock", &[("NP_FILE", fuse.file().to_string_lossy().into_owned()), ("NP_FLAG", flag.clone())]);
+    locked.line("ready");
+    let _release_first = ReleaseOnDrop(Box::new(fuse.releaser()));
+    let opts = LiveOptions {
+        state_path: dir.path().join("state.json"),
+        include_pids: vec![locked.pid()],
+        cpuset: numapilot_daemon::live::CpusetMode::Auto,
+        ..LiveOptions::default()
+    };
+    let tuning =
+        LiveTuning { tiers: TierOptions { stalled_read_ms: 300, ..TierOptions::default() }, ..LiveTuning::default() };
+    let (mut host, _) = LiveHost::open_with(topo.clone(), opts, tuning).unwrap();
+    let before_cg = h.cgroup_of(locked.pid()).unwrap().unwrap();
+    let target = TaskRef { pid: locked.pid(), tid: None, starttime: read_starttime(locked.pid()).unwrap() };
+    let one: CpuSet = std::iter::once(online.last().unwrap()).collect();
+    let place = Action { target, kind: ActionKind::SetAffinity { cpus: one }, reason: Reason::new("test", "stalled") };
+    assert_eq!(host.apply(&place), Outcome::Applied { pages_moved: 0 });
+    let made = format!("/numapilot/{}-{}", locked.pid(), target.starttime);
+    assert_eq!(h.cgroup_of(locked.pid()).unwrap().unwrap(), made);
+    // Lock it now, and let the observation find it locked.
+    std::fs::write(format!("{flag}1"), "").unwrap();
+    wait_for_d(locked.pid());
+    let s = host.sample().unwrap();
+    assert!(s.processes.iter().all(|p| p.pid != locked.pid()));
+    host.recycle(s);
+    assert_eq!(host.stalled_reads().0.len(), 1);
+    // Where the move would rebind its memory policy (the cgroups' memory nodes differ: not on
+    // this one-node host), moving it now would have the restore wait in the kernel: the watchdog
+    // releases the server after 60 s so the test ends, and says so.
+    let (fired, stop, watchdog) = watchdog(&fuse);
+    let r = host.restore_all();
+    let _ = stop.send(());
+    watchdog.join().unwrap();
+    assert!(!fired.load(Ordering::SeqCst), "the restore waited for the locked process");
+    assert!(r.failed.iter().any(|f| f.contains("memory map is locked")), "{r:?}");
+    assert_eq!(h.cgroup_of(locked.pid()).unwrap().unwrap(), made, "moved while locked");
+    fuse.release();
+    assert_eq!(locked.line("writer done"), "true");
+    let t0 = Instant::now();
+    while !host.stalled_reads().0.is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the stuck read never returned");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = host.restore_all();
+    assert!(r.failed.is_empty(), "{r:?}");
+    assert_eq!(h.cgroup_of(locked.pid()).unwrap().unwrap(), before_cg, "put back once free");
+    drop(locked);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }

@@ -131,6 +131,9 @@ pub enum ReadError {
         path: PathBuf,
         /// What the guard said (the file, how long, why).
         reason: String,
+        /// True when a read of this process is stuck; false when it was refused only because
+        /// too many reads of other processes are (`stall::MAX_STUCK`).
+        own: bool,
     },
     /// A file parsed but contradicts where it was read from (e.g. `node1/meminfo` whose lines say
     /// `Node 0`): a mixed-up fixture or a bind mount, never a race.

@@ -52,4 +52,4 @@ pub use sample::{
     SharedMemory, ThreadSample,
 };
 pub use signal_error::{LineError, SignalError, SignalFile};
-pub use stall::{StallCounts, StallGuard, Stuck};
+pub use stall::{StallCounts, StallError, StallGuard, Stuck};

@@ -203,16 +203,32 @@ impl ProcEvents {
     /// are dropped (the caller reads /proc in full before it uses any).
     fn prove(&mut self) -> Result<(), SignalError> {
         let me = std::process::id();
-        // SAFETY: gettid takes no arguments and cannot fail.
-        let tid = std::thread::spawn(|| unsafe { libc::gettid() } as u32).join().unwrap_or(0);
+        let probe = || -> Result<u32, SignalError> {
+            std::thread::Builder::new()
+                .name("np-prove".into())
+                .stack_size(64 << 10)
+                // SAFETY: gettid takes no arguments and cannot fail.
+                .spawn(|| unsafe { libc::gettid() } as u32)
+                .map_err(|e| SignalError::Sys { what: "a thread to prove the proc connector".into(), source: e })?
+                .join()
+                .map_err(|_| SignalError::Sys {
+                    what: "the proc connector's probe thread".into(),
+                    source: io::Error::other("panicked"),
+                })
+        };
+        let mut tid = probe()?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(PROVE_WAIT_MS);
         let mut out = Vec::new();
         loop {
             let d = self.drain(&mut out)?;
-            // Events flow (an overflow lost some, maybe ours): the subscription works.
-            if d.lost || out.iter().any(|e| matches!(*e, ProcEvent::Fork { pid, tgid, .. } if pid == tid && tgid == me))
-            {
+            if out.iter().any(|e| matches!(*e, ProcEvent::Fork { pid, tgid, .. } if pid == tid && tgid == me)) {
                 return Ok(());
+            }
+            // The queue overflowed (a busy machine), maybe over our event: another probe. Only the
+            // probe's own event under its own ids proves anything (a host's events seen from another
+            // pid namespace flow too, numbered as the host numbers them).
+            if d.lost {
+                tid = probe()?;
             }
             out.clear();
             let left = deadline.saturating_duration_since(std::time::Instant::now());

@@ -225,7 +225,7 @@ fn is_gone(e: &io::Error) -> bool {
 /// At most [`MAX_FILE_BYTES`]: a larger file is an error of kind `FileTooLarge` (the callers leave
 /// the process out), and a buffer grown past [`Buf::KEEP_AT_MOST`] by one file is given back at the
 /// next read.
-pub(crate) fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::Result<()> {
+fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::Result<()> {
     read_into_capped(path, buf, single_record, MAX_FILE_BYTES)
 }
 
@@ -238,6 +238,27 @@ pub(crate) fn read_into(path: &Path, buf: &mut Buf, single_record: bool) -> io::
 pub const MAX_FILE_BYTES: usize = 64 << 20;
 
 fn read_into_capped(path: &Path, buf: &mut Buf, single_record: bool, max: usize) -> io::Result<()> {
+    read_into_progress(path, buf, single_record, max, None)
+}
+
+/// [`read_into`] adding the bytes of every `read` call that returned, plus one, to `progress`
+/// (the stall guard's sign of a read that is slow, not stuck).
+pub(crate) fn read_into_counted(
+    path: &Path,
+    buf: &mut Buf,
+    single_record: bool,
+    progress: &std::sync::atomic::AtomicU64,
+) -> io::Result<()> {
+    read_into_progress(path, buf, single_record, MAX_FILE_BYTES, Some(progress))
+}
+
+fn read_into_progress(
+    path: &Path,
+    buf: &mut Buf,
+    single_record: bool,
+    max: usize,
+    progress: Option<&std::sync::atomic::AtomicU64>,
+) -> io::Result<()> {
     let mut f = File::open(path)?;
     buf.len = 0;
     if buf.data.len() > Buf::KEEP_AT_MOST || buf.data.is_empty() {
@@ -261,6 +282,9 @@ fn read_into_capped(path: &Path, buf: &mut Buf, single_record: bool, max: usize)
             Err(e) => return Err(e),
         };
         buf.len += n;
+        if let Some(p) = progress {
+            p.fetch_add(n as u64 + 1, std::sync::atomic::Ordering::Relaxed);
+        }
         if n == 0 || (single_record && n < room) {
             return Ok(());
         }
@@ -427,8 +451,9 @@ impl Reader {
             Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
             // Blocked behind the process's memory-map lock (see crate::stall): this process is
             // left out, not the cycle.
-            Err(e) if e.kind() == io::ErrorKind::TimedOut && self.guard.is_some() => {
-                return Err(ReadError::Stalled { path: PathBuf::from(&s.path), reason: e.to_string() })
+            Err(e) if crate::stall::StallError::of(&e).is_some() => {
+                let own = crate::stall::StallError::of(&e).is_some_and(|x| x.own);
+                return Err(ReadError::Stalled { path: PathBuf::from(&s.path), reason: e.to_string(), own });
             }
             // The process's own doing (see MAX_FILE_BYTES): this process is left out, not the cycle.
             Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {

@@ -47,14 +47,16 @@
 //! stat, status and schedstat do not take it.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::reader::{read_into, Buf};
+use crate::reader::{read_into_counted, Buf};
 
 /// Most workers left blocked in a read at once. Default 32, unit threads. Source: a choice (a
 /// blocked worker is a thread with an untouched stack; the processes a hung file server can hold
@@ -68,6 +70,29 @@ pub const MAX_STUCK: usize = 32;
 /// prevents: a large process's honest read cut short, and a read that runs for ever (a kernel bug)
 /// holding the loop.
 pub const RUNNING_GRACE: u32 = 15;
+
+/// Pids with a read stuck in any guard of this process, counted per guard: a fact about the
+/// process, not one reader's, for the code that would otherwise wait on the same lock through
+/// another door (the daemon's cgroup writes: `cpuset_attach` rebinds the memory policy under the
+/// lock taken for writing).
+static STUCK_ANYWHERE: Mutex<BTreeMap<u32, usize>> = Mutex::new(BTreeMap::new());
+
+/// Whether a read of process `pid`'s memory map is stuck in any [`StallGuard`] of this process.
+pub fn known_stuck(pid: u32) -> bool {
+    STUCK_ANYWHERE.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&pid)
+}
+
+fn mark_anywhere(pid: u32, stuck: bool) {
+    let mut m = STUCK_ANYWHERE.lock().unwrap_or_else(|p| p.into_inner());
+    if stuck {
+        *m.entry(pid).or_insert(0) += 1;
+    } else if let Some(n) = m.get_mut(&pid) {
+        *n -= 1;
+        if *n == 0 {
+            m.remove(&pid);
+        }
+    }
+}
 
 /// A process whose read is stuck.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,8 +123,56 @@ pub struct StallCounts {
 struct Ticket {
     /// The worker's thread id once it took the job, 0 before.
     tid: AtomicI32,
+    /// The worker's own `/proc/thread-self/stat`, opened by the worker (so it names that thread
+    /// whatever pid namespace the mounted /proc numbers threads in), set when it took the job.
+    stat: OnceLock<Arc<File>>,
+    /// Bytes read so far, and one more per `read` call that returned: a read making progress
+    /// (seq_file takes the lock again for every call) is never given up.
+    progress: AtomicU64,
     /// Set (under the state lock) when the caller gave up on the job.
     abandoned: AtomicBool,
+}
+
+/// Why a guarded read failed at once or was given up: the payload of the `ErrorKind::TimedOut`
+/// errors [`StallGuard`] returns (a real ETIMEDOUT of a read has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StallError {
+    /// The file.
+    pub path: String,
+    /// True when a read of this process is stuck (now, or since earlier); false when the read was
+    /// refused only because [`MAX_STUCK`] reads of other processes are.
+    pub own: bool,
+    /// How long the stuck read has been waiting.
+    pub waited: Duration,
+}
+
+impl std::fmt::Display for StallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.own {
+            write!(
+                f,
+                "{}: read blocked in the kernel for {:.1} s (the process's memory map is locked: one of its tasks \
+                 waits, e.g. on a hung file server); left alone until the read returns",
+                self.path,
+                self.waited.as_secs_f64()
+            )
+        } else {
+            write!(f, "{}: not read: {MAX_STUCK} reads of other processes are blocked in the kernel", self.path)
+        }
+    }
+}
+
+impl std::error::Error for StallError {}
+
+impl StallError {
+    /// The guard's own error inside `e`, if it is one.
+    pub fn of(e: &io::Error) -> Option<&StallError> {
+        e.get_ref().and_then(|r| r.downcast_ref::<StallError>())
+    }
+
+    fn into_io(self) -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, self)
+    }
 }
 
 type Done = (Buf, io::Result<()>);
@@ -152,10 +225,12 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Whether thread `tid` of this process is running or runnable (state 'R'); false when it sleeps
-/// or cannot be read.
-fn running(tid: i32) -> bool {
-    let Ok(text) = std::fs::read(format!("/proc/self/task/{tid}/stat")) else { return false };
+/// Whether the thread whose `/proc/thread-self/stat` is `stat` is running or runnable (state
+/// 'R'); false when it sleeps or cannot be read.
+fn running(stat: &File) -> bool {
+    let mut text = [0u8; 512];
+    let Ok(n) = stat.read_at(&mut text, 0) else { return false };
+    let text = &text[..n];
     // The name may hold ')' and blanks: the state is the first field after the last ')'.
     let Some(close) = text.iter().rposition(|&b| b == b')') else { return false };
     text[close + 1..].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'R')
@@ -212,17 +287,17 @@ impl StallGuard {
         let (tx, rx) = sync_channel::<Done>(1);
         {
             let mut st = lock(&self.inner.state);
-            if let Some(e) = st.stuck.get(&pid).map(|s| stalled(&s.path, started.duration_since(s.started), "blocked"))
-            {
+            if let Some(e) = st.stuck.get(&pid).map(|s| StallError {
+                path: s.path.clone(),
+                own: true,
+                waited: started.duration_since(s.started),
+            }) {
                 st.counts.refused += 1;
-                return Err(e);
+                return Err(e.into_io());
             }
             if st.stuck.len() >= MAX_STUCK {
                 st.counts.refused += 1;
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("{path}: not read: {MAX_STUCK} reads of other processes are blocked in the kernel"),
-                ));
+                return Err(StallError { path: path.to_owned(), own: false, waited: Duration::ZERO }.into_io());
             }
             // A worker for every job waiting (one stuck in a read serves no one): started before
             // the job is queued, so a thread that cannot start leaves nothing behind.
@@ -253,6 +328,7 @@ impl StallGuard {
         rx: &Receiver<Done>,
     ) -> io::Result<()> {
         let mut running_deadlines = 0u32;
+        let mut progress = 0u64;
         loop {
             let r = match rx.recv_timeout(self.inner.deadline) {
                 Ok(done) => done,
@@ -262,7 +338,13 @@ impl StallGuard {
                         // Queued behind other jobs: a worker is on its way (see `read`).
                         continue;
                     }
-                    if running(tid) && running_deadlines < RUNNING_GRACE {
+                    // Bytes came in over the last deadline: slow, not stuck.
+                    let now = ticket.progress.load(Ordering::Relaxed);
+                    if now != progress {
+                        progress = now;
+                        continue;
+                    }
+                    if ticket.stat.get().is_some_and(|f| running(f)) && running_deadlines < RUNNING_GRACE {
                         running_deadlines += 1;
                         continue;
                     }
@@ -275,9 +357,11 @@ impl StallGuard {
                         ticket.abandoned.store(true, Ordering::Release);
                         st.counts.stalled += 1;
                         let waited = started.elapsed();
-                        st.stuck.insert(pid, StuckRead { path: path.to_owned(), started, tid });
+                        if st.stuck.insert(pid, StuckRead { path: path.to_owned(), started, tid }).is_none() {
+                            mark_anywhere(pid, true);
+                        }
                         *buf = Buf::new();
-                        return Err(stalled(path, waited, "blocked"));
+                        return Err(StallError { path: path.to_owned(), own: true, waited }.into_io());
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
@@ -293,25 +377,23 @@ impl StallGuard {
     /// Starts a worker (the caller holds the state lock).
     fn spawn(&self, st: &mut State) -> io::Result<()> {
         let inner = self.inner.clone();
-        std::thread::Builder::new().name("np-mm-read".into()).spawn(move || worker(&inner)).map(|_| ())?;
+        std::thread::Builder::new()
+            .name("np-mm-read".into())
+            .stack_size(WORKER_STACK)
+            .spawn(move || worker(&inner))
+            .map(|_| ())?;
         st.counts.workers_started += 1;
         Ok(())
     }
 }
 
-fn stalled(path: &str, waited: Duration, how: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!(
-            "{path}: read {how} in the kernel for {:.1} s (the process's memory map is locked: one of its \
-             tasks waits, e.g. on a hung file server); left alone until the read returns",
-            waited.as_secs_f64()
-        ),
-    )
-}
+/// Stack of a worker thread, bytes: 256 KiB. It reads into a heap buffer and calls nothing deep;
+/// the default 2 MiB is address space 32 stuck workers would hold for nothing.
+const WORKER_STACK: usize = 256 << 10;
 
 fn worker(inner: &Inner) {
     let tid = gettid();
+    let stat = File::open("/proc/thread-self/stat").ok().map(Arc::new);
     loop {
         let mut job = {
             let mut st = lock(&inner.state);
@@ -324,13 +406,17 @@ fn worker(inner: &Inner) {
                 st.idle -= 1;
             }
         };
+        if let Some(f) = &stat {
+            let _ = job.ticket.stat.set(f.clone());
+        }
         job.ticket.tid.store(tid, Ordering::Release);
-        let r = read_into(Path::new(&job.path), &mut job.buf, job.single_record);
+        let r = read_into_counted(Path::new(&job.path), &mut job.buf, job.single_record, &job.ticket.progress);
         let mut st = lock(&inner.state);
         if job.ticket.abandoned.load(Ordering::Acquire) {
             // The caller gave up on this read: it was stuck, and is no longer.
             if st.stuck.get(&job.pid).is_some_and(|s| s.tid == tid) {
                 st.stuck.remove(&job.pid);
+                mark_anywhere(job.pid, false);
             }
             st.counts.returned += 1;
         } else {
@@ -346,31 +432,32 @@ mod tests {
 
     #[test]
     fn a_sleeping_thread_is_not_running_a_spinning_one_is() {
+        let own_stat = || File::open("/proc/thread-self/stat").unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let spin = std::thread::spawn(move || {
-            tx.send(gettid()).unwrap();
+            tx.send(own_stat()).unwrap();
             while !s.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
             }
         });
-        let tid = rx.recv().unwrap();
-        // A spinning thread on a 2-CPU machine is 'R' whether on a CPU or preempted.
-        assert!(running(tid));
+        let f = rx.recv().unwrap();
+        // A spinning thread is 'R' whether on a CPU or preempted.
+        assert!(running(&f));
         stop.store(true, Ordering::Relaxed);
         spin.join().unwrap();
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (ttx, trx) = std::sync::mpsc::channel();
+        let (ftx, frx) = std::sync::mpsc::channel();
         let sleeper = std::thread::spawn(move || {
-            ttx.send(gettid()).unwrap();
+            ftx.send(own_stat()).unwrap();
             let _ = rx.recv();
         });
-        let tid = trx.recv().unwrap();
+        let f = frx.recv().unwrap();
         // Give it the time to reach the wait.
         let mut asleep = false;
         for _ in 0..200 {
-            if !running(tid) {
+            if !running(&f) {
                 asleep = true;
                 break;
             }
@@ -379,7 +466,7 @@ mod tests {
         assert!(asleep);
         drop(tx);
         sleeper.join().unwrap();
-        assert!(!running(tid), "a thread that is gone is not running");
+        assert!(!running(&f), "a thread that is gone is not running");
     }
 
     struct Dir(std::path::PathBuf);
@@ -416,7 +503,8 @@ mod tests {
         let e = g.read(77, &blocked, &mut buf, false).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert!(e.to_string().contains(&blocked) && e.to_string().contains("blocked in the kernel"), "{e}");
-        assert!(g.is_stuck(77));
+        assert!(StallError::of(&e).is_some_and(|x| x.own && x.path == blocked), "{e:?}");
+        assert!(g.is_stuck(77) && known_stuck(77));
         let stuck = g.stuck();
         assert_eq!((stuck.len(), stuck[0].pid, stuck[0].path.as_str()), (1, 77, blocked.as_str()));
         assert!(stuck[0].for_ >= Duration::from_millis(50), "{stuck:?}");
@@ -439,6 +527,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(back, "77 is still marked stuck after its read returned");
+        assert!(!known_stuck(77));
         assert_eq!(g.counts().returned, 1);
         g.read(77, &plain, &mut buf, false).unwrap();
         assert_eq!(buf.bytes(), b"N0=1\n");
@@ -461,8 +550,11 @@ mod tests {
         }
         let c = g.counts();
         assert_eq!((c.stalled, c.refused), (MAX_STUCK as u64, 1));
+        // The last one was refused for the others' sake, not its own.
+        let last = g.read(1000, &fifos[0], &mut buf, false).unwrap_err();
+        assert!(StallError::of(&last).is_some_and(|x| !x.own), "{last:?}");
         assert_eq!(c.workers_started, MAX_STUCK as u64);
-        assert!(g.counts().refused == 1 && g.stuck().len() == MAX_STUCK);
+        assert!(g.counts().refused == 2 && g.stuck().len() == MAX_STUCK);
         // Release them all, so no thread of the test binary stays blocked.
         for f in &fifos[..MAX_STUCK] {
             drop(std::fs::OpenOptions::new().write(true).open(f).unwrap());
@@ -474,5 +566,32 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(g.stuck().is_empty());
+    }
+
+    /// A read that sleeps between chunks but keeps bringing bytes (a FIFO fed 5 bytes every 10 ms
+    /// for half a second, read under a 50 ms deadline: the writer sleeps, so does the worker) is
+    /// slow, not stuck: it is waited for. Given up after one look at a sleeping worker, it failed
+    /// after 100 ms (review helper-35).
+    #[test]
+    fn a_slow_read_that_makes_progress_is_not_given_up() {
+        let dir = Dir(std::env::temp_dir().join(format!("numapilot-stall-slow-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let slow = fifo(&dir, "slow");
+        let w = slow.clone();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new().write(true).open(&w).unwrap();
+            for _ in 0..50 {
+                f.write_all(b"N0=1\n").unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let g = StallGuard::new(Duration::from_millis(50));
+        let mut buf = Buf::new();
+        g.read(9, &slow, &mut buf, false).expect("a read that keeps making progress");
+        writer.join().unwrap();
+        assert_eq!(buf.bytes().len(), 250);
+        assert_eq!(g.counts().stalled, 0);
     }
 }

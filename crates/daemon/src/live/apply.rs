@@ -306,8 +306,8 @@ fn ranges_in(path: &str, pid: u32, starttime: u64, cap: usize) -> Result<Vec<(u6
 /// and had every shared page refused (EACCES) and reported as a failure (the rig's race at
 /// 9f50e43: two moves "partial", 1,139 and 1,206 EACCES). Err: see [`confirm_stop`] (a read or
 /// parse error of a live process is `Refused` with the message).
-pub fn pages_by_node(pid: u32, starttime: u64, page_size: u64) -> Result<BTreeMap<u32, u64>, Stop> {
-    let maps = match Reader::new("/").read_numa_maps(pid) {
+pub fn pages_by_node(reader: &Reader, pid: u32, starttime: u64, page_size: u64) -> Result<BTreeMap<u32, u64>, Stop> {
+    let maps = match reader.read_numa_maps(pid) {
         Ok(Some(m)) => m,
         Ok(None) => {
             return Err(confirm_stop(pid, starttime, || {
@@ -645,11 +645,13 @@ pub fn remap(from: &NodeSet, to: &NodeSet, node: u32) -> Option<u32> {
     tos.get(idx % tos.len().max(1)).copied()
 }
 
-/// A whole-process MigratePages within `allowance` pages (see the module essay); with `threads`
+/// A whole-process MigratePages within `allowance` pages (see the module essay), numa_maps read
+/// through `reader` (the daemon's: under its stall guard); with `threads`
 /// above 1 and enough pages to split ([`split_count`]), page by page over up to `threads` threads
 /// instead of one `migrate_pages` call (split-copy, `mover.rs`).
 #[allow(clippy::too_many_arguments)]
 pub fn migrate(
+    reader: &Reader,
     pid: u32,
     starttime: u64,
     from: &NodeSet,
@@ -659,7 +661,7 @@ pub fn migrate(
     tally: &mut PageTally,
     threads: usize,
 ) -> Result<u64, Stop> {
-    let before = pages_by_node(pid, starttime, page_size)?;
+    let before = pages_by_node(reader, pid, starttime, page_size)?;
     let on_from: u64 = before.iter().filter(|(n, _)| from.contains(**n) && !to.contains(**n)).map(|(_, p)| p).sum();
     if on_from == 0 {
         return Ok(0);
@@ -691,7 +693,7 @@ pub fn migrate(
                 }
             }
         };
-        match pages_by_node(pid, starttime, page_size) {
+        match pages_by_node(reader, pid, starttime, page_size) {
             Ok(after) => {
                 let left: u64 =
                     after.iter().filter(|(n, _)| from.contains(**n) && !to.contains(**n)).map(|(_, p)| p).sum();

@@ -441,7 +441,6 @@ fn is_ours(
         })
 }
 
-/// This kernel's base page size, bytes (4096 when sysconf cannot tell).
 /// Why the /proc mounted here cannot name this daemon's processes, if it cannot: it belongs to
 /// another pid namespace (a container given the host's /proc, or a daemon started with `unshare
 /// --pid` and no /proc of its own), so /proc/PID is not the process `sched_setaffinity(PID)` or
@@ -468,6 +467,7 @@ fn foreign_proc() -> Option<String> {
     }
 }
 
+/// This kernel's base page size, bytes (4096 when sysconf cannot tell).
 pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -598,11 +598,14 @@ impl LiveHost {
         let mut signals = Signals::open_with(tuning.signals, tuning.signal_tuning);
         notes.extend(signals.notes().iter().cloned());
         let ps = page_size();
+        let observer = observe::TieredObserver::new(&opts, &tuning.tiers);
+        let mm_reader = numapilot_observe::Reader::new("/").with_guard(observer.guard().clone());
         // No mover when nothing is acted on; a thread that cannot start leaves moves synchronous.
         let mover = if tuning.background_moves && refusal.is_none() {
+            let reader = mm_reader.clone();
             match mover::Mover::spawn(Box::new(move |j: &mover::Job, threads: usize| {
                 let t = j.action.target;
-                run_page_job(&j.action.kind, t.pid, t.starttime, ps, j.allowance, threads)
+                run_page_job(&reader, &j.action.kind, t.pid, t.starttime, ps, j.allowance, threads)
             })) {
                 Ok(m) => Some(m),
                 Err(e) => {
@@ -617,11 +620,11 @@ impl LiveHost {
         // cpusets is `cpuset` above): the one configured, else any mounted, on the live system.
         let cpuset_read =
             if opts.root == Path::new("/") { cpuset.clone().or_else(|| CpusetHierarchy::detect(None)) } else { None };
-        let mut observer = observe::TieredObserver::new(&opts, &tuning.tiers);
+        let mut observer = observer;
         observer.set_cpusets(cpuset_read.clone());
         signals.set_guard(observer.guard().clone());
         let host = Self {
-            mm_reader: numapilot_observe::Reader::new("/").with_guard(observer.guard().clone()),
+            mm_reader,
             observer,
             cpuset_read,
             originals,
@@ -1361,7 +1364,8 @@ impl LiveHost {
         // In the loop, the copy runs where the daemon runs, split as on the mover.
         apply::moves_allowed(pid, starttime);
         let threads = mover::copy_threads(self.opts.mover_threads, None);
-        let (outcome, asked, _) = run_page_job(&action.kind, pid, starttime, self.page_size, allowance, threads);
+        let (outcome, asked, _) =
+            run_page_job(&self.mm_reader, &action.kind, pid, starttime, self.page_size, allowance, threads);
         self.budget.take(asked);
         outcome
     }
@@ -1526,6 +1530,7 @@ impl Host for LiveHost {
 /// pages asked of the kernel (charged to the budget by the caller) and the most threads a copy
 /// used (0: nothing was handed to the kernel). The page mover runs the same code on its thread.
 fn run_page_job(
+    reader: &numapilot_observe::Reader,
     kind: &ActionKind,
     pid: u32,
     starttime: u64,
@@ -1536,7 +1541,7 @@ fn run_page_job(
     let mut tally = PageTally::default();
     let r = match kind {
         ActionKind::MigratePages { from, to, .. } => {
-            apply::migrate(pid, starttime, from, to, ps, allowance, &mut tally, threads)
+            apply::migrate(reader, pid, starttime, from, to, ps, allowance, &mut tally, threads)
         }
         ActionKind::MoveRanges { ranges, to } => {
             apply::move_to_targets(pid, starttime, ranges, ps, allowance, true, |_, _| Some(*to), &mut tally, threads)

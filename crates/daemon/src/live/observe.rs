@@ -1313,8 +1313,15 @@ impl TieredObserver {
         }
         for x in &bad {
             let Some(e) = self.entries.get_mut(&x.pid) else { continue };
-            if matches!(x.error, ReadError::Stalled { .. }) {
-                stats.stalled += 1;
+            match x.error {
+                ReadError::Stalled { own: true, .. } => stats.stalled += 1,
+                // Refused only because too many other processes' reads are stuck: this one is
+                // fine, and keeps its last read (carried) until a read of it goes through.
+                ReadError::Stalled { own: false, .. } => {
+                    stats.maps_deferred += 1;
+                    continue;
+                }
+                _ => {}
             }
             if !e.unreadable {
                 tracing::warn!(
@@ -1326,7 +1333,8 @@ impl TieredObserver {
             e.unreadable = true;
             e.last = None;
         }
-        stats.unreadable = bad.len();
+        stats.unreadable =
+            bad.len() - bad.iter().filter(|x| matches!(x.error, ReadError::Stalled { own: false, .. })).count();
         stats.threads_read = both.len() + thr.len();
         stats.maps_read = both.len() + mp.len();
         for mut p in both {

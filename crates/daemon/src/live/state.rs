@@ -908,6 +908,19 @@ fn restore_inherited(
 /// be removed either (a review of 2026-11-29). Err: the error of the original's move when no
 /// ancestor took it, or any other error.
 fn move_back(h: &numapilot_actuate::CpusetHierarchy, pid: u32, original: &str) -> numapilot_actuate::Result<()> {
+    // The move would rebind its memory policy under its memory-map lock held for writing
+    // (`cpuset_attach`), and wait as long as that lock is held elsewhere, with the cgroup
+    // mutex held (no process on the machine could fork meanwhile): left for the next try.
+    if numapilot_observe::stall::known_stuck(pid) {
+        return Err(numapilot_actuate::Error::InvalidArgument {
+            syscall: "cgroup.procs write",
+            arg: "pid",
+            reason: format!(
+                "{pid}'s memory map is locked (a read of it is blocked in the kernel): moving it would wait with it; \
+                 left in numapilot's cgroup for the next try"
+            ),
+        });
+    }
     let first = match h.move_to(pid, original) {
         Ok(()) => return Ok(()),
         Err(e) if matches!(e.errno(), Some(libc::ENOENT) | Some(libc::EBUSY)) => e,
