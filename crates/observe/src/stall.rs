@@ -37,8 +37,13 @@
 //!
 //! # Limits
 //!
-//! A read is declared stalled after one deadline at the earliest; the caller waits that long once
-//! per stuck process (the next reads of it fail at once until the stuck one returns). Only the files
+//! A read is declared stalled after one deadline at the earliest, and only after a whole deadline
+//! without a byte (seq_file files such as numa_maps take the lock again for every `read` call, so
+//! a long read of a busy process sleeps between chunks: that is progress, not a stall); the caller
+//! waits that long once per stuck process (the next reads of it fail at once until the stuck one
+//! returns). [`MAX_STUCK`] is checked when a read starts, so reads that stall together on several
+//! reader threads can pass it by that many. The process-wide [`known_stuck`] lets code that would
+//! wait on the same lock by another way (a cgroup move) keep off. Only the files
 //! given to the guard are guarded: the daemon gives it numa_maps and maps. Measured on Linux 6.18
 //! with a process held this way (a FUSE server that never answers, `crates/daemon/tests/stalled.rs`'s
 //! set-up, each file read with a 2 s timeout): numa_maps, smaps_rollup, cmdline and environ wait;

@@ -74,11 +74,12 @@
 //!
 //! # Limits
 //!
-//! The page mover's system calls (`migrate_pages`, `move_pages`, and its numa_maps reads around a
-//! move) take the same lock and are not guarded: no action is started on a process with a read
-//! stuck (the live host refuses it), but a move already under way when the lock is taken waits on
-//! the mover's thread, not the loop's (shutdown waits for it at most `SHUTDOWN_MOVE_WAIT`), and no
-//! other move starts meanwhile.
+//! The page mover's system calls (`migrate_pages`, `move_pages`) and pagemap reads take the same
+//! lock and are not guarded (its numa_maps reads are): no action is started on a process with a
+//! read stuck (the live host refuses it), but a move already under way when the lock is taken
+//! waits with it, on the mover's thread (shutdown waits for it at most `SHUTDOWN_MOVE_WAIT`, and
+//! no other move starts meanwhile), or in the loop where page moves run there (no mover thread).
+//! Several processes found locked in one cycle cost a deadline each, spread over the readers.
 //!
 //! Exclusions are decided when a process is first seen, again whenever its name changes (exec,
 //! PR_SET_NAME: same pid and start time, another comm, which also drops its cached details) and for
