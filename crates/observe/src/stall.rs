@@ -17,8 +17,9 @@
 //! ```text
 //!   caller ──job(pid, path, buffer)──▶ queue ──▶ worker thread (one per job in flight, reused)
 //!      │                                           open + read the file, reply
-//!      └─ wait for the reply, up to `deadline`; then look at the worker thread's state
+//!      └─ wait for the reply, up to `deadline`; then look at the read's progress and the worker's state
 //!           queued, not started yet ─────────────▶ wait on
+//!           bytes came in since the last look ───▶ wait on (slow, not stuck)
 //!           running ('R': a long page-table walk) ─▶ wait on, up to RUNNING_GRACE deadlines
 //!           otherwise (sleeping in the kernel) ───▶ stalled: the process is marked stuck, the
 //!                                                    caller gets ErrorKind::TimedOut, the worker
