@@ -284,3 +284,69 @@ fn a_locked_process_is_not_moved_between_cgroups_until_its_read_returns() {
     drop(locked);
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
+
+/// The daemon's loop (`run::serve`, as `numapilot daemon` runs it) with a locked process in
+/// view: its steps go on, `status` over the control socket names the process and the file, and a
+/// stop returns (restore included) while the process is still locked.
+#[test]
+fn the_loop_steps_reports_and_stops_while_a_process_is_locked() {
+    use numapilot_daemon::config::{self, Overrides, Source};
+    use numapilot_daemon::control::{self, Request};
+    use numapilot_daemon::run::{self, Command, Setup};
+    let dir = tempfile::tempdir().unwrap();
+    let fuse = hung_fuse::HungServer::mount(dir.path()).expect("a FUSE mount (as root, /dev/fuse)");
+    let mut locked = Kid::spawn("mmlock", &[("NP_FILE", fuse.file().to_string_lossy().into_owned())]);
+    locked.line("ready");
+    let _release_first = ReleaseOnDrop(Box::new(fuse.releaser()));
+    wait_for_d(locked.pid());
+    let socket = dir.path().join("run/np.sock");
+    let cfg = dir.path().join("numapilot.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[daemon]\ninterval_ms = 100\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n",
+            socket.display(),
+            dir.path().join("journal.jsonl").display(),
+            dir.path().join("state.json").display()
+        ),
+    )
+    .unwrap();
+    let source = Source::Explicit(cfg);
+    let loaded = config::load(&source, &Overrides::default()).unwrap();
+    let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
+    let opts = LiveOptions {
+        observe_only: true,
+        state_path: dir.path().join("state.json"),
+        include_pids: vec![locked.pid()],
+        ..LiveOptions::default()
+    };
+    let tuning =
+        LiveTuning { tiers: TierOptions { stalled_read_ms: 300, ..TierOptions::default() }, ..LiveTuning::default() };
+    let (host, _) = LiveHost::open_with(topo.clone(), opts, tuning).unwrap();
+    let (handle, rx) = run::command_pipe().unwrap();
+    let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = run::serve(setup, topo, host, None, Some(rx), &mut |_| {});
+        let _ = done_tx.send(r.is_ok());
+    });
+    let t0 = Instant::now();
+    let status = loop {
+        if let Ok(r) = control::request(&socket, &Request::Status) {
+            let s = r.status.unwrap();
+            if s.steps >= 3 && !s.stalled_reads.is_empty() {
+                break s;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "no steps with the locked process reported");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.stalled_reads[0].pid, locked.pid());
+    assert!(status.stalled_reads[0].file.ends_with("numa_maps"), "{:?}", status.stalled_reads);
+    assert!(status.render().contains(&format!("pid {} (/proc/{}/numa_maps", locked.pid(), locked.pid())));
+    assert!(has_task_in_d(locked.pid()), "still locked while the loop went on");
+    handle.send(Command::Stop).unwrap();
+    let stopped = done_rx.recv_timeout(Duration::from_secs(30)).expect("the loop stopped while the process was locked");
+    assert!(stopped);
+    fuse.release();
+}
