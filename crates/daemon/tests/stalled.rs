@@ -112,23 +112,19 @@ fn pids(s: &numapilot_observe::Sample) -> Vec<u32> {
 #[test]
 fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
     let dir = tempfile::tempdir().unwrap();
-    // This machine (and CI's) has /dev/fuse and runs as root: a failure to mount is a failure.
-    let fuse = hung_fuse::HungServer::mount(dir.path()).expect("a FUSE mount (as root, /dev/fuse)");
-    let mut locked = Kid::spawn("mmlock", &[("NP_FILE", fuse.file().to_string_lossy().into_owned())]);
-    locked.line("ready");
+    let mut l = locked_child(dir.path(), None);
     let mut plain = Kid::spawn("plain", &[]);
     plain.line("ready");
-    let _release_first = ReleaseOnDrop(Box::new(fuse.releaser()));
-    wait_for_d(locked.pid());
-    assert!(fuse.held() >= 1, "the child's page read reached the server");
+    wait_for_d(l.kid.pid());
+    assert!(l.fuse.held() >= 1, "the child's page read reached the server");
     // Without the deadline the sample below would wait in the kernel for good: the watchdog
     // releases the server after 60 s so the test ends, and says so.
-    let (fired, stop_tx, watchdog) = watchdog(&fuse);
+    let (fired, stop_tx, watchdog) = watchdog(&l.fuse);
     // An acting host (on these two processes only), taking self-pinned processes too, so that
     // nothing but the stall refuses the action below.
     let opts = LiveOptions {
         state_path: dir.path().join("state.json"),
-        include_pids: vec![locked.pid(), plain.pid()],
+        include_pids: vec![l.kid.pid(), plain.pid()],
         include_pinned: true,
         ..LiveOptions::default()
     };
@@ -141,20 +137,20 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
     let (stuck, total) = host.stalled_reads();
     assert_eq!(total, 1);
     assert_eq!(stuck.len(), 1, "{stuck:?}");
-    assert_eq!(stuck[0].pid, locked.pid());
-    assert!(stuck[0].file.ends_with(&format!("{}/numa_maps", locked.pid())), "{stuck:?}");
+    assert_eq!(stuck[0].pid, l.kid.pid());
+    assert!(stuck[0].file.ends_with(&format!("{}/numa_maps", l.kid.pid())), "{stuck:?}");
     assert_eq!(host.tier_stats().stalled, 1);
     host.recycle(s1);
     // Nothing is done to a process that cannot be seen.
-    let target = TaskRef { pid: locked.pid(), tid: None, starttime: read_starttime(locked.pid()).unwrap() };
-    let all = numapilot_actuate::sched_getaffinity(locked.pid() as i32).unwrap();
+    let target = TaskRef { pid: l.kid.pid(), tid: None, starttime: read_starttime(l.kid.pid()).unwrap() };
+    let all = numapilot_actuate::sched_getaffinity(l.kid.pid() as i32).unwrap();
     let one: CpuSet = std::iter::once(all.first().unwrap()).collect();
     let place = Action { target, kind: ActionKind::SetAffinity { cpus: one }, reason: Reason::new("test", "stalled") };
     match host.apply(&place) {
         Outcome::Refused { message } => assert!(message.contains("memory map is locked"), "{message}"),
         other => panic!("an action on the locked process was not refused: {other:?}"),
     }
-    assert_eq!(numapilot_actuate::sched_getaffinity(locked.pid() as i32).unwrap(), all);
+    assert_eq!(numapilot_actuate::sched_getaffinity(l.kid.pid() as i32).unwrap(), all);
     // The next cycles do not wait again: its reads are refused while the first is stuck.
     let s2 = host.sample().unwrap();
     assert_eq!(pids(&s2), [plain.pid()]);
@@ -162,8 +158,8 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
     host.recycle(s2);
     // The server answers: the child's page read fails (EIO), its writer gets the lock, the stuck
     // read returns, and the process is read again.
-    fuse.release();
-    assert_eq!(locked.line("writer done"), "true");
+    l.fuse.release();
+    assert_eq!(l.kid.line("writer done"), "true");
     let t0 = Instant::now();
     while !host.stalled_reads().0.is_empty() {
         assert!(t0.elapsed() < Duration::from_secs(20), "the stuck read never returned");
@@ -174,13 +170,32 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
     watchdog.join().unwrap();
     assert_eq!(
         pids(&s3),
-        [locked.pid(), plain.pid()]
+        [l.kid.pid(), plain.pid()]
             .into_iter()
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect::<Vec<_>>()
     );
     assert_eq!(host.tier_stats().stalled, 0);
+}
+
+/// A hung server on a new directory under `dir`, and a child (mode `mmlock`) that mapped its file:
+/// locked at once, or, with `flag`, when the file `{flag}1` appears. Fields in drop order: the
+/// server's held reads are answered before the child is killed and waited for.
+struct Locked {
+    _release_first: ReleaseOnDrop,
+    kid: Kid,
+    fuse: hung_fuse::HungServer,
+}
+
+fn locked_child(dir: &std::path::Path, flag: Option<&str>) -> Locked {
+    // This machine (and CI's) has /dev/fuse and runs as root: a failure to mount is a failure.
+    let fuse = hung_fuse::HungServer::mount(dir).expect("a FUSE mount (as root, /dev/fuse)");
+    let mut env = vec![("NP_FILE", fuse.file().to_string_lossy().into_owned())];
+    env.extend(flag.map(|f| ("NP_FLAG", f.to_owned())));
+    let mut kid = Kid::spawn("mmlock", &env);
+    kid.line("ready");
+    Locked { _release_first: ReleaseOnDrop(Box::new(fuse.releaser())), kid, fuse }
 }
 
 /// Releases the hung server when dropped: declared after the children, so a failing test
@@ -232,47 +247,43 @@ fn a_locked_process_is_not_moved_between_cgroups_until_its_read_returns() {
     assert!(online.len() > 1, "this test narrows a process to one CPU of several");
     let h = numapilot_actuate::CpusetHierarchy::detect(None).expect("a cpuset hierarchy (this host, CI)");
     let dir = tempfile::tempdir().unwrap();
-    let fuse = hung_fuse::HungServer::mount(dir.path()).expect("a FUSE mount (as root, /dev/fuse)");
     let flag = dir.path().join("go").to_string_lossy().into_owned();
-    let mut locked =
-        Kid::spawn("mmlock", &[("NP_FILE", fuse.file().to_string_lossy().into_owned()), ("NP_FLAG", flag.clone())]);
-    locked.line("ready");
-    let _release_first = ReleaseOnDrop(Box::new(fuse.releaser()));
+    let mut l = locked_child(dir.path(), Some(&flag));
     let opts = LiveOptions {
         state_path: dir.path().join("state.json"),
-        include_pids: vec![locked.pid()],
+        include_pids: vec![l.kid.pid()],
         cpuset: numapilot_daemon::live::CpusetMode::Auto,
         ..LiveOptions::default()
     };
     let tuning =
         LiveTuning { tiers: TierOptions { stalled_read_ms: 300, ..TierOptions::default() }, ..LiveTuning::default() };
     let (mut host, _) = LiveHost::open_with(topo.clone(), opts, tuning).unwrap();
-    let before_cg = h.cgroup_of(locked.pid()).unwrap().unwrap();
-    let target = TaskRef { pid: locked.pid(), tid: None, starttime: read_starttime(locked.pid()).unwrap() };
+    let before_cg = h.cgroup_of(l.kid.pid()).unwrap().unwrap();
+    let target = TaskRef { pid: l.kid.pid(), tid: None, starttime: read_starttime(l.kid.pid()).unwrap() };
     let one: CpuSet = std::iter::once(online.last().unwrap()).collect();
     let place = Action { target, kind: ActionKind::SetAffinity { cpus: one }, reason: Reason::new("test", "stalled") };
     assert_eq!(host.apply(&place), Outcome::Applied { pages_moved: 0 });
-    let made = format!("/numapilot/{}-{}", locked.pid(), target.starttime);
-    assert_eq!(h.cgroup_of(locked.pid()).unwrap().unwrap(), made);
-    // Lock it now, and let the observation find it locked.
+    let made = format!("/numapilot/{}-{}", l.kid.pid(), target.starttime);
+    assert_eq!(h.cgroup_of(l.kid.pid()).unwrap().unwrap(), made);
+    // Lock it now, and let the observation find it l.kid.
     std::fs::write(format!("{flag}1"), "").unwrap();
-    wait_for_d(locked.pid());
+    wait_for_d(l.kid.pid());
     let s = host.sample().unwrap();
-    assert!(s.processes.iter().all(|p| p.pid != locked.pid()));
+    assert!(s.processes.iter().all(|p| p.pid != l.kid.pid()));
     host.recycle(s);
     assert_eq!(host.stalled_reads().0.len(), 1);
     // Where the move would rebind its memory policy (the cgroups' memory nodes differ: not on
     // this one-node host), moving it now would have the restore wait in the kernel: the watchdog
     // releases the server after 60 s so the test ends, and says so.
-    let (fired, stop, watchdog) = watchdog(&fuse);
+    let (fired, stop, watchdog) = watchdog(&l.fuse);
     let r = host.restore_all();
     let _ = stop.send(());
     watchdog.join().unwrap();
     assert!(!fired.load(Ordering::SeqCst), "the restore waited for the locked process");
     assert!(r.failed.iter().any(|f| f.contains("memory map is locked")), "{r:?}");
-    assert_eq!(h.cgroup_of(locked.pid()).unwrap().unwrap(), made, "moved while locked");
-    fuse.release();
-    assert_eq!(locked.line("writer done"), "true");
+    assert_eq!(h.cgroup_of(l.kid.pid()).unwrap().unwrap(), made, "moved while locked");
+    l.fuse.release();
+    assert_eq!(l.kid.line("writer done"), "true");
     let t0 = Instant::now();
     while !host.stalled_reads().0.is_empty() {
         assert!(t0.elapsed() < Duration::from_secs(20), "the stuck read never returned");
@@ -280,25 +291,22 @@ fn a_locked_process_is_not_moved_between_cgroups_until_its_read_returns() {
     }
     let r = host.restore_all();
     assert!(r.failed.is_empty(), "{r:?}");
-    assert_eq!(h.cgroup_of(locked.pid()).unwrap().unwrap(), before_cg, "put back once free");
-    drop(locked);
+    assert_eq!(h.cgroup_of(l.kid.pid()).unwrap().unwrap(), before_cg, "put back once free");
+    drop(l);
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 
 /// The daemon's loop (`run::serve`, as `numapilot daemon` runs it) with a locked process in
 /// view: its steps go on, `status` over the control socket names the process and the file, and a
-/// stop returns (restore included) while the process is still locked.
+/// stop returns (restore included) while the process is still l.kid.
 #[test]
 fn the_loop_steps_reports_and_stops_while_a_process_is_locked() {
     use numapilot_daemon::config::{self, Overrides, Source};
     use numapilot_daemon::control::{self, Request};
     use numapilot_daemon::run::{self, Command, Setup};
     let dir = tempfile::tempdir().unwrap();
-    let fuse = hung_fuse::HungServer::mount(dir.path()).expect("a FUSE mount (as root, /dev/fuse)");
-    let mut locked = Kid::spawn("mmlock", &[("NP_FILE", fuse.file().to_string_lossy().into_owned())]);
-    locked.line("ready");
-    let _release_first = ReleaseOnDrop(Box::new(fuse.releaser()));
-    wait_for_d(locked.pid());
+    let l = locked_child(dir.path(), None);
+    wait_for_d(l.kid.pid());
     let socket = dir.path().join("run/np.sock");
     let cfg = dir.path().join("numapilot.toml");
     std::fs::write(
@@ -317,7 +325,7 @@ fn the_loop_steps_reports_and_stops_while_a_process_is_locked() {
     let opts = LiveOptions {
         observe_only: true,
         state_path: dir.path().join("state.json"),
-        include_pids: vec![locked.pid()],
+        include_pids: vec![l.kid.pid()],
         ..LiveOptions::default()
     };
     let tuning =
@@ -341,12 +349,12 @@ fn the_loop_steps_reports_and_stops_while_a_process_is_locked() {
         assert!(t0.elapsed() < Duration::from_secs(60), "no steps with the locked process reported");
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert_eq!(status.stalled_reads[0].pid, locked.pid());
+    assert_eq!(status.stalled_reads[0].pid, l.kid.pid());
     assert!(status.stalled_reads[0].file.ends_with("numa_maps"), "{:?}", status.stalled_reads);
-    assert!(status.render().contains(&format!("pid {} (/proc/{}/numa_maps", locked.pid(), locked.pid())));
-    assert!(has_task_in_d(locked.pid()), "still locked while the loop went on");
+    assert!(status.render().contains(&format!("pid {} (/proc/{}/numa_maps", l.kid.pid(), l.kid.pid())));
+    assert!(has_task_in_d(l.kid.pid()), "still locked while the loop went on");
     handle.send(Command::Stop).unwrap();
     let stopped = done_rx.recv_timeout(Duration::from_secs(30)).expect("the loop stopped while the process was locked");
     assert!(stopped);
-    fuse.release();
+    l.fuse.release();
 }

@@ -477,6 +477,16 @@ mod tests {
 
     struct Dir(std::path::PathBuf);
 
+    impl Dir {
+        /// A fresh directory of this test process under the temporary directory.
+        fn new(name: &str) -> Dir {
+            let d = Dir(std::env::temp_dir().join(format!("numapilot-{name}-{}", std::process::id())));
+            let _ = std::fs::remove_dir_all(&d.0);
+            std::fs::create_dir_all(&d.0).unwrap();
+            d
+        }
+    }
+
     impl Drop for Dir {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
@@ -497,9 +507,7 @@ mod tests {
     /// the read returned.
     #[test]
     fn a_read_that_sleeps_past_the_deadline_is_given_up_and_its_process_refused_until_it_returns() {
-        let dir = Dir(std::env::temp_dir().join(format!("numapilot-stall-{}", std::process::id())));
-        let _ = std::fs::remove_dir_all(&dir.0);
-        std::fs::create_dir_all(&dir.0).unwrap();
+        let dir = Dir::new("stall");
         let blocked = fifo(&dir, "blocked");
         let plain = dir.0.join("plain");
         std::fs::write(&plain, b"N0=1\n").unwrap();
@@ -544,9 +552,7 @@ mod tests {
     /// Past MAX_STUCK blocked reads every guarded read fails at once: the threads are bounded.
     #[test]
     fn blocked_reads_are_bounded() {
-        let dir = Dir(std::env::temp_dir().join(format!("numapilot-stall-cap-{}", std::process::id())));
-        let _ = std::fs::remove_dir_all(&dir.0);
-        std::fs::create_dir_all(&dir.0).unwrap();
+        let dir = Dir::new("stall-cap");
         let g = StallGuard::new(Duration::from_millis(10));
         let mut buf = Buf::new();
         let fifos: Vec<String> = (0..=MAX_STUCK).map(|i| fifo(&dir, &format!("f{i}"))).collect();
@@ -580,9 +586,7 @@ mod tests {
     /// after 100 ms (review helper-35).
     #[test]
     fn a_slow_read_that_makes_progress_is_not_given_up() {
-        let dir = Dir(std::env::temp_dir().join(format!("numapilot-stall-slow-{}", std::process::id())));
-        let _ = std::fs::remove_dir_all(&dir.0);
-        std::fs::create_dir_all(&dir.0).unwrap();
+        let dir = Dir::new("stall-slow");
         let slow = fifo(&dir, "slow");
         let w = slow.clone();
         let writer = std::thread::spawn(move || {

@@ -1471,7 +1471,8 @@ impl Host for LiveHost {
         }
         // Never act on what cannot be seen: a process whose memory map is locked (a read of it
         // blocked in the kernel) would hold the page mover or a cgroup write the same way.
-        if let Some(s) = self.observer.guard().stuck().into_iter().find(|s| s.pid == t.pid) {
+        let guard = self.observer.guard();
+        if let Some(s) = guard.is_stuck(t.pid).then(|| guard.stuck()).into_iter().flatten().find(|s| s.pid == t.pid) {
             return Outcome::Refused {
                 message: format!(
                     "{who}: its memory map is locked ({} blocked in the kernel for {:.1} s); left alone until the \
