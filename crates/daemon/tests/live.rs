@@ -228,14 +228,27 @@ fn child_entry() {
                 }
                 Err(e) => format!("err {e}"),
             };
+            let kept_sampled = host.touched().iter().any(|&(p, _)| p == sleeper.id());
+            // A shutdown's restore with no descriptor left: the placed process cannot be
+            // confirmed, so its record stays (for the next pass) instead of counting as gone.
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                fill.push(f);
+            }
+            let short = host.restore_all();
+            let kept_short = host.touched().iter().any(|&(p, _)| p == sleeper.id());
+            let why =
+                short.failed.iter().any(|f| f.contains(&sleeper.id().to_string()) && f.contains("could not be read"));
             drop(fill);
             for k in &mut newcomers {
                 let _ = k.kill();
                 let _ = k.wait();
             }
             println!("sample {sampled}");
-            println!("record {kept} {}", host.touched().iter().any(|&(p, _)| p == sleeper.id()));
-            host.restore_all();
+            println!("record {kept} {kept_sampled}");
+            println!("restore-short {kept_short} {why} gone {}", short.gone);
+            let r = host.restore_all();
+            let mask = numapilot_actuate::sched_getaffinity(sleeper.id() as libc::pid_t).unwrap();
+            println!("restored {} {}", r.restored, mask == topo().online_cpus());
             let _ = sleeper.kill();
             let _ = sleeper.wait();
             println!("done");
@@ -1190,7 +1203,9 @@ fn churn_leaves_nothing_of_the_dead_in_the_hosts_tables() {
 /// Out of file descriptors, nothing reads as gone: the record of a placed process is kept (every
 /// /proc read failed with EMFILE, read as "exited", and its original was dropped for good, its
 /// threads left on numapilot's mask), and the sample fails as a whole instead of leaving out the
-/// processes it could not read (review helper-34). In a child, whose descriptor table this fills.
+/// processes it could not read (review helper-34); a shutdown's restore then keeps the record for
+/// another pass instead of counting the process gone (review helper-37), and puts it back once
+/// descriptors are free. In a child, whose descriptor table this fills.
 #[test]
 fn out_of_descriptors_no_process_reads_as_gone() {
     if narrow_cpus(&topo()).is_none() {
@@ -1200,9 +1215,13 @@ fn out_of_descriptors_no_process_reads_as_gone() {
     let mut kid = Kid::spawn("no-fds", &[("NP_DIR", d.path().display().to_string())]);
     let sample = kid.line("sample");
     let record = kid.line("record");
+    let short = kid.line("restore-short");
+    let restored = kid.line("restored");
     kid.line("done");
     assert!(sample.starts_with("err ") && sample.contains("/stat: Too many open files"), "sample {sample}");
     assert_eq!(record, "true true", "the placed process's record was dropped");
+    assert_eq!(short, "true true gone 0", "a restore with no descriptor left dropped the record as gone");
+    assert_eq!(restored, "1 true", "the kept record was not restored once descriptors were back");
 }
 
 /// Rule originals-on-disk-first: once a save of the state file failed (a full /run, EIO, no

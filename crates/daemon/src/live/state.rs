@@ -81,7 +81,7 @@ use numapilot_actuate::{sched_getaffinity, CgroupVersion, CpusetHierarchy};
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
-use super::select::{read_starttime, read_stat, same_process};
+use super::select::{read_starttime, read_stat, same_process, still_there};
 use super::RestoreReport;
 
 /// Listings of a process's threads when restoring (see `numapilot_actuate::set_threads_affinity`).
@@ -398,12 +398,8 @@ impl Originals {
     pub fn prune_gone(&mut self) -> (usize, Vec<String>) {
         // Gone only when /proc says so: a read that failed for want of a descriptor or memory says
         // nothing (such a failure dropped the record of a live process, review helper-34).
-        let gone: Vec<u32> = self
-            .procs
-            .values()
-            .filter(|r| super::select::still_there(r.pid, r.starttime) == Some(false))
-            .map(|r| r.pid)
-            .collect();
+        let gone: Vec<u32> =
+            self.procs.values().filter(|r| still_there(r.pid, r.starttime) == Some(false)).map(|r| r.pid).collect();
         let mut errors = self.retry_unreleased();
         for pid in &gone {
             if let Some(rec) = self.procs.remove(pid) {
@@ -1037,15 +1033,23 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
     if let Some(cs) = &rec.cpuset {
         errors.extend(release_cgroup(cs));
     }
-    match read_starttime(rec.pid) {
-        Some(st) if st == rec.starttime => {}
-        _ => {
+    // "Gone" only when /proc says so: a stat read that failed for want of a descriptor or memory
+    // (a SIGTERM under memory pressure) says nothing about the process, and a record dropped as
+    // gone then is lost for good with the process left on numapilot's mask (review helper-37;
+    // `prune_gone` had this fixed, the restore had not).
+    match still_there(rec.pid, rec.starttime) {
+        Some(true) => {}
+        Some(false) => {
             if errors.is_empty() {
                 report.gone += 1;
             } else {
                 report.failed.push(format!("{} ({}, gone): {}", rec.pid, rec.comm, errors.join("; ")));
             }
             return Ok(());
+        }
+        None => {
+            errors.push("its /proc/PID/stat could not be read (short of descriptors or memory)".into());
+            return Err(format!("{} ({}): {}", rec.pid, rec.comm, errors.join("; ")));
         }
     }
     let default = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
@@ -1079,16 +1083,27 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
     };
     // Every thread, whatever a thread before it in the listing met (review of 2026-11-30: the walk
     // stopped at the first refusal and the threads after it kept numapilot's mask).
+    // The walk stops when the process cannot be confirmed; only a confirmed change is "gone".
+    let unsure = std::cell::Cell::new(false);
     match set_threads_affinity_each_while(
         rec.pid,
         RESTORE_ROUNDS,
         mask_for,
         |_, _, e| substitute(possible.as_ref(), e),
-        || same_process(rec.pid, rec.starttime),
+        || match still_there(rec.pid, rec.starttime) {
+            Some(same) => same,
+            None => {
+                unsure.set(true);
+                false
+            }
+        },
     ) {
         Ok(Some(done)) => {
             note_substituted(rec.pid, &done.substituted);
             errors.extend(done.refused.iter().map(|r| format!("thread {}: {}", r.tid, r.error)));
+        }
+        Ok(None) if unsure.get() => {
+            errors.push("its /proc/PID/stat could not be read (short of descriptors or memory)".into())
         }
         Ok(None) => {
             report.gone += 1;
