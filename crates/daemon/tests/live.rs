@@ -1510,7 +1510,7 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     // Its records steer a root daemon's writes (affinity, cgroup.procs, rmdir): a file another
     // user could have written, or one naming paths outside a cgroup hierarchy, stops the start.
     let (_d, state) = tmp_state("untrusted");
-    let empty = StateFile { version: STATE_VERSION, boot_id: None, processes: Vec::new() };
+    let empty = StateFile { version: STATE_VERSION, boot_id: None, pid_ns: None, processes: Vec::new() };
     write_atomic(&state, &empty).unwrap();
     chmod(&state, 0o666);
     assert!(open_err(&state).contains("not trusted"));
@@ -1554,7 +1554,7 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     let fake = state.with_file_name("fakecg");
     std::fs::create_dir_all(fake.join("numapilot/p")).unwrap();
     let cs = CpusetOriginal { version: "v2".into(), mount: fake.clone(), original: "/".into(), made: "p".into() };
-    let file = StateFile { version: STATE_VERSION, boot_id: None, processes: vec![my_record(Some(cs))] };
+    let file = StateFile { version: STATE_VERSION, boot_id: None, pid_ns: None, processes: vec![my_record(Some(cs))] };
     write_atomic(&state, &file).unwrap();
     assert!(open_err(&state).contains("is not a mounted cgroup file system"));
     assert!(fake.join("numapilot/p").is_dir(), "nothing removed");
@@ -1564,7 +1564,8 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
         for (original, made, word) in [("/../etc", "p", "original"), ("/", "../x", "made"), ("/", "..", "made")] {
             let cs =
                 CpusetOriginal { version: "v2".into(), mount: cg.into(), original: original.into(), made: made.into() };
-            let file = StateFile { version: STATE_VERSION, boot_id: None, processes: vec![my_record(Some(cs))] };
+            let file =
+                StateFile { version: STATE_VERSION, boot_id: None, pid_ns: None, processes: vec![my_record(Some(cs))] };
             write_atomic(&state, &file).unwrap();
             let e = open_err(&state);
             assert!(e.contains(&format!("cpuset {word}")), "{original} {made}: {e}");
@@ -1592,7 +1593,8 @@ fn records_of_another_boot_are_not_restored() {
         cpuset_cpus: None,
         cpuset_declined: false,
     };
-    let file = StateFile { version: STATE_VERSION, boot_id: Some("another-boot".into()), processes: vec![rec] };
+    let file =
+        StateFile { version: STATE_VERSION, boot_id: Some("another-boot".into()), pid_ns: None, processes: vec![rec] };
     write_atomic(&state, &file).unwrap();
     let (host, report) =
         LiveHost::open(t, LiveOptions { state_path: state.clone(), ..LiveOptions::default() }).unwrap();

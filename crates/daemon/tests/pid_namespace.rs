@@ -24,9 +24,11 @@ fn child_entry() {
     let state = std::env::var("NP_STATE").unwrap();
     let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
     let opts = LiveOptions { state_path: state.into(), ..LiveOptions::default() };
-    let (host, _) = LiveHost::open(topo, opts).unwrap();
     println!("pid {}", std::process::id());
-    println!("refusal {}", host.refusal().unwrap_or("none"));
+    match LiveHost::open(topo, opts) {
+        Ok((host, _)) => println!("refusal {}", host.refusal().unwrap_or("none")),
+        Err(e) => println!("refusal (not opened) {e}"),
+    }
     match ProcEvents::open() {
         Ok(_) => println!("events open"),
         Err(e) => println!("events {e}"),
@@ -35,9 +37,75 @@ fn child_entry() {
 
 fn report(under: &[&str]) -> (String, String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut k =
-        Kid::spawn_under(under, "report", &[("NP_STATE", dir.path().join("state.json").to_string_lossy().into())]);
+    report_with(under, &dir.path().join("state.json"))
+}
+
+fn report_with(under: &[&str], state: &std::path::Path) -> (String, String, String) {
+    let mut k = Kid::spawn_under(under, "report", &[("NP_STATE", state.to_string_lossy().into())]);
     (k.line("pid"), k.line("refusal"), k.line("events"))
+}
+
+/// A state file left by a daemon of the initial namespace (a crash), naming a live process it
+/// placed on its first CPU: a `sleep` of this test, on record with every online CPU as its
+/// original. Returns the sleeper, the file and the file's bytes.
+fn placed_on_record(dir: &std::path::Path) -> (std::process::Child, std::path::PathBuf, String) {
+    use numapilot_daemon::live::state::{self, write_atomic, ProcessOriginal, StateFile, STATE_VERSION};
+    let online = Topology::from_sysfs(std::path::Path::new("/")).unwrap().online_cpus();
+    let first: numapilot_topology::CpuSet = std::iter::once(online.first().unwrap()).collect();
+    let sleeper = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+    let pid = sleeper.id();
+    numapilot_actuate::sched_setaffinity(pid as libc::pid_t, &first).unwrap();
+    let rec = ProcessOriginal {
+        pid,
+        starttime: numapilot_daemon::live::select::read_starttime(pid).unwrap(),
+        comm: "sleep".into(),
+        default_cpus: online.to_list(),
+        threads: Default::default(),
+        cpuset: None,
+        set_cpus: vec![first.to_list()],
+        cpuset_cpus: None,
+        cpuset_declined: false,
+    };
+    let path = dir.join("state.json");
+    let file = StateFile {
+        version: STATE_VERSION,
+        boot_id: state::boot_id(),
+        pid_ns: state::pid_namespace(),
+        processes: vec![rec],
+    };
+    write_atomic(&path, &file).unwrap();
+    let bytes = std::fs::read_to_string(&path).unwrap();
+    (sleeper, path, bytes)
+}
+
+/// Crash recovery in a pid namespace of its own is not tried: with the host's /proc it would
+/// read the host's start times and act on this namespace's pids; with a /proc of its own every
+/// record reads as gone. Either way the file was emptied (the records lost for the host daemon's
+/// next start) before the checks that make the daemon change nothing (review helper-37). Now the
+/// file and the placed process are left as they are: with the host's /proc the daemon starts
+/// changing nothing; with its own /proc it refuses to start on records of another namespace.
+#[test]
+fn crash_records_of_another_namespace_are_left_as_they_are() {
+    let online = Topology::from_sysfs(std::path::Path::new("/")).unwrap().online_cpus();
+    if online.len() < 2 {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    }
+    for (under, expect) in [
+        (&["unshare", "--pid", "--fork", "--kill-child"][..], "belongs to another pid namespace"),
+        (&["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"][..], "written in another pid namespace"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut sleeper, path, bytes) = placed_on_record(dir.path());
+        let mask_before = numapilot_actuate::sched_getaffinity(sleeper.id() as libc::pid_t).unwrap();
+        let (_, refusal, _) = report_with(under, &path);
+        let mask_after = numapilot_actuate::sched_getaffinity(sleeper.id() as libc::pid_t).unwrap();
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert!(refusal.contains(expect), "{under:?}: {refusal}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), bytes, "{under:?}: the state file was changed");
+        assert_eq!(mask_after, mask_before, "{under:?}: the placed process was changed");
+    }
 }
 
 #[test]

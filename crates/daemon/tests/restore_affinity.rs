@@ -117,7 +117,12 @@ fn record(pid: u32, default: &CpuSet, threads: &[(u32, &CpuSet)], set: &[&CpuSet
 }
 
 fn write_state(state: &Path, recs: Vec<ProcessOriginal>) {
-    let file = StateFile { version: STATE_VERSION, boot_id: numapilot_daemon::live::state::boot_id(), processes: recs };
+    let file = StateFile {
+        version: STATE_VERSION,
+        boot_id: numapilot_daemon::live::state::boot_id(),
+        pid_ns: None,
+        processes: recs,
+    };
     write_atomic(state, &file).unwrap();
 }
 

@@ -517,11 +517,20 @@ impl LiveHost {
         }
         let mut report = RestoreReport::default();
         let mut stale_note = None;
+        // /proc is checked before the state file is touched: crash recovery reads start times
+        // there and acts on the pids it names, so with no /proc, or one of another pid namespace
+        // (whose pids are not the ones system calls take), it would have restored the wrong
+        // processes or read every record as gone and emptied the file (review helper-37).
+        let proc_dir = opts.root.join("proc");
+        if !proc_dir.join("self").exists() {
+            return Err(LiveError::Unavailable(format!("{} is not a mounted /proc", proc_dir.display())));
+        }
+        let foreign = if opts.root == Path::new("/") { foreign_proc() } else { None };
         // A start that acts owns the state file first (`Originals::claim`): one that is refused
         // there (another daemon acting on the same file) has restored and written nothing.
         // SAFETY: geteuid has no preconditions.
         let euid = unsafe { libc::geteuid() };
-        let acts = !opts.observe_only && euid == 0 && opts.root == Path::new("/");
+        let acts = !opts.observe_only && euid == 0 && opts.root == Path::new("/") && foreign.is_none();
         let originals = if acts {
             Originals::claim(&opts.state_path).map_err(LiveError::State)?
         } else {
@@ -531,15 +540,28 @@ impl LiveHost {
             // Records of another boot name pids of processes long gone: another process may
             // have each pid and start time now.
             let other_boot = file.boot_id.as_ref().is_some_and(|b| state::boot_id().as_ref() != Some(b));
-            if opts.observe_only && !file.processes.is_empty() {
-                // Restoring is acting: a dry run (or a user without the rights) leaves the file
-                // for the next start that acts.
+            // Records of another pid namespace (a daemon in a container given the host's state
+            // directory, or the host's daemon's file seen from a container) name pids of another
+            // numbering: not restored, and not overwritten by this start either.
+            let other_ns = file.pid_ns.filter(|&ns| !file.processes.is_empty() && state::pid_namespace() != Some(ns));
+            if !acts && !file.processes.is_empty() {
+                // Restoring is acting: a dry run (or a user without the rights, or a daemon that
+                // cannot trust /proc) leaves the file for the next start that acts.
                 stale_note = Some(format!(
-                    "state file {}: {} record(s) of an earlier run left as they are (observe-only: a start that \
-                     acts restores them)",
+                    "state file {}: {} record(s) of an earlier run left as they are (this start changes no \
+                     process: a start that acts restores them)",
                     opts.state_path.display(),
                     file.processes.len()
                 ));
+            } else if let Some(ns) = other_ns {
+                return Err(LiveError::State(format!(
+                    "state file {}: its {} record(s) were written in another pid namespace (pid:[{ns}], this \
+                     daemon runs in {}): their pids are not this namespace's; left as they are. Give this daemon \
+                     a state file of its own ([daemon] state), or remove that one once its daemon is gone",
+                    opts.state_path.display(),
+                    file.processes.len(),
+                    state::pid_namespace().map_or("an unreadable one".to_string(), |n| format!("pid:[{n}]"))
+                )));
             } else if other_boot {
                 stale_note = Some(format!(
                     "state file {}: written before the last boot: its {} record(s) are not restored",
@@ -550,13 +572,9 @@ impl LiveHost {
                 let records = file.processes.iter().map(|r| (r.pid, r.clone())).collect();
                 state::restore_records(&records, &mut report);
             }
-            if !file.processes.is_empty() && !opts.observe_only {
+            if !file.processes.is_empty() && acts {
                 originals.save().map_err(LiveError::State)?;
             }
-        }
-        let proc_dir = opts.root.join("proc");
-        if !proc_dir.join("self").exists() {
-            return Err(LiveError::Unavailable(format!("{} is not a mounted /proc", proc_dir.display())));
         }
         let mut notes: Vec<String> = stale_note.into_iter().collect();
         notes.extend(reserved_note);
@@ -583,7 +601,7 @@ impl LiveHost {
         };
         let refusal = if euid != 0 {
             Some(format!("not running as root (effective uid {euid}): observe-only, numapilot changes no process"))
-        } else if let Some(why) = if opts.root == Path::new("/") { foreign_proc() } else { None } {
+        } else if let Some(why) = foreign {
             Some(why)
         } else if opts.observe_only {
             Some("observe-only mode (dry run): numapilot changes no process".to_string())

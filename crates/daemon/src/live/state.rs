@@ -211,6 +211,11 @@ pub struct StateFile {
     /// written before it was kept (they are trusted as before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+    /// The inode of the writer's pid namespace (`/proc/self/ns/pid`): pids of another namespace
+    /// are another numbering, so such records are neither restored nor overwritten. Absent in
+    /// files written before it was kept (trusted as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_ns: Option<u64>,
     /// Touched processes.
     pub processes: Vec<ProcessOriginal>,
 }
@@ -342,7 +347,7 @@ impl Originals {
             .read_to_string(&mut text)
             .map_err(|e| format!("state file {shown}: cannot read: {e}"))?;
         if text.trim().is_empty() {
-            return Ok(Some(StateFile { version: STATE_VERSION, boot_id: None, processes: Vec::new() }));
+            return Ok(Some(StateFile { version: STATE_VERSION, boot_id: None, pid_ns: None, processes: Vec::new() }));
         }
         let file: StateFile = serde_json::from_str(&text)
             .map_err(|e| format!("state file {}: not a numapilot state file: {e}", path.display()))?;
@@ -505,8 +510,12 @@ impl Originals {
     /// Writes the state file atomically (temp + fsync + rename, mode 0600). A failure is
     /// remembered until a save succeeds ([`Originals::unsaved`]).
     pub fn save(&self) -> Result<(), String> {
-        let file =
-            StateFile { version: STATE_VERSION, boot_id: boot_id(), processes: self.procs.values().cloned().collect() };
+        let file = StateFile {
+            version: STATE_VERSION,
+            boot_id: boot_id(),
+            pid_ns: pid_namespace(),
+            processes: self.procs.values().cloned().collect(),
+        };
         let r = write_atomic(&self.path, &file);
         self.unsaved.set(r.is_err());
         r
@@ -542,6 +551,13 @@ impl Originals {
         }
         report
     }
+}
+
+/// The inode of this process's pid namespace (`/proc/self/ns/pid`), `None` where it cannot be
+/// read.
+pub fn pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
 }
 
 /// The kernel's boot id, `None` where it cannot be read.
