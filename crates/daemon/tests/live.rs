@@ -2786,6 +2786,56 @@ fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 
+/// A first cgroup placement that fails leaves the process where it was and its record without
+/// numapilot's cgroup, so the next action tries the cgroup again. Here the cgroup is made to
+/// refuse its CPUs: a child cgroup inside it (as a runtime may make) holds a CPU the placement
+/// leaves out, and v1 keeps a cpuset's CPUs a superset of its children's (EBUSY). The record was
+/// saved naming the cgroup before the write; the next action found the process outside it, took
+/// that for an operator's move and gave up cgroup placement for the process for good (review
+/// helper-37).
+#[test]
+fn a_failed_cgroup_placement_is_tried_again() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    if h.version != numapilot_actuate::CgroupVersion::V1 {
+        eprintln!("skipped: the refusal set up here is cgroup v1's");
+        return;
+    }
+    let (_d, state) = tmp_state("cpuset-failed");
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let target = kid.target();
+    let before_cg = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    let made = format!("/numapilot/{}-{}", kid.pid(), target.starttime);
+    let dir = h.dir(&made);
+    let other: CpuSet = std::iter::once(t.online_cpus().first().unwrap()).collect();
+    assert!(!other.is_subset(&cpus));
+    let root = |f: &str| std::fs::read_to_string(h.mount.join(f)).unwrap().trim().to_string();
+    std::fs::create_dir_all(dir.join("blocker")).unwrap();
+    for (d, c) in [(h.mount.join("numapilot"), root("cpuset.cpus")), (dir.clone(), root("cpuset.cpus"))] {
+        std::fs::write(d.join("cpuset.mems"), root("cpuset.mems")).unwrap();
+        std::fs::write(d.join("cpuset.cpus"), c).unwrap();
+    }
+    std::fs::write(dir.join("blocker/cpuset.mems"), root("cpuset.mems")).unwrap();
+    std::fs::write(dir.join("blocker/cpuset.cpus"), other.to_list()).unwrap();
+    let set = ActionKind::SetAffinity { cpus: cpus.clone() };
+    let first = host.apply(&action(target, set.clone()));
+    assert!(refused(&first).contains("cpuset"), "{first:?}");
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), before_cg);
+    std::fs::remove_dir(dir.join("blocker")).unwrap();
+    assert_eq!(host.apply(&action(target, set)), Outcome::Applied { pages_moved: 0 });
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), made, "the second action did not try the cgroup again");
+    let r = host.restore_all();
+    assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), before_cg);
+    kid.kill();
+    let _ = std::fs::remove_dir(&dir);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+}
+
 /// The cgroup numapilot made for a process that exited, when it cannot be removed at once (here a
 /// child cgroup made inside it, as a container runtime or a service manager may), is tried again
 /// each cycle until it goes: it stayed for good, and a process left in it kept numapilot's CPUs

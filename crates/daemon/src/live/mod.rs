@@ -1233,7 +1233,34 @@ impl LiveHost {
         match h.place(pid, &name, cpus, &mems, || select::same_process(pid, starttime)) {
             Ok(_) => Ok(()),
             Err(e) if e.errno() == Some(libc::ESRCH) => Err(Outcome::Vanished),
-            Err(e) => Err(Outcome::Refused { message: format!("cpuset: {e}") }),
+            Err(e) => {
+                if !has {
+                    self.forget_unplaced_cpuset(h, pid);
+                }
+                Err(Outcome::Refused { message: format!("cpuset: {e}") })
+            }
+        }
+    }
+
+    /// After a first placement into a cgroup of numapilot's failed: the record (saved before the
+    /// write, for crash recovery) names a cgroup the process never joined. Left so, the next
+    /// action found the process outside it, took that for an operator's move and gave up cgroup
+    /// placement for the process for good (`cpuset_declined`; review helper-37). While it is not
+    /// in the made cgroup the record drops it again (the cgroup, made empty, removed with it), so
+    /// the next action tries anew.
+    fn forget_unplaced_cpuset(&mut self, h: &CpusetHierarchy, pid: u32) {
+        let Some(cs) = self.originals.procs.get(&pid).and_then(|r| r.cpuset.clone()) else { return };
+        if h.cgroup_of(pid).ok().flatten().is_none_or(|now| now == cs.made_path()) {
+            return;
+        }
+        for e in state::release_cgroup(&cs) {
+            tracing::warn!("pid {pid}: numapilot's cgroup after a failed placement: {e}");
+        }
+        if let Some(rec) = self.originals.procs.get_mut(&pid) {
+            rec.cpuset = None;
+        }
+        if let Err(o) = self.save() {
+            tracing::warn!("pid {pid}: state file after a failed cgroup placement: {o:?}");
         }
     }
 
