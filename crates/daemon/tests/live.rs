@@ -492,6 +492,63 @@ fn refused(o: &Outcome) -> &str {
 
 // ----- identity, exclusions, kernel threads, pinned ----------------------------------------------
 
+/// A pin set after numapilot placed a process (an operator's `taskset -p` on one of its threads)
+/// is its own: the next action on the process is refused and the restore leaves that thread
+/// where it was put. The check of a process's threads before an action stopped once numapilot
+/// had changed it: the next placement overwrote the pin, and the restore then gave the thread
+/// its original from before numapilot, so the pin was lost for good (review helper-37).
+#[test]
+fn a_pin_set_after_placement_is_not_overwritten() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let other: CpuSet = std::iter::once(t.online_cpus().first().unwrap()).collect();
+    let (_d, state) = tmp_state("repinned");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let set = ActionKind::SetAffinity { cpus: cpus.clone() };
+    assert_eq!(host.apply(&action(kid.target(), set.clone())), Outcome::Applied { pages_moved: 0 });
+    // The operator pins one thread (not the leader) elsewhere.
+    let tid = masks(kid.pid()).iter().map(|(t, _)| *t).find(|&t| t != kid.pid()).unwrap();
+    numapilot_actuate::sched_setaffinity(tid as libc::pid_t, &other).unwrap();
+    let o = host.apply(&action(kid.target(), set));
+    assert!(refused(&o).contains("not by numapilot"), "{o:?}");
+    assert_eq!(sched_getaffinity(tid as libc::pid_t).unwrap(), other, "the operator's pin was overwritten");
+    let r = host.restore_all();
+    assert!(r.failed.is_empty(), "{r:?}");
+    assert_eq!(sched_getaffinity(tid as libc::pid_t).unwrap(), other, "the restore undid the operator's pin");
+    assert_eq!(sched_getaffinity(kid.pid() as libc::pid_t).unwrap(), t.online_cpus(), "the leader is put back");
+    kid.kill();
+}
+
+/// A job started on launch advice (adopted: its launcher narrowed it to the advised nodes) whose
+/// thread then pinned itself narrower still (an OpenMP runtime binding its workers) placed that
+/// thread itself: an action on it is refused. Every thread of an adopted job passed the check
+/// before (review helper-37).
+#[test]
+fn an_adopted_jobs_own_pin_within_the_advice_is_its_own() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("adopted-pin");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let nodes: NodeSet = t.nodes.iter().map(|n| n.id).collect();
+    host.adopt(kid.pid(), &nodes);
+    let tid = masks(kid.pid()).iter().map(|(t, _)| *t).find(|&t| t != kid.pid()).unwrap();
+    numapilot_actuate::sched_setaffinity(tid as libc::pid_t, &cpus).unwrap();
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert!(refused(&o).contains("pinned itself"), "{o:?}");
+    // Its threads as wide as the advice: no pin, the action goes through.
+    numapilot_actuate::sched_setaffinity(tid as libc::pid_t, &t.online_cpus()).unwrap();
+    assert_eq!(
+        host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus })),
+        Outcome::Applied { pages_moved: 0 }
+    );
+    host.restore_all();
+    kid.kill();
+}
+
 #[test]
 fn reused_pid_or_gone_process_is_vanished_and_untouched() {
     let t = topo();
@@ -1332,8 +1389,8 @@ fn a_thread_placed_on_its_own_after_inheriting_ours_goes_back_to_the_original() 
 }
 
 /// Threads born after numapilot changed a process: one that pins itself keeps its own mask
-/// through a restore (recorded with it when numapilot changes the process again, left alone when
-/// it does not), one that inherited numapilot's mask gets the leader's original back. Until
+/// through a restore (and makes the process its own placement: the next change is refused), one
+/// that inherited numapilot's mask gets the leader's original back. Until
 /// 2026-11-29 a restore gave every thread off the record the leader's original, undoing a
 /// program's own pinning.
 #[test]
@@ -1366,10 +1423,12 @@ fn restore_leaves_threads_that_pinned_themselves_after_the_change() {
     let (pinned1, inherited1) = threads(&mut kid, 1);
     assert_eq!(sched_getaffinity(pinned1 as i32).unwrap(), own);
     assert_eq!(sched_getaffinity(inherited1 as i32).unwrap(), cpus);
-    // numapilot changes the process again: the self-pinned thread is recorded with its own mask
-    // first, then set like the others.
-    assert_eq!(host.apply(&action(kid.target(), set)), Outcome::Applied { pages_moved: 0 });
-    assert_eq!(sched_getaffinity(pinned1 as i32).unwrap(), cpus);
+    // A thread that pinned itself after the change makes the process its own placement: the next
+    // change is refused and the thread keeps its mask (until review helper-37 it was recorded with
+    // its own mask and then set like the others).
+    let o = host.apply(&action(kid.target(), set));
+    assert!(refused(&o).contains("not by numapilot"), "{o:?}");
+    assert_eq!(sched_getaffinity(pinned1 as i32).unwrap(), own);
     let (pinned2, inherited2) = threads(&mut kid, 2);
     let r = host.restore_all();
     assert_eq!((r.restored, r.failed.len()), (1, 0), "{r:?}");

@@ -977,13 +977,56 @@ impl LiveHost {
         ours.then_some((original, first))
     }
 
+    /// Why process `pid`, on record (numapilot changed it), counts as placed by someone else since:
+    /// a thread whose mask is none of the masks numapilot set (as the kernel cuts them:
+    /// [`is_ours`]), not its original as recorded, and narrower than its cpuset allows (an
+    /// operator's `taskset -p`, the program's own `pthread_setaffinity_np`). `None` for a
+    /// process not on record or on a record from before the masks were kept. The check before
+    /// an action looked at a process's threads only until numapilot first changed it: a pin set
+    /// after that was overwritten by the next placement, and the restore then put back the
+    /// original from before numapilot, so the pin was lost for good (review helper-37).
+    fn repinned(&self, pid: u32, starttime: u64) -> Option<String> {
+        let rec = self.originals.procs.get(&pid).filter(|r| r.starttime == starttime)?;
+        let ours = state::masks_we_set(rec);
+        if ours.is_empty() {
+            return None;
+        }
+        let tids = numapilot_actuate::list_threads(pid).ok().flatten()?;
+        let mut cut: Option<Option<CpuSet>> = None;
+        let mut allowed: Option<Option<CpuSet>> = None;
+        for tid in tids {
+            let Ok(m) = sched_getaffinity(tid as libc::pid_t) else { continue };
+            if is_ours(pid, &m, &ours, &mut cut, self.cpuset_read.as_ref())
+                || rec.threads.get(&tid).is_some_and(|o| CpuSet::parse_list(o).ok().as_ref() == Some(&m))
+            {
+                continue;
+            }
+            let allowed = allowed.get_or_insert_with(|| {
+                select::cpuset_cpus(&self.topo, self.cpuset_read.as_ref(), pid)
+                    .map(|c| c.intersection(&self.topo.usable_cpus()))
+            });
+            // Not narrowed (every CPU it may use): nobody's placement.
+            if allowed.as_ref().is_some_and(|a| !a.is_empty() && a.is_subset(&m)) {
+                continue;
+            }
+            return Some(format!(
+                "thread {tid} runs on CPUs {}, set since numapilot placed the process and not by numapilot (nor \
+                 its original): the program's or an operator's own placement",
+                m.to_list()
+            ));
+        }
+        None
+    }
+
     /// Records the originals of `pid` (every current thread's mask, the leader's as default) unless
     /// held already, and writes the state file. Err: the message why nothing may be changed.
     ///
     /// For a process on record, a thread born since with a mask of its own (not one numapilot set,
     /// which it would have inherited from its creator) is recorded with that mask before the next
     /// change, so a restore gives the program its own choice back; a thread that inherited
-    /// numapilot's mask stays off the record and a restore gives it the leader's original.
+    /// numapilot's mask stays off the record and a restore gives it the leader's original. (With
+    /// `include_pinned` off, a thread born since with a mask narrower than its cpuset makes the
+    /// process its own placement: [`LiveHost::repinned`] refuses the change before this.)
     fn record(&mut self, pid: u32, starttime: u64, comm: &str, cpus: &CpuSet) -> Result<(), Outcome> {
         // Rule originals-on-disk-first: after a failed save, nothing changes until what is on
         // record in memory is on disk too (`Originals::unsaved`).
@@ -1530,6 +1573,9 @@ impl Host for LiveHost {
         let inherited = if self.originals.has(t.pid, t.starttime) { None } else { self.inherited(t.pid, stat.ppid) };
         let checked = numapilot_observe::reader::monotonic_ns();
         if !self.opts.include_pinned {
+            if let Some(why) = self.repinned(t.pid, t.starttime) {
+                return Outcome::Refused { message: format!("{who}: {why}; left alone (include_pinned is off)") };
+            }
             let ours = self.originals.has(t.pid, t.starttime) || inherited.is_some();
             let advised = self.adopted.get(&t.pid).filter(|(st, _)| *st == t.starttime).map(|(_, n)| n);
             if let Some(why) =

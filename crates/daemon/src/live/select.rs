@@ -350,7 +350,8 @@ pub fn cpuset_cpus(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32) ->
 /// read counts as placed (left alone this time; the check runs at every action): a process bound
 /// with `numactl --membind` whose numa_maps read failed once had its pages moved. A process
 /// started on this daemon's launch advice for `advised` nodes (its launcher named it) placed
-/// nothing itself: its narrowed CPUs and a memory policy within those nodes are the advice's.
+/// nothing itself: its CPUs narrowed to those nodes and a memory policy within them are the
+/// advice's (a thread narrower than the advised nodes' CPUs is its own pin).
 pub fn pinned(
     reader: &Reader,
     topo: &Topology,
@@ -376,7 +377,7 @@ pub fn pinned(
         Ok(None) => return Some("its numa_maps could not be read: its memory policy is unknown".into()),
         Err(e) => return Some(format!("its numa_maps could not be read ({e}): its memory policy is unknown")),
     }
-    if affinity_is_ours || advised.is_some() {
+    if affinity_is_ours {
         return None;
     }
     let Some(allowed) = cpuset_cpus(topo, hier, pid) else {
@@ -385,7 +386,16 @@ pub fn pinned(
     // Reserved CPUs (`Topology::reserve`) are not the process's to narrow from: on a host with
     // isolated CPUs every process's default mask leaves them out.
     let cpuset = allowed;
-    let allowed = cpuset.intersection(&topo.usable_cpus());
+    let mut allowed = cpuset.intersection(&topo.usable_cpus());
+    // A job started on launch advice was narrowed by its launcher to the advised nodes: that is
+    // no pin, but a thread narrower still is its own (OpenMP's OMP_PROC_BIND, a runtime pinning
+    // its workers). Every thread of an adopted job passed before (review helper-37).
+    if let Some(nodes) = advised {
+        let within = allowed.intersection(&topo.cpus_of_nodes(nodes));
+        if !within.is_empty() {
+            allowed = within;
+        }
+    }
     if allowed.is_empty() {
         return Some(format!("its cpuset allows only CPUs placement does not use ({})", cpuset.to_list()));
     }
