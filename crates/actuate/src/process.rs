@@ -152,6 +152,9 @@ pub fn set_threads_affinity_while(
             Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
             Err(e) => return Err(e),
         };
+        if !still_listed(pid, tid) {
+            return Ok(());
+        }
         before(tid, &original);
         match sched_setaffinity(tid as libc::pid_t, &cpus) {
             Ok(()) => {}
@@ -220,6 +223,9 @@ pub fn set_threads_affinity_each_while(
                 return Ok(());
             }
         };
+        if !still_listed(pid, tid) {
+            return Ok(());
+        }
         let error = match sched_setaffinity(tid as libc::pid_t, &cpus) {
             Ok(()) => {
                 out.walk.threads.push((tid, original));
@@ -255,6 +261,20 @@ struct Walk {
     unsettled: bool,
     /// The process was gone (or `still()` said it changed) before the walk settled.
     gone: bool,
+}
+
+/// Whether `tid` is still a thread of `pid` (`/proc/PID/task/TID` exists), asked right before each
+/// affinity call of a walk: a thread listed a moment ago that exited since leaves its tid free, and
+/// another process may have it by now (at once when something sets `ns_last_pid`, otherwise once
+/// the pid space wraps), while `sched_setaffinity` takes a bare tid. procfs answers ENOENT for a
+/// tid of another thread group under this directory. Only a confirmed absence counts: any other
+/// error leaves the decision to the call, as before (review helper-37; the daemon's one-thread
+/// path asked this already).
+pub fn still_listed(pid: u32, tid: u32) -> bool {
+    !matches!(
+        std::fs::symlink_metadata(format!("/proc/{pid}/task/{tid}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound
+    )
 }
 
 /// The walk both forms share (see the module essay): lists `pid`'s threads, calls `each(tid)` once

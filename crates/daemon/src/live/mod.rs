@@ -1046,7 +1046,11 @@ impl LiveHost {
             // change; review helper-33), and a tid reused by a later thread of it would have been
             // put back on a dead thread's mask.
             let before = rec.threads.len();
-            rec.threads.retain(|t, _| tids.binary_search(t).is_ok());
+            // Gone only when its task directory says so: one listing can skip a live thread (a
+            // readdir of a process's tasks resumes by position when threads exit between two of
+            // its calls; review helper-37), and its original would be lost.
+            rec.threads
+                .retain(|t, _| tids.binary_search(t).is_ok() || numapilot_actuate::process::still_listed(pid, *t));
             added |= rec.threads.len() != before;
             let new: Vec<u32> = tids.into_iter().filter(|t| !rec.threads.contains_key(t)).collect();
             // Ours as the kernel reports it now, cut to the CPUs online and to the cpuset, not
