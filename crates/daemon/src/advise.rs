@@ -1,6 +1,29 @@
 //! Pre-placement advice on a live host: measures each node's free CPUs and memory (numad's way)
 //! for the pure algorithm in `numapilot_policy::advise` (one implementation: the simulator's
 //! launch stage uses it too), re-exported here for the daemon's callers.
+//!
+//! # Problem
+//!
+//! A job launcher (`numactl -N $(numapilot advise ...)`, libvirt's `placement='auto'`) asks where a
+//! job of N CPUs and M bytes fits before it starts: the answer must reflect what is free now, on
+//! the nodes the job will be able to use, or it names a busy node or one the launcher's own cpuset
+//! forbids (`numactl --cpunodebind` then fails with EINVAL).
+//!
+//! # Approach
+//!
+//! ```text
+//!   free CPUs of node n   = idle share of its CPUs between two /proc/stat reads `window` apart
+//!                           (numad's way; without a window, a captured fixture: since boot)
+//!                           x the number of its CPUs the launcher may use
+//!   free memory of node n = MemFree + Inactive(file) + SReclaimable of its meminfo
+//!                           (`NodeSample::mem_free_reclaimable_kb`, as the daemon's model counts it)
+//!   reach                 = the launcher's own affinity cut to its cpuset, and Mems_allowed: a job
+//!                           inherits both, so nodes outside them are left out (`own_reach`)
+//! ```
+//!
+//! While a daemon runs, `numapilot advise` sends these figures to it and the daemon answers with
+//! its promises to earlier launches taken off (rule launch-advice); without one they go straight
+//! to `numapilot_policy::advise`.
 
 use std::path::Path;
 use std::time::Duration;

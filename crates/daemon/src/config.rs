@@ -191,7 +191,9 @@ pub struct IncludeSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ActuationSection {
-    /// Page-migration budget, MB/s. Default: `tunables.migrate_budget_mib_per_s` (4096).
+    /// Page-migration budget, MiB/s (the key says MB for brevity; the budget counts 2^20 bytes).
+    /// Default: `tunables.migrate_budget_mib_per_s` (4096). What it prevents: page copies taking a
+    /// node's memory bandwidth from the workload they are for.
     pub migrate_mb_per_s: Option<u64>,
     /// `off` (thread affinity only, default), `auto`, `v1`, `v2`.
     pub cpuset: CpusetName,
@@ -225,8 +227,8 @@ impl Default for ActuationSection {
     }
 }
 
-/// Largest `[actuation] mover_threads`: 256 threads. Source: a bound of ours, above any node's
-/// CPU count in the machines we model (the widest, 24 CPUs a node); the mover never uses more
+/// Largest `[actuation] mover_threads`: 256 threads. Source: a bound of ours, the widest node of the
+/// machines we model (`machines/epyc-2s256c.toml`: 256 CPUs a node); the mover never uses more
 /// threads than the CPUs it runs on. Prevents: a typo asking for millions of threads.
 pub const MAX_MOVER_THREADS: u64 = 256;
 

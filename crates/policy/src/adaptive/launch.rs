@@ -55,7 +55,7 @@ use crate::advise::{self, NodeFree};
 use crate::engine::{LaunchAdvice, LaunchRequest};
 
 /// How long a promise without a pid counts against the free capacity, ns. Default 5 s. Source: a
-/// choice, a few of the daemon's 500 ms intervals, long enough for a launched process to start and
+/// choice, five of the daemon's default 1 s intervals (`interval_ms`), long enough for a launched process to start and
 /// be seen twice. What it prevents: two launches in quick succession both told the same free node
 /// (numad -w answers each from the same snapshot), and a launch that never happened holding its
 /// capacity for good.
