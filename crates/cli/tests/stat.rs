@@ -292,6 +292,31 @@ fn patterns_and_several_processes_equal_numastat() {
     }
 }
 
+/// A pattern with a byte that is not UTF-8 finds the process whose command line holds it, as
+/// numastat does (arguments are taken as text, so the byte arrived as U+FFFD and never matched
+/// the raw command line; review helper-36).
+#[test]
+fn a_pattern_that_is_not_utf8_finds_its_process() {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let mut name = format!("np-{}-", std::process::id()).into_bytes();
+    name.push(0xff);
+    name.extend_from_slice(b"-q");
+    let arg0 = std::ffi::OsStr::from_bytes(&name);
+    let mut sleeper = Command::new("sleep").arg0(arg0).arg("300").spawn().unwrap();
+    let pid = sleeper.id();
+    let outs = [
+        run(Command::new(bin()).arg("stat").arg("-p").arg(arg0)),
+        run(Command::new(numastat_link()).arg("-p").arg(arg0)),
+    ];
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    for out in outs {
+        let shown = text(&out.stdout);
+        assert!(shown.contains(&format!("for PID {pid} (sleep)")), "{shown}\n{}", text(&out.stderr));
+    }
+}
+
 #[test]
 fn a_missing_process_is_reported_like_numastat() {
     if !have_numastat() {

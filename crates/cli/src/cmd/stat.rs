@@ -45,8 +45,9 @@ pub struct Args {
     pub numastat: bool,
     /// Show per-node memory of the process with this PID, or of every process whose name or command
     /// line contains this pattern. May be repeated.
-    #[arg(short = 'p', value_name = "PID|PATTERN")]
-    pub process: Vec<String>,
+    /// (Taken as given, bytes that are not UTF-8 included: numastat matches them.)
+    #[arg(short = 'p', value_name = "PID|PATTERN", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub process: Vec<std::ffi::OsString>,
     /// Sort rows by the Total column, or by NODE's column (`-s` or `-s=1`).
     #[arg(short = 's', value_name = "NODE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub sort: Option<String>,
@@ -74,8 +75,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// More PIDs or patterns, as with -p.
-    #[arg(value_name = "PID|PATTERN")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "PID|PATTERN", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub targets: Vec<std::ffi::OsString>,
 }
 
 /// numastat's `-s` takes its node only attached (`-s1`, getopt's optional argument `s::`), while
@@ -144,8 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         && !args.zeros
         && args.targets.is_empty()
         && !args.json;
-    let mut specs = args.process;
-    specs.extend(args.targets);
+    let specs = specs_of(&args);
     let cfg = Config {
         compress: args.compress,
         meminfo: args.meminfo,
@@ -159,6 +159,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         screen_width: numastat::screen_width(),
     };
     execute(&args.root, &cfg, args.json, Strict::Yes)
+}
+
+/// The -p values and operands as text (a byte that is not UTF-8 as U+FFFD, which the pattern search
+/// matches against the processes' text taken the same way: `numastat::pattern_candidates`).
+fn specs_of(args: &Args) -> Vec<String> {
+    args.process.iter().chain(&args.targets).map(|s| s.to_string_lossy().into_owned()).collect()
 }
 
 /// Whether naming only processes that cannot be read is an error (`numapilot stat`) or, as
@@ -198,8 +204,7 @@ fn run_threads(args: Args) -> anyhow::Result<ExitCode> {
     if !args.root.is_dir() {
         anyhow::bail!("--root {}: not a directory", args.root.display());
     }
-    let mut specs = args.process;
-    specs.extend(args.targets);
+    let specs = specs_of(&args);
     let reader = threads::reader(&args.root, !specs.is_empty());
     let cfg = threads::Config { specs, interval_ms: args.interval, json: args.json };
     let (out, notes) = threads::run(&reader, &cfg)?;

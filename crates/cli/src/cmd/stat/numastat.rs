@@ -269,6 +269,14 @@ fn pattern_candidates(reader: &Reader) -> anyhow::Result<Vec<Candidate>> {
             text.extend(cmdline.iter().map(|&b| if b == 0 { b' ' } else { b }));
         }
         text.truncate(2047);
+        // Matched as the arguments arrive: a pattern's bytes that are not UTF-8 come as U+FFFD
+        // (arguments are taken as text), so the process's are too; raw, a name or command line
+        // with such a byte could never match its own pattern (review helper-36). Any invalid
+        // byte then matches any other: only UTF-8 text is told apart exactly.
+        let text = match String::from_utf8(text) {
+            Ok(t) => t.into_bytes(),
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned().into_bytes(),
+        };
         out.push(Candidate { pid, name, text });
     }
     Ok(out)
