@@ -276,6 +276,9 @@ fn show_cases() -> Vec<Vec<String>> {
         vec![format!("--cpunodebind={n}")],
         vec![format!("-m{n}"), format!("-C{}", cpus[0])],
         vec!["-b".into(), format!("-m{n}")],
+        // Blanks before a number, as strtoul skips them (a list with a blank after its commas).
+        vec![format!("--membind={n}, {n}")],
+        vec!["-C".into(), format!(" {last}")],
     ];
     let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     let mut v = rel.trim().split(|c: char| !c.is_ascii_digit()).map(|x| x.parse::<u32>().unwrap_or(0));

@@ -56,8 +56,10 @@
 //!
 //! # Limits
 //!
-//! Ids above [`IdSet::MAX_ID`] are refused as too large. Whitespace and signs, which `strtoul`
-//! would skip or accept, are refused.
+//! Ids above [`IdSet::MAX_ID`] are refused as too large. Whitespace before a number is skipped, as
+//! `strtoul` skips it (`-m "0, 1"`, a list typed or generated with a blank after each comma, runs
+//! under numactl; it was refused here until review helper-36); signs, which `strtoul` also
+//! accepts (`+1`, `-0`), and whitespace after a number (numactl refuses that too) are refused.
 
 use std::fmt;
 
@@ -311,8 +313,10 @@ fn device_at<'s, 'd>(
     Device::PREFIXES.iter().find_map(|(p, dev)| at.strip_prefix(p).map(|name| (d, *dev, name)))
 }
 
-/// A number as C `strtoul(s, &end, 0)` reads it, requiring the whole string to be consumed.
+/// A number as C `strtoul(s, &end, 0)` reads it, requiring the whole string to be consumed:
+/// leading whitespace (C's `isspace`) skipped, no sign.
 fn parse_number(s: &str) -> Result<u64, Problem> {
+    let s = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
     let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         (h, 16)
     } else if s.len() > 1 && s.starts_with('0') {
@@ -398,7 +402,13 @@ mod tests {
         assert_eq!(ok("0", "0-15"), "0");
         assert_eq!(problem("08", "0-15", "0-15").1, Problem::Unparseable);
         assert_eq!(problem("0x", "0-15", "0-15").1, Problem::Unparseable);
-        assert_eq!(problem(" 1", "0-15", "0-15").1, Problem::Unparseable);
+        // Leading blanks are strtoul's to skip, trailing ones end the number early: refused.
+        assert_eq!(ok(" 1", "0-15"), "1");
+        assert_eq!(ok("0, 1", "0-15"), "0-1");
+        assert_eq!(ok("0,\t2- 3", "0-15"), "0,2-3");
+        assert_eq!(ok("! 0", "0-3"), "1-3");
+        assert_eq!(problem("1 ", "0-15", "0-15").1, Problem::Unparseable);
+        assert_eq!(problem(" ", "0-15", "0-15").1, Problem::Unparseable);
         assert_eq!(problem("-1", "0-15", "0-15").1, Problem::Unparseable);
         assert_eq!(problem("99999999999999999999999", "0", "0").1, Problem::TooLarge);
         assert_eq!(problem("70000", "0", "0").1, Problem::TooLarge);
