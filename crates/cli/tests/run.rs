@@ -253,6 +253,22 @@ fn usage_errors_print_usage_and_exit_1() {
     assert!(stdout(&help).starts_with("usage: numapilot run"));
 }
 
+/// A node or CPU list before `--hardware` is checked as numactl checks it: an invalid one is an
+/// error (it was ignored and the hardware printed); a valid one is not (numactl refuses that too,
+/// with a message about --shm: ours prints the hardware).
+#[test]
+fn an_invalid_list_before_hardware_is_an_error() {
+    for args in [&["-m", "4095", "-H"][..], &["-C", "1000000", "-H"], &["-m", "abc", "--hardware"]] {
+        let o = numapilot_run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}");
+        assert!(stderr(&o).contains(args[1]), "{args:?}: {}", stderr(&o));
+    }
+    let o = numapilot_run(["-m", &first_node().to_string(), "-H"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("available: "));
+}
+
 #[test]
 fn strict_is_warned_about_and_ignored() {
     let o = numapilot_run(["--strict", "-l", "true"]);

@@ -96,6 +96,14 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
             return print_out(&format!("numapilot {} (numactl-compatible launcher)\n", env!("CARGO_PKG_VERSION")))
         }
         Action::Hardware => {
+            // The node and CPU lists given before -H are checked, as numactl checks each when it
+            // reads it: `-m 5 -H` on a machine without node 5 is an error there (an invalid list
+            // was ignored here, and the hardware printed; review helper-36). A valid one before
+            // -H stays no error (numactl refuses any policy there, with a message about --shm).
+            if req.policy.is_some() || req.cpubind.is_some() {
+                let sys = SystemView::live()?;
+                resolve(req, &sys, &sys)?;
+            }
             let topo = Topology::from_sysfs(Path::new("/"))?;
             return print_out(&numapilot_topology::render::numactl_hardware(&topo));
         }
