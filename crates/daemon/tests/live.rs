@@ -1030,6 +1030,70 @@ fn children_that_inherited_our_mask_are_ours_and_restored() {
     kid.kill();
 }
 
+/// Rule inheritors-on-record: children that inherited a placed process's mask are put on record
+/// at the next sample, so they are put back after their parent has gone. Before, only the
+/// parent's record led to them: a parent that exited (a script that starts a server and ends)
+/// took its record with it, and its children kept numapilot's mask after the daemon stopped
+/// (review helper-37).
+#[test]
+fn children_of_a_placed_process_that_exited_are_still_restored() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let (_d, state) = tmp_state("orphans");
+    let mut host = host_with(&state, |_| {});
+    let (kid, original, c1, c2) = placed_forker(&mut host, &state, &cpus);
+    let s = host.sample().unwrap();
+    host.recycle(s);
+    let parent = kid.pid();
+    kid.kill();
+    let t0 = std::time::Instant::now();
+    while read_starttime(parent).is_some() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "the parent did not go");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let s = host.sample().unwrap();
+    host.recycle(s);
+    let on_record: Vec<u32> = host.touched().iter().map(|t| t.0).collect();
+    assert!(on_record.contains(&c1) && on_record.contains(&c2), "{on_record:?}");
+    let file = Originals::load(&state).unwrap().unwrap();
+    let rec = file.processes.iter().find(|p| p.pid == c1).expect("the child on record in the file");
+    assert_eq!(rec.default_cpus, original.to_list(), "its original is its parent's original");
+    let r = host.restore_all();
+    assert!(r.failed.is_empty(), "{r:?}");
+    for pid in [c1, c2] {
+        assert_eq!(sched_getaffinity(pid as i32).unwrap(), original, "child {pid} kept numapilot's mask");
+        // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+}
+
+/// A child forked while its parent was on one placement is put back at restore although the
+/// parent was placed again since: the restore compared the child with the parent's mask now
+/// only (review helper-37).
+#[test]
+fn a_child_of_an_earlier_placement_is_restored() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let other: CpuSet = std::iter::once(t.online_cpus().first().unwrap()).collect();
+    let (_d, state) = tmp_state("earlier-placement");
+    let mut host = host_with(&state, |_| {});
+    let (kid, original, c1, c2) = placed_forker(&mut host, &state, &cpus);
+    assert_eq!(
+        host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: other })),
+        Outcome::Applied { pages_moved: 0 }
+    );
+    let r = host.restore_all();
+    assert!(r.failed.is_empty(), "{r:?}");
+    for pid in [kid.pid(), c1, c2] {
+        assert_eq!(sched_getaffinity(pid as i32).unwrap(), original, "pid {pid} not restored");
+    }
+    for pid in [c1, c2] {
+        // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    kid.kill();
+}
+
 /// A release (a reload excluding a placed process) puts back the descendants that still carry
 /// the released process's mask with no record of their own, but not a descendant numapilot placed
 /// in its own right (its own record): that one stays managed and placed (a review of 2026-11-29:

@@ -52,7 +52,7 @@ pub mod state;
 pub use observe::{TierOptions, TierStats};
 
 use apply::{PageTally, Stop, TokenBucket};
-use state::{CpusetOriginal, Originals};
+use state::{CpusetOriginal, Originals, ProcessOriginal};
 
 /// How the live host observes and acts. Built by `run` from the config file and the command line;
 /// [`LiveOptions::default`] gives every default below.
@@ -373,6 +373,10 @@ impl HotplugWatch {
 /// The live kernel as a [`Host`].
 #[derive(Debug)]
 pub struct LiveHost {
+    /// Children of processes on record seen at the last sample, not on record themselves: pid ->
+    /// (start time, a copy of the parent's record) (rule inheritors-on-record,
+    /// [`LiveHost::adopt_inheritors`]).
+    inheritors: std::collections::BTreeMap<u32, (u64, ProcessOriginal)>,
     topo: Topology,
     opts: LiveOptions,
     observer: observe::TieredObserver,
@@ -466,6 +470,13 @@ fn foreign_proc() -> Option<String> {
         )),
     }
 }
+
+/// Candidate children kept for rule inheritors-on-record between two samples, count. Default 1,024.
+/// Source: a choice, far above the children a handful of placed processes keep alive. What it
+/// prevents: a placed process that forks thousands of children a cycle (a build driver) growing
+/// the table with it; past it, the children left out are found by the restore's walk from their
+/// parent as before, while it lives.
+const INHERITORS_KEPT: usize = 1024;
 
 /// This kernel's base page size, bytes (4096 when sysconf cannot tell).
 pub(crate) fn page_size() -> u64 {
@@ -657,6 +668,7 @@ impl LiveHost {
             cpu_base: None,
             mover,
             adopted: std::collections::BTreeMap::new(),
+            inheritors: std::collections::BTreeMap::new(),
             topo_change: None,
             hotplug: HotplugWatch::with_reserved(reserved),
             released: RestoreReport::default(),
@@ -755,6 +767,7 @@ impl LiveHost {
         self.signals.bookkeeping(out);
         self.originals.bookkeeping(out);
         out.push(("host.adopted", self.adopted.len()));
+        out.push(("host.inheritors", self.inheritors.len()));
     }
 
     /// Processes whose read of numa_maps or maps is blocked in the kernel now (left out of the
@@ -962,19 +975,70 @@ impl LiveHost {
             return None;
         }
         let original = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty())?;
-        let tids = numapilot_actuate::list_threads(pid).ok()??;
-        let mut masks = tids.iter().map(|&t| sched_getaffinity(t as libc::pid_t).ok());
-        let first = masks.next()??;
-        if first == original || !masks.all(|m| m.as_ref() == Some(&first)) {
-            return None;
+        let mask = state::inherited_mask(pid, rec, self.cpuset_read.as_ref())?;
+        (mask != original).then_some((original, mask))
+    }
+
+    /// Rule inheritors-on-record: children of processes on record that carry a mask numapilot set
+    /// on their parent are put on record themselves, with their parent's original, so that a
+    /// restore puts them back after the parent has gone. Until then a child was found only
+    /// through its parent (`restore_inherited` walks the descendants of live records, and
+    /// [`LiveHost::inherited`] asks the parent's record): once the parent exited (a script
+    /// that starts a server and ends; a double fork) its record went, the child was reparented,
+    /// and it kept numapilot's mask after the daemon stopped, taken meanwhile for self-pinned
+    /// (review helper-37).
+    ///
+    /// ```text
+    ///   sample N:   a process whose parent is on record, itself not   -> a candidate, with a
+    ///                                                                     copy of the parent's record
+    ///   sample N+1: the candidate alive (same start time), not on record, every thread on one
+    ///               mask numapilot set on the parent (`state::inherited_mask`)
+    ///                                                                  -> on record (saved)
+    /// ```
+    ///
+    /// A child that lives less than one cycle (a build's compilers) is never written down. What is
+    /// read: the sample's parent ids, and the threads' masks of the candidates only.
+    fn adopt_inheritors(&mut self, s: &Sample) {
+        let candidates = std::mem::take(&mut self.inheritors);
+        let mut added = false;
+        for (pid, (starttime, parent)) in candidates {
+            if self.originals.procs.contains_key(&pid) || select::still_there(pid, starttime) != Some(true) {
+                continue;
+            }
+            let Some(original) = CpuSet::parse_list(&parent.default_cpus).ok().filter(|c| !c.is_empty()) else {
+                continue;
+            };
+            let Some(mask) = state::inherited_mask(pid, &parent, self.cpuset_read.as_ref()) else { continue };
+            if mask == original {
+                continue;
+            }
+            let comm = select::read_stat(pid).map(|st| st.comm).unwrap_or_default();
+            let rec = self.originals.entry(pid, starttime, &comm, &original);
+            for m in &parent.set_cpus {
+                if let Ok(c) = CpuSet::parse_list(m) {
+                    rec.note_set(&c);
+                }
+            }
+            if rec.cpuset_cpus.is_none() {
+                rec.cpuset_cpus.clone_from(&parent.cpuset_cpus);
+            }
+            added = true;
         }
-        let parent_tids = numapilot_actuate::list_threads(ppid).ok()??;
-        let ours = parent_tids.iter().any(|&t| {
-            let own_original = rec.threads.get(&t).and_then(|c| CpuSet::parse_list(c).ok());
-            let now = sched_getaffinity(t as libc::pid_t).ok();
-            now.as_ref() == Some(&first) && own_original.as_ref().unwrap_or(&original) != &first
-        });
-        ours.then_some((original, first))
+        if added {
+            if let Err(e) = self.originals.save() {
+                tracing::warn!("state file, after recording children that inherited numapilot's mask: {e}");
+            }
+        }
+        for p in &s.processes {
+            if self.inheritors.len() >= INHERITORS_KEPT {
+                break;
+            }
+            let Some(parent) = self.originals.procs.get(&p.stat.ppid) else { continue };
+            if self.originals.procs.contains_key(&p.pid) || parent.set_cpus.is_empty() {
+                continue;
+            }
+            self.inheritors.insert(p.pid, (p.stat.starttime, parent.clone()));
+        }
     }
 
     /// Why process `pid`, on record (numapilot changed it), counts as placed by someone else since:
@@ -1488,6 +1552,9 @@ impl Host for LiveHost {
             .collect();
         self.observer.set_moved_from(moved_from);
         let mut s = self.observer.sample(&self.opts, now).map_err(|e| HostError::Unavailable(e.to_string()))?;
+        if !self.opts.observe_only && self.refusal.is_none() {
+            self.adopt_inheritors(&s);
+        }
         // A cgroup re-check found a managed process moved out of numapilot's hands.
         // (Taken once and handed over: taking it again inside found it empty, and the page moves
         // of processes that left by a cgroup move or a rename were not stopped.)

@@ -710,6 +710,34 @@ pub fn carries_ours(now: &CpuSet, ours: &[CpuSet], allowed: Option<&CpuSet>) -> 
     ours.iter().any(|s| now == s || (now.is_subset(s) && allowed.is_some_and(|a| *now == s.intersection(a))))
 }
 
+/// The mask `pid` inherited from the process of record `parent`, when it did: every thread of
+/// `pid` carries one mask numapilot set on `parent` ([`carries_ours`], cut to what `pid` may run
+/// on now), the same one; `None` otherwise (a thread that set a mask of its own since, no thread
+/// listed, a record from before the masks were kept). Any mask numapilot set counts, not only the
+/// parent's current one: a child forked before the parent was placed again, or by a thread that
+/// had a placement of its own, carries an earlier one (review helper-37).
+pub fn inherited_mask(pid: u32, parent: &ProcessOriginal, hier: Option<&CpusetHierarchy>) -> Option<CpuSet> {
+    let set = masks_we_set(parent);
+    if set.is_empty() {
+        return None;
+    }
+    let tids = numapilot_actuate::list_threads(pid).ok()??;
+    let allowed = allowed_cpus(pid, hier);
+    let mut first: Option<CpuSet> = None;
+    for t in tids {
+        let m = match sched_getaffinity(t as libc::pid_t) {
+            Ok(m) => m,
+            Err(e) if e.errno() == Some(libc::ESRCH) => continue,
+            Err(_) => return None,
+        };
+        if !carries_ours(&m, &set, allowed.as_ref()) || first.as_ref().is_some_and(|f| *f != m) {
+            return None;
+        }
+        first.get_or_insert(m);
+    }
+    first
+}
+
 /// The CPUs a thread of `pid` may run on now: online (`/sys/devices/system/cpu/online`) and in
 /// the cpuset of `pid` in hierarchy `h` when one is given and it reads (one numapilot made does
 /// not: its CPUs are the daemon's placement, and every mask within them reads as cut to them).
@@ -845,7 +873,7 @@ fn restore_inherited(
             Some(now) != original.as_ref() && (set.is_empty() || carries_ours(now, &set, allowed.as_ref()))
         });
         let made_cgroup = rec.cpuset.as_ref().map(CpusetOriginal::made_path);
-        if ours.is_some() || made_cgroup.is_some() {
+        if ours.is_some() || made_cgroup.is_some() || !set.is_empty() {
             roots.push((rec.pid, Inheritance { rec, ours, original, made_cgroup }));
         }
     }
@@ -876,10 +904,19 @@ fn restore_inherited(
                 }
             }
         }
-        if let (Some(ours), Some(original)) = (&inh.ours, &inh.original) {
-            let tids = numapilot_actuate::list_threads(pid).ok().flatten().unwrap_or_default();
-            let all_ours = !tids.is_empty()
-                && tids.iter().all(|&t| sched_getaffinity(t as libc::pid_t).ok().as_ref() == Some(ours));
+        if let Some(original) = &inh.original {
+            // Every thread on one mask numapilot set on the ancestor (any of them: the ancestor
+            // may have been placed again since the fork); a record from before the masks were
+            // kept: the ancestor's mask now, when it is ours.
+            let all_ours = if inh.rec.set_cpus.is_empty() {
+                let tids = numapilot_actuate::list_threads(pid).ok().flatten().unwrap_or_default();
+                inh.ours.as_ref().is_some_and(|ours| {
+                    !tids.is_empty()
+                        && tids.iter().all(|&t| sched_getaffinity(t as libc::pid_t).ok().as_ref() == Some(ours))
+                })
+            } else {
+                inherited_mask(pid, inh.rec, hierarchy.as_ref()).is_some()
+            };
             if all_ours {
                 let back = Follow::of(inh.rec).mask(original.clone());
                 let st = read_starttime(pid);
