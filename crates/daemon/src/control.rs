@@ -390,25 +390,7 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread:
         // And so every directory above it (a review of 2026-11-30): one whose parent another user
         // may write in can be renamed aside and a directory of theirs put in its place, with
         // their server at the socket's path, as the state file's check already holds.
-        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-        use std::os::unix::fs::MetadataExt;
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        let abs = std::fs::canonicalize(dir).map_err(|e| bind_err(format!("{}: {e}", dir.display())))?;
-        for d in abs.ancestors() {
-            let m = std::fs::metadata(d).map_err(|e| bind_err(format!("{}: {e}", d.display())))?;
-            let mine = if d == abs { "its directory" } else { "a directory above it," };
-            if m.uid() != 0 && m.uid() != me {
-                return Err(bind_err(format!("{mine} {} belongs to uid {}, not root", d.display(), m.uid())));
-            }
-            if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
-                return Err(bind_err(format!(
-                    "{mine} {} may be written by other users (mode {:o}, not sticky)",
-                    d.display(),
-                    m.mode() & 0o7777
-                )));
-            }
-        }
+        crate::paths::trusted_dir(dir).map_err(bind_err)?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) => {

@@ -240,6 +240,11 @@ impl Journal {
                 }
                 std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(err)?;
             }
+            // Before the file is opened: another user who may write in the directory (or one
+            // above it) could put a link of theirs where root's journal is appended (review
+            // helper-37; the file itself is opened without following links, its directories were
+            // not checked).
+            crate::paths::trusted_dir(dir).map_err(|why| err(std::io::Error::other(why)))?;
         }
         let file = open_append(path).map_err(err)?;
         let size = file.metadata().map_err(err)?.len();
@@ -375,6 +380,24 @@ pub fn rfc3339(unix_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A journal under a directory other users may write in (here 0777, not sticky) is refused
+    /// before the file is opened: they could put a link of theirs where root appends (review
+    /// helper-37). The same directory made 0700 is taken.
+    #[test]
+    fn a_journal_directory_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("log");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let path = dir.join("journal.jsonl");
+        let e = Journal::open(&path, 1 << 20).err().expect("opened under a world-writable directory");
+        assert!(e.to_string().contains("may be written by other users"), "{e}");
+        assert!(!path.exists(), "the file was created");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(Journal::open(&path, 1 << 20).is_ok());
+    }
 
     #[test]
     fn dates() {

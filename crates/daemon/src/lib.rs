@@ -26,5 +26,6 @@ pub mod control;
 pub mod journal;
 pub mod live;
 pub mod metrics;
+pub mod paths;
 pub mod run;
 pub mod signals;

@@ -1628,6 +1628,22 @@ fn a_state_file_that_is_a_fifo_or_huge_is_refused_before_it_is_read() {
     assert!(err.contains("3221225472 bytes, more than a state file holds (64 MiB)"), "{err}");
 }
 
+/// Before the state file exists, its directory is checked too: the lock and the temporary copy are
+/// created there, and another user who may write in it could plant a link where root creates a
+/// file. A start on a state path under such a directory failed only once a state file was there
+/// to read (review helper-37).
+#[test]
+fn a_state_directory_others_may_write_is_refused_before_anything_is_created() {
+    let (_d, state) = tmp_state("open-dir");
+    let dir = state.parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(&dir).unwrap();
+    chmod(&dir, 0o777);
+    let e = open_err(&state);
+    assert!(e.contains("may be written by other users") && e.contains("not trusted"), "{e}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "something was created in the directory");
+    chmod(&dir, 0o700);
+}
+
 #[test]
 fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     // Its records steer a root daemon's writes (affinity, cgroup.procs, rmdir): a file another
@@ -1648,7 +1664,7 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     write_atomic(&state, &empty).unwrap();
     let dir = state.parent().unwrap().to_path_buf();
     chmod(&dir, 0o770);
-    let named = format!("directory {} is owned", dir.display());
+    let named = format!("its directory {} may be written by other users", dir.display());
     assert!(open_err(&state).contains(&named), "group-writable");
     chmod(&dir, 0o1777);
     assert!(!open_err_or_ok(&state).contains(&named), "sticky");
@@ -1656,7 +1672,7 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     let cd = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid path; chown of our own temporary directory.
     assert_eq!(unsafe { libc::chown(cd.as_ptr(), 65534, 65534) }, 0);
-    assert!(open_err(&state).contains("owned by uid 65534"), "another user's directory");
+    assert!(open_err(&state).contains("belongs to uid 65534"), "another user's directory");
     // SAFETY: as above, back to root.
     assert_eq!(unsafe { libc::chown(cd.as_ptr(), 0, 0) }, 0);
     chmod(&dir, 0o700);
@@ -1664,7 +1680,8 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     // and back).
     let above = dir.parent().unwrap().to_path_buf();
     chmod(&above, 0o777);
-    assert!(open_err(&state).contains(&format!("directory {} is owned", above.display())), "a writable parent");
+    let e = open_err(&state);
+    assert!(e.contains(&format!("a directory above it, {} may be written", above.display())), "a writable parent: {e}");
     chmod(&above, 0o700);
     std::fs::remove_file(&state).unwrap();
     let elsewhere = state.with_file_name("elsewhere.json");

@@ -272,6 +272,10 @@ impl Originals {
         use std::os::unix::fs::MetadataExt as _;
         use std::os::unix::io::AsRawFd as _;
         let dir = state_dir(path)?;
+        // Before anything is created there (the lock, the temporary copy): a directory another
+        // user may write in lets them plant a link where root creates a file (review helper-37;
+        // the directory was checked only when a state file was read).
+        crate::paths::trusted_dir(dir).map_err(|why| format!("state file {}: {why}: not trusted", path.display()))?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "state.json".into());
         let lock_path = dir.join(format!(".{name}.lock"));
         let shown = lock_path.display();
@@ -596,33 +600,11 @@ fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
         ));
     }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let d = std::fs::metadata(dir).map_err(|e| format!("state directory {}: {e}", dir.display()))?;
     // Whoever may rename files in the directory may put an older copy of the file back (a
-    // replay of records): it must be this daemon's or root's, and writable by no one else unless
-    // sticky (then others cannot rename the daemon's files). A review of 2026-11-29 found a
-    // group-writable directory, or one another user owns, accepted.
-    // And so for every directory above it: one whose parent another user may write in can be
-    // renamed aside and back with an older file in it.
-    let mut at = Some(dir.to_path_buf());
-    let mut meta = Some(d);
-    while let (Some(p), Some(d)) = (at.take(), meta.take()) {
-        let sticky = d.mode() & 0o1000 != 0;
-        if (d.uid() != me && d.uid() != 0) || (d.mode() & 0o022 != 0 && !sticky) {
-            return Err(format!(
-                "state file {shown}: directory {} is owned by uid {} with mode {:o}: not trusted (the state file's \
-                 directory and those above it must be this daemon's or root's, and writable by no one else unless \
-                 sticky)",
-                p.display(),
-                d.uid(),
-                d.mode() & 0o7777
-            ));
-        }
-        let abs = std::fs::canonicalize(&p).unwrap_or(p);
-        if let Some(up) = abs.parent() {
-            meta = std::fs::metadata(up).ok();
-            at = Some(up.to_path_buf());
-        }
-    }
+    // replay of records): it and every directory above it must be this daemon's or root's, and
+    // writable by no one else unless sticky (`paths::trusted_dir`; a review of 2026-11-29 found a
+    // group-writable directory, or one another user owns, accepted).
+    crate::paths::trusted_dir(dir).map_err(|why| format!("state file {shown}: {why}: not trusted"))?;
     Ok(())
 }
 
