@@ -392,7 +392,7 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let path = dir.join("journal.jsonl");
-        let e = Journal::open(&path, 1 << 20).err().expect("opened under a world-writable directory");
+        let Err(e) = Journal::open(&path, 1 << 20) else { panic!("opened under a world-writable directory") };
         assert!(e.to_string().contains("may be written by other users"), "{e}");
         assert!(!path.exists(), "the file was created");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
