@@ -2976,6 +2976,44 @@ fn a_failed_cgroup_placement_is_tried_again() {
     let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }
 
+/// A record found stale when its pid is taken again (its process exited and the pid was reused
+/// before a prune saw it) has the cgroup made for it removed, as a prune would: the record was
+/// replaced and the cgroup left for good (review helper-37).
+#[test]
+fn a_stale_records_cgroup_is_removed_when_its_pid_is_recorded_again() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    if h.version != numapilot_actuate::CgroupVersion::V1 {
+        eprintln!("skipped: the cgroup set up here is v1's");
+        return;
+    }
+    let (_d, state) = tmp_state("stale-cgroup");
+    let mut o = Originals::new(&state);
+    let me = my_record(None);
+    let made = format!("{}-1", me.pid);
+    let dir = h.dir(&format!("/numapilot/{made}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = |f: &str| std::fs::read_to_string(h.mount.join(f)).unwrap().trim().to_string();
+    for d in [h.mount.join("numapilot"), dir.clone()] {
+        std::fs::write(d.join("cpuset.mems"), root("cpuset.mems")).unwrap();
+        std::fs::write(d.join("cpuset.cpus"), root("cpuset.cpus")).unwrap();
+    }
+    let stale = ProcessOriginal {
+        starttime: 1,
+        cpuset: Some(CpusetOriginal { version: "v1".into(), mount: h.mount.clone(), original: "/".into(), made }),
+        ..me.clone()
+    };
+    o.procs.insert(me.pid, stale);
+    let cpus = CpuSet::parse_list(&me.default_cpus).unwrap();
+    let rec = o.entry(me.pid, me.starttime, "test", &cpus);
+    assert_eq!(rec.starttime, me.starttime);
+    assert!(rec.cpuset.is_none());
+    let gone = !dir.exists();
+    let _ = std::fs::remove_dir(&dir);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
+    assert!(gone, "the stale record's cgroup was left");
+}
+
 /// The cgroup numapilot made for a process that exited, when it cannot be removed at once (here a
 /// child cgroup made inside it, as a container runtime or a service manager may), is tried again
 /// each cycle until it goes: it stayed for good, and a process left in it kept numapilot's CPUs

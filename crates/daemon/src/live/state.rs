@@ -380,7 +380,18 @@ impl Originals {
     pub fn entry(&mut self, pid: u32, starttime: u64, comm: &str, default_cpus: &CpuSet) -> &mut ProcessOriginal {
         let stale = self.procs.get(&pid).is_some_and(|p| p.starttime != starttime);
         if stale {
-            self.procs.remove(&pid);
+            // The earlier process of this pid exited since the last prune: the cgroup made for it
+            // goes as `prune_gone` would have taken it (it was left for good, with anything still
+            // in it; review helper-37).
+            if let Some(cs) = self.procs.remove(&pid).and_then(|r| r.cpuset) {
+                let errors = release_cgroup(&cs);
+                if !errors.is_empty() {
+                    tracing::warn!("cgroup of an exited process: {}", errors.join("; "));
+                    if let Some(note) = self.keep_unreleased(cs) {
+                        tracing::warn!("{note}");
+                    }
+                }
+            }
         }
         self.procs.entry(pid).or_insert_with(|| ProcessOriginal {
             pid,
