@@ -478,6 +478,20 @@ fn without_a_node_directory_it_launches_on_one_node() {
     let o = hidden("-m 1 true");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains('1'), "{}", stderr(&o));
+    // --hardware says what sysfs says, as numactl does (exit 0): no node (it failed with exit 1,
+    // review helper-36). Compared with numactl itself under the same mount.
+    let real = Command::new("unshare")
+        .args([
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &format!("mount -t tmpfs none /sys/devices/system/node || exit 9; exec {} -H", numactl()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(ok(hidden("--hardware")), ok(real));
     // The node directory is still there outside the namespace.
     assert!(Path::new("/sys/devices/system/node/node0").exists());
 }

@@ -104,7 +104,17 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
                 let sys = SystemView::live()?;
                 resolve(req, &sys, &sys)?;
             }
-            let topo = Topology::from_sysfs(Path::new("/"))?;
+            let topo = match Topology::from_sysfs(Path::new("/")) {
+                Ok(t) => t,
+                // No node directory (a container without /sys, a kernel without NUMA): numactl
+                // prints an empty machine and exits 0; scripts that ask in such a container get
+                // the same (it exited 1 here; review helper-36). Launching assumes one node
+                // (`SystemView::read`), as libnuma does.
+                Err(numapilot_topology::TopologyError::NoNuma { .. }) => {
+                    return print_out("available: 0 nodes ()\nNo distance information available.\n")
+                }
+                Err(e) => return Err(e.into()),
+            };
             return print_out(&numapilot_topology::render::numactl_hardware(&topo));
         }
         Action::Show => None,
