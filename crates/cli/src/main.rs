@@ -61,6 +61,14 @@ enum Command {
     Man(cmd::docs::ManArgs),
 }
 
+/// The tool `name` (a program name without its directory) stands for: `numactl` or `numastat`,
+/// alone or followed by `.` or `-` and anything (`numactl.distrib`, `numastat-2.0.16`).
+fn compat_name(name: &str) -> Option<&'static str> {
+    ["numactl", "numastat"].into_iter().find(|tool| {
+        name.strip_prefix(tool).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-']))
+    })
+}
+
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let argv0 = args
@@ -68,10 +76,12 @@ fn main() -> ExitCode {
         .and_then(|a| Path::new(a).file_name())
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // Started as `numactl` (a symlink) we behave as numactl; as `numastat`, as numastat.
-    let result = match argv0.as_str() {
-        "numactl" => cmd::run::numactl_main(&args[1..]),
-        "numastat" => cmd::stat::numastat_main(&args[1..]),
+    // Started as `numactl` (a symlink) we behave as numactl; as `numastat`, as numastat; also
+    // under a diverted or versioned name (`numactl.distrib` as dpkg-divert leaves it,
+    // `numastat-2`: review helper-36).
+    let result = match compat_name(&argv0) {
+        Some("numactl") => cmd::run::numactl_main(&args[1..]),
+        Some("numastat") => cmd::stat::numastat_main(&args[1..]),
         _ => {
             // numastat's attached `-s` node (`-s1`) for the subcommand too (`stat::attach_sort_values`).
             let args = if args.get(1).is_some_and(|a| a == "stat") {
@@ -134,7 +144,17 @@ pub(crate) fn error_text(e: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::error_text;
+    use super::{compat_name, error_text};
+
+    #[test]
+    fn compat_names() {
+        assert_eq!(compat_name("numactl"), Some("numactl"));
+        assert_eq!(compat_name("numactl.distrib"), Some("numactl"));
+        assert_eq!(compat_name("numastat-2.0.16"), Some("numastat"));
+        assert_eq!(compat_name("numapilot"), None);
+        assert_eq!(compat_name("numactlx"), None);
+        assert_eq!(compat_name(""), None);
+    }
 
     /// Shaped as our error types are: its message quotes its source, which it also reports.
     #[derive(Debug)]
