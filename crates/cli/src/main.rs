@@ -64,9 +64,9 @@ enum Command {
 /// The tool `name` (a program name without its directory) stands for: `numactl` or `numastat`,
 /// alone or followed by `.` or `-` and anything (`numactl.distrib`, `numastat-2.0.16`).
 fn compat_name(name: &str) -> Option<&'static str> {
-    ["numactl", "numastat"].into_iter().find(|tool| {
-        name.strip_prefix(tool).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-']))
-    })
+    ["numactl", "numastat"]
+        .into_iter()
+        .find(|tool| name.strip_prefix(tool).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-'])))
 }
 
 fn main() -> ExitCode {

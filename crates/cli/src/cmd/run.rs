@@ -26,6 +26,8 @@
 pub(crate) mod getopt;
 mod nodespec;
 mod numactl;
+/// numactl's shared-memory mode (`--shm`, `--file`).
+mod segment;
 mod show;
 mod system;
 
@@ -39,7 +41,7 @@ use numapilot_actuate::{MemPolicy, ModeFlags, ThreadPlacement};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 use self::nodespec::{DeviceNodes, Domain, Kind, SpecError};
-use self::numactl::{Action, CpuBind, PolicyKind, Request, Spec};
+use self::numactl::{Action, CpuBind, PolicyKind, PolicyOpt, Request, Spec};
 use self::system::SystemView;
 
 /// Arguments of `numapilot run`: numactl's options, then the command and its arguments.
@@ -119,6 +121,13 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
         }
         Action::Show => None,
         Action::Run(cmd) => Some(cmd),
+        Action::Segment(steps) => {
+            let sys = SystemView::live()?;
+            if let Some(why) = &sys.assumed_one_node {
+                eprintln!("{prefix}: warning: {why}; assuming one node, node 0, with every online CPU");
+            }
+            return segment::execute(steps, |p| Ok(resolve_policy(p, req.all, &sys, &sys)?), prefix);
+        }
     };
     let sys = SystemView::live()?;
     if let Some(why) = &sys.assumed_one_node {
@@ -241,13 +250,54 @@ impl fmt::Display for ResolveError {
 
 impl std::error::Error for ResolveError {}
 
+/// A memory policy option resolved against the machine: its node list read within this process's
+/// memory nodes (all online nodes with `--all`), `--preferred` one node, every policy on a node with
+/// memory. Shared by the launcher and the shared-memory mode (`segment.rs`).
+fn resolve_policy(
+    p: &PolicyOpt,
+    all: bool,
+    sys: &SystemView,
+    devices: &dyn DeviceNodes,
+) -> Result<MemPolicy, ResolveError> {
+    let topo = &sys.topo;
+    let online_nodes = &topo.node_ids();
+    let memory_nodes = topo.memory_nodes();
+    let mem_domain = sys.mem_domain(all);
+    let (kind, spec) = match (&p.kind, &p.spec) {
+        (PolicyKind::Local, _) | (_, None) => return Ok(MemPolicy::Local),
+        (kind, Some(spec)) => (kind, spec),
+    };
+    let set =
+        nodespec::parse(&spec.text, Kind::Node, Domain { allowed: &mem_domain, existing: online_nodes }, Some(devices))
+            .map_err(|e| match e.problem {
+                // Outside Mems_allowed because it has no memory: say that.
+                nodespec::Problem::NotAllowed(id) if !memory_nodes.contains(id) => {
+                    ResolveError::NoMemory(spec.label(), std::iter::once(id).collect())
+                }
+                _ => ResolveError::Spec(spec.label(), e),
+            })?;
+    if *kind == PolicyKind::Preferred && set.len() != 1 {
+        return Err(ResolveError::PreferredNotOne(spec.label(), set));
+    }
+    if set.intersection(&memory_nodes).is_empty() {
+        return Err(ResolveError::NoMemory(spec.label(), set));
+    }
+    Ok(match kind {
+        PolicyKind::Bind => MemPolicy::Bind(set),
+        PolicyKind::Preferred => MemPolicy::Preferred(set.iter().next().unwrap_or(0)),
+        PolicyKind::PreferredMany => MemPolicy::PreferredMany(set),
+        PolicyKind::Interleave => MemPolicy::Interleave(set),
+        PolicyKind::WeightedInterleave => MemPolicy::WeightedInterleave(set),
+        PolicyKind::Local => MemPolicy::Local,
+    })
+}
+
 /// Resolves a request against the machine into what to apply. Pure: reads only `sys` (and the
 /// device resolver for `netdev:` and friends).
 pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Result<ThreadPlacement, ResolveError> {
     let topo = &sys.topo;
     let online_nodes = &topo.node_ids();
     let online_cpus = &topo.online_cpus();
-    let memory_nodes = topo.memory_nodes();
     let mem_domain = sys.mem_domain(req.all);
     let cpu_domain = sys.cpu_domain(req.all);
     // Nodes whose CPUs this process may use count for --cpunodebind even without memory (a CPU-only
@@ -268,36 +318,7 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
     let policy = match &req.policy {
         None => None,
         Some(p) => {
-            let policy = match (&p.kind, &p.spec) {
-                (PolicyKind::Local, _) => MemPolicy::Local,
-                (kind, Some(spec)) => {
-                    let set = nodes(spec, &mem_domain).map_err(|e| match e {
-                        // Outside Mems_allowed because it has no memory: say that.
-                        ResolveError::Spec(label, e) => match e.problem {
-                            nodespec::Problem::NotAllowed(id) if !memory_nodes.contains(id) => {
-                                ResolveError::NoMemory(label, std::iter::once(id).collect())
-                            }
-                            _ => ResolveError::Spec(label, e),
-                        },
-                        other => other,
-                    })?;
-                    if *kind == PolicyKind::Preferred && set.len() != 1 {
-                        return Err(ResolveError::PreferredNotOne(spec.label(), set));
-                    }
-                    if set.intersection(&memory_nodes).is_empty() {
-                        return Err(ResolveError::NoMemory(spec.label(), set));
-                    }
-                    match kind {
-                        PolicyKind::Bind => MemPolicy::Bind(set),
-                        PolicyKind::Preferred => MemPolicy::Preferred(set.iter().next().unwrap_or(0)),
-                        PolicyKind::PreferredMany => MemPolicy::PreferredMany(set),
-                        PolicyKind::Interleave => MemPolicy::Interleave(set),
-                        PolicyKind::WeightedInterleave => MemPolicy::WeightedInterleave(set),
-                        PolicyKind::Local => MemPolicy::Local,
-                    }
-                }
-                (_, None) => MemPolicy::Local,
-            };
+            let policy = resolve_policy(p, req.all, sys, devices)?;
             // numactl: --balancing only modifies --membind ("otherwise ignored", numactl(8)).
             let flags = if req.balancing && matches!(policy, MemPolicy::Bind(_)) {
                 ModeFlags::NUMA_BALANCING

@@ -17,7 +17,11 @@
 //!   same                     a node list equal to the previous node list on the command line
 //!   --cpunodebind/--physcpubind   both set the CPU affinity; the later one wins, as in numactl
 //!   --strict / -t            only means something for shared memory: warned about and ignored
-//!   --shm, --file, ...       shared-memory policies: refused ("not supported")
+//!                            for a command
+//!   --shm, --file            a shared-memory segment (`segment.rs`): --length, --offset,
+//!                            --shmmode, --huge before it; memory policies, --strict, --touch,
+//!                            --dump, --dump-nodes, --verify after it, in the order given; no
+//!                            command, no CPU binding
 //! ```
 //!
 //! Differences from numactl, on purpose: `--balancing` may come before or after `--membind`
@@ -62,8 +66,28 @@ pub enum OptId {
     Version,
     /// `--help/-h`.
     Help,
-    /// A shared-memory option (`--shm`, `--file`, `--offset`, ...): not supported.
+    /// `--shm/-S KEYFILE`: a System V segment.
     Shm,
+    /// `--file/-f FILE`: a file on tmpfs or hugetlbfs.
+    File,
+    /// `--offset/-o SIZE`.
+    Offset,
+    /// `--length/-L SIZE`.
+    Length,
+    /// `--shmmode/-M OCTAL`.
+    ShmMode,
+    /// `--dump/-d`.
+    Dump,
+    /// `--dump-nodes/-D`.
+    DumpNodes,
+    /// `--shmid/-I ID`.
+    ShmId,
+    /// `--huge/-u`.
+    Huge,
+    /// `--touch/-T`.
+    Touch,
+    /// `--verify/-V`.
+    Verify,
 }
 
 const fn opt(long: &'static str, short: Option<char>, arg: HasArg, id: OptId) -> OptSpec<OptId> {
@@ -87,17 +111,17 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
     opt("balancing", Some('b'), HasArg::No, OptId::Balancing),
     opt("hardware", Some('H'), HasArg::No, OptId::Hardware),
     opt("shm", Some('S'), HasArg::Required, OptId::Shm),
-    opt("file", Some('f'), HasArg::Required, OptId::Shm),
-    opt("offset", Some('o'), HasArg::Required, OptId::Shm),
-    opt("length", Some('L'), HasArg::Required, OptId::Shm),
+    opt("file", Some('f'), HasArg::Required, OptId::File),
+    opt("offset", Some('o'), HasArg::Required, OptId::Offset),
+    opt("length", Some('L'), HasArg::Required, OptId::Length),
     opt("strict", Some('t'), HasArg::No, OptId::Strict),
-    opt("shmmode", Some('M'), HasArg::Required, OptId::Shm),
-    opt("dump", Some('d'), HasArg::No, OptId::Shm),
-    opt("dump-nodes", Some('D'), HasArg::No, OptId::Shm),
-    opt("shmid", Some('I'), HasArg::Required, OptId::Shm),
-    opt("huge", Some('u'), HasArg::No, OptId::Shm),
-    opt("touch", Some('T'), HasArg::No, OptId::Shm),
-    opt("verify", Some('V'), HasArg::No, OptId::Shm),
+    opt("shmmode", Some('M'), HasArg::Required, OptId::ShmMode),
+    opt("dump", Some('d'), HasArg::No, OptId::Dump),
+    opt("dump-nodes", Some('D'), HasArg::No, OptId::DumpNodes),
+    opt("shmid", Some('I'), HasArg::Required, OptId::ShmId),
+    opt("huge", Some('u'), HasArg::No, OptId::Huge),
+    opt("touch", Some('T'), HasArg::No, OptId::Touch),
+    opt("verify", Some('V'), HasArg::No, OptId::Verify),
     opt("version", None, HasArg::No, OptId::Version),
     opt("help", Some('h'), HasArg::No, OptId::Help),
 ];
@@ -170,6 +194,8 @@ pub enum Action {
     Version,
     /// `--help`.
     Help,
+    /// `--shm`/`--file`: set policies on shared memory segments, in order (no command).
+    Segment(Vec<super::segment::Step>),
 }
 
 /// A numactl command line, read but not yet checked against the machine.
@@ -200,8 +226,21 @@ pub enum UsageError {
     AllAfterSpec(String),
     /// `same` with no node list before it.
     SameWithoutPrevious(String),
-    /// A shared-memory option.
-    Shm(String),
+    /// A memory policy before `--shm`/`--file` (policies after it apply to the segment).
+    PolicyBeforeShm(String),
+    /// A CPU binding together with a segment (`--cpubind` before it, or after a segment option).
+    CpuBindOnShm(String),
+    /// A segment option (`--length`, `--offset`, `--shmmode`, `--huge`) after the segment it
+    /// should describe.
+    ShmOptionAfter(String),
+    /// `--touch`, `--verify`, `--dump`, `--dump-nodes` with no segment before them.
+    NeedsShm(String),
+    /// `--verify` with no memory policy on the segment before it.
+    VerifyWithoutPolicy,
+    /// A segment option with a command to run (segment options describe segments only).
+    ShmWithCommand(String),
+    /// A size, mode or id that does not read: the option and the value.
+    BadValue(String, String, &'static str),
     /// No command to run.
     NoCommand,
 }
@@ -216,11 +255,17 @@ impl std::fmt::Display for UsageError {
                 write!(f, "--all/-a option must be before all cpu/node specifications (it comes after {o})")
             }
             UsageError::SameWithoutPrevious(o) => write!(f, "{o}: same needs previous node specification"),
-            UsageError::Shm(o) => write!(
-                f,
-                "{o} is not supported: numapilot sets policies for processes it runs, not for shared memory \
-                 segments or files"
-            ),
+            UsageError::PolicyBeforeShm(o) => {
+                write!(f, "specify policy after --shm/--file ({o} comes before the segment it would apply to)")
+            }
+            UsageError::CpuBindOnShm(o) => write!(f, "cannot do {o} on shared memory"),
+            UsageError::ShmOptionAfter(o) => write!(f, "{o} must be before shared memory specification"),
+            UsageError::NeedsShm(o) => write!(f, "{o} must be after shared memory specification"),
+            UsageError::VerifyWithoutPolicy => write!(f, "--verify: need a policy first to verify"),
+            UsageError::ShmWithCommand(o) => {
+                write!(f, "{o} sets a policy on shared memory; it takes no command (run the command separately)")
+            }
+            UsageError::BadValue(o, v, what) => write!(f, "{o} {v}: not {what}"),
             UsageError::NoCommand => write!(f, "no command given"),
         }
     }
@@ -228,12 +273,25 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+fn bad(option: &str, value: &str, what: &'static str) -> UsageError {
+    UsageError::BadValue(option.to_string(), value.to_string(), what)
+}
+
 /// Reads a numactl command line (without the program name).
 pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
     let mut req =
         Request { all: false, balancing: false, strict: false, policy: None, cpubind: None, action: Action::Help };
     let mut last_nodes: Option<String> = None;
     let mut first_spec: Option<String> = None;
+    // Shared memory (`segment.rs`): the segment's description so far, the steps in order, the
+    // first segment option given (numactl's `shmoption`), the policy set on a segment (one per
+    // command line, as for a process), whether a CPU binding was asked for.
+    let mut seg = super::segment::Describe::default();
+    let mut steps: Vec<super::segment::Step> = Vec::new();
+    let mut attached = false;
+    let mut shm_option: Option<String> = None;
+    let mut seg_policy: Option<PolicyOpt> = None;
+    let mut cpubind_opt: Option<String> = None;
     let mut getopt = Getopt::new(OPTIONS, args);
     for found in getopt.by_ref() {
         let Found { id, written, value } = found.map_err(UsageError::Getopt)?;
@@ -274,6 +332,9 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
             }
             OptId::Strict => {
                 req.strict = true;
+                if attached {
+                    steps.push(super::segment::Step::Strict);
+                }
                 continue;
             }
             OptId::Hardware => {
@@ -294,12 +355,70 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                 req.action = Action::Help;
                 return Ok(req);
             }
-            OptId::Shm => return Err(UsageError::Shm(written)),
+            OptId::Length | OptId::Offset | OptId::ShmMode | OptId::Huge => {
+                if attached {
+                    return Err(UsageError::ShmOptionAfter(written));
+                }
+                shm_option.get_or_insert_with(|| written.clone());
+                match id {
+                    OptId::Length => {
+                        seg.length = Some(super::segment::size(&value).map_err(|w| bad(&written, &value, w))?)
+                    }
+                    OptId::Offset => seg.offset = super::segment::size(&value).map_err(|w| bad(&written, &value, w))?,
+                    OptId::ShmMode => seg.mode = super::segment::mode(&value).map_err(|w| bad(&written, &value, w))?,
+                    _ => seg.huge = true,
+                }
+                continue;
+            }
+            OptId::ShmId => {
+                seg.id = super::segment::shm_id(&value).map_err(|w| bad(&written, &value, w))?;
+                continue;
+            }
+            OptId::Shm | OptId::File => {
+                if let Some(o) = &cpubind_opt {
+                    return Err(UsageError::CpuBindOnShm(o.clone()));
+                }
+                if let Some(p) = &req.policy {
+                    return Err(UsageError::PolicyBeforeShm(
+                        p.spec.as_ref().map_or("--localalloc".into(), |s| s.option.clone()),
+                    ));
+                }
+                let kind = if id == OptId::Shm { super::segment::Kind::SysV } else { super::segment::Kind::File };
+                steps.push(super::segment::Step::Attach(kind, std::path::PathBuf::from(value), seg.clone(), written));
+                attached = true;
+                continue;
+            }
+            OptId::Touch | OptId::Verify | OptId::Dump | OptId::DumpNodes => {
+                if !attached {
+                    return Err(UsageError::NeedsShm(written));
+                }
+                steps.push(match id {
+                    OptId::Touch => super::segment::Step::Touch(written),
+                    OptId::Dump => super::segment::Step::Dump,
+                    OptId::DumpNodes => super::segment::Step::DumpNodes,
+                    _ => super::segment::Step::Verify(seg_policy.clone().ok_or(UsageError::VerifyWithoutPolicy)?),
+                });
+                continue;
+            }
             OptId::CpuNodeBind => {
+                if let Some(o) = &shm_option {
+                    return Err(UsageError::CpuBindOnShm(format!("{written} after {o}")));
+                }
+                if attached {
+                    return Err(UsageError::CpuBindOnShm(written));
+                }
+                cpubind_opt = Some(written.clone());
                 req.cpubind = Some(CpuBind::Nodes(node_spec(&written, value)?));
                 continue;
             }
             OptId::PhysCpuBind => {
+                if let Some(o) = &shm_option {
+                    return Err(UsageError::CpuBindOnShm(format!("{written} after {o}")));
+                }
+                if attached {
+                    return Err(UsageError::CpuBindOnShm(written));
+                }
+                cpubind_opt = Some(written.clone());
                 req.cpubind = Some(CpuBind::Cpus(Spec { option: written, text: value }));
                 continue;
             }
@@ -310,14 +429,34 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
             OptId::WeightedInterleave => PolicyKind::WeightedInterleave,
             OptId::LocalAlloc => PolicyKind::Local,
         };
-        if let Some(prev) = &req.policy {
+        if let Some(prev) = req.policy.as_ref().or(seg_policy.as_ref()) {
             let prev_opt = prev.spec.as_ref().map_or("--localalloc".to_string(), |s| s.option.clone());
             return Err(UsageError::ConflictingPolicies(prev_opt, written));
         }
         let spec = if kind == PolicyKind::Local { None } else { Some(node_spec(&written, value)?) };
-        req.policy = Some(PolicyOpt { kind, spec });
+        let policy = PolicyOpt { kind, spec };
+        if attached {
+            // Strict before the segment counts for it too (numactl sets it for what follows).
+            if req.strict && !steps.contains(&super::segment::Step::Strict) {
+                steps.push(super::segment::Step::Strict);
+            }
+            steps.push(super::segment::Step::Policy(policy.clone()));
+            seg_policy = Some(policy);
+        } else {
+            req.policy = Some(policy);
+        }
     }
     let command = getopt.operands();
+    if attached {
+        if let Some(c) = command.first() {
+            return Err(UsageError::ShmWithCommand(c.to_string_lossy().into_owned()));
+        }
+        req.action = Action::Segment(steps);
+        return Ok(req);
+    }
+    if let Some(o) = shm_option {
+        return Err(UsageError::ShmWithCommand(o));
+    }
     if command.is_empty() {
         return Err(UsageError::NoCommand);
     }
@@ -353,7 +492,12 @@ pub fn usage(prog: &str) -> String {
          All lists can be inverted with ! and made cpuset-relative with + (!+0-1).\n\
          --balancing enables kernel NUMA balancing among the --membind nodes.\n\
          --cpubind is a deprecated name of --cpunodebind.\n\
-         Shared-memory options (--shm, --file, --length, ...) are not supported.\n"
+         \n\
+         Shared memory: {prog} [--huge] [--offset <size>] [--shmmode <octal>] [--length <size>]\n\
+            [--strict] [--shmid <id>] --shm <keyfile> | --file <tmpfs or hugetlbfs file>\n\
+            [memory policy] [--touch] [--dump] [--dump-nodes] [--verify]\n\
+         sets a policy on a System V segment or a file that persists without the command;\n\
+         <size> can have k, m or g suffixes.\n"
     )
 }
 
@@ -462,10 +606,50 @@ mod tests {
         assert_eq!(p(&["-C0", "--all", "x"]).unwrap_err(), UsageError::AllAfterSpec("-C".into()));
         assert_eq!(p(&["-m0"]).unwrap_err(), UsageError::NoCommand);
         assert_eq!(p(&[]).unwrap_err(), UsageError::NoCommand);
-        assert_eq!(p(&["--shm", "/k", "-m0"]).unwrap_err(), UsageError::Shm("--shm".into()));
-        assert_eq!(p(&["-T", "x"]).unwrap_err(), UsageError::Shm("-T".into()));
         assert!(matches!(p(&["--bogus", "x"]), Err(UsageError::Getopt(GetoptError::UnrecognizedLong(_)))));
-        assert!(UsageError::Shm("--file".into()).to_string().contains("not supported"));
+    }
+
+    #[test]
+    fn shared_memory_lines_and_their_order_rules() {
+        use super::super::segment::{Describe, Kind, Step};
+        let r = p(&["-L", "1m", "-o", "4k", "-M", "0644", "-f", "/dev/shm/x", "-m0", "--touch", "--dump"]).unwrap();
+        let d = Describe { length: Some(1 << 20), offset: 4096, mode: 0o644, ..Describe::default() };
+        let policy = PolicyOpt { kind: PolicyKind::Bind, spec: Some(spec("-m", "0")) };
+        assert_eq!(
+            r.action,
+            Action::Segment(vec![
+                Step::Attach(Kind::File, "/dev/shm/x".into(), d, "-f".into()),
+                Step::Policy(policy.clone()),
+                Step::Touch("--touch".into()),
+                Step::Dump,
+            ])
+        );
+        assert_eq!(r.policy, None, "the policy is the segment's, not the process's");
+        // --strict before the segment holds for its policy; --verify checks the policy given.
+        let r = p(&["-t", "-L1m", "-S", "/k", "-m0", "-V"]).unwrap();
+        let Action::Segment(steps) = r.action else { panic!() };
+        assert_eq!(steps[1..], [Step::Strict, Step::Policy(policy.clone()), Step::Verify(policy)]);
+        assert!(matches!(steps[0], Step::Attach(Kind::SysV, _, _, _)));
+        for (args, want) in [
+            (&["-m0", "-f", "/x"][..], UsageError::PolicyBeforeShm("-m".into())),
+            (&["-N0", "-L1m", "-f", "/x"], UsageError::CpuBindOnShm("-N".into())),
+            (&["-L1m", "-C0", "-f", "/x"], UsageError::CpuBindOnShm("-C after -L".into())),
+            (&["-L1m", "-f", "/x", "-N0"], UsageError::CpuBindOnShm("-N after -L".into())),
+            (&["-L1m", "-f", "/x", "-L2m"], UsageError::ShmOptionAfter("-L".into())),
+            (&["--touch"], UsageError::NeedsShm("--touch".into())),
+            (&["-d", "-L1m", "-f", "/x"], UsageError::NeedsShm("-d".into())),
+            (&["-L1m", "-f", "/x", "-V"], UsageError::VerifyWithoutPolicy),
+            (&["-L1m", "-f", "/x", "-m0", "true"], UsageError::ShmWithCommand("true".into())),
+            (&["-L1m", "true"], UsageError::ShmWithCommand("-L".into())),
+            (&["-L1x", "-f", "/x"], UsageError::BadValue("-L".into(), "1x".into(), "")),
+            (&["-L1m", "-f", "/x", "-m0", "-i0"], UsageError::ConflictingPolicies("-m".into(), "-i".into())),
+        ] {
+            let got = p(args).unwrap_err();
+            match (&got, &want) {
+                (UsageError::BadValue(o, v, _), UsageError::BadValue(wo, wv, _)) => assert_eq!((o, v), (wo, wv)),
+                _ => assert_eq!(got, want, "{args:?}"),
+            }
+        }
     }
 
     #[test]
@@ -479,7 +663,7 @@ mod tests {
     #[test]
     fn usage_mentions_every_policy_option() {
         let u = usage("numactl");
-        for o in OPTIONS.iter().filter(|o| o.id != OptId::Shm && o.id != OptId::Help && o.id != OptId::Strict) {
+        for o in OPTIONS.iter().filter(|o| o.id != OptId::Help) {
             assert!(u.contains(&format!("--{}", o.long)), "usage lacks --{}", o.long);
         }
         assert!(u.starts_with("usage: numactl [--all | -a]"));
