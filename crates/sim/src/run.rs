@@ -314,8 +314,10 @@ pub enum TunablesFileError {
 /// defaults, unknown keys are errors).
 pub fn tunables_from_file(path: &std::path::Path) -> Result<Tunables, TunablesFileError> {
     let shown = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|source| TunablesFileError::Read { path: shown.clone(), source })?;
+    // Capped as machine and workload files are (a link to /dev/zero read without end; review
+    // helper-39).
+    let text = numapilot_topology::machine::read_description(path)
+        .map_err(|source| TunablesFileError::Read { path: shown.clone(), source })?;
     tunables_from_str(&text, &shown)
 }
 

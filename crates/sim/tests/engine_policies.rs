@@ -11,6 +11,7 @@ use numapilot_sim::result::RunResult;
 use numapilot_sim::run::{self, Tunables};
 use numapilot_sim::workload::{autonuma_bench, client_server, Spec};
 use numapilot_sim::SimError;
+use std::path::Path;
 
 fn machine() -> Machine {
     Machine::preset("autonuma-2s12c-24g").unwrap()
@@ -188,6 +189,9 @@ fn tunables_files_parse_validate_and_name_the_field() {
     assert!(e.contains("numad_min_cpu_pct") && e.contains("t.toml"), "{e}");
     let e = run::tunables_from_str("numad_memlocality_pct = 0\n", "t.toml").unwrap_err().to_string();
     assert!(e.contains("numad_memlocality_pct") && e.contains("1..=100"), "{e}");
+    // A file that never ends is read up to 16 MiB, not until memory runs out (review helper-39).
+    let e = run::tunables_from_file(Path::new("/dev/zero")).unwrap_err().to_string();
+    assert!(e.contains("/dev/zero") && e.contains("larger than 16 MiB"), "{e}");
 }
 
 #[test]

@@ -247,7 +247,21 @@ impl MachineFile {
         match format {
             Format::Toml => toml::from_str(text).map_err(|e| syntax(e.to_string().trim_end().to_string())),
             Format::Json => serde_json::from_str(text).or_else(|e| match serde_json::from_str::<Topology>(text) {
+                // A distance matrix that is not square (one row per node, each as long) cannot
+                // be written out (it was indexed as one, and a ragged one panicked; review
+                // helper-39).
+                Ok(topo) if !topo.distances.iter().all(|r| r.len() == topo.distances.len()) => Err(syntax(format!(
+                    "distances: {} rows of lengths {:?}; a topology's matrix has one row per node, each as long",
+                    topo.distances.len(),
+                    topo.distances.iter().map(Vec::len).collect::<Vec<_>>()
+                ))),
                 Ok(topo) => Ok(MachineFile::from_topology(&topo, None)),
+                // Text shaped as a topology (`numapilot topo --json`: nodes with mem_total_kb)
+                // is reported against that schema, not the machine file's (whose error named
+                // mem_total_kb an unknown field; review helper-39).
+                Err(te) if text.contains("\"mem_total_kb\"") => {
+                    Err(syntax(format!("as a topology (topo --json): {te}")))
+                }
                 Err(_) => Err(syntax(e.to_string())),
             }),
         }
@@ -721,6 +735,11 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// Most memory one node may have, kB: 1 EiB (2^50 kB). Source: a bound of ours, 2^14 times the
+/// largest single system of 2026 (64 TiB). What it prevents: a typo of a unit (`16777216T`) making
+/// byte totals over nodes overflow 64 bits.
+pub const MAX_NODE_KB: u64 = 1 << 50;
+
 /// (MemTotal, MemFree) kB of node `i`.
 fn node_memory(i: usize, n: &NodeSpec, cpus: &CpuSet) -> Result<(u64, u64), FieldError> {
     let given = [n.memory.is_some(), n.mem_gb.is_some(), n.mem_mb.is_some()].iter().filter(|g| **g).count();
@@ -744,6 +763,14 @@ fn node_memory(i: usize, n: &NodeSpec, cpus: &CpuSet) -> Result<(u64, u64), Fiel
             format!("missing; node {} has CPUs {} and needs memory (e.g. memory = \"16G\")", n.id, cpus),
         ));
     };
+    // 1 EiB a node: far above any machine, and far enough below 2^64 bytes that sums over nodes and
+    // byte counts of it (kB x 1024) never overflow (16 EiB overflowed them; review helper-39).
+    if total > MAX_NODE_KB {
+        return Err(FieldError::new(
+            node_field(i, field),
+            format!("{total} kB is more than a node holds (at most 1 EiB)"),
+        ));
+    }
     if total == 0 {
         let reason = if cpus.is_empty() {
             format!("0, and node {} has no CPUs either; a node needs CPUs or memory", n.id)

@@ -524,12 +524,30 @@ fn is_absent(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound || matches!(e.raw_os_error(), Some(ENXIO | ENODEV))
 }
 
+/// Most bytes read from one sysfs or procfs file of the topology, 1 MiB. Source: a bound of ours; the
+/// largest such file (a node's `cpulist` or `distance` on a machine of thousands of CPUs, the
+/// `meminfo`) is a few KiB. What it prevents: a `--root` tree whose file is a link to /dev/zero
+/// (or a huge file) reading until memory runs out (review helper-39: 1 GB and growing).
+pub const MAX_ATTRIBUTE_BYTES: u64 = 1 << 20;
+
 fn read_optional(path: &Path) -> Result<Option<String>, TopologyError> {
-    match fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if is_absent(&e) => Ok(None),
-        Err(source) => Err(TopologyError::Io { path: path.to_path_buf(), source }),
+    use std::io::Read as _;
+    let io = |source| TopologyError::Io { path: path.to_path_buf(), source };
+    let mut f = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let mut bytes = Vec::new();
+    match (&mut f).take(MAX_ATTRIBUTE_BYTES + 1).read_to_end(&mut bytes) {
+        Ok(_) => {}
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(io(e)),
     }
+    if bytes.len() as u64 > MAX_ATTRIBUTE_BYTES {
+        return Err(io(io::Error::new(io::ErrorKind::InvalidData, "larger than 1 MiB: not a sysfs attribute")));
+    }
+    String::from_utf8(bytes).map(Some).map_err(|e| io(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))
 }
 
 fn read_required(path: &Path) -> Result<String, TopologyError> {
@@ -566,6 +584,18 @@ pub fn unescape_octal(text: &str) -> String {
 #[cfg(test)]
 mod unescape_tests {
     use super::unescape_octal;
+
+    /// A file of a `--root` tree that never ends (a link to /dev/zero) is an error after 1 MiB, not
+    /// a read until memory runs out (review helper-39).
+    #[test]
+    fn an_endless_attribute_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("possible");
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        let e = super::read_optional(&p).unwrap_err().to_string();
+        assert!(e.contains("larger than 1 MiB"), "{e}");
+        assert_eq!(super::read_optional(&d.path().join("absent")).unwrap(), None);
+    }
 
     #[test]
     fn octal_escapes_decode_as_the_kernel_writes_them() {

@@ -574,3 +574,26 @@ proptest! {
         let _ = parse_topology(&text, Format::Json, "fuzz");
     }
 }
+
+/// Bad input found by fuzzing (review helper-39), each an error naming what is wrong, no panic:
+/// a topology JSON (`topo --json`) whose distance matrix is ragged (indexed as square, it
+/// panicked), one with a bad value (reported against the machine file's schema, "unknown field
+/// mem_total_kb"), and a node of 16 EiB (its byte count overflowed 64 bits downstream).
+#[test]
+fn fuzzed_machine_files_are_errors_not_panics() {
+    let ragged = r#"{"nodes":[{"id":0,"cpus":"0","mem_total_kb":1024,"mem_free_kb":1024},
+        {"id":1,"cpus":"1","mem_total_kb":1024,"mem_free_kb":1024}],
+        "possible":"0-1","distances":[[10],[20,10]],"cpus":[],"devices":[]}"#;
+    let e = parse_topology(ragged, Format::Json, "ragged.json").unwrap_err().to_string();
+    assert!(e.contains("ragged.json") && e.contains("distances") && e.contains("[1, 2]"), "{e}");
+    let t = Topology::from_sysfs(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/rig-6.12-2node")))
+        .expect("the 2-node fixture");
+    let json = serde_json::to_string(&t).unwrap();
+    let total = format!("\"mem_total_kb\":{}", t.nodes[0].mem_total_kb);
+    assert!(json.contains(&total), "{json}");
+    let bad = json.replacen(&total, "\"mem_total_kb\":-1", 1);
+    let e = parse_topology(&bad, Format::Json, "t.json").unwrap_err().to_string();
+    assert!(e.contains("as a topology") && !e.contains("unknown field `mem_total_kb`"), "{e}");
+    let (field, reason) = reject("[[nodes]]\nid = 0\ncpus = \"0-1\"\nmemory = \"16777216T\"\n");
+    assert!(field.contains("memory") && reason.contains("more than a node holds"), "{field}: {reason}");
+}

@@ -38,6 +38,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// Most bytes of `perf script` text read, 4 GiB. Source: a bound of ours, an hour of PEBS load
+/// samples at perf's default rate on a large machine is a few GiB of text. What it prevents: a path
+/// to /dev/zero, or a wrong file, read until memory runs out.
+const MAX_SCRIPT_BYTES: u64 = 4 << 30;
+
 use anyhow::Context;
 use numapilot_model::{Model, TaskKey, Tunables};
 use numapilot_observe::pmu::NodeMemory;
@@ -94,7 +99,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let fields = ScriptFields::parse(&a.fields).map_err(|e| anyhow::anyhow!("--fields: {e}"))?;
     let (topo, mem, source) = machine(&a)?;
-    let text = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    // At most MAX_SCRIPT_BYTES: a path to /dev/zero (or a wrong file) read without end filled
+    // memory (review helper-39).
+    let text = {
+        use std::io::Read as _;
+        let mut bytes = Vec::new();
+        std::fs::File::open(&a.file)
+            .and_then(|f| f.take(MAX_SCRIPT_BYTES + 1).read_to_end(&mut bytes))
+            .with_context(|| format!("reading {}", a.file.display()))?;
+        if bytes.len() as u64 > MAX_SCRIPT_BYTES {
+            anyhow::bail!("{}: larger than {} GiB; split the recording", a.file.display(), MAX_SCRIPT_BYTES >> 30);
+        }
+        bytes
+    };
     let text = String::from_utf8_lossy(&text);
     let mut records = parse_script(&text, fields).map_err(|e| {
         let hint = if matches!(e.field, Some("weight" | "phys_addr" | "data_src" | "cpu" | "end")) {

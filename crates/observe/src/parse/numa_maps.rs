@@ -331,7 +331,8 @@ pub struct NodeUsage {
 impl NodeUsage {
     /// All kinds together, kB.
     pub fn total_kb(&self) -> u64 {
-        self.huge_kb + self.heap_kb + self.stack_kb + self.anon_kb + self.file_kb
+        // Saturating: the counts come from a file (one of 2^64 pages overflowed; review helper-39).
+        [self.heap_kb, self.stack_kb, self.anon_kb, self.file_kb].into_iter().fold(self.huge_kb, u64::saturating_add)
     }
 
     fn add(&mut self, kind: MemKind, kb: u64) {
@@ -369,7 +370,7 @@ impl NumaMaps {
     pub fn usage_by_policy(&self) -> Vec<PolicyUsage> {
         let mut out: Vec<(Arc<MemPolicy>, PolicyUsage)> = Vec::new();
         for vma in &self.vmas {
-            let kb: u64 = vma.node_kb().map(|(_, kb)| kb).sum();
+            let kb: u64 = vma.node_kb().map(|(_, kb)| kb).fold(0, u64::saturating_add);
             // Policies are interned: nearly always one pointer comparison.
             let i = match out.iter().position(|(p, _)| Arc::ptr_eq(p, &vma.policy) || **p == *vma.policy) {
                 Some(i) => i,
@@ -739,6 +740,21 @@ mod tests {
 
     fn one(line: &str) -> Vma {
         parse_numa_maps_line(line, 1).unwrap()
+    }
+
+    /// Page counts at the top of u64 (a fuzzed file; review helper-39): the sums saturate instead
+    /// of overflowing (a panic in debug builds, nonsense in release).
+    #[test]
+    fn huge_page_counts_saturate() {
+        let m = parse_numa_maps(
+            "7f0000000000 default anon=1 N0=18446744073709551615 N1=1 kernelpagesize_kB=4\n\
+             7f0000001000 default heap anon=1 N0=4611686018427387904 kernelpagesize_kB=4\n\
+             7f0000002000 default stack anon=1 N0=4611686018427387904 kernelpagesize_kB=4\n",
+        )
+        .unwrap();
+        assert_eq!(m.usage_by_policy()[0].resident_kb, u64::MAX);
+        let by_node = m.usage_by_node();
+        assert_eq!(by_node.iter().find(|u| u.node == 0).map(NodeUsage::total_kb), Some(u64::MAX));
     }
 
     #[test]

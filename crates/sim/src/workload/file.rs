@@ -227,9 +227,9 @@ impl Count {
                 match op {
                     b'/' if n == 0 => return Err(format!("{text:?}: division by zero")),
                     b'/' => base as i64 / n,
-                    b'*' => base as i64 * n,
-                    b'+' => base as i64 + n,
-                    _ => base as i64 - n,
+                    b'*' => (base as i64).checked_mul(n).ok_or_else(|| format!("{text:?} is too large"))?,
+                    b'+' => (base as i64).checked_add(n).ok_or_else(|| format!("{text:?} is too large"))?,
+                    _ => (base as i64).checked_sub(n).ok_or_else(|| format!("{text:?} is too large"))?,
                 }
             }
         };
@@ -848,6 +848,35 @@ impl Named {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fuzzed workload files (review helper-39): numbers at the edge of 64 bits and sizes far past
+    /// any machine are errors naming the field, not overflows, aborts or runs without end.
+    #[test]
+    fn fuzzed_workload_files_are_errors() {
+        let topo = Topology::preset("autonuma-2s12c-24g").unwrap();
+        let file = |process: &str, region: &str, threads: &str| {
+            format!(
+                "name = \"w\"\nduration_s = 10\n[[processes]]\nname = \"p\"\n{process}\n[[processes.regions]]\n\
+                 name = \"r\"\nsize = \"{region}\"\n[[processes.threads]]\nname = \"t\"\ncount = \"{threads}\"\n\
+                 work = {{ unit = \"ops\", bytes_per_unit = 64, compute_ns = 10 }}\n\
+                 accesses = [{{ region = \"r\", pattern = \"random\" }}]\n"
+            )
+        };
+        let err = |text: String| parse_spec(&text, Format::Toml, "w.toml", &topo).unwrap_err().to_string();
+        for (text, want) in [
+            (file("", "1G", "cpus*9223372036854775807"), "too large"),
+            (file("", "1G", "cpus+9223372036854775807"), "too large"),
+            (file("", "1G", "cpus-9223372036854775807"), "at least 1"),
+            (file("start_s = 1e300", "1G", "1"), "start_s"),
+            (file("", "1G", "1000000"), "threads in all"),
+            (file("", "16777215T", "1"), "region sizes"),
+            (file("", "1G", "1").replace("duration_s = 10", "duration_s = 1e300"), "duration_s"),
+        ] {
+            let e = err(text);
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        assert!(parse_spec(&file("", "1G", "cpus*2"), Format::Toml, "w.toml", &topo).is_ok());
+    }
 
     /// The example in the module documentation parses and resolves.
     #[test]

@@ -366,6 +366,21 @@ pub enum SpecError {
     },
 }
 
+/// Longest simulated time a workload may name (a start, a phase, its duration), s. Default 86,400
+/// (one day). Source: `numapilot sim --duration`'s own bound. What it prevents: a file whose
+/// `duration_s = 1e300` runs for ever, or whose `start_s` overflows the simulator's ns clock.
+pub const MAX_SIM_S: f64 = 86_400.0;
+
+/// Most threads a workload may start in all, count. Default 262,144 (2^18). Source: a bound of
+/// ours, a thousand times the largest preset's vCPUs (the VM mix: 256). What it prevents: a
+/// `count = 10000000` that takes gigabytes before the first epoch (each thread is a task).
+pub const MAX_THREADS: u64 = 1 << 18;
+
+/// Most memory a workload's regions may hold in all, bytes. Default 4 TiB. Source: a bound of ours,
+/// 3.5 times the largest preset's memory (numaconnect-288c, 1,152 GiB). What it prevents: a region
+/// of `16777215T` aborting the simulator (it keeps a record per 2 MiB).
+pub const MAX_REGION_BYTES: u64 = 4 << 40;
+
 impl Spec {
     /// The unit a process counts its work in (`requests`), `None` when its thread groups differ.
     pub fn process_unit(p: &ProcessSpec) -> Option<&str> {
@@ -438,8 +453,8 @@ impl Spec {
             if p.threads.is_empty() {
                 return Err(bad(format!("process {}: threads", p.name), "no thread group"));
             }
-            if !(p.start_s >= 0.0 && p.start_s.is_finite()) {
-                return Err(bad(format!("process {}: start_s", p.name), "must be a finite time >= 0"));
+            if !(p.start_s >= 0.0 && p.start_s <= MAX_SIM_S) {
+                return Err(bad(format!("process {}: start_s", p.name), "must be a time in [0, 86400] s"));
             }
             for (i, r) in p.regions.iter().enumerate() {
                 if r.bytes == 0 {
@@ -492,19 +507,39 @@ impl Spec {
                 self.check_accesses(p, &g.accesses, &what("accesses"))?;
             }
             for ph in &p.phases {
+                if !(ph.at_s >= 0.0 && ph.at_s <= MAX_SIM_S) {
+                    return Err(bad(format!("process {}: phase at_s", p.name), "must be a time in [0, 86400] s"));
+                }
                 if !p.threads.iter().any(|g| g.name == ph.group) {
                     return Err(bad(format!("process {}: phase group {}", p.name, ph.group), "no such thread group"));
                 }
                 self.check_accesses(p, &ph.accesses, &format!("process {}: phase at {} s", p.name, ph.at_s))?;
             }
         }
+        // Bounded in all (review helper-39: a few lines of a file took gigabytes or aborted).
+        let threads: u64 = self
+            .processes
+            .iter()
+            .map(|p| u64::from(p.count).saturating_mul(p.threads.iter().map(|g| u64::from(g.count)).sum::<u64>()))
+            .fold(0, u64::saturating_add);
+        if threads > MAX_THREADS {
+            return Err(bad("thread counts".into(), &format!("{threads} threads in all; at most {MAX_THREADS}")));
+        }
+        let bytes: u64 = self
+            .processes
+            .iter()
+            .map(|p| u64::from(p.count).saturating_mul(p.regions.iter().map(|r| r.bytes).fold(0, u64::saturating_add)))
+            .fold(0, u64::saturating_add);
+        if bytes > MAX_REGION_BYTES {
+            return Err(bad("region sizes".into(), &format!("{bytes} bytes in all; at most 4 TiB")));
+        }
         self.throughput_of()?;
         if open && self.duration_s.is_none() {
             return Err(bad("duration_s".into(), "open-ended work needs a duration"));
         }
         if let Some(d) = self.duration_s {
-            if !(d > 0.0 && d.is_finite()) {
-                return Err(bad("duration_s".into(), "must be finite and > 0"));
+            if !(d > 0.0 && d <= MAX_SIM_S) {
+                return Err(bad("duration_s".into(), "must be in (0, 86400] s"));
             }
         }
         for pc in &self.pacing {
