@@ -23,7 +23,11 @@
 //! Limits: the recording's threads have no CPU times here (perf samples are not ticks), so the
 //! model sees them as idle (CPU rate 0): groups and preferred nodes come from the accesses alone.
 //! Threads and processes stay in every later window once seen (a recording does not say when they
-//! exited). Pages are 4 KiB (`--page-size` to change).
+//! exited), so the work grows with windows x threads: measured (review helper-39, debug build,
+//! records 1 s apart, 1 s windows) 2,000 records of 2,000 distinct threads 36 s, while the same
+//! threads in one window take 0.3 s; a recording of thousands of short-lived threads over a long
+//! time is better replayed with longer `--window-ms`. Input is read up to 4 GiB. Pages are 4 KiB
+//! (`--page-size` to change).
 
 /// `writeln!` into a String (which cannot fail).
 macro_rules! outln {
