@@ -494,8 +494,8 @@ pub fn usage(prog: &str) -> String {
          --cpubind is a deprecated name of --cpunodebind.\n\
          \n\
          Shared memory: {prog} [--huge] [--offset <size>] [--shmmode <octal>] [--length <size>]\n\
-            [--strict] [--shmid <id>] --shm <keyfile> | --file <tmpfs or hugetlbfs file>\n\
-            [memory policy] [--touch] [--dump] [--dump-nodes] [--verify]\n\
+         \x20  [--strict] [--shmid <id>] --shm <keyfile> | --file <tmpfs or hugetlbfs file>\n\
+         \x20  [memory policy] [--touch] [--dump] [--dump-nodes] [--verify]\n\
          sets a policy on a System V segment or a file that persists without the command;\n\
          <size> can have k, m or g suffixes.\n"
     )
