@@ -171,7 +171,8 @@ pub fn advise(topo: &Topology, free: &[NodeFree], cpus: f64, mem_bytes: u64) -> 
         cpus,
         mem_mib: mem_bytes >> 20,
         free_cpus: free.iter().map(|f| f.free_cpus).sum(),
-        free_mib: free.iter().map(|f| f.mem_free_bytes).sum::<u64>() >> 20,
+        // Saturating, as the fit above is: a client's figures can be anything (review helper-40).
+        free_mib: free.iter().map(|f| f.mem_free_bytes).fold(0, u64::saturating_add) >> 20,
         per_node: free
             .iter()
             .map(|f| format!("node {}: {:.1} CPUs, {} MiB", f.node, f.free_cpus, f.mem_free_bytes >> 20))

@@ -208,8 +208,12 @@ fn split_jobs(pl: &Planner<'_>, pid: u32) -> Vec<Job> {
         if remote < t.remote_share_min || benefit_s <= cost_s {
             continue;
         }
-        // The node of the set where the set's threads run most.
-        let dest = to.iter().copied().max_by(|&a, &b| acc[a].total_cmp(&acc[b]).then(b.cmp(&a))).unwrap_or(to[0]);
+        // The node of the set where the set's threads run most; a set of no node (a unit that may
+        // go nowhere, rule confined-within-cpuset) takes no pages (`to[0]` of it panicked; review
+        // helper-40).
+        let Some(dest) = to.iter().copied().max_by(|&a, &b| acc[a].total_cmp(&acc[b]).then(b.cmp(&a))) else {
+            continue;
+        };
         let detail = format!(
             "process {pid}: threads placed on nodes {set} ({cpu:.2} CPUs) make {} of their sampled accesses remote (>= {}); benefit {benefit_s:.2} CPU-s > copy cost {cost_s:.2} s ({pages} pages in {} hot ranges on no accessor's node)",
             pct(remote),
@@ -548,7 +552,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         // (a client's socket buffers, read by a server on this node).
         if !rss_ok && p.rss_bytes > 0 {
             let outside: u64 = p.mem_by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b).sum();
-            remote = remote.max(outside as f64 / p.rss_bytes as f64);
+            // Of the larger of the two readings: the per-node figures can be an older numa_maps
+            // read than the RSS (a process that shrank since), which made "6000% remote" and a
+            // benefit that put a tiny process ahead of real work (review helper-40).
+            let of: u64 = p.mem_by_node.iter().sum::<u64>().max(p.rss_bytes);
+            remote = remote.max(outside as f64 / of as f64).min(1.0);
         }
         let bind = matches!(class, ProcessClass::StaticLarge | ProcessClass::LatencySensitive);
         // Cold memory stays: only the accessed memory outside S counts (and moves).
@@ -571,7 +579,9 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         if !bind && (remote < t.remote_share_min || benefit_s <= cost_s) {
             continue;
         }
-        let dest = to.iter().copied().max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a))).unwrap_or(to[0]);
+        let Some(dest) = to.iter().copied().max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a))) else {
+            continue;
+        };
         let detail = if bind {
             format!(
                 "process {pid} ({}, {:?}): binds its memory to nodes {}: {} of its {src} and {} pages outside",
