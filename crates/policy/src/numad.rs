@@ -571,7 +571,9 @@ impl Policy for Numad {
             }
             self.bound.insert(key, Binding { nodes: chosen, at_ns: model.now_ns });
             self.moved_last_pass = true;
-            return Plan { actions, ..Plan::default() };
+            let mut plan = Plan { actions, ..Plan::default() };
+            plan.memory_onto_memory_nodes(&model.topo);
+            return plan;
         }
         Plan::default()
     }

@@ -67,3 +67,67 @@ fn nothing_fits_with_huge_free_figures_is_an_error_not_an_overflow() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A node with CPUs and no memory (MemTotal 0 in sysfs, as some machines show): node 0 full with
+/// one process, another running on node 1 with all its memory on node 0. Memory follows CPU aimed
+/// at node 1, where the kernel refuses it; now a page action names only nodes with memory (rule
+/// memory-onto-memory-nodes), for the adaptive policy and numad alike.
+#[test]
+fn memory_is_never_sent_to_a_node_without_memory() {
+    let mut topo = numapilot_topology::Topology::uniform(2, 12, 24 << 20, 20);
+    topo.nodes[1].mem_total_kb = 0;
+    topo.nodes[1].mem_free_kb = 0;
+    let mut b = B::with_topology(topo, traced_tunables());
+    b.proc(10, "numa01", &[(0, 1.0); 12], &[3072, 0]);
+    b.proc(11, "numa01", &[(1, 1.0); 12], &[3072, 0]);
+    b.group_proc(1, 10).group_proc(2, 11);
+    let mem = b.m.topo.memory_nodes();
+    let check = |plan: &numapilot_policy::Plan, who: &str| {
+        for a in &plan.actions {
+            match &a.kind {
+                ActionKind::MigratePages { to, .. } => assert!(to.difference(&mem).is_empty(), "{who}: {a:#?}"),
+                ActionKind::MoveRanges { to, .. } => assert!(mem.contains(*to), "{who}: {a:#?}"),
+                ActionKind::Interleave { nodes, .. } => assert!(nodes.difference(&mem).is_empty(), "{who}: {a:#?}"),
+                ActionKind::SetAffinity { .. } => {}
+            }
+        }
+    };
+    check(&Adaptive::new().decide(&b.m), "adaptive");
+    let mut numad = numapilot_policy::numad::Numad::new();
+    for _ in 0..3 {
+        check(&numad.decide(&b.m), "numad");
+    }
+}
+
+/// The rule on a plan as policies hand it over: a range move to a node without memory goes to the
+/// nearest node with memory, an interleave leaves such nodes out, a migration whose only
+/// destination was its source is dropped.
+#[test]
+fn page_actions_are_mapped_onto_nodes_with_memory() {
+    use numapilot_policy::{Action, Plan, Reason, TaskRef};
+    use numapilot_topology::NodeSet;
+    let mut topo = numapilot_topology::Topology::uniform(3, 2, 1 << 20, 20);
+    topo.nodes[2].mem_total_kb = 0;
+    let t = TaskRef { pid: 1, tid: None, starttime: 1 };
+    let act = |kind| Action { target: t, kind, reason: Reason::new("r", "d") };
+    let set = |v: &[u32]| v.iter().copied().collect::<NodeSet>();
+    let mut plan = Plan {
+        actions: vec![
+            act(ActionKind::MoveRanges { ranges: vec![(0, 4096)], to: 2 }),
+            act(ActionKind::Interleave { ranges: vec![], nodes: set(&[0, 2]), weights: vec![3, 1], max_pages: None }),
+            act(ActionKind::MigratePages { from: set(&[0]), to: set(&[2]), max_pages: None }),
+            act(ActionKind::MigratePages { from: set(&[1]), to: set(&[0]), max_pages: None }),
+        ],
+        ..Plan::default()
+    };
+    plan.memory_onto_memory_nodes(&topo);
+    let kinds: Vec<&ActionKind> = plan.actions.iter().map(|a| &a.kind).collect();
+    assert_eq!(kinds.len(), 3, "{kinds:#?}");
+    assert!(matches!(kinds[0], ActionKind::MoveRanges { to: 0, .. }), "{kinds:#?}");
+    assert!(
+        matches!(kinds[1], ActionKind::Interleave { nodes, weights, .. } if *nodes == set(&[0]) && *weights == [3]),
+        "{kinds:#?}"
+    );
+    assert!(matches!(kinds[2], ActionKind::MigratePages { to, .. } if *to == set(&[0])), "{kinds:#?}");
+    assert!(plan.actions[0].reason.detail.contains("memory-onto-memory-nodes"));
+}

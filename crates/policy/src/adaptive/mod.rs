@@ -752,6 +752,7 @@ impl Policy for Adaptive {
         self.rate_waited = planner.waiting.clone();
         let standing = planner.standing_orders(self);
         let (mut plan, loads, task_loads) = planner.finish();
+        plan.memory_onto_memory_nodes(&model.topo);
         plan.standing = standing;
         self.last_loads = loads;
         self.last_task_loads = task_loads;
