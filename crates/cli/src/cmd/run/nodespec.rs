@@ -314,8 +314,9 @@ fn device_at<'s, 'd>(
 }
 
 /// A number as C `strtoul(s, &end, 0)` reads it, requiring the whole string to be consumed:
-/// leading whitespace (C's `isspace`) skipped, no sign.
-fn parse_number(s: &str) -> Result<u64, Problem> {
+/// leading whitespace (C's `isspace`) skipped, no sign. (Also the shared-memory mode's sizes and
+/// ids, `segment.rs`.)
+pub(super) fn parse_number(s: &str) -> Result<u64, Problem> {
     let s = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
     let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         (h, 16)

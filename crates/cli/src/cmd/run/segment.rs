@@ -106,25 +106,14 @@ pub enum Step {
 }
 
 /// A size as numactl's `--length`/`--offset` take it: a number as C `strtoull(s, 0)` reads it
-/// (decimal, `0x` hex, `0` octal), optionally followed by one of `k`, `m`, `g` (either case),
-/// powers of 1024. Err: what it should have been.
+/// (decimal, `0x` hex, `0` octal; `nodespec::parse_number`), optionally followed by one of `k`,
+/// `m`, `g` (either case), powers of 1024. Err: what it should have been.
 pub fn size(s: &str) -> Result<u64, &'static str> {
-    const WHAT: &str = "a size (a number, optionally followed by k, m or g)";
     let (digits, shift) = match s.char_indices().last() {
         Some((i, c)) if "kKmMgG".contains(c) => (&s[..i], 10 * (1 + "kKmMgG".find(c).unwrap_or(0) as u32 / 2)),
         _ => (s, 0),
     };
-    let (body, radix) = if let Some(h) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
-        (h, 16)
-    } else if digits.len() > 1 && digits.starts_with('0') {
-        (&digits[1..], 8)
-    } else {
-        (digits, 10)
-    };
-    if body.is_empty() || !body.chars().all(|c| c.is_digit(radix)) {
-        return Err(WHAT);
-    }
-    let n = u64::from_str_radix(body, radix).map_err(|_| WHAT)?;
+    let n = super::nodespec::parse_number(digits).map_err(|_| "a size (a number, optionally followed by k, m or g)")?;
     n.checked_mul(1u64 << shift).ok_or("a size that fits in 64 bits")
 }
 
@@ -135,14 +124,7 @@ pub fn mode(s: &str) -> Result<u32, &'static str> {
 
 /// `--shmid`: a number as `strtoul(s, 0)` reads it (ftok keeps its low 8 bits).
 pub fn shm_id(s: &str) -> Result<i32, &'static str> {
-    let (body, radix) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        (h, 16)
-    } else if s.len() > 1 && s.starts_with('0') {
-        (&s[1..], 8)
-    } else {
-        (s, 10)
-    };
-    i32::from_str_radix(body, radix).ok().filter(|_| !body.is_empty()).ok_or("a number")
+    super::nodespec::parse_number(s).ok().and_then(|n| i32::try_from(n).ok()).ok_or("a number")
 }
 
 /// An attached region: where it starts in this process, how long it is, the offset numactl prints,
@@ -545,7 +527,8 @@ mod tests {
         assert_eq!(size("2G"), Ok(2 << 30));
         assert_eq!(size("0x1000"), Ok(4096));
         assert_eq!(size("010"), Ok(8));
-        for bad in ["", "k", "1x", "1kb", "-1", " 1", "08"] {
+        assert_eq!(size(" 1"), Ok(1), "leading blanks are strtoull's to skip");
+        for bad in ["", "k", "1x", "1kb", "-1", "1 ", "08"] {
             assert!(size(bad).is_err(), "{bad:?}");
         }
         assert!(size("99999999999g").is_err());
