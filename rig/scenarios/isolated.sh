@@ -1,6 +1,6 @@
 # Rig scenario "isolated" (busybox sh, sourced after rig/guest/lib.sh), for crates/rig/tests/daemon.rs: the 2-node
-# guest booted with `isolcpus=3` (CPU 3, the second of node 1, isolated from the scheduler's balancing). Every
-# process's default mask is then 0-2. A real-time-like task spins pinned to the isolated CPU 3, two more spin
+# guest booted with `isolcpus=3` (CPU 3, the second of node 1, isolated from the scheduler's balancing), or with
+# `nohz_full=3` and init's affinity 0-2 (tuned's cpu-partitioning, below). Every process's default mask is then 0-2. A real-time-like task spins pinned to the isolated CPU 3, two more spin
 # pinned to CPUs 0 and 1 (node 0 full), and an application with the default mask 0-2 has its 64 MiB on node 1 (first
 # touched from CPU 2). The daemon, with its defaults (`reserve_isolated = true`), must manage the application (its
 # mask 0-2 is not a pin of its own) and place it on node 1's usable CPU 2 alone, never on CPU 3, where the kernel
@@ -18,6 +18,14 @@ socket = "/run/numapilot/numapilot.sock"
 metrics = "off"
 EOF
 rig_file isolated /sys/devices/system/cpu/isolated
+rig_file nohz-full /sys/devices/system/cpu/nohz_full
+# The partitioned guest (booted `nohz_full=3`, no isolcpus) as tuned's cpu-partitioning profile leaves a host:
+# systemd's CPUAffinity= the CPUs but 3, emulated here on init and this shell, whose children inherit it.
+if [ -z "$(cat /sys/devices/system/cpu/isolated)" ]; then
+    taskset -p -c 0-2 1 >/tmp/.rig.ts 2>&1 && taskset -p -c 0-2 $$ >>/tmp/.rig.ts 2>&1
+    rig_send init-affinity $? /tmp/.rig.ts /tmp/.rig.none
+fi
+rig_file init-status /proc/1/status
 rig_file shell-status /proc/$$/status
 
 taskset -c 3 sh -c 'while :; do :; done' &

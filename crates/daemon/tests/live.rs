@@ -927,6 +927,82 @@ fn reserved_cpus_are_never_placed_on_and_a_mask_without_them_is_no_pin() {
     assert!(!state2.exists(), "a refused start made the state file");
 }
 
+/// The CPUs the host keeps for work placed on purpose, on roots built as each kind of host shows
+/// them: `isolcpus=` (the kernel's `isolated` file; init's mask leaves them out too, one reason
+/// given), tuned's cpu-partitioning (`nohz_full=` and systemd's `CPUAffinity=` giving init every
+/// CPU but those, `isolated` empty), `CPUAffinity=` alone, `nohz_full=` alone (init's mask every
+/// CPU): each reserved with its reason, the operator's list beside them; `reserve_isolated = false`
+/// keeps only the operator's. A root without init's status reserves nothing for it; a file that is
+/// not a CPU list stops the start, naming the file.
+#[test]
+fn the_cpus_a_partitioned_host_keeps_are_reserved_with_their_reason() {
+    use numapilot_daemon::live::reserved_cpus;
+    let online = CpuSet::parse_list("0-7").unwrap();
+    let me = std::fs::read_to_string("/proc/self/status").unwrap();
+    let host = |isolated: &str, nohz: &str, init: Option<&str>| {
+        let d = tempfile::tempdir().unwrap();
+        let cpu = d.path().join("sys/devices/system/cpu");
+        std::fs::create_dir_all(&cpu).unwrap();
+        std::fs::write(cpu.join("isolated"), format!("{isolated}\n")).unwrap();
+        std::fs::write(cpu.join("nohz_full"), format!("{nohz}\n")).unwrap();
+        if let Some(mask) = init {
+            std::fs::create_dir_all(d.path().join("proc/1")).unwrap();
+            let status: String =
+                me.lines()
+                    .map(|l| {
+                        if l.starts_with("Cpus_allowed_list:") {
+                            format!("Cpus_allowed_list:\t{mask}")
+                        } else {
+                            l.into()
+                        }
+                    })
+                    .map(|l| l + "\n")
+                    .collect();
+            std::fs::write(d.path().join("proc/1/status"), status).unwrap();
+        }
+        d
+    };
+    let none = CpuSet::new();
+    let cases = [
+        ("isolcpus=6-7", host("6-7", "(null)", Some("0-5")), "6-7", "isolated by the kernel (isolcpus=): 6-7"),
+        ("tuned cpu-partitioning", host("", "4-7", Some("0-3")), "4-7", "adaptive ticks (nohz_full=): 4-7"),
+        ("CPUAffinity= alone", host("", "", Some("0-5")), "6-7", "outside init's affinity (systemd CPUAffinity=): 6-7"),
+        ("nohz_full= alone", host("", "7", Some("0-7")), "7", "adaptive ticks (nohz_full=): 7"),
+        (
+            "isolcpus= and CPUAffinity=",
+            host("7", "", Some("0-5")),
+            "6-7",
+            "isolated by the kernel (isolcpus=): 7; outside init's affinity (systemd CPUAffinity=): 6",
+        ),
+        ("no partitioning, init's mask wider than online", host("", "(null)", Some("0-63")), "", ""),
+        ("a root without init", host("", "", None), "", ""),
+    ];
+    for (what, root, want, why) in &cases {
+        let (got, note) = reserved_cpus(root.path(), &none, true, &online).unwrap();
+        assert_eq!(got, CpuSet::parse_list(want).unwrap(), "{what}: {note:?}");
+        match note {
+            Some(n) => assert_eq!(n, format!("CPUs {want} reserved ({why}): no process is placed on them"), "{what}"),
+            None => assert!(want.is_empty(), "{what}: no note"),
+        }
+    }
+    // The operator's list beside them; with reserve_isolated off, only the operator's.
+    let tuned = &cases[1].1;
+    let ops = CpuSet::parse_list("0").unwrap();
+    let (got, note) = reserved_cpus(tuned.path(), &ops, true, &online).unwrap();
+    assert_eq!(got, CpuSet::parse_list("0,4-7").unwrap());
+    assert!(note.unwrap().contains("; [actuation] reserved_cpus: 0)"));
+    let (got, note) = reserved_cpus(tuned.path(), &ops, false, &online).unwrap();
+    assert_eq!(
+        (got, note.as_deref()),
+        (ops, Some("CPUs 0 reserved ([actuation] reserved_cpus: 0): no process is placed on them"))
+    );
+    assert_eq!(reserved_cpus(tuned.path(), &none, false, &online).unwrap(), (none.clone(), None));
+    // A file that is not a CPU list stops the start.
+    let bad = host("", "four\n", Some("0-7"));
+    let e = reserved_cpus(bad.path(), &none, true, &online).unwrap_err().to_string();
+    assert!(e.contains("nohz_full") && e.contains("four") && e.contains("reserve_isolated = false"), "{e}");
+}
+
 // ----- affinity, originals, restore, crash recovery ----------------------------------------------
 
 #[test]

@@ -45,21 +45,28 @@ fn run() -> &'static GuestRun {
 /// The 2-node guest booted with `isolcpus=3` running rig/scenarios/isolated.sh (a boot of its own).
 fn isolated_run() -> &'static GuestRun {
     static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
-    RUN.get_or_init(|| {
-        let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
-        let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
-        spec.name = "2node-isolcpus".into();
-        spec.kernel_args = vec!["isolcpus=3".into()];
-        spec.timeout = Duration::from_secs(300);
-        let run = rig.boot(&spec, "isolated", ISOLATED, &[]).map_err(|e| e.to_string())?;
-        eprintln!("guest 2node isolcpus=3: QEMU wall {} ms", run.wall_ms);
-        if run.scenario_rc != 0 {
-            return Err(format!("isolated.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
-        }
-        Ok(run)
-    })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("{e}"))
+    RUN.get_or_init(|| kept_cpu_run("2node-isolcpus", "isolcpus=3")).as_ref().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The same scenario in the 2-node guest booted with `nohz_full=3` alone, init's affinity set to
+/// 0-2 by the scenario (tuned's cpu-partitioning: systemd `CPUAffinity=` and `nohz_full=`).
+fn partitioned_run() -> &'static GuestRun {
+    static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
+    RUN.get_or_init(|| kept_cpu_run("2node-nohz", "nohz_full=3")).as_ref().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn kept_cpu_run(name: &str, arg: &str) -> Result<GuestRun, String> {
+    let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
+    let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
+    spec.name = name.into();
+    spec.kernel_args = vec![arg.into()];
+    spec.timeout = Duration::from_secs(300);
+    let run = rig.boot(&spec, "isolated", ISOLATED, &[]).map_err(|e| e.to_string())?;
+    eprintln!("guest 2node {arg}: QEMU wall {} ms", run.wall_ms);
+    if run.scenario_rc != 0 {
+        return Err(format!("isolated.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
+    }
+    Ok(run)
 }
 
 fn ok(run: &GuestRun, name: &str) -> String {
@@ -506,6 +513,28 @@ fn isolated_cpus_are_never_placed_on() {
     }
     let run = isolated_run();
     assert_eq!(ok(run, "isolated").trim(), "3", "the kernel isolated CPU 3");
+    assert!(ok(run, "init-status").contains("Cpus_allowed_list:\t0-2\n"), "isolcpus= leaves init without CPU 3");
+    the_kept_cpu_is_never_placed_on(run, "isolated by the kernel (isolcpus=): 3");
+}
+
+/// The same on a host partitioned as tuned's cpu-partitioning profile leaves it: CPU 3 booted
+/// `nohz_full=3` (no `isolcpus=`: the kernel still balances onto it) and init's affinity, which
+/// every service inherits from systemd's `CPUAffinity=`, 0-2. Before CPUs outside init's
+/// affinity and nohz_full CPUs were reserved, every process there read as pinned to 0-2 by
+/// itself: the daemon managed nothing.
+#[test]
+fn nohz_full_cpus_outside_inits_affinity_are_never_placed_on() {
+    if !enabled() {
+        return;
+    }
+    let run = partitioned_run();
+    assert_eq!(ok(run, "isolated").trim(), "", "no isolcpus=");
+    assert_eq!(ok(run, "nohz-full").trim(), "3", "the kernel runs CPU 3 with adaptive ticks");
+    assert!(ok(run, "init-status").contains("Cpus_allowed_list:\t0-2\n"), "init's affinity set to 0-2");
+    the_kept_cpu_is_never_placed_on(run, "adaptive ticks (nohz_full=): 3");
+}
+
+fn the_kept_cpu_is_never_placed_on(run: &GuestRun, why: &str) {
     let shell = ok(run, "shell-status");
     assert!(shell.contains("Cpus_allowed_list:\t0-2"), "the default mask leaves the isolated CPU out: {shell}");
     let app: u64 = ok(run, "app-start").trim().parse().expect("the application's pid");
@@ -537,4 +566,6 @@ fn isolated_cpus_are_never_placed_on() {
         "daemon exit; log:\n{}",
         run.section("daemon-exit").unwrap().stderr()
     );
+    let log = run.section("daemon-exit").unwrap().stderr();
+    assert!(log.contains(&format!("CPUs 3 reserved ({why}): no process is placed on them")), "{log}");
 }

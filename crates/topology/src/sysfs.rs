@@ -500,10 +500,26 @@ fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<u32>, TopologyError>
 /// 4.12 and on fixture roots: then none. The kernel keeps these CPUs out of its load balancing and
 /// out of every task's default affinity (measured in the rig's 6.12 guest booted with
 /// `isolcpus=3`: the file read "3", pid 1 and every shell's `Cpus_allowed_list` 0-2), so only a
-/// task placed there on purpose runs there. `nohz_full` CPUs are not included: on their own they
-/// stay in the balancing and in the default affinity (and `nohz_full` reads "(null)" when unset).
+/// task placed there on purpose runs there. `nohz_full` CPUs are not included here
+/// ([`nohz_full_cpus`]): on their own they stay in the balancing and in the default affinity.
 pub fn isolated_cpus(root: &Path) -> Result<IdSet, TopologyError> {
-    let path = root.join("sys/devices/system/cpu/isolated");
+    cpu_list_file(root, "isolated")
+}
+
+/// The CPUs booted with `nohz_full=` (adaptive ticks: no scheduler tick while one task runs):
+/// `ROOT/sys/devices/system/cpu/nohz_full`, one CPU list; "(null)" or empty when none (how
+/// kernels built with `CONFIG_NO_HZ_FULL` print it unset), absent without it and on fixture roots:
+/// then none. A host partitioned for latency-bound work boots them for one pinned task each
+/// (tuned's cpu-partitioning profile: `nohz_full=` its isolated cores, and systemd's default
+/// affinity the others, without `isolcpus=`; `profiles/cpu-partitioning/tuned.conf`); a second
+/// runnable task there brings the tick back.
+pub fn nohz_full_cpus(root: &Path) -> Result<IdSet, TopologyError> {
+    cpu_list_file(root, "nohz_full")
+}
+
+/// `ROOT/sys/devices/system/cpu/NAME`, a CPU list that reads "(null)" or empty for none.
+fn cpu_list_file(root: &Path, name: &str) -> Result<IdSet, TopologyError> {
+    let path = root.join("sys/devices/system/cpu").join(name);
     match read_optional(&path)? {
         Some(text) if text.trim() != "(null)" => parse_list(&path, &text),
         _ => Ok(IdSet::new()),

@@ -349,19 +349,28 @@ fn pci_addresses_in_every_form() {
 
 /// `isolated` as the 6.12 guest booted with `isolcpus=3` wrote it, empty (no isolcpus), absent (old
 /// kernels, fixture roots) or "(null)" (how `nohz_full` reads unset): the CPUs, or none; a line
-/// that is not a CPU list is an error naming the file.
+/// that is not a CPU list is an error naming the file. `nohz_full` the same, each from its own file.
 #[test]
-fn isolated_cpus_read_from_sysfs() {
-    use numapilot_topology::sysfs::isolated_cpus;
-    let fs = sparse_machine();
-    assert_eq!(isolated_cpus(fs.root()).unwrap(), IdSet::new(), "absent: none");
-    for (text, want) in [("3\n", "3"), ("\n", ""), ("1-2,3\n", "1-3"), ("(null)\n", "")] {
-        fs.write("sys/devices/system/cpu/isolated", text);
-        assert_eq!(isolated_cpus(fs.root()).unwrap(), set(want), "{text:?}");
+fn isolated_and_nohz_full_cpus_read_from_sysfs() {
+    use numapilot_topology::sysfs::{isolated_cpus, nohz_full_cpus};
+    type Read = fn(&std::path::Path) -> Result<IdSet, numapilot_topology::TopologyError>;
+    let reads: [(&str, Read); 2] = [("isolated", isolated_cpus), ("nohz_full", nohz_full_cpus)];
+    for (name, read) in reads {
+        let fs = sparse_machine();
+        let file = format!("sys/devices/system/cpu/{name}");
+        assert_eq!(read(fs.root()).unwrap(), IdSet::new(), "{name} absent: none");
+        for (text, want) in [("3\n", "3"), ("\n", ""), ("1-2,3\n", "1-3"), ("(null)\n", "")] {
+            fs.write(&file, text);
+            assert_eq!(read(fs.root()).unwrap(), set(want), "{name} {text:?}");
+        }
+        let other =
+            if name == "isolated" { "sys/devices/system/cpu/nohz_full" } else { "sys/devices/system/cpu/isolated" };
+        fs.write(other, "0-1\n");
+        assert_eq!(read(fs.root()).unwrap(), IdSet::new(), "{name} read from its own file");
+        fs.write(&file, "three\n");
+        let e = read(fs.root()).unwrap_err().to_string();
+        assert!(e.contains(&file) && e.contains("three"), "{e}");
     }
-    fs.write("sys/devices/system/cpu/isolated", "three\n");
-    let e = isolated_cpus(fs.root()).unwrap_err().to_string();
-    assert!(e.contains("sys/devices/system/cpu/isolated") && e.contains("three"), "{e}");
 }
 
 /// Reserved CPUs leave their nodes' lists and the usable CPUs, but stay known and online; a node

@@ -287,18 +287,20 @@ pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
 fn explain_local(a: &ExplainArgs) -> anyhow::Result<ExitCode> {
     use numapilot_policy::Policy as _;
     // As the daemon with that configuration sees the machine: its tunables, and without its
-    // reserved CPUs and (unless `reserve_isolated` is off) those the kernel isolated (a process's
-    // default mask leaves them out, and is no pin of its own). A bad file is an error, as for the
+    // reserved CPUs and (unless `reserve_isolated` is off) those the host keeps for pinned work
+    // (a process's default mask leaves them out, and is no pin of its own). A bad file is an error, as for the
     // daemon.
     let source =
         a.config.clone().map_or(numapilot_daemon::config::Source::Default, numapilot_daemon::config::Source::Explicit);
     let config = numapilot_daemon::config::load(&source, &numapilot_daemon::config::Overrides::default())?.config;
     let live = config.live_options(true);
-    let mut reserved = live.reserved_cpus.clone();
-    if live.reserve_isolated {
-        reserved = reserved.union(&numapilot_topology::sysfs::isolated_cpus(std::path::Path::new("/"))?);
-    }
     let mut topo = Topology::from_sysfs(std::path::Path::new("/")).context("reading the topology")?;
+    let (reserved, _) = numapilot_daemon::live::reserved_cpus(
+        std::path::Path::new("/"),
+        &live.reserved_cpus,
+        live.reserve_isolated,
+        &topo.usable_cpus(),
+    )?;
     topo.reserve(&reserved);
     let reader = numapilot_observe::Reader::new("/");
     let mut model = numapilot_model::Model::new(topo, config.tunables.clone());

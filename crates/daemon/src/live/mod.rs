@@ -95,8 +95,9 @@ pub struct LiveOptions {
     pub mover_threads: usize,
     /// CPUs never placed on (`[actuation] reserved_cpus`, numad's `-R`). Default none.
     pub reserved_cpus: CpuSet,
-    /// Reserve the CPUs the kernel isolated at boot as well (`[actuation] reserve_isolated`,
-    /// `ROOT/sys/devices/system/cpu/isolated`). Default true.
+    /// Reserve the CPUs the host keeps for work placed on purpose as well (`[actuation]
+    /// reserve_isolated`: `isolcpus=`, `nohz_full=` and those outside init's affinity;
+    /// [`reserved_cpus`]). Default true.
     pub reserve_isolated: bool,
 }
 
@@ -209,29 +210,54 @@ pub struct RestoreReport {
     pub failed: Vec<String>,
 }
 
-/// The CPUs placement never uses: `[actuation] reserved_cpus`, and the kernel's isolated CPUs
-/// (`ROOT/sys/devices/system/cpu/isolated`) unless `reserve_isolated` is off; with a note saying
-/// which and why when there are any. Read once, at start: `isolated` is the boot's `isolcpus=`.
-/// A file that cannot be read or parsed stops the start (an isolated CPU taken for a free one
-/// would be placed on).
-fn reserved_cpus(opts: &LiveOptions) -> Result<(CpuSet, Option<String>), LiveError> {
-    let isolated = if opts.reserve_isolated {
-        numapilot_topology::sysfs::isolated_cpus(&opts.root).map_err(|e| {
-            LiveError::Unavailable(format!("{e} (set [actuation] reserve_isolated = false to place on them)"))
-        })?
-    } else {
-        CpuSet::new()
-    };
-    let all = isolated.union(&opts.reserved_cpus);
+/// The CPUs placement never uses (rule reserved-cpus): `[actuation] reserved_cpus`, and unless
+/// `reserve_isolated` is off those the host keeps for work placed on purpose: the kernel's
+/// isolated CPUs (`isolcpus=`, `ROOT/sys/devices/system/cpu/isolated`), its adaptive-tick CPUs
+/// (`nohz_full=`, `.../nohz_full`), and the CPUs among `online` that init (pid 1) may not run on
+/// (systemd's `CPUAffinity=`, inherited by every service: tuned's cpu-partitioning profile sets it
+/// to all but its isolated cores and boots those `nohz_full` without `isolcpus=`). On such a host
+/// every process's default mask leaves them out, so without them the daemon took every process for
+/// one that pinned itself and managed nothing, or, for `nohz_full` alone, would put a second task
+/// on a CPU kept for one. With a note saying which and why when there are any. Read once, at
+/// start. A file that cannot be read or parsed stops the start (a kept CPU taken for a free one
+/// would be placed on); init's status absent (a fixture root) or hidden counts as every CPU.
+pub fn reserved_cpus(
+    root: &Path,
+    configured: &CpuSet,
+    reserve_isolated: bool,
+    online: &CpuSet,
+) -> Result<(CpuSet, Option<String>), LiveError> {
+    let hint = " (set [actuation] reserve_isolated = false to place on them)";
+    let mut why = Vec::new();
+    let mut all = CpuSet::new();
+    if reserve_isolated {
+        let err = |e: numapilot_topology::TopologyError| LiveError::Unavailable(format!("{e}{hint}"));
+        let isolated = numapilot_topology::sysfs::isolated_cpus(root).map_err(err)?;
+        let nohz = numapilot_topology::sysfs::nohz_full_cpus(root).map_err(err)?;
+        let init = numapilot_observe::Reader::new(root)
+            .read_status(1)
+            .map_err(|e| LiveError::Unavailable(format!("reading init's CPU affinity (pid 1): {e}{hint}")))?;
+        let outside_init = init.map_or_else(CpuSet::new, |st| online.difference(&st.cpus_allowed));
+        // Each CPU named under the first reason that holds: isolcpus= leaves init without its
+        // CPUs too, which is not a second reservation.
+        for (set, what) in [
+            (isolated, "isolated by the kernel (isolcpus=)"),
+            (nohz, "adaptive ticks (nohz_full=)"),
+            (outside_init, "outside init's affinity (systemd CPUAffinity=)"),
+        ] {
+            let new = set.difference(&all);
+            if !new.is_empty() {
+                why.push(format!("{what}: {}", new.to_list()));
+                all = all.union(&new);
+            }
+        }
+    }
+    if !configured.is_empty() {
+        why.push(format!("[actuation] reserved_cpus: {}", configured.to_list()));
+        all = all.union(configured);
+    }
     if all.is_empty() {
         return Ok((all, None));
-    }
-    let mut why = Vec::new();
-    if !isolated.is_empty() {
-        why.push(format!("isolated by the kernel: {}", isolated.to_list()));
-    }
-    if !opts.reserved_cpus.is_empty() {
-        why.push(format!("[actuation] reserved_cpus: {}", opts.reserved_cpus.to_list()));
     }
     let note = format!("CPUs {} reserved ({}): no process is placed on them", all.to_list(), why.join("; "));
     Ok((all, Some(note)))
@@ -505,7 +531,8 @@ impl LiveHost {
     ) -> Result<(Self, RestoreReport), LiveError> {
         // Before anything is restored or claimed: a reservation that leaves nothing to place on
         // stops the start with nothing done.
-        let (reserved, reserved_note) = reserved_cpus(&opts)?;
+        let (reserved, reserved_note) =
+            reserved_cpus(&opts.root, &opts.reserved_cpus, opts.reserve_isolated, &topo.usable_cpus())?;
         topo.reserve(&reserved);
         if topo.usable_cpus().is_empty() {
             return Err(LiveError::Unavailable(format!(
