@@ -317,10 +317,7 @@ impl Signals {
                 EventSpec::page_faults(self.tuning.page_fault_period)
             }
         };
-        let cpus = match std::fs::read_to_string("/sys/devices/system/cpu/online")
-            .ok()
-            .and_then(|t| numapilot_observe::parse::parse_list(&t).ok())
-        {
+        let cpus = match numapilot_topology::sysfs::cpu_list(Path::new("/"), "online").ok().flatten() {
             Some(c) => c,
             None => {
                 self.notes.push("perf: cannot read /sys/devices/system/cpu/online; access sampling off".into());

@@ -61,7 +61,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -615,11 +615,6 @@ pub fn scan(root: &Path, pids: &[u32], unix: Option<&[(u64, u64)]>) -> Result<So
     out.comm = comm;
     out.unowned = unowned;
     Ok(out)
-}
-
-/// The path of a process's fd directory under `root`, for messages.
-pub fn fd_dir(root: &Path, pid: u32) -> PathBuf {
-    root.join("proc").join(pid.to_string()).join("fd")
 }
 
 #[cfg(test)]

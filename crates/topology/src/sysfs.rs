@@ -519,10 +519,20 @@ pub fn nohz_full_cpus(root: &Path) -> Result<IdSet, TopologyError> {
 
 /// `ROOT/sys/devices/system/cpu/NAME`, a CPU list that reads "(null)" or empty for none.
 fn cpu_list_file(root: &Path, name: &str) -> Result<IdSet, TopologyError> {
+    Ok(cpu_list(root, name)?.unwrap_or_default())
+}
+
+/// One of the CPU lists of `ROOT/sys/devices/system/cpu` (`online`, `possible`, `present`,
+/// `isolated`, `nohz_full`, `offline`), as the kernel prints them (`cpumap_print_list`): `None`
+/// when the file is absent (fixture roots, old kernels), the CPUs otherwise ("(null)", how
+/// `nohz_full` reads unset on some kernels, and an empty line are none). A line that is not a CPU
+/// list is an error naming the file.
+pub fn cpu_list(root: &Path, name: &str) -> Result<Option<IdSet>, TopologyError> {
     let path = root.join("sys/devices/system/cpu").join(name);
     match read_optional(&path)? {
-        Some(text) if text.trim() != "(null)" => parse_list(&path, &text),
-        _ => Ok(IdSet::new()),
+        Some(text) if text.trim() == "(null)" => Ok(Some(IdSet::new())),
+        Some(text) => parse_list(&path, &text).map(Some),
+        None => Ok(None),
     }
 }
 

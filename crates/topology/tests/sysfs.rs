@@ -371,6 +371,13 @@ fn isolated_and_nohz_full_cpus_read_from_sysfs() {
         let e = read(fs.root()).unwrap_err().to_string();
         assert!(e.contains(&file) && e.contains("three"), "{e}");
     }
+    // The same reader for the other lists, an absent file told from an empty one.
+    use numapilot_topology::sysfs::cpu_list;
+    let fs = sparse_machine();
+    assert_eq!(cpu_list(fs.root(), "possible").unwrap(), Some(set("0-4")), "the sparse machine's");
+    assert_eq!(cpu_list(fs.root(), "offline").unwrap(), None, "absent");
+    fs.write("sys/devices/system/cpu/offline", "\n");
+    assert_eq!(cpu_list(fs.root(), "offline").unwrap(), Some(IdSet::new()), "empty");
 }
 
 /// Reserved CPUs leave their nodes' lists and the usable CPUs, but stay known and online; a node

@@ -316,8 +316,7 @@ impl HotplugWatch {
     /// [`HOTPLUG_UNSETTLED_LOOKS`] times in a row (a topology that cannot be read likewise:
     /// logged at each of those looks, then left until the file changes again).
     pub fn look(&mut self, root: &Path, before: &Topology) -> Hotplug {
-        let path = root.join("sys/devices/system/cpu/online");
-        let Some(online) = std::fs::read_to_string(&path).ok().and_then(|t| CpuSet::parse_list(t.trim()).ok()) else {
+        let Some(online) = numapilot_topology::sysfs::cpu_list(root, "online").ok().flatten() else {
             return Hotplug::Same;
         };
         if self.seen.as_ref() != Some(&online) {

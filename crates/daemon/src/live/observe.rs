@@ -713,9 +713,7 @@ impl TieredObserver {
             fd_cap,
             open_fds: 0,
             buf: vec![0; 4096],
-            online: std::fs::read_to_string(opts.root.join("sys/devices/system/cpu/online"))
-                .ok()
-                .and_then(|t| CpuSet::parse_list(t.trim()).ok()),
+            online: numapilot_topology::sysfs::cpu_list(&opts.root, "online").ok().flatten(),
             cpusets: None,
             cpuset_paths: CpusetPaths::default(),
             cpuset_forget: 0,

@@ -737,8 +737,8 @@ pub fn inherited_mask(pid: u32, parent: &ProcessOriginal, hier: Option<&CpusetHi
 /// `None` when the online CPUs cannot be read. A cpuset that is not read counts as every online
 /// CPU: a cut to it is then not recognised ([`carries_ours`] errs toward the program's own).
 pub fn allowed_cpus(pid: u32, h: Option<&CpusetHierarchy>) -> Option<CpuSet> {
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
-    let online = CpuSet::parse_list(online.trim()).ok().filter(|c| !c.is_empty())?;
+    let online = numapilot_topology::sysfs::cpu_list(Path::new("/"), "online").ok()??;
+    let online = Some(online).filter(|c| !c.is_empty())?;
     Some(match h.and_then(|h| super::select::cpuset_effective_cpus(h, pid)) {
         Some(c) => online.intersection(&c),
         None => online,
@@ -1054,22 +1054,14 @@ impl Follow {
 /// The CPUs the kernel could ever bring online (`/sys/devices/system/cpu/possible`), `None` when
 /// it cannot be read.
 pub(crate) fn possible_cpus() -> Option<CpuSet> {
-    let t = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
-    CpuSet::parse_list(t.trim()).ok().filter(|c| !c.is_empty())
+    numapilot_topology::sysfs::cpu_list(Path::new("/"), "possible").ok().flatten().filter(|c| !c.is_empty())
 }
 
 /// Puts one process back (see the module essay). A process that is gone has nothing to put back,
-/// but the cpuset cgroup made for it is still emptied and removed. Its failure, if any, is
-/// reported in `report` (a caller that retries uses [`Originals::restore_all`] or
-/// [`Originals::release`]).
-pub fn restore_one(rec: &ProcessOriginal, report: &mut RestoreReport) {
-    if let Err(message) = restore_process(rec, report) {
-        report.failed.push(message);
-    }
-}
-
-/// [`restore_one`]'s work. `Err`: the process lives and something of it could not be put back
-/// (a thread, its cgroup), the message naming it; counted in `report` otherwise.
+/// but the cpuset cgroup made for it is still emptied and removed. `Err`: the process lives and
+/// something of it could not be put back (a thread, its cgroup), the message naming it (its one
+/// caller, `restore_pass`, under [`Originals::restore_all`], [`Originals::release`] and
+/// [`restore_records`], keeps its record to retry); counted in `report` otherwise.
 fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<(), String> {
     let mut errors = Vec::new();
     // The process goes back to its original cgroup only while it is still in the one numapilot

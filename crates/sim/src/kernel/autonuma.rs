@@ -615,14 +615,6 @@ impl AutoNuma {
         Some(out)
     }
 
-    /// Decayed CPU-side faults of a thread per node (`numa_faults` CPU buckets, where it ran when it
-    /// faulted, weighted by its CPU use); empty for an unknown thread.
-    pub fn task_cpu_faults(&self, tid: Tid) -> Vec<u64> {
-        self.tasks
-            .get(&tid)
-            .map_or_else(Vec::new, |t| t.cpu_faults.iter().map(|f| (f[0] + f[1]).max(0) as u64).collect())
-    }
-
     /// The simulator could not carry out `m` (target node full): undo its counting and record a
     /// failed migration, which slows the thread's scanning (`TNF_MIGRATE_FAIL`).
     pub fn migration_failed(&mut self, m: &PageMigration) {

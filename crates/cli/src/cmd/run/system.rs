@@ -107,9 +107,9 @@ impl SystemView {
 /// (`sys/devices/system/cpu/online` under `root`, else `allowed`, this process's CPUs) and
 /// `proc/meminfo`'s MemTotal and MemFree under `root` (0 when unreadable).
 fn one_node(root: &Path, allowed: &CpuSet) -> Topology {
-    let online = fs::read_to_string(root.join("sys/devices/system/cpu/online"))
+    let online = numapilot_topology::sysfs::cpu_list(root, "online")
         .ok()
-        .and_then(|t| CpuSet::parse_list(t.trim()).ok())
+        .flatten()
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| allowed.clone());
     let meminfo = fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
