@@ -16,9 +16,6 @@ use crate::WakeupPair;
 /// One end of a pair: (pid, tid).
 type End = (u32, u32);
 
-/// `PF_KTHREAD`, include/linux/sched.h.
-const PF_KTHREAD: u64 = 0x0020_0000;
-
 /// What the drain needs to know about a live thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TidInfo {
@@ -28,17 +25,15 @@ pub struct TidInfo {
     pub kernel_thread: bool,
 }
 
-/// Reads a thread's process and kernel-thread flag from `/proc/TID/status` and `/proc/TID/stat`; `None` when the
-/// thread is gone (or the files are unreadable or malformed, which for a live thread does not happen).
+/// Reads a thread's process and kernel-thread flag from `/proc/TID/status` and `/proc/TID/stat`
+/// (observe's parsers, so a thread name that is not UTF-8 is read as any other); `None` when the
+/// thread is gone (or the files are unreadable or malformed, which for a live thread does not
+/// happen).
 pub fn read_tid_info(tid: u32) -> Option<TidInfo> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let tgid = status.lines().find_map(|l| l.strip_prefix("Tgid:"))?.trim().parse().ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may itself contain ") ".
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // rest: " state ppid pgrp session tty_nr tpgid flags ..." -> flags is the 7th word.
-    let flags: u64 = rest.split_whitespace().nth(6)?.parse().ok()?;
-    Some(TidInfo { tgid, kernel_thread: flags & PF_KTHREAD != 0 })
+    let proc = numapilot_observe::Reader::new("/");
+    let tgid = proc.read_status(tid).ok()??.tgid;
+    let kernel_thread = proc.read_stat(tid).ok()??.is_kernel_thread();
+    Some(TidInfo { tgid, kernel_thread })
 }
 
 /// [`to_comm_samples_with`] reading the live `/proc`.
@@ -128,5 +123,29 @@ mod tests {
         }
         // A thread id beyond pid_max does not exist.
         assert_eq!(read_tid_info(u32::MAX - 1), None);
+    }
+
+    /// A thread whose name is not UTF-8 (any byte string goes through `PR_SET_NAME`) is read as
+    /// any other: before this crate used observe's parsers it read as gone and its wake-ups were
+    /// dropped (review helper-42).
+    #[test]
+    fn a_thread_named_in_bytes_that_are_not_utf8_is_read() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let name = b"np-\xff\xfe\0";
+            // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes from a live buffer.
+            unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        let comm = std::fs::read(format!("/proc/{tid}/comm")).unwrap();
+        assert!(std::str::from_utf8(&comm).is_err(), "the name is not UTF-8: {comm:?}");
+        let info = read_tid_info(tid);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert_eq!(info, Some(TidInfo { tgid: std::process::id(), kernel_thread: false }));
     }
 }
