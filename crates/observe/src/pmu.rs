@@ -595,8 +595,7 @@ impl Ring {
                 source: io::Error::last_os_error(),
             });
         }
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = crate::reader::page_size() as usize;
         let data_pages = ring_pages(page);
         let map_len = page * (1 + data_pages);
         // SAFETY: mapping a perf fd: 1 + 2^n pages, shared, read-write (so data_tail can be written).

@@ -938,7 +938,7 @@ impl Reader {
             unix_ms,
             duration_ns: monotonic_ns().saturating_sub(monotonic),
             clock_ticks_per_sec: sysconf(libc::_SC_CLK_TCK).unwrap_or(100),
-            page_size: sysconf(libc::_SC_PAGESIZE).unwrap_or(4096),
+            page_size: page_size(),
             processes,
             nodes,
             cpu,
@@ -1032,6 +1032,11 @@ pub fn boottime_ns() -> u64 {
 /// USER_HZ of the running system (`sysconf(_SC_CLK_TCK)`, 100 when unknown).
 pub fn clock_ticks_per_sec() -> u64 {
     sysconf(libc::_SC_CLK_TCK).unwrap_or(100)
+}
+
+/// This kernel's base page size, bytes (`sysconf(_SC_PAGESIZE)`, 4096 when unknown).
+pub fn page_size() -> u64 {
+    sysconf(libc::_SC_PAGESIZE).unwrap_or(4096)
 }
 
 fn sysconf(name: libc::c_int) -> Option<u64> {

@@ -503,16 +503,8 @@ fn foreign_proc() -> Option<String> {
 /// parent as before, while it lives.
 const INHERITORS_KEPT: usize = 1024;
 
-/// This kernel's base page size, bytes (4096 when sysconf cannot tell).
-pub(crate) fn page_size() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if v > 0 {
-        v as u64
-    } else {
-        4096
-    }
-}
+/// This kernel's base page size, bytes.
+pub(crate) use numapilot_observe::reader::page_size;
 
 impl LiveHost {
     /// Opens the live host. If the state file holds originals from a previous run that did not

@@ -695,8 +695,7 @@ impl TieredObserver {
         // stat files took them first (review helper-34).
         let per_cpu = super::state::possible_cpus().map_or(0, |c| c.len());
         let fd_cap = tiers.max_open_stat.min(raise_nofile().saturating_sub(256 + per_cpu));
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let page = super::page_size();
         Self {
             tiers: tiers.clone(),
             with_maps: reader(true, true, 1),
@@ -709,7 +708,7 @@ impl TieredObserver {
             moved_from: HashMap::new(),
             left: Vec::new(),
             cycle: 0,
-            page_kb: if page > 0 { page as u64 / 1024 } else { 4 },
+            page_kb: page / 1024,
             fd_cap,
             open_fds: 0,
             buf: vec![0; 4096],

@@ -184,13 +184,7 @@ impl Region {
 
 /// The base page size.
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if v > 0 {
-        v as usize
-    } else {
-        4096
-    }
+    numapilot_observe::reader::page_size() as usize
 }
 
 /// The huge page size (`Hugepagesize:` of /proc/meminfo), the base page size when unknown.

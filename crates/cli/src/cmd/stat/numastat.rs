@@ -197,9 +197,7 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<Output> {
 }
 
 fn page_sizes(reader: &Reader) -> anyhow::Result<PageSizes> {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let base = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    let base = if base > 0 { base as f64 } else { 4096.0 };
+    let base = numapilot_observe::reader::page_size() as f64;
     let huge_kb = reader.read_meminfo()?.and_then(|m| m.get("Hugepagesize")).unwrap_or(0);
     Ok(PageSizes { base, huge: huge_kb as f64 * 1024.0 })
 }
