@@ -400,6 +400,80 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
         let out = Command::new(BIN).args(["daemon", "--check", "--log", ok, "--config"]).arg(&config).output().unwrap();
         assert!(out.status.success(), "{ok}: {}", String::from_utf8_lossy(&out.stderr));
     }
+    // RUST_LOG overrides --log and is checked the same way (it silenced every line, errors too).
+    let out = Command::new(BIN)
+        .args(["daemon", "--check", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "loud")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("RUST_LOG \"loud\""), "{out:?}");
+}
+
+/// The daemon's log lines off a terminal carry no colour codes (they did, into files, pipes and
+/// the journal, which stored them as binary blobs), and on systemd's journal (stderr the stream
+/// `JOURNAL_STREAM` names) each starts with its sd-daemon(3) priority and carries no time of its
+/// own; a `JOURNAL_STREAM` naming another file (inherited, stderr redirected) is not the journal.
+#[test]
+fn log_lines_are_plain_off_a_terminal_and_carry_their_priority_on_the_journal() {
+    use std::os::unix::fs::MetadataExt as _;
+    for mode in ["plain", "journal", "inherited"] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("np.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[daemon]\ninterval_ms = 200\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\n[tunables]\nsettle_interval_ms = 100\n",
+                dir.path().join("j.jsonl").display(),
+                dir.path().join("state.json").display(),
+            ),
+        )
+        .unwrap();
+        let log = dir.path().join("stderr.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let meta = file.metadata().unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["daemon", "--dry-run", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(dir.path().join("np.sock"))
+            .env_remove("RUST_LOG")
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(file));
+        match mode {
+            "journal" => cmd.env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino())),
+            "inherited" => cmd.env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino() + 1)),
+            _ => cmd.env_remove("JOURNAL_STREAM"),
+        };
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&log).unwrap().contains("started") {
+            assert!(Instant::now() < deadline, "{mode}: no start: {}", std::fs::read_to_string(&log).unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // An ignored signal is an INFO line of the loop's; SIGTERM then ends the run.
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&log).unwrap().contains("SIGUSR1") {
+            assert!(Instant::now() < deadline, "{mode}: no SIGUSR1 line: {}", std::fs::read_to_string(&log).unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert!(child.wait().unwrap().success());
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(!text.contains('\x1b'), "{mode}: colour codes off a terminal: {text:?}");
+        let line = text.lines().find(|l| l.contains("signal 10 (SIGUSR1) ignored")).expect("the SIGUSR1 line");
+        if mode == "journal" {
+            assert!(line.starts_with("<6>signal 10 (SIGUSR1) ignored"), "{line:?}");
+        } else {
+            assert!(line.contains(" INFO ") && line.starts_with("20"), "{mode}: time and level: {line:?}");
+        }
+    }
 }
 
 #[test]

@@ -1262,7 +1262,15 @@ fn wait(
                     libc::SIGINT => return Wake::Stop("SIGINT".into()),
                     libc::SIGQUIT => return Wake::Stop("SIGQUIT".into()),
                     libc::SIGHUP => reload = true,
-                    other => tracing::info!("signal {other} ignored (numapilot acts on TERM, INT, QUIT and HUP)"),
+                    other => tracing::info!(
+                        "signal {other} ({}) ignored (numapilot acts on TERM, INT, QUIT and HUP)",
+                        match other {
+                            libc::SIGUSR1 => "SIGUSR1",
+                            libc::SIGUSR2 => "SIGUSR2",
+                            libc::SIGALRM => "SIGALRM",
+                            _ => "another",
+                        }
+                    ),
                 }
             }
             if reload {

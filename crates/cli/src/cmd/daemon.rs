@@ -137,23 +137,97 @@ fn empty_or_path(s: &str) -> Result<PathBuf, std::convert::Infallible> {
     Ok(PathBuf::from(s))
 }
 
-/// `--log`: a level, or directives (`target=level` or a level) joined by commas (tracing's filter
-/// syntax). A bare word that is not a level is a target for the filter, which then lets nothing
-/// else through: the daemon ran silent on `--log loud`.
-fn log_filter(level: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+/// `--log` (or `RUST_LOG`, named by `what`): a level, or directives (`target=level` or a level)
+/// joined by commas (tracing's filter syntax). A bare word that is not a level is a target for
+/// the filter, which then lets nothing else through: the daemon ran silent on `--log loud`, and
+/// on `RUST_LOG=loud` until that was checked the same way (review helper-43).
+fn log_filter(what: &str, level: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
     const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
     let is_level = |d: &str| LEVELS.contains(&d.to_ascii_lowercase().as_str());
     if level.is_empty() || !level.split(',').all(|d| is_level(d) || d.contains('=')) {
-        anyhow::bail!("--log {level:?}: a level ({}) or target=level directives", LEVELS.join(", "));
+        anyhow::bail!("{what} {level:?}: a level ({}) or target=level directives", LEVELS.join(", "));
     }
-    tracing_subscriber::EnvFilter::try_new(level).map_err(|e| anyhow::anyhow!("--log {level:?}: {e}"))
+    tracing_subscriber::EnvFilter::try_new(level).map_err(|e| anyhow::anyhow!("{what} {level:?}: {e}"))
+}
+
+/// Where the daemon's log lines go, and so how they are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LogSink {
+    /// A terminal: time, coloured level, message.
+    Terminal,
+    /// A file or pipe that is not the journal: the same without colour codes (before, the codes
+    /// went into files and pipes too, and journald stored such lines as binary blobs).
+    Plain,
+    /// systemd's journal (stderr is the stream `JOURNAL_STREAM` names, sd_journal_stream_fd(3)):
+    /// each line starts with its priority, `<3>` error to `<7>` debug (sd-daemon(3)), so
+    /// `journalctl -p err` finds the errors, and carries no time of its own (the journal dates
+    /// every line).
+    Journal,
+}
+
+impl LogSink {
+    /// What stderr is: the journal when `JOURNAL_STREAM` ("DEV:INODE") names stderr's own file
+    /// (the variable is inherited by children whose stderr went elsewhere, so it is compared, as
+    /// systemd asks), else a terminal or not.
+    fn of_stderr(journal_stream: Option<&str>) -> LogSink {
+        use std::io::IsTerminal as _;
+        use std::os::unix::fs::MetadataExt as _;
+        let stderr = std::io::stderr();
+        if let Some((dev, ino)) = journal_stream.and_then(|v| v.split_once(':')) {
+            let fd = std::os::fd::AsFd::as_fd(&stderr).try_clone_to_owned().ok();
+            let meta = fd.and_then(|fd| std::fs::File::from(fd).metadata().ok());
+            if meta.is_some_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino())) {
+                return LogSink::Journal;
+            }
+        }
+        if stderr.is_terminal() {
+            LogSink::Terminal
+        } else {
+            LogSink::Plain
+        }
+    }
+}
+
+/// sd-daemon(3)'s priority prefix and the message: the journal's line format.
+struct JournalFormat;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for JournalFormat
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        // LOG_ERR 3, LOG_WARNING 4, LOG_INFO 6, LOG_DEBUG 7 (syslog.h).
+        let priority = match *event.metadata().level() {
+            tracing::Level::ERROR => 3,
+            tracing::Level::WARN => 4,
+            tracing::Level::INFO => 6,
+            _ => 7,
+        };
+        write!(writer, "<{priority}>")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 fn init_logging(level: &str) -> anyhow::Result<()> {
-    let flag = log_filter(level)?;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or(flag);
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let flag = log_filter("--log", level)?;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.is_empty() => log_filter("RUST_LOG", &v)?,
+        _ => flag,
+    };
+    let sink = LogSink::of_stderr(std::env::var("JOURNAL_STREAM").ok().as_deref());
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let _ = match sink {
+        LogSink::Journal => fmt.event_format(JournalFormat).try_init(),
+        LogSink::Terminal => fmt.with_ansi(true).try_init(),
+        LogSink::Plain => fmt.with_ansi(false).try_init(),
+    };
     Ok(())
 }
 
