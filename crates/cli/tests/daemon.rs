@@ -724,7 +724,11 @@ fn the_systemd_unit_verifies() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("numapilot.service");
     std::fs::write(&copy, text.replace("/usr/local/bin/numapilot", BIN)).unwrap();
-    let out = Command::new("systemd-analyze").arg("verify").arg(&copy).output().unwrap();
+    // It checks the Documentation= pages too: the manual tree `numapilot man --out` writes, as an
+    // install puts it under /usr/local/share/man.
+    let man = dir.path().join("man");
+    assert!(Command::new(BIN).args(["man", "--out"]).arg(&man).status().unwrap().success());
+    let out = Command::new("systemd-analyze").arg("verify").arg(&copy).env("MANPATH", &man).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     // Unknown keys are only warnings (exit 0): no line may mention the file.
