@@ -411,6 +411,50 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("RUST_LOG \"loud\""), "{out:?}");
 }
 
+/// A configuration that reserves every online CPU of this machine cannot work here: `--check`
+/// refuses it (it passed, and the unit's ExecStartPre with it) and a start exits 1 with nothing
+/// made (it exited 75, which the unit restarts on, every 5 s for good). A list naming CPUs this
+/// machine lacks (one file for a fleet) passes, and `--check` says which.
+#[test]
+fn a_reservation_of_every_cpu_is_a_configuration_error() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |reserved: &str| {
+        let config = dir.path().join("np.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[daemon]\njournal = \"{}\"\nstate = \"{}\"\nmetrics = \"off\"\n\n[actuation]\nreserved_cpus = \"{reserved}\"\n",
+                dir.path().join("j.jsonl").display(),
+                dir.path().join("state.json").display(),
+            ),
+        )
+        .unwrap();
+        config
+    };
+    let config = write(online.trim());
+    let out = Command::new(BIN).args(["daemon", "--check", "--config"]).arg(&config).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("every online CPU is reserved") && out.stdout.is_empty(), "{err}");
+    let out = Command::new(BIN)
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(dir.path().join("np.sock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("every online CPU is reserved"), "{err}");
+    assert!(!dir.path().join("state.json").exists() && !dir.path().join("np.sock").exists());
+    let config = write("4000-4001");
+    let out = Command::new(BIN).args(["daemon", "--check", "--config"]).arg(&config).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("[actuation] reserved_cpus: 4000-4001, not on this machine: 4000-4001"), "{err}");
+}
+
 /// The daemon's log lines off a terminal carry no colour codes (they did, into files, pipes and
 /// the journal, which stored them as binary blobs), and on systemd's journal (stderr the stream
 /// `JOURNAL_STREAM` names) each starts with its sd-daemon(3) priority and carries no time of its

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use numapilot_daemon::config::{Overrides, Source, DEFAULT_SOCKET_PATH};
 use numapilot_daemon::control::{self, ControlError, Request};
+use numapilot_daemon::live::LiveError;
 use numapilot_daemon::{advise, run};
 use numapilot_topology::Topology;
 
@@ -258,6 +259,18 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     };
     if a.check {
         let loaded = numapilot_daemon::config::load(&source, &overrides)?;
+        // What the file reserves on this machine: one that leaves nothing to place on would fail
+        // the start (exit 1) after `--check` passed, the unit's ExecStartPre with it.
+        let live = loaded.config.live_options(true);
+        match Topology::from_sysfs(&live.root) {
+            Ok(mut topo) => match numapilot_daemon::live::reserve(&mut topo, &live) {
+                Ok((_, Some(note))) => eprintln!("numapilot: on this machine: {note}"),
+                Ok((_, None)) => {}
+                Err(numapilot_daemon::live::LiveError::Config(m)) => anyhow::bail!("{m}"),
+                Err(e) => eprintln!("numapilot: on this machine: {e}"),
+            },
+            Err(e) => eprintln!("numapilot: on this machine: the topology could not be read ({e})"),
+        }
         let from = loaded.file.map_or_else(|| "defaults (no file)".to_string(), |p| p.display().to_string());
         let flags = if overrides == Overrides::default() { "" } else { " with the command line's flags" };
         return print_out(&format!("configuration OK: {from}{flags}\n"));
@@ -279,7 +292,7 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         // restarts on (it restarts on no 1 or 2: a bad configuration does not loop). Exit 1 for
         // every start failure kept a daemon OOM-killed and restarted into a full /run down for
         // good (review helper-34).
-        Err(e) if !matches!(e, run::RunError::Config(_)) => {
+        Err(e) if !matches!(e, run::RunError::Config(_) | run::RunError::Live(LiveError::Config(_))) => {
             eprintln!("numapilot: {e} (exit {EXIT_TEMPFAIL}: try again later)");
             return Ok(ExitCode::from(EXIT_TEMPFAIL));
         }

@@ -193,6 +193,10 @@ pub enum LiveError {
     /// /proc or /sys cannot be read, or a configured cpuset hierarchy is not mounted.
     #[error("{0}")]
     Unavailable(String),
+    /// The configuration cannot work on this machine (it reserves every online CPU): a start
+    /// again would fail the same way (the daemon exits 1, as for a bad file, not 75).
+    #[error("{0}")]
+    Config(String),
 }
 
 /// What putting processes back did (on shutdown, or at start after a crash).
@@ -253,7 +257,12 @@ pub fn reserved_cpus(
         }
     }
     if !configured.is_empty() {
-        why.push(format!("[actuation] reserved_cpus: {}", configured.to_list()));
+        // A list written for a fleet may name CPUs this machine lacks: said, not refused.
+        let possible = numapilot_topology::sysfs::cpu_list(root, "possible").ok().flatten();
+        let missing = possible.map_or_else(CpuSet::new, |p| configured.difference(&p));
+        let absent =
+            if missing.is_empty() { String::new() } else { format!(", not on this machine: {}", missing.to_list()) };
+        why.push(format!("[actuation] reserved_cpus: {}{absent}", configured.to_list()));
         all = all.union(configured);
     }
     if all.is_empty() {
@@ -261,6 +270,21 @@ pub fn reserved_cpus(
     }
     let note = format!("CPUs {} reserved ({}): no process is placed on them", all.to_list(), why.join("; "));
     Ok((all, Some(note)))
+}
+
+/// Takes the reserved CPUs ([`reserved_cpus`]) out of `topo`; a reservation that leaves no CPU
+/// to place on is [`LiveError::Config`] (`numapilot daemon --check` runs this too, so the unit's
+/// `ExecStartPre` stops such a file before a start that would fail on it).
+pub fn reserve(topo: &mut Topology, opts: &LiveOptions) -> Result<(CpuSet, Option<String>), LiveError> {
+    let (reserved, note) = reserved_cpus(&opts.root, &opts.reserved_cpus, opts.reserve_isolated, &topo.usable_cpus())?;
+    topo.reserve(&reserved);
+    if topo.usable_cpus().is_empty() {
+        return Err(LiveError::Config(format!(
+            "every online CPU is reserved ({}): nothing left to place processes on",
+            note.unwrap_or_default()
+        )));
+    }
+    Ok((reserved, note))
 }
 
 /// What one look at `/sys/devices/system/cpu/online` found ([`HotplugWatch::look`]).
@@ -522,15 +546,7 @@ impl LiveHost {
     ) -> Result<(Self, RestoreReport), LiveError> {
         // Before anything is restored or claimed: a reservation that leaves nothing to place on
         // stops the start with nothing done.
-        let (reserved, reserved_note) =
-            reserved_cpus(&opts.root, &opts.reserved_cpus, opts.reserve_isolated, &topo.usable_cpus())?;
-        topo.reserve(&reserved);
-        if topo.usable_cpus().is_empty() {
-            return Err(LiveError::Unavailable(format!(
-                "every online CPU is reserved ({}): nothing left to place processes on",
-                reserved_note.unwrap_or_default()
-            )));
-        }
+        let (reserved, reserved_note) = reserve(&mut topo, &opts)?;
         // The daemon keeps off them too: the threads it starts from here on (the page mover, the
         // readers) inherit this thread's mask. Under `isolcpus=` its default mask is without them
         // already; `reserved_cpus` needs this. Only a host that acts (an observer changes nothing).
