@@ -66,7 +66,19 @@ struct Worker {
     ready: Ready,
     watched: Watched,
     exited: Option<(f64, Option<i32>, bool)>,
+    /// The signal that ended it, when one did.
+    signal: Option<i32>,
     series: Vec<SamplePoint>,
+}
+
+/// How a worker ended, for the error: a SIGKILL nobody here sent is most often the kernel's OOM
+/// killer (a buffer larger than the memory left), so the message points there.
+fn ended(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match status.signal() {
+        Some(libc::SIGKILL) => format!("{status}: the kernel's OOM killer ends processes so, see dmesg"),
+        _ => status.to_string(),
+    }
 }
 
 fn kill_all(children: &mut [Child]) {
@@ -100,8 +112,21 @@ fn spawn(
     match (read, serde_json::from_str::<Message>(line.trim())) {
         (Ok(_), Ok(Message::Ready(r))) => Ok((child, stdout, r)),
         (_, _) => {
-            let _ = child.kill();
-            let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+            // A worker that ended on its own (its stdout closed as it exited) is reaped as it
+            // ended, given a second to; one still running is killed here.
+            let t0 = Instant::now();
+            let mut own = child.try_wait().ok().flatten();
+            while own.is_none() && t0.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(10));
+                own = child.try_wait().ok().flatten();
+            }
+            let status = match own {
+                Some(s) => ended(&s),
+                None => {
+                    let _ = child.kill();
+                    child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())
+                }
+            };
             let reason = if line.trim().is_empty() {
                 format!("exited before it was ready ({status}; its message is above)")
             } else {
@@ -127,7 +152,7 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
                     buffer: Some((ready.buffer_start, ready.buffer_len)),
                     threads: cfg.threads.iter().map(|t| (t.offset, t.len)).collect(),
                 };
-                workers.push(Worker { child, stdout, ready, watched, exited: None, series: Vec::new() });
+                workers.push(Worker { child, stdout, ready, watched, exited: None, signal: None, series: Vec::new() });
             }
             Err(e) => {
                 let mut children: Vec<Child> = workers.into_iter().map(|w| w.child).collect();
@@ -168,14 +193,24 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
             }
             let status = w.child.try_wait().map_err(|e| BenchError::Worker { index: i, reason: e.to_string() })?;
             if let Some(status) = status {
+                use std::os::unix::process::ExitStatusExt as _;
+                w.signal = status.signal();
                 w.exited = Some(((now - t0).as_secs_f64(), status.code(), status.success()));
             }
         }
         if let Some(i) = workers.iter().position(|w| w.exited.is_some_and(|(_, _, ok)| !ok)) {
             let status = workers[i].exited.and_then(|(_, code, _)| code);
+            let signal = workers[i].signal;
             let mut children: Vec<Child> = workers.into_iter().map(|w| w.child).collect();
             kill_all(&mut children);
-            let how = status.map_or("was killed by a signal".to_string(), |c| format!("exited with status {c}"));
+            let how = match (status, signal) {
+                (Some(c), _) => format!("exited with status {c}"),
+                (None, Some(libc::SIGKILL)) => {
+                    "was killed by SIGKILL (the kernel's OOM killer ends processes so, see dmesg)".to_string()
+                }
+                (None, Some(s)) => format!("was killed by signal {s}"),
+                (None, None) => "was killed by a signal".to_string(),
+            };
             return Err(BenchError::Worker { index: i, reason: format!("{how} (its message is above)") });
         }
         if workers.iter().all(|w| w.exited.is_some()) {
@@ -302,4 +337,19 @@ fn self_cpu_s() -> Option<f64> {
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Some(tv(ru.ru_utime) + tv(ru.ru_stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::process::ExitStatus;
+
+    /// A worker ended by SIGKILL (the OOM killer's signal) is reported with where to look; another
+    /// end as the status reads.
+    #[test]
+    fn a_sigkill_points_at_the_oom_killer() {
+        let killed = super::ended(&ExitStatus::from_raw(libc::SIGKILL));
+        assert!(killed.contains("SIGKILL") && killed.contains("OOM killer") && killed.contains("dmesg"), "{killed}");
+        assert_eq!(super::ended(&ExitStatus::from_raw(3 << 8)), "exit status: 3");
+    }
 }

@@ -346,8 +346,63 @@ pub fn plan(name: &str, opts: &Options, topo: &Topology, page_bytes: u64) -> Res
                 regions,
             }
         })
-        .collect();
+        .collect::<Vec<WorkerConfig>>();
+    fits(topo, &name, mb, &processes)?;
     Ok(Plan { name, mb_per_process: mb, threads_per_process: threads, work, force_node: opts.force_node, processes })
+}
+
+/// Whether the buffers fit the machine's memory: all of them in its total, and what `--force-node`
+/// or a binding puts on a node in that node's total (a region bound to several nodes counted evenly
+/// over them). Past it the kernel's OOM killer ends a worker (or another process) part-way: on a
+/// 24 GiB machine `--mb 40000` did, and the run then said only that a worker was killed (review
+/// helper-41). Free memory is not the bound: page cache counts as used but is given back.
+fn fits(topo: &Topology, name: &TestName, mb: u64, processes: &[WorkerConfig]) -> Result<(), BenchError> {
+    let mib = |kb: u64| kb / 1024;
+    let total_kb: u64 = topo.nodes.iter().map(|n| n.mem_total_kb).sum();
+    let want_kb = processes.iter().map(|p| p.bytes / 1024).sum::<u64>();
+    if want_kb > total_kb {
+        return Err(flag(
+            "--mb",
+            match processes.len() {
+                1 => format!("{mb} MiB is more than this machine's memory ({} MiB)", mib(total_kb)),
+                n => format!(
+                    "{mb} MiB x {n} processes ({} MiB) is more than this machine's memory ({} MiB)",
+                    mib(want_kb),
+                    mib(total_kb)
+                ),
+            },
+        ));
+    }
+    let mut on: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    for p in processes {
+        match p.force_node {
+            Some(n) => *on.entry(n).or_default() += p.bytes / 1024,
+            None => {
+                for r in p.regions.iter().filter(|r| !r.nodes.is_empty()) {
+                    for &n in &r.nodes {
+                        *on.entry(n).or_default() += r.len / 1024 / r.nodes.len() as u64;
+                    }
+                }
+            }
+        }
+    }
+    for (n, kb) in on {
+        let cap = topo.nodes.iter().find(|x| x.id == n).map_or(0, |x| x.mem_total_kb);
+        if kb > cap {
+            let how =
+                if processes.iter().any(|p| p.force_node.is_some()) { "--force-node puts" } else { "its binding puts" };
+            return Err(flag(
+                "--mb",
+                format!(
+                    "{} at {mb} MiB a process: {how} {} MiB on node {n}, which has {} MiB",
+                    name.full(),
+                    mib(kb),
+                    mib(cap)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -396,6 +451,25 @@ mod tests {
         assert_eq!(plan("numa02", &Options::default(), &t, PAGE).unwrap().threads_per_process, 4);
         assert_eq!(plan("numa02_SMT", &Options::default(), &t, PAGE).unwrap().threads_per_process, 2);
         assert_eq!(plan("numa01_THREAD_ALLOC", &Options::default(), &t, PAGE).unwrap().work, Work::Loops(1000));
+    }
+
+    /// Buffers the machine cannot hold are refused before anything starts: in all (2 x 512 MiB
+    /// here), and on a node where `--force-node` or a binding puts them; what fits passes.
+    #[test]
+    fn buffers_that_do_not_fit_the_memory_are_refused() {
+        let t = two_nodes();
+        let o = |mb, force_node| Options { mb: Some(mb), force_node, ..Options::default() };
+        let e = plan("numa01", &o(600, None), &t, PAGE).unwrap_err().to_string();
+        assert!(e.contains("--mb") && e.contains("1200 MiB") && e.contains("(1024 MiB)"), "{e}");
+        assert!(plan("numa01", &o(500, None), &t, PAGE).is_ok(), "1000 MiB over the two nodes");
+        let e = plan("numa01", &o(300, Some(0)), &t, PAGE).unwrap_err().to_string();
+        assert!(e.contains("--force-node puts 600 MiB on node 0, which has 512 MiB"), "{e}");
+        assert!(plan("numa02", &o(500, Some(1)), &t, PAGE).is_ok(), "one process, 500 MiB on node 1");
+        // numa02's slices bound per thread: 3 threads, one slice on node 0 and two on node 1.
+        let three = |mb| Options { threads: Some(3), ..o(mb, None) };
+        let e = plan("numa02_HARD_BIND", &three(780), &t, PAGE).unwrap_err().to_string();
+        assert!(e.contains("its binding puts 520 MiB on node 1, which has 512 MiB"), "{e}");
+        assert!(plan("numa02_HARD_BIND", &three(760), &t, PAGE).is_ok(), "506 MiB on node 1");
     }
 
     #[test]
