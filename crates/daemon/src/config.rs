@@ -429,11 +429,16 @@ pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Re
         let mut err = at(&keys, format!("[tunables] {e}"));
         if e.field == "settle_interval_ms" && key_line_exact(text, &["tunables", "settle_interval_ms"]).is_none() {
             // The default settle interval became invalid through the interval the file set: its
-            // line, not the [tunables] header's (key_line falls back to the table).
+            // line, not the [tunables] header's (key_line falls back to the table), and its name
+            // (the file has no settle interval to blame).
+            let key = if config.daemon.interval_ms.is_some() { "daemon.interval_ms" } else { "tunables.interval_ms" };
             if let Some(l) = key_line_exact(text, &["daemon", "interval_ms"])
                 .or_else(|| key_line_exact(text, &["tunables", "interval_ms"]))
             {
                 err.line = Some(l);
+            }
+            if let Some(why) = below_settle(&config.tunables) {
+                err.reason = format!("{key} = {}: {why}", config.tunables.interval_ms);
             }
         }
         return Err(err);
@@ -452,8 +457,25 @@ pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Re
             (None, _) => flag_err(format!("{key}: {reason}")),
         }
     })?;
-    config.tunables.validate().map_err(|e| flag_err(format!("{e}")))?;
+    config.tunables.validate().map_err(|e| match below_settle(&config.tunables) {
+        Some(why) if e.field == "settle_interval_ms" && overrides.interval_ms.is_some() => {
+            flag_err(format!("--interval-ms {}: {why}", config.tunables.interval_ms))
+        }
+        _ => flag_err(format!("{e}")),
+    })?;
     Ok(config)
+}
+
+/// An interval below the settle interval, said as the interval's fault ("must be at least ..."): the tunables' own check names the settle interval, which the operator did not set
+/// (review helper-41: `--interval-ms 50` read "tunable settle_interval_ms = 100: must be in
+/// 1..=interval_ms").
+fn below_settle(t: &Tunables) -> Option<String> {
+    (t.settle_interval_ms > 0 && t.settle_interval_ms > t.interval_ms).then(|| {
+        format!(
+            "must be at least tunables.settle_interval_ms ({} ms; set that lower too to go below it)",
+            t.settle_interval_ms
+        )
+    })
 }
 
 fn apply_overrides(c: &mut Config, o: &Overrides) {

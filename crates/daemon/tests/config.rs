@@ -61,16 +61,23 @@ fn tunable_out_of_range_points_at_its_line() {
 fn daemon_interval_that_breaks_the_settle_interval_is_reported_on_the_interval_line() {
     // settle_interval_ms defaults to 100: an interval of 50 makes it invalid.
     let e = parse("[daemon]\ninterval_ms = 50\n").unwrap_err();
-    assert!(e.reason.contains("settle_interval_ms"), "{e}");
+    // Said as the interval's fault: the file sets no settle interval (it read "[tunables] tunable
+    // settle_interval_ms = 100: must be in 1..=interval_ms").
+    assert_eq!(
+        e.reason,
+        "daemon.interval_ms = 50: must be at least tunables.settle_interval_ms (100 ms; set that lower too to go below it)"
+    );
     assert_eq!(e.line, Some(2), "{e}");
     // With a [tunables] table that does not set it, still the interval's line, not the table's.
     let e = parse("[tunables]\ntier_weak = 0.1\n\n[daemon]\ninterval_ms = 50\n").unwrap_err();
     assert_eq!(e.line, Some(5), "{e}");
     let e = parse("[tunables]\ntier_weak = 0.1\ninterval_ms = 50\n").unwrap_err();
     assert_eq!(e.line, Some(3), "{e}");
+    assert!(e.reason.starts_with("tunables.interval_ms = 50: must be at least"), "{e}");
     // A settle interval the file sets itself is reported on its own line.
     let e = parse("[tunables]\ninterval_ms = 50\nsettle_interval_ms = 60\n").unwrap_err();
     assert_eq!(e.line, Some(3), "{e}");
+    assert!(e.reason.contains("settle_interval_ms = 60"), "{e}");
     let c = parse("[daemon]\ninterval_ms = 50\n[tunables]\nsettle_interval_ms = 50\n").unwrap();
     assert_eq!(c.interval_ms(), 50);
 }
@@ -151,6 +158,12 @@ fn a_bad_flag_is_named() {
     let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
     // Named as the user typed it, the flag, not the file's key.
     assert_eq!(e.reason, "--interval-ms 0: must be > 0 ms", "{e}");
+    let o = Overrides { interval_ms: Some(50), ..Overrides::default() };
+    let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
+    assert_eq!(
+        e.reason,
+        "--interval-ms 50: must be at least tunables.settle_interval_ms (100 ms; set that lower too to go below it)"
+    );
     let o = Overrides { socket: Some("relative.sock".into()), ..Overrides::default() };
     let e = config::parse_with_overrides("", "f.toml", &o).unwrap_err();
     assert!(e.reason.starts_with("--socket \"relative.sock\""), "{e}");
