@@ -1889,6 +1889,56 @@ fn the_daemons_own_tools_are_left_alone() {
     worker.kill();
 }
 
+/// A program replaced on disk while it runs (an upgrade of the daemon's executable) still counts
+/// as the same program as the file now at its path: its own `/proc/PID/exe` reads "PATH
+/// (deleted)", the new one's PATH, another inode. A copy at another path is another program.
+#[test]
+fn a_program_replaced_at_its_path_is_still_the_same_program() {
+    use numapilot_daemon::live::select::runs_same_program;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("numapilot");
+    let start = |p: &Path| {
+        // ETXTBSY while another test thread's fork still holds the copy open for writing.
+        let mut tries = 0;
+        let c = loop {
+            match Command::new(p).arg("600").spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => break r.unwrap(),
+            }
+        };
+        // Wait for the exec: its exe link names the copy.
+        let exe = format!("/proc/{}/exe", c.id());
+        for _ in 0..1000 {
+            if std::fs::read_link(&exe).is_ok_and(|l| l.starts_with(dir.path())) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        c
+    };
+    std::fs::copy("/bin/sleep", &path).unwrap();
+    let mut old = start(&path);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::copy("/bin/sleep", &path).unwrap();
+    let mut new = start(&path);
+    let link = std::fs::read_link(format!("/proc/{}/exe", old.id())).unwrap();
+    assert!(link.to_string_lossy().ends_with("numapilot (deleted)"), "{link:?}");
+    assert!(runs_same_program(old.id(), new.id()), "the file now at the old one's path");
+    assert!(runs_same_program(new.id(), old.id()));
+    let elsewhere = dir.path().join("other");
+    std::fs::copy("/bin/sleep", &elsewhere).unwrap();
+    let mut other = start(&elsewhere);
+    assert!(!runs_same_program(old.id(), other.id()) && !runs_same_program(new.id(), other.id()));
+    assert!(!runs_same_program(new.id(), u32::MAX - 1), "no such process");
+    for c in [&mut old, &mut new, &mut other] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 #[test]
 fn exclusions_taken_after_the_start_hold_from_the_next_action() {
     // A configuration reload: an operator who excludes a process must not see it moved again.

@@ -131,15 +131,32 @@ pub fn cgroup_paths_with(pid: u32, came_from: Option<&str>) -> Option<Vec<String
 /// The name the daemon's executable runs under as a tool (`/proc/PID/comm`).
 const TOOL_COMM: &str = "numapilot";
 
-/// Whether `pid` runs this process's executable (the same file: device and inode of
-/// `/proc/PID/exe` and `/proc/self/exe`). A process whose executable cannot be read (gone, or a
+/// Whether `pid` runs this process's executable: the same file (device and inode of
+/// `/proc/PID/exe` and `/proc/self/exe`), or the file installed since at the same path (an upgrade
+/// replaces `/usr/local/bin/numapilot` while the daemon runs: its own link then reads
+/// "/usr/local/bin/numapilot (deleted)", and the new tools, another inode, were taken for other
+/// programs and placed, review helper-41). A process whose executable cannot be read (gone, or a
 /// kernel thread) is not.
 fn same_executable(pid: u32) -> bool {
+    runs_same_program(std::process::id(), pid)
+}
+
+/// Whether processes `a` and `b` run the same executable file, or files at the same path (one
+/// replaced since the other started). See [`same_executable`].
+pub fn runs_same_program(a: u32, b: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
-    static OWN: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
-    let id = |path: &str| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-    let own = OWN.get_or_init(|| id("/proc/self/exe"));
-    own.is_some() && id(&format!("/proc/{pid}/exe")) == *own
+    let exe = |pid: u32| format!("/proc/{pid}/exe");
+    let id = |pid: u32| std::fs::metadata(exe(pid)).ok().map(|m| (m.dev(), m.ino()));
+    let path = |pid: u32| {
+        let link = std::fs::read_link(exe(pid)).ok()?;
+        let bytes = link.as_os_str().as_encoded_bytes();
+        let kept = bytes.strip_suffix(b" (deleted)").unwrap_or(bytes).to_vec();
+        Some(kept)
+    };
+    match (id(a), id(b)) {
+        (Some(x), Some(y)) if x == y => true,
+        _ => path(a).is_some_and(|p| Some(p) == path(b)),
+    }
 }
 
 /// Why a process is excluded (this process itself and its tools, always; then the options' pid, comm, cgroup; then,
