@@ -1003,6 +1003,33 @@ fn the_cpus_a_partitioned_host_keeps_are_reserved_with_their_reason() {
     assert!(e.contains("nohz_full") && e.contains("four") && e.contains("reserve_isolated = false"), "{e}");
 }
 
+/// Other placers running at start are named, once: numad by its process name (with its pid),
+/// the kernel's NUMA balancing by its sysctl; a machine with neither gets no note.
+#[test]
+fn other_placers_running_at_start_are_named() {
+    use numapilot_daemon::live::other_placers;
+    let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after_comm = &me[me.rfind(')').unwrap()..];
+    let root = |procs: &[(u32, &str)], balancing: &str| {
+        let d = tempfile::tempdir().unwrap();
+        for (pid, comm) in procs {
+            let dir = d.path().join(format!("proc/{pid}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("stat"), format!("{pid} ({comm}{after_comm}")).unwrap();
+        }
+        std::fs::create_dir_all(d.path().join("proc/sys/kernel")).unwrap();
+        std::fs::write(d.path().join("proc/sys/kernel/numa_balancing"), balancing).unwrap();
+        d
+    };
+    let quiet = root(&[(1, "init"), (77, "numadx")], "0\n");
+    assert_eq!(other_placers(quiet.path()), Vec::<String>::new());
+    let busy = root(&[(1, "init"), (412, "numad"), (500, "bash")], "1\n");
+    let notes = other_placers(busy.path());
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].starts_with("numad is running (pid 412): it places processes too"), "{notes:?}");
+    assert!(notes[1].contains("kernel.numa_balancing = 1"), "{notes:?}");
+}
+
 // ----- affinity, originals, restore, crash recovery ----------------------------------------------
 
 #[test]

@@ -272,6 +272,40 @@ pub fn reserved_cpus(
     Ok((all, Some(note)))
 }
 
+/// A note per other placer found running at start: numad (by its process name; it moves whole
+/// processes by its own rule, and the two would undo each other's placements; the unit's
+/// `Conflicts=numad.service` covers only a numad systemd started) and the kernel's NUMA balancing
+/// (`kernel.numa_balancing` not 0: supported, its fault statistics are a signal here, but its page
+/// and task moves go on beside numapilot's). Said once, at start; nothing is stopped.
+pub fn other_placers(root: &Path) -> Vec<String> {
+    let reader = numapilot_observe::Reader::new(root);
+    let mut notes = Vec::new();
+    let numad: Vec<String> = reader
+        .pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&pid| reader.read_stat(pid).ok().flatten().is_some_and(|st| st.comm == "numad"))
+        .map(|pid| pid.to_string())
+        .collect();
+    if !numad.is_empty() {
+        notes.push(format!(
+            "numad is running (pid {}): it places processes too, and the two would undo each other's placements; \
+             stop it (systemctl disable --now numad) or keep the processes it manages out of numapilot's ([exclude])",
+            numad.join(", ")
+        ));
+    }
+    if let Ok(Some(mode)) = reader.read_numa_balancing() {
+        if mode != 0 {
+            notes.push(format!(
+                "the kernel's NUMA balancing is on (kernel.numa_balancing = {mode}): its fault statistics are read, \
+                 and its own page and task moves go on beside numapilot's (sysctl kernel.numa_balancing=0 leaves \
+                 placement to numapilot)"
+            ));
+        }
+    }
+    notes
+}
+
 /// Takes the reserved CPUs ([`reserved_cpus`]) out of `topo`; a reservation that leaves no CPU
 /// to place on is [`LiveError::Config`] (`numapilot daemon --check` runs this too, so the unit's
 /// `ExecStartPre` stops such a file before a start that would fail on it).
@@ -623,6 +657,7 @@ impl LiveHost {
         }
         let mut notes: Vec<String> = stale_note.into_iter().collect();
         notes.extend(reserved_note);
+        notes.extend(other_placers(&opts.root));
         let cpuset = match opts.cpuset {
             CpusetMode::Off => None,
             CpusetMode::Auto => {
