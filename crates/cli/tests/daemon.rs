@@ -599,9 +599,27 @@ fn advise_on_a_fixture_and_a_machine_file() {
     let nodes = String::from_utf8(out.stdout).unwrap();
     // One node id, usable as `numactl -N X -m X`.
     assert!(nodes.trim().parse::<u32>().is_ok(), "{nodes:?}");
-    let out = Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "100T", "--root"]).arg(root).output().unwrap();
+    // Nothing fits: with --strict a failure; without, every node (the fixture's four), as numad -w
+    // answers, and the reason on stderr.
+    let out = Command::new(BIN)
+        .args(["advise", "--cpus", "1", "--mem", "100T", "--strict", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing fits"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing fits") && out.stdout.is_empty());
+    let out = Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "100T", "--root"]).arg(root).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0-3\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nothing fits") && err.contains("advising every node the job can use, 0-3"), "{err}");
+    let out = Command::new(BIN)
+        .args(["advise", "--cpus", "1", "--mem", "100T", "--json", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["fits"].as_bool(), v["advice"]["nodes"].as_str()), (Some(false), Some("0-3")), "{v}");
     let out = Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "100", "--root"]).arg(root).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--mem"));
@@ -693,10 +711,19 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     assert!(v["source"].as_str().unwrap().starts_with("the running daemon"), "{v}");
     assert_eq!(v["advice"]["reason"]["rule"], "launch-advice", "{v}");
     assert!(v["nodes"].as_array().is_some_and(|n| !n.is_empty()), "the client's measurement is shown: {v}");
-    let second = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100"]);
+    let second = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100", "--strict"]);
     assert_eq!(second.status.code(), Some(1), "{second:?}");
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("nothing fits") && err.contains("the running daemon"), "{err}");
+    // Without --strict the job still gets an answer: every node, as numad -w gives.
+    let third = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100"]);
+    assert!(third.status.success(), "{third:?}");
+    let err = String::from_utf8_lossy(&third.stderr);
+    assert!(err.contains("the running daemon") && err.contains("advising every node the job can use"), "{err}");
+    // A --pid that names no process is refused before the daemon is asked.
+    let out = d.cli(&["advise", "--cpus", "0", "--mem", "1M", "--pid", "4000000000", "--window-ms", "100"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pid 4000000000: no such process"), "{out:?}");
     // The machine itself, measured: the room is there (nothing was started).
     let measured = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--no-daemon", "--window-ms", "100", "--json"]);
     assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));

@@ -35,7 +35,7 @@ use numapilot_topology::Topology;
 /// process, the same two sets).
 pub use numapilot_model::Confinement as Reach;
 
-pub use numapilot_policy::advise::{advise, check_request, Advice, AdviseError, NodeFree};
+pub use numapilot_policy::advise::{advise, check_request, every_node, Advice, AdviseError, NodeFree};
 
 /// Free capacity read under `root` (`/` for this machine). With a `window`, idle time is the
 /// difference of two /proc/stat readings `window` apart (numad's way); without one (a captured

@@ -125,6 +125,22 @@ pub fn check_request(cpus: f64, mem_bytes: u64) -> Result<(), AdviseError> {
     Ok(())
 }
 
+/// The answer when nothing fits and the caller wants one anyway: every node of `free` (those the
+/// job can use), as numad's `-w` answers then (numad.c `pick_numa_nodes` adds nodes until the
+/// request is met or all are in the list, and always gives pre-placement advice at least one):
+/// the job starts unconfined, where the kernel and a running daemon place it afterwards.
+pub fn every_node(topo: &Topology, free: &[NodeFree]) -> Advice {
+    let dist = |a: u32, b: u32| topo.distance(a, b).unwrap_or(u32::MAX);
+    let mut nodes = NodeSet::new();
+    free.iter().for_each(|f| nodes.insert(f.node));
+    Advice {
+        nodes,
+        free_cpus: free.iter().map(|f| f.free_cpus).sum(),
+        mem_free_bytes: free.iter().map(|f| f.mem_free_bytes).fold(0, u64::saturating_add),
+        max_distance: free.iter().flat_map(|a| free.iter().map(|b| dist(a.node, b.node))).max().unwrap_or(10),
+    }
+}
+
 /// The smallest, closest node set with `cpus` free CPUs and `mem_bytes` free memory.
 pub fn advise(topo: &Topology, free: &[NodeFree], cpus: f64, mem_bytes: u64) -> Result<Advice, AdviseError> {
     check_request(cpus, mem_bytes)?;

@@ -131,6 +131,10 @@ pub struct AdviseArgs {
     /// Measure this machine even when a daemon runs.
     #[arg(long)]
     pub no_daemon: bool,
+    /// When no node set has the room, fail (exit 1) instead of advising every node the job can
+    /// use, which is what numad -w answers then (the job starts unconfined).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// `--journal`'s parser: any path, the empty one included (clap's own refuses "").
@@ -445,6 +449,11 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         }
         anyhow::bail!("--pid needs the running daemon: no control socket at {}", a.socket.display());
     }
+    if let Some(pid) = a.pid.filter(|p| !offline && !std::path::Path::new(&format!("/proc/{p}")).exists()) {
+        // The launcher's own pid, which the job keeps across its exec: one that does not exist
+        // is a mistake (it was accepted, and the promise kept for no one, review helper-41).
+        anyhow::bail!("--pid {pid}: no such process (give the pid the job will run as, e.g. the launcher's $$)");
+    }
     let (topo, free, how) = if let Some(file) = &a.machine {
         let topo = super::machine_topology(file)?;
         let free = advise::from_topology(&topo);
@@ -487,15 +496,21 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
                     print_out(&format!("{}\n", adv.nodes))
                 };
             }
-            Err(ControlError::Request(msg)) => {
+            Err(ControlError::Request(msg)) if a.strict || !msg.starts_with("nothing fits") => {
                 eprintln!("numapilot advise: {msg} [the running daemon, {}]", a.socket.display());
                 return Ok(ExitCode::from(1));
+            }
+            Err(ControlError::Request(msg)) => {
+                return unconfined(&a, &topo, &free, &format!("{msg} [the running daemon, {}]", a.socket.display()));
             }
             // A stale socket, or one this user may not use: this machine's measurement alone.
             Err(e @ (ControlError::NotRunning { .. } | ControlError::Denied { .. })) => {
                 if a.pid.is_some() {
                     anyhow::bail!("--pid needs the running daemon: {e}");
                 }
+                // Said, not silent: the answer below leaves out the daemon's promises to
+                // earlier launches (review helper-41).
+                eprintln!("numapilot advise: {e}; measuring this machine alone (without the daemon's promises)");
             }
             Err(e) => return Err(e.into()),
         }
@@ -509,9 +524,29 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
                 print_out(&format!("{}\n", adv.nodes))
             }
         }
+        Err(e @ advise::AdviseError::NothingFits { .. }) if !a.strict => {
+            unconfined(&a, &topo, &free, &format!("{e} [{how}]"))
+        }
         Err(e) => {
             eprintln!("numapilot advise: {e} [{how}]");
             Ok(ExitCode::from(1))
         }
+    }
+}
+
+/// Nothing fits and `--strict` is not given: every node the job can use, as numad -w answers,
+/// with the reason on stderr.
+fn unconfined(a: &AdviseArgs, topo: &Topology, free: &[advise::NodeFree], why: &str) -> anyhow::Result<ExitCode> {
+    let adv = advise::every_node(topo, free);
+    eprintln!(
+        "numapilot advise: {why}; advising every node the job can use, {} (as numad -w does: the job starts \
+         unconfined; --strict to fail instead)",
+        adv.nodes
+    );
+    if a.json {
+        let v = serde_json::json!({ "advice": adv, "nodes": free, "fits": false });
+        print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
+    } else {
+        print_out(&format!("{}\n", adv.nodes))
     }
 }
