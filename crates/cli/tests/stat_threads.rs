@@ -198,3 +198,14 @@ fn control_characters_in_a_name_are_escaped() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.to_string().contains(r"\u001b[2Jx\u0007name"), "{v}");
 }
+
+/// `--interval` belongs to `--threads`: alone it is a usage error naming what it needs (it was
+/// silently ignored, review helper-41); without it the tables come out as before.
+#[test]
+fn an_interval_without_threads_is_a_usage_error() {
+    let out = run(&["stat", "--interval", "100"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("--threads"), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    assert!(run(&["stat"]).status.success());
+}

@@ -321,10 +321,34 @@ pub fn tunables_from_file(path: &std::path::Path) -> Result<Tunables, TunablesFi
     tunables_from_str(&text, &shown)
 }
 
-/// [`tunables_from_file`] on text already read; `path` names it in errors.
+/// A tunables file written as the daemon's configuration has them: a `[tunables]` table, beside
+/// the daemon's other tables (whose values the simulator does not use), so a daemon's file or its
+/// section pasted serves as is (review helper-41: "unknown field `tunables`").
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // The daemon's tables are accepted, not read.
+struct InDaemonConfig {
+    tunables: Tunables,
+    daemon: Option<toml::Value>,
+    exclude: Option<toml::Value>,
+    include: Option<toml::Value>,
+    actuation: Option<toml::Value>,
+    signals: Option<toml::Value>,
+}
+
+/// [`tunables_from_file`] on text already read; `path` names it in errors. The fields at the top
+/// level, or in a `[tunables]` table as in the daemon's configuration.
 pub fn tunables_from_str(text: &str, path: &str) -> Result<Tunables, TunablesFileError> {
-    let t: Tunables = toml::from_str(text)
-        .map_err(|e| TunablesFileError::Parse { path: path.to_string(), message: e.to_string().trim().to_string() })?;
+    let parse_err = |e: toml::de::Error| TunablesFileError::Parse {
+        path: path.to_string(),
+        message: e.to_string().trim().to_string(),
+    };
+    let top: toml::Table = toml::from_str(text).map_err(parse_err)?;
+    let t: Tunables = if top.get("tunables").is_some_and(toml::Value::is_table) {
+        toml::from_str::<InDaemonConfig>(text).map_err(parse_err)?.tunables
+    } else {
+        toml::from_str(text).map_err(parse_err)?
+    };
     t.validate().map_err(|source| TunablesFileError::Invalid { path: path.to_string(), source })?;
     Ok(t)
 }

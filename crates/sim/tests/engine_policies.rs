@@ -189,6 +189,16 @@ fn tunables_files_parse_validate_and_name_the_field() {
     assert!(e.contains("numad_min_cpu_pct") && e.contains("t.toml"), "{e}");
     let e = run::tunables_from_str("numad_memlocality_pct = 0\n", "t.toml").unwrap_err().to_string();
     assert!(e.contains("numad_memlocality_pct") && e.contains("1..=100"), "{e}");
+    // The daemon's configuration, or its [tunables] table pasted: the same fields; its other tables
+    // accepted, an unknown one or key named.
+    let daemon = "[daemon]\ninterval_ms = 500\n\n[tunables]\nnumad_interval_max_s = 20\n";
+    assert_eq!(run::tunables_from_str(daemon, "np.toml").unwrap().numad_interval_max_s, 20);
+    let e = run::tunables_from_str("[tunables]\nnumad_intreval_max_s = 20\n", "np.toml").unwrap_err().to_string();
+    assert!(e.contains("numad_intreval_max_s") && e.contains("line 2"), "{e}");
+    let e = run::tunables_from_str("[tunables]\n[daemons]\n", "np.toml").unwrap_err().to_string();
+    assert!(e.contains("daemons"), "{e}");
+    let e = run::tunables_from_str("[tunables]\nnumad_memlocality_pct = 0\n", "np.toml").unwrap_err().to_string();
+    assert!(e.contains("numad_memlocality_pct") && e.contains("1..=100"), "{e}");
     // A file that never ends is read up to 16 MiB, not until memory runs out (review helper-39).
     let e = run::tunables_from_file(Path::new("/dev/zero")).unwrap_err().to_string();
     assert!(e.contains("/dev/zero") && e.contains("larger than 16 MiB"), "{e}");

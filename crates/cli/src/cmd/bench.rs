@@ -17,8 +17,11 @@ use crate::cmd::sim::chart;
 
 /// `numapilot bench`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Tests: numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, each also with _HARD_BIND or \
-_INVERSE_BIND.\nExample: numapilot bench numa01 --mb 64 --seconds 30 --force-node 0 --out /tmp/numa01")]
+#[command(
+    override_usage = "numapilot bench [OPTIONS] <TEST>",
+    after_help = "Tests: numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, each also with _HARD_BIND or \
+_INVERSE_BIND.\nExample: numapilot bench numa01 --mb 64 --seconds 30 --force-node 0 --out /tmp/numa01"
+)]
 pub struct Args {
     /// The test (numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, optionally with _HARD_BIND or _INVERSE_BIND).
     #[arg(value_name = "TEST", required_unless_present = "worker")]

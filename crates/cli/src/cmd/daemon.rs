@@ -110,7 +110,8 @@ pub struct AdviseArgs {
     /// Read /proc and /sys under this directory (a captured fixture): idle time since boot.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// A machine preset or machine file (no load: every CPU and all memory free).
+    /// A machine preset or machine file: every CPU idle, each node's memory free as the file's
+    /// `free` says (all of it without one).
     #[arg(long, value_name = "PRESET|FILE")]
     pub machine: Option<String>,
     /// Window over which idle CPU time is measured on this machine, ms (100..=60000).

@@ -135,6 +135,74 @@ fn config_page(version: &str) -> Vec<u8> {
     text.into_bytes()
 }
 
+/// The daemon page's sections beyond its options, as an operator looks for them (review helpers
+/// 41 and 43: they were in README.md and the unit file only).
+const DAEMON_SECTIONS: &str = r#".SH SIGNALS
+.TP
+\fBSIGTERM\fR, \fBSIGINT\fR, \fBSIGQUIT\fR
+Put every process the daemon touched back as it was (its CPU affinity and cpuset; pages stay where
+they are), then exit 0. A page move in flight is asked to stop first and waited for at most 10 s.
+.TP
+\fBSIGHUP\fR
+Read the configuration file again. A bad file is rejected (logged) and the running configuration
+kept; exclusions and tunables hold from the next action.
+.TP
+\fBSIGUSR1\fR, \fBSIGUSR2\fR, \fBSIGALRM\fR
+Ignored (logged).
+.SH EXIT STATUS
+.TP
+\fB0\fR
+Stopped by a signal, or \fB\-\-check\fR found the configuration good.
+.TP
+\fB1\fR
+A bad configuration (file or flags: FILE:LINE and the reason on stderr), or one that cannot work on
+this machine (it reserves every online CPU). The systemd unit does not restart on it.
+.TP
+\fB2\fR
+A bad command line.
+.TP
+\fB75\fR
+Could not start for the machine's state (EX_TEMPFAIL): another daemon on the socket or state file,
+the metrics port taken, /run full, /proc unreadable. The systemd unit tries again.
+.SH ENVIRONMENT
+.TP
+\fBRUST_LOG\fR
+Log filter, as \fB\-\-log\fR, which it overrides (checked the same way).
+.TP
+\fBJOURNAL_STREAM\fR
+Set by systemd: when it names the daemon's stderr, log lines carry their syslog priority (\fB<3>\fR
+error to \fB<7>\fR debug) and no time, for the journal.
+.SH FILES
+.TP
+\fI/etc/numapilot.toml\fR
+The configuration (numapilot.toml(5)).
+.TP
+\fI/run/numapilot/numapilot.sock\fR
+The control socket (root only): \fBnumapilot status\fR, \fBexplain\fR, \fBadvise\fR.
+.TP
+\fI/run/numapilot/state.json\fR
+Every touched process's original affinity and cpuset, restored at exit and, after a crash, at the
+next start.
+.TP
+\fI/var/log/numapilot/journal.jsonl\fR
+The journal of decisions, one JSON object a line, rotated to \fIjournal.jsonl.1\fR.
+.SH SEE ALSO
+numapilot.toml(5), numapilot(1), numactl(8), numastat(8), numad(8)
+"#;
+
+/// `page` (clap_mangen's roff) with `sections` before its VERSION section (at its end without one).
+fn with_sections(page: Vec<u8>, sections: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&page).into_owned();
+    let at = text.find("\n.SH VERSION").map_or(text.len(), |i| i + 1);
+    let mut out = text[..at].to_string();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(sections);
+    out.push_str(&text[at..]);
+    out.into_bytes()
+}
+
 /// Every page, as (file name, roff text): numapilot.toml.5, then the subcommands' (depth first),
 /// numapilot.1 last.
 fn pages(cmd: Command) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
@@ -145,6 +213,9 @@ fn pages(cmd: Command) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         let man = clap_mangen::Man::new(cmd).manual("numapilot");
         let mut text = Vec::new();
         man.render(&mut text).with_context(|| format!("rendering {}", man.get_filename()))?;
+        if man.get_filename() == "numapilot-daemon.1" {
+            text = with_sections(text, DAEMON_SECTIONS);
+        }
         out.push((man.get_filename(), text));
         Ok(())
     }
@@ -190,6 +261,23 @@ mod tests {
             assert!(!l.starts_with('\''), "{l}");
         }
         assert!(page.contains("nice\\fR = \\-10"), "{page}");
+    }
+
+    /// The daemon's page has what an operator looks for beyond the options, before VERSION.
+    #[test]
+    fn the_daemon_page_has_signals_exit_status_environment_and_files() {
+        let p = pages(cli()).expect("pages");
+        let (_, page) = p.iter().find(|(n, _)| n == "numapilot-daemon.1").expect("the daemon's page");
+        let page = String::from_utf8_lossy(page);
+        let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("{s} missing: {page}"));
+        let order = [".SH SIGNALS", ".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH FILES"].map(at);
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{page}");
+        assert!(page.contains("\\fB75\\fR") && page.contains("/run/numapilot/state.json"), "{page}");
+        if let Some(v) = page.find(".SH VERSION") {
+            assert!(order[3] < v, "before VERSION: {page}");
+        }
+        let other = &p.iter().find(|(n, _)| n == "numapilot-sim.1").expect("sim's page").1;
+        assert!(!String::from_utf8_lossy(other).contains(".SH SIGNALS"), "the daemon's alone");
     }
 
     #[test]

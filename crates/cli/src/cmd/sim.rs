@@ -104,8 +104,10 @@ pub struct RunArgs {
     /// Simulated duration, s: the length of open-ended workloads and the limit for fixed-work ones.
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
-    /// Tunables of the engine policies (numapilot, numad): a TOML file of `Tunables` fields;
-    /// missing keys keep their defaults. Checked before anything runs.
+    /// Tunables of the engine policies (numapilot, numad): a TOML file of `Tunables` fields, at its
+    /// top level or in a `[tunables]` table as the daemon's configuration has them (its other
+    /// tables are accepted and not used); missing keys keep their defaults. Checked before anything
+    /// runs.
     #[arg(long, value_name = "FILE")]
     pub tunables: Option<PathBuf>,
     /// Output options.

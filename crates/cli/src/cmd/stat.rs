@@ -69,7 +69,7 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["compress", "meminfo", "numastat", "sort", "verbose", "zeros"])]
     pub threads: bool,
     /// With --threads: milliseconds between the two samples the rates come from.
-    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    #[arg(long, value_name = "MS", default_value_t = 1000, requires = "threads", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub interval: u64,
     /// Read /proc and /sys under this directory (a fixture) instead of the live system.
     #[arg(long, value_name = "DIR", default_value = "/")]
