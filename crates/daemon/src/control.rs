@@ -247,7 +247,7 @@ pub struct Status {
     pub bookkeeping: BTreeMap<String, u64>,
     /// Processes left out now because a read of their numa_maps or maps sleeps in the kernel
     /// (their memory map is locked, e.g. behind a hung file server: `numapilot_observe::stall`),
-    /// with the file and for how long. Also the metric `numapilot_stalled_reads`.
+    /// with the file and for how long. Also the metric `numapilot_stalled_processes`.
     #[serde(default)]
     pub stalled_reads: Vec<StalledRead>,
     /// Reads given up as stalled since the daemon started.

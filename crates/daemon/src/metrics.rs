@@ -203,7 +203,12 @@ pub fn render(s: &Status) -> String {
         "Engine steps that failed (retried next interval).",
         s.step_errors as f64,
     );
-    o.one("numapilot_cycle_seconds", "gauge", "Duration of the last step (observe, model, plan, act).", s.last_cycle_s);
+    o.one(
+        "numapilot_last_cycle_seconds",
+        "gauge",
+        "Duration of the last step (observe, model, plan, act).",
+        s.last_cycle_s,
+    );
     o.one("numapilot_cycle_seconds_total", "counter", "Sum of all step durations.", s.cycle_s_total);
     o.family(
         "numapilot_step_phase_seconds_total",
@@ -261,7 +266,7 @@ pub fn render(s: &Status) -> String {
         o.sample("numapilot_bookkeeping_entries", &[("table", k)], *v as f64);
     }
     o.one(
-        "numapilot_stalled_reads",
+        "numapilot_stalled_processes",
         "gauge",
         "Processes left out because a read of their memory map (numa_maps, maps) is blocked in the kernel.",
         s.stalled_reads.len() as f64,

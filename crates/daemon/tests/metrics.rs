@@ -83,7 +83,7 @@ fn scrape_over_tcp() {
         "numapilot_actions_by_kind_total{kind=\"set-affinity\"} 2",
         "numapilot_action_failures_total{kind=\"migrate-pages\",outcome=\"partial\"} 1",
         "numapilot_pages_failed_by_cause_total{cause=\"EBUSY\"} 12",
-        "numapilot_cycle_seconds 0.004",
+        "numapilot_last_cycle_seconds 0.004",
         "numapilot_step_phase_seconds_total{phase=\"observe\"} 1.5",
         "numapilot_step_phase_seconds_total{phase=\"decide\"} 0.25",
         "numapilot_step_phase_seconds_total{phase=\"act\"} 0.125",
@@ -112,6 +112,20 @@ fn scrape_over_tcp() {
             assert!(value.parse::<f64>().is_ok(), "{line}");
         }
     }
+    // Counters end in _total, gauges do not, and no gauge is a counter's family name less its
+    // _total (OpenMetrics names a counter family without it: numapilot_cycle_seconds and
+    // numapilot_stalled_reads clashed with their _total counters, review helper-43).
+    let kinds: Vec<(String, String)> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|r| r.split_once(' ').map(|(n, k)| (n.to_string(), k.to_string())).unwrap())
+        .collect();
+    for (name, kind) in &kinds {
+        assert_eq!(name.ends_with("_total"), kind == "counter", "{name} is a {kind}");
+        if let Some(family) = name.strip_suffix("_total") {
+            assert!(!kinds.iter().any(|(n, _)| n == family), "{family} and {name}: one OpenMetrics family");
+        }
+    }
     // The server serves the current snapshot.
     shared.status.lock().unwrap().steps = 8;
     assert!(get(addr, "/metrics").contains("\nnumapilot_steps_total 8\n"));
@@ -132,7 +146,7 @@ fn label_values_are_escaped() {
 fn stalled_reads_are_named_and_counted() {
     let mut s = status();
     assert!(!s.render().contains("blocked in the kernel"));
-    assert!(metrics::render(&s).lines().any(|l| l == "numapilot_stalled_reads 0"));
+    assert!(metrics::render(&s).lines().any(|l| l == "numapilot_stalled_processes 0"));
     s.stalled_reads =
         vec![numapilot_daemon::control::StalledRead { pid: 4242, file: "/proc/4242/numa_maps".into(), for_s: 65.2 }];
     s.stalled_reads_total = 3;
@@ -145,7 +159,7 @@ fn stalled_reads_are_named_and_counted() {
         "{text}"
     );
     let m = metrics::render(&s);
-    for line in ["numapilot_stalled_reads 1", "numapilot_stalled_reads_total 3"] {
+    for line in ["numapilot_stalled_processes 1", "numapilot_stalled_reads_total 3"] {
         assert!(m.lines().any(|l| l == line), "missing {line:?} in\n{m}");
     }
 }
