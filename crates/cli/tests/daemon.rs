@@ -281,11 +281,63 @@ fn explain_a_real_process_through_the_socket() {
 fn explain_without_a_daemon_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN).args(["explain", "1", "--socket"]).arg(dir.path().join("none.sock")).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    // LSB's "not running", told from a failure.
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no numapilot daemon is listening") && err.contains("--local"), "{err}");
     let out = Command::new(BIN).args(["status", "--socket"]).arg(dir.path().join("none.sock")).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
+}
+
+/// `status` and `explain` ask the socket the daemon's configuration names (`--config FILE`, by
+/// default /etc/numapilot.toml): a socket moved in the file needed `--socket` on every call. A
+/// file given that does not load is an error naming it; no daemon there is exit 3.
+#[test]
+fn status_asks_the_socket_the_configuration_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("elsewhere.sock");
+    let config = dir.path().join("np.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\ninterval_ms = 200\nsocket = \"{}\"\njournal = \"\"\nstate = \"{}\"\nmetrics = \"off\"\n\n[tunables]\nsettle_interval_ms = 100\n",
+            socket.display(),
+            dir.path().join("state.json").display()
+        ),
+    )
+    .unwrap();
+    let status = |cfg: &Path| Command::new(BIN).args(["status", "--json", "--config"]).arg(cfg).output().unwrap();
+    assert_eq!(status(&config).status.code(), Some(3), "no daemon yet");
+    let mut daemon = Command::new(BIN)
+        .args(["daemon", "--dry-run", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let out = loop {
+        let out = status(&config);
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["steps"].is_u64(), "{v}");
+    let me = std::process::id().to_string();
+    let out = Command::new(BIN).args(["explain", &me, "--config"]).arg(&config).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("no numapilot daemon"), "{out:?}");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[daemon]\nsockett = 1\n").unwrap();
+    let out = status(&bad);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.toml"), "{out:?}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
 }
 
 #[test]

@@ -69,9 +69,13 @@ pub struct DaemonArgs {
 /// `numapilot status`.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// The daemon's control socket.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET_PATH)]
-    pub socket: PathBuf,
+    /// The daemon's control socket [default: `[daemon] socket` of /etc/numapilot.toml, else
+    /// /run/numapilot/numapilot.sock].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The daemon's configuration file, for its socket [default: /etc/numapilot.toml].
+    #[arg(long, value_name = "FILE", conflicts_with = "socket")]
+    pub config: Option<PathBuf>,
     /// Print the status as JSON.
     #[arg(long)]
     pub json: bool,
@@ -82,18 +86,20 @@ pub struct StatusArgs {
 pub struct ExplainArgs {
     /// The process.
     pub pid: u32,
-    /// The daemon's control socket.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET_PATH)]
-    pub socket: PathBuf,
+    /// The daemon's control socket [default: `[daemon] socket` of /etc/numapilot.toml, else
+    /// /run/numapilot/numapilot.sock].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
     /// Print the explanation as JSON.
     #[arg(long)]
     pub json: bool,
     /// When no daemon runs, observe this machine twice (1 s apart) and explain from that instead.
     #[arg(long)]
     pub local: bool,
-    /// With --local: the daemon's configuration file to explain as (its tunables, reserved and
-    /// isolated CPUs); default /etc/numapilot.toml when it exists, else the defaults.
-    #[arg(long, value_name = "FILE", requires = "local")]
+    /// The daemon's configuration file: its socket, and with --local what to explain as (its
+    /// tunables, reserved and isolated CPUs); default /etc/numapilot.toml when it exists, else the
+    /// defaults.
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
 
@@ -126,9 +132,10 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
     /// The daemon's control socket: a running daemon answers from its model and keeps its promise
-    /// (the next request does not get the same free room); without one, this machine is measured.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET_PATH)]
-    pub socket: PathBuf,
+    /// (the next request does not get the same free room); without one, this machine is measured
+    /// [default: `[daemon] socket` of /etc/numapilot.toml, else /run/numapilot/numapilot.sock].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
     /// Measure this machine even when a daemon runs.
     #[arg(long)]
     pub no_daemon: bool,
@@ -333,9 +340,37 @@ fn not_running(e: &ControlError) -> bool {
     matches!(e, ControlError::NotRunning { .. })
 }
 
+/// Exit status of `status` and `explain` when no daemon listens: LSB's "program is not running"
+/// (init-functions' `status_of_proc`), so a script tells it from a failure (1).
+pub const EXIT_NOT_RUNNING: u8 = 3;
+
+/// The control socket a client asks: `--socket`, else the one the daemon's configuration file
+/// (`--config FILE`, default `/etc/numapilot.toml`) names, else the default. A fleet that moves the
+/// socket in the file had to give `--socket` to every `status` (review helper-43). The default
+/// file is read for its socket alone: one that does not load leaves the default socket, said on
+/// stderr (the running daemon may well be on an older, good file: a reload keeps it); a file named
+/// with `--config` that does not load is an error.
+pub fn client_socket(flag: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = flag {
+        return Ok(p);
+    }
+    let overrides = Overrides::default();
+    match config {
+        Some(file) => Ok(numapilot_daemon::config::load(&Source::Explicit(file), &overrides)?.config.daemon.socket),
+        None => match numapilot_daemon::config::load(&Source::Default, &overrides) {
+            Ok(loaded) => Ok(loaded.config.daemon.socket),
+            Err(e) => {
+                eprintln!("numapilot: {e} (asking the default socket {DEFAULT_SOCKET_PATH})");
+                Ok(PathBuf::from(DEFAULT_SOCKET_PATH))
+            }
+        },
+    }
+}
+
 /// `numapilot status`.
 pub fn run_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
-    match control::request(&a.socket, &Request::Status) {
+    let socket = client_socket(a.socket, a.config)?;
+    match control::request(&socket, &Request::Status) {
         Ok(r) => {
             let s = r.status.context("the daemon's answer has no status")?;
             if a.json {
@@ -346,7 +381,7 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) if not_running(&e) => {
             eprintln!("numapilot: {e}: is the daemon running (systemctl status numapilot)?");
-            Ok(ExitCode::from(1))
+            Ok(ExitCode::from(EXIT_NOT_RUNNING))
         }
         Err(e) => Err(e.into()),
     }
@@ -354,7 +389,8 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
 
 /// `numapilot explain PID`.
 pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
-    match control::request(&a.socket, &Request::Explain { pid: a.pid }) {
+    let socket = client_socket(a.socket.clone(), a.config.clone())?;
+    match control::request(&socket, &Request::Explain { pid: a.pid }) {
         Ok(r) => {
             let e = r.explain.context("the daemon's answer has no explanation")?;
             if a.json {
@@ -369,7 +405,7 @@ pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
                 "numapilot: {e}: explain shows the daemon's view; start the daemon, or use --local for a \
                  one-off view from two observations of this machine"
             );
-            Ok(ExitCode::from(1))
+            Ok(ExitCode::from(EXIT_NOT_RUNNING))
         }
         Err(e) => Err(e.into()),
     }
@@ -443,12 +479,13 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     if a.pid == Some(0) {
         anyhow::bail!("--pid 0: not a process id");
     }
-    let ask_daemon = !offline && !a.no_daemon && std::fs::symlink_metadata(&a.socket).is_ok();
+    let socket = if offline { PathBuf::new() } else { client_socket(a.socket.clone(), None)? };
+    let ask_daemon = !offline && !a.no_daemon && std::fs::symlink_metadata(&socket).is_ok();
     if a.pid.is_some() && !offline && !ask_daemon {
         if a.no_daemon {
             anyhow::bail!("--pid needs the running daemon: not with --no-daemon");
         }
-        anyhow::bail!("--pid needs the running daemon: no control socket at {}", a.socket.display());
+        anyhow::bail!("--pid needs the running daemon: no control socket at {}", socket.display());
     }
     if let Some(pid) = a.pid.filter(|p| !offline && !std::path::Path::new(&format!("/proc/{p}")).exists()) {
         // The launcher's own pid, which the job keeps across its exec: one that does not exist
@@ -483,14 +520,14 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         // The measurement goes to the daemon (numad refreshes its nodes before each -w answer),
         // which adds what it promised earlier launches.
         let req = Request::Advise { cpus: a.cpus, mem_bytes, pid: a.pid, nodes_now: free.clone() };
-        match control::request(&a.socket, &req) {
+        match control::request(&socket, &req) {
             Ok(resp) => {
                 let adv = resp.advice.context("the daemon answered without advice")?;
                 return if a.json {
                     let v = serde_json::json!({
                         "advice": adv,
                         "nodes": free,
-                        "source": format!("the running daemon ({}), {how}", a.socket.display()),
+                        "source": format!("the running daemon ({}), {how}", socket.display()),
                     });
                     print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
                 } else {
@@ -498,11 +535,11 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
                 };
             }
             Err(ControlError::Request(msg)) if a.strict || !msg.starts_with("nothing fits") => {
-                eprintln!("numapilot advise: {msg} [the running daemon, {}]", a.socket.display());
+                eprintln!("numapilot advise: {msg} [the running daemon, {}]", socket.display());
                 return Ok(ExitCode::from(1));
             }
             Err(ControlError::Request(msg)) => {
-                return unconfined(&a, &topo, &free, &format!("{msg} [the running daemon, {}]", a.socket.display()));
+                return unconfined(&a, &topo, &free, &format!("{msg} [the running daemon, {}]", socket.display()));
             }
             // A stale socket, or one this user may not use: this machine's measurement alone.
             Err(e @ (ControlError::NotRunning { .. } | ControlError::Denied { .. })) => {
