@@ -213,6 +213,15 @@ pub struct Status {
     pub reloads: u64,
     /// Configuration reloads rejected.
     pub reloads_rejected: u64,
+    /// What the start said about this machine, once on stderr: reserved CPUs and why, other
+    /// placers running, signal sources missing (no PMU, no eBPF, no proc connector), the cpuset
+    /// hierarchy. Also the journal's `start` line.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Journal lines not written (a full disk, a directory gone); the first failure of a streak
+    /// is logged.
+    #[serde(default)]
+    pub journal_lines_dropped: u64,
     /// Processes put back as they were before numapilot touched them (affinity, cpuset) because
     /// the operator took them out of its hands while it ran: a reload's `[exclude]` or
     /// `[include]`, or a move into or out of a listed cgroup.
@@ -825,6 +834,12 @@ impl Status {
         }
         if self.reloads + self.reloads_rejected > 0 {
             let _ = writeln!(s, "config reloads: {} accepted, {} rejected", self.reloads, self.reloads_rejected);
+        }
+        if self.journal_lines_dropped > 0 {
+            let _ = writeln!(s, "journal: {} lines dropped (not written: see the log)", self.journal_lines_dropped);
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
         }
         if !self.bookkeeping.is_empty() {
             let total: u64 = self.bookkeeping.values().sum();

@@ -44,7 +44,8 @@ pub struct Record {
     /// `action` for a planned or applied action, `move-done` for the end of a page move that ran
     /// in the background (outcome `started` in its `action` line), `restore` for putting
     /// processes back, `topology` for the machine changing under the daemon (CPU hotplug: the
-    /// topology read again, pid 0, rule `cpu-hotplug`, the CPUs in `detail` and `action.online`).
+    /// topology read again, pid 0, rule `cpu-hotplug`, the CPUs in `detail` and `action.online`),
+    /// `start` and `reload` for the daemon's own life ([`Record::daemon`]).
     pub event: String,
     /// Engine step number (1-based) the action belongs to; 0 for a restore.
     pub step: u64,
@@ -186,6 +187,31 @@ impl Record {
         }
     }
 
+    /// A line of the daemon's own life: `event` `start` (its configuration file in `detail`, the
+    /// start's notes in `message`: reserved CPUs, other placers, missing signal sources) or
+    /// `reload` (rule `accepted` or `rejected`, the reason in `message`). Pid 0, kind `daemon`.
+    pub fn daemon(event: &str, rule: &str, detail: String, message: Option<String>, dry_run: bool) -> Self {
+        Record {
+            time: rfc3339_now(),
+            event: event.into(),
+            step: 0,
+            at_ns: numapilot_observe::reader::monotonic_ns(),
+            pid: 0,
+            tid: None,
+            starttime: 0,
+            comm: String::new(),
+            kind: "daemon".into(),
+            rule: rule.into(),
+            detail,
+            outcome: "applied".into(),
+            pages_moved: 0,
+            pages_failed: Vec::new(),
+            message,
+            dry_run,
+            action: None,
+        }
+    }
+
     /// The line for a restore (on shutdown, or at start after a crash).
     pub fn restore(why: &str, report: &crate::live::RestoreReport, dry_run: bool) -> Self {
         Record {
@@ -224,6 +250,9 @@ pub struct Journal {
     file: File,
     size: u64,
     failing: bool,
+    /// Lines not written (a full disk, a vanished directory), counted (status
+    /// `journal_lines_dropped`, metric `numapilot_journal_lines_dropped_total`).
+    dropped: u64,
 }
 
 impl Journal {
@@ -248,7 +277,7 @@ impl Journal {
         }
         let file = open_append(path).map_err(err)?;
         let size = file.metadata().map_err(err)?.len();
-        Ok(Self { path: path.to_path_buf(), max_bytes, file, size, failing: false })
+        Ok(Self { path: path.to_path_buf(), max_bytes, file, size, failing: false, dropped: 0 })
     }
 
     /// The file.
@@ -302,10 +331,16 @@ impl Journal {
             Ok(()) => {}
             Err(e) if !self.failing => {
                 self.failing = true;
+                self.dropped += 1;
                 tracing::error!("{e} (lines are dropped until writing works again)");
             }
-            Err(_) => {}
+            Err(_) => self.dropped += 1,
         }
+    }
+
+    /// Lines [`Journal::write_logged`] could not write since the journal opened.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 }
 

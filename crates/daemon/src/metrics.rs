@@ -292,6 +292,12 @@ pub fn render(s: &Status) -> String {
         s.reloads_rejected as f64,
     );
     o.one(
+        "numapilot_journal_lines_dropped_total",
+        "counter",
+        "Journal lines not written (a full disk, a directory gone).",
+        s.journal_lines_dropped as f64,
+    );
+    o.one(
         "numapilot_released_total",
         "counter",
         "Processes put back as before numapilot touched them because they were excluded (or left [include]) while placed.",

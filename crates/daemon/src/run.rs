@@ -134,6 +134,12 @@ pub trait Restore {
         [0; 5]
     }
 
+    /// What the host said at its opening (reserved CPUs, other placers, missing signal sources),
+    /// for status and the journal's `start` line. Default: nothing.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Takes the exclusions of a reloaded configuration (`[exclude]`: names, pids, cgroups,
     /// include_pinned, min_rss_mib), in force from the next action. Default: nothing to take.
     fn set_exclusions(&mut self, _new: &LiveOptions) {}
@@ -163,6 +169,11 @@ pub trait Restore {
 }
 
 impl Restore for LiveHost {
+    fn notes(&self) -> Vec<String> {
+        // Its observe-only note is the start line's (dry run) or the not-root announcement.
+        LiveHost::notes(self).iter().filter(|n| Some(n.as_str()) != self.refusal()).cloned().collect()
+    }
+
     fn set_exclusions(&mut self, new: &LiveOptions) {
         LiveHost::set_exclusions(self, new)
     }
@@ -650,6 +661,15 @@ pub fn serve<H: Host + Restore>(
         announce(&format!("numapilot: metrics on http://{bound}/metrics"));
     }
     let mut journal = open_journal(&config)?;
+    status.notes = host.notes();
+    let file_of = |f: &Option<std::path::PathBuf>| f.as_ref().map_or("(defaults)".into(), |p| p.display().to_string());
+    if let Some(j) = journal.as_mut() {
+        let notes = (!status.notes.is_empty()).then(|| status.notes.join("; "));
+        let detail =
+            format!("numapilot {} (pid {}), configuration {}", status.version, status.pid, file_of(&config_file));
+        let dry = config.daemon.dry_run || forced_observe.is_some();
+        write_journal(j, &Record::daemon("start", "start", detail, notes, dry));
+    }
     if let (Some(j), Some(r)) = (journal.as_mut(), recovered.as_ref()) {
         if *r != RestoreReport::default() {
             write_journal(j, &Record::restore("recovery at start", r, false));
@@ -743,6 +763,7 @@ pub fn serve<H: Host + Restore>(
         let now = numapilot_observe::reader::monotonic_ns();
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
+        status.journal_lines_dropped = journal.as_ref().map_or(0, Journal::dropped);
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         let stretch = backoff.stretch_for(next, engine.next_interval_ns());
         host.set_sampling_stretch(stretch);
@@ -891,14 +912,20 @@ pub fn serve<H: Host + Restore>(
                             config = new.config;
                             config_file = new.file;
                             status.reloads += 1;
-                            tracing::info!(
-                                "configuration reloaded from {}",
-                                config_file.as_ref().map_or("(defaults)".into(), |p| p.display().to_string())
-                            );
+                            tracing::info!("configuration reloaded from {}", file_of(&config_file));
+                            if let Some(j) = journal.as_mut() {
+                                let detail = format!("configuration {}", file_of(&config_file));
+                                write_journal(j, &Record::daemon("reload", "accepted", detail, None, engine.dry_run));
+                            }
                         }
                         Err(e) => {
                             status.reloads_rejected += 1;
                             tracing::error!("configuration reload rejected, keeping the previous one: {e}");
+                            if let Some(j) = journal.as_mut() {
+                                let detail = format!("configuration {} kept", file_of(&config_file));
+                                let why = Some(e.to_string());
+                                write_journal(j, &Record::daemon("reload", "rejected", detail, why, engine.dry_run));
+                            }
                         }
                     }
                     describe(&config, &config_file, &mut status);

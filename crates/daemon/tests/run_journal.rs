@@ -98,6 +98,8 @@ fn a_full_disk_is_an_error_naming_the_file_and_never_fatal() {
     for _ in 0..3 {
         j.write_logged(&Record::action(1, 1, &action(1), "x", None, true));
     }
+    // Each line lost is counted (status journal_lines_dropped), not only the first logged.
+    assert_eq!(j.dropped(), 3);
 }
 
 fn libc_enospc() -> i32 {
