@@ -134,6 +134,12 @@ pub trait Restore {
         [0; 5]
     }
 
+    /// Why a process the model does not hold is not managed (excluded, a kernel thread, gone ...),
+    /// when the host can tell. Default: it cannot.
+    fn why_unseen(&self, _pid: u32) -> Option<String> {
+        None
+    }
+
     /// What the host said at its opening (reserved CPUs, other placers, missing signal sources),
     /// for status and the journal's `start` line. Default: nothing.
     fn notes(&self) -> Vec<String> {
@@ -169,6 +175,10 @@ pub trait Restore {
 }
 
 impl Restore for LiveHost {
+    fn why_unseen(&self, pid: u32) -> Option<String> {
+        LiveHost::why_unseen(self, pid)
+    }
+
     fn notes(&self) -> Vec<String> {
         // Its observe-only note is the start line's (dry run) or the not-root announcement.
         LiveHost::notes(self).iter().filter(|n| Some(n.as_str()) != self.refusal()).cloned().collect()
@@ -792,6 +802,7 @@ pub fn serve<H: Host + Restore>(
                 &status,
                 w,
                 host.move_wake(),
+                &|pid| host.why_unseen(pid),
             );
             for (pid, nodes) in adoptions {
                 host.adopt(pid, &nodes);
@@ -1239,6 +1250,7 @@ fn wait(
     status: &Status,
     mut watch: Option<&mut ThreadWatch>,
     moved: Option<&UnixStream>,
+    unseen: &dyn Fn(u32) -> Option<String>,
 ) -> Wake {
     loop {
         // Always poll, even when the step overran the interval (timeout 0): signals and explain
@@ -1309,7 +1321,7 @@ fn wait(
             while let Ok(req) = side.requests.try_recv() {
                 match req {
                     control::LoopRequest::Explain { pid, reply } => {
-                        let _ = reply.send(explain(engine, status, pid));
+                        let _ = reply.send(explain(engine, status, pid, unseen));
                     }
                     control::LoopRequest::Advise { request, reply } => {
                         let answer = advise(engine, status, &request);
@@ -1359,7 +1371,12 @@ fn wait(
     }
 }
 
-fn explain(engine: &Engine, status: &Status, pid: u32) -> Result<numapilot_policy::adaptive::Explanation, String> {
+fn explain(
+    engine: &Engine,
+    status: &Status,
+    pid: u32,
+    why_unseen: impl FnOnce(u32) -> Option<String>,
+) -> Result<numapilot_policy::adaptive::Explanation, String> {
     if let Some(e) = engine.explain(pid) {
         return Ok(e);
     }
@@ -1372,7 +1389,13 @@ fn explain(engine: &Engine, status: &Status, pid: u32) -> Result<numapilot_polic
             None => "the daemon has not observed the machine yet".into(),
         });
     }
-    Err(format!("process {pid} is not in the daemon's view (no such process, exited, excluded, or a kernel thread)"))
+    Err(match why_unseen(pid) {
+        Some(why) => format!("process {pid} is not in the daemon's view: {why}"),
+        None => format!(
+            "process {pid} is not in the daemon's view (new since the last step, or left by the model: nothing of it \
+             to explain yet)"
+        ),
+    })
 }
 
 /// The answer to an `advise` request on the control socket: the policy's launch stage on the

@@ -1030,6 +1030,32 @@ fn other_placers_running_at_start_are_named() {
     assert!(notes[1].contains("kernel.numa_balancing = 1"), "{notes:?}");
 }
 
+/// `explain` of a process the daemon does not hold names why: gone, a kernel thread, excluded
+/// (by pid here), or too small for `min_rss_mib`; a process none of those hold has no reason.
+#[test]
+fn why_a_process_is_not_managed_is_named() {
+    let (_d, state) = tmp_state("unseen");
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let pid = kid.pid();
+    let host = host_with(&state, |o| {
+        o.exclude_pids = vec![pid];
+        o.min_rss_kb = 1 << 40;
+    });
+    assert!(host.why_unseen(u32::MAX - 1).unwrap().starts_with("no such process"));
+    if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+        assert!(host.why_unseen(2).unwrap().starts_with("a kernel thread"));
+    }
+    assert!(host.why_unseen(pid).unwrap().contains(&format!("pid {pid} is excluded")), "{:?}", host.why_unseen(pid));
+    let me = std::process::id();
+    let why = host.why_unseen(me).unwrap_or_default();
+    assert!(why.contains("numapilot itself") || why.contains("under [daemon] min_rss_mib"), "{why}");
+    let (_d2, state2) = tmp_state("unseen2");
+    let plain = host_with(&state2, |_| {});
+    assert_eq!(plain.why_unseen(pid), None, "nothing keeps it out");
+    kid.kill();
+}
+
 // ----- affinity, originals, restore, crash recovery ----------------------------------------------
 
 #[test]

@@ -910,6 +910,36 @@ impl LiveHost {
         }
     }
 
+    /// Why process `pid`, which the model does not hold, is not managed, as far as one look can
+    /// tell (for `explain`: "not in the daemon's view" named no reason, review helper-43): gone,
+    /// a kernel thread, a rule of the lists (the daemon itself, its tools, `[exclude]`,
+    /// `[include]`), a memory map locked in the kernel, or resident memory under `min_rss_mib`.
+    /// `None`: none of those (a process seen since the last step, or one the model let go).
+    pub fn why_unseen(&self, pid: u32) -> Option<String> {
+        let Some(stat) = select::read_stat(pid) else {
+            return Some("no such process (it exited, or never was)".into());
+        };
+        if stat.is_kernel_thread() {
+            return Some("a kernel thread: never managed".into());
+        }
+        if let Some(why) = select::exclusion(&self.opts, pid, &stat.comm, || select::cgroup_paths(pid)) {
+            return Some(why);
+        }
+        if self.observer.guard().is_stuck(pid) {
+            return Some(
+                "its memory map is locked (a read of it is blocked in the kernel): left alone until it returns".into(),
+            );
+        }
+        let rss_kb = stat.rss_pages.saturating_mul(self.page_size) / 1024;
+        (rss_kb < self.opts.min_rss_kb).then(|| {
+            format!(
+                "its resident memory, {} MiB, is under [daemon] min_rss_mib ({} MiB): ignored, as kernel threads are",
+                rss_kb / 1024,
+                self.opts.min_rss_kb / 1024
+            )
+        })
+    }
+
     /// Why process `r` (alive, `stat` its stat now) is outside what the options manage for a
     /// reason other than the lists, or `None`: its resident memory under `min_rss_kb`, or, with
     /// `include_pinned` off, a memory policy of its own in numa_maps or an original CPU mask (as
