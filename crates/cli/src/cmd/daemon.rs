@@ -423,13 +423,7 @@ fn explain_local(a: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let config = numapilot_daemon::config::load(&source, &numapilot_daemon::config::Overrides::default())?.config;
     let live = config.live_options(true);
     let mut topo = Topology::from_sysfs(std::path::Path::new("/")).context("reading the topology")?;
-    let (reserved, _) = numapilot_daemon::live::reserved_cpus(
-        std::path::Path::new("/"),
-        &live.reserved_cpus,
-        live.reserve_isolated,
-        &topo.usable_cpus(),
-    )?;
-    topo.reserve(&reserved);
+    numapilot_daemon::live::reserve(&mut topo, &live)?;
     let reader = numapilot_observe::Reader::new("/");
     let mut model = numapilot_model::Model::new(topo, config.tunables.clone());
     let mut policy = numapilot_policy::Adaptive::new();

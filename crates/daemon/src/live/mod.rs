@@ -217,8 +217,8 @@ pub struct RestoreReport {
 /// The CPUs placement never uses (rule reserved-cpus): `[actuation] reserved_cpus`, and unless
 /// `reserve_isolated` is off those the host keeps for work placed on purpose: the kernel's
 /// isolated CPUs (`isolcpus=`, `ROOT/sys/devices/system/cpu/isolated`), its adaptive-tick CPUs
-/// (`nohz_full=`, `.../nohz_full`), and the CPUs among `online` that init (pid 1) may not run on
-/// (systemd's `CPUAffinity=`, inherited by every service: tuned's cpu-partitioning profile sets it
+/// (`nohz_full=`, `.../nohz_full`), and the CPUs among `online` and init's cpuset that init (pid 1)
+/// may not run on (systemd's `CPUAffinity=`, inherited by every service: tuned's cpu-partitioning profile sets it
 /// to all but its isolated cores and boots those `nohz_full` without `isolcpus=`). On such a host
 /// every process's default mask leaves them out, so without them the daemon took every process for
 /// one that pinned itself and managed nothing, or, for `nohz_full` alone, would put a second task
@@ -241,7 +241,14 @@ pub fn reserved_cpus(
         let init = numapilot_observe::Reader::new(root)
             .read_status(1)
             .map_err(|e| LiveError::Unavailable(format!("reading init's CPU affinity (pid 1): {e}{hint}")))?;
-        let outside_init = init.map_or_else(CpuSet::new, |st| online.difference(&st.cpus_allowed));
+        // Within init's cpuset: a container's init runs on its cpuset's CPUs, which is no
+        // CPUAffinity= of anyone's (those CPUs are out of reach anyway, rule confined-within-cpuset).
+        let init_cpuset = (root == Path::new("/"))
+            .then(|| CpusetHierarchy::detect(None))
+            .flatten()
+            .and_then(|h| select::cpuset_effective_cpus(&h, 1))
+            .map_or_else(|| online.clone(), |c| online.intersection(&c));
+        let outside_init = init.map_or_else(CpuSet::new, |st| init_cpuset.difference(&st.cpus_allowed));
         // Each CPU named under the first reason that holds: isolcpus= leaves init without its
         // CPUs too, which is not a second reservation.
         for (set, what) in [
