@@ -355,6 +355,57 @@ fn status_asks_the_socket_the_configuration_names() {
     assert!(daemon.wait().unwrap().success());
 }
 
+/// Under systemd's `Type=notify` the daemon says READY=1 once its socket answers, RELOADING=1 and
+/// READY=1 around a SIGHUP, STOPPING=1 at SIGTERM, to the datagram socket NOTIFY_SOCKET names.
+#[test]
+fn the_service_manager_is_told_ready_reloading_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let notify_path = dir.path().join("notify");
+    let manager = UnixDatagram::bind(&notify_path).unwrap();
+    manager.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let socket = dir.path().join("np.sock");
+    let config = dir.path().join("np.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\ninterval_ms = 200\njournal = \"\"\nstate = \"{}\"\nmetrics = \"off\"\n\n[tunables]\nsettle_interval_ms = 100\n",
+            dir.path().join("state.json").display()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Command::new(BIN)
+        .args(["daemon", "--dry-run", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .env("NOTIFY_SOCKET", &notify_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let mut next = || {
+        let n = manager.recv(&mut buf).expect("a message before the timeout");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let ready = next();
+    assert!(ready.starts_with("READY=1\nSTATUS=started"), "{ready}");
+    assert!(ready.contains(&format!("MAINPID={}", daemon.id())), "{ready}");
+    // Ready means answering: the socket is there and status works at once.
+    let out = Command::new(BIN).args(["status", "--socket"]).arg(&socket).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    assert!(next().starts_with("RELOADING=1\nMONOTONIC_USEC="));
+    assert!(next().starts_with("READY=1\nSTATUS=running"));
+    // SAFETY: as above.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert_eq!(next(), "STOPPING=1");
+    assert!(daemon.wait().unwrap().success());
+}
+
 #[test]
 fn explain_local_observes_twice() {
     let dir = tempfile::tempdir().unwrap();
@@ -839,7 +890,7 @@ fn the_systemd_unit_verifies() {
         "ExecStart=/usr/local/bin/numapilot daemon",
         "KillSignal=SIGTERM",
         "Restart=on-failure",
-        "Type=simple",
+        "Type=notify",
         "ExecReload=/bin/kill -HUP $MAINPID",
     ] {
         assert!(text.lines().any(|l| l == key), "{key} missing");

@@ -564,7 +564,7 @@ fn daemon_cpu(seconds: u64, warmup: u64, idle_max_ms: u64, signals: bool) {
     let steps = Arc::new(Mutex::new(Vec::new()));
     let host = Counted { inner: host, steps: steps.clone() };
     let (handle, commands) = run::command_pipe().expect("command pipe");
-    let setup = run::Setup { source, overrides, loaded, forced_observe: None };
+    let setup = run::Setup { source, overrides, loaded, forced_observe: None, notify: Default::default() };
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let timer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(warmup));

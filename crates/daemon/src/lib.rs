@@ -26,6 +26,7 @@ pub mod control;
 pub mod journal;
 pub mod live;
 pub mod metrics;
+pub mod notify;
 pub mod paths;
 pub mod run;
 pub mod signals;

@@ -64,6 +64,7 @@ use crate::control::{self, ControlError, LoopSide, NodeStatus, ResourceStatus, S
 use crate::journal::{self, Journal, JournalError, Record};
 use crate::live::{LiveError, LiveHost, LiveOptions, LiveTuning, RestoreReport};
 use crate::metrics::{self, MetricsError};
+use crate::notify::Notifier;
 
 /// Why the daemon could not start (it exits non-zero; nothing was touched).
 #[derive(Debug, thiserror::Error)]
@@ -287,6 +288,9 @@ pub struct Setup {
     pub loaded: Loaded,
     /// Why the daemon only observes although the config does not ask for a dry run (`not root`).
     pub forced_observe: Option<String>,
+    /// The service manager to tell of readiness, reloads and the stop (`NOTIFY_SOCKET`; inert
+    /// without it).
+    pub notify: Notifier,
 }
 
 /// `numapilot daemon`: loads the configuration, opens the live host and runs until SIGTERM/SIGINT.
@@ -295,6 +299,8 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
     // Before anything can start a thread (the live host's signal sources may): a thread with
     // SIGTERM unblocked would take the signal's default action, exiting without the restore.
     block_signals().map_err(RunError::Signals)?;
+    // Read (and removed from the environment) before any thread starts.
+    let notify = Notifier::from_env();
     let loaded = config::load(&source, &overrides)?;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -337,7 +343,7 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
             if recovered.failed.is_empty() { String::new() } else { format!(": {}", recovered.failed.join("; ")) }
         ));
     }
-    let setup = Setup { source, overrides, loaded, forced_observe };
+    let setup = Setup { source, overrides, loaded, forced_observe, notify };
     // The host's topology: without the reserved CPUs (`LiveHost::open_with`).
     let topo = numapilot_policy::Host::topology(&host).clone();
     serve(setup, topo, host, Some(recovered), None, announce)
@@ -651,7 +657,7 @@ pub fn serve<H: Host + Restore>(
     commands: Option<UnixStream>,
     announce: &mut dyn FnMut(&str),
 ) -> Result<Exit, RunError> {
-    let Setup { source, overrides, loaded, forced_observe } = setup;
+    let Setup { source, overrides, loaded, forced_observe, mut notify } = setup;
     let mut config = loaded.config;
     let mut config_file = loaded.file;
     // Blocked before any thread starts, so every later thread inherits the mask.
@@ -698,11 +704,9 @@ pub fn serve<H: Host + Restore>(
     };
     describe(&config, &config_file, &mut status);
     publish(&shared, &status);
-    announce(&format!(
-        "numapilot: started, interval {} ms, {}",
-        config.interval_ms(),
-        if engine.dry_run { "dry run (observe and plan only)" } else { "acting" }
-    ));
+    let mode = |dry: bool| if dry { "dry run (observe and plan only)" } else { "acting" };
+    announce(&format!("numapilot: started, interval {} ms, {}", config.interval_ms(), mode(engine.dry_run)));
+    notify.ready(&format!("started, interval {} ms, {}", config.interval_ms(), mode(engine.dry_run)));
     let mut last_error: Option<String> = None;
     let mut backoff = Backoff::new(config.daemon.idle_max_interval_ms);
     let mut cycle_s_max = 0.0_f64;
@@ -871,6 +875,7 @@ pub fn serve<H: Host + Restore>(
                 Wake::Timeout => break,
                 Wake::Stop(why) => break 'outer why,
                 Wake::Reload => {
+                    notify.reloading();
                     match config::load(&source, &overrides) {
                         Ok(mut new) => {
                             warn_restart_only(&config, &new.config);
@@ -941,10 +946,12 @@ pub fn serve<H: Host + Restore>(
                     }
                     describe(&config, &config_file, &mut status);
                     publish(&shared, &status);
+                    notify.ready(&format!("running, interval {} ms, {}", config.interval_ms(), mode(engine.dry_run)));
                 }
             }
         }
     };
+    notify.stopping();
     // A page move still running is asked to stop, waited for (at most `live::SHUTDOWN_MOVE_WAIT`)
     // and journaled before anything is put back.
     let last = host.wait_moves();

@@ -143,7 +143,8 @@ fn start_with(
         budget: budget.clone(),
     };
     let (handle, rx) = run::command_pipe().unwrap();
-    let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
+    let setup =
+        Setup { source, overrides: Overrides::default(), loaded, forced_observe: None, notify: Default::default() };
     let thread = std::thread::spawn(move || run::serve(setup, topo, host, None, Some(rx), &mut |_| {}));
     Running { dir, socket, config, handle, thread, restores, budget }
 }

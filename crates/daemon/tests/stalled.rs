@@ -332,7 +332,8 @@ fn the_loop_steps_reports_and_stops_while_a_process_is_locked() {
         LiveTuning { tiers: TierOptions { stalled_read_ms: 300, ..TierOptions::default() }, ..LiveTuning::default() };
     let (host, _) = LiveHost::open_with(topo.clone(), opts, tuning).unwrap();
     let (handle, rx) = run::command_pipe().unwrap();
-    let setup = Setup { source, overrides: Overrides::default(), loaded, forced_observe: None };
+    let setup =
+        Setup { source, overrides: Overrides::default(), loaded, forced_observe: None, notify: Default::default() };
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let r = run::serve(setup, topo, host, None, Some(rx), &mut |_| {});

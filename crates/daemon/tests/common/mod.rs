@@ -31,7 +31,11 @@ pub fn setup(dir: &Path, extra: &str) -> (Setup, PathBuf, PathBuf) {
     .unwrap();
     let source = Source::Explicit(cfg);
     let loaded = config::load(&source, &Overrides::default()).unwrap();
-    (Setup { source, overrides: Overrides::default(), loaded, forced_observe: None }, socket, journal)
+    (
+        Setup { source, overrides: Overrides::default(), loaded, forced_observe: None, notify: Default::default() },
+        socket,
+        journal,
+    )
 }
 
 /// Serves `host` with the config `extra` (see [`setup`]) until the loop has taken `steps` steps,
