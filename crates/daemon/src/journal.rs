@@ -162,35 +162,8 @@ impl Record {
         }
     }
 
-    /// The machine changed under the daemon before step `step` (CPU hotplug): `what` as the
-    /// engine describes it, `online` the CPUs online now that their nodes list
-    /// (`Topology::usable_cpus`: the CPUs the daemon places on).
-    pub fn topology(step: u64, at_ns: u64, what: &str, online: &str) -> Self {
-        Record {
-            time: rfc3339_now(),
-            event: "topology".into(),
-            step,
-            at_ns,
-            pid: 0,
-            tid: None,
-            starttime: 0,
-            comm: String::new(),
-            kind: "topology".into(),
-            rule: "cpu-hotplug".into(),
-            detail: what.to_string(),
-            outcome: "applied".into(),
-            pages_moved: 0,
-            pages_failed: Vec::new(),
-            message: None,
-            dry_run: false,
-            action: Some(serde_json::json!({ "online": online })),
-        }
-    }
-
-    /// A line of the daemon's own life: `event` `start` (its configuration file in `detail`, the
-    /// start's notes in `message`: reserved CPUs, other placers, missing signal sources) or
-    /// `reload` (rule `accepted` or `rejected`, the reason in `message`). Pid 0, kind `daemon`.
-    pub fn daemon(event: &str, rule: &str, detail: String, message: Option<String>, dry_run: bool) -> Self {
+    /// A line about no process (pid 0): the machine, the daemon itself, a restore.
+    fn system(event: &str, kind: &str, rule: &str, detail: String) -> Self {
         Record {
             time: rfc3339_now(),
             event: event.into(),
@@ -200,44 +173,51 @@ impl Record {
             tid: None,
             starttime: 0,
             comm: String::new(),
-            kind: "daemon".into(),
+            kind: kind.into(),
             rule: rule.into(),
             detail,
             outcome: "applied".into(),
             pages_moved: 0,
             pages_failed: Vec::new(),
-            message,
-            dry_run,
+            message: None,
+            dry_run: false,
             action: None,
         }
     }
 
+    /// The machine changed under the daemon before step `step` (CPU hotplug): `what` as the
+    /// engine describes it, `online` the CPUs online now that their nodes list
+    /// (`Topology::usable_cpus`: the CPUs the daemon places on).
+    pub fn topology(step: u64, at_ns: u64, what: &str, online: &str) -> Self {
+        Record {
+            step,
+            at_ns,
+            action: Some(serde_json::json!({ "online": online })),
+            ..Record::system("topology", "topology", "cpu-hotplug", what.to_string())
+        }
+    }
+
+    /// A line of the daemon's own life: `event` `start` (its configuration file in `detail`, the
+    /// start's notes in `message`: reserved CPUs, other placers, missing signal sources) or
+    /// `reload` (rule `accepted` or `rejected`, the reason in `message`). Pid 0, kind `daemon`.
+    pub fn daemon(event: &str, rule: &str, detail: String, message: Option<String>, dry_run: bool) -> Self {
+        Record { message, dry_run, ..Record::system(event, "daemon", rule, detail) }
+    }
+
     /// The line for a restore (on shutdown, or at start after a crash).
     pub fn restore(why: &str, report: &crate::live::RestoreReport, dry_run: bool) -> Self {
+        let detail = format!(
+            "restored {}, inherited {}, gone {}, failed {}",
+            report.restored,
+            report.inherited,
+            report.gone,
+            report.failed.len()
+        );
         Record {
-            time: rfc3339_now(),
-            event: "restore".into(),
-            step: 0,
-            at_ns: numapilot_observe::reader::monotonic_ns(),
-            pid: 0,
-            tid: None,
-            starttime: 0,
-            comm: String::new(),
-            kind: "restore".into(),
-            rule: why.into(),
-            detail: format!(
-                "restored {}, inherited {}, gone {}, failed {}",
-                report.restored,
-                report.inherited,
-                report.gone,
-                report.failed.len()
-            ),
             outcome: if report.failed.is_empty() { "applied".into() } else { "partial".into() },
-            pages_moved: 0,
-            pages_failed: Vec::new(),
             message: (!report.failed.is_empty()).then(|| report.failed.join("; ")),
             dry_run,
-            action: None,
+            ..Record::system("restore", "restore", why, detail)
         }
     }
 }
