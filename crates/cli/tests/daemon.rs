@@ -632,6 +632,9 @@ fn log_lines_are_plain_off_a_terminal_and_carry_their_priority_on_the_journal() 
         let line = text.lines().find(|l| l.contains("signal 10 (SIGUSR1) ignored")).expect("the SIGUSR1 line");
         if mode == "journal" {
             assert!(line.starts_with("<6>signal 10 (SIGUSR1) ignored"), "{line:?}");
+            // The start's own lines too: notices, with their prefix.
+            assert!(text.lines().any(|l| l.starts_with("<5>numapilot: started")), "{text}");
+            assert!(text.lines().any(|l| l.starts_with("<5>numapilot: stopped (SIGTERM)")), "{text}");
         } else {
             assert!(line.contains(" INFO ") && line.starts_with("20"), "{mode}: time and level: {line:?}");
         }

@@ -201,6 +201,20 @@ impl LogSink {
     }
 }
 
+/// A line of the daemon's own on stderr at syslog priority `priority` (3 error, 5 notice): on the
+/// journal with sd-daemon(3)'s prefix, as the log lines have it, elsewhere as it is. The start's
+/// announcements and its failures (exit 1 or 75) were plain lines, priority info to the journal,
+/// so `journalctl -p err` did not show why a start failed (review helper-43).
+pub fn daemon_line(priority: u8, line: &str) {
+    static SINK: std::sync::OnceLock<LogSink> = std::sync::OnceLock::new();
+    let sink = SINK.get_or_init(|| LogSink::of_stderr(std::env::var("JOURNAL_STREAM").ok().as_deref()));
+    if *sink == LogSink::Journal {
+        eprintln!("<{priority}>{line}");
+    } else {
+        eprintln!("{line}");
+    }
+}
+
 /// sd-daemon(3)'s priority prefix and the message: the journal's line format.
 struct JournalFormat;
 
@@ -287,7 +301,7 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         let flags = if overrides == Overrides::default() { "" } else { " with the command line's flags" };
         return print_out(&format!("configuration OK: {from}{flags}\n"));
     }
-    let exit = match run::run(source, overrides, &mut |line| eprintln!("{line}")) {
+    let exit = match run::run(source, overrides, &mut |line| daemon_line(5, line)) {
         Ok(exit) => exit,
         // SAFETY: geteuid has no preconditions.
         Err(e)
@@ -305,13 +319,18 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         // every start failure kept a daemon OOM-killed and restarted into a full /run down for
         // good (review helper-34).
         Err(e) if !matches!(e, run::RunError::Config(_) | run::RunError::Live(LiveError::Config(_))) => {
-            eprintln!("numapilot: {e} (exit {EXIT_TEMPFAIL}: try again later)");
+            daemon_line(3, &format!("numapilot: {e} (exit {EXIT_TEMPFAIL}: try again later)"));
             return Ok(ExitCode::from(EXIT_TEMPFAIL));
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            daemon_line(3, &format!("numapilot: {e}"));
+            return Ok(ExitCode::from(1));
+        }
     };
     let mean_ms = |total_s: f64| if exit.steps > 0 { total_s * 1e3 / exit.steps as f64 } else { 0.0 };
-    eprintln!(
+    daemon_line(
+        5,
+        &format!(
         "numapilot: stopped ({}) after {} steps (mean {:.1} ms: observe {:.1} [system files {:.1}, stat pass {:.1}, \
          details {:.1}, assembly {:.1}, signal scans {:.1}], decide {:.1}, act {:.1}; longest {:.1} ms); restored {} \
          processes (and {} children that inherited their placement), {} gone, {} failed{}",
@@ -332,6 +351,7 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         exit.restore.gone,
         exit.restore.failed.len(),
         if exit.restore.failed.is_empty() { String::new() } else { format!(": {}", exit.restore.failed.join("; ")) }
+        ),
     );
     Ok(ExitCode::SUCCESS)
 }
