@@ -102,8 +102,12 @@ fn read_stripped(path: &Path, scratch: &Path) -> Result<Vec<u8>> {
         return read(path);
     }
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "bin".into());
-    // The pid keeps two rigs preparing at once (a test run and a fixture capture) off each other's file.
-    let out = scratch.join(format!("{name}.{}.stripped", std::process::id()));
+    // The pid keeps two rigs preparing at once (a test run and a fixture capture) off each other's file, the
+    // counter two threads of one process (tests booting guests in parallel: one removed the file the other was
+    // about to read, CI of fafbab0).
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = scratch.join(format!("{name}.{}.{seq}.stripped", std::process::id()));
     run(Command::new("objcopy").arg("--strip-debug").arg(path).arg(&out))?;
     let data = read(&out)?;
     let _ = std::fs::remove_file(&out);
