@@ -213,7 +213,10 @@ fn a_standing_order_refused_is_neither_journaled_nor_counted() {
     assert!(r.explained.is_some(), "no order was given");
     let tried: Vec<&(Action, bool)> =
         r.asked.iter().filter(|(a, in_step)| a.reason.rule == RULE && a.target.pid == r.child && !in_step).collect();
-    assert_eq!(tried.len(), 1, "asked: {:#?}", r.asked);
+    // Once, or once per thread when a step came between the child's two thread starts and gave
+    // the order again (a loaded host: CI of 13fc7a2 saw the second thread start after the step
+    // the first one's wake brought, 26 then 53 MiB in the two orders' figures).
+    assert!((1..=2).contains(&tried.len()), "asked: {:#?}", r.asked);
     assert!(!r.journal.contains(RULE), "journal: {}", r.journal);
     let s = &r.status;
     assert_eq!((s.standing_orders, s.refused), (0, 0), "{}", s.render());
