@@ -812,6 +812,7 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     // than two). Free memory can still fall under the request between the two measurements on a
     // shared machine, so a first request refused that way is made again, up to 3 times.
     let mut tries = 0;
+    let mut promised_at;
     let (mem, first) = loop {
         let measured = d.cli(&["advise", "--cpus", "0", "--mem", "1M", "--no-daemon", "--window-ms", "100", "--json"]);
         assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));
@@ -822,6 +823,7 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
         assert!(max * 6 / 10 * 2 > total, "a machine with several roomy nodes needs another test: {free:?}");
         let mem = format!("{}M", (max * 6 / 10) >> 20);
         let first = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100", "--json"]);
+        promised_at = Instant::now();
         tries += 1;
         if first.status.success() || tries == 3 || !String::from_utf8_lossy(&first.stderr).contains("nothing fits") {
             break (mem, first);
@@ -836,6 +838,16 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     assert_eq!(second.status.code(), Some(1), "{second:?}");
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("nothing fits") && err.contains("the running daemon"), "{err}");
+    // The refusal says what the first launch was promised, and status lists it (the promise holds
+    // 5 s; a loaded host's status call could come later, so its absence alone is no failure).
+    assert!(err.contains("promised to earlier launches: a launch without a pid on nodes"), "{err}");
+    let s = d.status_json();
+    let listed = s["launch_promises"].as_array().unwrap();
+    // Published as the advice was given; held 5 s (LAUNCH_PROMISE_NS).
+    if promised_at.elapsed() < Duration::from_secs(4) {
+        assert_eq!(listed.len(), 1, "{s}");
+    }
+    assert!(listed.iter().all(|l| l.as_str().unwrap().starts_with("a launch without a pid")), "{s}");
     // Without --strict the job still gets an answer: every node, as numad -w gives.
     let third = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100"]);
     assert!(third.status.success(), "{third:?}");

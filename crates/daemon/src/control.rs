@@ -222,6 +222,10 @@ pub struct Status {
     /// is logged.
     #[serde(default)]
     pub journal_lines_dropped: u64,
+    /// Launch advice still counted against the free capacity (`numapilot advise` answers), one
+    /// line each: nodes, CPUs, memory, age and how long it is held. As of the last step.
+    #[serde(default)]
+    pub launch_promises: Vec<String>,
     /// Processes put back as they were before numapilot touched them (affinity, cpuset) because
     /// the operator took them out of its hands while it ran: a reload's `[exclude]` or
     /// `[include]`, or a move into or out of a listed cgroup.
@@ -837,6 +841,9 @@ impl Status {
         }
         if self.journal_lines_dropped > 0 {
             let _ = writeln!(s, "journal: {} lines dropped (not written: see the log)", self.journal_lines_dropped);
+        }
+        for p in &self.launch_promises {
+            let _ = writeln!(s, "launch promise: {p}");
         }
         for n in &self.notes {
             let _ = writeln!(s, "note: {n}");

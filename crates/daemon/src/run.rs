@@ -778,6 +778,7 @@ pub fn serve<H: Host + Restore>(
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
         status.journal_lines_dropped = journal.as_ref().map_or(0, Journal::dropped);
+        status.launch_promises = engine.launch_promises(now);
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         let stretch = backoff.stretch_for(next, engine.next_interval_ns());
         host.set_sampling_stretch(stretch);
@@ -803,7 +804,7 @@ pub fn serve<H: Host + Restore>(
                 commands.as_ref(),
                 until,
                 (&mut engine, &mut adoptions),
-                &status,
+                (&mut status, &shared),
                 w,
                 host.move_wake(),
                 &|pid| host.why_unseen(pid),
@@ -1254,7 +1255,7 @@ fn wait(
     commands: Option<&UnixStream>,
     deadline_ns: u64,
     (engine, adoptions): (&mut Engine, &mut Vec<(u32, numapilot_topology::NodeSet)>),
-    status: &Status,
+    (status, shared): (&mut Status, &Shared),
     mut watch: Option<&mut ThreadWatch>,
     moved: Option<&UnixStream>,
     unseen: &dyn Fn(u32) -> Option<String>,
@@ -1338,6 +1339,10 @@ fn wait(
                             adoptions.push((pid, a.nodes.clone()));
                         }
                         let _ = reply.send(answer);
+                        // Status shows the promise at once, not from the next step, which a
+                        // backed-off loop may not take before the promise ends.
+                        status.launch_promises = engine.launch_promises(numapilot_observe::reader::monotonic_ns());
+                        publish(shared, status);
                     }
                 }
             }
@@ -1427,14 +1432,20 @@ fn advise(
             } else {
                 (request.nodes_now.clone(), "as measured by the client")
             };
+            let promises = engine.launch_promises(now);
             Err(format!(
-                "nothing fits: need {} CPUs and {} MiB; free {whose}, before the daemon's promises: {}",
+                "nothing fits: need {} CPUs and {} MiB; free {whose}, before the daemon's promises: {}{}",
                 numapilot_policy::advise::shown(&request.cpus),
                 request.mem_bytes >> 20,
                 free.iter()
                     .map(|f| format!("node {}: {:.1} CPUs, {} MiB", f.node, f.free_cpus, f.mem_free_bytes >> 20))
                     .collect::<Vec<_>>()
-                    .join("; ")
+                    .join("; "),
+                if promises.is_empty() {
+                    String::new()
+                } else {
+                    format!("; promised to earlier launches: {}", promises.join("; "))
+                }
             ))
         }
     }

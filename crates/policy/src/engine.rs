@@ -72,6 +72,14 @@ pub trait Policy: std::fmt::Debug {
         let _ = (model, now_ns, req);
         None
     }
+
+    /// The launch advice still counted against the free capacity at host time `now_ns`, one line
+    /// each ("pid P on nodes N: C CPUs, M MiB, given T s ago"), for `status` and a refused
+    /// `advise`. The default: none.
+    fn launch_promises(&self, now_ns: u64) -> Vec<String> {
+        let _ = now_ns;
+        Vec::new()
+    }
 }
 
 /// A process about to start, as its launcher describes it (rule "launch-advice"). A VM manager
@@ -235,6 +243,11 @@ impl Engine {
     /// the last step; `now_ns` is the host's clock.
     pub fn advise_launch(&mut self, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
         self.policy.advise_launch(&self.model, now_ns, req)
+    }
+
+    /// The policy's outstanding launch promises ([`Policy::launch_promises`]).
+    pub fn launch_promises(&self, now_ns: u64) -> Vec<String> {
+        self.policy.launch_promises(now_ns)
     }
 
     /// Process `tgid` started a thread (the host heard it as it happened): the last plan's

@@ -232,10 +232,23 @@ fn promises_end_when_the_process_is_seen_or_never_shows() {
     let _ = p.decide(&b2.m);
     let a = p.advise_launch(&b2.m, b2.m.now_ns, &req(61, 8.0, 8)).expect("advice");
     assert_eq!(ids(&a.nodes), vec![1], "vm60's node is still promised: {}", a.reason.detail);
+    // What is promised is listed (status, a refused advise): vm60 and vm61, with their figures.
+    let listed = p.launch_promises(b2.m.now_ns);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed[0].starts_with("pid 60 on nodes 0: 8 CPUs, 8192 MiB, given 2.5 s ago"), "{listed:?}");
+    assert!(listed[0].contains("until it is seen, at most 2.5 s more"), "{listed:?}");
+    assert!(listed[1].starts_with("pid 61 on nodes 1"), "{listed:?}");
     b2.m.now_ns = t0 + numapilot_policy::LAUNCH_PROMISE_NS;
     let _ = p.decide(&b2.m);
     let a = p.advise_launch(&b2.m, b2.m.now_ns, &req(62, 8.0, 8)).expect("advice");
     assert!(!a.reason.detail.contains("pid 60"), "vm60's promise has ended: {}", a.reason.detail);
+    assert!(!p.launch_promises(b2.m.now_ns).iter().any(|l| l.starts_with("pid 60")), "no longer listed");
+    // A launch without a pid is listed for LAUNCH_PROMISE_NS.
+    let anon = LaunchRequest { pid: None, ..req(0, 1.0, 1) };
+    let now = b2.m.now_ns;
+    p.advise_launch(&b2.m, now, &anon).expect("advice");
+    assert!(p.launch_promises(now).iter().any(|l| l.starts_with("a launch without a pid on nodes")));
+    assert!(!p.launch_promises(now + numapilot_policy::LAUNCH_PROMISE_NS).iter().any(|l| l.starts_with("a launch")));
 }
 
 /// A launcher that asked and died before it started its job: a process that took its pid after

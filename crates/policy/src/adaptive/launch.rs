@@ -224,6 +224,38 @@ impl Adaptive {
         !waiting
     }
 
+    /// The promises that count against the free capacity at `now_ns`, one line each: by pid (held
+    /// until the model has seen the process twice, or dropped [`LAUNCH_PROMISE_NS`] after the advice
+    /// if it never shows), then those without one (held [`LAUNCH_PROMISE_NS`]).
+    pub(crate) fn launch_promises_at(&self, now_ns: u64) -> Vec<String> {
+        let line = |who: String, p: &Promise| {
+            let age = now_ns.saturating_sub(p.at_ns);
+            let until = match (who.starts_with("pid"), p.seen) {
+                (true, 0) => format!(
+                    "until it is seen, at most {:.1} s more",
+                    LAUNCH_PROMISE_NS.saturating_sub(age) as f64 / 1e9
+                ),
+                (true, _) => "until the next decision sees it again".to_string(),
+                (false, _) => format!("{:.1} s more", LAUNCH_PROMISE_NS.saturating_sub(age) as f64 / 1e9),
+            };
+            format!(
+                "{who} on nodes {}: {} CPUs, {} MiB, given {:.1} s ago, held {until}",
+                p.nodes,
+                advise::shown(&p.cpus),
+                p.mem_bytes >> 20,
+                age as f64 / 1e9
+            )
+        };
+        let mut out: Vec<String> = self.promises.iter().map(|(pid, p)| line(format!("pid {pid}"), p)).collect();
+        out.extend(
+            self.anonymous_promises
+                .iter()
+                .filter(|p| now_ns.saturating_sub(p.at_ns) < LAUNCH_PROMISE_NS)
+                .map(|p| line("a launch without a pid".into(), p)),
+        );
+        out
+    }
+
     /// Drops anonymous promises older than [`LAUNCH_PROMISE_NS`].
     fn launch_expire(&mut self, now_ns: u64) {
         self.anonymous_promises.retain(|p| now_ns.saturating_sub(p.at_ns) < LAUNCH_PROMISE_NS);

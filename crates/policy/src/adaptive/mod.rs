@@ -727,6 +727,10 @@ impl Policy for Adaptive {
         self.launch(model, now_ns, req)
     }
 
+    fn launch_promises(&self, now_ns: u64) -> Vec<String> {
+        self.launch_promises_at(now_ns)
+    }
+
     fn decide(&mut self, model: &Model) -> Plan {
         self.period += 1;
         self.forget_gone(model);
