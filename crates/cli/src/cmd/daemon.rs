@@ -179,6 +179,13 @@ enum LogSink {
 }
 
 impl LogSink {
+    /// What this process's stderr is, looked at once ([`LogSink::of_stderr`] with the
+    /// environment's `JOURNAL_STREAM`): the log lines and [`daemon_line`] agree.
+    fn stderr() -> LogSink {
+        static SINK: std::sync::OnceLock<LogSink> = std::sync::OnceLock::new();
+        *SINK.get_or_init(|| LogSink::of_stderr(std::env::var("JOURNAL_STREAM").ok().as_deref()))
+    }
+
     /// What stderr is: the journal when `JOURNAL_STREAM` ("DEV:INODE") names stderr's own file
     /// (the variable is inherited by children whose stderr went elsewhere, so it is compared, as
     /// systemd asks), else a terminal or not.
@@ -206,9 +213,7 @@ impl LogSink {
 /// announcements and its failures (exit 1 or 75) were plain lines, priority info to the journal,
 /// so `journalctl -p err` did not show why a start failed (review helper-43).
 pub fn daemon_line(priority: u8, line: &str) {
-    static SINK: std::sync::OnceLock<LogSink> = std::sync::OnceLock::new();
-    let sink = SINK.get_or_init(|| LogSink::of_stderr(std::env::var("JOURNAL_STREAM").ok().as_deref()));
-    if *sink == LogSink::Journal {
+    if LogSink::stderr() == LogSink::Journal {
         eprintln!("<{priority}>{line}");
     } else {
         eprintln!("{line}");
@@ -248,7 +253,7 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
         Ok(v) if !v.is_empty() => log_filter("RUST_LOG", &v)?,
         _ => flag,
     };
-    let sink = LogSink::of_stderr(std::env::var("JOURNAL_STREAM").ok().as_deref());
+    let sink = LogSink::stderr();
     let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
     let _ = match sink {
         LogSink::Journal => fmt.event_format(JournalFormat).try_init(),
