@@ -848,11 +848,14 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
         assert_eq!(listed.len(), 1, "{s}");
     }
     assert!(listed.iter().all(|l| l.as_str().unwrap().starts_with("a launch without a pid")), "{s}");
-    // Without --strict the job still gets an answer: every node, as numad -w gives.
+    // Without --strict the job still gets an answer: every node, as numad -w gives (while the first
+    // promise holds: 5 s, which a loaded host's calls can outlast).
     let third = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100"]);
     assert!(third.status.success(), "{third:?}");
     let err = String::from_utf8_lossy(&third.stderr);
-    assert!(err.contains("the running daemon") && err.contains("advising every node the job can use"), "{err}");
+    if promised_at.elapsed() < Duration::from_secs(4) {
+        assert!(err.contains("the running daemon") && err.contains("advising every node the job can use"), "{err}");
+    }
     // A --pid that names no process is refused before the daemon is asked.
     let out = d.cli(&["advise", "--cpus", "0", "--mem", "1M", "--pid", "4000000000", "--window-ms", "100"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");

@@ -207,14 +207,13 @@ pub struct ActuationSection {
     /// a node's, and a process whose mask is every CPU but these did not pin itself.
     pub reserved_cpus: String,
     /// Also reserve the CPUs the host keeps for work placed on purpose: those the kernel isolated
-    /// at boot (`isolcpus=`, `/sys/devices/system/cpu/isolated`), those booted with adaptive
-    /// ticks (`nohz_full=`, `.../nohz_full`) and those init (pid 1) may not run on (systemd's
-    /// `CPUAffinity=`, every service's default; tuned's cpu-partitioning profile sets it and
-    /// `nohz_full=` without `isolcpus=`). Default true. Source: the kernel's and tuned's
-    /// partitioning (irqbalance likewise keeps IRQs off isolated and nohz_full CPUs). Prevents:
-    /// on such a host every process runs on the other CPUs by default, so a node-wide mask
-    /// numapilot wrote would put threads on a kept CPU, where the kernel never balances them away
-    /// (or, nohz_full, brings its tick back), beside the task it was kept for; and every
+    /// at boot (`isolcpus=`, `/sys/devices/system/cpu/isolated`) and those init (pid 1) may not
+    /// run on (systemd's `CPUAffinity=`, every service's default; tuned's cpu-partitioning profile
+    /// sets it and `nohz_full=` without `isolcpus=`; `nohz_full=` alone reserves nothing, as HPC
+    /// hosts run unpinned work there). Default true. Source: the kernel's and tuned's
+    /// partitioning. Prevents: on such a host every process runs on the other CPUs by default, so
+    /// a node-wide mask numapilot wrote would put threads on a kept CPU, where the kernel never
+    /// balances them away, beside the task it was kept for; and every
     /// process's default mask read as a pin of its own, so nothing was managed.
     pub reserve_isolated: bool,
 }

@@ -677,6 +677,8 @@ pub fn serve<H: Host + Restore>(
         announce(&format!("numapilot: metrics on http://{bound}/metrics"));
     }
     let mut journal = open_journal(&config)?;
+    // Lines dropped by journals a reload replaced.
+    let mut dropped_before = 0;
     status.notes = host.notes();
     let file_of = |f: &Option<std::path::PathBuf>| f.as_ref().map_or("(defaults)".into(), |p| p.display().to_string());
     if let Some(j) = journal.as_mut() {
@@ -777,7 +779,7 @@ pub fn serve<H: Host + Restore>(
         let now = numapilot_observe::reader::monotonic_ns();
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
-        status.journal_lines_dropped = journal.as_ref().map_or(0, Journal::dropped);
+        status.journal_lines_dropped = dropped_before + journal.as_ref().map_or(0, Journal::dropped);
         status.launch_promises = engine.launch_promises(now);
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         let stretch = backoff.stretch_for(next, engine.next_interval_ns());
@@ -904,7 +906,11 @@ pub fn serve<H: Host + Restore>(
                                 || new.config.daemon.journal_max_bytes != config.daemon.journal_max_bytes
                             {
                                 match open_journal(&new.config) {
-                                    Ok(j) => journal = j,
+                                    Ok(j) => {
+                                        // The count stays a counter across the change of file.
+                                        dropped_before += journal.as_ref().map_or(0, Journal::dropped);
+                                        journal = j;
+                                    }
                                     Err(e) => {
                                         tracing::error!("{e}; keeping the previous journal");
                                         // The configuration in force names the journal in use, so

@@ -930,8 +930,9 @@ fn reserved_cpus_are_never_placed_on_and_a_mask_without_them_is_no_pin() {
 /// The CPUs the host keeps for work placed on purpose, on roots built as each kind of host shows
 /// them: `isolcpus=` (the kernel's `isolated` file; init's mask leaves them out too, one reason
 /// given), tuned's cpu-partitioning (`nohz_full=` and systemd's `CPUAffinity=` giving init every
-/// CPU but those, `isolated` empty), `CPUAffinity=` alone, `nohz_full=` alone (init's mask every
-/// CPU): each reserved with its reason, the operator's list beside them; `reserve_isolated = false`
+/// CPU but those, `isolated` empty), `CPUAffinity=` alone: each reserved with its reason, the
+/// operator's list beside them; `nohz_full=` alone (init's mask every CPU) reserves nothing;
+/// `reserve_isolated = false`
 /// keeps only the operator's. A root without init's status reserves nothing for it; a file that is
 /// not a CPU list stops the start, naming the file.
 #[test]
@@ -965,9 +966,15 @@ fn the_cpus_a_partitioned_host_keeps_are_reserved_with_their_reason() {
     let none = CpuSet::new();
     let cases = [
         ("isolcpus=6-7", host("6-7", "(null)", Some("0-5")), "6-7", "isolated by the kernel (isolcpus=): 6-7"),
-        ("tuned cpu-partitioning", host("", "4-7", Some("0-3")), "4-7", "adaptive ticks (nohz_full=): 4-7"),
+        (
+            "tuned cpu-partitioning",
+            host("", "4-7", Some("0-3")),
+            "4-7",
+            "adaptive ticks (nohz_full=) outside init's affinity: 4-7",
+        ),
         ("CPUAffinity= alone", host("", "", Some("0-5")), "6-7", "outside init's affinity (systemd CPUAffinity=): 6-7"),
-        ("nohz_full= alone", host("", "7", Some("0-7")), "7", "adaptive ticks (nohz_full=): 7"),
+        // An HPC host's nohz_full= CPUs run its unpinned work: nothing kept (review helper-44).
+        ("nohz_full= alone", host("", "1-7", Some("0-7")), "", ""),
         (
             "isolcpus= and CPUAffinity=",
             host("7", "", Some("0-5")),
@@ -1043,6 +1050,7 @@ fn why_a_process_is_not_managed_is_named() {
         o.min_rss_kb = 1 << 40;
     });
     assert!(host.why_unseen(u32::MAX - 1).unwrap().starts_with("no such process"));
+    assert_eq!(host.why_unseen(1).as_deref(), Some("pid 1 is init: never managed"));
     if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
         assert!(host.why_unseen(2).unwrap().starts_with("a kernel thread"));
     }
@@ -1977,15 +1985,17 @@ fn a_program_replaced_at_its_path_is_still_the_same_program() {
     std::fs::remove_file(&path).unwrap();
     std::fs::copy("/bin/sleep", &path).unwrap();
     let mut new = start(&path);
-    let link = std::fs::read_link(format!("/proc/{}/exe", old.id())).unwrap();
+    let exe = |c: &std::process::Child| std::path::PathBuf::from(format!("/proc/{}/exe", c.id()));
+    let link = std::fs::read_link(exe(&old)).unwrap();
     assert!(link.to_string_lossy().ends_with("numapilot (deleted)"), "{link:?}");
-    assert!(runs_same_program(old.id(), new.id()), "the file now at the old one's path");
-    assert!(runs_same_program(new.id(), old.id()));
+    assert!(runs_same_program(&exe(&old), new.id()), "the file now at the old one's path");
+    assert!(runs_same_program(&exe(&new), new.id()), "the same file");
+    assert!(!runs_same_program(&exe(&new), old.id()), "the new one's file is not deleted: no path rule");
     let elsewhere = dir.path().join("other");
     std::fs::copy("/bin/sleep", &elsewhere).unwrap();
     let mut other = start(&elsewhere);
-    assert!(!runs_same_program(old.id(), other.id()) && !runs_same_program(new.id(), other.id()));
-    assert!(!runs_same_program(new.id(), u32::MAX - 1), "no such process");
+    assert!(!runs_same_program(&exe(&old), other.id()) && !runs_same_program(&exe(&new), other.id()));
+    assert!(!runs_same_program(&exe(&new), u32::MAX - 1), "no such process");
     for c in [&mut old, &mut new, &mut other] {
         let _ = c.kill();
         let _ = c.wait();

@@ -531,7 +531,7 @@ fn nohz_full_cpus_outside_inits_affinity_are_never_placed_on() {
     assert_eq!(ok(run, "isolated").trim(), "", "no isolcpus=");
     assert_eq!(ok(run, "nohz-full").trim(), "3", "the kernel runs CPU 3 with adaptive ticks");
     assert!(ok(run, "init-status").contains("Cpus_allowed_list:\t0-2\n"), "init's affinity set to 0-2");
-    the_kept_cpu_is_never_placed_on(run, "adaptive ticks (nohz_full=): 3");
+    the_kept_cpu_is_never_placed_on(run, "adaptive ticks (nohz_full=) outside init's affinity: 3");
 }
 
 fn the_kept_cpu_is_never_placed_on(run: &GuestRun, why: &str) {

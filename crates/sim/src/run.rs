@@ -326,8 +326,9 @@ pub fn tunables_from_file(path: &std::path::Path) -> Result<Tunables, TunablesFi
 /// section pasted serves as is (review helper-41: "unknown field `tunables`").
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(dead_code)] // The daemon's tables are accepted, not read.
+#[allow(dead_code)] // The daemon's tables other than [daemon] are accepted, not read.
 struct InDaemonConfig {
+    #[serde(default)]
     tunables: Tunables,
     daemon: Option<toml::Value>,
     exclude: Option<toml::Value>,
@@ -344,8 +345,18 @@ pub fn tunables_from_str(text: &str, path: &str) -> Result<Tunables, TunablesFil
         message: e.to_string().trim().to_string(),
     };
     let top: toml::Table = toml::from_str(text).map_err(parse_err)?;
-    let t: Tunables = if top.get("tunables").is_some_and(toml::Value::is_table) {
-        toml::from_str::<InDaemonConfig>(text).map_err(parse_err)?.tunables
+    const DAEMON_TABLES: [&str; 6] = ["tunables", "daemon", "exclude", "include", "actuation", "signals"];
+    let t: Tunables = if top.iter().any(|(k, v)| v.is_table() && DAEMON_TABLES.contains(&k.as_str())) {
+        let c = toml::from_str::<InDaemonConfig>(text).map_err(parse_err)?;
+        let mut t = c.tunables;
+        // `[daemon] interval_ms` replaces `tunables.interval_ms` in the daemon: here too.
+        if let Some(ms) = c.daemon.as_ref().and_then(|d| d.get("interval_ms")).and_then(toml::Value::as_integer) {
+            t.interval_ms = u64::try_from(ms).map_err(|_| TunablesFileError::Parse {
+                path: path.to_string(),
+                message: format!("[daemon] interval_ms = {ms}: must be a positive number of ms"),
+            })?;
+        }
+        t
     } else {
         toml::from_str(text).map_err(parse_err)?
     };

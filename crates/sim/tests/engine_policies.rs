@@ -192,7 +192,10 @@ fn tunables_files_parse_validate_and_name_the_field() {
     // The daemon's configuration, or its [tunables] table pasted: the same fields; its other tables
     // accepted, an unknown one or key named.
     let daemon = "[daemon]\ninterval_ms = 500\n\n[tunables]\nnumad_interval_max_s = 20\n";
-    assert_eq!(run::tunables_from_str(daemon, "np.toml").unwrap().numad_interval_max_s, 20);
+    let t = run::tunables_from_str(daemon, "np.toml").unwrap();
+    assert_eq!((t.numad_interval_max_s, t.interval_ms), (20, 500), "[daemon] interval_ms applies as in the daemon");
+    let t = run::tunables_from_str("[daemon]\ndry_run = true\n", "np.toml").unwrap();
+    assert_eq!(t, Tunables::default(), "a daemon file without [tunables]: the defaults");
     let e = run::tunables_from_str("[tunables]\nnumad_intreval_max_s = 20\n", "np.toml").unwrap_err().to_string();
     assert!(e.contains("numad_intreval_max_s") && e.contains("line 2"), "{e}");
     let e = run::tunables_from_str("[tunables]\n[daemons]\n", "np.toml").unwrap_err().to_string();

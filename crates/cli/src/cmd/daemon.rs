@@ -498,7 +498,8 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     if a.pid == Some(0) {
         anyhow::bail!("--pid 0: not a process id");
     }
-    let socket = if offline { PathBuf::new() } else { client_socket(a.socket.clone(), None)? };
+    // The configuration file is read for the socket only when a daemon may be asked.
+    let socket = if offline || a.no_daemon { PathBuf::new() } else { client_socket(a.socket.clone(), None)? };
     let ask_daemon = !offline && !a.no_daemon && std::fs::symlink_metadata(&socket).is_ok();
     if a.pid.is_some() && !offline && !ask_daemon {
         if a.no_daemon {

@@ -169,6 +169,10 @@ the metrics port taken, /run full, /proc unreadable. The systemd unit tries agai
 \fBRUST_LOG\fR
 Log filter, as \fB\-\-log\fR, which it overrides (checked the same way).
 .TP
+\fBNOTIFY_SOCKET\fR
+Set by systemd for \fBType=notify\fR: the daemon says READY=1 once its socket, metrics port and
+journal are open, RELOADING=1 and READY=1 around a reload, STOPPING=1 before the restore.
+.TP
 \fBJOURNAL_STREAM\fR
 Set by systemd: when it names the daemon's stderr, log lines carry their syslog priority (\fB<3>\fR
 error to \fB<7>\fR debug) and no time, for the journal.

@@ -105,9 +105,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
     /// Tunables of the engine policies (numapilot, numad): a TOML file of `Tunables` fields, at its
-    /// top level or in a `[tunables]` table as the daemon's configuration has them (its other
-    /// tables are accepted and not used); missing keys keep their defaults. Checked before anything
-    /// runs.
+    /// top level or in a `[tunables]` table as the daemon's configuration has them (its `[daemon]
+    /// interval_ms` applies as in the daemon, its other tables are accepted and not used); missing
+    /// keys keep their defaults. Checked before anything runs.
     #[arg(long, value_name = "FILE")]
     pub tunables: Option<PathBuf>,
     /// Output options.

@@ -96,7 +96,7 @@ pub struct LiveOptions {
     /// CPUs never placed on (`[actuation] reserved_cpus`, numad's `-R`). Default none.
     pub reserved_cpus: CpuSet,
     /// Reserve the CPUs the host keeps for work placed on purpose as well (`[actuation]
-    /// reserve_isolated`: `isolcpus=`, `nohz_full=` and those outside init's affinity;
+    /// reserve_isolated`: `isolcpus=` and those outside init's affinity;
     /// [`reserved_cpus`]). Default true.
     pub reserve_isolated: bool,
 }
@@ -216,15 +216,20 @@ pub struct RestoreReport {
 
 /// The CPUs placement never uses (rule reserved-cpus): `[actuation] reserved_cpus`, and unless
 /// `reserve_isolated` is off those the host keeps for work placed on purpose: the kernel's
-/// isolated CPUs (`isolcpus=`, `ROOT/sys/devices/system/cpu/isolated`), its adaptive-tick CPUs
-/// (`nohz_full=`, `.../nohz_full`), and the CPUs among `online` and init's cpuset that init (pid 1)
-/// may not run on (systemd's `CPUAffinity=`, inherited by every service: tuned's cpu-partitioning profile sets it
-/// to all but its isolated cores and boots those `nohz_full` without `isolcpus=`). On such a host
-/// every process's default mask leaves them out, so without them the daemon took every process for
-/// one that pinned itself and managed nothing, or, for `nohz_full` alone, would put a second task
-/// on a CPU kept for one. With a note saying which and why when there are any. Read once, at
-/// start. A file that cannot be read or parsed stops the start (a kept CPU taken for a free one
-/// would be placed on); init's status absent (a fixture root) or hidden counts as every CPU.
+/// isolated CPUs (`isolcpus=`, `ROOT/sys/devices/system/cpu/isolated`), and the CPUs among
+/// `online` and init's cpuset that init (pid 1) may not run on (systemd's `CPUAffinity=`,
+/// inherited by every service: tuned's cpu-partitioning profile sets it to all but its isolated
+/// cores and boots those `nohz_full=` without `isolcpus=`; such CPUs are named nohz_full too when
+/// they are). On such a host every process's default mask leaves them out, so without them the
+/// daemon took every process for one that pinned itself and managed nothing. `nohz_full=` alone
+/// reserves nothing: HPC hosts boot most CPUs so and run their unpinned work there (review
+/// helper-44: `nohz_full=1-63` would have left two CPUs to place on). Init's mask counts only in
+/// the initial pid namespace (a container's init may be its application, pinned by its entrypoint)
+/// or on a fixture root; init itself is never managed (`select::exclusion`), so its mask is never
+/// numapilot's. With a note saying which and why when there are any. Read once, at start: a CPU
+/// offline then is not judged. A sysfs file that cannot be read or parsed stops the start (a kept
+/// CPU taken for a free one would be placed on); init's status absent (a fixture root) or
+/// unreadable (`hidepid=`) counts as every CPU.
 pub fn reserved_cpus(
     root: &Path,
     configured: &CpuSet,
@@ -238,22 +243,25 @@ pub fn reserved_cpus(
         let err = |e: numapilot_topology::TopologyError| LiveError::Unavailable(format!("{e}{hint}"));
         let isolated = numapilot_topology::sysfs::isolated_cpus(root).map_err(err)?;
         let nohz = numapilot_topology::sysfs::nohz_full_cpus(root).map_err(err)?;
-        let init = numapilot_observe::Reader::new(root)
-            .read_status(1)
-            .map_err(|e| LiveError::Unavailable(format!("reading init's CPU affinity (pid 1): {e}{hint}")))?;
-        // Within init's cpuset: a container's init runs on its cpuset's CPUs, which is no
+        let live = root == Path::new("/");
+        // PROC_PID_INIT_INO (include/linux/proc_ns.h): the initial pid namespace's inode.
+        const INITIAL_PID_NS: u64 = 0xEFFF_FFFC;
+        let host_init = !live || state::pid_namespace() == Some(INITIAL_PID_NS);
+        let init = host_init.then(|| numapilot_observe::Reader::new(root).read_status(1).ok().flatten()).flatten();
+        // Within init's cpuset: an init confined to a cpuset runs on its CPUs, which is no
         // CPUAffinity= of anyone's (those CPUs are out of reach anyway, rule confined-within-cpuset).
-        let init_cpuset = (root == Path::new("/"))
+        let init_cpuset = live
             .then(|| CpusetHierarchy::detect(None))
             .flatten()
             .and_then(|h| select::cpuset_effective_cpus(&h, 1))
             .map_or_else(|| online.clone(), |c| online.intersection(&c));
         let outside_init = init.map_or_else(CpuSet::new, |st| init_cpuset.difference(&st.cpus_allowed));
+        let kept_nohz = outside_init.intersection(&nohz);
         // Each CPU named under the first reason that holds: isolcpus= leaves init without its
         // CPUs too, which is not a second reservation.
         for (set, what) in [
             (isolated, "isolated by the kernel (isolcpus=)"),
-            (nohz, "adaptive ticks (nohz_full=)"),
+            (kept_nohz, "adaptive ticks (nohz_full=) outside init's affinity"),
             (outside_init, "outside init's affinity (systemd CPUAffinity=)"),
         ] {
             let new = set.difference(&all);

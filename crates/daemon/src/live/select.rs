@@ -132,31 +132,31 @@ pub fn cgroup_paths_with(pid: u32, came_from: Option<&str>) -> Option<Vec<String
 const TOOL_COMM: &str = "numapilot";
 
 /// Whether `pid` runs this process's executable: the same file (device and inode of
-/// `/proc/PID/exe` and `/proc/self/exe`), or the file installed since at the same path (an upgrade
-/// replaces `/usr/local/bin/numapilot` while the daemon runs: its own link then reads
-/// "/usr/local/bin/numapilot (deleted)", and the new tools, another inode, were taken for other
-/// programs and placed, review helper-41). A process whose executable cannot be read (gone, or a
-/// kernel thread) is not.
+/// `/proc/PID/exe` and `/proc/self/exe`), or, when the daemon's own file was replaced since it
+/// started (an upgrade: its link reads "/usr/local/bin/numapilot (deleted)"), the file now at that
+/// path as this process sees it. The new tools, another inode, were taken for other programs and
+/// placed (review helper-41). A path is not compared as text: a process in a mount namespace of
+/// its own names its files from its own root (review helper-44). A process whose executable
+/// cannot be read (gone, or a kernel thread) is not.
 fn same_executable(pid: u32) -> bool {
-    runs_same_program(std::process::id(), pid)
+    runs_same_program(std::path::Path::new("/proc/self/exe"), pid)
 }
 
-/// Whether processes `a` and `b` run the same executable file, or files at the same path (one
-/// replaced since the other started). See [`same_executable`].
-pub fn runs_same_program(a: u32, b: u32) -> bool {
+/// Whether process `pid` runs the program `own` (a `/proc/.../exe` link) runs: the same file, or,
+/// `own`'s file deleted, the file at its old path now (resolved in this process's mount
+/// namespace), compared by device and inode. See [`same_executable`].
+pub fn runs_same_program(own: &std::path::Path, pid: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let exe = |pid: u32| format!("/proc/{pid}/exe");
-    let id = |pid: u32| std::fs::metadata(exe(pid)).ok().map(|m| (m.dev(), m.ino()));
-    let path = |pid: u32| {
-        let link = std::fs::read_link(exe(pid)).ok()?;
-        let bytes = link.as_os_str().as_encoded_bytes();
-        let kept = bytes.strip_suffix(b" (deleted)").unwrap_or(bytes).to_vec();
-        Some(kept)
-    };
-    match (id(a), id(b)) {
-        (Some(x), Some(y)) if x == y => true,
-        _ => path(a).is_some_and(|p| Some(p) == path(b)),
+    let id = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let Some(theirs) = id(std::path::Path::new(&format!("/proc/{pid}/exe"))) else { return false };
+    if id(own) == Some(theirs) {
+        return true;
     }
+    let Ok(link) = std::fs::read_link(own) else { return false };
+    let bytes = link.as_os_str().as_encoded_bytes();
+    let Some(path) = bytes.strip_suffix(b" (deleted)") else { return false };
+    let path = std::path::Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path));
+    id(path) == Some(theirs)
 }
 
 /// Why a process is excluded (this process itself and its tools, always; then the options' pid, comm, cgroup; then,
@@ -172,6 +172,12 @@ pub fn exclusion(
     // pages (the 2-node rig saw it migrate itself every step, EACCES partial) only costs.
     if pid == std::process::id() {
         return Some(format!("pid {pid} is numapilot itself"));
+    }
+    // Init, whatever the options say: it starts every service with its own mask (systemd's
+    // CPUAffinity=), which the reserved CPUs are read from at start; a placed init would have a
+    // restarted daemon read numapilot's mask as the host's (review helper-44).
+    if pid == 1 {
+        return Some("pid 1 is init: never managed".into());
     }
     // Its own tools (`numapilot advise`, `status`, `explain`, `stat`: the daemon's executable under
     // its own name), whatever the options say: `advise` measures the CPUs its launcher may use
