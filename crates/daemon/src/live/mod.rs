@@ -251,9 +251,8 @@ pub fn reserved_cpus(
         // Within init's cpuset: an init confined to a cpuset runs on its CPUs, which is no
         // CPUAffinity= of anyone's (those CPUs are out of reach anyway, rule confined-within-cpuset).
         let init_cpuset = live
-            .then(|| CpusetHierarchy::detect(None))
+            .then(|| state::allowed_cpus(1, CpusetHierarchy::detect(None).as_ref()))
             .flatten()
-            .and_then(|h| select::cpuset_effective_cpus(&h, 1))
             .map_or_else(|| online.clone(), |c| online.intersection(&c));
         let outside_init = init.map_or_else(CpuSet::new, |st| init_cpuset.difference(&st.cpus_allowed));
         let kept_nohz = outside_init.intersection(&nohz);
