@@ -8,9 +8,12 @@
 #   rig:    qemu-system-x86 (TCG emulation), busybox-static (guest userland), cpio, numactl + numad (reference tools,
 #           also copied into the guests), xz-utils (kernel modules), binutils (objcopy strips our binaries), apt's
 #           own `apt-get download` fetches the guest kernel (done by the rig itself, on first use, into rig/cache)
+#   lint:   Debian's prometheus package, downloaded and unpacked into rig/cache/prometheus, never installed (its
+#           promtool checks the daemon's metrics; installing would start a Prometheus server)
 #   ebpf:   clang (compiles the wake-up tracer's BPF program), libbpf-dev libelf-dev zlib1g-dev (the system libbpf
 #           and the libraries it links; crates/ebpf's `ebpf` feature, built by the rig tests)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(build-essential pkg-config ca-certificates curl
   qemu-system-x86 busybox-static cpio numactl numad xz-utils binutils fonts-dejavu-core time
@@ -36,6 +39,26 @@ if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
     sh -s -- -y --profile minimal --component rustfmt,clippy
 fi
+# promtool (`promtool check metrics`, Prometheus's own linter of the exposition format) for the metrics tests.
+promtool_dir=rig/cache/prometheus
+if [ ! -x "$promtool_dir/usr/bin/promtool" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: promtool missing ($promtool_dir); run as root" >&2
+    exit 1
+  fi
+  echo "setup: fetching Debian's prometheus package for its promtool (unpacked into $promtool_dir, not installed)"
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp" # apt fetches as its _apt user
+  (cd "$tmp" && { apt-get download -q prometheus || { apt-get update -q && apt-get download -q prometheus; }; })
+  rm -rf "$promtool_dir"
+  mkdir -p "$promtool_dir"
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$promtool_dir"
+  rm -rf "$tmp"
+  # Only promtool is kept (the server is 100 MB more of the cache).
+  find "$promtool_dir" -type f ! -path "*/usr/bin/promtool" -delete
+fi
+"$promtool_dir/usr/bin/promtool" --version >/dev/null
+
 export PATH="$HOME/.cargo/bin:$PATH"
 for c in cargo rustfmt cargo-clippy; do
   command -v "$c" >/dev/null 2>&1 || {

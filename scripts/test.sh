@@ -14,6 +14,8 @@ df -h . | sed 's/^/test.sh: disk: /'
 export NUMAPILOT_RIG=1
 # The byte-for-byte comparisons with Debian numactl/numastat must run, not skip (setup.sh installs them).
 export NUMAPILOT_REQUIRE_NUMACTL=1
+# The metrics are checked by Prometheus's promtool (setup.sh unpacks Debian's): that test must run too.
+export NUMAPILOT_REQUIRE_PROMTOOL=1
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The eBPF wake-up tracer is behind a cargo feature (it needs clang and libbpf-dev, which setup.sh installs):

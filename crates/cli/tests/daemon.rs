@@ -26,6 +26,11 @@ impl Daemon {
     }
 
     fn start_as(extra_config: &str, uid: Option<u32>) -> Daemon {
+        Self::start_with(extra_config, uid, &[])
+    }
+
+    /// With `args` after the daemon's own (flags override the file).
+    fn start_with(extra_config: &str, uid: Option<u32>, args: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         if let Some(uid) = uid {
             let c = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
@@ -56,6 +61,7 @@ impl Daemon {
             .arg(&config)
             .arg("--socket")
             .arg(&socket)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -184,7 +190,9 @@ fn daemon_status_metrics_hup_and_term() {
     let m = scrape(&addr);
     assert!(m.starts_with("HTTP/1.1 200 OK"), "{m}");
     assert!(m.contains("# TYPE numapilot_steps_total counter"), "{m}");
-    assert!(m.contains("numapilot_info{version=\""), "{m}");
+    assert!(m.contains("numapilot_build_info{version=\""), "{m}");
+    assert!(m.contains("\nnumapilot_dry_run 1\n"), "{m}");
+    assert!(m.contains("\nprocess_resident_memory_bytes "), "{m}");
 
     // SIGHUP with a broken file: rejected, logged, the daemon keeps running and answering.
     let good = std::fs::read_to_string(&d.config).unwrap();
@@ -238,6 +246,56 @@ fn daemon_status_metrics_hup_and_term() {
 /// SIGUSR1, SIGUSR2 and SIGALRM are logged and ignored, SIGQUIT stops with the restore, as
 /// SIGTERM does: left to their default action each ended the daemon without putting anything
 /// back (review helper-34).
+/// `status --check`, a monitoring plugin's check: OK (0) with what the daemon does; WARNING (1)
+/// while its journal cannot be written (/dev/full: every write fails with ENOSPC), said on the
+/// plain status too; CRITICAL (2) with no daemon; UNKNOWN (3) when the socket is no socket.
+#[test]
+fn status_check_reports_health_as_a_monitoring_plugin() {
+    let check = |socket: &Path, json: bool| {
+        let mut args = vec!["status", "--check", "--socket", socket.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        let o = Command::new(BIN).args(&args).output().unwrap();
+        (o.status.code(), String::from_utf8(o.stdout).unwrap())
+    };
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    d.wait_status(|s| s["steps"].as_u64().unwrap_or(0) >= 2);
+    let (code, out) = check(&d.socket, false);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with("OK: numapilot ") && out.contains(", observe only (dry run), ") && out.contains("last step "),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(d.stop_with(libc::SIGTERM, "SIGTERM").success());
+
+    let mut d = Daemon::start_with("", None, &["--journal", "/dev/full"]);
+    d.wait_line("numapilot: started");
+    d.wait_status(|s| s["journal_lines_dropped"].as_u64().unwrap_or(0) >= 1 && s["steps"].as_u64().unwrap_or(0) >= 2);
+    let (code, out) = check(&d.socket, false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.starts_with("WARNING: the journal cannot be written: "), "{out}");
+    let (code, json) = check(&d.socket, true);
+    assert_eq!(code, Some(1), "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["level"], "WARNING", "{v}");
+    assert_eq!(v["reasons"][0]["level"], "WARNING", "{v}");
+    let plain = d.cli(&["status"]);
+    assert!(String::from_utf8_lossy(&plain.stdout).contains("\nWARNING: the journal cannot be written"), "{plain:?}");
+    let socket = d.socket.clone();
+    assert!(d.stop_with(libc::SIGTERM, "SIGTERM").success());
+
+    let (code, out) = check(&socket, false);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.starts_with("CRITICAL: not running: "), "{out}");
+    let not_a_socket = tempfile::NamedTempFile::new().unwrap();
+    let (code, out) = check(not_a_socket.path(), false);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.starts_with("UNKNOWN: "), "{out}");
+}
+
 #[test]
 fn stray_signals_are_ignored_and_sigquit_restores() {
     let mut d = Daemon::start("");

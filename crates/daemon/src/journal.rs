@@ -318,6 +318,11 @@ impl Journal {
         }
     }
 
+    /// Whether the last write failed (lines are being dropped until one succeeds).
+    pub fn failing(&self) -> bool {
+        self.failing
+    }
+
     /// Lines [`Journal::write_logged`] could not write since the journal opened.
     pub fn dropped(&self) -> u64 {
         self.dropped

@@ -24,7 +24,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::control::{Shared, Status};
+use crate::control::{Shared, Status, STEP_BUCKETS_S};
 
 /// Longest request head read, bytes.
 const MAX_HEAD: usize = 8192;
@@ -121,9 +121,9 @@ fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     let path = target.split('?').next().unwrap_or("");
     match (method, path) {
         ("GET", "/metrics") => {
-            let mut s = shared.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            s.uptime_s = numapilot_observe::reader::monotonic_ns().saturating_sub(shared.started_ns) as f64 / 1e9;
-            respond(&mut stream, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &render(&s))
+            let mut body = render(&shared.snapshot());
+            body.push_str(&render_process(&ProcessFigures::own()));
+            respond(&mut stream, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &body)
         }
         ("GET", "/") => respond(&mut stream, "200 OK", "text/plain", "numapilot: metrics at /metrics\n"),
         ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", "not found; metrics are at /metrics\n"),
@@ -177,12 +177,25 @@ fn fmt_value(v: f64) -> String {
     }
 }
 
-/// The exposition text for a status snapshot.
+/// Action kinds, as the journal names them (`journal::kind_name`): each counter family by kind
+/// has a series for every one from the start, at 0, so a rate over it is 0, not absent.
+const KINDS: [&str; 4] = ["set-affinity", "migrate-pages", "move-ranges", "interleave"];
+
+/// Outcomes counted as failures (`journal::outcome_name` of an action not done in full).
+const FAILED_OUTCOMES: [&str; 3] = ["partial", "refused", "vanished"];
+
+/// The exposition text for a status snapshot (the daemon's own families; the process
+/// collector's are [`render_process`]).
 pub fn render(s: &Status) -> String {
     let mut o = Out(String::with_capacity(4096));
-    o.family("numapilot_info", "gauge", "Daemon build and mode (value 1).");
-    o.sample("numapilot_info", &[("version", &s.version), ("dry_run", if s.dry_run { "true" } else { "false" })], 1.0);
-    o.one("numapilot_uptime_seconds", "gauge", "Seconds since the daemon started.", s.uptime_s);
+    o.family("numapilot_build_info", "gauge", "The daemon's version (value 1).");
+    o.sample("numapilot_build_info", &[("version", &s.version)], 1.0);
+    o.one(
+        "numapilot_dry_run",
+        "gauge",
+        "1 while the daemon only observes and plans (a dry run, or not root).",
+        if s.dry_run || s.observe_only_reason.is_some() { 1.0 } else { 0.0 },
+    );
     o.one("numapilot_interval_seconds", "gauge", "Engine step interval.", s.interval_ms as f64 / 1e3);
     o.one(
         "numapilot_next_interval_seconds",
@@ -204,12 +217,29 @@ pub fn render(s: &Status) -> String {
         s.step_errors as f64,
     );
     o.one(
-        "numapilot_last_cycle_seconds",
+        "numapilot_last_step_duration_seconds",
         "gauge",
         "Duration of the last step (observe, model, plan, act).",
         s.last_cycle_s,
     );
-    o.one("numapilot_cycle_seconds_total", "counter", "Sum of all step durations.", s.cycle_s_total);
+    o.one(
+        "numapilot_last_step_timestamp_seconds",
+        "gauge",
+        "Unix time the last step ended (0 before the first): time() minus it is how long the loop has not stepped.",
+        s.last_step_unix_s,
+    );
+    o.family(
+        "numapilot_step_duration_seconds",
+        "histogram",
+        "Duration of each step, failed ones too (observe, model, plan, act).",
+    );
+    let mut cumulative = 0;
+    for (i, le) in STEP_BUCKETS_S.iter().map(|b| fmt_value(*b)).chain(["+Inf".to_string()]).enumerate() {
+        cumulative += s.step_histogram.get(i).copied().unwrap_or(0);
+        o.sample("numapilot_step_duration_seconds_bucket", &[("le", &le)], cumulative as f64);
+    }
+    o.sample("numapilot_step_duration_seconds_sum", &[], s.cycle_s_total);
+    o.sample("numapilot_step_duration_seconds_count", &[], cumulative as f64);
     o.family(
         "numapilot_step_phase_seconds_total",
         "counter",
@@ -229,15 +259,22 @@ pub fn render(s: &Status) -> String {
     if let Some(l) = s.local_access {
         o.sample("numapilot_local_access_ratio", &[], l);
     }
-    o.one("numapilot_actions_total", "counter", "Actions planned (all kinds).", s.actions as f64);
-    o.family("numapilot_actions_by_kind_total", "counter", "Actions planned, by kind.");
-    for (k, v) in &s.actions_by_kind {
-        o.sample("numapilot_actions_by_kind_total", &[("kind", k)], *v as f64);
+    o.family("numapilot_actions_total", "counter", "Actions planned, by kind (carried out unless a dry run).");
+    for k in KINDS.iter().copied().chain(s.actions_by_kind.keys().map(String::as_str).filter(|k| !KINDS.contains(k))) {
+        o.sample("numapilot_actions_total", &[("kind", k)], s.actions_by_kind.get(k).copied().unwrap_or(0) as f64);
     }
     o.family("numapilot_action_failures_total", "counter", "Actions not done in full, by kind and outcome.");
+    let mut failures: std::collections::BTreeMap<(&str, &str), u64> = std::collections::BTreeMap::new();
+    for kind in KINDS {
+        for outcome in FAILED_OUTCOMES {
+            failures.insert((kind, outcome), 0);
+        }
+    }
     for (k, v) in &s.failures_by_kind {
-        let (kind, outcome) = k.split_once('/').unwrap_or((k, ""));
-        o.sample("numapilot_action_failures_total", &[("kind", kind), ("outcome", outcome)], *v as f64);
+        *failures.entry(k.split_once('/').unwrap_or((k, ""))).or_default() += v;
+    }
+    for ((kind, outcome), v) in failures {
+        o.sample("numapilot_action_failures_total", &[("kind", kind), ("outcome", outcome)], v as f64);
     }
     o.one("numapilot_pages_moved_total", "counter", "Base pages moved.", s.pages_moved as f64);
     o.one(
@@ -252,10 +289,13 @@ pub fn render(s: &Status) -> String {
         "1 while the page mover is moving a process's pages.",
         if s.move_running.is_some() { 1.0 } else { 0.0 },
     );
-    o.one("numapilot_pages_failed_total", "counter", "Base pages that could not be moved.", s.pages_failed as f64);
-    o.family("numapilot_pages_failed_by_cause_total", "counter", "Base pages not moved, by cause (errno name).");
+    o.family(
+        "numapilot_pages_failed_total",
+        "counter",
+        "Base pages that could not be moved, by cause (an errno name, or why a move stopped).",
+    );
     for (k, v) in &s.pages_failed_by_cause {
-        o.sample("numapilot_pages_failed_by_cause_total", &[("cause", k)], *v as f64);
+        o.sample("numapilot_pages_failed_total", &[("cause", k)], *v as f64);
     }
     o.family(
         "numapilot_bookkeeping_entries",
@@ -298,23 +338,37 @@ pub fn render(s: &Status) -> String {
         s.journal_lines_dropped as f64,
     );
     o.one(
+        "numapilot_state_unsaved",
+        "gauge",
+        "1 while the state file cannot be saved: nothing is changed until it can.",
+        if s.state_unsaved { 1.0 } else { 0.0 },
+    );
+    o.one(
         "numapilot_released_total",
         "counter",
         "Processes put back as before numapilot touched them because they were excluded (or left [include]) while placed.",
         s.released as f64,
     );
-    o.family("numapilot_node_load", "gauge", "Load of a node's resource (busy time or use / capacity, 0..1).");
+    o.family("numapilot_node_load_ratio", "gauge", "Load of a node's resource (busy time or use / capacity, 0..1).");
     for n in &s.nodes {
         let node = n.node.to_string();
         for r in n.resources.iter().filter(|r| r.known) {
-            o.sample("numapilot_node_load", &[("node", &node), ("resource", &r.resource)], r.load);
+            o.sample("numapilot_node_load_ratio", &[("node", &node), ("resource", &r.resource)], r.load);
         }
     }
-    o.family("numapilot_node_interference", "gauge", "Interference on a node's resource (waiting time / period).");
+    o.family(
+        "numapilot_node_interference_ratio",
+        "gauge",
+        "Interference on a node's resource (waiting time / period).",
+    );
     for n in &s.nodes {
         let node = n.node.to_string();
         for r in n.resources.iter().filter(|r| r.known) {
-            o.sample("numapilot_node_interference", &[("node", &node), ("resource", &r.resource)], r.interference);
+            o.sample(
+                "numapilot_node_interference_ratio",
+                &[("node", &node), ("resource", &r.resource)],
+                r.interference,
+            );
         }
     }
     o.family("numapilot_node_bottleneck", "gauge", "1 when a node's resource is flagged as a bottleneck.");
@@ -339,6 +393,84 @@ pub fn render(s: &Status) -> String {
     o.family("numapilot_node_cpu_demand", "gauge", "CPU demand of the tasks that ran on a node, CPUs.");
     for n in &s.nodes {
         o.sample("numapilot_node_cpu_demand", &[("node", &n.node.to_string())], n.cpu_demand);
+    }
+    o.0
+}
+
+/// The daemon process's own figures, as Prometheus's process collector names them: what an
+/// operator checks issue 5's budget against in production (CPU under 1% of a core:
+/// `rate(process_cpu_seconds_total[5m])`; memory under 50 MB: `process_resident_memory_bytes`)
+/// and the descriptors it holds. `None`: not readable (never in the daemon's own /proc).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessFigures {
+    /// User plus system CPU time of every thread, seconds.
+    pub cpu_seconds: Option<f64>,
+    /// Resident set size, bytes.
+    pub resident_bytes: Option<u64>,
+    /// Virtual memory size, bytes.
+    pub virtual_bytes: Option<u64>,
+    /// Start time, Unix seconds.
+    pub start_time_seconds: Option<f64>,
+    /// Descriptors open.
+    pub open_fds: Option<u64>,
+    /// The soft limit on descriptors (RLIMIT_NOFILE).
+    pub max_fds: Option<u64>,
+    /// Threads.
+    pub threads: Option<u64>,
+}
+
+impl ProcessFigures {
+    /// This process's, from /proc/self (stat, the boot time in /proc/stat, fd) and getrlimit.
+    pub fn own() -> Self {
+        let reader = numapilot_observe::Reader::new("/");
+        let pid = std::process::id();
+        let stat = reader.read_stat(pid).ok().flatten();
+        let btime = reader.read_proc_stat().ok().flatten().map(|p| p.btime);
+        let hz = numapilot_observe::reader::clock_ticks_per_sec().max(1) as f64;
+        let page = numapilot_observe::reader::page_size();
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes one rlimit into the struct we own.
+        let max_fds = (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0
+            && limit.rlim_cur != libc::RLIM_INFINITY)
+            .then_some(limit.rlim_cur);
+        Self {
+            cpu_seconds: stat.as_ref().map(|s| (s.utime + s.stime) as f64 / hz),
+            resident_bytes: stat.as_ref().map(|s| s.rss_pages * page),
+            virtual_bytes: stat.as_ref().map(|s| s.vsize),
+            start_time_seconds: stat.as_ref().zip(btime).map(|(s, b)| b as f64 + s.starttime as f64 / hz),
+            open_fds: std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count() as u64),
+            max_fds,
+            threads: stat.as_ref().map(|s| u64::from(s.num_threads)),
+        }
+    }
+}
+
+/// The process collector's families for `p` (those known).
+pub fn render_process(p: &ProcessFigures) -> String {
+    let mut o = Out(String::with_capacity(1024));
+    let rows: [(&str, &str, &str, Option<f64>); 7] = [
+        ("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", p.cpu_seconds),
+        (
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+            p.resident_bytes.map(|v| v as f64),
+        ),
+        ("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", p.virtual_bytes.map(|v| v as f64)),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            p.start_time_seconds,
+        ),
+        ("process_open_fds", "gauge", "Number of open file descriptors.", p.open_fds.map(|v| v as f64)),
+        ("process_max_fds", "gauge", "Maximum number of open file descriptors.", p.max_fds.map(|v| v as f64)),
+        ("process_threads", "gauge", "Number of OS threads in the process.", p.threads.map(|v| v as f64)),
+    ];
+    for (name, kind, help, v) in rows {
+        if let Some(v) = v {
+            o.one(name, kind, help, v);
+        }
     }
     o.0
 }

@@ -173,6 +173,12 @@ pub trait Restore {
     fn stalled_reads(&self) -> (Vec<crate::control::StalledRead>, u64) {
         (Vec::new(), 0)
     }
+
+    /// A save of the state file failed and none has succeeded since (nothing is changed until one
+    /// does: rule originals-on-disk-first). Default: no state file, never.
+    fn state_unsaved(&self) -> bool {
+        false
+    }
 }
 
 impl Restore for LiveHost {
@@ -223,6 +229,10 @@ impl Restore for LiveHost {
 
     fn stalled_reads(&self) -> (Vec<crate::control::StalledRead>, u64) {
         LiveHost::stalled_reads(self)
+    }
+
+    fn state_unsaved(&self) -> bool {
+        LiveHost::state_unsaved(self)
     }
 
     fn observe_parts_ns(&self) -> [u64; 5] {
@@ -772,6 +782,7 @@ pub fn serve<H: Host + Restore>(
         let cycle_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t0);
         status.last_cycle_s = cycle_ns as f64 / 1e9;
         status.cycle_s_total += status.last_cycle_s;
+        crate::control::count_step(&mut status.step_histogram, status.last_cycle_s);
         cycle_s_max = cycle_s_max.max(status.last_cycle_s);
         fill_model(&engine.model, &engine, &mut status);
         status.bookkeeping = bookkeeping(&engine, &host);
@@ -781,6 +792,11 @@ pub fn serve<H: Host + Restore>(
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
         status.journal_lines_dropped = dropped_before + journal.as_ref().map_or(0, Journal::dropped);
         status.launch_promises = engine.launch_promises(now);
+        status.state_unsaved = host.state_unsaved();
+        status.journal_failing = journal.as_ref().is_some_and(Journal::failing);
+        status.last_step_mono_ns = now;
+        status.last_step_unix_s =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
         let stretch = backoff.stretch_for(next, engine.next_interval_ns());
         host.set_sampling_stretch(stretch);

@@ -1504,9 +1504,12 @@ fn nothing_changes_while_the_originals_cannot_be_saved() {
         let o = host.apply(&action(kid.target(), set.clone()));
         assert!(refused(&o).contains("cannot write"), "attempt {attempt}: {o:?}");
         assert_eq!(masks(kid.pid()), before, "attempt {attempt} changed the process with no original on disk");
+        // Said to status (and `status --check`: CRITICAL) while it lasts.
+        assert!(host.state_unsaved(), "attempt {attempt}");
     }
     std::fs::remove_dir_all(&state).unwrap();
     assert_eq!(host.apply(&action(kid.target(), set)), Outcome::Applied { pages_moved: 0 });
+    assert!(!host.state_unsaved());
     let file = Originals::load(&state).unwrap().unwrap();
     assert_eq!(file.processes.iter().filter(|r| r.pid == kid.pid()).count(), 1, "the original is on disk");
     host.restore_all();

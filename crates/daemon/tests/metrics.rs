@@ -35,6 +35,8 @@ fn status() -> Status {
         interval_ms: 1000,
         next_interval_ms: 8000,
         sampling_stretch: 16,
+        cycle_s_total: 12.238,
+        last_step_unix_s: 1_764_500_000.5,
         nodes: vec![
             NodeStatus {
                 node: 0,
@@ -59,31 +61,66 @@ fn status() -> Status {
     s.pages_failed_by_cause.insert("EBUSY".into(), 12);
     s.bookkeeping.insert("model.tasks".into(), 40);
     s.bookkeeping.insert("observer.pids".into(), 300);
+    for secs in [0.004, 0.004, 0.03, 0.2, 12.0] {
+        numapilot_daemon::control::count_step(&mut s.step_histogram, secs);
+    }
     s
+}
+
+/// User plus system CPU time of this process so far, seconds (getrusage).
+fn own_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) }, 0);
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+/// The names of the samples of a family of `kind`: a histogram's are its buckets, sum and count.
+fn in_family(sample: &str, family: &str, kind: &str) -> bool {
+    sample == family
+        || (kind == "histogram" && ["_bucket", "_sum", "_count"].iter().any(|x| sample == format!("{family}{x}")))
 }
 
 #[test]
 fn scrape_over_tcp() {
     let shared = Arc::new(Shared { status: Mutex::new(status()), started_ns: 0 });
     let (addr, _t) = metrics::serve("127.0.0.1:0".parse().unwrap(), shared.clone()).unwrap();
+    let cpu_before = own_cpu_seconds();
     let resp = get(addr, "/metrics");
     let (head, body) = resp.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
     assert!(head.contains(&format!("Content-Length: {}", body.len())), "{head}");
     for line in [
+        "numapilot_build_info{version=\"test\"} 1",
+        "numapilot_dry_run 0",
         "numapilot_steps_total 7",
         "numapilot_pages_moved_total 1000",
-        "numapilot_pages_failed_total 12",
+        "numapilot_pages_failed_total{cause=\"EBUSY\"} 12",
         "numapilot_local_access_ratio 0.875",
-        "numapilot_node_load{node=\"0\",resource=\"cpu\"} 0.95",
-        "numapilot_node_interference{node=\"1\",resource=\"cpu\"} 0.0625",
+        "numapilot_node_load_ratio{node=\"0\",resource=\"cpu\"} 0.95",
+        "numapilot_node_interference_ratio{node=\"1\",resource=\"cpu\"} 0.0625",
         "numapilot_node_bottleneck{node=\"0\",resource=\"cpu\"} 1",
         "numapilot_node_bottleneck{node=\"0\",resource=\"mem-capacity\"} 0",
-        "numapilot_actions_by_kind_total{kind=\"set-affinity\"} 2",
+        "numapilot_actions_total{kind=\"set-affinity\"} 2",
+        // Every kind and failure outcome from the start, at 0: a rate over them is 0, not absent.
+        "numapilot_actions_total{kind=\"interleave\"} 0",
         "numapilot_action_failures_total{kind=\"migrate-pages\",outcome=\"partial\"} 1",
-        "numapilot_pages_failed_by_cause_total{cause=\"EBUSY\"} 12",
-        "numapilot_last_cycle_seconds 0.004",
+        "numapilot_action_failures_total{kind=\"set-affinity\",outcome=\"refused\"} 0",
+        "numapilot_last_step_duration_seconds 0.004",
+        "numapilot_last_step_timestamp_seconds 1764500000.5",
+        "numapilot_state_unsaved 0",
+        // The step histogram: cumulative buckets (0.004 and 0.004 s, 0.03 s, 0.2 s, 12 s), +Inf
+        // the count, the sum the steps' total.
+        "numapilot_step_duration_seconds_bucket{le=\"0.005\"} 2",
+        "numapilot_step_duration_seconds_bucket{le=\"0.025\"} 2",
+        "numapilot_step_duration_seconds_bucket{le=\"0.05\"} 3",
+        "numapilot_step_duration_seconds_bucket{le=\"0.25\"} 4",
+        "numapilot_step_duration_seconds_bucket{le=\"10\"} 4",
+        "numapilot_step_duration_seconds_bucket{le=\"+Inf\"} 5",
+        "numapilot_step_duration_seconds_count 5",
+        "numapilot_step_duration_seconds_sum 12.238",
         "numapilot_step_phase_seconds_total{phase=\"observe\"} 1.5",
         "numapilot_step_phase_seconds_total{phase=\"decide\"} 0.25",
         "numapilot_step_phase_seconds_total{phase=\"act\"} 0.125",
@@ -96,20 +133,39 @@ fn scrape_over_tcp() {
     }
     // An unknown resource (io of node 1) is not exported as a zero.
     assert!(!body.contains("resource=\"io\""), "{body}");
-    // Every sample's family has HELP and TYPE lines before it, names are numapilot_*.
-    let mut typed = std::collections::BTreeSet::new();
+    // The daemon's own figures, as the process collector names them, read from this process.
+    let figure = |name: &str| -> f64 {
+        let line = body.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("no {name}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let started = figure("process_start_time_seconds");
+    assert!(started <= now + 1.0 && started > now - 86_400.0, "start {started}, now {now}");
+    assert!(figure("process_resident_memory_bytes") > 1e6, "{body}");
+    assert!(figure("process_virtual_memory_bytes") >= figure("process_resident_memory_bytes"));
+    assert!(figure("process_threads") >= 2.0, "the test harness and the server thread at least");
+    assert!(figure("process_open_fds") >= 3.0 && figure("process_open_fds") <= figure("process_max_fds"));
+    // The CPU time is this process's, as getrusage counts it around the scrape (to the tick: the
+    // kernel's /proc/PID/stat is in clock ticks, 10 ms at USER_HZ 100, rusage to the microsecond).
+    let cpu = figure("process_cpu_seconds_total");
+    assert!(cpu >= cpu_before - 0.011 && cpu <= own_cpu_seconds() + 0.011, "{cpu} against {cpu_before}");
+    // Every sample's family has HELP and TYPE lines before it, names are numapilot_* (the
+    // process collector's process_*), each sample of a family together.
+    let mut typed: Vec<(String, String)> = Vec::new();
     for line in body.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap();
-            assert!(["gauge", "counter"].contains(&kind), "{line}");
+            assert!(["gauge", "counter", "histogram"].contains(&kind), "{line}");
             assert!(body.contains(&format!("# HELP {name} ")), "{name} has no HELP");
-            typed.insert(name.to_string());
+            assert!(!typed.iter().any(|(n, _)| n == name), "{name} typed twice");
+            typed.push((name.to_string(), kind.to_string()));
         } else if !line.starts_with('#') {
             let name = line.split(['{', ' ']).next().unwrap();
-            assert!(name.starts_with("numapilot_"), "{line}");
-            assert!(typed.contains(name), "{name} sampled before its TYPE");
+            assert!(name.starts_with("numapilot_") || name.starts_with("process_"), "{line}");
+            let (family, kind) = typed.last().unwrap_or_else(|| panic!("{name} sampled before any TYPE"));
+            assert!(in_family(name, family, kind), "{name} sampled under {family}'s TYPE");
             let value = line.rsplit(' ').next().unwrap();
-            assert!(value.parse::<f64>().is_ok(), "{line}");
+            assert!(value.parse::<f64>().is_ok() || value == "+Inf", "{line}");
         }
     }
     // Counters end in _total, gauges do not, and no gauge is a counter's family name less its
@@ -120,7 +176,7 @@ fn scrape_over_tcp() {
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .map(|r| r.split_once(' ').map(|(n, k)| (n.to_string(), k.to_string())).unwrap())
         .collect();
-    for (name, kind) in &kinds {
+    for (name, kind) in kinds.iter().filter(|(_, k)| k != "histogram") {
         assert_eq!(name.ends_with("_total"), kind == "counter", "{name} is a {kind}");
         if let Some(family) = name.strip_suffix("_total") {
             assert!(!kinds.iter().any(|(n, _)| n == family), "{family} and {name}: one OpenMetrics family");
@@ -203,4 +259,58 @@ fn idle_clients_do_not_hold_a_scrape_and_are_bounded() {
     let over = get(addr, "/metrics");
     assert!(over.starts_with("HTTP/1.1 503"), "{over}");
     drop(held);
+}
+
+/// Prometheus's own linter, `promtool check metrics` from Debian's prometheus package
+/// (scripts/setup.sh unpacks it into rig/cache/prometheus without installing the server): the
+/// path in NUMAPILOT_PROMTOOL, else that unpacked copy, else `promtool` on PATH. None when there is
+/// none, which fails the test under NUMAPILOT_REQUIRE_PROMTOOL=1 (scripts/test.sh sets it).
+fn promtool() -> Option<std::path::PathBuf> {
+    let unpacked = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rig/cache/prometheus/usr/bin/promtool");
+    let found = std::env::var_os("NUMAPILOT_PROMTOOL")
+        .map(std::path::PathBuf::from)
+        .or_else(|| unpacked.is_file().then_some(unpacked))
+        .or_else(|| std::process::Command::new("promtool").arg("--version").output().ok().map(|_| "promtool".into()));
+    if found.is_none() {
+        assert!(
+            std::env::var_os("NUMAPILOT_REQUIRE_PROMTOOL").is_none_or(|v| v != "1"),
+            "promtool is required (NUMAPILOT_REQUIRE_PROMTOOL=1) but not found: run scripts/setup.sh"
+        );
+        eprintln!("skipped: no promtool (scripts/setup.sh unpacks Debian's into rig/cache/prometheus)");
+    }
+    found
+}
+
+/// `promtool check metrics` on an exposition: its exit status and what it printed.
+fn promtool_check(promtool: &std::path::Path, text: &str) -> (bool, String) {
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Every family the daemon exposes, with every series a busy daemon has (a stall, a refused
+/// action, a page failure), passes Prometheus's linter with nothing to say: names, units, counter
+/// suffixes, histogram layout, HELP text. A broken exposition fails the same check (the control:
+/// a counter without its _total), so the check can fail.
+#[test]
+fn promtool_finds_nothing_to_lint() {
+    let Some(promtool) = promtool() else { return };
+    let mut s = status();
+    s.stalled_reads = vec![numapilot_daemon::control::StalledRead { pid: 7, file: "/proc/7/maps".into(), for_s: 3.0 }];
+    s.failures_by_kind.insert("set-affinity/refused".into(), 2);
+    s.pages_failed_by_cause.insert("stopped: move_pages EPERM".into(), 5);
+    let mut text = metrics::render(&s);
+    text.push_str(&metrics::render_process(&metrics::ProcessFigures::own()));
+    let (ok, said) = promtool_check(&promtool, &text);
+    assert!(ok && said.trim().is_empty(), "promtool check metrics: {said}\non\n{text}");
+    let broken = "# HELP numapilot_steps Steps.\n# TYPE numapilot_steps counter\nnumapilot_steps 3\n";
+    let (ok, said) = promtool_check(&promtool, broken);
+    assert!(!ok && said.contains("_total"), "the control passed promtool: {said}");
 }

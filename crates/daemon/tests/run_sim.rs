@@ -150,13 +150,24 @@ fn acting_daemon_journals_applied_actions() {
     assert_eq!(status.nodes.len(), 2);
     assert!(status.local_access.is_some());
     // The same figures reach the metrics.
-    assert!(
-        metrics.contains(&format!("numapilot_actions_total {}", status.actions))
-            || metrics.contains("numapilot_actions_total ")
-    );
-    assert!(metrics.contains("numapilot_node_load{node=\"1\",resource=\"cpu\"}"), "{metrics}");
+    let by_kind: Vec<f64> = metrics
+        .lines()
+        .filter(|l| l.starts_with("numapilot_actions_total{kind=\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    // (the scrape came after the status: the engine may have stepped and acted in between)
+    assert!(by_kind.len() >= 4 && by_kind.iter().sum::<f64>() >= status.actions as f64, "{metrics}");
+    assert!(metrics.contains("numapilot_node_load_ratio{node=\"1\",resource=\"cpu\"}"), "{metrics}");
     assert!(metrics.contains("numapilot_local_access_ratio "), "{metrics}");
-    assert!(metrics.contains("numapilot_actions_by_kind_total{kind=\""), "{metrics}");
+    // One snapshot: the step histogram counts every step, failed ones too.
+    let figure =
+        |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok());
+    let counted = figure("numapilot_step_duration_seconds_count").expect("no step histogram");
+    assert_eq!(
+        Some(counted),
+        figure("numapilot_steps_total").zip(figure("numapilot_step_errors_total")).map(|(a, b)| a + b)
+    );
+    assert!(counted >= status.steps, "{metrics}");
 }
 
 #[test]

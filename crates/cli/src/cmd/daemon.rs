@@ -79,6 +79,12 @@ pub struct StatusArgs {
     /// Print the status as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Health check for monitoring: one line per finding (OK, WARNING, CRITICAL) and the exit
+    /// status of a monitoring plugin: 0 OK, 1 WARNING (stalled reads, journal not written), 2
+    /// CRITICAL (the last step failed, no step for 30 s past its due time, the state file
+    /// unsaved, or no daemon answering), 3 UNKNOWN (the daemon could not be asked).
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// `numapilot explain PID`.
@@ -395,6 +401,9 @@ pub fn client_socket(flag: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::
 /// `numapilot status`.
 pub fn run_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
     let socket = client_socket(a.socket, a.config)?;
+    if a.check {
+        return run_check(&socket, a.json);
+    }
     match control::request(&socket, &Request::Status) {
         Ok(r) => {
             let s = r.status.context("the daemon's answer has no status")?;
@@ -410,6 +419,56 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Exit status of `status --check` when the daemon could not be asked (permission, a bad
+/// answer): a monitoring plugin's UNKNOWN. A daemon not running is CRITICAL (2): what a check is for.
+pub const EXIT_CHECK_UNKNOWN: u8 = 3;
+
+/// `numapilot status --check`: the daemon's health (`Status::health`) as a monitoring plugin
+/// reports it (Nagios/Icinga plugin guidelines: first line `LEVEL: text`, exit 0/1/2/3).
+fn run_check(socket: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    use numapilot_daemon::control::{Health, HealthLevel};
+    let (health, summary) = match control::request(socket, &Request::Status) {
+        Ok(r) => match r.status {
+            Some(s) => (s.health(), s.summary()),
+            None => return unknown("the daemon's answer has no status", json),
+        },
+        Err(e) if not_running(&e) => (
+            Health {
+                level: HealthLevel::Critical,
+                reasons: vec![(HealthLevel::Critical, format!("not running: {e}"))],
+            },
+            String::new(),
+        ),
+        Err(e) => return unknown(&e.to_string(), json),
+    };
+    let level = |l: HealthLevel| match l {
+        HealthLevel::Ok => "OK",
+        HealthLevel::Warning => "WARNING",
+        HealthLevel::Critical => "CRITICAL",
+    };
+    if json {
+        let v = serde_json::json!({ "level": level(health.level), "summary": summary, "reasons":
+            health.reasons.iter().map(|(l, r)| serde_json::json!({ "level": level(*l), "reason": r })).collect::<Vec<_>>() });
+        print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+    } else if health.reasons.is_empty() {
+        print_out(&format!("OK: {summary}\n"))?;
+    } else {
+        let lines: Vec<String> = health.reasons.iter().map(|(l, r)| format!("{}: {r}\n", level(*l))).collect();
+        print_out(&lines.concat())?;
+    }
+    Ok(ExitCode::from(health.level.exit_code()))
+}
+
+fn unknown(why: &str, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        let v = serde_json::json!({ "level": "UNKNOWN", "summary": "", "reasons": [{ "level": "UNKNOWN", "reason": why }] });
+        print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+    } else {
+        print_out(&format!("UNKNOWN: {why}\n"))?;
+    }
+    Ok(ExitCode::from(EXIT_CHECK_UNKNOWN))
 }
 
 /// `numapilot explain PID`.

@@ -165,7 +165,7 @@ impl PageTally {
 }
 
 /// The cause a page failure is counted under in `numapilot status` and the metric
-/// `numapilot_pages_failed_by_cause_total`: one of a bounded set of names. A cause the kernel
+/// `numapilot_pages_failed_total{cause}`: one of a bounded set of names. A cause the kernel
 /// gave per page (an errno name, `errno N`, `unverified`) is its own class; a move that stopped
 /// half-way (`stopped: WHY`, where WHY is the error's full text as the journal keeps it, with the
 /// pid and addresses in it) counts as `stopped: SYSCALL ERRNO` when WHY is a failed system call,

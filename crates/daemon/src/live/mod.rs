@@ -853,6 +853,12 @@ impl LiveHost {
         out.push(("host.inheritors", self.inheritors.len()));
     }
 
+    /// A save of the state file failed and none has succeeded since: nothing is changed until one
+    /// does (rule originals-on-disk-first; `numapilot status --check` says so).
+    pub fn state_unsaved(&self) -> bool {
+        self.originals.unsaved()
+    }
+
     /// Processes whose read of numa_maps or maps is blocked in the kernel now (left out of the
     /// observation until it returns), and the reads given up as stalled since start.
     pub fn stalled_reads(&self) -> (Vec<crate::control::StalledRead>, u64) {
