@@ -312,3 +312,66 @@ fn a_reserved_cpu_stays_out_of_every_topology_read_again() {
     assert_eq!(back.nodes.iter().find(|n| n.id == 1).unwrap().cpus, cpus("2"));
     assert!(matches!(w.look(&back_root, &back), Hotplug::Same));
 }
+
+/// Init (pid 1) under `root` with its affinity `mask` (systemd's `CPUAffinity=`): this process's
+/// status with its `Cpus_allowed_list` line changed.
+fn init_with_affinity(root: &Path, mask: &str) {
+    let me = std::fs::read_to_string("/proc/self/status").unwrap();
+    let status: String = me
+        .lines()
+        .map(|l| {
+            if l.starts_with("Cpus_allowed_list:") {
+                format!("Cpus_allowed_list:\t{mask}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::create_dir_all(root.join("proc/1")).unwrap();
+    std::fs::write(root.join("proc/1/status"), status).unwrap();
+}
+
+/// Rule reserved-cpus-after-hotplug: on a host that keeps CPU 3 out of init's affinity
+/// (`CPUAffinity=0-2`), CPU 3 offline when the daemon started was not judged then (it is judged
+/// among the CPUs online); when it comes online it is reserved, not placed on, and the change is
+/// said once. A watch that keeps the start's reservation as it was (the code before) hands over
+/// CPU 3 as a CPU to place on.
+#[test]
+fn a_kept_cpu_offline_at_start_is_reserved_when_it_comes_online() {
+    let (dir, root) = copied_fixture();
+    write(&root, "sys/devices/system/cpu/cpu3/online", "0\n");
+    std::fs::remove_dir_all(root.join("sys/devices/system/cpu/cpu3/topology")).unwrap();
+    write(&root, "sys/devices/system/node/node1/cpulist", "2\n");
+    write(&root, "sys/devices/system/cpu/online", "0-2\n");
+    init_with_affinity(&root, "0-2");
+    let start = Topology::from_sysfs(&root).unwrap();
+    assert_eq!(start.online_cpus(), cpus("0-2"));
+    let none = CpuSet::new();
+    let (reserved, note) = numapilot_daemon::live::reserved_cpus(&root, &none, true, &start.online_cpus()).unwrap();
+    assert!(reserved.is_empty() && note.is_none(), "nothing to keep among the CPUs online: {note:?}");
+    let mut judged = HotplugWatch::with_reservation(reserved.clone(), none.clone(), true);
+    let mut kept_as_was = HotplugWatch::with_reserved(reserved);
+    assert!(matches!(judged.look(&root, &start), Hotplug::Same));
+    assert!(matches!(kept_as_was.look(&root, &start), Hotplug::Same));
+
+    let back = dir.path().join("back");
+    copy_tree(&fixture(), &back);
+    init_with_affinity(&back, "0-2");
+    let topo = match judged.look(&back, &start) {
+        Hotplug::Changed(t) => t,
+        other => panic!("CPU 3 online not seen: {other:?}"),
+    };
+    assert_eq!(topo.online_cpus(), cpus("0-3"));
+    assert_eq!(topo.usable_cpus(), cpus("0-2"), "CPU 3, outside init's affinity, is placed on");
+    let said = judged.take_reservation_change().expect("the new reservation is said");
+    assert_eq!(
+        said,
+        "CPUs 3 reserved (outside init's affinity (systemd CPUAffinity=): 3): no process is placed on them"
+    );
+    assert_eq!(judged.take_reservation_change(), None, "said once");
+    assert!(matches!(judged.look(&back, &topo), Hotplug::Same));
+    match kept_as_was.look(&back, &start) {
+        Hotplug::Changed(t) => assert_eq!(t.usable_cpus(), cpus("0-3"), "the control keeps the start's reservation"),
+        other => panic!("CPU 3 online not seen: {other:?}"),
+    }
+}

@@ -226,8 +226,8 @@ pub struct RestoreReport {
 /// helper-44: `nohz_full=1-63` would have left two CPUs to place on). Init's mask counts only in
 /// the initial pid namespace (a container's init may be its application, pinned by its entrypoint)
 /// or on a fixture root; init itself is never managed (`select::exclusion`), so its mask is never
-/// numapilot's. With a note saying which and why when there are any. Read once, at start: a CPU
-/// offline then is not judged. A sysfs file that cannot be read or parsed stops the start (a kept
+/// numapilot's. With a note saying which and why when there are any. Judged at start and again
+/// whenever CPU hotplug changes the CPUs online ([`HotplugWatch::with_reservation`]). A sysfs file that cannot be read or parsed stops the start (a kept
 /// CPU taken for a free one would be placed on); init's status absent (a fixture root) or
 /// unreadable (`hidepid=`) counts as every CPU.
 pub fn reserved_cpus(
@@ -371,6 +371,12 @@ pub struct HotplugWatch {
     reserved: CpuSet,
     /// The file as last read, settled or not ([`HotplugWatch::online_seen`]).
     seen: Option<CpuSet>,
+    /// How the reservation was made ([`reserved_cpus`]'s `[actuation]` inputs), so it is judged
+    /// again over the CPUs online after each change; `None`: `reserved` stays as given.
+    rule: Option<(CpuSet, bool)>,
+    /// The reservation's note when a change made it differ from the one before (taken by
+    /// [`HotplugWatch::take_reservation_change`]).
+    reservation_change: Option<String>,
 }
 
 impl HotplugWatch {
@@ -420,6 +426,7 @@ impl HotplugWatch {
                     self.unsettle(online.clone());
                 }
                 topo.clip_to_online(&online);
+                self.judge_reservation(root, &topo.online_cpus());
                 topo.reserve(&self.reserved);
                 if topo.online_cpus() == before.online_cpus() && topo.usable_cpus() == before.usable_cpus() {
                     Hotplug::Same
@@ -438,6 +445,33 @@ impl HotplugWatch {
     /// is made with the CPUs it reserved at start).
     pub fn with_reserved(reserved: CpuSet) -> Self {
         HotplugWatch { reserved, ..HotplugWatch::default() }
+    }
+
+    /// A watch that judges the reservation again ([`reserved_cpus`] with `[actuation]`'s
+    /// `configured` list and `reserve_isolated`) over the CPUs online whenever it reads the
+    /// topology again: a CPU the host keeps (outside init's affinity) that was offline at start
+    /// is reserved when it comes online, not placed on (rule reserved-cpus-after-hotplug; judged
+    /// once at start, such a CPU was free for placement; review helper-44).
+    pub fn with_reservation(reserved: CpuSet, configured: CpuSet, reserve_isolated: bool) -> Self {
+        HotplugWatch { reserved, rule: Some((configured, reserve_isolated)), ..HotplugWatch::default() }
+    }
+
+    /// The reservation's new note, once, after a change made it differ.
+    pub fn take_reservation_change(&mut self) -> Option<String> {
+        self.reservation_change.take()
+    }
+
+    fn judge_reservation(&mut self, root: &Path, online: &CpuSet) {
+        let Some((configured, reserve_isolated)) = &self.rule else { return };
+        match reserved_cpus(root, configured, *reserve_isolated, online) {
+            Ok((reserved, note)) if reserved != self.reserved => {
+                self.reserved = reserved;
+                self.reservation_change = Some(note.unwrap_or_else(|| "no CPU reserved any more".into()));
+            }
+            Ok(_) => {}
+            // The sysfs files of the reservation unreadable mid-change: the old one stays.
+            Err(e) => tracing::warn!("CPU hotplug: the reserved CPUs could not be judged again ({e}); kept"),
+        }
     }
 
     fn settle(&mut self, online: CpuSet) {
@@ -753,7 +787,7 @@ impl LiveHost {
             adopted: std::collections::BTreeMap::new(),
             inheritors: std::collections::BTreeMap::new(),
             topo_change: None,
-            hotplug: HotplugWatch::with_reserved(reserved),
+            hotplug: HotplugWatch::with_reservation(reserved, opts.reserved_cpus.clone(), opts.reserve_isolated),
             released: RestoreReport::default(),
             topo,
             opts,
@@ -777,6 +811,9 @@ impl LiveHost {
             Hotplug::Same => {}
             Hotplug::Changed(topo) => {
                 tracing::warn!("CPU hotplug: {}; topology read again", topo.cpu_change_from(&self.topo));
+                if let Some(note) = self.hotplug.take_reservation_change() {
+                    tracing::warn!("CPU hotplug: {note}");
+                }
                 self.topo = topo.clone();
                 self.topo_change = Some(topo);
             }
