@@ -16,8 +16,15 @@
 //!                               numapilot_node_load{node="0",resource="cpu"} 0.42
 //! ```
 //!
-//! Units follow Prometheus conventions: ratios 0..1, seconds, `_total` counters. Limits: one
-//! connection at a time (a scrape is a few kB).
+//! Names follow Prometheus's conventions (checked by its own linter, `promtool check metrics`, in
+//! the tests): base units (seconds, bytes) in the name, ratios 0..1 as `_ratio`, counters
+//! `_total`, one family per quantity with its breakdown as labels (`numapilot_actions_total{kind}`;
+//! the known kinds and failure outcomes exported at 0 from the start, so a rate over them is 0,
+//! not absent), `numapilot_build_info{version}` at 1, step durations as a histogram whose bounds
+//! include the 50 ms cycle budget, and the daemon's own CPU, memory and descriptors as the process
+//! collector of Prometheus's client libraries names them (`process_cpu_seconds_total` ...), read
+//! from /proc/self at each scrape. Limits: a scrape is a few kB, served from the snapshot the loop
+//! published last (a step's figures, not a live count).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
