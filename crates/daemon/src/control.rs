@@ -290,6 +290,11 @@ pub struct Status {
     /// The journal's last write failed (a full disk, a directory gone): lines are being dropped.
     #[serde(default)]
     pub journal_failing: bool,
+    /// Page moves given up as stuck in the kernel and still there (rule stuck-move-abandoned:
+    /// none of their calls returned for `live::mover::STUCK_MOVE_S`): the process and seconds
+    /// since the move was handed over. Moves of other processes go on.
+    #[serde(default)]
+    pub moves_stuck: Vec<(u32, f64)>,
 }
 
 /// Upper bounds of the step-duration histogram, seconds (`Status::step_histogram`). Source:
@@ -379,6 +384,15 @@ impl Status {
                     "the journal cannot be written: {} line{} dropped so far",
                     self.journal_lines_dropped,
                     if self.journal_lines_dropped == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        for (pid, secs) in &self.moves_stuck {
+            reasons.push((
+                HealthLevel::Warning,
+                format!(
+                    "a move of pid {pid}'s pages has been stuck in the kernel for {secs:.0} s (its memory map locked?); \
+                     other moves go on"
                 ),
             ));
         }
@@ -1054,6 +1068,8 @@ mod tests {
         let mut s = fresh.clone();
         s.stalled_reads = vec![StalledRead { pid: 9, file: "/proc/9/maps".into(), for_s: 4.0 }];
         assert_eq!(s.health().level, HealthLevel::Warning);
+        s.moves_stuck = vec![(44, 75.4)];
+        assert_eq!(s.health().reasons.len(), 2);
         s.journal_failing = true;
         s.journal_lines_dropped = 3;
         s.state_unsaved = true;
@@ -1061,7 +1077,12 @@ mod tests {
         let h = s.health();
         assert_eq!(h.level, HealthLevel::Critical);
         let levels: Vec<HealthLevel> = h.reasons.iter().map(|r| r.0).collect();
-        assert_eq!(levels, [HealthLevel::Critical, HealthLevel::Critical, HealthLevel::Warning, HealthLevel::Warning]);
+        use HealthLevel::{Critical, Warning};
+        assert_eq!(levels, [Critical, Critical, Warning, Warning, Warning]);
+        assert!(h
+            .reasons
+            .iter()
+            .any(|r| r.1.starts_with("a move of pid 44's pages has been stuck in the kernel for 75 s")));
         assert!(h.reasons.iter().any(|r| r.1 == "the last step failed: reading /proc/stat: EMFILE"), "{h:?}");
         assert!(h.reasons.iter().any(|r| r.1.contains("3 lines dropped")), "{h:?}");
         assert!(h.reasons.iter().any(|r| r.1.contains("pid 9")), "{h:?}");

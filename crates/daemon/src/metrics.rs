@@ -285,6 +285,12 @@ pub fn render(s: &Status) -> String {
     }
     o.one("numapilot_pages_moved_total", "counter", "Base pages moved.", s.pages_moved as f64);
     o.one(
+        "numapilot_page_moves_stuck",
+        "gauge",
+        "Page moves given up as stuck in the kernel (no call returned for 60 s) and still there.",
+        s.moves_stuck.len() as f64,
+    );
+    o.one(
         "numapilot_page_moves_started_total",
         "counter",
         "Page actions handed to the page mover (run in the background).",

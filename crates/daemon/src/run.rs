@@ -179,6 +179,11 @@ pub trait Restore {
     fn state_unsaved(&self) -> bool {
         false
     }
+
+    /// Page moves given up as stuck in the kernel: pid and host time handed over, ns. Default: none.
+    fn moves_stuck(&self) -> Vec<(u32, u64)> {
+        Vec::new()
+    }
 }
 
 impl Restore for LiveHost {
@@ -233,6 +238,10 @@ impl Restore for LiveHost {
 
     fn state_unsaved(&self) -> bool {
         LiveHost::state_unsaved(self)
+    }
+
+    fn moves_stuck(&self) -> Vec<(u32, u64)> {
+        LiveHost::moves_stuck(self)
     }
 
     fn observe_parts_ns(&self) -> [u64; 5] {
@@ -793,6 +802,8 @@ pub fn serve<H: Host + Restore>(
         status.journal_lines_dropped = dropped_before + journal.as_ref().map_or(0, Journal::dropped);
         status.launch_promises = engine.launch_promises(now);
         status.state_unsaved = host.state_unsaved();
+        status.moves_stuck =
+            host.moves_stuck().into_iter().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9)).collect();
         status.journal_failing = journal.as_ref().is_some_and(Journal::failing);
         status.last_step_mono_ns = now;
         status.last_step_unix_s =

@@ -111,6 +111,7 @@ fn scrape_over_tcp() {
         "numapilot_last_step_duration_seconds 0.004",
         "numapilot_last_step_timestamp_seconds 1764500000.5",
         "numapilot_state_unsaved 0",
+        "numapilot_page_moves_stuck 0",
         // The step histogram: cumulative buckets (0.004 and 0.004 s, 0.03 s, 0.2 s, 12 s), +Inf
         // the count, the sum the steps' total.
         "numapilot_step_duration_seconds_bucket{le=\"0.005\"} 2",
@@ -305,6 +306,7 @@ fn promtool_finds_nothing_to_lint() {
     let mut s = status();
     s.stalled_reads = vec![numapilot_daemon::control::StalledRead { pid: 7, file: "/proc/7/maps".into(), for_s: 3.0 }];
     s.failures_by_kind.insert("set-affinity/refused".into(), 2);
+    s.moves_stuck = vec![(7, 90.0)];
     s.pages_failed_by_cause.insert("stopped: move_pages EPERM".into(), 5);
     let mut text = metrics::render(&s);
     text.push_str(&metrics::render_process(&metrics::ProcessFigures::own()));

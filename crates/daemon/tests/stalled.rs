@@ -359,3 +359,83 @@ fn the_loop_steps_reports_and_stops_while_a_process_is_locked() {
     assert!(stopped);
     l.fuse.release();
 }
+
+/// Rule stuck-move-abandoned on the running kernel: a page move whose `move_pages` call sleeps
+/// behind the process's locked memory map (queued behind the child's writer, as every reader of
+/// the lock is) makes no progress; given up after `STUCK_MOVE_S` (the clock is the caller's: a
+/// time that far on is passed in), the next move, of a process beside it, runs on a new mover
+/// thread and ends while the first call is still in the kernel; when the server answers, the
+/// stuck call returns and its result is taken late. Without the rule the second move waited for
+/// the first, for as long as the server stayed away.
+#[test]
+fn a_move_stuck_behind_a_locked_map_is_given_up_and_the_next_goes_on() {
+    use numapilot_daemon::live::mover::{Job, Mover, STUCK_MOVE_S};
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = locked_child(dir.path(), None);
+    let mut plain = Kid::spawn("plain", &[]);
+    plain.line("ready");
+    wait_for_d(l.kid.pid());
+    let (fired, stop_tx, watchdog) = watchdog(&l.fuse);
+    // The work: one real move_pages query of a page of the process (its status: where it is),
+    // which takes the memory map's lock for reading; counted as the live host's calls are.
+    let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = calls.clone();
+    let mut m = Mover::spawn(
+        Arc::new(move |j: &Job, _threads: usize| {
+            let pid = j.action.target.pid as libc::pid_t;
+            let r = numapilot_actuate::move_pages(pid, &[0x10000], None, numapilot_actuate::MoveFlags::Own);
+            c.fetch_add(1, Ordering::SeqCst);
+            match r {
+                Ok(_) => (Outcome::Applied { pages_moved: 0 }, 1, 1),
+                Err(e) => (Outcome::Refused { message: e.to_string() }, 1, 1),
+            }
+        }),
+        Arc::new(move || calls.load(Ordering::SeqCst)),
+    )
+    .unwrap();
+    let job = |pid: u32, started_ns: u64| {
+        let all: numapilot_topology::NodeSet = std::iter::once(0).collect();
+        Job {
+            action: Action {
+                target: TaskRef { pid, tid: None, starttime: read_starttime(pid).unwrap() },
+                kind: ActionKind::MigratePages { from: all.clone(), to: all, max_pages: None },
+                reason: Reason::new("test", "stuck move"),
+            },
+            allowance: 1,
+            started_ns,
+            cpus: None,
+            threads: 1,
+        }
+    };
+    let now = numapilot_observe::reader::monotonic_ns();
+    assert!(m.submit(job(l.kid.pid(), now)));
+    // It is in the kernel, and stays there: nothing comes back while the server holds the page.
+    assert!(m.wait_for(Duration::from_millis(500)).is_empty(), "the call behind the locked map returned");
+    assert!(!m.submit(job(plain.pid(), now)), "one move at a time");
+    let later = now + (STUCK_MOVE_S + 1) * 1_000_000_000;
+    assert_eq!(m.poll(later), Some(l.kid.pid()), "given up");
+    assert!(m.submit(job(plain.pid(), later)), "the next move is taken");
+    let done = m.wait_for(Duration::from_secs(20));
+    assert!(!fired.load(Ordering::SeqCst), "the second move waited for the watchdog's release");
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0].job.action.target.pid, plain.pid());
+    assert_eq!(done[0].outcome, Outcome::Applied { pages_moved: 0 });
+    assert!(m.stuck_on(l.kid.pid()), "the first is still in the kernel");
+    // The server answers: the child's read fails, its writer takes the lock and lets it go, and
+    // the stuck call returns; its result comes late, like any other.
+    l.fuse.release();
+    assert_eq!(l.kid.line("writer done"), "true");
+    let t0 = Instant::now();
+    let late = loop {
+        let d = m.drain();
+        if !d.is_empty() {
+            break d;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "the stuck call never returned");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = stop_tx.send(());
+    watchdog.join().unwrap();
+    assert_eq!(late[0].job.action.target.pid, l.kid.pid());
+    assert!(m.stuck().is_empty());
+}

@@ -333,7 +333,7 @@ fn present(pid: u32, starttime: u64, ranges: &[(u64, u64)], page_size: u64, limi
         if out.len() >= limit {
             break;
         }
-        match exclusive_pages(pid, start, len, page_size, limit - out.len()) {
+        match returned(exclusive_pages(pid, start, len, page_size, limit - out.len())) {
             Ok(Some(p)) => out.extend(p),
             Ok(None) => {
                 return Err(confirm_stop(pid, starttime, || {
@@ -346,11 +346,28 @@ fn present(pid: u32, starttime: u64, ranges: &[(u64, u64)], page_size: u64, limi
     Ok(out)
 }
 
+/// Calls the page code has had back from the kernel (pagemap reads, `move_pages`,
+/// `migrate_pages`), since the daemon started: the page mover's sign of progress
+/// ([`super::mover::Mover::poll`]: a move none of whose calls returns for
+/// [`super::mover::STUCK_MOVE_S`] is stuck in the kernel).
+static PAGE_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// [`PAGE_CALLS`] now.
+pub fn page_calls() -> u64 {
+    PAGE_CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Counts a call that returned ([`PAGE_CALLS`]) and passes its result on.
+fn returned<T>(result: T) -> T {
+    PAGE_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    result
+}
+
 /// Where each page is now (move_pages query), in batches.
 fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus>, Stop> {
     let mut out = Vec::with_capacity(pages.len());
     for chunk in pages.chunks(MOVE_BATCH) {
-        match move_pages(pid as libc::pid_t, chunk, None, MoveFlags::Own) {
+        match returned(move_pages(pid as libc::pid_t, chunk, None, MoveFlags::Own)) {
             Ok(o) => out.extend(o.status),
             // ESRCH, or EINVAL once an exiting process's memory is gone: confirmed, not assumed.
             Err(e) => {
@@ -485,7 +502,7 @@ fn move_part(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally
                 }
                 let pages: Vec<usize> = pending.iter().map(|m| m.0).collect();
                 let nodes: Vec<u32> = pending.iter().map(|m| m.1).collect();
-                let o = match move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own) {
+                let o = match returned(move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own)) {
                     Ok(o) => o,
                     Err(e) => {
                         return Err(confirm_stop(pid, starttime, || {
@@ -684,7 +701,7 @@ pub fn migrate(
         // Own pages only: as root, plain migrate_pages would move the page cache other processes map too.
         // ESRCH, or EINVAL once an exiting process's memory is gone: confirmed, not assumed. An
         // error after some pages moved (ENOMEM on a later node pair) still counts what moved.
-        let (not_moved, failed) = match migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own) {
+        let (not_moved, failed) = match returned(migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own)) {
             Ok(n) => (n, None),
             Err(e) => {
                 match confirm_stop(pid, starttime, || format!("migrate_pages: {e} for a process that is there")) {

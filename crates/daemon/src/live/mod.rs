@@ -749,10 +749,11 @@ impl LiveHost {
         // No mover when nothing is acted on; a thread that cannot start leaves moves synchronous.
         let mover = if tuning.background_moves && refusal.is_none() {
             let reader = mm_reader.clone();
-            match mover::Mover::spawn(Box::new(move |j: &mover::Job, threads: usize| {
+            let work: mover::Work = std::sync::Arc::new(move |j: &mover::Job, threads: usize| {
                 let t = j.action.target;
                 run_page_job(&reader, &j.action.kind, t.pid, t.starttime, ps, j.allowance, threads)
-            })) {
+            });
+            match mover::Mover::spawn(work, std::sync::Arc::new(apply::page_calls)) {
                 Ok(m) => Some(m),
                 Err(e) => {
                     notes.push(format!("page mover: thread not started ({e}); page moves run inside the loop"));
@@ -1536,6 +1537,12 @@ impl LiveHost {
         self.mover.as_ref().and_then(|m| m.running())
     }
 
+    /// Page moves given up as stuck in the kernel (rule stuck-move-abandoned) and still there: pid
+    /// and the host time each was handed over, ns.
+    pub fn moves_stuck(&self) -> Vec<(u32, u64)> {
+        self.mover.as_ref().map_or_else(Vec::new, |m| m.stuck().into_iter().map(|(p, at, _)| (p, at)).collect())
+    }
+
     /// Records that `pid` was started on this daemon's launch advice for `nodes` (its launcher
     /// named it: `numapilot advise --pid`): from now on, a CPU mask its launcher narrowed and a
     /// memory policy within `nodes` do not make it "placed by itself" for the checks before each
@@ -1651,6 +1658,14 @@ impl LiveHost {
             };
         }
         if let Some(mover) = self.mover.as_mut() {
+            if mover.stuck_on(pid) {
+                return Outcome::Refused {
+                    message: format!(
+                        "an earlier move of pid {pid}'s pages is stuck in the kernel (its memory map locked?); no \
+                         other until it returns"
+                    ),
+                };
+            }
             // copy-on-destination (mover.rs): the copy runs on the CPUs of the nodes the pages go to.
             let cpus = Some(self.topo.cpus_of_nodes(&nodes)).filter(|c| !c.is_empty());
             let threads = self.opts.mover_threads.max(1);
@@ -1752,6 +1767,21 @@ impl Host for LiveHost {
         // The wakes of the moves taken here would only wake the loop for nothing after this step.
         if let Some(m) = &self.mover {
             m.drain_wake();
+        }
+        // Rule stuck-move-abandoned (mover.rs): a move none of whose calls returned for
+        // STUCK_MOVE_S is left to the kernel and asked to stop should its call return; a new
+        // mover thread takes the moves of every other process.
+        let now = numapilot_observe::reader::monotonic_ns();
+        if let Some(pid) = self.mover.as_mut().and_then(|m| m.poll(now)) {
+            if let Some(st) = select::read_starttime(pid) {
+                apply::stop_moves_of(pid, st);
+            }
+            tracing::warn!(
+                "page mover: the move of pid {pid}'s pages has had no system call return for {} s (its memory map \
+                 locked?); left to the kernel, later moves go on in a new mover thread, none of pid {pid} until it \
+                 returns",
+                mover::STUCK_MOVE_S
+            );
         }
         let done = self.mover.as_mut().map(|m| m.drain()).unwrap_or_default();
         self.finish(done)

@@ -64,10 +64,23 @@
 //! synchronous one would. One the operator takes out of numapilot's hands meanwhile (a release:
 //! excluded, or out of `[include]`) stops before its next batch of pages
 //! (`apply::stop_moves_of`); a single `migrate_pages` call already made runs to its end.
+//!
+//! A call can sleep in the kernel for as long as the process's memory map is locked (a task of it
+//! waiting on a hung NFS or FUSE server with the lock held, a writer queued behind it: every
+//! reader, `move_pages` too, queues behind that). The observation leaves such a process out
+//! (`numapilot_observe::stall`), but a lock taken after the move started holds the one mover
+//! thread, and every later move of every process behind it. Rule stuck-move-abandoned
+//! ([`Mover::poll`], each step): a move none of whose calls has returned for [`STUCK_MOVE_S`]
+//! (`apply::page_calls` counts them) is given up: asked to stop at its next batch should its call
+//! return, its thread left to the kernel (no call can be called back out of it), a new thread
+//! taking the moves from then on, none of the same process until the old call returns (status
+//! and `status --check` name it; its result is taken late, like any other). A stuck thread is
+//! never joined, at shutdown neither.
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use numapilot_actuate::{sched_getaffinity, sched_setaffinity};
@@ -110,35 +123,72 @@ pub struct Done {
 }
 
 /// The work of one job, given the threads it may split the copy over (at least 1): outcome, pages
-/// asked and the most threads a copy used.
-pub type Work = Box<dyn Fn(&Job, usize) -> (Outcome, u64, usize) + Send>;
+/// asked and the most threads a copy used. Shared, so a mover thread started in place of a stuck
+/// one runs the same code.
+pub type Work = Arc<dyn Fn(&Job, usize) -> (Outcome, u64, usize) + Send + Sync>;
 
-/// The mover thread and its channels.
-pub struct Mover {
+/// A count that grows while the page code's calls return ([`super::apply::page_calls`]): the
+/// mover's sign that a job is getting on.
+pub type Progress = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// How long a page move may go without one of its calls returning before it counts as stuck in the
+/// kernel, seconds. Default 60. Source: one call moves at most a 4,096-page batch
+/// (`apply::MOVE_BATCH`), which took under 3 s in the rig's TCG guests (8,192 pages in 1.5-5 s,
+/// docs/race-history.md) and milliseconds on hardware; a whole-process `migrate_pages` of the
+/// budget's 4 GiB takes seconds. 60 s is far past both. What it prevents: a move whose system call
+/// sleeps behind a process's locked memory map (a task of it in D state on a hung NFS or FUSE
+/// server holding the lock, a writer queued behind it) holding the one mover thread, and with it
+/// every later move of every process, for as long as the server stays away.
+pub const STUCK_MOVE_S: u64 = 60;
+
+/// A mover thread and its channels.
+struct Worker {
     jobs: Option<Sender<Job>>,
     done: Receiver<Done>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// A job given up as stuck ([`Mover::poll`]): its thread is left to its system call, its `Done`
+/// still taken if the call ever returns.
+struct Abandoned {
+    worker: Worker,
+    /// The process whose pages it moves.
+    pid: u32,
+    /// When it was given up, host monotonic ns.
+    since_ns: u64,
+    /// When it was handed over, host monotonic ns.
+    started_ns: u64,
+}
+
+/// The mover thread and its channels.
+pub struct Mover {
+    work: Work,
+    progress: Progress,
+    worker: Worker,
     /// The job in flight: pid and the time it was handed over.
     running: Option<(u32, u64)>,
+    /// The progress count as last seen changing, and when (host monotonic ns).
+    last_progress: (u64, u64),
+    /// Jobs given up as stuck, still in the kernel.
+    abandoned: Vec<Abandoned>,
     /// Readable when a job has ended (a byte per job, written after its `Done` is sent): the
     /// daemon's loop polls it and steps soon after, not at the end of its wait.
     wake: UnixStream,
+    /// The end the threads write.
+    ring: UnixStream,
 }
 
 impl std::fmt::Debug for Mover {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mover").field("running", &self.running).finish_non_exhaustive()
+        f.debug_struct("Mover").field("running", &self.running).field("stuck", &self.stuck()).finish_non_exhaustive()
     }
 }
 
-impl Mover {
-    /// Starts the thread; `work` runs each job.
-    pub fn spawn(work: Work) -> std::io::Result<Self> {
+impl Worker {
+    fn spawn(work: Work, ring: UnixStream) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (tx, done) = mpsc::channel::<Done>();
-        let (wake, mut ring) = UnixStream::pair()?;
-        wake.set_nonblocking(true)?;
-        ring.set_nonblocking(true)?;
+        let mut ring = ring;
         let thread = std::thread::Builder::new().name("numapilot-mover".into()).spawn(move || {
             for job in rx {
                 let pinned = job.cpus.as_ref().and_then(pin_self);
@@ -157,7 +207,19 @@ impl Mover {
                 let _ = ring.write(&[1]);
             }
         })?;
-        Ok(Self { jobs: Some(jobs), done, thread: Some(thread), running: None, wake })
+        Ok(Worker { jobs: Some(jobs), done, thread: Some(thread) })
+    }
+}
+
+impl Mover {
+    /// Starts the thread; `work` runs each job, `progress` tells whether a job is getting on.
+    pub fn spawn(work: Work, progress: Progress) -> std::io::Result<Self> {
+        let (wake, ring) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        ring.set_nonblocking(true)?;
+        let worker = Worker::spawn(Arc::clone(&work), ring.try_clone()?)?;
+        let last_progress = (progress(), 0);
+        Ok(Self { work, progress, worker, running: None, last_progress, abandoned: Vec::new(), wake, ring })
     }
 
     /// The end the loop polls: readable once a job has ended since the last [`Mover::drain_wake`].
@@ -175,13 +237,25 @@ impl Mover {
         self.running
     }
 
+    /// Jobs given up as stuck and still in the kernel: pid, when handed over and when given up
+    /// (host monotonic ns).
+    pub fn stuck(&self) -> Vec<(u32, u64, u64)> {
+        self.abandoned.iter().map(|a| (a.pid, a.started_ns, a.since_ns)).collect()
+    }
+
+    /// Whether a job given up as stuck moves `pid`'s pages (no other move of it may start: its
+    /// memory map is what holds that one).
+    pub fn stuck_on(&self, pid: u32) -> bool {
+        self.abandoned.iter().any(|a| a.pid == pid)
+    }
+
     /// Hands `job` over: false (the job dropped) when a job is still in flight or the thread is
     /// gone.
     pub fn submit(&mut self, job: Job) -> bool {
         if self.running.is_some() {
             return false;
         }
-        let Some(tx) = &self.jobs else { return false };
+        let Some(tx) = &self.worker.jobs else { return false };
         let who = (job.action.target.pid, job.started_ns);
         if tx.send(job).is_err() {
             return false;
@@ -190,20 +264,61 @@ impl Mover {
         true
     }
 
-    /// The jobs that ended since the last call (never waits).
+    /// At host time `now_ns`: a job in flight none of whose calls has returned for
+    /// [`STUCK_MOVE_S`] is given up (rule stuck-move-abandoned): its thread is left to its system
+    /// call (none can be called back out of the kernel), a new thread takes the jobs from here on,
+    /// and the pid is returned so the caller can ask the move to stop should the call return.
+    /// Without it, one process's locked memory map held every later move of every process.
+    pub fn poll(&mut self, now_ns: u64) -> Option<u32> {
+        let count = (self.progress)();
+        if count != self.last_progress.0 {
+            self.last_progress = (count, now_ns);
+            return None;
+        }
+        let (pid, started_ns) = self.running?;
+        let quiet_since = self.last_progress.1.max(started_ns);
+        if now_ns.saturating_sub(quiet_since) < STUCK_MOVE_S * 1_000_000_000 {
+            return None;
+        }
+        let fresh = match self.ring.try_clone().and_then(|ring| Worker::spawn(Arc::clone(&self.work), ring)) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("page mover: no new thread in place of the one stuck on pid {pid} ({e})");
+                return None;
+            }
+        };
+        let mut old = std::mem::replace(&mut self.worker, fresh);
+        // Its thread ends after the stuck job, if the call ever returns.
+        old.jobs = None;
+        self.abandoned.push(Abandoned { worker: old, pid, since_ns: now_ns, started_ns });
+        self.running = None;
+        Some(pid)
+    }
+
+    /// The jobs that ended since the last call (never waits), a stuck one's too if its call has
+    /// returned meanwhile.
     pub fn drain(&mut self) -> Vec<Done> {
-        let out: Vec<Done> = self.done.try_iter().collect();
+        let out: Vec<Done> = self.worker.done.try_iter().collect();
         if !out.is_empty() {
             self.running = None;
         }
-        out
+        let mut late = Vec::new();
+        self.abandoned.retain(|a| match a.worker.done.try_recv() {
+            Ok(d) => {
+                late.push(d);
+                false
+            }
+            Err(mpsc::TryRecvError::Disconnected) => false,
+            Err(mpsc::TryRecvError::Empty) => true,
+        });
+        late.into_iter().chain(out).collect()
     }
 
     /// Waits for the job in flight, if any, and returns every job that ended.
     pub fn wait(&mut self) -> Vec<Done> {
         let mut out = self.drain();
         if self.running.is_some() {
-            if let Ok(d) = self.done.recv() {
+            if let Ok(d) = self.worker.done.recv() {
                 out.push(d);
             }
             self.running = None;
@@ -216,7 +331,7 @@ impl Mover {
     pub fn wait_for(&mut self, limit: std::time::Duration) -> Vec<Done> {
         let mut out = self.drain();
         if self.running.is_some() {
-            match self.done.recv_timeout(limit) {
+            match self.worker.done.recv_timeout(limit) {
                 Ok(d) => {
                     out.push(d);
                     self.running = None;
@@ -250,10 +365,15 @@ fn pin_self(want: &CpuSet) -> Option<(CpuSet, CpuSet)> {
 
 impl Drop for Mover {
     fn drop(&mut self) {
-        // Closing the job channel ends the thread after the job in flight.
-        self.jobs = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        // Closing the job channel ends the thread after the job in flight. A thread whose job is
+        // still in the kernel (shutdown waited `SHUTDOWN_MOVE_WAIT` for it already; or a stuck
+        // one) is not joined: the join would wait for as long as the call, and the daemon would
+        // not exit after its restore.
+        self.worker.jobs = None;
+        if self.running.is_none() {
+            if let Some(t) = self.worker.thread.take() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -263,6 +383,12 @@ mod tests {
     use super::*;
     use numapilot_policy::{ActionKind, Reason, TaskRef};
     use std::sync::{Arc, Mutex};
+
+    /// A progress count that never moves (the jobs here end or wait on a gate; only the stuck-job
+    /// test moves its own).
+    fn still() -> Progress {
+        Arc::new(|| 0)
+    }
 
     fn job(pid: u32) -> Job {
         let all: numapilot_topology::NodeSet = std::iter::once(0).collect();
@@ -287,10 +413,13 @@ mod tests {
         let gate = Arc::new(Mutex::new(()));
         let held = gate.lock().unwrap();
         let g = gate.clone();
-        let mut m = Mover::spawn(Box::new(move |j: &Job, _threads: usize| {
-            let _open = g.lock().unwrap();
-            (Outcome::Applied { pages_moved: j.allowance / 2 }, j.allowance, 1)
-        }))
+        let mut m = Mover::spawn(
+            Arc::new(move |j: &Job, _threads: usize| {
+                let _open = g.lock().unwrap();
+                (Outcome::Applied { pages_moved: j.allowance / 2 }, j.allowance, 1)
+            }),
+            still(),
+        )
         .unwrap();
         assert_eq!(m.running(), None);
         assert!(m.submit(job(10)));
@@ -329,10 +458,13 @@ mod tests {
         let gate = Arc::new(Mutex::new(()));
         let held = gate.lock().unwrap();
         let g = gate.clone();
-        let mut m = Mover::spawn(Box::new(move |j: &Job, _threads: usize| {
-            let _open = g.lock().unwrap();
-            (Outcome::Applied { pages_moved: 0 }, j.allowance, 1)
-        }))
+        let mut m = Mover::spawn(
+            Arc::new(move |j: &Job, _threads: usize| {
+                let _open = g.lock().unwrap();
+                (Outcome::Applied { pages_moved: 0 }, j.allowance, 1)
+            }),
+            still(),
+        )
         .unwrap();
         assert!(m.wait_for(std::time::Duration::from_millis(10)).is_empty(), "nothing in flight");
         assert!(m.submit(job(12)));
@@ -341,6 +473,86 @@ mod tests {
         drop(held);
         let done = m.wait_for(std::time::Duration::from_secs(60));
         assert_eq!((done.len(), m.running()), (1, None));
+    }
+
+    /// Rule stuck-move-abandoned: a job none of whose calls returns for STUCK_MOVE_S is given up
+    /// (not before: the progress count moving, or less time since it was handed over, keeps it);
+    /// a new thread takes the next job, of another process, and ends it while the stuck one is
+    /// still held; the stuck one's pid is named until its call returns, when its late result is
+    /// taken like any other. The clock is the caller's (`poll`'s argument).
+    #[test]
+    fn a_job_without_progress_is_given_up_and_the_next_runs_on_a_new_thread() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let calls = Arc::new(AtomicU64::new(0));
+        let c = calls.clone();
+        let mut m = Mover::spawn(
+            Arc::new(move |j: &Job, _threads: usize| {
+                if j.action.target.pid == 20 {
+                    let _open = g.lock().unwrap();
+                }
+                (Outcome::Applied { pages_moved: 1 }, 1, 1)
+            }),
+            Arc::new(move || c.load(Ordering::SeqCst)),
+        )
+        .unwrap();
+        let s = 1_000_000_000;
+        assert!(m.submit(Job { started_ns: 100 * s, ..job(20) }));
+        assert_eq!(m.poll(100 * s + (STUCK_MOVE_S - 1) * s), None, "not yet: under STUCK_MOVE_S since handed over");
+        calls.store(7, Ordering::SeqCst);
+        assert_eq!(m.poll(100 * s + STUCK_MOVE_S * s), None, "a call returned: progress");
+        assert_eq!(m.poll(100 * s + (2 * STUCK_MOVE_S - 1) * s), None, "under STUCK_MOVE_S since that call");
+        assert!(!m.submit(job(21)), "still one job at a time");
+        assert_eq!(m.poll(100 * s + (2 * STUCK_MOVE_S + 1) * s), Some(20), "no call for STUCK_MOVE_S: given up");
+        assert_eq!(m.running(), None);
+        assert!(m.stuck_on(20) && !m.stuck_on(21));
+        assert_eq!(m.stuck(), [(20, 100 * s, 100 * s + (2 * STUCK_MOVE_S + 1) * s)]);
+        assert!(m.submit(job(21)), "a new thread takes the next job");
+        let done = m.wait_for(std::time::Duration::from_secs(60));
+        assert_eq!(done.iter().map(|d| d.job.action.target.pid).collect::<Vec<_>>(), [21]);
+        assert!(m.stuck_on(20), "the stuck job is still held");
+        drop(held);
+        let t0 = std::time::Instant::now();
+        let late = loop {
+            let d = m.drain();
+            if !d.is_empty() {
+                break d;
+            }
+            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the released job never reported");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert_eq!(late.iter().map(|d| d.job.action.target.pid).collect::<Vec<_>>(), [20]);
+        assert!(m.stuck().is_empty());
+    }
+
+    /// A mover dropped while its job is still in the kernel (shutdown waited its limit) does not
+    /// wait for it: the join waited as long as the call, and the daemon never exited after its
+    /// restore.
+    #[test]
+    fn dropping_a_mover_does_not_wait_for_a_job_in_the_kernel() {
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let mut m = Mover::spawn(
+            Arc::new(move |_j: &Job, _threads: usize| {
+                let _open = g.lock().unwrap();
+                (Outcome::Applied { pages_moved: 0 }, 0, 1)
+            }),
+            still(),
+        )
+        .unwrap();
+        assert!(m.submit(job(30)));
+        assert!(m.wait_for(std::time::Duration::from_millis(20)).is_empty());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            drop(m);
+            let _ = tx.send(());
+        });
+        let dropped = rx.recv_timeout(std::time::Duration::from_secs(60));
+        drop(held);
+        assert!(dropped.is_ok(), "the drop waited for the job in the kernel");
     }
 
     /// copy-on-destination: the job runs on its CPUs (within the mover's own set) and the mover
@@ -354,10 +566,13 @@ mod tests {
         };
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s2 = seen.clone();
-        let mut m = Mover::spawn(Box::new(move |_j: &Job, threads: usize| {
-            s2.lock().unwrap().push((sched_getaffinity(0).unwrap(), threads));
-            (Outcome::Applied { pages_moved: 1 }, 1, threads)
-        }))
+        let mut m = Mover::spawn(
+            Arc::new(move |_j: &Job, threads: usize| {
+                s2.lock().unwrap().push((sched_getaffinity(0).unwrap(), threads));
+                (Outcome::Applied { pages_moved: 1 }, 1, threads)
+            }),
+            still(),
+        )
         .unwrap();
         let one: CpuSet = std::iter::once(last).collect();
         // split-copy: the job may use 8 threads, but no more than the CPUs the copy runs on.
