@@ -324,6 +324,15 @@ pub enum HealthLevel {
 }
 
 impl HealthLevel {
+    /// Its name as a monitoring plugin prints it (`OK`, `WARNING`, `CRITICAL`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HealthLevel::Ok => "OK",
+            HealthLevel::Warning => "WARNING",
+            HealthLevel::Critical => "CRITICAL",
+        }
+    }
+
     /// The process exit status for this level (0, 1, 2).
     pub fn exit_code(self) -> u8 {
         match self {
@@ -901,7 +910,7 @@ impl Status {
         };
         let _ = writeln!(s, "numapilot {} daemon, pid {}, up {:.0} s, {mode}", self.version, self.pid, self.uptime_s);
         for (level, reason) in self.health().reasons {
-            let _ = writeln!(s, "{}: {reason}", if level == HealthLevel::Critical { "CRITICAL" } else { "WARNING" });
+            let _ = writeln!(s, "{}: {reason}", level.name());
         }
         let _ = writeln!(
             s,

@@ -7,7 +7,8 @@
 //! the figures describe the machine's processes). Each connection: read the request head (at most
 //! 8 KiB, 5 s), answer `GET /metrics` with the text exposition format 0.0.4 rendered from the
 //! status snapshot the engine loop publishes after each step, anything else with 404, then close
-//! (`Connection: close`; no keep-alive, no chunking).
+//! (`Connection: close`; no keep-alive, no chunking). `GET /healthz` answers the health verdict of
+//! `numapilot status --check` for probes that read HTTP codes: 200 (OK or WARNING), 503 (CRITICAL).
 //!
 //! ```text
 //!   GET /metrics HTTP/1.1  ──>  200 text/plain; version=0.0.4
@@ -31,7 +32,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::control::{Shared, Status, STEP_BUCKETS_S};
+use crate::control::{HealthLevel, Shared, Status, STEP_BUCKETS_S};
 
 /// Longest request head read, bytes.
 const MAX_HEAD: usize = 8192;
@@ -132,7 +133,22 @@ fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             body.push_str(&render_process(&ProcessFigures::own()));
             respond(&mut stream, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &body)
         }
-        ("GET", "/") => respond(&mut stream, "200 OK", "text/plain", "numapilot: metrics at /metrics\n"),
+        ("GET", "/healthz") => {
+            // For a probe that reads HTTP status codes (a load balancer's, Kubernetes'): 200 while
+            // the daemon does its job (OK, or a WARNING worth a look), 503 when CRITICAL; the body
+            // is `status --check`'s text.
+            let s = shared.snapshot();
+            let h = s.health();
+            let mut body = if h.reasons.is_empty() { format!("OK: {}\n", s.summary()) } else { String::new() };
+            for (level, reason) in &h.reasons {
+                body.push_str(&format!("{}: {reason}\n", level.name()));
+            }
+            let code = if h.level == HealthLevel::Critical { "503 Service Unavailable" } else { "200 OK" };
+            respond(&mut stream, code, "text/plain; charset=utf-8", &body)
+        }
+        ("GET", "/") => {
+            respond(&mut stream, "200 OK", "text/plain", "numapilot: metrics at /metrics, health at /healthz\n")
+        }
         ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", "not found; metrics are at /metrics\n"),
         _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "only GET\n"),
     }

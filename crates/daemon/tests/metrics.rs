@@ -316,3 +316,26 @@ fn promtool_finds_nothing_to_lint() {
     let (ok, said) = promtool_check(&promtool, broken);
     assert!(!ok && said.contains("_total"), "the control passed promtool: {said}");
 }
+
+/// `GET /healthz`: 200 with `status --check`'s text while the daemon is OK or warns, 503 when
+/// CRITICAL (a probe that reads HTTP codes restarts or routes around it), from the snapshot served.
+#[test]
+fn healthz_answers_the_health_verdict_as_an_http_code() {
+    let mut s = status();
+    s.last_step_mono_ns = numapilot_observe::reader::monotonic_ns();
+    let shared = Arc::new(Shared { status: Mutex::new(s), started_ns: 0 });
+    let (addr, _t) = metrics::serve("127.0.0.1:0".parse().unwrap(), Arc::clone(&shared)).unwrap();
+    let ok = get(addr, "/healthz");
+    assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
+    assert!(ok.contains("\r\n\r\nOK: numapilot test, "), "{ok}");
+    shared.status.lock().unwrap().journal_failing = true;
+    let warn = get(addr, "/healthz");
+    assert!(warn.starts_with("HTTP/1.1 200 OK") && warn.contains("\r\n\r\nWARNING: the journal"), "{warn}");
+    shared.status.lock().unwrap().last_error = Some("reading /proc: EMFILE".into());
+    let crit = get(addr, "/healthz");
+    assert!(crit.starts_with("HTTP/1.1 503"), "{crit}");
+    assert!(
+        crit.contains("\r\n\r\nCRITICAL: the last step failed: reading /proc: EMFILE\nWARNING: the journal"),
+        "{crit}"
+    );
+}

@@ -443,11 +443,7 @@ fn run_check(socket: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
         ),
         Err(e) => return unknown(&e.to_string(), json),
     };
-    let level = |l: HealthLevel| match l {
-        HealthLevel::Ok => "OK",
-        HealthLevel::Warning => "WARNING",
-        HealthLevel::Critical => "CRITICAL",
-    };
+    let level = HealthLevel::name;
     if json {
         let v = serde_json::json!({ "level": level(health.level), "summary": summary, "reasons":
             health.reasons.iter().map(|(l, r)| serde_json::json!({ "level": level(*l), "reason": r })).collect::<Vec<_>>() });
