@@ -80,7 +80,8 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
     /// Health check for monitoring: one line per finding (OK, WARNING, CRITICAL) and the exit
-    /// status of a monitoring plugin: 0 OK, 1 WARNING (stalled reads, journal not written), 2
+    /// status of a monitoring plugin: 0 OK, 1 WARNING (stalled reads, a page move stuck in the
+    /// kernel, the journal not written), 2
     /// CRITICAL (the last step failed, no step for 30 s past its due time, the state file
     /// unsaved, or no daemon answering), 3 UNKNOWN (the daemon could not be asked).
     #[arg(long)]

@@ -149,6 +149,18 @@ kept; exclusions and tunables hold from the next action.
 .TP
 \fBSIGUSR1\fR, \fBSIGUSR2\fR, \fBSIGALRM\fR
 Ignored (logged).
+.SH METRICS
+On \fB[daemon] metrics\fR (default 127.0.0.1:9469; \fB\-\-metrics off\fR for none), over HTTP:
+.TP
+\fBGET /metrics\fR
+Prometheus text: steps (\fBnumapilot_step_duration_seconds\fR histogram,
+\fBnumapilot_last_step_timestamp_seconds\fR), actions and failures by kind, pages moved and failed by
+cause, each node's load, interference and bottleneck flags, the local-access estimate, the daemon's
+own CPU, memory and descriptors (\fBprocess_cpu_seconds_total\fR and the rest).
+.TP
+\fBGET /healthz\fR
+The verdict of \fBnumapilot status \-\-check\fR: 200 for OK and WARNING, 503 for CRITICAL (the last
+step failed, no step for 30 s past its due time, the state file cannot be saved).
 .SH EXIT STATUS
 .TP
 \fB0\fR
@@ -274,11 +286,11 @@ mod tests {
         let (_, page) = p.iter().find(|(n, _)| n == "numapilot-daemon.1").expect("the daemon's page");
         let page = String::from_utf8_lossy(page);
         let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("{s} missing: {page}"));
-        let order = [".SH SIGNALS", ".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH FILES"].map(at);
+        let order = [".SH SIGNALS", ".SH METRICS", ".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH FILES"].map(at);
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{page}");
         assert!(page.contains("\\fB75\\fR") && page.contains("/run/numapilot/state.json"), "{page}");
         if let Some(v) = page.find(".SH VERSION") {
-            assert!(order[3] < v, "before VERSION: {page}");
+            assert!(order[4] < v, "before VERSION: {page}");
         }
         let other = &p.iter().find(|(n, _)| n == "numapilot-sim.1").expect("sim's page").1;
         assert!(!String::from_utf8_lossy(other).contains(".SH SIGNALS"), "the daemon's alone");
