@@ -1,0 +1,152 @@
+//! The Debian package (`scripts/package-deb.sh`), built from this build's binary and installed with
+//! Debian's own dpkg into a root of its own (`dpkg --root`, the maintainer scripts run outside it
+//! with DPKG_ROOT set, as for a system being built): the files where Debian puts them, the unit
+//! naming the installed binary and verifying, the shipped configuration valid, the pages and
+//! completions there; then removed and purged with nothing left behind. The machine's own systemd
+//! and dpkg database are not touched. lintian, when installed, finds no error in it.
+
+use std::path::Path;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_numapilot");
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{cmd:?} failed: {text}");
+    text
+}
+
+#[test]
+fn the_debian_package_installs_verifies_and_purges_clean() {
+    if Command::new("dpkg-deb").arg("--version").output().is_err() {
+        eprintln!("skipped: no dpkg-deb (not a Debian system)");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/package-deb.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let built = run(Command::new("bash")
+        .arg(&script)
+        .arg("--binary")
+        .arg(BIN)
+        .arg("--out")
+        .arg(&out)
+        .args(["--compress", "gzip"]));
+    let deb = Path::new(built.lines().last().unwrap().trim());
+    assert!(deb.starts_with(&out) && deb.extension().is_some_and(|e| e == "deb"), "{built}");
+
+    // What dpkg reads: the fields, the conffile, the scripts.
+    let info = run(Command::new("dpkg-deb").arg("--info").arg(deb));
+    let version = run(Command::new(BIN).arg("--version")).split_whitespace().nth(1).unwrap().to_string();
+    for field in [
+        "Package: numapilot".to_string(),
+        format!("Version: {version}-1"),
+        "Depends: libc6 (>= 2.".into(),
+        "Section: admin".into(),
+    ] {
+        assert!(info.contains(&field), "{field} missing: {info}");
+    }
+    assert_eq!(run(Command::new("dpkg-deb").arg("--field").arg(deb).arg("Package")).trim(), "numapilot");
+
+    // Installed into a root of its own: an empty dpkg database there (libc6 is not in it: the
+    // dependency is forced, the binary runs on this machine's).
+    let root = dir.path().join("root");
+    let admin = root.join("var/lib/dpkg");
+    for d in ["info", "updates"] {
+        std::fs::create_dir_all(admin.join(d)).unwrap();
+    }
+    std::fs::write(admin.join("status"), "").unwrap();
+    std::fs::write(admin.join("available"), "").unwrap();
+    let dpkg = |args: &[&str]| {
+        let mut c = Command::new("dpkg");
+        c.arg(format!("--root={}", root.display())).args(["--force-script-chrootless", "--force-depends"]).args(args);
+        run(&mut c)
+    };
+    dpkg(&["-i", deb.to_str().unwrap()]);
+    let status = dpkg(&["--status", "numapilot"]);
+    assert!(status.contains("Status: install ok installed"), "{status}");
+    assert!(status.contains("Conffiles:\n /etc/numapilot.toml "), "the configuration is a conffile: {status}");
+
+    // Every file as packaged (the md5sums).
+    assert_eq!(dpkg(&["--verify", "numapilot"]).trim(), "", "dpkg --verify");
+
+    let installed = root.join("usr/bin/numapilot");
+    assert_eq!(run(Command::new(&installed).arg("--version")).trim(), format!("numapilot {version}"));
+    // The shipped configuration is every key at its default, and valid.
+    let conf = root.join("etc/numapilot.toml");
+    let checked = run(Command::new(&installed).args(["daemon", "--check", "--config"]).arg(&conf));
+    assert!(checked.contains("configuration OK"), "{checked}");
+    // The unit names the installed binary, and verifies (pointed at it, with the pages installed).
+    let unit = std::fs::read_to_string(root.join("lib/systemd/system/numapilot.service")).unwrap();
+    assert!(unit.lines().any(|l| l == "ExecStart=/usr/bin/numapilot daemon"), "{unit}");
+    assert!(!unit.contains("/usr/local/"), "{unit}");
+    if Command::new("systemd-analyze").arg("--version").output().is_ok() {
+        let copy = dir.path().join("numapilot.service");
+        std::fs::write(&copy, unit.replace("/usr/bin/numapilot", installed.to_str().unwrap())).unwrap();
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&copy)
+            .env("MANPATH", root.join("usr/share/man"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !err.contains("numapilot.service"), "{err}");
+    }
+    for file in [
+        "usr/share/man/man1/numapilot-daemon.1.gz",
+        "usr/share/man/man1/numapilot.1.gz",
+        "usr/share/man/man5/numapilot.toml.5.gz",
+        "usr/share/bash-completion/completions/numapilot",
+        "usr/share/zsh/vendor-completions/_numapilot",
+        "usr/share/fish/vendor_completions.d/numapilot.fish",
+        "usr/share/doc/numapilot/copyright",
+    ] {
+        let m = std::fs::metadata(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(m.len() > 0, "{file} is empty");
+    }
+    // Owned by root, writable by no one else (lintian's and dpkg's expectation for system files).
+    let listed = run(Command::new("dpkg-deb").arg("--contents").arg(deb));
+    for line in listed.lines() {
+        assert!(line.contains(" root/root "), "{line}");
+        assert!(!line.starts_with("-rw-rw") && !line.starts_with("drwxrwx"), "{line}");
+    }
+
+    // Removed: the files go, the edited conffile stays; purged: it and the journal directory go.
+    std::fs::write(&conf, std::fs::read_to_string(&conf).unwrap() + "\n# edited\n").unwrap();
+    std::fs::create_dir_all(root.join("var/log/numapilot")).unwrap();
+    std::fs::write(root.join("var/log/numapilot/journal.jsonl"), "{}\n").unwrap();
+    dpkg(&["--remove", "numapilot"]);
+    assert!(!installed.exists());
+    assert!(conf.exists(), "a removal keeps the configuration");
+    dpkg(&["--purge", "numapilot"]);
+    assert!(!conf.exists(), "a purge removes the configuration");
+    assert!(!root.join("var/log/numapilot").exists(), "a purge removes the journal directory");
+    let left: Vec<_> = walk(&root).into_iter().filter(|p| !p.starts_with(&admin)).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // lintian (not installed by scripts/setup.sh: 128 packages) finds no error and no warning but
+    // that a first upload closes no bug report, when present.
+    if let Ok(out) = Command::new("lintian").args(["--tag-display-limit", "0"]).arg(deb).output() {
+        let said = String::from_utf8_lossy(&out.stdout);
+        let bad: Vec<&str> = said
+            .lines()
+            .filter(|l| l.starts_with("E: ") || (l.starts_with("W: ") && !l.contains("initial-upload-closes-no-bugs")))
+            .collect();
+        assert!(bad.is_empty(), "lintian: {said}");
+    }
+}
+
+/// Every file (not directory) under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

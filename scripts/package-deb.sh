@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Builds a Debian package of numapilot: target/debian/numapilot_VERSION-1_ARCH.deb (dpkg-deb; no debhelper).
+#
+#   /usr/bin/numapilot                      the binary (release build unless --binary)
+#   /lib/systemd/system/numapilot.service   packaging/numapilot.service, its paths /usr/bin
+#   /etc/numapilot.toml                     packaging/numapilot.toml (every key at its default), a conffile
+#   /usr/share/man/man{1,5}/*.gz            every page `numapilot man --out` writes
+#   /usr/share/{bash-completion,zsh,fish}   shell completions
+#   /usr/share/doc/numapilot/               copyright (GPL-2.0-only), README.md
+#
+# Installing does not enable or start the daemon (it changes where other processes run: an operator
+# turns it on, `systemctl enable --now numapilot`); an upgrade restarts it if it was running (the stop
+# restores every process it placed, the start places them again); removing stops it first (the same
+# restore); purging removes its journal directory too. The maintainer scripts honour DPKG_ROOT
+# (an install into another root touches no service of this machine).
+#
+# Usage: scripts/package-deb.sh [--binary PATH] [--out DIR] [--compress xz|gzip|none]
+#   --binary PATH     package this numapilot binary instead of building the release one
+#   --out DIR         write the .deb there (default target/debian)
+#   --compress TYPE   dpkg-deb's compression (default xz; the tests package a 60 MB debug build with none)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+binary=""
+out="target/debian"
+compress=xz
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --binary) binary="${2:?--binary needs a path}"; shift 2 ;;
+    --out) out="${2:?--out needs a directory}"; shift 2 ;;
+    --compress) compress="${2:?--compress needs xz, gzip or none}"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "package-deb: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+for tool in dpkg-deb dpkg objdump strip gzip; do
+  command -v "$tool" >/dev/null || { echo "package-deb: $tool not found (dpkg, binutils, gzip)" >&2; exit 1; }
+done
+if [ -z "$binary" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+  cargo build --release -q -p numapilot
+  binary=target/release/numapilot
+fi
+[ -x "$binary" ] || { echo "package-deb: $binary is not an executable" >&2; exit 1; }
+
+# The version the binary reports ("numapilot 0.1.0"), the architecture dpkg builds for.
+version=$("$binary" --version | awk '{print $2}')
+[ -n "$version" ] || { echo "package-deb: $binary --version gave no version" >&2; exit 1; }
+arch=$(dpkg --print-architecture)
+# The newest glibc symbol version the binary needs: the libc6 it depends on.
+glibc=$(objdump -T "$binary" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+[ -n "$glibc" ] || { echo "package-deb: no glibc symbol versions in $binary (not a glibc binary?)" >&2; exit 1; }
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+root="$stage/numapilot"
+install -d -m 0755 "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc" \
+  "$root/usr/share/doc/numapilot" "$root/usr/share/bash-completion/completions" \
+  "$root/usr/share/zsh/vendor-completions" "$root/usr/share/fish/vendor_completions.d"
+install -m 0755 "$binary" "$root/usr/bin/numapilot"
+# Stripped, as Debian ships binaries (the symbols of a release build are its panics' backtraces only).
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/numapilot"
+# The unit as shipped names /usr/local/bin (a `cargo install` or a copy by hand); the package's is /usr/bin.
+sed -e 's|/usr/local/bin/numapilot|/usr/bin/numapilot|g' \
+  -e 's|^# Install: .*|# Installed by the numapilot package; turn it on with: systemctl enable --now numapilot|' \
+  -e '/^#          \&\& systemctl enable --now numapilot$/d' \
+  packaging/numapilot.service > "$root/lib/systemd/system/numapilot.service"
+chmod 0644 "$root/lib/systemd/system/numapilot.service"
+install -m 0644 packaging/numapilot.toml "$root/etc/numapilot.toml"
+"$binary" man --out "$stage/man" > /dev/null
+for section in 1 5; do
+  install -d -m 0755 "$root/usr/share/man/man$section"
+  for page in "$stage/man/man$section"/*."$section"; do
+    gzip -9n < "$page" > "$root/usr/share/man/man$section/$(basename "$page").gz"
+  done
+done
+"$binary" completions bash > "$root/usr/share/bash-completion/completions/numapilot"
+"$binary" completions zsh > "$root/usr/share/zsh/vendor-completions/_numapilot"
+"$binary" completions fish > "$root/usr/share/fish/vendor_completions.d/numapilot.fish"
+gzip -9n < README.md > "$root/usr/share/doc/numapilot/README.md.gz"
+# Who built it: Debian's tools read DEBFULLNAME and DEBEMAIL; the default names the project.
+maintainer="${DEBFULLNAME:-numapilot developers} <${DEBEMAIL:-numapilot@example.org}>"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+{
+  echo "numapilot ($version-1) unstable; urgency=medium"
+  echo
+  echo "  * Package of numapilot $version, built from commit $commit"
+  echo "    by scripts/package-deb.sh."
+  echo
+  echo " -- $maintainer  $(date -R -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")"
+} | gzip -9n > "$root/usr/share/doc/numapilot/changelog.Debian.gz"
+cat > "$root/usr/share/doc/numapilot/copyright" <<'EOF'
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: numapilot
+
+Files: *
+Copyright: 2026 the numapilot developers
+License: GPL-2.0-only
+ This program is free software; you can redistribute it and/or modify it under the terms of the GNU
+ General Public License version 2 as published by the Free Software Foundation.
+ .
+ On Debian systems, the full text of the GNU General Public License version 2 can be found in
+ /usr/share/common-licenses/GPL-2.
+EOF
+find "$root/usr" "$root/lib" "$root/etc" -type f -exec chmod go-w {} +
+
+installed_kb=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
+cat > "$root/DEBIAN/control" <<EOF
+Package: numapilot
+Version: $version-1
+Architecture: $arch
+Maintainer: $maintainer
+Installed-Size: $installed_kb
+Depends: libc6 (>= $glibc), init-system-helpers (>= 1.52)
+Recommends: numactl
+Suggests: numad
+Section: admin
+Priority: optional
+Description: adaptive NUMA placement daemon and tools
+ numapilot samples how threads touch memory, learns which threads belong
+ together, models each node's load and interference, and places groups of
+ threads and their memory on NUMA nodes while the machine runs.
+ .
+ Beside the daemon (numapilot.service, not enabled on install): the topology,
+ numastat-style statistics, a numactl-compatible launcher, numad-style launch
+ advice, a NUMA machine simulator and autonuma-benchmark as real programs.
+EOF
+echo /etc/numapilot.toml > "$root/DEBIAN/conffiles"
+# Checksums of every file but the conffile (dpkg --verify; dpkg keeps the conffile's own).
+(cd "$root" && find usr lib -type f | LC_ALL=C sort | xargs md5sum) > "$root/DEBIAN/md5sums"
+chmod 0644 "$root/DEBIAN/md5sums"
+
+cat > "$root/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+# numapilot postinst: systemd learns the unit; an upgrade restarts a running daemon (its stop restores
+# every process it placed). A first install enables nothing: the daemon changes where other processes
+# run, so an operator turns it on.
+set -e
+if [ "$1" = configure ] && [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
+  systemctl --system daemon-reload >/dev/null || true
+  if [ -n "$2" ]; then
+    deb-systemd-invoke try-restart numapilot.service >/dev/null || true
+  else
+    echo "numapilot: installed, not started; to place processes: systemctl enable --now numapilot"
+  fi
+fi
+exit 0
+EOF
+cat > "$root/DEBIAN/prerm" <<'EOF'
+#!/bin/sh
+# numapilot prerm: on removal the daemon is stopped first; its SIGTERM puts every process it placed back.
+set -e
+if [ "$1" = remove ] && [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
+  deb-systemd-invoke stop numapilot.service >/dev/null 2>&1 || true
+fi
+exit 0
+EOF
+cat > "$root/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+# numapilot postrm: systemd forgets the unit; a purge removes the journal directory and the unit's
+# enablement (the state file in /run/numapilot is the runtime directory's, gone with the service).
+set -e
+if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
+  systemctl --system daemon-reload >/dev/null || true
+fi
+if [ "$1" = purge ]; then
+  rm -rf "${DPKG_ROOT:-}/var/log/numapilot"
+  if [ -z "${DPKG_ROOT:-}" ] && command -v deb-systemd-helper >/dev/null; then
+    deb-systemd-helper purge numapilot.service >/dev/null || true
+  fi
+fi
+exit 0
+EOF
+chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
+
+mkdir -p "$out"
+deb="$out/numapilot_${version}-1_${arch}.deb"
+case "$compress" in xz|gzip|none) ;; *) echo "package-deb: --compress $compress: xz, gzip or none" >&2; exit 2 ;; esac
+dpkg-deb --root-owner-group -Z"$compress" --build "$root" "$deb" > /dev/null
+echo "$deb"
