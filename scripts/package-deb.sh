@@ -6,7 +6,7 @@
 #   /etc/numapilot.toml                     packaging/numapilot.toml (every key at its default), a conffile
 #   /usr/share/man/man{1,5}/*.gz            every page `numapilot man --out` writes
 #   /usr/share/{bash-completion,zsh,fish}   shell completions
-#   /usr/share/doc/numapilot/               copyright (GPL-2.0-only), README.md
+#   /usr/share/doc/numapilot/               copyright (GPL-2.0-only), README.md, examples/prometheus-rules.yml
 #
 # Installing does not enable or start the daemon (it changes where other processes run: an operator
 # turns it on, `systemctl enable --now numapilot`); an upgrade restarts it if it was running (the stop
@@ -78,6 +78,8 @@ done
 "$binary" completions zsh > "$root/usr/share/zsh/vendor-completions/_numapilot"
 "$binary" completions fish > "$root/usr/share/fish/vendor_completions.d/numapilot.fish"
 gzip -9n < README.md > "$root/usr/share/doc/numapilot/README.md.gz"
+install -d -m 0755 "$root/usr/share/doc/numapilot/examples"
+install -m 0644 packaging/prometheus-rules.yml packaging/prometheus-rules.test.yml "$root/usr/share/doc/numapilot/examples/"
 # Who built it: Debian's tools read DEBFULLNAME and DEBEMAIL; the default names the project.
 maintainer="${DEBFULLNAME:-numapilot developers} <${DEBEMAIL:-numapilot@example.org}>"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -101,6 +101,7 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
         "usr/share/zsh/vendor-completions/_numapilot",
         "usr/share/fish/vendor_completions.d/numapilot.fish",
         "usr/share/doc/numapilot/copyright",
+        "usr/share/doc/numapilot/examples/prometheus-rules.yml",
     ] {
         let m = std::fs::metadata(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(m.len() > 0, "{file} is empty");

@@ -339,3 +339,36 @@ fn healthz_answers_the_health_verdict_as_an_http_code() {
         "{crit}"
     );
 }
+
+/// The alerting rules shipped for operators (`packaging/prometheus-rules.yml`) are valid for
+/// Prometheus (`promtool check rules`), name only metrics the daemon exports (or `up`), and do
+/// what their comments say on the series of `packaging/prometheus-rules.test.yml` (`promtool test
+/// rules`: each alert fires after its `for` on the instance that should raise it, not before, and
+/// never on the healthy one).
+#[test]
+fn the_shipped_alerting_rules_check_and_pass_their_unit_tests() {
+    let Some(promtool) = promtool() else { return };
+    let packaging = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&promtool).args(args).current_dir(&packaging).output().unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "promtool {args:?}: {said}");
+        said
+    };
+    assert!(run(&["check", "rules", "prometheus-rules.yml"]).contains("SUCCESS: 9 rules found"));
+    assert!(run(&["test", "rules", "prometheus-rules.test.yml"]).contains("SUCCESS"));
+    // Every metric an expression names is one the daemon exports (a renamed family would leave an
+    // alert that never fires).
+    let rules = std::fs::read_to_string(packaging.join("prometheus-rules.yml")).unwrap();
+    let mut exported = metrics::render(&status());
+    exported.push_str(&metrics::render_process(&metrics::ProcessFigures::own()));
+    let families: Vec<&str> = exported.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
+    for line in rules.lines().map(str::trim).filter(|l| l.starts_with("expr:") || l.starts_with("histogram_quantile")) {
+        for word in line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("numapilot_") || word.starts_with("process_") {
+                let family = word.strip_suffix("_bucket").unwrap_or(word);
+                assert!(families.contains(&family), "{word} in the rules is not exported: {line}");
+            }
+        }
+    }
+}
