@@ -40,22 +40,31 @@ if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
     sh -s -- -y --profile minimal --component rustfmt,clippy
 fi
 # promtool (`promtool check metrics`, Prometheus's own linter of the exposition format) for the metrics tests.
+# Unpacked into a temporary directory and moved into place whole, so an interrupted run leaves nothing half there;
+# what is there is judged by whether it runs. Root is needed only to refresh apt's package lists.
 promtool_dir=rig/cache/prometheus
-if [ ! -x "$promtool_dir/usr/bin/promtool" ]; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "setup: promtool missing ($promtool_dir); run as root" >&2
-    exit 1
-  fi
+if ! "$promtool_dir/usr/bin/promtool" --version >/dev/null 2>&1; then
   echo "setup: fetching Debian's prometheus package for its promtool (unpacked into $promtool_dir, not installed)"
   tmp=$(mktemp -d)
-  chmod 755 "$tmp" # apt fetches as its _apt user
-  (cd "$tmp" && { apt-get download -q prometheus || { apt-get update -q && apt-get download -q prometheus; }; })
+  trap 'rm -rf "$tmp"' EXIT
+  # apt fetches as its unprivileged _apt user when it may write the directory (no "unsandboxed" warning).
+  chmod 1777 "$tmp"
+  if ! (cd "$tmp" && apt-get download -q prometheus); then
+    if [ "$(id -u)" != 0 ]; then
+      echo "setup: apt-get download prometheus failed and refreshing the package lists needs root" >&2
+      exit 1
+    fi
+    apt-get update -q
+    (cd "$tmp" && apt-get download -q prometheus)
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/unpacked"
+  mkdir -p "$tmp/promtool/usr/bin"
+  mv "$tmp/unpacked/usr/bin/promtool" "$tmp/promtool/usr/bin/promtool"
+  mkdir -p "$(dirname "$promtool_dir")"
   rm -rf "$promtool_dir"
-  mkdir -p "$promtool_dir"
-  dpkg-deb -x "$tmp"/prometheus_*.deb "$promtool_dir"
+  mv "$tmp/promtool" "$promtool_dir"
   rm -rf "$tmp"
-  # Only promtool is kept (the server is 100 MB more of the cache).
-  find "$promtool_dir" -type f ! -path "*/usr/bin/promtool" -delete
+  trap - EXIT
 fi
 "$promtool_dir/usr/bin/promtool" --version >/dev/null
 

@@ -243,12 +243,10 @@ fn daemon_status_metrics_hup_and_term() {
     }
 }
 
-/// SIGUSR1, SIGUSR2 and SIGALRM are logged and ignored, SIGQUIT stops with the restore, as
-/// SIGTERM does: left to their default action each ended the daemon without putting anything
-/// back (review helper-34).
 /// `status --check`, a monitoring plugin's check: OK (0) with what the daemon does; WARNING (1)
 /// while its journal cannot be written (/dev/full: every write fails with ENOSPC), said on the
-/// plain status too; CRITICAL (2) with no daemon; UNKNOWN (3) when the socket is no socket.
+/// plain status too; CRITICAL (2) with no daemon or one that does not answer within --timeout;
+/// UNKNOWN (3) when the socket is no socket or the configuration cannot be read.
 #[test]
 fn status_check_reports_health_as_a_monitoring_plugin() {
     let check = |socket: &Path, json: bool| {
@@ -294,8 +292,33 @@ fn status_check_reports_health_as_a_monitoring_plugin() {
     let (code, out) = check(not_a_socket.path(), false);
     assert_eq!(code, Some(3), "{out}");
     assert!(out.starts_with("UNKNOWN: "), "{out}");
+    // A configuration that cannot be read is UNKNOWN with its reason (exit 1 and nothing on stdout
+    // read as a WARNING without text in a monitoring agent).
+    let o = Command::new(BIN).args(["status", "--check", "--config", "/nonexistent/numapilot.toml"]).output().unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.starts_with("UNKNOWN: ") && out.contains("/nonexistent/numapilot.toml"), "{out}");
+    // A daemon that takes the request and never answers (hung) is CRITICAL after --timeout.
+    let dir = tempfile::tempdir().unwrap();
+    let hung = dir.path().join("hung.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&hung).unwrap();
+    let held = std::thread::spawn(move || {
+        // Takes the connection and holds it, answering nothing.
+        if let Ok((s, _)) = listener.accept() {
+            std::thread::sleep(Duration::from_secs(3));
+            drop(s);
+        }
+    });
+    let o = Command::new(BIN).args(["status", "--check", "--timeout", "0.5", "--socket"]).arg(&hung).output().unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.starts_with("CRITICAL: not answering: ") && out.contains("within 0.5 s"), "{out}");
+    let _ = held.join();
 }
 
+/// SIGUSR1, SIGUSR2 and SIGALRM are logged and ignored, SIGQUIT stops with the restore, as
+/// SIGTERM does: left to their default action each ended the daemon without putting anything
+/// back (review helper-34).
 #[test]
 fn stray_signals_are_ignored_and_sigquit_restores() {
     let mut d = Daemon::start("");

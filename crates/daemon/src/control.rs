@@ -76,6 +76,15 @@ pub enum ControlError {
         /// What is there ("a regular file", "a directory", ...).
         what: &'static str,
     },
+    /// The daemon accepted the request but gave no complete answer within the time asked (a loop
+    /// or a server thread that is hung).
+    #[error("{path}: no complete answer within {secs} s")]
+    NoAnswer {
+        /// The socket path.
+        path: PathBuf,
+        /// The time given, seconds.
+        secs: f64,
+    },
     /// The socket exists but this user may not use it (it is root-only).
     #[error("permission denied on {path}: the control socket is root-only (run as root)")]
     Denied {
@@ -290,6 +299,9 @@ pub struct Status {
     /// The journal's last write failed (a full disk, a directory gone): lines are being dropped.
     #[serde(default)]
     pub journal_failing: bool,
+    /// Steps that failed in a row up to the last one (0 when it succeeded).
+    #[serde(default)]
+    pub consecutive_step_errors: u64,
     /// Page moves given up as stuck in the kernel and still there (rule stuck-move-abandoned:
     /// none of their calls returned for `live::mover::STUCK_MOVE_S`): the process and seconds
     /// since the move was handed over. Moves of other processes go on.
@@ -311,7 +323,8 @@ pub fn count_step(histogram: &mut Vec<u64>, secs: f64) {
 }
 
 /// How well the daemon is doing, as `numapilot status --check` reports it (the levels and exit
-/// statuses of a monitoring plugin: 0 OK, 1 WARNING, 2 CRITICAL; 3, not running, is the client's).
+/// statuses of a monitoring plugin: 0 OK, 1 WARNING, 2 CRITICAL; the client adds CRITICAL for no
+/// daemon or no answer, and 3, UNKNOWN, for a daemon it could not ask).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum HealthLevel {
@@ -352,6 +365,12 @@ pub struct Health {
     pub reasons: Vec<(HealthLevel, String)>,
 }
 
+/// Steps failed in a row that make the verdict CRITICAL (fewer: WARNING). Default 3. Source:
+/// judgement: a step fails for a passing reason (a descriptor limit hit once, a /proc read racing
+/// an exit) and is retried at the next interval; three in a row (3 s at the default interval) is
+/// a condition, not a passing one. Prevents: a probe's 503 and a page for every passing failure.
+pub const FAILED_STEPS_CRITICAL: u64 = 3;
+
 /// How long past its planned wait a step may be late before the loop counts as stuck, seconds.
 /// Default 30 s. Source: judgement: a step that observes 10,000 threads on a machine saturated by
 /// the work it places took up to 2 s in the rig (docs/race-history.md); 30 s is far past any step
@@ -364,10 +383,15 @@ impl Status {
     pub fn health(&self) -> Health {
         let mut reasons = Vec::new();
         if let Some(e) = &self.last_error {
-            reasons.push((HealthLevel::Critical, format!("the last step failed: {e}")));
+            // One failure is retried at the next interval; a run of them is the daemon not working.
+            let n = self.consecutive_step_errors.max(1);
+            let level = if n >= FAILED_STEPS_CRITICAL { HealthLevel::Critical } else { HealthLevel::Warning };
+            reasons.push((level, format!("the last {n} step{} failed: {e}", if n == 1 { "" } else { "s" })));
         }
         match self.since_last_step_s {
-            None if self.uptime_s > STUCK_GRACE_S => reasons.push((
+            // Never stepped (not one ended, failed or not), past the grace. A snapshot without the
+            // age (a daemon older than this client) tells nothing either way.
+            None if self.steps + self.step_errors == 0 && self.uptime_s > STUCK_GRACE_S => reasons.push((
                 HealthLevel::Critical,
                 format!("no step has completed in the {:.0} s since the start", self.uptime_s),
             )),
@@ -379,6 +403,9 @@ impl Status {
                 ),
             )),
             _ => {}
+        }
+        if let Some(why) = self.observe_only_reason.as_ref().filter(|r| r.as_str() != "dry run") {
+            reasons.push((HealthLevel::Warning, format!("changes no process though not a dry run: {why}")));
         }
         if self.state_unsaved {
             reasons.push((
@@ -400,8 +427,8 @@ impl Status {
             reasons.push((
                 HealthLevel::Warning,
                 format!(
-                    "a move of pid {pid}'s pages has been stuck in the kernel for {secs:.0} s (its memory map locked?); \
-                     other moves go on"
+                    "a move of pid {pid}'s pages, started {secs:.0} s ago, is stuck in the kernel (its memory map \
+                     locked?); other moves go on"
                 ),
             ));
         }
@@ -559,10 +586,64 @@ pub fn drain_socket(s: &UnixStream) {
     while matches!((&*s).read(&mut buf), Ok(n) if n > 0) {}
 }
 
+/// A server thread (the control socket's, the metrics port's) that stops accepting and closes its
+/// listening socket when this is dropped: the flag is set and the listener poked with a connection
+/// of our own, which its accept returns, so the thread sees the flag and drops the listener. Not
+/// joined (a client being served finishes first). Why: the daemon's threads' descriptors are
+/// closed by the kernel only when every thread has exited, and a page-mover thread asleep in the
+/// kernel (a process's memory map locked behind a hung file server) keeps the process from exiting
+/// after its restore: its metrics port stayed bound and its control socket answered, so the
+/// restarted daemon found both taken (review helper-46).
+pub struct Listening {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    poke: Box<dyn Fn() + Send + Sync>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Listening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listening").field("stopped", &self.stop).finish_non_exhaustive()
+    }
+}
+
+impl Listening {
+    /// Wraps a server thread that checks `stop` after each accept; `poke` connects to its listener.
+    pub fn new(
+        stop: Arc<std::sync::atomic::AtomicBool>,
+        poke: Box<dyn Fn() + Send + Sync>,
+        thread: std::thread::JoinHandle<()>,
+    ) -> Self {
+        Listening { stop, poke, thread: Some(thread) }
+    }
+
+    /// Stops it and waits at most `limit` for its thread to end (tests): whether it ended.
+    pub fn stop_within(mut self, limit: Duration) -> bool {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        (self.poke)();
+        let thread = self.thread.take();
+        let t0 = Instant::now();
+        while thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            if t0.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if !self.stop.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            (self.poke)();
+        }
+    }
+}
+
 /// Creates the socket (mode 0600, parent directory created 0700) and starts the server thread.
 /// A stale socket file from a previous run is replaced; a path that exists and is not a socket is
 /// an error (never deleted).
-pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread::JoinHandle<()>), ControlError> {
+pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening), ControlError> {
     let bind_err = |reason: String| ControlError::Bind { path: path.to_path_buf(), reason };
     if let Some(dir) = path.parent() {
         if !dir.exists() {
@@ -607,10 +688,15 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread:
     wake_w.set_nonblocking(true).map_err(|e| bind_err(format!("wake pipe: {e}")))?;
     // SAFETY: geteuid has no preconditions.
     let own_uid = unsafe { libc::geteuid() };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
     let handle = std::thread::Builder::new()
         .name("numapilot-control".into())
         .spawn(move || {
             for conn in listener.incoming() {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
                 let Ok(stream) = conn else {
                     std::thread::sleep(ACCEPT_RETRY);
                     continue;
@@ -621,7 +707,9 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, std::thread:
             }
         })
         .map_err(|e| bind_err(format!("thread: {e}")))?;
-    Ok((LoopSide { requests: rx, wake: wake_r }, handle))
+    let at = path.to_path_buf();
+    let poke = Box::new(move || drop(UnixStream::connect(&at)));
+    Ok((LoopSide { requests: rx, wake: wake_r }, Listening::new(stop, poke, handle)))
 }
 
 /// A socket the server reads one request from, under one deadline for the whole request: each
@@ -861,6 +949,11 @@ fn not_a_socket(path: &Path) -> Option<&'static str> {
 /// Client: sends one request to the daemon at `path` and returns its response (an `ok: false`
 /// response becomes [`ControlError::Request`]).
 pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
+    request_within(path, req, EXPLAIN_TIMEOUT + CLIENT_TIMEOUT)
+}
+
+/// As [`request`], with the whole answer due within `limit` ([`ControlError::NoAnswer`] past it).
+pub fn request_within(path: &Path, req: &Request, limit: Duration) -> Result<Response, ControlError> {
     let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::PermissionDenied => ControlError::Denied { path: path.to_path_buf() },
         _ => match not_a_socket(path) {
@@ -877,11 +970,15 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     let untrusted = uid != 0 && uid != me;
-    let deadline = std::time::Instant::now() + EXPLAIN_TIMEOUT + CLIENT_TIMEOUT;
-    stream.set_read_timeout(Some(EXPLAIN_TIMEOUT + CLIENT_TIMEOUT)).map_err(io)?;
+    let deadline = std::time::Instant::now() + limit;
+    stream.set_read_timeout(Some(limit)).map_err(io)?;
+    stream.set_write_timeout(Some(limit)).map_err(io)?;
     let mut w = &stream;
     writeln!(w, "{}", serde_json::to_string(req).expect("a request serialises")).map_err(io)?;
-    let line = read_response_line(&stream, deadline).map_err(io)?;
+    let line = read_response_line(&stream, deadline).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => ControlError::NoAnswer { path: path.to_path_buf(), secs: limit.as_secs_f64() },
+        _ => io(e),
+    })?;
     let unreadable = |e: serde_json::Error| {
         ControlError::Request(format!("{}: unreadable response {:?}: {e}", path.display(), line.trim()))
     };
@@ -1073,6 +1170,21 @@ mod tests {
         assert_eq!(starting.health().level, HealthLevel::Ok);
         let never = Status { uptime_s: STUCK_GRACE_S + 1.0, ..starting };
         assert_eq!(never.health().level, HealthLevel::Critical);
+        // A daemon older than the client sends no age: nothing said about stepping (it said
+        // "no step has completed in the 3600 s since the start" of a daemon that steps; helper-46).
+        let older = Status { steps: 500, ..never.clone() };
+        assert_eq!(older.health().level, HealthLevel::Ok);
+        // Changing nothing unasked (another pid namespace's /proc, not root) is worth a look; a
+        // dry run is what was asked for.
+        let dry = Status { observe_only_reason: Some("dry run".into()), ..fresh.clone() };
+        assert_eq!(dry.health().level, HealthLevel::Ok);
+        let foreign = Status { observe_only_reason: Some("/proc is another pid namespace's".into()), ..fresh.clone() };
+        assert_eq!(foreign.health().level, HealthLevel::Warning);
+        // One failed step is a warning; FAILED_STEPS_CRITICAL in a row are critical.
+        let failed = |n: u64| Status { last_error: Some("EMFILE".into()), consecutive_step_errors: n, ..fresh.clone() };
+        assert_eq!(failed(1).health().level, HealthLevel::Warning);
+        assert_eq!(failed(FAILED_STEPS_CRITICAL - 1).health().level, HealthLevel::Warning);
+        assert_eq!(failed(FAILED_STEPS_CRITICAL).health().level, HealthLevel::Critical);
 
         let mut s = fresh.clone();
         s.stalled_reads = vec![StalledRead { pid: 9, file: "/proc/9/maps".into(), for_s: 4.0 }];
@@ -1083,16 +1195,14 @@ mod tests {
         s.journal_lines_dropped = 3;
         s.state_unsaved = true;
         s.last_error = Some("reading /proc/stat: EMFILE".into());
+        s.consecutive_step_errors = 4;
         let h = s.health();
         assert_eq!(h.level, HealthLevel::Critical);
         let levels: Vec<HealthLevel> = h.reasons.iter().map(|r| r.0).collect();
         use HealthLevel::{Critical, Warning};
         assert_eq!(levels, [Critical, Critical, Warning, Warning, Warning]);
-        assert!(h
-            .reasons
-            .iter()
-            .any(|r| r.1.starts_with("a move of pid 44's pages has been stuck in the kernel for 75 s")));
-        assert!(h.reasons.iter().any(|r| r.1 == "the last step failed: reading /proc/stat: EMFILE"), "{h:?}");
+        assert!(h.reasons.iter().any(|r| r.1.starts_with("a move of pid 44's pages, started 75 s ago, is stuck")));
+        assert!(h.reasons.iter().any(|r| r.1 == "the last 4 steps failed: reading /proc/stat: EMFILE"), "{h:?}");
         assert!(h.reasons.iter().any(|r| r.1.contains("3 lines dropped")), "{h:?}");
         assert!(h.reasons.iter().any(|r| r.1.contains("pid 9")), "{h:?}");
         assert_eq!(

@@ -12,9 +12,9 @@
 //!
 //! ```text
 //!   GET /metrics HTTP/1.1  ──>  200 text/plain; version=0.0.4
-//!                               # HELP numapilot_node_load Load of a node's resource (0..1).
-//!                               # TYPE numapilot_node_load gauge
-//!                               numapilot_node_load{node="0",resource="cpu"} 0.42
+//!                               # HELP numapilot_node_load_ratio Load of a node's resource ...
+//!                               # TYPE numapilot_node_load_ratio gauge
+//!                               numapilot_node_load_ratio{node="0",resource="cpu"} 0.42
 //! ```
 //!
 //! Names follow Prometheus's conventions (checked by its own linter, `promtool check metrics`, in
@@ -32,7 +32,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::control::{HealthLevel, Shared, Status, STEP_BUCKETS_S};
+use crate::control::{HealthLevel, Listening, Shared, Status, STEP_BUCKETS_S};
 
 /// Longest request head read, bytes.
 const MAX_HEAD: usize = 8192;
@@ -54,9 +54,11 @@ pub struct MetricsError {
 }
 
 /// Binds `addr` and serves in a thread. Returns the bound address (port 0 picks a free port).
-pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, std::thread::JoinHandle<()>), MetricsError> {
+pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Listening), MetricsError> {
     let listener = TcpListener::bind(addr).map_err(|cause| MetricsError { addr, cause })?;
     let local = listener.local_addr().map_err(|cause| MetricsError { addr, cause })?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
     let handle = std::thread::Builder::new()
         .name("numapilot-metrics".into())
         .spawn(move || {
@@ -65,6 +67,9 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, std::
             // 60 s, and three kept open failed every scrape (review of 2026-11-29).
             let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             for conn in listener.incoming() {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
                 let Ok(mut stream) = conn else {
                     std::thread::sleep(crate::control::ACCEPT_RETRY);
                     continue;
@@ -96,7 +101,17 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, std::
             }
         })
         .map_err(|cause| MetricsError { addr, cause })?;
-    Ok((local, handle))
+    // The poke connects where the listener is: its own address, loopback for a wildcard one.
+    let mut at = local;
+    if at.ip().is_unspecified() {
+        at.set_ip(if at.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    let poke = Box::new(move || drop(TcpStream::connect_timeout(&at, Duration::from_secs(1))));
+    Ok((local, Listening::new(stop, poke, handle)))
 }
 
 fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {

@@ -184,6 +184,12 @@ pub trait Restore {
     fn moves_stuck(&self) -> Vec<(u32, u64)> {
         Vec::new()
     }
+
+    /// Why the host changes nothing although asked to act (not a dry run, as root): a /proc of
+    /// another pid namespace. Default: it acts.
+    fn unasked_refusal(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Restore for LiveHost {
@@ -242,6 +248,10 @@ impl Restore for LiveHost {
 
     fn moves_stuck(&self) -> Vec<(u32, u64)> {
         LiveHost::moves_stuck(self)
+    }
+
+    fn unasked_refusal(&self) -> Option<String> {
+        LiveHost::unasked_refusal(self).map(str::to_string)
     }
 
     fn observe_parts_ns(&self) -> [u64; 5] {
@@ -688,11 +698,16 @@ pub fn serve<H: Host + Restore>(
     // What can be refused (the socket taken by another daemon, the metrics port in use, a journal
     // that cannot be opened) is set up before anything is written, and a refusal leaves nothing
     // behind: the socket file goes with the guard, the journal is opened last.
-    let (mut loop_side, _control) = control::serve(&config.daemon.socket, shared.clone())?;
-    let socket_file = RemoveOnDrop(config.daemon.socket.clone());
+    let (mut loop_side, control) = control::serve(&config.daemon.socket, shared.clone())?;
+    // Dropped in this order on every return: the server stops and closes its socket (poked at its
+    // path), then the path is removed.
+    let control = (control, RemoveOnDrop(config.daemon.socket.clone()));
     announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
+    // Held to the end: dropped, the server stops and the port is closed.
+    let mut metrics_server = None;
     if let Some(addr) = config.metrics() {
-        let (bound, _metrics) = metrics::serve(addr, shared.clone())?;
+        let (bound, server) = metrics::serve(addr, shared.clone())?;
+        metrics_server = Some(server);
         announce(&format!("numapilot: metrics on http://{bound}/metrics"));
     }
     let mut journal = open_journal(&config)?;
@@ -715,13 +730,18 @@ pub fn serve<H: Host + Restore>(
     let mut watch = if config.daemon.new_thread_wake_ms > 0 { ThreadWatch::open(announce) } else { None };
     let mut engine = Engine::new(topo, config.tunables.clone(), Box::new(Adaptive::new()));
     let dry_run = |c: &Config| c.daemon.dry_run || forced_observe.is_some();
+    // A host that changes nothing unasked (another pid namespace's /proc) says so in status.
+    let unasked = host.unasked_refusal();
     engine.dry_run = dry_run(&config);
     let started_dry = engine.dry_run;
     let describe = |c: &Config, file: &Option<PathBuf>, s: &mut Status| {
         s.config_file = file.as_ref().map(|p| p.display().to_string());
         s.interval_ms = c.interval_ms();
         s.dry_run = dry_run(c);
-        s.observe_only_reason = forced_observe.clone().or_else(|| c.daemon.dry_run.then(|| "dry run".to_string()));
+        s.observe_only_reason = forced_observe
+            .clone()
+            .or_else(|| unasked.clone())
+            .or_else(|| c.daemon.dry_run.then(|| "dry run".to_string()));
     };
     describe(&config, &config_file, &mut status);
     publish(&shared, &status);
@@ -775,6 +795,7 @@ pub fn serve<H: Host + Restore>(
                     &mut status,
                 );
                 status.last_error = None;
+                status.consecutive_step_errors = 0;
             }
             Err(e) => {
                 // No decision stands behind the last plan's orders any more.
@@ -784,6 +805,7 @@ pub fn serve<H: Host + Restore>(
                     tracing::error!("engine step failed (retrying every interval): {msg}");
                 }
                 status.step_errors += 1;
+                status.consecutive_step_errors += 1;
                 status.last_error = Some(msg.clone());
                 last_error = Some(msg);
             }
@@ -996,7 +1018,17 @@ pub fn serve<H: Host + Restore>(
     if let Some(j) = journal.as_mut() {
         write_journal(j, &Record::restore(&format!("shutdown ({why})"), &restore, engine.dry_run));
     }
-    drop(socket_file);
+    // The listening sockets closed and the socket file gone now, not when the process ends: a page
+    // move still in the kernel (a memory map locked behind a hung server) keeps the process, and so
+    // every descriptor its threads share, until its call returns.
+    drop(metrics_server);
+    drop(control);
+    if host.move_running().is_some() || !host.moves_stuck().is_empty() {
+        tracing::warn!(
+            "a page move is still in the kernel: this process ends once its call returns (the socket, the metrics \
+             port and the state file are released already)"
+        );
+    }
     Ok(Exit {
         steps: engine.totals.steps,
         restore,

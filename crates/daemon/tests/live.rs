@@ -1321,19 +1321,27 @@ fn a_released_processes_page_move_stops_at_its_next_call() {
     let node = topo().memory_nodes().first().unwrap();
     let (kid, addr, len) = mem_kid();
     let (pid, st) = (kid.pid(), kid.target().starttime);
-    numapilot_daemon::live::apply::stop_moves_of(pid, st);
-    let mut tally = PageTally::default();
-    let r = move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1);
-    match r {
-        Err(Stop::Refused(m)) => assert!(m.contains("released"), "{m}"),
-        other => panic!("not stopped: {:?} {tally:?}", other.ok()),
+    use numapilot_daemon::live::apply;
+    for (why, said) in [(apply::STOP_RELEASED, "released"), (apply::STOP_STUCK, "stuck in the kernel")] {
+        apply::stop_moves_of(pid, st, why);
+        let mut tally = PageTally::default();
+        let r = move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1);
+        match r {
+            // The move's outcome says why it stopped (a stuck one's late result said "released").
+            Err(Stop::Refused(m)) => assert!(m.contains(said), "{m}"),
+            other => panic!("not stopped: {:?} {tally:?}", other.ok()),
+        }
+        assert_eq!((tally.asked, tally.moved), (0, 0), "nothing handed to the kernel");
     }
-    assert_eq!((tally.asked, tally.moved), (0, 0), "nothing handed to the kernel");
-    numapilot_daemon::live::apply::moves_allowed(pid, st);
+    apply::moves_allowed(pid, st);
     let mut tally = PageTally::default();
+    // Each call of the page code that returns counts (the page mover's progress: rule
+    // stuck-move-abandoned).
+    let calls = apply::page_calls();
     let asked =
         move_to_targets(pid, st, &[(addr, len)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1).ok().unwrap();
     assert!(asked > 0 && tally.moved > 0, "{tally:?}");
+    assert!(apply::page_calls() >= calls + 2, "the pagemap read and move_pages were not counted");
     kid.kill();
 }
 

@@ -80,12 +80,17 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
     /// Health check for monitoring: one line per finding (OK, WARNING, CRITICAL) and the exit
-    /// status of a monitoring plugin: 0 OK, 1 WARNING (stalled reads, a page move stuck in the
-    /// kernel, the journal not written), 2
-    /// CRITICAL (the last step failed, no step for 30 s past its due time, the state file
-    /// unsaved, or no daemon answering), 3 UNKNOWN (the daemon could not be asked).
+    /// status of a monitoring plugin: 0 OK, 1 WARNING (a failed step, stalled reads, a page move
+    /// stuck in the kernel, the journal not written, changing nothing though not a dry run), 2
+    /// CRITICAL (3 steps failed in a row, no step for 30 s past its due time, the state file
+    /// unsaved, no daemon, or no answer within --timeout), 3 UNKNOWN (the daemon could not be
+    /// asked: the configuration, permission).
     #[arg(long)]
     pub check: bool,
+    /// With --check: seconds the daemon has to answer before the check says CRITICAL (a hung
+    /// daemon; a monitoring agent's own limit is often 10 s).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, requires = "check")]
+    pub timeout: f64,
 }
 
 /// `numapilot explain PID`.
@@ -401,10 +406,18 @@ pub fn client_socket(flag: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::
 
 /// `numapilot status`.
 pub fn run_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
-    let socket = client_socket(a.socket, a.config)?;
     if a.check {
-        return run_check(&socket, a.json);
+        // Whatever keeps the check from asking is UNKNOWN (3) with a line saying why, as a
+        // monitoring plugin reports it, never a bare failure (1 reads as WARNING there).
+        if !(a.timeout.is_finite() && a.timeout > 0.0 && a.timeout <= 3600.0) {
+            return unknown(&format!("--timeout {}: seconds, more than 0 and at most 3600", a.timeout), a.json);
+        }
+        return match client_socket(a.socket, a.config) {
+            Ok(socket) => run_check(&socket, a.json, std::time::Duration::from_secs_f64(a.timeout)),
+            Err(e) => unknown(&format!("{e:#}"), a.json),
+        };
     }
+    let socket = client_socket(a.socket, a.config)?;
     match control::request(&socket, &Request::Status) {
         Ok(r) => {
             let s = r.status.context("the daemon's answer has no status")?;
@@ -428,20 +441,19 @@ pub const EXIT_CHECK_UNKNOWN: u8 = 3;
 
 /// `numapilot status --check`: the daemon's health (`Status::health`) as a monitoring plugin
 /// reports it (Nagios/Icinga plugin guidelines: first line `LEVEL: text`, exit 0/1/2/3).
-fn run_check(socket: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+fn run_check(socket: &std::path::Path, json: bool, timeout: std::time::Duration) -> anyhow::Result<ExitCode> {
     use numapilot_daemon::control::{Health, HealthLevel};
-    let (health, summary) = match control::request(socket, &Request::Status) {
+    let critical = |why: String| {
+        (Health { level: HealthLevel::Critical, reasons: vec![(HealthLevel::Critical, why)] }, String::new())
+    };
+    let (health, summary) = match control::request_within(socket, &Request::Status, timeout) {
         Ok(r) => match r.status {
             Some(s) => (s.health(), s.summary()),
             None => return unknown("the daemon's answer has no status", json),
         },
-        Err(e) if not_running(&e) => (
-            Health {
-                level: HealthLevel::Critical,
-                reasons: vec![(HealthLevel::Critical, format!("not running: {e}"))],
-            },
-            String::new(),
-        ),
+        Err(e) if not_running(&e) => critical(format!("not running: {e}")),
+        // A daemon that takes the request and never answers is hung: what a check is for.
+        Err(e @ ControlError::NoAnswer { .. }) => critical(format!("not answering: {e}")),
         Err(e) => return unknown(&e.to_string(), json),
     };
     let level = HealthLevel::name;

@@ -159,8 +159,8 @@ cause, each node's load, interference and bottleneck flags, the local-access est
 own CPU, memory and descriptors (\fBprocess_cpu_seconds_total\fR and the rest).
 .TP
 \fBGET /healthz\fR
-The verdict of \fBnumapilot status \-\-check\fR: 200 for OK and WARNING, 503 for CRITICAL (the last
-step failed, no step for 30 s past its due time, the state file cannot be saved).
+The verdict of \fBnumapilot status \-\-check\fR: 200 for OK and WARNING, 503 for CRITICAL (3 steps
+failed in a row, no step for 30 s past its due time, the state file cannot be saved).
 .SH EXIT STATUS
 .TP
 \fB0\fR

@@ -203,10 +203,18 @@ pub enum Stop {
     Refused(String),
 }
 
-/// Processes whose page moves stop at their next call to the kernel, `(pid, start time)`: released
-/// from numapilot's hands (excluded, or out of `[include]`) while a move of theirs ran on the page
-/// mover ([`stop_moves_of`]). A new move of the process clears its entry ([`moves_allowed`]).
-static STOPPED: std::sync::Mutex<Vec<(u32, u64)>> = std::sync::Mutex::new(Vec::new());
+/// Processes whose page moves stop at their next call to the kernel, `(pid, start time, why)`:
+/// released from numapilot's hands (excluded, or out of `[include]`) while a move of theirs ran on
+/// the page mover, the daemon stopping, a move given up as stuck ([`stop_moves_of`]). A new move of
+/// the process clears its entry ([`moves_allowed`]).
+static STOPPED: std::sync::Mutex<Vec<(u32, u64, &'static str)>> = std::sync::Mutex::new(Vec::new());
+
+/// Why a move was asked to stop ([`stop_moves_of`]), as its outcome says it.
+pub const STOP_RELEASED: &str = "released from numapilot's hands (excluded, or out of [include]) while its pages moved";
+/// The daemon is stopping (its restore comes next).
+pub const STOP_SHUTDOWN: &str = "the daemon is stopping";
+/// Given up as stuck in the kernel (rule stuck-move-abandoned), its call returned since.
+pub const STOP_STUCK: &str = "given up as stuck in the kernel (its memory map locked?) before its call returned";
 
 /// Entries of [`STOPPED`] kept at most, unit processes. Default 1,024. Source: a choice, far more
 /// than processes released while their pages move. What it prevents: the list growing without
@@ -216,32 +224,29 @@ const STOPPED_KEPT: usize = 1024;
 /// Asks every page move of `(pid, starttime)` in flight (on any thread) to stop before its next
 /// call to the kernel: the rest of its pages stay where they are, and the move reports what it
 /// moved and "stopped: ..." for the rest.
-pub fn stop_moves_of(pid: u32, starttime: u64) {
+pub fn stop_moves_of(pid: u32, starttime: u64, why: &'static str) {
     let mut v = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
-    if !v.contains(&(pid, starttime)) {
-        if v.len() >= STOPPED_KEPT {
-            v.remove(0);
-        }
-        v.push((pid, starttime));
+    v.retain(|&(p, st, _)| (p, st) != (pid, starttime));
+    if v.len() >= STOPPED_KEPT {
+        v.remove(0);
     }
+    v.push((pid, starttime, why));
 }
 
 /// Lets page moves of `(pid, starttime)` run again (a new action on it: `apply` checked its
 /// exclusions first).
 pub fn moves_allowed(pid: u32, starttime: u64) {
-    STOPPED.lock().unwrap_or_else(|e| e.into_inner()).retain(|&k| k != (pid, starttime));
+    STOPPED.lock().unwrap_or_else(|e| e.into_inner()).retain(|&(p, st, _)| (p, st) != (pid, starttime));
 }
 
 /// Whether the moves of `(pid, starttime)` were asked to stop ([`stop_moves_of`]): the refusal to
 /// return then.
 fn stopped(pid: u32, starttime: u64) -> Result<(), Stop> {
     let v = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
-    if v.contains(&(pid, starttime)) {
-        return Err(Stop::Refused(
-            "released from numapilot's hands (excluded, or out of [include]) while its pages moved".into(),
-        ));
+    match v.iter().find(|&&(p, st, _)| (p, st) == (pid, starttime)) {
+        Some((_, _, why)) => Err(Stop::Refused((*why).to_string())),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// What a failure on `pid` means: [`Stop::Gone`] only when /proc/PID/stat confirms the process

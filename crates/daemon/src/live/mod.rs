@@ -466,7 +466,10 @@ impl HotplugWatch {
         match reserved_cpus(root, configured, *reserve_isolated, online) {
             Ok((reserved, note)) if reserved != self.reserved => {
                 self.reserved = reserved;
-                self.reservation_change = Some(note.unwrap_or_else(|| "no CPU reserved any more".into()));
+                self.reservation_change = Some(note.unwrap_or_else(|| {
+                    "no CPU online is reserved now (a CPU kept for the host went offline, or none is kept any more)"
+                        .into()
+                }));
             }
             Ok(_) => {}
             // The sysfs files of the reservation unreadable mid-change: the old one stays.
@@ -753,7 +756,7 @@ impl LiveHost {
                 let t = j.action.target;
                 run_page_job(&reader, &j.action.kind, t.pid, t.starttime, ps, j.allowance, threads)
             });
-            match mover::Mover::spawn(work, std::sync::Arc::new(apply::page_calls)) {
+            match mover::Mover::spawn(work, std::sync::Arc::new(mover::mover_progress)) {
                 Ok(m) => Some(m),
                 Err(e) => {
                     notes.push(format!("page mover: thread not started ({e}); page moves run inside the loop"));
@@ -846,6 +849,14 @@ impl LiveHost {
     /// acts.
     pub fn refusal(&self) -> Option<&str> {
         self.refusal.as_deref()
+    }
+
+    /// Why every action is refused though the daemon was asked to act, as root (a /proc of another
+    /// pid namespace, a root that is not the live system), or `None`.
+    pub fn unasked_refusal(&self) -> Option<&str> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        self.refusal.as_deref().filter(|_| root && !self.opts.observe_only)
     }
 
     /// One line per thing the operator should know once (observe-only and why, a cpuset hierarchy
@@ -1058,7 +1069,7 @@ impl LiveHost {
         // record is checked below.
         for &pid in seen_leaving {
             if let Some(st) = select::read_starttime(pid) {
-                apply::stop_moves_of(pid, st);
+                apply::stop_moves_of(pid, st, apply::STOP_RELEASED);
             }
         }
         let left: Vec<u32> = self
@@ -1092,7 +1103,7 @@ impl LiveHost {
         // A page move of theirs still running stops before its next call to the kernel.
         for pid in &left {
             if let Some(r) = self.originals.procs.get(pid) {
-                apply::stop_moves_of(r.pid, r.starttime);
+                apply::stop_moves_of(r.pid, r.starttime, apply::STOP_RELEASED);
             }
         }
         let r = self.originals.release(&left);
@@ -1580,7 +1591,7 @@ impl LiveHost {
         // systemd's SIGKILL came (review helper-34).
         if let Some((pid, _)) = self.mover.as_ref().and_then(|m| m.running()) {
             if let Some(st) = select::read_starttime(pid) {
-                apply::stop_moves_of(pid, st);
+                apply::stop_moves_of(pid, st, apply::STOP_SHUTDOWN);
             }
         }
         let done = self.mover.as_mut().map(|m| m.wait_for(SHUTDOWN_MOVE_WAIT)).unwrap_or_default();
@@ -1680,6 +1691,11 @@ impl LiveHost {
             }
             return Outcome::Refused {
                 message: match mover.running() {
+                    None if mover.stuck().len() >= mover::MAX_STUCK_MOVES => format!(
+                        "{} page moves are stuck in the kernel (memory maps locked behind a file server?); no move \
+                         starts until one returns",
+                        mover.stuck().len()
+                    ),
                     Some((p, at)) => format!(
                         "the page mover is still moving pid {p}'s pages (for {} ms); this move is planned again later",
                         now.saturating_sub(at) / 1_000_000
@@ -1771,10 +1787,12 @@ impl Host for LiveHost {
         // Rule stuck-move-abandoned (mover.rs): a move none of whose calls returned for
         // STUCK_MOVE_S is left to the kernel and asked to stop should its call return; a new
         // mover thread takes the moves of every other process.
+        // Ended jobs first: one whose result is waiting is no stuck one.
+        let done = self.mover.as_mut().map(|m| m.drain()).unwrap_or_default();
         let now = numapilot_observe::reader::monotonic_ns();
         if let Some(pid) = self.mover.as_mut().and_then(|m| m.poll(now)) {
             if let Some(st) = select::read_starttime(pid) {
-                apply::stop_moves_of(pid, st);
+                apply::stop_moves_of(pid, st, apply::STOP_STUCK);
             }
             tracing::warn!(
                 "page mover: the move of pid {pid}'s pages has had no system call return for {} s (its memory map \
@@ -1783,7 +1801,6 @@ impl Host for LiveHost {
                 mover::STUCK_MOVE_S
             );
         }
-        let done = self.mover.as_mut().map(|m| m.drain()).unwrap_or_default();
         self.finish(done)
     }
 

@@ -74,8 +74,11 @@
 //! (`apply::page_calls` counts them) is given up: asked to stop at its next batch should its call
 //! return, its thread left to the kernel (no call can be called back out of it), a new thread
 //! taking the moves from then on, none of the same process until the old call returns (status
-//! and `status --check` name it; its result is taken late, like any other). A stuck thread is
-//! never joined, at shutdown neither.
+//! and `status --check` name it; its result is taken late, like any other; at most
+//! [`MAX_STUCK_MOVES`] at once, then no move starts). Progress is a call returning or CPU time of
+//! the mover's threads ([`mover_progress`]), so a long copy that is working is never given up. A
+//! stuck thread is never joined, at shutdown neither; the process ends only once its call
+//! returns, and the daemon closes its socket and metrics port before that (`run::serve`).
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -131,15 +134,41 @@ pub type Work = Arc<dyn Fn(&Job, usize) -> (Outcome, u64, usize) + Send + Sync>;
 /// mover's sign that a job is getting on.
 pub type Progress = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-/// How long a page move may go without one of its calls returning before it counts as stuck in the
-/// kernel, seconds. Default 60. Source: one call moves at most a 4,096-page batch
-/// (`apply::MOVE_BATCH`), which took under 3 s in the rig's TCG guests (8,192 pages in 1.5-5 s,
-/// docs/race-history.md) and milliseconds on hardware; a whole-process `migrate_pages` of the
-/// budget's 4 GiB takes seconds. 60 s is far past both. What it prevents: a move whose system call
-/// sleeps behind a process's locked memory map (a task of it in D state on a hung NFS or FUSE
-/// server holding the lock, a writer queued behind it) holding the one mover thread, and with it
-/// every later move of every process, for as long as the server stays away.
+/// How long a page move may go without progress before it counts as stuck in the kernel, seconds.
+/// Progress is a call of the page code returning or CPU time spent by the mover's threads
+/// ([`mover_progress`]): a copy that is slow but working (a whole-process `migrate_pages` of the
+/// budget's 4 GiB is one call, and at the rig's TCG rate of 6-20 MiB/s it runs for minutes) burns
+/// CPU in the kernel all along; a call asleep on a lock burns none. Default 60. Source: judgement:
+/// a copying thread that gets no CPU time for a minute on a daemon at nice -10 is not copying.
+/// What it prevents: a move whose system call sleeps behind a process's locked memory map (a task
+/// of it in D state on a hung NFS or FUSE server holding the lock, a writer queued behind it)
+/// holding the one mover thread, and with it every later move of every process, for as long as
+/// the server stays away.
 pub const STUCK_MOVE_S: u64 = 60;
+
+/// Most moves given up as stuck and still in the kernel at once; past it no page move starts
+/// (each keeps a thread and a socket). Default 4. Source: judgement: more than a few processes
+/// locked at once means a file server is away, and moving pages can wait for it. Prevents: a
+/// thread a process for every process behind a hung NFS mount.
+pub const MAX_STUCK_MOVES: usize = 4;
+
+/// The mover's progress count for the live host: calls of the page code that returned
+/// (`apply::page_calls`) plus the CPU time, in clock ticks, of this process's threads named
+/// `numapilot-mover` (the mover and the copy threads it starts, which inherit its name).
+pub fn mover_progress() -> u64 {
+    let mut ticks = 0;
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for task in dir.flatten() {
+            let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+            if let Ok(st) = numapilot_observe::parse::stat::parse_stat(&text) {
+                if st.comm == "numapilot-mover" {
+                    ticks += st.utime + st.stime;
+                }
+            }
+        }
+    }
+    super::apply::page_calls().wrapping_add(ticks)
+}
 
 /// A mover thread and its channels.
 struct Worker {
@@ -252,7 +281,7 @@ impl Mover {
     /// Hands `job` over: false (the job dropped) when a job is still in flight or the thread is
     /// gone.
     pub fn submit(&mut self, job: Job) -> bool {
-        if self.running.is_some() {
+        if self.running.is_some() || self.abandoned.len() >= MAX_STUCK_MOVES {
             return false;
         }
         let Some(tx) = &self.worker.jobs else { return false };
@@ -270,12 +299,12 @@ impl Mover {
     /// and the pid is returned so the caller can ask the move to stop should the call return.
     /// Without it, one process's locked memory map held every later move of every process.
     pub fn poll(&mut self, now_ns: u64) -> Option<u32> {
+        let (pid, started_ns) = self.running?;
         let count = (self.progress)();
         if count != self.last_progress.0 {
             self.last_progress = (count, now_ns);
             return None;
         }
-        let (pid, started_ns) = self.running?;
         let quiet_since = self.last_progress.1.max(started_ns);
         if now_ns.saturating_sub(quiet_since) < STUCK_MOVE_S * 1_000_000_000 {
             return None;
@@ -367,8 +396,9 @@ impl Drop for Mover {
     fn drop(&mut self) {
         // Closing the job channel ends the thread after the job in flight. A thread whose job is
         // still in the kernel (shutdown waited `SHUTDOWN_MOVE_WAIT` for it already; or a stuck
-        // one) is not joined: the join would wait for as long as the call, and the daemon would
-        // not exit after its restore.
+        // one) is not joined: the join would wait for as long as the call. The process itself
+        // ends only when that call returns (a thread asleep in the kernel cannot be killed); the
+        // daemon closes its sockets before (run::serve), so a restart finds them free.
         self.worker.jobs = None;
         if self.running.is_none() {
             if let Some(t) = self.worker.thread.take() {
@@ -525,6 +555,64 @@ mod tests {
         };
         assert_eq!(late.iter().map(|d| d.job.action.target.pid).collect::<Vec<_>>(), [20]);
         assert!(m.stuck().is_empty());
+    }
+
+    /// At most MAX_STUCK_MOVES moves given up and still in the kernel: past them no move starts
+    /// (each keeps a thread), until one returns.
+    #[test]
+    fn stuck_moves_are_bounded() {
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let mut m = Mover::spawn(
+            Arc::new(move |_j: &Job, _threads: usize| {
+                let _open = g.lock().unwrap();
+                (Outcome::Applied { pages_moved: 0 }, 0, 1)
+            }),
+            still(),
+        )
+        .unwrap();
+        let s = 1_000_000_000;
+        for (i, pid) in (40..40 + MAX_STUCK_MOVES as u32).enumerate() {
+            assert!(m.submit(job(pid)), "move {i}");
+            assert_eq!(m.poll((i as u64 + 1) * (STUCK_MOVE_S + 1) * s), Some(pid));
+        }
+        assert!(!m.submit(job(99)), "past the bound no move starts");
+        drop(held);
+        let t0 = std::time::Instant::now();
+        while !m.stuck().is_empty() {
+            m.drain();
+            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the released moves never reported");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(m.submit(job(99)), "moves start again once they returned");
+    }
+
+    /// The live host's progress count grows while a thread named as the mover's burns CPU (a long
+    /// copy inside one `migrate_pages` call: no call returns, the kernel copies): such a move is
+    /// never taken for a stuck one.
+    #[test]
+    fn cpu_time_of_the_movers_threads_is_progress() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let before = mover_progress();
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let copier = std::thread::Builder::new()
+            .name("numapilot-mover".into())
+            .spawn(move || {
+                let mut x = 0u64;
+                while !d.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            })
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while mover_progress() <= before {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "a spinning mover thread counted nothing");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        done.store(true, Ordering::Relaxed);
+        copier.join().unwrap();
     }
 
     /// A mover dropped while its job is still in the kernel (shutdown waited its limit) does not
