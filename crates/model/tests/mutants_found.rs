@@ -1305,3 +1305,30 @@ fn tunables_range_edges() {
         assert_eq!(t.validate().map_err(|e| e.field), Err(field), "{t:?}");
     }
 }
+
+// Pins: sampled access shares go stale (access_stale_ms, 30 s) also for a thread the observer
+// keeps carrying: a once-sampled idle thread falls back to residency shares after 30 s without
+// samples, it is never frozen as "settled" on its old sampled shares. Kills tasks.rs:758
+// `source != Samples` -> `==`.
+#[test]
+fn sampled_shares_go_stale_under_carried_reads() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |i: u64| {
+        let b = Sb::new(&topo, i * SEC).proc(10, 5, "app", &[GIB, 0]).thread(10, 10, 0, 0, 0);
+        let mut s = if i == 2 { b.access(10, 10, BUF, 1, 1, i * SEC).build() } else { b.build() };
+        s.processes[0].read_ns = SEC;
+        s.processes[0].threads[0].schedstat = None;
+        s
+    };
+    for i in 1..=3 {
+        m.update(&s(i));
+    }
+    assert_eq!(m.tasks[&key(10, 10)].access_source, numapilot_model::AccessSource::Samples);
+    assert_eq!(m.tasks[&key(10, 10)].access, vec![0.0, 1.0]);
+    for i in 4..=40 {
+        m.update(&s(i));
+    }
+    assert_eq!(m.tasks[&key(10, 10)].access_source, numapilot_model::AccessSource::Residency);
+    assert_eq!(m.tasks[&key(10, 10)].access, vec![1.0, 0.0]);
+}
