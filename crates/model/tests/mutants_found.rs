@@ -1082,6 +1082,29 @@ fn a_process_hot_bucket_is_on_the_node_with_more_samples() {
     assert_eq!(hot[0].node, 1, "{hot:?}");
 }
 
+// Pins: the hot bucket's node is the one with the most samples over all the process's threads,
+// each node's rows summed first: 3 samples on node 0 from one thread against 2 + 2 on node 1 from
+// two others is node 1 (it was node 0: each row was compared with the sum merged before it; found
+// by mutation testing, helper-45).
+#[test]
+fn a_hot_bucket_goes_to_the_node_with_the_most_samples_over_all_threads() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=2u64 {
+        let t = i * SEC;
+        let s = pair(&topo, t)
+            .thread(10, 13, 0, 0, 0)
+            .access(10, 11, BUF, 0, 3, t)
+            .access(10, 12, BUF + 4096, 1, 2, t)
+            .access(10, 13, BUF + 8192, 1, 2, t)
+            .build();
+        m.update(&s);
+    }
+    let hot = &m.procs[&10].hot;
+    assert_eq!(hot.len(), 1, "{hot:?}");
+    assert_eq!(hot[0].node, 1, "{hot:?}");
+}
+
 // Pins: a process whose numa_maps shows a bound VMA with no resident page is not pinned by
 // memory policy (no resident memory: no share to judge), the rest of its memory default. Kills
 // tasks.rs:535 `total > 0` -> `total >= 0`.
