@@ -420,6 +420,17 @@ mod tests {
         Arc::new(|| 0)
     }
 
+    /// A mover whose every job waits for `gate` (a call asleep in the kernel until the test lets
+    /// it go), then moves nothing.
+    fn gated(gate: &Arc<Mutex<()>>) -> Mover {
+        let g = Arc::clone(gate);
+        let work: Work = Arc::new(move |_j: &Job, _threads: usize| {
+            let _open = g.lock().unwrap();
+            (Outcome::Applied { pages_moved: 0 }, 0, 1)
+        });
+        Mover::spawn(work, still()).unwrap()
+    }
+
     fn job(pid: u32) -> Job {
         let all: numapilot_topology::NodeSet = std::iter::once(0).collect();
         Job {
@@ -487,15 +498,7 @@ mod tests {
     fn a_bounded_wait_leaves_a_job_that_does_not_end() {
         let gate = Arc::new(Mutex::new(()));
         let held = gate.lock().unwrap();
-        let g = gate.clone();
-        let mut m = Mover::spawn(
-            Arc::new(move |j: &Job, _threads: usize| {
-                let _open = g.lock().unwrap();
-                (Outcome::Applied { pages_moved: 0 }, j.allowance, 1)
-            }),
-            still(),
-        )
-        .unwrap();
+        let mut m = gated(&gate);
         assert!(m.wait_for(std::time::Duration::from_millis(10)).is_empty(), "nothing in flight");
         assert!(m.submit(job(12)));
         assert!(m.wait_for(std::time::Duration::from_millis(50)).is_empty());
@@ -563,15 +566,7 @@ mod tests {
     fn stuck_moves_are_bounded() {
         let gate = Arc::new(Mutex::new(()));
         let held = gate.lock().unwrap();
-        let g = gate.clone();
-        let mut m = Mover::spawn(
-            Arc::new(move |_j: &Job, _threads: usize| {
-                let _open = g.lock().unwrap();
-                (Outcome::Applied { pages_moved: 0 }, 0, 1)
-            }),
-            still(),
-        )
-        .unwrap();
+        let mut m = gated(&gate);
         let s = 1_000_000_000;
         for (i, pid) in (40..40 + MAX_STUCK_MOVES as u32).enumerate() {
             assert!(m.submit(job(pid)), "move {i}");
@@ -622,15 +617,7 @@ mod tests {
     fn dropping_a_mover_does_not_wait_for_a_job_in_the_kernel() {
         let gate = Arc::new(Mutex::new(()));
         let held = gate.lock().unwrap();
-        let g = gate.clone();
-        let mut m = Mover::spawn(
-            Arc::new(move |_j: &Job, _threads: usize| {
-                let _open = g.lock().unwrap();
-                (Outcome::Applied { pages_moved: 0 }, 0, 1)
-            }),
-            still(),
-        )
-        .unwrap();
+        let mut m = gated(&gate);
         assert!(m.submit(job(30)));
         assert!(m.wait_for(std::time::Duration::from_millis(20)).is_empty());
         let (tx, rx) = mpsc::channel();
