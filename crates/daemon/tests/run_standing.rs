@@ -274,7 +274,10 @@ fn first_touch_child() {
     if std::env::var_os("NUMAPILOT_FIRST_TOUCH_KEEP").is_none() {
         mbind(p, len, &MemPolicy::Default, ModeFlags::NONE, MbindFlags::default()).unwrap();
     }
-    let hs: Vec<_> = (0..2).map(|_| std::thread::spawn(|| std::thread::sleep(Duration::from_millis(600)))).collect();
+    // The threads live 2 s: the order is carried out on the proc connector's event for them, and
+    // under load (a full test run beside cargo-mutants, load average 5) the loop once came after
+    // 600 ms threads had ended, so the dry run journaled nothing.
+    let hs: Vec<_> = (0..2).map(|_| std::thread::spawn(|| std::thread::sleep(Duration::from_millis(2000)))).collect();
     for h in hs {
         h.join().unwrap();
     }
