@@ -9,6 +9,8 @@
 //! status snapshot the engine loop publishes after each step, anything else with 404, then close
 //! (`Connection: close`; no keep-alive, no chunking). `GET /healthz` answers the health verdict of
 //! `numapilot status --check` for probes that read HTTP codes: 200 (OK or WARNING), 503 (CRITICAL).
+//! `HEAD` answers as `GET` without the body (probes and `curl -I` send it); any other method gets
+//! 405 with `Allow: GET, HEAD`.
 //!
 //! ```text
 //!   GET /metrics HTTP/1.1  ──>  200 text/plain; version=0.0.4
@@ -142,13 +144,25 @@ fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     let mut parts = first.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET", "/metrics") => {
+    // HEAD answers as GET without the body (RFC 9110 9.3.2): probes and `curl -I` use it.
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        return respond_with(
+            &mut stream,
+            "405 Method Not Allowed",
+            "text/plain",
+            &["Allow: GET, HEAD"],
+            "only GET and HEAD\n",
+            false,
+        );
+    }
+    let (status, ctype, body) = match path {
+        "/metrics" => {
             let mut body = render(&shared.snapshot());
             body.push_str(&render_process(&ProcessFigures::own()));
-            respond(&mut stream, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &body)
+            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body)
         }
-        ("GET", "/healthz") => {
+        "/healthz" => {
             // For a probe that reads HTTP status codes (a load balancer's, Kubernetes'): 200 while
             // the daemon does its job (OK, or a WARNING worth a look), 503 when CRITICAL; the body
             // is `status --check`'s text.
@@ -159,21 +173,38 @@ fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
                 body.push_str(&format!("{}: {reason}\n", level.name()));
             }
             let code = if h.level == HealthLevel::Critical { "503 Service Unavailable" } else { "200 OK" };
-            respond(&mut stream, code, "text/plain; charset=utf-8", &body)
+            (code, "text/plain; charset=utf-8", body)
         }
-        ("GET", "/") => {
-            respond(&mut stream, "200 OK", "text/plain", "numapilot: metrics at /metrics, health at /healthz\n")
-        }
-        ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", "not found; metrics are at /metrics\n"),
-        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "only GET\n"),
-    }
+        "/" => ("200 OK", "text/plain", "numapilot: metrics at /metrics, health at /healthz\n".to_string()),
+        _ => ("404 Not Found", "text/plain", "not found; metrics are at /metrics\n".to_string()),
+    };
+    respond_with(&mut stream, status, ctype, &[], &body, head_only)
 }
 
 fn respond(stream: &mut TcpStream, status: &str, ctype: &str, body: &str) -> std::io::Result<()> {
+    respond_with(stream, status, ctype, &[], body, false)
+}
+
+/// Writes a response: status line, headers (`extra` ones too), and the body unless `head_only`
+/// (a HEAD request: the same headers, its Content-Length the body's, no body).
+fn respond_with(
+    stream: &mut TcpStream,
+    status: &str,
+    ctype: &str,
+    extra: &[&str],
+    body: &str,
+    head_only: bool,
+) -> std::io::Result<()> {
+    let mut extra_lines = String::new();
+    for h in extra {
+        extra_lines.push_str(h);
+        extra_lines.push_str("\r\n");
+    }
     write!(
         stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra_lines}Connection: close\r\n\r\n{}",
+        body.len(),
+        if head_only { "" } else { body }
     )?;
     stream.flush()
 }

@@ -161,6 +161,8 @@ own CPU, memory and descriptors (\fBprocess_cpu_seconds_total\fR and the rest).
 \fBGET /healthz\fR
 The verdict of \fBnumapilot status \-\-check\fR: 200 for OK and WARNING, 503 for CRITICAL (3 steps
 failed in a row, no step for 30 s past its due time, the state file cannot be saved).
+.PP
+\fBHEAD\fR answers as \fBGET\fR without the body; other methods get 405 with \fBAllow: GET, HEAD\fR.
 .SH EXIT STATUS
 .TP
 \fB0\fR
