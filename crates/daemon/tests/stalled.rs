@@ -439,3 +439,120 @@ fn a_move_stuck_behind_a_locked_map_is_given_up_and_the_next_goes_on() {
     assert_eq!(late[0].job.action.target.pid, l.kid.pid());
     assert!(m.stuck().is_empty());
 }
+
+/// An anonymous read-write range of `pid`'s memory (its heap, else the first private writable
+/// mapping without a file), from /proc/PID/maps, as (start, length): read before its map is
+/// locked.
+fn writable_range(pid: u32) -> (u64, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let parse = |l: &str| {
+        let (a, b) = l.split_whitespace().next().unwrap().split_once('-').unwrap();
+        let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
+        (a, b - a)
+    };
+    maps.lines()
+        .find(|l| l.ends_with("[heap]"))
+        .or_else(|| {
+            maps.lines().find(|l| l.split_whitespace().nth(1) == Some("rw-p") && l.split_whitespace().count() == 5)
+        })
+        .map(parse)
+        .expect("a writable anonymous mapping")
+}
+
+/// Rule stuck-move-abandoned through the live host, on the running kernel: the move `apply` hands
+/// to the page mover sleeps reading the process's pagemap behind its locked memory map; the step
+/// after the limit (`LiveTuning::stuck_move_ms`, 1 s here for the default 60 s) gives it up in
+/// `finished_moves`: the host lists it as stuck, refuses another move of that process while its
+/// call is in the kernel, takes the move of a process beside it on a new mover thread and reports
+/// it ended; when the server answers, the stuck job's result comes back through `finished_moves`,
+/// stopped for the reason it was given up. The mover-level test above passes the time in; this
+/// one checks the host's wiring of clock, stop flag, refusal and late result.
+#[test]
+fn the_live_host_gives_up_a_move_stuck_behind_a_locked_map_and_moves_the_next_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("lock").to_string_lossy().into_owned();
+    let mut l = locked_child(dir.path(), Some(&flag));
+    let mut plain = Kid::spawn("plain", &[]);
+    plain.line("ready");
+    // Ranges read while the maps can still be read; the lock comes on the cue.
+    let (locked_range, plain_range) = (writable_range(l.kid.pid()), writable_range(plain.pid()));
+    let opts = LiveOptions {
+        state_path: dir.path().join("state.json"),
+        include_pids: vec![l.kid.pid(), plain.pid()],
+        include_pinned: true,
+        ..LiveOptions::default()
+    };
+    let tuning = LiveTuning {
+        tiers: TierOptions { stalled_read_ms: 300, ..TierOptions::default() },
+        stuck_move_ms: 1000,
+        ..LiveTuning::default()
+    };
+    let (mut host, _) = LiveHost::open_with(topo(), opts, tuning).unwrap();
+    std::fs::write(format!("{flag}1"), "").unwrap();
+    wait_for_d(l.kid.pid());
+    let (fired, stop_tx, watchdog) = watchdog(&l.fuse);
+    let node0 = topo().node_ids().iter().next().unwrap();
+    let mv = |target: TaskRef, range: (u64, u64)| Action {
+        target,
+        kind: ActionKind::MoveRanges { ranges: vec![range], to: node0 },
+        reason: Reason::new("test", "a move of a range"),
+    };
+    let (locked, beside) = (l.kid.target(), plain.target());
+    assert!(
+        matches!(host.apply(&mv(locked, locked_range)), Outcome::Started { .. }),
+        "the first move is handed to the mover"
+    );
+    // Not given up before its time: a step soon after sees it running.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(host.finished_moves().is_empty());
+    assert!(host.moves_stuck().is_empty(), "given up before the limit");
+    assert_eq!(host.move_running().map(|(p, _)| p), Some(locked.pid));
+    // Past the limit with no call returned: given up at this step.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(host.finished_moves().is_empty(), "the call behind the locked map returned");
+    assert_eq!(host.moves_stuck().iter().map(|(p, _)| *p).collect::<Vec<_>>(), [locked.pid]);
+    assert_eq!(host.move_running(), None, "the mover is free for the next move");
+    match host.apply(&mv(locked, locked_range)) {
+        Outcome::Refused { message } => assert!(message.contains("stuck in the kernel"), "{message}"),
+        o => panic!("a second move of the locked process was not refused: {o:?}"),
+    }
+    assert!(matches!(host.apply(&mv(beside, plain_range)), Outcome::Started { .. }), "the next process's move");
+    let t0 = Instant::now();
+    let done = loop {
+        let d = host.finished_moves();
+        if !d.is_empty() {
+            break d;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "the move beside the stuck one never ended");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(!fired.load(Ordering::SeqCst), "the second move waited for the watchdog's release");
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0].action.target.pid, beside.pid);
+    assert!(matches!(done[0].outcome, Outcome::Applied { .. }), "{:?}", done[0].outcome);
+    assert!(has_task_in_d(l.kid.pid()), "the first is still in the kernel");
+    // The server answers: the stuck read returns, the job sees it was given up and stops there.
+    l.fuse.release();
+    assert_eq!(l.kid.line("writer done"), "true");
+    let t0 = Instant::now();
+    let late = loop {
+        let d = host.finished_moves();
+        if !d.is_empty() {
+            break d;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "the stuck move's result never came back");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = stop_tx.send(());
+    watchdog.join().unwrap();
+    assert_eq!(late[0].action.target.pid, locked.pid);
+    match &late[0].outcome {
+        Outcome::Refused { message } => {
+            assert!(message.contains(numapilot_daemon::live::apply::STOP_STUCK), "{message}")
+        }
+        o => panic!("the late result is not the stop's: {o:?}"),
+    }
+    assert!(host.moves_stuck().is_empty(), "no longer stuck once its call returned");
+    // Its moves are allowed again: a new one is taken.
+    assert!(matches!(host.apply(&mv(locked, locked_range)), Outcome::Started { .. }));
+}

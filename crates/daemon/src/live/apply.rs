@@ -372,6 +372,9 @@ fn returned<T>(result: T) -> T {
 fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus>, Stop> {
     let mut out = Vec::with_capacity(pages.len());
     for chunk in pages.chunks(MOVE_BATCH) {
+        // A move asked to stop makes no further call, not even this query: one given up as stuck
+        // whose pagemap read returned at last reports the stop, not a move of nothing.
+        stopped(pid, starttime)?;
         match returned(move_pages(pid as libc::pid_t, chunk, None, MoveFlags::Own)) {
             Ok(o) => out.extend(o.status),
             // ESRCH, or EINVAL once an exiting process's memory is gone: confirmed, not assumed.

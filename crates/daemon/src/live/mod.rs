@@ -155,6 +155,12 @@ pub struct LiveTuning {
     /// prevents: no decision for any process while one process's pages are copied. False: each
     /// page action is done inside `apply`, its outcome final (tests that want that).
     pub background_moves: bool,
+    /// How long a background page move may go without progress (no call of the page code
+    /// returning, no CPU time in the mover's threads) before it is given up as stuck in the
+    /// kernel, ms (rule stuck-move-abandoned, [`mover::STUCK_MOVE_S`], where its source and what
+    /// it prevents are). Default 60 000. Not in the configuration file: tests give a shorter one
+    /// to see the rule on a real locked memory map within seconds.
+    pub stuck_move_ms: u64,
 }
 
 impl Default for LiveTuning {
@@ -165,6 +171,7 @@ impl Default for LiveTuning {
             tiers: TierOptions::default(),
             affinity_rounds: 8,
             background_moves: true,
+            stuck_move_ms: mover::STUCK_MOVE_S * 1000,
         }
     }
 }
@@ -757,7 +764,7 @@ impl LiveHost {
                 run_page_job(&reader, &j.action.kind, t.pid, t.starttime, ps, j.allowance, threads)
             });
             match mover::Mover::spawn(work, std::sync::Arc::new(mover::mover_progress)) {
-                Ok(m) => Some(m),
+                Ok(m) => Some(m.with_stuck_after(std::time::Duration::from_millis(tuning.stuck_move_ms))),
                 Err(e) => {
                     notes.push(format!("page mover: thread not started ({e}); page moves run inside the loop"));
                     None
@@ -1790,16 +1797,18 @@ impl Host for LiveHost {
         // Ended jobs first: one whose result is waiting is no stuck one.
         let done = self.mover.as_mut().map(|m| m.drain()).unwrap_or_default();
         let now = numapilot_observe::reader::monotonic_ns();
-        if let Some(pid) = self.mover.as_mut().and_then(|m| m.poll(now)) {
-            if let Some(st) = select::read_starttime(pid) {
-                apply::stop_moves_of(pid, st, apply::STOP_STUCK);
+        if let Some(m) = self.mover.as_mut() {
+            if let Some(pid) = m.poll(now) {
+                if let Some(st) = select::read_starttime(pid) {
+                    apply::stop_moves_of(pid, st, apply::STOP_STUCK);
+                }
+                tracing::warn!(
+                    "page mover: the move of pid {pid}'s pages has had no system call return for {:.0} s (its memory \
+                     map locked?); left to the kernel, later moves go on in a new mover thread, none of pid {pid} \
+                     until it returns",
+                    m.stuck_after().as_secs_f64()
+                );
             }
-            tracing::warn!(
-                "page mover: the move of pid {pid}'s pages has had no system call return for {} s (its memory map \
-                 locked?); left to the kernel, later moves go on in a new mover thread, none of pid {pid} until it \
-                 returns",
-                mover::STUCK_MOVE_S
-            );
         }
         self.finish(done)
     }

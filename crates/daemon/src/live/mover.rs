@@ -85,6 +85,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use numapilot_actuate::{sched_getaffinity, sched_setaffinity};
 use numapilot_policy::{Action, Outcome};
@@ -205,6 +206,9 @@ pub struct Mover {
     wake: UnixStream,
     /// The end the threads write.
     ring: UnixStream,
+    /// How long a job may go without progress before it is given up, ns ([`STUCK_MOVE_S`] unless
+    /// [`Mover::with_stuck_after`] set another).
+    stuck_after_ns: u64,
 }
 
 impl std::fmt::Debug for Mover {
@@ -248,7 +252,29 @@ impl Mover {
         ring.set_nonblocking(true)?;
         let worker = Worker::spawn(Arc::clone(&work), ring.try_clone()?)?;
         let last_progress = (progress(), 0);
-        Ok(Self { work, progress, worker, running: None, last_progress, abandoned: Vec::new(), wake, ring })
+        Ok(Self {
+            work,
+            progress,
+            worker,
+            running: None,
+            last_progress,
+            abandoned: Vec::new(),
+            wake,
+            ring,
+            stuck_after_ns: STUCK_MOVE_S * 1_000_000_000,
+        })
+    }
+
+    /// The same mover giving up a job after `after` without progress instead of [`STUCK_MOVE_S`]
+    /// (`LiveTuning::stuck_move_ms`; at least 1 ms).
+    pub fn with_stuck_after(mut self, after: Duration) -> Self {
+        self.stuck_after_ns = (after.as_nanos() as u64).max(1_000_000);
+        self
+    }
+
+    /// How long a job may go without progress before it is given up.
+    pub fn stuck_after(&self) -> Duration {
+        Duration::from_nanos(self.stuck_after_ns)
     }
 
     /// The end the loop polls: readable once a job has ended since the last [`Mover::drain_wake`].
@@ -294,7 +320,7 @@ impl Mover {
     }
 
     /// At host time `now_ns`: a job in flight none of whose calls has returned for
-    /// [`STUCK_MOVE_S`] is given up (rule stuck-move-abandoned): its thread is left to its system
+    /// [`STUCK_MOVE_S`] (or [`Mover::with_stuck_after`]'s time) is given up (rule stuck-move-abandoned): its thread is left to its system
     /// call (none can be called back out of the kernel), a new thread takes the jobs from here on,
     /// and the pid is returned so the caller can ask the move to stop should the call return.
     /// Without it, one process's locked memory map held every later move of every process.
@@ -306,7 +332,7 @@ impl Mover {
             return None;
         }
         let quiet_since = self.last_progress.1.max(started_ns);
-        if now_ns.saturating_sub(quiet_since) < STUCK_MOVE_S * 1_000_000_000 {
+        if now_ns.saturating_sub(quiet_since) < self.stuck_after_ns {
             return None;
         }
         let fresh = match self.ring.try_clone().and_then(|ring| Worker::spawn(Arc::clone(&self.work), ring)) {
