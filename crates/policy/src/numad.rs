@@ -125,6 +125,14 @@ pub const MAGNITUDE_WEIGHTS: [f64; 4] = [10.0, 4.0, 6.0, 1.0];
 /// Prevents: a zero magnitude wiping out a node's memory term.
 pub const MIN_NODE_CPUS_FREE: f64 = 0.01;
 
+/// How long launch advice given for a pid waits for that process to show, ns. Default 60 s.
+/// Source: a choice, sixty of the daemon's 1 s intervals and four of numad's longest (15 s): a
+/// launcher applies the advice and execs within a second or two, and the process shows at the
+/// next pass. What it prevents: advice for a launch that never happened (the launcher failed, the
+/// process stayed under the size numad looks at) kept for good, and a later process that happens
+/// to get the pid taken as bound on that old advice.
+pub const LAUNCH_ADVICE_WAIT_NS: u64 = 60_000_000_000;
+
 /// What numad remembers of a process it bound.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Binding {
@@ -146,9 +154,10 @@ pub struct Numad {
     moved_last_pass: bool,
     /// Passes so far.
     passes: u64,
-    /// Launch advice given (`numad -w`), by pid, until the process shows: then it counts as bound
-    /// here at that time (the launcher bound it to the advice, as libvirt does).
-    launched: BTreeMap<u32, NodeSet>,
+    /// Launch advice given (`numad -w`), by pid, with the host time it was given, until the
+    /// process shows: then it counts as bound here at that time (the launcher bound it to the
+    /// advice, as libvirt does); dropped after [`LAUNCH_ADVICE_WAIT_NS`] unseen.
+    launched: BTreeMap<u32, (NodeSet, u64)>,
 }
 
 /// One node as `pick_nodes` sees it.
@@ -195,14 +204,15 @@ impl Numad {
         self.cpu_history.retain(|k, _| live.contains(k));
         self.bound.retain(|k, _| live.contains(k));
         let launched = std::mem::take(&mut self.launched);
-        for (pid, nodes) in launched {
+        for (pid, (nodes, at_ns)) in launched {
             match model.procs.get(&pid) {
                 Some(p) => {
                     self.bound.insert((pid, p.starttime), Binding { nodes, at_ns: model.now_ns });
                 }
-                None => {
-                    self.launched.insert(pid, nodes);
+                None if model.now_ns.saturating_sub(at_ns) < LAUNCH_ADVICE_WAIT_NS => {
+                    self.launched.insert(pid, (nodes, at_ns));
                 }
+                None => {}
             }
         }
         for p in model.procs.values() {
@@ -404,7 +414,6 @@ impl Policy for Numad {
     /// calls `pick_numa_nodes` for it with no process of its own and CPUs not assumed enough). Each
     /// request is answered from that snapshot alone: nothing is reserved for the next one.
     fn advise_launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
-        let _ = now_ns;
         let mut nodes = Self::nodes_free(model);
         for n in &mut nodes {
             // update_nodes() runs before each answer: the measurement taken now, when there is one.
@@ -422,7 +431,7 @@ impl Policy for Numad {
             return None;
         }
         if let Some(pid) = req.pid {
-            self.launched.insert(pid, chosen.clone());
+            self.launched.insert(pid, (chosen.clone(), now_ns));
         }
         let detail = format!("numad -w {:.0}:{:.0} for {}: nodes {chosen}; {why}", req.cpus.ceil(), mib, req.name);
         Some(LaunchAdvice { nodes: chosen, reason: Reason::new("numad-advice", detail) })

@@ -439,3 +439,49 @@ fn the_cpu_figure_is_the_largest_of_the_last_eight_passes() {
         }
     }
 }
+
+/// Launch advice for a pid (`numad -w`, the launcher naming the process it will exec): the
+/// process that shows within the wait counts as bound to the advice; advice for one that never
+/// shows is dropped after `LAUNCH_ADVICE_WAIT_NS` (it was kept for good: a process that got the pid
+/// an hour later was taken as bound by it), and the bookkeeping says so.
+#[test]
+fn launch_advice_waits_for_its_process_for_a_bounded_time() {
+    use numapilot_policy::numad::LAUNCH_ADVICE_WAIT_NS;
+    use numapilot_policy::LaunchRequest;
+    let launched = |n: &Numad| {
+        let mut out = Vec::new();
+        Policy::bookkeeping(n, &mut out);
+        out.iter().find(|(k, _)| *k == "numad.launched").map(|(_, v)| *v).unwrap()
+    };
+    let req = |pid: u32| LaunchRequest {
+        pid: Some(pid),
+        name: format!("vm{pid}"),
+        cpus: 1.0,
+        mem_bytes: 512 * MIB,
+        nodes_now: vec![],
+    };
+    let mut m = model(10, [1.0, 1.0], [6000, 7000]);
+    let mut numad = Numad::new();
+    let shown = numad.advise_launch(&m, m.now_ns, &req(900)).expect("advice").nodes;
+    assert!(numad.advise_launch(&m, m.now_ns, &req(901)).is_some());
+    assert_eq!(launched(&numad), 2);
+    // 900 shows within the wait: bound to its advice.
+    m.now_ns += 5 * SEC;
+    add(&mut m, 900, 7, [512, 0], 1.0, 1);
+    numad.decide(&m);
+    assert_eq!(numad.bindings().get(&(900, 7)).map(|b| b.nodes.clone()), Some(shown));
+    assert_eq!(launched(&numad), 1, "901 still awaited");
+    // 901 never shows: still awaited just before the wait ends, gone after it.
+    m.now_ns = 10 * SEC + LAUNCH_ADVICE_WAIT_NS - SEC;
+    numad.decide(&m);
+    assert_eq!(launched(&numad), 1);
+    m.now_ns = 10 * SEC + LAUNCH_ADVICE_WAIT_NS;
+    numad.decide(&m);
+    assert_eq!(launched(&numad), 0, "advice for a process that never showed kept");
+    // A process that gets the pid later is a candidate like any other, not bound by that advice.
+    // (Bound only by an action of numad's own pass, as any unbound process is.)
+    add(&mut m, 901, 50, [1024, 0], 1.0, 2);
+    let plan = numad.decide(&m);
+    let acted = plan.actions.iter().any(|a| a.target.pid == 901);
+    assert_eq!(numad.bindings().contains_key(&(901, 50)), acted, "{:?}", summary(&m, &plan));
+}
