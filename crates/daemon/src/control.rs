@@ -303,7 +303,8 @@ pub struct Status {
     #[serde(default)]
     pub consecutive_step_errors: u64,
     /// Page moves given up as stuck in the kernel and still there (rule stuck-move-abandoned:
-    /// none of their calls returned for `live::mover::STUCK_MOVE_S`): the process and seconds
+    /// none of their calls returned and their threads spent no CPU time for the mover's limit,
+    /// `live::mover::STUCK_MOVE_S` by default): the process and seconds
     /// since the move was handed over. Moves of other processes go on.
     #[serde(default)]
     pub moves_stuck: Vec<(u32, f64)>,

@@ -349,7 +349,7 @@ pub fn render(s: &Status) -> String {
     o.one(
         "numapilot_page_moves_stuck",
         "gauge",
-        "Page moves given up as stuck in the kernel (no call returned for 60 s) and still there.",
+        "Page moves given up as stuck in the kernel (no call returned and no CPU time spent for 60 s) and still there.",
         s.moves_stuck.len() as f64,
     );
     o.one(

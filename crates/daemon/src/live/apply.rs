@@ -266,8 +266,10 @@ pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> S
 
 /// The mapped ranges of `pid` from /proc/PID/maps, `(start, len)`, without the kernel's special
 /// mappings (`[vsyscall]`, `[vvar]`, `[vdso]`), which have no movable pages. Err: see
-/// [`confirm_stop`].
+/// [`confirm_stop`]; the stop's reason when the moves of `pid` were asked to stop
+/// ([`stop_moves_of`]: a page move's read of maps, as of pagemap, is the next call it makes).
 pub fn mapped_ranges(pid: u32, starttime: u64) -> Result<Vec<(u64, u64)>, Stop> {
+    stopped(pid, starttime)?;
     ranges_in(&format!("/proc/{pid}/maps"), pid, starttime, numapilot_observe::reader::MAX_FILE_BYTES)
 }
 
@@ -338,6 +340,9 @@ fn present(pid: u32, starttime: u64, ranges: &[(u64, u64)], page_size: u64, limi
         if out.len() >= limit {
             break;
         }
+        // A move asked to stop reads no further pagemap (the read that just returned may have
+        // waited behind the process's locked memory map; the next would wait again).
+        stopped(pid, starttime)?;
         match returned(exclusive_pages(pid, start, len, page_size, limit - out.len())) {
             Ok(Some(p)) => out.extend(p),
             Ok(None) => {
@@ -353,8 +358,9 @@ fn present(pid: u32, starttime: u64, ranges: &[(u64, u64)], page_size: u64, limi
 
 /// Calls the page code has had back from the kernel (pagemap reads, `move_pages`,
 /// `migrate_pages`), since the daemon started: the page mover's sign of progress
-/// ([`super::mover::Mover::poll`]: a move none of whose calls returns for
-/// [`super::mover::STUCK_MOVE_S`] is stuck in the kernel).
+/// ([`super::mover::Mover::poll`]: a move none of whose calls returns, and whose threads spend
+/// no CPU time, for the mover's limit, [`super::mover::STUCK_MOVE_S`] by default, is stuck in the
+/// kernel).
 static PAGE_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// [`PAGE_CALLS`] now.
@@ -372,9 +378,6 @@ fn returned<T>(result: T) -> T {
 fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus>, Stop> {
     let mut out = Vec::with_capacity(pages.len());
     for chunk in pages.chunks(MOVE_BATCH) {
-        // A move asked to stop makes no further call, not even this query: one given up as stuck
-        // whose pagemap read returned at last reports the stop, not a move of nothing.
-        stopped(pid, starttime)?;
         match returned(move_pages(pid as libc::pid_t, chunk, None, MoveFlags::Own)) {
             Ok(o) => out.extend(o.status),
             // ESRCH, or EINVAL once an exiting process's memory is gone: confirmed, not assumed.
@@ -634,6 +637,10 @@ pub fn move_to_targets(
 ) -> Result<u64, Stop> {
     let scan = (allowance as usize).saturating_mul(SCAN_FACTOR).max(MOVE_BATCH);
     let pages = present(pid, starttime, ranges, page_size, scan)?;
+    // Asked to stop while the pages were listed (released, shutdown, or given up as stuck while
+    // that read waited behind a locked memory map): no query, no move; the stop is reported, not
+    // a move of nothing.
+    stopped(pid, starttime)?;
     let status = where_are(pid, starttime, &pages)?;
     let mut moves = Vec::new();
     for (i, (&page, s)) in pages.iter().zip(&status).enumerate() {
@@ -1006,6 +1013,41 @@ mod tests {
         let addr = std::ptr::addr_of!(here) as u64;
         let own = mapped_ranges(pid, starttime).unwrap();
         assert!(own.iter().any(|&(a, l)| a <= addr && addr < a + l), "{addr:#x} in none of {own:x?}");
+    }
+
+    /// A move asked to stop makes no further call: neither the read of maps nor of pagemap nor
+    /// the query of where its pages are; its stop's reason is what it reports (a move given up as
+    /// stuck whose read returned at last reported "applied, 0 pages" when its pages were already
+    /// in place). Allowed again, the same calls run. A child process of its own, so no other test
+    /// moving this process's pages is stopped.
+    #[test]
+    fn a_stopped_move_makes_no_further_call_and_reports_why() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let starttime = crate::live::select::read_starttime(pid).unwrap();
+        let ps = numapilot_observe::reader::page_size();
+        let ranges = mapped_ranges(pid, starttime).unwrap();
+        assert!(!ranges.is_empty());
+        let calls = || PAGE_CALLS.load(std::sync::atomic::Ordering::Relaxed);
+        let move_all = |tally: &mut PageTally| {
+            move_to_targets(pid, starttime, &ranges, ps, 1 << 20, true, |_, _| Some(0), tally, 1)
+        };
+        stop_moves_of(pid, starttime, STOP_STUCK);
+        match mapped_ranges(pid, starttime) {
+            Err(Stop::Refused(m)) => assert_eq!(m, STOP_STUCK),
+            other => panic!("maps read for a stopped move: {other:?}"),
+        }
+        match move_all(&mut PageTally::default()) {
+            Err(Stop::Refused(m)) => assert_eq!(m, STOP_STUCK),
+            other => panic!("a stopped move went on: {other:?}"),
+        }
+        moves_allowed(pid, starttime);
+        let before = calls();
+        assert!(mapped_ranges(pid, starttime).is_ok());
+        assert!(move_all(&mut PageTally::default()).is_ok(), "allowed again, the move runs");
+        assert!(calls() > before, "the allowed move made its calls");
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]

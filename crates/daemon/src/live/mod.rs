@@ -159,7 +159,7 @@ pub struct LiveTuning {
     /// returning, no CPU time in the mover's threads) before it is given up as stuck in the
     /// kernel, ms (rule stuck-move-abandoned, [`mover::STUCK_MOVE_S`], where its source and what
     /// it prevents are). Default 60 000. Not in the configuration file: tests give a shorter one
-    /// to see the rule on a real locked memory map within seconds.
+    /// to see the rule on a real locked memory map within seconds. 0 counts as 1 ms.
     pub stuck_move_ms: u64,
 }
 
@@ -1792,7 +1792,7 @@ impl Host for LiveHost {
             m.drain_wake();
         }
         // Rule stuck-move-abandoned (mover.rs): a move none of whose calls returned for
-        // STUCK_MOVE_S is left to the kernel and asked to stop should its call return; a new
+        // `LiveTuning::stuck_move_ms` (STUCK_MOVE_S) is left to the kernel and asked to stop should its call return; a new
         // mover thread takes the moves of every other process.
         // Ended jobs first: one whose result is waiting is no stuck one.
         let done = self.mover.as_mut().map(|m| m.drain()).unwrap_or_default();

@@ -155,14 +155,15 @@ pub const MAX_STUCK_MOVES: usize = 4;
 
 /// The mover's progress count for the live host: calls of the page code that returned
 /// (`apply::page_calls`) plus the CPU time, in clock ticks, of this process's threads named
-/// `numapilot-mover` (the mover and the copy threads it starts, which inherit its name).
+/// `numapilot-mover` (the mover threads) and `numapilot-copy` (the threads a split copy runs on,
+/// `apply::move_list`: a long `move_pages` call of one of them burns CPU there, not in the mover).
 pub fn mover_progress() -> u64 {
     let mut ticks = 0;
     if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
         for task in dir.flatten() {
             let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else { continue };
             if let Ok(st) = numapilot_observe::parse::stat::parse_stat(&text) {
-                if st.comm == "numapilot-mover" {
+                if st.comm == "numapilot-mover" || st.comm == "numapilot-copy" {
                     ticks += st.utime + st.stime;
                 }
             }
@@ -266,9 +267,9 @@ impl Mover {
     }
 
     /// The same mover giving up a job after `after` without progress instead of [`STUCK_MOVE_S`]
-    /// (`LiveTuning::stuck_move_ms`; at least 1 ms).
+    /// (`LiveTuning::stuck_move_ms`; raised to 1 ms, a longer time than u64 ns hold is that).
     pub fn with_stuck_after(mut self, after: Duration) -> Self {
-        self.stuck_after_ns = (after.as_nanos() as u64).max(1_000_000);
+        self.stuck_after_ns = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX).max(1_000_000);
         self
     }
 
