@@ -126,12 +126,18 @@ pub const MAGNITUDE_WEIGHTS: [f64; 4] = [10.0, 4.0, 6.0, 1.0];
 pub const MIN_NODE_CPUS_FREE: f64 = 0.01;
 
 /// How long launch advice given for a pid waits for that process to show, ns. Default 60 s.
-/// Source: a choice, sixty of the daemon's 1 s intervals and four of numad's longest (15 s): a
-/// launcher applies the advice and execs within a second or two, and the process shows at the
-/// next pass. What it prevents: advice for a launch that never happened (the launcher failed, the
-/// process stayed under the size numad looks at) kept for good, and a later process that happens
-/// to get the pid taken as bound on that old advice.
+/// Source: a choice, four of numad's default longest interval (15 s, `numad -i`): a launcher
+/// applies the advice and execs within a second or two, and the process shows at the next pass
+/// (with a longer interval set, advice older than this is dropped at the pass unseen). What it
+/// prevents: advice for a launch that never happened (the launcher failed, the process stayed
+/// under the size numad looks at) kept for good, and a later process that happens to get the pid
+/// taken as bound on that old advice.
 pub const LAUNCH_ADVICE_WAIT_NS: u64 = 60_000_000_000;
+
+/// Most launch advice awaiting its process, entries. Default 4096. Source: a choice, far above the
+/// launches a host makes in [`LAUNCH_ADVICE_WAIT_NS`]. What it prevents: a launcher asking in a
+/// loop between two passes growing the table without bound (the oldest advice goes first).
+pub const LAUNCH_ADVICE_KEPT: usize = 4096;
 
 /// What numad remembers of a process it bound.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,8 +148,8 @@ pub struct Binding {
     pub at_ns: u64,
 }
 
-/// numad's heuristic as a policy. State: the per-process CPU history, the processes it bound, and
-/// whether the last pass moved one (for the interval).
+/// numad's heuristic as a policy. State: the per-process CPU history, the processes it bound,
+/// whether the last pass moved one (for the interval), and launch advice awaiting its process.
 #[derive(Debug, Default)]
 pub struct Numad {
     /// CPU rate history by (pid, start time), newest last, at most [`CPU_HISTORY_PASSES`].
@@ -431,6 +437,14 @@ impl Policy for Numad {
             return None;
         }
         if let Some(pid) = req.pid {
+            self.launched.retain(|_, (_, at)| now_ns.saturating_sub(*at) < LAUNCH_ADVICE_WAIT_NS);
+            while self.launched.len() >= LAUNCH_ADVICE_KEPT && !self.launched.contains_key(&pid) {
+                let oldest = self.launched.iter().min_by_key(|(_, (_, at))| *at).map(|(p, _)| *p);
+                match oldest {
+                    Some(p) => self.launched.remove(&p),
+                    None => break,
+                };
+            }
             self.launched.insert(pid, (chosen.clone(), now_ns));
         }
         let detail = format!("numad -w {:.0}:{:.0} for {}: nodes {chosen}; {why}", req.cpus.ceil(), mib, req.name);

@@ -485,3 +485,28 @@ fn launch_advice_waits_for_its_process_for_a_bounded_time() {
     let acted = plan.actions.iter().any(|a| a.target.pid == 901);
     assert_eq!(numad.bindings().contains_key(&(901, 50)), acted, "{:?}", summary(&m, &plan));
 }
+
+/// Launch advice asked in a loop between two passes is held to `LAUNCH_ADVICE_KEPT` entries (the
+/// oldest dropped) and advice past its wait is dropped at the next request, not only at a pass.
+#[test]
+fn launch_advice_between_passes_is_bounded() {
+    use numapilot_policy::numad::{LAUNCH_ADVICE_KEPT, LAUNCH_ADVICE_WAIT_NS};
+    use numapilot_policy::LaunchRequest;
+    let launched = |n: &Numad| {
+        let mut out = Vec::new();
+        Policy::bookkeeping(n, &mut out);
+        out.iter().find(|(k, _)| *k == "numad.launched").map(|(_, v)| *v).unwrap()
+    };
+    let req =
+        |pid: u32| LaunchRequest { pid: Some(pid), name: "vm".into(), cpus: 1.0, mem_bytes: MIB, nodes_now: vec![] };
+    let m = model(10, [1.0, 1.0], [6000, 7000]);
+    let mut numad = Numad::new();
+    for pid in 0..LAUNCH_ADVICE_KEPT as u32 + 10 {
+        assert!(numad.advise_launch(&m, m.now_ns + u64::from(pid), &req(10_000 + pid)).is_some());
+    }
+    assert_eq!(launched(&numad), LAUNCH_ADVICE_KEPT);
+    // One request after the wait: every earlier advice is past it.
+    let later = m.now_ns + LAUNCH_ADVICE_WAIT_NS + 2 * LAUNCH_ADVICE_KEPT as u64;
+    assert!(numad.advise_launch(&m, later, &req(1)).is_some());
+    assert_eq!(launched(&numad), 1);
+}
