@@ -8,8 +8,12 @@ use numapilot_daemon::control::{NodeStatus, ResourceStatus, Shared, Status};
 use numapilot_daemon::metrics;
 
 fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    request(addr, "GET", path)
+}
+
+fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n").unwrap();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
@@ -402,14 +406,6 @@ fn stopped_servers_close_their_listening_sockets() {
     assert!(server.stop_within(std::time::Duration::from_secs(30)), "the control thread did not end");
     let e = std::os::unix::net::UnixStream::connect(&path).expect_err("still listening");
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
-}
-
-fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 /// `HEAD` answers as `GET` does, status and headers, the body's length in Content-Length, and no

@@ -225,6 +225,19 @@ fn watchdog(
     (fired, stop_tx, t)
 }
 
+/// Calls `f` every 10 ms until it gives a non-empty list (at most 20 s, then fails with `what`).
+fn until_some<T>(mut f: impl FnMut() -> Vec<T>, what: &str) -> Vec<T> {
+    let t0 = Instant::now();
+    loop {
+        let d = f();
+        if !d.is_empty() {
+            return d;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Waits (at most 20 s) until a task of `pid` is in state D.
 fn wait_for_d(pid: u32) {
     let t0 = Instant::now();
@@ -425,15 +438,7 @@ fn a_move_stuck_behind_a_locked_map_is_given_up_and_the_next_goes_on() {
     // the stuck call returns; its result comes late, like any other.
     l.fuse.release();
     assert_eq!(l.kid.line("writer done"), "true");
-    let t0 = Instant::now();
-    let late = loop {
-        let d = m.drain();
-        if !d.is_empty() {
-            break d;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "the stuck call never returned");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let late = until_some(|| m.drain(), "the stuck call never returned");
     let _ = stop_tx.send(());
     watchdog.join().unwrap();
     assert_eq!(late[0].job.action.target.pid, l.kid.pid());
@@ -529,15 +534,7 @@ fn the_live_host_gives_up_a_move_stuck_behind_a_locked_map_and_moves_the_next_pr
         o => panic!("a second move of the locked process was not refused: {o:?}"),
     }
     assert!(matches!(host.apply(&mv(beside, plain_range)), Outcome::Started { .. }), "the next process's move");
-    let t0 = Instant::now();
-    let done = loop {
-        let d = host.finished_moves();
-        if !d.is_empty() {
-            break d;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "the move beside the stuck one never ended");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let done = until_some(|| host.finished_moves(), "the move beside the stuck one never ended");
     assert!(!fired.load(Ordering::SeqCst), "the second move waited for the watchdog's release");
     assert_eq!(done.len(), 1, "{done:?}");
     assert_eq!(done[0].action.target.pid, beside.pid);
@@ -546,15 +543,7 @@ fn the_live_host_gives_up_a_move_stuck_behind_a_locked_map_and_moves_the_next_pr
     // The server answers: the stuck read returns, the job sees it was given up and stops there.
     l.fuse.release();
     assert_eq!(l.kid.line("writer done"), "true");
-    let t0 = Instant::now();
-    let late = loop {
-        let d = host.finished_moves();
-        if !d.is_empty() {
-            break d;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "the stuck move's result never came back");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let late = until_some(|| host.finished_moves(), "the stuck move's result never came back");
     let _ = stop_tx.send(());
     watchdog.join().unwrap();
     assert_eq!(late[0].action.target.pid, locked.pid);
