@@ -440,6 +440,13 @@ fn the_cpu_figure_is_the_largest_of_the_last_eight_passes() {
     }
 }
 
+/// Launch advice awaiting its process, as the policy's bookkeeping counts it.
+fn launched(n: &Numad) -> usize {
+    let mut out = Vec::new();
+    Policy::bookkeeping(n, &mut out);
+    out.iter().find(|(k, _)| *k == "numad.launched").map(|(_, v)| *v).unwrap()
+}
+
 /// Launch advice for a pid (`numad -w`, the launcher naming the process it will exec): the
 /// process that shows within the wait counts as bound to the advice; advice for one that never
 /// shows is dropped after `LAUNCH_ADVICE_WAIT_NS` (it was kept for good: a process that got the pid
@@ -448,11 +455,6 @@ fn the_cpu_figure_is_the_largest_of_the_last_eight_passes() {
 fn launch_advice_waits_for_its_process_for_a_bounded_time() {
     use numapilot_policy::numad::LAUNCH_ADVICE_WAIT_NS;
     use numapilot_policy::LaunchRequest;
-    let launched = |n: &Numad| {
-        let mut out = Vec::new();
-        Policy::bookkeeping(n, &mut out);
-        out.iter().find(|(k, _)| *k == "numad.launched").map(|(_, v)| *v).unwrap()
-    };
     let req = |pid: u32| LaunchRequest {
         pid: Some(pid),
         name: format!("vm{pid}"),
@@ -492,11 +494,6 @@ fn launch_advice_waits_for_its_process_for_a_bounded_time() {
 fn launch_advice_between_passes_is_bounded() {
     use numapilot_policy::numad::{LAUNCH_ADVICE_KEPT, LAUNCH_ADVICE_WAIT_NS};
     use numapilot_policy::LaunchRequest;
-    let launched = |n: &Numad| {
-        let mut out = Vec::new();
-        Policy::bookkeeping(n, &mut out);
-        out.iter().find(|(k, _)| *k == "numad.launched").map(|(_, v)| *v).unwrap()
-    };
     let req =
         |pid: u32| LaunchRequest { pid: Some(pid), name: "vm".into(), cpus: 1.0, mem_bytes: MIB, nodes_now: vec![] };
     let m = model(10, [1.0, 1.0], [6000, 7000]);
