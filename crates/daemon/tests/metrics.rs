@@ -327,14 +327,20 @@ fn promtool_finds_nothing_to_lint() {
     assert!(!ok && said.contains("_total"), "the control passed promtool: {said}");
 }
 
+/// A metrics server on a loopback port over the test status, its last step just now.
+fn serving_a_fresh_step() -> (std::net::SocketAddr, Arc<Shared>, impl Drop) {
+    let mut s = status();
+    s.last_step_mono_ns = numapilot_observe::reader::monotonic_ns();
+    let shared = Arc::new(Shared { status: Mutex::new(s), started_ns: 0 });
+    let (addr, t) = metrics::serve("127.0.0.1:0".parse().unwrap(), Arc::clone(&shared)).unwrap();
+    (addr, shared, t)
+}
+
 /// `GET /healthz`: 200 with `status --check`'s text while the daemon is OK or warns, 503 when
 /// CRITICAL (a probe that reads HTTP codes restarts or routes around it), from the snapshot served.
 #[test]
 fn healthz_answers_the_health_verdict_as_an_http_code() {
-    let mut s = status();
-    s.last_step_mono_ns = numapilot_observe::reader::monotonic_ns();
-    let shared = Arc::new(Shared { status: Mutex::new(s), started_ns: 0 });
-    let (addr, _t) = metrics::serve("127.0.0.1:0".parse().unwrap(), Arc::clone(&shared)).unwrap();
+    let (addr, shared, _t) = serving_a_fresh_step();
     let ok = get(addr, "/healthz");
     assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
     assert!(ok.contains("\r\n\r\nOK: numapilot test, "), "{ok}");
@@ -413,10 +419,7 @@ fn stopped_servers_close_their_listening_sockets() {
 /// 405 naming the allowed ones in `Allow`, as RFC 9110 requires.
 #[test]
 fn head_answers_as_get_without_the_body_and_other_methods_are_told_what_is_allowed() {
-    let mut s = status();
-    s.last_step_mono_ns = numapilot_observe::reader::monotonic_ns();
-    let shared = Arc::new(Shared { status: Mutex::new(s), started_ns: 0 });
-    let (addr, _t) = metrics::serve("127.0.0.1:0".parse().unwrap(), Arc::clone(&shared)).unwrap();
+    let (addr, shared, _t) = serving_a_fresh_step();
     // The index's body is fixed text: HEAD's Content-Length is exactly GET's body length.
     let get_resp = get(addr, "/");
     let (_, get_body) = get_resp.split_once("\r\n\r\n").unwrap();
