@@ -78,13 +78,21 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
                 };
                 if active.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CLIENTS {
                     active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    // Read what the client sent first: its method says whether the answer has a
+                    // body, and a request left unread turns the close into a reset, which can
+                    // destroy the answer before the client reads it.
+                    // Read for at most 50 ms: this is the accepting thread.
                     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-                    let _ = respond(&mut stream, "503 Service Unavailable", "text/plain", "too many clients\n");
-                    // Read what the client sent (a request left unread turns the close into a
-                    // reset, which can destroy the answer before the client reads it).
+                    let (sent, _) = read_head(&stream, Duration::from_millis(50));
+                    let _ = respond_with(
+                        &mut stream,
+                        "503 Service Unavailable",
+                        "text/plain",
+                        &[],
+                        "too many clients\n",
+                        is_head(&sent),
+                    );
                     let _ = stream.shutdown(std::net::Shutdown::Write);
-                    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
-                    let _ = std::io::Read::read(&mut stream, &mut [0u8; MAX_HEAD]);
                     continue;
                 }
                 let (shared, active2) = (Arc::clone(&shared), Arc::clone(&active));
@@ -119,33 +127,24 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
 fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    // One deadline for the whole request head (a byte every 4 s under a per-read timeout held the
-    // one-at-a-time server, and every scrape behind it, for hours).
-    let mut request = crate::control::Deadline::new(&stream, Duration::from_secs(5));
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = request.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_HEAD {
-            return respond(
-                &mut stream,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "request head too large\n",
-            );
-        }
+    let (head, read) = read_head(&stream, Duration::from_secs(5));
+    if head.len() > MAX_HEAD {
+        return respond_with(
+            &mut stream,
+            "431 Request Header Fields Too Large",
+            "text/plain",
+            &[],
+            "request head too large\n",
+            is_head(&head),
+        );
     }
-    let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
-    let first = String::from_utf8_lossy(first);
+    read?;
+    let first = first_line(&head);
     let mut parts = first.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     // HEAD answers as GET without the body (RFC 9110 9.3.2): probes and `curl -I` use it.
-    let head_only = method == "HEAD";
+    let head_only = is_head(&head);
     if method != "GET" && !head_only {
         return respond_with(
             &mut stream,
@@ -181,8 +180,36 @@ fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     respond_with(&mut stream, status, ctype, &[], &body, head_only)
 }
 
-fn respond(stream: &mut TcpStream, status: &str, ctype: &str, body: &str) -> std::io::Result<()> {
-    respond_with(stream, status, ctype, &[], body, false)
+/// Reads a request head: until its blank line, the end of the stream, more than [`MAX_HEAD`]
+/// bytes, or `within` since the start (one deadline for the whole head: a byte every 4 s under a
+/// per-read timeout held the one-at-a-time server, and every scrape behind it, for hours). Returns
+/// what came, and the read's error if one ended it.
+fn read_head(stream: &TcpStream, within: Duration) -> (Vec<u8>, std::io::Result<()>) {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    let mut request = crate::control::Deadline::new(stream, within);
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        match request.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) => return (head, Err(e)),
+        }
+        if head.len() > MAX_HEAD {
+            break;
+        }
+    }
+    (head, Ok(()))
+}
+
+/// Whether a request (its head, or as much of it as came) is a `HEAD`, whose answer has no body:
+/// also on the answers given before the request is parsed (too large a head, too many clients).
+fn is_head(request: &[u8]) -> bool {
+    first_line(request).split_whitespace().next() == Some("HEAD")
+}
+
+/// The request line: the first line of what came, lossily as text.
+fn first_line(request: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(request.split(|&b| b == b'\n').next().unwrap_or_default())
 }
 
 /// Writes a response: status line, headers (`extra` ones too), and the body unless `head_only`
