@@ -391,16 +391,33 @@ pub fn client_socket(flag: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::
     if let Some(p) = flag {
         return Ok(p);
     }
-    let overrides = Overrides::default();
-    match config {
-        Some(file) => Ok(numapilot_daemon::config::load(&Source::Explicit(file), &overrides)?.config.daemon.socket),
-        None => match numapilot_daemon::config::load(&Source::Default, &overrides) {
-            Ok(loaded) => Ok(loaded.config.daemon.socket),
-            Err(e) => {
-                eprintln!("numapilot: {e} (asking the default socket {DEFAULT_SOCKET_PATH})");
-                Ok(PathBuf::from(DEFAULT_SOCKET_PATH))
-            }
-        },
+    let explicit = config.is_some();
+    socket_of(&client_config(config), explicit)
+}
+
+/// The configuration a client command reads: `--config FILE`'s (a missing file is an error), else
+/// the default file's (defaults when there is none). Read once per command, also by
+/// `explain --local`, which takes its socket and its tunables from it.
+fn client_config(
+    config: Option<PathBuf>,
+) -> Result<numapilot_daemon::config::Config, numapilot_daemon::config::ConfigError> {
+    let source = config.map_or(Source::Default, Source::Explicit);
+    numapilot_daemon::config::load(&source, &Overrides::default()).map(|l| l.config)
+}
+
+/// The socket `loaded` names. A file given with `--config` that cannot be used is an error; a bad
+/// default file is said on stderr and the default socket asked.
+fn socket_of(
+    loaded: &Result<numapilot_daemon::config::Config, numapilot_daemon::config::ConfigError>,
+    explicit: bool,
+) -> anyhow::Result<PathBuf> {
+    match loaded {
+        Ok(config) => Ok(config.daemon.socket.clone()),
+        Err(e) if explicit => Err(e.clone().into()),
+        Err(e) => {
+            eprintln!("numapilot: {e} (asking the default socket {DEFAULT_SOCKET_PATH})");
+            Ok(PathBuf::from(DEFAULT_SOCKET_PATH))
+        }
     }
 }
 
@@ -482,7 +499,13 @@ fn unknown(why: &str, json: bool) -> anyhow::Result<ExitCode> {
 
 /// `numapilot explain PID`.
 pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
-    let socket = client_socket(a.socket.clone(), a.config.clone())?;
+    // Read once: --local takes its tunables from the same reading as the socket.
+    let explicit = a.config.is_some();
+    let config = client_config(a.config.clone());
+    let socket = match &a.socket {
+        Some(p) => p.clone(),
+        None => socket_of(&config, explicit)?,
+    };
     match control::request(&socket, &Request::Explain { pid: a.pid }) {
         Ok(r) => {
             let e = r.explain.context("the daemon's answer has no explanation")?;
@@ -492,7 +515,7 @@ pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
                 print_out(&format!("from the running daemon:\n{e}"))
             }
         }
-        Err(e) if not_running(&e) && a.local => explain_local(&a),
+        Err(e) if not_running(&e) && a.local => explain_local(&a, config?),
         Err(e) if not_running(&e) => {
             eprintln!(
                 "numapilot: {e}: explain shows the daemon's view; start the daemon, or use --local for a \
@@ -505,15 +528,12 @@ pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Two observations 1 s apart, the model updated with both, the adaptive policy asked once.
-fn explain_local(a: &ExplainArgs) -> anyhow::Result<ExitCode> {
+fn explain_local(a: &ExplainArgs, config: numapilot_daemon::config::Config) -> anyhow::Result<ExitCode> {
     use numapilot_policy::Policy as _;
-    // As the daemon with that configuration sees the machine: its tunables, and without its
-    // reserved CPUs and (unless `reserve_isolated` is off) those the host keeps for pinned work
-    // (a process's default mask leaves them out, and is no pin of its own). A bad file is an error, as for the
-    // daemon.
-    let source =
-        a.config.clone().map_or(numapilot_daemon::config::Source::Default, numapilot_daemon::config::Source::Explicit);
-    let config = numapilot_daemon::config::load(&source, &numapilot_daemon::config::Overrides::default())?.config;
+    // As the daemon with that configuration (`config`, read once by `run_explain`) sees the
+    // machine: its tunables, and without its reserved CPUs and (unless `reserve_isolated` is off)
+    // those the host keeps for pinned work (a process's default mask leaves them out, and is no pin
+    // of its own). A bad file is an error, as for the daemon.
     let live = config.live_options(true);
     let mut topo = Topology::from_sysfs(std::path::Path::new("/")).context("reading the topology")?;
     numapilot_daemon::live::reserve(&mut topo, &live)?;
