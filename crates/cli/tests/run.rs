@@ -239,7 +239,17 @@ fn usage_errors_print_usage_and_exit_1() {
         (&["-p0", "-p0", "true"], "numapilot: Conflicting policies: -p given twice"),
         (&["-m0", "--all", "true"], "numapilot: --all/-a option must be before all cpu/node specifications"),
         (&["--membind=same", "true"], "numapilot: --membind: same needs previous node specification"),
-        (&["-L", "1m", "true"], "numapilot: -L sets a policy on shared memory; it takes no command"),
+        (&["-L", "1m", "true"], "numapilot: -L describes a shared-memory segment, and no --shm or --file follows it"),
+        (&["-u", "true"], "numapilot: -u describes a shared-memory segment, and no --shm or --file follows it"),
+        (
+            &["--file=/nonexistent/x", "true"],
+            "numapilot: --file sets policies on a shared-memory segment and takes no command (true follows it",
+        ),
+        // The list forgotten: what was meant as the command is read as the list and named, as
+        // numactl does ("<./prog> is invalid"), before there is no command to speak of.
+        (&["--membind", "./prog"], "numapilot: --membind=./prog: \"./prog\" is not a node number"),
+        // --version is ours: an abbreviation that fits numactl's --verify means --verify, as there.
+        (&["--ver"], "numapilot: --verify must be after shared memory specification"),
     ] {
         let o = numapilot_run(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");
@@ -566,6 +576,14 @@ fn shared_memory_policies_match_numactl() {
         stdout(&Command::new(tool).args(["-L", "1m", "-f", f.to_str().unwrap(), "--dump"]).output().unwrap())
     };
     let (real, link) = (Path::new(real), link.as_path());
+    // A path need not be UTF-8 (Linux paths are bytes): both take it (it was refused here).
+    let odd = dir.path().join(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"odd\xff"));
+    for tool in [real, link] {
+        let o = Command::new(tool).args(["-L", "1m", "-f"]).arg(&odd).args(["-m", &n.to_string(), "--dump"]).output();
+        let o = o.unwrap();
+        assert!(o.status.success(), "{tool:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), format!("0000000000000000-0000000000100000: bind : {n} \n"), "{tool:?}");
+    }
     set(link, "-i");
     assert_eq!(dump(real), format!("0000000000000000-0000000000100000: interleave : {n} \n"));
     set(real, "-m");

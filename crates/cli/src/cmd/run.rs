@@ -82,6 +82,17 @@ fn launch(usage_name: &str, prefix: &str, args: &[OsString]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if req.action == Action::NoCommand {
+        // numactl checks each list as it reads it: `--membind ./prog`, its list forgotten, is
+        // told that `./prog` is no node list, not that no command was given (review helper-48).
+        let said = match check_lists(&req) {
+            Err(e) => crate::error_text(&e),
+            Ok(()) => numactl::UsageError::NoCommand.to_string(),
+        };
+        eprintln!("{prefix}: {said}");
+        eprint!("{}", numactl::usage(usage_name));
+        return ExitCode::from(1);
+    }
     match execute(&req, usage_name, prefix) {
         Ok(code) => code,
         Err(e) => {
@@ -89,6 +100,15 @@ fn launch(usage_name: &str, prefix: &str, args: &[OsString]) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The node and CPU lists of `req`, read against this machine (nothing is changed).
+fn check_lists(req: &Request) -> anyhow::Result<()> {
+    if req.policy.is_some() || req.cpubind.is_some() {
+        let sys = SystemView::live()?;
+        resolve(req, &sys, &sys)?;
+    }
+    Ok(())
 }
 
 fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<ExitCode> {
@@ -102,10 +122,7 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
             // reads it: `-m 5 -H` on a machine without node 5 is an error there (an invalid list
             // was ignored here, and the hardware printed; review helper-36). A valid one before
             // -H stays no error (numactl refuses any policy there, with a message about --shm).
-            if req.policy.is_some() || req.cpubind.is_some() {
-                let sys = SystemView::live()?;
-                resolve(req, &sys, &sys)?;
-            }
+            check_lists(req)?;
             let topo = match Topology::from_sysfs(Path::new("/")) {
                 Ok(t) => t,
                 // No node directory (a container without /sys, a kernel without NUMA): numactl
@@ -120,6 +137,7 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
             return print_out(&numapilot_topology::render::numactl_hardware(&topo));
         }
         Action::Show => None,
+        Action::NoCommand => anyhow::bail!("{}", numactl::UsageError::NoCommand),
         Action::Run(cmd) => Some(cmd),
         Action::Segment(steps) => {
             let sys = SystemView::live()?;

@@ -246,7 +246,7 @@ fn parse_numastat_args(args: &[String]) -> Parsed {
 
     // numastat 2.0.16 reads `getopt(argc, argv, "cmnp:s::vVz?")`: permuting, `-s` with an optional
     // attached value; `--help` is kept as a courtesy (numastat itself answers it with usage too).
-    let opt = |short: char, arg: HasArg| OptSpec { long: "", short: Some(short), arg, id: short };
+    let opt = |short: char, arg: HasArg| OptSpec { long: "", short: Some(short), arg, id: short, extra: false };
     let specs = [
         opt('c', HasArg::No),
         opt('m', HasArg::No),
@@ -256,7 +256,7 @@ fn parse_numastat_args(args: &[String]) -> Parsed {
         opt('v', HasArg::No),
         opt('V', HasArg::No),
         opt('z', HasArg::No),
-        OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: '?' },
+        OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: '?', extra: true },
     ];
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let mut cfg = Config { compat: args.is_empty(), token_warnings: true, ..Config::default() };
@@ -273,8 +273,8 @@ fn parse_numastat_args(args: &[String]) -> Parsed {
             'v' => cfg.verbose = true,
             'z' => cfg.skip_zero = true,
             'V' => return Parsed::Version,
-            'p' => cfg.specs.extend(found.value),
-            's' => cfg.sort = Some(found.value),
+            'p' => cfg.specs.extend(found.value.map(|v| v.to_string_lossy().into_owned())),
+            's' => cfg.sort = Some(found.value.map(|v| v.to_string_lossy().into_owned())),
             _ => return Parsed::Usage(String::new()),
         }
     }

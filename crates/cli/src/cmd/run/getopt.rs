@@ -27,12 +27,16 @@
 //! with an optional value (`s::`, [`HasArg::Optional`]) takes it only from its own word (`-s2`,
 //! `--sort=2`), never from the next one: `-s 2` is `-s` and the operand `2`.
 //!
+//! Values are bytes, as in C: `--file=PATH` takes a path that is not UTF-8 (Linux paths are bytes;
+//! it was refused here until review helper-48); whoever takes a value as text checks it.
+//!
 //! Error messages follow glibc's wording (`unrecognized option '--foo'`, `invalid option -- 'Z'`,
 //! `option requires an argument -- 'm'`, `option '--show' doesn't allow an argument`,
 //! `option '--p' is ambiguous; possibilities: ...`).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 
 /// Whether an option takes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +60,10 @@ pub struct OptSpec<Id> {
     pub arg: HasArg,
     /// What the caller calls it.
     pub id: Id,
+    /// An option of ours that the program we follow does not have (numactl's `--version`): an
+    /// abbreviation that also fits one of the program's own options means that one, as it does
+    /// there (`--ver` is numactl's `--verify`, not ambiguous with `--version`).
+    pub extra: bool,
 }
 
 /// An option as found on the command line.
@@ -65,8 +73,8 @@ pub struct Found<Id> {
     pub id: Id,
     /// How it was written, for messages: `--membind`, `--mem` or `-m`.
     pub written: String,
-    /// Its value, when it takes one.
-    pub value: Option<String>,
+    /// Its value, when it takes one: bytes, as the command line gave them.
+    pub value: Option<OsString>,
 }
 
 /// A command line getopt would reject.
@@ -84,7 +92,7 @@ pub enum GetoptError {
     UnexpectedValue(String),
     /// `--p`.
     Ambiguous(String, Vec<&'static str>),
-    /// An option or value that is not UTF-8.
+    /// An option name that is not UTF-8 (a value may be any bytes).
     NotUtf8(String),
 }
 
@@ -146,30 +154,32 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
         self.skipped.iter().copied().chain(rest).cloned().collect()
     }
 
-    fn utf8(&self, i: usize) -> Result<&'a str, GetoptError> {
-        self.args[i].to_str().ok_or_else(|| GetoptError::NotUtf8(self.args[i].to_string_lossy().into_owned()))
+    fn bytes(&self, i: usize) -> &'a [u8] {
+        self.args[i].as_encoded_bytes()
     }
 
-    fn next_long(&mut self, body: &'a str, whole: &'a str) -> Result<Found<Id>, GetoptError> {
-        let (name, inline) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
+    fn next_long(&mut self, arg_index: usize) -> Result<Found<Id>, GetoptError> {
+        let raw = self.bytes(arg_index);
+        let whole = self.args[arg_index].to_string_lossy().into_owned();
+        let body = &raw[2..];
+        let (name, inline) = match body.iter().position(|&b| b == b'=') {
+            Some(at) => (&body[..at], Some(&body[at + 1..])),
             None => (body, None),
         };
+        let name = std::str::from_utf8(name).map_err(|_| GetoptError::NotUtf8(whole.clone()))?;
         let specs: &'a [OptSpec<Id>] = self.specs;
         let longs = || specs.iter().filter(|s| !s.long.is_empty());
         let spec: &'a OptSpec<Id> = match longs().find(|s| s.long == name) {
             Some(s) => s,
             None => {
-                let mut candidates = longs().filter(|s| s.long.starts_with(name));
+                let fits = || longs().filter(|s| s.long.starts_with(name));
+                let own = || fits().filter(|s| !s.extra);
+                let mut candidates =
+                    if own().next().is_some() { own().collect::<Vec<_>>() } else { fits().collect() }.into_iter();
                 match (candidates.next(), candidates.next()) {
-                    (None, _) => return Err(GetoptError::UnrecognizedLong(whole.to_string())),
+                    (None, _) => return Err(GetoptError::UnrecognizedLong(whole)),
                     (Some(one), None) => one,
-                    (Some(_), Some(_)) => {
-                        return Err(GetoptError::Ambiguous(
-                            whole.to_string(),
-                            longs().filter(|s| s.long.starts_with(name)).map(|s| s.long).collect(),
-                        ))
-                    }
+                    (Some(_), Some(_)) => return Err(GetoptError::Ambiguous(whole, fits().map(|s| s.long).collect())),
                 }
             }
         };
@@ -177,25 +187,31 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
         let value = match (spec.arg, inline) {
             (HasArg::No, None) => None,
             (HasArg::No, Some(_)) => return Err(GetoptError::UnexpectedValue(spec.long.to_string())),
-            (HasArg::Required | HasArg::Optional, Some(v)) => Some(v.to_string()),
+            (HasArg::Required | HasArg::Optional, Some(v)) => Some(OsStr::from_bytes(v).to_os_string()),
             (HasArg::Optional, None) => None,
             (HasArg::Required, None) => {
                 if self.next >= self.args.len() {
                     return Err(GetoptError::MissingLong(spec.long.to_string()));
                 }
-                let v = self.utf8(self.next)?;
                 self.next += 1;
-                Some(v.to_string())
+                Some(self.args[self.next - 1].clone())
             }
         };
         Ok(Found { id: spec.id, written, value })
     }
 
     fn next_short(&mut self, arg_index: usize) -> Result<Found<Id>, GetoptError> {
-        let arg = self.utf8(arg_index)?;
-        let c = arg[self.cluster..].chars().next().unwrap_or('-');
-        self.cluster += c.len_utf8();
-        let rest = &arg[self.cluster..];
+        let arg = self.bytes(arg_index);
+        // The letter: a character, or a byte that starts none (no option's letter).
+        let (c, len) = match arg[self.cluster..].utf8_chunks().next() {
+            Some(chunk) if !chunk.valid().is_empty() => {
+                let c = chunk.valid().chars().next().unwrap_or('-');
+                (c, c.len_utf8())
+            }
+            _ => (char::REPLACEMENT_CHARACTER, 1),
+        };
+        self.cluster += len;
+        let rest = OsStr::from_bytes(&arg[self.cluster..]);
         let spec = self.specs.iter().find(|s| s.short == Some(c));
         let Some(spec) = spec else {
             self.finish_cluster_if(rest.is_empty(), arg_index);
@@ -209,20 +225,19 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
             }
             HasArg::Optional => {
                 self.finish_cluster_if(true, arg_index);
-                Ok(Found { id: spec.id, written, value: (!rest.is_empty()).then(|| rest.to_string()) })
+                Ok(Found { id: spec.id, written, value: (!rest.is_empty()).then(|| rest.to_os_string()) })
             }
             HasArg::Required => {
                 self.cluster = 0;
                 self.next = arg_index + 1;
                 if !rest.is_empty() {
-                    return Ok(Found { id: spec.id, written, value: Some(rest.to_string()) });
+                    return Ok(Found { id: spec.id, written, value: Some(rest.to_os_string()) });
                 }
                 if self.next >= self.args.len() {
                     return Err(GetoptError::MissingShort(c));
                 }
-                let v = self.utf8(self.next)?;
                 self.next += 1;
-                Ok(Found { id: spec.id, written, value: Some(v.to_string()) })
+                Ok(Found { id: spec.id, written, value: Some(self.args[self.next - 1].clone()) })
             }
         }
     }
@@ -270,8 +285,7 @@ impl<Id: Copy> Iterator for Getopt<'_, Id> {
         let i = self.next;
         if bytes.starts_with(b"--") {
             self.next += 1;
-            let r = self.utf8(i).and_then(|whole| self.next_long(&whole[2..], whole));
-            return Some(r);
+            return Some(self.next_long(i));
         }
         self.cluster = 1;
         Some(self.next_short(i))
@@ -293,12 +307,12 @@ mod tests {
     }
 
     const SPECS: &[OptSpec<O>] = &[
-        OptSpec { long: "membind", short: Some('m'), arg: HasArg::Required, id: O::Membind },
-        OptSpec { long: "preferred", short: Some('p'), arg: HasArg::Required, id: O::Preferred },
-        OptSpec { long: "preferred-many", short: Some('P'), arg: HasArg::Required, id: O::PreferredMany },
-        OptSpec { long: "physcpubind", short: Some('C'), arg: HasArg::Required, id: O::Physcpubind },
-        OptSpec { long: "localalloc", short: Some('l'), arg: HasArg::No, id: O::Local },
-        OptSpec { long: "show", short: Some('s'), arg: HasArg::No, id: O::Show },
+        OptSpec { long: "membind", short: Some('m'), arg: HasArg::Required, id: O::Membind, extra: false },
+        OptSpec { long: "preferred", short: Some('p'), arg: HasArg::Required, id: O::Preferred, extra: false },
+        OptSpec { long: "preferred-many", short: Some('P'), arg: HasArg::Required, id: O::PreferredMany, extra: false },
+        OptSpec { long: "physcpubind", short: Some('C'), arg: HasArg::Required, id: O::Physcpubind, extra: false },
+        OptSpec { long: "localalloc", short: Some('l'), arg: HasArg::No, id: O::Local, extra: false },
+        OptSpec { long: "show", short: Some('s'), arg: HasArg::No, id: O::Show, extra: false },
     ];
 
     fn args(v: &[&str]) -> Vec<OsString> {
@@ -314,7 +328,7 @@ mod tests {
         let mut out = Vec::new();
         for f in g.by_ref() {
             let f = f?;
-            out.push((f.id, f.value));
+            out.push((f.id, f.value.map(|v| v.to_string_lossy().into_owned())));
         }
         Ok((out, g.operands().iter().map(|s| s.to_string_lossy().into_owned()).collect()))
     }
@@ -369,6 +383,26 @@ mod tests {
             "option '--p=1' is ambiguous; possibilities: '--preferred' '--preferred-many' '--physcpubind'"
         );
         assert!(matches!(run(&["--pre=1"]), Err(GetoptError::Ambiguous(..))));
+        // An option of ours gives way to the program's own in an abbreviation (numactl's --ver is
+        // --verify); alone, or named in full enough, it is found; among ours, ambiguity stands.
+        const EXTRA: &[OptSpec<O>] = &[
+            OptSpec { long: "verify", short: None, arg: HasArg::No, id: O::Show, extra: false },
+            OptSpec { long: "version", short: None, arg: HasArg::No, id: O::Local, extra: true },
+            OptSpec { long: "verbose", short: None, arg: HasArg::No, id: O::Membind, extra: true },
+        ];
+        let first = |v: &str| {
+            let a = args(&[v]);
+            Getopt::new(EXTRA, &a).next().unwrap().map(|f| f.id)
+        };
+        assert_eq!(first("--ver"), Ok(O::Show));
+        assert_eq!(first("--vers"), Ok(O::Local));
+        assert!(matches!(first("--verb"), Ok(O::Membind)));
+        const OURS: &[OptSpec<O>] = &[
+            OptSpec { long: "version", short: None, arg: HasArg::No, id: O::Local, extra: true },
+            OptSpec { long: "verbose", short: None, arg: HasArg::No, id: O::Membind, extra: true },
+        ];
+        let a = args(&["--ver"]);
+        assert!(matches!(Getopt::new(OURS, &a).next(), Some(Err(GetoptError::Ambiguous(..)))));
     }
 
     #[test]
@@ -393,11 +427,11 @@ mod tests {
     }
 
     const NUMASTAT: &[OptSpec<N>] = &[
-        OptSpec { long: "", short: Some('c'), arg: HasArg::No, id: N::C },
-        OptSpec { long: "", short: Some('m'), arg: HasArg::No, id: N::M },
-        OptSpec { long: "", short: Some('p'), arg: HasArg::Required, id: N::P },
-        OptSpec { long: "", short: Some('s'), arg: HasArg::Optional, id: N::S },
-        OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: N::Help },
+        OptSpec { long: "", short: Some('c'), arg: HasArg::No, id: N::C, extra: false },
+        OptSpec { long: "", short: Some('m'), arg: HasArg::No, id: N::M, extra: false },
+        OptSpec { long: "", short: Some('p'), arg: HasArg::Required, id: N::P, extra: false },
+        OptSpec { long: "", short: Some('s'), arg: HasArg::Optional, id: N::S, extra: false },
+        OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: N::Help, extra: false },
     ];
 
     /// Options as (id, value), and the operands.
@@ -409,7 +443,7 @@ mod tests {
         let mut out = Vec::new();
         for f in g.by_ref() {
             let f = f?;
-            out.push((f.id, f.value));
+            out.push((f.id, f.value.map(|v| v.to_string_lossy().into_owned())));
         }
         Ok((out, g.operands().iter().map(|s| s.to_string_lossy().into_owned()).collect()))
     }
@@ -440,18 +474,31 @@ mod tests {
         assert_eq!(permuted(&["-s1"]).unwrap().0, vec![(N::S, Some("1".into()))]);
         assert_eq!(permuted(&["-cs1", "-m"]).unwrap().0, vec![(N::C, None), (N::S, Some("1".into())), (N::M, None)]);
         assert_eq!(permuted(&["-s", "1"]).unwrap(), (vec![(N::S, None)], vec!["1".to_string()]));
-        const LONG: &[OptSpec<N>] = &[OptSpec { long: "sort", short: None, arg: HasArg::Optional, id: N::S }];
+        const LONG: &[OptSpec<N>] =
+            &[OptSpec { long: "sort", short: None, arg: HasArg::Optional, id: N::S, extra: false }];
         let a = args(&["--sort", "--sort=2", "x"]);
         let found: Vec<_> = Getopt::new(LONG, &a).map(|f| f.unwrap().value).collect();
-        assert_eq!(found, vec![None, Some("2".to_string())]);
+        assert_eq!(found, vec![None, Some(OsString::from("2"))]);
     }
 
     #[test]
     fn non_utf8() {
         use std::os::unix::ffi::OsStringExt;
-        let a = vec![OsString::from("-m"), OsString::from_vec(vec![0xff]), OsString::from("x")];
-        let mut g = Getopt::new(SPECS, &a);
-        assert!(matches!(g.next(), Some(Err(GetoptError::NotUtf8(_)))));
+        // Values are bytes, in every form (a path need not be UTF-8).
+        let bytes = |b: &[u8]| OsString::from_vec(b.to_vec());
+        let value = |a: Vec<OsString>| Getopt::new(SPECS, &a).next().unwrap().unwrap().value.unwrap();
+        assert_eq!(value(vec!["-m".into(), bytes(b"/x\xff")]), bytes(b"/x\xff"));
+        assert_eq!(value(vec![bytes(b"-m/x\xff")]), bytes(b"/x\xff"));
+        let a = vec![bytes(b"-lm\xff")];
+        let found: Vec<_> = Getopt::new(SPECS, &a).map(|f| f.unwrap().value).collect();
+        assert_eq!(found, vec![None, Some(bytes(b"\xff"))]);
+        assert_eq!(value(vec![bytes(b"--membind=\xff")]), bytes(b"\xff"));
+        assert_eq!(value(vec!["--membind".into(), bytes(b"\xff")]), bytes(b"\xff"));
+        // A name that is not UTF-8 is no option's; a letter that is not is an invalid option.
+        let a = vec![bytes(b"--mem\xff=1")];
+        assert!(matches!(Getopt::new(SPECS, &a).next(), Some(Err(GetoptError::NotUtf8(_)))));
+        let a = vec![bytes(b"-\xff")];
+        assert_eq!(Getopt::new(SPECS, &a).next(), Some(Err(GetoptError::InvalidShort(char::REPLACEMENT_CHARACTER))));
         // Operands may be anything: they are passed to exec untouched.
         let a = vec![OsString::from("-l"), OsString::from_vec(vec![0xff])];
         let mut g = Getopt::new(SPECS, &a);

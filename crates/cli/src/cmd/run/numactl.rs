@@ -27,7 +27,10 @@
 //! Differences from numactl, on purpose: `--balancing` may come before or after `--membind`
 //! (numactl rejects it after a policy with a misleading "specify policy after --shm/--file");
 //! `--hardware` after a policy is not an error; `--help` prints the usage to stdout and exits 0.
-//! `--weighted-interleave/-w` is accepted as in numactl 2.0.18 and later.
+//! `--weighted-interleave/-w` is accepted as in numactl 2.0.18 and later. `--version` and `--help`
+//! are ours ([`OptSpec::extra`]): an abbreviation that fits one of numactl's own options means
+//! that one (`--ver` is `--verify`, as in numactl). Without a command, the lists given are checked
+//! first (`run.rs`), as numactl checks each when it reads it.
 
 use std::ffi::OsString;
 
@@ -91,7 +94,12 @@ pub enum OptId {
 }
 
 const fn opt(long: &'static str, short: Option<char>, arg: HasArg, id: OptId) -> OptSpec<OptId> {
-    OptSpec { long, short, arg, id }
+    OptSpec { long, short, arg, id, extra: false }
+}
+
+/// An option numactl does not have (abbreviations prefer numactl's own).
+const fn ours(long: &'static str, short: Option<char>, arg: HasArg, id: OptId) -> OptSpec<OptId> {
+    OptSpec { long, short, arg, id, extra: true }
 }
 
 /// numactl's option table (numactl.c `opts[]`), in its order, which is also the order glibc lists
@@ -122,8 +130,8 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
     opt("huge", Some('u'), HasArg::No, OptId::Huge),
     opt("touch", Some('T'), HasArg::No, OptId::Touch),
     opt("verify", Some('V'), HasArg::No, OptId::Verify),
-    opt("version", None, HasArg::No, OptId::Version),
-    opt("help", Some('h'), HasArg::No, OptId::Help),
+    ours("version", None, HasArg::No, OptId::Version),
+    ours("help", Some('h'), HasArg::No, OptId::Help),
 ];
 
 /// The memory policy asked for.
@@ -194,6 +202,10 @@ pub enum Action {
     Version,
     /// `--help`.
     Help,
+    /// Nothing to run: an error ([`UsageError::NoCommand`]) once the lists given are checked
+    /// (numactl checks each as it reads it, so `--membind ./prog`, the list forgotten, is told
+    /// that `./prog` is no node list before it is told there is no command).
+    NoCommand,
     /// `--shm`/`--file`: set policies on shared memory segments, in order (no command).
     Segment(Vec<super::segment::Step>),
 }
@@ -237,8 +249,12 @@ pub enum UsageError {
     NeedsShm(String),
     /// `--verify` with no memory policy on the segment before it.
     VerifyWithoutPolicy,
-    /// A segment option with a command to run (segment options describe segments only).
-    ShmWithCommand(String),
+    /// A segment (`--shm`/`--file`, as written) with a command to run after it: segments take
+    /// none.
+    ShmWithCommand(String, String),
+    /// A segment option (`--length`, `--offset`, `--shmmode`, `--huge`) with no segment after it
+    /// (numactl: "shm related option --length for process").
+    ShmOptionWithoutSegment(String),
     /// A size, mode or id that does not read: the option and the value.
     BadValue(String, String, &'static str),
     /// No command to run.
@@ -262,9 +278,16 @@ impl std::fmt::Display for UsageError {
             UsageError::ShmOptionAfter(o) => write!(f, "{o} must be before shared memory specification"),
             UsageError::NeedsShm(o) => write!(f, "{o} must be after shared memory specification"),
             UsageError::VerifyWithoutPolicy => write!(f, "--verify: need a policy first to verify"),
-            UsageError::ShmWithCommand(o) => {
-                write!(f, "{o} sets a policy on shared memory; it takes no command (run the command separately)")
-            }
+            UsageError::ShmWithCommand(o, c) => write!(
+                f,
+                "{o} sets policies on a shared-memory segment and takes no command ({c} follows it; run the \
+                 command separately)"
+            ),
+            UsageError::ShmOptionWithoutSegment(o) => write!(
+                f,
+                "{o} describes a shared-memory segment, and no --shm or --file follows it (it does not apply \
+                 to a process)"
+            ),
             UsageError::BadValue(o, v, what) => write!(f, "{o} {v}: not {what}"),
             UsageError::NoCommand => write!(f, "no command given"),
         }
@@ -288,14 +311,20 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
     // command line, as for a process), whether a CPU binding was asked for.
     let mut seg = super::segment::Describe::default();
     let mut steps: Vec<super::segment::Step> = Vec::new();
-    let mut attached = false;
+    // The option that attached the segment, as written.
+    let mut attached: Option<String> = None;
     let mut shm_option: Option<String> = None;
     let mut seg_policy: Option<PolicyOpt> = None;
     let mut cpubind_opt: Option<String> = None;
     let mut getopt = Getopt::new(OPTIONS, args);
     for found in getopt.by_ref() {
         let Found { id, written, value } = found.map_err(UsageError::Getopt)?;
-        let value = value.unwrap_or_default();
+        // Values are text, but for the paths of --shm and --file, which may be any bytes.
+        let raw = value.unwrap_or_default();
+        let value = match id {
+            OptId::Shm | OptId::File => String::new(),
+            _ => raw.to_str().ok_or_else(|| bad(&written, &raw.to_string_lossy(), "valid UTF-8"))?.to_string(),
+        };
         let mut node_spec = |written: &str, value: String| -> Result<Spec, UsageError> {
             let text = if value == "same" {
                 last_nodes.clone().ok_or_else(|| UsageError::SameWithoutPrevious(written.to_string()))?
@@ -332,7 +361,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
             }
             OptId::Strict => {
                 req.strict = true;
-                if attached {
+                if attached.is_some() {
                     steps.push(super::segment::Step::Strict);
                 }
                 continue;
@@ -356,7 +385,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                 return Ok(req);
             }
             OptId::Length | OptId::Offset | OptId::ShmMode | OptId::Huge => {
-                if attached {
+                if attached.is_some() {
                     return Err(UsageError::ShmOptionAfter(written));
                 }
                 shm_option.get_or_insert_with(|| written.clone());
@@ -384,12 +413,17 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                     ));
                 }
                 let kind = if id == OptId::Shm { super::segment::Kind::SysV } else { super::segment::Kind::File };
-                steps.push(super::segment::Step::Attach(kind, std::path::PathBuf::from(value), seg.clone(), written));
-                attached = true;
+                steps.push(super::segment::Step::Attach(
+                    kind,
+                    std::path::PathBuf::from(raw),
+                    seg.clone(),
+                    written.clone(),
+                ));
+                attached = Some(written);
                 continue;
             }
             OptId::Touch | OptId::Verify | OptId::Dump | OptId::DumpNodes => {
-                if !attached {
+                if attached.is_none() {
                     return Err(UsageError::NeedsShm(written));
                 }
                 steps.push(match id {
@@ -404,7 +438,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                 if let Some(o) = &shm_option {
                     return Err(UsageError::CpuBindOnShm(format!("{written} after {o}")));
                 }
-                if attached {
+                if attached.is_some() {
                     return Err(UsageError::CpuBindOnShm(written));
                 }
                 cpubind_opt = Some(written.clone());
@@ -415,7 +449,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                 if let Some(o) = &shm_option {
                     return Err(UsageError::CpuBindOnShm(format!("{written} after {o}")));
                 }
-                if attached {
+                if attached.is_some() {
                     return Err(UsageError::CpuBindOnShm(written));
                 }
                 cpubind_opt = Some(written.clone());
@@ -435,7 +469,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
         }
         let spec = if kind == PolicyKind::Local { None } else { Some(node_spec(&written, value)?) };
         let policy = PolicyOpt { kind, spec };
-        if attached {
+        if attached.is_some() {
             // Strict before the segment counts for it too (numactl sets it for what follows).
             if req.strict && !steps.contains(&super::segment::Step::Strict) {
                 steps.push(super::segment::Step::Strict);
@@ -447,20 +481,17 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
         }
     }
     let command = getopt.operands();
-    if attached {
+    if let Some(o) = attached {
         if let Some(c) = command.first() {
-            return Err(UsageError::ShmWithCommand(c.to_string_lossy().into_owned()));
+            return Err(UsageError::ShmWithCommand(o, c.to_string_lossy().into_owned()));
         }
         req.action = Action::Segment(steps);
         return Ok(req);
     }
     if let Some(o) = shm_option {
-        return Err(UsageError::ShmWithCommand(o));
+        return Err(UsageError::ShmOptionWithoutSegment(o));
     }
-    if command.is_empty() {
-        return Err(UsageError::NoCommand);
-    }
-    req.action = Action::Run(command);
+    req.action = if command.is_empty() { Action::NoCommand } else { Action::Run(command) };
     Ok(req)
 }
 
@@ -604,8 +635,10 @@ mod tests {
         );
         assert_eq!(p(&["-m0", "-a", "x"]).unwrap_err(), UsageError::AllAfterSpec("-m".into()));
         assert_eq!(p(&["-C0", "--all", "x"]).unwrap_err(), UsageError::AllAfterSpec("-C".into()));
-        assert_eq!(p(&["-m0"]).unwrap_err(), UsageError::NoCommand);
-        assert_eq!(p(&[]).unwrap_err(), UsageError::NoCommand);
+        // No command: the lists are checked first (run.rs), so the request comes back.
+        let r = p(&["-m", "./prog"]).unwrap();
+        assert_eq!((r.action, r.policy.unwrap().spec.unwrap().text), (Action::NoCommand, "./prog".to_string()));
+        assert_eq!(p(&[]).unwrap().action, Action::NoCommand);
         assert!(matches!(p(&["--bogus", "x"]), Err(UsageError::Getopt(GetoptError::UnrecognizedLong(_)))));
     }
 
@@ -639,8 +672,11 @@ mod tests {
             (&["--touch"], UsageError::NeedsShm("--touch".into())),
             (&["-d", "-L1m", "-f", "/x"], UsageError::NeedsShm("-d".into())),
             (&["-L1m", "-f", "/x", "-V"], UsageError::VerifyWithoutPolicy),
-            (&["-L1m", "-f", "/x", "-m0", "true"], UsageError::ShmWithCommand("true".into())),
-            (&["-L1m", "true"], UsageError::ShmWithCommand("-L".into())),
+            (&["-L1m", "-f", "/x", "-m0", "true"], UsageError::ShmWithCommand("-f".into(), "true".into())),
+            (&["--file=/x", "./prog"], UsageError::ShmWithCommand("--file".into(), "./prog".into())),
+            (&["-L1m", "true"], UsageError::ShmOptionWithoutSegment("-L".into())),
+            (&["-L1m"], UsageError::ShmOptionWithoutSegment("-L".into())),
+            (&["-u", "./prog"], UsageError::ShmOptionWithoutSegment("-u".into())),
             (&["-L1x", "-f", "/x"], UsageError::BadValue("-L".into(), "1x".into(), "")),
             (&["-L1m", "-f", "/x", "-m0", "-i0"], UsageError::ConflictingPolicies("-m".into(), "-i".into())),
         ] {
