@@ -498,6 +498,68 @@ fn fixture_system_tables_equal_the_captured_numastat_output() {
     }
 }
 
+/// Input beyond what numastat's atoi can mean is named as typed (review helper-49): a PID past any
+/// PID (numastat showed `PID -1`, or took 2^32 + N for PID N), and, under `numapilot stat`, a sort
+/// node the machine does not have (numastat sorts by the total, silently).
+#[test]
+fn numbers_beyond_any_pid_or_node_are_named_as_typed() {
+    let link = numastat_link();
+    let me = std::process::id();
+    for pid in ["99999999999999999999".to_string(), (4_294_967_296u64 + u64::from(me)).to_string()] {
+        let said = format!("Found no process with PID: \"{pid}\" (beyond any PID)\n");
+        let ours = run(Command::new(bin()).args(["stat", "-p", &pid]));
+        assert_eq!(ours.status.code(), Some(1), "{}", text(&ours.stderr));
+        assert!(text(&ours.stdout).starts_with(&said), "{}", text(&ours.stdout));
+        assert!(!text(&ours.stdout).contains(&format!("PID {me} ")), "another process shown");
+        let as_numastat = run(Command::new(&link).args(["-p", &pid]));
+        assert_eq!(as_numastat.status.code(), Some(0));
+        assert!(text(&as_numastat.stdout).starts_with(&said), "{}", text(&as_numastat.stdout));
+    }
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix("node")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .count();
+    let missing = format!("-s={nodes}");
+    let ours = run(Command::new(bin()).args(["stat", &missing, "-m"]));
+    assert_eq!(ours.status.code(), Some(1));
+    assert!(text(&ours.stderr).contains(&format!("{missing}: no node {nodes} to sort by")), "{}", text(&ours.stderr));
+    assert!(ours.stdout.is_empty(), "nothing half-done: {}", text(&ours.stdout));
+    for bad in ["-s=x", "-s=-1"] {
+        assert_eq!(run(Command::new(bin()).args(["stat", bad, "-m"])).status.code(), Some(1), "{bad}");
+    }
+    assert!(run(Command::new(bin()).args(["stat", "-s=0", "-m"])).status.success());
+    // Started as numastat: numastat's silence, and its sort by the total.
+    assert!(run(Command::new(&link).args([&format!("-s{nodes}"), "-m"])).status.success());
+}
+
+/// `NUMASTAT_WIDTH` is read as numastat reads it, with C's atoi: `45abc` is 45 (it was 80 here).
+#[test]
+fn the_width_is_read_as_numastat_reads_it() {
+    let link = numastat_link();
+    for fx in fixtures() {
+        let with = |w: Option<&str>| {
+            let mut c = Command::new(&link);
+            c.env("NUMAPILOT_ROOT", &fx).args(["-m"]).stdin(Stdio::null());
+            match w {
+                Some(w) => c.env("NUMASTAT_WIDTH", w),
+                None => c.env_remove("NUMASTAT_WIDTH"),
+            };
+            text(&c.output().unwrap().stdout)
+        };
+        let folded = with(Some("45"));
+        assert_ne!(folded, with(None), "{}: 45 columns fold nothing", fx.display());
+        assert_eq!(with(Some("45abc")), folded, "{}", fx.display());
+        assert_eq!(with(Some("4294967341")), folded, "{}", fx.display());
+    }
+}
+
 #[test]
 fn the_subcommand_reads_an_attached_sort_node_as_numastat_does() {
     // numastat's `-s1` sorts by node 1 (getopt's optional argument, attached only); `-s 1` sorts by
@@ -509,7 +571,21 @@ fn the_subcommand_reads_an_attached_sort_node_as_numastat_does() {
             .filter_map(|e| e.unwrap().file_name().into_string().ok())
             .find_map(|n| n.strip_prefix("numastat-p-").and_then(|n| n.strip_suffix(".txt")).map(str::to_string))
             .unwrap();
-        for args in [vec!["-s1", "-m"], vec!["-cs1", "-n"], vec!["-zs0", "-p", &pid], vec!["-s", &pid]] {
+        // The last node (`numapilot stat` refuses a node the machine does not have).
+        let last = std::fs::read_dir(fx.join("sys/devices/system/node"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .strip_prefix("node")
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+            })
+            .count()
+            - 1;
+        let (s, cs) = (format!("-s{last}"), format!("-cs{last}"));
+        for args in [vec![s.as_str(), "-m"], vec![cs.as_str(), "-n"], vec!["-zs0", "-p", &pid], vec!["-s", &pid]] {
             let numastat = run(Command::new(&link).env("NUMAPILOT_ROOT", &fx).args(&args));
             assert!(numastat.status.success(), "{} numastat {args:?}: {}", fx.display(), text(&numastat.stderr));
             let ours = run(Command::new(bin()).args(["stat", "--root"]).arg(&fx).args(&args));

@@ -180,6 +180,15 @@ fn execute(root: &std::path::Path, cfg: &Config, json: bool, strict: Strict) -> 
         anyhow::bail!("--root {}: not a directory", root.display());
     }
     let reader = Reader::with_options(root, ReadOptions { threads: false, ..ReadOptions::default() });
+    if let (Some(Some(node)), Strict::Yes) = (&cfg.sort, &strict) {
+        // numastat sorts by the total when -s names no node it has, silently; here that is an
+        // error naming it, as a PID that names no process is (review helper-49).
+        let count = reader.node_ids()?.len();
+        if !(node.bytes().all(|b| b.is_ascii_digit()) && node.parse::<usize>().is_ok_and(|n| n < count)) {
+            let nodes = if count > 1 { format!("0-{}", count - 1) } else { "0".to_string() };
+            anyhow::bail!("-s={node}: no node {node} to sort by (nodes {nodes}); -s alone sorts by the total");
+        }
+    }
     let out = numastat::run(&reader, cfg)?;
     let mut stdout = std::io::stdout().lock();
     if json {
@@ -241,7 +250,10 @@ enum Parsed {
 /// Parses numastat's command line the way glibc's `getopt_long("cmnp:s::vVz?")` does: options may
 /// be grouped (`-cm`), `-p` takes the rest of its word or the next word, `-s` takes only the rest of
 /// its word, non-options are collected wherever they appear, `--` ends the options.
-fn parse_numastat_args(args: &[String]) -> Parsed {
+///
+/// With `POSIXLY_CORRECT` in the environment (`posix`), glibc stops at the first operand, as
+/// numactl's `+` does: `numastat sleep -c` then names two patterns.
+fn parse_numastat_args(args: &[String], posix: bool) -> Parsed {
     use super::run::getopt::{Getopt, HasArg, OptSpec};
 
     // numastat 2.0.16 reads `getopt(argc, argv, "cmnp:s::vVz?")`: permuting, `-s` with an optional
@@ -260,7 +272,7 @@ fn parse_numastat_args(args: &[String]) -> Parsed {
     ];
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let mut cfg = Config { compat: args.is_empty(), token_warnings: true, ..Config::default() };
-    let mut g = Getopt::permuting(&specs, &args);
+    let mut g = if posix { Getopt::new(&specs, &args) } else { Getopt::permuting(&specs, &args) };
     for found in g.by_ref() {
         let found = match found {
             Ok(f) => f,
@@ -287,7 +299,7 @@ fn parse_numastat_args(args: &[String]) -> Parsed {
 /// output. `NUMAPILOT_ROOT` (not a numastat option) points it at a fixture directory.
 pub fn numastat_main(args: &[OsString]) -> anyhow::Result<ExitCode> {
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    match parse_numastat_args(&args) {
+    match parse_numastat_args(&args, std::env::var_os("POSIXLY_CORRECT").is_some()) {
         Parsed::Version => {
             super::run::print_out(&format!("numastat version: numapilot {}\n", env!("CARGO_PKG_VERSION")))
         }
@@ -307,7 +319,7 @@ mod tests {
     use super::*;
 
     fn run_cfg(args: &[&str]) -> Config {
-        match parse_numastat_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>()) {
+        match parse_numastat_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>(), false) {
             Parsed::Run(c) => c,
             other => panic!("{args:?}: {other:?}"),
         }
@@ -348,6 +360,17 @@ mod tests {
     }
 
     #[test]
+    fn posixly_correct_stops_at_the_first_operand() {
+        let args: Vec<String> = ["-m", "sleep", "-c"].iter().map(|s| s.to_string()).collect();
+        let Parsed::Run(c) = parse_numastat_args(&args, true) else { panic!() };
+        assert!(c.meminfo && !c.compress);
+        assert_eq!(c.specs, vec!["sleep", "-c"]);
+        let Parsed::Run(c) = parse_numastat_args(&args, false) else { panic!() };
+        assert!(c.meminfo && c.compress);
+        assert_eq!(c.specs, vec!["sleep"]);
+    }
+
+    #[test]
     fn sort_takes_only_an_attached_value() {
         assert_eq!(run_cfg(&["-s"]).sort, Some(None));
         assert_eq!(run_cfg(&["-s1"]).sort, Some(Some("1".into())));
@@ -358,7 +381,7 @@ mod tests {
 
     #[test]
     fn bad_options_print_usage() {
-        let p = |a: &[&str]| parse_numastat_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let p = |a: &[&str]| parse_numastat_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), false);
         assert_eq!(p(&["-x"]), Parsed::Usage("numastat: invalid option -- 'x'\n".into()));
         assert_eq!(p(&["-p"]), Parsed::Usage("numastat: option requires an argument -- 'p'\n".into()));
         assert_eq!(p(&["--bogus"]), Parsed::Usage("numastat: unrecognized option '--bogus'\n".into()));

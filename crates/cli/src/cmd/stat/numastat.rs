@@ -29,6 +29,14 @@
 //!   prctl or /proc/self/comm) is printed with them escaped (`\u{1b}`); numastat prints the bytes,
 //!   and an escape sequence reached the terminal of whoever read the table. An empty `-p` operand
 //!   is numastat's PID 0 (its atoi), as `-p "$(pidof x)"` gives with no x running.
+//! - Deliberate differences found by review helper-49: a number beyond a C int (numastat's atoi
+//!   turns it into `PID -1`, or 2^32 + N into PID N, another process) is named as typed in a
+//!   "Found no process with PID" note; a `numa_maps` line over 2047 bytes (a file mapped from a long
+//!   path), which numastat reads in two pieces and can miscount (`N0=1024` cut into `N0=1`), is
+//!   read whole; a name cut to 16 bytes in `-c` is cut at a character boundary, not inside one;
+//!   messages say `numastat`, not argv[0], and `-V` gives numapilot's version; all of stderr comes
+//!   before the tables (numastat interleaves them on a terminal; through a pipe both put stderr
+//!   first).
 
 use std::io;
 
@@ -63,23 +71,43 @@ pub struct Config {
     pub screen_width: usize,
 }
 
-/// numastat's screen width rule: `NUMASTAT_WIDTH` if set and sane, else 80 on a terminal (numastat
-/// asks `resize`, but reads its answer into an 8-byte buffer and so always ends with 80), else no limit;
-/// never below 32.
+/// numastat's screen width rule: `NUMASTAT_WIDTH` read as C's `atoi` reads it, used when 1 to 10
+/// million, else 80; unset, 80 on a terminal (numastat asks `resize`, but reads its answer into an
+/// 8-byte buffer and so always ends with 80), else no limit; never below 32.
 pub fn screen_width() -> usize {
     use std::io::IsTerminal;
-    let mut w = match std::env::var("NUMASTAT_WIDTH") {
-        Ok(v) => match v.trim().parse::<i64>() {
-            Ok(n) if (1..=10_000_000).contains(&n) => n as usize,
+    let mut w = match std::env::var_os("NUMASTAT_WIDTH") {
+        Some(v) => match c_atoi(v.as_encoded_bytes()) {
+            n @ 1..=10_000_000 => n as usize,
             _ => 80,
         },
-        Err(_) if io::stdout().is_terminal() => 80,
-        Err(_) => 10_000_000,
+        None if io::stdout().is_terminal() => 80,
+        None => 10_000_000,
     };
     if w < 32 {
         w = 32;
     }
     w
+}
+
+/// C's `atoi` as glibc has it, `(int) strtol(s, NULL, 10)`: leading white space skipped, a sign,
+/// the digits up to the first other byte (`45abc` is 45, none is 0), saturated to a 64-bit long and
+/// then cut to 32 bits (`4294967341` is 45, a number beyond a long -1). numastat reads
+/// `NUMASTAT_WIDTH` so (numastat.c `get_screen_width`); it was read strictly here, and `45abc`
+/// gave 80 (review helper-49).
+fn c_atoi(s: &[u8]) -> i32 {
+    let s = &s[s.iter().take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')).count()..];
+    let (negative, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut v: i64 = 0;
+    for &d in digits.iter().take_while(|b| b.is_ascii_digit()) {
+        let d = i64::from(d - b'0');
+        v = if negative { v.saturating_mul(10).saturating_sub(d) } else { v.saturating_mul(10).saturating_add(d) };
+    }
+    v as i32
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -202,6 +230,10 @@ fn page_sizes(reader: &Reader) -> anyhow::Result<PageSizes> {
     Ok(PageSizes { base, huge: huge_kb as f64 * 1024.0 })
 }
 
+/// The largest number numastat's `atoi` keeps as typed (a C int); above it the number turns into
+/// another (and is past any PID: Linux's `PID_MAX_LIMIT` is 4 Mi, include/linux/threads.h).
+const PID_MAX: u32 = i32::MAX as u32;
+
 /// PIDs from the specs: all digits is a PID, anything else a pattern. Sorted, de-duplicated; each with the
 /// name the pattern search already read (`None` for a PID given as a number).
 pub(super) fn resolve_specs(
@@ -213,11 +245,19 @@ pub(super) fn resolve_specs(
     let mut candidates: Option<Vec<Candidate>> = None;
     for spec in specs {
         if spec.bytes().all(|b| b.is_ascii_digit()) {
-            // numastat uses atoi; a number too big for a pid names no process. The empty string is
-            // all digits to numastat too, atoi's 0: PID 0, which no /proc entry has. As a pattern
-            // it would match every process, and `numastat -p "$(pidof x)"` with no x running
-            // would total the whole machine's memory as x's (a review of 2026-11-30).
-            let pid = if spec.is_empty() { 0 } else { spec.parse::<u32>().unwrap_or(u32::MAX) };
+            // The empty string is all digits to numastat too, atoi's 0: PID 0, which no /proc
+            // entry has. As a pattern it would match every process, and `numastat -p "$(pidof x)"`
+            // with no x running would total the whole machine's memory as x's (a review of
+            // 2026-11-30).
+            let pid = if spec.is_empty() { Some(0) } else { spec.parse::<u32>().ok().filter(|&p| p <= PID_MAX) };
+            let Some(pid) = pid else {
+                // Deliberate difference: numastat's atoi turns a number beyond any PID into
+                // another one (`PID -1`, or 2^32 + N into PID N, another process than the one
+                // named); here it is said as what was typed, in the words of a pattern that
+                // matched nothing (review helper-49).
+                stdout.push_str(&format!("Found no process with PID: \"{spec}\" (beyond any PID)\n"));
+                continue;
+            };
             pids.push((pid, None));
             continue;
         }
@@ -600,6 +640,25 @@ mod tests {
         assert!(contains(b"bash -c sleep 10", b"sleep"));
         assert!(!contains(b"bash", b"sleep"));
         assert!(contains(b"x", b""));
+    }
+
+    #[test]
+    fn widths_read_as_c_atoi_reads_them() {
+        for (text, want) in [
+            ("45", 45),
+            ("45abc", 45),
+            (" \t+45 ", 45),
+            ("-3", -3),
+            ("abc", 0),
+            ("", 0),
+            ("- 4", 0),
+            // Beyond 32 bits: strtol's long, cut to int.
+            ("4294967341", 45),
+            ("99999999999999999999", -1),
+            ("-99999999999999999999", 0),
+        ] {
+            assert_eq!(c_atoi(text.as_bytes()), want, "{text:?}");
+        }
     }
 
     #[test]
