@@ -399,6 +399,17 @@ impl Reader {
 
     /// The pids under `root/proc`, ascending.
     pub fn pids(&self) -> Result<Vec<u32>, ReadError> {
+        Ok(self.pids_with_inodes()?.into_iter().map(|(pid, _)| pid).collect())
+    }
+
+    /// The pids, ascending, each with the inode number of its /proc directory as the listing gives
+    /// it (getdents' `d_ino`: no system call more). procfs gives a process's directory an inode
+    /// when it is first looked up and a new one (numbers only grow) for a new process, so a pid
+    /// whose inode changed between two listings may be another process: one that took the pid of
+    /// a process that ended in between (the inode can also change for the same process, when the
+    /// kernel dropped the cached entry under memory pressure: a change is a reason to look again,
+    /// never proof). An inode of 0 means the file system gave none.
+    pub fn pids_with_inodes(&self) -> Result<Vec<(u32, u64)>, ReadError> {
         list_numeric_dir(Path::new(self.proc_prefix.trim_end_matches('/')))
             .map_err(|e| io_err(self.proc_prefix.trim_end_matches('/'), e))
     }
@@ -408,7 +419,7 @@ impl Reader {
         let mut s = String::new();
         self.set_path(&mut s, pid, None, "task");
         match list_numeric_dir(Path::new(&s)) {
-            Ok(v) => Ok(Some(v)),
+            Ok(v) => Ok(Some(v.into_iter().map(|(tid, _)| tid).collect())),
             Err(e) if is_gone(&e) => Ok(None),
             Err(e) => Err(io_err(&s, e)),
         }
@@ -603,7 +614,7 @@ impl Reader {
         // 2026-11-29).
         let via = if stat.state == 'Z' && stat.num_threads > 1 && !kernel_thread {
             self.set_path(&mut s.path, pid, None, "task");
-            list_numeric_dir(Path::new(&s.path)).ok().and_then(|t| t.into_iter().find(|&t| t != pid))
+            list_numeric_dir(Path::new(&s.path)).ok().and_then(|t| t.into_iter().map(|(t, _)| t).find(|&t| t != pid))
         } else {
             None
         };
@@ -622,8 +633,8 @@ impl Reader {
         let mut rss_kb = None;
         if self.opts.threads {
             self.set_path(&mut s.path, pid, None, "task");
-            let tids = match list_numeric_dir(Path::new(&s.path)) {
-                Ok(t) => t,
+            let tids: Vec<u32> = match list_numeric_dir(Path::new(&s.path)) {
+                Ok(t) => t.into_iter().map(|(t, _)| t).collect(),
                 Err(e) if is_gone(&e) => return Ok(None),
                 Err(e) => return Err(io_err(&s.path, e)),
             };
@@ -992,7 +1003,9 @@ fn affinity(tid: u32, words: &mut Vec<u64>) -> io::Result<IdSet> {
 }
 
 /// Numeric entries of a directory (pids in /proc, tids in task/), ascending.
-fn list_numeric_dir(dir: &Path) -> io::Result<Vec<u32>> {
+/// The numeric entries of `dir`, ascending, with their inode numbers (from the listing).
+fn list_numeric_dir(dir: &Path) -> io::Result<Vec<(u32, u64)>> {
+    use std::os::unix::fs::DirEntryExt;
     let mut out = Vec::new();
     for ent in std::fs::read_dir(dir)? {
         let ent = ent?;
@@ -1000,7 +1013,7 @@ fn list_numeric_dir(dir: &Path) -> io::Result<Vec<u32>> {
         let b = name.as_encoded_bytes();
         if !b.is_empty() && b.iter().all(u8::is_ascii_digit) {
             if let Some(id) = name.to_str().and_then(|n| n.parse().ok()) {
-                out.push(id);
+                out.push((id, ent.ino()));
             }
         }
     }

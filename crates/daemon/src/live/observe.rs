@@ -15,7 +15,8 @@
 //!                    except a process idle for idle_after_ms: its stat one cycle in
 //!                    idle_stat_every (by pid) and at least every idle_stat_max_ms, the last
 //!                    read carried on the others
-//!                    ├─ kernel thread ───────────> skipped (re-checked every KTHREAD_RECHECK cycles)
+//!                    ├─ kernel thread ───────────> skipped (re-checked every KTHREAD_RECHECK cycles,
+//!                    │                              and when its /proc directory's inode changes)
 //!                    ├─ excluded (pid/comm/cgroup), not in a set [include] list ─> skipped
 //!                    │  (decided at first sight, on exec or rename, on a reload and, with a
 //!                    │  cgroup list set, every cgroup_recheck_ms),
@@ -191,9 +192,11 @@ pub struct TierOptions {
     /// idle back-off (cycles up to 15 s apart: a woken process would wait up to 45 s): cycles
     /// that far apart read every process.
     pub idle_stat_max_ms: u64,
-    /// Kernel threads are identified once and re-checked every this many cycles (their pid could be
-    /// reused by a user process). Default 30. Source: a choice. What it prevents: reading the stat
-    /// of a hundred kernel threads every cycle.
+    /// Kernel threads are identified once and re-checked every this many cycles, unit cycles
+    /// (a pid reused by a user process is caught sooner, by the inode of its /proc directory in
+    /// the listing, `Reader::pids_with_inodes`; the recheck is for a file system that gives no
+    /// inodes). Default 30. Source: a choice. What it prevents: reading the stat of a hundred
+    /// kernel threads every cycle.
     pub kthread_recheck_cycles: u64,
     /// Most /proc/PID/stat files kept open between cycles (one descriptor each; a `pread` on an open
     /// procfs file costs about half an open + read + close). Default 16,384, and never more than
@@ -292,8 +295,9 @@ pub const PARALLEL_DETAILS_FROM: usize = 8;
 /// What the observer knows of one pid.
 #[derive(Debug)]
 enum Kind {
-    /// A kernel thread, identified at `cycle`.
-    Kernel { cycle: u64 },
+    /// A kernel thread, identified at `cycle`, its /proc directory's inode then `ino` (a new one
+    /// in a listing means its pid may be another process's now: identified again).
+    Kernel { cycle: u64, ino: u64 },
     /// Excluded by the options (or too small): not read beyond stat.
     Skipped,
     /// A user process the daemon watches.
@@ -795,7 +799,10 @@ impl TieredObserver {
     /// pid, `(pid, stat)` of every kept file: `None` when the read failed (the process is gone: a
     /// kept descriptor of a reaped process reads ESRCH) or did not parse.
     #[allow(clippy::type_complexity)]
-    fn list_and_read_kept(&mut self, now_ns: u64) -> Result<(Vec<u32>, Vec<(u32, Option<TaskStat>)>), ReadError> {
+    fn list_and_read_kept(
+        &mut self,
+        now_ns: u64,
+    ) -> Result<(Vec<(u32, u64)>, Vec<(u32, Option<TaskStat>)>), ReadError> {
         let (cycle, tiers) = (self.cycle, &self.tiers);
         let mut kept: Vec<(u32, &File)> = self
             .entries
@@ -808,7 +815,7 @@ impl TieredObserver {
         let buf = &mut self.buf;
         let system = &self.system;
         if threads == 1 || kept.len() < PARALLEL_STAT_FROM {
-            let pids = system.pids()?;
+            let pids = system.pids_with_inodes()?;
             return Ok((pids, read_kept(&kept, buf)));
         }
         // Listing /proc (about 1,100 entries: a getdents walk that fills the dentry cache) costs
@@ -826,7 +833,7 @@ impl TieredObserver {
         std::thread::scope(|sc| {
             let lister = sc.spawn(move || {
                 let mut buf = vec![0u8; 4096];
-                (system.pids(), read_kept(head, &mut buf))
+                (system.pids_with_inodes(), read_kept(head, &mut buf))
             });
             let others: Vec<_> = shares
                 .into_iter()
@@ -1003,13 +1010,25 @@ impl TieredObserver {
         let mut sample = self.system.sample_of(Some(&[]))?;
         let start = numapilot_observe::reader::monotonic_ns();
         let cpu_start = process_cpu_ns();
-        let (pids, mut kept) = self.list_and_read_kept(now_ns)?;
+        let (listed, mut kept) = self.list_and_read_kept(now_ns)?;
         let root_proc = opts.root.join("proc").to_string_lossy().into_owned();
-        let live: std::collections::HashSet<u32> = pids.iter().copied().collect();
+        let live: std::collections::HashSet<u32> = listed.iter().map(|&(pid, _)| pid).collect();
         let gone: Vec<u32> = self.entries.keys().copied().filter(|p| !live.contains(p)).collect();
         for p in gone {
             self.drop_entry(p);
         }
+        // A kernel thread is not read again for `kthread_recheck_cycles`; one whose pid another
+        // process took between two listings would hide that process until then. Its directory's
+        // inode tells (see `Reader::pids_with_inodes`): a new one, and the pid is identified again.
+        for &(pid, ino) in &listed {
+            if let Some(Entry { kind: Kind::Kernel { ino: was, .. }, .. }) = self.entries.get(&pid) {
+                if *was != ino {
+                    self.drop_entry(pid);
+                }
+            }
+        }
+        let ino_of = |pid: u32| listed.binary_search_by_key(&pid, |&(p, _)| p).map_or(0, |i| listed[i].1);
+        let pids: Vec<u32> = listed.iter().map(|&(pid, _)| pid).collect();
         let t = &self.tiers;
         let carry = t.carry_idle_threads;
         let idle_factor = t.numa_maps_idle_factor.max(1);
@@ -1038,7 +1057,7 @@ impl TieredObserver {
         let own_pid = std::process::id();
         let mut stats_now: HashMap<u32, TaskStat> = HashMap::with_capacity(pids.len());
         for &pid in &pids {
-            if let Some(Entry { kind: Kind::Kernel { cycle: c }, .. }) = self.entries.get(&pid) {
+            if let Some(Entry { kind: Kind::Kernel { cycle: c, .. }, .. }) = self.entries.get(&pid) {
                 if cycle.saturating_sub(*c) < krecheck {
                     stats.skipped += 1;
                     continue;
@@ -1118,7 +1137,7 @@ impl TieredObserver {
             }
             if let std::collections::hash_map::Entry::Vacant(slot) = self.entries.entry(pid) {
                 let kind = if st.is_kernel_thread() {
-                    Kind::Kernel { cycle }
+                    Kind::Kernel { cycle, ino: ino_of(pid) }
                 } else if select::exclusion(opts, pid, &st.comm, || cgroups_of(&self.moved_from, pid, st.starttime))
                     .is_some()
                 {
@@ -1172,7 +1191,7 @@ impl TieredObserver {
             }
             match e.kind {
                 Kind::Kernel { .. } => {
-                    e.kind = Kind::Kernel { cycle };
+                    e.kind = Kind::Kernel { cycle, ino: ino_of(pid) };
                     stats.skipped += 1;
                     continue;
                 }
@@ -1506,6 +1525,51 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         assert_eq!(pids(&s2), [9311, 9319], "read again once its files parse");
         assert_eq!(o.stats.unreadable, 0);
+    }
+
+    /// `from` (a process directory of the fixture) as process `pid` at `to`: its stat files (the
+    /// process's and its threads') with that pid, `flags` and `start` time, its one thread renamed.
+    fn as_process(from: &std::path::Path, to: &std::path::Path, pid: u32, flags: u64, start: u64) {
+        copy_dir(from, to);
+        let old = from.file_name().unwrap().to_string_lossy().into_owned();
+        std::fs::rename(to.join("task").join(&old), to.join("task").join(pid.to_string())).unwrap();
+        for stat in [to.join("stat"), to.join("task").join(pid.to_string()).join("stat")] {
+            let text = std::fs::read_to_string(&stat).unwrap();
+            let (head, tail) = text.rsplit_once(") ").unwrap();
+            let mut f: Vec<String> = tail.split_whitespace().map(str::to_string).collect();
+            // After the name: state, ppid, pgrp, session, tty, tpgid, flags (6), ... start (19).
+            f[6] = flags.to_string();
+            f[19] = start.to_string();
+            let comm = head.split_once(' ').unwrap().1;
+            std::fs::write(&stat, format!("{pid} {comm}) {}\n", f.join(" "))).unwrap();
+        }
+    }
+
+    /// A kernel thread is identified once and not read again for `kthread_recheck_cycles`; a
+    /// process that takes its pid between two listings is seen at the next cycle all the same,
+    /// from the new inode of its /proc directory (it was skipped until the recheck, 30 cycles).
+    #[test]
+    fn a_process_that_takes_a_kernel_threads_pid_is_seen_at_once() {
+        const PF_KTHREAD: u64 = 0x0020_0000;
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18");
+        let root = tempfile::tempdir().unwrap();
+        copy_dir(&fixture, root.path());
+        let proc = root.path().join("proc");
+        let user = proc.join("9319");
+        as_process(&user, &proc.join("77"), 77, 0x0040_0000 | PF_KTHREAD, 100);
+        let opts = LiveOptions { root: root.path().to_path_buf(), ..LiveOptions::default() };
+        let tiers = TierOptions::default();
+        assert!(tiers.kthread_recheck_cycles > 2);
+        let mut o = TieredObserver::new(&opts, &tiers);
+        let pids = |s: &Sample| s.processes.iter().map(|p| p.pid).collect::<Vec<_>>();
+        assert_eq!(pids(&o.sample(&opts, 1_000_000_000).unwrap()), [9311, 9319], "77 is a kernel thread");
+        assert_eq!(pids(&o.sample(&opts, 2_000_000_000).unwrap()), [9311, 9319]);
+        // The kernel thread ends; a user process gets pid 77 before the next listing (its
+        // directory made before the old one goes, so that it cannot reuse the old one's inode).
+        as_process(&user, &proc.join("77.new"), 77, 0x0040_0000, 5_000);
+        std::fs::remove_dir_all(proc.join("77")).unwrap();
+        std::fs::rename(proc.join("77.new"), proc.join("77")).unwrap();
+        assert_eq!(pids(&o.sample(&opts, 3_000_000_000).unwrap()), [77, 9311, 9319], "seen at the next cycle");
     }
 
     fn due(age: u64, pid: u32, rss_kb: u64) -> Refresh {
