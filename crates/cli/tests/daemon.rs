@@ -654,6 +654,63 @@ fn a_reservation_of_every_cpu_is_a_configuration_error() {
     assert!(err.contains("[actuation] reserved_cpus: 4000-4001, not on this machine: 4000-4001"), "{err}");
 }
 
+/// A reload is taken whole or not at all (review helper-50): a file that reserves every CPU (the
+/// next start would refuse it) and one whose new journal cannot be opened are rejected, nothing of
+/// them taken (the journal's failure skipped the journal and took the rest); a FIFO put where the
+/// file was is refused at once, where its read held the loop, SIGTERM included.
+#[test]
+fn a_reload_is_taken_whole_or_not_at_all() {
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    let good = std::fs::read_to_string(&d.config).unwrap();
+    let faster = good.replace("interval_ms = 200", "interval_ms = 300");
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    std::fs::write(
+        &d.config,
+        format!(
+            "{faster}
+[actuation]
+reserved_cpus = \"{}\"\n",
+            online.trim()
+        ),
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    let s = d.wait_status(|s| s["reloads_rejected"] == 1);
+    assert_eq!(s["interval_ms"], 200, "nothing of a rejected file taken");
+    d.wait_line("every online CPU is reserved");
+    // A new journal under a directory another user owns is not opened: the reload is rejected.
+    let theirs = d.dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let elsewhere = theirs.join("j.jsonl");
+    let moved =
+        faster.replace(&d.dir.path().join("journal.jsonl").display().to_string(), &elsewhere.display().to_string());
+    assert_ne!(moved, faster);
+    std::fs::write(&d.config, moved).unwrap();
+    d.signal(libc::SIGHUP);
+    let s = d.wait_status(|s| s["reloads_rejected"] == 2);
+    assert_eq!(s["interval_ms"], 200, "the rest of the file not taken without its journal");
+    assert!(!elsewhere.exists());
+    // A FIFO where the file was: refused at once, and the daemon still stops on SIGTERM.
+    std::fs::remove_file(&d.config).unwrap();
+    let c = std::ffi::CString::new(d.config.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path in the test's own directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    d.signal(libc::SIGHUP);
+    d.wait_status(|s| s["reloads_rejected"] == 3);
+    d.wait_line("a FIFO: a configuration is a regular file");
+    assert!(d.stop_with(libc::SIGTERM, "SIGTERM").success());
+    let journal = std::fs::read_to_string(d.dir.path().join("journal.jsonl")).unwrap();
+    let rejected: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["event"] == "reload")
+        .collect();
+    assert_eq!(rejected.len(), 3, "{journal}");
+    assert!(rejected.iter().all(|l| l["rule"] == "rejected"), "{journal}");
+}
+
 /// The daemon's log lines off a terminal carry no colour codes (they did, into files, pipes and
 /// the journal, which stored them as binary blobs), and on systemd's journal (stderr the stream
 /// `JOURNAL_STREAM` names) each starts with its sd-daemon(3) priority and carries no time of its
@@ -733,7 +790,11 @@ fn a_description_file_that_is_no_such_thing_is_refused_in_a_moment() {
     std::fs::write(&binary, [0x80u8, 0xff, 0x00, 0x41]).unwrap();
     let big_s = big.to_str().unwrap();
     let cases: [(Vec<&str>, &str, &str); 5] = [
-        (vec!["daemon", "--check", "--config", "/dev/zero"], "/dev/zero", "larger than 16 MiB"),
+        (
+            vec!["daemon", "--check", "--config", "/dev/zero"],
+            "/dev/zero",
+            "a device: a configuration is a regular file",
+        ),
         (vec!["daemon", "--check", "--config", big_s], big_s, "larger than 16 MiB"),
         (vec!["daemon", "--check", "--config", binary.to_str().unwrap()], "binary.toml", "not UTF-8 text"),
         (vec!["sim", "--machine", "/dev/zero", "--workload", "numa01"], "/dev/zero", "larger than 16 MiB"),

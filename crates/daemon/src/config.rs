@@ -391,19 +391,80 @@ pub struct Loaded {
 /// Reads, overrides and validates. The single entry point the daemon uses at start and on SIGHUP.
 pub fn load(source: &Source, overrides: &Overrides) -> Result<Loaded, ConfigError> {
     let path = source.path();
-    let (text, file) = match numapilot_topology::machine::read_description(path) {
+    let (text, file) = match read_config_file(path) {
         Ok(t) => (t, Some(path.to_path_buf())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && *source == Source::Default => (String::new(), None),
-        Err(e) => {
+        Err(ReadFailure::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && *source == Source::Default => {
+            (String::new(), None)
+        }
+        Err(ReadFailure::Io(e)) => {
             return Err(ConfigError {
                 file: path.display().to_string(),
                 line: None,
                 reason: format!("cannot read: {e}"),
             })
         }
+        Err(ReadFailure::Content(line, reason)) => {
+            return Err(ConfigError { file: path.display().to_string(), line, reason })
+        }
     };
     let config = parse_with_overrides(&text, &path.display().to_string(), overrides)?;
     Ok(Loaded { config, file })
+}
+
+/// Why a configuration file could not be read: the system's error, or what is wrong with what it
+/// holds (the line when known).
+enum ReadFailure {
+    Io(std::io::Error),
+    Content(Option<usize>, String),
+}
+
+/// Reads the configuration file: a regular file of at most
+/// [`numapilot_topology::machine::MAX_DESCRIPTION_BYTES`] of UTF-8 text. It is opened without
+/// blocking and refused unless regular: a FIFO at the path held the start, or a reload and with it
+/// the whole loop (SIGTERM included), until something wrote to it (review helper-50); a device
+/// (`/dev/zero`) is no configuration either.
+fn read_config_file(path: &Path) -> Result<String, ReadFailure> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(ReadFailure::Io)?;
+    let kind = file.metadata().map_err(ReadFailure::Io)?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(ReadFailure::Content(None, format!("{what}: a configuration is a regular file")));
+    }
+    let cap = numapilot_topology::machine::MAX_DESCRIPTION_BYTES;
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(ReadFailure::Io)?;
+    if bytes.len() as u64 > cap {
+        return Err(ReadFailure::Content(
+            None,
+            format!(
+                "larger than {} MiB: too large for a configuration (the example with every key is 34 kB)",
+                cap >> 20
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = at - bytes[..at].iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1) + 1;
+        ReadFailure::Content(Some(line), format!("not UTF-8 text: byte {column} of this line"))
+    })
 }
 
 /// Parses `text` (named `file` in errors), applies the flags, validates.
@@ -508,6 +569,74 @@ fn apply_overrides(c: &mut Config, o: &Overrides) {
 
 type KeyError = (Vec<&'static str>, String);
 
+/// The daemon's three files must be usable as what they are, so that `--check` (and a reload)
+/// says so at the key's line rather than a start failing on it with exit 75, the status of a
+/// temporary failure that the unit restarts (review helper-50): no NUL byte, not a directory's
+/// name (`/x/`), nothing else already there (a directory, a FIFO, a symbolic link, a regular file
+/// where the socket goes), and no two of them the same file (journal lines written into the state
+/// file).
+fn check_file_paths(d: &DaemonSection) -> Result<(), KeyError> {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::FileTypeExt as _;
+    let files = [("journal", &d.journal), ("state", &d.state), ("socket", &d.socket)];
+    for (key, p) in files {
+        let bytes = p.as_os_str().as_bytes();
+        if bytes.is_empty() {
+            continue;
+        }
+        let bad = |why: &str| Err((vec!["daemon", key], format!("daemon.{key} = {:?}: {why}", p.display())));
+        if bytes.contains(&0) {
+            return bad("contains a NUL byte");
+        }
+        if bytes.ends_with(b"/") {
+            return bad("ends in /: names a directory, not a file");
+        }
+        let Ok(meta) = std::fs::symlink_metadata(p) else { continue };
+        let kind = meta.file_type();
+        let fits = if key == "socket" { kind.is_socket() } else { kind.is_file() };
+        if !fits {
+            let what = if kind.is_symlink() {
+                "a symbolic link (the daemon's files are never opened through one)"
+            } else if kind.is_dir() {
+                "a directory"
+            } else if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_socket() {
+                "a socket"
+            } else if kind.is_file() {
+                "a regular file, not a socket (a socket is made there at start)"
+            } else {
+                "a device"
+            };
+            return bad(&format!("exists and is {what}"));
+        }
+    }
+    for (i, (a, pa)) in files.iter().enumerate() {
+        for (b, pb) in &files[i + 1..] {
+            if !pa.as_os_str().is_empty() && same_file_name(pa, pb) {
+                return Err((
+                    vec!["daemon", b],
+                    format!("daemon.{b} = {:?}: the same file as daemon.{a}; each needs one of its own", pb.display()),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether two absolute paths name the same file: the same after `.` and repeated `/` are taken
+/// out, or the same existing file.
+fn same_file_name(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    if a.components().eq(b.components()) {
+        return true;
+    }
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 fn validate_daemon(c: &Config) -> Result<(), KeyError> {
     let d = &c.daemon;
     if let Some(ms) = d.interval_ms {
@@ -550,6 +679,7 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
             format!("daemon.journal = {:?}: must be an absolute path (or \"\" for none)", d.journal.display()),
         ));
     }
+    check_file_paths(d)?;
     // sun_path is 108 bytes including the terminating NUL (unix(7)).
     if d.socket.as_os_str().len() > 107 {
         return Err((vec!["daemon", "socket"], "daemon.socket: path longer than 107 bytes (unix(7) sun_path)".into()));

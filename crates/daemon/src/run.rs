@@ -928,8 +928,24 @@ pub fn serve<H: Host + Restore>(
                 Wake::Stop(why) => break 'outer why,
                 Wake::Reload => {
                     notify.reloading();
-                    match config::load(&source, &overrides) {
-                        Ok(mut new) => {
+                    // Everything that can refuse the file is tried before any of it is taken, so
+                    // a reload is taken whole or not at all: what it reserves on this machine (a
+                    // file reserving every CPU was taken, and the next start refused it), and a
+                    // new journal, opened first (one that could not be opened was skipped and the
+                    // rest of the file taken; review helper-50).
+                    let checked = config::load(&source, &overrides).map_err(|e| e.to_string()).and_then(|new| {
+                        crate::live::reservation_check(&new.config.live_options(false))?;
+                        let journal_changed = new.config.daemon.journal != config.daemon.journal
+                            || new.config.daemon.journal_max_bytes != config.daemon.journal_max_bytes;
+                        let opened = if journal_changed {
+                            Some(open_journal(&new.config).map_err(|e| e.to_string())?)
+                        } else {
+                            None
+                        };
+                        Ok((new, opened))
+                    });
+                    match checked {
+                        Ok((mut new, opened)) => {
                             warn_restart_only(&config, &new.config);
                             // A start as a dry run opened a host that changes nothing (no state
                             // file claimed, no page mover): acting needs a restart.
@@ -951,25 +967,10 @@ pub fn serve<H: Host + Restore>(
                                 journal.as_mut(),
                                 &mut status,
                             );
-                            if new.config.daemon.journal != config.daemon.journal
-                                || new.config.daemon.journal_max_bytes != config.daemon.journal_max_bytes
-                            {
-                                match open_journal(&new.config) {
-                                    Ok(j) => {
-                                        // The count stays a counter across the change of file.
-                                        dropped_before += journal.as_ref().map_or(0, Journal::dropped);
-                                        journal = j;
-                                    }
-                                    Err(e) => {
-                                        tracing::error!("{e}; keeping the previous journal");
-                                        // The configuration in force names the journal in use, so
-                                        // the next reload naming the new one tries it again (a
-                                        // review of 2026-11-30: it was taken as open and never
-                                        // retried).
-                                        new.config.daemon.journal.clone_from(&config.daemon.journal);
-                                        new.config.daemon.journal_max_bytes = config.daemon.journal_max_bytes;
-                                    }
-                                }
+                            if let Some(j) = opened {
+                                // The count stays a counter across the change of file.
+                                dropped_before += journal.as_ref().map_or(0, Journal::dropped);
+                                journal = j;
                             }
                             engine.model.tunables = new.config.tunables.clone();
                             // Orders made under the old tunables (and exclusions) go.

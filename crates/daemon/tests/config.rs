@@ -258,3 +258,72 @@ fn the_packaged_example_is_valid_and_documents_every_key() {
     }
     assert!(text.contains("interval_ms ="));
 }
+
+/// Only a regular file of UTF-8 text is a configuration: a FIFO is refused at once (it held the
+/// start, and a reload with it the whole loop, until something wrote to it; review helper-50), and
+/// so are a directory and a device; text that is not UTF-8 is named by its line.
+#[test]
+fn only_a_regular_file_of_text_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.toml");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path in our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let load = |p: &std::path::Path| config::load(&Source::Explicit(p.to_path_buf()), &Overrides::default());
+    // Run where a hang would show: the test fails by timeout rather than hanging the suite.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let f = fifo.clone();
+    std::thread::spawn(move || tx.send(load(&f).map(|_| ()).unwrap_err().to_string()));
+    let e = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("reading a FIFO hung");
+    assert_eq!(e, format!("{}: a FIFO: a configuration is a regular file", fifo.display()));
+    let e = load(dir.path()).unwrap_err();
+    assert!(e.reason.starts_with("a directory"), "{e}");
+    let e = load(std::path::Path::new("/dev/zero")).unwrap_err();
+    assert!(e.reason.starts_with("a device"), "{e}");
+    let bad = dir.path().join("latin1.toml");
+    std::fs::write(&bad, b"[daemon]\ndry_run = true\n# caf\xe9\n").unwrap();
+    let e = load(&bad).unwrap_err();
+    assert_eq!((e.line, e.reason.as_str()), (Some(3), "not UTF-8 text: byte 6 of this line"), "{e}");
+}
+
+/// The daemon's files must be usable as what they are, said at the key's line by `--check` (a
+/// start failed on them with exit 75, a temporary failure the unit restarts; review helper-50).
+#[test]
+fn the_daemons_files_are_checked_for_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    std::fs::create_dir(dir.path().join("adir")).unwrap();
+    std::fs::write(dir.path().join("afile"), "").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join("alink")).unwrap();
+    let cases = [
+        (format!("[daemon]\njournal = \"{d}/j\\u0000x\"\n"), 2, "contains a NUL byte".to_string()),
+        (format!("[daemon]\n\nstate = \"{d}/adir/\"\n"), 3, "ends in /: names a directory".into()),
+        (format!("[daemon]\njournal = \"{d}/adir\"\n"), 2, "exists and is a directory".into()),
+        (format!("[daemon]\nsocket = \"{d}/afile\"\n"), 2, "exists and is a regular file, not a socket".into()),
+        (format!("[daemon]\nstate = \"{d}/alink\"\n"), 2, "exists and is a symbolic link".into()),
+        (
+            format!("[daemon]\njournal = \"{d}/same\"\nstate = \"{d}/./same\"\n"),
+            3,
+            format!("daemon.state = \"{d}/./same\": the same file as daemon.journal"),
+        ),
+        (
+            format!("[daemon]\nstate = \"{d}/afile\"\nsocket = \"{d}/x.sock\"\njournal = \"{d}//afile\"\n"),
+            2,
+            "the same file as daemon.journal".into(),
+        ),
+    ];
+    for (text, line, word) in &cases {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.line, Some(*line), "{text:?}: {e}");
+        assert!(e.reason.contains(word.as_str()), "{text:?}: {e}");
+    }
+    // What they may be: missing, or a regular file (journal, state) and a socket left by a start.
+    let sock = dir.path().join("left.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let ok = format!("[daemon]\njournal = \"{d}/afile\"\nstate = \"{d}/new.json\"\nsocket = \"{}\"\n", sock.display());
+    parse(&ok).unwrap();
+    // A flag is checked the same way, named as typed.
+    let o = Overrides { state: Some(dir.path().join("adir")), ..Overrides::default() };
+    let e = config::parse_with_overrides("", "/etc/numapilot.toml", &o).unwrap_err();
+    assert!(e.to_string().starts_with("command line: --state "), "{e}");
+}

@@ -304,15 +304,10 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         let loaded = numapilot_daemon::config::load(&source, &overrides)?;
         // What the file reserves on this machine: one that leaves nothing to place on would fail
         // the start (exit 1) after `--check` passed, the unit's ExecStartPre with it.
-        let live = loaded.config.live_options(true);
-        match Topology::from_sysfs(&live.root) {
-            Ok(mut topo) => match numapilot_daemon::live::reserve(&mut topo, &live) {
-                Ok((_, Some(note))) => eprintln!("numapilot: on this machine: {note}"),
-                Ok((_, None)) => {}
-                Err(numapilot_daemon::live::LiveError::Config(m)) => anyhow::bail!("{m}"),
-                Err(e) => eprintln!("numapilot: on this machine: {e}"),
-            },
-            Err(e) => eprintln!("numapilot: on this machine: the topology could not be read ({e})"),
+        match numapilot_daemon::live::reservation_check(&loaded.config.live_options(true)) {
+            Ok(Some(note)) => eprintln!("numapilot: on this machine: {note}"),
+            Ok(None) => {}
+            Err(m) => anyhow::bail!("{m}"),
         }
         let from = loaded.file.map_or_else(|| "defaults (no file)".to_string(), |p| p.display().to_string());
         let flags = if overrides == Overrides::default() { "" } else { " with the command line's flags" };

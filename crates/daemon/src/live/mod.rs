@@ -342,6 +342,21 @@ pub fn reserve(topo: &mut Topology, opts: &LiveOptions) -> Result<(CpuSet, Optio
     Ok((reserved, note))
 }
 
+/// What `opts` reserves on this machine, read afresh from sysfs: `Err` with the reason when it
+/// leaves no CPU to place on (a start would fail on it), else a note when something is reserved
+/// or the topology could not be read. `numapilot daemon --check` runs it, and so does a reload
+/// before it accepts a file: a reload took a file the next start refused (review helper-50).
+pub fn reservation_check(opts: &LiveOptions) -> Result<Option<String>, String> {
+    match Topology::from_sysfs(&opts.root) {
+        Ok(mut topo) => match reserve(&mut topo, opts) {
+            Ok((_, note)) => Ok(note),
+            Err(LiveError::Config(m)) => Err(m),
+            Err(e) => Ok(Some(e.to_string())),
+        },
+        Err(e) => Ok(Some(format!("the topology could not be read ({e})"))),
+    }
+}
+
 /// What one look at `/sys/devices/system/cpu/online` found ([`HotplugWatch::look`]).
 #[derive(Debug)]
 pub enum Hotplug {
