@@ -23,6 +23,10 @@ pub struct TunableError {
     pub value: String,
     /// Why it is rejected.
     pub reason: String,
+    /// The other fields the broken rule compares it with (a low mark's high mark, the tiers
+    /// around a tier), so that a configuration that set one of those, and not `field`, can be told
+    /// which of its own lines broke the rule. Empty for a rule on `field` alone.
+    pub partners: &'static [&'static str],
 }
 
 /// All tunables. See the module essay; every field documents default, unit, source and what it
@@ -659,7 +663,16 @@ impl Tunables {
     pub fn validate(&self) -> Result<(), TunableError> {
         // Debug, not Display: a float shows as it was written ("1e300"), not as 301 digits.
         fn err(field: &'static str, value: impl std::fmt::Debug, reason: &str) -> Result<(), TunableError> {
-            Err(TunableError { field, value: format!("{value:?}"), reason: reason.to_string() })
+            Err(TunableError { field, value: format!("{value:?}"), reason: reason.to_string(), partners: &[] })
+        }
+        // A rule between `field` and `partners`.
+        fn err_with(
+            field: &'static str,
+            partners: &'static [&'static str],
+            value: impl std::fmt::Debug,
+            reason: &str,
+        ) -> Result<(), TunableError> {
+            Err(TunableError { field, value: format!("{value:?}"), reason: reason.to_string(), partners })
         }
         // Durations: (field, value, whether 0 is refused). They are worked in ns (x 1e6): past a day
         // none is a placement setting any more, and far past it the product overflows (a daemon
@@ -733,11 +746,17 @@ impl Tunables {
             }
         }
         if !(self.tier_weak < self.tier_medium && self.tier_medium < self.tier_strong) {
-            return err("tier_medium", self.tier_medium, "tiers must rise: tier_weak < tier_medium < tier_strong");
+            return err_with(
+                "tier_medium",
+                &["tier_weak", "tier_strong"],
+                self.tier_medium,
+                "tiers must rise: tier_weak < tier_medium < tier_strong",
+            );
         }
         if self.group_keep_strength >= self.tier_medium {
-            return err(
+            return err_with(
                 "group_keep_strength",
+                &["tier_medium"],
                 self.group_keep_strength,
                 "must be below tier_medium (the keep mark is the low mark of the join hysteresis)",
             );
@@ -750,20 +769,25 @@ impl Tunables {
             );
         }
         if self.edge_zero >= self.tier_weak {
-            return err("edge_zero", self.edge_zero, "must be below tier_weak");
+            return err_with("edge_zero", &["tier_weak"], self.edge_zero, "must be below tier_weak");
         }
-        let pairs = [
-            ("cpu_load_low", self.cpu_load_low, self.cpu_load_high),
-            ("cpu_interference_low", self.cpu_interference_low, self.cpu_interference_high),
-            ("mem_capacity_low", self.mem_capacity_low, self.mem_capacity_high),
-            ("mem_pressure_low", self.mem_pressure_low, self.mem_pressure_high),
-            ("mem_bw_load_low", self.mem_bw_load_low, self.mem_bw_load_high),
-            ("mem_bw_interference_low", self.mem_bw_interference_low, self.mem_bw_interference_high),
-            ("io_pressure_low", self.io_pressure_low, self.io_pressure_high),
+        let pairs: [(&'static str, &'static [&'static str], f64, f64); 7] = [
+            ("cpu_load_low", &["cpu_load_high"], self.cpu_load_low, self.cpu_load_high),
+            ("cpu_interference_low", &["cpu_interference_high"], self.cpu_interference_low, self.cpu_interference_high),
+            ("mem_capacity_low", &["mem_capacity_high"], self.mem_capacity_low, self.mem_capacity_high),
+            ("mem_pressure_low", &["mem_pressure_high"], self.mem_pressure_low, self.mem_pressure_high),
+            ("mem_bw_load_low", &["mem_bw_load_high"], self.mem_bw_load_low, self.mem_bw_load_high),
+            (
+                "mem_bw_interference_low",
+                &["mem_bw_interference_high"],
+                self.mem_bw_interference_low,
+                self.mem_bw_interference_high,
+            ),
+            ("io_pressure_low", &["io_pressure_high"], self.io_pressure_low, self.io_pressure_high),
         ];
-        for (f, low, high) in pairs {
-            if low > high {
-                return err(f, low, "a low (leave) mark must not exceed its high (enter) mark");
+        for (f, high, low, high_value) in pairs {
+            if low > high_value {
+                return err_with(f, high, low, "a low (leave) mark must not exceed its high (enter) mark");
             }
         }
         let positive = [
@@ -780,7 +804,12 @@ impl Tunables {
             }
         }
         if !(self.static_mib_per_s >= 0.0 && self.static_mib_per_s <= self.growing_mib_per_s) {
-            return err("static_mib_per_s", self.static_mib_per_s, "must be in 0..=growing_mib_per_s");
+            return err_with(
+                "static_mib_per_s",
+                &["growing_mib_per_s"],
+                self.static_mib_per_s,
+                "must be in 0..=growing_mib_per_s",
+            );
         }
         if !(self.min_group_cpu >= 0.0 && self.min_group_cpu.is_finite()) {
             return err("min_group_cpu", self.min_group_cpu, "must be a finite number >= 0");
@@ -802,10 +831,20 @@ impl Tunables {
         }
         // decisions (policy::adaptive)
         if self.settle_interval_ms == 0 || self.settle_interval_ms > self.interval_ms {
-            return err("settle_interval_ms", self.settle_interval_ms, "must be in 1..=interval_ms");
+            return err_with(
+                "settle_interval_ms",
+                &["interval_ms"],
+                self.settle_interval_ms,
+                "must be in 1..=interval_ms",
+            );
         }
         if self.first_touch_interval_ms == 0 || self.first_touch_interval_ms > self.settle_interval_ms {
-            return err("first_touch_interval_ms", self.first_touch_interval_ms, "must be in 1..=settle_interval_ms");
+            return err_with(
+                "first_touch_interval_ms",
+                &["settle_interval_ms"],
+                self.first_touch_interval_ms,
+                "must be in 1..=settle_interval_ms",
+            );
         }
         if self.first_touch_window_ms == 0 {
             return err("first_touch_window_ms", 0, "must be > 0");
@@ -842,7 +881,12 @@ impl Tunables {
             return err("numad_htt_pct", self.numad_htt_pct, "must be 0..=100");
         }
         if self.numad_interval_min_s == 0 || self.numad_interval_min_s > self.numad_interval_max_s {
-            return err("numad_interval_min_s", self.numad_interval_min_s, "must be in 1..=numad_interval_max_s");
+            return err_with(
+                "numad_interval_min_s",
+                &["numad_interval_max_s"],
+                self.numad_interval_min_s,
+                "must be in 1..=numad_interval_max_s",
+            );
         }
         if !(1..=100).contains(&self.numad_target_utilization_pct) {
             return err("numad_target_utilization_pct", self.numad_target_utilization_pct, "must be 1..=100");
