@@ -386,6 +386,44 @@ pub struct Loaded {
     pub config: Config,
     /// The file read, `None` when the default file was absent.
     pub file: Option<PathBuf>,
+    /// What is valid but probably not meant, as `FILE:LINE: text` ([`warnings`]): said by
+    /// `--check`, at start and at a reload, never refused.
+    pub warnings: Vec<String>,
+}
+
+/// What a valid configuration says that is probably not meant (review helper-50): a process both
+/// included and excluded (exclusions win: it is never managed), and both interval keys set to
+/// different values (`daemon.interval_ms` wins).
+pub fn warnings(text: &str, file: &str, c: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    let at = |keys: &[&str]| key_line(text, keys).map_or_else(|| file.to_string(), |l| format!("{file}:{l}"));
+    let both = |what: &str, inc: Vec<String>, exc: &[String]| {
+        inc.into_iter()
+            .filter(|i| exc.contains(i))
+            .map(|i| {
+                format!(
+                    "{}: include.{what} and exclude.{what} both name {i:?}: exclusions win, so it is never managed",
+                    at(&["include", what])
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    out.extend(both("comm", c.include.comm.clone(), &c.exclude.comm));
+    let pids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>();
+    out.extend(both("pids", pids(&c.include.pids), &pids(&c.exclude.pids)));
+    out.extend(both("cgroups", c.include.cgroups.clone(), &c.exclude.cgroups));
+    if let (Some(l), Some(daemon)) = (key_line_exact(text, &["tunables", "interval_ms"]), c.daemon.interval_ms) {
+        if let Ok(table) = text.parse::<toml::Table>() {
+            let set = table.get("tunables").and_then(|t| t.get("interval_ms")).and_then(toml::Value::as_integer);
+            if set.is_some_and(|v| v != daemon as i64) {
+                out.push(format!(
+                    "{file}:{l}: tunables.interval_ms = {} is replaced by daemon.interval_ms = {daemon}",
+                    set.unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Reads, overrides and validates. The single entry point the daemon uses at start and on SIGHUP.
@@ -407,8 +445,10 @@ pub fn load(source: &Source, overrides: &Overrides) -> Result<Loaded, ConfigErro
             return Err(ConfigError { file: path.display().to_string(), line, reason })
         }
     };
-    let config = parse_with_overrides(&text, &path.display().to_string(), overrides)?;
-    Ok(Loaded { config, file })
+    let name = path.display().to_string();
+    let config = parse_with_overrides(&text, &name, overrides)?;
+    let warnings = warnings(&text, &name, &config);
+    Ok(Loaded { config, file, warnings })
 }
 
 /// Why a configuration file could not be read: the system's error, or what is wrong with what it

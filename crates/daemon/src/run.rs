@@ -331,6 +331,9 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
     // Read (and removed from the environment) before any thread starts.
     let notify = Notifier::from_env();
     let loaded = config::load(&source, &overrides)?;
+    for w in &loaded.warnings {
+        tracing::warn!("{w}");
+    }
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if root {
@@ -946,6 +949,9 @@ pub fn serve<H: Host + Restore>(
                     });
                     match checked {
                         Ok((mut new, opened)) => {
+                            for w in &new.warnings {
+                                tracing::warn!("{w}");
+                            }
                             warn_restart_only(&config, &new.config);
                             // A start as a dry run opened a host that changes nothing (no state
                             // file claimed, no page mover): acting needs a restart.

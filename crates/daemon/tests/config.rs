@@ -360,3 +360,30 @@ fn errors_name_what_the_file_or_flag_wrote() {
     let e = config::parse_with_overrides("", "/etc/numapilot.toml", &o).unwrap_err();
     assert_eq!(e.to_string(), "command line: --interval-ms 99999999999: must be <= 86400000 ms (one day)");
 }
+
+/// What is valid but probably not meant is warned about, never refused: a process both included
+/// and excluded, both interval keys set apart.
+#[test]
+fn contradictions_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("w.toml");
+    let text = "[exclude]\ncomm = [\"sshd\"]\npids = [7]\n\n[include]\ncomm = [\"redis\", \"sshd\"]\npids = [7]\n\n[daemon]\ninterval_ms = 500\n\n[tunables]\ninterval_ms = 2000\n";
+    std::fs::write(&file, text).unwrap();
+    let l = config::load(&Source::Explicit(file.clone()), &Overrides::default()).unwrap();
+    let f = file.display();
+    assert_eq!(
+        l.warnings,
+        [
+            format!("{f}:6: include.comm and exclude.comm both name \"sshd\": exclusions win, so it is never managed"),
+            format!("{f}:7: include.pids and exclude.pids both name \"7\": exclusions win, so it is never managed"),
+            format!("{f}:13: tunables.interval_ms = 2000 is replaced by daemon.interval_ms = 500"),
+        ]
+    );
+    assert_eq!(l.config.interval_ms(), 500);
+    std::fs::write(
+        &file,
+        "[include]\ncomm = [\"redis\"]\n[daemon]\ninterval_ms = 500\n[tunables]\ninterval_ms = 500\n",
+    )
+    .unwrap();
+    assert!(config::load(&Source::Explicit(file), &Overrides::default()).unwrap().warnings.is_empty());
+}

@@ -302,6 +302,9 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     };
     if a.check {
         let loaded = numapilot_daemon::config::load(&source, &overrides)?;
+        for w in &loaded.warnings {
+            eprintln!("numapilot: warning: {w}");
+        }
         // What the file reserves on this machine: one that leaves nothing to place on would fail
         // the start (exit 1) after `--check` passed, the unit's ExecStartPre with it.
         match numapilot_daemon::live::reservation_check(&loaded.config.live_options(true)) {
