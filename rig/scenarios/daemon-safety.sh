@@ -24,7 +24,7 @@ cp "$(command -v rig-toucher)" /tmp/crashed-t
 cat >/tmp/np-safety.toml <<EOF
 [daemon]
 interval_ms = 500
-journal = "/tmp/np-journal.jsonl"
+journal = "/run/numapilot/np-journal.jsonl"
 state = "/run/numapilot/state.json"
 socket = "/run/numapilot/numapilot.sock"
 metrics = "off"
@@ -48,7 +48,7 @@ safety_allowed shell-allowed $$
 safety_wait_applied() {
 	_i=0
 	while [ $_i -lt $(($2 * 5)) ]; do
-		grep "\"pid\":$1," /tmp/np-journal.jsonl 2>/dev/null | grep '"kind":"set-affinity"' |
+		grep "\"pid\":$1," /run/numapilot/np-journal.jsonl 2>/dev/null | grep '"kind":"set-affinity"' |
 			grep -q '"outcome":"applied"' && return 0
 		_i=$((_i + 1))
 		sleep 0.2
@@ -62,7 +62,7 @@ safety_wait_started() {
 }
 
 # --- 1. exclusions and restore on exit --------------------------------------------------------------------------
-rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 rig_start excl 60 /tmp/excluded-t --mb 8 --threads 2 --loop
 excl=$RIG_PID
 rig_start pinned 60 numactl --cpunodebind=1 rig-toucher --mb 8 --threads 2 --loop
@@ -99,13 +99,13 @@ for p in excl pinned bound; do
 	safety_allowed "$p-after" "$pid"
 done
 rig_file state-after-term /run/numapilot/state.json
-rig_file journal1 /tmp/np-journal.jsonl
+rig_file journal1 /run/numapilot/np-journal.jsonl
 echo "twin=$twin excl=$excl pinned=$pinned bound=$bound" >/tmp/.rig.pids
 rig_send pids1 0 /tmp/.rig.pids /tmp/.rig.none
 kill "$twin" "$excl" "$pinned" "$bound"
 
 # --- 2. crash recovery -------------------------------------------------------------------------------------------
-rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-2.log 2>&1 &
 d2=$!
 safety_wait_started /tmp/np-2.log 60
@@ -122,10 +122,10 @@ kill -9 $d2
 wait $d2
 safety_allowed crashed-after-kill "$crashed"
 rig_file state-after-kill /run/numapilot/state.json
-rig_file journal2 /tmp/np-journal.jsonl
+rig_file journal2 /run/numapilot/np-journal.jsonl
 # The new daemon excludes the crashed process's pid, so whatever its affinity is once it has started is the
 # recovery's doing, not a new decision.
-rm -f /tmp/np-journal.jsonl
+rm -f /run/numapilot/np-journal.jsonl
 numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ --exclude-pid "$crashed" >/tmp/np-3.log 2>&1 &
 d3=$!
 safety_wait_started /tmp/np-3.log 60
@@ -135,7 +135,7 @@ kill -TERM $d3
 wait $d3
 echo $? >/tmp/.rig.rc
 rig_send daemon3-exit 0 /tmp/.rig.rc /tmp/np-3.log
-rig_file journal3 /tmp/np-journal.jsonl
+rig_file journal3 /run/numapilot/np-journal.jsonl
 kill "$crashed"
 
 # --- 4. cpusets: cgroup v1, then v2 (before the churn) ----------------------------------------------------------
@@ -147,11 +147,11 @@ safety_cpuset() {
 	v=$1
 	mnt=$2
 	pat=$3
-	rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+	rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 	{
 		echo '[daemon]'
 		echo 'interval_ms = 500'
-		echo 'journal = "/tmp/np-journal.jsonl"'
+		echo 'journal = "/run/numapilot/np-journal.jsonl"'
 		echo 'state = "/run/numapilot/state.json"'
 		echo 'socket = "/run/numapilot/numapilot.sock"'
 		echo 'metrics = "off"'
@@ -184,7 +184,7 @@ safety_cpuset() {
 	safety_allowed "cs-$v-after" "$cs"
 	ls "$mnt/numapilot" >/tmp/.rig.left 2>&1
 	rig_send "cs-$v-left" 0 /tmp/.rig.left /tmp/.rig.none
-	rig_file "cs-$v-journal" /tmp/np-journal.jsonl
+	rig_file "cs-$v-journal" /run/numapilot/np-journal.jsonl
 	kill "$cs"
 	wait "$cs" 2>/dev/null
 }
@@ -212,7 +212,7 @@ echo +pids >/sys/fs/cgroup/unified/cgroup.subtree_control
 mkdir /sys/fs/cgroup/unified/lim
 echo 1000 >/sys/fs/cgroup/unified/lim/pids.max
 cp /tmp/np-cs.toml /tmp/np-lim.toml
-rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 numapilot daemon --config /tmp/np-lim.toml --exclude-pid $$ >/tmp/np-lim.log 2>&1 &
 dl=$!
 safety_wait_started /tmp/np-lim.log 60
@@ -239,7 +239,7 @@ rmdir /sys/fs/cgroup/unified/lim
 # narrower than the machine. The
 # daemon must manage it (not leave it as self-pinned) within its cpuset: a CPU set of one node's part of 1-2, and
 # after SIGTERM its threads as the cpuset made them.
-rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 ctr=/sys/fs/cgroup/unified/rig-ctr
 echo +cpuset >/sys/fs/cgroup/unified/cgroup.subtree_control
 mkdir -p "$ctr"
@@ -270,7 +270,7 @@ wait $d7
 echo $? >/tmp/.rig.rc
 rig_send daemon7-exit 0 /tmp/.rig.rc /tmp/np-7.log
 safety_allowed confined-after "$cf"
-rig_file journal7 /tmp/np-journal.jsonl
+rig_file journal7 /run/numapilot/np-journal.jsonl
 kill "$cf"
 wait "$cf" 2>/dev/null
 rmdir "$ctr"
@@ -281,7 +281,7 @@ umount /sys/fs/cgroup/unified
 # execs Debian's numactl on the answer, keeping its pid; the daemon adopts the process as placed on its advice and
 # leaves it there (rule launch-holds): no action on it, its CPUs as the launcher set them, before and after SIGTERM.
 # A second job of the same size asked for at once gets the other node (each node holds one 250 MiB job: 465-502 MB).
-rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 cp "$(command -v rig-toucher)" /tmp/launched-t
 numapilot daemon --config /tmp/np-safety.toml --exclude-pid $$ >/tmp/np-5.log 2>&1 &
 d5=$!
@@ -308,7 +308,7 @@ wait $d5
 echo $? >/tmp/.rig.rc
 rig_send daemon5-exit 0 /tmp/.rig.rc /tmp/np-5.log
 safety_allowed launched-after "$launched"
-rig_file journal5 /tmp/np-journal.jsonl
+rig_file journal5 /run/numapilot/np-journal.jsonl
 kill "$launched"
 
 # --- 6. CPU hotplug (before the churn) ----------------------------------------------------------------------------
@@ -317,7 +317,7 @@ kill "$launched"
 # running when they go; a second process starts while node 1 has no CPU; a third after they are back. The daemon must
 # follow: never ask for an offline CPU (an EINVAL refusal), never take the kernel's online-only view of a mask for a
 # self-pinned process, and use node 1 again once its CPUs are back.
-rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 rig_start hp-node1 60 numapilot run --physcpubind=2-3 rig-toucher --mb 64 --threads 2 --loop
 hp_node1=$RIG_PID
 taskset -a -p -c 0-3 "$hp_node1" >/tmp/.rig.ts 2>&1
@@ -350,14 +350,14 @@ kill -TERM $d6
 wait $d6
 echo $? >/tmp/.rig.rc
 rig_send daemon6-exit 0 /tmp/.rig.rc /tmp/np-6.log
-rig_file journal6 /tmp/np-journal.jsonl
+rig_file journal6 /run/numapilot/np-journal.jsonl
 kill "$hp_node1" "$hp_off" "$hp_on"
 
 # --- 7. release on reload (before the churn) ----------------------------------------------------------------------
 # The daemon places a process; the operator then excludes its name (the config file rewritten, SIGHUP): the
 # process is put back at once (its original affinity, the state file without it, a journal "released" line) and
 # not touched again while the daemon runs on.
-rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 cp "$(command -v rig-toucher)" /tmp/released-t
 cp /tmp/np-safety.toml /tmp/np-8.toml
 numapilot daemon --config /tmp/np-8.toml --exclude-pid $$ >/tmp/np-8.log 2>&1 &
@@ -373,7 +373,7 @@ safety_allowed released-moved "$rel"
 rig_file state-before-release /run/numapilot/state.json
 sed 's/^comm = \["excluded-t"\]$/comm = ["excluded-t", "released-t"]/' /tmp/np-safety.toml >/tmp/np-8.toml
 kill -HUP $d8
-rig_wait_grep 'released \(excluded by a configuration reload\)' /tmp/np-journal.jsonl 30
+rig_wait_grep 'released \(excluded by a configuration reload\)' /run/numapilot/np-journal.jsonl 30
 echo $? >/tmp/.rig.w
 rig_send released-journaled 0 /tmp/.rig.w /tmp/np-8.log
 # A few more steps at 500 ms: nothing may move it again.
@@ -384,14 +384,14 @@ kill -TERM $d8
 wait $d8
 echo $? >/tmp/.rig.rc
 rig_send daemon8-exit 0 /tmp/.rig.rc /tmp/np-8.log
-rig_file journal8 /tmp/np-journal.jsonl
+rig_file journal8 /run/numapilot/np-journal.jsonl
 echo "$rel" >/tmp/.rig.pid
 rig_send released-pid 0 /tmp/.rig.pid /tmp/.rig.none
 kill "$rel"
 wait "$rel" 2>/dev/null
 
 # --- 3. churn, with pids wrapping -------------------------------------------------------------------------------
-rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 # The kernel's floor for pid_max is 301 (RESERVED_PIDS 300 + 1, kernel/pid.c); a low ceiling makes the hundreds of
 # short-lived processes below reuse pids while the daemon tracks them.
 echo 512 >/proc/sys/kernel/pid_max
@@ -426,6 +426,6 @@ wait $d4
 echo $? >/tmp/.rig.rc
 rig_send daemon4-exit 0 /tmp/.rig.rc /tmp/np-4.log
 rig_file state-after-churn /run/numapilot/state.json
-rig_file journal4 /tmp/np-journal.jsonl
+rig_file journal4 /run/numapilot/np-journal.jsonl
 # The guest powers off next; pid_max is not put back (and the scenario's exit code is its own, not a sysctl's).
 true

@@ -12,7 +12,7 @@ mkdir -p /run/numapilot
 cat >/tmp/np-iso.toml <<EOF
 [daemon]
 interval_ms = 500
-journal = "/tmp/np-journal.jsonl"
+journal = "/run/numapilot/np-journal.jsonl"
 state = "/run/numapilot/state.json"
 socket = "/run/numapilot/numapilot.sock"
 metrics = "off"
@@ -45,7 +45,7 @@ rig_threads app-before "$app"
 numapilot daemon --config /tmp/np-iso.toml --exclude-pid $$ >/tmp/np.log 2>&1 &
 d=$!
 rig_wait_grep 'started, interval' /tmp/np.log 60
-rig_wait_grep "\"pid\":$app,.*\"outcome\":\"applied\"" /tmp/np-journal.jsonl 60
+rig_wait_grep "\"pid\":$app,.*\"outcome\":\"applied\"" /run/numapilot/np-journal.jsonl 60
 echo $? >/tmp/.rig.w
 rig_send app-applied 0 /tmp/.rig.w /tmp/np.log
 sleep 2
@@ -56,7 +56,7 @@ kill -TERM $d
 wait $d
 echo $? >/tmp/.rig.rc
 rig_send daemon-exit 0 /tmp/.rig.rc /tmp/np.log
-rig_file journal /tmp/np-journal.jsonl
+rig_file journal /run/numapilot/np-journal.jsonl
 rig_threads app-after "$app"
 kill "$app" "$rt" "$s0" "$s1"
 wait 2>/dev/null

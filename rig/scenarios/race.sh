@@ -30,7 +30,7 @@ race_pids() {
 cat >/tmp/numapilot-race.toml <<EOF
 [daemon]
 interval_ms = $RACE_INTERVAL_MS
-journal = "/tmp/np-journal.jsonl"
+journal = "/run/numapilot/np-journal.jsonl"
 state = "/run/numapilot/state.json"
 socket = "/run/numapilot/numapilot.sock"
 metrics = "off"
@@ -69,7 +69,7 @@ for case in $RACE_CASES; do
 		sleep 1
 		;;
 	numapilot)
-		rm -f /tmp/np-journal.jsonl /run/numapilot/state.json
+		rm -f /run/numapilot/np-journal.jsonl /run/numapilot/state.json
 		# shellcheck disable=SC2086 # a list of flags
 		numapilot daemon --config /tmp/numapilot-race.toml ${RACE_DAEMON_FLAGS:---log info,numapilot_daemon::run=debug} >/tmp/np-daemon.log 2>&1 &
 		bal=$!
@@ -134,7 +134,7 @@ for case in $RACE_CASES; do
 		wait $bal
 		drc=$?
 		rig_send "$name-daemon-log" $drc /tmp/np-daemon.log /tmp/.rig.none
-		rig_file "$name-journal" /tmp/np-journal.jsonl
+		rig_file "$name-journal" /run/numapilot/np-journal.jsonl
 		;;
 	esac
 done

@@ -1193,8 +1193,14 @@ fn non_root_with_root_paths_gets_one_error_and_a_hint() {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.jsonl"); // root's temporary directory: not writable by nobody
-                                              // A socket path nobody can bind (in /tmp), so the journal is what is refused, after the socket is bound.
-    let socket = std::env::temp_dir().join(format!("numapilot-nonroot-{}.sock", std::process::id()));
+                                              // A socket path nobody can bind (in a directory of nobody's), so the journal is what is
+                                              // refused, after the socket is bound.
+    let theirs = dir.path().join("nobodys");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    // nobody may pass through root's directory to its own, not make files in it.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let socket = theirs.join("np.sock");
     let out = Command::new(BIN)
         .uid(65534)
         .gid(65534)
@@ -1209,5 +1215,6 @@ fn non_root_with_root_paths_gets_one_error_and_a_hint() {
     assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
     assert!(err.contains(&format!("journal {}", journal.display())), "{err}");
     assert!(err.contains("give writable paths with --journal, --state and --socket"), "{err}");
+    assert!(err.contains(&format!("journal {}: Permission denied", journal.display())), "{err}");
     assert!(!socket.exists(), "the refused daemon's socket is gone");
 }

@@ -491,6 +491,9 @@ fn read_config_file(path: &Path) -> Result<String, ReadFailure> {
         };
         return Err(ReadFailure::Content(None, format!("{what}: a configuration is a regular file")));
     }
+    crate::paths::trusted_config(path, &meta).map_err(|why| {
+        ReadFailure::Content(None, format!("not trusted: {why} (a configuration steers a root daemon)"))
+    })?;
     let cap = numapilot_topology::machine::MAX_DESCRIPTION_BYTES;
     let mut bytes = Vec::new();
     file.take(cap + 1).read_to_end(&mut bytes).map_err(ReadFailure::Io)?;
@@ -665,7 +668,9 @@ fn check_file_paths(d: &DaemonSection) -> Result<(), KeyError> {
         }
         let Ok(meta) = std::fs::symlink_metadata(p) else { continue };
         let kind = meta.file_type();
-        let fits = if key == "socket" { kind.is_socket() } else { kind.is_file() };
+        // A journal may also be a character device of root's (/dev/null), as the journal allows.
+        let device = key == "journal" && kind.is_char_device() && std::os::unix::fs::MetadataExt::uid(&meta) == 0;
+        let fits = if key == "socket" { kind.is_socket() } else { kind.is_file() || device };
         if !fits {
             let what = if kind.is_symlink() {
                 "a symbolic link (the daemon's files are never opened through one)"

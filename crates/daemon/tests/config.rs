@@ -387,3 +387,30 @@ fn contradictions_are_warned_about() {
     .unwrap();
     assert!(config::load(&Source::Explicit(file), &Overrides::default()).unwrap().warnings.is_empty());
 }
+
+/// A configuration another user owns or may write is not believed (it steers a root daemon: what
+/// it may touch, where it writes; it was read whoever owned it; review helper-51), nor one reached
+/// through a directory another user owns.
+#[test]
+fn a_configuration_others_could_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("np.toml");
+    std::fs::write(&file, "[daemon]\ndry_run = true\n").unwrap();
+    let load = || config::load(&Source::Explicit(file.clone()), &Overrides::default());
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(load().unwrap().config.daemon.dry_run);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let e = load().unwrap_err();
+    assert!(e.reason.starts_with("not trusted: other users may write it (mode 666)"), "{e}");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+    let e = load().unwrap_err();
+    assert!(e.reason.starts_with("not trusted: it belongs to uid 65534"), "{e}");
+    std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
+    let e = load().unwrap_err();
+    assert!(e.reason.contains("its directory") && e.reason.contains("belongs to uid 65534"), "{e}");
+    std::os::unix::fs::chown(dir.path(), Some(0), Some(0)).unwrap();
+    assert!(load().is_ok());
+}

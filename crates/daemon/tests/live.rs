@@ -1808,14 +1808,15 @@ fn a_state_file_others_could_write_or_that_points_elsewhere_is_not_trusted() {
     assert!(open_err(&state).contains("owned by uid 65534"));
     std::fs::remove_file(&state).unwrap();
     // A directory others may rename files in (group-writable, or another user's): an older copy
-    // of the file could be put back. Sticky is fine.
+    // of the file could be put back. Sticky is not enough either (since review helper-51): others
+    // could make the lock's or the temporary copy's name first and stop every save.
     write_atomic(&state, &empty).unwrap();
     let dir = state.parent().unwrap().to_path_buf();
     chmod(&dir, 0o770);
     let named = format!("its directory {} may be written by other users", dir.display());
     assert!(open_err(&state).contains(&named), "group-writable");
     chmod(&dir, 0o1777);
-    assert!(!open_err_or_ok(&state).contains(&named), "sticky");
+    assert!(open_err_or_ok(&state).contains("need a directory of their own"), "sticky");
     chmod(&dir, 0o755);
     let cd = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid path; chown of our own temporary directory.

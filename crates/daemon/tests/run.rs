@@ -168,7 +168,8 @@ fn a_reload_takes_the_budget_and_retries_a_journal_it_could_not_open() {
     r.handle.send(Command::Reload).unwrap();
     wait_status(&r.socket, |s| s.reloads == 2);
     assert_eq!(r.budget.load(Ordering::SeqCst), 50);
-    // A journal path that cannot be opened yet (a directory), then can.
+    // A journal path that cannot be opened yet (a directory): the reload is rejected whole (since
+    // review helper-50); once it can, the next reload naming it opens it.
     let second = r.dir.path().join("second.jsonl");
     std::fs::create_dir(&second).unwrap();
     let old = r.dir.path().join("journal.jsonl").display().to_string();
@@ -176,10 +177,11 @@ fn a_reload_takes_the_budget_and_retries_a_journal_it_could_not_open() {
     assert_ne!(moved, good);
     std::fs::write(&r.config, &moved).unwrap();
     r.handle.send(Command::Reload).unwrap();
-    wait_status(&r.socket, |s| s.reloads == 3);
+    let s = wait_status(&r.socket, |s| s.reloads_rejected == 1);
+    assert_eq!(s.reloads, 2);
     std::fs::remove_dir(&second).unwrap();
     r.handle.send(Command::Reload).unwrap();
-    wait_status(&r.socket, |s| s.reloads == 4);
+    wait_status(&r.socket, |s| s.reloads == 3);
     assert!(second.is_file(), "the journal named again is opened at the next reload");
     r.handle.send(Command::Stop).unwrap();
     r.thread.join().unwrap().unwrap();
@@ -540,17 +542,24 @@ fn the_socket_is_not_made_in_a_directory_others_control() {
     std::fs::create_dir(&open).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
     let e = control::serve(&open.join("s.sock"), shared()).unwrap_err();
-    assert!(e.to_string().contains("may be written by other users (mode 777, not sticky)"), "{e}");
+    assert!(e.to_string().contains("may be written by other users (mode 777; the daemon's files need"), "{e}");
     let theirs = dir.path().join("theirs");
     std::fs::create_dir(&theirs).unwrap();
     std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
     let e = control::serve(&theirs.join("s.sock"), shared()).unwrap_err();
     assert!(e.to_string().contains("belongs to uid 65534, not root"), "{e}");
-    // Sticky and world-writable (as /tmp): others cannot rename what is not theirs.
+    // Sticky and world-writable (as /tmp): others cannot rename what is not theirs, but they can
+    // take its name first (review helper-51): not for the socket itself; a directory of root's
+    // below it will do.
     let sticky = dir.path().join("sticky");
     std::fs::create_dir(&sticky).unwrap();
     std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    assert!(control::serve(&sticky.join("s.sock"), shared()).is_ok());
+    let e = control::serve(&sticky.join("s.sock"), shared()).unwrap_err();
+    assert!(e.to_string().contains("need a directory of their own"), "{e}");
+    let own = sticky.join("own");
+    std::fs::create_dir(&own).unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(control::serve(&own.join("s.sock"), shared()).is_ok());
     // A private directory of root's inside one others may write: that one can be renamed aside
     // with a directory of theirs put in its place (a review of 2026-11-30).
     let inner = open.join("inner");

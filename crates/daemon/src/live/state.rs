@@ -328,6 +328,12 @@ impl Originals {
     pub fn load(path: &Path) -> Result<Option<StateFile>, String> {
         use std::io::Read as _;
         let shown = path.display();
+        // The directory before the file is opened in it (it was checked after: a link on the way
+        // pointed elsewhere between the two went unseen; review helper-51).
+        if path.parent().is_some_and(|d| d.exists()) {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            crate::paths::trusted_dir(dir).map_err(|why| format!("state file {shown}: {why}: not trusted"))?;
+        }
         let f =
             match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path) {
                 Ok(f) => f,
