@@ -299,6 +299,10 @@ pub struct Status {
     /// The journal's last write failed (a full disk, a directory gone): lines are being dropped.
     #[serde(default)]
     pub journal_failing: bool,
+    /// The metrics address could not be bound (the port taken): why. The daemon runs on and
+    /// tries again every [`METRICS_RETRY_S`].
+    #[serde(default)]
+    pub metrics_unbound: Option<String>,
     /// Steps that failed in a row up to the last one (0 when it succeeded).
     #[serde(default)]
     pub consecutive_step_errors: u64,
@@ -421,6 +425,15 @@ impl Status {
                     "the journal cannot be written: {} line{} dropped so far",
                     self.journal_lines_dropped,
                     if self.journal_lines_dropped == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        if let Some(why) = &self.metrics_unbound {
+            reasons.push((
+                HealthLevel::Warning,
+                format!(
+                    "metrics not served: {why} (tried again every {METRICS_RETRY_S} s; what answers on that port \
+                     now is not this daemon)"
                 ),
             ));
         }
@@ -719,6 +732,12 @@ pub(crate) struct Deadline<'a, S> {
     stream: &'a S,
     until: Instant,
 }
+
+/// Seconds between two tries to bind a metrics address that was taken. Default 10. Source: a
+/// choice, a scrape interval's order. Prevents: a port someone else holds (any local user may bind
+/// an unprivileged port before the daemon starts) stopping the daemon, whose unit then gave up
+/// after ten restarts (review helper-51); and a retry storm while it stays taken.
+pub const METRICS_RETRY_S: u64 = 10;
 
 /// The sockets [`Deadline`] reads: a stream whose read timeout can be set.
 pub(crate) trait ReadTimeout {

@@ -706,12 +706,15 @@ pub fn serve<H: Host + Restore>(
     // path), then the path is removed.
     let control = (control, RemoveOnDrop(config.daemon.socket.clone()));
     announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
-    // Held to the end: dropped, the server stops and the port is closed.
+    // Held to the end: dropped, the server stops and the port is closed. A port that cannot be
+    // bound (taken: any local user may hold an unprivileged port first) does not stop the daemon:
+    // said, warned about by status, tried again every METRICS_RETRY_S (review helper-51: the
+    // start exited 75 and the unit gave up after ten).
     let mut metrics_server = None;
+    let mut metrics_tried_ns = 0;
     if let Some(addr) = config.metrics() {
-        let (bound, server) = metrics::serve(addr, shared.clone())?;
-        metrics_server = Some(server);
-        announce(&format!("numapilot: metrics on http://{bound}/metrics"));
+        metrics_tried_ns = numapilot_observe::reader::monotonic_ns();
+        metrics_server = try_metrics(addr, &shared, &mut status, announce);
     }
     let mut journal = open_journal(&config)?;
     // Lines dropped by journals a reload replaced.
@@ -830,6 +833,12 @@ pub fn serve<H: Host + Restore>(
         status.moves_stuck =
             host.moves_stuck().into_iter().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9)).collect();
         status.journal_failing = journal.as_ref().is_some_and(Journal::failing);
+        if let (None, Some(addr)) = (&metrics_server, config.metrics()) {
+            if now.saturating_sub(metrics_tried_ns) >= control::METRICS_RETRY_S * 1_000_000_000 {
+                metrics_tried_ns = now;
+                metrics_server = try_metrics(addr, &shared, &mut status, announce);
+            }
+        }
         status.last_step_mono_ns = now;
         status.last_step_unix_s =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
@@ -1062,6 +1071,30 @@ pub fn command_pipe() -> std::io::Result<(Handle, UnixStream)> {
     let (tx, rx) = UnixStream::pair()?;
     rx.set_nonblocking(true)?;
     Ok((Handle { tx }, rx))
+}
+
+/// Serves metrics on `addr`, or says why not in `status` (logged the first time): the server, or
+/// `None` to be tried again.
+fn try_metrics(
+    addr: std::net::SocketAddr,
+    shared: &Arc<Shared>,
+    status: &mut Status,
+    announce: &mut dyn FnMut(&str),
+) -> Option<control::Listening> {
+    match metrics::serve(addr, shared.clone()) {
+        Ok((bound, server)) => {
+            status.metrics_unbound = None;
+            announce(&format!("numapilot: metrics on http://{bound}/metrics"));
+            Some(server)
+        }
+        Err(e) => {
+            if status.metrics_unbound.is_none() {
+                tracing::error!("{e}: metrics not served; tried again every {} s", control::METRICS_RETRY_S);
+            }
+            status.metrics_unbound = Some(format!("{addr}: {}", e.cause));
+            None
+        }
+    }
 }
 
 /// Removes a file of ours when dropped (the control socket: on every return from `serve`).

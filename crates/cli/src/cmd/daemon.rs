@@ -328,7 +328,7 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
                  --journal, --state and --socket, or run as root)"
             )
         }
-        // Anything but the configuration: the machine or its state (a port taken, a full /run, an
+        // Anything but the configuration: the machine or its state (a full /run, an
         // unreadable /proc, another daemon on the socket). Exit EX_TEMPFAIL, which the systemd unit
         // restarts on (it restarts on no 1 or 2: a bad configuration does not loop). Exit 1 for
         // every start failure kept a daemon OOM-killed and restarted into a full /run down for
