@@ -40,9 +40,10 @@ use crate::control::{HealthLevel, Listening, Shared, Status, STEP_BUCKETS_S};
 const MAX_HEAD: usize = 8192;
 
 /// Most metrics clients served at once, each on a thread of its own (256 kB of stack); one more
-/// is answered 503 and closed. Default 64. Source: judgement: a scraper or two and a person with
-/// curl, with room to spare. Prevents: idle connections of a local user stalling every scrape
-/// behind them (each may hold a slot for the 5 s request deadline), and unbounded threads.
+/// closes the oldest still sending its request, or is answered 503 when every one is past its
+/// request. Default 64. Source: judgement: a scraper or two and a person with curl, with room to
+/// spare. Prevents: idle connections of a local user stalling or refusing every scrape behind
+/// them (each may hold a slot for the 5 s request deadline), and unbounded threads.
 const MAX_CLIENTS: usize = 64;
 
 /// The metrics server could not start.
@@ -66,8 +67,15 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
         .spawn(move || {
             // metrics-clients-apart: each client on a thread of its own, at most MAX_CLIENTS at
             // once. One at a time, twelve idle connections of any local user delayed a scrape by
-            // 60 s, and three kept open failed every scrape (review of 2026-11-29).
-            let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            // 60 s, and three kept open failed every scrape (review of 2026-11-29). When all are
+            // taken, the oldest client still sending its request is closed for the new one: 64
+            // idle connections any local user kept open (reopened as each one's 5 s deadline
+            // ended) had every scrape and every /healthz probe answered 503 (review helper-51);
+            // a scraper's request comes within a moment of its connection, so it is never the
+            // oldest still sending. Only when every client is past its request (being answered)
+            // is the new one told 503.
+            let clients = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<u64, Client>::new()));
+            let mut next_id = 0u64;
             for conn in listener.incoming() {
                 if stopped.load(std::sync::atomic::Ordering::SeqCst) {
                     break;
@@ -76,8 +84,29 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
                     std::thread::sleep(crate::control::ACCEPT_RETRY);
                     continue;
                 };
-                if active.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CLIENTS {
-                    active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                let mut held = clients.lock().unwrap_or_else(|p| p.into_inner());
+                if held.len() >= MAX_CLIENTS {
+                    let oldest = held
+                        .iter()
+                        .filter(|(_, c)| c.sending.load(std::sync::atomic::Ordering::Acquire))
+                        .min_by_key(|(&id, c)| (c.since, id))
+                        .map(|(&id, _)| id);
+                    if let Some(c) = oldest.and_then(|id| held.remove(&id)) {
+                        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                let full = held.len() >= MAX_CLIENTS;
+                let sending = Arc::new(std::sync::atomic::AtomicBool::new(true));
+                let id = next_id;
+                next_id += 1;
+                if !full {
+                    if let Ok(copy) = stream.try_clone() {
+                        let since = std::time::Instant::now();
+                        held.insert(id, Client { since, stream: copy, sending: Arc::clone(&sending) });
+                    }
+                }
+                drop(held);
+                if full {
                     // Read what the client sent first: its method says whether the answer has a
                     // body, and a request left unread turns the close into a reset, which can
                     // destroy the answer before the client reads it.
@@ -95,18 +124,18 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
                     let _ = stream.shutdown(std::net::Shutdown::Write);
                     continue;
                 }
-                let (shared, active2) = (Arc::clone(&shared), Arc::clone(&active));
+                let (shared, clients2) = (Arc::clone(&shared), Arc::clone(&clients));
                 let spawned = std::thread::Builder::new()
                     .name("numapilot-metrics-client".into())
                     .stack_size(256 << 10)
                     .spawn(move || {
-                        if let Err(e) = handle(stream, &shared) {
+                        if let Err(e) = handle(stream, &shared, &sending) {
                             tracing::debug!("metrics client: {e}");
                         }
-                        active2.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                        clients2.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
                     });
                 if spawned.is_err() {
-                    active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    clients.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
                 }
             }
         })
@@ -124,10 +153,19 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
     Ok((local, Listening::new(stop, poke, handle)))
 }
 
-fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+/// A metrics client being served: when it came, a handle to close it by, and whether it is still
+/// sending its request (only such a client is closed for a newer one).
+struct Client {
+    since: std::time::Instant,
+    stream: TcpStream,
+    sending: Arc<std::sync::atomic::AtomicBool>,
+}
+
+fn handle(mut stream: TcpStream, shared: &Shared, sending: &std::sync::atomic::AtomicBool) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let (head, read) = read_head(&stream, Duration::from_secs(5));
+    sending.store(false, std::sync::atomic::Ordering::Release);
     if head.len() > MAX_HEAD {
         return respond_with(
             &mut stream,
