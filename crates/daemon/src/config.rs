@@ -426,10 +426,32 @@ pub fn warnings(text: &str, file: &str, c: &Config) -> Vec<String> {
     out
 }
 
-/// Reads, overrides and validates. The single entry point the daemon uses at start and on SIGHUP.
+/// Reads, overrides and validates. The single entry point the daemon uses at start, on SIGHUP and
+/// for `--check`: the file must be one a root daemon may believe (`paths::trusted_config`), and
+/// its three files usable as what they are.
 pub fn load(source: &Source, overrides: &Overrides) -> Result<Loaded, ConfigError> {
+    load_as(source, overrides, Checks::Daemon)
+}
+
+/// Reads and validates as a client of the daemon (`status`, `explain`, `advise`) does, for the
+/// socket and the tunables: without the daemon's checks of who owns the file and of what its
+/// journal, state file and socket paths are (a user's 0664 file read for its socket was refused,
+/// and a default file whose journal path was a directory sent the client to the default socket;
+/// review helper-52).
+pub fn load_for_client(source: &Source) -> Result<Loaded, ConfigError> {
+    load_as(source, &Overrides::default(), Checks::Client)
+}
+
+/// Which checks a load makes beyond the file's own content.
+#[derive(Clone, Copy, PartialEq)]
+enum Checks {
+    Daemon,
+    Client,
+}
+
+fn load_as(source: &Source, overrides: &Overrides, checks: Checks) -> Result<Loaded, ConfigError> {
     let path = source.path();
-    let (text, file) = match read_config_file(path) {
+    let (text, file) = match read_config_file(path, checks) {
         Ok(t) => (t, Some(path.to_path_buf())),
         Err(ReadFailure::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && *source == Source::Default => {
             (String::new(), None)
@@ -446,8 +468,17 @@ pub fn load(source: &Source, overrides: &Overrides) -> Result<Loaded, ConfigErro
         }
     };
     let name = path.display().to_string();
-    let config = parse_with_overrides(&text, &name, overrides)?;
-    let warnings = warnings(&text, &name, &config);
+    let config = parse_as(&text, &name, overrides, checks)?;
+    // From the file alone: a flag's value is no contradiction of the file's, and its lines are
+    // the file's (review helper-52: a file's tunables interval under --interval-ms was said to be
+    // replaced by a daemon.interval_ms the file did not have).
+    let warnings = if *overrides == Overrides::default() {
+        warnings(&text, &name, &config)
+    } else {
+        parse_as(&text, &name, &Overrides::default(), checks)
+            .map(|own| warnings(&text, &name, &own))
+            .unwrap_or_default()
+    };
     Ok(Loaded { config, file, warnings })
 }
 
@@ -463,7 +494,7 @@ enum ReadFailure {
 /// blocking and refused unless regular: a FIFO at the path held the start, or a reload and with it
 /// the whole loop (SIGTERM included), until something wrote to it (review helper-50); a device
 /// (`/dev/zero`) is no configuration either.
-fn read_config_file(path: &Path) -> Result<String, ReadFailure> {
+fn read_config_file(path: &Path, checks: Checks) -> Result<String, ReadFailure> {
     use std::io::Read as _;
     use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
     let file = std::fs::OpenOptions::new()
@@ -491,9 +522,11 @@ fn read_config_file(path: &Path) -> Result<String, ReadFailure> {
         };
         return Err(ReadFailure::Content(None, format!("{what}: a configuration is a regular file")));
     }
-    crate::paths::trusted_config(path, &meta).map_err(|why| {
-        ReadFailure::Content(None, format!("not trusted: {why} (a configuration steers a root daemon)"))
-    })?;
+    if checks == Checks::Daemon {
+        crate::paths::trusted_config(path, &meta).map_err(|why| {
+            ReadFailure::Content(None, format!("not trusted: {why} (a configuration steers a root daemon)"))
+        })?;
+    }
     let cap = numapilot_topology::machine::MAX_DESCRIPTION_BYTES;
     let mut bytes = Vec::new();
     file.take(cap + 1).read_to_end(&mut bytes).map_err(ReadFailure::Io)?;
@@ -515,8 +548,13 @@ fn read_config_file(path: &Path) -> Result<String, ReadFailure> {
     })
 }
 
-/// Parses `text` (named `file` in errors), applies the flags, validates.
+/// Parses `text` (named `file` in errors), applies the flags, validates (as the daemon does).
 pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Result<Config, ConfigError> {
+    parse_as(text, file, overrides, Checks::Daemon)
+}
+
+fn parse_as(text: &str, file: &str, overrides: &Overrides, checks: Checks) -> Result<Config, ConfigError> {
+    let validate_daemon = |c: &Config| validate_daemon(c, checks);
     let mut config: Config = toml::from_str(text).map_err(|e| {
         let mut reason = e.message().trim_end().to_string();
         // The text the error is about, when the message does not quote it ("duplicate key" named
@@ -562,14 +600,20 @@ pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Re
             // default: said at the line the file set, naming it (a high mark set below the low
             // mark's default read "FILE:1: tunable cpu_load_low = 0.75", the [tunables] header's
             // line and a key the file does not have; review helper-50).
-            if let Some((partner, line)) =
-                e.partners.iter().find_map(|p| key_line_exact(text, &["tunables", p]).map(|l| (*p, l)))
-            {
+            // Every partner the file sets is named (which of them broke the rule depends on the
+            // values; review helper-52), at the first one's line.
+            let set: Vec<(&str, usize)> =
+                e.partners.iter().filter_map(|p| key_line_exact(text, &["tunables", p]).map(|l| (*p, l))).collect();
+            if let Some(&(_, line)) = set.first() {
                 let values = serde_json::to_value(&config.tunables).unwrap_or_default();
+                let named: Vec<String> = set.iter().map(|(p, _)| format!("{p} = {}", values[*p])).collect();
                 err.line = Some(line);
                 err.reason = format!(
-                    "[tunables] tunable {partner} = {}: against {} = {} (not set in this file: its default): {}",
-                    values[partner], e.field, e.value, e.reason
+                    "[tunables] tunable {}: against {} = {} (not set in this file: its default): {}",
+                    named.join(", "),
+                    e.field,
+                    e.value,
+                    e.reason
                 );
             }
         }
@@ -714,7 +758,7 @@ fn same_file_name(a: &Path, b: &Path) -> bool {
     }
 }
 
-fn validate_daemon(c: &Config) -> Result<(), KeyError> {
+fn validate_daemon(c: &Config, checks: Checks) -> Result<(), KeyError> {
     let d = &c.daemon;
     if let Some(ms) = d.interval_ms {
         if ms == 0 {
@@ -756,7 +800,9 @@ fn validate_daemon(c: &Config) -> Result<(), KeyError> {
             format!("daemon.journal = {:?}: must be an absolute path (or \"\" for none)", d.journal.display()),
         ));
     }
-    check_file_paths(d)?;
+    if checks == Checks::Daemon {
+        check_file_paths(d)?;
+    }
     // sun_path is 108 bytes including the terminating NUL (unix(7)).
     if d.socket.as_os_str().len() > 107 {
         return Err((vec!["daemon", "socket"], "daemon.socket: path longer than 107 bytes (unix(7) sun_path)".into()));

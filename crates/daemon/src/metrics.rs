@@ -68,12 +68,13 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
             // metrics-clients-apart: each client on a thread of its own, at most MAX_CLIENTS at
             // once. One at a time, twelve idle connections of any local user delayed a scrape by
             // 60 s, and three kept open failed every scrape (review of 2026-11-29). When all are
-            // taken, the oldest client still sending its request is closed for the new one: 64
-            // idle connections any local user kept open (reopened as each one's 5 s deadline
-            // ended) had every scrape and every /healthz probe answered 503 (review helper-51);
-            // a scraper's request comes within a moment of its connection, so it is never the
-            // oldest still sending. Only when every client is past its request (being answered)
-            // is the new one told 503.
+            // taken, the oldest client still sending its request after IDLE_CLOSABLE is closed
+            // for the new one: 64 idle connections any local user kept open (reopened as each
+            // one's 5 s deadline ended) had every scrape and every /healthz probe answered 503
+            // (review helper-51). A scraper sends its request within a moment of connecting, so
+            // it is not closed by a flood of newer connections (review helper-52: without the
+            // age, 64 connections opened while its handler had not yet read its request closed
+            // it). When no client is that old and still sending, the new one is told 503.
             let clients = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<u64, Client>::new()));
             let mut next_id = 0u64;
             for conn in listener.incoming() {
@@ -88,21 +89,28 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
                 if held.len() >= MAX_CLIENTS {
                     let oldest = held
                         .iter()
-                        .filter(|(_, c)| c.sending.load(std::sync::atomic::Ordering::Acquire))
+                        .filter(|(_, c)| {
+                            c.sending.load(std::sync::atomic::Ordering::Acquire) && c.since.elapsed() >= IDLE_CLOSABLE
+                        })
                         .min_by_key(|(&id, c)| (c.since, id))
                         .map(|(&id, _)| id);
                     if let Some(c) = oldest.and_then(|id| held.remove(&id)) {
                         let _ = c.stream.shutdown(std::net::Shutdown::Both);
                     }
                 }
-                let full = held.len() >= MAX_CLIENTS;
                 let sending = Arc::new(std::sync::atomic::AtomicBool::new(true));
                 let id = next_id;
                 next_id += 1;
+                // A client that cannot be held (no descriptor for its copy) is not served: every
+                // one served is counted.
+                let mut full = held.len() >= MAX_CLIENTS;
                 if !full {
-                    if let Ok(copy) = stream.try_clone() {
-                        let since = std::time::Instant::now();
-                        held.insert(id, Client { since, stream: copy, sending: Arc::clone(&sending) });
+                    match stream.try_clone() {
+                        Ok(copy) => {
+                            let since = std::time::Instant::now();
+                            held.insert(id, Client { since, stream: copy, sending: Arc::clone(&sending) });
+                        }
+                        Err(_) => full = true,
                     }
                 }
                 drop(held);
@@ -129,10 +137,12 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
                     .name("numapilot-metrics-client".into())
                     .stack_size(256 << 10)
                     .spawn(move || {
+                        // Its slot is given back however the handler ends (a panic too: the slot,
+                        // and the copy of its socket that kept the connection open, leaked).
+                        let _slot = Release(clients2, id);
                         if let Err(e) = handle(stream, &shared, &sending) {
                             tracing::debug!("metrics client: {e}");
                         }
-                        clients2.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
                     });
                 if spawned.is_err() {
                     clients.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
@@ -152,6 +162,21 @@ pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Liste
     let poke = Box::new(move || drop(TcpStream::connect_timeout(&at, Duration::from_secs(1))));
     Ok((local, Listening::new(stop, poke, handle)))
 }
+
+/// Gives a client's slot back when dropped.
+struct Release(Arc<std::sync::Mutex<std::collections::HashMap<u64, Client>>>, u64);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.1);
+    }
+}
+
+/// How long a client may be sending its request before a newer one may close it when every slot
+/// is taken, 1 s. Source: a scraper sends its request within a millisecond of connecting on
+/// loopback; a second leaves room for a loaded host. Prevents: a flood of new connections closing
+/// a scraper whose handler had not yet read its request.
+const IDLE_CLOSABLE: Duration = Duration::from_secs(1);
 
 /// A metrics client being served: when it came, a handle to close it by, and whether it is still
 /// sending its request (only such a client is closed for a newer one).

@@ -13,12 +13,16 @@
 //! # Approach
 //!
 //! ```text
-//!   the directory and every one above it, on the path as given and where it leads (up to /):
+//!   every directory the path passes through, walked as the kernel resolves it (links followed
+//!   by hand, a link in a link's target too, up to /):
 //!     owned by root or by the daemon's own uid, and
-//!     not writable by group or others unless sticky (/tmp: others cannot rename our files);
-//!     the directory holding the daemon's files not even sticky (others could take the names
-//!     first: a directory where the journal rotates to, a file at the state file's lock)
-//!   every symbolic link on the given path: root's or the daemon's (the path is used as given)
+//!     not writable by others unless sticky (/tmp: others cannot rename our files), nor by its
+//!     group unless sticky or, above the daemon's own directory, a system group (Ubuntu's
+//!     /var/log is 0775 root:syslog);
+//!     the directory holding the daemon's files writable by no one else, sticky or not (others
+//!     could take the names first: a directory where the journal rotates to, a file at the
+//!     state file's lock)
+//!   every symbolic link the walk follows: root's or the daemon's (the path is used as given)
 //!   the configuration file: root's or the daemon's, writable by no one else, its directory as
 //!   above but sticky will do (the file's own owner is checked)
 //! ```
@@ -73,56 +77,97 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Most symbolic links followed on one path, as the kernel's own limit (`MAXSYMLINKS`, 40,
+/// include/linux/namei.h): past it the path is refused as a loop.
+const MAX_LINKS: usize = 40;
+
+/// Largest group id of a system group (login.defs' `SYS_GID_MAX` default, 999): a directory above
+/// the daemon's own that such a group may write is trusted. Ubuntu ships /var/log as 0775
+/// root:syslog, above the default journal's directory; its members are system services. Prevents:
+/// the shipped journal path refused on Ubuntu (review helper-52). The daemon's own directory
+/// gets no such allowance.
+const SYS_GID_MAX: u32 = 999;
+
+/// Walks `dir` one component at a time as the kernel resolves it, following each symbolic link by
+/// hand, and checks everything the walk passes: each directory (owner root or the daemon's; not
+/// writable by others unless sticky, by its group unless a system group; the last, where the
+/// files are, not writable by anyone else at all when the daemon makes files there) and each link
+/// (root's or the daemon's: whoever owns a link, or may write the directory holding it, may point
+/// it elsewhere between this check and the daemon's later use of the path). A link inside a link's
+/// target is walked the same way (review helper-52: only the given path's and the final path's
+/// directories were checked).
 fn check_dir(dir: &Path, own: Own) -> Result<(), String> {
+    use std::path::Component;
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
     let me = euid();
-    // The path as given, not only where it leads: the daemon opens, binds and renames by this
-    // path, so a link on the way that another user owns, or may replace, would send a later
-    // open elsewhere (a link in a user's directory to /root passed, then was pointed at the
-    // user's own socket; review helper-51). Every component must be root's or the daemon's.
-    let given = if dir.is_absolute() {
+    let start = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
         std::env::current_dir().map_err(|e| format!("{}: {e}", dir.display()))?.join(dir)
     };
-    for d in given.ancestors().skip(1) {
-        let m = std::fs::symlink_metadata(d).map_err(|e| format!("{}: {e}", d.display()))?;
-        if m.file_type().is_symlink() && m.uid() != 0 && m.uid() != me {
-            return Err(format!(
-                "{} on the way to it is a symbolic link of uid {}, not root or the daemon's",
-                d.display(),
-                m.uid()
-            ));
-        }
-    }
-    let link = std::fs::symlink_metadata(&given).map_err(|e| format!("{}: {e}", given.display()))?;
-    if link.file_type().is_symlink() && link.uid() != 0 && link.uid() != me {
-        return Err(format!("{} is a symbolic link of uid {}, not root or the daemon's", given.display(), link.uid()));
-    }
-    let abs = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    // Every directory the given path passes through, and every one the canonical path has: the
-    // link's own directory is in the first, its target's in the second.
-    let mut dirs: Vec<&Path> = abs.ancestors().collect();
-    dirs.extend(given.ancestors().skip(1));
-    for d in dirs {
-        let Ok(m) = std::fs::metadata(d) else { continue };
-        if !m.is_dir() {
+    // Components still to walk, last first; `at` the directory reached so far (checked).
+    let mut todo: Vec<std::ffi::OsString> =
+        start.components().rev().filter(|c| *c != Component::RootDir).map(|c| c.as_os_str().to_owned()).collect();
+    let mut at = std::path::PathBuf::from("/");
+    check_one_dir(&at, &std::fs::metadata(&at).map_err(|e| format!("/: {e}"))?, false, own, me)?;
+    let mut links = 0;
+    while let Some(name) = todo.pop() {
+        if name == "." {
             continue;
         }
-        let which = if d == abs { "its directory" } else { "a directory above it," };
-        if m.uid() != 0 && m.uid() != me {
-            return Err(format!("{which} {} belongs to uid {}, not root or the daemon's", d.display(), m.uid()));
+        if name == ".." {
+            at.pop();
+            continue;
         }
-        let sticky_will_do = !(d == abs && own == Own::Makes);
-        if m.mode() & 0o022 != 0 && !(sticky_will_do && m.mode() & 0o1000 != 0) {
-            let why =
-                if sticky_will_do { ", not sticky" } else { "; the daemon's files need a directory of their own" };
-            return Err(format!(
-                "{which} {} may be written by other users (mode {:o}{why})",
-                d.display(),
-                m.mode() & 0o7777
-            ));
+        let next = at.join(&name);
+        let m = std::fs::symlink_metadata(&next).map_err(|e| format!("{}: {e}", next.display()))?;
+        if m.file_type().is_symlink() {
+            if m.uid() != 0 && m.uid() != me {
+                return Err(format!(
+                    "{} on the way is a symbolic link of uid {}, not root or the daemon's",
+                    next.display(),
+                    m.uid()
+                ));
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(format!("{}: more than {MAX_LINKS} symbolic links (a loop?)", start.display()));
+            }
+            let target = std::fs::read_link(&next).map_err(|e| format!("{}: {e}", next.display()))?;
+            if target.is_absolute() {
+                at = std::path::PathBuf::from("/");
+            }
+            todo.extend(
+                target.components().rev().filter(|c| *c != Component::RootDir).map(|c| c.as_os_str().to_owned()),
+            );
+            continue;
         }
+        if !m.is_dir() {
+            return Err(format!("{}: not a directory", next.display()));
+        }
+        at = next;
+        check_one_dir(&at, &m, todo.is_empty(), own, me)?;
+    }
+    Ok(())
+}
+
+/// One directory of [`check_dir`]'s walk; `last` when it holds the files.
+fn check_one_dir(d: &Path, m: &std::fs::Metadata, last: bool, own: Own, me: u32) -> Result<(), String> {
+    let which = if last { "its directory" } else { "a directory above it," };
+    if m.uid() != 0 && m.uid() != me {
+        return Err(format!("{which} {} belongs to uid {}, not root or the daemon's", d.display(), m.uid()));
+    }
+    let strict = last && own == Own::Makes;
+    let others = m.mode() & 0o002 != 0;
+    let group = m.mode() & 0o020 != 0 && (last || m.gid() > SYS_GID_MAX);
+    let sticky = m.mode() & 0o1000 != 0;
+    if (others || group) && (strict || !sticky) {
+        let why = if strict { "; the daemon's files need a directory of their own" } else { ", not sticky" };
+        return Err(format!(
+            "{which} {} may be written by other users (mode {:o}{why})",
+            d.display(),
+            m.mode() & 0o7777
+        ));
     }
     Ok(())
 }
@@ -162,6 +207,26 @@ mod tests {
 
     /// A symbolic link on the way that another user owns is refused, though where it leads is
     /// root's: the daemon uses the path as given, and the link can be pointed elsewhere later.
+    /// A directory above the daemon's own that a system group may write (Ubuntu's /var/log, 0775
+    /// root:syslog) is trusted; one a user's group may write is not, nor the daemon's own
+    /// directory writable by any group.
+    #[test]
+    fn a_system_groups_directory_above_is_trusted() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("log");
+        let own = log.join("numapilot");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o775)).unwrap();
+        std::os::unix::fs::chown(&log, Some(0), Some(104)).unwrap();
+        assert_eq!(trusted_dir(&own), Ok(()));
+        std::os::unix::fs::chown(&log, Some(0), Some(1000)).unwrap();
+        assert!(trusted_dir(&own).unwrap_err().contains("may be written by other users (mode 775, not sticky)"));
+        std::os::unix::fs::chown(&log, Some(0), Some(0)).unwrap();
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o770)).unwrap();
+        std::os::unix::fs::chown(&own, Some(0), Some(104)).unwrap();
+        assert!(trusted_dir(&own).unwrap_err().contains("its directory"));
+    }
+
     #[test]
     fn a_link_of_another_user_on_the_way_is_not_trusted() {
         let d = tempfile::tempdir().unwrap();
@@ -176,7 +241,26 @@ mod tests {
         let e = trusted_dir(&link).unwrap_err();
         assert!(e.contains("symbolic link of uid 65534"), "{e}");
         let e = trusted_dir(&link.join("below")).unwrap_err();
-        assert!(e.contains("on the way to it is a symbolic link of uid 65534"), "{e}");
+        assert!(e.contains("link on the way is a symbolic link of uid 65534"), "{e}");
+        // A link inside a link's target is walked too: root's link to a directory holding
+        // another user's link (review helper-52: only the given path's and the final path's
+        // directories were checked).
+        std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+        let mid = d.path().join("mid");
+        std::fs::create_dir(&mid).unwrap();
+        let inner = mid.join("inner");
+        std::os::unix::fs::symlink(&target, &inner).unwrap();
+        std::os::unix::fs::lchown(&inner, Some(65534), Some(65534)).unwrap();
+        let outer = d.path().join("outer");
+        std::os::unix::fs::symlink(&mid, &outer).unwrap();
+        let e = trusted_dir(&outer.join("inner")).unwrap_err();
+        assert!(e.contains("mid/inner on the way is a symbolic link of uid 65534"), "{e}");
+        std::os::unix::fs::lchown(&inner, Some(0), Some(0)).unwrap();
+        assert_eq!(trusted_dir(&outer.join("inner")), Ok(()));
+        // A loop of links is refused, not followed for ever.
+        std::os::unix::fs::symlink(d.path().join("loop2"), d.path().join("loop1")).unwrap();
+        std::os::unix::fs::symlink(d.path().join("loop1"), d.path().join("loop2")).unwrap();
+        assert!(trusted_dir(&d.path().join("loop1")).unwrap_err().contains("more than 40 symbolic links"));
         // Root's link in a directory another user owns: they may replace the link.
         std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
         std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();

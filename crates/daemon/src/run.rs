@@ -698,23 +698,28 @@ pub fn serve<H: Host + Restore>(
     let mut status =
         Status { version: env!("CARGO_PKG_VERSION").to_string(), pid: std::process::id(), ..Status::default() };
     let shared = Arc::new(Shared { status: Mutex::new(status.clone()), started_ns });
-    // What can be refused (the socket taken by another daemon, the metrics port in use, a journal
-    // that cannot be opened) is set up before anything is written, and a refusal leaves nothing
-    // behind: the socket file goes with the guard, the journal is opened last.
+    // What can be refused (the socket taken by another daemon, a metrics address that cannot be
+    // bound for any reason but its port being taken, a journal that cannot be opened) is set up
+    // before anything is written, and a refusal leaves nothing behind: the socket file goes with
+    // the guard, the journal is opened last.
     let (mut loop_side, control) = control::serve(&config.daemon.socket, shared.clone())?;
     // Dropped in this order on every return: the server stops and closes its socket (poked at its
     // path), then the path is removed.
     let control = (control, RemoveOnDrop(config.daemon.socket.clone()));
     announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
-    // Held to the end: dropped, the server stops and the port is closed. A port that cannot be
-    // bound (taken: any local user may hold an unprivileged port first) does not stop the daemon:
-    // said, warned about by status, tried again every METRICS_RETRY_S (review helper-51: the
-    // start exited 75 and the unit gave up after ten).
+    // Held to the end: dropped, the server stops and the port is closed. A port that is taken (any
+    // local user may hold an unprivileged port first) does not stop the daemon: said, warned about
+    // by status, tried again every METRICS_RETRY_S (review helper-51: the start exited 75 and the
+    // unit gave up after ten). Any other failure (an address not on this host, a port below 1024
+    // for a daemon not root) is the configuration's and stops the start as before. The address
+    // is the start's: `daemon.metrics` takes effect at the next start, a reload changes nothing
+    // here (review helper-52: a reload to `off` left the warning standing for good).
+    let metrics_at = config.metrics();
     let mut metrics_server = None;
     let mut metrics_tried_ns = 0;
-    if let Some(addr) = config.metrics() {
+    if let Some(addr) = metrics_at {
         metrics_tried_ns = numapilot_observe::reader::monotonic_ns();
-        metrics_server = try_metrics(addr, &shared, &mut status, announce);
+        metrics_server = try_metrics(addr, &shared, &mut status, announce)?;
     }
     let mut journal = open_journal(&config)?;
     // Lines dropped by journals a reload replaced.
@@ -833,10 +838,18 @@ pub fn serve<H: Host + Restore>(
         status.moves_stuck =
             host.moves_stuck().into_iter().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9)).collect();
         status.journal_failing = journal.as_ref().is_some_and(Journal::failing);
-        if let (None, Some(addr)) = (&metrics_server, config.metrics()) {
+        if let (None, Some(addr)) = (&metrics_server, metrics_at) {
             if now.saturating_sub(metrics_tried_ns) >= control::METRICS_RETRY_S * 1_000_000_000 {
                 metrics_tried_ns = now;
-                metrics_server = try_metrics(addr, &shared, &mut status, announce);
+                // Bound at start, the address cannot fail otherwise now but by a change of the
+                // host (an address removed): said, and tried again.
+                metrics_server = match try_metrics(addr, &shared, &mut status, announce) {
+                    Ok(server) => server,
+                    Err(e) => {
+                        status.metrics_unbound = Some(format!("{addr}: {}", e.cause));
+                        None
+                    }
+                };
             }
         }
         status.last_step_mono_ns = now;
@@ -1073,27 +1086,28 @@ pub fn command_pipe() -> std::io::Result<(Handle, UnixStream)> {
     Ok((Handle { tx }, rx))
 }
 
-/// Serves metrics on `addr`, or says why not in `status` (logged the first time): the server, or
-/// `None` to be tried again.
+/// Serves metrics on `addr`: the server; `None`, said in `status` (logged the first time), when
+/// the port is taken, to be tried again; the error otherwise.
 fn try_metrics(
     addr: std::net::SocketAddr,
     shared: &Arc<Shared>,
     status: &mut Status,
     announce: &mut dyn FnMut(&str),
-) -> Option<control::Listening> {
+) -> Result<Option<control::Listening>, MetricsError> {
     match metrics::serve(addr, shared.clone()) {
         Ok((bound, server)) => {
             status.metrics_unbound = None;
             announce(&format!("numapilot: metrics on http://{bound}/metrics"));
-            Some(server)
+            Ok(Some(server))
         }
-        Err(e) => {
+        Err(e) if e.cause.kind() == std::io::ErrorKind::AddrInUse => {
             if status.metrics_unbound.is_none() {
                 tracing::error!("{e}: metrics not served; tried again every {} s", control::METRICS_RETRY_S);
             }
             status.metrics_unbound = Some(format!("{addr}: {}", e.cause));
-            None
+            Ok(None)
         }
+        Err(e) => Err(e),
     }
 }
 

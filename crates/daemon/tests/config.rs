@@ -324,6 +324,12 @@ fn the_daemons_files_are_checked_for_what_they_are() {
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let ok = format!("[daemon]\njournal = \"{d}/afile\"\nstate = \"{d}/new.json\"\nsocket = \"{}\"\n", sock.display());
     parse(&ok).unwrap();
+    // A client reads such a file for its socket: the daemon's files are the daemon's business.
+    let f = dir.path().join("client.toml");
+    std::fs::write(&f, format!("[daemon]\njournal = \"{d}/adir\"\nsocket = \"{d}/x.sock\"\n")).unwrap();
+    let l = config::load_for_client(&Source::Explicit(f.clone())).unwrap();
+    assert_eq!(l.config.daemon.socket, dir.path().join("x.sock"));
+    assert!(config::load(&Source::Explicit(f), &Overrides::default()).is_err());
     // A flag is checked the same way, named as typed.
     let o = Overrides { state: Some(dir.path().join("adir")), ..Overrides::default() };
     let e = config::parse_with_overrides("", "/etc/numapilot.toml", &o).unwrap_err();
@@ -342,6 +348,12 @@ fn errors_name_what_the_file_or_flag_wrote() {
         ("[tunables]\ngrowing_mib_per_s = 0.5\n", 2, "tunable growing_mib_per_s = 0.5: against static_mib_per_s"),
         ("[tunables]\nnumad_interval_max_s = 0\n", 2, "numad_interval_max_s = 0: against numad_interval_min_s"),
         ("[tunables]\nsettle_interval_ms = 20\n", 2, "settle_interval_ms = 20: against first_touch_interval_ms"),
+        // Two partners set: both named (the weak tier is fine, the strong one breaks the rule).
+        (
+            "[tunables]\ntier_weak = 0.1\ntier_strong = 0.15\n",
+            2,
+            "tunable tier_weak = 0.1, tier_strong = 0.15: against tier_medium",
+        ),
         // Both set: the rule's own field, at its line, as before.
         ("[tunables]\ncpu_load_high = 0.5\ncpu_load_low = 0.6\n", 3, "tunable cpu_load_low = 0.6"),
         ("[daemon]\nnice = 0\nnice = 1\n", 3, "duplicate key: `nice`"),
@@ -380,6 +392,13 @@ fn contradictions_are_warned_about() {
         ]
     );
     assert_eq!(l.config.interval_ms(), 500);
+    // A flag is no contradiction of the file: --interval-ms over a file's tunables interval, an
+    // --exclude of a name the file includes.
+    std::fs::write(&file, "[include]\ncomm = [\"redis\"]\n[tunables]\ninterval_ms = 2000\n").unwrap();
+    let o = Overrides { interval_ms: Some(500), exclude_comm: vec!["redis".into()], ..Overrides::default() };
+    let l = config::load(&Source::Explicit(file.clone()), &o).unwrap();
+    assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+    assert_eq!(l.config.interval_ms(), 500);
     std::fs::write(
         &file,
         "[include]\ncomm = [\"redis\"]\n[daemon]\ninterval_ms = 500\n[tunables]\ninterval_ms = 500\n",
@@ -403,6 +422,9 @@ fn a_configuration_others_could_write_is_refused() {
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
     let e = load().unwrap_err();
     assert!(e.reason.starts_with("not trusted: other users may write it (mode 666)"), "{e}");
+    // A client of the daemon (status, explain, advise) reads it for its socket all the same: it
+    // steers nothing of root's there.
+    assert!(config::load_for_client(&Source::Explicit(file.clone())).unwrap().config.daemon.dry_run);
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
     let e = load().unwrap_err();

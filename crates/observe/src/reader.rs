@@ -1002,8 +1002,8 @@ fn affinity(tid: u32, words: &mut Vec<u64>) -> io::Result<IdSet> {
     }
 }
 
-/// Numeric entries of a directory (pids in /proc, tids in task/), ascending.
-/// The numeric entries of `dir`, ascending, with their inode numbers (from the listing).
+/// The numeric entries of `dir` (pids in /proc, tids in task/), ascending, with their inode
+/// numbers (from the listing).
 fn list_numeric_dir(dir: &Path) -> io::Result<Vec<(u32, u64)>> {
     use std::os::unix::fs::DirEntryExt;
     let mut out = Vec::new();

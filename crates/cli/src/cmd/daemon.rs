@@ -325,7 +325,8 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         {
             anyhow::bail!(
                 "{e}\n(not root: the default journal, state file and socket are root's; give writable paths with \
-                 --journal, --state and --socket, or run as root)"
+                 --journal, --state and --socket, in a directory of your own that no one else may write, or run \
+                 as root)"
             )
         }
         // Anything but the configuration: the machine or its state (a full /run, an
@@ -400,7 +401,7 @@ fn client_config(
     config: Option<PathBuf>,
 ) -> Result<numapilot_daemon::config::Config, numapilot_daemon::config::ConfigError> {
     let source = config.map_or(Source::Default, Source::Explicit);
-    numapilot_daemon::config::load(&source, &Overrides::default()).map(|l| l.config)
+    numapilot_daemon::config::load_for_client(&source).map(|l| l.config)
 }
 
 /// The socket `loaded` names. A file given with `--config` that cannot be used is an error; a bad

@@ -157,6 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         compat,
         token_warnings: false,
         screen_width: numastat::screen_width(),
+        sort_by_node_id: true,
     };
     execute(&args.root, &cfg, args.json, Strict::Yes)
 }
@@ -180,13 +181,12 @@ fn execute(root: &std::path::Path, cfg: &Config, json: bool, strict: Strict) -> 
         anyhow::bail!("--root {}: not a directory", root.display());
     }
     let reader = Reader::with_options(root, ReadOptions { threads: false, ..ReadOptions::default() });
-    if let (Some(Some(node)), Strict::Yes) = (&cfg.sort, &strict) {
+    if let (Some(Some(node)), true) = (&cfg.sort, cfg.sort_by_node_id) {
         // numastat sorts by the total when -s names no node it has, silently; here that is an
         // error naming it, as a PID that names no process is (review helper-49).
-        let count = reader.node_ids()?.len();
-        if !(node.bytes().all(|b| b.is_ascii_digit()) && node.parse::<usize>().is_ok_and(|n| n < count)) {
-            let nodes = if count > 1 { format!("0-{}", count - 1) } else { "0".to_string() };
-            anyhow::bail!("-s={node}: no node {node} to sort by (nodes {nodes}); -s alone sorts by the total");
+        let ids: Vec<u32> = reader.node_ids()?.iter().collect();
+        if let Some(why) = numastat::sort_node_error(node, &ids) {
+            anyhow::bail!("{why}");
         }
     }
     let out = numastat::run(&reader, cfg)?;

@@ -58,7 +58,8 @@
 //! a start time is no secret (/proc/PID/stat is world-readable), so what it says is checked before
 //! anything is restored, and a file that fails stops the start with the reason: it must be a
 //! regular file owned by the daemon's user and writable by no one else, in a directory others
-//! cannot replace it in (not world-writable, or sticky); each cpuset record must name a mounted
+//! cannot replace it in nor take its names in (writable by no one else, sticky or not; above it,
+//! sticky will do: `paths::trusted_dir`); each cpuset record must name a mounted
 //! cgroup file system, an original cgroup path without `.` or `..`, and one plain name for ours.
 //! Records carry the kernel's boot id: a file from before the last boot (a `state` path on
 //! persistent storage) names pids of processes long gone, and its records are not restored (a
@@ -591,7 +592,7 @@ pub fn boot_id() -> Option<String> {
 
 /// Whether the state file at `path` may be believed: a regular file (not a link), owned by the
 /// user this daemon runs as and writable by no one else, in a directory no one else may replace it
-/// in (not writable by others, or sticky). What it holds steers a root daemon's affinity and
+/// in (writable by no one else; above it, sticky will do). What it holds steers a root daemon's affinity and
 /// cgroup writes, so a file another user could have written is refused, as sshd refuses a
 /// key file others can write.
 /// Largest state file [`Originals::load`] reads, bytes: 64 MiB. A record is a few hundred bytes
@@ -619,8 +620,8 @@ fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     // Whoever may rename files in the directory may put an older copy of the file back (a
     // replay of records): it and every directory above it must be this daemon's or root's, and
-    // writable by no one else unless sticky (`paths::trusted_dir`; a review of 2026-11-29 found a
-    // group-writable directory, or one another user owns, accepted).
+    // writable by no one else (above it, unless sticky; `paths::trusted_dir`; a review of
+    // 2026-11-29 found a group-writable directory, or one another user owns, accepted).
     crate::paths::trusted_dir(dir).map_err(|why| format!("state file {shown}: {why}: not trusted"))?;
     Ok(())
 }

@@ -174,12 +174,14 @@ impl<'a, Id: Copy> Getopt<'a, Id> {
             None => {
                 let fits = || longs().filter(|s| s.long.starts_with(name));
                 let own = || fits().filter(|s| !s.extra);
-                let mut candidates =
-                    if own().next().is_some() { own().collect::<Vec<_>>() } else { fits().collect() }.into_iter();
-                match (candidates.next(), candidates.next()) {
-                    (None, _) => return Err(GetoptError::UnrecognizedLong(whole)),
-                    (Some(one), None) => one,
-                    (Some(_), Some(_)) => return Err(GetoptError::Ambiguous(whole, fits().map(|s| s.long).collect())),
+                // Ambiguity names the candidates weighed: the program's own when any fits (numactl
+                // lists `--hardware` and `--huge` for `--h`, not our `--help`).
+                let candidates: Vec<&OptSpec<Id>> =
+                    if own().next().is_some() { own().collect() } else { fits().collect() };
+                match candidates[..] {
+                    [] => return Err(GetoptError::UnrecognizedLong(whole)),
+                    [one] => one,
+                    _ => return Err(GetoptError::Ambiguous(whole, candidates.iter().map(|s| s.long).collect())),
                 }
             }
         };
@@ -403,6 +405,17 @@ mod tests {
         ];
         let a = args(&["--ver"]);
         assert!(matches!(Getopt::new(OURS, &a).next(), Some(Err(GetoptError::Ambiguous(..)))));
+        // Among the program's own, ours are not listed.
+        const H: &[OptSpec<O>] = &[
+            OptSpec { long: "hardware", short: None, arg: HasArg::No, id: O::Show, extra: false },
+            OptSpec { long: "huge", short: None, arg: HasArg::No, id: O::Local, extra: false },
+            OptSpec { long: "help", short: None, arg: HasArg::No, id: O::Membind, extra: true },
+        ];
+        let a = args(&["--h"]);
+        assert_eq!(
+            Getopt::new(H, &a).next().unwrap().unwrap_err().to_string(),
+            "option '--h' is ambiguous; possibilities: '--hardware' '--huge'"
+        );
     }
 
     #[test]

@@ -69,6 +69,11 @@ pub struct Config {
     pub token_warnings: bool,
     /// Output width (numastat: `NUMASTAT_WIDTH`, 80 on a terminal, else unlimited).
     pub screen_width: usize,
+    /// `-sN` names node N by its id, and a node the machine lacks is an error (`numapilot stat`).
+    /// Otherwise numastat's rule: the N-th node's id plus one as a column, which on a machine whose
+    /// node ids have gaps (0 and 2) sorts by the total or by the wrong node, and an unknown N sorts
+    /// by the total, silently.
+    pub sort_by_node_id: bool,
 }
 
 /// numastat's screen width rule: `NUMASTAT_WIDTH` read as C's `atoi` reads it, used when 1 to 10
@@ -379,10 +384,29 @@ fn decimals(cfg: &Config) -> usize {
     }
 }
 
+/// Why `-s=NODE` names no node of `node_ids` (`numapilot stat`, where that is an error), if it
+/// does not: all digits, and one of the ids.
+pub fn sort_node_error(node: &str, node_ids: &[u32]) -> Option<String> {
+    let known = node.bytes().all(|b| b.is_ascii_digit()) && node.parse::<u32>().is_ok_and(|n| node_ids.contains(&n));
+    (!known).then(|| {
+        let ids: Vec<String> = node_ids.iter().map(u32::to_string).collect();
+        format!("-s={node}: no node {node} to sort by (nodes {}); -s alone sorts by the total", ids.join(","))
+    })
+}
+
 /// The column to sort by: numastat's rule, `1 + node id of the N-th node` for `-sN` when N is below
 /// the node count, else Total.
 fn sort_col(cfg: &Config, node_ids: &[u32], total_col: usize) -> Option<usize> {
     let arg = cfg.sort.as_ref()?;
+    if cfg.sort_by_node_id {
+        // Checked before (`sort_node_error`): a node id this machine has, or the total.
+        return Some(
+            arg.as_deref()
+                .and_then(|a| a.parse::<u32>().ok())
+                .and_then(|n| node_ids.iter().position(|&id| id == n))
+                .map_or(total_col, |i| 1 + i),
+        );
+    }
     let n = arg
         .as_deref()
         .filter(|a| !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()))
@@ -671,5 +695,18 @@ mod tests {
         assert_eq!(sort_col(&cfg, &[0, 1], 3), Some(3));
         cfg.sort = None;
         assert_eq!(sort_col(&cfg, &[0, 1], 3), None);
+        // numastat's rule on node ids with a gap: -s1 is the total (1 + id 2 = column 3), not node 2.
+        cfg.sort = Some(Some("1".into()));
+        assert_eq!(sort_col(&cfg, &[0, 2], 3), Some(3));
+        // By node id (`numapilot stat`): node 2 is column 2; node 1 is no node there.
+        cfg.sort_by_node_id = true;
+        cfg.sort = Some(Some("2".into()));
+        assert_eq!(sort_col(&cfg, &[0, 2], 3), Some(2));
+        assert_eq!(sort_node_error("2", &[0, 2]), None);
+        assert_eq!(
+            sort_node_error("1", &[0, 2]).as_deref(),
+            Some("-s=1: no node 1 to sort by (nodes 0,2); -s alone sorts by the total")
+        );
+        assert!(sort_node_error("x", &[0]).is_some() && sort_node_error("-1", &[0]).is_some());
     }
 }
