@@ -431,6 +431,78 @@ fn fixed_work_past_the_duration_is_an_error_naming_it() {
     assert!(!out.exists());
 }
 
+/// A workload of one process, one thread, in a file (`extra_work` added to its work table, `top`
+/// to the file's top level, `name` its process's name).
+fn one_thread_workload(dir: &Scratch, file: &str, top: &str, name: &str, extra_work: &str) -> PathBuf {
+    let path = dir.path(file);
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"w\"\n{top}\n[[processes]]\nname = \"{name}\"\n[[processes.regions]]\nname = \"r\"\nsize = \"1M\"\n\
+             [[processes.threads]]\nname = \"t\"\nwork = {{ unit = \"bytes\", bytes_per_unit = 64, compute_ns = 10{extra_work} }}\n\
+             accesses = [{{ region = \"r\", pattern = \"random\" }}]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Fixed work the workload's own `duration_s` cuts short is an error, as past `--duration` (its
+/// runtime read as the duration, exit 0; review helper-53); a failed run leaves its `--out` as it
+/// was, an existing empty directory empty and the parents of a new nested path gone; a process
+/// name too long for a file name still gets its chart.
+#[test]
+fn fixed_work_cut_by_the_files_duration_is_an_error_and_leaves_nothing() {
+    let dir = Scratch::new("cut");
+    let cut = one_thread_workload(&dir, "cut.toml", "duration_s = 2", "p", ", total = 4e8");
+    let empty = dir.path("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let nested = dir.path("new/a/b");
+    for out in [&empty, &nested] {
+        let o = numapilot(&[
+            "sim",
+            "--machine",
+            "autonuma-2s12c-24g",
+            "--workload",
+            cut.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(
+            stderr(&o).contains("workload w under default: work not finished after 2 simulated s"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(o.stdout.is_empty());
+    }
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "the failed run left something in --out");
+    assert!(!dir.path("new").exists(), "the failed run left the parents it made");
+    let long = "p".repeat(300);
+    let named = one_thread_workload(&dir, "long.toml", "duration_s = 1", &long, "");
+    let out = dir.path("long-out");
+    let o = numapilot(&[
+        "sim",
+        "--machine",
+        "autonuma-2s12c-24g",
+        "--workload",
+        named.to_str().unwrap(),
+        "--seeds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let charts: Vec<String> =
+        std::fs::read_dir(out.join("charts")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(
+        charts.iter().any(|c| c.starts_with("default-seed1-pid") && c.ends_with(".svg") && c.len() < 255),
+        "{charts:?}"
+    );
+}
+
 #[test]
 fn a_bad_tunables_file_names_the_field_exits_1_and_runs_nothing() {
     let dir = Scratch::new("tunables");

@@ -193,20 +193,23 @@ impl MachineModel {
     #[allow(clippy::needless_range_loop)] // dense node matrices read clearest with indexes
     pub fn new(topo: &Topology, params: MachineParams) -> Self {
         let n = topo.nodes.len();
-        let ids: Vec<u32> = topo.nodes.iter().map(|x| x.id).collect();
+        // Once: each `Topology::tier` call builds the whole matrix, and asking it per pair made
+        // this O(nodes^4), a 256-node machine file over a minute (review helper-53).
+        let tiers = topo.tiers().tiers;
+        let tier = |a: usize, b: usize| tiers[a][b];
         let d = |a: usize, b: usize| topo.distances[a][b] as f64;
         // One-hop distance: the smallest distance classified OneHop, for scaling Far latencies.
         let mut one_hop_d = f64::INFINITY;
         for a in 0..n {
             for b in 0..n {
-                if topo.tier(ids[a], ids[b]) == Tier::OneHop {
+                if tier(a, b) == Tier::OneHop {
                     one_hop_d = one_hop_d.min(d(a, b));
                 }
             }
         }
         let tier_latency = |a: usize, b: usize| -> f64 {
             let l = params.local_latency_ns;
-            match topo.tier(ids[a], ids[b]) {
+            match tier(a, b) {
                 Tier::Local => l,
                 Tier::SameSocket => l * params.same_socket_factor,
                 Tier::OneHop => l * params.one_hop_factor,
@@ -236,7 +239,7 @@ impl MachineModel {
         }
         let mut capacity: Vec<f64> = vec![params.node_bandwidth_gbs; n];
         for &(a, b) in &links {
-            capacity.push(match topo.tier(ids[a], ids[b]) {
+            capacity.push(match tier(a, b) {
                 Tier::Local | Tier::SameSocket => params.same_socket_link_gbs,
                 Tier::OneHop => params.one_hop_link_gbs,
                 Tier::Far => params.far_link_gbs,

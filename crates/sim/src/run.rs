@@ -135,11 +135,14 @@ impl RunProgress {
 }
 
 fn finish(sim: &Sim, spec: &Spec, policy: &str, seed: u64, opts: &SimOptions) -> Result<RunResult, SimError> {
-    if spec.duration_s.is_none() && !sim.all_work_done() {
+    // Fixed work that did not finish is an error also when the run was cut by the workload's
+    // `duration_s` (or --duration over it): its runtime read as the duration, with exit 0, as if
+    // the work had ended then (review helper-53).
+    if !sim.all_work_done() {
         return Err(SimError::Unfinished {
             workload: spec.name.clone(),
             policy: policy.to_string(),
-            cap_s: opts.max_s,
+            cap_s: spec.duration_s.unwrap_or(opts.max_s),
         });
     }
     Ok(result_of(sim, seed))

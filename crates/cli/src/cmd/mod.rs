@@ -59,7 +59,9 @@ pub fn topology_under(root: &Path) -> anyhow::Result<Topology> {
 pub struct Staged {
     dir: PathBuf,
     stage: PathBuf,
-    made_dir: bool,
+    /// The topmost directory made for it (the directory or one above), removed again with every
+    /// one below it on the way to the directory when nothing was committed.
+    made: Option<PathBuf>,
     done: bool,
 }
 
@@ -67,12 +69,14 @@ impl Staged {
     /// Stages an `--out` directory (made when missing, checked as [`out_dir`] does).
     pub fn new(dir: &Path) -> anyhow::Result<Self> {
         use anyhow::Context as _;
-        let made_dir = !dir.exists();
-        out_dir(dir, &[])?;
+        let mut prepared = out_dir(dir, &[])?;
+        let made = prepared.made.take();
+        prepared.keep = true;
         let stage = dir.join(format!(".numapilot-out.{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&stage);
-        std::fs::create_dir(&stage).with_context(|| format!("--out: creating {}", stage.display()))?;
-        Ok(Self { dir: dir.to_path_buf(), stage, made_dir, done: false })
+        let staged = Self { dir: dir.to_path_buf(), stage, made, done: false };
+        std::fs::create_dir(&staged.stage).with_context(|| format!("--out: creating {}", staged.stage.display()))?;
+        Ok(staged)
     }
 
     /// Where to write what will be `rel` under the directory.
@@ -129,24 +133,66 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.done {
             let _ = std::fs::remove_dir_all(&self.stage);
-            if self.made_dir {
-                let _ = std::fs::remove_dir(&self.dir);
-            }
+            remove_made(&self.dir, self.made.as_deref());
         }
     }
 }
 
-/// Makes an `--out` directory and the `subdirs` under it, once every other argument has been
-/// checked and before any work: a path that cannot be one fails in a moment, not after the run
-/// (`sim evidence` ran all its simulations before `--out /proc/nope` failed), and a file in the
-/// way is named as such ("File exists" said nothing of what was wrong).
-pub fn out_dir(dir: &Path, subdirs: &[&str]) -> anyhow::Result<()> {
+/// The topmost directory of `dir` and the ones above it that do not exist yet (what
+/// `create_dir_all` would make first); `None` when `dir` exists.
+fn topmost_missing(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).last().map(Path::to_path_buf)
+}
+
+/// Makes an `--out` directory (checking the `subdirs` under it, which the run's staged output
+/// makes), once every other argument has been checked and before any work: a path that cannot be
+/// one fails in a moment, not after the run (`sim evidence` ran all its simulations before
+/// `--out /proc/nope` failed), and a file in the way is named as such ("File exists" said nothing
+/// of what was wrong). What it made goes again, while empty, unless [`OutDir::keep`] is called:
+/// a run that fails leaves nothing (review helper-53: a `charts` directory, and the parents of a
+/// new nested path, were left after a failed run).
+pub fn out_dir(dir: &Path, subdirs: &[&str]) -> anyhow::Result<OutDir> {
     use anyhow::Context as _;
     for d in std::iter::once(dir.to_path_buf()).chain(subdirs.iter().map(|s| dir.join(s))) {
         if d.exists() && !d.is_dir() {
             anyhow::bail!("--out: {} exists and is not a directory", d.display());
         }
-        std::fs::create_dir_all(&d).with_context(|| format!("--out: creating {}", d.display()))?;
     }
-    Ok(())
+    let made = topmost_missing(dir);
+    std::fs::create_dir_all(dir).with_context(|| format!("--out: creating {}", dir.display()))?;
+    Ok(OutDir { dir: dir.to_path_buf(), made, keep: false })
+}
+
+/// An `--out` directory [`out_dir`] made ready: removed again on drop (what of it was made, while
+/// empty) unless kept.
+pub struct OutDir {
+    dir: PathBuf,
+    made: Option<PathBuf>,
+    keep: bool,
+}
+
+impl OutDir {
+    /// The run succeeded: keep what was made.
+    pub fn keep(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            remove_made(&self.dir, self.made.as_deref());
+        }
+    }
+}
+
+/// Removes `dir` and the directories above it up to `top` (made for an output), deepest first,
+/// each only while empty.
+fn remove_made(dir: &Path, top: Option<&Path>) {
+    let Some(top) = top else { return };
+    for d in dir.ancestors() {
+        if std::fs::remove_dir(d).is_err() || d == top {
+            break;
+        }
+    }
 }

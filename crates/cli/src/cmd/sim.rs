@@ -305,26 +305,25 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
             opts.max_s = d;
         }
     }
-    // Made now, so a bad one fails before the runs; removed again (while still empty) if they fail.
-    let made = args.output.out.as_ref().filter(|d| !d.exists());
-    if let Some(dir) = &args.output.out {
-        super::out_dir(dir, if args.output.no_chart { &[] } else { &["charts"] })?;
-    }
+    // Made now, so a bad one fails before the runs; removed again (while still empty) if they or
+    // the report fail.
+    let out = match &args.output.out {
+        Some(dir) => Some(super::out_dir(dir, if args.output.no_chart { &[] } else { &["charts"] })?),
+        None => None,
+    };
     let names: Vec<&str> = policies.iter().map(String::as_str).collect();
     let progress = Progress::new();
     let result = numapilot_sim::run::simulate(&machine, &spec, &names, &seeds, &opts, &mut |f| progress.set(f));
     progress.finish();
-    let result = result.map_err(|e| {
-        if let Some(dir) = made {
-            let _ = std::fs::remove_dir(dir.join("charts"));
-            let _ = std::fs::remove_dir(dir);
-        }
-        match e {
-            SimError::Unfinished { .. } => anyhow::anyhow!("{e} (a longer --duration gives it more time)"),
-            e => e.into(),
-        }
+    let result = result.map_err(|e| match e {
+        SimError::Unfinished { .. } => anyhow::anyhow!("{e} (a longer --duration gives it more time)"),
+        e => e.into(),
     })?;
-    report(&result, &args.output)
+    let code = report(&result, &args.output)?;
+    if let Some(out) = out {
+        out.keep();
+    }
+    Ok(code)
 }
 
 /// `numapilot sim evidence`.
@@ -341,9 +340,10 @@ fn evidence(
     if threads == Some(0) {
         bail!("--threads must be at least 1");
     }
-    if let Some(dir) = &out {
-        super::out_dir(dir, &[])?;
-    }
+    let made = match &out {
+        Some(dir) => Some(super::out_dir(dir, &[])?),
+        None => None,
+    };
     let matrix = evidence::Matrix::new(quick, seeds);
     let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let result = evidence::evidence(&matrix, threads, &|line| eprintln!("{line}"))?;
@@ -360,6 +360,9 @@ fn evidence(
         std::fs::write(staged.path("evidence.json"), serde_json::to_string_pretty(&result)? + "\n")
             .with_context(|| format!("writing {}", dir.join("evidence.json").display()))?;
         staged.commit()?;
+    }
+    if let Some(made) = made {
+        made.keep();
     }
     if json {
         print_out(&format!("{}\n", serde_json::to_string_pretty(&result)?))

@@ -107,6 +107,9 @@ pub fn file_safe(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
+/// Most characters of a process's name in its chart's file name (ASCII after [`file_safe`]).
+const NAME_IN_FILE: usize = 64;
+
 /// The convergence chart of one process of one run.
 #[derive(Debug, Clone, Copy)]
 pub struct ProcessChart<'a> {
@@ -131,15 +134,14 @@ impl ProcessChart<'_> {
         )
     }
 
-    /// File name without extension: `<policy>-seed<seed>-pid<pid>-<name>`.
+    /// File name without extension: `<policy>-seed<seed>-pid<pid>-<name>`, the name cut to
+    /// [`NAME_IN_FILE`] characters (the pid keeps it unique): a workload's 300-character process
+    /// name made a file name past the file system's 255 bytes, and the run failed after all its
+    /// simulations (review helper-53).
     fn stem_name(&self) -> String {
-        format!(
-            "{}-seed{}-pid{}-{}",
-            file_safe(self.policy),
-            self.run.seed,
-            self.process.pid,
-            file_safe(&self.process.name)
-        )
+        let mut name = file_safe(&self.process.name);
+        name.truncate(NAME_IN_FILE);
+        format!("{}-seed{}-pid{}-{}", file_safe(self.policy), self.run.seed, self.process.pid, name)
     }
 
     /// Indices (into `run.nodes`) of the nodes the legend lists: all of them up to
