@@ -817,7 +817,8 @@ fn a_description_file_that_is_no_such_thing_is_refused_in_a_moment() {
     let binary = dir.path().join("binary.toml");
     std::fs::write(&binary, [0x80u8, 0xff, 0x00, 0x41]).unwrap();
     let big_s = big.to_str().unwrap();
-    let cases: [(Vec<&str>, &str, &str); 5] = [
+    let cases: [(Vec<&str>, &str, &str); 6] = [
+        (vec!["sim", "show", "/dev/zero"], "/dev/zero", "larger than 256 MiB: not a numapilot sim result"),
         (
             vec!["daemon", "--check", "--config", "/dev/zero"],
             "/dev/zero",

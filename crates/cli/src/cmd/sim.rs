@@ -129,6 +129,11 @@ pub struct OutputArgs {
     pub no_chart: bool,
 }
 
+/// Largest result file `sim show` reads, bytes: 256 MiB. Source: the evidence matrix's largest
+/// result (288 CPUs, every policy and seed, with series) is a few MB. Prevents: a wrong path read
+/// until memory runs out.
+const SHOW_MAX_BYTES: u64 = 256 << 20;
+
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
@@ -136,7 +141,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(SimCommand::Calibrate { json }) => calibrate(json),
         Some(SimCommand::Evidence { quick, seeds, threads, out, json }) => evidence(quick, seeds, threads, out, json),
         Some(SimCommand::Show { file, output }) => {
-            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            // At most SHOW_MAX_BYTES: a wrong path (/dev/zero, a disk image) read until memory ran
+            // out (review helper-53).
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(
+                    std::fs::File::open(&file).with_context(|| format!("reading {}", file.display()))?,
+                    SHOW_MAX_BYTES + 1,
+                ),
+                &mut bytes,
+            )
+            .with_context(|| format!("reading {}", file.display()))?;
+            if bytes.len() as u64 > SHOW_MAX_BYTES {
+                bail!("{}: larger than {} MiB: not a numapilot sim result", file.display(), SHOW_MAX_BYTES >> 20);
+            }
+            let text = String::from_utf8(bytes).with_context(|| format!("{} is not a numapilot sim result", file.display()))?;
             let comparison: Comparison = serde_json::from_str(&text)
                 .with_context(|| format!("{} is not a numapilot sim result", file.display()))?;
             report(&comparison, &output)
