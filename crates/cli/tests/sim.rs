@@ -67,6 +67,7 @@ fn comparison() -> Comparison {
                 series,
                 cpu_nodes: vec![0],
             }],
+            alloc_failures: 0,
             engine: None,
         }
     };
@@ -501,6 +502,40 @@ fn fixed_work_cut_by_the_files_duration_is_an_error_and_leaves_nothing() {
         charts.iter().any(|c| c.starts_with("default-seed1-pid") && c.ends_with(".svg") && c.len() < 255),
         "{charts:?}"
     );
+}
+
+/// Memory the machine cannot hold is said: one process larger than the machine is refused before
+/// it runs; two that together overcommit it run, and the runs whose memory found no room are
+/// warned about (it ran without that memory, and nothing said so; review helper-53).
+#[test]
+fn memory_the_machine_cannot_hold_is_said() {
+    let dir = Scratch::new("overcommit");
+    let sim = |w: &std::path::Path| {
+        numapilot(&["sim", "--machine", "autonuma-2s12c-24g", "--workload", w.to_str().unwrap(), "--seeds", "1"])
+    };
+    let huge = one_thread_workload(&dir, "huge.toml", "duration_s = 1", "p", "");
+    std::fs::write(&huge, std::fs::read_to_string(&huge).unwrap().replace("size = \"1M\"", "size = \"4T\"")).unwrap();
+    let o = sim(&huge);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("process p: its regions take 4096.0 GiB, more than the machine's 24.0 GiB"),
+        "{}",
+        stderr(&o)
+    );
+    let two = one_thread_workload(&dir, "two.toml", "duration_s = 1", "p", "");
+    let text = std::fs::read_to_string(&two).unwrap().replace("size = \"1M\"", "size = \"16G\"");
+    let second = text[text.find("[[processes]]").unwrap()..].replacen("name = \"p\"", "name = \"q\"", 1);
+    std::fs::write(&two, format!("{text}\n{second}")).unwrap();
+    let o = sim(&two);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("numapilot: warning: default seed 1: the workload's memory found no node with room"),
+        "{}",
+        stderr(&o)
+    );
+    // A workload that fits says nothing of the kind.
+    let fits = one_thread_workload(&dir, "fits.toml", "duration_s = 1", "p", "");
+    assert!(!stderr(&sim(&fits)).contains("warning"));
 }
 
 #[test]

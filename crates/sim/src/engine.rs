@@ -444,6 +444,20 @@ impl Sim {
         }
         let topo = &machine.topo;
         let mismatch = |reason: String| SimError::Mismatch { workload: spec.name.clone(), reason };
+        // A process more memory than the machine has was run without it placed, and nothing said
+        // so (review helper-53). (Processes that together overcommit it may still run one after
+        // another: what finds no room then is counted in the result, `alloc_failures`.)
+        let machine_bytes: u64 = topo.nodes.iter().map(|n| n.mem_total_kb.saturating_mul(1024)).sum();
+        if let Some(p) = spec.processes.iter().find(|p| p.regions.iter().map(|r| r.bytes).sum::<u64>() > machine_bytes)
+        {
+            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+            return Err(mismatch(format!(
+                "process {}: its regions take {:.1} GiB, more than the machine's {:.1} GiB of memory",
+                p.name,
+                gib(p.regions.iter().map(|r| r.bytes).sum()),
+                gib(machine_bytes)
+            )));
+        }
         let mut kernel = Kernel::new(topo);
         let model = MachineModel::new(topo, machine.params.clone());
         let sched = Sched::new(&kernel);

@@ -102,6 +102,16 @@ pub struct RunResult {
     /// results written before this field existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineTotals>,
+    /// Times the workload's memory found no node with room (the kernel model's
+    /// `Kernel::alloc_failures`: a first touch, retried at the next): its figures then describe a
+    /// run without that memory, which the command line says (review helper-53: nothing did). 0 in
+    /// results written before this field existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub alloc_failures: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Mean and spread of one figure over seeds.

@@ -448,6 +448,7 @@ fn result_of(sim: &Sim, seed: u64) -> RunResult {
         converge_s,
         processes,
         engine: None,
+        alloc_failures: sim.kernel.alloc_failures,
     }
 }
 

@@ -76,6 +76,19 @@ fn first_touch_falls_back_to_the_other_node_when_full() {
     sim.check_invariants().unwrap();
 }
 
+/// A workload whose regions take more than the machine's memory is refused before it runs,
+/// naming both sizes (it ran without that memory placed, and nothing said so; review helper-53).
+#[test]
+fn more_memory_than_the_machine_has_is_refused() {
+    let m = machine();
+    let total: u64 = m.topo.nodes.iter().map(|n| n.mem_total_kb * 1024).sum();
+    let spec = one_process(2, total + GIB, FirstTouch::Main, Slice::Whole, None);
+    let e = Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).err().expect("refused").to_string();
+    assert!(e.contains("process p: its regions take") && e.contains("more than the machine's"), "{e}");
+    let spec = one_process(2, total, FirstTouch::Main, Slice::Whole, None);
+    assert!(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).is_ok(), "all of it fits");
+}
+
 #[test]
 fn interleave_splits_memory_evenly() {
     let spec = one_process(2, GIB, FirstTouch::Main, Slice::Whole, None);

@@ -560,6 +560,15 @@ impl<'a> Builder<'a> {
                 Node { id, cpus: online, mem_total_kb: self.mem[i].0, mem_free_kb: self.mem[i].1 }
             })
             .collect();
+        // A machine runs on at least one CPU: one without (every node's list empty, or every CPU
+        // offline) was taken, and the simulator then blamed the workload (review helper-53).
+        if nodes.iter().all(|n| n.cpus.is_empty()) {
+            let field = match self.order.first() {
+                Some(&i) if generated.is_empty() => node_field(i, "cpus"),
+                _ => "cpus".to_string(),
+            };
+            return Err(FieldError::new(field, "no node has an online CPU: a machine needs at least one"));
+        }
         let distances: Vec<Vec<u32>> =
             self.order.iter().map(|&a| self.order.iter().map(|&b| self.dist[a][b]).collect()).collect();
         let node_ids: IdSet = nodes.iter().map(|n| n.id).collect();

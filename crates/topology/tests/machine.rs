@@ -183,6 +183,19 @@ fn devices_with_nodes_and_default_class_codes() {
     );
 }
 
+/// A machine without an online CPU is refused, naming the field (it was taken, and the simulator
+/// blamed the workload; review helper-53).
+#[test]
+fn a_machine_without_an_online_cpu_is_refused() {
+    let (field, why) = reject("[[nodes]]\nid = 0\ncpus = \"\"\nmemory = \"1G\"\n");
+    assert_eq!(
+        (field.as_str(), why.as_str()),
+        ("nodes[0].cpus", "no node has an online CPU: a machine needs at least one")
+    );
+    let (field, _) = reject("[[nodes]]\nid = 0\ncpus = \"0\"\nmemory = \"1G\"\n[[cpu]]\nid = 0\nonline = false\n");
+    assert_eq!(field, "cpus");
+}
+
 #[test]
 fn single_node_may_omit_distances() {
     let t = build("[[nodes]]\nid = 0\ncpus = \"0-1\"\nmem_mb = 2048\n");
@@ -521,8 +534,13 @@ fn valid_machine() -> impl Strategy<Value = MachineFile> {
                     names: vec![format!("dev{k}")],
                 })
                 .collect();
-            let cpu =
-                if next_cpu > 2 { vec![CpuSpec { id: 0, online: Some(false), ..CpuSpec::default() }] } else { vec![] };
+            // CPU 0 offline, while another CPU stays online (a machine needs one).
+            let total: usize = nodes.iter().map(|s| IdSet::parse_list(&s.cpus).map_or(0, |c| c.len())).sum();
+            let cpu = if next_cpu > 2 && total > 1 {
+                vec![CpuSpec { id: 0, online: Some(false), ..CpuSpec::default() }]
+            } else {
+                vec![]
+            };
             MachineFile {
                 name: Some("generated".into()),
                 description: None,

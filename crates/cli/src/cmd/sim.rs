@@ -155,7 +155,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if bytes.len() as u64 > SHOW_MAX_BYTES {
                 bail!("{}: larger than {} MiB: not a numapilot sim result", file.display(), SHOW_MAX_BYTES >> 20);
             }
-            let text = String::from_utf8(bytes).with_context(|| format!("{} is not a numapilot sim result", file.display()))?;
+            let text = String::from_utf8(bytes)
+                .with_context(|| format!("{} is not a numapilot sim result", file.display()))?;
             let comparison: Comparison = serde_json::from_str(&text)
                 .with_context(|| format!("{} is not a numapilot sim result", file.display()))?;
             report(&comparison, &output)
@@ -166,6 +167,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Prints and writes a comparison as `output` asks.
 fn report(comparison: &Comparison, output: &OutputArgs) -> anyhow::Result<ExitCode> {
+    // Memory that found no room: the figures describe a run without it (the result says how
+    // often, `alloc_failures`; review helper-53).
+    for p in &comparison.policies {
+        for r in p.runs.iter().filter(|r| r.alloc_failures > 0) {
+            eprintln!(
+                "numapilot: warning: {} seed {}: the workload's memory found no node with room {} times (it needs \
+                 more than the machine has free); its figures describe a run without that memory",
+                p.policy, r.seed, r.alloc_failures
+            );
+        }
+    }
     let table = table::render(comparison);
     if let Some(dir) = &output.out {
         let files = write_out(comparison, &table, dir, !output.no_chart)?;

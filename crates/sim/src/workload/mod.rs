@@ -445,6 +445,21 @@ impl Spec {
         if self.processes.is_empty() {
             return Err(bad("processes".into(), "no process"));
         }
+        // A run in which no process starts before it ends runs nothing: its throughput read 0,
+        // exit 0 (review helper-53). (Some starting later is a shortened run of a workload with
+        // arrivals, as `--duration` makes.)
+        if let Some(d) = self.duration_s {
+            if let Some(first) = self.processes.iter().min_by(|a, b| a.start_s.total_cmp(&b.start_s)) {
+                if first.start_s >= d {
+                    return Err(bad(
+                        format!("process {}: start_s = {}", first.name, first.start_s),
+                        &format!(
+                            "at or after the run's duration_s ({d} s), and no process starts sooner: nothing would run"
+                        ),
+                    ));
+                }
+            }
+        }
         let mut open = false;
         for p in &self.processes {
             if p.count == 0 {
@@ -456,6 +471,7 @@ impl Spec {
             if !(p.start_s >= 0.0 && p.start_s <= MAX_SIM_S) {
                 return Err(bad(format!("process {}: start_s", p.name), "must be a time in [0, 86400] s"));
             }
+
             for (i, r) in p.regions.iter().enumerate() {
                 if r.bytes == 0 {
                     return Err(bad(format!("process {}, region {}: bytes", p.name, r.name), "must be > 0"));
@@ -752,6 +768,15 @@ mod tests {
         let mut s = tiny();
         s.processes[0].regions[0].bytes = 0;
         assert!(s.validate().unwrap_err().to_string().contains("region mem: bytes"));
+        // A process starting when the run ends would never run (review helper-53).
+        let mut s = tiny();
+        s.processes[0].threads[0].work.total = None;
+        s.duration_s = Some(2.0);
+        s.processes[0].start_s = 2.0;
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("process p: start_s = 2: at or after the run's duration_s (2 s)"), "{e}");
+        s.processes[0].start_s = 1.5;
+        s.validate().unwrap();
     }
 
     #[test]

@@ -295,6 +295,7 @@ pub fn write_memory_chart(
         pages_migrated: 0,
         converge_s: process.converge_s,
         processes: Vec::new(),
+        alloc_failures: 0,
         engine: None,
     };
     let inner = ProcessChart { machine: "", workload: "", policy: "", run: &run, process };

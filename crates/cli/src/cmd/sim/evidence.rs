@@ -851,6 +851,7 @@ mod tests {
             pages_migrated: pages,
             converge_s: conv,
             processes,
+            alloc_failures: 0,
             engine: None,
         }
     }

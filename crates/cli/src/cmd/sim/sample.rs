@@ -44,6 +44,7 @@ fn run(seed: u64, runtime_s: f64, local: f64, migrated: u64, converge_s: Option<
         pages_migrated: migrated,
         converge_s,
         processes,
+        alloc_failures: 0,
         engine: None,
     }
 }
