@@ -83,7 +83,8 @@ fn more_memory_than_the_machine_has_is_refused() {
     let m = machine();
     let total: u64 = m.topo.nodes.iter().map(|n| n.mem_total_kb * 1024).sum();
     let spec = one_process(2, total + GIB, FirstTouch::Main, Slice::Whole, None);
-    let e = Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).err().expect("refused").to_string();
+    let Err(e) = Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()) else { panic!("not refused") };
+    let e = e.to_string();
     assert!(e.contains("process p: its regions take") && e.contains("more than the machine's"), "{e}");
     let spec = one_process(2, total, FirstTouch::Main, Slice::Whole, None);
     assert!(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).is_ok(), "all of it fits");
