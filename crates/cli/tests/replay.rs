@@ -160,6 +160,12 @@ fn bad_input_names_file_line_and_field() {
     std::fs::write(&empty, "# nothing\n").unwrap();
     let o = numapilot(&["replay", empty.to_str().unwrap(), "--machine", "autonuma-2s12c-24g"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no sample lines"));
+    // A file without newlines is no perf script text, said at its first line: it is read a line
+    // at a time, not whole (/dev/zero was read to 4 GiB first; review helper-53).
+    let o = numapilot(&["replay", "/dev/zero", "--machine", "autonuma-2s12c-24g"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("/dev/zero:1: a line longer than 64 KiB: not perf script text"), "{err}");
 }
 
 /// Every command that prints ends as a Unix filter does when its output goes nowhere: a reader that

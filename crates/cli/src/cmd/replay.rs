@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!   FILE (perf script -F pid,tid,cpu,time,addr,data_src,weight,phys_addr)
-//!     └─ observe::replay::parse_script ──► records (line-numbered; a bad line stops everything)
+//!     └─ read a line at a time, observe::replay::parse_line ──► records (line-numbered; a bad line
+//!        stops everything; at most 16 Mi samples, 64 KiB a line, 4 GiB in all)
 //!          sorted by time, cut into --window-ms windows
 //!          per window: node of each record (below) ──► AccessSample per (pid, tid, page)
 //!                      + every process/thread seen so far (last CPU of each)  ──► Sample ──► Model::update
@@ -26,7 +27,8 @@
 //! exited), so the work grows with windows x threads: measured (review helper-39, debug build,
 //! records 1 s apart, 1 s windows) 2,000 records of 2,000 distinct threads 36 s, while the same
 //! threads in one window take 0.3 s; a recording of thousands of short-lived threads over a long
-//! time is better replayed with longer `--window-ms`. Input is read up to 4 GiB. Pages are 4 KiB
+//! time is better replayed with longer `--window-ms`. Input is read a line at a time, up to 4 GiB
+//! and 16 Mi samples. Pages are 4 KiB
 //! (`--page-size` to change).
 
 /// `writeln!` into a String (which cannot fail).
@@ -44,13 +46,72 @@ use std::sync::Arc;
 
 /// Most bytes of `perf script` text read, 4 GiB. Source: a bound of ours, an hour of PEBS load
 /// samples at perf's default rate on a large machine is a few GiB of text. What it prevents: a path
-/// to /dev/zero, or a wrong file, read until memory runs out.
+/// to /dev/zero, or a wrong file, read for ever.
 const MAX_SCRIPT_BYTES: u64 = 4 << 30;
+
+/// Most samples kept, 16 Mi (about 1.4 GiB of records). Source: a bound of ours, under the
+/// memory of a small machine. What it prevents: the records of a 4 GiB text (about 5.5 times its
+/// size) taking all memory: 800 MB of lines aborted on a failed allocation (review helper-53).
+const MAX_RECORDS: usize = 16 << 20;
+
+/// Longest line read, 64 KiB (a `perf script` sample line is under 300 bytes). What it prevents: a
+/// file without newlines (/dev/zero) read into one line until memory runs out.
+const MAX_LINE_BYTES: u64 = 64 << 10;
+
+/// The sample lines of `a.file`, read a line at a time (the text is never held whole), each
+/// parsed as it comes; the first bad line is the error, naming it.
+fn read_records(a: &Args, fields: ScriptFields) -> anyhow::Result<Vec<numapilot_observe::replay::ScriptRecord>> {
+    use std::io::{BufRead as _, Read as _};
+    let file = std::fs::File::open(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let (mut records, mut buf, mut n, mut total) = (Vec::new(), Vec::new(), 0usize, 0u64);
+    loop {
+        buf.clear();
+        let got = (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading {}", a.file.display()))?;
+        if got == 0 {
+            return Ok(records);
+        }
+        n += 1;
+        total += got as u64;
+        if got as u64 > MAX_LINE_BYTES {
+            anyhow::bail!(
+                "{}:{n}: a line longer than {} KiB: not perf script text",
+                a.file.display(),
+                MAX_LINE_BYTES >> 10
+            );
+        }
+        if total > MAX_SCRIPT_BYTES {
+            anyhow::bail!("{}: larger than {} GiB; split the recording", a.file.display(), MAX_SCRIPT_BYTES >> 30);
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let parsed = parse_line(line.trim_end_matches(['\n', '\r']), n, fields).map_err(|e| {
+            let hint = if matches!(e.field, Some("weight" | "phys_addr" | "data_src" | "cpu" | "end")) {
+                format!(" (the text's columns must be those of --fields {})", a.fields)
+            } else {
+                String::new()
+            };
+            anyhow::anyhow!("{}: {e}{hint}", a.file.display())
+        })?;
+        if let Some(r) = parsed {
+            if records.len() >= MAX_RECORDS {
+                anyhow::bail!(
+                    "{}: more than {} samples; split the recording (perf script --time) or record at a lower rate",
+                    a.file.display(),
+                    MAX_RECORDS
+                );
+            }
+            records.push(r);
+        }
+    }
+}
 
 use anyhow::Context;
 use numapilot_model::{Model, TaskKey, Tunables};
 use numapilot_observe::pmu::NodeMemory;
-use numapilot_observe::replay::{aggregate_records, locality, parse_script, window_ranges, Locality, ScriptFields};
+use numapilot_observe::replay::{aggregate_records, locality, parse_line, window_ranges, Locality, ScriptFields};
 use numapilot_observe::{NodeSample, ProcessSample, Sample, TaskStat, ThreadSample};
 use numapilot_topology::Topology;
 use serde_json::json;
@@ -103,28 +164,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let fields = ScriptFields::parse(&a.fields).map_err(|e| anyhow::anyhow!("--fields: {e}"))?;
     let (topo, mem, source) = machine(&a)?;
-    // At most MAX_SCRIPT_BYTES: a path to /dev/zero (or a wrong file) read without end filled
-    // memory (review helper-39).
-    let text = {
-        use std::io::Read as _;
-        let mut bytes = Vec::new();
-        std::fs::File::open(&a.file)
-            .and_then(|f| f.take(MAX_SCRIPT_BYTES + 1).read_to_end(&mut bytes))
-            .with_context(|| format!("reading {}", a.file.display()))?;
-        if bytes.len() as u64 > MAX_SCRIPT_BYTES {
-            anyhow::bail!("{}: larger than {} GiB; split the recording", a.file.display(), MAX_SCRIPT_BYTES >> 30);
-        }
-        bytes
-    };
-    let text = String::from_utf8_lossy(&text);
-    let mut records = parse_script(&text, fields).map_err(|e| {
-        let hint = if matches!(e.field, Some("weight" | "phys_addr" | "data_src" | "cpu" | "end")) {
-            format!(" (the text's columns must be those of --fields {})", a.fields)
-        } else {
-            String::new()
-        };
-        anyhow::anyhow!("{}: {e}{hint}", a.file.display())
-    })?;
+    let mut records = read_records(&a, fields)?;
     if records.is_empty() {
         anyhow::bail!("{}: no sample lines", a.file.display());
     }
