@@ -74,6 +74,14 @@ pub fn read_topology(root: &Path) -> Result<Topology, TopologyError> {
     if node_ids.is_empty() {
         return Err(TopologyError::NoNuma { path: node_dir });
     }
+    // Linux numbers nodes below MAX_NUMNODES (1024 at most): a larger id is no sysfs the kernel
+    // wrote (node4294967295 sized a node set of 4 Gi bits: 1 GB; review helper-53).
+    if let Some(&id) = node_ids.iter().find(|&&id| id > crate::machine::MAX_NODE_ID) {
+        return Err(TopologyError::Inconsistent {
+            path: node_dir.join(format!("node{id}")),
+            reason: format!("node id {id} is above {}, the largest Linux supports", crate::machine::MAX_NODE_ID),
+        });
+    }
     let possible = match read_optional(&node_dir.join("possible"))? {
         Some(text) => parse_list(&node_dir.join("possible"), &text)?.union(&node_ids.iter().copied().collect()),
         None => node_ids.iter().copied().collect(),
@@ -145,6 +153,12 @@ fn read_distance_row(path: &Path, nodes: usize) -> Result<Vec<u32>, TopologyErro
         .collect::<Result<Vec<_>, _>>()?;
     if row.len() != nodes {
         return Err(malformed(path, 1, line, &format!("{} distances for {nodes} online nodes", row.len())));
+    }
+    // A SLIT entry is one byte, 10 the local distance, 0-9 reserved: what a machine file may say
+    // too (a tree with 0 or 4294967295 was read, exported, and its export refused; review
+    // helper-53).
+    if let Some(v) = row.iter().find(|&&v| !(10..=255).contains(&v)) {
+        return Err(malformed(path, 1, line, &format!("distance {v} is outside 10..=255 (a SLIT entry)")));
     }
     Ok(row)
 }
@@ -484,8 +498,15 @@ fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<u32>, TopologyError>
         let name = name.to_string_lossy();
         if let Some(rest) = name.strip_prefix(prefix) {
             if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
-                if let Ok(id) = rest.parse::<u32>() {
-                    ids.push(id);
+                match rest.parse::<u32>() {
+                    Ok(id) => ids.push(id),
+                    // Skipped, the error then blamed another file (review helper-53).
+                    Err(_) => {
+                        return Err(TopologyError::Inconsistent {
+                            path: dir.join(&*name),
+                            reason: format!("{name}: the number is too large for an id"),
+                        })
+                    }
                 }
             }
         }

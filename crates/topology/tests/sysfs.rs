@@ -201,6 +201,28 @@ fn distance_row_of_wrong_length_is_malformed() {
     let e = expect_err(&fs).to_string();
     // A reason that does not quote the line is followed by it.
     assert!(e.ends_with("distance \"x\" is not a number: \"10 x\""), "{e}");
+    // Outside a SLIT entry's range, as a machine file may not say either (such a tree was read,
+    // and its export refused; review helper-53).
+    for row in ["0 20", "10 4294967295", "10 256"] {
+        fs.write("sys/devices/system/node/node0/distance", &format!("{row}\n"));
+        let e = expect_err(&fs).to_string();
+        assert!(e.contains("node0/distance") && e.contains("is outside 10..=255"), "{row}: {e}");
+    }
+}
+
+/// A node id past what Linux supports, or too large to read, is an error naming the directory
+/// (node4294967295 sized a node set of 1 GB; node99999999999999999999 was skipped and another
+/// file blamed; review helper-53).
+#[test]
+fn node_directories_past_linuxs_ids_are_named() {
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/node/node4294967295/distance", "10\n");
+    let e = expect_err(&fs).to_string();
+    assert!(e.contains("node4294967295") && e.contains("above 1023"), "{e}");
+    let fs = sparse_machine();
+    fs.write("sys/devices/system/node/node99999999999999999999/distance", "10\n");
+    let e = expect_err(&fs).to_string();
+    assert!(e.contains("node99999999999999999999: the number is too large for an id"), "{e}");
 }
 
 #[test]
