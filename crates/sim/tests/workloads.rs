@@ -391,3 +391,22 @@ fn syntax_errors_name_the_file_and_position() {
     let err = file::load_spec(Path::new("/nonexistent/w.toml"), &topo).unwrap_err();
     assert!(matches!(err, WorkloadFileError::Io { .. }) && err.to_string().contains("/nonexistent/w.toml"));
 }
+
+/// A count or size of the wrong kind says what is allowed, at its line (it said "data did not
+/// match any variant of untagged enum Count", a type of ours; review helper-53).
+#[test]
+fn a_count_or_size_of_the_wrong_kind_says_what_is_allowed() {
+    for (from, to, allowed) in [
+        ("count = 2", "count = -1", "a whole number up to 4294967295, or an expression"),
+        ("count = 2", "count = 1.5", "a whole number up to 4294967295, or an expression"),
+        ("count = 2", "count = 99999999999", "a whole number up to 4294967295, or an expression"),
+        ("size = \"64M\"", "size = -1", "a size: a whole number of bytes, or a string such as"),
+        ("size = \"64M\"", "size = 1e30", "a size: a whole number of bytes, or a string such as"),
+    ] {
+        assert!(BASE.contains(from), "{from:?} not in the base file");
+        let text = BASE.replacen(from, to, 1);
+        let msg = resolve(&text).expect_err(&format!("{to}: accepted")).to_string();
+        assert!(msg.contains(allowed) && !msg.contains("untagged"), "{to}: {msg}");
+        assert!(msg.contains(&format!("| {to}")), "{to}: the line is shown: {msg}");
+    }
+}
