@@ -257,7 +257,8 @@ pub fn plan(name: &str, opts: &Options, topo: &Topology, page_bytes: u64) -> Res
         (Some(0), None) => return Err(flag("--loops", "must be at least 1")),
         (Some(n), None) => Work::Loops(n),
         (None, Some(s)) if !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS) => {
-            return Err(flag("--seconds", format!("must be a number of seconds in (0, {MAX_SECONDS}], got {s}")))
+            // `{s:?}`: a float as written (1e300), not as 301 digits (review helper-53).
+            return Err(flag("--seconds", format!("must be a number of seconds in (0, {MAX_SECONDS}], got {s:?}")));
         }
         (None, Some(s)) => Work::Seconds(s),
         (None, None) => Work::Loops(test.original_passes()),
@@ -522,7 +523,8 @@ mod tests {
         assert!(err(Options { loops: Some(0), ..Options::default() }, "numa01").starts_with("--loops:"));
         assert!(err(Options { seconds: Some(-1.0), ..Options::default() }, "numa01").starts_with("--seconds:"));
         assert!(err(Options { seconds: Some(f64::NAN), ..Options::default() }, "numa01").starts_with("--seconds:"));
-        assert!(err(Options { seconds: Some(1e300), ..Options::default() }, "numa01").starts_with("--seconds:"));
+        let e = err(Options { seconds: Some(1e300), ..Options::default() }, "numa01");
+        assert!(e.starts_with("--seconds:") && e.ends_with("got 1e300"), "{e}");
         assert!(err(Options { seconds: Some(86_400.5), ..Options::default() }, "numa01").starts_with("--seconds:"));
         let e = err(Options { force_node: Some(7), ..Options::default() }, "numa01");
         assert!(e.starts_with("--force-node:") && e.contains("nodes: 0,1"), "{e}");

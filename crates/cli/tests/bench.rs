@@ -209,7 +209,7 @@ fn a_timeout_kills_the_workers_and_says_so() {
 
 #[test]
 fn bad_flags_are_named_and_nothing_runs() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["bench", "numa01", "--mb", "0"], "--mb"),
         (&["bench", "numa01", "--mb", "lots"], "--mb"),
         (&["bench", "numa02", "--threads", "0"], "--threads"),
@@ -218,6 +218,7 @@ fn bad_flags_are_named_and_nothing_runs() {
         (&["bench", "numa01", "--force-node", "999"], "--force-node"),
         (&["bench", "numa01_HARD_BIND", "--force-node", "0"], "--force-node"),
         (&["bench", "numa01", "--interval", "0"], "--interval"),
+        (&["bench", "numa01", "--interval", "1e-9"], "--interval 1e-9: at least 0.01 s"),
         (&["bench", "numa01", "--timeout=-1"], "--timeout"),
     ];
     for (args, flag) in cases {
