@@ -81,12 +81,53 @@ fn euid() -> u32 {
 /// include/linux/namei.h): past it the path is refused as a loop.
 const MAX_LINKS: usize = 40;
 
-/// Largest group id of a system group (login.defs' `SYS_GID_MAX` default, 999): a directory above
-/// the daemon's own that such a group may write is trusted. Ubuntu ships /var/log as 0775
-/// root:syslog, above the default journal's directory; its members are system services. Prevents:
-/// the shipped journal path refused on Ubuntu (review helper-52). The daemon's own directory
-/// gets no such allowance.
-const SYS_GID_MAX: u32 = 999;
+/// Largest id of a system account or group (login.defs' `SYS_UID_MAX`/`SYS_GID_MAX` default,
+/// 999). A directory above the daemon's own that a system group may write is trusted when no
+/// ordinary account (uid above this) is in the group: Ubuntu ships /var/log as 0775 root:syslog,
+/// above the default journal's directory, and only the syslog service is in that group.
+/// Prevents: the shipped journal path refused on Ubuntu (review helper-52), without trusting a
+/// group such as `users` (gid 100) or `adm` that people are in (review helper-54). The daemon's
+/// own directory gets no such allowance.
+const SYS_ID_MAX: u32 = 999;
+
+/// Whether group `gid` is a system group no ordinary account is in (see [`SYS_ID_MAX`]), by the
+/// local files /etc/group (listed members) and /etc/passwd (primary groups). Unreadable files, or a
+/// member not found there, count as an ordinary account: not trusted.
+fn system_group(gid: u32) -> bool {
+    match (std::fs::read_to_string("/etc/group"), std::fs::read_to_string("/etc/passwd")) {
+        (Ok(groups), Ok(passwd)) => system_group_in(gid, &groups, &passwd),
+        _ => false,
+    }
+}
+
+/// [`system_group`] on the texts of /etc/group and /etc/passwd.
+fn system_group_in(gid: u32, groups: &str, passwd: &str) -> bool {
+    if gid > SYS_ID_MAX {
+        return false;
+    }
+    // name:password:uid:gid:...
+    let accounts: Vec<(&str, u32, u32)> = passwd
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            Some((*f.first()?, f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?))
+        })
+        .collect();
+    let ordinary = |uid: u32| uid > SYS_ID_MAX && uid != 65534;
+    if accounts.iter().any(|&(_, uid, g)| g == gid && ordinary(uid)) {
+        return false;
+    }
+    // name:password:gid:member,member
+    let members = groups.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.get(2)?.parse::<u32>().ok()? == gid).then(|| f.get(3).copied().unwrap_or(""))
+    });
+    let Some(members) = members else { return false };
+    members
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .all(|m| accounts.iter().find(|(name, _, _)| *name == m).is_some_and(|&(_, uid, _)| !ordinary(uid)))
+}
 
 /// Walks `dir` one component at a time as the kernel resolves it, following each symbolic link by
 /// hand, and checks everything the walk passes: each directory (owner root or the daemon's; not
@@ -146,9 +187,16 @@ fn check_dir(dir: &Path, own: Own) -> Result<(), String> {
             return Err(format!("{}: not a directory", next.display()));
         }
         at = next;
-        check_one_dir(&at, &m, todo.is_empty(), own, me)?;
+        // The last is checked below, as the directory that holds the files.
+        if !todo.is_empty() {
+            check_one_dir(&at, &m, false, own, me)?;
+        }
     }
-    Ok(())
+    // The directory the walk ends in holds the files: checked as such whatever the last component
+    // was (a path ending in `..`, or a link to `.`, ended the walk by going up, and the directory
+    // it reached had only been checked as one above; review helper-54).
+    let m = std::fs::metadata(&at).map_err(|e| format!("{}: {e}", at.display()))?;
+    check_one_dir(&at, &m, true, own, me)
 }
 
 /// One directory of [`check_dir`]'s walk; `last` when it holds the files.
@@ -159,7 +207,7 @@ fn check_one_dir(d: &Path, m: &std::fs::Metadata, last: bool, own: Own, me: u32)
     }
     let strict = last && own == Own::Makes;
     let others = m.mode() & 0o002 != 0;
-    let group = m.mode() & 0o020 != 0 && (last || m.gid() > SYS_GID_MAX);
+    let group = m.mode() & 0o020 != 0 && (last || !system_group(m.gid()));
     let sticky = m.mode() & 0o1000 != 0;
     if (others || group) && (strict || !sticky) {
         let why = if strict { "; the daemon's files need a directory of their own" } else { ", not sticky" };
@@ -207,9 +255,24 @@ mod tests {
 
     /// A symbolic link on the way that another user owns is refused, though where it leads is
     /// root's: the daemon uses the path as given, and the link can be pointed elsewhere later.
+    /// Which groups count as system groups no person is in: by id, listed members and primary
+    /// groups.
+    #[test]
+    fn a_system_group_is_one_no_ordinary_account_is_in() {
+        let passwd = "root:x:0:0::/root:/bin/sh\nsyslog:x:104:110::/home/syslog:/usr/sbin/nologin\n\
+                      ann:x:1000:1000::/home/ann:/bin/bash\nbob:x:1001:100::/home/bob:/bin/bash\n";
+        let groups = "root:x:0:\nadm:x:4:syslog,ann\nusers:x:100:\nsyslog:x:110:\nsys2:x:111:syslog\nann:x:1000:\n";
+        assert!(system_group_in(110, groups, passwd), "syslog's group: only the syslog service");
+        assert!(system_group_in(111, groups, passwd), "a system member only");
+        assert!(!system_group_in(4, groups, passwd), "adm has a person in it");
+        assert!(!system_group_in(100, groups, passwd), "users is bob's primary group");
+        assert!(!system_group_in(1000, groups, passwd), "not a system group id");
+        assert!(!system_group_in(120, groups, passwd), "no such group");
+    }
+
     /// A directory above the daemon's own that a system group may write (Ubuntu's /var/log, 0775
-    /// root:syslog) is trusted; one a user's group may write is not, nor the daemon's own
-    /// directory writable by any group.
+    /// root:syslog) is trusted; one a person's group may write is not, nor the daemon's own
+    /// directory writable by any group. (Group 1, `daemon`, has no person in it on Debian.)
     #[test]
     fn a_system_groups_directory_above_is_trusted() {
         let d = tempfile::tempdir().unwrap();
@@ -217,14 +280,31 @@ mod tests {
         let own = log.join("numapilot");
         std::fs::create_dir_all(&own).unwrap();
         std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o775)).unwrap();
-        std::os::unix::fs::chown(&log, Some(0), Some(104)).unwrap();
+        std::os::unix::fs::chown(&log, Some(0), Some(1)).unwrap();
+        assert!(system_group(1), "group 1 has a person in it on this host: the test needs one that does not");
         assert_eq!(trusted_dir(&own), Ok(()));
         std::os::unix::fs::chown(&log, Some(0), Some(1000)).unwrap();
         assert!(trusted_dir(&own).unwrap_err().contains("may be written by other users (mode 775, not sticky)"));
         std::os::unix::fs::chown(&log, Some(0), Some(0)).unwrap();
         std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o770)).unwrap();
-        std::os::unix::fs::chown(&own, Some(0), Some(104)).unwrap();
+        std::os::unix::fs::chown(&own, Some(0), Some(1)).unwrap();
         assert!(trusted_dir(&own).unwrap_err().contains("its directory"));
+    }
+
+    /// A path that ends by going up (`sub/..`) is checked as the directory that holds the files
+    /// (it ended the walk checked only as one above: sticky passed; review helper-54).
+    #[test]
+    fn a_path_ending_in_dot_dot_is_checked_where_it_ends() {
+        let d = tempfile::tempdir().unwrap();
+        let open = d.path().join("open");
+        let sub = open.join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(trusted_dir(&open).is_err());
+        let e = trusted_dir(&sub.join("..")).unwrap_err();
+        assert!(e.contains("its directory") && e.contains("need a directory of their own"), "{e}");
+        std::os::unix::fs::symlink(".", sub.join("here")).unwrap();
+        assert_eq!(trusted_dir(&sub.join("here")), Ok(()), "a link to . ends in sub itself");
     }
 
     #[test]

@@ -710,8 +710,8 @@ pub fn serve<H: Host + Restore>(
     // Held to the end: dropped, the server stops and the port is closed. A port that is taken (any
     // local user may hold an unprivileged port first) does not stop the daemon: said, warned about
     // by status, tried again every METRICS_RETRY_S (review helper-51: the start exited 75 and the
-    // unit gave up after ten). Any other failure (an address not on this host, a port below 1024
-    // for a daemon not root) is the configuration's and stops the start as before. The address
+    // unit gave up after ten), and so does an address not on this host yet. Any other failure (a
+    // port below 1024 for a daemon not root) stops the start as before. The address
     // is the start's: `daemon.metrics` takes effect at the next start, a reload changes nothing
     // here (review helper-52: a reload to `off` left the warning standing for good).
     let metrics_at = config.metrics();
@@ -1100,7 +1100,9 @@ fn try_metrics(
             announce(&format!("numapilot: metrics on http://{bound}/metrics"));
             Ok(Some(server))
         }
-        Err(e) if e.cause.kind() == std::io::ErrorKind::AddrInUse => {
+        // Taken, or not (yet) on this host (an address a network brings up after the start: the
+        // unit waits for local file systems only; review helper-54).
+        Err(e) if matches!(e.cause.kind(), std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AddrNotAvailable) => {
             if status.metrics_unbound.is_none() {
                 tracing::error!("{e}: metrics not served; tried again every {} s", control::METRICS_RETRY_S);
             }

@@ -270,12 +270,10 @@ fn idle_clients_do_not_hold_a_scrape_and_are_bounded() {
     // for them (they were answered 503, and a probe read a healthy daemon as down; review
     // helper-51).
     let (addr, _t2) = metrics::serve("127.0.0.1:0".parse().unwrap(), shared).unwrap();
-    let mut held: Vec<TcpStream> = Vec::new();
-    for _ in 0..64 {
-        held.push(TcpStream::connect(addr).unwrap());
-        // In order: each accepted before the next, so the first ones are the oldest.
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+    // At once (the 503 below needs them all younger than 1 s), and in order: the kernel's accept
+    // queue hands them to the server as they came, so the first ones are the oldest.
+    let held: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let mut held = held;
     // Fresh ones are not closed for a newcomer (a flood of connections would close a scraper
     // whose request was not read yet): the 65th is told 503 until the oldest has waited 1 s.
     let refused = get(addr, "/metrics");

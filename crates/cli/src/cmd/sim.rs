@@ -172,8 +172,9 @@ fn report(comparison: &Comparison, output: &OutputArgs) -> anyhow::Result<ExitCo
     for p in &comparison.policies {
         for r in p.runs.iter().filter(|r| r.alloc_failures > 0) {
             eprintln!(
-                "numapilot: warning: {} seed {}: the workload's memory found no node with room {} times (it needs \
-                 more than the machine has free); its figures describe a run without that memory",
+                "numapilot: warning: {} seed {}: the workload's memory found no room on the nodes its memory \
+                 policy allows {} times (more than those nodes have free); its figures describe a run without \
+                 that memory",
                 p.policy, r.seed, r.alloc_failures
             );
         }

@@ -81,7 +81,9 @@ pub struct Spec {
     /// The processes.
     pub processes: Vec<ProcessSpec>,
     /// Simulated duration, s. Required when some work is open-ended; for fixed work the run ends
-    /// when every budget is spent, or at this time if given (a safety cap).
+    /// when every budget is spent. A workload of fixed work only whose work is not done by this
+    /// time is an error ("work not finished": its figure, the runtime, would read as this time);
+    /// beside open-ended work, a fixed job cut short here just has no finish time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_s: Option<f64>,
     /// Closed loops between thread groups (client/server).
