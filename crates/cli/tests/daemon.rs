@@ -1080,6 +1080,12 @@ fn advise_refuses_a_bad_request_or_window_before_measuring() {
         (&["advise", "--cpus", "inf"][..], "--cpus"),
         (&["advise", "--cpus", "1", "--window-ms", "0"][..], "--window-ms"),
         (&["advise", "--cpus", "1", "--window-ms", "99999999999"][..], "--window-ms"),
+        // 16 EiB and up overflowed the bytes (a panic; review helper-55).
+        (
+            &["advise", "--cpus", "1", "--no-daemon", "--mem", "18014398509481984K"][..],
+            "--mem 18014398509481984K: is too large",
+        ),
+        (&["advise", "--cpus", "1", "--no-daemon", "--mem", "16777216T"][..], "--mem 16777216T: is too large"),
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");

@@ -974,13 +974,15 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
 
 /// As [`request`], with the whole answer due within `limit` ([`ControlError::NoAnswer`] past it).
 pub fn request_within(path: &Path, req: &Request, limit: Duration) -> Result<Response, ControlError> {
-    let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
+    let started = std::time::Instant::now();
+    let stream = connect_within(path, started, limit)?.map_err(|e| match e.kind() {
         std::io::ErrorKind::PermissionDenied => ControlError::Denied { path: path.to_path_buf() },
         _ => match not_a_socket(path) {
             Some(what) => ControlError::NotASocket { path: path.to_path_buf(), what },
             None => ControlError::NotRunning { path: path.to_path_buf(), reason: e.to_string() },
         },
     })?;
+    let limit = limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
     let io = |e: std::io::Error| ControlError::Request(format!("{}: {e}", path.display()));
     // A daemon of another user (a non-root daemon observes only) is answered, but what it says
     // is printed without control characters (server-not-root-sanitised): a user's server at a path
@@ -1010,9 +1012,80 @@ pub fn request_within(path: &Path, req: &Request, limit: Duration) -> Result<Res
         serde_json::from_str(line.trim()).map_err(unreadable)?
     };
     if !resp.ok {
-        return Err(ControlError::Request(resp.error.unwrap_or_else(|| "request failed".into())));
+        // Said with the socket it came from, and cut: a server's error of 15 MiB was written whole
+        // to stderr (review helper-55).
+        let mut why = resp.error.unwrap_or_else(|| "request failed".into());
+        if why.len() > MAX_SERVER_ERROR {
+            let mut cut = MAX_SERVER_ERROR;
+            while !why.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            why.truncate(cut);
+            why.push_str(" ...");
+        }
+        return Err(ControlError::Request(format!("{} (from {})", why, path.display())));
     }
     Ok(resp)
+}
+
+/// Longest error of a server's shown, bytes.
+const MAX_SERVER_ERROR: usize = 1024;
+
+/// Connects to the socket at `path` by `deadline`: `Err` when the connection is refused (no daemon,
+/// a path that is no socket, a path too long for one); `Ok(Err)` with the system's error; a
+/// listener whose queue is full (a hung daemon, its backlog filled by checks) is tried again until
+/// the deadline, then [`ControlError::NoAnswer`]. `UnixStream::connect` waited without end there:
+/// `status --check --timeout 2` never answered (review helper-55).
+fn connect_within(
+    path: &Path,
+    started: std::time::Instant,
+    limit: Duration,
+) -> Result<std::io::Result<UnixStream>, ControlError> {
+    let deadline = started + limit;
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::io::FromRawFd as _;
+    let bytes = path.as_os_str().as_bytes();
+    // sun_path holds 108 bytes with the terminating NUL (unix(7)): no daemon can listen at a longer
+    // path, which is an error of the path, not "no daemon".
+    if bytes.len() > 107 || bytes.contains(&0) {
+        return Err(ControlError::Request(format!(
+            "{}: not a usable socket path ({} bytes; a unix socket's path takes at most 107, no NUL)",
+            path.display(),
+            bytes.len()
+        )));
+    }
+    // SAFETY: an all-zero sockaddr_un is valid; the path is copied within its bounds (checked).
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    // SAFETY: socket(2) with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
+    if fd < 0 {
+        return Ok(Err(std::io::Error::last_os_error()));
+    }
+    // SAFETY: a descriptor just made and owned by nothing else.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    loop {
+        // SAFETY: `addr` is a valid sockaddr_un of `len` bytes.
+        let r = unsafe { libc::connect(fd, std::ptr::addr_of!(addr).cast(), len) };
+        if r == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        // A unix stream socket says EAGAIN when the listener's queue is full (unix(7)).
+        if e.raw_os_error() != Some(libc::EAGAIN) {
+            return Ok(Err(e));
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Err(ControlError::NoAnswer { path: path.to_path_buf(), secs: limit.as_secs_f64() });
+        }
+        std::thread::sleep(Duration::from_millis(20).min(deadline - now));
+    }
+    Ok(stream.set_nonblocking(false).map(|()| stream))
 }
 
 impl Status {

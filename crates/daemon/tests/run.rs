@@ -532,6 +532,76 @@ fn the_client_strips_a_user_servers_escapes_and_reads_a_bounded_answer() {
     server.join().unwrap();
 }
 
+/// A client is bounded by its deadline from the connect on: a listener whose queue is full (a hung
+/// daemon whose backlog filled with checks) is tried until the deadline, then "no answer" (the
+/// connect waited without end: `status --check --timeout 2` never answered; review helper-55). A
+/// path too long for a unix socket is an error of the path, not "no daemon"; a server's error is
+/// said with its socket, and cut.
+#[test]
+fn a_client_is_bounded_from_its_connect_and_names_what_went_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("full.sock");
+    // A listener with a queue of one that never accepts, and the queue filled.
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: plain socket calls on a descriptor of our own; `addr` is a valid sockaddr_un.
+    let fd = unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in addr.sun_path.iter_mut().zip(c.as_bytes()) {
+            *d = *s as libc::c_char;
+        }
+        assert_eq!(libc::bind(fd, std::ptr::addr_of!(addr).cast(), std::mem::size_of::<libc::sockaddr_un>() as u32), 0);
+        assert_eq!(libc::listen(fd, 0), 0);
+        fd
+    };
+    let mut queued = Vec::new();
+    loop {
+        // Non-blocking connects until the queue says EAGAIN.
+        let s = std::os::unix::net::UnixStream::connect(&path);
+        match s {
+            Ok(s) => queued.push(s),
+            Err(_) => break,
+        }
+        if queued.len() > 8 {
+            break;
+        }
+        let t = std::thread::spawn({
+            let path = path.clone();
+            move || std::os::unix::net::UnixStream::connect(path)
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        if !t.is_finished() {
+            // The queue is full: this connect waits (as the client's did, without end).
+            break;
+        }
+        queued.push(t.join().unwrap().unwrap());
+    }
+    let t0 = Instant::now();
+    let e = control::request_within(&path, &Request::Status, Duration::from_millis(500)).unwrap_err();
+    assert!(matches!(e, control::ControlError::NoAnswer { .. }), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "the deadline held: {:?}", t0.elapsed());
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    drop(queued);
+    let long = dir.path().join("x".repeat(200));
+    let e = control::request(&long, &Request::Status).unwrap_err().to_string();
+    assert!(e.contains("not a usable socket path") && e.contains("at most 107"), "{e}");
+    // A server's error: named with its socket, and cut.
+    let errs = dir.path().join("errs.sock");
+    let l = std::os::unix::net::UnixListener::bind(&errs).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&c), &mut line).unwrap();
+        let answer = serde_json::json!({ "ok": false, "error": "e".repeat(100_000) });
+        std::io::Write::write_all(&mut c, format!("{answer}\n").as_bytes()).unwrap();
+    });
+    let e = control::request(&errs, &Request::Status).unwrap_err().to_string();
+    server.join().unwrap();
+    assert!(e.len() < 2_000 && e.contains(" ... (from ") && e.contains("errs.sock"), "{}", &e[..e.len().min(300)]);
+}
+
 /// socket-dir-trusted: the daemon's socket is not made in a directory another user owns or may
 /// write without the sticky bit (that user could rename it away and listen at its path).
 #[test]

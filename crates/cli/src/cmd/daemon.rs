@@ -566,7 +566,12 @@ const ADVISE_WINDOW_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
 /// `numapilot advise`.
 pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     let mem_bytes = match &a.mem {
-        Some(m) => numapilot_topology::machine::parse_size_kb(m).map_err(|e| anyhow::anyhow!("--mem {e}"))? * 1024,
+        Some(m) => numapilot_topology::machine::parse_size_kb(m)
+            .map_err(|e| anyhow::anyhow!("--mem {e}"))?
+            .checked_mul(1024)
+            // 16 EiB and up: the multiplication overflowed (a panic, or a size of 0 in a release
+            // build; review helper-55).
+            .ok_or_else(|| anyhow::anyhow!("--mem {m}: is too large (at most 16 EiB)"))?,
         None => 0,
     };
     advise::check_request(a.cpus, mem_bytes)?;
