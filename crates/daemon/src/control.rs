@@ -982,6 +982,8 @@ pub fn request_within(path: &Path, req: &Request, limit: Duration) -> Result<Res
             None => ControlError::NotRunning { path: path.to_path_buf(), reason: e.to_string() },
         },
     })?;
+    // What is left of the limit for the request and its answer (the limit is said as given).
+    let total = limit;
     let limit = limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
     let io = |e: std::io::Error| ControlError::Request(format!("{}: {e}", path.display()));
     // A daemon of another user (a non-root daemon observes only) is answered, but what it says
@@ -998,7 +1000,7 @@ pub fn request_within(path: &Path, req: &Request, limit: Duration) -> Result<Res
     let mut w = &stream;
     writeln!(w, "{}", serde_json::to_string(req).expect("a request serialises")).map_err(io)?;
     let line = read_response_line(&stream, deadline).map_err(|e| match e.kind() {
-        std::io::ErrorKind::TimedOut => ControlError::NoAnswer { path: path.to_path_buf(), secs: limit.as_secs_f64() },
+        std::io::ErrorKind::TimedOut => ControlError::NoAnswer { path: path.to_path_buf(), secs: total.as_secs_f64() },
         _ => io(e),
     })?;
     let unreadable = |e: serde_json::Error| {
