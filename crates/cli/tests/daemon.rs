@@ -1050,6 +1050,38 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     let out = d.cli(&["advise", "--cpus", "0", "--mem", "1M", "--pid", "4000000000", "--window-ms", "100"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--pid 4000000000: no such process"), "{out:?}");
+    // A pid the daemon never manages gets no promise, said why (each was promised room; review
+    // helper-55): init, a kernel thread, the daemon, a thread id of a process.
+    let daemon_pid = d.child.id().to_string();
+    let tid = std::fs::read_dir(format!("/proc/{daemon_pid}/task"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|t| *t != daemon_pid)
+        .expect("the daemon has threads");
+    for (pid, why) in [
+        ("1", "init: never managed"),
+        ("2", "a kernel thread: never managed"),
+        (daemon_pid.as_str(), "numapilot itself: never managed"),
+        (tid.as_str(), &format!("a thread of process {daemon_pid}, not a process") as &str),
+    ] {
+        let out = d.cli(&["advise", "--cpus", "0", "--mem", "1M", "--pid", pid, "--window-ms", "100"]);
+        assert_eq!(out.status.code(), Some(1), "--pid {pid}: {out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("--pid {pid}: {why}")), "--pid {pid}: {out:?}");
+    }
+    // Asked again for one pid, the new promise replaces the old: not charged against it (the
+    // second of two same-pid asks was refused for the first's room; review helper-55).
+    // Half the first request (30% of the roomiest node): it fits beside the first launch's promise
+    // once, not twice.
+    let half = format!("{}M", mem.trim_end_matches('M').parse::<u64>().unwrap() / 2);
+    let mut job = Command::new("sleep").arg("30").spawn().unwrap();
+    let job_pid = job.id().to_string();
+    for n in 0..2 {
+        let out =
+            d.cli(&["advise", "--cpus", "0", "--mem", &half, "--pid", &job_pid, "--window-ms", "100", "--strict"]);
+        assert!(out.status.success(), "ask {n} for pid {job_pid}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let _ = job.kill();
+    let _ = job.wait();
     // The machine itself, measured: the room is there (nothing was started).
     let measured = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--no-daemon", "--window-ms", "100", "--json"]);
     assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));

@@ -141,6 +141,12 @@ pub trait Restore {
         None
     }
 
+    /// Why `advise --pid PID` cannot name `pid`: no process, a thread, one the daemon never
+    /// manages. Default: it can.
+    fn launch_refusal(&self, _pid: u32) -> Option<String> {
+        None
+    }
+
     /// What the host said at its opening (reserved CPUs, other placers, missing signal sources),
     /// for status and the journal's `start` line. Default: nothing.
     fn notes(&self) -> Vec<String> {
@@ -195,6 +201,10 @@ pub trait Restore {
 impl Restore for LiveHost {
     fn why_unseen(&self, pid: u32) -> Option<String> {
         LiveHost::why_unseen(self, pid)
+    }
+
+    fn launch_refusal(&self, pid: u32) -> Option<String> {
+        crate::live::select::launch_refusal(pid)
     }
 
     fn notes(&self) -> Vec<String> {
@@ -883,7 +893,7 @@ pub fn serve<H: Host + Restore>(
                 (&mut status, &shared),
                 w,
                 host.move_wake(),
-                &|pid| host.why_unseen(pid),
+                (&|pid| host.why_unseen(pid), &|pid| host.launch_refusal(pid)),
             );
             for (pid, nodes) in adoptions {
                 host.adopt(pid, &nodes);
@@ -1379,7 +1389,7 @@ fn wait(
     (status, shared): (&mut Status, &Shared),
     mut watch: Option<&mut ThreadWatch>,
     moved: Option<&UnixStream>,
-    unseen: &dyn Fn(u32) -> Option<String>,
+    (unseen, launch_refusal): (&dyn Fn(u32) -> Option<String>, &dyn Fn(u32) -> Option<String>),
 ) -> Wake {
     loop {
         // Always poll, even when the step overran the interval (timeout 0): signals and explain
@@ -1453,7 +1463,15 @@ fn wait(
                         let _ = reply.send(explain(engine, status, pid, unseen));
                     }
                     control::LoopRequest::Advise { request, reply } => {
-                        let answer = advise(engine, status, &request);
+                        // A pid the daemon would never manage gets no promise (init, a kernel
+                        // thread, a thread id, a zombie, itself, none: each was promised room it
+                        // held for 5 s; review helper-55).
+                        let refused =
+                            request.pid.and_then(|p| launch_refusal(p).map(|why| format!("--pid {p}: {why}")));
+                        let answer = match refused {
+                            Some(why) => Err(why),
+                            None => advise(engine, status, &request),
+                        };
                         // A job its launcher named is the advice's: the host's checks before an
                         // action do not take its narrowing for its own (LiveHost::adopt).
                         if let (Ok(a), Some(pid)) = (&answer, request.pid) {

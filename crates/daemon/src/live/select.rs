@@ -53,6 +53,23 @@ use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 use super::LiveOptions;
 
+/// Why `advise --pid PID` cannot name `pid`, or `None`: no such process, a thread of another (its
+/// id is no process's), init, a kernel thread, a zombie, or this daemon: none is ever placed, and
+/// a promise for one held room for nothing (review helper-55).
+pub fn launch_refusal(pid: u32) -> Option<String> {
+    let Some(stat) = read_stat(pid) else { return Some("no such process".into()) };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let tgid = status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse::<u32>().ok());
+    Some(match tgid {
+        Some(t) if t != pid => format!("a thread of process {t}, not a process"),
+        _ if pid == 1 => "init: never managed".into(),
+        _ if stat.is_kernel_thread() => "a kernel thread: never managed".into(),
+        _ if stat.state == 'Z' => "a zombie (exited, not yet reaped): nothing to place".into(),
+        _ if pid == std::process::id() => "numapilot itself: never managed".into(),
+        _ => return None,
+    })
+}
+
 /// `/proc/PID/stat` now; `None` when the process is gone (or the file is unreadable).
 pub fn read_stat(pid: u32) -> Option<TaskStat> {
     stat_now(pid).ok().flatten()

@@ -138,12 +138,14 @@ impl Adaptive {
         self.launch_expire(now_ns);
         let mut free =
             if req.nodes_now.is_empty() { free_from_model(model) } else { within_topology(model, &req.nodes_now) };
-        for p in self.promises.values().chain(self.anonymous_promises.iter()) {
+        // A new request for a pid replaces its earlier promise: it is not charged against itself
+        // (asked twice for one pid, the second was refused for the first's room; review helper-55).
+        let others = || self.promises.iter().filter(|(pid, _)| Some(**pid) != req.pid);
+        for p in others().map(|(_, p)| p).chain(self.anonymous_promises.iter()) {
             charge(&mut free, p);
         }
         let advice = advise::advise(&model.topo, &free, req.cpus, req.mem_bytes).ok()?;
-        let mut promised: Vec<String> =
-            self.promises.iter().map(|(pid, p)| format!("pid {pid} on {}", p.nodes)).collect();
+        let mut promised: Vec<String> = others().map(|(pid, p)| format!("pid {pid} on {}", p.nodes)).collect();
         promised.extend(self.anonymous_promises.iter().map(|p| format!("a launch on {}", p.nodes)));
         let reason = Reason::new(
             "launch-advice",
