@@ -1123,6 +1123,10 @@ fn try_metrics(
     }
 }
 
+/// A host's answer about a pid: why it is not managed, or why it cannot be named (`None`: it is,
+/// or it can).
+type PidWhy<'a> = &'a dyn Fn(u32) -> Option<String>;
+
 /// Removes a file of ours when dropped (the control socket: on every return from `serve`).
 struct RemoveOnDrop(PathBuf);
 
@@ -1389,7 +1393,7 @@ fn wait(
     (status, shared): (&mut Status, &Shared),
     mut watch: Option<&mut ThreadWatch>,
     moved: Option<&UnixStream>,
-    (unseen, launch_refusal): (&dyn Fn(u32) -> Option<String>, &dyn Fn(u32) -> Option<String>),
+    (unseen, launch_refusal): (PidWhy<'_>, PidWhy<'_>),
 ) -> Wake {
     loop {
         // Always poll, even when the step overran the interval (timeout 0): signals and explain
