@@ -843,15 +843,12 @@ fn a_daemon_refused_at_start_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let (config, journal, socket) =
         (dir.path().join("n.toml"), dir.path().join("journal.jsonl"), dir.path().join("s.sock"));
-    std::fs::write(
-        &config,
-        format!(
-            "[daemon]\njournal = \"{}\"\nstate = \"{}\"\n",
-            journal.display(),
-            dir.path().join("state.json").display()
-        ),
-    )
-    .unwrap();
+    let write_config = |journal: &Path| {
+        let state = dir.path().join("state.json");
+        let text = format!("[daemon]\njournal = \"{}\"\nstate = \"{}\"\n", journal.display(), state.display());
+        std::fs::write(&config, text).unwrap();
+    };
+    write_config(&journal);
     let start = |metrics: &str| {
         Command::new(BIN)
             .args(["daemon", "--dry-run", "--metrics", metrics, "--config"])
@@ -865,30 +862,13 @@ fn a_daemon_refused_at_start_leaves_nothing_behind() {
     // The journal cannot be opened (a file where its directory should be): refused after the
     // socket was bound, which goes again. (A metrics port taken no longer refuses the start.)
     std::fs::write(dir.path().join("afile"), "").unwrap();
-    let blocked = dir.path().join("afile/journal.jsonl");
-    std::fs::write(
-        &config,
-        format!(
-            "[daemon]\njournal = \"{}\"\nstate = \"{}\"\n",
-            blocked.display(),
-            dir.path().join("state.json").display()
-        ),
-    )
-    .unwrap();
+    write_config(&dir.path().join("afile/journal.jsonl"));
     let out = start("off");
     // Not the configuration's fault: EX_TEMPFAIL, which the unit restarts on (1 it does not).
     assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("afile"), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!socket.exists() && !journal.exists(), "left: socket {} journal {}", socket.exists(), journal.exists());
-    std::fs::write(
-        &config,
-        format!(
-            "[daemon]\njournal = \"{}\"\nstate = \"{}\"\n",
-            journal.display(),
-            dir.path().join("state.json").display()
-        ),
-    )
-    .unwrap();
+    write_config(&journal);
     // Another daemon listens on the socket: refused, its socket left alone, no journal of ours.
     let other = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let out = start("off");

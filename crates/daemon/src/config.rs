@@ -509,17 +509,7 @@ fn read_config_file(path: &Path, checks: Checks) -> Result<String, ReadFailure> 
         return Ok(String::new());
     }
     if !kind.is_file() {
-        let what = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_socket() {
-            "a socket"
-        } else if kind.is_char_device() || kind.is_block_device() {
-            "a device"
-        } else {
-            "not a regular file"
-        };
+        let what = crate::paths::kind_name(kind);
         return Err(ReadFailure::Content(None, format!("{what}: a configuration is a regular file")));
     }
     if checks == Checks::Daemon {
@@ -716,20 +706,14 @@ fn check_file_paths(d: &DaemonSection) -> Result<(), KeyError> {
         let device = key == "journal" && kind.is_char_device() && std::os::unix::fs::MetadataExt::uid(&meta) == 0;
         let fits = if key == "socket" { kind.is_socket() } else { kind.is_file() || device };
         if !fits {
-            let what = if kind.is_symlink() {
-                "a symbolic link (the daemon's files are never opened through one)"
-            } else if kind.is_dir() {
-                "a directory"
-            } else if kind.is_fifo() {
-                "a FIFO"
-            } else if kind.is_socket() {
-                "a socket"
+            let why = if kind.is_symlink() {
+                " (the daemon's files are never opened through one)"
             } else if kind.is_file() {
-                "a regular file, not a socket (a socket is made there at start)"
+                ", not a socket (a socket is made there at start)"
             } else {
-                "a device"
+                ""
             };
-            return bad(&format!("exists and is {what}"));
+            return bad(&format!("exists and is {}{why}", crate::paths::kind_name(kind)));
         }
     }
     for (i, (a, pa)) in files.iter().enumerate() {

@@ -953,17 +953,7 @@ fn read_response_line(stream: &UnixStream, deadline: std::time::Instant) -> std:
 fn not_a_socket(path: &Path) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     let t = std::fs::metadata(path).ok()?.file_type();
-    Some(if t.is_socket() {
-        return None;
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_file() {
-        "a regular file"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else {
-        "a device"
-    })
+    (!t.is_socket()).then(|| crate::paths::kind_name(t))
 }
 
 /// Client: sends one request to the daemon at `path` and returns its response (an `ok: false`

@@ -72,6 +72,24 @@ pub fn trusted_config(path: &Path, meta: &std::fs::Metadata) -> Result<(), Strin
     check_dir(dir, Own::Reads)
 }
 
+/// What a file system entry of type `t` is, in words (for errors that say what is in the way).
+pub(crate) fn kind_name(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "a device"
+    }
+}
+
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() }
