@@ -92,7 +92,20 @@ fn main() -> ExitCode {
             } else {
                 args
             };
-            let cli = Cli::parse_from(args);
+            // `status --check` is a monitoring plugin: a command line it cannot read is UNKNOWN (3),
+            // as the plugin guidelines say, not clap's usage status 2, which reads as CRITICAL
+            // (review helper-55). Help and version still print and exit 0.
+            let check = args.get(1).is_some_and(|a| a == "status") && args.iter().any(|a| a == "--check");
+            let cli = match Cli::try_parse_from(&args) {
+                Ok(cli) => cli,
+                Err(e) if check && e.use_stderr() => {
+                    let first =
+                        e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
+                    println!("UNKNOWN: {first}");
+                    return ExitCode::from(cmd::daemon::EXIT_CHECK_UNKNOWN);
+                }
+                Err(e) => e.exit(),
+            };
             match cli.command {
                 Command::Topo(a) => cmd::topo::run(a),
                 Command::Stat(a) => cmd::stat::run(a),

@@ -304,6 +304,15 @@ fn status_check_reports_health_as_a_monitoring_plugin() {
     let out = String::from_utf8(o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.starts_with("UNKNOWN: ") && out.contains("/nonexistent/numapilot.toml"), "{out}");
+    // A command line the check cannot read is UNKNOWN too, not clap's usage status 2 (CRITICAL to a
+    // monitoring agent; review helper-55); without --check, the usual usage error.
+    for bad in [&["--timeout", "abc"][..], &["--bogus"]] {
+        let o = Command::new(BIN).args(["status", "--check"]).args(bad).output().unwrap();
+        let out = String::from_utf8(o.stdout).unwrap();
+        assert_eq!(o.status.code(), Some(3), "{bad:?}: {out}");
+        assert!(out.starts_with("UNKNOWN: ") && out.contains(bad[bad.len() - 1]), "{bad:?}: {out}");
+    }
+    assert_eq!(Command::new(BIN).args(["status", "--bogus"]).output().unwrap().status.code(), Some(2));
     // A daemon that takes the request and never answers (hung) is CRITICAL after --timeout.
     let dir = tempfile::tempdir().unwrap();
     let hung = dir.path().join("hung.sock");
