@@ -40,6 +40,12 @@ use numapilot_policy::adaptive::Explanation;
 use numapilot_policy::{LaunchAdvice, LaunchRequest};
 use serde::{Deserialize, Serialize};
 
+/// Control clients served at once, each on a thread of its own; more are served by the accepting
+/// thread in turn. Default 16. Source: judgement: a person's `status`, monitoring checks and a
+/// launcher's `advise` at once, with room. Prevents: one silent client holding every other for its
+/// request deadline, and unbounded threads (only root and the daemon's user can connect).
+const MAX_CONTROL_CLIENTS: usize = 16;
+
 /// How long a client may take to send its whole request line.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the server waits for the engine loop to answer an `explain` (one step of a 1000-process
@@ -707,6 +713,11 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening), 
     let handle = std::thread::Builder::new()
         .name("numapilot-control".into())
         .spawn(move || {
+            // control-clients-apart: each client on a thread of its own, at most
+            // MAX_CONTROL_CLIENTS at once (more are served here, in turn). Served one at a time, a
+            // root client that connected and sent nothing held every other for its 5 s deadline,
+            // and six of them made a healthy daemon read "not answering" (review helper-55).
+            let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             for conn in listener.incoming() {
                 if stopped.load(std::sync::atomic::Ordering::SeqCst) {
                     break;
@@ -715,8 +726,38 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening), 
                     std::thread::sleep(ACCEPT_RETRY);
                     continue;
                 };
-                if let Err(e) = handle_client(stream, &shared, own_uid, &tx, &wake_w) {
-                    tracing::debug!("control client: {e}");
+                let serve_here = |stream: UnixStream| {
+                    if let Err(e) = handle_client(stream, &shared, own_uid, &tx, &wake_w) {
+                        tracing::debug!("control client: {e}");
+                    }
+                };
+                if active.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CONTROL_CLIENTS {
+                    active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    serve_here(stream);
+                    continue;
+                }
+                let Ok(wake) = wake_w.try_clone() else {
+                    active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    serve_here(stream);
+                    continue;
+                };
+                let (shared2, tx2, active2) = (Arc::clone(&shared), tx.clone(), Arc::clone(&active));
+                let (stream_fd, spawned) = (
+                    stream.try_clone(),
+                    std::thread::Builder::new().name("numapilot-control-client".into()).stack_size(256 << 10).spawn(
+                        move || {
+                            if let Err(e) = handle_client(stream, &shared2, own_uid, &tx2, &wake) {
+                                tracing::debug!("control client: {e}");
+                            }
+                            active2.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                        },
+                    ),
+                );
+                if spawned.is_err() {
+                    active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    if let Ok(s) = stream_fd {
+                        serve_here(s);
+                    }
                 }
             }
         })

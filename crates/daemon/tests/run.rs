@@ -602,6 +602,22 @@ fn a_client_is_bounded_from_its_connect_and_names_what_went_wrong() {
     assert!(e.len() < 2_000 && e.contains(" ... (from ") && e.contains("errs.sock"), "{}", &e[..e.len().min(300)]);
 }
 
+/// control-clients-apart: a root client that connects and sends nothing holds no other (served
+/// one at a time, six of them made a healthy daemon read "not answering"; review helper-55).
+#[test]
+fn silent_control_clients_hold_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("np.sock");
+    let shared = Arc::new(control::Shared { status: Default::default(), started_ns: 0 });
+    let (_side, _server) = control::serve(&path, shared).unwrap();
+    let silent: Vec<std::os::unix::net::UnixStream> =
+        (0..6).map(|_| std::os::unix::net::UnixStream::connect(&path).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let r = control::request_within(&path, &Request::Status, Duration::from_secs(3));
+    assert!(r.is_ok_and(|r| r.status.is_some()), "status behind six silent clients");
+    drop(silent);
+}
+
 /// socket-dir-trusted: the daemon's socket is not made in a directory another user owns or may
 /// write without the sticky bit (that user could rename it away and listen at its path).
 #[test]
