@@ -502,6 +502,51 @@ fn the_service_manager_is_told_ready_reloading_and_stopping() {
     assert!(daemon.wait().unwrap().success());
 }
 
+/// What the daemon never manages is said as it says it, by `explain` and `explain --local` alike:
+/// init, a kernel thread, a thread id, a zombie (review helper-55: init read "CPU below
+/// min_group_cpu" locally, a thread id "new since the last step").
+#[test]
+fn explain_names_what_is_never_managed() {
+    let dir = tempfile::tempdir().unwrap();
+    // A zombie: a child that exited and is not reaped yet.
+    let mut zombie = Command::new("true").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let tid = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|t| *t != std::process::id().to_string());
+    let me = std::process::id();
+    let mut cases = vec![
+        ("1".to_string(), "init: never managed".to_string()),
+        ("2".into(), "a kernel thread: never managed".into()),
+        (zombie.id().to_string(), "a zombie".into()),
+    ];
+    if let Some(t) = tid {
+        cases.push((t, format!("a thread of process {me}, not a process")));
+    }
+    for (pid, why) in &cases {
+        let o = Command::new(BIN)
+            .args(["explain", pid, "--local", "--socket"])
+            .arg(dir.path().join("none.sock"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{pid}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(&format!("process {pid}: {why}")), "{pid}: {err}");
+    }
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    d.wait_status(|s| s["steps"].as_u64().unwrap_or(0) >= 1);
+    // (The daemon explains a zombie it held as it was, from its last look.)
+    for (pid, why) in cases.iter().filter(|(_, why)| !why.starts_with("a zombie")) {
+        let o = d.cli(&["explain", pid]);
+        assert!(!o.status.success(), "{pid}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(why.as_str()), "{pid}: {err}");
+    }
+    let _ = zombie.wait();
+}
+
 #[test]
 fn explain_local_observes_twice() {
     let dir = tempfile::tempdir().unwrap();

@@ -533,6 +533,12 @@ fn explain_local(a: &ExplainArgs, config: numapilot_daemon::config::Config) -> a
     // machine: its tunables, and without its reserved CPUs and (unless `reserve_isolated` is off)
     // those the host keeps for pinned work (a process's default mask leaves them out, and is no pin
     // of its own). A bad file is an error, as for the daemon.
+    // What the daemon never manages is said as it says it (init read "CPU below min_group_cpu"; a
+    // thread id or a zombie were not named as such; review helper-55).
+    if let Some(why) = numapilot_daemon::live::select::launch_refusal(a.pid).filter(|_| a.pid != std::process::id()) {
+        eprintln!("numapilot: process {}: {why}", a.pid);
+        return Ok(ExitCode::from(1));
+    }
     let live = config.live_options(true);
     let mut topo = Topology::from_sysfs(std::path::Path::new("/")).context("reading the topology")?;
     numapilot_daemon::live::reserve(&mut topo, &live)?;

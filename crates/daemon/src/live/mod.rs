@@ -1010,6 +1010,11 @@ impl LiveHost {
         let Some(stat) = select::read_stat(pid) else {
             return Some("no such process (it exited, or never was)".into());
         };
+        // A thread id, a zombie, init, a kernel thread: said as such (a thread id read "new since
+        // the last step"; review helper-55).
+        if let Some(why) = select::launch_refusal(pid).filter(|_| pid != std::process::id()) {
+            return Some(why);
+        }
         if stat.is_kernel_thread() {
             return Some("a kernel thread: never managed".into());
         }

@@ -64,7 +64,9 @@ pub fn launch_refusal(pid: u32) -> Option<String> {
         Some(t) if t != pid => format!("a thread of process {t}, not a process"),
         _ if pid == 1 => "init: never managed".into(),
         _ if stat.is_kernel_thread() => "a kernel thread: never managed".into(),
-        _ if stat.state == 'Z' => "a zombie (exited, not yet reaped): nothing to place".into(),
+        // A zombie leader whose threads run on is a live process (its memory read through a
+        // thread: zombie-leader-memory); one with no thread left has nothing to place.
+        _ if stat.state == 'Z' && stat.num_threads <= 1 => "a zombie (exited, not yet reaped): nothing to place".into(),
         _ if pid == std::process::id() => "numapilot itself: never managed".into(),
         _ => return None,
     })
