@@ -1012,7 +1012,8 @@ impl LiveHost {
         };
         // A thread id, a zombie, init, a kernel thread: said as such (a thread id read "new since
         // the last step"; review helper-55).
-        if let Some(why) = select::launch_refusal(pid).filter(|_| pid != std::process::id()) {
+        // (Init and the daemon itself are named by the exclusions below, as before.)
+        if let Some(why) = select::launch_refusal(pid).filter(|_| pid != 1 && pid != std::process::id()) {
             return Some(why);
         }
         if stat.is_kernel_thread() {
