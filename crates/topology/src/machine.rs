@@ -365,6 +365,14 @@ pub fn parse_topology(text: &str, format: Format, file: &str) -> Result<Topology
 /// Parses a size with a binary unit into kB: `"8G"` -> 8388608, `"1.5M"` -> 1536.
 pub fn parse_size_kb(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    // Zero needs no unit (`numad -w 1:0`), and a sign is said as such ("unknown unit \"-1\"" said
+    // nothing of what was wrong; review helper-55).
+    if t.bytes().all(|b| b == b'0') && !t.is_empty() {
+        return Ok(0);
+    }
+    if t.starts_with('-') {
+        return Err(format!("{text:?}: a size cannot be negative"));
+    }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = (t[..split].trim(), t[split..].trim());
     let mult: u64 = match unit.to_ascii_uppercase().as_str() {

@@ -217,6 +217,11 @@ fn sizes() {
     assert!(parse_size_kb("1.2.3G").is_err());
     assert!(parse_size_kb("G").is_err());
     assert!(parse_size_kb("99999999999999999T").unwrap_err().contains("too large"));
+    // Zero needs no unit; a sign is said as such (it read "unknown unit \"-1\"").
+    assert_eq!(parse_size_kb("0"), Ok(0));
+    assert_eq!(parse_size_kb(" 00 "), Ok(0));
+    assert_eq!(parse_size_kb("-1"), Err("\"-1\": a size cannot be negative".to_string()));
+    assert!(parse_size_kb("").unwrap_err().contains("needs a unit"));
 }
 
 /// A valid 2-node file with `line` substituted in: each rejection test breaks one thing.
