@@ -448,6 +448,16 @@ fn one_thread_workload(dir: &Scratch, file: &str, top: &str, name: &str, extra_w
     path
 }
 
+/// `sim` of workload file `w` on the 2-socket preset, one seed, writing to `out` when given.
+fn sim_file(w: &std::path::Path, out: Option<&std::path::Path>) -> std::process::Output {
+    let w = w.to_str().unwrap();
+    let mut args = vec!["sim", "--machine", "autonuma-2s12c-24g", "--workload", w, "--seeds", "1"];
+    if let Some(out) = out {
+        args.extend(["--out", out.to_str().unwrap()]);
+    }
+    numapilot(&args)
+}
+
 /// Fixed work the workload's own `duration_s` cuts short is an error, as past `--duration` (its
 /// runtime read as the duration, exit 0; review helper-53); a failed run leaves its `--out` as it
 /// was, an existing empty directory empty and the parents of a new nested path gone; a process
@@ -460,17 +470,7 @@ fn fixed_work_cut_by_the_files_duration_is_an_error_and_leaves_nothing() {
     std::fs::create_dir(&empty).unwrap();
     let nested = dir.path("new/a/b");
     for out in [&empty, &nested] {
-        let o = numapilot(&[
-            "sim",
-            "--machine",
-            "autonuma-2s12c-24g",
-            "--workload",
-            cut.to_str().unwrap(),
-            "--seeds",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let o = sim_file(&cut, Some(out));
         assert_eq!(o.status.code(), Some(1));
         assert!(
             stderr(&o).contains("workload w under default: work not finished after 2 simulated s"),
@@ -488,24 +488,13 @@ fn fixed_work_cut_by_the_files_duration_is_an_error_and_leaves_nothing() {
         .replace(", total = 4e8", "");
     let mixed = dir.path("mixed.toml");
     std::fs::write(&mixed, format!("{text}\n{server}")).unwrap();
-    let o =
-        numapilot(&["sim", "--machine", "autonuma-2s12c-24g", "--workload", mixed.to_str().unwrap(), "--seeds", "1"]);
+    let o = sim_file(&mixed, None);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!dir.path("new").exists(), "the failed run left the parents it made");
     let long = "p".repeat(300);
     let named = one_thread_workload(&dir, "long.toml", "duration_s = 1", &long, "");
     let out = dir.path("long-out");
-    let o = numapilot(&[
-        "sim",
-        "--machine",
-        "autonuma-2s12c-24g",
-        "--workload",
-        named.to_str().unwrap(),
-        "--seeds",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = sim_file(&named, Some(&out));
     assert!(o.status.success(), "{}", stderr(&o));
     let charts: Vec<String> =
         std::fs::read_dir(out.join("charts")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
@@ -521,9 +510,7 @@ fn fixed_work_cut_by_the_files_duration_is_an_error_and_leaves_nothing() {
 #[test]
 fn memory_the_machine_cannot_hold_is_said() {
     let dir = Scratch::new("overcommit");
-    let sim = |w: &std::path::Path| {
-        numapilot(&["sim", "--machine", "autonuma-2s12c-24g", "--workload", w.to_str().unwrap(), "--seeds", "1"])
-    };
+    let sim = |w: &std::path::Path| sim_file(w, None);
     let huge = one_thread_workload(&dir, "huge.toml", "duration_s = 1", "p", "");
     std::fs::write(&huge, std::fs::read_to_string(&huge).unwrap().replace("size = \"1M\"", "size = \"4T\"")).unwrap();
     let o = sim(&huge);

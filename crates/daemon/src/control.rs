@@ -742,20 +742,20 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening), 
                     continue;
                 };
                 let (shared2, tx2, active2) = (Arc::clone(&shared), tx.clone(), Arc::clone(&active));
-                let (stream_fd, spawned) = (
-                    stream.try_clone(),
-                    std::thread::Builder::new().name("numapilot-control-client".into()).stack_size(256 << 10).spawn(
-                        move || {
-                            if let Err(e) = handle_client(stream, &shared2, own_uid, &tx2, &wake) {
-                                tracing::debug!("control client: {e}");
-                            }
-                            active2.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-                        },
-                    ),
-                );
+                // A copy to serve it here with, should no thread start.
+                let fallback = stream.try_clone();
+                let spawned = std::thread::Builder::new()
+                    .name("numapilot-control-client".into())
+                    .stack_size(256 << 10)
+                    .spawn(move || {
+                        if let Err(e) = handle_client(stream, &shared2, own_uid, &tx2, &wake) {
+                            tracing::debug!("control client: {e}");
+                        }
+                        active2.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    });
                 if spawned.is_err() {
                     active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-                    if let Ok(s) = stream_fd {
+                    if let Ok(s) = fallback {
                         serve_here(s);
                     }
                 }
