@@ -388,6 +388,52 @@ fn explain_a_real_process_through_the_socket() {
     assert!(e["why"].as_str().is_some_and(|w| !w.is_empty()));
 }
 
+/// The daemon's explanation is of its last step's view: a process that exited since is said to
+/// have, as a zombie or reaped (it was explained as if it ran on; review helper-55). The answer
+/// between the exit and the next step is the one that needs it: tried until one lands there.
+#[test]
+fn explain_says_a_process_exited_since_the_last_step() {
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    let (mut zombie_seen, mut exited_seen) = (false, false);
+    for _ in 0..20 {
+        let mut target = Command::new("sleep").arg("300").spawn().unwrap();
+        let pid = target.id().to_string();
+        let held = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            d.cli(&["explain", &pid]).status.success()
+        });
+        assert!(held, "the daemon never held {pid}");
+        let alive: serde_json::Value = serde_json::from_slice(&d.cli(&["explain", &pid, "--json"]).stdout).unwrap();
+        assert!(alive.get("since_last_step").is_none(), "{alive}");
+        target.kill().unwrap();
+        // Killed, not reaped yet: a zombie.
+        while !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap().contains(") Z ") {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let o = d.cli(&["explain", &pid, "--json"]);
+        if o.status.success() {
+            let e: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let since = e["since_last_step"].as_str().unwrap_or_default();
+            assert!(since.contains("a zombie, not yet reaped"), "{e}");
+            zombie_seen = true;
+        }
+        target.wait().unwrap();
+        let o = d.cli(&["explain", &pid]);
+        if o.status.success() {
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert!(text.contains("since the last step: it exited (this is the view of the last step)"), "{text}");
+            exited_seen = true;
+        } else {
+            assert!(String::from_utf8_lossy(&o.stderr).contains("no such process"), "{o:?}");
+        }
+        if zombie_seen && exited_seen {
+            break;
+        }
+    }
+    assert!(zombie_seen && exited_seen, "no answer came before the next step ({zombie_seen}, {exited_seen})");
+}
+
 #[test]
 fn explain_without_a_daemon_says_so() {
     let dir = tempfile::tempdir().unwrap();
@@ -537,7 +583,8 @@ fn explain_names_what_is_never_managed() {
     let mut d = Daemon::start("");
     d.wait_line("numapilot: started");
     d.wait_status(|s| s["steps"].as_u64().unwrap_or(0) >= 1);
-    // (The daemon explains a zombie it held as it was, from its last look.)
+    // (A zombie it held is explained from its last look, saying it is one since:
+    // explain_says_a_process_exited_since_the_last_step.)
     for (pid, why) in cases.iter().filter(|(_, why)| !why.starts_with("a zombie")) {
         let o = d.cli(&["explain", pid]);
         assert!(!o.status.success(), "{pid}");
@@ -965,6 +1012,18 @@ fn advise_on_a_fixture_and_a_machine_file() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((v["fits"].as_bool(), v["advice"]["nodes"].as_str()), (Some(false), Some("0-3")), "{v}");
+    assert!(v["why"].as_str().is_some_and(|w| w.contains("nothing fits")), "{v}");
+    // One shape for every answer (there were three; review helper-55): the same keys when it fits.
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    let out = Command::new(BIN)
+        .args(["advise", "--cpus", "1", "--mem", "1M", "--json", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    let fits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(keys(&fits), keys(&v), "{fits}");
+    assert_eq!((fits["fits"].as_bool(), fits["why"].is_null()), (Some(true), true), "{fits}");
+    assert!(fits["source"].as_str().is_some_and(|s| s.starts_with("fixture ")), "{fits}");
     let out = Command::new(BIN).args(["advise", "--cpus", "1", "--mem", "100", "--root"]).arg(root).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--mem"));
@@ -1057,6 +1116,10 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     let v: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     assert!(v["source"].as_str().unwrap().starts_with("the running daemon"), "{v}");
     assert_eq!(v["advice"]["reason"]["rule"], "launch-advice", "{v}");
+    // The shape of every advise answer (review helper-55): the advised nodes' figures beside the
+    // daemon's reason, fits, why.
+    assert!(v["advice"]["mem_free_bytes"].as_u64().is_some() && v["advice"]["max_distance"].as_u64().is_some(), "{v}");
+    assert_eq!((v["fits"].as_bool(), v["why"].is_null()), (Some(true), true), "{v}");
     assert!(v["nodes"].as_array().is_some_and(|n| !n.is_empty()), "the client's measurement is shown: {v}");
     let second = d.cli(&["advise", "--cpus", "0", "--mem", &mem, "--window-ms", "100", "--strict"]);
     assert_eq!(second.status.code(), Some(1), "{second:?}");

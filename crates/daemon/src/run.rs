@@ -147,6 +147,14 @@ pub trait Restore {
         None
     }
 
+    /// What became of process `pid`, known to the model by `starttime`, since the step that saw it
+    /// last, when that changes what `explain` shows (it exited, is a zombie with nothing left to
+    /// run, or its pid names another process now): the explanation is of the last step's view and
+    /// says so. Default: nothing known.
+    fn since_last_step(&self, _pid: u32, _starttime: u64) -> Option<String> {
+        None
+    }
+
     /// What the host said at its opening (reserved CPUs, other placers, missing signal sources),
     /// for status and the journal's `start` line. Default: nothing.
     fn notes(&self) -> Vec<String> {
@@ -205,6 +213,10 @@ impl Restore for LiveHost {
 
     fn launch_refusal(&self, pid: u32) -> Option<String> {
         crate::live::select::launch_refusal(pid)
+    }
+
+    fn since_last_step(&self, pid: u32, starttime: u64) -> Option<String> {
+        crate::live::select::since_last_step(pid, starttime)
     }
 
     fn notes(&self) -> Vec<String> {
@@ -894,6 +906,7 @@ pub fn serve<H: Host + Restore>(
                 w,
                 host.move_wake(),
                 (&|pid| host.why_unseen(pid), &|pid| host.launch_refusal(pid)),
+                &|pid, starttime| host.since_last_step(pid, starttime),
             );
             for (pid, nodes) in adoptions {
                 host.adopt(pid, &nodes);
@@ -1394,6 +1407,7 @@ fn wait(
     mut watch: Option<&mut ThreadWatch>,
     moved: Option<&UnixStream>,
     (unseen, launch_refusal): (PidWhy<'_>, PidWhy<'_>),
+    since: &dyn Fn(u32, u64) -> Option<String>,
 ) -> Wake {
     loop {
         // Always poll, even when the step overran the interval (timeout 0): signals and explain
@@ -1464,7 +1478,7 @@ fn wait(
             while let Ok(req) = side.requests.try_recv() {
                 match req {
                     control::LoopRequest::Explain { pid, reply } => {
-                        let _ = reply.send(explain(engine, status, pid, unseen));
+                        let _ = reply.send(explain(engine, status, pid, unseen, since));
                     }
                     control::LoopRequest::Advise { request, reply } => {
                         // A pid the daemon would never manage gets no promise (init, a kernel
@@ -1531,8 +1545,12 @@ fn explain(
     status: &Status,
     pid: u32,
     why_unseen: impl FnOnce(u32) -> Option<String>,
+    since: impl FnOnce(u32, u64) -> Option<String>,
 ) -> Result<numapilot_policy::adaptive::Explanation, String> {
-    if let Some(e) = engine.explain(pid) {
+    if let Some(mut e) = engine.explain(pid) {
+        // The view is the last step's: a process that exited since (or whose pid another took)
+        // was explained as if it ran on (review helper-55).
+        e.since_last_step = engine.model.procs.get(&pid).and_then(|p| since(pid, p.starttime));
         return Ok(e);
     }
     if status.steps == 0 {

@@ -135,7 +135,9 @@ pub struct AdviseArgs {
     /// Window over which idle CPU time is measured on this machine, ms (100..=60000).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub window_ms: u64,
-    /// Print JSON (the advice and every node's free capacity).
+    /// Print JSON, one shape for every answer: `advice` (nodes, their free CPUs and memory, largest
+    /// distance, and the daemon's `reason` when it answered), `nodes` (every node's free capacity as measured), `source`, `fits` (false when
+    /// nothing fits and every node is advised) and `why` (then, the reason; otherwise null).
     #[arg(long)]
     pub json: bool,
     /// The pid the job will run as (a launcher that execs keeps its pid, e.g. a script's `$$` before
@@ -641,23 +643,30 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         match control::request(&socket, &req) {
             Ok(resp) => {
                 let adv = resp.advice.context("the daemon answered without advice")?;
-                return if a.json {
-                    let v = serde_json::json!({
-                        "advice": adv,
-                        "nodes": free,
-                        "source": format!("the running daemon ({}), {how}", socket.display()),
-                    });
-                    print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
-                } else {
-                    print_out(&format!("{}\n", adv.nodes))
+                let source = format!("the running daemon ({}), {how}", socket.display());
+                // The advised nodes' figures as this client measured them (before the daemon's
+                // promises to earlier launches), beside the daemon's reason.
+                let theirs: Vec<advise::NodeFree> =
+                    free.iter().filter(|f| adv.nodes.contains(f.node)).cloned().collect();
+                let advice = AdviceOut {
+                    figures: advise::Advice { nodes: adv.nodes.clone(), ..advise::every_node(&topo, &theirs) },
+                    reason: Some(serde_json::to_value(&adv.reason)?),
                 };
+                return print_advice(&a, &AdviceAnswer { advice, nodes: &free, source, fits: true, why: None });
             }
             Err(ControlError::Request(msg)) if a.strict || !msg.starts_with("nothing fits") => {
                 eprintln!("numapilot advise: {msg} [the running daemon, {}]", socket.display());
                 return Ok(ExitCode::from(1));
             }
             Err(ControlError::Request(msg)) => {
-                return unconfined(&a, &topo, &free, &format!("{msg} [the running daemon, {}]", socket.display()));
+                let source = format!("the running daemon ({}), {how}", socket.display());
+                return unconfined(
+                    &a,
+                    &topo,
+                    &free,
+                    source,
+                    &format!("{msg} [the running daemon, {}]", socket.display()),
+                );
             }
             // A stale socket, or one this user may not use: this machine's measurement alone.
             Err(e @ (ControlError::NotRunning { .. } | ControlError::Denied { .. })) => {
@@ -673,15 +682,12 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     }
     match advise::advise(&topo, &free, a.cpus, mem_bytes) {
         Ok(adv) => {
-            if a.json {
-                let v = serde_json::json!({ "advice": adv, "nodes": free, "source": how });
-                print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
-            } else {
-                print_out(&format!("{}\n", adv.nodes))
-            }
+            let advice = AdviceOut { figures: adv, reason: None };
+            print_advice(&a, &AdviceAnswer { advice, nodes: &free, source: how, fits: true, why: None })
         }
         Err(e @ advise::AdviseError::NothingFits { .. }) if !a.strict => {
-            unconfined(&a, &topo, &free, &format!("{e} [{how}]"))
+            let why = format!("{e} [{how}]");
+            unconfined(&a, &topo, &free, how, &why)
         }
         Err(e) => {
             eprintln!("numapilot advise: {e} [{how}]");
@@ -690,19 +696,51 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// What `advise --json` prints, one shape for every answer (it had three: the daemon's, this
+/// machine's, and nothing fits; review helper-55): the advice, every node's free capacity as
+/// measured, where the answer came from, whether the request fits the advised nodes, and when it
+/// does not, why.
+#[derive(serde::Serialize)]
+struct AdviceAnswer<'a> {
+    advice: AdviceOut,
+    nodes: &'a [advise::NodeFree],
+    source: String,
+    fits: bool,
+    why: Option<&'a str>,
+}
+
+/// The advised nodes with their free CPUs, free memory and largest distance, as measured here,
+/// and the daemon's reason (rule and figures) when it answered (null otherwise).
+#[derive(serde::Serialize)]
+struct AdviceOut {
+    #[serde(flatten)]
+    figures: advise::Advice,
+    reason: Option<serde_json::Value>,
+}
+
+fn print_advice(a: &AdviseArgs, answer: &AdviceAnswer<'_>) -> anyhow::Result<ExitCode> {
+    if a.json {
+        print_out(&format!("{}\n", serde_json::to_string_pretty(answer)?))
+    } else {
+        print_out(&format!("{}\n", answer.advice.figures.nodes))
+    }
+}
+
 /// Nothing fits and `--strict` is not given: every node the job can use, as numad -w answers,
 /// with the reason on stderr.
-fn unconfined(a: &AdviseArgs, topo: &Topology, free: &[advise::NodeFree], why: &str) -> anyhow::Result<ExitCode> {
+fn unconfined(
+    a: &AdviseArgs,
+    topo: &Topology,
+    free: &[advise::NodeFree],
+    source: String,
+    why: &str,
+) -> anyhow::Result<ExitCode> {
     let adv = advise::every_node(topo, free);
     eprintln!(
         "numapilot advise: {why}; advising every node the job can use, {} (as numad -w does: the job starts \
          unconfined; --strict to fail instead)",
         adv.nodes
     );
-    if a.json {
-        let v = serde_json::json!({ "advice": adv, "nodes": free, "fits": false });
-        print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))
-    } else {
-        print_out(&format!("{}\n", adv.nodes))
-    }
+    let advice = AdviceOut { figures: adv, reason: None };
+    print_advice(a, &AdviceAnswer { advice, nodes: free, source, fits: false, why: Some(why) })
 }

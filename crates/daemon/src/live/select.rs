@@ -72,6 +72,22 @@ pub fn launch_refusal(pid: u32) -> Option<String> {
     })
 }
 
+/// What became of `pid`, known by `starttime`, since the daemon's last look, when `explain` must
+/// say it (`Restore::since_last_step`): gone, a zombie with no thread left, or the pid another
+/// process's now. `None`: it runs on as seen (or the read failed for want of a resource).
+pub fn since_last_step(pid: u32, starttime: u64) -> Option<String> {
+    match stat_now(pid) {
+        Ok(None) => Some("it exited (this is the view of the last step)".into()),
+        Ok(Some(s)) if s.starttime != starttime => {
+            Some("its pid now names another process (this is the view of the one before, at the last step)".into())
+        }
+        Ok(Some(s)) if s.state == 'Z' && s.num_threads <= 1 => {
+            Some("it exited and is a zombie, not yet reaped (this is the view of the last step)".into())
+        }
+        _ => None,
+    }
+}
+
 /// `/proc/PID/stat` now; `None` when the process is gone (or the file is unreadable).
 pub fn read_stat(pid: u32) -> Option<TaskStat> {
     stat_now(pid).ok().flatten()

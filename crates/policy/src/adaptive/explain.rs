@@ -82,6 +82,10 @@ pub struct Explanation {
     /// new-threads-follow-memory), filled by the engine ([`crate::Engine::explain`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standing: Option<crate::action::Action>,
+    /// What became of the process since the step whose view this is, when the host knows and it
+    /// matters (it exited, a zombie, its pid reused), filled by the daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_last_step: Option<String>,
 }
 
 pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Explanation> {
@@ -149,6 +153,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         why,
         last_actions: policy.proc_state(model, pid).map(|s| s.journal.iter().cloned().collect()).unwrap_or_default(),
         standing: None,
+        since_last_step: None,
     })
 }
 
@@ -166,6 +171,9 @@ impl fmt::Display for Explanation {
             self.cpu,
             self.rss_bytes as f64 / MIB
         )?;
+        if let Some(since) = &self.since_last_step {
+            writeln!(f, "  since the last step: {since}")?;
+        }
         let mem: Vec<String> = self.mem_by_node.iter().map(|(n, b)| format!("N{n}={:.0}", *b as f64 / MIB)).collect();
         writeln!(f, "  memory (MiB): {}", mem.join(" "))?;
         if let Some((cpus, nodes)) = &self.confined {
