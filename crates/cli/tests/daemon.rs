@@ -942,8 +942,10 @@ fn a_description_file_that_is_no_such_thing_is_refused_in_a_moment() {
 #[test]
 fn a_daemon_refused_at_start_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
+    // The socket's directories do not exist yet: the start makes them, and a refused start removes
+    // them again (it left an empty /run/numapilot).
     let (config, journal, socket) =
-        (dir.path().join("n.toml"), dir.path().join("journal.jsonl"), dir.path().join("s.sock"));
+        (dir.path().join("n.toml"), dir.path().join("journal.jsonl"), dir.path().join("run/np/s.sock"));
     let write_config = |journal: &Path| {
         let state = dir.path().join("state.json");
         let text = format!("[daemon]\njournal = \"{}\"\nstate = \"{}\"\n", journal.display(), state.display());
@@ -969,6 +971,13 @@ fn a_daemon_refused_at_start_leaves_nothing_behind() {
     assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("afile"), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!socket.exists() && !journal.exists(), "left: socket {} journal {}", socket.exists(), journal.exists());
+    assert!(!dir.path().join("run").exists(), "the socket's directories were left behind");
+    // A directory that was there before stays.
+    std::fs::create_dir(dir.path().join("run")).unwrap();
+    let out = start("off");
+    assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.path().join("run").is_dir() && !dir.path().join("run/np").exists());
+    std::fs::create_dir(dir.path().join("run/np")).unwrap();
     write_config(&journal);
     // Another daemon listens on the socket: refused, its socket left alone, no journal of ours.
     let other = std::os::unix::net::UnixListener::bind(&socket).unwrap();

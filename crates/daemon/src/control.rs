@@ -660,15 +660,19 @@ impl Drop for Listening {
     }
 }
 
-/// Creates the socket (mode 0600, parent directory created 0700) and starts the server thread.
-/// A stale socket file from a previous run is replaced; a path that exists and is not a socket is
-/// an error (never deleted).
-pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening), ControlError> {
+/// Creates the socket (mode 0600, missing directories above it created 0700) and starts the server
+/// thread. A stale socket file from a previous run is replaced; a path that exists and is not a
+/// socket is an error (never deleted). The directories made are returned, to be removed with the
+/// socket (they go at once when this fails).
+pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening, crate::paths::MadeDirs), ControlError> {
     let bind_err = |reason: String| ControlError::Bind { path: path.to_path_buf(), reason };
+    // Directories made here go again when the start fails (here, or later with the guard
+    // `Listening::take_made` hands over): a failed start left an empty /run/numapilot.
+    let mut made = crate::paths::MadeDirs::default();
     if let Some(dir) = path.parent() {
         if !dir.exists() {
-            std::fs::create_dir_all(dir).map_err(|e| bind_err(format!("cannot create {}: {e}", dir.display())))?;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+            made = crate::paths::make_dirs(dir, 0o700)
+                .map_err(|e| bind_err(format!("cannot create {}: {e}", dir.display())))?;
         }
         // socket-dir-trusted: another user who owns the directory, or may write to it without the
         // sticky bit, can rename the daemon's socket away and listen at its path (and root's
@@ -764,7 +768,7 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening), 
         .map_err(|e| bind_err(format!("thread: {e}")))?;
     let at = path.to_path_buf();
     let poke = Box::new(move || drop(UnixStream::connect(&at)));
-    Ok((LoopSide { requests: rx, wake: wake_r }, Listening::new(stop, poke, handle)))
+    Ok((LoopSide { requests: rx, wake: wake_r }, Listening::new(stop, poke, handle), made))
 }
 
 /// A socket the server reads one request from, under one deadline for the whole request: each

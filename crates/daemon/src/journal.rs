@@ -239,15 +239,16 @@ impl Journal {
     /// Opens (creating the directory and the file, mode 0600: it names processes) for appending.
     pub fn open(path: &Path, max_bytes: u64) -> Result<Self, JournalError> {
         let err = |cause| JournalError { path: path.to_path_buf(), cause };
+        // Directories made here are removed again if the open fails after them.
+        let mut made = crate::paths::MadeDirs::default();
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() && !dir.is_dir() {
-                use std::os::unix::fs::DirBuilderExt;
                 // A file where its directory should be: ENOTDIR, as opening through it would say
                 // (making the directory said "File exists").
                 if dir.exists() {
                     return Err(err(std::io::Error::from_raw_os_error(libc::ENOTDIR)));
                 }
-                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(err)?;
+                made = crate::paths::make_dirs(dir, 0o700).map_err(err)?;
             }
             // Before the file is opened: another user who may write in the directory (or one
             // above it) could put a link of theirs where root's journal is appended (review
@@ -257,6 +258,7 @@ impl Journal {
         }
         let file = open_append(path).map_err(err)?;
         let size = file.metadata().map_err(err)?.len();
+        made.keep();
         Ok(Self { path: path.to_path_buf(), max_bytes, file, size, failing: false, dropped: 0 })
     }
 

@@ -56,6 +56,60 @@ pub fn trusted_dir(dir: &Path) -> Result<(), String> {
     check_dir(dir, Own::Makes)
 }
 
+/// Directories the daemon made for its files (`make_dirs`), removed again, deepest first and only
+/// while empty, when dropped, unless [`MadeDirs::keep`] was called: a start or a reload that fails
+/// after making them leaves nothing behind (a failed start left an empty /run/numapilot).
+#[derive(Debug, Default)]
+pub struct MadeDirs(Vec<std::path::PathBuf>);
+
+impl MadeDirs {
+    /// Keeps them for good.
+    pub fn keep(mut self) {
+        self.0.clear();
+    }
+
+    /// The directories made, outermost first.
+    pub fn paths(&self) -> &[std::path::PathBuf] {
+        &self.0
+    }
+}
+
+impl Drop for MadeDirs {
+    fn drop(&mut self) {
+        for d in self.0.iter().rev() {
+            // remove_dir refuses a directory with anything in it, which then stays.
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// Makes `dir` and the directories above it that are missing, each mode `mode` (less the umask),
+/// and returns those it made. A component that exists and is no directory is the error of
+/// `create_dir` (EEXIST), or of the walk below it (ENOTDIR).
+pub fn make_dirs(dir: &Path, mode: u32) -> std::io::Result<MadeDirs> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let mut missing = Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty()) {
+        match std::fs::symlink_metadata(p) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(p.to_path_buf()),
+            Err(e) => return Err(e),
+        }
+        d = p.parent();
+    }
+    let mut made = MadeDirs::default();
+    for p in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(mode).create(&p) {
+            Ok(()) => made.0.push(p),
+            // Made meanwhile by someone else: not ours to remove.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(made)
+}
+
 /// `Ok` when `path` may be believed as the daemon's configuration: a file owned by root or the
 /// daemon's uid that no one else may write, in a directory as [`trusted_dir`] wants it except
 /// that sticky will do. A configuration is the daemon's most powerful input (what it may touch,
@@ -241,6 +295,30 @@ fn check_one_dir(d: &Path, m: &std::fs::Metadata, last: bool, own: Own, me: u32)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn made_dirs_go_again_unless_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let deep = d.path().join("a/b/c");
+        let made = make_dirs(&deep, 0o700).unwrap();
+        assert_eq!(made.paths(), [d.path().join("a"), d.path().join("a/b"), deep.clone()]);
+        assert_eq!(std::fs::metadata(&deep).unwrap().mode() & 0o777, 0o700);
+        drop(made);
+        assert!(!d.path().join("a").exists(), "made directories left behind");
+        // Only those it made, and only while empty.
+        std::fs::create_dir(d.path().join("a")).unwrap();
+        let made = make_dirs(&deep, 0o700).unwrap();
+        assert_eq!(made.paths().len(), 2);
+        std::fs::write(deep.join("f"), "").unwrap();
+        drop(made);
+        assert!(deep.join("f").exists());
+        std::fs::remove_file(deep.join("f")).unwrap();
+        make_dirs(&deep.join("d"), 0o700).unwrap().keep();
+        assert!(deep.join("d").is_dir());
+        // A file in the way is an error and nothing is made.
+        std::fs::write(d.path().join("file"), "").unwrap();
+        assert!(make_dirs(&d.path().join("file/x"), 0o700).is_err());
+    }
     use std::os::unix::fs::PermissionsExt as _;
 
     #[test]

@@ -467,7 +467,7 @@ fn stopped_servers_close_their_listening_sockets() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ctl.sock");
-    let (_loop_side, server) = numapilot_daemon::control::serve(&path, shared).unwrap();
+    let (_loop_side, server, _made) = numapilot_daemon::control::serve(&path, shared).unwrap();
     assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
     assert!(server.stop_within(std::time::Duration::from_secs(30)), "the control thread did not end");
     let e = std::os::unix::net::UnixStream::connect(&path).expect_err("still listening");

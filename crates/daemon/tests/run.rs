@@ -609,7 +609,7 @@ fn silent_control_clients_hold_no_other() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("np.sock");
     let shared = Arc::new(control::Shared { status: Default::default(), started_ns: 0 });
-    let (_side, _server) = control::serve(&path, shared).unwrap();
+    let (_side, _server, _made) = control::serve(&path, shared).unwrap();
     let silent: Vec<std::os::unix::net::UnixStream> =
         (0..6).map(|_| std::os::unix::net::UnixStream::connect(&path).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(100));
