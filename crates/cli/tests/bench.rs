@@ -287,3 +287,65 @@ impl LimitAs for std::process::Command {
         }
     }
 }
+
+fn bench_into(out: &Path, seconds: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"));
+    c.args(["bench", "numa02", "--mb", "8", "--threads", "1", "--seconds", seconds, "--out"]).arg(out);
+    c
+}
+
+/// Waits for a run's staging directory in `out`.
+fn staging_in(out: &Path) -> bool {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(20) {
+        let found = std::fs::read_dir(out)
+            .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(".numapilot-out.")))
+            .unwrap_or(false);
+        if found {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+/// The `--out` files are written before the report goes to stdout: a stdout that fails lost them
+/// (review helper-58: `>/dev/full` and `| true` both left no directory, the second with exit 0).
+#[test]
+fn the_out_files_survive_a_failed_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let o = bench_into(&out, "0.3").stdout(std::fs::File::create("/dev/full").unwrap()).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("writing to stdout"), "{}", stderr(&o));
+    assert!(out.join("result.json").is_file(), "the result was lost with stdout");
+}
+
+/// One `--out` directory, one run at a time (two runs into it both said "wrote 3 files" and one's
+/// result.json replaced the other's); a run ended by a signal leaves neither its staging directory
+/// nor the directories made for it, and ends by that signal; a killed run's staging directory is
+/// removed by the next run (review helper-58).
+#[test]
+fn out_directories_are_locked_and_a_signal_leaves_nothing() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a/b");
+    let mut first = bench_into(&out, "30").stdout(std::process::Stdio::null()).spawn().unwrap();
+    assert!(staging_in(&out), "the first run never staged");
+    let second = bench_into(&out, "0.3").output().unwrap();
+    assert_eq!(second.status.code(), Some(1), "{}", stderr(&second));
+    assert!(stderr(&second).contains("another numapilot run is writing there"), "{}", stderr(&second));
+    // SAFETY: kill with a child's pid.
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    let status = first.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert!(!dir.path().join("a").exists(), "left behind: {:?}", std::fs::read_dir(dir.path()).unwrap().count());
+    // A staging directory of a run killed by SIGKILL (no handler runs) is removed by the next.
+    std::fs::create_dir_all(out.join(".numapilot-out.4194304")).unwrap();
+    let o = bench_into(&out, "0.3").output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut names: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert!(names.iter().all(|n| !n.to_string_lossy().starts_with(".numapilot-out.")), "{names:?}");
+    assert!(names.iter().any(|n| n == "result.json"), "{names:?}");
+}

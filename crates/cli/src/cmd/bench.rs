@@ -3,7 +3,6 @@
 //! numapilot-bench crate) and convergence charts. The work is in the `numapilot-bench` crate; this
 //! module parses flags, starts workers (this same binary, `bench --worker`), prints and writes.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -99,28 +98,39 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Staged before the run, so a bad --out fails in a second, not after the benchmark; all or
     // nothing, so a run that fails leaves no directory it made (it left an empty one).
     let staged = args.out.as_deref().map(super::Staged::new).transpose()?;
+    if let Some(dir) = &args.out {
+        // The one file of a fixed name: a directory there failed the commit after the run.
+        let json = dir.join("result.json");
+        if json.is_dir() {
+            bail!("--out: {} is a directory; nothing was run", json.display());
+        }
+    }
     let launcher = Launcher {
         program: std::env::current_exe().context("finding the numapilot binary to start workers")?,
         args: vec!["bench".into(), "--worker".into()],
     };
     let result = numapilot_bench::run(&plan, &topo, &launcher, &RunOptions { interval, timeout, root: "/".into() })?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &result)?;
-        writeln!(out)?;
-    } else {
-        out.write_all(table(&result).as_bytes())?;
-    }
-    if let (Some(dir), Some(staged)) = (&args.out, staged) {
-        write_out(&result, &staged.path(""))?;
-        let files = staged.commit()?;
-        let msg = format!("wrote {} files to {}", files.len(), dir.display());
-        if args.json {
-            eprintln!("numapilot: {msg}");
-        } else {
-            writeln!(out, "{msg}")?;
+    // The files first: a stdout that fails (a closed pipe, a full disk) lost them, with exit 0 for
+    // a closed pipe (review helper-58).
+    let wrote = match (&args.out, staged) {
+        (Some(dir), Some(staged)) => {
+            write_out(&result, &staged.path(""))?;
+            let files = staged.commit()?;
+            Some(format!("wrote {} files to {}", files.len(), dir.display()))
         }
+        _ => None,
+    };
+    let report = if args.json {
+        let mut text = serde_json::to_string_pretty(&result)?;
+        text.push('\n');
+        text
+    } else {
+        table(&result) + &wrote.as_ref().map(|m| format!("{m}\n")).unwrap_or_default()
+    };
+    if let (true, Some(msg)) = (args.json, &wrote) {
+        eprintln!("numapilot: {msg}");
     }
+    super::run::print_out(&report)?;
     Ok(if result.timed_out { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
 

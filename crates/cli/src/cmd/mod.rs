@@ -56,6 +56,13 @@ pub fn topology_under(root: &Path) -> anyhow::Result<Topology> {
 /// and a directory made for the run that ends up empty is removed. Before, `sim --out` on a full
 /// disk left result.json, table.txt and a truncated PNG, `evidence --out` a truncated JSON, and
 /// `man --out` 9 of its 18 pages.
+///
+/// The directory is locked for the run (`flock` on it, released when the process ends however it
+/// ends): a second run into it is refused before it starts (two `bench` runs into one directory
+/// both said "wrote 3 files", one's result.json replaced by the other's; review helper-58). Under
+/// the lock, a staging directory left by a run that was killed is removed. SIGINT, SIGTERM and
+/// SIGHUP (unless ignored when the run started) remove the staging directory and what was made
+/// for it, then end the process by the same signal ([`interrupt`]).
 pub struct Staged {
     dir: PathBuf,
     stage: PathBuf,
@@ -63,19 +70,47 @@ pub struct Staged {
     /// one below it on the way to the directory when nothing was committed.
     made: Option<PathBuf>,
     done: bool,
+    /// The directory, open and locked.
+    _lock: std::fs::File,
 }
+
+/// Prefix of a staging directory's name (`.numapilot-out.PID`).
+const STAGE_PREFIX: &str = ".numapilot-out.";
 
 impl Staged {
     /// Stages an `--out` directory (made when missing, checked as [`out_dir`] does).
     pub fn new(dir: &Path) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         let mut prepared = out_dir(dir, &[])?;
+        let lock = std::fs::File::open(dir).with_context(|| format!("--out: opening {}", dir.display()))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                anyhow::bail!(
+                    "--out {}: another numapilot run is writing there; wait for it to end or give another directory",
+                    dir.display()
+                );
+            }
+            anyhow::bail!("--out {}: locking it: {e}", dir.display());
+        }
         let made = prepared.made.take();
         prepared.keep = true;
-        let stage = dir.join(format!(".numapilot-out.{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&stage);
-        let staged = Self { dir: dir.to_path_buf(), stage, made, done: false };
+        // Under the lock, any staging directory is a killed run's (SIGKILL leaves it).
+        for e in std::fs::read_dir(dir).with_context(|| format!("--out: reading {}", dir.display()))?.flatten() {
+            let name = e.file_name();
+            let stale = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(STAGE_PREFIX))
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+            if stale && e.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let stage = dir.join(format!("{STAGE_PREFIX}{}", std::process::id()));
+        let staged = Self { dir: dir.to_path_buf(), stage, made, done: false, _lock: lock };
         std::fs::create_dir(&staged.stage).with_context(|| format!("--out: creating {}", staged.stage.display()))?;
+        interrupt::register(&staged.stage, &staged.dir, staged.made.as_deref());
         Ok(staged)
     }
 
@@ -131,9 +166,104 @@ impl Staged {
 
 impl Drop for Staged {
     fn drop(&mut self) {
+        interrupt::unregister(&self.stage);
         if !self.done {
             let _ = std::fs::remove_dir_all(&self.stage);
             remove_made(&self.dir, self.made.as_deref());
+        }
+    }
+}
+
+/// Staging directories removed when the process is ended by SIGINT, SIGTERM or SIGHUP, before it
+/// ends: a Ctrl-C during `bench` or `sim evidence` left `.numapilot-out.PID` and the directories
+/// made for `--out` (review helper-58).
+///
+/// The handler only writes the signal's number to a pipe; a thread reading the pipe removes what
+/// is registered, restores the signal's default action and sends the signal to the process again,
+/// so it ends as it would have (a shell sees 130 or 143). A signal ignored when the first
+/// directory is registered (a job started with `&` by a shell without job control ignores
+/// SIGINT) stays ignored.
+mod interrupt {
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::{Mutex, Once};
+
+    type Entry = (PathBuf, PathBuf, Option<PathBuf>);
+
+    static REGISTERED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+    static PIPE_W: AtomicI32 = AtomicI32::new(-1);
+    static INSTALL: Once = Once::new();
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+    extern "C" fn on_signal(sig: libc::c_int) {
+        let b = sig as u8;
+        // SAFETY: write is async-signal-safe; the byte lives on this stack.
+        unsafe { libc::write(PIPE_W.load(Ordering::Relaxed), (&b as *const u8).cast(), 1) };
+    }
+
+    fn install() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills the two descriptors of a live array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return;
+        }
+        PIPE_W.store(fds[1], Ordering::Relaxed);
+        let reader = fds[0];
+        let spawned = std::thread::Builder::new().name("numapilot-interrupt".into()).spawn(move || loop {
+            let mut b = 0u8;
+            // SAFETY: reads one byte into a live local.
+            let n = unsafe { libc::read(reader, (&mut b as *mut u8).cast(), 1) };
+            if n == 1 {
+                let sig = libc::c_int::from(b);
+                clean_up();
+                // SAFETY: the default action back, then the signal to the whole process.
+                unsafe {
+                    libc::signal(sig, libc::SIG_DFL);
+                    libc::kill(libc::getpid(), sig);
+                }
+            } else if n == 0 {
+                return;
+            }
+        });
+        if spawned.is_err() {
+            return;
+        }
+        for sig in SIGNALS {
+            // SAFETY: sigaction with zeroed structures, a handler of the right type.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 || old.sa_sigaction == libc::SIG_IGN {
+                    continue;
+                }
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                act.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut act.sa_mask);
+                libc::sigaction(sig, &act, std::ptr::null_mut());
+            }
+        }
+    }
+
+    fn clean_up() {
+        let entries = REGISTERED.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+        for (stage, dir, made) in entries {
+            let _ = std::fs::remove_dir_all(&stage);
+            super::remove_made(&dir, made.as_deref());
+        }
+    }
+
+    /// Removes `stage`, and `dir` up to `made` while empty, if a signal ends the process.
+    pub(super) fn register(stage: &Path, dir: &Path, made: Option<&Path>) {
+        INSTALL.call_once(install);
+        if let Ok(mut r) = REGISTERED.lock() {
+            r.push((stage.to_path_buf(), dir.to_path_buf(), made.map(Path::to_path_buf)));
+        }
+    }
+
+    /// `stage` is committed or dropped: nothing of it to remove any more.
+    pub(super) fn unregister(stage: &Path) {
+        if let Ok(mut r) = REGISTERED.lock() {
+            r.retain(|(s, _, _)| s != stage);
         }
     }
 }
