@@ -101,7 +101,8 @@ fn main() -> ExitCode {
                 Err(e) if check && e.use_stderr() => {
                     let first =
                         e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
-                    println!("UNKNOWN: {first}");
+                    // Never println!, which panics (exit 101) when stdout fails (review helper-57).
+                    let _ = cmd::run::print_out(&format!("UNKNOWN: {first}\n"));
                     return ExitCode::from(cmd::daemon::EXIT_CHECK_UNKNOWN);
                 }
                 Err(e) => e.exit(),

@@ -313,6 +313,10 @@ fn status_check_reports_health_as_a_monitoring_plugin() {
         assert!(out.starts_with("UNKNOWN: ") && out.contains(bad[bad.len() - 1]), "{bad:?}: {out}");
     }
     assert_eq!(Command::new(BIN).args(["status", "--bogus"]).output().unwrap().status.code(), Some(2));
+    // Also with stdout failing: it panicked, exit 101 (review helper-57).
+    let full = std::fs::File::create("/dev/full").unwrap();
+    let o = Command::new(BIN).args(["status", "--check", "--bogus"]).stdout(full).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
     // A daemon that takes the request and never answers (hung) is CRITICAL after --timeout.
     let dir = tempfile::tempdir().unwrap();
     let hung = dir.path().join("hung.sock");

@@ -177,7 +177,9 @@ A bad command line.
 .TP
 \fB75\fR
 Could not start for the machine's state (EX_TEMPFAIL): another daemon on the socket or state file,
-the metrics port taken, /run full, /proc unreadable. The systemd unit tries again.
+/run full, /proc unreadable. The systemd unit tries again. (A metrics port someone else holds does
+not stop the start: the daemon runs, \fBstatus \-\-check\fR warns, and the port is tried again every
+10 s.)
 .SH ENVIRONMENT
 .TP
 \fBRUST_LOG\fR
