@@ -193,6 +193,37 @@ fn export_then_load_gives_the_same_machine() {
     }
 }
 
+/// What a machine file cannot say is refused by --export, naming it, instead of written out for
+/// the load to refuse (review helper-56): a node with CPUs and no memory (a machine file needs
+/// memory there), a node whose meminfo is missing (its memory unknown, which numactl shows as
+/// `<not available>`, as does `topo` here).
+#[test]
+fn export_refuses_what_a_machine_file_cannot_say() {
+    let s = Scratch::new();
+    let root = s.0.path().join("tree");
+    let copied =
+        std::process::Command::new("cp").arg("-r").arg(repo().join("fixtures/host-6.18")).arg(&root).status().unwrap();
+    assert!(copied.success());
+    let meminfo = root.join("sys/devices/system/node/node0/meminfo");
+    let r = root.to_str().unwrap();
+    std::fs::write(&meminfo, "Node 0 MemTotal:  0 kB\nNode 0 MemFree:  0 kB\n").unwrap();
+    let o = numapilot(&["topo", "--export", "--root", r]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("cannot be written as a machine file") && stderr(&o).contains("node 0"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+    std::fs::remove_file(&meminfo).unwrap();
+    let o = numapilot(&["topo", "--export", "--root", r]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("node 0's memory is not known"), "{}", stderr(&o));
+    let o = numapilot(&["topo", "--root", r]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("node 0 size: <not available>\nnode 0 free: <not available>\n"), "{}", stdout(&o));
+}
+
 #[test]
 fn json_output_loads_back_as_a_machine() {
     let s = Scratch::new();

@@ -592,7 +592,14 @@ mod tests {
         use numapilot_observe::{AccessSample, Sample};
         use numapilot_topology::{Cpu, Node, Topology};
         let topo = Topology {
-            nodes: vec![Node { id: 0, cpus: [0].into_iter().collect(), mem_total_kb: 1 << 20, mem_free_kb: 1 << 20 }],
+            nodes: vec![Node {
+                id: 0,
+                cpus: [0].into_iter().collect(),
+                mem_total_kb: 1 << 20,
+                mem_free_kb: 1 << 20,
+                mem_total_unknown: false,
+                mem_free_unknown: false,
+            }],
             possible: [0].into_iter().collect(),
             distances: vec![vec![10]],
             cpus: vec![Cpu {

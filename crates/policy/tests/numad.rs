@@ -278,7 +278,14 @@ fn machine_smt(nodes: u32, cores: u32, smt: u32, dist: Vec<Vec<u32>>, mem_kb: u6
                 });
             }
         }
-        ns.push(Node { id: n, cpus: set, mem_total_kb: mem_kb, mem_free_kb: mem_kb });
+        ns.push(Node {
+            id: n,
+            cpus: set,
+            mem_total_kb: mem_kb,
+            mem_free_kb: mem_kb,
+            mem_total_unknown: false,
+            mem_free_unknown: false,
+        });
     }
     cs.sort_by_key(|c| c.id);
     Topology { possible: (0..nodes).collect(), nodes: ns, distances: dist, cpus: cs, devices: vec![] }

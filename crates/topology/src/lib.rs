@@ -60,6 +60,15 @@ pub struct Node {
     pub mem_total_kb: u64,
     /// MemFree of the node, kB, when it was read. For machine files and presets, equal to total.
     pub mem_free_kb: u64,
+    /// The node's `meminfo` is missing or has no MemTotal line (gVisor's sysfs writes a node's
+    /// `cpulist`, `cpumap` and `distance` only, and a node going away leaves its directory listed
+    /// a moment longer): `mem_total_kb` reads 0 and `numactl --hardware` says `<not available>`,
+    /// as for libnuma's `numa_node_size64` failing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mem_total_unknown: bool,
+    /// The same for MemFree (`mem_free_kb` reads 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mem_free_unknown: bool,
 }
 
 impl Node {
@@ -182,7 +191,14 @@ impl Topology {
                     online: true,
                 });
             }
-            ns.push(Node { id: n, cpus: set, mem_total_kb: mem_kb_per_node, mem_free_kb: mem_kb_per_node });
+            ns.push(Node {
+                id: n,
+                cpus: set,
+                mem_total_kb: mem_kb_per_node,
+                mem_free_kb: mem_kb_per_node,
+                mem_total_unknown: false,
+                mem_free_unknown: false,
+            });
         }
         let distances =
             (0..nodes).map(|i| (0..nodes).map(|j| if i == j { 10 } else { remote_distance }).collect()).collect();

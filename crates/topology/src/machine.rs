@@ -567,7 +567,14 @@ impl<'a> Builder<'a> {
             .map(|&i| {
                 let id = file.nodes[i].id;
                 let online: CpuSet = self.cpus[i].iter().filter(|c| generated[c].online).collect();
-                Node { id, cpus: online, mem_total_kb: self.mem[i].0, mem_free_kb: self.mem[i].1 }
+                Node {
+                    id,
+                    cpus: online,
+                    mem_total_kb: self.mem[i].0,
+                    mem_free_kb: self.mem[i].1,
+                    mem_total_unknown: false,
+                    mem_free_unknown: false,
+                }
             })
             .collect();
         // A machine runs on at least one CPU: one without (every node's list empty, or every CPU

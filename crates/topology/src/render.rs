@@ -55,8 +55,11 @@ pub fn numactl_hardware(topo: &Topology) -> String {
             let _ = write!(out, " {cpu}");
         }
         out.push('\n');
-        let _ = writeln!(out, "node {} size: {} MB", node.id, node.mem_total_kb >> 10);
-        let _ = writeln!(out, "node {} free: {} MB", node.id, node.mem_free_kb >> 10);
+        // numactl's fmt_mem for a size libnuma could not read (-1): `<not available>`.
+        let mb =
+            |unknown: bool, kb: u64| if unknown { "<not available>".to_string() } else { format!("{} MB", kb >> 10) };
+        let _ = writeln!(out, "node {} size: {}", node.id, mb(node.mem_total_unknown, node.mem_total_kb));
+        let _ = writeln!(out, "node {} free: {}", node.id, mb(node.mem_free_unknown, node.mem_free_kb));
     }
     if topo.distances.is_empty() {
         out.push_str("No distance information available.\n");
@@ -141,7 +144,11 @@ pub fn tree(topo: &Topology) -> String {
     ));
 
     for node in &topo.nodes {
-        let mem = format!("{} MB ({} MB free)", node.mem_total_kb >> 10, node.mem_free_kb >> 10);
+        let mem = match (node.mem_total_unknown, node.mem_free_unknown) {
+            (false, false) => format!("{} MB ({} MB free)", node.mem_total_kb >> 10, node.mem_free_kb >> 10),
+            (false, true) => format!("{} MB (free not available)", node.mem_total_kb >> 10),
+            (true, _) => "memory not available (no meminfo)".to_string(),
+        };
         let label = if node.cpus.is_empty() {
             format!("node {}: no CPUs, {mem}", node.id)
         } else {
@@ -151,7 +158,9 @@ pub fn tree(topo: &Topology) -> String {
         // (package, die) -> llc key -> (package, die, core) -> cpus
         type Cores = BTreeMap<(u32, u32, u32), CpuSet>;
         let mut groups: BTreeMap<(u32, u32), BTreeMap<Option<CpuSet>, Cores>> = BTreeMap::new();
-        for cpu in node.cpus.iter().filter_map(|c| topo.cpu(c)) {
+        // Offline CPUs go under "offline CPUs" only: one still named in its node's cpulist (a read
+        // racing a hotplug) read as a core 0 of package 0 here (review helper-56).
+        for cpu in node.cpus.iter().filter_map(|c| topo.cpu(c)).filter(|c| c.online) {
             groups
                 .entry((cpu.package, cpu.die))
                 .or_default()
@@ -315,6 +324,23 @@ machine: 3 nodes (0-2), 2 packages, 4 cores, 7 of 8 CPUs online, 24576 MB
     └── node 2: local 2 | same-socket 0 | one-hop 1 | far -
 ";
         assert_eq!(tree(&machine()), expected);
+    }
+
+    /// An offline CPU its node's cpulist still names (a read racing a hotplug; arm64 kernels
+    /// before the fix) is listed as offline only, not as a core of package 0; memory a node's
+    /// meminfo did not give is said to be unknown, not 0 MB (review helper-56).
+    #[test]
+    fn tree_lists_an_offline_cpu_once_and_unknown_memory_as_such() {
+        let mut t = machine();
+        t.nodes[1].cpus.insert(7);
+        t.nodes[2].mem_total_unknown = true;
+        t.nodes[2].mem_free_unknown = true;
+        let text = tree(&t);
+        assert!(text.contains("node 1: 4 CPUs, 4096 MB (4096 MB free)\n│   ├── package 1 die 0\n"), "{text}");
+        assert!(!text.contains("package 0 die 0\n│   │   └── no cache information"), "{text}");
+        assert_eq!(text.matches("CPU 7").count() + text.matches(",7").count(), 0, "{text}");
+        assert!(text.contains("offline CPUs: 7"), "{text}");
+        assert!(text.contains("node 2: no CPUs, memory not available (no meminfo)"), "{text}");
     }
 
     #[test]

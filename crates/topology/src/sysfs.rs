@@ -34,11 +34,14 @@
 //!                                     device's is on its PCI controller)
 //! ```
 //!
-//! Files the kernel always writes for an object that exists (a node's `cpulist`, `meminfo`,
-//! `distance`; an online CPU's `physical_package_id` and `core_id`) are required: their absence or a
-//! line that does not parse is a typed error naming the path and the line. Files that depend on
-//! kernel version, architecture or configuration (`die_id`, `cache/`, `online`, `possible`, the whole
-//! PCI tree, a device's `numa_node`) are optional and fall back to documented defaults.
+//! Files the kernel always writes for an object that exists (a node's `cpulist` and `distance`) are
+//! required: their absence or a line that does not parse is a typed error naming the path and the
+//! line. Files that depend on kernel version, architecture or configuration (`die_id`, `cache/`,
+//! `online`, `possible`, the whole PCI tree, a device's `numa_node`) are optional and fall back to
+//! documented defaults, and so are those other sysfs implementations leave out although the kernel
+//! always writes them: a node's `meminfo` (its memory then unknown, `Node::mem_total_unknown`), a CPU's
+//! `physical_package_id` and `core_id` (0; cores then told apart by their SMT siblings). gVisor's
+//! sysfs has neither, and a launch must not fail for what it does not need.
 //!
 //! # Units and terms
 //!
@@ -92,9 +95,16 @@ pub fn read_topology(root: &Path) -> Result<Topology, TopologyError> {
     for &id in &node_ids {
         let dir = node_dir.join(format!("node{id}"));
         let cpus = read_node_cpus(&dir)?;
-        let (mem_total_kb, mem_free_kb) = read_node_meminfo(&dir.join("meminfo"))?;
+        let (total, free) = read_node_meminfo(&dir.join("meminfo"))?;
         let row = read_distance_row(&dir.join("distance"), node_ids.len())?;
-        nodes.push(Node { id, cpus, mem_total_kb, mem_free_kb });
+        nodes.push(Node {
+            id,
+            cpus,
+            mem_total_kb: total.unwrap_or(0),
+            mem_free_kb: free.unwrap_or(0),
+            mem_total_unknown: total.is_none(),
+            mem_free_unknown: free.is_none(),
+        });
         distances.push(row);
     }
 
@@ -117,12 +127,17 @@ fn read_node_cpus(dir: &Path) -> Result<CpuSet, TopologyError> {
     }
 }
 
-/// `(MemTotal, MemFree)` in kB from a node's meminfo (`Node 0 MemTotal:  1234 kB`).
+/// `(MemTotal, MemFree)` in kB from a node's meminfo (`Node 0 MemTotal:  1234 kB`), each `None`
+/// when the file is missing or lacks its line ([`Node::mem_total_unknown`]).
 ///
-/// The kernel prints every line of the file for every node (drivers/base/node.c, node_read_meminfo),
-/// so both lines are required; a node without memory has `MemTotal: 0 kB`.
-fn read_node_meminfo(path: &Path) -> Result<(u64, u64), TopologyError> {
-    let text = read_required(path)?;
+/// The kernel prints every line of the file for every node (drivers/base/node.c, node_read_meminfo;
+/// a node without memory has `MemTotal: 0 kB`), but not every sysfs is the kernel's: gVisor's has
+/// no meminfo, and a node going away can lose the file between the listing and the read. numactl
+/// then shows the node's memory as `<not available>` and launches all the same (a missing file
+/// was an error here, and with it every launch failed; review helper-56). A number that does not
+/// parse stays an error naming the line.
+fn read_node_meminfo(path: &Path) -> Result<(Option<u64>, Option<u64>), TopologyError> {
+    let Some(text) = read_optional(path)? else { return Ok((None, None)) };
     let mut total = None;
     let mut free = None;
     for (i, line) in text.lines().enumerate() {
@@ -136,11 +151,7 @@ fn read_node_meminfo(path: &Path) -> Result<(u64, u64), TopologyError> {
         let kb = number.parse::<u64>().map_err(|_| malformed(path, i + 1, line, "expected a number of kB"))?;
         *slot = Some(kb);
     }
-    match (total, free) {
-        (Some(t), Some(f)) => Ok((t, f)),
-        (None, _) => Err(TopologyError::Inconsistent { path: path.to_path_buf(), reason: "no MemTotal line".into() }),
-        (_, None) => Err(TopologyError::Inconsistent { path: path.to_path_buf(), reason: "no MemFree line".into() }),
-    }
+    Ok((total, free))
 }
 
 /// One row of the distance matrix: one number per online node, in node id order.
@@ -212,9 +223,11 @@ fn read_cpus(cpu_dir: &Path, node_dir: &Path, nodes: &[Node]) -> Result<Vec<Cpu>
         let Some(node) = node else { continue };
         let topo = dir.join("topology");
         let cpu = if topo.is_dir() {
-            let package = read_id_or_zero(&topo.join("physical_package_id"), true)?;
+            // Optional: gVisor's sysfs gives a CPU's topology masks without its ids (a package or
+            // core read as 0 here; cores told apart by their siblings below).
+            let package = read_id_or_zero(&topo.join("physical_package_id"), false)?;
             let die = read_id_or_zero(&topo.join("die_id"), false)?;
-            let core = read_id_or_zero(&topo.join("core_id"), true)?;
+            let core = read_id_or_zero(&topo.join("core_id"), false)?;
             let siblings = read_siblings(&topo, id)?;
             let llc = read_llc(&dir.join("cache"))?;
             Cpu { id, node, package, die, core, siblings, llc, online }
@@ -224,7 +237,34 @@ fn read_cpus(cpu_dir: &Path, node_dir: &Path, nodes: &[Node]) -> Result<Vec<Cpu>
         };
         cpus.push(cpu);
     }
+    cores_by_siblings(&mut cpus);
     Ok(cpus)
+}
+
+/// Where two online CPUs of one package and die share a core id without being each other's SMT
+/// siblings, the ids do not tell cores apart, and every online CPU of that package and die takes
+/// the lowest CPU of its siblings as its core id instead (as lscpu counts cores from
+/// `thread_siblings`). arm64 device-tree machines number `core_id` from 0 in each cluster
+/// (drivers/base/arch_topology.c, parse_cluster), and a sysfs without the ids (gVisor's, or no
+/// `topology/` directory) reads every core as 0: whole packages were one core, and numad's and the
+/// policy's core counts with them (review helper-56). Offline CPUs keep what they read.
+fn cores_by_siblings(cpus: &mut [Cpu]) {
+    let mut seen: BTreeMap<(u32, u32, u32), &Cpu> = BTreeMap::new();
+    let mut ambiguous = std::collections::BTreeSet::new();
+    for c in cpus.iter().filter(|c| c.online) {
+        match seen.get(&(c.package, c.die, c.core)) {
+            Some(other) if !other.siblings.contains(c.id) || !c.siblings.contains(other.id) => {
+                ambiguous.insert((c.package, c.die));
+            }
+            Some(_) => {}
+            None => {
+                seen.insert((c.package, c.die, c.core), c);
+            }
+        }
+    }
+    for c in cpus.iter_mut().filter(|c| c.online && ambiguous.contains(&(c.package, c.die))) {
+        c.core = c.siblings.first().unwrap_or(c.id);
+    }
 }
 
 /// The node of a CPU no node's cpulist names (an offline CPU): the `cpuN/nodeM` link, else a

@@ -44,6 +44,28 @@ fn sparse_ids_and_cpuless_node_match_numactl() {
     assert!(text.contains("node 8 cpus:\n"), "CPU-less node prints no CPUs and no trailing space: {text}");
 }
 
+/// A node whose meminfo is missing or cut short (gVisor's sysfs has none): numactl says its memory
+/// is `<not available>` and prints the rest; so does ours (it was an error, and every launch failed
+/// with it; review helper-56).
+#[test]
+fn a_node_without_meminfo_matches_numactl() {
+    if !numactl_or_skip("a_node_without_meminfo_matches_numactl") {
+        return;
+    }
+    let fs = tree(&[(0, "0-1", 8_388_608, 7_340_032), (1, "2-3", 8_388_608, 8_000_000)], &[&[10, 21], &[21, 10]]);
+    fs.remove("sys/devices/system/node/node1/meminfo");
+    assert_same_as_numactl("node 1 without meminfo", &fs);
+    let text = numactl_hardware(&read_topology(fs.root()).unwrap());
+    assert!(text.contains("node 1 size: <not available>\nnode 1 free: <not available>\n"), "{text}");
+    fs.write("sys/devices/system/node/node1/meminfo", "Node 1 MemTotal:  8388608 kB\n");
+    let n1 = read_topology(fs.root()).unwrap().node(1).unwrap().clone();
+    assert!(!n1.mem_total_unknown && n1.mem_free_unknown && n1.mem_total_kb == 8_388_608, "{n1:?}");
+    // (Cut short, numactl's own output also warns on stderr; stdout is compared.)
+    assert_same_as_numactl("node 1 with MemTotal only", &fs);
+    fs.write("sys/devices/system/node/node1/meminfo", "Node 1 MemFree:  8000000 kB\n");
+    assert_same_as_numactl("node 1 with MemFree only", &fs);
+}
+
 #[test]
 fn four_nodes_10_11_20_with_smt_numbering_match_numactl() {
     if !numactl_or_skip("four_nodes_10_11_20_with_smt_numbering_match_numactl") {

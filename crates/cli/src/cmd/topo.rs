@@ -64,7 +64,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         s.push('\n');
         s
     } else if args.export {
-        MachineFile::from_topology(&topo, label.as_deref()).to_toml()
+        // What a machine file cannot say is refused here, naming it, not written for the load to
+        // refuse (a memory-less node with CPUs was exported as memory = "0K"; review helper-56).
+        if let Some(n) = topo.nodes.iter().find(|n| n.mem_total_unknown) {
+            anyhow::bail!("--export: node {}'s memory is not known (its meminfo has no MemTotal)", n.id);
+        }
+        let file = MachineFile::from_topology(&topo, label.as_deref());
+        if let Err(e) = file.build() {
+            anyhow::bail!("--export: this machine cannot be written as a machine file: {e}");
+        }
+        file.to_toml()
     } else {
         render::numactl_hardware(&topo)
     };

@@ -133,7 +133,14 @@ fn one_node(root: &Path, allowed: &CpuSet) -> Topology {
         })
         .collect();
     Topology {
-        nodes: vec![Node { id: 0, cpus: online, mem_total_kb: kb("MemTotal"), mem_free_kb: kb("MemFree") }],
+        nodes: vec![Node {
+            id: 0,
+            cpus: online,
+            mem_total_kb: kb("MemTotal"),
+            mem_free_kb: kb("MemFree"),
+            mem_total_unknown: false,
+            mem_free_unknown: false,
+        }],
         possible: std::iter::once(0).collect(),
         distances: vec![vec![10]],
         cpus,
@@ -176,6 +183,8 @@ pub(crate) mod tests {
                 cpus: CpuSet::parse_list(cpus).unwrap(),
                 mem_total_kb: *mem,
                 mem_free_kb: *mem,
+                mem_total_unknown: false,
+                mem_free_unknown: false,
             })
             .collect();
         let mut cpus: Vec<Cpu> = nodes
