@@ -74,15 +74,33 @@ pub struct DaemonSection {
     /// Period between two engine steps, ms. When set, it replaces `tunables.interval_ms` (the same
     /// number; this is its operator-facing name). Default: `tunables.interval_ms` (1000).
     pub interval_ms: Option<u64>,
-    /// Plan and journal every action but never apply one. Default false.
+    /// Plan and journal every action but never apply one. Default false; `--dry-run` sets it, and a
+    /// daemon not running as root always runs so. A dry run claims no state file, restores no
+    /// earlier run's records (they wait for a start that acts) and starts no page mover, so a
+    /// reload that turns it off takes effect at the next start only. Source: a choice: the journal
+    /// and `explain` show what numapilot would do before it does anything. Prevents: a first start
+    /// on a host changing processes before anyone has read what it would change.
     pub dry_run: bool,
-    /// Journal path (JSON lines). Default [`DEFAULT_JOURNAL_PATH`]; `""` disables it.
+    /// Journal path (JSON lines, one per action with its rule, detail and outcome; see
+    /// `journal.rs`). Default [`DEFAULT_JOURNAL_PATH`]; `""` disables it. An absolute path; its
+    /// directory is made 0700 when missing and must be one a root daemon may trust (`paths.rs`).
+    /// Source: /var/log, where numad keeps its log too (numad(8): `/var/log/numad.log`). Prevents:
+    /// a move nobody can account for afterwards ("why did numapilot move my database at 03:12?").
     pub journal: PathBuf,
     /// Journal size bound before rotation to `.1`, bytes. Default [`DEFAULT_JOURNAL_MAX_BYTES`].
     pub journal_max_bytes: u64,
-    /// State file. Default [`DEFAULT_STATE_PATH`].
+    /// State file: the original affinity (and cpuset) of every process the daemon touched, written
+    /// before each change. Default [`DEFAULT_STATE_PATH`]. An absolute path in a directory a root
+    /// daemon may trust (`paths.rs`); one acting daemon per file (an flock on `.NAME.lock` beside
+    /// it). Source: /run, a tmpfs cleared at boot (records of another boot would name other
+    /// processes' pids, and are not restored). Prevents: a crash leaving processes where numapilot
+    /// put them: the next start restores them from this file.
     pub state: PathBuf,
-    /// Control socket. Default [`DEFAULT_SOCKET_PATH`].
+    /// Control socket for `status`, `explain` and `advise`. Default [`DEFAULT_SOCKET_PATH`]. An
+    /// absolute path of at most 107 bytes (unix(7) `sun_path`), in a directory a root daemon may
+    /// trust (`paths.rs`); made mode 0600, and only root (SO_PEERCRED) is answered. Source: /run,
+    /// the place of run-time sockets, a tmpfs cleared at boot. Prevents: another user talking to
+    /// the daemon, or putting a socket of their own where root's `numapilot status` looks.
     pub socket: PathBuf,
     /// Prometheus metrics address (`IP:PORT`) or `off`. Default [`DEFAULT_METRICS_ADDR`].
     pub metrics: String,
@@ -159,31 +177,63 @@ impl Default for DaemonSection {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExcludeSection {
-    /// Process names (`comm`, as in /proc/PID/comm, at most 15 bytes).
+    /// Process names (`comm`, as in /proc/PID/comm, at most 15 bytes), matched whole. Default
+    /// empty. `--exclude COMM` adds to it. An excluded process is never planned for or touched, and
+    /// its CPU counts in the load of the node it runs on, so placement leaves room for it; one
+    /// placed before a reload excludes it is put back. Source: numad's `-x PID`, here by name too.
+    /// Prevents: numapilot moving a process the operator keeps for themselves (a latency-critical
+    /// service placed by hand, a monitoring agent).
     pub comm: Vec<String>,
-    /// Pids.
+    /// Pids, as [`ExcludeSection::comm`]. Default empty. `--exclude-pid PID` adds to it. Source:
+    /// numad's `-x PID`. Prevents: as [`ExcludeSection::comm`], for one process.
     pub pids: Vec<u32>,
-    /// Cgroup path prefixes as in /proc/PID/cgroup (e.g. `/system.slice/sshd.service`).
+    /// Cgroup path prefixes as in /proc/PID/cgroup (e.g. `/system.slice/sshd.service`), matched
+    /// on whole path components, on every hierarchy line (v1 and v2), as [`ExcludeSection::comm`].
+    /// Default empty. Source: a choice: a systemd unit or a container is a cgroup, and numad's
+    /// pids do not name a service's future processes. Prevents: as [`ExcludeSection::comm`], for
+    /// every process of a service or container, present and future.
     pub cgroups: Vec<String>,
-    /// Also manage processes that placed themselves (narrowed affinity, explicit memory policy).
-    /// Default false.
+    /// Also manage processes that placed themselves (affinity narrower than their cpuset, an
+    /// explicit memory policy in numa_maps). Default false; `--include-pinned` sets it. A mask
+    /// numapilot set (or that a child inherited from a parent it placed) is no such placement.
+    /// Source: a choice, the adaptive policy's own rule; numad considers such processes (numad.c
+    /// dates the bind of a process found bound 30 minutes back). Prevents: undoing a placement
+    /// someone made on purpose (taskset, numactl --membind, a program's own binding).
     pub include_pinned: bool,
     /// Also manage kernel threads. Default false (the kernel places its own threads); `true` is
     /// rejected: the live host never touches kernel threads.
     pub include_kernel: bool,
-    /// Only manage processes with at least this resident memory, MiB. Default 0 (numad uses 300).
+    /// Only manage processes with at least this resident memory, MiB. Default 0 (every process).
+    /// A smaller process is ignored as kernel threads are: never read in detail, planned for or
+    /// touched, and its CPU counts in no node's CPU demand; one placed before a reload raises it
+    /// is put back. Source: numad's 300 MB (its `MEMORY_THRESHOLD`, the baseline's
+    /// `numad_min_rss_mib`); the default is 0 because the adaptive policy places small processes
+    /// too, in the affinity groups of those they talk to or share memory with. Prevents: small
+    /// processes taking part in placement where they should not (the rig's race sets 16 to keep
+    /// its own samplers, ~0.5 CPU under TCG, out of the guest's placement).
     pub min_rss_mib: u64,
 }
 
 /// `[include]`: when any list is set, the only processes managed (numad's `-S 0 -p PID`).
+///
+/// Every list defaults to empty: with all three empty, every process is managed. A process no set
+/// list names is never read in detail, planned for or touched; its CPU counts in the load of the
+/// node it runs on (as an excluded process's does), so placement leaves room for it. Exclusions
+/// win. Source: numad's `-S 0` (scan only the explicit inclusion list) with `-p PID`, here by name
+/// and cgroup too. Prevents: numapilot acting on a host where only some services are its to place
+/// (the others placed by hand, or by another tool).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct IncludeSection {
-    /// Process names (`comm`, at most 15 bytes).
+    /// Process names (`comm`, at most 15 bytes), matched whole. Default empty. `--include COMM`
+    /// adds to it.
     pub comm: Vec<String>,
-    /// Pids.
+    /// Pids. Default empty. `--include-pid PID` adds to it (numad's `-p PID`).
     pub pids: Vec<u32>,
-    /// Cgroup path prefixes as in /proc/PID/cgroup (e.g. `/system.slice/postgresql.service`).
+    /// Cgroup path prefixes as in /proc/PID/cgroup (e.g. `/system.slice/postgresql.service`: a
+    /// service and all its workers), matched on whole path components. Default empty. A process
+    /// moved into or out of a listed cgroup is classified again (every 10 s while a cgroup list is
+    /// set).
     pub cgroups: Vec<String>,
 }
 
@@ -195,7 +245,15 @@ pub struct ActuationSection {
     /// Default: `tunables.migrate_budget_mib_per_s` (4096). What it prevents: page copies taking a
     /// node's memory bandwidth from the workload they are for.
     pub migrate_mb_per_s: Option<u64>,
-    /// `off` (thread affinity only, default), `auto`, `v1`, `v2`.
+    /// `off` (thread affinity only, default), `auto` (the mounted hierarchy: v2 with the cpuset
+    /// controller first, else v1; affinity only, with a note, when neither is), `v1`, `v2` (the
+    /// start fails when that hierarchy is not mounted). A cpuset is enforced by the kernel on
+    /// every thread, present and future, which the process's own `sched_setaffinity` cannot widen.
+    /// Under v2 a process whose cgroup (or an ancestor) sets a memory, pids, CPU or IO limit keeps
+    /// its cgroup and gets affinity only, and a process confined to a narrower cpuset keeps it.
+    /// Source: numad 20150602 binds by thread affinity alone (its 2012 version used a cpuset
+    /// cgroup). Prevents (the default): moving processes out of their own cgroups, which changes
+    /// a systemd unit's accounting until they are moved back.
     pub cpuset: CpusetName,
     /// Most threads one page move's copy is split over, 1 to [`MAX_MOVER_THREADS`] (rule
     /// split-copy, `live/mover.rs`). Default [`crate::live::DEFAULT_MOVER_THREADS`] (4); 1 keeps
@@ -265,9 +323,22 @@ impl From<CpusetName> for CpusetMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SignalsSection {
-    /// Socket peers (loopback TCP, unix sockets) as communication pairs. Default true.
+    /// Socket peers (loopback TCP, unix sockets) as communication pairs. Default true. The
+    /// connected ends come from the kernel's sock_diag tables every cycle, their holders from the
+    /// processes' fd links (`sockets_every`); a missing source leaves one note. Source: NUMA-ICON's
+    /// communication signal (`numapilot_model::affinity`: a connected pair counts at
+    /// `comm_socket_strength`). Prevents: a client and the server it talks to over a local socket
+    /// placed on different nodes when nothing else relates them (no shared mapping, no sampled
+    /// co-access).
     pub sockets: bool,
-    /// Precise memory-access sampling with perf_event_open where the PMU has it. Default true.
+    /// Precise memory-access sampling with perf_event_open where the PMU has it (Intel PEBS load
+    /// latency, AMD IBS op; ARM SPE is detected, not decoded). Default true; no PMU (most VMs)
+    /// leaves one note and the other signals carry on. Source: NUMA-ICON's "record the threads that
+    /// recently touched the same page" (`numapilot_observe::pmu`). Prevents: placing by residency
+    /// alone (numa_maps says where pages are, not which thread uses them): without samples the
+    /// access shares fall back to the kernel's NUMA-fault statistics or residency, co-access to the
+    /// kernel's NUMA groups, and a process whose threads run on different nodes has its memory
+    /// interleaved over them instead of split by the ranges each thread uses.
     pub perf: bool,
     /// Re-read each scanned process's /proc/PID/maps (shared memory between processes) once per
     /// this many cycles, the reads spread over them. Default 10, unit cycles, >= 1
@@ -278,10 +349,10 @@ pub struct SignalsSection {
     /// ([`SignalTuning::sockets_every`]).
     pub sockets_every: u32,
     /// Without a PMU, sample page faults instead (faults, not accesses). Default false
-    /// ([`SignalTuning::page_faults`]).
+    /// ([`SignalTuning::page_faults`] documents source and what it prevents).
     pub page_faults: bool,
     /// Count waker -> wakee pairs with the eBPF tracer (a build without the `ebpf` feature says so
-    /// once). Default true ([`SignalTuning::wakeups`]).
+    /// once). Default true ([`SignalTuning::wakeups`] documents source and what it prevents).
     pub wakeups: bool,
 }
 

@@ -86,9 +86,10 @@ use numapilot_observe::{MapEntry, Reader, Sample};
 /// Which sources to try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignalOptions {
-    /// Socket peers from /proc/net and /proc/PID/fd.
+    /// Socket peers from the sock_diag tables (/proc/net/tcp{,6} when sock_diag is missing) and
+    /// /proc/PID/fd (`[signals] sockets`, documented there: default, source, what it prevents).
     pub sockets: bool,
-    /// Precise memory-access sampling through perf_event_open.
+    /// Precise memory-access sampling through perf_event_open (`[signals] perf`, documented there).
     pub perf: bool,
 }
 
@@ -139,13 +140,22 @@ pub struct SignalTuning {
     pub maps_lines_per_cycle: u32,
     /// Without a PMU, sample page faults instead (coarse: faults, not accesses; see
     /// `numapilot_observe::pmu`). Default false: only useful with kernel NUMA balancing on (hinting
-    /// faults) or for programs that keep faulting.
+    /// faults) or for programs that keep faulting. Source: the fallback's limits in
+    /// `numapilot_observe::pmu`: it records first touches, copy-on-write and swap-ins, and a
+    /// steady workload whose pages are all present produces no sample. What the default prevents:
+    /// where pages were made standing in for who uses them, ahead of the kernel's NUMA-fault
+    /// statistics (the next source without access samples), on a host without a PMU.
     pub page_faults: bool,
     /// Period of the page-fault fallback, faults per sample. Default
     /// [`pmu::PAGE_FAULT_PERIOD`].
     pub page_fault_period: u64,
     /// Count waker -> wakee pairs with the eBPF tracer (`numapilot_ebpf`; needs the `ebpf` cargo
-    /// feature and root). Default true: a build without the feature says so in one note.
+    /// feature and root). Default true: a build without the feature says so in one note. Source:
+    /// NUMA-ICON's communication signal, from the kernel's `sched:sched_waking` tracepoint; unlike
+    /// socket pairs it counts events, so a pair's rate means something
+    /// (`numapilot_model::affinity`). What it prevents: threads that hand work to each other
+    /// without a socket (a pipe, a futex, an eventfd) having no communication edge, and so no
+    /// reason to be placed together.
     pub wakeups: bool,
     /// Bound of the tracer's pair map, pairs. Default [`numapilot_ebpf::TracerOptions`]'s (16,384).
     /// Source: the tracer's own default. What it prevents: an unbounded kernel map on a host with

@@ -130,11 +130,14 @@ pub enum AccessSource {
     Residency,
 }
 
-/// Slack when checking that CPU demand fits a node, CPUs per task: measured rates come from
-/// clock ticks (USER_HZ = 100, 10 ms) where schedstat is missing, so a busy thread reads up to
-/// two ticks per second above 1.0 from rounding at both ends of the period. Used by the group
-/// size cap (groups.rs) and by placement's room checks, so both judge "fits" alike. Prevents: a
-/// group of exactly a node's worth of busy threads (numa01 on 2 nodes) reading as "does not fit".
+/// Slack when checking that CPU demand fits a node, CPUs per task. Default 0.02. Source: the
+/// tick grain: measured rates come from clock ticks (USER_HZ = 100, 10 ms) where schedstat is
+/// missing, so a busy thread reads up to two ticks per second above 1.0 from rounding at both
+/// ends of the period, 0.02 CPUs over the default 1 s `interval_ms`. Used by the group size cap
+/// (groups.rs) and by placement's room checks, so both judge "fits" alike, and by the balancer:
+/// its CPU-bottleneck test (balance.rs) and the band a task it moved out must clear to come back
+/// (balance-stays-band, place.rs). Prevents: a group of exactly a node's worth of busy threads
+/// (numa01 on 2 nodes) reading as "does not fit".
 pub const RATE_SLACK_CPU_PER_TASK: f64 = 0.02;
 
 /// One thread of a user process.

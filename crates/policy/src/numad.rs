@@ -22,13 +22,16 @@
 //!                request = used x 100 / target% (85)     CPUs capped at its thread count
 //!                nodes   = pick_nodes(request)           (below)
 //!                nodes already bound and >= 90% of its memory there -> leave it, next candidate
-//!                else bind: SetAffinity(all its threads, CPUs of nodes)
+//!                else bind: SetAffinity(all its threads, CPUs of nodes)          rule numad-bind
 //!                           MigratePages(most-holding other node -> least-holding chosen node),
-//!                           repeated until no other node holds any
+//!                           repeated until no other node holds any        rule numad-migrate
 //!                     and stop: ONE process per pass
 //!   interval     numad_interval_min_s (5 s) after a pass that moved a process, else
 //!                numad_interval_max_s (15 s); half the minimum before the first rates exist
 //! ```
+//!
+//! Launch advice (`numad -w NCPUS:MB`, [`Policy::advise_launch`]) is `pick_nodes` for the request
+//! from the current view of the nodes, nothing reserved between answers: rule numad-advice.
 //!
 //! `pick_nodes`, as numad's `pick_numa_nodes()`:
 //!
@@ -114,11 +117,21 @@ pub const MEM_MARGIN_MIB: f64 = 100.0;
 pub const OWN_MEM_BIAS_UNBOUND: f64 = 17.0 / 16.0;
 
 /// The same bias for a process already bound to a subset of nodes: x 5/4 ("heavy mem bias").
+/// Source: numad.c pick_numa_nodes, the branch for a process whose node list is shorter than the
+/// machine's (a binding to every node counts as unbound and takes the light bias). Prevents: a
+/// bound process, looked at again after `numad_reevaluate_s`, bound elsewhere (its threads moved
+/// and its memory copied again) for a small difference in free memory: its own memory counts a
+/// quarter more on every node holding it, and after the bind that is mostly its bound nodes.
 pub const OWN_MEM_BIAS_BOUND: f64 = 5.0 / 4.0;
 
 /// Weights of the magnitude: memory a node can give of the request (10) and beyond it (4), CPUs
 /// of the request (6) and beyond (1). Source: numad.c `combined_value_of_weighted_resources`.
-/// What is needed counts more than what is spare; memory more than CPU.
+/// Within each factor what is needed counts more than what is spare: a MiB beyond the request
+/// counts 0.4 of one within it, a CPU beyond it 1/6. The two factors multiply, so only these
+/// ratios change a ranking. Prevents: a node with much spare of one resource and too little of
+/// the other outranking one that covers the whole request (a request of 4 CPUs and 1,000 MiB:
+/// 4 CPUs and 1,000 MiB free scores 240,000, 2 CPUs and 3,000 MiB free 216,000; with equal
+/// weights the second would win, 6,000 to 4,000).
 pub const MAGNITUDE_WEIGHTS: [f64; 4] = [10.0, 4.0, 6.0, 1.0];
 
 /// Least free CPU a node is credited with, CPUs. Source: numad.c ("Enforce 1/100th CPU minimum").

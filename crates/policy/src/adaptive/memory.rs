@@ -50,6 +50,24 @@
 //!   hold:   memory moved to another node set within hold_periods (load unchanged) stays; a range
 //!           moved by MoveRanges is not moved again within hold_periods
 //! ```
+//!
+//! Rules this module names in reasons (`Reason::rule`):
+//!
+//! ```text
+//!   memory-follows-cpu        memory outside the nodes a process's threads are placed on moves
+//!                             there (its units' own hot ranges, its hottest ranges, the rest),
+//!                             when worth the copy, within the budget
+//!   class-bind-memory         a process of a binding class (static-large, latency-sensitive, as
+//!                             `effective_class` reads it): its memory outside its nodes moves
+//!                             there, hot ranges first, whatever its remote share or the copy's
+//!                             cost, within the budget
+//!   bandwidth-interleave      a bandwidth-bound process on several nodes: Interleave over them,
+//!                             equal weights
+//!   split-process-interleave  a process whose units run on different node sets and whose threads
+//!                             have no sampled hot ranges: Interleave over those nodes by CPU
+//!   shared-buffer-interleave  one buffer shared by threads on several node sets: Interleave over
+//!                             them by CPU, once, then held
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -28,6 +28,36 @@
 //! worked out, and the fork rule does nothing without a new process. Measured on a recorded live
 //! load of 1,045 processes / 10,093 threads (`cycle_cost --replay`): 3.7-5.0 ms of CPU per decision,
 //! 14.9-16.5 ms when every unit was built in full.
+//!
+//! Rules this module names in reasons (`Reason::rule`; "no action": the plan keeps the unit where
+//! it is and no action carries the name):
+//!
+//! ```text
+//!   fork-spread             a new process's CPUs to the least loaded node (or the one holding
+//!                           its memory, within imbalance), a closest set when it fits no node
+//!   cpu-follows-memory      a unit's threads to the node holding its memory (>= 80% of >= 1 GiB
+//!                           there, or cost-based: moving the threads is cheaper than the copy)
+//!   stay-current-node       a unit stays on the node it runs on (as good as the best, most of its
+//!                           sampled hot ranges there now, small memory that follows it, or its
+//!                           memory moving there)
+//!   preferred-node          a unit to the node holding the largest share of its accesses
+//!   next-best-node          the first choice was refused (no room, a bottleneck): the next
+//!                           candidate by access share, then distance
+//!   no-room-stay            no node has room for the unit: it stays on the node it runs on
+//!   least-loaded            no node has room and it cannot stay: the node with most CPU left
+//!   closest-set             a unit that fits no single node: nodes around its preferred one
+//!   bandwidth-bound-stay    a bandwidth-bound process on >= bandwidth_bound_min_nodes nodes keeps
+//!                           its CPUs (no action); its memory is interleaved there (memory.rs)
+//!   no-cpu-nodes            the machine has no node with CPUs: nothing is placed (no action)
+//!   confined-within-cpuset  no node is within the cpusets of all the unit's processes: it is
+//!                           left as it is (no action); every other placement stays within them
+//!   hold                    a unit or task moved within hold_periods stays where it was put
+//!                           while its load holds, or while its pages move (no action)
+//!   moves-in-flight         a unit whose memory this policy is moving stays with it, or goes to
+//!                           the nodes it goes to, until the move ends
+//!   balance-stays           a task the balancer moved off its unit's node stays where it is
+//!                           until that node has room for it again (no action)
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
