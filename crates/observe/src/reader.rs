@@ -137,6 +137,8 @@ pub struct Reader {
     /// Reads of the files produced under a process's memory-map lock (numa_maps, maps) go
     /// through it when set ([`Reader::with_guard`]).
     guard: Option<crate::stall::StallGuard>,
+    /// `root` is the live root, however spelled (resolved once, at construction).
+    live: bool,
 }
 
 impl Default for Reader {
@@ -323,7 +325,8 @@ impl Reader {
         let root = root.into();
         let mut proc_prefix = root.join("proc").to_string_lossy().into_owned();
         proc_prefix.push('/');
-        Reader { root, proc_prefix, opts, guard: None }
+        let live = root == Path::new("/") || std::fs::canonicalize(&root).is_ok_and(|r| r == Path::new("/"));
+        Reader { root, proc_prefix, opts, guard: None, live }
     }
 
     /// This reader with its numa_maps and maps reads under `guard`: a read that sleeps in the
@@ -347,9 +350,10 @@ impl Reader {
         &self.root
     }
 
-    /// Whether this reader looks at the live system (root "/").
+    /// Whether this reader looks at the live system (root "/", however spelled: `/proc/..` is the
+    /// live root too, and was taken for a fixture; review helper-61).
     pub fn is_live(&self) -> bool {
-        self.root == Path::new("/")
+        self.live
     }
 
     /// The options.

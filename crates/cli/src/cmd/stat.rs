@@ -46,7 +46,13 @@ pub struct Args {
     /// Show per-node memory of the process with this PID, or of every process whose name or command
     /// line contains this pattern. May be repeated.
     /// (Taken as given, bytes that are not UTF-8 included: numastat matches them.)
-    #[arg(short = 'p', value_name = "PID|PATTERN", value_parser = clap::value_parser!(std::ffi::OsString))]
+    /// A pattern may start with `-` (a login shell's `-bash`), as numastat's getopt takes it.
+    #[arg(
+        short = 'p',
+        value_name = "PID|PATTERN",
+        allow_hyphen_values = true,
+        value_parser = clap::value_parser!(std::ffi::OsString)
+    )]
     pub process: Vec<std::ffi::OsString>,
     /// Sort rows by the Total column, or by NODE's column (`-s` or `-s=1`).
     #[arg(short = 's', value_name = "NODE", num_args = 0..=1, require_equals = true, default_missing_value = "")]

@@ -22,7 +22,9 @@
 //!
 //! Without PIDs or patterns every user process is shown (kernel threads have no memory and would bury
 //! the rest); with them, exactly the matching processes, kernel threads included. A process that
-//! exits between the two samples is shown from the first one, without rates.
+//! exits between the two samples (or whose pid another process took) is shown from the first one,
+//! marked, without rates. A pid typed that is gone is an error; a process a pattern matched that is
+//! gone by the first sample is left out. A thread id typed as a pid is its process.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -80,6 +82,9 @@ struct NumaView {
 struct ProcessView {
     pid: u32,
     comm: String,
+    /// It exited (or its pid went to another process) before the second sample: shown from the
+    /// first, without rates.
+    exited: bool,
     rss_kb: Option<u64>,
     numa_maps_error: Option<String>,
     memory: Vec<NodeUsage>,
@@ -111,6 +116,11 @@ struct Derived {
 /// Runs the view; returns stdout text and stderr messages.
 pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
     let mut notes = String::new();
+    // A `--root` without a node directory is no machine (it printed an empty table, exit 0, where
+    // the table modes refuse it; review helper-61).
+    if !reader.is_live() && reader.node_ids().map(|n| n.is_empty()).unwrap_or(true) {
+        anyhow::bail!("no node directories in {}", reader.root().join("sys/devices/system/node").display());
+    }
     let pids = if cfg.specs.is_empty() {
         None
     } else {
@@ -119,19 +129,29 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
         if !notes.is_empty() {
             anyhow::bail!("{}", notes.trim_end());
         }
-        Some(pids.into_iter().map(|(p, _)| p).collect::<Vec<u32>>())
+        Some(processes_of(reader, &cfg.specs, pids, &mut notes))
     };
-    let first = reader.sample_of(pids.as_deref()).context("reading the first sample")?;
+    let first = reader
+        .sample_of(pids.as_ref().map(|p| p.iter().map(|(pid, _)| *pid).collect::<Vec<_>>()).as_deref())
+        .context("reading the first sample")?;
     if let Some(want) = &pids {
-        let missing: Vec<String> =
-            want.iter().filter(|p| first.process(**p).is_none()).map(|p| p.to_string()).collect();
+        // A pid typed as a number that is gone is an error; a process a pattern matched that is
+        // gone by the first sample is skipped (a pattern names what matches when it runs: one
+        // short-lived match failed the whole view; review helper-61), unless none is left.
+        let missing: Vec<String> = want
+            .iter()
+            .filter(|(p, typed)| *typed && first.process(*p).is_none())
+            .map(|(p, _)| p.to_string())
+            .collect();
         if !missing.is_empty() {
             anyhow::bail!("no such process: {}", missing.join(", "));
+        }
+        if first.processes.is_empty() {
+            anyhow::bail!("no such process: every process matched exited before the first sample");
         }
     }
     let (prev, cur) = if reader.is_live() {
         std::thread::sleep(Duration::from_millis(cfg.interval_ms));
-        // Processes that exited meanwhile are simply absent from the second sample.
         let present: Vec<u32> = first.processes.iter().map(|p| p.pid).collect();
         let second = reader.sample_of(Some(&present)).context("reading the second sample")?;
         (Some(first), second)
@@ -156,6 +176,49 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
         ));
     }
     Ok((out, notes))
+}
+
+/// The processes `resolve_specs` named, each with whether it was typed as a number. A thread id
+/// typed as a pid (its /proc entry is reachable, though not listed) is its process's: shown once,
+/// said in a note (it showed the process twice, once under the thread's id; review helper-61).
+fn processes_of(
+    reader: &Reader,
+    specs: &[String],
+    pids: Vec<(u32, Option<String>)>,
+    notes: &mut String,
+) -> Vec<(u32, bool)> {
+    let mut out: Vec<(u32, bool)> = Vec::new();
+    for (pid, _) in pids {
+        let typed = specs.iter().any(|s| s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>() == Ok(pid));
+        let tgid = reader.read_status(pid).ok().flatten().map_or(pid, |s| s.tgid);
+        if tgid != pid && tgid != 0 {
+            let _ =
+                writeln!(notes, "numapilot stat --threads: {pid} is a thread of process {tgid}: shown as that process");
+        }
+        match out.iter_mut().find(|(p, _)| *p == tgid) {
+            Some(entry) => entry.1 |= typed,
+            None => out.push((tgid, typed)),
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The processes to show: each of the first sample's, from the second sample while it is the same
+/// process, else from the first, marked exited (it vanished from the view, and a pid another
+/// process took meanwhile showed that one in its place; review helper-61).
+fn shown<'a>(prev: Option<&'a Sample>, cur: &'a Sample) -> Vec<(&'a ProcessSample, bool)> {
+    match prev {
+        None => cur.processes.iter().map(|p| (p, false)).collect(),
+        Some(first) => first
+            .processes
+            .iter()
+            .map(|p| match cur.process(p.pid).filter(|q| q.starttime == p.starttime) {
+                Some(q) => (q, false),
+                None => (p, true),
+            })
+            .collect(),
+    }
 }
 
 fn derive(prev: Option<&Sample>, cur: &Sample) -> Derived {
@@ -188,12 +251,12 @@ fn derive(prev: Option<&Sample>, cur: &Sample) -> Derived {
             }),
         }
     };
-    let processes = cur
-        .processes
-        .iter()
-        .map(|p| ProcessView {
+    let processes = shown(prev, cur)
+        .into_iter()
+        .map(|(p, exited)| ProcessView {
             pid: p.pid,
             comm: p.comm.clone(),
+            exited,
             rss_kb: p.rss_kb,
             numa_maps_error: p.numa_maps_error.clone(),
             memory: p.node_usage.clone(),
@@ -252,11 +315,12 @@ fn render(d: &Derived, out: &mut String) {
     for p in &d.processes {
         let _ = writeln!(
             out,
-            "\nPID {} ({})  threads: {}  RSS {}",
+            "\nPID {} ({})  threads: {}  RSS {}{}",
             p.pid,
             printable(&p.comm),
             p.threads.len(),
-            p.rss_kb.map_or_else(|| "-".to_string(), |kb| format!("{:.1} MiB", mib(kb)))
+            p.rss_kb.map_or_else(|| "-".to_string(), |kb| format!("{:.1} MiB", mib(kb))),
+            if p.exited { "  (exited before the second sample: its first, no rates)" } else { "" }
         );
         if let Some(e) = &p.numa_maps_error {
             let _ = writeln!(out, "  numa_maps: {e}");
