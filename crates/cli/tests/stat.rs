@@ -309,11 +309,26 @@ fn a_pattern_that_is_not_utf8_finds_its_process() {
         run(Command::new(bin()).arg("stat").arg("-p").arg(arg0)),
         run(Command::new(numastat_link()).arg("-p").arg(arg0)),
     ];
+    // Another byte that is not UTF-8 is another pattern, byte for byte (0xfe: numastat finds
+    // nothing; both taken as text, any such byte matched any other; review helper-61).
+    let mut other = name.clone();
+    let at = other.iter().position(|&b| b == 0xff).unwrap();
+    other[at] = 0xfe;
+    let other = std::ffi::OsStr::from_bytes(&other);
+    let misses = [
+        run(Command::new(bin()).arg("stat").arg("-p").arg(other)),
+        run(Command::new(numastat_link()).arg("-p").arg(other)),
+    ];
     let _ = sleeper.kill();
     let _ = sleeper.wait();
     for out in outs {
         let shown = text(&out.stdout);
         assert!(shown.contains(&format!("for PID {pid} (sleep)")), "{shown}\n{}", text(&out.stderr));
+    }
+    for out in misses {
+        let shown = text(&out.stdout);
+        assert!(!shown.contains(&format!("PID {pid}")), "{shown}");
+        assert!(shown.contains("Found no processes containing pattern"), "{shown}");
     }
 }
 

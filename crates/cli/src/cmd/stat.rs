@@ -168,10 +168,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     execute(&args.root, &cfg, args.json, Strict::Yes)
 }
 
-/// The -p values and operands as text (a byte that is not UTF-8 as U+FFFD, which the pattern search
-/// matches against the processes' text taken the same way: `numastat::pattern_candidates`).
-fn specs_of(args: &Args) -> Vec<String> {
-    args.process.iter().chain(&args.targets).map(|s| s.to_string_lossy().into_owned()).collect()
+/// The -p values and operands as given, bytes (the pattern search matches them against the
+/// processes' bytes: `numastat::pattern_candidates`).
+fn specs_of(args: &Args) -> Vec<std::ffi::OsString> {
+    args.process.iter().chain(&args.targets).cloned().collect()
 }
 
 /// Whether naming only processes that cannot be read is an error (`numapilot stat`) or, as
@@ -208,7 +208,11 @@ fn execute(root: &std::path::Path, cfg: &Config, json: bool, strict: Strict) -> 
     stdout.flush().context("writing to stdout")?;
     if out.no_process_read && strict == Strict::Yes {
         // An empty operand shows as "" (numastat's PID 0), not as nothing between two blanks.
-        let named: Vec<&str> = cfg.specs.iter().map(|s| if s.is_empty() { "\"\"" } else { s.as_str() }).collect();
+        let named: Vec<String> = cfg
+            .specs
+            .iter()
+            .map(|s| if s.is_empty() { "\"\"".to_string() } else { s.to_string_lossy().into_owned() })
+            .collect();
         eprintln!("numapilot: no process read: {} named no readable process", named.join(" "));
         return Ok(ExitCode::FAILURE);
     }
@@ -259,7 +263,7 @@ enum Parsed {
 ///
 /// With `POSIXLY_CORRECT` in the environment (`posix`), glibc stops at the first operand, as
 /// numactl's `+` does: `numastat sleep -c` then names two patterns.
-fn parse_numastat_args(args: &[String], posix: bool) -> Parsed {
+fn parse_numastat_args(args: &[OsString], posix: bool) -> Parsed {
     use super::run::getopt::{Getopt, HasArg, OptSpec};
 
     // numastat 2.0.16 reads `getopt(argc, argv, "cmnp:s::vVz?")`: permuting, `-s` with an optional
@@ -276,7 +280,6 @@ fn parse_numastat_args(args: &[String], posix: bool) -> Parsed {
         opt('z', HasArg::No),
         OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: '?', extra: true },
     ];
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let mut cfg = Config { compat: args.is_empty(), token_warnings: true, ..Config::default() };
     let mut g = if posix { Getopt::new(&specs, &args) } else { Getopt::permuting(&specs, &args) };
     for found in g.by_ref() {
@@ -291,12 +294,12 @@ fn parse_numastat_args(args: &[String], posix: bool) -> Parsed {
             'v' => cfg.verbose = true,
             'z' => cfg.skip_zero = true,
             'V' => return Parsed::Version,
-            'p' => cfg.specs.extend(found.value.map(|v| v.to_string_lossy().into_owned())),
+            'p' => cfg.specs.extend(found.value),
             's' => cfg.sort = Some(found.value.map(|v| v.to_string_lossy().into_owned())),
             _ => return Parsed::Usage(String::new()),
         }
     }
-    cfg.specs.extend(g.operands().iter().map(|a| a.to_string_lossy().into_owned()));
+    cfg.specs.extend(g.operands().iter().map(|a| a.to_os_string()));
     cfg.screen_width = numastat::screen_width();
     Parsed::Run(cfg)
 }
@@ -304,8 +307,8 @@ fn parse_numastat_args(args: &[String], posix: bool) -> Parsed {
 /// Entry point when started as `numastat` (a symlink to numapilot): numastat's argument syntax and
 /// output. `NUMAPILOT_ROOT` (not a numastat option) points it at a fixture directory.
 pub fn numastat_main(args: &[OsString]) -> anyhow::Result<ExitCode> {
-    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    match parse_numastat_args(&args, std::env::var_os("POSIXLY_CORRECT").is_some()) {
+    // As given, bytes: a pattern that is not UTF-8 is matched byte for byte (review helper-61).
+    match parse_numastat_args(args, std::env::var_os("POSIXLY_CORRECT").is_some()) {
         Parsed::Version => {
             super::run::print_out(&format!("numastat version: numapilot {}\n", env!("CARGO_PKG_VERSION")))
         }
@@ -325,7 +328,7 @@ mod tests {
     use super::*;
 
     fn run_cfg(args: &[&str]) -> Config {
-        match parse_numastat_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>(), false) {
+        match parse_numastat_args(&args.iter().map(OsString::from).collect::<Vec<_>>(), false) {
             Parsed::Run(c) => c,
             other => panic!("{args:?}: {other:?}"),
         }
@@ -367,7 +370,7 @@ mod tests {
 
     #[test]
     fn posixly_correct_stops_at_the_first_operand() {
-        let args: Vec<String> = ["-m", "sleep", "-c"].iter().map(|s| s.to_string()).collect();
+        let args: Vec<OsString> = ["-m", "sleep", "-c"].iter().map(OsString::from).collect();
         let Parsed::Run(c) = parse_numastat_args(&args, true) else { panic!() };
         assert!(c.meminfo && !c.compress);
         assert_eq!(c.specs, vec!["sleep", "-c"]);
@@ -387,7 +390,7 @@ mod tests {
 
     #[test]
     fn bad_options_print_usage() {
-        let p = |a: &[&str]| parse_numastat_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), false);
+        let p = |a: &[&str]| parse_numastat_args(&a.iter().map(OsString::from).collect::<Vec<_>>(), false);
         assert_eq!(p(&["-x"]), Parsed::Usage("numastat: invalid option -- 'x'\n".into()));
         assert_eq!(p(&["-p"]), Parsed::Usage("numastat: option requires an argument -- 'p'\n".into()));
         assert_eq!(p(&["--bogus"]), Parsed::Usage("numastat: unrecognized option '--bogus'\n".into()));

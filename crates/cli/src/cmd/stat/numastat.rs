@@ -55,8 +55,8 @@ pub struct Config {
     pub meminfo: bool,
     /// `-n`: the numastat counters table.
     pub numastat: bool,
-    /// `-p` values and bare arguments: PIDs or patterns, in order.
-    pub specs: Vec<String>,
+    /// `-p` values and bare arguments: PIDs or patterns, in order, as given (bytes).
+    pub specs: Vec<std::ffi::OsString>,
     /// `-s[NODE]`: sort; `Some(None)` by the Total column.
     pub sort: Option<Option<String>>,
     /// `-v`: one table per process even for several processes.
@@ -243,13 +243,16 @@ const PID_MAX: u32 = i32::MAX as u32;
 /// name the pattern search already read (`None` for a PID given as a number).
 pub(super) fn resolve_specs(
     reader: &Reader,
-    specs: &[String],
+    specs: &[std::ffi::OsString],
     stdout: &mut String,
 ) -> anyhow::Result<Vec<(u32, Option<String>)>> {
+    use std::os::unix::ffi::OsStrExt as _;
     let mut pids: Vec<(u32, Option<String>)> = Vec::new();
     let mut candidates: Option<Vec<Candidate>> = None;
-    for spec in specs {
-        if spec.bytes().all(|b| b.is_ascii_digit()) {
+    for raw in specs {
+        let bytes = raw.as_bytes();
+        let spec = raw.to_string_lossy();
+        if bytes.iter().all(u8::is_ascii_digit) {
             // The empty string is all digits to numastat too, atoi's 0: PID 0, which no /proc
             // entry has. As a pattern it would match every process, and `numastat -p "$(pidof x)"`
             // with no x running would total the whole machine's memory as x's (a review of
@@ -272,7 +275,7 @@ pub(super) fn resolve_specs(
         };
         let before = pids.len();
         for c in cands.iter() {
-            if contains(&c.text, spec.as_bytes()) {
+            if contains(&c.text, bytes) {
                 pids.push((c.pid, c.name.clone()));
             }
         }
@@ -306,20 +309,16 @@ fn pattern_candidates(reader: &Reader) -> anyhow::Result<Vec<Candidate>> {
             continue;
         }
         let name = command_name(reader, pid);
-        let mut text: Vec<u8> = name.clone().map(String::into_bytes).unwrap_or_default();
+        // The name as the kernel wrote it, bytes: a pattern is matched byte for byte.
+        let mut text: Vec<u8> = raw_status_name(reader, pid).unwrap_or_default();
         if let Ok(Some(cmdline)) = reader.read_cmdline(pid) {
             text.push(b' ');
             text.extend(cmdline.iter().map(|&b| if b == 0 { b' ' } else { b }));
         }
         text.truncate(2047);
-        // Matched as the arguments arrive: a pattern's bytes that are not UTF-8 come as U+FFFD
-        // (arguments are taken as text), so the process's are too; raw, a name or command line
-        // with such a byte could never match its own pattern (review helper-36). Any invalid
-        // byte then matches any other: only UTF-8 text is told apart exactly.
-        let text = match String::from_utf8(text) {
-            Ok(t) => t.into_bytes(),
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned().into_bytes(),
-        };
+        // Byte for byte, as numastat compares: the pattern arrives as the bytes given (a pattern
+        // with a byte that is not UTF-8 matched every name with any such byte while both were
+        // taken as text, review helper-61; raw against text it never matched, helper-36).
         out.push(Candidate { pid, name, text });
     }
     Ok(out)
@@ -330,6 +329,15 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// The `Name:` of a process's status, as numastat shows it.
+/// The `Name:` of /proc/PID/status as its bytes (the kernel escapes only blanks, `\n` and `\\`
+/// there; other bytes are as the process named itself), leading blanks skipped.
+fn raw_status_name(reader: &Reader, pid: u32) -> Option<Vec<u8>> {
+    let status = std::fs::read(reader.root().join(format!("proc/{pid}/status"))).ok()?;
+    let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"Name:"))?;
+    let start = line.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(line.len());
+    Some(line[start..].to_vec())
+}
+
 fn command_name(reader: &Reader, pid: u32) -> Option<String> {
     reader.read_status(pid).ok().flatten().map(|s| s.name.trim_start().to_string())
 }

@@ -41,8 +41,8 @@ use serde::Serialize;
 /// What `--threads` shows.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// PIDs or patterns; empty for every user process.
-    pub specs: Vec<String>,
+    /// PIDs or patterns, as given (bytes); empty for every user process.
+    pub specs: Vec<std::ffi::OsString>,
     /// Time between the two samples, ms.
     pub interval_ms: u64,
     /// Print JSON instead of text.
@@ -183,13 +183,16 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
 /// said in a note (it showed the process twice, once under the thread's id; review helper-61).
 fn processes_of(
     reader: &Reader,
-    specs: &[String],
+    specs: &[std::ffi::OsString],
     pids: Vec<(u32, Option<String>)>,
     notes: &mut String,
 ) -> Vec<(u32, bool)> {
     let mut out: Vec<(u32, bool)> = Vec::new();
     for (pid, _) in pids {
-        let typed = specs.iter().any(|s| s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>() == Ok(pid));
+        let typed = specs
+            .iter()
+            .filter_map(|s| s.to_str())
+            .any(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>() == Ok(pid));
         let tgid = reader.read_status(pid).ok().flatten().map_or(pid, |s| s.tgid);
         if tgid != pid && tgid != 0 {
             let _ =
