@@ -281,7 +281,7 @@ fn parse_numastat_args(args: &[OsString], posix: bool) -> Parsed {
         OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: '?', extra: true },
     ];
     let mut cfg = Config { compat: args.is_empty(), token_warnings: true, ..Config::default() };
-    let mut g = if posix { Getopt::new(&specs, &args) } else { Getopt::permuting(&specs, &args) };
+    let mut g = if posix { Getopt::new(&specs, args) } else { Getopt::permuting(&specs, args) };
     for found in g.by_ref() {
         let found = match found {
             Ok(f) => f,

@@ -569,19 +569,31 @@ struct Refresh {
     since: bool,
 }
 
+/// What a refresh of a small process costs at least, in the budget's kB of resident memory: 1 MiB.
+/// Source: the fixed part of a numa_maps read (open, the walk of every mapping, the text and its
+/// parse), some tens of microseconds for a small process, about what walking 1 MiB resident costs
+/// at the 15-20 ms per GiB measured for [`TierOptions::numa_maps_kb_per_cycle`]. What it prevents:
+/// refreshes of processes with nothing resident (zombies, processes swapped out, a churn's
+/// just-started programs) counted as free, all of them read in one cycle whatever the budget (a
+/// host holding hundreds such read each of them every cycle; found when another session's churn
+/// made the budget test read three in a cycle of a 1 kB budget).
+const MIN_REFRESH_KB: u64 = 1024;
+
 /// Which of the due refreshes a cycle reads, given `spent` kB of RSS walked already (new
 /// processes, the daemon's own changes) and the `budget`: sorts them longest unread first (then by
-/// pid) and takes each that still fits; the first always, so one larger than the budget is read too.
-/// Returns, per refresh in the sorted order, whether it is read.
+/// pid) and takes each that still fits, each counted at least [`MIN_REFRESH_KB`]; the first always,
+/// so one larger than the budget is read too. Returns, per refresh in the sorted order, whether it
+/// is read.
 fn choose_refreshes(due: &mut [Refresh], spent: u64, budget: u64) -> Vec<bool> {
     due.sort_unstable_by(|a, b| b.age.cmp(&a.age).then(a.pid.cmp(&b.pid)));
     let mut spent = spent;
     due.iter()
         .enumerate()
         .map(|(i, r)| {
-            let take = i == 0 || spent.saturating_add(r.rss_kb) <= budget;
+            let cost = r.rss_kb.max(MIN_REFRESH_KB);
+            let take = i == 0 || spent.saturating_add(cost) <= budget;
             if take {
-                spent = spent.saturating_add(r.rss_kb);
+                spent = spent.saturating_add(cost);
             }
             take
         })
@@ -1580,18 +1592,21 @@ mod tests {
     /// one larger than the whole budget is still read when it is the longest unread.
     #[test]
     fn refreshes_are_read_within_the_budget_oldest_first() {
-        let mut d = vec![due(10, 1, 300), due(30, 2, 300), due(20, 3, 300), due(40, 4, 100)];
-        let taken = choose_refreshes(&mut d, 0, 700);
+        let mut d = vec![due(10, 1, 3000), due(30, 2, 3000), due(20, 3, 3000), due(40, 4, 1000)];
+        let taken = choose_refreshes(&mut d, 0, 7200);
         let read: Vec<u32> = d.iter().zip(&taken).filter(|(_, &t)| t).map(|(r, _)| r.pid).collect();
-        assert_eq!(read, vec![4, 2, 3], "oldest first while 700 kB allow");
-        let walked: u64 = d.iter().zip(&taken).filter(|(_, &t)| t).map(|(r, _)| r.rss_kb).sum();
-        assert!(walked <= 700);
-        // What new processes used counts: 500 kB spent leaves room for the first (always) only.
-        let taken = choose_refreshes(&mut d, 500, 700);
+        assert_eq!(read, vec![4, 2, 3], "oldest first while 7200 kB allow (1000 kB counted as 1024)");
+        let walked: u64 = d.iter().zip(&taken).filter(|(_, &t)| t).map(|(r, _)| r.rss_kb.max(MIN_REFRESH_KB)).sum();
+        assert!(walked <= 7200);
+        // What new processes used counts: 5000 kB spent leaves room for the first (always) only.
+        let taken = choose_refreshes(&mut d, 5000, 7200);
         assert_eq!(taken, vec![true, false, false, false]);
         // A process larger than the budget is read when it is the longest unread, alone.
-        let mut d = vec![due(10, 1, 100), due(50, 2, 5_000)];
-        assert_eq!(choose_refreshes(&mut d, 0, 700), vec![true, false]);
+        let mut d = vec![due(10, 1, 1000), due(50, 2, 50_000)];
+        assert_eq!(choose_refreshes(&mut d, 0, 7000), vec![true, false]);
         assert_eq!(d[0].pid, 2);
+        // Nothing resident is not free: 100 such refreshes under a 4 MiB budget, 4 read.
+        let mut d: Vec<Refresh> = (0..100).map(|i| due(1000 - u64::from(i), i, 0)).collect();
+        assert_eq!(choose_refreshes(&mut d, 0, 4096).iter().filter(|&&t| t).count(), 4);
     }
 }
