@@ -2557,7 +2557,10 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     busy.line("ready");
     let s1 = observe(&mut host);
     let first = host.tier_stats();
-    assert_eq!(first.threads_read, first.processes, "the first sample reads every process in full");
+    // At least: on a host where processes come and go, one read in full can leave before the
+    // sample is put together (its pid reused or gone), and is read but not in the sample (CI read
+    // 211 for 210 while another load churned processes).
+    assert!(first.threads_read >= first.processes, "the first sample reads every process in full: {first:?}");
     let p1 = s1.process(kid.pid()).expect("the child is sampled").clone();
     let tids = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
     assert_eq!(p1.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), tids);
