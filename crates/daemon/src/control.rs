@@ -164,7 +164,8 @@ pub struct Status {
     pub steps: u64,
     /// Steps that failed (logged, retried at the next interval).
     pub step_errors: u64,
-    /// Backed-off waits ended early because a process or thread was created meanwhile.
+    /// Backed-off waits ended early because a process was created meanwhile (with the proc
+    /// connector; without it, any new thread too, from /proc/loadavg's last pid).
     #[serde(default)]
     pub early_wakes: u64,
     /// Waits ended early because a young process started threads (the proc connector's events;

@@ -14,8 +14,10 @@
 //!   poll(signalfd, explain-wake, command pipe, proc connector, page mover; timeout = wait - step time)
 //!     wait = the policy's interval, doubled after each quiet step up to idle_max_interval_ms
 //!            ([`Backoff`]: nothing planned, no new process, no CPU-load change; back at once
-//!            to the interval on any change); while backed off, /proc/loadavg's last pid is
-//!            compared once per interval and a new pid ends the wait early ([`last_pid`])
+//!            to the interval on any change); while backed off, whether a process was created
+//!            is looked at once per interval and a new one ends the wait early (the proc
+//!            connector's fork events; without it /proc/loadavg's last pid, [`last_pid`],
+//!            which a new thread anywhere moves too)
 //!     proc connector  a new thread of a young process (not this one) -> the wait ends
 //!               new_thread_wake_ms after it, never sooner than settle_interval_ms after the
 //!               last step started ([`young_thread_starts`]): a workload that touches its
@@ -573,6 +575,11 @@ struct ThreadWatch {
     /// Processes that executed a new program since the loop last looked: their standing orders
     /// go (`Engine::drop_standing`).
     execs: Vec<u32>,
+    /// New processes (fork events of a new thread group, not this daemon's) seen since the watch
+    /// opened: what ends a backed-off wait (a thread started by any process on the host did, read
+    /// from /proc/loadavg's last pid, and a host with a thread pool kept the loop at the interval;
+    /// review helper-60).
+    forks: u64,
 }
 
 impl ThreadWatch {
@@ -592,6 +599,7 @@ impl ThreadWatch {
                 reader: numapilot_observe::Reader::new("/"),
                 lost: 0,
                 pending: Vec::new(),
+                forks: 0,
                 checked_ns: 0,
                 execs: Vec::new(),
             }),
@@ -630,6 +638,9 @@ impl ThreadWatch {
                 }
             }
             if let numapilot_observe::proc_events::ProcEvent::Fork { pid, tgid, .. } = *e {
+                if pid == tgid && pid != me {
+                    self.forks += 1;
+                }
                 if pid == tgid && pid != me && !self.pending.iter().any(|p| p.0 == pid) {
                     if let Ok(Some(st)) = self.reader.read_stat(pid) {
                         self.pending.push((pid, st.starttime));
@@ -885,10 +896,16 @@ pub fn serve<H: Host + Restore>(
         status.next_interval_ms = next / 1_000_000;
         publish(&shared, &status);
         let mut deadline = t0.saturating_add(next);
-        // Backed off: look at /proc/loadavg's last pid once per policy interval, and step at once
-        // when a process (or thread) was created since this step, instead of after the whole wait.
+        // Backed off: look once per policy interval whether a process was created since this
+        // step, and step at once then instead of after the whole wait. With the proc connector,
+        // its fork events say so (new processes only); without it, /proc/loadavg's last pid (any
+        // new thread too).
         let base = engine.next_interval_ns();
-        let mark = if next > base { last_pid() } else { None };
+        let created = |watch: &Option<ThreadWatch>| match watch {
+            Some(w) => Some(w.forks as u32),
+            None => last_pid(),
+        };
+        let mark = if next > base { created(&watch) } else { None };
         let mut peek = t0.saturating_add(base);
         // New threads of a young process: the earliest the next step may come.
         let gap = engine.model.tunables.settle_interval_ms.saturating_mul(1_000_000);
@@ -967,7 +984,8 @@ pub fn serve<H: Host + Restore>(
                     }
                 }
                 Wake::Timeout if until < deadline => {
-                    if last_pid() != mark {
+                    // (The watch's events are drained by `wait` as they come: a timeout had none.)
+                    if created(&watch) != mark {
                         status.early_wakes += 1;
                         break;
                     }

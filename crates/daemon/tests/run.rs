@@ -229,7 +229,8 @@ fn a_finished_page_move_ends_the_wait() {
 }
 
 /// Backed off (waits doubling towards a 60 s cap), the loop still steps within an interval of a
-/// process being created: it compares /proc/loadavg's last pid once per interval. Without that
+/// process being created: it compares the proc connector's fork count (without it,
+/// /proc/loadavg's last pid) once per interval. Without that
 /// the next step after a new process would come only at the end of the whole wait.
 #[test]
 fn a_new_pid_ends_a_backed_off_wait() {
@@ -241,6 +242,39 @@ fn a_new_pid_ends_a_backed_off_wait() {
     assert!(s.render().contains("early after a new process"), "{}", s.render());
     let _ = child.kill();
     let _ = child.wait();
+    r.handle.send(Command::Stop).unwrap();
+    r.thread.join().unwrap().unwrap();
+}
+
+/// Threads an old process starts do not end a backed-off wait, only a new process does (with the
+/// proc connector, whose fork events tell the two apart): /proc/loadavg's last pid counts threads
+/// too, and a host with a thread pool kept the loop stepping at the interval (review helper-60:
+/// 52 steps a minute with two idle processes starting threads). This test process, old by then,
+/// starts a thread every 20 ms for a second; other tests of this binary start processes beside
+/// it, so up to five such windows are tried, and one with no early wake passes (without the fork
+/// count every window has several: each peek, every 100 ms, sees a new last pid).
+#[test]
+fn threads_of_an_old_process_do_not_end_a_backed_off_wait() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the proc connector needs root");
+        return;
+    }
+    let r = start_full(0, Duration::ZERO, 60_000);
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let s = wait_status(&r.socket, |s| s.next_interval_ms >= 800);
+        let before = s.early_wakes;
+        for _ in 0..50 {
+            std::thread::spawn(|| ()).join().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let after = control::request(&r.socket, &Request::Status).unwrap().status.unwrap().early_wakes;
+        seen.push(after - before);
+        if after == before {
+            break;
+        }
+    }
+    assert_eq!(seen.last(), Some(&0), "early wakes per window of thread starts: {seen:?}");
     r.handle.send(Command::Stop).unwrap();
     r.thread.join().unwrap().unwrap();
 }
