@@ -676,3 +676,40 @@ fn an_out_directory_is_written_all_or_nothing() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(listing(&man), before, "no page of the set written");
 }
+
+/// `--out` is staged and locked before the runs: a second run into the directory is refused at
+/// once, and a signal during the runs leaves neither the staging directory nor the directories
+/// made for it (both held only for bench: sim locked its directory when the files were written,
+/// after the runs, and two runs into one directory both wrote it; review helper-62).
+#[test]
+fn a_sim_out_directory_is_locked_for_the_run_and_a_signal_leaves_nothing() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let s = Scratch::new("out-lock");
+    let out = s.path("a/b");
+    let sim = |duration: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_numapilot"));
+        c.args(["sim", "--machine", "numaconnect-288c", "--workload", "vm-mix", "--policy", "default", "--seeds", "1"])
+            .args(["--duration", duration, "--out"])
+            .arg(&out);
+        c
+    };
+    let mut long = sim("3600").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    let staged = || {
+        std::fs::read_dir(&out)
+            .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(".numapilot-out.")))
+            .unwrap_or(false)
+    };
+    while !staged() && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(staged(), "the long run never staged its --out");
+    let second = sim("1").output().unwrap();
+    assert_eq!(second.status.code(), Some(1), "{}", stderr(&second));
+    assert!(stderr(&second).contains("another numapilot run is writing there"), "{}", stderr(&second));
+    // SAFETY: kill with a child's pid.
+    unsafe { libc::kill(long.id() as i32, libc::SIGTERM) };
+    let status = long.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert!(!s.path("a").exists(), "the directories made for --out were left");
+}

@@ -97,7 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan = plan(test, &opts, &topo, numapilot_bench::worker::page_bytes())?;
     // Staged before the run, so a bad --out fails in a second, not after the benchmark; all or
     // nothing, so a run that fails leaves no directory it made (it left an empty one).
-    let staged = args.out.as_deref().map(super::Staged::new).transpose()?;
+    let staged = args.out.as_deref().map(|d| super::Staged::new(d, &[])).transpose()?;
     if let Some(dir) = &args.out {
         // The one file of a fixed name: a directory there failed the commit after the run.
         let json = dir.join("result.json");

@@ -48,7 +48,7 @@ pub fn man(a: ManArgs, cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             std::io::stdout().write_all(top).context("writing the manual page")?;
         }
         Some(dir) => {
-            let staged = super::Staged::new(&dir)?;
+            let staged = super::Staged::new(&dir, &[])?;
             for (name, text) in &pages {
                 let section = name.rsplit('.').next().unwrap_or("1");
                 let rel = Path::new(&format!("man{section}")).join(name);

@@ -78,10 +78,12 @@ pub struct Staged {
 const STAGE_PREFIX: &str = ".numapilot-out.";
 
 impl Staged {
-    /// Stages an `--out` directory (made when missing, checked as [`out_dir`] does).
-    pub fn new(dir: &Path) -> anyhow::Result<Self> {
+    /// Stages an `--out` directory (made when missing, checked as [`out_dir`] does, with the
+    /// `subdirs` the output will make). Made before the run, so a bad or busy directory fails in a
+    /// moment and a signal during the run leaves nothing behind.
+    pub fn new(dir: &Path, subdirs: &[&str]) -> anyhow::Result<Self> {
         use anyhow::Context as _;
-        let mut prepared = out_dir(dir, &[])?;
+        let mut prepared = out_dir(dir, subdirs)?;
         let lock = std::fs::File::open(dir).with_context(|| format!("--out: opening {}", dir.display()))?;
         // SAFETY: flock on a descriptor this function owns.
         if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -123,6 +125,9 @@ impl Staged {
     /// first (a directory in a file's way is an error before anything moves).
     pub fn commit(mut self) -> anyhow::Result<Vec<PathBuf>> {
         use anyhow::Context as _;
+        // From here a signal leaves the staging directory to the next run (which removes it): a
+        // clean-up between two renames deleted the files not moved yet (review helper-62).
+        interrupt::unregister(&self.stage);
         let mut rels = Vec::new();
         let mut stack = vec![PathBuf::new()];
         while let Some(rel) = stack.pop() {
@@ -192,13 +197,25 @@ mod interrupt {
 
     static REGISTERED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
     static PIPE_W: AtomicI32 = AtomicI32::new(-1);
+    /// The process that installed the handler: a child between fork and exec inherits the handler
+    /// and the pipe, and a signal sent to it alone must not end its parent (review helper-62).
+    static OWNER: AtomicI32 = AtomicI32::new(0);
     static INSTALL: Once = Once::new();
     const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
     extern "C" fn on_signal(sig: libc::c_int) {
         let b = sig as u8;
-        // SAFETY: write is async-signal-safe; the byte lives on this stack.
-        unsafe { libc::write(PIPE_W.load(Ordering::Relaxed), (&b as *const u8).cast(), 1) };
+        // SAFETY: getpid, signal, raise and write are async-signal-safe; the byte lives on this
+        // stack.
+        unsafe {
+            if libc::getpid() != OWNER.load(Ordering::Relaxed) {
+                // A forked child not yet exec'd: the signal's default action, as after its exec.
+                libc::signal(sig, libc::SIG_DFL);
+                libc::raise(sig);
+                return;
+            }
+            libc::write(PIPE_W.load(Ordering::Relaxed), (&b as *const u8).cast(), 1);
+        }
     }
 
     fn install() {
@@ -208,6 +225,8 @@ mod interrupt {
             return;
         }
         PIPE_W.store(fds[1], Ordering::Relaxed);
+        // SAFETY: getpid has no preconditions.
+        OWNER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
         let reader = fds[0];
         let spawned = std::thread::Builder::new().name("numapilot-interrupt".into()).spawn(move || loop {
             let mut b = 0u8;
@@ -278,10 +297,10 @@ fn topmost_missing(dir: &Path) -> Option<PathBuf> {
 /// makes), once every other argument has been checked and before any work: a path that cannot be
 /// one fails in a moment, not after the run (`sim evidence` ran all its simulations before
 /// `--out /proc/nope` failed), and a file in the way is named as such ("File exists" said nothing
-/// of what was wrong). What it made goes again, while empty, unless [`OutDir::keep`] is called:
+/// of what was wrong). What it made goes again, while empty, unless its `keep` is set (`Staged` takes it over):
 /// a run that fails leaves nothing (review helper-53: a `charts` directory, and the parents of a
 /// new nested path, were left after a failed run).
-pub fn out_dir(dir: &Path, subdirs: &[&str]) -> anyhow::Result<OutDir> {
+fn out_dir(dir: &Path, subdirs: &[&str]) -> anyhow::Result<OutDir> {
     use anyhow::Context as _;
     for d in std::iter::once(dir.to_path_buf()).chain(subdirs.iter().map(|s| dir.join(s))) {
         if d.exists() && !d.is_dir() {
@@ -295,17 +314,10 @@ pub fn out_dir(dir: &Path, subdirs: &[&str]) -> anyhow::Result<OutDir> {
 
 /// An `--out` directory [`out_dir`] made ready: removed again on drop (what of it was made, while
 /// empty) unless kept.
-pub struct OutDir {
+struct OutDir {
     dir: PathBuf,
     made: Option<PathBuf>,
     keep: bool,
-}
-
-impl OutDir {
-    /// The run succeeded: keep what was made.
-    pub fn keep(mut self) {
-        self.keep = true;
-    }
 }
 
 impl Drop for OutDir {

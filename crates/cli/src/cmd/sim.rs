@@ -159,14 +159,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("{} is not a numapilot sim result", file.display()))?;
             let comparison: Comparison = serde_json::from_str(&text)
                 .with_context(|| format!("{} is not a numapilot sim result", file.display()))?;
-            report(&comparison, &output)
+            report(&comparison, &output, None)
         }
         None => simulate(args.run),
     }
 }
 
-/// Prints and writes a comparison as `output` asks.
-fn report(comparison: &Comparison, output: &OutputArgs) -> anyhow::Result<ExitCode> {
+/// Prints and writes a comparison as `output` asks, into `staged` when the run staged `--out`
+/// before it started.
+fn report(comparison: &Comparison, output: &OutputArgs, staged: Option<super::Staged>) -> anyhow::Result<ExitCode> {
     // Memory that found no room: the figures describe a run without it (the result says how
     // often, `alloc_failures`; review helper-53).
     for p in &comparison.policies {
@@ -181,7 +182,11 @@ fn report(comparison: &Comparison, output: &OutputArgs) -> anyhow::Result<ExitCo
     }
     let table = table::render(comparison);
     if let Some(dir) = &output.out {
-        let files = write_out(comparison, &table, dir, !output.no_chart)?;
+        let staged = match staged {
+            Some(s) => s,
+            None => super::Staged::new(dir, &chart_dirs(output))?,
+        };
+        let files = write_out(comparison, &table, staged, dir, !output.no_chart)?;
         eprintln!("numapilot: wrote {} files under {}", files.len(), dir.display());
     }
     if output.json {
@@ -191,11 +196,25 @@ fn report(comparison: &Comparison, output: &OutputArgs) -> anyhow::Result<ExitCo
     }
 }
 
-/// Writes `result.json`, `table.txt` and (with `charts`) `charts/*.svg|png` under `dir`; returns
-/// the files written.
-pub fn write_out(comparison: &Comparison, table: &str, dir: &Path, charts: bool) -> anyhow::Result<Vec<PathBuf>> {
+/// The subdirectories `--out` gets: `charts` unless `--no-chart`.
+fn chart_dirs(output: &OutputArgs) -> Vec<&'static str> {
+    if output.no_chart {
+        Vec::new()
+    } else {
+        vec!["charts"]
+    }
+}
+
+/// Writes `result.json`, `table.txt` and (with `charts`) `charts/*.svg|png` into `staged`, the
+/// `--out` directory `dir`; returns the files written.
+pub fn write_out(
+    comparison: &Comparison,
+    table: &str,
+    staged: super::Staged,
+    dir: &Path,
+    charts: bool,
+) -> anyhow::Result<Vec<PathBuf>> {
     // All or nothing (`Staged`): a failure leaves the directory as it was.
-    let staged = super::Staged::new(dir)?;
     let json_path = staged.path("result.json");
     let mut json = serde_json::to_string_pretty(comparison)?;
     json.push('\n');
@@ -337,10 +356,11 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
             opts.max_s = d;
         }
     }
-    // Made now, so a bad one fails before the runs; removed again (while still empty) if they or
-    // the report fail.
-    let out = match &args.output.out {
-        Some(dir) => Some(super::out_dir(dir, if args.output.no_chart { &[] } else { &["charts"] })?),
+    // Staged now, so a bad or busy one fails before the runs, a signal during them leaves nothing,
+    // and what was made goes again if they or the report fail (it was only made here, and locked
+    // when the files were written: two runs into one directory both wrote it; review helper-62).
+    let staged = match &args.output.out {
+        Some(dir) => Some(super::Staged::new(dir, &chart_dirs(&args.output))?),
         None => None,
     };
     let names: Vec<&str> = policies.iter().map(String::as_str).collect();
@@ -351,11 +371,7 @@ fn simulate(args: RunArgs) -> anyhow::Result<ExitCode> {
         SimError::Unfinished { .. } => anyhow::anyhow!("{e} (a longer --duration gives it more time)"),
         e => e.into(),
     })?;
-    let code = report(&result, &args.output)?;
-    if let Some(out) = out {
-        out.keep();
-    }
-    Ok(code)
+    report(&result, &args.output, staged)
 }
 
 /// `numapilot sim evidence`.
@@ -372,8 +388,9 @@ fn evidence(
     if threads == Some(0) {
         bail!("--threads must be at least 1");
     }
-    let made = match &out {
-        Some(dir) => Some(super::out_dir(dir, &[])?),
+    // Staged before the runs (see `simulate`).
+    let staged = match &out {
+        Some(dir) => Some(super::Staged::new(dir, &[])?),
         None => None,
     };
     let matrix = evidence::Matrix::new(quick, seeds);
@@ -385,16 +402,12 @@ fn evidence(
     }
     command.push_str(&format!(" --seeds {}", matrix.seeds.len()));
     let md = evidence::markdown(&result, &command);
-    if let Some(dir) = &out {
-        let staged = super::Staged::new(dir)?;
+    if let (Some(dir), Some(staged)) = (&out, staged) {
         std::fs::write(staged.path("evidence.md"), &md)
             .with_context(|| format!("writing {}", dir.join("evidence.md").display()))?;
         std::fs::write(staged.path("evidence.json"), serde_json::to_string_pretty(&result)? + "\n")
             .with_context(|| format!("writing {}", dir.join("evidence.json").display()))?;
         staged.commit()?;
-    }
-    if let Some(made) = made {
-        made.keep();
     }
     if json {
         print_out(&format!("{}\n", serde_json::to_string_pretty(&result)?))
