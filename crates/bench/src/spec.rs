@@ -215,8 +215,7 @@ fn flag(flag: &'static str, reason: impl Into<String>) -> BenchError {
 /// Nodes the bind variants use: those with both CPUs and memory, ascending (all nodes with CPUs
 /// if none has both, as on a machine file without memory sizes).
 fn bind_nodes(topo: &Topology) -> Vec<u32> {
-    let mut both: Vec<u32> =
-        topo.nodes.iter().filter(|n| !n.cpus.is_empty() && n.mem_total_kb > 0).map(|n| n.id).collect();
+    let mut both: Vec<u32> = topo.nodes.iter().filter(|n| !n.cpus.is_empty() && n.has_memory()).map(|n| n.id).collect();
     if both.is_empty() {
         both = topo.nodes.iter().filter(|n| !n.cpus.is_empty()).map(|n| n.id).collect();
     }
@@ -268,7 +267,7 @@ pub fn plan(name: &str, opts: &Options, topo: &Topology, page_bytes: u64) -> Res
         if name.bind != Bind::None {
             return Err(flag("--force-node", format!("{} places its memory itself; drop --force-node", name.full())));
         }
-        let with_mem: Vec<u32> = topo.nodes.iter().filter(|x| x.mem_total_kb > 0).map(|x| x.id).collect();
+        let with_mem: Vec<u32> = topo.nodes.iter().filter(|x| x.has_memory()).map(|x| x.id).collect();
         if !with_mem.contains(&n) {
             let list: Vec<String> = with_mem.iter().map(u32::to_string).collect();
             return Err(flag(

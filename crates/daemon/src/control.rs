@@ -667,8 +667,8 @@ impl Drop for Listening {
 /// socket (they go at once when this fails).
 pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening, crate::paths::MadeDirs), ControlError> {
     let bind_err = |reason: String| ControlError::Bind { path: path.to_path_buf(), reason };
-    // Directories made here go again when the start fails (here, or later with the guard
-    // `Listening::take_made` hands over): a failed start left an empty /run/numapilot.
+    // Directories made here go again when the start fails (here, or later: they are returned,
+    // and `run` drops them with the socket): a failed start left an empty /run/numapilot.
     let mut made = crate::paths::MadeDirs::default();
     if let Some(dir) = path.parent() {
         if !dir.exists() {

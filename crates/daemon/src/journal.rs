@@ -47,7 +47,8 @@ pub struct Record {
     /// topology read again, pid 0, rule `cpu-hotplug`, the CPUs in `detail` and `action.online`),
     /// `start` and `reload` for the daemon's own life ([`Record::daemon`]).
     pub event: String,
-    /// Engine step number (1-based) the action belongs to; 0 for a restore.
+    /// Engine step number (1-based) the action belongs to; 0 for the lines of no step: a restore,
+    /// the daemon's `start` and `reload`, a `topology` change (their `at_ns` orders them).
     pub step: u64,
     /// Monotonic time of the step's sample, ns.
     pub at_ns: u64,

@@ -2561,6 +2561,9 @@ fn tiered_samples_keep_every_process_and_read_busy_ones() {
     // sample is put together (its pid reused or gone), and is read but not in the sample (CI read
     // 211 for 210 while another load churned processes).
     assert!(first.threads_read >= first.processes, "the first sample reads every process in full: {first:?}");
+    // And per process: none of the first sample is carried (no earlier read to carry).
+    let unread: Vec<u32> = s1.processes.iter().filter(|p| p.threads.is_empty()).map(|p| p.pid).collect();
+    assert!(unread.is_empty(), "processes of the first sample without their threads read: {unread:?}");
     let p1 = s1.process(kid.pid()).expect("the child is sampled").clone();
     let tids = numapilot_actuate::list_threads(kid.pid()).unwrap().unwrap();
     assert_eq!(p1.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), tids);

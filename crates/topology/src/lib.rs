@@ -72,6 +72,13 @@ pub struct Node {
 }
 
 impl Node {
+    /// Whether the node has memory: MemTotal above zero, or not known (its meminfo unreadable:
+    /// numactl binds to such a node, going by Mems_allowed, and so does ours; taken for a node
+    /// without memory, `--membind` to it was refused; review helper-62).
+    pub fn has_memory(&self) -> bool {
+        self.mem_total_kb > 0 || self.mem_total_unknown
+    }
+
     /// Whether the node has no CPUs (a memory-only node).
     pub fn is_cpuless(&self) -> bool {
         self.cpus.is_empty()
@@ -309,10 +316,10 @@ impl Topology {
         self.nodes.iter().filter(|n| !n.cpus.intersection(cpus).is_empty()).map(|n| n.id).collect()
     }
 
-    /// Online nodes with memory (MemTotal above zero: what the kernel's `has_memory` list holds
+    /// Online nodes with memory ([`Node::has_memory`]: what the kernel's `has_memory` list holds
     /// for an online node).
     pub fn memory_nodes(&self) -> NodeSet {
-        self.nodes.iter().filter(|n| n.mem_total_kb > 0).map(|n| n.id).collect()
+        self.nodes.iter().filter(|n| n.has_memory()).map(|n| n.id).collect()
     }
 
     /// Reads the machine from sysfs under `root` (`/` for this machine, or a fixture directory).

@@ -132,15 +132,22 @@ pub fn tree(topo: &Topology) -> String {
     let cores: std::collections::BTreeSet<(u32, u32, u32)> =
         online.iter().map(|c| (c.package, c.die, c.core)).collect();
     let total_mb: u64 = topo.nodes.iter().map(|n| n.mem_total_kb >> 10).sum();
+    // Nodes whose memory is not known leave the total a lower bound: said so.
+    let unknown = topo.nodes.iter().filter(|n| n.mem_total_unknown).count();
+    let total = if unknown == 0 {
+        format!("{total_mb} MB")
+    } else {
+        format!("{total_mb} MB known ({} not)", plural(unknown, "node"))
+    };
     let mut root = Tree::leaf(format!(
-        "machine: {} ({}), {}, {}, {} of {} CPUs online, {} MB",
+        "machine: {} ({}), {}, {}, {} of {} CPUs online, {}",
         plural(topo.nodes.len(), "node"),
         topo.node_ids(),
         plural(packages.len(), "package"),
         plural(cores.len(), "core"),
         online.len(),
         topo.cpus.len(),
-        total_mb
+        total
     ));
 
     for node in &topo.nodes {
@@ -333,6 +340,7 @@ machine: 3 nodes (0-2), 2 packages, 4 cores, 7 of 8 CPUs online, 24576 MB
     fn tree_lists_an_offline_cpu_once_and_unknown_memory_as_such() {
         let mut t = machine();
         t.nodes[1].cpus.insert(7);
+        (t.nodes[2].mem_total_kb, t.nodes[2].mem_free_kb) = (0, 0);
         t.nodes[2].mem_total_unknown = true;
         t.nodes[2].mem_free_unknown = true;
         let text = tree(&t);
@@ -341,6 +349,12 @@ machine: 3 nodes (0-2), 2 packages, 4 cores, 7 of 8 CPUs online, 24576 MB
         assert_eq!(text.matches("CPU 7").count() + text.matches(",7").count(), 0, "{text}");
         assert!(text.contains("offline CPUs: 7"), "{text}");
         assert!(text.contains("node 2: no CPUs, memory not available (no meminfo)"), "{text}");
+        assert!(
+            text.starts_with(
+                "machine: 3 nodes (0-2), 2 packages, 4 cores, 7 of 8 CPUs online, 8192 MB known (1 node not)\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -432,6 +432,22 @@ mod tests {
         assert_eq!(p.cpus, Some(set("4-7")));
     }
 
+    /// A node whose memory is not known (its meminfo missing, as in gVisor's sysfs) is a memory
+    /// node, as numactl binds to it by Mems_allowed (it was refused as a node without memory;
+    /// review helper-62).
+    #[test]
+    fn a_node_of_unknown_memory_takes_a_memory_policy() {
+        let mut t = topo(&[(0, "0-3", 0), (1, "4-7", 0)]);
+        for n in &mut t.nodes {
+            n.mem_total_unknown = true;
+            n.mem_free_unknown = true;
+        }
+        let s = view(Path::new("/"), t, "0-7", "0-1");
+        let p = place(&s, &["--membind=0"]).unwrap();
+        assert_eq!(p.policy, Some((MemPolicy::Bind(set("0")), ModeFlags::NONE)));
+        assert_eq!(place(&s, &["--preferred=1"]).unwrap().policy.unwrap().0, MemPolicy::Preferred(1));
+    }
+
     #[test]
     fn sparse_nodes_and_cpus_beyond_1024() {
         let s = sparse();

@@ -41,7 +41,8 @@
 //!                    older (by pid: `stagger`), so processes first seen together (all of them,
 //!                    when the daemon starts) are not all re-read in one cycle every period;
 //!                    refreshes of known processes are read longest unread first within
-//!                    numa_maps_kb_per_cycle of RSS a cycle (the first always), the rest wait
+//!                    numa_maps_kb_per_cycle of RSS a cycle, each refresh counted at least
+//!                    MIN_REFRESH_KB (the first always), the rest wait
 //!   otherwise        the last read threads and numa_maps are carried forward, with this cycle's
 //!                    process stat and RSS: moved into the sample, not copied, and given back by
 //!                    `recycle` (`Host::recycle`, after the model's update); what is not given
@@ -150,7 +151,8 @@ pub struct TierOptions {
     /// Resident memory whose numa_maps a cycle reads for refreshes, kB, summed over the processes
     /// (new processes and the cycle after the daemon changed one are read whatever it says, and count
     /// toward it). Refreshes due by age, RSS change or an explicit policy are read longest unread
-    /// first while they fit; the first always, so a process larger than the budget is read too. The
+    /// first while they fit, each counted at least [`MIN_REFRESH_KB`] (1 MiB: the fixed cost of a
+    /// read); the first always, so a process larger than the budget is read too. The
     /// rest wait for the next cycle, their numa_maps carried. Default 262,144 (256 MiB). Source:
     /// numa_maps walks the page tables of every mapping: on the development host about 7 ms of CPU
     /// per GiB resident for a QEMU backed by huge pages (`perf stat` of a `cat` of its numa_maps,

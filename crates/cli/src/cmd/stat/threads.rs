@@ -118,7 +118,7 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
     let mut notes = String::new();
     // A `--root` without a node directory is no machine (it printed an empty table, exit 0, where
     // the table modes refuse it; review helper-61).
-    if !reader.is_live() && reader.node_ids().map(|n| n.is_empty()).unwrap_or(true) {
+    if !reader.is_live() && reader.node_ids().context("reading the node directories")?.is_empty() {
         anyhow::bail!("no node directories in {}", reader.root().join("sys/devices/system/node").display());
     }
     let pids = if cfg.specs.is_empty() {
