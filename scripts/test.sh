@@ -16,6 +16,8 @@ export NUMAPILOT_RIG=1
 export NUMAPILOT_REQUIRE_NUMACTL=1
 # The metrics are checked by Prometheus's promtool (setup.sh unpacks Debian's): that test must run too.
 export NUMAPILOT_REQUIRE_PROMTOOL=1
+# The cpuset tests of the daemon use the host's cpuset hierarchy (CI's host mounts one): they must run, not skip.
+export NUMAPILOT_REQUIRE_CPUSET=1
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The eBPF wake-up tracer is behind a cargo feature (it needs clang and libbpf-dev, which setup.sh installs):

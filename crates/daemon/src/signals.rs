@@ -1074,32 +1074,40 @@ mod rolling_tests {
 mod fallback_tests {
     use super::*;
 
+    /// Whether this host must open the page-fault fallback: root (perf_event_open is allowed) and
+    /// no usable PMU (which would be opened instead). There the tests below must not pass by
+    /// skipping: a broken fallback read "notes not empty" from its own failure note and skipped
+    /// every check (review helper-63).
+    fn fallback_expected() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        root && matches!(
+            numapilot_observe::pmu::detect(std::path::Path::new("/")),
+            numapilot_observe::pmu::Detection::Missing(_)
+        )
+    }
+
     #[test]
     fn page_fault_fallback_fills_accesses_from_per_cpu_rings() {
-        let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
-        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
-        if !s.sampling() {
-            // A PMU host opens the PMU instead, and a host without perf_event_open says why: both in notes.
-            assert!(!s.notes().is_empty());
-            return;
-        }
+        let Some(mut s) = fault_sampler() else { return };
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let ours = touched(&mut s, 16);
-        if s.notes().iter().any(|n| n.contains("page-fault fallback")) {
-            assert_eq!(ours.len(), 16, "one access sample per touched page: {ours:?}");
-            assert!(ours.iter().all(|a| a.count == 1), "{ours:?}");
-        }
+        assert_eq!(ours.len(), 16, "one access sample per touched page: {ours:?}");
+        assert!(ours.iter().all(|a| a.count == 1), "{ours:?}");
         assert!(s.stats().samples >= ours.len() as u64);
     }
 
     /// Signals sampling every page fault on every CPU (the fallback, period 1); `None` on a host
     /// where the PMU is opened instead (it samples loads, not these faults) or perf_event_open is
-    /// refused, which the notes must then say.
+    /// refused to a user, which the notes must then say. As root without a PMU the fallback must
+    /// open ([`fallback_expected`]): a failure is the test's.
     fn fault_sampler() -> Option<Signals> {
         let tuning = SignalTuning { page_faults: true, page_fault_period: 1, ..SignalTuning::default() };
         let s = Signals::open_with(SignalOptions { sockets: false, perf: true }, tuning);
         if !s.sampling() || !s.notes().iter().any(|n| n.contains("page-fault fallback")) {
+            assert!(!fallback_expected(), "root without a PMU: the page-fault fallback did not open: {:?}", s.notes());
             assert!(!s.notes().is_empty());
+            eprintln!("skipped: the page-fault fallback is not this host's sampler: {:?}", s.notes());
             return None;
         }
         Some(s)

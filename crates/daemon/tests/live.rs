@@ -3097,7 +3097,7 @@ fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
     // Whatever this host mounts (this development host: v1 cpuset beside an empty v2 tree).
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("cpuset_mode_moves_the_process_into_its_own_cpuset_and_back") else { return };
     let (_d, state) = tmp_state("cpuset");
     let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
     assert_eq!(host.cpuset_hierarchy(), Some(&h));
@@ -3145,7 +3145,7 @@ fn a_failed_cgroup_placement_is_tried_again() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_failed_cgroup_placement_is_tried_again") else { return };
     if h.version != numapilot_actuate::CgroupVersion::V1 {
         eprintln!("skipped: the refusal set up here is cgroup v1's");
         return;
@@ -3189,7 +3189,7 @@ fn a_failed_cgroup_placement_is_tried_again() {
 #[test]
 fn a_stale_records_cgroup_is_removed_when_its_pid_is_recorded_again() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_stale_records_cgroup_is_removed_when_its_pid_is_recorded_again") else { return };
     if h.version != numapilot_actuate::CgroupVersion::V1 {
         eprintln!("skipped: the cgroup set up here is v1's");
         return;
@@ -3230,7 +3230,7 @@ fn a_cgroup_that_cannot_be_removed_at_once_is_removed_later() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_cgroup_that_cannot_be_removed_at_once_is_removed_later") else { return };
     let (_d, state) = tmp_state("cpuset-unreleased");
     let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
     let mut kid = Kid::spawn("sleep", &[]);
@@ -3262,7 +3262,9 @@ fn a_process_moved_out_of_numapilots_cpuset_is_judged_and_left_where_it_is() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_process_moved_out_of_numapilots_cpuset_is_judged_and_left_where_it_is") else {
+        return;
+    };
     let (_d, state) = tmp_state("cpuset-moved-out");
     let mut kid = Kid::spawn("sleep", &[]);
     kid.line("ready");
@@ -3310,7 +3312,7 @@ fn a_process_moved_out_of_numapilots_cpuset_is_not_pulled_back() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_process_moved_out_of_numapilots_cpuset_is_not_pulled_back") else { return };
     let (_d, state) = tmp_state("cpuset-declined");
     let mut kid = Kid::spawn("sleep", &[]);
     kid.line("ready");
@@ -3348,7 +3350,9 @@ fn a_child_forked_in_numapilots_cpuset_belongs_where_its_parent_came_from() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_child_forked_in_numapilots_cpuset_belongs_where_its_parent_came_from") else {
+        return;
+    };
     let (_d, state) = tmp_state("cpuset-forker");
     let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
     let (kid, _, child, other) = placed_forker(&mut host, &state, &cpus);
@@ -3384,7 +3388,7 @@ fn a_process_whose_original_cgroup_is_gone_goes_to_its_parent() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_process_whose_original_cgroup_is_gone_goes_to_its_parent") else { return };
     let (_d, state) = tmp_state("cpuset-original-gone");
     let mut kid = Kid::spawn("sleep", &[]);
     kid.line("ready");
@@ -3417,7 +3421,7 @@ fn a_process_confined_by_a_cpuset_is_managed_within_it() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_process_confined_by_a_cpuset_is_managed_within_it") else { return };
     let cg = TestCpuset::make(&h, "numapilot-confined-test", &cpus);
     let mut kid = Kid::spawn("sleep", &[]);
     kid.line("ready");
@@ -3461,7 +3465,7 @@ fn a_change_of_the_online_cpus_reads_cpusets_again() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_change_of_the_online_cpus_reads_cpusets_again") else { return };
     let cg = TestCpuset::make(&h, "numapilot-hotplug-test", &cpus);
     let mut kid = Kid::spawn("sleep", &[]);
     kid.line("ready");
@@ -3509,7 +3513,7 @@ fn a_restored_process_follows_its_cpuset_again() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_restored_process_follows_its_cpuset_again") else { return };
     let cg = TestCpuset::make(&h, "numapilot-follow-test", &cpus);
     let mut kid = Kid::spawn("sleep", &[]);
     kid.line("ready");
@@ -3540,7 +3544,7 @@ fn an_exited_process_leaves_no_record_and_no_cgroup_behind() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("an_exited_process_leaves_no_record_and_no_cgroup_behind") else { return };
     let (d, state) = tmp_state("cpuset-gone");
     let flag = d.path().join("flag");
     let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
@@ -3575,7 +3579,7 @@ fn a_cgroup_exclusion_matches_a_process_numapilot_moved_into_its_cpuset() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
     let Some(cpus) = narrow_cpus(&t) else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_cgroup_exclusion_matches_a_process_numapilot_moved_into_its_cpuset") else { return };
     // A cgroup of the test's own in the cpuset hierarchy, holding all CPUs and nodes.
     let name = format!("np-excl-{}", std::process::id());
     let own = h.mount.join(&name);

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use numapilot_actuate::{sched_getaffinity, sched_setaffinity, CpusetHierarchy};
+use numapilot_actuate::{sched_getaffinity, sched_setaffinity};
 use numapilot_daemon::live::select::read_starttime;
 use numapilot_daemon::live::state::{write_atomic, Originals, ProcessOriginal, StateFile, STATE_VERSION};
 use numapilot_daemon::live::{LiveHost, LiveOptions};
@@ -289,7 +289,10 @@ static CPUSET_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn a_thread_born_on_numapilots_mask_cut_to_a_narrowed_cpuset_is_not_recorded_as_its_own() {
     let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let Some((online, _)) = cpus() else { return };
-    let Some(h) = CpusetHierarchy::detect(None) else { return };
+    let Some(h) = kid::cpusets("a_thread_born_on_numapilots_mask_cut_to_a_narrowed_cpuset_is_not_recorded_as_its_own")
+    else {
+        return;
+    };
     let narrow = one(online.first().unwrap());
     let cg = TestCpuset::make(&h, "numapilot-restore-cut-test", &online);
     let (d, state) = tmp_state("cut-cpuset");

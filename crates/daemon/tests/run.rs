@@ -250,9 +250,10 @@ fn a_new_pid_ends_a_backed_off_wait() {
 /// proc connector, whose fork events tell the two apart): /proc/loadavg's last pid counts threads
 /// too, and a host with a thread pool kept the loop stepping at the interval (review helper-60:
 /// 52 steps a minute with two idle processes starting threads). This test process, old by then,
-/// starts a thread every 20 ms for a second; other tests of this binary start processes beside
-/// it, so up to five such windows are tried, and one with no early wake passes (without the fork
-/// count every window has several: each peek, every 100 ms, sees a new last pid).
+/// starts a thread every 20 ms for a second; other tests of this binary (and anything else on the
+/// host) start processes beside it, so up to five such windows are tried, and one with at most 2
+/// early wakes passes (without the fork count every window had 10 to 20: each peek, every 100 ms,
+/// sees a new last pid).
 #[test]
 fn threads_of_an_old_process_do_not_end_a_backed_off_wait() {
     if unsafe { libc::geteuid() } != 0 {
@@ -270,11 +271,11 @@ fn threads_of_an_old_process_do_not_end_a_backed_off_wait() {
         }
         let after = control::request(&r.socket, &Request::Status).unwrap().status.unwrap().early_wakes;
         seen.push(after - before);
-        if after == before {
+        if after - before <= 2 {
             break;
         }
     }
-    assert_eq!(seen.last(), Some(&0), "early wakes per window of thread starts: {seen:?}");
+    assert!(seen.last().is_some_and(|&n| n <= 2), "early wakes per window of thread starts: {seen:?}");
     r.handle.send(Command::Stop).unwrap();
     r.thread.join().unwrap().unwrap();
 }
