@@ -1089,15 +1089,18 @@ mod fallback_tests {
 
     #[test]
     fn page_fault_fallback_fills_accesses_from_per_cpu_rings() {
-        let Some(mut s) = fault_sampler() else { return };
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mut s) = fault_sampler() else { return };
         let ours = touched(&mut s, 16);
         assert_eq!(ours.len(), 16, "one access sample per touched page: {ours:?}");
         assert!(ours.iter().all(|a| a.count == 1), "{ours:?}");
         assert!(s.stats().samples >= ours.len() as u64);
     }
 
-    /// Signals sampling every page fault on every CPU (the fallback, period 1); `None` on a host
+    /// Signals sampling every page fault on every CPU (the fallback, period 1), opened by a test
+    /// that holds `FORK_LOCK` (opened before it, a sampler's rings took the faults of the test
+    /// holding it, thousands of them, and an overflow read 37 times full in a window of 16 faults
+    /// on CI); `None` on a host
     /// where the PMU is opened instead (it samples loads, not these faults) or perf_event_open is
     /// refused to a user, which the notes must then say. As root without a PMU the fallback must
     /// open ([`fallback_expected`]): a failure is the test's.
@@ -1197,13 +1200,13 @@ mod fallback_tests {
 
     #[test]
     fn after_cpu_hotplug_the_sampler_covers_the_cpus_online() {
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let Some(mut s) = fault_sampler() else { return };
         let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
         if all.len() < 2 {
             eprintln!("skipped: one CPU online");
             return;
         }
-        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let (first, last) = (all[0], *all.last().unwrap());
         // Records buffered when the sampler is replaced reach the next fill, with the period they
         // were taken at (one fault in 2 here).
@@ -1244,8 +1247,8 @@ mod fallback_tests {
 
     #[test]
     fn the_fill_of_the_fullest_ring_is_reported() {
-        let Some(mut s) = fault_sampler() else { return };
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mut s) = fault_sampler() else { return };
         let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
         // On one CPU, so one ring takes every fault.
         pin(Some(all[0]), &all);
@@ -1270,8 +1273,8 @@ mod fallback_tests {
 
     #[test]
     fn the_sampling_stretch_lengthens_the_period_of_every_cpus_event() {
-        let Some(mut s) = fault_sampler() else { return };
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mut s) = fault_sampler() else { return };
         assert_eq!((s.sampling_stretch(), touched(&mut s, 64).len()), (Some(1), 64), "period 1: every fault");
         s.set_sampling_stretch(8);
         let stretched = touched(&mut s, 64).len();
