@@ -6,12 +6,14 @@
 #   /etc/numapilot.toml                     packaging/numapilot.toml (every key at its default), a conffile
 #   /usr/share/man/man{1,5}/*.gz            every page `numapilot man --out` writes
 #   /usr/share/{bash-completion,zsh,fish}   shell completions
-#   /usr/share/doc/numapilot/               copyright (GPL-2.0-only), README.md, examples/prometheus-rules.yml
+#   /usr/share/doc/numapilot/               copyright (GPL-2.0-or-later, and every statically linked crate with its
+#                                           licence; their licence files under third-party/), README.md,
+#                                           examples/prometheus-rules.yml
 #
 # Installing does not enable or start the daemon (it changes where other processes run: an operator
 # turns it on, `systemctl enable --now numapilot`); an upgrade restarts it if it was running (the stop
 # restores every process it placed, the start places them again); removing stops it first (the same
-# restore); purging removes its journal directory too. The maintainer scripts honour DPKG_ROOT
+# restore); purging removes its journal directory and its runtime directory (the state file) too. The maintainer scripts honour DPKG_ROOT
 # (an install into another root touches no service of this machine).
 #
 # Usage: scripts/package-deb.sh [--binary PATH] [--out DIR] [--compress xz|gzip|none]
@@ -36,10 +38,16 @@ done
 for tool in dpkg-deb dpkg objdump strip gzip; do
   command -v "$tool" >/dev/null || { echo "package-deb: $tool not found (dpkg, binutils, gzip)" >&2; exit 1; }
 done
+export PATH="$HOME/.cargo/bin:$PATH"
+command -v cargo >/dev/null || { echo "package-deb: cargo not found (the crates' licences are read with cargo tree)" >&2; exit 1; }
+# Reproducible: file times are the commit's (dpkg-deb clamps to SOURCE_DATE_EPOCH).
+SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}"
+export SOURCE_DATE_EPOCH
 if [ -z "$binary" ]; then
-  export PATH="$HOME/.cargo/bin:$PATH"
-  cargo build --release -q -p numapilot
-  binary=target/release/numapilot
+  # The registry's paths in panic messages are the build machine's home: mapped to a fixed one.
+  registry="${CARGO_HOME:-$HOME/.cargo}/registry/src"
+  RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$registry=/usr/src/rust-registry" cargo build --release -q -p numapilot
+  binary="${CARGO_TARGET_DIR:-target}/release/numapilot"
 fi
 [ -x "$binary" ] || { echo "package-deb: $binary is not an executable" >&2; exit 1; }
 
@@ -91,31 +99,68 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo
   echo " -- $maintainer  $(date -R -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")"
 } | gzip -9n > "$root/usr/share/doc/numapilot/changelog.Debian.gz"
-cat > "$root/usr/share/doc/numapilot/copyright" <<'EOF'
+# The crates linked into the binary (normal dependencies of the numapilot package), each with the
+# licence its manifest declares; their licence and notice files are shipped beside the copyright.
+crates=$(cargo tree --offline -p numapilot -e normal --prefix none --format '{p}|{l}' 2>/dev/null \
+  || cargo tree -p numapilot -e normal --prefix none --format '{p}|{l}')
+third="$root/usr/share/doc/numapilot/third-party"
+install -d -m 0755 "$third"
+{
+  cat <<'EOF'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: numapilot
+Comment: /usr/bin/numapilot links statically the Rust crates listed at the end, each under the licence
+ its author gave it; their licence and notice files are in /usr/share/doc/numapilot/third-party/.
+ Some are under Apache-2.0 only, which is compatible with version 3 of the GNU GPL: the binary as
+ a whole is distributed under GPL-3.0 (numapilot's own "or any later version").
 
 Files: *
 Copyright: 2026 the numapilot developers
-License: GPL-2.0-only
+License: GPL-2.0-or-later
  This program is free software; you can redistribute it and/or modify it under the terms of the GNU
- General Public License version 2 as published by the Free Software Foundation.
+ General Public License as published by the Free Software Foundation; either version 2 of the
+ License, or (at your option) any later version.
  .
- On Debian systems, the full text of the GNU General Public License version 2 can be found in
- /usr/share/common-licenses/GPL-2.
+ On Debian systems, the full texts of the GNU General Public License versions 2 and 3 can be found
+ in /usr/share/common-licenses/GPL-2 and /usr/share/common-licenses/GPL-3.
+
+Files: third-party/*
+Copyright: the authors of each crate, as its licence files say
+License: other
+ The statically linked crates (name version | licence):
 EOF
+  echo "$crates" | sed 's/ (\*)$//' | LC_ALL=C sort -u | while IFS='|' read -r what licence; do
+    [ -n "$what" ] || continue
+    licence=${licence% (\*)}   # cargo tree's mark of a crate listed before
+    case "$what" in *"(/"*) continue ;; esac   # this workspace's own crates
+    set -- $what
+    name=$1 ver=${2#v}
+    echo " $name $ver | ${licence:-see its files}"
+    src=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$name-$ver" 2>/dev/null | head -1)
+    [ -n "$src" ] || continue
+    for f in "$src"/LICEN[CS]E* "$src"/COPYING* "$src"/NOTICE* "$src"/COPYRIGHT*; do
+      [ -f "$f" ] || continue
+      install -d -m 0755 "$third/$name-$ver"
+      install -m 0644 "$f" "$third/$name-$ver/"
+    done
+  done
+} > "$root/usr/share/doc/numapilot/copyright"
 find "$root/usr" "$root/lib" "$root/etc" -type f -exec chmod go-w {} +
 
 installed_kb=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
+# libgcc_s (unwinding) when the binary links it: Debian's libgcc-s1.
+libgcc=""
+# (grep reads all of it: -q would end the pipe early, objdump dies of SIGPIPE and pipefail says no.)
+if objdump -p "$binary" | grep 'NEEDED *libgcc_s\.so\.1' >/dev/null; then libgcc=", libgcc-s1 (>= 4.2)"; fi
 cat > "$root/DEBIAN/control" <<EOF
 Package: numapilot
 Version: $version-1
 Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_kb
-Depends: libc6 (>= $glibc), init-system-helpers (>= 1.52)
+Depends: libc6 (>= $glibc)$libgcc, init-system-helpers (>= 1.52)
 Recommends: numactl
-Suggests: numad
+Suggests: numad, fonts-dejavu-core
 Section: admin
 Priority: optional
 Description: adaptive NUMA placement daemon and tools
@@ -138,6 +183,10 @@ cat > "$root/DEBIAN/postinst" <<'EOF'
 # every process it placed). A first install enables nothing: the daemon changes where other processes
 # run, so an operator turns it on.
 set -e
+# Recorded (not enabled) with deb-systemd-helper, so a purge removes an enablement the operator made.
+if [ "$1" = configure ] && [ -z "${DPKG_ROOT:-}" ] && command -v deb-systemd-helper >/dev/null; then
+  deb-systemd-helper update-state numapilot.service >/dev/null || true
+fi
 if [ "$1" = configure ] && [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
   systemctl --system daemon-reload >/dev/null || true
   if [ -n "$2" ]; then
@@ -159,14 +208,15 @@ exit 0
 EOF
 cat > "$root/DEBIAN/postrm" <<'EOF'
 #!/bin/sh
-# numapilot postrm: systemd forgets the unit; a purge removes the journal directory and the unit's
-# enablement (the state file in /run/numapilot is the runtime directory's, gone with the service).
+# numapilot postrm: systemd forgets the unit; a purge removes the journal directory, the runtime
+# directory (the unit preserves it across stops: the state file, the socket, the lock) and the unit's
+# enablement.
 set -e
 if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
   systemctl --system daemon-reload >/dev/null || true
 fi
 if [ "$1" = purge ]; then
-  rm -rf "${DPKG_ROOT:-}/var/log/numapilot"
+  rm -rf "${DPKG_ROOT:-}/var/log/numapilot" "${DPKG_ROOT:-}/run/numapilot"
   if [ -z "${DPKG_ROOT:-}" ] && command -v deb-systemd-helper >/dev/null; then
     deb-systemd-helper purge numapilot.service >/dev/null || true
   fi

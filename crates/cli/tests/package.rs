@@ -48,6 +48,11 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
         assert!(info.contains(&field), "{field} missing: {info}");
     }
     assert_eq!(run(Command::new("dpkg-deb").arg("--field").arg(deb).arg("Package")).trim(), "numapilot");
+    // The binary links libgcc_s: its package is a dependency too (review helper-64).
+    let needed = run(Command::new("objdump").arg("-p").arg(BIN));
+    if needed.contains("libgcc_s.so.1") {
+        assert!(info.contains("libgcc-s1 (>= 4.2)"), "{info}");
+    }
 
     // Installed into a root of its own: an empty dpkg database there (libc6 is not in it: the
     // dependency is forced, the binary runs on this machine's).
@@ -106,6 +111,14 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
         let m = std::fs::metadata(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(m.len() > 0, "{file} is empty");
     }
+    // Every crate linked into the binary is named in the copyright with its licence, its licence
+    // files beside it (review helper-64: only numapilot's own licence was, and some crates are
+    // Apache-2.0 only, compatible with the GPL-3.0 numapilot's "or later" allows).
+    let copyright = std::fs::read_to_string(root.join("usr/share/doc/numapilot/copyright")).unwrap();
+    assert!(copyright.contains("License: GPL-2.0-or-later"), "{copyright}");
+    assert!(copyright.contains("\n clap_builder ") && copyright.contains("\n ab_glyph "), "{copyright}");
+    let third = root.join("usr/share/doc/numapilot/third-party");
+    assert!(std::fs::read_dir(&third).unwrap().count() > 10, "licence files under {}", third.display());
     // Owned by root, writable by no one else (lintian's and dpkg's expectation for system files).
     let listed = run(Command::new("dpkg-deb").arg("--contents").arg(deb));
     for line in listed.lines() {
@@ -117,12 +130,17 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
     std::fs::write(&conf, std::fs::read_to_string(&conf).unwrap() + "\n# edited\n").unwrap();
     std::fs::create_dir_all(root.join("var/log/numapilot")).unwrap();
     std::fs::write(root.join("var/log/numapilot/journal.jsonl"), "{}\n").unwrap();
+    // The unit preserves its runtime directory across stops (RuntimeDirectoryPreserve): the purge
+    // removes it (review helper-64: the state file stayed until a reboot).
+    std::fs::create_dir_all(root.join("run/numapilot")).unwrap();
+    std::fs::write(root.join("run/numapilot/state.json"), "{}\n").unwrap();
     dpkg(&["--remove", "numapilot"]);
     assert!(!installed.exists());
     assert!(conf.exists(), "a removal keeps the configuration");
     dpkg(&["--purge", "numapilot"]);
     assert!(!conf.exists(), "a purge removes the configuration");
     assert!(!root.join("var/log/numapilot").exists(), "a purge removes the journal directory");
+    assert!(!root.join("run/numapilot").exists(), "a purge removes the runtime directory");
     let left: Vec<_> = walk(&root).into_iter().filter(|p| !p.starts_with(&admin)).collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 
