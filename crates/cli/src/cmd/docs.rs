@@ -102,7 +102,20 @@ fn config_page(version: &str) -> Vec<u8> {
             None if pending.is_empty() => return,
             None => out.push(".PP".into()),
         }
-        out.extend(pending.drain(..).map(|l| esc(&l)));
+        // A word the file breaks at its hyphen ("co-" / "access") is one word again: roff would
+        // put a space at the line break ("co- access"; review helper-65).
+        let mut lines: Vec<String> = Vec::new();
+        for l in pending.drain(..) {
+            match lines.last_mut() {
+                Some(prev)
+                    if prev.ends_with('-') && !prev.ends_with(" -") && l.starts_with(|c: char| c.is_alphanumeric()) =>
+                {
+                    prev.push_str(&l)
+                }
+                _ => lines.push(l),
+            }
+        }
+        out.extend(lines.iter().map(|l| esc(l)));
     };
     // A last empty line ends the last comment block as a blank line in the file does.
     for line in EXAMPLE_CONFIG.lines().chain(std::iter::once("")) {
@@ -210,6 +223,61 @@ The journal of decisions, one JSON object a line, rotated to \fIjournal.jsonl.1\
 numapilot.toml(5), numapilot(1), numactl(8), numastat(8), numad(8)
 "#;
 
+/// The exit statuses of the daemon's clients (only the daemon's page said its own; review
+/// helper-65).
+const STATUS_EXIT: &str = r".SH EXIT STATUS
+.TP
+\fB0\fR
+The daemon answered.
+.TP
+\fB1\fR
+An error: the configuration cannot be read, the socket refused this user, the answer was malformed.
+.TP
+\fB2\fR
+A bad command line.
+.TP
+\fB3\fR
+No daemon is listening on the socket (LSB's \(lqprogram is not running\(rq).
+.PP
+With \fB\-\-check\fR, the monitoring plugin's statuses instead: 0 OK, 1 WARNING, 2 CRITICAL (no daemon
+answering included), 3 UNKNOWN (the check itself could not run: a bad command line or configuration).
+.SH SEE ALSO
+numapilot(1), numapilot\-daemon(1), numapilot.toml(5)
+";
+
+const EXPLAIN_EXIT: &str = r".SH EXIT STATUS
+.TP
+\fB0\fR
+The process was explained.
+.TP
+\fB1\fR
+It is not in the view (gone, never managed, or new since the last step: the reason is printed), or
+an error.
+.TP
+\fB2\fR
+A bad command line.
+.TP
+\fB3\fR
+No daemon is listening, and \fB\-\-local\fR was not given.
+.SH SEE ALSO
+numapilot(1), numapilot\-daemon(1)
+";
+
+const ADVISE_EXIT: &str = r".SH EXIT STATUS
+.TP
+\fB0\fR
+A node list was printed (also when nothing fits and every node is advised, without \fB\-\-strict\fR).
+.TP
+\fB1\fR
+Nothing fits with \fB\-\-strict\fR, the daemon refused the request, or the request was bad (a size,
+a window, a \fB\-\-pid\fR that names no process it would manage).
+.TP
+\fB2\fR
+A bad command line.
+.SH SEE ALSO
+numapilot(1), numapilot\-daemon(1), numactl(8), numad(8)
+";
+
 /// `page` (clap_mangen's roff) with `sections` before its VERSION section (at its end without one).
 fn with_sections(page: Vec<u8>, sections: &str) -> Vec<u8> {
     let text = String::from_utf8_lossy(&page).into_owned();
@@ -233,8 +301,15 @@ fn pages(cmd: Command) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         let man = clap_mangen::Man::new(cmd).manual("numapilot");
         let mut text = Vec::new();
         man.render(&mut text).with_context(|| format!("rendering {}", man.get_filename()))?;
-        if man.get_filename() == "numapilot-daemon.1" {
-            text = with_sections(text, DAEMON_SECTIONS);
+        let extra = match man.get_filename().as_str() {
+            "numapilot-daemon.1" => Some(DAEMON_SECTIONS),
+            "numapilot-status.1" => Some(STATUS_EXIT),
+            "numapilot-explain.1" => Some(EXPLAIN_EXIT),
+            "numapilot-advise.1" => Some(ADVISE_EXIT),
+            _ => None,
+        };
+        if let Some(sections) = extra {
+            text = with_sections(text, sections);
         }
         out.push((man.get_filename(), text));
         Ok(())
@@ -281,6 +356,37 @@ mod tests {
             assert!(!l.starts_with('\''), "{l}");
         }
         assert!(page.contains("nice\\fR = \\-10"), "{page}");
+        // A word broken at its hyphen in the file is joined: no text line ends in a hyphen that the
+        // next line's word continues ("co\\-" then "access" rendered "co- access").
+        let lines: Vec<&str> = page.lines().collect();
+        for w in lines.windows(2) {
+            let broken =
+                w[0].ends_with("\\-") && !w[0].ends_with(" \\-") && w[1].starts_with(|c: char| c.is_alphanumeric());
+            assert!(!broken, "{:?} / {:?}", w[0], w[1]);
+        }
+        assert!(page.contains("co\\-access"), "{page}");
+    }
+
+    /// The daemon's clients say their exit statuses too (scripts branch on them: 3, no daemon;
+    /// only the daemon's page had them; review helper-65).
+    #[test]
+    fn the_clients_pages_say_their_exit_statuses() {
+        let clients = ["status", "explain", "advise"].map(|c| Command::new(c).about(c));
+        let p = pages(cli().subcommands(clients)).expect("pages");
+        for (name, code) in [
+            ("numapilot-status.1", "\\fB3\\fR"),
+            ("numapilot-explain.1", "\\fB3\\fR"),
+            ("numapilot-advise.1", "\\fB1\\fR"),
+        ] {
+            let names: Vec<&String> = p.iter().map(|(n, _)| n).collect();
+            let text = String::from_utf8(
+                p.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} not in {names:?}")).1.clone(),
+            )
+            .unwrap();
+            let status = text.find(".SH EXIT STATUS").unwrap_or_else(|| panic!("{name}: no EXIT STATUS"));
+            assert!(text.find(".SH VERSION").is_none_or(|v| status < v), "{name}");
+            assert!(text.contains(code) && !text.contains('\u{c}'), "{name}: {text}");
+        }
     }
 
     /// The daemon's page has what an operator looks for beyond the options, before VERSION.
