@@ -1397,11 +1397,16 @@ fn non_root_with_root_paths_gets_one_error_and_a_hint() {
     // nobody may pass through root's directory to its own, not make files in it.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let socket = theirs.join("np.sock");
+    // The state file in nobody's directory too: the default one is root's, and a state file a root
+    // daemon left there (this host's, or an earlier test's) was refused first (a CI run read
+    // "state file /run/numapilot/state.json: cannot read").
     let out = Command::new(BIN)
         .uid(65534)
         .gid(65534)
         .args(["daemon", "--metrics", "off", "--config", "/dev/null", "--socket"])
         .arg(&socket)
+        .arg("--state")
+        .arg(theirs.join("state.json"))
         .arg("--journal")
         .arg(&journal)
         .output()
