@@ -308,9 +308,11 @@ fn pattern_candidates(reader: &Reader) -> anyhow::Result<Vec<Candidate>> {
         if reader.is_live() && pid == me {
             continue;
         }
-        let name = command_name(reader, pid);
-        // The name as the kernel wrote it, bytes: a pattern is matched byte for byte.
-        let mut text: Vec<u8> = raw_status_name(reader, pid).unwrap_or_default();
+        // The name as the kernel wrote it, bytes: a pattern is matched byte for byte; shown as text.
+        // (One read of the status file: the name was read parsed and raw, twice a process.)
+        let raw = raw_status_name(reader, pid);
+        let name = raw.as_deref().map(|r| String::from_utf8_lossy(r).trim_start().to_string());
+        let mut text: Vec<u8> = raw.unwrap_or_default();
         if let Ok(Some(cmdline)) = reader.read_cmdline(pid) {
             text.push(b' ');
             text.extend(cmdline.iter().map(|&b| if b == 0 { b' ' } else { b }));
