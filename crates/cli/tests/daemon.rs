@@ -3,7 +3,7 @@
 //! bad config, SIGTERM exits 0 after restoring.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -994,6 +994,74 @@ fn a_daemon_refused_at_start_leaves_nothing_behind() {
     );
     assert!(socket.exists() && !journal.exists());
     drop(other);
+}
+
+/// A start that acts takes the state file's lock before anything else can refuse it; one refused
+/// after that (another daemon on the socket, a journal that cannot be opened, a state file of
+/// another pid namespace) removes the lock file and the directories it made for it (the state
+/// directory, default /run/numapilot, stayed behind with `.state.json.lock` in it). A directory or
+/// lock file that was there before stays.
+#[test]
+fn an_acting_start_refused_after_taking_the_state_lock_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("n.toml");
+    std::fs::write(&config, "").unwrap();
+    let start = |state: &Path, socket: &Path, journal: &Path| {
+        // As root and no dry run: a start that acts, so it takes the state file's lock.
+        Command::new(BIN)
+            .args(["daemon", "--metrics", "off", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(socket)
+            .arg("--state")
+            .arg(state)
+            .arg("--journal")
+            .arg(journal)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = |out: &std::process::Output, why: &str| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "{err}");
+        assert!(err.contains(why), "{err}");
+    };
+    let journal = dir.path().join("journal.jsonl");
+    // Another daemon listens on the socket: refused after the claim, which made st/deep for the
+    // lock.
+    let state = dir.path().join("st/deep/state.json");
+    std::fs::create_dir(dir.path().join("run")).unwrap();
+    let socket = dir.path().join("run/s.sock");
+    let other = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    refused(&start(&state, &socket, &journal), "another daemon is already listening there");
+    assert!(!dir.path().join("st").exists(), "the state directory and its lock were left behind");
+    assert!(socket.exists() && !journal.exists());
+    drop(other);
+    std::fs::remove_file(&socket).unwrap();
+    // The journal cannot be opened (a file where its directory should be): the socket goes, and so
+    // does the state's directory. One that was there before stays, without the lock made in it.
+    std::fs::write(dir.path().join("afile"), "").unwrap();
+    let bad_journal = dir.path().join("afile/journal.jsonl");
+    refused(&start(&state, &socket, &bad_journal), "afile");
+    assert!(!dir.path().join("st").exists() && !socket.exists());
+    std::fs::DirBuilder::new().mode(0o700).create(dir.path().join("st")).unwrap();
+    refused(&start(&state, &socket, &bad_journal), "afile");
+    assert!(dir.path().join("st").is_dir() && !dir.path().join("st/deep").exists());
+    // A state file of another pid namespace is refused in the host's opening, after the claim:
+    // the file stays as it was, the lock goes; a lock file that was there before stays.
+    let kept = dir.path().join("kept");
+    std::fs::DirBuilder::new().mode(0o700).create(&kept).unwrap();
+    let foreign = "{\"version\":1,\"pid_ns\":1,\"processes\":[{\"pid\":1,\"starttime\":1,\"comm\":\"x\",\
+                   \"default_cpus\":\"0\",\"threads\":{},\"cpuset\":null}]}";
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(kept.join("state.json")).unwrap();
+    std::fs::write(kept.join("state.json"), foreign).unwrap();
+    refused(&start(&kept.join("state.json"), &socket, &journal), "written in another pid namespace");
+    assert_eq!(std::fs::read_to_string(kept.join("state.json")).unwrap(), foreign);
+    assert!(!kept.join(".state.json.lock").exists(), "the lock made for the refused start was left");
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(kept.join(".state.json.lock")).unwrap();
+    refused(&start(&kept.join("state.json"), &socket, &journal), "written in another pid namespace");
+    assert!(kept.join(".state.json.lock").exists(), "a lock file that was there before was removed");
+    assert!(!socket.exists() && !journal.exists());
 }
 
 #[test]

@@ -206,6 +206,11 @@ pub trait Restore {
     fn unasked_refusal(&self) -> Option<String> {
         None
     }
+
+    /// The start went through (nothing refuses it after this): what the host made for its files
+    /// at its opening stays (the live host's state file lock and its directory). A host dropped
+    /// before this call, a refused start, removes them. Default: nothing made.
+    fn started(&mut self) {}
 }
 
 impl Restore for LiveHost {
@@ -236,6 +241,10 @@ impl Restore for LiveHost {
 
     fn adopt(&mut self, pid: u32, nodes: &numapilot_topology::NodeSet) {
         LiveHost::adopt(self, pid, nodes)
+    }
+
+    fn started(&mut self) {
+        LiveHost::keep_claim(self)
     }
 
     fn take_released(&mut self) -> RestoreReport {
@@ -756,6 +765,9 @@ pub fn serve<H: Host + Restore>(
         metrics_server = try_metrics(addr, &shared, &mut status, announce)?;
     }
     let mut journal = open_journal(&config)?;
+    // The last refusal is behind: what the host made for its state file stays (a start refused
+    // before this left its directory behind with the lock in it).
+    host.started();
     // Lines dropped by journals a reload replaced.
     let mut dropped_before = 0;
     status.notes = host.notes();

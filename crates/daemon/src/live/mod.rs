@@ -924,6 +924,12 @@ impl LiveHost {
         out.push(("host.inheritors", self.inheritors.len()));
     }
 
+    /// The start went through: the state file's lock and the directories made for it stay
+    /// ([`Originals::keep_claim`]); a host dropped before this removes them.
+    pub fn keep_claim(&mut self) {
+        self.originals.keep_claim();
+    }
+
     /// A save of the state file failed and none has succeeded since: nothing is changed until one
     /// does (rule originals-on-disk-first; `numapilot status --check` says so).
     pub fn state_unsaved(&self) -> bool {

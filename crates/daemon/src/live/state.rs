@@ -47,6 +47,10 @@
 //! process ends, so a kill -9 leaves no stale lock). A second daemon started on the same file while
 //! the first runs is refused there, before its crash recovery could put back the running daemon's
 //! processes and empty its file. Dry runs neither restore nor write the file and take no lock.
+//! A start refused after the lock was taken (another daemon on the socket, a journal that cannot
+//! be opened, a state file of another pid namespace ...) removes the lock file and the directories
+//! it made for it (the state file's directory, default /run/numapilot, stayed behind with the lock
+//! in it); a lock file or directory that was there before stays.
 //!
 //! The file (default `/run/numapilot/state.json`, JSON, one record per process) is written
 //! atomically: a temporary file in the same directory, mode 0600, fsync, rename over the old one. A
@@ -228,7 +232,7 @@ pub struct Originals {
     /// By pid (one live process per pid; a record whose starttime no longer matches is stale).
     pub procs: BTreeMap<u32, ProcessOriginal>,
     /// The lock on `path` ([`Originals::claim`]), held while this set lives.
-    _lock: Option<std::fs::File>,
+    claim: Option<Claim>,
     /// Failed restore passes of the records kept for another one: pid -> (start time, passes)
     /// ([`RESTORE_TRIES`]).
     tries: BTreeMap<u32, (u64, u32)>,
@@ -244,6 +248,62 @@ pub struct Originals {
     unsaved: std::cell::Cell<bool>,
 }
 
+/// Opens of the state file's lock in one [`Originals::claim`] at most. Default 3. Source: a
+/// choice; each further try needs another refused start to remove the lock file in the moment
+/// between this one's open and its lock. Prevents: a claim that tries for ever.
+const LOCK_TRIES: u32 = 3;
+
+/// The state file's lock, held while this lives ([`Originals::claim`]), and what the claim made
+/// for it until [`Originals::keep_claim`]: the lock file, when the claim created it, and the
+/// directories made above it. Those go again when this is dropped first: a start refused after
+/// the claim left the state directory (default /run/numapilot) behind with the lock in it.
+#[derive(Debug)]
+struct Claim {
+    file: std::fs::File,
+    made: Option<(Option<PathBuf>, crate::paths::MadeDirs)>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let Some((lock, dirs)) = self.made.take() else { return };
+        // Removed while still locked (`self.file` closes after this), and only while the path is
+        // still the file locked: what another daemon made there is its own.
+        if let Some(p) = lock.filter(|p| same_file(&self.file, p)) {
+            let _ = std::fs::remove_file(p);
+        }
+        // Then the directories, deepest first and only while empty.
+        drop(dirs);
+    }
+}
+
+/// Opens the lock file at `p` (mode 0600, never through a link), created when missing; whether
+/// this call created it.
+fn open_lock(p: &Path) -> std::io::Result<(std::fs::File, bool)> {
+    let open = |create: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(p)
+    };
+    match open(true) {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => open(false).map(|f| (f, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the entry at `p` (not followed if a link) is the file `f` is open on.
+fn same_file(f: &std::fs::File, p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (f.metadata(), std::fs::symlink_metadata(p)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Cgroups kept for another removal ([`Originals::unreleased`]) at most. Default 1,024. Source: a
 /// choice, far more than removals that fail at once on a host. Prevents: a host where every
 /// removal fails (a cgroup manager that re-creates child cgroups) growing the list without bound;
@@ -256,7 +316,7 @@ impl Originals {
         Self {
             path: path.to_path_buf(),
             procs: BTreeMap::new(),
-            _lock: None,
+            claim: None,
             tries: BTreeMap::new(),
             unreleased: Vec::new(),
             unsaved: std::cell::Cell::new(false),
@@ -268,11 +328,19 @@ impl Originals {
     /// owner restores what the file records or writes it: a second daemon started on the same
     /// file while the first runs is refused here, before its crash recovery could put back the
     /// running daemon's processes and empty its file. The lock file is created mode 0600 (never
-    /// through a link) and must be this user's.
+    /// through a link) and must be this user's. The lock file and directories made here are
+    /// removed again when the set is dropped before [`Originals::keep_claim`] (a refused start).
     pub fn claim(path: &Path) -> Result<Self, String> {
         use std::os::unix::fs::MetadataExt as _;
         use std::os::unix::io::AsRawFd as _;
-        let dir = state_dir(path)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // Made here, they go again unless the start goes through ([`Originals::keep_claim`]).
+        let made = if dir.is_dir() {
+            crate::paths::MadeDirs::default()
+        } else {
+            crate::paths::make_dirs(dir, 0o700)
+                .map_err(|e| format!("state directory {}: cannot create: {e}", dir.display()))?
+        };
         // Before anything is created there (the lock, the temporary copy): a directory another
         // user may write in lets them plant a link where root creates a file (review helper-37;
         // the directory was checked only when a state file was read).
@@ -280,42 +348,61 @@ impl Originals {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "state.json".into());
         let lock_path = dir.join(format!(".{name}.lock"));
         let shown = lock_path.display();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&lock_path)
-            .map_err(|e| format!("state lock {shown}: cannot open: {e}"))?;
-        let m = f.metadata().map_err(|e| format!("state lock {shown}: {e}"))?;
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        if !m.file_type().is_file() || m.uid() != me {
-            return Err(format!("state lock {shown}: not a regular file of uid {me}: not trusted; remove it"));
-        }
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                format!(
-                    "state file {}: in use by another numapilot daemon (it holds {shown}); it owns the processes \
-                     recorded there: stop it first, or give this one its own --state",
-                    path.display()
-                )
-            } else {
-                format!("state lock {shown}: cannot lock: {e}")
-            });
-        }
+        let mut tries = 0;
+        let (file, created) = loop {
+            tries += 1;
+            let (f, created) = match open_lock(&lock_path) {
+                // Removed between the two opens by a refused start that had made it: again.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < LOCK_TRIES => continue,
+                r => r.map_err(|e| format!("state lock {shown}: cannot open: {e}"))?,
+            };
+            let m = f.metadata().map_err(|e| format!("state lock {shown}: {e}"))?;
+            if !m.file_type().is_file() || m.uid() != me {
+                return Err(format!("state lock {shown}: not a regular file of uid {me}: not trusted; remove it"));
+            }
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = std::io::Error::last_os_error();
+                return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    format!(
+                        "state file {}: in use by another numapilot daemon (it holds {shown}); it owns the processes \
+                         recorded there: stop it first, or give this one its own --state",
+                        path.display()
+                    )
+                } else {
+                    format!("state lock {shown}: cannot lock: {e}")
+                });
+            }
+            // The lock counts only on the file still at the path: a refused start removes the lock
+            // file it made while holding it, and a start that opened that file just before holds
+            // a lock on a file no one else can open any more.
+            if same_file(&f, &lock_path) {
+                break (f, created);
+            }
+            if tries >= LOCK_TRIES {
+                return Err(format!("state lock {shown}: replaced while it was being locked, {LOCK_TRIES} times"));
+            }
+        };
+        let lock = created.then(|| lock_path.clone());
         Ok(Self {
             path: path.to_path_buf(),
             procs: BTreeMap::new(),
-            _lock: Some(f),
+            claim: Some(Claim { file, made: Some((lock, made)) }),
             tries: BTreeMap::new(),
             unreleased: Vec::new(),
             unsaved: std::cell::Cell::new(false),
         })
+    }
+
+    /// The start went through: the lock file and the directories [`Originals::claim`] made stay
+    /// (as before, for the daemon's life and after it). Until then a start refused after the claim
+    /// removes them when this set is dropped.
+    pub fn keep_claim(&mut self) {
+        if let Some((_, dirs)) = self.claim.as_mut().and_then(|c| c.made.take()) {
+            dirs.keep();
+        }
     }
 
     /// Reads the state file: `Ok(None)` when it does not exist; an error naming the path for any
@@ -1167,6 +1254,33 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a claim made (the lock file, the directories above it) goes when its set is dropped
+    /// before `keep_claim`, and stays after it; a claim refused by another's live lock removes
+    /// nothing, and what was there before stays.
+    #[test]
+    fn a_claim_not_kept_leaves_nothing_it_made() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join("a/b/state.json");
+        let lock = d.path().join("a/b/.state.json.lock");
+        let first = Originals::claim(&state).unwrap();
+        assert!(lock.is_file());
+        let e = Originals::claim(&state).unwrap_err();
+        assert!(e.contains("in use by another numapilot daemon"), "{e}");
+        assert!(lock.is_file(), "a refused claim removed the live lock");
+        drop(first);
+        assert!(!d.path().join("a").exists(), "the claim's lock or directories were left");
+        let mut kept = Originals::claim(&state).unwrap();
+        kept.keep_claim();
+        drop(kept);
+        assert!(lock.is_file(), "a kept claim's lock file went");
+        // Both there before this claim: they stay.
+        drop(Originals::claim(&state).unwrap());
+        assert!(lock.is_file());
+        std::fs::remove_file(&lock).unwrap();
+        drop(Originals::claim(&state).unwrap());
+        assert!(!lock.exists() && d.path().join("a/b").is_dir());
+    }
 
     /// Failed restore passes are counted for records still kept only: a process whose restore
     /// failed and that then exited leaves no count behind (review helper-33).
