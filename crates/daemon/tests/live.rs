@@ -1466,6 +1466,48 @@ fn churn_leaves_nothing_of_the_dead_in_the_hosts_tables() {
     assert!(watched >= 160, "the churn never showed: {watched} of 320 watched while alive");
 }
 
+/// A zombie (a child killed and not reaped) has no thread to place and its memory is gone: the
+/// host leaves it out of its sample and its tables while it is still a zombie (it was sampled,
+/// watched and kept on record until its parent reaped it), and a placed one's record goes as an
+/// exited process's, from memory and from the state file, with nothing to put back.
+#[test]
+fn a_zombie_leaves_the_sample_and_the_hosts_tables_before_it_is_reaped() {
+    let t = topo();
+    let (_d, state) = tmp_state("zombie");
+    let mut host = host_with(&state, |_| {});
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let target = kid.target();
+    let pid = target.pid;
+    let s = observe(&mut host);
+    assert!(s.process(pid).is_some() && host.numa_maps_read_ns(pid).is_some(), "the live child is watched");
+    let cpus = narrow_cpus(&t).unwrap_or_else(|| t.online_cpus());
+    assert_eq!(host.apply(&action(target, ActionKind::SetAffinity { cpus })), Outcome::Applied { pages_moved: 0 });
+    assert!(host.touched().contains(&(pid, target.starttime)));
+    // SAFETY: kill on our own child's pid; it is reaped when `kid` is dropped, at the end.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let t0 = std::time::Instant::now();
+    while !numapilot_daemon::live::select::read_stat(pid).is_some_and(|st| st.is_zombie()) {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "the child never became a zombie");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for _ in 0..2 {
+        let s = observe(&mut host);
+        assert!(s.process(pid).is_none(), "the zombie was sampled");
+    }
+    assert_eq!(host.numa_maps_read_ns(pid), None, "the zombie is still watched");
+    assert!(host.touched().is_empty(), "the zombie's record was kept: {:?}", host.touched());
+    let mut out = Vec::new();
+    host.bookkeeping(&mut out);
+    assert!(out.contains(&("state.processes", 0)), "{out:?}");
+    let file = Originals::load(&state).unwrap().unwrap();
+    assert!(file.processes.is_empty(), "the state file still holds it: {:?}", file.processes);
+    let report = host.restore_all();
+    assert!(report.restored + report.gone + report.inherited == 0 && report.failed.is_empty(), "{report:?}");
+    assert!(numapilot_daemon::live::select::read_stat(pid).is_some_and(|st| st.is_zombie()), "reaped meanwhile");
+    kid.kill();
+}
+
 /// Out of file descriptors, nothing reads as gone: the record of a placed process is kept (every
 /// /proc read failed with EMFILE, read as "exited", and its original was dropped for good, its
 /// threads left on numapilot's mask), and the sample fails as a whole instead of leaving out the

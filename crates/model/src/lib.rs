@@ -167,8 +167,9 @@ impl Model {
     }
 
     /// Applies one sample: tasks and processes, affinity, groups, node load, classes (in that
-    /// order). Processes and threads absent from the sample are forgotten; a pid whose start time
-    /// changed is a new process.
+    /// order). Processes and threads absent from the sample are forgotten, and so are zombies
+    /// (`TaskStat::is_zombie`: exited, not reaped, no thread left); a pid whose start time changed
+    /// is a new process.
     pub fn update(&mut self, sample: &Sample) {
         let now = sample.monotonic_ns;
         self.period_ns = if self.updates == 0 { 0 } else { now.saturating_sub(self.now_ns) };

@@ -636,7 +636,10 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         (0..max).map(|c| topo.node_listing(c as u32)).collect()
     };
 
-    for p in sample.processes.iter().filter(|p| !p.kernel_thread) {
+    // A zombie (exited, not reaped, no thread left) has no thread to place and no memory: taken
+    // as a process it stayed in the tables, its group and its node's load until its parent
+    // reaped it. It is forgotten as one that exited.
+    for p in sample.processes.iter().filter(|p| !p.kernel_thread && !p.stat.is_zombie()) {
         // Process identity and history.
         let old_proc = old_procs.get(&p.pid).filter(|v| v.starttime == p.starttime);
         let ph = hist.procs.remove(&p.pid);

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use numapilot_model::AccessSource;
+use numapilot_model::{AccessSource, Model};
 use numapilot_topology::NodeSet;
 
 /// Two samples 1 s apart. Thread 11 ran 0.5 s (schedstat) and waited 0.1 s: rate 0.5, delay 0.1.
@@ -168,6 +168,58 @@ fn vanished_and_kernel_threads() {
     assert_eq!(m.procs[&60].tids, vec![60]);
     m.update(&Sb::new(&topo, 2 * SEC).build());
     assert!(m.tasks.is_empty() && m.procs.is_empty());
+}
+
+/// A zombie (exited, not yet reaped, no thread left) is no process to the model: one held as a
+/// task, a process and a group member is forgotten once it is one, as an exited process is, and
+/// its node's CPU demand goes with it; a process whose leader exited while a thread runs on (a
+/// zombie leader with threads) stays.
+#[test]
+fn a_zombie_is_forgotten_as_an_exited_process() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let at = |i: u64, zombie: bool| {
+        let mut s = Sb::new(&topo, i * SEC)
+            .proc(10, 5, "done", &[GIB, 0])
+            // Its CPU time stops where it exited.
+            .thread(10, 10, i.min(3) * SEC / 2, 0, 0)
+            .proc(20, 5, "leader-gone", &[GIB, 0])
+            .thread(20, 20, SEC, 0, 2)
+            .thread(20, 21, i * SEC / 4, 0, 2)
+            .build();
+        // Process 20's leader exited (pthread_exit) while thread 21 runs on.
+        let p20 = s.processes.iter_mut().find(|p| p.pid == 20).unwrap();
+        p20.stat.state = 'Z';
+        p20.stat.num_threads = 2;
+        if zombie {
+            // As the observer reads a zombie: state Z, one thread (itself), no memory.
+            let p10 = s.processes.iter_mut().find(|p| p.pid == 10).unwrap();
+            p10.stat.state = 'Z';
+            p10.stat.num_threads = 1;
+            p10.node_usage.clear();
+            p10.rss_kb = Some(0);
+            p10.threads[0].stat.state = 'Z';
+        }
+        s
+    };
+    let table = |m: &Model, name: &str| {
+        let mut out = Vec::new();
+        m.bookkeeping(&mut out);
+        out.into_iter().find(|(k, _)| *k == name).map(|(_, v)| v).unwrap()
+    };
+    for i in 1..=3 {
+        m.update(&at(i, false));
+    }
+    assert!(m.procs.contains_key(&10) && m.group_of(&key(10, 10)).is_some());
+    assert!(m.nodes[0].cpu_demand > 0.4, "{}", m.nodes[0].cpu_demand);
+    assert_eq!((table(&m, "model.procs"), table(&m, "model.tasks")), (2, 3));
+    m.update(&at(4, true));
+    assert!(!m.procs.contains_key(&10), "a zombie is still a process of the model");
+    assert!(!m.tasks.contains_key(&key(10, 10)) && m.group_of(&key(10, 10)).is_none());
+    assert!(m.groups.groups.values().all(|g| !g.pids.contains(&10)));
+    assert_eq!(m.nodes[0].cpu_demand, 0.0);
+    assert_eq!((table(&m, "model.procs"), table(&m, "model.tasks")), (1, 2));
+    assert_eq!(m.procs[&20].tids, vec![20, 21], "a zombie leader whose thread runs on is a live process");
 }
 
 /// Pinned: a thread whose allowed CPUs do not cover its allowed nodes' CPUs (taskset -c 0-1 on a

@@ -22,6 +22,8 @@
 //!                    │  cgroup list set, every cgroup_recheck_ms),
 //!                    │  details unread; its CPU since its last read is unmanaged load on the
 //!                    │  CPU it last ran on (`unmanaged_cpu`)
+//!                    ├─ zombie, no thread left ─> dropped: not watched, read again each
+//!                    │                             cycle until reaped
 //!                    ├─ RSS < min_rss_kb ─> skipped, ignored as kernel threads are
 //!                    └─ user process: which tier?
 //!   threads tier     new process, or its CPU ticks moved >= detail_min_ticks since its threads were
@@ -1098,6 +1100,16 @@ impl TieredObserver {
                 self.drop_entry(pid);
                 continue;
             };
+            // A zombie with no thread left (exited, not yet reaped) has nothing to place and no
+            // memory: not watched (its entry goes, with its kept-open stat file and carried
+            // details) and not in the sample, so the model neither plans it nor counts it in a
+            // group or a node's load. Its stat is read again each cycle until it is reaped; a
+            // placed one's record goes as an exited process's (`Originals::prune_gone`).
+            if st.is_zombie() {
+                self.drop_entry(pid);
+                stats.skipped += 1;
+                continue;
+            }
             // A new process under a known pid, or a new program or name in the same process (exec, or
             // PR_SET_NAME: same pid and start time, another comm): forget what was decided and read,
             // and classify it again. A process first seen as `numapilot` (excluded by name) that

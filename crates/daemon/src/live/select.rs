@@ -66,7 +66,7 @@ pub fn launch_refusal(pid: u32) -> Option<String> {
         _ if stat.is_kernel_thread() => "a kernel thread: never managed".into(),
         // A zombie leader whose threads run on is a live process (its memory read through a
         // thread: zombie-leader-memory); one with no thread left has nothing to place.
-        _ if stat.state == 'Z' && stat.num_threads <= 1 => "a zombie (exited, not yet reaped): nothing to place".into(),
+        _ if stat.is_zombie() => "a zombie (exited, not yet reaped): nothing to place".into(),
         _ if pid == std::process::id() => "numapilot itself: never managed".into(),
         _ => return None,
     })
@@ -81,7 +81,7 @@ pub fn since_last_step(pid: u32, starttime: u64) -> Option<String> {
         Ok(Some(s)) if s.starttime != starttime => {
             Some("its pid now names another process (this is the view of the one before, at the last step)".into())
         }
-        Ok(Some(s)) if s.state == 'Z' && s.num_threads <= 1 => {
+        Ok(Some(s)) if s.is_zombie() => {
             Some("it exited and is a zombie, not yet reaped (this is the view of the last step)".into())
         }
         _ => None,
@@ -112,12 +112,13 @@ pub fn short_of_resources(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN | libc::EINTR))
 }
 
-/// What `/proc/PID/stat` says of a process known by `starttime`: `Some(true)` it is that process
-/// (zombies included), `Some(false)` it is gone or the pid names another, `None` the read failed
-/// for want of a resource and nothing can be said.
+/// What `/proc/PID/stat` says of a process known by `starttime`: `Some(true)` it is that process,
+/// `Some(false)` it is gone, a zombie with no thread left (nothing of it to put back: its record
+/// goes as an exited process's) or the pid names another, `None` the read failed for want of a
+/// resource and nothing can be said.
 pub fn still_there(pid: u32, starttime: u64) -> Option<bool> {
     match stat_now(pid) {
-        Ok(st) => Some(st.is_some_and(|s| s.starttime == starttime)),
+        Ok(st) => Some(st.is_some_and(|s| s.starttime == starttime && !s.is_zombie())),
         Err(_) => None,
     }
 }

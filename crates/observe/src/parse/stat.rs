@@ -79,6 +79,13 @@ impl TaskStat {
         self.flags & PF_KTHREAD != 0
     }
 
+    /// Whether the process is a zombie with no thread left (state `Z`, exited and not yet reaped):
+    /// nothing to place, its memory gone. A leader that exited while other threads run on
+    /// (`pthread_exit` in main) is a zombie too, but `num_threads` counts those threads: not this.
+    pub fn is_zombie(&self) -> bool {
+        self.state == 'Z' && self.num_threads <= 1
+    }
+
     /// User plus system CPU time, clock ticks.
     pub fn cpu_ticks(&self) -> u64 {
         self.utime.saturating_add(self.stime)
