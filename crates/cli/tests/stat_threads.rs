@@ -279,3 +279,111 @@ fn patterns_skip_what_went_and_thread_ids_are_their_process() {
     let out = run(&["stat", "-p", "-zz9-no-such"]);
     assert!(text(&out.stdout).contains("Found no processes containing pattern: \"-zz9-no-such\""), "{out:?}");
 }
+
+/// Set to a mode, the test binary run again is a child of the tests below (`child_entry`).
+const CHILD_VAR: &str = "NUMAPILOT_STAT_THREADS_CHILD";
+
+/// The child: starts a second thread, prints `tid N` (that thread's id), then in mode
+/// `process-exits:MS` the whole process exits MS ms later; in `thread-exits:MS` the thread returns
+/// MS ms later and the process stays (until killed).
+#[test]
+#[ignore = "a child of the tests below, run by them"]
+fn child_entry() {
+    let Ok(mode) = std::env::var(CHILD_VAR) else { return };
+    let (kind, ms) = mode.split_once(':').expect("MODE:MS");
+    let ms: u64 = ms.parse().unwrap();
+    let thread_exits = kind == "thread-exits";
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let link = std::fs::read_link("/proc/thread-self").unwrap();
+        tx.send(link.file_name().unwrap().to_string_lossy().into_owned()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(if thread_exits { ms } else { 600_000 }));
+    });
+    let tid = rx.recv().unwrap();
+    println!("tid {tid}");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    if thread_exits {
+        t.join().unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(600));
+    } else {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        std::process::exit(0);
+    }
+}
+
+/// The test binary run again as `child_entry` in `mode`; its second thread's id.
+fn threaded_child(mode: &str) -> (Child, String) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--ignored", "--nocapture", "--test-threads=1", "-q"])
+        .env(CHILD_VAR, mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let tid = std::io::BufRead::lines(out)
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("tid ").map(str::to_string))
+        .expect("the child prints its thread's id");
+    (child, tid)
+}
+
+/// A thread id given as a pid is its process; when that process exits between the two samples,
+/// the view names the thread id given, not only the process (it said `PID 1200 ... exited`, an id
+/// the user never typed). A pid that names nothing is named as typed (`0099`, `""`).
+#[test]
+fn a_thread_given_is_named_when_its_process_exits_between_the_samples() {
+    let (mut child, tid) = threaded_child("process-exits:1500");
+    let pid = child.id().to_string();
+    assert_ne!(tid, pid);
+    // Reaped as soon as it exits, so the second sample finds no /proc entry.
+    let reaper = std::thread::spawn(move || child.wait());
+    let out = run(&["stat", "--threads", "-p", &tid, "--interval", "5000"]);
+    reaper.join().unwrap().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(&format!("{tid} is a thread of process {pid}")), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    let header = s.lines().find(|l| l.starts_with(&format!("PID {pid} ("))).unwrap_or_else(|| panic!("{s}"));
+    assert!(
+        header.contains(&format!("(thread {tid} of process {pid}, as given, exited before the second sample")),
+        "{header}"
+    );
+    // Gone now: each pid is named as typed, a thread id too.
+    for (spec, said) in
+        [(format!("0{pid}"), format!("0{pid}")), (tid.clone(), tid.clone()), (String::new(), "\"\"".into())]
+    {
+        let out = run(&["stat", "--threads", "-p", &spec, "--interval", "1"]);
+        assert_eq!(out.status.code(), Some(1), "{spec:?}: {out:?}");
+        assert!(text(&out.stderr).contains(&format!("no such process: {said}")), "{spec:?}: {}", text(&out.stderr));
+    }
+}
+
+/// A thread id given (as `0TID`) whose thread exits between the samples while its process lives
+/// on: the process is shown from the second sample, and the view says the thread given is gone,
+/// naming it as typed.
+#[test]
+fn a_thread_given_that_exits_alone_is_said_gone() {
+    struct Reaped(Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let (child, tid) = threaded_child("thread-exits:1500");
+    let child = Reaped(child);
+    let pid = child.0.id();
+    let spec = format!("0{tid}");
+    let out = run(&["stat", "--threads", "-p", &spec, "--interval", "5000", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["derived"]["processes"][0];
+    assert_eq!(p["pid"].as_u64(), Some(pid as u64), "{p}");
+    assert_eq!(p["exited"], false, "{p}");
+    assert_eq!(
+        p["given_threads"],
+        serde_json::json!([{ "spec": spec, "tid": tid.parse::<u64>().unwrap(), "exited": true }])
+    );
+    assert!(!p["threads"].as_array().unwrap().iter().any(|t| t["tid"].as_u64() == tid.parse().ok()), "{p}");
+    drop(child);
+}

@@ -24,7 +24,9 @@
 //! the rest); with them, exactly the matching processes, kernel threads included. A process that
 //! exits between the two samples (or whose pid another process took) is shown from the first one,
 //! marked, without rates. A pid typed that is gone is an error; a process a pattern matched that is
-//! gone by the first sample is left out. A thread id typed as a pid is its process.
+//! gone by the first sample is left out. A thread id typed as a pid is its process; every message
+//! about a pid names it as typed (`thread 1234 of process 1200`, `0099`, `""`), not only the
+//! process it led to.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -78,6 +80,26 @@ struct NumaView {
     faults: Vec<NodeFaults>,
 }
 
+/// A pid as typed (`-p 01234`, or an operand) and the id it names: the process's own, or one of
+/// its threads'.
+#[derive(Debug, Clone, PartialEq)]
+struct Given {
+    /// As typed; the empty one as `""`.
+    spec: String,
+    /// The id it names.
+    id: u32,
+}
+
+/// A thread id typed as a pid, in the view of its process.
+#[derive(Debug, Serialize)]
+struct GivenThread {
+    /// As typed.
+    spec: String,
+    tid: u32,
+    /// Gone by the second sample (alone, or with its process); false with one sample.
+    exited: bool,
+}
+
 #[derive(Debug, Serialize)]
 struct ProcessView {
     pid: u32,
@@ -85,6 +107,9 @@ struct ProcessView {
     /// It exited (or its pid went to another process) before the second sample: shown from the
     /// first, without rates.
     exited: bool,
+    /// The thread ids typed that named this process (empty when its pid was typed, or a pattern
+    /// matched it).
+    given_threads: Vec<GivenThread>,
     rss_kb: Option<u64>,
     numa_maps_error: Option<String>,
     memory: Vec<NodeUsage>,
@@ -121,7 +146,7 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
     if !reader.is_live() && reader.node_ids().context("reading the node directories")?.is_empty() {
         anyhow::bail!("no node directories in {}", reader.root().join("sys/devices/system/node").display());
     }
-    let pids = if cfg.specs.is_empty() {
+    let targets = if cfg.specs.is_empty() {
         None
     } else {
         let pids = super::numastat::resolve_specs(reader, &cfg.specs, &mut notes)?;
@@ -132,16 +157,18 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
         Some(processes_of(reader, &cfg.specs, pids, &mut notes))
     };
     let first = reader
-        .sample_of(pids.as_ref().map(|p| p.iter().map(|(pid, _)| *pid).collect::<Vec<_>>()).as_deref())
+        .sample_of(targets.as_ref().map(|t| t.iter().map(|(pid, _)| *pid).collect::<Vec<_>>()).as_deref())
         .context("reading the first sample")?;
-    if let Some(want) = &pids {
+    if let Some(want) = &targets {
         // A pid typed as a number that is gone is an error; a process a pattern matched that is
         // gone by the first sample is skipped (a pattern names what matches when it runs: one
-        // short-lived match failed the whole view; review helper-61), unless none is left.
+        // short-lived match failed the whole view; review helper-61), unless none is left. The
+        // error names each pid as typed: a thread id's process gone was said as the process's
+        // pid alone, which the user never typed.
         let missing: Vec<String> = want
             .iter()
-            .filter(|(p, typed)| *typed && first.process(*p).is_none())
-            .map(|(p, _)| p.to_string())
+            .filter(|(p, _)| first.process(*p).is_none())
+            .flat_map(|(p, given)| given.iter().map(move |g| as_typed(g, *p)))
             .collect();
         if !missing.is_empty() {
             anyhow::bail!("no such process: {}", missing.join(", "));
@@ -158,7 +185,8 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
     } else {
         (None, first)
     };
-    let derived = derive(prev.as_ref(), &cur);
+    let given: HashMap<u32, Vec<Given>> = targets.unwrap_or_default().into_iter().collect();
+    let derived = derive(prev.as_ref(), &cur, &given);
     let mut out = String::new();
     if cfg.json {
         let samples: Vec<&Sample> = prev.iter().chain(std::iter::once(&cur)).collect();
@@ -178,32 +206,53 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<(String, String)> {
     Ok((out, notes))
 }
 
-/// The processes `resolve_specs` named, each with whether it was typed as a number. A thread id
-/// typed as a pid (its /proc entry is reachable, though not listed) is its process's: shown once,
-/// said in a note (it showed the process twice, once under the thread's id; review helper-61).
+/// A pid spec as the user typed it, with the process it led to when that is another id (a thread
+/// id's): `thread 1234 of process 1200`, `0099`, `""`.
+fn as_typed(g: &Given, pid: u32) -> String {
+    if g.id == pid {
+        g.spec.clone()
+    } else {
+        format!("thread {} of process {pid}", g.spec)
+    }
+}
+
+/// The processes `resolve_specs` named, each with the pids typed as numbers that named it (none:
+/// only a pattern matched it). A thread id typed as a pid (its /proc entry is reachable, though
+/// not listed) is its process's: shown once, said in a note (it showed the process twice, once
+/// under the thread's id; review helper-61).
 fn processes_of(
     reader: &Reader,
     specs: &[std::ffi::OsString],
     pids: Vec<(u32, Option<String>)>,
     notes: &mut String,
-) -> Vec<(u32, bool)> {
-    let mut out: Vec<(u32, bool)> = Vec::new();
+) -> Vec<(u32, Vec<Given>)> {
+    let mut out: Vec<(u32, Vec<Given>)> = Vec::new();
     for (pid, _) in pids {
-        let typed = specs
+        // Numbers as `resolve_specs` reads them: digits only, the empty one PID 0 (numastat's atoi).
+        let given: Vec<Given> = specs
             .iter()
             .filter_map(|s| s.to_str())
-            .any(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>() == Ok(pid));
+            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+            .filter(|s| if s.is_empty() { pid == 0 } else { s.parse::<u32>() == Ok(pid) })
+            .map(|s| Given { spec: if s.is_empty() { "\"\"".to_string() } else { s.to_string() }, id: pid })
+            .collect();
         let tgid = reader.read_status(pid).ok().flatten().map_or(pid, |s| s.tgid);
-        if tgid != pid && tgid != 0 {
-            let _ =
-                writeln!(notes, "numapilot stat --threads: {pid} is a thread of process {tgid}: shown as that process");
+        let tgid = if tgid == 0 { pid } else { tgid };
+        if tgid != pid {
+            for g in &given {
+                let _ = writeln!(
+                    notes,
+                    "numapilot stat --threads: {} is a thread of process {tgid}: shown as that process",
+                    g.spec
+                );
+            }
         }
         match out.iter_mut().find(|(p, _)| *p == tgid) {
-            Some(entry) => entry.1 |= typed,
-            None => out.push((tgid, typed)),
+            Some(entry) => entry.1.extend(given),
+            None => out.push((tgid, given)),
         }
     }
-    out.sort_unstable();
+    out.sort_unstable_by_key(|(p, _)| *p);
     out
 }
 
@@ -224,7 +273,7 @@ fn shown<'a>(prev: Option<&'a Sample>, cur: &'a Sample) -> Vec<(&'a ProcessSampl
     }
 }
 
-fn derive(prev: Option<&Sample>, cur: &Sample) -> Derived {
+fn derive(prev: Option<&Sample>, cur: &Sample, given: &HashMap<u32, Vec<Given>>) -> Derived {
     let rates: HashMap<(u32, u32), ThreadRate> =
         prev.map(|p| thread_cpu_rates(p, cur).into_iter().map(|r| ((r.pid, r.tid), r)).collect()).unwrap_or_default();
     let node_of = |cpu: u32| cur.nodes.iter().find(|n| n.cpus.contains(cpu)).map(|n| n.node);
@@ -260,6 +309,17 @@ fn derive(prev: Option<&Sample>, cur: &Sample) -> Derived {
             pid: p.pid,
             comm: p.comm.clone(),
             exited,
+            given_threads: given
+                .get(&p.pid)
+                .into_iter()
+                .flatten()
+                .filter(|g| g.id != p.pid)
+                .map(|g| GivenThread {
+                    spec: g.spec.clone(),
+                    tid: g.id,
+                    exited: prev.is_some() && (exited || !p.threads.iter().any(|t| t.tid == g.id)),
+                })
+                .collect(),
             rss_kb: p.rss_kb,
             numa_maps_error: p.numa_maps_error.clone(),
             memory: p.node_usage.clone(),
@@ -316,15 +376,29 @@ fn render(d: &Derived, out: &mut String) {
         None => out.push_str("one sample (no rates)\n"),
     }
     for p in &d.processes {
+        // A thread id typed is named as typed: the process it led to alone was not what was asked.
+        let threads_given = |exited: bool| -> Option<String> {
+            let specs: Vec<&str> =
+                p.given_threads.iter().filter(|g| g.exited == exited).map(|g| g.spec.as_str()).collect();
+            let s = if specs.len() == 1 { "" } else { "s" };
+            (!specs.is_empty()).then(|| format!("thread{s} {} of process {}", specs.join(", "), p.pid))
+        };
+        let marker = match (p.exited, threads_given(true)) {
+            (false, _) => String::new(),
+            (true, None) => "  (exited before the second sample: its first, no rates)".to_string(),
+            (true, Some(who)) => format!("  ({who}, as given, exited before the second sample: its first, no rates)"),
+        };
         let _ = writeln!(
             out,
-            "\nPID {} ({})  threads: {}  RSS {}{}",
+            "\nPID {} ({})  threads: {}  RSS {}{marker}",
             p.pid,
             printable(&p.comm),
             p.threads.len(),
             p.rss_kb.map_or_else(|| "-".to_string(), |kb| format!("{:.1} MiB", mib(kb))),
-            if p.exited { "  (exited before the second sample: its first, no rates)" } else { "" }
         );
+        if let (false, Some(who)) = (p.exited, threads_given(true)) {
+            let _ = writeln!(out, "  {who}, as given, exited before the second sample: not among the threads below");
+        }
         if let Some(e) = &p.numa_maps_error {
             let _ = writeln!(out, "  numa_maps: {e}");
         }
