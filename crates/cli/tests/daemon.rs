@@ -1283,6 +1283,88 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not with --machine or --root"), "{out:?}");
 }
 
+/// `numapilot advise` while a daemon that reserves CPU 0 runs, under `taskset`: the figures the
+/// client prints are those the daemon advised from, its view within the client's reach, the same
+/// nodes in the text and JSON answers.
+///
+/// ```text
+///   taskset -c 0 (only the reserved CPU): node 0 has no CPU the job may use; a request for 0.1 CPU
+///                fits nowhere (it got node 0 for CPU 0's idle time: the daemon counted
+///                min(1 measured, 1 usable) CPUs), and node 0 shows 0 CPUs (the client showed its 1)
+///   taskset -c 1: 1 GiB asked, then 1 MiB: the second answer's figures are node 0 less the
+///                first promise, as its reason says (the client showed its own measurement)
+/// ```
+#[test]
+fn advise_shows_the_daemons_figures_within_the_clients_reach() {
+    let Ok(t) = numapilot_topology::Topology::from_sysfs(Path::new("/")) else { return };
+    if t.online_cpus().iter().take(2).collect::<Vec<_>>() != [0, 1]
+        || std::process::Command::new("taskset").arg("-V").output().is_err()
+    {
+        eprintln!("needs CPUs 0 and 1 online and taskset: skipped");
+        return;
+    }
+    let mut d = Daemon::start("[actuation]\nreserved_cpus = \"0\"\n");
+    d.wait_line("numapilot: started");
+    let s = d.wait_status(|s| s["steps"].as_u64().unwrap() >= 1 || s["step_errors"].as_u64().unwrap() >= 3);
+    assert!(s["steps"].as_u64().unwrap() >= 1, "no step: {s}");
+    let on = |cpu: &str, args: &[&str]| {
+        Command::new("taskset")
+            .args(["-c", cpu, BIN, "advise", "--window-ms", "100", "--socket"])
+            .arg(&d.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let json = |out: &std::process::Output| -> serde_json::Value {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let nodes_of = |v: &serde_json::Value| -> Vec<u64> {
+        let list = v["advice"]["nodes"].as_str().unwrap();
+        numapilot_topology::NodeSet::parse_list(list).unwrap().iter().map(u64::from).collect()
+    };
+    let node0 =
+        |v: &serde_json::Value| v["nodes"].as_array().unwrap().iter().find(|n| n["node"] == 0).cloned().unwrap();
+
+    // Only the reserved CPU within reach: no CPU of node 0 for the job.
+    let v = json(&on("0", &["--cpus", "0.1", "--mem", "1M", "--json"]));
+    assert_eq!(v["fits"], false, "{v}");
+    let out = on("0", &["--cpus", "0.1", "--mem", "1M", "--strict"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing fits"), "{out:?}");
+    let v = json(&on("0", &["--cpus", "0", "--mem", "1M", "--json"]));
+    assert_eq!(v["advice"]["reason"]["rule"], "launch-advice", "{v}");
+    assert_eq!((node0(&v)["cpus"].as_u64(), node0(&v)["free_cpus"].as_f64()), (Some(0), Some(0.0)), "{v}");
+    assert_eq!(v["advice"]["free_cpus"].as_f64(), Some(0.0), "{v}");
+    assert!(v["source"].as_str().unwrap().contains("figures the daemon's"), "{v}");
+    let text = on("0", &["--cpus", "0", "--mem", "1M"]);
+    assert!(text.status.success(), "{text:?}");
+    assert_eq!(String::from_utf8_lossy(&text.stdout).trim(), v["advice"]["nodes"].as_str().unwrap());
+
+    // Within reach (CPU 1): a promise of 1 GiB, then the figures of the next answer are less it,
+    // as the daemon's reason says.
+    let first = json(&on("1", &["--cpus", "0", "--mem", "1G", "--json"]));
+    assert_eq!(first["fits"], true, "{first}");
+    let v = json(&on("1", &["--cpus", "0", "--mem", "1M", "--json"]));
+    let detail = v["advice"]["reason"]["detail"].as_str().unwrap().to_string();
+    let said = detail.split(" have ").nth(1).unwrap_or_else(|| panic!("{detail}"));
+    let (cpus, rest) = said.split_once(" free CPUs and ").unwrap();
+    let mib: u64 = rest.split_once(" MiB free").unwrap().0.parse().unwrap();
+    let advice = &v["advice"];
+    assert_eq!(format!("{:.1}", advice["free_cpus"].as_f64().unwrap()), cpus, "{v}");
+    assert_eq!(advice["mem_free_bytes"].as_u64().unwrap() >> 20, mib, "{v}");
+    // The advice adds up from the nodes shown.
+    let shown: u64 = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| nodes_of(&v).contains(&n["node"].as_u64().unwrap()))
+        .map(|n| n["mem_free_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(advice["mem_free_bytes"].as_u64(), Some(shown), "{v}");
+    assert_eq!(node0(&v)["cpus"].as_u64(), Some(1), "CPU 1, usable and within reach: {v}");
+}
+
 #[test]
 fn advise_refuses_a_bad_request_or_window_before_measuring() {
     // Each refused at once (no measuring window first), naming the flag.

@@ -21,9 +21,13 @@
 //!                           inherits both, so nodes outside them are left out (`own_reach`)
 //! ```
 //!
-//! While a daemon runs, `numapilot advise` sends these figures to it and the daemon answers with
-//! its promises to earlier launches taken off (rule launch-advice); without one they go straight
-//! to `numapilot_policy::advise`.
+//! While a daemon runs, `numapilot advise` sends these figures and the CPUs it reaches to it; the
+//! daemon counts each node's CPUs within both those and its own usable ones (not reserved), takes
+//! its promises to earlier launches off (rule launch-advice), and sends back the figures it
+//! advised from, which the client prints (its own measurement, before the promises and counting
+//! CPUs the job may not use, did not add up to the advice). Without a daemon the figures go
+//! straight to `numapilot_policy::advise`. The daemon advises only nodes the client measured (its
+//! memory nodes).
 
 use std::path::Path;
 use std::time::Duration;

@@ -518,6 +518,11 @@ pub enum Request {
         /// empty: the daemon goes by the model of its last step.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         nodes_now: Vec<numapilot_policy::advise::NodeFree>,
+        /// The CPUs the job may use (the client's affinity within its cpuset), when fewer than the
+        /// machine's: `nodes_now` counts these, and the daemon counts a node's CPUs within both
+        /// these and its usable ones (not reserved). Absent: every CPU.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reach_cpus: Option<numapilot_topology::CpuSet>,
     },
 }
 
@@ -907,13 +912,14 @@ fn handle_client(
             Ok(e) => Response { ok: true, error: None, status: None, explain: Some(e), advice: None },
             Err(reason) => Response::error(reason),
         },
-        Ok(Request::Advise { cpus, mem_bytes, pid, nodes_now }) => {
+        Ok(Request::Advise { cpus, mem_bytes, pid, nodes_now, reach_cpus }) => {
             let checked = numapilot_policy::advise::check_request(cpus, mem_bytes)
                 .and_then(|()| numapilot_policy::advise::check_nodes_now(&nodes_now));
             match checked {
                 Err(e) => Response::error(e.to_string()),
                 Ok(()) => {
-                    let request = LaunchRequest { pid, name: "a job".to_string(), cpus, mem_bytes, nodes_now };
+                    let request =
+                        LaunchRequest { pid, name: "a job".to_string(), cpus, mem_bytes, nodes_now, reach_cpus };
                     match ask_loop(tx, wake, |reply| LoopRequest::Advise { request, reply }) {
                         Ok(a) => Response { ok: true, error: None, status: None, explain: None, advice: Some(a) },
                         Err(reason) => Response::error(reason),

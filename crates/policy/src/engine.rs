@@ -101,6 +101,12 @@ pub struct LaunchRequest {
     /// empty: the policy goes by its model of the last step.
     #[serde(default)]
     pub nodes_now: Vec<crate::advise::NodeFree>,
+    /// The CPUs the job may use (its launcher's affinity within its cpuset), when fewer than the
+    /// machine's: `nodes_now` counts only these, and the policy counts a node's CPUs within both
+    /// these and its own usable ones (a reserved CPU is in the first, not the second). `None`: every
+    /// CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach_cpus: Option<numapilot_topology::CpuSet>,
 }
 
 /// The answer to a [`LaunchRequest`]: start its threads on these nodes' CPUs and prefer these
@@ -111,6 +117,12 @@ pub struct LaunchAdvice {
     pub nodes: numapilot_topology::NodeSet,
     /// Why (rule, figures).
     pub reason: Reason,
+    /// Each node the policy chose among, with the free CPUs and memory it chose by (the measurement
+    /// within its usable CPUs and the job's reach, less its promises to earlier launches), so a
+    /// client shows the figures of the advice, not its own measurement; empty from a policy that
+    /// does not say (numad, whose figures are SMT-discounted) or a daemon from before this field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free: Vec<crate::advise::NodeFree>,
 }
 
 /// What one step did.

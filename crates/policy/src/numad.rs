@@ -461,7 +461,7 @@ impl Policy for Numad {
             self.launched.insert(pid, (chosen.clone(), now_ns));
         }
         let detail = format!("numad -w {:.0}:{:.0} for {}: nodes {chosen}; {why}", req.cpus.ceil(), mib, req.name);
-        Some(LaunchAdvice { nodes: chosen, reason: Reason::new("numad-advice", detail) })
+        Some(LaunchAdvice { nodes: chosen, reason: Reason::new("numad-advice", detail), free: Vec::new() })
     }
 
     fn decide(&mut self, model: &Model) -> Plan {

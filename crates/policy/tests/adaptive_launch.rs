@@ -16,7 +16,14 @@ fn machine() -> B {
 }
 
 fn req(pid: u32, cpus: f64, mem_gib: u64) -> LaunchRequest {
-    LaunchRequest { pid: Some(pid), name: format!("vm{pid}"), cpus, mem_bytes: mem_gib * GIB, nodes_now: vec![] }
+    LaunchRequest {
+        pid: Some(pid),
+        name: format!("vm{pid}"),
+        cpus,
+        mem_bytes: mem_gib * GIB,
+        nodes_now: vec![],
+        reach_cpus: None,
+    }
 }
 
 fn ids(n: &numapilot_topology::NodeSet) -> Vec<u32> {
@@ -302,4 +309,39 @@ fn a_measurement_no_machine_gives_is_refused_or_ignored() {
     let r = LaunchRequest { mem_bytes: huge + 1, ..r };
     let a = Adaptive::new().advise_launch(&b.m, now, &r).expect("two nodes' free memory, summed without overflow");
     assert_eq!(ids(&a.nodes), vec![0, 1], "{}", a.reason.detail);
+}
+
+/// A launcher's measurement (`nodes_now`) names the nodes its job may use (its memory nodes), and
+/// `reach_cpus` the CPUs; the advice stays within both, and says the figures it was made from.
+///
+/// ```text
+///   nodes 1-3 idle in the model; measured: node 0 only, 2 of its 8 CPUs (reach CPUs 0-1), idle
+///     4 CPUs asked  -> nothing fits (2 within reach), never nodes 1-3
+///   CPU 1 reserved, reach CPUs 0-1: node 0 has one usable CPU the job may use (CPU 0)
+///     2 CPUs asked  -> nothing fits (node 0 was counted min(2 measured, 7 usable) = 2)
+///     1 CPU asked   -> node 0; its figures: node 0 with 1 CPU, 1.0 free, node 1 with none
+///     then 0 CPUs and 1 GiB -> its figures less the first promise: node 0 0.0 CPUs free
+/// ```
+#[test]
+fn launch_advice_stays_within_the_launchers_reach_and_says_its_figures() {
+    let f = |node: u32, cpus: u32, free_cpus: f64| NodeFree { node, cpus, free_cpus, mem_free_bytes: 16 * GIB };
+    let reach: numapilot_topology::CpuSet = (0..2).collect();
+    let b = machine();
+    let r = LaunchRequest { nodes_now: vec![f(0, 2, 2.0)], reach_cpus: Some(reach.clone()), ..req(50, 4.0, 0) };
+    assert!(Adaptive::new().advise_launch(&b.m, b.m.now_ns, &r).is_none(), "2 CPUs within reach");
+
+    let mut topo = Topology::uniform(4, 8, 32 << 20, 21);
+    topo.reserve(&std::iter::once(1).collect());
+    let b = B::with_topology(topo, traced_tunables());
+    let now = b.m.now_ns;
+    let measured = vec![f(0, 2, 2.0), f(1, 0, 0.0)];
+    let r = LaunchRequest { nodes_now: measured, reach_cpus: Some(reach), pid: None, ..req(50, 2.0, 0) };
+    let mut policy = Adaptive::new();
+    assert!(policy.advise_launch(&b.m, now, &r).is_none(), "one usable CPU within reach");
+    let a = policy.advise_launch(&b.m, now, &LaunchRequest { cpus: 1.0, ..r.clone() }).expect("CPU 0 is free");
+    assert_eq!(ids(&a.nodes), vec![0], "{}", a.reason.detail);
+    let node = |a: &numapilot_policy::LaunchAdvice, id: u32| a.free.iter().find(|f| f.node == id).cloned().unwrap();
+    assert_eq!((node(&a, 0).cpus, node(&a, 0).free_cpus, node(&a, 1).cpus), (1, 1.0, 0), "{:?}", a.free);
+    let a = policy.advise_launch(&b.m, now, &LaunchRequest { cpus: 0.0, mem_bytes: GIB, ..r }).expect("memory");
+    assert_eq!(node(&a, 0).free_cpus, 0.0, "the first promise is taken off: {:?}", a.free);
 }

@@ -468,6 +468,7 @@ fn launch_advice_waits_for_its_process_for_a_bounded_time() {
         cpus: 1.0,
         mem_bytes: 512 * MIB,
         nodes_now: vec![],
+        reach_cpus: None,
     };
     let mut m = model(10, [1.0, 1.0], [6000, 7000]);
     let mut numad = Numad::new();
@@ -501,8 +502,14 @@ fn launch_advice_waits_for_its_process_for_a_bounded_time() {
 fn launch_advice_between_passes_is_bounded() {
     use numapilot_policy::numad::{LAUNCH_ADVICE_KEPT, LAUNCH_ADVICE_WAIT_NS};
     use numapilot_policy::LaunchRequest;
-    let req =
-        |pid: u32| LaunchRequest { pid: Some(pid), name: "vm".into(), cpus: 1.0, mem_bytes: MIB, nodes_now: vec![] };
+    let req = |pid: u32| LaunchRequest {
+        pid: Some(pid),
+        name: "vm".into(),
+        cpus: 1.0,
+        mem_bytes: MIB,
+        nodes_now: vec![],
+        reach_cpus: None,
+    };
     let m = model(10, [1.0, 1.0], [6000, 7000]);
     let mut numad = Numad::new();
     for pid in 0..LAUNCH_ADVICE_KEPT as u32 + 10 {

@@ -970,6 +970,7 @@ impl Sim {
                     cpus: self.kernel.procs[p].tasks.len() as f64,
                     mem_bytes: mem,
                     nodes_now: nodes_now.clone(),
+                    reach_cpus: None,
                 };
                 (p, req)
             })

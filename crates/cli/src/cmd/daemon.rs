@@ -136,7 +136,9 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub window_ms: u64,
     /// Print JSON, one shape for every answer: `advice` (nodes, their free CPUs and memory, largest
-    /// distance, and the daemon's `reason` when it answered), `nodes` (every node's free capacity as measured), `source`, `fits` (false when
+    /// distance, and the daemon's `reason` when it answered), `nodes` (each node's free capacity the
+    /// advice was made from: as measured here, or the daemon's figures when it answered: that
+    /// measurement within its usable CPUs, less its promises), `source`, `fits` (false when
     /// nothing fits and every node is advised) and `why` (then, the reason; otherwise null).
     #[arg(long)]
     pub json: bool,
@@ -612,14 +614,14 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         // is a mistake (it was accepted, and the promise kept for no one, review helper-41).
         anyhow::bail!("--pid {pid}: no such process (give the pid the job will run as, e.g. the launcher's $$)");
     }
-    let (topo, free, how) = if let Some(file) = &a.machine {
+    let (topo, free, how, reach) = if let Some(file) = &a.machine {
         let topo = super::machine_topology(file)?;
         let free = advise::from_topology(&topo);
-        (topo, free, format!("machine {file} (no load)"))
+        (topo, free, format!("machine {file} (no load)"), None)
     } else if let Some(root) = &a.root {
         let topo = super::topology_under(root)?;
         let free = advise::measure(root, &topo, None)?;
-        (topo, free, format!("fixture {} (idle since boot)", root.display()))
+        (topo, free, format!("fixture {} (idle since boot)", root.display()), None)
     } else {
         let root = std::path::Path::new("/");
         let topo = Topology::from_sysfs(root).context("reading the topology")?;
@@ -627,6 +629,7 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         let reach = advise::own_reach(&topo);
         let free = advise::measure_within(root, &topo, Some(Duration::from_millis(a.window_ms)), reach.as_ref())?;
         let within = reach
+            .as_ref()
             .map(|r| {
                 format!(", within this process's CPUs {} and memory nodes {}", r.cpus.to_list(), r.nodes.to_list())
             })
@@ -634,25 +637,41 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         if free.is_empty() {
             anyhow::bail!("nothing to advise: no node has a CPU or memory this process may use{within}");
         }
-        (topo, free, format!("this machine (idle over {} ms){within}", a.window_ms))
+        (topo, free, format!("this machine (idle over {} ms){within}", a.window_ms), reach)
     };
     if ask_daemon {
         // The measurement goes to the daemon (numad refreshes its nodes before each -w answer),
         // which adds what it promised earlier launches.
-        let req = Request::Advise { cpus: a.cpus, mem_bytes, pid: a.pid, nodes_now: free.clone() };
+        // With the CPUs it measured, so the daemon counts each node's CPUs within both those and
+        // its own usable ones (a reserved CPU is the client's to measure, not the job's to use).
+        let req = Request::Advise {
+            cpus: a.cpus,
+            mem_bytes,
+            pid: a.pid,
+            nodes_now: free.clone(),
+            reach_cpus: reach.map(|r| r.cpus),
+        };
         match control::request(&socket, &req) {
             Ok(resp) => {
                 let adv = resp.advice.context("the daemon answered without advice")?;
-                let source = format!("the running daemon ({}), {how}", socket.display());
-                // The advised nodes' figures as this client measured them (before the daemon's
-                // promises to earlier launches), beside the daemon's reason.
+                // The figures the advice was made from: the daemon's, this measurement within its
+                // usable CPUs and this process's reach, less its promises to earlier launches. (This
+                // client's own measurement was shown: a node counted otherwise, or promised to an
+                // earlier launch, did not add up to the advice.) A daemon that does not send them
+                // (one from before) leaves this client's measurement, said in the source.
+                let (nodes, whose) = if adv.free.is_empty() {
+                    (free.clone(), "; figures as measured here (the daemon sent none)")
+                } else {
+                    (adv.free.clone(), "; figures the daemon's: within its usable CPUs, less its promises")
+                };
+                let source = format!("the running daemon ({}), {how}{whose}", socket.display());
                 let theirs: Vec<advise::NodeFree> =
-                    free.iter().filter(|f| adv.nodes.contains(f.node)).cloned().collect();
+                    nodes.iter().filter(|f| adv.nodes.contains(f.node)).cloned().collect();
                 let advice = AdviceOut {
                     figures: advise::Advice { nodes: adv.nodes.clone(), ..advise::every_node(&topo, &theirs) },
                     reason: Some(serde_json::to_value(&adv.reason)?),
                 };
-                return print_advice(&a, &AdviceAnswer { advice, nodes: &free, source, fits: true, why: None });
+                return print_advice(&a, &AdviceAnswer { advice, nodes: &nodes, source, fits: true, why: None });
             }
             Err(ControlError::Request(msg)) if a.strict || !msg.starts_with("nothing fits") => {
                 eprintln!("numapilot advise: {msg} [the running daemon, {}]", socket.display());
@@ -697,9 +716,9 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// What `advise --json` prints, one shape for every answer (it had three: the daemon's, this
-/// machine's, and nothing fits; review helper-55): the advice, every node's free capacity as
-/// measured, where the answer came from, whether the request fits the advised nodes, and when it
-/// does not, why.
+/// machine's, and nothing fits; review helper-55): the advice, each node's free capacity it was
+/// made from (as measured, or the daemon's figures), where the answer came from, whether the
+/// request fits the advised nodes, and when it does not, why.
 #[derive(serde::Serialize)]
 struct AdviceAnswer<'a> {
     advice: AdviceOut,
@@ -709,8 +728,9 @@ struct AdviceAnswer<'a> {
     why: Option<&'a str>,
 }
 
-/// The advised nodes with their free CPUs, free memory and largest distance, as measured here,
-/// and the daemon's reason (rule and figures) when it answered (null otherwise).
+/// The advised nodes with their free CPUs, free memory and largest distance, from the figures the
+/// advice was made from (`AdviceAnswer::nodes`), and the daemon's reason (rule and figures) when
+/// it answered (null otherwise).
 #[derive(serde::Serialize)]
 struct AdviceOut {
     #[serde(flatten)]

@@ -97,18 +97,25 @@ pub fn free_from_model(model: &Model) -> Vec<NodeFree> {
 }
 
 /// A client's measurement (`numapilot advise` reads sysfs and /proc/stat as they are) within the
-/// CPUs the model's topology gives each node: reserved CPUs (`Topology::reserve`: the operator's
-/// `reserved_cpus`; the kernel's isolated ones are outside the client's own mask already) are no
-/// node's, so a node counts at most its usable CPUs, free or not, and a node the model does not
-/// know is no candidate at all. Without it a node whose CPUs were all reserved was advised for
-/// their idle time, and the job ran on reserved CPUs; and a node the machine does not have, kept
-/// with no CPUs, was still advised for a memory-only job (`nodes 7` on a one-node host; a review
-/// of 2026-11-30).
-fn within_topology(model: &Model, measured: &[NodeFree]) -> Vec<NodeFree> {
+/// CPUs the model's topology gives each node and the job's reach (`reach_cpus`, the CPUs the
+/// client measured): reserved CPUs (`Topology::reserve`: the operator's `reserved_cpus`; the
+/// kernel's isolated ones are outside the client's own mask already) are no node's, so a node
+/// counts at most its usable CPUs the job may use, free or not, and a node the model does not know
+/// is no candidate at all; nor is a node the client did not measure (outside its memory nodes).
+/// Without it a node whose CPUs were all reserved was advised for their idle time, and the job ran
+/// on reserved CPUs; and a node the machine does not have, kept with no CPUs, was still advised for
+/// a memory-only job (`nodes 7` on a one-node host; a review of 2026-11-30). Counted without the
+/// reach, a launcher under `taskset -c 0` with CPU 0 reserved was given node 0 for its CPU 0's
+/// idle time (node 0 had one usable CPU, CPU 1, which the job could not use).
+fn within_topology(model: &Model, measured: &[NodeFree], reach: Option<&numapilot_topology::CpuSet>) -> Vec<NodeFree> {
     measured
         .iter()
         .filter_map(|f| {
-            let usable = model.topo.node(f.node)?.cpus.len() as u32;
+            let node = model.topo.node(f.node)?;
+            let usable = match reach {
+                Some(r) => node.cpus.intersection(r).len(),
+                None => node.cpus.len(),
+            } as u32;
             let cpus = f.cpus.min(usable);
             Some(NodeFree { cpus, free_cpus: f.free_cpus.clamp(0.0, f64::from(cpus)), ..f.clone() })
         })
@@ -136,8 +143,11 @@ impl Adaptive {
     /// Rule "launch-advice" ([`crate::Policy::advise_launch`]).
     pub(crate) fn launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
         self.launch_expire(now_ns);
-        let mut free =
-            if req.nodes_now.is_empty() { free_from_model(model) } else { within_topology(model, &req.nodes_now) };
+        let mut free = if req.nodes_now.is_empty() {
+            free_from_model(model)
+        } else {
+            within_topology(model, &req.nodes_now, req.reach_cpus.as_ref())
+        };
         // A new request for a pid replaces its earlier promise: it is not charged against itself
         // (asked twice for one pid, the second was refused for the first's room; review helper-55).
         let others = || self.promises.iter().filter(|(pid, _)| Some(**pid) != req.pid);
@@ -181,7 +191,7 @@ impl Adaptive {
             }
             None => self.anonymous_promises.push(promise),
         }
-        Some(LaunchAdvice { nodes: advice.nodes, reason })
+        Some(LaunchAdvice { nodes: advice.nodes, reason, free })
     }
 
     /// Rule "launch-holds": whether `pid`, started on this policy's launch advice, stays as the
