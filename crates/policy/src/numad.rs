@@ -339,8 +339,10 @@ impl Numad {
         let mem_req = (mib / node_mib).ceil();
         let cpu_req = ((cpus - cpu_flex) / node_cpus).ceil();
         let mut k = (mem_req.max(cpu_req).max(1.0) as usize).min(nn);
+        // By kernel id: `nodes` may be fewer than the topology's (launch advice within a reach).
+        let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
         let dist = |a: usize, b: usize| -> f64 {
-            let d = model.topo.distances.get(a).and_then(|r| r.get(b)).copied();
+            let d = model.topo.distance(ids[a], ids[b]);
             // Missing matrix entries: ACPI SLIT's LOCAL_DISTANCE 10 and REMOTE_DISTANCE 20, the
             // kernel's defaults when firmware gives no table.
             f64::from(d.unwrap_or(if a == b { 10 } else { 20 }).max(1))
@@ -434,11 +436,24 @@ impl Policy for Numad {
     /// request is answered from that snapshot alone: nothing is reserved for the next one.
     fn advise_launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
         let mut nodes = Self::nodes_free(model);
+        // A measurement names the nodes the job may use (its launcher's memory nodes): no other is
+        // a candidate (one left out kept the model's figures and could be advised).
+        if !req.nodes_now.is_empty() {
+            nodes.retain(|n| req.nodes_now.iter().any(|f| f.node == n.id));
+        }
         for n in &mut nodes {
             // update_nodes() runs before each answer: the measurement taken now, when there is one.
             if let Some(f) = req.nodes_now.iter().find(|f| f.node == n.id) {
-                let htt_discount = f64::from(f.cpus) - n.cpus_total;
-                n.cpus_free = (f.free_cpus - htt_discount).max(0.0);
+                // The node as far as the job reaches: its CPUs within the reach (and within those
+                // measured), the node's SMT discount in proportion. Taken as the whole node's
+                // discount, a node measured with 1 of its 4 CPUs was credited 3 more free.
+                let cpus = model.topo.node(n.id).map(|t| t.cpus.clone()).unwrap_or_default();
+                let lcpus = cpus.len() as f64;
+                let within = req.reach_cpus.as_ref().map_or(lcpus, |r| cpus.intersection(r).len() as f64);
+                let within = within.min(f64::from(f.cpus));
+                let htt_discount = if lcpus > 0.0 { (lcpus - n.cpus_total) * within / lcpus } else { 0.0 };
+                n.cpus_total = within - htt_discount;
+                n.cpus_free = (f.free_cpus.min(within) - htt_discount).max(0.0);
                 n.mib_free = f.mem_free_bytes as f64 / MIB;
             }
             n.cpus_free = n.cpus_free.min(n.cpus_total).max(MIN_NODE_CPUS_FREE);

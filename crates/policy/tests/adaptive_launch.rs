@@ -345,3 +345,28 @@ fn launch_advice_stays_within_the_launchers_reach_and_says_its_figures() {
     let a = policy.advise_launch(&b.m, now, &LaunchRequest { cpus: 0.0, mem_bytes: GIB, ..r }).expect("memory");
     assert_eq!(node(&a, 0).free_cpus, 0.0, "the first promise is taken off: {:?}", a.free);
 }
+
+/// numad's answer within a launcher's measurement (`nodes_now`: its memory nodes) and reach
+/// (`reach_cpus`), as the adaptive policy's (the daemon runs that one; the contract is the same).
+///
+/// ```text
+///   nodes 1-3 idle in the model; measured: node 0 only, 2 of its 8 CPUs (reach CPUs 0-1), idle
+///     4 CPUs asked  -> node 0 (oversubscribed: by memory), never 1-3 (they kept their model
+///                      figures and one was advised)
+///   measured: node 0 with 2 of 8 CPUs, node 1 with all 8 (reach 0-1 and 8-15), both idle
+///     4 CPUs asked  -> node 1 (node 0 was credited 8 free: its SMT discount taken as 2 - 8 = -6)
+/// ```
+#[test]
+fn numad_launch_advice_stays_within_the_launchers_measurement_and_reach() {
+    let f = |node: u32, cpus: u32, free_cpus: f64| NodeFree { node, cpus, free_cpus, mem_free_bytes: 16 * GIB };
+    let b = machine();
+    let now = b.m.now_ns;
+    let reach: numapilot_topology::CpuSet = (0..2).collect();
+    let r = LaunchRequest { nodes_now: vec![f(0, 2, 2.0)], reach_cpus: Some(reach), ..req(50, 4.0, 0) };
+    let n = Numad::new().advise_launch(&b.m, now, &r).expect("numad places by memory");
+    assert_eq!(ids(&n.nodes), vec![0], "{}", n.reason.detail);
+    let wider: numapilot_topology::CpuSet = (0..2).chain(8..16).collect();
+    let r = LaunchRequest { nodes_now: vec![f(0, 2, 2.0), f(1, 8, 8.0)], reach_cpus: Some(wider), ..r };
+    let n = Numad::new().advise_launch(&b.m, now, &r).expect("node 1 fits");
+    assert_eq!(ids(&n.nodes), vec![1], "{}", n.reason.detail);
+}
