@@ -5,6 +5,7 @@
 #   build:  build-essential pkg-config, Rust >= 1.85 via rustup into ~/.cargo when cargo is missing
 #   charts: fonts-dejavu-core (DejaVu Sans, loaded at run time by the simulator's PNG charts)
 #   bench:  time (GNU time: peak memory in scripts/bench-sim.sh)
+#   docs:   groff-base (the manual page tests format every page `numapilot man` writes, as man does)
 #   rig:    qemu-system-x86 (TCG emulation), busybox-static (guest userland), cpio, numactl + numad (reference tools,
 #           also copied into the guests), xz-utils (kernel modules), binutils (objcopy strips our binaries), apt's
 #           own `apt-get download` fetches the guest kernel (done by the rig itself, on first use, into rig/cache)
@@ -16,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential pkg-config ca-certificates curl
-  qemu-system-x86 busybox-static cpio numactl numad xz-utils binutils fonts-dejavu-core time
+  qemu-system-x86 busybox-static cpio numactl numad xz-utils binutils fonts-dejavu-core time groff-base
   clang libbpf-dev libelf-dev zlib1g-dev)
 need=()
 for p in "${packages[@]}"; do

@@ -67,3 +67,131 @@ fn man_out_onto_a_file_is_refused_and_writes_nothing() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing else written");
 }
+
+/// The built binary with `args` and the environment changed by `env` (a `None` value removes it).
+fn numapilot_env(args: &[&str], env: &[(&str, Option<&str>)]) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_numapilot"));
+    c.args(args);
+    for (k, v) in env {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.output().expect("run numapilot")
+}
+
+/// The fields of a `.TH` line as roff reads them (a quoted field may be empty or hold spaces).
+fn th_fields(page: &str) -> Vec<String> {
+    let line = page.lines().find(|l| l.starts_with(".TH ")).unwrap_or_else(|| panic!("no .TH: {page}"));
+    let mut fields = Vec::new();
+    let mut rest = &line[4..];
+    loop {
+        rest = rest.trim_start_matches(' ');
+        if rest.is_empty() {
+            break fields;
+        }
+        let (field, after) = match rest.strip_prefix('"') {
+            Some(r) => r.split_once('"').unwrap_or((r, "")),
+            None => rest.split_once(' ').unwrap_or((rest, "")),
+        };
+        fields.push(field.to_string());
+        rest = after;
+    }
+}
+
+/// groff, which `man` formats pages with (scripts/setup.sh installs it: groff-base).
+fn groff(args: &[&str], page: &std::path::Path) -> std::process::Output {
+    std::process::Command::new("groff")
+        .args(["-man", "-Tutf8"])
+        .args(args)
+        .arg(page)
+        .output()
+        .expect("groff not found: scripts/setup.sh installs groff-base")
+}
+
+/// A page as `man -l` shows it, 120 columns wide, plain text (the minus sign as `-`).
+fn rendered(page: &std::path::Path) -> String {
+    let o = groff(&["-P-cbou", "-rLL=120n"], page);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().replace(['\u{2212}', '\u{2010}'], "-")
+}
+
+/// Every page written by `man --out` into `dir`, as (path, text).
+fn written_pages(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    for sub in ["man1", "man5"] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap();
+            out.push((p, text));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `.TH` is title, section, date, source, manual. The date was left empty and unquoted, so roff
+/// shifted the version into the date's place ("bench 0.1.0" in the middle of the footer). The date
+/// is SOURCE_DATE_EPOCH's when set, else the build's (the commit's): never the clock.
+#[test]
+fn every_page_has_its_date_and_version_in_their_title_fields() {
+    let version = stdout(&numapilot(&["--version"])).split_whitespace().nth(1).unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    let o = numapilot_env(&["man", "--out", out.to_str().unwrap()], &[("SOURCE_DATE_EPOCH", Some("1700000000"))]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pages = written_pages(&out);
+    assert!(pages.len() > 10, "{pages:?}");
+    for (path, text) in &pages {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let (title, section) = name.rsplit_once('.').unwrap();
+        let title = if section == "5" { title.to_uppercase() } else { title.to_string() };
+        let want = [title.as_str(), section, "2023-11-14", &format!("numapilot {version}"), "numapilot"];
+        assert_eq!(th_fields(text), want, "{name}");
+        // As man shows it: the source on the left of the footer, the date in its middle.
+        let footer = rendered(path).lines().rev().find(|l| !l.trim().is_empty()).unwrap().to_string();
+        let parts: Vec<&str> = footer.split("  ").map(str::trim).filter(|p| !p.is_empty()).collect();
+        assert_eq!(parts, [&format!("numapilot {version}"), "2023-11-14", &format!("{title}({section})")], "{name}");
+    }
+
+    // Without SOURCE_DATE_EPOCH: the build's date, the same at every run.
+    let first = numapilot_env(&["man"], &[("SOURCE_DATE_EPOCH", None)]);
+    let again = numapilot_env(&["man"], &[("SOURCE_DATE_EPOCH", None)]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(first.stdout, again.stdout);
+    let date = th_fields(&stdout(&first))[2].clone();
+    let digits = date.replace('-', "");
+    assert!(date.len() == 10 && digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit()), "{date:?}");
+    // Built from a git checkout without SOURCE_DATE_EPOCH (as the tests are): the commit's date.
+    let commit = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "log", "-1", "--date=format-local:%Y-%m-%d", "--format=%cd"])
+        .env("TZ", "UTC")
+        .output();
+    if let (Ok(c), None) = (commit, option_env!("SOURCE_DATE_EPOCH")) {
+        if c.status.success() {
+            assert_eq!(date, String::from_utf8_lossy(&c.stdout).trim(), "the commit's date");
+        }
+    }
+
+    // A SOURCE_DATE_EPOCH that is no number of seconds is named, and nothing is written.
+    let bad_out = dir.path().join("bad");
+    let bad = numapilot_env(&["man", "--out", bad_out.to_str().unwrap()], &[("SOURCE_DATE_EPOCH", Some("yesterday"))]);
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("SOURCE_DATE_EPOCH=\"yesterday\""), "{}", stderr(&bad));
+    assert!(!bad_out.exists());
+}
+
+/// groff reads every page without a warning (all of them enabled).
+#[test]
+fn groff_reads_every_page_without_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    let o = numapilot(&["man", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (path, _) in written_pages(&out) {
+        let g = groff(&["-ww", "-z"], &path);
+        assert!(g.status.success(), "{}", path.display());
+        assert_eq!(String::from_utf8_lossy(&g.stderr), "", "{}", path.display());
+    }
+}

@@ -41,7 +41,8 @@ pub fn completions(a: CompletionsArgs, mut cmd: Command) -> anyhow::Result<std::
 /// Prints numapilot(1), or with `--out` writes every page into the directory. Every page is
 /// rendered before the first file is written, so a failure leaves no partial set behind it.
 pub fn man(a: ManArgs, cmd: Command) -> anyhow::Result<std::process::ExitCode> {
-    let pages = pages(cmd)?;
+    let date = page_date(std::env::var_os("SOURCE_DATE_EPOCH"))?;
+    let pages = pages(cmd, &date)?;
     match a.out {
         None => {
             let (_, top) = pages.last().context("no manual page rendered")?;
@@ -63,6 +64,58 @@ pub fn man(a: ManArgs, cmd: Command) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// The date every page carries, YYYY-MM-DD (UTC): of SOURCE_DATE_EPOCH when set (`source_date_epoch`,
+/// as reproducible builds set it), else the one the build gave (build.rs: its SOURCE_DATE_EPOCH or
+/// the commit's date), else none. Never the clock: two runs of one build write the same pages.
+fn page_date(source_date_epoch: Option<std::ffi::OsString>) -> anyhow::Result<String> {
+    let epoch = match source_date_epoch.filter(|v| !v.is_empty()) {
+        Some(v) => v.to_str().and_then(|s| s.parse::<u64>().ok()).with_context(|| {
+            format!("SOURCE_DATE_EPOCH={:?}: not a whole number of seconds since 1970-01-01", v.to_string_lossy())
+        })?,
+        None => match option_env!("NUMAPILOT_DATE_EPOCH") {
+            Some(e) => e.parse().context("the build's NUMAPILOT_DATE_EPOCH")?,
+            None => return Ok(String::new()),
+        },
+    };
+    Ok(iso_date(epoch))
+}
+
+/// The UTC date of `epoch` (seconds since 1970-01-01) as YYYY-MM-DD.
+fn iso_date(epoch: u64) -> String {
+    // Days to a civil date (proleptic Gregorian), counted in 400-year eras from 0000-03-01.
+    let z = (epoch / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// The `.TH` line: title, section, date, source, manual, in that order, each quoted when it is
+/// empty or has a space (roff would drop an empty field unquoted and shift the others left).
+fn title_line(title: &str, section: &str, date: &str, version: &str) -> String {
+    let fields = [title, section, date, &format!("numapilot {version}"), "numapilot"];
+    let quoted: Vec<String> = fields
+        .iter()
+        .map(|f| if f.is_empty() || f.contains(' ') { format!("\"{f}\"") } else { f.to_string() })
+        .collect();
+    format!(".TH {}", quoted.join(" "))
+}
+
+/// `page` (clap_mangen's roff) with its `.TH` line replaced by [`title_line`]'s.
+fn with_title(page: Vec<u8>, title: &str, date: &str, version: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&page);
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| if l.starts_with(".TH ") { title_line(title, "1", date, version) } else { l.to_string() })
+        .collect();
+    (lines.join("\n") + "\n").into_bytes()
+}
+
 /// The daemon's example configuration, every key at its default with what it does: the source of
 /// numapilot.toml(5).
 const EXAMPLE_CONFIG: &str = include_str!("../../../../packaging/numapilot.toml");
@@ -76,7 +129,7 @@ fn key_line(line: &str) -> Option<(&str, &str)> {
 /// numapilot.toml(5), rendered from the example configuration: its opening comment is the
 /// description, each `[table]` a section, each `# --- name` line a subsection, and each key (set,
 /// or commented out at its default) an entry with the comment above it.
-fn config_page(version: &str) -> Vec<u8> {
+fn config_page(date: &str, version: &str) -> Vec<u8> {
     fn esc(line: &str) -> String {
         let l = line.replace('\\', "\\e").replace('-', "\\-");
         if l.starts_with('.') || l.starts_with('\'') {
@@ -86,7 +139,7 @@ fn config_page(version: &str) -> Vec<u8> {
         }
     }
     let mut out = vec![
-        format!(".TH NUMAPILOT.TOML 5 \"numapilot {version}\" numapilot"),
+        title_line("NUMAPILOT.TOML", "5", date, version),
         ".SH NAME".into(),
         "numapilot.toml \\- configuration of the numapilot daemon".into(),
         ".SH DESCRIPTION".into(),
@@ -293,14 +346,16 @@ fn with_sections(page: Vec<u8>, sections: &str) -> Vec<u8> {
 
 /// Every page, as (file name, roff text): numapilot.toml.5, then the subcommands' (depth first),
 /// numapilot.1 last.
-fn pages(cmd: Command) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    fn walk(cmd: Command, out: &mut Vec<(String, Vec<u8>)>) -> anyhow::Result<()> {
+fn pages(cmd: Command, date: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    fn walk(cmd: Command, date: &str, version: &str, out: &mut Vec<(String, Vec<u8>)>) -> anyhow::Result<()> {
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
-            walk(sub, out)?;
+            walk(sub, date, version, out)?;
         }
-        let man = clap_mangen::Man::new(cmd).manual("numapilot");
+        let title = cmd.get_display_name().unwrap_or_else(|| cmd.get_name()).to_string();
+        let man = clap_mangen::Man::new(cmd);
         let mut text = Vec::new();
         man.render(&mut text).with_context(|| format!("rendering {}", man.get_filename()))?;
+        text = with_title(text, &title, date, version);
         let extra = match man.get_filename().as_str() {
             "numapilot-daemon.1" => Some(DAEMON_SECTIONS),
             "numapilot-status.1" => Some(STATUS_EXIT),
@@ -319,8 +374,8 @@ fn pages(cmd: Command) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let version = cmd.get_version().unwrap_or("").to_string();
     let mut cmd = cmd.disable_help_subcommand(true);
     cmd.build();
-    let mut out = vec![("numapilot.toml.5".to_string(), config_page(&version))];
-    walk(cmd, &mut out)?;
+    let mut out = vec![("numapilot.toml.5".to_string(), config_page(date, &version))];
+    walk(cmd, date, &version, &mut out)?;
     Ok(out)
 }
 
@@ -336,6 +391,19 @@ mod tests {
     }
 
     #[test]
+    fn dates_are_utc_calendar_days() {
+        assert_eq!(iso_date(0), "1970-01-01");
+        assert_eq!(iso_date(86_399), "1970-01-01");
+        assert_eq!(iso_date(951_782_400), "2000-02-29");
+        assert_eq!(iso_date(1_709_251_199), "2024-02-29");
+        assert_eq!(iso_date(1_735_689_600), "2025-01-01");
+        assert_eq!(iso_date(4_107_542_400), "2100-03-01");
+        assert_eq!(page_date(Some("1700000000".into())).unwrap(), "2023-11-14");
+        let e = page_date(Some("-1".into())).unwrap_err().to_string();
+        assert!(e.contains("SOURCE_DATE_EPOCH=\"-1\""), "{e}");
+    }
+
+    #[test]
     fn the_config_page_has_an_entry_for_every_key_of_the_example() {
         let keys: Vec<&str> = EXAMPLE_CONFIG
             .lines()
@@ -343,7 +411,7 @@ mod tests {
             .map(|(k, _)| k)
             .collect();
         assert!(keys.len() > 100, "{keys:?}");
-        let page = String::from_utf8(config_page("0.1.0")).expect("utf-8");
+        let page = String::from_utf8(config_page("2024-05-06", "0.1.0")).expect("utf-8");
         assert_eq!(page.matches("\n.TP\n").count(), keys.len(), "{page}");
         for table in ["[daemon]", "[exclude]", "[actuation]", "[signals]", "[tunables]"] {
             assert!(page.contains(&format!(".SH {table}")), "{table}: {page}");
@@ -365,6 +433,7 @@ mod tests {
             assert!(!broken, "{:?} / {:?}", w[0], w[1]);
         }
         assert!(page.contains("co\\-access"), "{page}");
+        assert!(page.starts_with(".TH NUMAPILOT.TOML 5 2024-05-06 \"numapilot 0.1.0\" numapilot\n"), "{page}");
     }
 
     /// The daemon's clients say their exit statuses too (scripts branch on them: 3, no daemon;
@@ -372,7 +441,7 @@ mod tests {
     #[test]
     fn the_clients_pages_say_their_exit_statuses() {
         let clients = ["status", "explain", "advise"].map(|c| Command::new(c).about(c));
-        let p = pages(cli().subcommands(clients)).expect("pages");
+        let p = pages(cli().subcommands(clients), "").expect("pages");
         for (name, code) in [
             ("numapilot-status.1", "\\fB3\\fR"),
             ("numapilot-explain.1", "\\fB3\\fR"),
@@ -392,7 +461,7 @@ mod tests {
     /// The daemon's page has what an operator looks for beyond the options, before VERSION.
     #[test]
     fn the_daemon_page_has_signals_exit_status_environment_and_files() {
-        let p = pages(cli()).expect("pages");
+        let p = pages(cli(), "").expect("pages");
         let (_, page) = p.iter().find(|(n, _)| n == "numapilot-daemon.1").expect("the daemon's page");
         let page = String::from_utf8_lossy(page);
         let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("{s} missing: {page}"));
@@ -408,7 +477,7 @@ mod tests {
 
     #[test]
     fn a_page_per_command_named_by_its_path_the_top_one_last() {
-        let p = pages(cli()).expect("pages");
+        let p = pages(cli(), "").expect("pages");
         let names: Vec<&str> = p.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
