@@ -82,6 +82,11 @@ fn main() -> ExitCode {
     let result = match compat_name(&argv0) {
         Some("numactl") => cmd::run::numactl_main(&args[1..]),
         Some("numastat") => cmd::stat::numastat_main(&args[1..]),
+        // The bench's worker processes (this binary, started by `numapilot bench`): internal, so not
+        // a clap option, which every completion script would offer.
+        _ if args.len() > 2 && cmd::bench::WORKER_ARGS.iter().zip(&args[1..]).all(|(w, a)| a == w) => {
+            cmd::bench::worker(&args[3..])
+        }
         _ => {
             // numastat's attached `-s` node (`-s1`) for the subcommand too (`stat::attach_sort_values`).
             let args = if args.get(1).is_some_and(|a| a == "stat") {
@@ -158,7 +163,24 @@ pub(crate) fn error_text(e: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{compat_name, error_text};
+    use super::{compat_name, error_text, Cli};
+    use clap::CommandFactory as _;
+
+    /// clap_complete offers every argument and subcommand, hidden ones too: an internal one is kept
+    /// out of clap instead (bench's worker processes are read before it, `cmd::bench::WORKER_ARGS`).
+    #[test]
+    fn no_argument_or_subcommand_is_hidden_from_help_but_left_to_completion() {
+        fn walk(cmd: &clap::Command, path: &str) {
+            for a in cmd.get_arguments() {
+                assert!(!a.is_hide_set(), "{path} {}: hidden, yet completions would offer it", a.get_id());
+            }
+            for sub in cmd.get_subcommands() {
+                assert!(!sub.is_hide_set(), "{path} {}: hidden, yet completions would offer it", sub.get_name());
+                walk(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        walk(&Cli::command(), "numapilot");
+    }
 
     #[test]
     fn compat_names() {

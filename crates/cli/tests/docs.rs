@@ -195,3 +195,49 @@ fn groff_reads_every_page_without_a_warning() {
         assert_eq!(String::from_utf8_lossy(&g.stderr), "", "{}", path.display());
     }
 }
+
+/// What bash offers for the last of `words` (the command line so far; the last word is the one
+/// being completed, "" for a new one): `numapilot completions bash` is sourced and the function
+/// it registers for numapilot called as bash's programmable completion calls it.
+fn bash_offers(words: &[&str]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("numapilot.bash");
+    let o = numapilot(&["completions", "bash"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(&script, &o.stdout).unwrap();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        r#"source '{}' || exit 3
+spec=$(complete -p numapilot) || exit 4
+fn=$(sed -n 's/.*-F \([^ ]*\) .*/\1/p' <<<"$spec")
+COMP_WORDS=(numapilot {})
+COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+"$fn" numapilot "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        script.display(),
+        quoted.join(" ")
+    );
+    let o = std::process::Command::new("bash").args(["--norc", "--noprofile", "-c", &program]).output().unwrap();
+    assert!(o.status.success(), "bash: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().lines().filter(|l| !l.is_empty()).map(String::from).collect()
+}
+
+/// bench's internal `--worker` (its worker processes) was offered by every shell's completion.
+#[test]
+fn completions_offer_no_internal_option() {
+    let offered = bash_offers(&["bench", "--"]);
+    assert!(offered.contains(&"--mb".to_string()) && offered.contains(&"--out".to_string()), "{offered:?}");
+    assert!(!offered.iter().any(|o| o.contains("worker")), "{offered:?}");
+    assert_eq!(bash_offers(&["bench", "--wor"]), Vec::<String>::new());
+    for (shell, option) in
+        [("zsh", "--worker"), ("fish", "-l worker"), ("elvish", "--worker"), ("powershell", "--worker")]
+    {
+        let o = numapilot(&["completions", shell]);
+        assert!(o.status.success(), "{shell}: {}", stderr(&o));
+        let text = stdout(&o);
+        assert!(text.contains("--force-node") || text.contains("-l force-node"), "{shell}: bench's options: {text}");
+        assert!(!text.contains(option), "{shell} offers {option}: {text}");
+    }
+}

@@ -1,7 +1,8 @@
 //! `numapilot bench`: autonuma-benchmark's tests as real processes, with a per-second recorder of
 //! where their memory and threads are, a table, JSON (`numapilot-bench/1`, documented in the
 //! numapilot-bench crate) and convergence charts. The work is in the `numapilot-bench` crate; this
-//! module parses flags, starts workers (this same binary, `bench --worker`), prints and writes.
+//! module parses flags, starts workers (this same binary, `bench --worker CONFIG`: [`worker`], read
+//! before clap, so the internal option is in no help, page or completion), prints and writes.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,15 +17,12 @@ use crate::cmd::sim::chart;
 
 /// `numapilot bench`.
 #[derive(Debug, clap::Args)]
-#[command(
-    override_usage = "numapilot bench [OPTIONS] <TEST>",
-    after_help = "Tests: numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, each also with _HARD_BIND or \
-_INVERSE_BIND.\nExample: numapilot bench numa01 --mb 64 --seconds 30 --force-node 0 --out /tmp/numa01"
-)]
+#[command(after_help = "Tests: numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, each also with _HARD_BIND or \
+_INVERSE_BIND.\nExample: numapilot bench numa01 --mb 64 --seconds 30 --force-node 0 --out /tmp/numa01")]
 pub struct Args {
     /// The test (numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, optionally with _HARD_BIND or _INVERSE_BIND).
-    #[arg(value_name = "TEST", required_unless_present = "worker")]
-    test: Option<String>,
+    #[arg(value_name = "TEST")]
+    test: String,
     /// Buffer per process, MiB [default: 128].
     #[arg(long, value_name = "MiB")]
     mb: Option<u64>,
@@ -52,10 +50,11 @@ pub struct Args {
     /// Write result.json and the convergence charts (SVG and PNG, one per process) into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Internal: run as a worker process with this configuration (JSON).
-    #[arg(long, hide = true, value_name = "CONFIG")]
-    worker: Option<String>,
 }
+
+/// The arguments that start a worker process, before its configuration (JSON): `numapilot bench
+/// --worker CONFIG`. main.rs reads them before clap, so no help, page or completion offers them.
+pub const WORKER_ARGS: [&str; 2] = ["bench", "--worker"];
 
 /// Shortest `--interval`, 10 ms. Source: a choice; a sample reads each worker's numa_maps (about a
 /// millisecond for a few hundred MB of mappings). Prevents: a recorder that does nothing but read
@@ -69,16 +68,22 @@ fn positive_seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
+/// A worker process: `rest` is what follows [`WORKER_ARGS`], the configuration alone.
+pub fn worker(rest: &[std::ffi::OsString]) -> anyhow::Result<ExitCode> {
+    let [cfg] = rest else {
+        bail!("bench --worker: takes one argument, the worker's configuration (JSON); got {}", rest.len());
+    };
+    let cfg = cfg.to_str().context("bench --worker: the configuration is not UTF-8")?;
+    let cfg = WorkerConfig::from_json(cfg)?;
+    numapilot_bench::worker::become_worker_process(&cfg.name);
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    numapilot_bench::run_worker(&cfg, &mut stdin.lock(), &mut stdout.lock())?;
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(cfg) = &args.worker {
-        let cfg = WorkerConfig::from_json(cfg)?;
-        numapilot_bench::worker::become_worker_process(&cfg.name);
-        let stdin = std::io::stdin();
-        let stdout = std::io::stdout();
-        numapilot_bench::run_worker(&cfg, &mut stdin.lock(), &mut stdout.lock())?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let test = args.test.as_deref().expect("clap requires TEST without --worker");
+    let test = args.test.as_str();
     let interval = positive_seconds("--interval", args.interval)?;
     // The recorder reads every worker's numa_maps at each sample and keeps every point: a period of
     // a nanosecond kept 800 points a second for nothing (review helper-53).
@@ -107,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let launcher = Launcher {
         program: std::env::current_exe().context("finding the numapilot binary to start workers")?,
-        args: vec!["bench".into(), "--worker".into()],
+        args: WORKER_ARGS.iter().map(|&a| a.into()).collect(),
     };
     let result = numapilot_bench::run(&plan, &topo, &launcher, &RunOptions { interval, timeout, root: "/".into() })?;
     // The files first: a stdout that fails (a closed pipe, a full disk) lost them, with exit 0 for
