@@ -112,7 +112,7 @@ fn groff(args: &[&str], page: &std::path::Path) -> std::process::Output {
 
 /// A page as `man -l` shows it, 120 columns wide, plain text (the minus sign as `-`).
 fn rendered(page: &std::path::Path) -> String {
-    let o = groff(&["-P-cbou", "-rLL=120n"], page);
+    let o = groff(&["-P-cbou", "-rLL=120n", "-rHY=0"], page);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap().replace(['\u{2212}', '\u{2010}'], "-")
 }
@@ -239,5 +239,33 @@ fn completions_offer_no_internal_option() {
         let text = stdout(&o);
         assert!(text.contains("--force-node") || text.contains("-l force-node"), "{shell}: bench's options: {text}");
         assert!(!text.contains(option), "{shell} offers {option}: {text}");
+    }
+}
+
+/// The text of section `name` of a rendered page, its lines joined by one space.
+fn section(rendered: &str, name: &str) -> String {
+    let mut lines = rendered.lines().skip_while(|l| l.trim_end() != name).skip(1);
+    let body: Vec<&str> = lines.by_ref().take_while(|l| l.is_empty() || l.starts_with(' ')).collect();
+    body.join(" ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The synopsis shows what each option takes (clap_mangen's had `--cpus` without its `N`).
+#[test]
+fn the_synopsis_shows_the_values_options_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    let o = numapilot(&["man", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (page, want) in [
+        ("numapilot-advise.1", &["[--mem SIZE]", "[--machine PRESET|FILE]", "[--json]", "--cpus N"][..]),
+        ("numapilot-stat.1", &["[-p PID|PATTERN]...", "[-s[=NODE]]", "[--interval MS]", "[PID|PATTERN]..."]),
+        ("numapilot-daemon.1", &["[--exclude COMM]...", "[--metrics ADDR|off]", "[--dry-run]"]),
+        ("numapilot-sim.1", &["[--policy P[,P...]]...", "[--seeds N]", "[COMMAND]"]),
+        ("numapilot-bench.1", &["numapilot bench [--mb MiB]", "[-h|--help]", "TEST"]),
+    ] {
+        let synopsis = section(&rendered(&out.join("man1").join(page)), "SYNOPSIS");
+        for w in want {
+            assert!(synopsis.contains(w), "{page}: {w} missing from {synopsis}");
+        }
     }
 }

@@ -331,6 +331,99 @@ A bad command line.
 numapilot(1), numapilot\-daemon(1), numactl(8), numad(8)
 ";
 
+/// `text` for a roff text line: a backslash and a minus sign escaped (an unescaped `-` is a hyphen).
+fn roff_text(text: &str) -> String {
+    text.replace('\\', "\\e").replace('-', "\\-")
+}
+
+/// One argument in a synopsis: `[\fB\-\-mem\fR \fISIZE\fR]`, as man-pages(7) writes it (optional in
+/// brackets, values in italics, `...` when it repeats). clap_mangen's synopsis had the option names
+/// alone (`--cpus` without its `N`).
+fn synopsis_arg(a: &clap::Arg) -> String {
+    let range = a.get_num_args().unwrap_or_default();
+    let values = || -> String {
+        let names: Vec<String> = match a.get_value_names() {
+            Some(names) => names.iter().map(|n| n.to_string()).collect(),
+            None => vec![a.get_id().as_str().to_uppercase()],
+        };
+        let mut v = names.iter().map(|n| format!("\\fI{}\\fR", roff_text(n))).collect::<Vec<_>>().join(" ");
+        // An option taking more values than it names (a positional's are counted as repeats).
+        if range.max_values() > names.len() && !a.is_positional() {
+            v.push_str("...");
+        }
+        v
+    };
+    let repeats = matches!(a.get_action(), clap::ArgAction::Append | clap::ArgAction::Count);
+    let mut text = if a.is_positional() {
+        values()
+    } else {
+        let mut names: Vec<String> =
+            a.get_short().map(|c| format!("\\fB\\-{}\\fR", roff_text(&c.to_string()))).into_iter().collect();
+        names.extend(a.get_long().map(|l| format!("\\fB\\-\\-{}\\fR", roff_text(l))));
+        let mut t = names.join("|");
+        if range.takes_values() {
+            let sep = if a.is_require_equals_set() { "=" } else { " " };
+            if range.min_values() == 0 {
+                t.push_str(&format!("[{sep}{}]", values()).replace("[ ", " ["));
+            } else {
+                t.push_str(&format!("{sep}{}", values()));
+            }
+        }
+        t
+    };
+    if !a.is_required_set() {
+        text = format!("[{text}]");
+    }
+    if repeats || (a.is_positional() && range.max_values() > 1) {
+        text.push_str("...");
+    }
+    text
+}
+
+/// The SYNOPSIS line of `cmd`: its name, its options (optional ones first, in the order of its
+/// help), its operands, its subcommand.
+fn synopsis(cmd: &Command) -> String {
+    // As clap orders its help: display order, then short name (lower case first), then long name.
+    let key = |a: &&clap::Arg| -> (usize, String) {
+        let k = match (a.get_short(), a.get_long()) {
+            (Some(c), _) => format!("{}{}", c.to_ascii_lowercase(), if c.is_ascii_lowercase() { '0' } else { '1' }),
+            (None, Some(l)) => l.to_string(),
+            (None, None) => format!("{{{}", a.get_id()),
+        };
+        (a.get_display_order(), k)
+    };
+    let mut options: Vec<&clap::Arg> = cmd.get_arguments().filter(|a| !a.is_hide_set() && !a.is_positional()).collect();
+    options.sort_by_key(key);
+    let (required, optional): (Vec<_>, Vec<_>) = options.into_iter().partition(|a| a.is_required_set());
+    let mut words = vec![format!("\\fB{}\\fR", roff_text(cmd.get_bin_name().unwrap_or_else(|| cmd.get_name())))];
+    words.extend(optional.into_iter().chain(required).map(synopsis_arg));
+    words.extend(cmd.get_positionals().filter(|a| !a.is_hide_set()).map(synopsis_arg));
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        let name = format!("\\fI{}\\fR", roff_text(cmd.get_subcommand_value_name().unwrap_or("COMMAND")));
+        words.push(if cmd.is_subcommand_required_set() { name } else { format!("[{name}]") });
+    }
+    words.join(" ")
+}
+
+/// `page` (clap_mangen's roff) with `synopsis` as its SYNOPSIS section's text.
+fn with_synopsis(page: Vec<u8>, synopsis: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&page);
+    let mut out: Vec<&str> = Vec::new();
+    let mut in_synopsis = false;
+    for line in text.lines() {
+        if line.starts_with(".SH ") {
+            in_synopsis = line == ".SH SYNOPSIS";
+            out.push(line);
+            if in_synopsis {
+                out.push(synopsis);
+            }
+        } else if !in_synopsis {
+            out.push(line);
+        }
+    }
+    (out.join("\n") + "\n").into_bytes()
+}
+
 /// `page` (clap_mangen's roff) with `sections` before its VERSION section (at its end without one).
 fn with_sections(page: Vec<u8>, sections: &str) -> Vec<u8> {
     let text = String::from_utf8_lossy(&page).into_owned();
@@ -352,10 +445,13 @@ fn pages(cmd: Command, date: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
             walk(sub, date, version, out)?;
         }
         let title = cmd.get_display_name().unwrap_or_else(|| cmd.get_name()).to_string();
+        let mut built = cmd.clone();
+        built.build();
         let man = clap_mangen::Man::new(cmd);
         let mut text = Vec::new();
         man.render(&mut text).with_context(|| format!("rendering {}", man.get_filename()))?;
         text = with_title(text, &title, date, version);
+        text = with_synopsis(text, &synopsis(&built));
         let extra = match man.get_filename().as_str() {
             "numapilot-daemon.1" => Some(DAEMON_SECTIONS),
             "numapilot-status.1" => Some(STATUS_EXIT),
@@ -388,6 +484,40 @@ mod tests {
             .about("Adaptive NUMA placement for Linux.")
             .subcommand(Command::new("sim").about("Simulate").subcommand(Command::new("evidence").about("Evidence")))
             .subcommand(Command::new("daemon").about("Daemon").arg(clap::Arg::new("dry-run").long("dry-run")))
+    }
+
+    /// Every option of every page's command that takes a value has the value's name after it in
+    /// the synopsis, as its help has it.
+    #[test]
+    fn every_option_in_a_synopsis_has_its_value_name() {
+        use clap::CommandFactory as _;
+        fn walk(cmd: &Command, checked: &mut usize) {
+            let line = synopsis(cmd);
+            for a in cmd.get_arguments().filter(|a| !a.is_positional()) {
+                let name = match a.get_long() {
+                    Some(l) => format!("\\fB\\-\\-{}\\fR", roff_text(l)),
+                    None => format!("\\fB\\-{}\\fR", a.get_short().unwrap()),
+                };
+                let at = line.find(&name).unwrap_or_else(|| panic!("{name} not in {line}"));
+                if let Some(v) = a.get_value_names().filter(|_| a.get_num_args().unwrap().takes_values()) {
+                    let after = &line[at + name.len()..];
+                    let value = format!("\\fI{}\\fR", roff_text(&v[0]));
+                    let ok = ["", "=", "[", "[="].iter().any(|p| after.starts_with(&format!("{p}{value}")))
+                        || after.starts_with(&format!(" {value}"))
+                        || after.starts_with(&format!(" [{value}"));
+                    assert!(ok, "{name} without {value}: {line}");
+                    *checked += 1;
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, checked);
+            }
+        }
+        let mut cmd = crate::Cli::command().disable_help_subcommand(true);
+        cmd.build();
+        let mut checked = 0;
+        walk(&cmd, &mut checked);
+        assert!(checked > 40, "{checked} options with values");
     }
 
     #[test]
