@@ -269,3 +269,28 @@ fn the_synopsis_shows_the_values_options_take() {
         }
     }
 }
+
+/// Markdown's code spans in the help texts (`perf script`) are bold in the pages; roff printed
+/// their backticks (groff as quotes: 'perf script').
+#[test]
+fn code_spans_are_bold_not_backticks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    let o = numapilot(&["man", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (path, text) in written_pages(&out) {
+        assert!(!text.contains('`'), "{}: {text}", path.display());
+        let shown = rendered(&path);
+        assert!(!shown.contains(['`', '\u{2018}']), "{}: {shown}", path.display());
+    }
+    let replay = std::fs::read_to_string(out.join("man1/numapilot-replay.1")).unwrap();
+    assert!(replay.contains("a \\fBperf mem\\fR recording (\\fBperf script\\fR text)"), "{replay}");
+    // NAME, which whatis reads, plain.
+    let name = section(&rendered(&out.join("man1/numapilot-replay.1")), "NAME");
+    assert!(
+        name.starts_with("numapilot-replay - Drive the model with a perf mem recording (perf script text)"),
+        "{name}"
+    );
+    let config = std::fs::read_to_string(out.join("man5/numapilot.toml.5")).unwrap();
+    assert!(config.contains("(or \\fBnumapilot daemon \\-\\-config FILE\\fR)"), "{config}");
+}

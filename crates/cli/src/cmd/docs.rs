@@ -424,6 +424,53 @@ fn with_synopsis(page: Vec<u8>, synopsis: &str) -> Vec<u8> {
     (out.join("\n") + "\n").into_bytes()
 }
 
+/// `page` with Markdown's code spans (`text`, in doc comments and the example configuration) set
+/// in bold, as man pages set literal text; roff printed the backticks (as quotes, in groff). In the
+/// NAME section, which whatis and apropos read, the backticks are dropped instead. Spans are paired
+/// within a run of text lines (a request ends it); a backtick left without a pair stays the
+/// character (`\(ga`).
+fn with_code_in_bold(page: Vec<u8>) -> Vec<u8> {
+    fn spans(block: &mut Vec<String>, plain: bool, out: &mut Vec<String>) {
+        let total: usize = block.iter().map(|l| l.matches('`').count()).sum();
+        let paired = total - total % 2;
+        let mut seen = 0;
+        for line in block.drain(..) {
+            let mut l = String::with_capacity(line.len());
+            for c in line.chars() {
+                if c != '`' {
+                    l.push(c);
+                    continue;
+                }
+                seen += 1;
+                l.push_str(match (seen > paired, plain, seen % 2) {
+                    (true, _, _) => "\\(ga",
+                    (false, true, _) => "",
+                    (false, false, 1) => "\\fB",
+                    (false, false, _) => "\\fR",
+                });
+            }
+            out.push(l);
+        }
+    }
+    let text = String::from_utf8_lossy(&page);
+    let mut out: Vec<String> = Vec::new();
+    let mut block: Vec<String> = Vec::new();
+    let mut in_name = false;
+    for line in text.lines() {
+        if line.starts_with('.') || line.starts_with('\'') {
+            spans(&mut block, in_name, &mut out);
+            if line.starts_with(".SH") {
+                in_name = line == ".SH NAME";
+            }
+            out.push(line.to_string());
+        } else {
+            block.push(line.to_string());
+        }
+    }
+    spans(&mut block, in_name, &mut out);
+    (out.join("\n") + "\n").into_bytes()
+}
+
 /// `page` (clap_mangen's roff) with `sections` before its VERSION section (at its end without one).
 fn with_sections(page: Vec<u8>, sections: &str) -> Vec<u8> {
     let text = String::from_utf8_lossy(&page).into_owned();
@@ -462,6 +509,7 @@ fn pages(cmd: Command, date: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         if let Some(sections) = extra {
             text = with_sections(text, sections);
         }
+        text = with_code_in_bold(text);
         out.push((man.get_filename(), text));
         Ok(())
     }
@@ -470,7 +518,7 @@ fn pages(cmd: Command, date: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let version = cmd.get_version().unwrap_or("").to_string();
     let mut cmd = cmd.disable_help_subcommand(true);
     cmd.build();
-    let mut out = vec![("numapilot.toml.5".to_string(), config_page(date, &version))];
+    let mut out = vec![("numapilot.toml.5".to_string(), with_code_in_bold(config_page(date, &version)))];
     walk(cmd, date, &version, &mut out)?;
     Ok(out)
 }
@@ -518,6 +566,17 @@ mod tests {
         let mut checked = 0;
         walk(&cmd, &mut checked);
         assert!(checked > 40, "{checked} options with values");
+    }
+
+    /// Code spans pair within a run of text lines, across its lines, never across a request.
+    #[test]
+    fn code_spans_pair_within_a_block_of_text() {
+        let page = ".SH NAME\nx \\- a `b` c\n.SH DESCRIPTION\nsee `numapilot\nsim` and `d`\n.TP\nan odd ` one\n";
+        let out = String::from_utf8(with_code_in_bold(page.as_bytes().to_vec())).unwrap();
+        assert_eq!(
+            out,
+            ".SH NAME\nx \\- a b c\n.SH DESCRIPTION\nsee \\fBnumapilot\nsim\\fR and \\fBd\\fR\n.TP\nan odd \\(ga one\n"
+        );
     }
 
     #[test]
