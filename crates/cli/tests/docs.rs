@@ -294,3 +294,53 @@ fn code_spans_are_bold_not_backticks() {
     let config = std::fs::read_to_string(out.join("man5/numapilot.toml.5")).unwrap();
     assert!(config.contains("(or \\fBnumapilot daemon \\-\\-config FILE\\fR)"), "{config}");
 }
+
+/// numapilot-run(1) documents numactl's options, which the launcher parses with its own parser (not
+/// clap): the page had one entry, "[OPTIONS] [--] [COMMAND]".
+#[test]
+fn the_run_page_documents_the_numactl_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    let o = numapilot(&["man", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = rendered(&out.join("man1/numapilot-run.1"));
+    let synopsis = section(&page, "SYNOPSIS");
+    assert!(
+        synopsis.starts_with("numapilot run [OPTIONS] [--] COMMAND [ARG]... numapilot run [OPTIONS] --show"),
+        "{synopsis}"
+    );
+    let options = section(&page, "OPTIONS");
+    // README.md's `numapilot run` row.
+    for entry in [
+        "-m, --membind <NODES>",
+        "-p, --preferred <NODE>",
+        "-P, --preferred-many <NODES>",
+        "-i, --interleave <NODES>",
+        "-w, --weighted-interleave <NODES>",
+        "-l, --localalloc",
+        "-N, --cpunodebind <NODES>",
+        "-C, --physcpubind <CPUS>",
+        "-a, --all",
+        "-s, --show",
+        "-H, --hardware",
+        "-b, --balancing",
+        "-S, --shm <KEYFILE>",
+        "-f, --file <FILE>",
+        "-L, --length <SIZE>",
+        "-o, --offset <SIZE>",
+        "-M, --shmmode <MODE>",
+        "-I, --shmid <ID>",
+        "-u, --huge",
+        "-t, --strict",
+        "-T, --touch",
+        "-d, --dump",
+        "-D, --dump-nodes",
+        "-V, --verify",
+        "--version",
+        "-h, --help",
+    ] {
+        assert!(options.contains(entry), "{entry} missing: {options}");
+    }
+    let lists = section(&page, "NODE AND CPU LISTS");
+    assert!(lists.contains("netdev:DEV") && lists.contains("same is the previous NODES"), "{lists}");
+}

@@ -5,7 +5,8 @@
 //!
 //! `numactl` and `numastat`, the names numapilot answers to through a symlink, parse their own
 //! options (getopt, as Debian's tools do): their manual pages are Debian's own (numactl(8),
-//! numastat(8)), and `numapilot run` documents the same options.
+//! numastat(8)). numapilot-run(1) lists the same options, written from the launcher parser's own
+//! table (`run::documented`), since clap does not parse them.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -333,7 +334,7 @@ numapilot(1), numapilot\-daemon(1), numactl(8), numad(8)
 
 /// `text` for a roff text line: a backslash and a minus sign escaped (an unescaped `-` is a hyphen).
 fn roff_text(text: &str) -> String {
-    text.replace('\\', "\\e").replace('-', "\\-")
+    text.replace('\\', "\\e").replace('-', "\\-").replace('\'', "\\(aq")
 }
 
 /// One argument in a synopsis: `[\fB\-\-mem\fR \fISIZE\fR]`, as man-pages(7) writes it (optional in
@@ -471,6 +472,86 @@ fn with_code_in_bold(page: Vec<u8>) -> Vec<u8> {
     (out.join("\n") + "\n").into_bytes()
 }
 
+/// numapilot-run(1)'s synopsis: numactl's forms (its arguments are numactl's, read by our own
+/// numactl-compatible parser, not by clap).
+const RUN_SYNOPSIS: &str = r"\fBnumapilot run\fR [\fIOPTIONS\fR] [\fB\-\-\fR] \fICOMMAND\fR [\fIARG\fR]...
+.br
+\fBnumapilot run\fR [\fIOPTIONS\fR] \fB\-\-show\fR
+.br
+\fBnumapilot run\fR \fB\-\-hardware\fR
+.br
+\fBnumapilot run\fR [\fISEGMENT OPTIONS\fR] \fB\-\-shm\fR \fIKEYFILE\fR|\fB\-\-file\fR \fIFILE\fR [\fB\-\-strict\fR] [\fIPOLICY\fR] [\fB\-\-touch\fR] [\fB\-\-dump\fR] [\fB\-\-dump\-nodes\fR] [\fB\-\-verify\fR]
+.br
+\fBnumapilot run\fR \fB\-\-version\fR|\fB\-\-help\fR";
+
+/// numapilot-run(1)'s sections after its options.
+const RUN_SECTIONS: &str = r".SH NODE AND CPU LISTS
+\fINODES\fR is a comma-separated list of node numbers or \fIA\fR\-\fIB\fR ranges, or \fBall\fR.
+Instead of a number a node can be \fBnetdev:\fR\fIDEV\fR (the node of network device \fIDEV\fR),
+\fBblock:\fR\fIDEV\fR (of block device \fIDEV\fR), \fBfile:\fR\fIPATH\fR (of the block device holding
+\fIPATH\fR) or \fBpci:\fR[\fIseg\fR:]\fIbus\fR:\fIdev\fR[.\fIfunc\fR] (of a PCI device). \fBsame\fR is the previous
+\fINODES\fR given on the command line. \fICPUS\fR is a comma-separated list of CPU numbers or ranges,
+or \fBall\fR.
+.PP
+Lists are read within the nodes and CPUs this process may use (its cpuset); \fB\-\-all\fR first lifts
+that. A list is inverted with \fB!\fR and made relative to the cpuset with \fB+\fR (\fB!+0\-1\fR).
+\fISIZE\fR may end in \fBk\fR, \fBm\fR or \fBg\fR.
+.PP
+Every list is checked against this machine, and the policy tried on a scratch thread, before
+anything changes: a bad one is named, the exit status is 1 and nothing runs. Otherwise the command
+is executed in place of numapilot, with the policy and CPUs set.
+.SH SEE ALSO
+numactl(8), numapilot(1), numapilot\-advise(1)
+";
+
+/// numapilot-run(1)'s OPTIONS section, written from the launcher parser's table (`run::OPTIONS`)
+/// with what each option does (`run::documented`).
+fn run_options() -> String {
+    use super::run::Group;
+    let docs = super::run::documented();
+    let mut out = vec![".SH OPTIONS".to_string()];
+    for (group, heading) in [
+        (Group::Policy, "Memory policy (one of them)"),
+        (Group::Cpu, "CPUs"),
+        (Group::Other, "Other options"),
+        (Group::Shm, "Shared memory (a policy that outlives the command)"),
+    ] {
+        out.push(format!(".SS {heading}"));
+        for d in docs.iter().filter(|d| d.group == group) {
+            let mut names: Vec<String> = d.short.map(|c| format!("\\fB\\-{c}\\fR")).into_iter().collect();
+            names.push(format!("\\fB\\-\\-{}\\fR", roff_text(d.long)));
+            let mut head = names.join(", ");
+            if let Some(v) = d.value {
+                head.push_str(&format!(" \\fI<{}>\\fR", roff_text(v)));
+            }
+            out.push(".TP".into());
+            out.push(head);
+            out.push(roff_text(d.help));
+        }
+    }
+    out.join("\n")
+}
+
+/// `page` (clap_mangen's roff) with its `name` section (`.SH name` up to the next `.SH`) replaced
+/// by `section`, which starts with its own `.SH` line.
+fn with_section_replaced(page: Vec<u8>, name: &str, section: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&page);
+    let mut out: Vec<&str> = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.starts_with(".SH ") {
+            inside = line == format!(".SH {name}");
+            if inside {
+                out.push(section);
+            }
+        }
+        if !inside {
+            out.push(line);
+        }
+    }
+    (out.join("\n") + "\n").into_bytes()
+}
+
 /// `page` (clap_mangen's roff) with `sections` before its VERSION section (at its end without one).
 fn with_sections(page: Vec<u8>, sections: &str) -> Vec<u8> {
     let text = String::from_utf8_lossy(&page).into_owned();
@@ -498,12 +579,18 @@ fn pages(cmd: Command, date: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         let mut text = Vec::new();
         man.render(&mut text).with_context(|| format!("rendering {}", man.get_filename()))?;
         text = with_title(text, &title, date, version);
-        text = with_synopsis(text, &synopsis(&built));
+        if man.get_filename() == "numapilot-run.1" {
+            text = with_synopsis(text, RUN_SYNOPSIS);
+            text = with_section_replaced(text, "OPTIONS", &run_options());
+        } else {
+            text = with_synopsis(text, &synopsis(&built));
+        }
         let extra = match man.get_filename().as_str() {
             "numapilot-daemon.1" => Some(DAEMON_SECTIONS),
             "numapilot-status.1" => Some(STATUS_EXIT),
             "numapilot-explain.1" => Some(EXPLAIN_EXIT),
             "numapilot-advise.1" => Some(ADVISE_EXIT),
+            "numapilot-run.1" => Some(RUN_SECTIONS),
             _ => None,
         };
         if let Some(sections) = extra {
@@ -577,6 +664,43 @@ mod tests {
             out,
             ".SH NAME\nx \\- a b c\n.SH DESCRIPTION\nsee \\fBnumapilot\nsim\\fR and \\fBd\\fR\n.TP\nan odd \\(ga one\n"
         );
+    }
+
+    /// numapilot-run(1) lists every option the launcher's parser accepts (its table,
+    /// `run::OPTIONS`), with a value where it takes one, and no other: its arguments are not clap's,
+    /// and the page listed none of them.
+    #[test]
+    fn the_run_page_lists_every_option_the_launcher_parser_accepts() {
+        use crate::cmd::run::getopt::HasArg;
+        use clap::CommandFactory as _;
+        use std::collections::BTreeSet;
+        let p = pages(crate::Cli::command(), "").expect("pages");
+        let page =
+            String::from_utf8(p.iter().find(|(n, _)| n == "numapilot-run.1").expect("run's page").1.clone()).unwrap();
+        let options: Vec<&str> =
+            page.lines().skip_while(|l| *l != ".SH OPTIONS").skip(1).take_while(|l| !l.starts_with(".SH ")).collect();
+        // The entries: the line after each .TP, its names bold, its value italic.
+        let mut listed = BTreeSet::new();
+        for head in options.windows(2).filter(|w| w[0] == ".TP").map(|w| w[1]) {
+            let names: Vec<String> =
+                head.split("\\fB").skip(1).map(|n| n.split("\\fR").next().unwrap().replace("\\-", "-")).collect();
+            let takes_value = head.contains("\\fI<");
+            for n in names {
+                assert!(listed.insert((n.clone(), takes_value)), "{n} listed twice");
+            }
+        }
+        let mut accepted = BTreeSet::new();
+        for o in crate::cmd::run::OPTIONS {
+            let value = o.arg == HasArg::Required;
+            accepted.insert((format!("--{}", o.long), value));
+            if let Some(c) = o.short {
+                accepted.insert((format!("-{c}"), value));
+            }
+        }
+        assert_eq!(listed, accepted);
+        for readme in ["--membind", "-m", "--preferred-many", "-P", "--weighted-interleave", "--shm", "--dump-nodes"] {
+            assert!(listed.iter().any(|(n, _)| n == readme), "{readme}");
+        }
     }
 
     #[test]

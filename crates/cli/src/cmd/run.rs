@@ -41,6 +41,10 @@ use numapilot_actuate::{MemPolicy, ModeFlags, ThreadPlacement};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 use self::nodespec::{DeviceNodes, Domain, Kind, SpecError};
+#[cfg(test)]
+pub(crate) use self::numactl::OPTIONS;
+/// numapilot-run(1)'s options, from the parser's own table (`cmd/docs.rs`).
+pub(crate) use self::numactl::{documented, Group};
 use self::numactl::{Action, CpuBind, PolicyKind, PolicyOpt, Request, Spec};
 use self::system::SystemView;
 

@@ -134,6 +134,179 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
     ours("help", Some('h'), HasArg::No, OptId::Help),
 ];
 
+/// Where numapilot-run(1) lists an option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// A memory policy (one per command line).
+    Policy,
+    /// The CPUs the command runs on.
+    Cpu,
+    /// numactl's shared-memory mode (`segment.rs`).
+    Shm,
+    /// The rest.
+    Other,
+}
+
+/// An option of [`OPTIONS`] as numapilot-run(1) lists it.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionDoc {
+    /// Long name, without `--`.
+    pub long: &'static str,
+    /// Short letter, if any.
+    pub short: Option<char>,
+    /// The value it takes (`NODES`); `None` for a flag.
+    pub value: Option<&'static str>,
+    /// Its section.
+    pub group: Group,
+    /// What it does, one paragraph.
+    pub help: &'static str,
+}
+
+/// Every option of [`OPTIONS`], in its order, with what numapilot-run(1) says of it: the page is
+/// written from the parser's own table, so an option cannot be accepted and missing from it (the
+/// match on its id is exhaustive).
+pub fn documented() -> Vec<OptionDoc> {
+    OPTIONS
+        .iter()
+        .map(|o| {
+            let (group, value, help) = match o.id {
+                OptId::MemBind => (
+                    Group::Policy,
+                    Some("NODES"),
+                    "Allocate memory on NODES only (MPOL_BIND): an allocation that does not fit there fails.",
+                ),
+                OptId::Preferred => (
+                    Group::Policy,
+                    Some("NODE"),
+                    "Allocate memory on NODE first, on other nodes when it is full (MPOL_PREFERRED). NODE \
+                     is one node.",
+                ),
+                OptId::PreferredMany => (
+                    Group::Policy,
+                    Some("NODES"),
+                    "Allocate memory on NODES first, on other nodes when they are full \
+                     (MPOL_PREFERRED_MANY, Linux 5.15 and later).",
+                ),
+                OptId::Interleave => {
+                    (Group::Policy, Some("NODES"), "Interleave memory page by page over NODES (MPOL_INTERLEAVE).")
+                }
+                OptId::WeightedInterleave => (
+                    Group::Policy,
+                    Some("NODES"),
+                    "Interleave memory over NODES by the weights the kernel keeps per node \
+                     (/sys/kernel/mm/mempolicy/weighted_interleave; MPOL_WEIGHTED_INTERLEAVE, Linux 6.9 and \
+                     later).",
+                ),
+                OptId::LocalAlloc => {
+                    (Group::Policy, None, "Allocate memory on the node of the CPU that allocates (MPOL_LOCAL).")
+                }
+                OptId::CpuNodeBind if o.long == "cpubind" => {
+                    (Group::Cpu, Some("NODES"), "A deprecated name of --cpunodebind.")
+                }
+                OptId::CpuNodeBind => {
+                    (Group::Cpu, Some("NODES"), "Run the command on the CPUs of NODES only (its CPU affinity).")
+                }
+                OptId::PhysCpuBind => (
+                    Group::Cpu,
+                    Some("CPUS"),
+                    "Run the command on CPUS only. With --cpunodebind, the later of the two holds.",
+                ),
+                OptId::All => (
+                    Group::Other,
+                    None,
+                    "Read node and CPU lists against every online node and CPU, not only those of this \
+                     process's cpuset. Must come before the first list.",
+                ),
+                OptId::Balancing => (
+                    Group::Other,
+                    None,
+                    "With --membind: let the kernel's NUMA balancing move pages among the bound nodes \
+                     (MPOL_F_NUMA_BALANCING). Ignored with another policy.",
+                ),
+                OptId::Show => (
+                    Group::Other,
+                    None,
+                    "Apply the options before it, print the memory policy and CPUs of this process as \
+                     numactl --show does, and exit. What follows is not read.",
+                ),
+                OptId::Hardware => (
+                    Group::Other,
+                    None,
+                    "Print the nodes with their CPUs, memory and distances, as numactl --hardware does, and \
+                     exit, whatever follows.",
+                ),
+                OptId::Strict => (
+                    Group::Shm,
+                    None,
+                    "After --shm or --file, before the policy: set it with MPOL_MF_STRICT, which fails \
+                     when a page of the segment is already on a node outside it. For a command it means \
+                     nothing: warned about and ignored.",
+                ),
+                OptId::Shm => (
+                    Group::Shm,
+                    Some("KEYFILE"),
+                    "The System V shared-memory segment of key ftok(KEYFILE, --shmid), created (with \
+                     --length) when missing, as is KEYFILE. The policy options after it apply to it; no \
+                     command follows.",
+                ),
+                OptId::File => (
+                    Group::Shm,
+                    Some("FILE"),
+                    "A file on tmpfs or hugetlbfs, created (with --length and --shmmode) when missing. The \
+                     policy options after it apply to it; no command follows.",
+                ),
+                OptId::Offset => (
+                    Group::Shm,
+                    Some("SIZE"),
+                    "Start the policy SIZE bytes into the segment (default 0). Before --shm or --file.",
+                ),
+                OptId::Length => (
+                    Group::Shm,
+                    Some("SIZE"),
+                    "The length of the segment, or of the part the policy covers. Before --shm or --file.",
+                ),
+                OptId::ShmMode => (
+                    Group::Shm,
+                    Some("MODE"),
+                    "The permissions (octal) of a segment or file created (default 0600). Before --shm or \
+                     --file.",
+                ),
+                OptId::ShmId => (
+                    Group::Shm,
+                    Some("ID"),
+                    "The project id ftok mixes into the key of --shm (default 0). Before --shm.",
+                ),
+                OptId::Huge => {
+                    (Group::Shm, None, "Create the --shm segment of huge pages (SHM_HUGETLB). Before --shm.")
+                }
+                OptId::Touch => {
+                    (Group::Shm, None, "Touch every page of the segment, so it is allocated under the policy now.")
+                }
+                OptId::Dump => (
+                    Group::Shm,
+                    None,
+                    "Print the policy of each run of pages of the segment: START-END: POLICY : NODES.",
+                ),
+                OptId::DumpNodes => (
+                    Group::Shm,
+                    None,
+                    "Print the node of each run of pages of the segment (faulting them in): START-END: \
+                     NODE.",
+                ),
+                OptId::Verify => (
+                    Group::Shm,
+                    None,
+                    "Touch the segment, then check that every page has the policy given and lies on its \
+                     nodes.",
+                ),
+                OptId::Version => (Group::Other, None, "Print the version and exit."),
+                OptId::Help => (Group::Other, None, "Print the usage and exit 0."),
+            };
+            OptionDoc { long: o.long, short: o.short, value, group, help }
+        })
+        .collect()
+}
+
 /// The memory policy asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyKind {
@@ -546,6 +719,18 @@ mod tests {
 
     fn spec(option: &str, text: &str) -> Spec {
         Spec { option: option.into(), text: text.into() }
+    }
+
+    /// numapilot-run(1) names a value for every option that takes one, and none for a flag.
+    #[test]
+    fn every_documented_option_names_its_value_exactly_when_it_takes_one() {
+        let docs = documented();
+        assert_eq!(docs.len(), OPTIONS.len());
+        for (d, o) in docs.iter().zip(OPTIONS) {
+            assert_eq!((d.long, d.short), (o.long, o.short));
+            assert_eq!(d.value.is_some(), o.arg == HasArg::Required, "--{}", o.long);
+            assert!(d.help.ends_with('.') && !d.help.contains("  "), "--{}: {}", o.long, d.help);
+        }
     }
 
     #[test]
