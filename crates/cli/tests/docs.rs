@@ -344,3 +344,62 @@ fn the_run_page_documents_the_numactl_options() {
     let lists = section(&page, "NODE AND CPU LISTS");
     assert!(lists.contains("netdev:DEV") && lists.contains("same is the previous NODES"), "{lists}");
 }
+
+/// The names under `heading` in `numapilot sim list` (the first word of each indented line).
+fn listed(heading: &str) -> Vec<String> {
+    let list = stdout(&numapilot(&["sim", "list"]));
+    let mut lines = list.lines().skip_while(|l| !l.starts_with(heading)).skip(1);
+    let names: Vec<String> = lines
+        .by_ref()
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert!(!names.is_empty(), "{heading}: {list}");
+    names
+}
+
+/// Where the values of an argument are a known set (presets, workloads, policies, tests, shells,
+/// log levels), completions offer them; they offered file names.
+#[test]
+fn completions_offer_the_known_values_of_an_argument() {
+    let presets = listed("machines");
+    let policies = listed("policies");
+    let workloads = listed("workloads");
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    for words in [
+        &["topo", "--preset", ""][..],
+        &["sim", "--machine", ""],
+        &["advise", "--machine", ""],
+        &["replay", "--machine", ""],
+    ] {
+        assert_eq!(sorted(bash_offers(words)), sorted(presets.clone()), "{words:?}");
+    }
+    assert_eq!(sorted(bash_offers(&["sim", "--policy", ""])), sorted(policies.clone()));
+    assert_eq!(bash_offers(&["sim", "--policy", "numa"]), ["numapilot", "numad"]);
+    assert_eq!(sorted(bash_offers(&["sim", "--workload", ""])), sorted(workloads));
+    assert_eq!(bash_offers(&["sim", "--workload", "redis-"]), ["redis-set", "redis-get"]);
+    assert_eq!(bash_offers(&["daemon", "--log", "t"]), ["trace"]);
+    assert_eq!(bash_offers(&["completions", "f"]), ["fish"]);
+    let tests = bash_offers(&["bench", "numa02_S"]);
+    assert_eq!(tests, ["numa02_SMT", "numa02_SMT_HARD_BIND", "numa02_SMT_INVERSE_BIND"]);
+    // zsh and fish offer them with what each is.
+    // (Their values, one a line, up to the end of the argument's entry.)
+    let entry = |script: &str, start: &str, end: &str| -> String {
+        let at = script.find(start).unwrap_or_else(|| panic!("{start}: {script}"));
+        let len = script[at..].find(end).unwrap_or_else(|| panic!("{end} after {start}"));
+        script[at..at + len].to_string()
+    };
+    let zsh = entry(&stdout(&numapilot(&["completions", "zsh"])), "'--preset=", "))'");
+    assert!(
+        presets.iter().all(|p| zsh.contains(&format!("\n{p}\\:\"")) || zsh.contains(&format!("(({p}\\:\""))),
+        "{zsh}"
+    );
+    let fish = entry(&stdout(&numapilot(&["completions", "fish"])), "-l policy", "'\"\n");
+    assert!(
+        policies.iter().all(|p| fish.contains(&format!("{p}\\t'kernel")) || fish.contains(&format!("{p}\\t'engine"))),
+        "{fish}"
+    );
+}

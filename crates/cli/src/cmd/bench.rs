@@ -21,7 +21,7 @@ use crate::cmd::sim::chart;
 _INVERSE_BIND.\nExample: numapilot bench numa01 --mb 64 --seconds 30 --force-node 0 --out /tmp/numa01")]
 pub struct Args {
     /// The test (numa01, numa01_THREAD_ALLOC, numa02, numa02_SMT, optionally with _HARD_BIND or _INVERSE_BIND).
-    #[arg(value_name = "TEST")]
+    #[arg(value_name = "TEST", value_parser = super::Known(test_values), hide_possible_values = true)]
     test: String,
     /// Buffer per process, MiB [default: 128].
     #[arg(long, value_name = "MiB")]
@@ -50,6 +50,16 @@ pub struct Args {
     /// Write result.json and the convergence charts (SVG and PNG, one per process) into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+}
+
+/// The test names (completions: [`super::Known`]).
+fn test_values() -> Vec<(&'static str, String)> {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES
+        .get_or_init(numapilot_bench::spec::TestName::valid_names)
+        .iter()
+        .map(|n| (n.as_str(), String::new()))
+        .collect()
 }
 
 /// The arguments that start a worker process, before its configuration (JSON): `numapilot bench

@@ -62,7 +62,7 @@ pub struct DaemonArgs {
     pub include_pid: Vec<u32>,
     /// Log level (error, warn, info, debug, trace, off) or target=level directives, comma separated;
     /// RUST_LOG, when set, wins.
-    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = super::Known(log_levels), hide_possible_values = true)]
     pub log: String,
 }
 
@@ -130,7 +130,7 @@ pub struct AdviseArgs {
     pub root: Option<PathBuf>,
     /// A machine preset or machine file: every CPU idle, each node's memory free as the file's
     /// `free` says (all of it without one).
-    #[arg(long, value_name = "PRESET|FILE")]
+    #[arg(long, value_name = "PRESET|FILE", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
     pub machine: Option<String>,
     /// Window over which idle CPU time is measured on this machine, ms (100..=60000).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
@@ -166,12 +166,19 @@ fn empty_or_path(s: &str) -> Result<PathBuf, std::convert::Infallible> {
     Ok(PathBuf::from(s))
 }
 
+/// The log levels `--log` takes (a directive may name one too).
+const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+
+/// The levels, for [`super::Known`] (completions).
+fn log_levels() -> Vec<(&'static str, String)> {
+    LEVELS.iter().map(|&l| (l, String::new())).collect()
+}
+
 /// `--log` (or `RUST_LOG`, named by `what`): a level, or directives (`target=level` or a level)
 /// joined by commas (tracing's filter syntax). A bare word that is not a level is a target for
 /// the filter, which then lets nothing else through: the daemon ran silent on `--log loud`, and
 /// on `RUST_LOG=loud` until that was checked the same way (review helper-43).
 fn log_filter(what: &str, level: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
-    const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
     let is_level = |d: &str| LEVELS.contains(&d.to_ascii_lowercase().as_str());
     if level.is_empty() || !level.split(',').all(|d| is_level(d) || d.contains('=')) {
         anyhow::bail!("{what} {level:?}: a level ({}) or target=level directives", LEVELS.join(", "));

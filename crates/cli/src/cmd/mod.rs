@@ -13,6 +13,44 @@ use std::path::{Path, PathBuf};
 
 use numapilot_topology::Topology;
 
+/// The value parser of an argument whose usual values are a known set (a preset, a policy, a test):
+/// clap takes the value as it is (UTF-8 text, as a `String` argument), the command checks it and
+/// names the valid ones in its error, and the completion scripts offer the set with each value's
+/// description (clap_complete reads it here). The arguments set `hide_possible_values`, so help
+/// and pages stay as they were; where a file may stand in for a name (`--machine`), bash still
+/// completes paths when no name fits.
+#[derive(Debug, Clone, Copy)]
+pub struct Known(pub fn() -> Vec<(&'static str, String)>);
+
+impl clap::builder::TypedValueParser for Known {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new((self.0)().into_iter().map(|(name, about)| {
+            let value = clap::builder::PossibleValue::new(name);
+            if about.is_empty() {
+                value
+            } else {
+                value.help(about)
+            }
+        })))
+    }
+}
+
+/// The machine presets, for [`Known`].
+pub fn preset_values() -> Vec<(&'static str, String)> {
+    numapilot_topology::presets::list()
+}
+
 /// Whether a name given where a built-in or a file is accepted (`--machine`, `--workload`) is meant
 /// as a file: it has a directory part or a file suffix. Such a name that does not exist is
 /// reported as a missing file, not as an unknown built-in.

@@ -87,13 +87,20 @@ pub enum SimCommand {
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Machine: a preset name (see `numapilot sim list`) or a machine file path.
-    #[arg(long, value_name = "M")]
+    #[arg(long, value_name = "M", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
     pub machine: Option<String>,
     /// Workload: a built-in name (see `numapilot sim list`) or a workload file path (TOML or JSON).
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = super::Known(catalog::workload_values), hide_possible_values = true)]
     pub workload: Option<String>,
     /// Policies to compare, comma separated, in the order to report them.
-    #[arg(long, value_name = "P[,P...]", value_delimiter = ',', default_value = "default")]
+    #[arg(
+        long,
+        value_name = "P[,P...]",
+        value_delimiter = ',',
+        default_value = "default",
+        value_parser = super::Known(catalog::policy_values),
+        hide_possible_values = true
+    )]
     pub policy: Vec<String>,
     /// Number of seeds (1..=N) to repeat every policy with.
     #[arg(long, value_name = "N", conflicts_with = "seed", default_value_t = 3)]

@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub machine: Option<PathBuf>,
     /// Use a built-in machine (see --list-presets).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
     pub preset: Option<String>,
     /// List the built-in machines and exit.
     #[arg(long, conflicts_with_all = ["source", "view"])]

@@ -100,6 +100,16 @@ pub fn workload(w: &str, topo: &Topology) -> anyhow::Result<Spec> {
     Err(anyhow::anyhow!("{:#}, or the path of a workload file", unknown("workload", "workloads", w, &names)))
 }
 
+/// The built-in workloads with their descriptions (completions: `super::super::Known`).
+pub fn workload_values() -> Vec<(&'static str, String)> {
+    workloads().into_iter().map(|w| (w.name, w.description.to_string())).collect()
+}
+
+/// The policies with their descriptions (completions: `super::super::Known`).
+pub fn policy_values() -> Vec<(&'static str, String)> {
+    policy_names().into_iter().map(|p| (p, policy_description(p).to_string())).collect()
+}
+
 /// Checks every policy name before anything runs.
 pub fn policies(names: &[String]) -> anyhow::Result<()> {
     let valid = policy_names();
