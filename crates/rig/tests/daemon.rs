@@ -439,6 +439,9 @@ fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back
     let last_step = last["step"].as_u64().unwrap();
     let on_step = on["step"].as_u64().unwrap();
     let cpus_of = |r: &Value| r["action"]["cpus"].as_str().map(cpu_list);
+    // Each window below must hold actions of the kind it judges: a check that finds none passes
+    // whether the daemon followed the hotplug or stopped acting.
+    let (mut asked_offline, mut acted_after_off) = (0, 0);
     for r in j.iter().filter(|r| r["event"] == "action") {
         let step = r["step"].as_u64().unwrap();
         // The step that read the CPUs offline plans with the topology read again; the one before may have
@@ -446,13 +449,24 @@ fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back
         if (off_step..on_step).contains(&step) {
             if let Some(cpus) = cpus_of(r) {
                 assert!(cpus.iter().all(|c| !node1.contains(c)), "asked for an offline CPU at step {step}: {r}");
+                asked_offline += 1;
             }
         }
         if step >= off_step {
             let msg = r["message"].as_str().unwrap_or("");
             assert!(!msg.contains("EINVAL"), "refused for offline CPUs at step {step}: {r}");
+            acted_after_off += 1;
         }
     }
+    eprintln!(
+        "hotplug: steps {off_step}..{on_step} (node 1 offline): {asked_offline} actions asked for CPUs; \
+         from step {off_step} on: {acted_after_off} actions, none refused EINVAL"
+    );
+    // While node 1 is offline the scenario starts hp-off (busy, new: placed by fork-spread) and
+    // waits 4 s (eight steps) before reading it, and hp-node1's node has lost its CPUs: the
+    // daemon asks for CPUs then.
+    assert!(asked_offline > 0, "no action asked for CPUs while node 1 was offline (steps {off_step}..{on_step})");
+    assert!(acted_after_off > 0, "no action from step {off_step} on");
     // A process started while node 1 had no CPU is managed like any other: the kernel shows its threads' masks
     // within the online CPUs, which must not read as "pinned itself".
     let pids: Vec<u64> = ok(run, "hp-pids").split_whitespace().map(|p| p.parse().unwrap()).collect();
@@ -489,11 +503,31 @@ fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back
     );
     // Once the topology agrees, a placement on node 1 uses all of it (the fault: CPU 3 never
     // used again, a new process given CPU 2 alone).
+    let (mut on_node1, mut applied_on_node1) = (0, 0);
     for r in j.iter().filter(|r| r["event"] == "action" && r["step"].as_u64().unwrap() >= last_step) {
         if let Some(c) = cpus_of(r).filter(|c| !c.is_empty() && c.iter().all(|x| node1.contains(x))) {
             assert_eq!(c, node1, "placed on part of node 1 from step {last_step} on: {r}");
+            on_node1 += 1;
+            applied_on_node1 += usize::from(r["outcome"] == "applied");
         }
     }
+    // hp-on starts once the scenario has read CPUs 2-3 back in `online`: new, busy, and node 1
+    // idle, it is placed there (fork-spread) when first seen, at or after the last topology line.
+    // Not guaranteed: a read that caught node 1's cpulist mid-change (seen once) is repeated a
+    // step later, and hp-on may be placed just before it, leaving this window nothing to judge.
+    let hp_on_before = actions_on(&j, pids[2]).iter().any(|r| {
+        r["step"].as_u64().unwrap() < last_step
+            && r["outcome"] == "applied"
+            && cpus_of(r).is_some_and(|c| !c.is_empty() && c.iter().all(|x| node1.contains(x)))
+    });
+    eprintln!(
+        "hotplug: from step {last_step} on: {on_node1} placements on node 1 ({applied_on_node1} applied); \
+         hp-on placed on node 1 before step {last_step}: {hp_on_before}"
+    );
+    assert!(
+        applied_on_node1 > 0 || hp_on_before,
+        "no applied placement on node 1 from step {last_step} on (nor hp-on's before it)"
+    );
     assert_eq!(ok(run, "daemon6-exit").trim(), "0");
     let log = run.section("daemon6-exit").unwrap().stderr();
     assert!(log.contains("CPU hotplug: online CPUs 0-3 -> 0-1"), "{log}");
@@ -554,10 +588,15 @@ fn the_kept_cpu_is_never_placed_on(run: &GuestRun, why: &str) {
     let j = journal(run, "journal");
     let sets: Vec<&Value> = j.iter().filter(|r| r["event"] == "action" && r["kind"] == "set-affinity").collect();
     assert!(!actions_on(&j, app).is_empty(), "no action on the application: {j:?}");
-    for a in sets {
+    for a in &sets {
         let cpus = cpu_list(a["action"]["cpus"].as_str().unwrap_or_else(|| panic!("no CPUs: {a}")));
         assert!(!cpus.contains(&3), "a mask with the isolated CPU: {a}");
     }
+    // The application's threads end on CPU 2 alone (checked above from /proc): only a set-affinity
+    // of the daemon's puts them there, so the loop above judged at least that one.
+    let on_app = sets.iter().filter(|a| a["pid"].as_u64() == Some(app) && a["outcome"] == "applied").count();
+    eprintln!("journal: {} set-affinity actions ({on_app} applied on the application), none with CPU 3", sets.len());
+    assert!(on_app > 0, "no applied set-affinity for the application {app}: {j:?}");
     let status = ok(run, "status");
     assert!(status.contains("reserved CPUs 3: no process is placed on them"), "{status}");
     assert_eq!(
