@@ -3,12 +3,16 @@
 #
 #   /usr/bin/numapilot                      the binary (release build unless --binary)
 #   /lib/systemd/system/numapilot.service   packaging/numapilot.service, its paths /usr/bin
-#   /etc/numapilot.toml                     packaging/numapilot.toml (every key at its default), a conffile
+#   /etc/numapilot.toml                     packaging/numapilot-etc.toml, a conffile: a few lines that set no
+#                                           key (the defaults) and name the full example; short and
+#                                           stable, so an upgrade asks the admin nothing about it
 #   /usr/share/man/man{1,5}/*.gz            every page `numapilot man --out` writes
 #   /usr/share/{bash-completion,zsh,fish}   shell completions
 #   /usr/share/doc/numapilot/               copyright (GPL-2.0-or-later, and every statically linked crate with its
 #                                           licence; their licence files under third-party/), README.md,
-#                                           examples/prometheus-rules.yml
+#                                           examples/numapilot.toml (packaging/numapilot.toml, every key
+#                                           at its default with what it does; uncompressed, as Debian
+#                                           ships examples), examples/prometheus-rules.yml
 #
 # Installing does not enable or start the daemon (it changes where other processes run: an operator
 # turns it on, `systemctl enable --now numapilot`); an upgrade restarts it if it was running (the stop
@@ -74,7 +78,7 @@ sed -e 's|/usr/local/bin/numapilot|/usr/bin/numapilot|g' \
   -e '/^#          \&\& systemctl enable --now numapilot$/d' \
   packaging/numapilot.service > "$root/lib/systemd/system/numapilot.service"
 chmod 0644 "$root/lib/systemd/system/numapilot.service"
-install -m 0644 packaging/numapilot.toml "$root/etc/numapilot.toml"
+install -m 0644 packaging/numapilot-etc.toml "$root/etc/numapilot.toml"
 "$binary" man --out "$stage/man" > /dev/null
 for section in 1 5; do
   install -d -m 0755 "$root/usr/share/man/man$section"
@@ -87,7 +91,8 @@ done
 "$binary" completions fish > "$root/usr/share/fish/vendor_completions.d/numapilot.fish"
 gzip -9n < README.md > "$root/usr/share/doc/numapilot/README.md.gz"
 install -d -m 0755 "$root/usr/share/doc/numapilot/examples"
-install -m 0644 packaging/prometheus-rules.yml packaging/prometheus-rules.test.yml "$root/usr/share/doc/numapilot/examples/"
+install -m 0644 packaging/numapilot.toml packaging/prometheus-rules.yml packaging/prometheus-rules.test.yml \
+  "$root/usr/share/doc/numapilot/examples/"
 # Who built it: Debian's tools read DEBFULLNAME and DEBEMAIL; the default names the project.
 maintainer="${DEBFULLNAME:-numapilot developers} <${DEBEMAIL:-numapilot@example.org}>"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -78,10 +78,20 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
 
     let installed = root.join("usr/bin/numapilot");
     assert_eq!(run(Command::new(&installed).arg("--version")).trim(), format!("numapilot {version}"));
-    // The shipped configuration is every key at its default, and valid.
+    // The conffile is a few lines that set no key and name the full example, which is there,
+    // uncompressed, as in the source (packaging review: the 33 KB example was the conffile, and
+    // each change to it made every upgrade ask the admin); both are valid.
     let conf = root.join("etc/numapilot.toml");
-    let checked = run(Command::new(&installed).args(["daemon", "--check", "--config"]).arg(&conf));
-    assert!(checked.contains("configuration OK"), "{checked}");
+    let example = root.join("usr/share/doc/numapilot/examples/numapilot.toml");
+    let conf_text = std::fs::read_to_string(&conf).unwrap();
+    assert!(conf_text.len() < 1024, "/etc/numapilot.toml is {} bytes", conf_text.len());
+    assert!(conf_text.contains("/usr/share/doc/numapilot/examples/numapilot.toml"), "{conf_text}");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/numapilot.toml");
+    assert_eq!(std::fs::read(&example).unwrap(), std::fs::read(&source).unwrap(), "the full example");
+    for file in [&conf, &example] {
+        let checked = run(Command::new(&installed).args(["daemon", "--check", "--config"]).arg(file));
+        assert!(checked.contains("configuration OK"), "{checked}");
+    }
     // The unit names the installed binary, and verifies (pointed at it, with the pages installed).
     let unit = std::fs::read_to_string(root.join("lib/systemd/system/numapilot.service")).unwrap();
     assert!(unit.lines().any(|l| l == "ExecStart=/usr/bin/numapilot daemon"), "{unit}");
@@ -126,8 +136,36 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
         assert!(!line.starts_with("-rw-rw") && !line.starts_with("drwxrwx"), "{line}");
     }
 
+    // The admin edits the conffile; the next build changes the example (the same package
+    // unpacked, its example changed, repacked as version -2 with dpkg-deb): the upgrade asks
+    // nothing (dpkg reads its answer from stdin, /dev/null here: a question fails the upgrade)
+    // and keeps the admin's file.
+    let edited = conf_text + "\n[daemon]\ndry_run = true\n";
+    std::fs::write(&conf, &edited).unwrap();
+    let next = dir.path().join("next");
+    run(Command::new("dpkg-deb").arg("--raw-extract").arg(deb).arg(&next));
+    let next_example = next.join("usr/share/doc/numapilot/examples/numapilot.toml");
+    let changed = std::fs::read_to_string(&next_example).unwrap() + "\n# A key the next version documents.\n";
+    std::fs::write(&next_example, &changed).unwrap();
+    let control = std::fs::read_to_string(next.join("DEBIAN/control")).unwrap();
+    let bumped = control.replace(&format!("Version: {version}-1\n"), &format!("Version: {version}-2\n"));
+    assert_ne!(bumped, control);
+    std::fs::write(next.join("DEBIAN/control"), bumped).unwrap();
+    run(Command::new("sh")
+        .arg("-c")
+        .arg("find usr lib -type f | LC_ALL=C sort | xargs md5sum > DEBIAN/md5sums")
+        .current_dir(&next));
+    let next_deb = dir.path().join("next.deb");
+    run(Command::new("dpkg-deb").args(["--root-owner-group", "-Znone", "--build"]).arg(&next).arg(&next_deb));
+    dpkg(&["-i", next_deb.to_str().unwrap()]);
+    let status = dpkg(&["--status", "numapilot"]);
+    assert!(status.contains(&format!("Version: {version}-2\n")), "{status}");
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), edited, "the admin's configuration");
+    assert_eq!(std::fs::read_to_string(&example).unwrap(), changed, "the new example");
+    // Every file as packaged but the conffile, which dpkg knows the admin changed.
+    assert_eq!(dpkg(&["--verify", "numapilot"]).trim(), "??5?????? c /etc/numapilot.toml", "dpkg --verify");
+
     // Removed: the files go, the edited conffile stays; purged: it and the journal directory go.
-    std::fs::write(&conf, std::fs::read_to_string(&conf).unwrap() + "\n# edited\n").unwrap();
     std::fs::create_dir_all(root.join("var/log/numapilot")).unwrap();
     std::fs::write(root.join("var/log/numapilot/journal.jsonl"), "{}\n").unwrap();
     // The unit preserves its runtime directory across stops (RuntimeDirectoryPreserve): the purge

@@ -259,6 +259,25 @@ fn the_packaged_example_is_valid_and_documents_every_key() {
     assert!(text.contains("interval_ms ="));
 }
 
+/// The Debian package's /etc/numapilot.toml is a few lines that set no key (the 33 KB example was
+/// the conffile, and each change to it made every upgrade ask the admin; packaging review): the
+/// daemon reads it as the full example, every default.
+#[test]
+fn the_packaged_conffile_is_the_full_example_in_a_few_lines() {
+    let read = |name: &str| {
+        let path = format!("{}/../../packaging/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        (config::parse_with_overrides(&text, &path, &Overrides::default()).unwrap(), text)
+    };
+    let (short, text) = read("numapilot-etc.toml");
+    let (full, _) = read("numapilot.toml");
+    assert_eq!(short, full);
+    assert_eq!(short, Config::default());
+    assert!(text.lines().count() <= 12, "a few lines: {text}");
+    assert!(text.contains("/usr/share/doc/numapilot/examples/numapilot.toml"), "{text}");
+    assert!(text.contains("numapilot daemon --check"), "{text}");
+}
+
 /// Only a regular file of UTF-8 text is a configuration: a FIFO is refused at once (it held the
 /// start, and a reload with it the whole loop, until something wrote to it; review helper-50), and
 /// so are a directory and a device; text that is not UTF-8 is named by its line.
