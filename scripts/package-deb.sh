@@ -17,7 +17,7 @@
 # Installing does not enable or start the daemon (it changes where other processes run: an operator
 # turns it on, `systemctl enable --now numapilot`); an upgrade restarts it if it was running (the stop
 # restores every process it placed, the start places them again); removing stops it first (the same
-# restore); purging removes its journal directory and its runtime directory (the state file) too. The maintainer scripts honour DPKG_ROOT
+# restore), and a removal dpkg undoes (abort-remove) starts it again if enabled; purging removes its journal directory and its runtime directory (the state file) too. The maintainer scripts honour DPKG_ROOT
 # (an install into another root touches no service of this machine).
 #
 # Usage: scripts/package-deb.sh [--binary PATH] [--out DIR] [--compress xz|gzip|none]
@@ -186,15 +186,29 @@ cat > "$root/DEBIAN/postinst" <<'EOF'
 #!/bin/sh
 # numapilot postinst: systemd learns the unit; an upgrade restarts a running daemon (its stop restores
 # every process it placed). A first install enables nothing: the daemon changes where other processes
-# run, so an operator turns it on.
+# run, so an operator turns it on. When dpkg undoes a failed upgrade, removal or deconfiguration
+# (abort-upgrade, abort-remove, abort-deconfigure) the old package's postinst does the same, as
+# debhelper's systemd snippets do; after a failed removal, whose prerm stopped the daemon, it is
+# started again if enabled (deb-systemd-invoke starts no disabled unit).
 set -e
-# Recorded (not enabled) with deb-systemd-helper, so a purge removes an enablement the operator made.
-if [ "$1" = configure ] && [ -z "${DPKG_ROOT:-}" ] && command -v deb-systemd-helper >/dev/null; then
+case "$1" in
+  configure | abort-upgrade | abort-remove | abort-deconfigure) ;;
+  *) echo "numapilot postinst: unknown action '$1'" >&2; exit 1 ;;
+esac
+# The enablement is recorded (not made) with deb-systemd-helper, so a purge removes one the operator
+# made; an enabled unit gets the links a changed unit adds.
+if [ -z "${DPKG_ROOT:-}" ] && command -v deb-systemd-helper >/dev/null; then
+  if deb-systemd-helper debian-installed numapilot.service \
+    && deb-systemd-helper --quiet was-enabled numapilot.service; then
+    deb-systemd-helper enable numapilot.service >/dev/null || true
+  fi
   deb-systemd-helper update-state numapilot.service >/dev/null || true
 fi
-if [ "$1" = configure ] && [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
+if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
   systemctl --system daemon-reload >/dev/null || true
-  if [ -n "$2" ]; then
+  if [ "$1" = abort-remove ]; then
+    deb-systemd-invoke start numapilot.service >/dev/null || true
+  elif [ -n "$2" ]; then
     deb-systemd-invoke try-restart numapilot.service >/dev/null || true
   else
     echo "numapilot: installed, not started; to place processes: systemctl enable --now numapilot"

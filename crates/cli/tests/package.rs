@@ -2,10 +2,12 @@
 //! Debian's own dpkg into a root of its own (`dpkg --root`, the maintainer scripts run outside it
 //! with DPKG_ROOT set, as for a system being built): the files where Debian puts them, the unit
 //! naming the installed binary and verifying, the shipped configuration valid, the pages and
-//! completions there; then removed and purged with nothing left behind. The machine's own systemd
-//! and dpkg database are not touched. lintian, when installed, finds no error in it.
+//! completions there; upgraded to a build with a changed example, asking nothing; then removed and
+//! purged with nothing left behind. The maintainer scripts' systemd calls are checked for every
+//! action dpkg gives them. The machine's own systemd and dpkg database are not touched. lintian,
+//! when installed, finds no error in it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_numapilot");
@@ -17,15 +19,14 @@ fn run(cmd: &mut Command) -> String {
     text
 }
 
-#[test]
-fn the_debian_package_installs_verifies_and_purges_clean() {
+/// The package of this build's binary, written under `dir`; None without dpkg-deb.
+fn build(dir: &Path) -> Option<PathBuf> {
     if Command::new("dpkg-deb").arg("--version").output().is_err() {
         eprintln!("skipped: no dpkg-deb (not a Debian system)");
-        return;
+        return None;
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/package-deb.sh");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
+    let out = dir.join("out");
     let built = run(Command::new("bash")
         .arg(&script)
         .arg("--binary")
@@ -33,8 +34,16 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
         .arg("--out")
         .arg(&out)
         .args(["--compress", "gzip"]));
-    let deb = Path::new(built.lines().last().unwrap().trim());
+    let deb = PathBuf::from(built.lines().last().unwrap().trim());
     assert!(deb.starts_with(&out) && deb.extension().is_some_and(|e| e == "deb"), "{built}");
+    Some(deb)
+}
+
+#[test]
+fn the_debian_package_installs_verifies_and_purges_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(deb) = build(dir.path()) else { return };
+    let deb = deb.as_path();
 
     // What dpkg reads: the fields, the conffile, the scripts.
     let info = run(Command::new("dpkg-deb").arg("--info").arg(deb));
@@ -192,6 +201,109 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
             .collect();
         assert!(bad.is_empty(), "lintian: {said}");
     }
+}
+
+/// What the maintainer scripts ask of systemd for each action dpkg gives them (packaging review:
+/// the postinst did nothing on abort-upgrade, abort-remove and abort-deconfigure, so a failed
+/// removal left stopped the daemon its prerm had stopped). systemd is not this machine's init (nor
+/// a container's): the package's own scripts run in a mount namespace of their own where
+/// /run/systemd/system exists, with stand-ins for systemctl, deb-systemd-invoke and
+/// deb-systemd-helper first in PATH that log what they are asked. Root only (the namespace).
+#[test]
+fn the_maintainer_scripts_answer_every_action_dpkg_gives_them() {
+    if Command::new("unshare").args(["--mount", "true"]).output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("skipped: no mount namespace (not root, or no unshare)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(deb) = build(dir.path()) else { return };
+    let control = dir.path().join("control");
+    run(Command::new("dpkg-deb").arg("--control").arg(&deb).arg(&control));
+    let stubs = dir.path().join("stubs");
+    std::fs::create_dir(&stubs).unwrap();
+    for tool in ["systemctl", "deb-systemd-invoke", "deb-systemd-helper"] {
+        // The helper's questions (installed by the package before? enabled?) answered from STUB_ENABLED.
+        let stub = format!(
+            "#!/bin/sh\necho \"{tool} $*\" >> \"$STUB_LOG\"\n\
+             case \" $* \" in *\" debian-installed \"* | *\" was-enabled \"*) [ \"$STUB_ENABLED\" = 1 ]; exit ;; esac\n"
+        );
+        let path = stubs.join(tool);
+        std::fs::write(&path, stub).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let log = dir.path().join("log");
+    // (script, its arguments, the unit enabled, DPKG_ROOT) -> (exit 0, stdout + stderr, what it asked)
+    let call = |script: &str, args: &[&str], enabled: bool, dpkg_root: &str| {
+        let _ = std::fs::remove_file(&log);
+        let out = Command::new("unshare")
+            .args([
+                "--mount",
+                "sh",
+                "-c",
+                "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec \"$@\"",
+                "sh",
+            ])
+            .arg(control.join(script))
+            .args(args)
+            .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", stubs.display()))
+            .env("STUB_LOG", &log)
+            .env("STUB_ENABLED", if enabled { "1" } else { "0" })
+            .env("DPKG_ROOT", dpkg_root)
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), said, std::fs::read_to_string(&log).unwrap_or_default())
+    };
+    let unit = "numapilot.service";
+    let record = |enabled: bool| {
+        let mut v = vec![format!("deb-systemd-helper debian-installed {unit}")];
+        if enabled {
+            v.push(format!("deb-systemd-helper --quiet was-enabled {unit}"));
+            v.push(format!("deb-systemd-helper enable {unit}"));
+        }
+        v.push(format!("deb-systemd-helper update-state {unit}"));
+        v.push("systemctl --system daemon-reload".into());
+        v
+    };
+    let then = |mut v: Vec<String>, invoke: &str| {
+        v.push(format!("deb-systemd-invoke {invoke} {unit}"));
+        v.join("\n") + "\n"
+    };
+    // A first install: recorded, not started, the operator told how.
+    let (ok, said, asked) = call("postinst", &["configure", ""], false, "");
+    assert!(ok && said.contains("installed, not started"), "{said}");
+    assert_eq!(asked, record(false).join("\n") + "\n");
+    // An upgrade, and dpkg undoing a failed upgrade or deconfiguration: a running daemon restarted
+    // (an enabled unit gets its links again).
+    for (args, enabled) in [
+        (&["configure", "0.1.0-1"][..], true),
+        (&["abort-upgrade", "0.1.0-2"][..], false),
+        (&["abort-upgrade", "0.1.0-2"][..], true),
+        (&["abort-deconfigure", "in-favour", "other", "1.0"][..], false),
+    ] {
+        let (ok, said, asked) = call("postinst", args, enabled, "");
+        assert!(ok, "{args:?}: {said}");
+        assert_eq!(asked, then(record(enabled), "try-restart"), "{args:?}");
+    }
+    // A removal stops the daemon; when dpkg undoes it the daemon is started again (deb-systemd-invoke
+    // starts it only if enabled). An upgrade's prerm leaves it running.
+    let (ok, _, asked) = call("prerm", &["remove"], true, "");
+    assert!(ok);
+    assert_eq!(asked, format!("deb-systemd-invoke stop {unit}\n"));
+    for (args, enabled) in [(&["abort-remove"][..], true), (&["abort-remove", "in-favour", "other", "1.0"][..], false)]
+    {
+        let (ok, said, asked) = call("postinst", args, enabled, "");
+        assert!(ok, "{args:?}: {said}");
+        assert_eq!(asked, then(record(enabled), "start"), "{args:?}");
+    }
+    let (ok, _, asked) = call("prerm", &["upgrade", "0.1.0-2"], true, "");
+    assert!(ok && asked.is_empty(), "{asked}");
+    // Installed into another root: nothing asked of this machine's systemd.
+    let (ok, said, asked) = call("postinst", &["abort-remove"], true, "/tmp/elsewhere");
+    assert!(ok && asked.is_empty(), "{said}{asked}");
+    // An action dpkg does not give: named, and nothing done.
+    let (ok, said, asked) = call("postinst", &["bogus"], true, "");
+    assert!(!ok && said.contains("unknown action 'bogus'") && asked.is_empty(), "{said}{asked}");
 }
 
 /// Every file (not directory) under `dir`.
