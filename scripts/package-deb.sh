@@ -157,6 +157,8 @@ installed_kb=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 libgcc=""
 # (grep reads all of it: -q would end the pipe early, objdump dies of SIGPIPE and pipefail says no.)
 if objdump -p "$binary" | grep 'NEEDED *libgcc_s\.so\.1' >/dev/null; then libgcc=", libgcc-s1 (>= 4.2)"; fi
+# numactl is suggested, not recommended: nothing in the package runs it (`numapilot run` is its
+# compatible launcher, the daemon places with system calls).
 cat > "$root/DEBIAN/control" <<EOF
 Package: numapilot
 Version: $version-1
@@ -164,8 +166,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_kb
 Depends: libc6 (>= $glibc)$libgcc, init-system-helpers (>= 1.52)
-Recommends: numactl
-Suggests: numad, fonts-dejavu-core
+Suggests: numactl, numad, fonts-dejavu-core
 Section: admin
 Priority: optional
 Description: adaptive NUMA placement daemon and tools

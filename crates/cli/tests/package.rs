@@ -56,7 +56,12 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
     ] {
         assert!(info.contains(&field), "{field} missing: {info}");
     }
-    assert_eq!(run(Command::new("dpkg-deb").arg("--field").arg(deb).arg("Package")).trim(), "numapilot");
+    let field = |name: &str| run(Command::new("dpkg-deb").arg("--field").arg(deb).arg(name)).trim().to_string();
+    assert_eq!(field("Package"), "numapilot");
+    // Nothing in the package runs numactl (`numapilot run` is its compatible launcher, the daemon
+    // places with system calls): suggested, not recommended (packaging review).
+    assert_eq!(field("Recommends"), "", "{info}");
+    assert!(field("Suggests").split(", ").any(|p| p == "numactl"), "{info}");
     // The binary links libgcc_s: its package is a dependency too (review helper-64).
     let needed = run(Command::new("objdump").arg("-p").arg(BIN));
     if needed.contains("libgcc_s.so.1") {
