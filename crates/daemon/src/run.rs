@@ -1678,6 +1678,7 @@ mod tests {
             tids: vec![pid],
             rss_bytes: 0,
             mem_by_node: vec![],
+            shared_by_node: vec![],
             growth_bytes_per_s: 0.0,
             cpu_rate: 0.0,
             pinned: false,

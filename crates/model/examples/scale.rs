@@ -130,6 +130,7 @@ fn sample(topo: &Topology, step: u64, config: Config) -> Sample {
                 stack_kb: 0,
                 anon_kb: 100 * 1024 + u64::from(n),
                 file_kb: 0,
+                shared_kb: 0,
             })
             .collect();
         processes.push(ProcessSample {

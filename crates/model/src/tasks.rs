@@ -205,6 +205,12 @@ pub struct ProcView {
     pub rss_bytes: u64,
     /// Resident memory per node (dense index), bytes, from numa_maps.
     pub mem_by_node: Vec<u64>,
+    /// Of `mem_by_node`, the memory in mappings whose pages some other process maps too (a
+    /// library's text, memory shared with other processes or a forked parent), bytes per node
+    /// (dense index; empty when none is known). A page move of this process alone does not move
+    /// it (`NodeUsage::shared_kb`), so the policy's memory moves count only the rest
+    /// ([`ProcView::own_mem_by_node`]).
+    pub shared_by_node: Vec<u64>,
     /// RSS growth over the classification window, bytes per second (negative when shrinking).
     pub growth_bytes_per_s: f64,
     /// CPU used over the last period, CPUs (sum over threads).
@@ -286,6 +292,16 @@ impl Confinement {
 }
 
 impl ProcView {
+    /// Resident bytes per node (dense index) that a page move of this process alone can move:
+    /// [`ProcView::mem_by_node`] less [`ProcView::shared_by_node`].
+    pub fn own_mem_by_node(&self) -> Vec<u64> {
+        let mut v = self.mem_by_node.clone();
+        for (m, &s) in v.iter_mut().zip(&self.shared_by_node) {
+            *m = m.saturating_sub(s);
+        }
+        v
+    }
+
     /// Its age at host time `now_ns`: its age when first seen plus the time since, ns.
     pub fn age_ns(&self, now_ns: u64) -> u64 {
         self.age_at_first_seen_ns.saturating_add(now_ns.saturating_sub(self.first_seen_ns))
@@ -525,15 +541,21 @@ impl PeriodAccesses {
     }
 }
 
-/// Resident kB per dense node of a process (numa_maps), and the total.
-fn mem_by_node(topo: &Topology, p: &ProcessSample) -> Vec<u64> {
+/// Resident bytes per dense node of a process (numa_maps), and of those the bytes in mappings
+/// other processes map too (empty when there are none).
+fn mem_by_node(topo: &Topology, p: &ProcessSample) -> (Vec<u64>, Vec<u64>) {
     let mut v = vec![0u64; topo.nodes.len()];
+    let mut shared = Vec::new();
     for u in &p.node_usage {
         if let Some(i) = topo.node_idx(u.node) {
             v[i] = v[i].saturating_add(u.total_kb().saturating_mul(1024));
+            if u.shared_kb > 0 {
+                shared.resize(topo.nodes.len(), 0u64);
+                shared[i] = shared[i].saturating_add(u.shared_kb.min(u.total_kb()).saturating_mul(1024));
+            }
         }
     }
-    v
+    (v, shared)
 }
 
 /// Whether VMAs with an explicit policy hold at least `share` of the resident memory.
@@ -650,7 +672,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             hot: Vec::new(),
             class: ClassState::default(),
         });
-        let mem = mem_by_node(topo, p);
+        let (mem, shared_mem) = mem_by_node(topo, p);
         let rss_bytes = p
             .rss_kb
             .map(|kb| kb.saturating_mul(1024))
@@ -891,6 +913,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 tids,
                 rss_bytes,
                 mem_by_node: mem,
+                shared_by_node: shared_mem,
                 growth_bytes_per_s: growth,
                 cpu_rate: cpu_sum,
                 pinned,

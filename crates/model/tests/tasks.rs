@@ -367,6 +367,30 @@ fn pinned_by_memory_policy() {
     assert!(!m.procs[&91].pinned);
 }
 
+/// The memory of a process that other processes map too (numa_maps' `mapmax` > 1, carried as
+/// `NodeUsage::shared_kb`) is kept per node beside its resident memory, and its own memory is the
+/// rest: the part a page move of this process can move.
+#[test]
+fn memory_other_processes_map_too_is_kept_apart() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let mut s = Sb::new(&topo, SEC).proc(10, 5, "a", &[GIB, 2 * GIB]).thread(10, 10, 0, 0, 0).build();
+    for u in &mut s.processes[0].node_usage {
+        u.shared_kb = if u.node == 1 { GIB / 1024 } else { 0 };
+    }
+    m.update(&s);
+    let p = &m.procs[&10];
+    assert_eq!(p.mem_by_node, vec![GIB, 2 * GIB]);
+    assert_eq!(p.shared_by_node, vec![0, GIB]);
+    assert_eq!(p.own_mem_by_node(), vec![GIB, GIB]);
+    // None shared: nothing kept, all of it its own.
+    let s = Sb::new(&topo, 2 * SEC).proc(10, 5, "a", &[GIB, 2 * GIB]).thread(10, 10, 0, 0, 0).build();
+    m.update(&s);
+    let p = &m.procs[&10];
+    assert!(p.shared_by_node.is_empty());
+    assert_eq!(p.own_mem_by_node(), vec![GIB, 2 * GIB]);
+}
+
 /// Guards the saturating sums: two communication records of u64::MAX events for one pair (a
 /// checked sum panics in debug builds, wraps in release), and two processes of RSS ~u64::MAX / 2
 /// bytes: saturated, the pair is a full-strength edge, and the merge the edge asks for is refused

@@ -56,6 +56,27 @@ fn reads_this_process_and_its_threads() {
     }
 }
 
+/// The C library's text is mapped by this test and by a `sleep` it starts (and by most other
+/// processes): numa_maps shows it with `mapmax` > 1, and the usage per node counts it as shared,
+/// a part of the total, never all of it (the test's own heap and stacks are its alone).
+#[test]
+fn memory_other_processes_map_too_is_counted_as_shared() {
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep runs");
+    // Its libc pages are mapped once it has run its first instructions.
+    std::thread::sleep(Duration::from_millis(200));
+    let p = Reader::default().read_process(std::process::id()).unwrap().expect("this process exists");
+    let _ = child.kill();
+    let _ = child.wait();
+    let maps = p.numa_maps.as_ref().expect("own numa_maps is readable");
+    assert!(maps.vmas.iter().any(|v| v.resident.as_ref().is_some_and(|r| r.mapmax > 1)), "no mapping with mapmax > 1");
+    let shared: u64 = p.node_usage.iter().map(|u| u.shared_kb).sum();
+    let total: u64 = p.node_usage.iter().map(|u| u.total_kb()).sum();
+    assert!(shared > 0 && shared < total, "shared {shared} kB of {total} kB");
+    for u in &p.node_usage {
+        assert!(u.shared_kb <= u.total_kb(), "{u:?}");
+    }
+}
+
 #[test]
 fn an_exited_process_is_skipped_not_an_error() {
     let mut child = Command::new("true").spawn().unwrap();

@@ -992,6 +992,54 @@ fn small_processes_take_their_memory_along() {
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
 }
 
+/// Rule 4 counts only the memory a move of the process can move: pages in mappings other
+/// processes map too (a library's text) stay where they are, so they neither justify a move nor
+/// size it. Counted, a small process's memory was asked for again at every decision (the rig's
+/// hot-plug run: a `sleep` of 347 pages, nearly all busybox's shared text, in ten decisions).
+///
+/// ```text
+///   client (pid 20) as above, 4 MiB on node 0 of which 2 MiB shared with other processes:
+///     own outside node 1: 2 MiB of 4 -> remote 50%        -> MigratePages(0 -> 1, 512 pages)
+///   moved: 2 MiB shared on node 0, 2 MiB own on node 1   -> no memory action
+///   all 4 MiB on node 0 shared: remote max(5%, 0%) < 25%  -> no memory action
+/// ```
+#[test]
+fn memory_other_processes_map_too_is_not_asked_for() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(20, "client", &[(1, 1.0); 2], &[4, 0]);
+    for i in 0..2 {
+        b.access(20, i, &[0.05, 0.95]);
+    }
+    b.group_proc(1, 20);
+    b.m.procs.get_mut(&20).unwrap().shared_by_node = vec![2 * MIB, 0];
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(plan.actions.len(), 2, "{plan:#?}");
+    assert_eq!(
+        plan.actions[1].kind,
+        ActionKind::MigratePages { from: nodes("0"), to: nodes("1"), max_pages: Some(512) },
+        "{plan:#?}"
+    );
+    applied(&mut p, &b.m, &plan);
+    b.mem(20, &[2, 2]).group_proc(1, 20);
+    b.m.procs.get_mut(&20).unwrap().shared_by_node = vec![2 * MIB, 0];
+    let again = p.decide(&b.m);
+    assert!(
+        !again.actions.iter().any(|a| !matches!(a.kind, ActionKind::SetAffinity { .. })),
+        "the shared pages asked for again: {again:#?}"
+    );
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(20, "client", &[(1, 1.0); 2], &[4, 0]);
+    for i in 0..2 {
+        b.access(20, i, &[0.05, 0.95]);
+    }
+    b.group_proc(1, 20);
+    b.m.procs.get_mut(&20).unwrap().shared_by_node = vec![4 * MIB, 0];
+    let plan = Adaptive::new().decide(&b.m);
+    assert!(!plan.actions.iter().any(|a| !matches!(a.kind, ActionKind::SetAffinity { .. })), "{plan:#?}");
+}
+
 /// Rule 4 / 5, a buffer shared by threads on several nodes (numa01's processes on 4 and 8 nodes):
 /// interleaved over exactly those nodes, once, then held.
 ///

@@ -96,6 +96,7 @@ impl Sb {
                 stack_kb: 0,
                 anon_kb: b / 1024,
                 file_kb: 0,
+                shared_kb: 0,
             })
             .collect();
         let rss: u64 = mem_by_node.iter().sum();

@@ -326,6 +326,13 @@ pub struct NodeUsage {
     pub anon_kb: u64,
     /// file-backed or shared, kB.
     pub file_kb: u64,
+    /// Of all the kinds above, kB in VMAs whose pages some other process maps too (`mapmax` > 1:
+    /// a library's text, page cache or shmem shared between processes, anonymous pages shared
+    /// copy-on-write after a fork). Not a kind of its own (already counted in `total_kb`): the
+    /// part an own-pages move cannot move (the daemon's page mover moves only the pages the
+    /// process alone maps), so a plan that counted it would ask for the same move every decision.
+    #[serde(default)]
+    pub shared_kb: u64,
 }
 
 impl NodeUsage {
@@ -391,6 +398,7 @@ impl NumaMaps {
         let mut out: Vec<NodeUsage> = Vec::new();
         for vma in &self.vmas {
             let kind = vma.mem_kind();
+            let shared = vma.resident.as_ref().is_some_and(|r| r.mapmax > 1);
             for (node, kb) in vma.node_kb() {
                 let i = match out.binary_search_by_key(&node, |u| u.node) {
                     Ok(i) => i,
@@ -400,6 +408,9 @@ impl NumaMaps {
                     }
                 };
                 out[i].add(kind, kb);
+                if shared {
+                    out[i].shared_kb = out[i].shared_kb.saturating_add(kb);
+                }
             }
         }
         out
@@ -855,7 +866,7 @@ mod tests {
     #[test]
     fn kinds_and_usage_by_node() {
         let text = "\
-55d000000000 default file=/usr/bin/x mapped=10 N0=10 kernelpagesize_kB=4
+55d000000000 default file=/usr/bin/x mapped=10 mapmax=3 N0=10 kernelpagesize_kB=4
 55d100000000 default heap anon=6 dirty=6 N0=2 N1=4 kernelpagesize_kB=4
 7ffc00000000 default stack anon=3 dirty=3 N1=3 kernelpagesize_kB=4
 7f0000000000 interleave:0-1 anon=8 dirty=8 N0=4 N1=4 kernelpagesize_kB=4
@@ -872,10 +883,26 @@ mod tests {
         assert_eq!(
             u,
             vec![
-                NodeUsage { node: 0, huge_kb: 2048, heap_kb: 8, stack_kb: 0, anon_kb: 16, file_kb: 40 },
-                NodeUsage { node: 1, huge_kb: 0, heap_kb: 16, stack_kb: 12, anon_kb: 16, file_kb: 0 },
+                NodeUsage { node: 0, huge_kb: 2048, heap_kb: 8, stack_kb: 0, anon_kb: 16, file_kb: 40, shared_kb: 40 },
+                NodeUsage { node: 1, huge_kb: 0, heap_kb: 16, stack_kb: 12, anon_kb: 16, file_kb: 0, shared_kb: 0 },
             ]
         );
+    }
+
+    #[test]
+    fn memory_other_processes_map_too_is_counted_as_shared_of_its_kind() {
+        // A library's text mapped by 15 processes, a private copy-on-write page of it, anonymous
+        // memory still shared with a forked parent (mapmax=2) and private anonymous memory.
+        let text = "\
+7f8d00000000 default file=/usr/lib/libc.so.6 mapped=226 mapmax=15 N1=226 kernelpagesize_kB=4
+7f8d10000000 default file=/usr/lib/libc.so.6 anon=2 dirty=2 N1=2 kernelpagesize_kB=4
+7f8d20000000 default anon=5 dirty=5 mapmax=2 N0=1 N1=4 kernelpagesize_kB=4
+7f8d30000000 default anon=7 dirty=7 N1=7 kernelpagesize_kB=4
+";
+        let u = parse_numa_maps(text).unwrap().usage_by_node();
+        assert_eq!(u[0], NodeUsage { node: 0, anon_kb: 4, shared_kb: 4, ..Default::default() });
+        assert_eq!(u[1], NodeUsage { node: 1, anon_kb: 44, file_kb: 912, shared_kb: 920, ..Default::default() });
+        assert_eq!(u[1].total_kb(), 956, "shared memory is counted once, in its kind");
     }
 
     #[test]

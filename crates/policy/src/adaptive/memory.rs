@@ -43,6 +43,9 @@
 //!                               (moves-in-flight)
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
+//!   memory: own memory only (ProcView::own_mem_by_node): pages in mappings other processes map
+//!           too (a library's text, shared buffers) are not counted in r, the pages or the
+//!           deviation, since a move of this process leaves them where they are
 //!   budget: migrate_budget_mib_per_s x period, shared by the whole plan; a process younger than
 //!           new_process_age_ms first spends its own allowance (young_migrate_budget_mib_per_s x
 //!           period, its own memory only, and only when its threads work on slices of their own:
@@ -338,23 +341,28 @@ fn proc_share(pl: &Planner<'_>, pid: u32) -> (Vec<f64>, &'static str) {
     if s > 0.0 {
         return (share.iter().map(|x| x / s).collect(), "sampled accesses");
     }
-    let total: u64 = p.mem_by_node.iter().sum();
+    // Its own memory: what other processes map too stays where it is.
+    let own = p.own_mem_by_node();
+    let total: u64 = own.iter().sum();
     if total == 0 {
         return (vec![0.0; n], "resident memory");
     }
-    (p.mem_by_node.iter().take(n).map(|&b| b as f64 / total as f64).collect(), "resident memory")
+    (own.iter().take(n).map(|&b| b as f64 / total as f64).collect(), "resident memory")
 }
 
 /// Total-variation distance between `p`'s memory distribution and `weights` over `nodes`.
 fn deviation(pl: &Planner<'_>, pid: u32, nodes: &[usize], weights: &[u32]) -> f64 {
-    let p = &pl.model.procs[&pid];
-    let total: u64 = p.mem_by_node.iter().sum();
+    // Of its own memory: an interleave moves only that, so memory shared with other processes
+    // (a database's shared buffers) would keep the deviation up and the same spread asked for
+    // at every decision.
+    let own = pl.model.procs[&pid].own_mem_by_node();
+    let total: u64 = own.iter().sum();
     if total == 0 {
         return 0.0;
     }
     let wsum: f64 = weights.iter().map(|&w| w as f64).sum::<f64>().max(1.0);
     let mut d = 0.0;
-    for (i, &b) in p.mem_by_node.iter().enumerate() {
+    for (i, &b) in own.iter().enumerate() {
         let want = nodes.iter().position(|&x| x == i).map_or(0.0, |j| weights[j] as f64 / wsum);
         d += (b as f64 / total as f64 - want).abs();
     }
@@ -568,8 +576,11 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         // A small process (below the RSS floor) takes its memory along wherever it is: it costs
         // almost nothing, and what its own samples miss may be other processes' hot data in it
         // (a client's socket buffers, read by a server on this node).
+        // Only what a move of this process can move counts: pages other
+        // processes map too (a library's text) stay where they are whatever is asked.
+        let own = p.own_mem_by_node();
         if !rss_ok && p.rss_bytes > 0 {
-            let outside: u64 = p.mem_by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b).sum();
+            let outside: u64 = own.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b).sum();
             // Of the larger of the two readings: the per-node figures can be an older numa_maps
             // read than the RSS (a process that shrank since), which made "6000% remote" and a
             // benefit that put a tiny process ahead of real work (review helper-40).
@@ -578,7 +589,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         }
         let bind = matches!(class, ProcessClass::StaticLarge | ProcessClass::LatencySensitive);
         // Cold memory stays: only the accessed memory outside S counts (and moves).
-        let by_node = cold.map_or(&p.mem_by_node, |c| &c.by_node);
+        let by_node = cold.map_or(&own, |c| &c.by_node);
         let remote_pages: u64 =
             by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b / BASE_PAGE_BYTES).sum();
         if remote_pages == 0 {
@@ -799,13 +810,9 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                     ranges.push((h.start, pages * BASE_PAGE_BYTES));
                     hot_pages += pages;
                 }
-                let remote_pages: u64 = p
-                    .mem_by_node
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| !to.contains(i))
-                    .map(|(_, &b)| b / BASE_PAGE_BYTES)
-                    .sum();
+                let own = p.own_mem_by_node();
+                let remote_pages: u64 =
+                    own.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b / BASE_PAGE_BYTES).sum();
                 if !ranges.is_empty() {
                     pl.spend(job.pid, hot_pages);
                     pl.actions.push((
@@ -827,8 +834,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 // Cold memory stays: what is outside S beyond the hot ranges is not copied.
                 let rest = if cold { 0 } else { remote_pages.saturating_sub(hot_pages).min(pl.budget_for(job.pid)) };
                 if rest > 0 {
-                    let from: NodeSet = p
-                        .mem_by_node
+                    let from: NodeSet = own
                         .iter()
                         .enumerate()
                         .filter(|(i, &b)| !to.contains(i) && b > 0)

@@ -131,6 +131,7 @@ impl B {
                 tids,
                 rss_bytes: mem_by_node.iter().sum(),
                 mem_by_node,
+                shared_by_node: vec![],
                 growth_bytes_per_s: 0.0,
                 cpu_rate: threads.iter().map(|t| t.1).sum(),
                 pinned: false,
