@@ -501,6 +501,107 @@ fn status_asks_the_socket_the_configuration_names() {
     assert!(daemon.wait().unwrap().success());
 }
 
+/// Root's `status`, `explain` and `advise` take the socket from a configuration file only when no
+/// other user may write it or replace it (the daemon's own trust check): they ask that socket and
+/// print its answer, so a file another user could write let that user choose what root talks to
+/// (the clients skipped the check). Such a file given with `--config` is an error naming it and
+/// why; the default file is said on stderr and the default socket asked. A user's own client still
+/// reads a file it may write, and the default layout (/etc/numapilot.toml root's, 0644) is followed.
+#[test]
+fn a_root_client_believes_no_configuration_another_user_could_write() {
+    use std::os::unix::fs::chown;
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (file owners and modes)");
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("theirs.sock");
+    let config = dir.path().join("np.toml");
+    std::fs::write(&config, format!("[daemon]\nsocket = \"{}\"\n", socket.display())).unwrap();
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let run = |args: &[&str], cfg: &Path| Command::new(BIN).args(args).arg("--config").arg(cfg).output().unwrap();
+    let err = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    mode(&config, 0o644);
+    let o = run(&["status"], &config);
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(err(&o).contains(&format!("listening on {}", socket.display())), "{}", err(&o));
+    // Others may write it: refused, naming the file and who may write it; the socket is not asked.
+    mode(&config, 0o666);
+    let refused = |o: &std::process::Output, code: i32, why: &str| {
+        let e = format!("{}{}", err(o), String::from_utf8_lossy(&o.stdout));
+        assert_eq!(o.status.code(), Some(code), "{e}");
+        assert!(e.contains(&format!("{}: not trusted: {why}", config.display())), "{e}");
+        assert!(!e.contains("theirs.sock"), "{e}");
+    };
+    refused(&run(&["status"], &config), 1, "other users may write it (mode 666)");
+    refused(&run(&["explain", "1"], &config), 1, "other users may write it (mode 666)");
+    // The monitoring check cannot run: UNKNOWN.
+    refused(&run(&["status", "--check"], &config), 3, "other users may write it (mode 666)");
+    // A user's own client reads it (a non-root client may talk to no other user's socket that
+    // could answer as the daemon; the daemon answers root only).
+    mode(dir.path(), 0o755);
+    let o = {
+        use std::os::unix::process::CommandExt as _;
+        Command::new(BIN).args(["status", "--config"]).arg(&config).uid(65534).gid(65534).output().unwrap()
+    };
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(err(&o).contains(&format!("listening on {}", socket.display())), "{}", err(&o));
+    // Another user's file, and a file in a directory another user may write.
+    mode(&config, 0o644);
+    chown(&config, Some(65534), Some(65534)).unwrap();
+    refused(&run(&["status"], &config), 1, "it belongs to uid 65534, not root's");
+    chown(&config, Some(0), Some(0)).unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    mode(&open, 0o777);
+    let config = open.join("np.toml");
+    std::fs::copy(dir.path().join("np.toml"), &config).unwrap();
+    mode(&config, 0o644);
+    let o = run(&["status"], &config);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("its directory {} may be written by other users", open.display())),
+        "{}",
+        err(&o)
+    );
+
+    // The default file, /etc/numapilot.toml, shown in a private mount namespace through an overlay
+    // of /etc whose upper directory holds it (and /run an empty tmpfs: no daemon at the default
+    // socket), so nothing outside the test sees it.
+    let upper = dir.path().join("upper");
+    let work = dir.path().join("work");
+    std::fs::DirBuilder::new().mode(0o755).create(&upper).unwrap();
+    std::fs::create_dir(&work).unwrap();
+    let default = upper.join("numapilot.toml");
+    std::fs::write(&default, format!("[daemon]\nsocket = \"{}\"\n", socket.display())).unwrap();
+    let with_default = |args: &str| {
+        let script = format!(
+            "mount -t overlay overlay -o lowerdir=/etc,upperdir={},workdir={} /etc && mount -t tmpfs none /run || exit 9; \
+             exec {BIN} {args}",
+            upper.display(),
+            work.display()
+        );
+        Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]).output().unwrap()
+    };
+    mode(&default, 0o644);
+    let o = with_default("status");
+    if o.status.code() == Some(9) {
+        eprintln!("SKIP (default file): cannot mount in a private namespace here: {}", err(&o));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(err(&o).contains(&format!("listening on {}", socket.display())), "{}", err(&o));
+    mode(&default, 0o664);
+    let o = with_default("status");
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("/etc/numapilot.toml: not trusted: other users may write it (mode 664)")
+            && e.contains("(asking the default socket /run/numapilot/numapilot.sock)")
+            && e.contains("listening on /run/numapilot/numapilot.sock")
+            && !e.contains("theirs.sock"),
+        "{e}"
+    );
+}
+
 /// Under systemd's `Type=notify` the daemon says READY=1 once its socket answers, RELOADING=1 and
 /// READY=1 around a SIGHUP, STOPPING=1 at SIGTERM, to the datagram socket NOTIFY_SOCKET names.
 #[test]

@@ -505,10 +505,13 @@ pub fn load(source: &Source, overrides: &Overrides) -> Result<Loaded, ConfigErro
 }
 
 /// Reads and validates as a client of the daemon (`status`, `explain`, `advise`) does, for the
-/// socket and the tunables: without the daemon's checks of who owns the file and of what its
-/// journal, state file and socket paths are (a user's 0664 file read for its socket was refused,
-/// and a default file whose journal path was a directory sent the client to the default socket;
-/// review helper-52).
+/// socket and the tunables: without the daemon's checks of what its journal, state file and
+/// socket paths are (a default file whose journal path was a directory sent the client to the
+/// default socket; review helper-52). Who owns the file and who may write it is checked for a
+/// root client only (`paths::trusted_config`, as the daemon checks it): root asks the socket the
+/// file names and shows its answer, so a file another user may write, or may replace through its
+/// directory, would let that user choose what root talks to. A user's own 0664 file stays readable
+/// by that user's client (it was refused for them; review helper-52).
 pub fn load_for_client(source: &Source) -> Result<Loaded, ConfigError> {
     load_as(source, &Overrides::default(), Checks::Client)
 }
@@ -583,10 +586,16 @@ fn read_config_file(path: &Path, checks: Checks) -> Result<String, ReadFailure> 
         let what = crate::paths::kind_name(kind);
         return Err(ReadFailure::Content(None, format!("{what}: a configuration is a regular file")));
     }
-    if checks == Checks::Daemon {
-        crate::paths::trusted_config(path, &meta).map_err(|why| {
-            ReadFailure::Content(None, format!("not trusted: {why} (a configuration steers a root daemon)"))
-        })?;
+    // SAFETY: geteuid has no preconditions.
+    let root_client = checks == Checks::Client && unsafe { libc::geteuid() } == 0;
+    if checks == Checks::Daemon || root_client {
+        let what = if root_client {
+            "root's client asks the socket it names: another user could choose what root talks to"
+        } else {
+            "a configuration steers a root daemon"
+        };
+        crate::paths::trusted_config(path, &meta)
+            .map_err(|why| ReadFailure::Content(None, format!("not trusted: {why} ({what})")))?;
     }
     let cap = numapilot_topology::machine::MAX_DESCRIPTION_BYTES;
     let mut bytes = Vec::new();

@@ -117,7 +117,7 @@ pub fn make_dirs(dir: &Path, mode: u32) -> std::io::Result<MadeDirs> {
 pub fn trusted_config(path: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
     let me = euid();
     if meta.uid() != 0 && meta.uid() != me {
-        return Err(format!("it belongs to uid {}, not root or the daemon's", meta.uid()));
+        return Err(format!("it belongs to uid {}, not {}", meta.uid(), trusted_owners(me)));
     }
     if meta.mode() & 0o022 != 0 {
         return Err(format!("other users may write it (mode {:o})", meta.mode() & 0o7777));
@@ -141,6 +141,16 @@ pub(crate) fn kind_name(t: std::fs::FileType) -> &'static str {
         "a regular file"
     } else {
         "a device"
+    }
+}
+
+/// Whose files and directories are trusted, in words: root's, and the daemon's own uid when it is
+/// not root (a root client of the daemon checks as root).
+fn trusted_owners(me: u32) -> &'static str {
+    if me == 0 {
+        "root's"
+    } else {
+        "root's or the daemon's"
     }
 }
 
@@ -237,9 +247,10 @@ fn check_dir(dir: &Path, own: Own) -> Result<(), String> {
         if m.file_type().is_symlink() {
             if m.uid() != 0 && m.uid() != me {
                 return Err(format!(
-                    "{} on the way is a symbolic link of uid {}, not root or the daemon's",
+                    "{} on the way is a symbolic link of uid {}, not {}",
                     next.display(),
-                    m.uid()
+                    m.uid(),
+                    trusted_owners(me)
                 ));
             }
             links += 1;
@@ -275,7 +286,7 @@ fn check_dir(dir: &Path, own: Own) -> Result<(), String> {
 fn check_one_dir(d: &Path, m: &std::fs::Metadata, last: bool, own: Own, me: u32) -> Result<(), String> {
     let which = if last { "its directory" } else { "a directory above it," };
     if m.uid() != 0 && m.uid() != me {
-        return Err(format!("{which} {} belongs to uid {}, not root or the daemon's", d.display(), m.uid()));
+        return Err(format!("{which} {} belongs to uid {}, not {}", d.display(), m.uid(), trusted_owners(me)));
     }
     let strict = last && own == Own::Makes;
     let others = m.mode() & 0o002 != 0;

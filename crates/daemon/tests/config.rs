@@ -441,17 +441,22 @@ fn a_configuration_others_could_write_is_refused() {
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
     let e = load().unwrap_err();
     assert!(e.reason.starts_with("not trusted: other users may write it (mode 666)"), "{e}");
-    // A client of the daemon (status, explain, advise) reads it for its socket all the same: it
-    // steers nothing of root's there.
-    assert!(config::load_for_client(&Source::Explicit(file.clone())).unwrap().config.daemon.dry_run);
+    // Nor does root's client of the daemon (status, explain, advise): it would ask the socket the
+    // file names, one another user could choose (it was read whoever could write it).
+    let e = config::load_for_client(&Source::Explicit(file.clone())).unwrap_err();
+    assert!(e.reason.starts_with("not trusted: other users may write it (mode 666)"), "{e}");
+    assert!(e.reason.contains("root's client asks the socket it names"), "{e}");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
     let e = load().unwrap_err();
-    assert!(e.reason.starts_with("not trusted: it belongs to uid 65534"), "{e}");
+    assert!(e.reason.starts_with("not trusted: it belongs to uid 65534, not root's"), "{e}");
+    assert!(config::load_for_client(&Source::Explicit(file.clone())).is_err());
     std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
     std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
     let e = load().unwrap_err();
     assert!(e.reason.contains("its directory") && e.reason.contains("belongs to uid 65534"), "{e}");
+    assert!(config::load_for_client(&Source::Explicit(file.clone())).is_err());
     std::os::unix::fs::chown(dir.path(), Some(0), Some(0)).unwrap();
     assert!(load().is_ok());
+    assert!(config::load_for_client(&Source::Explicit(file.clone())).is_ok());
 }

@@ -396,7 +396,8 @@ pub const EXIT_NOT_RUNNING: u8 = 3;
 /// socket in the file had to give `--socket` to every `status` (review helper-43). The default
 /// file is read for its socket alone: one that does not load leaves the default socket, said on
 /// stderr (the running daemon may well be on an older, good file: a reload keeps it); a file named
-/// with `--config` that does not load is an error.
+/// with `--config` that does not load is an error. Run as root, a file another user may write (or
+/// replace through its directory) does not load (`load_for_client`): its socket could be theirs.
 pub fn client_socket(flag: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(p) = flag {
         return Ok(p);

@@ -285,7 +285,8 @@ const STATUS_EXIT: &str = r".SH EXIT STATUS
 The daemon answered.
 .TP
 \fB1\fR
-An error: the configuration cannot be read, the socket refused this user, the answer was malformed.
+An error: the configuration cannot be read (or, run as root, another user may write it), the socket
+refused this user, the answer was malformed.
 .TP
 \fB2\fR
 A bad command line.
