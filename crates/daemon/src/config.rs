@@ -464,7 +464,8 @@ pub struct Loaded {
 
 /// What a valid configuration says that is probably not meant (review helper-50): a process both
 /// included and excluded (exclusions win: it is never managed), and both interval keys set to
-/// different values (`daemon.interval_ms` wins).
+/// different values (`daemon.interval_ms` wins). Each said once (an inclusion the file lists twice
+/// was said twice).
 pub fn warnings(text: &str, file: &str, c: &Config) -> Vec<String> {
     let mut out = Vec::new();
     let at = |keys: &[&str]| key_line(text, keys).map_or_else(|| file.to_string(), |l| format!("{file}:{l}"));
@@ -494,6 +495,8 @@ pub fn warnings(text: &str, file: &str, c: &Config) -> Vec<String> {
             }
         }
     }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|w| seen.insert(w.clone()));
     out
 }
 
@@ -542,17 +545,13 @@ fn load_as(source: &Source, overrides: &Overrides, checks: Checks) -> Result<Loa
         }
     };
     let name = path.display().to_string();
-    let config = parse_as(&text, &name, overrides, checks)?;
-    // From the file alone: a flag's value is no contradiction of the file's, and its lines are
-    // the file's (review helper-52: a file's tunables interval under --interval-ms was said to be
-    // replaced by a daemon.interval_ms the file did not have).
-    let warnings = if *overrides == Overrides::default() {
-        warnings(&text, &name, &config)
-    } else {
-        parse_as(&text, &name, &Overrides::default(), checks)
-            .map(|own| warnings(&text, &name, &own))
-            .unwrap_or_default()
-    };
+    // One reading gives both the file's own values and those in force. The warnings are the
+    // file's alone: a flag's value is no contradiction of the file's, and its lines are the
+    // file's (review helper-52: a file's tunables interval under --interval-ms was said to be
+    // replaced by a daemon.interval_ms the file did not have). They came from a second parse, whose
+    // failure dropped them unsaid.
+    let (own, config) = parse_both(&text, &name, overrides, checks)?;
+    let warnings = warnings(&text, &name, &own);
     Ok(Loaded { config, file, warnings })
 }
 
@@ -624,6 +623,12 @@ pub fn parse_with_overrides(text: &str, file: &str, overrides: &Overrides) -> Re
 }
 
 fn parse_as(text: &str, file: &str, overrides: &Overrides, checks: Checks) -> Result<Config, ConfigError> {
+    parse_both(text, file, overrides, checks).map(|(_, config)| config)
+}
+
+/// [`parse_as`], returning the file's own configuration (validated alone, before the flags) with
+/// the one in force (the flags applied and validated).
+fn parse_both(text: &str, file: &str, overrides: &Overrides, checks: Checks) -> Result<(Config, Config), ConfigError> {
     let validate_daemon = |c: &Config| validate_daemon(c, checks);
     let mut config: Config = toml::from_str(text).map_err(|e| {
         let mut reason = e.message().trim_end().to_string();
@@ -689,6 +694,7 @@ fn parse_as(text: &str, file: &str, overrides: &Overrides, checks: Checks) -> Re
         }
         return Err(err);
     }
+    let own = config.clone();
     apply_overrides(&mut config, overrides);
     let flag_err = |reason: String| ConfigError { file: "command line".into(), line: None, reason };
     validate_daemon(&config).map_err(|(keys, reason)| {
@@ -712,7 +718,7 @@ fn parse_as(text: &str, file: &str, overrides: &Overrides, checks: Checks) -> Re
         }
         _ => flag_err(format!("{e}")),
     })?;
-    Ok(config)
+    Ok((own, config))
 }
 
 /// An interval below the settle interval, said as the interval's fault ("must be at least ..."): the tunables' own check names the settle interval, which the operator did not set

@@ -423,7 +423,16 @@ fn contradictions_are_warned_about() {
         "[include]\ncomm = [\"redis\"]\n[daemon]\ninterval_ms = 500\n[tunables]\ninterval_ms = 500\n",
     )
     .unwrap();
-    assert!(config::load(&Source::Explicit(file), &Overrides::default()).unwrap().warnings.is_empty());
+    assert!(config::load(&Source::Explicit(file.clone()), &Overrides::default()).unwrap().warnings.is_empty());
+    // Each said once: an inclusion the file lists twice, repeated by a flag (it was said once per
+    // entry), and the file's warnings kept under flags.
+    std::fs::write(&file, "[exclude]\ncomm = [\"sshd\"]\n\n[include]\ncomm = [\"sshd\", \"sshd\"]\n").unwrap();
+    let o = Overrides { include_comm: vec!["sshd".into()], dry_run: true, ..Overrides::default() };
+    let l = config::load(&Source::Explicit(file.clone()), &o).unwrap();
+    assert_eq!(
+        l.warnings,
+        [format!("{f}:5: include.comm and exclude.comm both name \"sshd\": exclusions win, so it is never managed")]
+    );
 }
 
 /// A configuration another user owns or may write is not believed (it steers a root daemon: what
