@@ -823,6 +823,94 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("RUST_LOG \"loud\""), "{out:?}");
 }
 
+/// `daemon --check` says what the file and the flags contradict, each once, as a warning (exit 0,
+/// configuration OK): an inclusion given by a flag that an exclusion cancels (a file's inclusion
+/// that `--exclude` names is that flag's purpose: not said), an included cgroup under an excluded
+/// prefix, an interval above the back-off cap (no back-off: 0 says it on purpose; a flag that
+/// lowers the file's interval undoes it), and the page-fault fallback asked for with perf off.
+/// None of these was said; a file's contradiction repeated by a flag is said once, at the file's
+/// line.
+#[test]
+fn daemon_check_warns_of_each_contradiction_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    let f = config.display().to_string();
+    // Lines 1 to 5; what a case adds starts at line 6.
+    let base = format!(
+        "[daemon]\njournal = \"\"\nstate = \"{}\"\nsocket = \"{}\"\nmetrics = \"off\"\n",
+        dir.path().join("state.json").display(),
+        dir.path().join("np.sock").display()
+    );
+    let check = |extra: &str, flags: &[&str]| -> Vec<String> {
+        std::fs::write(&config, format!("{base}{extra}")).unwrap();
+        let o = Command::new(BIN).args(["daemon", "--check", "--config"]).arg(&config).args(flags).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{extra:?} {flags:?}: {err}");
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with("configuration OK"), "{o:?}");
+        err.lines().filter_map(|l| l.strip_prefix("numapilot: warning: ")).map(str::to_string).collect()
+    };
+    let never = "exclusions win, so it is never managed";
+    // An --include the file excludes, given twice: one warning naming the flag and the file's line.
+    assert_eq!(
+        check("[exclude]\ncomm = [\"sshd\"]\n", &["--include", "sshd", "--include", "sshd", "--include", "redis"]),
+        [format!("command line: --include \"sshd\": exclude.comm of {f}:7 names it too: {never}")]
+    );
+    assert_eq!(
+        check("", &["--include-pid", "7", "--exclude-pid", "7"]),
+        [format!("command line: --include-pid 7: --exclude-pid 7 names it too: {never}")]
+    );
+    // The file's own contradiction (its inclusion listed twice) repeated by a flag: once, the file's.
+    assert_eq!(
+        check("[exclude]\ncomm = [\"sshd\"]\n[include]\ncomm = [\"sshd\", \"sshd\"]\n", &["--include", "sshd"]),
+        [format!("{f}:9: include.comm and exclude.comm both name \"sshd\": {never}")]
+    );
+    assert_eq!(check("[include]\ncomm = [\"redis\"]\n", &["--exclude", "redis"]), Vec::<String>::new());
+    assert_eq!(
+        check("[exclude]\ncgroups = [\"/system.slice\"]\n[include]\ncgroups = [\"/system.slice/redis.service\", \"/user.slice\"]\n", &[]),
+        [format!("{f}:9: include.cgroups \"/system.slice/redis.service\" is under exclude.cgroups \"/system.slice\": {never}")]
+    );
+    // The back-off cap below the interval.
+    let no_backoff = "the longest wait between steps is below the shortest, so there is no back-off";
+    let w = check("idle_max_interval_ms = 5000\ninterval_ms = 10000\n", &[]);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(&format!(
+            "{f}:7: daemon.interval_ms = 10000 is above daemon.idle_max_interval_ms = 5000 ({f}:6): {no_backoff}"
+        )),
+        "{w:?}"
+    );
+    assert_eq!(
+        check("idle_max_interval_ms = 5000\ninterval_ms = 10000\n", &["--interval-ms", "1000"]),
+        Vec::<String>::new()
+    );
+    let w = check("idle_max_interval_ms = 5000\ninterval_ms = 10000\n", &["--interval-ms", "20000"]);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(&format!(
+            "command line: --interval-ms 20000: above daemon.idle_max_interval_ms = 5000 ({f}:6): {no_backoff}"
+        )),
+        "{w:?}"
+    );
+    let w = check("", &["--interval-ms", "20000"]);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(&format!(
+            "command line: --interval-ms 20000: above daemon.idle_max_interval_ms (15000 ms, its default): {no_backoff}"
+        )),
+        "{w:?}"
+    );
+    assert_eq!(check("idle_max_interval_ms = 0\n", &["--interval-ms", "20000"]), Vec::<String>::new());
+    assert_eq!(check("idle_max_interval_ms = 1000\n", &[]), Vec::<String>::new());
+    // The page-fault fallback with perf off.
+    let w = check("[signals]\nperf = false\npage_faults = true\n", &[]);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(&format!("{f}:8: signals.page_faults = true has no effect: signals.perf = false")),
+        "{w:?}"
+    );
+    assert_eq!(check("[signals]\nperf = true\npage_faults = true\n", &[]), Vec::<String>::new());
+}
+
 /// A configuration that reserves every online CPU of this machine cannot work here: `--check`
 /// refuses it (it passed, and the unit's ExecStartPre with it) and a start exits 1 with nothing
 /// made (it exited 75, which the unit restarts on, every 5 s for good). A list naming CPUs this

@@ -109,8 +109,9 @@ pub struct DaemonSection {
     /// interval) up to this, and snaps back to the policy's interval at the first change (see
     /// [`crate::run::Backoff`]). While backed off, a new pid (`/proc/loadavg`, read once per
     /// interval) ends the wait at once, so a new process is still seen within an interval.
-    /// Default [`DEFAULT_IDLE_MAX_INTERVAL_MS`] (15,000 ms); a value at or below the interval
-    /// turns the back-off off. Source: numad's own maximum interval, 15 s (numad(8), `-i`:
+    /// Default [`DEFAULT_IDLE_MAX_INTERVAL_MS`] (15,000 ms); 0, or the interval itself, turns the
+    /// back-off off; a value between them does too, and is warned about (an interval set above
+    /// the cap, [`merged_warnings`]). Source: numad's own maximum interval, 15 s (numad(8), `-i`:
     /// default min_interval 5 s, max 15 s); at 5 s the daemon loop measured 1.58 % of a core on
     /// the 1,000-process load (cycle_cost --daemon-seconds 60, 79 ms per step). What it prevents:
     /// a daemon observing an idle machine every second for nothing (the cost target: under 1 % of
@@ -457,34 +458,107 @@ pub struct Loaded {
     pub config: Config,
     /// The file read, `None` when the default file was absent.
     pub file: Option<PathBuf>,
-    /// What is valid but probably not meant, as `FILE:LINE: text` ([`warnings`]): said by
-    /// `--check`, at start and at a reload, never refused.
+    /// What is valid but probably not meant, as `FILE:LINE: text` or `command line: text`
+    /// ([`merged_warnings`]), each once: said by `--check`, at start and at a reload, never
+    /// refused.
     pub warnings: Vec<String>,
 }
 
-/// What a valid configuration says that is probably not meant (review helper-50): a process both
-/// included and excluded (exclusions win: it is never managed), and both interval keys set to
-/// different values (`daemon.interval_ms` wins). Each said once (an inclusion the file lists twice
-/// was said twice).
+/// What a valid file says that is probably not meant, from the file alone ([`merged_warnings`]
+/// with no flags).
 pub fn warnings(text: &str, file: &str, c: &Config) -> Vec<String> {
+    merged_warnings(text, file, c, c, &Overrides::default())
+}
+
+/// What a valid configuration says that is probably not meant (review helper-50), each said once:
+/// `own` is the file's configuration alone, `c` the one in force (the flags `o` applied).
+///
+/// ```text
+///   a process included and excluded (exclusions win: never managed; a cgroup under an excluded
+///     prefix too)                            file alone: FILE:LINE of the inclusion
+///                                            an --include / --include-pid: the flag, and what
+///                                              excludes it (a file's inclusion that --exclude
+///                                              names is that flag's purpose: not said)
+///   both interval keys set apart             the file's (daemon.interval_ms wins)
+///   the back-off cap below the interval      the interval's line, or --interval-ms when the flag
+///     (0 < idle_max_interval_ms < interval:    set it; a flag that undoes the file's is no finding
+///     no back-off)
+///   signals.page_faults without perf         the file's (the fallback needs perf_event_open)
+/// ```
+///
+/// A finding the file alone makes is said at its line even when a flag repeats it; one only the
+/// flags make names the flag (`command line:`); a finding of the file's that the flags undo is not
+/// said. The same line is never said twice (an inclusion listed twice).
+pub fn merged_warnings(text: &str, file: &str, own: &Config, c: &Config, o: &Overrides) -> Vec<String> {
     let mut out = Vec::new();
     let at = |keys: &[&str]| key_line(text, keys).map_or_else(|| file.to_string(), |l| format!("{file}:{l}"));
-    let both = |what: &str, inc: Vec<String>, exc: &[String]| {
-        inc.into_iter()
-            .filter(|i| exc.contains(i))
-            .map(|i| {
-                format!(
-                    "{}: include.{what} and exclude.{what} both name {i:?}: exclusions win, so it is never managed",
-                    at(&["include", what])
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    out.extend(both("comm", c.include.comm.clone(), &c.exclude.comm));
     let pids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>();
-    out.extend(both("pids", pids(&c.include.pids), &pids(&c.exclude.pids)));
-    out.extend(both("cgroups", c.include.cgroups.clone(), &c.exclude.cgroups));
-    if let (Some(l), Some(daemon)) = (key_line_exact(text, &["tunables", "interval_ms"]), c.daemon.interval_ms) {
+    // Per kind: the file's inclusions and exclusions, those in force, those the flags add to the
+    // inclusions, and the flags' names.
+    let kinds = [
+        (
+            "comm",
+            [
+                own.include.comm.clone(),
+                own.exclude.comm.clone(),
+                c.include.comm.clone(),
+                c.exclude.comm.clone(),
+                o.include_comm.clone(),
+            ],
+            ("--include", "--exclude"),
+        ),
+        (
+            "pids",
+            [
+                pids(&own.include.pids),
+                pids(&own.exclude.pids),
+                pids(&c.include.pids),
+                pids(&c.exclude.pids),
+                pids(&o.include_pids),
+            ],
+            ("--include-pid", "--exclude-pid"),
+        ),
+        (
+            "cgroups",
+            [
+                own.include.cgroups.clone(),
+                own.exclude.cgroups.clone(),
+                c.include.cgroups.clone(),
+                c.exclude.cgroups.clone(),
+                Vec::new(),
+            ],
+            ("", ""),
+        ),
+    ];
+    for (what, [own_inc, own_exc, inc, exc, flag_inc], (include, exclude)) in kinds {
+        // The exclusion that covers `i`: the same entry, or for cgroups a prefix of it.
+        let covers = |list: &[String], i: &str| {
+            list.iter().find(|e| *e == i || (what == "cgroups" && crate::live::select::cgroup_matches(i, e))).cloned()
+        };
+        // As typed: a pid bare, a name quoted (it may hold a space).
+        let shown = |v: &str| if what == "pids" { v.to_string() } else { format!("{v:?}") };
+        let never = "exclusions win, so it is never managed";
+        for i in &inc {
+            let Some(by) = covers(&exc, i) else { continue };
+            if let Some(by) = covers(&own_exc, i).filter(|_| own_inc.contains(i)) {
+                let line = at(&["include", what]);
+                out.push(if by == *i {
+                    format!("{line}: include.{what} and exclude.{what} both name {i:?}: {never}")
+                } else {
+                    format!("{line}: include.{what} {i:?} is under exclude.{what} {by:?}: {never}")
+                });
+            } else if flag_inc.contains(i) {
+                // (A file's inclusion that only an --exclude names is that flag's purpose: not said.)
+                let whose = if covers(&own_exc, i).is_some() {
+                    format!("exclude.{what} of {} names it", at(&["exclude", what]))
+                } else {
+                    format!("{exclude} {} names it", shown(&by))
+                };
+                out.push(format!("command line: {include} {}: {whose} too: {never}", shown(i)));
+            }
+        }
+    }
+    if let (Some(l), Some(daemon)) = (key_line_exact(text, &["tunables", "interval_ms"]), own.daemon.interval_ms) {
         if let Ok(table) = text.parse::<toml::Table>() {
             let set = table.get("tunables").and_then(|t| t.get("interval_ms")).and_then(toml::Value::as_integer);
             if set.is_some_and(|v| v != daemon as i64) {
@@ -495,9 +569,49 @@ pub fn warnings(text: &str, file: &str, c: &Config) -> Vec<String> {
             }
         }
     }
+    out.extend(backoff_warning(text, file, own, c));
+    if c.signals.page_faults && !c.signals.perf {
+        out.push(format!(
+            "{}: signals.page_faults = true has no effect: signals.perf = false turns the page-fault fallback off \
+             too (it samples through perf_event_open as well)",
+            at(&["signals", "page_faults"])
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     out.retain(|w| seen.insert(w.clone()));
     out
+}
+
+/// A back-off cap above 0 but below the interval in force: the wait between steps never grows,
+/// which is what 0 (or the interval itself) says on purpose (see
+/// [`DaemonSection::idle_max_interval_ms`]). Said at the file's interval (or cap) line when the
+/// file's interval is the one in force, else naming `--interval-ms`.
+fn backoff_warning(text: &str, file: &str, own: &Config, c: &Config) -> Option<String> {
+    let (cap, interval) = (c.daemon.idle_max_interval_ms, c.tunables.interval_ms);
+    if cap == 0 || cap >= interval {
+        return None;
+    }
+    let line = |keys: &[&str]| key_line_exact(text, keys);
+    let cap_line = line(&["daemon", "idle_max_interval_ms"]);
+    let cap_said = match cap_line {
+        Some(l) => format!("daemon.idle_max_interval_ms = {cap} ({file}:{l})"),
+        None => format!("daemon.idle_max_interval_ms ({cap} ms, its default)"),
+    };
+    let why = "the longest wait between steps is below the shortest, so there is no back-off: every step comes \
+               at the interval (idle_max_interval_ms = 0 turns the back-off off without this warning)";
+    if own.tunables.interval_ms != interval {
+        return Some(format!("command line: --interval-ms {interval}: above {cap_said}: {why}"));
+    }
+    let set = [("daemon", "interval_ms"), ("tunables", "interval_ms")]
+        .into_iter()
+        .find_map(|(t, k)| line(&[t, k]).map(|l| (format!("{t}.{k} = {interval}"), l)));
+    Some(match set {
+        Some((key, l)) => format!("{file}:{l}: {key} is above {cap_said}: {why}"),
+        None => format!(
+            "{}: daemon.idle_max_interval_ms = {cap} is below the interval ({interval} ms, its default): {why}",
+            cap_line.map_or_else(|| file.to_string(), |l| format!("{file}:{l}"))
+        ),
+    })
 }
 
 /// Reads, overrides and validates. The single entry point the daemon uses at start, on SIGHUP and
@@ -545,13 +659,10 @@ fn load_as(source: &Source, overrides: &Overrides, checks: Checks) -> Result<Loa
         }
     };
     let name = path.display().to_string();
-    // One reading gives both the file's own values and those in force. The warnings are the
-    // file's alone: a flag's value is no contradiction of the file's, and its lines are the
-    // file's (review helper-52: a file's tunables interval under --interval-ms was said to be
-    // replaced by a daemon.interval_ms the file did not have). They came from a second parse, whose
-    // failure dropped them unsaid.
+    // One reading gives both the file's own values and those in force: the warnings need the two
+    // (the file's were taken from a second parse, whose failure would have dropped them).
     let (own, config) = parse_both(&text, &name, overrides, checks)?;
-    let warnings = warnings(&text, &name, &own);
+    let warnings = merged_warnings(&text, &name, &own, &config, overrides);
     Ok(Loaded { config, file, warnings })
 }
 

@@ -240,8 +240,9 @@ fn the_packaged_example_is_valid_and_documents_every_key() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/numapilot.toml");
     let text = std::fs::read_to_string(path).unwrap();
     let c = config::parse_with_overrides(&text, path, &Overrides::default()).unwrap();
-    // The example states the defaults.
+    // The example states the defaults, and contradicts nothing.
     assert_eq!(c, Config::default());
+    assert_eq!(config::warnings(&text, path, &c), Vec::<String>::new());
     // Every key of every section appears in it (commented or not).
     let full = toml::to_string(&Config::default()).unwrap();
     let mut section = String::new();

@@ -22,7 +22,8 @@ pub struct DaemonArgs {
     /// missing file given here is an error).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Check the configuration (file and flags) and exit: 0 when valid.
+    /// Check the configuration (file and flags) and exit: 0 when valid (what it contradicts, such as
+    /// an --include an exclusion cancels, is warned about on stderr), 1 when not.
     #[arg(long)]
     pub check: bool,
     /// Plan and journal every action, apply none.
