@@ -1474,14 +1474,17 @@ fn advise_asks_the_running_daemon_which_keeps_its_promise() {
 
 /// `numapilot advise` while a daemon that reserves CPU 0 runs, under `taskset`: the figures the
 /// client prints are those the daemon advised from, its view within the client's reach, the same
-/// nodes in the text and JSON answers.
+/// nodes in the text and JSON answers; and when nothing fits, those it refused by, in its reason
+/// and in the JSON alike.
 ///
 /// ```text
 ///   taskset -c 0 (only the reserved CPU): node 0 has no CPU the job may use; a request for 0.1 CPU
 ///                fits nowhere (it got node 0 for CPU 0's idle time: the daemon counted
-///                min(1 measured, 1 usable) CPUs), and node 0 shows 0 CPUs (the client showed its 1)
+///                min(1 measured, 1 usable) CPUs), and node 0 shows 0 CPUs, in the answer that
+///                fits and the one that does not (the client showed its 1 when nothing fit)
 ///   taskset -c 1: 1 GiB asked, then 1 MiB: the second answer's figures are node 0 less the
-///                first promise, as its reason says (the client showed its own measurement)
+///                first promise, as its reason says (the client showed its own measurement);
+///                then 1 PiB: nothing fits, and the figures shown are those less the promise too
 /// ```
 #[test]
 fn advise_shows_the_daemons_figures_within_the_clients_reach() {
@@ -1515,12 +1518,36 @@ fn advise_shows_the_daemons_figures_within_the_clients_reach() {
     let node0 =
         |v: &serde_json::Value| v["nodes"].as_array().unwrap().iter().find(|n| n["node"] == 0).cloned().unwrap();
 
-    // Only the reserved CPU within reach: no CPU of node 0 for the job.
+    // Each node's figures as the reason of a refusal says them ("node N: C CPUs, M MiB").
+    let said_in_why = |v: &serde_json::Value| {
+        let why = v["why"].as_str().unwrap();
+        for n in v["nodes"].as_array().unwrap() {
+            let said = format!(
+                "node {}: {:.1} CPUs, {} MiB",
+                n["node"],
+                n["free_cpus"].as_f64().unwrap(),
+                n["mem_free_bytes"].as_u64().unwrap() >> 20
+            );
+            assert!(why.contains(&said), "the reason does not say the figures shown ({said}): {v}");
+        }
+    };
+
+    // Only the reserved CPU within reach: no CPU of node 0 for the job. Nothing fits, and the
+    // figures shown are the daemon's, as its reason says them: node 0 with no CPU.
     let v = json(&on("0", &["--cpus", "0.1", "--mem", "1M", "--json"]));
     assert_eq!(v["fits"], false, "{v}");
+    assert_eq!((node0(&v)["cpus"].as_u64(), node0(&v)["free_cpus"].as_f64()), (Some(0), Some(0.0)), "{v}");
+    assert!(v["source"].as_str().unwrap().contains("figures the daemon's"), "{v}");
+    assert_eq!(v["advice"]["free_cpus"].as_f64(), Some(0.0), "{v}");
+    said_in_why(&v);
     let out = on("0", &["--cpus", "0.1", "--mem", "1M", "--strict"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing fits"), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nothing fits") && err.contains("node 0: 0.0 CPUs"), "{out:?}");
+    let out = on("0", &["--cpus", "0.1", "--mem", "1M"]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("node 0: 0.0 CPUs") && err.contains("advising every node"), "{out:?}");
     let v = json(&on("0", &["--cpus", "0", "--mem", "1M", "--json"]));
     assert_eq!(v["advice"]["reason"]["rule"], "launch-advice", "{v}");
     assert_eq!((node0(&v)["cpus"].as_u64(), node0(&v)["free_cpus"].as_f64()), (Some(0), Some(0.0)), "{v}");
@@ -1552,6 +1579,69 @@ fn advise_shows_the_daemons_figures_within_the_clients_reach() {
         .sum();
     assert_eq!(advice["mem_free_bytes"].as_u64(), Some(shown), "{v}");
     assert_eq!(node0(&v)["cpus"].as_u64(), Some(1), "CPU 1, usable and within reach: {v}");
+
+    // Nothing fits while the promises hold: the figures shown are less them too, as the reason says.
+    let no = json(&on("1", &["--cpus", "0", "--mem", "1000T", "--json"]));
+    assert_eq!(no["fits"], false, "{no}");
+    assert!(no["source"].as_str().unwrap().contains("figures the daemon's"), "{no}");
+    assert!(no["why"].as_str().unwrap().contains("less its promises"), "{no}");
+    assert_eq!(node0(&no)["cpus"].as_u64(), Some(1), "{no}");
+    said_in_why(&no);
+}
+
+/// `numapilot advise` asking a daemon from before the figures were sent (a stand-in answering as it
+/// did: the advice without `free`, a refusal with only its reason): the client shows its own
+/// measurement and the source says so, whether the request fits or not.
+#[test]
+fn advise_from_a_daemon_that_sends_no_figures_shows_the_clients_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("old.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let answers = [
+        r#"{"ok":true,"advice":{"nodes":"0","reason":{"rule":"launch-advice","detail":"an older daemon"}}}"#,
+        r#"{"ok":false,"error":"nothing fits: need 1 CPUs and 1 MiB; free as measured by the client, before the daemon's promises: node 0: 0.0 CPUs, 0 MiB"}"#,
+    ];
+    let server = std::thread::spawn(move || {
+        for answer in answers {
+            let (stream, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&stream).read_line(&mut line).unwrap();
+            assert!(line.contains(r#""cmd":"advise""#), "{line}");
+            writeln!(&stream, "{answer}").unwrap();
+        }
+    });
+    let ask = || {
+        let out = Command::new(BIN)
+            .args(["advise", "--cpus", "1", "--mem", "1M", "--window-ms", "100", "--json", "--socket"])
+            .arg(&socket)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    // The CPUs this client counts per node, measured alone (the stand-in's refusal said node 0
+    // has none: not shown).
+    let counted = |v: &serde_json::Value| -> Vec<(u64, u64)> {
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| (n["node"].as_u64().unwrap(), n["cpus"].as_u64().unwrap()))
+            .collect()
+    };
+    let out = Command::new(BIN)
+        .args(["advise", "--cpus", "0", "--mem", "1M", "--window-ms", "100", "--json", "--no-daemon"])
+        .output()
+        .unwrap();
+    let alone = counted(&serde_json::from_slice(&out.stdout).unwrap());
+    assert!(alone.iter().any(|&(_, c)| c > 0), "{alone:?}");
+    for fits in [true, false] {
+        let v = ask();
+        assert_eq!(v["fits"], fits, "{v}");
+        assert!(v["source"].as_str().unwrap().ends_with("figures as measured here (the daemon sent none)"), "{v}");
+        assert_eq!(counted(&v), alone, "{v}");
+    }
+    server.join().unwrap();
 }
 
 #[test]

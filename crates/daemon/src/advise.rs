@@ -24,8 +24,9 @@
 //! While a daemon runs, `numapilot advise` sends these figures and the CPUs it reaches to it; the
 //! daemon counts each node's CPUs within both those and its own usable ones (not reserved), takes
 //! its promises to earlier launches off (rule launch-advice), and sends back the figures it
-//! advised from, which the client prints (its own measurement, before the promises and counting
-//! CPUs the job may not use, did not add up to the advice). Without a daemon the figures go
+//! advised from, or found no room in, which the client prints (its own measurement, before the
+//! promises and counting CPUs the job may not use, did not add up to the advice or the refusal;
+//! a daemon that sends none leaves it, and the answer's source says so). Without a daemon the figures go
 //! straight to `numapilot_policy::advise`. The daemon advises only nodes the client measured (its
 //! memory nodes).
 

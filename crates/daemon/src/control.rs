@@ -17,6 +17,8 @@
 //!   {"cmd":"advise","cpus":4,"mem_bytes":..,"pid":913}                    engine.advise_launch(..)
 //!                               ──────────>  request queue ─── wake ─────>  (the launch stage: its
 //!   {"ok":true,"advice":{...}}  <──────────  reply channel  <────────────  promise is kept)
+//!   {"ok":false,"error":"nothing fits: ..","nodes_free":[..]}              (no room: the figures
+//!                                                                           it went by)
 //! ```
 //!
 //! The status is a snapshot the loop publishes after each step, so `status` never waits for a step.
@@ -100,6 +102,15 @@ pub enum ControlError {
     /// The daemon answered with an error, or the exchange failed.
     #[error("{0}")]
     Request(String),
+    /// The daemon found no room for an `advise` and sent the figures it went by
+    /// ([`Response::nodes_free`]; a daemon that sends none gives [`ControlError::Request`]).
+    #[error("{why}")]
+    NothingFits {
+        /// The daemon's reason, said as [`ControlError::Request`]'s.
+        why: String,
+        /// Each node it chose among, with what it counted free.
+        free: Vec<numapilot_policy::advise::NodeFree>,
+    },
 }
 
 /// One resource of one node, as status and metrics show it.
@@ -543,11 +554,38 @@ pub struct Response {
     /// For `advise`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advice: Option<LaunchAdvice>,
+    /// For an `advise` that nothing fits (`ok` false): each node the daemon chose among, with the
+    /// free CPUs and memory it went by (as [`LaunchAdvice::free`]), so the client shows the
+    /// daemon's view, not its own measurement. Absent from a daemon from before this field, or a
+    /// policy that does not say (numad).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes_free: Vec<numapilot_policy::advise::NodeFree>,
 }
 
 impl Response {
     fn error(e: impl Into<String>) -> Self {
-        Self { ok: false, error: Some(e.into()), status: None, explain: None, advice: None }
+        Self { ok: false, error: Some(e.into()), ..Self::answer() }
+    }
+
+    /// A success with nothing in it yet.
+    fn answer() -> Self {
+        Self { ok: true, error: None, status: None, explain: None, advice: None, nodes_free: Vec::new() }
+    }
+}
+
+/// Why an `advise` got no advice: the reason, and when nothing fits, the daemon's figures
+/// ([`Response::nodes_free`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AdviseRefusal {
+    /// The reason.
+    pub why: String,
+    /// Each node the daemon chose among with what it counted free; empty when it does not say.
+    pub free: Vec<numapilot_policy::advise::NodeFree>,
+}
+
+impl From<String> for AdviseRefusal {
+    fn from(why: String) -> Self {
+        Self { why, free: Vec::new() }
     }
 }
 
@@ -565,8 +603,8 @@ pub enum LoopRequest {
     Advise {
         /// The request.
         request: LaunchRequest,
-        /// Where the loop sends the answer (`Err`: why nothing fits).
-        reply: mpsc::Sender<Result<LaunchAdvice, String>>,
+        /// Where the loop sends the answer (`Err`: why there is none, with the figures it went by).
+        reply: mpsc::Sender<Result<LaunchAdvice, AdviseRefusal>>,
     },
 }
 
@@ -906,10 +944,10 @@ fn handle_client(
         Err(e) => Response::error(format!("bad request {:?}: {e}", line.trim())),
         Ok(Request::Status) => {
             let s = shared.snapshot();
-            Response { ok: true, error: None, status: Some(s), explain: None, advice: None }
+            Response { status: Some(s), ..Response::answer() }
         }
         Ok(Request::Explain { pid }) => match ask_loop(tx, wake, |reply| LoopRequest::Explain { pid, reply }) {
-            Ok(e) => Response { ok: true, error: None, status: None, explain: Some(e), advice: None },
+            Ok(e) => Response { explain: Some(e), ..Response::answer() },
             Err(reason) => Response::error(reason),
         },
         Ok(Request::Advise { cpus, mem_bytes, pid, nodes_now, reach_cpus }) => {
@@ -921,8 +959,8 @@ fn handle_client(
                     let request =
                         LaunchRequest { pid, name: "a job".to_string(), cpus, mem_bytes, nodes_now, reach_cpus };
                     match ask_loop(tx, wake, |reply| LoopRequest::Advise { request, reply }) {
-                        Ok(a) => Response { ok: true, error: None, status: None, explain: None, advice: Some(a) },
-                        Err(reason) => Response::error(reason),
+                        Ok(a) => Response { advice: Some(a), ..Response::answer() },
+                        Err(no) => Response { nodes_free: no.free, ..Response::error(no.why) },
                     }
                 }
             }
@@ -933,19 +971,19 @@ fn handle_client(
 
 /// Queues a request for the engine loop, wakes it and waits for its answer (at most
 /// [`EXPLAIN_TIMEOUT`]); `Err` says why there is none.
-fn ask_loop<T>(
+fn ask_loop<T, E: From<String>>(
     tx: &mpsc::Sender<LoopRequest>,
     wake: &UnixStream,
-    request: impl FnOnce(mpsc::Sender<Result<T, String>>) -> LoopRequest,
-) -> Result<T, String> {
+    request: impl FnOnce(mpsc::Sender<Result<T, E>>) -> LoopRequest,
+) -> Result<T, E> {
     let (rtx, rrx) = mpsc::channel();
     if tx.send(request(rtx)).is_err() {
-        return Err("the engine loop has stopped".into());
+        return Err(String::from("the engine loop has stopped").into());
     }
     let _ = (&*wake).write(&[1]);
     match rrx.recv_timeout(EXPLAIN_TIMEOUT) {
         Ok(answer) => answer,
-        Err(_) => Err("the engine loop did not answer in time (a step is running long)".into()),
+        Err(_) => Err(String::from("the engine loop did not answer in time (a step is running long)").into()),
     }
 }
 
@@ -1067,7 +1105,11 @@ pub fn request_within(path: &Path, req: &Request, limit: Duration) -> Result<Res
             why.truncate(cut);
             why.push_str(" ...");
         }
-        return Err(ControlError::Request(format!("{} (from {})", why, path.display())));
+        let why = format!("{} (from {})", why, path.display());
+        if !resp.nodes_free.is_empty() {
+            return Err(ControlError::NothingFits { why, free: resp.nodes_free });
+        }
+        return Err(ControlError::Request(why));
     }
     Ok(resp)
 }

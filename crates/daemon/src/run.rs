@@ -1523,7 +1523,7 @@ fn wait(
                         let refused =
                             request.pid.and_then(|p| launch_refusal(p).map(|why| format!("--pid {p}: {why}")));
                         let answer = match refused {
-                            Some(why) => Err(why),
+                            Some(why) => Err(why.into()),
                             None => advise(engine, status, &request),
                         };
                         // A job its launcher named is the advice's: the host's checks before an
@@ -1608,30 +1608,42 @@ fn explain(
 }
 
 /// The answer to an `advise` request on the control socket: the policy's launch stage on the
-/// model of the last step (its promise kept until the process shows), or why there is none.
+/// model of the last step (its promise kept until the process shows), or why there is none, with
+/// the figures it went by when the policy says them (the client prints those, as it prints an
+/// answer's).
 fn advise(
     engine: &mut Engine,
     status: &Status,
     request: &numapilot_policy::LaunchRequest,
-) -> Result<numapilot_policy::LaunchAdvice, String> {
+) -> Result<numapilot_policy::LaunchAdvice, control::AdviseRefusal> {
     if status.steps == 0 {
-        return Err("the daemon has not observed the machine yet; ask again after its first step".into());
+        return Err(String::from("the daemon has not observed the machine yet; ask again after its first step").into());
     }
     let now = numapilot_observe::reader::monotonic_ns();
     match engine.advise_launch(now, request) {
-        Some(a) => {
+        Ok(a) => {
             tracing::info!("advise: {} -> nodes {} [{}] {}", request.name, a.nodes, a.reason.rule, a.reason.detail);
             Ok(a)
         }
-        None => {
-            let (free, whose) = if request.nodes_now.is_empty() {
-                (numapilot_policy::free_from_model(&engine.model), "the daemon's view (last step)")
-            } else {
-                (request.nodes_now.clone(), "as measured by the client")
+        Err(no) => {
+            // The policy's figures when it says them: the measurement within the daemon's usable
+            // CPUs and the job's reach (or the model's), less its promises. Otherwise what it
+            // started from, before them.
+            let (free, whose) = match (no.free.is_empty(), request.nodes_now.is_empty()) {
+                (false, false) => (
+                    no.free.clone(),
+                    "as the daemon counts it (the client's measurement within its usable CPUs), less its promises",
+                ),
+                (false, true) => (no.free.clone(), "in the daemon's view (last step), less its promises"),
+                (true, true) => (
+                    numapilot_policy::free_from_model(&engine.model),
+                    "in the daemon's view (last step), before its promises",
+                ),
+                (true, false) => (request.nodes_now.clone(), "as measured by the client, before the daemon's promises"),
             };
             let promises = engine.launch_promises(now);
-            Err(format!(
-                "nothing fits: need {} CPUs and {} MiB; free {whose}, before the daemon's promises: {}{}",
+            let why = format!(
+                "nothing fits: need {} CPUs and {} MiB; free {whose}: {}{}",
                 numapilot_policy::advise::shown(&request.cpus),
                 request.mem_bytes >> 20,
                 free.iter()
@@ -1643,7 +1655,8 @@ fn advise(
                 } else {
                     format!("; promised to earlier launches: {}", promises.join("; "))
                 }
-            ))
+            );
+            Err(control::AdviseRefusal { why, free: no.free })
         }
     }
 }

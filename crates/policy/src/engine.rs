@@ -65,12 +65,17 @@ pub trait Policy: std::fmt::Debug {
     }
 
     /// The launch stage: a node set for a process about to start, from what its launcher says it
-    /// needs (`None`: no advice, the process starts where the kernel puts it). The default gives
-    /// none. A policy that answers remembers what it promised: the model shows the process only
-    /// at the next step.
-    fn advise_launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+    /// needs (`Err`: no advice, the process starts where the kernel puts it; with the figures the
+    /// policy chose among when it says them). The default gives none. A policy that answers
+    /// remembers what it promised: the model shows the process only at the next step.
+    fn advise_launch(
+        &mut self,
+        model: &Model,
+        now_ns: u64,
+        req: &LaunchRequest,
+    ) -> Result<LaunchAdvice, NoLaunchAdvice> {
         let _ = (model, now_ns, req);
-        None
+        Err(NoLaunchAdvice::default())
     }
 
     /// The launch advice still counted against the free capacity at host time `now_ns`, one line
@@ -121,6 +126,16 @@ pub struct LaunchAdvice {
     /// within its usable CPUs and the job's reach, less its promises to earlier launches), so a
     /// client shows the figures of the advice, not its own measurement; empty from a policy that
     /// does not say (numad, whose figures are SMT-discounted) or a daemon from before this field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free: Vec<crate::advise::NodeFree>,
+}
+
+/// No advice for a [`LaunchRequest`]: no node set has the room (or the policy gives none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NoLaunchAdvice {
+    /// Each node the policy chose among, with the free CPUs and memory it went by, as
+    /// [`LaunchAdvice::free`], so a client shows why nothing fits in the policy's figures, not its
+    /// own measurement; empty from a policy that does not say (numad) or gives no advice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub free: Vec<crate::advise::NodeFree>,
 }
@@ -253,7 +268,7 @@ impl Engine {
 
     /// The launch stage for a process about to start ([`Policy::advise_launch`]), on the model as of
     /// the last step; `now_ns` is the host's clock.
-    pub fn advise_launch(&mut self, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+    pub fn advise_launch(&mut self, now_ns: u64, req: &LaunchRequest) -> Result<LaunchAdvice, NoLaunchAdvice> {
         self.policy.advise_launch(&self.model, now_ns, req)
     }
 

@@ -27,7 +27,7 @@ pub mod numad;
 
 pub use action::{Action, ActionKind, Outcome, Plan, Reason, TaskRef};
 pub use adaptive::{free_from_model, Adaptive, LAUNCH_PROMISE_NS};
-pub use engine::{Engine, LaunchAdvice, LaunchRequest, Policy, StepReport, Totals};
+pub use engine::{Engine, LaunchAdvice, LaunchRequest, NoLaunchAdvice, Policy, StepReport, Totals};
 pub use host::{FinishedMove, Host, HostError};
 pub use numad::Numad;
 /// The one tunables struct (defined in the model crate, which needs half of it).

@@ -101,7 +101,7 @@ use numapilot_model::{Model, ProcView};
 use numapilot_topology::NodeSet;
 
 use crate::action::{Action, ActionKind, Outcome, Plan, Reason, TaskRef};
-use crate::engine::{LaunchAdvice, LaunchRequest, Policy};
+use crate::engine::{LaunchAdvice, LaunchRequest, NoLaunchAdvice, Policy};
 
 /// CPU-rate history numad keeps per process, passes; the largest counts. Source: numad.c
 /// `RING_BUF_SIZE` 8 ("Use largest CPU utilization currently in ring buffer"). Prevents: a process
@@ -434,7 +434,12 @@ impl Policy for Numad {
     /// current view of the nodes: numad.c sends the request to the daemon's message queue, which
     /// calls `pick_numa_nodes` for it with no process of its own and CPUs not assumed enough). Each
     /// request is answered from that snapshot alone: nothing is reserved for the next one.
-    fn advise_launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+    fn advise_launch(
+        &mut self,
+        model: &Model,
+        now_ns: u64,
+        req: &LaunchRequest,
+    ) -> Result<LaunchAdvice, NoLaunchAdvice> {
         let mut nodes = Self::nodes_free(model);
         // A measurement names the nodes the job may use (its launcher's memory nodes): no other is
         // a candidate (one left out kept the model's figures and could be advised).
@@ -462,7 +467,8 @@ impl Policy for Numad {
         let mib = req.mem_bytes as f64 / MIB;
         let (chosen, why) = Self::pick_nodes(model, nodes, mib, req.cpus, false);
         if chosen.is_empty() {
-            return None;
+            // Its figures are SMT-discounted and floored, not a client's to show.
+            return Err(NoLaunchAdvice::default());
         }
         if let Some(pid) = req.pid {
             self.launched.retain(|_, (_, at)| now_ns.saturating_sub(*at) < LAUNCH_ADVICE_WAIT_NS);
@@ -476,7 +482,7 @@ impl Policy for Numad {
             self.launched.insert(pid, (chosen.clone(), now_ns));
         }
         let detail = format!("numad -w {:.0}:{:.0} for {}: nodes {chosen}; {why}", req.cpus.ceil(), mib, req.name);
-        Some(LaunchAdvice { nodes: chosen, reason: Reason::new("numad-advice", detail), free: Vec::new() })
+        Ok(LaunchAdvice { nodes: chosen, reason: Reason::new("numad-advice", detail), free: Vec::new() })
     }
 
     fn decide(&mut self, model: &Model) -> Plan {

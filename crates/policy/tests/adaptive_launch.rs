@@ -58,7 +58,7 @@ fn launch_advice_takes_the_smallest_set_and_keeps_its_promises_apart() {
     let a52 = policy.advise_launch(&b.m, now, &req(52, 12.0, 20)).expect("vm52 fits two nodes");
     assert_eq!(a52.nodes.len(), 2, "{}", a52.reason.detail);
     assert!(!a52.nodes.contains(0), "node 0 has no free CPU: {}", a52.reason.detail);
-    assert!(policy.advise_launch(&b.m, now, &req(53, 40.0, 1)).is_none());
+    assert!(policy.advise_launch(&b.m, now, &req(53, 40.0, 1)).is_err());
 
     let mut numad = Numad::new();
     let n50 = numad.advise_launch(&b.m, now, &req(50, 4.0, 8)).expect("numad advises vm50");
@@ -303,7 +303,7 @@ fn a_measurement_no_machine_gives_is_refused_or_ignored() {
     let now = b.m.now_ns;
     let mem_only = LaunchRequest { cpus: 0.0, mem_bytes: 1, ..req(50, 0.0, 0) };
     let r = LaunchRequest { nodes_now: vec![f(7, 0.0, 64 * GIB)], ..mem_only.clone() };
-    assert!(Adaptive::new().advise_launch(&b.m, now, &r).is_none(), "node 7 is not this machine's");
+    assert!(Adaptive::new().advise_launch(&b.m, now, &r).is_err(), "node 7 is not this machine's");
     let huge = 1u64 << 63;
     let r = LaunchRequest { nodes_now: vec![f(0, 8.0, huge), f(1, 8.0, huge)], ..req(50, 12.0, 0) };
     let r = LaunchRequest { mem_bytes: huge + 1, ..r };
@@ -328,7 +328,7 @@ fn launch_advice_stays_within_the_launchers_reach_and_says_its_figures() {
     let reach: numapilot_topology::CpuSet = (0..2).collect();
     let b = machine();
     let r = LaunchRequest { nodes_now: vec![f(0, 2, 2.0)], reach_cpus: Some(reach.clone()), ..req(50, 4.0, 0) };
-    assert!(Adaptive::new().advise_launch(&b.m, b.m.now_ns, &r).is_none(), "2 CPUs within reach");
+    assert!(Adaptive::new().advise_launch(&b.m, b.m.now_ns, &r).is_err(), "2 CPUs within reach");
 
     let mut topo = Topology::uniform(4, 8, 32 << 20, 21);
     topo.reserve(&std::iter::once(1).collect());
@@ -337,13 +337,21 @@ fn launch_advice_stays_within_the_launchers_reach_and_says_its_figures() {
     let measured = vec![f(0, 2, 2.0), f(1, 0, 0.0)];
     let r = LaunchRequest { nodes_now: measured, reach_cpus: Some(reach), pid: None, ..req(50, 2.0, 0) };
     let mut policy = Adaptive::new();
-    assert!(policy.advise_launch(&b.m, now, &r).is_none(), "one usable CPU within reach");
+    // Refused, with the figures it went by: node 0's one usable CPU within reach, not the 2 measured.
+    let no = policy.advise_launch(&b.m, now, &r).expect_err("one usable CPU within reach");
+    let no0 = no.free.iter().find(|f| f.node == 0).cloned().unwrap();
+    assert_eq!((no0.cpus, no0.free_cpus, no.free.len()), (1, 1.0, 2), "{:?}", no.free);
     let a = policy.advise_launch(&b.m, now, &LaunchRequest { cpus: 1.0, ..r.clone() }).expect("CPU 0 is free");
     assert_eq!(ids(&a.nodes), vec![0], "{}", a.reason.detail);
     let node = |a: &numapilot_policy::LaunchAdvice, id: u32| a.free.iter().find(|f| f.node == id).cloned().unwrap();
     assert_eq!((node(&a, 0).cpus, node(&a, 0).free_cpus, node(&a, 1).cpus), (1, 1.0, 0), "{:?}", a.free);
-    let a = policy.advise_launch(&b.m, now, &LaunchRequest { cpus: 0.0, mem_bytes: GIB, ..r }).expect("memory");
+    let a = policy.advise_launch(&b.m, now, &LaunchRequest { cpus: 0.0, mem_bytes: GIB, ..r.clone() }).expect("memory");
     assert_eq!(node(&a, 0).free_cpus, 0.0, "the first promise is taken off: {:?}", a.free);
+    // Refused while both promises hold: its figures are less them too.
+    let no = policy.advise_launch(&b.m, now, &LaunchRequest { cpus: 0.5, ..r }).expect_err("CPU 0 promised");
+    let no0 = no.free.iter().find(|f| f.node == 0).cloned().unwrap();
+    assert_eq!((no0.cpus, no0.free_cpus), (1, 0.0), "{:?}", no.free);
+    assert!(no0.mem_free_bytes < 16 * GIB - GIB / 2, "the promised GiB is taken off: {:?}", no.free);
 }
 
 /// numad's answer within a launcher's measurement (`nodes_now`: its memory nodes) and reach

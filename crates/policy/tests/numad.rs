@@ -474,7 +474,7 @@ fn launch_advice_waits_for_its_process_for_a_bounded_time() {
     let mut m = model(10, [1.0, 1.0], [6000, 7000]);
     let mut numad = Numad::new();
     let shown = numad.advise_launch(&m, m.now_ns, &req(900)).expect("advice").nodes;
-    assert!(numad.advise_launch(&m, m.now_ns, &req(901)).is_some());
+    assert!(numad.advise_launch(&m, m.now_ns, &req(901)).is_ok());
     assert_eq!(launched(&numad), 2);
     // 900 shows within the wait: bound to its advice.
     m.now_ns += 5 * SEC;
@@ -514,11 +514,11 @@ fn launch_advice_between_passes_is_bounded() {
     let m = model(10, [1.0, 1.0], [6000, 7000]);
     let mut numad = Numad::new();
     for pid in 0..LAUNCH_ADVICE_KEPT as u32 + 10 {
-        assert!(numad.advise_launch(&m, m.now_ns + u64::from(pid), &req(10_000 + pid)).is_some());
+        assert!(numad.advise_launch(&m, m.now_ns + u64::from(pid), &req(10_000 + pid)).is_ok());
     }
     assert_eq!(launched(&numad), LAUNCH_ADVICE_KEPT);
     // One request after the wait: every earlier advice is past it.
     let later = m.now_ns + LAUNCH_ADVICE_WAIT_NS + 2 * LAUNCH_ADVICE_KEPT as u64;
-    assert!(numad.advise_launch(&m, later, &req(1)).is_some());
+    assert!(numad.advise_launch(&m, later, &req(1)).is_ok());
     assert_eq!(launched(&numad), 1);
 }

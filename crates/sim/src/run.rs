@@ -277,7 +277,7 @@ pub fn run_engine(
 fn launch_stage(engine: &mut Engine, host: &mut SimHost, by_kind: &mut std::collections::BTreeMap<String, u64>) {
     for (p, req) in host.sim().launches_due() {
         let now = host.sim().now_ns();
-        let advice = engine.advise_launch(now, &req);
+        let advice = engine.advise_launch(now, &req).ok();
         if advice.is_some() {
             *by_kind.entry("launch-advice".to_string()).or_default() += 1;
         }

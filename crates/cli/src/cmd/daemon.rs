@@ -138,9 +138,10 @@ pub struct AdviseArgs {
     pub window_ms: u64,
     /// Print JSON, one shape for every answer: `advice` (nodes, their free CPUs and memory, largest
     /// distance, and the daemon's `reason` when it answered), `nodes` (each node's free capacity the
-    /// advice was made from: as measured here, or the daemon's figures when it answered: that
-    /// measurement within its usable CPUs, less its promises), `source`, `fits` (false when
-    /// nothing fits and every node is advised) and `why` (then, the reason; otherwise null).
+    /// advice was made from: as measured here, or the daemon's figures when one answered, nothing
+    /// fitting or not: that measurement within its usable CPUs, less its promises), `source`,
+    /// `fits` (false when nothing fits and every node is advised) and `why` (then, the reason;
+    /// otherwise null).
     #[arg(long)]
     pub json: bool,
     /// The pid the job will run as (a launcher that execs keeps its pid, e.g. a script's `$$` before
@@ -668,11 +669,8 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
                 // client's own measurement was shown: a node counted otherwise, or promised to an
                 // earlier launch, did not add up to the advice.) A daemon that does not send them
                 // (one from before) leaves this client's measurement, said in the source.
-                let (nodes, whose) = if adv.free.is_empty() {
-                    (free.clone(), "; figures as measured here (the daemon sent none)")
-                } else {
-                    (adv.free.clone(), "; figures the daemon's: within its usable CPUs, less its promises")
-                };
+                let (nodes, whose) =
+                    if adv.free.is_empty() { (free.clone(), FIGURES_OURS) } else { (adv.free.clone(), FIGURES_THEIRS) };
                 let source = format!("the running daemon ({}), {how}{whose}", socket.display());
                 let theirs: Vec<advise::NodeFree> =
                     nodes.iter().filter(|f| adv.nodes.contains(f.node)).cloned().collect();
@@ -686,14 +684,25 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("numapilot advise: {msg} [the running daemon, {}]", socket.display());
                 return Ok(ExitCode::from(1));
             }
-            Err(ControlError::Request(msg)) => {
-                let source = format!("the running daemon ({}), {how}", socket.display());
+            Err(ControlError::NothingFits { why, .. }) if a.strict => {
+                eprintln!("numapilot advise: {why} [the running daemon, {}]", socket.display());
+                return Ok(ExitCode::from(1));
+            }
+            // Nothing fits: every node, with the figures the daemon refused by, as an answer's are
+            // shown (this client's own measurement was, which its reason did not match); a daemon
+            // that sends none leaves this client's, said in the source.
+            Err(e @ (ControlError::NothingFits { .. } | ControlError::Request(_))) => {
+                let (why, nodes, whose) = match e {
+                    ControlError::NothingFits { why, free: theirs } => (why, theirs, FIGURES_THEIRS),
+                    other => (other.to_string(), free.clone(), FIGURES_OURS),
+                };
+                let source = format!("the running daemon ({}), {how}{whose}", socket.display());
                 return unconfined(
                     &a,
                     &topo,
-                    &free,
+                    &nodes,
                     source,
-                    &format!("{msg} [the running daemon, {}]", socket.display()),
+                    &format!("{why} [the running daemon, {}]", socket.display()),
                 );
             }
             // A stale socket, or one this user may not use: this machine's measurement alone.
@@ -723,6 +732,13 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         }
     }
 }
+
+/// `advise`'s source when the daemon answered with its figures: this client's measurement within
+/// the daemon's usable CPUs, less its promises to earlier launches.
+const FIGURES_THEIRS: &str = "; figures the daemon's: within its usable CPUs, less its promises";
+/// `advise`'s source when the daemon answered without figures (a daemon from before them, or the
+/// numad policy): this client's measurement.
+const FIGURES_OURS: &str = "; figures as measured here (the daemon sent none)";
 
 /// What `advise --json` prints, one shape for every answer (it had three: the daemon's, this
 /// machine's, and nothing fits; review helper-55): the advice, each node's free capacity it was

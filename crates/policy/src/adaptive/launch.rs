@@ -28,7 +28,8 @@
 //!                              preferred memory; the policy records the CPU set as its own, so
 //!                              the process is managed (not "placed by someone else") and the
 //!                              fork rule does not place it again
-//!   nothing fits           ──► no advice: the process starts where the kernel puts it
+//!   nothing fits           ──► no advice: the process starts where the kernel puts it (the
+//!                              figures gone by are returned, for the daemon's refusal to show)
 //! ```
 //!
 //! # Limits
@@ -52,7 +53,7 @@ use numapilot_topology::NodeSet;
 use super::{Adaptive, ProcState};
 use crate::action::Reason;
 use crate::advise::{self, NodeFree};
-use crate::engine::{LaunchAdvice, LaunchRequest};
+use crate::engine::{LaunchAdvice, LaunchRequest, NoLaunchAdvice};
 
 /// How long a promise without a pid counts against the free capacity, ns. Default 5 s. Source: a
 /// choice, five of the daemon's default 1 s intervals (`interval_ms`), long enough for a launched process to start and
@@ -141,7 +142,12 @@ fn charge(free: &mut [NodeFree], promise: &Promise) {
 
 impl Adaptive {
     /// Rule "launch-advice" ([`crate::Policy::advise_launch`]).
-    pub(crate) fn launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+    pub(crate) fn launch(
+        &mut self,
+        model: &Model,
+        now_ns: u64,
+        req: &LaunchRequest,
+    ) -> Result<LaunchAdvice, NoLaunchAdvice> {
         self.launch_expire(now_ns);
         let mut free = if req.nodes_now.is_empty() {
             free_from_model(model)
@@ -154,7 +160,11 @@ impl Adaptive {
         for p in others().map(|(_, p)| p).chain(self.anonymous_promises.iter()) {
             charge(&mut free, p);
         }
-        let advice = advise::advise(&model.topo, &free, req.cpus, req.mem_bytes).ok()?;
+        // Nothing fits: the figures gone by are the answer's, so a client shows them (it showed its
+        // own measurement, before the promises and counting CPUs the job may not use).
+        let Ok(advice) = advise::advise(&model.topo, &free, req.cpus, req.mem_bytes) else {
+            return Err(NoLaunchAdvice { free });
+        };
         let mut promised: Vec<String> = others().map(|(pid, p)| format!("pid {pid} on {}", p.nodes)).collect();
         promised.extend(self.anonymous_promises.iter().map(|p| format!("a launch on {}", p.nodes)));
         let reason = Reason::new(
@@ -191,7 +201,7 @@ impl Adaptive {
             }
             None => self.anonymous_promises.push(promise),
         }
-        Some(LaunchAdvice { nodes: advice.nodes, reason, free })
+        Ok(LaunchAdvice { nodes: advice.nodes, reason, free })
     }
 
     /// Rule "launch-holds": whether `pid`, started on this policy's launch advice, stays as the

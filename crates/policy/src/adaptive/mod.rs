@@ -192,7 +192,7 @@ pub use explain::{Explanation, GroupExplanation, JournalEntry};
 pub use launch::{free_from_model, LAUNCH_PROMISE_NS};
 
 use crate::action::{Action, ActionKind, Outcome, Plan, Reason};
-use crate::engine::{LaunchAdvice, LaunchRequest, Policy};
+use crate::engine::{LaunchAdvice, LaunchRequest, NoLaunchAdvice, Policy};
 
 /// Bytes in a base page, for page counts (x86-64 and most arm64 kernels; a 64 KiB-page kernel
 /// would see budgets 16x larger in bytes).
@@ -728,7 +728,12 @@ impl Policy for Adaptive {
         }
     }
 
-    fn advise_launch(&mut self, model: &Model, now_ns: u64, req: &LaunchRequest) -> Option<LaunchAdvice> {
+    fn advise_launch(
+        &mut self,
+        model: &Model,
+        now_ns: u64,
+        req: &LaunchRequest,
+    ) -> Result<LaunchAdvice, NoLaunchAdvice> {
         self.launch(model, now_ns, req)
     }
 
