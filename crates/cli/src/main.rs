@@ -182,6 +182,30 @@ mod tests {
         walk(&Cli::command(), "numapilot");
     }
 
+    /// Every option or argument that takes a value says what completes it: its known values, a
+    /// path hint (clap gives `PathBuf` one), or `ValueHint::Other` (a number, size, pid or name:
+    /// nothing). Without one, every shell offered file names for `--cpus` and the like. `run`'s
+    /// trailing command line is the one left to the shell's default.
+    #[test]
+    fn every_value_says_what_completes_it() {
+        fn walk(cmd: &clap::Command, path: &str, bare: &mut Vec<String>) {
+            for a in cmd.get_arguments().filter(|a| a.get_num_args().is_some_and(|n| n.takes_values())) {
+                let known = !a.get_possible_values().is_empty();
+                if !known && a.get_value_hint() == clap::ValueHint::Unknown && path != "numapilot run" {
+                    bare.push(format!("{path} {}", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), bare);
+            }
+        }
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut bare = Vec::new();
+        walk(&cmd, "numapilot", &mut bare);
+        assert!(bare.is_empty(), "complete file names (give each a value_hint): {bare:?}");
+    }
+
     #[test]
     fn compat_names() {
         assert_eq!(compat_name("numactl"), Some("numactl"));

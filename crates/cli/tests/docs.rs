@@ -2,6 +2,9 @@
 //! its files and its exit codes.
 
 mod cli_common;
+
+use std::path::Path;
+
 use cli_common::{numapilot, stderr, stdout};
 
 #[test]
@@ -200,6 +203,11 @@ fn groff_reads_every_page_without_a_warning() {
 /// being completed, "" for a new one): `numapilot completions bash` is sourced and the function
 /// it registers for numapilot called as bash's programmable completion calls it.
 fn bash_offers(words: &[&str]) -> Vec<String> {
+    bash_offers_in(Path::new("."), words)
+}
+
+/// [`bash_offers`] with bash in directory `cwd` (the files a file name completion would offer).
+fn bash_offers_in(cwd: &Path, words: &[&str]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("numapilot.bash");
     let o = numapilot(&["completions", "bash"]);
@@ -219,7 +227,11 @@ printf '%s\n' "${{COMPREPLY[@]}}""#,
         script.display(),
         quoted.join(" ")
     );
-    let o = std::process::Command::new("bash").args(["--norc", "--noprofile", "-c", &program]).output().unwrap();
+    let o = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &program])
+        .current_dir(cwd)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "bash: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap().lines().filter(|l| !l.is_empty()).map(String::from).collect()
 }
@@ -240,6 +252,72 @@ fn completions_offer_no_internal_option() {
         assert!(text.contains("--force-node") || text.contains("-l force-node"), "{shell}: bench's options: {text}");
         assert!(!text.contains(option), "{shell} offers {option}: {text}");
     }
+}
+
+/// Options that take a number, a size, a pid, a name or an address complete nothing (clap's
+/// `ValueHint::Other`): bash and zsh offered the directory's file names for `--cpus`, `--mem`,
+/// `--pid`, `--seeds` and the like. Options that take a path still offer files. (ProcessId is not
+/// used: clap_complete's bash script offers files for it.)
+#[test]
+fn completions_offer_no_file_for_a_number_size_or_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("100M.img"), "").unwrap();
+    std::fs::write(dir.path().join("12.log"), "").unwrap();
+    for words in [
+        &["advise", "--cpus", ""][..],
+        &["advise", "--mem", ""],
+        &["advise", "--pid", ""],
+        &["advise", "--window-ms", ""],
+        &["bench", "numa01", "--mb", ""],
+        &["bench", "numa01", "--threads", ""],
+        &["bench", "numa01", "--seconds", ""],
+        &["bench", "numa01", "--interval", ""],
+        &["bench", "numa01", "--force-node", ""],
+        &["sim", "--seeds", ""],
+        &["sim", "--seed", ""],
+        &["sim", "--duration", ""],
+        &["sim", "evidence", "--threads", ""],
+        &["daemon", "--interval-ms", ""],
+        &["daemon", "--exclude-pid", ""],
+        &["daemon", "--include", ""],
+        &["daemon", "--metrics", ""],
+        &["status", "--timeout", ""],
+        &["stat", "--interval", ""],
+        &["stat", "-p", ""],
+        &["replay", "--page-size", ""],
+    ] {
+        assert_eq!(bash_offers_in(dir.path(), words), Vec::<String>::new(), "{words:?}");
+    }
+    // A started number is left as typed (bash's file names "100M.img" and "12.log" were offered).
+    assert_eq!(bash_offers_in(dir.path(), &["advise", "--mem", "1"]), ["1"]);
+    assert_eq!(bash_offers_in(dir.path(), &["sim", "--seeds", "1"]), ["1"]);
+    // Paths keep their file names.
+    for words in [&["advise", "--root", "1"][..], &["daemon", "--config", "1"], &["sim", "--out", "1"]] {
+        let mut offered = bash_offers_in(dir.path(), words);
+        offered.sort();
+        assert_eq!(offered, ["100M.img", "12.log"], "{words:?}");
+    }
+    // zsh: each option's spec ends `:VALUE:ACTION'`; `_default` and `_files` offer files, and
+    // only a path's value (FILE, DIR, PATH) and run's command line have them.
+    let zsh = stdout(&numapilot(&["completions", "zsh"]));
+    let mut files = Vec::new();
+    for line in zsh.lines().filter(|l| l.ends_with("' \\")) {
+        let spec = line.trim_end_matches("' \\");
+        let Some((head, action)) = spec.rsplit_once(':') else { continue };
+        let value = head.rsplit_once(':').map_or("", |(_, v)| v);
+        if action.starts_with("_default") || action.starts_with("_files") {
+            files.push(value.to_string());
+        }
+    }
+    let mut kinds: Vec<&str> = files.iter().map(String::as_str).collect();
+    kinds.sort();
+    kinds.dedup();
+    assert!(kinds.len() >= 3, "no path options found in zsh's spec: {files:?}");
+    for v in &kinds {
+        let path = ["FILE", "DIR", "PATH"].contains(v) || v.starts_with("file -- ");
+        assert!(path || v.starts_with("args -- numactl options"), "{v}: {files:?}");
+    }
+    assert!(zsh.contains("'--cpus=[CPUs the job needs]:N:' \\"), "{zsh}");
 }
 
 /// The text of section `name` of a rendered page, its lines joined by one space.

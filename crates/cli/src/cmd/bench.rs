@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use clap::ValueHint;
 use numapilot_bench::{plan, BenchResult, Launcher, Options, RunOptions, WorkerConfig};
 use numapilot_sim::result::{ProcessSeries, SeriesPoint};
 use numapilot_topology::Topology;
@@ -24,25 +25,25 @@ pub struct Args {
     #[arg(value_name = "TEST", value_parser = super::Known(test_values), hide_possible_values = true)]
     test: String,
     /// Buffer per process, MiB [default: 128].
-    #[arg(long, value_name = "MiB")]
+    #[arg(long, value_name = "MiB", value_hint = ValueHint::Other)]
     mb: Option<u64>,
     /// Worker threads per process [default: the test's, from the online CPUs].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_hint = ValueHint::Other)]
     threads: Option<u32>,
     /// Passes per thread over its range [default: the original's: 50, 1000 or 800].
-    #[arg(long, value_name = "N", conflicts_with = "seconds")]
+    #[arg(long, value_name = "N", conflicts_with = "seconds", value_hint = ValueHint::Other)]
     loops: Option<u64>,
     /// Run for this many seconds instead of a number of passes.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_hint = ValueHint::Other)]
     seconds: Option<f64>,
     /// First-touch every buffer on this node, then drop the binding (memory forced onto one node).
-    #[arg(long, value_name = "NODE")]
+    #[arg(long, value_name = "NODE", value_hint = ValueHint::Other)]
     force_node: Option<u32>,
     /// Seconds between two samples of the recorder.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_hint = ValueHint::Other)]
     interval: f64,
     /// Kill the workers after this many seconds (the run is reported as timed out).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_hint = ValueHint::Other)]
     timeout: Option<f64>,
     /// Print the result as JSON instead of a table.
     #[arg(long)]

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::ValueHint;
 use numapilot_daemon::config::{Overrides, Source, DEFAULT_SOCKET_PATH};
 use numapilot_daemon::control::{self, ControlError, Request};
 use numapilot_daemon::live::LiveError;
@@ -30,7 +31,7 @@ pub struct DaemonArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Step interval, ms (overrides daemon.interval_ms).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_hint = ValueHint::Other)]
     pub interval_ms: Option<u64>,
     /// Journal file (JSON lines); "" for none.
     // clap's PathBuf parser refuses an empty value; "" is this flag's documented "none".
@@ -43,23 +44,23 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
     /// Prometheus metrics address IP:PORT, or "off".
-    #[arg(long, value_name = "ADDR|off")]
+    #[arg(long, value_name = "ADDR|off", value_hint = ValueHint::Other)]
     pub metrics: Option<String>,
     /// Never touch processes with this name (comm); repeatable, added to the file's list.
-    #[arg(long, value_name = "COMM")]
+    #[arg(long, value_name = "COMM", value_hint = ValueHint::Other)]
     pub exclude: Vec<String>,
     /// Never touch this pid; repeatable.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", value_hint = ValueHint::Other)]
     pub exclude_pid: Vec<u32>,
     /// Also manage processes that placed themselves (narrowed affinity, explicit memory policy).
     #[arg(long)]
     pub include_pinned: bool,
     /// Manage only processes with this name (comm), with those of --include-pid and [include];
     /// repeatable, added to the file's list. Exclusions still win.
-    #[arg(long, value_name = "COMM")]
+    #[arg(long, value_name = "COMM", value_hint = ValueHint::Other)]
     pub include: Vec<String>,
     /// Manage only this pid, with the other inclusions (numad -S 0 -p PID); repeatable.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", value_hint = ValueHint::Other)]
     pub include_pid: Vec<u32>,
     /// Log level (error, warn, info, debug, trace, off) or target=level directives, comma separated;
     /// RUST_LOG, when set, wins.
@@ -90,7 +91,7 @@ pub struct StatusArgs {
     pub check: bool,
     /// With --check: seconds the daemon has to answer before the check says CRITICAL (a hung
     /// daemon; a monitoring agent's own limit is often 10 s).
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, requires = "check")]
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, requires = "check", value_hint = ValueHint::Other)]
     pub timeout: f64,
 }
 
@@ -98,6 +99,7 @@ pub struct StatusArgs {
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
     /// The process.
+    #[arg(value_hint = ValueHint::Other)]
     pub pid: u32,
     /// The daemon's control socket [default: `[daemon] socket` of /etc/numapilot.toml, else
     /// /run/numapilot/numapilot.sock].
@@ -121,10 +123,10 @@ pub struct ExplainArgs {
 #[command(group(clap::ArgGroup::new("source").args(["root", "machine"])))]
 pub struct AdviseArgs {
     /// CPUs the job needs.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_hint = ValueHint::Other)]
     pub cpus: f64,
     /// Memory the job needs, with a binary unit (512M, 8G).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_hint = ValueHint::Other)]
     pub mem: Option<String>,
     /// Read /proc and /sys under this directory (a captured fixture): idle time since boot.
     #[arg(long, value_name = "DIR")]
@@ -134,7 +136,7 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "PRESET|FILE", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
     pub machine: Option<String>,
     /// Window over which idle CPU time is measured on this machine, ms (100..=60000).
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_hint = ValueHint::Other)]
     pub window_ms: u64,
     /// Print JSON, one shape for every answer: `advice` (nodes, their free CPUs and memory, largest
     /// distance, and the daemon's `reason` when it answered), `nodes` (each node's free capacity the
@@ -147,7 +149,7 @@ pub struct AdviseArgs {
     /// The pid the job will run as (a launcher that execs keeps its pid, e.g. a script's `$$` before
     /// `exec numactl ...`): the running daemon adopts that process as placed on its advice and
     /// leaves it there while its threads do not wait for CPUs. Needs a running daemon.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", value_hint = ValueHint::Other)]
     pub pid: Option<u32>,
     /// The daemon's control socket: a running daemon answers from its model and keeps its promise
     /// (the next request does not get the same free room); without one, this machine is measured

@@ -109,6 +109,7 @@ fn read_records(a: &Args, fields: ScriptFields) -> anyhow::Result<Vec<numapilot_
 }
 
 use anyhow::Context;
+use clap::ValueHint;
 use numapilot_model::{Model, TaskKey, Tunables};
 use numapilot_observe::pmu::NodeMemory;
 use numapilot_observe::replay::{aggregate_records, locality, parse_line, window_ranges, Locality, ScriptFields};
@@ -129,16 +130,16 @@ pub struct Args {
     #[arg(long, value_name = "FILE|PRESET", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
     pub machine: Option<String>,
     /// Length of one model update's window, ms of the recording's clock.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    #[arg(long, value_name = "N", default_value_t = 1000, value_hint = ValueHint::Other)]
     pub window_ms: u64,
     /// The `-F` list the text was printed with (perf refuses `weight` for events recorded without it).
-    #[arg(long, value_name = "LIST", default_value = "pid,tid,cpu,time,addr,data_src,weight,phys_addr")]
+    #[arg(long, value_name = "LIST", default_value = "pid,tid,cpu,time,addr,data_src,weight,phys_addr", value_hint = ValueHint::Other)]
     pub fields: String,
     /// Page size of the recording machine, bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    #[arg(long, value_name = "BYTES", default_value_t = 4096, value_hint = ValueHint::Other)]
     pub page_size: u64,
     /// Strongest edges to print.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10, value_hint = ValueHint::Other)]
     pub edges: usize,
     /// JSON instead of text.
     #[arg(long)]

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
+use clap::ValueHint;
 
 use super::run::print_out;
 use numapilot_sim::result::Comparison;
@@ -61,10 +62,10 @@ pub enum SimCommand {
         #[arg(long)]
         quick: bool,
         /// Seeds per policy (default 3; 1 with --quick).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_hint = ValueHint::Other)]
         seeds: Option<u64>,
         /// Worker threads (default: the CPUs available).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_hint = ValueHint::Other)]
         threads: Option<usize>,
         /// Also write evidence.md and evidence.json under this directory.
         #[arg(long, value_name = "DIR")]
@@ -103,13 +104,13 @@ pub struct RunArgs {
     )]
     pub policy: Vec<String>,
     /// Number of seeds (1..=N) to repeat every policy with.
-    #[arg(long, value_name = "N", conflicts_with = "seed", default_value_t = 3)]
+    #[arg(long, value_name = "N", conflicts_with = "seed", default_value_t = 3, value_hint = ValueHint::Other)]
     pub seeds: u64,
     /// Explicit seeds, comma separated.
-    #[arg(long, value_name = "S,..", value_delimiter = ',')]
+    #[arg(long, value_name = "S,..", value_delimiter = ',', value_hint = ValueHint::Other)]
     pub seed: Vec<u64>,
     /// Simulated duration, s: the length of open-ended workloads and the limit for fixed-work ones.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_hint = ValueHint::Other)]
     pub duration: Option<f64>,
     /// Tunables of the engine policies (numapilot, numad): a TOML file of `Tunables` fields, at its
     /// top level or in a `[tunables]` table as the daemon's configuration has them (its `[daemon]

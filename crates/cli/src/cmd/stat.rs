@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use clap::ValueHint;
 use numapilot_observe::{ReadOptions, Reader};
 
 use self::numastat::Config;
@@ -51,11 +52,12 @@ pub struct Args {
         short = 'p',
         value_name = "PID|PATTERN",
         allow_hyphen_values = true,
-        value_parser = clap::value_parser!(std::ffi::OsString)
+        value_parser = clap::value_parser!(std::ffi::OsString),
+        value_hint = ValueHint::Other
     )]
     pub process: Vec<std::ffi::OsString>,
     /// Sort rows by the Total column, or by NODE's column (`-s` or `-s=1`).
-    #[arg(short = 's', value_name = "NODE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    #[arg(short = 's', value_name = "NODE", num_args = 0..=1, require_equals = true, default_missing_value = "", value_hint = ValueHint::Other)]
     pub sort: Option<String>,
     /// One table per process even for several processes.
     #[arg(short = 'v')]
@@ -75,13 +77,13 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["compress", "meminfo", "numastat", "sort", "verbose", "zeros"])]
     pub threads: bool,
     /// With --threads: milliseconds between the two samples the rates come from.
-    #[arg(long, value_name = "MS", default_value_t = 1000, requires = "threads", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    #[arg(long, value_name = "MS", default_value_t = 1000, requires = "threads", value_parser = clap::value_parser!(u64).range(1..=3_600_000), value_hint = ValueHint::Other)]
     pub interval: u64,
     /// Read /proc and /sys under this directory (a fixture) instead of the live system.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// More PIDs or patterns, as with -p.
-    #[arg(value_name = "PID|PATTERN", value_parser = clap::value_parser!(std::ffi::OsString))]
+    #[arg(value_name = "PID|PATTERN", value_parser = clap::value_parser!(std::ffi::OsString), value_hint = ValueHint::Other)]
     pub targets: Vec<std::ffi::OsString>,
 }
 
