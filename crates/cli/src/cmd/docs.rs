@@ -97,14 +97,33 @@ fn iso_date(epoch: u64) -> String {
 }
 
 /// The `.TH` line: title, section, date, source, manual, in that order, each quoted when it is
-/// empty or has a space (roff would drop an empty field unquoted and shift the others left).
+/// empty or has a space (roff would drop an empty field unquoted and shift the others left). The
+/// title in capitals, as man-pages(7) has it (mandoc -Tlint: "lower case character in document
+/// title").
 fn title_line(title: &str, section: &str, date: &str, version: &str) -> String {
-    let fields = [title, section, date, &format!("numapilot {version}"), "numapilot"];
+    let title = title.to_uppercase();
+    let fields = [title.as_str(), section, date, &format!("numapilot {version}"), "numapilot"];
     let quoted: Vec<String> = fields
         .iter()
         .map(|f| if f.is_empty() || f.contains(' ') { format!("\"{f}\"") } else { f.to_string() })
         .collect();
     format!(".TH {}", quoted.join(" "))
+}
+
+/// `page` (clap_mangen's roff) with a line break, a blank line and a line break (before an
+/// argument's "Possible values:") as one vertical space: the blank line is a space already, and
+/// the breaks beside it are ignored (mandoc -Tlint: "skipping paragraph macro: br before sp").
+fn without_breaks_beside_space(page: Vec<u8>) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&page);
+    let mut out: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        out.push(line);
+        if out.ends_with(&[".br", "", ".br"]) {
+            out.truncate(out.len() - 3);
+            out.push(".sp");
+        }
+    }
+    (out.join("\n") + "\n").into_bytes()
 }
 
 /// `page` (clap_mangen's roff) with its `.TH` line replaced by [`title_line`]'s.
@@ -153,9 +172,24 @@ fn config_page(date: &str, version: &str) -> Vec<u8> {
                 let default = if set { "" } else { " (commented out: the default applies)" };
                 out.push(format!("\\fB{}\\fR = {}{default}", esc(k), esc(v)));
             }
-            None if pending.is_empty() => return,
+            None if pending.iter().all(String::is_empty) => {
+                pending.clear();
+                return;
+            }
+            // A section's or subsection's heading starts a paragraph already (mandoc -Tlint:
+            // "skipping paragraph macro: PP after SH").
+            None if out.last().is_some_and(|l| l.starts_with(".SH ") || l.starts_with(".SS ")) => {}
             None => out.push(".PP".into()),
         }
+        // An empty comment line parts paragraphs: a new one (within the key's entry for a key),
+        // never a blank line, which roff takes as a vertical space where a paragraph was meant
+        // (man-pages(7)). Empty lines at either end part nothing.
+        while pending.last().is_some_and(String::is_empty) {
+            pending.pop();
+        }
+        let lead = pending.iter().take_while(|l| l.is_empty()).count();
+        pending.drain(..lead);
+        let part = if key.is_some() { ".IP" } else { ".PP" };
         // A word the file breaks at its hyphen ("co-" / "access") is one word again: roff would
         // put a space at the line break ("co- access"; review helper-65).
         let mut lines: Vec<String> = Vec::new();
@@ -169,7 +203,17 @@ fn config_page(date: &str, version: &str) -> Vec<u8> {
                 _ => lines.push(l),
             }
         }
-        out.extend(lines.iter().map(|l| esc(l)));
+        let mut parted = false;
+        for l in &lines {
+            if l.is_empty() {
+                parted = true;
+            } else {
+                if std::mem::take(&mut parted) {
+                    out.push(part.into());
+                }
+                out.push(esc(l));
+            }
+        }
     };
     // A last empty line ends the last comment block as a blank line in the file does.
     for line in EXAMPLE_CONFIG.lines().chain(std::iter::once("")) {
@@ -597,7 +641,7 @@ fn pages(cmd: Command, date: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         if let Some(sections) = extra {
             text = with_sections(text, sections);
         }
-        text = with_code_in_bold(text);
+        text = with_code_in_bold(without_breaks_beside_space(text));
         out.push((man.get_filename(), text));
         Ok(())
     }
