@@ -219,28 +219,46 @@ exit 0
 EOF
 cat > "$root/DEBIAN/prerm" <<'EOF'
 #!/bin/sh
-# numapilot prerm: on removal the daemon is stopped first; its SIGTERM puts every process it placed back.
+# numapilot prerm: on removal (remove, and remove in-favour of a conflicting package) the daemon is
+# stopped first; its SIGTERM puts every process it placed back. An upgrade (upgrade, and the new
+# package's failed-upgrade after the old prerm failed) leaves it running: the new postinst restarts
+# it. Deconfiguration (deconfigure in-favour, for a package that breaks this one) leaves it running
+# too, as debhelper's systemd snippets do; the postinst's abort-deconfigure restarts it.
 set -e
-if [ "$1" = remove ] && [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
-  deb-systemd-invoke stop numapilot.service >/dev/null 2>&1 || true
-fi
+case "$1" in
+  remove)
+    if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
+      deb-systemd-invoke stop numapilot.service >/dev/null 2>&1 || true
+    fi
+    ;;
+  upgrade | failed-upgrade | deconfigure) ;;
+  *) echo "numapilot prerm: unknown action '$1'" >&2; exit 1 ;;
+esac
 exit 0
 EOF
 cat > "$root/DEBIAN/postrm" <<'EOF'
 #!/bin/sh
-# numapilot postrm: systemd forgets the unit; a purge removes the journal directory, the runtime
-# directory (the unit preserves it across stops: the state file, the socket, the lock) and the unit's
-# enablement.
+# numapilot postrm: systemd forgets the unit when its file has gone or changed back (remove,
+# abort-install, abort-upgrade, disappear: another package replaced every file); a purge removes the
+# journal directory, the runtime directory (the unit preserves it across stops: the state file, the
+# socket, the lock) and the unit's enablement. An upgrade (upgrade, and the new package's
+# failed-upgrade after the old postrm failed) leaves systemd to the new postinst, which reloads it.
 set -e
-if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
-  systemctl --system daemon-reload >/dev/null || true
-fi
-if [ "$1" = purge ]; then
-  rm -rf "${DPKG_ROOT:-}/var/log/numapilot" "${DPKG_ROOT:-}/run/numapilot"
-  if [ -z "${DPKG_ROOT:-}" ] && command -v deb-systemd-helper >/dev/null; then
-    deb-systemd-helper purge numapilot.service >/dev/null || true
-  fi
-fi
+case "$1" in
+  remove | abort-install | abort-upgrade | disappear)
+    if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
+      systemctl --system daemon-reload >/dev/null || true
+    fi
+    ;;
+  purge)
+    rm -rf "${DPKG_ROOT:-}/var/log/numapilot" "${DPKG_ROOT:-}/run/numapilot"
+    if [ -z "${DPKG_ROOT:-}" ] && command -v deb-systemd-helper >/dev/null; then
+      deb-systemd-helper purge numapilot.service >/dev/null || true
+    fi
+    ;;
+  upgrade | failed-upgrade) ;;
+  *) echo "numapilot postrm: unknown action '$1'" >&2; exit 1 ;;
+esac
 exit 0
 EOF
 chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"

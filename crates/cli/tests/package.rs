@@ -208,12 +208,14 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
     }
 }
 
-/// What the maintainer scripts ask of systemd for each action dpkg gives them (packaging review:
-/// the postinst did nothing on abort-upgrade, abort-remove and abort-deconfigure, so a failed
-/// removal left stopped the daemon its prerm had stopped). systemd is not this machine's init (nor
-/// a container's): the package's own scripts run in a mount namespace of their own where
-/// /run/systemd/system exists, with stand-ins for systemctl, deb-systemd-invoke and
-/// deb-systemd-helper first in PATH that log what they are asked. Root only (the namespace).
+/// What the maintainer scripts ask of systemd for each action dpkg gives them (Debian Policy
+/// ch. 6; packaging review: the postinst did nothing on abort-upgrade, abort-remove and
+/// abort-deconfigure, so a failed removal left stopped the daemon its prerm had stopped; the prerm
+/// and postrm took any action, a mistyped one too, and did nothing for it, silently). systemd is
+/// not this machine's init (nor a container's): the package's own scripts run in a mount namespace
+/// of their own where /run/systemd/system exists and /var/log is empty, with stand-ins for
+/// systemctl, deb-systemd-invoke and deb-systemd-helper first in PATH that log what they are asked.
+/// Root only (the namespace).
 #[test]
 fn the_maintainer_scripts_answer_every_action_dpkg_gives_them() {
     if Command::new("unshare").args(["--mount", "true"]).output().map(|o| !o.status.success()).unwrap_or(true) {
@@ -237,21 +239,29 @@ fn the_maintainer_scripts_answer_every_action_dpkg_gives_them() {
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     }
     let log = dir.path().join("log");
+    // The package's directories the namespace starts with, listed after the script if still there.
+    let left = dir.path().join("left");
     // (script, its arguments, the unit enabled, DPKG_ROOT) -> (exit 0, stdout + stderr, what it asked)
     let call = |script: &str, args: &[&str], enabled: bool, dpkg_root: &str| {
         let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_file(&left);
         let out = Command::new("unshare")
             .args([
                 "--mount",
                 "sh",
                 "-c",
-                "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec \"$@\"",
+                "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system /run/numapilot \
+                 && mount -t tmpfs tmpfs /var/log && mkdir /var/log/numapilot || exit 99
+                 \"$@\"; rc=$?
+                 for d in /run/numapilot /var/log/numapilot; do if [ -e $d ]; then echo $d >> \"$LEFT\"; fi; done
+                 exit $rc",
                 "sh",
             ])
             .arg(control.join(script))
             .args(args)
             .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", stubs.display()))
             .env("STUB_LOG", &log)
+            .env("LEFT", &left)
             .env("STUB_ENABLED", if enabled { "1" } else { "0" })
             .env("DPKG_ROOT", dpkg_root)
             .output()
@@ -306,9 +316,60 @@ fn the_maintainer_scripts_answer_every_action_dpkg_gives_them() {
     // Installed into another root: nothing asked of this machine's systemd.
     let (ok, said, asked) = call("postinst", &["abort-remove"], true, "/tmp/elsewhere");
     assert!(ok && asked.is_empty(), "{said}{asked}");
-    // An action dpkg does not give: named, and nothing done.
-    let (ok, said, asked) = call("postinst", &["bogus"], true, "");
-    assert!(!ok && said.contains("unknown action 'bogus'") && asked.is_empty(), "{said}{asked}");
+    // The prerm's other actions: removal in favour of a conflicting package stops the daemon as a
+    // removal does; the new package's failed-upgrade (after the old prerm failed) and a
+    // deconfiguration (for a package that breaks this one) leave it running, as debhelper does.
+    let (ok, said, asked) = call("prerm", &["remove", "in-favour", "other", "1.0"], true, "");
+    assert!(ok, "{said}");
+    assert_eq!(asked, format!("deb-systemd-invoke stop {unit}\n"));
+    for args in [&["failed-upgrade", "0.1.0-1", "0.1.0-2"][..], &["deconfigure", "in-favour", "other", "1.0"]] {
+        let (ok, said, asked) = call("prerm", args, true, "");
+        assert!(ok && asked.is_empty(), "{args:?}: {said}{asked}");
+    }
+    // The postrm: systemd forgets the unit where its file went or changed back; an upgrade's is the
+    // new postinst's to reload; a purge removes the journal and runtime directories and the unit's
+    // enablement (and only a purge removes them).
+    let reload = "systemctl --system daemon-reload\n";
+    let both = "/run/numapilot\n/var/log/numapilot\n";
+    for args in [
+        &["remove"][..],
+        &["abort-install"],
+        &["abort-install", "0.1.0-1", "0.1.0-2"],
+        &["abort-upgrade", "0.1.0-1", "0.1.0-2"],
+        &["disappear", "other", "1.0"],
+    ] {
+        let (ok, said, asked) = call("postrm", args, true, "");
+        assert!(ok, "{args:?}: {said}");
+        assert_eq!(asked, reload, "{args:?}");
+        assert_eq!(std::fs::read_to_string(&left).unwrap_or_default(), both, "{args:?}");
+    }
+    for args in [&["upgrade", "0.1.0-2"][..], &["failed-upgrade", "0.1.0-1", "0.1.0-2"]] {
+        let (ok, said, asked) = call("postrm", args, true, "");
+        assert!(ok && asked.is_empty(), "{args:?}: {said}{asked}");
+        assert_eq!(std::fs::read_to_string(&left).unwrap_or_default(), both, "{args:?}");
+    }
+    let (ok, said, asked) = call("postrm", &["purge"], true, "");
+    assert!(ok, "{said}");
+    assert_eq!(asked, format!("deb-systemd-helper purge {unit}\n"));
+    assert_eq!(std::fs::read_to_string(&left).unwrap_or_default(), "", "a purge leaves them");
+    // Purged in another root: its directories go, this machine's stay, nothing asked of systemd.
+    let other = dir.path().join("root");
+    for d in ["var/log/numapilot", "run/numapilot"] {
+        std::fs::create_dir_all(other.join(d)).unwrap();
+    }
+    let (ok, said, asked) = call("postrm", &["purge"], true, other.to_str().unwrap());
+    assert!(ok && asked.is_empty(), "{said}{asked}");
+    assert!(!other.join("var/log/numapilot").exists() && !other.join("run/numapilot").exists());
+    assert_eq!(std::fs::read_to_string(&left).unwrap_or_default(), both);
+    // An action dpkg does not give, or none: named, refused, and nothing done.
+    for script in ["postinst", "prerm", "postrm"] {
+        for action in ["bogus", "", "Remove"] {
+            let (ok, said, asked) = call(script, &[action], true, "");
+            assert!(!ok && said.contains(&format!("numapilot {script}: unknown action '{action}'")), "{said}");
+            assert!(asked.is_empty(), "{script} {action:?}: {asked}");
+            assert_eq!(std::fs::read_to_string(&left).unwrap_or_default(), both, "{script} {action:?}");
+        }
+    }
 }
 
 /// Every file (not directory) under `dir`.
