@@ -29,6 +29,7 @@ use anyhow::anyhow;
 use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Pixel size of every chart (SVG user units and PNG pixels).
 pub const SIZE: (u32, u32) = (960, 600);
@@ -77,6 +78,76 @@ pub fn text_available() -> bool {
         );
         false
     })
+}
+
+/// Font size of a chart's title, px.
+const TITLE_SIZE: u32 = 20;
+
+/// Most lines a title takes: a longer one is cut (with "…") rather than pushing the plot down.
+const TITLE_LINES: usize = 3;
+
+/// Width of `s` in the chart font at `size` px, px; 0 without the font.
+fn text_width(s: &str, size: u32) -> u32 {
+    (FAMILY, f64::from(size)).into_font().box_size(s).map_or(0, |(w, _)| w)
+}
+
+/// `s` cut in the middle with "…" to fit `width` px at `size`: both ends stay (a process's name
+/// starts and its "(pid N)" ends a title's last part).
+fn fit_middle(s: &str, width: u32, size: u32) -> String {
+    if text_width(s, size) <= width {
+        return s.to_string();
+    }
+    let chars: Vec<char> = s.chars().collect();
+    let mut keep = chars.len();
+    while keep > 0 {
+        keep -= 1;
+        let head = keep.div_ceil(2);
+        let tail = keep / 2;
+        let cut: String = chars[..head].iter().chain(['…'].iter()).chain(chars[chars.len() - tail..].iter()).collect();
+        if text_width(&cut, size) <= width {
+            return cut;
+        }
+    }
+    "…".to_string()
+}
+
+/// The lines of `title` drawn `width` px wide: its " / "-separated parts packed into as few lines
+/// as fit, each part wider than a line cut in the middle, at most [`TITLE_LINES`] (the rest joined
+/// into the last and cut). A title too wide for the chart was drawn centred past both edges, so
+/// the machine and the process, its first and last parts, were lost.
+fn title_lines(title: &str, width: u32) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for part in title.split(" / ") {
+        let part = fit_middle(part, width, TITLE_SIZE);
+        match lines.last_mut() {
+            Some(line) if text_width(&format!("{line} / {part}"), TITLE_SIZE) <= width => {
+                line.push_str(" / ");
+                line.push_str(&part);
+            }
+            _ => lines.push(part),
+        }
+    }
+    if lines.len() > TITLE_LINES {
+        let rest = lines.split_off(TITLE_LINES - 1).join(" / ");
+        lines.push(fit_middle(&rest, width, TITLE_SIZE));
+    }
+    lines
+}
+
+/// Draws `title` centred across the top of `root` (wrapped by [`title_lines`]) and returns the
+/// area below it.
+fn draw_title<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+) -> Result<DrawingArea<DB, Shift>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let width = root.dim_in_pixel().0;
+    let lines = title_lines(title, width.saturating_sub(16));
+    let line_height = TITLE_SIZE as i32 + 4;
+    let style = TextStyle::from((FAMILY, TITLE_SIZE)).pos(Pos::new(HPos::Center, VPos::Top));
+    for (k, line) in lines.iter().enumerate() {
+        root.draw(&Text::new(line.as_str(), (width as i32 / 2, 5 + k as i32 * line_height), style.clone()))?;
+    }
+    Ok(root.split_vertically(10 + lines.len() as u32 * line_height as u32).1)
 }
 
 /// Colour of the line of the `i`-th node: the ten Tableau colours (distinguishable, readable on
@@ -197,7 +268,7 @@ impl ProcessChart<'_> {
         // With text: the title across the top, the legend in a column on the right (never over
         // the lines), the plot in the rest.
         let (plot, side) = if text {
-            let area = root.titled(title, (FAMILY, 20))?;
+            let area = draw_title(root, title)?;
             let width = area.dim_in_pixel().0;
             let (plot, side) = area.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
             (plot, Some(side))
@@ -371,10 +442,8 @@ impl Chart for OverviewChart<'_> {
         let n = bars.len().max(1) as u32;
         let top = bars.iter().map(|(_, m, s)| m + s).fold(0.0_f64, f64::max);
         let y_max = if top > 0.0 { top * 1.1 } else { 1.0 };
-        let mut builder = ChartBuilder::on(root);
-        builder.margin(16);
         let what = if self.by_throughput() { "throughput" } else { "runtime (s)" };
-        if text {
+        let plot = if text {
             let title = format!(
                 "{} / {} / {} over {} seed(s), mean and stddev",
                 self.comparison.machine,
@@ -382,7 +451,14 @@ impl Chart for OverviewChart<'_> {
                 what,
                 self.comparison.seeds.len()
             );
-            builder.caption(title, (FAMILY, 20)).x_label_area_size(44).y_label_area_size(88);
+            draw_title(root, &title)?
+        } else {
+            root.clone()
+        };
+        let mut builder = ChartBuilder::on(&plot);
+        builder.margin(16);
+        if text {
+            builder.x_label_area_size(44).y_label_area_size(88);
         }
         let mut chart = builder.build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y_max)?;
         if text {
@@ -540,6 +616,107 @@ mod tests {
         let first = &buf[..3];
         assert!(buf.chunks(3).any(|px| px != first), "{} is a single colour", path.display());
         (info.width, info.height)
+    }
+
+    /// One `<text>` of an SVG: its string and the box it covers, (x0, y0, x1, y1) px, measured
+    /// with the chart font as plotters lays it out (the size it drew at is the SVG's over 1.24).
+    #[derive(Debug)]
+    struct TextBox {
+        text: String,
+        x0: f64,
+        y0: f64,
+        x1: f64,
+        y1: f64,
+    }
+
+    fn text_boxes(svg: &str) -> Vec<TextBox> {
+        let mut out = Vec::new();
+        let mut rest = svg;
+        while let Some(start) = rest.find("<text ") {
+            let tag_end = start + rest[start..].find('>').unwrap();
+            let tag = &rest[start..tag_end];
+            let body_end = tag_end + rest[tag_end..].find("</text>").unwrap();
+            let text = rest[tag_end + 1..body_end]
+                .trim()
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&amp;", "&");
+            rest = &rest[body_end..];
+            let attr = |name: &str| {
+                let k = tag.find(&format!(" {name}=\"")).map(|i| i + name.len() + 3)?;
+                Some(&tag[k..k + tag[k..].find('"').unwrap()])
+            };
+            let num = |name: &str| attr(name).unwrap().parse::<f64>().unwrap();
+            let (x, y, em) = (num("x"), num("y"), num("font-size"));
+            let size = em * 1.24;
+            let w = f64::from((FAMILY, size).into_font().box_size(&text).unwrap().0);
+            let dx0 = match attr("text-anchor").unwrap() {
+                "start" => 0.0,
+                "middle" => -w / 2.0,
+                _ => -w,
+            };
+            let dy0 = match attr("dy").unwrap() {
+                "0.76em" => 0.0,
+                "0.5ex" => -em / 2.0,
+                _ => -em,
+            };
+            let (dx1, dy1) = (dx0 + w, dy0 + em);
+            let (x0, y0, x1, y1) = match attr("transform") {
+                None => (x + dx0, y + dy0, x + dx1, y + dy1),
+                // rotate(270, x, y): (dx, dy) -> (dy, -dx).
+                Some(t) if t.starts_with("rotate(270") => (x + dy0, y - dx1, x + dy1, y - dx0),
+                Some(t) => panic!("unexpected transform {t}"),
+            };
+            out.push(TextBox { text, x0, y0, x1, y1 });
+        }
+        out
+    }
+
+    /// Every text of `svg` lies inside the chart and no two overlap (1 px of slack).
+    fn assert_text_fits(svg: &str, what: &str) {
+        let boxes = text_boxes(svg);
+        assert!(!boxes.is_empty(), "{what}: no text");
+        let (w, h) = (f64::from(SIZE.0), f64::from(SIZE.1));
+        for b in &boxes {
+            assert!(b.x0 >= 0.0 && b.y0 >= 0.0 && b.x1 <= w && b.y1 <= h, "{what}: {b:?} is outside the {w}x{h} chart");
+        }
+        for (i, a) in boxes.iter().enumerate() {
+            for b in &boxes[i + 1..] {
+                let overlap_x = a.x1.min(b.x1) - a.x0.max(b.x0);
+                let overlap_y = a.y1.min(b.y1) - a.y0.max(b.y0);
+                assert!(overlap_x <= 1.0 || overlap_y <= 1.0, "{what}: {a:?} overlaps {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn long_names_make_titles_that_stay_inside_the_chart() {
+        if !text_available() {
+            return; // nothing to measure without the font
+        }
+        let mut c = sample::comparison();
+        c.machine = "a-machine-file-with-a-long-name-describing-the-box-in-detail.toml".to_string();
+        c.workload = "a-rather-long-workload-name-for-a-database-beside-a-batch-job".to_string();
+        let long = "postgres-primary-with-a-very-long-process-name-that-goes-on-and-on-".repeat(4);
+        c.policies[1].runs[0].processes[1].name = long.clone();
+        let dir = tmp("titles");
+        let files = write_all(&c, &dir, true).unwrap();
+        for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")) {
+            let svg = std::fs::read_to_string(f).unwrap();
+            assert_text_fits(&svg, &f.display().to_string());
+        }
+        // Each part of the title is there; the long name cut in the middle keeps its start and the pid.
+        let stem = format!("autonuma-seed1-pid2-{}", &file_safe(&long)[..NAME_IN_FILE]);
+        let svg = std::fs::read_to_string(dir.join(format!("{stem}.svg"))).unwrap();
+        let title: Vec<String> = text_boxes(&svg).into_iter().filter(|b| b.y0 < 60.0).map(|b| b.text).collect();
+        let title = title.join(" / ");
+        for part in
+            [c.machine.as_str(), c.workload.as_str(), "autonuma", "seed 1", "postgres-primary-with", "…", "(pid 2)"]
+        {
+            assert!(title.contains(part), "{part} missing from the title {title:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn hex(c: RGBColor) -> String {
