@@ -379,6 +379,26 @@ fn axis_format(max: f64) -> impl Fn(&f64) -> String {
     move |v: &f64| if max >= 20.0 { format!("{v:.0}") } else { format!("{v:.1}") }
 }
 
+/// Tick label format for an axis of counts running from 0 to `max`: as [`axis_format`] below
+/// 10,000, above it in thousands (`k`), millions (`M`) or billions (`G`), one suffix for the
+/// whole axis (0 is plain 0). Nine-digit throughputs ran into the axis's description.
+fn count_format(max: f64) -> impl Fn(&f64) -> String {
+    let (scale, suffix) = match max {
+        m if m >= 1e10 => (1e9, "G"),
+        m if m >= 1e7 => (1e6, "M"),
+        m if m >= 1e4 => (1e3, "k"),
+        _ => (1.0, ""),
+    };
+    let plain = axis_format(max);
+    move |v: &f64| {
+        if suffix.is_empty() || *v == 0.0 {
+            return plain(v);
+        }
+        let x = format!("{:.1}", v / scale);
+        format!("{}{suffix}", x.strip_suffix(".0").unwrap_or(&x))
+    }
+}
+
 /// A grid of ten divisions each way and the plot frame, drawn as plain lines: the mesh without
 /// labels, for when there is no font.
 fn draw_plain_grid<DB: DrawingBackend>(
@@ -442,7 +462,11 @@ impl Chart for OverviewChart<'_> {
         let n = bars.len().max(1) as u32;
         let top = bars.iter().map(|(_, m, s)| m + s).fold(0.0_f64, f64::max);
         let y_max = if top > 0.0 { top * 1.1 } else { 1.0 };
-        let what = if self.by_throughput() { "throughput" } else { "runtime (s)" };
+        let what = match (&self.comparison.throughput_unit, self.by_throughput()) {
+            (Some(unit), true) => format!("throughput ({unit})"),
+            (None, true) => "throughput".to_string(),
+            (_, false) => "runtime (s)".to_string(),
+        };
         let plot = if text {
             let title = format!(
                 "{} / {} / {} over {} seed(s), mean and stddev",
@@ -467,14 +491,14 @@ impl Chart for OverviewChart<'_> {
                 SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
                 _ => String::new(),
             };
-            let y_fmt = axis_format(y_max);
+            let y_fmt = count_format(y_max);
             chart
                 .configure_mesh()
                 .disable_x_mesh()
                 .y_label_formatter(&y_fmt)
                 .x_labels(bars.len().max(1))
                 .x_label_formatter(&label)
-                .y_desc(what)
+                .y_desc(&what)
                 .label_style((FAMILY, 14))
                 .axis_desc_style((FAMILY, 15))
                 .light_line_style(RGBColor(235, 235, 235))
@@ -584,6 +608,7 @@ pub fn write_all(comparison: &Comparison, dir: &Path, text: bool) -> anyhow::Res
 mod tests {
     use super::*;
     use crate::cmd::sim::sample;
+    use numapilot_sim::result::Stat;
 
     fn tmp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("numapilot-chart-{}-{name}", std::process::id()));
@@ -716,6 +741,30 @@ mod tests {
         {
             assert!(title.contains(part), "{part} missing from the title {title:?}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn big_throughputs_have_short_ticks_and_the_unit_on_the_axis() {
+        let mut c = sample::comparison();
+        c.throughput_unit = Some("ops/s".to_string());
+        for (p, mean) in c.policies.iter_mut().zip([181_752_594.0, 147_080_213.0]) {
+            p.throughput = Some(Stat { mean, stddev: mean / 50.0 });
+        }
+        let f = count_format(2e8);
+        assert_eq!((f(&0.0), f(&2e7), f(&1.5e8)), ("0".to_string(), "20M".to_string(), "150M".to_string()));
+        assert_eq!(count_format(1.2e5)(&2e4), "20k");
+        assert_eq!(count_format(50.0)(&20.0), "20");
+        if !text_available() {
+            return;
+        }
+        let dir = tmp("throughput");
+        let files = OverviewChart { comparison: &c }.write(&dir, true).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert_text_fits(&svg, "overview");
+        let texts: Vec<String> = text_boxes(&svg).into_iter().map(|b| b.text).collect();
+        assert!(texts.iter().any(|t| t == "throughput (ops/s)"), "{texts:?}");
+        assert!(texts.iter().any(|t| t.contains("throughput (ops/s) over 2 seed(s)")), "{texts:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
