@@ -300,7 +300,16 @@ impl ProcessChart<'_> {
         for i in 0..self.run.nodes.len() {
             let points: Vec<(f64, f64)> =
                 self.process.series.iter().map(|p| (p.t_s, p.mem_mib.get(i).copied().unwrap_or(0.0))).collect();
+            // One sample (a run shorter than the sampling interval) is a line of no length, which
+            // drew nothing: a dot shows it.
+            if let [point] = points[..] {
+                chart.draw_series(std::iter::once(Circle::new(point, 4, node_colour(i).filled())))?;
+            }
             chart.draw_series(LineSeries::new(points, node_colour(i).stroke_width(2)))?;
+        }
+        if self.process.series.is_empty() && text {
+            let style = TextStyle::from((FAMILY, 16)).pos(Pos::new(HPos::Center, VPos::Center));
+            chart.plotting_area().draw(&Text::new("no samples", (t_max / 2.0, m_max / 2.0), style))?;
         }
         if let Some(side) = side {
             let in_legend = self.legend_nodes();
@@ -765,6 +774,53 @@ mod tests {
         let texts: Vec<String> = text_boxes(&svg).into_iter().map(|b| b.text).collect();
         assert!(texts.iter().any(|t| t == "throughput (ops/s)"), "{texts:?}");
         assert!(texts.iter().any(|t| t.contains("throughput (ops/s) over 2 seed(s)")), "{texts:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn one_sample_is_a_dot_and_none_is_said() {
+        let mut c = sample::comparison();
+        let run = &mut c.policies[1].runs[0];
+        run.processes[0].series.truncate(1);
+        run.processes[0].series[0].mem_mib = vec![100.0, 300.0];
+        run.processes[1].series.clear();
+        let run = &c.policies[1].runs[0];
+        let dir = tmp("one-sample");
+        for text in [false, true] {
+            if text && !text_available() {
+                continue;
+            }
+            let one = ProcessChart { machine: "m", workload: "w", policy: "autonuma", run, process: &run.processes[0] };
+            let files = one.write(&dir, text).unwrap();
+            let svg = std::fs::read_to_string(&files[0]).unwrap();
+            for i in 0..2 {
+                let dots = svg
+                    .lines()
+                    .filter(|l| l.contains("<circle") && l.contains(&format!("fill=\"{}\"", hex(node_colour(i)))));
+                assert_eq!(dots.count(), 1, "node {i} of one sample: {svg}");
+            }
+            // The PNG shows both colours.
+            let decoder = png::Decoder::new(std::fs::File::open(&files[1]).unwrap());
+            let mut reader = decoder.read_info().unwrap();
+            let mut buf = vec![0; reader.output_buffer_size()];
+            reader.next_frame(&mut buf).unwrap();
+            for i in 0..2 {
+                let c = node_colour(i);
+                assert!(
+                    buf.chunks(3).any(|px| px == [c.0, c.1, c.2]),
+                    "node {i}'s colour is not in {}",
+                    files[1].display()
+                );
+            }
+            let none =
+                ProcessChart { machine: "m", workload: "w", policy: "autonuma", run, process: &run.processes[1] };
+            let files = none.write(&dir, text).unwrap();
+            let svg = std::fs::read_to_string(&files[0]).unwrap();
+            assert_eq!(svg.contains("no samples"), text, "{svg}");
+            if text {
+                assert_text_fits(&svg, "no samples");
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
