@@ -14,6 +14,9 @@
 //!     0 |_/____________________________ s
 //! ```
 //!
+//! A dashed vertical line marks when the process's accesses became 90% local for good (the
+//! table's "converged"); the legend gives the time, or "not reached".
+//!
 //! The overview chart has one bar per policy: mean runtime (or throughput, for open-ended
 //! workloads) with a whisker of one sample standard deviation over the seeds.
 //!
@@ -28,6 +31,7 @@ use std::sync::OnceLock;
 use anyhow::anyhow;
 use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult};
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -79,6 +83,9 @@ pub fn text_available() -> bool {
         false
     })
 }
+
+/// Colour of the line marking when a process became 90% local for good.
+const CONVERGED: RGBColor = BLACK;
 
 /// Font size of a chart's title, px.
 const TITLE_SIZE: u32 = 20;
@@ -307,6 +314,11 @@ impl ProcessChart<'_> {
             }
             chart.draw_series(LineSeries::new(points, node_colour(i).stroke_width(2)))?;
         }
+        // When the process became 90% local for good: a dashed vertical line, named in the legend.
+        if let Some(t) = self.process.converge_s.filter(|t| t.is_finite()) {
+            let t = t.clamp(0.0, t_max);
+            chart.draw_series(DashedLineSeries::new(vec![(t, 0.0), (t, m_max)], 6, 4, CONVERGED.stroke_width(1)))?;
+        }
         if self.process.series.is_empty() && text {
             let style = TextStyle::from((FAMILY, 16)).pos(Pos::new(HPos::Center, VPos::Center));
             chart.plotting_area().draw(&Text::new("no samples", (t_max / 2.0, m_max / 2.0), style))?;
@@ -326,6 +338,17 @@ impl ProcessChart<'_> {
                 let text = format!("+{hidden} node{} not listed", if hidden == 1 { "" } else { "s" });
                 side.draw(&Text::new(text, (8, y - 8), (FAMILY, 13)))?;
             }
+            y += 34;
+            let when = match self.process.converge_s {
+                Some(t) if t < 100.0 => format!("from {t:.1} s"),
+                Some(t) => format!("from {t:.0} s"),
+                None => "not reached".to_string(),
+            };
+            if self.process.converge_s.is_some() {
+                side.draw(&DashedPathElement::new(vec![(8, y), (26, y)], 6, 4, CONVERGED.stroke_width(1)))?;
+            }
+            side.draw(&Text::new("90% local", (30, y - 6), (FAMILY, 14)))?;
+            side.draw(&Text::new(when, (30, y + 12), (FAMILY, 14)))?;
         }
         root.present()
     }
@@ -820,6 +843,63 @@ mod tests {
             if text {
                 assert_text_fits(&svg, "no samples");
             }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The x of every point of the first data line of `svg`, px.
+    fn first_line_xs(svg: &str) -> Vec<i32> {
+        let l = svg.lines().find(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\"")).unwrap();
+        let pts = &l[l.find("points=\"").unwrap() + 8..];
+        pts[..pts.find('"').unwrap()]
+            .split_whitespace()
+            .map(|p| p.split(',').next().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_time_a_process_became_90_percent_local_is_marked() {
+        let c = sample::comparison();
+        let dir = tmp("converged");
+        // autonuma seed 1 converged at 20 s; default never did.
+        let (converged, never) = (&c.policies[1].runs[0], &c.policies[0].runs[0]);
+        for text in [false, true] {
+            if text && !text_available() {
+                continue;
+            }
+            let chart = ProcessChart {
+                machine: "m",
+                workload: "w",
+                policy: "autonuma",
+                run: converged,
+                process: &converged.processes[1],
+            };
+            let svg = std::fs::read_to_string(&chart.write(&dir, text).unwrap()[0]).unwrap();
+            // The samples are a second apart from 0 s: the 21st point is at 20 s.
+            let x20 = first_line_xs(&svg)[20];
+            // Black 1 px segments at x(20 s): the dashes (and, with text, the axis's tick at 20 s).
+            let marks = |svg: &str, x: i32| {
+                svg.lines()
+                    .filter(|l| l.contains("<polyline") && l.contains("stroke=\"#000000\" stroke-width=\"1\""))
+                    .filter(|l| l.contains(&format!("points=\"{x},")))
+                    .count()
+            };
+            assert!(marks(&svg, x20) >= 5, "a dashed line at x = {x20} px: {svg}");
+            assert_eq!(svg.contains("90% local") && svg.contains("from 20.0 s"), text, "{svg}");
+            if text {
+                assert_text_fits(&svg, "converged");
+            }
+            let chart = ProcessChart {
+                machine: "m",
+                workload: "w",
+                policy: "default",
+                run: never,
+                process: &never.processes[1],
+            };
+            let svg = std::fs::read_to_string(&chart.write(&dir, text).unwrap()[0]).unwrap();
+            let x20 = first_line_xs(&svg)[20];
+            assert!(marks(&svg, x20) <= 1, "no mark where none converged: {svg}");
+            assert_eq!(svg.contains("not reached"), text, "{svg}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
