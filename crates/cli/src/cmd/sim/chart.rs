@@ -17,8 +17,9 @@
 //! A dashed vertical line marks when the process's accesses became 90% local for good (the
 //! table's "converged"); the legend gives the time, or "not reached".
 //!
-//! The overview chart has one bar per policy: mean runtime (or throughput, for open-ended
-//! workloads) with a whisker of one sample standard deviation over the seeds.
+//! The overview chart has one bar per policy, in that policy's own colour: mean runtime (or
+//! throughput, for open-ended workloads) with a whisker of one sample standard deviation over the
+//! seeds.
 //!
 //! Both are written as SVG (plotters' SVG backend) and PNG (plotters' bitmap backend). Text needs a
 //! font file; we load DejaVu Sans from the Debian package `fonts-dejavu-core` at run time (no
@@ -178,6 +179,29 @@ fn node_colour(i: usize) -> RGBColor {
     let hue = (i as f64 * 0.618_033_988_75).fract();
     let (r, g, b) = HSLColor(hue, 0.7, 0.42).to_backend_color().rgb;
     RGBColor(r, g, b)
+}
+
+/// Colour of a policy's bars: fixed by its name (Okabe and Ito's colour-blind-safe palette, the
+/// baseline `default` grey), so a policy has one colour on every chart whatever the order of
+/// `--policy`; any other name gets a hue of its own from a hash of the name. Bars were coloured by
+/// their position with the node colours: `default` blue on one chart, `numapilot` on the next.
+fn policy_colour(policy: &str) -> RGBColor {
+    match policy {
+        "default" => RGBColor(128, 128, 128),
+        "hard-bind" => RGBColor(0, 114, 178),
+        "inverse-bind" => RGBColor(213, 94, 0),
+        "interleave" => RGBColor(204, 121, 167),
+        "autonuma" => RGBColor(86, 180, 233),
+        "numapilot" => RGBColor(0, 158, 115),
+        "numad" => RGBColor(230, 159, 0),
+        other => {
+            // FNV-1a: stable across runs and builds, unlike the standard library's hasher.
+            let h =
+                other.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+            let (r, g, b) = HSLColor((h % 360) as f64 / 360.0, 0.6, 0.45).to_backend_color().rgb;
+            RGBColor(r, g, b)
+        }
+    }
 }
 
 /// A file-name-safe version of `s`: ASCII letters, digits, `-` and `_` kept, the rest `_`.
@@ -540,9 +564,9 @@ impl Chart for OverviewChart<'_> {
                 .plotting_area()
                 .draw(&Rectangle::new([(SegmentValue::Exact(0), 0.0), (SegmentValue::Last, y_max)], BLACK))?;
         }
-        for (i, (_, mean, sd)) in bars.iter().enumerate() {
+        for (i, (policy, mean, sd)) in bars.iter().enumerate() {
             let i = i as u32;
-            let colour = node_colour(i as usize);
+            let colour = policy_colour(policy);
             let bar =
                 Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), *mean)], colour.filled());
             let mut bar = bar;
@@ -984,7 +1008,7 @@ mod tests {
         let files = OverviewChart { comparison: &c }.write(&dir, false).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         let bar = |colour: RGBColor| svg.matches(&format!("fill=\"{}\"", hex(colour))).count();
-        assert_eq!((bar(node_colour(0)), bar(node_colour(1))), (1, 1), "{svg}");
+        assert_eq!((bar(policy_colour("default")), bar(policy_colour("autonuma"))), (1, 1), "{svg}");
         // A whisker with two caps per bar (both policies have a spread over their two seeds).
         let whiskers =
             svg.lines().filter(|l| l.contains("<polyline") && l.contains("stroke=\"#000000\" stroke-width=\"2\""));
@@ -992,8 +1016,42 @@ mod tests {
         c.policies.truncate(1);
         let files = OverviewChart { comparison: &c }.write(&dir, false).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
-        assert_eq!(svg.matches(&format!("fill=\"{}\"", hex(node_colour(0)))).count(), 1);
+        assert_eq!(svg.matches(&format!("fill=\"{}\"", hex(policy_colour("default")))).count(), 1);
         assert_eq!(png_size(&files[1]), SIZE);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The fill colours of the filled rectangles of `svg` other than the white background, in order.
+    fn bar_fills(svg: &str) -> Vec<String> {
+        svg.lines()
+            .filter(|l| l.starts_with("<rect") && !l.contains("fill=\"#FFFFFF\"") && !l.contains("fill=\"none\""))
+            .map(|l| {
+                let k = l.find("fill=\"").unwrap() + 6;
+                l[k..k + l[k..].find('"').unwrap()].to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_policy_has_one_colour_whatever_the_order() {
+        let mut c = sample::comparison();
+        let dir = tmp("policy-colours");
+        let svg = std::fs::read_to_string(&OverviewChart { comparison: &c }.write(&dir, false).unwrap()[0]).unwrap();
+        let forward = bar_fills(&svg);
+        c.policies.reverse();
+        let svg = std::fs::read_to_string(&OverviewChart { comparison: &c }.write(&dir, false).unwrap()[0]).unwrap();
+        let mut reversed = bar_fills(&svg);
+        reversed.reverse();
+        assert_eq!(forward.len(), 2, "{svg}");
+        assert_eq!(forward, reversed, "default then autonuma, and the other way round");
+        assert_ne!(forward[0], forward[1]);
+        // Every policy the simulator knows has a colour of its own; other names too, the same each time.
+        let names = ["default", "hard-bind", "inverse-bind", "interleave", "autonuma", "numapilot", "numad", "x"];
+        let colours: Vec<String> = names.iter().map(|n| hex(policy_colour(n))).collect();
+        for (i, a) in colours.iter().enumerate() {
+            assert!(!colours[i + 1..].contains(a), "{} shares {a}", names[i]);
+        }
+        assert_eq!(hex(policy_colour("x")), hex(policy_colour("x")));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
