@@ -19,7 +19,9 @@
 //!
 //! The overview chart has one bar per policy, in that policy's own colour: mean runtime (or
 //! throughput, for open-ended workloads) with a whisker of one sample standard deviation over the
-//! seeds.
+//! seeds. When the processes count different units (the process mix) there is no single figure:
+//! a group of bars per process, one per policy, each the process's throughput over the baseline's
+//! (`default`, else the first policy), like the per-process table.
 //!
 //! Both are written as SVG (plotters' SVG backend) and PNG (plotters' bitmap backend). Text needs a
 //! font file; we load DejaVu Sans from the Debian package `fonts-dejavu-core` at run time (no
@@ -30,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::anyhow;
-use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult};
+use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult, Stat};
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -476,6 +478,10 @@ fn draw_plain_grid<DB: DrawingBackend>(
     chart.plotting_area().draw(&Rectangle::new([(0.0, 0.0), (x_max, y_max)], BLACK))
 }
 
+/// One process's group of bars on the overview: its name, and per policy (mean, stddev) of its
+/// throughput over the baseline's, `None` where a seed has no figure.
+type ProcessBars<'a> = (&'a str, Vec<Option<(f64, f64)>>);
+
 /// The overview chart of a comparison: one bar per policy with a one-stddev whisker.
 #[derive(Debug, Clone, Copy)]
 pub struct OverviewChart<'a> {
@@ -487,6 +493,148 @@ impl OverviewChart<'_> {
     /// Whether the bars are throughput (every policy has one) rather than runtime.
     fn by_throughput(&self) -> bool {
         !self.comparison.policies.is_empty() && self.comparison.policies.iter().all(|p| p.throughput.is_some())
+    }
+
+    /// For a workload whose processes count different units (no single throughput: the process
+    /// mix), each open-ended process's throughput per policy over the seeds, as a ratio to the
+    /// baseline's (`default` if it ran, else the first policy): (baseline, [(process, per policy
+    /// (mean, stddev) or `None` where a seed has no figure)]). `None` when there is a single figure
+    /// or no such process. The processes are the per-process table's.
+    fn per_process(&self) -> Option<(&str, Vec<ProcessBars<'_>>)> {
+        let c = self.comparison;
+        if self.by_throughput() {
+            return None;
+        }
+        let first = c.policies.first()?.runs.first()?;
+        let base = c.policies.iter().position(|p| p.policy == super::table::BASELINE).unwrap_or(0);
+        let stat = |p: &PolicyResult, i: usize| {
+            let xs: Vec<f64> = p.runs.iter().filter_map(|r| r.processes.get(i)?.throughput).collect();
+            (!xs.is_empty() && xs.len() == p.runs.len()).then(|| Stat::of(&xs))
+        };
+        let mut rows = Vec::new();
+        for (i, proc) in first.processes.iter().enumerate() {
+            if proc.throughput.is_none() {
+                continue;
+            }
+            let Some(b) = stat(&c.policies[base], i).map(|s| s.mean).filter(|m| m.is_finite() && *m > 0.0) else {
+                continue;
+            };
+            let bars = c
+                .policies
+                .iter()
+                .map(|p| stat(p, i).map(|s| (finite_or_zero(s.mean / b), finite_or_zero(s.stddev / b))))
+                .collect();
+            rows.push((proc.name.as_str(), bars));
+        }
+        (!rows.is_empty()).then(|| (c.policies[base].policy.as_str(), rows))
+    }
+
+    /// The overview of a workload whose processes count different units: a group of bars per
+    /// process, one bar per policy (its colour, named in the legend on the right), each the
+    /// process's throughput over the baseline's. Its runtime is only the simulated duration, the
+    /// same for every policy, which is what the chart showed before.
+    fn draw_per_process<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        text: bool,
+        base: &str,
+        rows: &[ProcessBars<'_>],
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        let c = self.comparison;
+        let top = rows.iter().flat_map(|(_, v)| v.iter().flatten()).map(|(m, s)| m + s).fold(0.0_f64, f64::max);
+        let y_max = if top > 0.0 { top * 1.1 } else { 1.0 };
+        let what = format!("throughput / {base}'s");
+        let (plot, side) = if text {
+            let title = format!(
+                "{} / {} / throughput per process over {base}'s, {} seed(s), mean and stddev",
+                c.machine,
+                c.workload,
+                c.seeds.len()
+            );
+            let area = draw_title(root, &title)?;
+            let width = area.dim_in_pixel().0;
+            let (plot, side) = area.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
+            (plot, Some(side))
+        } else {
+            (root.clone(), None)
+        };
+        let n = rows.len() as u32;
+        let mut builder = ChartBuilder::on(&plot);
+        builder.margin(16);
+        if text {
+            builder.x_label_area_size(44).y_label_area_size(72);
+        }
+        let mut chart = builder.build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y_max)?;
+        // Each process's group of bars spans its segment, px.
+        let spans: Vec<(i32, i32)> = (0..n)
+            .map(|g| {
+                let (x0, _) = chart.backend_coord(&(SegmentValue::Exact(g), 0.0));
+                let (x1, _) = chart.backend_coord(&(SegmentValue::Exact(g + 1), 0.0));
+                (x0, x1)
+            })
+            .collect();
+        let (x0, x1) = spans[0];
+        let group_width = (x1 - x0).max(1) as u32;
+        if text {
+            let names: Vec<String> =
+                rows.iter().map(|(p, _)| fit_middle(p, group_width.saturating_sub(6), 14)).collect();
+            let label = move |v: &SegmentValue<u32>| match v {
+                SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
+            };
+            let y_fmt = axis_format(y_max);
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .y_label_formatter(&y_fmt)
+                .x_labels(rows.len())
+                .x_label_formatter(&label)
+                .y_desc(&what)
+                .label_style((FAMILY, 14))
+                .axis_desc_style((FAMILY, 15))
+                .light_line_style(RGBColor(235, 235, 235))
+                .draw()?;
+        } else {
+            chart
+                .plotting_area()
+                .draw(&Rectangle::new([(SegmentValue::Exact(0), 0.0), (SegmentValue::Last, y_max)], BLACK))?;
+        }
+        let k = c.policies.len().max(1) as i32;
+        for (g, (_, bars)) in rows.iter().enumerate() {
+            let (gx0, gx1) = spans[g];
+            let pad = (gx1 - gx0) / 10;
+            let width = ((gx1 - gx0 - 2 * pad) / k).max(1);
+            for (j, (bar, policy)) in bars.iter().zip(&c.policies).enumerate() {
+                let Some((mean, sd)) = *bar else { continue };
+                let bx0 = gx0 + pad + j as i32 * width;
+                let (_, y0) = chart.backend_coord(&(SegmentValue::Exact(0), 0.0));
+                let (_, y1) = chart.backend_coord(&(SegmentValue::Exact(0), mean));
+                root.draw(&Rectangle::new(
+                    [(bx0 + 1, y1), (bx0 + width - 1, y0)],
+                    policy_colour(&policy.policy).filled(),
+                ))?;
+                if sd > 0.0 {
+                    let (_, y_lo) = chart.backend_coord(&(SegmentValue::Exact(0), (mean - sd).max(0.0)));
+                    let (_, y_hi) = chart.backend_coord(&(SegmentValue::Exact(0), mean + sd));
+                    let (x, cap) = (bx0 + width / 2, (width / 3).clamp(1, 8));
+                    let style = BLACK.stroke_width(2);
+                    root.draw(&PathElement::new(vec![(x, y_lo), (x, y_hi)], style))?;
+                    root.draw(&PathElement::new(vec![(x - cap, y_lo), (x + cap, y_lo)], style))?;
+                    root.draw(&PathElement::new(vec![(x - cap, y_hi), (x + cap, y_hi)], style))?;
+                }
+            }
+        }
+        if let Some(side) = side {
+            let mut y = 40;
+            side.draw(&Text::new("policy", (8, y - 8), (FAMILY, 15)))?;
+            for p in &c.policies {
+                y += 20;
+                side.draw(&Rectangle::new([(8, y - 5), (24, y + 5)], policy_colour(&p.policy).filled()))?;
+                let name = fit_middle(&p.policy, LEGEND_WIDTH - 40, 14);
+                side.draw(&Text::new(name, (30, y - 6), (FAMILY, 14)))?;
+            }
+        }
+        root.present()
     }
 
     /// (policy, mean, stddev) of the figure the bars show.
@@ -514,6 +662,9 @@ impl Chart for OverviewChart<'_> {
         text: bool,
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
         root.fill(&WHITE)?;
+        if let Some((base, rows)) = self.per_process() {
+            return self.draw_per_process(root, text, base, &rows);
+        }
         let bars = self.bars();
         let n = bars.len().max(1) as u32;
         let top = bars.iter().map(|(_, m, s)| m + s).fold(0.0_f64, f64::max);
@@ -664,7 +815,6 @@ pub fn write_all(comparison: &Comparison, dir: &Path, text: bool) -> anyhow::Res
 mod tests {
     use super::*;
     use crate::cmd::sim::sample;
-    use numapilot_sim::result::Stat;
 
     fn tmp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("numapilot-chart-{}-{name}", std::process::id()));
@@ -722,6 +872,7 @@ mod tests {
                 .replace("&lt;", "<")
                 .replace("&gt;", ">")
                 .replace("&quot;", "\"")
+                .replace("&apos;", "'")
                 .replace("&amp;", "&");
             rest = &rest[body_end..];
             let attr = |name: &str| {
@@ -1018,6 +1169,70 @@ mod tests {
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         assert_eq!(svg.matches(&format!("fill=\"{}\"", hex(policy_colour("default")))).count(), 1);
         assert_eq!(png_size(&files[1]), SIZE);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The sample made a workload of two open-ended processes counting different units: `db`
+    /// (queries/s: 1000 under default, 2000 under autonuma) and `batch` (bytes/s: 5e9 and 2.5e9).
+    fn mixed_units() -> Comparison {
+        let mut c = sample::comparison();
+        for (p, factor) in c.policies.iter_mut().zip([1.0, 2.0]) {
+            p.throughput = None;
+            for r in &mut p.runs {
+                r.throughput = None;
+                for (proc, (name, unit, tp)) in r
+                    .processes
+                    .iter_mut()
+                    .zip([("db", "queries/s", 1000.0 * factor), ("batch", "bytes/s", 5e9 / factor)])
+                {
+                    proc.name = name.to_string();
+                    proc.unit = Some(unit.to_string());
+                    proc.throughput = Some(tp);
+                }
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn processes_of_different_units_get_a_bar_each_relative_to_default() {
+        let c = mixed_units();
+        let dir = tmp("mixed");
+        for text in [false, true] {
+            if text && !text_available() {
+                continue;
+            }
+            let svg = std::fs::read_to_string(&OverviewChart { comparison: &c }.write(&dir, text).unwrap()[0]).unwrap();
+            // db: default, autonuma; batch: default, autonuma. Then the legend's two marks.
+            let (d, a) = (hex(policy_colour("default")), hex(policy_colour("autonuma")));
+            let fills = bar_fills(&svg);
+            let expected = if text { vec![&d, &a, &d, &a, &d, &a] } else { vec![&d, &a, &d, &a] };
+            assert_eq!(fills.iter().collect::<Vec<_>>(), expected, "{svg}");
+            // Heights: db under autonuma is twice default's, batch half.
+            let heights: Vec<i32> = svg
+                .lines()
+                .filter(|l| l.starts_with("<rect") && (l.contains(&d) || l.contains(&a)))
+                .take(4)
+                .map(|l| {
+                    let k = l.find("height=\"").unwrap() + 8;
+                    l[k..k + l[k..].find('"').unwrap()].parse().unwrap()
+                })
+                .collect();
+            assert!(
+                (heights[1] - 2 * heights[0]).abs() <= 2 && (2 * heights[3] - heights[2]).abs() <= 2,
+                "{heights:?}"
+            );
+            assert!(!svg.contains("runtime"), "{svg}");
+            if text {
+                assert_text_fits(&svg, "mixed units");
+                let texts: Vec<String> = text_boxes(&svg).into_iter().map(|b| b.text).collect();
+                for t in ["throughput / default's", "db", "batch", "policy", "default", "autonuma"] {
+                    assert!(texts.iter().any(|x| x == t), "{t} missing from {texts:?}");
+                }
+            }
+        }
+        // A single figure keeps one bar per policy.
+        assert!(OverviewChart { comparison: &sample::comparison() }.per_process().is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
