@@ -87,6 +87,11 @@ pub fn text_available() -> bool {
     })
 }
 
+/// Room a convergence chart leaves left of 0 s and below 0 MiB, as a share of the axis's span: a
+/// line at 0 MiB (a node holding none of the process) or a move at 0 s ran along the axis, half
+/// hidden by it.
+const EDGE_ROOM: f64 = 0.02;
+
 /// Colour of the line marking when a process became 90% local for good.
 const CONVERGED: RGBColor = BLACK;
 
@@ -265,8 +270,8 @@ impl ProcessChart<'_> {
         out
     }
 
-    /// Axis ranges: time from 0 to the last sample (at least 1 s), memory from 0 to 5% above the
-    /// largest per-node figure (at least 1 MiB).
+    /// Axis ends: the last sample's time (at least 1 s) and 5% above the largest per-node figure
+    /// (at least 1 MiB). The axes start [`EDGE_ROOM`] below 0.
     fn ranges(&self) -> (f64, f64) {
         let t_max = self.process.series.iter().map(|p| p.t_s).fold(0.0_f64, f64::max);
         let m_max = self.process.series.iter().flat_map(|p| p.mem_mib.iter().copied()).fold(0.0_f64, f64::max);
@@ -313,7 +318,8 @@ impl ProcessChart<'_> {
         if text {
             builder.x_label_area_size(44).y_label_area_size(72);
         }
-        let mut chart = builder.build_cartesian_2d(0.0..t_max, 0.0..m_max)?;
+        let (t_min, m_min) = (-t_max * EDGE_ROOM, -m_max * EDGE_ROOM);
+        let mut chart = builder.build_cartesian_2d(t_min..t_max, m_min..m_max)?;
         if text {
             let x_fmt = axis_format(t_max);
             let y_fmt = axis_format(m_max);
@@ -328,7 +334,7 @@ impl ProcessChart<'_> {
                 .light_line_style(RGBColor(235, 235, 235))
                 .draw()?;
         } else {
-            draw_plain_grid(&mut chart, t_max, m_max)?;
+            draw_plain_grid(&mut chart, (t_min, t_max), (m_min, m_max))?;
         }
         for i in 0..self.run.nodes.len() {
             let points: Vec<(f64, f64)> =
@@ -343,7 +349,7 @@ impl ProcessChart<'_> {
         // When the process became 90% local for good: a dashed vertical line, named in the legend.
         if let Some(t) = self.process.converge_s.filter(|t| t.is_finite()) {
             let t = t.clamp(0.0, t_max);
-            chart.draw_series(DashedLineSeries::new(vec![(t, 0.0), (t, m_max)], 6, 4, CONVERGED.stroke_width(1)))?;
+            chart.draw_series(DashedLineSeries::new(vec![(t, m_min), (t, m_max)], 6, 4, CONVERGED.stroke_width(1)))?;
         }
         if self.process.series.is_empty() && text {
             let style = TextStyle::from((FAMILY, 16)).pos(Pos::new(HPos::Center, VPos::Center));
@@ -465,17 +471,17 @@ fn draw_plain_grid<DB: DrawingBackend>(
         DB,
         Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
     >,
-    x_max: f64,
-    y_max: f64,
+    (x_min, x_max): (f64, f64),
+    (y_min, y_max): (f64, f64),
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let grid = RGBColor(235, 235, 235);
     for k in 1..10 {
         let x = x_max * f64::from(k) / 10.0;
         let y = y_max * f64::from(k) / 10.0;
-        chart.plotting_area().draw(&PathElement::new(vec![(x, 0.0), (x, y_max)], grid))?;
-        chart.plotting_area().draw(&PathElement::new(vec![(0.0, y), (x_max, y)], grid))?;
+        chart.plotting_area().draw(&PathElement::new(vec![(x, y_min), (x, y_max)], grid))?;
+        chart.plotting_area().draw(&PathElement::new(vec![(x_min, y), (x_max, y)], grid))?;
     }
-    chart.plotting_area().draw(&Rectangle::new([(0.0, 0.0), (x_max, y_max)], BLACK))
+    chart.plotting_area().draw(&Rectangle::new([(x_min, y_min), (x_max, y_max)], BLACK))
 }
 
 /// One process's group of bars on the overview: its name, and per policy (mean, stddev) of its
@@ -1169,6 +1175,43 @@ mod tests {
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         assert_eq!(svg.matches(&format!("fill=\"{}\"", hex(policy_colour("default")))).count(), 1);
         assert_eq!(png_size(&files[1]), SIZE);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn lines_at_zero_stay_clear_of_the_frame() {
+        // default's pid 2: node 0 holds 3072 MiB from 0 s, node 1 none, all run long.
+        let c = sample::comparison();
+        let run = &c.policies[0].runs[0];
+        let chart = ProcessChart { machine: "m", workload: "w", policy: "default", run, process: &run.processes[1] };
+        let dir = tmp("edges");
+        let svg = std::fs::read_to_string(&chart.write(&dir, false).unwrap()[0]).unwrap();
+        let frame = svg.lines().find(|l| l.starts_with("<rect") && l.contains("fill=\"none\"")).unwrap();
+        let attr = |name: &str| -> i32 {
+            let k = frame.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            frame[k..k + frame[k..].find('"').unwrap()].parse().unwrap()
+        };
+        let (left, top) = (attr("x"), attr("y"));
+        let (right, bottom) = (left + attr("width"), top + attr("height"));
+        let lines: Vec<Vec<(i32, i32)>> = svg
+            .lines()
+            .filter(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\""))
+            .map(|l| {
+                let pts = &l[l.find("points=\"").unwrap() + 8..];
+                pts[..pts.find('"').unwrap()]
+                    .split_whitespace()
+                    .map(|p| {
+                        let (x, y) = p.split_once(',').unwrap();
+                        (x.parse().unwrap(), y.parse().unwrap())
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(lines.len(), 2);
+        for (x, y) in lines.iter().flatten() {
+            // Clear of the frame by more than half the 2 px stroke.
+            assert!(*x > left + 1 && *x <= right && *y > top + 1 && *y < bottom - 1, "({x}, {y}) in {frame}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
