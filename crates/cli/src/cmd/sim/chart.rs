@@ -14,6 +14,10 @@
 //!     0 |_/____________________________ s
 //! ```
 //!
+//! Each listed node's line carries a few marks of a shape of its own (circle, square, triangle,
+//! cross), shown in the legend too, so lines are told apart without their colour and lines lying
+//! on one another all show.
+//!
 //! A dashed vertical line marks when the process's accesses became 90% local for good (the
 //! table's "converged"); the legend gives the time, or "not reached".
 //!
@@ -211,6 +215,38 @@ fn policy_colour(policy: &str) -> RGBColor {
     }
 }
 
+/// Marks a convergence chart puts along each listed node's line.
+const MARKERS: usize = 8;
+
+/// The samples of `series` that carry the marks of the `k`-th of `listed` nodes: every
+/// `listed`-th sample (at most every fourth) from the `k`-th, so lines lying on one another show
+/// marks at different samples; at most [`MARKERS`] of them, spread evenly.
+fn marker_samples(series: &[numapilot_sim::result::SeriesPoint], k: usize, listed: usize) -> Vec<usize> {
+    let stride = listed.clamp(1, 4);
+    let candidates: Vec<usize> = (k % stride..series.len()).step_by(stride).collect();
+    if candidates.len() <= MARKERS {
+        return candidates;
+    }
+    (0..MARKERS).map(|m| candidates[(2 * m + 1) * candidates.len() / (2 * MARKERS)]).collect()
+}
+
+/// Draws node `i`'s mark centred at `at` (px of `area`): a circle, square, triangle or cross by
+/// `i` modulo 4, in the node's colour. Colour alone told the lines apart, which readers who do
+/// not see red from green (nodes 2 and 3) could not.
+fn draw_marker<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    (x, y): (i32, i32),
+    i: usize,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let colour = node_colour(i);
+    match i % 4 {
+        0 => area.draw(&Circle::new((x, y), 4, colour.filled())),
+        1 => area.draw(&Rectangle::new([(x - 4, y - 4), (x + 4, y + 4)], colour.filled())),
+        2 => area.draw(&TriangleMarker::new((x, y), 6, colour.filled())),
+        _ => area.draw(&Cross::new((x, y), 4, colour.stroke_width(2))),
+    }
+}
+
 /// A file-name-safe version of `s`: ASCII letters, digits, `-` and `_` kept, the rest `_`.
 pub fn file_safe(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
@@ -340,11 +376,22 @@ impl ProcessChart<'_> {
             let points: Vec<(f64, f64)> =
                 self.process.series.iter().map(|p| (p.t_s, p.mem_mib.get(i).copied().unwrap_or(0.0))).collect();
             // One sample (a run shorter than the sampling interval) is a line of no length, which
-            // drew nothing: a dot shows it.
+            // drew nothing: the node's mark shows it.
             if let [point] = points[..] {
-                chart.draw_series(std::iter::once(Circle::new(point, 4, node_colour(i).filled())))?;
+                draw_marker(root, chart.backend_coord(&point), i)?;
             }
             chart.draw_series(LineSeries::new(points, node_colour(i).stroke_width(2)))?;
+        }
+        // Each listed node's marks along its line, after all lines so none is hidden.
+        let in_legend = self.legend_nodes();
+        if self.process.series.len() > 1 {
+            for (pos, &i) in in_legend.iter().enumerate() {
+                for s in marker_samples(&self.process.series, pos, in_legend.len()) {
+                    let p = &self.process.series[s];
+                    let at = chart.backend_coord(&(p.t_s, p.mem_mib.get(i).copied().unwrap_or(0.0)));
+                    draw_marker(root, at, i)?;
+                }
+            }
         }
         // When the process became 90% local for good: a dashed vertical line, named in the legend.
         if let Some(t) = self.process.converge_s.filter(|t| t.is_finite()) {
@@ -356,12 +403,12 @@ impl ProcessChart<'_> {
             chart.plotting_area().draw(&Text::new("no samples", (t_max / 2.0, m_max / 2.0), style))?;
         }
         if let Some(side) = side {
-            let in_legend = self.legend_nodes();
             let mut y = 40;
             side.draw(&Text::new("NUMA node", (8, y - 8), (FAMILY, 15)))?;
             for &i in &in_legend {
                 y += 20;
-                side.draw(&Rectangle::new([(8, y - 5), (24, y + 5)], node_colour(i).filled()))?;
+                side.draw(&Rectangle::new([(6, y - 1), (26, y + 1)], node_colour(i).filled()))?;
+                draw_marker(&side, (16, y), i)?;
                 side.draw(&Text::new(format!("node {}", self.run.nodes[i]), (30, y - 6), (FAMILY, 14)))?;
             }
             let hidden = self.run.nodes.len() - in_legend.len();
@@ -981,6 +1028,68 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// How many of node `i`'s marks (see [`draw_marker`]) `svg` has.
+    fn marks(svg: &str, i: usize) -> usize {
+        let colour = hex(node_colour(i));
+        let fill = format!("fill=\"{colour}\"");
+        let of = |tag: &str, extra: &str| {
+            svg.lines().filter(|l| l.starts_with(tag) && l.contains(&fill) && l.contains(extra)).count()
+        };
+        match i % 4 {
+            0 => of("<circle", ""),
+            1 => of("<rect", "width=\"8\" height=\"8\""),
+            2 => of("<polygon", ""),
+            _ => {
+                svg.lines().filter(|l| l.starts_with("<line") && l.contains(&format!("stroke=\"{colour}\""))).count()
+                    / 2
+            }
+        }
+    }
+
+    #[test]
+    fn nodes_have_marks_of_their_own_shape_even_on_one_another() {
+        // Four nodes holding the same 100 MiB all along: their four lines are one line.
+        let mut c = sample::comparison();
+        let run = &mut c.policies[0].runs[0];
+        run.nodes = vec![0, 1, 2, 3];
+        for p in &mut run.processes[0].series {
+            p.mem_mib = vec![100.0; 4];
+        }
+        let run = &c.policies[0].runs[0];
+        let chart = ProcessChart { machine: "m", workload: "w", policy: "default", run, process: &run.processes[0] };
+        let dir = tmp("marks");
+        for text in [false, true] {
+            if text && !text_available() {
+                continue;
+            }
+            let svg = std::fs::read_to_string(&chart.write(&dir, text).unwrap()[0]).unwrap();
+            for i in 0..4 {
+                // Along the line, and with text one in the legend.
+                assert_eq!(marks(&svg, i), MARKERS + usize::from(text), "node {i}: {svg}");
+            }
+            if text {
+                assert_text_fits(&svg, "marks");
+            }
+        }
+        // The marks of lines on one another are at different samples.
+        let series = &run.processes[0].series;
+        let at: Vec<Vec<usize>> = (0..4).map(|i| marker_samples(series, i, 4)).collect();
+        for i in 0..4 {
+            assert_eq!(at[i].len(), MARKERS, "{at:?}");
+            for j in i + 1..4 {
+                assert!(at[i].iter().all(|k| !at[j].contains(k)), "nodes {i} and {j} share a sample: {at:?}");
+            }
+        }
+        // So are they on a short run (15 samples: numa02 on article-4n96), each node with some.
+        let short = &series[..15];
+        let at: Vec<Vec<usize>> = (0..4).map(|i| marker_samples(short, i, 4)).collect();
+        assert_eq!(at, [vec![0, 4, 8, 12], vec![1, 5, 9, 13], vec![2, 6, 10, 14], vec![3, 7, 11]]);
+        // Two nodes take turns; one node has a mark at every sample of a short run.
+        assert_eq!(marker_samples(&series[..6], 1, 2), [1, 3, 5]);
+        assert_eq!(marker_samples(&series[..4], 0, 1), [0, 1, 2, 3]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn one_sample_is_a_dot_and_none_is_said() {
         let mut c = sample::comparison();
@@ -998,10 +1107,8 @@ mod tests {
             let files = one.write(&dir, text).unwrap();
             let svg = std::fs::read_to_string(&files[0]).unwrap();
             for i in 0..2 {
-                let dots = svg
-                    .lines()
-                    .filter(|l| l.contains("<circle") && l.contains(&format!("fill=\"{}\"", hex(node_colour(i)))));
-                assert_eq!(dots.count(), 1, "node {i} of one sample: {svg}");
+                // The sample's mark, and with text the legend's.
+                assert_eq!(marks(&svg, i), 1 + usize::from(text), "node {i} of one sample: {svg}");
             }
             // The PNG shows both colours.
             let decoder = png::Decoder::new(std::fs::File::open(&files[1]).unwrap());
