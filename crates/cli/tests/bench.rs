@@ -161,14 +161,32 @@ fn numa02_for_a_time_splits_the_buffer_between_its_threads() {
 fn forced_and_bound_memory_is_recorded_on_node_0() {
     // --force-node 0 binds the first touch; HARD_BIND binds each slice with mbind. On this host
     // node 0 is the only node, on the rig's guests the same command lands it on node 0 of two.
+    let dir = tempfile::tempdir().unwrap();
     for args in [
         &["bench", "numa02", "--force-node", "0"][..],
         &["bench", "numa02_HARD_BIND"][..],
         &["bench", "numa01_INVERSE_BIND"][..],
     ] {
+        let out = dir.path().join(args[1]);
         let mut a = args.to_vec();
         a.extend(["--mb", "4", "--threads", "2", "--seconds", "0.3", "--interval", "0.05", "--json"]);
+        a.extend(["--out", out.to_str().unwrap()]);
         let r = json_of(&numapilot(&a));
+        // The chart's title says what it ran under: the test, the kernel's balancing and the forced
+        // node (where the charts' font is: without it they have no text).
+        let p = &r.processes[0];
+        let font = ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSans.ttf"]
+            .iter()
+            .any(|f| Path::new(f).is_file());
+        let svg = std::fs::read_to_string(out.join(format!("{}-p0-pid{}.svg", r.name, p.pid))).unwrap();
+        let balancing = match r.host.numa_balancing {
+            Some(b) => format!("numa_balancing {b}"),
+            None => "no numa_balancing".to_string(),
+        };
+        for part in [r.name.as_str(), &format!("process 0 (pid {})", p.pid), balancing.as_str()] {
+            assert!(!font || svg.contains(part), "{args:?}: {part} missing from the title: {svg}");
+        }
+        assert_eq!(svg.contains("first touch on node 0"), font && args.len() == 4, "{args:?}: {svg}");
         let n0 = r.nodes.iter().position(|&n| n == 0).expect("node 0");
         for p in &r.processes {
             assert!(!p.series.is_empty());

@@ -254,6 +254,29 @@ fn series_of(p: &numapilot_bench::ProcessResult, name: &str) -> ProcessSeries {
     }
 }
 
+/// The title of a process's chart: the test, the process, what is drawn, and the machine and
+/// placement it ran under (kernel, nodes, `numa_balancing`, `--force-node`): without the last two
+/// the charts of one test under balancing off and on looked alike.
+fn chart_title(r: &BenchResult, p: &numapilot_bench::ProcessResult) -> String {
+    let nodes = r.nodes.len();
+    let mut title = format!(
+        "{} / process {} (pid {}) / test buffer per node / kernel {} on {nodes} node{}",
+        r.name,
+        p.index,
+        p.pid,
+        r.host.kernel,
+        if nodes == 1 { "" } else { "s" }
+    );
+    match r.host.numa_balancing {
+        Some(b) => title.push_str(&format!(" / numa_balancing {b}")),
+        None => title.push_str(" / no numa_balancing"),
+    }
+    if let Some(n) = r.config.force_node {
+        title.push_str(&format!(" / first touch on node {n}"));
+    }
+    title
+}
+
 /// Writes `result.json` and one chart per process (SVG and PNG) into `dir`; returns the files.
 pub fn write_out(r: &BenchResult, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let json_path = dir.join("result.json");
@@ -263,10 +286,7 @@ pub fn write_out(r: &BenchResult, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = vec![json_path];
     let text_ok = chart::text_available();
     for p in &r.processes {
-        let title = format!(
-            "{} / process {} (pid {}) / test buffer per node / kernel {}",
-            r.name, p.index, p.pid, r.host.kernel
-        );
+        let title = chart_title(r, p);
         let stem = format!("{}-p{}-pid{}", r.name, p.index, p.pid);
         files.extend(chart::write_memory_chart(dir, &stem, &title, &r.nodes, &series_of(p, &r.name), text_ok)?);
     }
