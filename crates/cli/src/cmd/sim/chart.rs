@@ -799,6 +799,90 @@ fn finite_or_zero(x: f64) -> f64 {
     }
 }
 
+/// [`segment_paths::SegmentPaths`]: the bitmap backend behind the PNGs. A module of its own for
+/// the backend trait's types, whose `stroke_width` would clash with the `Color` one here.
+mod segment_paths {
+    use plotters::prelude::{BitMapBackend, DrawingBackend};
+    use plotters_backend::{BackendColor, BackendCoord, BackendStyle, DrawingErrorKind};
+
+    /// The bitmap backend, drawing a path wider than a pixel one segment at a time. plotters turns
+    /// such a path into one polygon around it and fills that by parity: where the path doubles back
+    /// (a spike of one sample, up and straight down in one pixel column) the two sides cancel, and
+    /// the PNG lost what the SVG showed.
+    pub struct SegmentPaths<'a>(pub BitMapBackend<'a>);
+
+    impl<'a> DrawingBackend for SegmentPaths<'a> {
+        type ErrorType = <BitMapBackend<'a> as DrawingBackend>::ErrorType;
+
+        fn get_size(&self) -> (u32, u32) {
+            self.0.get_size()
+        }
+
+        fn ensure_prepared(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.0.ensure_prepared()
+        }
+
+        fn present(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.0.present()
+        }
+
+        fn draw_pixel(
+            &mut self,
+            point: BackendCoord,
+            color: BackendColor,
+        ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.0.draw_pixel(point, color)
+        }
+
+        fn draw_line<S: BackendStyle>(
+            &mut self,
+            from: BackendCoord,
+            to: BackendCoord,
+            style: &S,
+        ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.0.draw_line(from, to, style)
+        }
+
+        fn draw_rect<S: BackendStyle>(
+            &mut self,
+            upper_left: BackendCoord,
+            bottom_right: BackendCoord,
+            style: &S,
+            fill: bool,
+        ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.0.draw_rect(upper_left, bottom_right, style, fill)
+        }
+
+        fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+            &mut self,
+            path: I,
+            style: &S,
+        ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+            if style.stroke_width() <= 1 {
+                return self.0.draw_path(path, style);
+            }
+            let points: Vec<BackendCoord> = path.into_iter().collect();
+            if points.len() < 3 {
+                return self.0.draw_path(points, style);
+            }
+            for pair in points.windows(2) {
+                self.0.draw_path(pair.iter().copied(), style)?;
+            }
+            Ok(())
+        }
+
+        fn blit_bitmap(
+            &mut self,
+            pos: BackendCoord,
+            size: (u32, u32),
+            src: &[u8],
+        ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.0.blit_bitmap(pos, size, src)
+        }
+    }
+}
+use segment_paths::SegmentPaths;
+
 /// A chart that can be drawn on any plotters backend.
 pub trait Chart {
     /// File name without extension.
@@ -825,7 +909,7 @@ pub trait Chart {
         std::fs::write(&svg_path, svg).map_err(|e| anyhow!("writing {}: {e}", svg_path.display()))?;
         let mut rgb = vec![0u8; SIZE.0 as usize * SIZE.1 as usize * 3];
         {
-            let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
+            let root = SegmentPaths(BitMapBackend::with_buffer(&mut rgb, SIZE)).into_drawing_area();
             self.draw(&root, text).map_err(|e| anyhow!("drawing {}: {e}", png_path.display()))?;
             root.present().map_err(|e| anyhow!("drawing {}: {e}", png_path.display()))?;
         }
@@ -1318,6 +1402,56 @@ mod tests {
         for (x, y) in lines.iter().flatten() {
             // Clear of the frame by more than half the 2 px stroke.
             assert!(*x > left + 1 && *x <= right && *y > top + 1 && *y < bottom - 1, "({x}, {y}) in {frame}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// RGB pixels of the PNG at `path`, with its width.
+    fn png_pixels(path: &Path) -> (Vec<u8>, usize) {
+        let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        (buf, info.width as usize)
+    }
+
+    #[test]
+    fn a_spike_of_one_sample_shows_in_the_png_as_in_the_svg() {
+        // 2001 samples a second: node 1 holds nothing but at 1000 s, when it holds all 3072 MiB for
+        // one sample. Its line goes up and straight back down within a pixel column.
+        let mut c = sample::comparison();
+        let run = &mut c.policies[0].runs[0];
+        run.processes[0].series = sample::series(2000, 3072.0, 0.0, None);
+        run.processes[0].series[1000].mem_mib = vec![0.0, 3072.0];
+        let run = &c.policies[0].runs[0];
+        let chart = ProcessChart { machine: "m", workload: "w", policy: "default", run, process: &run.processes[0] };
+        let dir = tmp("spike");
+        for text in [false, true] {
+            if text && !text_available() {
+                continue;
+            }
+            let files = chart.write(&dir, text).unwrap();
+            let svg = std::fs::read_to_string(&files[0]).unwrap();
+            // In the SVG node 1's line reaches the top of the plot (the y of node 0's line).
+            let ys = |colour: RGBColor| -> Vec<i32> {
+                let l = svg.lines().find(|l| l.contains("<polyline") && l.contains(&hex(colour))).unwrap();
+                let pts = &l[l.find("points=\"").unwrap() + 8..];
+                pts[..pts.find('"').unwrap()]
+                    .split_whitespace()
+                    .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
+                    .collect()
+            };
+            let top = ys(node_colour(0))[0];
+            assert_eq!(ys(node_colour(1)).into_iter().min(), Some(top));
+            // In the PNG node 1's colour is up there too, left of the legend: the spike.
+            let (px, width) = png_pixels(&files[1]);
+            let c = node_colour(1);
+            let up = px
+                .chunks(3)
+                .enumerate()
+                .filter(|(k, p)| *p == [c.0, c.1, c.2] && k % width < 790 && ((k / width) as i32) < top + 100)
+                .count();
+            assert!(up > 50, "text {text}: {up} pixels of node 1's spike in {}", files[1].display());
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
