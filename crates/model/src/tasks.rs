@@ -302,6 +302,12 @@ impl ProcView {
         v
     }
 
+    /// Resident bytes a page move of this process alone can move: [`ProcView::rss_bytes`] less
+    /// the memory in mappings other processes map too ([`ProcView::shared_by_node`]).
+    pub fn own_rss_bytes(&self) -> u64 {
+        self.rss_bytes.saturating_sub(self.shared_by_node.iter().fold(0u64, |a, &s| a.saturating_add(s)))
+    }
+
     /// Its age at host time `now_ns`: its age when first seen plus the time since, ns.
     pub fn age_ns(&self, now_ns: u64) -> u64 {
         self.age_at_first_seen_ns.saturating_add(now_ns.saturating_sub(self.first_seen_ns))

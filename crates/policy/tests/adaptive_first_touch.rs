@@ -299,7 +299,7 @@ fn a_shared_buffer_a_little_off_its_spread_is_spread() {
         }
     );
     assert_eq!(spread[0].reason.rule, "shared-buffer-interleave");
-    assert!(spread[0].reason.detail.contains("18% of its 1024 MiB is off that spread (>= 5%)"), "{plan:#?}");
+    assert!(spread[0].reason.detail.contains("18% of its own 1024 MiB is off that spread (>= 5%)"), "{plan:#?}");
 
     let b = build(&[530, 494]);
     let plan = Adaptive::new().decide(&b.m);

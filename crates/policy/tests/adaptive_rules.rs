@@ -780,6 +780,34 @@ fn memory_of_a_split_process_without_samples_is_interleaved_by_cpu() {
     assert_eq!(plan.actions[4].reason.rule, "split-process-interleave");
 }
 
+/// Rule 4's interleave is sized by the process's own memory, as its deviation is: what other
+/// processes map too stays where it is, so counted it took the plan's page budget for pages no
+/// move takes (its reason said the whole RSS).
+///
+/// ```text
+///   as above, 1024 MiB on node 0 of which 512 MiB shared with other processes: own memory 100%
+///   on node 0 vs 50/50 -> deviation 0.5 -> Interleave(max 0.5 x 131072 own pages = 65536)
+/// ```
+#[test]
+fn a_split_process_interleave_is_sized_by_its_own_memory() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "numa02", &[(0, 1.0), (0, 1.0), (1, 1.0), (1, 1.0)], &[1024, 0]);
+    for i in 0..4u32 {
+        b.group(u64::from(i) + 1, &[tk(10, i)]);
+    }
+    b.m.nodes[0].mem_bw.bottleneck = true;
+    b.m.procs.get_mut(&10).unwrap().shared_by_node = vec![512 * MIB, 0];
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let spread = plan.actions.iter().find(|a| a.reason.rule == "split-process-interleave").expect("an interleave");
+    assert_eq!(
+        spread.kind,
+        ActionKind::Interleave { ranges: vec![], nodes: nodes("0-1"), weights: vec![20, 20], max_pages: Some(65_536) },
+        "{plan:#?}"
+    );
+    assert!(spread.reason.detail.contains("50% of its own 512 MiB is off that spread"), "{}", spread.reason.detail);
+}
+
 /// Rule 5: the four process classes on one machine.
 ///
 /// ```text

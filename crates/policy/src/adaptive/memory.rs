@@ -449,13 +449,15 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
         if dev < t.spread_done_share {
             continue;
         }
-        let pages = (dev * p.rss_bytes as f64 / BASE_PAGE_BYTES as f64) as u64;
+        // Of its own memory, as the deviation: the interleave leaves what other processes map
+        // too where it is (counted, the plan's page budget went on pages no move takes).
+        let pages = (dev * p.own_rss_bytes() as f64 / BASE_PAGE_BYTES as f64) as u64;
         let detail = format!(
-            "process {pid} ({}): its shared buffer is held interleaved over nodes {set} (weights {weights:?}, decided at period {}); {} of its {:.0} MiB is still off that spread (>= {})",
+            "process {pid} ({}): its shared buffer is held interleaved over nodes {set} (weights {weights:?}, decided at period {}); {} of its own {:.0} MiB is still off that spread (>= {})",
             p.comm,
             policy.proc_state(m, pid).and_then(|s| s.shared_spread.as_ref()).map_or(0, |s| s.0.period),
             pct(dev),
-            p.rss_bytes as f64 / MIB,
+            p.own_rss_bytes() as f64 / MIB,
             pct(t.spread_done_share)
         );
         jobs.push(Job {
@@ -537,9 +539,10 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             if dev < start {
                 continue;
             }
-            let pages = (dev * p.rss_bytes as f64 / BASE_PAGE_BYTES as f64) as u64;
+            // Of its own memory, as the deviation (see the held spread above).
+            let pages = (dev * p.own_rss_bytes() as f64 / BASE_PAGE_BYTES as f64) as u64;
             let detail = format!(
-                "process {pid} ({}): {} over nodes {} (weights {:?}); {} of its {:.0} MiB is off that spread (>= {})",
+                "process {pid} ({}): {} over nodes {} (weights {:?}); {} of its own {:.0} MiB is off that spread (>= {})",
                 p.comm,
                 if rule == "bandwidth-interleave" {
                     "bandwidth-bound, runs on several nodes: interleave"
@@ -551,7 +554,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 pl.node_set(&nodes),
                 weights,
                 pct(dev),
-                p.rss_bytes as f64 / MIB,
+                p.own_rss_bytes() as f64 / MIB,
                 pct(start)
             );
             jobs.push(Job {
