@@ -186,6 +186,77 @@ fn every_page_has_its_date_and_version_in_their_title_fields() {
     assert!(!bad_out.exists());
 }
 
+/// The build script's date (build.rs, compiled and run here as cargo runs it) comes from git only
+/// for a tree git tracks: a source tree unpacked untracked inside another project's checkout (a
+/// release tarball) was dated by that project's last commit. And a packed branch (after `git gc`)
+/// is watched through the directory its next commit writes it in: HEAD and packed-refs do not
+/// change at that commit, so the pages kept the older commit's date.
+#[test]
+fn the_build_dates_the_pages_by_a_commit_of_this_tree_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("build-script");
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let built = std::process::Command::new(rustc)
+        .args(["--edition", "2021", "-o"])
+        .arg(&script)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("build.rs"))
+        .output()
+        .expect("rustc");
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let outer = dir.path().join("outer");
+    std::fs::create_dir(&outer).unwrap();
+    // As git names it (TMPDIR may be a link).
+    let outer = outer.canonicalize().unwrap();
+    let git = |args: &[&str], date: &str| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@localhost", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(&outer)
+            .env("GIT_COMMITTER_DATE", date)
+            .env("GIT_AUTHOR_DATE", date)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .output()
+            .expect("git");
+        assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    // (the lines build.rs prints, the date it gives)
+    let run = |crate_dir: &Path| -> (Vec<String>, Option<String>) {
+        let o = std::process::Command::new(&script)
+            .env("CARGO_MANIFEST_DIR", crate_dir)
+            .env_remove("SOURCE_DATE_EPOCH")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let lines: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect();
+        let date = lines.iter().find_map(|l| l.strip_prefix("cargo:rustc-env=NUMAPILOT_DATE_EPOCH=")).map(String::from);
+        (lines, date)
+    };
+    git(&["init", "-q"], "2001-02-03T04:05:06Z");
+    std::fs::write(outer.join("other.txt"), "another project\n").unwrap();
+    git(&["add", "other.txt"], "2001-02-03T04:05:06Z");
+    git(&["commit", "-q", "-m", "another project"], "2001-02-03T04:05:06Z");
+    // Unpacked, untracked, inside it: no date (it was 981173106, the other project's commit).
+    let tree = outer.join("numapilot-0.1.0/crates/cli");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("Cargo.toml"), "[package]\n").unwrap();
+    let (lines, date) = run(&tree);
+    assert_eq!(date, None, "{lines:?}");
+    // Tracked: its commit's date.
+    git(&["add", "numapilot-0.1.0"], "2002-03-04T05:06:07Z");
+    git(&["commit", "-q", "-m", "the tree"], "2002-03-04T05:06:07Z");
+    let (lines, date) = run(&tree);
+    assert_eq!(date.as_deref(), Some("1015218367"), "{lines:?}");
+    // Its branch packed: the directory the next commit writes the branch in is watched.
+    git(&["pack-refs", "--all"], "2002-03-04T05:06:07Z");
+    assert!(!outer.join(".git/refs/heads/main").exists());
+    let (lines, _) = run(&tree);
+    let heads = format!("cargo:rerun-if-changed={}", outer.join(".git/refs/heads").display());
+    assert!(lines.contains(&heads), "{lines:?}");
+}
+
 /// groff reads every page without a warning (all of them enabled).
 #[test]
 fn groff_reads_every_page_without_a_warning() {
