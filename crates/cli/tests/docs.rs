@@ -583,3 +583,87 @@ fn completions_offer_the_known_values_of_an_argument() {
         "{fish}"
     );
 }
+
+/// An option that takes a known name or a file path (`--machine`, `--workload`) completes both in
+/// zsh and fish. Given its names, they offered the names alone, and a machine or workload file could
+/// not be completed there (bash falls back to file names when no name fits). An option that takes
+/// a name only (`topo --preset`, `daemon --log`) still offers no file. Each shell is skipped, said,
+/// when not installed.
+#[test]
+fn completions_offer_names_and_files_where_either_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("my-machine.toml"), "").unwrap();
+    let presets = listed("machines");
+    let workloads = listed("workloads");
+    // fish: what `complete -C` lists for a command line, the values without their descriptions.
+    let script = dir.path().join("numapilot.fish");
+    std::fs::write(&script, numapilot(&["completions", "fish"]).stdout).unwrap();
+    let fish = |line: &str| -> Option<Vec<String>> {
+        let o = std::process::Command::new("fish")
+            .args(["--no-config", "-c", &format!("source '{}'; complete -C '{line}'", script.display())])
+            .current_dir(dir.path())
+            .output()
+            .ok()?;
+        assert!(o.status.success(), "fish: {}", String::from_utf8_lossy(&o.stderr));
+        let mut v: Vec<String> = String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.split('\t').next().unwrap().to_string())
+            .filter(|v| v != "numapilot.fish")
+            .collect();
+        v.sort();
+        Some(v)
+    };
+    let with_file = |names: &[String]| {
+        let mut v = names.to_vec();
+        v.push("my-machine.toml".into());
+        v.sort();
+        v
+    };
+    match fish("numapilot sim --machine ") {
+        None => eprintln!("fish not installed: its completions not run"),
+        Some(offered) => {
+            assert_eq!(offered, with_file(&presets));
+            assert_eq!(fish("numapilot sim --workload ").unwrap(), with_file(&workloads));
+            for line in ["numapilot advise --machine my", "numapilot replay --machine my"] {
+                assert_eq!(fish(line).unwrap(), ["my-machine.toml"], "{line}");
+            }
+            let mut sorted = presets.clone();
+            sorted.sort();
+            assert_eq!(fish("numapilot topo --preset ").unwrap(), sorted);
+            assert!(!fish("numapilot daemon --log ").unwrap().contains(&"my-machine.toml".to_string()));
+        }
+    }
+    // zsh: its completion system in a terminal of its own (zsh/zpty), asked for `--machine`'s
+    // values; the read ends when the file is listed (a zsh that never lists it fails at the limit).
+    let fpath = dir.path().join("fpath");
+    std::fs::create_dir(&fpath).unwrap();
+    std::fs::write(fpath.join("_numapilot"), numapilot(&["completions", "zsh"]).stdout).unwrap();
+    let program = format!(
+        r#"zmodload zsh/zpty || exit 3
+zpty z "zsh -f -i"
+zpty -w z "PS1='> '; fpath=('{}' \$fpath); autoload -U compinit; compinit -u -D; LISTMAX=1000; numapilot() {{ :; }}"
+zpty -w -n z $'numapilot sim --machine \t'
+zpty -r -m z out '*my-machine.toml*' || exit 4
+print -r -- "$out"
+zpty -d z"#,
+        fpath.display()
+    );
+    let o = match std::process::Command::new("timeout")
+        .args(["60", "zsh", "-f", "-c", &program])
+        .current_dir(dir.path())
+        .output()
+    {
+        Ok(o) if o.status.code() == Some(127) => {
+            eprintln!("zsh not installed: its completions not run");
+            return;
+        }
+        Ok(o) => o,
+        Err(e) => panic!("timeout: {e}"),
+    };
+    let said = String::from_utf8_lossy(&o.stdout).replace('\r', "");
+    assert!(o.status.success(), "zsh listed no file for sim --machine ({:?}): {said}", o.status);
+    for p in &presets {
+        assert!(said.contains(p.as_str()), "{p} not offered: {said}");
+    }
+}

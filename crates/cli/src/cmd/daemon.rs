@@ -133,7 +133,7 @@ pub struct AdviseArgs {
     pub root: Option<PathBuf>,
     /// A machine preset or machine file: every CPU idle, each node's memory free as the file's
     /// `free` says (all of it without one).
-    #[arg(long, value_name = "PRESET|FILE", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
+    #[arg(long, value_name = "PRESET|FILE", value_parser = super::Known(super::preset_values), hide_possible_values = true, value_hint = ValueHint::AnyPath)]
     pub machine: Option<String>,
     /// Window over which idle CPU time is measured on this machine, ms (100..=60000).
     #[arg(long, value_name = "MS", default_value_t = 1000, value_hint = ValueHint::Other)]

@@ -35,8 +35,104 @@ pub struct ManArgs {
 pub fn completions(a: CompletionsArgs, mut cmd: Command) -> anyhow::Result<std::process::ExitCode> {
     let mut buf = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "numapilot", &mut buf);
-    std::io::stdout().write_all(&buf).context("writing the completion script")?;
+    let script = String::from_utf8(buf).context("the completion script is not UTF-8")?;
+    let either = names_or_files(&cmd);
+    let script = match a.shell {
+        clap_complete::Shell::Zsh => zsh_names_or_files(&script, &either)?,
+        clap_complete::Shell::Fish => fish_names_or_files(&script, &either),
+        _ => script,
+    };
+    std::io::stdout().write_all(script.as_bytes()).context("writing the completion script")?;
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The options that take a known name or a file path (`--machine`, `--workload`), as (long name,
+/// value name): a `Known` value parser with `ValueHint::AnyPath` beside it. Every generator offers
+/// the names alone when there are any (the hint is passed over): bash falls back to file names
+/// when none fits, but zsh and fish offered no file at all, so a machine or workload file could not
+/// be completed there. (Not `FilePath`: with it clap_complete's bash script reads the names with
+/// IFS set to a newline, as one word.)
+fn names_or_files(cmd: &Command) -> Vec<(String, String)> {
+    fn walk(cmd: &Command, out: &mut Vec<(String, String)>) {
+        for a in cmd.get_arguments() {
+            let path = a.get_value_hint() == clap::ValueHint::AnyPath;
+            if let (true, false, Some(long)) = (path, a.get_possible_values().is_empty(), a.get_long()) {
+                let value = a.get_value_names().and_then(|v| v.first()).map_or_else(String::new, |v| v.to_string());
+                if !out.contains(&(long.to_string(), value.clone())) {
+                    out.push((long.to_string(), value));
+                }
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(cmd, &mut out);
+    out
+}
+
+/// zsh's script with each of `either`'s options completing its names and file names: its action,
+/// the names (`((name\:"what" ...))`), goes into a function of the script that offers both
+/// (`_alternative`).
+fn zsh_names_or_files(script: &str, either: &[(String, String)]) -> anyhow::Result<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut helpers: Vec<String> = Vec::new();
+    let mut found = vec![false; either.len()];
+    let mut lines = script.lines();
+    while let Some(line) = lines.next() {
+        let spec = either.iter().enumerate().find_map(|(i, (long, value))| {
+            let head = line.trim_start_matches('*');
+            let at = line.find(&format!("]:{value}:(("))?;
+            head.starts_with(&format!("'--{long}=[")).then(|| (i, at + value.len() + 5))
+        });
+        let Some((i, names_at)) = spec else {
+            out.push(line.to_string());
+            continue;
+        };
+        found[i] = true;
+        // The names run to the end of the option's spec, `))' \`, maybe lines below.
+        let mut names = line[names_at..].to_string();
+        while !names.ends_with("' \\") {
+            let next = lines.next().context("zsh completion: an option's spec does not end")?;
+            names.push('\n');
+            names.push_str(next);
+        }
+        let names = names.strip_suffix("))' \\").context("zsh completion: an option's names do not end in ))")?;
+        let name = format!("_numapilot__name_or_file_{}", helpers.len() + 1);
+        helpers.push(format!(
+            "(( $+functions[{name}] )) ||\n{name}() {{\n    _alternative 'names:name:(({names}))' 'files:file:_files'\n}}"
+        ));
+        out.push(format!("{}{name}' \\", &line[..names_at - 2]));
+    }
+    // A generator that writes them otherwise is no reason to offer the names alone, unsaid.
+    if let Some(i) = found.iter().position(|f| !f) {
+        anyhow::bail!("zsh completion: the names of --{} not found in the generated script", either[i].0);
+    }
+    // Defined before the script's last lines call `_numapilot`.
+    let last = out
+        .iter()
+        .position(|l| l.starts_with("if [ \"$funcstack[1]\" = \"_numapilot\" ]"))
+        .context("zsh completion: the script's call of _numapilot not found")?;
+    out.splice(last..last, helpers);
+    Ok(out.join("\n") + "\n")
+}
+
+/// fish's script with each of `either`'s options completing file names besides its names (`-F`
+/// where the generator gave `-f`, no files).
+fn fish_names_or_files(script: &str, either: &[(String, String)]) -> String {
+    let longs: Vec<String> = either.iter().map(|(long, _)| format!(" -l {long} ")).collect();
+    let lines: Vec<String> = script
+        .lines()
+        .map(|l| {
+            if longs.iter().any(|long| l.contains(long.as_str())) {
+                l.replacen(" -r -f -a ", " -r -F -a ", 1)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    lines.join("\n") + "\n"
 }
 
 /// Prints numapilot(1), or with `--out` writes every page into the directory. Every page is
@@ -664,6 +760,41 @@ mod tests {
             .about("Adaptive NUMA placement for Linux.")
             .subcommand(Command::new("sim").about("Simulate").subcommand(Command::new("evidence").about("Evidence")))
             .subcommand(Command::new("daemon").about("Daemon").arg(clap::Arg::new("dry-run").long("dry-run")))
+    }
+
+    /// The options completed with names and files are found in zsh's script, and share their long
+    /// name and value name with no option that takes a name only (its spec would get files too).
+    #[test]
+    fn names_or_files_are_the_machine_and_workload_options() {
+        use clap::CommandFactory as _;
+        let mut cmd = crate::Cli::command();
+        cmd.build();
+        let either = names_or_files(&cmd);
+        let longs: std::collections::BTreeSet<&str> = either.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(longs.into_iter().collect::<Vec<_>>(), ["machine", "workload"], "{either:?}");
+        fn walk(cmd: &Command, either: &[(String, String)]) {
+            for a in cmd.get_arguments().filter(|a| !a.get_possible_values().is_empty()) {
+                let value = a.get_value_names().and_then(|v| v.first()).map_or_else(String::new, |v| v.to_string());
+                let key = (a.get_long().unwrap_or("").to_string(), value);
+                let hint = a.get_value_hint();
+                assert!(
+                    hint == clap::ValueHint::AnyPath || !either.contains(&key),
+                    "{key:?}: names only, yet with files"
+                );
+                // clap_complete's bash script reads such an argument's names as one word.
+                assert!(hint != clap::ValueHint::FilePath, "{key:?}: names with FilePath (AnyPath, for files too)");
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, either);
+            }
+        }
+        walk(&cmd, &either);
+        let mut buf = Vec::new();
+        clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, "numapilot", &mut buf);
+        let zsh = zsh_names_or_files(&String::from_utf8(buf).unwrap(), &either).expect("every one found");
+        assert_eq!(zsh.matches("'files:file:_files'").count(), 4, "{zsh}");
+        let missing = [("nosuch".to_string(), "X".to_string())];
+        assert!(zsh_names_or_files(&zsh, &missing).is_err());
     }
 
     /// Every option of every page's command that takes a value has the value's name after it in

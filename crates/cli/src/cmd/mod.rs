@@ -17,8 +17,10 @@ use numapilot_topology::Topology;
 /// clap takes the value as it is (UTF-8 text, as a `String` argument), the command checks it and
 /// names the valid ones in its error, and the completion scripts offer the set with each value's
 /// description (clap_complete reads it here). The arguments set `hide_possible_values`, so help
-/// and pages stay as they were; where a file may stand in for a name (`--machine`), bash still
-/// completes paths when no name fits.
+/// and pages stay as they were. Where a file may stand in for a name (`--machine`, `--workload`)
+/// the argument also says `ValueHint::AnyPath`, which the generators pass over when there are
+/// values: bash completes paths when no name fits, and `completions` adds them for zsh and fish
+/// (`docs::names_or_files`).
 #[derive(Debug, Clone, Copy)]
 pub struct Known(pub fn() -> Vec<(&'static str, String)>);
 

@@ -127,7 +127,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// The recording machine as a machine file or preset name (no memory layout: no phys_addr use).
-    #[arg(long, value_name = "FILE|PRESET", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
+    #[arg(long, value_name = "FILE|PRESET", value_parser = super::Known(super::preset_values), hide_possible_values = true, value_hint = ValueHint::AnyPath)]
     pub machine: Option<String>,
     /// Length of one model update's window, ms of the recording's clock.
     #[arg(long, value_name = "N", default_value_t = 1000, value_hint = ValueHint::Other)]

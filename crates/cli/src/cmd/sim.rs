@@ -88,10 +88,10 @@ pub enum SimCommand {
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Machine: a preset name (see `numapilot sim list`) or a machine file path.
-    #[arg(long, value_name = "M", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
+    #[arg(long, value_name = "M", value_parser = super::Known(super::preset_values), hide_possible_values = true, value_hint = ValueHint::AnyPath)]
     pub machine: Option<String>,
     /// Workload: a built-in name (see `numapilot sim list`) or a workload file path (TOML or JSON).
-    #[arg(long, value_name = "W", value_parser = super::Known(catalog::workload_values), hide_possible_values = true)]
+    #[arg(long, value_name = "W", value_parser = super::Known(catalog::workload_values), hide_possible_values = true, value_hint = ValueHint::AnyPath)]
     pub workload: Option<String>,
     /// Policies to compare, comma separated, in the order to report them.
     #[arg(
