@@ -206,7 +206,7 @@ pub struct ProcView {
     /// Resident memory per node (dense index), bytes, from numa_maps.
     pub mem_by_node: Vec<u64>,
     /// Of `mem_by_node`, the memory in mappings whose pages some other process maps too (a
-    /// library's text, memory shared with other processes or a forked parent), bytes per node
+    /// library's text, page cache or shared memory other processes map; never anonymous memory), bytes per node
     /// (dense index; empty when none is known). A page move of this process alone does not move
     /// it (`NodeUsage::shared_kb`), so the policy's memory moves count only the rest
     /// ([`ProcView::own_mem_by_node`]).

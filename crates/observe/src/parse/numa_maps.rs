@@ -326,11 +326,13 @@ pub struct NodeUsage {
     pub anon_kb: u64,
     /// file-backed or shared, kB.
     pub file_kb: u64,
-    /// Of all the kinds above, kB in VMAs whose pages some other process maps too (`mapmax` > 1:
-    /// a library's text, page cache or shmem shared between processes, anonymous pages shared
-    /// copy-on-write after a fork). Not a kind of its own (already counted in `total_kb`): the
-    /// part an own-pages move cannot move (the daemon's page mover moves only the pages the
-    /// process alone maps), so a plan that counted it would ask for the same move every decision.
+    /// Of all the kinds above, kB in file and shared-memory VMAs whose pages some other process
+    /// maps too (`mapmax` > 1: a library's text, page cache or shmem shared between processes).
+    /// Not a kind of its own (already counted in `total_kb`): the part an own-pages move cannot
+    /// move (the daemon's page mover moves only the pages the process alone maps), so a plan
+    /// that counted it would ask for the same move every decision. Anonymous memory is never
+    /// counted here: a forked worker's heap with a few copy-on-write pages still shared with its
+    /// parent has `mapmax` 2 on the whole mapping, and most of it moves.
     #[serde(default)]
     pub shared_kb: u64,
 }
@@ -398,7 +400,12 @@ impl NumaMaps {
         let mut out: Vec<NodeUsage> = Vec::new();
         for vma in &self.vmas {
             let kind = vma.mem_kind();
-            let shared = vma.resident.as_ref().is_some_and(|r| r.mapmax > 1);
+            // Only a file or shared-memory mapping counts whole: numa_maps gives the highest map
+            // count of a mapping, not which pages have it, and a worker forked without exec
+            // (php-fpm, a postgres backend) keeps a few copy-on-write pages of its heap shared
+            // with its parent: counted shared, its whole heap would never be asked for, though
+            // the page mover moves its private pages (review helper-75).
+            let shared = vma.kind == VmaKind::File && vma.resident.as_ref().is_some_and(|r| r.mapmax > 1);
             for (node, kb) in vma.node_kb() {
                 let i = match out.binary_search_by_key(&node, |u| u.node) {
                     Ok(i) => i,
@@ -892,7 +899,8 @@ mod tests {
     #[test]
     fn memory_other_processes_map_too_is_counted_as_shared_of_its_kind() {
         // A library's text mapped by 15 processes, a private copy-on-write page of it, anonymous
-        // memory still shared with a forked parent (mapmax=2) and private anonymous memory.
+        // memory partly still shared with a forked parent (mapmax=2: not counted shared, its
+        // private pages move) and private anonymous memory.
         let text = "\
 7f8d00000000 default file=/usr/lib/libc.so.6 mapped=226 mapmax=15 N1=226 kernelpagesize_kB=4
 7f8d10000000 default file=/usr/lib/libc.so.6 anon=2 dirty=2 N1=2 kernelpagesize_kB=4
@@ -900,8 +908,8 @@ mod tests {
 7f8d30000000 default anon=7 dirty=7 N1=7 kernelpagesize_kB=4
 ";
         let u = parse_numa_maps(text).unwrap().usage_by_node();
-        assert_eq!(u[0], NodeUsage { node: 0, anon_kb: 4, shared_kb: 4, ..Default::default() });
-        assert_eq!(u[1], NodeUsage { node: 1, anon_kb: 44, file_kb: 912, shared_kb: 920, ..Default::default() });
+        assert_eq!(u[0], NodeUsage { node: 0, anon_kb: 4, ..Default::default() });
+        assert_eq!(u[1], NodeUsage { node: 1, anon_kb: 44, file_kb: 912, shared_kb: 904, ..Default::default() });
         assert_eq!(u[1].total_kb(), 956, "shared memory is counted once, in its kind");
     }
 
