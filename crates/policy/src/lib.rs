@@ -24,6 +24,7 @@ pub mod cadence;
 pub mod engine;
 pub mod host;
 pub mod numad;
+mod work;
 
 pub use action::{Action, ActionKind, Outcome, Plan, Reason, TaskRef};
 pub use adaptive::{free_from_model, Adaptive, LAUNCH_PROMISE_NS};

@@ -182,6 +182,8 @@ mod launch;
 mod memory;
 mod place;
 mod standing;
+#[cfg(test)]
+mod work_tests;
 
 use std::collections::{BTreeMap, VecDeque};
 

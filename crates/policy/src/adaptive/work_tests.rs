@@ -1,0 +1,135 @@
+//! How the decision's work grows with the load, counted (`crate::work`), not timed: each test
+//! decides on a synthetic load at two sizes and checks that the counted work grows in
+//! proportion (a loop over every task per task grows with the square and fails by far).
+
+use std::sync::Arc;
+
+use numapilot_model::{Model, Tunables};
+use numapilot_observe::{
+    CommKind, CommSample, NodeSample, NodeUsage, ProcessSample, Sample, SchedStat, TaskStat, ThreadSample,
+};
+use numapilot_topology::{NodeSet, Topology};
+
+use crate::{Adaptive, Policy};
+
+/// A load of `procs` processes x `threads` threads on 4 nodes x 8 CPUs, every thread busy 30%
+/// of a CPU, all on node 0's CPUs; step `step` (1 s apart). Process start times are 1 s after
+/// boot, so every process is young at the first steps. With `pairs`, the first half of each
+/// process's threads wake each other in pairs (an affinity edge each), the others have none.
+fn sample(topo: &Topology, step: u64, procs: u32, threads: u32, pairs: bool) -> Sample {
+    let t = step * 1_000_000_000;
+    let all_cpus = Arc::new(topo.online_cpus());
+    let all_nodes: Arc<NodeSet> = Arc::new(topo.node_ids());
+    let stat = |pid: u32, ticks: u64, cpu: u32| TaskStat {
+        pid,
+        comm: "worker".into(),
+        state: 'R',
+        ppid: 1,
+        utime: ticks,
+        priority: 20,
+        num_threads: threads,
+        starttime: 100,
+        processor: cpu,
+        ..TaskStat::default()
+    };
+    let mut comm = Vec::new();
+    let processes = (0..procs)
+        .map(|p| {
+            let pid = 1000 + p * (threads + 1);
+            let run = step * 300_000_000;
+            let ts = (0..threads)
+                .map(|k| ThreadSample {
+                    tid: pid + k,
+                    stat: stat(pid + k, run / 10_000_000, (p * threads + k) % 8),
+                    cpus_allowed: all_cpus.clone(),
+                    mems_allowed: all_nodes.clone(),
+                    voluntary_ctxt_switches: None,
+                    nonvoluntary_ctxt_switches: None,
+                    sched: None,
+                    schedstat: Some(SchedStat { run_ns: run, wait_ns: step * 10_000_000, timeslices: 1 }),
+                })
+                .collect();
+            if pairs {
+                for k in (0..threads / 2).step_by(2) {
+                    comm.push(CommSample {
+                        a: (pid, pid + k),
+                        b: (pid, pid + k + 1),
+                        kind: CommKind::Wakeup,
+                        events: 700,
+                    });
+                }
+            }
+            let node_usage = topo
+                .nodes
+                .iter()
+                .map(|n| NodeUsage { node: n.id, huge_kb: 0, heap_kb: 0, stack_kb: 0, anon_kb: 64 * 1024, file_kb: 0 })
+                .collect();
+            ProcessSample {
+                pid,
+                starttime: 100,
+                comm: "worker".into(),
+                kernel_thread: false,
+                read_ns: t,
+                stat: stat(pid, 0, 0),
+                rss_kb: Some(256 * 1024),
+                numa_maps: None,
+                numa_maps_error: None,
+                node_usage,
+                threads: ts,
+                cpuset_cpus: None,
+            }
+        })
+        .collect();
+    let nodes = topo.nodes.iter().map(NodeSample::from_topology).collect();
+    Sample { processes, nodes, numa_balancing: Some(0), comm, ..Sample::empty_at(t) }
+}
+
+/// The work counted over the first four decisions on the load (its processes young in the first
+/// three).
+fn work(procs: u32, threads: u32, pairs: bool) -> std::collections::BTreeMap<&'static str, u64> {
+    let mut topo = Topology::uniform(4, 8, 64 << 20, 21);
+    for n in &mut topo.nodes {
+        n.mem_free_kb = 32 << 20;
+    }
+    let mut model = Model::new(topo.clone(), Tunables::default());
+    let mut policy = Adaptive::new();
+    crate::work::take();
+    let mut actions = 0;
+    for step in 1..5 {
+        model.update(&sample(&topo, step, procs, threads, pairs));
+        actions += policy.decide(&model).actions.len();
+    }
+    assert!(actions > 0, "the load is one the policy acts on");
+    crate::work::take()
+}
+
+#[test]
+fn balancing_one_process_of_many_threads_works_per_move() {
+    // One process of 150 and of 600 threads, 45 and 180 CPUs of demand on 32 CPUs, all on node
+    // 0: the balancer moves threads off the busiest node one at a time. A quarter of the threads
+    // have an edge each. Scoring every candidate against every mate once per move and formatting
+    // every candidate's explanation grew with the threads at each move: per move, the edges looked
+    // up must not grow with the threads, and one explanation is written.
+    let small = work(1, 150, true);
+    let large = work(1, 600, true);
+    let per_move = |w: &std::collections::BTreeMap<&'static str, u64>, name: &str| {
+        let moves = w.get("balance.moves").copied().unwrap_or(0);
+        assert!(moves > 0, "the balancer moved threads: {w:?}");
+        w.get(name).copied().unwrap_or(0) as f64 / moves as f64
+    };
+    for w in [&small, &large] {
+        assert_eq!(per_move(w, "balance.explanations"), 1.0, "{w:?}");
+    }
+    let (s, l) = (per_move(&small, "balance.mate_terms"), per_move(&large, "balance.mate_terms"));
+    assert!(s > 0.0, "edges were looked up: {small:?}");
+    assert!(l < 2.0 * s, "edges looked up per move: {s:.1} at 150 threads, {l:.1} at 600 ({small:?} -> {large:?})");
+}
+
+#[test]
+fn balancing_threads_without_edges_looks_up_no_edge() {
+    // Without edges a thread's mean strength to its mates is the prior times the share of them
+    // in its process: counted, not looked up pair by pair.
+    let w = work(1, 300, false);
+    assert!(w.get("balance.moves").copied().unwrap_or(0) > 0, "the balancer moved threads: {w:?}");
+    assert_eq!(w.get("balance.mate_terms"), None, "{w:?}");
+}
