@@ -103,6 +103,18 @@ fn work(procs: u32, threads: u32, pairs: bool) -> std::collections::BTreeMap<&'s
     crate::work::take()
 }
 
+/// `name`'s count at 4 x the size over its count at the size: about 4 when linear, 16 when
+/// quadratic. Both counts must be non-zero (the loop measured ran).
+fn growth(
+    small: &std::collections::BTreeMap<&'static str, u64>,
+    large: &std::collections::BTreeMap<&'static str, u64>,
+    name: &str,
+) -> f64 {
+    let (s, l) = (small.get(name).copied().unwrap_or(0), large.get(name).copied().unwrap_or(0));
+    assert!(s > 0 && l > 0, "{name}: counted {s} and {l}: the loop did not run");
+    l as f64 / s as f64
+}
+
 #[test]
 fn balancing_one_process_of_many_threads_works_per_move() {
     // One process of 150 and of 600 threads, 45 and 180 CPUs of demand on 32 CPUs, all on node
@@ -132,4 +144,15 @@ fn balancing_threads_without_edges_looks_up_no_edge() {
     let w = work(1, 300, false);
     assert!(w.get("balance.moves").copied().unwrap_or(0) > 0, "the balancer moved threads: {w:?}");
     assert_eq!(w.get("balance.mate_terms"), None, "{w:?}");
+}
+
+#[test]
+fn standing_orders_grow_linearly_with_processes() {
+    // 200 and 800 young processes of 2 threads: each is checked for a standing order, which
+    // skips the processes the plan acts on. Looking through the plan's actions for each process
+    // grew with processes x actions.
+    let small = work(200, 2, false);
+    let large = work(800, 2, false);
+    let g = growth(&small, &large, "standing.actions_looked_at");
+    assert!(g < 6.0, "standing.actions_looked_at grew {g:.1} x for 4 x the processes ({small:?} -> {large:?})");
 }
