@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use numapilot_model::{Model, Tunables};
+use numapilot_model::{HotRange, Model, Tunables};
 use numapilot_observe::{
     CommKind, CommSample, NodeSample, NodeUsage, ProcessSample, Sample, SchedStat, TaskStat, ThreadSample,
 };
@@ -86,7 +86,13 @@ fn sample(topo: &Topology, step: u64, procs: u32, threads: u32, pairs: bool) -> 
 
 /// The work counted over the first four decisions on the load (its processes young in the first
 /// three).
+/// With `cold`, every process has one hot 2 MiB bucket, sampled 3 times, of its 256 MiB: its
+/// memory is mostly cold (rule cold-memory-stays), so its units are sized by accessed memory.
 fn work(procs: u32, threads: u32, pairs: bool) -> std::collections::BTreeMap<&'static str, u64> {
+    work_with(procs, threads, pairs, false)
+}
+
+fn work_with(procs: u32, threads: u32, pairs: bool, cold: bool) -> std::collections::BTreeMap<&'static str, u64> {
     let mut topo = Topology::uniform(4, 8, 64 << 20, 21);
     for n in &mut topo.nodes {
         n.mem_free_kb = 32 << 20;
@@ -97,6 +103,11 @@ fn work(procs: u32, threads: u32, pairs: bool) -> std::collections::BTreeMap<&'s
     let mut actions = 0;
     for step in 1..5 {
         model.update(&sample(&topo, step, procs, threads, pairs));
+        if cold {
+            for p in model.procs.values_mut() {
+                p.hot = vec![HotRange { start: 0x7f00_0000_0000, len: 2 << 20, node: 0, samples: 3 }];
+            }
+        }
         actions += policy.decide(&model).actions.len();
     }
     assert!(actions > 0, "the load is one the policy acts on");
@@ -155,4 +166,15 @@ fn standing_orders_grow_linearly_with_processes() {
     let large = work(800, 2, false);
     let g = growth(&small, &large, "standing.actions_looked_at");
     assert!(g < 6.0, "standing.actions_looked_at grew {g:.1} x for 4 x the processes ({small:?} -> {large:?})");
+}
+
+#[test]
+fn units_of_one_process_walk_its_threads_once() {
+    // One process of 150 and of 600 threads with mostly cold memory, in groups of a node's size:
+    // each group's memory is its share of the process's accessed memory, by CPU. Every group
+    // walked all the process's threads for the total: groups x threads.
+    let small = work_with(1, 150, false, true);
+    let large = work_with(1, 600, false, true);
+    let g = growth(&small, &large, "units.process_threads");
+    assert!(g < 6.0, "units.process_threads grew {g:.1} x for 4 x the threads ({small:?} -> {large:?})");
 }
