@@ -8,8 +8,12 @@
 //!               ^ most significant 32-bit word first, comma between words
 //! ```
 //!
-//! An [`IdSet`] is a growable bitmap of `u64` words, so a machine with more than 1024 CPUs (the size
-//! of glibc's fixed `cpu_set_t`) is no special case: the set is as wide as its highest member.
+//! An [`IdSet`] is a bitmap of `u64` words that keeps only its non-zero words, each with its
+//! index, so a machine with more than 1024 CPUs (the size of glibc's fixed `cpu_set_t`) is no
+//! special case, and a set's size follows its members, not its highest one: the SMT siblings
+//! `{5, 32773}` of a 65,536-CPU machine are two words, where a plain bitmap up to the highest
+//! member took 513 (4 KiB), and every CPU of the machine holds two such sets (its siblings and its
+//! last-level cache): 0.8 GB for `numapilot topo` on the machine, 2.4 GB for the simulator.
 //! [`CpuSet`] and [`NodeSet`] are the same type under two names; the name says which id space a
 //! value lives in. Node ids are the kernel's (sparse: nodes 0 and 8 is a legal machine), never
 //! dense indexes.
@@ -67,9 +71,13 @@ pub enum SetParseError {
 }
 
 /// A set of small non-negative ids (CPU numbers or node ids), as a bitmap.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Its non-zero 64-bit words with their indexes (word `w` holds ids `64 w .. 64 w + 63`), sorted
+/// by index; no zero word is kept, so equal sets are equal values. Sets order as the plain
+/// bitmaps did (words compared from the lowest, then the shorter first).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct IdSet {
-    words: Vec<u64>,
+    words: Vec<(u32, u64)>,
 }
 
 /// A set of CPU numbers (kernel logical CPU ids).
@@ -89,59 +97,95 @@ impl IdSet {
 
     /// The set `{0, 1, ..., n-1}`.
     pub fn first_n(n: u32) -> Self {
-        let mut s = Self::new();
-        for i in 0..n {
-            s.insert(i);
+        let mut words: Vec<(u32, u64)> = (0..n / 64).map(|w| (w, u64::MAX)).collect();
+        if n % 64 != 0 {
+            words.push((n / 64, (1u64 << (n % 64)) - 1));
         }
-        s
+        Self { words }
+    }
+
+    /// Position of word `w` in `words`: `Ok` when present, else where it would go. A word in the
+    /// first or the last run of consecutive words (all of a set of one or two runs: every CPU, a
+    /// node's CPUs, SMT siblings, as Linux numbers x86 CPUs) or outside the set's range is found
+    /// without a search.
+    fn find(&self, w: u32) -> Result<usize, usize> {
+        let (Some(&(lo, _)), Some(&(hi, _))) = (self.words.first(), self.words.last()) else { return Err(0) };
+        if w < lo {
+            return Err(0);
+        }
+        if w > hi {
+            return Err(self.words.len());
+        }
+        let from_start = (w - lo) as usize;
+        if self.words.get(from_start).is_some_and(|e| e.0 == w) {
+            return Ok(from_start);
+        }
+        if let Some(from_end) = (self.words.len() - 1).checked_sub((hi - w) as usize) {
+            if self.words[from_end].0 == w {
+                return Ok(from_end);
+            }
+        }
+        self.words.binary_search_by_key(&w, |e| e.0)
+    }
+
+    /// Word `w` of the bitmap (0 when absent).
+    fn word(&self, w: u32) -> u64 {
+        self.find(w).map_or(0, |i| self.words[i].1)
     }
 
     /// Adds `id`.
     pub fn insert(&mut self, id: u32) {
-        let w = (id / 64) as usize;
-        if self.words.len() <= w {
-            self.words.resize(w + 1, 0);
+        let (w, bit) = (id / 64, 1u64 << (id % 64));
+        // Ids in increasing order (parsing a list, collecting a sorted set) append.
+        match self.words.last_mut() {
+            None => self.words.push((w, bit)),
+            Some(last) if last.0 == w => last.1 |= bit,
+            Some(last) if last.0 < w => self.words.push((w, bit)),
+            _ => match self.find(w) {
+                Ok(i) => self.words[i].1 |= bit,
+                Err(i) => self.words.insert(i, (w, bit)),
+            },
         }
-        self.words[w] |= 1u64 << (id % 64);
     }
 
     /// Removes `id` (no-op when absent).
     pub fn remove(&mut self, id: u32) {
-        let w = (id / 64) as usize;
-        if let Some(word) = self.words.get_mut(w) {
-            *word &= !(1u64 << (id % 64));
+        if let Ok(i) = self.find(id / 64) {
+            self.words[i].1 &= !(1u64 << (id % 64));
+            if self.words[i].1 == 0 {
+                self.words.remove(i);
+            }
         }
-        self.trim();
     }
 
     /// Whether `id` is a member.
     pub fn contains(&self, id: u32) -> bool {
-        self.words.get((id / 64) as usize).is_some_and(|w| w & (1u64 << (id % 64)) != 0)
+        self.word(id / 64) & (1u64 << (id % 64)) != 0
     }
 
     /// Number of members.
     pub fn len(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        self.words.iter().map(|w| w.1.count_ones() as usize).sum()
     }
 
     /// Whether the set has no members.
     pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|w| *w == 0)
+        self.words.is_empty()
     }
 
     /// The highest member, if any (named `last`, not `max`, so it never collides with `Ord::max`).
     pub fn last(&self) -> Option<u32> {
-        self.iter().last()
+        self.words.last().map(|&(w, bits)| w * 64 + 63 - bits.leading_zeros())
     }
 
     /// The lowest member, if any (named `first`, not `min`, so it never collides with `Ord::min`).
     pub fn first(&self) -> Option<u32> {
-        self.iter().next()
+        self.words.first().map(|&(w, bits)| w * 64 + bits.trailing_zeros())
     }
 
     /// Members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words.iter().enumerate().flat_map(|(wi, &w)| {
+        self.words.iter().flat_map(|&(wi, w)| {
             let mut bits = w;
             std::iter::from_fn(move || {
                 if bits == 0 {
@@ -149,54 +193,85 @@ impl IdSet {
                 }
                 let b = bits.trailing_zeros();
                 bits &= bits - 1;
-                Some(wi as u32 * 64 + b)
+                Some(wi * 64 + b)
             })
+        })
+    }
+
+    /// The words of `self` and `other` by index, in increasing order: `(index, self's, other's)`,
+    /// 0 for a word one of them does not have.
+    fn merged<'a>(&'a self, other: &'a Self) -> impl Iterator<Item = (u32, u64, u64)> + 'a {
+        let (mut a, mut b) = (self.words.iter().peekable(), other.words.iter().peekable());
+        std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
+            (None, None) => None,
+            (Some(&(i, x)), None) => {
+                a.next();
+                Some((i, x, 0))
+            }
+            (None, Some(&(j, y))) => {
+                b.next();
+                Some((j, 0, y))
+            }
+            (Some(&(i, x)), Some(&(j, y))) => Some(match i.cmp(&j) {
+                std::cmp::Ordering::Less => {
+                    a.next();
+                    (i, x, 0)
+                }
+                std::cmp::Ordering::Greater => {
+                    b.next();
+                    (j, 0, y)
+                }
+                std::cmp::Ordering::Equal => {
+                    a.next();
+                    b.next();
+                    (i, x, y)
+                }
+            }),
         })
     }
 
     /// Set union.
     pub fn union(&self, other: &Self) -> Self {
-        let n = self.words.len().max(other.words.len());
-        let words = (0..n)
-            .map(|i| self.words.get(i).copied().unwrap_or(0) | other.words.get(i).copied().unwrap_or(0))
-            .collect();
-        let mut s = Self { words };
-        s.trim();
-        s
+        Self { words: self.merged(other).map(|(i, a, b)| (i, a | b)).collect() }
     }
 
-    /// Set intersection.
+    /// Set intersection (the smaller set's words, each looked up in the other: a CPU's siblings
+    /// within all 65,536 CPUs costs two lookups, not a walk over 1,024 words).
     pub fn intersection(&self, other: &Self) -> Self {
-        let words = self.words.iter().zip(&other.words).map(|(a, b)| a & b).collect();
-        let mut s = Self { words };
-        s.trim();
-        s
+        let (small, large) = if self.words.len() <= other.words.len() { (self, other) } else { (other, self) };
+        Self { words: small.words.iter().map(|&(i, a)| (i, a & large.word(i))).filter(|w| w.1 != 0).collect() }
     }
 
-    /// Members of `self` not in `other`.
+    /// Members of `self` not in `other` (each word of `self` looked up in `other`).
     pub fn difference(&self, other: &Self) -> Self {
-        let words = self.words.iter().enumerate().map(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0)).collect();
-        let mut s = Self { words };
-        s.trim();
-        s
+        Self { words: self.words.iter().map(|&(i, a)| (i, a & !other.word(i))).filter(|w| w.1 != 0).collect() }
     }
 
     /// Whether every member of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
-        self.difference(other).is_empty()
+        self.words.iter().all(|&(i, a)| a & !other.word(i) == 0)
     }
 
-    /// The bitmap as 64-bit words, least significant first: bit `i % 64` of word `i / 64` is id `i`.
-    /// This is the layout `sched_setaffinity`, `set_mempolicy` and `mbind` take on 64-bit Linux.
-    pub fn as_words(&self) -> &[u64] {
-        &self.words
+    /// The bitmap as 64-bit words, least significant first, up to the highest member: bit `i % 64`
+    /// of word `i / 64` is id `i`. This is the layout `sched_setaffinity`, `set_mempolicy` and
+    /// `mbind` take on 64-bit Linux.
+    pub fn to_words(&self) -> Vec<u64> {
+        let mut out = vec![0u64; self.words.last().map_or(0, |w| w.0 as usize + 1)];
+        for &(i, w) in &self.words {
+            out[i as usize] = w;
+        }
+        out
+    }
+
+    /// How many 64-bit words the set keeps (16 bytes each, with their indexes): what it costs in
+    /// memory, which follows its members, not its highest one.
+    pub fn stored_words(&self) -> usize {
+        self.words.len()
     }
 
     /// Builds a set from 64-bit words, least significant first.
     pub fn from_words(words: &[u64]) -> Self {
-        let mut s = Self { words: words.to_vec() };
-        s.trim();
-        s
+        Self { words: words.iter().enumerate().filter(|w| *w.1 != 0).map(|(i, &w)| (i as u32, w)).collect() }
     }
 
     /// Parses the kernel's list form: `"0-3,8,10-11"`; empty or whitespace-only input is the empty set.
@@ -315,18 +390,12 @@ impl IdSet {
         (0..nwords)
             .rev()
             .map(|i| {
-                let w64 = self.words.get(i / 2).copied().unwrap_or(0);
+                let w64 = self.word((i / 2) as u32);
                 let w32 = if i % 2 == 0 { w64 as u32 } else { (w64 >> 32) as u32 };
                 format!("{w32:08x}")
             })
             .collect::<Vec<_>>()
             .join(",")
-    }
-
-    fn trim(&mut self) {
-        while self.words.last() == Some(&0) {
-            self.words.pop();
-        }
     }
 }
 
@@ -353,6 +422,30 @@ impl FromIterator<u32> for IdSet {
             s.insert(i);
         }
         s
+    }
+}
+
+impl Ord for IdSet {
+    /// As the plain bitmaps (`Vec<u64>` up to the highest member) compared: word by word from the
+    /// lowest, the first that differs decides, else the shorter bitmap is the smaller.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let len = |s: &Self| s.words.last().map_or(0, |w| u64::from(w.0) + 1);
+        let (la, lb) = (len(self), len(other));
+        for (i, a, b) in self.merged(other) {
+            if u64::from(i) >= la.min(lb) {
+                break;
+            }
+            if a != b {
+                return a.cmp(&b);
+            }
+        }
+        la.cmp(&lb)
+    }
+}
+
+impl PartialOrd for IdSet {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -422,12 +515,60 @@ mod tests {
     fn above_1024_cpus() {
         let s = IdSet::parse_list("0,1500-1501,4095").unwrap();
         assert_eq!(s.len(), 4);
-        assert_eq!(s.as_words().len(), 64);
+        assert_eq!(s.to_words().len(), 64);
         assert!(s.contains(1501));
-        assert_eq!(IdSet::from_words(s.as_words()), s);
+        assert_eq!(IdSet::from_words(&s.to_words()), s);
+    }
+
+    #[test]
+    fn a_set_keeps_only_its_words() {
+        // The SMT siblings of a 65,536-CPU machine numbered as Linux numbers x86 CPUs: two words,
+        // not a bitmap up to CPU 65,535 (1,024 words).
+        let s: IdSet = [5, 32773].into_iter().collect();
+        assert_eq!(s.words.len(), 2);
+        assert_eq!(IdSet::parse_list("65535").unwrap().words.len(), 1);
+        let all = IdSet::first_n(65536);
+        assert_eq!((all.len(), all.words.len()), (65536, 1024));
+        assert_eq!(all.intersection(&s).words.len(), 2);
+        assert_eq!(s.to_words().len(), 513);
+    }
+
+    /// The order of plain bitmaps: lexicographic over the words up to the highest member.
+    fn dense_cmp(a: &IdSet, b: &IdSet) -> std::cmp::Ordering {
+        a.to_words().cmp(&b.to_words())
     }
 
     proptest! {
+        #[test]
+        fn orders_as_plain_bitmaps(a in proptest::collection::btree_set(0u32..400, 0..12),
+                                   b in proptest::collection::btree_set(0u32..400, 0..12)) {
+            let (sa, sb): (IdSet, IdSet) = (a.iter().copied().collect(), b.iter().copied().collect());
+            prop_assert_eq!(sa.cmp(&sb), dense_cmp(&sa, &sb));
+            prop_assert_eq!(sa.cmp(&sa), std::cmp::Ordering::Equal);
+        }
+
+        #[test]
+        fn insert_remove_contains(ops in proptest::collection::vec((0u32..1000, proptest::bool::ANY), 0..80)) {
+            let mut set = IdSet::new();
+            let mut model = std::collections::BTreeSet::new();
+            for (id, add) in ops {
+                if add {
+                    set.insert(id);
+                    model.insert(id);
+                } else {
+                    set.remove(id);
+                    model.remove(&id);
+                }
+                prop_assert_eq!(set.contains(id), model.contains(&id));
+            }
+            prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+            prop_assert_eq!(set.first(), model.first().copied());
+            prop_assert_eq!(set.last(), model.last().copied());
+            prop_assert_eq!(set.len(), model.len());
+            prop_assert!(set.words.iter().all(|w| w.1 != 0), "no zero word is kept");
+            prop_assert_eq!(IdSet::from_words(&set.to_words()), set.clone());
+        }
+
         #[test]
         fn list_and_mask_round_trip(ids in proptest::collection::btree_set(0u32..3000, 0..64)) {
             let s: IdSet = ids.iter().copied().collect();
@@ -448,6 +589,7 @@ mod tests {
             prop_assert_eq!(sa.intersection(&sb), i.clone());
             prop_assert_eq!(sa.difference(&sb), d);
             prop_assert!(i.is_subset(&sa));
+            prop_assert_eq!(sa.is_subset(&sb), a.is_subset(&b));
         }
     }
 }

@@ -224,6 +224,31 @@ fn sizes() {
     assert!(parse_size_kb("").unwrap_err().contains("needs a unit"));
 }
 
+#[test]
+fn a_machine_of_many_cpus_keeps_per_cpu_sets_small() {
+    // 4 nodes x 4,096 CPUs, SMT 2, 8 cores per LLC, numbered as Linux numbers x86 CPUs: the SMT
+    // siblings of CPU c are c and c + 8,192, the LLC 16 CPUs in two runs as far apart. Each
+    // CPU's two sets keep 2 words each: as bitmaps up to their highest member they took 64-128
+    // words each (per CPU: memory grew with the square of the CPUs; 0.8 GB at 65,536).
+    let half = 8192;
+    let nodes: String = (0..4)
+        .map(|i| {
+            let (a, b) = (i * 2048, half + i * 2048);
+            format!("[[nodes]]\nid = {i}\ncpus = \"{a}-{},{b}-{}\"\nmem_gb = 64\n", a + 2047, b + 2047)
+        })
+        .collect();
+    let row = |i: usize| (0..4).map(|j| if i == j { "10" } else { "21" }).collect::<Vec<_>>().join(", ");
+    let distances = (0..4).map(|i| format!("[{}]", row(i))).collect::<Vec<_>>().join(", ");
+    let t = build(&format!("smt = 2\ncores_per_llc = 8\ndistances = [{distances}]\n{nodes}"));
+    assert_eq!(t.cpus.len(), 16384);
+    let c = t.cpu(5).unwrap();
+    assert_eq!(c.siblings, set("5,8197"));
+    assert_eq!(c.llc.as_ref().unwrap(), &set("0-7,8192-8199"));
+    let words: usize =
+        t.cpus.iter().map(|c| c.siblings.stored_words() + c.llc.as_ref().map_or(0, IdSet::stored_words)).sum();
+    assert!(words <= 4 * t.cpus.len(), "{words} words in the per-CPU sets of {} CPUs", t.cpus.len());
+}
+
 /// A valid 2-node file with `line` substituted in: each rejection test breaks one thing.
 fn two_nodes_with(distances: &str, node1: &str) -> String {
     format!("distances = {distances}\n[[nodes]]\nid = 0\ncpus = \"0-3\"\nmem_gb = 4\n[[nodes]]\nid = 1\n{node1}\n")
