@@ -130,9 +130,10 @@ fn growth(
 fn balancing_one_process_of_many_threads_works_per_move() {
     // One process of 150 and of 600 threads, 45 and 180 CPUs of demand on 32 CPUs, all on node
     // 0: the balancer moves threads off the busiest node one at a time. A quarter of the threads
-    // have an edge each. Scoring every candidate against every mate once per move and formatting
-    // every candidate's explanation grew with the threads at each move: per move, the edges looked
-    // up must not grow with the threads, and one explanation is written.
+    // have an edge each. Looking at every candidate on the node, scoring each against every mate
+    // and formatting each one's explanation grew with the threads at each move: per move, the
+    // candidates looked at and the edges looked up must not grow with the threads, and one
+    // explanation is written.
     let small = work(1, 150, true);
     let large = work(1, 600, true);
     let per_move = |w: &std::collections::BTreeMap<&'static str, u64>, name: &str| {
@@ -143,9 +144,11 @@ fn balancing_one_process_of_many_threads_works_per_move() {
     for w in [&small, &large] {
         assert_eq!(per_move(w, "balance.explanations"), 1.0, "{w:?}");
     }
-    let (s, l) = (per_move(&small, "balance.mate_terms"), per_move(&large, "balance.mate_terms"));
-    assert!(s > 0.0, "edges were looked up: {small:?}");
-    assert!(l < 2.0 * s, "edges looked up per move: {s:.1} at 150 threads, {l:.1} at 600 ({small:?} -> {large:?})");
+    for name in ["balance.mate_terms", "balance.candidates"] {
+        let (s, l) = (per_move(&small, name), per_move(&large, name));
+        assert!(s > 0.0, "{name}: none counted ({small:?})");
+        assert!(l < 2.0 * s, "{name} per move: {s:.1} at 150 threads, {l:.1} at 600 ({small:?} -> {large:?})");
+    }
 }
 
 #[test]
