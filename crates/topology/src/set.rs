@@ -8,12 +8,14 @@
 //!               ^ most significant 32-bit word first, comma between words
 //! ```
 //!
-//! An [`IdSet`] is a bitmap of `u64` words that keeps only its non-zero words, each with its
-//! index, so a machine with more than 1024 CPUs (the size of glibc's fixed `cpu_set_t`) is no
-//! special case, and a set's size follows its members, not its highest one: the SMT siblings
-//! `{5, 32773}` of a 65,536-CPU machine are two words, where a plain bitmap up to the highest
-//! member took 513 (4 KiB), and every CPU of the machine holds two such sets (its siblings and its
-//! last-level cache): 0.8 GB for `numapilot topo` on the machine, 2.4 GB for the simulator.
+//! An [`IdSet`] is a bitmap of `u64` words, so a machine with more than 1024 CPUs (the size of
+//! glibc's fixed `cpu_set_t`) is no special case, and its size follows its members, not its
+//! highest one: a set at least half of whose words between its lowest and highest member are
+//! in use keeps those words (a node's CPUs, every CPU: a member is found by indexing), a sparser
+//! one keeps only its non-zero words, each with its index. The SMT siblings `{5, 32773}` of a
+//! 65,536-CPU machine (Linux numbers x86 CPUs so) are two words; as a bitmap up to the highest
+//! member they took 513 (4 KiB), and every CPU of the machine holds two such sets (its siblings
+//! and its last-level cache): 0.8 GB for `numapilot topo` on the machine, 2.4 GB for the simulator.
 //! [`CpuSet`] and [`NodeSet`] are the same type under two names; the name says which id space a
 //! value lives in. Node ids are the kernel's (sparse: nodes 0 and 8 is a legal machine), never
 //! dense indexes.
@@ -70,14 +72,27 @@ pub enum SetParseError {
     },
 }
 
-/// A set of small non-negative ids (CPU numbers or node ids), as a bitmap.
-///
-/// Its non-zero 64-bit words with their indexes (word `w` holds ids `64 w .. 64 w + 63`), sorted
-/// by index; no zero word is kept, so equal sets are equal values. Sets order as the plain
+/// A set of small non-negative ids (CPU numbers or node ids), as a bitmap (see the module
+/// essay for its two forms; equal sets are equal whatever their form). Sets order as the plain
 /// bitmaps did (words compared from the lowest, then the shorter first).
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct IdSet {
-    words: Vec<(u32, u64)>,
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    /// Words `base .. base + words.len()` (word `w` holds ids `64 w .. 64 w + 63`); the first and
+    /// the last are not zero.
+    Dense { base: u32, words: Vec<u64> },
+    /// The non-zero words with their indexes, sorted by index.
+    Sparse(Vec<(u32, u64)>),
+}
+
+impl Default for IdSet {
+    fn default() -> Self {
+        Self { repr: Repr::Sparse(Vec::new()) }
+    }
 }
 
 /// A set of CPU numbers (kernel logical CPU ids).
@@ -97,63 +112,159 @@ impl IdSet {
 
     /// The set `{0, 1, ..., n-1}`.
     pub fn first_n(n: u32) -> Self {
-        let mut words: Vec<(u32, u64)> = (0..n / 64).map(|w| (w, u64::MAX)).collect();
+        let mut words = vec![u64::MAX; (n / 64) as usize];
         if n % 64 != 0 {
-            words.push((n / 64, (1u64 << (n % 64)) - 1));
+            words.push((1u64 << (n % 64)) - 1);
         }
-        Self { words }
+        Self::dense(0, words)
     }
 
-    /// Position of word `w` in `words`: `Ok` when present, else where it would go. A word in the
-    /// first or the last run of consecutive words (all of a set of one or two runs: every CPU, a
-    /// node's CPUs, SMT siblings, as Linux numbers x86 CPUs) or outside the set's range is found
-    /// without a search.
-    fn find(&self, w: u32) -> Result<usize, usize> {
-        let (Some(&(lo, _)), Some(&(hi, _))) = (self.words.first(), self.words.last()) else { return Err(0) };
-        if w < lo {
-            return Err(0);
+    /// Words from `base`, trimmed of zero words at both ends.
+    fn dense(mut base: u32, mut words: Vec<u64>) -> Self {
+        while words.last() == Some(&0) {
+            words.pop();
         }
-        if w > hi {
-            return Err(self.words.len());
+        let lead = words.iter().take_while(|w| **w == 0).count();
+        if lead > 0 {
+            words.drain(..lead);
+            base += lead as u32;
         }
-        let from_start = (w - lo) as usize;
-        if self.words.get(from_start).is_some_and(|e| e.0 == w) {
-            return Ok(from_start);
-        }
-        if let Some(from_end) = (self.words.len() - 1).checked_sub((hi - w) as usize) {
-            if self.words[from_end].0 == w {
-                return Ok(from_end);
-            }
-        }
-        self.words.binary_search_by_key(&w, |e| e.0)
+        Self { repr: Repr::Dense { base, words } }
     }
 
-    /// Word `w` of the bitmap (0 when absent).
+    /// The set of these words (non-zero, increasing indexes) in the form that suits them.
+    fn from_pairs(pairs: Vec<(u32, u64)>) -> Self {
+        let (Some(&(lo, _)), Some(&(hi, _))) = (pairs.first(), pairs.last()) else { return Self::new() };
+        let span = (hi - lo) as usize + 1;
+        if span > 2 * pairs.len() {
+            return Self { repr: Repr::Sparse(pairs) };
+        }
+        let mut words = vec![0u64; span];
+        for (i, w) in pairs {
+            words[(i - lo) as usize] = w;
+        }
+        Self { repr: Repr::Dense { base: lo, words } }
+    }
+
+    /// The non-zero words with their indexes, in increasing order.
+    fn pairs(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let (dense, sparse) = match &self.repr {
+            Repr::Dense { base, words } => (Some((*base, words)), None),
+            Repr::Sparse(v) => (None, Some(v)),
+        };
+        let d = dense
+            .into_iter()
+            .flat_map(|(base, words)| words.iter().enumerate().map(move |(i, &w)| (base + i as u32, w)));
+        d.chain(sparse.into_iter().flatten().copied()).filter(|p| p.1 != 0)
+    }
+
+    /// Word `w` of the bitmap (0 when absent): an index into a dense set, a search in a sparse one.
     fn word(&self, w: u32) -> u64 {
-        self.find(w).map_or(0, |i| self.words[i].1)
+        match &self.repr {
+            Repr::Dense { base, words } => {
+                w.checked_sub(*base).and_then(|i| words.get(i as usize)).copied().unwrap_or(0)
+            }
+            Repr::Sparse(v) => v.binary_search_by_key(&w, |e| e.0).map_or(0, |i| v[i].1),
+        }
     }
 
     /// Adds `id`.
     pub fn insert(&mut self, id: u32) {
         let (w, bit) = (id / 64, 1u64 << (id % 64));
-        // Ids in increasing order (parsing a list, collecting a sorted set) append.
-        match self.words.last_mut() {
-            None => self.words.push((w, bit)),
-            Some(last) if last.0 == w => last.1 |= bit,
-            Some(last) if last.0 < w => self.words.push((w, bit)),
-            _ => match self.find(w) {
-                Ok(i) => self.words[i].1 |= bit,
-                Err(i) => self.words.insert(i, (w, bit)),
+        match &mut self.repr {
+            Repr::Dense { base, words } if !words.is_empty() => {
+                let end = *base + words.len() as u32;
+                if (*base..end).contains(&w) {
+                    words[(w - *base) as usize] |= bit;
+                    return;
+                }
+                // Ids in increasing order (parsing a list, collecting a sorted set) append; a
+                // word close enough keeps the set dense (at most doubling its words).
+                let (lo, hi) = (w.min(*base), (w + 1).max(end));
+                if (hi - lo) as usize <= 2 * words.len() + 1 {
+                    if w >= end {
+                        words.resize((w - *base) as usize, 0);
+                        words.push(bit);
+                    } else {
+                        let mut grown = vec![0u64; (*base - w) as usize];
+                        grown[0] = bit;
+                        grown.extend_from_slice(words);
+                        *words = grown;
+                        *base = w;
+                    }
+                    return;
+                }
+                let mut pairs: Vec<(u32, u64)> = self.pairs().collect();
+                let at = pairs.partition_point(|e| e.0 < w);
+                pairs.insert(at, (w, bit));
+                *self = Self { repr: Repr::Sparse(pairs) };
+            }
+            Repr::Dense { .. } => *self = Self { repr: Repr::Dense { base: w, words: vec![bit] } },
+            Repr::Sparse(v) if v.is_empty() => *self = Self { repr: Repr::Dense { base: w, words: vec![bit] } },
+            Repr::Sparse(v) => match v.binary_search_by_key(&w, |e| e.0) {
+                Ok(i) => v[i].1 |= bit,
+                Err(i) => v.insert(i, (w, bit)),
             },
         }
     }
 
+    /// Adds `lo..=hi` a word at a time (a range of 65,536 CPUs is 1,024 words, not 65,536 inserts).
+    fn insert_range(&mut self, lo: u32, hi: u32) {
+        let (wl, wh) = (lo / 64, hi / 64);
+        let mut words = vec![u64::MAX; (wh - wl + 1) as usize];
+        words[0] &= u64::MAX << (lo % 64);
+        *words.last_mut().expect("one word at least") &= u64::MAX >> (63 - hi % 64);
+        let range = Self { repr: Repr::Dense { base: wl, words } };
+        *self = if self.is_empty() { range } else { self.union(&range) };
+    }
+
+    /// The members as ranges `(first, last)` of consecutive ids, in increasing order, found a
+    /// word at a time.
+    fn ranges(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mut pairs = self.pairs();
+        let (mut bits, mut at) = (0u64, 0u32);
+        let mut open: Option<(u32, u32)> = None;
+        std::iter::from_fn(move || loop {
+            if bits == 0 {
+                match pairs.next() {
+                    Some((w, b)) => (bits, at) = (b, w * 64),
+                    None => return open.take(),
+                }
+            }
+            let skip = bits.trailing_zeros();
+            let (bits_from, start) = (bits >> skip, at + skip);
+            let ones = bits_from.trailing_ones();
+            let end = start + ones - 1;
+            (bits, at) = if skip + ones >= 64 { (0, at + 64) } else { (bits_from >> ones << (skip + ones), at) };
+            match open {
+                Some((a, e)) if e + 1 == start => open = Some((a, end)),
+                Some(done) => {
+                    open = Some((start, end));
+                    return Some(done);
+                }
+                None => open = Some((start, end)),
+            }
+        })
+    }
+
     /// Removes `id` (no-op when absent).
     pub fn remove(&mut self, id: u32) {
-        if let Ok(i) = self.find(id / 64) {
-            self.words[i].1 &= !(1u64 << (id % 64));
-            if self.words[i].1 == 0 {
-                self.words.remove(i);
+        let (w, bit) = (id / 64, 1u64 << (id % 64));
+        match &mut self.repr {
+            Repr::Dense { base, words } => {
+                if let Some(word) = w.checked_sub(*base).and_then(|i| words.get_mut(i as usize)) {
+                    *word &= !bit;
+                    let (b, ws) = (*base, std::mem::take(words));
+                    *self = Self::dense(b, ws);
+                }
+            }
+            Repr::Sparse(v) => {
+                if let Ok(i) = v.binary_search_by_key(&w, |e| e.0) {
+                    v[i].1 &= !bit;
+                    if v[i].1 == 0 {
+                        v.remove(i);
+                    }
+                }
             }
         }
     }
@@ -165,27 +276,34 @@ impl IdSet {
 
     /// Number of members.
     pub fn len(&self) -> usize {
-        self.words.iter().map(|w| w.1.count_ones() as usize).sum()
+        self.pairs().map(|w| w.1.count_ones() as usize).sum()
     }
 
     /// Whether the set has no members.
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        match &self.repr {
+            Repr::Dense { words, .. } => words.is_empty(),
+            Repr::Sparse(v) => v.is_empty(),
+        }
     }
 
     /// The highest member, if any (named `last`, not `max`, so it never collides with `Ord::max`).
     pub fn last(&self) -> Option<u32> {
-        self.words.last().map(|&(w, bits)| w * 64 + 63 - bits.leading_zeros())
+        let last = match &self.repr {
+            Repr::Dense { base, words } => words.last().map(|&w| (*base + words.len() as u32 - 1, w)),
+            Repr::Sparse(v) => v.last().copied(),
+        };
+        last.map(|(w, bits)| w * 64 + 63 - bits.leading_zeros())
     }
 
     /// The lowest member, if any (named `first`, not `min`, so it never collides with `Ord::min`).
     pub fn first(&self) -> Option<u32> {
-        self.words.first().map(|&(w, bits)| w * 64 + bits.trailing_zeros())
+        self.pairs().next().map(|(w, bits)| w * 64 + bits.trailing_zeros())
     }
 
     /// Members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words.iter().flat_map(|&(wi, w)| {
+        self.pairs().flat_map(|(wi, w)| {
             let mut bits = w;
             std::iter::from_fn(move || {
                 if bits == 0 {
@@ -201,18 +319,18 @@ impl IdSet {
     /// The words of `self` and `other` by index, in increasing order: `(index, self's, other's)`,
     /// 0 for a word one of them does not have.
     fn merged<'a>(&'a self, other: &'a Self) -> impl Iterator<Item = (u32, u64, u64)> + 'a {
-        let (mut a, mut b) = (self.words.iter().peekable(), other.words.iter().peekable());
+        let (mut a, mut b) = (self.pairs().peekable(), other.pairs().peekable());
         std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
             (None, None) => None,
-            (Some(&(i, x)), None) => {
+            (Some((i, x)), None) => {
                 a.next();
                 Some((i, x, 0))
             }
-            (None, Some(&(j, y))) => {
+            (None, Some((j, y))) => {
                 b.next();
                 Some((j, 0, y))
             }
-            (Some(&(i, x)), Some(&(j, y))) => Some(match i.cmp(&j) {
+            (Some((i, x)), Some((j, y))) => Some(match i.cmp(&j) {
                 std::cmp::Ordering::Less => {
                     a.next();
                     (i, x, 0)
@@ -230,48 +348,83 @@ impl IdSet {
         })
     }
 
+    /// The words a dense set keeps, from its base.
+    fn dense_words(&self) -> Option<(u32, &[u64])> {
+        match &self.repr {
+            Repr::Dense { base, words } => Some((*base, words)),
+            Repr::Sparse(_) => None,
+        }
+    }
+
     /// Set union.
     pub fn union(&self, other: &Self) -> Self {
-        Self { words: self.merged(other).map(|(i, a, b)| (i, a | b)).collect() }
+        if let (Some((ba, wa)), Some((bb, wb))) = (self.dense_words(), other.dense_words()) {
+            if wa.is_empty() || wb.is_empty() {
+                return if wa.is_empty() { other.clone() } else { self.clone() };
+            }
+            let (lo, hi) = (ba.min(bb), (ba + wa.len() as u32).max(bb + wb.len() as u32));
+            if (hi - lo) as usize <= 2 * (wa.len() + wb.len()) {
+                let mut words = vec![0u64; (hi - lo) as usize];
+                for (base, ws) in [(ba, wa), (bb, wb)] {
+                    for (i, w) in ws.iter().enumerate() {
+                        words[(base - lo) as usize + i] |= w;
+                    }
+                }
+                return Self::dense(lo, words);
+            }
+        }
+        Self::from_pairs(self.merged(other).map(|(i, a, b)| (i, a | b)).collect())
     }
 
     /// Set intersection (the smaller set's words, each looked up in the other: a CPU's siblings
     /// within all 65,536 CPUs costs two lookups, not a walk over 1,024 words).
     pub fn intersection(&self, other: &Self) -> Self {
-        let (small, large) = if self.words.len() <= other.words.len() { (self, other) } else { (other, self) };
-        Self { words: small.words.iter().map(|&(i, a)| (i, a & large.word(i))).filter(|w| w.1 != 0).collect() }
+        if let (Some((ba, wa)), Some((bb, wb))) = (self.dense_words(), other.dense_words()) {
+            let (lo, hi) = (ba.max(bb), (ba + wa.len() as u32).min(bb + wb.len() as u32));
+            let words = (lo..hi.max(lo)).map(|w| wa[(w - ba) as usize] & wb[(w - bb) as usize]).collect();
+            return Self::dense(lo, words);
+        }
+        let (small, large) = if self.stored_words() <= other.stored_words() { (self, other) } else { (other, self) };
+        Self::from_pairs(small.pairs().map(|(i, a)| (i, a & large.word(i))).filter(|w| w.1 != 0).collect())
     }
 
     /// Members of `self` not in `other` (each word of `self` looked up in `other`).
     pub fn difference(&self, other: &Self) -> Self {
-        Self { words: self.words.iter().map(|&(i, a)| (i, a & !other.word(i))).filter(|w| w.1 != 0).collect() }
+        if let Some((base, words)) = self.dense_words() {
+            let words = words.iter().enumerate().map(|(i, &w)| w & !other.word(base + i as u32)).collect();
+            return Self::dense(base, words);
+        }
+        Self::from_pairs(self.pairs().map(|(i, a)| (i, a & !other.word(i))).filter(|w| w.1 != 0).collect())
     }
 
     /// Whether every member of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
-        self.words.iter().all(|&(i, a)| a & !other.word(i) == 0)
+        self.pairs().all(|(i, a)| a & !other.word(i) == 0)
     }
 
     /// The bitmap as 64-bit words, least significant first, up to the highest member: bit `i % 64`
     /// of word `i / 64` is id `i`. This is the layout `sched_setaffinity`, `set_mempolicy` and
     /// `mbind` take on 64-bit Linux.
     pub fn to_words(&self) -> Vec<u64> {
-        let mut out = vec![0u64; self.words.last().map_or(0, |w| w.0 as usize + 1)];
-        for &(i, w) in &self.words {
+        let mut out = vec![0u64; self.last().map_or(0, |id| (id / 64) as usize + 1)];
+        for (i, w) in self.pairs() {
             out[i as usize] = w;
         }
         out
     }
 
-    /// How many 64-bit words the set keeps (16 bytes each, with their indexes): what it costs in
-    /// memory, which follows its members, not its highest one.
+    /// How many 64-bit words the set keeps (a sparse one keeps each with its index): what it
+    /// costs in memory, which follows its members, not its highest one.
     pub fn stored_words(&self) -> usize {
-        self.words.len()
+        match &self.repr {
+            Repr::Dense { words, .. } => words.len(),
+            Repr::Sparse(v) => v.len(),
+        }
     }
 
     /// Builds a set from 64-bit words, least significant first.
     pub fn from_words(words: &[u64]) -> Self {
-        Self { words: words.iter().enumerate().filter(|w| *w.1 != 0).map(|(i, &w)| (i as u32, w)).collect() }
+        Self::dense(0, words.to_vec())
     }
 
     /// Parses the kernel's list form: `"0-3,8,10-11"`; empty or whitespace-only input is the empty set.
@@ -308,10 +461,12 @@ impl IdSet {
             if hi < lo {
                 return Err(SetParseError::Backwards { token: tok.to_string(), input: input.to_string() });
             }
-            for id in lo..=hi {
-                match stride {
-                    Some((used, group)) if (id - lo) % group >= used => {}
-                    _ => set.insert(id),
+            match stride {
+                None => set.insert_range(lo, hi),
+                Some((used, group)) => {
+                    for id in (lo..=hi).filter(|id| (id - lo) % group < used) {
+                        set.insert(id);
+                    }
                 }
             }
         }
@@ -360,13 +515,7 @@ impl IdSet {
     /// Formats in the kernel's list form (`"0-3,8"`); the empty set is `""`.
     pub fn to_list(&self) -> String {
         let mut out = String::new();
-        let mut iter = self.iter().peekable();
-        while let Some(start) = iter.next() {
-            let mut end = start;
-            while iter.peek() == Some(&(end + 1)) {
-                end += 1;
-                iter.next();
-            }
+        for (start, end) in self.ranges() {
             if !out.is_empty() {
                 out.push(',');
             }
@@ -417,11 +566,38 @@ fn parse_id(s: &str, tok: &str, input: &str) -> Result<u32, SetParseError> {
 
 impl FromIterator<u32> for IdSet {
     fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
+        let mut ids: Vec<u32> = iter.into_iter().collect();
+        // In increasing order every insert appends.
+        if !ids.is_sorted() {
+            ids.sort_unstable();
+        }
         let mut s = Self::new();
-        for i in iter {
+        for i in ids {
             s.insert(i);
         }
         s
+    }
+}
+
+impl PartialEq for IdSet {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.repr, &other.repr) {
+            // Both forms keep no zero word at their ends: equal sets keep the same words.
+            (Repr::Dense { base: a, words: x }, Repr::Dense { base: b, words: y }) => (a, x) == (b, y),
+            (Repr::Sparse(x), Repr::Sparse(y)) => x == y,
+            _ => self.pairs().eq(other.pairs()),
+        }
+    }
+}
+
+impl Eq for IdSet {}
+
+impl std::hash::Hash for IdSet {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for (i, w) in self.pairs() {
+            state.write_u32(i);
+            state.write_u64(w);
+        }
     }
 }
 
@@ -429,7 +605,13 @@ impl Ord for IdSet {
     /// As the plain bitmaps (`Vec<u64>` up to the highest member) compared: word by word from the
     /// lowest, the first that differs decides, else the shorter bitmap is the smaller.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let len = |s: &Self| s.words.last().map_or(0, |w| u64::from(w.0) + 1);
+        if let (Repr::Dense { base: a, words: x }, Repr::Dense { base: b, words: y }) = (&self.repr, &other.repr) {
+            if !x.is_empty() && !y.is_empty() {
+                // The lower first word is the first difference, and the set that has it is the larger.
+                return b.cmp(a).then_with(|| x.cmp(y));
+            }
+        }
+        let len = |s: &Self| s.last().map_or(0, |id| u64::from(id / 64) + 1);
         let (la, lb) = (len(self), len(other));
         for (i, a, b) in self.merged(other) {
             if u64::from(i) >= la.min(lb) {
@@ -525,12 +707,16 @@ mod tests {
         // The SMT siblings of a 65,536-CPU machine numbered as Linux numbers x86 CPUs: two words,
         // not a bitmap up to CPU 65,535 (1,024 words).
         let s: IdSet = [5, 32773].into_iter().collect();
-        assert_eq!(s.words.len(), 2);
-        assert_eq!(IdSet::parse_list("65535").unwrap().words.len(), 1);
+        assert_eq!(s.stored_words(), 2);
+        assert_eq!(IdSet::parse_list("65535").unwrap().stored_words(), 1);
         let all = IdSet::first_n(65536);
-        assert_eq!((all.len(), all.words.len()), (65536, 1024));
-        assert_eq!(all.intersection(&s).words.len(), 2);
+        assert_eq!((all.len(), all.stored_words()), (65536, 1024));
+        assert_eq!(all.intersection(&s).stored_words(), 2);
         assert_eq!(s.to_words().len(), 513);
+        // A node's CPUs as Linux numbers them on that machine: two runs of 8 words, far apart.
+        let node = IdSet::parse_list("0-511,32768-33279").unwrap();
+        assert_eq!(node.stored_words(), 16);
+        assert!(node.contains(33000) && !node.contains(600));
     }
 
     /// The order of plain bitmaps: lexicographic over the words up to the highest member.
@@ -545,6 +731,24 @@ mod tests {
             let (sa, sb): (IdSet, IdSet) = (a.iter().copied().collect(), b.iter().copied().collect());
             prop_assert_eq!(sa.cmp(&sb), dense_cmp(&sa, &sb));
             prop_assert_eq!(sa.cmp(&sa), std::cmp::Ordering::Equal);
+        }
+
+        #[test]
+        fn runs_order_and_compare_as_plain_bitmaps(a in proptest::collection::vec((0u32..700, 0u32..200), 0..4),
+                                                   b in proptest::collection::vec((0u32..700, 0u32..200), 0..4)) {
+            // Sets of a few ranges: dense, sparse and mixed forms.
+            let set = |r: &[(u32, u32)]| -> IdSet { r.iter().flat_map(|&(lo, n)| lo..lo + n).collect() };
+            let (sa, sb) = (set(&a), set(&b));
+            prop_assert_eq!(sa.cmp(&sb), dense_cmp(&sa, &sb));
+            prop_assert_eq!(sa == sb, sa.to_words() == sb.to_words());
+            let rebuilt: IdSet = sa.iter().collect();
+            prop_assert_eq!(&rebuilt, &sa);
+            prop_assert_eq!(IdSet::parse_list(&sa.to_list()).unwrap(), sa.clone());
+            let u = sa.union(&sb);
+            prop_assert_eq!(u.iter().collect::<std::collections::BTreeSet<_>>(),
+                            sa.iter().chain(sb.iter()).collect::<std::collections::BTreeSet<_>>());
+            prop_assert_eq!(sa.intersection(&sb), sa.iter().filter(|i| sb.contains(*i)).collect::<IdSet>());
+            prop_assert_eq!(sa.difference(&sb), sa.iter().filter(|i| !sb.contains(*i)).collect::<IdSet>());
         }
 
         #[test]
@@ -565,7 +769,7 @@ mod tests {
             prop_assert_eq!(set.first(), model.first().copied());
             prop_assert_eq!(set.last(), model.last().copied());
             prop_assert_eq!(set.len(), model.len());
-            prop_assert!(set.words.iter().all(|w| w.1 != 0), "no zero word is kept");
+            prop_assert!(set.stored_words() <= set.to_words().len(), "never more words than the plain bitmap");
             prop_assert_eq!(IdSet::from_words(&set.to_words()), set.clone());
         }
 
