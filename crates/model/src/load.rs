@@ -206,6 +206,10 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let psi_mem = psi(sample.psi.memory);
     let psi_io = psi(sample.psi.io);
     let first = model.updates == 0;
+    // Every node's CPU time, in one pass over /proc/stat's lines each (a pass per node cost the
+    // nodes times the CPUs).
+    let sets: Vec<&numapilot_topology::CpuSet> = topo.nodes.iter().map(|n| &n.cpus).collect();
+    let (times_now, times_base) = (sample.cpu_times_within_each(&sets), sample.cpu_times_within_each_base(&sets));
     for (i, node) in topo.nodes.iter().enumerate() {
         let ns = sample.nodes.iter().find(|n| n.node == node.id);
         let nl = &mut model.nodes[i];
@@ -217,11 +221,11 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         // Over the CPUs this topology gives the node (reserved ones left out: their load is not
         // the node's room), not sysfs's list in the sample.
         let known = ns.is_some();
-        let ticks = sample.cpu_times_within(&node.cpus).filter(|_| known).map(|t| (t.busy(), t.total()));
+        let ticks = times_now.as_ref().map(|t| t[i]).filter(|_| known).map(|t| (t.busy(), t.total()));
         let stored = std::mem::replace(&mut model.state.node_ticks[i], ticks);
         // From the end of the observer's previous step when the host read /proc/stat there
         // (rule "observer-not-load") and that window is long enough to measure.
-        let base = sample.cpu_times_within_base(&node.cpus).filter(|_| known).map(|t| (t.busy(), t.total()));
+        let base = times_base.as_ref().map(|t| t[i]).filter(|_| known).map(|t| (t.busy(), t.total()));
         let prev = match (base, ticks) {
             (Some((b0, t0)), Some((_, t1))) if t1 >= t0.saturating_add(CPU_BASE_MIN_TICKS_PER_CPU * ncpus as u64) => {
                 Some((b0, t0))

@@ -431,6 +431,18 @@ impl Sample {
         Some(times_within(cpus, self.cpu_base.as_ref()?))
     }
 
+    /// [`Sample::cpu_times_within`] of each of `sets` (a machine's nodes), in one pass over the
+    /// /proc/stat lines: a pass per set cost the sets times the CPUs (1,024 nodes of a 65,536-CPU
+    /// machine file walked 67 M lines a sample).
+    pub fn cpu_times_within_each(&self, sets: &[&CpuSet]) -> Option<Vec<CpuTimes>> {
+        Some(times_within_each(sets, self.cpu.as_ref()?))
+    }
+
+    /// [`Sample::cpu_times_within_each`] of `cpu_base`.
+    pub fn cpu_times_within_each_base(&self, sets: &[&CpuSet]) -> Option<Vec<CpuTimes>> {
+        Some(times_within_each(sets, self.cpu_base.as_ref()?))
+    }
+
     /// The process with this pid.
     pub fn process(&self, pid: u32) -> Option<&ProcessSample> {
         self.processes.binary_search_by_key(&pid, |p| p.pid).ok().map(|i| &self.processes[i])
@@ -442,21 +454,100 @@ impl Sample {
     }
 }
 
+/// Adds `c` to `t`, field by field.
+fn add_times(t: &mut CpuTimes, c: &CpuTimes) {
+    t.user += c.user;
+    t.nice += c.nice;
+    t.system += c.system;
+    t.idle += c.idle;
+    t.iowait += c.iowait;
+    t.irq += c.irq;
+    t.softirq += c.softirq;
+    t.steal += c.steal;
+    t.guest += c.guest;
+    t.guest_nice += c.guest_nice;
+}
+
+#[cfg(test)]
+thread_local! {
+    /// /proc/stat lines looked at by `times_within_each` on this thread (for its test).
+    static STAT_LINES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The sum of the /proc/stat lines of `cpus` in `stat`.
 fn times_within(cpus: &CpuSet, stat: &ProcStat) -> CpuTimes {
     let mut t = CpuTimes::default();
     for line in stat.cpus.iter().filter(|c| cpus.contains(c.cpu)) {
-        let c = &line.times;
-        t.user += c.user;
-        t.nice += c.nice;
-        t.system += c.system;
-        t.idle += c.idle;
-        t.iowait += c.iowait;
-        t.irq += c.irq;
-        t.softirq += c.softirq;
-        t.steal += c.steal;
-        t.guest += c.guest;
-        t.guest_nice += c.guest_nice;
+        add_times(&mut t, &line.times);
     }
     t
+}
+
+/// [`times_within`] of each of `sets`: each line added to the sets its CPU is in (sums of
+/// integers: the same whatever the order).
+fn times_within_each(sets: &[&CpuSet], stat: &ProcStat) -> Vec<CpuTimes> {
+    // The first set of each CPU, and the others for a CPU in several (nodes do not share CPUs).
+    let top = sets.iter().filter_map(|s| s.last()).max().map_or(0, |m| m as usize + 1);
+    let mut first = vec![usize::MAX; top];
+    let mut more: std::collections::BTreeMap<u32, Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, set) in sets.iter().enumerate() {
+        for cpu in set.iter() {
+            match first[cpu as usize] {
+                usize::MAX => first[cpu as usize] = i,
+                _ => more.entry(cpu).or_default().push(i),
+            }
+        }
+    }
+    let mut out = vec![CpuTimes::default(); sets.len()];
+    for line in &stat.cpus {
+        #[cfg(test)]
+        STAT_LINES.with(|n| n.set(n.get() + 1));
+        match first.get(line.cpu as usize) {
+            Some(&i) if i != usize::MAX => add_times(&mut out[i], &line.times),
+            _ => continue,
+        }
+        if let Some(others) = more.get(&line.cpu) {
+            for &j in others {
+                add_times(&mut out[j], &line.times);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::proc_stat::CpuLine;
+
+    #[test]
+    fn each_node_s_cpu_time_in_one_pass_over_the_lines() {
+        // 256 nodes of 16 CPUs (4,096 lines), CPU c busy c ticks; one CPU in two sets, one set
+        // empty, a line of a CPU no set has. The sums are each set's own (cpu_times_within), and
+        // the lines are looked at once, not once per set (256 x 4,096).
+        let times = |c: u32| CpuTimes { user: u64::from(c), idle: 1, ..CpuTimes::default() };
+        let mut stat = ProcStat {
+            total: CpuTimes::default(),
+            cpus: (0..4096).map(|c| CpuLine { cpu: c, times: times(c) }).collect(),
+            ctxt: 0,
+            btime: 0,
+            processes: None,
+            procs_running: None,
+            procs_blocked: None,
+        };
+        stat.cpus.push(CpuLine { cpu: 9000, times: times(9000) });
+        let mut nodes: Vec<CpuSet> = (0..256).map(|n| (n * 16..n * 16 + 16).collect()).collect();
+        nodes.push([5u32].into_iter().collect());
+        nodes.push(CpuSet::new());
+        let sample = Sample { cpu: Some(stat), ..Sample::empty_at(0) };
+        let sets: Vec<&CpuSet> = nodes.iter().collect();
+        STAT_LINES.with(|n| n.set(0));
+        let each = sample.cpu_times_within_each(&sets).unwrap();
+        assert_eq!(STAT_LINES.with(|n| n.get()), 4097);
+        for (set, t) in nodes.iter().zip(&each) {
+            assert_eq!(Some(*t), sample.cpu_times_within(set), "{set}");
+        }
+        assert_eq!(each[256].user, 5);
+        assert_eq!(sample.cpu_times_within_each_base(&sets), None);
+    }
 }

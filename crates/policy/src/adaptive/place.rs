@@ -438,13 +438,11 @@ impl<'m> Planner<'m> {
             .nodes
             .iter()
             .map(|nd| {
-                let set: BTreeSet<(u32, u32, u32)> = m
-                    .topo
-                    .cpus
-                    .iter()
-                    .filter(|c| nd.cpus.contains(c.id) && online.contains(c.id))
-                    .map(|c| (c.package, c.die, c.core))
-                    .collect();
+                // The node's online CPUs looked up, not every CPU of the machine per node.
+                let mine = nd.cpus.intersection(&online);
+                crate::work::count("capacity.cpus_looked_at", mine.len() as u64);
+                let set: BTreeSet<(u32, u32, u32)> =
+                    mine.iter().filter_map(|id| m.topo.cpu(id)).map(|c| (c.package, c.die, c.core)).collect();
                 set.len() as f64
             })
             .collect();

@@ -93,7 +93,16 @@ fn work(procs: u32, threads: u32, pairs: bool) -> std::collections::BTreeMap<&'s
 }
 
 fn work_with(procs: u32, threads: u32, pairs: bool, cold: bool) -> std::collections::BTreeMap<&'static str, u64> {
-    let mut topo = Topology::uniform(4, 8, 64 << 20, 21);
+    work_on(Topology::uniform(4, 8, 64 << 20, 21), procs, threads, pairs, cold)
+}
+
+fn work_on(
+    mut topo: Topology,
+    procs: u32,
+    threads: u32,
+    pairs: bool,
+    cold: bool,
+) -> std::collections::BTreeMap<&'static str, u64> {
     for n in &mut topo.nodes {
         n.mem_free_kb = 32 << 20;
     }
@@ -180,4 +189,14 @@ fn units_of_one_process_walk_its_threads_once() {
     let large = work_with(1, 600, false, true);
     let g = growth(&small, &large, "units.process_threads");
     assert!(g < 6.0, "units.process_threads grew {g:.1} x for 4 x the threads ({small:?} -> {large:?})");
+}
+
+#[test]
+fn capacity_grows_with_the_cpus_not_nodes_times_cpus() {
+    // 16 nodes of 8 CPUs and 64 of 8: each node's cores are counted from its own CPUs. Walking
+    // every CPU of the machine for each node grew with nodes x CPUs (16 x for 4 x the machine).
+    let small = work_on(Topology::uniform(16, 8, 64 << 20, 21), 20, 2, false, false);
+    let large = work_on(Topology::uniform(64, 8, 64 << 20, 21), 20, 2, false, false);
+    let g = growth(&small, &large, "capacity.cpus_looked_at");
+    assert!(g < 6.0, "capacity.cpus_looked_at grew {g:.1} x for 4 x the CPUs ({small:?} -> {large:?})");
 }
