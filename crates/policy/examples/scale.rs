@@ -126,6 +126,7 @@ fn sample(topo: &Topology, step: u64, procs: u32, threads: u32, o: &Opts) -> Sam
                 stack_kb: 0,
                 anon_kb: if busy { 100 * 1024 } else { 1024 } + u64::from(n),
                 file_kb: 0,
+                shared_kb: 0,
             })
             .collect();
         processes.push(ProcessSample {

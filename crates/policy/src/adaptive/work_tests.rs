@@ -62,7 +62,15 @@ fn sample(topo: &Topology, step: u64, procs: u32, threads: u32, pairs: bool) -> 
             let node_usage = topo
                 .nodes
                 .iter()
-                .map(|n| NodeUsage { node: n.id, huge_kb: 0, heap_kb: 0, stack_kb: 0, anon_kb: 64 * 1024, file_kb: 0 })
+                .map(|n| NodeUsage {
+                    node: n.id,
+                    huge_kb: 0,
+                    heap_kb: 0,
+                    stack_kb: 0,
+                    anon_kb: 64 * 1024,
+                    file_kb: 0,
+                    shared_kb: 0,
+                })
                 .collect();
             ProcessSample {
                 pid,
