@@ -205,14 +205,54 @@ struct State<'a, 'm> {
 }
 
 impl<'a, 'm> State<'a, 'm> {
-    fn new(p: &'a Planner<'m>, policy: &Adaptive) -> Self {
-        let m = p.model;
-        let n = m.topo.nodes.len();
+    /// The tables a pass needs to find the busiest and idlest nodes: every planned task's CPU,
+    /// current node and node counted on, each node's tasks and demand. The rest waits for
+    /// [`State::prepare`]: most decisions find the nodes balanced and move nothing.
+    fn new(p: &'a Planner<'m>) -> Self {
+        let n = p.model.topo.nodes.len();
         let keys: Vec<TaskKey> = p.task_plan.keys().copied().collect();
         let cpu: Vec<f64> = p.task_plan.values().map(|tp| tp.cpu).collect();
         let cur: Vec<Option<usize>> = keys.iter().map(|k| p.task_idx(k)).collect();
         let on: Vec<Option<usize>> = p.task_plan.values().zip(&cur).map(|(tp, &c)| counted_on(c, &tp.nodes)).collect();
-        let movable = keys
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (x, c) in on.iter().enumerate() {
+            if let Some(c) = c {
+                members[*c].push(x);
+            }
+        }
+        let demand: Vec<f64> = (0..n).map(|c| demand_of(p.fixed[c], &members[c], &cpu)).collect();
+        Self {
+            p,
+            keys,
+            cpu,
+            cur,
+            on,
+            movable: Vec::new(),
+            unit_pos: Vec::new(),
+            units_of: Vec::new(),
+            has_edge: Vec::new(),
+            on_unit: HashMap::default(),
+            on_unit_pid: HashMap::default(),
+            prior: 0.0f64.max(p.model.tunables.address_space_prior),
+            sums: vec![-0.0],
+            version: Vec::new(),
+            mates: Vec::new(),
+            members,
+            demand,
+            reach_mask: Vec::new(),
+            order: vec![None; n],
+            entry: Vec::new(),
+            ordered: true,
+        }
+    }
+
+    /// The tables a move needs: which tasks may move, their units and mates.
+    fn prepare(&mut self, policy: &Adaptive) {
+        crate::work::count("balance.prepared", self.keys.len() as u64);
+        let p = self.p;
+        let m = p.model;
+        let keys = &self.keys;
+        self.movable = keys
             .iter()
             .zip(p.task_plan.values())
             .map(|(k, tp)| {
@@ -240,63 +280,34 @@ impl<'a, 'm> State<'a, 'm> {
             })
             .collect();
         let pos = |k: &TaskKey| keys.binary_search(k).ok();
-        let unit_pos: Vec<Vec<Option<usize>>> = p.units.iter().map(|u| u.tasks.iter().map(pos).collect()).collect();
-        let mut units_of: Vec<Vec<(usize, u32)>> = vec![Vec::new(); keys.len()];
-        for (ui, ps) in unit_pos.iter().enumerate() {
+        self.unit_pos = p.units.iter().map(|u| u.tasks.iter().map(pos).collect()).collect();
+        self.units_of = vec![Vec::new(); keys.len()];
+        for (ui, ps) in self.unit_pos.iter().enumerate() {
             for x in ps.iter().flatten() {
-                match units_of[*x].last_mut() {
+                match self.units_of[*x].last_mut() {
                     Some((u, occ)) if *u == ui => *occ += 1,
-                    _ => units_of[*x].push((ui, 1)),
+                    _ => self.units_of[*x].push((ui, 1)),
                 }
             }
         }
-        let mut has_edge = vec![false; keys.len()];
+        self.has_edge = vec![false; keys.len()];
         for (a, b) in m.graph.edges.keys() {
             for x in [pos(a), pos(b)].into_iter().flatten() {
-                has_edge[x] = true;
+                self.has_edge[x] = true;
             }
         }
-        let mut on_unit: HashMap<(usize, usize), u32, FxBuild> = HashMap::default();
-        let mut on_unit_pid: HashMap<(usize, usize, u32), u32, FxBuild> = HashMap::default();
-        for (ui, ps) in unit_pos.iter().enumerate() {
+        for (ui, ps) in self.unit_pos.iter().enumerate() {
             for &y in ps.iter().flatten() {
-                if let Some(c) = on[y] {
-                    *on_unit.entry((ui, c)).or_insert(0) += 1;
-                    *on_unit_pid.entry((ui, c, keys[y].pid)).or_insert(0) += 1;
+                if let Some(c) = self.on[y] {
+                    *self.on_unit.entry((ui, c)).or_insert(0) += 1;
+                    *self.on_unit_pid.entry((ui, c, keys[y].pid)).or_insert(0) += 1;
                 }
             }
         }
-        let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for (x, c) in on.iter().enumerate() {
-            if let Some(c) = c {
-                members[*c].push(x);
-            }
-        }
-        let demand: Vec<f64> = (0..n).map(|c| demand_of(p.fixed[c], &members[c], &cpu)).collect();
-        let tasks = keys.len();
-        Self {
-            p,
-            keys,
-            cpu,
-            cur,
-            on,
-            movable,
-            unit_pos,
-            units_of,
-            has_edge,
-            on_unit,
-            on_unit_pid,
-            prior: 0.0f64.max(m.tunables.address_space_prior),
-            sums: vec![-0.0],
-            version: vec![0; p.units.len()],
-            mates: vec![None; tasks],
-            members,
-            demand,
-            reach_mask: vec![None; p.units.len()],
-            order: vec![None; n],
-            entry: vec![None; tasks],
-            ordered: true,
-        }
+        self.version = vec![0; p.units.len()];
+        self.mates = vec![None; keys.len()];
+        self.reach_mask = vec![None; p.units.len()];
+        self.entry = vec![None; keys.len()];
     }
 
     /// Mean strength of movable task `x` to the other tasks of its unit counted on node `c`.
@@ -583,11 +594,14 @@ pub(crate) fn balance(p: &mut Planner<'_>, policy: &Adaptive) {
     }
     let mut moves: Vec<(TaskKey, usize, String, f64)> = Vec::new();
     {
-        let mut st = State::new(p, policy);
+        let mut st = State::new(p);
         let (p, m) = (st.p, st.p.model);
         let t = &m.tunables;
-        for _ in 0..st.keys.len() {
+        for pass in 0..st.keys.len() {
             let Some(ps) = st.pass() else { break };
+            if pass == 0 {
+                st.prepare(policy);
+            }
             let best = match st.pick_ordered(&ps) {
                 Some(best) => {
                     // Debug builds check the order's pick against looking at every task.
