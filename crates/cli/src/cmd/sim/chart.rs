@@ -37,6 +37,8 @@ use std::sync::OnceLock;
 
 use anyhow::anyhow;
 use numapilot_sim::result::{Comparison, PolicyResult, ProcessSeries, RunResult, Stat};
+use plotters::coord::ranged1d::SegmentedCoord;
+use plotters::coord::types::{RangedCoordf64, RangedCoordu32};
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -513,11 +515,7 @@ fn count_format(max: f64) -> impl Fn(&f64) -> String {
 /// A grid of ten divisions each way and the plot frame, drawn as plain lines: the mesh without
 /// labels, for when there is no font.
 fn draw_plain_grid<DB: DrawingBackend>(
-    chart: &mut ChartContext<
-        '_,
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
     (x_min, x_max): (f64, f64),
     (y_min, y_max): (f64, f64),
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
@@ -529,6 +527,56 @@ fn draw_plain_grid<DB: DrawingBackend>(
         chart.plotting_area().draw(&PathElement::new(vec![(x_min, y), (x_max, y)], grid))?;
     }
     chart.plotting_area().draw(&Rectangle::new([(x_min, y_min), (x_max, y_max)], BLACK))
+}
+
+/// The coordinates of an overview bar chart: one segment per bar or group of bars, and the figure.
+type BarCoord = Cartesian2d<SegmentedCoord<RangedCoordu32>, RangedCoordf64>;
+
+/// The axes of an overview bar chart from 0 to `y_max`. With `names` (there is a font): the mesh
+/// with grid lines across, `y_fmt` ticks, the y axis described as `what` and each segment's name
+/// under it. Without: only the frame of the plot.
+fn draw_bar_axes<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, BarCoord>,
+    y_max: f64,
+    names: Option<Vec<String>>,
+    y_fmt: &dyn Fn(&f64) -> String,
+    what: &str,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let Some(names) = names else {
+        return chart
+            .plotting_area()
+            .draw(&Rectangle::new([(SegmentValue::Exact(0), 0.0), (SegmentValue::Last, y_max)], BLACK));
+    };
+    let count = names.len().max(1);
+    let label = move |v: &SegmentValue<u32>| match v {
+        SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_label_formatter(y_fmt)
+        .x_labels(count)
+        .x_label_formatter(&label)
+        .y_desc(what)
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 15))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+}
+
+/// A whisker of one standard deviation on a bar, in pixels: a line at `x` from `y_lo` to `y_hi`
+/// with a cap `cap` px either side at each end.
+fn draw_whisker<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    x: i32,
+    (y_lo, y_hi): (i32, i32),
+    cap: i32,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let style = BLACK.stroke_width(2);
+    root.draw(&PathElement::new(vec![(x, y_lo), (x, y_hi)], style))?;
+    root.draw(&PathElement::new(vec![(x - cap, y_lo), (x + cap, y_lo)], style))?;
+    root.draw(&PathElement::new(vec![(x - cap, y_hi), (x + cap, y_hi)], style))
 }
 
 /// One process's group of bars on the overview: its name, and per policy (mean, stddev) of its
@@ -628,30 +676,8 @@ impl OverviewChart<'_> {
             .collect();
         let (x0, x1) = spans[0];
         let group_width = (x1 - x0).max(1) as u32;
-        if text {
-            let names: Vec<String> =
-                rows.iter().map(|(p, _)| fit_middle(p, group_width.saturating_sub(6), 14)).collect();
-            let label = move |v: &SegmentValue<u32>| match v {
-                SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
-                _ => String::new(),
-            };
-            let y_fmt = axis_format(y_max);
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .y_label_formatter(&y_fmt)
-                .x_labels(rows.len())
-                .x_label_formatter(&label)
-                .y_desc(&what)
-                .label_style((FAMILY, 14))
-                .axis_desc_style((FAMILY, 15))
-                .light_line_style(RGBColor(235, 235, 235))
-                .draw()?;
-        } else {
-            chart
-                .plotting_area()
-                .draw(&Rectangle::new([(SegmentValue::Exact(0), 0.0), (SegmentValue::Last, y_max)], BLACK))?;
-        }
+        let names = text.then(|| rows.iter().map(|(p, _)| fit_middle(p, group_width.saturating_sub(6), 14)).collect());
+        draw_bar_axes(&mut chart, y_max, names, &axis_format(y_max), &what)?;
         let k = c.policies.len().max(1) as i32;
         for (g, (_, bars)) in rows.iter().enumerate() {
             let (gx0, gx1) = spans[g];
@@ -669,11 +695,7 @@ impl OverviewChart<'_> {
                 if sd > 0.0 {
                     let (_, y_lo) = chart.backend_coord(&(SegmentValue::Exact(0), (mean - sd).max(0.0)));
                     let (_, y_hi) = chart.backend_coord(&(SegmentValue::Exact(0), mean + sd));
-                    let (x, cap) = (bx0 + width / 2, (width / 3).clamp(1, 8));
-                    let style = BLACK.stroke_width(2);
-                    root.draw(&PathElement::new(vec![(x, y_lo), (x, y_hi)], style))?;
-                    root.draw(&PathElement::new(vec![(x - cap, y_lo), (x + cap, y_lo)], style))?;
-                    root.draw(&PathElement::new(vec![(x - cap, y_hi), (x + cap, y_hi)], style))?;
+                    draw_whisker(root, bx0 + width / 2, (y_lo, y_hi), (width / 3).clamp(1, 8))?;
                 }
             }
         }
@@ -745,29 +767,8 @@ impl Chart for OverviewChart<'_> {
             builder.x_label_area_size(44).y_label_area_size(88);
         }
         let mut chart = builder.build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y_max)?;
-        if text {
-            let names: Vec<String> = bars.iter().map(|(p, _, _)| p.to_string()).collect();
-            let label = move |v: &SegmentValue<u32>| match v {
-                SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
-                _ => String::new(),
-            };
-            let y_fmt = count_format(y_max);
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .y_label_formatter(&y_fmt)
-                .x_labels(bars.len().max(1))
-                .x_label_formatter(&label)
-                .y_desc(&what)
-                .label_style((FAMILY, 14))
-                .axis_desc_style((FAMILY, 15))
-                .light_line_style(RGBColor(235, 235, 235))
-                .draw()?;
-        } else {
-            chart
-                .plotting_area()
-                .draw(&Rectangle::new([(SegmentValue::Exact(0), 0.0), (SegmentValue::Last, y_max)], BLACK))?;
-        }
+        let names = text.then(|| bars.iter().map(|(p, _, _)| p.to_string()).collect());
+        draw_bar_axes(&mut chart, y_max, names, &count_format(y_max), &what)?;
         for (i, (policy, mean, sd)) in bars.iter().enumerate() {
             let i = i as u32;
             let colour = policy_colour(policy);
@@ -778,13 +779,10 @@ impl Chart for OverviewChart<'_> {
             chart.draw_series(std::iter::once(bar))?;
             if *sd > 0.0 {
                 let (lo, hi) = ((mean - sd).max(0.0), mean + sd);
-                // A whisker with caps, drawn in pixels: mean - sd to mean + sd at the bar's centre.
+                // Mean - sd to mean + sd at the bar's centre.
                 let (x, y_lo) = chart.backend_coord(&(SegmentValue::CenterOf(i), lo));
                 let (_, y_hi) = chart.backend_coord(&(SegmentValue::CenterOf(i), hi));
-                let style = BLACK.stroke_width(2);
-                root.draw(&PathElement::new(vec![(x, y_lo), (x, y_hi)], style))?;
-                root.draw(&PathElement::new(vec![(x - 8, y_lo), (x + 8, y_lo)], style))?;
-                root.draw(&PathElement::new(vec![(x - 8, y_hi), (x + 8, y_hi)], style))?;
+                draw_whisker(root, x, (y_lo, y_hi), 8)?;
             }
         }
         root.present()
