@@ -607,7 +607,7 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                 });
                 continue;
             }
-            OptId::CpuNodeBind => {
+            OptId::CpuNodeBind | OptId::PhysCpuBind => {
                 if let Some(o) = &shm_option {
                     return Err(UsageError::CpuBindOnShm(format!("{written} after {o}")));
                 }
@@ -615,18 +615,11 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                     return Err(UsageError::CpuBindOnShm(written));
                 }
                 cpubind_opt = Some(written.clone());
-                req.cpubind = Some(CpuBind::Nodes(node_spec(&written, value)?));
-                continue;
-            }
-            OptId::PhysCpuBind => {
-                if let Some(o) = &shm_option {
-                    return Err(UsageError::CpuBindOnShm(format!("{written} after {o}")));
-                }
-                if attached.is_some() {
-                    return Err(UsageError::CpuBindOnShm(written));
-                }
-                cpubind_opt = Some(written.clone());
-                req.cpubind = Some(CpuBind::Cpus(Spec { option: written, text: value }));
+                req.cpubind = Some(if id == OptId::CpuNodeBind {
+                    CpuBind::Nodes(node_spec(&written, value)?)
+                } else {
+                    CpuBind::Cpus(Spec { option: written, text: value })
+                });
                 continue;
             }
             OptId::MemBind => PolicyKind::Bind,
