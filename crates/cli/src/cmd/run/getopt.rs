@@ -322,17 +322,20 @@ mod tests {
     }
 
     /// Options as (id, value), and the operands.
-    type Parsed = (Vec<(O, Option<String>)>, Vec<String>);
+    type Parsed<Id> = (Vec<(Id, Option<String>)>, Vec<String>);
 
-    fn run(v: &[&str]) -> Result<Parsed, GetoptError> {
-        let a = args(v);
-        let mut g = Getopt::new(SPECS, &a);
+    /// Every option `g` finds, then its operands.
+    fn parse<Id: Copy>(mut g: Getopt<'_, Id>) -> Result<Parsed<Id>, GetoptError> {
         let mut out = Vec::new();
         for f in g.by_ref() {
             let f = f?;
             out.push((f.id, f.value.map(|v| v.to_string_lossy().into_owned())));
         }
         Ok((out, g.operands().iter().map(|s| s.to_string_lossy().into_owned()).collect()))
+    }
+
+    fn run(v: &[&str]) -> Result<Parsed<O>, GetoptError> {
+        parse(Getopt::new(SPECS, &args(v)))
     }
 
     fn m(v: &str) -> (O, Option<String>) {
@@ -447,18 +450,8 @@ mod tests {
         OptSpec { long: "help", short: Some('?'), arg: HasArg::No, id: N::Help, extra: false },
     ];
 
-    /// Options as (id, value), and the operands.
-    type Permuted = (Vec<(N, Option<String>)>, Vec<String>);
-
-    fn permuted(v: &[&str]) -> Result<Permuted, GetoptError> {
-        let a = args(v);
-        let mut g = Getopt::permuting(NUMASTAT, &a);
-        let mut out = Vec::new();
-        for f in g.by_ref() {
-            let f = f?;
-            out.push((f.id, f.value.map(|v| v.to_string_lossy().into_owned())));
-        }
-        Ok((out, g.operands().iter().map(|s| s.to_string_lossy().into_owned()).collect()))
+    fn permuted(v: &[&str]) -> Result<Parsed<N>, GetoptError> {
+        parse(Getopt::permuting(NUMASTAT, &args(v)))
     }
 
     #[test]
