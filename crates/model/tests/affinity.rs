@@ -12,8 +12,6 @@ use numapilot_model::{Model, Tier};
 use numapilot_observe::Sample;
 use numapilot_topology::Topology;
 
-const BUF: u64 = 0x7f00_0000_0000;
-
 /// Process 10 with threads 11 and 12 (and 13 idle), both sampling bucket BUF `n` times at `t`.
 fn both(topo: &Topology, t: u64, n: u32) -> Sample {
     let mut b = Sb::new(topo, t)
@@ -323,16 +321,7 @@ fn a_crowded_bucket_pairs_only_its_most_recent_accessors() {
     let topo = machine(2, 2, 16);
     let mut m = model(topo.clone());
     let ms = 1_000_000u64;
-    let s = |t: u64, acc: &[(u32, u64)]| {
-        let mut b = Sb::new(&topo, t).proc(10, 5, "app", &[GIB, 0]);
-        for tid in 100..120 {
-            b = b.thread(10, tid, 0, 0, 0);
-        }
-        for &(tid, last) in acc {
-            b = b.access(10, tid, BUF, 0, 1, last);
-        }
-        b.build()
-    };
+    let s = |t: u64, acc: &[(u32, u64)]| crowd(&topo, t, 100..120, acc);
     m.update(&s(SEC, &[]));
     let first: Vec<(u32, u64)> = (100..120).map(|tid| (tid, 2 * SEC - u64::from(tid - 100) * ms)).collect();
     m.update(&s(2 * SEC, &first));

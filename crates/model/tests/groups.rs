@@ -10,8 +10,6 @@ use numapilot_model::{Model, Tunables};
 use numapilot_observe::Sample;
 use numapilot_topology::Topology;
 
-const BUF: u64 = 0x7f00_0000_0000;
-
 /// Process 10 with threads 11, 12, 13 at step `i` (t = i s): thread k ran `cpu[k]` CPUs per
 /// period; the threads in `sharing` sample BUF 10 times each.
 fn app(topo: &Topology, i: u64, cpu: [f64; 3], sharing: &[u32], rss: u64) -> Sample {

@@ -10,8 +10,6 @@ use numapilot_model::Model;
 use numapilot_observe::{AccessSample, Sample};
 use numapilot_topology::Topology;
 
-const BUF: u64 = 0x7f00_0000_0000;
-
 fn edge(m: &Model, a: (u32, u32), b: (u32, u32)) -> Option<f64> {
     m.graph.edges.get(&(key(a.0, a.1), key(b.0, b.1))).map(|e| e.strength)
 }
@@ -151,16 +149,7 @@ fn a_bucket_one_accessor_over_the_cap_keeps_the_most_recent() {
     let topo = machine(2, 2, 16);
     let mut m = model(topo.clone());
     let ms = 1_000_000u64;
-    let s = |t: u64, acc: &[(u32, u64)]| {
-        let mut b = Sb::new(&topo, t).proc(10, 5, "app", &[GIB, 0]);
-        for tid in 100..117 {
-            b = b.thread(10, tid, 0, 0, 0);
-        }
-        for &(tid, last) in acc {
-            b = b.access(10, tid, BUF, 0, 1, last);
-        }
-        b.build()
-    };
+    let s = |t: u64, acc: &[(u32, u64)]| crowd(&topo, t, 100..117, acc);
     m.update(&s(SEC, &[]));
     // 17 accessors, thread 100 the most recent, 116 the oldest.
     let acc: Vec<(u32, u64)> = (100..117).map(|tid| (tid, 2 * SEC - u64::from(tid - 100) * ms)).collect();

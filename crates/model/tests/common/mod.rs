@@ -20,9 +20,25 @@ pub const GIB: u64 = 1 << 30;
 pub const MIB: u64 = 1 << 20;
 pub const SEC: u64 = 1_000_000_000;
 
+/// An address in the app's heap, at the start of a 2 MiB bucket: where the tests' threads meet.
+pub const BUF: u64 = 0x7f00_0000_0000;
+
 /// A symmetric machine: `nodes` nodes of `cpus` CPUs and `mem_gib` GiB each.
 pub fn machine(nodes: u32, cpus: u32, mem_gib: u64) -> Topology {
     Topology::uniform(nodes, cpus, mem_gib * 1024 * 1024, 20)
+}
+
+/// A crowded bucket at `t`: process 10 (`app`, 1 GiB on node 0) with idle threads `tids`, and
+/// per `(tid, last_ns)` of `accesses` one access sample of BUF on node 0 taken at `last_ns`.
+pub fn crowd(topo: &Topology, t: u64, tids: std::ops::Range<u32>, accesses: &[(u32, u64)]) -> Sample {
+    let mut b = Sb::new(topo, t).proc(10, 5, "app", &[GIB, 0]);
+    for tid in tids {
+        b = b.thread(10, tid, 0, 0, 0);
+    }
+    for &(tid, last) in accesses {
+        b = b.access(10, tid, BUF, 0, 1, last);
+    }
+    b.build()
 }
 
 /// A model of `topo` with default tunables.
