@@ -411,6 +411,16 @@ mod tests {
     fn ties_pick_among_equals_only() {
         // 12 tasks on the 12 cores of 24 CPUs: whichever equal CPU the tie-break takes, one task
         // per core and 6 per node; lowest-first and highest-first give different CPUs.
+        // The (package, core) of every task's CPU.
+        let cores = |k: &Kernel| -> std::collections::BTreeSet<(u32, u32)> {
+            k.tasks
+                .iter()
+                .map(|t| {
+                    let c = k.topo.cpu(t.cpu).unwrap();
+                    (c.package, c.core)
+                })
+                .collect()
+        };
         let place = |tie: &mut dyn FnMut(usize) -> usize| -> Vec<u32> {
             let mut k = kernel_with_tasks("autonuma-2s12c-24g", 0, None);
             let s = Sched::new(&k);
@@ -419,15 +429,7 @@ mod tests {
                 let cpu = s.place_new(&k, &all, tie).unwrap();
                 k.tasks.push(Task::new(i, 0, 0, i, cpu, all.clone()));
             }
-            let cores: std::collections::BTreeSet<(u32, u32)> = k
-                .tasks
-                .iter()
-                .map(|t| {
-                    let c = k.topo.cpu(t.cpu).unwrap();
-                    (c.package, c.core)
-                })
-                .collect();
-            assert_eq!(cores.len(), 12, "one task per core");
+            assert_eq!(cores(&k).len(), 12, "one task per core");
             assert_eq!(k.tasks.iter().filter(|t| k.node_of_cpu(t.cpu) == 0).count(), 6);
             let mut cpus: Vec<u32> = k.tasks.iter().map(|t| t.cpu).collect();
             cpus.sort();
@@ -440,15 +442,7 @@ mod tests {
         let mut k = kernel_with_tasks("autonuma-2s12c-24g", 12, None);
         let s = Sched::new(&k);
         s.balance(&mut k, &|_| None, &mut |n| n - 1);
-        let cores: std::collections::BTreeSet<(u32, u32)> = k
-            .tasks
-            .iter()
-            .map(|t| {
-                let c = k.topo.cpu(t.cpu).unwrap();
-                (c.package, c.core)
-            })
-            .collect();
-        assert_eq!(cores.len(), 12);
+        assert_eq!(cores(&k).len(), 12);
     }
 
     #[test]
