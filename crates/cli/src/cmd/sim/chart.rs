@@ -1233,18 +1233,16 @@ mod tests {
         let dir = tmp("converged");
         // autonuma seed 1 converged at 20 s; default never did.
         let (converged, never) = (&c.policies[1].runs[0], &c.policies[0].runs[0]);
+        // The SVG of the second process of `run` under `policy`.
+        let svg_of = |policy: &str, run: &RunResult, text: bool| {
+            let chart = ProcessChart { machine: "m", workload: "w", policy, run, process: &run.processes[1] };
+            std::fs::read_to_string(&chart.write(&dir, text).unwrap()[0]).unwrap()
+        };
         for text in [false, true] {
             if text && !text_available() {
                 continue;
             }
-            let chart = ProcessChart {
-                machine: "m",
-                workload: "w",
-                policy: "autonuma",
-                run: converged,
-                process: &converged.processes[1],
-            };
-            let svg = std::fs::read_to_string(&chart.write(&dir, text).unwrap()[0]).unwrap();
+            let svg = svg_of("autonuma", converged, text);
             // The samples are a second apart from 0 s: the 21st point is at 20 s.
             let x20 = first_line_xs(&svg)[20];
             // Black 1 px segments at x(20 s): the dashes (and, with text, the axis's tick at 20 s).
@@ -1259,14 +1257,7 @@ mod tests {
             if text {
                 assert_text_fits(&svg, "converged");
             }
-            let chart = ProcessChart {
-                machine: "m",
-                workload: "w",
-                policy: "default",
-                run: never,
-                process: &never.processes[1],
-            };
-            let svg = std::fs::read_to_string(&chart.write(&dir, text).unwrap()[0]).unwrap();
+            let svg = svg_of("default", never, text);
             let x20 = first_line_xs(&svg)[20];
             assert!(marks(&svg, x20) <= 1, "no mark where none converged: {svg}");
             assert_eq!(svg.contains("not reached"), text, "{svg}");
