@@ -289,6 +289,9 @@ pub struct Tunables {
     /// Nodes are out of balance when the busiest node's CPU load exceeds the idlest's by this much
     /// (absolute, 0..1). Default 0.25. Source: the kernel's `imbalance_pct` of 125 between domains
     /// (a 25% difference). Prevents: moving tasks for small differences the scheduler evens out.
+    /// The same share of a node's capacity, in CPUs, is the least change of a balanced task's load
+    /// that lifts its hold (hold-change-floor): less, and a light thread that waits no more where
+    /// it went came back at once.
     pub imbalance: f64,
     /// Work a thread loses per unit of its access share that is remote, as a fraction of its CPU:
     /// the price the balancer puts on moving a task away from the node holding its accesses. A
@@ -426,8 +429,9 @@ pub struct Tunables {
     /// pushing the real history out of the journal) and keeping the loop from backing off.
     pub refused_backoff_max_decisions: u32,
     /// Relative change of a group's load that lifts the hold early (when the change is also more
-    /// than `min_group_cpu` in CPUs: a light thread's swing is its wake-ups, rule
-    /// hold-change-floor). Default 0.5 (50%). Source: a choice, a phase change rather than noise
+    /// than `min_group_cpu` in CPUs, a light thread's swing being its wake-ups, and, for a task
+    /// the balancer moved, more than `imbalance` x the capacity of the node it went to, the
+    /// balancer's own tolerance: rule hold-change-floor). Default 0.5 (50%). Source: a choice, a phase change rather than noise
     /// (per-period CPU rates wander by 10-20% on a busy host). Prevents: a group that changed its
     /// nature staying held where the old load put it.
     pub hold_load_change: f64,

@@ -453,6 +453,73 @@ fn a_light_threads_swing_does_not_lift_its_hold() {
     assert!(touches_t0(&plan), "with room beyond the band t0 comes back to its unit's node: {plan:#?}");
 }
 
+/// hold-change-floor for a balancer's move: a task the balancer moved alone keeps its hold unless
+/// its CPU changes by more than the balancer's own tolerance on a node (`imbalance` x the CPUs of
+/// the node it went to: 0.25 x 2 = 0.5 CPUs here). The rig's hotplug run (2-node guest, 2 CPUs a
+/// node): rig-toucher 668's thread 671, moved off node 0 at 0.37 CPUs (step 28), read about 0.15
+/// on node 1, where it no longer waited behind the others; a change of 59% and 0.22 CPUs lifted
+/// its hold, and at step 30 its group's placement (stay-current-node) took it back.
+///
+/// ```text
+///   P (pid 10): t0 0.37 + 2 workers x 1.0 on node 0 (allowed there only: placed long ago, no
+///   group hold), 34 MiB there; node 0 flagged
+///   decide 1: 2.37 > 2.06 -> t0 to node 1 (balance-weakest-first), applied
+///   t0 reads 0.15 on node 1; the workers 0.7 each: node 0 with t0 at its moved load and the
+///   balancer's slack, (1.4 + 0.37 + 0.06) / 2 = 0.915 <= 1 (balance-stays lets it back)
+///   decisions 2-10: t0's hold stands (0.22 CPUs is under 0.5): no action moves it
+///             (without the floor: 0.22 > 50% of 0.37 and > 0.1 lifts it, and t0 goes back
+///             to node 0 at decision 2, as at the rig's step 30)
+///   decision 11: the hold is over; node 0 has room for it: t0 comes back
+///   heavy change instead, at decision 2: t0 reads 1.0 (a change of 0.63 > 0.5), the workers
+///             0.4 each: (0.8 + 1.0 + 0.06) / 2 = 0.93 -> the hold is lifted, t0 comes back
+///             (the same node 0 with t0 at 0.15 keeps it held)
+/// ```
+#[test]
+fn a_balancer_move_is_held_through_a_light_threads_change() {
+    let touches_t0 = |plan: &numapilot_policy::Plan| {
+        plan.actions.iter().any(|a| a.target.pid == 10 && (a.target.tid.is_none() || a.target.tid == Some(1000)))
+    };
+    // Decision 1 (t0 moved off node 0, applied), then t0 at `t0` on node 1 and the workers at
+    // `workers` each.
+    let moved = |t0: f64, workers: f64| {
+        let mut b = B::fixture("rig-6.12-2node");
+        b.proc(10, "rig-toucher", &[(0, 0.37), (0, 1.0), (0, 1.0)], &[34, 0]);
+        b.group_proc(1, 10).allow(10, &[0]);
+        b.bottleneck(0, 1.185);
+        let mut p = Adaptive::new();
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.1 == Some(1000)).collect();
+        assert_eq!(moved, vec![(10, Some(1000), "1".into(), "balance-weakest-first".into())], "{plan:#?}");
+        applied(&mut p, &b.m, &plan);
+        b.allow(10, &[0]);
+        b.thread_on(10, 0, 1);
+        b.thread_rate(10, 0, t0).thread_rate(10, 1, workers).thread_rate(10, 2, workers);
+        b.m.nodes[0].cpu.load = workers;
+        b.m.nodes[0].cpu.bottleneck = false;
+        (b, p)
+    };
+    let (b, mut p) = moved(0.15, 0.7);
+    for d in 2..=10 {
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        assert!(!touches_t0(&plan), "decision {d}: t0 pulled back within its hold: {plan:#?}");
+        applied(&mut p, &b.m, &plan);
+    }
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(touches_t0(&plan), "decision 11: the hold is over and node 0 has room: t0 comes back: {plan:#?}");
+
+    let (b, mut p) = moved(0.15, 0.4);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(!touches_t0(&plan), "t0 at 0.15: held, however free node 0 is: {plan:#?}");
+    let (b, mut p) = moved(1.0, 0.4);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(touches_t0(&plan), "t0 at 1.0: a change that matters lifts the hold, and node 0 has room: {plan:#?}");
+}
+
 /// Rule "moves-in-flight" for a unit without a hold (the fork rule starts none): while its memory
 /// moves to the node it runs on, its threads stay there, even when that node is short of room.
 ///

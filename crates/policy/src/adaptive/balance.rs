@@ -36,11 +36,13 @@
 //! A task moved here comes back to its unit's node only when that node, with it, is planned
 //! within its capacity less the slack allowed above (load <= 1 - that slack / capacity: the band
 //! between moving out and coming back, balance-stays-band; balance-stays in place.rs; the task
-//! counted at the larger of
-//! its CPU now and its CPU when moved, since a light thread that waited behind busy workers reads
-//! near zero once it waits no more): its hold alone would end after
-//! `hold_periods` (or when a light task's CPU changes by half) and the unit's placement would pull
-//! it back onto the node it was moved off, to be moved out again.
+//! counted at the larger of its CPU now and its CPU when moved, since a light thread that waited
+//! behind busy workers reads near zero once it waits no more): its hold alone would end after
+//! `hold_periods` (or when the task's CPU changes by more than half and by more than `imbalance` x
+//! the capacity of the node it went to: hold-change-floor, `Move::change_floor`; under that the
+//! change is within what the balancer itself leaves alone, and mostly the wait the move took
+//! away) and the unit's placement would pull it back onto the node it was moved off, to be moved
+//! out again.
 //!
 //! The group placement already respects capacity, so this acts on what it could not place without
 //! overload: units no node had room for (or whose other nodes refused them as memory or IO

@@ -156,7 +156,11 @@
 //! `refused_backoff_max_decisions`) decisions out of the managed set, so a refusal that never
 //! passes is not planned and journaled at every decision. Within `hold_periods` decisions of a move, the unit keeps that
 //! placement and memory is not moved towards another node set, unless the load that justified the
-//! move changed by more than `hold_load_change` (relative) and by more than `min_group_cpu`. The fork rule's placement starts no
+//! move changed by more than `hold_load_change` (relative) and by more than a floor in CPUs
+//! (hold-change-floor, [`Move::change_floor`]): `min_group_cpu`, and for a task the balancer moved
+//! the balancer's own tolerance on the node it went to (`imbalance` x its capacity), since that
+//! move was made for the node's load, not the task's. Every rule that could move a thing back
+//! asks the same question of its hold. The fork rule's placement starts no
 //! hold: it is a guess made before any signal (two processes that will talk to each other are
 //! spread like any others), and the group rule corrects it on the first evidence (unless its
 //! memory is moving there meanwhile: moves-in-flight keeps a unit with its memory's move).
@@ -244,10 +248,8 @@ impl Move {
     /// Whether the move still holds at decision `period` for a unit whose load is now `load`.
     ///
     /// A change lifts the hold when it is more than `hold_load_change` of the load at the move and
-    /// more than `min_group_cpu` in CPUs (hold-change-floor): below a tenth of a CPU a change is no
-    /// phase change, only a light thread's wake-ups (the rig's numa01 main thread, moved by the
-    /// balancer at 0.07 CPUs and reading 0.0 the next period, had its hold lifted at once and
-    /// went back and forth).
+    /// more than [`Move::change_floor`] in CPUs (hold-change-floor). Every rule that could move the
+    /// thing back asks this, so none of them undoes a move for a change under the floor.
     ///
     /// The hold counts decisions, so under the settle and first-touch cadences (100 and 30 ms,
     /// while any process is young) it lasts 1 s or 0.3 s: in the VM mix, where VMs keep arriving,
@@ -260,8 +262,40 @@ impl Move {
         let t = &model.tunables;
         let recent = period.saturating_sub(self.period) < u64::from(t.hold_periods);
         let delta = (load - self.load).abs();
-        let changed = delta > t.hold_load_change * self.load && delta > t.min_group_cpu;
+        let changed = delta > t.hold_load_change * self.load && delta > self.change_floor(model);
         recent && !changed
+    }
+
+    /// The smallest change of load, CPUs, that may lift this move's hold (hold-change-floor): a
+    /// change must matter to the decision that made the move.
+    ///
+    /// - Any move: more than `min_group_cpu`. Below a tenth of a CPU a change is no phase change,
+    ///   only a light thread's wake-ups (the rig's numa01 main thread, moved by the balancer at
+    ///   0.07 CPUs and reading 0.0 the next period, had its hold lifted at once and went back and
+    ///   forth).
+    /// - A balancer's move (`by_balance`): also more than the balancer's own tolerance on the
+    ///   node it went to, `imbalance` x its capacity (its CPUs x `node_cpu_target`): 0.5 CPUs on a
+    ///   2-CPU node; from 4 CPUs up no change of one thread (at most 1 CPU) lifts it. The
+    ///   balancer moved the task for the load of the node it left, not for the task's own; a
+    ///   change under that tolerance shifts a node's load by less than the balancer itself
+    ///   leaves alone, and most of it is the move's own doing: the task no longer waits behind
+    ///   the node it left. In the rig's
+    ///   hotplug run a thread moved off a busy node at 0.37 CPUs read about 0.15 on the idle one;
+    ///   that lifted its hold and its group's placement (stay-current-node) took it back two
+    ///   decisions later. Whether it may come back is then judged by balance-stays (place.rs), at
+    ///   the larger of its load now and when moved, once the hold ends.
+    ///
+    /// A placement's move keeps the first floor only: it is judged by whether the unit fits (its
+    /// load against a node's room, with no tolerance band) and by what its locality is worth
+    /// (in proportion to its load), so a change beyond the relative test and a tenth of a CPU
+    /// can change that decision.
+    pub(crate) fn change_floor(&self, model: &Model) -> f64 {
+        let t = &model.tunables;
+        if !self.by_balance {
+            return t.min_group_cpu;
+        }
+        let cpus: usize = model.topo.nodes.iter().filter(|n| self.nodes.contains(n.id)).map(|n| n.cpus.len()).sum();
+        t.min_group_cpu.max(t.imbalance * cpus as f64 * t.node_cpu_target)
     }
 }
 

@@ -52,7 +52,9 @@
 //!   confined-within-cpuset  no node is within the cpusets of all the unit's processes: it is
 //!                           left as it is (no action); every other placement stays within them
 //!   hold                    a unit or task moved within hold_periods stays where it was put
-//!                           while its load holds, or while its pages move (no action)
+//!                           while its load holds (a change over hold_load_change and over the
+//!                           floor of hold-change-floor, see `Move::change_floor`), or while its
+//!                           pages move (no action)
 //!   moves-in-flight         a unit whose memory this policy is moving stays with it, or goes to
 //!                           the nodes it goes to, until the move ends
 //!   balance-stays           a task the balancer moved off its unit's node stays where it is
@@ -1509,12 +1511,12 @@ impl<'m> Planner<'m> {
         // balance-stays: a task the balancer moved off its unit's node, and still there, comes
         // back only when that node, with it, is planned within its capacity (load <= 1: a CPU for
         // every task, the balancer's own condition for leaving a node alone). Without it, the
-        // move's hold ends (after `hold_periods`, or at once when a light task's CPU changes by
-        // half), the unit's placement pulls the task back, the node is over capacity again and
-        // the balancer moves it out again: in the rig, numa02's main thread (0.1-0.2 CPUs beside
-        // two busy workers on a 2-CPU node) went back and forth every 5-10 steps. (At the
-        // cpu_load_high mark instead of capacity, the packed 288c vm-mix's vCPUs never came
-        // back: 1.317 -> 1.186 x default; at capacity 1.248 x.)
+        // move's hold ends (after `hold_periods`, or at once when the task's CPU changes by more
+        // than the balancer's tolerance: hold-change-floor), the unit's placement pulls the task
+        // back, the node is over capacity again and the balancer moves it out again: in the rig,
+        // numa02's main thread (0.1-0.2 CPUs beside two busy workers on a 2-CPU node) went back
+        // and forth every 5-10 steps. (At the cpu_load_high mark instead of capacity, the packed
+        // 288c vm-mix's vCPUs never came back: 1.317 -> 1.186 x default; at capacity 1.248 x.)
         //
         // balance-stays-band: the return also leaves the slack the balancer allows before it
         // moves a task out (RATE_SLACK_CPU_PER_TASK per task planned on the node, counting the
