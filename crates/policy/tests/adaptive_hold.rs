@@ -798,6 +798,52 @@ fn a_held_task_is_booked_where_it_is_held() {
     assert_eq!(affinities(&b.m, &plan), vec![(20, None, "0".into(), "cpu-follows-memory".into())], "{plan:#?}");
 }
 
+/// A task the balancer moved alone holds itself, not its unit (unit-hold-is-the-units): the
+/// unit's hold is a move of the unit. Taken for the unit's hold when the moved task became the
+/// unit's heaviest, that move's load (the task's) was compared with the unit's, and under the
+/// balancer's floor (hold-change-floor) the whole unit was held, and booked, on the node the
+/// task went to while its other threads ran where they were.
+///
+/// ```text
+///   autonuma-2s12c-24g (12 CPUs a node)
+///   app (pid 10): t0 0.3 + 12 workers x 1.0 on node 0 (allowed there only: placed long ago),
+///   32 MiB there, one group; node 0 flagged
+///   decide 1: t0 to node 1 (balance-weakest-first), applied
+///   app's workers then read 0.2 each: t0 (0.3) is the unit's heaviest task, the unit 2.7 CPUs;
+///   busy (pid 11), seen now: 10 x 0.95 on node 1, 64 MiB there; db (pid 12), seen now: 1 x 1.0
+///   on node 0, 2048 MiB on node 1
+///   decide 2: busy stays on node 1 (9.5); app's unit is placed as usual, on node 0, t0 held
+///             alone on node 1 (0.3 booked there); db follows its memory: node 1 9.5 + 0.3 + 1.0
+///             = 10.8 of 12 -> SetAffinity(12, node 1), cpu-follows-memory
+///             (with t0's move as the unit's hold: 2.7 - 0.3 = 2.4 CPUs is under the floor of
+///             0.25 x 12 = 3, the unit is held on node 1 and booked there whole: 9.5 + 2.7 +
+///             1.0 > 12, db refused node 1)
+/// ```
+#[test]
+fn a_task_the_balancer_moved_does_not_hold_its_unit() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    let mut threads = vec![(0u32, 0.3)];
+    threads.extend([(0u32, 1.0); 12]);
+    b.proc(10, "app", &threads, &[32, 0]);
+    b.group_proc(1, 10).allow(10, &[0]);
+    b.bottleneck(0, 1.02);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.1 == Some(1000)).collect();
+    assert_eq!(moved, vec![(10, Some(1000), "1".into(), "balance-weakest-first".into())], "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+    b.thread_on(10, 0, 1).rate(10, 0.2).thread_rate(10, 0, 0.3).group_proc(1, 10);
+    b.m.nodes[0].cpu.load = 0.2;
+    b.m.nodes[0].cpu.bottleneck = false;
+    b.proc(11, "busy", &[(1, 0.95); 10], &[0, 64]).group_proc(2, 11).allow(11, &[1]);
+    b.proc(12, "db", &[(0, 1.0)], &[0, 1100]).group_proc(3, 12);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![(12, None, "1".into(), "cpu-follows-memory".into())], "{plan:#?}");
+    assert!(plan.actions.iter().all(|a| a.target.pid != 10), "app stays as it is, memory too: {plan:#?}");
+}
+
 /// A host whose CPU 3 is reserved (`isolcpus=3`: every process's default mask is 0-2, the usable
 /// CPUs): P's threads run under that mask on node 0 (2 CPUs), overloaded; the balancer moves one
 /// thread to node 1 (mask 2), and the model then calls the process pinned (one thread narrower

@@ -54,7 +54,8 @@
 //!   hold                    a unit or task moved within hold_periods stays where it was put
 //!                           while its load holds (a change over hold_load_change and over the
 //!                           floor of hold-change-floor, see `Move::change_floor`), or while its
-//!                           pages move (no action)
+//!                           pages move (no action); a task the balancer moved alone holds
+//!                           itself, never its unit (unit-hold-is-the-units)
 //!   moves-in-flight         a unit whose memory this policy is moving stays with it, or goes to
 //!                           the nodes it goes to, until the move ends
 //!   balance-stays           a task the balancer moved off its unit's node stays where it is
@@ -1378,13 +1379,17 @@ impl<'m> Planner<'m> {
         let m = self.model;
         for ui in 0..self.units.len() {
             let u = self.units[ui].clone();
-            // The hold: the move of the unit's heaviest task.
+            // The hold: the move of the unit's heaviest task, when that was a move of the unit. A
+            // task the balancer moved alone holds itself (below, and balance-stays), not its unit
+            // (unit-hold-is-the-units): its move's load is the task's, and taken for the unit's
+            // hold, the whole unit was held and booked on the node that one task went to while
+            // the others ran where they were.
             let heaviest =
                 u.tasks.iter().max_by(|a, b| self.demand_of(a).total_cmp(&self.demand_of(b)).then(b.cmp(a))).copied();
             // A unit whose pages are moving in the background keeps its hold until the move ends
             // (rule "moves-in-flight"), whatever its load meanwhile.
             let hold = heaviest
-                .and_then(|k| policy.task_moves.get(&k).map(|mv| (k, mv)))
+                .and_then(|k| policy.task_moves.get(&k).filter(|mv| !mv.by_balance).map(|mv| (k, mv)))
                 .filter(|(k, mv)| policy.moving.contains_key(&k.pid) || mv.holds(self.period, u.cpu, m));
             let hold = hold.map(|(_, mv)| mv);
             let placed = if let Some(mv) = hold {
