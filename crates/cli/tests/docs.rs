@@ -667,3 +667,34 @@ zpty -d z"#,
         assert!(said.contains(p.as_str()), "{p} not offered: {said}");
     }
 }
+
+/// The text `--help` gives the option `flag` of `numapilot SUB`, its continuation lines joined.
+fn help_of(sub: &str, flag: &str) -> String {
+    let o = numapilot(&[sub, "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let mut lines = text.lines().skip_while(|l| !l.trim_start().starts_with(&format!("{flag} ")));
+    let first = lines.next().unwrap_or_else(|| panic!("{flag} in `{sub} --help`: {text}"));
+    let rest = lines.take_while(|l| !l.trim_start().starts_with('-') && !l.trim().is_empty());
+    std::iter::once(first).chain(rest).map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
+/// Each daemon flag that overrides a configuration key says what it is without the flag: the
+/// key, and the built-in default the daemon uses (`--journal`, `--state`, `--socket`, `--metrics`
+/// and `--interval-ms` named neither; only the top page's Files paragraph had three of them).
+#[test]
+fn daemon_help_gives_the_default_of_each_path_and_address() {
+    let d = numapilot_daemon::config::Config::default();
+    let defaults = [
+        ("--interval-ms", "interval_ms", d.tunables.interval_ms.to_string()),
+        ("--journal", "journal", d.daemon.journal.display().to_string()),
+        ("--state", "state", d.daemon.state.display().to_string()),
+        ("--socket", "socket", d.daemon.socket.display().to_string()),
+        ("--metrics", "metrics", d.daemon.metrics.clone()),
+    ];
+    for (flag, key, default) in defaults {
+        let help = help_of("daemon", flag);
+        assert!(help.contains(&format!("`[daemon] {key}`")), "{flag} names its key: {help}");
+        assert!(help.contains(&format!("else {default}]")), "{flag} names its default {default}: {help}");
+    }
+}

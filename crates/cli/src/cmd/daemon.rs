@@ -30,20 +30,25 @@ pub struct DaemonArgs {
     /// Plan and journal every action, apply none.
     #[arg(long)]
     pub dry_run: bool,
-    /// Step interval, ms (overrides daemon.interval_ms).
+    /// Step interval, ms [default: `[daemon] interval_ms` (or `[tunables] interval_ms`) of the
+    /// configuration, else 1000].
     #[arg(long, value_name = "MS", value_hint = ValueHint::Other)]
     pub interval_ms: Option<u64>,
-    /// Journal file (JSON lines); "" for none.
+    /// Journal file (JSON lines); "" for none [default: `[daemon] journal` of the configuration,
+    /// else /var/log/numapilot/journal.jsonl].
     // clap's PathBuf parser refuses an empty value; "" is this flag's documented "none".
     #[arg(long, value_name = "FILE", value_parser = empty_or_path)]
     pub journal: Option<PathBuf>,
-    /// State file (originals of touched processes, for restore).
+    /// State file (originals of touched processes, for restore) [default: `[daemon] state` of the
+    /// configuration, else /run/numapilot/state.json].
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
-    /// Control socket path.
+    /// Control socket path [default: `[daemon] socket` of the configuration, else
+    /// /run/numapilot/numapilot.sock].
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// Prometheus metrics address IP:PORT, or "off".
+    /// Prometheus metrics address IP:PORT, or "off" [default: `[daemon] metrics` of the
+    /// configuration, else 127.0.0.1:9469].
     #[arg(long, value_name = "ADDR|off", value_hint = ValueHint::Other)]
     pub metrics: Option<String>,
     /// Never touch processes with this name (comm); repeatable, added to the file's list.
