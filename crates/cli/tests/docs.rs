@@ -698,3 +698,15 @@ fn daemon_help_gives_the_default_of_each_path_and_address() {
         assert!(help.contains(&format!("else {default}]")), "{flag} names its default {default}: {help}");
     }
 }
+
+/// `advise --mem` may be left out (a CPUs-only request, as numad's `-w NCPUS`); its help says so,
+/// and such a request is taken (on a preset machine, where it fits).
+#[test]
+fn advise_help_gives_the_default_of_mem() {
+    let help = help_of("advise", "--mem");
+    assert!(help.contains("[default: none, CPUs only"), "--mem names its default: {help}");
+    let o = numapilot(&["advise", "--cpus", "1", "--machine", "autonuma-2s12c-24g", "--json", "--strict"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["fits"], true, "{v}");
+}

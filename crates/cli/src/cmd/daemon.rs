@@ -130,7 +130,8 @@ pub struct AdviseArgs {
     /// CPUs the job needs.
     #[arg(long, value_name = "N", value_hint = ValueHint::Other)]
     pub cpus: f64,
-    /// Memory the job needs, with a binary unit (512M, 8G).
+    /// Memory the job needs, with a binary unit (512M, 8G) [default: none, CPUs only, as numad -w
+    /// NCPUS without :MB].
     #[arg(long, value_name = "SIZE", value_hint = ValueHint::Other)]
     pub mem: Option<String>,
     /// Read /proc and /sys under this directory (a captured fixture): idle time since boot.
