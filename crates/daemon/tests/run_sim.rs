@@ -24,6 +24,11 @@ mod common;
 struct Stepped {
     host: SimHost,
     deferred: bool,
+    /// With `deferred`: page moves are taken and end having moved nothing, the memory left where
+    /// it is, as the kernel ends a move of pages another process maps too (a child forked without
+    /// exec that never wrote its inherited heap: `MPOL_MF_MOVE` skips them, and says nothing). The
+    /// simulator has no such pages and this host has one node, so this stands in for that kernel.
+    move_nothing: bool,
     pending: Vec<FinishedMove>,
     /// Samples taken while an ended move had not been taken yet (the engine must take ended moves
     /// before it observes, so the observation re-reads the moved memory).
@@ -45,8 +50,23 @@ impl Host for Stepped {
         self.host.sample()
     }
     fn apply(&mut self, a: &Action) -> Outcome {
-        let o = self.host.apply(a);
         let page = !matches!(a.kind, ActionKind::SetAffinity { .. });
+        if self.deferred && self.move_nothing && page {
+            let now = self.host.now_ns();
+            let pages = match &a.kind {
+                ActionKind::MigratePages { max_pages, .. } | ActionKind::Interleave { max_pages, .. } => {
+                    max_pages.unwrap_or(u64::MAX)
+                }
+                ActionKind::MoveRanges { ranges, .. } => ranges.iter().map(|r| r.1 / 4096).sum(),
+                ActionKind::SetAffinity { .. } => 0,
+            };
+            let outcome = Outcome::Applied { pages_moved: 0 };
+            let done =
+                FinishedMove { action: a.clone(), outcome, started_ns: now, ended_ns: now, ran_on: None, threads: 1 };
+            self.pending.push(done);
+            return Outcome::Started { pages };
+        }
+        let o = self.host.apply(a);
         match o {
             Outcome::Applied { pages_moved } | Outcome::Partial { pages_moved, .. } if self.deferred && page => {
                 let now = self.host.now_ns();
@@ -93,7 +113,8 @@ fn run_with(dry_run: bool, deferred: bool, early: Arc<AtomicU64>) -> (control::S
     let (handle, rx) = run::command_pipe().unwrap();
     let (ltx, lrx) = std::sync::mpsc::channel::<String>();
     let t = std::thread::spawn(move || {
-        run::serve(setup, topo, Stepped { host, deferred, pending: Vec::new(), early }, None, Some(rx), &mut |l| {
+        let stepped = Stepped { host, deferred, move_nothing: false, pending: Vec::new(), early };
+        run::serve(setup, topo, stepped, None, Some(rx), &mut |l| {
             let _ = ltx.send(l.to_string());
         })
     });
@@ -210,4 +231,46 @@ fn background_page_moves_are_journaled_when_they_end() {
     assert!(metrics.contains("numapilot_page_move_running "), "{metrics}");
     let moved: u64 = done.iter().map(|d| d["pages_moved"].as_u64().unwrap()).sum();
     assert!(moved > 0 && status.pages_moved > 0 && status.pages_moved <= moved, "{} / {moved}", status.pages_moved);
+}
+
+/// Rule futile-move-backs-off through the daemon's loop: a page move run in the background that
+/// ends having moved nothing (`move-done`, 0 pages) reaches the policy (`Engine::step` hands the
+/// ended moves to `Policy::observe_finished` before it decides), which asks for the same move
+/// again only after 1, then 3, then 7 ... steps, not at every step; the journal line of a move
+/// asked again says why, with the pages asked and moved.
+#[test]
+fn a_background_move_that_moved_nothing_is_not_asked_for_at_every_step() {
+    let m = Machine::preset("autonuma-2s12c-24g").unwrap();
+    let spec = autonuma_bench::spec("numa01", &m.topo, 0.05).unwrap();
+    let host = SimHost::new(Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap());
+    let topo = host.topology().clone();
+    let stepped = Stepped { host, deferred: true, move_nothing: true, pending: Vec::new(), early: Arc::default() };
+    let steps = 24;
+    let extra = "metrics = \"off\"\ninterval_ms = 100\nidle_max_interval_ms = 0\n";
+    let (status, lines) = common::serve_steps(stepped, topo, extra, steps);
+    let started: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["event"] == "action" && l["outcome"] == "started").collect();
+    let done: Vec<&serde_json::Value> = lines.iter().filter(|l| l["event"] == "move-done").collect();
+    assert!(!started.is_empty(), "no page move asked for");
+    assert!(done.iter().all(|d| d["pages_moved"] == 0), "{done:?}");
+    // Per process and kind: the steps that asked.
+    let mut asked: std::collections::BTreeMap<(u64, String), Vec<u64>> = Default::default();
+    for l in &started {
+        let key = (l["pid"].as_u64().unwrap(), l["kind"].as_str().unwrap().to_string());
+        asked.entry(key).or_default().push(l["step"].as_u64().unwrap());
+    }
+    for ((pid, kind), at) in &asked {
+        // Over 24 steps: asked at most at steps s, s + 2, s + 6, s + 14 (and the move that ends
+        // the run), where without the rule it was asked at every step after the first.
+        assert!(at.len() <= 5, "pid {pid} {kind} asked at steps {at:?} of {}", status.steps);
+        for w in at.windows(3) {
+            assert!(w[2] - w[1] > w[1] - w[0], "pid {pid} {kind}: the waits do not grow: {at:?}");
+        }
+    }
+    let again: Vec<&&serde_json::Value> = started
+        .iter()
+        .filter(|l| l["detail"].as_str().unwrap().contains("[futile-move-backs-off] asked again: the back-off is over"))
+        .collect();
+    assert!(!again.is_empty(), "no move asked again after its back-off: {started:?}");
+    assert!(again.iter().all(|l| l["detail"].as_str().unwrap().contains("and moved 0, ")), "{again:?}");
 }

@@ -428,6 +428,35 @@ pub struct Tunables {
     /// planned and journaled every decision (86,000 journal lines a day for one such process,
     /// pushing the real history out of the journal) and keeping the loop from backing off.
     pub refused_backoff_max_decisions: u32,
+    /// A page move of a process that moved less than this share of the pages it asked for counts
+    /// as futile (rule futile-move-backs-off): the same move of the process (same kind, to the
+    /// same nodes) is not asked again until its own memory by node changes by more than
+    /// `futile_move_memory_change`, its threads are placed elsewhere (a move to other nodes), or a
+    /// back-off ends (after n futile moves in a row, min(2^n - 1,
+    /// `futile_backoff_max_decisions`) decisions). Fraction, 0..=1 (0: off). Default 0.1. Source:
+    /// a choice. The case it was made for moves nothing at all: a child forked without exec that
+    /// never wrote the heap it inherited counts that heap as its own (numa_maps shows it
+    /// anonymous), and the kernel moves no page another process maps too without
+    /// `MPOL_MF_MOVE_ALL`; pages pinned or locked, or a full destination, give the same. A move
+    /// cut by the host's own budget moves most of what the host let it (the host's allowance
+    /// counts as the ask when it says it: `Outcome::Started`). Prevents: the same move asked,
+    /// applied and journaled at every decision while the memory stays where it is.
+    pub futile_move_share: f64,
+    /// A futile move (see `futile_move_share`) is asked again at once when the process's own
+    /// memory by node has changed by more than this share of it since the first decision after
+    /// the move (the larger of the bytes that came and the bytes that went, over all nodes).
+    /// Fraction, 0..=1. Default 0.05. Source: a choice, above the few pages an idle process's
+    /// numa_maps differ by from one read to the next, below a tenth of its memory. Prevents: a
+    /// process whose memory became movable (new memory of its own away from its threads) waiting
+    /// out the whole back-off, and a process that allocates a little each decision asking again
+    /// each time.
+    pub futile_move_memory_change: f64,
+    /// Most decisions a futile move waits before it is asked again (rule futile-move-backs-off:
+    /// after n futile moves in a row, min(2^n - 1, this); one move that moves enough ends it).
+    /// Decisions, >= 1. Default 32. Source: as `refused_backoff_max_decisions`, a move that never
+    /// moves anything is asked about twice a minute at the default interval. Prevents: the
+    /// futile move journaled every decision for as long as the process lives.
+    pub futile_backoff_max_decisions: u32,
     /// Relative change of a group's load that lifts the hold early (when the change is also more
     /// than `min_group_cpu` in CPUs, a light thread's swing being its wake-ups, and, for a task
     /// the balancer moved, more than `imbalance` x the capacity of the node it went to, the
@@ -637,6 +666,9 @@ impl Default for Tunables {
             benefit_horizon_s: 10.0,
             hold_periods: 10,
             refused_backoff_max_decisions: 32,
+            futile_move_share: 0.1,
+            futile_move_memory_change: 0.05,
+            futile_backoff_max_decisions: 32,
             hold_load_change: 0.5,
             new_process_age_ms: 2000,
             new_process_min_rss_mib: 16,
@@ -743,6 +775,8 @@ impl Tunables {
             ("cpu_follows_memory_share", self.cpu_follows_memory_share),
             ("new_threads_memory_share", self.new_threads_memory_share),
             ("cold_memory_share_min", self.cold_memory_share_min),
+            ("futile_move_share", self.futile_move_share),
+            ("futile_move_memory_change", self.futile_move_memory_change),
         ];
         for (f, v) in fracs {
             if !(0.0..=1.0).contains(&v) {
@@ -872,6 +906,13 @@ impl Tunables {
                 "must be >= 1 (a refused process is planned again at the next decision at the least)",
             );
         }
+        if self.futile_backoff_max_decisions == 0 {
+            return err(
+                "futile_backoff_max_decisions",
+                0,
+                "must be >= 1 (a futile move waits for the next decision at the least)",
+            );
+        }
         if self.hold_periods == 0 {
             return err("hold_periods", 0, "must be >= 1 (0 would allow a move back in the next period: ping-pong)");
         }
@@ -937,6 +978,9 @@ mod tests {
             (|t| t.remote_access_cost = f64::NAN, "remote_access_cost"),
             (|t| t.hold_periods = 0, "hold_periods"),
             (|t| t.refused_backoff_max_decisions = 0, "refused_backoff_max_decisions"),
+            (|t| t.futile_backoff_max_decisions = 0, "futile_backoff_max_decisions"),
+            (|t| t.futile_move_share = 1.5, "futile_move_share"),
+            (|t| t.futile_move_memory_change = -0.1, "futile_move_memory_change"),
             (|t| t.new_process_age_ms = 0, "new_process_age_ms"),
             (|t| t.remote_share_min = 1.5, "remote_share_min"),
             (|t| t.coaccess_max_accessors = 1, "coaccess_max_accessors"),

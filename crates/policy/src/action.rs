@@ -115,12 +115,7 @@ impl Plan {
         if memory.is_empty() || topo.nodes.iter().all(|n| memory.contains(n.id)) {
             return;
         }
-        let nearest = |n: u32| -> u32 {
-            if memory.contains(n) {
-                return n;
-            }
-            memory.iter().min_by_key(|&m| (topo.distance(n, m).unwrap_or(u32::MAX), m)).unwrap_or(n)
-        };
+        let nearest = |n: u32| nearest_memory_node(topo, &memory, n);
         self.actions.retain_mut(|a| {
             let (keep, what) = match &mut a.kind {
                 ActionKind::SetAffinity { .. } => (true, None),
@@ -158,6 +153,16 @@ impl Plan {
             keep
         });
     }
+}
+
+/// Node `n` when it has memory (in `memory`, the nodes that have), else the nearest node that has
+/// (by distance, then lowest id), where the kernel itself allocates for `n`'s CPUs; `n` when no
+/// node has memory (rule memory-onto-memory-nodes, [`Plan::memory_onto_memory_nodes`]).
+pub(crate) fn nearest_memory_node(topo: &Topology, memory: &NodeSet, n: u32) -> u32 {
+    if memory.contains(n) {
+        return n;
+    }
+    memory.iter().min_by_key(|&m| (topo.distance(n, m).unwrap_or(u32::MAX), m)).unwrap_or(n)
 }
 
 /// What became of one action.

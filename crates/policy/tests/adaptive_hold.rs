@@ -1013,3 +1013,151 @@ fn a_thread_still_under_a_replaced_mask_of_ours_is_no_foreign_pin() {
     // The model has not read the threads again: one still shows node 1's CPUs.
     assert!(!p.explain(&b.m, 10).unwrap().pinned, "a replaced mask of ours is still ours");
 }
+
+/// One decision; every SetAffinity applied, every page action of `pid` moving nothing (`moved`
+/// pages when given), the others in full. Returns the plan's page actions of `pid`.
+fn decide_unmoved(p: &mut Adaptive, m: &numapilot_model::Model, pid: u32, moved: Option<u64>) -> Vec<Action> {
+    let plan = p.decide(m);
+    check_conservation(m, &plan);
+    let page = |a: &Action| !matches!(a.kind, ActionKind::SetAffinity { .. });
+    let outcomes: Vec<Outcome> = plan
+        .actions
+        .iter()
+        .map(|a| Outcome::Applied {
+            pages_moved: if a.target.pid == pid && page(a) { moved.unwrap_or(0) } else { pages_of(a) },
+        })
+        .collect();
+    p.observe_outcomes(m, &plan, &outcomes);
+    plan.actions.into_iter().filter(|a| a.target.pid == pid && page(a)).collect()
+}
+
+/// Rule futile-move-backs-off: a memory move the host applied but that moved nothing (a child
+/// forked without exec that never wrote its inherited heap: numa_maps shows it anonymous, the
+/// kernel moves no page another process maps too) is not asked for again at the next decision;
+/// it is asked again when the back-off ends (1, then 3, then 7 ... decisions), when its memory by
+/// node changes by more than `futile_move_memory_change`, or when its threads are placed
+/// elsewhere (a move to other nodes); explain says why it waits, with the pages asked and moved.
+///
+/// ```text
+///   app (10): 4 x 1.0 CPU on node 1 (4 nodes of 24 CPUs), 512 MiB on node 0 (a memory bandwidth
+///             bottleneck: the threads do not follow the memory there)
+///   decision 1: MigratePages(0 -> 1, 131072 pages) -> Applied, 0 pages moved
+///   decision 2: none (without the rule: the same MigratePages, every decision)
+///   decision 3: asked again (the back-off is over) -> 0 moved again: 3 decisions wait
+///   decision 4: none; then 64 MiB more on node 0 (12% of its memory)
+///   decision 5: asked again (its memory changed) -> 0 moved: 7 decisions wait
+///   decision 6: none; then its threads are placed on node 2
+///   decision 7: MigratePages(0 -> 2): another move -> it moves what it asks: the record ends
+///   decision 8: nothing left to move (its memory on node 2 now)
+/// ```
+#[test]
+fn a_move_that_moved_nothing_waits_until_something_changes() {
+    let mut b = B::new("article-4n96");
+    b.proc(10, "forked", &[(1, 1.0); 4], &[512, 0, 0, 0]);
+    // Node 0's memory bandwidth is a bottleneck: the threads stay, the memory is to follow them.
+    b.group_proc(1, 10);
+    b.m.nodes[0].mem_bw.bottleneck = true;
+    let mut p = Adaptive::new();
+    let first = decide_unmoved(&mut p, &b.m, 10, None);
+    assert!(
+        matches!(&first[..], [a] if matches!(&a.kind, ActionKind::MigratePages { to, max_pages: Some(131_072), .. } if to.to_list() == "1")),
+        "{first:#?}"
+    );
+    // Its threads were placed on node 1 (or stayed there): the model says so from now on.
+    b.allow(10, &[1]);
+    assert_eq!(decide_unmoved(&mut p, &b.m, 10, None), vec![], "decision 2 asked for the same move again");
+    let e = p.explain(&b.m, 10).unwrap();
+    assert!(
+        matches!(&e.moves_waiting[..], [w] if w.contains("futile-move-backs-off") && w.contains("asked 131072 pages and moved 0")),
+        "{e:#?}"
+    );
+    assert!(e.to_string().contains("page move waiting: [futile-move-backs-off]"), "{e}");
+    let again = decide_unmoved(&mut p, &b.m, 10, None);
+    assert!(
+        matches!(&again[..], [a] if a.reason.detail.contains("[futile-move-backs-off] asked again: the back-off is over")
+            && a.reason.detail.contains("asked 131072 pages and moved 0, 1 in a row")),
+        "decision 3: {again:#?}"
+    );
+    assert_eq!(decide_unmoved(&mut p, &b.m, 10, None), vec![], "decision 4");
+    b.mem(10, &[576, 0, 0, 0]).group_proc(1, 10);
+    let changed = decide_unmoved(&mut p, &b.m, 10, None);
+    assert!(
+        matches!(&changed[..], [a] if a.reason.detail.contains("its own memory by node changed by 64.0 MiB")
+            && a.reason.detail.contains("2 in a row")),
+        "decision 5: {changed:#?}"
+    );
+    assert_eq!(decide_unmoved(&mut p, &b.m, 10, None), vec![], "decision 6");
+    assert_eq!(table(&p, "policy.futile"), 1);
+    // Its threads placed on node 2 (a move of this policy's, applied): a move of its memory there
+    // is another move, asked at once.
+    let target = TaskRef { pid: 10, tid: None, starttime: b.m.procs[&10].starttime };
+    applied(&mut p, &b.m, &set_affinity_plan(target, b.node_cpus(2)));
+    b.allow(10, &[2]).run_on(10, 2).group_proc(1, 10);
+    let elsewhere = decide_unmoved(&mut p, &b.m, 10, Some(147_456));
+    assert!(
+        matches!(&elsewhere[..], [a] if matches!(&a.kind, ActionKind::MigratePages { to, .. } if to.to_list() == "2")
+            && !a.reason.detail.contains("futile")),
+        "decision 7: {elsewhere:#?}"
+    );
+    assert_eq!(table(&p, "policy.futile"), 0, "a move of the kind that moved ends the record");
+    b.mem(10, &[0, 0, 576, 0]).group_proc(1, 10);
+    assert_eq!(decide_unmoved(&mut p, &b.m, 10, None), vec![], "decision 8: its memory is local");
+    assert!(p.explain(&b.m, 10).unwrap().moves_waiting.is_empty());
+}
+
+/// Rule futile-move-backs-off for a move the host runs in the background: judged when it ends
+/// (`observe_finished`), against what the host let it move (`Started`'s pages): a move the host's
+/// budget cut to 1,000 pages that moved 900 is no futile move; one that ends having moved nothing,
+/// or stopped (`Refused`) before moving any, is, and the next decision does not ask for it.
+#[test]
+fn a_background_move_is_judged_when_it_ends_against_what_the_host_let_it_move() {
+    let mut b = B::new("article-4n96");
+    b.proc(10, "forked", &[(1, 1.0); 4], &[512, 0, 0, 0]);
+    b.group_proc(1, 10);
+    b.m.nodes[0].mem_bw.bottleneck = true;
+    let mut p = Adaptive::new();
+    let step = |p: &mut Adaptive, b: &B, allowance: u64, end: Outcome| -> bool {
+        let plan = p.decide(&b.m);
+        let page = |a: &Action| !matches!(a.kind, ActionKind::SetAffinity { .. });
+        let outcomes: Vec<Outcome> = plan
+            .actions
+            .iter()
+            .map(|a| if page(a) { Outcome::Started { pages: allowance } } else { Outcome::Applied { pages_moved: 0 } })
+            .collect();
+        p.observe_outcomes(&b.m, &plan, &outcomes);
+        let started: Vec<_> = plan.actions.iter().filter(|a| page(a)).cloned().collect();
+        let finished: Vec<numapilot_policy::FinishedMove> = started
+            .iter()
+            .map(|a| numapilot_policy::FinishedMove {
+                action: a.clone(),
+                outcome: end.clone(),
+                started_ns: 0,
+                ended_ns: 1,
+                ran_on: None,
+                threads: 1,
+            })
+            .collect();
+        p.observe_finished(&b.m, &finished);
+        !started.is_empty()
+    };
+    assert!(step(&mut p, &b, 1000, Outcome::Applied { pages_moved: 900 }), "decision 1 moves its memory");
+    assert!(
+        step(&mut p, &b, 1000, Outcome::Applied { pages_moved: 900 }),
+        "900 of the 1,000 allowed is no futile move"
+    );
+    assert!(step(&mut p, &b, 1000, Outcome::Applied { pages_moved: 0 }));
+    assert!(
+        !step(&mut p, &b, 1000, Outcome::Applied { pages_moved: 0 }),
+        "a move that moved nothing is not asked again at once"
+    );
+    let e = p.explain(&b.m, 10).unwrap();
+    assert!(
+        matches!(&e.moves_waiting[..], [w] if w.contains("asked 1000 pages and moved 0")),
+        "judged against the allowance: {e:#?}"
+    );
+    assert!(step(&mut p, &b, 1000, Outcome::Refused { message: "stopped: the daemon is stopping".into() }));
+    assert!(
+        !step(&mut p, &b, 1000, Outcome::Applied { pages_moved: 0 }),
+        "a move stopped before any page moved is futile too"
+    );
+}

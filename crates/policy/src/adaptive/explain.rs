@@ -76,6 +76,11 @@ pub struct Explanation {
     pub preferred_node: Option<u32>,
     /// Why.
     pub why: String,
+    /// Page moves of it that wait because the last one of their kind moved (almost) nothing
+    /// (rule futile-move-backs-off), one line each with the figures: kind, nodes, pages asked and
+    /// moved, until when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves_waiting: Vec<String>,
     /// Its last actions, oldest first.
     pub last_actions: Vec<JournalEntry>,
     /// The last plan's standing order for it not carried out yet (rule
@@ -151,6 +156,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         groups,
         preferred_node,
         why,
+        moves_waiting: policy.futile_waits(model, pid),
         last_actions: policy.proc_state(model, pid).map(|s| s.journal.iter().cloned().collect()).unwrap_or_default(),
         standing: None,
         since_last_step: None,
@@ -195,6 +201,9 @@ impl fmt::Display for Explanation {
                 g.preferred_node.map_or_else(|| "-".to_string(), |n| n.to_string()),
                 g.rule
             )?;
+        }
+        for w in &self.moves_waiting {
+            writeln!(f, "  page move waiting: {w}")?;
         }
         if let Some(a) = &self.standing {
             writeln!(

@@ -41,6 +41,8 @@
 //!                               fork rule's estimate, S = that node, fork-memory-follows)
 //!     pages moving in the background (the host's mover) -> nothing until they end
 //!                               (moves-in-flight)
+//!     the same kind of move to the same nodes moved (almost) nothing last time, and nothing
+//!       changed since        -> that move waits (futile-move-backs-off, futile.rs)
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
 //!   memory: own memory only (ProcView::own_mem_by_node): pages in mappings other processes map
@@ -78,6 +80,7 @@ use numapilot_model::{ProcessClass, TaskKey};
 use numapilot_topology::NodeSet;
 
 use super::cold::{effective_class, COLD_RULE};
+use super::futile::{Check, MoveKind};
 use super::place::{pct, Planner};
 use super::{Adaptive, BASE_PAGE_BYTES};
 use crate::action::{Action, ActionKind, Reason, TaskRef};
@@ -734,8 +737,16 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 continue;
             }
         }
+        // Rule futile-move-backs-off (futile.rs): the same kind of move to these nodes moved
+        // (almost) nothing last time, and nothing it depends on has changed since.
+        let futile = |kind: MoveKind| match policy.futile_check(m, job.pid, kind, &dest_set) {
+            Check::Free => Some(String::new()),
+            Check::Waits => None,
+            Check::Again(note) => Some(format!("; {note}")),
+        };
         match job.kind {
             JobKind::Ranges { to: _, dest, ranges, detail } => {
+                let Some(again) = futile(MoveKind::Ranges) else { continue };
                 let mut picked = Vec::new();
                 let mut pages = 0u64;
                 let moved = policy.proc_state(m, job.pid).map(|s| &s.range_moves);
@@ -763,13 +774,16 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                         kind: ActionKind::MoveRanges { ranges: picked, to: dest_id },
                         reason: Reason::new(
                             "memory-follows-cpu",
-                            format!("{detail}; hottest first, {pages} pages to node {dest_id} within the budget"),
+                            format!(
+                                "{detail}; hottest first, {pages} pages to node {dest_id} within the budget{again}"
+                            ),
                         ),
                     },
                     load,
                 ));
             }
             JobKind::Spread { nodes, weights, pages, rule, detail, .. } => {
+                let Some(again) = futile(MoveKind::Interleave) else { continue };
                 let max = pages.min(pl.budget_for(job.pid));
                 pl.spend(job.pid, max);
                 pl.actions.push((
@@ -781,7 +795,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                             weights,
                             max_pages: Some(max),
                         },
-                        reason: Reason::new(rule, format!("{detail}; {max} pages of the plan's budget")),
+                        reason: Reason::new(rule, format!("{detail}; {max} pages of the plan's budget{again}")),
                     },
                     load,
                 ));
@@ -795,9 +809,10 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 // outside it, and numa01_THREAD_ALLOC's next two plans spent two thirds of their
                 // page budget on 371 ranges already on node 1 (rule "moved-ranges-stay").
                 let moved = policy.proc_state(m, job.pid).map(|s| &s.range_moves);
+                let ranges_again = futile(MoveKind::Ranges);
                 let mut ranges = Vec::new();
                 let mut hot_pages = 0u64;
-                for h in p.hot.iter().filter(|_| hot) {
+                for h in p.hot.iter().filter(|_| hot && ranges_again.is_some()) {
                     if dest_set.contains(h.node)
                         || moved.is_some_and(|r| r.contains_key(&h.start))
                         || pl.budget_for(job.pid) == hot_pages
@@ -825,9 +840,10 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                             reason: Reason::new(
                                 rule,
                                 format!(
-                                    "{detail}; hottest {} ranges ({} pages) to node {dest_id} first",
+                                    "{detail}; hottest {} ranges ({} pages) to node {dest_id} first{}",
                                     ranges.len(),
-                                    hot_pages
+                                    hot_pages,
+                                    ranges_again.as_deref().unwrap_or("")
                                 ),
                             ),
                         },
@@ -836,7 +852,8 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                 }
                 // Cold memory stays: what is outside S beyond the hot ranges is not copied.
                 let rest = if cold { 0 } else { remote_pages.saturating_sub(hot_pages).min(pl.budget_for(job.pid)) };
-                if rest > 0 {
+                let rest_again = futile(MoveKind::Migrate);
+                if let (true, Some(again)) = (rest > 0, rest_again) {
                     let from: NodeSet = own
                         .iter()
                         .enumerate()
@@ -851,7 +868,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
                             kind: ActionKind::MigratePages { from, to: dest_set.clone(), max_pages: Some(rest) },
                             reason: Reason::new(
                                 rule,
-                                format!("{detail}; {rest} of {remote_pages} remote pages within the budget"),
+                                format!("{detail}; {rest} of {remote_pages} remote pages within the budget{again}"),
                             ),
                         },
                         load,

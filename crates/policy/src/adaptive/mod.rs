@@ -154,7 +154,13 @@
 //! does not turn the process into a foreign pin). Refusals in a row back off (rule
 //! refusal-backs-off, `Adaptive::refusals`): after n of them the process waits min(2^(n-1),
 //! `refused_backoff_max_decisions`) decisions out of the managed set, so a refusal that never
-//! passes is not planned and journaled at every decision. Within `hold_periods` decisions of a move, the unit keeps that
+//! passes is not planned and journaled at every decision. A page move that the host applied but that moved
+//! less than `futile_move_share` of what it asked (the kernel moves no page another process maps
+//! too: a child forked without exec that never wrote its inherited heap) starts no memory hold and
+//! is not asked again, the same kind to the same nodes, until the process's own memory by node
+//! changes by more than `futile_move_memory_change`, its threads are placed elsewhere, or a
+//! back-off of 1, 3, 7 ... decisions (at most `futile_backoff_max_decisions`) ends (rule
+//! futile-move-backs-off, `futile.rs`; a background move is judged when it ends). Within `hold_periods` decisions of a move, the unit keeps that
 //! placement and memory is not moved towards another node set, unless the load that justified the
 //! move changed by more than `hold_load_change` (relative) and by more than a floor in CPUs
 //! (hold-change-floor, [`Move::change_floor`]): `min_group_cpu`, and for a task the balancer moved
@@ -182,6 +188,7 @@
 mod balance;
 mod cold;
 mod explain;
+mod futile;
 mod launch;
 mod memory;
 mod place;
@@ -389,6 +396,13 @@ pub struct Adaptive {
     /// module denying the move, numa_maps unreadable) was planned and journaled every decision
     /// and kept the loop from backing off (review helper-34).
     pub(crate) refusals: BTreeMap<u32, (u64, u32, u64)>,
+    /// Page moves that moved (almost) nothing, by process and kind (rule futile-move-backs-off,
+    /// `futile.rs`): the same move waits until the process's memory changes, its threads are
+    /// placed elsewhere or a back-off ends.
+    pub(crate) futile: futile::Futiles,
+    /// Page moves the host runs in the background, by process and kind: (start time, the pages
+    /// the host let it move, `Outcome::Started`), so the move is judged on that when it ends.
+    pub(crate) started: BTreeMap<(u32, futile::MoveKind), (u64, u64)>,
     /// Launch advice given to processes not yet taken up, by pid (rule "launch-advice").
     pub(crate) promises: launch::Promises,
     /// Launch advice given without a pid, newest last.
@@ -721,6 +735,8 @@ impl Policy for Adaptive {
         out.push(("policy.stall_floor", self.stall_floor.len()));
         out.push(("policy.stall_ended", self.stall_ended.len()));
         out.push(("policy.promises", self.promises.len() + self.anonymous_promises.len()));
+        out.push(("policy.futile", self.futile.len()));
+        out.push(("policy.started", self.started.len()));
     }
 
     /// CPU hotplug (rule cpu-hotplug-fallback): a thread whose CPUs all went offline is moved by
@@ -780,6 +796,7 @@ impl Policy for Adaptive {
     fn decide(&mut self, model: &Model) -> Plan {
         self.period += 1;
         self.forget_gone(model);
+        self.note_futile_memory(model);
         self.launch_adopt(model);
         self.moving.retain(|pid, st| model.procs.get(pid).is_some_and(|p| p.starttime == *st));
         let (moving, ended) = (&self.moving, &self.stall_ended);
@@ -826,7 +843,7 @@ impl Policy for Adaptive {
         plan
     }
 
-    fn observe_finished(&mut self, _model: &Model, finished: &[crate::FinishedMove]) {
+    fn observe_finished(&mut self, model: &Model, finished: &[crate::FinishedMove]) {
         for f in finished {
             let t = f.action.target;
             if self.moving.get(&t.pid) == Some(&t.starttime) {
@@ -835,6 +852,12 @@ impl Policy for Adaptive {
                 // The holds run from the end of the move (rule "moves-in-flight").
                 self.refresh_holds(t.pid);
             }
+            // What the move did against what it asked (rule futile-move-backs-off).
+            let allowance = futile::MoveKind::of(&f.action.kind)
+                .and_then(|k| self.started.remove(&(t.pid, k)))
+                .filter(|&(st, _)| st == t.starttime)
+                .map(|(_, pages)| pages);
+            self.judge_move(model, &f.action, &f.outcome, allowance, true);
         }
     }
 
@@ -847,6 +870,9 @@ impl Policy for Adaptive {
                 outcome,
                 Some(Outcome::Applied { .. }) | Some(Outcome::Partial { .. }) | Some(Outcome::Started { .. })
             );
+            if let (Some(Outcome::Started { pages }), Some(kind)) = (outcome, futile::MoveKind::of(&action.kind)) {
+                self.started.insert((action.target.pid, kind), (action.target.starttime, *pages));
+            }
             if matches!(outcome, Some(Outcome::Started { .. })) {
                 self.moving.insert(action.target.pid, action.target.starttime);
                 if let Some(p) = model.procs.get(&action.target.pid).filter(|p| p.starttime == action.target.starttime)
@@ -875,6 +901,9 @@ impl Policy for Adaptive {
             }
             if applied {
                 self.record(model, action, loads.get(i).copied().unwrap_or(0.0), &task_loads);
+                if let Some(o) = outcome {
+                    self.judge_move(model, action, o, None, false);
+                }
             } else if outcome.is_some() {
                 // Refused or Vanished: no hold starts and nothing is forgotten; while the model
                 // still has the process, the next decision plans it again (a read error may pass,

@@ -434,9 +434,10 @@ pub fn budget_pages(m: &Model) -> u64 {
     shared_budget_pages(m) + young_pids(m).len() as u64 * young_allowance_pages(m)
 }
 
-/// Tells the policy every action of `plan` was applied.
+/// Tells the policy every action of `plan` was applied in full (a page action moved every page it
+/// asked for: one that moved none would be futile, rule futile-move-backs-off).
 pub fn applied(policy: &mut Adaptive, m: &Model, plan: &Plan) {
-    let outcomes: Vec<Outcome> = plan.actions.iter().map(|_| Outcome::Applied { pages_moved: 0 }).collect();
+    let outcomes: Vec<Outcome> = plan.actions.iter().map(|a| Outcome::Applied { pages_moved: pages_of(a) }).collect();
     policy.observe_outcomes(m, plan, &outcomes);
 }
 
