@@ -234,6 +234,12 @@ pub struct Engine {
     /// The plan before's, for processes the last plan neither ordered nor acted on: a thread
     /// created while the last step ran is heard of only after it (see [`Engine::on_new_threads`]).
     standing_before: Vec<Action>,
+    /// Background moves that ended before a step whose sample failed: the host hands each over
+    /// once ([`Host::finished_moves`]), so they wait here for the next step, which gives them to
+    /// the policy and counts their pages. Dropped, the policy never heard the move end: it kept
+    /// the process's pages "in flight" (no page action, holds kept fresh) for as long as the
+    /// process lived, and never judged what the move did.
+    unheard: Vec<FinishedMove>,
 }
 
 impl Engine {
@@ -246,6 +252,7 @@ impl Engine {
             totals: Totals::default(),
             standing: Vec::new(),
             standing_before: Vec::new(),
+            unheard: Vec::new(),
         }
     }
 
@@ -258,6 +265,7 @@ impl Engine {
         self.model.bookkeeping(&mut out);
         self.policy.bookkeeping(&mut out);
         out.push(("engine.standing", self.standing.len() + self.standing_before.len()));
+        out.push(("engine.unheard", self.unheard.len()));
         out
     }
 
@@ -350,8 +358,15 @@ impl Engine {
         // from before the move; read after, the policy asked for the same move once more). The
         // policy hears of them before it decides, and their pages count now.
         let t0 = host.now_ns();
-        let finished = host.finished_moves();
-        let sample = host.sample()?;
+        let mut finished = std::mem::take(&mut self.unheard);
+        finished.extend(host.finished_moves());
+        let sample = match host.sample() {
+            Ok(sample) => sample,
+            Err(e) => {
+                self.unheard = finished;
+                return Err(e);
+            }
+        };
         let topology_change = host.take_topology_change().map(|topo| {
             let what = topo.cpu_change_from(&self.model.topo);
             self.model.set_topology(topo);
@@ -551,5 +566,93 @@ mod tests {
         let (a, _) = e.on_new_threads(&mut host, 7).unwrap();
         assert!(matches!(a.kind, ActionKind::SetAffinity { ref cpus } if cpus.to_list() == "2-3"), "{a:?}");
         assert!(e.on_new_threads(&mut host, 7).is_none(), "the order before went with the new one");
+    }
+
+    /// Hears the background moves that end; plans nothing.
+    #[derive(Debug, Default)]
+    struct Listener {
+        heard: std::rc::Rc<std::cell::RefCell<Vec<FinishedMove>>>,
+    }
+
+    impl Policy for Listener {
+        fn name(&self) -> &'static str {
+            "listener"
+        }
+        fn next_interval_ns(&self, _: &Model) -> u64 {
+            1
+        }
+        fn decide(&mut self, _: &Model) -> Plan {
+            Plan::default()
+        }
+        fn observe_finished(&mut self, _: &Model, finished: &[FinishedMove]) {
+            self.heard.borrow_mut().extend_from_slice(finished);
+        }
+    }
+
+    /// A host whose mover reports one ended move, once, and whose first sample fails.
+    struct Flaky {
+        topo: Topology,
+        t: u64,
+        ended: Vec<FinishedMove>,
+        fail: bool,
+    }
+
+    impl Host for Flaky {
+        fn topology(&self) -> &Topology {
+            &self.topo
+        }
+        fn now_ns(&self) -> u64 {
+            self.t
+        }
+        fn sample(&mut self) -> Result<Sample, HostError> {
+            self.t += 1_000_000_000;
+            if std::mem::take(&mut self.fail) {
+                return Err(HostError::Unavailable("/proc unreadable (test)".into()));
+            }
+            Ok(Sample::empty_at(self.t))
+        }
+        fn apply(&mut self, _: &Action) -> Outcome {
+            Outcome::Applied { pages_moved: 0 }
+        }
+        fn finished_moves(&mut self) -> Vec<FinishedMove> {
+            std::mem::take(&mut self.ended)
+        }
+    }
+
+    /// A background move that ends before a step whose sample fails reaches the policy, and the
+    /// totals, at the next step: the host gives each ended move once, and the step that failed
+    /// dropped it (the adaptive policy then kept the process's pages "in flight" for good).
+    #[test]
+    fn a_move_that_ends_before_a_failed_sample_is_heard_at_the_next_step() {
+        let topo = Topology::uniform(2, 2, 1 << 20, 20);
+        let action = Action {
+            target: TaskRef { pid: 7, tid: None, starttime: 1 },
+            kind: ActionKind::MigratePages {
+                from: std::iter::once(0).collect(),
+                to: std::iter::once(1).collect(),
+                max_pages: Some(10),
+            },
+            reason: Reason::new("memory-follows-cpu", "test"),
+        };
+        let done = FinishedMove {
+            action,
+            outcome: Outcome::Applied { pages_moved: 10 },
+            started_ns: 0,
+            ended_ns: 1,
+            ran_on: None,
+            threads: 1,
+        };
+        let mut host = Flaky { topo: topo.clone(), t: 0, ended: vec![done.clone()], fail: true };
+        let listener = Listener::default();
+        let heard = listener.heard.clone();
+        let mut e = Engine::new(topo, Tunables::default(), Box::new(listener));
+        assert!(e.step(&mut host).is_err());
+        assert!(heard.borrow().is_empty());
+        let report = e.step(&mut host).unwrap();
+        assert_eq!(*heard.borrow(), vec![done.clone()], "the policy hears the move end");
+        assert_eq!((report.finished, report.pages_moved, e.totals.pages_moved), (vec![done], 10, 10));
+        assert!(e.bookkeeping().contains(&("engine.unheard", 0)));
+        e.step(&mut host).unwrap();
+        assert_eq!(heard.borrow().len(), 1, "heard once");
     }
 }
