@@ -131,3 +131,31 @@ fn a_pool_read_at_random_is_not_cold() {
     assert_eq!(a.reason.rule, "cpu-follows-memory");
     assert!(!a.reason.detail.contains("cold-memory-stays"), "{}", a.reason.detail);
 }
+
+/// Rule hot-within-own: a mostly-cold process's accessed memory on a node counts for a move at
+/// most its own memory there. The VM above with its guest RAM in a file a vhost-user backend maps
+/// too (numa_maps: `mapmax` > 1, the model's `shared_by_node`): the working set its vCPUs 2 and 3
+/// spilled to node 0 lies in that shared RAM, and a move of QEMU's pages leaves every page the
+/// backend maps where it is.
+///
+/// ```text
+///   qemu-vm (30) as above; node 0: 7808 MiB resident, all of it shared -> own 0 MiB there
+///   accessed off node 1: 128 MiB, of which own: min(128, 0) = 0 pages -> no memory action
+///   (before: MoveRanges(0x2000_0000, 0x2400_0000 -> 1), 32768 pages no move could take, asked
+///    again after every hold)
+///   node 1's 256 MiB are its own: the plan is the SetAffinity alone
+/// ```
+#[test]
+fn hot_memory_a_move_cannot_take_is_not_asked_for() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    vm(&mut b);
+    b.m.procs.get_mut(&30).unwrap().shared_by_node = vec![(7680 + 128) * MIB, 0];
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(plan.actions.len(), 1, "{plan:#?}");
+    assert_eq!(plan.actions[0].kind, ActionKind::SetAffinity { cpus: b.node_cpus(1) });
+    // Own memory there again (half of it): the hot ranges move, as in the first test.
+    b.m.procs.get_mut(&30).unwrap().shared_by_node = vec![3900 * MIB, 0];
+    let plan = Adaptive::new().decide(&b.m);
+    assert!(plan.actions.iter().any(|a| matches!(a.kind, ActionKind::MoveRanges { to: 1, .. })), "{plan:#?}");
+}

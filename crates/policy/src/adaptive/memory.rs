@@ -41,13 +41,15 @@
 //!                               fork rule's estimate, S = that node, fork-memory-follows)
 //!     pages moving in the background (the host's mover) -> nothing until they end
 //!                               (moves-in-flight)
-//!     the same kind of move to the same nodes moved (almost) nothing last time, and nothing
-//!       changed since        -> that move waits (futile-move-backs-off, futile.rs)
 //!       -> MoveRanges of its hottest ranges outside S (trimmed to the budget), then
 //!          MigratePages(from nodes outside S, to S, max_pages = what is left of the budget)
+//!     the same kind of move to the same nodes moved (almost) nothing last time, and nothing
+//!       changed since        -> that move waits (futile-move-backs-off, futile.rs)
 //!   memory: own memory only (ProcView::own_mem_by_node): pages in mappings other processes map
 //!           too (a library's text, shared buffers) are not counted in r, the pages or the
-//!           deviation, since a move of this process leaves them where they are
+//!           deviation, since a move of this process leaves them where they are; a mostly-cold
+//!           process's accessed memory on a node counts at most its own memory there
+//!           (hot-within-own)
 //!   budget: migrate_budget_mib_per_s x period, shared by the whole plan; a process younger than
 //!           new_process_age_ms first spends its own allowance (young_migrate_budget_mib_per_s x
 //!           period, its own memory only, and only when its threads work on slices of their own:
@@ -594,8 +596,16 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             remote = remote.max(outside as f64 / of as f64).min(1.0);
         }
         let bind = matches!(class, ProcessClass::StaticLarge | ProcessClass::LatencySensitive);
-        // Cold memory stays: only the accessed memory outside S counts (and moves).
-        let by_node = cold.map_or(&own, |c| &c.by_node);
+        // Cold memory stays: only the accessed memory outside S counts (and moves), and of it no
+        // more than its own memory there (rule "hot-within-own"): the sampled hot ranges are
+        // where its threads read, shared memory included (a guest's RAM in a file a vhost-user
+        // backend maps too, a database's shared buffers), and a move of this process leaves the
+        // pages other processes map where they are. Counted whole, a mostly-cold process whose
+        // remote hot memory was all shared had it asked for (MoveRanges) and moved none of it.
+        let by_node: Vec<u64> = match cold {
+            Some(c) => c.by_node.iter().zip(&own).map(|(&hot, &mine)| hot.min(mine)).collect(),
+            None => own.clone(),
+        };
         let remote_pages: u64 =
             by_node.iter().enumerate().filter(|(i, _)| !to.contains(i)).map(|(_, &b)| b / BASE_PAGE_BYTES).sum();
         if remote_pages == 0 {
