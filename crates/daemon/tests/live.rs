@@ -2561,6 +2561,88 @@ fn page_moves_leave_out_pages_another_process_maps() {
     assert_eq!(asked_private, 16, "this process's own pages are");
 }
 
+/// The pages a whole-process move counts (`pages_by_node`: before and after a `migrate_pages`, and
+/// whether to make the call at all) are the model's own memory: anonymous mappings count whatever
+/// their `mapmax`. A child forked without exec that wrote three quarters of a heap it inherited
+/// has `mapmax` 2 on the whole mapping (the last quarter still shared with its parent) and three
+/// quarters of it exclusive (pagemap), which `migrate_pages` moves; left out, that heap was
+/// neither moved (nothing else remote: no call made) nor counted when the call was made, and the
+/// policy heard "0 pages moved".
+#[test]
+fn a_forked_childs_heap_counts_for_a_whole_process_move_as_its_own_memory() {
+    let ps = 4096usize;
+    let pages = 4096usize;
+    let len = pages * ps;
+    // SAFETY: a fresh private anonymous mapping, unmapped at the end of the test.
+    let heap = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(heap, libc::MAP_FAILED);
+    for i in 0..pages {
+        // SAFETY: page i of the mapping.
+        unsafe { std::ptr::write_volatile((heap as usize + i * ps) as *mut u8, 1) };
+    }
+    let (mut fds, mut ready) = ([0i32; 2], [0i32; 2]);
+    // SAFETY: two-int arrays for the pipes' ends.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) + libc::pipe(ready.as_mut_ptr()) }, 0);
+    // SAFETY: the child writes three quarters of the inherited heap (copy-on-write gives it its
+    // own pages there), says so, waits on the pipe and _exits.
+    let kid = unsafe { libc::fork() };
+    if kid == 0 {
+        let mut byte = 0u8;
+        // SAFETY: as above.
+        unsafe {
+            for i in 0..pages * 3 / 4 {
+                std::ptr::write_volatile((heap as usize + i * ps) as *mut u8, 2);
+            }
+            libc::write(ready[1], (&byte as *const u8).cast(), 1);
+            libc::close(fds[1]);
+            libc::read(fds[0], (&mut byte as *mut u8).cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    assert!(kid > 0);
+    let kid = kid as u32;
+    let mut byte = 0u8;
+    // SAFETY: one byte from the child once it has written.
+    assert_eq!(unsafe { libc::read(ready[0], (&mut byte as *mut u8).cast(), 1) }, 1);
+    let st = read_starttime(kid).unwrap();
+    let reader = numapilot_observe::Reader::new("/");
+    let counted: u64 =
+        numapilot_daemon::live::apply::pages_by_node(&reader, kid, st, 4096).ok().unwrap().values().sum();
+    let maps = reader.read_numa_maps(kid).unwrap().unwrap();
+    let own_kb: u64 = maps.usage_by_node().iter().map(|u| u.total_kb() - u.shared_kb).sum();
+    let vma = maps.vmas.iter().find(|v| v.start == heap as u64).expect("the heap's mapping");
+    let mapmax = vma.resident.as_ref().map(|r| r.mapmax);
+    // What pagemap says of the heap's pages in the child: three quarters its own.
+    let mut tally = PageTally::default();
+    let node = topo().memory_nodes().first().unwrap();
+    let own_pages =
+        move_to_targets(kid, st, &[(heap as u64, len as u64)], 4096, u64::MAX, false, |_, _| Some(node), &mut tally, 1)
+            .ok()
+            .unwrap();
+    // SAFETY: closing our ends lets the child exit; reap it; unmap.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+        libc::waitpid(kid as i32, std::ptr::null_mut(), 0);
+        libc::close(ready[0]);
+        libc::close(ready[1]);
+        libc::munmap(heap, len);
+    }
+    assert_eq!(mapmax, Some(2), "{vma:?}");
+    assert_eq!(own_pages, pages as u64 * 3 / 4, "the child's own pages of the heap");
+    assert_eq!(counted, own_kb / 4, "a whole-process move counts the model's own memory");
+    assert!(counted >= pages as u64, "the heap ({pages} pages) is counted: {counted}");
+}
+
 #[test]
 fn max_pages_zero_moves_nothing() {
     // A page action whose own bound is 0 pages moves nothing and is not an error.

@@ -43,7 +43,9 @@
 //! comes from numa_maps read before and after (other allocations meanwhile blur it by their size). Shared pages are moved
 //! only when this process alone maps them (`MPOL_MF_MOVE`): moving them would disturb other
 //! processes; they are neither listed for move_pages (pagemap's exclusive bit; it would answer
-//! EACCES) nor counted for migrate_pages, which skips them (it is made
+//! EACCES) nor, in file and shared-memory mappings, counted for migrate_pages, which skips them
+//! (anonymous mappings count whole: numa_maps does not say which of their pages a forked parent
+//! still shares, and those stay where they are, counted as not moved; it is made
 //! from a thread without CAP_SYS_NICE, `numapilot_actuate::migrate_pages_flags`, since as root the
 //! kernel would otherwise use `MPOL_MF_MOVE_ALL`; the rig's race measured 1,236 shared file pages
 //! of four processes moved with one numa01 worker's 8,192).
@@ -55,6 +57,7 @@
 use std::collections::BTreeMap;
 
 use numapilot_actuate::{exclusive_pages, migrate_pages_flags, move_pages, MoveFlags, PageStatus};
+use numapilot_observe::parse::numa_maps::VmaKind;
 use numapilot_observe::Reader;
 use numapilot_policy::Outcome;
 use numapilot_topology::NodeSet;
@@ -306,13 +309,18 @@ fn ranges_in(path: &str, pid: u32, starttime: u64, cap: usize) -> Result<Vec<(u6
     Ok(out)
 }
 
-/// Base pages of `pid` per node from numa_maps now that an own-pages move can move: mappings
-/// whose pages some other process maps too (`mapmax` > 1: a library's text, shared page cache)
-/// are left out. Counted, they made a numa01 worker's move (its 8,192 pages and ~1,100 shared
-/// library pages on the same node) look larger than its allowance, which sent it page by page
-/// and had every shared page refused (EACCES) and reported as a failure (the rig's race at
-/// 9f50e43: two moves "partial", 1,139 and 1,206 EACCES). Err: see [`confirm_stop`] (a read or
-/// parse error of a live process is `Refused` with the message).
+/// Base pages of `pid` per node from numa_maps now that an own-pages move can move: file and
+/// shared-memory mappings whose pages some other process maps too (`mapmax` > 1: a library's
+/// text, shared page cache) are left out. Counted, they made a numa01 worker's move (its 8,192
+/// pages and ~1,100 shared library pages on the same node) look larger than its allowance, which
+/// sent it page by page and had every shared page refused (EACCES) and reported as a failure (the
+/// rig's race at 9f50e43: two moves "partial", 1,139 and 1,206 EACCES). Anonymous mappings count
+/// whatever their `mapmax`, as the model's own memory counts them (`NodeUsage::shared_kb`): a
+/// worker forked without exec that wrote its heap keeps a few pages of it shared with its parent,
+/// `mapmax` 2 on the whole mapping, and `migrate_pages` moves the rest of it. Left out, that
+/// heap was neither moved (nothing else remote: no call made) nor counted when another page's
+/// move made the call, and the policy heard "0 pages moved" of a heap that could move. Err: see
+/// [`confirm_stop`] (a read or parse error of a live process is `Refused` with the message).
 pub fn pages_by_node(reader: &Reader, pid: u32, starttime: u64, page_size: u64) -> Result<BTreeMap<u32, u64>, Stop> {
     let maps = match reader.read_numa_maps(pid) {
         Ok(Some(m)) => m,
@@ -324,7 +332,10 @@ pub fn pages_by_node(reader: &Reader, pid: u32, starttime: u64, page_size: u64) 
         Err(e) => return Err(confirm_stop(pid, starttime, || e.to_string())),
     };
     let mut out = BTreeMap::new();
-    for vma in maps.vmas.iter().filter(|v| v.resident.as_ref().is_none_or(|r| r.mapmax <= 1)) {
+    let shared = |v: &&numapilot_observe::parse::numa_maps::Vma| {
+        v.kind == VmaKind::File && v.resident.as_ref().is_some_and(|r| r.mapmax > 1)
+    };
+    for vma in maps.vmas.iter().filter(|v| !shared(v)) {
         for (node, kb) in vma.node_kb() {
             *out.entry(node).or_insert(0) += kb * 1024 / page_size.max(1);
         }
