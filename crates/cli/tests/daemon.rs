@@ -1254,6 +1254,104 @@ fn an_acting_start_refused_after_taking_the_state_lock_leaves_nothing_behind() {
     assert!(!socket.exists() && !journal.exists());
 }
 
+/// Two daemons started at the same moment on one socket and state file, over a stale socket (as a
+/// kill -9 leaves): exactly one runs and answers; the other exits 75 with one message naming what
+/// is held and the pid holding it, and removes nothing of the running one's. Dry runs meet at the
+/// socket's lock, starts that act at the state file's. The loser's message named no pid, and two
+/// dry runs could both find the socket stale: one removed the socket the other had just bound and
+/// both ran, or the loser failed on a missing file or an address in use (review helper-79).
+#[test]
+fn two_daemons_started_at_once_leave_one_running() {
+    use std::os::unix::net::UnixDatagram;
+    for round in 0..20 {
+        let acting = round % 2 == 1;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("n.toml");
+        std::fs::write(&config, "[daemon]\njournal = \"\"\nmetrics = \"off\"\n").unwrap();
+        let notify = dir.path().join("notify");
+        let manager = UnixDatagram::bind(&notify).unwrap();
+        manager.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        std::fs::DirBuilder::new().mode(0o700).create(dir.path().join("run")).unwrap();
+        let socket = dir.path().join("run/np.sock");
+        drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        let state = dir.path().join("st/state.json");
+        let start = |k: usize| {
+            let mut cmd = Command::new(BIN);
+            cmd.args(["daemon", "--config"]).arg(&config).arg("--socket").arg(&socket).arg("--state").arg(&state);
+            if acting {
+                // It acts (root, no dry run), on no process: none has this name.
+                cmd.args(["--include", "np-none-such"]);
+            } else {
+                cmd.arg("--dry-run");
+            }
+            cmd.env("NOTIFY_SOCKET", &notify)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.path().join(format!("err{k}"))).unwrap())
+                .spawn()
+                .unwrap()
+        };
+        // Killed and reaped when dropped: a failing round leaves no daemon running.
+        struct Both([Child; 2]);
+        impl Drop for Both {
+            fn drop(&mut self) {
+                for d in &mut self.0 {
+                    let _ = d.kill();
+                    let _ = d.wait();
+                }
+            }
+        }
+        let mut both = Both([start(0), start(1)]);
+        let daemons = &mut both.0;
+        // The one that runs says so (READY=1 once its socket answers).
+        let mut buf = [0u8; 1024];
+        let n = manager.recv(&mut buf).unwrap_or_else(|e| panic!("round {round}: no daemon became ready: {e}"));
+        let ready = String::from_utf8_lossy(&buf[..n]).into_owned();
+        assert!(ready.starts_with("READY=1"), "round {round}: {ready}");
+        let pid: u32 = ready.split_once("MAINPID=").and_then(|(_, p)| p.trim().parse().ok()).expect("MAINPID");
+        let w = daemons.iter().position(|d| d.id() == pid).expect("the ready one is ours");
+        let l = 1 - w;
+        let t0 = Instant::now();
+        let lost = loop {
+            if let Some(st) = daemons[l].try_wait().unwrap() {
+                break st;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "round {round}: both daemons run");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let err = std::fs::read_to_string(dir.path().join(format!("err{l}"))).unwrap();
+        assert_eq!(lost.code(), Some(75), "round {round}: {err}");
+        let held = if acting {
+            format!(
+                "state file {}: in use by another numapilot daemon, pid {pid} (numapilot), which holds {}",
+                state.display(),
+                dir.path().join("st/.state.json.lock").display()
+            )
+        } else {
+            format!(
+                "control socket {}: in use by another numapilot daemon, pid {pid} (numapilot), which holds {}",
+                socket.display(),
+                dir.path().join("run/.np.sock.lock").display()
+            )
+        };
+        let refusals: Vec<&str> = err.lines().filter(|l| l.contains("exit 75")).collect();
+        assert!(refusals.len() == 1 && refusals[0].contains(&held), "round {round}: {err}");
+        // The running one lost nothing: it runs, its socket answers, its locks are there.
+        assert!(daemons[w].try_wait().unwrap().is_none(), "round {round}: the running daemon exited");
+        let out = Command::new(BIN).args(["status", "--json", "--socket"]).arg(&socket).output().unwrap();
+        assert!(out.status.success(), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(status["pid"].as_u64(), Some(u64::from(pid)), "round {round}");
+        assert!(dir.path().join("run/.np.sock.lock").exists(), "round {round}");
+        assert_eq!(dir.path().join("st/.state.json.lock").exists(), acting, "round {round}");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        assert!(daemons[w].wait().unwrap().success(), "round {round}");
+        // Its socket and the socket's lock go with it.
+        assert!(!socket.exists() && !dir.path().join("run/.np.sock.lock").exists(), "round {round}");
+    }
+}
+
 #[test]
 fn advise_on_a_fixture_and_a_machine_file() {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/rig-6.12-4node"));

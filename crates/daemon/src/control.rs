@@ -27,6 +27,11 @@
 //! reply (at most [`EXPLAIN_TIMEOUT`]). Limits: one connection served at a time, requests at most
 //! 4 KiB, a client that has not sent its whole request within [`CLIENT_TIMEOUT`] is dropped (one
 //! deadline for the request, not for each read: a byte every few seconds held the server for hours).
+//!
+//! One daemon has the socket's path at a time: [`serve`] takes an flock on `.NAME.lock` beside the
+//! socket before it looks for a live server or removes a stale socket, and holds it until the
+//! server stops; a second daemon started at the same moment is refused there, naming the pid that
+//! holds it, and removes nothing (socket-start-locked).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -704,36 +709,86 @@ impl Drop for Listening {
     }
 }
 
+/// The control socket's path while a server has it: the lock beside the socket (`.NAME.lock`),
+/// held for the server's life, and the directories made for it. Dropped, it removes the socket
+/// (once bound) and the lock file while the lock is still held, then lets the lock go, then
+/// removes the directories made, when empty: a daemon that stops, or a start refused after the
+/// lock, leaves none of them behind.
+#[derive(Debug)]
+pub struct SocketClaim {
+    socket: PathBuf,
+    bound: bool,
+    lock_path: PathBuf,
+    lock: Option<std::fs::File>,
+    /// Dropped after the lock is let go (field order).
+    _dirs: crate::paths::MadeDirs,
+}
+
+impl Drop for SocketClaim {
+    fn drop(&mut self) {
+        if self.bound {
+            let _ = std::fs::remove_file(&self.socket);
+        }
+        // Only while the path is still the file locked.
+        if self.lock.as_ref().is_some_and(|f| crate::paths::same_file(f, &self.lock_path)) {
+            let _ = std::fs::remove_file(&self.lock_path);
+        }
+        drop(self.lock.take());
+    }
+}
+
 /// Creates the socket (mode 0600, missing directories above it created 0700) and starts the server
-/// thread. A stale socket file from a previous run is replaced; a path that exists and is not a
-/// socket is an error (never deleted). The directories made are returned, to be removed with the
-/// socket (they go at once when this fails).
-pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening, crate::paths::MadeDirs), ControlError> {
+/// thread. One server has the path at a time: an exclusive lock on `.NAME.lock` beside the socket
+/// is taken first and held until the returned claim is dropped, so two daemons started at once
+/// never both bind, nor does one remove the other's socket as stale; the one refused says which
+/// pid holds it. A stale socket file from a previous run is replaced; one a server still listens
+/// on (a server that takes no lock) is left alone and its pid named; a path that exists and is
+/// not a socket is an error (never deleted). The claim removes the socket, its lock and the
+/// directories made when dropped (at once when this fails).
+pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening, SocketClaim), ControlError> {
     let bind_err = |reason: String| ControlError::Bind { path: path.to_path_buf(), reason };
     // Directories made here go again when the start fails (here, or later: they are returned,
     // and `run` drops them with the socket): a failed start left an empty /run/numapilot.
     let mut made = crate::paths::MadeDirs::default();
-    if let Some(dir) = path.parent() {
-        if !dir.exists() {
-            made = crate::paths::make_dirs(dir, 0o700)
-                .map_err(|e| bind_err(format!("cannot create {}: {e}", dir.display())))?;
-        }
-        // socket-dir-trusted: another user who owns the directory, or may write to it without the
-        // sticky bit, can rename the daemon's socket away and listen at its path (and root's
-        // `numapilot status` then talks to that user's server: review of 2026-11-29).
-        // And so every directory above it (a review of 2026-11-30): one whose parent another user
-        // may write in can be renamed aside and a directory of theirs put in its place, with
-        // their server at the socket's path, as the state file's check already holds.
-        crate::paths::trusted_dir(dir).map_err(bind_err)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.exists() {
+        made = crate::paths::make_dirs(dir, 0o700)
+            .map_err(|e| bind_err(format!("cannot create {}: {e}", dir.display())))?;
     }
+    // socket-dir-trusted: another user who owns the directory, or may write to it without the
+    // sticky bit, can rename the daemon's socket away and listen at its path (and root's
+    // `numapilot status` then talks to that user's server: review of 2026-11-29).
+    // And so every directory above it (a review of 2026-11-30): one whose parent another user
+    // may write in can be renamed aside and a directory of theirs put in its place, with
+    // their server at the socket's path, as the state file's check already holds.
+    crate::paths::trusted_dir(dir).map_err(bind_err)?;
+    // socket-start-locked: the check for a live server, the stale socket's removal and the bind
+    // below are three steps; two daemons started at once both found the stale socket, and one
+    // removed the socket the other had just bound (or failed on its bind), review helper-79.
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "numapilot.sock".into());
+    let lock_path = dir.join(format!(".{name}.lock"));
+    let (lock, _) = crate::paths::take_lock(&lock_path).map_err(|e| match e {
+        crate::paths::LockError::Held(who) => bind_err(format!(
+            "in use by another numapilot daemon, {who}, which holds {}: stop it first, or give this one its own \
+             --socket",
+            lock_path.display()
+        )),
+        crate::paths::LockError::Other(why) => bind_err(why),
+    })?;
+    let mut claim = SocketClaim { socket: path.to_path_buf(), bound: false, lock_path, lock: Some(lock), _dirs: made };
     match std::fs::symlink_metadata(path) {
         Ok(m) => {
             use std::os::unix::fs::FileTypeExt;
             if !m.file_type().is_socket() {
                 return Err(bind_err("exists and is not a socket; not replacing it".into()));
             }
-            if UnixStream::connect(path).is_ok() {
-                return Err(bind_err("another daemon is already listening there".into()));
+            if let Ok(s) = UnixStream::connect(path) {
+                // The pid shows as 0 for a server in another pid namespace.
+                let who = peer_cred(&s)
+                    .ok()
+                    .filter(|c| c.pid > 0)
+                    .map_or_else(|| "pid unknown".into(), |c| crate::paths::process_words(c.pid as u32));
+                return Err(bind_err(format!("another daemon is already listening there, {who}")));
             }
             std::fs::remove_file(path).map_err(|e| bind_err(format!("cannot remove the stale socket: {e}")))?;
         }
@@ -746,6 +801,7 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening, c
     // SAFETY: as above.
     unsafe { libc::umask(old) };
     let listener = listener.map_err(|e| bind_err(e.to_string()))?;
+    claim.bound = true;
     // 0600 on the socket just bound, set through a descriptor of it, never by path: a chmod by path
     // follows a link swapped in after the bind, and the umask at bind is process-wide (another
     // thread's umask call can come between ours and the bind).
@@ -812,7 +868,7 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<(LoopSide, Listening, c
         .map_err(|e| bind_err(format!("thread: {e}")))?;
     let at = path.to_path_buf();
     let poke = Box::new(move || drop(UnixStream::connect(&at)));
-    Ok((LoopSide { requests: rx, wake: wake_r }, Listening::new(stop, poke, handle), made))
+    Ok((LoopSide { requests: rx, wake: wake_r }, Listening::new(stop, poke, handle), claim))
 }
 
 /// A socket the server reads one request from, under one deadline for the whole request: each
@@ -904,6 +960,12 @@ fn private_socket(path: &Path) -> Result<(), String> {
 
 /// The uid of the process at the other end (`SO_PEERCRED`).
 pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    peer_cred(stream).map(|c| c.uid)
+}
+
+/// The credentials of the process at the other end (`SO_PEERCRED`): for a connection made to a
+/// listening socket, the process that listened.
+fn peer_cred(stream: &UnixStream) -> std::io::Result<libc::ucred> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: cred and len are valid for writes of the sizes given; the fd is a connected socket.
@@ -919,7 +981,7 @@ pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(cred.uid)
+    Ok(cred)
 }
 
 fn handle_client(

@@ -303,6 +303,134 @@ fn check_one_dir(d: &Path, m: &std::fs::Metadata, last: bool, own: Own, me: u32)
     Ok(())
 }
 
+/// Opens of a lock file in one [`take_lock`] at most. Default 3. Source: a choice; each further
+/// try needs the file at the path removed or replaced between this one's open and its lock (a
+/// refused start or a stopping daemon removing the lock file it made), or the holder gone between
+/// a refused lock and the look at who holds it. Prevents: a lock that is tried for ever.
+const LOCK_TRIES: u32 = 3;
+
+/// Why [`take_lock`] did not take the lock.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process holds it: in words, its pid and name as /proc/locks and /proc/PID/comm
+    /// give them (`pid 1234 (numapilot)`).
+    Held(String),
+    /// Anything else, said with the lock file's path.
+    Other(String),
+}
+
+/// Takes an exclusive lock (flock, not waiting) on the lock file at `p`, made mode 0600 when
+/// missing and never opened through a link; it must be a regular file of this uid. The lock is
+/// held while the returned file is open (the kernel drops it however the process ends, so a
+/// kill -9 leaves no stale lock). Also returns whether this call made the file.
+///
+/// The lock counts only on the file still at `p`: whoever removes a lock file it holds (a refused
+/// start that made it, a daemon that stops) leaves a starter that opened it just before holding a
+/// lock on a file no one else can open; such a lock is let go and the path opened again.
+pub fn take_lock(p: &Path) -> Result<(std::fs::File, bool), LockError> {
+    use std::os::unix::io::AsRawFd as _;
+    let shown = p.display();
+    let me = euid();
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let last = tries >= LOCK_TRIES;
+        let (f, created) = match open_lock(p) {
+            // Removed between the two opens: again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !last => continue,
+            r => r.map_err(|e| LockError::Other(format!("lock {shown}: cannot open: {e}")))?,
+        };
+        let m = f.metadata().map_err(|e| LockError::Other(format!("lock {shown}: {e}")))?;
+        if !m.file_type().is_file() || m.uid() != me {
+            return Err(LockError::Other(format!(
+                "lock {shown}: not a regular file of uid {me}: not trusted; remove it"
+            )));
+        }
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(LockError::Other(format!("lock {shown}: cannot lock: {e}")));
+            }
+            match lock_holder(&m) {
+                Some(pid) => return Err(LockError::Held(process_words(pid))),
+                // Let go between the lock and the look: again.
+                None if !last => continue,
+                None => return Err(LockError::Held("a process /proc/locks does not name".into())),
+            }
+        }
+        if same_file(&f, p) {
+            return Ok((f, created));
+        }
+        if last {
+            return Err(LockError::Other(format!(
+                "lock {shown}: replaced while it was being locked, {LOCK_TRIES} times"
+            )));
+        }
+    }
+}
+
+/// Opens the lock file at `p` (mode 0600, never through a link), made when missing; whether this
+/// call made it.
+fn open_lock(p: &Path) -> std::io::Result<(std::fs::File, bool)> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let open = |create: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(p)
+    };
+    match open(true) {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => open(false).map(|f| (f, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the entry at `p` (not followed if a link) is the file `f` is open on.
+pub fn same_file(f: &std::fs::File, p: &Path) -> bool {
+    match (f.metadata(), std::fs::symlink_metadata(p)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// The pid holding a write flock on the file `m` describes, from /proc/locks; `None` when no line
+/// names it (let go since) or the holder is outside this pid namespace (the kernel shows 0).
+fn lock_holder(m: &std::fs::Metadata) -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    flock_holder_in(&text, libc::major(m.dev()), libc::minor(m.dev()), m.ino())
+}
+
+/// [`lock_holder`] on the text of /proc/locks: the pid of the first granted FLOCK WRITE line on
+/// device `major:minor`, inode `ino`. A line reads `1: FLOCK  ADVISORY  WRITE 1234 fe:00:5678 0
+/// EOF` (device numbers in hex, as fs/locks.c prints them); a waiter's has `->` after the number.
+fn flock_holder_in(text: &str, major: u32, minor: u32, ino: u64) -> Option<u32> {
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.get(1..4)? != ["FLOCK", "ADVISORY", "WRITE"] {
+            return None;
+        }
+        let mut at = f.get(5)?.split(':');
+        let (ma, mi, i) = (at.next()?, at.next()?, at.next()?);
+        let same = u32::from_str_radix(ma, 16).ok()? == major
+            && u32::from_str_radix(mi, 16).ok()? == minor
+            && i.parse::<u64>().ok()? == ino;
+        f[4].parse::<u32>().ok().filter(|&pid| same && pid > 0)
+    })
+}
+
+/// `pid N (COMM)`, or `pid N` when its name cannot be read (it has gone).
+pub fn process_words(pid: u32) -> String {
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        Ok(c) => format!("pid {pid} ({})", c.trim_end()),
+        Err(_) => format!("pid {pid}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,6 +457,39 @@ mod tests {
         // A file in the way is an error and nothing is made.
         std::fs::write(d.path().join("file"), "").unwrap();
         assert!(make_dirs(&d.path().join("file/x"), 0o700).is_err());
+    }
+
+    /// A lock another holder has is refused naming that holder's pid (here this process: flock
+    /// locks belong to the open file, so a second open of the same file conflicts), read from
+    /// /proc/locks by device and inode; once let go it is taken.
+    #[test]
+    fn a_held_lock_names_its_holder() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(".x.lock");
+        let (held, made) = take_lock(&p).unwrap();
+        assert!(made);
+        let me = std::process::id();
+        match take_lock(&p) {
+            Err(LockError::Held(who)) => assert!(who.starts_with(&format!("pid {me} (")), "{who}"),
+            other => panic!("{other:?}"),
+        }
+        drop(held);
+        let (_again, made) = take_lock(&p).unwrap();
+        assert!(!made, "the file was there");
+    }
+
+    #[test]
+    fn proc_locks_lines_name_the_holder_of_that_file_only() {
+        let text = "1: POSIX  ADVISORY  WRITE 10 fe:00:77 0 EOF\n\
+                    2: FLOCK  ADVISORY  READ 11 fe:00:77 0 EOF\n\
+                    3: FLOCK  ADVISORY  WRITE 12 fe:01:77 0 EOF\n\
+                    4: FLOCK  ADVISORY  WRITE 13 fe:00:78 0 EOF\n\
+                    5: FLOCK  ADVISORY  WRITE 14 fe:00:77 0 EOF\n\
+                    5: -> FLOCK  ADVISORY  WRITE 15 fe:00:77 0 EOF\n";
+        assert_eq!(flock_holder_in(text, 0xfe, 0, 77), Some(14));
+        assert_eq!(flock_holder_in(text, 0xfe, 0, 79), None);
+        // A holder in another pid namespace shows as 0: not named.
+        assert_eq!(flock_holder_in("1: FLOCK  ADVISORY  WRITE 0 00:1a:5 0 EOF\n", 0, 0x1a, 5), None);
     }
     use std::os::unix::fs::PermissionsExt as _;
 

@@ -744,11 +744,12 @@ pub fn serve<H: Host + Restore>(
     // bound for any reason but its port being taken, a journal that cannot be opened) is set up
     // before anything is written, and a refusal leaves nothing behind: the socket file goes with
     // the guard, the journal is opened last.
-    let (mut loop_side, control, made) = control::serve(&config.daemon.socket, shared.clone())?;
+    let (mut loop_side, control, claim) = control::serve(&config.daemon.socket, shared.clone())?;
     // Dropped in this order on every return: the server stops and closes its socket (poked at its
-    // path), then the path is removed, then the directories the serve made for it, when empty (a
-    // start that failed after this left an empty /run/numapilot).
-    let control = (control, RemoveOnDrop { path: config.daemon.socket.clone(), _dirs: made });
+    // path), then the claim removes the path and its lock file, lets the lock go and removes the
+    // directories the serve made for it, when empty (a start that failed after this left an empty
+    // /run/numapilot).
+    let control = (control, claim);
     announce(&format!("numapilot: control socket {}", config.daemon.socket.display()));
     // Held to the end: dropped, the server stops and the port is closed. A port that is taken (any
     // local user may hold an unprivileged port first) does not stop the daemon: said, warned about
@@ -1170,20 +1171,6 @@ fn try_metrics(
 /// A host's answer about a pid: why it is not managed, or why it cannot be named (`None`: it is,
 /// or it can).
 type PidWhy<'a> = &'a dyn Fn(u32) -> Option<String>;
-
-/// Removes a file of ours when dropped (the control socket: on every return from `serve`).
-/// A file removed when dropped, then the directories made for it (when empty: `_dirs` is dropped
-/// after the file goes).
-struct RemoveOnDrop {
-    path: PathBuf,
-    _dirs: crate::paths::MadeDirs,
-}
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
 
 fn open_journal(c: &Config) -> Result<Option<Journal>, JournalError> {
     if c.daemon.journal.as_os_str().is_empty() {

@@ -728,3 +728,45 @@ fn a_loop_behind_its_interval_still_answers_and_stops() {
     assert_eq!(exit.why, "command");
     assert_eq!(r.restores.load(Ordering::SeqCst), 1);
 }
+
+/// socket-start-locked: two servers started at once on one path, over a stale socket left by a
+/// daemon that was killed: exactly one has the path, its socket answers, and the other is refused
+/// naming the pid that holds it. The check for a live server, the stale socket's removal and the
+/// bind were three steps: both found the socket stale, and one removed the socket the other had
+/// just bound, or failed on its own bind.
+#[test]
+fn two_servers_started_at_once_leave_one_with_the_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("np.sock");
+    let shared = || Arc::new(control::Shared { status: Default::default(), started_ns: 0 });
+    for round in 0..200 {
+        // A stale socket: bound, never listened on by a live server.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let go = Arc::new(std::sync::Barrier::new(2));
+        let starts: Vec<_> = (0..2)
+            .map(|_| {
+                let (go, path, shared) = (Arc::clone(&go), path.clone(), shared());
+                std::thread::spawn(move || {
+                    go.wait();
+                    control::serve(&path, shared)
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let (won, lost): (Vec<_>, Vec<_>) = starts.into_iter().partition(|r| r.is_ok());
+        assert_eq!((won.len(), lost.len()), (1, 1), "round {round}: {lost:?}");
+        let e = lost.into_iter().next().unwrap().unwrap_err().to_string();
+        assert!(
+            e.contains("in use by another numapilot daemon, pid ") && e.contains(&std::process::id().to_string()),
+            "round {round}: {e}"
+        );
+        let r = control::request_within(&path, &Request::Status, Duration::from_secs(10));
+        assert!(r.is_ok_and(|r| r.status.is_some()), "round {round}: the winner's socket does not answer");
+        let (_side, server, claim) = won.into_iter().next().unwrap().unwrap();
+        assert!(server.stop_within(Duration::from_secs(10)));
+        drop(claim);
+        assert!(!path.exists() && !dir.path().join(".np.sock.lock").exists(), "round {round}: left behind");
+    }
+}

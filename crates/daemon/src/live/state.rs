@@ -46,7 +46,7 @@
 //! beside it before it reads the file, and holds it until it exits (the kernel drops it however the
 //! process ends, so a kill -9 leaves no stale lock). A second daemon started on the same file while
 //! the first runs is refused there, before its crash recovery could put back the running daemon's
-//! processes and empty its file. Dry runs neither restore nor write the file and take no lock.
+//! processes and empty its file, with the holder's pid from /proc/locks (`paths::take_lock`). Dry runs neither restore nor write the file and take no lock.
 //! A start refused after the lock was taken (another daemon on the socket, a journal that cannot
 //! be opened, a state file of another pid namespace ...) removes the lock file and the directories
 //! it made for it (the state file's directory, default /run/numapilot, stayed behind with the lock
@@ -248,11 +248,6 @@ pub struct Originals {
     unsaved: std::cell::Cell<bool>,
 }
 
-/// Opens of the state file's lock in one [`Originals::claim`] at most. Default 3. Source: a
-/// choice; each further try needs another refused start to remove the lock file in the moment
-/// between this one's open and its lock. Prevents: a claim that tries for ever.
-const LOCK_TRIES: u32 = 3;
-
 /// The state file's lock, held while this lives ([`Originals::claim`]), and what the claim made
 /// for it until [`Originals::keep_claim`]: the lock file, when the claim created it, and the
 /// directories made above it. Those go again when this is dropped first: a start refused after
@@ -268,39 +263,11 @@ impl Drop for Claim {
         let Some((lock, dirs)) = self.made.take() else { return };
         // Removed while still locked (`self.file` closes after this), and only while the path is
         // still the file locked: what another daemon made there is its own.
-        if let Some(p) = lock.filter(|p| same_file(&self.file, p)) {
+        if let Some(p) = lock.filter(|p| crate::paths::same_file(&self.file, p)) {
             let _ = std::fs::remove_file(p);
         }
         // Then the directories, deepest first and only while empty.
         drop(dirs);
-    }
-}
-
-/// Opens the lock file at `p` (mode 0600, never through a link), created when missing; whether
-/// this call created it.
-fn open_lock(p: &Path) -> std::io::Result<(std::fs::File, bool)> {
-    let open = |create: bool| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(create)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(p)
-    };
-    match open(true) {
-        Ok(f) => Ok((f, true)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => open(false).map(|f| (f, false)),
-        Err(e) => Err(e),
-    }
-}
-
-/// Whether the entry at `p` (not followed if a link) is the file `f` is open on.
-fn same_file(f: &std::fs::File, p: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    match (f.metadata(), std::fs::symlink_metadata(p)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
     }
 }
 
@@ -331,8 +298,6 @@ impl Originals {
     /// through a link) and must be this user's. The lock file and directories made here are
     /// removed again when the set is dropped before [`Originals::keep_claim`] (a refused start).
     pub fn claim(path: &Path) -> Result<Self, String> {
-        use std::os::unix::fs::MetadataExt as _;
-        use std::os::unix::io::AsRawFd as _;
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         // Made here, they go again unless the start goes through ([`Originals::keep_claim`]).
         let made = if dir.is_dir() {
@@ -348,43 +313,14 @@ impl Originals {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "state.json".into());
         let lock_path = dir.join(format!(".{name}.lock"));
         let shown = lock_path.display();
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        let mut tries = 0;
-        let (file, created) = loop {
-            tries += 1;
-            let (f, created) = match open_lock(&lock_path) {
-                // Removed between the two opens by a refused start that had made it: again.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < LOCK_TRIES => continue,
-                r => r.map_err(|e| format!("state lock {shown}: cannot open: {e}"))?,
-            };
-            let m = f.metadata().map_err(|e| format!("state lock {shown}: {e}"))?;
-            if !m.file_type().is_file() || m.uid() != me {
-                return Err(format!("state lock {shown}: not a regular file of uid {me}: not trusted; remove it"));
-            }
-            // SAFETY: flock on a descriptor we own.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                let e = std::io::Error::last_os_error();
-                return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                    format!(
-                        "state file {}: in use by another numapilot daemon (it holds {shown}); it owns the processes \
-                         recorded there: stop it first, or give this one its own --state",
-                        path.display()
-                    )
-                } else {
-                    format!("state lock {shown}: cannot lock: {e}")
-                });
-            }
-            // The lock counts only on the file still at the path: a refused start removes the lock
-            // file it made while holding it, and a start that opened that file just before holds
-            // a lock on a file no one else can open any more.
-            if same_file(&f, &lock_path) {
-                break (f, created);
-            }
-            if tries >= LOCK_TRIES {
-                return Err(format!("state lock {shown}: replaced while it was being locked, {LOCK_TRIES} times"));
-            }
-        };
+        let (file, created) = crate::paths::take_lock(&lock_path).map_err(|e| match e {
+            crate::paths::LockError::Held(who) => format!(
+                "state file {}: in use by another numapilot daemon, {who}, which holds {shown}; it owns the \
+                 processes recorded there: stop it first, or give this one its own --state",
+                path.display()
+            ),
+            crate::paths::LockError::Other(why) => format!("state {why}"),
+        })?;
         let lock = created.then(|| lock_path.clone());
         Ok(Self {
             path: path.to_path_buf(),
