@@ -602,6 +602,51 @@ fn a_failed_read_of_a_live_process_is_not_vanished() {
     assert!(matches!(confirm_stop(t.pid, t.starttime, String::new), Stop::Gone), "reaped");
 }
 
+/// A leader that exited while a worker runs on (the "zleader" child: its main thread ended alone)
+/// is a zombie but not gone: a failed call through its pid (it has no memory of its own, so
+/// move_pages on it says EINVAL) is a refusal that says so, and the process stays managed. Once
+/// its last thread has gone too (killed, not reaped) it is gone. State Z alone made it gone, and
+/// the engine forgot a process whose threads still ran where numapilot had put them.
+#[test]
+fn a_zombie_leader_whose_threads_run_on_is_not_gone() {
+    let mut kid = Kid::spawn("zleader", &[]);
+    let pid: u32 = kid.line("ready ").trim().parse().unwrap();
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+    let _forked = KillOnDrop(pid);
+    let st = numapilot_daemon::live::select::read_stat(pid).unwrap();
+    assert_eq!((st.state, st.num_threads), ('Z', 2));
+    match confirm_stop(pid, st.starttime, || "move_pages: Invalid argument".into()) {
+        Stop::Refused(m) => {
+            assert!(
+                m.starts_with("move_pages: Invalid argument (its main thread has exited; 1 other thread(s) run on)"),
+                "{m}"
+            )
+        }
+        Stop::Gone => panic!("a process whose worker runs on was called gone"),
+    }
+    // Killed, its worker goes; the leader stays a zombie (its parent, the kid, reaps nothing).
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let mut last = None;
+    for _ in 0..1000 {
+        last = numapilot_daemon::live::select::read_stat(pid);
+        if last.as_ref().is_some_and(|s| s.is_zombie()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let last = last.expect("the zombie leader is there until reaped");
+    assert!(last.is_zombie(), "state {} with {} threads", last.state, last.num_threads);
+    assert!(matches!(confirm_stop(pid, st.starttime, String::new), Stop::Gone), "no thread left");
+    kid.kill();
+}
+
 /// The page path's own reads of a live child succeed and agree with its memory; against a reaped
 /// child (same pid and start time in the action) they are `Vanished`, through the host.
 #[test]

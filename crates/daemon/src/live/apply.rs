@@ -254,15 +254,29 @@ fn stopped(pid: u32, starttime: u64) -> Result<(), Stop> {
 
 /// What a failure on `pid` means: [`Stop::Gone`] only when /proc/PID/stat confirms the process
 /// `(pid, starttime)` no longer exists (stat missing, another start time: the pid was reused, or
-/// state Z/X: it exited and its memory is gone); otherwise [`Stop::Refused`] with `why`.
+/// state X, or Z with no thread left: it exited and its memory is gone); otherwise
+/// [`Stop::Refused`] with `why`.
 ///
 /// A read of numa_maps, maps or pagemap can fail, or come back empty, for a process that is alive
 /// (EINVAL/EIO from a seq_file racing a page migration, a parse error on a kernel's new field);
 /// calling that "vanished" made the engine forget a live process it had half moved (the 2-node
 /// rig: a worker left with 32 MiB on the wrong node for the rest of the run).
+///
+/// A leader that exited while other threads run on (`pthread_exit` in main) is a zombie too, but
+/// not gone: its threads run, on the placement numapilot gave them, and its memory is theirs
+/// (calls through the leader's pid fail: it has no memory of its own). Its state Z alone made it
+/// gone, and the engine forgot a process that still ran (review helper-79).
 pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> Stop {
     match super::select::read_stat(pid) {
-        Some(st) if st.starttime == starttime && !matches!(st.state, 'Z' | 'X' | 'x') => Stop::Refused(why()),
+        Some(st) if st.starttime == starttime && !st.is_zombie() && !matches!(st.state, 'X' | 'x') => {
+            if st.state == 'Z' {
+                // `num_threads` counts the zombie leader until the last thread goes.
+                let left = st.num_threads.saturating_sub(1);
+                Stop::Refused(format!("{} (its main thread has exited; {left} other thread(s) run on)", why()))
+            } else {
+                Stop::Refused(why())
+            }
+        }
         _ => Stop::Gone,
     }
 }
