@@ -602,6 +602,60 @@ fn a_root_client_believes_no_configuration_another_user_could_write() {
     );
 }
 
+/// `explain --local` as root with a default file another user may write: no daemon answers at the
+/// default socket, and --local explains as a daemon with that file would; the daemon refuses to
+/// start on it (exit 1), so --local refuses it too, in one message with the daemon's reason. It
+/// said it passed the file over for the default socket, then refused it for the socket's reason.
+/// The file is shown in a private mount namespace, as in
+/// `a_root_client_believes_no_configuration_another_user_could_write`.
+#[test]
+fn explain_local_refuses_the_default_file_the_daemon_refuses() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (a mount namespace)");
+    let dir = tempfile::tempdir().unwrap();
+    let (upper, work) = (dir.path().join("upper"), dir.path().join("work"));
+    std::fs::DirBuilder::new().mode(0o755).create(&upper).unwrap();
+    std::fs::create_dir(&work).unwrap();
+    let default = upper.join("numapilot.toml");
+    std::fs::write(&default, "[daemon]\ndry_run = true\n").unwrap();
+    std::fs::set_permissions(&default, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let with_default = |args: &str| {
+        let script = format!(
+            "mount -t overlay overlay -o lowerdir=/etc,upperdir={},workdir={} /etc && mount -t tmpfs none /run || exit 9; \
+             exec {BIN} {args}",
+            upper.display(),
+            work.display()
+        );
+        Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]).output().unwrap()
+    };
+    let daemon = with_default("daemon --metrics off");
+    if daemon.status.code() == Some(9) {
+        eprintln!("SKIP: cannot mount in a private namespace here: {}", String::from_utf8_lossy(&daemon.stderr));
+        return;
+    }
+    let why =
+        "/etc/numapilot.toml: not trusted: other users may write it (mode 664) (a configuration steers a root daemon)";
+    let err = String::from_utf8_lossy(&daemon.stderr);
+    assert_eq!(daemon.status.code(), Some(1), "{err}");
+    assert!(err.contains(why), "{err}");
+    let local = with_default(&format!("explain {} --local", std::process::id()));
+    let err = String::from_utf8_lossy(&local.stderr);
+    assert_eq!(local.status.code(), Some(1), "{err}");
+    assert!(local.stdout.is_empty(), "{}", String::from_utf8_lossy(&local.stdout));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(why)
+            && err.contains("the daemon refuses to start on it, and --local explains as that daemon would")
+            && err.contains("no daemon answers at /run/numapilot/numapilot.sock"),
+        "{err}"
+    );
+    // Without --local the file is passed over for the default socket, and said so, as before.
+    let plain = with_default(&format!("explain {}", std::process::id()));
+    let err = String::from_utf8_lossy(&plain.stderr);
+    assert_eq!(plain.status.code(), Some(3), "{err}");
+    assert!(err.contains("(asking the default socket /run/numapilot/numapilot.sock)"), "{err}");
+}
+
 /// Under systemd's `Type=notify` the daemon says READY=1 once its socket answers, RELOADING=1 and
 /// READY=1 around a SIGHUP, STOPPING=1 at SIGTERM, to the datagram socket NOTIFY_SOCKET names.
 #[test]

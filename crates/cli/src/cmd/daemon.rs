@@ -432,13 +432,26 @@ fn socket_of(
     loaded: &Result<numapilot_daemon::config::Config, numapilot_daemon::config::ConfigError>,
     explicit: bool,
 ) -> anyhow::Result<PathBuf> {
+    let (socket, passed_over) = socket_and_note(loaded, explicit)?;
+    if let Some(note) = passed_over {
+        eprintln!("{note}");
+    }
+    Ok(socket)
+}
+
+/// [`socket_of`] without the saying: the socket, and the line that says a bad default file was
+/// passed over for the default socket, if it was.
+fn socket_and_note(
+    loaded: &Result<numapilot_daemon::config::Config, numapilot_daemon::config::ConfigError>,
+    explicit: bool,
+) -> anyhow::Result<(PathBuf, Option<String>)> {
     match loaded {
-        Ok(config) => Ok(config.daemon.socket.clone()),
+        Ok(config) => Ok((config.daemon.socket.clone(), None)),
         Err(e) if explicit => Err(e.clone().into()),
-        Err(e) => {
-            eprintln!("numapilot: {e} (asking the default socket {DEFAULT_SOCKET_PATH})");
-            Ok(PathBuf::from(DEFAULT_SOCKET_PATH))
-        }
+        Err(e) => Ok((
+            PathBuf::from(DEFAULT_SOCKET_PATH),
+            Some(format!("numapilot: {e} (asking the default socket {DEFAULT_SOCKET_PATH})")),
+        )),
     }
 }
 
@@ -523,12 +536,20 @@ pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
     // Read once: --local takes its tunables from the same reading as the socket.
     let explicit = a.config.is_some();
     let config = client_config(a.config.clone());
-    let socket = match &a.socket {
-        Some(p) => p.clone(),
-        None => socket_of(&config, explicit)?,
+    let (socket, passed_over) = match &a.socket {
+        Some(p) => (p.clone(), None),
+        None => socket_and_note(&config, explicit)?,
+    };
+    // Said once the answer shows the default file was passed over: not when --local then refuses
+    // it (it said it passed the file over, then refused it; review helper-79).
+    let say_passed_over = || {
+        if let Some(note) = &passed_over {
+            eprintln!("{note}");
+        }
     };
     match control::request(&socket, &Request::Explain { pid: a.pid }) {
         Ok(r) => {
+            say_passed_over();
             let e = r.explain.context("the daemon's answer has no explanation")?;
             if a.json {
                 print_out(&format!("{}\n", serde_json::to_string_pretty(&e)?))
@@ -536,15 +557,35 @@ pub fn run_explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
                 print_out(&format!("from the running daemon:\n{e}"))
             }
         }
-        Err(e) if not_running(&e) && a.local => explain_local(&a, config?),
+        Err(e) if not_running(&e) && a.local => match config {
+            Ok(config) => explain_local(&a, config),
+            // The default file, passed over for the socket: --local explains as a daemon with it
+            // would, and the daemon refuses to start on a file it cannot use (exit 1), so this
+            // refuses it too, with the daemon's own words for why.
+            Err(client) if !explicit => {
+                let why = numapilot_daemon::config::load(&Source::Default, &Overrides::default())
+                    .err()
+                    .map_or_else(|| client.to_string(), |e| e.to_string());
+                anyhow::bail!(
+                    "{why}: the daemon refuses to start on it, and --local explains as that daemon would (no \
+                     daemon answers at {}); fix the file, or give --config FILE",
+                    socket.display()
+                )
+            }
+            Err(client) => Err(client.into()),
+        },
         Err(e) if not_running(&e) => {
+            say_passed_over();
             eprintln!(
                 "numapilot: {e}: explain shows the daemon's view; start the daemon, or use --local for a \
                  one-off view from two observations of this machine"
             );
             Ok(ExitCode::from(EXIT_NOT_RUNNING))
         }
-        Err(e) => Err(e.into()),
+        Err(e) => {
+            say_passed_over();
+            Err(e.into())
+        }
     }
 }
 
