@@ -19,6 +19,69 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `numapilot ARGS` (a live `stat --threads`) with `between` run between its two samples, whatever
+/// the machine's load: the command is started traced (ptrace) and run to the entry of its
+/// interval's sleep, the one sleep of its main thread, which comes once the first sample is taken;
+/// held there while `between` runs (a process exits, a thread ends); then let go, it sleeps its
+/// interval and takes the second sample. The exits were timed instead (a child exiting 1.5 s after
+/// its message, the first sample assumed to come before that): a wall-clock assumption that
+/// failed under load.
+fn stat_holding_between(args: &[&str], between: impl FnOnce()) -> Output {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = Command::new(bin());
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: between fork and exec only a system call (async-signal-safe) and errno are touched.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    // The exec's SIGTRAP first.
+    assert_eq!(next_stop(&mut child), libc::SIGTRAP);
+    // SAFETY: a ptrace request on our stopped tracee.
+    unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, libc::PTRACE_O_TRACESYSGOOD | libc::PTRACE_O_EXITKILL) };
+    let mut pass = 0;
+    loop {
+        // SAFETY: as above; `pass` is a signal the command got, handed on.
+        assert_eq!(unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, 0, pass) }, 0);
+        let sig = next_stop(&mut child);
+        if sig != libc::SIGTRAP | 0x80 {
+            pass = sig;
+            continue;
+        }
+        pass = 0;
+        // Stopped at a system call: its number is the first field.
+        let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+        let nr: i64 = call.split_whitespace().next().unwrap().parse().unwrap();
+        if nr == libc::SYS_clock_nanosleep || nr == libc::SYS_nanosleep {
+            break;
+        }
+    }
+    between();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) }, 0);
+    child.wait_with_output().unwrap()
+}
+
+/// The signal of the traced `child`'s next stop; a panic with its error output when it exited
+/// instead (before its interval: the first sample failed).
+fn next_stop(child: &mut Child) -> i32 {
+    let mut st = 0;
+    // SAFETY: waitpid on our own child with a valid status pointer.
+    assert_eq!(unsafe { libc::waitpid(child.id() as libc::pid_t, &mut st, 0) }, child.id() as libc::pid_t);
+    if libc::WIFSTOPPED(st) {
+        return libc::WSTOPSIG(st);
+    }
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+    panic!("the command ended before its interval (wait status {st:#x}): {err}");
+}
+
 /// A shell spinning on one CPU until dropped.
 struct Busy(Child);
 
@@ -214,12 +277,13 @@ fn an_interval_without_threads_is_a_usage_error() {
 /// (it vanished from the view, although the module said so; review helper-61).
 #[test]
 fn a_process_that_exits_between_the_samples_is_shown_from_the_first() {
-    let mut child = std::process::Command::new("sleep").arg("0.5").spawn().unwrap();
+    let mut child = std::process::Command::new("sleep").arg("600").spawn().unwrap();
     let pid = child.id().to_string();
-    // Reaped as soon as it exits, so the second sample finds no /proc entry.
-    let reaper = std::thread::spawn(move || child.wait());
-    let out = run(&["stat", "--threads", "-p", &pid, "--interval", "1500"]);
-    reaper.join().unwrap().unwrap();
+    // Killed and reaped between the samples, so the second finds no /proc entry.
+    let out = stat_holding_between(&["stat", "--threads", "-p", &pid, "--interval", "100"], || {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    });
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
     assert!(s.contains(&format!("PID {pid} (sleep)")), "{s}");
@@ -283,21 +347,27 @@ fn patterns_skip_what_went_and_thread_ids_are_their_process() {
 /// Set to a mode, the test binary run again is a child of the tests below (`child_entry`).
 const CHILD_VAR: &str = "NUMAPILOT_STAT_THREADS_CHILD";
 
-/// The child: starts a second thread, prints `tid N` (that thread's id), then in mode
-/// `process-exits:MS` the whole process exits MS ms later; in `thread-exits:MS` the thread returns
-/// MS ms later and the process stays (until killed).
+/// The child: starts a second thread, prints `tid N` (that thread's id), then waits for a line on
+/// its standard input: in mode `process-exits` the whole process exits then; in `thread-exits` the
+/// thread returns then and the process stays (until killed).
 #[test]
 #[ignore = "a child of the tests below, run by them"]
 fn child_entry() {
     let Ok(mode) = std::env::var(CHILD_VAR) else { return };
-    let (kind, ms) = mode.split_once(':').expect("MODE:MS");
-    let ms: u64 = ms.parse().unwrap();
-    let thread_exits = kind == "thread-exits";
+    let thread_exits = mode == "thread-exits";
+    let line = || {
+        let mut l = String::new();
+        std::io::stdin().read_line(&mut l).unwrap();
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     let t = std::thread::spawn(move || {
         let link = std::fs::read_link("/proc/thread-self").unwrap();
         tx.send(link.file_name().unwrap().to_string_lossy().into_owned()).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(if thread_exits { ms } else { 600_000 }));
+        if thread_exits {
+            line();
+        } else {
+            std::thread::sleep(std::time::Duration::from_secs(600));
+        }
     });
     let tid = rx.recv().unwrap();
     println!("tid {tid}");
@@ -306,16 +376,18 @@ fn child_entry() {
         t.join().unwrap();
         std::thread::sleep(std::time::Duration::from_secs(600));
     } else {
-        std::thread::sleep(std::time::Duration::from_millis(ms));
+        line();
         std::process::exit(0);
     }
 }
 
-/// The test binary run again as `child_entry` in `mode`; its second thread's id.
+/// The test binary run again as `child_entry` in `mode`; its second thread's id. A line written to
+/// its standard input ends what `mode` says.
 fn threaded_child(mode: &str) -> (Child, String) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_entry", "--ignored", "--nocapture", "--test-threads=1", "-q"])
         .env(CHILD_VAR, mode)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -328,18 +400,24 @@ fn threaded_child(mode: &str) -> (Child, String) {
     (child, tid)
 }
 
+/// Tells a `threaded_child` to end what its mode says.
+fn tell(child: &mut Child) {
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
+}
+
 /// A thread id given as a pid is its process; when that process exits between the two samples,
 /// the view names the thread id given, not only the process (it said `PID 1200 ... exited`, an id
 /// the user never typed). A pid that names nothing is named as typed (`0099`, `""`).
 #[test]
 fn a_thread_given_is_named_when_its_process_exits_between_the_samples() {
-    let (mut child, tid) = threaded_child("process-exits:1500");
+    let (mut child, tid) = threaded_child("process-exits");
     let pid = child.id().to_string();
     assert_ne!(tid, pid);
-    // Reaped as soon as it exits, so the second sample finds no /proc entry.
-    let reaper = std::thread::spawn(move || child.wait());
-    let out = run(&["stat", "--threads", "-p", &tid, "--interval", "5000"]);
-    reaper.join().unwrap().unwrap();
+    // Exited and reaped between the samples, so the second finds no /proc entry.
+    let out = stat_holding_between(&["stat", "--threads", "-p", &tid, "--interval", "100"], || {
+        tell(&mut child);
+        assert!(child.wait().unwrap().success());
+    });
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains(&format!("{tid} is a thread of process {pid}")), "{}", text(&out.stderr));
     let s = text(&out.stdout);
@@ -370,11 +448,17 @@ fn a_thread_given_that_exits_alone_is_said_gone() {
             let _ = self.0.wait();
         }
     }
-    let (child, tid) = threaded_child("thread-exits:1500");
-    let child = Reaped(child);
+    let (child, tid) = threaded_child("thread-exits");
+    let mut child = Reaped(child);
     let pid = child.0.id();
     let spec = format!("0{tid}");
-    let out = run(&["stat", "--threads", "-p", &spec, "--interval", "5000", "--json"]);
+    // The thread ends between the samples: gone from /proc before the second.
+    let out = stat_holding_between(&["stat", "--threads", "-p", &spec, "--interval", "100", "--json"], || {
+        tell(&mut child.0);
+        while std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    });
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = &v["derived"]["processes"][0];
