@@ -120,6 +120,34 @@ fn remote_data_source_on_a_two_node_machine() {
     assert!(t(101)["access"]["1"].as_f64().unwrap() > 0.99);
 }
 
+/// A count of one takes the singular: one sample in one window, of one thread in one process, was
+/// "1 samples, 1 windows ... 1 threads in 1 processes" (a user trial).
+#[test]
+fn one_of_each_is_said_in_the_singular() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("one.script");
+    let first = pebs_text().lines().next().unwrap().to_string();
+    std::fs::write(&f, first + "\n").unwrap();
+    let o = numapilot(&["replay", f.to_str().unwrap(), "--machine", "autonuma-2s12c-24g"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let head = format!("replay {}: 1 sample, 1 window of 1000 ms, 1 thread in 1 process; machine: ", f.display());
+    assert!(out.starts_with(&head), "{out}");
+    let row = out.lines().find(|l| l.trim_start().starts_with("tid")).unwrap();
+    assert!(row.contains("     1 sample   node") && !row.contains("samples"), "{row}");
+
+    // Two samples: the plural, and the row's columns where they were.
+    let two: String = pebs_text().lines().take(3).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&f, two).unwrap();
+    let o = numapilot(&["replay", f.to_str().unwrap(), "--machine", "autonuma-2s12c-24g"]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains(": 3 samples, 1 window of 1000 ms, 2 threads in 1 process;"), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.trim_start().starts_with("tid")).collect();
+    assert!(rows.iter().any(|r| r.contains("     2 samples  node")), "{rows:?}");
+    let at = |r: &str| r.find(" node ").unwrap();
+    assert!(rows.iter().all(|r| at(r) == at(rows[0])), "{rows:?}");
+}
+
 #[test]
 fn bad_input_names_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();

@@ -132,7 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (Some(dir), Some(staged)) => {
             write_out(&result, &staged.path(""))?;
             let files = staged.commit()?;
-            Some(format!("wrote {} files to {}", files.len(), dir.display()))
+            Some(format!("wrote {} to {}", super::plural(files.len(), "file"), dir.display()))
         }
         _ => None,
     };
@@ -162,20 +162,20 @@ fn count(v: Option<u64>) -> String {
 pub fn table(r: &BenchResult) -> String {
     let c = &r.config;
     let work = match c.work {
-        numapilot_bench::Work::Loops(n) => format!("{n} passes per thread"),
+        numapilot_bench::Work::Loops(n) => format!("{} per thread", super::plural(n, "pass")),
         numapilot_bench::Work::Seconds(s) => format!("{s} s"),
     };
     let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     let mut s = format!(
-        "{}: {} process(es) x {} thread(s), {} MiB each, {work}{}\nhost: kernel {}, nodes {}, {} CPUs, numa_balancing {}\n\n",
+        "{}: {} x {}, {} MiB each, {work}{}\nhost: kernel {}, nodes {}, {}, numa_balancing {}\n\n",
         r.name,
-        c.processes,
-        c.threads_per_process,
+        super::plural(c.processes, "process"),
+        super::plural(c.threads_per_process, "thread"),
         c.mb_per_process,
         c.force_node.map_or(String::new(), |n| format!(", first touch on node {n}")),
         r.host.kernel,
         list(&r.nodes),
-        r.host.cpus,
+        super::plural(r.host.cpus, "CPU"),
         r.host.numa_balancing.map_or("n/a".to_string(), |v| v.to_string()),
     );
     s.push_str(&format!(
@@ -260,12 +260,12 @@ fn series_of(p: &numapilot_bench::ProcessResult, name: &str) -> ProcessSeries {
 fn chart_title(r: &BenchResult, p: &numapilot_bench::ProcessResult) -> String {
     let nodes = r.nodes.len();
     let mut title = format!(
-        "{} / process {} (pid {}) / test buffer per node / kernel {} on {nodes} node{}",
+        "{} / process {} (pid {}) / test buffer per node / kernel {} on {}",
         r.name,
         p.index,
         p.pid,
         r.host.kernel,
-        if nodes == 1 { "" } else { "s" }
+        super::plural(nodes, "node")
     );
     match r.host.numa_balancing {
         Some(b) => title.push_str(&format!(" / numa_balancing {b}")),

@@ -368,26 +368,30 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     daemon_line(
         5,
         &format!(
-        "numapilot: stopped ({}) after {} steps (mean {:.1} ms: observe {:.1} [system files {:.1}, stat pass {:.1}, \
+            "numapilot: stopped ({}) after {} (mean {:.1} ms: observe {:.1} [system files {:.1}, stat pass {:.1}, \
          details {:.1}, assembly {:.1}, signal scans {:.1}], decide {:.1}, act {:.1}; longest {:.1} ms); restored {} \
-         processes (and {} children that inherited their placement), {} gone, {} failed{}",
-        exit.why,
-        exit.steps,
-        mean_ms(exit.cycle_s_total),
-        mean_ms(exit.phases_s_total[0]),
-        mean_ms(exit.observe_parts_s_total[0]),
-        mean_ms(exit.observe_parts_s_total[1]),
-        mean_ms(exit.observe_parts_s_total[2]),
-        mean_ms(exit.observe_parts_s_total[3]),
-        mean_ms(exit.observe_parts_s_total[4]),
-        mean_ms(exit.phases_s_total[1]),
-        mean_ms(exit.phases_s_total[2]),
-        exit.cycle_s_max * 1e3,
-        exit.restore.restored,
-        exit.restore.inherited,
-        exit.restore.gone,
-        exit.restore.failed.len(),
-        if exit.restore.failed.is_empty() { String::new() } else { format!(": {}", exit.restore.failed.join("; ")) }
+         (and {} that inherited their placement), {} gone, {} failed{}",
+            exit.why,
+            super::plural(exit.steps, "step"),
+            mean_ms(exit.cycle_s_total),
+            mean_ms(exit.phases_s_total[0]),
+            mean_ms(exit.observe_parts_s_total[0]),
+            mean_ms(exit.observe_parts_s_total[1]),
+            mean_ms(exit.observe_parts_s_total[2]),
+            mean_ms(exit.observe_parts_s_total[3]),
+            mean_ms(exit.observe_parts_s_total[4]),
+            mean_ms(exit.phases_s_total[1]),
+            mean_ms(exit.phases_s_total[2]),
+            exit.cycle_s_max * 1e3,
+            super::plural(exit.restore.restored, "process"),
+            super::plural(exit.restore.inherited, "child process"),
+            exit.restore.gone,
+            exit.restore.failed.len(),
+            if exit.restore.failed.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", exit.restore.failed.join("; "))
+            }
         ),
     );
     Ok(ExitCode::SUCCESS)

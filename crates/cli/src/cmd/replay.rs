@@ -362,11 +362,13 @@ fn report(
     let mut o = String::new();
     outln!(
         o,
-        "replay {}: {records} samples, {windows} windows of {} ms, {} threads in {} processes; machine: {source}",
+        "replay {}: {}, {} of {} ms, {} in {}; machine: {source}",
         a.file.display(),
+        super::plural(records, "sample"),
+        super::plural(windows, "window"),
         a.window_ms,
-        samples_of.len(),
-        by_pid.len()
+        super::plural(samples_of.len(), "thread"),
+        super::plural(by_pid.len(), "process")
     );
     outln!(
         o,
@@ -390,9 +392,10 @@ fn report(
         for t in p["threads"].as_array().into_iter().flatten() {
             outln!(
                 o,
-                "    tid {:>8}  {:>6} samples  node {:>2}  [{}]  group {}",
-                t["tid"],
-                t["samples"],
+                "    tid {:>8}  {:<14}  node {:>2}  [{}]  group {}",
+                // A JSON value prints without the width: as text first.
+                t["tid"].to_string(),
+                super::plural(format!("{:>6}", t["samples"].to_string()), "sample"),
                 node(&t["preferred_node"]),
                 fmt_shares(&t["access"]),
                 node(&t["group"])

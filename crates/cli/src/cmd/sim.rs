@@ -182,9 +182,11 @@ fn report(comparison: &Comparison, output: &OutputArgs, staged: Option<super::St
         for r in p.runs.iter().filter(|r| r.alloc_failures > 0) {
             eprintln!(
                 "numapilot: warning: {} seed {}: the workload's memory found no room on the nodes its memory \
-                 policy allows {} times (more than those nodes have free); its figures describe a run without \
+                 policy allows {} (more than those nodes have free); its figures describe a run without \
                  that memory",
-                p.policy, r.seed, r.alloc_failures
+                p.policy,
+                r.seed,
+                super::plural(r.alloc_failures, "time")
             );
         }
     }
@@ -195,7 +197,7 @@ fn report(comparison: &Comparison, output: &OutputArgs, staged: Option<super::St
             None => super::Staged::new(dir, &chart_dirs(output))?,
         };
         let files = write_out(comparison, &table, staged, dir, !output.no_chart)?;
-        eprintln!("numapilot: wrote {} files under {}", files.len(), dir.display());
+        eprintln!("numapilot: wrote {} under {}", super::plural(files.len(), "file"), dir.display());
     }
     if output.json {
         print_out(&format!("{}\n", serde_json::to_string_pretty(comparison)?))

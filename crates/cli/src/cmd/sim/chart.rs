@@ -416,7 +416,7 @@ impl ProcessChart<'_> {
             let hidden = self.run.nodes.len() - in_legend.len();
             if hidden > 0 {
                 y += 20;
-                let text = format!("+{hidden} node{} not listed", if hidden == 1 { "" } else { "s" });
+                let text = format!("+{} not listed", crate::cmd::plural(hidden, "node"));
                 side.draw(&Text::new(text, (8, y - 8), (FAMILY, 13)))?;
             }
             y += 34;
@@ -647,10 +647,10 @@ impl OverviewChart<'_> {
         let what = format!("throughput / {base}'s");
         let (plot, side) = if text {
             let title = format!(
-                "{} / {} / throughput per process over {base}'s, {} seed(s), mean and stddev",
+                "{} / {} / throughput per process over {base}'s, {}, mean and stddev",
                 c.machine,
                 c.workload,
-                c.seeds.len()
+                crate::cmd::plural(c.seeds.len(), "seed")
             );
             let area = draw_title(root, &title)?;
             let width = area.dim_in_pixel().0;
@@ -751,11 +751,11 @@ impl Chart for OverviewChart<'_> {
         };
         let plot = if text {
             let title = format!(
-                "{} / {} / {} over {} seed(s), mean and stddev",
+                "{} / {} / {} over {}, mean and stddev",
                 self.comparison.machine,
                 self.comparison.workload,
                 what,
-                self.comparison.seeds.len()
+                crate::cmd::plural(self.comparison.seeds.len(), "seed")
             );
             draw_title(root, &title)?
         } else {
@@ -1106,7 +1106,7 @@ mod tests {
         assert_text_fits(&svg, "overview");
         let texts: Vec<String> = text_boxes(&svg).into_iter().map(|b| b.text).collect();
         assert!(texts.iter().any(|t| t == "throughput (ops/s)"), "{texts:?}");
-        assert!(texts.iter().any(|t| t.contains("throughput (ops/s) over 2 seed(s)")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.contains("throughput (ops/s) over 2 seeds")), "{texts:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

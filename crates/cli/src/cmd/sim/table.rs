@@ -131,11 +131,10 @@ pub fn render(c: &Comparison) -> String {
 
     let seeds: Vec<String> = c.seeds.iter().map(u64::to_string).collect();
     let mut out = format!(
-        "machine {}, workload {}, {} seed{} ({})\n",
+        "machine {}, workload {}, {} ({})\n",
         c.machine,
         c.workload,
-        c.seeds.len(),
-        if c.seeds.len() == 1 { "" } else { "s" },
+        crate::cmd::plural(c.seeds.len(), "seed"),
         seeds.join(",")
     );
     out.push_str(&aligned(&header, rows));
@@ -265,7 +264,7 @@ pub fn calibration(rows: &[CalibrationRow]) -> String {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     let within = rows.iter().filter(|r| r.within()).count();
-    out.push_str(&format!("{within} of {} ratios within tolerance\n", rows.len()));
+    out.push_str(&format!("{within} of {} within tolerance\n", crate::cmd::plural(rows.len(), "ratio")));
     out
 }
 

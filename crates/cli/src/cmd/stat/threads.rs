@@ -431,10 +431,7 @@ fn render(d: &Derived, out: &mut String) {
             let list: Vec<String> = p
                 .policies
                 .iter()
-                .map(|u| {
-                    let s = if u.vmas == 1 { "" } else { "s" };
-                    format!("{} ({} VMA{s}, {:.1} MiB)", u.policy, u.vmas, mib(u.resident_kb))
-                })
+                .map(|u| format!("{} ({}, {:.1} MiB)", u.policy, crate::cmd::plural(u.vmas, "VMA"), mib(u.resident_kb)))
                 .collect();
             let _ = writeln!(out, "  policies: {}", list.join(", "));
         }
