@@ -216,9 +216,129 @@ fn bad_input_exits_1_names_the_token_and_runs_nothing() {
             .output();
         if let Ok(o) = o {
             assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-            assert!(stderr(&o).contains("outside the CPUs this process may use"), "{}", stderr(&o));
+            assert!(stderr(&o).contains(&format!("CPU {} is outside this process", cpus[1])), "{}", stderr(&o));
         }
     }
+}
+
+/// `numapilot run ARGS` with this test's first allowed CPU taken out of its CPU affinity by
+/// sched_setaffinity (what `taskset -c` does) just before the exec; `None` on a one-CPU host.
+fn run_narrowed(args: &[&str]) -> Option<(Output, u32, u32)> {
+    let cpus = allowed_cpus();
+    let (&out, &keep) = (cpus.first()?, cpus.get(1)?);
+    let mut c = Command::new(BIN);
+    c.arg("run").args(args.iter().map(|a| a.replace("OUT", &out.to_string())));
+    // SAFETY: between fork and exec the hook only fills a mask on its stack and calls
+    // sched_setaffinity(2).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(keep as usize, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Some((c.output().unwrap(), out, keep))
+}
+
+/// A CPU the affinity keeps out (taskset, sched_setaffinity), in a cpuset that has it, is named as
+/// outside the affinity, and --all lifts that (the command runs on it, as under numactl --all). It
+/// was "outside the CPUs this process may use (1; --all lifts the cpuset restriction)", though no
+/// cpuset was involved (a user trial).
+#[test]
+fn a_cpu_outside_the_affinity_is_named_so_and_all_lifts_it() {
+    let Some((o, out, keep)) = run_narrowed(&["-C", "OUT", "true"]) else {
+        eprintln!("skipped: one CPU");
+        return;
+    };
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let cpuset_known = numapilot_actuate::CpusetHierarchy::detect(None).is_some();
+    let said = if cpuset_known {
+        format!(
+            "numapilot: -C {out}: CPU {out} is outside this process's CPU affinity ({keep}, as taskset or \
+             sched_setaffinity set it; --all lifts it)\n"
+        )
+    } else {
+        format!("numapilot: -C {out}: CPU {out} is outside the CPUs this process may use ({keep}: its CPU affinity")
+    };
+    assert!(stderr(&o).starts_with(&said), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("usage:"), "{}", stderr(&o));
+    let (o, ..) = run_narrowed(&["--all", "-C", "OUT", "grep", "Cpus_allowed_list", "/proc/self/status"]).unwrap();
+    assert_eq!(ok(o), format!("Cpus_allowed_list:\t{out}\n"));
+}
+
+/// A cgroup cpuset with one CPU, made for a test and removed when dropped (root, a v1 cpuset
+/// hierarchy or a v2 one whose root hands cpuset down); `None` where it cannot be made.
+struct OneCpuCpuset(PathBuf);
+
+impl OneCpuCpuset {
+    fn make(cpu: u32) -> Option<OneCpuCpuset> {
+        let h = numapilot_actuate::CpusetHierarchy::detect(None)?;
+        let v2 = h.version == numapilot_actuate::CgroupVersion::V2;
+        if v2 && !std::fs::read_to_string(h.mount.join("cgroup.subtree_control")).ok()?.contains("cpuset") {
+            return None;
+        }
+        let dir = h.mount.join(format!("numapilot-cli-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let made = OneCpuCpuset(dir);
+        let mems =
+            std::fs::read_to_string(h.mount.join(if v2 { "cpuset.mems.effective" } else { "cpuset.mems" })).ok()?;
+        std::fs::write(made.0.join("cpuset.mems"), mems.trim()).ok()?;
+        std::fs::write(made.0.join("cpuset.cpus"), cpu.to_string()).ok()?;
+        Some(made)
+    }
+
+    /// `numapilot run ARGS` started inside the cpuset.
+    fn run(&self, args: &[&str]) -> Output {
+        let procs = self.0.join("cgroup.procs");
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("echo $$ > {} && exec \"$0\" run \"$@\"", procs.display()))
+            .arg(BIN)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for OneCpuCpuset {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// A CPU the cpuset keeps out is named as outside the cpuset, with its CPUs; --all skips the check
+/// and the kernel refuses the CPU, as it does numactl --all's.
+#[test]
+fn a_cpu_outside_the_cpuset_is_named_so() {
+    let cpus = allowed_cpus();
+    let (Some(&out), Some(&keep)) = (cpus.first(), cpus.get(1)) else {
+        eprintln!("skipped: one CPU");
+        return;
+    };
+    let Some(cpuset) = OneCpuCpuset::make(keep) else {
+        eprintln!("skipped: no cpuset cgroup could be made here (root and a cpuset hierarchy needed)");
+        return;
+    };
+    let o = cpuset.run(&["-C", &out.to_string(), "true"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "numapilot: -C {out}: CPU {out} is outside this process's cpuset (CPUs {keep}; --all skips this check, \
+             the kernel keeps to the cpuset)\n"
+        )
+    );
+    let o = cpuset.run(&["--all", "-C", &out.to_string(), "true"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("sched_setaffinity") && stderr(&o).contains("EINVAL"), "{}", stderr(&o));
 }
 
 #[test]

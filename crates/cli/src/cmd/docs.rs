@@ -634,8 +634,10 @@ Instead of a number a node can be \fBnetdev:\fR\fIDEV\fR (the node of network de
 \fINODES\fR given on the command line. \fICPUS\fR is a comma-separated list of CPU numbers or ranges,
 or \fBall\fR.
 .PP
-Lists are read within the nodes and CPUs this process may use (its cpuset); \fB\-\-all\fR first lifts
-that. A list is inverted with \fB!\fR and made relative to the cpuset with \fB+\fR (\fB!+0\-1\fR).
+Lists are read within the nodes and CPUs this process may use (its cpuset, and its CPU affinity for
+CPUs); \fB\-\-all\fR reads them against every online node and CPU: that lifts a CPU affinity set by
+\fBtaskset\fR, while the kernel still keeps the command to its cpuset. A list is inverted with \fB!\fR
+and made relative to the cpuset with \fB+\fR (\fB!+0\-1\fR).
 \fISIZE\fR may end in \fBk\fR, \fBm\fR or \fBg\fR.
 .PP
 Every list is checked against this machine, and the policy tried on a scratch thread, before

@@ -289,15 +289,19 @@ fn resolve_policy(
         (PolicyKind::Local, _) | (_, None) => return Ok(MemPolicy::Local),
         (kind, Some(spec)) => (kind, spec),
     };
-    let set =
-        nodespec::parse(&spec.text, Kind::Node, Domain { allowed: &mem_domain, existing: online_nodes }, Some(devices))
-            .map_err(|e| match e.problem {
-                // Outside Mems_allowed because it has no memory: say that.
-                nodespec::Problem::NotAllowed(id) if !memory_nodes.contains(id) => {
-                    ResolveError::NoMemory(spec.label(), std::iter::once(id).collect())
-                }
-                _ => ResolveError::Spec(spec.label(), e),
-            })?;
+    let set = nodespec::parse(
+        &spec.text,
+        Kind::Node,
+        Domain { allowed: &mem_domain, existing: online_nodes, cpuset: None },
+        Some(devices),
+    )
+    .map_err(|e| match e.problem {
+        // Outside Mems_allowed because it has no memory: say that.
+        nodespec::Problem::NotAllowed(id) if !memory_nodes.contains(id) => {
+            ResolveError::NoMemory(spec.label(), std::iter::once(id).collect())
+        }
+        _ => ResolveError::Spec(spec.label(), e),
+    })?;
     if *kind == PolicyKind::Preferred && set.len() != 1 {
         return Err(ResolveError::PreferredNotOne(spec.label(), set));
     }
@@ -333,8 +337,13 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
         |text: &str| !text.starts_with('!') && !text.contains('+') && !text.split(',').any(|i| i == "all");
 
     let nodes = |spec: &Spec, domain: &NodeSet| -> Result<NodeSet, ResolveError> {
-        nodespec::parse(&spec.text, Kind::Node, Domain { allowed: domain, existing: online_nodes }, Some(devices))
-            .map_err(|e| ResolveError::Spec(spec.label(), e))
+        nodespec::parse(
+            &spec.text,
+            Kind::Node,
+            Domain { allowed: domain, existing: online_nodes, cpuset: None },
+            Some(devices),
+        )
+        .map_err(|e| ResolveError::Spec(spec.label(), e))
     };
 
     let policy = match &req.policy {
@@ -365,8 +374,13 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
             Some(cpus)
         }
         Some(CpuBind::Cpus(spec)) => Some(
-            nodespec::parse(&spec.text, Kind::Cpu, Domain { allowed: &cpu_domain, existing: online_cpus }, None)
-                .map_err(|e| ResolveError::Spec(spec.label(), e))?,
+            nodespec::parse(
+                &spec.text,
+                Kind::Cpu,
+                Domain { allowed: &cpu_domain, existing: online_cpus, cpuset: sys.cpuset_cpus.as_ref() },
+                None,
+            )
+            .map_err(|e| ResolveError::Spec(spec.label(), e))?,
         ),
     };
     Ok(ThreadPlacement { policy, cpus })
@@ -508,9 +522,9 @@ mod tests {
         let t = topo(&[(0, "0-3", 1 << 20), (1, "4-7", 1 << 20)]);
         let s = view(Path::new("/"), t, "0-1", "0");
         let e = place(&s, &["-m", "1"]).unwrap_err().to_string();
-        assert!(e.starts_with("-m 1: node 1 is outside the nodes this process may use (0;"), "{e}");
+        assert!(e.starts_with("-m 1: node 1 is outside this process's cpuset (nodes 0;"), "{e}");
         let e = place(&s, &["-C", "4"]).unwrap_err().to_string();
-        assert!(e.starts_with("-C 4: CPU 4 is outside the CPUs this process may use (0-1;"), "{e}");
+        assert!(e.starts_with("-C 4: CPU 4 is outside the CPUs this process may use (0-1: its CPU affinity"), "{e}");
         assert_eq!(place(&s, &["-C", "all"]).unwrap().cpus, Some(set("0-1")));
         assert_eq!(place(&s, &["-m", "all"]).unwrap().policy.unwrap().0, MemPolicy::Bind(set("0")));
         // --all reads lists against everything online (the kernel then has the last word).

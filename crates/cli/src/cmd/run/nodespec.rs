@@ -24,8 +24,8 @@
 //! # Meaning
 //!
 //! Every spec is read against a *domain*: the ids this process may use (for memory nodes, the
-//! cpuset's `Mems_allowed_list`; for CPUs, `Cpus_allowed_list`; both limited to what is online; with
-//! `--all`, everything online). Then:
+//! cpuset's `Mems_allowed_list`; for CPUs, `Cpus_allowed_list`, its CPU affinity, which the kernel
+//! keeps within the cpuset; both limited to what is online; with `--all`, everything online). Then:
 //!
 //! ```text
 //!   domain = {0, 2, 4, 6}          (a cpuset with four nodes)
@@ -52,7 +52,11 @@
 //! * Device forms must resolve to a node in the domain. `ip:` needs a routing-table lookup and is
 //!   refused with a clear message.
 //! * Every error names the offending token and why, instead of libnuma's one-line warning followed
-//!   by the usage text.
+//!   by the usage text. A CPU outside the domain is said to be outside the CPU affinity (set by
+//!   taskset or sched_setaffinity, which `--all` replaces) when this process's cpuset has it, and
+//!   outside the cpuset when not (`--all` skips the check, but the kernel keeps the command within
+//!   its cpuset: EINVAL, or the CPUs cut to the cpuset's). numactl says "cpu argument N is out of
+//!   range" for both.
 //!
 //! # Limits
 //!
@@ -121,6 +125,10 @@ pub struct Domain<'a> {
     pub allowed: &'a IdSet,
     /// Ids that exist at all (online), to tell "does not exist" from "not allowed".
     pub existing: &'a IdSet,
+    /// For CPU specs, the CPUs of this process's cpuset when they could be read: a CPU in it but
+    /// not in `allowed` is kept out by the CPU affinity, not the cpuset. `None` for node specs
+    /// (their domain is the cpuset's own) or when unknown.
+    pub cpuset: Option<&'a IdSet>,
 }
 
 /// Why a spec was refused.
@@ -173,6 +181,8 @@ pub struct SpecError {
     pub allowed: IdSet,
     /// The existing ids, for the message.
     pub existing: IdSet,
+    /// The cpuset's CPUs when known ([`Domain::cpuset`]), for the message.
+    pub cpuset: Option<IdSet>,
 }
 
 impl fmt::Display for SpecError {
@@ -194,11 +204,33 @@ impl fmt::Display for SpecError {
             Problem::Missing(id) => {
                 write!(f, "{w} {id} does not exist (online {ws}: {})", self.existing.to_list_or_none())
             }
-            Problem::NotAllowed(id) => write!(
-                f,
-                "{w} {id} is outside the {ws} this process may use ({}; --all lifts the cpuset restriction)",
-                self.allowed.to_list_or_none()
-            ),
+            Problem::NotAllowed(id) => {
+                let allowed = self.allowed.to_list_or_none();
+                match (self.kind, &self.cpuset) {
+                    // The cpuset has it: the affinity (taskset) keeps it out, which --all replaces.
+                    (Kind::Cpu, Some(c)) if c.contains(*id) => write!(
+                        f,
+                        "CPU {id} is outside this process's CPU affinity ({allowed}, as taskset or \
+                         sched_setaffinity set it; --all lifts it)"
+                    ),
+                    (Kind::Cpu, Some(c)) => write!(
+                        f,
+                        "CPU {id} is outside this process's cpuset (CPUs {}; --all skips this check, the kernel \
+                         keeps to the cpuset)",
+                        c.to_list_or_none()
+                    ),
+                    (Kind::Cpu, None) => write!(
+                        f,
+                        "CPU {id} is outside the CPUs this process may use ({allowed}: its CPU affinity, within \
+                         its cpuset; --all lifts the affinity, the kernel keeps to the cpuset)"
+                    ),
+                    (Kind::Node, _) => write!(
+                        f,
+                        "node {id} is outside this process's cpuset (nodes {allowed}; --all skips this check, \
+                         the kernel keeps to the cpuset)"
+                    ),
+                }
+            }
             Problem::RelativeOutOfRange { index } => write!(
                 f,
                 "relative {w} +{index} is out of range: {} allowed {ws} ({}), counted from +0",
@@ -229,6 +261,7 @@ pub fn parse(
             problem,
             allowed: domain.allowed.clone(),
             existing: domain.existing.clone(),
+            cpuset: domain.cpuset.cloned(),
         })
     };
     if spec.is_empty() {
@@ -365,7 +398,7 @@ mod tests {
 
     fn nodes(spec: &str, allowed: &str, existing: &str) -> Result<IdSet, Box<SpecError>> {
         let (a, e) = (set(allowed), set(existing));
-        parse(spec, Kind::Node, Domain { allowed: &a, existing: &e }, None)
+        parse(spec, Kind::Node, Domain { allowed: &a, existing: &e, cpuset: None }, None)
     }
 
     fn ok(spec: &str, allowed: &str) -> String {
@@ -467,20 +500,41 @@ mod tests {
         let m = nodes("7", "0", "0").unwrap_err().to_string();
         assert_eq!(m, "node 7 does not exist (online nodes: 0)");
         let m = nodes("1", "0", "0-1").unwrap_err().to_string();
-        assert!(m.starts_with("node 1 is outside the nodes this process may use (0;"), "{m}");
+        assert!(m.starts_with("node 1 is outside this process's cpuset (nodes 0;"), "{m}");
         let m = nodes("3-1", "0-3", "0-3").unwrap_err().to_string();
         assert_eq!(m, "range 3-1 runs backwards");
         let m = nodes("!0", "0", "0").unwrap_err().to_string();
         assert_eq!(m, "selects no node (allowed nodes: 0)");
         let (a, e) = (set("0-1"), set("0-3"));
-        let m = parse("5", Kind::Cpu, Domain { allowed: &a, existing: &e }, None).unwrap_err().to_string();
+        let m =
+            parse("5", Kind::Cpu, Domain { allowed: &a, existing: &e, cpuset: None }, None).unwrap_err().to_string();
         assert_eq!(m, "CPU 5 does not exist (online CPUs: 0-3)");
+    }
+
+    /// A CPU kept out by the affinity (taskset) is said to be, not the cpuset, which --all does not
+    /// lift (a user trial: "--all lifts the cpuset restriction" under taskset, where --all does lift
+    /// the limit and no cpuset was involved).
+    #[test]
+    fn a_cpu_outside_the_domain_is_named_with_what_keeps_it_out() {
+        let (a, e, cpuset) = (set("1"), set("0-3"), set("0-1"));
+        let m = |spec: &str, c: Option<&IdSet>| {
+            parse(spec, Kind::Cpu, Domain { allowed: &a, existing: &e, cpuset: c }, None).unwrap_err().to_string()
+        };
+        assert_eq!(
+            m("0", Some(&cpuset)),
+            "CPU 0 is outside this process's CPU affinity (1, as taskset or sched_setaffinity set it; --all lifts it)"
+        );
+        assert_eq!(
+            m("3", Some(&cpuset)),
+            "CPU 3 is outside this process's cpuset (CPUs 0-1; --all skips this check, the kernel keeps to the cpuset)"
+        );
+        assert!(m("0", None).starts_with("CPU 0 is outside the CPUs this process may use (1: its CPU affinity"));
     }
 
     #[test]
     fn cpus_above_1024() {
         let (a, e) = (set("0-4095"), set("0-4095"));
-        let d = Domain { allowed: &a, existing: &e };
+        let d = Domain { allowed: &a, existing: &e, cpuset: None };
         assert_eq!(parse("1500,4095", Kind::Cpu, d, None).unwrap().to_list(), "1500,4095");
         assert_eq!(parse("!0-4094", Kind::Cpu, d, None).unwrap().to_list(), "4095");
         assert_eq!(parse("+1500", Kind::Cpu, d, None).unwrap().to_list(), "1500");
@@ -501,7 +555,7 @@ mod tests {
     #[test]
     fn device_forms_resolve_through_the_resolver() {
         let (a, e) = (set("0-1,8"), set("0-1,8"));
-        let d = Domain { allowed: &a, existing: &e };
+        let d = Domain { allowed: &a, existing: &e, cpuset: None };
         assert_eq!(parse("netdev:eth0", Kind::Node, d, Some(&Table)).unwrap().to_list(), "1");
         assert_eq!(parse("pci:0000:3b:00.0", Kind::Node, d, Some(&Table)).unwrap().to_list(), "8");
         assert_eq!(parse("!netdev:eth0", Kind::Node, d, Some(&Table)).unwrap().to_list(), "0,8");
@@ -509,7 +563,8 @@ mod tests {
         assert_eq!((e1.token.as_str(), e1.problem), ("netdev:eth9", Problem::Device("no Netdev eth9".into())));
         // A device on a node outside the domain is refused like a number would be.
         let (a0, e0) = (set("0"), set("0-1"));
-        let e2 = parse("netdev:eth0", Kind::Node, Domain { allowed: &a0, existing: &e0 }, Some(&Table)).unwrap_err();
+        let e2 = parse("netdev:eth0", Kind::Node, Domain { allowed: &a0, existing: &e0, cpuset: None }, Some(&Table))
+            .unwrap_err();
         assert_eq!(e2.problem, Problem::NotAllowed(1));
         // CPU specs have no device forms.
         assert_eq!(parse("netdev:eth0", Kind::Cpu, d, Some(&Table)).unwrap_err().problem, Problem::Unparseable);

@@ -215,7 +215,8 @@ pub fn documented() -> Vec<OptionDoc> {
                     Group::Other,
                     None,
                     "Read node and CPU lists against every online node and CPU, not only those of this \
-                     process's cpuset. Must come before the first list.",
+                     process's cpuset and CPU affinity: a CPU affinity set by taskset is lifted, while the \
+                     kernel still keeps the command to its cpuset. Must come before the first list.",
                 ),
                 OptId::Balancing => (
                     Group::Other,
@@ -386,7 +387,7 @@ pub enum Action {
 /// A numactl command line, read but not yet checked against the machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    /// `--all`: lists are read against everything online, not this process's cpuset.
+    /// `--all`: lists are read against everything online, not this process's cpuset and affinity.
     pub all: bool,
     /// `--balancing`.
     pub balancing: bool,
@@ -684,8 +685,9 @@ pub fn usage(prog: &str) -> String {
          \x20 pci:[seg:]bus:dev[.func]  the node of a PCI device\n\
          same is the previous <nodes> given on the command line.\n\
          <cpus> is a comma-separated list of CPU numbers or A-B ranges, or all.\n\
-         Lists are read within the nodes/CPUs this process may use (its cpuset);\n\
-         --all first lifts that restriction.\n\
+         Lists are read within the nodes/CPUs this process may use (its cpuset, and\n\
+         its CPU affinity for CPUs); --all reads them against every online one: that\n\
+         lifts a taskset affinity, the kernel still keeps the command to its cpuset.\n\
          All lists can be inverted with ! and made cpuset-relative with + (!+0-1).\n\
          --balancing enables kernel NUMA balancing among the --membind nodes.\n\
          --cpubind is a deprecated name of --cpunodebind.\n\

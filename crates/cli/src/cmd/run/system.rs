@@ -4,6 +4,8 @@
 //!   numapilot_topology::Topology::from_sysfs(ROOT)   online nodes, their CPUs, MemTotal, online CPUs
 //!   STATUS  Mems_allowed_list / Cpus_allowed_list     this process's cpuset (and affinity), read with
 //!                                                     numapilot_observe's status parser
+//!   CGROUP  cpuset.cpus.effective (v2) or             the cpuset's own CPUs (live only), to say whether
+//!           cpuset.effective_cpus (v1)                the affinity or the cpuset keeps a CPU out
 //!   numapilot_topology::sysfs::device_node(ROOT, ..)  device forms of node specs (netdev:, pci:,
 //!                                                     block:, file:): the nearest `numa_node` file
 //!                                                     at or above the device
@@ -25,6 +27,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use numapilot_actuate::CpusetHierarchy;
 use numapilot_observe::parse::status::parse_status;
 use numapilot_topology::sysfs::{device_node, DeviceName};
 use numapilot_topology::{Cpu, CpuSet, Node, NodeSet, Topology, TopologyError};
@@ -40,8 +43,12 @@ pub struct SystemView {
     pub topo: Topology,
     /// `Mems_allowed_list` of this process.
     pub mems_allowed: NodeSet,
-    /// `Cpus_allowed_list` of this process.
+    /// `Cpus_allowed_list` of this process: its CPU affinity, within its cpuset.
     pub cpus_allowed: CpuSet,
+    /// The CPUs of this process's cpuset (its cgroup's effective CPUs), to tell a CPU the affinity
+    /// keeps out from one the cpuset does; `None` when no cpuset hierarchy could be read, or for
+    /// a fixture.
+    pub cpuset_cpus: Option<CpuSet>,
     /// Why the machine was taken for one node (no node directory under the root), for the
     /// launcher's warning; `None` when the topology was read.
     pub assumed_one_node: Option<String>,
@@ -50,7 +57,10 @@ pub struct SystemView {
 impl SystemView {
     /// Reads the live system.
     pub fn live() -> Result<SystemView> {
-        SystemView::read(Path::new("/"), Path::new("/proc/self/status"))
+        let mut v = SystemView::read(Path::new("/"), Path::new("/proc/self/status"))?;
+        v.cpuset_cpus = CpusetHierarchy::detect(None)
+            .and_then(|h| numapilot_daemon::live::select::cpuset_effective_cpus(&h, std::process::id()));
+        Ok(v)
     }
 
     /// Reads sysfs under `root` and the process status file `status`.
@@ -67,6 +77,7 @@ impl SystemView {
             topo,
             mems_allowed: st.mems_allowed,
             cpus_allowed: st.cpus_allowed,
+            cpuset_cpus: None,
             assumed_one_node,
         })
     }
@@ -220,6 +231,7 @@ pub(crate) mod tests {
             topo,
             mems_allowed: NodeSet::parse_list(mems).unwrap(),
             cpus_allowed: CpuSet::parse_list(cpus).unwrap(),
+            cpuset_cpus: None,
             assumed_one_node: None,
         }
     }
