@@ -542,6 +542,13 @@ fn numbers_beyond_any_pid_or_node_are_named_as_typed() {
     assert_eq!(ours.status.code(), Some(1));
     assert!(text(&ours.stderr).contains(&format!("{missing}: no node {nodes} to sort by")), "{}", text(&ours.stderr));
     assert!(ours.stdout.is_empty(), "nothing half-done: {}", text(&ours.stdout));
+    // Named as typed: `-s5`, not the `-s=5` clap was given (a user trial), in a cluster too.
+    for typed in [format!("-s{nodes}"), format!("-ms{nodes}"), format!("-zs={nodes}")] {
+        let ours = run(Command::new(bin()).args(["stat", &typed]));
+        assert_eq!(ours.status.code(), Some(1));
+        let said = format!("numapilot: {typed}: no node {nodes} to sort by");
+        assert!(text(&ours.stderr).starts_with(&said), "{typed}: {}", text(&ours.stderr));
+    }
     for bad in ["-s=x", "-s=-1"] {
         assert_eq!(run(Command::new(bin()).args(["stat", bad, "-m"])).status.code(), Some(1), "{bad}");
     }

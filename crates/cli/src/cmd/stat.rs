@@ -93,30 +93,33 @@ pub struct Args {
 /// arguments an attached value gets its `=`: `-s1` -> `-s=1`, `-cs1` -> `-cs=1`. Clusters are read
 /// as getopt reads them: flags until `p` (the rest, or the next argument, is its value) or `s`;
 /// nothing after `--` is touched.
-pub fn attach_sort_values(args: Vec<OsString>) -> Vec<OsString> {
-    let mut out = Vec::with_capacity(args.len());
+pub fn attach_sort_values(mut args: Vec<OsString>) -> Vec<OsString> {
+    for (n, s) in attached_sorts(&args) {
+        let Some(text) = args[n].to_str() else { continue };
+        let (head, value) = text.split_at(s + 1);
+        if !value.starts_with('=') {
+            args[n] = format!("{head}={value}").into();
+        }
+    }
+    args
+}
+
+/// The arguments of `args` that give `-s` an attached value (`-s1`, `-cs=1`): each one's index and
+/// the byte offset of its `s`, read as getopt reads clusters (see [`attach_sort_values`]).
+fn attached_sorts(args: &[OsString]) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
     let mut skip_next = false;
-    let mut operands = false;
-    for a in args {
-        if skip_next || operands {
-            skip_next = false;
-            out.push(a);
+    for (n, a) in args.iter().enumerate() {
+        if std::mem::take(&mut skip_next) {
             continue;
         }
-        let Some(text) = a.to_str() else {
-            out.push(a);
-            continue;
-        };
+        let Some(text) = a.to_str() else { continue };
         if text == "--" {
-            operands = true;
-            out.push(a);
-            continue;
+            break;
         }
         let Some(cluster) = text.strip_prefix('-').filter(|c| !c.is_empty() && !c.starts_with('-')) else {
-            out.push(a);
             continue;
         };
-        let mut rewritten = None;
         for (i, c) in cluster.char_indices() {
             match c {
                 'p' => {
@@ -124,9 +127,8 @@ pub fn attach_sort_values(args: Vec<OsString>) -> Vec<OsString> {
                     break;
                 }
                 's' => {
-                    let rest = &cluster[i + 1..];
-                    if !rest.is_empty() && !rest.starts_with('=') {
-                        rewritten = Some(format!("-{}={rest}", &cluster[..=i]));
+                    if i + 1 < cluster.len() {
+                        found.push((n, i + 1));
                     }
                     break;
                 }
@@ -134,9 +136,17 @@ pub fn attach_sort_values(args: Vec<OsString>) -> Vec<OsString> {
                 _ => break,
             }
         }
-        out.push(rewritten.map_or(a, OsString::from));
     }
-    out
+    found
+}
+
+/// The argument that gave `-s` its node, as the user typed it (`-s1`, `-ms1`, `-s=1`; the last
+/// one when several did), from `numapilot stat`'s own command line: clap sees `-s=1` for each.
+fn typed_sort() -> Option<String> {
+    let raw: Vec<OsString> = std::env::args_os().collect();
+    let args = raw.get(2..).filter(|_| raw.get(1).is_some_and(|a| a == "stat"))?;
+    let (n, _) = attached_sorts(args).pop()?;
+    args[n].to_str().map(str::to_string)
 }
 
 /// Runs `numapilot stat`.
@@ -167,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         screen_width: numastat::screen_width(),
         sort_by_node_id: true,
     };
-    execute(&args.root, &cfg, args.json, Strict::Yes)
+    execute(&args.root, &cfg, args.json, Strict::Yes, typed_sort().as_deref())
 }
 
 /// The -p values and operands as given, bytes (the pattern search matches them against the
@@ -184,7 +194,15 @@ enum Strict {
     AsNumastat,
 }
 
-fn execute(root: &std::path::Path, cfg: &Config, json: bool, strict: Strict) -> anyhow::Result<ExitCode> {
+/// Runs the numastat tables. `sort_typed`: the argument that gave `-s` its node, as typed, for an
+/// error about it (`-s={node}` when not known).
+fn execute(
+    root: &std::path::Path,
+    cfg: &Config,
+    json: bool,
+    strict: Strict,
+    sort_typed: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     if !root.is_dir() {
         anyhow::bail!("--root {}: not a directory", root.display());
     }
@@ -193,7 +211,8 @@ fn execute(root: &std::path::Path, cfg: &Config, json: bool, strict: Strict) -> 
         // numastat sorts by the total when -s names no node it has, silently; here that is an
         // error naming it, as a PID that names no process is (review helper-49).
         let ids: Vec<u32> = reader.node_ids()?.iter().collect();
-        if let Some(why) = numastat::sort_node_error(node, &ids) {
+        let typed = sort_typed.map_or_else(|| format!("-s={node}"), str::to_string);
+        if let Some(why) = numastat::sort_node_error(&typed, node, &ids) {
             anyhow::bail!("{why}");
         }
     }
@@ -320,7 +339,7 @@ pub fn numastat_main(args: &[OsString]) -> anyhow::Result<ExitCode> {
         }
         Parsed::Run(cfg) => {
             let root = std::env::var_os("NUMAPILOT_ROOT").map_or_else(|| PathBuf::from("/"), PathBuf::from);
-            execute(&root, &cfg, false, Strict::AsNumastat)
+            execute(&root, &cfg, false, Strict::AsNumastat, None)
         }
     }
 }
@@ -368,6 +387,9 @@ mod tests {
         assert_eq!(f(&["-psshd", "-p", "-s1", "-cps1"]), ["-psshd", "-p", "-s1", "-cps1"]);
         assert_eq!(f(&["--", "-s1"]), ["--", "-s1"]);
         assert_eq!(f(&["--json", "-x1", "bash"]), ["--json", "-x1", "bash"]);
+        // The arguments as typed are where they were, for an error to name.
+        let a: Vec<OsString> = ["-s1", "-p", "-s2", "-ms=3", "-s", "--", "-s4"].iter().map(OsString::from).collect();
+        assert_eq!(attached_sorts(&a), [(0, 1), (3, 2)]);
     }
 
     #[test]

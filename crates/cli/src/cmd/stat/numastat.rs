@@ -395,12 +395,12 @@ fn decimals(cfg: &Config) -> usize {
 }
 
 /// Why `-s=NODE` names no node of `node_ids` (`numapilot stat`, where that is an error), if it
-/// does not: all digits, and one of the ids.
-pub fn sort_node_error(node: &str, node_ids: &[u32]) -> Option<String> {
+/// does not: all digits, and one of the ids. `typed`: the argument as the user typed it (`-s1`).
+pub fn sort_node_error(typed: &str, node: &str, node_ids: &[u32]) -> Option<String> {
     let known = node.bytes().all(|b| b.is_ascii_digit()) && node.parse::<u32>().is_ok_and(|n| node_ids.contains(&n));
     (!known).then(|| {
         let ids: Vec<String> = node_ids.iter().map(u32::to_string).collect();
-        format!("-s={node}: no node {node} to sort by (nodes {}); -s alone sorts by the total", ids.join(","))
+        format!("{typed}: no node {node} to sort by (nodes {}); -s alone sorts by the total", ids.join(","))
     })
 }
 
@@ -712,11 +712,11 @@ mod tests {
         cfg.sort_by_node_id = true;
         cfg.sort = Some(Some("2".into()));
         assert_eq!(sort_col(&cfg, &[0, 2], 3), Some(2));
-        assert_eq!(sort_node_error("2", &[0, 2]), None);
+        assert_eq!(sort_node_error("-s2", "2", &[0, 2]), None);
         assert_eq!(
-            sort_node_error("1", &[0, 2]).as_deref(),
-            Some("-s=1: no node 1 to sort by (nodes 0,2); -s alone sorts by the total")
+            sort_node_error("-s1", "1", &[0, 2]).as_deref(),
+            Some("-s1: no node 1 to sort by (nodes 0,2); -s alone sorts by the total")
         );
-        assert!(sort_node_error("x", &[0]).is_some() && sort_node_error("-1", &[0]).is_some());
+        assert!(sort_node_error("-sx", "x", &[0]).is_some() && sort_node_error("-s-1", "-1", &[0]).is_some());
     }
 }
