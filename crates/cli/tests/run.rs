@@ -341,6 +341,35 @@ fn a_cpu_outside_the_cpuset_is_named_so() {
     assert!(stderr(&o).contains("sched_setaffinity") && stderr(&o).contains("EINVAL"), "{}", stderr(&o));
 }
 
+/// A bad node or CPU list is one line naming it, where Debian's numactl prints libnuma's warning
+/// and then its whole usage text; the exit status is numactl's, 1 (README, deliberate
+/// differences). Without a command both print the usage, as for any command line of the wrong
+/// shape.
+#[test]
+fn a_bad_list_is_one_line_with_numactls_exit_status() {
+    let node = (0..1024).find(|i| !Path::new(&format!("/sys/devices/system/node/node{i}")).exists()).unwrap();
+    let cpu = (0..65536).find(|i| !Path::new(&format!("/sys/devices/system/cpu/cpu{i}")).exists()).unwrap();
+    let cases = [
+        (vec!["-m".to_string(), node.to_string()], format!("-m {node}: node {node} does not exist")),
+        (vec!["-ms".into()], "-m s: \"s\" is not a node number".into()),
+        (vec!["-C".into(), cpu.to_string()], format!("-C {cpu}: CPU {cpu} does not exist")),
+    ];
+    for (list, said) in cases {
+        let with_command: Vec<String> = list.iter().cloned().chain(["true".into()]).collect();
+        let ours = numapilot_run(&with_command);
+        let theirs = Command::new(numactl()).args(&with_command).output().unwrap();
+        assert_eq!((ours.status.code(), theirs.status.code()), (Some(1), Some(1)), "{with_command:?}");
+        let err = stderr(&ours);
+        assert_eq!(err.lines().count(), 1, "{with_command:?}: {err}");
+        assert!(err.starts_with(&format!("numapilot: {said}")), "{err}");
+        assert!(stderr(&theirs).contains("usage:"), "numactl {with_command:?}: {}", stderr(&theirs));
+        let ours = numapilot_run(&list);
+        let theirs = Command::new(numactl()).args(&list).output().unwrap();
+        assert_eq!((ours.status.code(), theirs.status.code()), (Some(1), Some(1)), "{list:?}");
+        assert!(stderr(&ours).lines().nth(1).is_some_and(|l| l.starts_with("usage:")), "{}", stderr(&ours));
+    }
+}
+
 #[test]
 fn usage_errors_print_usage_and_exit_1() {
     for (args, first_line) in [

@@ -18,7 +18,9 @@
 //!    command `exec`ed with a PATH search (execvp); both settings are inherited across exec.
 //!
 //! Any failure exits 1 without running the command (numactl's exit status for every failure).
-//! Usage errors print the usage text to stderr, as numactl does.
+//! Usage errors (an unknown option, a missing value or command) print the usage text to stderr,
+//! as numactl does; a bad list with a command is one line naming it, where numactl adds the usage
+//! (README, deliberate differences).
 //!
 //! Started as `numactl` (a symlink to the binary; `main.rs` dispatches on argv\[0\]) the same code
 //! runs with `numactl` as the program name, so scripts written for numactl drive it unchanged.
