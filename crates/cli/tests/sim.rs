@@ -158,6 +158,25 @@ fn show_json_round_trips_and_no_chart_writes_none() {
     assert!(!out.join("charts").exists());
 }
 
+/// `--no-chart` says "with --out": without --out it was accepted and did nothing (a user trial);
+/// it is now a usage error naming --out, with --no-chart in the usage line, and nothing runs.
+#[test]
+fn no_chart_without_out_is_refused() {
+    let dir = Scratch::new("no-chart");
+    let input = write_comparison(&dir);
+    for args in [
+        vec!["sim", "--machine", "autonuma-2s12c-24g", "--workload", "numa01", "--seeds", "1", "--no-chart"],
+        vec!["sim", "show", input.to_str().unwrap(), "--no-chart"],
+    ] {
+        let o = numapilot(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("required arguments were not provided:\n  --out <DIR>"), "{args:?}: {err}");
+        assert!(err.lines().any(|l| l.starts_with("Usage:") && l.contains("--no-chart")), "{args:?}: {err}");
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
+}
+
 #[test]
 fn show_refuses_a_file_that_is_not_a_result() {
     let dir = Scratch::new("bad");

@@ -132,8 +132,8 @@ pub struct OutputArgs {
     /// Print the result as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// With --out, do not draw charts.
-    #[arg(long)]
+    /// With --out, do not draw charts (only with --out: without it no chart is drawn anyway).
+    #[arg(long, requires = "out")]
     pub no_chart: bool,
 }
 
