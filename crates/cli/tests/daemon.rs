@@ -1802,6 +1802,13 @@ fn advise_refuses_a_bad_request_or_window_before_measuring() {
     for (args, flag) in [
         (&["advise", "--cpus=-1"][..], "--cpus"),
         (&["advise", "--cpus", "inf"][..], "--cpus"),
+        // Beyond any machine: an error naming the value, not a request that does not fit (it was
+        // answered with every node and exit 0; a user trial).
+        (
+            &["advise", "--cpus", "1e300", "--no-daemon"][..],
+            "--cpus 1e300: more CPUs than a machine can have (at most 65536)",
+        ),
+        (&["advise", "--cpus", "65536.5", "--machine", "article-4n96"][..], "--cpus 65536.5: more CPUs"),
         (&["advise", "--cpus", "1", "--window-ms", "0"][..], "--window-ms"),
         (&["advise", "--cpus", "1", "--window-ms", "99999999999"][..], "--window-ms"),
         // 16 EiB and up overflowed the bytes (a panic; review helper-55).

@@ -419,7 +419,10 @@ fn completions_offer_no_file_for_a_number_size_or_pid() {
         let path = ["FILE", "DIR", "PATH"].contains(v) || v.starts_with("file -- ");
         assert!(path || v.starts_with("args -- numactl options"), "{v}: {files:?}");
     }
-    assert!(zsh.contains("'--cpus=[CPUs the job needs]:N:' \\"), "{zsh}");
+    assert!(
+        zsh.contains("'--cpus=[CPUs the job needs, 0 to 65536 (a fraction too, as numad -w takes 1.5)]:N:' \\"),
+        "{zsh}"
+    );
 }
 
 /// The text of section `name` of a rendered page, its lines joined by one space.

@@ -127,7 +127,7 @@ pub struct ExplainArgs {
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("source").args(["root", "machine"])))]
 pub struct AdviseArgs {
-    /// CPUs the job needs.
+    /// CPUs the job needs, 0 to 65536 (a fraction too, as numad -w takes 1.5).
     #[arg(long, value_name = "N", value_hint = ValueHint::Other)]
     pub cpus: f64,
     /// Memory the job needs, with a binary unit (512M, 8G) [default: none, CPUs only, as numad -w
@@ -636,6 +636,13 @@ fn explain_local(a: &ExplainArgs, config: numapilot_daemon::config::Config) -> a
 /// (USER_HZ 100), so every CPU reads all busy or all idle; above a minute the command is a wait.
 const ADVISE_WINDOW_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
 
+/// Most CPUs `advise --cpus` takes: 65536, as many as a CPU list numapilot reads can hold
+/// (`IdSet::MAX_ID` + 1; the kernel's NR_CPUS is at most 8192 on x86-64). Source: that limit.
+/// What it prevents: a typo or `1e300` read as a real request that simply does not fit (every
+/// node advised, exit 0). numad -w takes a count with hundredths (1.5) into a C int; fractions
+/// stay allowed here, idle CPUs being measured in fractions.
+const ADVISE_MAX_CPUS: f64 = (numapilot_topology::IdSet::MAX_ID as f64) + 1.0;
+
 /// `numapilot advise`.
 pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     let mem_bytes = match &a.mem {
@@ -648,6 +655,12 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         None => 0,
     };
     advise::check_request(a.cpus, mem_bytes)?;
+    if a.cpus > ADVISE_MAX_CPUS {
+        anyhow::bail!(
+            "--cpus {}: more CPUs than a machine can have (at most {ADVISE_MAX_CPUS})",
+            numapilot_policy::advise::shown(&a.cpus)
+        );
+    }
     if a.machine.is_none() && a.root.is_none() && !(ADVISE_WINDOW_MS.contains(&a.window_ms)) {
         anyhow::bail!(
             "--window-ms {}: must be in {}..={} (idle time is counted in 10 ms clock ticks per CPU)",
