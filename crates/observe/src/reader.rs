@@ -8,7 +8,8 @@
 //!     └─ for each /proc/PID (W worker threads pull pids from one shared counter)
 //!          ├─ stat                       gone? skip the process; a kernel thread stops here unless
 //!          │                             ReadOptions::kernel_threads
-//!          ├─ numa_maps                  not for kernel threads; EACCES is recorded, not fatal
+//!          ├─ numa_maps                  not for kernel threads; EACCES is recorded, not fatal; a
+//!          │                             leader that exited (Z) while threads run on: task/TID/numa_maps
 //!          ├─ task/                      the thread ids
 //!          └─ per thread: task/TID/stat, schedstat,
 //!                         status         leader only (others: sched_getaffinity), see ReadOptions
@@ -453,8 +454,43 @@ impl Reader {
     /// `/proc/PID/numa_maps`. `Ok(None)` when the process is gone or exiting (ENOENT, ESRCH, EINVAL).
     /// Kernel threads and zombies give an empty map. Other errors (EACCES for another user's process)
     /// are returned.
+    /// A process whose leader has exited while other threads run on is read through one of them
+    /// (see [`Reader::mm_thread`]).
     pub fn read_numa_maps(&self, pid: u32) -> Result<Option<NumaMaps>, ReadError> {
-        self.numa_maps_with(&mut Scratch::new(false), pid, None)
+        let s = &mut Scratch::new(false);
+        match self.numa_maps_with(s, pid, None)? {
+            Some(m) if !m.vmas.is_empty() => Ok(Some(m)),
+            empty => match self.mm_thread_with(s, pid) {
+                Some(tid) => self.numa_maps_with(s, pid, Some(tid)),
+                None => Ok(empty),
+            },
+        }
+    }
+
+    /// The thread whose files show the memory of process `pid` when its leader cannot: `Some(TID)`
+    /// of a thread other than the leader when the leader has exited (`pthread_exit` in main; state
+    /// Z) while other threads run on. Such a leader has no memory of its own: its numa_maps, maps
+    /// and pagemap read empty, and `move_pages` or `migrate_pages` through its pid fail (EINVAL),
+    /// while through a thread's id they reach the process's memory. `None` for any other process
+    /// (read it through its pid), and when `pid` is gone or its stat cannot be read. The thread
+    /// can exit at any time: a read or call through it then fails as for a gone task.
+    pub fn mm_thread(&self, pid: u32) -> Option<u32> {
+        self.mm_thread_with(&mut Scratch::new(false), pid)
+    }
+
+    fn mm_thread_with(&self, s: &mut Scratch, pid: u32) -> Option<u32> {
+        let stat = self.read_task_file(s, pid, None, "stat", parse_stat).ok()??;
+        self.mm_thread_of(s, pid, &stat)
+    }
+
+    /// [`Reader::mm_thread`] given the leader's stat as read.
+    fn mm_thread_of(&self, s: &mut Scratch, pid: u32, stat: &TaskStat) -> Option<u32> {
+        if stat.state != 'Z' || stat.num_threads <= 1 || stat.is_kernel_thread() {
+            return None;
+        }
+        self.set_path(&mut s.path, pid, None, "task");
+        let tids = list_numeric_dir(Path::new(&s.path)).ok()?;
+        tids.into_iter().map(|(t, _)| t).find(|&t| t != pid)
     }
 
     /// numa_maps of `pid`, through thread `via` when given (`/proc/PID/task/TID/numa_maps`: the
@@ -616,12 +652,7 @@ impl Reader {
         // memory of its own: numa_maps empty, no VmRSS. The address space is read through a live
         // thread instead (zombie-leader-memory; it read as a process of 0 kB before, review of
         // 2026-11-29).
-        let via = if stat.state == 'Z' && stat.num_threads > 1 && !kernel_thread {
-            self.set_path(&mut s.path, pid, None, "task");
-            list_numeric_dir(Path::new(&s.path)).ok().and_then(|t| t.into_iter().map(|(t, _)| t).find(|&t| t != pid))
-        } else {
-            None
-        };
+        let via = self.mm_thread_of(s, pid, &stat);
         let (numa_maps, numa_maps_error) = if self.opts.numa_maps && !kernel_thread {
             match self.numa_maps_with(s, pid, via) {
                 Ok(Some(m)) => (Some(m), None),
@@ -1083,11 +1114,26 @@ impl Reader {
         filter: crate::maps::MapsFilter,
     ) -> Result<Option<(Vec<crate::maps::MapEntry>, usize)>, crate::signal_error::SignalError> {
         let mut s = Scratch::new(false);
-        self.set_path(&mut s.path, pid, None, "maps");
-        match self.read_mm_file(pid, &s.path, &mut s.buf) {
-            Ok(()) => {}
-            Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
-            Err(e) => return Err(crate::signal_error::SignalError::Io { path: PathBuf::from(&s.path), source: e }),
+        let mut via = None;
+        loop {
+            self.set_path(&mut s.path, pid, via, "maps");
+            let gone = match self.read_mm_file(pid, &s.path, &mut s.buf) {
+                Ok(()) => false,
+                Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::EINVAL) => true,
+                Err(e) => return Err(crate::signal_error::SignalError::Io { path: PathBuf::from(&s.path), source: e }),
+            };
+            // Empty or failing through a leader that has exited: read through a thread that runs on
+            // (Reader::mm_thread), once.
+            if via.is_none() && (gone || s.buf.len == 0) {
+                if let Some(tid) = self.mm_thread_with(&mut s, pid) {
+                    via = Some(tid);
+                    continue;
+                }
+            }
+            if gone {
+                return Ok(None);
+            }
+            break;
         }
         let text = text_of(s.buf.bytes());
         let lines = text.bytes().filter(|&b| b == b'\n').count();

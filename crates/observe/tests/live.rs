@@ -250,3 +250,88 @@ fn a_thread_named_like_a_sched_field_reads() {
         assert!(t.sched.is_some(), "the sched file was there and parsed");
     }
 }
+
+/// A process forked from this test whose main thread has exited (the raw exit call: that thread
+/// only) while a worker runs on, holding 64 MiB it wrote: its leader is a zombie with no memory of
+/// its own. Killed (and reaped) when dropped.
+struct ZombieLeader {
+    pid: u32,
+}
+
+/// Bytes the [`ZombieLeader`]'s worker holds.
+const ZLEADER_BYTES: usize = 64 << 20;
+
+impl ZombieLeader {
+    fn start() -> Self {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` is a valid array of two descriptors for pipe to fill.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the forked process only spawns a thread, allocates (glibc's malloc is fork-safe)
+        // and makes system calls; it never returns into the test harness.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let w = fds[1];
+            std::thread::spawn(move || {
+                let v = vec![1u8; ZLEADER_BYTES];
+                std::hint::black_box(&v);
+                // The leader's state reads Z once its exit is done.
+                while !std::fs::read_to_string("/proc/self/stat")
+                    .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                // SAFETY: writes one byte from a valid buffer to the pipe.
+                unsafe { libc::write(w, b"r".as_ptr().cast(), 1) };
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                    std::hint::black_box(&v);
+                }
+            });
+            // SAFETY: ends this thread only; nothing of it is used after.
+            unsafe { libc::syscall(libc::SYS_exit, 0) };
+            unreachable!()
+        }
+        // SAFETY: closes the write end this process holds; reads one byte into a valid buffer.
+        let got = unsafe {
+            libc::close(fds[1]);
+            let mut b = 0u8;
+            let n = libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+            libc::close(fds[0]);
+            n
+        };
+        let z = ZombieLeader { pid: pid as u32 };
+        assert_eq!(got, 1, "the forked process ended before its leader was a zombie");
+        z
+    }
+}
+
+impl Drop for ZombieLeader {
+    fn drop(&mut self) {
+        // SAFETY: kill and waitpid of the child this test forked.
+        unsafe {
+            libc::kill(self.pid as i32, libc::SIGKILL);
+            libc::waitpid(self.pid as i32, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// A process whose leader has exited while a thread runs on is read through that thread: its
+/// numa_maps shows its memory and its maps its mappings (through the leader's pid both read
+/// empty: the process was seen with no memory).
+#[test]
+fn a_zombie_leaders_memory_is_read_through_a_thread_that_runs_on() {
+    let z = ZombieLeader::start();
+    let r = Reader::default();
+    let st = r.read_stat(z.pid).unwrap().expect("the process is there");
+    assert_eq!((st.state, st.num_threads), ('Z', 2));
+    let tid = r.mm_thread(z.pid).expect("a thread runs on");
+    assert_ne!(tid, z.pid);
+    assert_eq!(r.mm_thread(std::process::id()), None, "a process whose leader runs is read through its pid");
+    let maps = r.read_numa_maps(z.pid).unwrap().expect("its numa_maps");
+    let kb: u64 = maps.usage_by_node().iter().map(|u| u.total_kb()).sum();
+    assert!(kb >= (ZLEADER_BYTES >> 10) as u64, "numa_maps shows {kb} kB");
+    let all = r.read_maps(z.pid, numapilot_observe::maps::MapsFilter::All).unwrap().expect("its maps");
+    let big = all.iter().map(|m| m.end - m.start).max().unwrap_or(0);
+    assert!(big >= ZLEADER_BYTES as u64, "no mapping of 64 MiB in {} lines", all.len());
+}
