@@ -63,7 +63,8 @@ use crate::bitmap::{KernelBitmap, MAX_MASK_BITS};
 use crate::error::{errno_name, Error, Result};
 
 /// Moves all pages of process `pid` (0 = this process) from the nodes in `from` to the nodes in
-/// `to`, keeping their relative positions (`migrate_pages(2)`).
+/// `to`, keeping their relative positions (`migrate_pages(2)`). `pid` may be any thread's id, as
+/// for [`move_pages`].
 ///
 /// Returns the kernel's count of what could not be moved: folios, not base pages (mm/migrate.c,
 /// `migrate_pages()`: "the number of {normal folio, large folio, hugetlb} that were not
@@ -291,7 +292,9 @@ impl MovePagesOutcome {
 }
 
 /// Moves the pages at `pages` (addresses in process `pid`, 0 = this process) to `nodes` (one node
-/// per page), or with `nodes = None` only reports where each page is (`move_pages(2)`).
+/// per page), or with `nodes = None` only reports where each page is (`move_pages(2)`). `pid` may
+/// be any thread's id: the kernel takes that task's memory (a leader that has exited has none: EINVAL
+/// through its pid, while its other threads' ids reach the process's memory).
 ///
 /// Addresses are plain numbers: they belong to the target process and are never dereferenced here.
 pub fn move_pages(pid: Pid, pages: &[usize], nodes: Option<&[u32]>, flags: MoveFlags) -> Result<MovePagesOutcome> {

@@ -833,6 +833,48 @@ fn a_process_whose_leader_exited_keeps_its_memory() {
     kid.kill();
 }
 
+/// zombie-leader-moves: the pages of a process whose main thread exited while a worker runs on
+/// are reached through that worker's id: its maps and pagemap list them and `move_pages` moves
+/// them (on this one-node host, to the node they are on: each page's status is its node, so the
+/// call reached the memory), as `migrate_pages` through the same id does. Through the zombie
+/// leader's pid the maps read empty and both calls fail (EINVAL): the process's pages were never
+/// moved.
+#[test]
+fn a_process_whose_leader_exited_has_its_pages_moved_through_a_thread() {
+    use numapilot_daemon::live::apply;
+    let mut kid = Kid::spawn("zleader", &[]);
+    let pid: u32 = kid.line("ready ").trim().parse().unwrap();
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: kill with a pid this test forked (through its child) and a valid signal.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+    let _forked = KillOnDrop(pid);
+    let st = numapilot_daemon::live::select::read_stat(pid).unwrap();
+    assert_eq!((st.state, st.num_threads), ('Z', 2));
+    let node = topo().memory_nodes().first().unwrap();
+    let ps = numapilot_observe::reader::page_size();
+    let pages = (64 << 20) / ps;
+    let id = apply::mm_id(pid);
+    assert_ne!(id, pid, "the id of a thread that runs on");
+    let by_node = apply::pages_by_node(&numapilot_observe::Reader::new("/"), pid, st.starttime, ps).ok().unwrap();
+    assert!(by_node.get(&node).copied().unwrap_or(0) >= pages, "{by_node:?}");
+    let ranges = apply::mapped_ranges(pid, st.starttime).expect("its maps");
+    assert!(ranges.iter().any(|&(_, len)| len >= 64 << 20), "no 64 MiB range in {} ranges", ranges.len());
+    let mut tally = PageTally::default();
+    let r = move_to_targets(pid, st.starttime, &ranges, ps, u64::MAX, false, |_, _| Some(node), &mut tally, 1);
+    let asked = r.ok().unwrap_or_else(|| panic!("the move failed: {tally:?}"));
+    assert!(asked >= pages && tally.moved >= pages, "{asked} asked, {tally:?}");
+    let nodes: NodeSet = std::iter::once(node).collect();
+    let own = numapilot_actuate::MoveFlags::Own;
+    assert!(numapilot_actuate::migrate_pages_flags(id as i32, &nodes, &nodes, own).is_ok());
+    // The kernel's side of it: through the leader's pid there is no memory to reach.
+    assert!(numapilot_actuate::migrate_pages_flags(pid as i32, &nodes, &nodes, own).is_err());
+    kid.kill();
+}
+
 /// renamed-keeps-tiers: a managed process that renames itself keeps its place in the tiers: its
 /// name is the new one at once, its numa_maps is not read again for the rename. It was treated as
 /// a new process, read in full every cycle it renamed itself, past the numa_maps budget.

@@ -33,6 +33,9 @@
 //! meanwhile ...) are counted by name in [`Outcome::Partial`]; the call failing as a whole (ESRCH:
 //! gone -> [`Outcome::Vanished`]; EPERM -> [`Outcome::Refused`]) is the only other result.
 //!
+//! A process whose leader has exited while other threads run on is read and moved through one of
+//! those threads' ids ([`mm_id`]): its leader has no memory of its own.
+//!
 //! Units: pages are base pages of `page_size` bytes; the budget is in MB/s (MiB, 2^20 bytes).
 //!
 //! # Limits
@@ -287,7 +290,20 @@ pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> S
 /// ([`stop_moves_of`]: a page move's read of maps, as of pagemap, is the next call it makes).
 pub fn mapped_ranges(pid: u32, starttime: u64) -> Result<Vec<(u64, u64)>, Stop> {
     stopped(pid, starttime)?;
-    ranges_in(&format!("/proc/{pid}/maps"), pid, starttime, numapilot_observe::reader::MAX_FILE_BYTES)
+    let id = mm_id(pid);
+    ranges_in(&format!("/proc/{id}/maps"), pid, starttime, numapilot_observe::reader::MAX_FILE_BYTES)
+}
+
+/// The id the page calls of process `pid` go through: `pid` itself, or, when its leader has
+/// exited while other threads run on, one of those threads ([`Reader::mm_thread`]). The kernel
+/// takes the memory of the task a call names, and such a leader has none: its maps and pagemap
+/// read empty and `move_pages` or `migrate_pages` through its pid fail (EINVAL), so the pages of a
+/// process that still ran were never moved. The thread was listed under /proc/PID/task, so it is
+/// of the process that `pid` and its start time name (the callers check those first, as for the
+/// pid itself); should it exit meanwhile, the call fails as for a gone task and [`confirm_stop`]
+/// asks the leader's stat what that means.
+pub fn mm_id(pid: u32) -> u32 {
+    Reader::new("/").mm_thread(pid).unwrap_or(pid)
 }
 
 /// [`mapped_ranges`] from the maps file at `path`, read up to `cap` bytes
@@ -361,6 +377,7 @@ pub fn pages_by_node(reader: &Reader, pid: u32, starttime: u64, page_size: u64) 
 /// move; pagemap bit 56), at most `limit`.
 fn present(pid: u32, starttime: u64, ranges: &[(u64, u64)], page_size: u64, limit: usize) -> Result<Vec<usize>, Stop> {
     let mut out = Vec::new();
+    let id = mm_id(pid);
     for &(start, len) in ranges {
         if out.len() >= limit {
             break;
@@ -368,14 +385,14 @@ fn present(pid: u32, starttime: u64, ranges: &[(u64, u64)], page_size: u64, limi
         // A move asked to stop reads no further pagemap (the read that just returned may have
         // waited behind the process's locked memory map; the next would wait again).
         stopped(pid, starttime)?;
-        match returned(exclusive_pages(pid, start, len, page_size, limit - out.len())) {
+        match returned(exclusive_pages(id, start, len, page_size, limit - out.len())) {
             Ok(Some(p)) => out.extend(p),
             Ok(None) => {
                 return Err(confirm_stop(pid, starttime, || {
-                    format!("/proc/{pid}/pagemap could not be read (ENOENT/ESRCH)")
+                    format!("/proc/{id}/pagemap could not be read (ENOENT/ESRCH)")
                 }))
             }
-            Err(e) => return Err(confirm_stop(pid, starttime, || format!("reading /proc/{pid}/pagemap: {e}"))),
+            Err(e) => return Err(confirm_stop(pid, starttime, || format!("reading /proc/{id}/pagemap: {e}"))),
         }
     }
     Ok(out)
@@ -402,8 +419,9 @@ fn returned<T>(result: T) -> T {
 /// Where each page is now (move_pages query), in batches.
 fn where_are(pid: u32, starttime: u64, pages: &[usize]) -> Result<Vec<PageStatus>, Stop> {
     let mut out = Vec::with_capacity(pages.len());
+    let id = mm_id(pid);
     for chunk in pages.chunks(MOVE_BATCH) {
-        match returned(move_pages(pid as libc::pid_t, chunk, None, MoveFlags::Own)) {
+        match returned(move_pages(id as libc::pid_t, chunk, None, MoveFlags::Own)) {
             Ok(o) => out.extend(o.status),
             // ESRCH, or EINVAL once an exiting process's memory is gone: confirmed, not assumed.
             Err(e) => {
@@ -538,7 +556,8 @@ fn move_part(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally
                 }
                 let pages: Vec<usize> = pending.iter().map(|m| m.0).collect();
                 let nodes: Vec<u32> = pending.iter().map(|m| m.1).collect();
-                let o = match returned(move_pages(pid as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own)) {
+                let id = mm_id(pid);
+                let o = match returned(move_pages(id as libc::pid_t, &pages, Some(&nodes), MoveFlags::Own)) {
                     Ok(o) => o,
                     Err(e) => {
                         return Err(confirm_stop(pid, starttime, || {
@@ -741,7 +760,8 @@ pub fn migrate(
         // Own pages only: as root, plain migrate_pages would move the page cache other processes map too.
         // ESRCH, or EINVAL once an exiting process's memory is gone: confirmed, not assumed. An
         // error after some pages moved (ENOMEM on a later node pair) still counts what moved.
-        let (not_moved, failed) = match returned(migrate_pages_flags(pid as libc::pid_t, from, to, MoveFlags::Own)) {
+        let id = mm_id(pid);
+        let (not_moved, failed) = match returned(migrate_pages_flags(id as libc::pid_t, from, to, MoveFlags::Own)) {
             Ok(n) => (n, None),
             Err(e) => {
                 match confirm_stop(pid, starttime, || format!("migrate_pages: {e} for a process that is there")) {
