@@ -254,6 +254,49 @@ fn child_entry() {
             println!("done");
             sleep_forever()
         }
+        "stop-no-fds" => {
+            // A `sleep` of its own, then no file descriptor left (the soft limit just above what is
+            // open, the rest filled): prints what confirm_stop and a page move of the sleep made of
+            // that, then, with descriptors back, what confirm_stop says, and "done".
+            let mut sleeper = Command::new("sleep")
+                .arg("600")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let (pid, st) = (sleeper.id(), read_starttime(sleeper.id()).unwrap());
+            let ranges = numapilot_daemon::live::apply::mapped_ranges(pid, st).expect("its maps");
+            let node = topo().memory_nodes().first().unwrap();
+            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
+            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+            lim.rlim_cur = open + 16;
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            let mut fill = Vec::new();
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                fill.push(f);
+            }
+            let say = |s: Result<(), Stop>| match s {
+                Ok(()) => "ok".to_string(),
+                Err(Stop::Gone) => "gone".to_string(),
+                Err(Stop::Refused(m)) => format!("refused {m}"),
+            };
+            let confirmed = say(Err(confirm_stop(pid, st, || "the call failed".into())));
+            let mut tally = PageTally::default();
+            let moved = move_to_targets(pid, st, &ranges, 4096, u64::MAX, true, |_, _| Some(node), &mut tally, 1);
+            let moved = say(moved.map(|_| ()));
+            drop(fill);
+            let back = say(Err(confirm_stop(pid, st, || "the call failed".into())));
+            println!("confirm {confirmed}");
+            println!("move {moved}");
+            println!("back {back}");
+            let _ = sleeper.kill();
+            let _ = sleeper.wait();
+            println!("done");
+            sleep_forever()
+        }
         "pool" => {
             // A thread pool that turns over: each time the file NP_FLAG<n> appears, start a
             // thread (printing "thread TID") and end the one started before it (printing "ended
@@ -1617,6 +1660,25 @@ fn out_of_descriptors_no_process_reads_as_gone() {
     assert_eq!(record, "true true", "the placed process's record was dropped");
     assert_eq!(short, "true true gone 0", "a restore with no descriptor left dropped the record as gone");
     assert_eq!(restored, "1 true", "the kept record was not restored once descriptors were back");
+}
+
+/// A page move's failure when the daemon has no file descriptor left is not its process gone:
+/// confirm_stop could not read /proc/PID/stat (EMFILE) and called a live process gone, and the
+/// engine forgot it. Now it is a refusal saying the stat could not be read, and a move of it
+/// (whose pagemap read fails the same way) stops refused, not gone. In a child, whose descriptor
+/// table this fills.
+#[test]
+fn out_of_descriptors_a_failed_page_call_is_not_gone() {
+    let mut kid = Kid::spawn("stop-no-fds", &[]);
+    let confirmed = kid.line("confirm ");
+    let moved = kid.line("move ");
+    let back = kid.line("back ");
+    kid.line("done");
+    let unknown = "(whether it is still there is unknown: /proc/";
+    assert!(confirmed.starts_with("refused the call failed ") && confirmed.contains(unknown), "{confirmed}");
+    assert!(confirmed.contains("Too many open files"), "{confirmed}");
+    assert!(moved.starts_with("refused ") && moved.contains(unknown), "{moved}");
+    assert_eq!(back, "refused the call failed", "with descriptors back the process is there");
 }
 
 /// Rule originals-on-disk-first: once a save of the state file failed (a full /run, EIO, no

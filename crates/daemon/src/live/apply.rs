@@ -202,7 +202,8 @@ pub fn cause_class(cause: &str) -> String {
 #[derive(Debug)]
 pub enum Stop {
     /// The process is gone: confirmed by /proc/PID/stat (missing, a different start time, or a
-    /// zombie that has released its memory), never assumed from a failed read.
+    /// zombie that has released its memory), never assumed from a failed read (a stat that could
+    /// not be read for want of a descriptor or memory says nothing: not gone).
     Gone,
     /// The kernel refused the call (EPERM, EINVAL ...) or a file of a live process could not be
     /// read, with the message.
@@ -258,7 +259,9 @@ fn stopped(pid: u32, starttime: u64) -> Result<(), Stop> {
 /// What a failure on `pid` means: [`Stop::Gone`] only when /proc/PID/stat confirms the process
 /// `(pid, starttime)` no longer exists (stat missing, another start time: the pid was reused, or
 /// state X, or Z with no thread left: it exited and its memory is gone); otherwise
-/// [`Stop::Refused`] with `why`.
+/// [`Stop::Refused`] with `why`, also when the stat itself could not be read for want of a file
+/// descriptor or memory (EMFILE, ENOMEM ...: [`super::select::stat_now`]): such a read said
+/// "gone", and the engine forgot a live process when the daemon ran out of descriptors.
 ///
 /// A read of numa_maps, maps or pagemap can fail, or come back empty, for a process that is alive
 /// (EINVAL/EIO from a seq_file racing a page migration, a parse error on a kernel's new field);
@@ -270,8 +273,9 @@ fn stopped(pid: u32, starttime: u64) -> Result<(), Stop> {
 /// (calls through the leader's pid fail: it has no memory of its own). Its state Z alone made it
 /// gone, and the engine forgot a process that still ran (review helper-79).
 pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> Stop {
-    match super::select::read_stat(pid) {
-        Some(st) if st.starttime == starttime && !st.is_zombie() && !matches!(st.state, 'X' | 'x') => {
+    match super::select::stat_now(pid) {
+        Err(e) => Stop::Refused(format!("{} (whether it is still there is unknown: /proc/{pid}/stat: {e})", why())),
+        Ok(Some(st)) if st.starttime == starttime && !st.is_zombie() && !matches!(st.state, 'X' | 'x') => {
             if st.state == 'Z' {
                 // `num_threads` counts the zombie leader until the last thread goes.
                 let left = st.num_threads.saturating_sub(1);
@@ -280,8 +284,18 @@ pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> S
                 Stop::Refused(why())
             }
         }
-        _ => Stop::Gone,
+        Ok(_) => Stop::Gone,
     }
+}
+
+/// Ok when `pid` still names the process of `starttime` (the check before each page call);
+/// otherwise what [`confirm_stop`] makes of it: gone only when its stat says so, a refusal when
+/// the stat could not be read. `same_process` alone took an unreadable stat for gone.
+fn still_same(pid: u32, starttime: u64, call: &str) -> Result<(), Stop> {
+    if super::select::same_process(pid, starttime) {
+        return Ok(());
+    }
+    Err(confirm_stop(pid, starttime, || format!("{call}: not made")))
 }
 
 /// The mapped ranges of `pid` from /proc/PID/maps, `(start, len)`, without the kernel's special
@@ -551,9 +565,7 @@ fn move_part(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally
             for pending in &calls {
                 // A move runs for seconds: every call first checks that the pid still names the
                 // process (a reused pid's pages at the same addresses are never touched).
-                if !super::select::same_process(pid, starttime) {
-                    return Err(Stop::Gone);
-                }
+                still_same(pid, starttime, "move_pages")?;
                 let pages: Vec<usize> = pending.iter().map(|m| m.0).collect();
                 let nodes: Vec<u32> = pending.iter().map(|m| m.1).collect();
                 let id = mm_id(pid);
@@ -571,10 +583,7 @@ fn move_part(pid: u32, starttime: u64, moves: &[PageMove], tally: &mut PageTally
                     // Where are they? Those on their target moved in the batch that stopped the
                     // call; a look-up that fails leaves them "unverified" (counted, not lost).
                     let pages: Vec<usize> = unreported.iter().map(|m| m.0).collect();
-                    let now = match super::select::same_process(pid, starttime) {
-                        true => where_are(pid, starttime, &pages),
-                        false => Err(Stop::Gone),
-                    };
+                    let now = still_same(pid, starttime, "move_pages").and_then(|()| where_are(pid, starttime, &pages));
                     // A call with one target that ended in an errno (that node out of memory, not
                     // allowed, without memory) would meet it again: its pages not there count
                     // under it. With several targets the pages are asked again, one call per node.
@@ -751,9 +760,7 @@ pub fn migrate(
     let split = split_count(usize::try_from(on_from).unwrap_or(usize::MAX), threads) > 1 && all <= scan;
     if on_from <= allowance && !split {
         tally.threads = 1;
-        if !super::select::same_process(pid, starttime) {
-            return Err(Stop::Gone);
-        }
+        still_same(pid, starttime, "migrate_pages")?;
         stopped(pid, starttime)?;
         tally.planned = on_from;
         tally.asked = on_from;
