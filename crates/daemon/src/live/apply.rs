@@ -314,8 +314,11 @@ pub fn mapped_ranges(pid: u32, starttime: u64) -> Result<Vec<(u64, u64)>, Stop> 
 /// read empty and `move_pages` or `migrate_pages` through its pid fail (EINVAL), so the pages of a
 /// process that still ran were never moved. The thread was listed under /proc/PID/task, so it is
 /// of the process that `pid` and its start time name (the callers check those first, as for the
-/// pid itself); should it exit meanwhile, the call fails as for a gone task and [`confirm_stop`]
-/// asks the leader's stat what that means.
+/// pid itself). Should that thread exit between the listing and the call, the call fails as for a
+/// gone task and [`confirm_stop`] asks the leader's stat what that means; should its id also be
+/// reused by a new task in that window, the call reaches that task's memory: the same window the
+/// pid check before every call leaves (no pidfd form of `move_pages` closes it), opened here by
+/// one thread's exit rather than the whole process's, and only for a process whose leader exited.
 pub fn mm_id(pid: u32) -> u32 {
     Reader::new("/").mm_thread(pid).unwrap_or(pid)
 }
