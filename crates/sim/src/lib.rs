@@ -76,6 +76,7 @@ pub mod kernel;
 pub mod machine;
 pub mod result;
 pub mod run;
+mod work;
 pub mod workload;
 
 pub use engine::{Baseline, Machine, Sim, SimOptions};
