@@ -23,9 +23,9 @@
 //!
 //! [`MachineParams`] holds the figures; [`MachineModel`] derives, for one topology, the latency of
 //! every (CPU node, memory node) pair, the capacity of every resource (controllers, then directed
-//! links) and the route (list of resources) of every pair. Parameters come from the machine file's
-//! optional `[sim]` table (keys = the field names below; unknown keys are refused), falling back to
-//! the defaults.
+//! links) and, when first asked, the routes (lists of resources) from a memory node. Parameters
+//! come from the machine file's optional `[sim]` table (keys = the field names below; unknown keys
+//! are refused), falling back to the defaults.
 //!
 //! # Units
 //!
@@ -62,8 +62,15 @@
 //! throttling at saturation, see `engine`); the LLC is a capacity filter, not a cache simulation.
 //!
 //! Finding the links tries, for each pair, only the nodes near enough to the source to shortcut
-//! it: on hierarchies and rings one or two, not every node. A matrix where many nodes almost
-//! shortcut many pairs would still try most of them.
+//! it: on hierarchies and rings one or two, not every node. The routes from a memory node are
+//! found when a run first asks for one (the nodes its memory is on), each link tried only while it
+//! can still shorten a path. So building the model grows with the square of the nodes (the
+//! latency and link tables), not the cube. A matrix where many nodes almost shortcut many pairs
+//! would still try most of them.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::OnceLock;
 
 use numapilot_topology::{Tier, Topology};
 use serde::{Deserialize, Serialize};
@@ -187,9 +194,32 @@ pub struct MachineModel {
     pub capacity: Vec<f64>,
     /// Directed links `(from, to)` as dense node indexes, resource `nodes + i`.
     pub links: Vec<(usize, usize)>,
-    /// `route[m * nodes + c]`: resources used by data flowing from memory node m to CPU node c
-    /// (the controller of m first, then the links of the path).
-    pub route: Vec<Vec<u32>>,
+    /// The links out of node `a`: `out[out_start[a]..out_start[a + 1]]`, cheapest first.
+    out_start: Vec<usize>,
+    out: Vec<Out>,
+    /// The routes from each memory node, found when first asked ([`MachineModel::route`]).
+    routes: Vec<OnceLock<Routes>>,
+}
+
+/// A link out of a node: where it goes, its index in [`MachineModel::links`], the distance.
+#[derive(Debug, Clone, Copy)]
+struct Out {
+    to: u32,
+    link: u32,
+    distance: u32,
+}
+
+/// The routes from one memory node m: to CPU node c, `resources[start[c]..start[c + 1]]` (the
+/// controller of m first, then the links of the path).
+#[derive(Debug, Clone)]
+struct Routes {
+    start: Vec<u32>,
+    resources: Vec<u32>,
+}
+
+/// Hop cost of a distance (d - 10, at least 0).
+fn hop_cost(d: u32) -> f64 {
+    (d as f64 - 10.0).max(0.0)
 }
 
 impl MachineModel {
@@ -230,17 +260,20 @@ impl MachineModel {
         // cheapest way into b is already too much. Trying every k for every pair was cubic
         // (scaling review: 1,024 nodes, a billion tries); on hierarchies and rings a pair now
         // tries one or two.
-        let cost = |a: usize, b: usize| (d(a, b) - 10.0).max(0.0);
+        let cost = |a: usize, b: usize| hop_cost(topo.distances[a][b]);
         let min_in: Vec<f64> =
             (0..n).map(|b| (0..n).filter(|&k| k != b).map(|k| cost(k, b)).fold(f64::INFINITY, f64::min)).collect();
         let mut links = Vec::new();
-        let mut link_id = vec![vec![None; n]; n];
+        let mut out_start = Vec::with_capacity(n + 1);
+        let mut out = Vec::new();
         let mut by_cost: Vec<usize> = Vec::with_capacity(n);
+        let mut link_to: Vec<Option<u32>> = vec![None; n];
         for a in 0..n {
             by_cost.clear();
             by_cost.extend((0..n).filter(|&k| k != a));
             by_cost.sort_by(|&x, &y| cost(a, x).total_cmp(&cost(a, y)));
             for b in 0..n {
+                link_to[b] = None;
                 if a == b {
                     continue;
                 }
@@ -257,11 +290,18 @@ impl MachineModel {
                     }
                 }
                 if !shortcut {
-                    link_id[a][b] = Some(links.len());
+                    link_to[b] = Some(links.len() as u32);
                     links.push((a, b));
                 }
             }
+            out_start.push(out.len());
+            out.extend(
+                by_cost
+                    .iter()
+                    .filter_map(|&b| link_to[b].map(|link| Out { to: b as u32, link, distance: topo.distances[a][b] })),
+            );
         }
+        out_start.push(out.len());
         let mut capacity: Vec<f64> = vec![params.node_bandwidth_gbs; n];
         for &(a, b) in &links {
             capacity.push(match tier(a, b) {
@@ -270,47 +310,89 @@ impl MachineModel {
                 Tier::Far => params.far_link_gbs,
             });
         }
-        // Shortest paths over the link graph (Dijkstra on a small dense graph, ties by index).
-        let mut route = vec![Vec::new(); n * n];
-        for m in 0..n {
-            let mut dist = vec![f64::INFINITY; n];
-            let mut prev = vec![usize::MAX; n];
-            let mut done = vec![false; n];
-            dist[m] = 0.0;
-            for _ in 0..n {
-                let Some(u) = (0..n).filter(|&i| !done[i] && dist[i].is_finite()).min_by(|&x, &y| {
-                    dist[x].partial_cmp(&dist[y]).unwrap_or(std::cmp::Ordering::Equal).then(x.cmp(&y))
-                }) else {
-                    break;
-                };
-                done[u] = true;
-                for v in 0..n {
-                    if link_id[u][v].is_some() && dist[u] + cost(u, v) < dist[v] {
-                        dist[v] = dist[u] + cost(u, v);
-                        prev[v] = u;
-                    }
-                }
-            }
-            for c in 0..n {
-                let mut r = vec![m as u32];
-                let mut path = Vec::new();
-                let mut v = c;
-                while v != m && prev[v] != usize::MAX {
-                    let u = prev[v];
-                    path.push((n + link_id[u][v].expect("path uses links")) as u32);
-                    v = u;
-                }
-                path.reverse();
-                r.extend(path);
-                route[m * n + c] = r;
-            }
-        }
-        Self { params, nodes: n, latency, capacity, links, route }
+        let routes = (0..n).map(|_| OnceLock::new()).collect();
+        Self { params, nodes: n, latency, capacity, links, out_start, out, routes }
     }
 
-    /// Resources used by data from memory node `m` to CPU node `c` (dense indexes).
+    /// Resources used by data from memory node `m` to CPU node `c` (dense indexes): the
+    /// controller of m, then the links of the shortest path (ties to the lower node index). The
+    /// routes from m are found when first asked: a run asks for those of the nodes its memory is
+    /// on, and finding all of them at construction was cubic in the nodes.
     pub fn route(&self, m: usize, c: usize) -> &[u32] {
-        &self.route[m * self.nodes + c]
+        let r = self.routes[m].get_or_init(|| self.routes_from(m));
+        &r.resources[r.start[c] as usize..r.start[c + 1] as usize]
+    }
+
+    /// Shortest paths from `m` over the links: Dijkstra, the closest node not yet done first (ties
+    /// to the lower index), a node's distance lowered only by a strictly shorter path. A link out
+    /// of the node done is not tried once it cannot beat the farthest node not done yet (they
+    /// come cheapest first): after the first few nodes that is most of them.
+    fn routes_from(&self, m: usize) -> Routes {
+        crate::work::count("model.route_trees", 1);
+        let n = self.nodes;
+        let mut dist = vec![f64::INFINITY; n];
+        let mut prev = vec![usize::MAX; n];
+        let mut via = vec![0u32; n];
+        let mut done = vec![false; n];
+        // Entries go stale when a node's distance drops or it is done; they are skipped then.
+        // Distances are >= 0, so their bits order as they do.
+        let mut closest = BinaryHeap::from([Reverse((0u64, m))]);
+        let mut farthest: BinaryHeap<(u64, usize)> = BinaryHeap::new();
+        let mut unreached = n.saturating_sub(1);
+        dist[m] = 0.0;
+        while let Some(Reverse((bits, u))) = closest.pop() {
+            if done[u] || dist[u].to_bits() != bits {
+                continue;
+            }
+            done[u] = true;
+            let bound = if unreached > 0 {
+                f64::INFINITY
+            } else {
+                loop {
+                    match farthest.peek() {
+                        Some(&(b, v)) if done[v] || dist[v].to_bits() != b => {
+                            farthest.pop();
+                        }
+                        Some(&(b, _)) => break f64::from_bits(b),
+                        None => break f64::NEG_INFINITY,
+                    }
+                }
+            };
+            for o in &self.out[self.out_start[u]..self.out_start[u + 1]] {
+                let alt = dist[u] + hop_cost(o.distance);
+                if alt >= bound {
+                    break;
+                }
+                crate::work::count("model.relaxations", 1);
+                let v = o.to as usize;
+                if alt < dist[v] {
+                    if dist[v] == f64::INFINITY {
+                        unreached -= 1;
+                    }
+                    dist[v] = alt;
+                    prev[v] = u;
+                    via[v] = o.link;
+                    closest.push(Reverse((alt.to_bits(), v)));
+                    farthest.push((alt.to_bits(), v));
+                }
+            }
+        }
+        let mut start = Vec::with_capacity(n + 1);
+        let mut resources = Vec::new();
+        let mut path = Vec::new();
+        for c in 0..n {
+            start.push(resources.len() as u32);
+            resources.push(m as u32);
+            path.clear();
+            let mut v = c;
+            while v != m && prev[v] != usize::MAX {
+                path.push((n + via[v] as usize) as u32);
+                v = prev[v];
+            }
+            resources.extend(path.iter().rev());
+        }
+        start.push(resources.len() as u32);
+        Routes { start, resources }
     }
 
     /// Number of resources (controllers + directed links).
@@ -515,6 +597,33 @@ mod tests {
             assert!(s > 0, "{name}: no candidate tried");
             let g = l as f64 / s as f64;
             assert!(g < 20.0, "{name}: {s} -> {l} candidates tried, {g:.1} x for 4 x the nodes");
+        }
+    }
+
+    #[test]
+    fn routes_are_found_for_the_memory_nodes_asked_in_work_near_linear() {
+        // Routes of every pair were found at construction: Dijkstra on the dense matrix from
+        // every node, cubic (scaling review: 1,024 nodes, much of a run's time and memory), though
+        // a run asks for the routes of the few nodes its memory is on. Now nothing is found at
+        // construction, a node's routes when first asked, and a relaxation that cannot shorten a
+        // path is not tried: for 4 x the nodes, about 4 x the work (16 x when quadratic).
+        for (name, shape) in [("paired", paired as fn(u32) -> Topology), ("ring", ring)] {
+            let mut asked = Vec::new();
+            for n in [32, 128] {
+                let t = shape(n);
+                crate::work::take();
+                let m = MachineModel::new(&t, MachineParams::default());
+                let built = crate::work::take();
+                assert_eq!(built.get("model.route_trees"), None, "{name} of {n}: routes found at construction");
+                assert_eq!(built.get("model.relaxations"), None, "{name} of {n}");
+                assert_eq!(m.route(1, 0)[0], 1);
+                assert_eq!(m.route(1, n as usize / 2)[0], 1);
+                let w = crate::work::take();
+                assert_eq!(w.get("model.route_trees"), Some(&1), "{name} of {n}: one memory node asked");
+                asked.push(w.get("model.relaxations").copied().unwrap_or(0));
+            }
+            let g = asked[1] as f64 / asked[0] as f64;
+            assert!(asked[0] > 0 && g < 6.0, "{name}: relaxations {asked:?}, {g:.1} x for 4 x the nodes");
         }
     }
 }
