@@ -67,6 +67,8 @@
 //! switch-ins per task, bytes per (task, range) since the host last took them, bytes and saturated
 //! time per memory controller, and system-wide PSI stall totals.
 
+use std::collections::HashMap;
+
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 use crate::kernel::alloc;
@@ -1779,21 +1781,20 @@ impl Sim {
     }
 }
 
-/// LLC index of every CPU id (CPUs sharing an LLC set share an index) and the number of LLCs.
+/// LLC index of every CPU id (CPUs sharing an LLC set share an index, numbered in the order of
+/// their first CPU) and the number of LLCs. A CPU without LLC information takes its node's CPUs.
+/// Each set is looked up in a table of the sets seen (comparing it with each of them was CPUs x
+/// LLCs, 268 million comparisons at 65,536 CPUs).
 fn llc_map(topo: &Topology) -> (Vec<u32>, usize) {
     let max = topo.cpus.iter().map(|c| c.id as usize + 1).max().unwrap_or(0);
     let mut map = vec![0u32; max];
-    let mut seen: Vec<CpuSet> = Vec::new();
+    let empty = CpuSet::new();
+    let mut seen: HashMap<&CpuSet, u32> = HashMap::new();
     for c in &topo.cpus {
-        let set = c.llc.clone().unwrap_or_else(|| topo.node(c.node).map(|n| n.cpus.clone()).unwrap_or_default());
-        let i = match seen.iter().position(|s| *s == set) {
-            Some(i) => i,
-            None => {
-                seen.push(set);
-                seen.len() - 1
-            }
-        };
-        map[c.id as usize] = i as u32;
+        let set = c.llc.as_ref().or_else(|| topo.node(c.node).map(|n| &n.cpus)).unwrap_or(&empty);
+        crate::work::count("llc.sets_compared", 1);
+        let next = seen.len() as u32;
+        map[c.id as usize] = *seen.entry(set).or_insert(next);
     }
     (map, seen.len().max(1))
 }
@@ -1922,5 +1923,109 @@ impl Sim {
     /// Units of work done by each task so far, in task order.
     pub fn work_done(&self) -> Vec<f64> {
         self.trt.iter().map(|t| t.done).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A machine file of `nodes` x `cpus` CPUs as `scripts/machine-file.sh` writes it (SMT 2, 8
+    /// cores a last-level cache, the second threads half the machine later); without `llcs`, one
+    /// last-level cache a node.
+    fn machine(nodes: u32, cpus: u32, llcs: bool) -> Machine {
+        let half = nodes * cpus / 2;
+        let cores = cpus / 2;
+        let mut t = String::from("name = \"m\"\nsmt = 2\ndistances = [\n");
+        if llcs {
+            t.insert_str(0, "cores_per_llc = 8\n");
+        }
+        for i in 0..nodes {
+            let row: Vec<String> = (0..nodes)
+                .map(|j| {
+                    (if i == j {
+                        10
+                    } else if i / 2 == j / 2 {
+                        11
+                    } else {
+                        21
+                    })
+                    .to_string()
+                })
+                .collect();
+            t += &format!("[{}],\n", row.join(", "));
+        }
+        t += "]\n";
+        for i in 0..nodes {
+            let (a, b) = (i * cores, half + i * cores);
+            t += &format!(
+                "[[nodes]]\nid = {i}\ncpus = \"{a}-{},{b}-{}\"\nmem_gb = 64\npackage = {}\n",
+                a + cores - 1,
+                b + cores - 1,
+                i / 2
+            );
+        }
+        let file = numapilot_topology::MachineFile::parse(&t, numapilot_topology::machine::Format::Toml, "m").unwrap();
+        Machine::from_machine_file("m", &file, "m").unwrap()
+    }
+
+    #[test]
+    fn set_up_of_many_cpus_is_linear_in_them() {
+        // The LLC index of each CPU compared its LLC set with every set seen before (CPUs x
+        // LLCs), and the scheduler's domains tested every CPU of a node against the LLC set of
+        // each of its CPUs (CPUs x CPUs of a node) and walked all CPUs for each node: at 65,536
+        // CPUs most of the set-up (scaling review). For 16 x the CPUs (4 x the nodes, 4 x the
+        // CPUs a node), about 16 x the work (256 x when quadratic).
+        // Without LLC sizes a node is one LLC, and its cores were found by testing every CPU of
+        // it against the siblings of each.
+        let mut grew = Vec::new();
+        for llcs in [true, false] {
+            let mut counts = Vec::new();
+            for (nodes, cpus) in [(4, 64), (16, 256)] {
+                let m = machine(nodes, cpus, llcs);
+                let spec = crate::workload::builtin("latency", &m.topo).unwrap();
+                crate::work::take();
+                Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap();
+                counts.push(crate::work::take());
+            }
+            for name in [
+                "llc.sets_compared",
+                "sched.node_cpus_looked_at",
+                "sched.llc_members_tested",
+                "sched.core_members_tested",
+            ] {
+                let (s, l) = (counts[0].get(name).copied().unwrap_or(0), counts[1].get(name).copied().unwrap_or(0));
+                assert!(s > 0, "{name}: none counted ({:?})", counts[0]);
+                let g = l as f64 / s as f64;
+                if g >= 24.0 {
+                    grew.push(format!("llcs {llcs}: {name}: {s} -> {l}, {g:.1} x"));
+                }
+            }
+        }
+        assert!(grew.is_empty(), "for 16 x the CPUs: {grew:?}");
+    }
+
+    #[test]
+    fn llc_indexes_are_numbered_by_first_cpu() {
+        // As comparing with every set seen numbered them: CPUs of equal sets share an index, a
+        // CPU without LLC information takes its node's CPUs, indexes in the order of first CPUs.
+        let mut t = Topology::preset("article-4n96").unwrap();
+        for c in &mut t.cpus {
+            if c.id % 5 == 0 {
+                c.llc = None;
+            }
+        }
+        t.cpus[7].llc = Some(t.nodes[0].cpus.clone());
+        let (map, count) = llc_map(&t);
+        let mut seen: Vec<CpuSet> = Vec::new();
+        for c in &t.cpus {
+            let set = c.llc.clone().unwrap_or_else(|| t.node(c.node).unwrap().cpus.clone());
+            let i = seen.iter().position(|s| *s == set).unwrap_or_else(|| {
+                seen.push(set);
+                seen.len() - 1
+            });
+            assert_eq!(map[c.id as usize], i as u32, "CPU {}", c.id);
+        }
+        assert_eq!(count, seen.len());
     }
 }

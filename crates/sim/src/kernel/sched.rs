@@ -43,6 +43,8 @@
 //! One nice level, no PELT averaging (loads are instantaneous), no wake-up affinity (tasks do not
 //! sleep and wake on another CPU), no idle balancing between passes (a pass runs every epoch).
 
+use std::collections::{HashMap, HashSet};
+
 use numapilot_topology::CpuSet;
 
 use crate::kernel::{Kernel, TaskState};
@@ -98,7 +100,13 @@ impl Sched {
     pub fn new(k: &Kernel) -> Self {
         let topo = &k.topo;
         let online: Vec<&numapilot_topology::Cpu> = topo.cpus.iter().filter(|c| c.online).collect();
-        let node_cpus = |nid: u32| -> Vec<u32> { online.iter().filter(|c| c.node == nid).map(|c| c.id).collect() };
+        // Online CPUs of each node in one walk (a walk over all CPUs per node was nodes x CPUs).
+        let mut by_node: HashMap<u32, Vec<u32>> = HashMap::new();
+        for c in &online {
+            crate::work::count("sched.node_cpus_looked_at", 1);
+            by_node.entry(c.node).or_default().push(c.id);
+        }
+        let node_cpus = |nid: u32| -> Vec<u32> { by_node.get(&nid).cloned().unwrap_or_default() };
         let mut levels = Vec::new();
         // machine: groups = nodes with CPUs.
         let nodes: Vec<Vec<u32>> =
@@ -120,20 +128,42 @@ impl Sched {
         let mut llc_domains = Vec::new();
         let mut core_domains = Vec::new();
         for g in &nodes {
+            // The CPUs of the node in each distinct LLC set, found once per set from its members
+            // (CPUs of one LLC share its set): testing every CPU of the node against each CPU's
+            // set was the square of the node's CPUs (1,024 a node: a million tests each). The
+            // node's CPUs come in id order, as a set's members do.
+            let whole: CpuSet = g.iter().copied().collect();
             let mut llcs: Vec<Vec<u32>> = Vec::new();
+            let mut sets_done: HashSet<&CpuSet> = HashSet::new();
             for &c in g {
                 let cpu = topo.cpu(c).expect("online cpu");
-                let set: CpuSet = cpu.llc.clone().unwrap_or_else(|| g.iter().copied().collect());
-                let members: Vec<u32> = g.iter().copied().filter(|x| set.contains(*x)).collect();
+                let set = cpu.llc.as_ref().unwrap_or(&whole);
+                if !sets_done.insert(set) {
+                    continue;
+                }
+                crate::work::count("sched.llc_members_tested", set.len() as u64);
+                let members: Vec<u32> = set.iter().filter(|&x| whole.contains(x)).collect();
                 if !llcs.contains(&members) {
                     llcs.push(members);
                 }
             }
             for l in &llcs {
+                // Likewise the cores: the LLC's CPUs among a CPU's siblings and itself, once per
+                // distinct siblings set that holds its CPU.
+                let lset: CpuSet = l.iter().copied().collect();
                 let mut cores: Vec<Vec<u32>> = Vec::new();
+                let mut sibs_done: HashSet<&CpuSet> = HashSet::new();
                 for &c in l {
                     let sib = &topo.cpu(c).expect("online cpu").siblings;
-                    let members: Vec<u32> = l.iter().copied().filter(|x| sib.contains(*x) || *x == c).collect();
+                    let holds_c = sib.contains(c);
+                    if holds_c && !sibs_done.insert(sib) {
+                        continue;
+                    }
+                    crate::work::count("sched.core_members_tested", sib.len() as u64);
+                    let mut members: Vec<u32> = sib.iter().filter(|&x| lset.contains(x)).collect();
+                    if !holds_c {
+                        members.insert(members.partition_point(|&x| x < c), c);
+                    }
                     if !cores.contains(&members) {
                         cores.push(members);
                     }
@@ -466,5 +496,76 @@ mod tests {
         let s = Sched::new(&k);
         s.balance(&mut k, &|_| Some(0), &mut |_| 0);
         assert!(k.tasks.iter().all(|t| k.node_of_cpu(t.cpu) == 0));
+    }
+
+    /// The domains as [`Sched::new`] first built them: every CPU of a node tested against each of
+    /// its CPUs' LLC sets, every CPU of an LLC against each of its CPUs' siblings.
+    fn reference_domains(k: &Kernel) -> Vec<(&'static str, Vec<Vec<Vec<u32>>>)> {
+        let topo = &k.topo;
+        let online: Vec<&numapilot_topology::Cpu> = topo.cpus.iter().filter(|c| c.online).collect();
+        let node_cpus = |nid: u32| -> Vec<u32> { online.iter().filter(|c| c.node == nid).map(|c| c.id).collect() };
+        let nodes: Vec<Vec<u32>> =
+            topo.nodes.iter().map(|n| node_cpus(n.id)).filter(|g: &Vec<u32>| !g.is_empty()).collect();
+        let mut packages: std::collections::BTreeMap<u32, Vec<Vec<u32>>> = Default::default();
+        for g in &nodes {
+            packages.entry(topo.cpu(g[0]).map_or(0, |c| c.package)).or_default().push(g.clone());
+        }
+        let mut levels = vec![("machine", vec![nodes.clone()]), ("package", packages.into_values().collect())];
+        let (mut node_domains, mut llc_domains, mut core_domains) = (Vec::new(), Vec::new(), Vec::new());
+        for g in &nodes {
+            let mut llcs: Vec<Vec<u32>> = Vec::new();
+            for &c in g {
+                let set: CpuSet = topo.cpu(c).unwrap().llc.clone().unwrap_or_else(|| g.iter().copied().collect());
+                let members: Vec<u32> = g.iter().copied().filter(|x| set.contains(*x)).collect();
+                if !llcs.contains(&members) {
+                    llcs.push(members);
+                }
+            }
+            for l in &llcs {
+                let mut cores: Vec<Vec<u32>> = Vec::new();
+                for &c in l {
+                    let sib = &topo.cpu(c).unwrap().siblings;
+                    let members: Vec<u32> = l.iter().copied().filter(|x| sib.contains(*x) || *x == c).collect();
+                    if !cores.contains(&members) {
+                        cores.push(members);
+                    }
+                }
+                for core in &cores {
+                    core_domains.push(core.iter().map(|&c| vec![c]).collect());
+                }
+                llc_domains.push(cores);
+            }
+            node_domains.push(llcs);
+        }
+        levels.extend([("node", node_domains), ("llc", llc_domains), ("core", core_domains)]);
+        for l in &mut levels {
+            l.1.retain(|d: &Vec<Vec<u32>>| d.len() > 1);
+        }
+        levels.retain(|l| !l.1.is_empty());
+        levels
+    }
+
+    #[test]
+    fn domains_are_the_reference_ones() {
+        let domains = |k: &Kernel| Sched::new(k).levels.into_iter().map(|l| (l.name, l.domains)).collect::<Vec<_>>();
+        for name in numapilot_topology::presets::names() {
+            let k = Kernel::new(&Topology::preset(name).unwrap());
+            assert_eq!(domains(&k), reference_domains(&k), "{name}");
+        }
+        // Odd machines: CPUs without LLC information, an LLC set reaching into another node,
+        // siblings sets without their own CPU or naming CPUs of another LLC, CPUs offline.
+        let mut t = Topology::preset("article-4n96").unwrap();
+        for c in &mut t.cpus {
+            match c.id % 7 {
+                0 => c.llc = None,
+                1 => c.llc = Some((0..40).collect()),
+                2 => c.siblings = std::iter::once(c.id + 1).collect(),
+                3 => c.siblings = [c.id, c.id + 20, 95].into_iter().collect(),
+                4 if c.id > 60 => c.online = false,
+                _ => {}
+            }
+        }
+        let k = Kernel::new(&t);
+        assert_eq!(domains(&k), reference_domains(&k), "odd machine");
     }
 }
