@@ -396,6 +396,13 @@ pub struct Sim {
     pub(crate) mult: Vec<f64>,
     /// Migration traffic to add to the next epoch's loads, bytes per resource.
     pub(crate) pending: Vec<f64>,
+    /// Load of each resource in the contention loop, bytes (current for those in `used` only).
+    pub(crate) load: Vec<f64>,
+    /// The resources an epoch updates: every one with pending traffic or a slow-down above 1,
+    /// then those on the routes of the epoch's accesses (`in_use` marks them). The others carry
+    /// nothing and keep a slow-down of 1.
+    pub(crate) used: Vec<u32>,
+    pub(crate) in_use: Vec<bool>,
     pub(crate) local_bytes: f64,
     pub(crate) total_bytes: f64,
     pub(crate) next_sample_ns: u64,
@@ -650,6 +657,9 @@ impl Sim {
         let mut sim = Sim {
             mult: vec![1.0; model.resources()],
             pending: vec![0.0; model.resources()],
+            load: vec![0.0; model.resources()],
+            used: Vec::new(),
+            in_use: vec![false; model.resources()],
             kernel,
             model,
             spec: spec.clone(),
@@ -1127,6 +1137,12 @@ impl Sim {
         if let Some(c) = &cost {
             self.note_move(g, from, to);
             c.charge(&self.model, &mut self.pending);
+            for r in c.resources(&self.model) {
+                if !self.in_use[r] {
+                    self.in_use[r] = true;
+                    self.used.push(r as u32);
+                }
+            }
         }
         Ok(cost)
     }
@@ -1468,14 +1484,25 @@ impl Sim {
             });
             let _ = stall;
         }
-        // Contention fixed point.
-        let nres = self.model.resources();
-        let cap: Vec<f64> = self.model.capacity.iter().map(|c| c * epoch).collect();
+        // Contention fixed point, over the resources in use (`used`): every directed link was
+        // updated, a million at 1,024 nodes, and the loads and capacities of all built anew each
+        // epoch, though a few threads load a handful.
+        for p in &preps {
+            for &(n, _, _) in &p.nodes {
+                for &r in self.model.route(n, p.cnode) {
+                    if !self.in_use[r as usize] {
+                        self.in_use[r as usize] = true;
+                        self.used.push(r);
+                    }
+                }
+            }
+        }
         let lat = &self.model.latency;
-        let mut load = vec![0.0; nres];
         let mut units = vec![0.0; preps.len()];
         for iter in 0..=CONTENTION_ITERATIONS {
-            load.copy_from_slice(&self.pending);
+            for &r in &self.used {
+                self.load[r as usize] = self.pending[r as usize];
+            }
             for (i, p) in preps.iter().enumerate() {
                 let mut mem = p.hit_ns;
                 for &(n, lw, _) in &p.nodes {
@@ -1488,7 +1515,7 @@ impl Sim {
                 let bytes = u * self.trt[p.task].bytes_per_unit;
                 for &(n, _, tw) in &p.nodes {
                     for &r in self.model.route(n, p.cnode) {
-                        load[r as usize] += bytes * tw;
+                        self.load[r as usize] += bytes * tw;
                     }
                 }
             }
@@ -1496,8 +1523,10 @@ impl Sim {
             if iter == CONTENTION_ITERATIONS {
                 break;
             }
-            for r in 0..nres {
-                let ratio = load[r] / cap[r];
+            crate::work::count("engine.resources_updated", self.used.len() as u64);
+            for &r in &self.used {
+                let r = r as usize;
+                let ratio = self.load[r] / (self.model.capacity[r] * epoch);
                 self.mult[r] = (self.mult[r] * ratio).max(1.0);
             }
         }
@@ -1611,7 +1640,16 @@ impl Sim {
             self.local_bytes += local;
             self.total_bytes += total;
         }
-        self.pending.iter_mut().for_each(|x| *x = 0.0);
+        // Pending traffic is all on resources in use; those no longer slowed down leave the list.
+        for &r in &self.used {
+            self.pending[r as usize] = 0.0;
+        }
+        let (mult, in_use) = (&self.mult, &mut self.in_use);
+        self.used.retain(|&r| {
+            let slowed = mult[r as usize] != 1.0;
+            in_use[r as usize] = slowed;
+            slowed
+        });
         // PSI: a CPU's "some" state for cpu while a task waits on it; for memory the share of its
         // time its tasks stalled on memory (page migrations, hinting faults), "full" only where that
         // task is alone on the CPU. System-wide: weighted by each CPU's non-idle time.
@@ -2027,5 +2065,26 @@ mod tests {
             assert_eq!(map[c.id as usize], i as u32, "CPU {}", c.id);
         }
         assert_eq!(count, seen.len());
+    }
+
+    #[test]
+    fn an_epoch_updates_the_resources_in_use_not_every_link() {
+        // Each contention iteration of every epoch updated every resource: at 1,024 nodes a
+        // million directed links, and the vectors of loads and capacities built anew each epoch,
+        // most of a run's time though two threads use a handful of them (scaling review). The
+        // same workload on 4 x the nodes (16 x the links) must update about as many.
+        let mut updated = Vec::new();
+        for nodes in [8, 32] {
+            let m = machine(nodes, 16, true);
+            let spec = crate::workload::builtin("latency", &m.topo).unwrap();
+            let mut sim = Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap();
+            crate::work::take();
+            for _ in 0..20 {
+                sim.step();
+            }
+            updated.push(crate::work::take().get("engine.resources_updated").copied().unwrap_or(0));
+        }
+        let g = updated[1] as f64 / updated[0] as f64;
+        assert!(updated[0] > 0 && g < 2.0, "resources updated {updated:?}: {g:.1} x for 4 x the nodes");
     }
 }

@@ -54,15 +54,19 @@ pub struct MigrationCost {
 }
 
 impl MigrationCost {
+    /// The resources of `model` the copy loads: the source controller and the links from source
+    /// to destination (the route of data read on `from` for a CPU on `to`), then the destination
+    /// controller.
+    pub fn resources<'a>(&self, model: &'a MachineModel) -> impl Iterator<Item = usize> + 'a {
+        model.route(self.from, self.to).iter().map(|&r| r as usize).chain(std::iter::once(self.to))
+    }
+
     /// Adds the copy's traffic (bytes) to `traffic`, indexed by resource of `model`.
     pub fn charge(&self, model: &MachineModel, traffic: &mut [f64]) {
         let b = self.bytes as f64;
-        // Source controller and the links from source to destination (the route of data read on
-        // `from` for a CPU on `to`), then the destination controller.
-        for &r in model.route(self.from, self.to) {
-            traffic[r as usize] += b;
+        for r in self.resources(model) {
+            traffic[r] += b;
         }
-        traffic[self.to] += b;
     }
 }
 
