@@ -186,6 +186,7 @@ impl Topology {
         let mut cpus = Vec::new();
         for n in 0..nodes {
             let set: CpuSet = (n * cpus_per_node..(n + 1) * cpus_per_node).collect();
+            let llc = set.clone().shared();
             for c in set.iter() {
                 cpus.push(Cpu {
                     id: c,
@@ -194,7 +195,7 @@ impl Topology {
                     die: 0,
                     core: c,
                     siblings: std::iter::once(c).collect(),
-                    llc: Some(set.clone()),
+                    llc: Some(llc.clone()),
                     online: true,
                 });
             }

@@ -72,6 +72,22 @@ use crate::error::{FieldError, MachineError};
 use crate::tiers::{LOCAL_DISTANCE, SAME_SOCKET_MAX_DISTANCE};
 use crate::{Cpu, CpuSet, DeviceClass, IdSet, Node, PciDevice, Topology};
 
+/// One shared copy of each distinct set (see [`IdSet::shared`]).
+#[derive(Default)]
+pub(crate) struct Distinct(std::collections::HashSet<CpuSet>);
+
+impl Distinct {
+    /// `set`, shared with every equal set this has seen.
+    pub(crate) fn share(&mut self, set: CpuSet) -> CpuSet {
+        if let Some(s) = self.0.get(&set) {
+            return s.clone();
+        }
+        let s = set.shared();
+        self.0.insert(s.clone());
+        s
+    }
+}
+
 /// Largest node id Linux supports: MAX_NUMNODES = 1 << NODES_SHIFT, and NODES_SHIFT is at most 10
 /// on x86-64 (arch/x86/Kconfig).
 pub const MAX_NODE_ID: u32 = 1023;
@@ -533,12 +549,14 @@ impl<'a> Builder<'a> {
                 ));
             }
             let threads = |k: u32| -> CpuSet { (0..smt).map(|t| list[(k + t * cores) as usize]).collect() };
+            // One copy of each cache's set and each core's siblings, held by all their CPUs (a
+            // copy each was 4 MB a topology at 65,536 CPUs, and the simulator holds three).
             let llcs: Vec<CpuSet> = (0..cores / per_llc)
-                .map(|g| (g * per_llc..(g + 1) * per_llc).fold(CpuSet::new(), |acc, k| acc.union(&threads(k))))
+                .map(|g| (g * per_llc..(g + 1) * per_llc).fold(CpuSet::new(), |acc, k| acc.union(&threads(k))).shared())
                 .collect();
             let base = next_core.entry(package).or_insert(0);
             for k in 0..cores {
-                let siblings = threads(k);
+                let siblings = threads(k).shared();
                 for c in siblings.iter() {
                     generated.insert(
                         c,
@@ -655,9 +673,11 @@ impl<'a> Builder<'a> {
         // (drivers/base/cacheinfo.c, arch/x86/kernel/smpboot.c): do the same to generated sets.
         let offline: CpuSet = self.file.cpu.iter().filter(|s| s.online == Some(false)).map(|s| s.id).collect();
         if !offline.is_empty() {
+            // Still one copy of each set for all its CPUs.
+            let mut distinct = Distinct::default();
             for cpu in cpus.values_mut().filter(|c| !offline.contains(c.id)) {
-                cpu.siblings = cpu.siblings.difference(&offline);
-                cpu.llc = cpu.llc.as_ref().map(|l| l.difference(&offline));
+                cpu.siblings = distinct.share(cpu.siblings.difference(&offline));
+                cpu.llc = cpu.llc.as_ref().map(|l| distinct.share(l.difference(&offline)));
             }
         }
         let mut seen: BTreeMap<u32, usize> = BTreeMap::new();
@@ -907,4 +927,50 @@ pub fn read_description(path: &Path) -> std::io::Result<String> {
     }
     String::from_utf8(bytes)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text ({e})")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// How many separate copies of their sets the CPUs of `t` hold: (LLC sets, siblings sets).
+    fn copies(t: &Topology) -> (usize, usize) {
+        let llc: HashSet<_> = t.cpus.iter().filter_map(|c| c.llc.as_ref().map(IdSet::words_at)).collect();
+        let sib: HashSet<_> = t.cpus.iter().map(|c| c.siblings.words_at()).collect();
+        (llc.len(), sib.len())
+    }
+
+    #[test]
+    fn cpus_of_one_cache_or_core_hold_one_copy_of_its_set() {
+        // Every CPU held its own copy of its last-level cache's set and of its siblings: at
+        // 65,536 CPUs 4 MB a topology, and the simulator holds three (scaling review). 16,384
+        // CPUs, 8 cores (16 CPUs) a cache: 1,024 caches, 8,192 cores, and copies of the topology
+        // share them too.
+        let nodes: String = (0..4)
+            .map(|i| {
+                let (a, b) = (i * 2048, 8192 + i * 2048);
+                format!("[[nodes]]\nid = {i}\ncpus = \"{a}-{},{b}-{}\"\nmem_gb = 64\n", a + 2047, b + 2047)
+            })
+            .collect();
+        let text = format!("smt = 2\ncores_per_llc = 8\ndistances = [[10, 21, 21, 21], [21, 10, 21, 21], [21, 21, 10, 21], [21, 21, 21, 10]]\n{nodes}");
+        let t = MachineFile::parse(&text, Format::Toml, "m").unwrap().build().unwrap();
+        assert_eq!(t.cpus.len(), 16384);
+        assert_eq!(copies(&t), (1024, 8192));
+        let clone = t.clone();
+        assert!(t
+            .cpus
+            .iter()
+            .zip(&clone.cpus)
+            .all(|(a, b)| a.llc.as_ref().unwrap().words_at() == b.llc.as_ref().unwrap().words_at()
+                && a.siblings.words_at() == b.siblings.words_at()));
+        // With a CPU offline, dropped from its mates' sets, as many copies still.
+        let t = MachineFile::parse(&format!("{text}[[cpu]]\nid = 5\nonline = false\n"), Format::Toml, "m")
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(t.cpu(8197).unwrap().siblings, IdSet::parse_list("8197").unwrap());
+        // CPU 5 keeps the sets it had; its mates share the new ones.
+        assert_eq!(copies(&t), (1025, 8193));
+    }
 }

@@ -16,11 +16,15 @@
 //! 65,536-CPU machine (Linux numbers x86 CPUs so) are two words; as a bitmap up to the highest
 //! member they took 513 (4 KiB), and every CPU of the machine holds two such sets (its siblings
 //! and its last-level cache): 0.8 GB for `numapilot topo` on the machine, 2.4 GB for the simulator.
+//! A set can also be shared ([`IdSet::shared`]): it and its clones then hold one copy of the words,
+//! as the CPUs of one cache or core hold its set (machine files and sysfs are read so), and a
+//! change to one of them copies the words first.
 //! [`CpuSet`] and [`NodeSet`] are the same type under two names; the name says which id space a
 //! value lives in. Node ids are the kernel's (sparse: nodes 0 and 8 is a legal machine), never
 //! dense indexes.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -77,7 +81,17 @@ pub enum SetParseError {
 /// bitmaps did (words compared from the lowest, then the shorter first).
 #[derive(Clone)]
 pub struct IdSet {
-    repr: Repr,
+    store: Store,
+}
+
+/// Who holds a set's words.
+#[derive(Clone)]
+enum Store {
+    /// The set itself.
+    Own(Repr),
+    /// One copy for the set and all its clones (see [`IdSet::shared`]); a change to one of them
+    /// copies the words first.
+    Shared(Arc<Repr>),
 }
 
 #[derive(Clone)]
@@ -91,7 +105,7 @@ enum Repr {
 
 impl Default for IdSet {
     fn default() -> Self {
-        Self { repr: Repr::Sparse(Vec::new()) }
+        Self::of(Repr::Sparse(Vec::new()))
     }
 }
 
@@ -119,6 +133,49 @@ impl IdSet {
         Self::dense(0, words)
     }
 
+    /// A set of its own words.
+    fn of(repr: Repr) -> Self {
+        Self { store: Store::Own(repr) }
+    }
+
+    fn repr(&self) -> &Repr {
+        match &self.store {
+            Store::Own(r) => r,
+            Store::Shared(r) => r,
+        }
+    }
+
+    /// The words to change, copied first when shared.
+    fn repr_mut(&mut self) -> &mut Repr {
+        if let Store::Shared(r) = &self.store {
+            self.store = Store::Own(Repr::clone(r));
+        }
+        match &mut self.store {
+            Store::Own(r) => r,
+            Store::Shared(_) => unreachable!("copied above"),
+        }
+    }
+
+    /// The same set, its words held once for it and all its clones: a clone costs a reference,
+    /// not a copy (the last-level cache set each CPU of the cache holds, its SMT siblings). A
+    /// change to one of them copies the words first, so each still behaves as a set of its own.
+    pub fn shared(self) -> Self {
+        match self.store {
+            Store::Own(r) => Self { store: Store::Shared(Arc::new(r)) },
+            shared => Self { store: shared },
+        }
+    }
+
+    /// Where the words are, to tell shared copies from separate ones.
+    #[cfg(test)]
+    pub(crate) fn words_at(&self) -> *const () {
+        match &self.store {
+            Store::Own(Repr::Dense { words, .. }) => words.as_ptr().cast(),
+            Store::Own(Repr::Sparse(v)) => v.as_ptr().cast(),
+            Store::Shared(r) => Arc::as_ptr(r).cast(),
+        }
+    }
+
     /// Words from `base`, trimmed of zero words at both ends.
     fn dense(mut base: u32, mut words: Vec<u64>) -> Self {
         while words.last() == Some(&0) {
@@ -129,7 +186,7 @@ impl IdSet {
             words.drain(..lead);
             base += lead as u32;
         }
-        Self { repr: Repr::Dense { base, words } }
+        Self::of(Repr::Dense { base, words })
     }
 
     /// The set of these words (non-zero, increasing indexes) in the form that suits them.
@@ -137,18 +194,18 @@ impl IdSet {
         let (Some(&(lo, _)), Some(&(hi, _))) = (pairs.first(), pairs.last()) else { return Self::new() };
         let span = (hi - lo) as usize + 1;
         if span > 2 * pairs.len() {
-            return Self { repr: Repr::Sparse(pairs) };
+            return Self::of(Repr::Sparse(pairs));
         }
         let mut words = vec![0u64; span];
         for (i, w) in pairs {
             words[(i - lo) as usize] = w;
         }
-        Self { repr: Repr::Dense { base: lo, words } }
+        Self::of(Repr::Dense { base: lo, words })
     }
 
     /// The non-zero words with their indexes, in increasing order.
     fn pairs(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        let (dense, sparse) = match &self.repr {
+        let (dense, sparse) = match self.repr() {
             Repr::Dense { base, words } => (Some((*base, words)), None),
             Repr::Sparse(v) => (None, Some(v)),
         };
@@ -160,7 +217,7 @@ impl IdSet {
 
     /// Word `w` of the bitmap (0 when absent): an index into a dense set, a search in a sparse one.
     fn word(&self, w: u32) -> u64 {
-        match &self.repr {
+        match self.repr() {
             Repr::Dense { base, words } => {
                 w.checked_sub(*base).and_then(|i| words.get(i as usize)).copied().unwrap_or(0)
             }
@@ -171,7 +228,7 @@ impl IdSet {
     /// Adds `id`.
     pub fn insert(&mut self, id: u32) {
         let (w, bit) = (id / 64, 1u64 << (id % 64));
-        match &mut self.repr {
+        match self.repr_mut() {
             Repr::Dense { base, words } if !words.is_empty() => {
                 let end = *base + words.len() as u32;
                 if (*base..end).contains(&w) {
@@ -197,10 +254,10 @@ impl IdSet {
                 let mut pairs: Vec<(u32, u64)> = self.pairs().collect();
                 let at = pairs.partition_point(|e| e.0 < w);
                 pairs.insert(at, (w, bit));
-                *self = Self { repr: Repr::Sparse(pairs) };
+                *self = Self::of(Repr::Sparse(pairs));
             }
-            Repr::Dense { .. } => *self = Self { repr: Repr::Dense { base: w, words: vec![bit] } },
-            Repr::Sparse(v) if v.is_empty() => *self = Self { repr: Repr::Dense { base: w, words: vec![bit] } },
+            Repr::Dense { .. } => *self = Self::of(Repr::Dense { base: w, words: vec![bit] }),
+            Repr::Sparse(v) if v.is_empty() => *self = Self::of(Repr::Dense { base: w, words: vec![bit] }),
             Repr::Sparse(v) => match sparse_find(v, w) {
                 Ok(i) => v[i].1 |= bit,
                 Err(i) => v.insert(i, (w, bit)),
@@ -214,7 +271,7 @@ impl IdSet {
         let mut words = vec![u64::MAX; (wh - wl + 1) as usize];
         words[0] &= u64::MAX << (lo % 64);
         *words.last_mut().expect("one word at least") &= u64::MAX >> (63 - hi % 64);
-        let range = Self { repr: Repr::Dense { base: wl, words } };
+        let range = Self::of(Repr::Dense { base: wl, words });
         *self = if self.is_empty() { range } else { self.union(&range) };
     }
 
@@ -250,7 +307,7 @@ impl IdSet {
     /// Removes `id` (no-op when absent).
     pub fn remove(&mut self, id: u32) {
         let (w, bit) = (id / 64, 1u64 << (id % 64));
-        match &mut self.repr {
+        match self.repr_mut() {
             Repr::Dense { base, words } => {
                 if let Some(word) = w.checked_sub(*base).and_then(|i| words.get_mut(i as usize)) {
                     *word &= !bit;
@@ -281,7 +338,7 @@ impl IdSet {
 
     /// Whether the set has no members.
     pub fn is_empty(&self) -> bool {
-        match &self.repr {
+        match self.repr() {
             Repr::Dense { words, .. } => words.is_empty(),
             Repr::Sparse(v) => v.is_empty(),
         }
@@ -289,7 +346,7 @@ impl IdSet {
 
     /// The highest member, if any (named `last`, not `max`, so it never collides with `Ord::max`).
     pub fn last(&self) -> Option<u32> {
-        let last = match &self.repr {
+        let last = match self.repr() {
             Repr::Dense { base, words } => words.last().map(|&w| (*base + words.len() as u32 - 1, w)),
             Repr::Sparse(v) => v.last().copied(),
         };
@@ -350,7 +407,7 @@ impl IdSet {
 
     /// The words a dense set keeps, from its base.
     fn dense_words(&self) -> Option<(u32, &[u64])> {
-        match &self.repr {
+        match self.repr() {
             Repr::Dense { base, words } => Some((*base, words)),
             Repr::Sparse(_) => None,
         }
@@ -416,7 +473,7 @@ impl IdSet {
     /// How many 64-bit words the set keeps (a sparse one keeps each with its index): what it
     /// costs in memory, which follows its members, not its highest one.
     pub fn stored_words(&self) -> usize {
-        match &self.repr {
+        match self.repr() {
             Repr::Dense { words, .. } => words.len(),
             Repr::Sparse(v) => v.len(),
         }
@@ -605,7 +662,12 @@ impl FromIterator<u32> for IdSet {
 
 impl PartialEq for IdSet {
     fn eq(&self, other: &Self) -> bool {
-        match (&self.repr, &other.repr) {
+        if let (Store::Shared(a), Store::Shared(b)) = (&self.store, &other.store) {
+            if Arc::ptr_eq(a, b) {
+                return true;
+            }
+        }
+        match (self.repr(), other.repr()) {
             // Both forms keep no zero word at their ends: equal sets keep the same words.
             (Repr::Dense { base: a, words: x }, Repr::Dense { base: b, words: y }) => (a, x) == (b, y),
             (Repr::Sparse(x), Repr::Sparse(y)) => x == y,
@@ -629,7 +691,7 @@ impl Ord for IdSet {
     /// As the plain bitmaps (`Vec<u64>` up to the highest member) compared: word by word from the
     /// lowest, the first that differs decides, else the shorter bitmap is the smaller.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        if let (Repr::Dense { base: a, words: x }, Repr::Dense { base: b, words: y }) = (&self.repr, &other.repr) {
+        if let (Repr::Dense { base: a, words: x }, Repr::Dense { base: b, words: y }) = (self.repr(), other.repr()) {
             if !x.is_empty() && !y.is_empty() {
                 // The lower first word is the first difference, and the set that has it is the larger.
                 return b.cmp(a).then_with(|| x.cmp(y));
@@ -727,6 +789,32 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_set_is_one_copy_and_behaves_as_its_own() {
+        use std::hash::{BuildHasher, RandomState};
+        let own = IdSet::parse_list("0-7,8192-8199").unwrap();
+        let shared = own.clone().shared();
+        let (mut a, b) = (shared.clone(), shared.clone());
+        assert_eq!(a.words_at(), b.words_at());
+        assert_eq!(b.clone().shared().words_at(), b.words_at(), "sharing a shared set keeps its one copy");
+        assert_ne!(own.words_at(), shared.words_at());
+        assert_eq!(a, own);
+        assert_eq!(own, a);
+        assert!(a.cmp(&own).is_eq());
+        let h = RandomState::new();
+        assert_eq!(h.hash_one(&a), h.hash_one(&own));
+        assert_eq!((a.to_list(), a.len(), a.first(), a.last()), (own.to_list(), 16, Some(0), Some(8199)));
+        assert_eq!((a.stored_words(), a.to_mask(1)), (own.stored_words(), own.to_mask(1)));
+        assert_eq!(a.union(&own), own);
+        // A change to one copy copies the words first: the others keep the set.
+        a.insert(100);
+        assert!(a.contains(100) && !b.contains(100) && !shared.contains(100));
+        assert_ne!(a.words_at(), b.words_at());
+        a.remove(100);
+        assert_eq!(a, b);
+        assert_eq!(serde_json::to_string(&b).unwrap(), serde_json::to_string(&own).unwrap());
+    }
+
+    #[test]
     fn a_set_keeps_only_its_words() {
         // The SMT siblings of a 65,536-CPU machine numbered as Linux numbers x86 CPUs: two words,
         // not a bitmap up to CPU 65,535 (1,024 words).
@@ -779,7 +867,12 @@ mod tests {
         fn insert_remove_contains(ops in proptest::collection::vec((0u32..1000, proptest::bool::ANY), 0..80)) {
             let mut set = IdSet::new();
             let mut model = std::collections::BTreeSet::new();
-            for (id, add) in ops {
+            for (k, (id, add)) in ops.into_iter().enumerate() {
+                // Now and then the set is shared, and a copy taken: changes copy the words first.
+                let before = (k % 5 == 0).then(|| {
+                    set = std::mem::take(&mut set).shared();
+                    (set.clone(), model.clone())
+                });
                 if add {
                     set.insert(id);
                     model.insert(id);
@@ -788,6 +881,9 @@ mod tests {
                     model.remove(&id);
                 }
                 prop_assert_eq!(set.contains(id), model.contains(&id));
+                if let Some((copy, was)) = before {
+                    prop_assert_eq!(copy.iter().collect::<Vec<_>>(), was.iter().copied().collect::<Vec<_>>());
+                }
             }
             prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
             prop_assert_eq!(set.first(), model.first().copied());
@@ -807,9 +903,13 @@ mod tests {
 
         #[test]
         fn set_algebra(a in proptest::collection::btree_set(0u32..300, 0..40),
-                       b in proptest::collection::btree_set(0u32..300, 0..40)) {
+                       b in proptest::collection::btree_set(0u32..300, 0..40),
+                       share in 0u8..4) {
+            // Either operand shared or not: the same results.
             let sa: IdSet = a.iter().copied().collect();
             let sb: IdSet = b.iter().copied().collect();
+            let sa = if share & 1 != 0 { sa.shared() } else { sa };
+            let sb = if share & 2 != 0 { sb.shared() } else { sb };
             let u: IdSet = a.union(&b).copied().collect();
             let i: IdSet = a.intersection(&b).copied().collect();
             let d: IdSet = a.difference(&b).copied().collect();

@@ -204,6 +204,8 @@ fn read_cpus(cpu_dir: &Path, node_dir: &Path, nodes: &[Node]) -> Result<Vec<Cpu>
     }
 
     let mut cpus = Vec::with_capacity(ids.len());
+    // One copy of each siblings and cache set for all the CPUs that read it.
+    let mut distinct = crate::machine::Distinct::default();
     for id in ids {
         let dir = cpu_dir.join(format!("cpu{id}"));
         let online = match read_optional(&dir.join("online"))? {
@@ -228,8 +230,8 @@ fn read_cpus(cpu_dir: &Path, node_dir: &Path, nodes: &[Node]) -> Result<Vec<Cpu>
             let package = read_id_or_zero(&topo.join("physical_package_id"), false)?;
             let die = read_id_or_zero(&topo.join("die_id"), false)?;
             let core = read_id_or_zero(&topo.join("core_id"), false)?;
-            let siblings = read_siblings(&topo, id)?;
-            let llc = read_llc(&dir.join("cache"))?;
+            let siblings = distinct.share(read_siblings(&topo, id)?);
+            let llc = read_llc(&dir.join("cache"))?.map(|l| distinct.share(l));
             Cpu { id, node, package, die, core, siblings, llc, online }
         } else {
             let siblings: CpuSet = [id].into_iter().collect();
@@ -666,6 +668,38 @@ pub fn unescape_octal(text: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod shared_tests {
+    use std::path::Path;
+
+    use crate::Topology;
+
+    /// CPUs that read the same siblings or cache list hold one copy of the set, on this host's
+    /// sysfs and on the trees captured from real kernels.
+    #[test]
+    fn cpus_reading_one_list_hold_one_set() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        let mut shared = 0;
+        for root in [Path::new("/").to_path_buf(), fixtures.join("host-6.18"), fixtures.join("rig-6.12-4node")] {
+            let t = Topology::from_sysfs(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+            for a in &t.cpus {
+                for b in t.cpus.iter().filter(|b| b.id > a.id) {
+                    if let (Some(x), Some(y)) = (&a.llc, &b.llc) {
+                        if x == y {
+                            assert_eq!(x.words_at(), y.words_at(), "{}: CPUs {} and {}", root.display(), a.id, b.id);
+                            shared += 1;
+                        }
+                    }
+                    if a.siblings == b.siblings {
+                        assert_eq!(a.siblings.words_at(), b.siblings.words_at(), "{}", root.display());
+                    }
+                }
+            }
+        }
+        assert!(shared > 0, "no two CPUs share a last-level cache");
+    }
 }
 
 #[cfg(test)]
