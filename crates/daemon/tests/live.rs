@@ -254,6 +254,45 @@ fn child_entry() {
             println!("done");
             sleep_forever()
         }
+        "apply-no-fds" => {
+            // A host and a `sleep` it has not touched, then no file descriptor left (the soft
+            // limit just above what is open, the rest filled): prints what an action on the sleep
+            // came to then, and with descriptors back, then "done".
+            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
+            let mut host = host_with(&dir.join("state.json"), |_| {});
+            let mut sleeper = Command::new("sleep")
+                .arg("600")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let st = read_starttime(sleeper.id()).unwrap();
+            let set = action(
+                TaskRef { pid: sleeper.id(), tid: None, starttime: st },
+                ActionKind::SetAffinity { cpus: narrow_cpus(&topo()).unwrap() },
+            );
+            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
+            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+            lim.rlim_cur = open + 16;
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            let mut fill = Vec::new();
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                fill.push(f);
+            }
+            let short = host.apply(&set);
+            drop(fill);
+            let back = host.apply(&set);
+            host.restore_all();
+            println!("short {short:?}");
+            println!("back {back:?}");
+            let _ = sleeper.kill();
+            let _ = sleeper.wait();
+            println!("done");
+            sleep_forever()
+        }
         "stop-no-fds" => {
             // A `sleep` of its own, then no file descriptor left (the soft limit just above what is
             // open, the rest filled): prints what confirm_stop and a page move of the sleep made of
@@ -1679,6 +1718,26 @@ fn out_of_descriptors_a_failed_page_call_is_not_gone() {
     assert!(confirmed.contains("Too many open files"), "{confirmed}");
     assert!(moved.starts_with("refused ") && moved.contains(unknown), "{moved}");
     assert_eq!(back, "refused the call failed", "with descriptors back the process is there");
+}
+
+/// An action on a process whose stat cannot be read because the daemon has no file descriptor
+/// left is refused, not "vanished": the live host took the unreadable stat for the process gone,
+/// and the engine forgot a process that was there. The refusal says the stat could not be read;
+/// with descriptors back the same action is applied. In a child, whose descriptor table this
+/// fills.
+#[test]
+fn out_of_descriptors_an_action_is_refused_not_vanished() {
+    if narrow_cpus(&topo()).is_none() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut kid = Kid::spawn("apply-no-fds", &[("NP_DIR", d.path().display().to_string())]);
+    let short = kid.line("short ");
+    let back = kid.line("back ");
+    kid.line("done");
+    assert!(short.starts_with("Refused"), "{short}");
+    assert!(short.contains("whether it is still there is unknown") && short.contains("Too many open files"), "{short}");
+    assert_eq!(back, "Applied { pages_moved: 0 }");
 }
 
 /// Rule originals-on-disk-first: once a save of the state file failed (a full /run, EIO, no

@@ -1013,8 +1013,10 @@ impl LiveHost {
     /// `[include]`), a memory map locked in the kernel, or resident memory under `min_rss_mib`.
     /// `None`: none of those (a process seen since the last step, or one the model let go).
     pub fn why_unseen(&self, pid: u32) -> Option<String> {
-        let Some(stat) = select::read_stat(pid) else {
-            return Some("no such process (it exited, or never was)".into());
+        let stat = match select::stat_now(pid) {
+            Ok(Some(s)) => s,
+            Ok(None) => return Some("no such process (it exited, or never was)".into()),
+            Err(e) => return Some(unknown_whether_there(pid, &e)),
         };
         // A thread id, a zombie, init, a kernel thread: said as such (a thread id read "new since
         // the last step"; review helper-55).
@@ -1411,7 +1413,10 @@ impl LiveHost {
             // Right before the call (the state file's fsync came between): the process is the one
             // meant and the thread is one of its own (a tid reused by another process's thread is
             // not under this pid's task directory).
-            if !select::same_process(pid, starttime) || !Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
+            if !select::same_process(pid, starttime) {
+                return vanished_or_refused(pid, starttime, "setting a thread's affinity");
+            }
+            if !Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
                 return Outcome::Vanished;
             }
             return match numapilot_actuate::sched_setaffinity(tid as libc::pid_t, cpus) {
@@ -1457,7 +1462,7 @@ impl LiveHost {
         // already be ours: a restore gives it the leader's original (the record's default), so
         // nothing more is recorded here.
         if !select::same_process(pid, starttime) {
-            return Outcome::Vanished;
+            return vanished_or_refused(pid, starttime, "setting its affinity");
         }
         let r = set_process_affinity_while(
             pid,
@@ -1468,8 +1473,10 @@ impl LiveHost {
         );
         match r {
             Ok(Some(_)) => Outcome::Applied { pages_moved: 0 },
-            Ok(None) => Outcome::Vanished,
-            Err(e) if e.errno() == Some(libc::ESRCH) => Outcome::Vanished,
+            // The check between rounds said no, or the call found no such process: gone only
+            // when its stat confirms it.
+            Ok(None) => vanished_or_refused(pid, starttime, "setting its affinity"),
+            Err(e) if e.errno() == Some(libc::ESRCH) => vanished_or_refused(pid, starttime, "setting its affinity"),
             Err(e) => Outcome::Refused { message: e.to_string() },
         }
     }
@@ -1539,13 +1546,13 @@ impl LiveHost {
             mems = self.topo.memory_nodes();
         }
         if !select::same_process(pid, starttime) {
-            return Err(Outcome::Vanished);
+            return Err(vanished_or_refused(pid, starttime, "cpuset"));
         }
         // Asked again right before the write into cgroup.procs (a pid reused meanwhile would put
         // another process in numapilot's cgroup, and a restore into this one's original cgroup).
         match h.place(pid, &name, cpus, &mems, || select::same_process(pid, starttime)) {
             Ok(_) => Ok(()),
-            Err(e) if e.errno() == Some(libc::ESRCH) => Err(Outcome::Vanished),
+            Err(e) if e.errno() == Some(libc::ESRCH) => Err(vanished_or_refused(pid, starttime, "cpuset")),
             Err(e) => {
                 if !has {
                     self.forget_unplaced_cpuset(h, pid);
@@ -1594,8 +1601,17 @@ impl LiveHost {
     /// action (`select::pinned`). Keyed by its start time now (a launcher that execs keeps both);
     /// a pid that does not exist is not recorded.
     pub fn adopt(&mut self, pid: u32, nodes: &NodeSet) {
-        let Some(stat) = select::read_stat(pid) else { return };
-        self.adopted.retain(|&p, (st, _)| select::same_process(p, *st));
+        let stat = match select::stat_now(pid) {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("advise --pid {pid}: not recorded: {}", unknown_whether_there(pid, &e));
+                return;
+            }
+        };
+        // An entry goes when its process is gone, not when its stat cannot be read (short of
+        // descriptors or memory): that process may run on, on the advice it was given.
+        self.adopted.retain(|&p, (st, _)| select::still_there(p, *st) != Some(false));
         while self.adopted.len() >= ADOPTED_KEPT {
             let first = *self.adopted.keys().next().expect("non-empty");
             self.adopted.remove(&first);
@@ -1846,10 +1862,17 @@ impl Host for LiveHost {
             return Outcome::Refused { message: r.clone() };
         }
         let t = action.target;
-        let Some(stat) = select::read_stat(t.pid) else { return Outcome::Vanished };
-        if stat.starttime != t.starttime {
-            return Outcome::Vanished;
-        }
+        // Vanished only when /proc says so: a stat that cannot be read for want of a descriptor or
+        // memory is a refusal, and the process stays known to the engine for the next step.
+        let stat = match select::stat_now(t.pid) {
+            Ok(Some(s)) if s.starttime == t.starttime => s,
+            Ok(_) => return Outcome::Vanished,
+            Err(e) => {
+                return Outcome::Refused {
+                    message: format!("{}; tried again next step", unknown_whether_there(t.pid, &e)),
+                }
+            }
+        };
         let who = format!("pid {} ({})", t.pid, stat.comm);
         if stat.is_kernel_thread() {
             return Outcome::Refused { message: format!("{who} is a kernel thread") };
@@ -1925,6 +1948,24 @@ impl Host for LiveHost {
             self.observer.refresh(t.pid);
         }
         outcome
+    }
+}
+
+/// What a stat read that failed for want of a descriptor or memory (`select::stat_now`'s `Err`)
+/// says of `pid`: nothing. The words for the refusal or note that says so.
+fn unknown_whether_there(pid: u32, e: &std::io::Error) -> String {
+    format!("pid {pid}: whether it is still there is unknown (/proc/{pid}/stat: {e})")
+}
+
+/// What it means that `pid` failed the check that it is still the process of `starttime` right
+/// before `what`, or that the call found no such process (ESRCH): [`Outcome::Vanished`] only when
+/// its stat confirms it (`apply::confirm_stop`), else a refusal. `same_process` alone takes a
+/// stat that cannot be read (no descriptor or memory left) for gone, and the engine forgot a
+/// process that was there.
+fn vanished_or_refused(pid: u32, starttime: u64, what: &str) -> Outcome {
+    match apply::confirm_stop(pid, starttime, || format!("pid {pid}: {what}: not done")) {
+        Stop::Gone => Outcome::Vanished,
+        Stop::Refused(message) => Outcome::Refused { message },
     }
 }
 

@@ -13,6 +13,7 @@
 //!
 //! ```text
 //!   apply(action) ─> /proc/PID/stat now ─ gone, or starttime != action's ─> Vanished
+//!                          │ unreadable (no descriptor or memory left) ──> Refused "unknown"
 //!                          │ flags & PF_KTHREAD ──────────────────────────> Refused "kernel thread"
 //!                          │ the daemon's own pid (always) ───────────────> Refused "numapilot itself"
 //!                          │ pid / comm / cgroup prefix excluded ─────────> Refused "excluded ..."
@@ -55,9 +56,15 @@ use super::LiveOptions;
 
 /// Why `advise --pid PID` cannot name `pid`, or `None`: no such process, a thread of another (its
 /// id is no process's), init, a kernel thread, a zombie, or this daemon: none is ever placed, and
-/// a promise for one held room for nothing (review helper-55).
+/// a promise for one held room for nothing (review helper-55). Also when its stat cannot be read
+/// for want of a descriptor or memory: it is then not called absent.
 pub fn launch_refusal(pid: u32) -> Option<String> {
-    let Some(stat) = read_stat(pid) else { return Some("no such process".into()) };
+    let stat = match stat_now(pid) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Some("no such process".into()),
+        // Refused, but not as absent: the process may well be there.
+        Err(e) => return Some(format!("/proc/{pid}/stat could not be read ({e}): whether it runs is unknown")),
+    };
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let tgid = status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse::<u32>().ok());
     Some(match tgid {
