@@ -1733,8 +1733,10 @@ fn advise_shows_the_daemons_figures_within_the_clients_reach() {
     assert_eq!(node0(&v)["cpus"].as_u64(), Some(1), "CPU 1, usable and within reach: {v}");
 
     // Nothing fits while the promises hold: the figures shown are less them too, as the reason says.
-    let no = json(&on("1", &["--cpus", "0", "--mem", "1000T", "--json"]));
+    let no = json(&on("1", &["--cpus", "1", "--mem", "1000T", "--json"]));
     assert_eq!(no["fits"], false, "{no}");
+    // One CPU is said as one ("need 1 CPUs" before).
+    assert!(no["why"].as_str().unwrap().contains("nothing fits: need 1 CPU and "), "{no}");
     assert!(no["source"].as_str().unwrap().contains("figures the daemon's"), "{no}");
     assert!(no["why"].as_str().unwrap().contains("less its promises"), "{no}");
     assert_eq!(node0(&no)["cpus"].as_u64(), Some(1), "{no}");
@@ -1751,7 +1753,7 @@ fn advise_from_a_daemon_that_sends_no_figures_shows_the_clients_own() {
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let answers = [
         r#"{"ok":true,"advice":{"nodes":"0","reason":{"rule":"launch-advice","detail":"an older daemon"}}}"#,
-        r#"{"ok":false,"error":"nothing fits: need 1 CPUs and 1 MiB; free as measured by the client, before the daemon's promises: node 0: 0.0 CPUs, 0 MiB"}"#,
+        r#"{"ok":false,"error":"nothing fits: need 1 CPU and 1 MiB; free as measured by the client, before the daemon's promises: node 0: 0.0 CPUs, 0 MiB"}"#,
     ];
     let server = std::thread::spawn(move || {
         for answer in answers {
@@ -1962,7 +1964,7 @@ fn start_after_a_crash_restores_from_the_state_file_and_says_so() {
     let (seen, restored) = start(&[]);
     let _ = target.kill();
     let _ = target.wait();
-    assert!(seen.contains("recovered from an unclean shutdown: restored 1 processes"), "{seen}");
+    assert!(seen.contains("recovered from an unclean shutdown: restored 1 process (and "), "{seen}");
     assert_eq!(restored, all);
     let journal = std::fs::read_to_string(d.dir.path().join("journal.jsonl")).unwrap();
     assert!(

@@ -399,10 +399,10 @@ pub fn run(source: Source, overrides: Overrides, announce: &mut dyn FnMut(&str))
     }
     if recovered != RestoreReport::default() {
         announce(&format!(
-            "numapilot: recovered from an unclean shutdown: restored {} processes (and {} children that inherited \
-             their placement), {} gone, {} failed{}",
-            recovered.restored,
-            recovered.inherited,
+            "numapilot: recovered from an unclean shutdown: restored {} (and {} that inherited their \
+             placement), {} gone, {} failed{}",
+            numapilot_topology::plural(recovered.restored, "process"),
+            numapilot_topology::plural(recovered.inherited, "child process"),
             recovered.gone,
             recovered.failed.len(),
             if recovered.failed.is_empty() { String::new() } else { format!(": {}", recovered.failed.join("; ")) }
@@ -1630,8 +1630,8 @@ fn advise(
             };
             let promises = engine.launch_promises(now);
             let why = format!(
-                "nothing fits: need {} CPUs and {} MiB; free {whose}: {}{}",
-                numapilot_policy::advise::shown(&request.cpus),
+                "nothing fits: need {} and {} MiB; free {whose}: {}{}",
+                numapilot_topology::plural(numapilot_policy::advise::shown(&request.cpus), "CPU"),
                 request.mem_bytes >> 20,
                 free.iter()
                     .map(|f| format!("node {}: {:.1} CPUs, {} MiB", f.node, f.free_cpus, f.mem_free_bytes >> 20))

@@ -23,7 +23,7 @@
 //! Units: CPUs (fractional: idle time), bytes. Limits: a snapshot: another job starting at the same
 //! moment sees the same free capacity; memory-only nodes add memory but no CPUs.
 
-use numapilot_topology::{NodeSet, Topology};
+use numapilot_topology::{plural, NodeSet, Topology};
 use serde::{Deserialize, Serialize};
 
 /// Why there is no advice.
@@ -33,7 +33,7 @@ pub enum AdviseError {
     #[error("{0}")]
     BadRequest(String),
     /// No node set has enough free CPUs and memory.
-    #[error("nothing fits: need {} CPUs and {mem_mib} MiB; the whole machine has {free_cpus:.1} free CPUs and {free_mib} MiB free ({per_node})", shown(.cpus))]
+    #[error("nothing fits: need {} and {mem_mib} MiB; the whole machine has {free_cpus:.1} free CPUs and {free_mib} MiB free ({per_node})", plural(shown(.cpus), "CPU"))]
     NothingFits {
         /// CPUs asked for.
         cpus: f64,
@@ -103,10 +103,10 @@ pub fn check_nodes_now(free: &[NodeFree]) -> Result<(), AdviseError> {
         seen.insert(f.node);
         if !(f.free_cpus.is_finite() && f.free_cpus >= 0.0 && f.free_cpus <= f64::from(f.cpus)) {
             return Err(AdviseError::BadRequest(format!(
-                "nodes_now: node {}: free_cpus {} must be a finite number from 0 to its {} CPUs",
+                "nodes_now: node {}: free_cpus {} must be a finite number from 0 to its {}",
                 f.node,
                 shown(&f.free_cpus),
-                f.cpus
+                plural(f.cpus, "CPU")
             )));
         }
     }
@@ -195,4 +195,22 @@ pub fn advise(topo: &Topology, free: &[NodeFree], cpus: f64, mem_bytes: u64) -> 
             .collect::<Vec<_>>()
             .join("; "),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A count of one reads in the singular: "need 1 CPU", "to its 1 CPU" (they said "1 CPUs").
+    #[test]
+    fn one_cpu_is_said_in_the_singular() {
+        let topo = Topology::uniform(2, 1, 1 << 20, 20);
+        let free =
+            |f: f64| (0..2).map(|node| NodeFree { node, cpus: 1, free_cpus: f, mem_free_bytes: 0 }).collect::<Vec<_>>();
+        let need = |cpus: f64| advise(&topo, &free(0.0), cpus, 1 << 20).unwrap_err().to_string();
+        assert!(need(1.0).starts_with("nothing fits: need 1 CPU and 1 MiB;"), "{}", need(1.0));
+        assert!(need(2.0).starts_with("nothing fits: need 2 CPUs and 1 MiB;"), "{}", need(2.0));
+        let bad = check_nodes_now(&free(2.0)).unwrap_err().to_string();
+        assert!(bad.ends_with("must be a finite number from 0 to its 1 CPU"), "{bad}");
+    }
 }

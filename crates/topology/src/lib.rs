@@ -39,6 +39,7 @@ pub mod render;
 pub mod set;
 pub mod sysfs;
 pub mod tiers;
+pub mod words;
 
 use std::path::Path;
 
@@ -48,6 +49,7 @@ pub use error::{DeviceError, FieldError, MachineError, TopologyError};
 pub use machine::MachineFile;
 pub use set::{CpuSet, IdSet, NodeSet, SetParseError};
 pub use tiers::TierMatrix;
+pub use words::plural;
 
 /// A NUMA node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

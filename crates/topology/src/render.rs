@@ -37,7 +37,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::{CpuSet, IdSet, Tier, Topology};
+use crate::{plural, CpuSet, IdSet, Tier, Topology};
 
 /// printf's `% 3d` for a non-negative number.
 fn pct3(v: u32) -> String {
@@ -105,14 +105,6 @@ impl Tree {
             let next = format!("{prefix}{}", if last { "    " } else { "│   " });
             Self::render_children(&child.children, &next, out);
         }
-    }
-}
-
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
     }
 }
 

@@ -7,6 +7,7 @@
 use std::fmt;
 
 use numapilot_model::{GroupId, Model, ProcessClass, TaskKey};
+use numapilot_topology::plural;
 use serde::{Deserialize, Serialize};
 
 use super::place::{Planner, UnitKind};
@@ -130,8 +131,9 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         (
             None,
             format!(
-                "[refusal-backs-off] the host refused its last {n} action(s) in a row (the last actions say why): not \
-                 planned again before decision {until} (now {})",
+                "[refusal-backs-off] the host refused its last {} in a row (the last actions say why): not planned \
+                 again before decision {until} (now {})",
+                plural(n, "action"),
                 policy.period
             ),
         )
@@ -140,7 +142,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
     } else if let Some(g) = groups.first() {
         (g.preferred_node, format!("[{}] {}", g.rule, g.why))
     } else {
-        (None, format!("not managed: CPU below min_group_cpu ({} CPUs)", model.tunables.min_group_cpu))
+        (None, format!("not managed: CPU below min_group_cpu ({})", plural(model.tunables.min_group_cpu, "CPU")))
     };
     let threads = p.tids.iter().filter(|&&tid| model.tasks.contains_key(&TaskKey { pid, tid })).count();
     Some(Explanation {
@@ -168,12 +170,12 @@ impl fmt::Display for Explanation {
         const MIB: f64 = 1048576.0;
         writeln!(
             f,
-            "process {} ({}): class {:?}{}, {} threads, {:.2} CPUs, {:.0} MiB",
+            "process {} ({}): class {:?}{}, {}, {:.2} CPUs, {:.0} MiB",
             self.pid,
             self.comm,
             self.class,
             if self.pinned { ", pinned" } else { "" },
-            self.threads,
+            plural(self.threads, "thread"),
             self.cpu,
             self.rss_bytes as f64 / MIB
         )?;
@@ -192,9 +194,9 @@ impl fmt::Display for Explanation {
         for g in &self.groups {
             writeln!(
                 f,
-                "  unit {}: {} tasks of {:?}, {:.2} CPUs, {:.0} MiB, prefers node {} [{}]",
+                "  unit {}: {} of {:?}, {:.2} CPUs, {:.0} MiB, prefers node {} [{}]",
                 g.group.map_or_else(|| "process".to_string(), |id| format!("group {id}")),
-                g.tasks,
+                plural(g.tasks, "task"),
                 g.pids,
                 g.cpu,
                 g.mem_bytes as f64 / MIB,
