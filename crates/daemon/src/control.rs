@@ -210,6 +210,16 @@ pub struct Status {
     /// a CPU list; empty when none.
     #[serde(default)]
     pub reserved_cpus: String,
+    /// The nodes the daemon can place among, a node list: those with a usable CPU or memory,
+    /// within its own cpuset when it is confined to one. Empty before the first step.
+    #[serde(default)]
+    pub placeable_nodes: String,
+    /// Why there is nothing to place, when the list above has one node (or none): the machine
+    /// has one NUMA node, or the daemon's cpuset allows it one. The daemon then observes only
+    /// (status, explain and metrics stay useful), moves no thread or page, and steps at its
+    /// interval without the early steps for new processes and threads.
+    #[serde(default)]
+    pub nothing_to_place: Option<String>,
     /// Times the proc connector's queue overflowed and events were lost (each counted once per
     /// drain); the next regular step sees what they announced.
     #[serde(default)]
@@ -489,7 +499,11 @@ impl Status {
         };
         let last = self.since_last_step_s.map_or_else(|| "no step yet".into(), |a| format!("last step {a:.1} s ago"));
         let local = self.local_access.map_or_else(String::new, |l| format!(", local access {:.0}%", l * 100.0));
-        format!("numapilot {}, pid {}, {mode}, {} processes, {last}{local}", self.version, self.pid, self.processes)
+        let one = if self.nothing_to_place.is_some() { ", nothing to place (one node)" } else { "" };
+        format!(
+            "numapilot {}, pid {}, {mode}{one}, {} processes, {last}{local}",
+            self.version, self.pid, self.processes
+        )
     }
 }
 
@@ -1284,6 +1298,13 @@ impl Status {
             self.vanished,
             self.refused
         );
+        if let Some(why) = &self.nothing_to_place {
+            let _ = writeln!(
+                s,
+                "nothing to place: {why}; observing only (no thread or page is moved), stepping at the interval \
+                 without early steps for new processes and threads"
+            );
+        }
         if self.topology_changes > 0 {
             let _ = writeln!(
                 s,

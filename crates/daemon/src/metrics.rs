@@ -368,6 +368,16 @@ pub fn render(s: &Status) -> String {
         "Access sampler's period for the coming wait, as a multiple of its base period.",
         f64::from(s.sampling_stretch),
     );
+    o.family(
+        "numapilot_placeable_nodes",
+        "gauge",
+        "Nodes the daemon can place among (a usable CPU or memory, within its own cpuset); 1: nothing to place.",
+    );
+    if let Ok(nodes) = numapilot_topology::NodeSet::parse_list(&s.placeable_nodes) {
+        if !s.placeable_nodes.is_empty() {
+            o.sample("numapilot_placeable_nodes", &[], nodes.len() as f64);
+        }
+    }
     o.one("numapilot_steps_total", "counter", "Engine steps completed.", s.steps as f64);
     o.one(
         "numapilot_step_errors_total",

@@ -40,6 +40,10 @@
 //!     explain   answer queued `explain PID` and `advise` requests from the model (between steps;
 //!               advise is the policy's launch stage, its promise kept by the policy)
 //!     command   the same as signals, for in-process callers (tests) that cannot signal themselves
+//!   one node in reach (placeable_nodes: nodes with a usable CPU or memory, within the daemon's
+//!             own cpuset; checked after every step) -> nothing to place: the wait is the
+//!             interval with its back-off (not the policy's settle cadence), no proc connector,
+//!             no early step for a new process, new threads or growth, no action carried out
 //!   timeout -> engine.step(host): Ok -> journal each action (dry run: log it), publish status
 //!                                 Err -> log (first and changed errors), count, retry next interval
 //! ```
@@ -207,6 +211,13 @@ pub trait Restore {
         None
     }
 
+    /// The nodes the daemon itself reaches: those of its own cpuset's CPUs and memory nodes
+    /// (`Mems_allowed`), read again at each step; `None`: the whole topology. Default: none (a
+    /// host that is not this machine).
+    fn own_reach(&self, _topo: &Topology) -> Option<numapilot_topology::NodeSet> {
+        None
+    }
+
     /// The start went through (nothing refuses it after this): what the host made for its files
     /// at its opening stays (the live host's state file lock and its directory). A host dropped
     /// before this call, a refused start, removes them. Default: nothing made.
@@ -245,6 +256,16 @@ impl Restore for LiveHost {
 
     fn started(&mut self) {
         LiveHost::keep_claim(self)
+    }
+
+    fn own_reach(&self, topo: &Topology) -> Option<numapilot_topology::NodeSet> {
+        if self.options().root != std::path::Path::new("/") {
+            return None;
+        }
+        let me = std::process::id();
+        let cpus = crate::live::select::cpuset_cpus(topo, self.cpuset_hierarchy(), me)?;
+        let mems = crate::live::select::mems_allowed(me)?;
+        Some(topo.nodes_of_cpus(&cpus).union(&mems))
     }
 
     fn take_released(&mut self) -> RestoreReport {
@@ -785,13 +806,18 @@ pub fn serve<H: Host + Restore>(
             write_journal(j, &Record::restore("recovery at start", r, false));
         }
     }
-    let mut watch = if config.daemon.new_thread_wake_ms > 0 { ThreadWatch::open(announce) } else { None };
+    // One node in reach: nothing to place, so none of the early steps for new processes and
+    // threads, and no proc connector (its every fork, exec and exit would be read for nothing).
+    let mut placeable = placeable_nodes(&topo, host.own_reach(&topo).as_ref());
+    let mut single = nothing_to_place(&topo, &placeable);
+    let wants_watch = |c: &Config, single: &Option<String>| c.daemon.new_thread_wake_ms > 0 && single.is_none();
+    let mut watch = if wants_watch(&config, &single) { ThreadWatch::open(announce) } else { None };
     let mut engine = Engine::new(topo, config.tunables.clone(), Box::new(Adaptive::new()));
     let dry_run = |c: &Config| c.daemon.dry_run || forced_observe.is_some();
     // A host that changes nothing unasked (another pid namespace's /proc) says so in status.
     let unasked = host.unasked_refusal();
-    engine.dry_run = dry_run(&config);
-    let started_dry = engine.dry_run;
+    engine.dry_run = dry_run(&config) || single.is_some();
+    let started_dry = dry_run(&config);
     let describe = |c: &Config, file: &Option<PathBuf>, s: &mut Status| {
         s.config_file = file.as_ref().map(|p| p.display().to_string());
         s.interval_ms = c.interval_ms();
@@ -802,10 +828,15 @@ pub fn serve<H: Host + Restore>(
             .or_else(|| c.daemon.dry_run.then(|| "dry run".to_string()));
     };
     describe(&config, &config_file, &mut status);
+    status.placeable_nodes = placeable.to_list();
+    status.nothing_to_place = single.clone();
     publish(&shared, &status);
     let mode = |dry: bool| if dry { "dry run (observe and plan only)" } else { "acting" };
-    announce(&format!("numapilot: started, interval {} ms, {}", config.interval_ms(), mode(engine.dry_run)));
-    notify.ready(&format!("started, interval {} ms, {}", config.interval_ms(), mode(engine.dry_run)));
+    announce(&format!("numapilot: started, interval {} ms, {}", config.interval_ms(), mode(started_dry)));
+    if let Some(why) = &single {
+        announce(&format!("numapilot: {}", single_node_line(why)));
+    }
+    notify.ready(&format!("started, interval {} ms, {}", config.interval_ms(), mode(started_dry)));
     let mut last_error: Option<String> = None;
     let mut backoff = Backoff::new(config.daemon.idle_max_interval_ms);
     let mut cycle_s_max = 0.0_f64;
@@ -868,6 +899,30 @@ pub fn serve<H: Host + Restore>(
                 last_error = Some(msg);
             }
         }
+        // The reach again: a node that came online (the host's topology change) or a cpuset
+        // widened or narrowed since.
+        let now_placeable = placeable_nodes(&engine.model.topo, host.own_reach(&engine.model.topo).as_ref());
+        if now_placeable != placeable {
+            let now_single = nothing_to_place(&engine.model.topo, &now_placeable);
+            match (&single, &now_single) {
+                (_, Some(why)) => tracing::warn!("{}", single_node_line(why)),
+                (Some(_), None) => tracing::warn!(
+                    "nodes {} are in reach now: placing again, with the early steps for new processes and threads",
+                    now_placeable.to_list()
+                ),
+                (None, None) => tracing::info!("nodes in reach now: {}", now_placeable.to_list()),
+            }
+            placeable = now_placeable;
+            single = now_single;
+            engine.dry_run = dry_run(&config) || single.is_some();
+            if single.is_some() {
+                watch = None;
+            } else if watch.is_none() && wants_watch(&config, &single) {
+                watch = ThreadWatch::open(&mut |m| tracing::warn!("{m}"));
+            }
+            status.placeable_nodes = placeable.to_list();
+            status.nothing_to_place = single.clone();
+        }
         let cycle_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t0);
         status.last_cycle_s = cycle_ns as f64 / 1e9;
         status.cycle_s_total += status.last_cycle_s;
@@ -902,8 +957,12 @@ pub fn serve<H: Host + Restore>(
         status.last_step_mono_ns = now;
         status.last_step_unix_s =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        let next = backoff.next_wait_ns(engine.next_interval_ns(), &engine.model, planned);
-        let stretch = backoff.stretch_for(next, engine.next_interval_ns());
+        // The policy's cadence (its settle interval while young processes settle); with one node
+        // the interval: a young process has nowhere to be placed.
+        let base =
+            if single.is_some() { config.interval_ms().saturating_mul(1_000_000) } else { engine.next_interval_ns() };
+        let next = backoff.next_wait_ns(base, &engine.model, planned);
+        let stretch = backoff.stretch_for(next, base);
         host.set_sampling_stretch(stretch);
         status.sampling_stretch = host.sampling_stretch().unwrap_or(0);
         status.next_interval_ms = next / 1_000_000;
@@ -912,13 +971,12 @@ pub fn serve<H: Host + Restore>(
         // Backed off: look once per policy interval whether a process was created since this
         // step, and step at once then instead of after the whole wait. With the proc connector,
         // its fork events say so (new processes only); without it, /proc/loadavg's last pid (any
-        // new thread too).
-        let base = engine.next_interval_ns();
+        // new thread too). Not with one node: a new process has nowhere to be placed.
         let created = |watch: &Option<ThreadWatch>| match watch {
             Some(w) => Some(w.forks as u32),
             None => last_pid(),
         };
-        let mark = if next > base { created(&watch) } else { None };
+        let mark = if next > base && single.is_none() { created(&watch) } else { None };
         let mut peek = t0.saturating_add(base);
         // New threads of a young process: the earliest the next step may come.
         let gap = engine.model.tunables.settle_interval_ms.saturating_mul(1_000_000);
@@ -1059,19 +1117,20 @@ pub fn serve<H: Host + Restore>(
                             // Orders made under the old tunables (and exclusions) go.
                             engine.forget_standing();
                             backoff = Backoff::new(new.config.daemon.idle_max_interval_ms);
-                            if new.config.daemon.new_thread_wake_ms == 0 {
+                            if !wants_watch(&new.config, &single) {
                                 watch = None;
                             } else if watch.is_none() {
                                 watch = ThreadWatch::open(&mut |m| tracing::warn!("{m}"));
                             }
-                            engine.dry_run = dry_run(&new.config);
+                            engine.dry_run = dry_run(&new.config) || single.is_some();
                             config = new.config;
                             config_file = new.file;
                             status.reloads += 1;
                             tracing::info!("configuration reloaded from {}", file_of(&config_file));
                             if let Some(j) = journal.as_mut() {
                                 let detail = format!("configuration {}", file_of(&config_file));
-                                write_journal(j, &Record::daemon("reload", "accepted", detail, None, engine.dry_run));
+                                let dry = dry_run(&config);
+                                write_journal(j, &Record::daemon("reload", "accepted", detail, None, dry));
                             }
                         }
                         Err(e) => {
@@ -1080,13 +1139,14 @@ pub fn serve<H: Host + Restore>(
                             if let Some(j) = journal.as_mut() {
                                 let detail = format!("configuration {} kept", file_of(&config_file));
                                 let why = Some(e.to_string());
-                                write_journal(j, &Record::daemon("reload", "rejected", detail, why, engine.dry_run));
+                                let dry = dry_run(&config);
+                                write_journal(j, &Record::daemon("reload", "rejected", detail, why, dry));
                             }
                         }
                     }
                     describe(&config, &config_file, &mut status);
                     publish(&shared, &status);
-                    notify.ready(&format!("running, interval {} ms, {}", config.interval_ms(), mode(engine.dry_run)));
+                    notify.ready(&format!("running, interval {} ms, {}", config.interval_ms(), mode(dry_run(&config))));
                 }
             }
         }
@@ -1100,7 +1160,7 @@ pub fn serve<H: Host + Restore>(
     tracing::info!("{why}: restoring every touched process");
     let restore = host.restore_all();
     if let Some(j) = journal.as_mut() {
-        write_journal(j, &Record::restore(&format!("shutdown ({why})"), &restore, engine.dry_run));
+        write_journal(j, &Record::restore(&format!("shutdown ({why})"), &restore, dry_run(&config)));
     }
     // The listening sockets closed and the socket file gone now, not when the process ends: a page
     // move still in the kernel (a memory map locked behind a hung server) keeps the process, and so
@@ -1122,6 +1182,43 @@ pub fn serve<H: Host + Restore>(
         phases_s_total: status.phase_s_total,
         observe_parts_s_total,
     })
+}
+
+/// The nodes the daemon can place among: those of `topo` with a usable CPU or with memory, cut
+/// to `own` (the daemon's own cpuset's nodes, [`Restore::own_reach`]) when given.
+pub fn placeable_nodes(topo: &Topology, own: Option<&numapilot_topology::NodeSet>) -> numapilot_topology::NodeSet {
+    topo.nodes
+        .iter()
+        .filter(|n| !n.cpus.is_empty() || n.has_memory())
+        .map(|n| n.id)
+        .filter(|id| own.is_none_or(|o| o.contains(*id)))
+        .collect()
+}
+
+/// Why there is nothing to place, when `placeable` (from [`placeable_nodes`]) has one node or
+/// none: the machine has one node, or the daemon's cpuset allows it one of the machine's. `None`
+/// with two or more. Nothing can move between nodes then, as numad and the kernel's NUMA
+/// balancing do nothing on one node.
+pub fn nothing_to_place(topo: &Topology, placeable: &numapilot_topology::NodeSet) -> Option<String> {
+    if placeable.len() > 1 {
+        return None;
+    }
+    let all = placeable_nodes(topo, None);
+    Some(match (placeable.first(), all.len()) {
+        (None, _) => "no node with a usable CPU or memory is in reach".to_string(),
+        (Some(n), 0 | 1) => format!("the machine has one NUMA node (node {n})"),
+        (Some(n), _) => format!("the daemon's cpuset allows it one node (node {n} of nodes {})", all.to_list()),
+    })
+}
+
+/// The log line for one node in reach (`why`: [`nothing_to_place`]).
+fn single_node_line(why: &str) -> String {
+    format!(
+        "{why}: nothing to place. The daemon observes (status, explain, stat and metrics stay useful) and moves no \
+         thread or page between nodes (restoring what an earlier run placed still runs); it steps at its interval, \
+         backing off while idle, without the early steps for new processes and threads. A node that comes online \
+         with CPUs, or a wider cpuset, is seen at the next step"
+    )
 }
 
 /// The last pid the kernel handed out (`/proc/loadavg`'s fifth field, `get_loadavg` in

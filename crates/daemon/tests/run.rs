@@ -1,6 +1,8 @@
 //! The daemon loop in this process, against a host that observes this machine through
 //! `numapilot_observe::Reader` and refuses every action: the control socket (status, explain of a
-//! real process, permissions), the journal, reloads, and restore at stop.
+//! real process, permissions), the journal, reloads, and restore at stop. The early steps (a new
+//! process, new threads, growth) are tried on a view of two nodes ([`two_nodes`]): a loop with one
+//! node in reach takes none.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,9 @@ struct ReaderHost {
     /// The page-migration budget a reload handed over (`Restore::set_migrate_budget`), MiB/s; 0
     /// until one does.
     budget: Arc<AtomicU64>,
+    /// Samples hold no process: the policy plans nothing, so the loop backs off (on a two-node
+    /// view of this machine it would keep placing this process, and never back off).
+    no_process: bool,
 }
 
 impl Host for ReaderHost {
@@ -51,7 +56,7 @@ impl Host for ReaderHost {
         let mut s = self.reader.sample().map_err(|e| HostError::Unavailable(e.to_string()))?;
         // Only this test process, so steps are quick on a busy machine.
         let me = std::process::id();
-        s.processes.retain(|p| p.pid == me);
+        s.processes.retain(|p| p.pid == me && !self.no_process);
         Ok(s)
     }
     fn apply(&mut self, _: &Action) -> Outcome {
@@ -95,15 +100,7 @@ fn start(fail_first: u32) -> Running {
 }
 
 fn start_slow(fail_first: u32, slow: Duration) -> Running {
-    start_full(fail_first, slow, 0)
-}
-
-fn start_full(fail_first: u32, slow: Duration, idle_max_ms: u64) -> Running {
-    start_every(fail_first, slow, idle_max_ms, 100)
-}
-
-fn start_every(fail_first: u32, slow: Duration, idle_max_ms: u64, interval_ms: u64) -> Running {
-    start_with(fail_first, slow, idle_max_ms, interval_ms, None)
+    start_with(fail_first, slow, 0, 100, None)
 }
 
 fn start_with(
@@ -112,6 +109,36 @@ fn start_with(
     idle_max_ms: u64,
     interval_ms: u64,
     move_wake: Option<std::os::unix::net::UnixStream>,
+) -> Running {
+    let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+    start_on(topo, fail_first, slow, idle_max_ms, interval_ms, move_wake, false)
+}
+
+/// A view of this machine with two nodes or more, for the early steps, which a loop with one
+/// node in reach never takes: its own topology when it has two, else its CPUs split in two
+/// (`Topology::uniform`; all memory reads as node 0's, where the kernel has it on one node).
+/// `None` when they do not split.
+fn two_nodes() -> Option<Topology> {
+    let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+    if run::placeable_nodes(&topo, None).len() >= 2 {
+        return Some(topo);
+    }
+    let n = topo.online_cpus().len() as u32;
+    if n < 2 || n % 2 != 0 {
+        eprintln!("skipped: one node, and {n} CPUs do not split into two");
+        return None;
+    }
+    Some(Topology::uniform(2, n / 2, 4 << 20, 20))
+}
+
+fn start_on(
+    topo: Topology,
+    fail_first: u32,
+    slow: Duration,
+    idle_max_ms: u64,
+    interval_ms: u64,
+    move_wake: Option<std::os::unix::net::UnixStream>,
+    no_process: bool,
 ) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/np.sock");
@@ -129,7 +156,6 @@ fn start_with(
     .unwrap();
     let source = Source::Explicit(config.clone());
     let loaded = config::load(&source, &Overrides::default()).unwrap();
-    let topo = Topology::from_sysfs(Path::new("/")).unwrap();
     let restores = Arc::new(AtomicU64::new(0));
     let budget = Arc::new(AtomicU64::new(0));
     let host = ReaderHost {
@@ -141,6 +167,7 @@ fn start_with(
         move_wake,
         released: RestoreReport::default(),
         budget: budget.clone(),
+        no_process,
     };
     let (handle, rx) = run::command_pipe().unwrap();
     let setup =
@@ -234,7 +261,8 @@ fn a_finished_page_move_ends_the_wait() {
 /// the next step after a new process would come only at the end of the whole wait.
 #[test]
 fn a_new_pid_ends_a_backed_off_wait() {
-    let r = start_full(0, Duration::ZERO, 60_000);
+    let Some(two) = two_nodes() else { return };
+    let r = start_on(two, 0, Duration::ZERO, 60_000, 100, None, true);
     let s = wait_status(&r.socket, |s| s.next_interval_ms >= 400);
     let before = s.early_wakes;
     let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
@@ -260,7 +288,8 @@ fn threads_of_an_old_process_do_not_end_a_backed_off_wait() {
         eprintln!("skipped: the proc connector needs root");
         return;
     }
-    let r = start_full(0, Duration::ZERO, 60_000);
+    let Some(two) = two_nodes() else { return };
+    let r = start_on(two, 0, Duration::ZERO, 60_000, 100, None, true);
     let mut seen = Vec::new();
     for _ in 0..5 {
         let s = wait_status(&r.socket, |s| s.next_interval_ms >= 800);
@@ -290,7 +319,8 @@ fn new_threads_of_a_young_process_end_the_wait() {
         eprintln!("skipped: the proc connector needs root");
         return;
     }
-    let r = start_every(0, Duration::ZERO, 0, 5_000);
+    let Some(two) = two_nodes() else { return };
+    let r = start_on(two, 0, Duration::ZERO, 0, 5_000, None, false);
     // This test process is young too (the policy settles it at 50 ms): wait until it is not.
     let s = wait_status(&r.socket, |s| s.steps >= 1 && s.next_interval_ms == 5_000);
     let (steps, before) = (s.steps, s.thread_wakes);
@@ -342,7 +372,8 @@ fn a_new_process_that_grows_ends_the_wait() {
         eprintln!("skipped: the proc connector needs root");
         return;
     }
-    let r = start_every(0, Duration::ZERO, 0, 5_000);
+    let Some(two) = two_nodes() else { return };
+    let r = start_on(two, 0, Duration::ZERO, 0, 5_000, None, false);
     let mut tries = Vec::new();
     for _ in 0..5 {
         let s = wait_status(&r.socket, |s| s.steps >= 1 && s.next_interval_ms == 5_000);

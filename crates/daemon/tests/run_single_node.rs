@@ -1,0 +1,199 @@
+//! One node in reach: nothing to place. The loop says so (its start line, status, the metric)
+//! and steps at its interval, without the policy's settle cadence for young processes or the
+//! early steps for new processes and threads; a second node coming online (the host's topology
+//! change, as CPU hotplug hands it over) brings them back.
+//!
+//! The host observes this test process on the real /proc, with a topology the test chooses (one
+//! node, or two: `Topology::uniform` over this machine's CPUs), and holds each step after the
+//! first until the test lets it go: what the loop planned after a step is read from a status that
+//! cannot move on meanwhile.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use numapilot_daemon::control::{self, Request, Status};
+use numapilot_daemon::live::RestoreReport;
+use numapilot_daemon::run::{self, Command, Restore};
+use numapilot_observe::Sample;
+use numapilot_policy::{Action, Host, HostError, Outcome};
+use numapilot_topology::Topology;
+
+mod common;
+
+struct Gated {
+    topo: Topology,
+    reader: numapilot_observe::Reader,
+    /// One message lets one more step sample; the first step needs none.
+    gate: mpsc::Receiver<()>,
+    steps: u64,
+    /// Handed over as a topology change at the second step (`Host::take_topology_change`).
+    change: Option<Topology>,
+}
+
+impl Host for Gated {
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    fn now_ns(&self) -> u64 {
+        numapilot_observe::reader::monotonic_ns()
+    }
+    fn sample(&mut self) -> Result<Sample, HostError> {
+        if self.steps > 0 {
+            let _ = self.gate.recv();
+        }
+        self.steps += 1;
+        let mut s = self.reader.sample().map_err(|e| HostError::Unavailable(e.to_string()))?;
+        let me = std::process::id();
+        s.processes.retain(|p| p.pid == me);
+        Ok(s)
+    }
+    fn take_topology_change(&mut self) -> Option<Topology> {
+        if self.steps < 2 {
+            return None;
+        }
+        let t = self.change.take()?;
+        self.topo = t.clone();
+        Some(t)
+    }
+    fn apply(&mut self, _: &Action) -> Outcome {
+        Outcome::Refused { message: "test host".into() }
+    }
+}
+
+impl Restore for Gated {
+    fn restore_all(&mut self) -> RestoreReport {
+        RestoreReport::default()
+    }
+}
+
+/// This machine's CPUs as `nodes` nodes (0, 1 or more CPUs each, in order), `None` when they do
+/// not split evenly.
+fn view(nodes: u32) -> Option<Topology> {
+    let n = Topology::from_sysfs(Path::new("/")).unwrap().online_cpus().len() as u32;
+    (n >= nodes && n % nodes == 0).then(|| Topology::uniform(nodes, n / nodes, 4 << 20, 20))
+}
+
+/// The status once `steps` steps are done (the gate holds the next).
+fn status_at(socket: &Path, steps: u64) -> Status {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Ok(r) = control::request(socket, &Request::Status) {
+            let s = r.status.unwrap();
+            if s.steps >= steps {
+                assert_eq!(s.steps, steps, "the gate let a step through");
+                return s;
+            }
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the loop never took step {steps}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Serves the loop on `topo` (a settle interval of 50 ms, an interval of `interval_ms`); returns
+/// the status after the first step, and after the second when `change` is given, with the start's
+/// lines.
+fn serve(topo: Topology, change: Option<Topology>, interval_ms: u64) -> (Status, Option<Status>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (setup, socket, _) = common::setup(
+        dir.path(),
+        &format!(
+            "interval_ms = {interval_ms}\nmetrics = \"off\"\ndry_run = true\n[tunables]\nsettle_interval_ms = 50\n"
+        ),
+    );
+    let (tx, gate) = mpsc::channel();
+    let host = Gated { topo: topo.clone(), reader: numapilot_observe::Reader::new("/"), gate, steps: 0, change };
+    let second = host.change.is_some();
+    let (handle, rx) = run::command_pipe().unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let said = lines.clone();
+    let t = std::thread::spawn(move || {
+        run::serve(setup, topo, host, None, Some(rx), &mut |l| said.lock().unwrap().push(l.to_string()))
+    });
+    let first = status_at(&socket, 1);
+    let after = second.then(|| {
+        tx.send(()).unwrap();
+        status_at(&socket, 2)
+    });
+    handle.send(Command::Stop).unwrap();
+    // The loop may be held at the gate: let it sample once more and see the stop.
+    let _ = tx.send(());
+    t.join().unwrap().unwrap();
+    let lines = lines.lock().unwrap().clone();
+    (first, after, lines)
+}
+
+/// One node: the status and the start line say there is nothing to place, and the first step's
+/// wait is the interval (5 s), not the policy's settle cadence (30 to 50 ms) that this process, first
+/// seen at that step, would otherwise get. Without the one-node rule the wait is 30 ms and the
+/// status says nothing of it.
+#[test]
+fn one_node_has_nothing_to_place_and_steps_at_its_interval() {
+    let Some(one) = view(1) else { return };
+    let (s, _, lines) = serve(one, None, 5_000);
+    assert_eq!(s.next_interval_ms, 5_000, "{}", s.render());
+    assert_eq!(s.placeable_nodes, "0");
+    assert_eq!(s.nothing_to_place.as_deref(), Some("the machine has one NUMA node (node 0)"));
+    assert!(s.render().contains("nothing to place: the machine has one NUMA node (node 0)"), "{}", s.render());
+    assert!(s.summary().contains("nothing to place (one node)"), "{}", s.summary());
+    assert!(numapilot_daemon::metrics::render(&s).contains("\nnumapilot_placeable_nodes 1\n"));
+    let line = lines.iter().find(|l| l.contains("nothing to place")).unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(line.starts_with("numapilot: the machine has one NUMA node (node 0): nothing to place."), "{line}");
+    assert!(line.contains("moves no thread or page between nodes"), "{line}");
+    assert!(line.contains("without the early steps for new processes and threads"), "{line}");
+}
+
+/// Two nodes: the policy's cadence as before (its settle cadence for a process first seen, under the
+/// interval), and nothing is said.
+#[test]
+fn two_nodes_keep_the_policy_cadence() {
+    let Some(two) = view(2) else {
+        eprintln!("skipped: this machine's CPUs do not split into two nodes");
+        return;
+    };
+    let (s, _, lines) = serve(two, None, 5_000);
+    assert!(s.next_interval_ms < 5_000, "{}", s.render());
+    assert_eq!(s.placeable_nodes, "0-1");
+    assert_eq!(s.nothing_to_place, None);
+    assert!(!s.render().contains("nothing to place"), "{}", s.render());
+    assert!(numapilot_daemon::metrics::render(&s).contains("\nnumapilot_placeable_nodes 2\n"));
+    assert!(!lines.iter().any(|l| l.contains("nothing to place")), "{lines:#?}");
+}
+
+/// A second node coming online (the host hands over a two-node topology at the second step, as
+/// the live host does after CPU hotplug): the next status has both nodes in reach and nothing
+/// said against placing. Without the check after each step the start's verdict would stand.
+#[test]
+fn a_second_node_coming_online_is_seen_at_the_next_step() {
+    let (Some(one), Some(two)) = (view(1), view(2)) else {
+        eprintln!("skipped: this machine's CPUs do not split into two nodes");
+        return;
+    };
+    // One node: the second step comes after the interval (kept short here).
+    let (first, after, _) = serve(one, Some(two), 200);
+    assert!(first.nothing_to_place.is_some(), "{}", first.render());
+    let s = after.unwrap();
+    assert_eq!(s.topology_changes, 1, "{}", s.render());
+    assert_eq!(s.placeable_nodes, "0-1", "{}", s.render());
+    assert_eq!(s.nothing_to_place, None, "{}", s.render());
+}
+
+/// The reach within the daemon's own cpuset: one node of two allowed is nothing to place, named
+/// as the cpuset's doing; a node with neither CPUs nor memory does not count.
+#[test]
+fn a_cpuset_of_one_node_is_nothing_to_place() {
+    let two = Topology::uniform(2, 2, 4 << 20, 20);
+    let own: numapilot_topology::NodeSet = [0].into_iter().collect();
+    let p = run::placeable_nodes(&two, Some(&own));
+    assert_eq!(p.to_list(), "0");
+    assert_eq!(
+        run::nothing_to_place(&two, &p).as_deref(),
+        Some("the daemon's cpuset allows it one node (node 0 of nodes 0-1)")
+    );
+    assert_eq!(run::nothing_to_place(&two, &run::placeable_nodes(&two, None)), None);
+    let mut empty = two.clone();
+    empty.nodes[1].cpus = numapilot_topology::CpuSet::new();
+    empty.nodes[1].mem_total_kb = 0;
+    let p = run::placeable_nodes(&empty, None);
+    assert_eq!(run::nothing_to_place(&empty, &p).as_deref(), Some("the machine has one NUMA node (node 0)"));
+}
