@@ -1,13 +1,14 @@
-//! CPU hotplug seen from sysfs: the daemon's live host reads `/sys/devices/system/cpu/online`
-//! each cycle and reads the topology again when it changes ([`HotplugWatch::look`]). These
-//! tests take the rig's 2-node guest sysfs (a real 6.12 kernel's files, `fixtures/rig-6.12-2node`)
-//! and change it the way the kernel does when node 1's CPUs go offline and come back. The rig's
-//! daemon-safety scenario does the same on the running guest.
+//! CPU and node hotplug seen from sysfs: the daemon's live host reads
+//! `/sys/devices/system/cpu/online` (and `node/online`, `node/has_memory`) each cycle and reads the
+//! topology again when one changes ([`HotplugWatch::look`]). These tests take the rig's 2-node
+//! guest sysfs (a real 6.12 kernel's files, `fixtures/rig-6.12-2node`) and change it the way the
+//! kernel does when node 1's CPUs go offline and come back, or a node with memory alone comes and
+//! goes. The rig's daemon-safety scenario takes CPUs offline on the running guest.
 
 use std::path::{Path, PathBuf};
 
 use numapilot_daemon::live::{Hotplug, HotplugWatch, HOTPLUG_UNSETTLED_LOOKS};
-use numapilot_topology::{CpuSet, Topology};
+use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/rig-6.12-2node")
@@ -236,10 +237,12 @@ fn a_topology_that_cannot_be_read_is_kept_and_tried_again() {
 }
 
 #[test]
-fn a_root_without_the_online_file_changes_nothing() {
+fn a_root_without_the_online_files_changes_nothing() {
     let (_dir, root) = copied_fixture();
     let start = Topology::from_sysfs(&root).unwrap();
-    std::fs::remove_file(root.join("sys/devices/system/cpu/online")).unwrap();
+    for f in ["cpu/online", "node/online", "node/has_memory"] {
+        std::fs::remove_file(root.join("sys/devices/system").join(f)).unwrap();
+    }
     offline_node1(&root);
     std::fs::remove_file(root.join("sys/devices/system/cpu/online")).unwrap();
     let mut w = HotplugWatch::default();
@@ -374,4 +377,83 @@ fn a_kept_cpu_offline_at_start_is_reserved_when_it_comes_online() {
         Hotplug::Changed(t) => assert_eq!(t.usable_cpus(), cpus("0-3"), "the control keeps the start's reservation"),
         other => panic!("CPU 3 online not seen: {other:?}"),
     }
+}
+
+/// What the kernel shows once a node with memory and no CPU (CXL memory, memory hot-add) is
+/// online as node 2: its directory (no CPUs, `mem_kb` of memory: 0 before its memory is
+/// onlined), a third distance on every row, and `node/online`. `has_memory` is written by the
+/// caller: the kernel sets it when the memory comes online, after the node.
+fn memory_node2_online(root: &Path, mem_kb: u64) {
+    let dir = root.join("sys/devices/system/node/node2");
+    std::fs::create_dir_all(&dir).unwrap();
+    write(root, "sys/devices/system/node/node2/cpulist", "\n");
+    write(root, "sys/devices/system/node/node2/cpumap", "0\n");
+    write(
+        root,
+        "sys/devices/system/node/node2/meminfo",
+        &format!("Node 2 MemTotal:       {mem_kb} kB\nNode 2 MemFree:        {mem_kb} kB\n"),
+    );
+    write(root, "sys/devices/system/node/node2/distance", "30 30 10\n");
+    write(root, "sys/devices/system/node/node0/distance", "10 21 30\n");
+    write(root, "sys/devices/system/node/node1/distance", "21 10 30\n");
+    write(root, "sys/devices/system/node/possible", "0-2\n");
+    write(root, "sys/devices/system/node/online", "0-2\n");
+}
+
+/// A node that comes online with memory alone changes no CPU: the watch read only
+/// `cpu/online`, and the daemon never learnt of the node (nor of one going away). Now
+/// `node/online` and `node/has_memory` are read too: the node is seen when it comes online, its
+/// memory when `has_memory` lists it (looked at again while the node's own meminfo lags), and
+/// its going away.
+#[test]
+fn a_node_with_memory_alone_is_seen_coming_and_going() {
+    let (_dir, root) = copied_fixture();
+    let start = Topology::from_sysfs(&root).unwrap();
+    let mut w = HotplugWatch::default();
+    assert!(matches!(w.look(&root, &start), Hotplug::Same));
+    assert!(w.settled());
+
+    // The node comes online, its memory not yet.
+    memory_node2_online(&root, 0);
+    let node = match w.look(&root, &start) {
+        Hotplug::Changed(t) => t,
+        other => panic!("a node coming online must be seen: {other:?}"),
+    };
+    assert_eq!(node.node_ids(), NodeSet::parse_list("0-2").unwrap());
+    assert!(node.nodes[2].cpus.is_empty());
+    assert_eq!(node.memory_nodes(), NodeSet::parse_list("0-1").unwrap());
+    assert_eq!(node.online_cpus(), start.online_cpus(), "no CPU changed");
+    assert!(w.settled());
+    assert!(matches!(w.look(&root, &node), Hotplug::Same));
+
+    // Its memory comes online: `has_memory` first, the node's meminfo a moment later.
+    write(&root, "sys/devices/system/node/has_memory", "0-2\n");
+    assert!(matches!(w.look(&root, &node), Hotplug::Same), "meminfo shows no memory yet");
+    assert!(!w.settled(), "looked at again while meminfo lags has_memory");
+    memory_node2_online(&root, 4 << 20);
+    let memory = match w.look(&root, &node) {
+        Hotplug::Changed(t) => t,
+        other => panic!("the node's memory must be seen: {other:?}"),
+    };
+    assert_eq!(memory.memory_nodes(), NodeSet::parse_list("0-2").unwrap());
+    assert_eq!(memory.nodes[2].mem_total_kb, 4 << 20);
+    assert!(w.settled());
+    assert_eq!(
+        numapilot_daemon::live::node_change_from(&memory, &start).as_deref(),
+        Some("nodes online 0-1 -> 0-2, nodes with memory 0-1 -> 0-2")
+    );
+
+    // It goes away again.
+    std::fs::remove_dir_all(root.join("sys/devices/system/node/node2")).unwrap();
+    write(&root, "sys/devices/system/node/node0/distance", "10 21\n");
+    write(&root, "sys/devices/system/node/node1/distance", "21 10\n");
+    write(&root, "sys/devices/system/node/has_memory", "0-1\n");
+    write(&root, "sys/devices/system/node/online", "0-1\n");
+    let gone = match w.look(&root, &memory) {
+        Hotplug::Changed(t) => t,
+        other => panic!("a node going away must be seen: {other:?}"),
+    };
+    assert_eq!(gone.node_ids(), start.node_ids());
+    assert_eq!(gone.memory_nodes(), start.memory_nodes());
+    assert!(matches!(w.look(&root, &gone), Hotplug::Same));
 }

@@ -357,41 +357,113 @@ pub fn reservation_check(opts: &LiveOptions) -> Result<Option<String>, String> {
     }
 }
 
-/// What one look at `/sys/devices/system/cpu/online` found ([`HotplugWatch::look`]).
+/// What one look at the hotplug files found ([`HotplugWatch::look`]).
 #[derive(Debug)]
 pub enum Hotplug {
-    /// Nothing to do: the file is unreadable (no CPU hotplug, a fixture root), unchanged since the
-    /// last look, or names the CPUs the topology already has online (also when the topology,
-    /// read mid-change, does not show the change yet: then it is looked at again next time).
+    /// Nothing to do: the files are unreadable (no hotplug, a fixture root), unchanged since the
+    /// last look, or name what the topology already has (also when the topology, read
+    /// mid-change, does not show the change yet: then it is looked at again next time).
     Same,
-    /// The topology read again, with other online CPUs than before.
+    /// The topology read again, with other online CPUs, other nodes or other nodes with memory
+    /// than before.
     Changed(Topology),
-    /// The CPUs changed but the topology could not be read again (looked at again next time).
+    /// The files changed but the topology could not be read again (looked at again next time).
     Unreadable {
-        /// The online CPUs the file lists.
+        /// The online CPUs the file lists (the topology's own when the file cannot be read).
         online: CpuSet,
         /// Why the topology could not be read.
         error: String,
     },
 }
 
-/// Looks after a topology that disagrees with `/sys/devices/system/cpu/online`, at most this many
-/// times in a row, before the file is taken as it is. Default 5 (cycles). Source: a choice; the
+/// Looks after a topology that disagrees with the hotplug files, at most this many
+/// times in a row, before the files are taken as they are. Default 5 (cycles). Source: a choice; the
 /// kernel's per-CPU files catch up with `online` within one hotplug operation (milliseconds), and
 /// a sysfs that never agrees (a CPU listed online that no node and no cpuN directory names)
 /// would otherwise be read in full every cycle. What it prevents: that cost, for ever.
 pub const HOTPLUG_UNSETTLED_LOOKS: u32 = 5;
 
-/// CPU hotplug seen through `ROOT/sys/devices/system/cpu/online`, one short read a look.
+/// The files a [`HotplugWatch`] reads each look, each `None` when it cannot be read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct HotplugFiles {
+    /// `ROOT/sys/devices/system/cpu/online`: the CPUs online.
+    cpus: Option<CpuSet>,
+    /// `ROOT/sys/devices/system/node/online`: the nodes online, with or without CPUs.
+    nodes: Option<NodeSet>,
+    /// `ROOT/sys/devices/system/node/has_memory`: the nodes with memory online.
+    memory: Option<NodeSet>,
+}
+
+impl HotplugFiles {
+    /// One short read of each file. `has_normal_memory` is not read: which zone a node's memory
+    /// is in does not change where pages may go, and `has_memory` changes with it.
+    fn read(root: &Path) -> Self {
+        let node = |name: &str| node_list(root, name);
+        HotplugFiles {
+            cpus: numapilot_topology::sysfs::cpu_list(root, "online").ok().flatten(),
+            nodes: node("online"),
+            memory: node("has_memory"),
+        }
+    }
+
+    fn none(&self) -> bool {
+        self.cpus.is_none() && self.nodes.is_none() && self.memory.is_none()
+    }
+
+    /// Whether `t` shows what the files say: its online CPUs (their own files) and the CPUs its
+    /// nodes list both the online CPUs (less `reserved`, which no node lists once reserved), its
+    /// nodes the nodes online, and its nodes with memory those of `has_memory`. A file not read
+    /// agrees with anything.
+    fn agree(&self, t: &Topology, reserved: &CpuSet) -> bool {
+        self.cpus.as_ref().is_none_or(|c| t.online_cpus() == *c && t.listed_cpus() == c.difference(reserved))
+            && self.nodes.as_ref().is_none_or(|n| t.node_ids() == *n)
+            && self.memory.as_ref().is_none_or(|m| t.memory_nodes() == *m)
+    }
+}
+
+/// A node list of `ROOT/sys/devices/system/node` (`online`, `has_memory`), `None` when it is
+/// absent or does not parse (the look then goes by the other files). Read through
+/// [`numapilot_topology::sysfs::MAX_ATTRIBUTE_BYTES`] at most.
+fn node_list(root: &Path, name: &str) -> Option<NodeSet> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(root.join("sys/devices/system/node").join(name))
+        .ok()?
+        .take(numapilot_topology::sysfs::MAX_ATTRIBUTE_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    NodeSet::parse_list(text.lines().next().unwrap_or("").trim()).ok()
+}
+
+/// How the machine changed from `before` to `after` beyond its CPUs, for the log: the nodes
+/// online and the nodes with memory, each when it changed (`nodes online 0-1 -> 0-2, nodes
+/// with memory 0-1 -> 0-2`); `None` when neither did.
+pub fn node_change_from(after: &Topology, before: &Topology) -> Option<String> {
+    let mut parts = Vec::new();
+    for (what, a, b) in [
+        ("nodes online", after.node_ids(), before.node_ids()),
+        ("nodes with memory", after.memory_nodes(), before.memory_nodes()),
+    ] {
+        if a != b {
+            parts.push(format!("{what} {} -> {}", b.to_list_or_none(), a.to_list_or_none()));
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// CPU and memory hotplug seen through `ROOT/sys/devices/system/cpu/online`,
+/// `ROOT/sys/devices/system/node/online` and `ROOT/sys/devices/system/node/has_memory`, one
+/// short read of each a look. The node files catch a node that comes online with memory and no
+/// CPU (CXL memory, memory hot-add) or goes away, which the CPU file never shows.
 #[derive(Debug, Default)]
 pub struct HotplugWatch {
-    /// The file as last settled: an unchanged file costs nothing more.
-    last_online: Option<CpuSet>,
+    /// The files as last settled: unchanged files cost nothing more.
+    last: Option<HotplugFiles>,
     /// Looks in a row that found the topology disagreeing with the file.
     unsettled: u32,
     /// CPUs taken out of every topology read again ([`Topology::reserve`]).
     reserved: CpuSet,
-    /// The file as last read, settled or not ([`HotplugWatch::online_seen`]).
+    /// The CPU file as last read, settled or not ([`HotplugWatch::online_seen`]).
     seen: Option<CpuSet>,
     /// How the reservation was made ([`reserved_cpus`]'s `[actuation]` inputs), so it is judged
     /// again over the CPUs online after each change; `None`: `reserved` stays as given.
@@ -402,38 +474,39 @@ pub struct HotplugWatch {
 }
 
 impl HotplugWatch {
-    /// The file against `before`, the topology in use; when they disagree the topology is read
-    /// again from sysfs. A topology agrees with the file when its online CPUs (their own
-    /// `online` files) and the CPUs its nodes list are both the file's CPUs; the topology handed
-    /// over is clipped to the file ([`Topology::clip_to_online`]), so what the policy places on
-    /// ([`Topology::usable_cpus`]) is online by every source. The file is settled (not looked at again until it
-    /// changes) unless the look must be repeated: the re-read failed, or caught sysfs mid-change.
+    /// The files against `before`, the topology in use; when they disagree the topology is read
+    /// again from sysfs. A topology agrees with the files when its online CPUs (their own
+    /// `online` files) and the CPUs its nodes list are both the CPU file's, its nodes are the
+    /// nodes online and its nodes with memory are `has_memory`'s ([`HotplugFiles::agree`]); the
+    /// topology handed over is clipped to the CPU file ([`Topology::clip_to_online`]), so what
+    /// the policy places on ([`Topology::usable_cpus`]) is online by every source. The files are
+    /// settled (not looked at again until one changes) unless the look must be repeated: the
+    /// re-read failed, or caught sysfs mid-change.
     /// sysfs is read file by file, so one read is no snapshot: going offline, a CPU leaves
     /// `online` and its node's cpulist before its own file reads 0; coming back, the rig's 2-node
     /// guest read `online` and both CPUs' own files 0-3 while node 1's cpulist still listed CPU 2
     /// alone (compared on the per-CPU files only, that topology was settled and CPU 3 never used
-    /// again). Then the next looks read again until the two agree, at most
+    /// again). Then the next looks read again until they agree, at most
     /// [`HOTPLUG_UNSETTLED_LOOKS`] times in a row (a topology that cannot be read likewise:
-    /// logged at each of those looks, then left until the file changes again).
+    /// logged at each of those looks, then left until a file changes again).
+    /// Only the CPU file was read before: a node that came online with memory alone (CXL, memory
+    /// hot-add) was never seen, nor one that went away.
     pub fn look(&mut self, root: &Path, before: &Topology) -> Hotplug {
-        let Some(online) = numapilot_topology::sysfs::cpu_list(root, "online").ok().flatten() else {
-            return Hotplug::Same;
-        };
-        if self.seen.as_ref() != Some(&online) {
-            self.seen = Some(online.clone());
-        }
-        if self.last_online.as_ref() == Some(&online) {
+        let files = HotplugFiles::read(root);
+        if files.none() {
             return Hotplug::Same;
         }
-        // The three sources agree: the CPUs online by their own files and those the nodes list
-        // are both the file's.
-        let agrees = |t: &Topology| t.online_cpus() == online && t.listed_cpus() == online;
-        // The topology in use already agrees (the first look, or the file back where it was),
-        // unless the last read caught sysfs mid-change: then it is read again. Its nodes list
-        // neither the offline CPUs nor the reserved ones.
-        let in_use_agrees = before.online_cpus() == online && before.listed_cpus() == online.difference(&self.reserved);
-        if self.unsettled == 0 && in_use_agrees {
-            self.settle(online);
+        if files.cpus.is_some() && self.seen != files.cpus {
+            self.seen.clone_from(&files.cpus);
+        }
+        if self.last.as_ref() == Some(&files) {
+            return Hotplug::Same;
+        }
+        // The topology in use already agrees (the first look, or the files back where they
+        // were), unless the last read caught sysfs mid-change: then it is read again. Its nodes
+        // list neither the offline CPUs nor the reserved ones.
+        if self.unsettled == 0 && files.agree(before, &self.reserved) {
+            self.settle(files);
             return Hotplug::Same;
         }
         match Topology::from_sysfs(root) {
@@ -442,22 +515,28 @@ impl HotplugWatch {
                 // over clipped to the file, so no CPU any source calls offline is placed on
                 // meanwhile (CI's rig run: going offline, node 1's cpulist still named CPU 2,
                 // whose own file already said 0).
-                if agrees(&topo) {
-                    self.settle(online.clone());
+                if files.agree(&topo, &CpuSet::new()) {
+                    self.settle(files.clone());
                 } else {
-                    self.unsettle(online.clone());
+                    self.unsettle(files.clone());
                 }
-                topo.clip_to_online(&online);
+                if let Some(online) = &files.cpus {
+                    topo.clip_to_online(online);
+                }
                 self.judge_reservation(root, &topo.online_cpus());
                 topo.reserve(&self.reserved);
-                if topo.online_cpus() == before.online_cpus() && topo.usable_cpus() == before.usable_cpus() {
+                if topo.online_cpus() == before.online_cpus()
+                    && topo.usable_cpus() == before.usable_cpus()
+                    && node_change_from(&topo, before).is_none()
+                {
                     Hotplug::Same
                 } else {
                     Hotplug::Changed(topo)
                 }
             }
             Err(e) => {
-                self.unsettle(online.clone());
+                let online = files.cpus.clone().unwrap_or_else(|| before.online_cpus());
+                self.unsettle(files);
                 Hotplug::Unreadable { online, error: e.to_string() }
             }
         }
@@ -499,19 +578,19 @@ impl HotplugWatch {
         }
     }
 
-    fn settle(&mut self, online: CpuSet) {
-        self.last_online = Some(online);
+    fn settle(&mut self, files: HotplugFiles) {
+        self.last = Some(files);
         self.unsettled = 0;
     }
 
     /// One more look that must be repeated; after [`HOTPLUG_UNSETTLED_LOOKS`] of them in a row
-    /// the file is settled as it is.
-    fn unsettle(&mut self, online: CpuSet) {
+    /// the files are settled as they are.
+    fn unsettle(&mut self, files: HotplugFiles) {
         self.unsettled += 1;
         if self.unsettled >= HOTPLUG_UNSETTLED_LOOKS {
-            self.settle(online);
+            self.settle(files);
         } else {
-            self.last_online = None;
+            self.last = None;
         }
     }
 
@@ -520,9 +599,9 @@ impl HotplugWatch {
         self.seen.as_ref()
     }
 
-    /// Whether the file as last read is settled (not read again until it changes).
+    /// Whether the files as last read are settled (not read again until one changes).
     pub fn settled(&self) -> bool {
-        self.last_online.is_some()
+        self.last.is_some()
     }
 }
 
@@ -564,7 +643,7 @@ pub struct LiveHost {
     /// A topology read again after CPU hotplug, not yet taken by the engine
     /// ([`Host::take_topology_change`]).
     topo_change: Option<Topology>,
-    /// CPU hotplug: `/sys/devices/system/cpu/online` as last settled.
+    /// CPU and node hotplug: the files of [`HotplugWatch`] as last settled.
     hotplug: HotplugWatch,
     /// What putting back processes taken out of numapilot's hands did since the run loop last
     /// asked ([`LiveHost::take_released`]).
@@ -821,11 +900,13 @@ impl LiveHost {
         Ok((host, report))
     }
 
-    /// CPU hotplug: `/sys/devices/system/cpu/online` (one short read a cycle) against the CPUs the
-    /// topology has online; when they differ the topology is read again from sysfs (a node whose
-    /// CPUs all went offline then has none, so nothing is placed there, and CPUs that came back are
-    /// used again), handed to the engine through [`Host::take_topology_change`], and logged once.
-    /// Without the read (a kernel without CPU hotplug, a fixture root) the topology stays; when the
+    /// CPU and node hotplug: `/sys/devices/system/cpu/online`, `/sys/devices/system/node/online`
+    /// and `has_memory` (one short read each a cycle) against the topology's online CPUs, nodes and
+    /// nodes with memory; when they differ the topology is read again from sysfs (a node whose
+    /// CPUs all went offline then has none, so nothing is placed there, CPUs that came back are
+    /// used again, and a node that came online with memory alone takes pages), handed to the
+    /// engine through [`Host::take_topology_change`], and logged once.
+    /// Without the reads (a kernel without hotplug, a fixture root) the topology stays; when the
     /// re-read fails it stays too and the re-read is tried again next cycle (one log line each).
     ///
     /// Why: a topology read once at start believed an offlined node's CPUs idle: the rig's 2-node
@@ -836,7 +917,14 @@ impl LiveHost {
         match self.hotplug.look(&self.opts.root, &self.topo) {
             Hotplug::Same => {}
             Hotplug::Changed(topo) => {
-                tracing::warn!("CPU hotplug: {}; topology read again", topo.cpu_change_from(&self.topo));
+                let cpus =
+                    topo.online_cpus() != self.topo.online_cpus() || topo.usable_cpus() != self.topo.usable_cpus();
+                if cpus {
+                    tracing::warn!("CPU hotplug: {}; topology read again", topo.cpu_change_from(&self.topo));
+                }
+                if let Some(nodes) = node_change_from(&topo, &self.topo) {
+                    tracing::warn!("node hotplug: {nodes}; topology read again");
+                }
                 if let Some(note) = self.hotplug.take_reservation_change() {
                     tracing::warn!("CPU hotplug: {note}");
                 }
@@ -844,7 +932,7 @@ impl LiveHost {
                 self.topo_change = Some(topo);
             }
             Hotplug::Unreadable { online, error } => tracing::warn!(
-                "CPU hotplug: online CPUs {} -> {}, but the topology could not be read again ({error}); \
+                "hotplug: online CPUs {} -> {}, but the topology could not be read again ({error}); \
                  keeping the old one (read again at the next cycles)",
                 self.topo.usable_cpus().to_list_or_none(),
                 online.to_list_or_none()
