@@ -293,6 +293,68 @@ fn child_entry() {
             println!("done");
             sleep_forever()
         }
+        "release-no-fds" => {
+            // A host that placed a `sleep` of its own, then no file descriptor left (the soft
+            // limit just above what is open, the rest filled) while a reload excludes the sleep:
+            // prints what was put back then and what is pending, then, with descriptors back,
+            // what the next sample put back and the sleep's mask, and "done".
+            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
+            let mut host = host_with(&dir.join("state.json"), |_| {});
+            let mut sleeper = Command::new("sleep")
+                .arg("600")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let st = read_starttime(sleeper.id()).unwrap();
+            let own = sched_getaffinity(sleeper.id() as libc::pid_t).unwrap();
+            let target = TaskRef { pid: sleeper.id(), tid: None, starttime: st };
+            let set = ActionKind::SetAffinity { cpus: narrow_cpus(&topo()).unwrap() };
+            assert_eq!(host.apply(&action(target, set)), Outcome::Applied { pages_moved: 0 });
+            let excluding = LiveOptions {
+                state_path: dir.join("state.json"),
+                exclude_pids: vec![sleeper.id()],
+                ..LiveOptions::default()
+            };
+            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
+            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+            let soft = lim.rlim_cur;
+            lim.rlim_cur = open + 16;
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            let mut fill = Vec::new();
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                fill.push(f);
+            }
+            host.set_exclusions(&excluding);
+            let short = host.take_released();
+            let pending = host.release_pending();
+            drop(fill);
+            // Descriptors back: the limit as it was (the sample keeps a stat file open for each
+            // process on the machine).
+            lim.rlim_cur = soft;
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            let s = host.sample().unwrap();
+            host.recycle(s);
+            let later = host.take_released();
+            let mask = sched_getaffinity(sleeper.id() as libc::pid_t).unwrap();
+            println!("short {} {pending}", short.restored);
+            println!(
+                "later {} {} {} {}",
+                later.restored,
+                later.failed.len(),
+                mask == own,
+                host.touched().iter().any(|&(p, _)| p == sleeper.id())
+            );
+            host.restore_all();
+            let _ = sleeper.kill();
+            let _ = sleeper.wait();
+            println!("done");
+            sleep_forever()
+        }
         "stop-no-fds" => {
             // A `sleep` of its own, then no file descriptor left (the soft limit just above what is
             // open, the rest filled): prints what confirm_stop and a page move of the sleep made of
@@ -1738,6 +1800,24 @@ fn out_of_descriptors_an_action_is_refused_not_vanished() {
     assert!(short.starts_with("Refused"), "{short}");
     assert!(short.contains("whether it is still there is unknown") && short.contains("Too many open files"), "{short}");
     assert_eq!(back, "Applied { pages_moved: 0 }");
+}
+
+/// A placed process a reload excludes while the daemon has no file descriptor left cannot be
+/// judged (its stat cannot be read): it was looked at once and left where numapilot put it until
+/// the next reload or shutdown. Now it is kept pending and put back at the next sample with
+/// descriptors back. In a child, whose descriptor table this fills.
+#[test]
+fn out_of_descriptors_a_process_a_reload_excludes_is_put_back_later() {
+    if narrow_cpus(&topo()).is_none() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut kid = Kid::spawn("release-no-fds", &[("NP_DIR", d.path().display().to_string())]);
+    let short = kid.line("short ");
+    let later = kid.line("later ");
+    kid.line("done");
+    assert_eq!(short, "0 1", "nothing put back with no descriptor, one pending");
+    assert_eq!(later, "1 0 true false", "put back (its own mask, no record) at the next sample");
 }
 
 /// Rule originals-on-disk-first: once a save of the state file failed (a full /run, EIO, no

@@ -648,7 +648,21 @@ pub struct LiveHost {
     /// What putting back processes taken out of numapilot's hands did since the run loop last
     /// asked ([`LiveHost::take_released`]).
     released: RestoreReport,
+    /// Pids whose release could not be judged or done at the last look ([`LiveHost::release_left`]:
+    /// their stat unreadable for want of a descriptor or memory, or their restore failed and was
+    /// kept for another try): pid -> (whether a reload narrowed the scope then, looks so far).
+    /// Looked at again at each sample until judged, gone, or [`RELEASE_LOOKS`] looks.
+    release_pending: std::collections::BTreeMap<u32, (bool, u32)>,
 }
+
+/// Looks at a pid whose release could not be judged or done ([`LiveHost::release_left`]), one a
+/// sample, before it is given up with a log line. Default 10 (samples: 10 s at the default
+/// interval, longer while the loop backs off). Source: a choice; a daemon short of descriptors or
+/// memory for longer has bigger troubles, which its logs show. What it prevents: a process taken
+/// out of numapilot's hands while its stat could not be read staying where numapilot put it
+/// until the next reload or shutdown (it was looked at once), and a pid looked at every sample
+/// for ever.
+pub const RELEASE_LOOKS: u32 = 10;
 
 /// Adopted processes kept, count. Default 4096. Source: a choice, far above the launches a host
 /// makes within a process's lifetime. What it prevents: a launcher naming pids in a loop growing
@@ -894,6 +908,7 @@ impl LiveHost {
             topo_change: None,
             hotplug: HotplugWatch::with_reservation(reserved, opts.reserved_cpus.clone(), opts.reserve_isolated),
             released: RestoreReport::default(),
+            release_pending: std::collections::BTreeMap::new(),
             topo,
             opts,
         };
@@ -1187,55 +1202,104 @@ impl LiveHost {
     /// since it was last asked (`TieredObserver::take_left`). `scope`: a reload narrowed the
     /// options (rule reload-narrows-scope), so a process [`LiveHost::out_of_scope`] names goes
     /// back too (only then: a process shrinking under `min_rss_mib` while it runs stays placed).
+    ///
+    /// A process whose stat cannot be read (EMFILE, ENOMEM) cannot be judged: it is kept pending
+    /// and looked at again at each sample, as is one whose restore failed and was kept on record
+    /// for another try, until put back, judged to stay, gone, or [`RELEASE_LOOKS`] looks (then one
+    /// log line). Before, it was looked at once and left where numapilot put it.
     fn release_left(&mut self, seen_leaving: &[u32], scope: bool) {
+        let mut pending = std::mem::take(&mut self.release_pending);
+        let mut unsure: Vec<(u32, bool, String)> = Vec::new();
         // The processes the observer saw leave: a page move of theirs stops at its next batch,
         // whether or not anything else of theirs is on record (a move needs no record). Every
         // record is checked below.
-        for &pid in seen_leaving {
-            if let Some(st) = select::read_starttime(pid) {
-                apply::stop_moves_of(pid, st, apply::STOP_RELEASED);
+        let look: std::collections::BTreeSet<u32> = seen_leaving.iter().chain(pending.keys()).copied().collect();
+        for &pid in &look {
+            match select::stat_now(pid) {
+                Ok(Some(st)) => apply::stop_moves_of(pid, st.starttime, apply::STOP_RELEASED),
+                Ok(None) => {}
+                Err(e) if !self.originals.procs.contains_key(&pid) => {
+                    unsure.push((pid, scope, format!("/proc/{pid}/stat: {e}")));
+                }
+                // A record is judged below, with the same read.
+                Err(_) => {}
             }
         }
-        let left: Vec<u32> = self
-            .originals
-            .procs
-            .values()
-            .filter(|r| {
-                let Some(stat) = select::read_stat(r.pid).filter(|s| s.starttime == r.starttime) else {
-                    return false;
-                };
-                let came_from = r.cpuset.as_ref().map(|c| c.original.as_str());
-                select::exclusion(&self.opts, r.pid, &stat.comm, || select::cgroup_paths_with(r.pid, came_from))
-                    .is_some()
-                    || (scope
-                        && self
-                            .out_of_scope(r, &stat)
-                            .inspect(|why| {
-                                tracing::info!(
-                                    "pid {} ({}): put back after a reload: {why}",
-                                    r.pid,
-                                    numapilot_model::tasks::printable(&stat.comm)
-                                )
-                            })
-                            .is_some())
-            })
-            .map(|r| r.pid)
-            .collect();
-        if left.is_empty() {
-            return;
-        }
-        // A page move of theirs still running stops before its next call to the kernel.
-        for pid in &left {
-            if let Some(r) = self.originals.procs.get(pid) {
-                apply::stop_moves_of(r.pid, r.starttime, apply::STOP_RELEASED);
+        let mut left: Vec<u32> = Vec::new();
+        for r in self.originals.procs.values() {
+            let scope = scope || pending.get(&r.pid).is_some_and(|&(s, _)| s);
+            let stat = match select::stat_now(r.pid) {
+                Ok(Some(stat)) if stat.starttime == r.starttime => stat,
+                // Gone (or another process): its record goes with the exited ones.
+                Ok(_) => continue,
+                Err(e) => {
+                    unsure.push((r.pid, scope, format!("/proc/{}/stat: {e}", r.pid)));
+                    continue;
+                }
+            };
+            let came_from = r.cpuset.as_ref().map(|c| c.original.as_str());
+            let out = select::exclusion(&self.opts, r.pid, &stat.comm, || select::cgroup_paths_with(r.pid, came_from))
+                .is_some()
+                || (scope
+                    && self
+                        .out_of_scope(r, &stat)
+                        .inspect(|why| {
+                            tracing::info!(
+                                "pid {} ({}): put back after a reload: {why}",
+                                r.pid,
+                                numapilot_model::tasks::printable(&stat.comm)
+                            )
+                        })
+                        .is_some());
+            if out {
+                left.push(r.pid);
             }
         }
-        let r = self.originals.release(&left);
-        let acc = &mut self.released;
-        acc.restored += r.restored;
-        acc.gone += r.gone;
-        acc.inherited += r.inherited;
-        acc.failed.extend(r.failed);
+        if !left.is_empty() {
+            // A page move of theirs still running stops before its next call to the kernel.
+            for pid in &left {
+                if let Some(r) = self.originals.procs.get(pid) {
+                    apply::stop_moves_of(r.pid, r.starttime, apply::STOP_RELEASED);
+                }
+            }
+            let r = self.originals.release(&left);
+            let acc = &mut self.released;
+            acc.restored += r.restored;
+            acc.gone += r.gone;
+            acc.inherited += r.inherited;
+            acc.failed.extend(r.failed);
+            // A restore that failed and was kept on record for another try is tried again at the
+            // next sample (the record's own count, `state::RESTORE_TRIES`, bounds it).
+            for pid in &left {
+                if self.originals.procs.contains_key(pid) {
+                    unsure.push((*pid, scope, "its restore failed".into()));
+                }
+            }
+        }
+        let mut given_up = Vec::new();
+        for (pid, scope, why) in unsure {
+            let looks = pending.remove(&pid).map_or(0, |(_, n)| n) + 1;
+            if looks >= RELEASE_LOOKS {
+                given_up.push(format!("{pid} ({why})"));
+            } else {
+                self.release_pending.insert(pid, (scope, looks));
+            }
+        }
+        if !given_up.is_empty() {
+            tracing::warn!(
+                "whether {} left numapilot's hands could not be judged, or {} could not be put back, in \
+                 {RELEASE_LOOKS} looks; left as they are until the next reload or shutdown: pid {}",
+                numapilot_topology::plural(given_up.len(), "process"),
+                if given_up.len() == 1 { "it" } else { "they" },
+                given_up.join(", pid ")
+            );
+        }
+    }
+
+    /// Whether a release is pending ([`LiveHost::release_left`]: a process that could not be judged
+    /// or put back, looked at again at the next sample).
+    pub fn release_pending(&self) -> usize {
+        self.release_pending.len()
     }
 
     /// What putting back processes taken out of numapilot's hands (a reload's `[exclude]` or
@@ -1884,7 +1948,7 @@ impl Host for LiveHost {
         // (Taken once and handed over: taking it again inside found it empty, and the page moves
         // of processes that left by a cgroup move or a rename were not stopped.)
         let left = self.observer.take_left();
-        if !left.is_empty() {
+        if !left.is_empty() || !self.release_pending.is_empty() {
             self.release_left(&left, false);
         }
         let t = self.now_ns();
