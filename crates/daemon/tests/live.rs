@@ -355,6 +355,49 @@ fn child_entry() {
             println!("done");
             sleep_forever()
         }
+        "inherit-one-fd" => {
+            // A host that placed a forker whose two children inherited the placed mask, then one
+            // file descriptor left (the soft limit just above what is open, all but one filled):
+            // the restore can read one file at a time, so /proc's listing takes the last one and
+            // no child's stat can be read beside it. Prints the restore's report (counts, then the
+            // failures on one line, in brackets) and whether the first child still has numapilot's mask, then
+            // "done".
+            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
+            let state = dir.join("state.json");
+            let mut host = host_with(&state, |_| {});
+            let cpus = narrow_cpus(&topo()).unwrap();
+            let (kid, _original, c1, c2) = placed_forker(&mut host, &state, &cpus);
+            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
+            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+            let soft = lim.rlim_cur;
+            lim.rlim_cur = open + 16;
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            let mut fill = Vec::new();
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                fill.push(f);
+            }
+            fill.pop();
+            let r = host.restore_all();
+            drop(fill);
+            lim.rlim_cur = soft;
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            let kept = sched_getaffinity(c1 as libc::pid_t).unwrap() == cpus;
+            println!("forker {}", kid.pid());
+            println!("report {} {} {} {}", r.restored, r.inherited, r.gone, r.failed.len());
+            println!("failed [{}]", r.failed.join(" | "));
+            println!("kept {kept}");
+            for pid in [c1, c2] {
+                // SAFETY: kill on a child of the forker, by pid.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            kid.kill();
+            println!("done");
+            sleep_forever()
+        }
         "stop-no-fds" => {
             // A `sleep` of its own, then no file descriptor left (the soft limit just above what is
             // open, the rest filled): prints what confirm_stop and a page move of the sleep made of
@@ -1818,6 +1861,30 @@ fn out_of_descriptors_a_process_a_reload_excludes_is_put_back_later() {
     kid.line("done");
     assert_eq!(short, "0 1", "nothing put back with no descriptor, one pending");
     assert_eq!(later, "1 0 true false", "put back (its own mask, no record) at the next sample");
+}
+
+/// Children that inherited a placed process's mask and cannot be found at restore (the daemon
+/// has one file descriptor left: the listing of /proc takes it, and no child's stat can be read)
+/// keep numapilot's mask: they were skipped without a word while their parent was restored. Now
+/// the restore report's failures say so, naming the parent. In a child, whose descriptor table
+/// this fills.
+#[test]
+fn out_of_descriptors_children_not_found_at_restore_are_reported() {
+    if narrow_cpus(&topo()).is_none() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut kid = Kid::spawn("inherit-one-fd", &[("NP_DIR", d.path().display().to_string())]);
+    let forker = kid.line("forker ");
+    let report = kid.line("report ");
+    let failed = kid.line("failed ");
+    let kept = kid.line("kept ");
+    kid.line("done");
+    assert_eq!(report, "1 0 0 1", "the parent restored, its children not found, one failure");
+    assert!(failed.starts_with(&format!("[{forker}: their children could not all be found")), "{failed}");
+    assert!(failed.contains("/stat: Too many open files"), "the error is named: {failed}");
+    assert!(failed.contains("may keep it"), "{failed}");
+    assert_eq!(kept, "true", "the child still has numapilot's mask (what the failure tells)");
 }
 
 /// Rule originals-on-disk-first: once a save of the state file failed (a full /run, EIO, no

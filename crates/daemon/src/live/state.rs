@@ -86,7 +86,7 @@ use numapilot_actuate::{sched_getaffinity, CgroupVersion, CpusetHierarchy};
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
-use super::select::{read_starttime, read_stat, same_process, still_there};
+use super::select::{read_starttime, same_process, stat_now, still_there};
 use super::RestoreReport;
 
 /// Listings of a process's threads when restoring (see `numapilot_actuate::set_threads_affinity`).
@@ -851,17 +851,37 @@ struct Inheritance<'a> {
     made_cgroup: Option<String>,
 }
 
-/// Every process's parent, from /proc/PID/stat (processes that vanish while listed are skipped).
-fn parents() -> BTreeMap<u32, Vec<u32>> {
+/// Reads of /proc that failed: how many, and the first error.
+type Unread = (usize, String);
+
+/// Every process's children, from /proc/PID/stat (processes that vanish while listed are
+/// skipped), with what could not be read: /proc itself, or a stat that failed for want of a
+/// descriptor or memory (`stat_now`), as `(how many, the first error)`. A child such a read
+/// missed cannot be put back, so the caller reports it.
+fn parents() -> (BTreeMap<u32, Vec<u32>>, Option<Unread>) {
     let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return children };
-    for e in dir.flatten() {
+    let dir = match std::fs::read_dir("/proc") {
+        Ok(dir) => dir,
+        Err(e) => return (children, Some((1, format!("/proc: {e}")))),
+    };
+    let mut unread: Option<Unread> = None;
+    let mut miss = |what: String| unread.get_or_insert((0, what)).0 += 1;
+    for e in dir {
+        let e = match e {
+            Ok(e) => e,
+            Err(e) => {
+                miss(format!("/proc: {e}"));
+                continue;
+            }
+        };
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        if let Some(st) = read_stat(pid) {
-            children.entry(st.ppid).or_default().push(pid);
+        match stat_now(pid) {
+            Ok(Some(st)) => children.entry(st.ppid).or_default().push(pid),
+            Ok(None) => {}
+            Err(e) => miss(format!("/proc/{pid}/stat: {e}")),
         }
     }
-    children
+    (children, unread)
 }
 
 /// Puts back descendants (children, their children, ...) of recorded processes that are not
@@ -903,7 +923,18 @@ fn restore_inherited(
     if roots.is_empty() {
         return;
     }
-    let children = parents();
+    let (children, unread) = parents();
+    // A child the listing missed is not put back: said, naming the parents, so the operator knows
+    // (it was skipped without a word while its parent was restored, and kept numapilot's mask).
+    if let Some((n, first)) = unread {
+        let pids: Vec<String> = roots.iter().map(|(pid, _)| pid.to_string()).collect();
+        report.failed.push(format!(
+            "{}: their children could not all be found ({} could not be read, first {first}); \
+             a child that inherited numapilot's mask from them may keep it",
+            pids.join(", "),
+            numapilot_topology::plural(n, "process"),
+        ));
+    }
     // Breadth first from each root; a recorded process is restored by its own record.
     let mut queue: Vec<(u32, usize)> = Vec::new();
     for (i, (pid, _)) in roots.iter().enumerate() {
