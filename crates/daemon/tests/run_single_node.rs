@@ -116,8 +116,9 @@ fn serve(topo: Topology, change: Option<Topology>, interval_ms: u64) -> (Status,
         status_at(&socket, 2)
     });
     handle.send(Command::Stop).unwrap();
-    // The loop may be held at the gate: let it sample once more and see the stop.
-    let _ = tx.send(());
+    // The gate opens for good: the loop may take more than one step before it sees the stop (a
+    // young process's new threads anywhere on this machine end a wait early with two nodes).
+    drop(tx);
     t.join().unwrap().unwrap();
     let lines = lines.lock().unwrap().clone();
     (first, after, lines)
