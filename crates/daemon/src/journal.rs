@@ -68,14 +68,16 @@ pub struct Record {
     /// The rule's figures.
     pub detail: String,
     /// `applied`, `partial`, `started` (a page move handed to the mover; its `move-done` line
-    /// follows), `vanished`, `refused`, or `planned` in a dry run.
+    /// follows), `vanished`, `refused`, or `planned` when not carried out: in a dry run, or with
+    /// one node in the daemon's reach (nothing to place; `message` says so).
     pub outcome: String,
     /// Base pages moved (page actions).
     pub pages_moved: u64,
     /// Base pages not moved, by cause.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pages_failed: Vec<(String, u64)>,
-    /// The refusal message, when refused.
+    /// The refusal message, when refused; why a planned action was not carried out when there
+    /// was nothing to place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// Whether this is a dry run (nothing was applied).

@@ -44,6 +44,7 @@
 //!             own cpuset; checked after every step) -> nothing to place: the wait is the
 //!             interval with its back-off (not the policy's settle cadence), no proc connector,
 //!             no early step for a new process, new threads or growth, no action carried out
+//!             (a planned action is journaled as not carried out, with why; explain says so)
 //!   timeout -> engine.step(host): Ok -> journal each action (dry run: log it), publish status
 //!                                 Err -> log (first and changed errors), count, retry next interval
 //! ```
@@ -869,7 +870,7 @@ pub fn serve<H: Host + Restore>(
                 if last_error.take().is_some() {
                     tracing::info!("engine step succeeded again");
                 }
-                record_step(&engine, &report, journal.as_mut(), &mut status);
+                record_step(&engine, &report, journal.as_mut(), &mut status, dry_run(&config), single.as_deref());
                 tracing::debug!(
                     "step {} began at {:.3} s (monotonic clock), {} actions, standing orders for {:?}",
                     engine.totals.steps,
@@ -1313,7 +1314,19 @@ fn warn_restart_only(old: &Config, new: &Config) {
     }
 }
 
-fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Journal>, s: &mut Status) {
+/// The step's topology change, ended page moves and actions into the journal and the status.
+/// `dry`: the configuration's dry run. `held`: why there is nothing to place, when one node is in
+/// reach ([`nothing_to_place`]): the engine then carries nothing out, and an action is journaled as
+/// planned with that reason in its message (`dry_run` as configured), logged at debug only (the
+/// start said it once, and the same plan comes back at every step), never as a dry run's "would".
+fn record_step(
+    engine: &Engine,
+    report: &StepReport,
+    mut journal: Option<&mut Journal>,
+    s: &mut Status,
+    dry: bool,
+    held: Option<&str>,
+) {
     let step = engine.totals.steps;
     if let Some(what) = &report.topology_change {
         s.topology_changes += 1;
@@ -1330,17 +1343,23 @@ fn record_step(engine: &Engine, report: &StepReport, mut journal: Option<&mut Jo
         *s.actions_by_kind.entry(kind.to_string()).or_default() += 1;
         count_outcome(kind, outcome, s);
         let comm = engine.model.procs.get(&action.target.pid).map_or("", |p| p.comm.as_str());
-        if engine.dry_run {
-            tracing::info!(
-                "dry run: would {kind} pid {} ({comm}){}: [{}] {}",
-                action.target.pid,
-                action.target.tid.map_or_else(String::new, |t| format!(" tid {t}")),
-                action.reason.rule,
-                action.reason.detail
-            );
+        let tid = action.target.tid.map_or_else(String::new, |t| format!(" tid {t}"));
+        let (pid, rule, detail) = (action.target.pid, &action.reason.rule, &action.reason.detail);
+        match held {
+            Some(why) => tracing::debug!(
+                "nothing to place ({why}): {kind} pid {pid} ({comm}){tid} planned, not carried out: [{rule}] {detail}"
+            ),
+            None if engine.dry_run => {
+                tracing::info!("dry run: would {kind} pid {pid} ({comm}){tid}: [{rule}] {detail}")
+            }
+            None => {}
         }
         if let Some(j) = journal.as_deref_mut() {
-            write_journal(j, &Record::action(step, report.at_ns, action, comm, outcome, engine.dry_run));
+            let mut r = Record::action(step, report.at_ns, action, comm, outcome, dry);
+            if let Some(why) = held {
+                r.message = Some(format!("not carried out: nothing to place: {why}"));
+            }
+            write_journal(j, &r);
         }
     }
 }
@@ -1671,6 +1690,7 @@ fn explain(
         // The view is the last step's: a process that exited since (or whose pid another took)
         // was explained as if it ran on (review helper-55).
         e.since_last_step = engine.model.procs.get(&pid).and_then(|p| since(pid, p.starttime));
+        e.nothing_to_place = status.nothing_to_place.clone();
         return Ok(e);
     }
     if status.steps == 0 {

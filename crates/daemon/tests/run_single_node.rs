@@ -198,3 +198,119 @@ fn a_cpuset_of_one_node_is_nothing_to_place() {
     let p = run::placeable_nodes(&empty, None);
     assert_eq!(run::nothing_to_place(&empty, &p).as_deref(), Some("the machine has one NUMA node (node 0)"));
 }
+
+/// The simulated 2-node machine running numa01 (one simulated second a step), seen by a daemon
+/// whose cpuset allows it node 0 only: the policy plans for the whole machine, and nothing may be
+/// carried out.
+struct Confined {
+    host: numapilot_sim::SimHost,
+    applied: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Host for Confined {
+    fn topology(&self) -> &Topology {
+        self.host.topology()
+    }
+    fn now_ns(&self) -> u64 {
+        self.host.now_ns()
+    }
+    fn sample(&mut self) -> Result<Sample, HostError> {
+        self.host.advance(1_000_000_000);
+        self.host.sample()
+    }
+    fn apply(&mut self, a: &Action) -> Outcome {
+        self.applied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.host.apply(a)
+    }
+}
+
+impl Restore for Confined {
+    fn restore_all(&mut self) -> RestoreReport {
+        RestoreReport::default()
+    }
+    fn own_reach(&self, _: &Topology) -> Option<numapilot_topology::NodeSet> {
+        Some([0].into_iter().collect())
+    }
+}
+
+/// What the log says, as the command line's subscriber writes it.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One node in reach and the policy planning (numa01 across the machine's two nodes): no action
+/// is carried out, and none is said to be a dry run, for the daemon is not one. The journal has
+/// each as planned, `dry_run` false, its message naming why; the log says it at debug; explain
+/// says the daemon places nothing and its last actions were not carried out. Without it: "dry
+/// run: would ..." lines, `dry_run` true in the journal, explain's "planned (dry run)".
+#[test]
+fn nothing_to_place_is_said_of_each_planned_action_not_a_dry_run() {
+    use numapilot_sim::engine::{Baseline, Machine, Sim, SimOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let (setup, socket, journal) =
+        common::setup(dir.path(), "interval_ms = 50\nmetrics = \"off\"\n[tunables]\nsettle_interval_ms = 50\n");
+    let m = Machine::preset("autonuma-2s12c-24g").unwrap();
+    let spec = numapilot_sim::workload::autonuma_bench::spec("numa01", &m.topo, 0.05).unwrap();
+    let sim = Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap();
+    let applied = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let host = Confined { host: numapilot_sim::SimHost::new(sim), applied: applied.clone() };
+    let topo = host.topology().clone();
+    let (handle, rx) = run::command_pipe().unwrap();
+    let log = Log::default();
+    let writer = log.clone();
+    let t = std::thread::spawn(move || {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || run::serve(setup, topo, host, None, Some(rx), &mut |_| {}))
+    });
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Ok(r) = control::request(&socket, &Request::Status) {
+            let s = r.status.unwrap();
+            if s.actions > 0 && s.steps >= 3 {
+                break s;
+            }
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(120), "the policy never planned");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let why = "the daemon's cpuset allows it one node (node 0 of nodes 0-1)";
+    assert_eq!(status.nothing_to_place.as_deref(), Some(why));
+    assert!(!status.dry_run && status.observe_only_reason.is_none(), "{}", status.render());
+    let read = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&journal).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let first = read().into_iter().find(|l| l["event"] == "action").expect("no action journaled");
+    let pid = first["pid"].as_u64().unwrap() as u32;
+    let e = control::request(&socket, &Request::Explain { pid }).unwrap().explain.unwrap();
+    assert_eq!(e.nothing_to_place.as_deref(), Some(why));
+    let text = e.to_string();
+    assert!(text.contains(&format!("  nothing to place: {why}; the daemon plans, and carries nothing out")), "{text}");
+    assert!(text.contains("-> planned, not carried out (nothing to place)"), "{text}");
+    assert!(!text.contains("dry run"), "{text}");
+    handle.send(Command::Stop).unwrap();
+    t.join().unwrap().unwrap();
+    assert_eq!(applied.load(std::sync::atomic::Ordering::Relaxed), 0);
+    let actions: Vec<serde_json::Value> = read().into_iter().filter(|l| l["event"] == "action").collect();
+    for a in &actions {
+        assert_eq!(a["outcome"], "planned", "{a}");
+        assert_eq!(a["dry_run"], false, "{a}");
+        assert_eq!(a["message"], format!("not carried out: nothing to place: {why}"), "{a}");
+    }
+    let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(!log.contains("dry run"), "{log}");
+    let said = format!("nothing to place ({why}): {} pid {pid} (", first["kind"].as_str().unwrap());
+    assert!(log.contains(&said) && log.contains("planned, not carried out: ["), "{said}\n{log}");
+}

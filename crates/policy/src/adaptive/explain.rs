@@ -92,6 +92,10 @@ pub struct Explanation {
     /// matters (it exited, a zombie, its pid reused), filled by the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_last_step: Option<String>,
+    /// Why the daemon places nothing, when one node is in its reach (the machine has one, or its
+    /// cpuset allows it one), filled by the daemon: its actions are planned, never carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nothing_to_place: Option<String>,
 }
 
 pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Explanation> {
@@ -162,6 +166,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         last_actions: policy.proc_state(model, pid).map(|s| s.journal.iter().cloned().collect()).unwrap_or_default(),
         standing: None,
         since_last_step: None,
+        nothing_to_place: None,
     })
 }
 
@@ -181,6 +186,9 @@ impl fmt::Display for Explanation {
         )?;
         if let Some(since) = &self.since_last_step {
             writeln!(f, "  since the last step: {since}")?;
+        }
+        if let Some(why) = &self.nothing_to_place {
+            writeln!(f, "  nothing to place: {why}; the daemon plans, and carries nothing out")?;
         }
         let mem: Vec<String> = self.mem_by_node.iter().map(|(n, b)| format!("N{n}={:.0}", *b as f64 / MIB)).collect();
         writeln!(f, "  memory (MiB): {}", mem.join(" "))?;
@@ -216,6 +224,7 @@ impl fmt::Display for Explanation {
         }
         for e in &self.last_actions {
             let outcome = match &e.outcome {
+                None if self.nothing_to_place.is_some() => "planned, not carried out (nothing to place)".to_string(),
                 None => "planned (dry run)".to_string(),
                 Some(o) => format!("{o:?}"),
             };
