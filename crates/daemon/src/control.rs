@@ -1272,6 +1272,8 @@ impl Status {
             match self.next_interval_ms.cmp(&self.interval_ms) {
                 _ if self.steps == 0 => String::new(),
                 std::cmp::Ordering::Less => format!(" (now {} ms: young processes settling)", self.next_interval_ms),
+                std::cmp::Ordering::Greater if self.nothing_to_place.is_some() =>
+                    format!(" (now {} ms: backed off, nothing to place)", self.next_interval_ms),
                 std::cmp::Ordering::Greater =>
                     format!(" (now {} ms: backed off, nothing changed)", self.next_interval_ms),
                 std::cmp::Ordering::Equal => String::new(),
@@ -1302,7 +1304,7 @@ impl Status {
             let _ = writeln!(
                 s,
                 "nothing to place: {why}; observing only (no thread or page is moved), stepping at the interval \
-                 without early steps for new processes and threads"
+                 backing off whatever changes, without early steps for new processes and threads"
             );
         }
         if self.topology_changes > 0 {

@@ -42,7 +42,8 @@
 //!     command   the same as signals, for in-process callers (tests) that cannot signal themselves
 //!   one node in reach (placeable_nodes: nodes with a usable CPU or memory, within the daemon's
 //!             own cpuset; checked after every step) -> nothing to place: the wait is the
-//!             interval with its back-off (not the policy's settle cadence), no proc connector,
+//!             interval with its back-off (not the policy's settle cadence; every step that did
+//!             not fail counts as quiet, new processes included), no proc connector,
 //!             no early step for a new process, new threads or growth, no action carried out
 //!             (a planned action is journaled as not carried out, with why; explain says so)
 //!   timeout -> engine.step(host): Ok -> journal each action (dry run: log it), publish status
@@ -962,6 +963,9 @@ pub fn serve<H: Host + Restore>(
         // the interval: a young process has nowhere to be placed.
         let base =
             if single.is_some() { config.interval_ms().saturating_mul(1_000_000) } else { engine.next_interval_ns() };
+        // With one node, nothing a step sees (a compiler's every new process) can lead to an
+        // action: the back-off runs whatever changed (the cadence essay).
+        backoff.set_nothing_to_place(single.is_some());
         let next = backoff.next_wait_ns(base, &engine.model, planned);
         let stretch = backoff.stretch_for(next, base);
         host.set_sampling_stretch(stretch);
@@ -1217,7 +1221,8 @@ fn single_node_line(why: &str) -> String {
     format!(
         "{why}: nothing to place. The daemon observes (status, explain, stat and metrics stay useful) and moves no \
          thread or page between nodes (restoring what an earlier run placed still runs); it steps at its interval, \
-         backing off while idle, without the early steps for new processes and threads. A node that comes online \
+         backing off whatever changes (no new process can lead to an action), without the early steps for new \
+         processes and threads. A node that comes online \
          with CPUs, or a wider cpuset, is seen at the next step"
     )
 }

@@ -29,6 +29,18 @@ struct Gated {
     steps: u64,
     /// Handed over as a topology change at the second step (`Host::take_topology_change`).
     change: Option<Topology>,
+    /// With `Some`, a process (a sleep) is started before each sample and sampled with this one,
+    /// as a build starts compilers; killed when the host goes.
+    children: Option<Vec<std::process::Child>>,
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 impl Host for Gated {
@@ -43,9 +55,13 @@ impl Host for Gated {
             let _ = self.gate.recv();
         }
         self.steps += 1;
+        if let Some(children) = self.children.as_mut() {
+            children.push(std::process::Command::new("sleep").arg("600").spawn().unwrap());
+        }
         let mut s = self.reader.sample().map_err(|e| HostError::Unavailable(e.to_string()))?;
         let me = std::process::id();
-        s.processes.retain(|p| p.pid == me);
+        let mine: Vec<u32> = self.children.iter().flatten().map(|c| c.id()).chain([me]).collect();
+        s.processes.retain(|p| mine.contains(&p.pid));
         Ok(s)
     }
     fn take_topology_change(&mut self) -> Option<Topology> {
@@ -102,7 +118,14 @@ fn serve(topo: Topology, change: Option<Topology>, interval_ms: u64) -> (Status,
         ),
     );
     let (tx, gate) = mpsc::channel();
-    let host = Gated { topo: topo.clone(), reader: numapilot_observe::Reader::new("/"), gate, steps: 0, change };
+    let host = Gated {
+        topo: topo.clone(),
+        reader: numapilot_observe::Reader::new("/"),
+        gate,
+        steps: 0,
+        change,
+        children: None,
+    };
     let second = host.change.is_some();
     let (handle, rx) = run::command_pipe().unwrap();
     let lines = Arc::new(Mutex::new(Vec::new()));
@@ -177,6 +200,42 @@ fn a_second_node_coming_online_is_seen_at_the_next_step() {
     assert_eq!(s.topology_changes, 1, "{}", s.render());
     assert_eq!(s.placeable_nodes, "0-1", "{}", s.render());
     assert_eq!(s.nothing_to_place, None, "{}", s.render());
+}
+
+/// One node and a new process started before every step (a build starting compilers), an
+/// interval of 50 ms: the wait doubles from the second step on (100, 200, 400 ms), as on an idle
+/// machine, for nothing a new process does can lead to an action; each step saw one process more.
+/// Without it a new process is a change and the wait stays at the interval for good.
+#[test]
+fn one_node_backs_off_while_processes_keep_starting() {
+    let Some(one) = view(1) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (setup, socket, _) = common::setup(
+        dir.path(),
+        "interval_ms = 50\nmetrics = \"off\"\ndry_run = true\n[tunables]\nsettle_interval_ms = 50\n",
+    );
+    let (tx, gate) = mpsc::channel();
+    let reader = numapilot_observe::Reader::new("/");
+    let host = Gated { topo: one.clone(), reader, gate, steps: 0, change: None, children: Some(Vec::new()) };
+    let (handle, rx) = run::command_pipe().unwrap();
+    let t = std::thread::spawn(move || run::serve(setup, one, host, None, Some(rx), &mut |_| {}));
+    let mut seen = Vec::new();
+    for step in 1..=4 {
+        if step > 1 {
+            tx.send(()).unwrap();
+        }
+        let s = status_at(&socket, step);
+        seen.push((s.next_interval_ms, s.processes));
+        if step == 4 {
+            assert!(s.render().contains("interval 50 ms (now 400 ms: backed off, nothing to place)"), "{}", s.render());
+        }
+    }
+    handle.send(Command::Stop).unwrap();
+    drop(tx);
+    t.join().unwrap().unwrap();
+    let waits: Vec<u64> = seen.iter().map(|s| s.0).collect();
+    assert_eq!(waits, [50, 100, 200, 400], "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[1].1 == w[0].1 + 1), "a new process at every step: {seen:?}");
 }
 
 /// The reach within the daemon's own cpuset: one node of two allowed is nothing to place, named

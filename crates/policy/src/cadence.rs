@@ -53,6 +53,14 @@
 //! do not fall with it. The daemon's loop and the simulator's run loop use the same [`Backoff`], so the
 //! simulator steps the engine at the daemon's cadence and charges the sampling it would pay.
 //!
+//! With one node in the daemon's reach (the machine has one, or its cpuset allows it one) there
+//! is nothing to place, and nothing the model sees can lead to an action: the daemon says so
+//! ([`Backoff::set_nothing_to_place`]) and every step that did not fail counts as quiet, new
+//! processes, load changes and the plan it does not carry out included. A build starting
+//! compilers all the time would otherwise keep the loop at its interval for good (a new process
+//! is a change), observing for nothing; the status, explain and metrics are then up to the cap
+//! old, as on any idle machine.
+//!
 //! # Units
 //!
 //! Waits in ns (the config's cap in ms), CPU demand in CPUs, the stretch a plain multiple.
@@ -135,6 +143,7 @@ pub const BACKOFF_LOAD_CHANGE_CPUS: f64 = 0.25;
 /// ```
 ///
 /// With the default 1 s interval and 15 s cap an idle machine is stepped after 2, 4, 8, 15, 15 ... s.
+/// With nothing to place ([`Backoff::set_nothing_to_place`]) every step that did not fail is quiet.
 /// A process exiting is not a change (nothing to do for it); a step that failed is not quiet.
 /// Signals, `explain` and reloads wake the loop whatever the wait. The policy's holds (a moved
 /// unit stays for `hold_periods` decisions) are counted in steps: backing off while one runs would
@@ -161,6 +170,8 @@ pub struct Backoff {
     last_fill: Option<(f64, u64, u32)>,
     /// The stretch [`Backoff::stretch_for`] returned last (in force over the coming window).
     last_stretch: u32,
+    /// One node in reach: no step that did not fail is a change ([`Backoff::set_nothing_to_place`]).
+    nothing_to_place: bool,
 }
 
 /// What the last step's model held: its processes `(pid, starttime)` and each node's CPU demand.
@@ -179,7 +190,17 @@ impl Backoff {
             density: 1,
             last_fill: None,
             last_stretch: 1,
+            nothing_to_place: false,
         }
+    }
+
+    /// Whether there is nothing to place (one node in the daemon's reach), said before each
+    /// [`Backoff::next_wait_ns`]. While so, a step that did not fail is quiet whatever it saw: a
+    /// new process, a load change, an action planned (not carried out) or a hold running cannot
+    /// lead to an action. Off again (a second node in reach), the next step is judged as usual
+    /// against the one before. Default: off.
+    pub fn set_nothing_to_place(&mut self, on: bool) {
+        self.nothing_to_place = on;
     }
 
     /// Records how full the access sampler's buffers got over the last window
@@ -249,18 +270,21 @@ impl Backoff {
         let procs: std::collections::BTreeSet<(u32, u64)> =
             model.procs.values().map(|p| (p.pid, p.starttime)).collect();
         let loads: Vec<f64> = model.nodes.iter().map(|n| n.cpu_demand).collect();
+        // Nothing to place: a plan is not carried out, so it is no action.
+        let planned = if self.nothing_to_place { planned.map(|_| 0) } else { planned };
         self.since_action = match planned {
             Some(n) if n > 0 => 0,
             _ => self.since_action.saturating_add(1),
         };
         self.quiet_run = if planned == Some(0) { self.quiet_run.saturating_add(1) } else { 0 };
         let quiet = planned == Some(0)
-            && self.since_action > model.tunables.hold_periods
-            && self.last.as_ref().is_some_and(|(old_procs, old_loads)| {
-                procs.is_subset(old_procs)
-                    && old_loads.len() == loads.len()
-                    && old_loads.iter().zip(&loads).all(|(a, b)| (a - b).abs() < BACKOFF_LOAD_CHANGE_CPUS)
-            });
+            && (self.nothing_to_place && self.last.is_some()
+                || self.since_action > model.tunables.hold_periods
+                    && self.last.as_ref().is_some_and(|(old_procs, old_loads)| {
+                        procs.is_subset(old_procs)
+                            && old_loads.len() == loads.len()
+                            && old_loads.iter().zip(&loads).all(|(a, b)| (a - b).abs() < BACKOFF_LOAD_CHANGE_CPUS)
+                    }));
         self.last = Some((procs, loads));
         if !quiet || self.cap_ns <= base_ns {
             self.quiet = 0;
@@ -379,6 +403,29 @@ mod tests {
             run.push(stretch);
         }
         assert_eq!(run, [1, 8, 8, 2, 2, 8], "never acted, one failed step: {run:?}");
+    }
+
+    /// Nothing to place: a load change and a plan (not carried out) are no change, holds or not;
+    /// the first step, with nothing to compare, and a failed one are not quiet; off again, a load
+    /// change brings the interval back.
+    #[test]
+    fn with_nothing_to_place_every_step_that_did_not_fail_is_quiet() {
+        let s = 1_000_000_000;
+        let topo = numapilot_topology::Topology::uniform(1, 4, 8 << 20, 10);
+        let mut model = Model::new(topo, numapilot_model::Tunables::default());
+        let mut b = Backoff::new(15_000);
+        b.set_nothing_to_place(true);
+        let mut waits = Vec::new();
+        for (load, planned) in
+            [(0.0, Some(0)), (2.0, Some(3)), (0.5, Some(1)), (3.0, Some(0)), (3.0, None), (1.0, Some(2))]
+        {
+            model.nodes[0].cpu_demand = load;
+            waits.push(b.next_wait_ns(s, &model, planned) / s);
+        }
+        assert_eq!(waits, [1, 2, 4, 8, 1, 2]);
+        b.set_nothing_to_place(false);
+        model.nodes[0].cpu_demand = 2.0;
+        assert_eq!(b.next_wait_ns(s, &model, Some(0)), s, "a second node: a load change is a change again");
     }
 
     #[test]
