@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 
 use numapilot_policy::adaptive::Explanation;
 use numapilot_policy::{LaunchAdvice, LaunchRequest};
+use numapilot_topology::plural;
 use serde::{Deserialize, Serialize};
 
 /// Control clients served at once, each on a thread of its own; more are served by the accepting
@@ -501,8 +502,10 @@ impl Status {
         let local = self.local_access.map_or_else(String::new, |l| format!(", local access {:.0}%", l * 100.0));
         let one = if self.nothing_to_place.is_some() { ", nothing to place (one node)" } else { "" };
         format!(
-            "numapilot {}, pid {}, {mode}{one}, {} processes, {last}{local}",
-            self.version, self.pid, self.processes
+            "numapilot {}, pid {}, {mode}{one}, {}, {last}{local}",
+            self.version,
+            self.pid,
+            plural(self.processes, "process")
         )
     }
 }
@@ -1310,8 +1313,8 @@ impl Status {
         if self.topology_changes > 0 {
             let _ = writeln!(
                 s,
-                "CPU hotplug seen {} times: topology read again (journal `topology` lines)",
-                self.topology_changes
+                "CPU hotplug seen {}: topology read again (journal `topology` lines)",
+                plural(self.topology_changes, "time")
             );
         }
         if !self.reserved_cpus.is_empty() {
@@ -1376,7 +1379,11 @@ impl Status {
             let _ = writeln!(s, "config reloads: {} accepted, {} rejected", self.reloads, self.reloads_rejected);
         }
         if self.journal_lines_dropped > 0 {
-            let _ = writeln!(s, "journal: {} lines dropped (not written: see the log)", self.journal_lines_dropped);
+            let _ = writeln!(
+                s,
+                "journal: {} dropped (not written: see the log)",
+                plural(self.journal_lines_dropped, "line")
+            );
         }
         for p in &self.launch_promises {
             let _ = writeln!(s, "launch promise: {p}");
@@ -1391,8 +1398,9 @@ impl Status {
             let top: Vec<String> = largest.iter().take(3).map(|(k, v)| format!("{k} {v}")).collect();
             let _ = writeln!(
                 s,
-                "bookkeeping: {total} entries in {} tables (largest: {}; all with --json)",
-                self.bookkeeping.len(),
+                "bookkeeping: {total} {} in {} (largest: {}; all with --json)",
+                if total == 1 { "entry" } else { "entries" },
+                plural(self.bookkeeping.len(), "table"),
                 top.join(", ")
             );
         }
@@ -1404,9 +1412,9 @@ impl Status {
                 self.stalled_reads.iter().map(|r| format!("pid {} ({}, {:.0} s)", r.pid, r.file, r.for_s)).collect();
             let _ = writeln!(
                 s,
-                "left out, a read of their memory map blocked in the kernel: {} (given up {} times since start)",
+                "left out, a read of their memory map blocked in the kernel: {} (given up {} since start)",
                 r.join(", "),
-                self.stalled_reads_total
+                plural(self.stalled_reads_total, "time")
             );
         }
         s
@@ -1536,6 +1544,37 @@ mod tests {
         assert!(!line.contains('\n') && line.len() < 500, "read {} bytes", line.len());
         drop(server);
         writer.join().unwrap();
+    }
+
+    /// A count of one reads in the singular in `status` and `status --check`'s summary; two in
+    /// the plural.
+    #[test]
+    fn counts_of_one_are_said_in_the_singular() {
+        let one = Status {
+            processes: 1,
+            topology_changes: 1,
+            journal_lines_dropped: 1,
+            bookkeeping: [("model.procs".to_string(), 1)].into_iter().collect(),
+            stalled_reads: vec![StalledRead { pid: 7, file: "numa_maps".into(), for_s: 3.0 }],
+            stalled_reads_total: 1,
+            ..Status::default()
+        };
+        let (text, summary) = (one.render(), one.summary());
+        assert!(summary.contains(", 1 process, "), "{summary}");
+        for said in [
+            "CPU hotplug seen 1 time: ",
+            "journal: 1 line dropped ",
+            "bookkeeping: 1 entry in 1 table (",
+            "(given up 1 time since start)",
+        ] {
+            assert!(text.contains(said), "{said:?} in {text}");
+        }
+        let two = Status { processes: 2, topology_changes: 2, journal_lines_dropped: 2, stalled_reads_total: 2, ..one };
+        let (text, summary) = (two.render(), two.summary());
+        assert!(summary.contains(", 2 processes, "), "{summary}");
+        for said in ["CPU hotplug seen 2 times: ", "journal: 2 lines dropped ", "(given up 2 times since start)"] {
+            assert!(text.contains(said), "{said:?} in {text}");
+        }
     }
 
     #[test]

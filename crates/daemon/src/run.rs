@@ -873,10 +873,10 @@ pub fn serve<H: Host + Restore>(
                 }
                 record_step(&engine, &report, journal.as_mut(), &mut status, dry_run(&config), single.as_deref());
                 tracing::debug!(
-                    "step {} began at {:.3} s (monotonic clock), {} actions, standing orders for {:?}",
+                    "step {} began at {:.3} s (monotonic clock), {}, standing orders for {:?}",
                     engine.totals.steps,
                     t0 as f64 / 1e9,
-                    report.plan.actions.len(),
+                    numapilot_topology::plural(report.plan.actions.len(), "action"),
                     engine.standing().iter().map(|a| a.target.pid).collect::<Vec<_>>()
                 );
                 record_released(
@@ -1701,8 +1701,8 @@ fn explain(
     if status.steps == 0 {
         return Err(match &status.last_error {
             Some(err) => format!(
-                "the daemon has not observed the machine yet ({} steps failed, last: {err})",
-                status.step_errors
+                "the daemon has not observed the machine yet ({} failed, last: {err})",
+                numapilot_topology::plural(status.step_errors, "step")
             ),
             None => "the daemon has not observed the machine yet".into(),
         });
