@@ -44,6 +44,7 @@
 //! time logs one warning the first time (with the error; counted in `SignalStats::source_failures`)
 //! and is retried next cycle without a new one until it works again. A process that vanishes mid-scan is skipped by every source, and one whose
 //! maps or fds cannot be read is skipped alone (EACCES silently, anything else with that note).
+//! A process with no memory map (a zombie, a kernel thread) maps nothing: no failure, no warning.
 //!
 //! # Units
 //!
@@ -947,6 +948,44 @@ mod live_tests {
         s.fill(&mut sample);
         assert!(sample.shared.iter().all(|o| o.users.iter().all(|u| u.0 != child)));
         assert!(sample.comm.iter().all(|c| c.a.0 != child && c.b.0 != child));
+    }
+
+    /// A zombie (forked, exited, not reaped) has no memory map: its maps read empty, which is no
+    /// failure of the shared-memory source. (Its stat was parsed as its maps and warned of:
+    /// "shared memory: /proc/PID/stat: maps: line 1, field range: no '-'".)
+    #[test]
+    fn a_zombie_shares_nothing_and_is_no_failure() {
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the child only calls _exit, which is async-signal-safe.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: ends the child at once, without running the parent's exit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        let child = pid as u32;
+        let reader = Reader::new("/");
+        let mut zombie = false;
+        for _ in 0..500 {
+            if reader.read_stat(child).unwrap().is_some_and(|st| st.state == 'Z') {
+                zombie = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let tuning = SignalTuning { maps_every: 1, wakeups: false, ..SignalTuning::default() };
+        let mut s = Signals::open_with(SignalOptions { sockets: false, perf: false }, tuning);
+        let mut sample = reader.sample_of(Some(&[child])).unwrap();
+        let listed = sample.process(child).is_some_and(|p| p.stat.state == 'Z');
+        s.fill(&mut sample);
+        // SAFETY: reaps our own child.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        assert!(zombie && listed, "the child was not seen as a zombie");
+        assert_eq!(s.stats().maps_reads, 1, "the zombie's maps were read");
+        assert!(s.failing.is_empty(), "failing: {:?}", s.failing);
+        assert_eq!(s.stats().source_failures, 0);
+        assert!(s.maps.held.get(&child).is_some_and(|h| h.data.is_empty()), "held as mapping nothing");
+        assert!(sample.shared.is_empty());
     }
 }
 

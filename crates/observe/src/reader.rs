@@ -1097,7 +1097,7 @@ fn sysconf(name: libc::c_int) -> Option<u64> {
 
 impl Reader {
     /// `/proc/PID/maps`, the lines `filter` keeps (see [`crate::maps`]). `Ok(None)` when the process is
-    /// gone or exiting; a kernel thread gives an empty list.
+    /// gone or exiting; a process with no memory map (a zombie, a kernel thread) gives an empty list.
     pub fn read_maps(
         &self,
         pid: u32,
@@ -1123,12 +1123,16 @@ impl Reader {
                 Err(e) => return Err(crate::signal_error::SignalError::Io { path: PathBuf::from(&s.path), source: e }),
             };
             // Empty or failing through a leader that has exited: read through a thread that runs on
-            // (Reader::mm_thread), once.
+            // (Reader::mm_thread), once. The look-up reads the leader's stat into the same buffer,
+            // so the maps read is over here either way: without such a thread the answer is said
+            // now, not parsed from the buffer (it held the stat, parsed as maps, for a zombie).
             if via.is_none() && (gone || s.buf.len == 0) {
                 if let Some(tid) = self.mm_thread_with(&mut s, pid) {
                     via = Some(tid);
                     continue;
                 }
+                // Gone, or no memory map (a zombie, a kernel thread): its maps read empty.
+                return Ok((!gone).then(|| (Vec::new(), 0)));
             }
             if gone {
                 return Ok(None);

@@ -111,6 +111,40 @@ fn a_zombie_is_read_without_memory() {
     drop(child); // reaped by the test harness exiting; Child does not wait on drop
 }
 
+/// A process with no memory map (a zombie: forked, exited, not yet reaped; a kernel thread) has
+/// maps that read empty: an empty list, not an error. (The zombie's stat, read to look for a
+/// thread that runs on, was parsed as its maps: "maps: line 1, field range: no '-'".)
+#[test]
+fn a_process_without_memory_has_empty_maps() {
+    use numapilot_observe::maps::MapsFilter;
+    // SAFETY: the child only calls _exit, which is async-signal-safe.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: ends the child at once, without running the parent's exit handlers.
+        unsafe { libc::_exit(0) };
+    }
+    let pid = pid as u32;
+    let r = Reader::default();
+    let mut zombie = false;
+    for _ in 0..500 {
+        if r.read_stat(pid).unwrap().is_some_and(|st| st.state == 'Z') {
+            zombie = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let maps = r.read_maps_counted(pid, MapsFilter::SharedObjects);
+    let all = r.read_maps(pid, MapsFilter::All);
+    // SAFETY: reaps our own child.
+    unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
+    assert!(zombie, "the child never became a zombie");
+    assert_eq!(maps.unwrap(), Some((Vec::new(), 0)), "a zombie's maps");
+    assert_eq!(all.unwrap(), Some(Vec::new()), "a zombie's maps, every line kept");
+    // kthreadd is pid 2 on every Linux system.
+    assert_eq!(r.read_maps_counted(2, MapsFilter::All).unwrap(), Some((Vec::new(), 0)), "a kernel thread's maps");
+}
+
 #[test]
 fn kernel_threads_are_flagged_and_have_no_numa_maps() {
     // kthreadd is pid 2 on every Linux system (also inside the rig guests).
