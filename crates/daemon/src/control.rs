@@ -211,12 +211,12 @@ pub struct Status {
     /// a CPU list; empty when none.
     #[serde(default)]
     pub reserved_cpus: String,
-    /// The nodes the daemon can place among, a node list: those with a usable CPU or memory,
-    /// within its own cpuset when it is confined to one. Empty before the first step.
+    /// The nodes the daemon can place among, a node list: the machine's nodes with a usable CPU
+    /// or memory (the daemon's own cpuset does not narrow them). Empty before the first step.
     #[serde(default)]
     pub placeable_nodes: String,
     /// Why there is nothing to place, when the list above has one node (or none): the machine
-    /// has one NUMA node, or the daemon's cpuset allows it one. The daemon then observes only
+    /// has one NUMA node. The daemon then observes only
     /// (status, explain and metrics stay useful), moves no thread or page, and steps at its
     /// interval without the early steps for new processes and threads.
     #[serde(default)]

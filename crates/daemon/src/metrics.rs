@@ -371,7 +371,7 @@ pub fn render(s: &Status) -> String {
     o.family(
         "numapilot_placeable_nodes",
         "gauge",
-        "Nodes the daemon can place among (a usable CPU or memory, within its own cpuset); 1: nothing to place.",
+        "Nodes the daemon can place among (the machine's nodes with a usable CPU or memory); 1: nothing to place.",
     );
     if let Ok(nodes) = numapilot_topology::NodeSet::parse_list(&s.placeable_nodes) {
         if !s.placeable_nodes.is_empty() {

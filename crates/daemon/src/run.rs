@@ -40,8 +40,8 @@
 //!     explain   answer queued `explain PID` and `advise` requests from the model (between steps;
 //!               advise is the policy's launch stage, its promise kept by the policy)
 //!     command   the same as signals, for in-process callers (tests) that cannot signal themselves
-//!   one node in reach (placeable_nodes: nodes with a usable CPU or memory, within the daemon's
-//!             own cpuset; checked after every step) -> nothing to place: the wait is the
+//!   one node in reach (placeable_nodes: the machine's nodes with a usable CPU or memory, not
+//!             cut to the daemon's own cpuset; checked after every step) -> nothing to place: the wait is the
 //!             interval with its back-off (not the policy's settle cadence; every step that did
 //!             not fail counts as quiet, new processes included), no proc connector,
 //!             no early step for a new process, new threads or growth, no action carried out
@@ -213,13 +213,6 @@ pub trait Restore {
         None
     }
 
-    /// The nodes the daemon itself reaches: those of its own cpuset's CPUs and memory nodes
-    /// (`Mems_allowed`), read again at each step; `None`: the whole topology. Default: none (a
-    /// host that is not this machine).
-    fn own_reach(&self, _topo: &Topology) -> Option<numapilot_topology::NodeSet> {
-        None
-    }
-
     /// The start went through (nothing refuses it after this): what the host made for its files
     /// at its opening stays (the live host's state file lock and its directory). A host dropped
     /// before this call, a refused start, removes them. Default: nothing made.
@@ -258,16 +251,6 @@ impl Restore for LiveHost {
 
     fn started(&mut self) {
         LiveHost::keep_claim(self)
-    }
-
-    fn own_reach(&self, topo: &Topology) -> Option<numapilot_topology::NodeSet> {
-        if self.options().root != std::path::Path::new("/") {
-            return None;
-        }
-        let me = std::process::id();
-        let cpus = crate::live::select::cpuset_cpus(topo, self.cpuset_hierarchy(), me)?;
-        let mems = crate::live::select::mems_allowed(me)?;
-        Some(topo.nodes_of_cpus(&cpus).union(&mems))
     }
 
     fn take_released(&mut self) -> RestoreReport {
@@ -810,8 +793,8 @@ pub fn serve<H: Host + Restore>(
     }
     // One node in reach: nothing to place, so none of the early steps for new processes and
     // threads, and no proc connector (its every fork, exec and exit would be read for nothing).
-    let mut placeable = placeable_nodes(&topo, host.own_reach(&topo).as_ref());
-    let mut single = nothing_to_place(&topo, &placeable);
+    let mut placeable = placeable_nodes(&topo);
+    let mut single = nothing_to_place(&placeable);
     let wants_watch = |c: &Config, single: &Option<String>| c.daemon.new_thread_wake_ms > 0 && single.is_none();
     let mut watch = if wants_watch(&config, &single) { ThreadWatch::open(announce) } else { None };
     let mut engine = Engine::new(topo, config.tunables.clone(), Box::new(Adaptive::new()));
@@ -901,11 +884,10 @@ pub fn serve<H: Host + Restore>(
                 last_error = Some(msg);
             }
         }
-        // The reach again: a node that came online (the host's topology change) or a cpuset
-        // widened or narrowed since.
-        let now_placeable = placeable_nodes(&engine.model.topo, host.own_reach(&engine.model.topo).as_ref());
+        // The reach again: a node that came online or went away (the host's topology change).
+        let now_placeable = placeable_nodes(&engine.model.topo);
         if now_placeable != placeable {
-            let now_single = nothing_to_place(&engine.model.topo, &now_placeable);
+            let now_single = nothing_to_place(&now_placeable);
             match (&single, &now_single) {
                 (_, Some(why)) => tracing::warn!("{}", single_node_line(why)),
                 (Some(_), None) => tracing::warn!(
@@ -1189,30 +1171,34 @@ pub fn serve<H: Host + Restore>(
     })
 }
 
-/// The nodes the daemon can place among: those of `topo` with a usable CPU or with memory, cut
-/// to `own` (the daemon's own cpuset's nodes, [`Restore::own_reach`]) when given.
-pub fn placeable_nodes(topo: &Topology, own: Option<&numapilot_topology::NodeSet>) -> numapilot_topology::NodeSet {
-    topo.nodes
-        .iter()
-        .filter(|n| !n.cpus.is_empty() || n.has_memory())
-        .map(|n| n.id)
-        .filter(|id| own.is_none_or(|o| o.contains(*id)))
-        .collect()
+/// The nodes the daemon can place among: those of `topo` with a usable CPU or with memory.
+///
+/// A property of the machine, not of the daemon's own cpuset: the kernel holds a placed thread
+/// to its own process's cpuset, not the caller's. `sched_setaffinity(pid)` cuts the mask to the
+/// target's cpuset (`__sched_setaffinity` in kernel/sched/core.c: `cpuset_cpus_allowed(p)`), and
+/// `migrate_pages`/`move_pages` check the new nodes against the target's `mems_allowed`
+/// (`kernel_migrate_pages` in mm/mempolicy.c, `kernel_move_pages` and `do_pages_move` in
+/// mm/migrate.c: `cpuset_mems_allowed(task)`). A daemon an operator confined to node 0
+/// (systemd's `AllowedCPUs=`, `AllowedMemoryNodes=`) still places every other process on every
+/// node; the policy keeps each one within its own cpuset (rule confined-within-cpuset).
+/// One limit is the caller's: `kernel_migrate_pages` also cuts the new nodes to the caller's
+/// `cpuset_mems_allowed(current)` (EINVAL when none is left), so a daemon whose own
+/// `Mems_allowed` leaves a node out cannot move pages there with `migrate_pages`.
+pub fn placeable_nodes(topo: &Topology) -> numapilot_topology::NodeSet {
+    topo.nodes.iter().filter(|n| !n.cpus.is_empty() || n.has_memory()).map(|n| n.id).collect()
 }
 
 /// Why there is nothing to place, when `placeable` (from [`placeable_nodes`]) has one node or
-/// none: the machine has one node, or the daemon's cpuset allows it one of the machine's. `None`
-/// with two or more. Nothing can move between nodes then, as numad and the kernel's NUMA
-/// balancing do nothing on one node.
-pub fn nothing_to_place(topo: &Topology, placeable: &numapilot_topology::NodeSet) -> Option<String> {
+/// none: the machine has one NUMA node with a usable CPU or memory. `None` with two or more.
+/// Nothing can move between nodes then, as numad and the kernel's NUMA balancing do nothing on
+/// one node.
+pub fn nothing_to_place(placeable: &numapilot_topology::NodeSet) -> Option<String> {
     if placeable.len() > 1 {
         return None;
     }
-    let all = placeable_nodes(topo, None);
-    Some(match (placeable.first(), all.len()) {
-        (None, _) => "no node with a usable CPU or memory is in reach".to_string(),
-        (Some(n), 0 | 1) => format!("the machine has one NUMA node (node {n})"),
-        (Some(n), _) => format!("the daemon's cpuset allows it one node (node {n} of nodes {})", all.to_list()),
+    Some(match placeable.first() {
+        None => "the machine has no node with a usable CPU or memory".to_string(),
+        Some(n) => format!("the machine has one NUMA node (node {n})"),
     })
 }
 
@@ -1223,7 +1209,7 @@ fn single_node_line(why: &str) -> String {
          thread or page between nodes (restoring what an earlier run placed still runs); it steps at its interval, \
          backing off whatever changes (no new process can lead to an action), without the early steps for new \
          processes and threads. A node that comes online \
-         with CPUs, or a wider cpuset, is seen at the next step"
+         with CPUs or memory is seen at the next step"
     )
 }
 

@@ -120,7 +120,7 @@ fn start_with(
 /// `None` when they do not split.
 fn two_nodes() -> Option<Topology> {
     let topo = Topology::from_sysfs(Path::new("/")).unwrap();
-    if run::placeable_nodes(&topo, None).len() >= 2 {
+    if run::placeable_nodes(&topo).len() >= 2 {
         return Some(topo);
     }
     let n = topo.online_cpus().len() as u32;

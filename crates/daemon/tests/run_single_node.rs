@@ -238,29 +238,23 @@ fn one_node_backs_off_while_processes_keep_starting() {
     assert!(seen.windows(2).all(|w| w[1].1 == w[0].1 + 1), "a new process at every step: {seen:?}");
 }
 
-/// The reach within the daemon's own cpuset: one node of two allowed is nothing to place, named
-/// as the cpuset's doing; a node with neither CPUs nor memory does not count.
+/// The reach is the machine's: a node with neither CPUs nor memory does not count, and two that
+/// have them are something to place.
 #[test]
-fn a_cpuset_of_one_node_is_nothing_to_place() {
+fn only_nodes_with_a_cpu_or_memory_count() {
     let two = Topology::uniform(2, 2, 4 << 20, 20);
-    let own: numapilot_topology::NodeSet = [0].into_iter().collect();
-    let p = run::placeable_nodes(&two, Some(&own));
-    assert_eq!(p.to_list(), "0");
-    assert_eq!(
-        run::nothing_to_place(&two, &p).as_deref(),
-        Some("the daemon's cpuset allows it one node (node 0 of nodes 0-1)")
-    );
-    assert_eq!(run::nothing_to_place(&two, &run::placeable_nodes(&two, None)), None);
+    assert_eq!(run::placeable_nodes(&two).to_list(), "0-1");
+    assert_eq!(run::nothing_to_place(&run::placeable_nodes(&two)), None);
     let mut empty = two.clone();
     empty.nodes[1].cpus = numapilot_topology::CpuSet::new();
     empty.nodes[1].mem_total_kb = 0;
-    let p = run::placeable_nodes(&empty, None);
-    assert_eq!(run::nothing_to_place(&empty, &p).as_deref(), Some("the machine has one NUMA node (node 0)"));
+    let p = run::placeable_nodes(&empty);
+    assert_eq!(run::nothing_to_place(&p).as_deref(), Some("the machine has one NUMA node (node 0)"));
 }
 
-/// The simulated 2-node machine running numa01 (one simulated second a step), seen by a daemon
-/// whose cpuset allows it node 0 only: the policy plans for the whole machine, and nothing may be
-/// carried out.
+/// The simulated 2-node machine running numa01 (one simulated second a step), served to a loop
+/// whose own view is node 0 alone (a test seam: the policy still plans from the samples of both),
+/// and nothing may be carried out.
 struct Confined {
     host: numapilot_sim::SimHost,
     applied: Arc<std::sync::atomic::AtomicU64>,
@@ -286,9 +280,6 @@ impl Host for Confined {
 impl Restore for Confined {
     fn restore_all(&mut self) -> RestoreReport {
         RestoreReport::default()
-    }
-    fn own_reach(&self, _: &Topology) -> Option<numapilot_topology::NodeSet> {
-        Some([0].into_iter().collect())
     }
 }
 
@@ -322,7 +313,9 @@ fn nothing_to_place_is_said_of_each_planned_action_not_a_dry_run() {
     let sim = Sim::new(&m, &spec, Baseline::Default, 1, &SimOptions::default()).unwrap();
     let applied = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let host = Confined { host: numapilot_sim::SimHost::new(sim), applied: applied.clone() };
-    let topo = host.topology().clone();
+    // The loop's own view: node 0 alone (the host still samples the simulated two).
+    let mut topo = host.topology().clone();
+    topo.nodes.truncate(1);
     let (handle, rx) = run::command_pipe().unwrap();
     let log = Log::default();
     let writer = log.clone();
@@ -345,7 +338,7 @@ fn nothing_to_place_is_said_of_each_planned_action_not_a_dry_run() {
         assert!(t0.elapsed() < std::time::Duration::from_secs(120), "the policy never planned");
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    let why = "the daemon's cpuset allows it one node (node 0 of nodes 0-1)";
+    let why = "the machine has one NUMA node (node 0)";
     assert_eq!(status.nothing_to_place.as_deref(), Some(why));
     assert!(!status.dry_run && status.observe_only_reason.is_none(), "{}", status.render());
     let read = || -> Vec<serde_json::Value> {

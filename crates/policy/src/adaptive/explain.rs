@@ -92,8 +92,8 @@ pub struct Explanation {
     /// matters (it exited, a zombie, its pid reused), filled by the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_last_step: Option<String>,
-    /// Why the daemon places nothing, when one node is in its reach (the machine has one, or its
-    /// cpuset allows it one), filled by the daemon: its actions are planned, never carried out.
+    /// Why the daemon places nothing, when the machine has one node with a usable CPU or memory,
+    /// filled by the daemon: its actions are planned, never carried out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nothing_to_place: Option<String>,
 }
