@@ -405,6 +405,29 @@ fn memory_node2_online(root: &Path, mem_kb: u64) {
 /// `node/online` and `node/has_memory` are read too: the node is seen when it comes online, its
 /// memory when `has_memory` lists it (looked at again while the node's own meminfo lags), and
 /// its going away.
+/// A topology handed over as a view (two nodes over a machine whose sysfs shows one: how the
+/// daemon's tests place on this one-node host) stays in use at the first look: the node files are
+/// taken as they are then, and only a later change of them is a change. Judged on the node files at
+/// the first look, the view was read again from sysfs and the machine's one node took its place
+/// (the daemon's early-wake tests then ran with nothing to place).
+#[test]
+fn a_view_of_more_nodes_than_the_files_stays_at_the_first_look() {
+    let (_dir, root) = copied_fixture();
+    let machine = Topology::from_sysfs(&root).unwrap();
+    // A view: the same CPUs, node 1's memory left out (its node files still say 0-1).
+    let mut view = machine.clone();
+    view.nodes[1].mem_total_kb = 0;
+    view.nodes[1].mem_free_kb = 0;
+    assert_ne!(view.memory_nodes(), machine.memory_nodes(), "the view differs from the files");
+    let mut w = HotplugWatch::default();
+    assert!(matches!(w.look(&root, &view), Hotplug::Same), "a view must stay at the first look");
+    assert!(w.settled());
+    assert!(matches!(w.look(&root, &view), Hotplug::Same));
+    // A node file that changes after it is still seen.
+    memory_node2_online(&root, 0);
+    assert!(matches!(w.look(&root, &view), Hotplug::Changed(_)), "a node coming online must be seen");
+}
+
 #[test]
 fn a_node_with_memory_alone_is_seen_coming_and_going() {
     let (_dir, root) = copied_fixture();
