@@ -221,6 +221,16 @@ pub struct Status {
     /// interval without the early steps for new processes and threads.
     #[serde(default)]
     pub nothing_to_place: Option<String>,
+    /// The memory nodes the daemon's own cpuset allows it (its `Mems_allowed`), a node list read
+    /// at start; empty when not read (not the live host on `/`).
+    #[serde(default)]
+    pub own_memory_nodes: String,
+    /// The machine's memory nodes the daemon cannot move pages to, a node list: those its own
+    /// cpuset does not allow it (the kernel cuts `migrate_pages`' new nodes to the caller's
+    /// cpuset, and `move_pages` allocates under it). Threads are still placed there. Empty when
+    /// none.
+    #[serde(default)]
+    pub pages_unmovable_to: String,
     /// Times the proc connector's queue overflowed and events were lost (each counted once per
     /// drain); the next regular step sees what they announced.
     #[serde(default)]
@@ -508,6 +518,18 @@ impl Status {
             plural(self.processes, "process")
         )
     }
+}
+
+/// What a daemon whose own cpuset leaves memory nodes out cannot do, and the fix: `own` its
+/// memory nodes, `machine` the machine's (when known), `out` those it cannot move pages to (node
+/// lists).
+pub fn unmovable_line(own: &str, machine: Option<&str>, out: &str) -> String {
+    let machine = machine.map_or_else(String::new, |m| format!(" of the machine's {m}"));
+    format!(
+        "pages cannot be moved to memory nodes {out}: the daemon's own cpuset allows it memory nodes {own}{machine} \
+         (the kernel moves pages only to the caller's allowed nodes; threads are still placed there). \
+         Allow the daemon every memory node (AllowedMemoryNodes= on its unit, the container's cpuset.mems)"
+    )
 }
 
 /// A read blocked in the kernel ([`Status::stalled_reads`]).
@@ -1309,6 +1331,9 @@ impl Status {
                 "nothing to place: {why}; observing only (no thread or page is moved), stepping at the interval \
                  backing off whatever changes, without early steps for new processes and threads"
             );
+        }
+        if !self.pages_unmovable_to.is_empty() {
+            let _ = writeln!(s, "{}", unmovable_line(&self.own_memory_nodes, None, &self.pages_unmovable_to));
         }
         if self.topology_changes > 0 {
             let _ = writeln!(

@@ -46,6 +46,9 @@
 //!             not fail counts as quiet, new processes included), no proc connector,
 //!             no early step for a new process, new threads or growth, no action carried out
 //!             (a planned action is journaled as not carried out, with why; explain says so)
+//!   memory nodes the daemon's own cpuset leaves out (pages_unmovable_to, read once at start
+//!             from its Mems_allowed, live host on / only) -> one warning at start and status's
+//!             pages_unmovable_to: the kernel moves the daemon no page there, threads still go
 //!   timeout -> engine.step(host): Ok -> journal each action (dry run: log it), publish status
 //!                                 Err -> log (first and changed errors), count, retry next interval
 //! ```
@@ -213,6 +216,12 @@ pub trait Restore {
         None
     }
 
+    /// The memory nodes the daemon's own cpuset allows it (`Mems_allowed`), read at start; `None`:
+    /// not known (a host that is not this machine). Default: none.
+    fn own_memory_nodes(&self) -> Option<numapilot_topology::NodeSet> {
+        None
+    }
+
     /// The start went through (nothing refuses it after this): what the host made for its files
     /// at its opening stays (the live host's state file lock and its directory). A host dropped
     /// before this call, a refused start, removes them. Default: nothing made.
@@ -255,6 +264,13 @@ impl Restore for LiveHost {
 
     fn take_released(&mut self) -> RestoreReport {
         LiveHost::take_released(self)
+    }
+
+    fn own_memory_nodes(&self) -> Option<numapilot_topology::NodeSet> {
+        if self.options().root != std::path::Path::new("/") {
+            return None;
+        }
+        crate::live::select::mems_allowed(std::process::id())
     }
 
     fn restore_all(&mut self) -> RestoreReport {
@@ -815,11 +831,21 @@ pub fn serve<H: Host + Restore>(
     describe(&config, &config_file, &mut status);
     status.placeable_nodes = placeable.to_list();
     status.nothing_to_place = single.clone();
+    let own_mems = host.own_memory_nodes();
+    let unmovable = own_mems.as_ref().and_then(|own| pages_unmovable_to(&engine.model.topo, own));
+    status.own_memory_nodes = own_mems.as_ref().map_or_else(String::new, |m| m.to_list());
+    status.pages_unmovable_to = unmovable.as_ref().map_or_else(String::new, |u| u.to_list());
     publish(&shared, &status);
     let mode = |dry: bool| if dry { "dry run (observe and plan only)" } else { "acting" };
     announce(&format!("numapilot: started, interval {} ms, {}", config.interval_ms(), mode(started_dry)));
     if let Some(why) = &single {
         announce(&format!("numapilot: {}", single_node_line(why)));
+    }
+    if let (Some(own), Some(out)) = (&own_mems, &unmovable) {
+        announce(&format!(
+            "numapilot: warning: {}",
+            control::unmovable_line(&own.to_list(), Some(&engine.model.topo.memory_nodes().to_list()), &out.to_list())
+        ));
     }
     notify.ready(&format!("started, interval {} ms, {}", config.interval_ms(), mode(started_dry)));
     let mut last_error: Option<String> = None;
@@ -1183,9 +1209,20 @@ pub fn serve<H: Host + Restore>(
 /// node; the policy keeps each one within its own cpuset (rule confined-within-cpuset).
 /// One limit is the caller's: `kernel_migrate_pages` also cuts the new nodes to the caller's
 /// `cpuset_mems_allowed(current)` (EINVAL when none is left), so a daemon whose own
-/// `Mems_allowed` leaves a node out cannot move pages there with `migrate_pages`.
+/// `Mems_allowed` leaves a node out cannot move pages there with `migrate_pages` (and
+/// `move_pages` allocates under the caller's cpuset): the start warns and status shows it
+/// ([`pages_unmovable_to`]).
 pub fn placeable_nodes(topo: &Topology) -> numapilot_topology::NodeSet {
     topo.nodes.iter().filter(|n| !n.cpus.is_empty() || n.has_memory()).map(|n| n.id).collect()
+}
+
+/// The machine's memory nodes the daemon cannot move pages to: those outside `own`, its own
+/// cpuset's memory nodes (`Mems_allowed`). `kernel_migrate_pages` cuts the new nodes to the
+/// caller's `cpuset_mems_allowed(current)`, and `move_pages` allocates the new pages under the
+/// caller's cpuset, so such a node gets no page from the daemon, though its threads are placed
+/// there. `None` when every memory node is allowed.
+pub fn pages_unmovable_to(topo: &Topology, own: &numapilot_topology::NodeSet) -> Option<numapilot_topology::NodeSet> {
+    Some(topo.memory_nodes().difference(own)).filter(|out| !out.is_empty())
 }
 
 /// Why there is nothing to place, when `placeable` (from [`placeable_nodes`]) has one node or

@@ -45,6 +45,8 @@ impl Drop for Confined {
 /// Confined to CPU 0 and node 0 of a two-node view: the start says nothing of nothing to place,
 /// and the status lists both nodes. With the reach cut to the daemon's own cpuset the start
 /// said "the daemon's cpuset allows it one node (node 0 of nodes 0-1): nothing to place".
+/// Pages are another matter: the kernel moves them only to the caller's allowed memory nodes, so
+/// the start warns, naming node 1 as one no page can be moved to, and status says the same.
 #[test]
 fn a_daemon_confined_to_one_node_still_places_on_both() {
     let n = Topology::from_sysfs(Path::new("/")).unwrap().online_cpus().len() as u32;
@@ -85,6 +87,15 @@ fn a_daemon_confined_to_one_node_still_places_on_both() {
     let lines = lines.lock().unwrap().clone();
     assert!(!lines.iter().any(|l| l.contains("nothing to place")), "{lines:#?}");
     assert!(lines.iter().any(|l| l.starts_with("numapilot: started")), "{lines:#?}");
+    let warned = lines.iter().filter(|l| l.contains("pages cannot be moved to memory nodes 1:")).collect::<Vec<_>>();
+    assert_eq!(warned.len(), 1, "{lines:#?}");
+    assert!(warned[0].contains("allows it memory nodes 0 of the machine's 0-1"), "{}", warned[0]);
+    assert!(warned[0].contains("Allow the daemon every memory node"), "{}", warned[0]);
+    assert_eq!(first.own_memory_nodes, "0", "{}", first.render());
+    assert_eq!(first.pages_unmovable_to, "1", "{}", first.render());
+    assert!(first.render().contains("pages cannot be moved to memory nodes 1: "), "{}", first.render());
+    let json = serde_json::to_value(&first).unwrap();
+    assert_eq!(json["pages_unmovable_to"], "1", "{json}");
     // The start's status, when read before a step could read the machine again (a view of two
     // nodes on a one-node machine is one node to the live host's hotplug watch).
     if first.steps == 0 {
