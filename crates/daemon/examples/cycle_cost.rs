@@ -186,7 +186,11 @@ fn main() {
     std::thread::sleep(Duration::from_secs(3));
 
     let topo = Topology::from_sysfs(Path::new("/")).expect("topology");
-    let state = std::env::temp_dir().join(format!("numapilot-cycle-cost-{}.json", std::process::id()));
+    // The state file in a directory of its own: the live host refuses one in a directory other
+    // users may write (such as /tmp itself), as the daemon does.
+    let state_dir = std::env::temp_dir().join(format!("numapilot-cycle-cost-{}", std::process::id()));
+    std::fs::create_dir_all(&state_dir).expect("state directory");
+    let state = state_dir.join("state.json");
     // `--exclude-cgroup PREFIX`: a cgroup list set, so every process's cgroups are read again every
     // `cgroup_recheck_ms` (the cost of `[exclude] cgroups` / `[include] cgroups`).
     let exclude_cgroups: Vec<String> =
@@ -203,7 +207,7 @@ fn main() {
             let _ = k.kill();
             let _ = k.wait();
         }
-        let _ = std::fs::remove_file(state);
+        let _ = std::fs::remove_dir_all(&state_dir);
         return;
     }
     let (mut host, _) = LiveHost::open_with(topo.clone(), opts, tuning).expect("live host");
@@ -354,7 +358,7 @@ fn main() {
         let _ = k.kill();
         let _ = k.wait();
     }
-    let _ = std::fs::remove_file(state);
+    let _ = std::fs::remove_dir_all(&state_dir);
 }
 
 /// The `--ab` comparison (see the module essay).
