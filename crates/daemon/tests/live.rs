@@ -774,16 +774,21 @@ fn a_failed_read_of_a_live_process_is_not_vanished() {
     // A zombie: killed, not yet reaped; stat is still there with the same start time.
     // SAFETY: kill on our own child's pid.
     assert_eq!(unsafe { libc::kill(t.pid as i32, libc::SIGKILL) }, 0);
-    let mut state = ' ';
+    // Waited for until every thread has exited: the leader reads Z as soon as its own thread is
+    // gone, while the child's other threads may still be exiting (num_threads above 1), and such a
+    // process is not gone yet (a zombie leader whose threads run on; CI saw that moment once).
+    let (mut state, mut threads) = (' ', 0);
     for _ in 0..500 {
         let text = std::fs::read_to_string(format!("/proc/{}/stat", t.pid)).unwrap();
-        state = text.rsplit_once(')').unwrap().1.trim_start().chars().next().unwrap();
-        if state == 'Z' {
+        let rest: Vec<&str> = text.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        state = rest[0].chars().next().unwrap();
+        threads = rest[17].parse::<u64>().unwrap();
+        if state == 'Z' && threads <= 1 {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert_eq!(state, 'Z');
+    assert!(state == 'Z' && threads <= 1, "a zombie with no thread left: {state} {threads}");
     assert!(matches!(confirm_stop(t.pid, t.starttime, String::new), Stop::Gone), "zombie");
     kid.kill();
     assert!(matches!(confirm_stop(t.pid, t.starttime, String::new), Stop::Gone), "reaped");
