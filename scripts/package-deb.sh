@@ -10,6 +10,8 @@
 #   /usr/share/{bash-completion,zsh,fish}   shell completions
 #   /usr/share/doc/numapilot/               copyright (GPL-2.0-or-later, and every statically linked crate with its
 #                                           licence; their licence files under third-party/), README.md,
+#                                           docs/*.md (the operating guide, tools, simulator, tests and
+#                                           history README.md links to; gzipped, as README.md),
 #                                           examples/numapilot.toml (packaging/numapilot.toml, every key
 #                                           at its default with what it does; uncompressed, as Debian
 #                                           ships examples), examples/prometheus-rules.yml
@@ -90,6 +92,12 @@ done
 "$binary" completions zsh > "$root/usr/share/zsh/vendor-completions/_numapilot"
 "$binary" completions fish > "$root/usr/share/fish/vendor_completions.d/numapilot.fish"
 gzip -9n < README.md > "$root/usr/share/doc/numapilot/README.md.gz"
+# README.md keeps a short row per command and links to docs/ for the detail (docs/daemon.md is the daemon's
+# operating guide): they go beside it, under the same relative names.
+install -d -m 0755 "$root/usr/share/doc/numapilot/docs"
+for doc in docs/*.md; do
+  gzip -9n < "$doc" > "$root/usr/share/doc/numapilot/docs/$(basename "$doc").gz"
+done
 install -d -m 0755 "$root/usr/share/doc/numapilot/examples"
 install -m 0644 packaging/numapilot.toml packaging/prometheus-rules.yml packaging/prometheus-rules.test.yml \
   "$root/usr/share/doc/numapilot/examples/"

@@ -1,5 +1,7 @@
 //! `numapilot completions` and `numapilot man` as a user runs them: the built binary, its output,
-//! its files and its exit codes.
+//! its files and its exit codes. And the repository's markdown documents (README.md, ARCHITECTURE.md,
+//! docs/, the READMEs of rig/, machines/, workloads/, fixtures/): every relative link leads to a file
+//! that exists, and a link to a section to a heading of that file.
 
 mod cli_common;
 
@@ -493,7 +495,7 @@ fn the_run_page_documents_the_numactl_options() {
         "{synopsis}"
     );
     let options = section(&page, "OPTIONS");
-    // README.md's `numapilot run` row.
+    // docs/tools.md's `numapilot run` options (README.md's row names them in short).
     for entry in [
         "-m, --membind <NODES>",
         "-p, --preferred <NODE>",
@@ -712,4 +714,140 @@ fn advise_help_gives_the_default_of_mem() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["fits"], true, "{v}");
+}
+
+/// The workspace's markdown files, found by walking it (so a new document is checked without being
+/// named here); build output, caches and guest output are left out, and no symbolic link is followed.
+fn markdown_files(root: &Path) -> Vec<std::path::PathBuf> {
+    const SKIP: [&str; 5] = ["target", "rig/cache", "rig/out", "demo-out", "third-party"];
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() && !name.starts_with('.') && !SKIP.contains(&rel.as_str()) {
+                dirs.push(path);
+            } else if kind.is_file() && name.ends_with(".md") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The text outside fenced code blocks, with code spans blanked, line by line: a `[x](y)` inside
+/// code is an example, not a link.
+fn prose_lines(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            lines.push(String::new());
+            continue;
+        }
+        if fenced {
+            lines.push(String::new());
+            continue;
+        }
+        let mut out = String::new();
+        let mut in_code = false;
+        for c in line.chars() {
+            if c == '`' {
+                in_code = !in_code;
+                out.push(' ');
+            } else {
+                out.push(if in_code { ' ' } else { c });
+            }
+        }
+        lines.push(out);
+    }
+    lines
+}
+
+/// The inline links' targets of a markdown text, with their line numbers: `[text](target)`.
+fn link_targets(text: &str) -> Vec<(usize, String)> {
+    let mut targets = Vec::new();
+    for (n, line) in prose_lines(text).iter().enumerate() {
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            targets.push((n + 1, after[..end].trim().to_string()));
+            rest = &after[end..];
+        }
+    }
+    targets
+}
+
+/// The anchors GitHub gives a markdown file's headings: lower case, every character but letters,
+/// digits, `-`, `_` and spaces dropped, spaces made `-`; a repeated one gets `-1`, `-2`, ...
+fn heading_anchors(text: &str) -> Vec<String> {
+    let mut anchors: Vec<String> = Vec::new();
+    let mut times: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let title = line.trim_start_matches('#');
+        if fenced || title.len() == line.len() || !title.starts_with(' ') {
+            continue;
+        }
+        let slug: String = title
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let seen = times.entry(slug.clone()).or_insert(0);
+        anchors.push(if *seen == 0 { slug } else { format!("{slug}-{seen}") });
+        *seen += 1;
+    }
+    anchors
+}
+
+/// Every relative link in the workspace's markdown files leads to a file or directory that exists,
+/// and a link to a section (`file.md#anchor`, `#anchor`) to a heading of that file: README.md points
+/// into docs/ for the detail it no longer holds, and a heading renamed or a document moved must not
+/// leave a reader at a dead end.
+#[test]
+fn every_relative_link_in_the_markdown_files_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
+    let files = markdown_files(&root);
+    for must in ["README.md", "ARCHITECTURE.md", "docs/daemon.md", "rig/README.md"] {
+        assert!(files.contains(&root.join(must)), "{must} was not found among {files:?}");
+    }
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let shown = file.strip_prefix(&root).unwrap().display().to_string();
+        for (line, target) in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = target.split_once('#').unwrap_or((target.as_str(), ""));
+            let dest = if path.is_empty() { file.clone() } else { file.parent().unwrap().join(path) };
+            if !dest.exists() {
+                broken.push(format!("{shown}:{line}: {target}: no file {}", dest.display()));
+                continue;
+            }
+            if !anchor.is_empty() {
+                let anchors = heading_anchors(&std::fs::read_to_string(&dest).unwrap_or_default());
+                if !anchors.iter().any(|a| a == anchor) {
+                    broken.push(format!("{shown}:{line}: {target}: no heading with anchor #{anchor}"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    assert!(checked >= 50, "only {checked} relative links found: is the link reader broken?");
 }

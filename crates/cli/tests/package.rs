@@ -130,6 +130,10 @@ fn the_debian_package_installs_verifies_and_purges_clean() {
         "usr/share/zsh/vendor-completions/_numapilot",
         "usr/share/fish/vendor_completions.d/numapilot.fish",
         "usr/share/doc/numapilot/copyright",
+        // README.md's links to the detail it no longer holds: the daemon's operating guide first.
+        "usr/share/doc/numapilot/README.md.gz",
+        "usr/share/doc/numapilot/docs/daemon.md.gz",
+        "usr/share/doc/numapilot/docs/tools.md.gz",
         "usr/share/doc/numapilot/examples/prometheus-rules.yml",
     ] {
         let m = std::fs::metadata(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));

@@ -342,7 +342,7 @@ fn a_cpu_outside_the_cpuset_is_named_so() {
 }
 
 /// A bad node or CPU list is one line naming it, where Debian's numactl prints libnuma's warning
-/// and then its whole usage text; the exit status is numactl's, 1 (README, deliberate
+/// and then its whole usage text; the exit status is numactl's, 1 (docs/tools.md, deliberate
 /// differences). Without a command both print the usage, as for any command line of the wrong
 /// shape.
 #[test]

@@ -20,7 +20,7 @@
 //! Any failure exits 1 without running the command (numactl's exit status for every failure).
 //! Usage errors (an unknown option, a missing value or command) print the usage text to stderr,
 //! as numactl does; a bad list with a command is one line naming it, where numactl adds the usage
-//! (README, deliberate differences).
+//! (docs/tools.md, deliberate differences from numactl and numastat).
 //!
 //! Started as `numactl` (a symlink to the binary; `main.rs` dispatches on argv\[0\]) the same code
 //! runs with `numactl` as the program name, so scripts written for numactl drive it unchanged.

@@ -8,8 +8,9 @@
 //! whatever node its memory is on. The decisions see them at the next step at the earliest: the
 //! proc connector wakes the loop `new_thread_wake_ms` after the first thread, and the step then
 //! observes the machine before it decides. On the rig's 4-node guest (QEMU TCG) that step took
-//! 80 ms on average, and numa02's workers ran remote for 0.13-0.24 s after "go" (README's race,
-//! 3 repetitions); a first read of their CPUs in that time judged the process 0% local.
+//! 80 ms on average, and numa02's workers ran remote for 0.13-0.24 s after "go" (the rig race,
+//! 3 repetitions: docs/race-history.md, standing orders); a first read of their CPUs in that
+//! time judged the process 0% local.
 //!
 //! # Approach
 //!
