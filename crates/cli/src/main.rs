@@ -185,13 +185,14 @@ mod tests {
     /// Every option or argument that takes a value says what completes it: its known values, a
     /// path hint (clap gives `PathBuf` one), or `ValueHint::Other` (a number, size, pid or name:
     /// nothing). Without one, every shell offered file names for `--cpus` and the like. `run`'s
-    /// trailing command line is the one left to the shell's default.
+    /// trailing command line says `CommandWithArguments` (its scripts are written by
+    /// `run::completion`).
     #[test]
     fn every_value_says_what_completes_it() {
         fn walk(cmd: &clap::Command, path: &str, bare: &mut Vec<String>) {
             for a in cmd.get_arguments().filter(|a| a.get_num_args().is_some_and(|n| n.takes_values())) {
                 let known = !a.get_possible_values().is_empty();
-                if !known && a.get_value_hint() == clap::ValueHint::Unknown && path != "numapilot run" {
+                if !known && a.get_value_hint() == clap::ValueHint::Unknown {
                     bare.push(format!("{path} {}", a.get_id()));
                 }
             }

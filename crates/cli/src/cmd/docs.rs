@@ -1,7 +1,9 @@
 //! `numapilot completions SHELL` and `numapilot man`: the shell completion scripts and the manual
 //! pages, generated from the same argument definitions the commands parse with, so they cannot
 //! drift from what the binary accepts; numapilot.toml(5) is rendered from the example
-//! configuration (packaging/numapilot.toml), which a daemon test keeps naming every key.
+//! configuration (packaging/numapilot.toml), which a daemon test keeps naming every key. What
+//! follows `numapilot run` (numactl's options, then a command) is not clap's: its bash, zsh and
+//! fish parts are written by `run::completion` from the launcher parser's table and spliced in.
 //!
 //! `numactl` and `numastat`, the names numapilot answers to through a symlink, parse their own
 //! options (getopt, as Debian's tools do): their manual pages are Debian's own (numactl(8),
@@ -13,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Command;
+
+use super::run;
 
 /// `numapilot completions`.
 #[derive(Debug, clap::Args)]
@@ -38,8 +42,10 @@ pub fn completions(a: CompletionsArgs, mut cmd: Command) -> anyhow::Result<std::
     let script = String::from_utf8(buf).context("the completion script is not UTF-8")?;
     let either = names_or_files(&cmd);
     let script = match a.shell {
-        clap_complete::Shell::Zsh => zsh_names_or_files(&script, &either)?,
-        clap_complete::Shell::Fish => fish_names_or_files(&script, &either),
+        clap_complete::Shell::Bash => bash_run(&script)?,
+        clap_complete::Shell::Zsh => zsh_run(&zsh_names_or_files(&script, &either)?)?,
+        clap_complete::Shell::Fish => fish_names_or_files(&script, &either) + &run::completion::fish_lines(),
+        // elvish's and powershell's scripts stay as clap writes them: nothing after `run`.
         _ => script,
     };
     std::io::stdout().write_all(script.as_bytes()).context("writing the completion script")?;
@@ -70,6 +76,70 @@ fn names_or_files(cmd: &Command) -> Vec<(String, String)> {
     let mut out = Vec::new();
     walk(cmd, &mut out);
     out
+}
+
+/// bash's script with `run`'s case handed to `_numapilot__run` (`run::completion`): clap's offered
+/// nothing there, so bash fell back to file names for the command too.
+fn bash_run(script: &str) -> anyhow::Result<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut lines = script.lines();
+    let mut found = false;
+    while let Some(line) = lines.next() {
+        if line.trim_start() == "numapilot__subcmd__run)" && !found {
+            found = true;
+            // Its body runs to the `;;` under it (the `;;` of the case on `prev` inside it are
+            // further in).
+            let indent = &line[..line.len() - line.trim_start().len()];
+            let end = format!("{indent}    ;;");
+            loop {
+                let next = lines.next().context("bash completion: the case of run does not end")?;
+                if next == end {
+                    break;
+                }
+            }
+            out.extend([
+                line.to_string(),
+                format!("{indent}    _numapilot__run \"${{cur}}\""),
+                format!("{indent}    return 0"),
+                format!("{indent}    ;;"),
+            ]);
+            continue;
+        }
+        if line.starts_with("if [[ \"${BASH_VERSINFO[0]}\" -eq 4") {
+            out.extend(run::completion::bash_function().lines().map(String::from));
+            out.push(String::new());
+        }
+        out.push(line.to_string());
+    }
+    anyhow::ensure!(found, "bash completion: the case of run not found in the generated script");
+    let joined = out.join("\n") + "\n";
+    anyhow::ensure!(joined.contains("\n_numapilot__run() {"), "bash completion: the line that registers it not found");
+    Ok(joined)
+}
+
+/// zsh's script with the `_arguments` call of its `run` block replaced by `run::completion`'s:
+/// numactl's options, then a command and its own completion.
+fn zsh_run(script: &str) -> anyhow::Result<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut lines = script.lines();
+    let mut found = false;
+    while let Some(line) = lines.next() {
+        out.push(line.to_string());
+        if line != "(run)" || found {
+            continue;
+        }
+        found = true;
+        // The call runs to its `&& ret=0`.
+        loop {
+            let next = lines.next().context("zsh completion: the arguments of run do not end")?;
+            if next == "&& ret=0" {
+                break;
+            }
+        }
+        out.push(run::completion::zsh_arguments());
+    }
+    anyhow::ensure!(found, "zsh completion: the block of run not found in the generated script");
+    Ok(out.join("\n") + "\n")
 }
 
 /// zsh's script with each of `either`'s options completing its names and file names: its action,

@@ -25,6 +25,8 @@
 //! Started as `numactl` (a symlink to the binary; `main.rs` dispatches on argv\[0\]) the same code
 //! runs with `numactl` as the program name, so scripts written for numactl drive it unchanged.
 
+/// What shells complete after `numapilot run` (`docs::completions`).
+pub(crate) mod completion;
 pub(crate) mod getopt;
 mod nodespec;
 mod numactl;
@@ -56,7 +58,13 @@ pub struct Args {
     /// numactl options (--membind, --cpunodebind, --physcpubind, --interleave, --preferred, ...,
     /// --show, --hardware), then the command to run and its arguments. `numapilot run --help` lists
     /// them.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "OPTIONS] [--] [COMMAND")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        num_args = 0..,
+        value_name = "OPTIONS] [--] [COMMAND",
+        value_hint = clap::ValueHint::CommandWithArguments
+    )]
     pub args: Vec<OsString>,
 }
 
