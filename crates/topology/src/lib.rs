@@ -40,6 +40,8 @@ pub mod set;
 pub mod sysfs;
 pub mod tiers;
 pub mod words;
+/// Work counters for tests (`work_counters!`), expanded by the crates that count.
+mod work;
 
 use std::path::Path;
 
