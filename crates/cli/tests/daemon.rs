@@ -1958,7 +1958,7 @@ fn start_after_a_crash_restores_from_the_state_file_and_says_so() {
     };
     // A dry run does not act, restoring included: the record stays for a start that acts.
     let (seen, now) = start(&["--dry-run"]);
-    assert!(seen.contains("1 record(s) of an earlier run left as they are (this start changes no process"), "{seen}");
+    assert!(seen.contains("1 record of an earlier run left as it is (this start changes no process"), "{seen}");
     assert_eq!(now, "0");
     assert!(std::fs::read_to_string(&state).unwrap().contains(&format!("\"pid\":{pid}")));
     let (seen, restored) = start(&[]);

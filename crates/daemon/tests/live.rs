@@ -816,7 +816,7 @@ fn a_zombie_leader_whose_threads_run_on_is_not_gone() {
     match confirm_stop(pid, st.starttime, || "move_pages: Invalid argument".into()) {
         Stop::Refused(m) => {
             assert!(
-                m.starts_with("move_pages: Invalid argument (its main thread has exited; 1 other thread(s) run on)"),
+                m.starts_with("move_pages: Invalid argument (its main thread has exited; 1 other thread runs on)"),
                 "{m}"
             )
         }

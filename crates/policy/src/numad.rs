@@ -396,10 +396,10 @@ impl Numad {
             }
         }
         let why = format!(
-            "best start node {} (distance-weighted magnitude {:.3e}), {} node(s) needed",
+            "best start node {} (distance-weighted magnitude {:.3e}), {} needed",
             nodes[best].id,
             best_tot,
-            chosen.len()
+            numapilot_topology::plural(chosen.len(), "node")
         );
         (chosen, why)
     }

@@ -460,6 +460,7 @@ fn a_young_idle_process_takes_its_memory_to_the_node_it_was_placed_on() {
     assert_eq!(follows(&plan), 1, "{plan:#?}");
     let a = plan.actions.iter().find(|a| a.target.pid == 20 && pages_of(a) > 0).expect("a move");
     assert!(a.reason.detail.contains("idle-young-memory-follows"), "{a:#?}");
+    assert!(a.reason.detail.contains("counts 2 threads x new_thread_cpu 1.0"), "{}", a.reason.detail);
 
     // Not idle but waiting for a new thread's rate (wait-for-rates: thread 1 first seen now, its
     // process at 1.0 CPUs): its memory moves all the same, counted at 2 threads x 1.0.

@@ -342,12 +342,17 @@ fn the_node_count_follows_cpu_net_of_the_flex() {
     // threads; node 0's demand is its own CPU, so both nodes have 4 free CPUs as numad sees them.
     //   3.5 CPUs: request 4.118, (4.118 - 0.3) / 4 = 0.95 -> 1 node (2 without the flex): node 0.
     //   3.8 CPUs: request 4.471, (4.471 - 0.3) / 4 = 1.04 -> 2 nodes.
+    // The reason counts them in words that agree ("node(s) needed" before).
     let mut m = model(10, [3.5, 0.0], [6000, 6000]);
     add(&mut m, 910, 1, [400, 0], 3.5, 8);
-    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(910, "affinity 0".into())]);
+    let plan = Numad::new().decide(&m);
+    assert_eq!(summary(&m, &plan), [(910, "affinity 0".into())]);
+    assert!(plan.actions[0].reason.detail.ends_with(", 1 node needed"), "{}", plan.actions[0].reason.detail);
     let mut m = model(10, [3.8, 0.0], [6000, 6000]);
     add(&mut m, 910, 1, [400, 0], 3.8, 8);
-    assert_eq!(summary(&m, &Numad::new().decide(&m)), [(910, "affinity 0-1".into())]);
+    let plan = Numad::new().decide(&m);
+    assert_eq!(summary(&m, &plan), [(910, "affinity 0-1".into())]);
+    assert!(plan.actions[0].reason.detail.ends_with(", 2 nodes needed"), "{}", plan.actions[0].reason.detail);
 }
 
 #[test]

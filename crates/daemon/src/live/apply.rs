@@ -278,8 +278,7 @@ pub fn confirm_stop(pid: u32, starttime: u64, why: impl FnOnce() -> String) -> S
         Ok(Some(st)) if st.starttime == starttime && !st.is_zombie() && !matches!(st.state, 'X' | 'x') => {
             if st.state == 'Z' {
                 // `num_threads` counts the zombie leader until the last thread goes.
-                let left = st.num_threads.saturating_sub(1);
-                Stop::Refused(format!("{} (its main thread has exited; {left} other thread(s) run on)", why()))
+                Stop::Refused(main_thread_exited(&why(), st.num_threads.saturating_sub(1)))
             } else {
                 Stop::Refused(why())
             }
@@ -827,9 +826,29 @@ pub fn interleave_target(nodes: &[u32], weights: &[u32], i: usize) -> Option<u32
     nodes.last().copied()
 }
 
+/// A refusal of a process whose main thread has exited while `left` other threads run on, the
+/// verb agreeing with the count ("1 other thread runs on", "2 other threads run on").
+fn main_thread_exited(why: &str, left: u32) -> String {
+    let runs = if left == 1 { "runs" } else { "run" };
+    format!("{why} (its main thread has exited; {} {runs} on)", numapilot_topology::plural(left, "other thread"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The count of the threads left and its verb agree (it said "1 other thread(s) run on").
+    #[test]
+    fn a_main_thread_gone_says_how_many_threads_run_on_in_agreeing_words() {
+        assert_eq!(
+            main_thread_exited("move_pages: Invalid argument", 1),
+            "move_pages: Invalid argument (its main thread has exited; 1 other thread runs on)"
+        );
+        assert_eq!(
+            main_thread_exited("move_pages: Invalid argument", 2),
+            "move_pages: Invalid argument (its main thread has exited; 2 other threads run on)"
+        );
+    }
 
     #[test]
     fn a_stopped_moves_cause_is_counted_without_its_pid() {

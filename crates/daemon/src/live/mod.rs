@@ -52,7 +52,7 @@ pub mod state;
 pub use observe::{TierOptions, TierStats};
 
 use apply::{PageTally, Stop, TokenBucket};
-use state::{CpusetOriginal, Originals, ProcessOriginal};
+use state::{CpusetOriginal, LeftAlone, Originals, ProcessOriginal};
 
 /// How the live host observes and acts. Built by `run` from the config file and the command line;
 /// [`LiveOptions::default`] gives every default below.
@@ -803,27 +803,14 @@ impl LiveHost {
             if !acts && !file.processes.is_empty() {
                 // Restoring is acting: a dry run (or a user without the rights, or a daemon that
                 // cannot trust /proc) leaves the file for the next start that acts.
-                stale_note = Some(format!(
-                    "state file {}: {} record(s) of an earlier run left as they are (this start changes no \
-                     process: a start that acts restores them)",
-                    opts.state_path.display(),
-                    file.processes.len()
-                ));
+                stale_note =
+                    Some(state::left_alone_message(&opts.state_path, file.processes.len(), &LeftAlone::NoActing));
             } else if let Some(ns) = other_ns {
-                return Err(LiveError::State(format!(
-                    "state file {}: its {} record(s) were written in another pid namespace (pid:[{ns}], this \
-                     daemon runs in {}): their pids are not this namespace's; left as they are. Give this daemon \
-                     a state file of its own ([daemon] state), or remove that one once its daemon is gone",
-                    opts.state_path.display(),
-                    file.processes.len(),
-                    state::pid_namespace().map_or("an unreadable one".to_string(), |n| format!("pid:[{n}]"))
-                )));
+                let why = LeftAlone::OtherNamespace { theirs: ns, ours: state::pid_namespace() };
+                return Err(LiveError::State(state::left_alone_message(&opts.state_path, file.processes.len(), &why)));
             } else if other_boot {
-                stale_note = Some(format!(
-                    "state file {}: written before the last boot: its {} record(s) are not restored",
-                    opts.state_path.display(),
-                    file.processes.len()
-                ));
+                stale_note =
+                    Some(state::left_alone_message(&opts.state_path, file.processes.len(), &LeftAlone::OtherBoot));
             } else {
                 let records = file.processes.iter().map(|r| (r.pid, r.clone())).collect();
                 state::restore_records(&records, &mut report);

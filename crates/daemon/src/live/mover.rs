@@ -663,7 +663,7 @@ mod tests {
     fn the_copy_runs_on_the_jobs_cpus_and_the_mover_gets_its_own_set_back() {
         let own = sched_getaffinity(0).unwrap();
         let Some(last) = own.last().filter(|_| own.len() >= 2) else {
-            eprintln!("skipped: this thread may run on {} CPU(s), need 2", own.len());
+            eprintln!("skipped: this thread may run on {}, need 2", numapilot_topology::plural(own.len(), "CPU"));
             return;
         };
         let seen = Arc::new(Mutex::new(Vec::new()));

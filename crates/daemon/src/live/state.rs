@@ -605,6 +605,49 @@ pub fn pid_namespace() -> Option<u64> {
     std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
 }
 
+/// Why the records of a state file are left as they are at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftAlone {
+    /// This start acts on nothing (a dry run, a user without the rights, an untrusted /proc):
+    /// restoring is acting, so the next start that acts restores them.
+    NoActing,
+    /// Written in the pid namespace `theirs`; this daemon runs in `ours` (`None`: unreadable).
+    OtherNamespace {
+        /// The file's namespace inode.
+        theirs: u64,
+        /// This daemon's, `None` when unreadable.
+        ours: Option<u64>,
+    },
+    /// Written before the last boot.
+    OtherBoot,
+}
+
+/// What the daemon says of the `n` records of the state file at `path` that it leaves as they are,
+/// and why: the count and the words that agree with it ("1 record ... left as it is", "3 records
+/// ... left as they are").
+pub fn left_alone_message(path: &Path, n: usize, why: &LeftAlone) -> String {
+    let records = numapilot_topology::plural(n, "record");
+    let one = n == 1;
+    let (it_is, it, was, are) = if one { ("it is", "it", "was", "is") } else { ("they are", "them", "were", "are") };
+    let (their_pids, pids_are) = if one { ("its pid", "is") } else { ("their pids", "are") };
+    let path = path.display();
+    match why {
+        LeftAlone::NoActing => format!(
+            "state file {path}: {records} of an earlier run left as {it_is} (this start changes no process: a start \
+             that acts restores {it})"
+        ),
+        LeftAlone::OtherNamespace { theirs, ours } => format!(
+            "state file {path}: its {records} {was} written in another pid namespace (pid:[{theirs}], this daemon \
+             runs in {}): {their_pids} {pids_are} not this namespace's; left as {it_is}. Give this daemon a state \
+             file of its own ([daemon] state), or remove that one once its daemon is gone",
+            ours.map_or("an unreadable one".to_string(), |n| format!("pid:[{n}]"))
+        ),
+        LeftAlone::OtherBoot => {
+            format!("state file {path}: written before the last boot: its {records} {are} not restored")
+        }
+    }
+}
+
 /// The kernel's boot id, `None` where it cannot be read.
 pub fn boot_id() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
@@ -1221,6 +1264,36 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sentences about records left alone agree with their count (they said "record(s)" and
+    /// "they are" for one).
+    #[test]
+    fn left_alone_records_are_counted_in_words_that_agree() {
+        let p = Path::new("/run/numapilot/state.json");
+        assert_eq!(
+            left_alone_message(p, 1, &LeftAlone::NoActing),
+            "state file /run/numapilot/state.json: 1 record of an earlier run left as it is (this start changes \
+             no process: a start that acts restores it)"
+        );
+        assert_eq!(
+            left_alone_message(p, 2, &LeftAlone::NoActing),
+            "state file /run/numapilot/state.json: 2 records of an earlier run left as they are (this start \
+             changes no process: a start that acts restores them)"
+        );
+        let ns = LeftAlone::OtherNamespace { theirs: 4026531836, ours: Some(4026532200) };
+        let one = left_alone_message(p, 1, &ns);
+        assert!(one.starts_with("state file /run/numapilot/state.json: its 1 record was written in another pid namespace (pid:[4026531836], this daemon runs in pid:[4026532200]): its pid is not this namespace's; left as it is. Give"), "{one}");
+        let two = left_alone_message(p, 2, &LeftAlone::OtherNamespace { theirs: 7, ours: None });
+        assert!(two.starts_with("state file /run/numapilot/state.json: its 2 records were written in another pid namespace (pid:[7], this daemon runs in an unreadable one): their pids are not this namespace's; left as they are. Give"), "{two}");
+        assert_eq!(
+            left_alone_message(p, 1, &LeftAlone::OtherBoot),
+            "state file /run/numapilot/state.json: written before the last boot: its 1 record is not restored"
+        );
+        assert_eq!(
+            left_alone_message(p, 2, &LeftAlone::OtherBoot),
+            "state file /run/numapilot/state.json: written before the last boot: its 2 records are not restored"
+        );
+    }
 
     /// What a claim made (the lock file, the directories above it) goes when its set is dropped
     /// before `keep_claim`, and stays after it; a claim refused by another's live lock removes

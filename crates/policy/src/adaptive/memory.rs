@@ -653,17 +653,17 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
             });
             let idle_note = if idle && pl.waiting.contains(&pid) {
                 format!(
-                    "; [{IDLE_YOUNG_RULE}] young ({} ms), placed by the fork rule, its new threads' rates not known yet (wait-for-rates): counts {} thread(s) x new_thread_cpu {:.1}",
+                    "; [{IDLE_YOUNG_RULE}] young ({} ms), placed by the fork rule, its new threads' rates not known yet (wait-for-rates): counts {} x new_thread_cpu {:.1}",
                     p.age_ns(m.now_ns) / 1_000_000,
-                    p.tids.len(),
+                    numapilot_topology::plural(p.tids.len(), "thread"),
                     t.new_thread_cpu
                 )
             } else if idle {
                 format!(
-                    "; [{IDLE_YOUNG_RULE}] young ({} ms) and idle ({:.2} CPUs): counts {} thread(s) x new_thread_cpu {:.1}, its memory moves before its work starts",
+                    "; [{IDLE_YOUNG_RULE}] young ({} ms) and idle ({:.2} CPUs): counts {} x new_thread_cpu {:.1}, its memory moves before its work starts",
                     p.age_ns(m.now_ns) / 1_000_000,
                     p.cpu_rate,
-                    p.tids.len(),
+                    numapilot_topology::plural(p.tids.len(), "thread"),
                     t.new_thread_cpu
                 )
             } else if let Some(est) = forked_now {
