@@ -6,7 +6,8 @@
 #   charts: fonts-dejavu-core (DejaVu Sans, loaded at run time by the simulator's PNG charts)
 #   bench:  time (GNU time: peak memory in scripts/bench-sim.sh)
 #   docs:   groff-base (the manual page tests format every page `numapilot man` writes, as man does), mandoc (its
-#           -Tlint checks them too; 1.4 MB)
+#           -Tlint checks them too; 1.4 MB), bash-completion zsh fish (the completion tests run each shell's
+#           completion of `numapilot run` for real; without them those tests skip, saying so)
 #   rig:    qemu-system-x86 (TCG emulation), busybox-static (guest userland), cpio, numactl + numad (reference tools,
 #           also copied into the guests), xz-utils (kernel modules), binutils (objcopy strips our binaries), apt's
 #           own `apt-get download` fetches the guest kernel (done by the rig itself, on first use, into rig/cache)
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential pkg-config ca-certificates curl
   qemu-system-x86 busybox-static cpio numactl numad xz-utils binutils fonts-dejavu-core time groff-base
-  mandoc clang libbpf-dev libelf-dev zlib1g-dev)
+  mandoc bash-completion zsh fish clang libbpf-dev libelf-dev zlib1g-dev)
 need=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
