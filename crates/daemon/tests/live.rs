@@ -182,45 +182,21 @@ fn child_entry() {
             // record said, then "done".
             let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
             let mut host = host_with(&dir.join("state.json"), |_| {});
-            let mut sleeper = Command::new("sleep")
-                .arg("600")
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            let st = read_starttime(sleeper.id()).unwrap();
-            let target = TaskRef { pid: sleeper.id(), tid: None, starttime: st };
-            let cpus = narrow_cpus(&topo()).unwrap();
-            assert_eq!(
-                host.apply(&action(target, ActionKind::SetAffinity { cpus })),
-                Outcome::Applied { pages_moved: 0 }
-            );
+            let (mut sleeper, _) = placed_sleeper(&mut host);
             let s = host.sample().unwrap();
             host.recycle(s);
-            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
-            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
-            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-            lim.rlim_cur = open + 16;
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
             // 200 processes the observer has not seen, then every descriptor but one taken: the
             // system files and the listing of /proc are read one file at a time and pass, the
             // first new process's stat file takes the last descriptor (kept open), the next
             // cannot be opened. (Three were too few: the kept files of processes that exited
             // meanwhile, other tests' children, are closed before the new ones are read, and gave
             // them room in CI once.)
-            let mut newcomers: Vec<std::process::Child> = (0..200)
-                .map(|_| Command::new("sleep").arg("600").stdout(std::process::Stdio::null()).spawn().unwrap())
-                .collect();
-            let mut fill = Vec::new();
-            while let Ok(f) = std::fs::File::open("/dev/null") {
-                fill.push(f);
-            }
+            let mut newcomers: Vec<std::process::Child> = (0..200).map(|_| sleeper_child()).collect();
+            let mut fds = NoFds::take();
             // No descriptor at all: the record's check of its process cannot read /proc.
             let _ = host.sample();
             let kept = host.touched().iter().any(|&(p, _)| p == sleeper.id());
-            fill.pop();
+            fds.leave_one();
             let sampled = match host.sample() {
                 Ok(s) => {
                     let seen = newcomers.iter().filter(|k| s.processes.iter().any(|p| p.pid == k.id())).count();
@@ -231,14 +207,12 @@ fn child_entry() {
             let kept_sampled = host.touched().iter().any(|&(p, _)| p == sleeper.id());
             // A shutdown's restore with no descriptor left: the placed process cannot be
             // confirmed, so its record stays (for the next pass) instead of counting as gone.
-            while let Ok(f) = std::fs::File::open("/dev/null") {
-                fill.push(f);
-            }
+            fds.take_all();
             let short = host.restore_all();
             let kept_short = host.touched().iter().any(|&(p, _)| p == sleeper.id());
             let why =
                 short.failed.iter().any(|f| f.contains(&sleeper.id().to_string()) && f.contains("could not be read"));
-            drop(fill);
+            drop(fds);
             for k in &mut newcomers {
                 let _ = k.kill();
                 let _ = k.wait();
@@ -260,30 +234,15 @@ fn child_entry() {
             // came to then, and with descriptors back, then "done".
             let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
             let mut host = host_with(&dir.join("state.json"), |_| {});
-            let mut sleeper = Command::new("sleep")
-                .arg("600")
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
+            let mut sleeper = sleeper_child();
             let st = read_starttime(sleeper.id()).unwrap();
             let set = action(
                 TaskRef { pid: sleeper.id(), tid: None, starttime: st },
                 ActionKind::SetAffinity { cpus: narrow_cpus(&topo()).unwrap() },
             );
-            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
-            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
-            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-            lim.rlim_cur = open + 16;
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-            let mut fill = Vec::new();
-            while let Ok(f) = std::fs::File::open("/dev/null") {
-                fill.push(f);
-            }
+            let fds = NoFds::take();
             let short = host.apply(&set);
-            drop(fill);
+            drop(fds);
             let back = host.apply(&set);
             host.restore_all();
             println!("short {short:?}");
@@ -300,43 +259,19 @@ fn child_entry() {
             // what the next sample put back and the sleep's mask, and "done".
             let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
             let mut host = host_with(&dir.join("state.json"), |_| {});
-            let mut sleeper = Command::new("sleep")
-                .arg("600")
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            let st = read_starttime(sleeper.id()).unwrap();
-            let own = sched_getaffinity(sleeper.id() as libc::pid_t).unwrap();
-            let target = TaskRef { pid: sleeper.id(), tid: None, starttime: st };
-            let set = ActionKind::SetAffinity { cpus: narrow_cpus(&topo()).unwrap() };
-            assert_eq!(host.apply(&action(target, set)), Outcome::Applied { pages_moved: 0 });
+            let (mut sleeper, own) = placed_sleeper(&mut host);
             let excluding = LiveOptions {
                 state_path: dir.join("state.json"),
                 exclude_pids: vec![sleeper.id()],
                 ..LiveOptions::default()
             };
-            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
-            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
-            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-            let soft = lim.rlim_cur;
-            lim.rlim_cur = open + 16;
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-            let mut fill = Vec::new();
-            while let Ok(f) = std::fs::File::open("/dev/null") {
-                fill.push(f);
-            }
+            let fds = NoFds::take();
             host.set_exclusions(&excluding);
             let short = host.take_released();
             let pending = host.release_pending();
-            drop(fill);
-            // Descriptors back: the limit as it was (the sample keeps a stat file open for each
-            // process on the machine).
-            lim.rlim_cur = soft;
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            // Descriptors back, and the limit as it was (the sample keeps a stat file open for
+            // each process on the machine).
+            drop(fds);
             let s = host.sample().unwrap();
             host.recycle(s);
             let later = host.take_released();
@@ -367,24 +302,10 @@ fn child_entry() {
             let mut host = host_with(&state, |_| {});
             let cpus = narrow_cpus(&topo()).unwrap();
             let (kid, _original, c1, c2) = placed_forker(&mut host, &state, &cpus);
-            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
-            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
-            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-            let soft = lim.rlim_cur;
-            lim.rlim_cur = open + 16;
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-            let mut fill = Vec::new();
-            while let Ok(f) = std::fs::File::open("/dev/null") {
-                fill.push(f);
-            }
-            fill.pop();
+            let mut fds = NoFds::take();
+            fds.leave_one();
             let r = host.restore_all();
-            drop(fill);
-            lim.rlim_cur = soft;
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            drop(fds);
             let kept = sched_getaffinity(c1 as libc::pid_t).unwrap() == cpus;
             println!("forker {}", kid.pid());
             println!("report {} {} {} {}", r.restored, r.inherited, r.gone, r.failed.len());
@@ -402,26 +323,11 @@ fn child_entry() {
             // A `sleep` of its own, then no file descriptor left (the soft limit just above what is
             // open, the rest filled): prints what confirm_stop and a page move of the sleep made of
             // that, then, with descriptors back, what confirm_stop says, and "done".
-            let mut sleeper = Command::new("sleep")
-                .arg("600")
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
+            let mut sleeper = sleeper_child();
             let (pid, st) = (sleeper.id(), read_starttime(sleeper.id()).unwrap());
             let ranges = numapilot_daemon::live::apply::mapped_ranges(pid, st).expect("its maps");
             let node = topo().memory_nodes().first().unwrap();
-            let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
-            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
-            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-            lim.rlim_cur = open + 16;
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-            let mut fill = Vec::new();
-            while let Ok(f) = std::fs::File::open("/dev/null") {
-                fill.push(f);
-            }
+            let fds = NoFds::take();
             let say = |s: Result<(), Stop>| match s {
                 Ok(()) => "ok".to_string(),
                 Err(Stop::Gone) => "gone".to_string(),
@@ -431,7 +337,7 @@ fn child_entry() {
             let mut tally = PageTally::default();
             let moved = move_to_targets(pid, st, &ranges, 4096, u64::MAX, true, |_, _| Some(node), &mut tally, 1);
             let moved = say(moved.map(|_| ()));
-            drop(fill);
+            drop(fds);
             let back = say(Err(confirm_stop(pid, st, || "the call failed".into())));
             println!("confirm {confirmed}");
             println!("move {moved}");
@@ -674,6 +580,77 @@ fn refused(o: &Outcome) -> &str {
     match o {
         Outcome::Refused { message } => message,
         other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// A `sleep 600` child of this process, its output to /dev/null.
+fn sleeper_child() -> std::process::Child {
+    Command::new("sleep")
+        .arg("600")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A [`sleeper_child`] that `host` placed on [`narrow_cpus`] (applied, checked), and its mask
+/// before.
+fn placed_sleeper(host: &mut LiveHost) -> (std::process::Child, CpuSet) {
+    let sleeper = sleeper_child();
+    let own = sched_getaffinity(sleeper.id() as libc::pid_t).unwrap();
+    let target = TaskRef { pid: sleeper.id(), tid: None, starttime: read_starttime(sleeper.id()).unwrap() };
+    let set = ActionKind::SetAffinity { cpus: narrow_cpus(&topo()).unwrap() };
+    assert_eq!(host.apply(&action(target, set)), Outcome::Applied { pages_moved: 0 });
+    (sleeper, own)
+}
+
+/// This process out of file descriptors, for the children that play a daemon short of them: its
+/// soft `RLIMIT_NOFILE` lowered to just above what is open, then every descriptor under it taken
+/// (opens of /dev/null). Dropped, the descriptors are closed and the limit is as it was.
+struct NoFds {
+    fill: Vec<std::fs::File>,
+    soft: libc::rlim_t,
+}
+
+impl NoFds {
+    fn take() -> NoFds {
+        let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+        let soft = lim.rlim_cur;
+        lim.rlim_cur = open + 16;
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+        let mut fds = NoFds { fill: Vec::new(), soft };
+        fds.take_all();
+        fds
+    }
+
+    /// Every free descriptor taken (again).
+    fn take_all(&mut self) {
+        while let Ok(f) = std::fs::File::open("/dev/null") {
+            self.fill.push(f);
+        }
+    }
+
+    /// One descriptor given back: the next open succeeds, the one after it fails.
+    fn leave_one(&mut self) {
+        self.fill.pop();
+    }
+}
+
+impl Drop for NoFds {
+    fn drop(&mut self) {
+        self.fill.clear();
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit and setrlimit on this process, with a valid struct.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                lim.rlim_cur = self.soft;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+        }
     }
 }
 
