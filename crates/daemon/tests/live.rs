@@ -12,7 +12,7 @@ use std::process::Command;
 
 use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
 use numapilot_daemon::live::apply::{confirm_stop, move_to_targets, PageTally, Stop, TokenBucket};
-use numapilot_daemon::live::select::read_starttime;
+use numapilot_daemon::live::select::{self, read_starttime};
 use numapilot_daemon::live::state::{
     write_atomic, CpusetOriginal, Originals, ProcessOriginal, StateFile, STATE_VERSION,
 };
@@ -295,22 +295,105 @@ fn child_entry() {
             // file descriptor left (the soft limit just above what is open, all but one filled):
             // the restore can read one file at a time, so /proc's listing takes the last one and
             // no child's stat can be read beside it. Prints the restore's report (counts, then the
-            // failures on one line, in brackets) and whether the first child still has numapilot's mask, then
-            // "done".
+            // failures on one line, in brackets), whether the first child still has numapilot's
+            // mask and the forker its record; then, descriptors back, a second restore's counts
+            // and whether both children have their parent's original mask; then "done".
             let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
             let state = dir.join("state.json");
             let mut host = host_with(&state, |_| {});
             let cpus = narrow_cpus(&topo()).unwrap();
-            let (kid, _original, c1, c2) = placed_forker(&mut host, &state, &cpus);
+            let (kid, original, c1, c2) = placed_forker(&mut host, &state, &cpus);
             let mut fds = NoFds::take();
             fds.leave_one();
             let r = host.restore_all();
             drop(fds);
             let kept = sched_getaffinity(c1 as libc::pid_t).unwrap() == cpus;
+            let on_record = host.touched().iter().any(|&(p, _)| p == kid.pid());
             println!("forker {}", kid.pid());
             println!("report {} {} {} {}", r.restored, r.inherited, r.gone, r.failed.len());
             println!("failed [{}]", r.failed.join(" | "));
-            println!("kept {kept}");
+            println!("kept {kept} {on_record}");
+            let again = host.restore_all();
+            let back = [c1, c2].iter().all(|&c| sched_getaffinity(c as libc::pid_t).unwrap() == original);
+            println!("again {} {} {} {back}", again.restored, again.inherited, again.failed.len());
+            for pid in [c1, c2] {
+                // SAFETY: kill on a child of the forker, by pid.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            kid.kill();
+            println!("done");
+            sleep_forever()
+        }
+        "judge-no-fds" => {
+            // A host that placed a forker whose two children inherited the placed mask, then no
+            // file descriptor left: prints what `inherited_mask`, the cgroup read and a cgroup
+            // exclusion's verdict make of the first child then, and both again with descriptors
+            // back, then "done".
+            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
+            let state = dir.join("state.json");
+            let mut host = host_with(&state, |_| {});
+            let cpus = narrow_cpus(&topo()).unwrap();
+            let (kid, _original, c1, c2) = placed_forker(&mut host, &state, &cpus);
+            let file = Originals::load(&state).unwrap().unwrap();
+            let rec = file.processes.iter().find(|p| p.pid == kid.pid()).expect("the forker on record").clone();
+            let excluding =
+                LiveOptions { exclude_cgroups: vec!["/numapilot-test-nothing".into()], ..LiveOptions::default() };
+            let inherited = || match numapilot_daemon::live::state::inherited_mask(c1, &rec, None) {
+                Ok(m) => format!("known {}", m.map_or_else(|| "none".into(), |m| m.to_list())),
+                Err(why) => format!("unknown {why}"),
+            };
+            let verdict =
+                || match select::exclusion_known(&excluding, c1, "sleep", || select::cgroup_paths_now(c1, None)) {
+                    Ok(why) => format!("known {why:?}"),
+                    Err(why) => format!("unknown {why}"),
+                };
+            let fds = NoFds::take();
+            let (short, cgroups, judged) = (inherited(), select::cgroup_paths_now(c1, None).is_err(), verdict());
+            drop(fds);
+            println!("short {short}");
+            println!("cgroups-err {cgroups}");
+            println!("verdict {judged}");
+            println!("back {} {}", inherited() == format!("known {}", cpus.to_list()), verdict());
+            host.restore_all();
+            for pid in [c1, c2] {
+                // SAFETY: kill on a child of the forker, by pid.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            kid.kill();
+            println!("done");
+            sleep_forever()
+        }
+        "masks-enomem" => {
+            // A host that placed a forker whose two children inherited the placed mask, restoring
+            // on a thread whose sched_getaffinity fails with ENOMEM (`affinity_reads_fail`): prints
+            // what an action on the first child came to on that thread, that restore's counts and
+            // failures (in brackets), whether the forker and the first child still have
+            // numapilot's mask and the forker its record; then the restore again on this thread:
+            // its counts and whether all three have the original mask; "done".
+            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
+            let state = dir.join("state.json");
+            let mut host = host_with(&state, |_| {});
+            let cpus = narrow_cpus(&topo()).unwrap();
+            let (kid, original, c1, c2) = placed_forker(&mut host, &state, &cpus);
+            let target = TaskRef { pid: c1, tid: None, starttime: read_starttime(c1).unwrap() };
+            let (acted, r) = std::thread::scope(|s| {
+                s.spawn(|| {
+                    affinity_reads_fail();
+                    let acted = host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() }));
+                    (acted, host.restore_all())
+                })
+                .join()
+                .unwrap()
+            });
+            let mask = |pid: u32| sched_getaffinity(pid as libc::pid_t).unwrap();
+            let on_record = host.touched().iter().any(|&(p, _)| p == kid.pid());
+            println!("acted {acted:?}");
+            println!("report {} {} {} {}", r.restored, r.inherited, r.gone, r.failed.len());
+            println!("failed [{}]", r.failed.join(" | "));
+            println!("kept {} {} {on_record}", mask(kid.pid()) == cpus, mask(c1) == cpus);
+            let again = host.restore_all();
+            let back = [kid.pid(), c1, c2].iter().all(|&p| mask(p) == original);
+            println!("again {} {} {} {back}", again.restored, again.inherited, again.failed.len());
             for pid in [c1, c2] {
                 // SAFETY: kill on a child of the forker, by pid.
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
@@ -652,6 +735,27 @@ impl Drop for NoFds {
             }
         }
     }
+}
+
+/// Makes `sched_getaffinity` fail with ENOMEM on the calling thread (and on threads it starts
+/// later), as the kernel's own does when it cannot allocate the mask it copies out
+/// (`alloc_cpumask_var` in `sched_getaffinity`, kernel/sched/syscalls.c, on kernels built with
+/// `CPUMASK_OFFSTACK`): a seccomp filter on this thread alone, for the rest of its life; every
+/// other system call is let through. Needs CAP_SYS_ADMIN (these tests run as root).
+fn affinity_reads_fail() {
+    let op = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter { code: code as u16, jt, jf, k };
+    let filter = [
+        // The system call's number (`seccomp_data.nr`, offset 0); this process makes native calls only.
+        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, libc::SYS_sched_getaffinity as u32, 0, 1),
+        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOMEM as u32, 0, 0),
+        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW, 0, 0),
+    ];
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut libc::sock_filter };
+    // SAFETY: prctl on this thread, with a filter program that outlives the call.
+    let rc = unsafe { libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog) };
+    assert_eq!(rc, 0, "seccomp: {}", std::io::Error::last_os_error());
+    assert_eq!(sched_getaffinity(0).unwrap_err().errno(), Some(libc::ENOMEM), "the filter is in force");
 }
 
 // ----- identity, exclusions, kernel threads, pinned ----------------------------------------------
@@ -1848,10 +1952,11 @@ fn out_of_descriptors_a_process_a_reload_excludes_is_put_back_later() {
 /// Children that inherited a placed process's mask and cannot be found at restore (the daemon
 /// has one file descriptor left: the listing of /proc takes it, and no child's stat can be read)
 /// keep numapilot's mask: they were skipped without a word while their parent was restored. Now
-/// the restore report's failures say so, naming the parent. In a child, whose descriptor table
-/// this fills.
+/// the restore report's failures say so, naming the parent, and the parent's record is kept for
+/// another pass (it was dropped: nothing led to the children again), which with descriptors back
+/// finds the children and puts them back. In a child, whose descriptor table this fills.
 #[test]
-fn out_of_descriptors_children_not_found_at_restore_are_reported() {
+fn out_of_descriptors_children_not_found_at_restore_are_reported_and_tried_again() {
     if narrow_cpus(&topo()).is_none() {
         return;
     }
@@ -1861,12 +1966,75 @@ fn out_of_descriptors_children_not_found_at_restore_are_reported() {
     let report = kid.line("report ");
     let failed = kid.line("failed ");
     let kept = kid.line("kept ");
+    let again = kid.line("again ");
     kid.line("done");
     assert_eq!(report, "1 0 0 1", "the parent restored, its children not found, one failure");
-    assert!(failed.starts_with(&format!("[{forker}: their children could not all be found")), "{failed}");
+    assert!(failed.starts_with(&format!("[{forker}: its children could not all be found")), "{failed}");
     assert!(failed.contains("/stat: Too many open files"), "the error is named: {failed}");
     assert!(failed.contains("may keep it"), "{failed}");
-    assert_eq!(kept, "true", "the child still has numapilot's mask (what the failure tells)");
+    assert!(failed.contains("kept on record for another try (1 of 3 failed)"), "{failed}");
+    assert_eq!(
+        kept, "true true",
+        "the child still has numapilot's mask (what the failure tells), its parent its record"
+    );
+    assert_eq!(again, "1 2 0 true", "the next pass, descriptors back, found both children and put them back");
+}
+
+/// Whether a child inherited a placed parent's mask, and a process's cgroups, cannot be read when
+/// the daemon has no file descriptor left: unknown, neither "did not inherit" (a restore left such
+/// a child on numapilot's mask without a word; an action on it recorded numapilot's mask as its
+/// original) nor, for a decision that can wait, "excluded" (a reload's release put back a process
+/// still managed for one failed read). With descriptors back both are known. In a child, whose
+/// descriptor table this fills.
+#[test]
+fn out_of_descriptors_inheritance_and_cgroups_are_unknown_not_absent() {
+    if narrow_cpus(&topo()).is_none() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut kid = Kid::spawn("judge-no-fds", &[("NP_DIR", d.path().display().to_string())]);
+    let short = kid.line("short ");
+    let cgroups = kid.line("cgroups-err ");
+    let verdict = kid.line("verdict ");
+    let back = kid.line("back ");
+    kid.line("done");
+    assert!(short.starts_with("unknown its threads could not be listed"), "{short}");
+    assert!(short.contains("Too many open files"), "{short}");
+    assert_eq!(cgroups, "true", "the cgroup read's failure is an error, not a process gone");
+    assert!(verdict.starts_with("unknown its cgroups could not be read"), "{verdict}");
+    assert_eq!(back, "true known None", "with descriptors back: inherited, and not excluded");
+}
+
+/// A restore whose reads of the threads' masks fail (ENOMEM: the kernel could not allocate the
+/// mask it copies out) put back nothing and said nothing: the placed process counted as restored
+/// (each thread skipped as not carrying numapilot's mask), its children as not inherited, and the
+/// record was dropped with all three on numapilot's mask. Now each is a failure naming what could
+/// not be read, the record is kept, and the next pass (masks readable) puts all three back. An
+/// action on the child meanwhile is refused, as whether it inherited the mask is unknown.
+#[test]
+fn a_restore_that_cannot_read_the_masks_fails_and_is_tried_again() {
+    if narrow_cpus(&topo()).is_none() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut kid = Kid::spawn("masks-enomem", &[("NP_DIR", d.path().display().to_string())]);
+    let acted = kid.line("acted ");
+    let report = kid.line("report ");
+    let failed = kid.line("failed ");
+    let kept = kid.line("kept ");
+    let again = kid.line("again ");
+    kid.line("done");
+    assert!(acted.starts_with("Refused") && acted.contains("whether it inherited numapilot's mask"), "{acted}");
+    assert!(acted.contains("Cannot allocate memory") && acted.contains("tried again next step"), "{acted}");
+    assert_eq!(report, "0 0 0 1", "nothing put back, one failure (the forker's): {failed}");
+    assert!(failed.contains("its mask could not be read (") && failed.contains("Cannot allocate memory"), "{failed}");
+    assert!(
+        failed.contains("(child of ") && failed.contains("whether it carries numapilot's mask is unknown"),
+        "{failed}"
+    );
+    assert!(failed.contains("kept on record for another try"), "{failed}");
+    assert_eq!(kept, "true true true", "the forker and its child on numapilot's mask, the forker on record");
+    assert_eq!(again, "1 2 0 true", "the next pass put the forker and both children back");
 }
 
 /// Rule originals-on-disk-first: once a save of the state file failed (a full /run, EIO, no

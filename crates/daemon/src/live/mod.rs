@@ -1151,35 +1151,39 @@ impl LiveHost {
     /// `include_pinned` off, a memory policy of its own in numa_maps or an original CPU mask (as
     /// recorded before numapilot's first change) narrower than its cpuset allows. An original that
     /// was exactly its cpuset's CPUs then (`cpuset_cpus` of the record) is no pin, though the
-    /// cpuset has grown since.
+    /// cpuset has grown since. A memory policy that cannot be read counts as its own (`select::pinned`,
+    /// as for an action: put back). `Err`: its cpuset could not be read, so whether its original was
+    /// a pin is unknown (it counted as no pin, and the process stayed where numapilot put it).
     fn out_of_scope(
         &self,
         r: &state::ProcessOriginal,
         stat: &numapilot_observe::parse::stat::TaskStat,
-    ) -> Option<String> {
+    ) -> Result<Option<String>, String> {
         let rss_kb = stat.rss_pages.saturating_mul(self.page_size) / 1024;
         if rss_kb < self.opts.min_rss_kb {
-            return Some(format!(
+            return Ok(Some(format!(
                 "resident memory {} MiB is under min_rss_mib {}",
                 rss_kb / 1024,
                 self.opts.min_rss_kb / 1024
-            ));
+            )));
         }
         if self.opts.include_pinned {
-            return None;
+            return Ok(None);
         }
         let advised = self.adopted.get(&r.pid).filter(|(st, _)| *st == r.starttime).map(|(_, n)| n);
         if let Some(why) = select::pinned(&self.mm_reader, &self.topo, self.cpuset_read.as_ref(), r.pid, true, advised)
         {
-            return Some(why);
+            return Ok(Some(why));
         }
         if advised.is_some() {
-            return None;
+            return Ok(None);
         }
-        let allowed =
-            select::cpuset_cpus(&self.topo, self.cpuset_read.as_ref(), r.pid)?.intersection(&self.topo.usable_cpus());
+        let Some(allowed) = select::cpuset_cpus(&self.topo, self.cpuset_read.as_ref(), r.pid) else {
+            return Err("its cpuset could not be read: whether its original mask was a pin is unknown".into());
+        };
+        let allowed = allowed.intersection(&self.topo.usable_cpus());
         let then = r.cpuset_cpus.as_deref();
-        std::iter::once(&r.default_cpus).chain(r.threads.values()).find_map(|orig| {
+        Ok(std::iter::once(&r.default_cpus).chain(r.threads.values()).find_map(|orig| {
             let mask = CpuSet::parse_list(orig).ok()?;
             let pinned = Some(orig.as_str()) != then && !allowed.is_subset(&mask.intersection(&allowed));
             pinned.then(|| {
@@ -1188,7 +1192,7 @@ impl LiveHost {
                     allowed.to_list()
                 )
             })
-        })
+        }))
     }
 
     /// Puts back every process numapilot changed that the lists now leave out (excluded, or not in
@@ -1202,9 +1206,14 @@ impl LiveHost {
     /// back too (only then: a process shrinking under `min_rss_mib` while it runs stays placed).
     ///
     /// A process whose stat cannot be read (EMFILE, ENOMEM) cannot be judged: it is kept pending
-    /// and looked at again at each sample, as is one whose restore failed and was kept on record
-    /// for another try, until put back, judged to stay, gone, or [`RELEASE_LOOKS`] looks (then one
-    /// log line). Before, it was looked at once and left where numapilot put it.
+    /// and looked at again at each sample, as is one whose cgroups (a cgroup list set) or, for a
+    /// narrowed scope, cpuset cannot be read so (`select::exclusion_known`,
+    /// [`LiveHost::out_of_scope`]'s `Err`), and one whose restore failed (or a descendant of which
+    /// could not be found, judged or put back) and was kept on record for another try, until put
+    /// back, judged to stay, gone, or [`RELEASE_LOOKS`] looks (then one log line). Before, it was
+    /// looked at once and left where numapilot put it; an unreadable cgroup counted as excluded
+    /// (a process still managed was put back) and an unreadable cpuset as in scope (one a reload
+    /// took out stayed placed).
     fn release_left(&mut self, seen_leaving: &[u32], scope: bool) {
         let mut pending = std::mem::take(&mut self.release_pending);
         let mut unsure: Vec<(u32, bool, String)> = Vec::new();
@@ -1235,22 +1244,30 @@ impl LiveHost {
                     continue;
                 }
             };
+            // A verdict that rests on a read that failed for want of a descriptor or memory (its
+            // cgroups, its cpuset) is judged again at the next sample, as an unreadable stat is:
+            // taken as "excluded" it put back a process still managed, taken as "in scope" it left
+            // one a reload excluded where numapilot put it.
             let came_from = r.cpuset.as_ref().map(|c| c.original.as_str());
-            let out = select::exclusion(&self.opts, r.pid, &stat.comm, || select::cgroup_paths_with(r.pid, came_from))
-                .is_some()
-                || (scope
-                    && self
-                        .out_of_scope(r, &stat)
-                        .inspect(|why| {
-                            tracing::info!(
-                                "pid {} ({}): put back after a reload: {why}",
-                                r.pid,
-                                numapilot_model::tasks::printable(&stat.comm)
-                            )
-                        })
-                        .is_some());
-            if out {
-                left.push(r.pid);
+            let out =
+                select::exclusion_known(&self.opts, r.pid, &stat.comm, || select::cgroup_paths_now(r.pid, came_from))
+                    .and_then(|why| match why {
+                        Some(why) => Ok(Some(why)),
+                        None if scope => self.out_of_scope(r, &stat).inspect(|why| {
+                            if let Some(why) = why {
+                                tracing::info!(
+                                    "pid {} ({}): put back after a reload: {why}",
+                                    r.pid,
+                                    numapilot_model::tasks::printable(&stat.comm)
+                                )
+                            }
+                        }),
+                        None => Ok(None),
+                    });
+            match out {
+                Ok(Some(_)) => left.push(r.pid),
+                Ok(None) => {}
+                Err(why) => unsure.push((r.pid, scope, why)),
             }
         }
         if !left.is_empty() {
@@ -1317,20 +1334,25 @@ impl LiveHost {
         self.originals.restore_all()
     }
 
-    /// The parent's original mask and the inherited one when `pid` inherited a mask this daemon set on its parent `ppid`
-    /// at fork: the parent is on record (same start time), one of its threads runs under a mask
-    /// that is not that thread's original (so ours; the forking thread's mask is what a child
-    /// inherits), and every thread of `pid` runs under exactly that mask. `None` otherwise
-    /// (including a parent whose mask we changed again since the fork: only current masks are
-    /// known).
-    fn inherited(&self, pid: u32, ppid: u32) -> Option<(CpuSet, CpuSet)> {
-        let rec = self.originals.procs.get(&ppid)?;
-        if !select::same_process(ppid, rec.starttime) {
-            return None;
+    /// The parent's original mask and the inherited one when `pid` inherited a mask this daemon
+    /// set on its parent `ppid` at fork: the parent is on record (same start time) and every
+    /// thread of `pid` runs under one mask numapilot set on it (`state::inherited_mask`), not the
+    /// parent's original. `Ok(None)` otherwise. `Err`: whether it did cannot be told (the parent's
+    /// stat, or the child's threads or masks, unreadable for want of a descriptor or memory): the
+    /// action is refused and tried again, where the child was taken for one that had not
+    /// inherited (and, `include_pinned` on, recorded with numapilot's mask as its original).
+    fn inherited(&self, pid: u32, ppid: u32) -> Result<Option<(CpuSet, CpuSet)>, String> {
+        let Some(rec) = self.originals.procs.get(&ppid) else { return Ok(None) };
+        match select::still_there(ppid, rec.starttime) {
+            Some(true) => {}
+            Some(false) => return Ok(None),
+            None => return Err(format!("the stat of its parent {ppid} could not be read")),
         }
-        let original = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty())?;
+        let Some(original) = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty()) else {
+            return Ok(None);
+        };
         let mask = state::inherited_mask(pid, rec, self.cpuset_read.as_ref())?;
-        (mask != original).then_some((original, mask))
+        Ok(mask.filter(|m| *m != original).map(|m| (original, m)))
     }
 
     /// Rule inheritors-on-record: children of processes on record that carry a mask numapilot set
@@ -1351,20 +1373,35 @@ impl LiveHost {
     /// ```
     ///
     /// A child that lives less than one cycle (a build's compilers) is never written down. What is
-    /// read: the sample's parent ids, and the threads' masks of the candidates only.
+    /// read: the sample's parent ids, and the threads' masks of the candidates only. A candidate
+    /// that cannot be judged (its stat, threads or masks unreadable for want of a descriptor or
+    /// memory) stays a candidate for the next sample: it was dropped, and once its parent had
+    /// left the record nothing led to it again.
     fn adopt_inheritors(&mut self, s: &Sample) {
         let candidates = std::mem::take(&mut self.inheritors);
         let mut added = false;
         for (pid, (starttime, parent)) in candidates {
-            if self.originals.procs.contains_key(&pid) || select::still_there(pid, starttime) != Some(true) {
+            if self.originals.procs.contains_key(&pid) {
                 continue;
+            }
+            match select::still_there(pid, starttime) {
+                Some(true) => {}
+                Some(false) => continue,
+                None => {
+                    self.inheritors.insert(pid, (starttime, parent));
+                    continue;
+                }
             }
             let Some(original) = CpuSet::parse_list(&parent.default_cpus).ok().filter(|c| !c.is_empty()) else {
                 continue;
             };
-            let Some(mask) = state::inherited_mask(pid, &parent, self.cpuset_read.as_ref()) else { continue };
-            if mask == original {
-                continue;
+            match state::inherited_mask(pid, &parent, self.cpuset_read.as_ref()) {
+                Ok(Some(mask)) if mask != original => {}
+                Ok(_) => continue,
+                Err(_) => {
+                    self.inheritors.insert(pid, (starttime, parent));
+                    continue;
+                }
             }
             let comm = select::read_stat(pid).map(|st| st.comm).unwrap_or_default();
             let rec = self.originals.entry(pid, starttime, &comm, &original);
@@ -1409,7 +1446,16 @@ impl LiveHost {
         if ours.is_empty() {
             return None;
         }
-        let tids = numapilot_actuate::list_threads(pid).ok().flatten()?;
+        // Threads that cannot be listed (no descriptor or memory left) may hide a pin: refused, as
+        // a pin, until they can (they counted as none, and the next placement went ahead).
+        let tids = match numapilot_actuate::list_threads(pid) {
+            Ok(tids) => tids?,
+            Err(e) => {
+                return Some(format!(
+                    "its threads could not be listed (/proc/{pid}/task: {e}): whether one was placed since is unknown"
+                ))
+            }
+        };
         let mut cut: Option<Option<CpuSet>> = None;
         let mut allowed: Option<Option<CpuSet>> = None;
         for tid in tids {
@@ -2053,7 +2099,22 @@ impl Host for LiveHost {
                 ),
             };
         }
-        let inherited = if self.originals.has(t.pid, t.starttime) { None } else { self.inherited(t.pid, stat.ppid) };
+        let inherited = if self.originals.has(t.pid, t.starttime) {
+            None
+        } else {
+            match self.inherited(t.pid, stat.ppid) {
+                Ok(i) => i,
+                Err(why) => {
+                    return Outcome::Refused {
+                        message: format!(
+                            "{who}: whether it inherited numapilot's mask from its parent {} is unknown ({why}); \
+                             tried again next step",
+                            stat.ppid
+                        ),
+                    }
+                }
+            }
+        };
         let checked = numapilot_observe::reader::monotonic_ns();
         if !self.opts.include_pinned {
             if let Some(why) = self.repinned(t.pid, t.starttime) {

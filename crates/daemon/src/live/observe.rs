@@ -1146,9 +1146,13 @@ impl TieredObserver {
                 });
             if recheck {
                 stats.cgroup_rechecks += 1;
-                let user = select::exclusion(opts, pid, &st.comm, || cgroups_of(&self.moved_from, pid, st.starttime))
-                    .is_none();
-                if let Some(e) = self.entries.get_mut(&pid) {
+                // Cgroups unreadable for want of a descriptor or memory: the class stands and is
+                // decided again next cycle (taken as "excluded", a managed process left the sample
+                // and was put back for one failed read).
+                let user =
+                    select::exclusion_known(opts, pid, &st.comm, || cgroups_now(&self.moved_from, pid, st.starttime))
+                        .map(|why| why.is_none());
+                if let (Some(e), Ok(user)) = (self.entries.get_mut(&pid), user) {
                     let was_user = matches!(e.kind, Kind::User);
                     if user == was_user {
                         e.class_ns = now_ns;
@@ -1162,14 +1166,22 @@ impl TieredObserver {
                 }
             }
             if let std::collections::hash_map::Entry::Vacant(slot) = self.entries.entry(pid) {
+                // Cgroups unreadable for want of a descriptor or memory: skipped (it may be
+                // excluded) and classified again at the next cycle's recheck.
+                let mut class_ns = now_ns.saturating_sub(stagger(pid, recheck_ns));
                 let kind = if st.is_kernel_thread() {
                     Kind::Kernel { cycle, ino: ino_of(pid) }
-                } else if select::exclusion(opts, pid, &st.comm, || cgroups_of(&self.moved_from, pid, st.starttime))
-                    .is_some()
-                {
-                    Kind::Skipped
                 } else {
-                    Kind::User
+                    match select::exclusion_known(opts, pid, &st.comm, || {
+                        cgroups_now(&self.moved_from, pid, st.starttime)
+                    }) {
+                        Ok(None) => Kind::User,
+                        Ok(Some(_)) => Kind::Skipped,
+                        Err(_) => {
+                            class_ns = now_ns.saturating_sub(recheck_ns);
+                            Kind::Skipped
+                        }
+                    }
                 };
                 slot.insert(Entry {
                     starttime: st.starttime,
@@ -1198,7 +1210,7 @@ impl TieredObserver {
                     threads_due: false,
                     cpuset: None,
                     cpuset_ns: 0,
-                    class_ns: now_ns.saturating_sub(stagger(pid, recheck_ns)),
+                    class_ns,
                 });
                 // Kernel threads and skipped processes keep no descriptor.
                 if matches!(self.entries[&pid].kind, Kind::User) {
@@ -1484,8 +1496,18 @@ fn unmanaged_use(e: &mut Entry, st: &TaskStat, now_ns: u64, unmanaged: &mut std:
 /// `pid`'s cgroup paths, with the one it came from when the daemon moved it into a cpuset of its
 /// own (`moved_from`, the same start time).
 fn cgroups_of(moved_from: &HashMap<u32, (u64, String)>, pid: u32, starttime: u64) -> Option<Vec<String>> {
+    cgroups_now(moved_from, pid, starttime).ok().flatten()
+}
+
+/// [`cgroups_of`] that tells a read failed for want of a descriptor or memory (`Err`) from a
+/// process gone (`Ok(None)`): `select::cgroup_paths_now`.
+fn cgroups_now(
+    moved_from: &HashMap<u32, (u64, String)>,
+    pid: u32,
+    starttime: u64,
+) -> std::io::Result<Option<Vec<String>>> {
     let from = moved_from.get(&pid).filter(|(st, _)| *st == starttime).map(|(_, f)| f.as_str());
-    select::cgroup_paths_with(pid, from)
+    select::cgroup_paths_now(pid, from)
 }
 
 #[cfg(test)]

@@ -25,6 +25,15 @@
 //!                          └─> act
 //! ```
 //!
+//! What cannot be read for want of a descriptor or memory (EMFILE, ENFILE, ENOMEM:
+//! [`short_of_resources`]) is unknown, never absent. For an action it is a refusal, tried again at
+//! the next step: the process's stat ([`stat_now`]), its cgroups when a cgroup list is set
+//! ([`exclusion`] refuses unknown membership), whether a child inherited a placed parent's mask
+//! (`LiveHost::inherited`), its threads (`LiveHost::repinned`, [`pinned`]). For a decision that
+//! can wait it is judged again at the next sample: whether a process on record left numapilot's
+//! hands ([`exclusion_known`], `LiveHost::release_left`'s pending releases), the observer's class
+//! of a process (kept until its cgroups read).
+//!
 //! A cgroup prefix matches whole path components: `/system.slice` matches `/system.slice` and
 //! `/system.slice/ssh.service`, not `/system.slice2`. Every hierarchy line of /proc/PID/cgroup is
 //! checked (v1 and v2), so an operator can name whichever they know.
@@ -144,10 +153,25 @@ pub fn cgroup_matches(path: &str, prefix: &str) -> bool {
     path == p || path.strip_prefix(p).is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// The cgroup paths of `pid` (one per hierarchy line of /proc/PID/cgroup); `None` when gone.
+/// The cgroup paths of `pid` (one per hierarchy line of /proc/PID/cgroup); `None` when gone or
+/// unreadable.
 pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    Some(text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).map(str::to_string).collect())
+    cgroup_paths_now(pid, None).ok().flatten()
+}
+
+/// [`cgroup_paths_with`] that tells a process gone (`Ok(None)`) from a read that failed for want
+/// of a descriptor or memory (`Err`, [`short_of_resources`]), as [`stat_now`] does.
+pub fn cgroup_paths_now(pid: u32, came_from: Option<&str>) -> std::io::Result<Option<Vec<String>>> {
+    let text = match std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
+        Ok(text) => text,
+        Err(e) if short_of_resources(&e) => return Err(e),
+        Err(_) => return Ok(None),
+    };
+    let mut v: Vec<String> = text.lines().filter_map(|l| l.splitn(3, ':').nth(2)).map(str::to_string).collect();
+    if v.iter().any(|p| in_numapilot_cgroup(p)) {
+        v.extend(came_from.map(str::to_string));
+    }
+    Ok(Some(v))
 }
 
 /// Whether cgroup path `path` is numapilot's own subtree (`/numapilot`) or below it.
@@ -163,12 +187,7 @@ pub fn in_numapilot_cgroup(path: &str) -> bool {
 /// cgroup outside `[include]` still counted as included by its old one). The observer and
 /// `apply` both check this.
 pub fn cgroup_paths_with(pid: u32, came_from: Option<&str>) -> Option<Vec<String>> {
-    cgroup_paths(pid).map(|mut v| {
-        if v.iter().any(|p| in_numapilot_cgroup(p)) {
-            v.extend(came_from.map(str::to_string));
-        }
-        v
-    })
+    cgroup_paths_now(pid, came_from).ok().flatten()
 }
 
 /// The name the daemon's executable runs under as a tool (`/proc/PID/comm`).
@@ -267,6 +286,34 @@ pub fn exclusion(
         }
     }
     None
+}
+
+/// [`exclusion`] for a decision that can wait (whether a process on record leaves numapilot's
+/// hands, whether the observer's class of a process changes): `Err` when the verdict rests on
+/// cgroups that could not be read for want of a descriptor or memory (`cgroups` returned `Err`),
+/// where [`exclusion`] calls such a process excluded. Right for an action (nothing is done to a
+/// process that may be excluded), that verdict put back a process still managed, or took a
+/// managed one out of the sample, for one failed read.
+pub fn exclusion_known(
+    opts: &LiveOptions,
+    pid: u32,
+    comm: &str,
+    cgroups: impl FnOnce() -> std::io::Result<Option<Vec<String>>>,
+) -> Result<Option<String>, String> {
+    let mut short = None;
+    let why = exclusion(opts, pid, comm, || match cgroups() {
+        Ok(paths) => paths,
+        Err(e) => {
+            short = Some(e);
+            None
+        }
+    });
+    match (why, short) {
+        // The cgroups were read (so no rule before them excluded it) and could not be: whatever
+        // the verdict, it is the unknown membership's.
+        (Some(_), Some(e)) => Err(format!("its cgroups could not be read (/proc/{pid}/cgroup: {e})")),
+        (why, _) => Ok(why),
+    }
 }
 
 /// The CPUs the cpuset of `pid` allows in hierarchy `h`: its cgroup's effective CPUs, or, in a v2
@@ -607,6 +654,29 @@ mod tests {
         let before = read.get();
         assert!(exclusion(&both, pid, db, cg(&read, svc)).unwrap().contains("excluded prefix"));
         assert_eq!(read.get(), before + 1, "read once for both lists");
+    }
+
+    /// For a decision that can wait, cgroups unreadable for want of a descriptor are unknown
+    /// under either list, never "excluded" nor "not in [include]"; a process gone (nothing to
+    /// read) is excluded as for an action; a rule decided before the cgroups are read (a name)
+    /// stands.
+    #[test]
+    fn unreadable_cgroups_are_unknown_to_a_decision_that_can_wait() {
+        let emfile = || Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+        let svc = || Ok(Some(vec!["/system.slice/x.service".to_string()]));
+        let pid = 4_000_000;
+        let excl = LiveOptions { exclude_cgroups: vec!["/system.slice".into()], ..LiveOptions::default() };
+        let why = exclusion_known(&excl, pid, "x", emfile).unwrap_err();
+        assert!(why.contains("its cgroups could not be read") && why.contains("Too many open files"), "{why}");
+        assert!(exclusion_known(&excl, pid, "x", || Ok(None)).unwrap().unwrap().contains("could not be read"));
+        assert!(exclusion_known(&excl, pid, "x", svc).unwrap().unwrap().contains("excluded prefix"));
+        let incl = LiveOptions { include_cgroups: vec!["/system.slice".into()], ..LiveOptions::default() };
+        assert!(exclusion_known(&incl, pid, "x", emfile).is_err());
+        assert_eq!(exclusion_known(&incl, pid, "x", svc), Ok(None));
+        let by_name = LiveOptions { exclude_comm: vec!["x".into()], ..excl.clone() };
+        assert!(exclusion_known(&by_name, pid, "x", emfile).unwrap().unwrap().contains("is excluded"));
+        // For an action the same read is an exclusion: nothing is done to what may be excluded.
+        assert!(exclusion(&excl, pid, "x", || None).is_some());
     }
 
     #[test]

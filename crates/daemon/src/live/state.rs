@@ -36,7 +36,16 @@
 //!                                      then the state file is emptied of every process put back;
 //!                                        one whose restore failed stays on record for the next
 //!                                        pass, up to RESTORE_TRIES failed passes (crash recovery
-//!                                        is the last try)
+//!                                        is the last try); so does one a descendant of which was
+//!                                        not found, judged or put back
+//!   what cannot be read                a read that fails for another reason than the process or
+//!                                        thread being gone (no descriptor or memory left:
+//!                                        EMFILE, ENOMEM) is unknown, never "gone", "not ours" or
+//!                                        "not inherited": /proc's listing, a descendant's stat,
+//!                                        threads, masks or cgroup (`inherited_mask`'s Err), a
+//!                                        thread's mask, or the CPUs online beside a mask
+//!                                        narrower than ours (`carries_ours_known`); the pass
+//!                                        fails naming it, and the record is kept
 //!   release (a process excluded, or     the same for that process alone, and its descendants
 //!    out of [include], while placed)      without records of their own; its record dropped
 //!                                        (kept, as above, when its restore failed)
@@ -86,7 +95,7 @@ use numapilot_actuate::{sched_getaffinity, CgroupVersion, CpusetHierarchy};
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
-use super::select::{read_starttime, same_process, stat_now, still_there};
+use super::select::{same_process, stat_now, still_there};
 use super::RestoreReport;
 
 /// Listings of a process's threads when restoring (see `numapilot_actuate::set_threads_affinity`).
@@ -729,18 +738,26 @@ fn retry(tries: &mut BTreeMap<u32, (u64, u32)>, rec: &ProcessOriginal) -> Retry 
 
 /// One restore pass over `procs`: the descendants that inherited what numapilot set on one of
 /// them (none recorded in `kept`, records that stay), then each process. A process whose restore
-/// failed (alive, and some thread or its cgroup not put back) is reported with `retry`'s note;
-/// those `retry` keeps are returned.
+/// failed (alive, and some thread or its cgroup not put back), or one a descendant of which could
+/// not be found, judged or put back, is reported with `retry`'s note; those `retry` keeps are
+/// returned (the next pass walks their descendants again).
 fn restore_pass(
     procs: &BTreeMap<u32, ProcessOriginal>,
     kept: &BTreeMap<u32, ProcessOriginal>,
     report: &mut RestoreReport,
     mut retry: impl FnMut(&ProcessOriginal) -> Retry,
 ) -> BTreeMap<u32, ProcessOriginal> {
-    restore_inherited(procs, kept, report);
+    let mut descendants = restore_inherited(procs, kept, report);
     let mut again = BTreeMap::new();
     for rec in procs.values() {
-        if let Err(message) = restore_process(rec, report) {
+        let below = descendants.remove(&rec.pid).map(|d| d.join("; "));
+        let failed = match (restore_process(rec, report), below) {
+            (Ok(()), None) => None,
+            (Ok(()), Some(below)) => Some(format!("{}: {below}", rec.pid)),
+            (Err(message), None) => Some(message),
+            (Err(message), Some(below)) => Some(format!("{message}; {below}")),
+        };
+        if let Some(message) = failed {
             match retry(rec) {
                 Retry::Again(note) => {
                     report.failed.push(format!("{message}; {note}"));
@@ -776,32 +793,71 @@ pub fn carries_ours(now: &CpuSet, ours: &[CpuSet], allowed: Option<&CpuSet>) -> 
     ours.iter().any(|s| now == s || (now.is_subset(s) && allowed.is_some_and(|a| *now == s.intersection(a))))
 }
 
+/// [`carries_ours`] where what the thread may run on now could not be read (`allowed` `None`):
+/// `None` (unknown) for a mask narrower than one numapilot set, which may be that mask as the
+/// kernel cut it or the program's own pin within it; `Some` otherwise.
+pub fn carries_ours_known(now: &CpuSet, ours: &[CpuSet], allowed: Option<&CpuSet>) -> Option<bool> {
+    if carries_ours(now, ours, allowed) {
+        return Some(true);
+    }
+    (allowed.is_some() || !ours.iter().any(|s| now.is_subset(s))).then_some(false)
+}
+
 /// The mask `pid` inherited from the process of record `parent`, when it did: every thread of
 /// `pid` carries one mask numapilot set on `parent` ([`carries_ours`], cut to what `pid` may run
-/// on now), the same one; `None` otherwise (a thread that set a mask of its own since, no thread
-/// listed, a record from before the masks were kept). Any mask numapilot set counts, not only the
-/// parent's current one: a child forked before the parent was placed again, or by a thread that
-/// had a placement of its own, carries an earlier one (review helper-37).
-pub fn inherited_mask(pid: u32, parent: &ProcessOriginal, hier: Option<&CpusetHierarchy>) -> Option<CpuSet> {
+/// on now), the same one; `Ok(None)` when it did not (a thread that set a mask of its own since,
+/// the process gone, a record from before the masks were kept). Any mask numapilot set counts, not
+/// only the parent's current one: a child forked before the parent was placed again, or by a
+/// thread that had a placement of its own, carries an earlier one (review helper-37).
+///
+/// `Err`, with what could not be read: whether it inherited cannot be told (its threads not
+/// listed, or a thread's mask not read, for another reason than the process or thread being gone:
+/// no descriptor or memory left; or a mask narrower than numapilot's with the CPUs online not
+/// read, [`carries_ours_known`]). Such a child was taken for one that had not inherited: at a
+/// restore it kept numapilot's mask without a word.
+pub fn inherited_mask(
+    pid: u32,
+    parent: &ProcessOriginal,
+    hier: Option<&CpusetHierarchy>,
+) -> Result<Option<CpuSet>, String> {
     let set = masks_we_set(parent);
     if set.is_empty() {
-        return None;
+        return Ok(None);
     }
-    let tids = numapilot_actuate::list_threads(pid).ok()??;
+    let tids = match numapilot_actuate::list_threads(pid) {
+        Ok(Some(tids)) => tids,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("its threads could not be listed (/proc/{pid}/task: {e})")),
+    };
     let allowed = allowed_cpus(pid, hier);
     let mut first: Option<CpuSet> = None;
     for t in tids {
         let m = match sched_getaffinity(t as libc::pid_t) {
             Ok(m) => m,
             Err(e) if e.errno() == Some(libc::ESRCH) => continue,
-            Err(_) => return None,
+            Err(e) => return Err(format!("the mask of its thread {t} could not be read ({e})")),
         };
-        if !carries_ours(&m, &set, allowed.as_ref()) || first.as_ref().is_some_and(|f| *f != m) {
-            return None;
+        if first.as_ref().is_some_and(|f| *f != m) {
+            return Ok(None);
+        }
+        match carries_ours_known(&m, &set, allowed.as_ref()) {
+            Some(true) => {}
+            Some(false) => return Ok(None),
+            None => return Err(cut_unknown(t, &m)),
         }
         first.get_or_insert(m);
     }
-    first
+    Ok(first)
+}
+
+/// Why thread `tid`'s mask `m` cannot be told numapilot's or the program's own
+/// ([`carries_ours_known`] `None`).
+fn cut_unknown(tid: u32, m: &CpuSet) -> String {
+    format!(
+        "its thread {tid} runs on CPUs {}, within a mask numapilot set, and the CPUs online could not be read \
+         (numapilot's mask cut to them, or the program's own?)",
+        m.to_list()
+    )
 }
 
 /// The CPUs a thread of `pid` may run on now: online (`/sys/devices/system/cpu/online`) and in
@@ -933,11 +989,19 @@ fn parents() -> (BTreeMap<u32, Vec<u32>>, Option<Unread>) {
 /// cgroup numapilot made for the ancestor. They get the ancestor's original mask and cgroup.
 /// A descendant recorded in `procs` or `kept` (records that stay: a partial release) is not one
 /// of them.
+///
+/// Returns, by recorded process, what went wrong below it: descendants not found (a /proc read
+/// that failed for want of a descriptor or memory), not judged (their threads, masks, cgroup or
+/// stat unreadable so: [`inherited_mask`]'s `Err`) or not put back. The caller keeps that record
+/// for another pass ([`restore_pass`]): until then a child whose masks could not be read was taken
+/// for one that had not inherited, and kept numapilot's mask with nothing said, and one missed by
+/// the listing was said but never looked for again.
 fn restore_inherited(
     procs: &BTreeMap<u32, ProcessOriginal>,
     kept: &BTreeMap<u32, ProcessOriginal>,
     report: &mut RestoreReport,
-) {
+) -> BTreeMap<u32, Vec<String>> {
+    let mut failed: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     let mut roots = Vec::new();
     let hierarchy = CpusetHierarchy::detect(None);
     let possible = possible_cpus();
@@ -964,19 +1028,20 @@ fn restore_inherited(
         }
     }
     if roots.is_empty() {
-        return;
+        return failed;
     }
     let (children, unread) = parents();
-    // A child the listing missed is not put back: said, naming the parents, so the operator knows
-    // (it was skipped without a word while its parent was restored, and kept numapilot's mask).
+    // A child the listing missed is not put back: said for each parent, whose record is kept for
+    // another pass (it was skipped without a word while its parent was restored, and kept
+    // numapilot's mask).
     if let Some((n, first)) = unread {
-        let pids: Vec<String> = roots.iter().map(|(pid, _)| pid.to_string()).collect();
-        report.failed.push(format!(
-            "{}: their children could not all be found ({} could not be read, first {first}); \
-             a child that inherited numapilot's mask from them may keep it",
-            pids.join(", "),
-            numapilot_topology::plural(n, "process"),
-        ));
+        for (pid, _) in &roots {
+            failed.entry(*pid).or_default().push(format!(
+                "its children could not all be found ({} could not be read, first {first}); a child that inherited \
+                 numapilot's mask from it may keep it",
+                numapilot_topology::plural(n, "process"),
+            ));
+        }
     }
     // Breadth first from each root; a recorded process is restored by its own record.
     let mut queue: Vec<(u32, usize)> = Vec::new();
@@ -989,40 +1054,101 @@ fn restore_inherited(
             continue;
         }
         let inh = &roots[root].1;
-        let mut fixed = false;
-        let mut errors = Vec::new();
-        if let (Some(made), Some(cs)) = (&inh.made_cgroup, &inh.rec.cpuset) {
-            let h = cs.hierarchy();
-            if h.cgroup_of(pid).ok().flatten().as_deref() == Some(made.as_str()) {
-                match move_back(&h, pid, &cs.original) {
-                    Ok(()) => fixed = true,
-                    Err(e) if e.errno() == Some(libc::ESRCH) => continue,
-                    Err(e) => errors.push(format!("cpuset back to {}: {e}", cs.original)),
-                }
-            }
+        match restore_child(pid, inh, hierarchy.as_ref(), possible.as_ref()) {
+            Child::Gone => continue,
+            // Neither our mask nor our cgroup: its own placement; its children are its business.
+            Child::Own => continue,
+            Child::Restored => report.inherited += 1,
+            Child::Failed(errors) => failed.entry(inh.rec.pid).or_default().push(format!(
+                "{pid} (child of {}): {}",
+                inh.rec.pid,
+                errors.join("; ")
+            )),
         }
-        if let Some(original) = &inh.original {
-            // Every thread on one mask numapilot set on the ancestor (any of them: the ancestor
-            // may have been placed again since the fork); a record from before the masks were
-            // kept: the ancestor's mask now, when it is ours.
-            let all_ours = if inh.rec.set_cpus.is_empty() {
-                let tids = numapilot_actuate::list_threads(pid).ok().flatten().unwrap_or_default();
-                inh.ours.as_ref().is_some_and(|ours| {
+        queue.extend(children.get(&pid).into_iter().flatten().map(|&c| (c, root)));
+    }
+    failed
+}
+
+/// What became of one descendant at [`restore_inherited`].
+enum Child {
+    /// It exited (or its pid names another process now).
+    Gone,
+    /// It carries neither numapilot's mask nor its cgroup: its own placement.
+    Own,
+    /// Put back.
+    Restored,
+    /// Not put back, or not judged: why.
+    Failed(Vec<String>),
+}
+
+/// Puts back descendant `pid` of `inh`'s process when it carries what numapilot set there: its
+/// cgroup numapilot made (back to the original), every thread on one mask numapilot set (the
+/// original mask). A read that fails for want of a descriptor or memory is a failure, never "not
+/// inherited" nor "gone".
+fn restore_child(
+    pid: u32,
+    inh: &Inheritance<'_>,
+    hierarchy: Option<&CpusetHierarchy>,
+    possible: Option<&CpuSet>,
+) -> Child {
+    let mut fixed = false;
+    let mut errors = Vec::new();
+    if let (Some(made), Some(cs)) = (&inh.made_cgroup, &inh.rec.cpuset) {
+        let h = cs.hierarchy();
+        match h.cgroup_of(pid) {
+            Ok(Some(cg)) if cg == *made => match move_back(&h, pid, &cs.original) {
+                Ok(()) => fixed = true,
+                Err(e) if e.errno() == Some(libc::ESRCH) => return Child::Gone,
+                Err(e) => errors.push(format!("cpuset back to {}: {e}", cs.original)),
+            },
+            Ok(_) => {}
+            Err(e) => errors.push(format!("its cgroup could not be read (/proc/{pid}/cgroup: {e})")),
+        }
+    }
+    if let Some(original) = &inh.original {
+        // Every thread on one mask numapilot set on the ancestor (any of them: the ancestor
+        // may have been placed again since the fork); a record from before the masks were
+        // kept: the ancestor's mask now, when it is ours.
+        let all_ours = if inh.rec.set_cpus.is_empty() {
+            match numapilot_actuate::list_threads(pid) {
+                Ok(tids) => Ok(inh.ours.as_ref().is_some_and(|ours| {
+                    let tids = tids.unwrap_or_default();
                     !tids.is_empty()
                         && tids.iter().all(|&t| sched_getaffinity(t as libc::pid_t).ok().as_ref() == Some(ours))
-                })
-            } else {
-                inherited_mask(pid, inh.rec, hierarchy.as_ref()).is_some()
-            };
-            if all_ours {
+                })),
+                Err(e) => Err(format!("its threads could not be listed (/proc/{pid}/task: {e})")),
+            }
+        } else {
+            inherited_mask(pid, inh.rec, hierarchy).map(|m| m.is_some())
+        };
+        match all_ours {
+            Ok(false) => {}
+            Err(why) => errors.push(format!("whether it carries numapilot's mask is unknown: {why}")),
+            Ok(true) => {
                 let back = Follow::of(inh.rec).mask(original.clone());
-                let st = read_starttime(pid);
+                let st = match stat_now(pid) {
+                    Ok(Some(st)) => st.starttime,
+                    Ok(None) => return Child::Gone,
+                    Err(e) => {
+                        errors.push(format!("its stat could not be read (/proc/{pid}/stat: {e})"));
+                        return Child::Failed(errors);
+                    }
+                };
+                // Only a confirmed change is "gone" (as in `restore_process`).
+                let unsure = std::cell::Cell::new(false);
                 let set = set_threads_affinity_each_while(
                     pid,
                     RESTORE_ROUNDS,
                     |_| Some(back.clone()),
-                    |_, _, e| substitute(possible.as_ref(), e),
-                    || st.is_some() && read_starttime(pid) == st,
+                    |_, _, e| substitute(possible, e),
+                    || match still_there(pid, st) {
+                        Some(same) => same,
+                        None => {
+                            unsure.set(true);
+                            false
+                        }
+                    },
                 );
                 match set {
                     Ok(Some(done)) => {
@@ -1030,20 +1156,20 @@ fn restore_inherited(
                         errors.extend(done.refused.iter().map(|r| format!("thread {}: {}", r.tid, r.error)));
                         fixed = done.refused.is_empty();
                     }
-                    Ok(None) => continue,
+                    Ok(None) if unsure.get() => errors
+                        .push(format!("its stat could not be read (/proc/{pid}/stat, short of descriptors or memory)")),
+                    Ok(None) => return Child::Gone,
                     Err(e) => errors.push(e.to_string()),
                 }
             }
         }
-        if !errors.is_empty() {
-            report.failed.push(format!("{pid} (child of {}): {}", inh.rec.pid, errors.join("; ")));
-        } else if fixed {
-            report.inherited += 1;
-        } else {
-            // Neither our mask nor our cgroup: its own placement; its children are its business.
-            continue;
-        }
-        queue.extend(children.get(&pid).into_iter().flatten().map(|&c| (c, root)));
+    }
+    if !errors.is_empty() {
+        Child::Failed(errors)
+    } else if fixed {
+        Child::Restored
+    } else {
+        Child::Own
     }
 }
 
@@ -1210,11 +1336,27 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
     let follow = Follow::of(rec);
     let allowed = if ours.is_empty() { None } else { allowed_cpus(rec.pid, CpusetHierarchy::detect(None).as_ref()) };
     let possible = possible_cpus();
+    // A thread whose mask cannot be judged (not read for another reason than its exit: ENOMEM; or
+    // narrower than numapilot's with the CPUs online not read) is a failure, never "its own": it
+    // was skipped, and the process counted restored with the thread on numapilot's mask.
+    let mut unjudged: Vec<String> = Vec::new();
     let mask_for = |tid: u32| {
         if !ours.is_empty() {
-            let now = sched_getaffinity(tid as libc::pid_t).ok()?;
-            if !carries_ours(&now, &ours, allowed.as_ref()) {
-                return None;
+            let now = match sched_getaffinity(tid as libc::pid_t) {
+                Ok(m) => m,
+                Err(e) if e.errno() == Some(libc::ESRCH) => return None,
+                Err(e) => {
+                    unjudged.push(format!("thread {tid}: its mask could not be read ({e})"));
+                    return None;
+                }
+            };
+            match carries_ours_known(&now, &ours, allowed.as_ref()) {
+                Some(true) => {}
+                Some(false) => return None,
+                None => {
+                    unjudged.push(cut_unknown(tid, &now).replacen("its thread", "thread", 1));
+                    return None;
+                }
             }
         }
         let m = match rec.threads.get(&tid) {
@@ -1253,6 +1395,7 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
         }
         Err(e) => errors.push(e.to_string()),
     }
+    errors.extend(unjudged);
     if errors.is_empty() {
         report.restored += 1;
         Ok(())
