@@ -173,7 +173,8 @@ pub struct StepReport {
     pub act_ns: u64,
     /// The machine changed under the engine before this step's model update (CPU hotplug, from
     /// [`Host::take_topology_change`]): the online CPUs before and after and each node's CPUs
-    /// now, e.g. `online CPUs 0-3 -> 0-1 (node 0: CPUs 0-1, node 1: CPUs none)`.
+    /// now, e.g. `online CPUs 0-3 -> 0-1 (node 0: CPUs 0-1, memory 3968 MiB, node 1: CPUs none,
+    /// memory 4096 MiB)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_change: Option<String>,
     /// How full the access sampler's fullest buffer was over this step's window

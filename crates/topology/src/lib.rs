@@ -83,6 +83,20 @@ impl Node {
         self.mem_total_kb > 0 || self.mem_total_unknown
     }
 
+    /// What the node has: `node 1: CPUs 2-3, memory 4096 MiB`; `CPUs none` for a node without
+    /// CPUs (a memory-only node, or one whose CPUs are offline), `no memory` for a node without
+    /// memory, `memory of unknown size` when its MemTotal could not be read.
+    pub fn describe(&self) -> String {
+        let mem = if self.mem_total_unknown {
+            "memory of unknown size".to_string()
+        } else if self.mem_total_kb == 0 {
+            "no memory".to_string()
+        } else {
+            format!("memory {} MiB", self.mem_total_kb / 1024)
+        };
+        format!("node {}: CPUs {}, {mem}", self.id, self.cpus.to_list_or_none())
+    }
+
     /// Whether the node has no CPUs (a memory-only node).
     pub fn is_cpuless(&self) -> bool {
         self.cpus.is_empty()
@@ -242,11 +256,13 @@ impl Topology {
         self.cpus.binary_search_by_key(&id, |c| c.id).ok().map(|i| &self.cpus[i])
     }
 
-    /// How the online CPUs changed from `before` to this topology, with each node's CPUs now:
-    /// `online CPUs 0-3 -> 0-1 (node 0: CPUs 0-1, node 1: CPUs none)` (CPU hotplug messages).
+    /// How the online CPUs changed from `before` to this topology, with what each node has now,
+    /// its CPUs and its memory: `online CPUs 0-3 -> 0-1 (node 0: CPUs 0-1, memory 3968 MiB, node
+    /// 1: CPUs none, memory 4096 MiB)` (CPU hotplug messages). A node's memory is its MemTotal as
+    /// read with this topology ([`Node::describe`]), so a node left without CPUs is told from one
+    /// left with nothing.
     pub fn cpu_change_from(&self, before: &Topology) -> String {
-        let nodes: Vec<String> =
-            self.nodes.iter().map(|n| format!("node {}: CPUs {}", n.id, n.cpus.to_list_or_none())).collect();
+        let nodes: Vec<String> = self.nodes.iter().map(Node::describe).collect();
         format!(
             "online CPUs {} -> {} ({})",
             before.usable_cpus().to_list_or_none(),

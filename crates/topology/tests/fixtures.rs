@@ -106,6 +106,31 @@ fn fixture(name: &str) -> Topology {
     Topology::from_sysfs(&dir).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
+/// The note of a CPU hotplug change says what each node has now, CPUs and memory: the 8-node
+/// guest's memory-only node 7 reads "CPUs none, memory ..." (it read "CPUs none" alone, as a node
+/// with nothing would), and so does a node whose CPUs all went offline; the memory is the node's
+/// MemTotal from its meminfo.
+#[test]
+fn a_cpu_change_note_says_what_each_node_has() {
+    let before = fixture("rig-6.12-8node");
+    let node7 = before.node(7).unwrap();
+    assert!(node7.cpus.is_empty() && node7.mem_total_kb > 0, "node 7 is memory-only: {node7:?}");
+    let mut after = before.clone();
+    let node0 = after.node(0).unwrap().cpus.clone();
+    after.clip_to_online(&before.online_cpus().difference(&node0));
+    let note = after.cpu_change_from(&before);
+    let mib = |n: u32| before.node(n).unwrap().mem_total_kb / 1024;
+    assert!(note.contains(&format!("node 7: CPUs none, memory {} MiB", mib(7))), "{note}");
+    assert!(note.contains(&format!("node 0: CPUs none, memory {} MiB", mib(0))), "{note}");
+    let node1 = before.node(1).unwrap();
+    assert!(note.contains(&format!("node 1: CPUs {}, memory {} MiB", node1.cpus.to_list(), mib(1))), "{note}");
+    let mut empty = node7.clone();
+    empty.mem_total_kb = 0;
+    assert_eq!(empty.describe(), "node 7: CPUs none, no memory");
+    empty.mem_total_unknown = true;
+    assert_eq!(empty.describe(), "node 7: CPUs none, memory of unknown size");
+}
+
 /// Each fixture's shape as fixtures/README.md documents it (and its cmd.txt's GuestSpec says).
 #[test]
 fn host_fixture_shape() {
