@@ -73,8 +73,9 @@ pub(crate) fn update(model: &mut Model) {
     let tun = &model.tunables;
     let now = model.now_ns;
     let window_ns = tun.class_window_ms.saturating_mul(1_000_000);
+    // As last sampled (`Model::node_mem_total_bytes`): memory hot-added to a node counts.
     let smallest_node =
-        model.topo.nodes.iter().map(|n| n.mem_total_kb.saturating_mul(1024)).filter(|&b| b > 0).min().unwrap_or(0);
+        (0..model.topo.nodes.len()).map(|i| model.node_mem_total_bytes(i)).filter(|&b| b > 0).min().unwrap_or(0);
     // The kernel keeps only the first TASK_COMM_LEN - 1 = 15 bytes of a name (include/linux/sched.h),
     // so a configured name is matched as the kernel would show it: "postgres-checkpointer" matches
     // the comm "postgres-checkp".

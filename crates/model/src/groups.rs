@@ -36,7 +36,9 @@
 //!                 the smaller load joins, the larger keeps its id (moving less costs less)
 //!                 refused (counted) unless the union fits: tasks <= group_max_tasks and SOME
 //!                 node n has cpu <= group_max_cpu_frac x CPUs(n) AND
-//!                 mem <= group_max_mem_frac x mem(n) (both on the same node)
+//!                 mem <= group_max_mem_frac x mem(n) (both on the same node; mem(n) the
+//!                 node's MemTotal as last sampled, `Model::node_mem_total_bytes`, so memory
+//!                 hot-added to a node counts from the next sample)
 //!
 //!   5. figures    cpu, memory (each process's RSS shared over its threads by smoothed access
 //!                 evidence: decayed samples, else fault averages, else equally), CPU-weighted access shares, memory per node, nodes run on,
@@ -124,17 +126,16 @@ pub(crate) fn update(model: &mut Model) {
     let n = keys.len();
     let pos = |k: &TaskKey| keys.binary_search(k).ok();
     let cpus_max = model.topo.nodes.iter().map(|n| n.cpus.len()).max().unwrap_or(0).max(1) as f64;
-    let mem_max = model.topo.nodes.iter().map(|n| n.mem_total_kb.saturating_mul(1024)).max().unwrap_or(0).max(1) as f64;
+    let mem = |i: usize| model.node_mem_total_bytes(i) as f64;
+    let mem_max = (0..model.topo.nodes.len()).map(mem).fold(0.0, f64::max).max(1.0);
     // The cap: a group must fit at least one node on CPU *and* memory at once (on an asymmetric
     // machine the node with the most CPUs need not be the one with the most memory).
     let caps: Vec<(f64, f64)> = model
         .topo
         .nodes
         .iter()
-        .map(|n| {
-            let mem = n.mem_total_kb.saturating_mul(1024) as f64;
-            (tun.group_max_cpu_frac * n.cpus.len() as f64, tun.group_max_mem_frac * mem)
-        })
+        .enumerate()
+        .map(|(i, n)| (tun.group_max_cpu_frac * n.cpus.len() as f64, tun.group_max_mem_frac * mem(i)))
         .collect();
     let cap_tasks = tun.group_max_tasks as usize;
     // `margin`: 0 for a merge, `group_split_margin` for keeping a group that exists (hysteresis).

@@ -208,6 +208,19 @@ impl Model {
         self.topo.nodes.iter().position(|n| n.id == node)
     }
 
+    /// Memory of node `i` (dense index, as `topo.nodes`), bytes: its MemTotal in the last
+    /// sample's `nodeN/meminfo` ([`NodeLoad::mem_total_bytes`]), else, before the first sample or
+    /// for a node whose meminfo did not read, the topology's (read at start, and again when a
+    /// node comes or goes). Memory hot-added to a node that had some changes no file the topology
+    /// is read again for (`node/online`, `node/has_memory`): the sampled figure follows it, so
+    /// the groups' size cap and the "large" class count it from the next sample.
+    pub fn node_mem_total_bytes(&self, i: usize) -> u64 {
+        match self.nodes.get(i) {
+            Some(l) if l.mem_total_bytes > 0 => l.mem_total_bytes,
+            _ => self.topo.nodes.get(i).map_or(0, |n| n.mem_total_kb.saturating_mul(1024)),
+        }
+    }
+
     /// The group of a task.
     pub fn group_of(&self, task: &TaskKey) -> Option<&Group> {
         self.groups.of_task.get(task).and_then(|g| self.groups.groups.get(g))

@@ -41,6 +41,29 @@ fn static_large_and_small() {
     assert!(c.iter().all(|&c| c == ProcessClass::Unclassified));
 }
 
+/// "Large" is judged against the nodes' memory as sampled: 5 GiB flat is StaticLarge on 16 GiB
+/// nodes (0.31 >= 0.25), and not once memory added to both nodes made them 32 GiB (0.16), though
+/// the topology still says 16.
+#[test]
+fn large_follows_memory_added_to_the_nodes() {
+    let topo = machine(2, 2, 16);
+    let class = |total_gib: u64| {
+        let mut m = model(topo.clone());
+        for t in 0..=10 {
+            let s = Sb::new(&topo, t * SEC)
+                .mem_total(0, total_gib << 20)
+                .mem_total(1, total_gib << 20)
+                .proc(10, 5, "db", &[5 * GIB, 0])
+                .thread(10, 10, t * SEC / 2, 0, 0)
+                .build();
+            m.update(&s);
+        }
+        m.procs[&10].class
+    };
+    assert_eq!(class(16), ProcessClass::StaticLarge);
+    assert_eq!(class(32), ProcessClass::Unclassified);
+}
+
 /// Guards override matching on the kernel's 15-byte comm: "postgres-checkpointer" (21 bytes) is
 /// configured, the kernel shows "postgres-checkp" (its first 15 bytes); it matches. A different
 /// name with another 15-byte prefix does not.

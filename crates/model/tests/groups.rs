@@ -321,6 +321,37 @@ fn memory_cap_refuses_a_merge() {
     assert_eq!(m.group_of(&key(10, 10)).unwrap().mem_bytes, 13 * GIB);
 }
 
+/// The memory cap follows each node's MemTotal as sampled, not the topology's: the same three
+/// processes on nodes that grew from 16 to 32 GiB (memory hot-added; the topology is not read
+/// again for that) -> cap 28.8 GiB, and (20,30) makes one group of all three (15 GiB). With the
+/// topology's 16 GiB it was refused as above.
+#[test]
+fn the_memory_cap_follows_memory_added_to_a_node() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let s = |i: u64| {
+        Sb::new(&topo, i * SEC)
+            .mem_total(0, 32 << 20)
+            .mem_total(1, 32 << 20)
+            .proc(10, 5, "a", &[8 * GIB, 0])
+            .thread(10, 10, 0, 0, 0)
+            .proc(20, 5, "b", &[5 * GIB, 0])
+            .thread(20, 20, 0, 0, 0)
+            .proc(30, 5, "c", &[2 * GIB, 0])
+            .thread(30, 30, 0, 0, 0)
+            .comm((10, 10), (20, 20), 1000)
+            .comm((20, 20), (30, 30), 1000)
+            .comm((10, 10), (30, 30), 600)
+            .build()
+    };
+    m.update(&s(1));
+    m.update(&s(2));
+    assert_eq!(m.node_mem_total_bytes(0), 32 * GIB);
+    let sets: Vec<Vec<u32>> = m.groups.groups.values().map(|g| g.tasks.iter().map(|k| k.pid).collect()).collect();
+    assert_eq!(sets, vec![vec![10, 20, 30]]);
+    assert_eq!(m.groups.refused_merges, 0);
+}
+
 /// A reused pid is a new process: its threads leave the old process's group and start a new one
 /// (a fresh id), even though the keys are the same.
 #[test]

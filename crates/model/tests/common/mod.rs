@@ -252,6 +252,14 @@ impl Sb {
         self
     }
 
+    /// Sets a node's MemTotal (memory hot-added or taken away since the topology was read), its
+    /// free memory with it.
+    pub fn mem_total(mut self, node: u32, total_kb: u64) -> Self {
+        let n = self.s.nodes.iter_mut().find(|n| n.node == node).unwrap();
+        n.meminfo = meminfo(total_kb, total_kb);
+        self
+    }
+
     /// Sets a node's free memory.
     pub fn mem_free(mut self, node: u32, free_kb: u64) -> Self {
         let n = self.s.nodes.iter_mut().find(|n| n.node == node).unwrap();

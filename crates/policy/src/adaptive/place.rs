@@ -619,10 +619,7 @@ impl<'m> Planner<'m> {
 
     /// Memory a node may hold in all for placed units, bytes.
     fn mem_total(&self, i: usize) -> f64 {
-        let l = &self.model.nodes[i];
-        let total =
-            if l.mem_total_bytes > 0 { l.mem_total_bytes } else { self.model.topo.nodes[i].mem_total_kb * 1024 };
-        total as f64 * self.model.tunables.group_max_mem_frac
+        self.model.node_mem_total_bytes(i) as f64 * self.model.tunables.group_max_mem_frac
     }
 
     /// The unit of `tasks`: its demand, memory, access shares, current node and reach.
