@@ -222,7 +222,8 @@ pub struct Status {
     #[serde(default)]
     pub nothing_to_place: Option<String>,
     /// The memory nodes the daemon's own cpuset allows it (its `Mems_allowed`), a node list read
-    /// at start; empty when not read (not the live host on `/`).
+    /// at start and after every step (it changes with `AllowedMemoryNodes=` or the container's
+    /// `cpuset.mems`); empty when not read (not the live host on `/`).
     #[serde(default)]
     pub own_memory_nodes: String,
     /// The machine's memory nodes the daemon cannot move pages to, a node list: those its own

@@ -202,7 +202,9 @@ impl Record {
 
     /// A line of the daemon's own life: `event` `start` (its configuration file in `detail`, the
     /// start's notes in `message`: reserved CPUs, other placers, missing signal sources) or
-    /// `reload` (rule `accepted` or `rejected`, the reason in `message`). Pid 0, kind `daemon`.
+    /// `reload` (rule `accepted` or `rejected`, the reason in `message`), or `own-memory-nodes` (rule
+    /// `changed`: the daemon's own memory nodes and those they leave out in `detail`, the warning
+    /// in `message` when some are). Pid 0, kind `daemon`.
     pub fn daemon(event: &str, rule: &str, detail: String, message: Option<String>, dry_run: bool) -> Self {
         Record { message, dry_run, ..Record::system(event, "daemon", rule, detail) }
     }

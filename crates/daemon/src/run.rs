@@ -46,9 +46,11 @@
 //!             not fail counts as quiet, new processes included), no proc connector,
 //!             no early step for a new process, new threads or growth, no action carried out
 //!             (a planned action is journaled as not carried out, with why; explain says so)
-//!   memory nodes the daemon's own cpuset leaves out (pages_unmovable_to, read once at start
-//!             from its Mems_allowed, live host on / only) -> one warning at start and status's
-//!             pages_unmovable_to: the kernel moves the daemon no page there, threads still go
+//!   memory nodes the daemon's own cpuset leaves out (pages_unmovable_to: its Mems_allowed, live
+//!             host on / only, read at start and after every step, [`OwnMemoryNodes`]) -> a
+//!             warning at start and at each change (an info line when none is left out any more),
+//!             a journal `own-memory-nodes` line at each change, status's pages_unmovable_to: the
+//!             kernel moves the daemon no page there, threads still go
 //!   timeout -> engine.step(host): Ok -> journal each action (dry run: log it), publish status
 //!                                 Err -> log (first and changed errors), count, retry next interval
 //! ```
@@ -216,8 +218,9 @@ pub trait Restore {
         None
     }
 
-    /// The memory nodes the daemon's own cpuset allows it (`Mems_allowed`), read at start; `None`:
-    /// not known (a host that is not this machine). Default: none.
+    /// The memory nodes the daemon's own cpuset allows it (`Mems_allowed`) now, read at start and
+    /// after every step (`OwnMemoryNodes`); `None`: not known (a host that is not this machine, or
+    /// the read failed). Default: none.
     fn own_memory_nodes(&self) -> Option<numapilot_topology::NodeSet> {
         None
     }
@@ -831,21 +834,16 @@ pub fn serve<H: Host + Restore>(
     describe(&config, &config_file, &mut status);
     status.placeable_nodes = placeable.to_list();
     status.nothing_to_place = single.clone();
-    let own_mems = host.own_memory_nodes();
-    let unmovable = own_mems.as_ref().and_then(|own| pages_unmovable_to(&engine.model.topo, own));
-    status.own_memory_nodes = own_mems.as_ref().map_or_else(String::new, |m| m.to_list());
-    status.pages_unmovable_to = unmovable.as_ref().map_or_else(String::new, |u| u.to_list());
+    let mut own_mems = OwnMemoryNodes::read(&host, &engine.model.topo);
+    own_mems.show(&mut status);
     publish(&shared, &status);
     let mode = |dry: bool| if dry { "dry run (observe and plan only)" } else { "acting" };
     announce(&format!("numapilot: started, interval {} ms, {}", config.interval_ms(), mode(started_dry)));
     if let Some(why) = &single {
         announce(&format!("numapilot: {}", single_node_line(why)));
     }
-    if let (Some(own), Some(out)) = (&own_mems, &unmovable) {
-        announce(&format!(
-            "numapilot: warning: {}",
-            control::unmovable_line(&own.to_list(), Some(&engine.model.topo.memory_nodes().to_list()), &out.to_list())
-        ));
+    if let Some(line) = own_mems.warning(&engine.model.topo) {
+        announce(&format!("numapilot: warning: {line}"));
     }
     notify.ready(&format!("started, interval {} ms, {}", config.interval_ms(), mode(started_dry)));
     let mut last_error: Option<String> = None;
@@ -933,6 +931,10 @@ pub fn serve<H: Host + Restore>(
             status.placeable_nodes = placeable.to_list();
             status.nothing_to_place = single.clone();
         }
+        // The daemon's own memory nodes again (`AllowedMemoryNodes=` changed by `systemctl
+        // set-property`, a container's cpuset.mems rewritten, a node come online), and what
+        // they leave out of the machine's memory nodes now.
+        own_mems.follow(&host, &engine.model.topo, &mut status, journal.as_mut(), dry_run(&config));
         let cycle_ns = numapilot_observe::reader::monotonic_ns().saturating_sub(t0);
         status.last_cycle_s = cycle_ns as f64 / 1e9;
         status.cycle_s_total += status.last_cycle_s;
@@ -1223,6 +1225,89 @@ pub fn placeable_nodes(topo: &Topology) -> numapilot_topology::NodeSet {
 /// there. `None` when every memory node is allowed.
 pub fn pages_unmovable_to(topo: &Topology, own: &numapilot_topology::NodeSet) -> Option<numapilot_topology::NodeSet> {
     Some(topo.memory_nodes().difference(own)).filter(|out| !out.is_empty())
+}
+
+/// The daemon's own memory nodes (`Mems_allowed`, [`Restore::own_memory_nodes`]) and the
+/// machine's memory nodes they leave out ([`pages_unmovable_to`]), as last said: the start's
+/// warning, status `own_memory_nodes` and `pages_unmovable_to`.
+///
+/// Read at start and again after every step ([`OwnMemoryNodes::follow`]: one small file,
+/// /proc/self/status, about 1.5 kB): they change while the daemon runs when systemd's
+/// `AllowedMemoryNodes=` is changed by `systemctl set-property` or a container's `cpuset.mems` is
+/// rewritten (the kernel rebinds the cpuset's tasks at once), and the nodes left out change with
+/// the machine (a memory node come online). A change is logged (a warning naming the nodes pages
+/// cannot be moved to, or an info line when there are none left), journaled (`own-memory-nodes`)
+/// and shown in status. Before, they were read once at start: a daemon narrowed later went on
+/// saying every node was reachable, and one widened later went on warning. A read that fails
+/// (short of a descriptor) keeps what was said.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct OwnMemoryNodes {
+    own: Option<numapilot_topology::NodeSet>,
+    unmovable: Option<numapilot_topology::NodeSet>,
+}
+
+impl OwnMemoryNodes {
+    /// The host's own memory nodes now, and what they leave out of `topo`'s memory nodes.
+    fn read<H: Restore>(host: &H, topo: &Topology) -> Self {
+        let own = host.own_memory_nodes();
+        let unmovable = own.as_ref().and_then(|own| pages_unmovable_to(topo, own));
+        OwnMemoryNodes { own, unmovable }
+    }
+
+    /// Status's two fields.
+    fn show(&self, status: &mut Status) {
+        status.own_memory_nodes = status_list(&self.own);
+        status.pages_unmovable_to = status_list(&self.unmovable);
+    }
+
+    /// The warning when nodes are left out (`control::unmovable_line`).
+    fn warning(&self, topo: &Topology) -> Option<String> {
+        let (own, out) = (self.own.as_ref()?, self.unmovable.as_ref()?);
+        Some(control::unmovable_line(&own.to_list(), Some(&topo.memory_nodes().to_list()), &out.to_list()))
+    }
+
+    /// Reads them again; on a change, says so (log, journal, status).
+    fn follow<H: Restore>(
+        &mut self,
+        host: &H,
+        topo: &Topology,
+        status: &mut Status,
+        journal: Option<&mut Journal>,
+        dry_run: bool,
+    ) {
+        let now = Self::read(host, topo);
+        if now.own.is_none() || now == *self {
+            return;
+        }
+        let own = status_list(&now.own);
+        let (detail, message) = match now.warning(topo) {
+            Some(line) => {
+                tracing::warn!("the daemon's own memory nodes changed: {line}");
+                (
+                    format!("own memory nodes {own}, pages cannot be moved to nodes {}", status_list(&now.unmovable)),
+                    Some(line),
+                )
+            }
+            None => {
+                tracing::info!(
+                    "the daemon's own memory nodes changed: {own}, every memory node of the machine ({}): pages can be \
+                     moved to each",
+                    topo.memory_nodes().to_list()
+                );
+                (format!("own memory nodes {own}, every memory node of the machine"), None)
+            }
+        };
+        if let Some(j) = journal {
+            write_journal(j, &Record::daemon("own-memory-nodes", "changed", detail, message, dry_run));
+        }
+        now.show(status);
+        *self = now;
+    }
+}
+
+/// A node list as status shows it ("" for none).
+fn status_list(nodes: &Option<numapilot_topology::NodeSet>) -> String {
+    nodes.as_ref().map_or_else(String::new, |n| n.to_list())
 }
 
 /// Why there is nothing to place, when `placeable` (from [`placeable_nodes`]) has one node or

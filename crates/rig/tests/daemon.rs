@@ -15,6 +15,7 @@ use serde_json::Value;
 
 const SCENARIO: &str = include_str!("../../../rig/scenarios/daemon-safety.sh");
 const ISOLATED: &str = include_str!("../../../rig/scenarios/isolated.sh");
+const OWN_MEMS: &str = include_str!("../../../rig/scenarios/own-mems.sh");
 
 fn enabled() -> bool {
     let on = std::env::var("NUMAPILOT_RIG").is_ok_and(|v| v == "1");
@@ -53,6 +54,24 @@ fn isolated_run() -> &'static GuestRun {
 fn partitioned_run() -> &'static GuestRun {
     static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
     RUN.get_or_init(|| kept_cpu_run("2node-nohz", "nohz_full=3")).as_ref().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The 2-node guest running rig/scenarios/own-mems.sh (a boot of its own).
+fn own_mems_run() -> &'static GuestRun {
+    static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
+        let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
+        spec.timeout = Duration::from_secs(300);
+        let run = rig.boot(&spec, "own-mems", OWN_MEMS, &[]).map_err(|e| e.to_string())?;
+        eprintln!("guest 2node own-mems: QEMU wall {} ms", run.wall_ms);
+        if run.scenario_rc != 0 {
+            return Err(format!("own-mems.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
+        }
+        Ok(run)
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn kept_cpu_run(name: &str, arg: &str) -> Result<GuestRun, String> {
@@ -607,4 +626,57 @@ fn the_kept_cpu_is_never_placed_on(run: &GuestRun, why: &str) {
     );
     let log = run.section("daemon-exit").unwrap().stderr();
     assert!(log.contains(&format!("CPUs 3 reserved ({why}): no process is placed on them")), "{log}");
+}
+
+/// The daemon's own memory nodes are followed while it runs (rig/scenarios/own-mems.sh): started in a v2 cpuset of
+/// both nodes' memory, status leaves no node out; its cpuset's mems narrowed to node 0 (what `systemctl set-property
+/// ... AllowedMemoryNodes=0` writes to its unit's cgroup), status names node 1 as one pages cannot be moved to, the
+/// log warns and the journal has an `own-memory-nodes` line; widened back, status clears and a second line says so.
+/// The kernel's Mems_allowed_list of the daemon, read by the scenario, is the judge of each state. Before, the nodes
+/// were read once at start: status kept saying no node was left out after the narrowing.
+#[test]
+fn the_daemons_own_memory_nodes_are_followed() {
+    if !enabled() {
+        return;
+    }
+    let run = own_mems_run();
+    assert_eq!(ok(run, "mems-cgroup").trim(), "0-1", "the cpuset has both nodes' memory");
+    let status = |name: &str| -> Value {
+        let s = run.section(name).unwrap_or_else(|e| panic!("{e}"));
+        let v: Value = serde_json::from_str(&s.stdout()).unwrap_or_else(|e| panic!("{name}: not JSON ({e})"));
+        assert_eq!(s.rc, 0, "{name}: status did not show the change in 60 s: {v:#}");
+        v
+    };
+    let kernel = |name: &str| {
+        ok(run, &format!("{name}-kernel")).trim().trim_start_matches("Mems_allowed_list:").trim().to_string()
+    };
+    for (name, own, out) in [("mems-start", "0-1", ""), ("mems-narrowed", "0", "1"), ("mems-widened", "0-1", "")] {
+        let v = status(name);
+        assert_eq!(kernel(name), own, "{name}: the kernel's view of the daemon's memory nodes");
+        assert_eq!(v["own_memory_nodes"], own, "{name}: {v:#}");
+        assert_eq!(v["pages_unmovable_to"], out, "{name}: {v:#}");
+    }
+    let log = run.section("daemon-exit").unwrap().stderr();
+    assert_eq!(ok(run, "daemon-exit").trim(), "0", "{log}");
+    assert!(!log.contains("warning: pages cannot be moved"), "no warning at start, both nodes allowed: {log}");
+    assert!(
+        log.contains(
+            "the daemon's own memory nodes changed: pages cannot be moved to memory nodes 1: the daemon's own \
+                      cpuset allows it memory nodes 0 of the machine's 0-1"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("the daemon's own memory nodes changed: 0-1, every memory node of the machine"), "{log}");
+    let j = journal(run, "journal");
+    let changes: Vec<&Value> = j.iter().filter(|r| r["event"] == "own-memory-nodes").collect();
+    let details: Vec<&str> = changes.iter().map(|r| r["detail"].as_str().unwrap()).collect();
+    assert_eq!(
+        details,
+        [
+            "own memory nodes 0, pages cannot be moved to nodes 1",
+            "own memory nodes 0-1, every memory node of the machine"
+        ],
+        "{changes:#?}"
+    );
+    assert!(changes[0]["message"].as_str().unwrap().contains("AllowedMemoryNodes="), "{}", changes[0]);
 }
