@@ -180,8 +180,7 @@ fn child_entry() {
             // A host that placed a `sleep` of its own, then runs out of file descriptors (its
             // soft limit just above what is open, the rest filled): prints what a sample and the
             // record said, then "done".
-            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
-            let mut host = host_with(&dir.join("state.json"), |_| {});
+            let (_, mut host) = child_host();
             let (mut sleeper, _) = placed_sleeper(&mut host);
             let s = host.sample().unwrap();
             host.recycle(s);
@@ -232,8 +231,7 @@ fn child_entry() {
             // A host and a `sleep` it has not touched, then no file descriptor left (the soft
             // limit just above what is open, the rest filled): prints what an action on the sleep
             // came to then, and with descriptors back, then "done".
-            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
-            let mut host = host_with(&dir.join("state.json"), |_| {});
+            let (_, mut host) = child_host();
             let mut sleeper = sleeper_child();
             let st = read_starttime(sleeper.id()).unwrap();
             let set = action(
@@ -257,14 +255,10 @@ fn child_entry() {
             // limit just above what is open, the rest filled) while a reload excludes the sleep:
             // prints what was put back then and what is pending, then, with descriptors back,
             // what the next sample put back and the sleep's mask, and "done".
-            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
-            let mut host = host_with(&dir.join("state.json"), |_| {});
+            let (state, mut host) = child_host();
             let (mut sleeper, own) = placed_sleeper(&mut host);
-            let excluding = LiveOptions {
-                state_path: dir.join("state.json"),
-                exclude_pids: vec![sleeper.id()],
-                ..LiveOptions::default()
-            };
+            let excluding =
+                LiveOptions { state_path: state.clone(), exclude_pids: vec![sleeper.id()], ..LiveOptions::default() };
             let fds = NoFds::take();
             host.set_exclusions(&excluding);
             let short = host.take_released();
@@ -298,9 +292,7 @@ fn child_entry() {
             // failures on one line, in brackets), whether the first child still has numapilot's
             // mask and the forker its record; then, descriptors back, a second restore's counts
             // and whether both children have their parent's original mask; then "done".
-            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
-            let state = dir.join("state.json");
-            let mut host = host_with(&state, |_| {});
+            let (state, mut host) = child_host();
             let cpus = narrow_cpus(&topo()).unwrap();
             let (kid, original, c1, c2) = placed_forker(&mut host, &state, &cpus);
             let mut fds = NoFds::take();
@@ -316,11 +308,7 @@ fn child_entry() {
             let again = host.restore_all();
             let back = [c1, c2].iter().all(|&c| sched_getaffinity(c as libc::pid_t).unwrap() == original);
             println!("again {} {} {} {back}", again.restored, again.inherited, again.failed.len());
-            for pid in [c1, c2] {
-                // SAFETY: kill on a child of the forker, by pid.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            }
-            kid.kill();
+            end_forker(kid, [c1, c2]);
             println!("done");
             sleep_forever()
         }
@@ -329,9 +317,7 @@ fn child_entry() {
             // file descriptor left: prints what `inherited_mask`, the cgroup read and a cgroup
             // exclusion's verdict make of the first child then, and both again with descriptors
             // back, then "done".
-            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
-            let state = dir.join("state.json");
-            let mut host = host_with(&state, |_| {});
+            let (state, mut host) = child_host();
             let cpus = narrow_cpus(&topo()).unwrap();
             let (kid, _original, c1, c2) = placed_forker(&mut host, &state, &cpus);
             let file = Originals::load(&state).unwrap().unwrap();
@@ -355,11 +341,7 @@ fn child_entry() {
             println!("verdict {judged}");
             println!("back {} {}", inherited() == format!("known {}", cpus.to_list()), verdict());
             host.restore_all();
-            for pid in [c1, c2] {
-                // SAFETY: kill on a child of the forker, by pid.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            }
-            kid.kill();
+            end_forker(kid, [c1, c2]);
             println!("done");
             sleep_forever()
         }
@@ -370,9 +352,7 @@ fn child_entry() {
             // failures (in brackets), whether the forker and the first child still have
             // numapilot's mask and the forker its record; then the restore again on this thread:
             // its counts and whether all three have the original mask; "done".
-            let dir = std::path::PathBuf::from(std::env::var("NP_DIR").unwrap());
-            let state = dir.join("state.json");
-            let mut host = host_with(&state, |_| {});
+            let (state, mut host) = child_host();
             let cpus = narrow_cpus(&topo()).unwrap();
             let (kid, original, c1, c2) = placed_forker(&mut host, &state, &cpus);
             let target = TaskRef { pid: c1, tid: None, starttime: read_starttime(c1).unwrap() };
@@ -394,11 +374,7 @@ fn child_entry() {
             let again = host.restore_all();
             let back = [kid.pid(), c1, c2].iter().all(|&p| mask(p) == original);
             println!("again {} {} {} {back}", again.restored, again.inherited, again.failed.len());
-            for pid in [c1, c2] {
-                // SAFETY: kill on a child of the forker, by pid.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            }
-            kid.kill();
+            end_forker(kid, [c1, c2]);
             println!("done");
             sleep_forever()
         }
@@ -664,6 +640,31 @@ fn refused(o: &Outcome) -> &str {
         Outcome::Refused { message } => message,
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+/// The host a child plays a daemon with: its state file in the directory NP_DIR names
+/// ([`kid_in_dir`]), and that path.
+fn child_host() -> (PathBuf, LiveHost) {
+    let state = PathBuf::from(std::env::var("NP_DIR").unwrap()).join("state.json");
+    let host = host_with(&state, |_| {});
+    (state, host)
+}
+
+/// Child `mode` with NP_DIR a directory of its own ([`child_host`]), which lives as long as the
+/// returned `TempDir`.
+fn kid_in_dir(mode: &str) -> (tempfile::TempDir, Kid) {
+    let d = tempfile::tempdir().unwrap();
+    let kid = Kid::spawn(mode, &[("NP_DIR", d.path().display().to_string())]);
+    (d, kid)
+}
+
+/// Kills a forker's `children` (by pid: they are its children, not this process's) and the forker.
+fn end_forker(forker: Kid, children: [u32; 2]) {
+    for pid in children {
+        // SAFETY: kill with a pid the forker started and a valid signal.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    forker.kill();
 }
 
 /// A `sleep 600` child of this process, its output to /dev/null.
@@ -1879,8 +1880,7 @@ fn out_of_descriptors_no_process_reads_as_gone() {
     if narrow_cpus(&topo()).is_none() {
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    let mut kid = Kid::spawn("no-fds", &[("NP_DIR", d.path().display().to_string())]);
+    let (_d, mut kid) = kid_in_dir("no-fds");
     let sample = kid.line("sample");
     let record = kid.line("record");
     let short = kid.line("restore-short");
@@ -1921,8 +1921,7 @@ fn out_of_descriptors_an_action_is_refused_not_vanished() {
     if narrow_cpus(&topo()).is_none() {
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    let mut kid = Kid::spawn("apply-no-fds", &[("NP_DIR", d.path().display().to_string())]);
+    let (_d, mut kid) = kid_in_dir("apply-no-fds");
     let short = kid.line("short ");
     let back = kid.line("back ");
     kid.line("done");
@@ -1940,8 +1939,7 @@ fn out_of_descriptors_a_process_a_reload_excludes_is_put_back_later() {
     if narrow_cpus(&topo()).is_none() {
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    let mut kid = Kid::spawn("release-no-fds", &[("NP_DIR", d.path().display().to_string())]);
+    let (_d, mut kid) = kid_in_dir("release-no-fds");
     let short = kid.line("short ");
     let later = kid.line("later ");
     kid.line("done");
@@ -1960,8 +1958,7 @@ fn out_of_descriptors_children_not_found_at_restore_are_reported_and_tried_again
     if narrow_cpus(&topo()).is_none() {
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    let mut kid = Kid::spawn("inherit-one-fd", &[("NP_DIR", d.path().display().to_string())]);
+    let (_d, mut kid) = kid_in_dir("inherit-one-fd");
     let forker = kid.line("forker ");
     let report = kid.line("report ");
     let failed = kid.line("failed ");
@@ -1991,8 +1988,7 @@ fn out_of_descriptors_inheritance_and_cgroups_are_unknown_not_absent() {
     if narrow_cpus(&topo()).is_none() {
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    let mut kid = Kid::spawn("judge-no-fds", &[("NP_DIR", d.path().display().to_string())]);
+    let (_d, mut kid) = kid_in_dir("judge-no-fds");
     let short = kid.line("short ");
     let cgroups = kid.line("cgroups-err ");
     let verdict = kid.line("verdict ");
@@ -2016,8 +2012,7 @@ fn a_restore_that_cannot_read_the_masks_fails_and_is_tried_again() {
     if narrow_cpus(&topo()).is_none() {
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    let mut kid = Kid::spawn("masks-enomem", &[("NP_DIR", d.path().display().to_string())]);
+    let (_d, mut kid) = kid_in_dir("masks-enomem");
     let acted = kid.line("acted ");
     let report = kid.line("report ");
     let failed = kid.line("failed ");

@@ -290,6 +290,26 @@ fn memory_decides_the_merge_direction() {
     assert!((g.load - (1.0 / 2.0 + (12 * GIB + 100 * MIB) as f64 / (16 * GIB) as f64)).abs() < 1e-9);
 }
 
+/// Processes 10 (8 GiB), 20 (5 GiB) and 30 (2 GiB) at step `i` (t = i s), single-threaded, no CPU,
+/// pairs (10,20) and (20,30) talking at f = 1 and (10,30) at f = 0.6; every node's MemTotal as
+/// sampled `node_gib` GiB.
+fn three_procs(topo: &Topology, i: u64, node_gib: u64) -> Sample {
+    let mut b = Sb::new(topo, i * SEC);
+    for n in &topo.nodes {
+        b = b.mem_total(n.id, node_gib << 20);
+    }
+    b.proc(10, 5, "a", &[8 * GIB, 0])
+        .thread(10, 10, 0, 0, 0)
+        .proc(20, 5, "b", &[5 * GIB, 0])
+        .thread(20, 20, 0, 0, 0)
+        .proc(30, 5, "c", &[2 * GIB, 0])
+        .thread(30, 30, 0, 0, 0)
+        .comm((10, 10), (20, 20), 1000)
+        .comm((20, 20), (30, 30), 1000)
+        .comm((10, 10), (30, 30), 600)
+        .build()
+}
+
 /// Memory cap refusal, by hand: 16 GiB nodes, group_max_mem_frac 0.9 -> at most 14.4 GiB per
 /// group. Processes 10 (8 GiB), 20 (5 GiB) and 30 (2 GiB), single-threaded, no CPU. Edges at
 /// f = 1: (10,20) and (20,30) -> s = 0.5 after one period; (10,30) at f = 0.6 -> 0.3. Strongest
@@ -299,21 +319,8 @@ fn memory_decides_the_merge_direction() {
 fn memory_cap_refuses_a_merge() {
     let topo = machine(2, 2, 16);
     let mut m = model(topo.clone());
-    let s = |i: u64| {
-        Sb::new(&topo, i * SEC)
-            .proc(10, 5, "a", &[8 * GIB, 0])
-            .thread(10, 10, 0, 0, 0)
-            .proc(20, 5, "b", &[5 * GIB, 0])
-            .thread(20, 20, 0, 0, 0)
-            .proc(30, 5, "c", &[2 * GIB, 0])
-            .thread(30, 30, 0, 0, 0)
-            .comm((10, 10), (20, 20), 1000)
-            .comm((20, 20), (30, 30), 1000)
-            .comm((10, 10), (30, 30), 600)
-            .build()
-    };
-    m.update(&s(1));
-    m.update(&s(2));
+    m.update(&three_procs(&topo, 1, 16));
+    m.update(&three_procs(&topo, 2, 16));
     assert!((m.graph.edges[&(key(10, 10), key(30, 30))].strength - 0.3).abs() < 1e-12);
     let sets: Vec<Vec<u32>> = m.groups.groups.values().map(|g| g.tasks.iter().map(|k| k.pid).collect()).collect();
     assert_eq!(sets, vec![vec![10, 20], vec![30]]);
@@ -329,23 +336,8 @@ fn memory_cap_refuses_a_merge() {
 fn the_memory_cap_follows_memory_added_to_a_node() {
     let topo = machine(2, 2, 16);
     let mut m = model(topo.clone());
-    let s = |i: u64| {
-        Sb::new(&topo, i * SEC)
-            .mem_total(0, 32 << 20)
-            .mem_total(1, 32 << 20)
-            .proc(10, 5, "a", &[8 * GIB, 0])
-            .thread(10, 10, 0, 0, 0)
-            .proc(20, 5, "b", &[5 * GIB, 0])
-            .thread(20, 20, 0, 0, 0)
-            .proc(30, 5, "c", &[2 * GIB, 0])
-            .thread(30, 30, 0, 0, 0)
-            .comm((10, 10), (20, 20), 1000)
-            .comm((20, 20), (30, 30), 1000)
-            .comm((10, 10), (30, 30), 600)
-            .build()
-    };
-    m.update(&s(1));
-    m.update(&s(2));
+    m.update(&three_procs(&topo, 1, 32));
+    m.update(&three_procs(&topo, 2, 32));
     assert_eq!(m.node_mem_total_bytes(0), 32 * GIB);
     let sets: Vec<Vec<u32>> = m.groups.groups.values().map(|g| g.tasks.iter().map(|k| k.pid).collect()).collect();
     assert_eq!(sets, vec![vec![10, 20, 30]]);
