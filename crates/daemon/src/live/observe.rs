@@ -92,7 +92,10 @@
 //! process's cgroups are read again every `cgroup_recheck_ms` (10 s, spread by pid) and it is
 //! classified again: one moved into an excluded cgroup (or out of an included one) leaves the
 //! sample within that time (`take_left` names it, so the live host puts back what it changed), and
-//! `apply` checks its cgroup again before every action meanwhile. A process whose numa_maps showed an
+//! `apply` checks its cgroup again before every action meanwhile. Cgroups that cannot be read for
+//! want of a descriptor or memory decide nothing (`select::exclusion_known`): a process keeps its
+//! class and is classified again at the next cycle; one first seen so is skipped until then. A
+//! process whose numa_maps showed an
 //! explicit memory policy has numa_maps re-read whenever its threads are (within the cycle's
 //! numa_maps budget), so dropping a temporary policy un-pins it in the model on a next busy cycle.
 //! Between staleness rounds an idle process's affinity and last CPU are as of its last read (a

@@ -843,7 +843,7 @@ pub fn inherited_mask(
         match carries_ours_known(&m, &set, allowed.as_ref()) {
             Some(true) => {}
             Some(false) => return Ok(None),
-            None => return Err(cut_unknown(t, &m)),
+            None => return Err(format!("its {}", cut_unknown(t, &m))),
         }
         first.get_or_insert(m);
     }
@@ -854,7 +854,7 @@ pub fn inherited_mask(
 /// ([`carries_ours_known`] `None`).
 fn cut_unknown(tid: u32, m: &CpuSet) -> String {
     format!(
-        "its thread {tid} runs on CPUs {}, within a mask numapilot set, and the CPUs online could not be read \
+        "thread {tid} runs on CPUs {}, within a mask numapilot set, and the CPUs online could not be read \
          (numapilot's mask cut to them, or the program's own?)",
         m.to_list()
     )
@@ -1354,7 +1354,7 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
                 Some(true) => {}
                 Some(false) => return None,
                 None => {
-                    unjudged.push(cut_unknown(tid, &now).replacen("its thread", "thread", 1));
+                    unjudged.push(cut_unknown(tid, &now));
                     return None;
                 }
             }
