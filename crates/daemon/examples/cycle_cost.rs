@@ -343,8 +343,8 @@ fn main() {
             // not scan processes at all, as on a one-node machine, where it has nothing to place.
             Ok(0.0) => println!(
                 "numad 20150602 on the same load (-i 1:1, {numad_seconds} s): no CPU tick in {numad_seconds} s (it \
-                 scans no processes on a machine with {} node(s)); no ratio",
-                host_nodes()
+                 scans no processes on a machine with {}); no ratio",
+                numapilot_topology::plural(host_nodes(), "node")
             ),
             Ok(numad) => println!(
                 "numad 20150602 on the same load (-i 1:1, {numad_seconds} s): {numad:.1} ms CPU per scan; ours / numad = \

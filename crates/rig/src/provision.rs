@@ -158,8 +158,9 @@ pub fn resolve_kernel_package() -> Result<String> {
         }
     }
     Err(RigError::NoKernel(format!(
-        "apt knows {} package(s) named {KERNEL_PREFIX}*{KERNEL_SUFFIX} but none is installable; run apt-get update",
-        names.len()
+        "apt knows {} {} named {KERNEL_PREFIX}*{KERNEL_SUFFIX} but none is installable; run apt-get update",
+        names.len(),
+        if names.len() == 1 { "package" } else { "packages" }
     )))
 }
 

@@ -20,8 +20,8 @@ fn main_job_demo_passes_its_own_judgement() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "demo failed ({}):\n{stdout}\n{stderr}", out.status);
     for want in [
-        "verdict: memory 100% on node 0, threads on node(s) {3}: 0% of the memory is local",
-        "verdict: memory 100% on node 3, threads on node(s) {3}: 100% of the memory is local",
+        "verdict: memory 100% on node 0, threads on node 3: 0% of the memory is local",
+        "verdict: memory 100% on node 3, threads on node 3: 100% of the memory is local",
         "verdict: memory on 4 of 4 nodes",
         "--membind=7 ... -> exit 1",
         "demo: every placement is what was asked for",

@@ -164,9 +164,11 @@ fn demo(args: &[String]) -> Res<()> {
                 // Memory on the nodes the threads actually ran on, as a share of all anonymous memory.
                 let ran_on: std::collections::BTreeSet<u32> = thread_nodes.iter().copied().collect();
                 let near: u64 = ran_on.iter().map(|n| on(*n)).sum();
+                let ran_list = ran_on.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+                let ran_word = if ran_on.len() == 1 { "node" } else { "nodes" };
                 println!(
-                    "verdict: memory {:.0}% on node {m}, threads on node(s) {ran_on:?}: {:.0}% of the memory is local \
-                     to the threads\n",
+                    "verdict: memory {:.0}% on node {m}, threads on {ran_word} {ran_list}: {:.0}% of the memory is \
+                     local to the threads\n",
                     100.0 * on(m) as f64 / total.max(1) as f64,
                     100.0 * near as f64 / total.max(1) as f64
                 );
