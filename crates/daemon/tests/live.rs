@@ -993,13 +993,16 @@ fn a_renamed_process_is_reclassified_and_a_dropped_policy_is_seen() {
     let mut host = host_with(&state, |o| o.exclude_comm = vec!["np-first".into()]);
     let s = observe(&mut host);
     assert!(s.process(kid.pid()).is_none(), "excluded by its first name");
-    // A host that sees it unexcluded from the start: its numa_maps shows the BIND. No per-cycle
-    // numa_maps budget: this is about the policy re-check, and on a busy host the processes that
-    // are new at the second look (compilers beside the tests, each read in full as new) fill the
-    // budget and defer the child's refresh to a later cycle, by design (CI at 8e7aa7d, load
-    // average 12: "the dropped policy is still shown").
+    // A host that sees it unexcluded from the start: its numa_maps shows the BIND. This is about
+    // the policy re-check alone, so the host has no other reason to read numa_maps again: no
+    // refresh by age (the first read's age is staggered by pid over `numa_maps_ms`, so for some
+    // pids the next look was due by age anyway and the test passed without the re-check), and no
+    // per-cycle budget (on a busy host the processes new at the second look, compilers beside
+    // the tests read in full as new, fill it and defer the child's refresh to a later cycle, by
+    // design: CI at 8e7aa7d, load average 12, "the dropped policy is still shown").
     let (_d2, state2) = tmp_state("rename2");
     let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.numa_maps_ms = u64::MAX;
     tuning.tiers.numa_maps_kb_per_cycle = u64::MAX;
     let o = LiveOptions { state_path: state2.clone(), ..LiveOptions::default() };
     let mut other = LiveHost::open_with(topo(), o, tuning).unwrap().0;
