@@ -12,6 +12,7 @@
 //!   /usr/local/bin/numapilot      ours (debug info stripped)       /usr/local/bin/rig-toucher
 //!   /usr/local/bin/rig-sampler    the race's judge's reads
 //!   /usr/local/bin/capture-fixtures.sh                             /lib/modules/rig/*.ko + pci-modules (vmxnet3)
+//!                                                                  + boot-modules (inet_diag, tcp_diag, unix_diag)
 //!   /opt/numapilot/compat/numactl -> /usr/local/bin/numapilot      (numactl-compatible symlink mode; NOT in PATH,
 //!   /opt/numapilot/compat/numastat -> /usr/local/bin/numapilot      so `numactl` in PATH is always Debian's)
 //!   /lib/x86_64-linux-gnu/*.so*, /lib64/ld-linux-x86-64.so.2       per ldd
@@ -44,6 +45,16 @@ pub const GUEST_COMPAT_DIR: &str = "/opt/numapilot/compat";
 /// `kernel/`). Facts: vmxnet3 is PCI 15ad:07b0 (the driver's id table); the module has no dependencies
 /// (`depends=` is empty in its modinfo).
 const PCI_MODULES: &[(&str, &str, &str)] = &[("0x15ad", "0x07b0", "drivers/net/vmxnet3/vmxnet3.ko")];
+
+/// Modules every guest loads at boot, in this order (a module after the ones it depends on), paths under `kernel/`.
+/// The socket-diagnostics families: a Debian system loads them the first time a NETLINK_SOCK_DIAG request names
+/// their family (the kernel's `sock_load_diag_module` asks modprobe for `net-pf-16-proto-4-type-N`, the aliases
+/// these modules carry: 1 unix, 2 and 10 inet, 2-6 TCP), as `ss` and the daemon's socket source do. The guest has no
+/// modprobe tree, so without them the daemon saw no unix peers and read /proc/net/tcp instead of the TCP dump, unlike
+/// on a real machine. Facts: Debian's 6.12 cloud kernel builds them as modules (`CONFIG_INET_DIAG=m`,
+/// `CONFIG_INET_TCP_DIAG=m`, `CONFIG_UNIX_DIAG=m`); `depends=` in their modinfo is empty but for tcp_diag's
+/// `inet_diag`.
+const BOOT_MODULES: &[&str] = &["net/ipv4/inet_diag.ko", "net/ipv4/tcp_diag.ko", "net/unix/unix_diag.ko"];
 
 /// The reference tools copied from the host, by program name.
 const REFERENCE_TOOLS: &[&str] = &["numactl", "numastat", "numad"];
@@ -178,26 +189,8 @@ pub fn build_base(inputs: &ImageInputs) -> Result<Vec<u8>> {
     if let Some(m) = &inputs.kernel.modules {
         let mut table = String::new();
         for (vendor, device, rel) in PCI_MODULES {
-            let xz = m.join("kernel").join(format!("{rel}.xz"));
-            let plain = m.join("kernel").join(rel);
-            let data = if plain.is_file() {
-                read(&plain)?
-            } else if xz.is_file() {
-                let out = Command::new("xz").arg("-dc").arg(&xz).output().map_err(|e| RigError::Command {
-                    command: format!("xz -dc {}", xz.display()),
-                    detail: e.to_string(),
-                })?;
-                if !out.status.success() {
-                    return Err(RigError::Command {
-                        command: format!("xz -dc {}", xz.display()),
-                        detail: String::from_utf8_lossy(&out.stderr).into_owned(),
-                    });
-                }
-                out.stdout
-            } else {
-                // A kernel without this module (e.g. an override kernel with the driver built in): nothing to load.
-                continue;
-            };
+            // A kernel without this module (e.g. an override kernel with the driver built in): nothing to load.
+            let Some(data) = module_bytes(m, rel)? else { continue };
             let name = rel.rsplit('/').next().unwrap_or(rel);
             a.file(&format!("lib/modules/rig/{name}"), 0o644, &data);
             table.push_str(&format!("{vendor} {device} {name}\n"));
@@ -205,11 +198,47 @@ pub fn build_base(inputs: &ImageInputs) -> Result<Vec<u8>> {
         if !table.is_empty() {
             a.file("lib/modules/rig/pci-modules", 0o644, table.as_bytes());
         }
+        let mut boot = String::new();
+        for rel in BOOT_MODULES {
+            // Built in, or missing from an override kernel: nothing to load.
+            let Some(data) = module_bytes(m, rel)? else { continue };
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            a.file(&format!("lib/modules/rig/{name}"), 0o644, &data);
+            boot.push_str(&format!("{name}\n"));
+        }
+        if !boot.is_empty() {
+            a.file("lib/modules/rig/boot-modules", 0o644, boot.as_bytes());
+        }
     }
 
     a.file("init", 0o755, GUEST_INIT.as_bytes());
     a.file("rig/lib.sh", 0o644, GUEST_LIB.as_bytes());
     Ok(a.finish())
+}
+
+/// The module at `rel` under `modules/kernel/`, plain or xz-compressed (decompressed here: the guest's busybox insmod
+/// takes plain files); `None` when the kernel has no such file.
+fn module_bytes(modules: &Path, rel: &str) -> Result<Option<Vec<u8>>> {
+    let xz = modules.join("kernel").join(format!("{rel}.xz"));
+    let plain = modules.join("kernel").join(rel);
+    if plain.is_file() {
+        return read(&plain).map(Some);
+    }
+    if !xz.is_file() {
+        return Ok(None);
+    }
+    let out = Command::new("xz")
+        .arg("-dc")
+        .arg(&xz)
+        .output()
+        .map_err(|e| RigError::Command { command: format!("xz -dc {}", xz.display()), detail: e.to_string() })?;
+    if !out.status.success() {
+        return Err(RigError::Command {
+            command: format!("xz -dc {}", xz.display()),
+            detail: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    Ok(Some(out.stdout))
 }
 
 /// Files that put one more dynamic binary of ours into a guest, for `Rig::boot`'s `files`: the binary without its
