@@ -584,3 +584,46 @@ fn a_group_at_a_nodes_size_is_not_cut_by_noise() {
     let off = steps(Tunables { group_split_margin: 0.0, ..Tunables::default() }, 3);
     assert_eq!(off[2], vec![vec![30, 31], vec![32]]);
 }
+
+/// Residency-by-bytes: a server (one thread, 0.1 CPU, 64 MiB on node 0) and a busier client (one
+/// thread, 0.3 CPU, 12 MiB on node 1) joined by a connected socket, with no sampled access and no
+/// NUMA fault (the rig's guests: no PMU, NUMA balancing off). Each thread's `access` is its own
+/// process's residency; the group's is where the group's bytes are, 64 / 76 = 0.842 on node 0.
+/// Weighting each member's residency by its CPU (until 2026-12-01) said 0.75 on node 1, the
+/// client's: the rig's pairs scenario then brought the server to its client and copied its 64 MiB
+/// buffer after it. A member with samples keeps its CPU-weighted shares (the third case).
+#[test]
+fn a_group_known_by_residency_alone_leans_to_its_bytes() {
+    let topo = machine(2, 2, 16);
+    let s = |i: u64, sampled: bool| {
+        let b = Sb::new(&topo, i * SEC)
+            .proc(10, 5, "server", &[64 * MIB, 0])
+            .thread(10, 10, i * SEC / 10, 0, 0)
+            .proc(20, 5, "client", &[0, 12 * MIB])
+            .thread(20, 20, 3 * i * SEC / 10, 0, 2)
+            .socket((10, 10), (20, 20));
+        if sampled {
+            b.access(20, 20, BUF, 1, 10, i * SEC).build()
+        } else {
+            b.build()
+        }
+    };
+    let mut m = model(topo.clone());
+    for i in 0..=4 {
+        m.update(&s(i, false));
+    }
+    let g = m.group_of(&key(20, 20)).unwrap();
+    assert_eq!(g.tasks, vec![key(10, 10), key(20, 20)], "one group through the socket");
+    assert_eq!(g.mem_by_node, vec![64 * MIB, 12 * MIB]);
+    let want = [64.0 / 76.0, 12.0 / 76.0];
+    assert!(g.access.iter().zip(want).all(|(a, w)| (a - w).abs() < 1e-6), "{:?}, want {want:?}", g.access);
+
+    // The client's own samples (all on node 1) weigh by its CPU, the server's bytes by its own.
+    let mut m = model(topo.clone());
+    for i in 0..=4 {
+        m.update(&s(i, true));
+    }
+    let g = m.group_of(&key(20, 20)).unwrap();
+    assert_eq!(g.tasks.len(), 2);
+    assert!((g.access[1] - 0.75).abs() < 0.01, "{:?}", g.access);
+}

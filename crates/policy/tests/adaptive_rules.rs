@@ -1248,6 +1248,76 @@ fn cpu_follows_memory_when_the_memory_node_has_room_memory_follows_when_it_has_n
     );
 }
 
+/// Rule 2 for a group of two processes known by residency alone (the rig's pairs scenario: a
+/// 4-node guest without a PMU, NUMA balancing off), and what its reasons say.
+///
+/// ```text
+///   server (pid 10): 1 thread, 0.1 CPU, on node 0; 64 MiB on node 0
+///   client (pid 20): 1 thread, 0.3 CPU, on node 1; 12 MiB on node 1
+///   tied by a connected socket: communication 0.38 (comm_socket_strength 0.4 x 0.94)
+///   each thread's shares are its process's residency (AccessSource::Residency), as the model has them
+///   group 1 = both: 76 MiB, residency-by-bytes: 64/76 = 84% on node 0 (CPU-weighted: 75% on node 1)
+///   runs on node 1 (0.3 of its 0.4 CPUs) with 16% there, not as good as node 0 (84%)
+///   cost: moving 2 threads = 1.0 ms < copying the 16384 pages remote from node 1 = 32.8 ms
+///     -> both processes to node 0, cpu-follows-memory; the client's 12 MiB then follow (3072 pages)
+/// ```
+///
+/// The reason names the processes and the tie that grouped them ("tied by communication 0.38") and
+/// calls the shares what they are ("resident memory"); until 2026-12-01 it said "group 1 (2
+/// tasks)" and "84% of its sampled accesses" with no sample taken.
+#[test]
+fn a_pair_known_by_residency_goes_to_its_bytes_and_its_reason_names_the_tie() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "server", &[(0, 0.1)], &[64, 0]);
+    b.proc(20, "client", &[(1, 0.3)], &[0, 12]);
+    b.m.tasks.get_mut(&tk(10, 0)).unwrap().access = vec![1.0, 0.0];
+    b.m.tasks.get_mut(&tk(20, 0)).unwrap().access = vec![0.0, 1.0];
+    b.m.graph.edges.insert(
+        (tk(10, 0), tk(20, 0)),
+        numapilot_model::Edge {
+            strength: 0.38,
+            coaccess: 0.0,
+            comm: 0.38,
+            tier: Some(numapilot_model::Tier::Medium),
+            last_seen_ns: b.m.now_ns,
+            zero_since_ns: None,
+        },
+    );
+    b.group(1, &[tk(10, 0), tk(20, 0)]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let mut got = affinities(&b.m, &plan);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![aff(10, None, "0", "cpu-follows-memory"), aff(20, None, "0", "cpu-follows-memory")],
+        "{plan:#?}"
+    );
+    let why = &plan.actions[0].reason.detail;
+    assert!(
+        why.starts_with(
+            "group 1 (2 tasks of processes 10, 20; tied by communication 0.38): runs on node 1 but node 0 has 84% \
+             of its resident memory and room for it: moving 2 threads (~1.0 ms of cache refill) is cheaper than \
+             copying 16384 remote pages (~32.8 ms)"
+        ),
+        "{why}"
+    );
+    let moved: Vec<_> = plan
+        .actions
+        .iter()
+        .filter(|a| a.reason.rule == "memory-follows-cpu")
+        .map(|a| (a.target.pid, pages_of(a), a.reason.detail.contains("of its resident memory remote")))
+        .collect();
+    assert_eq!(moved, vec![(20, 3072, true)], "{plan:#?}");
+
+    // Shared memory names itself too; a tie below the weak tier is not named.
+    b.m.graph.shared.insert((tk(10, 0), tk(20, 0)), 0.9);
+    b.m.graph.edges.get_mut(&(tk(10, 0), tk(20, 0))).unwrap().comm = 0.01;
+    let plan = Adaptive::new().decide(&b.m);
+    let why = &plan.actions[0].reason.detail;
+    assert!(why.starts_with("group 1 (2 tasks of processes 10, 20; tied by shared memory 0.90): "), "{why}");
+}
+
 /// Rule 2, home-needs-no-room: a node holding all but `remote_share_min` of a unit's accesses
 /// needs no free memory for it.
 ///

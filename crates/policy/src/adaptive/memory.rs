@@ -344,7 +344,8 @@ fn proc_share(pl: &Planner<'_>, pid: u32) -> (Vec<f64>, &'static str) {
     }
     let s: f64 = share.iter().sum();
     if s > 0.0 {
-        return (share.iter().map(|x| x / s).collect(), "sampled accesses");
+        let src = super::place::share_source(p.tids.iter().filter_map(|&tid| m.tasks.get(&TaskKey { pid, tid })));
+        return (share.iter().map(|x| x / s).collect(), src);
     }
     // Its own memory: what other processes map too stays where it is.
     let own = p.own_mem_by_node();

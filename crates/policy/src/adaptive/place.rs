@@ -64,9 +64,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use numapilot_model::{GroupId, Model, ProcessClass, TaskKey, TaskView};
+use numapilot_model::{AccessSource, GroupId, Model, ProcessClass, TaskKey, TaskView};
 use numapilot_observe::parse::numa_maps::FxBuild;
-use numapilot_topology::{CpuSet, NodeSet};
+use numapilot_topology::{plural, CpuSet, NodeSet};
 
 use super::{Adaptive, BASE_PAGE_BYTES};
 use crate::action::{Action, ActionKind, Plan, Reason, TaskRef};
@@ -81,6 +81,83 @@ pub(crate) const HOME_RULE: &str = "home-needs-no-room";
 
 /// Rule name of placement within a confined process's cpuset (see [`Reach`]).
 pub(crate) const CONFINED_RULE: &str = "confined-within-cpuset";
+
+/// Most processes a group's label names; the rest are counted.
+const LABEL_PIDS: usize = 4;
+
+/// A group's name in reasons: its id, its tasks and, when it holds threads of several processes,
+/// those processes and what ties them, from the affinity graph's edges between threads of two of
+/// its processes: the strongest value of each channel (communication: socket pairs and wake-ups;
+/// shared memory: a file, segment or memfd both map; co-access: sampled accesses to the same
+/// memory), those at or above `tier_weak`, strongest first. So the journal says why the
+/// processes were placed together: "group 4 (3 tasks of processes 242, 259; tied by
+/// communication 0.38)". A tie that has decayed below the weak tier while the group is kept
+/// (`edge_grace_ms`) is not named. Cost: a range lookup per task in the edge map, for groups of
+/// several processes only (units above `min_group_cpu`).
+fn group_label(m: &Model, gid: GroupId, tasks: &[TaskKey]) -> String {
+    let tasks_said = plural(tasks.len(), "task");
+    let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
+    pids.dedup();
+    if pids.len() < 2 {
+        return format!("group {gid} ({tasks_said})");
+    }
+    // Strongest cross-process value per channel: communication, shared memory, co-access.
+    let mut best = [0.0f64; 3];
+    let lo = |a: TaskKey| (a, TaskKey { pid: 0, tid: 0 });
+    let hi = |a: TaskKey| (a, TaskKey { pid: u32::MAX, tid: u32::MAX });
+    for &a in tasks {
+        for (key, e) in m.graph.edges.range(lo(a)..=hi(a)) {
+            let b = key.1;
+            if b.pid == a.pid || tasks.binary_search(&b).is_err() {
+                continue;
+            }
+            let shared = m.graph.shared.get(key).copied().unwrap_or(0.0);
+            for (x, v) in best.iter_mut().zip([e.comm, shared, e.coaccess]) {
+                *x = x.max(v);
+            }
+        }
+    }
+    let mut ties: Vec<(f64, &str)> = best
+        .iter()
+        .zip(["communication", "shared memory", "co-access"])
+        .filter(|(&v, _)| v >= m.tunables.tier_weak)
+        .map(|(&v, name)| (v, name))
+        .collect();
+    ties.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut named: Vec<String> = pids.iter().take(LABEL_PIDS).map(u32::to_string).collect();
+    if pids.len() > LABEL_PIDS {
+        named.push(format!("{} more", pids.len() - LABEL_PIDS));
+    }
+    let tie = if ties.is_empty() {
+        String::new()
+    } else {
+        let said: Vec<String> = ties.iter().map(|(v, name)| format!("{name} {v:.2}")).collect();
+        format!("; tied by {}", said.join(", "))
+    };
+    format!("group {gid} ({tasks_said} of processes {}{tie})", named.join(", "))
+}
+
+/// What a unit's or a process's access shares come from, as its reasons say it: "sampled accesses"
+/// when a task has sampled accesses, "NUMA faults" when one has the kernel's NUMA-fault statistics
+/// (and none has samples), else "resident memory" (each task's shares are then where its process's
+/// pages are). Until 2026-12-01 every share was called "sampled accesses": the rig's 4-node guest,
+/// which has no PMU and ran with NUMA balancing off, journaled "node 2 has 55% of its sampled
+/// accesses" for a pair with no sample at all.
+pub(crate) fn share_source<'a>(tasks: impl IntoIterator<Item = &'a TaskView>) -> &'static str {
+    let mut faults = false;
+    for t in tasks {
+        match t.access_source {
+            AccessSource::Samples => return "sampled accesses",
+            AccessSource::NumaFaults => faults = true,
+            AccessSource::Residency => {}
+        }
+    }
+    if faults {
+        "NUMA faults"
+    } else {
+        "resident memory"
+    }
+}
 
 /// What a unit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -672,17 +749,36 @@ impl<'m> Planner<'m> {
             }
         }
         let mem: u64 = mem_by_node.iter().sum();
-        // Access shares: the group's, else the CPU-weighted mean of its tasks', else its memory.
+        // Access shares: the group's, else the CPU-weighted mean of its tasks' (those known by
+        // residency alone spread by their bytes, as the model does for a group:
+        // residency-by-bytes), else its memory.
         let mut share = vec![0.0; n];
-        let mut src = "sampled accesses";
+        let mut src = share_source(tasks.iter().filter_map(|k| m.tasks.get(k)));
         if let Some(g) = whole_group.filter(|g| g.access.len() == n && g.access.iter().sum::<f64>() > 0.0) {
             share = normalised(&g.access);
         } else {
+            let (mut res_w, mut res_mem) = (0.0, vec![0.0; n]);
             for k in &tasks {
                 let Some(t) = m.tasks.get(k) else { continue };
                 let w = t.cpu_rate.max(1e-3);
+                let res = t.access_source == AccessSource::Residency;
+                let p = m.procs.get(&k.pid).filter(|p| res && !p.tids.is_empty());
+                if let Some(p) = p {
+                    // Its equal part of its process's memory (residency attributes memory equally).
+                    res_w += w;
+                    for (i, &b) in p.mem_by_node.iter().enumerate().take(n) {
+                        res_mem[i] += b as f64 / p.tids.len() as f64;
+                    }
+                    continue;
+                }
                 for (i, a) in t.access.iter().enumerate().take(n) {
                     share[i] += a * w;
+                }
+            }
+            let res_total: f64 = res_mem.iter().sum();
+            if res_total > 0.0 {
+                for (s, b) in share.iter_mut().zip(&res_mem) {
+                    *s += res_w * b / res_total;
                 }
             }
             share = normalised(&share);
@@ -776,7 +872,7 @@ impl<'m> Planner<'m> {
             let keep = cpu_of(&tasks) >= t.min_group_cpu;
             taken.extend(tasks.iter().copied());
             if keep {
-                let label = format!("group {gid} ({} tasks)", tasks.len());
+                let label = group_label(m, *gid, &tasks);
                 if let Some(u) = self.unit_of_tasks(UnitKind::Group(*gid), tasks, label, &mut procs) {
                     self.units.push(u);
                 }
@@ -1015,8 +1111,8 @@ impl<'m> Planner<'m> {
                     )
                 } else {
                     format!(
-                        "moving {} threads (~{:.1} ms) costs more than copying {remote_pages} pages (~{:.1} ms)",
-                        u.tasks.len(),
+                        "moving {} (~{:.1} ms) costs more than copying {remote_pages} pages (~{:.1} ms)",
+                        plural(u.tasks.len(), "thread"),
                         cpu_cost / 1e6,
                         mem_cost / 1e6
                     )
@@ -1027,12 +1123,12 @@ impl<'m> Planner<'m> {
                         order,
                         rule: "cpu-follows-memory",
                         why: format!(
-                            "runs on node {} but node {} has {} of its {} and room for it: moving {} threads (~{:.1} ms of cache refill) is cheaper than copying {} remote pages (~{:.1} ms)",
+                            "runs on node {} but node {} has {} of its {} and room for it: moving {} (~{:.1} ms of cache refill) is cheaper than copying {} remote pages (~{:.1} ms)",
                             self.id(c),
                             self.id(best),
                             pct(u.share[best]),
                             u.share_src,
-                            u.tasks.len(),
+                            plural(u.tasks.len(), "thread"),
                             cpu_cost / 1e6,
                             remote_pages,
                             mem_cost / 1e6
@@ -1273,11 +1369,11 @@ impl<'m> Planner<'m> {
             let first = home.unwrap_or(order[0]);
             let set = if fits { vec![first] } else { self.closest_set(first, est * spare, mem, reach.as_ref()) };
             let why = format!(
-                "new process {} ({}, {} ms old when first seen, {} threads ~ {:.1} CPUs, {:.0} MiB): node {} {} (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}{}; CPU demand by node: {}",
+                "new process {} ({}, {} ms old when first seen, {} ~ {:.1} CPUs, {:.0} MiB): node {} {} (planned {:.1} of {:.1} CPUs, {:.0} MiB free){}{}; CPU demand by node: {}",
                 pid,
                 p.comm,
                 p.age_at_first_seen_ns / 1_000_000,
-                tasks.len(),
+                plural(tasks.len(), "thread"),
                 est,
                 mem as f64 / MIB,
                 self.id(first),

@@ -140,10 +140,10 @@ impl Planner<'_> {
                 continue;
             }
             let why = format!(
-                "young process {pid} ({}, {} threads, {:.1} CPUs now): {:.0} of its {:.0} MiB on node {} ({:.0}% > {:.0}%), \
+                "young process {pid} ({}, {}, {:.1} CPUs now): {:.0} of its {:.0} MiB on node {} ({:.0}% > {:.0}%), \
                  {left:.1} of {:.1} CPUs left there after this plan and the orders before it: threads it starts before the next decision start there",
                 p.comm,
-                p.tids.len(),
+                numapilot_topology::plural(p.tids.len(), "thread"),
                 p.cpu_rate,
                 on as f64 / MIB,
                 total as f64 / MIB,

@@ -326,11 +326,29 @@ impl B {
                 mem_by_node[i] += b * mine / p.tids.len() as u64;
             }
         }
+        // Access: CPU-weighted shares of the members with samples (or faults); the members known by
+        // residency alone count with their CPU in all, spread by their bytes (the model's
+        // residency-by-bytes).
         let mut access = vec![0.0; n];
+        let (mut res_w, mut res_mem) = (0.0, vec![0.0; n]);
         for k in &tasks {
             let t = &self.m.tasks[k];
+            if t.access_source == AccessSource::Residency {
+                let p = &self.m.procs[&k.pid];
+                res_w += t.cpu_rate;
+                for (i, b) in p.mem_by_node.iter().enumerate() {
+                    res_mem[i] += *b as f64 / p.tids.len() as f64;
+                }
+                continue;
+            }
             for (i, a) in t.access.iter().enumerate() {
                 access[i] += a * t.cpu_rate;
+            }
+        }
+        let res_total: f64 = res_mem.iter().sum();
+        if res_total > 0.0 {
+            for (a, b) in access.iter_mut().zip(&res_mem) {
+                *a += res_w * b / res_total;
             }
         }
         let s: f64 = access.iter().sum();
