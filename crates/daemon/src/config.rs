@@ -332,6 +332,10 @@ pub struct SignalsSection {
     /// placed on different nodes when nothing else relates them (no shared mapping, no sampled
     /// co-access).
     pub sockets: bool,
+    /// Memory shared between processes (the same file, SysV segment or memfd mapped by several), read
+    /// from /proc/PID/maps. Default true ([`SignalTuning::shared`] documents source and what it
+    /// prevents).
+    pub shared: bool,
     /// Precise memory-access sampling with perf_event_open where the PMU has it (Intel PEBS load
     /// latency, AMD IBS op; ARM SPE is detected, not decoded). Default true; no PMU (most VMs)
     /// leaves one note and the other signals carry on. Source: NUMA-ICON's "record the threads that
@@ -362,6 +366,7 @@ impl Default for SignalsSection {
         let t = SignalTuning::default();
         Self {
             sockets: true,
+            shared: t.shared,
             perf: true,
             maps_every: t.maps_every,
             sockets_every: t.sockets_every,
@@ -1112,6 +1117,7 @@ impl Config {
     /// How the signal sources run (`[signals]` cadences and switches; the rest at their defaults).
     pub fn signal_tuning(&self) -> SignalTuning {
         SignalTuning {
+            shared: self.signals.shared,
             maps_every: self.signals.maps_every,
             sockets_every: self.signals.sockets_every,
             page_faults: self.signals.page_faults,

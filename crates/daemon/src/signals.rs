@@ -103,7 +103,12 @@ impl Default for SignalOptions {
 /// How the sources run (beyond on/off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignalTuning {
-    /// Read shared memory from /proc/PID/maps. Default true.
+    /// Read shared memory from /proc/PID/maps (`[signals] shared`). Default true. Source:
+    /// NUMA-ICON's shared-memory signal (`numapilot_model::affinity`: the shared fraction of the
+    /// smaller process's resident memory). What it prevents: two processes working on one file,
+    /// SysV segment or memfd (a server and its workers, a pipeline's stages) placed on different
+    /// nodes, each far from half the data, when nothing else relates them. Off, the maps are
+    /// never read (their cost, the module header's table, is saved).
     pub shared: bool,
     /// Each scanned process's maps is re-read once per this many [`Signals::fill`] calls (1 = every
     /// cycle), the reads spread over the cycles (`ceil(n / maps_every)` processes a cycle). Default

@@ -213,9 +213,11 @@ fn live_options_carry_every_section() {
 /// `signal_tuning()` out, defaults equal to the sources' own.
 #[test]
 fn signals_section_carries_the_tuning() {
-    let c = parse("[signals]\nmaps_every = 3\nsockets_every = 7\npage_faults = true\nwakeups = false\n").unwrap();
+    let c =
+        parse("[signals]\nmaps_every = 3\nsockets_every = 7\npage_faults = true\nwakeups = false\nshared = false\n")
+            .unwrap();
     let t = c.signal_tuning();
-    assert_eq!((t.maps_every, t.sockets_every, t.page_faults, t.wakeups), (3, 7, true, false));
+    assert_eq!((t.maps_every, t.sockets_every, t.page_faults, t.wakeups, t.shared), (3, 7, true, false, false));
     assert_eq!(parse("").unwrap().signal_tuning(), numapilot_daemon::signals::SignalTuning::default());
 }
 
