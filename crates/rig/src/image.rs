@@ -10,7 +10,7 @@
 //!   /bin/busybox + applet links   busybox-static                   /rig/scenario.sh appended per guest
 //!   /usr/bin/numactl, numastat    Debian numactl (the reference)   /usr/bin/numad   Debian numad
 //!   /usr/local/bin/numapilot      ours (debug info stripped)       /usr/local/bin/rig-toucher
-//!   /usr/local/bin/rig-sampler    the race's judge's reads
+//!   /usr/local/bin/rig-sampler    the race's judge's reads         /usr/local/bin/rig-pair (pairs.sh)
 //!   /usr/local/bin/capture-fixtures.sh                             /lib/modules/rig/*.ko + pci-modules (vmxnet3)
 //!                                                                  + boot-modules (inet_diag, tcp_diag, unix_diag)
 //!   /opt/numapilot/compat/numactl -> /usr/local/bin/numapilot      (numactl-compatible symlink mode; NOT in PATH,
@@ -181,6 +181,7 @@ pub fn build_base(inputs: &ImageInputs) -> Result<Vec<u8>> {
     add_dynamic(&mut a, &b.numapilot, GUEST_NUMAPILOT, read_stripped(&b.numapilot, &inputs.scratch)?)?;
     add_dynamic(&mut a, &b.toucher, "usr/local/bin/rig-toucher", read_stripped(&b.toucher, &inputs.scratch)?)?;
     add_dynamic(&mut a, &b.sampler, "usr/local/bin/rig-sampler", read_stripped(&b.sampler, &inputs.scratch)?)?;
+    add_dynamic(&mut a, &b.pair, "usr/local/bin/rig-pair", read_stripped(&b.pair, &inputs.scratch)?)?;
     a.file("usr/local/bin/capture-fixtures.sh", 0o755, CAPTURE_SCRIPT.as_bytes());
     for name in ["numactl", "numastat"] {
         a.symlink(&format!("{GUEST_COMPAT_DIR}/{name}"), GUEST_NUMAPILOT);

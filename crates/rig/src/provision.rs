@@ -234,6 +234,8 @@ pub struct Binaries {
     pub toucher: PathBuf,
     /// The race scenario's `rig-sampler`.
     pub sampler: PathBuf,
+    /// The pairs scenario's `rig-pair` (processes that talk or share memory).
+    pub pair: PathBuf,
 }
 
 /// The workspace root (two levels above this crate).
@@ -285,7 +287,7 @@ pub fn parse_features(list: &str) -> Vec<String> {
     list.split([',', ' ']).filter(|f| !f.is_empty()).map(String::from).collect()
 }
 
-/// Builds `numapilot`, `rig-toucher` and `rig-sampler` with cargo (a no-op when up to date, so a stale binary is never tested)
+/// Builds `numapilot`, `rig-toucher`, `rig-sampler` and `rig-pair` with cargo (a no-op when up to date, so a stale binary is never tested)
 /// and returns the paths cargo reports. `release` selects the release profile, else the dev profile; the cargo
 /// features in `$NUMAPILOT_RIG_FEATURES` (see [`FEATURES_ENV`]) are added when set.
 pub fn build_binaries(release: bool) -> Result<Binaries> {
@@ -300,6 +302,8 @@ pub fn build_binaries(release: bool) -> Result<Binaries> {
         "rig-toucher",
         "--bin",
         "rig-sampler",
+        "--bin",
+        "rig-pair",
     ];
     let (exes, command) = cargo_build(&args, &features_from_env(), release)?;
     let find = |what: &str| {
@@ -308,7 +312,12 @@ pub fn build_binaries(release: bool) -> Result<Binaries> {
             detail: format!("cargo reported no executable for {what}"),
         })
     };
-    Ok(Binaries { numapilot: find("numapilot")?, toucher: find("rig-toucher")?, sampler: find("rig-sampler")? })
+    Ok(Binaries {
+        numapilot: find("numapilot")?,
+        toucher: find("rig-toucher")?,
+        sampler: find("rig-sampler")?,
+        pair: find("rig-pair")?,
+    })
 }
 
 /// Builds one more binary of the workspace (`cargo build -p PACKAGE --bin BIN --features FEATURES`), for a

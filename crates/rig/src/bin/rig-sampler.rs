@@ -2,10 +2,10 @@
 //! evidence, `crates/rig/src/race.rs`), read from the kernel's files and copied verbatim, never parsed here.
 //!
 //! ```text
-//! rig-sampler COMM OUT INTERVAL_MS STOP
+//! rig-sampler COMM[,COMM...] OUT INTERVAL_MS STOP
 //!   every INTERVAL_MS (plus the time of the reads) until the file STOP exists, appends to OUT:
 //!     S <first field of /proc/uptime>
-//!     for every process whose /proc/PID/comm is COMM, in pid order:
+//!     for every process whose /proc/PID/comm is one of the COMMs, in pid order:
 //!       P <pid>
 //!       <its /proc/PID/numa_maps, verbatim>
 //!       T <its /proc/PID/task/TID/stat line>      one per thread, in tid order
@@ -30,18 +30,21 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Pids (numeric entries of /proc) whose comm is `comm`, ascending.
-fn pids_named(comm: &str) -> Vec<u32> {
+/// Pids (numeric entries of /proc) whose comm is one of the comma-separated `comms`, ascending.
+fn pids_named(comms: &str) -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    let wanted: Vec<&str> = comms.split(',').collect();
     let mut pids: Vec<u32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end_matches('\n') == comm))
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| wanted.contains(&c.trim_end_matches('\n')))
+        })
         .collect();
     pids.sort_unstable();
     pids
 }
 
-/// One pass: the record of every process named `comm`, as text.
+/// One pass: the record of every process named one of `comm`, as text.
 fn pass(comm: &str) -> String {
     let up = fs::read_to_string("/proc/uptime").unwrap_or_default();
     let mut s = format!("S {}\n", up.split_whitespace().next().unwrap_or("0"));
@@ -80,7 +83,7 @@ fn run(comm: &str, out: &Path, interval: Duration, stop: &Path) -> std::io::Resu
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [comm, out, ms, stop] = args.as_slice() else {
-        eprintln!("usage: rig-sampler COMM OUT INTERVAL_MS STOP");
+        eprintln!("usage: rig-sampler COMM[,COMM...] OUT INTERVAL_MS STOP");
         return ExitCode::from(2);
     };
     let Ok(ms) = ms.parse::<u64>() else {
