@@ -881,7 +881,8 @@ fn a_bad_config_stops_the_daemon_before_anything_happens() {
 /// configuration OK): an inclusion given by a flag that an exclusion cancels (a file's inclusion
 /// that `--exclude` names is that flag's purpose: not said), an included cgroup under an excluded
 /// prefix, an interval above the back-off cap (no back-off: 0 says it on purpose; a flag that
-/// lowers the file's interval undoes it), and the page-fault fallback asked for with perf off.
+/// lowers the file's interval undoes it), the page-fault fallback asked for with perf off, and a
+/// source's cadence (`maps_every`, `sockets_every`) set while the source is off.
 /// None of these was said; a file's contradiction repeated by a flag is said once, at the file's
 /// line.
 #[test]
@@ -963,6 +964,17 @@ fn daemon_check_warns_of_each_contradiction_once() {
         "{w:?}"
     );
     assert_eq!(check("[signals]\nperf = true\npage_faults = true\n", &[]), Vec::<String>::new());
+    // A source's cadence with the source off: said at the cadence's line; not said when the
+    // source is on, nor for the default cadence of a source that is off.
+    let w = check("[signals]\nshared = false\nmaps_every = 3\nsockets = false\nsockets_every = 2\n", &[]);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(w[0].starts_with(&format!("{f}:8: signals.maps_every has no effect: signals.shared = false")), "{w:?}");
+    assert!(
+        w[1].starts_with(&format!("{f}:10: signals.sockets_every has no effect: signals.sockets = false")),
+        "{w:?}"
+    );
+    assert_eq!(check("[signals]\nshared = true\nmaps_every = 3\n", &[]), Vec::<String>::new());
+    assert_eq!(check("[signals]\nshared = false\nsockets = false\n", &[]), Vec::<String>::new());
 }
 
 /// A configuration that reserves every online CPU of this machine cannot work here: `--check`

@@ -582,6 +582,19 @@ pub fn merged_warnings(text: &str, file: &str, own: &Config, c: &Config, o: &Ove
             at(&["signals", "page_faults"])
         ));
     }
+    // A source's cadence set in the file while the source itself is off (helper-96's trial: `shared = false`
+    // beside a `maps_every` the reader took for doing something).
+    for (on, switch, every, source) in [
+        (c.signals.shared, "shared", "maps_every", "the shared-memory source (/proc/PID/maps)"),
+        (c.signals.sockets, "sockets", "sockets_every", "the socket source (fd links)"),
+    ] {
+        if !on && key_line_exact(text, &["signals", every]).is_some() {
+            out.push(format!(
+                "{}: signals.{every} has no effect: signals.{switch} = false turns {source} off",
+                at(&["signals", every])
+            ));
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     out.retain(|w| seen.insert(w.clone()));
     out
