@@ -4,7 +4,10 @@
 //! `cargo run --release -p numapilot-observe --example signals_cost [PAIRS] [ROUNDS]` (root; default 500 pairs =
 //! 1,000 processes, 7 rounds). Each pair of forked children holds the two ends of a unix socketpair and maps one
 //! memfd shared; the first 100 pairs also hold the two ends of a loopback TCP connection. The children block on a
-//! pipe and exit when this program ends. Prints the median and minimum wall time of each scan over the rounds.
+//! pipe and exit when this program ends. Prints the median and minimum wall time of each scan over the rounds, and
+//! the median CPU time (this thread's clock) of the sock_diag TCP dump of both families at once
+//! (`tcp_established`) against one per family (`tcp_established_by_family`), each a walk of the whole
+//! established hash. `PAIRS` 0 starts no child (the TCP dumps then cost what the host's own table does).
 
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::IntoRawFd;
@@ -12,7 +15,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Instant;
 
-use numapilot_observe::sockets::{scan, unix_peers};
+use numapilot_observe::sockets::{scan, tcp_established, tcp_established_by_family, unix_peers};
 use numapilot_observe::Reader;
 
 fn main() {
@@ -79,8 +82,17 @@ fn main() {
     let mut t_diag = Vec::new();
     let mut t_scan = Vec::new();
     let mut t_maps = Vec::new();
+    let (mut t_tcp_one, mut t_tcp_two) = (Vec::new(), Vec::new());
     let mut last = (0, 0, 0, 0);
     for _ in 0..rounds {
+        let c = thread_cpu_ms();
+        let tcp = tcp_established().unwrap().len();
+        t_tcp_one.push(thread_cpu_ms() - c);
+        let c = thread_cpu_ms();
+        let tcp_two = tcp_established_by_family().unwrap().len();
+        t_tcp_two.push(thread_cpu_ms() - c);
+        // Both read the same table; a connection may open or close between the two reads.
+        let _ = (tcp, tcp_two);
         let t = Instant::now();
         let peers = unix_peers().unwrap();
         t_diag.push(t.elapsed().as_secs_f64() * 1e3);
@@ -99,16 +111,29 @@ fn main() {
     let (d, dm) = stat(&mut t_diag);
     let (s, sm) = stat(&mut t_scan);
     let (m, mm) = stat(&mut t_maps);
+    let ((one, _), (two, _)) = (stat(&mut t_tcp_one), stat(&mut t_tcp_two));
     println!("sock_diag unix dump ({} sockets with a peer): median {d:.2} ms, min {dm:.2} ms", last.3);
     println!(
         "socket scan (tcp tables + fds of {} processes, {} pairs found): median {s:.2} ms, min {sm:.2} ms",
         last.1, last.0
     );
     println!("maps scan ({} processes, {} shared objects): median {m:.2} ms, min {mm:.2} ms", pids.len(), last.2);
+    println!(
+        "sock_diag TCP dump, CPU: both families at once median {one:.2} ms, one per family {two:.2} ms (ratio {:.2})",
+        one / two
+    );
     // SAFETY: closing the write end releases every child; then reap them.
     unsafe { libc::close(release[1]) };
     for pid in children {
         // SAFETY: our children.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
     }
+}
+
+/// CPU time of the calling thread, ms.
+fn thread_cpu_ms() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the struct we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }

@@ -9,7 +9,7 @@
 //! # Approach
 //!
 //! ```text
-//!   sock_diag (AF_INET, AF_INET6, TCP, ESTABLISHED) ─┐  (or /proc/net/tcp, tcp6: tcp_tables)
+//!   sock_diag (IPv4+IPv6 at once, TCP, ESTABLISHED) ─┐  (or /proc/net/tcp, tcp6: tcp_tables)
 //!     ──► ESTABLISHED ends matched by 4-tuple        ─┐
 //!   sock_diag (AF_UNIX, UDIAG_SHOW_PEER) ──► (inode, peer inode) ─┴─► pairs of socket inodes (pairs)
 //!                                                        none? stop here (no fd scan at all)
@@ -30,16 +30,25 @@
 //! nothing run. `/proc/net/unix` has the same sockets but not their peers.
 //!
 //! The TCP ends come the same way ([`tcp_established`]; `include/uapi/linux/inet_diag.h`, kernel side
-//! `net/ipv4/inet_diag.c`, `CONFIG_INET_DIAG`, since 2.6): one dump per family (`AF_INET`, `AF_INET6`)
-//! for protocol TCP with `idiag_states` = ESTABLISHED only; each reply is an `inet_diag_msg` with the
-//! 4-tuple (ports and addresses in network byte order), uid and inode: what a line of
-//! `/proc/net/tcp{,6}` holds. The reason is cost: reading `/proc/net/tcp` walks the whole established
-//! hash table (262,144 buckets on the 24 GB development host, sized by memory, not by connections)
-//! for every `read` call, listening sockets included, and `tcp6` walks it again: about 3.4 ms of CPU
-//! per file with 3 sockets open (measured: `perf stat -r 20 cat /proc/net/tcp /proc/net/tcp6`, 9.4 ms
-//! with the process start), against about 1.2 ms for `ss -tn state established` (both dumps, the
-//! process start included): the dump resumes where the last message stopped and skips empty buckets
-//! without a lock. [`tcp_tables`] (the files) stays for fixture roots and kernels without inet_diag.
+//! `net/ipv4/inet_diag.c`, `CONFIG_INET_DIAG`, since 2.6): one dump for protocol TCP with
+//! `idiag_states` = ESTABLISHED only; each reply is an `inet_diag_msg` with the 4-tuple (ports and
+//! addresses in network byte order), uid and inode: what a line of `/proc/net/tcp{,6}` holds. The
+//! reason is cost: reading `/proc/net/tcp` walks the whole established hash table (262,144 buckets
+//! on the 24 GB development host, sized by memory, not by connections) for every `read` call,
+//! listening sockets included, and `tcp6` walks it again: about 3.4 ms of CPU per file with 3
+//! sockets open (measured: `perf stat -r 20 cat /proc/net/tcp /proc/net/tcp6`, 9.4 ms with the
+//! process start), against about 1.2 ms for `ss -tn state established` (both dumps, the process
+//! start included): the dump resumes where the last message stopped and skips empty buckets
+//! without a lock. The dump is still a walk of every bucket, once per request: a
+//! `SOCK_DIAG_BY_FAMILY` request names one family (`AF_INET` or `AF_INET6`; `AF_UNSPEC` has no
+//! handler there), so the two families took two walks, 1.25 ms of CPU each in the daemon cycle
+//! benchmark (`perf record` of `cycle_cost`, 10.7% of a 23 ms cycle for the two), the costliest
+//! signal. The older `TCPDIAG_GETSOCK` request (`struct inet_diag_req`, still in every kernel with
+//! inet_diag) dumps with family `AF_UNSPEC`, both families in one walk: [`tcp_established`] asks
+//! that, and per family ([`tcp_established_by_family`]) only when a kernel refuses it: 1.22 ms of
+//! CPU a call against 2.08 ms for the two (median of 21 rounds of `cargo run --release -p
+//! numapilot-observe --example signals_cost -- 0 21` on the development host, 1,076 processes
+//! running). [`tcp_tables`] (the files) stays for fixture roots and kernels without inet_diag.
 //!
 //! # Units
 //!
@@ -209,6 +218,13 @@ fn gone(e: &io::Error) -> bool {
 
 /// `SOCK_DIAG_BY_FAMILY` (`include/uapi/linux/sock_diag.h`).
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
+/// `TCPDIAG_GETSOCK` (`include/uapi/linux/inet_diag.h`): the older inet_diag request, whose dump
+/// asks for family `AF_UNSPEC` (`inet_diag_dump_compat` in `net/ipv4/inet_diag.c`), so one walk
+/// of the established hash answers for IPv4 and IPv6; its replies carry this type.
+const TCPDIAG_GETSOCK: u16 = 18;
+/// `struct inet_diag_req` length, bytes: family, source and destination lengths, ext (4),
+/// `inet_diag_sockid` (48), states, dbs (2 x 4).
+const INET_DIAG_REQ_LEN: usize = 60;
 /// `UDIAG_SHOW_PEER` (`include/uapi/linux/unix_diag.h`).
 const UDIAG_SHOW_PEER: u32 = 0x4;
 /// `UNIX_DIAG_PEER`, the third attribute of the enum in `unix_diag.h`.
@@ -242,7 +258,7 @@ pub fn unix_peers() -> Result<Vec<(u64, u64)>, SignalError> {
     body[12..16].copy_from_slice(&UDIAG_SHOW_PEER.to_ne_bytes());
     body[16..24].copy_from_slice(&[0xff; 8]); // udiag_cookie: none (INET_DIAG_NOCOOKIE)
     let mut out = Vec::new();
-    diag_dump(&body, "sock_diag unix dump", &mut |b| parse_unix_diag(b, &mut out))?;
+    diag_dump(SOCK_DIAG_BY_FAMILY, &body, "sock_diag unix dump", &mut |b| parse_unix_diag(b, &mut out))?;
     Ok(out)
 }
 
@@ -250,12 +266,44 @@ pub fn unix_peers() -> Result<Vec<(u64, u64)>, SignalError> {
 /// expires, rqueue, wqueue, uid, inode (5 x 4).
 const INET_DIAG_MSG_LEN: usize = 72;
 
-/// The ESTABLISHED TCP sockets of the reader's network namespace, IPv4 and IPv6, from two
-/// `NETLINK_SOCK_DIAG` dumps (`inet_diag_req_v2` with `idiag_states` = ESTABLISHED): the lines of
-/// `/proc/net/tcp` and `tcp6` in that state, at a fraction of their cost (see the module essay).
-/// Fields as [`TcpSocket`] documents; IPv4 ends of an IPv6 socket appear as `::ffff:a.b.c.d`, as
-/// in `tcp6`.
+/// The ESTABLISHED TCP sockets of the reader's network namespace, IPv4 and IPv6, from one
+/// `NETLINK_SOCK_DIAG` dump of both families (`TCPDIAG_GETSOCK` with `idiag_states` =
+/// ESTABLISHED; see the module essay): the lines of `/proc/net/tcp` and `tcp6` in that state, at a
+/// fraction of their cost. The IPv4 sockets come first, then the IPv6 ones, each in the kernel's
+/// order, as [`tcp_established_by_family`] gives them. A kernel that refuses the request (one
+/// without the older interface) is asked per family from then on. Fields as [`TcpSocket`]
+/// documents; IPv4 ends of an IPv6 socket appear as `::ffff:a.b.c.d`, as in `tcp6`.
 pub fn tcp_established() -> Result<Vec<TcpSocket>, SignalError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static REFUSED: AtomicBool = AtomicBool::new(false);
+    if REFUSED.load(Ordering::Relaxed) {
+        return tcp_established_by_family();
+    }
+    // inet_diag_req: family AF_UNSPEC (the kernel sets it anyway), no lengths or ext, a zero
+    // sockid (any), states, dbs 0.
+    let mut body = [0u8; INET_DIAG_REQ_LEN];
+    body[52..56].copy_from_slice(&(1u32 << TCP_ESTABLISHED).to_ne_bytes());
+    let mut out = Vec::new();
+    match diag_dump(TCPDIAG_GETSOCK, &body, "sock_diag inet dump", &mut |b| parse_inet_diag(b, &mut out)) {
+        Ok(()) => {}
+        Err(SignalError::Sys { source, .. })
+            if matches!(source.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOENT)) =>
+        {
+            REFUSED.store(true, Ordering::Relaxed);
+            return tcp_established_by_family();
+        }
+        Err(e) => return Err(e),
+    }
+    // One walk gives the families mixed, by hash bucket; the per-family dumps gave IPv4 first.
+    let (mut v4, v6): (Vec<TcpSocket>, Vec<TcpSocket>) = out.into_iter().partition(|s| s.local.0.is_ipv4());
+    v4.extend(v6);
+    Ok(v4)
+}
+
+/// [`tcp_established`] from two dumps, one per family (`inet_diag_req_v2` for `AF_INET`, then
+/// `AF_INET6`): each walks the whole established hash table, so this costs twice the one dump of
+/// both. For kernels that refuse that one, and to check it against.
+pub fn tcp_established_by_family() -> Result<Vec<TcpSocket>, SignalError> {
     let mut out = Vec::new();
     for family in [libc::AF_INET, libc::AF_INET6] {
         // inet_diag_req_v2 (56 bytes): family, protocol, ext, pad, states, then a zero sockid (any).
@@ -263,14 +311,16 @@ pub fn tcp_established() -> Result<Vec<TcpSocket>, SignalError> {
         body[0] = family as u8;
         body[1] = libc::IPPROTO_TCP as u8;
         body[4..8].copy_from_slice(&(1u32 << TCP_ESTABLISHED).to_ne_bytes());
-        diag_dump(&body, "sock_diag inet dump", &mut |b| parse_inet_diag(b, &mut out))?;
+        diag_dump(SOCK_DIAG_BY_FAMILY, &body, "sock_diag inet dump", &mut |b| parse_inet_diag(b, &mut out))?;
     }
     Ok(out)
 }
 
-/// Sends one `SOCK_DIAG_BY_FAMILY` dump request whose body (after the netlink header) is `body`, and
-/// hands each reply datagram to `parse` until it reports `NLMSG_DONE` (`Ok(true)`).
+/// Sends one dump request of netlink type `ty` (`SOCK_DIAG_BY_FAMILY`, `TCPDIAG_GETSOCK`) whose
+/// body (after the netlink header) is `body`, and hands each reply datagram to `parse` until it
+/// reports `NLMSG_DONE` (`Ok(true)`).
 fn diag_dump(
+    ty: u16,
     body: &[u8],
     what: &'static str,
     parse: &mut dyn FnMut(&[u8]) -> Result<bool, SignalError>,
@@ -286,7 +336,7 @@ fn diag_dump(
     let mut req = vec![0u8; NLMSG_HDRLEN + body.len()];
     let len = req.len() as u32;
     req[0..4].copy_from_slice(&len.to_ne_bytes());
-    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req[4..6].copy_from_slice(&ty.to_ne_bytes());
     let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
     req[6..8].copy_from_slice(&flags.to_ne_bytes());
     req[8..12].copy_from_slice(&1u32.to_ne_bytes()); // sequence number
@@ -348,10 +398,11 @@ fn diag_dump(
     }
 }
 
-/// Walks the netlink messages of one sock_diag datagram, handing the body of each
-/// `SOCK_DIAG_BY_FAMILY` message to `on_msg`; `Ok(true)` when it held `NLMSG_DONE`.
+/// Walks the netlink messages of one sock_diag datagram, handing the body of each message of a
+/// type in `types` to `on_msg`; `Ok(true)` when it held `NLMSG_DONE`.
 fn parse_diag(
     mut b: &[u8],
+    types: &[u16],
     what: &'static str,
     on_msg: &mut dyn FnMut(&[u8]) -> Result<(), SignalError>,
 ) -> Result<bool, SignalError> {
@@ -369,7 +420,7 @@ fn parse_diag(
                 let code = if msg.len() >= 4 { u32_at(msg, 0) as i32 } else { 0 };
                 return Err(SignalError::Sys { what: what.into(), source: io::Error::from_raw_os_error(-code) });
             }
-            _ if ty == SOCK_DIAG_BY_FAMILY => on_msg(msg)?,
+            _ if types.contains(&ty) => on_msg(msg)?,
             _ => {}
         }
         let step = (len + 3) & !3;
@@ -389,7 +440,7 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
 /// Parses one datagram of a sock_diag unix dump into `out`; `Ok(true)` when it held `NLMSG_DONE`.
 pub fn parse_unix_diag(b: &[u8], out: &mut Vec<(u64, u64)>) -> Result<bool, SignalError> {
     let bad = |reason: String| SignalError::Malformed { what: "sock_diag reply", reason };
-    parse_diag(b, "sock_diag unix dump", &mut |msg| {
+    parse_diag(b, &[SOCK_DIAG_BY_FAMILY], "sock_diag unix dump", &mut |msg| {
         if msg.len() < UNIX_DIAG_MSG_LEN {
             return Err(bad(format!("unix_diag_msg of {} bytes", msg.len())));
         }
@@ -417,13 +468,13 @@ pub fn parse_unix_diag(b: &[u8], out: &mut Vec<(u64, u64)>) -> Result<bool, Sign
     })
 }
 
-/// Parses one datagram of a sock_diag inet (TCP) dump into `out`; `Ok(true)` when it held
-/// `NLMSG_DONE`. Each message is an `inet_diag_msg`: family (byte 0), state (1), then the sockid
+/// Parses one datagram of a sock_diag inet (TCP) dump into `out`, of either request
+/// (`SOCK_DIAG_BY_FAMILY` or `TCPDIAG_GETSOCK` messages); `Ok(true)` when it held `NLMSG_DONE`. Each message is an `inet_diag_msg`: family (byte 0), state (1), then the sockid
 /// with source and destination ports (bytes 4, 6, big-endian) and addresses (8..24, 24..40, network
 /// order; an IPv4 address in the first 4 bytes), uid (64) and inode (68), both native order.
 /// Attributes after it are ignored (none is asked for).
 pub fn parse_inet_diag(b: &[u8], out: &mut Vec<TcpSocket>) -> Result<bool, SignalError> {
-    parse_diag(b, "sock_diag inet dump", &mut |msg| {
+    parse_diag(b, &[SOCK_DIAG_BY_FAMILY, TCPDIAG_GETSOCK], "sock_diag inet dump", &mut |msg| {
         if msg.len() < INET_DIAG_MSG_LEN {
             return Err(SignalError::Malformed {
                 what: "sock_diag reply",
@@ -700,6 +751,29 @@ mod tests {
         let n = cut.len() as u32;
         cut[0..4].copy_from_slice(&n.to_ne_bytes());
         assert!(parse_inet_diag(&cut, &mut Vec::new()).is_err());
+    }
+
+    /// The replies of the both-families request (`TCPDIAG_GETSOCK`, the request's own type on every
+    /// message) parse as the per-family ones do; the unix parser takes no such message.
+    #[test]
+    fn synthetic_both_families_dump() {
+        let lo = [127, 0, 0, 1];
+        let mut v6 = [0u8; 16];
+        v6[15] = 1;
+        let as_compat = |mut m: Vec<u8>| {
+            m[4..6].copy_from_slice(&TCPDIAG_GETSOCK.to_ne_bytes());
+            m
+        };
+        let mut d = as_compat(inet_msg((libc::AF_INET6 as u8, 1), (&v6, 8081), (&v6, 40001), (0, 700)));
+        d.extend(as_compat(inet_msg((libc::AF_INET as u8, 1), (&lo, 40000), (&lo, 8080), (1000, 53121))));
+        let mut out = Vec::new();
+        assert!(!parse_inet_diag(&d, &mut out).unwrap());
+        assert_eq!(out.iter().map(|s| s.inode).collect::<Vec<_>>(), vec![700, 53121]);
+        assert_eq!(out[0].local, (IpAddr::V6(Ipv6Addr::LOCALHOST), 8081));
+        assert_eq!((out[1].state, out[1].uid), (1, 1000));
+        let mut unix = Vec::new();
+        assert!(!parse_unix_diag(&d, &mut unix).unwrap());
+        assert!(unix.is_empty(), "{unix:?}");
     }
 
     #[test]

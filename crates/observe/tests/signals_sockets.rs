@@ -9,7 +9,8 @@ use std::path::Path;
 
 use numapilot_observe::net::{tcp_pairs, TCP_ESTABLISHED};
 use numapilot_observe::sockets::{
-    fd_sockets, fd_sockets_from, scan, socket_inodes, tcp_established, tcp_tables, unix_peers,
+    fd_sockets, fd_sockets_from, scan, socket_inodes, tcp_established, tcp_established_by_family, tcp_tables,
+    unix_peers,
 };
 use numapilot_observe::{CommKind, CommSample};
 
@@ -166,6 +167,44 @@ fn tcp_dump_matches_the_proc_tables() {
     let (a, b) = (ours[0].min(ours[1]), ours[0].max(ours[1]));
     assert!(pairs.iter().any(|p| (p.a, p.b) == (a, b) && p.loopback), "{pairs:?}");
     drop((client, server, l, v6));
+}
+
+/// The one dump of both families gives, of this test's own loopback connections (IPv4, and IPv6
+/// where the host has it), exactly what the two per-family dumps give, in their order: every
+/// IPv4 socket before every IPv6 one (the kernel's walk mixes them by hash bucket).
+#[test]
+fn one_dump_of_both_families_is_the_two_per_family_dumps() {
+    let _one = SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let v4: Vec<(TcpStream, TcpStream)> = (0..4)
+        .map(|_| {
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            (c, l.accept().unwrap().0)
+        })
+        .collect();
+    let l6 = TcpListener::bind("[::1]:0").ok();
+    let v6: Vec<(TcpStream, TcpStream)> = l6
+        .iter()
+        .flat_map(|l6| {
+            (0..4).map(move |_| {
+                let c = TcpStream::connect(l6.local_addr().unwrap()).unwrap();
+                (c, l6.accept().unwrap().0)
+            })
+        })
+        .collect();
+    let ours: Vec<u64> =
+        v4.iter().chain(&v6).flat_map(|(c, s)| [inode_of(c.as_raw_fd()), inode_of(s.as_raw_fd())]).collect();
+    let one = tcp_established().unwrap();
+    let two = tcp_established_by_family().unwrap();
+    // Other processes' connections come and go between the two reads: ours stay.
+    let mine = |v: &[numapilot_observe::net::TcpSocket]| -> Vec<numapilot_observe::net::TcpSocket> {
+        v.iter().filter(|s| ours.contains(&s.inode)).cloned().collect()
+    };
+    assert_eq!(mine(&one).len(), ours.len(), "{one:?}");
+    assert_eq!(mine(&one), mine(&two));
+    let first_v6 = one.iter().position(|s| s.local.0.is_ipv6()).unwrap_or(one.len());
+    assert!(one[first_v6..].iter().all(|s| s.local.0.is_ipv6()), "IPv4 after IPv6: {one:?}");
+    drop((v4, v6, l, l6));
 }
 
 /// A large fd table read in slices of at most 7 links, each slice continuing where the last one
