@@ -195,13 +195,25 @@ pub(crate) fn update(model: &mut Model) {
     let mut prev: Vec<Option<GroupId>> = vec![None; n];
     {
         let mut it = model.groups.of_task.iter().peekable();
+        // Whether the last group asked about still exists: a group's tasks come one after another.
+        let mut last: Option<(GroupId, bool)> = None;
         for (i, k) in keys.iter().enumerate() {
             while it.peek().is_some_and(|(ok, _)| *ok < k) {
                 it.next();
             }
             if let Some((ok, g)) = it.peek() {
-                if *ok == k && old.contains_key(g) && !reborn.contains(k) {
-                    prev[i] = Some(**g);
+                if *ok == k {
+                    let exists = match last {
+                        Some((lg, e)) if lg == **g => e,
+                        _ => {
+                            let e = old.contains_key(g);
+                            last = Some((**g, e));
+                            e
+                        }
+                    };
+                    if exists && !reborn.contains(k) {
+                        prev[i] = Some(**g);
+                    }
                 }
             }
         }
@@ -566,11 +578,18 @@ fn attribute_memory(model: &Model, keys: &[TaskKey], views: &[&TaskView]) -> (Ve
         }
         if let Some(p) = model.procs.get(&pid) {
             let threads = &views[i..j];
-            // Smoothed samples in 1/1024ths (apportion takes integers).
+            // Smoothed samples in 1/1024ths (apportion takes integers); all 0, without a lookup
+            // per thread, for a process none of whose threads has a hot bucket of its own (most).
+            let hot = model.state.procs.get(&pid).is_none_or(|h| h.hot_threads);
             let sampled: Vec<u64> = threads
                 .iter()
                 .map(|t| {
-                    let s = model.state.threads.get(&t.key).map_or(0.0, |h| h.smoothed_samples());
+                    let s = if hot {
+                        crate::work::count("groups.thread_lookups", 1);
+                        model.state.threads.get(&t.key).map_or(0.0, |h| h.smoothed_samples())
+                    } else {
+                        0.0
+                    };
                     (s * SAMPLE_WEIGHT_SCALE).round() as u64
                 })
                 .collect();

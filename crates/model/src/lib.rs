@@ -74,6 +74,7 @@ pub mod groups;
 pub mod load;
 pub mod tasks;
 pub mod tunables;
+mod work;
 
 use std::collections::BTreeMap;
 

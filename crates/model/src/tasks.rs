@@ -48,7 +48,11 @@
 //!   read (same counters, same read time). Such a thread gets rate 0 and no run delay; once its
 //!   view shows exactly that (and no samples), later carried reads leave the view untouched while
 //!   the process's memory per node is unchanged: a steady cycle of 1,000 mostly idle processes
-//!   costs a hash lookup per idle thread, not a rebuilt view.
+//!   costs a hash lookup per idle thread, not a rebuilt view. When every thread of a process is
+//!   so settled, the process remembers it (the read time and its threads' ids and start times),
+//!   and its next carried read with the same threads, memory and no access sample leaves all of
+//!   them as they are without looking each up (whole-process-settled: the same model, the lookups
+//!   were a third of this update's CPU on a recorded 10,000-thread load, `cycle_cost --replay`).
 //! * Identity: a pid whose start time changed is a new process, a tid whose thread start time
 //!   changed a new thread: the history is reset and the key is reported in `History::reborn` so the
 //!   affinity graph and the groups forget the old task's relations.
@@ -347,6 +351,9 @@ pub(crate) fn unsettle_all(hist: &mut History) {
     for h in hist.threads.values_mut() {
         h.settled = false;
     }
+    for p in hist.procs.values_mut() {
+        p.settled = None;
+    }
 }
 
 impl ThreadHist {
@@ -374,6 +381,26 @@ pub(crate) struct ProcHist {
     hot: Vec<(u64, HotBucket)>,
     /// Classification state (see `classify`).
     pub(crate) class: ClassState,
+    /// Every thread's view was settled by the update that saw its threads read at
+    /// [`SettledProc::read_ns`] (each `ThreadHist::settled`, no hot bucket): the same threads
+    /// carried again leave every view as it is, so the update does that for the process whole,
+    /// without a lookup per thread. `None` otherwise.
+    settled: Option<SettledProc>,
+    /// Some thread of the process has hot buckets of its own (smoothed samples that may round
+    /// above 0), as of the last update: the groups' memory attribution looks each thread up only
+    /// then; without, every thread's weight from samples is 0.
+    pub(crate) hot_threads: bool,
+}
+
+/// The threads of a process whose views were all settled (see [`ProcHist::settled`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SettledProc {
+    /// The read time of the threads (the process's `read_ns`, or the sample's time without one).
+    read_ns: u64,
+    /// (tid, start time) of each thread, in the sample's order.
+    threads: Vec<(u32, u64)>,
+    /// Whether any of them was narrower than its nodes' CPUs (`ThreadHist::narrow`).
+    narrow: bool,
 }
 
 /// What the model keeps between samples to derive rates, growth and co-access (implementation's
@@ -506,6 +533,12 @@ impl PeriodAccesses {
             same
         });
         Self { rows }
+    }
+
+    /// Whether any thread of process `pid` has a row.
+    fn has_pid(&self, pid: u32) -> bool {
+        let lo = self.rows.partition_point(|r| r.key.pid < pid);
+        self.rows.get(lo).is_some_and(|r| r.key.pid == pid)
     }
 
     fn task(&self, key: TaskKey) -> &[Row] {
@@ -657,6 +690,8 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let generation = hist.generation;
     let mut procs_hist = BTreeMap::new();
     let mut narrow = NarrowCache::new(topo);
+    // Processes whose threads were all left as they were without a lookup (whole-process-settled).
+    let mut settled_whole: std::collections::HashSet<u32, FxBuild> = Default::default();
     // `Topology::node_listing` of every CPU id, looked up once per thread read (two binary
     // searches a thread were 4% of the model's update on 10,000 threads).
     let cpu_node: Vec<Option<u32>> = {
@@ -677,6 +712,8 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             rss: VecDeque::new(),
             hot: Vec::new(),
             class: ClassState::default(),
+            settled: None,
+            hot_threads: false,
         });
         let (mem, shared_mem) = mem_by_node(topo, p);
         let rss_bytes = p
@@ -687,6 +724,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         // A carried thread whose view is settled is left as it is, when the memory its shares may
         // come from is the memory of the last update.
         let mem_same = old_proc.is_some_and(|o| o.mem_by_node == mem);
+        let read_ns = if p.read_ns != 0 { p.read_ns } else { sample.monotonic_ns };
 
         // Threads.
         let mut tids = Vec::with_capacity(p.threads.len());
@@ -694,15 +732,34 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         let mut any_narrow = false;
         let mut proc_samples = 0u64;
         let mut running = 0usize;
-        for t in &p.threads {
+        // Every thread settled and carried again, each as the loop below would find it (its
+        // history is only ever changed by this function, which dropped `settled` otherwise): the
+        // loop's settled case for each, without the lookups (whole-process-settled).
+        let whole = ph.settled.as_ref().filter(|s| {
+            mem_same
+                && s.read_ns == read_ns
+                && s.threads.len() == p.threads.len()
+                && s.threads.iter().zip(&p.threads).all(|(&(tid, st), t)| tid == t.tid && st == t.stat.starttime)
+                && !acc.has_pid(p.pid)
+        });
+        if let Some(s) = whole {
+            any_narrow = s.narrow;
+            tids.extend(p.threads.iter().map(|t| t.tid));
+            tasks_kept += p.threads.len();
+            settled_whole.insert(p.pid);
+        }
+        // For `ProcHist::settled` and `hot_threads`: every thread's view settled with no hot bucket
+        // of its own, and some thread with one.
+        let (mut all_settled, mut hot_threads) = (true, false);
+        for t in p.threads.iter().filter(|_| whole.is_none()) {
             let key = TaskKey { pid: p.pid, tid: t.tid };
+            crate::work::count("tasks.thread_lookups", 1);
             let th = hist.threads.get_mut(&key);
             let same = !reused && th.as_ref().is_some_and(|h| h.starttime == t.stat.starttime);
             if th.is_some() && !same {
                 hist.reborn.insert(key);
             }
             let mut th = th.filter(|_| same);
-            let read_ns = if p.read_ns != 0 { p.read_ns } else { sample.monotonic_ns };
             // The live observer carries the threads of a process that did not run (most of them,
             // most cycles): the same counters again give a rate of 0 over no interval, and a
             // settled view is then exactly what it was. The update costs a lookup for such a thread.
@@ -847,6 +904,8 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                     },
                 )),
             }
+            all_settled &= settled && thread_hot.is_empty();
+            hot_threads |= !thread_hot.is_empty();
             let new_hist = ThreadHist {
                 starttime: t.stat.starttime,
                 run_ns,
@@ -866,6 +925,15 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                     hist.threads.insert(key, new_hist);
                 }
             }
+        }
+
+        if whole.is_none() {
+            ph.hot_threads = hot_threads;
+            ph.settled = all_settled.then(|| SettledProc {
+                read_ns,
+                threads: p.threads.iter().map(|t| (t.tid, t.stat.starttime)).collect(),
+                narrow: any_narrow,
+            });
         }
 
         // RSS history and growth.
@@ -938,7 +1006,12 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     }
     // Whatever is left in the old history vanished; a vanished key that comes back later is a new
     // task, whose old relations the graph already dropped with the vanished one.
-    hist.threads.retain(|_, h| h.seen == generation);
+    // The threads of a process left whole as it was (`settled_whole`) were not marked seen.
+    if settled_whole.is_empty() {
+        hist.threads.retain(|_, h| h.seen == generation);
+    } else {
+        hist.threads.retain(|k, h| h.seen == generation || settled_whole.contains(&k.pid));
+    }
     if tasks_kept < tasks_before {
         // Some views were not in this sample: their threads are gone (the history just dropped
         // them, so the history says which views stay).
@@ -978,6 +1051,156 @@ mod tests {
     }
 
     use super::*;
+
+    use numapilot_observe::{AccessSample, NodeUsage, ProcessSample, TaskStat, ThreadSample};
+
+    const SEC: u64 = 1_000_000_000;
+
+    /// A sample at `t` s of processes 100.. (`procs` of them, `threads` threads each, 1 GiB on
+    /// node 0), every thread as read at `read` s: `run(pid, tid)` ns of CPU, thread 2 of each
+    /// process pinned to CPU 0, the memory of process 101 moved to node 1 when `moved`, and one
+    /// access sample of process 102's first thread when `sampled`.
+    fn carried_sample(
+        topo: &Topology,
+        t: u64,
+        read: u64,
+        (procs, threads): (u32, u32),
+        run: impl Fn(u32, u32) -> u64,
+        moved: bool,
+        sampled: bool,
+    ) -> Sample {
+        let all = Arc::new(topo.online_cpus());
+        let cpu0: Arc<CpuSet> = Arc::new(std::iter::once(0).collect());
+        let nodes = Arc::new(topo.node_ids());
+        let mut s = Sample::empty_at(t * SEC);
+        for pid in 100..100 + procs {
+            let stat = |id: u32, ticks: u64| TaskStat {
+                pid: id,
+                comm: "app".into(),
+                state: 'S',
+                starttime: 7,
+                utime: ticks,
+                num_threads: threads,
+                ..TaskStat::default()
+            };
+            let node = u32::from(moved && pid == 101);
+            s.processes.push(ProcessSample {
+                pid,
+                starttime: 7,
+                comm: "app".into(),
+                kernel_thread: false,
+                read_ns: read * SEC,
+                stat: stat(pid, 0),
+                rss_kb: Some(1 << 20),
+                numa_maps: None,
+                numa_maps_error: None,
+                node_usage: vec![NodeUsage {
+                    node,
+                    huge_kb: 0,
+                    heap_kb: 0,
+                    stack_kb: 0,
+                    anon_kb: 1 << 20,
+                    file_kb: 0,
+                    shared_kb: 0,
+                }],
+                threads: (0..threads)
+                    .map(|i| {
+                        let tid = pid * 100 + i;
+                        ThreadSample {
+                            tid,
+                            stat: stat(tid, run(pid, tid) / 10_000_000),
+                            cpus_allowed: if i == 2 { cpu0.clone() } else { all.clone() },
+                            mems_allowed: nodes.clone(),
+                            voluntary_ctxt_switches: None,
+                            nonvoluntary_ctxt_switches: None,
+                            sched: None,
+                            schedstat: Some(numapilot_observe::SchedStat {
+                                run_ns: run(pid, tid),
+                                wait_ns: 0,
+                                timeslices: 1,
+                            }),
+                        }
+                    })
+                    .collect(),
+                cpuset_cpus: None,
+            });
+        }
+        if sampled {
+            s.accesses.push(AccessSample {
+                pid: 102,
+                tid: 10200,
+                addr: 1 << 30,
+                phys: None,
+                node: 0,
+                count: 3,
+                last_ns: t * SEC,
+            });
+        }
+        s
+    }
+
+    /// whole-process-settled: once every thread of a process is settled, a carried read of it
+    /// costs no lookup per thread (its threads are left as they are, whole), and the model is
+    /// exactly the model of the per-thread path (the record dropped before every update): views,
+    /// processes and groups, through carried reads, a memory move, an access sample and a read
+    /// that finds a thread running. 50 processes of 8 threads.
+    #[test]
+    fn a_settled_process_carried_again_costs_no_lookup_per_thread_and_changes_nothing() {
+        let topo = Topology::uniform(2, 4, 4 << 20, 20);
+        let size = (50, 8);
+        let idle = |_: u32, _: u32| SEC;
+        let runs = |pid: u32, tid: u32| if pid == 103 && tid == 10301 { 2 * SEC } else { SEC };
+        // (time, read time, memory moved, sampled, counters)
+        let steps: Vec<(u64, u64, bool, bool, bool)> = vec![
+            (1, 1, false, false, false),
+            (2, 1, false, false, false),
+            (3, 1, false, false, false),
+            (4, 1, true, false, false),
+            (5, 1, true, true, false),
+            (6, 1, true, false, false),
+            (7, 7, true, false, true),
+            (8, 7, true, false, true),
+            (9, 7, true, false, true),
+        ];
+        let mut fast = Model::new(topo.clone(), crate::Tunables::default());
+        let mut slow = Model::new(topo.clone(), crate::Tunables::default());
+        crate::work::take();
+        for (i, &(t, read, moved, sampled, ran)) in steps.iter().enumerate() {
+            let s =
+                carried_sample(&topo, t, read, size, |p, x| if ran { runs(p, x) } else { idle(p, x) }, moved, sampled);
+            fast.update(&s);
+            let fast_work = crate::work::take();
+            for h in slow.state.procs.values_mut() {
+                h.settled = None;
+            }
+            slow.update(&s);
+            let slow_work = crate::work::take();
+            assert_eq!(fast.tasks, slow.tasks, "step {i}");
+            assert_eq!(fast.procs, slow.procs, "step {i}");
+            assert_eq!(fast.groups, slow.groups, "step {i}");
+            assert_eq!(slow_work.get("tasks.thread_lookups"), Some(&400), "step {i}");
+            let lookups = fast_work.get("tasks.thread_lookups").copied().unwrap_or(0);
+            let expected = match i {
+                // The first read of every thread (no rate yet: the views settle at once), then
+                // none; process 101's memory moved: its threads; process 102's access sample: its
+                // threads, and again while the sampled thread's hot bucket decays; the new read at
+                // 7 s: every thread, and at the first carried read after it every thread again
+                // (the run delay over the 6 s between the reads is 0, not none: not settled);
+                // then process 102's only.
+                0 | 6 | 7 => 400,
+                1 | 2 => 0,
+                _ => 8,
+            };
+            assert_eq!(lookups, expected, "step {i}: {fast_work:?}");
+            // The groups' memory attribution looks up the threads of a process with a hot
+            // bucket of its own only: process 102's, from its sample on.
+            let hot = fast_work.get("groups.thread_lookups").copied().unwrap_or(0);
+            assert_eq!(hot, if i >= 4 { 8 } else { 0 }, "step {i}: {fast_work:?}");
+            let busy = fast.tasks[&TaskKey { pid: 103, tid: 10301 }].cpu_rate;
+            assert_eq!(busy > 0.0, i == 6, "step {i}: thread 10301 ran between the reads at 1 s and 7 s");
+        }
+        assert!(fast.procs.values().all(|p| p.pinned), "thread 2 pinned to CPU 0 keeps its process pinned");
+    }
 
     /// The cache answers as the definition does (allowed CPUs narrower than the CPUs of the allowed
     /// nodes), for shared sets, equal copies in their own `Arc`s and changing pairs, in any order.
