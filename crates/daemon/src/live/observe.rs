@@ -110,6 +110,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use numapilot_observe::parse::numa_maps::FxBuild;
 use numapilot_observe::parse::stat::{parse_stat, TaskStat};
 use numapilot_observe::reader::text_of;
 use numapilot_observe::{ProcessSample, ReadError, ReadOptions, Reader, Sample, StallGuard};
@@ -462,7 +463,10 @@ pub struct TieredObserver {
     threads_only_par: Reader,
     maps_only: Reader,
     system: Reader,
-    entries: HashMap<u32, Entry>,
+    /// By pid (FxHash: looked up several times per pid per cycle; SipHash's cost bought nothing
+    /// here, pids are not chosen by an attacker to collide, and its random order was never relied
+    /// on).
+    entries: HashMap<u32, Entry, FxBuild>,
     /// Processes the daemon moved into cpuset cgroups of its own: pid -> (start time, the cgroup
     /// they came from), so exclusions and `[include]` by cgroup still see where they belong
     /// (under v2 their only path is numapilot's). Set by the live host before each sample.
@@ -613,15 +617,15 @@ fn choose_refreshes(due: &mut [Refresh], spent: u64, budget: u64) -> Vec<bool> {
 /// it, and takes memory per node from `node_usage`: so only a process with such a policy
 /// (`has_policy`) carries its cached numa_maps into the sample; the others' stays with the
 /// observer instead of being copied every cycle.
-fn for_sample(last: &ProcessSample, has_policy: bool, st: &TaskStat, page_kb: u64) -> ProcessSample {
+fn for_sample(last: &ProcessSample, has_policy: bool, st: TaskStat, page_kb: u64) -> ProcessSample {
     ProcessSample {
         pid: last.pid,
         starttime: last.starttime,
         comm: st.comm.clone(),
         kernel_thread: last.kernel_thread,
         read_ns: last.read_ns,
-        stat: st.clone(),
-        rss_kb: Some(rss_of(st, page_kb, last.rss_kb)),
+        rss_kb: Some(rss_of(&st, page_kb, last.rss_kb)),
+        stat: st,
         numa_maps: if has_policy { last.numa_maps.clone() } else { None },
         numa_maps_error: last.numa_maps_error.clone(),
         node_usage: last.node_usage.clone(),
@@ -727,7 +731,7 @@ impl TieredObserver {
             threads_only_par: reader(true, false, tiers.threads.max(1)),
             maps_only: reader(false, true, 1),
             system: reader(false, false, 1),
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             moved_from: HashMap::new(),
             left: Vec::new(),
             cycle: 0,
@@ -1031,8 +1035,8 @@ impl TieredObserver {
         let cpu_start = process_cpu_ns();
         let (listed, mut kept) = self.list_and_read_kept(now_ns)?;
         let root_proc = opts.root.join("proc").to_string_lossy().into_owned();
-        let live: std::collections::HashSet<u32> = listed.iter().map(|&(pid, _)| pid).collect();
-        let gone: Vec<u32> = self.entries.keys().copied().filter(|p| !live.contains(p)).collect();
+        let listed_has = |pid: &u32| listed.binary_search_by_key(pid, |&(p, _)| p).is_ok();
+        let gone: Vec<u32> = self.entries.keys().copied().filter(|p| !listed_has(p)).collect();
         for p in gone {
             self.drop_entry(p);
         }
@@ -1074,7 +1078,8 @@ impl TieredObserver {
         // Skipped processes' CPU, ticks per second, by the CPU each last ran on.
         let mut unmanaged: std::collections::BTreeMap<u32, f64> = std::collections::BTreeMap::new();
         let own_pid = std::process::id();
-        let mut stats_now: HashMap<u32, TaskStat> = HashMap::with_capacity(pids.len());
+        let mut stats_now: HashMap<u32, TaskStat, FxBuild> =
+            HashMap::with_capacity_and_hasher(pids.len(), FxBuild::default());
         for &pid in &pids {
             if let Some(Entry { kind: Kind::Kernel { cycle: c, .. }, .. }) = self.entries.get(&pid) {
                 if cycle.saturating_sub(*c) < krecheck {
@@ -1121,7 +1126,9 @@ impl TieredObserver {
             // (renamed-keeps-tiers): a process renaming itself every cycle was read in full every
             // cycle as new, past the numa_maps budget (1 GiB walked a cycle against 256 MiB,
             // review of 2026-11-29).
-            if let Some(e) = self.entries.get_mut(&pid) {
+            // (A stat carried on a resting cycle is the entry's own last read, taken after this
+            // check passed: same start time and name, nothing to check.)
+            if let Some(e) = self.entries.get_mut(&pid).filter(|_| fresh) {
                 if e.starttime != st.starttime {
                     self.drop_entry(pid);
                 } else if e.comm != st.comm {
@@ -1318,26 +1325,7 @@ impl TieredObserver {
         carried.sort_unstable();
         let t_details = numapilot_observe::reader::monotonic_ns();
         let cpu_details = process_cpu_ns();
-        // The carried processes (most of them: a thousand processes of ten threads each, most
-        // cycles) go into the sample as their last details moved out of the entries, with this
-        // cycle's stat and RSS, and come back with `recycle`: no copy of 10,000 thread reads a
-        // cycle (a fifth of a steady cycle's CPU when they were cloned and dropped).
         let page_kb = self.page_kb;
-        let mut carried_samples = Vec::with_capacity(carried.len());
-        for pid in &carried {
-            let (Some(st), Some(e)) = (stats_now.remove(pid), self.entries.get_mut(pid)) else { continue };
-            let Some(mut p) = e.last.take() else { continue };
-            if !e.has_policy {
-                e.lent_maps = p.numa_maps.take();
-            }
-            if p.comm != st.comm {
-                p.comm.clone_from(&st.comm);
-            }
-            p.rss_kb = Some(rss_of(&st, page_kb, p.rss_kb));
-            p.stat = st;
-            e.lent = true;
-            carried_samples.push(p);
-        }
         // Read the chosen details: a steady-state cycle reads a few dozen processes (split over
         // the reader's workers from `PARALLEL_DETAILS_FROM`); the first cycle every process.
         let entries = &self.entries;
@@ -1445,17 +1433,32 @@ impl TieredObserver {
         }
         let t_assemble = numapilot_observe::reader::monotonic_ns();
         let cpu_assemble = process_cpu_ns();
-        // Assemble: every watched process, details as last read, stat and RSS of this cycle; the
-        // carried ones are copied already (ascending by pid, as `pids`).
+        // Assemble: every watched process, details as last read, stat and RSS of this cycle,
+        // ascending by pid. The carried processes (most of them: a thousand processes of ten
+        // threads each, most cycles) go into the sample as their last details moved out of the
+        // entries, with this cycle's stat and RSS, and come back with `recycle`: no copy of 10,000
+        // thread reads a cycle (a fifth of a steady cycle's CPU when they were cloned and
+        // dropped). The detail reads above touch no carried process, so each is moved once, here.
         let mut processes = Vec::with_capacity(stats_now.len());
-        let mut carried_next = carried_samples.drain(..).peekable();
+        let mut carried_next = carried.iter().copied().peekable();
         for &pid in &pids {
-            if carried_next.peek().is_some_and(|p| p.pid == pid) {
-                processes.extend(carried_next.next());
+            let is_carried = carried_next.next_if_eq(&pid).is_some();
+            let Some(st) = stats_now.remove(&pid) else { continue };
+            let Some(e) = self.entries.get_mut(&pid) else { continue };
+            if is_carried {
+                let Some(mut p) = e.last.take() else { continue };
+                if !e.has_policy {
+                    e.lent_maps = p.numa_maps.take();
+                }
+                if p.comm != st.comm {
+                    p.comm.clone_from(&st.comm);
+                }
+                p.rss_kb = Some(rss_of(&st, page_kb, p.rss_kb));
+                p.stat = st;
+                e.lent = true;
+                processes.push(p);
                 continue;
             }
-            let Some(st) = stats_now.get(&pid) else { continue };
-            let Some(e) = self.entries.get(&pid) else { continue };
             let Some(last) = e.last.as_ref() else { continue };
             processes.push(for_sample(last, e.has_policy, st, page_kb));
         }
