@@ -328,9 +328,15 @@ struct Entry {
     kind: Kind,
     fd: Option<File>,
     /// The last read of its /proc/PID/stat (user and excluded processes), carried on the cycles a
-    /// long-idle process rests ([`TierOptions::idle_after_ms`]), and the host time of that read, ns.
-    stat: Option<TaskStat>,
+    /// long-idle process rests ([`TierOptions::idle_after_ms`]), the host time of that read, ns,
+    /// and the cycle of it. Shared (`Arc`) with the cycle's table of stats: a resting process's
+    /// stat is not copied every cycle.
+    stat: Option<Arc<TaskStat>>,
     stat_ns: u64,
+    stat_cycle: u64,
+    /// The `stat_cycle` of the stat (and name and RSS) the carried `last` holds, 0 when `last`
+    /// holds another (its own read): equal, a carried process's sample needs nothing set again.
+    sample_stat_cycle: u64,
     /// Host time its CPU ticks last moved (or it was first seen), ns.
     busy_ns: u64,
     /// The last full details (threads and numa_maps), with `stat`/`rss_kb` of their read (or of
@@ -1078,7 +1084,7 @@ impl TieredObserver {
         // Skipped processes' CPU, ticks per second, by the CPU each last ran on.
         let mut unmanaged: std::collections::BTreeMap<u32, f64> = std::collections::BTreeMap::new();
         let own_pid = std::process::id();
-        let mut stats_now: HashMap<u32, TaskStat, FxBuild> =
+        let mut stats_now: HashMap<u32, Arc<TaskStat>, FxBuild> =
             HashMap::with_capacity_and_hasher(pids.len(), FxBuild::default());
         for &pid in &pids {
             if let Some(Entry { kind: Kind::Kernel { cycle: c, .. }, .. }) = self.entries.get(&pid) {
@@ -1094,14 +1100,14 @@ impl TieredObserver {
                 .filter(|e| stat_rests(e, pid, cycle, now_ns, &self.tiers))
                 .and_then(|e| e.stat.clone());
             let fresh = rested.is_none();
-            let st = match rested {
+            let st: Option<Arc<TaskStat>> = match rested {
                 Some(st) => {
                     stats.stat_rested += 1;
                     Some(st)
                 }
                 None => match kept.binary_search_by_key(&pid, |k| k.0) {
-                    Ok(i) => kept[i].1.take(),
-                    Err(_) => self.stat(&root_proc, pid, keep)?,
+                    Ok(i) => kept[i].1.take().map(Arc::new),
+                    Err(_) => self.stat(&root_proc, pid, keep)?.map(Arc::new),
                 },
             };
             let Some(st) = st else {
@@ -1202,6 +1208,8 @@ impl TieredObserver {
                     busy_cycle: cycle,
                     busy_ns: now_ns,
                     stat_ns: 0,
+                    stat_cycle: 0,
+                    sample_stat_cycle: 0,
                     prev_ticks: st.cpu_ticks(),
                     rss_now_kb: 0,
                     in_sample: 0,
@@ -1231,6 +1239,7 @@ impl TieredObserver {
             if fresh && !matches!(e.kind, Kind::Kernel { .. }) {
                 e.stat = Some(st.clone());
                 e.stat_ns = now_ns;
+                e.stat_cycle = cycle;
                 if st.cpu_ticks() != e.prev_ticks {
                     e.busy_cycle = cycle;
                     e.busy_ns = now_ns;
@@ -1378,6 +1387,7 @@ impl TieredObserver {
             }
             e.unreadable = true;
             e.last = None;
+            e.sample_stat_cycle = 0;
         }
         stats.unreadable =
             bad.len() - bad.iter().filter(|x| matches!(x.error, ReadError::Stalled { own: false, .. })).count();
@@ -1402,6 +1412,7 @@ impl TieredObserver {
                 e.maps_ticks = p.stat.cpu_ticks();
                 e.has_policy = explicit_policy(&p);
                 e.last = Some(p);
+                e.sample_stat_cycle = 0;
             }
         }
         for mut p in thr {
@@ -1416,6 +1427,7 @@ impl TieredObserver {
                     p.node_usage = old.node_usage;
                 }
                 e.last = Some(p);
+                e.sample_stat_cycle = 0;
             }
         }
         for p in mp {
@@ -1450,17 +1462,23 @@ impl TieredObserver {
                 if !e.has_policy {
                     e.lent_maps = p.numa_maps.take();
                 }
-                if p.comm != st.comm {
-                    p.comm.clone_from(&st.comm);
+                // Set from this very stat on an earlier cycle (a process resting, carried again):
+                // name, RSS and stat stand as they are (setting them again changes nothing).
+                if e.sample_stat_cycle != e.stat_cycle {
+                    let st = Arc::unwrap_or_clone(st);
+                    if p.comm != st.comm {
+                        p.comm.clone_from(&st.comm);
+                    }
+                    p.rss_kb = Some(rss_of(&st, page_kb, p.rss_kb));
+                    p.stat = st;
+                    e.sample_stat_cycle = e.stat_cycle;
                 }
-                p.rss_kb = Some(rss_of(&st, page_kb, p.rss_kb));
-                p.stat = st;
                 e.lent = true;
                 processes.push(p);
                 continue;
             }
             let Some(last) = e.last.as_ref() else { continue };
-            processes.push(for_sample(last, e.has_policy, st, page_kb));
+            processes.push(for_sample(last, e.has_policy, Arc::unwrap_or_clone(st), page_kb));
         }
         stats.threads = processes.iter().map(|p| p.threads.len()).sum();
         stats.processes = processes.len();
@@ -1624,6 +1642,49 @@ mod tests {
         std::fs::remove_dir_all(proc.join("77")).unwrap();
         std::fs::rename(proc.join("77.new"), proc.join("77")).unwrap();
         assert_eq!(pids(&o.sample(&opts, 3_000_000_000).unwrap()), [77, 9311, 9319], "seen at the next cycle");
+    }
+
+    /// A long-idle process carried in the sample shows its last stat read, whole (RSS included),
+    /// on the cycles its stat rests as on those that read it: process 9319 of a copy of the host
+    /// fixture, its stat file given other RSS figures (by less than `rss_change_kb`) while it rests (idle from the start,
+    /// `idle_after_ms` 0), read again on its turns (cycles 1, 5, 9, 13: one in 4 by pid), each
+    /// sample given back (`recycle`) as the engine does.
+    #[test]
+    fn a_resting_carried_process_shows_its_last_stat_read() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18");
+        let root = tempfile::tempdir().unwrap();
+        copy_dir(&fixture, root.path());
+        let opts = LiveOptions { root: root.path().to_path_buf(), ..LiveOptions::default() };
+        let tiers =
+            TierOptions { idle_after_ms: 0, idle_stat_every: 4, idle_stat_max_ms: 1 << 40, ..TierOptions::default() };
+        let mut o = TieredObserver::new(&opts, &tiers);
+        let page_kb = super::super::page_size() / 1024;
+        let path = root.path().join("proc/9319/stat");
+        let original = std::fs::read_to_string(&path).unwrap();
+        let with_rss = |pages: u64| original.replacen(" 2990080 413 ", &format!(" 2990080 {pages} "), 1);
+        assert_ne!(with_rss(1413), original);
+        let (mut file, mut read) = (original.clone(), original.clone());
+        for cycle in 1..=16u64 {
+            if cycle == 6 || cycle == 11 {
+                // A few MiB more: under `rss_change_kb`, so no numa_maps read makes it due.
+                file = with_rss(413 + 100 * cycle);
+                std::fs::write(&path, &file).unwrap();
+            }
+            let s = o.sample(&opts, cycle * 1_000_000_000).unwrap();
+            let turn = cycle == 1 || (9319 + cycle) % 4 == 0;
+            if turn {
+                read.clone_from(&file);
+            }
+            assert_eq!(o.stats.stat_rested > 0, !turn, "cycle {cycle}: {:?}", o.stats);
+            // Carried, not read in detail, after the first cycle: its sample is its last read's.
+            assert_eq!(o.stats.threads_read + o.stats.maps_read == 0, cycle > 1, "cycle {cycle}: {:?}", o.stats);
+            let p = s.process(9319).expect("in the sample");
+            let want = parse_stat(&read).unwrap();
+            assert_eq!(p.stat, want, "cycle {cycle}");
+            assert_eq!(p.rss_kb, Some(want.rss_pages * page_kb), "cycle {cycle}");
+            assert_eq!(p.comm, want.comm, "cycle {cycle}");
+            o.recycle(s);
+        }
     }
 
     fn due(age: u64, pid: u32, rss_kb: u64) -> Refresh {
