@@ -1909,6 +1909,7 @@ mod tests {
             rss_bytes: 0,
             mem_by_node: vec![],
             shared_by_node: vec![],
+            shared_objects: vec![],
             growth_bytes_per_s: 0.0,
             cpu_rate: 0.0,
             pinned: false,

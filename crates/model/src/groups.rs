@@ -42,7 +42,8 @@
 //!
 //!   5. figures    cpu, memory (each process's RSS shared over its threads by smoothed access
 //!                 evidence: decayed samples, else fault averages, else equally), CPU-weighted access shares, memory per node, nodes run on,
-//!                 load; since_ns = now when the membership changed
+//!                 load; since_ns = now when the membership changed. Memory its members'
+//!                 processes share counts once (rule shared-counts-once, below)
 //!
 //!                 access = ( Σ_{members with samples or faults} cpu_i x access_i
 //!                          + Σ_{members by residency} cpu_i x mem_by_node(those members) / their memory ) / Σ cpu_i
@@ -59,6 +60,16 @@
 //! bytes are is the whole estimate, and the bytes are what a move copies. For the threads of one
 //! process (the only residency members most groups have) the two readings are the same.
 //!
+//! Memory two members' processes both map (a memfd, a SysV segment, a shared file: an object of
+//! `Sample.shared`) is one set of pages in both processes' numa_maps, so summing the members'
+//! memory counted it once per mapper (rule shared-counts-once). The rig's pairs scenario saw a
+//! 24 MiB memfd of a producer and its consumer count 48 MiB in their group. Per object and node
+//! the group keeps the largest of its mappers' resident bytes there (each scaled by the part of
+//! its process the group holds) and drops the rest (`Model::shared_twice`); an object shared with
+//! a process of another group stays in each one's figures, as it is where each one's threads
+//! read. The merge cap (step 4) still sums the parts' memory as they are: a pair whose shared
+//! object fits a node once but not twice is refused the merge (a limit, see below).
+//!
 //! "Signal-less" processes are grouped whole because nothing distinguishes their threads: they all
 //! look like their process's residency. The cap holds at all times, not only at merge time: a
 //! group whose members grew (CPU, memory) past it loses its weakest-tied members in step 3, and a
@@ -74,7 +85,10 @@
 //! # Limits
 //!
 //! Greedy: merges are taken strongest first and never undone within an update, so the grouping is
-//! one good partition, not an optimal one. Ids are deterministic (handed out in task-key order).
+//! one good partition, not an optimal one. Shared memory counts once in a group's figures but not
+//! in the split and merge cap (steps 3 and 4: those sum per-task memory); it is found by path in
+//! numa_maps (two objects of one path in one process each count all of that path's VMAs), and
+//! not at all without the shared-memory signal (`[signals] shared = false`) or a numa_maps read. Ids are deterministic (handed out in task-key order).
 //! Cost: O(tasks log tasks + edges log edges + nodes x candidate unions).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -417,6 +431,24 @@ pub(crate) fn update(model: &mut Model) {
             }
         }
         running.sort_by_key(|r| r.0);
+        // Memory two members' processes share counts once (rule shared-counts-once): each process
+        // takes the part of its memory its threads here hold.
+        let mut mem_bytes = mem_bytes;
+        if pids.len() >= 2 {
+            let parts: Vec<(u32, f64)> = pids
+                .iter()
+                .map(|&pid| {
+                    let here: u64 = idx.iter().filter(|&&(_, i)| keys[i].pid == pid).map(|&(_, i)| task_mem[i]).sum();
+                    let all = model.procs.get(&pid).map_or(0, |p| p.rss_bytes);
+                    (pid, if all > 0 { here as f64 / all as f64 } else { 1.0 })
+                })
+                .collect();
+            let twice = model.shared_twice(&parts);
+            for (m, &t) in mem_by_node.iter_mut().zip(&twice) {
+                *m = m.saturating_sub(t);
+            }
+            mem_bytes = mem_bytes.saturating_sub(twice.iter().fold(0, |a, &b| a.saturating_add(b)));
+        }
         let res_total = res_mem.iter().fold(0u64, |a, &b| a.saturating_add(b));
         if res_total > 0 {
             for (a, &b) in access.iter_mut().zip(&res_mem) {

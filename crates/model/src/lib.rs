@@ -85,7 +85,9 @@ pub use affinity::{AffinityGraph, Edge, Tier};
 pub use classify::ProcessClass;
 pub use groups::{Group, GroupId, Groups};
 pub use load::{NodeLoad, Resource, ResourceState};
-pub use tasks::{AccessSource, Confinement, HotRange, ProcView, TaskKey, TaskView, RATE_SLACK_CPU_PER_TASK};
+pub use tasks::{
+    AccessSource, Confinement, HotRange, ProcView, SharedResident, TaskKey, TaskView, RATE_SLACK_CPU_PER_TASK,
+};
 pub use tunables::{TunableError, Tunables};
 
 /// Everything the model believes after the last [`Model::update`]. Plain data: a policy reads the
@@ -220,6 +222,43 @@ impl Model {
             Some(l) if l.mem_total_bytes > 0 => l.mem_total_bytes,
             _ => self.topo.nodes.get(i).map_or(0, |n| n.mem_total_kb.saturating_mul(1024)),
         }
+    }
+
+    /// Bytes per node (dense index) that summing the memory of `parts` counts more than once:
+    /// the pages of a shared object two or more of them map ([`ProcView::shared_objects`]).
+    /// `parts` are `(pid, fraction)`: the fraction of the process's memory the sum takes (1 for a
+    /// whole process, less for a group holding some of its threads). Per object and node the
+    /// mappers' (scaled) resident bytes are summed and the largest kept, as the pages the sum
+    /// should hold once (mappers of one range see the same pages; a mapper of part of it sees a
+    /// part of them). Objects with one mapper among `parts` count as they are: memory shared
+    /// with a process outside stays in each one's figures. All zero when nothing is shared.
+    pub fn shared_twice(&self, parts: &[(u32, f64)]) -> Vec<u64> {
+        let n = self.topo.nodes.len();
+        let mut twice = vec![0u64; n];
+        if parts.len() < 2 {
+            return twice;
+        }
+        // (object, node) -> (sum, max, mappers) of the parts' scaled bytes; few objects a process.
+        type Seen = (u64, u64, usize);
+        let mut seen: BTreeMap<((u64, u64), usize), Seen> = BTreeMap::new();
+        for &(pid, frac) in parts {
+            let Some(p) = self.procs.get(&pid) else { continue };
+            for o in &p.shared_objects {
+                for (i, &b) in o.by_node.iter().enumerate().take(n) {
+                    let b = (b as f64 * frac.clamp(0.0, 1.0)) as u64;
+                    let e = seen.entry((o.object, i)).or_insert((0, 0, 0));
+                    e.0 = e.0.saturating_add(b);
+                    e.1 = e.1.max(b);
+                    e.2 += 1;
+                }
+            }
+        }
+        for (&(_, i), &(sum, max, users)) in &seen {
+            if users >= 2 {
+                twice[i] = twice[i].saturating_add(sum - max);
+            }
+        }
+        twice
     }
 
     /// The group of a task.

@@ -217,6 +217,12 @@ pub struct ProcView {
     /// it (`NodeUsage::shared_kb`), so the policy's memory moves count only the rest
     /// ([`ProcView::own_mem_by_node`]).
     pub shared_by_node: Vec<u64>,
+    /// Of `shared_by_node`, its resident memory in each object another process of the sample maps
+    /// too (`Sample::shared`: a memfd, a SysV segment, a shared file), per object: numa_maps'
+    /// per-node pages of its VMAs of that object's path. Empty without the shared-memory signal
+    /// or a numa_maps read. The same pages are in every mapper's figures, so a group or unit of
+    /// two mappers counts them once ([`Model::shared_twice`](crate::Model::shared_twice)).
+    pub shared_objects: Vec<SharedResident>,
     /// RSS growth over the classification window, bytes per second (negative when shrinking).
     pub growth_bytes_per_s: f64,
     /// CPU used over the last period, CPUs (sum over threads).
@@ -249,6 +255,15 @@ pub struct ProcView {
     /// Memory traffic per running thread estimated from access samples, bytes per second (0
     /// without samples), an exponential average with half-life `class_window_ms`.
     pub traffic_bytes_per_s_per_thread: f64,
+}
+
+/// One process's resident memory in its mappings of one shared object ([`ProcView::shared_objects`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedResident {
+    /// The object: device and inode of `numapilot_observe::SharedMemory`.
+    pub object: (u64, u64),
+    /// Resident bytes per node (dense index) in this process's VMAs of it.
+    pub by_node: Vec<u64>,
 }
 
 /// The bounds of a process's cpuset ([`ProcView::confined`]).
@@ -599,6 +614,29 @@ fn mem_by_node(topo: &Topology, p: &ProcessSample) -> (Vec<u64>, Vec<u64>) {
     (v, shared)
 }
 
+/// Resident bytes per dense node of `p` in its VMAs of each shared object it maps (`objects`:
+/// the (dev, inode, path) of the sample's shared objects `p` is a user of). numa_maps names a
+/// VMA's file by path only: two objects of one path (two memfds of one name) in one process both
+/// get the VMAs of that path.
+fn shared_objects(topo: &Topology, p: &ProcessSample, objects: &[(u64, u64, &str)]) -> Vec<SharedResident> {
+    let Some(maps) = &p.numa_maps else { return Vec::new() };
+    let mut out = Vec::new();
+    for &(dev, inode, path) in objects {
+        let mut by_node = vec![0u64; topo.nodes.len()];
+        for vma in maps.vmas.iter().filter(|v| v.file.as_deref() == Some(path)) {
+            for (node, kb) in vma.node_kb() {
+                if let Some(i) = topo.node_idx(node) {
+                    by_node[i] = by_node[i].saturating_add(kb.saturating_mul(1024));
+                }
+            }
+        }
+        if by_node.iter().any(|&b| b > 0) {
+            out.push(SharedResident { object: (dev, inode), by_node });
+        }
+    }
+    out
+}
+
 /// Whether VMAs with an explicit policy hold at least `share` of the resident memory.
 fn policy_pinned(p: &ProcessSample, share: f64) -> bool {
     let Some(maps) = &p.numa_maps else { return false };
@@ -696,6 +734,13 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let mut settled_whole: std::collections::HashSet<u32, FxBuild> = Default::default();
     // `Topology::node_listing` of every CPU id, looked up once per thread read (two binary
     // searches a thread were 4% of the model's update on 10,000 threads).
+    // The shared objects each process maps (with another process of the sample), by pid.
+    let mut objects_of: HashMap<u32, Vec<(u64, u64, &str)>, FxBuild> = HashMap::default();
+    for o in &sample.shared {
+        for &(pid, _) in &o.users {
+            objects_of.entry(pid).or_default().push((o.dev, o.inode, o.path.as_str()));
+        }
+    }
     let cpu_node: Vec<Option<u32>> = {
         let max = topo.cpus.last().map_or(0, |c| c.id as usize + 1);
         (0..max).map(|c| topo.node_listing(c as u32)).collect()
@@ -990,6 +1035,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 rss_bytes,
                 mem_by_node: mem,
                 shared_by_node: shared_mem,
+                shared_objects: objects_of.get(&p.pid).map_or_else(Vec::new, |o| shared_objects(topo, p, o)),
                 growth_bytes_per_s: growth,
                 cpu_rate: cpu_sum,
                 pinned,

@@ -627,3 +627,49 @@ fn a_group_known_by_residency_alone_leans_to_its_bytes() {
     assert_eq!(g.tasks.len(), 2);
     assert!((g.access[1] - 0.75).abs() < 0.01, "{:?}", g.access);
 }
+
+/// Rule shared-counts-once: a group counts the memory its processes share once. Producer (10) and
+/// consumer (20) map one 24 MiB memfd (numa_maps: 6144 pages on node 0, `mapmax=2`, as the rig's
+/// pairs scenario found them); the producer holds 8 MiB of its own on node 0, the consumer 4 MiB
+/// on node 1. They share a group (the shared-memory channel), whose memory is
+///
+/// ```text
+///   node 0: 8 + 24 (producer) + 24 (consumer) - 24 counted twice = 32 MiB
+///   node 1: 4 MiB;  in all 36 MiB   (before: 56 + 4 = 60 MiB: the 24 MiB twice)
+/// ```
+///
+/// Alone, each process keeps the memfd in its own figures (nothing of it is counted twice).
+#[test]
+fn memory_two_members_share_counts_once() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    let memfd = "7f3c8a000000 default file=/memfd:pair\\040(deleted) dirty=6144 mapmax=2 active=0 N0=6144 kernelpagesize_kB=4\n";
+    let s = |t: u64| {
+        Sb::new(&topo, t)
+            .proc(10, 5, "producer", &[])
+            .thread(10, 10, t / 2, 0, 0)
+            .numa_maps(
+                10,
+                &format!("{memfd}55d0c1a00000 default anon=2048 dirty=2048 active=0 N0=2048 kernelpagesize_kB=4\n"),
+            )
+            .proc(20, 5, "consumer", &[])
+            .thread(20, 20, t / 4, 0, 2)
+            .numa_maps(
+                20,
+                &format!("{memfd}55d0c1a00000 default anon=1024 dirty=1024 active=0 N1=1024 kernelpagesize_kB=4\n"),
+            )
+            .shared(7, "/memfd:pair (deleted)", &[(10, 24 * MIB), (20, 24 * MIB)])
+            .build()
+    };
+    for i in 1..=4 {
+        m.update(&s(i * SEC));
+    }
+    assert_eq!(m.procs[&10].mem_by_node, vec![32 * MIB, 0]);
+    assert_eq!(m.procs[&20].mem_by_node, vec![24 * MIB, 4 * MIB]);
+    let g = m.group_of(&key(10, 10)).expect("grouped");
+    assert_eq!(g.pids, vec![10, 20], "{g:?}");
+    assert_eq!(g.mem_by_node, vec![32 * MIB, 4 * MIB], "{g:?}");
+    assert_eq!(g.mem_bytes, 36 * MIB, "{g:?}");
+    assert_eq!(m.shared_twice(&[(10, 1.0)]), vec![0, 0]);
+    assert_eq!(m.shared_twice(&[(10, 1.0), (20, 0.5)]), vec![12 * MIB, 0]);
+}

@@ -2025,3 +2025,33 @@ fn cpu_follows_memory_needs_no_memory_room_at_the_units_home() {
     assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "1", "cpu-follows-memory")], "{plan:#?}");
     assert!(plan.actions.iter().all(|a| matches!(a.kind, ActionKind::SetAffinity { .. })), "{plan:#?}");
 }
+
+/// Rule shared-counts-once: a unit counts the memory its processes share once. A server (10)
+/// and its client (20), two threads each on node 1, map one 6144 MiB memfd that lies on node 0
+/// (all of each one's memory):
+///
+/// ```text
+///   node memory 12288 MiB; a unit may hold 0.9 of it: 11059 MiB
+///   the pair's memory: 6144 MiB once (before: 6144 x 2 = 12288 MiB, which fits no node)
+///   unit of 4 CPUs, 6144 MiB, 100% on node 0 -> fits node 0 -> both SetAffinity(node 0),
+///   cpu-follows-memory (before: no node fits it: no action, its 4 threads stayed on node 1 with
+///   all of their memory remote)
+///   memory: none of it is its own (the memfd) -> no memory action
+/// ```
+#[test]
+fn a_buffer_two_processes_share_counts_once_so_they_go_to_it() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "server", &[(1, 1.0); 2], &[6144, 0]);
+    b.proc(20, "client", &[(1, 1.0); 2], &[6144, 0]);
+    b.share((1, 7), &[10, 20], &[6144, 0]);
+    b.group(1, &[tk(10, 0), tk(10, 1), tk(20, 0), tk(20, 1)]);
+    assert_eq!(b.m.groups.groups[&1].mem_by_node, vec![6144 * MIB, 0]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(
+        affinities(&b.m, &plan),
+        vec![aff(10, None, "0", "cpu-follows-memory"), aff(20, None, "0", "cpu-follows-memory")],
+        "{plan:#?}"
+    );
+    assert_eq!(plan.actions.len(), 2, "{plan:#?}");
+}

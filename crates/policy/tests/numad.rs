@@ -43,6 +43,7 @@ fn add(m: &mut Model, pid: u32, starttime: u64, mem_mib: [u64; 2], cpu: f64, thr
             rss_bytes: mem_by_node.iter().sum(),
             mem_by_node,
             shared_by_node: vec![],
+            shared_objects: vec![],
             growth_bytes_per_s: 0.0,
             cpu_rate: cpu,
             pinned: false,

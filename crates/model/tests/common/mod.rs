@@ -244,6 +244,17 @@ impl Sb {
         self
     }
 
+    /// Sets `pid`'s VMAs from numa_maps `text` (kernel format), its memory per node and RSS
+    /// from them, as the live observer does.
+    pub fn numa_maps(mut self, pid: u32, text: &str) -> Self {
+        let maps = numapilot_observe::parse::numa_maps::parse_numa_maps(text).unwrap();
+        let p = self.proc_mut(pid);
+        p.node_usage = maps.usage_by_node();
+        p.rss_kb = Some(p.node_usage.iter().map(|u| u.total_kb()).sum());
+        p.numa_maps = Some(maps);
+        self
+    }
+
     /// A memory object mapped by `users` (pid, bytes mapped), as /proc/PID/maps gives it.
     pub fn shared(mut self, inode: u64, path: &str, users: &[(u32, u64)]) -> Self {
         let mut users = users.to_vec();

@@ -731,6 +731,9 @@ impl<'m> Planner<'m> {
         if let Some(g) = whole_group.filter(|g| g.mem_by_node.len() == n && !any_cold) {
             mem_by_node.clone_from(&g.mem_by_node);
         } else {
+            // Memory two of its processes share counts once (the model's rule
+            // shared-counts-once); a cold process counts accessed memory, not its mappings.
+            let mut parts: Vec<(u32, f64)> = Vec::new();
             for pid in &pids {
                 let Some(p) = m.procs.get(pid) else { continue };
                 let mine: Vec<&TaskKey> = tasks.iter().filter(|k| k.pid == *pid).collect();
@@ -746,6 +749,12 @@ impl<'m> Planner<'m> {
                 for (i, b) in by_node.iter().enumerate().take(n) {
                     mem_by_node[i] += (*b as f64 * frac.min(1.0)) as u64;
                 }
+                if !self.accessed.contains_key(pid) && !p.shared_objects.is_empty() {
+                    parts.push((*pid, frac.min(1.0)));
+                }
+            }
+            for (b, t) in mem_by_node.iter_mut().zip(m.shared_twice(&parts)) {
+                *b = b.saturating_sub(t);
             }
         }
         let mem: u64 = mem_by_node.iter().sum();

@@ -132,6 +132,7 @@ impl B {
                 rss_bytes: mem_by_node.iter().sum(),
                 mem_by_node,
                 shared_by_node: vec![],
+                shared_objects: vec![],
                 growth_bytes_per_s: 0.0,
                 cpu_rate: threads.iter().map(|t| t.1).sum(),
                 pinned: false,
@@ -145,6 +146,22 @@ impl B {
                 traffic_bytes_per_s_per_thread: 0.0,
             },
         );
+        self
+    }
+
+    /// One shared object (a memfd, `object` its dev and inode) mapped by `pids`, `mib` of each
+    /// one's memory per dense node (already in its `mem_mib`): its `shared_by_node` and
+    /// `shared_objects`, as the model reads them from numa_maps and /proc/PID/maps.
+    pub fn share(&mut self, object: (u64, u64), pids: &[u32], mib: &[u64]) -> &mut Self {
+        let by_node: Vec<u64> = mib.iter().map(|m| m * MIB).collect();
+        for pid in pids {
+            let p = self.m.procs.get_mut(pid).unwrap();
+            p.shared_by_node.resize(by_node.len(), 0);
+            for (s, b) in p.shared_by_node.iter_mut().zip(&by_node) {
+                *s += b;
+            }
+            p.shared_objects.push(numapilot_model::SharedResident { object, by_node: by_node.clone() });
+        }
         self
     }
 
@@ -325,6 +342,17 @@ impl B {
             for (i, b) in p.mem_by_node.iter().enumerate() {
                 mem_by_node[i] += b * mine / p.tids.len() as u64;
             }
+        }
+        // Memory its processes share counts once (the model's rule shared-counts-once).
+        let parts: Vec<(u32, f64)> = pids
+            .iter()
+            .map(|pid| {
+                let mine = tasks.iter().filter(|k| k.pid == *pid).count() as f64;
+                (*pid, mine / self.m.procs[pid].tids.len() as f64)
+            })
+            .collect();
+        for (b, t) in mem_by_node.iter_mut().zip(self.m.shared_twice(&parts)) {
+            *b = b.saturating_sub(t);
         }
         // Access: CPU-weighted shares of the members with samples (or faults); the members known by
         // residency alone count with their CPU in all, spread by their bytes (the model's
