@@ -2056,6 +2056,24 @@ fn a_buffer_two_processes_share_counts_once_so_they_go_to_it() {
         "{plan:#?}"
     );
     assert_eq!(plan.actions.len(), 2, "{plan:#?}");
+
+    // The same pair in a group with a new process (placed by the fork rule, so no part of the
+    // group's unit): the unit is the group less that process, its memory summed by the policy
+    // (not the group's figures), the memfd once there too.
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "server", &[(1, 1.0); 2], &[6144, 0]);
+    b.proc(20, "client", &[(1, 1.0); 2], &[6144, 0]);
+    b.new_proc(30, "worker", &[(1, 0.5)], &[0, 16]);
+    b.share((1, 7), &[10, 20], &[6144, 0]);
+    b.group(1, &[tk(10, 0), tk(10, 1), tk(20, 0), tk(20, 1), tk(30, 0)]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let pair: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.0 != 30).collect();
+    assert_eq!(
+        pair,
+        vec![aff(10, None, "0", "cpu-follows-memory"), aff(20, None, "0", "cpu-follows-memory")],
+        "{plan:#?}"
+    );
 }
 
 /// Rule move-counts-the-copy-it-triggers: cpu-follows-memory's cost check counts the pages the
