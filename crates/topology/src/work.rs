@@ -1,7 +1,7 @@
 //! Work counters for tests: counts, by name, of the work a crate's inner loops do, for the tests
 //! that keep that work in proportion to the load or the machine (a count, not a clock: the same on
 //! a busy machine, and a loop that grows with the square of its input shows at a size that runs in
-//! a second). The policy's planner and the simulator's set-up loops both keep them.
+//! a second). The policy's planner, the model's update and the simulator's set-up loops keep them.
 //!
 //! The counters exist in a crate's own test builds only, and elsewhere cost nothing: a crate
 //! expands [`work_counters!`](crate::work_counters) in a module of its own, and the `cfg(test)`
