@@ -1320,6 +1320,46 @@ fn a_pair_known_by_residency_goes_to_its_bytes_and_its_reason_names_the_tie() {
     assert!(why.starts_with("group 1 (2 tasks of processes 10, 20; tied by shared memory 0.90): "), "{why}");
 }
 
+/// Residency-by-bytes in the planner's own estimate: the pair above in a group with a third
+/// process the policy leaves alone (pid 30, pinned by itself: 1 thread, 0.05 CPU, on node 1,
+/// 1 MiB there), so the unit is the group's managed part, the server and the client, and its
+/// shares come from its tasks, not from the group's (`Planner::unit_of_tasks`).
+///
+/// ```text
+///   unit = {10, 20}: residency alone; by bytes 64 / 76 = 84% on node 0 -> both to node 0
+///   weighting each member's residency by its CPU instead: 0.1 x node 0 + 0.3 x node 1 = 75% on
+///   node 1, where the unit runs: no thread moves, and the server's 64 MiB follow the client
+/// ```
+///
+/// Fails with the planner's residency-by-bytes taken out (the pair's test above takes its shares
+/// from the group's, which the model computes, and passes either way).
+#[test]
+fn a_part_of_a_group_known_by_residency_goes_to_its_bytes() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "server", &[(0, 0.1)], &[64, 0]);
+    b.proc(20, "client", &[(1, 0.3)], &[0, 12]);
+    b.proc(30, "pinned", &[(1, 0.05)], &[0, 1]);
+    b.pinned(30);
+    b.m.tasks.get_mut(&tk(10, 0)).unwrap().access = vec![1.0, 0.0];
+    b.m.tasks.get_mut(&tk(20, 0)).unwrap().access = vec![0.0, 1.0];
+    b.m.tasks.get_mut(&tk(30, 0)).unwrap().access = vec![0.0, 1.0];
+    b.edge(tk(10, 0), tk(20, 0), 0.38);
+    b.edge(tk(20, 0), tk(30, 0), 0.38);
+    b.group(1, &[tk(10, 0), tk(20, 0), tk(30, 0)]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let mut got = affinities(&b.m, &plan);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![aff(10, None, "0", "cpu-follows-memory"), aff(20, None, "0", "cpu-follows-memory")],
+        "{plan:#?}"
+    );
+    let why = &plan.actions[0].reason.detail;
+    assert!(why.contains("node 0 has 84% of its resident memory"), "{why}");
+    assert!(plan.actions.iter().all(|a| a.target.pid != 30), "the pinned process is left alone: {plan:#?}");
+}
+
 /// Rule 2, home-needs-no-room: a node holding all but `remote_share_min` of a unit's accesses
 /// needs no free memory for it.
 ///
