@@ -284,6 +284,36 @@ fn child_entry() {
             println!("done");
             sleep_forever()
         }
+        "reclassify-no-fds" => {
+            // A host with a cgroup exclusion that watches a `sleep` of its own, then no file
+            // descriptor left while a reload changes the cgroup list (every process classified
+            // again, its cgroups unreadable): prints whether the sleep is still watched and what
+            // the reload put back or left pending; then, with descriptors back, whether the next
+            // sample has it, and "done".
+            let state = PathBuf::from(std::env::var("NP_DIR").unwrap()).join("state.json");
+            let nothing = |prefixes: &[&str]| LiveOptions {
+                state_path: state.clone(),
+                exclude_cgroups: prefixes.iter().map(|p| p.to_string()).collect(),
+                ..LiveOptions::default()
+            };
+            let mut host = LiveHost::open(topo(), nothing(&["/numapilot-test-nothing"])).unwrap().0;
+            let mut sleeper = sleeper_child();
+            let s = observe(&mut host);
+            assert!(s.process(sleeper.id()).is_some(), "the sleep is managed");
+            assert!(host.numa_maps_read_ns(sleeper.id()).is_some());
+            let fds = NoFds::take();
+            host.set_exclusions(&nothing(&["/numapilot-test-nothing", "/numapilot-test-other"]));
+            let watched = host.numa_maps_read_ns(sleeper.id()).is_some();
+            let released = host.take_released();
+            drop(fds);
+            let s = observe(&mut host);
+            println!("short {watched} {} {}", released.restored, released.failed.len());
+            println!("later {}", s.process(sleeper.id()).is_some());
+            let _ = sleeper.kill();
+            let _ = sleeper.wait();
+            println!("done");
+            sleep_forever()
+        }
         "inherit-one-fd" => {
             // A host that placed a forker whose two children inherited the placed mask, then one
             // file descriptor left (the soft limit just above what is open, all but one filled):
@@ -1955,6 +1985,22 @@ fn out_of_descriptors_a_process_a_reload_excludes_is_put_back_later() {
     kid.line("done");
     assert_eq!(short, "0 1", "nothing put back with no descriptor, one pending");
     assert_eq!(later, "1 0 true false", "put back (its own mask, no record) at the next sample");
+}
+
+/// A reload that changes a cgroup list while the daemon has no file descriptor left classifies
+/// every process again with its cgroups unreadable: unknown, not "excluded". Each kept its class
+/// ([`select::exclusion_known`], as the per-cycle recheck already did); `reclassify` took each
+/// for excluded, forgot it (its details read again as new) and named it as leaving, so its page
+/// move was stopped. With descriptors back the next sample has it, as before. In a child, whose
+/// descriptor table this fills.
+#[test]
+fn out_of_descriptors_a_reload_keeps_each_process_s_class() {
+    let (_d, mut kid) = kid_in_dir("reclassify-no-fds");
+    let short = kid.line("short ");
+    let later = kid.line("later ");
+    kid.line("done");
+    assert_eq!(short, "true 0 0", "still watched, nothing put back, no failure");
+    assert_eq!(later, "true", "in the next sample");
 }
 
 /// Children that inherited a placed process's mask and cannot be found at restore (the daemon

@@ -895,9 +895,13 @@ impl TieredObserver {
     /// `[include]`): one whose class changed (managed <-> skipped) is forgotten, so the next cycle
     /// reads it as new (details, numa_maps) or skips it; the others keep their entries, carried
     /// reads and schedule. Kernel threads keep theirs. Reads the cgroups of each process only when
-    /// a cgroup list is set.
+    /// a cgroup list is set. A process whose cgroups cannot be read for want of a descriptor or
+    /// memory keeps its class and is classified again at the next cycle's recheck
+    /// (`select::exclusion_known`): taken as excluded, a reload while the daemon was short of
+    /// descriptors forgot every managed process and named each as leaving (its page move stopped).
     pub fn reclassify(&mut self, opts: &LiveOptions) {
         let moved_from = &self.moved_from;
+        let mut unknown: Vec<u32> = Vec::new();
         let changed: Vec<(u32, bool)> = self
             .entries
             .iter()
@@ -907,10 +911,22 @@ impl TieredObserver {
                     Kind::User => true,
                     Kind::Skipped => false,
                 };
-                let user = select::exclusion(opts, pid, &e.comm, || cgroups_of(moved_from, pid, e.starttime)).is_none();
-                (user != was_user).then_some((pid, was_user))
+                match select::exclusion_known(opts, pid, &e.comm, || cgroups_now(moved_from, pid, e.starttime)) {
+                    Ok(why) => (why.is_none() != was_user).then_some((pid, was_user)),
+                    Err(_) => {
+                        unknown.push(pid);
+                        None
+                    }
+                }
             })
             .collect();
+        for pid in unknown {
+            if let Some(e) = self.entries.get_mut(&pid) {
+                // Due for the recheck at the next cycle (a cgroup list is set: only then are
+                // cgroups read).
+                e.class_ns = 0;
+            }
+        }
         for (pid, was_user) in changed {
             if was_user {
                 self.left.push(pid);
