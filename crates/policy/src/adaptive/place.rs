@@ -36,10 +36,7 @@
 //!   fork-spread             a new process's CPUs to the least loaded node (or the one holding
 //!                           its memory, within imbalance), a closest set when it fits no node
 //!   cpu-follows-memory      a unit's threads to the node holding its memory (>= 80% of >= 1 GiB
-//!                           there, or cost-based: moving the threads, plus the copy of its
-//!                           processes' memory the memory pass then makes after them
-//!                           (move-counts-the-copy-it-triggers, `memory::follow_pages`), is
-//!                           cheaper than copying the memory remote from where they run)
+//!                           there, or cost-based: moving the threads is cheaper than the copy)
 //!   stay-current-node       a unit stays on the node it runs on (as good as the best, most of its
 //!                           sampled hot ranges there now, small memory that follows it, or its
 //!                           memory moving there)
@@ -1103,32 +1100,7 @@ impl<'m> Planner<'m> {
             if !as_good && best != c && !moving_here {
                 let remote_pages = u.mem.saturating_sub(u.mem_by_node[c]) / BASE_PAGE_BYTES;
                 let mem_cost = remote_pages as f64 * t.migrate_cost_ns_per_page as f64;
-                // The move costs the threads' cache refill and the copy it then triggers: the
-                // memory pass brings each process's own memory off `best` after its threads
-                // (rule move-counts-the-copy-it-triggers). Counted without it, the rig's pairs
-                // scenario moved 3 threads "cheaper than copying 4,045 pages" and then copied
-                // 16,419 pages of the other members' memory after them.
-                let follow_pages: u64 = u
-                    .pids
-                    .iter()
-                    .map(|&pid| {
-                        let mine = u.tasks.iter().filter(|k| k.pid == pid).count() as u64;
-                        let all = self.model.procs.get(&pid).map_or(0, |p| p.tids.len() as u64).max(mine).max(1);
-                        super::memory::follow_pages(self, pid, best) * mine / all
-                    })
-                    .sum();
-                let follow_cost = follow_pages as f64 * t.migrate_cost_ns_per_page as f64;
-                let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64 + follow_cost;
-                let moving = if follow_pages > 0 {
-                    format!(
-                        "moving {} (~{:.1} ms of cache refill) and then copying {follow_pages} pages after them (~{:.1} ms)",
-                        plural(u.tasks.len(), "thread"),
-                        (cpu_cost - follow_cost) / 1e6,
-                        follow_cost / 1e6
-                    )
-                } else {
-                    format!("moving {} (~{:.1} ms of cache refill)", plural(u.tasks.len(), "thread"), cpu_cost / 1e6)
-                };
+                let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64;
                 let bottleneck = self.model.nodes.get(best).is_some_and(|l| l.any_bottleneck());
                 // Room on the node holding its accesses: CPU, and memory only for what is not its
                 // working set there already (home-needs-no-room, as for placement).
@@ -1147,7 +1119,12 @@ impl<'m> Planner<'m> {
                         u.mem as f64 / MIB
                     )
                 } else {
-                    format!("{moving} costs more than copying {remote_pages} pages (~{:.1} ms)", mem_cost / 1e6)
+                    format!(
+                        "moving {} (~{:.1} ms) costs more than copying {remote_pages} pages (~{:.1} ms)",
+                        plural(u.tasks.len(), "thread"),
+                        cpu_cost / 1e6,
+                        mem_cost / 1e6
+                    )
                 };
                 if cpu_cost < mem_cost && !bottleneck && room {
                     front(&mut order, best);
@@ -1155,11 +1132,13 @@ impl<'m> Planner<'m> {
                         order,
                         rule: "cpu-follows-memory",
                         why: format!(
-                            "runs on node {} but node {} has {} of its {} and room for it: {moving} is cheaper than copying {} remote pages (~{:.1} ms)",
+                            "runs on node {} but node {} has {} of its {} and room for it: moving {} (~{:.1} ms of cache refill) is cheaper than copying {} remote pages (~{:.1} ms)",
                             self.id(c),
                             self.id(best),
                             pct(u.share[best]),
                             u.share_src,
+                            plural(u.tasks.len(), "thread"),
+                            cpu_cost / 1e6,
                             remote_pages,
                             mem_cost / 1e6
                         ),
