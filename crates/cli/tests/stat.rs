@@ -305,6 +305,16 @@ fn a_pattern_that_is_not_utf8_finds_its_process() {
     let arg0 = std::ffi::OsStr::from_bytes(&name);
     let mut sleeper = Command::new("sleep").arg0(arg0).arg("300").spawn().unwrap();
     let pid = sleeper.id();
+    // `spawn` returns once the child has dropped our memory in its exec, which is before the
+    // kernel sets the new command line (execve switches the mm, wakes the parent, then writes the
+    // arguments): under load the first read of /proc/PID/cmdline can still be empty (CI of
+    // 74a1553). Wait until it holds the name.
+    let cmdline = format!("/proc/{pid}/cmdline");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read(&cmdline).is_ok_and(|c| c.starts_with(&name)) {
+        assert!(std::time::Instant::now() < deadline, "{cmdline} never held the name");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let outs = [
         run(Command::new(bin()).arg("stat").arg("-p").arg(arg0)),
         run(Command::new(numastat_link()).arg("-p").arg(arg0)),
