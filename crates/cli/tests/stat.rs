@@ -17,14 +17,13 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_numapilot")
 }
 
-/// A directory holding a `numastat` symlink to our binary.
+/// A directory holding a `numastat` symlink to our binary: one a call, under cargo's temporary
+/// directory for tests (target/tmp), numbered in the order of calls, so a run reuses the last
+/// run's directories (one under /tmp for every call and run was left there: 62 after five CI runs).
 fn numastat_link() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "numapilot-stat-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("numastat-link-{}", N.fetch_add(1, Ordering::Relaxed)));
     std::fs::create_dir_all(&dir).unwrap();
     let link = dir.join("numastat");
     let _ = std::fs::remove_file(&link);
@@ -665,9 +664,8 @@ fn a_bad_root_is_an_error_naming_it() {
     assert!(text(&out.stderr).contains("/nonexistent/numapilot-root"), "{}", text(&out.stderr));
     assert!(out.stdout.is_empty());
     // A directory without NUMA node directories: numastat's "Couldn't open" case.
-    let empty = std::env::temp_dir().join(format!("numapilot-stat-empty-{}", std::process::id()));
-    std::fs::create_dir_all(&empty).unwrap();
-    let out = run(Command::new(bin()).args(["stat", "-n", "--root"]).arg(&empty));
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(Command::new(bin()).args(["stat", "-n", "--root"]).arg(empty.path()));
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("sys/devices/system/node"), "{}", text(&out.stderr));
 }
