@@ -786,3 +786,34 @@ fn system_v_segments_match_numactl() {
     assert_eq!(notes(&outs[1], &keys[1]), notes(&outs[0], &keys[0]));
     assert_eq!(cross, (line.clone(), line));
 }
+
+/// A System V line refused before its segment exists leaves no key file behind: with no key file
+/// and no `--length` there is nothing to attach and nothing to create, and a segment the kernel
+/// refuses (a length over `kernel.shmmax`) takes the key file made for it away again. numactl
+/// exits 1 on both as well, and leaves the empty key file.
+#[test]
+fn a_refused_system_v_line_leaves_no_key_file() {
+    let real = numactl();
+    let (_links, link) = numactl_link();
+    let dir = tempfile::tempdir().unwrap();
+    let n = first_node().to_string();
+    let shmmax: u64 = std::fs::read_to_string("/proc/sys/kernel/shmmax").unwrap().trim().parse().unwrap();
+    // The largest page-aligned length, over shmmax unless shmmax is at its top.
+    let top: u64 = !4095;
+    let over = top.to_string();
+    let mut cases: Vec<Vec<&str>> = vec![vec!["-S", "@K", "-m", &n], vec!["-S", "@K", "--dump"]];
+    if shmmax < top {
+        cases.push(vec!["-L", &over, "-S", "@K", "-m", &n]);
+    }
+    for (i, case) in cases.iter().enumerate() {
+        let key = |tool: &str| dir.path().join(format!("{tool}{i}"));
+        let args = |k: &Path| -> Vec<String> {
+            case.iter().map(|a| if *a == "@K" { k.display().to_string() } else { a.to_string() }).collect()
+        };
+        let theirs = Command::new(real).args(args(&key("real"))).output().unwrap();
+        let ours = Command::new(&link).args(args(&key("ours"))).output().unwrap();
+        assert_eq!(theirs.status.code(), Some(1), "{case:?}: numactl: {}", stderr(&theirs));
+        assert_eq!(ours.status.code(), Some(1), "{case:?}: {}", stderr(&ours));
+        assert!(!key("ours").exists(), "{case:?}: a refused line left its key file\n{}", stderr(&ours));
+    }
+}

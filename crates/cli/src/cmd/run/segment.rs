@@ -39,7 +39,8 @@
 //!
 //! A size must read whole (`1x` is an error; numactl reads 1); a length or offset that is not a
 //! multiple of the page size is refused before the file is created or extended (numactl creates
-//! it, then fails); `--preferred` on a segment sets the preferred node (numactl 2.0.16 fails with
+//! it, then fails); a key file is not left behind by a `--shm` line whose segment cannot be made
+//! (no key file and no `--length`, or a length the kernel refuses; numactl leaves it); `--preferred` on a segment sets the preferred node (numactl 2.0.16 fails with
 //! EINVAL); the policy line of `--dump` names preferred-many and weighted-interleave (numactl
 //! 2.0.16 prints them as `[5]` and `[6]`). Messages name the option and value they are about.
 
@@ -273,15 +274,30 @@ fn attach_sysv(keyfile: &Path, d: &Describe, opt: &str, prefix: &str) -> anyhow:
     let c = CString::new(keyfile.as_os_str().as_bytes()).with_context(|| format!("{shown}: a NUL in the name"))?;
     // SAFETY: a valid C string.
     let mut key = unsafe { libc::ftok(c.as_ptr(), d.id) };
+    let ftok_error = std::io::Error::last_os_error();
+    // A key file this call creates, removed again unless a segment comes of it: a refused line
+    // leaves nothing behind (numactl leaves the empty key file).
+    let mut made_key: Option<KeyFileMade> = None;
     if key == -1 {
+        // No key file, so no segment to attach: without --length none can be made either, and
+        // the key file is not created just to refuse the line after it.
+        if d.length.is_none() && ftok_error.raw_os_error() == Some(libc::ENOENT) {
+            bail!("{shown}: need a --length to create a sysv shared memory segment (there is no such key file)");
+        }
         eprintln!("{prefix}: Creating shm key file {shown} mode {:04o}", d.mode);
+        // Made new when it was missing, so only a file this call made is removed again.
+        let missing = ftok_error.raw_os_error() == Some(libc::ENOENT);
         std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
+            .create(!missing)
+            .create_new(missing)
             .truncate(false)
             .mode(d.mode)
             .open(keyfile)
             .with_context(|| format!("cannot create key for shm {shown}"))?;
+        if missing {
+            made_key = Some(KeyFileMade(Some(keyfile.to_path_buf())));
+        }
         // SAFETY: as above.
         key = unsafe { libc::ftok(c.as_ptr(), d.id) };
         if key == -1 {
@@ -309,6 +325,10 @@ fn attach_sysv(keyfile: &Path, d: &Describe, opt: &str, prefix: &str) -> anyhow:
     if id < 0 {
         return Err(std::io::Error::last_os_error()).with_context(|| format!("shared memory segment of {shown}"));
     }
+    // The segment exists now and is named by the key file: it stays.
+    if let Some(k) = made_key.as_mut() {
+        k.keep();
+    }
     let len = match d.length {
         Some(l) => l,
         None => {
@@ -332,6 +352,24 @@ fn attach_sysv(keyfile: &Path, d: &Describe, opt: &str, prefix: &str) -> anyhow:
     // numactl's region starts --offset into the attachment.
     let base = (p as *mut u8).wrapping_add(off);
     Ok(Region { base, len: n, offset: d.offset, page, detach: Detach::Shmdt(p) })
+}
+
+/// A key file `attach_sysv` created, removed when dropped: on a refusal before its segment exists.
+struct KeyFileMade(Option<PathBuf>);
+
+impl KeyFileMade {
+    /// Its segment exists: the key file names it and stays.
+    fn keep(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for KeyFileMade {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// The name `--dump` gives a mode (numactl's `policy_name`), `[N]` for one it does not know.
