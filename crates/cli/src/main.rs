@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches as _, Parser, Subcommand};
 
 /// Adaptive NUMA placement for Linux.
 ///
@@ -101,7 +101,10 @@ fn main() -> ExitCode {
             // as the plugin guidelines say, not clap's usage status 2, which reads as CRITICAL
             // (review helper-55). Help and version still print and exit 0.
             let check = args.get(1).is_some_and(|a| a == "status") && args.iter().any(|a| a == "--check");
-            let cli = match Cli::try_parse_from(&args) {
+            let cli = match negative_numbers_are_values(Cli::command())
+                .try_get_matches_from(&args)
+                .and_then(|m| Cli::from_arg_matches(&m))
+            {
                 Ok(cli) => cli,
                 Err(e) if check && e.use_stderr() => {
                     let first =
@@ -143,6 +146,18 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Every option of every subcommand that takes a value takes a negative number as that value
+/// (`--cpus -1`, `--seconds -1`), so the option's own check names it (`--cpus -1: must be a finite
+/// number >= 0`); clap read it as an option of its own and said only "unexpected argument '-1'
+/// found", naming neither the option nor what is wrong with it. Positional arguments are left as
+/// they are: `stat -1` stays an unknown option, as in numastat.
+fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(
+        |a| if !a.is_positional() && a.get_action().takes_values() { a.allow_negative_numbers(true) } else { a },
+    )
+    .mut_subcommands(negative_numbers_are_values)
 }
 
 /// The error and its causes, outermost first, joined by ": " (what `{:#}` prints), except a cause
