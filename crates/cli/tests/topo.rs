@@ -250,6 +250,27 @@ fn conflicting_options_are_usage_errors() {
     }
 }
 
+/// `--list-presets` beside another option names that option, and only the options given: it named
+/// every option of the group (`--list-presets --tree` said it "cannot be used with: --hardware
+/// --tree --json --export", three of them not given).
+#[test]
+fn list_presets_beside_another_option_names_only_what_was_given() {
+    for (args, given) in [
+        (&["topo", "--list-presets", "--tree"][..], &["--tree"][..]),
+        (&["topo", "--list-presets", "--preset", "ring-8n64c"], &["--preset"]),
+        (&["topo", "--list-presets", "--root", "/", "--json"], &["--json", "--root"]),
+    ] {
+        let o = numapilot(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let named: Vec<&str> = ["--hardware", "--tree", "--json", "--export", "--root", "--machine", "--preset"]
+            .into_iter()
+            .filter(|f| err.lines().take_while(|l| !l.starts_with("Usage:")).any(|l| l.contains(f)))
+            .collect();
+        assert_eq!(named, given, "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn missing_sysfs_root_fails_naming_it() {
     let o = numapilot(&["topo", "--root", "/nonexistent/root"]);

@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long, value_name = "NAME", value_parser = super::Known(super::preset_values), hide_possible_values = true)]
     pub preset: Option<String>,
     /// List the built-in machines and exit.
-    #[arg(long, conflicts_with_all = ["source", "view"])]
+    #[arg(long, conflicts_with_all = ["root", "machine", "preset", "hardware", "tree", "json", "export"])]
     pub list_presets: bool,
 }
 
