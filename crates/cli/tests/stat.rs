@@ -669,3 +669,23 @@ fn a_bad_root_is_an_error_naming_it() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("sys/devices/system/node"), "{}", text(&out.stderr));
 }
+
+/// A command line that cannot be read: `numapilot stat` is a usage error with status 2, as every
+/// subcommand's, and the `numastat` symlink prints numastat's usage and exits 1, as numastat does
+/// (docs/tools.md says both).
+#[test]
+fn a_bad_command_line_exits_2_as_a_subcommand_and_1_as_numastat() {
+    let link = numastat_link();
+    for args in [&["-x"][..], &["-p"]] {
+        let ours = run(Command::new(bin()).arg("stat").args(args));
+        assert_eq!(ours.status.code(), Some(2), "{args:?}: {}", text(&ours.stderr));
+        assert!(ours.stdout.is_empty(), "{args:?}");
+        let as_numastat = run(Command::new(&link).args(args));
+        assert_eq!(as_numastat.status.code(), Some(1), "{args:?}: {}", text(&as_numastat.stderr));
+        assert!(text(&as_numastat.stderr).contains("Usage: numastat "), "{args:?}: {}", text(&as_numastat.stderr));
+        if have_numastat() {
+            let theirs = run(Command::new("numastat").args(args));
+            assert_eq!(as_numastat.status.code(), theirs.status.code(), "{args:?}");
+        }
+    }
+}
