@@ -38,7 +38,8 @@
 //!                 node n has cpu <= group_max_cpu_frac x CPUs(n) AND
 //!                 mem <= group_max_mem_frac x mem(n) (both on the same node; mem(n) the
 //!                 node's MemTotal as last sampled, `Model::node_mem_total_bytes`, so memory
-//!                 hot-added to a node counts from the next sample)
+//!                 hot-added to a node counts from the next sample; mem counts the memory
+//!                 its processes share once, in steps 3 and 4 alike)
 //!
 //!   5. figures    cpu, memory (each process's RSS shared over its threads by smoothed access
 //!                 evidence: decayed samples, else fault averages, else equally), CPU-weighted access shares, memory per node, nodes run on,
@@ -67,8 +68,11 @@
 //! the group keeps the largest of its mappers' resident bytes there (each scaled by the part of
 //! its process the group holds) and drops the rest (`Model::shared_twice`); an object shared with
 //! a process of another group stays in each one's figures, as it is where each one's threads
-//! read. The merge cap (step 4) still sums the parts' memory as they are: a pair whose shared
-//! object fits a node once but not twice is refused the merge (a limit, see below).
+//! read. The size cap (steps 3 and 4) counts a part's memory the same way: a part keeps, beside
+//! its summed memory, its processes that map a shared object with the bytes of each it holds
+//! (`Sharing`), and a union takes off what the two sides' processes count twice. Summed per task,
+//! a pair whose buffer fits a node once but not twice was refused the merge every period, and a
+//! group whose buffer grew was cut though its pages still fit.
 //!
 //! "Signal-less" processes are grouped whole because nothing distinguishes their threads: they all
 //! look like their process's residency. The cap holds at all times, not only at merge time: a
@@ -85,11 +89,13 @@
 //! # Limits
 //!
 //! Greedy: merges are taken strongest first and never undone within an update, so the grouping is
-//! one good partition, not an optimal one. Shared memory counts once in a group's figures but not
-//! in the split and merge cap (steps 3 and 4: those sum per-task memory); it is found by path in
-//! numa_maps (two objects of one path in one process each count all of that path's VMAs), and
-//! not at all without the shared-memory signal (`[signals] shared = false`) or a numa_maps read. Ids are deterministic (handed out in task-key order).
-//! Cost: O(tasks log tasks + edges log edges + nodes x candidate unions).
+//! one good partition, not an optimal one. Shared memory is found by path in numa_maps (two
+//! objects of one path in one process each count all of that path's VMAs), and not at all
+//! without the shared-memory signal (`[signals] shared = false`) or a numa_maps read. Ids are
+//! deterministic (handed out in task-key order).
+//! Cost: O(tasks log tasks + edges log edges + nodes x candidate unions), plus, for a union of
+//! two parts each holding a process that maps a shared object, one `Model::shared_twice` (the
+//! objects of those processes x nodes).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -185,6 +191,11 @@ pub(crate) fn update(model: &mut Model) {
     // Per task: CPU and memory attribution.
     let (task_mem, task_mem_node) = attribute_memory(model, &keys, &views);
     let task_cpu: Vec<f64> = views.iter().map(|t| t.cpu_rate).collect();
+    // Per task: whether its process maps an object another process maps too (the only tasks a
+    // part's shared memory, counted once in the cap, needs to know of).
+    let sharer: Vec<bool> =
+        keys.iter().map(|k| model.procs.get(&k.pid).is_some_and(|p| !p.shared_objects.is_empty())).collect();
+    let alone = |i: usize| if sharer[i] { Sharing::of(keys[i].pid, task_mem[i]) } else { Sharing::default() };
 
     // Processes with no per-thread signal: residency shares only and no edge (of any tier) between
     // two of their threads. An edge to another process says nothing about how the process's own
@@ -262,6 +273,7 @@ pub(crate) fn update(model: &mut Model) {
     //    node is cut into node-sized runs of consecutive threads.
     let mut uf = UnionFind::new(n);
     let mut part: Vec<Agg> = (0..n).map(|i| Agg { tasks: 1, cpu: task_cpu[i], mem: task_mem[i] as f64 }).collect();
+    let mut part_sharing: Vec<Sharing> = (0..n).map(alone).collect();
     let mut unions: Vec<(f64, usize, usize)> = Vec::new();
     for (k @ (a, b), e) in &model.graph.edges {
         if !keep(k) {
@@ -286,13 +298,15 @@ pub(crate) fn update(model: &mut Model) {
         if ri == rj {
             continue;
         }
-        let sum = part[ri].plus(part[rj]);
+        let (sum, sharing) = union(model, (part[ri], &part_sharing[ri]), (part[rj], &part_sharing[rj]));
         // Members that were together keep together up to the upper mark; a new task joins its
         // process's group only within the plain cap.
         let margin = if fresh[i] || fresh[j] { 0.0 } else { keep_margin };
         if fits(sum, margin) {
             uf.union(ri, rj);
-            part[uf.find(ri)] = sum;
+            let r = uf.find(ri);
+            part[r] = sum;
+            part_sharing[r] = sharing;
         }
     }
     // (old id, component root, task), sorted: each old group's components are contiguous.
@@ -335,11 +349,20 @@ pub(crate) fn update(model: &mut Model) {
     ids.dedup();
     let dense: Vec<usize> = gid.iter().map(|g| ids.binary_search(g).unwrap_or(0)).collect();
     let mut agg = vec![Agg::default(); ids.len()];
+    let mut agg_sharing = vec![Sharing::default(); ids.len()];
     for i in 0..n {
         let a = &mut agg[dense[i]];
         a.tasks += 1;
         a.cpu += task_cpu[i];
         a.mem += task_mem[i] as f64;
+        if sharer[i] {
+            agg_sharing[dense[i]].add(keys[i].pid, task_mem[i]);
+        }
+    }
+    // Each group's memory its processes share counted once, as in its figures (step 5).
+    for (a, sh) in agg.iter_mut().zip(agg_sharing.iter_mut()) {
+        sh.twice = sh.twice_total(model);
+        a.mem -= sh.twice;
     }
     let mut cands: Vec<(f64, usize, usize)> = Vec::new();
     for ((a, b), e) in &model.graph.edges {
@@ -365,7 +388,8 @@ pub(crate) fn update(model: &mut Model) {
             continue;
         }
         let (a, b, ga, gb) = (agg[da], agg[db], ids[da], ids[db]);
-        if !fits(a.plus(b), 0.0) {
+        let (sum, sharing) = union(model, (a, &agg_sharing[da]), (b, &agg_sharing[db]));
+        if !fits(sum, 0.0) {
             refused.insert((ga.min(gb), ga.max(gb)));
             continue;
         }
@@ -373,7 +397,8 @@ pub(crate) fn update(model: &mut Model) {
         let (la, lb) = (load(a), load(b));
         let (keep, gone) = if la > lb || (la == lb && ga < gb) { (da, db) } else { (db, da) };
         merged.parent[gone] = keep;
-        agg[keep] = a.plus(b);
+        agg[keep] = sum;
+        agg_sharing[keep] = sharing;
     }
     for i in 0..n {
         gid[i] = ids[merged.find(dense[i])];
@@ -434,16 +459,12 @@ pub(crate) fn update(model: &mut Model) {
         // Memory two members' processes share counts once (rule shared-counts-once): each process
         // takes the part of its memory its threads here hold.
         let mut mem_bytes = mem_bytes;
-        if pids.len() >= 2 {
-            let parts: Vec<(u32, f64)> = pids
-                .iter()
-                .map(|&pid| {
-                    let here: u64 = idx.iter().filter(|&&(_, i)| keys[i].pid == pid).map(|&(_, i)| task_mem[i]).sum();
-                    let all = model.procs.get(&pid).map_or(0, |p| p.rss_bytes);
-                    (pid, if all > 0 { here as f64 / all as f64 } else { 1.0 })
-                })
-                .collect();
-            let twice = model.shared_twice(&parts);
+        let mut sharing = Sharing::default();
+        for &(_, i) in idx.iter().filter(|&&(_, i)| sharer[i]) {
+            sharing.add(keys[i].pid, task_mem[i]);
+        }
+        if sharing.here.len() >= 2 {
+            let twice = model.shared_twice(&sharing.parts(model));
             for (m, &t) in mem_by_node.iter_mut().zip(&twice) {
                 *m = m.saturating_sub(t);
             }
@@ -501,6 +522,70 @@ impl Agg {
     fn plus(self, o: Agg) -> Agg {
         Agg { tasks: self.tasks + o.tasks, cpu: self.cpu + o.cpu, mem: self.mem + o.mem }
     }
+}
+
+/// The processes of a part (a group being built) that map an object another process maps too,
+/// with the memory of each the part holds: what [`Model::shared_twice`] needs to count the pages
+/// two of them map once (rule shared-counts-once), in the cap as in the figures.
+#[derive(Debug, Clone, Default)]
+struct Sharing {
+    /// (pid, bytes of its memory the part holds), sorted by pid.
+    here: Vec<(u32, u64)>,
+    /// The bytes the part's summed memory counts more than once (`Agg::mem` is less this).
+    twice: f64,
+}
+
+impl Sharing {
+    fn of(pid: u32, bytes: u64) -> Sharing {
+        Sharing { here: vec![(pid, bytes)], twice: 0.0 }
+    }
+
+    /// Adds `bytes` of process `pid` (`twice` is not updated: see [`Sharing::twice_total`]).
+    fn add(&mut self, pid: u32, bytes: u64) {
+        match self.here.binary_search_by_key(&pid, |h| h.0) {
+            Ok(k) => self.here[k].1 = self.here[k].1.saturating_add(bytes),
+            Err(k) => self.here.insert(k, (pid, bytes)),
+        }
+    }
+
+    /// `(pid, fraction of its memory the part holds)`, as [`Model::shared_twice`] takes them.
+    fn parts(&self, model: &Model) -> Vec<(u32, f64)> {
+        self.here
+            .iter()
+            .map(|&(pid, here)| {
+                let all = model.procs.get(&pid).map_or(0, |p| p.rss_bytes);
+                (pid, if all > 0 { here as f64 / all as f64 } else { 1.0 })
+            })
+            .collect()
+    }
+
+    /// The bytes the part counts more than once, over all nodes (0 with fewer than two sharers).
+    fn twice_total(&self, model: &Model) -> f64 {
+        if self.here.len() < 2 {
+            return 0.0;
+        }
+        model.shared_twice(&self.parts(model)).iter().fold(0u64, |a, &b| a.saturating_add(b)) as f64
+    }
+}
+
+/// Two parts as one: their totals with the memory their processes share counted once. Each
+/// part's `Agg::mem` already counts its own shared pages once; the union adds back what each
+/// took off and takes off what the union counts twice (memory a process of each side maps).
+/// Without a sharer on both sides nothing changes but the sum (no look-up, no allocation when
+/// neither side has one).
+fn union(model: &Model, (a, sa): (Agg, &Sharing), (b, sb): (Agg, &Sharing)) -> (Agg, Sharing) {
+    let sum = a.plus(b);
+    if sa.here.is_empty() || sb.here.is_empty() {
+        let s = if sa.here.is_empty() { sb.clone() } else { sa.clone() };
+        return (sum, s);
+    }
+    let mut s = sa.clone();
+    for &(pid, bytes) in &sb.here {
+        s.add(pid, bytes);
+    }
+    s.twice = s.twice_total(model);
+    let mem = sum.mem + sa.twice + sb.twice - s.twice;
+    (Agg { mem, ..sum }, s)
 }
 
 /// Union-find over task indices (path halving, union by index).

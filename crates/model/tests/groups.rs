@@ -673,3 +673,63 @@ fn memory_two_members_share_counts_once() {
     assert_eq!(m.shared_twice(&[(10, 1.0)]), vec![0, 0]);
     assert_eq!(m.shared_twice(&[(10, 1.0), (20, 0.5)]), vec![12 * MIB, 0]);
 }
+
+/// A pair of processes 10 and 20 that map one memfd of `shared_gib` GiB (numa_maps: all of it on
+/// node 0, `mapmax=2`) and hold `own_gib` GiB of their own each (node 0 for 10, node 1 for 20),
+/// single-threaded, no CPU, talking (f = 1), at step `i` (t = i s); the nodes' MemTotal 16 GiB.
+fn sharing_pair(topo: &Topology, i: u64, shared_gib: u64, own_gib: u64) -> Sample {
+    let pages = |gib: u64| gib * GIB / 4096;
+    let memfd = format!(
+        "7f3c8a000000 default file=/memfd:buffer\\040(deleted) dirty={0} mapmax=2 active=0 N0={0} kernelpagesize_kB=4\n",
+        pages(shared_gib)
+    );
+    let own = |node: u32| {
+        format!("55d0c1a00000 default anon={0} dirty={0} active=0 N{node}={0} kernelpagesize_kB=4\n", pages(own_gib))
+    };
+    let mut b = Sb::new(topo, i * SEC);
+    for n in &topo.nodes {
+        b = b.mem_total(n.id, 16 << 20);
+    }
+    b.proc(10, 5, "producer", &[])
+        .thread(10, 10, 0, 0, 0)
+        .numa_maps(10, &format!("{memfd}{}", own(0)))
+        .proc(20, 5, "consumer", &[])
+        .thread(20, 20, 0, 0, 2)
+        .numa_maps(20, &format!("{memfd}{}", own(1)))
+        .shared(7, "/memfd:buffer (deleted)", &[(10, shared_gib * GIB), (20, shared_gib * GIB)])
+        .comm((10, 10), (20, 20), 1000)
+        .build()
+}
+
+/// Rule shared-counts-once holds in the size cap too (steps 3 and 4): 16 GiB nodes, cap 14.4 GiB.
+/// A 10 GiB memfd two processes map, 1 GiB of their own each: 11 GiB per process, 22 GiB summed,
+/// but 12 GiB of pages, so the pair merges (before: refused every period, as 22 > 14.4, though
+/// its group would have held 12 GiB). A 4 GiB memfd with 6 GiB of their own each is 16 GiB of
+/// pages even counted once (20 GiB twice): no node holds it, and the merge is still refused (the
+/// cap's purpose: no group larger than a node). The split step (3) counts it once as well: the
+/// merged pair's memfd grows to 13 GiB, 15 GiB of pages, above the cap but within its 10% upper
+/// mark (15.84 GiB), and the pair stays one group (summed, 28 GiB, it was cut, and the merge that
+/// followed refused: 15 > 14.4).
+#[test]
+fn the_cap_counts_memory_two_processes_share_once() {
+    let topo = machine(2, 2, 16);
+    let mut m = model(topo.clone());
+    for i in 1..=8 {
+        let shared = if i <= 4 { 10 } else { 13 };
+        m.update(&sharing_pair(&topo, i, shared, 1));
+        if i > 1 {
+            let g = m.group_of(&key(10, 10)).unwrap();
+            assert_eq!(g.pids, vec![10, 20], "one group at step {i}: {:?}", group_sets(&m));
+            assert_eq!(g.mem_bytes, (shared + 2) * GIB);
+            assert_eq!(m.groups.refused_merges, 0);
+        }
+    }
+
+    let mut m = model(topo.clone());
+    for i in 1..=8 {
+        m.update(&sharing_pair(&topo, i, 4, 6));
+    }
+    assert_eq!(m.procs[&10].rss_bytes, 10 * GIB);
+    assert_eq!(group_sets(&m), vec![vec![10], vec![20]]);
+    assert_eq!(m.groups.refused_merges, 1);
+}
