@@ -19,7 +19,7 @@
 //!     comm     += socket pairs (sock_diag TCP + unix dumps, every cycle)
 //!                 x holders: each scanned process's socket inodes as its last /proc/PID/fd read saw them
 //!     shared    = each scanned process's shared mappings as its last /proc/PID/maps read saw them,
-//!                 grouped by (dev, inode)
+//!                 grouped by object (dev, inode; a SysV segment's IPC namespace too)
 //!     accesses += perf rings drained, placed on nodes, aggregated per (thread, page)
 //!     comm     += wake-up pairs drained from the BPF map (waker -> wakee, events = wake-ups)
 //! ```

@@ -89,10 +89,12 @@
 //! # Limits
 //!
 //! Greedy: merges are taken strongest first and never undone within an update, so the grouping is
-//! one good partition, not an optimal one. Shared memory is found by path in numa_maps (two
-//! objects of one path in one process each count all of that path's VMAs), and not at all
-//! without the shared-memory signal (`[signals] shared = false`) or a numa_maps read. Ids are
-//! deterministic (handed out in task-key order).
+//! one good partition, not an optimal one. Shared memory is found in numa_maps by path and address
+//! (the VMAs of the object's path that start where maps showed the process mapping it: two memfds
+//! of one name are two objects); a VMA mapped since the last maps read (the daemon reads maps every
+//! `maps_every` cycles) is in no object until the next, and is counted once per mapper meanwhile.
+//! Not at all without the shared-memory signal (`[signals] shared = false`) or a numa_maps read.
+//! Ids are deterministic (handed out in task-key order).
 //! Cost: O(tasks log tasks + edges log edges + nodes x candidate unions), plus, for a union of
 //! two parts each holding a process that maps a shared object, one `Model::shared_twice` (the
 //! objects of those processes x nodes).

@@ -240,7 +240,7 @@ impl Model {
         }
         // (object, node) -> (sum, max, mappers) of the parts' scaled bytes; few objects a process.
         type Seen = (u64, u64, usize);
-        let mut seen: BTreeMap<((u64, u64), usize), Seen> = BTreeMap::new();
+        let mut seen: BTreeMap<(numapilot_observe::ObjectId, usize), Seen> = BTreeMap::new();
         for &(pid, frac) in parts {
             let Some(p) = self.procs.get(&pid) else { continue };
             for o in &p.shared_objects {

@@ -74,7 +74,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use numapilot_observe::parse::numa_maps::FxBuild;
-use numapilot_observe::{ProcessSample, Sample, ThreadSample};
+use numapilot_observe::{ObjectId, ProcessSample, Sample, SharedMemory, ThreadSample};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -219,8 +219,8 @@ pub struct ProcView {
     pub shared_by_node: Vec<u64>,
     /// Of `shared_by_node`, its resident memory in each object another process of the sample maps
     /// too (`Sample::shared`: a memfd, a SysV segment, a shared file), per object: numa_maps'
-    /// per-node pages of its VMAs of that object's path. Empty without the shared-memory signal
-    /// or a numa_maps read. The same pages are in every mapper's figures, so a group or unit of
+    /// per-node pages of its VMAs of that object (its path, at an address where maps showed the
+    /// process mapping that object). Empty without the shared-memory signal or a numa_maps read. The same pages are in every mapper's figures, so a group or unit of
     /// two mappers counts them once ([`Model::shared_twice`](crate::Model::shared_twice)).
     pub shared_objects: Vec<SharedResident>,
     /// RSS growth over the classification window, bytes per second (negative when shrinking).
@@ -260,8 +260,8 @@ pub struct ProcView {
 /// One process's resident memory in its mappings of one shared object ([`ProcView::shared_objects`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharedResident {
-    /// The object: device and inode of `numapilot_observe::SharedMemory`.
-    pub object: (u64, u64),
+    /// The object (`numapilot_observe::SharedMemory::id`).
+    pub object: ObjectId,
     /// Resident bytes per node (dense index) in this process's VMAs of it.
     pub by_node: Vec<u64>,
 }
@@ -614,16 +614,22 @@ fn mem_by_node(topo: &Topology, p: &ProcessSample) -> (Vec<u64>, Vec<u64>) {
     (v, shared)
 }
 
-/// Resident bytes per dense node of `p` in its VMAs of each shared object it maps (`objects`:
-/// the (dev, inode, path) of the sample's shared objects `p` is a user of). numa_maps names a
-/// VMA's file by path only: two objects of one path (two memfds of one name) in one process both
-/// get the VMAs of that path.
-fn shared_objects(topo: &Topology, p: &ProcessSample, objects: &[(u64, u64, &str)]) -> Vec<SharedResident> {
+/// Resident bytes per dense node of `p` in its VMAs of each shared object it maps (`objects`: the
+/// sample's shared objects `p` is a user of). numa_maps names a VMA's file by path only, and a path
+/// is no identity (every memfd of one name is `/memfd:NAME (deleted)`, every anonymous shared region
+/// `/dev/zero (deleted)`): a VMA is the object's when it has its path and starts within one of the
+/// ranges maps showed `p` mapping the object at (`SharedMemory::ranges`; a VMA split since, by
+/// mprotect or mbind, starts within its old range). A VMA mapped since the maps read is in no
+/// object until the next one.
+fn shared_objects(topo: &Topology, p: &ProcessSample, objects: &[&SharedMemory]) -> Vec<SharedResident> {
     let Some(maps) = &p.numa_maps else { return Vec::new() };
     let mut out = Vec::new();
-    for &(dev, inode, path) in objects {
+    for o in objects {
         let mut by_node = vec![0u64; topo.nodes.len()];
-        for vma in maps.vmas.iter().filter(|v| v.file.as_deref() == Some(path)) {
+        let of_object = |v: &&numapilot_observe::parse::numa_maps::Vma| {
+            v.file.as_deref() == Some(o.path.as_str()) && o.ranges_of(p.pid).any(|(s, e)| s <= v.start && v.start < e)
+        };
+        for vma in maps.vmas.iter().filter(of_object) {
             for (node, kb) in vma.node_kb() {
                 if let Some(i) = topo.node_idx(node) {
                     by_node[i] = by_node[i].saturating_add(kb.saturating_mul(1024));
@@ -631,7 +637,7 @@ fn shared_objects(topo: &Topology, p: &ProcessSample, objects: &[(u64, u64, &str
             }
         }
         if by_node.iter().any(|&b| b > 0) {
-            out.push(SharedResident { object: (dev, inode), by_node });
+            out.push(SharedResident { object: o.id(), by_node });
         }
     }
     out
@@ -735,10 +741,10 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
     // `Topology::node_listing` of every CPU id, looked up once per thread read (two binary
     // searches a thread were 4% of the model's update on 10,000 threads).
     // The shared objects each process maps (with another process of the sample), by pid.
-    let mut objects_of: HashMap<u32, Vec<(u64, u64, &str)>, FxBuild> = HashMap::default();
+    let mut objects_of: HashMap<u32, Vec<&SharedMemory>, FxBuild> = HashMap::default();
     for o in &sample.shared {
         for &(pid, _) in &o.users {
-            objects_of.entry(pid).or_default().push((o.dev, o.inode, o.path.as_str()));
+            objects_of.entry(pid).or_default().push(o);
         }
     }
     let cpu_node: Vec<Option<u32>> = {

@@ -48,7 +48,7 @@ pub use parse::status::TaskStatus;
 pub use rate::{thread_cpu_rates, ThreadRate};
 pub use reader::{ReadOptions, Reader, SchedMode, Skipped};
 pub use sample::{
-    AccessSample, CommKind, CommSample, CpuUse, MemBandwidth, NodeSample, ProcessSample, PsiSample, Sample,
+    AccessSample, CommKind, CommSample, CpuUse, MemBandwidth, NodeSample, ObjectId, ProcessSample, PsiSample, Sample,
     SharedMemory, ThreadSample,
 };
 pub use signal_error::{LineError, SignalError, SignalFile};

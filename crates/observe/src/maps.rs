@@ -14,9 +14,23 @@
 //!   /proc/P2/maps   7e..000-7e..000 rw-s 00000000 00:01 2051   /memfd:ring (deleted)
 //!                                    │ shared       └─dev─┘ └inode┘
 //!        keep lines with the `s` flag and inode != 0
-//!        group by (dev, inode) over processes ──► SharedMemory { dev, inode, path, users: [(P1, bytes), (P2, bytes)] }
+//!        group by (dev, inode, IPC namespace of a SysV segment) over processes
+//!            ──► SharedMemory { dev, inode, ipc_ns, path, users: [(P1, bytes), (P2, bytes)], ranges }
 //!        keep objects with >= 2 processes
 //! ```
+//!
+//! An object is its (dev, inode), never its path: every memfd is `/memfd:NAME (deleted)` whatever
+//! memfd of that name it is, every anonymous shared region `/dev/zero (deleted)`, and each is an
+//! inode of its own on the kernel's shmem mount (numbered by `shmem_reserve_inode`, 64-bit, never
+//! reused while it lives). A SysV segment is the exception: `ipc/shm.c` (`newseg`) sets its inode
+//! number to its shmid, which counts in its IPC namespace from 0 (ids cycle from 0 in each
+//! namespace, `ipc/util.c`, `ipc_idr_alloc`), on the same mount as the memfds. So a segment's
+//! inode may equal a memfd's, and two containers' first segments are both `00:01 0
+//! /SYSV00000000 (deleted)`; a segment is told apart by the IPC namespace of the process that maps
+//! it as well (`MapEntry::ipc_ns`, the inode of /proc/PID/ns/ipc, which the [`crate::Reader`]
+//! reads for a process that maps a segment). Each user's address ranges of the object are kept
+//! (`SharedMemory::ranges`): numa_maps names a VMA's file by path only, and its start address is
+//! what tells which object a VMA of `/memfd:ring (deleted)` maps.
 //!
 //! Format (`fs/proc/task_mmu.c`, `show_vma_header_prefix`, unchanged from 2.6 to 6.18): `start-end`
 //! (hex), four permission characters of which the fourth is `s` (VM_MAYSHARE) or `p`, the page offset
@@ -37,10 +51,14 @@
 //! - The bytes are the mapped length, not the resident pages (numa_maps has those).
 //! - maps of every process costs a file read per process (the kernel formats one line per VMA), so the
 //!   daemon reads it on a slower cadence (see the daemon's `signals` module).
+//! - A SysV segment whose mapper's IPC namespace could not be read (a fixture root, a process that
+//!   exited between the two reads) is in namespace 0: such segments of one shmid are one object.
+//!   A segment is taken to be in its mapper's namespace as it is now: one attached before its
+//!   process moved to another (`unshare(CLONE_NEWIPC)`) is not tied to its old namespace's users.
 
 use std::collections::BTreeMap;
 
-use crate::sample::SharedMemory;
+use crate::sample::{ObjectId, SharedMemory};
 use crate::signal_error::{dec, hex, LineError, SignalFile};
 
 /// One line of `/proc/PID/maps`.
@@ -66,6 +84,11 @@ pub struct MapEntry {
     pub inode: u64,
     /// Path or pseudo-name (`[heap]`, `/memfd:x (deleted)`); empty for anonymous memory.
     pub path: String,
+    /// For a SysV shm segment (its inode is its shmid, unique only in its IPC namespace), the IPC
+    /// namespace of the process that maps it (the inode of /proc/PID/ns/ipc, which
+    /// [`crate::Reader::read_maps`] fills in; 0 when it is not known, as the parser leaves it);
+    /// `None` for every other line.
+    pub ipc_ns: Option<u64>,
 }
 
 impl MapEntry {
@@ -176,6 +199,7 @@ pub fn parse_maps_filtered(input: &str, filter: MapsFilter) -> Result<Vec<MapEnt
                 dev: maj << 32 | min,
                 inode,
                 path: path.to_string(),
+                ipc_ns: sysv_segment(path).then_some(0),
             });
         }
     }
@@ -186,25 +210,50 @@ pub fn parse_maps_filtered(input: &str, filter: MapsFilter) -> Result<Vec<MapEnt
 /// shm segment, whose inode is its shmid, so 0 for the first segment a fresh kernel hands out
 /// (`/SYSV00000000 (deleted)` with inode 0; ipc/shm.c sets the inode number to the id).
 fn shared_object(shared: bool, inode: u64, path: &str) -> bool {
-    shared && (inode != 0 || path.starts_with("/SYSV"))
+    shared && (inode != 0 || sysv_segment(path))
 }
 
-/// Groups the shared object mappings of several processes by (dev, inode): every object mapped
-/// shared (`s`, inode != 0, or a SysV segment) by at least two of them, with each process's mapped bytes. `maps` yields
-/// (pid, that process's entries); entries that are not shared object mappings are ignored. Sorted by
-/// (dev, inode); users sorted by pid. The path is the first seen (all processes see the same name).
+/// Whether `path` is a SysV shm segment's name as maps prints it: `/SYSV`, the key as eight hex
+/// digits, ` (deleted)` (`ipc/shm.c`, `newseg`: `sprintf(name, "SYSV%08x", key)`, a file of the
+/// kernel's internal mount, hence removed).
+pub fn sysv_segment(path: &str) -> bool {
+    path.strip_prefix("/SYSV")
+        .and_then(|p| p.strip_suffix(" (deleted)"))
+        .is_some_and(|key| key.len() == 8 && key.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Groups the shared object mappings of several processes by object ([`crate::ObjectId`]: dev,
+/// inode, and for a SysV segment its mapper's IPC namespace): every object mapped shared (`s`,
+/// inode != 0, or a SysV segment) by at least two of them, with each process's mapped bytes and
+/// address ranges. `maps` yields (pid, that process's entries); entries that are not shared object
+/// mappings are ignored. Sorted by object; users and ranges sorted by pid (ranges then by
+/// address). The path is the first seen (all processes see the same name). Two objects of one path
+/// (two memfds of one name, two anonymous shared regions) stay two.
 pub fn group_shared<'a>(maps: impl IntoIterator<Item = (u32, &'a [MapEntry])>) -> Vec<SharedMemory> {
-    let mut objects: BTreeMap<(u64, u64), (String, BTreeMap<u32, u64>)> = BTreeMap::new();
+    type Users = (String, BTreeMap<u32, u64>, Vec<(u32, u64, u64)>);
+    let mut objects: BTreeMap<ObjectId, Users> = BTreeMap::new();
     for (pid, entries) in maps {
         for e in entries.iter().filter(|e| shared_object(e.shared, e.inode, &e.path)) {
-            let (_, users) = objects.entry((e.dev, e.inode)).or_insert_with(|| (e.path.clone(), BTreeMap::new()));
+            let id = ObjectId { dev: e.dev, inode: e.inode, ipc_ns: e.ipc_ns };
+            let (_, users, ranges) = objects.entry(id).or_insert_with(|| (e.path.clone(), BTreeMap::new(), Vec::new()));
             *users.entry(pid).or_insert(0) += e.len();
+            ranges.push((pid, e.start, e.end));
         }
     }
     objects
         .into_iter()
-        .filter(|(_, (_, users))| users.len() >= 2)
-        .map(|((dev, inode), (path, users))| SharedMemory { dev, inode, path, users: users.into_iter().collect() })
+        .filter(|(_, (_, users, _))| users.len() >= 2)
+        .map(|(id, (path, users, mut ranges))| {
+            ranges.sort_unstable();
+            SharedMemory {
+                dev: id.dev,
+                inode: id.inode,
+                ipc_ns: id.ipc_ns,
+                path,
+                users: users.into_iter().collect(),
+                ranges,
+            }
+        })
         .collect()
 }
 
@@ -292,6 +341,63 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         assert_eq!((g[0].dev, g[0].inode), (1, 2051));
         assert_eq!(g[0].path, "/memfd:ring (deleted)");
         assert_eq!(g[0].users, vec![(10, 0x100000), (20, 0x300000)]);
+    }
+
+    #[test]
+    fn a_sysv_segment_is_not_the_memfd_of_its_inode_number() {
+        // A segment's inode is its shmid (ipc/shm.c), on the same mount as memfds, whose inodes are
+        // numbered apart (mm/shmem.c): shmid 20 and the memfd of inode 20 are two objects. Each
+        // parsed SysV line carries namespace 0 until the reader names it.
+        let memfd = parse_maps("7e0000000000-7e0000002000 rw-s 00000000 00:01 20   /memfd:ring (deleted)\n").unwrap();
+        let sysv = parse_maps("7e0000000000-7e0000002000 rw-s 00000000 00:01 20   /SYSV0000abcd (deleted)\n").unwrap();
+        assert_eq!((memfd[0].ipc_ns, sysv[0].ipc_ns), (None, Some(0)));
+        assert!(group_shared([(1, memfd.as_slice()), (2, sysv.as_slice())]).is_empty());
+        // The same segment in two processes of one namespace is one object; of two, two.
+        let ns = |n: u64| {
+            let mut m = sysv.clone();
+            m[0].ipc_ns = Some(n);
+            m
+        };
+        let (a, b, c) = (ns(7), ns(7), ns(8));
+        let g = group_shared([(1, a.as_slice()), (2, b.as_slice()), (3, c.as_slice())]);
+        assert_eq!(g.len(), 1);
+        assert_eq!((g[0].ipc_ns, g[0].users.clone()), (Some(7), vec![(1, 0x2000), (2, 0x2000)]));
+    }
+
+    #[test]
+    fn sysv_names_are_the_kernels_format() {
+        assert!(sysv_segment("/SYSV0000abcd (deleted)"));
+        assert!(sysv_segment("/SYSVffffffff (deleted)"));
+        assert!(!sysv_segment("/SYSV0000abcd"), "a file of that name, not removed");
+        assert!(!sysv_segment("/SYSV0000abc (deleted)"), "seven digits");
+        assert!(!sysv_segment("/SYSVnotahex0 (deleted)"));
+        assert!(!sysv_segment("/memfd:SYSV00000000 (deleted)"));
+    }
+
+    #[test]
+    fn two_memfds_of_one_name_are_two_objects_each_with_its_ranges() {
+        // Process 1 maps two memfds named `ring` (inodes 30 and 31), the first twice; 2 maps the
+        // first, 3 the second.
+        let p1 = parse_maps(
+            "7e0000000000-7e0000002000 rw-s 00000000 00:01 30   /memfd:ring (deleted)\n\
+             7e0000004000-7e0000005000 r--s 00002000 00:01 30   /memfd:ring (deleted)\n\
+             7e0000008000-7e0000010000 rw-s 00000000 00:01 31   /memfd:ring (deleted)\n",
+        )
+        .unwrap();
+        let p2 = parse_maps("7f0000000000-7f0000002000 rw-s 00000000 00:01 30   /memfd:ring (deleted)\n").unwrap();
+        let p3 = parse_maps("7f0000000000-7f0000008000 rw-s 00000000 00:01 31   /memfd:ring (deleted)\n").unwrap();
+        let g = group_shared([(1, p1.as_slice()), (2, p2.as_slice()), (3, p3.as_slice())]);
+        assert_eq!(
+            g.iter().map(|o| (o.inode, o.users.clone())).collect::<Vec<_>>(),
+            vec![(30, vec![(1, 0x3000), (2, 0x2000)]), (31, vec![(1, 0x8000), (3, 0x8000)])]
+        );
+        assert_eq!(
+            g[0].ranges_of(1).collect::<Vec<_>>(),
+            vec![(0x7e0000000000, 0x7e0000002000), (0x7e0000004000, 0x7e0000005000)]
+        );
+        assert_eq!(g[0].ranges_of(2).collect::<Vec<_>>(), vec![(0x7f0000000000, 0x7f0000002000)]);
+        assert_eq!(g[0].ranges_of(3).count(), 0);
+        assert_eq!(g[1].ranges_of(1).collect::<Vec<_>>(), vec![(0x7e0000008000, 0x7e0000010000)]);
     }
 
     proptest::proptest! {

@@ -1141,9 +1141,22 @@ impl Reader {
         }
         let text = text_of(s.buf.bytes());
         let lines = text.bytes().filter(|&b| b == b'\n').count();
-        crate::maps::parse_maps_filtered(&text, filter)
-            .map(|m| Some((m, lines)))
-            .map_err(|e| crate::signal_error::SignalError::Parse { path: PathBuf::from(&s.path), source: e })
+        let mut m = crate::maps::parse_maps_filtered(&text, filter)
+            .map_err(|e| crate::signal_error::SignalError::Parse { path: PathBuf::from(&s.path), source: e })?;
+        // A SysV segment's inode is its shmid, unique only in its IPC namespace: name the namespace.
+        if m.iter().any(|e| e.ipc_ns.is_some()) {
+            let ns = self.ipc_namespace(pid).unwrap_or(0);
+            m.iter_mut().filter_map(|e| e.ipc_ns.as_mut()).for_each(|n| *n = ns);
+        }
+        Ok(Some((m, lines)))
+    }
+
+    /// The IPC namespace of `pid`: the inode in the `ipc:[INODE]` its /proc/PID/ns/ipc link
+    /// reads (`fs/nsfs.c`, `ns_get_name`). `None` when it cannot be read (gone, not permitted, a
+    /// fixture root without it).
+    pub fn ipc_namespace(&self, pid: u32) -> Option<u64> {
+        let link = std::fs::read_link(self.root.join(format!("proc/{pid}/ns/ipc"))).ok()?;
+        link.to_str()?.strip_prefix("ipc:[")?.strip_suffix(']')?.parse().ok()
     }
 
     /// The memory objects mapped shared by two or more of `pids` (see [`crate::maps::group_shared`]).

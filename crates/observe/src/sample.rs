@@ -87,7 +87,8 @@ pub struct Sample {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comm: Vec<CommSample>,
     /// Memory objects mapped by more than one process (the same file, SysV shm segment or memfd,
-    /// identified by device and inode from /proc/PID/maps). Empty when not read.
+    /// identified by device and inode from /proc/PID/maps, a SysV segment by its IPC namespace
+    /// too; never by path). Empty when not read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared: Vec<SharedMemory>,
     /// CPU used by processes the operator took out of management (excluded, or outside an
@@ -112,12 +113,47 @@ pub struct CpuUse {
 pub struct SharedMemory {
     /// Device of the backing inode, `major << 32 | minor` (as /proc/PID/maps prints `MM:mm`, hex).
     pub dev: u64,
-    /// Inode number.
+    /// Inode number (a SysV segment's is its shmid).
     pub inode: u64,
+    /// For a SysV shm segment, the IPC namespace its users are in (the inode of /proc/PID/ns/ipc;
+    /// 0 when not known): its shmid is unique only there. `None` for any other object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc_ns: Option<u64>,
     /// Path as /proc/PID/maps shows it (`/SYSV0000abcd (deleted)`, `/memfd:name (deleted)`, a file).
+    /// Not its identity: memfds of one name, or anonymous shared regions, share a path.
     pub path: String,
     /// The processes mapping it: `(pid, bytes mapped)`, sorted by pid, at least two.
     pub users: Vec<(u32, u64)>,
+    /// Where they map it: `(pid, start, end)` of each mapping, addresses in bytes, sorted. What
+    /// tells which of a process's VMAs of a path (numa_maps shows no inode) are this object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<(u32, u64, u64)>,
+}
+
+impl SharedMemory {
+    /// What identifies the object.
+    pub fn id(&self) -> ObjectId {
+        ObjectId { dev: self.dev, inode: self.inode, ipc_ns: self.ipc_ns }
+    }
+
+    /// `pid`'s mappings of it, `(start, end)` in bytes (empty when `pid` maps it not).
+    pub fn ranges_of(&self, pid: u32) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let from = self.ranges.partition_point(|r| r.0 < pid);
+        self.ranges[from..].iter().take_while(move |r| r.0 == pid).map(|r| (r.1, r.2))
+    }
+}
+
+/// The identity of a memory object several processes map ([`SharedMemory::id`]): its device and
+/// inode, and for a SysV segment, whose inode number is its shmid, the IPC namespace it lives in
+/// (see [`crate::maps`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectId {
+    /// Device, `major << 32 | minor`.
+    pub dev: u64,
+    /// Inode number.
+    pub inode: u64,
+    /// A SysV segment's IPC namespace (0 when not known); `None` for any other object.
+    pub ipc_ns: Option<u64>,
 }
 
 /// Sampled memory accesses of one thread to one page, aggregated over the sampling window.

@@ -1,5 +1,6 @@
 //! Shared memory between real processes: a memfd, a SysV shm segment and an anonymous MAP_SHARED
-//! region mapped by this process and a forked child, found through /proc/PID/maps.
+//! region mapped by this process and a forked child, found through /proc/PID/maps; and SysV
+//! segments of one shmid in two IPC namespaces, which are two objects.
 
 use numapilot_observe::maps::MapsFilter;
 use numapilot_observe::Reader;
@@ -32,6 +33,41 @@ impl Child {
         // SAFETY: our own pipe end.
         unsafe { libc::close(p[0]) };
         Child { pid, release: p[1] }
+    }
+}
+
+impl Child {
+    /// Forks a child that runs `work` (async-signal-safe calls only), hands its result to the
+    /// parent, then waits as [`Child::fork`]'s does. Returns once `work` is done, with its result.
+    fn fork_running(work: impl FnOnce() -> u64) -> (Child, u64) {
+        let (mut p, mut r) = ([0 as libc::c_int; 2], [0 as libc::c_int; 2]);
+        // SAFETY: p and r have room for two fds each.
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        assert_eq!(unsafe { libc::pipe(r.as_mut_ptr()) }, 0);
+        // SAFETY: the child runs only async-signal-safe calls (`work`'s, read, write, _exit).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let out = work();
+            let mut b = [0u8; 1];
+            // SAFETY: child side: report, wait for one byte (or the end), exit without destructors.
+            unsafe {
+                libc::close(p[1]);
+                libc::close(r[0]);
+                libc::write(r[1], (&out as *const u64).cast(), 8);
+                libc::read(p[0], b.as_mut_ptr().cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        let mut out = 0u64;
+        // SAFETY: our own pipe ends; an 8-byte read into a u64.
+        unsafe {
+            libc::close(p[0]);
+            libc::close(r[1]);
+            assert_eq!(libc::read(r[0], (&mut out as *mut u64).cast(), 8), 8, "the child reports");
+            libc::close(r[0]);
+        }
+        (Child { pid, release: p[1] }, out)
     }
 }
 
@@ -88,6 +124,10 @@ fn memfd_shm_and_anonymous_shared_memory_across_fork() {
     let e_anon = find(anon).expect("anonymous shared mapping in child");
     assert!(e_anon.inode != 0 && e_anon.shared);
 
+    // The SysV segment is named with the IPC namespace both are in; nothing else has one.
+    let ns = reader.ipc_namespace(me).expect("this process's IPC namespace");
+    assert_eq!((e_shm.ipc_ns, e_memfd.ipc_ns, e_anon.ipc_ns), (Some(ns), None, None));
+
     let shared = reader.read_shared(&[me, cpid]).unwrap();
     for (e, bytes) in [(&e_memfd, 3 * 4096u64), (&e_shm, 2 * 4096), (&e_anon, 4096)] {
         let obj = shared
@@ -96,6 +136,10 @@ fn memfd_shm_and_anonymous_shared_memory_across_fork() {
             .unwrap_or_else(|| panic!("{} not found shared: {shared:?}", e.path));
         assert_eq!(obj.users, vec![(me.min(cpid), bytes), (me.max(cpid), bytes)], "{}", e.path);
         assert_eq!(obj.path, e.path);
+        assert_eq!(obj.ipc_ns, e.ipc_ns);
+        // Both map it at the same address (the child's mapping is the inherited one).
+        assert_eq!(obj.ranges_of(me).collect::<Vec<_>>(), vec![(e.start, e.end)], "{}", e.path);
+        assert_eq!(obj.ranges_of(cpid).collect::<Vec<_>>(), vec![(e.start, e.end)], "{}", e.path);
     }
     // Each object is shared by exactly these two processes, and nothing is reported for a single one.
     let alone = reader.read_shared(&[cpid]).unwrap();
@@ -113,4 +157,54 @@ fn memfd_shm_and_anonymous_shared_memory_across_fork() {
         libc::munmap(anon, 4096);
         libc::close(mfd);
     }
+}
+
+/// A SysV segment's inode is its shmid, and each IPC namespace counts shmids from 0: two
+/// containers' first segments are both `00:01 0 /SYSV00000000 (deleted)` in their maps. Two
+/// children, each in an IPC namespace of its own (`unshare(CLONE_NEWIPC)`, as a container runtime
+/// starts one; needs CAP_SYS_ADMIN, as the tests run), each attach a segment of their own: the same
+/// shmid, device and path, two namespaces, and not one object shared by the two (it was, keyed by
+/// device and inode alone). (The children also inherit whatever this test process maps shared
+/// when they fork, such as the other test's objects: only their own segments are looked at.)
+#[test]
+fn sysv_segments_of_one_shmid_in_two_ipc_namespaces_are_not_shared() {
+    // The address the segment is attached at, or an error below 8.
+    let segment = || {
+        // SAFETY: plain unshare/shmget/shmat/shmctl on a private key; the memory touched is ours.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWIPC) != 0 {
+                return 1;
+            }
+            let id = libc::shmget(libc::IPC_PRIVATE, 2 * 4096, libc::IPC_CREAT | 0o600);
+            if id < 0 {
+                return 2;
+            }
+            let at = libc::shmat(id, std::ptr::null(), 0);
+            if at as isize == -1 {
+                return 3;
+            }
+            *(at as *mut u8) = 1;
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+            at as u64
+        }
+    };
+    let (a, at_a) = Child::fork_running(segment);
+    let (b, at_b) = Child::fork_running(segment);
+    assert!(at_a >= 8 && at_b >= 8, "unshare (1), shmget (2) or shmat (3) failed in a child: {at_a}, {at_b}");
+    let (pa, pb) = (a.pid as u32, b.pid as u32);
+    let reader = Reader::new("/");
+    let own = |pid: u32, at: u64| {
+        let m = reader.read_maps(pid, MapsFilter::SharedObjects).unwrap().expect("child is alive");
+        m.into_iter().find(|e| e.start == at).expect("the child's segment")
+    };
+    let (ea, eb) = (own(pa, at_a), own(pb, at_b));
+    // What maps alone shows of the two is the same: fresh namespaces hand out the same first shmid.
+    assert!(numapilot_observe::maps::sysv_segment(&ea.path), "{}", ea.path);
+    assert_eq!((ea.dev, ea.inode, &ea.path), (eb.dev, eb.inode, &eb.path));
+    let (na, nb) = (reader.ipc_namespace(pa).unwrap(), reader.ipc_namespace(pb).unwrap());
+    assert_ne!(na, nb);
+    assert_eq!((ea.ipc_ns, eb.ipc_ns), (Some(na), Some(nb)));
+    let shared = reader.read_shared(&[pa, pb]).unwrap();
+    let tied: Vec<_> = shared.iter().filter(|o| o.ranges_of(pa).any(|r| r.0 == at_a)).collect();
+    assert!(tied.is_empty(), "two segments, nothing shared: {tied:?}");
 }

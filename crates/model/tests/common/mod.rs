@@ -255,11 +255,29 @@ impl Sb {
         self
     }
 
-    /// A memory object mapped by `users` (pid, bytes mapped), as /proc/PID/maps gives it.
+    /// A memory object mapped by `users` (pid, bytes mapped), as /proc/PID/maps gives it: each
+    /// user maps it once, at the address of the first VMA of `path` in its numa_maps (without
+    /// numa_maps, at 0).
     pub fn shared(mut self, inode: u64, path: &str, users: &[(u32, u64)]) -> Self {
         let mut users = users.to_vec();
         users.sort_unstable();
-        self.s.shared.push(numapilot_observe::SharedMemory { dev: 1, inode, path: path.to_string(), users });
+        let ranges = users
+            .iter()
+            .map(|&(pid, bytes)| {
+                let maps = self.s.processes.iter().find(|p| p.pid == pid).and_then(|p| p.numa_maps.as_ref());
+                let start =
+                    maps.and_then(|m| m.vmas.iter().find(|v| v.file.as_deref() == Some(path))).map_or(0, |v| v.start);
+                (pid, start, start + bytes)
+            })
+            .collect();
+        self.s.shared.push(numapilot_observe::SharedMemory {
+            dev: 1,
+            inode,
+            ipc_ns: None,
+            path: path.to_string(),
+            users,
+            ranges,
+        });
         self
     }
 

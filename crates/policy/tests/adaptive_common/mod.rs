@@ -160,6 +160,7 @@ impl B {
             for (s, b) in p.shared_by_node.iter_mut().zip(&by_node) {
                 *s += b;
             }
+            let object = numapilot_observe::ObjectId { dev: object.0, inode: object.1, ipc_ns: None };
             p.shared_objects.push(numapilot_model::SharedResident { object, by_node: by_node.clone() });
         }
         self
