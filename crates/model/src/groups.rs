@@ -162,9 +162,8 @@ pub(crate) fn update(model: &mut Model) {
     let views: Vec<&TaskView> = model.tasks.values().collect();
     let n = keys.len();
     let pos = |k: &TaskKey| keys.binary_search(k).ok();
-    let cpus_max = model.topo.nodes.iter().map(|n| n.cpus.len()).max().unwrap_or(0).max(1) as f64;
+    let (cpus_max, mem_max) = node_max(model);
     let mem = |i: usize| model.node_mem_total_bytes(i) as f64;
-    let mem_max = (0..model.topo.nodes.len()).map(mem).fold(0.0, f64::max).max(1.0);
     // The cap: a group must fit at least one node on CPU *and* memory at once (on an asymmetric
     // machine the node with the most CPUs need not be the one with the most memory).
     let caps: Vec<(f64, f64)> = model
@@ -407,10 +406,18 @@ pub(crate) fn update(model: &mut Model) {
     }
 
     // 5. Figures, group by group in id order.
-    let nn = model.topo.nodes.len();
+    let per_task = PerTask {
+        keys: &keys,
+        views: &views,
+        mem: &task_mem,
+        mem_node: &task_mem_node,
+        cpu: &task_cpu,
+        sharer: &sharer,
+    };
     let mut order: Vec<(GroupId, usize)> = gid.iter().copied().zip(0..n).collect();
     order.sort_unstable();
     let mut groups: Vec<(GroupId, Group)> = Vec::with_capacity(ids.len());
+    let mut members: Vec<usize> = Vec::new();
     let mut a = 0;
     while a < order.len() {
         let id = order[a].0;
@@ -418,83 +425,144 @@ pub(crate) fn update(model: &mut Model) {
         while b < order.len() && order[b].0 == id {
             b += 1;
         }
-        let idx = &order[a..b];
+        members.clear();
+        members.extend(order[a..b].iter().map(|&(_, i)| i));
         a = b;
-        let tasks: Vec<TaskKey> = idx.iter().map(|&(_, i)| keys[i]).collect();
-        let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
-        pids.dedup();
-        let cpu: f64 = idx.iter().map(|&(_, i)| task_cpu[i]).sum();
-        let mem_bytes: u64 = idx.iter().map(|&(_, i)| task_mem[i]).fold(0, u64::saturating_add);
-        let mut mem_by_node = vec![0u64; nn];
-        let mut access = vec![0.0; nn];
-        // Members known by residency alone (residency-by-bytes): their weight in all, and their memory.
-        let (mut res_w, mut res_mem, mut res_each) = (0.0, vec![0u64; nn], vec![0.0; nn]);
-        let mut running: Vec<(u32, f64)> = Vec::new();
-        for &(_, i) in idx {
-            let t = views[i];
-            let mine = &task_mem_node[i * nn..(i + 1) * nn];
-            for (m, &b) in mem_by_node.iter_mut().zip(mine) {
-                *m = m.saturating_add(b);
-            }
-            let w = if cpu > 0.0 { task_cpu[i] } else { 1.0 };
-            if t.access_source == AccessSource::Residency {
-                res_w += w;
-                for (m, &b) in res_mem.iter_mut().zip(mine) {
-                    *m = m.saturating_add(b);
-                }
-                for (a, &s) in res_each.iter_mut().zip(&t.access) {
-                    *a += w * s;
-                }
-            } else {
-                for (a, &s) in access.iter_mut().zip(&t.access) {
-                    *a += w * s;
-                }
-            }
-            if let Some(node) = t.node {
-                match running.iter_mut().find(|r| r.0 == node) {
-                    Some(r) => r.1 += task_cpu[i],
-                    None => running.push((node, task_cpu[i])),
-                }
-            }
-        }
-        running.sort_by_key(|r| r.0);
-        // Memory two members' processes share counts once (rule shared-counts-once): each process
-        // takes the part of its memory its threads here hold.
-        let mut mem_bytes = mem_bytes;
-        let mut sharing = Sharing::default();
-        for &(_, i) in idx.iter().filter(|&&(_, i)| sharer[i]) {
-            sharing.add(keys[i].pid, task_mem[i]);
-        }
-        if sharing.here.len() >= 2 {
-            let twice = model.shared_twice(&sharing.parts(model));
-            for (m, &t) in mem_by_node.iter_mut().zip(&twice) {
-                *m = m.saturating_sub(t);
-            }
-            mem_bytes = mem_bytes.saturating_sub(twice.iter().fold(0, |a, &b| a.saturating_add(b)));
-        }
-        let res_total = res_mem.iter().fold(0u64, |a, &b| a.saturating_add(b));
-        if res_total > 0 {
-            for (a, &b) in access.iter_mut().zip(&res_mem) {
-                *a += res_w * b as f64 / res_total as f64;
-            }
-        } else {
-            for (a, &s) in access.iter_mut().zip(&res_each) {
-                *a += s;
-            }
-        }
-        normalise(&mut access);
-        let since_ns = match old.get(&id) {
-            Some(g) if g.tasks == tasks => g.since_ns,
+        let mut group = figures(model, id, &members, &per_task, (cpus_max, mem_max));
+        group.since_ns = match old.get(&id) {
+            Some(g) if g.tasks == group.tasks => g.since_ns,
             _ => now,
         };
-        let load = cpu / cpus_max + mem_bytes as f64 / mem_max;
-        let group = Group { id, tasks, pids, cpu, mem_bytes, access, mem_by_node, running_on: running, load, since_ns };
         groups.push((id, group));
     }
     model.groups.groups = groups.into_iter().collect();
     model.groups.of_task = keys.iter().copied().zip(gid.iter().copied()).collect();
     model.groups.next_id = next_id;
     model.groups.refused_merges = refused.len() as u64;
+}
+
+/// Per task, the inputs of a group's figures (indexed like `keys`, sorted, whole processes).
+struct PerTask<'a> {
+    keys: &'a [TaskKey],
+    views: &'a [&'a TaskView],
+    /// Memory attributed (`attribute_memory`), bytes, and per node (task-major).
+    mem: &'a [u64],
+    mem_node: &'a [u64],
+    /// CPU rate, CPUs.
+    cpu: &'a [f64],
+    /// Whether its process maps an object another process maps too.
+    sharer: &'a [bool],
+}
+
+/// The figures of the group `id` of the tasks at `members` (ascending indices of `t`), step 5 of
+/// the module essay: CPU, memory (shared memory once), residency-by-bytes access shares, nodes run
+/// on, load against the largest node's (`cpus_max`, `mem_max`). `since_ns` is left 0 for the
+/// caller.
+fn figures(model: &Model, id: GroupId, members: &[usize], t: &PerTask<'_>, (cpus_max, mem_max): (f64, f64)) -> Group {
+    let nn = model.topo.nodes.len();
+    let tasks: Vec<TaskKey> = members.iter().map(|&i| t.keys[i]).collect();
+    let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
+    pids.dedup();
+    let cpu: f64 = members.iter().map(|&i| t.cpu[i]).sum();
+    let mut mem_bytes: u64 = members.iter().map(|&i| t.mem[i]).fold(0, u64::saturating_add);
+    let mut mem_by_node = vec![0u64; nn];
+    let mut access = vec![0.0; nn];
+    // Members known by residency alone (residency-by-bytes): their weight in all, and their memory.
+    let (mut res_w, mut res_mem, mut res_each) = (0.0, vec![0u64; nn], vec![0.0; nn]);
+    let mut running: Vec<(u32, f64)> = Vec::new();
+    for &i in members {
+        let v = t.views[i];
+        let mine = &t.mem_node[i * nn..(i + 1) * nn];
+        for (m, &b) in mem_by_node.iter_mut().zip(mine) {
+            *m = m.saturating_add(b);
+        }
+        let w = if cpu > 0.0 { t.cpu[i] } else { 1.0 };
+        if v.access_source == AccessSource::Residency {
+            res_w += w;
+            for (m, &b) in res_mem.iter_mut().zip(mine) {
+                *m = m.saturating_add(b);
+            }
+            for (a, &s) in res_each.iter_mut().zip(&v.access) {
+                *a += w * s;
+            }
+        } else {
+            for (a, &s) in access.iter_mut().zip(&v.access) {
+                *a += w * s;
+            }
+        }
+        if let Some(node) = v.node {
+            match running.iter_mut().find(|r| r.0 == node) {
+                Some(r) => r.1 += t.cpu[i],
+                None => running.push((node, t.cpu[i])),
+            }
+        }
+    }
+    running.sort_by_key(|r| r.0);
+    // Memory two members' processes share counts once (rule shared-counts-once): each process
+    // takes the part of its memory its threads here hold.
+    let mut sharing = Sharing::default();
+    for &i in members.iter().filter(|&&i| t.sharer[i]) {
+        sharing.add(t.keys[i].pid, t.mem[i]);
+    }
+    if sharing.here.len() >= 2 {
+        let twice = model.shared_twice(&sharing.parts(model));
+        for (m, &d) in mem_by_node.iter_mut().zip(&twice) {
+            *m = m.saturating_sub(d);
+        }
+        mem_bytes = mem_bytes.saturating_sub(twice.iter().fold(0, |a, &b| a.saturating_add(b)));
+    }
+    let res_total = res_mem.iter().fold(0u64, |a, &b| a.saturating_add(b));
+    if res_total > 0 {
+        for (a, &b) in access.iter_mut().zip(&res_mem) {
+            *a += res_w * b as f64 / res_total as f64;
+        }
+    } else {
+        for (a, &s) in access.iter_mut().zip(&res_each) {
+            *a += s;
+        }
+    }
+    normalise(&mut access);
+    let load = cpu / cpus_max + mem_bytes as f64 / mem_max;
+    Group { id, tasks, pids, cpu, mem_bytes, access, mem_by_node, running_on: running, load, since_ns: 0 }
+}
+
+/// The largest node's CPUs and memory (bytes, as last sampled), each at least 1: what a group's
+/// `load` is measured against.
+fn node_max(model: &Model) -> (f64, f64) {
+    let cpus_max = model.topo.nodes.iter().map(|n| n.cpus.len()).max().unwrap_or(0).max(1) as f64;
+    let mem_max =
+        (0..model.topo.nodes.len()).map(|i| model.node_mem_total_bytes(i) as f64).fold(0.0, f64::max).max(1.0);
+    (cpus_max, mem_max)
+}
+
+impl Model {
+    /// The figures a group `id` of `tasks` has, computed as [`Model::update`] computes every
+    /// group's (step 5 of [`crate::groups`]: memory attributed to each thread of its process,
+    /// shared memory counted once, residency-by-bytes access shares), from the model's task and
+    /// process views as they are. For a caller that sets groups by hand (the policy's tests); tasks
+    /// the model does not know are left out. `since_ns` is the model's time.
+    pub fn group_figures(&self, id: GroupId, tasks: &[TaskKey]) -> Group {
+        let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        // Every thread of each process: a process's memory is shared out over all its threads.
+        let keys: Vec<TaskKey> = pids
+            .iter()
+            .flat_map(|&pid| {
+                self.tasks.range(TaskKey { pid, tid: 0 }..=TaskKey { pid, tid: u32::MAX }).map(|(k, _)| *k)
+            })
+            .collect();
+        let views: Vec<&TaskView> = keys.iter().map(|k| &self.tasks[k]).collect();
+        let (mem, mem_node) = attribute_memory(self, &keys, &views);
+        let cpu: Vec<f64> = views.iter().map(|v| v.cpu_rate).collect();
+        let sharer: Vec<bool> =
+            keys.iter().map(|k| self.procs.get(&k.pid).is_some_and(|p| !p.shared_objects.is_empty())).collect();
+        let mut members: Vec<usize> = tasks.iter().filter_map(|k| keys.binary_search(k).ok()).collect();
+        members.sort_unstable();
+        members.dedup();
+        let t = PerTask { keys: &keys, views: &views, mem: &mem, mem_node: &mem_node, cpu: &cpu, sharer: &sharer };
+        Group { since_ns: self.now_ns, ..figures(self, id, &members, &t, node_max(self)) }
+    }
 }
 
 /// Runs `[start, end)` of equal pid in sorted task keys.

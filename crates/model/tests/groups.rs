@@ -28,6 +28,16 @@ fn group_sets(m: &Model) -> Vec<Vec<u32>> {
     m.groups.groups.values().map(|g| g.tasks.iter().map(|k| k.tid).collect()).collect()
 }
 
+/// `Model::group_figures` of each group's tasks is the group as the update made it (but for
+/// `since_ns`, the model's time there): the policy's tests set groups by hand through it.
+fn figures_are_the_updates(m: &Model) {
+    for g in m.groups.groups.values() {
+        let f = m.group_figures(g.id, &g.tasks);
+        assert_eq!(f.since_ns, m.now_ns);
+        assert_eq!(f, numapilot_model::Group { since_ns: m.now_ns, ..g.clone() });
+    }
+}
+
 /// Trace: step 1 (first sample, no period) three singletons 0 {11}, 1 {12}, 2 {13} (the process
 /// has per-thread samples, so no process group); step 2 (first observation, f = 1: s = 0.5 >=
 /// medium) 11 and 12 join. Equal load (no CPU; 512 MiB each: RSS 1 GiB shared by 10 + 10 samples, 13 has none) ->
@@ -510,6 +520,7 @@ fn group_memory_follows_smoothed_evidence() {
     let share = m.group_of(&key(10, 12)).unwrap().mem_bytes as f64 / GIB as f64;
     assert!((share - 0.292893).abs() < 1e-4, "{share}");
     assert_eq!(m.group_of(&key(10, 13)).unwrap().mem_bytes, 0);
+    figures_are_the_updates(&m);
 }
 
 /// The address-space prior merges a signal-less process that is split over groups: threads 11
@@ -617,6 +628,7 @@ fn a_group_known_by_residency_alone_leans_to_its_bytes() {
     assert_eq!(g.mem_by_node, vec![64 * MIB, 12 * MIB]);
     let want = [64.0 / 76.0, 12.0 / 76.0];
     assert!(g.access.iter().zip(want).all(|(a, w)| (a - w).abs() < 1e-6), "{:?}, want {want:?}", g.access);
+    figures_are_the_updates(&m);
 
     // The client's own samples (all on node 1) weigh by its CPU, the server's bytes by its own.
     let mut m = model(topo.clone());
@@ -626,6 +638,7 @@ fn a_group_known_by_residency_alone_leans_to_its_bytes() {
     let g = m.group_of(&key(20, 20)).unwrap();
     assert_eq!(g.tasks.len(), 2);
     assert!((g.access[1] - 0.75).abs() < 0.01, "{:?}", g.access);
+    figures_are_the_updates(&m);
 }
 
 /// Rule shared-counts-once: a group counts the memory its processes share once. Producer (10) and
@@ -672,6 +685,7 @@ fn memory_two_members_share_counts_once() {
     assert_eq!(g.mem_bytes, 36 * MIB, "{g:?}");
     assert_eq!(m.shared_twice(&[(10, 1.0)]), vec![0, 0]);
     assert_eq!(m.shared_twice(&[(10, 1.0), (20, 0.5)]), vec![12 * MIB, 0]);
+    figures_are_the_updates(&m);
 }
 
 /// A pair of processes 10 and 20 that map one memfd of `shared_gib` GiB (numa_maps: all of it on
@@ -722,6 +736,7 @@ fn the_cap_counts_memory_two_processes_share_once() {
             assert_eq!(g.pids, vec![10, 20], "one group at step {i}: {:?}", group_sets(&m));
             assert_eq!(g.mem_bytes, (shared + 2) * GIB);
             assert_eq!(m.groups.refused_merges, 0);
+            figures_are_the_updates(&m);
         }
     }
 

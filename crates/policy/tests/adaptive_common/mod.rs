@@ -327,85 +327,15 @@ impl B {
         self
     }
 
-    /// A group of the given tasks, its figures computed like the model's (memory: each process's
-    /// RSS shared out by the group's share of its threads).
+    /// A group of the given tasks, its figures the model's own (`Model::group_figures`: each
+    /// process's memory shared out over its threads, shared memory counted once, residency-by-bytes
+    /// access shares), formed at time 0.
     pub fn group(&mut self, id: u64, tasks: &[TaskKey]) -> &mut Self {
-        let n = self.n();
-        let mut tasks = tasks.to_vec();
-        tasks.sort();
-        let mut pids: Vec<u32> = tasks.iter().map(|k| k.pid).collect();
-        pids.dedup();
-        let cpu: f64 = tasks.iter().map(|k| self.m.tasks[k].cpu_rate).sum();
-        let mut mem_by_node = vec![0u64; n];
-        for pid in &pids {
-            let p = &self.m.procs[pid];
-            let mine = tasks.iter().filter(|k| k.pid == *pid).count() as u64;
-            for (i, b) in p.mem_by_node.iter().enumerate() {
-                mem_by_node[i] += b * mine / p.tids.len() as u64;
-            }
-        }
-        // Memory its processes share counts once (the model's rule shared-counts-once).
-        let parts: Vec<(u32, f64)> = pids
-            .iter()
-            .map(|pid| {
-                let mine = tasks.iter().filter(|k| k.pid == *pid).count() as f64;
-                (*pid, mine / self.m.procs[pid].tids.len() as f64)
-            })
-            .collect();
-        for (b, t) in mem_by_node.iter_mut().zip(self.m.shared_twice(&parts)) {
-            *b = b.saturating_sub(t);
-        }
-        // Access: CPU-weighted shares of the members with samples (or faults); the members known by
-        // residency alone count with their CPU in all, spread by their bytes (the model's
-        // residency-by-bytes).
-        let mut access = vec![0.0; n];
-        let (mut res_w, mut res_mem) = (0.0, vec![0.0; n]);
-        for k in &tasks {
-            let t = &self.m.tasks[k];
-            if t.access_source == AccessSource::Residency {
-                let p = &self.m.procs[&k.pid];
-                res_w += t.cpu_rate;
-                for (i, b) in p.mem_by_node.iter().enumerate() {
-                    res_mem[i] += *b as f64 / p.tids.len() as f64;
-                }
-                continue;
-            }
-            for (i, a) in t.access.iter().enumerate() {
-                access[i] += a * t.cpu_rate;
-            }
-        }
-        let res_total: f64 = res_mem.iter().sum();
-        if res_total > 0.0 {
-            for (a, b) in access.iter_mut().zip(&res_mem) {
-                *a += res_w * b / res_total;
-            }
-        }
-        let s: f64 = access.iter().sum();
-        if s > 0.0 {
-            access.iter_mut().for_each(|a| *a /= s);
-        }
-        let mut running: std::collections::BTreeMap<u32, f64> = Default::default();
-        for k in &tasks {
-            *running.entry(self.m.tasks[k].node.unwrap()).or_default() += self.m.tasks[k].cpu_rate;
-        }
-        for k in &tasks {
+        let group = Group { since_ns: 0, ..self.m.group_figures(id, tasks) };
+        for k in &group.tasks {
             self.m.groups.of_task.insert(*k, id);
         }
-        self.m.groups.groups.insert(
-            id,
-            Group {
-                id,
-                tasks,
-                pids,
-                cpu,
-                mem_bytes: mem_by_node.iter().sum(),
-                access,
-                mem_by_node,
-                running_on: running.into_iter().collect(),
-                load: cpu,
-                since_ns: 0,
-            },
-        );
+        self.m.groups.groups.insert(id, group);
         self
     }
 
