@@ -52,7 +52,8 @@
 //! - maps of every process costs a file read per process (the kernel formats one line per VMA), so the
 //!   daemon reads it on a slower cadence (see the daemon's `signals` module).
 //! - A SysV segment whose mapper's IPC namespace could not be read (a fixture root, a process that
-//!   exited between the two reads) is in namespace 0: such segments of one shmid are one object.
+//!   exited between the two reads) is left out by the reader: its identity is unknown, so it ties
+//!   its process to nobody (in one "namespace 0" such segments of one shmid were one object).
 //!   A segment is taken to be in its mapper's namespace as it is now: one attached before its
 //!   process moved to another (`unshare(CLONE_NEWIPC)`) is not tied to its old namespace's users.
 
@@ -86,7 +87,8 @@ pub struct MapEntry {
     pub path: String,
     /// For a SysV shm segment (its inode is its shmid, unique only in its IPC namespace), the IPC
     /// namespace of the process that maps it (the inode of /proc/PID/ns/ipc, which
-    /// [`crate::Reader::read_maps`] fills in; 0 when it is not known, as the parser leaves it);
+    /// [`crate::Reader::read_maps`] fills in, leaving out the segment when it cannot; 0 as the
+    /// parser leaves it);
     /// `None` for every other line.
     pub ipc_ns: Option<u64>,
 }

@@ -1144,9 +1144,15 @@ impl Reader {
         let mut m = crate::maps::parse_maps_filtered(&text, filter)
             .map_err(|e| crate::signal_error::SignalError::Parse { path: PathBuf::from(&s.path), source: e })?;
         // A SysV segment's inode is its shmid, unique only in its IPC namespace: name the namespace.
+        // When the namespace cannot be read the segment's identity is unknown, and it is left out
+        // (it ties the process to nobody) rather than put in a namespace of its own with every other
+        // such segment: two processes whose links both failed would share "namespace 0" and be tied
+        // by two unrelated segments of one shmid.
         if m.iter().any(|e| e.ipc_ns.is_some()) {
-            let ns = self.ipc_namespace(pid).unwrap_or(0);
-            m.iter_mut().filter_map(|e| e.ipc_ns.as_mut()).for_each(|n| *n = ns);
+            match self.ipc_namespace(pid) {
+                Some(ns) => m.iter_mut().filter_map(|e| e.ipc_ns.as_mut()).for_each(|n| *n = ns),
+                None => m.retain(|e| e.ipc_ns.is_none()),
+            }
         }
         Ok(Some((m, lines)))
     }
@@ -1198,6 +1204,30 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    /// Two processes mapping a SysV segment of one shmid, neither's IPC namespace readable (no
+    /// ns/ipc link in this root): the segments' identities are unknown, so they tie nobody. (They
+    /// were one object in "namespace 0"; a memfd mapped by both still is one.)
+    #[test]
+    fn sysv_segments_whose_namespace_cannot_be_read_tie_nobody() {
+        let d = Scratch::new("sysv-ns");
+        for pid in [10, 11] {
+            let dir = d.0.join(format!("proc/{pid}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("maps"),
+                "7f0000000000-7f0000200000 rw-s 00000000 00:01 0                          /SYSV00000000 (deleted)\n\
+                 7f0000400000-7f0000600000 rw-s 00000000 00:01 4242                       /memfd:buf (deleted)\n",
+            )
+            .unwrap();
+        }
+        let reader = Reader::new(&d.0);
+        let shared = reader.read_shared(&[10, 11]).unwrap();
+        let paths: Vec<&str> = shared.iter().map(|o| o.path.as_str()).collect();
+        assert_eq!(paths, ["/memfd:buf (deleted)"], "{shared:?}");
+        let maps = reader.read_maps(10, crate::maps::MapsFilter::SharedObjects).unwrap().unwrap();
+        assert_eq!(maps.len(), 1, "{maps:?}");
     }
 
     #[test]
