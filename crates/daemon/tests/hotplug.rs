@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
 use numapilot_daemon::live::{Hotplug, HotplugWatch, HOTPLUG_UNSETTLED_LOOKS};
 use numapilot_topology::{CpuSet, NodeSet, Topology};
 
@@ -14,28 +16,12 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/rig-6.12-2node")
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let ty = e.file_type().unwrap();
-        let dest = to.join(e.file_name());
-        if ty.is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else if ty.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &dest).unwrap();
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
 /// A copy of the fixture in a temporary directory (removed when the first value drops) and
 /// its root.
 fn copied_fixture() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
-    copy_tree(&fixture(), &root);
+    common::copy_tree(&fixture(), &root);
     (dir, root)
 }
 
@@ -83,7 +69,7 @@ fn offlined_cpus_leave_the_topology_and_come_back_with_it() {
 
     // Back online: the fixture's own files again.
     let back_root = dir.path().join("back");
-    copy_tree(&fixture(), &back_root);
+    common::copy_tree(&fixture(), &back_root);
     let back = match w.look(&back_root, &off) {
         Hotplug::Changed(t) => t,
         other => panic!("CPUs back online not seen: {other:?}"),
@@ -104,7 +90,7 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
     // still reads offline.
     write(&root, "sys/devices/system/cpu/online", "0-3\n");
     write(&root, "sys/devices/system/cpu/cpu2/online", "1\n");
-    copy_tree(
+    common::copy_tree(
         &fixture().join("sys/devices/system/cpu/cpu2/topology"),
         &root.join("sys/devices/system/cpu/cpu2/topology"),
     );
@@ -117,7 +103,7 @@ fn a_topology_caught_mid_change_is_read_again_until_it_agrees_with_the_file() {
 
     // The file has not changed since, but the topology did not agree with it: read again.
     write(&root, "sys/devices/system/cpu/cpu3/online", "1\n");
-    copy_tree(
+    common::copy_tree(
         &fixture().join("sys/devices/system/cpu/cpu3/topology"),
         &root.join("sys/devices/system/cpu/cpu3/topology"),
     );
@@ -140,7 +126,7 @@ fn a_cpu_online_before_its_node_lists_it_is_read_again_until_the_node_does() {
     let off = Topology::from_sysfs(&root).unwrap();
     let mut w = HotplugWatch::default();
     assert!(matches!(w.look(&root, &off), Hotplug::Same));
-    copy_tree(&fixture().join("sys/devices/system/cpu"), &root.join("sys/devices/system/cpu"));
+    common::copy_tree(&fixture().join("sys/devices/system/cpu"), &root.join("sys/devices/system/cpu"));
     write(&root, "sys/devices/system/node/node1/cpulist", "2\n");
     // The kernel's cpuN/nodeM link (the capture left links out): how CPU 3's node is known
     // while no cpulist names it.
@@ -305,7 +291,7 @@ fn a_reserved_cpu_stays_out_of_every_topology_read_again() {
     };
     assert_eq!(off.usable_cpus(), cpus("0-1"));
     let back_root = dir.path().join("back");
-    copy_tree(&fixture(), &back_root);
+    common::copy_tree(&fixture(), &back_root);
     let back = match w.look(&back_root, &off) {
         Hotplug::Changed(t) => t,
         other => panic!("CPUs back online not seen: {other:?}"),
@@ -358,7 +344,7 @@ fn a_kept_cpu_offline_at_start_is_reserved_when_it_comes_online() {
     assert!(matches!(kept_as_was.look(&root, &start), Hotplug::Same));
 
     let back = dir.path().join("back");
-    copy_tree(&fixture(), &back);
+    common::copy_tree(&fixture(), &back);
     init_with_affinity(&back, "0-2");
     let topo = match judged.look(&back, &start) {
         Hotplug::Changed(t) => t,

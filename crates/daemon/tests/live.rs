@@ -12,6 +12,7 @@ use std::process::Command;
 
 use numapilot_actuate::{sched_getaffinity, CpusetHierarchy};
 use numapilot_daemon::live::apply::{confirm_stop, move_to_targets, PageTally, Stop, TokenBucket};
+use numapilot_daemon::live::observe::{TierOptions, TieredObserver};
 use numapilot_daemon::live::select::{self, read_starttime};
 use numapilot_daemon::live::state::{
     write_atomic, CpusetOriginal, Originals, ProcessOriginal, StateFile, STATE_VERSION,
@@ -22,6 +23,7 @@ use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 // ----- children ----------------------------------------------------------------------------------
 
+mod common;
 mod kid;
 use kid::{masks, sleep_forever, wait_flag, Kid, TestCpuset};
 
@@ -311,6 +313,57 @@ fn child_entry() {
             println!("later {}", s.process(sleeper.id()).is_some());
             let _ = sleeper.kill();
             let _ = sleeper.wait();
+            println!("done");
+            sleep_forever()
+        }
+        "rename-no-fds" => {
+            // An observer of a copy of the host fixture whose one process, 9319 ("a (b) c"), is
+            // managed by name under an [include] list that names a cgroup prefix too (so a name
+            // outside the list is decided by its cgroups). Then 9319 renames itself (its stat's
+            // name changed) while the daemon has one file descriptor left: the system files and
+            // the listing of /proc are read one file at a time and pass, a process new to the
+            // observer, 9000 (read first: a lower pid), opens its stat file and keeps it open,
+            // taking the last descriptor, and 9319's cgroups, read to classify it under its new
+            // name, cannot be read. Prints the processes that left the observer's hands then and
+            // whether 9319 is still watched; then, descriptors back, the same after the next
+            // sample and whether it is in it; then "done".
+            let d = tempfile::tempdir().unwrap();
+            let root = d.path().join("root");
+            common::copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18"), &root);
+            let proc = root.join("proc");
+            std::fs::remove_dir_all(proc.join("9311")).unwrap();
+            let opts = LiveOptions {
+                root: root.clone(),
+                include_comm: vec!["a (b) c".into()],
+                include_cgroups: vec!["/numapilot-test-nothing".into()],
+                ..LiveOptions::default()
+            };
+            let mut o = TieredObserver::new(&opts, &TierOptions::default());
+            for cycle in 1..=2 {
+                let s = o.sample(&opts, cycle * 1_000_000_000).unwrap();
+                assert!(s.process(9319).is_some(), "managed by name");
+                o.recycle(s);
+            }
+            // The newcomer: 9319's files as process 9000 (its one thread 9000 too).
+            common::copy_tree(&proc.join("9319"), &proc.join("9000"));
+            std::fs::rename(proc.join("9000/task/9319"), proc.join("9000/task/9000")).unwrap();
+            for stat in ["9000/stat", "9000/task/9000/stat"] {
+                let text = std::fs::read_to_string(proc.join(stat)).unwrap();
+                std::fs::write(proc.join(stat), text.replacen("9319 ", "9000 ", 1)).unwrap();
+            }
+            let stat = proc.join("9319/stat");
+            let text = std::fs::read_to_string(&stat).unwrap();
+            std::fs::write(&stat, text.replacen("(a (b) c)", "(renamed)", 1)).unwrap();
+            let mut fds = NoFds::take();
+            fds.leave_one();
+            let short = o.sample(&opts, 3_000_000_000);
+            let left = o.take_left();
+            let watched = o.numa_maps_read_ns(9319).is_some();
+            drop(fds);
+            let s = o.sample(&opts, 4_000_000_000).unwrap();
+            println!("sample {}", short.map_or_else(|e| format!("err {e}"), |_| "ok".into()));
+            println!("short {left:?} {watched}");
+            println!("later {:?} {}", o.take_left(), s.process(9319).is_some());
             println!("done");
             sleep_forever()
         }
@@ -2001,6 +2054,24 @@ fn out_of_descriptors_a_reload_keeps_each_process_s_class() {
     kid.line("done");
     assert_eq!(short, "true 0 0", "still watched, nothing put back, no failure");
     assert_eq!(later, "true", "in the next sample");
+}
+
+/// A managed process that renames itself while the daemon has no file descriptor left to read
+/// its cgroups (a cgroup list set, its new name not listed) cannot be classified: unknown, not
+/// "excluded". It keeps its class and is classified again at its next read; it was taken as
+/// excluded, named as leaving (the live host put back what it had changed) and read again as new,
+/// as `reclassify` and the cgroup recheck no longer do. With descriptors back its cgroups decide:
+/// none is under the included prefix, so it leaves then. In a child, whose descriptor table this
+/// fills.
+#[test]
+fn out_of_descriptors_a_renamed_process_keeps_its_class() {
+    let mut kid = Kid::spawn("rename-no-fds", &[]);
+    let sample = kid.line("sample ");
+    let short = kid.line("short ");
+    let later = kid.line("later ");
+    kid.line("done");
+    assert_eq!(short, "[] true", "taken out for cgroups it could not read (sample {sample})");
+    assert_eq!(later, "[9319] false", "not classified again with descriptors back");
 }
 
 /// Children that inherited a placed process's mask and cannot be found at restore (the daemon

@@ -94,7 +94,8 @@
 //! sample within that time (`take_left` names it, so the live host puts back what it changed), and
 //! `apply` checks its cgroup again before every action meanwhile. Cgroups that cannot be read for
 //! want of a descriptor or memory decide nothing (`select::exclusion_known`): a process keeps its
-//! class and is classified again at the next cycle; one first seen so is skipped until then. A
+//! class and is classified again at the next cycle (one that renamed itself keeps its old name
+//! too, and is classified again at its next stat read); one first seen so is skipped until then. A
 //! process whose numa_maps showed an
 //! explicit memory policy has numa_maps re-read whenever its threads are (within the cycle's
 //! numa_maps budget), so dropping a temporary policy un-pins it in the model on a next busy cycle.
@@ -1148,25 +1149,39 @@ impl TieredObserver {
             // (renamed-keeps-tiers): a process renaming itself every cycle was read in full every
             // cycle as new, past the numa_maps budget (1 GiB walked a cycle against 256 MiB,
             // review of 2026-11-29).
+            // A managed process whose cgroups cannot be read for want of a descriptor or memory
+            // under its new name keeps its class and its old name, so the check runs again at its
+            // next read (taken as excluded, it was named as leaving, put back, and read again as
+            // new for one failed read; `reclassify` and the recheck below keep the class too).
             // (A stat carried on a resting cycle is the entry's own last read, taken after this
-            // check passed: same start time and name, nothing to check.)
+            // check passed or left it to the next read: nothing to check.)
             if let Some(e) = self.entries.get_mut(&pid).filter(|_| fresh) {
                 if e.starttime != st.starttime {
                     self.drop_entry(pid);
                 } else if e.comm != st.comm {
-                    let stays = matches!(e.kind, Kind::User)
-                        && select::exclusion(opts, pid, &st.comm, || cgroups_of(&self.moved_from, pid, st.starttime))
-                            .is_none();
-                    if stays {
-                        e.comm.clone_from(&st.comm);
-                        e.threads_due = true;
+                    let was_user = matches!(e.kind, Kind::User);
+                    let stays = if was_user {
+                        select::exclusion_known(opts, pid, &st.comm, || {
+                            cgroups_now(&self.moved_from, pid, st.starttime)
+                        })
+                        .map(|why| why.is_none())
                     } else {
-                        // Managed before, excluded (or out of [include]) under its new name: the
-                        // live host puts back what it changed on it.
-                        if matches!(e.kind, Kind::User) {
-                            self.left.push(pid);
+                        Ok(false)
+                    };
+                    match stays {
+                        Ok(true) => {
+                            e.comm.clone_from(&st.comm);
+                            e.threads_due = true;
                         }
-                        self.drop_entry(pid);
+                        Ok(false) => {
+                            // Managed before, excluded (or out of [include]) under its new name:
+                            // the live host puts back what it changed on it.
+                            if was_user {
+                                self.left.push(pid);
+                            }
+                            self.drop_entry(pid);
+                        }
+                        Err(_) => {}
                     }
                 }
             }
@@ -1534,13 +1549,8 @@ fn unmanaged_use(e: &mut Entry, st: &TaskStat, now_ns: u64, unmanaged: &mut std:
 }
 
 /// `pid`'s cgroup paths, with the one it came from when the daemon moved it into a cpuset of its
-/// own (`moved_from`, the same start time).
-fn cgroups_of(moved_from: &HashMap<u32, (u64, String)>, pid: u32, starttime: u64) -> Option<Vec<String>> {
-    cgroups_now(moved_from, pid, starttime).ok().flatten()
-}
-
-/// [`cgroups_of`] that tells a read failed for want of a descriptor or memory (`Err`) from a
-/// process gone (`Ok(None)`): `select::cgroup_paths_now`.
+/// own (`moved_from`, the same start time); `Err` when they could not be read for want of a
+/// descriptor or memory, `Ok(None)` when the process is gone: `select::cgroup_paths_now`.
 fn cgroups_now(
     moved_from: &HashMap<u32, (u64, String)>,
     pid: u32,

@@ -1,6 +1,6 @@
 //! Shared by the daemon-loop tests that run `run::serve` against a scripted or simulated host: a
 //! config file in a temporary directory, and a loop served on its own thread until it has taken
-//! a number of steps.
+//! a number of steps. Also the copy of a fixture tree the tests that change one work on.
 
 #![allow(dead_code)]
 
@@ -69,4 +69,21 @@ pub fn serve_steps<H: Host + Restore + Send + 'static>(
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     (status, lines)
+}
+
+/// A copy of the tree `from` (a fixture) at `to`: directories, files and symbolic links as links.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let ty = e.file_type().unwrap();
+        let dest = to.join(e.file_name());
+        if ty.is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else if ty.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
 }
