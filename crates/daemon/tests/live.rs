@@ -760,6 +760,22 @@ fn sleeper_child() -> std::process::Child {
         .unwrap()
 }
 
+/// A `sleep 600` child started as pid `want` (`ns_last_pid` set to the pid before it right before
+/// the fork, as checkpoint/restore tools do), tried again a few times when another fork of the
+/// host takes the number first.
+fn process_with_pid(want: u32) -> std::process::Child {
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", want - 1)).unwrap();
+        let mut c = sleeper_child();
+        if c.id() == want {
+            return c;
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    panic!("could not start a process as pid {want}");
+}
+
 /// A [`sleeper_child`] that `host` placed on [`narrow_cpus`] (applied, checked), and its mask
 /// before.
 fn placed_sleeper(host: &mut LiveHost) -> (std::process::Child, CpuSet) {
@@ -3523,6 +3539,50 @@ fn a_long_idle_process_is_read_on_its_turn_and_every_cycle_once_it_runs() {
         assert_eq!(host.tier_stats().stat_rested, 0, "idle_stat_max_ms 0: every stat read every cycle");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// A pid another process takes while the process it named rests (long idle: its stat carried,
+/// not read) is seen at the next cycle, from the new inode of its /proc directory in the listing:
+/// the sample showed the old process's stat and details under the new one's pid until the pid's
+/// next stat turn (up to `idle_stat_every - 1` cycles later). Forced: a `sleep` the observer has
+/// seen rest is killed, and its pid given at once to another `sleep` (`ns_last_pid`), before a
+/// cycle that is not its turn. Fails if a resting process is not checked against the listing.
+#[test]
+fn a_pid_reused_while_its_process_rests_is_seen_at_the_next_cycle() {
+    let (_d, state) = tmp_state("reused");
+    let mut tuning = numapilot_daemon::live::LiveTuning::default();
+    tuning.tiers.stale_cycles = 1 << 40;
+    tuning.tiers.idle_after_ms = 0;
+    tuning.tiers.idle_stat_every = 4;
+    tuning.tiers.idle_stat_max_ms = 1 << 40;
+    let o = LiveOptions { state_path: state.clone(), ..LiveOptions::default() };
+    let mut host = LiveHost::open_with(topo(), o, tuning).unwrap().0;
+    let mut old = sleeper_child();
+    let pid = old.id();
+    let first = read_starttime(pid).unwrap();
+    let start = |s: &numapilot_observe::Sample| s.process(pid).map(|p| p.starttime);
+    // Cycles (counted from 1, as the observer does) until one that rests it (not its turn,
+    // (pid + cycle) % 4 == 0) is followed by another.
+    let mut cycle = 0u64;
+    loop {
+        cycle += 1;
+        let s = observe(&mut host);
+        assert_eq!(start(&s), Some(first), "cycle {cycle}");
+        let turn = |c: u64| (u64::from(pid) + c) % 4 == 0;
+        if cycle >= 2 && !turn(cycle) && !turn(cycle + 1) {
+            assert!(host.tier_stats().stat_rested > 0, "cycle {cycle}: {:?}", host.tier_stats());
+            break;
+        }
+    }
+    let _ = old.kill();
+    let _ = old.wait();
+    let mut new = process_with_pid(pid);
+    let second = read_starttime(pid).unwrap();
+    assert_ne!(second, first);
+    let s = observe(&mut host);
+    assert_eq!(start(&s), Some(second), "the new process at the next cycle: {:?}", host.tier_stats());
+    let _ = new.kill();
+    let _ = new.wait();
 }
 
 /// The staleness round sees a `taskset` on a sleeping process: with `stale_cycles` 2, within two

@@ -14,7 +14,8 @@
 //!   every cycle      readdir /proc; per process: /proc/PID/stat (one pread on a kept-open fd),
 //!                    except a process idle for idle_after_ms: its stat one cycle in
 //!                    idle_stat_every (by pid) and at least every idle_stat_max_ms, the last
-//!                    read carried on the others
+//!                    read carried on the others unless the listing gives its /proc directory
+//!                    another inode (the pid may be another process's: read, by path)
 //!                    ├─ kernel thread ───────────> skipped (re-checked every KTHREAD_RECHECK cycles,
 //!                    │                              and when its /proc directory's inode changes)
 //!                    ├─ excluded (pid/comm/cgroup), not in a set [include] list ─> skipped
@@ -102,8 +103,10 @@
 //! Between staleness rounds an idle process's affinity and last CPU are as of its last read (a
 //! `taskset` on a sleeping process shows up within `stale_cycles` cycles). A long-idle process that
 //! wakes is seen on its next stat turn, up to `idle_stat_every - 1` cycles late; its exit at once
-//! (the listing), its pid's reuse by another process at that turn (the daemon's pid + start-time
-//! check before any action covers the gap). Sub-tick CPU use (under
+//! (the listing), its pid's reuse by another process at once too (the listing's inode of its /proc
+//! directory, a new one for a new process: free, getdents gives it; on a file system that gives
+//! none, at its turn, the daemon's pid + start-time check before any action covering the gap).
+//! Sub-tick CPU use (under
 //! 10 ms per cycle per process with USER_HZ 100) does not trigger a thread read.
 
 use std::collections::HashMap;
@@ -304,9 +307,9 @@ pub const PARALLEL_DETAILS_FROM: usize = 8;
 /// What the observer knows of one pid.
 #[derive(Debug)]
 enum Kind {
-    /// A kernel thread, identified at `cycle`, its /proc directory's inode then `ino` (a new one
-    /// in a listing means its pid may be another process's now: identified again).
-    Kernel { cycle: u64, ino: u64 },
+    /// A kernel thread, identified at `cycle` (a new inode of its /proc directory in a listing
+    /// means its pid may be another process's now: identified again, see `Entry::ino`).
+    Kernel { cycle: u64 },
     /// Excluded by the options (or too small): not read beyond stat.
     Skipped,
     /// A user process the daemon watches.
@@ -316,6 +319,11 @@ enum Kind {
 #[derive(Debug)]
 struct Entry {
     starttime: u64,
+    /// The inode of its /proc directory in the listing of its last stat read (0: the file system
+    /// gives none). Another in a listing, and the pid may be another process's now (see
+    /// `Reader::pids_with_inodes`): a kernel thread is identified again, a resting process's
+    /// stat is read (not carried) through a descriptor opened anew.
+    ino: u64,
     /// A skipped process's CPU ticks and the time they were read: its CPU use is the node load of
     /// unmanaged work (`Sample::unmanaged_cpu`).
     unmanaged_ticks: u64,
@@ -1067,13 +1075,12 @@ impl TieredObserver {
         // process took between two listings would hide that process until then. Its directory's
         // inode tells (see `Reader::pids_with_inodes`): a new one, and the pid is identified again.
         for &(pid, ino) in &listed {
-            if let Some(Entry { kind: Kind::Kernel { ino: was, .. }, .. }) = self.entries.get(&pid) {
-                if *was != ino {
+            if let Some(e) = self.entries.get(&pid) {
+                if matches!(e.kind, Kind::Kernel { .. }) && e.ino != ino {
                     self.drop_entry(pid);
                 }
             }
         }
-        let ino_of = |pid: u32| listed.binary_search_by_key(&pid, |&(p, _)| p).map_or(0, |i| listed[i].1);
         let pids: Vec<u32> = listed.iter().map(|&(pid, _)| pid).collect();
         let t = &self.tiers;
         let carry = t.carry_idle_threads;
@@ -1103,18 +1110,31 @@ impl TieredObserver {
         let own_pid = std::process::id();
         let mut stats_now: HashMap<u32, Arc<TaskStat>, FxBuild> =
             HashMap::with_capacity_and_hasher(pids.len(), FxBuild::default());
-        for &pid in &pids {
-            if let Some(Entry { kind: Kind::Kernel { cycle: c, .. }, .. }) = self.entries.get(&pid) {
+        for &(pid, ino) in &listed {
+            if let Some(Entry { kind: Kind::Kernel { cycle: c }, .. }) = self.entries.get(&pid) {
                 if cycle.saturating_sub(*c) < krecheck {
                     stats.skipped += 1;
                     continue;
                 }
             }
             let keep = !matches!(self.entries.get(&pid), Some(Entry { kind: Kind::Kernel { .. }, .. }));
+            // Its /proc directory has another inode than at its last read: the pid may name another
+            // process now (one that took it between two listings; or the same one, its directory's
+            // cached entry dropped). Not carried, nor read through the old descriptor (of a reaped
+            // process it reads nothing, and the new one would be seen a cycle later): read by path.
+            let renewed = match self.entries.get_mut(&pid) {
+                Some(e) if e.ino != ino => {
+                    if e.fd.take().is_some() {
+                        self.open_fds -= 1;
+                    }
+                    true
+                }
+                _ => false,
+            };
             let rested = self
                 .entries
                 .get(&pid)
-                .filter(|e| stat_rests(e, pid, cycle, now_ns, &self.tiers))
+                .filter(|e| !renewed && stat_rests(e, pid, cycle, now_ns, &self.tiers))
                 .and_then(|e| e.stat.clone());
             let fresh = rested.is_none();
             let st: Option<Arc<TaskStat>> = match rested {
@@ -1123,8 +1143,8 @@ impl TieredObserver {
                     Some(st)
                 }
                 None => match kept.binary_search_by_key(&pid, |k| k.0) {
-                    Ok(i) => kept[i].1.take().map(Arc::new),
-                    Err(_) => self.stat(&root_proc, pid, keep)?.map(Arc::new),
+                    Ok(i) if !renewed => kept[i].1.take().map(Arc::new),
+                    _ => self.stat(&root_proc, pid, keep)?.map(Arc::new),
                 },
             };
             let Some(st) = st else {
@@ -1217,7 +1237,7 @@ impl TieredObserver {
                 // excluded) and classified again at the next cycle's recheck.
                 let mut class_ns = now_ns.saturating_sub(stagger(pid, recheck_ns));
                 let kind = if st.is_kernel_thread() {
-                    Kind::Kernel { cycle, ino: ino_of(pid) }
+                    Kind::Kernel { cycle }
                 } else {
                     match select::exclusion_known(opts, pid, &st.comm, || {
                         cgroups_now(&self.moved_from, pid, st.starttime)
@@ -1232,6 +1252,7 @@ impl TieredObserver {
                 };
                 slot.insert(Entry {
                     starttime: st.starttime,
+                    ino,
                     unmanaged_ticks: 0,
                     unmanaged_ns: 0,
                     comm: st.comm.clone(),
@@ -1267,6 +1288,9 @@ impl TieredObserver {
                 }
             }
             let Some(e) = self.entries.get_mut(&pid) else { continue };
+            if fresh {
+                e.ino = ino;
+            }
             if fresh && !matches!(e.kind, Kind::Kernel { .. }) {
                 e.stat = Some(st.clone());
                 e.stat_ns = now_ns;
@@ -1279,7 +1303,7 @@ impl TieredObserver {
             }
             match e.kind {
                 Kind::Kernel { .. } => {
-                    e.kind = Kind::Kernel { cycle, ino: ino_of(pid) };
+                    e.kind = Kind::Kernel { cycle };
                     stats.skipped += 1;
                     continue;
                 }
@@ -1711,6 +1735,40 @@ mod tests {
             assert_eq!(p.comm, want.comm, "cycle {cycle}");
             o.recycle(s);
         }
+    }
+
+    /// A pid another process takes while the process it named rests (long idle: its stat carried,
+    /// not read) is seen at the next cycle, from the new inode of its /proc directory in the
+    /// listing, not at the pid's next stat turn: until then the sample showed the old process's
+    /// stat and details under the new one's pid. Process 9319 of a copy of the host fixture, idle
+    /// from the start, its stat read one cycle in 4 (cycles 1, 5, ...), replaced at cycle 3 by a
+    /// process of another start time.
+    #[test]
+    fn a_pid_reused_while_its_process_rests_is_seen_at_the_next_cycle() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18");
+        let root = tempfile::tempdir().unwrap();
+        copy_dir(&fixture, root.path());
+        let proc = root.path().join("proc");
+        let opts = LiveOptions { root: root.path().to_path_buf(), ..LiveOptions::default() };
+        let tiers =
+            TierOptions { idle_after_ms: 0, idle_stat_every: 4, idle_stat_max_ms: 1 << 40, ..TierOptions::default() };
+        let mut o = TieredObserver::new(&opts, &tiers);
+        let start = |s: &Sample| s.process(9319).map(|p| (p.starttime, p.stat.starttime));
+        for cycle in 1..=2 {
+            let s = o.sample(&opts, cycle * 1_000_000_000).unwrap();
+            assert_eq!(start(&s), Some((41348, 41348)), "cycle {cycle}");
+            assert_eq!(o.stats.stat_rested > 0, cycle == 2, "cycle {cycle}: {:?}", o.stats);
+            o.recycle(s);
+        }
+        // 9319 exits and a new process takes its pid before the next listing (its directory made
+        // before the old one goes, so that it cannot reuse the old one's inode).
+        as_process(&proc.join("9319"), &proc.join("9319.new"), 9319, 0x0040_0000, 50_000);
+        std::fs::remove_dir_all(proc.join("9319")).unwrap();
+        std::fs::rename(proc.join("9319.new"), proc.join("9319")).unwrap();
+        assert_ne!((9319 + 3) % 4, 0, "cycle 3 is not 9319's stat turn");
+        let s = o.sample(&opts, 3_000_000_000).unwrap();
+        assert_eq!(start(&s), Some((50_000, 50_000)), "the new process at the next cycle: {:?}", o.stats);
+        assert!(o.stats.threads_read > 0 && o.stats.maps_read > 0, "read as new: {:?}", o.stats);
     }
 
     fn due(age: u64, pid: u32, rss_kb: u64) -> Refresh {
