@@ -283,12 +283,15 @@ fn client(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Sends `fd` over `s` as SCM_RIGHTS with one byte of data.
-fn send_fd(s: &UnixStream, fd: RawFd) -> std::io::Result<()> {
-    let mut byte = [1u8];
-    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    // SAFETY: CMSG_SPACE of one int; the buffer is u64-aligned, as cmsghdr needs.
+/// Builds the message a descriptor travels in, one byte of data (`byte`) and a control buffer with
+/// room for one SCM_RIGHTS descriptor, and hands it to `f` for its `sendmsg` or `recvmsg`: the
+/// header's pointers (the data, the buffer) are valid until `f` returns.
+fn with_fd_message<R>(byte: u8, f: impl FnOnce(&mut libc::msghdr) -> R) -> R {
+    let mut data = [byte];
+    let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
+    // SAFETY: CMSG_SPACE only computes a size.
     let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    // In u64 words: aligned as cmsghdr needs.
     let mut cbuf = vec![0u64; space.div_ceil(8)];
     // SAFETY: msghdr is plain data; all-zero is a valid empty value, filled in below.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -296,48 +299,47 @@ fn send_fd(s: &UnixStream, fd: RawFd) -> std::io::Result<()> {
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = space as _;
-    // SAFETY: the control buffer holds one header with room for one descriptor (CMSG_SPACE above).
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
-    }
-    // SAFETY: every pointer in `msg` is valid for the call.
-    if unsafe { libc::sendmsg(s.as_raw_fd(), &msg, 0) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    f(&mut msg)
+}
+
+/// Sends `fd` over `s` as SCM_RIGHTS with one byte of data.
+fn send_fd(s: &UnixStream, fd: RawFd) -> std::io::Result<()> {
+    with_fd_message(1, |msg| {
+        // SAFETY: the control buffer holds one header with room for one descriptor (with_fd_message).
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
+        }
+        // SAFETY: every pointer in `msg` is valid for the call.
+        if unsafe { libc::sendmsg(s.as_raw_fd(), msg, 0) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    })
 }
 
 /// Receives one descriptor sent as SCM_RIGHTS on `s`.
 fn recv_fd(s: &UnixStream) -> Result<OwnedFd, String> {
-    let mut byte = [0u8];
-    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    // SAFETY: as in send_fd.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    // SAFETY: as in send_fd.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: every pointer in `msg` is valid for the call; MSG_CMSG_CLOEXEC keeps the descriptor from children.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(format!("recvmsg: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: the kernel filled msg_control up to msg_controllen; CMSG_FIRSTHDR checks the length.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        if c.is_null() || (*c).cmsg_level != libc::SOL_SOCKET || (*c).cmsg_type != libc::SCM_RIGHTS {
-            return Err("the owner sent no descriptor (no SCM_RIGHTS message)".into());
+    with_fd_message(0, |msg| {
+        // SAFETY: every pointer in `msg` is valid for the call; MSG_CMSG_CLOEXEC keeps the descriptor from
+        // children.
+        let n = unsafe { libc::recvmsg(s.as_raw_fd(), msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            return Err(format!("recvmsg: {}", std::io::Error::last_os_error()));
         }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
+        // SAFETY: the kernel filled msg_control up to msg_controllen; CMSG_FIRSTHDR checks the length.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(msg);
+            if c.is_null() || (*c).cmsg_level != libc::SOL_SOCKET || (*c).cmsg_type != libc::SCM_RIGHTS {
+                return Err("the owner sent no descriptor (no SCM_RIGHTS message)".into());
+            }
+            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
+            Ok(OwnedFd::from_raw_fd(fd))
+        }
+    })
 }
 
 /// Keeps touching each of `mems` in turn, `pages` pages of each per round, forever.
