@@ -2967,6 +2967,67 @@ fn a_process_moved_into_a_listed_cgroup_is_classified_again() {
     kid.kill();
 }
 
+/// A process of the fixture tree at `ROOT/proc/{from}` copied as process `to` (its one thread
+/// `to` too, the pid in its stat files rewritten), for the tests that need a fixture process under
+/// a pid of their choosing.
+fn fixture_process_as(proc: &Path, from: u32, to: u32) {
+    common::copy_tree(&proc.join(from.to_string()), &proc.join(to.to_string()));
+    std::fs::rename(proc.join(format!("{to}/task/{from}")), proc.join(format!("{to}/task/{to}"))).unwrap();
+    for stat in [format!("{to}/stat"), format!("{to}/task/{to}/stat")] {
+        let text = std::fs::read_to_string(proc.join(&stat)).unwrap();
+        std::fs::write(proc.join(&stat), text.replacen(&format!("{from} "), &format!("{to} "), 1)).unwrap();
+    }
+}
+
+/// The observer classifies a process by cgroup from the cgroup file under its root, as it reads
+/// every other file of it: on a fixture tree, a fixture process is judged by the cgroup its own
+/// file names, whatever the live system's process of that pid is. Before, `/proc/PID/cgroup` of
+/// the live system was read: the fixture process given this test's sleeping child's pid, whose
+/// live cgroup no list names, was managed though its file names an excluded cgroup, and the one
+/// whose pid the live system has no process of was taken as excluded though its file names an
+/// included cgroup. The same after a reload swaps the lists (`reclassify`).
+#[test]
+fn a_fixture_process_is_classified_by_its_own_cgroup_file() {
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    common::copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18"), &root);
+    let proc = root.join("proc");
+    fixture_process_as(&proc, 9319, kid.pid());
+    // The kernel's /proc/PID/cgroup lines (cgroup v2: "0::PATH").
+    let cgroup =
+        |pid: u32, path: &str| std::fs::write(proc.join(format!("{pid}/cgroup")), format!("0::{path}\n")).unwrap();
+    cgroup(kid.pid(), "/numapilot-test-excluded.slice/a.service");
+    cgroup(9311, "/numapilot-test-included.slice/b.service");
+    let live = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    assert!(!live(kid.pid()).contains("numapilot-test-"), "the live process's cgroup is another");
+    assert!(!live(9311).contains("numapilot-test-"), "a live process 9311, if any, is in another cgroup");
+    let opts = LiveOptions {
+        root: root.clone(),
+        exclude_cgroups: vec!["/numapilot-test-excluded.slice".into()],
+        include_cgroups: vec!["/numapilot-test-included.slice".into()],
+        ..LiveOptions::default()
+    };
+    let mut o = TieredObserver::new(&opts, &TierOptions::default());
+    let s = o.sample(&opts, 1_000_000_000).unwrap();
+    assert!(s.process(9311).is_some(), "in the included cgroup: managed");
+    assert!(s.process(kid.pid()).is_none(), "in the excluded cgroup: skipped");
+    o.recycle(s);
+    // A reload that includes the other cgroup only.
+    let swapped = LiveOptions {
+        exclude_cgroups: Vec::new(),
+        include_cgroups: vec!["/numapilot-test-excluded.slice".into()],
+        ..opts.clone()
+    };
+    o.reclassify(&swapped);
+    assert_eq!(o.take_left(), vec![9311], "out of [include] now");
+    let s = o.sample(&swapped, 2_000_000_000).unwrap();
+    assert!(s.process(9311).is_none());
+    assert!(s.process(kid.pid()).is_some(), "in the included cgroup now: managed");
+    kid.kill();
+}
+
 /// An excluded process burning a CPU is not sampled, but its CPU is: `Sample::unmanaged_cpu`
 /// carries about one CPU of it on the CPU it runs on (the model counts it in that node's demand,
 /// so placement leaves room for it); a managed process's CPU is not in it.

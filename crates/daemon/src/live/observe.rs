@@ -920,7 +920,9 @@ impl TieredObserver {
                     Kind::User => true,
                     Kind::Skipped => false,
                 };
-                match select::exclusion_known(opts, pid, &e.comm, || cgroups_now(moved_from, pid, e.starttime)) {
+                match select::exclusion_known(opts, pid, &e.comm, || {
+                    cgroups_now(&opts.root, moved_from, pid, e.starttime)
+                }) {
                     Ok(why) => (why.is_none() != was_user).then_some((pid, was_user)),
                     Err(_) => {
                         unknown.push(pid);
@@ -1182,7 +1184,7 @@ impl TieredObserver {
                     let was_user = matches!(e.kind, Kind::User);
                     let stays = if was_user {
                         select::exclusion_known(opts, pid, &st.comm, || {
-                            cgroups_now(&self.moved_from, pid, st.starttime)
+                            cgroups_now(&opts.root, &self.moved_from, pid, st.starttime)
                         })
                         .map(|why| why.is_none())
                     } else {
@@ -1216,9 +1218,10 @@ impl TieredObserver {
                 // Cgroups unreadable for want of a descriptor or memory: the class stands and is
                 // decided again next cycle (taken as "excluded", a managed process left the sample
                 // and was put back for one failed read).
-                let user =
-                    select::exclusion_known(opts, pid, &st.comm, || cgroups_now(&self.moved_from, pid, st.starttime))
-                        .map(|why| why.is_none());
+                let user = select::exclusion_known(opts, pid, &st.comm, || {
+                    cgroups_now(&opts.root, &self.moved_from, pid, st.starttime)
+                })
+                .map(|why| why.is_none());
                 if let (Some(e), Ok(user)) = (self.entries.get_mut(&pid), user) {
                     let was_user = matches!(e.kind, Kind::User);
                     if user == was_user {
@@ -1240,7 +1243,7 @@ impl TieredObserver {
                     Kind::Kernel { cycle }
                 } else {
                     match select::exclusion_known(opts, pid, &st.comm, || {
-                        cgroups_now(&self.moved_from, pid, st.starttime)
+                        cgroups_now(&opts.root, &self.moved_from, pid, st.starttime)
                     }) {
                         Ok(None) => Kind::User,
                         Ok(Some(_)) => Kind::Skipped,
@@ -1574,14 +1577,16 @@ fn unmanaged_use(e: &mut Entry, st: &TaskStat, now_ns: u64, unmanaged: &mut std:
 
 /// `pid`'s cgroup paths, with the one it came from when the daemon moved it into a cpuset of its
 /// own (`moved_from`, the same start time); `Err` when they could not be read for want of a
-/// descriptor or memory, `Ok(None)` when the process is gone: `select::cgroup_paths_now`.
+/// descriptor or memory, `Ok(None)` when the process is gone: `select::cgroup_paths_under`, read
+/// under the observer's root (`opts.root`), as every other file of the process it classifies.
 fn cgroups_now(
+    root: &std::path::Path,
     moved_from: &HashMap<u32, (u64, String)>,
     pid: u32,
     starttime: u64,
 ) -> std::io::Result<Option<Vec<String>>> {
     let from = moved_from.get(&pid).filter(|(st, _)| *st == starttime).map(|(_, f)| f.as_str());
-    select::cgroup_paths_now(pid, from)
+    select::cgroup_paths_under(root, pid, from)
 }
 
 #[cfg(test)]

@@ -160,9 +160,21 @@ pub fn cgroup_paths(pid: u32) -> Option<Vec<String>> {
 }
 
 /// [`cgroup_paths_with`] that tells a process gone (`Ok(None)`) from a read that failed for want
-/// of a descriptor or memory (`Err`, [`short_of_resources`]), as [`stat_now`] does.
+/// of a descriptor or memory (`Err`, [`short_of_resources`]), as [`stat_now`] does. Reads the real
+/// `/proc`: the checks before an action, a release and a restore act on the live system.
 pub fn cgroup_paths_now(pid: u32, came_from: Option<&str>) -> std::io::Result<Option<Vec<String>>> {
-    let text = match std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
+    cgroup_paths_under(std::path::Path::new("/"), pid, came_from)
+}
+
+/// [`cgroup_paths_now`] read from `ROOT/proc/PID/cgroup`: the observer's classification, which
+/// reads through its root as all observation does (on a fixture tree, the fixture's process, not
+/// whatever process of the live system has its pid).
+pub fn cgroup_paths_under(
+    root: &std::path::Path,
+    pid: u32,
+    came_from: Option<&str>,
+) -> std::io::Result<Option<Vec<String>>> {
+    let text = match std::fs::read_to_string(root.join(format!("proc/{pid}/cgroup"))) {
         Ok(text) => text,
         Err(e) if short_of_resources(&e) => return Err(e),
         Err(_) => return Ok(None),
