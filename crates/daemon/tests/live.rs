@@ -2647,6 +2647,31 @@ fn the_daemons_own_tools_are_left_alone() {
     worker.kill();
 }
 
+/// On a fixture tree a process named `numapilot` is the fixture's, never one of the daemon's tools:
+/// the tool check compared the live system's `/proc/PID/exe`, so the fixture process given the pid
+/// of this test's child, which runs this executable as `numapilot`, was left out as a tool.
+#[test]
+fn a_fixture_process_named_numapilot_is_not_a_tool() {
+    let mut tool = Kid::spawn("sleep", &[("NP_COMM", "numapilot".into())]);
+    tool.line("ready");
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    common::copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18"), &root);
+    let proc = root.join("proc");
+    fixture_process_as(&proc, 9319, tool.pid());
+    for stat in [format!("{0}/stat", tool.pid()), format!("{0}/task/{0}/stat", tool.pid())] {
+        let text = std::fs::read_to_string(proc.join(&stat)).unwrap();
+        std::fs::write(proc.join(&stat), text.replacen("(a (b) c)", "(numapilot)", 1)).unwrap();
+    }
+    let opts = LiveOptions { root, ..LiveOptions::default() };
+    let why = select::exclusion(&LiveOptions::default(), tool.pid(), "numapilot", || None);
+    assert!(why.is_some_and(|w| w.contains("numapilot tool")), "the live child is a tool");
+    let mut o = TieredObserver::new(&opts, &TierOptions::default());
+    let s = o.sample(&opts, 1_000_000_000).unwrap();
+    assert_eq!(s.process(tool.pid()).map(|p| p.comm.as_str()), Some("numapilot"), "the fixture's process: managed");
+    tool.kill();
+}
+
 /// A program replaced on disk while it runs (an upgrade of the daemon's executable) still counts
 /// as the same program as the file now at its path: its own `/proc/PID/exe` reads "PATH
 /// (deleted)", the new one's PATH, another inode. A copy at another path is another program.

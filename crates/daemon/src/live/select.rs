@@ -211,9 +211,10 @@ const TOOL_COMM: &str = "numapilot";
 /// path as this process sees it. The new tools, another inode, were taken for other programs and
 /// placed (review helper-41). A path is not compared as text: a process in a mount namespace of
 /// its own names its files from its own root (review helper-44). A process whose executable
-/// cannot be read (gone, or a kernel thread) is not.
-fn same_executable(pid: u32) -> bool {
-    runs_same_program(std::path::Path::new("/proc/self/exe"), pid)
+/// cannot be read (gone, or a kernel thread) is not. On another observation root (a fixture tree)
+/// none is: its processes are not the live system's, whose `/proc/PID/exe` names another process.
+fn same_executable(root: &std::path::Path, pid: u32) -> bool {
+    root == std::path::Path::new("/") && runs_same_program(std::path::Path::new("/proc/self/exe"), pid)
 }
 
 /// Whether process `pid` runs the program `own` (a `/proc/.../exe` link) runs: the same file, or,
@@ -258,7 +259,7 @@ pub fn exclusion(
     // from its own affinity, and a tool the fork rule narrowed while it measured offered a job
     // part of the machine (the rig: a second 1-CPU job advised "0-1" with node 1 idle). Programs
     // started by `numapilot run` (an exec: another name) and bench workers (renamed) are managed.
-    if comm == TOOL_COMM && same_executable(pid) {
+    if comm == TOOL_COMM && same_executable(&opts.root, pid) {
         return Some(format!("pid {pid} is a numapilot tool (this daemon's executable, named '{TOOL_COMM}')"));
     }
     if opts.exclude_pids.contains(&pid) {
