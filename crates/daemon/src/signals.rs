@@ -24,6 +24,11 @@
 //!     comm     += wake-up pairs drained from the BPF map (waker -> wakee, events = wake-ups)
 //! ```
 //!
+//! The files are read under the observed root (`Signals::open_under`, the live host's
+//! `LiveOptions::root`): on a fixture tree, `ROOT/proc/PID/maps`, `fd` and `ROOT/proc/net/tcp{,6}`
+//! (every `sockets_every`-th cycle), and no source that only the running kernel answers (sock_diag,
+//! the PMU, eBPF), each said in one note: their pids are the live system's.
+//!
 //! The two per-process scans (fd links, maps) are rolling: each cycle reads the processes not read
 //! yet (new to the scan set: they have no signal at all) first, then, of those read `sockets_every`
 //! (`maps_every`) or more cycles ago, the longest unread, at most `ceil(n / sockets_every)` of the `n`
@@ -279,10 +284,21 @@ impl Signals {
         Self::open_with(opts, SignalTuning::default())
     }
 
-    /// Opens the sources with explicit tuning.
+    /// Opens the sources with explicit tuning, on the live system.
     pub fn open_with(opts: SignalOptions, tuning: SignalTuning) -> Self {
+        Self::open_under(Path::new("/"), opts, tuning)
+    }
+
+    /// Opens the sources for the system observed under `root` ("/": the live system). On another
+    /// root (a fixture tree, as the live host's observer reads) the per-process scans read its
+    /// files (`ROOT/proc/PID/maps` and `fd`), TCP ends come from its `proc/net/tcp` and `tcp6`
+    /// every `sockets_every` cycles, and the sources that only the running kernel answers
+    /// (sock_diag's TCP and unix dumps, the PMU, the eBPF tracer) stay closed, each with a note:
+    /// their pids would be the live system's, not the root's.
+    pub fn open_under(root: &Path, opts: SignalOptions, tuning: SignalTuning) -> Self {
+        let live = root == Path::new("/");
         let mut s = Signals {
-            reader: Reader::new("/"),
+            reader: Reader::new(root),
             sockets: opts.sockets,
             tuning: SignalTuning {
                 maps_every: tuning.maps_every.max(1),
@@ -291,7 +307,15 @@ impl Signals {
             },
             ..Signals::default()
         };
-        if opts.sockets {
+        let elsewhere = |what: &str| format!("{what}: observing {} instead of the live system", root.display());
+        if opts.sockets && !live {
+            s.notes.push(format!(
+                "{}: TCP ends from its proc/net/tcp and tcp6 every {} cycles, no unix peers (sock_diag answers for the \
+                 live system only)",
+                elsewhere("sockets"),
+                s.tuning.sockets_every
+            ));
+        } else if opts.sockets {
             match sockets::unix_peers() {
                 Ok(_) => s.unix_diag = true,
                 Err(e) => s.notes.push(format!(
@@ -307,10 +331,14 @@ impl Signals {
                 )),
             }
         }
-        if opts.perf {
+        if opts.perf && !live {
+            s.notes.push(format!("{}: access sampling off (the PMU samples the live system)", elsewhere("perf")));
+        } else if opts.perf {
             s.open_perf();
         }
-        if s.tuning.wakeups {
+        if s.tuning.wakeups && !live {
+            s.notes.push(format!("{}: wake-up pairs off (the tracer sees the live system)", elsewhere("wakeups")));
+        } else if s.tuning.wakeups {
             let topts = TracerOptions { max_pairs: s.tuning.wakeup_max_pairs, mount_tracefs: true };
             match WakeupTracer::open(&topts) {
                 Ok(t) => s.tracer = Some(t),

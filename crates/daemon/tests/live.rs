@@ -3053,6 +3053,55 @@ fn a_fixture_process_is_classified_by_its_own_cgroup_file() {
     kid.kill();
 }
 
+/// The live host's signal sources read the tree it observes: on a fixture tree, the maps and fd
+/// links of the fixture's processes (`ROOT/proc/PID/maps`, `fd`) and the TCP table under it
+/// (`ROOT/proc/net/tcp`), not the live system's files of those pids and its sock_diag dumps; the
+/// sources only the running kernel answers (the PMU, the wake-up tracer) stay closed, said in the
+/// notes. Here the fixture's two processes hold the two ends of the loopback TCP connection the
+/// signals fixture captured and map one shared file: before, neither tie was seen (the live
+/// system has no such processes, or other ones under those pids).
+#[test]
+fn the_signals_of_a_fixture_tree_are_its_own() {
+    use numapilot_daemon::signals::{SignalOptions, SignalTuning, Signals};
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    common::copy_tree(&fixtures.join("host-6.18"), &root);
+    let proc = root.join("proc");
+    common::copy_tree(&fixtures.join("signals-host-6.18/root/proc/net"), &proc.join("net"));
+    // The captured connection's two ends (expected/sockets.txt: "tcp A B PORT PORT"), one each.
+    let tcp = std::fs::read_to_string(fixtures.join("signals-host-6.18/expected/sockets.txt")).unwrap();
+    let ends: Vec<u64> =
+        tcp.lines().find_map(|l| l.strip_prefix("tcp ")).unwrap().split(' ').map(|t| t.parse().unwrap()).collect();
+    // /proc/PID/fd's links and a shared mapping line as the kernel writes them.
+    for (pid, end) in [(9311, ends[0]), (9319, ends[1])] {
+        let fd = proc.join(format!("{pid}/fd"));
+        std::fs::create_dir(&fd).unwrap();
+        std::os::unix::fs::symlink(format!("socket:[{end}]"), fd.join("5")).unwrap();
+        let maps = proc.join(format!("{pid}/maps"));
+        let mut text = std::fs::read_to_string(&maps).unwrap();
+        text.push_str(
+            "7f0000000000-7f0000200000 rw-s 00000000 00:01 4242                       /memfd:np-shared (deleted)\n",
+        );
+        std::fs::write(&maps, text).unwrap();
+    }
+    let mut s = Signals::open_under(&root, SignalOptions::default(), SignalTuning::default());
+    assert!(!s.sampling(), "no access sampler on a fixture tree");
+    let notes = s.notes().join(" | ");
+    assert!(notes.contains("perf: observing") && notes.contains("sockets: observing"), "{notes}");
+    let mut sample = numapilot_observe::Reader::new(&root).sample_of(Some(&[9311, 9319])).unwrap();
+    s.fill(&mut sample);
+    let pair = sample.comm.iter().find(|c| c.a.0 == 9311 && c.b.0 == 9319);
+    assert!(pair.is_some(), "the TCP pair of the fixture's fd links: {:?}", sample.comm);
+    let shared = sample.shared.iter().find(|o| o.path.starts_with("/memfd:np-shared"));
+    assert_eq!(
+        shared.map(|o| o.users.iter().map(|u| u.0).collect::<Vec<_>>()),
+        Some(vec![9311, 9319]),
+        "{:?}",
+        sample.shared
+    );
+}
+
 /// An excluded process burning a CPU is not sampled, but its CPU is: `Sample::unmanaged_cpu`
 /// carries about one CPU of it on the CPU it runs on (the model counts it in that node's demand,
 /// so placement leaves room for it); a managed process's CPU is not in it.

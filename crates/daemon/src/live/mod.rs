@@ -857,7 +857,7 @@ impl LiveHost {
         if let Some(r) = &refusal {
             notes.push(r.clone());
         }
-        let mut signals = Signals::open_with(tuning.signals, tuning.signal_tuning);
+        let mut signals = Signals::open_under(&opts.root, tuning.signals, tuning.signal_tuning);
         notes.extend(signals.notes().iter().cloned());
         let ps = page_size();
         let observer = observe::TieredObserver::new(&opts, &tuning.tiers);
