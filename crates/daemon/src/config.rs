@@ -6,8 +6,9 @@
 //!
 //! Approach: the file is TOML, deserialised with `deny_unknown_fields` everywhere, then every value
 //! is checked (ours here, the engine's with [`Tunables::validate`]). Every error carries the file and
-//! the line: serde errors carry a byte span, and for a value rejected after parsing the key is looked
-//! up again in a span-keeping parse ([`toml::de::DeTable`]). Command-line flags are applied on top of
+//! the line: serde errors carry a byte span, mapped to the dotted key whose span holds it (a wrong
+//! type or an unknown key is said as `daemon.nice = "high": expected an integer`), and for a value
+//! rejected after parsing the key is looked up again in a span-keeping parse ([`toml::de::DeTable`]). Command-line flags are applied on top of
 //! the file *before* the checks, so a bad flag is rejected the same way (naming the flag).
 //!
 //! ```text
@@ -760,6 +761,9 @@ fn parse_as(text: &str, file: &str, overrides: &Overrides, checks: Checks) -> Re
 fn parse_both(text: &str, file: &str, overrides: &Overrides, checks: Checks) -> Result<(Config, Config), ConfigError> {
     let validate_daemon = |c: &Config| validate_daemon(c, checks);
     let mut config: Config = toml::from_str(text).map_err(|e| {
+        if let Some((line, reason)) = said_at_its_key(text, &e) {
+            return ConfigError { file: file.to_string(), line: Some(line), reason };
+        }
         let mut reason = e.message().trim_end().to_string();
         // The text the error is about, when the message does not quote it ("duplicate key" named
         // no key; review helper-50).
@@ -848,6 +852,169 @@ fn parse_both(text: &str, file: &str, overrides: &Overrides, checks: Checks) -> 
         _ => flag_err(format!("{e}")),
     })?;
     Ok((own, config))
+}
+
+/// A value of the wrong type or an unknown key, said with the full dotted key and in plain words
+/// (`daemon.nice = "high": expected an integer`, `unknown key daemon.bogus; known keys: ...`)
+/// rather than in serde's (`invalid type: string "high", expected i32`, `unknown field `bogus``,
+/// which named neither the table nor, for a type, the key; review helper-103). The key is the one
+/// whose span in a span-keeping parse holds the error's. `None` for an error tied to no key (a
+/// TOML syntax error, said as the parser says it).
+fn said_at_its_key(text: &str, e: &toml::de::Error) -> Option<(usize, String)> {
+    let span = e.span()?;
+    let root = toml::de::DeTable::parse(text).ok()?;
+    let mut path = Vec::new();
+    let found = key_at(root.get_ref(), span.start, &mut path)?;
+    let line = line_of_offset(text, span.start);
+    let key = path.join(".");
+    let message = e.message().trim_end();
+    // The value as written, when it is short enough to repeat.
+    let written = |s: std::ops::Range<usize>| {
+        text.get(s).map(str::trim).filter(|t| !t.is_empty() && t.len() <= 60 && !t.contains('\n'))
+    };
+    let shown = |s: std::ops::Range<usize>| written(s).map_or_else(|| key.clone(), |v| format!("{key} = {v}"));
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let name = rest.split('`').next().unwrap_or_default();
+        let known = backticked(rest.split_once("expected").map_or("", |(_, k)| k));
+        let near = nearest(name, &known).map(|k| format!(" (did you mean {k}?)")).unwrap_or_default();
+        let unknown = if found.is_table { format!("table [{key}]") } else { format!("key {key}") };
+        let parent = path[..path.len() - 1].join(".");
+        let known = if parent.is_empty() {
+            let tables: Vec<String> = known.iter().map(|k| format!("[{k}]")).collect();
+            format!("known tables: {}", tables.join(", "))
+        } else if known.len() > MAX_KEYS_LISTED {
+            format!(
+                "[{parent}] has {}, each described in the full example, {FULL_EXAMPLE_PATH}",
+                numapilot_topology::plural(known.len(), "key")
+            )
+        } else {
+            format!("known keys of [{parent}]: {}", known.join(", "))
+        };
+        return Some((line, format!("unknown {unknown}{near}; {known}")));
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        let known: Vec<String> =
+            backticked(rest.split_once("expected").map_or("", |(_, k)| k)).iter().map(|k| format!("{k:?}")).collect();
+        return Some((line, format!("{}: expected one of {}", shown(found.value), known.join(", "))));
+    }
+    if found.item.is_some() && path.len() == 1 {
+        // `[[daemon]]`: a section given as an array of tables.
+        return Some((line, format!("[[{key}]]: expected one table [{key}], not an array of tables")));
+    }
+    // toml's own words for a value that is neither a string nor a table where an enum goes.
+    let (got, expected) = if message.starts_with("wanted string or table") {
+        ("", "a string")
+    } else {
+        message
+            .strip_prefix("invalid type: ")
+            .or_else(|| message.strip_prefix("invalid value: "))?
+            .rsplit_once(", expected ")?
+    };
+    let plain = plain_type(expected, got, &key);
+    // An item of a list: the list's key, and which item.
+    if let Some((i, item)) = found.item {
+        let list = plain_type("a sequence", "", &key);
+        let item = written(item).map(|t| format!(" = {t}")).unwrap_or_default();
+        return Some((line, format!("{key} item {}{item}: expected {plain} ({key} is {list})", i + 1)));
+    }
+    Some((line, format!("{}: expected {plain}", shown(found.value))))
+}
+
+/// Most known keys an unknown key's error lists; a table with more ([tunables]) is referred to
+/// the full example instead (its 84 names made a line of 1,800 characters).
+const MAX_KEYS_LISTED: usize = 16;
+
+/// Where the packages install `packaging/numapilot.toml`, the example that describes every key.
+pub const FULL_EXAMPLE_PATH: &str = "/usr/share/doc/numapilot/examples/numapilot.toml";
+
+/// What [`key_at`] found: the key's value span, whether it is a table, and the item of an array
+/// value the offset is in (0-based, with its span).
+struct KeyAt {
+    value: std::ops::Range<usize>,
+    is_table: bool,
+    item: Option<(usize, std::ops::Range<usize>)>,
+}
+
+/// The deepest key whose name or value holds byte `at`, its path pushed on `path`.
+fn key_at(table: &toml::de::DeTable<'_>, at: usize, path: &mut Vec<String>) -> Option<KeyAt> {
+    for (k, v) in table.iter() {
+        path.push(k.get_ref().to_string());
+        if let Some(t) = v.get_ref().as_table() {
+            if let Some(found) = key_at(t, at, path) {
+                return Some(found);
+            }
+        }
+        let item = v.get_ref().as_array().and_then(|a| {
+            a.iter().enumerate().find(|(_, item)| item.span().contains(&at)).map(|(i, item)| (i, item.span()))
+        });
+        if k.span().contains(&at) || v.span().contains(&at) {
+            return Some(KeyAt { value: v.span(), is_table: v.get_ref().is_table(), item });
+        }
+        path.pop();
+    }
+    None
+}
+
+/// The names in backticks of a serde message's list (`` `a`, `b` ``).
+fn backticked(list: &str) -> Vec<&str> {
+    list.split('`').skip(1).step_by(2).collect()
+}
+
+/// The known name within two edits of `name`, if exactly one is.
+fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    let close: Vec<&str> = known.iter().copied().filter(|k| edits(name, k) <= 2).collect();
+    (close.len() == 1).then(|| close[0])
+}
+
+/// Levenshtein distance, by characters.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
+}
+
+/// A serde "expected" (`i32`, `a sequence`, `struct DaemonSection`) in plain words, for the key
+/// `key` that was given `got` (`integer `-5``, `string "high"`).
+fn plain_type(expected: &str, got: &str, key: &str) -> String {
+    let range = |min: i128, max: i128| {
+        let given = got.strip_prefix("integer `").and_then(|g| g.trim_end_matches('`').parse::<i128>().ok());
+        match given {
+            Some(g) if min == 0 && g < 0 => "an integer >= 0".to_string(),
+            Some(g) if min == 0 && g > max => format!("an integer <= {max}"),
+            Some(_) => format!("an integer in {min}..={max}"),
+            None => "an integer".to_string(),
+        }
+    };
+    match expected {
+        "i8" => range(i8::MIN.into(), i8::MAX.into()),
+        "i16" => range(i16::MIN.into(), i16::MAX.into()),
+        "i32" => range(i32::MIN.into(), i32::MAX.into()),
+        "i64" => range(i64::MIN.into(), i64::MAX.into()),
+        "u8" => range(0, u8::MAX.into()),
+        "u16" => range(0, u16::MAX.into()),
+        "u32" => range(0, u32::MAX.into()),
+        "u64" | "usize" => range(0, u64::MAX.into()),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        "a string" | "path string" | "a borrowed string" => "a string".into(),
+        "a sequence" => match key.rsplit('.').next() {
+            Some("comm" | "cgroups") => "a list of strings".into(),
+            Some("pids") => "a list of integers".into(),
+            _ => "a list".into(),
+        },
+        _ if expected.starts_with("struct ") || expected == "a map" => format!("a table ([{key}])"),
+        _ if expected.starts_with("enum ") => "a string".into(),
+        other => other.to_string(),
+    }
 }
 
 /// An interval below the settle interval, said as the interval's fault ("must be at least ..."): the tunables' own check names the settle interval, which the operator did not set

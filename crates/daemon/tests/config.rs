@@ -46,6 +46,59 @@ fn bad_type_and_bad_enum_have_lines() {
     assert!(e.reason.contains("v3"), "{e}");
 }
 
+/// A value of the wrong type and an unknown key or table are said with the full dotted key, the
+/// value as written and the reason in plain words (serde's named neither the key nor the table:
+/// `invalid type: string "high", expected i32`, "unknown field `bogus`"; review helper-103).
+#[test]
+fn type_errors_and_unknown_keys_name_the_dotted_key_in_plain_words() {
+    let cases = [
+        ("[daemon]\nnice = \"high\"\n", 2, "daemon.nice = \"high\": expected an integer"),
+        ("[exclude]\ncomm = \"sshd\"\n", 2, "exclude.comm = \"sshd\": expected a list of strings"),
+        ("[daemon]\ninterval_ms = -5\n", 2, "daemon.interval_ms = -5: expected an integer >= 0"),
+        ("[daemon]\n\nnice = 99999999999\n", 3, "daemon.nice = 99999999999: expected an integer in -2147483648..=2147483647"),
+        ("[daemon]\ndry_run = \"yes\"\n", 2, "daemon.dry_run = \"yes\": expected true or false"),
+        ("[tunables]\ntier_medium = \"x\"\n", 2, "tunables.tier_medium = \"x\": expected a number"),
+        ("daemon.nice = \"x\"\n", 1, "daemon.nice = \"x\": expected an integer"),
+        ("daemon = 5\n", 1, "daemon = 5: expected a table ([daemon])"),
+        ("[[daemon]]\nnice = 1\n", 1, "[[daemon]]: expected one table [daemon], not an array of tables"),
+        ("[actuation]\ncpuset = 5\n", 2, "actuation.cpuset = 5: expected a string"),
+        ("[actuation]\ncpuset = \"v3\"\n", 2, "actuation.cpuset = \"v3\": expected one of \"off\", \"auto\", \"v1\", \"v2\""),
+        (
+            "[exclude]\npids = [\n  1,\n  -2,\n]\n",
+            4,
+            "exclude.pids item 2 = -2: expected an integer >= 0 (exclude.pids is a list of integers)",
+        ),
+        ("[include]\ncomm = [1]\n", 2, "include.comm item 1 = 1: expected a string (include.comm is a list of strings)"),
+        (
+            "[nosection]\n",
+            1,
+            "unknown table [nosection]; known tables: [daemon], [exclude], [include], [actuation], [signals], [tunables]",
+        ),
+        ("nosection = 1\n", 1, "unknown key nosection; known tables: [daemon], [exclude]"),
+        (
+            "[daemon]\nbogus = 1\n",
+            2,
+            "unknown key daemon.bogus; known keys of [daemon]: interval_ms, dry_run, journal, journal_max_bytes, \
+             state, socket, metrics, idle_max_interval_ms, new_thread_wake_ms, nice",
+        ),
+        ("[daemon.sub]\n", 1, "unknown table [daemon.sub]; known keys of [daemon]: interval_ms,"),
+        ("[exclude]\ncomms = []\n", 2, "unknown key exclude.comms (did you mean comm?); known keys of [exclude]: comm,"),
+        (
+            "[tunables]\ntier_meduim = 0.3\n",
+            2,
+            "unknown key tunables.tier_meduim (did you mean tier_medium?); [tunables] has 84 keys, each described \
+             in the full example, /usr/share/doc/numapilot/examples/numapilot.toml",
+        ),
+    ];
+    let tunables = serde_json::to_value(numapilot_model::Tunables::default()).unwrap().as_object().unwrap().len();
+    let cases = cases.map(|(text, line, said)| (text, line, said.replace("84 keys", &format!("{tunables} keys"))));
+    for (text, line, said) in cases {
+        let e = config::parse_with_overrides(text, "badtype.toml", &Overrides::default()).unwrap_err();
+        assert_eq!(e.line, Some(line), "{text:?}: {e}");
+        assert!(e.to_string().starts_with(&format!("badtype.toml:{line}: {said}")), "{text:?}: {e}");
+    }
+}
+
 #[test]
 fn tunable_out_of_range_points_at_its_line() {
     let text = "[daemon]\ndry_run = false\n\n[tunables]\ninterval_ms = 1000\ntier_medium = 0.01\n";
