@@ -1840,6 +1840,51 @@ fn advise_refuses_a_bad_request_or_window_before_measuring() {
     }
 }
 
+/// `advise --config FILE` asks the socket the file names, as `status` and `explain` do (the file
+/// said advise reads it, and `--config` was an unknown argument; review helper-103): here a socket
+/// no daemon listens on, said on stderr before this machine is measured. A file named that is
+/// missing is an error naming it, and nothing is measured or printed.
+#[test]
+fn advise_takes_the_socket_from_the_config_file_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("from-config.sock");
+    // Bound, then closed: a socket file nothing listens on.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let config = dir.path().join("np.toml");
+    std::fs::write(&config, format!("[daemon]\nsocket = \"{}\"\n", socket.display())).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let advise = |cfg: &Path| {
+        Command::new(BIN)
+            .args(["advise", "--cpus", "0", "--mem", "1M", "--window-ms", "100", "--config"])
+            .arg(cfg)
+            .output()
+            .unwrap()
+    };
+    let out = advise(&config);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&socket.display().to_string()) && err.contains("measuring this machine alone"), "{err}");
+    assert!(!out.stdout.is_empty());
+    let missing = dir.path().join("missing.toml");
+    let out = advise(&missing);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{}: cannot read: No such file", missing.display())), "{err}");
+    assert!(out.stdout.is_empty(), "{err}");
+    // A file advise would not read is refused with what makes it so.
+    let out = Command::new(BIN)
+        .args(["advise", "--cpus", "1", "--machine", "article-4n96", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("'--machine <PRESET|FILE>' cannot be used with '--config <FILE>'"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn the_systemd_unit_verifies() {
     let unit = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/numapilot.service"));

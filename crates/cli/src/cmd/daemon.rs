@@ -162,6 +162,10 @@ pub struct AdviseArgs {
     /// [default: `[daemon] socket` of /etc/numapilot.toml, else /run/numapilot/numapilot.sock].
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// The daemon's configuration file, for its socket [default: /etc/numapilot.toml when it
+    /// exists]; a file named here that is missing or does not load is an error.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "no_daemon", "root", "machine"])]
+    pub config: Option<PathBuf>,
     /// Measure this machine even when a daemon runs.
     #[arg(long)]
     pub no_daemon: bool,
@@ -677,7 +681,8 @@ pub fn run_advise(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--pid 0: not a process id");
     }
     // The configuration file is read for the socket only when a daemon may be asked.
-    let socket = if offline || a.no_daemon { PathBuf::new() } else { client_socket(a.socket.clone(), None)? };
+    let socket =
+        if offline || a.no_daemon { PathBuf::new() } else { client_socket(a.socket.clone(), a.config.clone())? };
     let ask_daemon = !offline && !a.no_daemon && std::fs::symlink_metadata(&socket).is_ok();
     if a.pid.is_some() && !offline && !ask_daemon {
         if a.no_daemon {
