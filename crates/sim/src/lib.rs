@@ -101,7 +101,7 @@ pub enum SimError {
         reason: String,
     },
     /// An unknown policy, workload or machine name; `valid` lists the valid ones.
-    #[error("unknown {kind} '{name}' (valid: {valid})")]
+    #[error("unknown {kind} {name:?}; valid: {valid}")]
     Unknown {
         /// `policy`, `workload` or `machine`.
         kind: &'static str,

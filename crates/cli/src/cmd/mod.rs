@@ -75,10 +75,10 @@ pub fn machine_topology(arg: &str) -> anyhow::Result<Topology> {
         return Ok(Topology::from_machine_file(path)?);
     }
     if looks_like_path(arg) {
-        anyhow::bail!("machine file {arg}: no such file");
+        anyhow::bail!("machine file {arg:?}: no such file");
     }
     anyhow::bail!(
-        "unknown machine '{arg}'; valid machines: {}, or the path of a machine file",
+        "unknown machine {arg:?}; valid machines: {}, or the path of a machine file",
         numapilot_topology::presets::names().join(", ")
     )
 }

@@ -279,7 +279,7 @@ fn policy_list(args: &RunArgs) -> anyhow::Result<Vec<String>> {
             bail!("empty policy name in --policy");
         }
         if out.iter().any(|q| q == p) {
-            bail!("policy '{p}' given twice in --policy");
+            bail!("policy {p:?} given twice in --policy");
         }
         out.push(p.to_string());
     }
@@ -498,7 +498,7 @@ mod tests {
         };
         assert_eq!(err(&["--seeds", "0"]), "--seeds 0: must be in 1..=1000");
         assert_eq!(err(&["--seed", "1,2,1"]), "seed 1 given twice in --seed");
-        assert_eq!(err(&["--policy", "autonuma,default,autonuma"]), "policy 'autonuma' given twice in --policy");
+        assert_eq!(err(&["--policy", "autonuma,default,autonuma"]), "policy \"autonuma\" given twice in --policy");
         assert_eq!(err(&["--policy", "default,"]), "empty policy name in --policy");
         assert_eq!(err(&["--duration", "0"]), "--duration must be a number of simulated seconds in (0, 86400], not 0");
         assert_eq!(err(&["--duration=-1"]), "--duration must be a number of simulated seconds in (0, 86400], not -1");

@@ -9,9 +9,12 @@ use numapilot_sim::workload::{autonuma_bench, client_server, file, process_types
 use numapilot_sim::Machine;
 use numapilot_topology::{presets, Topology};
 
-/// Error for a `what` named `name` that is not one of `valid` (`whats`: the plural).
+/// Error for a `what` named `name` that is not one of `valid` (`whats`: the plural). The name is
+/// quoted as Rust debug-prints a string, as `topo --preset` and `bench` quote theirs: a control
+/// character in it is shown escaped rather than sent to the terminal (it was printed raw, in
+/// single quotes; review helper-103).
 pub fn unknown(what: &str, whats: &str, name: &str, valid: &[&str]) -> anyhow::Error {
-    anyhow::anyhow!("unknown {what} '{name}'; valid {whats}: {}", valid.join(", "))
+    anyhow::anyhow!("unknown {what} {name:?}; valid {whats}: {}", valid.join(", "))
 }
 
 /// The machine named on the command line: a preset, else an existing machine file.
@@ -26,7 +29,7 @@ pub fn machine(m: &str) -> anyhow::Result<Machine> {
         return Ok(Machine::from_path(path)?);
     }
     if super::super::looks_like_path(m) {
-        anyhow::bail!("machine file {m}: no such file");
+        anyhow::bail!("machine file {m:?}: no such file");
     }
     Err(anyhow::anyhow!("{:#}, or the path of a machine file", unknown("machine", "machines", m, &names)))
 }
@@ -94,7 +97,7 @@ pub fn workload(w: &str, topo: &Topology) -> anyhow::Result<Spec> {
         return Ok(file::load_spec(path, topo)?);
     }
     if super::super::looks_like_path(w) {
-        anyhow::bail!("workload file {w}: no such file");
+        anyhow::bail!("workload file {w:?}: no such file");
     }
     let names: Vec<&str> = all.iter().map(|e| e.name).collect();
     Err(anyhow::anyhow!("{:#}, or the path of a workload file", unknown("workload", "workloads", w, &names)))
@@ -161,16 +164,16 @@ mod tests {
         let m = machine("autonuma-2s12c-24g").unwrap();
         assert_eq!((m.topo.nodes.len(), m.name.as_str()), (2, "autonuma-2s12c-24g"));
         let e = format!("{:#}", machine("nope").unwrap_err());
-        assert!(e.starts_with("unknown machine 'nope'; valid machines: autonuma-2s12c-24g, "), "{e}");
+        assert!(e.starts_with("unknown machine \"nope\"; valid machines: autonuma-2s12c-24g, "), "{e}");
         assert!(e.ends_with(", or the path of a machine file"), "{e}");
         let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/ring-8n64c.toml");
         assert_eq!(machine(file).unwrap().topo.nodes.len(), 8);
         // A file name that is not there is a missing file, not an unknown preset.
         let e = format!("{:#}", machine("/no/such/box.toml").unwrap_err());
-        assert_eq!(e, "machine file /no/such/box.toml: no such file");
+        assert_eq!(e, "machine file \"/no/such/box.toml\": no such file");
         let topo = presets::topology("autonuma-2s12c-24g").unwrap();
         let e = format!("{:#}", workload("mine.toml", &topo).unwrap_err());
-        assert_eq!(e, "workload file mine.toml: no such file");
+        assert_eq!(e, "workload file \"mine.toml\": no such file");
         // The file's own error names it, once.
         let e = format!("{:#}", workload("/", &topo).unwrap_err());
         assert_eq!(e.matches("workload file /").count(), 1, "{e}");
@@ -187,7 +190,7 @@ mod tests {
             assert!(!spec.processes.is_empty(), "{}", w.name);
         }
         let e = format!("{:#}", workload("numa03", &topo).unwrap_err());
-        assert!(e.starts_with("unknown workload 'numa03'; valid workloads: numa01, numa01_THREAD_ALLOC, "), "{e}");
+        assert!(e.starts_with("unknown workload \"numa03\"; valid workloads: numa01, numa01_THREAD_ALLOC, "), "{e}");
         for w in &all {
             assert!(e.contains(w.name), "{} missing from {e}", w.name);
         }
@@ -207,7 +210,7 @@ mod tests {
         let e = policies(&["default".into(), "numactl".into()]).unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy 'numactl'; valid policies: default, hard-bind, inverse-bind, interleave, autonuma, \
+            "unknown policy \"numactl\"; valid policies: default, hard-bind, inverse-bind, interleave, autonuma, \
              numapilot, numad"
         );
         for p in policy_names() {
