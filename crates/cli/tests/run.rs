@@ -204,6 +204,12 @@ fn bad_input_exits_1_names_the_token_and_runs_nothing() {
     refused(&["--membind=0", "--physcpubind=0-"], "\"0-\"");
     refused(&["--membind=netdev:no-such-nic"], "no network device no-such-nic");
     refused(&["--membind=ip:localhost"], "not supported");
+    // A device form with nothing after it is said as such (file: read "cannot stat : No such file").
+    assert_eq!(refused(&["-m", "file:"], "file:"), "numapilot: -m file:: no path after file:\n");
+    assert_eq!(
+        refused(&["-m", "0,netdev:"], "netdev:"),
+        "numapilot: -m 0,netdev:: \"netdev:\": no interface name after netdev:\n"
+    );
     // A CPU that exists but is outside our affinity, when there is one: confine ourselves first.
     let cpus = allowed_cpus();
     if cpus.len() > 1 {

@@ -110,6 +110,21 @@ impl Device {
         ("file:", Device::File),
         ("ip:", Device::Ip),
     ];
+
+    /// What follows the prefix, for a form that has nothing after it.
+    fn what(self) -> &'static str {
+        match self {
+            Device::Netdev => "interface name",
+            Device::Pci => "PCI address",
+            Device::Block => "device name",
+            Device::File => "path",
+            Device::Ip => "host",
+        }
+    }
+
+    fn prefix(self) -> &'static str {
+        Self::PREFIXES.iter().find(|(_, d)| *d == self).map_or("", |(p, _)| p)
+    }
 }
 
 /// Finds the node of a device; implemented over sysfs by the caller, by a table in tests.
@@ -287,6 +302,11 @@ pub fn parse(
     let mut rest = Some(body);
     while let Some(at) = rest {
         if let Some((resolver, dev, name)) = device_at(devices, kind, at) {
+            if name.is_empty() {
+                // Said as such (`file:` read "cannot stat : No such file or directory", an empty
+                // path; review helper-103).
+                return Err(err(at, Problem::Device(format!("no {} after {}", dev.what(), dev.prefix()))));
+            }
             let node = resolver.device_node(dev, name).map_err(|why| err(at, Problem::Device(why)))?;
             check_member(node, &domain).map_err(|p| err(at, p))?;
             set.insert(node);
