@@ -28,9 +28,11 @@ for how in remote local spread; do
 	rig_start "$how" 120 numapilot run $opts rig-toucher --mb 64 --threads 4
 	if [ -n "$RIG_PID" ]; then
 		rig_run "$how-show" numapilot run $opts numapilot run --show
-		# Stopped while it is read: the kernel's NUMA balancing (on in this guest) migrates pages in
-		# the faulting task's context, and once moved interleaved pages between our read and
-		# numastat's (one run of the spread case read 15.5/19.4 MiB and then 17.0/18.9 on nodes 0/1).
+		# Stopped while it is read, so the workload itself changes nothing between the reads. NUMA
+		# balancing is off (the echo 0 at the top), so no fault of its migrates a page either; yet one
+		# CI run of the spread case read 15.5/19.4 MiB and then 17.0/18.9 on nodes 0/1 between our
+		# read and numastat's (put down to NUMA balancing when this stop was added; khugepaged, below,
+		# moves pages of a stopped process too).
 		kill -STOP "$RIG_PID"
 		# And read between two numastat reads that agree: khugepaged may still collapse the stopped
 		# process's pages into a huge page on one node (CI once read 17.5/17.3 MiB on nodes 0/1 in
