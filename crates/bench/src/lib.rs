@@ -18,6 +18,7 @@
 //!     |          to --force-node), print {"ready":..}, wait for "go" on stdin, start T threads,
 //!     |          each writes its range pass after pass, print {"done":..}, exit
 //!     |  all ready -> "go" to every worker, t = 0
+//!     |  first sample of each worker: as soon as its worker threads run (polled every 10 ms)
 //!     |  every interval: recorder::Recorder::sample(pid) for each live worker
 //!     |        /proc/PID/numa_maps -> MiB per node (whole process, and the test buffer alone)
 //!     |        /proc/PID/task/TID/stat field 39 -> the node each worker thread last ran on

@@ -7,6 +7,8 @@
 //!   read start times; vmstat at start; "go" to every worker; t = 0
 //!   loop every POLL (10 ms):
 //!       reap exited workers (runtime = exit - t0), a failed one stops the run
+//!       within the first interval: Recorder::sample each worker not sampled yet, kept once it
+//!         sees all the worker's threads (they start after "go")
 //!       at every interval: Recorder::sample each live worker, vmstat since t = 0
 //!       past --timeout: kill the workers we started, mark the run timed out
 //!   vmstat at end; each worker's {"done"} report from its stdout -> BenchResult
@@ -69,6 +71,16 @@ struct Worker {
     /// The signal that ended it, when one did.
     signal: Option<i32>,
     series: Vec<SamplePoint>,
+}
+
+impl Worker {
+    /// Whether `s` may be this worker's first sample: it sees every worker thread the worker
+    /// starts at "go". A sample taken at "go" itself mostly saw none, so it had no local share,
+    /// and a process local from the start read converged only at the next sample, an interval
+    /// later (`converge_s 1.0` on a one-node host; review helper-103).
+    fn sees_its_threads(&self, s: &crate::recorder::ProcessSample) -> bool {
+        s.thread_nodes.iter().sum::<u32>() as usize >= self.watched.threads.len()
+    }
 }
 
 /// How a worker ended, for the error: a SIGKILL nobody here sent is most often the kernel's OOM
@@ -248,10 +260,18 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
             }
             break;
         }
-        if now >= next_sample {
+        let due = now >= next_sample;
+        // Within the first interval a worker not sampled yet is sampled at every poll until a
+        // sample sees its threads (`Worker::sees_its_threads`); the first due sample after that
+        // takes whatever it sees.
+        let first_interval = now < t0 + opts.interval;
+        if due || first_interval {
             let t_s = (now - t0).as_secs_f64();
-            for w in workers.iter_mut().filter(|w| w.exited.is_none()) {
+            for w in workers.iter_mut().filter(|w| w.exited.is_none() && (due || w.series.is_empty())) {
                 if let Some(s) = recorder.sample(&w.watched)? {
+                    if first_interval && w.series.is_empty() && !w.sees_its_threads(&s) {
+                        continue;
+                    }
                     let buffer_mib = mib(&s.buffer_kb);
                     let local_pct = SamplePoint::compute_local_pct(&buffer_mib, &s.thread_nodes);
                     w.series.push(SamplePoint {
@@ -264,10 +284,12 @@ pub fn run(plan: &Plan, topo: &Topology, launcher: &Launcher, opts: &RunOptions)
                     });
                 }
             }
-            vmstat.push(VmstatPoint { t_s, migrated: recorder.migrated()?.since(&start_counters) });
-            next_sample += opts.interval;
-            if next_sample <= Instant::now() {
-                next_sample = Instant::now() + opts.interval;
+            if due {
+                vmstat.push(VmstatPoint { t_s, migrated: recorder.migrated()?.since(&start_counters) });
+                next_sample += opts.interval;
+                if next_sample <= Instant::now() {
+                    next_sample = Instant::now() + opts.interval;
+                }
             }
         }
         let wait = next_sample.saturating_duration_since(Instant::now()).min(POLL);

@@ -128,6 +128,26 @@ fn numa01_runs_two_worker_processes_and_records_their_buffers_and_threads() {
     assert!(stderr(&o).contains("wrote 5 files"), "{}", stderr(&o));
 }
 
+/// The first sample of each process is the first that sees all its worker threads, taken as soon
+/// as they run after "go" rather than at "go" itself, when most had not started yet: it read no
+/// figure, and a process local from the start read converged only at the next sample, one interval
+/// later (`converge_s 1.0` on this one-node host; review helper-103). On one node every page is
+/// local: converged at the first sample.
+#[test]
+fn the_first_sample_sees_the_worker_threads_and_a_process_local_from_the_start_converges_there() {
+    let o = numapilot(&["bench", "numa01", "--mb", "1", "--threads", "2", "--seconds", "1.5", "--json"]);
+    let r = json_of(&o);
+    for p in &r.processes {
+        let first = p.series.first().unwrap_or_else(|| panic!("process {} was never sampled", p.index));
+        assert_eq!(first.thread_nodes.iter().sum::<u32>(), 2, "{:?}", p.series);
+        assert!(first.local_pct.is_some(), "{:?}", p.series);
+        if r.nodes.len() == 1 {
+            assert_eq!(p.converge_s, Some(first.t_s), "{:?}", p.series);
+            assert_eq!(first.local_pct, Some(100.0));
+        }
+    }
+}
+
 #[test]
 fn numa02_for_a_time_splits_the_buffer_between_its_threads() {
     let o = numapilot(&[
