@@ -876,7 +876,10 @@ fn said_at_its_key(text: &str, e: &toml::de::Error) -> Option<(usize, String)> {
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let name = rest.split('`').next().unwrap_or_default();
         let known = backticked(rest.split_once("expected").map_or("", |(_, k)| k));
-        let near = nearest(name, &known).map(|k| format!(" (did you mean {k}?)")).unwrap_or_default();
+        let top = path.len() == 1;
+        let near = nearest(name, &known)
+            .map(|k| if top { format!(" (did you mean [{k}]?)") } else { format!(" (did you mean {k}?)") })
+            .unwrap_or_default();
         let unknown = if found.is_table { format!("table [{key}]") } else { format!("key {key}") };
         let parent = path[..path.len() - 1].join(".");
         let known = if parent.is_empty() {

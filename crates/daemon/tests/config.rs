@@ -75,6 +75,7 @@ fn type_errors_and_unknown_keys_name_the_dotted_key_in_plain_words() {
             "unknown table [nosection]; known tables: [daemon], [exclude], [include], [actuation], [signals], [tunables]",
         ),
         ("nosection = 1\n", 1, "unknown key nosection; known tables: [daemon], [exclude]"),
+        ("\n[deamon]\nnice = 1\n", 2, "unknown table [deamon] (did you mean [daemon]?); known tables: [daemon],"),
         (
             "[daemon]\nbogus = 1\n",
             2,
