@@ -490,7 +490,8 @@ pub struct ProcResult {
     /// Time to 90%, from the scenario's own reads (the judge's figure), s since the first sample with its worker
     /// threads running.
     pub rig_converge_s: Option<f64>,
-    /// The bench recorder's converge_s for the same process (s since its first sample), for the cross-check.
+    /// The bench recorder's converge_s for the same process (s since "go", its first sample taken once the
+    /// worker threads run), for the cross-check.
     pub bench_converge_s: Option<f64>,
     /// Last local % (scenario's reads).
     pub final_local_pct: Option<f64>,
