@@ -77,8 +77,12 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        // SAFETY: closing our pipe end releases the child; waitpid reaps it.
+        // A byte releases the child (its read returns); closing alone would not while another
+        // child forked meanwhile holds a copy of this write end (the observe crate's
+        // signals_shared tests hung so, each test's child holding the other's).
+        // SAFETY: our own pipe end, one byte from a live buffer; waitpid reaps the child.
         unsafe {
+            libc::write(self.release, b"x".as_ptr().cast(), 1);
             libc::close(self.release);
             libc::waitpid(self.pid as libc::pid_t, std::ptr::null_mut(), 0);
         }

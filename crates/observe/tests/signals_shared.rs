@@ -5,7 +5,8 @@
 use numapilot_observe::maps::MapsFilter;
 use numapilot_observe::Reader;
 
-/// A forked child that waits until the returned write end is closed or written, then exits.
+/// A forked child that waits until a byte is written to the returned write end (or it is closed
+/// everywhere), then exits.
 struct Child {
     pid: libc::pid_t,
     release: libc::c_int,
@@ -73,8 +74,13 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        // SAFETY: closing our pipe end releases the child; waitpid reaps it.
+        // A byte releases the child (its read returns), then waitpid reaps it. Closing alone is not
+        // enough: a child the other test forked meanwhile holds a copy of this write end, and
+        // parked on its own pipe it would hold it forever, while this child holds that test's
+        // (both tests hung in CI's order until the byte).
+        // SAFETY: our own pipe end, one byte from a live buffer.
         unsafe {
+            libc::write(self.release, b"x".as_ptr().cast(), 1);
             libc::close(self.release);
             libc::waitpid(self.pid, std::ptr::null_mut(), 0);
         }
