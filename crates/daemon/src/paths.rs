@@ -426,7 +426,7 @@ fn flock_holder_in(text: &str, major: u32, minor: u32, ino: u64) -> Option<u32> 
 /// `pid N (COMM)`, or `pid N` when its name cannot be read (it has gone).
 pub fn process_words(pid: u32) -> String {
     match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-        Ok(c) => format!("pid {pid} ({})", c.trim_end()),
+        Ok(c) => format!("pid {pid} ({})", numapilot_model::tasks::printable(c.strip_suffix('\n').unwrap_or(&c))),
         Err(_) => format!("pid {pid}"),
     }
 }

@@ -1331,6 +1331,43 @@ fn exclusions_by_comm_pid_and_cgroup() {
     kid.kill();
 }
 
+/// A process names itself (prctl, /proc/self/comm) with any bytes but NUL: a newline in its name
+/// began a line of its own in the daemon's log ("<2>" opens a journal line at priority critical)
+/// wherever the live host named it from its stat: a refusal (`pid N (NAME): ...`, the exclusion
+/// by name, `explain`'s why-unseen) and its record in the state file, which restore failures
+/// name on stderr. Each is said with the name escaped, as the model keeps names.
+#[test]
+fn a_process_name_with_a_newline_is_named_on_one_line() {
+    let forged = "np\n<2>forged";
+    let escaped = "np\\n<2>forged";
+    let mut kid = Kid::spawn("sleep", &[("NP_COMM", forged.into())]);
+    kid.line("ready");
+    assert_eq!(std::fs::read_to_string(format!("/proc/{}/comm", kid.pid())).unwrap(), format!("{forged}\n"));
+    let target = kid.target();
+    let set = ActionKind::SetAffinity { cpus: topo().online_cpus() };
+    let one_line = |what: &str, text: &str| {
+        assert!(!text.chars().any(char::is_control), "{what}: a control character in {text:?}");
+        assert!(text.contains(escaped), "{what}: the name not said escaped in {text:?}");
+    };
+
+    let (_d, state) = tmp_state("newline");
+    let mut by_pid = host_with(&state.with_file_name("by-pid.json"), |o| o.exclude_pids = vec![kid.pid()]);
+    one_line("refusal", refused(&by_pid.apply(&action(target, set.clone()))));
+    let mut by_comm = host_with(&state.with_file_name("by-comm.json"), |o| o.exclude_comm = vec![forged.into()]);
+    let o = by_comm.apply(&action(target, set.clone()));
+    one_line("exclusion by name", refused(&o));
+    one_line("why unseen", &by_comm.why_unseen(kid.pid()).unwrap());
+
+    // Placed (on the CPUs it has: nothing changes), its record names it escaped.
+    let mut host = host_with(&state, |_| {});
+    assert_eq!(host.apply(&action(target, set)), Outcome::Applied { pages_moved: 0 });
+    let file = Originals::load(&state).unwrap().expect("a state file");
+    let rec = file.processes.iter().find(|r| r.pid == kid.pid()).expect("its record");
+    one_line("state record", &rec.comm);
+    host.restore_all();
+    kid.kill();
+}
+
 #[test]
 fn self_pinned_processes_are_left_alone_unless_included() {
     let t = topo();

@@ -1403,7 +1403,7 @@ impl LiveHost {
                     continue;
                 }
             }
-            let comm = select::read_stat(pid).map(|st| st.comm).unwrap_or_default();
+            let comm = select::read_stat(pid).map(|st| numapilot_model::tasks::printable(&st.comm)).unwrap_or_default();
             let rec = self.originals.entry(pid, starttime, &comm, &original);
             for m in &parent.set_cpus {
                 if let Ok(c) = CpuSet::parse_list(m) {
@@ -2069,7 +2069,10 @@ impl Host for LiveHost {
                 }
             }
         };
-        let who = format!("pid {} ({})", t.pid, stat.comm);
+        // The name as the model keeps it (control characters escaped): a process chooses its name,
+        // and a newline in it began a line of its own in the log that named it.
+        let name = numapilot_model::tasks::printable(&stat.comm);
+        let who = format!("pid {} ({name})", t.pid);
         if stat.is_kernel_thread() {
             return Outcome::Refused { message: format!("{who} is a kernel thread") };
         }
@@ -2132,7 +2135,7 @@ impl Host for LiveHost {
             // Its original is what it would have had without us: the parent's original; the mask
             // it inherited is one numapilot set.
             let parent_cpuset = self.originals.procs.get(&stat.ppid).and_then(|r| r.cpuset_cpus.clone());
-            let rec = self.originals.entry(t.pid, t.starttime, &stat.comm, &original);
+            let rec = self.originals.entry(t.pid, t.starttime, &name, &original);
             rec.note_set(&ours);
             // Its original is its parent's, and so is the cpuset that original was (rule
             // restore-follows-cpuset).
@@ -2145,7 +2148,7 @@ impl Host for LiveHost {
         }
         let set = numapilot_observe::reader::monotonic_ns();
         let outcome = match &action.kind {
-            ActionKind::SetAffinity { cpus } => self.set_affinity(t.pid, t.tid, t.starttime, &stat.comm, cpus),
+            ActionKind::SetAffinity { cpus } => self.set_affinity(t.pid, t.tid, t.starttime, &name, cpus),
             _ => self.pages(action),
         };
         tracing::trace!(

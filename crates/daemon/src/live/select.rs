@@ -266,7 +266,7 @@ pub fn exclusion(
         return Some(format!("pid {pid} is excluded"));
     }
     if opts.exclude_comm.iter().any(|c| c == comm) {
-        return Some(format!("process name '{comm}' is excluded"));
+        return Some(format!("process name '{}' is excluded", numapilot_model::tasks::printable(comm)));
     }
     let included_by_name = opts.include_pids.contains(&pid) || opts.include_comm.iter().any(|c| c == comm);
     let include_set =
@@ -294,7 +294,10 @@ pub fn exclusion(
             return Some(if paths.is_none() && !opts.include_cgroups.is_empty() {
                 "its cgroups could not be read, and only [include]d processes are managed".into()
             } else {
-                format!("'{comm}' is not in [include]: only the processes listed there are managed")
+                format!(
+                    "'{}' is not in [include]: only the processes listed there are managed",
+                    numapilot_model::tasks::printable(comm)
+                )
             });
         }
     }

@@ -92,6 +92,7 @@ use std::path::{Path, PathBuf};
 use numapilot_actuate::cgroup::SUBTREE;
 use numapilot_actuate::process::set_threads_affinity_each_while;
 use numapilot_actuate::{sched_getaffinity, CgroupVersion, CpusetHierarchy};
+use numapilot_model::tasks::printable;
 use numapilot_topology::CpuSet;
 use serde::{Deserialize, Serialize};
 
@@ -435,7 +436,8 @@ impl Originals {
         self.procs.entry(pid).or_insert_with(|| ProcessOriginal {
             pid,
             starttime,
-            comm: comm.to_string(),
+            // Escaped (as the model keeps names): restore failures name it on stderr.
+            comm: printable(comm),
             default_cpus: default_cpus.to_list(),
             threads: BTreeMap::new(),
             cpuset: None,
@@ -1311,13 +1313,13 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
             if errors.is_empty() {
                 report.gone += 1;
             } else {
-                report.failed.push(format!("{} ({}, gone): {}", rec.pid, rec.comm, errors.join("; ")));
+                report.failed.push(format!("{} ({}, gone): {}", rec.pid, printable(&rec.comm), errors.join("; ")));
             }
             return Ok(());
         }
         None => {
             errors.push("its /proc/PID/stat could not be read (short of descriptors or memory)".into());
-            return Err(format!("{} ({}): {}", rec.pid, rec.comm, errors.join("; ")));
+            return Err(format!("{} ({}): {}", rec.pid, printable(&rec.comm), errors.join("; ")));
         }
     }
     let default = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
@@ -1400,7 +1402,7 @@ fn restore_process(rec: &ProcessOriginal, report: &mut RestoreReport) -> Result<
         report.restored += 1;
         Ok(())
     } else {
-        Err(format!("{} ({}): {}", rec.pid, rec.comm, errors.join("; ")))
+        Err(format!("{} ({}): {}", rec.pid, printable(&rec.comm), errors.join("; ")))
     }
 }
 
