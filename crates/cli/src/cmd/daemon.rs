@@ -250,10 +250,48 @@ impl LogSink {
 /// announcements and its failures (exit 1 or 75) were plain lines, priority info to the journal,
 /// so `journalctl -p err` did not show why a start failed (review helper-43).
 pub fn daemon_line(priority: u8, line: &str) {
-    if LogSink::stderr() == LogSink::Journal {
-        eprintln!("<{priority}>{line}");
+    eprintln!("{}", sink_line(LogSink::stderr(), priority, line));
+}
+
+/// [`daemon_line`]'s text for `sink`: one line whatever `line` holds ([`one_line`]), with the
+/// journal's priority prefix there.
+fn sink_line(sink: LogSink, priority: u8, line: &str) -> String {
+    let line = one_line(line);
+    if sink == LogSink::Journal {
+        format!("<{priority}>{line}")
     } else {
-        eprintln!("{line}");
+        line.into_owned()
+    }
+}
+
+/// `text` with its control characters escaped (a newline as `\n`, ESC as `\u{1b}`), as the model
+/// keeps process names (`numapilot_model::tasks::printable`): a log line of the daemon's stays one
+/// line whatever the text it names. Its lines name what other users choose (process names, file
+/// and cgroup paths, what a file of theirs held); a newline in one began a line of its own, and on
+/// the journal a line beginning `<2>` is taken at priority critical (sd-daemon(3)). Tracing's
+/// formatter escapes terminal escapes, not newlines. Rule one-event-one-line.
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        std::borrow::Cow::Owned(numapilot_model::tasks::printable(text))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// The fields of a log event (its message first) as tracing writes them by default, then
+/// [`one_line`]: every sink's field format.
+struct OneLineFields;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for OneLineFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut text = String::new();
+        tracing_subscriber::fmt::format::DefaultFields::new()
+            .format_fields(tracing_subscriber::fmt::format::Writer::new(&mut text), fields)?;
+        writer.write_str(&one_line(&text))
     }
 }
 
@@ -285,19 +323,36 @@ where
 }
 
 fn init_logging(level: &str) -> anyhow::Result<()> {
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let flag = log_filter("--log", level)?;
     let filter = match std::env::var("RUST_LOG") {
         Ok(v) if !v.is_empty() => log_filter("RUST_LOG", &v)?,
         _ => flag,
     };
-    let sink = LogSink::stderr();
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
-    let _ = match sink {
-        LogSink::Journal => fmt.event_format(JournalFormat).try_init(),
-        LogSink::Terminal => fmt.with_ansi(true).try_init(),
-        LogSink::Plain => fmt.with_ansi(false).try_init(),
-    };
+    let _ = log_subscriber(LogSink::stderr(), filter, std::io::stderr).try_init();
     Ok(())
+}
+
+/// The daemon's logging for `sink`, its lines written to `writer`: every event one line
+/// ([`OneLineFields`]).
+fn log_subscriber<W>(
+    sink: LogSink,
+    filter: tracing_subscriber::EnvFilter,
+    writer: W,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_target(false)
+        .fmt_fields(OneLineFields);
+    match sink {
+        LogSink::Journal => Box::new(fmt.event_format(JournalFormat).finish()),
+        LogSink::Terminal => Box::new(fmt.with_ansi(true).finish()),
+        LogSink::Plain => Box::new(fmt.with_ansi(false).finish()),
+    }
 }
 
 /// The daemon's exit status when it cannot start for a reason outside its configuration
@@ -859,4 +914,57 @@ fn unconfined(
     );
     let advice = AdviceOut { figures: adv, reason: None };
     print_advice(a, &AdviceAnswer { advice, nodes: free, source, fits: false, why: Some(why) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A log writer into memory.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Rule one-event-one-line: whatever a log event's message or fields hold (a process name
+    /// set with prctl, a path a user chose), it is one line on every sink, and on the journal the
+    /// line's priority is the event's: a name "np\n<2>forged" began a second line, which the
+    /// journal takes at priority critical. The daemon's own lines ([`daemon_line`]) alike.
+    #[test]
+    fn a_log_event_is_one_line_whatever_it_names() {
+        let forged = "np\n<2>forged\r\x1b[31m";
+        for sink in [LogSink::Journal, LogSink::Plain, LogSink::Terminal] {
+            let out = Captured::default();
+            let writer = out.clone();
+            let filter = tracing_subscriber::EnvFilter::new("info");
+            let subscriber = log_subscriber(sink, filter, move || writer.clone());
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::warn!("putting a released process back failed: 812 ({forged}): thread 812: EPERM");
+                tracing::info!(path = forged, "a field");
+            });
+            let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 2, "{sink:?}: {text:?}");
+            assert!(lines[0].contains("812 (np\\n<2>forged\\r"), "{sink:?}: {text:?}");
+            assert!(lines[1].contains("path=") && lines[1].contains("np\\n<2>forged"), "{sink:?}: {text:?}");
+            // Terminal escapes are escaped too (tracing's own `\x1b`); the terminal sink's
+            // colour codes are its own.
+            assert!(!text.contains('\r') && !text.contains("\x1b[31m"), "{sink:?}: {text:?}");
+            if sink == LogSink::Journal {
+                assert!(lines[0].starts_with("<4>putting") && lines[1].starts_with("<6>a field"), "{text:?}");
+            }
+        }
+        assert_eq!(sink_line(LogSink::Journal, 5, "numapilot: 7 (np\n<2>x)"), "<5>numapilot: 7 (np\\n<2>x)");
+        assert_eq!(sink_line(LogSink::Plain, 5, "a\nb"), "a\\nb");
+        assert_eq!(sink_line(LogSink::Plain, 5, "as it is"), "as it is");
+    }
 }
