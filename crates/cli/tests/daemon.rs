@@ -2067,3 +2067,40 @@ fn non_root_with_root_paths_gets_one_error_and_a_hint() {
     assert!(err.contains(&format!("journal {}: Permission denied", journal.display())), "{err}");
     assert!(!socket.exists(), "the refused daemon's socket is gone");
 }
+
+/// `daemon --check` says when metrics would be served to other hosts (an address that is not
+/// loopback, in the file or by `--metrics`), as the start does; loopback and `off` say nothing.
+#[test]
+fn daemon_check_warns_of_metrics_other_hosts_can_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    let check = |metrics: &str, flags: &[&str]| -> String {
+        std::fs::write(
+            &config,
+            format!(
+                "[daemon]\njournal = \"\"\nstate = \"{}\"\nsocket = \"{}\"\nmetrics = \"{metrics}\"\n",
+                dir.path().join("state.json").display(),
+                dir.path().join("np.sock").display()
+            ),
+        )
+        .unwrap();
+        let o = Command::new(BIN).args(["daemon", "--check", "--config"]).arg(&config).args(flags).output().unwrap();
+        assert!(o.status.success(), "{metrics} {flags:?}: {o:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let warned = "are served to every host that can reach this one, without authentication";
+    let err = check("0.0.0.0:9469", &[]);
+    assert!(err.contains("numapilot: warning: metrics on 0.0.0.0:9469 (every address of this host)"), "{err}");
+    assert!(err.contains(warned), "{err}");
+    let err = check("127.0.0.1:9469", &["--metrics", "192.0.2.1:9469"]);
+    assert!(
+        err.contains("metrics on 192.0.2.1:9469 (an address other hosts may reach)") && err.contains(warned),
+        "{err}"
+    );
+    for (metrics, flags) in
+        [("127.0.0.1:9469", &[][..]), ("[::1]:9469", &[]), ("off", &[]), ("0.0.0.0:9469", &["--metrics", "off"])]
+    {
+        let err = check(metrics, flags);
+        assert!(!err.contains(warned), "{metrics} {flags:?}: {err}");
+    }
+}

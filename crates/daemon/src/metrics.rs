@@ -56,6 +56,28 @@ pub struct MetricsError {
     pub cause: std::io::Error,
 }
 
+/// What the daemon says of serving metrics on `addr` (at start, in `status`'s notes, the journal's
+/// start line and `daemon --check`): nothing on a loopback address (the default, 127.0.0.1:9469);
+/// on any other, that every host that can reach it reads them, unauthenticated. They tell what
+/// this machine runs and how it is placed (process, thread and group counts, each node's load,
+/// pages moved, `/healthz`'s reasons with the pids of stalled processes and stuck moves), and the
+/// server is one any host can keep busy. The daemon served them so without a word (review of
+/// 2026-12-01). An IPv4 loopback written as IPv6 (`::ffff:127.0.0.1`) is loopback.
+pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
+    let loopback = match addr.ip() {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(v6.is_loopback(), |v4| v4.is_loopback()),
+    };
+    if loopback {
+        return None;
+    }
+    let which =
+        if addr.ip().is_unspecified() { "every address of this host" } else { "an address other hosts may reach" };
+    Some(format!(
+        "metrics on {addr} ({which}) are served to every host that can reach this one, without authentication:          they tell what this machine runs and how it is placed; keep [daemon] metrics on 127.0.0.1 (the default)          and scrape through a proxy or tunnel, or keep the port behind a firewall"
+    ))
+}
+
 /// Binds `addr` and serves in a thread. Returns the bound address (port 0 picks a free port).
 pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<(SocketAddr, Listening), MetricsError> {
     let listener = TcpListener::bind(addr).map_err(|cause| MetricsError { addr, cause })?;

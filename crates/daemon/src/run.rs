@@ -797,6 +797,9 @@ pub fn serve<H: Host + Restore>(
     // Lines dropped by journals a reload replaced.
     let mut dropped_before = 0;
     status.notes = host.notes();
+    // Metrics other hosts can reach: said at start, kept in status and the start's journal line.
+    let exposed = metrics_at.and_then(metrics::exposure_warning);
+    status.notes.extend(exposed.clone());
     let file_of = |f: &Option<std::path::PathBuf>| f.as_ref().map_or("(defaults)".into(), |p| p.display().to_string());
     if let Some(j) = journal.as_mut() {
         let notes = (!status.notes.is_empty()).then(|| status.notes.join("; "));
@@ -843,6 +846,9 @@ pub fn serve<H: Host + Restore>(
         announce(&format!("numapilot: {}", single_node_line(why)));
     }
     if let Some(line) = own_mems.warning(&engine.model.topo) {
+        announce(&format!("numapilot: warning: {line}"));
+    }
+    if let Some(line) = &exposed {
         announce(&format!("numapilot: warning: {line}"));
     }
     notify.ready(&format!("started, interval {} ms, {}", config.interval_ms(), mode(started_dry)));

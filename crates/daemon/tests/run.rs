@@ -801,3 +801,68 @@ fn two_servers_started_at_once_leave_one_with_the_socket() {
         assert!(!path.exists() && !dir.path().join(".np.sock.lock").exists(), "round {round}: left behind");
     }
 }
+
+/// Metrics on an address other hosts reach (`0.0.0.0`, a network address) are served to them
+/// without authentication: the start warns, and the warning stays in `status`'s notes and the
+/// journal's start line, while the default, loopback, says nothing. The daemon served them
+/// without a word (review of 2026-12-01).
+#[test]
+fn metrics_other_hosts_can_reach_are_warned_about() {
+    for (addr, warned) in [("0.0.0.0:0", true), ("[::]:0", true), ("127.0.0.1:0", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/np.sock");
+        let journal = dir.path().join("journal.jsonl");
+        let config = dir.path().join("numapilot.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[daemon]\ninterval_ms = 100\ndry_run = true\nsocket = \"{}\"\njournal = \"{}\"\nstate = \"{}\"\n\
+                 metrics = \"{addr}\"\n",
+                socket.display(),
+                journal.display(),
+                dir.path().join("state.json").display()
+            ),
+        )
+        .unwrap();
+        let source = Source::Explicit(config);
+        let loaded = config::load(&source, &Overrides::default()).unwrap();
+        let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+        let host = ReaderHost {
+            topo: topo.clone(),
+            reader: numapilot_observe::Reader::new("/"),
+            restores: Arc::new(AtomicU64::new(0)),
+            fail_first: 0,
+            slow: Duration::ZERO,
+            move_wake: None,
+            released: RestoreReport::default(),
+            budget: Arc::new(AtomicU64::new(0)),
+            no_process: true,
+        };
+        let (handle, rx) = run::command_pipe().unwrap();
+        let setup =
+            Setup { source, overrides: Overrides::default(), loaded, forced_observe: None, notify: Default::default() };
+        let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let lines = said.clone();
+        let thread = std::thread::spawn(move || {
+            run::serve(setup, topo, host, None, Some(rx), &mut |l| lines.lock().unwrap().push(l.to_string()))
+        });
+        let s = wait_status(&socket, |s| s.steps >= 1);
+        handle.send(Command::Stop).unwrap();
+        thread.join().unwrap().unwrap();
+        let said = said.lock().unwrap().join("\n");
+        let warning = "are served to every host that can reach this one, without authentication";
+        let start = std::fs::read_to_string(&journal).unwrap();
+        let start = start.lines().find(|l| l.contains("\"event\":\"start\"")).unwrap().to_string();
+        if warned {
+            assert!(
+                said.lines().any(|l| l.starts_with("numapilot: warning: metrics on ") && l.contains(warning)),
+                "{addr}: {said}"
+            );
+            assert!(s.notes.iter().any(|n| n.contains(warning)), "{addr}: {:?}", s.notes);
+            assert!(start.contains(warning), "{addr}: {start}");
+        } else {
+            assert!(!said.contains(warning) && !s.notes.iter().any(|n| n.contains(warning)), "{addr}: {said}");
+            assert!(!start.contains(warning), "{addr}: {start}");
+        }
+    }
+}

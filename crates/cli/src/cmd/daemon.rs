@@ -385,6 +385,10 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         for w in &loaded.warnings {
             eprintln!("numapilot: warning: {w}");
         }
+        // As the start says it: metrics other hosts can reach.
+        if let Some(w) = loaded.config.metrics().and_then(numapilot_daemon::metrics::exposure_warning) {
+            eprintln!("numapilot: warning: {w}");
+        }
         // What the file reserves on this machine: one that leaves nothing to place on would fail
         // the start (exit 1) after `--check` passed, the unit's ExecStartPre with it.
         match numapilot_daemon::live::reservation_check(&loaded.config.live_options(true)) {
