@@ -557,3 +557,42 @@ fn the_live_host_gives_up_a_move_stuck_behind_a_locked_map_and_moves_the_next_pr
     // Its moves are allowed again: a new one is taken.
     assert!(matches!(host.apply(&mv(locked, locked_range)), Outcome::Started { .. }));
 }
+
+/// A process that names itself `numapilot` (any process may: prctl, or a program file of that
+/// name) is told from the daemon's own tools by the identity of its executable, `/proc/PID/exe`.
+/// Reading that identity asked the executable's file server for its attributes: a program run
+/// from a server that does not answer (a user's FUSE file system mounted with allow_other, a hung
+/// NFS server) held the daemon's step in that check for as long as the server liked, at every
+/// step. The identity is the kernel's inode as it is (statx with AT_STATX_DONT_SYNC): the server
+/// is not asked, and the process, another program under the daemon's name, is managed.
+#[test]
+fn a_process_named_numapilot_run_from_a_hung_server_does_not_hold_the_tool_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = std::fs::read("/bin/sleep").unwrap();
+    let fuse = hung_fuse::HungServer::mount_with_program(dir.path(), "numapilot", program)
+        .expect("a FUSE mount (as root, /dev/fuse)");
+    // Declared after the child: on a failure the held stat is answered before the child goes.
+    let mut child = std::process::Command::new(fuse.program().unwrap()).arg("600").spawn().unwrap();
+    let _release_first = ReleaseOnDrop(Box::new(fuse.releaser()));
+    let pid = child.id();
+    // The spawn returns once the exec did: the child runs the server's program, under its name.
+    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap(), "numapilot\n");
+    let (fired, stop_tx, watchdog) = watchdog(&fuse);
+    fuse.hang_stats();
+    let opts = LiveOptions::default();
+    let check = std::thread::spawn(move || numapilot_daemon::live::select::exclusion(&opts, pid, "numapilot", || None));
+    // Until the check ends, or a stat of the program waits on the server.
+    while !check.is_finished() && fuse.stats_held() == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let asked = fuse.stats_held();
+    fuse.release();
+    let verdict = check.join().unwrap();
+    let _ = stop_tx.send(());
+    watchdog.join().unwrap();
+    assert!(!fired.load(Ordering::SeqCst), "the watchdog had to release the server");
+    assert_eq!(asked, 0, "the tool check asked the program's hung server for its attributes");
+    assert_eq!(verdict, None, "another program under the daemon's name is no tool of its");
+    let _ = child.kill();
+    let _ = child.wait();
+}

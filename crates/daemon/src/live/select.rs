@@ -219,10 +219,10 @@ fn same_executable(root: &std::path::Path, pid: u32) -> bool {
 
 /// Whether process `pid` runs the program `own` (a `/proc/.../exe` link) runs: the same file, or,
 /// `own`'s file deleted, the file at its old path now (resolved in this process's mount
-/// namespace), compared by device and inode. See [`same_executable`].
+/// namespace), compared by device and inode ([`file_identity`]: the file's server is not asked).
+/// See [`same_executable`].
 pub fn runs_same_program(own: &std::path::Path, pid: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let id = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let id = |p: &std::path::Path| file_identity(p);
     let Some(theirs) = id(std::path::Path::new(&format!("/proc/{pid}/exe"))) else { return false };
     if id(own) == Some(theirs) {
         return true;
@@ -232,6 +232,21 @@ pub fn runs_same_program(own: &std::path::Path, pid: u32) -> bool {
     let Some(path) = bytes.strip_suffix(b" (deleted)") else { return false };
     let path = std::path::Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path));
     id(path) == Some(theirs)
+}
+
+/// The device and inode of the file at `path` (links followed) as the kernel holds them now:
+/// `statx` with `AT_STATX_DONT_SYNC`, so a network or FUSE file system is not asked to refresh the
+/// attributes (rule tool-check-asks-no-server). The executable of a process that names itself
+/// `numapilot` is any file its owner chose, on a server of theirs (a FUSE file system mounted
+/// with allow_other) that need never answer: a plain stat of it held the daemon's step for as long
+/// as the server liked (review of 2026-12-01). Device and inode do not change on a refresh.
+/// `None` when it cannot be read.
+fn file_identity(path: &std::path::Path) -> Option<(u32, u32, u64)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path and a zeroed statx for the kernel to fill.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statx(libc::AT_FDCWD, c.as_ptr(), libc::AT_STATX_DONT_SYNC, libc::STATX_INO, &mut st) };
+    (rc == 0 && st.stx_mask & libc::STATX_INO != 0).then_some((st.stx_dev_major, st.stx_dev_minor, st.stx_ino))
 }
 
 /// Why a process is excluded (this process itself and its tools, always; then the options' pid, comm, cgroup; then,

@@ -6,6 +6,11 @@
 //!
 //! Only what opening, stat-ing and mapping one file needs is answered (INIT, LOOKUP, GETATTR, OPEN,
 //! FLUSH, RELEASE); everything else gets ENOSYS, which the kernel takes as "not implemented".
+//!
+//! [`HungServer::mount_with_program`] adds a program, an executable file whose reads are answered
+//! (a copy of a real program, to run from the mount) and whose attributes are never cached by the
+//! kernel, so every stat of it asks the server; once [`HungServer::hang_stats`] is called those
+//! GETATTRs are held too, until [`HungServer::release`] answers them with EIO.
 
 #![allow(dead_code)]
 
@@ -27,6 +32,7 @@ const FUSE_BATCH_FORGET: u32 = 42;
 
 const ROOT_ID: u64 = 1;
 const FILE_ID: u64 = 2;
+const PROGRAM_ID: u64 = 3;
 /// Size of `file`, bytes.
 pub const FILE_BYTES: u64 = 64 << 10;
 
@@ -35,6 +41,10 @@ struct Shared {
     /// Whether reads are answered now, and the READ requests not answered yet (their `unique`);
     /// one lock, so no read is held after the release took the list.
     held: Mutex<(bool, Vec<u64>)>,
+    /// The program's name and bytes, when there is one.
+    program: Option<(Vec<u8>, Vec<u8>)>,
+    /// Whether the program's GETATTRs are held now, and those held (their `unique`).
+    stats: Mutex<(bool, Vec<u64>)>,
 }
 
 /// A mounted hung file server (see the module essay); unmounted (lazily) when dropped.
@@ -55,11 +65,11 @@ fn attr(ino: u64, mode: u32, size: u64) -> Vec<u8> {
     a
 }
 
-fn attr_of(node: u64) -> Vec<u8> {
-    if node == ROOT_ID {
-        attr(ROOT_ID, 0o040_755, 0)
-    } else {
-        attr(FILE_ID, 0o100_444, FILE_BYTES)
+fn attr_of(node: u64, program_bytes: u64) -> Vec<u8> {
+    match node {
+        ROOT_ID => attr(ROOT_ID, 0o040_755, 0),
+        PROGRAM_ID => attr(PROGRAM_ID, 0o100_555, program_bytes),
+        _ => attr(FILE_ID, 0o100_444, FILE_BYTES),
     }
 }
 
@@ -81,6 +91,15 @@ impl Shared {
         for u in std::mem::take(&mut h.1) {
             self.reply(u, -libc::EIO, &[]);
         }
+        let mut s = self.stats.lock().unwrap();
+        s.0 = false;
+        for u in std::mem::take(&mut s.1) {
+            self.reply(u, -libc::EIO, &[]);
+        }
+    }
+
+    fn program_bytes(&self) -> u64 {
+        self.program.as_ref().map_or(0, |(_, b)| b.len() as u64)
     }
 
     fn serve(&self) {
@@ -121,26 +140,45 @@ impl Shared {
                 FUSE_LOOKUP => {
                     let name = &b[40..];
                     let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
-                    if node == ROOT_ID && name == b"file" {
+                    let program = self.program.as_ref().is_some_and(|(n, _)| n == name);
+                    if node == ROOT_ID && (name == b"file" || program) {
+                        // nodeid, generation, entry_valid, attr_valid (the program's: 0, never
+                        // cached), their nanoseconds.
+                        let (id, valid) = if program { (PROGRAM_ID, 0) } else { (FILE_ID, 3600) };
                         let mut out = Vec::with_capacity(128);
-                        for v in [FILE_ID, 0, 3600, 3600] {
+                        for v in [id, 0, 3600, valid] {
                             out.extend_from_slice(&v.to_le_bytes());
                         }
                         out.extend_from_slice(&[0; 8]);
-                        out.extend_from_slice(&attr_of(FILE_ID));
+                        out.extend_from_slice(&attr_of(id, self.program_bytes()));
                         self.reply(unique, 0, &out);
                     } else {
                         self.reply(unique, -libc::ENOENT, &[]);
                     }
                 }
                 FUSE_GETATTR => {
+                    if node == PROGRAM_ID {
+                        let mut s = self.stats.lock().unwrap();
+                        if s.0 {
+                            s.1.push(unique);
+                            continue;
+                        }
+                    }
+                    let valid: u64 = if node == PROGRAM_ID { 0 } else { 3600 };
                     let mut out = Vec::with_capacity(104);
-                    out.extend_from_slice(&3600u64.to_le_bytes());
+                    out.extend_from_slice(&valid.to_le_bytes());
                     out.extend_from_slice(&[0; 8]);
-                    out.extend_from_slice(&attr_of(node));
+                    out.extend_from_slice(&attr_of(node, self.program_bytes()));
                     self.reply(unique, 0, &out);
                 }
                 FUSE_OPEN => self.reply(unique, 0, &[0; 16]),
+                // fuse_read_in: fh, offset, size, ...: the program's bytes are served.
+                FUSE_READ if node == PROGRAM_ID => {
+                    let bytes = self.program.as_ref().map_or(&[][..], |(_, b)| b);
+                    let offset = (u64_at(48) as usize).min(bytes.len());
+                    let end = offset.saturating_add(u32_at(56) as usize).min(bytes.len());
+                    self.reply(unique, 0, &bytes[offset..end]);
+                }
                 FUSE_READ => {
                     let mut h = self.held.lock().unwrap();
                     if h.0 {
@@ -160,6 +198,16 @@ impl Shared {
 impl HungServer {
     /// Mounts a hung server on a new directory under `parent`.
     pub fn mount(parent: &Path) -> io::Result<HungServer> {
+        Self::mount_serving(parent, None)
+    }
+
+    /// [`HungServer::mount`] with a program `name` of `bytes` beside `file` (see the module
+    /// essay).
+    pub fn mount_with_program(parent: &Path, name: &str, bytes: Vec<u8>) -> io::Result<HungServer> {
+        Self::mount_serving(parent, Some((name.as_bytes().to_vec(), bytes)))
+    }
+
+    fn mount_serving(parent: &Path, program: Option<(Vec<u8>, Vec<u8>)>) -> io::Result<HungServer> {
         let mount = parent.join("hung-fuse");
         std::fs::create_dir_all(&mount)?;
         // SAFETY: a constant NUL-terminated path.
@@ -178,7 +226,12 @@ impl HungServer {
         if r != 0 {
             return Err(io::Error::other(format!("mount fuse on {}: {}", mount.display(), io::Error::last_os_error())));
         }
-        let shared = Arc::new(Shared { dev, held: Mutex::new((false, Vec::new())) });
+        let shared = Arc::new(Shared {
+            dev,
+            held: Mutex::new((false, Vec::new())),
+            program,
+            stats: Mutex::new((false, Vec::new())),
+        });
         let s = shared.clone();
         std::thread::spawn(move || s.serve());
         Ok(HungServer { shared, mount })
@@ -192,6 +245,22 @@ impl HungServer {
     /// READ requests held now.
     pub fn held(&self) -> usize {
         self.shared.held.lock().unwrap().1.len()
+    }
+
+    /// The program's path (see [`HungServer::mount_with_program`]).
+    pub fn program(&self) -> Option<PathBuf> {
+        self.shared.program.as_ref().map(|(n, _)| self.mount.join(String::from_utf8_lossy(n).as_ref()))
+    }
+
+    /// From now on every GETATTR of the program is held (a stat of it waits), until
+    /// [`HungServer::release`].
+    pub fn hang_stats(&self) {
+        self.shared.stats.lock().unwrap().0 = true;
+    }
+
+    /// The program's GETATTRs held now.
+    pub fn stats_held(&self) -> usize {
+        self.shared.stats.lock().unwrap().1.len()
     }
 
     /// Answers every held READ, and every later one, with EIO: the server is no longer hung.
