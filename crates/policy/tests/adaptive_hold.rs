@@ -1141,6 +1141,9 @@ fn a_background_move_is_judged_when_it_ends_against_what_the_host_let_it_move() 
         !started.is_empty()
     };
     assert!(step(&mut p, &b, 1000, Outcome::Applied { pages_moved: 900 }), "decision 1 moves its memory");
+    // Its threads narrowed to node 1 by decision 1's SetAffinity, as a host applies it: the hold
+    // that keeps them there is of a move that placed them (follows-placed-threads).
+    b.allow(10, &[1]);
     assert!(
         step(&mut p, &b, 1000, Outcome::Applied { pages_moved: 900 }),
         "900 of the 1,000 allowed is no futile move"

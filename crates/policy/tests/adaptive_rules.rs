@@ -1358,6 +1358,96 @@ fn a_part_of_a_group_known_by_residency_goes_to_its_bytes() {
     assert!(plan.actions.iter().all(|a| a.target.pid != 30), "the pinned process is left alone: {plan:#?}");
 }
 
+/// Rule follows-placed-threads (memory.rs): memory follows only threads the plan puts where it
+/// has them. The rig's pairs scenario (CI at 052d21f, an idle host), a loopback TCP server and its
+/// client on the rig's 4-node guest (fixture rig-6.12-4node, 2 CPUs a node), no PMU, known by
+/// residency:
+///
+/// ```text
+///   server (pid 10): main thread (0 CPUs) and connection thread (0.09 CPUs), both on node 2, where
+///     the kernel put them beside their client (wake-affine); its 64 MiB on node 1
+///   client (pid 20): 1 thread, 0.16 CPUs, on node 2; its 12 MiB there
+///   decision 1, no tie yet: the server is under min_group_cpu (0.1): no unit, left alone; the
+///     client stays on node 2 (stay-current-node), applied: narrowed there, a hold of 10 decisions
+///   decision 2, tied by communication (0.38), the server at 0.1 CPUs: group 1 = both (0.26 CPUs),
+///     held on node 2 by its heaviest task's move (the client's, load 0.16 -> 0.26: a change of
+///     0.10, not over the hold's floor of min_group_cpu); no action narrows the held server, so
+///     its threads run where the kernel puts them
+///       before: memory-follows-cpu copied the server's 64 MiB after them to node 2 (16384 pages,
+///       benefit 100% x 0.10 CPUs x 10 s = 1.0 CPU-s > 32.8 ms), and the group stayed with the
+///       memory in flight: the pair ended on the client's node, 16,418 pages copied in the rig
+///       now: the server's threads are not placed there: its memory stays
+///   decision 11, the hold over: the group goes to node 1, 84% of its resident memory by bytes
+///     (cpu-follows-memory, moving 3 threads is cheaper than copying 16384 pages), both narrowed
+///     there, and only the client's 12 MiB follow (3072 pages)
+/// ```
+#[test]
+fn memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them() {
+    let mut b = B::fixture("rig-6.12-4node");
+    b.proc(10, "server", &[(2, 0.0), (2, 0.09)], &[0, 64, 0, 0]);
+    b.proc(20, "client", &[(2, 0.16)], &[0, 0, 12, 0]);
+    b.group_proc(1, 10).group_proc(2, 20);
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(20, None, "2", "stay-current-node")], "{plan:#?}");
+    assert_eq!(plan.actions.len(), 1, "{plan:#?}");
+    applied(&mut p, &b.m, &plan);
+    b.allow(20, &[2]);
+
+    // The tie: the connection thread and the client (the socket's ends, process-level, stand for
+    // each process's busiest thread).
+    b.thread_rate(10, 1, 0.1);
+    b.m.graph.edges.insert(
+        (tk(10, 1), tk(20, 0)),
+        numapilot_model::Edge {
+            strength: 0.38,
+            coaccess: 0.0,
+            comm: 0.38,
+            tier: Some(numapilot_model::Tier::Medium),
+            last_seen_ns: b.m.now_ns,
+            zero_since_ns: None,
+        },
+    );
+    b.m.groups.groups.remove(&2);
+    b.group(1, &[tk(10, 0), tk(10, 1), tk(20, 0)]);
+    let mut server_pages = 0;
+    let mut decisions = 1;
+    let plan = loop {
+        let plan = p.decide(&b.m);
+        decisions += 1;
+        check_conservation(&b.m, &plan);
+        server_pages += plan.actions.iter().filter(|a| a.target.pid == 10).map(pages_of).sum::<u64>();
+        applied(&mut p, &b.m, &plan);
+        if !plan.actions.is_empty() || decisions > 20 {
+            break plan;
+        }
+    };
+    assert_eq!(server_pages, 0, "the server's memory was copied after threads the kernel put beside its client");
+    assert_eq!(decisions, 11, "the group is placed once the client's hold is over: {plan:#?}");
+    let mut got = affinities(&b.m, &plan);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![aff(10, None, "1", "cpu-follows-memory"), aff(20, None, "1", "cpu-follows-memory")],
+        "{plan:#?}"
+    );
+    assert!(
+        plan.actions[0].reason.detail.starts_with(
+            "group 1 (3 tasks of processes 10, 20; tied by communication 0.38): runs on node 2 but node 1 has 84% of \
+             its resident memory"
+        ),
+        "{plan:#?}"
+    );
+    let moved: Vec<(u32, u64)> = plan
+        .actions
+        .iter()
+        .filter(|a| !matches!(a.kind, ActionKind::SetAffinity { .. }))
+        .map(|a| (a.target.pid, pages_of(a)))
+        .collect();
+    assert_eq!(moved, vec![(20, 3072)], "{plan:#?}");
+}
+
 /// Rule 2, home-needs-no-room: a node holding all but `remote_share_min` of a unit's accesses
 /// needs no free memory for it.
 ///
@@ -1676,6 +1766,9 @@ fn a_light_thread_elsewhere_does_not_split_a_process_for_its_memory() {
     assert_eq!(moved[0].3, "balance-weakest-first", "{plan:#?}");
     let to: u32 = moved[0].2.parse().unwrap();
     applied(&mut p, &b.m, &plan);
+    // Applied as a host does: the workers narrowed to node 3 (no-room-stay), the main thread to
+    // where the balancer sent it.
+    b.allow(10, &[3]);
     b.thread_on(10, 0, to);
     b.m.nodes[3].cpu.bottleneck = false;
     b.m.nodes[3].cpu.load = 1.0;
@@ -1985,7 +2078,7 @@ fn a_unit_on_several_nodes_is_charged_where_its_threads_run() {
 /// ```
 #[test]
 fn ranges_memory_follows_cpu_moved_are_not_planned_again_within_the_hold() {
-    let b = cache_on_node_1();
+    let mut b = cache_on_node_1();
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);
     let ranges = |plan: &numapilot_policy::Plan| -> Vec<u64> {
@@ -2000,6 +2093,9 @@ fn ranges_memory_follows_cpu_moved_are_not_planned_again_within_the_hold() {
     };
     assert_eq!(ranges(&plan), [0x1000_0000, 0x3000_0000], "{plan:#?}");
     applied(&mut p, &b.m, &plan);
+    // Its threads narrowed to node 1 by plan 1's stay (follows-placed-threads: the hold keeps
+    // them where a move of this policy's put them).
+    b.allow(10, &[1]);
     let plan = p.decide(&b.m);
     check_conservation(&b.m, &plan);
     assert!(ranges(&plan).is_empty(), "moved ranges planned again: {plan:#?}");

@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!   per process p (managed, not new), in order of benefit (remote share x CPU), then pid:
-//!     S = nodes its units are placed on
+//!     S = nodes its units are placed on, counting only threads the plan puts there: moved
+//!         there by this plan, or held there by a move of this policy's that narrowed them
+//!         (follows-placed-threads, below; bandwidth-bound processes count every thread)
 //!     growing                 -> nothing (memory may spill; its CPUs were pointed at a node)
 //!     bandwidth-bound         -> Interleave over the nodes its threads run on, equal weights,
 //!                                when its memory deviates from that by >= remote_share_min
@@ -58,6 +60,39 @@
 //!           moved by MoveRanges is not moved again within hold_periods
 //! ```
 //!
+//! Follows-placed-threads: memory follows threads this policy has placed, never threads the
+//! kernel has. The benefit of a copy counts the threads' CPU over `benefit_horizon_s`, as if they
+//! stayed where they are that long. A thread narrowed to its nodes (by this plan, or by a move of
+//! this policy's whose hold keeps it there) does; one that is not runs wherever the kernel puts it
+//! next: a light thread beside whoever wakes it (wake-affine), a busy one wherever the load
+//! balancer finds a CPU. The plan has such a thread on nodes without narrowing it when it holds a
+//! unit by the move of another of its members (the hold is its heaviest task's move): a group
+//! formed after that move, around a process the move never covered. The rig's pairs scenario (CI
+//! at 052d21f, an idle host; the sequence rebuilt from its figures in
+//! `memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them`): a TCP server under
+//! `min_group_cpu`, so no unit of its own, ran on its client's node where the kernel had put it;
+//! the client was kept there (stay-current-node, a hold); when their communication tie grouped
+//! them the group was held on the client's node by the client's move, and the server's 64 MiB
+//! were copied after threads nothing had placed (benefit 100% x 0.097 CPUs x 10 s = 0.97 CPU-s;
+//! 16,418 pages, where the client's 3,104 were the pair's copy). Now its memory waits; once the
+//! hold is over the group is placed afresh and goes to the server's memory.
+//!
+//! Which rule, and why not the process's weight. The server was light, but lightness is not what
+//! made the copy wrong: a light process the placement narrows (a 0.1-CPU unit sent to its memory,
+//! or kept where it runs for want of room there) is placed, and its memory follows when the
+//! benefit pays for the copy, as anyone's; a process under `min_group_cpu` has no unit and no
+//! memory move at all (its threads are the kernel's, and its remote memory costs it at most
+//! `min_group_cpu` x `remote_access_cost`, 0.03 CPUs). A floor on the process's CPU instead would
+//! also refuse the small processes whose memory goes along cheaply (the pairs' 12 MiB clients, at
+//! 0.08 CPUs in the rig) and the light process the placement did narrow, and at 0.1 CPUs it would
+//! leave the rig's run to the server's rate in one period (0.097 CPUs in CI's copy, 0.08 at the
+//! end of a run here: the test would flip with the host's load). Whether the threads are placed
+//! is what says whether they stay for the horizon the benefit counts.
+//! Bandwidth-bound processes are the exception: their threads keep their CPUs on purpose
+//! (bandwidth-bound-stay) and their memory is spread over wherever they run. The price: a held
+//! member's memory waits for the hold to end (`hold_periods` decisions), when the unit is placed
+//! afresh and its threads narrowed, and only then follows, if it still should.
+//!
 //! Rules this module names in reasons (`Reason::rule`):
 //!
 //! ```text
@@ -83,7 +118,7 @@ use numapilot_topology::NodeSet;
 
 use super::cold::{effective_class, COLD_RULE};
 use super::futile::{Check, MoveKind};
-use super::place::{pct, Planner};
+use super::place::{pct, Planner, TaskPlan};
 use super::{Adaptive, BASE_PAGE_BYTES};
 use crate::action::{Action, ActionKind, Reason, TaskRef};
 
@@ -157,6 +192,29 @@ fn allowed_node(pl: &Planner<'_>, pid: u32) -> Option<usize> {
     }
 }
 
+/// Whether the plan puts task `k` where `tp` has it (rule "follows-placed-threads", see the
+/// module essay): it is moved there by this plan (the CPU actions narrow every task the plan
+/// does not hold), or held there with its CPUs already within those nodes' (the hold of a move
+/// this policy made), or its process is bandwidth-bound (its threads keep their CPUs on purpose,
+/// bandwidth-bound-stay, and its memory is spread where they run). A thread held on nodes it is
+/// not narrowed to runs wherever the kernel puts it: a member of a unit held by another member's
+/// move, one the hold's move never covered.
+fn placed_there(pl: &Planner<'_>, k: &TaskKey, tp: &TaskPlan) -> bool {
+    if !tp.held {
+        return true;
+    }
+    let m = pl.model;
+    let Some(tv) = m.tasks.get(k) else { return false };
+    let cpus = pl.cpus_for(k.pid, &tp.nodes);
+    if !cpus.is_empty() && tv.cpus_allowed.is_subset(&cpus) {
+        return true;
+    }
+    m.procs.get(&k.pid).is_some_and(|p| {
+        effective_class(p.class, pl.accessed.contains_key(&k.pid), pl.sliced.contains(&k.pid))
+            == ProcessClass::BandwidthBound
+    })
+}
+
 /// One process's memory job.
 struct Job {
     pid: u32,
@@ -196,7 +254,7 @@ fn split_jobs(pl: &Planner<'_>, pid: u32) -> Vec<Job> {
     // Range start -> (length, node, samples per accessor node set).
     let mut ranges: BTreeMap<u64, RangeUse> = BTreeMap::new();
     for (k, tp) in pl.task_plan.range(TaskKey { pid, tid: 0 }..=TaskKey { pid, tid: u32::MAX }) {
-        let Some(tv) = m.tasks.get(k) else { continue };
+        let Some(tv) = m.tasks.get(k).filter(|_| placed_there(pl, k, tp)) else { continue };
         let nodes = tp.nodes.clone();
         let e = parts.entry(nodes.clone()).or_insert_with(|| (0.0, vec![0.0; n]));
         e.0 += tv.cpu_rate;
@@ -262,7 +320,7 @@ fn shared_sample_share(pl: &Planner<'_>, pid: u32) -> f64 {
     let m = pl.model;
     let mut ranges: BTreeMap<u64, BTreeMap<Vec<usize>, u64>> = BTreeMap::new();
     for (k, tp) in pl.task_plan.range(TaskKey { pid, tid: 0 }..=TaskKey { pid, tid: u32::MAX }) {
-        let Some(tv) = m.tasks.get(k) else { continue };
+        let Some(tv) = m.tasks.get(k).filter(|_| placed_there(pl, k, tp)) else { continue };
         for h in &tv.hot {
             *ranges.entry(h.start).or_default().entry(tp.nodes.clone()).or_default() += h.samples.max(1);
         }
@@ -383,7 +441,7 @@ pub(crate) fn memory(pl: &mut Planner<'_>, policy: &Adaptive) {
     // Planned CPU of each process per node set of its units, and per node.
     let mut cpu_on: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     let mut set_cpu: BTreeMap<u32, BTreeMap<Vec<usize>, f64>> = BTreeMap::new();
-    for (k, tp) in &pl.task_plan {
+    for (k, tp) in pl.task_plan.iter().filter(|(k, tp)| placed_there(pl, k, tp)) {
         // Where the thread will run after this plan (a balancing move included).
         *set_cpu.entry(k.pid).or_default().entry(tp.nodes.clone()).or_default() += tp.cpu.max(1e-3);
         let v = cpu_on.entry(k.pid).or_insert_with(|| vec![0.0; m.topo.nodes.len()]);
