@@ -1258,7 +1258,9 @@ fn cpu_follows_memory_when_the_memory_node_has_room_memory_follows_when_it_has_n
 ///   each thread's shares are its process's residency (AccessSource::Residency), as the model has them
 ///   group 1 = both: 76 MiB, residency-by-bytes: 64/76 = 84% on node 0 (CPU-weighted: 75% on node 1)
 ///   runs on node 1 (0.3 of its 0.4 CPUs) with 16% there, not as good as node 0 (84%)
-///   cost: moving 2 threads = 1.0 ms < copying the 16384 pages remote from node 1 = 32.8 ms
+///   cost: moving 2 threads = 1.0 ms, and then copying the client's 12 MiB after them (3072
+///     pages, 6.1 ms: move-counts-the-copy-it-triggers) < copying the 16384 pages remote from
+///     node 1 = 32.8 ms
 ///     -> both processes to node 0, cpu-follows-memory; the client's 12 MiB then follow (3072 pages)
 /// ```
 ///
@@ -1297,8 +1299,8 @@ fn a_pair_known_by_residency_goes_to_its_bytes_and_its_reason_names_the_tie() {
     assert!(
         why.starts_with(
             "group 1 (2 tasks of processes 10, 20; tied by communication 0.38): runs on node 1 but node 0 has 84% \
-             of its resident memory and room for it: moving 2 threads (~1.0 ms of cache refill) is cheaper than \
-             copying 16384 remote pages (~32.8 ms)"
+             of its resident memory and room for it: moving 2 threads (~1.0 ms of cache refill) and then copying \
+             3072 pages after them (~6.1 ms) is cheaper than copying 16384 remote pages (~32.8 ms)"
         ),
         "{why}"
     );
@@ -2207,5 +2209,89 @@ fn a_buffer_two_processes_share_counts_once_so_they_go_to_it() {
         pair,
         vec![aff(10, None, "0", "cpu-follows-memory"), aff(20, None, "0", "cpu-follows-memory")],
         "{plan:#?}"
+    );
+}
+
+/// Rule move-counts-the-copy-it-triggers: cpu-follows-memory's cost check counts the pages the
+/// memory pass then copies after the moved threads (the rig's pairs scenario: "moving 3 threads
+/// is cheaper than copying 4,045 pages", then 16,419 pages copied after them).
+///
+/// ```text
+///   server (pid 10): 1 thread, 0.1 CPU, on node 1; 64 MiB on node 1; samples: node 1 100%
+///   client (pid 20): 1 thread, 0.3 CPU, on node 1; 16 MiB on node 0; samples: node 0 100%
+///   group 1 = both: 80 MiB (< 1024 MiB: no size rule); accesses CPU-weighted: node 0 75%,
+///     node 1 25%; runs on node 1, not as good as node 0 (25% < 75% - 10%)
+///   move to node 0: 2 threads x 0.5 ms = 1.0 ms, and then the server's 64 MiB follows (100% of
+///     its samples remote >= 25%, benefit 1.0 x 0.1 CPUs x 10 s = 1 CPU-s > 32.8 ms of copying):
+///     16384 pages, 32.8 ms -> 33.8 ms in all
+///   stay on node 1: copying the 4096 pages remote from node 1 = 8.2 ms
+///   33.8 > 8.2 -> both stay on node 1 (before: 1.0 < 8.2, both went to node 0 and 16384 pages
+///     were copied after them); the client's 16 MiB (below min_process_rss_mib 64) follows its
+///     threads: 4096 pages to node 1, the only copy
+/// ```
+#[test]
+fn cpu_follows_memory_counts_the_copy_its_move_triggers() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "server", &[(1, 0.1)], &[0, 64]);
+    b.proc(20, "client", &[(1, 0.3)], &[16, 0]);
+    b.access(10, 0, &[0.0, 1.0]).access(20, 0, &[1.0, 0.0]);
+    b.group(1, &[tk(10, 0), tk(20, 0)]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert!(affinities(&b.m, &plan).iter().all(|a| a.2 == "1"), "{plan:#?}");
+    let moved: Vec<(u32, u64, String)> = plan
+        .actions
+        .iter()
+        .filter(|a| !matches!(a.kind, ActionKind::SetAffinity { .. }))
+        .map(|a| (a.target.pid, pages_of(a), a.reason.rule.clone()))
+        .collect();
+    assert_eq!(moved, vec![(20, 4096, "memory-follows-cpu".to_string())], "{plan:#?}");
+    let why = &plan.actions.iter().find(|a| a.target.pid == 10).expect("the server's stay").reason.detail;
+    assert!(
+        why.contains(
+            "moving 2 threads (~1.0 ms of cache refill) and then copying 16384 pages after them (~32.8 ms) costs \
+             more than copying 4096 pages (~8.2 ms)"
+        ),
+        "{why}"
+    );
+}
+
+/// Rule move-counts-the-copy-it-triggers charges only a process the move leaves whole on the
+/// node: a thread that goes to its own slice leaves its process split, and the memory pass then
+/// follows each part by its own sampled ranges, which are local on both nodes
+/// (crates/sim/tests/cadence.rs, a workload local from first touch).
+///
+/// ```text
+///   worker (pid 10): 2 threads x 1.0 CPU, both on node 0 (where the fork rule put the process);
+///     256 MiB, thread 0's 128 MiB slice first-touched on node 0, thread 1's on node 1; each
+///     thread samples its own slice only (thread 0: node 0 100%, thread 1: node 1 100%)
+///   groups: one per thread (each thread's own signal)
+///   thread 1's unit: 128 MiB of the process's (its CPU's half: 64 MiB a node); runs on node 0,
+///     its accesses 100% on node 1: moving 1 thread, 0.5 ms, against copying the 16384 pages
+///     remote from node 0, 32.8 ms; the process is left split (thread 0 stays on node 0): no
+///     copy charged -> thread 1 to node 1 (cpu-follows-memory), nothing copied
+///   charged as a whole process's (61a5493: the 32768 pages of its memory off node 1, scaled by
+///     1 of its 2 threads): 0.5 + 32.8 ms > 32.8 ms -> thread 1 stayed and its slice was copied
+/// ```
+#[test]
+fn a_thread_that_goes_to_its_own_slice_is_not_charged_its_siblings() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "worker", &[(0, 1.0), (0, 1.0)], &[128, 128]);
+    b.access(10, 0, &[1.0, 0.0]).access(10, 1, &[0.0, 1.0]);
+    b.group(1, &[tk(10, 0)]).group(2, &[tk(10, 1)]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let mut got = affinities(&b.m, &plan);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![aff(10, Some(1000), "0", "stay-current-node"), aff(10, Some(1001), "1", "cpu-follows-memory")],
+        "{plan:#?}"
+    );
+    assert!(plan.actions.iter().all(|a| matches!(a.kind, ActionKind::SetAffinity { .. })), "{plan:#?}");
+    let why = &plan.actions.iter().find(|a| a.target.tid == Some(1001)).unwrap().reason.detail;
+    assert!(
+        why.contains("moving 1 thread (~0.5 ms of cache refill) is cheaper than copying 16384 remote pages (~32.8 ms)"),
+        "{why}"
     );
 }

@@ -58,6 +58,10 @@
 //!           young-allowance-slices), then the shared budget
 //!   hold:   memory moved to another node set within hold_periods (load unchanged) stays; a range
 //!           moved by MoveRanges is not moved again within hold_periods
+//!   placement's view: `follow_pages` is this pass's memory-follows-cpu decision for one process
+//!           and a node, asked by cpu-follows-memory before it moves threads that leave the
+//!           process whole on that node (move-counts-the-copy-it-triggers: a move is charged the
+//!           copy it makes this pass do)
 //! ```
 //!
 //! Follows-placed-threads: memory follows threads this policy has placed, never threads the
@@ -412,6 +416,41 @@ fn proc_share(pl: &Planner<'_>, pid: u32) -> (Vec<f64>, &'static str) {
         return (vec![0.0; n], "resident memory");
     }
     (own.iter().take(n).map(|&b| b as f64 / total as f64).collect(), "resident memory")
+}
+
+/// The pages of `pid` this pass would copy to dense node `to` were all its threads to run there
+/// (rule move-counts-the-copy-it-triggers: the cost check of cpu-follows-memory counts them):
+/// its own memory off `to`, when that is at least `remote_share_min` of its access shares (its
+/// CPU-weighted threads' shares, else its own memory; below `min_process_rss_mib` at least its own
+/// memory's share off `to`: a small process takes its memory along) and the benefit over
+/// `benefit_horizon_s` outweighs the copy, as the memory-follows-cpu job below decides. Leaves out
+/// what that job sees and this does not: cold memory (hot ranges only), classes that bind, a young
+/// process's estimated CPU, a move in flight, the budget.
+pub(crate) fn follow_pages(pl: &Planner<'_>, pid: u32, to: usize) -> u64 {
+    let m = pl.model;
+    let t = &m.tunables;
+    let Some(p) = m.procs.get(&pid) else { return 0 };
+    let own = p.own_mem_by_node();
+    let pages: u64 = own.iter().enumerate().filter(|&(i, _)| i != to).map(|(_, &b)| b / BASE_PAGE_BYTES).sum();
+    if pages == 0 {
+        return 0;
+    }
+    let (share, _) = proc_share(pl, pid);
+    let mut remote = (1.0 - share.get(to).copied().unwrap_or(0.0)).max(0.0);
+    // A small process counts its own memory off `to` too, as the job does (of the larger of its
+    // two readings).
+    if (p.rss_bytes as f64) < t.min_process_rss_mib as f64 * MIB && p.rss_bytes > 0 {
+        let outside: u64 = own.iter().enumerate().filter(|&(i, _)| i != to).map(|(_, &b)| b).sum();
+        let of: u64 = p.mem_by_node.iter().sum::<u64>().max(p.rss_bytes);
+        remote = remote.max(outside as f64 / of as f64).min(1.0);
+    }
+    let benefit_s = remote * p.cpu_rate * t.benefit_horizon_s;
+    let cost_s = pages as f64 * t.migrate_cost_ns_per_page as f64 / 1e9;
+    if remote >= t.remote_share_min && benefit_s > cost_s {
+        pages
+    } else {
+        0
+    }
 }
 
 /// Total-variation distance between `p`'s memory distribution and `weights` over `nodes`.

@@ -36,7 +36,11 @@
 //!   fork-spread             a new process's CPUs to the least loaded node (or the one holding
 //!                           its memory, within imbalance), a closest set when it fits no node
 //!   cpu-follows-memory      a unit's threads to the node holding its memory (>= 80% of >= 1 GiB
-//!                           there, or cost-based: moving the threads is cheaper than the copy)
+//!                           there, or cost-based: moving the threads, plus the copy of its
+//!                           processes' memory the memory pass then makes after them (of each
+//!                           process the move leaves whole there: move-counts-the-copy-it-
+//!                           triggers, `memory::follow_pages`), is cheaper than copying the
+//!                           memory remote from where they run)
 //!   stay-current-node       a unit stays on the node it runs on (as good as the best, most of its
 //!                           sampled hot ranges there now, small memory that follows it, or its
 //!                           memory moving there)
@@ -1027,6 +1031,20 @@ impl<'m> Planner<'m> {
         nodes.iter().any(|&i| cpu <= cap(i) * up + slack && mem as f64 <= self.mem_total(i) * up)
     }
 
+    /// Whether moving unit `u` to dense node `to` leaves process `pid` whole there (rule
+    /// move-counts-the-copy-it-triggers): each of its live threads is a task of the unit or runs
+    /// on `to` already, so the memory pass then sees one node set for it.
+    fn left_whole(&self, u: &Unit, pid: u32, to: usize) -> bool {
+        let m = self.model;
+        m.procs.get(&pid).is_some_and(|p| {
+            p.tids
+                .iter()
+                .map(|&tid| TaskKey { pid, tid })
+                .filter(|k| m.tasks.contains_key(k))
+                .all(|k| u.tasks.binary_search(&k).is_ok() || self.task_idx(&k) == Some(to))
+        })
+    }
+
     /// The candidate nodes of a unit, best first (rule 2, CPU follows memory, stay).
     pub(crate) fn candidates(&self, u: &Unit) -> Candidates {
         let m = self.model;
@@ -1100,7 +1118,37 @@ impl<'m> Planner<'m> {
             if !as_good && best != c && !moving_here {
                 let remote_pages = u.mem.saturating_sub(u.mem_by_node[c]) / BASE_PAGE_BYTES;
                 let mem_cost = remote_pages as f64 * t.migrate_cost_ns_per_page as f64;
-                let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64;
+                // The move costs the threads' cache refill and the copy it then triggers: the
+                // memory pass brings each process's own memory off `best` after its threads
+                // (rule move-counts-the-copy-it-triggers). Counted without it, the rig's pairs
+                // scenario moved 3 threads "cheaper than copying 4,045 pages" and then copied
+                // 16,419 pages of the other members' memory after them. Only a process the move
+                // leaves whole on `best` is charged (`left_whole`): one it splits has each part's
+                // memory followed by that part's own sampled ranges (memory.rs `split_jobs`), and
+                // the moved part's ranges on `best` are local there already. Charged for a whole
+                // process's memory scaled by its share of the threads (61a5493), a thread whose
+                // own slice was first-touched on `best` was kept off it for half its process's
+                // memory, and its slice copied over instead: 32,768 pages in
+                // crates/sim/tests/cadence.rs, a workload local from first touch (reverted in
+                // 08cd86e).
+                let follow_pages: u64 = u
+                    .pids
+                    .iter()
+                    .filter(|&&pid| self.left_whole(u, pid, best))
+                    .map(|&pid| super::memory::follow_pages(self, pid, best))
+                    .sum();
+                let follow_cost = follow_pages as f64 * t.migrate_cost_ns_per_page as f64;
+                let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64 + follow_cost;
+                let moving = if follow_pages > 0 {
+                    format!(
+                        "moving {} (~{:.1} ms of cache refill) and then copying {follow_pages} pages after them (~{:.1} ms)",
+                        plural(u.tasks.len(), "thread"),
+                        (cpu_cost - follow_cost) / 1e6,
+                        follow_cost / 1e6
+                    )
+                } else {
+                    format!("moving {} (~{:.1} ms of cache refill)", plural(u.tasks.len(), "thread"), cpu_cost / 1e6)
+                };
                 let bottleneck = self.model.nodes.get(best).is_some_and(|l| l.any_bottleneck());
                 // Room on the node holding its accesses: CPU, and memory only for what is not its
                 // working set there already (home-needs-no-room, as for placement).
@@ -1119,12 +1167,7 @@ impl<'m> Planner<'m> {
                         u.mem as f64 / MIB
                     )
                 } else {
-                    format!(
-                        "moving {} (~{:.1} ms) costs more than copying {remote_pages} pages (~{:.1} ms)",
-                        plural(u.tasks.len(), "thread"),
-                        cpu_cost / 1e6,
-                        mem_cost / 1e6
-                    )
+                    format!("{moving} costs more than copying {remote_pages} pages (~{:.1} ms)", mem_cost / 1e6)
                 };
                 if cpu_cost < mem_cost && !bottleneck && room {
                     front(&mut order, best);
@@ -1132,13 +1175,11 @@ impl<'m> Planner<'m> {
                         order,
                         rule: "cpu-follows-memory",
                         why: format!(
-                            "runs on node {} but node {} has {} of its {} and room for it: moving {} (~{:.1} ms of cache refill) is cheaper than copying {} remote pages (~{:.1} ms)",
+                            "runs on node {} but node {} has {} of its {} and room for it: {moving} is cheaper than copying {} remote pages (~{:.1} ms)",
                             self.id(c),
                             self.id(best),
                             pct(u.share[best]),
                             u.share_src,
-                            plural(u.tasks.len(), "thread"),
-                            cpu_cost / 1e6,
                             remote_pages,
                             mem_cost / 1e6
                         ),
