@@ -305,11 +305,11 @@ fn main() {
     let mut walls: Vec<f64> = rows.iter().map(|r| r.0).collect();
     walls.sort_by(f64::total_cmp);
     let median = walls.get(walls.len() / 2).copied().unwrap_or(0.0);
-    let over = walls.iter().filter(|&&w| w >= 50.0).count();
+    let over = numapilot_topology::plural(walls.iter().filter(|&&w| w >= 50.0).count(), "cycle");
     let cpu = mean(|r| r.2);
     println!(
         "mean over {} cycles (signals {}): wall {:.1} ms (observe {:.1} ms), median wall {median:.1} ms, worst wall \
-         {:.1} ms, {over} cycles at or over 50 ms; cpu {:.1} ms per cycle (observe {:.1} ms, worst cycle {worst_cpu:.1} \
+         {:.1} ms, {over} at or over 50 ms; cpu {:.1} ms per cycle (observe {:.1} ms, worst cycle {worst_cpu:.1} \
          ms) = {:.2} % of one core at {} ms; VmRSS {:.1} MB, VmHWM {:.1} MB; load average {}",
         rows.len(),
         if signals { "on" } else { "off" },
