@@ -392,6 +392,76 @@ fn explain_a_real_process_through_the_socket() {
     assert!(e["why"].as_str().is_some_and(|w| !w.is_empty()));
 }
 
+/// Every string of a daemon's answer is printed on one line with its control characters escaped,
+/// root's daemon's too (reply-strings-escaped): a stand-in root daemon on a real socket whose
+/// status and explanation carry a newline and a terminal escape (as a cgroup's or a mapped file's
+/// name can, which the daemon passes on). Only names were escaped at the source: the rest printed
+/// the newline as a line break of its own (security review).
+#[test]
+fn status_and_explain_print_a_replys_control_characters_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("root.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let forged = "/evil\nlast step failed: forged\u{1b}[2J";
+    let status = {
+        let mut v = serde_json::to_value(numapilot_daemon::control::Status::default()).unwrap();
+        v["last_error"] = serde_json::Value::String("reading /sys/fs/cgroup/x/evil\nnote: forged\u{1b}[2J".into());
+        v["notes"] = serde_json::json!(["a note\twith\na line break"]);
+        serde_json::json!({ "ok": true, "status": v }).to_string()
+    };
+    let explain = serde_json::json!({ "ok": true, "explain": {
+        "pid": 4242, "comm": "x", "class": "unclassified", "pinned": false, "threads": 1, "cpu": 0.0,
+        "rss_bytes": 0, "mem_by_node": [], "groups": [], "preferred_node": null, "last_actions": [],
+        "why": format!("its cgroup {forged}"), "since_last_step": "gone\n  preferred node 1: forged" } })
+    .to_string();
+    let answers = [status.clone(), explain.clone(), status, explain];
+    let server = std::thread::spawn(move || {
+        for answer in answers {
+            let (stream, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&stream).read_line(&mut line).unwrap();
+            writeln!(&stream, "{answer}").unwrap();
+        }
+    });
+    let ask = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).arg("--socket").arg(&socket).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for (args, said) in [
+        (
+            &["status"][..],
+            &[
+                "last step failed: reading /sys/fs/cgroup/x/evil\\nnote: forged\\u{1b}[2J\n",
+                "note: a note\\twith\\na line break\n",
+            ][..],
+        ),
+        (
+            &["explain", "4242"],
+            &[
+                "  its cgroup /evil\\nlast step failed: forged\\u{1b}[2J\n",
+                "  since the last step: gone\\n  preferred node 1: forged\n",
+            ],
+        ),
+    ] {
+        let out = ask(args);
+        for line in said {
+            assert!(out.contains(line), "{args:?}: {out}");
+        }
+        assert!(!out.contains('\x1b') && !out.contains('\t'), "{args:?}: {out}");
+        assert!(
+            !out.lines().any(|l| l.starts_with("note: forged") || l.starts_with("  preferred node 1: forged")),
+            "{out}"
+        );
+    }
+    // --json: the same strings, escaped, in valid JSON.
+    let s: serde_json::Value = serde_json::from_str(&ask(&["status", "--json"])).unwrap();
+    assert_eq!(s["last_error"], "reading /sys/fs/cgroup/x/evil\\nnote: forged\\u{1b}[2J");
+    let e: serde_json::Value = serde_json::from_str(&ask(&["explain", "4242", "--json"])).unwrap();
+    assert_eq!(e["why"], "its cgroup /evil\\nlast step failed: forged\\u{1b}[2J");
+    server.join().unwrap();
+}
+
 /// The daemon's explanation is of its last step's view: a process that exited since is said to
 /// have, as a zombie or reaped (it was explained as if it ran on; review helper-55). The answer
 /// between the exit and the next step is the one that needs it: tried until one lands there.

@@ -1089,14 +1089,16 @@ fn ask_loop<T, E: From<String>>(
     }
 }
 
-/// Replaces the control characters (but newline and tab) of every string in `v` with U+FFFD.
-fn strip_controls(v: &mut serde_json::Value) {
+/// Escapes the control characters of every string in `v` as the model escapes process names
+/// (`numapilot_model::tasks::printable`: a newline as `\n`, ESC as `\u{1b}`), so each prints on
+/// one line and sends nothing to a terminal. A string already escaped at the source is unchanged.
+fn escape_controls(v: &mut serde_json::Value) {
     match v {
-        serde_json::Value::String(s) if s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') => {
-            *s = s.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '\u{fffd}' } else { c }).collect();
+        serde_json::Value::String(s) if s.chars().any(char::is_control) => {
+            *s = numapilot_model::tasks::printable(s);
         }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_controls),
-        serde_json::Value::Object(o) => o.values_mut().for_each(strip_controls),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(escape_controls),
+        serde_json::Value::Object(o) => o.values_mut().for_each(escape_controls),
         _ => {}
     }
 }
@@ -1168,14 +1170,12 @@ pub fn request_within(path: &Path, req: &Request, limit: Duration) -> Result<Res
     let total = limit;
     let limit = limit.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
     let io = |e: std::io::Error| ControlError::Request(format!("{}: {e}", path.display()));
-    // A daemon of another user (a non-root daemon observes only) is answered, but what it says
-    // is printed without control characters (server-not-root-sanitised): a user's server at a path
-    // root was pointed to wrote terminal escapes to root's terminal (review of 2026-11-29). The
-    // deadline and size cap below bound any server.
-    let uid = peer_uid(&stream).map_err(io)?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let untrusted = uid != 0 && uid != me;
+    // Whoever answers (a daemon of another user: a non-root daemon observes only), every string of
+    // its answer is printed with its control characters escaped (reply-strings-escaped): a user's
+    // server at a path root was pointed to wrote terminal escapes to root's terminal (review of
+    // 2026-11-29), and root's own daemon passes on strings processes chose (a cgroup's or a mapped
+    // file's name) whose newline began a line of its own in `status` and `explain`. The deadline and
+    // size cap below bound any server.
     let deadline = std::time::Instant::now() + limit;
     stream.set_read_timeout(Some(limit)).map_err(io)?;
     stream.set_write_timeout(Some(limit)).map_err(io)?;
@@ -1188,13 +1188,9 @@ pub fn request_within(path: &Path, req: &Request, limit: Duration) -> Result<Res
     let unreadable = |e: serde_json::Error| {
         ControlError::Request(format!("{}: unreadable response {:?}: {e}", path.display(), line.trim()))
     };
-    let resp: Response = if untrusted {
-        let mut v: serde_json::Value = serde_json::from_str(line.trim()).map_err(unreadable)?;
-        strip_controls(&mut v);
-        serde_json::from_value(v).map_err(unreadable)?
-    } else {
-        serde_json::from_str(line.trim()).map_err(unreadable)?
-    };
+    let mut v: serde_json::Value = serde_json::from_str(line.trim()).map_err(unreadable)?;
+    escape_controls(&mut v);
+    let resp: Response = serde_json::from_value(v).map_err(unreadable)?;
     if !resp.ok {
         // Said with the socket it came from, and cut: a server's error of 15 MiB was written whole
         // to stderr (review helper-55).
