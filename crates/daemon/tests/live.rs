@@ -3041,6 +3041,58 @@ fn fixture_process_as(proc: &Path, from: u32, to: u32) {
     }
 }
 
+/// `explain` of a pid the model does not hold says why from the tree the daemon observes: on a
+/// fixture tree, the fixture's process of that pid (its stat, status and cgroup file), not the live
+/// system's. Before, `why_unseen` read the live system's files: the three live children here, whose
+/// pids name a fixture process in an excluded cgroup, a fixture thread of another process, and no
+/// fixture process at all, were described as the live `sleep`s they are (nothing keeping them out,
+/// or too small).
+#[test]
+fn why_a_fixture_process_is_not_managed_is_the_fixtures() {
+    let mut kids: Vec<Kid> = (0..3).map(|_| Kid::spawn("sleep", &[])).collect();
+    for k in &mut kids {
+        k.line("ready");
+    }
+    let (excluded, thread, absent) = (kids[0].pid(), kids[1].pid(), kids[2].pid());
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    common::copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18"), &root);
+    let proc = root.join("proc");
+    // 9319 as `excluded`, a process of its own (its status says so too), in an excluded cgroup.
+    fixture_process_as(&proc, 9319, excluded);
+    let status = std::fs::read_to_string(proc.join(format!("{excluded}/status"))).unwrap();
+    let status = status.replace("Tgid:\t9319\n", &format!("Tgid:\t{excluded}\n"));
+    std::fs::write(
+        proc.join(format!("{excluded}/status")),
+        status.replace("Pid:\t9319\n", &format!("Pid:\t{excluded}\n")),
+    )
+    .unwrap();
+    std::fs::write(proc.join(format!("{excluded}/cgroup")), "0::/numapilot-test-excluded.slice/a.service\n").unwrap();
+    // 9311's files as `thread`: its status keeps Tgid 9311, a thread of that process.
+    fixture_process_as(&proc, 9311, thread);
+    let live = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    assert!(!live(excluded).contains("numapilot-test-"), "the live process's cgroup is another");
+    // A mounted /proc has `self` (the host refuses a root without it).
+    std::os::unix::fs::symlink("9319", proc.join("self")).unwrap();
+    let (_s, state) = tmp_state("unseen-fixture");
+    let opts = LiveOptions {
+        root,
+        state_path: state,
+        exclude_cgroups: vec!["/numapilot-test-excluded.slice".into()],
+        ..LiveOptions::default()
+    };
+    let host = LiveHost::open(topo(), opts).unwrap().0;
+    let why = |pid: u32| host.why_unseen(pid).unwrap_or_default();
+    assert!(
+        why(excluded).contains("cgroup /numapilot-test-excluded.slice/a.service is under excluded prefix"),
+        "{}",
+        why(excluded)
+    );
+    assert_eq!(why(thread), "a thread of process 9311, not a process");
+    assert!(why(absent).starts_with("no such process"), "{}", why(absent));
+    kids.into_iter().for_each(Kid::kill);
+}
+
 /// The observer classifies a process by cgroup from the cgroup file under its root, as it reads
 /// every other file of it: on a fixture tree, a fixture process is judged by the cgroup its own
 /// file names, whatever the live system's process of that pid is. Before, `/proc/PID/cgroup` of

@@ -1114,7 +1114,10 @@ impl LiveHost {
     /// `[include]`), a memory map locked in the kernel, or resident memory under `min_rss_mib`.
     /// `None`: none of those (a process seen since the last step, or one the model let go).
     pub fn why_unseen(&self, pid: u32) -> Option<String> {
-        let stat = match select::stat_now(pid) {
+        // From the tree it observes (why-unseen-under-root): on another root, the live system's
+        // stat, status and cgroups of that pid described another process, or none.
+        let root = &self.opts.root;
+        let stat = match select::stat_under(root, pid) {
             Ok(Some(s)) => s,
             Ok(None) => return Some("no such process (it exited, or never was)".into()),
             Err(e) => return Some(unknown_whether_there(pid, &e)),
@@ -1122,13 +1125,14 @@ impl LiveHost {
         // A thread id, a zombie, init, a kernel thread: said as such (a thread id read "new since
         // the last step"; review helper-55).
         // (Init and the daemon itself are named by the exclusions below, as before.)
-        if let Some(why) = select::launch_refusal(pid).filter(|_| pid != 1 && pid != std::process::id()) {
+        if let Some(why) = select::launch_refusal_under(root, pid).filter(|_| pid != 1 && pid != std::process::id()) {
             return Some(why);
         }
         if stat.is_kernel_thread() {
             return Some("a kernel thread: never managed".into());
         }
-        if let Some(why) = select::exclusion(&self.opts, pid, &stat.comm, || select::cgroup_paths(pid)) {
+        let cgroups = || select::cgroup_paths_under(root, pid, None).ok().flatten();
+        if let Some(why) = select::exclusion(&self.opts, pid, &stat.comm, cgroups) {
             return Some(why);
         }
         if self.observer.guard().is_stuck(pid) {

@@ -68,13 +68,21 @@ use super::LiveOptions;
 /// a promise for one held room for nothing (review helper-55). Also when its stat cannot be read
 /// for want of a descriptor or memory: it is then not called absent.
 pub fn launch_refusal(pid: u32) -> Option<String> {
-    let stat = match stat_now(pid) {
+    launch_refusal_under(std::path::Path::new("/"), pid)
+}
+
+/// [`launch_refusal`] of the process `pid` of the tree at `root` (its `ROOT/proc/PID/stat` and
+/// `status`): `explain` of a pid the model does not hold says why from the tree it observes. On
+/// another root (a fixture tree) the daemon's own pid names one of the tree's processes, not the
+/// daemon.
+pub fn launch_refusal_under(root: &std::path::Path, pid: u32) -> Option<String> {
+    let stat = match stat_under(root, pid) {
         Ok(Some(s)) => s,
         Ok(None) => return Some("no such process".into()),
         // Refused, but not as absent: the process may well be there.
         Err(e) => return Some(format!("/proc/{pid}/stat could not be read ({e}): whether it runs is unknown")),
     };
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let status = std::fs::read_to_string(root.join(format!("proc/{pid}/status"))).unwrap_or_default();
     let tgid = status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse::<u32>().ok());
     Some(match tgid {
         Some(t) if t != pid => format!("a thread of process {t}, not a process"),
@@ -83,7 +91,7 @@ pub fn launch_refusal(pid: u32) -> Option<String> {
         // A zombie leader whose threads run on is a live process (its memory read through a
         // thread: zombie-leader-memory); one with no thread left has nothing to place.
         _ if stat.is_zombie() => "a zombie (exited, not yet reaped): nothing to place".into(),
-        _ if pid == std::process::id() => "numapilot itself: never managed".into(),
+        _ if pid == std::process::id() && root == std::path::Path::new("/") => "numapilot itself: never managed".into(),
         _ => return None,
     })
 }
@@ -115,7 +123,14 @@ pub fn read_stat(pid: u32) -> Option<TaskStat> {
 /// [`read_stat`]: with the descriptor table full, every process read as gone and its original
 /// was dropped from the record of a live process (review helper-34).
 pub fn stat_now(pid: u32) -> std::io::Result<Option<TaskStat>> {
-    match std::fs::read(format!("/proc/{pid}/stat")) {
+    stat_under(std::path::Path::new("/"), pid)
+}
+
+/// [`stat_now`] read from `ROOT/proc/PID/stat`: the process of that pid in the tree the daemon
+/// observes (on a fixture tree, the fixture's, not whatever process of the live system has its
+/// pid).
+pub fn stat_under(root: &std::path::Path, pid: u32) -> std::io::Result<Option<TaskStat>> {
+    match std::fs::read(root.join(format!("proc/{pid}/stat"))) {
         Ok(text) => Ok(parse_stat(&String::from_utf8_lossy(&text)).ok()),
         Err(e) if short_of_resources(&e) => Err(e),
         Err(_) => Ok(None),
