@@ -236,12 +236,13 @@ impl Restore for LiveHost {
         LiveHost::why_unseen(self, pid)
     }
 
+    // Both of the tree the host observes (why-unseen-under-root), as `why_unseen`.
     fn launch_refusal(&self, pid: u32) -> Option<String> {
-        crate::live::select::launch_refusal(pid)
+        crate::live::select::launch_refusal_under(&self.options().root, pid)
     }
 
     fn since_last_step(&self, pid: u32, starttime: u64) -> Option<String> {
-        crate::live::select::since_last_step(pid, starttime)
+        crate::live::select::since_last_step_under(&self.options().root, pid, starttime)
     }
 
     fn notes(&self) -> Vec<String> {

@@ -3046,7 +3046,9 @@ fn fixture_process_as(proc: &Path, from: u32, to: u32) {
 /// system's. Before, `why_unseen` read the live system's files: the three live children here, whose
 /// pids name a fixture process in an excluded cgroup, a fixture thread of another process, and no
 /// fixture process at all, were described as the live `sleep`s they are (nothing keeping them out,
-/// or too small).
+/// or too small). The same for `advise --pid`'s refusal and for what became of a process the model
+/// holds since the last step (the fixture's process, whose start time is not the live one's, was
+/// said to be another process now).
 #[test]
 fn why_a_fixture_process_is_not_managed_is_the_fixtures() {
     let mut kids: Vec<Kid> = (0..3).map(|_| Kid::spawn("sleep", &[])).collect();
@@ -3090,6 +3092,19 @@ fn why_a_fixture_process_is_not_managed_is_the_fixtures() {
     );
     assert_eq!(why(thread), "a thread of process 9311, not a process");
     assert!(why(absent).starts_with("no such process"), "{}", why(absent));
+    // So are `advise --pid`'s refusal and what became of a process since the last step (explain
+    // of one the model holds): the fixture's process of the pid runs on, with its own start time.
+    use numapilot_daemon::run::Restore;
+    assert_eq!(host.launch_refusal(thread).as_deref(), Some("a thread of process 9311, not a process"));
+    assert_eq!(host.launch_refusal(excluded), None);
+    assert_eq!(host.launch_refusal(absent).as_deref(), Some("no such process"));
+    let starttime = |path: PathBuf| {
+        numapilot_observe::parse::stat::parse_stat(&std::fs::read_to_string(path).unwrap()).unwrap().starttime
+    };
+    let theirs = starttime(proc.join(format!("{excluded}/stat")));
+    assert_ne!(theirs, starttime(format!("/proc/{excluded}/stat").into()), "the live process started at another time");
+    assert_eq!(host.since_last_step(excluded, theirs), None, "the fixture's process runs on");
+    assert!(host.since_last_step(excluded, theirs + 1).is_some_and(|w| w.contains("another process")));
     kids.into_iter().for_each(Kid::kill);
 }
 

@@ -100,7 +100,13 @@ pub fn launch_refusal_under(root: &std::path::Path, pid: u32) -> Option<String> 
 /// say it (`Restore::since_last_step`): gone, a zombie with no thread left, or the pid another
 /// process's now. `None`: it runs on as seen (or the read failed for want of a resource).
 pub fn since_last_step(pid: u32, starttime: u64) -> Option<String> {
-    match stat_now(pid) {
+    since_last_step_under(std::path::Path::new("/"), pid, starttime)
+}
+
+/// [`since_last_step`] of the process `pid` of the tree at `root` (`ROOT/proc/PID/stat`): on a
+/// fixture tree, what became of the fixture's process, not of the live system's of that pid.
+pub fn since_last_step_under(root: &std::path::Path, pid: u32, starttime: u64) -> Option<String> {
+    match stat_under(root, pid) {
         Ok(None) => Some("it exited (this is the view of the last step)".into()),
         Ok(Some(s)) if s.starttime != starttime => {
             Some("its pid now names another process (this is the view of the one before, at the last step)".into())
