@@ -1360,33 +1360,20 @@ fn a_part_of_a_group_known_by_residency_goes_to_its_bytes() {
     assert!(plan.actions.iter().all(|a| a.target.pid != 30), "the pinned process is left alone: {plan:#?}");
 }
 
-/// Rule follows-placed-threads (memory.rs): memory follows only threads the plan puts where it
-/// has them. The rig's pairs scenario (CI at 052d21f, an idle host), a loopback TCP server and its
-/// client on the rig's 4-node guest (fixture rig-6.12-4node, 2 CPUs a node), no PMU, known by
-/// residency:
+/// The rig's pairs scenario (CI at 052d21f, an idle host), a loopback TCP server and its client on
+/// the rig's 4-node guest (fixture rig-6.12-4node, 2 CPUs a node), no PMU, known by residency,
+/// up to the tie: `server_mib` of the server's memory on node 1.
 ///
 /// ```text
 ///   server (pid 10): main thread (0 CPUs) and connection thread (0.09 CPUs), both on node 2, where
-///     the kernel put them beside their client (wake-affine); its 64 MiB on node 1
+///     the kernel put them beside their client (wake-affine); its memory on node 1
 ///   client (pid 20): 1 thread, 0.16 CPUs, on node 2; its 12 MiB there
 ///   decision 1, no tie yet: the server is under min_group_cpu (0.1): no unit, left alone; the
 ///     client stays on node 2 (stay-current-node), applied: narrowed there, a hold of 10 decisions
-///   decision 2, tied by communication (0.38), the server at 0.1 CPUs: group 1 = both (0.26 CPUs),
-///     held on node 2 by its heaviest task's move (the client's, load 0.16 -> 0.26: a change of
-///     0.10, not over the hold's floor of min_group_cpu); no action narrows the held server, so
-///     its threads run where the kernel puts them
-///       before: memory-follows-cpu copied the server's 64 MiB after them to node 2 (16384 pages,
-///       benefit 100% x 0.10 CPUs x 10 s = 1.0 CPU-s > 32.8 ms), and the group stayed with the
-///       memory in flight: the pair ended on the client's node, 16,418 pages copied in the rig
-///       now: the server's threads are not placed there: its memory stays
-///   decision 11, the hold over: the group goes to node 1, 84% of its resident memory by bytes
-///     (cpu-follows-memory, moving 3 threads is cheaper than copying 16384 pages), both narrowed
-///     there, and only the client's 12 MiB follow (3072 pages)
 /// ```
-#[test]
-fn memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them() {
+fn pair_before_the_tie(server_mib: u64) -> (B, Adaptive) {
     let mut b = B::fixture("rig-6.12-4node");
-    b.proc(10, "server", &[(2, 0.0), (2, 0.09)], &[0, 64, 0, 0]);
+    b.proc(10, "server", &[(2, 0.0), (2, 0.09)], &[0, server_mib, 0, 0]);
     b.proc(20, "client", &[(2, 0.16)], &[0, 0, 12, 0]);
     b.group_proc(1, 10).group_proc(2, 20);
     let mut p = Adaptive::new();
@@ -1396,37 +1383,76 @@ fn memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them() {
     assert_eq!(plan.actions.len(), 1, "{plan:#?}");
     applied(&mut p, &b.m, &plan);
     b.allow(20, &[2]);
-
-    // The tie: the connection thread and the client (the socket's ends, process-level, stand for
-    // each process's busiest thread).
     b.thread_rate(10, 1, 0.1);
-    b.m.graph.edges.insert(
-        (tk(10, 1), tk(20, 0)),
-        numapilot_model::Edge {
-            strength: 0.38,
-            coaccess: 0.0,
-            comm: 0.38,
-            tier: Some(numapilot_model::Tier::Medium),
-            last_seen_ns: b.m.now_ns,
-            zero_since_ns: None,
-        },
-    );
-    b.m.groups.groups.remove(&2);
-    b.group(1, &[tk(10, 0), tk(10, 1), tk(20, 0)]);
+    (b, p)
+}
+
+/// The pair's communication tie: the connection thread and the client (the socket's ends,
+/// process-level, stand for each process's busiest thread) in one group, or each process in a
+/// group of its own.
+fn pair_tie(b: &mut B, tied: bool) {
+    let edge = (tk(10, 1), tk(20, 0));
+    b.m.groups.groups.clear();
+    b.m.groups.of_task.clear();
+    if tied {
+        b.m.graph.edges.insert(
+            edge,
+            numapilot_model::Edge {
+                strength: 0.38,
+                coaccess: 0.0,
+                comm: 0.38,
+                tier: Some(numapilot_model::Tier::Medium),
+                last_seen_ns: b.m.now_ns,
+                zero_since_ns: None,
+            },
+        );
+        b.group(1, &[tk(10, 0), tk(10, 1), tk(20, 0)]);
+    } else {
+        b.m.graph.edges.remove(&edge);
+        b.group_proc(1, 10).group_proc(2, 20);
+    }
+}
+
+/// Decides until a plan has actions (at most 20 decisions): that plan, the decisions made (the
+/// first one, before the tie, counted) and the server's pages moved meanwhile.
+fn decide_until_acted(b: &B, p: &mut Adaptive) -> (numapilot_policy::Plan, u32, u64) {
     let mut server_pages = 0;
     let mut decisions = 1;
-    let plan = loop {
+    loop {
         let plan = p.decide(&b.m);
         decisions += 1;
         check_conservation(&b.m, &plan);
         server_pages += plan.actions.iter().filter(|a| a.target.pid == 10).map(pages_of).sum::<u64>();
-        applied(&mut p, &b.m, &plan);
+        applied(p, &b.m, &plan);
         if !plan.actions.is_empty() || decisions > 20 {
-            break plan;
+            return (plan, decisions, server_pages);
         }
-    };
-    assert_eq!(server_pages, 0, "the server's memory was copied after threads the kernel put beside its client");
-    assert_eq!(decisions, 11, "the group is placed once the client's hold is over: {plan:#?}");
+    }
+}
+
+/// Rule hold-gains-member (place.rs `Planner::gained_member`): a group that gains a process is
+/// no longer the situation its hold keeps. The rig's pairs scenario (`pair_before_the_tie`, 64 MiB
+/// of the server's on node 1):
+///
+/// ```text
+///   decision 2, tied by communication (0.38), the server at 0.1 CPUs: group 1 = both (0.26 CPUs),
+///     held on node 2 by its heaviest task's move (the client's, load 0.16 -> 0.26: a change of
+///     0.10, not over the hold's floor of min_group_cpu); but the server joined the group since
+///     that move, and by bytes the group's accesses are 84% on node 1 (the client's alone: 100%
+///     on node 2): the hold is lifted and the group goes to node 1 (cpu-follows-memory, moving 3
+///     threads is cheaper than copying 16384 pages), both narrowed there, and only the client's
+///     12 MiB follow (3072 pages)
+///   before hold-gains-member: held on node 2 until the client's hold was over, decision 11
+///     (and before follows-placed-threads, the server's 64 MiB were copied after its threads to
+///     node 2 meanwhile: 16,418 pages in CI, where the client's 3,104 were the pair's copy)
+/// ```
+#[test]
+fn a_group_that_gains_its_servers_process_goes_to_its_memory() {
+    let (mut b, mut p) = pair_before_the_tie(64);
+    pair_tie(&mut b, true);
+    let (plan, decisions, server_pages) = decide_until_acted(&b, &mut p);
+    assert_eq!(server_pages, 0, "{plan:#?}");
+    assert_eq!(decisions, 2, "the group is placed afresh once it has gained the server: {plan:#?}");
     let mut got = affinities(&b.m, &plan);
     got.sort();
     assert_eq!(
@@ -1434,12 +1460,20 @@ fn memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them() {
         vec![aff(10, None, "1", "cpu-follows-memory"), aff(20, None, "1", "cpu-follows-memory")],
         "{plan:#?}"
     );
+    let why = &plan.actions[0].reason.detail;
     assert!(
-        plan.actions[0].reason.detail.starts_with(
+        why.starts_with(
             "group 1 (3 tasks of processes 10, 20; tied by communication 0.38): runs on node 2 but node 1 has 84% of \
              its resident memory"
         ),
-        "{plan:#?}"
+        "{why}"
+    );
+    assert!(
+        why.ends_with(
+            "[hold-gains-member] the hold of its move to nodes 2 1 periods ago is lifted: process 10 joined it since, \
+             and the largest share of its resident memory is now on node 1 (84%), not node 2"
+        ),
+        "{why}"
     );
     let moved: Vec<(u32, u64)> = plan
         .actions
@@ -1448,6 +1482,62 @@ fn memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them() {
         .map(|a| (a.target.pid, pages_of(a)))
         .collect();
     assert_eq!(moved, vec![(20, 3072)], "{plan:#?}");
+}
+
+/// Rule follows-placed-threads (memory.rs): memory follows only threads the plan puts where it
+/// has them. The pairs scenario (`pair_before_the_tie`) with a server of 8 MiB, whose joining does
+/// not move the group (by bytes 60% on node 2, where the client's move holds it: no
+/// hold-gains-member):
+///
+/// ```text
+///   decision 2, tied: group 1 = both, held on node 2 by the client's move; no action narrows
+///     the held server, so its threads run where the kernel puts them
+///       before follows-placed-threads: memory-follows-cpu copied the server's 8 MiB after them
+///       to node 2 (2048 pages, benefit 100% x 0.10 CPUs x 10 s = 1.0 CPU-s > 4.1 ms), as it
+///       copied the 64 MiB of CI's run at 052d21f (see the test above)
+///       now: the server's threads are not placed there: its memory stays
+///   decision 11, the hold over: the group is placed afresh, both narrowed to node 2, and the
+///     server's memory follows its placed threads
+/// ```
+#[test]
+fn memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them() {
+    let (mut b, mut p) = pair_before_the_tie(8);
+    pair_tie(&mut b, true);
+    let (plan, decisions, server_pages) = decide_until_acted(&b, &mut p);
+    assert_eq!(decisions, 11, "the group is placed once the client's hold is over: {plan:#?}");
+    assert_eq!(server_pages, 2048, "the server's memory moves only with its threads placed, after the hold: {plan:#?}");
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "2", "stay-current-node")], "{plan:#?}");
+}
+
+/// hold-gains-member does not reopen ping-pong: the pair of the test above (64 MiB of the server's)
+/// went to node 1 at decision 2, but the copy of the client's 12 MiB after it moved nothing (its
+/// pages shared with another process, say: futile-move-backs-off, no memory hold), so the client
+/// alone still has its memory on node 2. Then the tie comes and goes at every decision (the group
+/// splits and forms again) for 12 decisions. Nothing moves: split, the client alone is held on
+/// node 1 by the pair's move (a member leaving lifts nothing), and formed again the server was a
+/// member at that move. Counting any change of membership instead (a member lost too, and without
+/// asking whether the joined process moved the group's best node) sent the client back to its
+/// memory on node 2 the first time the tie was down (tried).
+#[test]
+fn a_group_whose_membership_flaps_does_not_move_back_and_forth() {
+    let (mut b, mut p) = pair_before_the_tie(64);
+    pair_tie(&mut b, true);
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan).len(), 2, "the pair goes to node 1 at the tie: {plan:#?}");
+    let outcomes: Vec<numapilot_policy::Outcome> =
+        plan.actions.iter().map(|_| numapilot_policy::Outcome::Applied { pages_moved: 0 }).collect();
+    p.observe_outcomes(&b.m, &plan, &outcomes);
+    b.thread_on(10, 0, 1).thread_on(10, 1, 1).thread_on(20, 0, 1);
+    let mut moves = Vec::new();
+    for d in 3..15 {
+        pair_tie(&mut b, d % 2 == 1);
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        moves.extend(affinities(&b.m, &plan).into_iter().map(|a| (d, a)));
+        applied(&mut p, &b.m, &plan);
+    }
+    assert_eq!(moves, vec![], "no thread moves while the tie comes and goes");
 }
 
 /// Rule 2, home-needs-no-room: a node holding all but `remote_share_min` of a unit's accesses

@@ -73,13 +73,17 @@
 //! unit by the move of another of its members (the hold is its heaviest task's move): a group
 //! formed after that move, around a process the move never covered. The rig's pairs scenario (CI
 //! at 052d21f, an idle host; the sequence rebuilt from its figures in
-//! `memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them`): a TCP server under
+//! `a_group_that_gains_its_servers_process_goes_to_its_memory`): a TCP server under
 //! `min_group_cpu`, so no unit of its own, ran on its client's node where the kernel had put it;
 //! the client was kept there (stay-current-node, a hold); when their communication tie grouped
 //! them the group was held on the client's node by the client's move, and the server's 64 MiB
 //! were copied after threads nothing had placed (benefit 100% x 0.097 CPUs x 10 s = 0.97 CPU-s;
-//! 16,418 pages, where the client's 3,104 were the pair's copy). Now its memory waits; once the
-//! hold is over the group is placed afresh and goes to the server's memory.
+//! 16,418 pages, where the client's 3,104 were the pair's copy). Now its memory waits while the
+//! hold keeps the group there. That pair's group is held no more (rule hold-gains-member, place.rs:
+//! the server that joined takes 84% of the group's bytes off the held node, so the group is placed
+//! afresh at once and goes to the server's memory); a member whose joining does not move the group
+//! (`memory_does_not_follow_threads_a_hold_keeps_where_the_kernel_put_them`, an 8 MiB server) is
+//! held with it, and its memory waits for the hold to end.
 //!
 //! Which rule, and why not the process's weight. The server was light, but lightness is not what
 //! made the copy wrong: a light process the placement narrows (a 0.1-CPU unit sent to its memory,

@@ -166,7 +166,11 @@
 //! (hold-change-floor, [`Move::change_floor`]): `min_group_cpu`, and for a task the balancer moved
 //! the balancer's own tolerance on the node it went to (`imbalance` x its capacity), since that
 //! move was made for the node's load, not the task's. Every rule that could move a thing back
-//! asks the same question of its hold. The fork rule's placement starts no
+//! asks the same question of its hold. A unit's hold is lifted too when a process joined its
+//! group since the move and, with it, the largest share of the unit's accesses (by bytes for
+//! members known by residency) lies off the held nodes, where without it it lay on them: a
+//! changed situation, not a move back (hold-gains-member, `Planner::gained_member`; once per
+//! membership, and never for a member leaving). The fork rule's placement starts no
 //! hold: it is a guess made before any signal (two processes that will talk to each other are
 //! spread like any others), and the group rule corrects it on the first evidence (unless its
 //! memory is moving there meanwhile: moves-in-flight keeps a unit with its memory's move).
@@ -197,6 +201,7 @@ mod standing;
 mod work_tests;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use numapilot_model::{Model, TaskKey};
 use numapilot_topology::{CpuSet, NodeSet};
@@ -249,6 +254,12 @@ pub(crate) struct Move {
     /// Whether the balancer made it (a task moved alone off its unit's node: it comes back only
     /// when that node has room again, see `balance-stays` in place.rs).
     pub(crate) by_balance: bool,
+    /// For a thread's move, the processes of its affinity group at the move (the model's group,
+    /// its own process when it has none), sorted; empty for a memory move. Rule
+    /// hold-gains-member (place.rs): a process that joins the group later and takes the largest
+    /// share of the group's accesses off the held nodes lifts the unit's hold, once (the
+    /// planner adds it here when the fresh placement moves nothing).
+    pub(crate) members: Arc<[u32]>,
 }
 
 impl Move {
@@ -585,7 +596,31 @@ impl Adaptive {
         match &action.kind {
             ActionKind::SetAffinity { cpus } => {
                 let nodes = model.topo.nodes_of_cpus(cpus);
-                let mv = Move { nodes, period, load, by_balance: action.reason.rule == "balance-weakest-first" };
+                let mv = Move {
+                    nodes,
+                    period,
+                    load,
+                    by_balance: action.reason.rule == "balance-weakest-first",
+                    members: Arc::from([]),
+                };
+                // Each thread's group at the move, for hold-gains-member (one list per group).
+                let mut lists: BTreeMap<Option<u64>, Arc<[u32]>> = BTreeMap::new();
+                let mut members_of = |tid: u32| -> Arc<[u32]> {
+                    let gid = model.groups.of_task.get(&TaskKey { pid, tid }).copied();
+                    lists
+                        .entry(gid)
+                        .or_insert_with(|| {
+                            let mut pids: Vec<u32> = gid
+                                .and_then(|g| model.groups.groups.get(&g))
+                                .map(|g| g.pids.clone())
+                                .unwrap_or_default();
+                            pids.push(pid);
+                            pids.sort_unstable();
+                            pids.dedup();
+                            pids.into()
+                        })
+                        .clone()
+                };
                 // A process-wide mask covers several units: each thread's hold is its own unit's
                 // load (task_hold_loads), the action's figure only for threads the plan did not see.
                 let load_of = |tid: u32| match action.target.tid {
@@ -603,7 +638,9 @@ impl Adaptive {
                     action.reason.rule == "fork-spread" || action.reason.rule == standing::NEW_THREADS_RULE;
                 if !first_guess {
                     for tid in &tids {
-                        self.task_moves.insert(TaskKey { pid, tid: *tid }, Move { load: load_of(*tid), ..mv.clone() });
+                        let members = members_of(*tid);
+                        self.task_moves
+                            .insert(TaskKey { pid, tid: *tid }, Move { load: load_of(*tid), members, ..mv.clone() });
                     }
                 }
                 if let Some(st) = self.procs.get_mut(&pid) {
@@ -633,11 +670,14 @@ impl Adaptive {
             }
             ActionKind::MigratePages { to, .. } | ActionKind::Interleave { nodes: to, .. } => {
                 if let Some(st) = self.procs.get_mut(&pid) {
-                    st.mem_move = Some(Move { nodes: to.clone(), period, load, by_balance: false });
+                    st.mem_move =
+                        Some(Move { nodes: to.clone(), period, load, by_balance: false, members: Arc::from([]) });
                     if let ActionKind::Interleave { weights, .. } = &action.kind {
                         if action.reason.rule == memory::SHARED_RULE && st.shared_spread.is_none() {
-                            st.shared_spread =
-                                Some((Move { nodes: to.clone(), period, load, by_balance: false }, weights.clone()));
+                            st.shared_spread = Some((
+                                Move { nodes: to.clone(), period, load, by_balance: false, members: Arc::from([]) },
+                                weights.clone(),
+                            ));
                         }
                     }
                 }
@@ -651,7 +691,7 @@ impl Adaptive {
                     if let Some(prev) = st.mem_move.as_ref().filter(|mv| mv.period == period) {
                         nodes = nodes.union(&prev.nodes);
                     }
-                    st.mem_move = Some(Move { nodes, period, load, by_balance: false });
+                    st.mem_move = Some(Move { nodes, period, load, by_balance: false, members: Arc::from([]) });
                     for (start, _) in ranges {
                         st.range_moves.insert(*start, period);
                     }
@@ -818,6 +858,17 @@ impl Policy for Adaptive {
         self.first_touch_follow = first_touch_follow(&planner);
         self.rate_waited = planner.waiting.clone();
         let standing = planner.standing_orders(self);
+        // hold-gains-member lifts a hold once per membership: the processes that lifted it
+        // count as the move's members from now on, so if the fresh placement moves nothing (or its
+        // move is not applied) the hold resumes; an applied move records its group anew.
+        for (k, pids) in std::mem::take(&mut planner.hold_lifts) {
+            if let Some(mv) = self.task_moves.get_mut(&k).filter(|mv| !mv.by_balance) {
+                let mut all: Vec<u32> = mv.members.iter().chain(pids.iter()).copied().collect();
+                all.sort_unstable();
+                all.dedup();
+                mv.members = all.into();
+            }
+        }
         let (mut plan, loads, task_loads) = planner.finish();
         plan.memory_onto_memory_nodes(&model.topo);
         plan.standing = standing;

@@ -59,7 +59,10 @@
 //!                           while its load holds (a change over hold_load_change and over the
 //!                           floor of hold-change-floor, see `Move::change_floor`), or while its
 //!                           pages move (no action); a task the balancer moved alone holds
-//!                           itself, never its unit (unit-hold-is-the-units)
+//!                           itself, never its unit (unit-hold-is-the-units); a process that
+//!                           joined the unit since the move and takes the largest share of its
+//!                           accesses off the held nodes lifts it, once (hold-gains-member,
+//!                           `Planner::gained_member`)
 //!   moves-in-flight         a unit whose memory this policy is moving stays with it, or goes to
 //!                           the nodes it goes to, until the move ends
 //!   balance-stays           a task the balancer moved off its unit's node stays where it is
@@ -67,6 +70,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use numapilot_model::{AccessSource, GroupId, Model, ProcessClass, TaskKey, TaskView};
 use numapilot_observe::parse::numa_maps::FxBuild;
@@ -305,6 +309,11 @@ pub(crate) struct Planner<'m> {
     /// thread's own unit's load, which the unit's hold is checked against (the action's one
     /// figure is the first unit's; recorded for every thread, it lifted the others' holds at once).
     pub(crate) task_hold_loads: BTreeMap<TaskKey, f64>,
+    /// Rule hold-gains-member: the tasks of units whose hold this plan lifted because a process
+    /// joined them, with the unit's processes (`Adaptive::decide` adds those to the moves'
+    /// members, so one membership lifts a hold once). Their own holds (`own_hold`) from the
+    /// unit's move are lifted with it; a balancer's move of one of them still holds.
+    pub(crate) hold_lifts: BTreeMap<TaskKey, Arc<[u32]>>,
     /// Pages the plan may still migrate (the shared, steady budget).
     pub(crate) budget_pages: u64,
     /// Managed processes whose resident memory is mostly cold, with their accessed memory
@@ -484,6 +493,7 @@ impl<'m> Planner<'m> {
             task_plan: BTreeMap::new(),
             actions: Vec::new(),
             task_hold_loads: BTreeMap::new(),
+            hold_lifts: BTreeMap::new(),
             budget_pages: budget_total,
             accessed: BTreeMap::new(),
             young_budget,
@@ -1534,7 +1544,19 @@ impl<'m> Planner<'m> {
             let hold = heaviest
                 .and_then(|k| policy.task_moves.get(&k).filter(|mv| !mv.by_balance).map(|mv| (k, mv)))
                 .filter(|(k, mv)| policy.moving.contains_key(&k.pid) || mv.holds(self.period, u.cpu, m));
-            let hold = hold.map(|(_, mv)| mv);
+            // hold-gains-member: a process that joined the unit since the move, and takes the
+            // largest share of its accesses off the held nodes, is a changed situation: the unit
+            // is placed afresh (once; see `gained_member`).
+            let gained = hold
+                .filter(|(k, _)| !policy.moving.contains_key(&k.pid))
+                .and_then(|(_, mv)| self.gained_member(&u, mv));
+            if gained.is_some() {
+                let pids: Arc<[u32]> = u.pids.clone().into();
+                for k in &u.tasks {
+                    self.hold_lifts.insert(*k, pids.clone());
+                }
+            }
+            let hold = hold.filter(|_| gained.is_none()).map(|(_, mv)| mv);
             let placed = if let Some(mv) = hold {
                 let nodes: Vec<usize> =
                     self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(self.id(i))).collect();
@@ -1597,7 +1619,10 @@ impl<'m> Planner<'m> {
                     held: on_target,
                 })
             });
-            let placed = placed.unwrap_or_else(|| self.choose(&u));
+            let mut placed = placed.unwrap_or_else(|| self.choose(&u));
+            if let Some(note) = gained {
+                placed.reason.detail = format!("{}; {note}", placed.reason.detail);
+            }
             // held-task-booked-where-held: a task of the unit moved on its own within its hold
             // (below) stays on its own nodes, so its CPU is booked there, not with the unit's.
             // Booked with the unit, the unit's node read that task's CPU as used and the nodes it
@@ -1730,10 +1755,61 @@ impl<'m> Planner<'m> {
         let mv = policy
             .task_moves
             .get(k)
+            .filter(|mv| mv.by_balance || !self.hold_lifts.contains_key(k))
             .filter(|mv| policy.moving.contains_key(&k.pid) || mv.holds(self.period, cpu, m))?;
         let nodes: Vec<usize> =
             self.cpu_nodes.iter().copied().filter(|&i| mv.nodes.contains(m.topo.nodes[i].id)).collect();
         (!nodes.is_empty()).then_some((nodes, mv))
+    }
+
+    /// Rule hold-gains-member: whether a process that joined unit `u` since `mv` (the move of its
+    /// heaviest task, whose hold would keep it) lifts that hold, and the note saying so. It does
+    /// when, with the processes the move's group did not have, the node with the largest share of
+    /// the unit's accesses (for members known by residency alone, where their bytes are:
+    /// residency-by-bytes) is outside the held nodes, and without them it is inside.
+    ///
+    /// The hold stops a move back for an unchanged situation (ping-pong); a new member that takes
+    /// the unit's accesses elsewhere changed it. In the rig's pairs scenario (rebuilt in
+    /// `a_group_that_gains_its_servers_process_goes_to_its_memory`) a client kept on its node
+    /// (stay-current-node) was tied to its server, whose 64 MiB made 84% of the group's bytes on
+    /// another node; the group waited out the client's hold on the client's node, `hold_periods`
+    /// decisions, before going to the server's memory. What keeps it from reopening ping-pong:
+    /// only a gain counts (a member leaving lifts nothing, and one coming back was a member at
+    /// the move), only a gain that moves the unit's best node off the held nodes, and a
+    /// membership lifts a hold once (`Planner::hold_lifts`: whatever the fresh placement does,
+    /// the joined processes count as members afterwards). Not while its pages move
+    /// (moves-in-flight keeps the hold).
+    fn gained_member(&self, u: &Unit, mv: &super::Move) -> Option<String> {
+        let joined: Vec<u32> = u.pids.iter().copied().filter(|p| mv.members.binary_search(p).is_err()).collect();
+        if joined.is_empty() || mv.members.is_empty() {
+            return None;
+        }
+        let top = |share: &[f64]| {
+            (0..share.len()).filter(|&i| share[i] > 0.0).max_by(|&a, &b| share[a].total_cmp(&share[b]).then(b.cmp(&a)))
+        };
+        let now = top(&u.share)?;
+        if mv.nodes.contains(self.id(now)) {
+            return None;
+        }
+        let before: Vec<TaskKey> = u.tasks.iter().copied().filter(|k| !joined.contains(&k.pid)).collect();
+        let old = self.unit_of_tasks(u.kind, before, String::new(), &mut HashMap::default())?;
+        let was = top(&old.share)?;
+        if !mv.nodes.contains(self.id(was)) {
+            return None;
+        }
+        let said: Vec<String> = joined.iter().map(u32::to_string).collect();
+        Some(format!(
+            "[hold-gains-member] the hold of its move to nodes {} {} periods ago is lifted: {} {} joined it since, \
+             and the largest share of its {} is now on node {} ({}), not node {}",
+            mv.nodes,
+            self.period.saturating_sub(mv.period),
+            if joined.len() == 1 { "process" } else { "processes" },
+            said.join(", "),
+            u.share_src,
+            self.id(now),
+            pct(u.share[now]),
+            self.id(was)
+        ))
     }
 
     /// Places one unit (no hold).
