@@ -1274,17 +1274,7 @@ fn a_pair_known_by_residency_goes_to_its_bytes_and_its_reason_names_the_tie() {
     b.proc(20, "client", &[(1, 0.3)], &[0, 12]);
     b.m.tasks.get_mut(&tk(10, 0)).unwrap().access = vec![1.0, 0.0];
     b.m.tasks.get_mut(&tk(20, 0)).unwrap().access = vec![0.0, 1.0];
-    b.m.graph.edges.insert(
-        (tk(10, 0), tk(20, 0)),
-        numapilot_model::Edge {
-            strength: 0.38,
-            coaccess: 0.0,
-            comm: 0.38,
-            tier: Some(numapilot_model::Tier::Medium),
-            last_seen_ns: b.m.now_ns,
-            zero_since_ns: None,
-        },
-    );
+    b.comm_edge(tk(10, 0), tk(20, 0), 0.38, numapilot_model::Tier::Medium);
     b.group(1, &[tk(10, 0), tk(20, 0)]);
     let plan = Adaptive::new().decide(&b.m);
     check_conservation(&b.m, &plan);
@@ -1395,17 +1385,7 @@ fn pair_tie(b: &mut B, tied: bool) {
     b.m.groups.groups.clear();
     b.m.groups.of_task.clear();
     if tied {
-        b.m.graph.edges.insert(
-            edge,
-            numapilot_model::Edge {
-                strength: 0.38,
-                coaccess: 0.0,
-                comm: 0.38,
-                tier: Some(numapilot_model::Tier::Medium),
-                last_seen_ns: b.m.now_ns,
-                zero_since_ns: None,
-            },
-        );
+        b.comm_edge(edge.0, edge.1, 0.38, numapilot_model::Tier::Medium);
         b.group(1, &[tk(10, 0), tk(10, 1), tk(20, 0)]);
     } else {
         b.m.graph.edges.remove(&edge);

@@ -327,6 +327,24 @@ impl B {
         self
     }
 
+    /// A communication tie between two tasks (a socket's ends, as the model records one: comm
+    /// only, no co-access), at the given strength and tier.
+    pub fn comm_edge(&mut self, a: TaskKey, b: TaskKey, strength: f64, tier: numapilot_model::Tier) -> &mut Self {
+        let key = if a < b { (a, b) } else { (b, a) };
+        self.m.graph.edges.insert(
+            key,
+            numapilot_model::Edge {
+                strength,
+                coaccess: 0.0,
+                comm: strength,
+                tier: Some(tier),
+                last_seen_ns: self.m.now_ns,
+                zero_since_ns: None,
+            },
+        );
+        self
+    }
+
     /// A group of the given tasks, its figures the model's own (`Model::group_figures`: each
     /// process's memory shared out over its threads, shared memory counted once, residency-by-bytes
     /// access shares), formed at time 0.
