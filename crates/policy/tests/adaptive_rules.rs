@@ -1450,7 +1450,7 @@ fn a_group_that_gains_its_servers_process_goes_to_its_memory() {
     );
     assert!(
         why.ends_with(
-            "[hold-gains-member] the hold of its move to nodes 2 1 periods ago is lifted: process 10 joined it since, \
+            "[hold-gains-member] the hold of its move to nodes 2 1 period ago is lifted: process 10 joined it since, \
              and the largest share of its resident memory is now on node 1 (84%), not node 2"
         ),
         "{why}"

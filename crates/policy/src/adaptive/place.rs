@@ -1799,10 +1799,10 @@ impl<'m> Planner<'m> {
         }
         let said: Vec<String> = joined.iter().map(u32::to_string).collect();
         Some(format!(
-            "[hold-gains-member] the hold of its move to nodes {} {} periods ago is lifted: {} {} joined it since, \
+            "[hold-gains-member] the hold of its move to nodes {} {} ago is lifted: {} {} joined it since, \
              and the largest share of its {} is now on node {} ({}), not node {}",
             mv.nodes,
-            self.period.saturating_sub(mv.period),
+            plural(self.period.saturating_sub(mv.period), "period"),
             if joined.len() == 1 { "process" } else { "processes" },
             said.join(", "),
             u.share_src,
