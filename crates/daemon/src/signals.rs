@@ -310,10 +310,10 @@ impl Signals {
         let elsewhere = |what: &str| format!("{what}: observing {} instead of the live system", root.display());
         if opts.sockets && !live {
             s.notes.push(format!(
-                "{}: TCP ends from its proc/net/tcp and tcp6 every {} cycles, no unix peers (sock_diag answers for the \
+                "{}: TCP ends from its proc/net/tcp and tcp6 every {}, no unix peers (sock_diag answers for the \
                  live system only)",
                 elsewhere("sockets"),
-                s.tuning.sockets_every
+                numapilot_topology::plural(s.tuning.sockets_every, "cycle")
             ));
         } else if opts.sockets {
             match sockets::unix_peers() {

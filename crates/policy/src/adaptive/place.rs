@@ -1151,9 +1151,10 @@ impl<'m> Planner<'m> {
                 let cpu_cost = u.tasks.len() as f64 * t.cpu_move_cost_ns_per_task as f64 + follow_cost;
                 let moving = if follow_pages > 0 {
                     format!(
-                        "moving {} (~{:.1} ms of cache refill) and then copying {follow_pages} pages after them (~{:.1} ms)",
+                        "moving {} (~{:.1} ms of cache refill) and then copying {} after them (~{:.1} ms)",
                         plural(u.tasks.len(), "thread"),
                         (cpu_cost - follow_cost) / 1e6,
+                        plural(follow_pages, "page"),
                         follow_cost / 1e6
                     )
                 } else {
@@ -1177,7 +1178,11 @@ impl<'m> Planner<'m> {
                         u.mem as f64 / MIB
                     )
                 } else {
-                    format!("{moving} costs more than copying {remote_pages} pages (~{:.1} ms)", mem_cost / 1e6)
+                    format!(
+                        "{moving} costs more than copying {} (~{:.1} ms)",
+                        plural(remote_pages, "page"),
+                        mem_cost / 1e6
+                    )
                 };
                 if cpu_cost < mem_cost && !bottleneck && room {
                     front(&mut order, best);
