@@ -28,8 +28,8 @@
 //! - Without the group label's tie (`numapilot_policy`'s `group_label`), no journal line said why two processes
 //!   were placed together: "no applied set-affinity ... whose reason says".
 //!
-//! The scenario records until the journal claims the work done (every pair member narrowed by a reason naming its
-//! tie, every client's page move ended) and 3 s more (at most 40 s), so the judgement waits for the daemon's
+//! The scenario records until the journal claims the work done (every pair placed by an applied set-affinity of one
+//! of its members naming its tie, every client's page move ended) and 3 s more (at most 40 s), so the judgement waits for the daemon's
 //! claim, not for a time, and then checks it. The figures (time from the daemon's start to each pair on one node,
 //! pages moved) are printed: `-- --nocapture`.
 
