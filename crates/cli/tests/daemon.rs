@@ -839,6 +839,33 @@ fn explain_local_observes_twice() {
     assert!(text.contains(&format!("process {me} (")), "{text}");
 }
 
+/// A real process whose name holds a newline and ESC (a copy of `sleep` run under that name:
+/// the kernel takes its comm from the file name) is explained with `--local` as the daemon's
+/// answer would show it: escaped, one line, no escape sequence reaching the terminal.
+#[test]
+fn explain_local_escapes_a_process_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "np\n\x1b[31mred";
+    let sleep = ["/bin/sleep", "/usr/bin/sleep"].into_iter().find(|p| Path::new(p).exists()).expect("sleep");
+    let exe = dir.path().join(name);
+    std::fs::copy(sleep, &exe).unwrap();
+    let mut kid = Command::new(&exe).arg("30").spawn().unwrap();
+    let pid = kid.id().to_string();
+    // Its comm is the new name once the exec is done (the spawn returns after it).
+    assert_eq!(std::fs::read(format!("/proc/{pid}/comm")).unwrap(), format!("{name}\n").as_bytes());
+    let out = Command::new(BIN)
+        .args(["explain", &pid, "--local", "--socket"])
+        .arg(dir.path().join("none.sock"))
+        .output()
+        .unwrap();
+    let _ = kid.kill();
+    let _ = kid.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("process {pid} (np\\n\\u{{1b}}[31mred)")), "{text}");
+    assert!(!text.contains('\x1b') && !text.lines().any(|l| l.starts_with("\x1b") || l.starts_with("red")), "{text:?}");
+}
+
 /// `explain --local --config FILE` explains as a daemon with that file would: a process pinned to
 /// CPU 0 is "placed by someone else" by default, and not once every other CPU is reserved
 /// (`[actuation] reserved_cpus`: its mask is then every CPU placement may use). A bad file is an

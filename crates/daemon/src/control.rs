@@ -1089,6 +1089,16 @@ fn ask_loop<T, E: From<String>>(
     }
 }
 
+/// `value` with the control characters of every string in it escaped ([`escape_controls`]): what
+/// the client does to every answer (reply-strings-escaped), for output made without a daemon, as
+/// `explain --local`'s, so it prints as the daemon's answer would. `value` must deserialise from
+/// its own serialisation (every reply type does).
+pub fn escaped<T: Serialize + serde::de::DeserializeOwned>(value: &T) -> Result<T, serde_json::Error> {
+    let mut v = serde_json::to_value(value)?;
+    escape_controls(&mut v);
+    serde_json::from_value(v)
+}
+
 /// Escapes the control characters of every string in `v` as the model escapes process names
 /// (`numapilot_model::tasks::printable`: a newline as `\n`, ESC as `\u{1b}`), so each prints on
 /// one line and sends nothing to a terminal. A string already escaped at the source is unchanged.

@@ -684,15 +684,26 @@ fn explain_local(a: &ExplainArgs, config: numapilot_daemon::config::Config) -> a
     }
     let _ = policy.decide(&model);
     match policy.explain(&model, a.pid) {
-        Some(e) if a.json => print_out(&format!("{}\n", serde_json::to_string_pretty(&e)?)),
-        Some(e) => print_out(&format!(
-            "no daemon running: local view from two observations 1 s apart (no history, no past actions):\n{e}"
-        )),
+        Some(e) => print_out(&local_text(&e, a.json)?),
         None => {
             eprintln!("numapilot: process {} is not in the local view (no such process, or a kernel thread)", a.pid);
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// What `explain --local` prints of `e`: its strings escaped as the control client escapes the
+/// daemon's answer (`control::escaped`, reply-strings-escaped), so the local view prints as the
+/// daemon's would. Its text names what processes choose (their names, in the reasons too); the
+/// model escapes names where it reads them, and this keeps any other string a process sets from
+/// starting a line of its own or reaching the terminal as an escape sequence.
+fn local_text(e: &numapilot_policy::adaptive::Explanation, json: bool) -> anyhow::Result<String> {
+    let e = control::escaped(e).context("escaping the explanation")?;
+    Ok(if json {
+        format!("{}\n", serde_json::to_string_pretty(&e)?)
+    } else {
+        format!("no daemon running: local view from two observations 1 s apart (no history, no past actions):\n{e}")
+    })
 }
 
 /// `advise --window-ms` range, ms. Below 100 ms a CPU's idle time is a handful of 10 ms clock ticks
@@ -970,5 +981,48 @@ mod tests {
         assert_eq!(sink_line(LogSink::Journal, 5, "numapilot: 7 (np\n<2>x)"), "<5>numapilot: 7 (np\\n<2>x)");
         assert_eq!(sink_line(LogSink::Plain, 5, "a\nb"), "a\\nb");
         assert_eq!(sink_line(LogSink::Plain, 5, "as it is"), "as it is");
+    }
+
+    /// `explain --local` prints its strings escaped as the control client escapes the daemon's
+    /// answer (reply-strings-escaped): a newline or ESC in any of them (a name, a reason's detail)
+    /// was printed raw, starting a forged line or reaching the terminal as an escape sequence.
+    #[test]
+    fn the_local_explanation_is_escaped_as_the_daemons_answer() {
+        use numapilot_policy::adaptive::{Explanation, GroupExplanation};
+        let forged = "np\n  preferred node 1: forged\x1b[31m";
+        let e = Explanation {
+            pid: 812,
+            comm: forged.into(),
+            class: numapilot_model::ProcessClass::Unclassified,
+            pinned: false,
+            confined: None,
+            threads: 1,
+            cpu: 1.0,
+            rss_bytes: 0,
+            mem_by_node: vec![(0, 0)],
+            groups: vec![GroupExplanation {
+                group: None,
+                tasks: 1,
+                pids: vec![812],
+                cpu: 1.0,
+                mem_bytes: 0,
+                preferred_node: Some(0),
+                rule: "stay-current-node".into(),
+                why: format!("process 812 ({forged})"),
+            }],
+            preferred_node: Some(0),
+            why: format!("[stay-current-node] process 812 ({forged})"),
+            moves_waiting: vec![],
+            last_actions: vec![],
+            standing: None,
+            since_last_step: None,
+            nothing_to_place: None,
+        };
+        let text = local_text(&e, false).unwrap();
+        assert!(!text.contains('\x1b'), "{text:?}");
+        assert!(!text.lines().any(|l| l.starts_with("  preferred node 1")), "{text}");
+        assert!(text.contains("process 812 (np\\n  preferred node 1: forged\\u{1b}[31m)"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&local_text(&e, true).unwrap()).unwrap();
+        assert_eq!(json["comm"], "np\\n  preferred node 1: forged\\u{1b}[31m");
     }
 }
