@@ -152,7 +152,8 @@ fn main() -> ExitCode {
 /// (`--cpus -1`, `--seconds -1`), so the option's own check names it (`--cpus -1: must be a finite
 /// number >= 0`); clap read it as an option of its own and said only "unexpected argument '-1'
 /// found", naming neither the option nor what is wrong with it. Positional arguments are left as
-/// they are: `stat -1` stays an unknown option, as in numastat.
+/// they are: `stat -1` stays an unknown option, as in numastat; `explain`'s PID takes a negative
+/// number itself, to refuse it as no process id (`cmd::daemon::process_id`).
 fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
     cmd.mut_args(
         |a| if !a.is_positional() && a.get_action().takes_values() { a.allow_negative_numbers(true) } else { a },

@@ -44,3 +44,27 @@ fn a_negative_number_given_to_an_option_is_refused_naming_the_option() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stdout(&o).starts_with("UNKNOWN: --timeout -1:"), "{}", stdout(&o));
 }
+
+/// `explain`'s PID operand: a negative number, 0 or a word is said to be no process id, naming it
+/// (clap said only "unexpected argument '-1' found" for `explain -1`); nothing is asked of a
+/// daemon. `stat -1` stays an unknown option, as numastat has it.
+#[test]
+fn explain_says_a_negative_pid_is_no_process_id() {
+    for (pid, why) in [
+        ("-1", "expected a positive integer"),
+        ("-42", "expected a positive integer"),
+        ("0", "expected a positive integer"),
+        ("x", "expected a positive integer"),
+        ("4294967296", "beyond any process id"),
+    ] {
+        let o = numapilot(&["explain", pid, "--socket", "/nonexistent/numapilot.sock"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "explain {pid}: {err}");
+        assert!(!err.contains("unexpected argument"), "explain {pid}: {err}");
+        assert!(err.contains(&format!("'{pid}' is not a process id: {why}")), "explain {pid}: {err}");
+        assert!(!err.contains("daemon"), "explain {pid}: asked a daemon: {err}");
+    }
+    let o = numapilot(&["stat", "-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unexpected argument '-1'"), "{}", stderr(&o));
+}

@@ -104,7 +104,7 @@ pub struct StatusArgs {
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
     /// The process.
-    #[arg(value_hint = ValueHint::Other)]
+    #[arg(value_hint = ValueHint::Other, value_parser = process_id, allow_negative_numbers = true)]
     pub pid: u32,
     /// The daemon's control socket [default: `[daemon] socket` of /etc/numapilot.toml, else
     /// /run/numapilot/numapilot.sock].
@@ -121,6 +121,20 @@ pub struct ExplainArgs {
     /// defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+/// `explain`'s PID operand: a positive integer. A negative one is taken as a value, not as an
+/// option (`allow_negative_numbers` on this operand alone), and refused here: clap said
+/// "unexpected argument '-1' found" for `explain -1`, naming no PID. `stat -1` stays an unknown
+/// option, as in numastat.
+fn process_id(arg: &str) -> Result<u32, String> {
+    match arg.parse::<u32>() {
+        Ok(pid) if pid > 0 => Ok(pid),
+        Err(_) if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("'{arg}' is not a process id: beyond any process id"))
+        }
+        _ => Err(format!("'{arg}' is not a process id: expected a positive integer")),
+    }
 }
 
 /// `numapilot advise`.
