@@ -367,7 +367,15 @@ fn a_missing_process_is_reported_like_numastat() {
             .join(" ");
         assert_eq!(
             text(&ours.stderr),
-            format!("{}numapilot: no process read: {named} named no readable process\n", text(&theirs.stderr))
+            format!(
+                "{}numapilot: no process could be read: {}\n",
+                text(&theirs.stderr),
+                named
+                    .split(' ')
+                    .map(|n| format!("PID {}: no such process", n.replace("\"\"", "0")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
         );
         if args.len() == 2 {
             // Single process: header, no table, in both.
@@ -384,6 +392,40 @@ fn a_missing_process_is_reported_like_numastat() {
     assert_eq!(ours.status.code(), Some(0), "{}", text(&ours.stderr));
     let ours = run(Command::new(bin()).args(["stat", "-p", "no-such-process-pattern-xyzzy"]));
     assert_eq!(ours.status.code(), Some(1));
+    assert!(
+        text(&ours.stderr)
+            .ends_with("numapilot: no process could be read: no-such-process-pattern-xyzzy named no process\n"),
+        "{}",
+        text(&ours.stderr)
+    );
+}
+
+/// A process whose numa_maps cannot be read (another user's, read as nobody: EACCES) is said
+/// plainly with its PID, the file and the reason, after numastat's own line, and `numapilot stat`
+/// exits 1 (numastat 0); it said "no process read: PID named no readable process".
+#[test]
+fn an_unreadable_numa_maps_is_said_with_its_pid_file_and_reason() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: no other user to read as; skipped");
+        return;
+    }
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id();
+    let as_nobody = |cmd: &mut Command| run(cmd.uid(65534).gid(65534));
+    let ours = as_nobody(Command::new(bin()).args(["stat", "-p", &pid.to_string()]));
+    let as_numastat = as_nobody(Command::new(numastat_link()).args(["-p", &pid.to_string()]));
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let theirs = format!("Can't read /proc/{pid}/numa_maps: Permission denied\n");
+    assert_eq!(ours.status.code(), Some(1), "{}", text(&ours.stderr));
+    assert_eq!(
+        text(&ours.stderr),
+        format!("{theirs}numapilot: no process could be read: PID {pid}: cannot read /proc/{pid}/numa_maps: Permission denied\n")
+    );
+    assert_eq!(as_numastat.status.code(), Some(0));
+    assert_eq!(text(&as_numastat.stderr), theirs);
 }
 
 #[test]

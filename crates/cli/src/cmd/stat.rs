@@ -228,13 +228,21 @@ fn execute(
     }
     stdout.flush().context("writing to stdout")?;
     if out.no_process_read && strict == Strict::Yes {
-        // An empty operand shows as "" (numastat's PID 0), not as nothing between two blanks.
-        let named: Vec<String> = cfg
-            .specs
-            .iter()
-            .map(|s| if s.is_empty() { "\"\"".to_string() } else { s.to_string_lossy().into_owned() })
-            .collect();
-        eprintln!("numapilot: no process read: {} named no readable process", named.join(" "));
+        // Said plainly, each process with why it could not be read ("PID 1: cannot read
+        // /proc/1/numa_maps: Permission denied"); when no PID or pattern named a process, what
+        // was named. It said "no process read: 1 named no readable process".
+        let why = if out.unread.is_empty() {
+            // An empty operand shows as "" (numastat's PID 0), not as nothing between two blanks.
+            let named: Vec<String> = cfg
+                .specs
+                .iter()
+                .map(|s| if s.is_empty() { "\"\"".to_string() } else { s.to_string_lossy().into_owned() })
+                .collect();
+            format!("{} named no process", named.join(" "))
+        } else {
+            out.unread.join("; ")
+        };
+        eprintln!("numapilot: no process could be read: {why}");
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

@@ -41,7 +41,7 @@
 use std::io;
 
 use numapilot_observe::parse::meminfo::NUMASTAT_COUNTERS;
-use numapilot_observe::{NodeSample, ReadError, Reader};
+use numapilot_observe::{NodeSample, NumaMaps, ReadError, Reader};
 use serde_json::{json, Map, Value};
 
 use super::table::{Cell, Justify, Table};
@@ -183,6 +183,10 @@ pub struct Output {
     /// process, or every named one's numa_maps was unreadable. numastat prints its tables and
     /// exits 0 all the same; `numapilot stat` exits 1 (a script learns that the PID was wrong).
     pub no_process_read: bool,
+    /// Why each process named could not be read, one phrase each naming its PID and the file
+    /// ("PID 1: cannot read /proc/1/numa_maps: Permission denied", "PID 9: no such process"):
+    /// what `numapilot stat` says when none could be.
+    pub unread: Vec<String>,
 }
 
 /// One process's memory per category and node, MB.
@@ -213,8 +217,10 @@ pub fn run(reader: &Reader, cfg: &Config) -> anyhow::Result<Output> {
     let no_process = pids.is_empty();
     out.no_process_read = no_process && !cfg.specs.is_empty();
     if !no_process {
-        let procs: Vec<ProcessMem> =
-            pids.into_iter().map(|(p, name)| process_mem(reader, p, name, &node_ids, &mut out.stderr)).collect();
+        let procs: Vec<ProcessMem> = pids
+            .into_iter()
+            .map(|(p, name)| process_mem(reader, p, name, &node_ids, &mut out.stderr, &mut out.unread))
+            .collect();
         out.no_process_read = procs.iter().all(|p| p.mb.is_none());
         process_tables(&procs, &node_ids, cfg, &mut out);
     }
@@ -346,24 +352,33 @@ fn command_name(reader: &Reader, pid: u32) -> Option<String> {
 
 /// One process's numa_maps as per-category, per-node MB (through the same reader and parser as every
 /// observation); reports failures as numastat does. A process that is gone (ENOENT, or ESRCH/EINVAL while
-/// it exits) is reported as "No such file or directory", numastat's words for the usual case.
-fn process_mem(reader: &Reader, pid: u32, name: Option<String>, node_ids: &[u32], stderr: &mut String) -> ProcessMem {
+/// it exits) is reported as "No such file or directory", numastat's words for the usual case. Why
+/// it could not be read goes to `unread` too, in plain words naming the PID and the file.
+fn process_mem(
+    reader: &Reader,
+    pid: u32,
+    name: Option<String>,
+    node_ids: &[u32],
+    stderr: &mut String,
+    unread: &mut Vec<String>,
+) -> ProcessMem {
     let name = name.or_else(|| command_name(reader, pid));
-    let maps = match reader.read_numa_maps(pid) {
-        Ok(Some(m)) => m,
-        Ok(None) => {
-            stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: No such file or directory\n"));
-            return ProcessMem { pid, name, mb: None };
-        }
+    let (theirs, ours) = match reader.read_numa_maps(pid) {
+        Ok(Some(maps)) => return process_mem_of(&maps, pid, name, node_ids),
+        Ok(None) => ("No such file or directory".to_string(), "no such process".to_string()),
         Err(ReadError::Io { source, .. }) => {
-            stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {}\n", strerror(&source)));
-            return ProcessMem { pid, name, mb: None };
+            let why = strerror(&source);
+            (why.clone(), format!("cannot read /proc/{pid}/numa_maps: {why}"))
         }
-        Err(e) => {
-            stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {e}\n"));
-            return ProcessMem { pid, name, mb: None };
-        }
+        Err(e) => (e.to_string(), format!("/proc/{pid}/numa_maps: {e}")),
     };
+    stderr.push_str(&format!("Can't read /proc/{pid}/numa_maps: {theirs}\n"));
+    unread.push(format!("PID {pid}: {ours}"));
+    ProcessMem { pid, name, mb: None }
+}
+
+/// [`process_mem`] of a numa_maps read.
+fn process_mem_of(maps: &NumaMaps, pid: u32, name: Option<String>, node_ids: &[u32]) -> ProcessMem {
     let mut mb: [Vec<f64>; 4] = std::array::from_fn(|_| vec![0.0; node_ids.len()]);
     for u in maps.usage_by_node() {
         if let Ok(i) = node_ids.binary_search(&u.node) {
