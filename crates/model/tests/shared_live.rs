@@ -9,6 +9,10 @@ use numapilot_model::{Model, Tunables};
 use numapilot_observe::Reader;
 use numapilot_topology::Topology;
 
+#[path = "../../observe/tests/support/forked.rs"]
+mod forked;
+use forked::Child;
+
 const NAME: &std::ffi::CStr = c"numapilot-twin";
 const PATH: &str = "/memfd:numapilot-twin (deleted)";
 
@@ -32,60 +36,6 @@ fn twin(pages: usize, page: usize) -> usize {
             *(p as *mut u8).add(i * page) = 1;
         }
         p as usize
-    }
-}
-
-/// A forked child that runs `work`, reports its result and waits until dropped.
-struct Child {
-    pid: u32,
-    release: libc::c_int,
-}
-
-impl Child {
-    fn fork_running(work: impl FnOnce() -> usize) -> (Child, usize) {
-        let (mut p, mut r) = ([0 as libc::c_int; 2], [0 as libc::c_int; 2]);
-        // SAFETY: p and r have room for two fds each.
-        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-        assert_eq!(unsafe { libc::pipe(r.as_mut_ptr()) }, 0);
-        // SAFETY: the child runs only async-signal-safe calls (`work`'s, read, write, _exit).
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            let out = work();
-            let mut b = [0u8; 1];
-            // SAFETY: child side: report, wait for one byte (or the end), exit without destructors.
-            unsafe {
-                libc::close(p[1]);
-                libc::close(r[0]);
-                libc::write(r[1], (&out as *const usize).cast(), size_of::<usize>());
-                libc::read(p[0], b.as_mut_ptr().cast(), 1);
-                libc::_exit(0);
-            }
-        }
-        let mut out = 0usize;
-        // SAFETY: our own pipe ends; a usize-sized read into a usize.
-        unsafe {
-            libc::close(p[0]);
-            libc::close(r[1]);
-            let n = libc::read(r[0], (&mut out as *mut usize).cast(), size_of::<usize>());
-            assert_eq!(n as usize, size_of::<usize>(), "the child reports");
-            libc::close(r[0]);
-        }
-        (Child { pid: pid as u32, release: p[1] }, out)
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        // A byte releases the child (its read returns); closing alone would not while another
-        // child forked meanwhile holds a copy of this write end (the observe crate's
-        // signals_shared tests hung so, each test's child holding the other's).
-        // SAFETY: our own pipe end, one byte from a live buffer; waitpid reaps the child.
-        unsafe {
-            libc::write(self.release, b"x".as_ptr().cast(), 1);
-            libc::close(self.release);
-            libc::waitpid(self.pid as libc::pid_t, std::ptr::null_mut(), 0);
-        }
     }
 }
 

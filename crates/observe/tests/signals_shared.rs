@@ -5,87 +5,9 @@
 use numapilot_observe::maps::MapsFilter;
 use numapilot_observe::Reader;
 
-/// A forked child that waits until a byte is written to the returned write end (or it is closed
-/// everywhere), then exits.
-struct Child {
-    pid: libc::pid_t,
-    release: libc::c_int,
-}
-
-impl Child {
-    /// Forks; the child only blocks on a pipe and calls `_exit` (async-signal-safe, so forking a
-    /// multi-threaded test process is fine).
-    fn fork() -> Child {
-        let mut p = [0 as libc::c_int; 2];
-        // SAFETY: p has room for two fds.
-        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-        // SAFETY: the child runs only async-signal-safe calls.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            let mut b = [0u8; 1];
-            // SAFETY: child side: read one byte then exit without running destructors.
-            unsafe {
-                libc::close(p[1]);
-                libc::read(p[0], b.as_mut_ptr().cast(), 1);
-                libc::_exit(0);
-            }
-        }
-        // SAFETY: our own pipe end.
-        unsafe { libc::close(p[0]) };
-        Child { pid, release: p[1] }
-    }
-}
-
-impl Child {
-    /// Forks a child that runs `work` (async-signal-safe calls only), hands its result to the
-    /// parent, then waits as [`Child::fork`]'s does. Returns once `work` is done, with its result.
-    fn fork_running(work: impl FnOnce() -> u64) -> (Child, u64) {
-        let (mut p, mut r) = ([0 as libc::c_int; 2], [0 as libc::c_int; 2]);
-        // SAFETY: p and r have room for two fds each.
-        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-        assert_eq!(unsafe { libc::pipe(r.as_mut_ptr()) }, 0);
-        // SAFETY: the child runs only async-signal-safe calls (`work`'s, read, write, _exit).
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            let out = work();
-            let mut b = [0u8; 1];
-            // SAFETY: child side: report, wait for one byte (or the end), exit without destructors.
-            unsafe {
-                libc::close(p[1]);
-                libc::close(r[0]);
-                libc::write(r[1], (&out as *const u64).cast(), 8);
-                libc::read(p[0], b.as_mut_ptr().cast(), 1);
-                libc::_exit(0);
-            }
-        }
-        let mut out = 0u64;
-        // SAFETY: our own pipe ends; an 8-byte read into a u64.
-        unsafe {
-            libc::close(p[0]);
-            libc::close(r[1]);
-            assert_eq!(libc::read(r[0], (&mut out as *mut u64).cast(), 8), 8, "the child reports");
-            libc::close(r[0]);
-        }
-        (Child { pid, release: p[1] }, out)
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        // A byte releases the child (its read returns), then waitpid reaps it. Closing alone is not
-        // enough: a child the other test forked meanwhile holds a copy of this write end, and
-        // parked on its own pipe it would hold it forever, while this child holds that test's
-        // (both tests hung in CI's order until the byte).
-        // SAFETY: our own pipe end, one byte from a live buffer.
-        unsafe {
-            libc::write(self.release, b"x".as_ptr().cast(), 1);
-            libc::close(self.release);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
-    }
-}
+#[path = "support/forked.rs"]
+mod forked;
+use forked::Child;
 
 fn map_shared(fd: libc::c_int, len: usize) -> *mut libc::c_void {
     // SAFETY: a fresh shared mapping of a valid fd (or -1 with MAP_ANONYMOUS).
@@ -115,8 +37,8 @@ fn memfd_shm_and_anonymous_shared_memory_across_fork() {
     // Anonymous shared memory: one shmem inode, inherited by the child.
     let anon = map_shared(-1, 4096);
 
-    let child = Child::fork();
-    let cpid = child.pid as u32;
+    let (child, ()) = Child::fork_running(|| ());
+    let cpid = child.pid;
     let reader = Reader::new("/");
 
     // The child's own maps show the three objects, shared.
@@ -197,7 +119,7 @@ fn sysv_segments_of_one_shmid_in_two_ipc_namespaces_are_not_shared() {
     let (a, at_a) = Child::fork_running(segment);
     let (b, at_b) = Child::fork_running(segment);
     assert!(at_a >= 8 && at_b >= 8, "unshare (1), shmget (2) or shmat (3) failed in a child: {at_a}, {at_b}");
-    let (pa, pb) = (a.pid as u32, b.pid as u32);
+    let (pa, pb) = (a.pid, b.pid);
     let reader = Reader::new("/");
     let own = |pid: u32, at: u64| {
         let m = reader.read_maps(pid, MapsFilter::SharedObjects).unwrap().expect("child is alive");
