@@ -1164,3 +1164,109 @@ fn a_background_move_is_judged_when_it_ends_against_what_the_host_let_it_move() 
         "a move stopped before any page moved is futile too"
     );
 }
+
+/// The partner scenario: on the rig's 4-node machine, a client (pid 20, 1 thread at 0.16 CPUs,
+/// 12 MiB on node 2) and two servers with 64 MiB each, server 10 on node 0 and server 30 on
+/// node 1 (2 threads each, 0.1 CPUs in all). Each decision the client talks to the other server
+/// (its group is the client and that server; the other server is a group of its own).
+fn partners() -> (B, Adaptive) {
+    let mut b = B::fixture("rig-6.12-4node");
+    b.proc(10, "server-a", &[(0, 0.0), (0, 0.1)], &[64, 0, 0, 0]);
+    b.proc(30, "server-b", &[(1, 0.0), (1, 0.1)], &[0, 64, 0, 0]);
+    b.proc(20, "client", &[(2, 0.16)], &[0, 0, 12, 0]);
+    b.group_proc(1, 10).group_proc(2, 20).group_proc(3, 30);
+    (b, Adaptive::new())
+}
+
+/// The client tied to `server` (10 or 30) by communication, the other server alone.
+fn partner_tie(b: &mut B, server: u32) {
+    let other = if server == 10 { 30 } else { 10 };
+    b.m.groups.groups.clear();
+    b.m.groups.of_task.clear();
+    b.m.graph.edges.remove(&(tk(other, 1).min(tk(20, 0)), tk(other, 1).max(tk(20, 0))));
+    b.comm_edge(tk(server, 1), tk(20, 0), 0.38, numapilot_model::Tier::Medium);
+    b.group(1, &[tk(server, 0), tk(server, 1), tk(20, 0)]);
+    b.group_proc(2, other);
+}
+
+/// Carries `plan` out on the model as a host would: threads narrowed to the nodes of their new
+/// CPUs and run there, pages moved whole to their target nodes; the policy told it was applied.
+fn carry_out(b: &mut B, p: &mut Adaptive, plan: &Plan) {
+    applied(p, &b.m, plan);
+    for a in &plan.actions {
+        let pid = a.target.pid;
+        match &a.kind {
+            ActionKind::SetAffinity { cpus } => {
+                let node = b.m.topo.nodes_of_cpus(cpus).iter().next().unwrap();
+                let tids: Vec<u32> = match a.target.tid {
+                    Some(tid) => vec![tid],
+                    None => b.m.procs[&pid].tids.clone(),
+                };
+                for tid in tids {
+                    b.thread_on(pid, tid - pid * 100, node);
+                }
+            }
+            ActionKind::MigratePages { to, .. } => {
+                let node = to.iter().next().unwrap();
+                let total = b.m.procs[&pid].rss_bytes / MIB;
+                let mut mem = vec![0; b.m.topo.nodes.len()];
+                mem[b.m.node_idx(node).unwrap()] = total;
+                b.mem(pid, &mem);
+            }
+            other => panic!("no such action expected here: {other:?}"),
+        }
+    }
+    b.m.now_ns += b.m.period_ns;
+    b.m.updates += 1;
+}
+
+/// Rule hold-gains-member does not make a client whose partner changes every decision follow
+/// each new partner (`partners`: two servers of 64 MiB on nodes 0 and 1, the client tied to each
+/// in turn for 20 decisions, every plan carried out on the model):
+///
+/// ```text
+///   decision 1: each process a group of its own; the client stays on node 2
+///   decision 2, tied to server-a: the server joined (hold-gains-member lifts the client's hold),
+///     84% of the group's bytes on node 0: the client goes there (cpu-follows-memory) and its
+///     12 MiB follow (3072 pages): a memory move, held hold_periods decisions
+///   decision 3, tied to server-b: server-b joined (the hold is lifted again, once for this
+///     member), 84% of the bytes on node 1, but the client's memory moves to node 0 within its
+///     hold ("memory already moves here"): the group stays on node 0, server-b's threads are
+///     narrowed there and its 64 MiB follow (16384 pages)
+///   decisions 4-21: all three on node 0, whoever the client talks to: nothing moves
+/// ```
+///
+/// What bounds it is the memory hold (`Planner::memory_follows`): without it (tried), decision 3
+/// sent the client to node 1 after server-b's memory (the new member lifted the thread hold) and
+/// decision 14 back to node 0: three moves in 20 decisions, its 12 MiB copied each time. Allowed
+/// here: a move of the client at most once per `hold_periods`, and no process's memory copied
+/// twice.
+#[test]
+fn a_client_whose_partner_alternates_does_not_follow_each_partner() {
+    let (mut b, mut p) = partners();
+    let plan = p.decide(&b.m);
+    check_conservation(&b.m, &plan);
+    carry_out(&mut b, &mut p, &plan);
+    let mut client_moves = Vec::new();
+    let mut copies = Vec::new();
+    for d in 2..=21u32 {
+        partner_tie(&mut b, if d % 2 == 0 { 10 } else { 30 });
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        client_moves.extend(affinities(&b.m, &plan).into_iter().filter(|a| a.0 == 20).map(|a| (d, a.2, a.3)));
+        copies.extend(
+            plan.actions
+                .iter()
+                .filter(|a| !matches!(a.kind, ActionKind::SetAffinity { .. }))
+                .map(|a| (d, a.target.pid, pages_of(a))),
+        );
+        carry_out(&mut b, &mut p, &plan);
+    }
+    let hold = b.m.tunables.hold_periods as usize;
+    assert!(client_moves.len() <= 20usize.div_ceil(hold), "the client moves with its partners: {client_moves:?}");
+    assert_eq!(client_moves, vec![(2, "0".to_string(), "cpu-follows-memory".to_string())]);
+    assert_eq!(copies, vec![(2, 20, 3072), (3, 30, 16384)], "each process's memory copied once at most");
+    for pid in [10, 20, 30] {
+        assert_eq!(b.m.procs[&pid].mem_by_node[0], b.m.procs[&pid].rss_bytes, "{pid} ends with its memory on node 0");
+    }
+}

@@ -170,7 +170,10 @@
 //! group since the move and, with it, the largest share of the unit's accesses (by bytes for
 //! members known by residency) lies off the held nodes, where without it it lay on them: a
 //! changed situation, not a move back (hold-gains-member, `Planner::gained_member`; once per
-//! membership, and never for a member leaving). The fork rule's placement starts no
+//! membership, and never for a member leaving; a client whose partner alternates between two
+//! servers holding their memory on two nodes follows the first only: the memory hold of its own
+//! copy keeps it there, and the second server comes to it, `tests/adaptive_hold.rs`
+//! `a_client_whose_partner_alternates_does_not_follow_each_partner`). The fork rule's placement starts no
 //! hold: it is a guess made before any signal (two processes that will talk to each other are
 //! spread like any others), and the group rule corrects it on the first evidence (unless its
 //! memory is moving there meanwhile: moves-in-flight keeps a unit with its memory's move).
