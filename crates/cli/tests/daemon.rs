@@ -839,26 +839,34 @@ fn explain_local_observes_twice() {
     assert!(text.contains(&format!("process {me} (")), "{text}");
 }
 
-/// A real process whose name holds a newline and ESC (a copy of `sleep` run under that name:
-/// the kernel takes its comm from the file name) is explained with `--local` as the daemon's
-/// answer would show it: escaped, one line, no escape sequence reaching the terminal.
+/// A real process whose name holds a newline and ESC (a copy of `sh` run under that name: the
+/// kernel takes its comm from the file name) is explained with `--local` as the daemon's answer
+/// would show it: escaped, one line, no escape sequence reaching the terminal.
 #[test]
 fn explain_local_escapes_a_process_name() {
     let dir = tempfile::tempdir().unwrap();
     let name = "np\n\x1b[31mred";
-    let sleep = ["/bin/sleep", "/usr/bin/sleep"].into_iter().find(|p| Path::new(p).exists()).expect("sleep");
     let exe = dir.path().join(name);
-    std::fs::copy(sleep, &exe).unwrap();
-    let mut kid = Command::new(&exe).arg("30").spawn().unwrap();
+    std::fs::copy("/bin/sh", &exe).unwrap();
+    // The shell says it runs, then waits for its stdin to end: its comm is the new name by its
+    // first line (the exec sets it before the program runs; `spawn` may return before that).
+    let mut kid = Command::new(&exe)
+        .args(["-c", "echo running; read x"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(kid.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line, "running\n");
     let pid = kid.id().to_string();
-    // Its comm is the new name once the exec is done (the spawn returns after it).
     assert_eq!(std::fs::read(format!("/proc/{pid}/comm")).unwrap(), format!("{name}\n").as_bytes());
     let out = Command::new(BIN)
         .args(["explain", &pid, "--local", "--socket"])
         .arg(dir.path().join("none.sock"))
         .output()
         .unwrap();
-    let _ = kid.kill();
+    drop(kid.stdin.take());
     let _ = kid.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
