@@ -61,7 +61,11 @@ fn explain_says_a_negative_pid_is_no_process_id() {
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "explain {pid}: {err}");
         assert!(!err.contains("unexpected argument"), "explain {pid}: {err}");
-        assert!(err.contains(&format!("'{pid}' is not a process id: {why}")), "explain {pid}: {err}");
+        assert!(
+            err.contains(&format!("invalid value '{pid}' for '<PID>': not a process id: {why}")),
+            "explain {pid}: {err}"
+        );
+        assert_eq!(err.matches(&format!("'{pid}'")).count(), 1, "explain {pid}: the value said twice: {err}");
         assert!(!err.contains("daemon"), "explain {pid}: asked a daemon: {err}");
     }
     let o = numapilot(&["stat", "-1"]);

@@ -126,14 +126,15 @@ pub struct ExplainArgs {
 /// `explain`'s PID operand: a positive integer. A negative one is taken as a value, not as an
 /// option (`allow_negative_numbers` on this operand alone), and refused here: clap said
 /// "unexpected argument '-1' found" for `explain -1`, naming no PID. `stat -1` stays an unknown
-/// option, as in numastat.
+/// option, as in numastat. clap puts the value in front ("invalid value '-1' for '<PID>': ..."),
+/// so the reason does not repeat it.
 fn process_id(arg: &str) -> Result<u32, String> {
     match arg.parse::<u32>() {
         Ok(pid) if pid > 0 => Ok(pid),
         Err(_) if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) => {
-            Err(format!("'{arg}' is not a process id: beyond any process id"))
+            Err("not a process id: beyond any process id".to_string())
         }
-        _ => Err(format!("'{arg}' is not a process id: expected a positive integer")),
+        _ => Err("not a process id: expected a positive integer".to_string()),
     }
 }
 
