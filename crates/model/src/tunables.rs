@@ -298,12 +298,16 @@ pub struct Tunables {
     /// task is moved off its preferred node (an overloaded CPU bottleneck) only when the overload
     /// the move relieves, CPUs, is at least its CPU x its access share there x this; and a unit is
     /// placed on a node it overloads by at most its CPU x its access share there x this
-    /// (locality-pays-for-overload, so placement and balancing agree). Default 0.3.
+    /// (locality-pays-for-overload, so placement and balancing agree; a part the group cap cut
+    /// off a process known by residency alone counts the CPU of its process's threads kept on its
+    /// memory's node too, split-weighs-follow-on). Default 0.3.
     /// Source: the NUMA-ICON slides (shared/seeds/000: a cross-node access costs 30% or more over a
     /// local one). Prevents: trading a worker's locality for a sliver of CPU (the rig's 4-node race
     /// moved a 0.99-CPU numa01 worker off its memory to relieve a 2-CPU node loaded 2.1, and its
     /// group followed it to another node and its 37 MiB were copied twice; a numa02 of 2.2 CPUs
-    /// kept off the 2-CPU node holding its memory, and its 69 MiB copied to it instead).
+    /// kept off the 2-CPU node holding its memory, and its 69 MiB copied to it instead; a worker
+    /// cut off its numa01 process on its memory's node sent away for 0.38 CPUs over, its
+    /// process and 32 MiB following it).
     pub remote_access_cost: f64,
     /// A group is worth managing from this CPU demand (CPUs). Default 0.1. Source: a choice, a tenth
     /// of a CPU, below which remote accesses cost too little time to repay a move. Prevents: moving

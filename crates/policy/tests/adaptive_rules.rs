@@ -1952,6 +1952,91 @@ fn a_group_goes_to_its_memory_when_locality_pays_for_a_sliver_of_overload() {
     assert!(pages > 0, "its memory moves towards the threads instead: {plan:#?}");
 }
 
+/// split-weighs-follow-on: a part the model cut off a process, refused its memory's node on its own
+/// worth, is weighed with the threads of its process that stay there (the rig's 4-node numa01 race
+/// at 8e89421, repetition 1: both processes' buffers copied, 16,634 pages, 5.8 s to 90%;
+/// `fixtures/rig-6.12-4node`: 2 CPUs a node, no PMU, so every share is resident memory).
+///
+/// ```text
+///   A (pid 10): main 0.15 + workers 1.0, 1.0 on node 0, its 32 MiB there; the model cut it
+///               (its reading crossed the cap's upper mark, 2.2 + 0.06, for a period): group 1 =
+///               main + worker 1 (1.15 CPUs), group 2 = worker 2 (1.0)
+///   B (pid 11): main 0.15 + workers 1.0, 1.0 on node 3, its 32 MiB on node 0
+///   node 0: 0.3 CPUs of load no task explains (the observers)
+///   decision 1: B (2.15, heaviest) stays on node 3, its memory follows: MigratePages 0 -> 3;
+///               group 1 stays on node 0 (0.3 + 1.15 = 1.45 of 2.0);
+///               group 2: node 0 has 0.55 of 2.0 left for 1.0: 0.43 over > its own worth
+///               1.0 x 100% x 0.3 = 0.3, but the whole (2.15) fits node 0 up to 2.26 and
+///               (1.0 + 1.15) x 100% x 0.3 = 0.65 >= 0.43 -> node 0, locality-pays-for-overload
+///               [split-weighs-follow-on]
+///   decisions 2-11: nothing moves
+///   decision 12: the parts joined again (A reads 1.99: main 0.02, worker 1 0.97) -> one group on
+///               node 0, 0.23 over <= 0.6: it stays, nothing moves
+///   pages: B's 8,192 only; A never leaves node 0
+///   without the rule: worker 2 -> node 1 (next-best-node); at decision 12 the joined group runs
+///   most on node 1 (1.0 against 0.99), its memory's node has no room for it, and it stays on
+///   node 1 with its memory copied after it: MigratePages(A, 0 -> 1), 16,384 pages in all
+///   (node 0 flagged a CPU bottleneck: no worker leaves it either, the balancer counting the
+///   managed 2.15 CPUs only; the whole above the mark, main 0.3: 2.3 > 2.26, the cut is the
+///   model's verdict and the worker goes to node 1 as before)
+/// ```
+#[test]
+fn a_worker_cut_off_its_process_stays_with_it_on_its_memory() {
+    let build = |main: f64| {
+        let mut b = B::fixture("rig-6.12-4node");
+        b.proc(10, "numa01", &[(0, main), (0, 1.0), (0, 1.0)], &[32, 0, 0, 0]);
+        b.proc(11, "numa01", &[(3, 0.15), (3, 1.0), (3, 1.0)], &[32, 0, 0, 0]);
+        b.group(1, &[tk(10, 0), tk(10, 1)]).group(2, &[tk(10, 2)]).group_proc(3, 11);
+        b.m.nodes[0].cpu_demand += 0.3;
+        b
+    };
+    let mut b = build(0.15);
+    let mut p = Adaptive::new();
+    let mut pages: std::collections::BTreeMap<u32, u64> = Default::default();
+    let mut first = None;
+    for d in 1..=13 {
+        if d == 12 {
+            b.m.groups.groups.remove(&2);
+            b.thread_rate(10, 0, 0.02).thread_rate(10, 1, 0.97);
+            b.group_proc(1, 10);
+        }
+        let plan = p.decide(&b.m);
+        check_conservation(&b.m, &plan);
+        applied(&mut p, &b.m, &plan);
+        for (pid, n) in host_applies(&mut b, &plan) {
+            *pages.entry(pid).or_insert(0) += n;
+        }
+        b.m.now_ns += 1_000_000_000;
+        first.get_or_insert(plan);
+    }
+    let first = first.unwrap();
+    let a_nodes: Vec<Option<u32>> = (0..3).map(|i| b.m.tasks[&tk(10, i)].node).collect();
+    assert_eq!(a_nodes, vec![Some(0); 3], "A stays on its memory's node: {first:#?}");
+    assert_eq!(pages.get(&10), None, "A's memory is not copied: {pages:?} {first:#?}");
+    assert_eq!(pages.get(&11), Some(&8192), "B's memory follows it: {pages:?}");
+    // Decision 1 narrows A to node 0 whole (one action, with its first unit's reason).
+    let a_first: Vec<_> = affinities(&b.m, &first).into_iter().filter(|a| a.0 == 10).collect();
+    assert_eq!(a_first, vec![aff(10, None, "0", "stay-current-node")], "{first:#?}");
+
+    // Node 0 read as a CPU bottleneck (2.45 on 2 CPUs): the balancer's worth-its-locality counts
+    // the managed demand only (2.15: a worker relieves 0.15 < 0.3), so no worker leaves either;
+    // the light main thread may (0.15 relieved >= 0.15 x 0.3).
+    let mut b = build(0.15);
+    b.bottleneck(0, 1.22);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let off: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.0 == 10 && a.2 != "0").collect();
+    assert!(off.iter().all(|a| a.1 == Some(1000)), "only the main thread may leave node 0: {plan:#?}");
+    assert!(plan.actions.iter().all(|a| a.target.pid != 10 || pages_of(a) == 0), "{plan:#?}");
+
+    // The whole above the cap's upper mark: the cut stands and the worker goes to node 1.
+    let b = build(0.3);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    let moved: Vec<_> = affinities(&b.m, &plan).into_iter().filter(|a| a.0 == 10 && a.2 != "0").collect();
+    assert_eq!(moved, vec![aff(10, Some(1002), "1", "next-best-node")], "{plan:#?}");
+}
+
 /// bottleneck-leaves: a node's CPU bottleneck flag, measured last period, does not refuse a unit
 /// when the units that made it are already placed elsewhere in this plan (the rig's 2-node
 /// numa01, `fixtures/rig-6.12-2node`: 2 CPUs a node).

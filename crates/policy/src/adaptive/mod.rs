@@ -51,7 +51,14 @@
 //!          │                               first with room and no bottleneck wins (a CPU
 //!          │                               bottleneck whose units this plan already moved
 //!          │                               off, leaving the node under capacity, refuses
-//!          │                               nothing: bottleneck-leaves)
+//!          │                               nothing: bottleneck-leaves); a node it overloads
+//!          │                               takes it when its locality there pays for the
+//!          │                               overload (CPU x share x remote_access_cost:
+//!          │                               locality-pays-for-overload; a part the group cap
+//!          │                               cut off a process known by residency alone is
+//!          │                               weighed with its process's threads kept on its
+//!          │                               memory's node, the whole within the cap's upper
+//!          │                               mark there: split-weighs-follow-on)
 //!          │                 larger?       the closest set of nodes around the preferred one
 //!          │                               (a group counts as fitting up to the cap's upper
 //!          │                               mark, group_split_margin above a node, as the

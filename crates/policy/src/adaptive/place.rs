@@ -18,7 +18,13 @@
 //!                      locality-pays-for-overload, the placement side of the balancer's
 //!                      worth-its-locality; the rig's numa02 on a 4-node guest, two spinning
 //!                      workers and a 0.18-CPU main thread, 2.2 CPUs for a 2-CPU node holding 99% of
-//!                      its accesses, stayed away and had its 69 MiB copied over instead)
+//!                      its accesses, stayed away and had its 69 MiB copied over instead;
+//!                      a part the group cap cut off a process known by residency alone whose
+//!                      other threads this plan keeps on the node holding its memory, the whole
+//!                      fitting there up to the cap's upper mark, is weighed with them: (its CPU + theirs) x share x
+//!                      remote_access_cost, split-weighs-follow-on: the rig's 4-node numa01 sent
+//!                      such a worker off its memory for 0.38 CPUs over, and its process and
+//!                      32 MiB followed it, both processes' buffers copied)
 //!   unit larger:       preferred node + nearest nodes until CPU and memory suffice
 //! ```
 //!
@@ -86,6 +92,10 @@ const MIB: f64 = 1048576.0;
 /// Rule name of the memory-room waiver on a node that holds a unit's accesses (see
 /// `Planner::mem_needed`).
 pub(crate) const HOME_RULE: &str = "home-needs-no-room";
+
+/// Rule name of weighing a part the model cut off a process with the threads it leaves on its
+/// memory's node (see `Planner::follow_on`).
+pub(crate) const FOLLOW_ON_RULE: &str = "split-weighs-follow-on";
 
 /// Rule name of placement within a confined process's cpuset (see [`Reach`]).
 pub(crate) const CONFINED_RULE: &str = "confined-within-cpuset";
@@ -982,11 +992,16 @@ impl<'m> Planner<'m> {
     /// lighter), they stay where they are when nothing has room for them, and an overload allowed
     /// without them would be stacked on top of theirs (in the rig's 4-node numa01, the second
     /// process's group would have joined the first's on its 2-CPU node, 4.4 CPUs).
-    fn locality_pays(&self, i: usize, u: &Unit) -> Option<f64> {
+    ///
+    /// When the unit's own worth does not pay, [`Planner::follow_on`] may: a part the model cut off
+    /// a process whose other threads this plan keeps on `i` is weighed with them
+    /// (split-weighs-follow-on). The second figure is the CPU of those threads (0 when the unit's
+    /// own worth paid).
+    fn locality_pays(&self, i: usize, u: &Unit) -> Option<(f64, f64)> {
         let slack = RATE_SLACK_CPU_PER_TASK * u.tasks.len() as f64;
         let worth = u.cpu * u.share[i] * self.model.tunables.remote_access_cost;
         let over = self.used[i] + u.cpu - self.cap[i] - slack;
-        if over <= 0.0 || over > worth || self.mem_avail[i] < self.mem_needed(i, u) as f64 {
+        if over <= 0.0 || self.mem_avail[i] < self.mem_needed(i, u) as f64 {
             return None;
         }
         let pending: f64 = self
@@ -997,7 +1012,81 @@ impl<'m> Planner<'m> {
             .map(|(v, _)| v.cpu)
             .sum();
         let over = over + pending;
-        (over <= worth).then_some(over)
+        if over <= worth {
+            return Some((over, 0.0));
+        }
+        let staying = self.follow_on(i, u)?;
+        ((u.cpu + staying) * u.share[i] * self.model.tunables.remote_access_cost >= over).then_some((over, staying))
+    }
+
+    /// Rule split-weighs-follow-on: the CPU of the other threads of unit `u`'s processes that this
+    /// plan keeps on dense node `i` (placed there before it: its process's heavier part), when `u`
+    /// is a part the model cut off such a process at `i`, the node holding its memory, its
+    /// processes have no per-thread access evidence, and the whole would fit `i` up to the group
+    /// cap's upper mark. `None` otherwise.
+    ///
+    /// The model cuts a group that grew past its cap's upper mark (`group_split_margin` above a
+    /// node) and joins the parts again only within the plain cap, so a process whose reading
+    /// crossed the mark for a period (a numa01 main thread's first touch) stays cut while it reads
+    /// in between. Refused its memory's node on its own worth, the cut-off part leaves its
+    /// process split from its memory, and what follows costs more than its own remote accesses:
+    /// the process's memory cannot follow both parts, and once the parts join again the whole
+    /// process goes where the heavier part now runs and its memory is copied after it. In the
+    /// rig's 4-node race at 8e89421 (numa01, repetition 1) a worker cut off its process on its
+    /// memory's node 0, beside its main thread and ~0.3 CPUs of the observers' load, was refused
+    /// node 0 (0.6 of 2.0 CPUs left for 1.0: 0.38 CPUs over, its own worth 1.0 x 100% x 0.3 =
+    /// 0.3), sent to node 1, and its process and 32 MiB followed it there: both numa01 processes
+    /// copied (16,634 pages), 5.8 s to 90% instead of one copy. So the part is weighed as the
+    /// process it was cut from: the locality at stake is that of its threads on `i` and its own,
+    /// (its CPU + theirs) x its share on `i` x `remote_access_cost`, as the whole would have been
+    /// had the model kept it (it fits the mark the model keeps a group whole up to). The balancer
+    /// agrees already: its worth-its-locality counts only the managed demand, so the observers'
+    /// load moves no worker off its memory there either. Not for a node that does not hold all but
+    /// `remote_share_min` of the unit's accesses (its memory is elsewhere: nothing to split from),
+    /// nor for a whole process above the mark (the cut is the model's true verdict then), nor for
+    /// a process with a thread known by more than its process's resident memory (sampled
+    /// accesses, NUMA faults): there the parts are the model's reading of which thread uses what
+    /// (threads without a tie are groups of their own), and each part's memory follows it by its
+    /// own hot ranges (memory.rs `split_jobs`); only a process known by residency alone, whose
+    /// threads the model keeps as one group and parts only for the cap, has one memory for all
+    /// its parts. (Asked of every part, the rule kept a JVM's third 1.0-CPU thread with its
+    /// siblings on a node already at its SMT-shared capacity, 8 of 7.5 CPUs there against 7 on
+    /// the other node: `past_the_cores_every_node_takes_its_share_of_smt_sharing`.)
+    fn follow_on(&self, i: usize, u: &Unit) -> Option<f64> {
+        let m = self.model;
+        let t = &m.tunables;
+        if 1.0 - u.share[i] >= t.remote_share_min {
+            return None;
+        }
+        let by_residency = |pid: u32| {
+            m.procs.get(&pid).is_some_and(|p| {
+                p.tids
+                    .iter()
+                    .filter_map(|&tid| m.tasks.get(&TaskKey { pid, tid }))
+                    .all(|tv| tv.access_source == AccessSource::Residency)
+            })
+        };
+        if !u.pids.iter().all(|&pid| by_residency(pid)) {
+            return None;
+        }
+        let mut staying = 0.0;
+        let mut tasks = u.tasks.len();
+        for &pid in &u.pids {
+            let Some(p) = m.procs.get(&pid) else { continue };
+            for &tid in &p.tids {
+                let k = TaskKey { pid, tid };
+                if u.tasks.binary_search(&k).is_ok() {
+                    continue;
+                }
+                if let Some(tp) = self.task_plan.get(&k).filter(|tp| tp.nodes == [i]) {
+                    staying += tp.cpu;
+                    tasks += 1;
+                }
+            }
+        }
+        let slack = RATE_SLACK_CPU_PER_TASK * tasks as f64;
+        let whole = u.cpu + staying;
+        (staying > 0.0 && whole <= self.cap[i] * (1.0 + t.group_split_margin) + slack).then_some(staying)
     }
 
     /// Memory unit `u` needs free on dense node `i` to be placed there, bytes: all of it, except on
@@ -1911,18 +2000,24 @@ impl<'m> Planner<'m> {
                             self.mem_avail[i].max(0.0) / MIB
                         ));
                     }
-                    if let Some(o) = over {
+                    if let Some((o, staying)) = over {
                         detail.push_str(&format!(
                             "; [locality-pays-for-overload] node {} has {:.2} of {:.2} CPUs left for {:.2}: {o:.2} CPUs over, <= {:.2} x {} of its {} there x {} remote cost",
                             self.id(i),
                             (self.cap[i] - self.used[i]).max(0.0),
                             self.cap[i],
                             u.cpu,
-                            u.cpu,
+                            u.cpu + staying,
                             pct(u.share[i]),
                             u.share_src,
                             self.model.tunables.remote_access_cost
                         ));
+                        if staying > 0.0 {
+                            detail.push_str(&format!(
+                                " ([{FOLLOW_ON_RULE}] its CPU and the {staying:.2} CPUs of its process's other threads kept on node {}: a part cut off its process is weighed with them, its process and memory would follow it)",
+                                self.id(i)
+                            ));
+                        }
                     }
                     return Placed { nodes: vec![i], reason: Reason::new(rule, detail), held: false };
                 }

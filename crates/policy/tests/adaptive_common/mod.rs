@@ -499,3 +499,48 @@ pub fn check_conservation(m: &Model, plan: &Plan) {
         assert!(own <= shared_budget_pages(m) + young_allowance_pages(m), "young {pid} moves {own} pages");
     }
 }
+
+/// Carries out `plan` on the hand-built model as a host would, for scenarios over several
+/// decisions: a SetAffinity narrows its threads to its CPUs and moves each thread that ran outside
+/// them to the first node of the set; a MigratePages moves up to its `max_pages` of the process's
+/// memory (in whole MiB, lowest `from` node first) to the first node of `to`. Returns the pages
+/// moved per process. Other page actions are not carried out here (a scenario that plans one
+/// fails loudly).
+pub fn host_applies(b: &mut B, plan: &Plan) -> std::collections::BTreeMap<u32, u64> {
+    let mut pages = std::collections::BTreeMap::new();
+    for a in &plan.actions {
+        let pid = a.target.pid;
+        match &a.kind {
+            ActionKind::SetAffinity { cpus } => {
+                let to = b.m.topo.nodes_of_cpus(cpus);
+                let tids: Vec<u32> = match a.target.tid {
+                    Some(tid) => vec![tid],
+                    None => b.m.procs[&pid].tids.clone(),
+                };
+                for tid in tids {
+                    let i = tid - pid * 100;
+                    if !b.m.tasks[&tk(pid, i)].node.is_some_and(|n| to.contains(n)) {
+                        b.thread_on(pid, i, to.first().unwrap());
+                    }
+                    b.m.tasks.get_mut(&tk(pid, i)).unwrap().cpus_allowed = Arc::new(cpus.clone());
+                }
+            }
+            ActionKind::MigratePages { from, to, max_pages } => {
+                let mut mib: Vec<u64> = b.m.procs[&pid].mem_by_node.iter().map(|x| x / MIB).collect();
+                let mut left = max_pages.unwrap_or(u64::MAX).saturating_mul(PAGE) / MIB;
+                let dest = b.m.node_idx(to.first().unwrap()).unwrap();
+                for node in from.iter() {
+                    let i = b.m.node_idx(node).unwrap();
+                    let take = mib[i].min(left);
+                    mib[i] -= take;
+                    mib[dest] += take;
+                    left -= take;
+                    *pages.entry(pid).or_insert(0) += take * MIB / PAGE;
+                }
+                b.mem(pid, &mib);
+            }
+            other => panic!("host_applies does not carry out {other:?}"),
+        }
+    }
+    pages
+}
