@@ -24,11 +24,15 @@
 //! [`SETTLE`] later; a clone preempted for longer than that can still escape (the next observation
 //! sees its mask). A thread that exits between listing and setting (ESRCH) is skipped.
 //!
-//! A placement stops at the first thread the kernel refuses (the plan does not fit; the caller
-//! holds the originals of those already set). Putting masks back goes on instead
-//! ([`set_threads_affinity_each_while`]): every thread gets its mask, or a substitute the caller
-//! offers for a refused one, or is reported, so one thread whose original the kernel no longer
-//! takes leaves no later thread on the daemon's mask (review of 2026-11-30).
+//! A placement stops at the first thread the kernel refuses (the plan does not fit) and puts the
+//! threads it had set back on the masks they had, so a refusal changes nothing: the walk left them
+//! on the new mask, and the daemon, whose policies read a refused placement as not made, kept a
+//! process half placed until its exit (review helper-110: one thread of a process alone in a v1
+//! cpuset of other CPUs, or an io_uring worker on kernels that mark it PF_NO_SETAFFINITY, as 5.12
+//! did: liburing issue #353). The refusal names the thread and its process. Putting masks back
+//! goes on instead ([`set_threads_affinity_each_while`]): every thread gets its mask, or a
+//! substitute the caller offers for a refused one, or is reported, so one thread whose original the
+//! kernel no longer takes leaves no later thread on the daemon's mask (review of 2026-11-30).
 //!
 //! [`resident_pages`] reads `/proc/PID/pagemap` (8 bytes per virtual page, bit 63 "present";
 //! Documentation/admin-guide/mm/pagemap.rst) over a range and returns the addresses of the pages
@@ -90,8 +94,9 @@ pub fn list_threads(pid: u32) -> io::Result<Option<Vec<u32>>> {
 /// Sets the CPU affinity of every thread of process `pid` to `cpus`, re-listing its threads until no
 /// new one appears (at most `max_rounds` listings, at least 1). Returns `Ok(None)` when the process
 /// is gone before any thread was set. A thread that exits mid-way is skipped; any other refusal
-/// (EINVAL: no allowed CPU left in the thread's cpuset; EPERM) is returned as the error, with the
-/// threads already set left set (the caller holds their originals through `before`).
+/// (EINVAL: no allowed CPU left in the thread's cpuset; EPERM) is returned as the error, naming the
+/// thread and the process, after the threads already set are put back on the masks they had
+/// (those still carrying the new one; a thread born meanwhile from one of them keeps it).
 ///
 /// `before(tid, original)` is called for each thread just before its mask is changed, so the caller
 /// can record the original first.
@@ -145,12 +150,14 @@ pub fn set_threads_affinity_while(
     still: impl FnMut() -> bool,
 ) -> Result<Option<ProcessAffinity>> {
     let mut out = ProcessAffinity::default();
+    // The mask each thread of `out.threads` was given, for putting them back after a refusal.
+    let mut given: Vec<CpuSet> = Vec::new();
     let walk = walk_threads(pid, max_rounds, still, |tid| {
         let Some(cpus) = mask_for(tid) else { return Ok(()) };
         let original = match sched_getaffinity(tid as libc::pid_t) {
             Ok(c) => c,
             Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => return Err(of_process(e, pid, tid)),
         };
         if !still_listed(pid, tid) {
             return Ok(());
@@ -159,14 +166,49 @@ pub fn set_threads_affinity_while(
         match sched_setaffinity(tid as libc::pid_t, &cpus) {
             Ok(()) => {}
             Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => return Err(of_process(e, pid, tid)),
         }
         out.threads.push((tid, original));
+        given.push(cpus);
         Ok(())
-    })?;
+    });
+    let walk = match walk {
+        Ok(w) => w,
+        Err(e) => {
+            put_back(pid, &out.threads, &given);
+            return Err(e);
+        }
+    };
     out.rounds = walk.rounds;
     out.unsettled = walk.unsettled;
     Ok(if walk.gone && out.threads.is_empty() { None } else { Some(out) })
+}
+
+/// Puts back the threads a fail-fast walk set before the kernel refused a later one: `threads`
+/// `(tid, mask before)`, `given[i]` the mask thread `i` was given. A thread is put back only while
+/// it is still listed under `pid` and carries the mask it was given (or that mask as the kernel
+/// cut it: a subset of it); one that exited, or set a mask of its own meanwhile, is left alone.
+/// Best effort: a thread the kernel refuses its old mask now keeps the new one. A thread born
+/// during the walk from one already set inherited the new mask and is not among them (the
+/// module's Limits).
+fn put_back(pid: u32, threads: &[(u32, CpuSet)], given: &[CpuSet]) {
+    for ((tid, original), cpus) in threads.iter().zip(given) {
+        let carries = sched_getaffinity(*tid as libc::pid_t).is_ok_and(|now| now.is_subset(cpus));
+        if carries && still_listed(pid, *tid) {
+            let _ = sched_setaffinity(*tid as libc::pid_t, original);
+        }
+    }
+}
+
+/// An error of a call on thread `tid` during a walk over process `pid`, naming the process too
+/// (the call's own arguments name only the thread, whose id is not the process's).
+fn of_process(e: Error, pid: u32, tid: u32) -> Error {
+    match e {
+        Error::Syscall { syscall, args, errno } if tid != pid => {
+            Error::Syscall { syscall, args: format!("{args}; thread of process {pid}"), errno }
+        }
+        e => e,
+    }
 }
 
 /// A thread [`set_threads_affinity_each_while`] left as it was: the kernel refused its mask, and
