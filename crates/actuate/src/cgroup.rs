@@ -47,12 +47,21 @@
 //! with 65.9 MB on node 0 joining a v2 cpuset of mems 1 had all 65.9 MB on node 1 a second later;
 //! one joining a cpuset with mems left empty kept 64.1-64.3 MB on node 0 (1.6-1.9 MB on node 1;
 //! two runs).
+//!
+//! v1 needs `cpuset.mems` written before a task may join, and a task's allocations never leave its
+//! cpuset's mems (the page allocator's cpuset check; when they are full the OOM killer picks in the
+//! cpuset, `CONSTRAINT_CPUSET` in mm/oom_kill.c). numapilot's v1 cgroups wrote the placement's nodes
+//! there: a process placed on one node could no longer spill to another and was OOM-killed when
+//! that node filled, where the same placement under v2 or by thread affinity alone spills (the
+//! kernel's local-first allocation already puts new pages on the node the threads run on). So in
+//! v1 too they take the parent's mems (numapilot's subtree, the root's: every memory node): the
+//! cgroup places CPUs, page placement stays the daemon's (review helper-110).
 
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use numapilot_topology::{CpuSet, NodeSet};
+use numapilot_topology::CpuSet;
 
 use crate::error::{Error, Result};
 
@@ -189,25 +198,19 @@ impl CpusetHierarchy {
         Ok(sub)
     }
 
-    /// Places process `pid` in `numapilot/<name>` with `cpus` and, in v1, `mems` (made if missing;
-    /// in v2 `cpuset.mems` is left empty, the parent's: see the module's Limits) and returns the
-    /// cgroup path (`/numapilot/<name>`). `still()` is asked right before the process is written
-    /// into the cgroup (after the directory and its files, which can wait on the kernel's cpuset
-    /// locks): false (the pid no longer names the process meant) stops with ESRCH and moves
-    /// nothing.
-    pub fn place(
-        &self,
-        pid: u32,
-        name: &str,
-        cpus: &CpuSet,
-        mems: &NodeSet,
-        still: impl FnOnce() -> bool,
-    ) -> Result<String> {
-        if cpus.is_empty() || mems.is_empty() || check_cgroup_name(name).is_err() {
+    /// Places process `pid` in `numapilot/<name>` with `cpus` (made if missing) and returns the
+    /// cgroup path (`/numapilot/<name>`). Its memory nodes are the parent's, never narrowed: in v2
+    /// `cpuset.mems` is left empty, in v1 (where it must be written) it is a copy of numapilot's
+    /// subtree's, every memory node (see the module's Limits). `still()` is asked right before the
+    /// process is written into the cgroup (after the directory and its files, which can wait on
+    /// the kernel's cpuset locks): false (the pid no longer names the process meant) stops with
+    /// ESRCH and moves nothing.
+    pub fn place(&self, pid: u32, name: &str, cpus: &CpuSet, still: impl FnOnce() -> bool) -> Result<String> {
+        if cpus.is_empty() || check_cgroup_name(name).is_err() {
             return Err(Error::InvalidArgument {
                 syscall: "cgroup",
                 arg: "cpuset",
-                reason: format!("cpus '{cpus}', mems '{mems}' and name '{name}' must be non-empty (no '/')"),
+                reason: format!("cpus '{cpus}' and name '{name}' must be non-empty (no '/')"),
             });
         }
         let sub = self.ensure_subtree()?;
@@ -217,10 +220,14 @@ impl CpusetHierarchy {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_error("mkdir", &dir, e)),
         }
-        // Order matters in v1: mems then cpus both set before a task may join. v2: empty mems (a
-        // reused cgroup's old value cleared), so that joining moves no memory.
+        // Order matters in v1: mems then cpus both set before a task may join; the mems are the
+        // subtree's (`ensure_subtree` just gave it the root's). v2: empty mems (a reused cgroup's
+        // old value cleared), so that joining moves no memory.
         match self.version {
-            CgroupVersion::V1 => write_file(&dir.join("cpuset.mems"), &mems.to_list())?,
+            CgroupVersion::V1 => {
+                let mems = read_file(&sub.join("cpuset.mems"))?;
+                write_file(&dir.join("cpuset.mems"), mems.trim())?
+            }
             CgroupVersion::V2 => write_file(&dir.join("cpuset.mems"), "\n")?,
         }
         write_file(&dir.join("cpuset.cpus"), &cpus.to_list())?;
@@ -361,13 +368,15 @@ mod tests {
     }
 
     /// v2 migrates a joining process's memory to its cpuset's mems at once: numapilot's cgroup
-    /// leaves them empty (the parent's) and writes the CPUs; v1 writes both.
+    /// leaves them empty (the parent's) and writes the CPUs; v1, which needs mems written, takes
+    /// the subtree's (every memory node), not the placement's node: a v1 cpuset's mems bound the
+    /// process's allocations (it wrote "1" here: a process placed on node 1 could allocate
+    /// nowhere else, and was the OOM killer's once node 1 filled).
     #[test]
-    fn a_v2_placement_leaves_mems_to_the_parent_so_joining_moves_no_memory() {
+    fn a_placement_leaves_mems_to_the_parent_so_joining_moves_and_confines_no_memory() {
         let cpus: CpuSet = CpuSet::parse_list("2-3").unwrap();
-        let mems: NodeSet = NodeSet::parse_list("1").unwrap();
         let (root, h) = fake_tree(CgroupVersion::V2);
-        assert_eq!(h.place(42, "p-1", &cpus, &mems, || true).unwrap(), "/numapilot/p-1");
+        assert_eq!(h.place(42, "p-1", &cpus, || true).unwrap(), "/numapilot/p-1");
         let leaf = root.join(SUBTREE).join("p-1");
         let read = |f: &str| std::fs::read_to_string(leaf.join(f)).unwrap();
         assert_eq!(
@@ -376,8 +385,9 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(&root);
         let (root, h) = fake_tree(CgroupVersion::V1);
-        h.place(42, "p-1", &cpus, &mems, || true).unwrap();
-        assert_eq!(std::fs::read_to_string(root.join(SUBTREE).join("p-1/cpuset.mems")).unwrap(), "1");
+        h.place(42, "p-1", &cpus, || true).unwrap();
+        assert_eq!(std::fs::read_to_string(root.join(SUBTREE).join("p-1/cpuset.mems")).unwrap(), "0-1");
+        assert_eq!(std::fs::read_to_string(root.join(SUBTREE).join("p-1/cpuset.cpus")).unwrap(), "2-3");
         let _ = std::fs::remove_dir_all(&root);
     }
 
@@ -387,8 +397,7 @@ mod tests {
     fn a_placement_whose_process_changed_writes_no_pid() {
         let (root, h) = fake_tree(CgroupVersion::V2);
         let cpus: CpuSet = CpuSet::parse_list("2-3").unwrap();
-        let mems: NodeSet = NodeSet::parse_list("1").unwrap();
-        let e = h.place(42, "p-1", &cpus, &mems, || false).unwrap_err();
+        let e = h.place(42, "p-1", &cpus, || false).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ESRCH), "{e}");
         assert_eq!(std::fs::read_to_string(root.join(SUBTREE).join("p-1/cgroup.procs")).unwrap(), "");
         let _ = std::fs::remove_dir_all(&root);

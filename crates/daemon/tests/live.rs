@@ -4166,6 +4166,15 @@ fn cpuset_mode_moves_the_process_into_its_own_cpuset_and_back() {
     let listed = std::fs::read_to_string(dir.join("cpuset.cpus")).unwrap();
     assert_eq!(CpuSet::parse_list(listed.trim()).unwrap(), cpus);
     assert!(masks(kid.pid()).iter().all(|(_, m)| *m == cpus));
+    // Its memory nodes are not narrowed to the placement's (a v1 cpuset's mems bound every
+    // allocation: the process could not spill once its node filled): v2 leaves them empty, v1
+    // copies the root's.
+    let mems = std::fs::read_to_string(dir.join("cpuset.mems")).unwrap();
+    let root_mems = std::fs::read_to_string(h.mount.join("cpuset.mems")).unwrap_or_default();
+    match h.version {
+        numapilot_actuate::CgroupVersion::V1 => assert_eq!(mems.trim(), root_mems.trim()),
+        numapilot_actuate::CgroupVersion::V2 => assert_eq!(mems.trim(), ""),
+    }
     let file = Originals::load(&state).unwrap().unwrap();
     assert_eq!(file.processes[0].cpuset.as_ref().unwrap().original, before_cg);
     // numapilot's own cgroup is its placement, not a confinement: observed without cpuset CPUs

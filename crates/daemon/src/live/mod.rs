@@ -1741,16 +1741,12 @@ impl LiveHost {
             }
             self.save()?;
         }
-        let mut mems = self.topo.nodes_of_cpus(cpus).intersection(&self.topo.memory_nodes());
-        if mems.is_empty() {
-            mems = self.topo.memory_nodes();
-        }
         if !select::same_process(pid, starttime) {
             return Err(vanished_or_refused(pid, starttime, "cpuset"));
         }
         // Asked again right before the write into cgroup.procs (a pid reused meanwhile would put
         // another process in numapilot's cgroup, and a restore into this one's original cgroup).
-        match h.place(pid, &name, cpus, &mems, || select::same_process(pid, starttime)) {
+        match h.place(pid, &name, cpus, || select::same_process(pid, starttime)) {
             Ok(_) => Ok(()),
             Err(e) if e.errno() == Some(libc::ESRCH) => Err(vanished_or_refused(pid, starttime, "cpuset")),
             Err(e) => {
