@@ -110,6 +110,33 @@ fn child_entry() {
             }
             unreachable!()
         }
+        "deadline" => {
+            // Two sleeping threads, then one under SCHED_DEADLINE (sched_setattr: 1 ms every 10
+            // ms, asleep): the kernel refuses that thread a mask narrower than its root domain
+            // (EBUSY, dl_task_check_affinity), after the threads listed before it took theirs.
+            // Prints "ready" or, where the policy is refused, "no-deadline ERRNO".
+            for _ in 0..2 {
+                std::thread::spawn(|| sleep_forever());
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                // struct sched_attr (include/uapi/linux/sched/types.h): size, policy, flags,
+                // nice, priority, runtime, deadline, period.
+                #[repr(C)]
+                struct SchedAttr(u32, u32, u64, i32, u32, u64, u64, u64);
+                let a = SchedAttr(48, 6, 0, 0, 0, 1_000_000, 10_000_000, 10_000_000);
+                // SAFETY: a sched_attr of the size it says, for the calling thread (0).
+                let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &a as *const SchedAttr, 0) };
+                tx.send(if rc == 0 { 0 } else { std::io::Error::last_os_error().raw_os_error().unwrap_or(-1) })
+                    .unwrap();
+                sleep_forever()
+            });
+            match rx.recv().unwrap() {
+                0 => ready(),
+                e => println!("no-deadline {e}"),
+            }
+            sleep_forever()
+        }
         "pin" => {
             let first = sched_getaffinity(0).unwrap().first().unwrap();
             numapilot_actuate::sched_setaffinity(0, &std::iter::once(first).collect()).unwrap();
@@ -4735,4 +4762,82 @@ fn a_background_move_that_ends_has_its_numa_maps_read_again() {
     observe(&mut host);
     let after = host.numa_maps_read_ns(kid.pid()).expect("watched");
     assert!(after > before, "numa_maps not read again after the move ended ({before} -> {after})");
+}
+
+/// A kid with a SCHED_DEADLINE thread (the last listed), or `None` (said) where the kernel
+/// refuses the policy.
+fn deadline_kid(test: &str) -> Option<Kid> {
+    let mut kid = Kid::spawn("deadline", &[]);
+    loop {
+        let line = kid.line("");
+        if line == "ready" {
+            return Some(kid);
+        }
+        if let Some(e) = line.strip_prefix("no-deadline") {
+            eprintln!("{test}: skipped, SCHED_DEADLINE refused (errno{e})");
+            return None;
+        }
+    }
+}
+
+/// A whole-process placement the kernel refuses for one thread changes nothing (review
+/// helper-110): its SCHED_DEADLINE thread, listed last, is refused a narrower mask (EBUSY), and
+/// the threads set before it were left on the new mask while the policies heard "refused".
+#[test]
+fn a_placement_refused_for_one_thread_leaves_every_thread_as_it_was() {
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(kid) = deadline_kid("a_placement_refused_for_one_thread_leaves_every_thread_as_it_was") else { return };
+    let (_d, state) = tmp_state("refused-thread");
+    let mut host = host_with(&state, |_| {});
+    let before = masks(kid.pid());
+    assert!(before.len() >= 3, "{before:?}");
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: cpus.clone() }));
+    let m = refused(&o);
+    assert!(m.contains("EBUSY") && m.contains(&format!("thread of process {}", kid.pid())), "{m}");
+    assert_eq!(masks(kid.pid()), before, "threads left on the refused placement's mask");
+}
+
+/// The same refusal in cpuset mode: the process was moved into numapilot's cgroup before its
+/// threads were set, and stayed there on the refused CPUs. The placement is undone: back in its
+/// cgroup, numapilot's removed, the record without it.
+#[test]
+fn a_cpuset_placement_whose_threads_are_refused_is_undone() {
+    let _one = CPUSET_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let Some(cpus) = narrow_cpus(&t) else { return };
+    let Some(h) = kid::cpusets("a_cpuset_placement_whose_threads_are_refused_is_undone") else { return };
+    let Some(kid) = deadline_kid("a_cpuset_placement_whose_threads_are_refused_is_undone") else { return };
+    let (_d, state) = tmp_state("refused-cpuset");
+    let mut host = host_with(&state, |o| o.cpuset = numapilot_daemon::live::CpusetMode::Auto);
+    let before_cg = h.cgroup_of(kid.pid()).unwrap().unwrap();
+    let before = masks(kid.pid());
+    let target = kid.target();
+    let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert!(refused(&o).contains("EBUSY"), "{o:?}");
+    let made = format!("/numapilot/{}-{}", kid.pid(), target.starttime);
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), before_cg, "left in {made}");
+    assert!(!h.dir(&made).exists(), "numapilot's cgroup {made} is removed");
+    assert_eq!(masks(kid.pid()), before);
+    let file = Originals::load(&state).unwrap().unwrap();
+    assert!(file.processes.iter().all(|p| p.cpuset.is_none()), "{:?}", file.processes);
+    // Placed in its cgroup on every CPU (the deadline thread takes that), then refused the narrow
+    // CPUs: the cgroup gets every CPU back, and so do the threads it cut.
+    let all = t.online_cpus();
+    let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: all.clone() }));
+    assert_eq!(o, Outcome::Applied { pages_moved: 0 });
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), made);
+    let placed = masks(kid.pid());
+    let o = host.apply(&action(target, ActionKind::SetAffinity { cpus: cpus.clone() }));
+    assert!(refused(&o).contains("EBUSY"), "{o:?}");
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), made);
+    let listed = std::fs::read_to_string(h.dir(&made).join("cpuset.cpus")).unwrap();
+    assert_eq!(CpuSet::parse_list(listed.trim()).unwrap(), all, "the cgroup kept the refused CPUs");
+    assert_eq!(masks(kid.pid()), placed);
+    let r = host.restore_all();
+    assert!(r.failed.is_empty(), "{r:?}");
+    assert_eq!(h.cgroup_of(kid.pid()).unwrap().unwrap(), before_cg);
+    assert_eq!(masks(kid.pid()), before);
+    drop(kid);
+    let _ = std::fs::remove_dir(h.mount.join("numapilot"));
 }

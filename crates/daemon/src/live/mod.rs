@@ -1628,6 +1628,10 @@ impl LiveHost {
         // A process an operator or a container runtime confined to a cpuset keeps its cgroup: moved
         // into one of numapilot's, it would leave the container's memory, pids and CPU limits (v2)
         // until the daemon exits. It gets thread affinity only, within its cpuset.
+        // The cgroup placement this call made, to be undone when the threads then refuse their
+        // mask: `(hierarchy, None)` the process was moved into numapilot's cgroup now, `(hierarchy,
+        // Some(cpus))` the cgroup it was in already had `cpus` before.
+        let mut cgroup_undo: Option<(CpusetHierarchy, Option<CpuSet>)> = None;
         if let Some(h) = self.cpuset.clone() {
             // Moved out of the cgroup numapilot made for it by someone else since (an operator, a
             // service manager): that move is theirs. Our cgroup is emptied (anything left in it goes
@@ -1652,9 +1656,18 @@ impl LiveHost {
                         .is_some_and(|c| !self.topo.online_cpus().is_subset(&c))
                         || limited()));
             if !confined {
+                let before = match rec.and_then(|r| r.cpuset.as_ref()) {
+                    Some(cs) => std::fs::read_to_string(h.dir(&cs.made_path()).join("cpuset.cpus"))
+                        .ok()
+                        .and_then(|c| CpuSet::parse_list(c.trim()).ok())
+                        .filter(|c| !c.is_empty())
+                        .map(Some),
+                    None => Some(None),
+                };
                 if let Err(o) = self.place_cpuset(&h, pid, starttime, cpus) {
                     return o;
                 }
+                cgroup_undo = before.map(|b| (h, b));
             }
         }
         // Every thread listed now has its original on record (`record` above), or carries a mask
@@ -1677,7 +1690,79 @@ impl LiveHost {
             // when its stat confirms it.
             Ok(None) => vanished_or_refused(pid, starttime, "setting its affinity"),
             Err(e) if e.errno() == Some(libc::ESRCH) => vanished_or_refused(pid, starttime, "setting its affinity"),
-            Err(e) => Outcome::Refused { message: e.to_string() },
+            Err(e) => {
+                // A refused placement changes nothing: the walk put its threads back, and the
+                // cgroup placement made before it is undone too (the process stayed in
+                // numapilot's cgroup on the refused CPUs, which the policies took for not placed).
+                if let Some((h, before)) = cgroup_undo {
+                    self.undo_cpuset(&h, pid, starttime, cpus, before);
+                }
+                Outcome::Refused { message: e.to_string() }
+            }
+        }
+    }
+
+    /// Undoes the cgroup placement of a refused [`LiveHost::set_affinity`] onto `cpus`: `before`
+    /// `None`, the process was moved into numapilot's cgroup by it: the cgroup is released
+    /// (emptied back to the original, removed) and the record drops it, saved; `Some(old)`, the
+    /// cgroup it was in already gets its CPUs back. Either way the threads the cgroup cut to
+    /// `cpus` get their masks from before: the walk read them after the cut and put them back so,
+    /// and the kernel holds a task to the last mask it was given (since Linux 6.2), so a cgroup
+    /// widened again would not widen them. Failures are logged (the record keeps what a restore
+    /// needs).
+    fn undo_cpuset(&mut self, h: &CpusetHierarchy, pid: u32, starttime: u64, cpus: &CpuSet, before: Option<CpuSet>) {
+        let Some(rec) = self.originals.procs.get(&pid).filter(|r| r.starttime == starttime) else { return };
+        let Some(cs) = rec.cpuset.clone() else { return };
+        let mut errors = Vec::new();
+        let mut released = false;
+        match &before {
+            Some(old) => {
+                if let Err(e) = h.place(pid, &cs.made, old, || select::same_process(pid, starttime)) {
+                    errors.push(format!("numapilot's cgroup {} not given back CPUs {old}: {e}", cs.made_path()));
+                }
+            }
+            None => {
+                let e = state::release_cgroup(&cs);
+                released = e.is_empty();
+                errors.extend(e);
+            }
+        }
+        // Each thread still within `cpus`: the cgroup's old CPUs (the earlier placement, which
+        // every thread carried), or, moved out of the cgroup, the original `record` took before
+        // it (the leader's for a thread born since).
+        let default = CpuSet::parse_list(&rec.default_cpus).ok().filter(|c| !c.is_empty());
+        let r = numapilot_actuate::process::set_threads_affinity_each_while(
+            pid,
+            self.affinity_rounds,
+            |tid| {
+                let now = sched_getaffinity(tid as libc::pid_t).ok()?;
+                if !now.is_subset(cpus) {
+                    return None;
+                }
+                match (&before, rec.threads.get(&tid)) {
+                    (Some(old), _) => Some(old.clone()),
+                    (None, Some(c)) => CpuSet::parse_list(c).ok(),
+                    (None, None) => default.clone(),
+                }
+            },
+            |_, _, _| None,
+            || select::same_process(pid, starttime),
+        );
+        match r {
+            Ok(Some(done)) => errors.extend(done.refused.iter().map(|r| format!("thread {}: {}", r.tid, r.error))),
+            Ok(None) => {}
+            Err(e) => errors.push(e.to_string()),
+        }
+        for e in &errors {
+            tracing::warn!("pid {pid}: undoing a refused placement: {e}");
+        }
+        if released {
+            if let Some(rec) = self.originals.procs.get_mut(&pid) {
+                rec.cpuset = None;
+            }
+            if let Err(o) = self.save() {
+                tracing::warn!("pid {pid}: state file after a refused placement: {o:?}");
+            }
         }
     }
 
