@@ -54,6 +54,6 @@ pub use migrate::{
 };
 pub use placement::{Original, ThreadPlacement};
 pub use process::{
-    exclusive_pages, list_threads, resident_pages, set_process_affinity, set_process_affinity_while,
-    set_threads_affinity, set_threads_affinity_while, ProcessAffinity,
+    exclusive_pages, kernel_owns_affinity, list_threads, resident_pages, set_process_affinity,
+    set_process_affinity_while, set_threads_affinity, set_threads_affinity_while, ProcessAffinity, PF_NO_SETAFFINITY,
 };

@@ -28,8 +28,10 @@
 //! threads it had set back on the masks they had, so a refusal changes nothing: the walk left them
 //! on the new mask, and the daemon, whose policies read a refused placement as not made, kept a
 //! process half placed until its exit (review helper-110: one thread of a process alone in a v1
-//! cpuset of other CPUs, or an io_uring worker on kernels that mark it PF_NO_SETAFFINITY, as 5.12
-//! did: liburing issue #353). The refusal names the thread and its process. Putting masks back
+//! cpuset of other CPUs). The refusal names the thread and its process. One refusal is not the
+//! plan's: a thread whose CPUs the kernel keeps to itself (`PF_NO_SETAFFINITY`: io_uring's io-wq
+//! workers on kernels 5.12 to 6.2, liburing issue #353) is refused whatever the mask, so it is
+//! skipped and reported ([`kernel_owns_affinity`]), and the rest of the process is placed. Putting masks back
 //! goes on instead ([`set_threads_affinity_each_while`]): every thread gets its mask, or a
 //! substitute the caller offers for a refused one, or is reported, so one thread whose original the
 //! kernel no longer takes leaves no later thread on the daemon's mask (review of 2026-11-30).
@@ -66,6 +68,40 @@ pub struct ProcessAffinity {
     /// True when the last allowed listing still showed threads that were not set (the process
     /// creates threads faster than we can follow; they were set, but later ones may have escaped).
     pub unsettled: bool,
+    /// Threads left as they were because their CPUs are the kernel's to choose
+    /// ([`kernel_owns_affinity`]: io_uring workers on kernels 5.12 to 6.2), in the order met.
+    pub kernel_owned: Vec<u32>,
+}
+
+/// `PF_NO_SETAFFINITY` in the per-task flags (`include/linux/sched.h`, 0x04000000): userland may
+/// not change the task's CPUs. `sched_setaffinity()` answers EINVAL for such a task before it
+/// looks at the mask (kernel/sched/core.c). Per-CPU kernel threads carry it (`kthread_bind`), and
+/// so did io_uring's io-wq workers from 5.12 (created bound to their node's CPUs,
+/// `io_init_new_worker`) until commit 01e68ce08a30 "io_uring/io-wq: stop setting
+/// PF_NO_SETAFFINITY on io-wq workers" (6.3), and sqpoll threads until a5fc1441af77.
+pub const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
+
+/// Whether the kernel keeps `tid`'s CPUs to itself (`PF_NO_SETAFFINITY` in the flags of
+/// `/proc/PID/task/TID/stat`, field 9: the ninth after the last `)`'s command name, see
+/// proc(5)). False when the file cannot be read or parsed: the system call then decides.
+///
+/// Why it matters: on kernels 5.12 to 6.2 every process that uses io_uring has such threads
+/// while requests are in flight (one per node with work, bound to that node's CPUs), and
+/// `sched_setaffinity` refuses each with EINVAL. A placement that treated that refusal as any
+/// other put the whole process back, and its next attempt met the same worker: an io_uring
+/// program was never placed. Such a thread is skipped and reported in
+/// [`ProcessAffinity::kernel_owned`]; the daemon does not read its mask as a pin either.
+pub fn kernel_owns_affinity(pid: u32, tid: u32) -> bool {
+    let Ok(bytes) = std::fs::read(format!("/proc/{pid}/task/{tid}/stat")) else { return false };
+    stat_flags(&bytes).is_some_and(|f| f & PF_NO_SETAFFINITY != 0)
+}
+
+/// The `flags` field of a stat line (`pid (comm) state ppid pgrp session tty_nr tpgid flags ...`),
+/// split after the last `)` since the command name may hold spaces and parentheses.
+fn stat_flags(line: &[u8]) -> Option<u32> {
+    let close = line.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&line[close + 1..]).ok()?;
+    rest.split_ascii_whitespace().nth(6)?.parse().ok()
 }
 
 /// Thread ids under `/proc/PID/task`, ascending; `Ok(None)` when the process is gone.
@@ -166,6 +202,11 @@ pub fn set_threads_affinity_while(
         match sched_setaffinity(tid as libc::pid_t, &cpus) {
             Ok(()) => {}
             Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
+            // Read only after a refusal: the flag costs nothing on the common path.
+            Err(e) if e.errno() == Some(libc::EINVAL) && kernel_owns_affinity(pid, tid) => {
+                out.kernel_owned.push(tid);
+                return Ok(());
+            }
             Err(e) => return Err(of_process(e, pid, tid)),
         }
         out.threads.push((tid, original));
@@ -181,7 +222,7 @@ pub fn set_threads_affinity_while(
     };
     out.rounds = walk.rounds;
     out.unsettled = walk.unsettled;
-    Ok(if walk.gone && out.threads.is_empty() { None } else { Some(out) })
+    Ok(if walk.gone && out.threads.is_empty() && out.kernel_owned.is_empty() { None } else { Some(out) })
 }
 
 /// Puts back the threads a fail-fast walk set before the kernel refused a later one: `threads`
@@ -274,6 +315,10 @@ pub fn set_threads_affinity_each_while(
                 return Ok(());
             }
             Err(e) if e.errno() == Some(libc::ESRCH) => return Ok(()),
+            Err(e) if e.errno() == Some(libc::EINVAL) && kernel_owns_affinity(pid, tid) => {
+                out.walk.kernel_owned.push(tid);
+                return Ok(());
+            }
             Err(e) => e,
         };
         match instead(tid, &cpus, &error).filter(|s| *s != cpus && !s.is_empty()) {
@@ -291,7 +336,7 @@ pub fn set_threads_affinity_each_while(
     })?;
     out.walk.rounds = walk.rounds;
     out.walk.unsettled = walk.unsettled;
-    let touched = !out.walk.threads.is_empty() || !out.refused.is_empty();
+    let touched = !out.walk.threads.is_empty() || !out.refused.is_empty() || !out.walk.kernel_owned.is_empty();
     Ok(if walk.gone && !touched { None } else { Some(out) })
 }
 
@@ -440,6 +485,20 @@ fn pages_where(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flags field is the ninth after the command name's last `)`, whatever the name holds;
+    /// a line cut short has none.
+    #[test]
+    fn stat_flags_split_after_the_name() {
+        // An io-wq worker of 5.15: PF_NO_SETAFFINITY | PF_FORKNOEXEC | PF_IO_WORKER, comm "iou-wrk-9913".
+        let worker = b"9915 (iou-wrk-9913) S 1 9913 4280 34816 9913 67108944 0 0 0 0 0 0 0 0 20 0 2 0 364627";
+        assert_eq!(stat_flags(worker), Some(67_108_944));
+        assert_ne!(67_108_944 & PF_NO_SETAFFINITY, 0);
+        let odd = b"77 (a) 1 2 3 4 5 6 (b)) S 1 77 77 0 -1 4194304 97 0";
+        assert_eq!(stat_flags(odd), Some(4_194_304));
+        assert_eq!(stat_flags(b"77 (a) S 1 77"), None);
+        assert_eq!(stat_flags(b"no name"), None);
+    }
 
     /// The identity check asked before each listing: false from the start changes no thread and
     /// reads as gone.

@@ -66,7 +66,11 @@
 //!
 //! # Limits
 //!
-//! The first sample gives no rates (0). Kernel threads are skipped. A process read without its
+//! The first sample gives no rates (0). Kernel threads are skipped, and so are threads whose CPUs
+//! the kernel keeps (`PF_NO_SETAFFINITY`: io_uring's io-wq workers on kernels 5.12 to 6.2, bound to
+//! one node each): their mask is not the program's pin (taken as one, every io_uring process was
+//! pinned and never placed) and no placement can move them, so a plan holding them would never be
+//! met. Their CPU time is not in their process's demand. A process read without its
 //! threads has a [`ProcView`] but no tasks. Residency as an access estimate is coarse: a thread
 //! working on a slice of a shared buffer looks like every other thread of its process.
 
@@ -708,6 +712,12 @@ fn update_hot(
 }
 
 /// Rebuilds `model.tasks` and `model.procs` from `sample`.
+/// The threads of `p` the model places: all but those whose CPUs the kernel keeps
+/// (`PF_NO_SETAFFINITY`; see the module's limits).
+fn placeable(p: &ProcessSample) -> impl Iterator<Item = &ThreadSample> {
+    p.threads.iter().filter(|t| !t.stat.kernel_owns_affinity())
+}
+
 pub(crate) fn update(model: &mut Model, sample: &Sample) {
     let now = model.now_ns;
     let dt = model.period_ns;
@@ -791,20 +801,19 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
         let whole = ph.settled.as_ref().filter(|s| {
             mem_same
                 && s.read_ns == read_ns
-                && s.threads.len() == p.threads.len()
-                && s.threads.iter().zip(&p.threads).all(|(&(tid, st), t)| tid == t.tid && st == t.stat.starttime)
+                && s.threads.iter().copied().eq(placeable(p).map(|t| (t.tid, t.stat.starttime)))
                 && !acc.has_pid(p.pid)
         });
         if let Some(s) = whole {
             any_narrow = s.narrow;
-            tids.extend(p.threads.iter().map(|t| t.tid));
-            tasks_kept += p.threads.len();
+            tids.extend(placeable(p).map(|t| t.tid));
+            tasks_kept += s.threads.len();
             settled_whole.insert(p.pid);
         }
         // For `ProcHist::settled` and `hot_threads`: every thread's view settled with no hot bucket
         // of its own, and some thread with one.
         let (mut all_settled, mut hot_threads) = (true, false);
-        for t in p.threads.iter().filter(|_| whole.is_none()) {
+        for t in placeable(p).filter(|_| whole.is_none()) {
             let key = TaskKey { pid: p.pid, tid: t.tid };
             crate::work::count("tasks.thread_lookups", 1);
             let th = hist.threads.get_mut(&key);
@@ -984,7 +993,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
             ph.hot_threads = hot_threads;
             ph.settled = all_settled.then(|| SettledProc {
                 read_ns,
-                threads: p.threads.iter().map(|t| (t.tid, t.stat.starttime)).collect(),
+                threads: placeable(p).map(|t| (t.tid, t.stat.starttime)).collect(),
                 narrow: any_narrow,
             });
         }
@@ -1191,6 +1200,36 @@ mod tests {
             });
         }
         s
+    }
+
+    /// A thread whose CPUs the kernel keeps (an io-wq worker of 5.12-6.2, bound to node 0's CPUs
+    /// and flagged `PF_NO_SETAFFINITY`) is no pin of its process's and no task to place: the
+    /// process stays placeable with its other threads, through a fresh read and carried ones (the
+    /// whole-process-settled path). The same thread unflagged is a pin (control).
+    #[test]
+    fn a_thread_whose_cpus_the_kernel_keeps_is_no_pin_and_no_task() {
+        let topo = Topology::uniform(2, 4, 4 << 20, 20);
+        let idle = |_: u32, _: u32| SEC;
+        let sample = |t: u64, flagged: bool| {
+            let mut s = carried_sample(&topo, t, 1, (1, 3), idle, false, false);
+            if flagged {
+                s.processes[0].threads[2].stat.flags |= numapilot_observe::parse::stat::PF_NO_SETAFFINITY;
+            }
+            s
+        };
+        let mut m = Model::new(topo.clone(), crate::Tunables::default());
+        for t in 1..=4 {
+            m.update(&sample(t, true));
+            let p = &m.procs[&100];
+            assert!(!p.pinned, "update {t}: the worker's mask is the kernel's");
+            let tids: Vec<u32> = m.tasks.keys().map(|k| k.tid).collect();
+            assert_eq!(tids, vec![10000, 10001], "update {t}");
+            assert_eq!(p.tids, vec![10000, 10001], "update {t}");
+        }
+        let mut control = Model::new(topo.clone(), crate::Tunables::default());
+        control.update(&sample(1, false));
+        assert!(control.procs[&100].pinned, "unflagged, thread 2 on CPU 0 pins its process");
+        assert_eq!(control.tasks.len(), 3);
     }
 
     /// whole-process-settled: once every thread of a process is settled, a carried read of it

@@ -29,6 +29,12 @@ use crate::error::{FileKind, ParseError};
 /// `PF_KTHREAD` in the per-task flags (`include/linux/sched.h`): the task is a kernel thread.
 pub const PF_KTHREAD: u32 = 0x0020_0000;
 
+/// `PF_NO_SETAFFINITY` in the per-task flags (`include/linux/sched.h`): userland may not change
+/// the task's CPUs (`sched_setaffinity` answers EINVAL). Per-CPU kernel threads, and io_uring's
+/// io-wq workers of kernels 5.12 to 6.2, bound to their node's CPUs (commit 01e68ce08a30 dropped
+/// the flag in 6.3).
+pub const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
+
 /// The fields of a stat line numapilot uses. `Default` is all zeros (state `'\0'`, no optional
 /// field): a base for hand-built samples in tests and examples, never a parse result.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +83,12 @@ impl TaskStat {
     /// Whether the task is a kernel thread (`PF_KTHREAD`).
     pub fn is_kernel_thread(&self) -> bool {
         self.flags & PF_KTHREAD != 0
+    }
+
+    /// Whether the kernel keeps the task's CPUs to itself (`PF_NO_SETAFFINITY`): its mask is no
+    /// placement of the program's, and no placement can change it.
+    pub fn kernel_owns_affinity(&self) -> bool {
+        self.flags & PF_NO_SETAFFINITY != 0
     }
 
     /// Whether the process is a zombie with no thread left (state `Z`, exited and not yet reaped):
