@@ -1473,8 +1473,11 @@ impl LiveHost {
                 select::cpuset_cpus(&self.topo, self.cpuset_read.as_ref(), pid)
                     .map(|c| c.intersection(&self.topo.usable_cpus()))
             });
-            // Not narrowed (every CPU it may use): nobody's placement.
-            if allowed.as_ref().is_some_and(|a| !a.is_empty() && a.is_subset(&m)) {
+            // Not narrowed (every CPU it may use): nobody's placement. Nor a mask the kernel
+            // keeps (an io-wq worker born since, on 5.12-6.2: bound to one node).
+            if allowed.as_ref().is_some_and(|a| !a.is_empty() && a.is_subset(&m))
+                || numapilot_actuate::kernel_owns_affinity(pid, tid)
+            {
                 continue;
             }
             return Some(format!(

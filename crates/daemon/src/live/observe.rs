@@ -523,7 +523,7 @@ fn cpuset_for(
     now_ns: u64,
 ) -> Option<Arc<CpuSet>> {
     let (h, online) = (h?, online?);
-    if p.threads.iter().all(|t| online.is_subset(&t.cpus_allowed)) {
+    if p.threads.iter().all(|t| t.stat.kernel_owns_affinity() || online.is_subset(&t.cpus_allowed)) {
         return None;
     }
     if e.cpuset_ns == 0 || now_ns.saturating_sub(e.cpuset_ns) >= CPUSET_RECHECK_NS {

@@ -511,7 +511,8 @@ pub fn cpuset_cpus(topo: &Topology, hier: Option<&CpusetHierarchy>, pid: u32) ->
 
 /// Why `pid` counts as having placed itself, or `None`: an explicit memory policy in numa_maps
 /// (bind, prefer, prefer many, interleave, weighted interleave on any VMA), or, unless
-/// `affinity_is_ours`, a thread whose affinity is narrower than its cpuset's CPUs. What cannot be
+/// `affinity_is_ours`, a thread whose affinity is narrower than its cpuset's CPUs (not one whose
+/// CPUs the kernel keeps: [`numapilot_actuate::kernel_owns_affinity`]). What cannot be
 /// read counts as placed (left alone this time; the check runs at every action): a process bound
 /// with `numactl --membind` whose numa_maps read failed once had its pages moved. A process
 /// started on this daemon's launch advice for `advised` nodes (its launcher named it) placed
@@ -570,7 +571,9 @@ pub fn pinned(
     for tid in tids {
         let Ok(mask) = sched_getaffinity(tid as libc::pid_t) else { continue };
         let within = mask.intersection(&allowed);
-        if !allowed.is_subset(&within) {
+        // A thread whose CPUs the kernel keeps (io-wq workers of 5.12-6.2, bound to one node) is
+        // nobody's pin: read only for a narrow mask, the common case costs nothing.
+        if !allowed.is_subset(&within) && !numapilot_actuate::kernel_owns_affinity(pid, tid) {
             return Some(format!(
                 "thread {tid} pinned itself to CPUs {} (its cpuset allows {})",
                 mask.to_list(),
@@ -764,6 +767,26 @@ mod tests {
         assert!(why.contains("numa_maps could not be read"), "{why}");
         // This process: readable, no explicit policy, its own affinity.
         assert_eq!(pinned(&Reader::new("/"), &topo, None, std::process::id(), true, None), None);
+    }
+
+    /// A thread whose CPUs the kernel keeps is no pin: on kernels 5.12 to 6.2 every io_uring
+    /// program has such threads bound to one node (io-wq workers), and read as pins they left the
+    /// program unplaced. This host's kernel no longer flags io-wq workers; a per-CPU kernel
+    /// thread (`ksoftirqd/0`: flagged, bound to one CPU, empty numa_maps) is the real task here.
+    #[test]
+    fn a_mask_the_kernel_keeps_is_no_pin() {
+        let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
+        let online = topo.online_cpus();
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let mask = sched_getaffinity(pid as libc::pid_t).ok()?;
+            (numapilot_actuate::kernel_owns_affinity(pid, pid) && !online.is_subset(&mask)).then_some((pid, mask))
+        });
+        let Some((pid, mask)) = found else {
+            eprintln!("skipped: no task flagged PF_NO_SETAFFINITY narrower than the online CPUs (one CPU?)");
+            return;
+        };
+        assert_eq!(pinned(&Reader::new("/"), &topo, None, pid, false, None), None, "{pid} on CPUs {}", mask.to_list());
     }
 
     /// A process Debian's numactl started with `--cpunodebind=0 --preferred-many=0` placed itself,
