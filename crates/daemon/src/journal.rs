@@ -63,9 +63,10 @@ pub struct Record {
     pub comm: String,
     /// Action kind (`set-affinity`, `migrate-pages`, `move-ranges`, `interleave`) or `restore`.
     pub kind: String,
-    /// The rule that fired.
+    /// The rule that fired (the first unit's, for an action covering several units).
     pub rule: String,
-    /// The rule's figures.
+    /// The rule's figures; for an action covering several units, then each other unit's distinct
+    /// reason as `; and [rule] figures`.
     pub detail: String,
     /// `applied`, `partial`, `started` (a page move handed to the mover; its `move-done` line
     /// follows), `vanished`, `refused`, or `planned` when not carried out: in a dry run, or with

@@ -16,7 +16,9 @@ pub struct TaskRef {
     pub starttime: u64,
 }
 
-/// Why an action is taken: the rule that fired and the numbers it saw.
+/// Why an action is taken: the rule that fired and the numbers it saw. An action the adaptive
+/// policy takes for several units at once (a process-wide SetAffinity) names each unit's distinct
+/// reason: the first's rule here, the others as `; and [rule] figures` after the first's in `detail`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
     /// Short rule name, e.g. `memory-follows-cpu`, `hard-bind`.

@@ -2450,3 +2450,30 @@ fn a_thread_that_goes_to_its_own_slice_is_not_charged_its_siblings() {
         "{why}"
     );
 }
+
+/// An action that covers several units carries the reason of each: a process-wide SetAffinity
+/// for a process whose units reach the same node by different rules names every rule, with that
+/// unit's figures, the first unit's first. It used to carry the first unit's reason alone, so the
+/// journal and `explain` gave the other units' threads a reason that was not theirs.
+///
+/// ```text
+///   app (pid 10), 512 MiB on node 0 (small: not cpu-follows-memory by size)
+///     unit 1 = thread 0 (0.5 CPUs) on node 1: moving it is cheaper than copying its 128 MiB
+///              -> node 0 (cpu-follows-memory)
+///     unit 2 = threads 1-3 (1.0 CPU each) on node 0, all their memory there
+///              -> node 0 (stay-current-node)
+///   plan: one SetAffinity(10, node 0), reason [cpu-follows-memory] group 1 ...;
+///         and [stay-current-node] group 2 ...
+/// ```
+#[test]
+fn an_action_over_several_units_names_each_units_rule() {
+    let mut b = B::new("autonuma-2s12c-24g");
+    b.proc(10, "app", &[(1, 0.5), (0, 1.0), (0, 1.0), (0, 1.0)], &[512, 0]);
+    b.group(1, &[tk(10, 0)]).group(2, &[tk(10, 1), tk(10, 2), tk(10, 3)]);
+    let plan = Adaptive::new().decide(&b.m);
+    check_conservation(&b.m, &plan);
+    assert_eq!(affinities(&b.m, &plan), vec![aff(10, None, "0", "cpu-follows-memory")], "{plan:#?}");
+    let detail = &plan.actions[0].reason.detail;
+    assert!(detail.starts_with("group 1 (1 task): "), "{detail}");
+    assert!(detail.contains("; and [stay-current-node] group 2 (3 tasks): runs on node 0"), "{detail}");
+}

@@ -74,6 +74,13 @@
 //!   balance-stays           a task the balancer moved off its unit's node stays where it is
 //!                           until that node has room for it again (no action)
 //! ```
+//!
+//! An action covers the tasks of several units when a process's units all go to the same nodes:
+//! one process-wide SetAffinity, not one per thread. Its reason is every unit's
+//! (reason-of-every-unit, `reason_of_all`): the first unit's rule as `Reason::rule`, and in the
+//! detail the first unit's figures, then each other distinct reason as `; and [rule] figures`, each
+//! beginning with its unit's label; past `REASONS_SPELLED` the rest are counted and their rules
+//! named. So the journal and `explain` give every thread of the action its own unit's rule.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -102,6 +109,14 @@ pub(crate) const CONFINED_RULE: &str = "confined-within-cpuset";
 
 /// Most processes a group's label names; the rest are counted.
 const LABEL_PIDS: usize = 4;
+
+/// Most reasons, with their figures, that an action covering several units gives
+/// (`reason_of_all`); the units' reasons beyond are counted and their rules named. Default 4
+/// (unit: distinct reasons), as `LABEL_PIDS`. Source: a unit's reason runs to 150-300 characters
+/// (its label and figures); a process whose threads are spread over many small groups would
+/// otherwise write a journal line and an `explain` entry of several kilobytes per move, while
+/// every rule involved is still named.
+const REASONS_SPELLED: usize = 4;
 
 /// A group's name in reasons: its id, its tasks and, when it holds threads of several processes,
 /// those processes and what ties them, from the affinity graph's edges between threads of two of
@@ -2143,7 +2158,7 @@ impl<'m> Planner<'m> {
                     Action {
                         target: TaskRef { pid, tid: None, starttime: p.starttime },
                         kind: ActionKind::SetAffinity { cpus },
-                        reason: tp.reason.clone(),
+                        reason: reason_of_all(plans.iter().map(|(_, tp)| &tp.reason)),
                     },
                     load,
                 ));
@@ -2167,7 +2182,6 @@ impl<'m> Planner<'m> {
         }
     }
 
-    /// The plan and the load recorded with each action.
     /// Pages `pid`'s memory may still move in this plan: its young allowance, then the shared
     /// budget.
     pub(crate) fn budget_for(&self, pid: u32) -> u64 {
@@ -2185,8 +2199,79 @@ impl<'m> Planner<'m> {
         self.budget_pages = self.budget_pages.saturating_sub(pages - own);
     }
 
+    /// The plan and the load recorded with each action.
     pub(crate) fn finish(self) -> (Plan, Vec<f64>, BTreeMap<TaskKey, f64>) {
         let (actions, loads) = self.actions.into_iter().unzip();
         (Plan { actions, standing: Vec::new() }, loads, self.task_hold_loads)
+    }
+}
+
+/// Rule reason-of-every-unit: the reason of an action that covers the tasks of several units (a
+/// process-wide SetAffinity for a process whose units all go to the same nodes), from the tasks'
+/// own reasons in plan order. Its rule is the first task's (the one the policy's bookkeeping
+/// reads: `Adaptive::record`, the futile-move records); its detail is the first task's, then
+/// each further distinct reason as `; and [rule] detail` ("and": a `; [name]` alone is a
+/// condition within one unit's reason, e.g. home-needs-no-room), at most `REASONS_SPELLED` in
+/// all, the rest counted with their rules named. A unit's detail begins with its label, so each part says whose
+/// threads it is about. Before, such an action carried the first unit's reason alone, and the
+/// journal and `explain` gave the other units' threads a rule and figures that were not theirs.
+/// One reason (every task of one unit, or units with the same reason) is returned as it is.
+fn reason_of_all<'a>(reasons: impl IntoIterator<Item = &'a Reason>) -> Reason {
+    let mut distinct: Vec<&Reason> = Vec::new();
+    for r in reasons {
+        if !distinct.contains(&r) {
+            distinct.push(r);
+        }
+    }
+    // The caller always has a task; none would be an action without a reason.
+    let Some((first, rest)) = distinct.split_first() else {
+        return Reason::new("", "");
+    };
+    let mut reason = (*first).clone();
+    let spelled = rest.len().min(REASONS_SPELLED.saturating_sub(1));
+    for r in &rest[..spelled] {
+        reason.detail.push_str(&format!("; and [{}] {}", r.rule, r.detail));
+    }
+    let counted = &rest[spelled..];
+    if !counted.is_empty() {
+        let mut rules: Vec<&str> = Vec::new();
+        for r in counted {
+            if !rules.contains(&r.rule.as_str()) {
+                rules.push(&r.rule);
+            }
+        }
+        let rules: Vec<String> = rules.iter().map(|r| format!("[{r}]")).collect();
+        reason.detail.push_str(&format!("; and {}, by {}", plural(counted.len(), "more reason"), rules.join(", ")));
+    }
+    reason
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reasons beyond `REASONS_SPELLED` are counted, each of their rules still named once; a
+    /// repeated reason is given once.
+    #[test]
+    fn reasons_beyond_the_spelled_ones_are_counted_with_their_rules() {
+        let r = |rule: &str, unit: u32| Reason::new(rule, format!("group {unit}: figures"));
+        let reasons = [
+            r("cpu-follows-memory", 1),
+            r("cpu-follows-memory", 1),
+            r("stay-current-node", 2),
+            r("preferred-node", 3),
+            r("preferred-node", 4),
+            r("next-best-node", 5),
+            r("preferred-node", 6),
+            r("least-loaded", 7),
+        ];
+        let all = reason_of_all(&reasons);
+        assert_eq!(all.rule, "cpu-follows-memory");
+        assert_eq!(
+            all.detail,
+            "group 1: figures; and [stay-current-node] group 2: figures; and [preferred-node] group 3: \
+             figures; and [preferred-node] group 4: figures; and 3 more reasons, by [next-best-node], [preferred-node], [least-loaded]"
+        );
+        assert_eq!(reason_of_all(&reasons[..2]), reasons[0]);
     }
 }
