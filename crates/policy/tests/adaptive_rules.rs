@@ -2464,6 +2464,7 @@ fn a_thread_that_goes_to_its_own_slice_is_not_charged_its_siblings() {
 ///              -> node 0 (stay-current-node)
 ///   plan: one SetAffinity(10, node 0), reason [cpu-follows-memory] group 1 ...;
 ///         and [stay-current-node] group 2 ...
+///   explain, once applied: the past action's line names both
 /// ```
 #[test]
 fn an_action_over_several_units_names_each_units_rule() {
@@ -2476,4 +2477,12 @@ fn an_action_over_several_units_names_each_units_rule() {
     let detail = &plan.actions[0].reason.detail;
     assert!(detail.starts_with("group 1 (1 task): "), "{detail}");
     assert!(detail.contains("; and [stay-current-node] group 2 (3 tasks): runs on node 0"), "{detail}");
+    // explain's past action gives both, on the line of the action.
+    let mut p = Adaptive::new();
+    let plan = p.decide(&b.m);
+    applied(&mut p, &b.m, &plan);
+    let text = p.explain(&b.m, 10).unwrap().to_string();
+    let line =
+        text.lines().find(|l| l.starts_with("    [cpu-follows-memory] group 1")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("; and [stay-current-node] group 2 (3 tasks)"), "{text}");
 }
