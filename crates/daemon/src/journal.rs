@@ -68,6 +68,11 @@ pub struct Record {
     /// The rule's figures; for an action covering several units, then each other unit's distinct
     /// reason as `; and [rule] figures`.
     pub detail: String,
+    /// For an action covering several units, their other rules, each once (`Reason::also`): a
+    /// journal filtered by rule (`jq 'select(.rule == R or ((.also_rules // []) | index(R)))'`)
+    /// finds the action under each. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_rules: Vec<String>,
     /// `applied`, `partial`, `started` (a page move handed to the mover; its `move-done` line
     /// follows), `vanished`, `refused`, or `planned` when not carried out: in a dry run, or with
     /// one node in the daemon's reach (nothing to place; `message` says so).
@@ -157,6 +162,7 @@ impl Record {
             kind: kind_name(action).into(),
             rule: action.reason.rule.clone(),
             detail: action.reason.detail.clone(),
+            also_rules: action.reason.also.clone(),
             outcome: outcome_name(outcome).into(),
             pages_moved,
             pages_failed,
@@ -180,6 +186,7 @@ impl Record {
             kind: kind.into(),
             rule: rule.into(),
             detail,
+            also_rules: Vec::new(),
             outcome: "applied".into(),
             pages_moved: 0,
             pages_failed: Vec::new(),
@@ -425,6 +432,30 @@ mod tests {
         assert!(!path.exists(), "the file was created");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         assert!(Journal::open(&path, 1 << 20).is_ok());
+    }
+
+    /// An action covering several units carries its other rules as `also_rules`, so a journal
+    /// filtered by rule finds it under each; a line of one rule has no such field.
+    #[test]
+    fn an_action_of_several_rules_lists_the_others() {
+        use numapilot_policy::{ActionKind, Reason, TaskRef};
+        let mut reason = Reason::new("cpu-follows-memory", "group 1: x; and [stay-current-node] group 2: y");
+        reason.also = vec!["stay-current-node".into()];
+        let cpus = numapilot_topology::CpuSet::parse_list("0").unwrap();
+        let mut action = Action {
+            target: TaskRef { pid: 10, tid: None, starttime: 7 },
+            kind: ActionKind::SetAffinity { cpus },
+            reason,
+        };
+        let line = |a: &Action| {
+            serde_json::to_value(Record::action(3, 1, a, "app", Some(&Outcome::Applied { pages_moved: 0 }), false))
+                .unwrap()
+        };
+        let v = line(&action);
+        assert_eq!(v["rule"], "cpu-follows-memory");
+        assert_eq!(v["also_rules"], serde_json::json!(["stay-current-node"]));
+        action.reason.also.clear();
+        assert!(line(&action).get("also_rules").is_none(), "{}", line(&action));
     }
 
     #[test]

@@ -18,19 +18,24 @@ pub struct TaskRef {
 
 /// Why an action is taken: the rule that fired and the numbers it saw. An action the adaptive
 /// policy takes for several units at once (a process-wide SetAffinity) names each unit's distinct
-/// reason: the first's rule here, the others as `; and [rule] figures` after the first's in `detail`.
+/// reason: the first's rule here, the others as `; and [rule] figures` after the first's in `detail`,
+/// and their rules in `also` (for a journal filtered by rule).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
     /// Short rule name, e.g. `memory-follows-cpu`, `hard-bind`.
     pub rule: String,
     /// The signal and the figures, human-readable, e.g. `82% of the group's pages on node 1`.
     pub detail: String,
+    /// The other rules of an action covering several units, each once, in plan order, without
+    /// `rule`; empty for an action of one reason (and absent from its JSON).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
 }
 
 impl Reason {
     /// A reason from a rule name and a detail.
     pub fn new(rule: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { rule: rule.into(), detail: detail.into() }
+        Self { rule: rule.into(), detail: detail.into(), also: Vec::new() }
     }
 }
 

@@ -2477,6 +2477,7 @@ fn an_action_over_several_units_names_each_units_rule() {
     let detail = &plan.actions[0].reason.detail;
     assert!(detail.starts_with("group 1 (1 task): "), "{detail}");
     assert!(detail.contains("; and [stay-current-node] group 2 (3 tasks): runs on node 0"), "{detail}");
+    assert_eq!(plan.actions[0].reason.also, ["stay-current-node"], "the other rule, for a journal filtered by rule");
     // explain's past action gives both, on the line of the action.
     let mut p = Adaptive::new();
     let plan = p.decide(&b.m);

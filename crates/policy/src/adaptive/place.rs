@@ -2215,7 +2215,9 @@ impl<'m> Planner<'m> {
 /// all, the rest counted with their rules named. A unit's detail begins with its label, so each part says whose
 /// threads it is about. Before, such an action carried the first unit's reason alone, and the
 /// journal and `explain` gave the other units' threads a rule and figures that were not theirs.
-/// One reason (every task of one unit, or units with the same reason) is returned as it is.
+/// The other rules, each once, go to `Reason::also`, so a journal filtered by rule finds the
+/// action under each. One reason (every task of one unit, or units with the same reason) is
+/// returned as it is.
 fn reason_of_all<'a>(reasons: impl IntoIterator<Item = &'a Reason>) -> Reason {
     let mut distinct: Vec<&Reason> = Vec::new();
     for r in reasons {
@@ -2243,6 +2245,11 @@ fn reason_of_all<'a>(reasons: impl IntoIterator<Item = &'a Reason>) -> Reason {
         let rules: Vec<String> = rules.iter().map(|r| format!("[{r}]")).collect();
         reason.detail.push_str(&format!("; and {}, by {}", plural(counted.len(), "more reason"), rules.join(", ")));
     }
+    for r in rest {
+        if r.rule != reason.rule && !reason.also.contains(&r.rule) {
+            reason.also.push(r.rule.clone());
+        }
+    }
     reason
 }
 
@@ -2267,6 +2274,7 @@ mod tests {
         ];
         let all = reason_of_all(&reasons);
         assert_eq!(all.rule, "cpu-follows-memory");
+        assert_eq!(all.also, ["stay-current-node", "preferred-node", "next-best-node", "least-loaded"]);
         assert_eq!(
             all.detail,
             "group 1: figures; and [stay-current-node] group 2: figures; and [preferred-node] group 3: \
