@@ -4,7 +4,9 @@
 //! advice (`numapilot advise --pid`, then `numactl` on the answer), and churn with pids wrapping. Every
 //! judgement rests on what the scenario read itself (`/proc/PID/status` Cpus_allowed_list, /proc/PID/cgroup, the
 //! state file on disk, the process still being there), the journal only naming what the daemon claims. One guest
-//! boot; the tests below judge one promise each. Skipped unless `NUMAPILOT_RIG=1`.
+//! boot; the tests below judge one promise each. Boots of their own: isolated CPUs (rig/scenarios/isolated.sh), the
+//! daemon's own memory nodes (own-mems.sh) and an io_uring program's io-wq workers (uring.sh). Skipped unless
+//! `NUMAPILOT_RIG=1`.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -16,6 +18,7 @@ use serde_json::Value;
 const SCENARIO: &str = include_str!("../../../rig/scenarios/daemon-safety.sh");
 const ISOLATED: &str = include_str!("../../../rig/scenarios/isolated.sh");
 const OWN_MEMS: &str = include_str!("../../../rig/scenarios/own-mems.sh");
+const URING: &str = include_str!("../../../rig/scenarios/uring.sh");
 
 fn enabled() -> bool {
     let on = std::env::var("NUMAPILOT_RIG").is_ok_and(|v| v == "1");
@@ -67,6 +70,24 @@ fn own_mems_run() -> &'static GuestRun {
         eprintln!("guest 2node own-mems: QEMU wall {} ms", run.wall_ms);
         if run.scenario_rc != 0 {
             return Err(format!("own-mems.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
+        }
+        Ok(run)
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The 2-node guest running rig/scenarios/uring.sh (a boot of its own).
+fn uring_run() -> &'static GuestRun {
+    static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
+        let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
+        spec.timeout = Duration::from_secs(300);
+        let run = rig.boot(&spec, "uring", URING, &[]).map_err(|e| e.to_string())?;
+        eprintln!("guest 2node uring: QEMU wall {} ms", run.wall_ms);
+        if run.scenario_rc != 0 {
+            return Err(format!("uring.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
         }
         Ok(run)
     })
@@ -681,4 +702,134 @@ fn the_daemons_own_memory_nodes_are_followed() {
         "{changes:#?}"
     );
     assert!(changes[0]["message"].as_str().unwrap().contains("AllowedMemoryNodes="), "{}", changes[0]);
+}
+
+/// One thread of a `rig_threads` read: its comm, flags (stat field 9) and Cpus_allowed_list.
+struct ThreadRead {
+    tid: String,
+    comm: String,
+    flags: u32,
+    allowed: String,
+}
+
+fn threads_read(run: &GuestRun, name: &str) -> Vec<ThreadRead> {
+    ok(run, &format!("{name}-tids"))
+        .split_whitespace()
+        .map(|tid| {
+            let stat = ok(run, &format!("{name}-task-{tid}-stat"));
+            let (head, rest) = stat.rsplit_once(')').unwrap_or_else(|| panic!("{name} {tid}: stat {stat:?}"));
+            let comm = head.split_once('(').map(|(_, c)| c.to_string()).unwrap_or_default();
+            // Field 9 (flags) is the 7th after the comm's ')': state, ppid, pgrp, session, tty_nr, tpgid, flags.
+            let flags = rest.split_whitespace().nth(6).and_then(|f| f.parse().ok()).expect("flags field");
+            let status = ok(run, &format!("{name}-task-{tid}-status"));
+            let allowed = numapilot_rig::checks::status_field(&status, "Cpus_allowed_list")
+                .unwrap_or_else(|| panic!("{name} {tid}: no Cpus_allowed_list"))
+                .to_string();
+            ThreadRead { tid: tid.to_string(), comm, flags, allowed }
+        })
+        .collect()
+}
+
+/// `PF_IO_WORKER` in the per-task flags (include/linux/sched.h, 0x00000010): an io_uring io-wq worker.
+const PF_IO_WORKER: u32 = 0x10;
+/// `PF_NO_SETAFFINITY` (include/linux/sched.h, 0x04000000): io-wq workers carried it on 5.12-6.2 only.
+const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
+
+/// An io_uring program (rig/scenarios/uring.sh: rig-toucher --uring 4, 32 MiB first touched on node 1, two threads
+/// writing it, four io-wq workers blocked in forced-async opens of a FIFO) is placed by the daemon on the 6.12
+/// guest, workers and all: it is not taken for pinned or refused (journal, explain), every thread of it, each
+/// `iou-wrk-*` worker included, ends with its CPUs inside the chosen node's, its memory is on that node, and SIGTERM
+/// gives every thread, workers included, its original mask back. On 6.3 and later the workers carry no
+/// PF_NO_SETAFFINITY and take set-affinity like any thread (the scenario's widening shows it), so a walk that
+/// skipped them would leave them on the original CPUs (checked by making the walk skip PF_IO_WORKER threads:
+/// this test then fails on the workers' masks).
+#[test]
+fn an_io_uring_programs_workers_are_placed_with_it_and_restored() {
+    if !enabled() {
+        return;
+    }
+    let run = uring_run();
+    let app: u64 = ok(run, "app-start").trim().parse().expect("the program's pid");
+    ok(run, "app-widen");
+    let shell = ok(run, "shell-status");
+    let original = numapilot_rig::checks::status_field(&shell, "Cpus_allowed_list").expect("shell mask").to_string();
+    let before = threads_read(run, "app-before");
+    let workers: Vec<&ThreadRead> = before.iter().filter(|t| t.flags & PF_IO_WORKER != 0).collect();
+    eprintln!(
+        "kernel {}: pid {app}, {} threads, {} io-wq workers ({})",
+        ok(run, "kernel").trim(),
+        before.len(),
+        workers.len(),
+        workers.iter().map(|w| format!("{} {} flags {:#x}", w.tid, w.comm, w.flags)).collect::<Vec<_>>().join(", ")
+    );
+    assert!(workers.len() >= 4, "the program has its four io-wq workers before the daemon starts");
+    for t in &before {
+        assert_eq!(
+            t.flags & PF_NO_SETAFFINITY,
+            0,
+            "thread {} {} flagged PF_NO_SETAFFINITY on this kernel",
+            t.tid,
+            t.comm
+        );
+        assert_eq!(t.allowed, original, "thread {} {} widened to the machine's mask", t.tid, t.comm);
+        if t.flags & PF_IO_WORKER != 0 {
+            assert!(t.comm.starts_with("iou-wrk-"), "an io-wq worker named {}", t.comm);
+        }
+    }
+
+    assert_eq!(ok(run, "app-applied").trim(), "0", "no applied set-affinity for the program in 60 s");
+    let settled = run.section("app-settled").unwrap_or_else(|e| panic!("{e}"));
+    let during = threads_read(run, "app-during");
+    let main = during.iter().find(|t| t.tid == app.to_string()).expect("the main thread during");
+    let cpus = cpu_list(&main.allowed);
+    let node = [0, 1].into_iter().find(|&n| cpus.iter().all(|c| node_cpus(run, n).contains(c)));
+    let node = node.unwrap_or_else(|| panic!("the main thread's CPUs {} lie within no node", main.allowed));
+    for t in &during {
+        assert!(
+            cpu_list(&t.allowed).iter().all(|c| node_cpus(run, node).contains(c)),
+            "thread {} {} on CPUs {} while the program was placed on node {node} (CPUs {:?}); masks: {}",
+            t.tid,
+            t.comm,
+            t.allowed,
+            node_cpus(run, node),
+            settled.stdout()
+        );
+    }
+    let during_workers = during.iter().filter(|t| t.flags & PF_IO_WORKER != 0).count();
+    assert!(during_workers >= 4, "the workers were there while placed: {during_workers}");
+    assert_eq!(settled.rc, 0, "one placed mask on every thread: {}", settled.stdout());
+    let maps = numapilot_rig::checks::parse_numa_maps(&ok(run, "app-numa-maps")).expect("numa_maps");
+    let anon = numapilot_rig::checks::bytes_by_node(&maps, |v| !v.file);
+    let total: u64 = anon.values().sum();
+    let on_node = anon.get(&node).copied().unwrap_or(0);
+    eprintln!(
+        "placed on node {node} (CPUs {}): {during_workers} workers there; anonymous bytes by node {anon:?}",
+        main.allowed
+    );
+    assert!(on_node >= 32 << 20, "the 32 MiB buffer is on node {node}: {anon:?}");
+    assert!(on_node * 100 >= total * 95, "anonymous memory off node {node}: {anon:?}");
+
+    let explain = ok(run, "explain");
+    assert!(!explain.contains("pinned"), "explain: {explain}");
+    let j = journal(run, "journal");
+    let acts = actions_on(&j, app);
+    assert!(acts.iter().any(|a| a["kind"] == "set-affinity" && a["outcome"] == "applied"), "{acts:?}");
+    for a in &acts {
+        assert!(!["partial", "refused", "vanished"].contains(&a["outcome"].as_str().unwrap_or("")), "{a}");
+        let detail = a["detail"].as_str().unwrap_or("");
+        assert!(!detail.contains("pinned"), "{a}");
+    }
+    assert_eq!(
+        ok(run, "daemon-exit").trim(),
+        "0",
+        "daemon exit; log:\n{}",
+        run.section("daemon-exit").unwrap().stderr()
+    );
+
+    let after = threads_read(run, "app-after");
+    let after_workers = after.iter().filter(|t| t.flags & PF_IO_WORKER != 0).count();
+    assert!(after_workers >= 4, "the workers outlived the daemon: {after_workers}");
+    for t in &after {
+        assert_eq!(t.allowed, original, "thread {} {} not restored after SIGTERM", t.tid, t.comm);
+    }
 }
