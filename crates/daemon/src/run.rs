@@ -1913,6 +1913,7 @@ mod tests {
             ppid: 1,
             comm: "w".into(),
             tids: vec![pid],
+            kernel_owned: 0,
             rss_bytes: 0,
             mem_by_node: vec![],
             shared_by_node: vec![],

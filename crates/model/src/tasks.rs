@@ -211,6 +211,9 @@ pub struct ProcView {
     pub comm: String,
     /// Its threads.
     pub tids: Vec<u32>,
+    /// Threads of it left out of `tids` because the kernel keeps their CPUs (`PF_NO_SETAFFINITY`:
+    /// io-wq workers on kernels 5.12 to 6.2; see the module's limits), for `explain`.
+    pub kernel_owned: usize,
     /// Resident memory, bytes.
     pub rss_bytes: u64,
     /// Resident memory per node (dense index), bytes, from numa_maps.
@@ -1046,6 +1049,7 @@ pub(crate) fn update(model: &mut Model, sample: &Sample) {
                 starttime: p.starttime,
                 ppid: p.threads.iter().find(|t| t.tid == p.pid).map_or(0, |t| t.stat.ppid),
                 comm: printable(&p.comm),
+                kernel_owned: p.threads.len().saturating_sub(tids.len()),
                 tids,
                 rss_bytes,
                 mem_by_node: mem,
@@ -1225,11 +1229,13 @@ mod tests {
             let tids: Vec<u32> = m.tasks.keys().map(|k| k.tid).collect();
             assert_eq!(tids, vec![10000, 10001], "update {t}");
             assert_eq!(p.tids, vec![10000, 10001], "update {t}");
+            assert_eq!(p.kernel_owned, 1, "update {t}");
         }
         let mut control = Model::new(topo.clone(), crate::Tunables::default());
         control.update(&sample(1, false));
         assert!(control.procs[&100].pinned, "unflagged, thread 2 on CPU 0 pins its process");
         assert_eq!(control.tasks.len(), 3);
+        assert_eq!(control.procs[&100].kernel_owned, 0);
     }
 
     /// whole-process-settled: once every thread of a process is settled, a carried read of it

@@ -40,6 +40,7 @@ fn add(m: &mut Model, pid: u32, starttime: u64, mem_mib: [u64; 2], cpu: f64, thr
             ppid: 1,
             comm: format!("p{pid}"),
             tids: (pid..pid + threads).collect(),
+            kernel_owned: 0,
             rss_bytes: mem_by_node.iter().sum(),
             mem_by_node,
             shared_by_node: vec![],

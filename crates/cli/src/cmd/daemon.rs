@@ -1012,6 +1012,7 @@ mod tests {
             pinned: false,
             confined: None,
             threads: 1,
+            kernel_owned_threads: 0,
             cpu: 1.0,
             rss_bytes: 0,
             mem_by_node: vec![(0, 0)],

@@ -65,6 +65,10 @@ pub struct Explanation {
     pub confined: Option<(String, String)>,
     /// Threads, CPU demand (CPUs) and resident memory (bytes).
     pub threads: usize,
+    /// Threads of it the kernel keeps the CPUs of (`PF_NO_SETAFFINITY`: io-wq workers on kernels
+    /// 5.12 to 6.2), left out of `threads` and of every placement.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kernel_owned_threads: usize,
     /// CPU demand, CPUs.
     pub cpu: f64,
     /// Resident memory, bytes.
@@ -156,6 +160,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         pinned,
         confined: p.confined.as_ref().map(|c| (c.cpus.to_list(), c.nodes.to_list())),
         threads,
+        kernel_owned_threads: p.kernel_owned,
         cpu: p.cpu_rate,
         rss_bytes: p.rss_bytes,
         mem_by_node: p.mem_by_node.iter().enumerate().map(|(i, &b)| (model.topo.nodes[i].id, b)).collect(),
@@ -170,17 +175,25 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
     })
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const MIB: f64 = 1048576.0;
         writeln!(
             f,
-            "process {} ({}): class {:?}{}, {}, {:.2} CPUs, {:.0} MiB",
+            "process {} ({}): class {:?}{}, {}{}, {:.2} CPUs, {:.0} MiB",
             self.pid,
             self.comm,
             self.class,
             if self.pinned { ", pinned" } else { "" },
             plural(self.threads, "thread"),
+            match self.kernel_owned_threads {
+                0 => String::new(),
+                n => format!(" (and {} whose CPUs the kernel keeps, left as they are)", plural(n, "thread")),
+            },
             self.cpu,
             self.rss_bytes as f64 / MIB
         )?;
@@ -235,5 +248,44 @@ impl fmt::Display for Explanation {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process with threads the kernel keeps (io-wq workers of 5.12-6.2) says so on its first
+    /// line; one without them says nothing of it.
+    #[test]
+    fn threads_the_kernel_keeps_are_named_on_the_process_line() {
+        let mut e = Explanation {
+            pid: 812,
+            comm: "postgres".into(),
+            class: ProcessClass::Unclassified,
+            pinned: false,
+            confined: None,
+            threads: 3,
+            kernel_owned_threads: 2,
+            cpu: 1.0,
+            rss_bytes: 0,
+            mem_by_node: vec![(0, 0)],
+            groups: vec![],
+            preferred_node: None,
+            why: "not managed".into(),
+            moves_waiting: vec![],
+            last_actions: vec![],
+            standing: None,
+            since_last_step: None,
+            nothing_to_place: None,
+        };
+        let text = e.to_string();
+        let first = text.lines().next().unwrap();
+        assert!(
+            first.contains("3 threads (and 2 threads whose CPUs the kernel keeps, left as they are), 1.00 CPUs"),
+            "{text}"
+        );
+        e.kernel_owned_threads = 0;
+        assert!(!e.to_string().contains("kernel keeps"), "{e}");
     }
 }

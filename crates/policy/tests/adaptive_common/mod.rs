@@ -129,6 +129,7 @@ impl B {
                 ppid: 1,
                 comm: comm.to_string(),
                 tids,
+                kernel_owned: 0,
                 rss_bytes: mem_by_node.iter().sum(),
                 mem_by_node,
                 shared_by_node: vec![],
