@@ -66,6 +66,18 @@ rig_note() {
 	echo "rig: $*"
 }
 
+# rig_daemon_section INTERVAL_MS: print the [daemon] section every daemon scenario's configuration starts with (a
+# step every INTERVAL_MS, journal, state file and socket under /run/numapilot, no metrics listener); a scenario
+# writes it to its file and appends its own sections (`{ rig_daemon_section 500; echo '[exclude]'; ...; } >FILE`).
+rig_daemon_section() {
+	echo '[daemon]'
+	echo "interval_ms = $1"
+	echo 'journal = "/run/numapilot/np-journal.jsonl"'
+	echo 'state = "/run/numapilot/state.json"'
+	echo 'socket = "/run/numapilot/numapilot.sock"'
+	echo 'metrics = "off"'
+}
+
 # rig_start NAME SECS CMD [ARG...]: start CMD in the background with `--ready /tmp/NAME.ready` appended (the
 # rig-toucher protocol: the file appears, holding the pid, once all memory is touched) and wait up to SECS seconds.
 # Sends section NAME-start: stdout = the pid, stderr = the command's output so far, exit code 0 (ready), 1 (the

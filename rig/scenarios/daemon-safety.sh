@@ -21,17 +21,11 @@ mkdir -p /run/numapilot
 cp "$(command -v rig-toucher)" /tmp/twin
 cp "$(command -v rig-toucher)" /tmp/excluded-t
 cp "$(command -v rig-toucher)" /tmp/crashed-t
-cat >/tmp/np-safety.toml <<EOF
-[daemon]
-interval_ms = 500
-journal = "/run/numapilot/np-journal.jsonl"
-state = "/run/numapilot/state.json"
-socket = "/run/numapilot/numapilot.sock"
-metrics = "off"
-
-[exclude]
-comm = ["excluded-t"]
-EOF
+{
+	rig_daemon_section 500
+	echo '[exclude]'
+	echo 'comm = ["excluded-t"]'
+} >/tmp/np-safety.toml
 rig_run hw numactl --hardware
 # Every daemon below leaves this shell alone (--exclude-pid $$): a moved shell would hand its narrowed affinity to
 # the processes it starts, and their "original" would no longer be the machine's. What every process here starts

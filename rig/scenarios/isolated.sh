@@ -9,14 +9,7 @@
 echo 0 >/proc/sys/kernel/numa_balancing
 mkdir -p /run/numapilot
 : >/tmp/.rig.none
-cat >/tmp/np-iso.toml <<EOF
-[daemon]
-interval_ms = 500
-journal = "/run/numapilot/np-journal.jsonl"
-state = "/run/numapilot/state.json"
-socket = "/run/numapilot/numapilot.sock"
-metrics = "off"
-EOF
+rig_daemon_section 500 >/tmp/np-iso.toml
 rig_file isolated /sys/devices/system/cpu/isolated
 rig_file nohz-full /sys/devices/system/cpu/nohz_full
 # The partitioned guest (booted `nohz_full=3`, no isolcpus) as tuned's cpu-partitioning profile leaves a host:

@@ -7,14 +7,7 @@
 echo 0 >/proc/sys/kernel/numa_balancing
 mkdir -p /run/numapilot
 : >/tmp/.rig.none
-cat >/tmp/np-mems.toml <<EOF
-[daemon]
-interval_ms = 300
-journal = "/run/numapilot/np-journal.jsonl"
-state = "/run/numapilot/state.json"
-socket = "/run/numapilot/numapilot.sock"
-metrics = "off"
-EOF
+rig_daemon_section 300 >/tmp/np-mems.toml
 # The guest's init mounts no cgroups: a tmpfs holds the mount point, as systemd lays it out.
 mount -t tmpfs cgroup /sys/fs/cgroup
 mkdir -p /sys/fs/cgroup/unified

@@ -42,12 +42,7 @@ ip link set lo up
 mkdir -p /run/numapilot
 : >/tmp/.rig.none
 {
-	echo '[daemon]'
-	echo 'interval_ms = 500'
-	echo 'journal = "/run/numapilot/np-journal.jsonl"'
-	echo 'state = "/run/numapilot/state.json"'
-	echo 'socket = "/run/numapilot/numapilot.sock"'
-	echo 'metrics = "off"'
+	rig_daemon_section 500
 	echo '[exclude]'
 	# The scenario's shells, sleeps and sampler (a few MiB each) are left alone; every process placed holds more.
 	echo 'min_rss_mib = 6'

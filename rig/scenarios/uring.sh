@@ -11,14 +11,7 @@
 echo 0 >/proc/sys/kernel/numa_balancing
 mkdir -p /run/numapilot
 : >/tmp/.rig.none
-cat >/tmp/np-uring.toml <<EOF2
-[daemon]
-interval_ms = 500
-journal = "/run/numapilot/np-journal.jsonl"
-state = "/run/numapilot/state.json"
-socket = "/run/numapilot/numapilot.sock"
-metrics = "off"
-EOF2
+rig_daemon_section 500 >/tmp/np-uring.toml
 rig_file kernel /proc/sys/kernel/osrelease
 rig_run hw numactl --hardware
 rig_file shell-status /proc/$$/status
