@@ -78,6 +78,15 @@ rig_daemon_section() {
 	echo 'metrics = "off"'
 }
 
+# rig_daemon_stop PID LOG NAME: SIGTERM to the daemon PID (it restores every process it touched, then exits), wait
+# for it, and send section NAME: stdout = its exit code, stderr = LOG (its output).
+rig_daemon_stop() {
+	kill -TERM "$1"
+	wait "$1"
+	echo $? >/tmp/.rig.rc
+	rig_send "$3" 0 /tmp/.rig.rc "$2"
+}
+
 # rig_start NAME SECS CMD [ARG...]: start CMD in the background with `--ready /tmp/NAME.ready` appended (the
 # rig-toucher protocol: the file appears, holding the pid, once all memory is touched) and wait up to SECS seconds.
 # Sends section NAME-start: stdout = the pid, stderr = the command's output so far, exit code 0 (ready), 1 (the

@@ -83,10 +83,7 @@ for p in excl pinned bound; do
 	safety_allowed "$p-during" "$pid"
 done
 rig_file state-running /run/numapilot/state.json
-kill -TERM $d1
-wait $d1
-echo $? >/tmp/.rig.rc
-rig_send daemon1-exit 0 /tmp/.rig.rc /tmp/np-1.log
+rig_daemon_stop $d1 /tmp/np-1.log daemon1-exit
 safety_allowed twin-after "$twin"
 for p in excl pinned bound; do
 	eval "pid=\$$p"
@@ -125,10 +122,7 @@ d3=$!
 safety_wait_started /tmp/np-3.log 60
 safety_allowed crashed-recovered "$crashed"
 rig_file state-after-recovery /run/numapilot/state.json
-kill -TERM $d3
-wait $d3
-echo $? >/tmp/.rig.rc
-rig_send daemon3-exit 0 /tmp/.rig.rc /tmp/np-3.log
+rig_daemon_stop $d3 /tmp/np-3.log daemon3-exit
 rig_file journal3 /run/numapilot/np-journal.jsonl
 kill "$crashed"
 
@@ -169,10 +163,7 @@ safety_cpuset() {
 	cat "$mnt$cg/cpuset.mems" >/tmp/.rig.cc 2>/tmp/.rig.cce
 	rig_send "cs-$v-mems" $? /tmp/.rig.cc /tmp/.rig.cce
 	safety_allowed "cs-$v-during" "$cs"
-	kill -TERM $d
-	wait $d
-	echo $? >/tmp/.rig.rc
-	rig_send "cs-$v-exit" 0 /tmp/.rig.rc /tmp/np-cs.log
+	rig_daemon_stop $d /tmp/np-cs.log "cs-$v-exit"
 	grep "$pat" "/proc/$cs/cgroup" >/tmp/.rig.cg
 	rig_send "cs-$v-cgroup-after" $? /tmp/.rig.cg /tmp/.rig.none
 	safety_allowed "cs-$v-after" "$cs"
@@ -219,10 +210,7 @@ sleep 1
 grep '^0::' "/proc/$lim/cgroup" >/tmp/.rig.cg
 rig_send cs-lim-cgroup-during $? /tmp/.rig.cg /tmp/.rig.none
 safety_allowed cs-lim-during "$lim"
-kill -TERM $dl
-wait $dl
-echo $? >/tmp/.rig.rc
-rig_send cs-lim-exit 0 /tmp/.rig.rc /tmp/np-lim.log
+rig_daemon_stop $dl /tmp/np-lim.log cs-lim-exit
 kill "$lim"
 wait "$lim" 2>/dev/null
 rmdir /sys/fs/cgroup/unified/lim
@@ -259,10 +247,7 @@ safety_allowed confined-during "$cf"
 rig_run confined-explain numapilot explain "$cf"
 echo "$cf" >/tmp/.rig.pid
 rig_send confined-pid 0 /tmp/.rig.pid /tmp/.rig.none
-kill -TERM $d7
-wait $d7
-echo $? >/tmp/.rig.rc
-rig_send daemon7-exit 0 /tmp/.rig.rc /tmp/np-7.log
+rig_daemon_stop $d7 /tmp/np-7.log daemon7-exit
 safety_allowed confined-after "$cf"
 rig_file journal7 /run/numapilot/np-journal.jsonl
 kill "$cf"
@@ -297,10 +282,7 @@ safety_allowed launched-later "$launched"
 rig_run launch-explain numapilot explain "$launched"
 echo "$launched" >/tmp/.rig.pid
 rig_send launched-pid 0 /tmp/.rig.pid /tmp/.rig.none
-kill -TERM $d5
-wait $d5
-echo $? >/tmp/.rig.rc
-rig_send daemon5-exit 0 /tmp/.rig.rc /tmp/np-5.log
+rig_daemon_stop $d5 /tmp/np-5.log daemon5-exit
 safety_allowed launched-after "$launched"
 rig_file journal5 /run/numapilot/np-journal.jsonl
 kill "$launched"
@@ -340,10 +322,7 @@ safety_allowed hp-node1-after "$hp_node1"
 rig_run hp-node1-explain numapilot explain "$hp_node1"
 printf '%s %s %s\n' "$hp_node1" "$hp_off" "$hp_on" >/tmp/.rig.pid
 rig_send hp-pids 0 /tmp/.rig.pid /tmp/.rig.none
-kill -TERM $d6
-wait $d6
-echo $? >/tmp/.rig.rc
-rig_send daemon6-exit 0 /tmp/.rig.rc /tmp/np-6.log
+rig_daemon_stop $d6 /tmp/np-6.log daemon6-exit
 rig_file journal6 /run/numapilot/np-journal.jsonl
 kill "$hp_node1" "$hp_off" "$hp_on"
 
@@ -374,10 +353,7 @@ rig_send released-journaled 0 /tmp/.rig.w /tmp/np-8.log
 sleep 3
 safety_allowed released-after "$rel"
 rig_file state-after-release /run/numapilot/state.json
-kill -TERM $d8
-wait $d8
-echo $? >/tmp/.rig.rc
-rig_send daemon8-exit 0 /tmp/.rig.rc /tmp/np-8.log
+rig_daemon_stop $d8 /tmp/np-8.log daemon8-exit
 rig_file journal8 /run/numapilot/np-journal.jsonl
 echo "$rel" >/tmp/.rig.pid
 rig_send released-pid 0 /tmp/.rig.pid /tmp/.rig.none
@@ -415,10 +391,7 @@ echo "spawned=$n alive=$wait_ok last_pid=$(cat /proc/loadavg | cut -d' ' -f5) up
 rig_send churn 0 /tmp/.rig.churn /tmp/.rig.none
 sleep 2
 rig_run status numapilot status
-kill -TERM $d4
-wait $d4
-echo $? >/tmp/.rig.rc
-rig_send daemon4-exit 0 /tmp/.rig.rc /tmp/np-4.log
+rig_daemon_stop $d4 /tmp/np-4.log daemon4-exit
 rig_file state-after-churn /run/numapilot/state.json
 rig_file journal4 /run/numapilot/np-journal.jsonl
 # The guest powers off next; pid_max is not put back (and the scenario's exit code is its own, not a sysctl's).

@@ -45,10 +45,7 @@ sleep 2
 rig_threads app-during "$app"
 rig_file rt-during "/proc/$rt/status"
 rig_run status numapilot status
-kill -TERM $d
-wait $d
-echo $? >/tmp/.rig.rc
-rig_send daemon-exit 0 /tmp/.rig.rc /tmp/np.log
+rig_daemon_stop $d /tmp/np.log daemon-exit
 rig_file journal /run/numapilot/np-journal.jsonl
 rig_threads app-after "$app"
 kill "$app" "$rt" "$s0" "$s1"

@@ -42,8 +42,5 @@ echo 0 >"$cg/cpuset.mems"
 mems_status mems-narrowed '"pages_unmovable_to": "1"'
 echo 0-1 >"$cg/cpuset.mems"
 mems_status mems-widened '"pages_unmovable_to": ""'
-kill -TERM $d
-wait $d
-echo $? >/tmp/.rig.rc
-rig_send daemon-exit 0 /tmp/.rig.rc /tmp/np.log
+rig_daemon_stop $d /tmp/np.log daemon-exit
 rig_file journal /run/numapilot/np-journal.jsonl
