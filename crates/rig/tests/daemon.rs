@@ -31,19 +31,7 @@ fn enabled() -> bool {
 
 fn run() -> &'static GuestRun {
     static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
-    RUN.get_or_init(|| {
-        let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
-        let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
-        spec.timeout = Duration::from_secs(600);
-        let run = rig.boot(&spec, "daemon-safety", SCENARIO, &[]).map_err(|e| e.to_string())?;
-        eprintln!("guest 2node daemon-safety: QEMU wall {} ms", run.wall_ms);
-        if run.scenario_rc != 0 {
-            return Err(format!("daemon-safety.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
-        }
-        Ok(run)
-    })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("{e}"))
+    RUN.get_or_init(|| boot_2node("daemon-safety", SCENARIO, 600)).as_ref().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The 2-node guest booted with `isolcpus=3` running rig/scenarios/isolated.sh (a boot of its own).
@@ -62,37 +50,27 @@ fn partitioned_run() -> &'static GuestRun {
 /// The 2-node guest running rig/scenarios/own-mems.sh (a boot of its own).
 fn own_mems_run() -> &'static GuestRun {
     static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
-    RUN.get_or_init(|| {
-        let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
-        let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
-        spec.timeout = Duration::from_secs(300);
-        let run = rig.boot(&spec, "own-mems", OWN_MEMS, &[]).map_err(|e| e.to_string())?;
-        eprintln!("guest 2node own-mems: QEMU wall {} ms", run.wall_ms);
-        if run.scenario_rc != 0 {
-            return Err(format!("own-mems.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
-        }
-        Ok(run)
-    })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("{e}"))
+    RUN.get_or_init(|| boot_2node("own-mems", OWN_MEMS, 300)).as_ref().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The 2-node guest running rig/scenarios/uring.sh (a boot of its own).
 fn uring_run() -> &'static GuestRun {
     static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
-    RUN.get_or_init(|| {
-        let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
-        let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
-        spec.timeout = Duration::from_secs(300);
-        let run = rig.boot(&spec, "uring", URING, &[]).map_err(|e| e.to_string())?;
-        eprintln!("guest 2node uring: QEMU wall {} ms", run.wall_ms);
-        if run.scenario_rc != 0 {
-            return Err(format!("uring.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
-        }
-        Ok(run)
-    })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("{e}"))
+    RUN.get_or_init(|| boot_2node("uring", URING, 300)).as_ref().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Boots the 2-node guest (QEMU given `timeout_s` seconds) running scenario `name` (`script`, its text), and
+/// fails with the console's tail when the scenario exits non-zero.
+fn boot_2node(name: &str, script: &str, timeout_s: u64) -> Result<GuestRun, String> {
+    let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
+    let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
+    spec.timeout = Duration::from_secs(timeout_s);
+    let run = rig.boot(&spec, name, script, &[]).map_err(|e| e.to_string())?;
+    eprintln!("guest 2node {name}: QEMU wall {} ms", run.wall_ms);
+    if run.scenario_rc != 0 {
+        return Err(format!("{name}.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
+    }
+    Ok(run)
 }
 
 fn kept_cpu_run(name: &str, arg: &str) -> Result<GuestRun, String> {
