@@ -2328,3 +2328,48 @@ fn run_page_job(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread whose CPUs the kernel keeps, met by the check before a second action on a process
+    /// numapilot placed ([`LiveHost::repinned`]), is no pin set since: on kernels 5.12 to 6.2 an
+    /// io_uring program's io-wq worker born after the placement is bound to one node and flagged
+    /// PF_NO_SETAFFINITY, and read as the program's own placement it made every later action on
+    /// the program refused. No user process owns such a thread on this host's kernel (6.3 dropped
+    /// the flag from io-wq workers); a per-CPU kernel thread (`ksoftirqd/0`: flagged, bound to one
+    /// CPU) stands in, with a record as if numapilot had placed it on another CPU.
+    #[test]
+    fn a_thread_the_kernel_keeps_is_no_pin_set_since_placement() {
+        let topo = Topology::from_sysfs(Path::new("/")).unwrap();
+        let online = topo.online_cpus();
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let mask = sched_getaffinity(pid as libc::pid_t).ok()?;
+            (numapilot_actuate::kernel_owns_affinity(pid, pid) && !online.is_subset(&mask)).then_some((pid, mask))
+        });
+        let Some((pid, mask)) = found else {
+            eprintln!("skipped: no task flagged PF_NO_SETAFFINITY narrower than the online CPUs (one CPU?)");
+            return;
+        };
+        let Some(start) = select::read_starttime(pid) else {
+            eprintln!("skipped: {pid} exited");
+            return;
+        };
+        // A mask numapilot set that is not the thread's: the online CPUs outside its mask.
+        let ours: CpuSet = online.iter().filter(|c| !mask.contains(*c)).collect();
+        let dir = std::env::temp_dir().join(format!("numapilot-repinned-kernel-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let opts = LiveOptions { state_path: dir.join("state.json"), ..LiveOptions::default() };
+        let (mut host, _) = LiveHost::open(topo, opts).unwrap();
+        host.originals.entry(pid, start, "kthread", &online).note_set(&ours);
+        let why = host.repinned(pid, start);
+        // Off the record again before anything could restore it.
+        host.originals.procs.remove(&pid);
+        drop(host);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(why, None, "task {pid} on CPUs {} (numapilot's mask {})", mask.to_list(), ours.to_list());
+    }
+}
