@@ -208,8 +208,13 @@ pub struct SignalStats {
     pub comm_pairs: u64,
     /// Access samples drained from the rings.
     pub samples: u64,
-    /// Samples the kernel lost (ring full).
+    /// Samples the kernel lost (ring full, or dropped by the PMU driver).
     pub lost: u64,
+    /// Samples drained that were no user-space memory access (`pmu::is_memory_access`: no data
+    /// address, no load or store, an L1 or L2 hit); not passed to the model.
+    pub dropped: u64,
+    /// Times the kernel throttled the sampler for sampling too fast (PERF_RECORD_THROTTLE).
+    pub throttles: u64,
     /// Samples that could not be placed on a node.
     pub unplaced: u64,
     /// Wake-up pairs added (eBPF tracer), summed over cycles.
@@ -264,6 +269,8 @@ pub struct Signals {
     /// Shared object mappings of each scanned process, as its last maps read saw them.
     maps: Rolling<Vec<MapEntry>>,
     sampler: Option<Sampler>,
+    /// Whether the sampler's "no access in its samples" line was logged (once per open).
+    sampler_silence_noted: bool,
     tracer: Option<WakeupTracer>,
     node_mem: Option<NodeMemory>,
     failing: Vec<&'static str>,
@@ -373,6 +380,15 @@ impl Signals {
         };
         match Sampler::open_per_cpu(&spec, cpus.iter()).and_then(|s| s.enable().map(|()| s)) {
             Ok(s) => {
+                let skipped = s.skipped();
+                if !skipped.is_empty() {
+                    self.notes.push(format!(
+                        "perf: {} counts on CPUs {} only (its PMU's cpus file: a hybrid part); CPUs {} are not sampled",
+                        spec.name,
+                        pmu::cpu_ranges(s.cpus()),
+                        pmu::cpu_ranges(&skipped)
+                    ));
+                }
                 self.node_mem = NodeMemory::read(Path::new("/")).ok();
                 self.sampler = Some(s);
             }
@@ -414,7 +430,8 @@ impl Signals {
     /// CPU hotplug: the sampler's per-CPU events cover the CPUs online when it opened. A CPU that
     /// comes online later has no event (its threads' accesses would go unsampled), and one that
     /// went offline and came back may not count again, so when `online` differs from the CPUs
-    /// the sampler covers it is opened again on `online` with the same event. What the old one
+    /// the sampler was opened for (`Sampler::asked`: on a hybrid part more than those its PMU
+    /// covers, which it never will) it is opened again on `online` with the same event. What the old one
     /// had buffered is kept for the next fill, with the period it was taken at and how full its
     /// rings were; the new events start at the base period and take the stretch in force at the
     /// next [`Signals::set_sampling_stretch`]. A failed re-open keeps the old sampler (logged
@@ -422,7 +439,7 @@ impl Signals {
     /// sampler: nothing.
     pub fn follow_cpus(&mut self, online: &[u32]) {
         let Some(old) = self.sampler.as_mut() else { return };
-        if old.cpus() == online {
+        if old.asked() == online {
             return;
         }
         let spec = old.spec().clone();
@@ -432,6 +449,8 @@ impl Signals {
                 if let Ok(st) = old.drain(&mut self.carried) {
                     self.stats.samples += st.samples;
                     self.stats.lost += st.lost;
+                    self.stats.dropped += st.dropped;
+                    self.stats.throttles += st.throttles;
                     self.carried_fill = self.carried_fill.max(st.max_fill);
                 }
                 self.carried_scale = scale;
@@ -649,6 +668,15 @@ impl Signals {
                 Ok(st) => {
                     self.stats.samples += st.samples;
                     self.stats.lost += st.lost;
+                    self.stats.dropped += st.dropped;
+                    self.stats.throttles += st.throttles;
+                    if !self.sampler_silence_noted {
+                        if let Some(line) = sampler.no_accesses() {
+                            tracing::warn!("perf: {line}");
+                            self.notes.push(format!("perf: {line}"));
+                            self.sampler_silence_noted = true;
+                        }
+                    }
                     let (acc, ast) = pmu::aggregate(&self.raw, sample.page_size, self.node_mem.as_ref(), true);
                     self.stats.unplaced += ast.unplaced;
                     sample.accesses.extend(acc);
@@ -1318,6 +1346,30 @@ mod fallback_tests {
         pin(None, &all);
         assert_eq!((on_last, on_first, back), (0, 32, 32), "sampled only where an event is open");
         assert!(!s.notes().iter().any(|n| n.contains("perf-hotplug")), "{:?}", s.notes());
+    }
+
+    /// A hybrid part's sampler covers only its PMU's CPUs (`EventSpec::cpus`): the CPUs online
+    /// are what it was opened for, so `follow_cpus` leaves it alone instead of opening it again
+    /// every cycle because the covered CPUs never equal the online ones.
+    #[test]
+    fn a_sampler_covering_part_of_the_cpus_is_not_reopened_every_cycle() {
+        let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mut s) = fault_sampler() else { return };
+        let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
+        if all.len() < 2 {
+            eprintln!("skipped: one CPU online");
+            return;
+        }
+        let mut spec = s.sampler.as_ref().unwrap().spec().clone();
+        spec.cpus = Some(vec![all[0]]);
+        let part = Sampler::open_per_cpu(&spec, all.iter().copied()).unwrap();
+        part.enable().unwrap();
+        assert_eq!((part.cpus(), part.skipped()), (&all[..1], all[1..].to_vec()));
+        s.sampler = Some(part);
+        s.follow_cpus(&all);
+        s.follow_cpus(&all);
+        assert_eq!(s.stats().sampler_reopens, 0);
+        assert_eq!(s.sampler.as_ref().unwrap().cpus(), &all[..1]);
     }
 
     #[test]

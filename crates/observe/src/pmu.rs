@@ -12,18 +12,25 @@
 //!
 //! ```text
 //!   detect()  /sys/bus/event_source/devices/
-//!               cpu|cpu_core/events/mem-loads  ──► PEBS: type, config(+1) from format/*, precise_ip 2
-//!               ibs_op/type                    ──► IBS op: that type, config 0
+//!               cpu|cpu_core/events/mem-loads  ──► PEBS: type, config(+1) from format/*, ldlat 30,
+//!                                                  precise_ip 2, kernel excluded
+//!                 .../events/mem-loads-aux     ──► a counting group leader per CPU (see below)
+//!                 .../cpus (hybrid)            ──► the CPUs that PMU covers
+//!               ibs_op/type (+format/cnt_ctl)  ──► IBS op: that type, cnt_ctl=1 (count ops),
+//!                                                  period 100,000, no exclude_* bit at all
 //!               arm_spe_*                      ──► found, but SPE writes an AUX trace: not decoded here
 //!               none                           ──► one note; the other signals carry on
-//!   Sampler::open_per_cpu   one perf fd per CPU (pid -1), each with a ring buffer:
+//!   Sampler::open_per_cpu   one perf fd per covered CPU (pid -1), each with a ring buffer
+//!                           (behind its mem-loads-aux leader where listed):
 //!      ┌──────────────┬──────────────────────────────── 2^n pages ───────────────┐
 //!      │ mmap page    │ [hdr|sample][hdr|sample][hdr|lost] ... (wraps)           │
 //!      │ data_head ◄──┼── kernel writes ahead      user reads from data_tail ──► │
 //!      └──────────────┴────────────────────────────────────────────────────────┘
 //!   drain()   read data_head (acquire), parse records up to it, store data_tail (release)
 //!   PERF_RECORD_SAMPLE (sample_type IP|TID|TIME|ADDR|CPU|PERIOD|WEIGHT|DATA_SRC|PHYS_ADDR, in that
-//!   order, each present only when asked) ──► RawSample
+//!   order, each present only when asked) ──► RawSample, kept when is_memory_access (a user data
+//!   address; with DATA_SRC, a load or store not served by L1/L2), else counted as dropped
+//!   PERF_RECORD_LOST, _LOST_SAMPLES ──► lost;  _THROTTLE ──► throttles (fill counted as full)
 //!   node: phys_addr ─► memory block ─► node   (NodeMemory, /sys/devices/system/node/nodeN/memoryM)
 //!         else move_pages(pid, pages, NULL) status query, batched per process
 //!   aggregate per (pid, tid, page) ──► AccessSample { count, last_ns }
@@ -43,16 +50,43 @@
 //! A steady workload whose pages are all present produces none. `phys_addr` is 0 (the sample is taken
 //! before the fault is resolved), so the node comes from a move_pages query afterwards.
 //!
+//! # The mem-loads-aux leader
+//!
+//! On Sapphire and Emerald Rapids and the P-cores of hybrid parts (Alder Lake and later) the kernel
+//! sets `PMU_FL_MEM_LOADS_AUX`, and `intel_pmu_hw_config` (`arch/x86/events/intel/core.c`, Linux
+//! 5.12 for SPR, 5.13 for the hybrid big core through `require_mem_loads_aux_event`) refuses with
+//! ENODATA a `mem-loads` event (`event=0xcd,umask=0x1`) that samples `DATA_SRC` unless
+//! `mem-loads-aux` (`event=0x03,umask=0x82`) leads its group: the load-latency event "doesn't
+//! function quite right" without it. perf opens `{cpu/mem-loads-aux/,cpu/mem-loads,ldlat=30/pp}:S`
+//! (5.12 on; `{%s/mem-loads-aux/,%s/mem-loads,ldlat=%u/}:P` since the hybrid rework) whenever sysfs
+//! lists the aux event (`tools/perf/arch/x86/util/mem-events.c`), and so does this
+//! module: per CPU a counting leader (no sample period, no record written, the member's clock), then
+//! `mem-loads` in its group. Only the member has a ring and takes `PERF_EVENT_IOC_PERIOD` (a
+//! non-sampling event refuses it); ENABLE and DISABLE go to both, since a member counts only while
+//! its leader does. Granite Rapids lists the aux event but does not require it; opening it there
+//! is harmless, as with perf.
+//!
 //! # Units
 //!
 //! Addresses in bytes, times in ns (CLOCK_MONOTONIC), weights as the PMU reports them (cycles of load
-//! latency for PEBS), counts in samples.
+//! latency for PEBS), counts in samples; periods in loads of [`PEBS_LDLAT`] cycles or more (PEBS),
+//! dispatched ops (IBS op with `cnt_ctl`), faults.
 //!
 //! # Limits
 //!
 //! Opening per-CPU events for all processes needs root (or CAP_PERFMON, or perf_event_paranoid <= 0);
 //! a ring that overflows loses records (counted from PERF_RECORD_LOST); ARM SPE is detected but not
-//! decoded.
+//! decoded. The aggregation counts every kept sample as one access: `WEIGHT` and the `DATA_SRC`
+//! locality are read but not weighed, which is why the cache levels that say nothing about a
+//! thread's node are filtered out instead ([`PEBS_LDLAT`], [`is_memory_access`]). IBS op samples
+//! every op, so most of its records are dropped (no load or store, or an L1/L2 hit) yet still fill
+//! the ring and cost an interrupt; before Linux 6.1 the kernel fills no data address or source for
+//! IBS op at all (only `PERF_SAMPLE_RAW`, not decoded here), so every sample is dropped and
+//! [`Sampler::no_accesses`] says so. `l3missonly` (Zen 4) would leave only L3 misses, but the
+//! hardware restarts the count when the tagged op does not miss, skewing the period (perf warns
+//! so, `tools/perf/arch/x86/util/evsel.c` `ibs_l3miss_warn`), which the sampling stretch and
+//! density control assume exact: not used. On a hybrid part only the CPUs of the PMU found first
+//! (`cpu_core`) are sampled; the E-cores' `cpu_atom` is not opened ([`Sampler::skipped`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -116,10 +150,21 @@ pub const fn ring_records(sample_type: u64) -> usize {
     RING_BYTES / sample_record_bytes(sample_type)
 }
 
-/// `PERF_RECORD_LOST`.
+/// `PERF_RECORD_LOST`: `{ u64 id; u64 lost; sample_id }`, records the ring had no room for.
 pub const PERF_RECORD_LOST: u32 = 2;
+/// `PERF_RECORD_THROTTLE`: `{ u64 time; u64 id; u64 stream_id; sample_id }`, the kernel stopped the
+/// event until the next tick because it fired more often than `perf_event_max_sample_rate`
+/// (`kernel/events/core.c` `__perf_event_account_interrupt`); the samples it would have taken are
+/// neither written nor counted anywhere.
+pub const PERF_RECORD_THROTTLE: u32 = 5;
+/// `PERF_RECORD_UNTHROTTLE`: same body, the event runs again.
+pub const PERF_RECORD_UNTHROTTLE: u32 = 6;
 /// `PERF_RECORD_SAMPLE`.
 pub const PERF_RECORD_SAMPLE: u32 = 9;
+/// `PERF_RECORD_LOST_SAMPLES`: `{ u64 lost; sample_id }`, samples the PMU driver dropped before
+/// the ring (Linux 4.2+; Intel PEBS records whose counter could not be told apart,
+/// `arch/x86/events/intel/ds.c` `intel_pmu_drain_pebs_nhm` -> `perf_log_lost_samples`).
+pub const PERF_RECORD_LOST_SAMPLES: u32 = 13;
 
 /// `struct perf_event_attr` as of `PERF_ATTR_SIZE_VER8` (136 bytes; older kernels accept it when the
 /// fields they do not know are zero).
@@ -176,6 +221,7 @@ pub struct PerfEventAttr {
 }
 
 const FLAG_DISABLED: u64 = 1 << 0;
+const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
 const FLAG_EXCLUDE_HV: u64 = 1 << 6;
 const PRECISE_IP_SHIFT: u32 = 15;
 const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
@@ -246,13 +292,54 @@ pub struct EventSpec {
     pub sample_type: u64,
     /// One record every `period` events.
     pub period: u64,
+    /// `config` of a counting event (same PMU type, no samples) to open on each CPU as the group
+    /// leader of this one: Intel's `mem-loads-aux` (`event=0x03,umask=0x82`), which Sapphire and
+    /// Emerald Rapids and the P-cores of the hybrid parts require before `mem-loads` may sample
+    /// `DATA_SRC` (module essay, "The mem-loads-aux leader"). `None`: opened alone.
+    pub aux_config: Option<u64>,
+    /// The CPUs this PMU counts on, from its sysfs `cpus` file (a hybrid part's `cpu_core` or
+    /// `cpu_atom`, Linux 5.13+); `None`: every CPU (`cpu`, `ibs_op`, software events).
+    /// [`Sampler::open_per_cpu`] opens on the others' intersection with these and reports the rest
+    /// ([`Sampler::skipped`]).
+    pub cpus: Option<Vec<u32>>,
 }
 
-/// Default sample period of PMU load sampling, loads per sample. Default 10,000. Source: the period
-/// of the `perf mem`/PEBS examples in the kernel's perf documentation (`-c10000`). What it prevents:
-/// a ring flooded by a load-heavy thread (a lower period) or too few samples for co-access within a
-/// one-second window (a higher one).
+/// Default sample period of PMU load sampling (Intel PEBS `mem-loads`), loads per sample: loads
+/// at or above [`PEBS_LDLAT`] cycles. Default 10,000. Source: the period of the `perf mem`/PEBS
+/// examples in the kernel's perf documentation (`-c10000`). What it prevents: a ring flooded by a
+/// load-heavy thread (a lower period) or too few samples for co-access within a one-second window
+/// (a higher one).
 pub const PMU_PERIOD: u64 = 10_000;
+
+/// Load-latency threshold of Intel PEBS `mem-loads` (`ldlat`, `config1:0-15`), core cycles: only
+/// loads that take at least this long are counted and sampled. Default 30. Source: perf's own
+/// default for `perf mem`/`perf c2c` (`tools/perf/util/mem-events.c`
+/// `perf_mem_events__loads_ldlat = 30`, perf 4.x to 6.x); the kernel's sysfs alias says `ldlat=3`
+/// (`arch/x86/events/intel/core.c` `mem_ld_snb`/`mem_ld_hsw`), which counts nearly every load.
+/// What it prevents: samples of loads the L1 (4-5 cycles) or L2 (about 14) served, which cost no
+/// memory traffic and say nothing about which node serves the thread, crowding out the ones that
+/// do (L3, other caches, local and remote DRAM): at 3 a thread's hot stack and locals, always in
+/// L1, outweigh the array it streams from a remote node. The aggregation counts every sample as
+/// one access and does not weigh by `DATA_SRC` or `WEIGHT`, so the threshold is the filter; AMD
+/// IBS, which has none before Zen 5, drops the same cache levels by data source
+/// ([`is_memory_access`]).
+pub const PEBS_LDLAT: u64 = 30;
+
+/// Default sample period of AMD IBS op sampling, dispatched micro-ops per sample (`cnt_ctl=1`).
+/// Default 100,000. Source: the period of every `ibs_op` example in the kernel's
+/// `tools/perf/Documentation/perf-amd-ibs.txt` (`perf record -e ibs_op/cnt_ctl=1/ -c 100000 -a`,
+/// and `perf mem record -c 100000`); it fits the 16-bit `IbsOpMaxCnt` (x16: at most 1,048,560,
+/// `arch/x86/events/amd/ibs.c` `perf_ibs_op.max_period`), so every IBS generation takes one
+/// interrupt per sample at the base period. IBS samples every kind of op, and the ring's fill (what
+/// the sampling density control reads) counts them all: in the kernel's example `perf mem` profile
+/// (of `make`) 54K of 92K IBS samples were no load or store, 36K L1 and 1.5K L2 hits, so fewer than
+/// one sample in 100 was an access [`is_memory_access`] keeps (a memory-bound thread has more).
+/// What it prevents: the 10,000 of [`PMU_PERIOD`], which counts
+/// only slow loads on Intel, would be about 200,000 samples a second on a core dispatching 2 x 10^9
+/// ops a second, far
+/// above what the kernel lets through before throttling (`perf_event_max_sample_rate`, 100,000 a
+/// second by default, less once sampling takes more than `perf_cpu_time_max_percent` of a CPU).
+pub const IBS_OP_PERIOD: u64 = 100_000;
 
 /// Default sample period of the page-fault fallback, faults per sample. Default 16. Source: a choice:
 /// first touch of 1 GiB is 262,144 faults, 16,384 records of 40 bytes (640 kB), which one drain per
@@ -274,11 +361,31 @@ impl EventSpec {
             precise_ip: 0,
             sample_type: sample_bits::TID | sample_bits::TIME | sample_bits::ADDR | sample_bits::CPU,
             period: period.max(1),
+            aux_config: None,
+            cpus: None,
+        }
+    }
+
+    /// The exclusion bits of this kind of event. Intel PEBS: kernel and hypervisor excluded (the
+    /// counter's own CPL filter: kernel-side loads are not accesses of the thread's pages, and
+    /// [`is_memory_access`] would drop them anyway). AMD IBS op: none at all: IBS has no
+    /// privilege filter, and `perf_event_open` refuses (EINVAL) an IBS event with any `exclude_*`
+    /// bit: from Linux 5.1 to 6.13 through `PERF_PMU_CAP_NO_EXCLUDE` (`kernel/events/core.c`
+    /// `perf_try_init_event`: `event_has_any_exclude_flag`), from 6.14 in
+    /// `arch/x86/events/amd/ibs.c` `perf_ibs_init` unless `config2` asks for its software
+    /// filter (`swfilt`); kernel-side samples are dropped by address instead. Page faults:
+    /// hypervisor excluded, as before.
+    fn exclude_flags(&self) -> u64 {
+        match self.kind {
+            SourceKind::IntelPebs => FLAG_EXCLUDE_KERNEL | FLAG_EXCLUDE_HV,
+            SourceKind::AmdIbsOp => 0,
+            SourceKind::PageFaults => FLAG_EXCLUDE_HV,
         }
     }
 
     /// The attr to pass to `perf_event_open`: disabled until [`Sampler::enable`], CLOCK_MONOTONIC
-    /// time stamps, hypervisor excluded, a wake-up never requested (the daemon polls).
+    /// time stamps, the exclusions the source allows (`exclude_flags`), a wake-up never requested
+    /// (the daemon polls).
     pub fn attr(&self) -> PerfEventAttr {
         PerfEventAttr {
             type_: self.type_,
@@ -287,7 +394,7 @@ impl EventSpec {
             sample_period: self.period,
             sample_type: self.sample_type,
             flags: FLAG_DISABLED
-                | FLAG_EXCLUDE_HV
+                | self.exclude_flags()
                 | FLAG_SAMPLE_ID_ALL
                 | FLAG_USE_CLOCKID
                 | (u64::from(self.precise_ip.min(3)) << PRECISE_IP_SHIFT),
@@ -296,6 +403,26 @@ impl EventSpec {
             config2: self.config2,
             ..PerfEventAttr::default()
         }
+    }
+
+    /// The attr of the group leader [`EventSpec::aux_config`] asks for, if any: the same PMU type
+    /// and exclusions, counting only (`sample_period` 0, no `sample_type`: it writes no record,
+    /// so none of its output can be taken for a load sample; perf does the same, making the
+    /// event after `mem-loads-aux` the group's sampler, `tools/perf/util/record.c`
+    /// `evsel__read_sampler`), disabled until [`Sampler::enable`], and on the member's clock
+    /// (`use_clockid`, CLOCK_MONOTONIC): `perf_event_open` refuses a member whose clock differs
+    /// from its leader's with EINVAL (`kernel/events/core.c`, "All events in a group should have
+    /// the same clock", Linux 4.1+).
+    pub fn aux_attr(&self) -> Option<PerfEventAttr> {
+        let config = self.aux_config?;
+        Some(PerfEventAttr {
+            type_: self.type_,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config,
+            flags: FLAG_DISABLED | self.exclude_flags() | FLAG_USE_CLOCKID,
+            clockid: libc::CLOCK_MONOTONIC,
+            ..PerfEventAttr::default()
+        })
     }
 }
 
@@ -311,6 +438,15 @@ pub enum Detection {
 /// Looks for a precise-sampling PMU under `sys_root` (`/` live): Intel `mem-loads` on the `cpu` or
 /// `cpu_core` PMU, AMD `ibs_op`, ARM `arm_spe_*` (found but not usable: AUX trace). Reads sysfs only;
 /// whether the event really opens is only known when [`Sampler::open_per_cpu`] tries.
+///
+/// Intel: `events/mem-loads` resolved through the PMU's `format/*` files, with `ldlat` set to
+/// [`PEBS_LDLAT`] instead of the alias's 3; `events/mem-loads-aux`, when listed, becomes the
+/// group leader ([`EventSpec::aux_config`]) as `perf mem` does (`tools/perf/arch/x86/util/mem-events.c`:
+/// the `{%s/mem-loads-aux/,%s/mem-loads,ldlat=%u/}:P` form whenever the PMU lists the event); the
+/// PMU's `cpus` file, on a hybrid part, the CPUs it covers. AMD: `ibs_op` with `cnt_ctl=1` (count
+/// dispatched ops, so the period is a number of ops, as PEBS's is a number of loads) when its
+/// `format/cnt_ctl` exists (the kernel lists it only when the CPU has `IbsOpCntCtl`,
+/// `arch/x86/events/amd/ibs.c` `cnt_ctl_is_visible`), else cycles; period [`IBS_OP_PERIOD`].
 pub fn detect(sys_root: &Path) -> Detection {
     let devs = sys_root.join("sys/bus/event_source/devices");
     let names: Vec<String> = match std::fs::read_dir(&devs) {
@@ -325,37 +461,37 @@ pub fn detect(sys_root: &Path) -> Detection {
     for pmu in ["cpu_core", "cpu"] {
         let dir = devs.join(pmu);
         let Ok(ev) = std::fs::read_to_string(dir.join("events/mem-loads")) else { continue };
-        match event_config(&dir, ev.trim()) {
-            Ok((config, config1, config2)) => {
-                let Some(type_) = read_type(&dir) else { continue };
-                return Detection::Found(EventSpec {
-                    kind: SourceKind::IntelPebs,
-                    name: format!("{pmu}/mem-loads"),
-                    type_,
-                    config,
-                    config1,
-                    config2,
-                    precise_ip: 2,
-                    sample_type: MEM_SAMPLE_TYPE,
-                    period: PMU_PERIOD,
-                });
-            }
-            Err(why) => {
-                return Detection::Missing(format!("{pmu}/events/mem-loads unusable: {why}; access sampling off"))
-            }
+        match intel_mem_loads(&dir, pmu, ev.trim()) {
+            Ok(Some(spec)) => return Detection::Found(spec),
+            Ok(None) => continue,
+            Err(why) => return Detection::Missing(format!("{pmu}/{why}; access sampling off")),
         }
     }
-    if let Some(type_) = read_type(&devs.join("ibs_op")) {
+    let ibs = devs.join("ibs_op");
+    if let Some(type_) = read_type(&ibs) {
+        let ops = ibs.join("format/cnt_ctl").exists();
+        let config = if ops {
+            match event_config(&ibs, "cnt_ctl=1") {
+                Ok((c, _, _)) => c,
+                Err(why) => {
+                    return Detection::Missing(format!("ibs_op/format/cnt_ctl unusable: {why}; access sampling off"))
+                }
+            }
+        } else {
+            0
+        };
         return Detection::Found(EventSpec {
             kind: SourceKind::AmdIbsOp,
-            name: "ibs_op".into(),
+            name: if ops { "ibs_op/cnt_ctl=1/".into() } else { "ibs_op (cycles)".into() },
             type_,
-            config: 0,
+            config,
             config1: 0,
             config2: 0,
             precise_ip: 0,
             sample_type: MEM_SAMPLE_TYPE,
-            period: PMU_PERIOD,
+            period: IBS_OP_PERIOD,
+            aux_config: None,
+            cpus: None,
         });
     }
     if let Some(spe) = names.iter().find(|n| n.starts_with("arm_spe")) {
@@ -369,6 +505,50 @@ pub fn detect(sys_root: &Path) -> Detection {
         devs.display(),
         if names.is_empty() { "nothing".to_string() } else { names.join(", ") }
     ))
+}
+
+/// The PEBS load-latency spec of the Intel PMU in `dir` whose `events/mem-loads` reads `desc`;
+/// `Ok(None)` when the PMU has no readable `type`. `Err` names the file that is unusable.
+fn intel_mem_loads(dir: &Path, pmu: &str, desc: &str) -> Result<Option<EventSpec>, String> {
+    let has_ldlat = dir.join("format/ldlat").exists();
+    let mut terms: Vec<String> = desc
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .filter(|t| !has_ldlat || t.split('=').next() != Some("ldlat"))
+        .map(String::from)
+        .collect();
+    if has_ldlat {
+        terms.push(format!("ldlat={PEBS_LDLAT}"));
+    }
+    let (config, config1, config2) =
+        event_config(dir, &terms.join(",")).map_err(|why| format!("events/mem-loads unusable: {why}"))?;
+    let aux_config = match std::fs::read_to_string(dir.join("events/mem-loads-aux")) {
+        Ok(aux) => {
+            Some(event_config(dir, aux.trim()).map_err(|why| format!("events/mem-loads-aux unusable: {why}"))?.0)
+        }
+        Err(_) => None,
+    };
+    let cpus = match std::fs::read_to_string(dir.join("cpus")) {
+        Ok(list) => Some(
+            crate::parse::parse_list(&list).map_err(|e| format!("cpus unusable: {e}"))?.iter().collect::<Vec<u32>>(),
+        ),
+        Err(_) => None,
+    };
+    let Some(type_) = read_type(dir) else { return Ok(None) };
+    Ok(Some(EventSpec {
+        kind: SourceKind::IntelPebs,
+        name: format!("{pmu}/mem-loads,ldlat={PEBS_LDLAT}/"),
+        type_,
+        config,
+        config1,
+        config2,
+        precise_ip: 2,
+        sample_type: MEM_SAMPLE_TYPE,
+        period: PMU_PERIOD,
+        aux_config,
+        cpus,
+    }))
 }
 
 fn read_type(dir: &Path) -> Option<u32> {
@@ -498,14 +678,79 @@ pub fn parse_sample(sample_type: u64, body: &[u8]) -> Result<RawSample, SignalEr
     Ok(s)
 }
 
+/// `union perf_mem_data_src` (`include/uapi/linux/perf_event.h`, the layout since Linux 3.10;
+/// `mem_lvl_num` from 4.14): the fields [`is_memory_access`] reads.
+pub mod data_src {
+    /// `mem_op`, bits 0-4.
+    pub const OP_MASK: u64 = 0x1f;
+    /// `PERF_MEM_OP_LOAD`.
+    pub const OP_LOAD: u64 = 0x02;
+    /// `PERF_MEM_OP_STORE`.
+    pub const OP_STORE: u64 = 0x04;
+    /// `mem_lvl`, bits 5-18.
+    pub const LVL_SHIFT: u32 = 5;
+    /// `PERF_MEM_LVL_HIT`.
+    pub const LVL_HIT: u64 = 0x02;
+    /// `PERF_MEM_LVL_L1`.
+    pub const LVL_L1: u64 = 0x08;
+    /// `PERF_MEM_LVL_L2`.
+    pub const LVL_L2: u64 = 0x20;
+    /// `mem_lvl_num`, bits 33-36.
+    pub const LVLNUM_SHIFT: u32 = 33;
+    /// `PERF_MEM_LVLNUM_L1`.
+    pub const LVLNUM_L1: u64 = 0x01;
+    /// `PERF_MEM_LVLNUM_L2`.
+    pub const LVLNUM_L2: u64 = 0x02;
+}
+
+/// Whether a sample of an event with `sample_type` is a user-space memory access the aggregation
+/// should count:
+///
+/// - a data address, in the user half of the address space: not 0 (the kernel writes 0 when the
+///   PMU gave none, `kernel/events/core.c` `perf_prepare_sample`; IBS op gives none for ops that
+///   are no load or store, and before Linux 6.1 for none at all), and bit 63 clear (kernel
+///   addresses are the upper half on x86-64 and arm64, `Documentation/arch/x86/x86_64/mm.rst`):
+///   IBS cannot exclude the kernel in hardware, and kernel buffers are not the thread's pages;
+/// - when the event samples `DATA_SRC`: a load or a store by its `mem_op`: IBS op sets
+///   `PERF_MEM_OP_NA` for every other op (`arch/x86/events/amd/ibs.c` `perf_ibs_get_mem_op`, 6.1+),
+///   and the generic default is `PERF_MEM_NA`;
+/// - and not one the L1 or L2 served (`mem_lvl` L1 or L2 with HIT, or `mem_lvl_num` L1 or L2):
+///   the loads [`PEBS_LDLAT`] keeps out of the Intel samples, dropped here for IBS op, which has no
+///   such threshold before Zen 5 (`perf_ibs_get_mem_lvl`: `L(L1) | LN(L1)` when `dc_miss` is 0,
+///   `L(L2) | LN(L2)` when `l2_miss` is 0).
+pub fn is_memory_access(sample_type: u64, s: &RawSample) -> bool {
+    use data_src as d;
+    if s.addr == 0 || s.addr >> 63 != 0 {
+        return false;
+    }
+    if sample_type & sample_bits::DATA_SRC == 0 {
+        return true;
+    }
+    let ds = s.data_src;
+    if ds & (d::OP_LOAD | d::OP_STORE) == 0 {
+        return false;
+    }
+    let lvl = (ds >> d::LVL_SHIFT) & 0x3fff;
+    let lvl_num = (ds >> d::LVLNUM_SHIFT) & 0xf;
+    let hit_l1_l2 = lvl & d::LVL_HIT != 0 && lvl & (d::LVL_L1 | d::LVL_L2) != 0;
+    !(hit_l1_l2 || lvl_num == d::LVLNUM_L1 || lvl_num == d::LVLNUM_L2)
+}
+
 /// Counts of one drain.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DrainStats {
     /// Sample records parsed.
     pub samples: u64,
-    /// Records the kernel reported lost (ring full).
+    /// Of those, samples [`is_memory_access`] refused (no user data address, no load or store, an
+    /// L1 or L2 hit): not passed on.
+    pub dropped: u64,
+    /// Records the kernel reported lost (ring full: PERF_RECORD_LOST; dropped by the PMU driver:
+    /// PERF_RECORD_LOST_SAMPLES).
     pub lost: u64,
-    /// Other records skipped.
+    /// PERF_RECORD_THROTTLE records: times the kernel stopped the event for sampling too fast;
+    /// what it missed meanwhile is counted nowhere.
+    pub throttles: u64,
+    /// Other records skipped (UNTHROTTLE, COMM, ...).
     pub other: u64,
     /// How full the fullest ring was when drained, a fraction of its data area: about 1 when it
     /// overflowed, and above 1 (samples taken over samples kept) in the drain that reads the
@@ -515,7 +760,10 @@ pub struct DrainStats {
     pub max_fill: f64,
 }
 
-/// Parses a run of records (header + body each, as in the ring) into `out`.
+/// Parses a run of records (header + body each, as in the ring) into `out`: the samples
+/// [`is_memory_access`] keeps; the others are counted in [`DrainStats::dropped`]. Non-sample
+/// records carry a `sample_id` trailer (`sample_id_all`) after the fields read here, which the
+/// header's size covers.
 pub fn parse_records(sample_type: u64, mut buf: &[u8], out: &mut Vec<RawSample>) -> Result<DrainStats, SignalError> {
     let mut st = DrainStats::default();
     while !buf.is_empty() {
@@ -530,13 +778,23 @@ pub fn parse_records(sample_type: u64, mut buf: &[u8], out: &mut Vec<RawSample>)
         let body = &buf[8..size];
         match ty {
             PERF_RECORD_SAMPLE => {
-                out.push(parse_sample(sample_type, body)?);
+                let s = parse_sample(sample_type, body)?;
                 st.samples += 1;
+                if is_memory_access(sample_type, &s) {
+                    out.push(s);
+                } else {
+                    st.dropped += 1;
+                }
             }
             PERF_RECORD_LOST => {
-                // struct { u64 id; u64 lost; }
+                // struct { u64 id; u64 lost; sample_id }
                 st.lost += body.get(8..16).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8")));
             }
+            PERF_RECORD_LOST_SAMPLES => {
+                // struct { u64 lost; sample_id }
+                st.lost += body.get(0..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8")));
+            }
+            PERF_RECORD_THROTTLE => st.throttles += 1,
             _ => st.other += 1,
         }
         buf = &buf[size..];
@@ -551,10 +809,12 @@ const DATA_HEAD: usize = 1024;
 /// Offset of `data_tail`.
 const DATA_TAIL: usize = 1032;
 
-/// One perf event fd with its mapped ring.
+/// One perf event fd with its mapped ring (and, for `mem-loads` where the kernel requires it, the
+/// fd of its counting group leader, which has no ring).
 #[derive(Debug)]
 struct Ring {
     fd: libc::c_int,
+    aux_fd: Option<libc::c_int>,
     base: *mut u8,
     map_len: usize,
     page: usize,
@@ -567,34 +827,58 @@ unsafe impl Send for Ring {}
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        // SAFETY: base/map_len are the mapping we created; fd is ours.
+        // SAFETY: base/map_len are the mapping we created; the fds are ours (the group member
+        // closed before its leader).
         unsafe {
             libc::munmap(self.base.cast(), self.map_len);
             libc::close(self.fd);
+            if let Some(aux) = self.aux_fd {
+                libc::close(aux);
+            }
         }
     }
 }
 
+/// `perf_event_open(attr, pid, cpu, group_fd, PERF_FLAG_FD_CLOEXEC)`.
+fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32, group_fd: libc::c_int) -> io::Result<libc::c_int> {
+    // SAFETY: attr is a valid perf_event_attr of the size it declares.
+    let fd = unsafe {
+        libc::syscall(libc::SYS_perf_event_open, attr as *const PerfEventAttr, pid, cpu, group_fd, PERF_FLAG_FD_CLOEXEC)
+    } as libc::c_int;
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
 impl Ring {
+    /// Opens `spec` for (`pid`, `cpu`): first its counting group leader when it has one
+    /// ([`EventSpec::aux_attr`]), then the sampling event in that group, whose ring is mapped.
+    /// Anything opened is closed again on failure.
     fn open(spec: &EventSpec, pid: i32, cpu: i32) -> Result<Ring, SignalError> {
-        let attr = spec.attr();
-        // SAFETY: attr is a valid perf_event_attr of the size it declares.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                pid,
-                cpu,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        } as libc::c_int;
-        if fd < 0 {
-            return Err(SignalError::Sys {
-                what: format!("perf_event_open({}, pid {pid}, cpu {cpu})", spec.name),
-                source: io::Error::last_os_error(),
-            });
-        }
+        let aux_fd = match spec.aux_attr() {
+            Some(aux) => Some(perf_event_open(&aux, pid, cpu, -1).map_err(|e| SignalError::Sys {
+                what: format!(
+                    "perf_event_open(group leader config {:#x} of {}, pid {pid}, cpu {cpu})",
+                    aux.config, spec.name
+                ),
+                source: e,
+            })?),
+            None => None,
+        };
+        let fd = match perf_event_open(&spec.attr(), pid, cpu, aux_fd.unwrap_or(-1)) {
+            Ok(fd) => fd,
+            Err(e) => {
+                if let Some(aux) = aux_fd {
+                    // SAFETY: our fd.
+                    unsafe { libc::close(aux) };
+                }
+                return Err(SignalError::Sys {
+                    what: format!("perf_event_open({}, pid {pid}, cpu {cpu})", spec.name),
+                    source: e,
+                });
+            }
+        };
         let page = crate::reader::page_size() as usize;
         let data_pages = ring_pages(page);
         let map_len = page * (1 + data_pages);
@@ -604,13 +888,21 @@ impl Ring {
         };
         if base == libc::MAP_FAILED {
             let e = io::Error::last_os_error();
-            // SAFETY: our fd.
-            unsafe { libc::close(fd) };
+            // SAFETY: our fds.
+            unsafe {
+                libc::close(fd);
+                if let Some(aux) = aux_fd {
+                    libc::close(aux);
+                }
+            }
             return Err(SignalError::Sys { what: format!("mmap perf ring ({}, cpu {cpu})", spec.name), source: e });
         }
-        Ok(Ring { fd, base: base.cast(), map_len, page, data_size: page * data_pages })
+        Ok(Ring { fd, aux_fd, base: base.cast(), map_len, page, data_size: page * data_pages })
     }
 
+    /// A new period for the sampling event: never the group leader, which counts without
+    /// sampling (`PERF_EVENT_IOC_PERIOD` refuses a non-sampling event with EINVAL,
+    /// `kernel/events/core.c` `perf_event_period`).
     fn set_period(&self, period: u64) -> io::Result<()> {
         // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer, which lives across the call.
         if unsafe { libc::ioctl(self.fd, PERF_EVENT_IOC_PERIOD as _, &period as *const u64) } < 0 {
@@ -619,10 +911,17 @@ impl Ring {
         Ok(())
     }
 
+    /// A perf ioctl without argument on both events: ENABLE or DISABLE. A group member counts only
+    /// while its leader is enabled too, so both are switched (the sampler first on enable, last
+    /// on disable, so the leader is never on without it).
     fn ioctl(&self, req: libc::c_ulong) -> io::Result<()> {
-        // SAFETY: a perf ioctl without argument on our fd.
-        if unsafe { libc::ioctl(self.fd, req as _, 0) } < 0 {
-            return Err(io::Error::last_os_error());
+        let order: [Option<libc::c_int>; 2] =
+            if req == PERF_EVENT_IOC_DISABLE { [self.aux_fd, Some(self.fd)] } else { [Some(self.fd), self.aux_fd] };
+        for fd in order.into_iter().flatten() {
+            // SAFETY: a perf ioctl without argument on our fd.
+            if unsafe { libc::ioctl(fd, req as _, 0) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
         Ok(())
     }
@@ -663,9 +962,22 @@ pub struct Sampler {
     scratch: Vec<u8>,
     /// The CPUs of a per-CPU sampler, one ring each (empty for a task's).
     cpus: Vec<u32>,
+    /// The CPUs it was asked to open on (a per-CPU sampler's; `cpus` plus [`Sampler::skipped`]).
+    asked: Vec<u32>,
     /// The period every event samples at ([`Sampler::set_period`]).
     period: u64,
+    /// Sample records drained since open, and how many of them [`is_memory_access`] kept.
+    drained: u64,
+    kept: u64,
 }
+
+/// Sample records after which a sampler none of whose samples was a memory access says so
+/// ([`Sampler::no_accesses`]). Default 1,000. Source: a choice: with the ring's 2,048 records a
+/// drain, a busy machine reaches it in the first window, and one access in 1,000 samples is below
+/// what any load or store mix gives (IBS op: about 1 in 100 on a compile, [`IBS_OP_PERIOD`]). What
+/// it prevents: an IBS op sampler on a kernel that fills no data address (before Linux 6.1)
+/// looking like a quiet machine for ever.
+pub const NO_ACCESS_SAMPLES: u64 = 1_000;
 
 /// Data bytes of each ring. Default 128 kB (32 pages of 4 kB; with 64 kB pages, 2): 2,048
 /// memory-access records of 64 bytes (3,276 page-fault records of 40) per CPU between two drains
@@ -694,16 +1006,40 @@ pub const fn ring_pages(page_size: usize) -> usize {
 }
 
 impl Sampler {
-    /// Opens `spec` on every CPU in `cpus` for all processes (pid -1). Any failure closes what was
-    /// opened and is returned.
+    /// Opens `spec` for all processes (pid -1) on every CPU in `cpus` that its PMU covers
+    /// ([`EventSpec::cpus`]; the others are left out and listed by [`Sampler::skipped`]: on a
+    /// hybrid part the kernel refuses a `cpu_core` event on an E-core with ENOENT,
+    /// `arch/x86/events/core.c` `x86_pmu_event_init`, Linux 5.13+). Any failure closes what was
+    /// opened and is returned; so is a PMU that covers none of `cpus`.
     pub fn open_per_cpu(spec: &EventSpec, cpus: impl IntoIterator<Item = u32>) -> Result<Sampler, SignalError> {
-        let mut rings = Vec::new();
-        let mut on = Vec::new();
-        for cpu in cpus {
-            rings.push(Ring::open(spec, -1, cpu as i32)?);
-            on.push(cpu);
+        let asked: Vec<u32> = cpus.into_iter().collect();
+        let covered = |cpu: &u32| spec.cpus.as_ref().is_none_or(|c| c.contains(cpu));
+        let on: Vec<u32> = asked.iter().copied().filter(covered).collect();
+        if on.is_empty() && !asked.is_empty() {
+            return Err(SignalError::Malformed {
+                what: "perf per-CPU events",
+                reason: format!(
+                    "{} counts on CPUs {} only (its sysfs cpus file), none of the {} asked for",
+                    spec.name,
+                    cpu_ranges(spec.cpus.as_deref().unwrap_or(&[])),
+                    cpu_ranges(&asked)
+                ),
+            });
         }
-        Ok(Sampler { spec: spec.clone(), rings, scratch: Vec::new(), cpus: on, period: spec.period })
+        let mut rings = Vec::new();
+        for &cpu in &on {
+            rings.push(Ring::open(spec, -1, cpu as i32)?);
+        }
+        Ok(Sampler {
+            spec: spec.clone(),
+            rings,
+            scratch: Vec::new(),
+            cpus: on,
+            asked,
+            period: spec.period,
+            drained: 0,
+            kept: 0,
+        })
     }
 
     /// Opens `spec` for one task (`pid`, any CPU), with inherit off: for tests and for sampling one
@@ -715,7 +1051,10 @@ impl Sampler {
             rings: vec![ring],
             scratch: Vec::new(),
             cpus: Vec::new(),
+            asked: Vec::new(),
             period: spec.period,
+            drained: 0,
+            kept: 0,
         })
     }
 
@@ -727,6 +1066,36 @@ impl Sampler {
     /// The CPUs a per-CPU sampler has an event on, in the order opened (empty for a task's).
     pub fn cpus(&self) -> &[u32] {
         &self.cpus
+    }
+
+    /// The CPUs [`Sampler::open_per_cpu`] was asked for: what to compare with the online CPUs
+    /// (on a hybrid part it is more than [`Sampler::cpus`] for good).
+    pub fn asked(&self) -> &[u32] {
+        &self.asked
+    }
+
+    /// The CPUs asked for that the event's PMU does not cover, so nothing samples there.
+    pub fn skipped(&self) -> Vec<u32> {
+        self.asked.iter().copied().filter(|c| !self.cpus.contains(c)).collect()
+    }
+
+    /// One line when at least [`NO_ACCESS_SAMPLES`] samples were drained and not one was a
+    /// memory access [`is_memory_access`] keeps: the source runs but gives the model nothing.
+    pub fn no_accesses(&self) -> Option<String> {
+        if self.drained < NO_ACCESS_SAMPLES || self.kept > 0 {
+            return None;
+        }
+        let why = match self.spec.kind {
+            SourceKind::AmdIbsOp => {
+                "IBS op samples carry a data address and source only from Linux 6.1 \
+                 (arch/x86/events/amd/ibs.c perf_ibs_parse_ld_st_data); before, this kernel writes 0"
+            }
+            _ => "none had a user-space data address",
+        };
+        Some(format!(
+            "{}: {} samples, none a load or store with a user data address: {why}; access samples empty",
+            self.spec.name, self.drained
+        ))
     }
 
     /// Starts counting.
@@ -785,15 +1154,46 @@ impl Sampler {
             r.drain_into(&mut self.scratch);
             let st = parse_records(self.spec.sample_type, &self.scratch, out)?;
             total.samples += st.samples;
+            total.dropped += st.dropped;
             total.lost += st.lost;
+            total.throttles += st.throttles;
             total.other += st.other;
             let mut fill = self.scratch.len() as f64 / r.data_size.max(1) as f64;
             if st.lost > 0 {
                 fill = fill.max(1.0) * (st.samples + st.lost) as f64 / st.samples.max(1) as f64;
             }
+            if st.throttles > 0 {
+                // Samples went untaken, how many is not said: at least a full ring's worth of
+                // pressure, so the density control backs off as for an overflow.
+                fill = fill.max(1.0);
+            }
             total.max_fill = total.max_fill.max(fill);
         }
+        self.drained += total.samples;
+        self.kept += total.samples - total.dropped;
         Ok(total)
+    }
+}
+
+/// `0-3,8` for a sorted or unsorted CPU list.
+pub fn cpu_ranges(cpus: &[u32]) -> String {
+    let mut v = cpus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { v[i].to_string() } else { format!("{}-{}", v[i], v[j]) });
+        i = j + 1;
+    }
+    if out.is_empty() {
+        "none".into()
+    } else {
+        out.join(",")
     }
 }
 
@@ -1015,7 +1415,7 @@ mod tests {
         body.extend(0u32.to_ne_bytes()); // cpu, res
         body.extend(10_000u64.to_ne_bytes()); // period
         body.extend(250u64.to_ne_bytes()); // weight
-        body.extend(0x1_0000_0142u64.to_ne_bytes()); // data_src
+        body.extend(LOCAL_DRAM_LOAD.to_ne_bytes()); // data_src
         body.extend(0x1_2345_6789u64.to_ne_bytes()); // phys
         assert_eq!(st, sample_bits::SUPPORTED);
         let mut rec = PERF_RECORD_SAMPLE.to_ne_bytes().to_vec();
@@ -1039,12 +1439,12 @@ mod tests {
         let buf = synthetic(sample_bits::SUPPORTED);
         let mut out = Vec::new();
         let st = parse_records(sample_bits::SUPPORTED, &buf, &mut out).unwrap();
-        assert_eq!(st, DrainStats { samples: 1, lost: 5, other: 1, max_fill: 0.0 });
+        assert_eq!(st, DrainStats { samples: 1, dropped: 0, lost: 5, throttles: 0, other: 1, max_fill: 0.0 });
         let s = out[0];
         assert_eq!((s.ip, s.pid, s.tid, s.time, s.cpu), (0x401000, 7, 9, 123_456, 3));
         assert_eq!(
             (s.addr, s.period, s.weight, s.data_src, s.phys_addr),
-            (0x7f00_0000_1234, 10_000, 250, 0x1_0000_0142, 0x1_2345_6789)
+            (0x7f00_0000_1234, 10_000, 250, LOCAL_DRAM_LOAD, 0x1_2345_6789)
         );
         // Cut inside the record: the header's size no longer fits.
         assert!(parse_records(sample_bits::SUPPORTED, &buf[..40], &mut out).is_err());
@@ -1052,6 +1452,126 @@ mod tests {
         assert!(parse_sample(1 << 5, &[0u8; 64]).is_err());
         // A body shorter than the fields asked for.
         assert!(parse_sample(sample_bits::TID | sample_bits::ADDR, &[0u8; 12]).is_err());
+    }
+
+    /// `PERF_MEM_S(OP, LOAD) | L(LOC_RAM) | LN(RAM)`: a load local DRAM served, as IBS op
+    /// (`g_zen4_data_src[IBS_DATA_SRC_EXT_DRAM]`) and PEBS write it.
+    const LOCAL_DRAM_LOAD: u64 = 0x02 | (0x80 | 0x02) << 5 | 0x0d << 33;
+    /// `PERF_MEM_NA` (`include/uapi/linux/perf_event.h`): every field "not available"; what IBS op
+    /// writes for an op that is no load or store, and the kernel's default.
+    const MEM_NA: u64 = 0x01 | 0x01 << 5 | 0x01 << 19 | 0x01 << 24 | 0x01 << 26;
+
+    /// One PERF_RECORD_SAMPLE of [`MEM_SAMPLE_TYPE`] as the kernel lays it out
+    /// (`include/uapi/linux/perf_event.h`, `enum perf_event_type`): header, then `{ u32 pid, tid; }`,
+    /// `u64 time`, `u64 addr`, `{ u32 cpu, res; }`, `u64 weight`, `u64 data_src`, `u64 phys_addr`.
+    fn mem_sample(tid: u32, addr: u64, data_src: u64, phys: u64) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend(PERF_RECORD_SAMPLE.to_ne_bytes());
+        r.extend(0u16.to_ne_bytes()); // misc
+        r.extend(64u16.to_ne_bytes()); // size
+        r.extend(100u32.to_ne_bytes());
+        r.extend(tid.to_ne_bytes());
+        r.extend(5_000u64.to_ne_bytes());
+        r.extend(addr.to_ne_bytes());
+        r.extend(1u32.to_ne_bytes());
+        r.extend(0u32.to_ne_bytes());
+        r.extend(300u64.to_ne_bytes());
+        r.extend(data_src.to_ne_bytes());
+        r.extend(phys.to_ne_bytes());
+        assert_eq!(r.len(), sample_record_bytes(MEM_SAMPLE_TYPE));
+        r
+    }
+
+    /// A non-sample record of type `ty` with `body` and the `sample_id` trailer `sample_id_all`
+    /// adds for [`MEM_SAMPLE_TYPE`]: `{ u32 pid, tid; } u64 time; { u32 cpu, res; }`.
+    fn other_record(ty: u32, body: &[u64]) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend(ty.to_ne_bytes());
+        r.extend(0u16.to_ne_bytes());
+        r.extend(((8 + 8 * body.len() + 24) as u16).to_ne_bytes());
+        for v in body {
+            r.extend(v.to_ne_bytes());
+        }
+        r.extend(100u32.to_ne_bytes());
+        r.extend(101u32.to_ne_bytes());
+        r.extend(5_000u64.to_ne_bytes());
+        r.extend(1u64.to_ne_bytes());
+        r
+    }
+
+    /// IBS op samples every op (`arch/x86/events/amd/ibs.c` `perf_ibs_parse_ld_st_data`, Linux
+    /// 6.1+): for one that is no load or store it sets no address (the kernel writes 0) and
+    /// `PERF_MEM_NA`; for a load the L1 served, `L(L1) | LN(L1)`; kernel-side loads come with
+    /// kernel addresses, IBS having no privilege filter. Only user loads and stores beyond the L2
+    /// reach the aggregation; the rest are counted as dropped. Throttle and lost-sample records
+    /// (with their `sample_id` trailers) are counted, not taken for samples.
+    #[test]
+    fn ibs_op_samples_that_are_no_user_memory_access_are_dropped() {
+        let l1_hit_load = 0x02 | (0x08 | 0x02) << 5 | 0x01 << 33;
+        let l2_hit_load = 0x02 | (0x20 | 0x02) << 5 | 0x02 << 33;
+        let remote_dram_load = 0x02 | (0x100 | 0x02) << 5 | 0x0d << 33 | 1 << 37 | 1 << 43;
+        // A store that missed the L2: IBS leaves its level not available (`check_mab`).
+        let store_past_l2 = 0x04 | 0x01 << 5 | 0x0f << 33;
+        let mut buf = Vec::new();
+        buf.extend(mem_sample(1, 0, MEM_NA, 0)); // a branch or ALU op
+        buf.extend(mem_sample(2, 0x7f00_0000_1000, l1_hit_load, 0x1000));
+        buf.extend(mem_sample(3, 0x7f00_0000_2000, l2_hit_load, 0x2000));
+        buf.extend(mem_sample(4, 0xff11_0008_a539_8920, LOCAL_DRAM_LOAD, 0x8_a539_8920)); // kernel
+        buf.extend(other_record(PERF_RECORD_THROTTLE, &[5_000, 7, 7]));
+        buf.extend(mem_sample(5, 0x7f00_0000_3000, remote_dram_load, 0x4000_3000));
+        buf.extend(other_record(PERF_RECORD_UNTHROTTLE, &[6_000, 7, 7]));
+        buf.extend(mem_sample(6, 0x7f00_0000_4000, store_past_l2, 0x4000_4000));
+        buf.extend(other_record(PERF_RECORD_LOST_SAMPLES, &[3]));
+        let mut out = Vec::new();
+        let st = parse_records(MEM_SAMPLE_TYPE, &buf, &mut out).unwrap();
+        assert_eq!(st, DrainStats { samples: 6, dropped: 4, lost: 3, throttles: 1, other: 1, max_fill: 0.0 });
+        assert_eq!(
+            out.iter().map(|s| (s.tid, s.addr)).collect::<Vec<_>>(),
+            [(5, 0x7f00_0000_3000), (6, 0x7f00_0000_4000)]
+        );
+        // Without DATA_SRC (the page-fault event) only the address decides.
+        let pf = RawSample { addr: 0x7f00_0000_1000, ..RawSample::default() };
+        assert!(is_memory_access(EventSpec::page_faults(1).sample_type, &pf));
+        assert!(!is_memory_access(EventSpec::page_faults(1).sample_type, &RawSample::default()));
+    }
+
+    #[test]
+    fn a_sampler_whose_samples_are_never_accesses_says_so() {
+        let spec = EventSpec {
+            kind: SourceKind::AmdIbsOp,
+            name: "ibs_op/cnt_ctl=1/".into(),
+            type_: 11,
+            config: 1 << 19,
+            config1: 0,
+            config2: 0,
+            precise_ip: 0,
+            sample_type: MEM_SAMPLE_TYPE,
+            period: IBS_OP_PERIOD,
+            aux_config: None,
+            cpus: None,
+        };
+        let mut s = Sampler {
+            spec,
+            rings: Vec::new(),
+            scratch: Vec::new(),
+            cpus: Vec::new(),
+            asked: Vec::new(),
+            period: IBS_OP_PERIOD,
+            drained: NO_ACCESS_SAMPLES - 1,
+            kept: 0,
+        };
+        assert_eq!(s.no_accesses(), None, "too few samples to tell");
+        s.drained = NO_ACCESS_SAMPLES;
+        let line = s.no_accesses().expect("1,000 samples, no access");
+        assert!(line.contains("ibs_op") && line.contains("6.1"), "{line}");
+        s.kept = 1;
+        assert_eq!(s.no_accesses(), None);
+    }
+
+    #[test]
+    fn cpu_lists_print_as_ranges() {
+        assert_eq!(cpu_ranges(&[16, 17, 18, 3, 0, 1, 2, 20]), "0-3,16-18,20");
+        assert_eq!(cpu_ranges(&[]), "none");
     }
 
     #[test]

@@ -239,3 +239,157 @@ fn a_stretched_period_takes_fewer_samples_of_the_same_faults() {
     assert_eq!(faults_sampled(&mut sampler, 64), 64, "back to period 1");
     assert_eq!(sampler.spec().period, 1, "the spec keeps the base period");
 }
+
+/// The PMU trees written from the kernel source (`tests/data/pmu/README.md` names the lines).
+fn pmu_root(machine: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pmu").join(machine)
+}
+
+fn found(machine: &str) -> EventSpec {
+    match detect(&pmu_root(machine)) {
+        Detection::Found(spec) => spec,
+        Detection::Missing(line) => panic!("{machine}: {line}"),
+    }
+}
+
+/// `perf_event_attr.flags` bits (`include/uapi/linux/perf_event.h`).
+const EXCLUDE_USER: u64 = 1 << 4;
+const EXCLUDE_KERNEL: u64 = 1 << 5;
+const EXCLUDE_HV: u64 = 1 << 6;
+const EXCLUDE_IDLE: u64 = 1 << 7;
+const EXCLUDE_HOST: u64 = 1 << 19;
+const EXCLUDE_GUEST: u64 = 1 << 20;
+const ANY_EXCLUDE: u64 = EXCLUDE_USER | EXCLUDE_KERNEL | EXCLUDE_HV | EXCLUDE_IDLE | EXCLUDE_HOST | EXCLUDE_GUEST;
+
+/// Sapphire Rapids: `intel_pmu_hw_config` refuses (ENODATA) a `mem-loads` event sampling
+/// DATA_SRC without `mem-loads-aux` ahead of it in its group, so the spec carries that leader,
+/// whose attr counts without sampling; the load event samples loads of 30 cycles or more.
+#[test]
+fn sapphire_rapids_mem_loads_gets_its_mem_loads_aux_leader() {
+    let spec = found("sapphire-rapids");
+    assert_eq!(spec.kind, SourceKind::IntelPebs);
+    assert_eq!((spec.type_, spec.config, spec.config1, spec.config2), (4, 0x01cd, 30, 0));
+    assert_eq!(spec.name, "cpu/mem-loads,ldlat=30/");
+    assert_eq!(spec.aux_config, Some(0x8203), "event=0x03,umask=0x82");
+    assert_eq!(spec.cpus, None);
+    let a = spec.attr();
+    assert_eq!((a.type_, a.config, a.config1, a.sample_period), (4, 0x01cd, 30, 10_000));
+    assert_eq!((a.flags >> 15) & 3, 2, "precise_ip 2");
+    assert_eq!(a.flags & ANY_EXCLUDE, EXCLUDE_KERNEL | EXCLUDE_HV);
+    let aux = spec.aux_attr().expect("a leader");
+    assert_eq!((aux.type_, aux.config, aux.config1), (4, 0x8203, 0));
+    assert_eq!((aux.sample_period, aux.sample_type), (0, 0), "the leader counts, it writes no sample");
+    assert_eq!((aux.flags >> 15) & 3, 0, "not precise");
+    assert_eq!(aux.flags & 1, 1, "disabled until enabled with its member");
+    assert_eq!(aux.flags & ANY_EXCLUDE, a.flags & ANY_EXCLUDE);
+    const USE_CLOCKID: u64 = 1 << 25;
+    assert_eq!((aux.flags & USE_CLOCKID, aux.clockid), (a.flags & USE_CLOCKID, a.clockid), "one clock per group");
+}
+
+/// Genoa: IBS op counting dispatched ops (`cnt_ctl`, `config:19`), with no exclusion bit at all
+/// (any makes `perf_event_open` fail with EINVAL: `PERF_PMU_CAP_NO_EXCLUDE`, 5.1-6.13;
+/// `perf_ibs_init` without `swfilt`, 6.14+), a period `perf_ibs_init` accepts (low 4 bits clear,
+/// else EINVAL) at every stretch the daemon applies, and no group.
+#[test]
+fn genoa_ibs_op_counts_ops_with_no_exclusion_bit() {
+    let spec = found("genoa");
+    assert_eq!(spec.kind, SourceKind::AmdIbsOp);
+    assert_eq!((spec.type_, spec.config, spec.config1, spec.config2), (11, 1 << 19, 0, 0));
+    assert_eq!(spec.name, "ibs_op/cnt_ctl=1/");
+    assert_eq!((spec.aux_config, spec.cpus.as_ref()), (None, None));
+    let a = spec.attr();
+    assert_eq!(a.flags & ANY_EXCLUDE, 0, "flags {:#x}", a.flags);
+    assert_eq!((a.flags >> 15) & 3, 0, "precise_ip 0");
+    assert_eq!(a.sample_period, 100_000);
+    assert!(a.sample_period <= 0xffff << 4, "one interrupt per sample on every IBS generation");
+    for stretch in 1..=4096u64 {
+        assert_eq!((a.sample_period * stretch) & 0xf, 0, "stretch {stretch}");
+    }
+    assert!(spec.aux_attr().is_none());
+}
+
+/// Alder Lake: the P-cores' `cpu_core` PMU is chosen, with the CPUs its `cpus` file lists (a
+/// `cpu_core` event on an E-core fails with ENOENT) and its own `mem-loads-aux` leader.
+#[test]
+fn alder_lake_cpu_core_covers_the_p_cores_only() {
+    let spec = found("alder-lake");
+    assert_eq!(spec.name, "cpu_core/mem-loads,ldlat=30/");
+    assert_eq!((spec.type_, spec.config, spec.config1, spec.aux_config), (4, 0x01cd, 30, Some(0x8203)));
+    assert_eq!(spec.cpus, Some((0..16).collect::<Vec<u32>>()));
+    // None of the E-cores: a clear refusal naming both lists, nothing opened.
+    let e = Sampler::open_per_cpu(&spec, 16..24).unwrap_err().to_string();
+    assert!(e.contains("cpu_core/mem-loads") && e.contains("0-15") && e.contains("16-23"), "{e}");
+}
+
+/// A bad file is named, not skipped: a `cpus` file that is no CPU list.
+#[test]
+fn an_unreadable_pmu_file_is_named() {
+    let dir = tempdir("pmu-bad-cpus");
+    let src = pmu_root("alder-lake");
+    copy_tree(&src, &dir);
+    std::fs::write(dir.join("sys/bus/event_source/devices/cpu_core/cpus"), "0-x\n").unwrap();
+    match detect(&dir) {
+        Detection::Missing(line) => {
+            assert!(line.contains("cpu_core/cpus unusable") && line.contains("access sampling off"), "{line}")
+        }
+        Detection::Found(s) => panic!("found {s:?} with a bad cpus file"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("numapilot-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// `PERF_COUNT_SW_DUMMY`: a software event that counts nothing, a leader for the group test.
+const PERF_COUNT_SW_DUMMY: u64 = 9;
+
+/// The group path on this kernel, with software events standing in for `mem-loads-aux` and
+/// `mem-loads` (no PMU here): a counting leader opened first, the sampling event in its group.
+/// The member counts only while the leader is enabled, so samples arrive only because
+/// `enable` switches both; `set_period` goes to the sampling member (the counting leader would
+/// refuse it with EINVAL); the leader writes no record into the ring.
+#[test]
+fn a_sampling_event_behind_a_counting_leader_samples_and_takes_the_period() {
+    let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    let mut spec = EventSpec::page_faults(1);
+    spec.aux_config = Some(PERF_COUNT_SW_DUMMY);
+    let mut sampler = Sampler::open_task(&spec, tid).unwrap();
+    assert_eq!(faults_sampled(&mut sampler, 32), 32, "every fault, through the group");
+    sampler.set_period(8).unwrap();
+    let stretched = faults_sampled(&mut sampler, 64);
+    assert!((7..=9).contains(&stretched), "period 8: one fault in 8 of 64, got {stretched}");
+}
+
+/// CPUs the PMU does not cover are left out and reported; the others open (per CPU, all
+/// processes, on this kernel).
+#[test]
+fn cpus_outside_the_pmu_are_skipped_and_listed() {
+    let mut spec = EventSpec::page_faults(1);
+    spec.cpus = Some(vec![0]);
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let asked: Vec<u32> = (0..ncpu.max(2)).collect();
+    let online: Vec<u32> = asked.iter().copied().filter(|&c| c < ncpu).collect();
+    let s = Sampler::open_per_cpu(&spec, online.iter().copied()).unwrap();
+    assert_eq!(s.cpus(), &[0]);
+    assert_eq!(s.asked(), &online[..]);
+    assert_eq!(s.skipped(), online[1..].to_vec());
+}
