@@ -26,6 +26,7 @@ cp "$(command -v rig-toucher)" /tmp/crashed-t
 	echo '[exclude]'
 	echo 'comm = ["excluded-t"]'
 } >/tmp/np-safety.toml
+rig_file kernel /proc/sys/kernel/osrelease
 rig_run hw numactl --hardware
 # Every daemon below leaves this shell alone (--exclude-pid $$): a moved shell would hand its narrowed affinity to
 # the processes it starts, and their "original" would no longer be the machine's. What every process here starts
@@ -180,7 +181,16 @@ mkdir -p /sys/fs/cgroup/cpuset /sys/fs/cgroup/unified
 if rig_run cs-v1-mount mount -t cgroup -o cpuset cpuset /sys/fs/cgroup/cpuset; then
 	safety_cpuset v1 /sys/fs/cgroup/cpuset ':cpuset:'
 	# The cpuset controller moves to the v2 hierarchy once its v1 hierarchy has no child cgroups and is unmounted.
+	# A removed cgroup stays the hierarchy's child until its last reference goes (freed after an RCU grace period,
+	# css_free_rwork_fn), and an unmount that still finds a child keeps the hierarchy for good (cgroup_kill_sb):
+	# Debian 12's 6.1 kept it, and the v2 part below found no cpuset controller. So the unmount waits until
+	# /proc/cgroups counts the root alone.
 	rmdir /sys/fs/cgroup/cpuset/numapilot 2>/dev/null
+	_i=0
+	while [ $_i -lt 100 ] && [ "$(awk '$1 == "cpuset" { print $3 }' /proc/cgroups)" != 1 ]; do
+		_i=$((_i + 1))
+		sleep 0.1
+	done
 	umount /sys/fs/cgroup/cpuset
 fi
 mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified

@@ -270,6 +270,8 @@ pub struct RigOptions {
     pub release: bool,
     /// Use these binaries instead of building them.
     pub binaries: Option<Binaries>,
+    /// The kernel series the guests boot (default: 6.12 LTS; `NUMAPILOT_RIG_KERNEL` replaces that one only).
+    pub kernel: provision::KernelSeries,
 }
 
 impl Default for RigOptions {
@@ -282,6 +284,7 @@ impl Default for RigOptions {
             out_dir: env_dir("NUMAPILOT_RIG_OUT", root.join("rig/out")),
             release: std::env::var("NUMAPILOT_RIG_RELEASE").is_ok_and(|v| v == "1"),
             binaries: None,
+            kernel: provision::KernelSeries::default(),
         }
     }
 }
@@ -314,7 +317,7 @@ impl Rig {
         times.packages_ms = t.elapsed().as_millis() as u64;
         let t = Instant::now();
         std::fs::create_dir_all(&opts.cache_dir).map_err(|e| RigError::io(&opts.cache_dir, e))?;
-        let kernel = provision::ensure_kernel(&opts.cache_dir)?;
+        let kernel = provision::ensure_kernel(&opts.cache_dir, opts.kernel)?;
         times.kernel_ms = t.elapsed().as_millis() as u64;
         let t = Instant::now();
         let binaries = match &opts.binaries {

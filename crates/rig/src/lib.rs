@@ -61,4 +61,5 @@ pub mod spec;
 
 pub use error::{Result, RigError};
 pub use guest::{GuestRun, Rig, RigOptions, Section};
+pub use provision::KernelSeries;
 pub use spec::{GuestSpec, NodeSpec, PciDeviceSpec, PciKind, SmpLayout};

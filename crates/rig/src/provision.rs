@@ -7,8 +7,12 @@
 //! * Kernel: the newest installable `linux-image-6.12.*-cloud-amd64-unsigned`, resolved with `apt-cache` (running
 //!   `apt-get update` once if the package lists are missing), fetched with `apt-get download` and unpacked with
 //!   `dpkg -x` into the cache directory. It is never installed on the host. `NUMAPILOT_RIG_KERNEL=/path/vmlinuz`
-//!   overrides all of this (its modules are then looked up next to it, in `../lib/modules/*`). Without network, an
-//!   already unpacked kernel in the cache is used.
+//!   overrides all of this for the default series (its modules are then looked up next to it, in
+//!   `../lib/modules/*`). Without network, an already unpacked kernel in the cache is used.
+//! * A second series, [`KernelSeries::Debian12`]: Debian 12's own 6.1 LTS kernel
+//!   (`linux-image-6.1.0-N-cloud-amd64-unsigned`, newest ABI number N), the kernel most Debian servers run, from
+//!   before 6.2 changed what `sched_setaffinity` keeps (the mask a task asked for survives cpuset changes since 6.2,
+//!   `user_cpus_ptr`; on 6.1 a cpuset change resets it). Rig tests that ask for it boot it beside the default.
 //!
 //! ```text
 //!   apt-cache pkgnames linux-image-6.12.  ->  filter *-cloud-amd64-unsigned with a candidate  ->  newest
@@ -34,9 +38,53 @@ pub const PACKAGES: &[(&str, &str)] = &[
     ("binutils", "objcopy"),
 ];
 
-/// Prefix and suffix of the kernel package name.
-const KERNEL_PREFIX: &str = "linux-image-6.12.";
+/// Suffix of the kernel package names (the cloud flavour, without the signed shim's dependency).
 const KERNEL_SUFFIX: &str = "-cloud-amd64-unsigned";
+
+/// Which Debian kernel series the guests boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelSeries {
+    /// 6.12 LTS (`linux-image-6.12.N+debX-cloud-amd64-unsigned`: Debian 12's backports, Debian 13's own): the
+    /// rig's kernel unless a test asks for another.
+    #[default]
+    Lts612,
+    /// 6.1 LTS, Debian 12's own kernel (`linux-image-6.1.0-N-cloud-amd64-unsigned`).
+    Debian12,
+}
+
+impl KernelSeries {
+    /// Every package of the series starts with this (`apt-cache pkgnames` takes it as is).
+    pub fn prefix(self) -> &'static str {
+        match self {
+            KernelSeries::Lts612 => "linux-image-6.12.",
+            KernelSeries::Debian12 => "linux-image-6.1.0-",
+        }
+    }
+
+    /// The release the guest reports (`/proc/sys/kernel/osrelease`) starts with this.
+    pub fn release_prefix(self) -> &'static str {
+        match self {
+            KernelSeries::Lts612 => "6.12.",
+            KernelSeries::Debian12 => "6.1.0-",
+        }
+    }
+
+    /// The number that orders the series' packages (newest highest), or `None` for names outside the series or
+    /// of another flavour: the patch level N of `6.12.N+debX`, the ABI number N of `6.1.0-N` (Debian raises it
+    /// with each stable update that changes the ABI, so it orders them too).
+    pub fn package_key(self, name: &str) -> Option<u32> {
+        match self {
+            KernelSeries::Lts612 => kernel_package_patch(name),
+            KernelSeries::Debian12 => {
+                let abi = name.strip_prefix(self.prefix())?.strip_suffix(KERNEL_SUFFIX)?;
+                if abi.is_empty() || !abi.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                abi.parse().ok()
+            }
+        }
+    }
+}
 
 /// Runs a command, returning its stdout; a failure carries the command line and the tail of stderr.
 pub(crate) fn run(cmd: &mut Command) -> Result<String> {
@@ -121,7 +169,7 @@ pub struct Kernel {
 
 /// The version number N of `linux-image-6.12.N+debX-cloud-amd64-unsigned`, or `None` for other names.
 pub fn kernel_package_patch(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(KERNEL_PREFIX)?.strip_suffix(KERNEL_SUFFIX)?;
+    let rest = name.strip_prefix(KernelSeries::Lts612.prefix())?.strip_suffix(KERNEL_SUFFIX)?;
     let (patch, abi) = rest.split_once('+')?;
     if abi.is_empty() || abi.contains('-') {
         return None;
@@ -137,13 +185,12 @@ fn has_candidate(policy: &str) -> bool {
     })
 }
 
-/// The newest installable kernel package per apt's lists.
-pub fn resolve_kernel_package() -> Result<String> {
+/// The newest installable kernel package of `series` per apt's lists.
+pub fn resolve_kernel_package(series: KernelSeries) -> Result<String> {
     let list = || -> Result<Vec<String>> {
-        let names = run(Command::new("apt-cache").args(["pkgnames", KERNEL_PREFIX]))?;
-        let mut v: Vec<String> =
-            names.lines().filter(|n| kernel_package_patch(n).is_some()).map(String::from).collect();
-        v.sort_by_key(|n| std::cmp::Reverse(kernel_package_patch(n)));
+        let names = run(Command::new("apt-cache").args(["pkgnames", series.prefix()]))?;
+        let mut v: Vec<String> = names.lines().filter(|n| series.package_key(n).is_some()).map(String::from).collect();
+        v.sort_by_key(|n| std::cmp::Reverse(series.package_key(n)));
         Ok(v)
     };
     let mut names = list()?;
@@ -158,9 +205,10 @@ pub fn resolve_kernel_package() -> Result<String> {
         }
     }
     Err(RigError::NoKernel(format!(
-        "apt knows {} {} named {KERNEL_PREFIX}*{KERNEL_SUFFIX} but none is installable; run apt-get update",
+        "apt knows {} {} named {}*{KERNEL_SUFFIX} but none is installable; run apt-get update",
         names.len(),
-        if names.len() == 1 { "package" } else { "packages" }
+        if names.len() == 1 { "package" } else { "packages" },
+        series.prefix()
     )))
 }
 
@@ -180,9 +228,10 @@ fn kernel_in(root: &Path, origin: String) -> Option<Kernel> {
     Some(Kernel { vmlinuz, modules, origin })
 }
 
-/// The guest kernel: the override, or the newest package unpacked in `cache/kernel/` (downloading it if needed).
-pub fn ensure_kernel(cache: &Path) -> Result<Kernel> {
-    if let Some(p) = std::env::var_os("NUMAPILOT_RIG_KERNEL") {
+/// The guest kernel of `series`: the override (for the default series only), or the newest package unpacked in
+/// `cache/kernel/` (downloading it if needed).
+pub fn ensure_kernel(cache: &Path, series: KernelSeries) -> Result<Kernel> {
+    if let Some(p) = std::env::var_os("NUMAPILOT_RIG_KERNEL").filter(|_| series == KernelSeries::default()) {
         let vmlinuz = PathBuf::from(p);
         if !vmlinuz.is_file() {
             return Err(RigError::NoKernel(format!("NUMAPILOT_RIG_KERNEL={} is not a file", vmlinuz.display())));
@@ -191,11 +240,17 @@ pub fn ensure_kernel(cache: &Path) -> Result<Kernel> {
         return Ok(Kernel { origin: vmlinuz.display().to_string(), vmlinuz, modules });
     }
     let kdir = cache.join("kernel");
-    let pkg = match resolve_kernel_package() {
+    let pkg = match resolve_kernel_package(series) {
         Ok(p) => p,
         Err(e) => {
-            // Offline or no apt: fall back to the newest kernel already unpacked.
-            let cached = find_in(&kdir, KERNEL_PREFIX);
+            // Offline or no apt: fall back to the newest kernel of the series already unpacked (by its number:
+            // by name, 6.12.99 sorted after 6.12.117).
+            let cached = std::fs::read_dir(&kdir).ok().and_then(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter_map(|p| Some((series.package_key(p.file_name()?.to_str()?)?, p)))
+                    .max_by_key(|(key, _)| *key)
+                    .map(|(_, p)| p)
+            });
             return cached
                 .and_then(|d| {
                     let origin = d.file_name()?.to_string_lossy().into_owned();
@@ -343,6 +398,14 @@ mod tests {
         assert_eq!(kernel_package_patch("linux-image-6.12.107+deb12-amd64-unsigned"), None);
         assert_eq!(kernel_package_patch("linux-image-6.12.107+deb12-rt-cloud-amd64-unsigned"), None);
         assert_eq!(kernel_package_patch("linux-image-6.1.0-9-cloud-amd64-unsigned"), None);
+        let d12 = KernelSeries::Debian12;
+        assert_eq!(d12.package_key("linux-image-6.1.0-54-cloud-amd64-unsigned"), Some(54));
+        assert_eq!(d12.package_key("linux-image-6.1.0-9-cloud-amd64-unsigned"), Some(9));
+        assert_eq!(d12.package_key("linux-image-6.1.0-54-cloud-amd64-dbg"), None);
+        assert_eq!(d12.package_key("linux-image-6.1.0-54-cloud-amd64"), None);
+        assert_eq!(d12.package_key("linux-image-6.1.0-54-rt-cloud-amd64-unsigned"), None);
+        assert_eq!(d12.package_key("linux-image-6.12.107+deb12-cloud-amd64-unsigned"), None);
+        assert_eq!(KernelSeries::Lts612.package_key("linux-image-6.1.0-54-cloud-amd64-unsigned"), None);
     }
 
     #[test]

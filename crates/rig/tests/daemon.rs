@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use numapilot_rig::{GuestRun, GuestSpec, Rig, RigOptions};
+use numapilot_rig::{GuestRun, GuestSpec, KernelSeries, Rig, RigOptions};
 use serde_json::Value;
 
 const SCENARIO: &str = include_str!("../../../rig/scenarios/daemon-safety.sh");
@@ -32,6 +32,17 @@ fn enabled() -> bool {
 fn run() -> &'static GuestRun {
     static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
     RUN.get_or_init(|| boot_2node("daemon-safety", SCENARIO, 600)).as_ref().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The same scenario in the 2-node guest on Debian 12's own kernel (6.1 LTS, a boot of its own): the kernel most
+/// Debian servers run, from before 6.2 changed what `sched_setaffinity` keeps across cpuset changes, and one
+/// that still mounts cpuset v1, so numapilot's v1 cgroups are judged on a real multi-node kernel there (Debian's
+/// 6.12 is built without v1).
+fn run_debian12() -> &'static GuestRun {
+    static RUN: OnceLock<Result<GuestRun, String>> = OnceLock::new();
+    RUN.get_or_init(|| boot_2node_on(KernelSeries::Debian12, "daemon-safety", SCENARIO, 600))
+        .as_ref()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The 2-node guest booted with `isolcpus=3` running rig/scenarios/isolated.sh (a boot of its own).
@@ -62,11 +73,20 @@ fn uring_run() -> &'static GuestRun {
 /// Boots the 2-node guest (QEMU given `timeout_s` seconds) running scenario `name` (`script`, its text), and
 /// fails with the console's tail when the scenario exits non-zero.
 fn boot_2node(name: &str, script: &str, timeout_s: u64) -> Result<GuestRun, String> {
-    let (rig, _) = Rig::prepare(&RigOptions::default()).map_err(|e| e.to_string())?;
+    boot_2node_on(KernelSeries::default(), name, script, timeout_s)
+}
+
+/// [`boot_2node`] on the kernel `series` (a guest named `2node-debian12` on Debian 12's, so its run directory is
+/// its own).
+fn boot_2node_on(series: KernelSeries, name: &str, script: &str, timeout_s: u64) -> Result<GuestRun, String> {
+    let (rig, _) = Rig::prepare(&RigOptions { kernel: series, ..RigOptions::default() }).map_err(|e| e.to_string())?;
     let mut spec = GuestSpec::preset("2node").ok_or("no 2node preset")?;
+    if series == KernelSeries::Debian12 {
+        spec.name = "2node-debian12".into();
+    }
     spec.timeout = Duration::from_secs(timeout_s);
     let run = rig.boot(&spec, name, script, &[]).map_err(|e| e.to_string())?;
-    eprintln!("guest 2node {name}: QEMU wall {} ms", run.wall_ms);
+    eprintln!("guest {} {name}: QEMU wall {} ms", spec.name, run.wall_ms);
     if run.scenario_rc != 0 {
         return Err(format!("{name}.sh exit {}; console:\n{}", run.scenario_rc, run.console_tail()));
     }
@@ -133,10 +153,12 @@ fn pids1(run: &GuestRun) -> BTreeMap<String, u64> {
 
 #[test]
 fn twin_is_moved_and_restored_on_sigterm() {
-    if !enabled() {
-        return;
+    if enabled() {
+        twin_is_moved_and_restored_on_sigterm_in(run());
     }
-    let run = run();
+}
+
+fn twin_is_moved_and_restored_on_sigterm_in(run: &GuestRun) {
     let twin = pids1(run)["twin"];
     assert_eq!(ok(run, "twin-applied").trim(), "0", "no applied set-affinity for the twin {twin} in 60 s");
     // The original is what the scenario's shell (excluded from the daemon) hands every process it starts.
@@ -162,10 +184,12 @@ fn twin_is_moved_and_restored_on_sigterm() {
 /// "released" restore line, and no action touches it after the reload.
 #[test]
 fn a_placed_process_excluded_by_a_reload_is_put_back_at_once() {
-    if !enabled() {
-        return;
+    if enabled() {
+        a_placed_process_excluded_by_a_reload_is_put_back_at_once_in(run());
     }
-    let run = run();
+}
+
+fn a_placed_process_excluded_by_a_reload_is_put_back_at_once_in(run: &GuestRun) {
     let pid: u64 = ok(run, "released-pid").trim().parse().unwrap();
     assert_eq!(ok(run, "released-applied").trim(), "0", "no applied set-affinity for {pid} in 60 s");
     let (shell, moved, after) =
@@ -188,10 +212,12 @@ fn a_placed_process_excluded_by_a_reload_is_put_back_at_once() {
 
 #[test]
 fn excluded_and_self_placed_processes_are_untouched() {
-    if !enabled() {
-        return;
+    if enabled() {
+        excluded_and_self_placed_processes_are_untouched_in(run());
     }
-    let run = run();
+}
+
+fn excluded_and_self_placed_processes_are_untouched_in(run: &GuestRun) {
     let pids = pids1(run);
     let j = journal(run, "journal1");
     for who in ["excl", "pinned", "bound"] {
@@ -215,10 +241,12 @@ fn excluded_and_self_placed_processes_are_untouched() {
 
 #[test]
 fn crash_recovery_restores_from_the_state_file() {
-    if !enabled() {
-        return;
+    if enabled() {
+        crash_recovery_restores_from_the_state_file_in(run());
     }
-    let run = run();
+}
+
+fn crash_recovery_restores_from_the_state_file_in(run: &GuestRun) {
     let pid: u64 = ok(run, "crashed-pid").trim().parse().unwrap();
     assert_eq!(ok(run, "crashed-applied").trim(), "0", "no applied set-affinity for {pid} in 60 s");
     let (before, killed, recovered) =
@@ -238,10 +266,12 @@ fn crash_recovery_restores_from_the_state_file() {
 /// short-lived process it placed meanwhile).
 #[test]
 fn cpusets_v1_and_v2_place_and_restore() {
-    if !enabled() {
-        return;
+    if enabled() {
+        cpusets_v1_and_v2_place_and_restore_in(run());
     }
-    let run = run();
+}
+
+fn cpusets_v1_and_v2_place_and_restore_in(run: &GuestRun) {
     let shell = allowed(run, "shell-allowed");
     let v1 = run.section("cs-v1-mount").unwrap();
     let versions: &[&str] = if v1.rc == 0 {
@@ -292,10 +322,12 @@ fn cpusets_v1_and_v2_place_and_restore() {
 /// placed by thread affinity only: moved into numapilot's cgroup it would run without the limit.
 #[test]
 fn a_process_in_a_limited_v2_cgroup_keeps_its_cgroup() {
-    if !enabled() {
-        return;
+    if enabled() {
+        a_process_in_a_limited_v2_cgroup_keeps_its_cgroup_in(run());
     }
-    let run = run();
+}
+
+fn a_process_in_a_limited_v2_cgroup_keeps_its_cgroup_in(run: &GuestRun) {
     assert_eq!(ok(run, "cs-lim-applied").trim(), "0", "{}", run.section("cs-lim-applied").unwrap().stderr());
     assert_eq!(ok(run, "cs-lim-cgroup-during").trim(), "0::/lim", "moved out of its limited cgroup");
     let during = allowed(run, "cs-lim-during");
@@ -305,10 +337,12 @@ fn a_process_in_a_limited_v2_cgroup_keeps_its_cgroup() {
 
 #[test]
 fn a_process_confined_to_a_cpuset_is_managed_within_it() {
-    if !enabled() {
-        return;
+    if enabled() {
+        a_process_confined_to_a_cpuset_is_managed_within_it_in(run());
     }
-    let run = run();
+}
+
+fn a_process_confined_to_a_cpuset_is_managed_within_it_in(run: &GuestRun) {
     assert_eq!(allowed(run, "confined-before"), "1-2", "widened within its cpuset: as wide as the cpuset");
     let applied = run.section("confined-applied").unwrap();
     assert_eq!(applied.stdout().trim(), "0", "no applied set-affinity in 30 s; daemon log:\n{}", applied.stderr());
@@ -340,10 +374,12 @@ fn a_process_confined_to_a_cpuset_is_managed_within_it() {
 
 #[test]
 fn churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind() {
-    if !enabled() {
-        return;
+    if enabled() {
+        churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind_in(run());
     }
-    let run = run();
+}
+
+fn churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind_in(run: &GuestRun) {
     let churn = ok(run, "churn");
     eprintln!("churn: {}; {}", churn.trim(), ok(run, "pid-max").trim());
     assert!(
@@ -403,10 +439,12 @@ fn cpu_list(s: &str) -> Vec<u32> {
 
 #[test]
 fn a_job_launched_on_the_daemons_advice_is_adopted_and_held_there() {
-    if !enabled() {
-        return;
+    if enabled() {
+        a_job_launched_on_the_daemons_advice_is_adopted_and_held_there_in(run());
     }
-    let run = run();
+}
+
+fn a_job_launched_on_the_daemons_advice_is_adopted_and_held_there_in(run: &GuestRun) {
     let nodes = ok(run, "launch-nodes").trim().to_string();
     let node: u32 = nodes.parse().unwrap_or_else(|_| panic!("one node for 1 CPU and 250 MiB, got {nodes:?}"));
     let second = ok(run, "launch-second").trim().to_string();
@@ -427,10 +465,12 @@ fn a_job_launched_on_the_daemons_advice_is_adopted_and_held_there() {
 
 #[test]
 fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back() {
-    if !enabled() {
-        return;
+    if enabled() {
+        cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back_in(run());
     }
-    let run = run();
+}
+
+fn cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back_in(run: &GuestRun) {
     let node1 = node_cpus(run, 1);
     assert_eq!(node1, [2, 3], "the scenario takes CPUs 2 and 3 offline as node 1's");
     assert_eq!(ok(run, "hp-online-off").trim(), "0-1");
@@ -811,3 +851,52 @@ fn an_io_uring_programs_workers_are_placed_with_it_and_restored() {
         assert_eq!(t.allowed, original, "thread {} {} not restored after SIGTERM", t.tid, t.comm);
     }
 }
+
+/// The daemon-safety claims above, judged again on the same scenario in the 2-node guest on Debian 12's kernel
+/// ([`run_debian12`]): each test of `debian12_kernel` is its namesake's check on that run.
+macro_rules! on_debian12 {
+    ($($name:ident => $check:ident),* $(,)?) => {
+        mod debian12_kernel {
+            use super::*;
+
+            /// The guest runs Debian 12's kernel, and that kernel mounts cpuset v1, so the cpuset test judged v1
+            /// there and not v2 alone.
+            #[test]
+            fn the_guest_runs_debian12s_kernel_and_mounts_cpuset_v1() {
+                if !enabled() {
+                    return;
+                }
+                let run = run_debian12();
+                let release = ok(run, "kernel");
+                assert!(release.starts_with(KernelSeries::Debian12.release_prefix()), "guest kernel {release}");
+                let v1 = run.section("cs-v1-mount").unwrap();
+                assert_eq!(v1.rc, 0, "cpuset v1 mount on {release}: {}", v1.stderr());
+            }
+
+            $(
+                #[test]
+                fn $name() {
+                    if enabled() {
+                        $check(run_debian12());
+                    }
+                }
+            )*
+        }
+    };
+}
+
+on_debian12!(
+    twin_is_moved_and_restored_on_sigterm => twin_is_moved_and_restored_on_sigterm_in,
+    a_placed_process_excluded_by_a_reload_is_put_back_at_once => a_placed_process_excluded_by_a_reload_is_put_back_at_once_in,
+    excluded_and_self_placed_processes_are_untouched => excluded_and_self_placed_processes_are_untouched_in,
+    crash_recovery_restores_from_the_state_file => crash_recovery_restores_from_the_state_file_in,
+    cpusets_v1_and_v2_place_and_restore => cpusets_v1_and_v2_place_and_restore_in,
+    a_process_in_a_limited_v2_cgroup_keeps_its_cgroup => a_process_in_a_limited_v2_cgroup_keeps_its_cgroup_in,
+    a_process_confined_to_a_cpuset_is_managed_within_it => a_process_confined_to_a_cpuset_is_managed_within_it_in,
+    churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind =>
+        churn_with_wrapping_pids_keeps_the_daemon_running_and_leaves_nothing_behind_in,
+    a_job_launched_on_the_daemons_advice_is_adopted_and_held_there =>
+        a_job_launched_on_the_daemons_advice_is_adopted_and_held_there_in,
+    cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back =>
+        cpu_hotplug_is_followed_offline_cpus_never_asked_for_and_used_again_once_back_in,
+);

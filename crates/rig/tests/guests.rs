@@ -1,7 +1,8 @@
 //! Rig tests: numapilot against Debian's numactl/numastat and the kernel's own files, in real multi-node guests.
 //!
 //! Each guest (2 nodes; 4 nodes with the article's 10/11/20 distances, an NVMe controller on node 1 and a network
-//! card on node 2; 8 nodes with a memory-only node) boots once, on first use, and runs `rig/scenarios/checks.sh`;
+//! card on node 2; 8 nodes with a memory-only node; and the 2-node one again on Debian 12's own 6.1 kernel) boots
+//! once, on first use, and runs `rig/scenarios/checks.sh`;
 //! every test below then judges one claim from that guest's evidence with the pure functions of
 //! `numapilot_rig::checks`. Skipped (with a message) unless `NUMAPILOT_RIG=1`; scripts/test.sh always sets it.
 //! With the variable set, a missing QEMU, kernel or package that cannot be installed is a failure, not a skip.
@@ -13,7 +14,7 @@ use numapilot_rig::checks::{
     check_placement, compare_exact, compare_hardware, compare_sandwiched, parse_hardware, parse_list, parse_numa_maps,
     ThreadFiles,
 };
-use numapilot_rig::{GuestRun, GuestSpec, PciKind, Rig, RigOptions};
+use numapilot_rig::{GuestRun, GuestSpec, KernelSeries, PciKind, Rig, RigOptions};
 
 const CHECKS: &str = include_str!("../../../rig/scenarios/checks.sh");
 
@@ -66,9 +67,13 @@ fn enabled() -> bool {
     }
 }
 
-fn rig() -> &'static Rig {
-    static RIG: OnceLock<Result<Rig, String>> = OnceLock::new();
-    RIG.get_or_init(|| match Rig::prepare(&RigOptions::default()) {
+fn rig(series: KernelSeries) -> &'static Rig {
+    static RIGS: [OnceLock<Result<Rig, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = match series {
+        KernelSeries::Lts612 => &RIGS[0],
+        KernelSeries::Debian12 => &RIGS[1],
+    };
+    slot.get_or_init(|| match Rig::prepare(&RigOptions { kernel: series, ..RigOptions::default() }) {
         Ok((rig, t)) => {
             eprintln!("rig prepared: {t:?}, kernel {}", rig.kernel().origin);
             Ok(rig)
@@ -76,11 +81,28 @@ fn rig() -> &'static Rig {
         Err(e) => Err(e.to_string()),
     })
     .as_ref()
-    .unwrap_or_else(|e| panic!("rig could not be prepared: {e}"))
+    .unwrap_or_else(|e| panic!("rig ({series:?}) could not be prepared: {e}"))
+}
+
+/// The 2-node guest again, on Debian 12's own kernel (6.1 LTS): the kernel most Debian servers run, from before
+/// 6.2 changed what `sched_setaffinity` keeps. Every claim the preset guests check is checked on it too.
+fn two_node_debian12() -> GuestSpec {
+    let mut spec = GuestSpec::two_node();
+    spec.name = "2node-debian12".into();
+    spec
+}
+
+/// The kernel series a guest of this name boots.
+fn series_of(name: &str) -> KernelSeries {
+    if name == two_node_debian12().name {
+        KernelSeries::Debian12
+    } else {
+        KernelSeries::Lts612
+    }
 }
 
 fn boot_one(spec: &GuestSpec) -> Result<GuestRun, String> {
-    let run = rig().boot(spec, "", CHECKS, &[]).map_err(|e| e.to_string())?;
+    let run = rig(series_of(&spec.name)).boot(spec, "", CHECKS, &[]).map_err(|e| e.to_string())?;
     eprintln!(
         "guest {}: userspace after {:.2} s, wall {} ms, {} sections",
         run.guest,
@@ -94,16 +116,19 @@ fn boot_one(spec: &GuestSpec) -> Result<GuestRun, String> {
     Ok(run)
 }
 
-/// All preset guests, booted at once on first use. Each QEMU runs its vCPUs on one host thread (single-threaded
-/// TCG), so three guests keep a 2-core host busy; booting them one by one (as tests would, each waiting on its own
-/// guest) took about 65 s where this takes about half.
+/// All preset guests and the 2-node one on Debian 12's kernel, booted at once on first use. Each QEMU runs its
+/// vCPUs on one host thread (single-threaded TCG), so three guests keep a 2-core host busy; booting them one by one
+/// (as tests would, each waiting on its own guest) took about 65 s where this takes about half.
 fn guests() -> &'static BTreeMap<String, Result<GuestRun, String>> {
     static ALL: OnceLock<BTreeMap<String, Result<GuestRun, String>>> = OnceLock::new();
     ALL.get_or_init(|| {
-        rig(); // prepared once, before the threads start
+        // Prepared once each, before the threads start.
+        rig(KernelSeries::Lts612);
+        rig(KernelSeries::Debian12);
         std::thread::scope(|s| {
             let handles: Vec<_> = GuestSpec::presets()
                 .into_iter()
+                .chain([two_node_debian12()])
                 .map(|spec| (spec.name.clone(), s.spawn(move || boot_one(&spec))))
                 .collect();
             handles
@@ -162,7 +187,9 @@ fn guest_is_the_spec(run: &GuestRun, spec: &GuestSpec) {
     let d: Vec<Vec<u32>> =
         (0..spec.nodes.len()).map(|a| (0..spec.nodes.len()).map(|b| spec.distance(a, b)).collect()).collect();
     assert_eq!(hw.distances, d, "guest {}: distance matrix", run.guest);
-    assert!(ok_text(run, "uname").starts_with("6.12."), "guest kernel is the 6.12 cloud kernel");
+    let series = series_of(&spec.name);
+    let release = ok_text(run, "uname");
+    assert!(release.starts_with(series.release_prefix()), "guest {}: kernel {release} is not {series:?}", run.guest);
     assert!(ok_text(run, "numad-version").contains("numad"), "numad runs in the guest");
 }
 
@@ -513,3 +540,4 @@ macro_rules! guest_tests {
 guest_tests!(two_node, GuestSpec::two_node);
 guest_tests!(four_node_article, GuestSpec::four_node_article);
 guest_tests!(eight_node_cpuless, GuestSpec::eight_node);
+guest_tests!(two_node_debian12_kernel, two_node_debian12);

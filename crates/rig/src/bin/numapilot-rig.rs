@@ -23,9 +23,10 @@
 //!                                               numad's cost beside the daemon's on one load in the 4-node guest
 //!                                               (rig/scenarios/cost.sh, nodes of M MiB, default 1024): CPU share
 //!                                               of one core per daemon and the ratio (crates/rig/src/cost.rs)
-//! numapilot-rig capture-fixtures [--out DIR] [PRESET...]
+//! numapilot-rig capture-fixtures [--out DIR] [--kernel 6.12|6.1] [PRESET...]
 //!                                               boot each guest (default: all) with rig/scenarios/capture.sh and
-//!                                               replace DIR/rig-<major.minor>-PRESET (DIR default: fixtures/)
+//!                                               replace DIR/rig-<major.minor>-PRESET (DIR default: fixtures/);
+//!                                               --kernel 6.1: on Debian 12's own kernel
 //! ```
 //! Environment: NUMAPILOT_RIG_KERNEL, NUMAPILOT_RIG_CACHE, NUMAPILOT_RIG_OUT, NUMAPILOT_RIG_NO_INSTALL,
 //! NUMAPILOT_RIG_RELEASE (see the crate documentation).
@@ -38,7 +39,7 @@ use std::collections::BTreeMap;
 use numapilot_rig::checks::{bytes_by_node, parse_hardware, parse_numa_maps, stat_processor};
 use numapilot_rig::provision::workspace_root;
 use numapilot_rig::race::{self, RaceConfig};
-use numapilot_rig::{GuestSpec, Rig, RigOptions};
+use numapilot_rig::{GuestSpec, KernelSeries, Rig, RigOptions};
 
 const CHECKS: &str = include_str!("../../../../rig/scenarios/checks.sh");
 const CAPTURE: &str = include_str!("../../../../rig/scenarios/capture.sh");
@@ -484,20 +485,32 @@ fn major_minor(release: &str) -> Option<String> {
     (a.chars().all(|c| c.is_ascii_digit()) && b.chars().all(|c| c.is_ascii_digit())).then(|| format!("{a}.{b}"))
 }
 
+/// The kernel series a `--kernel` value names: `6.12` (the default) or `6.1` (Debian 12's own).
+fn kernel_series(v: &str) -> Res<KernelSeries> {
+    match v {
+        "6.12" => Ok(KernelSeries::Lts612),
+        "6.1" => Ok(KernelSeries::Debian12),
+        _ => Err(format!("--kernel {v:?}: expected 6.12 (the default) or 6.1 (Debian 12's own kernel)").into()),
+    }
+}
+
 fn capture(args: &[String]) -> Res<()> {
     let mut out = workspace_root().join("fixtures");
     let mut names = Vec::new();
+    let mut kernel = KernelSeries::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--out" {
             out = PathBuf::from(it.next().ok_or("--out needs a directory")?);
+        } else if a == "--kernel" {
+            kernel = kernel_series(it.next().ok_or("--kernel needs 6.12 or 6.1")?)?;
         } else {
             names.push(a.clone());
         }
     }
     let specs: Vec<GuestSpec> =
         if names.is_empty() { GuestSpec::presets() } else { names.iter().map(|n| preset(n)).collect::<Res<_>>()? };
-    let rig = prepare()?;
+    let rig = prepare_with(&RigOptions { kernel, ..RigOptions::default() })?;
     for spec in specs {
         let run = rig.boot(&spec, "capture", CAPTURE, &[])?;
         let cap = run.section("capture")?;
@@ -567,7 +580,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(&args[1..]),
         Some("race") => race(&args[1..]),
         Some("cost") => cost(&args[1..]),
-        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] [--append KERNEL_ARG]... | demo [PRESET] | race [--short] [...] | cost [...] | capture-fixtures [--out DIR] [PRESET...]"
+        _ => Err("usage: numapilot-rig presets | boot PRESET [SCENARIO.sh] [--append KERNEL_ARG]... | demo [PRESET] | race [--short] [...] | cost [...] | capture-fixtures [--out DIR] [--kernel 6.12|6.1] [PRESET...]"
             .into()),
     };
     match res {
