@@ -205,5 +205,6 @@ fn numa_balancing_moved_the_pages_after_the_threads() {
         assert!(on1 > 0, "{}: {usage:?}", fx.display());
         seen += 1;
     }
-    assert_eq!(seen, 3);
+    // The three 6.12 guests and the 2-node one on Debian 12's 6.1.
+    assert_eq!(seen, 4);
 }
