@@ -1219,6 +1219,17 @@ mod fallback_tests {
         Some(s)
     }
 
+    /// [`fault_sampler`] and the CPUs it covers, when there are two or more (`None`, the test skipped, otherwise).
+    fn fault_sampler_on_cpus() -> Option<(Signals, Vec<u32>)> {
+        let s = fault_sampler()?;
+        let all: Vec<u32> = s.sampler.as_ref()?.cpus().to_vec();
+        if all.len() < 2 {
+            eprintln!("skipped: one CPU online");
+            return None;
+        }
+        Some((s, all))
+    }
+
     /// A fresh private anonymous mapping of `pages` pages (no THP), each touched once (one page
     /// fault each); unmapped on drop.
     struct Faulted {
@@ -1304,12 +1315,7 @@ mod fallback_tests {
     #[test]
     fn after_cpu_hotplug_the_sampler_covers_the_cpus_online() {
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(mut s) = fault_sampler() else { return };
-        let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
-        if all.len() < 2 {
-            eprintln!("skipped: one CPU online");
-            return;
-        }
+        let Some((mut s, all)) = fault_sampler_on_cpus() else { return };
         let (first, last) = (all[0], *all.last().unwrap());
         // Records buffered when the sampler is replaced reach the next fill, with the period they
         // were taken at (one fault in 2 here).
@@ -1354,12 +1360,7 @@ mod fallback_tests {
     #[test]
     fn a_sampler_covering_part_of_the_cpus_is_not_reopened_every_cycle() {
         let _fork = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(mut s) = fault_sampler() else { return };
-        let all: Vec<u32> = s.sampler.as_ref().unwrap().cpus().to_vec();
-        if all.len() < 2 {
-            eprintln!("skipped: one CPU online");
-            return;
-        }
+        let Some((mut s, all)) = fault_sampler_on_cpus() else { return };
         let mut spec = s.sampler.as_ref().unwrap().spec().clone();
         spec.cpus = Some(vec![all[0]]);
         let part = Sampler::open_per_cpu(&spec, all.iter().copied()).unwrap();

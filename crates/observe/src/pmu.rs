@@ -366,6 +366,24 @@ impl EventSpec {
         }
     }
 
+    /// AMD's IBS op event of PMU type `type_`: `config` is `cnt_ctl=1` from the PMU's format when `ops` (count
+    /// dispatched ops, not cycles), sampled every [`IBS_OP_PERIOD`] with the memory sample type.
+    pub fn ibs_op(type_: u32, config: u64, ops: bool) -> Self {
+        EventSpec {
+            kind: SourceKind::AmdIbsOp,
+            name: if ops { "ibs_op/cnt_ctl=1/".into() } else { "ibs_op (cycles)".into() },
+            type_,
+            config,
+            config1: 0,
+            config2: 0,
+            precise_ip: 0,
+            sample_type: MEM_SAMPLE_TYPE,
+            period: IBS_OP_PERIOD,
+            aux_config: None,
+            cpus: None,
+        }
+    }
+
     /// The exclusion bits of this kind of event. Intel PEBS: kernel and hypervisor excluded (the
     /// counter's own CPL filter: kernel-side loads are not accesses of the thread's pages, and
     /// [`is_memory_access`] would drop them anyway). AMD IBS op: none at all: IBS has no
@@ -480,19 +498,7 @@ pub fn detect(sys_root: &Path) -> Detection {
         } else {
             0
         };
-        return Detection::Found(EventSpec {
-            kind: SourceKind::AmdIbsOp,
-            name: if ops { "ibs_op/cnt_ctl=1/".into() } else { "ibs_op (cycles)".into() },
-            type_,
-            config,
-            config1: 0,
-            config2: 0,
-            precise_ip: 0,
-            sample_type: MEM_SAMPLE_TYPE,
-            period: IBS_OP_PERIOD,
-            aux_config: None,
-            cpus: None,
-        });
+        return Detection::Found(EventSpec::ibs_op(type_, config, ops));
     }
     if let Some(spe) = names.iter().find(|n| n.starts_with("arm_spe")) {
         return Detection::Missing(format!(
@@ -1537,19 +1543,7 @@ mod tests {
 
     #[test]
     fn a_sampler_whose_samples_are_never_accesses_says_so() {
-        let spec = EventSpec {
-            kind: SourceKind::AmdIbsOp,
-            name: "ibs_op/cnt_ctl=1/".into(),
-            type_: 11,
-            config: 1 << 19,
-            config1: 0,
-            config2: 0,
-            precise_ip: 0,
-            sample_type: MEM_SAMPLE_TYPE,
-            period: IBS_OP_PERIOD,
-            aux_config: None,
-            cpus: None,
-        };
+        let spec = EventSpec::ibs_op(11, 1 << 19, true);
         let mut s = Sampler {
             spec,
             rings: Vec::new(),

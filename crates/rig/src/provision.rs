@@ -53,6 +53,19 @@ pub enum KernelSeries {
 }
 
 impl KernelSeries {
+    /// The series a version names as `numapilot-rig --kernel` takes it: `6.12` or `6.1`.
+    pub fn from_version(v: &str) -> Option<Self> {
+        [KernelSeries::Lts612, KernelSeries::Debian12].into_iter().find(|k| k.version() == v)
+    }
+
+    /// The series' version: `6.12`, `6.1`.
+    pub fn version(self) -> &'static str {
+        match self {
+            KernelSeries::Lts612 => "6.12",
+            KernelSeries::Debian12 => "6.1",
+        }
+    }
+
     /// Every package of the series starts with this (`apt-cache pkgnames` takes it as is).
     pub fn prefix(self) -> &'static str {
         match self {
@@ -406,6 +419,12 @@ mod tests {
         assert_eq!(d12.package_key("linux-image-6.1.0-54-rt-cloud-amd64-unsigned"), None);
         assert_eq!(d12.package_key("linux-image-6.12.107+deb12-cloud-amd64-unsigned"), None);
         assert_eq!(KernelSeries::Lts612.package_key("linux-image-6.1.0-54-cloud-amd64-unsigned"), None);
+        assert_eq!(KernelSeries::from_version("6.1"), Some(d12));
+        assert_eq!(KernelSeries::from_version("6.12"), Some(KernelSeries::Lts612));
+        assert_eq!(KernelSeries::from_version("6"), None);
+        for k in [KernelSeries::Lts612, d12] {
+            assert!(k.release_prefix().starts_with(&format!("{}.", k.version())), "{k:?}");
+        }
     }
 
     #[test]

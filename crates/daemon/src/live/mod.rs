@@ -2344,12 +2344,7 @@ mod tests {
     fn a_thread_the_kernel_keeps_is_no_pin_set_since_placement() {
         let topo = Topology::from_sysfs(Path::new("/")).unwrap();
         let online = topo.online_cpus();
-        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let mask = sched_getaffinity(pid as libc::pid_t).ok()?;
-            (numapilot_actuate::kernel_owns_affinity(pid, pid) && !online.is_subset(&mask)).then_some((pid, mask))
-        });
-        let Some((pid, mask)) = found else {
+        let Some((pid, mask)) = select::task_the_kernel_keeps(&topo) else {
             eprintln!("skipped: no task flagged PF_NO_SETAFFINITY narrower than the online CPUs (one CPU?)");
             return;
         };

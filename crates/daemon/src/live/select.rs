@@ -584,6 +584,18 @@ pub fn pinned(
     None
 }
 
+/// For tests: a task of this host whose CPUs the kernel keeps (flagged PF_NO_SETAFFINITY) on fewer CPUs than are
+/// online, with its mask: a per-CPU kernel thread such as `ksoftirqd/0`; none on a one-CPU host.
+#[cfg(test)]
+pub(crate) fn task_the_kernel_keeps(topo: &Topology) -> Option<(u32, CpuSet)> {
+    let online = topo.online_cpus();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let mask = sched_getaffinity(pid as libc::pid_t).ok()?;
+        (numapilot_actuate::kernel_owns_affinity(pid, pid) && !online.is_subset(&mask)).then_some((pid, mask))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -776,13 +788,7 @@ mod tests {
     #[test]
     fn a_mask_the_kernel_keeps_is_no_pin() {
         let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
-        let online = topo.online_cpus();
-        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let mask = sched_getaffinity(pid as libc::pid_t).ok()?;
-            (numapilot_actuate::kernel_owns_affinity(pid, pid) && !online.is_subset(&mask)).then_some((pid, mask))
-        });
-        let Some((pid, mask)) = found else {
+        let Some((pid, mask)) = task_the_kernel_keeps(&topo) else {
             eprintln!("skipped: no task flagged PF_NO_SETAFFINITY narrower than the online CPUs (one CPU?)");
             return;
         };

@@ -487,11 +487,8 @@ fn major_minor(release: &str) -> Option<String> {
 
 /// The kernel series a `--kernel` value names: `6.12` (the default) or `6.1` (Debian 12's own).
 fn kernel_series(v: &str) -> Res<KernelSeries> {
-    match v {
-        "6.12" => Ok(KernelSeries::Lts612),
-        "6.1" => Ok(KernelSeries::Debian12),
-        _ => Err(format!("--kernel {v:?}: expected 6.12 (the default) or 6.1 (Debian 12's own kernel)").into()),
-    }
+    KernelSeries::from_version(v)
+        .ok_or_else(|| format!("--kernel {v:?}: expected 6.12 (the default) or 6.1 (Debian 12's own kernel)").into())
 }
 
 fn capture(args: &[String]) -> Res<()> {
