@@ -17,7 +17,8 @@
 //!                 .../events/mem-loads-aux     ──► a counting group leader per CPU (see below)
 //!                 .../cpus (hybrid)            ──► the CPUs that PMU covers
 //!               ibs_op/type (+format/cnt_ctl)  ──► IBS op: that type, cnt_ctl=1 (count ops),
-//!                                                  period 100,000, no exclude_* bit at all
+//!                                                  period 100,000, no exclude_* bit at all,
+//!                                                  RAW too: the op's registers (pmu::ibs)
 //!               arm_spe_*                      ──► found, but SPE writes an AUX trace: not decoded here
 //!               none                           ──► one note; the other signals carry on
 //!   Sampler::open_per_cpu   one perf fd per covered CPU (pid -1), each with a ring buffer
@@ -27,9 +28,11 @@
 //!      │ data_head ◄──┼── kernel writes ahead      user reads from data_tail ──► │
 //!      └──────────────┴────────────────────────────────────────────────────────┘
 //!   drain()   read data_head (acquire), parse records up to it, store data_tail (release)
-//!   PERF_RECORD_SAMPLE (sample_type IP|TID|TIME|ADDR|CPU|PERIOD|WEIGHT|DATA_SRC|PHYS_ADDR, in that
-//!   order, each present only when asked) ──► RawSample, kept when is_memory_access (a user data
-//!   address; with DATA_SRC, a load or store not served by L1/L2), else counted as dropped
+//!   PERF_RECORD_SAMPLE (sample_type IP|TID|TIME|ADDR|CPU|PERIOD|RAW|WEIGHT|DATA_SRC|PHYS_ADDR, in
+//!   that order, each present only when asked) ──► RawSample; IBS op: the RAW registers fill the
+//!   address, source, latency, physical address the kernel left empty (before 6.1) ──► kept when
+//!   is_memory_access (a user data address; with DATA_SRC, a load or store not served by L1/L2;
+//!   IBS op: a user-mode op by IbsOpRip), else counted as dropped (undecodable RAW: malformed too)
 //!   PERF_RECORD_LOST, _LOST_SAMPLES ──► lost;  _THROTTLE ──► throttles (fill counted as full)
 //!   node: phys_addr ─► memory block ─► node   (NodeMemory, /sys/devices/system/node/nodeN/memoryM)
 //!         else move_pages(pid, pages, NULL) status query, batched per process
@@ -80,13 +83,16 @@
 //! locality are read but not weighed, which is why the cache levels that say nothing about a
 //! thread's node are filtered out instead ([`PEBS_LDLAT`], [`is_memory_access`]). IBS op samples
 //! every op, so most of its records are dropped (no load or store, or an L1/L2 hit) yet still fill
-//! the ring and cost an interrupt; before Linux 6.1 the kernel fills no data address or source for
-//! IBS op at all (only `PERF_SAMPLE_RAW`, not decoded here), so every sample is dropped and
-//! [`Sampler::no_accesses`] says so. `l3missonly` (Zen 4) would leave only L3 misses, but the
-//! hardware restarts the count when the tagged op does not miss, skewing the period (perf warns
-//! so, `tools/perf/arch/x86/util/evsel.c` `ibs_l3miss_warn`), which the sampling stretch and
-//! density control assume exact: not used. On a hybrid part only the CPUs of the PMU found first
-//! (`cpu_core`) are sampled; the E-cores' `cpu_atom` is not opened ([`Sampler::skipped`]).
+//! the ring and cost an interrupt. Before Linux 6.1 the kernel fills no data address or source for
+//! IBS op at all, only `PERF_SAMPLE_RAW`, the op's registers: [`ibs`] decodes them, asked on every
+//! kernel since backports make the version no guide ([`IBS_OP_SAMPLE_TYPE`]), at the price of
+//! records twice as large (128 to 144 bytes), half as many a ring; a RAW payload that is not those
+//! registers is counted ([`DrainStats::malformed`]) and [`Sampler::no_accesses`] says so.
+//! `l3missonly` (Zen 4) would leave only L3 misses, but the hardware restarts the count when the
+//! tagged op does not miss, skewing the period (perf warns so, `tools/perf/arch/x86/util/evsel.c`
+//! `ibs_l3miss_warn`), which the sampling stretch and density control assume exact: not used. On a
+//! hybrid part only the CPUs of the PMU found first (`cpu_core`) are sampled; the E-cores'
+//! `cpu_atom` is not opened ([`Sampler::skipped`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -95,6 +101,9 @@ use std::sync::atomic::{fence, Ordering};
 
 use crate::sample::AccessSample;
 use crate::signal_error::{hex, SignalError};
+
+pub mod ibs;
+pub use ibs::IbsOpRegs;
 
 /// `PERF_TYPE_SOFTWARE`.
 pub const PERF_TYPE_SOFTWARE: u32 = 1;
@@ -117,6 +126,9 @@ pub mod sample_bits {
     pub const CPU: u64 = 1 << 7;
     /// Period.
     pub const PERIOD: u64 = 1 << 8;
+    /// The PMU driver's raw record, `{ u32 size; char data[size]; }`: for AMD IBS op the op's
+    /// registers ([`super::ibs`]).
+    pub const RAW: u64 = 1 << 10;
     /// Weight (load latency).
     pub const WEIGHT: u64 = 1 << 14;
     /// Data source (`union perf_mem_data_src`).
@@ -124,7 +136,7 @@ pub mod sample_bits {
     /// Physical address of the data.
     pub const PHYS_ADDR: u64 = 1 << 19;
     /// Every bit [`super::parse_sample`] understands; others change the layout and are refused.
-    pub const SUPPORTED: u64 = IP | TID | TIME | ADDR | CPU | PERIOD | WEIGHT | DATA_SRC | PHYS_ADDR;
+    pub const SUPPORTED: u64 = IP | TID | TIME | ADDR | CPU | PERIOD | RAW | WEIGHT | DATA_SRC | PHYS_ADDR;
 }
 
 /// The sample type of the precise memory-access events (Intel PEBS load latency, AMD IBS op):
@@ -137,11 +149,27 @@ pub const MEM_SAMPLE_TYPE: u64 = sample_bits::TID
     | sample_bits::DATA_SRC
     | sample_bits::PHYS_ADDR;
 
-/// Bytes one PERF_RECORD_SAMPLE of `sample_type` takes in a ring: the 8-byte header and 8 bytes
-/// per field (every field [`sample_bits::SUPPORTED`] names is one u64 or two u32s; the layout
-/// [`parse_sample`] reads).
+/// The sample type of AMD IBS op: [`MEM_SAMPLE_TYPE`] and `PERF_SAMPLE_RAW`, the op's registers
+/// ([`ibs`]). Always, not only where the kernel fills no address: Linux fills `ADDR` and
+/// `DATA_SRC` for IBS op from 6.1 (`arch/x86/events/amd/ibs.c` `perf_ibs_parse_ld_st_data`), but a
+/// distribution kernel may carry that back under an older version number (or not carry it under
+/// a newer one), so no version check tells which; and asked on every kernel, the registers also
+/// give what no kernel reports for IBS, whether the op ran in user mode (IbsOpRip). The decode
+/// keeps the kernel's fields where it filled them and takes the registers' where it did not, so
+/// one filter ([`is_memory_access`]) gives one answer on both. Cost: the RAW field is 64 bytes,
+/// 72 or 80 with IbsBrTarget/IbsOpData4 (the capability words Zen parts log, `0x3ff` and `0xbff`,
+/// have IbsBrTarget), so a record takes 128 to 144 bytes instead of 64 (136 on those parts) and a
+/// ring holds 910 to 1,024 of them ([`ring_records`] counts the least).
+pub const IBS_OP_SAMPLE_TYPE: u64 = MEM_SAMPLE_TYPE | sample_bits::RAW;
+
+/// Bytes one PERF_RECORD_SAMPLE of `sample_type` takes in a ring: the 8-byte header, 8 bytes per
+/// fixed field (every one [`sample_bits::SUPPORTED`] names is one u64 or two u32s) and, with
+/// `RAW`, the IBS op registers' field ([`ibs::RAW_FIELD_BYTES`], the least IBS op writes; 8 or 16
+/// more on CPUs with IbsBrTarget/IbsOpData4): the layout [`parse_sample`] reads.
 pub const fn sample_record_bytes(sample_type: u64) -> usize {
-    8 + 8 * (sample_type & sample_bits::SUPPORTED).count_ones() as usize
+    let st = sample_type & sample_bits::SUPPORTED;
+    let raw = if st & sample_bits::RAW != 0 { ibs::RAW_FIELD_BYTES } else { 0 };
+    8 + 8 * (st & !sample_bits::RAW).count_ones() as usize + raw
 }
 
 /// Records of `sample_type` one of the daemon's rings ([`RING_BYTES`]) holds between two
@@ -367,7 +395,8 @@ impl EventSpec {
     }
 
     /// AMD's IBS op event of PMU type `type_`: `config` is `cnt_ctl=1` from the PMU's format when `ops` (count
-    /// dispatched ops, not cycles), sampled every [`IBS_OP_PERIOD`] with the memory sample type.
+    /// dispatched ops, not cycles), sampled every [`IBS_OP_PERIOD`] with the memory sample type and
+    /// the op's registers ([`IBS_OP_SAMPLE_TYPE`]).
     pub fn ibs_op(type_: u32, config: u64, ops: bool) -> Self {
         EventSpec {
             kind: SourceKind::AmdIbsOp,
@@ -377,7 +406,7 @@ impl EventSpec {
             config1: 0,
             config2: 0,
             precise_ip: 0,
-            sample_type: MEM_SAMPLE_TYPE,
+            sample_type: IBS_OP_SAMPLE_TYPE,
             period: IBS_OP_PERIOD,
             aux_config: None,
             cpus: None,
@@ -388,11 +417,13 @@ impl EventSpec {
     /// counter's own CPL filter: kernel-side loads are not accesses of the thread's pages, and
     /// [`is_memory_access`] would drop them anyway). AMD IBS op: none at all: IBS has no
     /// privilege filter, and `perf_event_open` refuses (EINVAL) an IBS event with any `exclude_*`
-    /// bit: from Linux 5.1 to 6.13 through `PERF_PMU_CAP_NO_EXCLUDE` (`kernel/events/core.c`
-    /// `perf_try_init_event`: `event_has_any_exclude_flag`), from 6.14 in
-    /// `arch/x86/events/amd/ibs.c` `perf_ibs_init` unless `config2` asks for its software
-    /// filter (`swfilt`); kernel-side samples are dropped by address instead. Page faults:
-    /// hypervisor excluded, as before.
+    /// bit: through `PERF_PMU_CAP_NO_EXCLUDE` (`kernel/events/core.c` `perf_try_init_event`:
+    /// `event_has_any_exclude_flag`; ibs_fetch from Linux 5.1, ibs_op only from "perf/x86/amd/ibs:
+    /// Extend PERF_PMU_CAP_NO_EXCLUDE to IBS Op", in the September 2021 stable updates of 5.4,
+    /// 5.10 and 5.13: 5.10.13's `perf_ibs_op` has no capabilities and ignores the bits), from 6.14
+    /// in `arch/x86/events/amd/ibs.c` `perf_ibs_init` unless `config2` asks for its software
+    /// filter (`swfilt`); kernel-mode ops are dropped by their IbsOpRip instead ([`ibs`]). Page
+    /// faults: hypervisor excluded, as before.
     fn exclude_flags(&self) -> u64 {
         match self.kind {
             SourceKind::IntelPebs => FLAG_EXCLUDE_KERNEL | FLAG_EXCLUDE_HV,
@@ -632,104 +663,254 @@ pub struct RawSample {
     pub data_src: u64,
     /// Physical address (0 when unknown).
     pub phys_addr: u64,
+    /// The `PERF_SAMPLE_RAW` field, when sampled.
+    pub raw: RawPayload,
+}
+
+/// What the `PERF_SAMPLE_RAW` field of a sample held. numapilot asks for it on the AMD IBS op
+/// event only ([`IBS_OP_SAMPLE_TYPE`]), so a payload is read as the IBS op registers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RawPayload {
+    /// `RAW` not sampled.
+    #[default]
+    Absent,
+    /// The IBS op registers.
+    IbsOp(IbsOpRegs),
+    /// A payload that is not the IBS op registers: `size` bytes (the field's u32) where `room`
+    /// were left in the record after it: shorter than `caps` and the seven registers, without
+    /// IbsOpVal, or running past the record (`size > room`: then nothing after it is read, the
+    /// record's other later fields stay 0). Its sample is dropped and counted
+    /// ([`DrainStats::malformed`]).
+    Undecoded {
+        /// The payload size the record states.
+        size: u32,
+        /// Bytes of the record after the size field.
+        room: u32,
+    },
 }
 
 fn malformed(reason: String) -> SignalError {
     SignalError::Malformed { what: "perf sample record", reason }
 }
 
-/// Parses the body of a PERF_RECORD_SAMPLE (after the 8-byte header) for `sample_type`.
+/// Parses the body of a PERF_RECORD_SAMPLE (after the 8-byte header) for `sample_type`, the fields
+/// in the kernel's order (`include/uapi/linux/perf_event.h`, `kernel/events/core.c`
+/// `perf_output_sample`): ip, pid/tid, time, addr, cpu, period, raw, weight, data_src, phys_addr.
+/// A RAW payload is the IBS op registers ([`RawPayload`]); where the kernel left the address,
+/// physical address, weight or data source empty (IBS op before Linux 6.1), they are taken from
+/// those registers ([`ibs`]). `Err` when the body ends before a fixed field; a RAW payload that
+/// does not fit is not an error but [`RawPayload::Undecoded`], and nothing past the body is read.
 pub fn parse_sample(sample_type: u64, body: &[u8]) -> Result<RawSample, SignalError> {
     if sample_type & !sample_bits::SUPPORTED != 0 {
         return Err(malformed(format!("sample_type {sample_type:#x} has bits this parser does not lay out")));
     }
     let mut s = RawSample::default();
     let mut at = 0usize;
-    let mut u64_next = |name: &str| -> Result<u64, SignalError> {
-        let b = body.get(at..at + 8).ok_or_else(|| malformed(format!("{} bytes, ends before {name}", body.len())))?;
-        at += 8;
+    let u64_next = |at: &mut usize, name: &str| -> Result<u64, SignalError> {
+        let b = body.get(*at..*at + 8).ok_or_else(|| malformed(format!("{} bytes, ends before {name}", body.len())))?;
+        *at += 8;
         Ok(u64::from_ne_bytes(b.try_into().expect("8 bytes")))
     };
     use sample_bits as b;
     if sample_type & b::IP != 0 {
-        s.ip = u64_next("ip")?;
+        s.ip = u64_next(&mut at, "ip")?;
     }
     if sample_type & b::TID != 0 {
-        let v = u64_next("pid/tid")?.to_ne_bytes();
+        let v = u64_next(&mut at, "pid/tid")?.to_ne_bytes();
         s.pid = u32::from_ne_bytes(v[0..4].try_into().expect("4"));
         s.tid = u32::from_ne_bytes(v[4..8].try_into().expect("4"));
     }
     if sample_type & b::TIME != 0 {
-        s.time = u64_next("time")?;
+        s.time = u64_next(&mut at, "time")?;
     }
     if sample_type & b::ADDR != 0 {
-        s.addr = u64_next("addr")?;
+        s.addr = u64_next(&mut at, "addr")?;
     }
     if sample_type & b::CPU != 0 {
-        let v = u64_next("cpu")?.to_ne_bytes();
+        let v = u64_next(&mut at, "cpu")?.to_ne_bytes();
         s.cpu = u32::from_ne_bytes(v[0..4].try_into().expect("4"));
     }
     if sample_type & b::PERIOD != 0 {
-        s.period = u64_next("period")?;
+        s.period = u64_next(&mut at, "period")?;
+    }
+    if sample_type & b::RAW != 0 {
+        // { u32 size; char data[size]; }, the size padded by the kernel so 4 + size is a multiple
+        // of 8 (perf_prepare_sample), or { 4, 0u32 } when the driver gave none.
+        let size =
+            body.get(at..at + 4).ok_or_else(|| malformed(format!("{} bytes, ends before the raw size", body.len())))?;
+        let size = u32::from_ne_bytes(size.try_into().expect("4 bytes"));
+        at += 4;
+        let rest = &body[at..];
+        let room = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+        let Some(payload) = rest.get(..size as usize) else {
+            // The payload runs past the record: where the later fields are is unknown.
+            s.raw = RawPayload::Undecoded { size, room };
+            return Ok(s);
+        };
+        s.raw = match IbsOpRegs::from_payload(payload) {
+            Some(r) => RawPayload::IbsOp(r),
+            None => RawPayload::Undecoded { size, room },
+        };
+        at += payload.len();
     }
     if sample_type & b::WEIGHT != 0 {
-        s.weight = u64_next("weight")?;
+        s.weight = u64_next(&mut at, "weight")?;
     }
     if sample_type & b::DATA_SRC != 0 {
-        s.data_src = u64_next("data_src")?;
+        s.data_src = u64_next(&mut at, "data_src")?;
     }
     if sample_type & b::PHYS_ADDR != 0 {
-        s.phys_addr = u64_next("phys_addr")?;
+        s.phys_addr = u64_next(&mut at, "phys_addr")?;
+    }
+    if let RawPayload::IbsOp(r) = s.raw {
+        complete_from_ibs_op(&mut s, &r);
     }
     Ok(s)
 }
 
+/// Fills what the kernel left empty from the IBS op registers: before Linux 6.1 it writes `addr` 0,
+/// `data_src` `PERF_MEM_NA`, `weight` 0 and `phys_addr` 0 (`perf_sample_data_init`,
+/// `perf_virt_to_phys(0)`) for every IBS op sample; 6.1+ fills them from the same registers
+/// (`perf_ibs_parse_ld_st_data`), and what it filled is kept. A data source without a load or
+/// store is the kernel's "nothing" (6.1+ writes that too for other ops, and so does the
+/// synthesis).
+fn complete_from_ibs_op(s: &mut RawSample, r: &IbsOpRegs) {
+    use data_src as d;
+    if s.addr == 0 {
+        s.addr = r.data_addr().unwrap_or(0);
+    }
+    if s.phys_addr == 0 {
+        s.phys_addr = r.phys_addr().unwrap_or(0);
+    }
+    if s.weight == 0 {
+        s.weight = r.weight().unwrap_or(0);
+    }
+    if s.data_src & (d::OP_LOAD | d::OP_STORE) == 0 {
+        s.data_src = r.data_src();
+    }
+}
+
 /// `union perf_mem_data_src` (`include/uapi/linux/perf_event.h`, the layout since Linux 3.10;
-/// `mem_lvl_num` from 4.14): the fields [`is_memory_access`] reads.
+/// `mem_lvl_num` and `mem_remote` from 4.14, `mem_hops` from 5.16): the fields
+/// [`is_memory_access`] reads and those [`ibs::IbsOpRegs::data_src`] writes.
 pub mod data_src {
     /// `mem_op`, bits 0-4.
     pub const OP_MASK: u64 = 0x1f;
+    /// `PERF_MEM_OP_NA`.
+    pub const OP_NA: u64 = 0x01;
     /// `PERF_MEM_OP_LOAD`.
     pub const OP_LOAD: u64 = 0x02;
     /// `PERF_MEM_OP_STORE`.
     pub const OP_STORE: u64 = 0x04;
     /// `mem_lvl`, bits 5-18.
     pub const LVL_SHIFT: u32 = 5;
+    /// `PERF_MEM_LVL_NA`.
+    pub const LVL_NA: u64 = 0x01;
     /// `PERF_MEM_LVL_HIT`.
     pub const LVL_HIT: u64 = 0x02;
     /// `PERF_MEM_LVL_L1`.
     pub const LVL_L1: u64 = 0x08;
+    /// `PERF_MEM_LVL_LFB`.
+    pub const LVL_LFB: u64 = 0x10;
     /// `PERF_MEM_LVL_L2`.
     pub const LVL_L2: u64 = 0x20;
+    /// `PERF_MEM_LVL_L3`.
+    pub const LVL_L3: u64 = 0x40;
+    /// `PERF_MEM_LVL_LOC_RAM`.
+    pub const LVL_LOC_RAM: u64 = 0x80;
+    /// `PERF_MEM_LVL_REM_RAM1`.
+    pub const LVL_REM_RAM1: u64 = 0x100;
+    /// `PERF_MEM_LVL_REM_CCE1`.
+    pub const LVL_REM_CCE1: u64 = 0x400;
+    /// `PERF_MEM_LVL_REM_CCE2`.
+    pub const LVL_REM_CCE2: u64 = 0x800;
+    /// `PERF_MEM_LVL_IO`.
+    pub const LVL_IO: u64 = 0x1000;
+    /// `PERF_MEM_LVL_UNC`.
+    pub const LVL_UNC: u64 = 0x2000;
+    /// `mem_snoop`, bits 19-23.
+    pub const SNOOP_SHIFT: u32 = 19;
+    /// `PERF_MEM_SNOOP_NA`.
+    pub const SNOOP_NA: u64 = 0x01;
+    /// `mem_lock`, bits 24-25.
+    pub const LOCK_SHIFT: u32 = 24;
+    /// `PERF_MEM_LOCK_NA`.
+    pub const LOCK_NA: u64 = 0x01;
+    /// `mem_dtlb`, bits 26-32.
+    pub const TLB_SHIFT: u32 = 26;
+    /// `PERF_MEM_TLB_NA`.
+    pub const TLB_NA: u64 = 0x01;
     /// `mem_lvl_num`, bits 33-36.
     pub const LVLNUM_SHIFT: u32 = 33;
     /// `PERF_MEM_LVLNUM_L1`.
     pub const LVLNUM_L1: u64 = 0x01;
     /// `PERF_MEM_LVLNUM_L2`.
     pub const LVLNUM_L2: u64 = 0x02;
+    /// `PERF_MEM_LVLNUM_L3`.
+    pub const LVLNUM_L3: u64 = 0x03;
+    /// `PERF_MEM_LVLNUM_CXL`.
+    pub const LVLNUM_CXL: u64 = 0x09;
+    /// `PERF_MEM_LVLNUM_IO`.
+    pub const LVLNUM_IO: u64 = 0x0a;
+    /// `PERF_MEM_LVLNUM_ANY_CACHE`.
+    pub const LVLNUM_ANY_CACHE: u64 = 0x0b;
+    /// `PERF_MEM_LVLNUM_LFB`.
+    pub const LVLNUM_LFB: u64 = 0x0c;
+    /// `PERF_MEM_LVLNUM_RAM`.
+    pub const LVLNUM_RAM: u64 = 0x0d;
+    /// `PERF_MEM_LVLNUM_PMEM`.
+    pub const LVLNUM_PMEM: u64 = 0x0e;
+    /// `PERF_MEM_LVLNUM_NA`.
+    pub const LVLNUM_NA: u64 = 0x0f;
+    /// `mem_remote`, bit 37.
+    pub const REMOTE_SHIFT: u32 = 37;
+    /// `PERF_MEM_REMOTE_REMOTE`.
+    pub const REMOTE: u64 = 0x01;
+    /// `mem_hops`, bits 43-45.
+    pub const HOPS_SHIFT: u32 = 43;
+    /// `PERF_MEM_HOPS_0`: another core of the same node.
+    pub const HOPS_0: u64 = 0x01;
+    /// `PERF_MEM_HOPS_1`: another node of the same socket (IBS says no more, so it writes this for
+    /// every remote source).
+    pub const HOPS_1: u64 = 0x02;
+    /// `PERF_MEM_NA`: op, level, snoop, lock and TLB all not available; the kernel's default
+    /// (`perf_sample_data_init`) and what 6.1+ IBS op writes for an op that is no load or store.
+    pub const MEM_NA: u64 =
+        OP_NA | LVL_NA << LVL_SHIFT | SNOOP_NA << SNOOP_SHIFT | LOCK_NA << LOCK_SHIFT | TLB_NA << TLB_SHIFT;
 }
 
 /// Whether a sample of an event with `sample_type` is a user-space memory access the aggregation
 /// should count:
 ///
+/// - with the IBS op registers (`RAW`): an op that ran in user mode by its IbsOpRip
+///   ([`IbsOpRegs::user_mode`]): IBS has no privilege filter, and a kernel-mode op touching a user
+///   address (`copy_to_user`) is the kernel's access, not the thread's; a RAW payload that is not
+///   those registers ([`RawPayload::Undecoded`]) is refused;
 /// - a data address, in the user half of the address space: not 0 (the kernel writes 0 when the
 ///   PMU gave none, `kernel/events/core.c` `perf_prepare_sample`; IBS op gives none for ops that
-///   are no load or store, and before Linux 6.1 for none at all), and bit 63 clear (kernel
-///   addresses are the upper half on x86-64 and arm64, `Documentation/arch/x86/x86_64/mm.rst`):
-///   IBS cannot exclude the kernel in hardware, and kernel buffers are not the thread's pages;
-/// - when the event samples `DATA_SRC`: a load or a store by its `mem_op`: IBS op sets
-///   `PERF_MEM_OP_NA` for every other op (`arch/x86/events/amd/ibs.c` `perf_ibs_get_mem_op`, 6.1+),
-///   and the generic default is `PERF_MEM_NA`;
+///   are no load or store or whose IbsDcLinAd is not valid, and before Linux 6.1 none at all,
+///   when [`parse_sample`] takes it from the registers), and bit 63 clear (kernel addresses are
+///   the upper half on x86-64 and arm64, `Documentation/arch/x86/x86_64/mm.rst`): kernel buffers
+///   are not the thread's pages;
+/// - when the event samples `DATA_SRC` or `RAW`: a load or a store by its `mem_op`: IBS op sets
+///   `PERF_MEM_OP_NA` for every other op (`arch/x86/events/amd/ibs.c` `perf_ibs_get_mem_op`, 6.1+;
+///   before, [`parse_sample`] synthesises the same from IbsOpData3), and the generic default is
+///   `PERF_MEM_NA`;
 /// - and not one the L1 or L2 served (`mem_lvl` L1 or L2 with HIT, or `mem_lvl_num` L1 or L2):
 ///   the loads [`PEBS_LDLAT`] keeps out of the Intel samples, dropped here for IBS op, which has no
 ///   such threshold before Zen 5 (`perf_ibs_get_mem_lvl`: `L(L1) | LN(L1)` when `dc_miss` is 0,
 ///   `L(L2) | LN(L2)` when `l2_miss` is 0).
 pub fn is_memory_access(sample_type: u64, s: &RawSample) -> bool {
     use data_src as d;
+    match s.raw {
+        RawPayload::IbsOp(r) if !r.user_mode() => return false,
+        RawPayload::Undecoded { .. } => return false,
+        _ => {}
+    }
     if s.addr == 0 || s.addr >> 63 != 0 {
         return false;
     }
-    if sample_type & sample_bits::DATA_SRC == 0 {
+    if sample_type & (sample_bits::DATA_SRC | sample_bits::RAW) == 0 {
         return true;
     }
     let ds = s.data_src;
@@ -748,8 +929,12 @@ pub struct DrainStats {
     /// Sample records parsed.
     pub samples: u64,
     /// Of those, samples [`is_memory_access`] refused (no user data address, no load or store, an
-    /// L1 or L2 hit): not passed on.
+    /// L1 or L2 hit, a kernel-mode IBS op, an undecodable RAW payload): not passed on.
     pub dropped: u64,
+    /// Of `dropped`, samples whose `RAW` payload was not the IBS op registers
+    /// ([`RawPayload::Undecoded`]: too short, past its record, no valid op): a kernel writing
+    /// another layout shows here instead of passing for a machine without memory traffic.
+    pub malformed: u64,
     /// Records the kernel reported lost (ring full: PERF_RECORD_LOST; dropped by the PMU driver:
     /// PERF_RECORD_LOST_SAMPLES).
     pub lost: u64,
@@ -767,7 +952,8 @@ pub struct DrainStats {
 }
 
 /// Parses a run of records (header + body each, as in the ring) into `out`: the samples
-/// [`is_memory_access`] keeps; the others are counted in [`DrainStats::dropped`]. Non-sample
+/// [`is_memory_access`] keeps; the others are counted in [`DrainStats::dropped`], those with a RAW
+/// payload that is not the IBS op registers in [`DrainStats::malformed`] too. Non-sample
 /// records carry a `sample_id` trailer (`sample_id_all`) after the fields read here, which the
 /// header's size covers.
 pub fn parse_records(sample_type: u64, mut buf: &[u8], out: &mut Vec<RawSample>) -> Result<DrainStats, SignalError> {
@@ -786,6 +972,9 @@ pub fn parse_records(sample_type: u64, mut buf: &[u8], out: &mut Vec<RawSample>)
             PERF_RECORD_SAMPLE => {
                 let s = parse_sample(sample_type, body)?;
                 st.samples += 1;
+                if matches!(s.raw, RawPayload::Undecoded { .. }) {
+                    st.malformed += 1;
+                }
                 if is_memory_access(sample_type, &s) {
                     out.push(s);
                 } else {
@@ -972,21 +1161,25 @@ pub struct Sampler {
     asked: Vec<u32>,
     /// The period every event samples at ([`Sampler::set_period`]).
     period: u64,
-    /// Sample records drained since open, and how many of them [`is_memory_access`] kept.
+    /// Sample records drained since open, how many of them [`is_memory_access`] kept, and how many
+    /// carried a RAW payload that was not the IBS op registers ([`DrainStats::malformed`]).
     drained: u64,
     kept: u64,
+    malformed: u64,
 }
 
 /// Sample records after which a sampler none of whose samples was a memory access says so
 /// ([`Sampler::no_accesses`]). Default 1,000. Source: a choice: with the ring's 2,048 records a
 /// drain, a busy machine reaches it in the first window, and one access in 1,000 samples is below
 /// what any load or store mix gives (IBS op: about 1 in 100 on a compile, [`IBS_OP_PERIOD`]). What
-/// it prevents: an IBS op sampler on a kernel that fills no data address (before Linux 6.1)
-/// looking like a quiet machine for ever.
+/// it prevents: a sampler whose records never pass, an IBS op one whose RAW payload this build
+/// cannot decode ([`DrainStats::malformed`]) or one that only ever sees kernel-mode ops and cache
+/// hits, looking like a quiet machine for ever.
 pub const NO_ACCESS_SAMPLES: u64 = 1_000;
 
 /// Data bytes of each ring. Default 128 kB (32 pages of 4 kB; with 64 kB pages, 2): 2,048
-/// memory-access records of 64 bytes (3,276 page-fault records of 40) per CPU between two drains
+/// memory-access records of 64 bytes (about 1,000 IBS op records of 128 to 144, which carry the op's
+/// registers, [`IBS_OP_SAMPLE_TYPE`]; 3,276 page-fault records of 40) per CPU between two drains
 /// ([`ring_records`]). Sized in bytes, not pages, so a 64 kB-page kernel (arm64, ppc64) does not
 /// pin 16 times as much. Source: arithmetic and the simulator, which gives each thread this ring
 /// (`numapilot_sim::host::MAX_SAMPLES_PER_CPU`): the cadence keeps the fullest ring between 1/8
@@ -1045,6 +1238,7 @@ impl Sampler {
             period: spec.period,
             drained: 0,
             kept: 0,
+            malformed: 0,
         })
     }
 
@@ -1061,6 +1255,7 @@ impl Sampler {
             period: spec.period,
             drained: 0,
             kept: 0,
+            malformed: 0,
         })
     }
 
@@ -1086,17 +1281,24 @@ impl Sampler {
     }
 
     /// One line when at least [`NO_ACCESS_SAMPLES`] samples were drained and not one was a
-    /// memory access [`is_memory_access`] keeps: the source runs but gives the model nothing.
+    /// memory access [`is_memory_access`] keeps: the source runs but gives the model nothing. For
+    /// IBS op it tells a RAW layout this build does not decode (some samples malformed) from ops
+    /// that were simply never user loads or stores beyond the L2.
     pub fn no_accesses(&self) -> Option<String> {
         if self.drained < NO_ACCESS_SAMPLES || self.kept > 0 {
             return None;
         }
         let why = match self.spec.kind {
-            SourceKind::AmdIbsOp => {
-                "IBS op samples carry a data address and source only from Linux 6.1 \
-                 (arch/x86/events/amd/ibs.c perf_ibs_parse_ld_st_data); before, this kernel writes 0"
-            }
-            _ => "none had a user-space data address",
+            SourceKind::AmdIbsOp if self.malformed > 0 => format!(
+                "{} of them carried a PERF_SAMPLE_RAW payload that is not the IBS op registers this build \
+                 decodes (caps, then IbsOpCtl to IbsDcPhysAd with IbsOpVal set: arch/x86/events/amd/ibs.c \
+                 perf_ibs_handle_irq), so this kernel writes another layout",
+                self.malformed
+            ),
+            SourceKind::AmdIbsOp => "every op was kernel-mode (IbsOpRip), no load or store, served by the L1 or \
+                 L2, or without a valid IbsDcLinAd"
+                .to_string(),
+            _ => "none had a user-space data address".to_string(),
         };
         Some(format!(
             "{}: {} samples, none a load or store with a user data address: {why}; access samples empty",
@@ -1161,6 +1363,7 @@ impl Sampler {
             let st = parse_records(self.spec.sample_type, &self.scratch, out)?;
             total.samples += st.samples;
             total.dropped += st.dropped;
+            total.malformed += st.malformed;
             total.lost += st.lost;
             total.throttles += st.throttles;
             total.other += st.other;
@@ -1177,6 +1380,7 @@ impl Sampler {
         }
         self.drained += total.samples;
         self.kept += total.samples - total.dropped;
+        self.malformed += total.malformed;
         Ok(total)
     }
 }
@@ -1401,6 +1605,12 @@ mod tests {
         let rec = synthetic(sample_bits::SUPPORTED);
         assert_eq!(u16::from_ne_bytes([rec[6], rec[7]]) as usize, sample_record_bytes(sample_bits::SUPPORTED));
         assert_eq!(ring_records(MEM_SAMPLE_TYPE), 2048);
+        // IBS op: the same fields and the 64-byte RAW field of a CPU without IbsBrTarget.
+        let ibs = ibs_sample(1, [0; 4], &ibs_raw(&dram_load(DEFAULT_CAPS, USER_RIP)));
+        assert_eq!((ibs.len(), sample_record_bytes(IBS_OP_SAMPLE_TYPE)), (128, 128));
+        assert!(parse_sample(IBS_OP_SAMPLE_TYPE, &ibs[8..]).is_ok());
+        assert!(parse_sample(IBS_OP_SAMPLE_TYPE, &ibs[8..127]).is_err(), "ends inside phys_addr");
+        assert_eq!(ring_records(IBS_OP_SAMPLE_TYPE), 1024);
         assert_eq!(
             (ring_pages(4096), ring_pages(64 << 10), ring_pages(1 << 30)),
             (32, 2, 1),
@@ -1420,6 +1630,9 @@ mod tests {
         body.extend(3u32.to_ne_bytes());
         body.extend(0u32.to_ne_bytes()); // cpu, res
         body.extend(10_000u64.to_ne_bytes()); // period
+        let regs =
+            IbsOpRegs { dc_lin_ad: 0x7f00_0000_1234, dc_phys_ad: 0x1_2345_6789, ..dram_load(DEFAULT_CAPS, USER_RIP) };
+        body.extend(ibs_raw(&regs)); // raw
         body.extend(250u64.to_ne_bytes()); // weight
         body.extend(LOCAL_DRAM_LOAD.to_ne_bytes()); // data_src
         body.extend(0x1_2345_6789u64.to_ne_bytes()); // phys
@@ -1445,7 +1658,10 @@ mod tests {
         let buf = synthetic(sample_bits::SUPPORTED);
         let mut out = Vec::new();
         let st = parse_records(sample_bits::SUPPORTED, &buf, &mut out).unwrap();
-        assert_eq!(st, DrainStats { samples: 1, dropped: 0, lost: 5, throttles: 0, other: 1, max_fill: 0.0 });
+        assert_eq!(
+            st,
+            DrainStats { samples: 1, dropped: 0, malformed: 0, lost: 5, throttles: 0, other: 1, max_fill: 0.0 }
+        );
         let s = out[0];
         assert_eq!((s.ip, s.pid, s.tid, s.time, s.cpu), (0x401000, 7, 9, 123_456, 3));
         assert_eq!(
@@ -1530,7 +1746,10 @@ mod tests {
         buf.extend(other_record(PERF_RECORD_LOST_SAMPLES, &[3]));
         let mut out = Vec::new();
         let st = parse_records(MEM_SAMPLE_TYPE, &buf, &mut out).unwrap();
-        assert_eq!(st, DrainStats { samples: 6, dropped: 4, lost: 3, throttles: 1, other: 1, max_fill: 0.0 });
+        assert_eq!(
+            st,
+            DrainStats { samples: 6, dropped: 4, malformed: 0, lost: 3, throttles: 1, other: 1, max_fill: 0.0 }
+        );
         assert_eq!(
             out.iter().map(|s| (s.tid, s.addr)).collect::<Vec<_>>(),
             [(5, 0x7f00_0000_3000), (6, 0x7f00_0000_4000)]
@@ -1539,6 +1758,228 @@ mod tests {
         let pf = RawSample { addr: 0x7f00_0000_1000, ..RawSample::default() };
         assert!(is_memory_access(EventSpec::page_faults(1).sample_type, &pf));
         assert!(!is_memory_access(EventSpec::page_faults(1).sample_type, &RawSample::default()));
+    }
+
+    /// IBS capability words (`ibs_caps`, CPUID Fn8000_001B_EAX with bit 0 set) as
+    /// `perf_event_ibs_init` logs them ("perf: AMD IBS detected (0x...)"): `IBS_CAPS_DEFAULT`
+    /// (available, fetch and op sampling: what the kernel assumes without the CPUID leaf; no
+    /// IbsBrTarget, so the 64-byte RAW field), and `0x3ff` from a dmesg capture of a Zen part
+    /// (bits 0-9: IbsBrTarget written, RipInvalidChk; no Zen 4 data source).
+    const DEFAULT_CAPS: u32 = 0x7;
+    const ZEN3_CAPS: u32 = 0x3ff;
+    const USER_RIP: u64 = 0x5555_5555_6789;
+    const KERNEL_RIP: u64 = 0xffff_ffff_8123_4567;
+    /// IbsOpCtl of a valid sample counting ops every 100,000: OpMaxCnt 6,250 (bits 0-15, in 16s),
+    /// OpEn (17), OpVal (18), CntCtl (19) (`union ibs_op_ctl`).
+    const OP_CTL: u64 = 6_250 | 1 << 17 | 1 << 18 | 1 << 19;
+
+    /// A user load the local DRAM served: IbsOpData3 LdOp, DcMiss, L2Miss, both addresses valid, a
+    /// 300-cycle miss; IbsOpData2 data source 3, DRAM.
+    fn dram_load(caps: u32, rip: u64) -> IbsOpRegs {
+        use ibs::*;
+        IbsOpRegs {
+            caps,
+            op_ctl: OP_CTL,
+            op_rip: rip,
+            op_data: 0,
+            op_data2: 3,
+            op_data3: LD_OP | DC_MISS | L2_MISS | DC_LIN_ADDR_VALID | DC_PHY_ADDR_VALID | 300 << 32,
+            dc_lin_ad: 0x7f12_3456_7890,
+            dc_phys_ad: 0x8_1234_5890,
+        }
+    }
+
+    /// The RAW field of an IBS op sample as `perf_ibs_handle_irq` fills it and `perf_output_sample`
+    /// writes it: the u32 size, the u32 caps, IbsOpCtl to IbsDcPhysAd, IbsBrTarget when the caps
+    /// have `IBS_CAPS_BRNTRGT` (bit 5), zero padding to make 4 + size a multiple of 8.
+    fn ibs_raw(r: &IbsOpRegs) -> Vec<u8> {
+        let mut data = r.caps.to_ne_bytes().to_vec();
+        for v in [r.op_ctl, r.op_rip, r.op_data, r.op_data2, r.op_data3, r.dc_lin_ad, r.dc_phys_ad] {
+            data.extend(v.to_ne_bytes());
+        }
+        if r.caps & 1 << 5 != 0 {
+            data.extend(0x5555_5555_0000u64.to_ne_bytes()); // IbsBrTarget
+        }
+        data.resize((data.len() + 4).next_multiple_of(8) - 4, 0);
+        let mut field = (data.len() as u32).to_ne_bytes().to_vec();
+        field.extend(data);
+        field
+    }
+
+    /// One PERF_RECORD_SAMPLE of [`IBS_OP_SAMPLE_TYPE`]: header, `{ u32 pid, tid; }`, `u64 time`,
+    /// `u64 addr`, `{ u32 cpu, res; }`, the RAW field, `u64 weight`, `u64 data_src`,
+    /// `u64 phys_addr`; `kernel` is what the kernel wrote in addr, weight, data_src, phys_addr.
+    fn ibs_sample(tid: u32, kernel: [u64; 4], raw: &[u8]) -> Vec<u8> {
+        let [addr, weight, data_src, phys] = kernel;
+        let mut r = Vec::new();
+        r.extend(PERF_RECORD_SAMPLE.to_ne_bytes());
+        r.extend(0u16.to_ne_bytes());
+        r.extend(((8 + 32 + raw.len() + 24) as u16).to_ne_bytes());
+        r.extend(100u32.to_ne_bytes());
+        r.extend(tid.to_ne_bytes());
+        r.extend(5_000u64.to_ne_bytes());
+        r.extend(addr.to_ne_bytes());
+        r.extend(1u32.to_ne_bytes());
+        r.extend(0u32.to_ne_bytes());
+        r.extend(raw);
+        r.extend(weight.to_ne_bytes());
+        r.extend(data_src.to_ne_bytes());
+        r.extend(phys.to_ne_bytes());
+        r
+    }
+
+    /// IBS op samples on a Zen part (`ZEN3_CAPS`): each op's registers, and what Linux 6.1+ writes
+    /// for it in addr, weight, data_src, phys_addr (`perf_ibs_parse_ld_st_data`: the address when
+    /// IbsDcLinAddrValid; the miss latency for a load that missed the L1; `mem_lvl` by
+    /// `perf_ibs_get_mem_lvl`, `mem_dtlb` by `perf_ibs_get_tlb_lvl` (NA without a valid linear
+    /// address), snoop and lock not available; the physical address when IbsDcPhyAddrValid,
+    /// else `perf_virt_to_phys(addr)`, 0 here). Only tids 4 (local DRAM), 5 (remote DRAM) and 6 (a
+    /// store past the L2) are user memory accesses.
+    fn ibs_op_cases() -> Vec<(u32, IbsOpRegs, [u64; 4])> {
+        use ibs::*;
+        let l = |lvl: u64| (lvl | 0x02) << 5; // L(x): PERF_MEM_S(LVL, x) | PERF_MEM_S(LVL, HIT)
+        let ln = |num: u64| num << 33;
+        let na = 1 << 19 | 1 << 24; // snoop, lock not available
+        let tlb_l1_hit = (0x08 | 0x02) << 26;
+        let tlb_na = 1 << 26;
+        let (load, store) = (0x02, 0x04);
+        let dram = dram_load(ZEN3_CAPS, USER_RIP);
+        let (lin, phys) = (|k: u64| 0x7f00_0000_0000 + k * 0x1_0000, |k: u64| 0x4_0000_0000 + k * 0x1_0000);
+        let at = |k: u64, d3: u64, d2: u64| IbsOpRegs {
+            op_data3: d3,
+            op_data2: d2,
+            dc_lin_ad: lin(k),
+            dc_phys_ad: phys(k),
+            ..dram
+        };
+        let both = DC_LIN_ADDR_VALID | DC_PHY_ADDR_VALID;
+        let past_l2 = DC_MISS | L2_MISS;
+        let local_ram = load | l(0x80) | ln(0x0d) | na | tlb_l1_hit;
+        vec![
+            // A branch: no load or store; stale address registers, not valid.
+            (1, IbsOpRegs { op_data: 1 << 37, ..at(1, 0, 0) }, [0, 0, data_src::MEM_NA, 0]),
+            (2, at(2, LD_OP | both, 0), [lin(2), 0, load | l(0x08) | ln(0x01) | na | tlb_l1_hit, phys(2)]),
+            (
+                3,
+                at(3, LD_OP | DC_MISS | both | 40 << 32, 0),
+                [lin(3), 40, load | l(0x20) | ln(0x02) | na | tlb_l1_hit, phys(3)],
+            ),
+            (
+                4,
+                at(4, LD_OP | past_l2 | both | 300 << 32 | 1 << 2, 3),
+                [lin(4), 300, load | l(0x80) | ln(0x0d) | na | (0x10 | 0x02) << 26, phys(4)],
+            ),
+            (
+                5,
+                at(5, LD_OP | past_l2 | both | 600 << 32, 3 | RMT_NODE),
+                [lin(5), 600, load | l(0x100) | ln(0x0d) | 1 << 37 | 0x02 << 43 | na | tlb_l1_hit, phys(5)],
+            ),
+            (6, at(6, ST_OP | past_l2 | both, 0), [lin(6), 0, store | 0x01 << 5 | ln(0x0f) | na | tlb_l1_hit, phys(6)]),
+            (7, at(7, ST_OP | both, 0), [lin(7), 0, store | l(0x08) | ln(0x01) | na | tlb_l1_hit, phys(7)]),
+            // The kernel copying from a user buffer (copy_from_user): a user address, a kernel RIP.
+            (
+                8,
+                IbsOpRegs { op_rip: KERNEL_RIP, ..at(8, LD_OP | past_l2 | both | 300 << 32, 3) },
+                [lin(8), 300, local_ram, phys(8)],
+            ),
+            // A RIP the hardware marks invalid (IbsOpData bit 38): user or kernel unknown.
+            (
+                9,
+                IbsOpRegs { op_data: OP_RIP_INVALID, ..at(9, LD_OP | past_l2 | both | 300 << 32, 3) },
+                [lin(9), 300, local_ram, phys(9)],
+            ),
+            // A DRAM load whose linear (and physical) address is not valid.
+            (10, at(10, LD_OP | past_l2 | 300 << 32, 3), [0, 300, load | l(0x80) | ln(0x0d) | na | tlb_na, 0]),
+            // A kernel-mode load of kernel memory.
+            (
+                11,
+                IbsOpRegs { op_rip: KERNEL_RIP, dc_lin_ad: 0xffff_8880_1234_5678, ..at(11, LD_OP | past_l2 | both, 3) },
+                [0xffff_8880_1234_5678, 0, local_ram, phys(11)],
+            ),
+        ]
+    }
+
+    /// Before Linux 6.1 an IBS op sample has addr 0, weight 0, data_src `PERF_MEM_NA` and
+    /// phys_addr 0 (`perf_sample_data_init`, `perf_virt_to_phys(0)`): the registers in RAW give
+    /// the address, physical address, latency and data source, and the filter keeps the user
+    /// loads and stores past the L2 only. A 6.1+ kernel fills those fields itself: its values are
+    /// kept and the same samples pass. Kernel-mode ops (by IbsOpRip) are dropped on both, even the
+    /// one with a user data address 6.1+ writes out.
+    #[test]
+    fn ibs_op_samples_are_decoded_from_raw_before_6_1_and_agree_with_6_1() {
+        let cases = ibs_op_cases();
+        let (mut pre, mut post) = (Vec::new(), Vec::new());
+        for (tid, regs, kernel) in &cases {
+            let raw = ibs_raw(regs);
+            assert_eq!(raw.len(), 72, "caps 0x3ff: IbsBrTarget written too");
+            pre.extend(ibs_sample(*tid, [0, 0, data_src::MEM_NA, 0], &raw));
+            post.extend(ibs_sample(*tid, *kernel, &raw));
+        }
+        let expected = [
+            (4, 0x7f00_0004_0000, 0x4_0004_0000),
+            (5, 0x7f00_0005_0000, 0x4_0005_0000),
+            (6, 0x7f00_0006_0000, 0x4_0006_0000),
+        ];
+        let counts =
+            DrainStats { samples: 11, dropped: 8, malformed: 0, lost: 0, throttles: 0, other: 0, max_fill: 0.0 };
+        let mut before = Vec::new();
+        assert_eq!(parse_records(IBS_OP_SAMPLE_TYPE, &pre, &mut before).unwrap(), counts);
+        assert_eq!(before.iter().map(|s| (s.tid, s.addr, s.phys_addr)).collect::<Vec<_>>(), expected);
+        let mut after = Vec::new();
+        assert_eq!(parse_records(IBS_OP_SAMPLE_TYPE, &post, &mut after).unwrap(), counts);
+        assert_eq!(after.iter().map(|s| (s.tid, s.addr, s.phys_addr)).collect::<Vec<_>>(), expected);
+        // Before 6.1 the source is synthesised (snoop, lock, TLB not available); after, the kernel's.
+        let (na, tlb_na) = (1 << 19 | 1 << 24, 1 << 26);
+        assert_eq!((before[0].data_src, before[0].weight), (LOCAL_DRAM_LOAD | na | tlb_na, 300));
+        assert_eq!((after[0].data_src, after[0].weight), (cases[3].2[2], 300));
+        assert_eq!(before[1].data_src, cases[4].2[2] & !((0x10 | 0x02) << 26 | (0x08 | 0x02) << 26) | tlb_na);
+        // Without RAW the 6.1+ fields alone let the kernel's own access through (tid 8).
+        let mut no_raw = Vec::new();
+        for (tid, _, kernel) in &cases {
+            no_raw.extend(mem_sample(*tid, kernel[0], kernel[2], kernel[3]));
+        }
+        let mut out = Vec::new();
+        parse_records(MEM_SAMPLE_TYPE, &no_raw, &mut out).unwrap();
+        assert_eq!(out.iter().map(|s| s.tid).collect::<Vec<_>>(), [4, 5, 6, 8, 9]);
+    }
+
+    /// A RAW payload that is not the IBS op registers is never read past: one shorter than them
+    /// (its fields after it still read where its size puts them), one without IbsOpVal, the
+    /// `{ 4, 0 }` the kernel writes when a driver gives no raw data, and one whose size runs past
+    /// its record (nothing after it read). Each is counted as malformed and dropped, and the
+    /// record after them still parses: the header's size frames every record.
+    #[test]
+    fn ibs_op_raw_payloads_that_are_not_the_registers_are_counted_not_read_past() {
+        let good = dram_load(ZEN3_CAPS, USER_RIP);
+        let mut short = ibs_raw(&good);
+        short.truncate(4 + 20);
+        short[0..4].copy_from_slice(&20u32.to_ne_bytes());
+        let no_val = ibs_raw(&IbsOpRegs { op_ctl: OP_CTL & !ibs::OP_VAL, ..good });
+        let none: Vec<u8> = [4u32, 0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let mut buf = ibs_sample(21, [0, 77, data_src::MEM_NA, 0x55_5000], &short);
+        let s = parse_sample(IBS_OP_SAMPLE_TYPE, &buf[8..]).unwrap();
+        assert_eq!(s.raw, RawPayload::Undecoded { size: 20, room: 20 + 24 });
+        assert_eq!((s.weight, s.data_src, s.phys_addr), (77, data_src::MEM_NA, 0x55_5000));
+        buf.extend(ibs_sample(22, [0, 0, data_src::MEM_NA, 0], &no_val));
+        buf.extend(ibs_sample(23, [0, 0, data_src::MEM_NA, 0], &none));
+        // A record whose RAW size says 68 bytes (caps, seven registers, IbsBrTarget) where 20 are
+        // left: tid, time, addr, cpu, the size, 20 bytes of the payload, and the record ends (its
+        // header says 64 bytes).
+        let full = ibs_sample(24, [0, 0, data_src::MEM_NA, 0], &ibs_raw(&good));
+        let mut past = full[..8 + 32 + 4 + 20].to_vec();
+        past[6..8].copy_from_slice(&64u16.to_ne_bytes());
+        let s = parse_sample(IBS_OP_SAMPLE_TYPE, &past[8..]).unwrap();
+        assert_eq!(s.raw, RawPayload::Undecoded { size: 68, room: 20 });
+        assert_eq!((s.weight, s.data_src, s.phys_addr), (0, 0, 0), "nothing after the payload is read");
+        buf.extend(past);
+        buf.extend(ibs_sample(25, [0, 0, data_src::MEM_NA, 0], &ibs_raw(&good)));
+        let mut out = Vec::new();
+        let st = parse_records(IBS_OP_SAMPLE_TYPE, &buf, &mut out).unwrap();
+        assert_eq!(
+            st,
+            DrainStats { samples: 5, dropped: 4, malformed: 4, lost: 0, throttles: 0, other: 0, max_fill: 0.0 }
+        );
+        assert_eq!(out.iter().map(|s| (s.tid, s.addr)).collect::<Vec<_>>(), [(25, 0x7f12_3456_7890)]);
     }
 
     #[test]
@@ -1553,11 +1994,15 @@ mod tests {
             period: IBS_OP_PERIOD,
             drained: NO_ACCESS_SAMPLES - 1,
             kept: 0,
+            malformed: 0,
         };
         assert_eq!(s.no_accesses(), None, "too few samples to tell");
         s.drained = NO_ACCESS_SAMPLES;
         let line = s.no_accesses().expect("1,000 samples, no access");
-        assert!(line.contains("ibs_op") && line.contains("6.1"), "{line}");
+        assert!(line.contains("ibs_op") && line.contains("kernel-mode") && !line.contains("RAW"), "{line}");
+        s.malformed = 12;
+        let line = s.no_accesses().expect("1,000 samples, no access");
+        assert!(line.contains("12 of them") && line.contains("PERF_SAMPLE_RAW"), "{line}");
         s.kept = 1;
         assert_eq!(s.no_accesses(), None);
     }

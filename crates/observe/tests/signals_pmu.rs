@@ -260,6 +260,8 @@ const EXCLUDE_IDLE: u64 = 1 << 7;
 const EXCLUDE_HOST: u64 = 1 << 19;
 const EXCLUDE_GUEST: u64 = 1 << 20;
 const ANY_EXCLUDE: u64 = EXCLUDE_USER | EXCLUDE_KERNEL | EXCLUDE_HV | EXCLUDE_IDLE | EXCLUDE_HOST | EXCLUDE_GUEST;
+/// `PERF_SAMPLE_RAW` (`enum perf_event_sample_format`, bit 10).
+const SAMPLE_RAW: u64 = 1 << 10;
 
 /// Sapphire Rapids: `intel_pmu_hw_config` refuses (ENODATA) a `mem-loads` event sampling
 /// DATA_SRC without `mem-loads-aux` ahead of it in its group, so the spec carries that leader,
@@ -276,6 +278,7 @@ fn sapphire_rapids_mem_loads_gets_its_mem_loads_aux_leader() {
     assert_eq!((a.type_, a.config, a.config1, a.sample_period), (4, 0x01cd, 30, 10_000));
     assert_eq!((a.flags >> 15) & 3, 2, "precise_ip 2");
     assert_eq!(a.flags & ANY_EXCLUDE, EXCLUDE_KERNEL | EXCLUDE_HV);
+    assert_eq!(a.sample_type & SAMPLE_RAW, 0, "PEBS gives its fields itself, no raw record");
     let aux = spec.aux_attr().expect("a leader");
     assert_eq!((aux.type_, aux.config, aux.config1), (4, 0x8203, 0));
     assert_eq!((aux.sample_period, aux.sample_type), (0, 0), "the leader counts, it writes no sample");
@@ -287,9 +290,10 @@ fn sapphire_rapids_mem_loads_gets_its_mem_loads_aux_leader() {
 }
 
 /// Genoa: IBS op counting dispatched ops (`cnt_ctl`, `config:19`), with no exclusion bit at all
-/// (any makes `perf_event_open` fail with EINVAL: `PERF_PMU_CAP_NO_EXCLUDE`, 5.1-6.13;
+/// (any makes `perf_event_open` fail with EINVAL: `PERF_PMU_CAP_NO_EXCLUDE` until 6.13;
 /// `perf_ibs_init` without `swfilt`, 6.14+), a period `perf_ibs_init` accepts (low 4 bits clear,
-/// else EINVAL) at every stretch the daemon applies, and no group.
+/// else EINVAL) at every stretch the daemon applies, no group, and the op's registers
+/// (`PERF_SAMPLE_RAW`) beside the generic fields, which kernels before 6.1 leave empty.
 #[test]
 fn genoa_ibs_op_counts_ops_with_no_exclusion_bit() {
     let spec = found("genoa");
@@ -299,6 +303,7 @@ fn genoa_ibs_op_counts_ops_with_no_exclusion_bit() {
     assert_eq!((spec.aux_config, spec.cpus.as_ref()), (None, None));
     let a = spec.attr();
     assert_eq!(a.flags & ANY_EXCLUDE, 0, "flags {:#x}", a.flags);
+    assert_eq!(a.sample_type, numapilot_observe::pmu::MEM_SAMPLE_TYPE | SAMPLE_RAW);
     assert_eq!((a.flags >> 15) & 3, 0, "precise_ip 0");
     assert_eq!(a.sample_period, 100_000);
     assert!(a.sample_period <= 0xffff << 4, "one interrupt per sample on every IBS generation");
