@@ -211,7 +211,8 @@ pub struct SignalStats {
     /// Samples the kernel lost (ring full, or dropped by the PMU driver).
     pub lost: u64,
     /// Samples drained that were no user-space memory access (`pmu::is_memory_access`: no data
-    /// address, no load or store, an L1 or L2 hit); not passed to the model.
+    /// address, no load or store, an L1 or L2 hit, a kernel-mode IBS op, an IBS RAW payload that
+    /// is not the op's registers); not passed to the model.
     pub dropped: u64,
     /// Times the kernel throttled the sampler for sampling too fast (PERF_RECORD_THROTTLE).
     pub throttles: u64,

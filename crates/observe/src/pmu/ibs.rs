@@ -37,21 +37,22 @@
 //! read from `MSR_AMD64_IBSOPCTL` on; with `PERF_SAMPLE_RAW` it reads `offset_max` =
 //! `MSR_AMD64_IBSOP_REG_COUNT` = 7 of them (`arch/x86/include/asm/msr-index.h`: 0xc0011033 to
 //! 0xc0011039), then IbsBrTarget when `caps` has `IBS_CAPS_BRNTRGT` and IbsOpData4 with
-//! `IBS_CAPS_OPDATA4`; 6.1+ still fills RAW when it is asked beside ADDR and DATA_SRC
-//! (`perf_sample_save_raw_data` before `perf_ibs_parse_ld_st_data`). No kernel refuses a
-//! `sample_type` bit numapilot asks for on IBS op: 5.10's `perf_ibs_init` checks none, current ones
-//! refuse only a branch stack. The register bits are `arch/x86/include/asm/amd-ibs.h` (unions
-//! `ibs_op_data`, `ibs_op_data2`, `ibs_op_data3`; the IBS_DATA_SRC_* values), the capability bits
-//! `arch/x86/include/asm/perf_event.h` (`IBS_CAPS_*`), user or kernel `arch/x86/events/perf_event.h`
-//! `kernel_ip` (on x86-64 an address with bit 63 set), which `set_linear_ip` applies to IbsOpRip to
-//! decide the sample's mode (and, from 6.14, the `swfilt` filter through `perf_exclude_event`).
+//! `IBS_CAPS_OPDATA4`; a kernel with the 6.1 decoding still fills RAW when it is asked beside ADDR
+//! and DATA_SRC (current source: `perf_sample_save_raw_data`, then `perf_ibs_parse_ld_st_data` on
+//! the same registers). Neither refuses a `sample_type` bit numapilot asks for on IBS op: 5.10's
+//! `perf_ibs_init` checks none, the current one refuses only a branch stack. The register bits are
+//! `arch/x86/include/asm/amd-ibs.h` (unions `ibs_op_data`, `ibs_op_data2`, `ibs_op_data3`; the
+//! IBS_DATA_SRC_* values), the capability bits `arch/x86/include/asm/perf_event.h` (`IBS_CAPS_*`),
+//! user or kernel `arch/x86/events/perf_event.h` `kernel_ip` (on x86-64 an address with bit 63
+//! set), which `set_linear_ip` applies to IbsOpRip to decide the sample's mode (and, from 6.14, the
+//! `swfilt` filter through `perf_exclude_event`).
 //!
 //! # Limits
 //!
 //! The RAW layout is not an ABI (`include/uapi/linux/perf_event.h`: "PERF_SAMPLE_RAW contents are
-//! not an ABI"); it has not changed for IBS op since the registers were first written out (3.x to
-//! 6.x). A payload shorter than the seven registers, or without IbsOpVal in IbsOpCtl (the kernel
-//! writes only valid samples), is not decoded and its sample is counted as malformed
+//! not an ABI"); for IBS op it is the same in the 5.10 and the current source. A payload shorter
+//! than the seven registers, or without IbsOpVal in IbsOpCtl (the kernel writes only valid
+//! samples), is not decoded and its sample is counted as malformed
 //! ([`super::DrainStats::malformed`]). The CPU family is not in the payload, so the Zen 3 erratum
 //! #1293 correction the 6.1 kernel applies (family 19h models 0-0Fh: IbsOpData3 L2Miss and
 //! IbsOpData2 invalid when SwPf or DcMissNoMabAlloc is set) is not: such an op that reports no L2
@@ -71,7 +72,7 @@ pub const OP_VAL: u64 = 1 << 18;
 /// IbsOpData (MSR 0xc0011035) bit 38, `op_rip_invalid` (`union ibs_op_data`; `IBS_RIP_INVALID`).
 pub const OP_RIP_INVALID: u64 = 1 << 38;
 
-/// IbsOpData2 (MSR 0xc0011036) bits 0-2, `data_src_lo` (`data_src` before 6.2).
+/// IbsOpData2 (MSR 0xc0011036) bits 0-2, `data_src_lo` (`data_src` in older headers).
 pub const DATA_SRC_LO_MASK: u64 = 0x7;
 /// IbsOpData2 bit 4, `rmt_node`: the data came from another node.
 pub const RMT_NODE: u64 = 1 << 4;
@@ -244,6 +245,8 @@ impl IbsOpRegs {
         let src = self.source();
         let zen4 = self.caps & CAPS_ZEN4 != 0;
         if d3 & DC_UC_MEM_ACC != 0 && src != EXT_IO {
+            // Current kernels write LN(UNC), a `mem_lvl_num` newer than the uapi header this
+            // module follows; the level bit says uncached all the same.
             return l(d::LVL_UNC) | ln(d::LVLNUM_NA);
         }
         if d3 & DC_MISS == 0 {
@@ -293,9 +296,9 @@ mod tests {
     use super::super::data_src as d;
     use super::*;
 
-    /// Zen 4 caps as `__get_ibs_caps` reads them on Genoa: IBS there, fetch and op sampling,
-    /// RdWrOpCnt, OpCnt, BrnTrgt, OpCntExt, RipInvalidChk, OpBrnFuse, FetchCtlExtd, Zen4 (bits 0-9,
-    /// 11); the exact word does not matter to the decode beyond bits 7 and 11.
+    /// A Zen 4 capability word as a dmesg capture logs it ("perf: AMD IBS detected (0x00000bff)"):
+    /// bits 0-9 (IBS there, fetch and op sampling, RdWrOpCnt, OpCnt, BrnTrgt, OpCntExt,
+    /// RipInvalidChk, OpBrnFuse, FetchCtlExtd) and 11, Zen4; the decode reads bits 7 and 11.
     const GENOA_CAPS: u32 = 0x3ff | CAPS_ZEN4;
 
     fn load(d3: u64, d2: u64) -> IbsOpRegs {
