@@ -149,6 +149,39 @@ pub struct NodeStatus {
     pub cpu_demand: f64,
 }
 
+/// The access sampler as `status` shows it: its event and what became of its samples since the
+/// daemon started (`signals::SignalStats`). The discard counts are disjoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplerStatus {
+    /// The event sampled (`page-faults`, `cpu/mem-loads,ldlat=30/`, `ibs_op/cnt_ctl=1/` ...).
+    pub event: String,
+    /// A PMU sampling memory accesses (PEBS, IBS); false for the page-fault fallback.
+    pub precise: bool,
+    /// Samples read from the rings, kept or not.
+    pub samples: u64,
+    /// Of those, discarded as no user-space memory access worth placing by (no data address, no
+    /// load or store, an L1 or L2 hit, a kernel-mode op).
+    pub not_accesses: u64,
+    /// Of those, discarded because their IBS RAW payload was not the op's registers (a kernel
+    /// writing a layout numapilot does not decode).
+    pub undecodable: u64,
+    /// Of those, kept but on no node (the page not resident, or of no node numapilot knows).
+    pub unplaced: u64,
+    /// Samples the kernel lost (a ring full, or dropped by the PMU driver): not in `samples`.
+    pub lost: u64,
+    /// Times the kernel throttled the sampler for sampling too fast.
+    pub throttles: u64,
+    /// Times the sampler was opened again on other CPUs (CPU hotplug).
+    pub reopens: u64,
+}
+
+impl SamplerStatus {
+    /// Samples that reached the model: read, not discarded, on a node.
+    pub fn used(&self) -> u64 {
+        self.samples.saturating_sub(self.not_accesses + self.undecodable + self.unplaced)
+    }
+}
+
 /// What `numapilot status` shows (and the metrics expose).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
@@ -173,6 +206,14 @@ pub struct Status {
     /// first step.
     #[serde(default)]
     pub sampling_stretch: u32,
+    /// The access sampler's event and counts since start; `None` without one (a host where
+    /// neither a PMU nor the page-fault fallback opens, or before the first step).
+    #[serde(default)]
+    pub access_sampler: Option<SamplerStatus>,
+    /// Times a signal source (access sampler, socket tables, wake-up tracer ...) went from
+    /// working to failing at run time; each is logged once as a warning and tried again.
+    #[serde(default)]
+    pub signal_source_failures: u64,
     /// Dry run: plans journaled, never applied.
     pub dry_run: bool,
     /// Why the daemon only observes, when it does (`not root`, `dry run`).
@@ -429,6 +470,46 @@ pub const FAILED_STEPS_CRITICAL: u64 = 3;
 pub const STUCK_GRACE_S: f64 = 30.0;
 
 impl Status {
+    /// The status text's line on the access sampler: its event, what its samples became and what
+    /// the kernel lost; `None` before the first step.
+    fn sampler_line(&self) -> Option<String> {
+        if self.steps == 0 {
+            return None;
+        }
+        let Some(a) = &self.access_sampler else {
+            return Some("access sampling: off (no PMU and no page-fault fallback opened: see the start notes)".into());
+        };
+        let mut discarded = Vec::new();
+        for (n, what) in [
+            (a.not_accesses, "no memory access worth placing"),
+            (a.undecodable, "undecodable"),
+            (a.unplaced, "on no node"),
+        ] {
+            if n > 0 {
+                discarded.push(format!("{n} {what}"));
+            }
+        }
+        let mut kernel = Vec::new();
+        if a.lost > 0 {
+            kernel.push(format!("{} lost by the kernel", plural(a.lost, "sample")));
+        }
+        if a.throttles > 0 {
+            kernel.push(format!("throttled {}", plural(a.throttles, "time")));
+        }
+        if a.reopens > 0 {
+            kernel.push(format!("opened again {} (CPU hotplug)", plural(a.reopens, "time")));
+        }
+        Some(format!(
+            "access sampling: {} ({}): {} read, {} used{}{}",
+            a.event,
+            if a.precise { "the PMU's memory-access samples" } else { "page faults: no PMU sampler" },
+            plural(a.samples, "sample"),
+            a.used(),
+            if discarded.is_empty() { String::new() } else { format!(" ({})", discarded.join(", ")) },
+            if kernel.is_empty() { String::new() } else { format!("; {}", kernel.join(", ")) },
+        ))
+    }
+
     /// The health verdict of this snapshot (as served: `since_last_step_s` filled).
     pub fn health(&self) -> Health {
         let mut reasons = Vec::new();
@@ -1374,6 +1455,9 @@ impl Status {
             self.last_cycle_s * 1e3,
             self.since_last_step_s.map_or_else(String::new, |a| format!(", ended {a:.1} s ago"))
         );
+        if let Some(line) = self.sampler_line() {
+            let _ = writeln!(s, "{line}");
+        }
         for n in &self.nodes {
             let res: Vec<String> = n
                 .resources

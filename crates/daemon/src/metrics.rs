@@ -546,6 +546,52 @@ pub fn render(s: &Status) -> String {
         "Processes put back as before numapilot touched them because they were excluded (or left [include]) while placed.",
         s.released as f64,
     );
+    o.family(
+        "numapilot_access_sampler_info",
+        "gauge",
+        "The access sampler open (value 1): its event, and precise=true for a PMU's memory-access samples, false for page faults.",
+    );
+    if let Some(a) = &s.access_sampler {
+        o.sample(
+            "numapilot_access_sampler_info",
+            &[("event", &a.event), ("precise", if a.precise { "true" } else { "false" })],
+            1.0,
+        );
+    }
+    let a = s.access_sampler.clone().unwrap_or_default();
+    o.one(
+        "numapilot_access_samples_total",
+        "counter",
+        "Access samples read from the sampler's rings, kept or not.",
+        a.samples as f64,
+    );
+    o.family(
+        "numapilot_access_samples_discarded_total",
+        "counter",
+        "Of the access samples read, those not passed to the model, by reason (disjoint).",
+    );
+    for (reason, v) in [("not-memory-access", a.not_accesses), ("undecodable", a.undecodable), ("no-node", a.unplaced)]
+    {
+        o.sample("numapilot_access_samples_discarded_total", &[("reason", reason)], v as f64);
+    }
+    o.one(
+        "numapilot_access_samples_lost_total",
+        "counter",
+        "Access samples the kernel lost (a ring full, or dropped by the PMU driver).",
+        a.lost as f64,
+    );
+    o.one(
+        "numapilot_access_sampler_throttles_total",
+        "counter",
+        "Times the kernel throttled the access sampler for sampling too fast.",
+        a.throttles as f64,
+    );
+    o.one(
+        "numapilot_signal_source_failures_total",
+        "counter",
+        "Times a signal source (access sampler, socket tables, wake-up tracer) went from working to failing.",
+        s.signal_source_failures as f64,
+    );
     o.family("numapilot_node_load_ratio", "gauge", "Load of a node's resource (busy time or use / capacity, 0..1).");
     for n in &s.nodes {
         let node = n.node.to_string();

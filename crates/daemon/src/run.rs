@@ -201,6 +201,17 @@ pub trait Restore {
         (Vec::new(), 0)
     }
 
+    /// The access sampler's event and counts since start (`Status::access_sampler`). Default: no
+    /// sampler.
+    fn sampler_status(&self) -> Option<crate::control::SamplerStatus> {
+        None
+    }
+
+    /// Times a signal source went from working to failing since start. Default: none.
+    fn signal_source_failures(&self) -> u64 {
+        0
+    }
+
     /// A save of the state file failed and none has succeeded since (nothing is changed until one
     /// does: rule originals-on-disk-first). Default: no state file, never.
     fn state_unsaved(&self) -> bool {
@@ -299,6 +310,14 @@ impl Restore for LiveHost {
 
     fn stalled_reads(&self) -> (Vec<crate::control::StalledRead>, u64) {
         LiveHost::stalled_reads(self)
+    }
+
+    fn sampler_status(&self) -> Option<crate::control::SamplerStatus> {
+        LiveHost::sampler_status(self)
+    }
+
+    fn signal_source_failures(&self) -> u64 {
+        LiveHost::signal_source_failures(self)
     }
 
     fn state_unsaved(&self) -> bool {
@@ -953,6 +972,8 @@ pub fn serve<H: Host + Restore>(
         let now = numapilot_observe::reader::monotonic_ns();
         status.move_running = host.move_running().map(|(pid, at)| (pid, now.saturating_sub(at) as f64 / 1e9));
         status.proc_events_lost = watch.as_ref().map_or(0, |w| w.lost);
+        status.access_sampler = host.sampler_status();
+        status.signal_source_failures = host.signal_source_failures();
         status.journal_lines_dropped = dropped_before + journal.as_ref().map_or(0, Journal::dropped);
         status.launch_promises = engine.launch_promises(now);
         status.state_unsaved = host.state_unsaved();

@@ -214,6 +214,9 @@ pub struct SignalStats {
     /// address, no load or store, an L1 or L2 hit, a kernel-mode IBS op, an IBS RAW payload that
     /// is not the op's registers); not passed to the model.
     pub dropped: u64,
+    /// Of `dropped`, samples whose IBS RAW payload was not the op's registers
+    /// (`pmu::DrainStats::malformed`): a kernel writing another layout.
+    pub malformed: u64,
     /// Times the kernel throttled the sampler for sampling too fast (PERF_RECORD_THROTTLE).
     pub throttles: u64,
     /// Samples that could not be placed on a node.
@@ -226,6 +229,17 @@ pub struct SignalStats {
     pub sampler_reopens: u64,
     /// Times a source went from working to failing at run time (each logged once as a warning).
     pub source_failures: u64,
+}
+
+impl SignalStats {
+    /// Adds what one drain of the access sampler's rings read.
+    fn count_drain(&mut self, st: &pmu::DrainStats) {
+        self.samples += st.samples;
+        self.lost += st.lost;
+        self.dropped += st.dropped;
+        self.malformed += st.malformed;
+        self.throttles += st.throttles;
+    }
 }
 
 /// What the last [`Signals::fill`] spent, per source: wall time and this thread's CPU time (ns), and
@@ -410,6 +424,12 @@ impl Signals {
         self.sampler.is_some()
     }
 
+    /// The access sampler's event and whether it samples memory accesses precisely (a PMU: PEBS,
+    /// IBS) rather than page faults (the fallback); `None` without a sampler.
+    pub fn sampler_event(&self) -> Option<(&str, bool)> {
+        self.sampler.as_ref().map(|s| (s.spec().name.as_str(), s.spec().kind != pmu::SourceKind::PageFaults))
+    }
+
     /// Sets the sampler's period to its base period times `stretch` (the engine's sampling
     /// stretch, `numapilot_policy::cadence`): while the loop backs off, the events fire that much
     /// less often, so a step after a long wait drains about what one after an interval does. No
@@ -448,10 +468,7 @@ impl Signals {
             Ok(new) => {
                 let scale = (old.period() / spec.period.max(1)).max(1) as u32;
                 if let Ok(st) = old.drain(&mut self.carried) {
-                    self.stats.samples += st.samples;
-                    self.stats.lost += st.lost;
-                    self.stats.dropped += st.dropped;
-                    self.stats.throttles += st.throttles;
+                    self.stats.count_drain(&st);
                     self.carried_fill = self.carried_fill.max(st.max_fill);
                 }
                 self.carried_scale = scale;
@@ -667,10 +684,7 @@ impl Signals {
             self.raw.append(&mut self.carried);
             match sampler.drain(&mut self.raw) {
                 Ok(st) => {
-                    self.stats.samples += st.samples;
-                    self.stats.lost += st.lost;
-                    self.stats.dropped += st.dropped;
-                    self.stats.throttles += st.throttles;
+                    self.stats.count_drain(&st);
                     if !self.sampler_silence_noted {
                         if let Some(line) = sampler.no_accesses() {
                             tracing::warn!("perf: {line}");
@@ -1199,6 +1213,7 @@ mod fallback_tests {
         assert_eq!(ours.len(), 16, "one access sample per touched page: {ours:?}");
         assert!(ours.iter().all(|a| a.count == 1), "{ours:?}");
         assert!(s.stats().samples >= ours.len() as u64);
+        assert_eq!(s.sampler_event(), Some(("page-faults", false)), "the fallback, no precise sampler");
     }
 
     /// Signals sampling every page fault on every CPU (the fallback, period 1), opened by a test

@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 
-use numapilot_daemon::control::{NodeStatus, ResourceStatus, Shared, Status};
+use numapilot_daemon::control::{NodeStatus, ResourceStatus, SamplerStatus, Shared, Status};
 use numapilot_daemon::metrics;
 
 fn get(addr: std::net::SocketAddr, path: &str) -> String {
@@ -39,6 +39,18 @@ fn status() -> Status {
         interval_ms: 1000,
         next_interval_ms: 8000,
         sampling_stretch: 16,
+        access_sampler: Some(SamplerStatus {
+            event: "ibs_op/cnt_ctl=1/".into(),
+            precise: true,
+            samples: 5000,
+            not_accesses: 3000,
+            undecodable: 2,
+            unplaced: 10,
+            lost: 64,
+            throttles: 1,
+            reopens: 0,
+        }),
+        signal_source_failures: 1,
         cycle_s_total: 12.238,
         last_step_unix_s: 1_764_500_000.5,
         nodes: vec![
@@ -131,6 +143,14 @@ fn scrape_over_tcp() {
         "numapilot_step_phase_seconds_total{phase=\"act\"} 0.125",
         "numapilot_next_interval_seconds 8",
         "numapilot_sampling_stretch 16",
+        "numapilot_access_sampler_info{event=\"ibs_op/cnt_ctl=1/\",precise=\"true\"} 1",
+        "numapilot_access_samples_total 5000",
+        "numapilot_access_samples_discarded_total{reason=\"not-memory-access\"} 3000",
+        "numapilot_access_samples_discarded_total{reason=\"undecodable\"} 2",
+        "numapilot_access_samples_discarded_total{reason=\"no-node\"} 10",
+        "numapilot_access_samples_lost_total 64",
+        "numapilot_access_sampler_throttles_total 1",
+        "numapilot_signal_source_failures_total 1",
         "numapilot_bookkeeping_entries{table=\"model.tasks\"} 40",
         "numapilot_bookkeeping_entries{table=\"observer.pids\"} 300",
     ] {
@@ -245,6 +265,29 @@ fn status_text_says_why_the_wait_differs_and_how_sparse_the_sampling_is() {
     s.sampling_stretch = 1;
     let text = s.render();
     assert!(text.contains("interval 1000 ms (now 100 ms: young processes settling)\n"), "{text}");
+}
+
+/// The status text says which access sampler runs and what became of its samples, and that none
+/// runs when none opened (the metrics then export its counters at 0 and no info series).
+#[test]
+fn status_and_metrics_say_what_became_of_the_access_samples() {
+    let mut s = status();
+    let text = s.render();
+    assert!(
+        text.contains(
+            "access sampling: ibs_op/cnt_ctl=1/ (the PMU's memory-access samples): 5000 samples read, 1988 used \
+             (3000 no memory access worth placing, 2 undecodable, 10 on no node); 64 samples lost by the kernel, \
+             throttled 1 time\n"
+        ),
+        "{text}"
+    );
+    s.access_sampler = None;
+    assert!(s.render().contains("access sampling: off (no PMU and no page-fault fallback opened"), "{}", s.render());
+    let body = metrics::render(&s);
+    assert!(!body.lines().any(|l| l.starts_with("numapilot_access_sampler_info")), "{body}");
+    assert!(body.lines().any(|l| l == "numapilot_access_samples_total 0"), "{body}");
+    s.steps = 0;
+    assert!(!s.render().contains("access sampling:"), "nothing to say before the first step: {}", s.render());
 }
 
 /// metrics-clients-apart: idle connections (any local user may open them) do not hold a scrape
@@ -429,7 +472,7 @@ fn the_shipped_alerting_rules_check_and_pass_their_unit_tests() {
         assert!(out.status.success(), "promtool {args:?}: {said}");
         said
     };
-    assert!(run(&["check", "rules", "prometheus-rules.yml"]).contains("SUCCESS: 9 rules found"));
+    assert!(run(&["check", "rules", "prometheus-rules.yml"]).contains("SUCCESS: 10 rules found"));
     assert!(run(&["test", "rules", "prometheus-rules.test.yml"]).contains("SUCCESS"));
     // Every metric an expression names is one the daemon exports (a renamed family would leave an
     // alert that never fires).

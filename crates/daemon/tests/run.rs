@@ -83,6 +83,20 @@ impl Restore for ReaderHost {
     fn set_migrate_budget(&mut self, mb_per_s: u64) {
         self.budget.store(mb_per_s, Ordering::SeqCst);
     }
+    fn sampler_status(&self) -> Option<control::SamplerStatus> {
+        // An access sampler as the live host reports its counts (`LiveHost::sampler_status`).
+        Some(control::SamplerStatus {
+            event: "test-event".into(),
+            samples: 40,
+            not_accesses: 30,
+            unplaced: 2,
+            lost: 5,
+            ..control::SamplerStatus::default()
+        })
+    }
+    fn signal_source_failures(&self) -> u64 {
+        1
+    }
 }
 
 struct Running {
@@ -437,6 +451,17 @@ fn status_explain_reload_and_stop() {
     assert_eq!(s.nodes.len(), topo.nodes.len());
     assert!(s.nodes[0].mem_total_bytes > 0);
     assert!(s.render().contains("steps "));
+    // The host's access sampler, as the step read it.
+    assert_eq!(s.access_sampler.as_ref().map(|a| (a.event.as_str(), a.samples, a.used())), Some(("test-event", 40, 8)));
+    assert_eq!(s.signal_source_failures, 1);
+    assert!(
+        s.render().contains(
+            "access sampling: test-event (page faults: no PMU sampler): 40 samples read, 8 used (30 no memory \
+             access worth placing, 2 on no node); 5 samples lost by the kernel\n"
+        ),
+        "{}",
+        s.render()
+    );
     // Its tables, the engine's with what the model holds now (this one process).
     assert_eq!(s.bookkeeping.get("model.procs"), Some(&1), "{:?}", s.bookkeeping);
     assert_eq!(s.bookkeeping.get("model.tasks"), Some(&(s.threads as u64)), "{:?}", s.bookkeeping);

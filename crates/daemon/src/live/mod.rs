@@ -998,6 +998,30 @@ impl LiveHost {
         self.signals.last_cost()
     }
 
+    /// The access sampler's counts since start, for status and the metrics; `None` without a
+    /// sampler (no PMU and no page-fault fallback, or `[signals]` turned it off).
+    pub fn sampler_status(&self) -> Option<crate::control::SamplerStatus> {
+        let (event, precise) = self.signals.sampler_event()?;
+        let st = self.signals.stats();
+        Some(crate::control::SamplerStatus {
+            event: event.to_string(),
+            precise,
+            samples: st.samples,
+            not_accesses: st.dropped.saturating_sub(st.malformed),
+            undecodable: st.malformed,
+            unplaced: st.unplaced,
+            lost: st.lost,
+            throttles: st.throttles,
+            reopens: st.sampler_reopens,
+        })
+    }
+
+    /// Times a signal source went from working to failing at run time since start (each logged
+    /// once as a warning).
+    pub fn signal_source_failures(&self) -> u64 {
+        self.signals.stats().source_failures
+    }
+
     /// When `pid`'s numa_maps was last read ([`observe::TieredObserver::numa_maps_read_ns`]).
     pub fn numa_maps_read_ns(&self, pid: u32) -> Option<u64> {
         self.observer.numa_maps_read_ns(pid)
