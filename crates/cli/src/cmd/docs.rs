@@ -432,7 +432,9 @@ On \fB[daemon] metrics\fR (default 127.0.0.1:9469; \fB\-\-metrics off\fR for non
 \fBGET /metrics\fR
 Prometheus text: steps (\fBnumapilot_step_duration_seconds\fR histogram,
 \fBnumapilot_last_step_timestamp_seconds\fR), actions and failures by kind, pages moved and failed by
-cause, each node's load, interference and bottleneck flags, the local-access estimate, the daemon's
+cause, each node's load, interference and bottleneck flags, the local-access estimate, the access
+sampler's event and what became of its samples (\fBnumapilot_access_samples_total\fR,
+\fBnumapilot_access_samples_discarded_total\fR by reason, lost and throttled), the daemon's
 own CPU, memory and descriptors (\fBprocess_cpu_seconds_total\fR and the rest).
 .TP
 \fBGET /healthz\fR
