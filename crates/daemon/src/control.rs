@@ -477,7 +477,7 @@ impl Status {
             return None;
         }
         let Some(a) = &self.access_sampler else {
-            return Some("access sampling: off (no PMU and no page-fault fallback opened: see the start notes)".into());
+            return Some("access sampling: off (no precise-sampling PMU, and `[signals] page_faults` off or refused: see the notes)".into());
         };
         let mut discarded = Vec::new();
         for (n, what) in [
