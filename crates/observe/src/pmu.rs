@@ -2042,4 +2042,71 @@ mod tests {
         assert!(nodes[0].is_some(), "a touched page of ours is on some node");
         assert_eq!(nodes[1], None, "page 0 is not mapped");
     }
+
+    mod prop {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Whatever bytes a ring holds (a kernel writing another layout, a torn read), the
+            /// record parser answers with records or an error naming the fault, never a panic or
+            /// a read past its buffer: for IBS op (RAW decoded), PEBS and page-fault sample types.
+            #[test]
+            fn any_bytes_parse_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+                for ty in [IBS_OP_SAMPLE_TYPE, MEM_SAMPLE_TYPE, EventSpec::page_faults(1).sample_type] {
+                    let mut out = Vec::new();
+                    let _ = parse_records(ty, &bytes, &mut out);
+                    let _ = parse_sample(ty, &bytes);
+                }
+            }
+
+            /// A well-formed IBS op sample record whose RAW payload is any bytes of any declared
+            /// size: parsed as one sample (kept, dropped or counted malformed), the next record
+            /// (a THROTTLE) still read.
+            #[test]
+            fn any_raw_payload_is_one_sample_and_the_next_record_is_read(
+                payload in proptest::collection::vec(any::<u8>(), 0..96),
+                declared in 0u32..128,
+                consistent in any::<bool>(),
+            ) {
+                // The fields of IBS_OP_SAMPLE_TYPE in perf_output_sample's order: TID, TIME, ADDR,
+                // CPU, RAW (u32 size, the bytes), WEIGHT, DATA_SRC, PHYS_ADDR.
+                let declared = if consistent { payload.len() as u32 } else { declared };
+                let mut body = Vec::new();
+                body.extend_from_slice(&7u32.to_ne_bytes()); // pid
+                body.extend_from_slice(&8u32.to_ne_bytes()); // tid
+                body.extend_from_slice(&1u64.to_ne_bytes()); // time
+                body.extend_from_slice(&0u64.to_ne_bytes()); // addr
+                body.extend_from_slice(&0u32.to_ne_bytes()); // cpu
+                body.extend_from_slice(&0u32.to_ne_bytes()); // res
+                body.extend_from_slice(&declared.to_ne_bytes()); // raw size
+                body.extend_from_slice(&payload);
+                body.extend_from_slice(&0u64.to_ne_bytes()); // weight
+                body.extend_from_slice(&0u64.to_ne_bytes()); // data_src
+                body.extend_from_slice(&0u64.to_ne_bytes()); // phys_addr
+                let mut rec = Vec::new();
+                rec.extend_from_slice(&PERF_RECORD_SAMPLE.to_ne_bytes());
+                rec.extend_from_slice(&0u16.to_ne_bytes());
+                let size = 8 + body.len();
+                prop_assume!(size <= usize::from(u16::MAX));
+                rec.extend_from_slice(&(size as u16).to_ne_bytes());
+                rec.extend_from_slice(&body);
+                let mut throttle = Vec::new();
+                throttle.extend_from_slice(&PERF_RECORD_THROTTLE.to_ne_bytes());
+                throttle.extend_from_slice(&0u16.to_ne_bytes());
+                throttle.extend_from_slice(&8u16.to_ne_bytes());
+                rec.extend_from_slice(&throttle);
+                let mut out = Vec::new();
+                match parse_records(IBS_OP_SAMPLE_TYPE, &rec, &mut out) {
+                    Ok(st) => {
+                        prop_assert_eq!(st.samples, 1);
+                        prop_assert_eq!(st.throttles, 1, "the record after the sample was read");
+                        prop_assert_eq!(out.len() as u64 + st.dropped, 1);
+                    }
+                    // Only a RAW size that is not the payload's can make the record malformed.
+                    Err(e) => prop_assert!(!consistent, "{e}"),
+                }
+            }
+        }
+    }
 }
