@@ -78,8 +78,8 @@
 //! # Limits
 //!
 //! Opening per-CPU events for all processes needs root (or CAP_PERFMON, or perf_event_paranoid <= 0);
-//! a ring that overflows loses records (counted from PERF_RECORD_LOST); ARM SPE is detected but not
-//! decoded. The aggregation counts every kept sample as one access: `WEIGHT` and the `DATA_SRC`
+//! a ring that overflows loses records (counted from PERF_RECORD_LOST); ARM SPE is detected, and
+//! its record stream is decoded ([`spe`]), but its AUX area is not opened or read yet. The aggregation counts every kept sample as one access: `WEIGHT` and the `DATA_SRC`
 //! locality are read but not weighed, which is why the cache levels that say nothing about a
 //! thread's node are filtered out instead ([`PEBS_LDLAT`], [`is_memory_access`]). IBS op samples
 //! every op, so most of its records are dropped (no load or store, or an L1/L2 hit) yet still fill
@@ -103,6 +103,7 @@ use crate::sample::AccessSample;
 use crate::signal_error::{hex, SignalError};
 
 pub mod ibs;
+pub mod spe;
 pub use ibs::IbsOpRegs;
 
 /// `PERF_TYPE_SOFTWARE`.
@@ -808,6 +809,8 @@ pub mod data_src {
     pub const LVL_NA: u64 = 0x01;
     /// `PERF_MEM_LVL_HIT`.
     pub const LVL_HIT: u64 = 0x02;
+    /// `PERF_MEM_LVL_MISS`.
+    pub const LVL_MISS: u64 = 0x04;
     /// `PERF_MEM_LVL_L1`.
     pub const LVL_L1: u64 = 0x08;
     /// `PERF_MEM_LVL_LFB`.

@@ -1,0 +1,745 @@
+//! ARM Statistical Profiling Extension (SPE) records decoded from the packet stream the PMU writes.
+//!
+//! # Problem
+//!
+//! SPE samples one operation in every N the CPU executes and writes a *record* of it, a run of
+//! packets (which instruction, what it was, the data address virtual and physical, the events it
+//! caused, where its data came from, how long it took, when), into a buffer the kernel hands to
+//! perf as an AUX trace (`drivers/perf/arm_spe_pmu.c`). There is no `PERF_RECORD_SAMPLE` with
+//! `ADDR` and `DATA_SRC`: the stream has to be decoded here, and a record turned into the
+//! [`RawSample`] the rest of [`super`] filters and aggregates, as PEBS and IBS samples are.
+//!
+//! # Approach
+//!
+//! ```text
+//!   packet = header byte [extension byte] payload (1 << header bits 5:4 bytes, little endian)
+//!   header   mask  value  packet           payload
+//!   0x00     ff    00     padding          none (the driver pads with it: ARM_SPE_BUF_PAD_BYTE)
+//!   0x01     ff    01     end              none: the record ends
+//!   0x71     ff    71     timestamp        8 bytes, the generic timer: the record ends
+//!   0x42     cf    42     events           1, 2, 4 or 8 bytes of event bits (EV_*)
+//!   0x43     cf    43     data source      IMPDEF, kept as read
+//!   0x64     fc    64     context          4 bytes, CONTEXTIDR_EL1 (index 0) or _EL2 (index 1)
+//!   0x48     fc    48     operation type   1 byte; the header's bits 1:0 are the class
+//!   0xb0     f8    b0     address          8 bytes; bits 2:0 the index (PC, branch target,
+//!                                           data VA, data PA, previous branch target)
+//!   0x98     f8    98     counter          2 bytes; bits 2:0 the index (total, issue,
+//!                                           translation latency)
+//!   0x20     fc    20     extended header: a second byte, ADDRESS or COUNTER as above with
+//!                          index ((byte0 & 3) << 3) | (byte1 & 7); byte1 0: alignment padding
+//!                          up to 1 << ((byte0 & 0xf) + 1) bytes of the stream
+//!   anything else: not a packet; one byte skipped and the record in progress given up
+//! ```
+//!
+//! [`decode`] walks a byte run packet by packet into [`Record`]s; [`Record::sample`] turns a
+//! load or store with a data virtual address into a [`RawSample`]: the data address (its
+//! top-byte tag dropped), the physical address, the total latency as weight, the thread from the
+//! CONTEXT packet, and a `DATA_SRC` synthesised from the EVENTS packet
+//! ([`Record::data_src`]), which [`super::is_memory_access`] reads as it reads PEBS's and IBS's:
+//! a load or store not served by L1 or L2 is kept. [`decode_samples`] does both and counts what
+//! it dropped.
+//!
+//! Facts and sources: packet headers, masks, payload sizes and indices from
+//! `tools/perf/util/arm-spe-decoder/arm-spe-pkt-decoder.[ch]` (`arm_spe_do_get_packet`,
+//! `arm_spe_payload_len`, `SPE_HEADER0_*`, `SPE_HDR_EXTENDED_INDEX`, `SPE_ADDR_PKT_*`,
+//! `SPE_OP_PKT_*`, `SPE_CNT_PKT_HDR_INDEX_*`); event bits from the same header's
+//! `enum arm_spe_events` (`EV_*`); address payloads (a tag in bits 63:56 of a data virtual
+//! address, NS/EL in bits 63:61 of a PC) from `arm-spe-decoder.c` `arm_spe_calc_ip`, which cites
+//! the Arm ARM (DDI 0487F.c) D10.2.1 "Address packet"; a record ending at END or TIMESTAMP from
+//! `arm-spe-decoder.c` `arm_spe_read_record`; the data source synthesis follows
+//! `tools/perf/util/arm-spe.c` `arm_spe__synth_memory_level` (the CPU-independent fallback perf
+//! uses where it does not know the CPU's data source encoding), except for an L1 refill that
+//! did not reach the last-level cache (below).
+//!
+//! # Limits
+//!
+//! The DATA SOURCE packet is implementation defined (perf decodes it only for the Neoverse and
+//! Cortex cores listed in `arm-spe.c` `common_ds_encoding_cpus`, and for AmpereOne): it is kept in
+//! [`Record::data_source`] but not used; the cache level comes from the architected events
+//! alone. An L1D refill without an LLC access is taken for an L2 hit (and dropped, as PEBS's
+//! latency threshold and IBS's L2 filter drop L2 hits) only when the events packet is at least
+//! two bytes long, so that the LLC bits (8 and 9) were written at all; perf writes `L1 | MISS` for
+//! it and keeps it. With a one-byte events packet such a refill stays `L1 | MISS`, kept: a sample
+//! that may be an L2 hit. A record's `timestamp` is the generic timer's count, not nanoseconds,
+//! and its thread is the CONTEXT packet's CONTEXTIDR, which the kernel writes only when built
+//! with `CONFIG_PID_IN_CONTEXTIDR` and the event's opener may see kernel data
+//! (`arm_spe_pmu.c` `set_spe_event_has_cx`); CONTEXTIDR then holds `task_pid_nr`, the thread id
+//! in the initial pid namespace (`arch/arm64/include/asm/mmu_context.h`
+//! `contextidr_thread_switch`), so [`Record::sample`] fills `tid` and leaves `pid` 0 for the
+//! caller to find. Records without a CONTEXT packet give `tid` 0.
+
+use super::{data_src as d, RawSample};
+
+/// Header byte of a padding packet (`SPE_HEADER0_PAD`).
+pub const HDR_PAD: u8 = 0x00;
+/// Header byte of an end packet (`SPE_HEADER0_END`).
+pub const HDR_END: u8 = 0x01;
+/// Header byte of a timestamp packet (`SPE_HEADER0_TIMESTAMP`).
+pub const HDR_TIMESTAMP: u8 = 0x71;
+/// Events packet: `header & 0xcf == 0x42` (`SPE_HEADER0_MASK1`, `SPE_HEADER0_EVENTS`).
+pub const HDR_EVENTS: u8 = 0x42;
+/// Data source packet: `header & 0xcf == 0x43` (`SPE_HEADER0_SOURCE`).
+pub const HDR_SOURCE: u8 = 0x43;
+const MASK1: u8 = 0xcf;
+/// Context packet: `header & 0xfc == 0x64` (`SPE_HEADER0_MASK2`, `SPE_HEADER0_CONTEXT`).
+pub const HDR_CONTEXT: u8 = 0x64;
+/// Operation type packet: `header & 0xfc == 0x48` (`SPE_HEADER0_OP_TYPE`).
+pub const HDR_OP_TYPE: u8 = 0x48;
+/// Extended header: `header & 0xfc == 0x20` (`SPE_HEADER0_EXTENDED`).
+pub const HDR_EXTENDED: u8 = 0x20;
+const MASK2: u8 = 0xfc;
+/// Address packet: `header & 0xf8 == 0xb0` (`SPE_HEADER0_MASK3`, `SPE_HEADER0_ADDRESS`).
+pub const HDR_ADDRESS: u8 = 0xb0;
+/// Counter packet: `header & 0xf8 == 0x98` (`SPE_HEADER0_COUNTER`).
+pub const HDR_COUNTER: u8 = 0x98;
+const MASK3: u8 = 0xf8;
+
+/// Address packet indices (`SPE_ADDR_PKT_HDR_INDEX_*`).
+pub mod addr_index {
+    /// Instruction virtual address (PC).
+    pub const PC: u8 = 0;
+    /// Branch target.
+    pub const BRANCH: u8 = 1;
+    /// Data access virtual address.
+    pub const DATA_VIRT: u8 = 2;
+    /// Data access physical address.
+    pub const DATA_PHYS: u8 = 3;
+    /// Previous branch target (SPEv1.2, `SPE_ADDR_PKT_HDR_INDEX_PREV_BRANCH`).
+    pub const PREV_BRANCH: u8 = 4;
+}
+
+/// Counter packet indices (`SPE_CNT_PKT_HDR_INDEX_*`).
+pub mod counter_index {
+    /// Total latency, issue to completion, cycles.
+    pub const TOTAL: u8 = 0;
+    /// Issue latency, dispatch to issue, cycles.
+    pub const ISSUE: u8 = 1;
+    /// Translation latency, cycles.
+    pub const TRANSLATION: u8 = 2;
+}
+
+/// Event bits of the events packet (`enum arm_spe_events`, `arm-spe-pkt-decoder.h`).
+pub mod ev {
+    /// Generated an exception.
+    pub const EXCEPTION_GEN: u64 = 1 << 0;
+    /// Retired (architecturally executed).
+    pub const RETIRED: u64 = 1 << 1;
+    /// Accessed the L1 data cache.
+    pub const L1D_ACCESS: u64 = 1 << 2;
+    /// Refilled the L1 data cache (an L1 miss).
+    pub const L1D_REFILL: u64 = 1 << 3;
+    /// Accessed the TLB.
+    pub const TLB_ACCESS: u64 = 1 << 4;
+    /// Walked the translation tables (a TLB miss, `EV_TLB_WALK`).
+    pub const TLB_WALK: u64 = 1 << 5;
+    /// A conditional branch not taken.
+    pub const NOT_TAKEN: u64 = 1 << 6;
+    /// A mispredicted branch.
+    pub const MISPRED: u64 = 1 << 7;
+    /// Accessed the last-level cache.
+    pub const LLC_ACCESS: u64 = 1 << 8;
+    /// Missed the last-level cache (`EV_LLC_MISS`, "LLC-REFILL").
+    pub const LLC_MISS: u64 = 1 << 9;
+    /// Served by another socket or chip.
+    pub const REMOTE_ACCESS: u64 = 1 << 10;
+}
+
+/// What an operation type packet said the operation was.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Op {
+    /// No operation type packet in the record.
+    #[default]
+    Unknown,
+    /// Class 0 (`SPE_OP_PKT_HDR_CLASS_OTHER`): neither memory nor branch.
+    Other,
+    /// Class 1 (`SPE_OP_PKT_HDR_CLASS_LD_ST_ATOMIC`), bit 0 clear: a load (or an atomic's load).
+    Load {
+        /// The payload's bits 7:1 (`SPE_OP_PKT_LDST_SUBCLASS_GET`): 0 general-purpose register,
+        /// 0x4 SIMD/FP, 0x10 unspecified, 0x30 a nested-virtualisation system register, ...
+        subclass: u8,
+    },
+    /// Class 1, bit 0 set (`SPE_OP_PKT_ST`): a store.
+    Store {
+        /// As for [`Op::Load`].
+        subclass: u8,
+    },
+    /// Class 2 (`SPE_OP_PKT_HDR_CLASS_BR_ERET`): a branch or exception return.
+    Branch,
+    /// Class 3: not defined.
+    Reserved,
+}
+
+/// `SPE_OP_PKT_LDST_SUBCLASS_NV_SYSREG`: a load or store of a nested-virtualisation system
+/// register made to memory by the hypervisor, not a thread's data access.
+pub const SUBCLASS_NV_SYSREG: u8 = 0x30;
+
+/// One SPE record: what its packets said (`None` / 0 where no packet said it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Record {
+    /// The instruction's virtual address (address index 0), bits 55:0.
+    pub pc: Option<u64>,
+    /// The exception level it ran at (the PC packet's bits 62:61): 0 user.
+    pub pc_el: u8,
+    /// Branch target (index 1).
+    pub branch_target: Option<u64>,
+    /// Data virtual address (index 2), the top-byte tag dropped: bits 55:0, the top byte set to
+    /// 0xff when bits 55:52 are all ones (a kernel address), as `arm_spe_calc_ip` does.
+    pub data_va: Option<u64>,
+    /// Data physical address (index 3), bits 55:0.
+    pub data_pa: Option<u64>,
+    /// CONTEXTIDR (the kernel's `task_pid_nr`, a thread id), from a context packet.
+    pub context: Option<u32>,
+    /// The operation type.
+    pub op: Op,
+    /// The events packet's bits ([`ev`]).
+    pub events: u64,
+    /// The events packet's payload size in bytes (0: no events packet): a one-byte packet cannot
+    /// carry the LLC and remote bits.
+    pub events_bytes: u8,
+    /// The data source packet's payload (implementation defined).
+    pub data_source: Option<u64>,
+    /// Total latency, cycles.
+    pub total_latency: Option<u16>,
+    /// Issue latency, cycles.
+    pub issue_latency: Option<u16>,
+    /// Translation latency, cycles.
+    pub translation_latency: Option<u16>,
+    /// The timestamp packet's value (the generic timer's count, as `CNTVCT_EL0`).
+    pub timestamp: Option<u64>,
+}
+
+/// What [`decode`] met besides records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Records completed (by an END or TIMESTAMP packet).
+    pub records: u64,
+    /// Bytes that began no known packet (an unknown header, or an extended header whose second
+    /// byte is none of address, counter, alignment): each skipped, and the record they fell in
+    /// given up up to its end.
+    pub bad_bytes: u64,
+    /// Records given up because of a bad byte within them.
+    pub broken_records: u64,
+    /// Address or counter packets of an index this decoder does not use (their payload skipped).
+    pub unknown_packets: u64,
+    /// 1 when the last packet ran past the end of the bytes (its header read, its payload not
+    /// whole): decoding stopped there.
+    pub truncated: u64,
+    /// Packets after the last record's end that no END or TIMESTAMP closed: not a record.
+    pub unfinished: u64,
+    /// Bytes up to the end of the last complete record: where the next decode of the same
+    /// stream should start.
+    pub consumed: usize,
+}
+
+fn payload_len(hdr: u8) -> usize {
+    1 << ((hdr >> 4) & 0x3)
+}
+
+fn le(bytes: &[u8]) -> u64 {
+    bytes.iter().rev().fold(0u64, |v, &b| v << 8 | u64::from(b))
+}
+
+/// One packet, as far as [`decode`] needs it.
+enum Packet {
+    Pad,
+    End,
+    Timestamp(u64),
+    Events { bytes: u8, bits: u64 },
+    Source(u64),
+    Context(u32),
+    OpType { class: u8, payload: u8 },
+    Address { index: u8, payload: u64 },
+    Counter { index: u8, value: u16 },
+}
+
+enum Step {
+    /// A packet of this many bytes.
+    Packet(Packet, usize),
+    /// Not a packet: skip one byte.
+    Bad,
+    /// The packet runs past the end.
+    Short,
+}
+
+/// Reads the packet at `buf[at..]`; `base + at` is its offset in the stream (alignment padding
+/// counts from the stream's start).
+fn packet(buf: &[u8], at: usize, base: usize) -> Step {
+    let rest = &buf[at..];
+    let Some(&h0) = rest.first() else { return Step::Short };
+    let with_payload = |hdr_len: usize, hdr: u8, make: &dyn Fn(u64, usize) -> Packet| -> Step {
+        let n = payload_len(hdr);
+        match rest.get(hdr_len..hdr_len + n) {
+            Some(p) => Step::Packet(make(le(p), n), hdr_len + n),
+            None => Step::Short,
+        }
+    };
+    match h0 {
+        HDR_PAD => return Step::Packet(Packet::Pad, 1),
+        HDR_END => return Step::Packet(Packet::End, 1),
+        HDR_TIMESTAMP => return with_payload(1, h0, &|v, _| Packet::Timestamp(v)),
+        _ => {}
+    }
+    if h0 & MASK1 == HDR_EVENTS {
+        return with_payload(1, h0, &|v, n| Packet::Events { bytes: n as u8, bits: v });
+    }
+    if h0 & MASK1 == HDR_SOURCE {
+        return with_payload(1, h0, &|v, _| Packet::Source(v));
+    }
+    if h0 & MASK2 == HDR_CONTEXT {
+        return with_payload(1, h0, &|v, _| Packet::Context(v as u32));
+    }
+    if h0 & MASK2 == HDR_OP_TYPE {
+        return with_payload(1, h0, &|v, _| Packet::OpType { class: h0 & 0x3, payload: v as u8 });
+    }
+    let (hdr, hdr_len, index) = if h0 & MASK2 == HDR_EXTENDED {
+        let Some(&h1) = rest.get(1) else { return Step::Short };
+        if h1 == 0 {
+            // Alignment padding (SPE_HEADER1_ALIGNMENT): up to the next multiple of
+            // 1 << ((h0 & 0xf) + 1) bytes of the stream.
+            let align = 1usize << ((h0 & 0xf) + 1);
+            let len = align - (base + at) % align;
+            return if rest.len() < len { Step::Short } else { Step::Packet(Packet::Pad, len) };
+        }
+        (h1, 2, ((h0 & 0x3) << 3) | (h1 & 0x7))
+    } else {
+        (h0, 1, h0 & 0x7)
+    };
+    if hdr & MASK3 == HDR_ADDRESS {
+        return with_payload(hdr_len, hdr, &|v, _| Packet::Address { index, payload: v });
+    }
+    if hdr & MASK3 == HDR_COUNTER {
+        return with_payload(hdr_len, hdr, &|v, _| Packet::Counter { index, value: v as u16 });
+    }
+    Step::Bad
+}
+
+/// Bits 55:0 of an address payload (`SPE_ADDR_PKT_ADDR_GET_BYTES_0_6`).
+const ADDR_MASK: u64 = (1 << 56) - 1;
+
+/// Decodes the SPE packet stream in `buf` into `out`, one [`Record`] per END- or
+/// TIMESTAMP-terminated run of packets. `base` is `buf`'s offset in the stream (the AUX
+/// buffer's, page aligned), for alignment padding. Never reads past `buf`: a packet cut off at
+/// the end stops the decode ([`DecodeStats::truncated`]); bytes that begin no packet are
+/// skipped one by one and the record they fall in is dropped ([`DecodeStats::bad_bytes`]).
+pub fn decode(buf: &[u8], base: usize, out: &mut Vec<Record>) -> DecodeStats {
+    let mut st = DecodeStats::default();
+    let mut rec = Record::default();
+    let mut packets = 0u64;
+    let mut broken = false;
+    let mut at = 0usize;
+    while at < buf.len() {
+        let (p, len) = match packet(buf, at, base) {
+            Step::Packet(p, len) => (p, len),
+            Step::Bad => {
+                st.bad_bytes += 1;
+                if !broken {
+                    st.broken_records += 1;
+                    broken = true;
+                }
+                at += 1;
+                continue;
+            }
+            Step::Short => {
+                st.truncated = 1;
+                break;
+            }
+        };
+        at += len;
+        let ends = matches!(p, Packet::End | Packet::Timestamp(_));
+        match p {
+            Packet::Pad => continue,
+            Packet::End => {}
+            Packet::Timestamp(t) => rec.timestamp = Some(t),
+            Packet::Events { bytes, bits } => {
+                rec.events = bits;
+                rec.events_bytes = bytes;
+            }
+            Packet::Source(v) => rec.data_source = Some(v),
+            Packet::Context(c) => rec.context = Some(c),
+            Packet::OpType { class, payload } => {
+                let subclass = payload & 0xfe;
+                rec.op = match class {
+                    0 => Op::Other,
+                    1 if payload & 1 != 0 => Op::Store { subclass },
+                    1 => Op::Load { subclass },
+                    2 => Op::Branch,
+                    _ => Op::Reserved,
+                };
+            }
+            Packet::Address { index, payload } => match index {
+                addr_index::PC => {
+                    rec.pc = Some(payload & ADDR_MASK);
+                    rec.pc_el = ((payload >> 61) & 0x3) as u8;
+                }
+                addr_index::BRANCH => rec.branch_target = Some(payload & ADDR_MASK),
+                addr_index::DATA_VIRT => {
+                    let mut va = payload & ADDR_MASK;
+                    if (va >> 52) & 0xf == 0xf {
+                        va |= 0xff << 56;
+                    }
+                    rec.data_va = Some(va);
+                }
+                addr_index::DATA_PHYS => rec.data_pa = Some(payload & ADDR_MASK),
+                addr_index::PREV_BRANCH => {}
+                _ => st.unknown_packets += 1,
+            },
+            Packet::Counter { index, value } => match index {
+                counter_index::TOTAL => rec.total_latency = Some(value),
+                counter_index::ISSUE => rec.issue_latency = Some(value),
+                counter_index::TRANSLATION => rec.translation_latency = Some(value),
+                _ => st.unknown_packets += 1,
+            },
+        }
+        packets += 1;
+        if ends {
+            if !broken {
+                out.push(rec);
+                st.records += 1;
+            }
+            rec = Record::default();
+            packets = 0;
+            broken = false;
+            st.consumed = at;
+        }
+    }
+    st.unfinished = packets;
+    st
+}
+
+impl Record {
+    /// The `union perf_mem_data_src` of this record, from its operation type and events
+    /// (`tools/perf/util/arm-spe.c` `arm_spe__synth_data_source` / `arm_spe__synth_memory_level`):
+    /// `mem_op` load or store (0 for anything else, as perf writes); `mem_lvl` L3 with MISS or
+    /// HIT when the LLC was accessed or missed; else, when the L1D was accessed or refilled, L1
+    /// with HIT (and `mem_lvl_num` L1), or for a refill L2 HIT (`mem_lvl_num` L2) when the events
+    /// packet is long enough to say the LLC was not accessed (perf: L1 MISS; module Limits) and
+    /// L1 MISS when it is not; REMOTE_ACCESS adds `REM_CCE1` and `mem_remote`. No events: level
+    /// not available.
+    pub fn data_src(&self) -> u64 {
+        let op = match self.op {
+            Op::Load { .. } => d::OP_LOAD,
+            Op::Store { .. } => d::OP_STORE,
+            _ => return 0,
+        };
+        let e = self.events;
+        let (mut lvl, lvl_num) = if e & (ev::LLC_ACCESS | ev::LLC_MISS) != 0 {
+            if e & ev::LLC_MISS != 0 {
+                (d::LVL_L3 | d::LVL_MISS, d::LVLNUM_NA)
+            } else {
+                (d::LVL_L3 | d::LVL_HIT, d::LVLNUM_L3)
+            }
+        } else if e & (ev::L1D_ACCESS | ev::L1D_REFILL) != 0 {
+            if e & ev::L1D_REFILL == 0 {
+                (d::LVL_L1 | d::LVL_HIT, d::LVLNUM_L1)
+            } else if self.events_bytes >= 2 {
+                (d::LVL_L2 | d::LVL_HIT, d::LVLNUM_L2)
+            } else {
+                (d::LVL_L1 | d::LVL_MISS, d::LVLNUM_NA)
+            }
+        } else {
+            (d::LVL_NA, d::LVLNUM_NA)
+        };
+        let mut remote = 0;
+        if e & ev::REMOTE_ACCESS != 0 {
+            lvl |= d::LVL_REM_CCE1;
+            remote = d::REMOTE;
+        }
+        op | lvl << d::LVL_SHIFT
+            | d::SNOOP_NA << d::SNOOP_SHIFT
+            | d::LOCK_NA << d::LOCK_SHIFT
+            | d::TLB_NA << d::TLB_SHIFT
+            | lvl_num << d::LVLNUM_SHIFT
+            | remote << d::REMOTE_SHIFT
+    }
+
+    /// The record as a sample of a thread's data access on `cpu`, or `None` when it is none: no
+    /// load or store (a branch, other operations, no operation type packet), a nested-
+    /// virtualisation system-register access, no data virtual address, or a PC at an exception
+    /// level other than EL0 (the kernel's own access; the driver excludes EL1 when asked, this
+    /// holds on any kernel). `tid` is the CONTEXT packet's (0 without one), `pid` is 0 (module
+    /// Limits), `time` 0 (the timestamp is timer ticks, [`Record::timestamp`]); `weight` is the
+    /// total latency. Whether the access is kept is [`super::is_memory_access`]'s call with
+    /// [`SAMPLE_TYPE`] (L1 and L2 hits dropped).
+    pub fn sample(&self, cpu: u32) -> Option<RawSample> {
+        match self.op {
+            Op::Load { subclass } | Op::Store { subclass } if subclass != SUBCLASS_NV_SYSREG => {}
+            _ => return None,
+        }
+        if self.pc.is_some() && self.pc_el != 0 {
+            return None;
+        }
+        let addr = self.data_va?;
+        Some(RawSample {
+            ip: self.pc.unwrap_or(0),
+            pid: 0,
+            tid: self.context.unwrap_or(0),
+            time: 0,
+            addr,
+            cpu,
+            period: 0,
+            weight: self.total_latency.map_or(0, u64::from),
+            data_src: self.data_src(),
+            phys_addr: self.data_pa.unwrap_or(0),
+            raw: super::RawPayload::Absent,
+        })
+    }
+}
+
+/// The sample type SPE samples are judged as by [`super::is_memory_access`]: the fields
+/// [`Record::sample`] fills, `DATA_SRC` among them.
+pub const SAMPLE_TYPE: u64 = super::MEM_SAMPLE_TYPE;
+
+/// Counts of one [`decode_samples`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SampleStats {
+    /// The packet decode's counts.
+    pub decode: DecodeStats,
+    /// Records that were no user data access ([`Record::sample`] `None`) or that
+    /// [`super::is_memory_access`] refused (L1/L2 hits, kernel addresses).
+    pub dropped: u64,
+}
+
+/// Decodes `buf` (at stream offset `base`, written on `cpu`) and pushes the records that are a
+/// thread's memory access beyond L2 onto `out`.
+pub fn decode_samples(buf: &[u8], base: usize, cpu: u32, out: &mut Vec<RawSample>) -> SampleStats {
+    let mut recs = Vec::new();
+    let decode = decode(buf, base, &mut recs);
+    let mut st = SampleStats { decode, dropped: 0 };
+    for r in &recs {
+        match r.sample(cpu) {
+            Some(s) if super::is_memory_access(SAMPLE_TYPE, &s) => out.push(s),
+            _ => st.dropped += 1,
+        }
+    }
+    st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds packet streams byte by byte; each helper names its header byte and payload.
+    mod pkt {
+        /// A short-header packet: `hdr` then the payload's `n` low bytes, little endian.
+        fn short(hdr: u8, n: usize, v: u64) -> Vec<u8> {
+            let mut b = vec![hdr];
+            b.extend_from_slice(&v.to_le_bytes()[..n]);
+            b
+        }
+        /// PC address packet: header 0xb0 | index 0, 8-byte payload, EL in bits 62:61.
+        pub fn pc(addr: u64, el: u64) -> Vec<u8> {
+            short(0xb0, 8, addr | el << 61)
+        }
+        /// Data virtual address: header 0xb2 (0xb0 | index 2), 8 bytes.
+        pub fn va(addr: u64) -> Vec<u8> {
+            short(0xb2, 8, addr)
+        }
+        /// Data physical address: header 0xb3, 8 bytes (NS bit 63 set, as the hardware may).
+        pub fn pa(addr: u64) -> Vec<u8> {
+            short(0xb3, 8, addr | 1 << 63)
+        }
+        /// Context: header 0x65 (0x64 | index 1, CONTEXTIDR_EL2 under VHE), 4 bytes.
+        pub fn context(id: u32) -> Vec<u8> {
+            short(0x65, 4, u64::from(id))
+        }
+        /// Operation type, load/store class: header 0x49 (0x48 | class 1), 1 byte: bit 0 store.
+        pub fn ldst(store: bool) -> Vec<u8> {
+            short(0x49, 1, u64::from(store))
+        }
+        /// Operation type, branch class: header 0x4a (0x48 | class 2), payload 1 (conditional).
+        pub fn branch() -> Vec<u8> {
+            short(0x4a, 1, 1)
+        }
+        /// Events: header 0x52 (0x42 | size 01 in bits 5:4: 2 bytes).
+        pub fn events(bits: u64) -> Vec<u8> {
+            short(0x52, 2, bits)
+        }
+        /// Data source: header 0x53 (0x43, 2 bytes), an IMPDEF value.
+        pub fn source(v: u64) -> Vec<u8> {
+            short(0x53, 2, v)
+        }
+        /// Total latency counter: header 0x98 (index 0), 2 bytes.
+        pub fn total_latency(c: u16) -> Vec<u8> {
+            short(0x98, 2, u64::from(c))
+        }
+        /// Timestamp: header 0x71, 8 bytes; ends the record.
+        pub fn timestamp(t: u64) -> Vec<u8> {
+            short(0x71, 8, t)
+        }
+        /// End: header 0x01, no payload.
+        pub fn end() -> Vec<u8> {
+            vec![0x01]
+        }
+    }
+
+    const VA: u64 = 0x0000_7f12_3456_7890;
+
+    fn record(parts: &[Vec<u8>]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    fn dram_load() -> Vec<u8> {
+        record(&[
+            pkt::pc(0x0000_0000_0040_1000, 0),
+            pkt::ldst(false),
+            pkt::events(ev::RETIRED | ev::L1D_ACCESS | ev::L1D_REFILL | ev::LLC_ACCESS | ev::LLC_MISS),
+            pkt::source(0xe),
+            pkt::total_latency(312),
+            pkt::context(4242),
+            pkt::va(VA),
+            pkt::pa(0x8_8000_1890),
+            pkt::timestamp(123_456),
+        ])
+    }
+
+    #[test]
+    fn a_dram_served_load_is_a_sample_of_its_thread_at_its_address() {
+        let mut out = Vec::new();
+        let st = decode_samples(&dram_load(), 0, 3, &mut out);
+        assert_eq!(st.decode.records, 1);
+        assert_eq!(st.dropped, 0);
+        assert_eq!(out.len(), 1);
+        let s = out[0];
+        assert_eq!(s.addr, VA);
+        assert_eq!(s.phys_addr, 0x8_8000_1890, "the NS bit is not part of the address");
+        assert_eq!(s.tid, 4242);
+        assert_eq!(s.cpu, 3);
+        assert_eq!(s.weight, 312);
+        assert_eq!(s.ip, 0x40_1000);
+        assert_eq!(s.data_src & d::OP_MASK, d::OP_LOAD);
+        assert_eq!((s.data_src >> d::LVL_SHIFT) & 0x3fff, d::LVL_L3 | d::LVL_MISS);
+        let mut recs = Vec::new();
+        decode(&dram_load(), 0, &mut recs);
+        assert_eq!(recs[0].timestamp, Some(123_456));
+        assert_eq!(recs[0].data_source, Some(0xe));
+    }
+
+    #[test]
+    fn a_store_that_missed_l1_and_l2_is_kept_as_a_store() {
+        let buf = record(&[
+            pkt::ldst(true),
+            pkt::events(ev::L1D_ACCESS | ev::L1D_REFILL | ev::LLC_ACCESS),
+            pkt::va(VA + 8),
+            pkt::end(),
+        ]);
+        let mut out = Vec::new();
+        decode_samples(&buf, 0, 0, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].data_src & d::OP_MASK, d::OP_STORE);
+        assert_eq!(out[0].addr, VA + 8);
+        assert_eq!(out[0].tid, 0, "no context packet: no thread");
+    }
+
+    #[test]
+    fn l1_and_l2_hits_are_dropped() {
+        let l1 = record(&[pkt::ldst(false), pkt::events(ev::L1D_ACCESS), pkt::va(VA), pkt::end()]);
+        let l2 = record(&[pkt::ldst(false), pkt::events(ev::L1D_ACCESS | ev::L1D_REFILL), pkt::va(VA), pkt::end()]);
+        for buf in [l1, l2] {
+            let mut out = Vec::new();
+            let st = decode_samples(&buf, 0, 0, &mut out);
+            assert_eq!((st.decode.records, st.dropped, out.len()), (1, 1, 0));
+        }
+        // A one-byte events packet (header 0x42, size 00) cannot say the LLC was not reached:
+        // the refill is kept as an L1 miss.
+        let short_events = record(&[pkt::ldst(false), vec![0x42, 0x0c], pkt::va(VA), pkt::end()]);
+        let mut out = Vec::new();
+        decode_samples(&short_events, 0, 0, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].data_src >> d::LVL_SHIFT) & 0x3fff, d::LVL_L1 | d::LVL_MISS);
+    }
+
+    #[test]
+    fn branches_kernel_ops_and_records_without_address_are_dropped() {
+        let branch = record(&[pkt::pc(0x40_1000, 0), pkt::branch(), pkt::events(ev::RETIRED), pkt::end()]);
+        let kernel = record(&[
+            pkt::pc(0xffff_8000_1000, 1),
+            pkt::ldst(false),
+            pkt::events(ev::LLC_MISS),
+            pkt::va(VA),
+            pkt::end(),
+        ]);
+        let no_va = record(&[pkt::ldst(false), pkt::events(ev::LLC_MISS), pkt::end()]);
+        let kernel_va =
+            record(&[pkt::ldst(false), pkt::events(ev::LLC_MISS), pkt::va(0x00ff_8000_0000_1000), pkt::end()]);
+        for buf in [branch, kernel, no_va, kernel_va] {
+            let mut out = Vec::new();
+            let st = decode_samples(&buf, 0, 0, &mut out);
+            assert_eq!((st.decode.records, st.dropped, out.len()), (1, 1, 0), "{buf:02x?}");
+        }
+        let mut recs = Vec::new();
+        decode(&record(&[pkt::ldst(false), pkt::va(0x00f0_0000_0000_1000), pkt::end()]), 0, &mut recs);
+        assert_eq!(recs[0].data_va, Some(0xfff0_0000_0000_1000), "bits 55:52 all ones: a kernel address");
+        recs.clear();
+        decode(&record(&[pkt::ldst(false), pkt::va(0x5a00_7f00_0000_1000), pkt::end()]), 0, &mut recs);
+        assert_eq!(recs[0].data_va, Some(0x7f00_0000_1000), "the top-byte tag is dropped");
+    }
+
+    #[test]
+    fn padding_and_unknown_bytes_are_skipped_and_the_next_record_read() {
+        // Padding (0x00) before and inside a record, alignment padding (0x20 0x00: to 4 bytes of
+        // the stream), then an unknown header byte (0xf0 matches no mask) inside a record, which
+        // gives that record up; the DRAM load after it is read whole.
+        let mut buf = vec![0x00, 0x00];
+        buf.extend(record(&[pkt::ldst(false), vec![0x00], pkt::events(ev::LLC_MISS), pkt::va(VA), pkt::end()]));
+        buf.extend([0x20, 0x00]);
+        buf.extend(record(&[pkt::ldst(false), vec![0xf0], pkt::va(VA), pkt::end()]));
+        buf.extend(dram_load());
+        let mut recs = Vec::new();
+        let st = decode(&buf, 0, &mut recs);
+        assert_eq!(st.records, 2);
+        assert_eq!(st.bad_bytes, 1);
+        assert_eq!(st.broken_records, 1);
+        assert_eq!(st.truncated, 0);
+        assert_eq!(st.consumed, buf.len());
+        assert_eq!(recs[0].data_va, Some(VA));
+        assert_eq!(recs[1].context, Some(4242));
+        // The alignment packet counts from the stream, not the slice: 0x23 asks for 16-byte
+        // alignment, so at stream offset 14 it is 2 bytes long and the END after it is read.
+        let mut recs = Vec::new();
+        let st = decode(&[0x23, 0x00, 0x01], 14, &mut recs);
+        assert_eq!((st.records, st.bad_bytes, st.truncated), (1, 0, 0));
+        // At offset 0 it would be 16 bytes long: past these 3, a truncated packet.
+        let st = decode(&[0x23, 0x00, 0x01], 0, &mut recs);
+        assert_eq!((st.records, st.truncated), (0, 1));
+        // An END alone is an empty record: no op, no sample.
+        assert_eq!(decode_samples(&[0x01], 0, 0, &mut Vec::new()).dropped, 1);
+    }
+
+    #[test]
+    fn a_packet_cut_off_at_the_end_is_counted_and_not_read_past() {
+        let full = dram_load();
+        for cut in 1..full.len() {
+            let mut recs = Vec::new();
+            let st = decode(&full[..cut], 0, &mut recs);
+            assert!(recs.is_empty(), "cut at {cut}");
+            assert_eq!(st.consumed, 0);
+            // A cut between packets leaves an unfinished record; inside one, a truncated packet.
+            assert!(st.truncated == 1 || st.unfinished > 0, "cut at {cut}: {st:?}");
+        }
+        let mut recs = Vec::new();
+        let mut two = dram_load();
+        two.extend(&dram_load()[..5]);
+        let st = decode(&two, 0, &mut recs);
+        assert_eq!((st.records, st.truncated, st.consumed), (1, 1, dram_load().len()));
+    }
+
+    mod prop {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Any bytes decode into records or stop cleanly: no panic, no read past the buffer,
+            /// the consumed length within it, every record counted.
+            #[test]
+            fn any_bytes_decode_or_stop_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..400), base in 0usize..64) {
+                let mut recs = Vec::new();
+                let st = decode(&bytes, base, &mut recs);
+                prop_assert!(st.consumed <= bytes.len());
+                prop_assert_eq!(st.records as usize, recs.len());
+                let mut out = Vec::new();
+                let s = decode_samples(&bytes, base, 0, &mut out);
+                prop_assert_eq!(out.len() as u64 + s.dropped, s.decode.records);
+            }
+        }
+    }
+}
