@@ -19,7 +19,9 @@
 //!               ibs_op/type (+format/cnt_ctl)  ──► IBS op: that type, cnt_ctl=1 (count ops),
 //!                                                  period 100,000, no exclude_* bit at all,
 //!                                                  RAW too: the op's registers (pmu::ibs)
-//!               arm_spe_*                      ──► found, but SPE writes an AUX trace: not decoded here
+//!               arm_spe_N (+format/*, cpumask) ──► SPE: that type, ts/pa_enable, load and store
+//!                                                  filter, jitter (SPE_TERMS), period 102,400 ops,
+//!                                                  kernel excluded, an AUX area per CPU
 //!               none                           ──► one note; the other signals carry on
 //!   Sampler::open_per_cpu   one perf fd per covered CPU (pid -1), each with a ring buffer
 //!                           (behind its mem-loads-aux leader where listed):
@@ -34,6 +36,9 @@
 //!   is_memory_access (a user data address; with DATA_SRC, a load or store not served by L1/L2;
 //!   IBS op: a user-mode op by IbsOpRip), else counted as dropped (undecodable RAW: malformed too)
 //!   PERF_RECORD_LOST, _LOST_SAMPLES ──► lost;  _THROTTLE ──► throttles (fill counted as full)
+//!   SPE: PERF_RECORD_AUX (flags TRUNCATED/PARTIAL/COLLISION counted; TRUNCATED: enabled again)
+//!        + the AUX bytes aux_tail..aux_head (wrapping) ──► pmu::spe records ──► RawSample,
+//!        thread from the CONTEXT packet, process from /proc/TID/status ──► is_memory_access
 //!   node: phys_addr ─► memory block ─► node   (NodeMemory, /sys/devices/system/node/nodeN/memoryM)
 //!         else move_pages(pid, pages, NULL) status query, batched per process
 //!   aggregate per (pid, tid, page) ──► AccessSample { count, last_ns }
@@ -78,8 +83,17 @@
 //! # Limits
 //!
 //! Opening per-CPU events for all processes needs root (or CAP_PERFMON, or perf_event_paranoid <= 0);
-//! a ring that overflows loses records (counted from PERF_RECORD_LOST); ARM SPE is detected, and
-//! its record stream is decoded ([`spe`]), but its AUX area is not opened or read yet. The aggregation counts every kept sample as one access: `WEIGHT` and the `DATA_SRC`
+//! a ring that overflows loses records (counted from PERF_RECORD_LOST). ARM SPE: a record names
+//! its thread only through the CONTEXT packet, which the kernel writes only when built with
+//! `CONFIG_PID_IN_CONTEXTIDR` and the opener may see kernel data; without it every SPE access
+//! is unattributed, dropped and counted ([`DrainStats::unattributed`], [`Sampler::no_accesses`]
+//! names the option): no attribution by the CPU's running thread over time (context-switch
+//! records and the timer-to-perf-clock conversion) is done yet. SPE's cache level comes from the
+//! architected events, not the IMPDEF data source ([`spe`] Limits); its records' timestamps are
+//! not converted, so its samples carry time 0. An AUX area that fills is truncated by the
+//! kernel, which stops the event; the next drain enables it again, the loss counted
+//! ([`DrainStats::aux_truncated`]) and the fill taken as full. The daemon's metrics count SPE
+//! records as samples and the unattributed ones among the dropped, the AUX flags not apart. The aggregation counts every kept sample as one access: `WEIGHT` and the `DATA_SRC`
 //! locality are read but not weighed, which is why the cache levels that say nothing about a
 //! thread's node are filtered out instead ([`PEBS_LDLAT`], [`is_memory_access`]). IBS op samples
 //! every op, so most of its records are dropped (no load or store, or an L1/L2 hit) yet still fill
@@ -190,6 +204,28 @@ pub const PERF_RECORD_THROTTLE: u32 = 5;
 pub const PERF_RECORD_UNTHROTTLE: u32 = 6;
 /// `PERF_RECORD_SAMPLE`.
 pub const PERF_RECORD_SAMPLE: u32 = 9;
+/// `PERF_RECORD_AUX`: `{ u64 aux_offset; u64 aux_size; u64 flags; sample_id }`, the kernel
+/// moved `aux_head` over `aux_size` new bytes of the AUX area (`kernel/events/ring_buffer.c`
+/// `perf_aux_output_end` -> `perf_event_aux_event`), with what went wrong in `flags`
+/// ([`aux_flags`]).
+pub const PERF_RECORD_AUX: u32 = 11;
+
+/// `PERF_AUX_FLAG_*` of a [`PERF_RECORD_AUX`] (`include/uapi/linux/perf_event.h`).
+pub mod aux_flags {
+    /// The AUX area was full: data was lost, and the kernel disables the event
+    /// (`perf_aux_output_end`: `perf_event_disable_inatomic` when TRUNCATED), so it must be
+    /// enabled again once room is made.
+    pub const TRUNCATED: u64 = 0x01;
+    /// Written in overwrite (snapshot) mode; never for a writable mapping.
+    pub const OVERWRITE: u64 = 0x02;
+    /// The last record is incomplete (SPE: `PMBSR_EL1.DL`, data lost, `arm_spe_pmu.c`
+    /// `arm_spe_pmu_buf_get_fault_act` sets it with TRUNCATED).
+    pub const PARTIAL: u64 = 0x04;
+    /// Samples collided (SPE: `PMBSR_EL1.COLL`, an operation sampled while the last was still
+    /// in flight, so it was not recorded: the period is too short for this load).
+    pub const COLLISION: u64 = 0x08;
+}
+
 /// `PERF_RECORD_LOST_SAMPLES`: `{ u64 lost; sample_id }`, samples the PMU driver dropped before
 /// the ring (Linux 4.2+; Intel PEBS records whose counter could not be told apart,
 /// `arch/x86/events/intel/ds.c` `intel_pmu_drain_pebs_nhm` -> `perf_log_lost_samples`).
@@ -298,6 +334,8 @@ pub enum SourceKind {
     AmdIbsOp,
     /// The software page-fault event (coarse fallback).
     PageFaults,
+    /// ARM SPE (`arm_spe_N`): records in an AUX area, decoded by [`spe`].
+    ArmSpe,
 }
 
 /// An event to open, with what to sample.
@@ -376,7 +414,83 @@ pub const IBS_OP_PERIOD: u64 = 100_000;
 /// prevents: a page-faulting workload making the daemon its busiest consumer.
 pub const PAGE_FAULT_PERIOD: u64 = 16;
 
+/// Default sample interval of ARM SPE, operations per sample (`PMSIRR_EL1.INTERVAL`). Default
+/// 102,400. Source: [`IBS_OP_PERIOD`]'s reasoning (both count operations, not loads) rounded to a
+/// multiple of 256, because the driver clears the low 8 bits of the period
+/// (`arm_spe_pmu.c` `arm_spe_event_sanitise_period`: `period &= PMSIRR_EL1_INTERVAL_MASK`, bits
+/// 8-31), so every stretch the daemon multiplies it by is taken exactly; perf's own default is
+/// the PMU's `caps/min_interval` (256 to 4,096), a record every few thousand operations, sized
+/// for a short `perf record` into a large buffer. SPE records only the sampled operations the
+/// type filter passes (loads and stores, [`EventSpec::arm_spe`]), about a third, of 40 to 64
+/// bytes each: at 2 x 10^9 operations a second about 6,500 records, 0.3-0.4 MB a second a CPU.
+/// What it prevents: an AUX area ([`SPE_AUX_BYTES`]) that fills between two drains of a one-
+/// second step (a full area is truncated and stops sampling until drained), and collisions
+/// (an operation sampled while the last is still tracked is dropped, [`aux_flags::COLLISION`]).
+pub const SPE_PERIOD: u64 = 102_400;
+
+/// Bytes of each CPU's SPE AUX area. Default 512 kB (a power of two of pages, as the kernel's
+/// AUX mmap requires; `arm_spe_pmu_setup_aux` wants at least 2 pages). Source: [`SPE_PERIOD`]'s
+/// rate, about 1.3 s of records on a busy CPU; perf mmaps 4 MB a CPU for SPE as root
+/// (`tools/perf/arch/arm64/util/arm-spe.c`). What it prevents: truncation between two drains of
+/// the daemon's one-second step (a smaller area) and pinning tens of MB on many-core servers (80
+/// CPUs: 40 MB).
+pub const SPE_AUX_BYTES: usize = 512 << 10;
+
+/// `aux_watermark` of the SPE event, bytes: the kernel moves `aux_head` (and the driver raises its
+/// buffer interrupt) every this many bytes (`arm_spe_pmu.c` `__arm_spe_pmu_next_off`: the limit
+/// is the page after the wakeup point). Default 64 kB, an eighth of [`SPE_AUX_BYTES`]. Source: the
+/// kernel's default is half the area (`kernel/events/ring_buffer.c` `rb_alloc_aux`), which
+/// would leave up to 256 kB of records unseen by a drain. What it prevents: a drain that sees
+/// none of the last 0.6 s of records (the default) or an interrupt every few records (smaller).
+pub const SPE_AUX_WATERMARK: u32 = (SPE_AUX_BYTES / 8) as u32;
+
+/// The `format/` terms of the SPE event, each what it asks the driver for
+/// (`drivers/perf/arm_spe_pmu.c`, `ATTR_CFG_FLD_*` and the `arm_spe_event_to_*` functions):
+/// `ts_enable` (config:0, PMSCR_EL1.TS: a TIMESTAMP packet ends each record, for stage-3 thread
+/// attribution by time), `pa_enable` (config:1, PMSCR_EL1.PA: the data's physical address, so the
+/// node comes from the memory block without a move_pages query; needs perfmon capability, the
+/// daemon runs as root), `load_filter` and `store_filter` (config:33, 34, PMSFCR_EL1.LD/ST with
+/// FT: only loads and stores are recorded, the rest never reach the buffer), `jitter` (config:16,
+/// PMSIRR_EL1.RND: a random perturbation of the interval, so a loop whose length divides the
+/// period is not sampled at one instruction). Not asked: `pct_enable` (the physical counter; the
+/// virtual one is what perf converts), `branch_filter`, `event_filter` (config1, events the
+/// CPU may not implement: EOPNOTSUPP), `min_latency` (config2: PMSFCR_EL1.FL, refused with
+/// EOPNOTSUPP where the CPU has no latency filter, which the sysfs files do not tell).
+pub const SPE_TERMS: &str = "ts_enable=1,pa_enable=1,load_filter=1,store_filter=1,jitter=1";
+
 impl EventSpec {
+    /// The ARM SPE event of the PMU in `dir` (named `pmu`): its `type`, [`SPE_TERMS`] through its
+    /// `format/` files, the CPUs of its `cpumask` file (`arm_spe_pmu.c` `cpumask_show`: one SPE
+    /// PMU per CPU type, a list), [`SPE_PERIOD`]; the ring carries only `PERF_RECORD_AUX` and
+    /// the like, with a TID/TIME/CPU `sample_id` trailer. `Err` names the file that is missing or
+    /// unusable.
+    pub fn arm_spe(dir: &Path, pmu: &str) -> Result<EventSpec, String> {
+        let type_ = read_type(dir).ok_or_else(|| format!("{pmu}/type unreadable"))?;
+        let (config, config1, config2) = event_config(dir, SPE_TERMS).map_err(|why| format!("{pmu}/{why}"))?;
+        let cpus = match std::fs::read_to_string(dir.join("cpumask")) {
+            Ok(list) => Some(
+                crate::parse::parse_list(&list)
+                    .map_err(|e| format!("{pmu}/cpumask unusable: {e}"))?
+                    .iter()
+                    .collect::<Vec<u32>>(),
+            ),
+            Err(_) => None,
+        };
+        Ok(EventSpec {
+            kind: SourceKind::ArmSpe,
+            name: format!("{pmu}/load_filter=1,store_filter=1/"),
+            type_,
+            config,
+            config1,
+            config2,
+            precise_ip: 0,
+            sample_type: sample_bits::TID | sample_bits::TIME | sample_bits::CPU,
+            period: SPE_PERIOD,
+            aux_config: None,
+            cpus,
+        })
+    }
+
     /// The software page-fault event with data address, tid, time and CPU: the coarse fallback
     /// (module essay), and the real-kernel exercise of the ring path on machines without a PMU.
     pub fn page_faults(period: u64) -> Self {
@@ -430,6 +544,9 @@ impl EventSpec {
             SourceKind::IntelPebs => FLAG_EXCLUDE_KERNEL | FLAG_EXCLUDE_HV,
             SourceKind::AmdIbsOp => 0,
             SourceKind::PageFaults => FLAG_EXCLUDE_HV,
+            // The driver turns exclude_kernel into PMSCR_EL1.E1SPE clear (`arm_spe_pmu.c`
+            // `arm_spe_event_to_pmscr`): EL1 operations are not sampled at all.
+            SourceKind::ArmSpe => FLAG_EXCLUDE_KERNEL,
         }
     }
 
@@ -451,6 +568,7 @@ impl EventSpec {
             clockid: libc::CLOCK_MONOTONIC,
             config1: self.config1,
             config2: self.config2,
+            aux_watermark: if self.kind == SourceKind::ArmSpe { SPE_AUX_WATERMARK } else { 0 },
             ..PerfEventAttr::default()
         }
     }
@@ -486,7 +604,8 @@ pub enum Detection {
 }
 
 /// Looks for a precise-sampling PMU under `sys_root` (`/` live): Intel `mem-loads` on the `cpu` or
-/// `cpu_core` PMU, AMD `ibs_op`, ARM `arm_spe_*` (found but not usable: AUX trace). Reads sysfs only;
+/// `cpu_core` PMU, AMD `ibs_op`, ARM `arm_spe_*` (the first, by name; on a big.LITTLE part the
+/// others' CPUs are not sampled, as a hybrid Intel part's E-cores). Reads sysfs only;
 /// whether the event really opens is only known when [`Sampler::open_per_cpu`] tries.
 ///
 /// Intel: `events/mem-loads` resolved through the PMU's `format/*` files, with `ldlat` set to
@@ -496,7 +615,8 @@ pub enum Detection {
 /// PMU's `cpus` file, on a hybrid part, the CPUs it covers. AMD: `ibs_op` with `cnt_ctl=1` (count
 /// dispatched ops, so the period is a number of ops, as PEBS's is a number of loads) when its
 /// `format/cnt_ctl` exists (the kernel lists it only when the CPU has `IbsOpCntCtl`,
-/// `arch/x86/events/amd/ibs.c` `cnt_ctl_is_visible`), else cycles; period [`IBS_OP_PERIOD`].
+/// `arch/x86/events/amd/ibs.c` `cnt_ctl_is_visible`), else cycles; period [`IBS_OP_PERIOD`]. ARM:
+/// [`EventSpec::arm_spe`] of the first `arm_spe_N`.
 pub fn detect(sys_root: &Path) -> Detection {
     let devs = sys_root.join("sys/bus/event_source/devices");
     let names: Vec<String> = match std::fs::read_dir(&devs) {
@@ -533,9 +653,10 @@ pub fn detect(sys_root: &Path) -> Detection {
         return Detection::Found(EventSpec::ibs_op(type_, config, ops));
     }
     if let Some(spe) = names.iter().find(|n| n.starts_with("arm_spe")) {
-        return Detection::Missing(format!(
-            "ARM SPE found ({spe}) but it reports through an AUX trace this build does not decode; access sampling off"
-        ));
+        return match EventSpec::arm_spe(&devs.join(spe), spe) {
+            Ok(spec) => Detection::Found(spec),
+            Err(why) => Detection::Missing(format!("{why}; access sampling off")),
+        };
     }
     Detection::Missing(format!(
         "no precise-sampling PMU (looked for cpu/events/mem-loads, cpu_core/events/mem-loads, ibs_op, arm_spe_* in {}; \
@@ -929,7 +1050,7 @@ pub fn is_memory_access(sample_type: u64, s: &RawSample) -> bool {
 /// Counts of one drain.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DrainStats {
-    /// Sample records parsed.
+    /// Sample records parsed (SPE: records decoded from the AUX area).
     pub samples: u64,
     /// Of those, samples [`is_memory_access`] refused (no user data address, no load or store, an
     /// L1 or L2 hit, a kernel-mode IBS op, an undecodable RAW payload): not passed on.
@@ -944,8 +1065,22 @@ pub struct DrainStats {
     /// PERF_RECORD_THROTTLE records: times the kernel stopped the event for sampling too fast;
     /// what it missed meanwhile is counted nowhere.
     pub throttles: u64,
-    /// Other records skipped (UNTHROTTLE, COMM, ...).
+    /// Other records skipped (UNTHROTTLE, COMM, ITRACE_START, ...).
     pub other: u64,
+    /// AUX bytes the kernel reported written ([`PERF_RECORD_AUX`] sizes; SPE).
+    pub aux_bytes: u64,
+    /// [`PERF_RECORD_AUX`] records with [`aux_flags::TRUNCATED`]: the AUX area was full and
+    /// records were lost; the event is enabled again by [`Sampler::drain`].
+    pub aux_truncated: u64,
+    /// Of those, with [`aux_flags::PARTIAL`]: the last record before the loss is incomplete.
+    pub aux_partial: u64,
+    /// [`PERF_RECORD_AUX`] records with [`aux_flags::COLLISION`]: samples the hardware could not
+    /// record, so fewer than the period says.
+    pub aux_collisions: u64,
+    /// SPE records that were a memory access beyond L2 but named no thread that still runs: no
+    /// CONTEXT packet (the kernel writes none without `CONFIG_PID_IN_CONTEXTIDR`), or a thread
+    /// that has exited: counted in `dropped` too.
+    pub unattributed: u64,
     /// How full the fullest ring was when drained, a fraction of its data area: about 1 when it
     /// overflowed, and above 1 (samples taken over samples kept) in the drain that reads the
     /// kernel's count of the lost records, which it writes once there is room again. 0 when
@@ -993,6 +1128,21 @@ pub fn parse_records(sample_type: u64, mut buf: &[u8], out: &mut Vec<RawSample>)
                 st.lost += body.get(0..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8")));
             }
             PERF_RECORD_THROTTLE => st.throttles += 1,
+            PERF_RECORD_AUX => {
+                // struct { u64 aux_offset; u64 aux_size; u64 flags; sample_id }
+                let word = |at: usize| body.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8")));
+                let flags = word(16);
+                st.aux_bytes += word(8);
+                if flags & aux_flags::TRUNCATED != 0 {
+                    st.aux_truncated += 1;
+                    if flags & aux_flags::PARTIAL != 0 {
+                        st.aux_partial += 1;
+                    }
+                }
+                if flags & aux_flags::COLLISION != 0 {
+                    st.aux_collisions += 1;
+                }
+            }
             _ => st.other += 1,
         }
         buf = &buf[size..];
@@ -1006,6 +1156,33 @@ pub fn parse_records(sample_type: u64, mut buf: &[u8], out: &mut Vec<RawSample>)
 const DATA_HEAD: usize = 1024;
 /// Offset of `data_tail`.
 const DATA_TAIL: usize = 1032;
+/// Offsets of `aux_head`, `aux_tail`, `aux_offset`, `aux_size` in `struct perf_event_mmap_page`
+/// (`include/uapi/linux/perf_event.h`, after `data_offset` 1040 and `data_size` 1048; Linux 4.1+).
+const AUX_HEAD: usize = 1056;
+const AUX_TAIL: usize = 1064;
+const AUX_OFFSET: usize = 1072;
+const AUX_SIZE: usize = 1080;
+
+/// Copies the bytes of an AUX area `area` (a power-of-two size, as the kernel maps it) between the
+/// positions `tail` and `head` (free-running byte counts, as `aux_tail`/`aux_head`) into `out`,
+/// in stream order across the wrap; returns the offset in the area of the first one (for the
+/// decoder's alignment). More than the area's size between them (which a writable, non-overwrite
+/// mapping never has) is cut to the newest area's worth.
+pub fn aux_copy(area: &[u8], tail: u64, head: u64, out: &mut Vec<u8>) -> usize {
+    out.clear();
+    let size = area.len();
+    if size == 0 {
+        return 0;
+    }
+    let len = head.wrapping_sub(tail);
+    let n = usize::try_from(len).unwrap_or(usize::MAX).min(size);
+    let from = head.wrapping_sub(n as u64);
+    let start = (from % size as u64) as usize;
+    let first = n.min(size - start);
+    out.extend_from_slice(&area[start..start + first]);
+    out.extend_from_slice(&area[..n - first]);
+    start
+}
 
 /// One perf event fd with its mapped ring (and, for `mem-loads` where the kernel requires it, the
 /// fd of its counting group leader, which has no ring).
@@ -1017,6 +1194,8 @@ struct Ring {
     map_len: usize,
     page: usize,
     data_size: usize,
+    /// The AUX area (SPE): its mapping and length.
+    aux_area: Option<(*mut u8, usize)>,
 }
 
 // SAFETY: the ring is only touched through &mut self (drain) or read-only ioctls; the mapping is
@@ -1028,6 +1207,9 @@ impl Drop for Ring {
         // SAFETY: base/map_len are the mapping we created; the fds are ours (the group member
         // closed before its leader).
         unsafe {
+            if let Some((aux, len)) = self.aux_area {
+                libc::munmap(aux.cast(), len);
+            }
             libc::munmap(self.base.cast(), self.map_len);
             libc::close(self.fd);
             if let Some(aux) = self.aux_fd {
@@ -1095,7 +1277,65 @@ impl Ring {
             }
             return Err(SignalError::Sys { what: format!("mmap perf ring ({}, cpu {cpu})", spec.name), source: e });
         }
-        Ok(Ring { fd, aux_fd, base: base.cast(), map_len, page, data_size: page * data_pages })
+        let mut ring =
+            Ring { fd, aux_fd, base: base.cast(), map_len, page, data_size: page * data_pages, aux_area: None };
+        if spec.kind == SourceKind::ArmSpe {
+            // The AUX area: its offset (after the ring) and size in the mmap page, then mapped
+            // writable, which makes it a non-overwriting buffer whose aux_tail we advance
+            // (`kernel/events/core.c` `perf_mmap`: a mapping at aux_offset of aux_size bytes;
+            // `rb_alloc_aux` with `overwrite = !(vma->vm_flags & VM_WRITE)`).
+            let aux_len = SPE_AUX_BYTES.max(2 * page).next_power_of_two();
+            // SAFETY: the first page is the kernel's perf_event_mmap_page, writable in our mapping.
+            unsafe {
+                std::ptr::write_volatile(ring.base.add(AUX_OFFSET).cast::<u64>(), map_len as u64);
+                std::ptr::write_volatile(ring.base.add(AUX_SIZE).cast::<u64>(), aux_len as u64);
+            }
+            // SAFETY: mapping aux_len bytes of the perf fd at the offset just declared.
+            let aux = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    aux_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    map_len as libc::off_t,
+                )
+            };
+            if aux == libc::MAP_FAILED {
+                let e = io::Error::last_os_error();
+                // Dropping the ring unmaps it and closes the fds.
+                return Err(SignalError::Sys {
+                    what: format!("mmap perf AUX area of {aux_len} bytes ({}, cpu {cpu})", spec.name),
+                    source: e,
+                });
+            }
+            ring.aux_area = Some((aux.cast(), aux_len));
+        }
+        Ok(ring)
+    }
+
+    /// Copies out the AUX bytes between aux_tail and aux_head ([`aux_copy`]) into `scratch` and
+    /// advances aux_tail; returns the area offset of the first byte. Nothing without an AUX area.
+    fn drain_aux(&mut self, scratch: &mut Vec<u8>) -> usize {
+        scratch.clear();
+        let Some((aux, len)) = self.aux_area else { return 0 };
+        // SAFETY: the mmap page's aux_head/aux_tail are u64 at fixed offsets; the same protocol as
+        // the data ring (read head, acquire, copy, release, write tail); the AUX mapping is `len`
+        // bytes, ours until drop.
+        let head = unsafe { std::ptr::read_volatile(self.base.add(AUX_HEAD).cast::<u64>()) };
+        fence(Ordering::Acquire);
+        let tail = unsafe { std::ptr::read_volatile(self.base.add(AUX_TAIL).cast::<u64>()) };
+        let area = unsafe { std::slice::from_raw_parts(aux.cast_const(), len) };
+        let start = aux_copy(area, tail, head, scratch);
+        fence(Ordering::Release);
+        // SAFETY: as above; aux_tail is ours to write.
+        unsafe { std::ptr::write_volatile(self.base.add(AUX_TAIL).cast::<u64>(), head) };
+        start
+    }
+
+    /// The AUX area's length (0 without one).
+    fn aux_len(&self) -> usize {
+        self.aux_area.map_or(0, |(_, len)| len)
     }
 
     /// A new period for the sampling event: never the group leader, which counts without
@@ -1169,6 +1409,10 @@ pub struct Sampler {
     drained: u64,
     kept: u64,
     malformed: u64,
+    /// SPE: the AUX bytes of the ring being drained, and the memory-access records no running
+    /// thread could be named for ([`DrainStats::unattributed`]).
+    aux_scratch: Vec<u8>,
+    unattributed: u64,
 }
 
 /// Sample records after which a sampler none of whose samples was a memory access says so
@@ -1242,6 +1486,8 @@ impl Sampler {
             drained: 0,
             kept: 0,
             malformed: 0,
+            aux_scratch: Vec::new(),
+            unattributed: 0,
         })
     }
 
@@ -1259,6 +1505,8 @@ impl Sampler {
             drained: 0,
             kept: 0,
             malformed: 0,
+            aux_scratch: Vec::new(),
+            unattributed: 0,
         })
     }
 
@@ -1300,6 +1548,15 @@ impl Sampler {
             ),
             SourceKind::AmdIbsOp => "every op was kernel-mode (IbsOpRip), no load or store, served by the L1 or \
                  L2, or without a valid IbsDcLinAd"
+                .to_string(),
+            SourceKind::ArmSpe if self.unattributed > 0 => format!(
+                "{} beyond L2 named no running thread: SPE records carry the thread \
+                 only in a CONTEXT packet, which the kernel writes only when built with CONFIG_PID_IN_CONTEXTIDR \
+                 (drivers/perf/arm_spe_pmu.c set_spe_event_has_cx), and this build attributes by nothing else",
+                numapilot_topology::plural(self.unattributed, "access")
+            ),
+            SourceKind::ArmSpe => "every record was no user load or store with a data address, or an L1 or L2 \
+                 hit by its events"
                 .to_string(),
             _ => "none had a user-space data address".to_string(),
         };
@@ -1361,9 +1618,49 @@ impl Sampler {
     /// Reads every ring's new records into `out`.
     pub fn drain(&mut self, out: &mut Vec<RawSample>) -> Result<DrainStats, SignalError> {
         let mut total = DrainStats::default();
-        for r in &mut self.rings {
+        let mut tgids = HashMap::new();
+        for (i, r) in self.rings.iter_mut().enumerate() {
             r.drain_into(&mut self.scratch);
-            let st = parse_records(self.spec.sample_type, &self.scratch, out)?;
+            let mut st = parse_records(self.spec.sample_type, &self.scratch, out)?;
+            if self.spec.kind == SourceKind::ArmSpe {
+                let data_fill = self.scratch.len() as f64 / r.data_size.max(1) as f64;
+                let start = r.drain_aux(&mut self.aux_scratch);
+                let first = out.len();
+                let cpu = self.cpus.get(i).copied().unwrap_or(0);
+                let sp = spe::decode_samples(&self.aux_scratch, start, cpu, out);
+                let unattributed = spe::attribute(&mut tgids, out, first, tgid_of);
+                st.samples += sp.decode.records;
+                st.dropped += sp.dropped + unattributed;
+                st.unattributed += unattributed;
+                st.malformed += sp.decode.broken_records + sp.decode.truncated;
+                if st.aux_truncated > 0 {
+                    // The kernel disabled the event when the area filled (aux_flags::TRUNCATED):
+                    // the area is drained, so it samples again.
+                    r.ioctl(PERF_EVENT_IOC_ENABLE).map_err(|e| SignalError::Sys {
+                        what: format!("PERF_EVENT_IOC_ENABLE after a full AUX area ({}, cpu {cpu})", self.spec.name),
+                        source: e,
+                    })?;
+                }
+                total.aux_bytes += st.aux_bytes;
+                total.aux_truncated += st.aux_truncated;
+                total.aux_partial += st.aux_partial;
+                total.aux_collisions += st.aux_collisions;
+                total.unattributed += st.unattributed;
+                total.samples += st.samples;
+                total.dropped += st.dropped;
+                total.malformed += st.malformed;
+                total.lost += st.lost;
+                total.throttles += st.throttles;
+                total.other += st.other;
+                let mut fill = data_fill.max(self.aux_scratch.len() as f64 / r.aux_len().max(1) as f64);
+                if st.aux_truncated > 0 || st.lost > 0 {
+                    // Records went unwritten, how many is not said: a full area's worth of
+                    // pressure at least, as for a throttle.
+                    fill = fill.max(1.0);
+                }
+                total.max_fill = total.max_fill.max(fill);
+                continue;
+            }
             total.samples += st.samples;
             total.dropped += st.dropped;
             total.malformed += st.malformed;
@@ -1384,8 +1681,16 @@ impl Sampler {
         self.drained += total.samples;
         self.kept += total.samples - total.dropped;
         self.malformed += total.malformed;
+        self.unattributed += total.unattributed;
         Ok(total)
     }
+}
+
+/// The thread group (process) of thread `tid`, from `/proc/TID/status`; `None` when it has exited
+/// (or the file does not parse).
+fn tgid_of(tid: u32) -> Option<u32> {
+    let text = std::fs::read(format!("/proc/{tid}/status")).ok()?;
+    crate::parse::status::parse_status(&crate::reader::text_of(&text)).ok().map(|s| s.tgid)
 }
 
 /// `0-3,8` for a sorted or unsorted CPU list.
@@ -1663,7 +1968,16 @@ mod tests {
         let st = parse_records(sample_bits::SUPPORTED, &buf, &mut out).unwrap();
         assert_eq!(
             st,
-            DrainStats { samples: 1, dropped: 0, malformed: 0, lost: 5, throttles: 0, other: 1, max_fill: 0.0 }
+            DrainStats {
+                samples: 1,
+                dropped: 0,
+                malformed: 0,
+                lost: 5,
+                throttles: 0,
+                other: 1,
+                max_fill: 0.0,
+                ..Default::default()
+            }
         );
         let s = out[0];
         assert_eq!((s.ip, s.pid, s.tid, s.time, s.cpu), (0x401000, 7, 9, 123_456, 3));
@@ -1751,7 +2065,16 @@ mod tests {
         let st = parse_records(MEM_SAMPLE_TYPE, &buf, &mut out).unwrap();
         assert_eq!(
             st,
-            DrainStats { samples: 6, dropped: 4, malformed: 0, lost: 3, throttles: 1, other: 1, max_fill: 0.0 }
+            DrainStats {
+                samples: 6,
+                dropped: 4,
+                malformed: 0,
+                lost: 3,
+                throttles: 1,
+                other: 1,
+                max_fill: 0.0,
+                ..Default::default()
+            }
         );
         assert_eq!(
             out.iter().map(|s| (s.tid, s.addr)).collect::<Vec<_>>(),
@@ -1923,8 +2246,16 @@ mod tests {
             (5, 0x7f00_0005_0000, 0x4_0005_0000),
             (6, 0x7f00_0006_0000, 0x4_0006_0000),
         ];
-        let counts =
-            DrainStats { samples: 11, dropped: 8, malformed: 0, lost: 0, throttles: 0, other: 0, max_fill: 0.0 };
+        let counts = DrainStats {
+            samples: 11,
+            dropped: 8,
+            malformed: 0,
+            lost: 0,
+            throttles: 0,
+            other: 0,
+            max_fill: 0.0,
+            ..Default::default()
+        };
         let mut before = Vec::new();
         assert_eq!(parse_records(IBS_OP_SAMPLE_TYPE, &pre, &mut before).unwrap(), counts);
         assert_eq!(before.iter().map(|s| (s.tid, s.addr, s.phys_addr)).collect::<Vec<_>>(), expected);
@@ -1980,9 +2311,128 @@ mod tests {
         let st = parse_records(IBS_OP_SAMPLE_TYPE, &buf, &mut out).unwrap();
         assert_eq!(
             st,
-            DrainStats { samples: 5, dropped: 4, malformed: 4, lost: 0, throttles: 0, other: 0, max_fill: 0.0 }
+            DrainStats {
+                samples: 5,
+                dropped: 4,
+                malformed: 4,
+                lost: 0,
+                throttles: 0,
+                other: 0,
+                max_fill: 0.0,
+                ..Default::default()
+            }
         );
         assert_eq!(out.iter().map(|s| (s.tid, s.addr)).collect::<Vec<_>>(), [(25, 0x7f12_3456_7890)]);
+    }
+
+    /// An SPE sampler whose accesses named no thread (no CONTEXT packet: a kernel without
+    /// CONFIG_PID_IN_CONTEXTIDR) says so, naming the option.
+    #[test]
+    fn an_spe_sampler_without_context_packets_names_the_kernel_option() {
+        let spec = EventSpec {
+            kind: SourceKind::ArmSpe,
+            name: "arm_spe_0/load_filter=1,store_filter=1/".into(),
+            ..EventSpec::page_faults(1)
+        };
+        let mut s = Sampler {
+            spec,
+            rings: Vec::new(),
+            scratch: Vec::new(),
+            cpus: Vec::new(),
+            asked: Vec::new(),
+            period: SPE_PERIOD,
+            drained: NO_ACCESS_SAMPLES,
+            kept: 0,
+            malformed: 0,
+            aux_scratch: Vec::new(),
+            unattributed: 0,
+        };
+        let line = s.no_accesses().expect("1,000 records, no access");
+        assert!(line.contains("arm_spe_0") && line.contains("L1 or L2"), "{line}");
+        s.unattributed = 40;
+        let line = s.no_accesses().expect("1,000 records, no access");
+        assert!(line.contains("40 accesses beyond L2") && line.contains("CONFIG_PID_IN_CONTEXTIDR"), "{line}");
+        s.unattributed = 1;
+        assert!(s.no_accesses().unwrap().contains("1 access beyond L2"));
+    }
+
+    /// The AUX bytes between aux_tail and aux_head, across the area's end: in stream order,
+    /// with the offset of the first; an empty range copies nothing; more than the area (which the
+    /// kernel never writes into a non-overwrite area) keeps the newest area's worth.
+    #[test]
+    fn aux_bytes_are_read_across_the_wrap_in_stream_order() {
+        let area: Vec<u8> = (0u8..16).collect();
+        let mut out = Vec::new();
+        // tail 12, head 20 (free-running: the second lap's bytes 0-3).
+        assert_eq!(aux_copy(&area, 12, 20, &mut out), 12);
+        assert_eq!(out, [12, 13, 14, 15, 0, 1, 2, 3]);
+        assert_eq!(aux_copy(&area, 3 * 16 + 5, 3 * 16 + 7, &mut out), 5);
+        assert_eq!(out, [5, 6]);
+        aux_copy(&area, 7, 7, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(aux_copy(&area, 0, 40, &mut out), 8, "24 too many: the last 16 from 24");
+        assert_eq!(out, (8u8..16).chain(0..8).collect::<Vec<u8>>());
+        // An SPE record split by the wrap decodes whole from the copy.
+        let rec = [0x49u8, 0x00, 0xb2, 0x90, 0x78, 0x56, 0x34, 0x12, 0x7f, 0x00, 0x00, 0x01];
+        let mut area = vec![0u8; 16];
+        for (k, b) in rec.iter().enumerate() {
+            area[(10 + k) % 16] = *b;
+        }
+        let start = aux_copy(&area, 10, 22, &mut out);
+        let mut recs = Vec::new();
+        let st = spe::decode(&out, start, &mut recs);
+        assert_eq!((st.records, recs[0].data_va), (1, Some(0x7f12_3456_7890)));
+    }
+
+    /// PERF_RECORD_AUX: bytes written counted, TRUNCATED (with PARTIAL) and COLLISION counted,
+    /// and the record after it read.
+    #[test]
+    fn perf_record_aux_flags_are_counted() {
+        let aux = |size: u64, flags: u64| {
+            let mut r = Vec::new();
+            r.extend_from_slice(&PERF_RECORD_AUX.to_ne_bytes());
+            r.extend_from_slice(&0u16.to_ne_bytes());
+            r.extend_from_slice(&40u16.to_ne_bytes()); // header + 3 words + an 8-byte sample_id (TID)
+            r.extend_from_slice(&4096u64.to_ne_bytes()); // aux_offset
+            r.extend_from_slice(&size.to_ne_bytes());
+            r.extend_from_slice(&flags.to_ne_bytes());
+            r.extend_from_slice(&[7, 0, 0, 0, 8, 0, 0, 0]); // sample_id: pid 7, tid 8
+            r
+        };
+        let mut buf = aux(1024, 0);
+        buf.extend(aux(512, aux_flags::TRUNCATED | aux_flags::PARTIAL));
+        buf.extend(aux(0, aux_flags::COLLISION));
+        buf.extend(aux(64, aux_flags::TRUNCATED));
+        let mut out = Vec::new();
+        let st = parse_records(sample_bits::TID, &buf, &mut out).unwrap();
+        assert_eq!((st.aux_bytes, st.aux_truncated, st.aux_partial, st.aux_collisions), (1600, 2, 1, 1));
+        assert_eq!((st.samples, st.other, out.len()), (0, 0, 0));
+    }
+
+    /// Samples are attributed to their thread's process, each thread looked up once; those with
+    /// no thread (no CONTEXT packet) or a thread that has gone are removed and counted, and
+    /// samples before `first` (another ring's) are left alone.
+    #[test]
+    fn spe_samples_get_their_process_from_their_thread() {
+        let s = |tid: u32| RawSample { tid, addr: 0x1000 * u64::from(tid + 1), ..RawSample::default() };
+        let mut out = vec![RawSample { pid: 1, ..s(0) }, s(10), s(0), s(11), s(99), s(10)];
+        let mut asked = Vec::new();
+        let mut cache = HashMap::new();
+        let gone = spe::attribute(&mut cache, &mut out, 1, |tid| {
+            asked.push(tid);
+            match tid {
+                10 | 11 => Some(5),
+                _ => None,
+            }
+        });
+        assert_eq!(gone, 2, "tid 0 and the vanished 99");
+        assert_eq!(asked, [10, 11, 99], "no lookup for tid 0, one per thread");
+        assert_eq!(out.iter().map(|s| (s.pid, s.tid)).collect::<Vec<_>>(), [(1, 0), (5, 10), (5, 11), (5, 10)]);
+        // Live: this test's own thread is found as this process.
+        let me = std::process::id();
+        let tid = unsafe { libc::gettid() } as u32;
+        assert_eq!(tgid_of(tid), Some(me));
+        assert_eq!(tgid_of(u32::MAX), None);
     }
 
     #[test]
@@ -1998,6 +2448,8 @@ mod tests {
             drained: NO_ACCESS_SAMPLES - 1,
             kept: 0,
             malformed: 0,
+            aux_scratch: Vec::new(),
+            unattributed: 0,
         };
         assert_eq!(s.no_accesses(), None, "too few samples to tell");
         s.drained = NO_ACCESS_SAMPLES;

@@ -15,7 +15,7 @@ static FORK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn detection_says_what_it_found() {
     match detect(Path::new("/")) {
         Detection::Found(spec) => {
-            assert!(matches!(spec.kind, SourceKind::IntelPebs | SourceKind::AmdIbsOp));
+            assert!(matches!(spec.kind, SourceKind::IntelPebs | SourceKind::AmdIbsOp | SourceKind::ArmSpe));
             assert!(spec.type_ != 0 || spec.kind == SourceKind::IntelPebs);
         }
         Detection::Missing(line) => {
@@ -324,6 +324,67 @@ fn alder_lake_cpu_core_covers_the_p_cores_only() {
     // None of the E-cores: a clear refusal naming both lists, nothing opened.
     let e = Sampler::open_per_cpu(&spec, 16..24).unwrap_err().to_string();
     assert!(e.contains("cpu_core/mem-loads") && e.contains("0-15") && e.contains("16-23"), "{e}");
+}
+
+/// Neoverse N1 (Ampere Altra): the SPE PMU `arm_spe_0` is found, with its type, the config its
+/// format files give for timestamps, physical addresses, the load and store type filter and
+/// jitter (bits 0, 1, 33, 34, 16), the CPUs of its `cpumask`, a period the driver keeps whole at
+/// every stretch (it clears the low 8 bits), kernel operations excluded (PMSCR_EL1.E1SPE off),
+/// no frequency mode and no exclude_idle (the driver refuses both), an AUX watermark, and no
+/// samples in the ring (SPE writes records to the AUX area only).
+#[test]
+fn neoverse_n1_spe_asks_for_loads_and_stores_with_addresses_and_timestamps() {
+    let spec = found("neoverse-n1");
+    assert_eq!(spec.kind, SourceKind::ArmSpe);
+    assert_eq!(spec.name, "arm_spe_0/load_filter=1,store_filter=1/");
+    assert_eq!(spec.type_, 8);
+    assert_eq!(spec.config, 1 | 1 << 1 | 1 << 16 | 1 << 33 | 1 << 34, "{:#x}", spec.config);
+    assert_eq!((spec.config1, spec.config2, spec.aux_config), (0, 0, None), "no event filter, no latency filter");
+    assert_eq!(spec.cpus, Some((0..80).collect::<Vec<u32>>()));
+    let a = spec.attr();
+    assert_eq!((a.type_, a.config), (8, spec.config));
+    assert_eq!(a.flags & ANY_EXCLUDE, EXCLUDE_KERNEL);
+    const FREQ: u64 = 1 << 10;
+    assert_eq!(a.flags & FREQ, 0, "arm_spe_pmu_event_init refuses freq with EINVAL");
+    assert_eq!(a.sample_period, 102_400);
+    for stretch in 1..=4096u64 {
+        assert_eq!((a.sample_period * stretch) & 0xff, 0, "stretch {stretch}");
+    }
+    const SAMPLE_TID: u64 = 1 << 1;
+    const SAMPLE_TIME: u64 = 1 << 2;
+    const SAMPLE_ADDR: u64 = 1 << 3;
+    const SAMPLE_CPU: u64 = 1 << 7;
+    assert_eq!(a.sample_type, SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU, "the sample_id trailer of AUX records");
+    assert_eq!(a.sample_type & (SAMPLE_ADDR | SAMPLE_RAW), 0);
+    assert_eq!(a.aux_watermark, 64 << 10);
+    assert!(spec.aux_attr().is_none());
+}
+
+/// An SPE PMU without one of the format files asked for is named, not opened with a wrong config.
+#[test]
+fn an_spe_pmu_without_a_format_file_is_named() {
+    let dir = tempdir("pmu-spe-no-filter");
+    copy_tree(&pmu_root("neoverse-n1"), &dir);
+    std::fs::remove_file(dir.join("sys/bus/event_source/devices/arm_spe_0/format/store_filter")).unwrap();
+    match detect(&dir) {
+        Detection::Missing(line) => {
+            assert!(line.contains("arm_spe_0/format/store_filter") && line.contains("access sampling off"), "{line}")
+        }
+        Detection::Found(s) => panic!("found {s:?} without store_filter"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The AUX path on this kernel: an SPE-kind event whose PMU has no AUX support (the software
+/// page-fault event stands in; this host has no SPE) opens and maps its ring, then the AUX mmap
+/// at `aux_offset` is refused by the kernel (`rb_alloc_aux` without `setup_aux`), and the
+/// failure names the AUX area and the CPU; nothing is left open.
+#[test]
+fn an_aux_area_the_pmu_cannot_give_is_a_named_error() {
+    let mut spec = EventSpec::page_faults(1);
+    spec.kind = SourceKind::ArmSpe;
+    let e = Sampler::open_per_cpu(&spec, [0]).unwrap_err().to_string();
+    assert!(e.contains("AUX area") && e.contains("cpu 0"), "{e}");
 }
 
 /// A bad file is named, not skipped: a `cpus` file that is no CPU list.

@@ -514,6 +514,32 @@ pub fn decode_samples(buf: &[u8], base: usize, cpu: u32, out: &mut Vec<RawSample
     st
 }
 
+/// Names the process of each sample in `out[first..]` from its thread (`tid`, the CONTEXT
+/// packet's), through `tgid_of` (`/proc/TID/status`'s Tgid live), each thread looked up once per
+/// `cache`; removes the samples with no thread (tid 0: no CONTEXT packet) or whose thread is gone,
+/// and returns how many it removed. The kernel's CONTEXTIDR holds the thread id of the initial pid
+/// namespace, so `tgid_of` must read that namespace's /proc.
+pub fn attribute(
+    cache: &mut std::collections::HashMap<u32, Option<u32>>,
+    out: &mut Vec<RawSample>,
+    first: usize,
+    mut tgid_of: impl FnMut(u32) -> Option<u32>,
+) -> u64 {
+    let before = out.len();
+    let mut keep = first;
+    for i in first..out.len() {
+        let tid = out[i].tid;
+        let pid = if tid == 0 { None } else { *cache.entry(tid).or_insert_with(|| tgid_of(tid)) };
+        if let Some(pid) = pid {
+            out[i].pid = pid;
+            out.swap(keep, i);
+            keep += 1;
+        }
+    }
+    out.truncate(keep);
+    (before - keep) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
