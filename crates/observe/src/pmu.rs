@@ -90,7 +90,9 @@
 //! names the option): no attribution by the CPU's running thread over time (context-switch
 //! records and the timer-to-perf-clock conversion) is done yet. SPE's cache level comes from the
 //! architected events, not the IMPDEF data source ([`spe`] Limits); its records' timestamps are
-//! not converted, so its samples carry time 0. An AUX area that fills is truncated by the
+//! not converted: a sample carries the time of the drain that read it, and every drain stops and
+//! restarts each SPE event so that the kernel publishes all records written so far (at most one
+//! drain interval old; without the restart only those up to the last [`SPE_AUX_WATERMARK`]). An AUX area that fills is truncated by the
 //! kernel, which stops the event; the next drain enables it again, the loss counted
 //! ([`DrainStats::aux_truncated`]) and the fill taken as full. The daemon's metrics count SPE
 //! records as samples and the unattributed ones among the dropped, the AUX flags not apart. The aggregation counts every kept sample as one access: `WEIGHT` and the `DATA_SRC`
@@ -1413,6 +1415,9 @@ pub struct Sampler {
     /// thread could be named for ([`DrainStats::unattributed`]).
     aux_scratch: Vec<u8>,
     unattributed: u64,
+    /// Whether [`Sampler::enable`] was called last (not [`Sampler::disable`]): an SPE drain
+    /// restarts only an enabled sampler's events.
+    enabled: std::sync::atomic::AtomicBool,
 }
 
 /// Sample records after which a sampler none of whose samples was a memory access says so
@@ -1488,6 +1493,7 @@ impl Sampler {
             malformed: 0,
             aux_scratch: Vec::new(),
             unattributed: 0,
+            enabled: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -1507,6 +1513,7 @@ impl Sampler {
             malformed: 0,
             aux_scratch: Vec::new(),
             unattributed: 0,
+            enabled: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -1574,11 +1581,13 @@ impl Sampler {
                 source: e,
             })?;
         }
+        self.enabled.store(true, Ordering::Relaxed);
         Ok(())
     }
 
     /// Stops counting.
     pub fn disable(&self) -> Result<(), SignalError> {
+        self.enabled.store(false, Ordering::Relaxed);
         for r in &self.rings {
             r.ioctl(PERF_EVENT_IOC_DISABLE).map_err(|e| SignalError::Sys {
                 what: format!("PERF_EVENT_IOC_DISABLE ({})", self.spec.name),
@@ -1619,27 +1628,38 @@ impl Sampler {
     pub fn drain(&mut self, out: &mut Vec<RawSample>) -> Result<DrainStats, SignalError> {
         let mut total = DrainStats::default();
         let mut tgids = HashMap::new();
+        let spe = self.spec.kind == SourceKind::ArmSpe;
         for (i, r) in self.rings.iter_mut().enumerate() {
+            let cpu = self.cpus.get(i).copied().unwrap_or(0);
+            let sys = |what: &str, e: io::Error| SignalError::Sys {
+                what: format!("{what} ({}, cpu {cpu})", self.spec.name),
+                source: e,
+            };
+            let enabled = self.enabled.load(Ordering::Relaxed);
+            if spe && enabled {
+                // Stopping the event ends its AUX session (`arm_spe_pmu_stop` ->
+                // `arm_spe_perf_aux_output_end` -> `perf_aux_output_end`): aux_head then covers
+                // every record written, not only those up to the last watermark.
+                r.ioctl(PERF_EVENT_IOC_DISABLE)
+                    .map_err(|e| sys("PERF_EVENT_IOC_DISABLE before reading the AUX area", e))?;
+            }
             r.drain_into(&mut self.scratch);
             let mut st = parse_records(self.spec.sample_type, &self.scratch, out)?;
-            if self.spec.kind == SourceKind::ArmSpe {
+            if spe {
                 let data_fill = self.scratch.len() as f64 / r.data_size.max(1) as f64;
                 let start = r.drain_aux(&mut self.aux_scratch);
                 let first = out.len();
-                let cpu = self.cpus.get(i).copied().unwrap_or(0);
                 let sp = spe::decode_samples(&self.aux_scratch, start, cpu, out);
-                let unattributed = spe::attribute(&mut tgids, out, first, tgid_of);
+                let unattributed = spe::attribute(&mut tgids, out, first, crate::reader::monotonic_ns(), tgid_of);
                 st.samples += sp.decode.records;
                 st.dropped += sp.dropped + unattributed;
                 st.unattributed += unattributed;
                 st.malformed += sp.decode.broken_records + sp.decode.truncated;
-                if st.aux_truncated > 0 {
-                    // The kernel disabled the event when the area filled (aux_flags::TRUNCATED):
-                    // the area is drained, so it samples again.
-                    r.ioctl(PERF_EVENT_IOC_ENABLE).map_err(|e| SignalError::Sys {
-                        what: format!("PERF_EVENT_IOC_ENABLE after a full AUX area ({}, cpu {cpu})", self.spec.name),
-                        source: e,
-                    })?;
+                if enabled {
+                    // Restarted, which also undoes the kernel's own disable when the area filled
+                    // (aux_flags::TRUNCATED): the area is drained, so it samples again.
+                    r.ioctl(PERF_EVENT_IOC_ENABLE)
+                        .map_err(|e| sys("PERF_EVENT_IOC_ENABLE after reading the AUX area", e))?;
                 }
                 total.aux_bytes += st.aux_bytes;
                 total.aux_truncated += st.aux_truncated;
@@ -2346,6 +2366,7 @@ mod tests {
             malformed: 0,
             aux_scratch: Vec::new(),
             unattributed: 0,
+            enabled: std::sync::atomic::AtomicBool::new(false),
         };
         let line = s.no_accesses().expect("1,000 records, no access");
         assert!(line.contains("arm_spe_0") && line.contains("L1 or L2"), "{line}");
@@ -2418,7 +2439,7 @@ mod tests {
         let mut out = vec![RawSample { pid: 1, ..s(0) }, s(10), s(0), s(11), s(99), s(10)];
         let mut asked = Vec::new();
         let mut cache = HashMap::new();
-        let gone = spe::attribute(&mut cache, &mut out, 1, |tid| {
+        let gone = spe::attribute(&mut cache, &mut out, 1, 77, |tid| {
             asked.push(tid);
             match tid {
                 10 | 11 => Some(5),
@@ -2427,7 +2448,11 @@ mod tests {
         });
         assert_eq!(gone, 2, "tid 0 and the vanished 99");
         assert_eq!(asked, [10, 11, 99], "no lookup for tid 0, one per thread");
-        assert_eq!(out.iter().map(|s| (s.pid, s.tid)).collect::<Vec<_>>(), [(1, 0), (5, 10), (5, 11), (5, 10)]);
+        assert_eq!(
+            out.iter().map(|s| (s.pid, s.tid, s.time)).collect::<Vec<_>>(),
+            [(1, 0, 0), (5, 10, 77), (5, 11, 77), (5, 10, 77)],
+            "the drain's time on the attributed ones only"
+        );
         // Live: this test's own thread is found as this process.
         let me = std::process::id();
         let tid = unsafe { libc::gettid() } as u32;
@@ -2450,6 +2475,7 @@ mod tests {
             malformed: 0,
             aux_scratch: Vec::new(),
             unattributed: 0,
+            enabled: std::sync::atomic::AtomicBool::new(false),
         };
         assert_eq!(s.no_accesses(), None, "too few samples to tell");
         s.drained = NO_ACCESS_SAMPLES;

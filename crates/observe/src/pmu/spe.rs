@@ -66,7 +66,10 @@
 //! (`arm_spe_pmu.c` `set_spe_event_has_cx`); CONTEXTIDR then holds `task_pid_nr`, the thread id
 //! in the initial pid namespace (`arch/arm64/include/asm/mmu_context.h`
 //! `contextidr_thread_switch`), so [`Record::sample`] fills `tid` and leaves `pid` 0 for the
-//! caller to find. Records without a CONTEXT packet give `tid` 0.
+//! caller to find ([`attribute`]). Records without a CONTEXT packet give `tid` 0. A sample's
+//! time is that of the drain that read it ([`attribute`]): the sampler stops and restarts each
+//! SPE event around every drain, which makes the kernel publish every record written so far, so
+//! a record is at most one drain interval older than its time.
 
 use super::{data_src as d, RawSample};
 
@@ -516,13 +519,15 @@ pub fn decode_samples(buf: &[u8], base: usize, cpu: u32, out: &mut Vec<RawSample
 
 /// Names the process of each sample in `out[first..]` from its thread (`tid`, the CONTEXT
 /// packet's), through `tgid_of` (`/proc/TID/status`'s Tgid live), each thread looked up once per
-/// `cache`; removes the samples with no thread (tid 0: no CONTEXT packet) or whose thread is gone,
-/// and returns how many it removed. The kernel's CONTEXTIDR holds the thread id of the initial pid
+/// `cache`, and gives it the time `now` (the drain's CLOCK_MONOTONIC: the record's own timestamp
+/// is the generic timer's, not converted, module Limits); removes the samples with no thread
+/// (tid 0: no CONTEXT packet) or whose thread is gone, and returns how many it removed. The kernel's CONTEXTIDR holds the thread id of the initial pid
 /// namespace, so `tgid_of` must read that namespace's /proc.
 pub fn attribute(
     cache: &mut std::collections::HashMap<u32, Option<u32>>,
     out: &mut Vec<RawSample>,
     first: usize,
+    now: u64,
     mut tgid_of: impl FnMut(u32) -> Option<u32>,
 ) -> u64 {
     let before = out.len();
@@ -532,6 +537,7 @@ pub fn attribute(
         let pid = if tid == 0 { None } else { *cache.entry(tid).or_insert_with(|| tgid_of(tid)) };
         if let Some(pid) = pid {
             out[i].pid = pid;
+            out[i].time = now;
             out.swap(keep, i);
             keep += 1;
         }
