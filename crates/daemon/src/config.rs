@@ -338,7 +338,7 @@ pub struct SignalsSection {
     /// prevents).
     pub shared: bool,
     /// Precise memory-access sampling with perf_event_open where the PMU has it (Intel PEBS load
-    /// latency, AMD IBS op, ARM SPE on kernels that put the thread in CONTEXTIDR). Default true; no PMU (most VMs)
+    /// latency, AMD IBS op, ARM SPE). Default true; no PMU (most VMs)
     /// leaves one note and the other signals carry on. Source: NUMA-ICON's "record the threads that
     /// recently touched the same page" (`numapilot_observe::pmu`). Prevents: placing by residency
     /// alone (numa_maps says where pages are, not which thread uses them): without samples the

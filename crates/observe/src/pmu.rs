@@ -84,11 +84,20 @@
 //!
 //! Opening per-CPU events for all processes needs root (or CAP_PERFMON, or perf_event_paranoid <= 0);
 //! a ring that overflows loses records (counted from PERF_RECORD_LOST). ARM SPE: a record names
-//! its thread only through the CONTEXT packet, which the kernel writes only when built with
-//! `CONFIG_PID_IN_CONTEXTIDR` and the opener may see kernel data; without it every SPE access
-//! is unattributed, dropped and counted ([`DrainStats::unattributed`], [`Sampler::no_accesses`]
-//! names the option): no attribution by the CPU's running thread over time (context-switch
-//! records and the timer-to-perf-clock conversion) is done yet. SPE's cache level comes from the
+//! its thread through the CONTEXT packet, which the kernel writes only when built with
+//! `CONFIG_PID_IN_CONTEXTIDR` and the opener may see kernel data; without it, through the CPU's
+//! running thread at the record's time: the event asks for context-switch records
+//! (`PERF_RECORD_SWITCH_CPU_WIDE`, [`spe::Timeline`]) in perf's own clock, and the record's
+//! TIMESTAMP (the generic timer's count) is converted to that clock with the mmap page's
+//! `time_zero`/`time_mult`/`time_shift` ([`spe::TimeConv`]), as perf does. A record with neither
+//! (no timestamp, no conversion offered, no switch seen yet on its CPU since the sampler opened:
+//! a thread that has run since before then without a switch) is unattributed, dropped and counted
+//! ([`DrainStats::unattributed`], [`Sampler::no_accesses`] says why). The switch records share
+//! the [`RING_BYTES`] ring (40 bytes each: a CPU switching more than about 3,000 times a second
+//! fills it within a one-second drain); when the ring loses records the CPU's timeline is
+//! dropped, so no record is attributed to a thread that may not have run, until the next switch
+//! (the loss counted in [`DrainStats::lost`]). The attribution by time
+//! is checked here with built records only (no SPE on the development hosts). SPE's cache level comes from the
 //! architected events, not the IMPDEF data source ([`spe`] Limits); its records' timestamps are
 //! not converted: a sample carries the time of the drain that read it, and every drain stops and
 //! restarts each SPE event so that the kernel publishes all records written so far (at most one
@@ -293,6 +302,8 @@ const FLAG_EXCLUDE_HV: u64 = 1 << 6;
 const PRECISE_IP_SHIFT: u32 = 15;
 const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
 const FLAG_USE_CLOCKID: u64 = 1 << 25;
+/// `context_switch`: PERF_RECORD_SWITCH(_CPU_WIDE) records in the ring (Linux 4.3+).
+const FLAG_CONTEXT_SWITCH: u64 = 1 << 26;
 /// `PERF_FLAG_FD_CLOEXEC` (`include/uapi/linux/perf_event.h`).
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 /// The kernel's ioctl number encoding (`include/uapi/asm-generic/ioctl.h`): direction, size, type,
@@ -552,6 +563,17 @@ impl EventSpec {
         }
     }
 
+    /// CLOCK_MONOTONIC time stamps for every source but SPE, which keeps perf's own clock and asks
+    /// for context-switch records instead: its records' timer counts convert to perf's clock
+    /// (sched_clock on arm64, [`spe::TimeConv`]), not to CLOCK_MONOTONIC, and the switches'
+    /// times must be in that clock to say which thread ran when ([`spe::Timeline`]).
+    fn clock_flags(&self) -> u64 {
+        match self.kind {
+            SourceKind::ArmSpe => FLAG_CONTEXT_SWITCH,
+            _ => FLAG_USE_CLOCKID,
+        }
+    }
+
     /// The attr to pass to `perf_event_open`: disabled until [`Sampler::enable`], CLOCK_MONOTONIC
     /// time stamps, the exclusions the source allows (`exclude_flags`), a wake-up never requested
     /// (the daemon polls).
@@ -565,9 +587,9 @@ impl EventSpec {
             flags: FLAG_DISABLED
                 | self.exclude_flags()
                 | FLAG_SAMPLE_ID_ALL
-                | FLAG_USE_CLOCKID
+                | self.clock_flags()
                 | (u64::from(self.precise_ip.min(3)) << PRECISE_IP_SHIFT),
-            clockid: libc::CLOCK_MONOTONIC,
+            clockid: if self.kind == SourceKind::ArmSpe { 0 } else { libc::CLOCK_MONOTONIC },
             config1: self.config1,
             config2: self.config2,
             aux_watermark: if self.kind == SourceKind::ArmSpe { SPE_AUX_WATERMARK } else { 0 },
@@ -1080,8 +1102,9 @@ pub struct DrainStats {
     /// record, so fewer than the period says.
     pub aux_collisions: u64,
     /// SPE records that were a memory access beyond L2 but named no thread that still runs: no
-    /// CONTEXT packet (the kernel writes none without `CONFIG_PID_IN_CONTEXTIDR`), or a thread
-    /// that has exited: counted in `dropped` too.
+    /// CONTEXT packet (the kernel writes none without `CONFIG_PID_IN_CONTEXTIDR`) and no context
+    /// switch on their CPU before their timestamp, the idle task, or a thread that has exited:
+    /// counted in `dropped` too.
     pub unattributed: u64,
     /// How full the fullest ring was when drained, a fraction of its data area: about 1 when it
     /// overflowed, and above 1 (samples taken over samples kept) in the drain that reads the
@@ -1198,6 +1221,8 @@ struct Ring {
     data_size: usize,
     /// The AUX area (SPE): its mapping and length.
     aux_area: Option<(*mut u8, usize)>,
+    /// SPE: the CPU's running thread over time, from the ring's context-switch records.
+    timeline: spe::Timeline,
 }
 
 // SAFETY: the ring is only touched through &mut self (drain) or read-only ioctls; the mapping is
@@ -1279,8 +1304,16 @@ impl Ring {
             }
             return Err(SignalError::Sys { what: format!("mmap perf ring ({}, cpu {cpu})", spec.name), source: e });
         }
-        let mut ring =
-            Ring { fd, aux_fd, base: base.cast(), map_len, page, data_size: page * data_pages, aux_area: None };
+        let mut ring = Ring {
+            fd,
+            aux_fd,
+            base: base.cast(),
+            map_len,
+            page,
+            data_size: page * data_pages,
+            aux_area: None,
+            timeline: spe::Timeline::default(),
+        };
         if spec.kind == SourceKind::ArmSpe {
             // The AUX area: its offset (after the ring) and size in the mmap page, then mapped
             // writable, which makes it a non-overwriting buffer whose aux_tail we advance
@@ -1333,6 +1366,41 @@ impl Ring {
         // SAFETY: as above; aux_tail is ours to write.
         unsafe { std::ptr::write_volatile(self.base.add(AUX_TAIL).cast::<u64>(), head) };
         start
+    }
+
+    /// The timer-to-perf-clock conversion of the mmap page, read under its seqlock (`lock`,
+    /// byte 8: re-read while it changes, as `include/uapi/linux/perf_event.h` prescribes); `None`
+    /// unless `cap_user_time_zero` (capabilities bit 4) is set. Offsets: capabilities 40,
+    /// time_shift 50 (u16), time_mult 52 (u32), time_zero 64, time_cycles 80, time_mask 88
+    /// (with `cap_user_time_short`, bit 5; Linux 5.12+).
+    fn time_conv(&self) -> Option<spe::TimeConv> {
+        // SAFETY: the first page is the kernel's perf_event_mmap_page; every field read is inside
+        // it at its fixed offset and alignment.
+        let read = |at: usize, len: usize| -> u64 {
+            unsafe {
+                match len {
+                    2 => u64::from(std::ptr::read_volatile(self.base.add(at).cast::<u16>())),
+                    4 => u64::from(std::ptr::read_volatile(self.base.add(at).cast::<u32>())),
+                    _ => std::ptr::read_volatile(self.base.add(at).cast::<u64>()),
+                }
+            }
+        };
+        loop {
+            let seq = read(8, 4);
+            fence(Ordering::Acquire);
+            let caps = read(40, 8);
+            let conv = spe::TimeConv {
+                time_zero: read(64, 8),
+                time_mult: read(52, 4) as u32,
+                time_shift: read(50, 2) as u16,
+                time_cycles: if caps & (1 << 5) != 0 { read(80, 8) } else { 0 },
+                time_mask: if caps & (1 << 5) != 0 { read(88, 8) } else { 0 },
+            };
+            fence(Ordering::Acquire);
+            if read(8, 4) == seq {
+                return (caps & (1 << 4) != 0).then_some(conv);
+            }
+        }
     }
 
     /// The AUX area's length (0 without one).
@@ -1557,9 +1625,10 @@ impl Sampler {
                  L2, or without a valid IbsDcLinAd"
                 .to_string(),
             SourceKind::ArmSpe if self.unattributed > 0 => format!(
-                "{} beyond L2 named no running thread: SPE records carry the thread \
-                 only in a CONTEXT packet, which the kernel writes only when built with CONFIG_PID_IN_CONTEXTIDR \
-                 (drivers/perf/arm_spe_pmu.c set_spe_event_has_cx), and this build attributes by nothing else",
+                "{} beyond L2 named no running thread: no CONTEXT packet (the kernel writes one only when built \
+                 with CONFIG_PID_IN_CONTEXTIDR, drivers/perf/arm_spe_pmu.c set_spe_event_has_cx), and no \
+                 context switch before the record's timestamp on its CPU, or no timestamp conversion in the \
+                 perf mmap page (cap_user_time_zero)",
                 numapilot_topology::plural(self.unattributed, "access")
             ),
             SourceKind::ArmSpe => "every record was no user load or store with a data address, or an L1 or L2 \
@@ -1646,11 +1715,18 @@ impl Sampler {
             r.drain_into(&mut self.scratch);
             let mut st = parse_records(self.spec.sample_type, &self.scratch, out)?;
             if spe {
-                let data_fill = self.scratch.len() as f64 / r.data_size.max(1) as f64;
                 let start = r.drain_aux(&mut self.aux_scratch);
                 let first = out.len();
                 let sp = spe::decode_samples(&self.aux_scratch, start, cpu, out);
-                let unattributed = spe::attribute(&mut tgids, out, first, crate::reader::monotonic_ns(), tgid_of);
+                spe::follow_switches(&mut r.timeline, &self.scratch, st.lost);
+                let conv = r.time_conv();
+                let line = &r.timeline;
+                let running = |cyc: u64| conv.and_then(|c| line.running_at(c.to_perf_ns(cyc)));
+                let unattributed =
+                    spe::attribute(&mut tgids, out, first, crate::reader::monotonic_ns(), tgid_of, running);
+                // Every record up to now was read (the event was stopped): only the thread
+                // running now matters from here on.
+                r.timeline.keep_from(u64::MAX);
                 st.samples += sp.decode.records;
                 st.dropped += sp.dropped + unattributed;
                 st.unattributed += unattributed;
@@ -1672,8 +1748,10 @@ impl Sampler {
                 total.lost += st.lost;
                 total.throttles += st.throttles;
                 total.other += st.other;
-                let mut fill = data_fill.max(self.aux_scratch.len() as f64 / r.aux_len().max(1) as f64);
-                if st.aux_truncated > 0 || st.lost > 0 {
+                // The AUX area's fill: what the sampling period governs (the ring holds switch
+                // records, whose number no period changes).
+                let mut fill = self.aux_scratch.len() as f64 / r.aux_len().max(1) as f64;
+                if st.aux_truncated > 0 {
                     // Records went unwritten, how many is not said: a full area's worth of
                     // pressure at least, as for a throttle.
                     fill = fill.max(1.0);
@@ -2430,27 +2508,38 @@ mod tests {
         assert_eq!((st.samples, st.other, out.len()), (0, 0, 0));
     }
 
-    /// Samples are attributed to their thread's process, each thread looked up once; those with
-    /// no thread (no CONTEXT packet) or a thread that has gone are removed and counted, and
-    /// samples before `first` (another ring's) are left alone.
+    /// Samples are attributed to their thread's process, each thread looked up once; one
+    /// without a thread but with a timestamp gets the thread running at that time; those with no
+    /// thread either way (no CONTEXT packet and no timestamp, or a time before any switch) or a
+    /// thread that has gone are removed and counted, and samples before `first` (another ring's)
+    /// are left alone.
     #[test]
     fn spe_samples_get_their_process_from_their_thread() {
-        let s = |tid: u32| RawSample { tid, addr: 0x1000 * u64::from(tid + 1), ..RawSample::default() };
-        let mut out = vec![RawSample { pid: 1, ..s(0) }, s(10), s(0), s(11), s(99), s(10)];
+        let s =
+            |tid: u32, time: u64| RawSample { tid, time, addr: 0x1000 * u64::from(tid + 1), ..RawSample::default() };
+        let mut out =
+            vec![RawSample { pid: 1, ..s(0, 0) }, s(10, 0), s(0, 0), s(11, 0), s(99, 0), s(10, 0), s(0, 500), s(0, 5)];
         let mut asked = Vec::new();
         let mut cache = HashMap::new();
-        let gone = spe::attribute(&mut cache, &mut out, 1, 77, |tid| {
-            asked.push(tid);
-            match tid {
-                10 | 11 => Some(5),
-                _ => None,
-            }
-        });
-        assert_eq!(gone, 2, "tid 0 and the vanished 99");
+        let gone = spe::attribute(
+            &mut cache,
+            &mut out,
+            1,
+            77,
+            |tid| {
+                asked.push(tid);
+                match tid {
+                    10 | 11 => Some(5),
+                    _ => None,
+                }
+            },
+            |cyc| (cyc >= 100).then_some((8, 80)),
+        );
+        assert_eq!(gone, 3, "tid 0 without a time, the vanished 99, the one before any switch");
         assert_eq!(asked, [10, 11, 99], "no lookup for tid 0, one per thread");
         assert_eq!(
             out.iter().map(|s| (s.pid, s.tid, s.time)).collect::<Vec<_>>(),
-            [(1, 0, 0), (5, 10, 77), (5, 11, 77), (5, 10, 77)],
+            [(1, 0, 0), (5, 10, 77), (5, 11, 77), (5, 10, 77), (8, 80, 77)],
             "the drain's time on the attributed ones only"
         );
         // Live: this test's own thread is found as this process.

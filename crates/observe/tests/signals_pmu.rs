@@ -357,6 +357,10 @@ fn neoverse_n1_spe_asks_for_loads_and_stores_with_addresses_and_timestamps() {
     assert_eq!(a.sample_type, SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU, "the sample_id trailer of AUX records");
     assert_eq!(a.sample_type & (SAMPLE_ADDR | SAMPLE_RAW), 0);
     assert_eq!(a.aux_watermark, 64 << 10);
+    const USE_CLOCKID: u64 = 1 << 25;
+    const CONTEXT_SWITCH: u64 = 1 << 26;
+    assert_eq!(a.flags & USE_CLOCKID, 0, "perf's clock, which the timer counts convert to");
+    assert_ne!(a.flags & CONTEXT_SWITCH, 0, "switch records say which thread ran when");
     assert!(spec.aux_attr().is_none());
 }
 

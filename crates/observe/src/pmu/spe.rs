@@ -66,7 +66,10 @@
 //! (`arm_spe_pmu.c` `set_spe_event_has_cx`); CONTEXTIDR then holds `task_pid_nr`, the thread id
 //! in the initial pid namespace (`arch/arm64/include/asm/mmu_context.h`
 //! `contextidr_thread_switch`), so [`Record::sample`] fills `tid` and leaves `pid` 0 for the
-//! caller to find ([`attribute`]). Records without a CONTEXT packet give `tid` 0. A sample's
+//! caller to find ([`attribute`]). Records without a CONTEXT packet give `tid` 0, and
+//! [`attribute`] names the thread the CPU ran at the record's TIMESTAMP instead: the timer count
+//! converted to perf's clock ([`TimeConv`]) against the context switches the event reported
+//! ([`Timeline`]); a record before the first switch seen on its CPU stays unattributed. A sample's
 //! time is that of the drain that read it ([`attribute`]): the sampler stops and restarts each
 //! SPE event around every drain, which makes the kernel publish every record written so far, so
 //! a record is at most one drain interval older than its time.
@@ -460,7 +463,8 @@ impl Record {
     /// virtualisation system-register access, no data virtual address, or a PC at an exception
     /// level other than EL0 (the kernel's own access; the driver excludes EL1 when asked, this
     /// holds on any kernel). `tid` is the CONTEXT packet's (0 without one), `pid` is 0 (module
-    /// Limits), `time` 0 (the timestamp is timer ticks, [`Record::timestamp`]); `weight` is the
+    /// Limits), `time` the TIMESTAMP packet's raw timer count (0 without one) until [`attribute`]
+    /// replaces it; `weight` is the
     /// total latency. Whether the access is kept is [`super::is_memory_access`]'s call with
     /// [`SAMPLE_TYPE`] (L1 and L2 hits dropped).
     pub fn sample(&self, cpu: u32) -> Option<RawSample> {
@@ -476,7 +480,7 @@ impl Record {
             ip: self.pc.unwrap_or(0),
             pid: 0,
             tid: self.context.unwrap_or(0),
-            time: 0,
+            time: self.timestamp.unwrap_or(0),
             addr,
             cpu,
             period: 0,
@@ -517,24 +521,159 @@ pub fn decode_samples(buf: &[u8], base: usize, cpu: u32, out: &mut Vec<RawSample
     st
 }
 
-/// Names the process of each sample in `out[first..]` from its thread (`tid`, the CONTEXT
-/// packet's), through `tgid_of` (`/proc/TID/status`'s Tgid live), each thread looked up once per
-/// `cache`, and gives it the time `now` (the drain's CLOCK_MONOTONIC: the record's own timestamp
-/// is the generic timer's, not converted, module Limits); removes the samples with no thread
-/// (tid 0: no CONTEXT packet) or whose thread is gone, and returns how many it removed. The kernel's CONTEXTIDR holds the thread id of the initial pid
-/// namespace, so `tgid_of` must read that namespace's /proc.
+/// The conversion of the generic timer's count (what a TIMESTAMP packet holds with
+/// `pct_enable` off: the virtual counter) to perf's clock, from the event's mmap page: `time_zero`,
+/// `time_mult`, `time_shift` and, with `cap_user_time_short`, `time_cycles`/`time_mask`
+/// (`include/uapi/linux/perf_event.h` `struct perf_event_mmap_page`, the formula in its
+/// comment; `tools/perf/util/tsc.c` `tsc_to_perf_time`, which perf's SPE decoding uses). On arm64
+/// the kernel fills them from sched_clock (`drivers/perf/arm_pmuv3.c`
+/// `arch_perf_update_userpage`: "always computed with the sched_clock"), perf's clock of an
+/// event without `use_clockid`, so the result compares with the times of that event's
+/// `sample_id`s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeConv {
+    /// `time_zero`.
+    pub time_zero: u64,
+    /// `time_mult`.
+    pub time_mult: u32,
+    /// `time_shift`.
+    pub time_shift: u16,
+    /// `time_cycles` (with `cap_user_time_short`).
+    pub time_cycles: u64,
+    /// `time_mask` (with `cap_user_time_short`; 0: the counter is 64 bits wide).
+    pub time_mask: u64,
+}
+
+impl TimeConv {
+    /// Perf-clock nanoseconds of counter value `cyc`.
+    pub fn to_perf_ns(&self, cyc: u64) -> u64 {
+        let mut cyc = cyc;
+        if self.time_mask != 0 {
+            cyc = self.time_cycles.wrapping_add(cyc.wrapping_sub(self.time_cycles) & self.time_mask);
+        }
+        let shift = u32::from(self.time_shift.min(63));
+        let mult = u64::from(self.time_mult);
+        let quot = cyc >> shift;
+        let rem = cyc & ((1u64 << shift) - 1);
+        self.time_zero.wrapping_add(quot.wrapping_mul(mult)).wrapping_add(rem.wrapping_mul(mult) >> shift)
+    }
+}
+
+/// One CPU's running thread over time, from `PERF_RECORD_SWITCH_CPU_WIDE` records (attr
+/// `context_switch`, `kernel/events/core.c` `perf_event_switch`): perf time (ns) -> (pid, tid) of
+/// the thread that ran from then on. The last one is carried from drain to drain, since a thread
+/// may run for many drains without a switch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Timeline {
+    /// Switches in time order: (perf time, pid, tid).
+    switches: Vec<(u64, u32, u32)>,
+}
+
+impl Timeline {
+    /// Adds a switch at perf time `time` to thread `tid` of process `pid`.
+    pub fn push(&mut self, time: u64, pid: u32, tid: u32) {
+        let at = self.switches.partition_point(|&(t, _, _)| t <= time);
+        self.switches.insert(at, (time, pid, tid));
+    }
+
+    /// The (pid, tid) running at perf time `time`: the last switch at or before it; `None`
+    /// before the first one known, or for the idle task (tid 0).
+    pub fn running_at(&self, time: u64) -> Option<(u32, u32)> {
+        let at = self.switches.partition_point(|&(t, _, _)| t <= time);
+        let &(_, pid, tid) = self.switches.get(at.checked_sub(1)?)?;
+        (tid != 0).then_some((pid, tid))
+    }
+
+    /// Forgets every switch but the last one at or before `time` (what runs from then on).
+    pub fn keep_from(&mut self, time: u64) {
+        let at = self.switches.partition_point(|&(t, _, _)| t <= time);
+        if at > 1 {
+            self.switches.drain(..at - 1);
+        }
+    }
+}
+
+/// `PERF_RECORD_SWITCH_CPU_WIDE`: `{ u32 next_prev_pid; u32 next_prev_tid; sample_id }`.
+pub const PERF_RECORD_SWITCH_CPU_WIDE: u32 = 15;
+/// `PERF_RECORD_MISC_SWITCH_OUT` (header `misc` bit 13): the record is written as the task in
+/// `sample_id` leaves the CPU and `next_prev` is the next one; without it, as the `sample_id` task
+/// arrives and `next_prev` is the one before.
+pub const PERF_RECORD_MISC_SWITCH_OUT: u16 = 1 << 13;
+
+/// Adds to `line` the switches among the ring records in `buf`, for an event whose `sample_id`
+/// is TID and TIME first (SPE's [`super::EventSpec::arm_spe`] sample type: TID, TIME, CPU): each
+/// gives the thread that runs from its time on (`next_prev` of a switch-out, the `sample_id`'s of
+/// a switch-in). Records too short for those fields, and a header that runs past the buffer,
+/// end the walk: nothing past `buf` is read. Returns the number of switches added.
+pub fn read_switches(buf: &[u8], line: &mut Timeline) -> usize {
+    let mut n = 0;
+    let mut rest = buf;
+    while rest.len() >= 8 {
+        let ty = u32::from_ne_bytes(rest[0..4].try_into().expect("4"));
+        let misc = u16::from_ne_bytes(rest[4..6].try_into().expect("2"));
+        let size = usize::from(u16::from_ne_bytes(rest[6..8].try_into().expect("2")));
+        if size < 8 || size > rest.len() {
+            break;
+        }
+        let body = &rest[8..size];
+        if ty == PERF_RECORD_SWITCH_CPU_WIDE && body.len() >= 24 {
+            let u32_at = |at: usize| u32::from_ne_bytes(body[at..at + 4].try_into().expect("4"));
+            let time = u64::from_ne_bytes(body[16..24].try_into().expect("8"));
+            let (pid, tid) =
+                if misc & PERF_RECORD_MISC_SWITCH_OUT != 0 { (u32_at(0), u32_at(4)) } else { (u32_at(8), u32_at(12)) };
+            line.push(time, pid, tid);
+            n += 1;
+        }
+        rest = &rest[size..];
+    }
+    n
+}
+
+/// One drain's update of a CPU's timeline from its ring's records `ring`, of which the kernel
+/// reported `lost` lost: with none, the switches are added ([`read_switches`]); with any, the
+/// timeline has a hole of unknown switches and is emptied (this drain's switches dropped too,
+/// since where the hole falls among them is not said), so no record is attributed by time until
+/// the next drain's switches: never to a thread that may not have been running.
+pub fn follow_switches(line: &mut Timeline, ring: &[u8], lost: u64) {
+    if lost > 0 {
+        *line = Timeline::default();
+    } else {
+        read_switches(ring, line);
+    }
+}
+
+/// Names the thread and process of each sample in `out[first..]` ([`Record::sample`]'s): a
+/// sample with a thread (`tid`, the CONTEXT packet's) gets its process through `tgid_of`
+/// (`/proc/TID/status`'s Tgid live), each thread looked up once per `cache`; one without (no
+/// CONTEXT packet) but with a timestamp (`time`, the raw timer count) gets the (pid, tid)
+/// `running` names for that count (the CPU's [`Timeline`] at its [`TimeConv`] time). Each kept
+/// sample then gets the time `now` (the drain's CLOCK_MONOTONIC: the sched_clock time of the
+/// record is not the model's clock, module Limits). Removes the samples no thread was found for
+/// (no CONTEXT packet and no switch before them, the idle task, a thread that has gone) and
+/// returns how many. The kernel's CONTEXTIDR holds the thread id of the initial pid namespace,
+/// so `tgid_of` must read that namespace's /proc.
 pub fn attribute(
     cache: &mut std::collections::HashMap<u32, Option<u32>>,
     out: &mut Vec<RawSample>,
     first: usize,
     now: u64,
     mut tgid_of: impl FnMut(u32) -> Option<u32>,
+    running: impl Fn(u64) -> Option<(u32, u32)>,
 ) -> u64 {
     let before = out.len();
     let mut keep = first;
     for i in first..out.len() {
         let tid = out[i].tid;
-        let pid = if tid == 0 { None } else { *cache.entry(tid).or_insert_with(|| tgid_of(tid)) };
+        let pid = if tid != 0 {
+            *cache.entry(tid).or_insert_with(|| tgid_of(tid))
+        } else if out[i].time != 0 {
+            running(out[i].time).map(|(pid, tid)| {
+                out[i].tid = tid;
+                pid
+            })
+        } else {
+            None
+        };
         if let Some(pid) = pid {
             out[i].pid = pid;
             out[i].time = now;
@@ -753,6 +892,72 @@ mod tests {
         two.extend(&dram_load()[..5]);
         let st = decode(&two, 0, &mut recs);
         assert_eq!((st.records, st.truncated, st.consumed), (1, 1, dram_load().len()));
+    }
+
+    /// perf's conversion (`tsc_to_perf_time`) with a 25 MHz generic timer (40 ns a tick, as on
+    /// Ampere Altra): mult 40 << 24, shift 24, checked against 40 ns a tick past the shift's
+    /// range; with `cap_user_time_short` a count that wrapped the counter's width converts as
+    /// the count past the wrap.
+    #[test]
+    fn timer_counts_convert_to_perf_time() {
+        let c = TimeConv { time_zero: 1_000, time_mult: 40 << 24, time_shift: 24, ..TimeConv::default() };
+        assert_eq!(c.to_perf_ns(0), 1_000);
+        assert_eq!(c.to_perf_ns(1_000_000), 1_000 + 40_000_000);
+        let big = 3 * (1 << 24) + 5;
+        assert_eq!(c.to_perf_ns(big), 1_000 + 40 * big);
+        let width = (1u64 << 56) - 1;
+        let short = TimeConv { time_cycles: (1 << 56) - 10, time_mask: width, ..c };
+        assert_eq!(short.to_perf_ns(5), c.to_perf_ns((1 << 56) + 5), "5 ticks after the wrap");
+        assert_eq!(short.to_perf_ns((1 << 56) - 3), c.to_perf_ns((1 << 56) - 3));
+    }
+
+    /// Builds a PERF_RECORD_SWITCH_CPU_WIDE (type 15): header (type u32, misc u16, size u16 40),
+    /// next_prev pid/tid, then the sample_id of TID|TIME|CPU: pid/tid, time, cpu/res.
+    fn switch(out: bool, next_prev: (u32, u32), me: (u32, u32), time: u64) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&PERF_RECORD_SWITCH_CPU_WIDE.to_ne_bytes());
+        r.extend_from_slice(&(if out { PERF_RECORD_MISC_SWITCH_OUT } else { 0 }).to_ne_bytes());
+        r.extend_from_slice(&40u16.to_ne_bytes());
+        for v in [next_prev.0, next_prev.1, me.0, me.1] {
+            r.extend_from_slice(&v.to_ne_bytes());
+        }
+        r.extend_from_slice(&time.to_ne_bytes());
+        r.extend_from_slice(&[0; 8]);
+        r
+    }
+
+    /// The running thread follows the switch records: a switch-out names the next thread, a
+    /// switch-in the arriving one (its sample_id); other records are skipped, a record cut off at
+    /// the end stops the walk; before the first switch, and while idle, nothing runs; after a
+    /// drain only the current thread is kept.
+    #[test]
+    fn context_switches_say_which_thread_ran_when() {
+        let mut buf = switch(true, (7, 70), (5, 50), 100);
+        buf.extend([11, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // a 16-byte PERF_RECORD_AUX
+        buf.extend(switch(false, (7, 70), (9, 90), 200));
+        buf.extend(switch(true, (0, 0), (9, 90), 300));
+        buf.extend(switch(false, (0, 0), (3, 30), 400));
+        buf.extend(&switch(true, (1, 1), (3, 30), 500)[..30]);
+        let mut line = Timeline::default();
+        assert_eq!(read_switches(&buf, &mut line), 4);
+        assert_eq!(line.running_at(50), None, "before the first switch");
+        assert_eq!(line.running_at(100), Some((7, 70)));
+        assert_eq!(line.running_at(199), Some((7, 70)));
+        assert_eq!(line.running_at(250), Some((9, 90)));
+        assert_eq!(line.running_at(350), None, "idle");
+        assert_eq!(line.running_at(10_000), Some((3, 30)));
+        line.keep_from(u64::MAX);
+        assert_eq!((line.running_at(399), line.running_at(401)), (None, Some((3, 30))));
+        // A drain whose ring lost records forgets the timeline, its own switches too.
+        follow_switches(&mut line, &switch(true, (4, 40), (3, 30), 600), 2);
+        assert_eq!(line.running_at(10_000), None);
+        follow_switches(&mut line, &switch(true, (4, 40), (3, 30), 600), 0);
+        assert_eq!(line.running_at(10_000), Some((4, 40)));
+        // Out of order pushes are kept in time order.
+        let mut line = Timeline::default();
+        line.push(20, 2, 20);
+        line.push(10, 1, 10);
+        assert_eq!((line.running_at(15), line.running_at(25)), (Some((1, 10)), Some((2, 20))));
     }
 
     mod prop {
