@@ -1081,7 +1081,9 @@ pub struct DrainStats {
     pub dropped: u64,
     /// Of `dropped`, samples whose `RAW` payload was not the IBS op registers
     /// ([`RawPayload::Undecoded`]: too short, past its record, no valid op): a kernel writing
-    /// another layout shows here instead of passing for a machine without memory traffic.
+    /// another layout shows here instead of passing for a machine without memory traffic. SPE:
+    /// records given up for bytes that begin no packet or a packet cut at the end, in a drain
+    /// whose AUX area reported no lost data ([`aux_flags::PARTIAL`]).
     pub malformed: u64,
     /// Records the kernel reported lost (ring full: PERF_RECORD_LOST; dropped by the PMU driver:
     /// PERF_RECORD_LOST_SAMPLES).
@@ -1727,10 +1729,7 @@ impl Sampler {
                 // Every record up to now was read (the event was stopped): only the thread
                 // running now matters from here on.
                 r.timeline.keep_from(u64::MAX);
-                st.samples += sp.decode.records;
-                st.dropped += sp.dropped + unattributed;
-                st.unattributed += unattributed;
-                st.malformed += sp.decode.broken_records + sp.decode.truncated;
+                count_spe(&mut st, &sp, unattributed);
                 if enabled {
                     // Restarted, which also undoes the kernel's own disable when the area filled
                     // (aux_flags::TRUNCATED): the area is drained, so it samples again.
@@ -1781,6 +1780,22 @@ impl Sampler {
         self.malformed += total.malformed;
         self.unattributed += total.unattributed;
         Ok(total)
+    }
+}
+
+/// Adds one SPE ring's decode (`sp`) and its `unattributed` accesses to `st`, which holds the
+/// ring's own records (PERF_RECORD_AUX flags among them). Records given up (bytes that begin no
+/// packet, a packet cut at the end) count as samples dropped, so `malformed` stays a part of
+/// `dropped` and `samples - dropped` the samples passed on; they count as malformed only where
+/// the kernel reported no lost data: after a PARTIAL area the last record is known to be cut,
+/// which is loss (`aux_partial`), not a stream this decoder cannot read.
+fn count_spe(st: &mut DrainStats, sp: &spe::SampleStats, unattributed: u64) {
+    let broken = sp.decode.broken_records + sp.decode.truncated;
+    st.samples += sp.decode.records + broken;
+    st.dropped += sp.dropped + unattributed + broken;
+    st.unattributed += unattributed;
+    if st.aux_partial == 0 {
+        st.malformed += broken;
     }
 }
 
@@ -2481,6 +2496,24 @@ mod tests {
         let mut recs = Vec::new();
         let st = spe::decode(&out, start, &mut recs);
         assert_eq!((st.records, recs[0].data_va), (1, Some(0x7f12_3456_7890)));
+    }
+
+    /// An SPE ring's counts: 10 records (3 kept, 4 no access beyond L2, 3 with no thread) and 2
+    /// given up: 12 samples, 9 dropped, 2 malformed; the same after a PARTIAL area: loss, not a
+    /// layout, so none malformed. Either way what was passed on is samples - dropped.
+    #[test]
+    fn spe_counts_keep_malformed_within_dropped() {
+        let sp = spe::SampleStats {
+            decode: spe::DecodeStats { records: 10, broken_records: 1, truncated: 1, ..Default::default() },
+            dropped: 4,
+        };
+        let mut st = DrainStats::default();
+        count_spe(&mut st, &sp, 3);
+        assert_eq!((st.samples, st.dropped, st.malformed, st.unattributed), (12, 9, 2, 3));
+        assert_eq!(st.samples - st.dropped, 3);
+        let mut st = DrainStats { aux_truncated: 1, aux_partial: 1, ..Default::default() };
+        count_spe(&mut st, &sp, 3);
+        assert_eq!((st.samples, st.dropped, st.malformed), (12, 9, 0));
     }
 
     /// PERF_RECORD_AUX: bytes written counted, TRUNCATED (with PARTIAL) and COLLISION counted,
