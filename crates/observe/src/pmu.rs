@@ -86,8 +86,10 @@
 //! a ring that overflows loses records (counted from PERF_RECORD_LOST). ARM SPE: a record names
 //! its thread through the CONTEXT packet, which the kernel writes only when built with
 //! `CONFIG_PID_IN_CONTEXTIDR` and the opener may see kernel data; without it, through the CPU's
-//! running thread at the record's time: the event asks for context-switch records
-//! (`PERF_RECORD_SWITCH_CPU_WIDE`, [`spe::Timeline`]) in perf's own clock, and the record's
+//! running thread at the record's time: a switch tracker beside each SPE event (a dummy event
+//! with `context_switch`, its records sent into the SPE event's ring, [`EventSpec::track_attr`],
+//! as perf arranges it) gives `PERF_RECORD_SWITCH_CPU_WIDE` ([`spe::Timeline`]) in perf's own
+//! clock, and the record's
 //! TIMESTAMP (the generic timer's count) is converted to that clock with the mmap page's
 //! `time_zero`/`time_mult`/`time_shift` ([`spe::TimeConv`]), as perf does. A record with neither
 //! (no timestamp, no conversion offered, no switch seen yet on its CPU since the sampler opened:
@@ -137,6 +139,8 @@ pub const PERF_TYPE_SOFTWARE: u32 = 1;
 pub const PERF_TYPE_RAW: u32 = 4;
 /// `PERF_COUNT_SW_PAGE_FAULTS`.
 pub const PERF_COUNT_SW_PAGE_FAULTS: u64 = 2;
+/// `PERF_COUNT_SW_DUMMY`: counts nothing; a carrier of side-band records.
+pub const PERF_COUNT_SW_DUMMY: u64 = 9;
 
 /// `PERF_SAMPLE_*` bits (`enum perf_event_sample_format`).
 pub mod sample_bits {
@@ -333,6 +337,8 @@ const fn ioc_number(dir: libc::c_ulong, ty: u8, nr: u8, size: usize) -> libc::c_
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = ioc_number(ioc::NONE, b'$', 0, 0);
 /// `PERF_EVENT_IOC_DISABLE` = `_IO('$', 1)`.
 const PERF_EVENT_IOC_DISABLE: libc::c_ulong = ioc_number(ioc::NONE, b'$', 1, 0);
+/// `PERF_EVENT_IOC_SET_OUTPUT` = `_IO('$', 5)`: the event's records go to the ring of the fd given.
+const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = ioc_number(ioc::NONE, b'$', 5, 0);
 /// `PERF_EVENT_IOC_PERIOD` = `_IOW('$', 4, __u64)`: a new sample period, given by pointer. It takes
 /// effect at once since Linux 3.7 on ARM and 4.7 on the other architectures, before that at the
 /// next overflow (perf_event_open(2)); s390's sampling facility honours it since 5.4.
@@ -382,6 +388,11 @@ pub struct EventSpec {
     /// [`Sampler::open_per_cpu`] opens on the others' intersection with these and reports the rest
     /// ([`Sampler::skipped`]).
     pub cpus: Option<Vec<u32>>,
+    /// Whether each ring also carries the CPU's context switches, from a switch tracker beside the
+    /// event ([`EventSpec::track_attr`]), and the event keeps perf's own clock (no `use_clockid`)
+    /// so its times and theirs compare: SPE's, which attributes records by time
+    /// ([`spe::Timeline`]).
+    pub track_switches: bool,
 }
 
 /// Default sample period of PMU load sampling (Intel PEBS `mem-loads`), loads per sample: loads
@@ -501,6 +512,7 @@ impl EventSpec {
             period: SPE_PERIOD,
             aux_config: None,
             cpus,
+            track_switches: true,
         })
     }
 
@@ -519,6 +531,7 @@ impl EventSpec {
             period: period.max(1),
             aux_config: None,
             cpus: None,
+            track_switches: false,
         }
     }
 
@@ -538,6 +551,7 @@ impl EventSpec {
             period: IBS_OP_PERIOD,
             aux_config: None,
             cpus: None,
+            track_switches: false,
         }
     }
 
@@ -563,15 +577,39 @@ impl EventSpec {
         }
     }
 
-    /// CLOCK_MONOTONIC time stamps for every source but SPE, which keeps perf's own clock and asks
-    /// for context-switch records instead: its records' timer counts convert to perf's clock
-    /// (sched_clock on arm64, [`spe::TimeConv`]), not to CLOCK_MONOTONIC, and the switches'
-    /// times must be in that clock to say which thread ran when ([`spe::Timeline`]).
+    /// CLOCK_MONOTONIC time stamps, except where the ring tracks switches
+    /// ([`EventSpec::track_switches`], SPE): then perf's own clock, since SPE's timer counts
+    /// convert to it (sched_clock on arm64, [`spe::TimeConv`]), not to CLOCK_MONOTONIC, and the
+    /// switches' times must be in that clock to say which thread ran when ([`spe::Timeline`]);
+    /// the tracker's output can only go to a ring of an event of the same clock
+    /// (`kernel/events/core.c` `perf_event_set_output`: EINVAL when the clocks differ).
     fn clock_flags(&self) -> u64 {
-        match self.kind {
-            SourceKind::ArmSpe => FLAG_CONTEXT_SWITCH,
-            _ => FLAG_USE_CLOCKID,
+        if self.track_switches {
+            0
+        } else {
+            FLAG_USE_CLOCKID
         }
+    }
+
+    /// The switch tracker of a spec that tracks switches: a software dummy event
+    /// (`PERF_COUNT_SW_DUMMY`, counting nothing) with `context_switch` and the `sample_id` of
+    /// TID, TIME and CPU, perf's clock, enabled with the sampler, whose records go to the
+    /// event's ring (`PERF_EVENT_IOC_SET_OUTPUT`). It is perf's own arrangement for SPE
+    /// (`tools/perf/arch/arm64/util/arm-spe.c` `arm_spe_setup_tracking_event`: a `dummy:u`
+    /// event with `context_switch` beside the AUX event). Switches go to a separate event, not
+    /// to the SPE event itself, because each drain stops the SPE event
+    /// ([`Sampler::drain`]) and a stopped event is sent no switch records: a switch in that
+    /// window would go unseen and the next records be given to the thread before it.
+    pub fn track_attr(&self) -> Option<PerfEventAttr> {
+        self.track_switches.then(|| PerfEventAttr {
+            type_: PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: PERF_COUNT_SW_DUMMY,
+            sample_period: 1,
+            sample_type: sample_bits::TID | sample_bits::TIME | sample_bits::CPU,
+            flags: FLAG_DISABLED | FLAG_EXCLUDE_KERNEL | FLAG_EXCLUDE_HV | FLAG_SAMPLE_ID_ALL | FLAG_CONTEXT_SWITCH,
+            ..PerfEventAttr::default()
+        })
     }
 
     /// The attr to pass to `perf_event_open`: disabled until [`Sampler::enable`], CLOCK_MONOTONIC
@@ -589,7 +627,7 @@ impl EventSpec {
                 | FLAG_SAMPLE_ID_ALL
                 | self.clock_flags()
                 | (u64::from(self.precise_ip.min(3)) << PRECISE_IP_SHIFT),
-            clockid: if self.kind == SourceKind::ArmSpe { 0 } else { libc::CLOCK_MONOTONIC },
+            clockid: if self.track_switches { 0 } else { libc::CLOCK_MONOTONIC },
             config1: self.config1,
             config2: self.config2,
             aux_watermark: if self.kind == SourceKind::ArmSpe { SPE_AUX_WATERMARK } else { 0 },
@@ -731,6 +769,7 @@ fn intel_mem_loads(dir: &Path, pmu: &str, desc: &str) -> Result<Option<EventSpec
         period: PMU_PERIOD,
         aux_config,
         cpus,
+        track_switches: false,
     }))
 }
 
@@ -1093,6 +1132,9 @@ pub struct DrainStats {
     pub throttles: u64,
     /// Other records skipped (UNTHROTTLE, COMM, ITRACE_START, ...).
     pub other: u64,
+    /// Context-switch records (`PERF_RECORD_SWITCH_CPU_WIDE`, from a switch tracker,
+    /// [`EventSpec::track_switches`]).
+    pub switches: u64,
     /// AUX bytes the kernel reported written ([`PERF_RECORD_AUX`] sizes; SPE).
     pub aux_bytes: u64,
     /// [`PERF_RECORD_AUX`] records with [`aux_flags::TRUNCATED`]: the AUX area was full and
@@ -1155,6 +1197,7 @@ pub fn parse_records(sample_type: u64, mut buf: &[u8], out: &mut Vec<RawSample>)
                 st.lost += body.get(0..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8")));
             }
             PERF_RECORD_THROTTLE => st.throttles += 1,
+            spe::PERF_RECORD_SWITCH_CPU_WIDE => st.switches += 1,
             PERF_RECORD_AUX => {
                 // struct { u64 aux_offset; u64 aux_size; u64 flags; sample_id }
                 let word = |at: usize| body.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8")));
@@ -1225,6 +1268,8 @@ struct Ring {
     aux_area: Option<(*mut u8, usize)>,
     /// SPE: the CPU's running thread over time, from the ring's context-switch records.
     timeline: spe::Timeline,
+    /// The switch tracker writing into this ring ([`EventSpec::track_attr`]).
+    track_fd: Option<libc::c_int>,
 }
 
 // SAFETY: the ring is only touched through &mut self (drain) or read-only ioctls; the mapping is
@@ -1243,6 +1288,9 @@ impl Drop for Ring {
             libc::close(self.fd);
             if let Some(aux) = self.aux_fd {
                 libc::close(aux);
+            }
+            if let Some(track) = self.track_fd {
+                libc::close(track);
             }
         }
     }
@@ -1315,6 +1363,7 @@ impl Ring {
             data_size: page * data_pages,
             aux_area: None,
             timeline: spe::Timeline::default(),
+            track_fd: None,
         };
         if spec.kind == SourceKind::ArmSpe {
             // The AUX area: its offset (after the ring) and size in the mmap page, then mapped
@@ -1347,6 +1396,20 @@ impl Ring {
                 });
             }
             ring.aux_area = Some((aux.cast(), aux_len));
+        }
+        if let Some(track) = spec.track_attr() {
+            let tfd = perf_event_open(&track, pid, cpu, -1).map_err(|e| SignalError::Sys {
+                what: format!("perf_event_open(switch tracker of {}, pid {pid}, cpu {cpu})", spec.name),
+                source: e,
+            })?;
+            ring.track_fd = Some(tfd);
+            // SAFETY: a perf ioctl whose argument is our other perf fd.
+            if unsafe { libc::ioctl(tfd, PERF_EVENT_IOC_SET_OUTPUT as _, ring.fd) } < 0 {
+                return Err(SignalError::Sys {
+                    what: format!("PERF_EVENT_IOC_SET_OUTPUT (switch tracker into the {} ring, cpu {cpu})", spec.name),
+                    source: io::Error::last_os_error(),
+                });
+            }
         }
         Ok(ring)
     }
@@ -1424,14 +1487,27 @@ impl Ring {
     /// A perf ioctl without argument on both events: ENABLE or DISABLE. A group member counts only
     /// while its leader is enabled too, so both are switched (the sampler first on enable, last
     /// on disable, so the leader is never on without it).
+    /// The switch tracker, if any, is switched with them.
     fn ioctl(&self, req: libc::c_ulong) -> io::Result<()> {
-        let order: [Option<libc::c_int>; 2] =
-            if req == PERF_EVENT_IOC_DISABLE { [self.aux_fd, Some(self.fd)] } else { [Some(self.fd), self.aux_fd] };
+        let order: [Option<libc::c_int>; 3] = if req == PERF_EVENT_IOC_DISABLE {
+            [self.aux_fd, Some(self.fd), self.track_fd]
+        } else {
+            [self.track_fd, Some(self.fd), self.aux_fd]
+        };
         for fd in order.into_iter().flatten() {
             // SAFETY: a perf ioctl without argument on our fd.
             if unsafe { libc::ioctl(fd, req as _, 0) } < 0 {
                 return Err(io::Error::last_os_error());
             }
+        }
+        Ok(())
+    }
+
+    /// The sampling event alone: what a drain stops and restarts (the switch tracker runs on).
+    fn ioctl_sampler(&self, req: libc::c_ulong) -> io::Result<()> {
+        // SAFETY: a perf ioctl without argument on our fd.
+        if unsafe { libc::ioctl(self.fd, req as _, 0) } < 0 {
+            return Err(io::Error::last_os_error());
         }
         Ok(())
     }
@@ -1690,6 +1766,14 @@ impl Sampler {
         Ok(())
     }
 
+    /// The thread (pid, tid) the last context switch seen on `cpu` went to, by the switch tracker's
+    /// records as of the last drain ([`EventSpec::track_switches`]); `None` without a tracker,
+    /// before any switch, or when the idle task runs.
+    pub fn running_on(&self, cpu: u32) -> Option<(u32, u32)> {
+        let i = self.cpus.iter().position(|&c| c == cpu)?;
+        self.rings.get(i)?.timeline.running_at(u64::MAX)
+    }
+
     /// The period every event samples at now (the spec's until [`Sampler::set_period`]).
     pub fn period(&self) -> u64 {
         self.period
@@ -1711,7 +1795,7 @@ impl Sampler {
                 // Stopping the event ends its AUX session (`arm_spe_pmu_stop` ->
                 // `arm_spe_perf_aux_output_end` -> `perf_aux_output_end`): aux_head then covers
                 // every record written, not only those up to the last watermark.
-                r.ioctl(PERF_EVENT_IOC_DISABLE)
+                r.ioctl_sampler(PERF_EVENT_IOC_DISABLE)
                     .map_err(|e| sys("PERF_EVENT_IOC_DISABLE before reading the AUX area", e))?;
             }
             r.drain_into(&mut self.scratch);
@@ -1733,7 +1817,7 @@ impl Sampler {
                 if enabled {
                     // Restarted, which also undoes the kernel's own disable when the area filled
                     // (aux_flags::TRUNCATED): the area is drained, so it samples again.
-                    r.ioctl(PERF_EVENT_IOC_ENABLE)
+                    r.ioctl_sampler(PERF_EVENT_IOC_ENABLE)
                         .map_err(|e| sys("PERF_EVENT_IOC_ENABLE after reading the AUX area", e))?;
                 }
                 total.aux_bytes += st.aux_bytes;
@@ -1747,6 +1831,7 @@ impl Sampler {
                 total.lost += st.lost;
                 total.throttles += st.throttles;
                 total.other += st.other;
+                total.switches += st.switches;
                 // The AUX area's fill: what the sampling period governs (the ring holds switch
                 // records, whose number no period changes).
                 let mut fill = self.aux_scratch.len() as f64 / r.aux_len().max(1) as f64;
@@ -1764,6 +1849,11 @@ impl Sampler {
             total.lost += st.lost;
             total.throttles += st.throttles;
             total.other += st.other;
+            total.switches += st.switches;
+            if self.spec.track_switches {
+                spe::follow_switches(&mut r.timeline, &self.scratch, st.lost);
+                r.timeline.keep_from(u64::MAX);
+            }
             let mut fill = self.scratch.len() as f64 / r.data_size.max(1) as f64;
             if st.lost > 0 {
                 fill = fill.max(1.0) * (st.samples + st.lost) as f64 / st.samples.max(1) as f64;

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use numapilot_observe::pmu::{aggregate, detect, Detection, EventSpec, RawSample, Sampler, SourceKind};
+use numapilot_observe::pmu::{
+    aggregate, detect, Detection, EventSpec, RawSample, Sampler, SourceKind, PERF_COUNT_SW_DUMMY,
+};
 use numapilot_observe::reader::monotonic_ns;
 
 /// Held by the test that forks and the one that counts this process's page faults: a fork
@@ -360,7 +362,13 @@ fn neoverse_n1_spe_asks_for_loads_and_stores_with_addresses_and_timestamps() {
     const USE_CLOCKID: u64 = 1 << 25;
     const CONTEXT_SWITCH: u64 = 1 << 26;
     assert_eq!(a.flags & USE_CLOCKID, 0, "perf's clock, which the timer counts convert to");
-    assert_ne!(a.flags & CONTEXT_SWITCH, 0, "switch records say which thread ran when");
+    assert!(spec.track_switches);
+    let t = spec.track_attr().expect("a switch tracker");
+    assert_eq!((t.type_, t.config), (1, PERF_COUNT_SW_DUMMY), "a software dummy event");
+    assert_ne!(t.flags & CONTEXT_SWITCH, 0, "switch records say which thread ran when");
+    assert_eq!(t.flags & USE_CLOCKID, 0, "the same clock as the SPE event, or SET_OUTPUT refuses it");
+    assert_eq!(t.sample_type, SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU);
+    assert_eq!(a.flags & CONTEXT_SWITCH, 0, "the SPE event is stopped at each drain; the tracker is not");
     assert!(spec.aux_attr().is_none());
 }
 
@@ -427,9 +435,6 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// `PERF_COUNT_SW_DUMMY`: a software event that counts nothing, a leader for the group test.
-const PERF_COUNT_SW_DUMMY: u64 = 9;
-
 /// The group path on this kernel, with software events standing in for `mem-loads-aux` and
 /// `mem-loads` (no PMU here): a counting leader opened first, the sampling event in its group.
 /// The member counts only while the leader is enabled, so samples arrive only because
@@ -447,6 +452,41 @@ fn a_sampling_event_behind_a_counting_leader_samples_and_takes_the_period() {
     sampler.set_period(8).unwrap();
     let stretched = faults_sampled(&mut sampler, 64);
     assert!((7..=9).contains(&stretched), "period 8: one fault in 8 of 64, got {stretched}");
+}
+
+/// The switch tracker on this kernel: a dummy event with `context_switch` opened beside a
+/// per-CPU event (the page-fault one, in perf's clock as SPE's is) and redirected into its ring
+/// with PERF_EVENT_IOC_SET_OUTPUT; this thread, pinned to CPU 0, sleeps (switching out and back
+/// in) and drains while it runs there: the ring holds the switch records and the last one on
+/// CPU 0 names this process and thread, as `read_switches` reads the kernel's layout.
+#[test]
+fn the_switch_tracker_names_the_thread_running_on_a_cpu() {
+    let mut spec = EventSpec::page_faults(1);
+    spec.track_switches = true;
+    let mut sampler = Sampler::open_per_cpu(&spec, [0]).unwrap();
+    sampler.enable().unwrap();
+    // SAFETY: cpu_set_t is plain data; sched_{get,set}affinity on this thread with its size.
+    let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old);
+        let mut zero: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut zero);
+        assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &zero), 0);
+    }
+    for _ in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let mut raw = Vec::new();
+    let st = sampler.drain(&mut raw).unwrap();
+    let running = sampler.running_on(0);
+    // SAFETY: as above.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &old) };
+    let me = std::process::id();
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    assert!(st.switches >= 2, "{st:?}");
+    assert_eq!(running, Some((me, tid)), "{st:?}");
+    assert_eq!(sampler.running_on(1), None, "no event there");
 }
 
 /// CPUs the PMU does not cover are left out and reported; the others open (per CPU, all
