@@ -98,10 +98,13 @@
 //! the [`RING_BYTES`] ring (40 bytes each: a CPU switching more than about 3,000 times a second
 //! fills it within a one-second drain); when the ring loses records the CPU's timeline is
 //! dropped, so no record is attributed to a thread that may not have run, until the next switch
-//! (the loss counted in [`DrainStats::lost`]). The attribution by time
-//! is checked here with built records only (no SPE on the development hosts). SPE's cache level comes from the
+//! (the loss counted in [`DrainStats::lost`]). The switch tracker is checked on this kernel (its
+//! records reach the ring and name the running thread); the timestamp conversion only with built
+//! numbers, since this development VM's kernel publishes no `time_zero` (a paravirtual
+//! sched_clock: x86 `arch_perf_update_userpage` leaves `cap_user_time_zero` clear), and SPE
+//! itself with built records only. SPE's cache level comes from the
 //! architected events, not the IMPDEF data source ([`spe`] Limits); its records' timestamps are
-//! not converted: a sample carries the time of the drain that read it, and every drain stops and
+//! not converted to CLOCK_MONOTONIC: a sample carries the time of the drain that read it, and every drain stops and
 //! restarts each SPE event so that the kernel publishes all records written so far (at most one
 //! drain interval old; without the restart only those up to the last [`SPE_AUX_WATERMARK`]). An AUX area that fills is truncated by the
 //! kernel, which stops the event; the next drain enables it again, the loss counted
@@ -1766,12 +1769,12 @@ impl Sampler {
         Ok(())
     }
 
-    /// The thread (pid, tid) the last context switch seen on `cpu` went to, by the switch tracker's
-    /// records as of the last drain ([`EventSpec::track_switches`]); `None` without a tracker,
-    /// before any switch, or when the idle task runs.
-    pub fn running_on(&self, cpu: u32) -> Option<(u32, u32)> {
+    /// The last context switch seen on `cpu` by the switch tracker's records as of the last drain
+    /// ([`EventSpec::track_switches`]): its perf-clock time and the (pid, tid) it went to (0, 0
+    /// for the idle task); `None` without a tracker or before any switch.
+    pub fn last_switch(&self, cpu: u32) -> Option<(u64, u32, u32)> {
         let i = self.cpus.iter().position(|&c| c == cpu)?;
-        self.rings.get(i)?.timeline.running_at(u64::MAX)
+        self.rings.get(i)?.timeline.last()
     }
 
     /// The period every event samples at now (the spec's until [`Sampler::set_period`]).

@@ -478,15 +478,15 @@ fn the_switch_tracker_names_the_thread_running_on_a_cpu() {
     }
     let mut raw = Vec::new();
     let st = sampler.drain(&mut raw).unwrap();
-    let running = sampler.running_on(0);
+    let running = sampler.last_switch(0);
     // SAFETY: as above.
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &old) };
     let me = std::process::id();
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() } as u32;
     assert!(st.switches >= 2, "{st:?}");
-    assert_eq!(running, Some((me, tid)), "{st:?}");
-    assert_eq!(sampler.running_on(1), None, "no event there");
+    assert_eq!(running.map(|(_, p, t)| (p, t)), Some((me, tid)), "{st:?}");
+    assert_eq!(sampler.last_switch(1), None, "no event there");
 }
 
 /// CPUs the PMU does not cover are left out and reported; the others open (per CPU, all

@@ -584,6 +584,11 @@ impl Timeline {
         (tid != 0).then_some((pid, tid))
     }
 
+    /// The latest switch: (perf time, pid, tid).
+    pub fn last(&self) -> Option<(u64, u32, u32)> {
+        self.switches.last().copied()
+    }
+
     /// Forgets every switch but the last one at or before `time` (what runs from then on).
     pub fn keep_from(&mut self, time: u64) {
         let at = self.switches.partition_point(|&(t, _, _)| t <= time);
