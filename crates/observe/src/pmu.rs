@@ -86,30 +86,30 @@
 //! a ring that overflows loses records (counted from PERF_RECORD_LOST). ARM SPE: a record names
 //! its thread through the CONTEXT packet, which the kernel writes only when built with
 //! `CONFIG_PID_IN_CONTEXTIDR` and the opener may see kernel data; without it, through the CPU's
-//! running thread at the record's time: a switch tracker beside each SPE event (a dummy event
-//! with `context_switch`, its records sent into the SPE event's ring, [`EventSpec::track_attr`],
-//! as perf arranges it) gives `PERF_RECORD_SWITCH_CPU_WIDE` ([`spe::Timeline`]) in perf's own
-//! clock, and the record's
-//! TIMESTAMP (the generic timer's count) is converted to that clock with the mmap page's
-//! `time_zero`/`time_mult`/`time_shift` ([`spe::TimeConv`]), as perf does. A record with neither
-//! (no timestamp, no conversion offered, no switch seen yet on its CPU since the sampler opened:
-//! a thread that has run since before then without a switch) is unattributed, dropped and counted
-//! ([`DrainStats::unattributed`], [`Sampler::no_accesses`] says why). The switch records share
-//! the [`RING_BYTES`] ring (40 bytes each: a CPU switching more than about 3,000 times a second
-//! fills it within a one-second drain); when the ring loses records the CPU's timeline is
+//! running thread at the record's time: a switch tracker beside each SPE event (a dummy event with
+//! `context_switch`, its records sent into the SPE event's ring, [`EventSpec::track_attr`], as perf
+//! arranges it) gives `PERF_RECORD_SWITCH_CPU_WIDE` ([`spe::Timeline`]) in perf's own clock, and
+//! the record's TIMESTAMP (the generic timer's count) is converted to that clock with the mmap
+//! page's `time_zero`/`time_mult`/`time_shift` ([`spe::TimeConv`]), as perf does. A record with
+//! neither (no timestamp, no conversion offered, no switch seen yet on its CPU since the sampler
+//! opened: a thread that has run since before then without a switch) is unattributed, dropped and
+//! counted ([`DrainStats::unattributed`], [`Sampler::no_accesses`] says why). The switch records
+//! share the [`RING_BYTES`] ring (40 bytes each: a CPU switching more than about 3,000 times a
+//! second fills it within a one-second drain); when the ring loses records the CPU's timeline is
 //! dropped, so no record is attributed to a thread that may not have run, until the next switch
 //! (the loss counted in [`DrainStats::lost`]). The switch tracker is checked on this kernel (its
 //! records reach the ring and name the running thread); the timestamp conversion only with built
-//! numbers, since this development VM's kernel publishes no `time_zero` (a paravirtual
-//! sched_clock: x86 `arch_perf_update_userpage` leaves `cap_user_time_zero` clear), and SPE
-//! itself with built records only. SPE's cache level comes from the
-//! architected events, not the IMPDEF data source ([`spe`] Limits); its records' timestamps are
-//! not converted to CLOCK_MONOTONIC: a sample carries the time of the drain that read it, and every drain stops and
-//! restarts each SPE event so that the kernel publishes all records written so far (at most one
-//! drain interval old; without the restart only those up to the last [`SPE_AUX_WATERMARK`]). An AUX area that fills is truncated by the
-//! kernel, which stops the event; the next drain enables it again, the loss counted
+//! numbers, since this development VM's kernel publishes no `time_zero` (a paravirtual sched_clock:
+//! x86 `arch_perf_update_userpage` leaves `cap_user_time_zero` clear), and SPE itself with built
+//! records only. SPE's cache level comes from the architected events, not the IMPDEF data source
+//! ([`spe`] Limits); its records' timestamps are not converted to CLOCK_MONOTONIC: a sample carries
+//! the time of the drain that read it, and every drain stops and restarts each SPE event so that
+//! the kernel publishes all records written so far (at most one drain interval old; without the
+//! restart only those up to the last [`SPE_AUX_WATERMARK`]). An AUX area that fills is truncated by
+//! the kernel, which stops the event; the next drain enables it again, the loss counted
 //! ([`DrainStats::aux_truncated`]) and the fill taken as full. The daemon's metrics count SPE
-//! records as samples and the unattributed ones among the dropped, the AUX flags not apart. The aggregation counts every kept sample as one access: `WEIGHT` and the `DATA_SRC`
+//! records as samples and the unattributed ones among the dropped, the AUX flags not apart. The
+//! aggregation counts every kept sample as one access: `WEIGHT` and the `DATA_SRC`
 //! locality are read but not weighed, which is why the cache levels that say nothing about a
 //! thread's node are filtered out instead ([`PEBS_LDLAT`], [`is_memory_access`]). IBS op samples
 //! every op, so most of its records are dropped (no load or store, or an L1/L2 hit) yet still fill
