@@ -165,12 +165,19 @@ pub struct SamplerStatus {
     /// Of those, discarded because their IBS RAW payload was not the op's registers (a kernel
     /// writing a layout numapilot does not decode).
     pub undecodable: u64,
+    /// Of those, discarded because they named no thread still running (ARM SPE records without
+    /// a CONTEXT packet before any context switch on their CPU, or of a thread that has exited).
+    #[serde(default)]
+    pub no_thread: u64,
     /// Of those, kept but on no node (the page not resident, or of no node numapilot knows).
     pub unplaced: u64,
     /// Samples the kernel lost (a ring full, or dropped by the PMU driver): not in `samples`.
     pub lost: u64,
     /// Times the kernel throttled the sampler for sampling too fast.
     pub throttles: u64,
+    /// Times the sampler's AUX area (ARM SPE) was full and records were lost.
+    #[serde(default)]
+    pub truncations: u64,
     /// Times the sampler was opened again on other CPUs (CPU hotplug).
     pub reopens: u64,
 }
@@ -178,7 +185,7 @@ pub struct SamplerStatus {
 impl SamplerStatus {
     /// Samples that reached the model: read, not discarded, on a node.
     pub fn used(&self) -> u64 {
-        self.samples.saturating_sub(self.not_accesses + self.undecodable + self.unplaced)
+        self.samples.saturating_sub(self.not_accesses + self.undecodable + self.no_thread + self.unplaced)
     }
 }
 
@@ -483,6 +490,7 @@ impl Status {
         for (n, what) in [
             (a.not_accesses, "no memory access worth placing"),
             (a.undecodable, "undecodable"),
+            (a.no_thread, "of no thread still running"),
             (a.unplaced, "on no node"),
         ] {
             if n > 0 {
@@ -495,6 +503,9 @@ impl Status {
         }
         if a.throttles > 0 {
             kernel.push(format!("throttled {}", plural(a.throttles, "time")));
+        }
+        if a.truncations > 0 {
+            kernel.push(format!("its AUX area full {}", plural(a.truncations, "time")));
         }
         if a.reopens > 0 {
             kernel.push(format!("opened again {} (CPU hotplug)", plural(a.reopens, "time")));

@@ -570,8 +570,12 @@ pub fn render(s: &Status) -> String {
         "counter",
         "Of the access samples read, those not passed to the model, by reason (disjoint).",
     );
-    for (reason, v) in [("not-memory-access", a.not_accesses), ("undecodable", a.undecodable), ("no-node", a.unplaced)]
-    {
+    for (reason, v) in [
+        ("not-memory-access", a.not_accesses),
+        ("undecodable", a.undecodable),
+        ("no-thread", a.no_thread),
+        ("no-node", a.unplaced),
+    ] {
         o.sample("numapilot_access_samples_discarded_total", &[("reason", reason)], v as f64);
     }
     o.one(
@@ -579,6 +583,12 @@ pub fn render(s: &Status) -> String {
         "counter",
         "Access samples the kernel lost (a ring full, or dropped by the PMU driver).",
         a.lost as f64,
+    );
+    o.one(
+        "numapilot_access_sampler_aux_truncations_total",
+        "counter",
+        "Times the access sampler's AUX area (ARM SPE) was full and records were lost.",
+        a.truncations as f64,
     );
     o.one(
         "numapilot_access_sampler_throttles_total",

@@ -217,6 +217,11 @@ pub struct SignalStats {
     /// Of `dropped`, samples whose IBS RAW payload was not the op's registers
     /// (`pmu::DrainStats::malformed`): a kernel writing another layout.
     pub malformed: u64,
+    /// Of `dropped`, SPE records of a memory access that named no thread still running
+    /// (`pmu::DrainStats::unattributed`).
+    pub unattributed: u64,
+    /// Times the AUX area (SPE) was full and records were lost (`pmu::DrainStats::aux_truncated`).
+    pub aux_truncated: u64,
     /// Times the kernel throttled the sampler for sampling too fast (PERF_RECORD_THROTTLE).
     pub throttles: u64,
     /// Samples that could not be placed on a node.
@@ -238,6 +243,8 @@ impl SignalStats {
         self.lost += st.lost;
         self.dropped += st.dropped;
         self.malformed += st.malformed;
+        self.unattributed += st.unattributed;
+        self.aux_truncated += st.aux_truncated;
         self.throttles += st.throttles;
     }
 }

@@ -45,9 +45,11 @@ fn status() -> Status {
             samples: 5000,
             not_accesses: 3000,
             undecodable: 2,
+            no_thread: 4,
             unplaced: 10,
             lost: 64,
             throttles: 1,
+            truncations: 3,
             reopens: 0,
         }),
         signal_source_failures: 1,
@@ -148,6 +150,8 @@ fn scrape_over_tcp() {
         "numapilot_access_samples_discarded_total{reason=\"not-memory-access\"} 3000",
         "numapilot_access_samples_discarded_total{reason=\"undecodable\"} 2",
         "numapilot_access_samples_discarded_total{reason=\"no-node\"} 10",
+        "numapilot_access_samples_discarded_total{reason=\"no-thread\"} 4",
+        "numapilot_access_sampler_aux_truncations_total 3",
         "numapilot_access_samples_lost_total 64",
         "numapilot_access_sampler_throttles_total 1",
         "numapilot_signal_source_failures_total 1",
@@ -275,9 +279,9 @@ fn status_and_metrics_say_what_became_of_the_access_samples() {
     let text = s.render();
     assert!(
         text.contains(
-            "access sampling: ibs_op/cnt_ctl=1/ (the PMU's memory-access samples): 5000 samples read, 1988 used \
-             (3000 no memory access worth placing, 2 undecodable, 10 on no node); 64 samples lost by the kernel, \
-             throttled 1 time\n"
+            "access sampling: ibs_op/cnt_ctl=1/ (the PMU's memory-access samples): 5000 samples read, 1984 used \
+             (3000 no memory access worth placing, 2 undecodable, 4 of no thread still running, 10 on no node); \
+             64 samples lost by the kernel, throttled 1 time, its AUX area full 3 times\n"
         ),
         "{text}"
     );
