@@ -1161,6 +1161,24 @@ pub struct DrainStats {
     pub max_fill: f64,
 }
 
+impl DrainStats {
+    /// Adds `st`'s counts to these (every field but `max_fill`, which the caller takes the larger of).
+    fn add_counts(&mut self, st: &DrainStats) {
+        self.samples += st.samples;
+        self.dropped += st.dropped;
+        self.malformed += st.malformed;
+        self.lost += st.lost;
+        self.throttles += st.throttles;
+        self.other += st.other;
+        self.switches += st.switches;
+        self.aux_bytes += st.aux_bytes;
+        self.aux_truncated += st.aux_truncated;
+        self.aux_partial += st.aux_partial;
+        self.aux_collisions += st.aux_collisions;
+        self.unattributed += st.unattributed;
+    }
+}
+
 /// Parses a run of records (header + body each, as in the ring) into `out`: the samples
 /// [`is_memory_access`] keeps; the others are counted in [`DrainStats::dropped`], those with a RAW
 /// payload that is not the IBS op registers in [`DrainStats::malformed`] too. Non-sample
@@ -1823,18 +1841,7 @@ impl Sampler {
                     r.ioctl_sampler(PERF_EVENT_IOC_ENABLE)
                         .map_err(|e| sys("PERF_EVENT_IOC_ENABLE after reading the AUX area", e))?;
                 }
-                total.aux_bytes += st.aux_bytes;
-                total.aux_truncated += st.aux_truncated;
-                total.aux_partial += st.aux_partial;
-                total.aux_collisions += st.aux_collisions;
-                total.unattributed += st.unattributed;
-                total.samples += st.samples;
-                total.dropped += st.dropped;
-                total.malformed += st.malformed;
-                total.lost += st.lost;
-                total.throttles += st.throttles;
-                total.other += st.other;
-                total.switches += st.switches;
+                total.add_counts(&st);
                 // The AUX area's fill: what the sampling period governs (the ring holds switch
                 // records, whose number no period changes).
                 let mut fill = self.aux_scratch.len() as f64 / r.aux_len().max(1) as f64;
@@ -1846,13 +1853,7 @@ impl Sampler {
                 total.max_fill = total.max_fill.max(fill);
                 continue;
             }
-            total.samples += st.samples;
-            total.dropped += st.dropped;
-            total.malformed += st.malformed;
-            total.lost += st.lost;
-            total.throttles += st.throttles;
-            total.other += st.other;
-            total.switches += st.switches;
+            total.add_counts(&st);
             if self.spec.track_switches {
                 spe::follow_switches(&mut r.timeline, &self.scratch, st.lost);
                 r.timeline.keep_from(u64::MAX);
