@@ -648,10 +648,11 @@ pub fn markdown(e: &Evidence, command: &str) -> String {
     );
     let _ = writeln!(
         o,
-        "Simulator-only signals: numapilot here reads emulated precise access samples (PEBS/IBS-like), \
-         thread-to-thread communication pairs and memory-controller bandwidth, which the live reader does \
-         not fill yet; the sampling's cost is charged to the sampled threads as stall time (`SimHost`), as \
-         AutoNUMA's hinting faults are.\n"
+        "Signals: numapilot here reads emulated precise access samples (PEBS/IBS-like; the live daemon \
+         reads them only where the host's PMU offers PEBS, IBS or SPE), thread-to-thread communication pairs \
+         (the live daemon's: socket pairs, and wake-ups with eBPF) and memory-controller bandwidth, which the \
+         live reader does not fill yet; the sampling's cost is charged to the sampled threads as stall time \
+         (`SimHost`), as AutoNUMA's hinting faults are.\n"
     );
     let _ = writeln!(
         o,
