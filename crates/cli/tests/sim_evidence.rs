@@ -89,7 +89,7 @@ fn quick_evidence_prints_every_table_and_a_verdict_per_target() {
         format!("**{pass} of {judged} targets pass.**")
     };
     assert!(text.contains(&line), "{line}\n{text}");
-    // The real worker count is printed, and the simulator-only signals are named.
+    // The real worker count is printed, and the signals only the simulator fills are named.
     assert!(text.contains("wall on 3 threads"), "{text}");
     assert!(text.contains("memory-controller bandwidth, which the live reader does not fill yet"), "{text}");
     // Files: the same markdown, and JSON with every run.

@@ -39,7 +39,8 @@
 //! and bandwidth). numapilot's emulated PMU access samples cost their threads
 //! `host::PMU_SAMPLE_COST_NS` each (an estimate); numad, which reads /proc only, pays nothing.
 //! numapilot's access samples, communication pairs and controller bandwidth come from `SimHost`
-//! only: the live reader does not fill them yet.
+//! here; live, the daemon's signal sources fill the first two (PEBS/IBS/SPE where the PMU offers
+//! them, socket pairs and eBPF wake-ups) and nothing fills the controller bandwidth yet.
 
 use numapilot_policy::cadence::Backoff;
 /// The engine policies' tunables (re-exported for callers without a policy-crate dependency).
