@@ -258,7 +258,8 @@ fn two_processes_mapping_one_memfd_end_on_its_memory() {
 }
 
 /// The loners began on nodes 0 and 1 and neither talk nor share: they end apart (each runs on its own memory's node
-/// here), no reason groups them, and the daemon's model keeps them in groups of their own.
+/// here) unless the journal shows one crowded off its node for CPU (rule next-best-node), no reason groups them, and
+/// the daemon's model keeps them in groups of their own.
 #[test]
 fn processes_that_neither_talk_nor_share_are_not_put_together() {
     if !enabled("alone") {
@@ -295,8 +296,16 @@ fn processes_that_neither_talk_nor_share_are_not_put_together() {
             )
         })
         .collect();
+    // Together at the end only as the balancer's answer to a full node, said in the journal (rule next-best-node:
+    // the loner's own node had no CPU left for it once the plan's other units were placed, as in a fresh-clone
+    // CI of 43c7f42: "node 1 has 0.3 of 2.0 CPUs left for 0.5"), never for a reason that relates them.
+    let crowded_out = j.journal.iter().any(|r| {
+        r["pid"].as_u64().is_some_and(|p| p == u64::from(a) || p == u64::from(b))
+            && r["rule"] == "next-best-node"
+            && r["detail"].as_str().is_some_and(|d| d.contains("CPUs left for"))
+    });
     assert!(
-        ra.is_disjoint(&rb),
+        ra.is_disjoint(&rb) || crowded_out,
         "the loners ran on one node at the end: {a} on {ra:?}, {b} on {rb:?}; allowed nodes at the end {aa:?} and \
          {ab:?}; the daemon's actions on them ({}):\n{}",
         acted.len(),
