@@ -2211,19 +2211,8 @@ mod tests {
     /// (`include/uapi/linux/perf_event.h`, `enum perf_event_type`): header, then `{ u32 pid, tid; }`,
     /// `u64 time`, `u64 addr`, `{ u32 cpu, res; }`, `u64 weight`, `u64 data_src`, `u64 phys_addr`.
     fn mem_sample(tid: u32, addr: u64, data_src: u64, phys: u64) -> Vec<u8> {
-        let mut r = Vec::new();
-        r.extend(PERF_RECORD_SAMPLE.to_ne_bytes());
-        r.extend(0u16.to_ne_bytes()); // misc
-        r.extend(64u16.to_ne_bytes()); // size
-        r.extend(100u32.to_ne_bytes());
-        r.extend(tid.to_ne_bytes());
-        r.extend(5_000u64.to_ne_bytes());
-        r.extend(addr.to_ne_bytes());
-        r.extend(1u32.to_ne_bytes());
-        r.extend(0u32.to_ne_bytes());
-        r.extend(300u64.to_ne_bytes());
-        r.extend(data_src.to_ne_bytes());
-        r.extend(phys.to_ne_bytes());
+        // The IBS layout without its RAW field is this one.
+        let r = ibs_sample(tid, [addr, 300, data_src, phys], &[]);
         assert_eq!(r.len(), sample_record_bytes(MEM_SAMPLE_TYPE));
         r
     }
@@ -2342,6 +2331,7 @@ mod tests {
     /// One PERF_RECORD_SAMPLE of [`IBS_OP_SAMPLE_TYPE`]: header, `{ u32 pid, tid; }`, `u64 time`,
     /// `u64 addr`, `{ u32 cpu, res; }`, the RAW field, `u64 weight`, `u64 data_src`,
     /// `u64 phys_addr`; `kernel` is what the kernel wrote in addr, weight, data_src, phys_addr.
+    /// With `raw` empty, no RAW field: a record of [`MEM_SAMPLE_TYPE`].
     fn ibs_sample(tid: u32, kernel: [u64; 4], raw: &[u8]) -> Vec<u8> {
         let [addr, weight, data_src, phys] = kernel;
         let mut r = Vec::new();
@@ -2769,25 +2759,9 @@ mod tests {
                 // The fields of IBS_OP_SAMPLE_TYPE in perf_output_sample's order: TID, TIME, ADDR,
                 // CPU, RAW (u32 size, the bytes), WEIGHT, DATA_SRC, PHYS_ADDR.
                 let declared = if consistent { payload.len() as u32 } else { declared };
-                let mut body = Vec::new();
-                body.extend_from_slice(&7u32.to_ne_bytes()); // pid
-                body.extend_from_slice(&8u32.to_ne_bytes()); // tid
-                body.extend_from_slice(&1u64.to_ne_bytes()); // time
-                body.extend_from_slice(&0u64.to_ne_bytes()); // addr
-                body.extend_from_slice(&0u32.to_ne_bytes()); // cpu
-                body.extend_from_slice(&0u32.to_ne_bytes()); // res
-                body.extend_from_slice(&declared.to_ne_bytes()); // raw size
-                body.extend_from_slice(&payload);
-                body.extend_from_slice(&0u64.to_ne_bytes()); // weight
-                body.extend_from_slice(&0u64.to_ne_bytes()); // data_src
-                body.extend_from_slice(&0u64.to_ne_bytes()); // phys_addr
-                let mut rec = Vec::new();
-                rec.extend_from_slice(&PERF_RECORD_SAMPLE.to_ne_bytes());
-                rec.extend_from_slice(&0u16.to_ne_bytes());
-                let size = 8 + body.len();
-                prop_assume!(size <= usize::from(u16::MAX));
-                rec.extend_from_slice(&(size as u16).to_ne_bytes());
-                rec.extend_from_slice(&body);
+                let mut raw = declared.to_ne_bytes().to_vec();
+                raw.extend_from_slice(&payload);
+                let mut rec = super::ibs_sample(8, [0; 4], &raw);
                 let mut throttle = Vec::new();
                 throttle.extend_from_slice(&PERF_RECORD_THROTTLE.to_ne_bytes());
                 throttle.extend_from_slice(&0u16.to_ne_bytes());
