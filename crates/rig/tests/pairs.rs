@@ -258,8 +258,8 @@ fn two_processes_mapping_one_memfd_end_on_its_memory() {
 }
 
 /// The loners began on nodes 0 and 1 and neither talk nor share: they end apart (each runs on its own memory's node
-/// here) unless the journal shows one crowded off its node for CPU (rule next-best-node), no reason groups them, and
-/// the daemon's model keeps them in groups of their own.
+/// here, and they are not both bound to one node) unless the journal shows one crowded off its node for CPU (rule
+/// next-best-node), no reason groups them, and the daemon's model keeps them in groups of their own.
 #[test]
 fn processes_that_neither_talk_nor_share_are_not_put_together() {
     if !enabled("alone") {
@@ -311,7 +311,14 @@ fn processes_that_neither_talk_nor_share_are_not_put_together() {
         acted.len(),
         acted.join("\n")
     );
-    assert!(aa.len() > 1 || ab.len() > 1 || aa != ab, "both narrowed to one node: {aa:?}");
+    // Both narrowed to one node is the same answer to a full node (the crowded-out loner is bound where it went,
+    // beside the other on its own memory's node: fresh-clone CI of b52e066's successor, 2026-12-02, both {0}).
+    assert!(
+        aa.len() > 1 || ab.len() > 1 || aa != ab || crowded_out,
+        "both narrowed to one node: {aa:?}; the daemon's actions on them ({}):\n{}",
+        acted.len(),
+        acted.join("\n")
+    );
     let (lo, hi) = (a.min(b), a.max(b));
     for r in &j.journal {
         let d = r["detail"].as_str().unwrap_or("");
