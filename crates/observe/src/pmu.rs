@@ -1454,15 +1454,12 @@ impl Ring {
         start
     }
 
-    /// The timer-to-perf-clock conversion of the mmap page, read under its seqlock (`lock`,
-    /// byte 8: re-read while it changes, as `include/uapi/linux/perf_event.h` prescribes); `None`
-    /// unless `cap_user_time_zero` (capabilities bit 4) is set. Offsets: capabilities 40,
-    /// time_shift 50 (u16), time_mult 52 (u32), time_zero 64, time_cycles 80, time_mask 88
-    /// (with `cap_user_time_short`, bit 5; Linux 5.12+).
+    /// The timer-to-perf-clock conversion of the mmap page ([`spe::TimeConv::read`]: under its
+    /// seqlock, `None` without `cap_user_time_zero`).
     fn time_conv(&self) -> Option<spe::TimeConv> {
-        // SAFETY: the first page is the kernel's perf_event_mmap_page; every field read is inside
-        // it at its fixed offset and alignment.
-        let read = |at: usize, len: usize| -> u64 {
+        spe::TimeConv::read(|at, len| {
+            // SAFETY: the first page is the kernel's perf_event_mmap_page; every field read is
+            // inside it at its fixed offset and alignment (spe::mmap_page).
             unsafe {
                 match len {
                     2 => u64::from(std::ptr::read_volatile(self.base.add(at).cast::<u16>())),
@@ -1470,23 +1467,7 @@ impl Ring {
                     _ => std::ptr::read_volatile(self.base.add(at).cast::<u64>()),
                 }
             }
-        };
-        loop {
-            let seq = read(8, 4);
-            fence(Ordering::Acquire);
-            let caps = read(40, 8);
-            let conv = spe::TimeConv {
-                time_zero: read(64, 8),
-                time_mult: read(52, 4) as u32,
-                time_shift: read(50, 2) as u16,
-                time_cycles: if caps & (1 << 5) != 0 { read(80, 8) } else { 0 },
-                time_mask: if caps & (1 << 5) != 0 { read(88, 8) } else { 0 },
-            };
-            fence(Ordering::Acquire);
-            if read(8, 4) == seq {
-                return (caps & (1 << 4) != 0).then_some(conv);
-            }
-        }
+        })
     }
 
     /// The AUX area's length (0 without one).

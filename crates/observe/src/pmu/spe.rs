@@ -69,7 +69,18 @@
 //! caller to find ([`attribute`]). Records without a CONTEXT packet give `tid` 0, and
 //! [`attribute`] names the thread the CPU ran at the record's TIMESTAMP instead: the timer count
 //! converted to perf's clock ([`TimeConv`]) against the context switches the event reported
-//! ([`Timeline`]); a record before the first switch seen on its CPU stays unattributed. A sample's
+//! ([`Timeline`]); a record before the first switch seen on its CPU stays unattributed. The
+//! conversion is the `perf_event_mmap_page` comment's (`include/uapi/linux/perf_event.h`): with
+//! `cap_user_time_short` the count is first corrected to `time_cycles + ((cyc - time_cycles) &
+//! time_mask)`, then `time_zero + (cyc >> time_shift) * time_mult + (((cyc & (2^time_shift - 1)) *
+//! time_mult) >> time_shift)`; the page is read under its seqlock each drain and never while the
+//! kernel is writing it ([`TimeConv::read`]). The correction takes every count for one at or after
+//! `time_cycles` (arm64 writes sched_clock's last epoch there, `arch_perf_update_userpage`), as
+//! perf does: a record counted before it, which only a page rewritten between the record and
+//! the drain could give, would convert one counter wrap later and be given the CPU's last
+//! thread. The SPE driver itself never rewrites the page (`arm_spe_pmu.c` calls no
+//! `perf_event_update_userpage`); whether a generic path does between two drains was not
+//! established, so this is a known, unguarded limit. A sample's
 //! time is that of the drain that read it ([`attribute`]): the sampler stops and restarts each
 //! SPE event around every drain, which makes the kernel publish every record written so far, so
 //! a record is at most one drain interval older than its time.
@@ -544,7 +555,76 @@ pub struct TimeConv {
     pub time_mask: u64,
 }
 
+/// Byte offsets in `struct perf_event_mmap_page` (`include/uapi/linux/perf_event.h`) of the fields
+/// [`TimeConv::read`] reads, and the capability bits it tests: `lock` (u32) at 8 after `version`
+/// and `compat_version`; `capabilities` (u64) at 40 after `index`, `offset`, `time_enabled`,
+/// `time_running`; `pmc_width` (u16) at 48, `time_shift` (u16) 50, `time_mult` (u32) 52,
+/// `time_offset` 56, `time_zero` 64, `size` and `__reserved_1` (u32) 72 and 76, `time_cycles` 80,
+/// `time_mask` 88.
+pub mod mmap_page {
+    /// `lock`, u32: the seqlock `perf_event_update_userpage` (`kernel/events/core.c`) increments
+    /// before and after it writes the page, so it is odd while a write is under way.
+    pub const LOCK: usize = 8;
+    /// `capabilities`, u64.
+    pub const CAPABILITIES: usize = 40;
+    /// `time_shift`, u16.
+    pub const TIME_SHIFT: usize = 50;
+    /// `time_mult`, u32.
+    pub const TIME_MULT: usize = 52;
+    /// `time_zero`, u64.
+    pub const TIME_ZERO: usize = 64;
+    /// `time_cycles`, u64 (with `cap_user_time_short`).
+    pub const TIME_CYCLES: usize = 80;
+    /// `time_mask`, u64 (with `cap_user_time_short`).
+    pub const TIME_MASK: usize = 88;
+    /// `cap_user_time_zero`, capabilities bit 4 (bit 0 `cap_bit0`, 1 `cap_bit0_is_deprecated`,
+    /// 2 `cap_user_rdpmc`, 3 `cap_user_time`): `time_zero` is valid.
+    pub const CAP_USER_TIME_ZERO: u64 = 1 << 4;
+    /// `cap_user_time_short`, capabilities bit 5: `time_cycles` and `time_mask` are valid.
+    pub const CAP_USER_TIME_SHORT: u64 = 1 << 5;
+}
+
+/// Reads of the mmap page [`TimeConv::read`] makes before giving up on a page whose seqlock
+/// never settles. Default 10,000. Source: perf's own bound (`tools/perf/util/tsc.c`
+/// `perf_read_tsc_conversion`, "failed to get perf_event_mmap_page lock"). What it prevents: a
+/// drain spinning for ever on a page the kernel keeps rewriting; the kernel holds the lock odd
+/// only for the few stores of one update with preemption off, so a settled page is met at once.
+pub const TIME_CONV_TRIES: u32 = 10_000;
+
 impl TimeConv {
+    /// The conversion of an event's mmap page, read through `read(offset, bytes)` (2, 4 or 8
+    /// bytes at a [`mmap_page`] offset) under its seqlock: `lock` read, the fields, `lock` read
+    /// again; kept only when both reads agree and are even (`perf_event_update_userpage`
+    /// increments `lock` before and after writing, so an odd value means a write is under way
+    /// and the fields may be torn; perf's `perf_read_tsc_conversion` tests the same
+    /// `pc->lock == seq && !(seq & 1)`), else read again, at most [`TIME_CONV_TRIES`] times.
+    /// `None` when `cap_user_time_zero` is clear (the kernel offers no conversion: arm64 only
+    /// when sched_clock runs on the architected timer, `arch_perf_update_userpage`) or the lock
+    /// never settled. `time_cycles` and `time_mask` only with `cap_user_time_short`, else 0.
+    pub fn read(read: impl Fn(usize, usize) -> u64) -> Option<TimeConv> {
+        use mmap_page as m;
+        use std::sync::atomic::{fence, Ordering};
+        for _ in 0..TIME_CONV_TRIES {
+            let seq = read(m::LOCK, 4);
+            fence(Ordering::Acquire);
+            let caps = read(m::CAPABILITIES, 8);
+            let short = caps & m::CAP_USER_TIME_SHORT != 0;
+            let conv = TimeConv {
+                time_zero: read(m::TIME_ZERO, 8),
+                time_mult: read(m::TIME_MULT, 4) as u32,
+                time_shift: read(m::TIME_SHIFT, 2) as u16,
+                time_cycles: if short { read(m::TIME_CYCLES, 8) } else { 0 },
+                time_mask: if short { read(m::TIME_MASK, 8) } else { 0 },
+            };
+            fence(Ordering::Acquire);
+            if seq & 1 == 0 && read(m::LOCK, 4) == seq {
+                return (caps & m::CAP_USER_TIME_ZERO != 0).then_some(conv);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
     /// Perf-clock nanoseconds of counter value `cyc`.
     pub fn to_perf_ns(&self, cyc: u64) -> u64 {
         let mut cyc = cyc;
@@ -914,6 +994,74 @@ mod tests {
         let short = TimeConv { time_cycles: (1 << 56) - 10, time_mask: width, ..c };
         assert_eq!(short.to_perf_ns(5), c.to_perf_ns((1 << 56) + 5), "5 ticks after the wrap");
         assert_eq!(short.to_perf_ns((1 << 56) - 3), c.to_perf_ns((1 << 56) - 3));
+    }
+
+    /// A `struct perf_event_mmap_page` laid out from `include/uapi/linux/perf_event.h`, not from
+    /// [`mmap_page`]: u32 version, compat_version, lock (8), index; s64 offset (16); u64
+    /// time_enabled, time_running; u64 capabilities (40); u16 pmc_width (48), time_shift (50);
+    /// u32 time_mult (52); u64 time_offset (56), time_zero (64); u32 size, __reserved_1 (72);
+    /// u64 time_cycles (80), time_mask (88). Capabilities: bit 4 cap_user_time_zero, bit 5
+    /// cap_user_time_short.
+    fn user_page(lock: u32, caps: u64, mult: u32) -> Vec<u8> {
+        let mut p = vec![0u8; 1024];
+        let mut put = |at: usize, bytes: &[u8]| p[at..at + bytes.len()].copy_from_slice(bytes);
+        put(8, &lock.to_ne_bytes());
+        put(40, &caps.to_ne_bytes());
+        put(50, &24u16.to_ne_bytes());
+        put(52, &mult.to_ne_bytes());
+        put(64, &1_000u64.to_ne_bytes());
+        put(80, &77u64.to_ne_bytes());
+        put(88, &((1u64 << 56) - 1).to_ne_bytes());
+        p
+    }
+
+    fn field(p: &[u8], at: usize, len: usize) -> u64 {
+        let mut b = [0u8; 8];
+        b[..len].copy_from_slice(&p[at..at + len]);
+        u64::from_ne_bytes(b)
+    }
+
+    /// The page is taken only between two writes: `perf_event_update_userpage` increments `lock`
+    /// before and after writing it, so an odd lock is a write under way whose fields may be torn
+    /// (perf reads them only when `pc->lock == seq && !(seq & 1)`, `tools/perf/util/tsc.c`
+    /// `perf_read_tsc_conversion`); a lock that changes between the two reads means read again.
+    #[test]
+    fn the_mmap_page_is_read_only_between_two_kernel_writes() {
+        let settled = user_page(4, 1 << 4 | 1 << 5, 40 << 24);
+        let c = TimeConv::read(|at, len| field(&settled, at, len)).expect("a settled page with time_zero");
+        assert_eq!(
+            c,
+            TimeConv {
+                time_zero: 1_000,
+                time_mult: 40 << 24,
+                time_shift: 24,
+                time_cycles: 77,
+                time_mask: (1 << 56) - 1
+            }
+        );
+        let no_short = user_page(4, 1 << 4, 40 << 24);
+        let c = TimeConv::read(|at, len| field(&no_short, at, len)).unwrap();
+        assert_eq!((c.time_cycles, c.time_mask), (0, 0), "time_cycles/time_mask only with cap_user_time_short");
+        let no_zero = user_page(4, 1 << 3, 40 << 24);
+        assert_eq!(TimeConv::read(|at, len| field(&no_zero, at, len)), None, "no cap_user_time_zero");
+        // A write under way, frozen: the lock reads odd both times.
+        let writing = user_page(5, 1 << 4, 40 << 24);
+        assert_eq!(TimeConv::read(|at, len| field(&writing, at, len)), None, "an odd lock is a page being written");
+        // A write that ends between the two reads of the lock: the first pass reads the old
+        // time_mult under lock 2, the lock then reads 4; the second pass reads the new one.
+        let before = user_page(2, 1 << 4, 11);
+        let after = user_page(4, 1 << 4, 22);
+        let lock_reads = std::cell::Cell::new(0);
+        let c = TimeConv::read(|at, len| {
+            let n = lock_reads.get();
+            if at == 8 {
+                lock_reads.set(n + 1);
+            }
+            field(if n == 0 { &before } else { &after }, at, len)
+        })
+        .unwrap();
+        assert_eq!(c.time_mult, 22);
+        assert_eq!(lock_reads.get(), 4, "two passes of two lock reads each");
     }
 
     /// Builds a PERF_RECORD_SWITCH_CPU_WIDE (type 15): header (type u32, misc u16, size u16 40),
