@@ -1289,6 +1289,8 @@ struct Ring {
     aux_area: Option<(*mut u8, usize)>,
     /// SPE: the CPU's running thread over time, from the ring's context-switch records.
     timeline: spe::Timeline,
+    /// SPE: what this CPU's records have shown of the events it reports.
+    spe_events: spe::CpuEvents,
     /// The switch tracker writing into this ring ([`EventSpec::track_attr`]).
     track_fd: Option<libc::c_int>,
 }
@@ -1384,6 +1386,7 @@ impl Ring {
             data_size: page * data_pages,
             aux_area: None,
             timeline: spe::Timeline::default(),
+            spe_events: spe::CpuEvents::default(),
             track_fd: None,
         };
         if spec.kind == SourceKind::ArmSpe {
@@ -1805,7 +1808,7 @@ impl Sampler {
             if spe {
                 let start = r.drain_aux(&mut self.aux_scratch);
                 let first = out.len();
-                let sp = spe::decode_samples(&self.aux_scratch, start, cpu, out);
+                let sp = spe::decode_samples(&self.aux_scratch, start, cpu, &mut r.spe_events, out);
                 spe::follow_switches(&mut r.timeline, &self.scratch, st.lost);
                 let conv = r.time_conv();
                 let line = &r.timeline;

@@ -48,19 +48,32 @@
 //! the Arm ARM (DDI 0487F.c) D10.2.1 "Address packet"; a record ending at END or TIMESTAMP from
 //! `arm-spe-decoder.c` `arm_spe_read_record`; the data source synthesis follows
 //! `tools/perf/util/arm-spe.c` `arm_spe__synth_memory_level` (the CPU-independent fallback perf
-//! uses where it does not know the CPU's data source encoding), except for an L1 refill that
-//! did not reach the last-level cache (below).
+//! uses where it does not know the CPU's data source encoding), with the level-2 events of
+//! FEAT_SPEv1p4 read as its newest version reads them (`arm_spe__synth_ld_memory_level`:
+//! `EV_L2D_ACCESS` without `EV_L2D_MISS` an L2 hit), except for an L1 refill that did not reach
+//! the last-level cache (below).
 //!
 //! # Limits
 //!
 //! The DATA SOURCE packet is implementation defined (perf decodes it only for the Neoverse and
 //! Cortex cores listed in `arm-spe.c` `common_ds_encoding_cpus`, and for AmpereOne): it is kept in
 //! [`Record::data_source`] but not used; the cache level comes from the architected events
-//! alone. An L1D refill without an LLC access is taken for an L2 hit (and dropped, as PEBS's
-//! latency threshold and IBS's L2 filter drop L2 hits) only when the events packet is at least
-//! two bytes long, so that the LLC bits (8 and 9) were written at all; perf writes `L1 | MISS` for
-//! it and keeps it. With a one-byte events packet such a refill stays `L1 | MISS`, kept: a sample
-//! that may be an L2 hit. A record's `timestamp` is the generic timer's count, not nanoseconds,
+//! alone. Which events a CPU writes depends on its SPE version, as the driver's event filter
+//! shows (`arm_spe_pmsevfr_res0`, the `PMSEVFR_EL1_RES0_*` masks of
+//! `arch/arm64/include/asm/sysreg.h`): FEAT_SPEv1p1 adds the misaligned and SVE predicate events
+//! (bits 11, 17, 18), FEAT_SPEv1p2 the not-taken one (bit 6) and the optional previous-branch-target address
+//! (index 4, skipped here; perf's "SPEv1.2 previous branch address"), FEAT_SPEv1p4 the level-2 events
+//! (bits 19, 20) and only from it may the filter name the L1D access, TLB access and LLC
+//! events (bits 2, 4, 8-10, `PMSEVFR_EL1_RES0_V1P4_EXCL`); nothing in the kernel or perf
+//! sources read for this says every earlier CPU writes the LLC bits. So an L1D refill is taken
+//! for an L2 hit (and dropped, as PEBS's latency threshold and IBS's L2 filter drop L2 hits)
+//! only on evidence: the v1p4 `L2D_ACCESS` without `L2D_MISS`, or no LLC bit in an events
+//! packet of at least two bytes (so that bits 8 and 9 were written at all) on a CPU one of
+//! whose records has shown an LLC bit ([`CpuEvents`], kept per CPU across drains). Without that
+//! evidence it stays `L1 | MISS`, as perf writes it, and is kept: a sample that may be an L2
+//! hit, rather than every load of a CPU that writes no LLC events dropped as one. Unknown address and counter indices (later
+//! versions' additions) are skipped and counted ([`DecodeStats::unknown_packets`]); unknown
+//! event bits are ignored. A record's `timestamp` is the generic timer's count, not nanoseconds,
 //! and its thread is the CONTEXT packet's CONTEXTIDR, which the kernel writes only when built
 //! with `CONFIG_PID_IN_CONTEXTIDR` and the event's opener may see kernel data
 //! (`arm_spe_pmu.c` `set_spe_event_has_cx`); CONTEXTIDR then holds `task_pid_nr`, the thread id
@@ -159,6 +172,31 @@ pub mod ev {
     pub const LLC_MISS: u64 = 1 << 9;
     /// Served by another socket or chip.
     pub const REMOTE_ACCESS: u64 = 1 << 10;
+    /// Accessed the level 2 data cache (`EV_L2D_ACCESS`, FEAT_SPEv1p4; bit 19, so only in a
+    /// 4- or 8-byte events packet).
+    pub const L2D_ACCESS: u64 = 1 << 19;
+    /// Missed the level 2 data cache (`EV_L2D_MISS`, FEAT_SPEv1p4; bit 20).
+    pub const L2D_MISS: u64 = 1 << 20;
+}
+
+/// What one CPU's SPE records have shown of the events it reports, kept from drain to drain
+/// (one per ring): before FEAT_SPEv1p4 the last-level-cache events (bits 8 and 9) are not
+/// architected for every implementation (the driver treats PMSEVFR_EL1 bits 10:8 as RES0 below
+/// v1p4, `arm_spe_pmsevfr_res0`, `PMSEVFR_EL1_RES0_V1P4_EXCL`), so a record without them says the
+/// LLC was not reached only on a CPU known to report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuEvents {
+    /// A record with `LLC_ACCESS` or `LLC_MISS` was seen on this CPU.
+    pub llc: bool,
+}
+
+impl CpuEvents {
+    /// Notes what `r`'s events packet shows.
+    pub fn note(&mut self, r: &Record) {
+        if r.events & (ev::LLC_ACCESS | ev::LLC_MISS) != 0 {
+            self.llc = true;
+        }
+    }
 }
 
 /// What an operation type packet said the operation was.
@@ -424,15 +462,19 @@ pub fn decode(buf: &[u8], base: usize, out: &mut Vec<Record>) -> DecodeStats {
 }
 
 impl Record {
-    /// The `union perf_mem_data_src` of this record, from its operation type and events
-    /// (`tools/perf/util/arm-spe.c` `arm_spe__synth_data_source` / `arm_spe__synth_memory_level`):
-    /// `mem_op` load or store (0 for anything else, as perf writes); `mem_lvl` L3 with MISS or
-    /// HIT when the LLC was accessed or missed; else, when the L1D was accessed or refilled, L1
-    /// with HIT (and `mem_lvl_num` L1), or for a refill L2 HIT (`mem_lvl_num` L2) when the events
-    /// packet is long enough to say the LLC was not accessed (perf: L1 MISS; module Limits) and
-    /// L1 MISS when it is not; REMOTE_ACCESS adds `REM_CCE1` and `mem_remote`. No events: level
-    /// not available.
-    pub fn data_src(&self) -> u64 {
+    /// The `union perf_mem_data_src` of this record on a CPU that has shown `seen`, from its
+    /// operation type and events (`tools/perf/util/arm-spe.c` `arm_spe__synth_data_source` /
+    /// `arm_spe__synth_memory_level`): `mem_op` load or store (0 for anything else, as perf
+    /// writes); `mem_lvl` L3 with MISS or HIT when the LLC was accessed or missed; else, when the
+    /// L1D was accessed or refilled, L1 with HIT (and `mem_lvl_num` L1) without a refill; for a
+    /// refill, what the level-2 events say where the CPU writes them (FEAT_SPEv1p4, perf's
+    /// `arm_spe__synth_ld_memory_level`): L2 MISS on `L2D_MISS`, L2 HIT (`mem_lvl_num` L2) on
+    /// `L2D_ACCESS` alone; without them, L2 HIT when the events packet is long enough to hold the
+    /// LLC bits and this CPU is known to report them ([`CpuEvents::llc`]), so their absence means
+    /// the LLC was not reached (perf: L1 MISS; module Limits), else L1 MISS. A miss is never
+    /// given `mem_lvl_num` L1 or L2 (which [`super::is_memory_access`] reads as a hit there);
+    /// REMOTE_ACCESS adds `REM_CCE1` and `mem_remote`. No events: level not available.
+    pub fn data_src(&self, seen: CpuEvents) -> u64 {
         let op = match self.op {
             Op::Load { .. } => d::OP_LOAD,
             Op::Store { .. } => d::OP_STORE,
@@ -448,7 +490,9 @@ impl Record {
         } else if e & (ev::L1D_ACCESS | ev::L1D_REFILL) != 0 {
             if e & ev::L1D_REFILL == 0 {
                 (d::LVL_L1 | d::LVL_HIT, d::LVLNUM_L1)
-            } else if self.events_bytes >= 2 {
+            } else if e & ev::L2D_MISS != 0 {
+                (d::LVL_L2 | d::LVL_MISS, d::LVLNUM_NA)
+            } else if e & ev::L2D_ACCESS != 0 || (self.events_bytes >= 2 && seen.llc) {
                 (d::LVL_L2 | d::LVL_HIT, d::LVLNUM_L2)
             } else {
                 (d::LVL_L1 | d::LVL_MISS, d::LVLNUM_NA)
@@ -477,8 +521,9 @@ impl Record {
     /// Limits), `time` the TIMESTAMP packet's raw timer count (0 without one) until [`attribute`]
     /// replaces it; `weight` is the
     /// total latency. Whether the access is kept is [`super::is_memory_access`]'s call with
-    /// [`SAMPLE_TYPE`] (L1 and L2 hits dropped).
-    pub fn sample(&self, cpu: u32) -> Option<RawSample> {
+    /// [`SAMPLE_TYPE`] (L1 and L2 hits dropped; the data source as [`Record::data_src`] gives it
+    /// on a CPU that has shown `seen`).
+    pub fn sample(&self, cpu: u32, seen: CpuEvents) -> Option<RawSample> {
         match self.op {
             Op::Load { subclass } | Op::Store { subclass } if subclass != SUBCLASS_NV_SYSREG => {}
             _ => return None,
@@ -496,7 +541,7 @@ impl Record {
             cpu,
             period: 0,
             weight: self.total_latency.map_or(0, u64::from),
-            data_src: self.data_src(),
+            data_src: self.data_src(seen),
             phys_addr: self.data_pa.unwrap_or(0),
             raw: super::RawPayload::Absent,
         })
@@ -517,14 +562,24 @@ pub struct SampleStats {
     pub dropped: u64,
 }
 
-/// Decodes `buf` (at stream offset `base`, written on `cpu`) and pushes the records that are a
-/// thread's memory access beyond L2 onto `out`.
-pub fn decode_samples(buf: &[u8], base: usize, cpu: u32, out: &mut Vec<RawSample>) -> SampleStats {
+/// Decodes `buf` (at stream offset `base`, written on `cpu`, whose records so far showed `seen`,
+/// updated with these) and pushes the records that are a thread's memory access beyond L2 onto
+/// `out`.
+pub fn decode_samples(
+    buf: &[u8],
+    base: usize,
+    cpu: u32,
+    seen: &mut CpuEvents,
+    out: &mut Vec<RawSample>,
+) -> SampleStats {
     let mut recs = Vec::new();
     let decode = decode(buf, base, &mut recs);
     let mut st = SampleStats { decode, dropped: 0 };
     for r in &recs {
-        match r.sample(cpu) {
+        seen.note(r);
+    }
+    for r in &recs {
+        match r.sample(cpu, *seen) {
             Some(s) if super::is_memory_access(SAMPLE_TYPE, &s) => out.push(s),
             _ => st.dropped += 1,
         }
@@ -851,7 +906,7 @@ mod tests {
     #[test]
     fn a_dram_served_load_is_a_sample_of_its_thread_at_its_address() {
         let mut out = Vec::new();
-        let st = decode_samples(&dram_load(), 0, 3, &mut out);
+        let st = decode_samples(&dram_load(), 0, 3, &mut CpuEvents::default(), &mut out);
         assert_eq!(st.decode.records, 1);
         assert_eq!(st.dropped, 0);
         assert_eq!(out.len(), 1);
@@ -879,7 +934,7 @@ mod tests {
             pkt::end(),
         ]);
         let mut out = Vec::new();
-        decode_samples(&buf, 0, 0, &mut out);
+        decode_samples(&buf, 0, 0, &mut CpuEvents::default(), &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].data_src & d::OP_MASK, d::OP_STORE);
         assert_eq!(out[0].addr, VA + 8);
@@ -890,18 +945,67 @@ mod tests {
     fn l1_and_l2_hits_are_dropped() {
         let l1 = record(&[pkt::ldst(false), pkt::events(ev::L1D_ACCESS), pkt::va(VA), pkt::end()]);
         let l2 = record(&[pkt::ldst(false), pkt::events(ev::L1D_ACCESS | ev::L1D_REFILL), pkt::va(VA), pkt::end()]);
+        let llc_seen = CpuEvents { llc: true };
         for buf in [l1, l2] {
             let mut out = Vec::new();
-            let st = decode_samples(&buf, 0, 0, &mut out);
+            let st = decode_samples(&buf, 0, 0, &mut llc_seen.clone(), &mut out);
             assert_eq!((st.decode.records, st.dropped, out.len()), (1, 1, 0));
         }
         // A one-byte events packet (header 0x42, size 00) cannot say the LLC was not reached:
         // the refill is kept as an L1 miss.
         let short_events = record(&[pkt::ldst(false), vec![0x42, 0x0c], pkt::va(VA), pkt::end()]);
         let mut out = Vec::new();
-        decode_samples(&short_events, 0, 0, &mut out);
+        decode_samples(&short_events, 0, 0, &mut llc_seen.clone(), &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].data_src >> d::LVL_SHIFT) & 0x3fff, d::LVL_L1 | d::LVL_MISS);
+    }
+
+    /// Bits from `enum arm_spe_events` (`tools/perf/util/arm-spe-decoder/arm-spe-pkt-decoder.h`):
+    /// EV_L1D_ACCESS 2, EV_L1D_REFILL 3, EV_LLC_ACCESS 8, EV_LLC_MISS 9, EV_L2D_ACCESS 19,
+    /// EV_L2D_MISS 20; events headers 0x52 (0x42 with size 01: 2 bytes) and 0x62 (size 10: 4
+    /// bytes, `arm_spe_payload_len`). Below FEAT_SPEv1p4 the LLC events are not architected for
+    /// every CPU (the driver's PMSEVFR_EL1 RES0 mask keeps bits 10:8 out of the filter below
+    /// v1p4, `PMSEVFR_EL1_RES0_V1P4_EXCL`), and perf, even its newest synthesis, takes an L2 hit
+    /// only from EV_L2D_ACCESS without EV_L2D_MISS: an L1 refill without LLC bits is an L2 hit
+    /// only on a CPU that has shown it writes them, or where the L2D events say so.
+    #[test]
+    fn an_l1_refill_is_an_l2_hit_only_where_the_cpu_is_known_to_report_the_llc() {
+        let load = |events: Vec<u8>| record(&[pkt::ldst(false), events, pkt::va(VA), pkt::end()]);
+        let ev2 = |bits: u64| [vec![0x52], bits.to_le_bytes()[..2].to_vec()].concat();
+        let ev4 = |bits: u64| [vec![0x62], bits.to_le_bytes()[..4].to_vec()].concat();
+        let refill = load(ev2(1 << 2 | 1 << 3));
+        let lvl = |s: &RawSample| ((s.data_src >> d::LVL_SHIFT) & 0x3fff, (s.data_src >> d::LVLNUM_SHIFT) & 0xf);
+        // A CPU none of whose records carried an LLC bit: the refill may have gone anywhere, so
+        // it is kept, as perf writes it (L1 MISS), not dropped for an L2 hit.
+        let mut seen = CpuEvents::default();
+        let mut out = Vec::new();
+        decode_samples(&refill, 0, 0, &mut seen, &mut out);
+        assert_eq!(out.len(), 1, "an L1 refill on a CPU not known to report LLC events is kept");
+        assert_eq!(lvl(&out[0]), (d::LVL_L1 | d::LVL_MISS, d::LVLNUM_NA));
+        assert!(!seen.llc);
+        // Once a record of that CPU shows an LLC bit (here a DRAM load in the same drain), the
+        // refill without one is an L2 hit and dropped, in that drain and the next ones.
+        let mut buf = load(ev2(1 << 2 | 1 << 3 | 1 << 8 | 1 << 9));
+        buf.extend(&refill);
+        let mut out = Vec::new();
+        let st = decode_samples(&buf, 0, 0, &mut seen, &mut out);
+        assert!(seen.llc);
+        assert_eq!((st.decode.records, st.dropped, out.len()), (2, 1, 1));
+        assert_eq!(lvl(&out[0]).0, d::LVL_L3 | d::LVL_MISS);
+        let st = decode_samples(&refill, 0, 0, &mut seen, &mut Vec::new());
+        assert_eq!(st.dropped, 1, "the CPU's LLC reporting is remembered");
+        // FEAT_SPEv1p4: EV_L2D_ACCESS without EV_L2D_MISS is an L2 hit on any CPU; with
+        // EV_L2D_MISS the access went beyond L2 and is kept, never with mem_lvl_num L2.
+        let l2_hit = load(ev4(1 << 2 | 1 << 3 | 1 << 19));
+        let st = decode_samples(&l2_hit, 0, 0, &mut CpuEvents::default(), &mut Vec::new());
+        assert_eq!(st.dropped, 1);
+        let l2_miss = load(ev4(1 << 2 | 1 << 3 | 1 << 19 | 1 << 20));
+        for mut seen in [CpuEvents::default(), CpuEvents { llc: true }] {
+            let mut out = Vec::new();
+            decode_samples(&l2_miss, 0, 0, &mut seen, &mut out);
+            assert_eq!(out.len(), 1);
+            assert_eq!(lvl(&out[0]), (d::LVL_L2 | d::LVL_MISS, d::LVLNUM_NA));
+        }
     }
 
     #[test]
@@ -919,7 +1023,7 @@ mod tests {
             record(&[pkt::ldst(false), pkt::events(ev::LLC_MISS), pkt::va(0x00ff_8000_0000_1000), pkt::end()]);
         for buf in [branch, kernel, no_va, kernel_va] {
             let mut out = Vec::new();
-            let st = decode_samples(&buf, 0, 0, &mut out);
+            let st = decode_samples(&buf, 0, 0, &mut CpuEvents::default(), &mut out);
             assert_eq!((st.decode.records, st.dropped, out.len()), (1, 1, 0), "{buf:02x?}");
         }
         let mut recs = Vec::new();
@@ -958,7 +1062,7 @@ mod tests {
         let st = decode(&[0x23, 0x00, 0x01], 0, &mut recs);
         assert_eq!((st.records, st.truncated), (0, 1));
         // An END alone is an empty record: no op, no sample.
-        assert_eq!(decode_samples(&[0x01], 0, 0, &mut Vec::new()).dropped, 1);
+        assert_eq!(decode_samples(&[0x01], 0, 0, &mut CpuEvents::default(), &mut Vec::new()).dropped, 1);
     }
 
     #[test]
@@ -1127,7 +1231,7 @@ mod tests {
                 prop_assert!(st.consumed <= bytes.len());
                 prop_assert_eq!(st.records as usize, recs.len());
                 let mut out = Vec::new();
-                let s = decode_samples(&bytes, base, 0, &mut out);
+                let s = decode_samples(&bytes, base, 0, &mut CpuEvents::default(), &mut out);
                 prop_assert_eq!(out.len() as u64 + s.dropped, s.decode.records);
             }
         }
