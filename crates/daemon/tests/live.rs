@@ -3282,6 +3282,29 @@ fn observe_only_refuses_every_action() {
     assert!(refused(&o).starts_with("observe-only"), "{o:?}");
 }
 
+/// A host that observes another root (a fixture tree) acts on nothing, though it runs as root and
+/// was not asked to observe only: its pids are the tree's, not the live system's, so an action on
+/// one of them, here a live child's pid, is refused with the reason and leaves the child's mask as
+/// it was.
+#[test]
+fn a_host_on_another_root_refuses_every_action() {
+    let Some(narrow) = narrow_cpus(&topo()) else { return };
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    common::copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/host-6.18"), &root);
+    // A mounted /proc has `self` (the host refuses a root without it).
+    std::os::unix::fs::symlink("9319", root.join("proc/self")).unwrap();
+    let (_s, state) = tmp_state("other-root");
+    let mut host = LiveHost::open(topo(), LiveOptions { root, state_path: state, ..LiveOptions::default() }).unwrap().0;
+    let mut kid = Kid::spawn("sleep", &[]);
+    kid.line("ready");
+    let before = masks(kid.pid());
+    let o = host.apply(&action(kid.target(), ActionKind::SetAffinity { cpus: narrow }));
+    assert!(refused(&o).contains("instead of the live system: numapilot changes no process"), "{o:?}");
+    assert_eq!(masks(kid.pid()), before, "the live child was changed");
+    assert!(host.touched().is_empty(), "{:?}", host.touched());
+}
+
 // ----- pages -------------------------------------------------------------------------------------
 
 fn mem_kid() -> (Kid, u64, u64) {
