@@ -2209,3 +2209,43 @@ fn daemon_check_warns_of_metrics_other_hosts_can_reach() {
         assert!(!err.contains(warned), "{metrics} {flags:?}: {err}");
     }
 }
+
+/// The control socket is root's twice over: another user is kept out by its 0600 mode and 0700
+/// directory, and, were those opened up (an operator's chmod, a socket passed on), by the daemon's
+/// own `SO_PEERCRED` check on every connection, which answers only "permission denied" and
+/// nothing of the state. A user's `numapilot status` exits non-zero either way.
+#[test]
+fn another_user_gets_nothing_from_the_control_socket() {
+    use std::os::unix::process::CommandExt;
+    let mut d = Daemon::start("");
+    d.wait_line("numapilot: started");
+    d.wait_status(|s| s["steps"].as_u64().unwrap() >= 1);
+    // Search permission on every directory above the socket, so only the socket's own directory
+    // and mode keep uid 65534 out (the temporary directory is 0700).
+    let run = d.socket.parent().unwrap();
+    let mut p = run.parent().unwrap();
+    loop {
+        let mode = std::fs::metadata(p).unwrap().permissions().mode();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode | 0o011)).unwrap();
+        if p == d.dir.path() {
+            break;
+        }
+        p = p.parent().unwrap();
+    }
+    let as_nobody = || {
+        Command::new(BIN).args(["status", "--json", "--socket"]).arg(&d.socket).uid(65534).gid(65534).output().unwrap()
+    };
+    let out = as_nobody();
+    assert!(!out.status.success(), "a user read the status through a 0600 socket: {out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    // The file modes opened up: the daemon itself refuses the user.
+    std::fs::set_permissions(run, std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = as_nobody();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a user read the status: {out:?}");
+    assert!(err.contains("permission denied: uid 65534 is not root"), "{err}");
+    assert!(out.stdout.is_empty() && !err.contains("steps"), "{out:?}");
+    // Root still gets its answer.
+    assert!(d.cli(&["status"]).status.success());
+}
