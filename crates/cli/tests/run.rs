@@ -202,6 +202,9 @@ fn bad_input_exits_1_names_the_token_and_runs_nothing() {
     refused(&["--preferred=+9"], "relative node +9 is out of range");
     refused(&["--membind=all,0"], "\"all\" must be the last item");
     refused(&["--membind=0", "--physcpubind=0-"], "\"0-\"");
+    // A CPU binding a later one replaces is checked too: numactl applies each as it reads it.
+    refused(&[&format!("--cpunodebind={missing}"), "--physcpubind=0"], &format!("node {missing} does not exist"));
+    refused(&["-C", "65000", "-N", "0"], "CPU 65000 does not exist");
     refused(&["--membind=netdev:no-such-nic"], "no network device no-such-nic");
     refused(&["--membind=ip:localhost"], "not supported");
     // A device form with nothing after it is said as such (file: read "cannot stat : No such file").

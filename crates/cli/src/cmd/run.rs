@@ -9,7 +9,8 @@
 //! 1. The command line is read completely (numactl's options and order rules, `numactl.rs`).
 //! 2. Every node and CPU list is resolved against the machine and this process's cpuset; every
 //!    bad token is reported by name (`nodespec.rs`). `--preferred` must name one node; memory
-//!    policies need a node with memory; `--cpunodebind` needs nodes with CPUs.
+//!    policies need a node with memory; `--cpunodebind` needs nodes with CPUs. A CPU binding a
+//!    later one replaces is checked too, and rehearsed, as numactl applies it when it reads it.
 //! 3. The exact system calls are rehearsed on a scratch thread (numapilot_actuate's
 //!    `ThreadPlacement::rehearse`), so a kernel without the policy (preferred-many before 5.15,
 //!    weighted-interleave before 6.9) or a cpuset that refuses the CPUs is reported before anything
@@ -166,6 +167,13 @@ fn execute(req: &Request, usage_name: &str, prefix: &str) -> anyhow::Result<Exit
         eprintln!("{prefix}: warning: {why}; assuming one node, node 0, with every online CPU");
     }
     let placement = resolve(req, &sys, &sys)?;
+    // numactl sets each CPU binding as it reads it: one a later binding replaces must be one the
+    // kernel takes too (`-N 3 -N 1` in a cpuset without node 3's CPUs fails there).
+    for (label, cpus) in superseded_cpus(req, &sys, &sys)? {
+        ThreadPlacement { policy: None, cpus: Some(cpus) }
+            .rehearse()
+            .map_err(|e| anyhow::Error::new(e).context(label))?;
+    }
     placement.rehearse().map_err(|e| label_kernel_error(req, e))?;
     if req.strict && command.is_some() {
         // numactl's own warning, word for word.
@@ -331,31 +339,6 @@ fn resolve_policy(
 /// Resolves a request against the machine into what to apply. Pure: reads only `sys` (and the
 /// device resolver for `netdev:` and friends).
 pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Result<ThreadPlacement, ResolveError> {
-    let topo = &sys.topo;
-    let online_nodes = &topo.node_ids();
-    let online_cpus = &topo.online_cpus();
-    let mem_domain = sys.mem_domain(req.all);
-    let cpu_domain = sys.cpu_domain(req.all);
-    // Nodes whose CPUs this process may use count for --cpunodebind even without memory (a CPU-only
-    // node is not in Mems_allowed); numactl reads --cpunodebind against Mems_allowed alone. Only
-    // when named by number: `+N`, `!` and `all` mean what numactl makes them mean, members of
-    // Mems_allowed, so `-N +1 -m same` puts threads and memory on the same node (a review of
-    // 2026-11-30: counted over CPU-only nodes too, `+1` named the CPU-only node for -N and the
-    // next memory node for -m).
-    let cpu_node_domain = mem_domain.union(&topo.nodes_of_cpus(&cpu_domain));
-    let by_number_only =
-        |text: &str| !text.starts_with('!') && !text.contains('+') && !text.split(',').any(|i| i == "all");
-
-    let nodes = |spec: &Spec, domain: &NodeSet| -> Result<NodeSet, ResolveError> {
-        nodespec::parse(
-            &spec.text,
-            Kind::Node,
-            Domain { allowed: domain, existing: online_nodes, cpuset: None },
-            Some(devices),
-        )
-        .map_err(|e| ResolveError::Spec(spec.label(), e))
-    };
-
     let policy = match &req.policy {
         None => None,
         Some(p) => {
@@ -370,9 +353,61 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
         }
     };
 
-    let cpus = match &req.cpubind {
-        None => None,
-        Some(CpuBind::Nodes(spec)) => {
+    superseded_cpus(req, sys, devices)?;
+    let cpus = req.cpubind.as_ref().map(|c| resolve_cpubind(c, req.all, sys, devices)).transpose()?;
+    Ok(ThreadPlacement { policy, cpus })
+}
+
+/// The CPU bindings a later one replaces (`-N 5` in `-N 5 -C 1`), each resolved, with its label:
+/// numactl applies each when it reads it, so each must be valid (`resolve` checks them) and taken
+/// by the kernel (`execute` rehearses them).
+fn superseded_cpus(
+    req: &Request,
+    sys: &SystemView,
+    devices: &dyn DeviceNodes,
+) -> Result<Vec<(String, CpuSet)>, ResolveError> {
+    req.cpubind_before
+        .iter()
+        .map(|c| {
+            let (CpuBind::Nodes(s) | CpuBind::Cpus(s)) = c;
+            Ok((s.label(), resolve_cpubind(c, req.all, sys, devices)?))
+        })
+        .collect()
+}
+
+/// The CPUs of one `--cpunodebind` or `--physcpubind`, read against this process's nodes and
+/// CPUs (everything online with `--all`).
+fn resolve_cpubind(
+    bind: &CpuBind,
+    all: bool,
+    sys: &SystemView,
+    devices: &dyn DeviceNodes,
+) -> Result<CpuSet, ResolveError> {
+    let topo = &sys.topo;
+    let online_nodes = &topo.node_ids();
+    let online_cpus = &topo.online_cpus();
+    let mem_domain = sys.mem_domain(all);
+    let cpu_domain = sys.cpu_domain(all);
+    // Nodes whose CPUs this process may use count for --cpunodebind even without memory (a CPU-only
+    // node is not in Mems_allowed); numactl reads --cpunodebind against Mems_allowed alone. Only
+    // when named by number: `+N`, `!` and `all` mean what numactl makes them mean, members of
+    // Mems_allowed, so `-N +1 -m same` puts threads and memory on the same node (a review of
+    // 2026-11-30: counted over CPU-only nodes too, `+1` named the CPU-only node for -N and the
+    // next memory node for -m).
+    let cpu_node_domain = mem_domain.union(&topo.nodes_of_cpus(&cpu_domain));
+    let by_number_only =
+        |text: &str| !text.starts_with('!') && !text.contains('+') && !text.split(',').any(|i| i == "all");
+    let nodes = |spec: &Spec, domain: &NodeSet| -> Result<NodeSet, ResolveError> {
+        nodespec::parse(
+            &spec.text,
+            Kind::Node,
+            Domain { allowed: domain, existing: online_nodes, cpuset: None },
+            Some(devices),
+        )
+        .map_err(|e| ResolveError::Spec(spec.label(), e))
+    };
+    match bind {
+        CpuBind::Nodes(spec) => {
             let set = match nodes(spec, &mem_domain) {
                 Err(_) if by_number_only(&spec.text) => nodes(spec, &cpu_node_domain)?,
                 other => other?,
@@ -381,19 +416,16 @@ pub fn resolve(req: &Request, sys: &SystemView, devices: &dyn DeviceNodes) -> Re
             if cpus.is_empty() {
                 return Err(ResolveError::NoCpus(spec.label(), set));
             }
-            Some(cpus)
+            Ok(cpus)
         }
-        Some(CpuBind::Cpus(spec)) => Some(
-            nodespec::parse(
-                &spec.text,
-                Kind::Cpu,
-                Domain { allowed: &cpu_domain, existing: online_cpus, cpuset: sys.cpuset_cpus.as_ref() },
-                None,
-            )
-            .map_err(|e| ResolveError::Spec(spec.label(), e))?,
-        ),
-    };
-    Ok(ThreadPlacement { policy, cpus })
+        CpuBind::Cpus(spec) => nodespec::parse(
+            &spec.text,
+            Kind::Cpu,
+            Domain { allowed: &cpu_domain, existing: online_cpus, cpuset: sys.cpuset_cpus.as_ref() },
+            None,
+        )
+        .map_err(|e| ResolveError::Spec(spec.label(), e)),
+    }
 }
 
 #[cfg(test)]
@@ -524,6 +556,26 @@ mod tests {
         assert_eq!(place(&s, &["-N", "4"]).unwrap_err().to_string(), "-N 4: node 4 has no CPUs");
         // Node 5 is online with CPUs but no memory: named with --all, refused for memory.
         assert_eq!(place(&s, &["--all", "-m", "5"]).unwrap_err().to_string(), "-m 5: node 5 has no memory");
+    }
+
+    /// numactl applies each CPU binding as it reads it, so one a later binding replaces must be
+    /// valid too: `-N 5 -C 1` is refused for node 5, not run on CPU 1 (the 4-node rig's matrix,
+    /// crates/rig/tests/launcher.rs, found ours running it).
+    #[test]
+    fn a_replaced_cpu_binding_is_checked_too() {
+        let s = two_nodes();
+        let err = |a: &[&str]| place(&s, a).unwrap_err().to_string();
+        assert_eq!(err(&["-N", "5", "-C", "1"]), "-N 5: node 5 does not exist (online nodes: 0-1)");
+        assert_eq!(err(&["-C", "8", "-N", "1"]), "-C 8: CPU 8 does not exist (online CPUs: 0-7)");
+        assert_eq!(
+            err(&["-C", "1", "--cpunodebind=x", "-C", "2"]),
+            place(&s, &["--cpunodebind=x"]).unwrap_err().to_string()
+        );
+        // Valid ones: the last holds.
+        assert_eq!(place(&s, &["-N", "1", "-C", "2"]).unwrap().cpus, Some(set("2")));
+        assert_eq!(place(&s, &["-C", "2", "-N", "1"]).unwrap().cpus, Some(set("4-7")));
+        // A node without CPUs, replaced by a valid binding: refused as numactl's empty affinity is.
+        assert_eq!(place(&sparse(), &["-N", "4", "-C", "0"]).unwrap_err().to_string(), "-N 4: node 4 has no CPUs");
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //!   --show / -s              stops reading: what was read before it is applied, then shown
 //!   --hardware / -H          shows the machine and exits, whatever follows
 //!   same                     a node list equal to the previous node list on the command line
-//!   --cpunodebind/--physcpubind   both set the CPU affinity; the later one wins, as in numactl
+//!   --cpunodebind/--physcpubind   both set the CPU affinity; the later one wins, as in numactl, and
+//!                            each earlier one must still be valid (numactl applies it when it
+//!                            reads it: `-N 9 -C 0` is an error there, not a run on CPU 0)
 //!   --strict / -t            only means something for shared memory: warned about and ignored
 //!                            for a command
 //!   --shm, --file            a shared-memory segment (`segment.rs`): --length, --offset,
@@ -397,6 +399,12 @@ pub struct Request {
     pub policy: Option<PolicyOpt>,
     /// The CPU affinity.
     pub cpubind: Option<CpuBind>,
+    /// The CPU bindings given before [`Request::cpubind`], in order. numactl sets each as it
+    /// reads it, so a bad one (a node that does not exist, one whose CPUs the kernel refuses)
+    /// fails the command line though a later binding replaces it; `run.rs` checks each as it
+    /// checks the one that holds (found by the multi-node rig, crates/rig/tests/launcher.rs:
+    /// `-N 5 -C 1` ran on CPU 1 here, where numactl refused node 5).
+    pub cpubind_before: Vec<CpuBind>,
     /// What to do.
     pub action: Action,
 }
@@ -476,8 +484,15 @@ fn bad(option: &str, value: &str, what: &'static str) -> UsageError {
 
 /// Reads a numactl command line (without the program name).
 pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
-    let mut req =
-        Request { all: false, balancing: false, strict: false, policy: None, cpubind: None, action: Action::Help };
+    let mut req = Request {
+        all: false,
+        balancing: false,
+        strict: false,
+        policy: None,
+        cpubind: None,
+        cpubind_before: Vec::new(),
+        action: Action::Help,
+    };
     let mut last_nodes: Option<String> = None;
     let mut first_spec: Option<String> = None;
     // Shared memory (`segment.rs`): the segment's description so far, the steps in order, the
@@ -616,11 +631,12 @@ pub fn parse(args: &[OsString]) -> Result<Request, UsageError> {
                     return Err(UsageError::CpuBindOnShm(written));
                 }
                 cpubind_opt = Some(written.clone());
-                req.cpubind = Some(if id == OptId::CpuNodeBind {
+                let bind = if id == OptId::CpuNodeBind {
                     CpuBind::Nodes(node_spec(&written, value)?)
                 } else {
                     CpuBind::Cpus(Spec { option: written, text: value })
-                });
+                };
+                req.cpubind_before.extend(req.cpubind.replace(bind));
                 continue;
             }
             OptId::MemBind => PolicyKind::Bind,
@@ -765,6 +781,11 @@ mod tests {
         assert_eq!(r.cpubind, Some(CpuBind::Cpus(spec("-C", "1"))));
         let r = p(&["-N0", "--physcpubind=1", "x"]).unwrap();
         assert_eq!(r.cpubind, Some(CpuBind::Cpus(spec("--physcpubind", "1"))));
+        // The earlier ones are kept, in order, to be checked (numactl applies each).
+        assert_eq!(r.cpubind_before, vec![CpuBind::Nodes(spec("-N", "0"))]);
+        let r = p(&["-C", "3", "-N", "1", "-C", "2", "x"]).unwrap();
+        assert_eq!(r.cpubind_before, vec![CpuBind::Cpus(spec("-C", "3")), CpuBind::Nodes(spec("-N", "1"))]);
+        assert!(p(&["-C", "1", "x"]).unwrap().cpubind_before.is_empty());
     }
 
     #[test]
