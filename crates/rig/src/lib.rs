@@ -54,6 +54,7 @@ pub mod cpio;
 pub mod error;
 pub mod guest;
 pub mod image;
+pub mod launcher;
 pub mod pairs;
 pub mod provision;
 pub mod race;

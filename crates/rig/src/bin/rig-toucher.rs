@@ -6,7 +6,7 @@
 //! run it under `numapilot run --membind=1 --cpunodebind=1` and both its pages and its threads must stay on node 1.
 //!
 //! ```text
-//! rig-toucher [--mb N] [--threads T] [--ready PATH] [--exit | --loop] [--uring N]
+//! rig-toucher [--mb N] [--threads T] [--ready PATH] [--exit | --loop | --report] [--uring N]
 //!   --mb N        MiB to allocate and touch in total (default 16)
 //!   --threads T   threads in total, including the main one (default 1); memory is split evenly between them
 //!   --ready PATH  create PATH (containing the pid) once every page is touched
@@ -15,6 +15,10 @@
 //!                 between passes, instead of sleeping: the accesses the kernel's NUMA balancing samples
 //!                 (hinting faults), so moving the threads to another node's CPUs makes the kernel migrate the
 //!                 pages after them
+//!   --report      once touched, print what this process inherited and where its pages went, then exit 0:
+//!                 its `Cpus_allowed_list`, `Mems_allowed_list` and `SigIgn` lines of /proc/self/status and the
+//!                 /proc/self/numa_maps line of its own buffer (the main thread's), prefixed `buffer: `: the
+//!                 kernel's own view of a command a launcher started (rig/scenarios/launcher.sh)
 //!   --uring N     once touched and before ready, set up an io_uring and submit N blocking opens of a FIFO
 //!                 nobody opens for writing, each forced to the kernel's io-wq (IOSQE_ASYNC): the process then
 //!                 has N io-wq workers ("iou-wrk-TID" threads of its own) blocked in the kernel, as an io_uring
@@ -43,11 +47,12 @@ struct Args {
     ready: Option<String>,
     exit: bool,
     looping: bool,
+    report: bool,
     uring: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { mb: 16, threads: 1, ready: None, exit: false, looping: false, uring: 0 };
+    let mut args = Args { mb: 16, threads: 1, ready: None, exit: false, looping: false, report: false, uring: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -69,11 +74,12 @@ fn parse_args() -> Result<Args, String> {
             }
             "--exit" => args.exit = true,
             "--loop" => args.looping = true,
+            "--report" => args.report = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    if args.exit && args.looping {
-        return Err("--exit and --loop exclude each other".into());
+    if [args.exit, args.looping, args.report].iter().filter(|&&b| b).count() > 1 {
+        return Err("--exit, --loop and --report exclude each other".into());
     }
     Ok(args)
 }
@@ -159,6 +165,18 @@ fn main() -> ExitCode {
         println!("{pid}");
         return ExitCode::SUCCESS;
     }
+    if args.report {
+        return match report(buf.as_ptr() as usize) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("rig-toucher: --report: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     if args.looping {
         keep_touching(&mut buf);
     }
@@ -166,6 +184,30 @@ fn main() -> ExitCode {
         std::thread::sleep(Duration::from_secs(3600));
         std::hint::black_box(&buf);
     }
+}
+
+/// `--report`: the inherited lines of /proc/self/status and the numa_maps line of the VMA holding `addr` (the one
+/// with the highest start address not above it: numa_maps gives starts only, and the buffer lies in one VMA).
+fn report(addr: usize) -> Result<String, String> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| format!("/proc/self/status: {e}"))?;
+    let mut out = String::new();
+    for key in ["Cpus_allowed_list:", "Mems_allowed_list:", "SigIgn:"] {
+        let line = status.lines().find(|l| l.starts_with(key)).ok_or(format!("no {key} in /proc/self/status"))?;
+        out.push_str(line);
+        out.push('\n');
+    }
+    let maps = std::fs::read_to_string("/proc/self/numa_maps").map_err(|e| format!("/proc/self/numa_maps: {e}"))?;
+    let line = maps
+        .lines()
+        .filter_map(|l| Some((usize::from_str_radix(l.split_whitespace().next()?, 16).ok()?, l)))
+        .filter(|&(start, _)| start <= addr)
+        .max_by_key(|&(start, _)| start)
+        .map(|(_, l)| l)
+        .ok_or(format!("no numa_maps line at or below {addr:#x}"))?;
+    out.push_str("buffer: ");
+    out.push_str(line);
+    out.push('\n');
+    Ok(out)
 }
 
 /// A minimal io_uring user written from the kernel's UAPI (`include/uapi/linux/io_uring.h`), raw syscalls only.

@@ -41,14 +41,18 @@
 //!
 //! * A backwards range (`3-1`) is an error naming it; numactl silently takes just `3`.
 //! * `!` complements within the domain; numactl complements over `0 .. number of memory nodes`,
-//!   which on a sparse machine (nodes 0 and 8) turns `!0` into the non-existent node 1.
+//!   which on a sparse machine (nodes 0 and 8) turns `!0` into the non-existent node 1, and CPU
+//!   lists over every configured CPU, so under `taskset -c 2-5` its `-C !2` hands on CPUs 0-1 and
+//!   6-7, which the affinity kept out (the 4-node rig, crates/rig/tests/launcher.rs, row ts-cinv).
 //! * A spec that selects nothing (`!all`, an empty string) is an error here; numactl passes the
 //!   empty mask to the kernel and reports its EINVAL for `-m`, `-N`, `-C` and `-P`, and for
 //!   `--interleave` runs the command under the default policy (libnuma's
 //!   `numa_set_interleave_mask` takes an empty mask for "no interleave").
 //! * The domain leaves out offline CPUs: `+N` counts the allowed CPUs that are online, where
 //!   libnuma counts `Cpus_allowed` as the kernel reports it (which may still name an offline CPU),
-//!   so `-C +1` can name a later CPU than numactl's, one the kernel will run the thread on.
+//!   so `-C +1` can name a later CPU than numactl's, one the kernel will run the thread on; and
+//!   `all` and `!` hand on online CPUs only, where numactl's mask keeps the offline ones (with
+//!   CPUs 6-7 offline, `-C all` is 0-5 here, 0-7 there: rows mo-call and mo-cinv of the rig).
 //! * Device forms must resolve to a node in the domain. `ip:` needs a routing-table lookup and is
 //!   refused with a clear message.
 //! * Every error names the offending token and why, instead of libnuma's one-line warning followed
