@@ -436,6 +436,16 @@ fn worker(inner: &Inner) {
 mod tests {
     use super::*;
 
+    /// Polls `f` every 5 ms until it holds; fails after 60 s, saying it timed out waiting for
+    /// `what` (a bound for a loaded machine: a woken thread may wait long for a CPU).
+    fn until(what: &str, mut f: impl FnMut() -> bool) {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(t0.elapsed() < Duration::from_secs(60), "timed out after 60 s waiting for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     #[test]
     fn a_sleeping_thread_is_not_running_a_spinning_one_is() {
         let own_stat = || File::open("/proc/thread-self/stat").unwrap();
@@ -460,16 +470,8 @@ mod tests {
             let _ = rx.recv();
         });
         let f = frx.recv().unwrap();
-        // Give it the time to reach the wait.
-        let mut asleep = false;
-        for _ in 0..200 {
-            if !running(&f) {
-                asleep = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(asleep);
+        // Until it reaches the wait (runnable and not yet run, on a loaded machine, it reads 'R').
+        until("the thread to sleep in its receive", || !running(&f));
         drop(tx);
         sleeper.join().unwrap();
         assert!(!running(&f), "a thread that is gone is not running");
@@ -532,15 +534,7 @@ mod tests {
         assert_eq!(c.workers_started, 2, "the stuck worker stays blocked; a second one served 78");
         // A writer comes and goes: the blocked open returns, the mark goes.
         drop(std::fs::OpenOptions::new().write(true).open(&blocked).unwrap());
-        let mut back = false;
-        for _ in 0..400 {
-            if !g.is_stuck(77) {
-                back = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(back, "77 is still marked stuck after its read returned");
+        until("77's mark to go once its read returned", || !g.is_stuck(77));
         assert!(!known_stuck(77));
         assert_eq!(g.counts().returned, 1);
         g.read(77, &plain, &mut buf, false).unwrap();
@@ -571,21 +565,17 @@ mod tests {
         for f in &fifos[..MAX_STUCK] {
             drop(std::fs::OpenOptions::new().write(true).open(f).unwrap());
         }
-        for _ in 0..400 {
-            if g.stuck().is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(g.stuck().is_empty());
+        until("every released read to return", || g.stuck().is_empty());
     }
 
     /// A read that sleeps between chunks but keeps bringing bytes (a FIFO fed 5 bytes every 10 ms
-    /// for a second, read under a 250 ms deadline: the writer sleeps, so does the worker) is
-    /// slow, not stuck: it is waited for. Given up after one look at a sleeping worker, it failed
-    /// after one deadline (review helper-35). The deadline is 25 of the writer's pauses: at 5
-    /// (50 ms) a fresh-clone CI run beside a build on this 2-CPU host starved the writer for two
-    /// deadlines and the read was rightly given up (2026-12-01).
+    /// for 2.5 s, read under a 1 s deadline: the writer sleeps, so does the worker; the guard looks
+    /// at the read twice at least) is slow, not stuck: it is waited for. Given up after one look
+    /// at a sleeping worker, it failed after one deadline (review helper-35). The deadline is 100
+    /// of the writer's pauses: the writer must not go a whole deadline without a CPU, which is the
+    /// case the guard rightly gives up. At 5 (50 ms) a fresh-clone CI run beside a build on this
+    /// 2-CPU host starved the writer for two deadlines (2026-12-01); at 25 (250 ms) it failed 1
+    /// run in 10 with the test at nice 19 beside 8 busy loops (2026-12-02).
     #[test]
     fn a_slow_read_that_makes_progress_is_not_given_up() {
         let dir = Dir::new("stall-slow");
@@ -594,16 +584,16 @@ mod tests {
         let writer = std::thread::spawn(move || {
             use std::io::Write as _;
             let mut f = std::fs::OpenOptions::new().write(true).open(&w).unwrap();
-            for _ in 0..100 {
+            for _ in 0..250 {
                 f.write_all(b"N0=1\n").unwrap();
                 std::thread::sleep(Duration::from_millis(10));
             }
         });
-        let g = StallGuard::new(Duration::from_millis(250));
+        let g = StallGuard::new(Duration::from_secs(1));
         let mut buf = Buf::new();
         g.read(9, &slow, &mut buf, false).expect("a read that keeps making progress");
         writer.join().unwrap();
-        assert_eq!(buf.bytes().len(), 500);
+        assert_eq!(buf.bytes().len(), 1250);
         assert_eq!(g.counts().stalled, 0);
     }
 }

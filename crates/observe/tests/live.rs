@@ -4,9 +4,19 @@
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use numapilot_observe::{thread_cpu_rates, ReadOptions, Reader, SchedMode, VmaKind};
+
+/// Polls `f` every 5 ms until it holds; fails after 60 s, saying it timed out waiting for `what`
+/// (a bound for a loaded machine, never the property under test).
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "timed out after 60 s waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
 
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -62,8 +72,13 @@ fn reads_this_process_and_its_threads() {
 #[test]
 fn memory_other_processes_map_too_is_counted_as_shared() {
     let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep runs");
-    // Its libc pages are mapped once it has run its first instructions.
-    std::thread::sleep(Duration::from_millis(200));
+    // Its libc pages are mapped once it has run its first instructions: waited for in its own
+    // numa_maps (a fixed 200 ms was a guess a loaded machine can outlast).
+    until("the child's C library to be mapped", || {
+        Reader::default().read_numa_maps(child.id()).ok().flatten().is_some_and(|m| {
+            m.vmas.iter().any(|v| v.file.as_deref().is_some_and(|f| f.contains("libc")) && v.resident.is_some())
+        })
+    });
     let p = Reader::default().read_process(std::process::id()).unwrap().expect("this process exists");
     let _ = child.kill();
     let _ = child.wait();
@@ -96,13 +111,10 @@ fn a_zombie_is_read_without_memory() {
     let r = Reader::default();
     // Not waited for: it turns into a zombie once it exits.
     let mut p = None;
-    for _ in 0..500 {
+    until("the child to be a zombie", || {
         p = r.read_process(pid).unwrap();
-        if p.as_ref().is_some_and(|p| p.stat.state == 'Z') {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        p.as_ref().is_some_and(|p| p.stat.state == 'Z')
+    });
     let p = p.expect("the zombie is still listed");
     assert_eq!(p.stat.state, 'Z');
     // A zombie has no mm: an empty numa_maps, nothing resident.
@@ -126,19 +138,17 @@ fn a_process_without_memory_has_empty_maps() {
     }
     let pid = pid as u32;
     let r = Reader::default();
-    let mut zombie = false;
-    for _ in 0..500 {
-        if r.read_stat(pid).unwrap().is_some_and(|st| st.state == 'Z') {
-            zombie = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let zombie = || r.read_stat(pid).unwrap().is_some_and(|st| st.state == 'Z');
+    let t0 = Instant::now();
+    while !zombie() && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(5));
     }
     let maps = r.read_maps_counted(pid, MapsFilter::SharedObjects);
     let all = r.read_maps(pid, MapsFilter::All);
+    let zombie = zombie();
     // SAFETY: reaps our own child.
     unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
-    assert!(zombie, "the child never became a zombie");
+    assert!(zombie, "timed out after 60 s waiting for the child to be a zombie");
     assert_eq!(maps.unwrap(), Some((Vec::new(), 0)), "a zombie's maps");
     assert_eq!(all.unwrap(), Some(Vec::new()), "a zombie's maps, every line kept");
     // kthreadd is pid 2 on every Linux system.
