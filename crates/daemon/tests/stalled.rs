@@ -64,7 +64,10 @@ fn child_entry() {
                 let r = mem.read_at(&mut b, at);
                 println!("mem read ended: {r:?}");
             });
-            std::thread::sleep(Duration::from_millis(200));
+            // The writer asks only once the test saw the server hold the read (the file
+            // NP_HELD1): a fixed 200 ms let a loaded machine run the writer first, which then
+            // took the lock at once, and nothing queued the daemon's reads.
+            kid::wait_flag(&std::env::var("NP_HELD").unwrap(), 1);
             // SAFETY: an anonymous mapping, never used.
             let m = unsafe {
                 libc::mmap(
@@ -115,7 +118,7 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
     let mut l = locked_child(dir.path(), None);
     let mut plain = Kid::spawn("plain", &[]);
     plain.line("ready");
-    wait_for_d(l.kid.pid());
+    l.wait_locked();
     assert!(l.fuse.held() >= 1, "the child's page read reached the server");
     // Without the deadline the sample below would wait in the kernel for good: the watchdog
     // releases the server after 60 s so the test ends, and says so.
@@ -180,22 +183,45 @@ fn a_process_whose_memory_map_is_locked_is_left_out_until_its_read_returns() {
 }
 
 /// A hung server on a new directory under `dir`, and a child (mode `mmlock`) that mapped its file:
-/// locked at once, or, with `flag`, when the file `{flag}1` appears. Fields in drop order: the
-/// server's held reads are answered before the child is killed and waited for.
+/// it starts its held read at once, or, with `flag`, when the file `{flag}1` appears; its writer
+/// waits for [`Locked::wait_locked`]. Fields in drop order: the server's held reads are answered
+/// before the child is killed and waited for.
 struct Locked {
     _release_first: ReleaseOnDrop,
     kid: Kid,
     fuse: hung_fuse::HungServer,
+    /// The writer's cue: the file `{held}1`.
+    held: String,
+}
+
+impl Locked {
+    /// Waits until the server holds the child's page read (the memory-map lock is then held for
+    /// reading), cues the child's writer, and waits until the writer queues on the lock (a task
+    /// in D): from then on every reader of the lock waits. 60 s for each, bounds for a loaded
+    /// machine.
+    fn wait_locked(&self) {
+        let t0 = Instant::now();
+        while self.fuse.held() == 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "timed out waiting for the child's page read at the server"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::fs::write(format!("{}1", self.held), "").unwrap();
+        wait_for_d(self.kid.pid());
+    }
 }
 
 fn locked_child(dir: &std::path::Path, flag: Option<&str>) -> Locked {
     // This machine (and CI's) has /dev/fuse and runs as root: a failure to mount is a failure.
     let fuse = hung_fuse::HungServer::mount(dir).expect("a FUSE mount (as root, /dev/fuse)");
-    let mut env = vec![("NP_FILE", fuse.file().to_string_lossy().into_owned())];
+    let held = dir.join("held").to_string_lossy().into_owned();
+    let mut env = vec![("NP_FILE", fuse.file().to_string_lossy().into_owned()), ("NP_HELD", held.clone())];
     env.extend(flag.map(|f| ("NP_FLAG", f.to_owned())));
     let mut kid = Kid::spawn("mmlock", &env);
     kid.line("ready");
-    Locked { _release_first: ReleaseOnDrop(Box::new(fuse.releaser())), kid, fuse }
+    Locked { _release_first: ReleaseOnDrop(Box::new(fuse.releaser())), kid, fuse, held }
 }
 
 /// Releases the hung server when dropped: declared after the children, so a failing test
@@ -238,11 +264,14 @@ fn until_some<T>(mut f: impl FnMut() -> Vec<T>, what: &str) -> Vec<T> {
     }
 }
 
-/// Waits (at most 20 s) until a task of `pid` is in state D.
+/// Waits (at most 60 s) until a task of `pid` is in state D.
 fn wait_for_d(pid: u32) {
     let t0 = Instant::now();
     while !has_task_in_d(pid) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "the child's writer never queued on its lock");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "timed out waiting for the child's writer to queue on its lock"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -280,7 +309,7 @@ fn a_locked_process_is_not_moved_between_cgroups_until_its_read_returns() {
     assert_eq!(h.cgroup_of(l.kid.pid()).unwrap().unwrap(), made);
     // Lock it now, and let the observation find it l.kid.
     std::fs::write(format!("{flag}1"), "").unwrap();
-    wait_for_d(l.kid.pid());
+    l.wait_locked();
     let s = host.sample().unwrap();
     assert!(s.processes.iter().all(|p| p.pid != l.kid.pid()));
     host.recycle(s);
@@ -319,7 +348,7 @@ fn the_loop_steps_reports_and_stops_while_a_process_is_locked() {
     use numapilot_daemon::run::{self, Command, Setup};
     let dir = tempfile::tempdir().unwrap();
     let l = locked_child(dir.path(), None);
-    wait_for_d(l.kid.pid());
+    l.wait_locked();
     let socket = dir.path().join("run/np.sock");
     let cfg = dir.path().join("numapilot.toml");
     std::fs::write(
@@ -387,7 +416,7 @@ fn a_move_stuck_behind_a_locked_map_is_given_up_and_the_next_goes_on() {
     let mut l = locked_child(dir.path(), None);
     let mut plain = Kid::spawn("plain", &[]);
     plain.line("ready");
-    wait_for_d(l.kid.pid());
+    l.wait_locked();
     let (fired, stop_tx, watchdog) = watchdog(&l.fuse);
     // The work: one real move_pages query of a page of the process (its status: where it is),
     // which takes the memory map's lock for reading; counted as the live host's calls are.
@@ -494,7 +523,7 @@ fn the_live_host_gives_up_a_move_stuck_behind_a_locked_map_and_moves_the_next_pr
     };
     let (mut host, _) = LiveHost::open_with(topo(), opts, tuning).unwrap();
     std::fs::write(format!("{flag}1"), "").unwrap();
-    wait_for_d(l.kid.pid());
+    l.wait_locked();
     let (fired, stop_tx, watchdog) = watchdog(&l.fuse);
     let node0 = topo().node_ids().iter().next().unwrap();
     let mv = |target: TaskRef, range: (u64, u64)| Action {
