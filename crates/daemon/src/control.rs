@@ -1650,16 +1650,14 @@ mod tests {
 
     #[test]
     fn a_request_trickled_byte_by_byte_ends_at_its_deadline() {
-        // The client sends a byte every 20 ms and never a newline: under a per-read timeout it
-        // would hold the server for as long as it likes; under the request's deadline the read
-        // fails once the deadline has passed.
+        // The client sends a byte every 20 ms and never a newline, until the server's end is
+        // closed: under a per-read timeout it would hold the server for as long as it likes;
+        // under the request's deadline the read fails once the deadline has passed. (A writer
+        // that stopped after 500 bytes let a read starved of CPU for 10 s end at its EOF.)
         let (server, client) = UnixStream::pair().unwrap();
         let writer = std::thread::spawn(move || {
             let mut c = &client;
-            for _ in 0..500 {
-                if c.write_all(b"x").is_err() {
-                    break;
-                }
+            while c.write_all(b"x").is_ok() {
                 std::thread::sleep(Duration::from_millis(20));
             }
         });

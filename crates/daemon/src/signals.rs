@@ -1051,14 +1051,13 @@ mod live_tests {
         }
         let child = pid as u32;
         let reader = Reader::new("/");
-        let mut zombie = false;
-        for _ in 0..500 {
-            if reader.read_stat(child).unwrap().is_some_and(|st| st.state == 'Z') {
-                zombie = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        // Until it is one (60 s: a bound for a loaded machine).
+        let is_zombie = || reader.read_stat(child).unwrap().is_some_and(|st| st.state == 'Z');
+        let t0 = std::time::Instant::now();
+        while !is_zombie() && t0.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        let zombie = is_zombie();
         let tuning = SignalTuning { maps_every: 1, wakeups: false, ..SignalTuning::default() };
         let mut s = Signals::open_with(SignalOptions { sockets: false, perf: false }, tuning);
         let mut sample = reader.sample_of(Some(&[child])).unwrap();
@@ -1066,7 +1065,7 @@ mod live_tests {
         s.fill(&mut sample);
         // SAFETY: reaps our own child.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-        assert!(zombie && listed, "the child was not seen as a zombie");
+        assert!(zombie && listed, "the child was not seen as a zombie (waited 60 s)");
         assert_eq!(s.stats().maps_reads, 1, "the zombie's maps were read");
         assert!(s.failing.is_empty(), "failing: {:?}", s.failing);
         assert_eq!(s.stats().source_failures, 0);

@@ -579,7 +579,12 @@ fn the_client_escapes_a_user_servers_escapes_and_reads_a_bounded_answer() {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let path = dir.path().join("user.sock");
     // A server of uid 65534: a forked child that drops to it, listens, and answers every request
-    // with a terminal escape in its error.
+    // with a terminal escape in its error. It says when it listens with a byte on a pipe: the
+    // socket's path appears at its bind, before its listen, and a client that came between the
+    // two was refused (a loaded machine can hold the child there).
+    let mut ready = [0; 2];
+    // SAFETY: `ready` is a valid array of two descriptors for pipe to fill.
+    assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
     // SAFETY: the child only makes system calls (setgid, setuid, socket calls, write, _exit).
     let child = unsafe { libc::fork() };
     if child == 0 {
@@ -589,6 +594,11 @@ fn the_client_escapes_a_user_servers_escapes_and_reads_a_bounded_answer() {
             }
         }
         let Ok(l) = std::os::unix::net::UnixListener::bind(&path) else { unsafe { libc::_exit(2) } };
+        // SAFETY: writes one byte from a valid buffer to the pipe's write end, then closes it.
+        unsafe {
+            libc::write(ready[1], b"l".as_ptr().cast(), 1);
+            libc::close(ready[1]);
+        }
         for c in l.incoming().flatten() {
             let mut c = c;
             let mut req = String::new();
@@ -597,11 +607,17 @@ fn the_client_escapes_a_user_servers_escapes_and_reads_a_bounded_answer() {
         }
         unsafe { libc::_exit(0) };
     }
-    let t0 = Instant::now();
-    while !path.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the user's server did not start");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // SAFETY: closes our copy of the write end; polls and reads the read end into a valid buffer.
+    let listening = unsafe {
+        libc::close(ready[1]);
+        let mut p = libc::pollfd { fd: ready[0], events: libc::POLLIN, revents: 0 };
+        let mut b = 0u8;
+        let n =
+            if libc::poll(&mut p, 1, 60_000) == 1 { libc::read(ready[0], (&mut b as *mut u8).cast(), 1) } else { -1 };
+        libc::close(ready[0]);
+        n
+    };
+    assert_eq!(listening, 1, "the user's server did not start listening (-1: timed out after 60 s; 0: it ended)");
     let e = control::request(&path, &Request::Status).unwrap_err();
     // SAFETY: kill and waitpid on our own child.
     unsafe {
@@ -704,7 +720,10 @@ fn silent_control_clients_hold_no_other() {
     let silent: Vec<std::os::unix::net::UnixStream> =
         (0..6).map(|_| std::os::unix::net::UnixStream::connect(&path).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(100));
-    let r = control::request_within(&path, &Request::Status, Duration::from_secs(3));
+    // Within 20 s: served one at a time, the six would hold it for 6 x CLIENT_TIMEOUT (30 s);
+    // the bound leaves a loaded machine room to answer (it was 3 s).
+    assert!(control::CLIENT_TIMEOUT * 6 > Duration::from_secs(20));
+    let r = control::request_within(&path, &Request::Status, Duration::from_secs(20));
     assert!(r.is_ok_and(|r| r.status.is_some()), "status behind six silent clients");
     drop(silent);
 }
@@ -818,10 +837,10 @@ fn two_servers_started_at_once_leave_one_with_the_socket() {
             e.contains("in use by another numapilot daemon, pid ") && e.contains(&std::process::id().to_string()),
             "round {round}: {e}"
         );
-        let r = control::request_within(&path, &Request::Status, Duration::from_secs(10));
+        let r = control::request_within(&path, &Request::Status, Duration::from_secs(60));
         assert!(r.is_ok_and(|r| r.status.is_some()), "round {round}: the winner's socket does not answer");
         let (_side, server, claim) = won.into_iter().next().unwrap().unwrap();
-        assert!(server.stop_within(Duration::from_secs(10)));
+        assert!(server.stop_within(Duration::from_secs(60)));
         drop(claim);
         assert!(!path.exists() && !dir.path().join(".np.sock.lock").exists(), "round {round}: left behind");
     }

@@ -811,12 +811,16 @@ mod tests {
             return;
         };
         let pid = child.id();
-        // numactl has exec'd sleep once the comm says so.
+        // numactl has exec'd sleep once the comm says so (60 s: a bound for a loaded machine; it
+        // went on after 10 s without it and failed on numactl's own state).
         let t0 = std::time::Instant::now();
-        while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim() != "sleep").unwrap_or(true)
-            && t0.elapsed() < std::time::Duration::from_secs(10)
-        {
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim() != "sleep").unwrap_or(true) {
+            if t0.elapsed() >= std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("timed out after 60 s waiting for numactl to exec sleep");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let topo = Topology::from_sysfs(std::path::Path::new("/")).unwrap();
         let node0: NodeSet = [0u32].into_iter().collect();
