@@ -1209,7 +1209,6 @@ fn escape_controls(v: &mut serde_json::Value) {
 /// threads is tens of kB). Prevents: a server that never ends its line filling the client's memory.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
-/// One response line, read within `deadline` and at most [`MAX_RESPONSE_BYTES`].
 /// Sends `request` as one line on `stream` and reads the answer's line by `deadline`. A server may
 /// answer and close before it reads the request (the daemon refuses another user's connection so,
 /// at once): the write then fails with a broken pipe while the answer waits to be read. The
@@ -1226,6 +1225,7 @@ fn exchange(stream: &UnixStream, request: &str, deadline: std::time::Instant) ->
     }
 }
 
+/// One response line, read within `deadline` and at most [`MAX_RESPONSE_BYTES`].
 fn read_response_line(stream: &UnixStream, deadline: std::time::Instant) -> std::io::Result<String> {
     let mut out = Vec::new();
     let mut buf = [0u8; 8192];
