@@ -2515,20 +2515,7 @@ mod tests {
             name: "arm_spe_0/load_filter=1,store_filter=1/".into(),
             ..EventSpec::page_faults(1)
         };
-        let mut s = Sampler {
-            spec,
-            rings: Vec::new(),
-            scratch: Vec::new(),
-            cpus: Vec::new(),
-            asked: Vec::new(),
-            period: SPE_PERIOD,
-            drained: NO_ACCESS_SAMPLES,
-            kept: 0,
-            malformed: 0,
-            aux_scratch: Vec::new(),
-            unattributed: 0,
-            enabled: std::sync::atomic::AtomicBool::new(false),
-        };
+        let mut s = unopened_sampler(spec, SPE_PERIOD, NO_ACCESS_SAMPLES);
         let line = s.no_accesses().expect("1,000 records, no access");
         assert!(line.contains("arm_spe_0") && line.contains("L1 or L2"), "{line}");
         s.unattributed = 40;
@@ -2650,23 +2637,29 @@ mod tests {
         assert_eq!(tgid_of(u32::MAX), None);
     }
 
-    #[test]
-    fn a_sampler_whose_samples_are_never_accesses_says_so() {
-        let spec = EventSpec::ibs_op(11, 1 << 19, true);
-        let mut s = Sampler {
+    /// A sampler of `spec` with no event opened, as if `drained` samples had been read and none
+    /// kept: for the tests of what it says about its samples.
+    fn unopened_sampler(spec: EventSpec, period: u64, drained: u64) -> Sampler {
+        Sampler {
             spec,
             rings: Vec::new(),
             scratch: Vec::new(),
             cpus: Vec::new(),
             asked: Vec::new(),
-            period: IBS_OP_PERIOD,
-            drained: NO_ACCESS_SAMPLES - 1,
+            period,
+            drained,
             kept: 0,
             malformed: 0,
             aux_scratch: Vec::new(),
             unattributed: 0,
             enabled: std::sync::atomic::AtomicBool::new(false),
-        };
+        }
+    }
+
+    #[test]
+    fn a_sampler_whose_samples_are_never_accesses_says_so() {
+        let spec = EventSpec::ibs_op(11, 1 << 19, true);
+        let mut s = unopened_sampler(spec, IBS_OP_PERIOD, NO_ACCESS_SAMPLES - 1);
         assert_eq!(s.no_accesses(), None, "too few samples to tell");
         s.drained = NO_ACCESS_SAMPLES;
         let line = s.no_accesses().expect("1,000 samples, no access");
