@@ -604,8 +604,16 @@ fn a_process_named_numapilot_run_from_a_hung_server_does_not_hold_the_tool_check
     let mut child = std::process::Command::new(fuse.program().unwrap()).arg("600").spawn().unwrap();
     let _release_first = ReleaseOnDrop(Box::new(fuse.releaser()));
     let pid = child.id();
-    // The spawn returns once the exec did: the child runs the server's program, under its name.
-    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap(), "numapilot\n");
+    // The child runs the server's program, under its name, once its exec is through. `spawn`
+    // returns when the exec closed the child's close-on-exec pipe, and the kernel closes those
+    // before it sets the new name (5.x-6.x begin_new_exec: do_close_on_exec, then __set_task_comm): the
+    // name is waited for, or this reads the spawning thread's (CI saw "a_process_named").
+    let comm = format!("/proc/{pid}/comm");
+    let t0 = Instant::now();
+    while std::fs::read_to_string(&comm).unwrap() != "numapilot\n" {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the child never ran the server's program under its name");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let (fired, stop_tx, watchdog) = watchdog(&fuse);
     fuse.hang_stats();
     let opts = LiveOptions::default();
