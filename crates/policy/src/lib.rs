@@ -27,7 +27,7 @@ pub mod numad;
 mod work;
 
 pub use action::{Action, ActionKind, Outcome, Plan, Reason, TaskRef};
-pub use adaptive::{free_from_model, Adaptive, LAUNCH_PROMISE_NS};
+pub use adaptive::{free_from_model, Adaptive, LAUNCH_PROMISE_NS, LAUNCH_WAIT_DECISIONS};
 pub use engine::{Engine, LaunchAdvice, LaunchRequest, NoLaunchAdvice, Policy, StepReport, Totals};
 pub use host::{FinishedMove, Host, HostError};
 pub use numad::Numad;

@@ -7,7 +7,7 @@ mod adaptive_common;
 
 use adaptive_common::*;
 use numapilot_policy::advise::NodeFree;
-use numapilot_policy::{Adaptive, LaunchRequest, Numad, Policy};
+use numapilot_policy::{Adaptive, LaunchRequest, Numad, Policy, LAUNCH_WAIT_DECISIONS};
 use numapilot_topology::Topology;
 
 /// 4 nodes of 8 CPUs and 32 GiB, all at distance 21.
@@ -127,8 +127,10 @@ fn launch_advice_never_counts_reserved_cpus_a_client_measured() {
 ///   (a) the policy that advised it: no action (its own placement, held: no CPU-follows-memory to
 ///       node 2, which it would get unheld); explain says launch-holds
 ///   (b) node 0 oversubscribed (run delay 0.5 >= cpu_interference_high 0.25; no per-thread run
-///       delay known): the hold ends and the other rules take it: an action for vm50
+///       delay known) at LAUNCH_WAIT_DECISIONS (3) decisions in a row: held at the first two, then
+///       the hold ends and the other rules take it: an action for vm50
 ///   (b') per-thread run delay known: vm50's own threads' waiting decides, not the node's
+///   (e) waits broken by a quiet decision count again from 0
 ///   (d) seen before its launcher applied the advice (CPUs not narrowed): held while launching,
 ///       LAUNCH_PROMISE_NS after the advice managed like any process
 ///   (c) a policy that did not advise it: the narrowed CPUs are someone else's, never touched,
@@ -164,9 +166,15 @@ fn a_launched_process_is_held_where_it_started_until_it_waits_for_cpus() {
     let e = p.explain(&b.m, 50).expect("known");
     assert!(!e.pinned, "the policy's own placement, not someone else's");
     assert!(e.why.starts_with("[launch-holds] started on nodes 0"), "{}", e.why);
-    // (b)
+    // (b) held while it has waited at fewer than LAUNCH_WAIT_DECISIONS decisions in a row.
     let b = build(0.5);
     let mut p = advised();
+    for n in 1..LAUNCH_WAIT_DECISIONS {
+        let plan = p.decide(&b.m);
+        assert!(plan.actions.iter().all(|a| a.target.pid != 50), "waited at {n} decisions: {plan:#?}");
+        let why = p.explain(&b.m, 50).expect("known").why;
+        assert!(why.contains(&format!("(waited at the last {n} of {LAUNCH_WAIT_DECISIONS})")), "{why}");
+    }
     let plan = p.decide(&b.m);
     // The conservation check reads the model's `pinned` as "someone else's"; this narrowing is the
     // policy's own (its advice), so the check runs with it cleared.
@@ -178,12 +186,22 @@ fn a_launched_process_is_held_where_it_started_until_it_waits_for_cpus() {
     // threads), vm50's own 5%: held; its own 50%: released.
     let b = build_with(0.5, Some(0.05));
     let mut p = advised();
-    let plan = p.decide(&b.m);
-    assert!(plan.actions.iter().all(|a| a.target.pid != 50), "{plan:#?}");
+    for _ in 0..LAUNCH_WAIT_DECISIONS {
+        let plan = p.decide(&b.m);
+        assert!(plan.actions.iter().all(|a| a.target.pid != 50), "{plan:#?}");
+    }
     let b = build_with(0.0, Some(0.5));
     let mut p = advised();
-    let plan = p.decide(&b.m);
-    assert!(plan.actions.iter().any(|a| a.target.pid == 50), "{plan:#?}");
+    let plans: Vec<_> = (0..LAUNCH_WAIT_DECISIONS).map(|_| p.decide(&b.m)).collect();
+    assert!(plans[plans.len() - 1].actions.iter().any(|a| a.target.pid == 50), "{plans:#?}");
+    // (e) a quiet decision between waits: the count starts again, held throughout.
+    let quiet = build_with(0.0, Some(0.05));
+    let mut p = advised();
+    for i in 0..2 * LAUNCH_WAIT_DECISIONS - 1 {
+        let m = if i == LAUNCH_WAIT_DECISIONS - 1 { &quiet.m } else { &b.m };
+        let plan = p.decide(m);
+        assert!(plan.actions.iter().all(|a| a.target.pid != 50), "decision {i}: {plan:#?}");
+    }
     // (d) its launcher has not applied the advice yet (a shell before it execs numactl: CPUs not
     // narrowed): left alone within LAUNCH_PROMISE_NS of the advice, managed after it.
     let unnarrowed = |later_ns: u64| {
@@ -209,6 +227,43 @@ fn a_launched_process_is_held_where_it_started_until_it_waits_for_cpus() {
         assert!(plan.actions.iter().all(|a| a.target.pid != 50), "{plan:#?}");
         assert!(p.explain(&b.m, 50).expect("known").pinned);
     }
+}
+
+/// The rig's case (2-node daemon-safety guest, a busy TCG machine): a job launched on advice for
+/// node 0, one thread, seen at its first decision with 2 MiB resident, all of it on node 1 (its
+/// executable's pages, copied there before it started), its own thread waiting half the period
+/// (its start-up on a busy machine). Released at that first wait, cpu-follows-memory moved it to
+/// node 1 ("moving 1 thread is cheaper than copying 512 remote pages") before its buffer was
+/// touched on node 0. Held now until it has waited at LAUNCH_WAIT_DECISIONS decisions in a row.
+///
+/// ```text
+///   decision 1..LAUNCH_WAIT_DECISIONS-1   waits 0.5: held, no action for it
+///   decision LAUNCH_WAIT_DECISIONS        still waiting: released; cpu-follows-memory takes it
+/// ```
+#[test]
+fn a_launched_jobs_first_waits_do_not_undo_its_advice() {
+    let mut b = machine();
+    b.proc(50, "launched-t", &[(0, 0.8)], &[0, 2, 0, 0]);
+    b.allow(50, &[0]).pinned(50).group_proc(1, 50);
+    for t in b.m.tasks.values_mut().filter(|t| t.key.pid == 50) {
+        t.run_delay = Some(0.5);
+    }
+    let empty = machine();
+    let mut p = Adaptive::new();
+    let a = p.advise_launch(&empty.m, empty.m.now_ns, &req(50, 1.0, 1)).expect("advice");
+    assert_eq!(ids(&a.nodes), vec![0], "{}", a.reason.detail);
+    // Its first decision, waiting: held (the rig's fault released it here).
+    let plan = p.decide(&b.m);
+    assert!(plan.actions.iter().all(|a| a.target.pid != 50), "its first wait released it: {plan:#?}");
+    for n in 2..LAUNCH_WAIT_DECISIONS {
+        b.m.now_ns += 1_000_000_000;
+        let plan = p.decide(&b.m);
+        assert!(plan.actions.iter().all(|a| a.target.pid != 50), "its first waits ({n}) released it: {plan:#?}");
+    }
+    b.m.now_ns += 1_000_000_000;
+    let plan = p.decide(&b.m);
+    let moved = plan.actions.iter().find(|a| a.target.pid == 50).expect("released after waiting throughout");
+    assert_eq!(moved.reason.rule, "cpu-follows-memory", "{moved:#?}");
 }
 
 /// A promise stops counting once the model has seen its process twice (its CPUs and memory are

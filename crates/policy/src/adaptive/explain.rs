@@ -11,7 +11,7 @@ use numapilot_topology::plural;
 use serde::{Deserialize, Serialize};
 
 use super::place::{Planner, UnitKind};
-use super::Adaptive;
+use super::{Adaptive, LAUNCH_WAIT_DECISIONS};
 use crate::action::{Action, Outcome};
 
 /// One past action and what became of it.
@@ -126,12 +126,17 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
     let (preferred_node, why) = if pinned {
         (None, "placed by someone else (an explicit memory policy, or CPUs narrowed by itself or its launcher below its cpuset, or by a cpuset whose CPUs could not be read): never touched".to_string())
     } else if policy.launch_holds(model, pid) {
-        let (nodes, reason, _) = policy.proc_state(model, pid).and_then(|s| s.launch.clone()).expect("launch_holds");
+        let st = policy.proc_state(model, pid).expect("launch_holds");
+        let (nodes, reason, _) = st.launch.clone().expect("launch_holds");
         let first = nodes.iter().next();
+        let waited = match st.launch_waits {
+            0 => String::new(),
+            n => format!(" (waited at the last {n} of {LAUNCH_WAIT_DECISIONS})"),
+        };
         (
             first,
             format!(
-                "[launch-holds] started on nodes {nodes} on launch advice ([{}] {}); left there while its threads do not wait for CPUs",
+                "[launch-holds] started on nodes {nodes} on launch advice ([{}] {}); left there until its threads wait for CPUs at {LAUNCH_WAIT_DECISIONS} decisions in a row{waited}",
                 reason.rule, reason.detail
             ),
         )

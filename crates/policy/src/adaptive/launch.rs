@@ -62,6 +62,18 @@ use crate::engine::{LaunchAdvice, LaunchRequest, NoLaunchAdvice};
 /// capacity for good.
 pub const LAUNCH_PROMISE_NS: u64 = 5_000_000_000;
 
+/// How many decisions in a row a launched process's threads must wait for the advised nodes' CPUs
+/// before rule launch-holds lets the other rules take it. Default 3 (3 s at the daemon's default
+/// 1 s `interval_ms`). Source: a choice; a process starting up (exec, the loader, the first
+/// touches of its memory) waits on a busy machine for a period or two and then runs, and one
+/// period of a neighbour's burst is no verdict on the advice. What it prevents: the advice undone
+/// by its own start: the rig's 2-node daemon-safety guest (TCG, 500 ms periods) saw a job launched
+/// on node 0 released at its first decision, 0.65 s after the advice, and moved to node 1 by
+/// cpu-follows-memory for its first 1.5 MiB (its executable's pages, copied on node 1) before its
+/// 250 MiB buffer was touched on node 0; moved back 14 decisions later. Once moved off the advised
+/// CPUs the hold is gone for good, so a single period of waiting decided it.
+pub const LAUNCH_WAIT_DECISIONS: u32 = 3;
+
 /// What the policy promised a launch.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Promise {
@@ -206,8 +218,9 @@ impl Adaptive {
 
     /// Rule "launch-holds": whether `pid`, started on this policy's launch advice, stays as the
     /// launcher placed it this decision: its threads all within the advised nodes' CPUs and not
-    /// kept waiting for them, or, for up to [`LAUNCH_PROMISE_NS`] after the advice, not yet within
-    /// them (still being launched). Waiting is the process's own threads' run delay, on average at
+    /// kept waiting for them at [`LAUNCH_WAIT_DECISIONS`] decisions in a row (`launch_watch`
+    /// counts), or, for up to [`LAUNCH_PROMISE_NS`] after the advice, not yet within them (still
+    /// being launched). Waiting is the process's own threads' run delay, on average at
     /// `cpu_interference_high` or more (without schedstat, the run delay of its nodes): a node its
     /// own vCPUs keep busy is fully loaded, a bottleneck by load, and fine, and another process's
     /// waiting there is that process's to act on. Memory-bandwidth waiting does not release it: a
@@ -218,32 +231,33 @@ impl Adaptive {
     /// Full memory is no reason either: a packed machine's nodes are full by design, and the
     /// advice already put its memory with its threads.
     pub(crate) fn launch_holds(&self, model: &Model, pid: u32) -> bool {
-        let Some((nodes, _, at_ns)) = self.proc_state(model, pid).and_then(|s| s.launch.as_ref()) else {
-            return false;
-        };
-        let Some(p) = model.procs.get(&pid) else { return false };
-        let cpus = model.topo.cpus_of_nodes(nodes);
-        let tasks: Vec<&numapilot_model::TaskView> =
-            p.tids.iter().filter_map(|&tid| model.tasks.get(&numapilot_model::TaskKey { pid, tid })).collect();
-        let inside = tasks.iter().all(|t| t.cpus_allowed.is_subset(&cpus));
-        if !inside {
+        let Some(st) = self.proc_state(model, pid) else { return false };
+        let Some((nodes, _, at_ns)) = st.launch.as_ref() else { return false };
+        match waits_for_cpus(model, pid, nodes) {
             // Still launching (the launcher, named by its pid, has not applied the advice yet: a
             // shell before it execs numactl): left alone until LAUNCH_PROMISE_NS after the advice.
             // The rig caught the daemon placing such a shell, and then "restoring" the job it
             // became to the shell's CPUs at exit, over the advice numactl had applied.
-            return model.now_ns.saturating_sub(*at_ns) < LAUNCH_PROMISE_NS;
+            None => model.now_ns.saturating_sub(*at_ns) < LAUNCH_PROMISE_NS,
+            Some(_) => st.launch_waits < LAUNCH_WAIT_DECISIONS,
         }
-        let t = &model.tunables;
-        let delays: Vec<f64> = tasks.iter().filter_map(|t| t.run_delay).collect();
-        let waiting = if delays.is_empty() {
-            model.topo.nodes.iter().enumerate().any(|(i, n)| {
-                nodes.contains(n.id)
-                    && model.nodes.get(i).is_some_and(|l| l.cpu.interference >= t.cpu_interference_high)
-            })
-        } else {
-            delays.iter().sum::<f64>() / delays.len() as f64 >= t.cpu_interference_high
-        };
-        !waiting
+    }
+
+    /// At each decision, after `launch_adopt`: counts, for every process started on this policy's
+    /// advice, the decisions in a row at which its threads waited for the advised nodes' CPUs
+    /// (rule launch-holds); a decision without waiting, or with its threads not all within them,
+    /// starts the count again.
+    pub(crate) fn launch_watch(&mut self, model: &Model) {
+        for (&pid, st) in self.procs.iter_mut() {
+            let Some((nodes, _, _)) = st.launch.as_ref() else { continue };
+            if model.procs.get(&pid).is_none_or(|p| p.starttime != st.starttime) {
+                continue;
+            }
+            st.launch_waits = match waits_for_cpus(model, pid, nodes) {
+                Some(true) => st.launch_waits.saturating_add(1),
+                _ => 0,
+            };
+        }
     }
 
     /// The promises that count against the free capacity at `now_ns`, one line each: by pid (held
@@ -323,6 +337,32 @@ impl Adaptive {
             self.promises.remove(&pid);
         }
     }
+}
+
+/// Whether the threads of `pid` wait for the CPUs of `nodes` this decision: `None` when they are
+/// not all within those CPUs (its launcher has not applied the advice, or someone moved them),
+/// else whether their mean run delay is at `cpu_interference_high` or more (without schedstat,
+/// whether any of those nodes' run delay is).
+fn waits_for_cpus(model: &Model, pid: u32, nodes: &NodeSet) -> Option<bool> {
+    let p = model.procs.get(&pid)?;
+    let cpus = model.topo.cpus_of_nodes(nodes);
+    let tasks: Vec<&numapilot_model::TaskView> =
+        p.tids.iter().filter_map(|&tid| model.tasks.get(&numapilot_model::TaskKey { pid, tid })).collect();
+    if !tasks.iter().all(|t| t.cpus_allowed.is_subset(&cpus)) {
+        return None;
+    }
+    let high = model.tunables.cpu_interference_high;
+    let delays: Vec<f64> = tasks.iter().filter_map(|t| t.run_delay).collect();
+    Some(if delays.is_empty() {
+        model
+            .topo
+            .nodes
+            .iter()
+            .enumerate()
+            .any(|(i, n)| nodes.contains(n.id) && model.nodes.get(i).is_some_and(|l| l.cpu.interference >= high))
+    } else {
+        delays.iter().sum::<f64>() / delays.len() as f64 >= high
+    })
 }
 
 /// How much later than its launch advice a process may seem to have started and still be the one

@@ -217,7 +217,7 @@ use numapilot_model::{Model, TaskKey};
 use numapilot_topology::{CpuSet, NodeSet};
 
 pub use explain::{Explanation, GroupExplanation, JournalEntry};
-pub use launch::{free_from_model, LAUNCH_PROMISE_NS};
+pub use launch::{free_from_model, LAUNCH_PROMISE_NS, LAUNCH_WAIT_DECISIONS};
 
 use crate::action::{Action, ActionKind, Outcome, Plan, Reason};
 use crate::engine::{LaunchAdvice, LaunchRequest, NoLaunchAdvice, Policy};
@@ -361,6 +361,9 @@ pub(crate) struct ProcState {
     /// The nodes rule "launch-advice" gave it before it started, why, and when (host clock, ns;
     /// `launch.rs`).
     pub(crate) launch: Option<(NodeSet, Reason, u64)>,
+    /// Decisions in a row, up to the last, at which its threads, within the advised nodes' CPUs,
+    /// waited for them (rule launch-holds; `launch.rs` [`LAUNCH_WAIT_DECISIONS`]).
+    pub(crate) launch_waits: u32,
 }
 
 /// The adaptive policy: fork spread, group placement on preferred nodes, weakest-first balancing,
@@ -848,6 +851,7 @@ impl Policy for Adaptive {
         self.forget_gone(model);
         self.note_futile_memory(model);
         self.launch_adopt(model);
+        self.launch_watch(model);
         self.moving.retain(|pid, st| model.procs.get(pid).is_some_and(|p| p.starttime == *st));
         let (moving, ended) = (&self.moving, &self.stall_ended);
         self.stall_floor.retain(|k, _| moving.contains_key(&k.pid) || ended.contains(&k.pid));

@@ -101,8 +101,8 @@
 //! mapping has the same arrival stage (shared/seeds/004, "Stage 1"). numapilot answers with rule
 //! launch-advice (policy `adaptive/launch.rs`: the smallest set of mutually closest nodes whose
 //! free CPUs and memory, measured when asked, less its promises to launches not yet seen, hold
-//! the request) and leaves the VM there while its vCPUs do not wait for CPUs (rule
-//! launch-holds); numad answers as `numad -w` does (`pick_numa_nodes` on a fresh
+//! the request) and leaves the VM there until its vCPUs have waited for CPUs at 3 decisions in a
+//! row (rule launch-holds); numad answers as `numad -w` does (`pick_numa_nodes` on a fresh
 //! `update_nodes()`, nothing reserved between answers); the kernel baselines have no such stage.
 //! Measured (2026-11-28, release build, 20 s, seeds 1-3; per-VM mean against default's; the
 //! preset / 64 GB nodes):
