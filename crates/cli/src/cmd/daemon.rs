@@ -169,7 +169,7 @@ pub struct AdviseArgs {
     pub json: bool,
     /// The pid the job will run as (a launcher that execs keeps its pid, e.g. a script's `$$` before
     /// `exec numactl ...`): the running daemon adopts that process as placed on its advice and
-    /// leaves it there while its threads do not wait for CPUs. Needs a running daemon.
+    /// leaves it there until its threads have waited for CPUs at 3 decisions in a row. Needs a running daemon.
     #[arg(long, value_name = "PID", value_hint = ValueHint::Other)]
     pub pid: Option<u32>,
     /// The daemon's control socket: a running daemon answers from its model and keeps its promise
