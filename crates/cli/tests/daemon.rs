@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod cli_common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_numapilot");
 
 struct Daemon {
@@ -368,7 +370,10 @@ fn explain_a_real_process_through_the_socket() {
     // live host observes.
     let mut target = Command::new("sleep").arg("300").spawn().unwrap();
     let pid = target.id();
-    // The daemon must have stepped at least twice after the process started.
+    // Its name is asserted below as the daemon read it: the steps are counted from when the
+    // process runs as `sleep`, not from `spawn`, which returns before the exec sets the name.
+    cli_common::wait_for_comm(pid, "sleep");
+    // The daemon must have stepped at least twice after that.
     let s0 = d.status_json()["steps"].as_u64().unwrap();
     let s = d.wait_status(|s| s["steps"].as_u64().unwrap() >= s0 + 2 || s["step_errors"].as_u64().unwrap() >= 3);
     assert!(
@@ -897,12 +902,7 @@ fn explain_local_takes_the_daemons_config() {
     let mut kid = Command::new(BIN).args(["run", "--physcpubind=0", "sleep", "30"]).spawn().unwrap();
     // `run` pins itself, then execs sleep: explained before the exec, it is a numapilot tool.
     // Waited for (its name), not slept for.
-    let comm = format!("/proc/{}/comm", kid.id());
-    let t0 = Instant::now();
-    while std::fs::read_to_string(&comm).unwrap().trim() != "sleep" {
-        assert!(t0.elapsed() < Duration::from_secs(60), "timed out waiting for `numapilot run` to exec sleep");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    cli_common::wait_for_comm(kid.id(), "sleep");
     let run = |config: &std::path::Path| {
         Command::new(BIN)
             .args(["explain", &kid.id().to_string(), "--local", "--json", "--socket"])

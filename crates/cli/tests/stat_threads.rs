@@ -2,6 +2,8 @@
 //! ran) and on a captured rig fixture (the toucher bound by `numactl --membind=1 --cpunodebind=1` must
 //! show its memory on node 1 under a `bind:1` policy and its threads on node 1's CPUs).
 
+mod cli_common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -278,6 +280,9 @@ fn an_interval_without_threads_is_a_usage_error() {
 #[test]
 fn a_process_that_exits_between_the_samples_is_shown_from_the_first() {
     let mut child = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+    // The first sample must read it as `sleep`, the name asserted below: `spawn` returns before
+    // the exec sets it.
+    cli_common::wait_for_comm(child.id(), "sleep");
     let pid = child.id().to_string();
     // Killed and reaped between the samples, so the second finds no /proc entry.
     let out = stat_holding_between(&["stat", "--threads", "-p", &pid, "--interval", "100"], || {
