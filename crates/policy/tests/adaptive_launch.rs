@@ -173,7 +173,8 @@ fn a_launched_process_is_held_where_it_started_until_it_waits_for_cpus() {
         let plan = p.decide(&b.m);
         assert!(plan.actions.iter().all(|a| a.target.pid != 50), "waited at {n} decisions: {plan:#?}");
         let why = p.explain(&b.m, 50).expect("known").why;
-        assert!(why.contains(&format!("(waited at the last {n} of {LAUNCH_WAIT_DECISIONS})")), "{why}");
+        let decisions = if n == 1 { "1 decision".to_string() } else { format!("{n} decisions") };
+        assert!(why.contains(&format!("(it waited at the last {decisions})")), "{why}");
     }
     let plan = p.decide(&b.m);
     // The conservation check reads the model's `pinned` as "someone else's"; this narrowing is the

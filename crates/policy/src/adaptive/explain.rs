@@ -131,7 +131,7 @@ pub(crate) fn explain(policy: &Adaptive, model: &Model, pid: u32) -> Option<Expl
         let first = nodes.iter().next();
         let waited = match st.launch_waits {
             0 => String::new(),
-            n => format!(" (waited at the last {n} of {LAUNCH_WAIT_DECISIONS})"),
+            n => format!(" (it waited at the last {})", plural(n, "decision")),
         };
         (
             first,
