@@ -19,7 +19,13 @@ use numapilot_topology::Topology;
 
 /// A sampler whose buffers fill at `rate` times per policy interval (100 ms here) at the base
 /// period: a window of w intervals at stretch s ends `rate x w / s` full, w measured on the
-/// clock the daemon's loop measures its windows by.
+/// clock the daemon's loop measures its windows by, from one step's start to the next
+/// (`Backoff::stepped`). So the window is timed as `sample` is entered, before the simulator
+/// advances: only the engine's clock read and finished-move poll lie between the loop's step
+/// start and it. Timed after the advance (CPU-heavy, and on a loaded host throttled or
+/// preempted for whole scheduler periods in one step and not the next), a window could read
+/// under half the loop's: the density fell to 32 (`[1, 64, .., 64, 32]`, 4 of 10 runs of the
+/// test alone under a 5% CPU quota).
 struct Filled {
     host: SimHost,
     rate: f64,
@@ -35,9 +41,9 @@ impl Host for Filled {
         self.host.now_ns()
     }
     fn sample(&mut self) -> Result<Sample, HostError> {
+        let now = std::time::Instant::now();
         self.host.advance(1_000_000_000);
         let mut s = self.host.sample()?;
-        let now = std::time::Instant::now();
         let intervals = self.last.replace(now).map_or(1.0, |t| now.duration_since(t).as_secs_f64() / 0.1);
         s.access_fill = self.rate * intervals / f64::from(self.host.sampling_stretch().unwrap_or(1));
         Ok(s)
