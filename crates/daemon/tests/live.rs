@@ -25,7 +25,7 @@ use numapilot_topology::{CpuSet, NodeSet, Topology};
 
 mod common;
 mod kid;
-use kid::{masks, sleep_forever, wait_flag, Kid, TestCpuset};
+use kid::{masks, sleep_forever, until, wait_flag, Kid, TestCpuset};
 
 /// The variable that starts this binary as a child (`kid::Kid::spawn`).
 const CHILD_VAR: &str = "NP_LIVE_CHILD";
@@ -43,17 +43,6 @@ fn wait_ticks(pid: u32, more: u64) {
     let ticks = || numapilot_daemon::live::select::read_stat(pid).expect("the child's stat").cpu_ticks();
     let start = ticks();
     until(&format!("{more} more CPU ticks of pid {pid}"), || ticks() >= start + more);
-}
-
-/// Polls `f` every 5 ms until it holds; fails after 60 s, saying it timed out waiting for `what`
-/// (a bound for a loaded machine, where a child can wait seconds for a CPU; never the property
-/// under test).
-fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = std::time::Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "timed out after 60 s waiting for {what}");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
 }
 
 /// Waits until every thread of `pid` sleeps (state S). A child still runs for a moment after its

@@ -21,7 +21,7 @@ use numapilot_topology::{CpuSet, Topology};
 
 mod hung_fuse;
 mod kid;
-use kid::{sleep_forever, Kid};
+use kid::{sleep_forever, until, Kid};
 
 /// The variable that starts this binary as a child (`kid::Kid::spawn`).
 const CHILD_VAR: &str = "NP_STALL_CHILD";
@@ -609,11 +609,9 @@ fn a_process_named_numapilot_run_from_a_hung_server_does_not_hold_the_tool_check
     // before it sets the new name (5.x-6.x begin_new_exec: do_close_on_exec, then __set_task_comm): the
     // name is waited for, or this reads the spawning thread's (CI saw "a_process_named").
     let comm = format!("/proc/{pid}/comm");
-    let t0 = Instant::now();
-    while std::fs::read_to_string(&comm).unwrap() != "numapilot\n" {
-        assert!(t0.elapsed() < Duration::from_secs(60), "the child never ran the server's program under its name");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    until("the child to run the server's program under its name", || {
+        std::fs::read_to_string(&comm).unwrap() == "numapilot\n"
+    });
     let (fired, stop_tx, watchdog) = watchdog(&fuse);
     fuse.hang_stats();
     let opts = LiveOptions::default();

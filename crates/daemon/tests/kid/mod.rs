@@ -170,3 +170,14 @@ pub fn masks(pid: u32) -> Vec<(u32, CpuSet)> {
         .filter_map(|t| sched_getaffinity(t as i32).ok().map(|m| (t, m)))
         .collect()
 }
+
+/// Polls `f` every 5 ms until it holds; fails after 60 s, saying it timed out waiting for `what`
+/// (a bound for a loaded machine, where a child can wait seconds for a CPU; never the property
+/// under test).
+pub fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "timed out after 60 s waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
